@@ -1,0 +1,132 @@
+"""How a component's runtime code reaches the pod.
+
+Two delivery modes, chosen at compile time (module constants, overridable by environment variables):
+
+* **Embedded (default).** The component's pure modules (its directory minus ``tests/`` and ``component.py``,
+  plus ``components/_common``) are staged into a small ``components/`` tree and handed to KFP's
+  ``embedded_artifact_path`` (kfp >= 2.15). KFP packs it as a gzip+base64 tarball into the component's command and
+  puts the extraction root on ``sys.path`` in the pod, so ``import components.<category>.<name>.<module>`` works
+  there exactly as it does locally. The package ``__init__`` files in the bundle are replaced by empty ones so that
+  importing a pure module in the pod never imports ``kfp`` decorators again. Third-party packages come from
+  ``packages_to_install`` on top of :data:`BASE_IMAGE`.
+* **Prebuilt runtime image.** With ``KFP_FINETUNE_RUNTIME_IMAGE`` set (an image built from the project's
+  ``Containerfile``, e.g. for disconnected clusters), components run on that image: nothing is embedded and nothing
+  is pip-installed at run time.
+
+``KFP_FINETUNE_INSTALL_PACKAGES=0`` compiles components that install nothing at run time (no ``kfp`` either); the
+test-suite and ``kfp-finetune demo`` use it because ``kfp.local`` runs tasks in the current, complete environment.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Base image of every component, pinned by exact tag (the python.org build of CPython 3.11 on Debian 12).
+DEFAULT_BASE_IMAGE = "python:3.11.11-slim-bookworm"
+#: Compile-time override of :data:`DEFAULT_BASE_IMAGE`.
+BASE_IMAGE = os.environ.get("KFP_FINETUNE_BASE_IMAGE", DEFAULT_BASE_IMAGE)
+#: Prebuilt runtime image (see ``Containerfile``); empty means "embed the code and pip-install the packages".
+RUNTIME_IMAGE = os.environ.get("KFP_FINETUNE_RUNTIME_IMAGE", "")
+#: Whether compiled components pip-install their packages (and kfp) at run time.
+INSTALL_PACKAGES = os.environ.get("KFP_FINETUNE_INSTALL_PACKAGES", "1") != "0"
+
+#: The project's root package; runtime bundles are rooted here.
+COMPONENTS_ROOT = Path(__file__).resolve().parents[1]
+#: Fixed file time in bundles so that the packed tar is byte-stable from one compile to the next.
+_BUNDLE_MTIME = 315532800  # 1980-01-01, the earliest time zip/tar tools agree on
+_SKIPPED_NAMES = {"tests", "__pycache__", "component.py"}
+
+
+def _copy_module_tree(source: Path, target: Path) -> None:
+    """Copies the ``.py`` files under ``source`` to ``target``, skipping tests, caches and ``component.py``."""
+    for path in sorted(source.rglob("*.py")):
+        relative = path.relative_to(source)
+        if any(part in _SKIPPED_NAMES for part in relative.parts):
+            continue
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if path.name == "__init__.py":
+            destination.write_text('"""Runtime bundle package."""\n')
+        else:
+            shutil.copyfile(path, destination)
+
+
+def _write_package_inits(bundle_root: Path, package_dir: Path) -> None:
+    """Writes an empty ``__init__.py`` in every package between ``bundle_root`` and ``package_dir``."""
+    current = package_dir
+    while True:
+        init = current / "__init__.py"
+        if not init.exists():
+            current.mkdir(parents=True, exist_ok=True)
+            init.write_text('"""Runtime bundle package."""\n')
+        if current == bundle_root:
+            return
+        current = current.parent
+
+
+def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> Path:
+    """Stages the runtime code of some component directories as an importable ``components`` tree.
+
+    Args:
+        component_dirs: Directories under ``components/`` whose pure modules the component imports at run time.
+        bundle_root: An empty directory; it becomes the root put on ``sys.path`` in the pod.
+
+    Returns:
+        ``bundle_root``, now holding ``components/__init__.py``, ``components/_common/*.py`` and the modules of each
+        directory at its usual import path.
+
+    Raises:
+        ValueError: A directory is not inside the ``components`` package.
+    """
+    package_root = bundle_root / COMPONENTS_ROOT.name
+    for source in [COMPONENTS_ROOT / "_common", *component_dirs]:
+        source = Path(source).resolve()
+        if COMPONENTS_ROOT not in source.parents:
+            raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {source}")
+        target = package_root / source.relative_to(COMPONENTS_ROOT)
+        _copy_module_tree(source, target)
+        _write_package_inits(package_root, target)
+    for path in [bundle_root, *bundle_root.rglob("*")]:
+        os.utime(path, (_BUNDLE_MTIME, _BUNDLE_MTIME))
+    return bundle_root
+
+
+def runtime_component(
+    component_file: str,
+    packages: Sequence[str] = (),
+    extra_dirs: Sequence[Path] = (),
+    **component_kwargs: Any,
+) -> Callable[[Callable[..., Any]], Any]:
+    """A ``@dsl.component`` that ships the component's own modules into the pod.
+
+    Args:
+        component_file: ``__file__`` of the ``component.py`` being decorated; its directory is bundled.
+        packages: Pinned third-party packages the component needs at run time on :data:`BASE_IMAGE`.
+        extra_dirs: Further directories under ``components/`` the runtime code imports.
+        **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
+
+    Returns:
+        A decorator turning the component function into a KFP ``PythonComponent``.
+    """
+    from kfp import dsl
+
+    def decorate(func: Callable[..., Any]) -> Any:
+        if RUNTIME_IMAGE:
+            return dsl.component(func, base_image=RUNTIME_IMAGE, install_kfp_package=False, **component_kwargs)
+        with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging:
+            stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
+            return dsl.component(
+                func,
+                base_image=BASE_IMAGE,
+                packages_to_install=list(packages) if INSTALL_PACKAGES else None,
+                install_kfp_package=INSTALL_PACKAGES,
+                embedded_artifact_path=staging,
+                **component_kwargs,
+            )
+
+    return decorate

@@ -1,0 +1,11 @@
+"""Regenerates ``pipelines/demo/data/demo_chat.jsonl``, the shipped demo chat dataset."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipelines.demo.demo_data import write_demo_dataset  # noqa: E402
+
+if __name__ == "__main__":
+    print(write_demo_dataset())

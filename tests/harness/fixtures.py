@@ -1,0 +1,65 @@
+"""Core fixtures: the tiny offline model, the demo dataset, single-threaded torch and a fresh ``kfp.local`` runner."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipelines.demo.demo_data import DEMO_DATASET_PATH
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama chat model + tokenizer, built once per session (read-only: copy it before changing it)."""
+    from pipelines.demo.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model")
+
+
+@pytest.fixture
+def tiny_model_copy(tiny_model_dir: Path, tmp_path: Path) -> Path:
+    """A private, writable copy of the tiny model."""
+    return Path(shutil.copytree(tiny_model_dir, tmp_path / "base-model"))
+
+
+@pytest.fixture
+def demo_dataset_path() -> Path:
+    """The shipped demo chat dataset (JSONL, ``messages`` format)."""
+    return DEMO_DATASET_PATH
+
+
+@pytest.fixture(autouse=True)
+def _single_torch_thread():
+    """Torch on 2 cores: one thread per test is faster than contention, and seeded runs repeat exactly."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is part of the test install
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def kfp_local(tmp_path: Path):
+    """Initialises ``kfp.local`` with the subprocess runner (current environment) and a fresh workspace.
+
+    Returns:
+        The pipeline root directory, where task outputs are written.
+    """
+    from kfp import local
+
+    pipeline_root = tmp_path / "kfp-root"
+    workspace_root = tmp_path / "kfp-workspace"
+    workspace_root.mkdir()
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(pipeline_root),
+        workspace_root=str(workspace_root),
+        raise_on_error=True,
+    )
+    return pipeline_root
