@@ -15,4 +15,5 @@ pytest_plugins = [
     "tests.harness.s3",
     "tests.harness.http_server",
     "tests.harness.registry_stub",
+    "tests.harness.kfp_api_stub",
 ]

@@ -19,10 +19,13 @@ test-suite and ``kfp-finetune demo`` use it because ``kfp.local`` runs tasks in 
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +99,24 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> P
     return bundle_root
 
 
+@contextlib.contextmanager
+def _reproducible_archive() -> Iterator[None]:
+    """Makes KFP's gzip of the embedded bundle byte-stable (a fixed gzip header time instead of "now").
+
+    Without it every compile changes the embedded archive and the checked-in ``pipeline.yaml`` files churn.
+    """
+    from kfp.dsl import component_factory
+
+    original = component_factory.gzip
+    component_factory.gzip = types.SimpleNamespace(
+        compress=lambda data, compresslevel=9: gzip.compress(data, compresslevel=compresslevel, mtime=0)
+    )
+    try:
+        yield
+    finally:
+        component_factory.gzip = original
+
+
 def runtime_component(
     component_file: str,
     packages: Sequence[str] = (),
@@ -118,7 +139,7 @@ def runtime_component(
     def decorate(func: Callable[..., Any]) -> Any:
         if RUNTIME_IMAGE:
             return dsl.component(func, base_image=RUNTIME_IMAGE, install_kfp_package=False, **component_kwargs)
-        with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging:
+        with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():
             stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
             return dsl.component(
                 func,

@@ -1,0 +1,166 @@
+"""The one pipeline definition shared by every fine-tuning pipeline.
+
+``dataset_download → train_model → lm_eval → model_registry``, parameterised by algorithm (``sft`` / ``osft`` /
+``lora``) and flavor (``expert`` / ``minimal``). A pipeline module (``pipelines/training/finetuning/<name>/pipeline.py``)
+only declares its algorithm, flavor and defaults and calls :func:`build_pipeline`.
+
+KFP reads a pipeline's parameters from its function signature, so :func:`build_pipeline` synthesises a function whose
+signature is the selected rows of :data:`~pipelines.training.finetuning.parameters.PARAMETERS`. Parameters a flavor
+does not expose are passed to the components as constants (their defaults).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from pipelines.training.finetuning.parameters import REQUIRED, PipelineParameter, parameters_for, with_defaults
+from pipelines.training.finetuning.settings import CompileSettings
+
+_AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_S3_BUCKET")
+
+
+def _docstring(title: str, exposed: list[PipelineParameter]) -> str:
+    """A Google-style docstring; KFP turns its ``Args`` into the dashboard's parameter descriptions."""
+    lines = [title, "", "Args:"]
+    lines += [f"    {p.dashboard_name}: {p.description}" for p in exposed]
+    return "\n".join(lines) + "\n"
+
+
+def _signature(exposed: list[PipelineParameter]) -> inspect.Signature:
+    """The pipeline function's signature: required parameters first (Python's rule), then the rest in order."""
+    params = [
+        inspect.Parameter(
+            p.dashboard_name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=p.annotation,
+            default=inspect.Parameter.empty if p.default is REQUIRED else p.default,
+        )
+        for p in exposed
+    ]
+    return inspect.Signature(sorted(params, key=lambda p: p.default is not inspect.Parameter.empty))
+
+
+def _apply_secrets(tasks: dict[str, Any], settings: CompileSettings) -> None:
+    """Mounts the RHOAI secrets as env vars (all optional) on the steps that need them; values never reach YAML."""
+    from kfp import kubernetes
+
+    hf = {"HF_TOKEN": "HF_TOKEN"}
+    s3 = {key: key for key in _AWS_KEYS}
+    kube = {"KUBERNETES_SERVER_URL": "KUBERNETES_SERVER_URL", "KUBERNETES_AUTH_TOKEN": "KUBERNETES_AUTH_TOKEN"}
+    mounts = {
+        "dataset": [(settings.hf_token_secret, hf), (settings.s3_secret, s3)],
+        "train": [(settings.kubernetes_credentials_secret, kube), (settings.hf_token_secret, hf),
+                  (settings.s3_secret, s3),
+                  (settings.oci_pull_secret, {".dockerconfigjson": "OCI_PULL_SECRET_MODEL_DOWNLOAD"})],
+        "eval": [(settings.hf_token_secret, hf)],
+        "registry": [(settings.s3_secret, s3)],
+    }
+    for step, secrets in mounts.items():
+        for secret_name, key_to_env in secrets:
+            kubernetes.use_secret_as_env(tasks[step], secret_name=secret_name, secret_key_to_env=key_to_env,
+                                         optional=True)
+
+
+def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorithm: str) -> dict[str, Any]:
+    """Calls the four components with the pipeline's values; returns the tasks by step."""
+    from kfp import dsl
+
+    from components.data_processing.dataset_download import dataset_download
+    from components.deployment.kubeflow_model_registry import model_registry
+    from components.evaluation.lm_eval import lm_eval
+    from components.training.finetuning import train_model
+
+    def args(step: str) -> dict[str, Any]:
+        return {name: value for (s, name), value in values.items() if s == step}
+
+    data = dataset_download(**args("dataset"), max_seq_len=values[("train", "max_seq_len")])
+    data.set_display_name("Download and validate dataset").set_caching_options(True)
+    train = train_model(
+        **args("train"),
+        algorithm=algorithm,
+        train_dataset=data.outputs["train_dataset"],
+        eval_dataset=data.outputs["eval_dataset"],
+        workspace_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
+        hf_token_secret_name=settings.hf_token_secret,
+        s3_secret_name=settings.s3_secret,
+    )
+    train.set_display_name(f"Fine-tune ({algorithm.upper()})").set_caching_options(False)
+    evaluation = lm_eval(**args("eval"), model=train.outputs["model"], eval_dataset=data.outputs["eval_dataset"])
+    evaluation.set_display_name("Evaluate (lm-eval)").set_caching_options(False)
+    registry = model_registry(
+        **args("registry"),
+        model=train.outputs["model"],
+        eval_metrics=evaluation.outputs["metrics"],
+        train_metrics=train.outputs["metrics"],
+        dataset=data.outputs["train_dataset"],
+    )
+    registry.set_display_name("Register model").set_caching_options(False)
+    tasks = {"dataset": data, "train": train, "eval": evaluation, "registry": registry}
+    _apply_secrets(tasks, settings)
+    return tasks
+
+
+def build_pipeline(
+    algorithm: str,
+    flavor: str,
+    name: str,
+    description: str,
+    defaults: dict[str, Any] | None = None,
+    settings: CompileSettings | None = None,
+) -> Callable[..., Any]:
+    """Builds a fine-tuning pipeline (a KFP ``GraphComponent``) for one algorithm and flavor.
+
+    Args:
+        algorithm: ``sft``, ``osft`` or ``lora``.
+        flavor: ``expert`` or ``minimal``.
+        name: The pipeline's name (overridden by ``settings.pipeline_name`` when set).
+        description: One paragraph shown in the dashboard.
+        defaults: ``{"<step>.<name>": value}`` defaults that differ from the shared table's.
+        settings: Compile-time settings (default: :meth:`CompileSettings.from_env`).
+
+    Returns:
+        The pipeline, ready for ``kfp.compiler.Compiler().compile`` or a ``kfp.local`` run.
+    """
+    from kfp import dsl
+
+    settings = settings or CompileSettings.from_env()
+    every = with_defaults(parameters_for(algorithm, "expert"), defaults or {})
+    exposed_keys = {(p.step, p.name) for p in parameters_for(algorithm, flavor)}
+    exposed = [p for p in every if (p.step, p.name) in exposed_keys]
+    fixed = {(p.step, p.name): p.default for p in every if (p.step, p.name) not in exposed_keys}
+    signature = _signature(exposed)
+    by_dashboard_name = {p.dashboard_name: (p.step, p.name) for p in exposed}
+
+    def pipeline_body(*args: Any) -> None:
+        values = dict(fixed)
+        values.update({by_dashboard_name[n]: value for n, value in zip(signature.parameters, args, strict=True)})
+        _wire(values, settings, algorithm)
+
+    pipeline_body.__signature__ = signature
+    pipeline_body.__name__ = name.replace("-", "_")
+    pipeline_body.__doc__ = _docstring(description, exposed)
+    workspace = dsl.WorkspaceConfig(
+        size=settings.pvc_size, kubernetes=dsl.KubernetesWorkspaceConfig(pvcSpecPatch=settings.workspace_pvc_patch())
+    )
+    return dsl.pipeline(
+        name=settings.pipeline_name or name,
+        description=description,
+        pipeline_config=dsl.PipelineConfig(workspace=workspace),
+    )(pipeline_body)
+
+
+def compile_pipeline(pipeline: Any, output_path: str) -> str:
+    """Compiles ``pipeline`` to ``output_path`` (YAML) and returns the path."""
+    from kfp import compiler
+
+    compiler.Compiler().compile(pipeline, output_path)
+    return output_path
+
+
+def main(module_file: str, pipeline: Any) -> None:
+    """Compiles a pipeline module's ``pipeline`` to ``pipeline.yaml`` beside the module."""
+    from pathlib import Path
+
+    print(compile_pipeline(pipeline, str(Path(module_file).with_name("pipeline.yaml"))))

@@ -1,0 +1,1 @@
+"""Fixture module (filled in by the CLI/KFP API work)."""
