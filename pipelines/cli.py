@@ -20,15 +20,20 @@ def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--pvc-access-modes", help="comma-separated, e.g. ReadWriteMany")
     group.add_argument("--pipeline-name", help="name of the compiled pipeline")
     group.add_argument("--base-image", help="base image of the components (packages installed at run time)")
-    group.add_argument("--runtime-image", help="prebuilt runtime image (see Containerfile); nothing installed at run time")
+    group.add_argument(
+        "--runtime-image", help="prebuilt runtime image (see Containerfile); nothing installed at run time"
+    )
 
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     """Flags of the KFP server connection."""
     group = parser.add_argument_group("KFP server")
     group.add_argument("--host", default="", help="KFP API URL (default: KFP_HOST)")
-    group.add_argument("--token-file", default="", help="file holding a bearer token, e.g. from `oc whoami -t` "
-                       "(default: the KFP_TOKEN env var)")
+    group.add_argument(
+        "--token-file",
+        default="",
+        help="file holding a bearer token, e.g. from `oc whoami -t` (default: the KFP_TOKEN env var)",
+    )
     group.add_argument("--namespace", default="", help="namespace (multi-user KFP)")
     group.add_argument("--ca-bundle", default="", help="CA bundle to verify the server's certificate")
     group.add_argument("--insecure-skip-tls-verify", action="store_true", help="do not verify TLS (not recommended)")
@@ -36,8 +41,13 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags giving pipeline arguments."""
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                        help="a pipeline argument (VALUE parsed as JSON when possible); repeatable")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline argument (VALUE parsed as JSON when possible); repeatable",
+    )
     parser.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
     parser.add_argument("--experiment", default="Default", help="experiment name")
 
@@ -50,8 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     compile_ = sub.add_parser("compile", help="compile pipelines to YAML")
     compile_.add_argument("names", nargs="*", metavar="PIPELINE", help=f"one or more of: {', '.join(PIPELINES)}")
     compile_.add_argument("--all", action="store_true", help="compile all six pipelines")
-    compile_.add_argument("-o", "--output", type=Path, help="output file (one pipeline) or directory (several); "
-                          "default: pipeline.yaml beside each pipeline module")
+    compile_.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="output file (one pipeline) or directory (several); default: pipeline.yaml beside each pipeline module",
+    )
     _add_compile_settings(compile_)
 
     demo = sub.add_parser("demo", help="run a whole pipeline locally on a tiny model (kfp.local, CPU)")
@@ -66,8 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--on-invalid", choices=("fail", "drop"), default="fail")
     validate.add_argument("--allow-trailing-user", action="store_true")
 
-    for name, help_text in (("upload", "upload a pipeline to a KFP server"), ("run", "start a run"),
-                            ("schedule", "create a recurring run")):
+    for name, help_text in (
+        ("upload", "upload a pipeline to a KFP server"),
+        ("run", "start a run"),
+        ("schedule", "create a recurring run"),
+    ):
         command = sub.add_parser(name, help=help_text)
         command.add_argument("pipeline", help="a pipeline name (e.g. osft-minimal) or a compiled YAML file")
         _add_connection(command)
@@ -78,8 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--description", default="")
         else:
             _add_arguments(command)
-            command.add_argument("--run-name" if name == "run" else "--name", default="",
-                                 help="run name" if name == "run" else "recurring run name (default: PIPELINE)")
+            command.add_argument(
+                "--run-name" if name == "run" else "--name",
+                default="",
+                help="run name" if name == "run" else "recurring run name (default: PIPELINE)",
+            )
         if name == "schedule":
             when = command.add_mutually_exclusive_group(required=True)
             when.add_argument("--cron", default="", help="6-field cron with seconds, e.g. '0 0 2 * * *'")

@@ -58,7 +58,9 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
     from components.data_processing.dataset_download.validate import validate_dataset_uri
 
     report = validate_dataset_uri(
-        args.uri, input_format=args.input_format, on_invalid=args.on_invalid,
+        args.uri,
+        input_format=args.input_format,
+        on_invalid=args.on_invalid,
         allow_trailing_user=args.allow_trailing_user,
     )
     print(report.to_markdown())
@@ -72,8 +74,9 @@ def _package(args: argparse.Namespace, workdir: str) -> str:
     if args.pipeline in PIPELINES:
         return str(compile_named(args.pipeline, Path(workdir) / f"{args.pipeline}.yaml", _settings(args)))
     if not Path(args.pipeline).is_file():
-        raise FileNotFoundError(f"PIPELINE {args.pipeline!r} is neither a pipeline name ({', '.join(PIPELINES)}) "
-                                "nor a compiled YAML file")
+        raise FileNotFoundError(
+            f"PIPELINE {args.pipeline!r} is neither a pipeline name ({', '.join(PIPELINES)}) nor a compiled YAML file"
+        )
     return args.pipeline
 
 
@@ -81,8 +84,11 @@ def _connection(args: argparse.Namespace):
     from pipelines import kfp_api
 
     return kfp_api.connection_from_options(
-        host=args.host, token_file=args.token_file, insecure_skip_tls_verify=args.insecure_skip_tls_verify,
-        ca_bundle=args.ca_bundle, namespace=args.namespace,
+        host=args.host,
+        token_file=args.token_file,
+        insecure_skip_tls_verify=args.insecure_skip_tls_verify,
+        ca_bundle=args.ca_bundle,
+        namespace=args.namespace,
     )
 
 
@@ -95,8 +101,13 @@ def upload_command(args: argparse.Namespace) -> int:
     from pipelines import kfp_api
 
     with tempfile.TemporaryDirectory() as workdir:
-        result = kfp_api.upload_pipeline(_connection(args), _package(args, workdir), args.name or _default_name(args),
-                                         description=args.description, version_name=args.version)
+        result = kfp_api.upload_pipeline(
+            _connection(args),
+            _package(args, workdir),
+            args.name or _default_name(args),
+            description=args.description,
+            version_name=args.version,
+        )
     print(f"uploaded: pipeline_id={result['pipeline_id']} version_id={result['version_id']}")
     return 0
 
@@ -107,8 +118,13 @@ def run_command(args: argparse.Namespace) -> int:
 
     arguments = kfp_api.load_arguments(args.param, args.params_file)
     with tempfile.TemporaryDirectory() as workdir:
-        result = kfp_api.create_run(_connection(args), _package(args, workdir), arguments, run_name=args.run_name,
-                                    experiment_name=args.experiment)
+        result = kfp_api.create_run(
+            _connection(args),
+            _package(args, workdir),
+            arguments,
+            run_name=args.run_name,
+            experiment_name=args.experiment,
+        )
     print(f"run started: run_id={result['run_id']} experiment_id={result['experiment_id']}")
     return 0
 
@@ -120,8 +136,13 @@ def schedule_command(args: argparse.Namespace) -> int:
     arguments = kfp_api.load_arguments(args.param, args.params_file)
     with tempfile.TemporaryDirectory() as workdir:
         result = kfp_api.schedule_run(
-            _connection(args), _package(args, workdir), arguments, job_name=args.name or _default_name(args),
-            experiment_name=args.experiment, cron=args.cron, interval_seconds=args.interval,
+            _connection(args),
+            _package(args, workdir),
+            arguments,
+            job_name=args.name or _default_name(args),
+            experiment_name=args.experiment,
+            cron=args.cron,
+            interval_seconds=args.interval,
             max_concurrency=args.max_concurrency,
         )
     print(f"scheduled: recurring_run_id={result['recurring_run_id']} experiment_id={result['experiment_id']}")

@@ -48,7 +48,9 @@ def set_image_settings(base_image: str | None = None, runtime_image: str | None 
 def compile_named(name: str, output_path: Path, settings: CompileSettings) -> Path:
     """Compiles pipeline ``name`` with ``settings`` to ``output_path``."""
     module = pipeline_module(name)
-    pipeline = build_pipeline(module.ALGORITHM, module.FLAVOR, module.NAME, module.DESCRIPTION, module.DEFAULTS, settings)
+    pipeline = build_pipeline(
+        module.ALGORITHM, module.FLAVOR, module.NAME, module.DESCRIPTION, module.DEFAULTS, settings
+    )
     output_path.parent.mkdir(parents=True, exist_ok=True)
     compile_pipeline(pipeline, str(output_path))
     return output_path

@@ -1,8 +1,9 @@
 """The one pipeline definition shared by every fine-tuning pipeline.
 
 ``dataset_download → train_model → lm_eval → model_registry``, parameterised by algorithm (``sft`` / ``osft`` /
-``lora``) and flavor (``expert`` / ``minimal``). A pipeline module (``pipelines/training/finetuning/<name>/pipeline.py``)
-only declares its algorithm, flavor and defaults and calls :func:`build_pipeline`.
+``lora``) and flavor (``expert`` / ``minimal``). A pipeline module
+(``pipelines/training/finetuning/<name>/pipeline.py``) only declares its algorithm, flavor and defaults and calls
+:func:`build_pipeline`.
 
 KFP reads a pipeline's parameters from its function signature, so :func:`build_pipeline` synthesises a function whose
 signature is the selected rows of :data:`~pipelines.training.finetuning.parameters.PARAMETERS`. Parameters a flavor
@@ -51,25 +52,29 @@ def _apply_secrets(tasks: dict[str, Any], settings: CompileSettings) -> None:
     kube = {"KUBERNETES_SERVER_URL": "KUBERNETES_SERVER_URL", "KUBERNETES_AUTH_TOKEN": "KUBERNETES_AUTH_TOKEN"}
     mounts = {
         "dataset": [(settings.hf_token_secret, hf), (settings.s3_secret, s3)],
-        "train": [(settings.kubernetes_credentials_secret, kube), (settings.hf_token_secret, hf),
-                  (settings.s3_secret, s3),
-                  (settings.oci_pull_secret, {".dockerconfigjson": "OCI_PULL_SECRET_MODEL_DOWNLOAD"})],
+        "train": [
+            (settings.kubernetes_credentials_secret, kube),
+            (settings.hf_token_secret, hf),
+            (settings.s3_secret, s3),
+            (settings.oci_pull_secret, {".dockerconfigjson": "OCI_PULL_SECRET_MODEL_DOWNLOAD"}),
+        ],
         "eval": [(settings.hf_token_secret, hf)],
         "registry": [(settings.s3_secret, s3)],
     }
     for step, secrets in mounts.items():
         for secret_name, key_to_env in secrets:
-            kubernetes.use_secret_as_env(tasks[step], secret_name=secret_name, secret_key_to_env=key_to_env,
-                                         optional=True)
+            kubernetes.use_secret_as_env(
+                tasks[step], secret_name=secret_name, secret_key_to_env=key_to_env, optional=True
+            )
 
 
 def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorithm: str) -> dict[str, Any]:
     """Calls the four components with the pipeline's values; returns the tasks by step."""
+    from components.deployment.kubeflow_model_registry import model_registry
+    from components.evaluation.lm_eval import lm_eval
     from kfp import dsl
 
     from components.data_processing.dataset_download import dataset_download
-    from components.deployment.kubeflow_model_registry import model_registry
-    from components.evaluation.lm_eval import lm_eval
     from components.training.finetuning import train_model
 
     def args(step: str) -> dict[str, Any]:

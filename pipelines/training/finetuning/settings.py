@@ -56,7 +56,8 @@ class CompileSettings:
         unknown = [mode for mode in self.pvc_access_modes if mode not in _ACCESS_MODES]
         if not self.pvc_access_modes or unknown:
             raise ValueError(
-                f"pvc_access_modes must be a non-empty subset of {sorted(_ACCESS_MODES)}, got {list(self.pvc_access_modes)}"
+                f"pvc_access_modes must be a non-empty subset of {sorted(_ACCESS_MODES)}, "
+                f"got {list(self.pvc_access_modes)}"
             )
         for field in ("kubernetes_credentials_secret", "s3_secret", "hf_token_secret", "oci_pull_secret"):
             if not getattr(self, field):
@@ -78,7 +79,9 @@ class CompileSettings:
         for field in dataclasses.fields(cls):
             raw = environ.get(f"KFP_FINETUNE_{field.name.upper()}")
             if raw is not None:
-                values[field.name] = tuple(m.strip() for m in raw.split(",") if m.strip()) if "modes" in field.name else raw
+                values[field.name] = (
+                    tuple(m.strip() for m in raw.split(",") if m.strip()) if "modes" in field.name else raw
+                )
         values.update({key: value for key, value in overrides.items() if value is not None})
         if "pvc_access_modes" in values:
             values["pvc_access_modes"] = tuple(values["pvc_access_modes"])

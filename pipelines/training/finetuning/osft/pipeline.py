@@ -1,6 +1,7 @@
 """The ``osft`` pipeline: OSFT, expert flavor.
 
-Compile it with ``kfp-finetune compile osft`` (or ``python -m pipelines.training.finetuning.osft.pipeline``).
+Compile it with ``kfp-finetune compile osft``
+or ``python -m pipelines.training.finetuning.osft.pipeline``.
 """
 
 from pipelines.training.finetuning.definition import build_pipeline, main

@@ -1,6 +1,7 @@
 """The ``osft-minimal`` pipeline: OSFT, minimal flavor.
 
-Compile it with ``kfp-finetune compile osft-minimal`` (or ``python -m pipelines.training.finetuning.osft_minimal.pipeline``).
+Compile it with ``kfp-finetune compile osft-minimal``
+or ``python -m pipelines.training.finetuning.osft_minimal.pipeline``.
 """
 
 from pipelines.training.finetuning.definition import build_pipeline, main

@@ -1,6 +1,7 @@
 """The ``sft`` pipeline: SFT, expert flavor.
 
-Compile it with ``kfp-finetune compile sft`` (or ``python -m pipelines.training.finetuning.sft.pipeline``).
+Compile it with ``kfp-finetune compile sft``
+or ``python -m pipelines.training.finetuning.sft.pipeline``.
 """
 
 from pipelines.training.finetuning.definition import build_pipeline, main

@@ -1,6 +1,7 @@
 """The ``sft-minimal`` pipeline: SFT, minimal flavor.
 
-Compile it with ``kfp-finetune compile sft-minimal`` (or ``python -m pipelines.training.finetuning.sft_minimal.pipeline``).
+Compile it with ``kfp-finetune compile sft-minimal``
+or ``python -m pipelines.training.finetuning.sft_minimal.pipeline``.
 """
 
 from pipelines.training.finetuning.definition import build_pipeline, main

@@ -1,0 +1,34 @@
+"""Times importing and compiling all six fine-tuning pipelines (target: < 3 s in total).
+
+Usage: ``python benchmarks/compile.py``. Prints the import time, each compile time and the total.
+"""
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    """Imports the pipeline modules, compiles each once and prints the timings."""
+    started = time.perf_counter()
+    from pipelines.compile import compile_named
+    from pipelines.training.finetuning import PIPELINES
+    from pipelines.training.finetuning.settings import CompileSettings
+
+    settings = CompileSettings.from_env()
+    imported = time.perf_counter()
+    print(f"import: {imported - started:.2f}s")
+    with tempfile.TemporaryDirectory() as workdir:
+        for name in PIPELINES:
+            before = time.perf_counter()
+            compile_named(name, Path(workdir) / f"{name}.yaml", settings)
+            print(f"compile {name}: {time.perf_counter() - before:.2f}s")
+    total = time.perf_counter() - started
+    print(f"total: {total:.2f}s (target < 3 s: {'met' if total < 3 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
