@@ -1,0 +1,1 @@
+"""Examples of using kfp-finetune components in your own pipelines."""

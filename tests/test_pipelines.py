@@ -1,0 +1,252 @@
+"""The six fine-tuning pipelines: compile, parameter names and order, compiled-YAML facts, checked-in YAML current."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.compile import checked_in_path, compile_named
+from pipelines.training.finetuning import PIPELINES
+from pipelines.training.finetuning.parameters import PARAMETERS, STEPS, parameters_for, with_defaults
+from pipelines.training.finetuning.settings import CompileSettings
+from scripts.check_arg_size import LIMIT_BYTES, container_arguments
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NAME_PATTERN = re.compile(r"^phase_(\d\d)_(dataset|train|eval|registry)_(man|opt)_[a-z0-9_]+$")
+ARCHIVE = re.compile(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict[str, list[dict]]:
+    """Every pipeline compiled with default settings: name -> YAML documents."""
+    out = tmp_path_factory.mktemp("compiled")
+    return {
+        name: list(yaml.safe_load_all(compile_named(name, out / f"{name}.yaml", CompileSettings()).read_text()))
+        for name in PIPELINES
+    }
+
+
+def _inputs(documents: list[dict]) -> dict[str, dict]:
+    return documents[0]["root"]["inputDefinitions"]["parameters"]
+
+
+def test_all_six_pipelines_compile(compiled):
+    assert set(compiled) == {"sft", "sft-minimal", "osft", "osft-minimal", "lora", "lora-minimal"}
+    for documents in compiled.values():
+        tasks = documents[0]["root"]["dag"]["tasks"]
+        assert set(tasks) == {"dataset-download", "train-model", "lm-eval", "model-registry"}
+
+
+def test_parameter_names_follow_the_dashboard_convention(compiled):
+    for name, documents in compiled.items():
+        for parameter in _inputs(documents):
+            match = NAME_PATTERN.match(parameter)
+            assert match, f"{name}: {parameter}"
+            assert int(match.group(1)) == STEPS[match.group(2)], f"{name}: {parameter} has the wrong phase number"
+
+
+def test_same_concept_has_the_same_name_in_every_pipeline(compiled):
+    """A parameter's tail (its concept) maps to exactly one full name across all six pipelines."""
+    full_names: dict[tuple[str, str], set[str]] = {}
+    for documents in compiled.values():
+        for parameter in _inputs(documents):
+            step, tail = NAME_PATTERN.match(parameter).group(2), parameter.split("_", 4)[4]
+            full_names.setdefault((step, tail), set()).add(parameter)
+    clashes = {concept: names for concept, names in full_names.items() if len(names) > 1}
+    assert not clashes
+
+
+def test_dashboard_order_is_phase_then_man_before_opt():
+    for algorithm in ("sft", "osft", "lora"):
+        for flavor in ("expert", "minimal"):
+            names = [p.dashboard_name for p in parameters_for(algorithm, flavor)]
+            keys = [(n[:8], n.split("_")[3] != "man") for n in names]
+            assert keys == sorted(keys), (algorithm, flavor)
+
+
+def test_osft_minimal_golden_parameters(compiled):
+    """Names, types and defaults of the minimal OSFT pipeline, exactly (the RHOAI guidance defaults)."""
+    inputs = _inputs(compiled["osft-minimal"])
+    summary = {name: (spec["parameterType"], spec.get("defaultValue")) for name, spec in inputs.items()}
+    assert summary == {
+        "phase_01_dataset_man_dataset_uri": ("STRING", None),
+        "phase_02_train_man_base_model": ("STRING", "Qwen/Qwen2.5-1.5B-Instruct"),
+        "phase_02_train_opt_num_epochs": ("NUMBER_INTEGER", 3.0),
+        "phase_02_train_opt_effective_batch_size": ("NUMBER_INTEGER", 128.0),
+        "phase_02_train_opt_max_tokens_per_gpu": ("NUMBER_INTEGER", 64000.0),
+        "phase_02_train_opt_unfreeze_rank_ratio": ("NUMBER_DOUBLE", 0.25),
+        "phase_02_train_opt_num_nodes": ("NUMBER_INTEGER", 1.0),
+        "phase_02_train_opt_gpus_per_node": ("NUMBER_INTEGER", 1.0),
+        "phase_03_eval_opt_task_names": ("LIST", ["arc_easy"]),
+        "phase_04_registry_opt_registry_address": ("STRING", ""),
+        "phase_04_registry_opt_model_name": ("STRING", ""),
+        "phase_04_registry_opt_model_version": ("STRING", ""),
+    }
+    assert "isOptional" not in inputs["phase_01_dataset_man_dataset_uri"]
+
+
+def test_minimal_pipelines_fix_hidden_knobs_to_the_declared_defaults(compiled):
+    """Hidden parameters become constants: OSFT's learning rate is 5e-6, SFT's 2e-5, LoRA's 2e-4."""
+    expected = {"osft-minimal": 5e-6, "sft-minimal": 2e-5, "lora-minimal": 2e-4}
+    for name, learning_rate in expected.items():
+        task = compiled[name][0]["root"]["dag"]["tasks"]["train-model"]
+        constant = task["inputs"]["parameters"]["learning_rate"]["runtimeValue"]["constant"]
+        assert constant == pytest.approx(learning_rate), name
+
+
+def test_algorithm_specific_knobs_appear_only_in_their_pipelines(compiled):
+    for name, documents in compiled.items():
+        inputs = set(_inputs(documents))
+        assert ("phase_02_train_opt_unfreeze_rank_ratio" in inputs) == name.startswith("osft")
+        assert ("phase_02_train_opt_lora_r" in inputs) == name.startswith("lora")
+
+
+def _component_inputs(documents: list[dict], component: str) -> set[str]:
+    definition = documents[0]["components"][f"comp-{component}"]["inputDefinitions"]
+    return set(definition.get("parameters", {}))
+
+
+WIRED = {
+    "dataset-download": {"max_seq_len"},
+    "train-model": {"algorithm", "workspace_path", "hf_token_secret_name", "s3_secret_name", "task_config"},
+    "lm-eval": {"model_source"},
+    "model-registry": {"ca_bundle_path"},
+}
+
+
+def test_expert_pipelines_expose_every_component_knob(compiled):
+    """Every plain parameter of the four components is a run-time parameter of the expert pipelines."""
+    steps = {"dataset-download": "dataset", "train-model": "train", "lm-eval": "eval", "model-registry": "registry"}
+    for name in ("sft", "osft", "lora"):
+        exposed = {p.name for p in parameters_for(name, "expert")}
+        for component, step in steps.items():
+            knobs = _component_inputs(compiled[name], component) - WIRED[component]
+            algorithm_specific = {p.name for p in PARAMETERS if p.step == step and name not in p.algorithms}
+            missing = knobs - exposed - algorithm_specific
+            assert not missing, f"{name}: {component} knobs not exposed: {sorted(missing)}"
+
+
+def test_workspace_pvc_is_a_compile_time_setting(tmp_path):
+    settings = CompileSettings(pvc_size="200Gi", pvc_storage_class="ocs-cephfs", pvc_access_modes=("ReadWriteMany",))
+    documents = list(yaml.safe_load_all(compile_named("sft", tmp_path / "sft.yaml", settings).read_text()))
+    workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
+    assert workspace["size"] == "200Gi"
+    assert workspace["kubernetes"]["pvcSpecPatch"] == {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "ocs-cephfs",
+    }
+    assert not any(p.name.startswith("pvc") for p in PARAMETERS)
+
+
+def test_secrets_are_mounted_as_optional_env_on_the_right_steps(compiled):
+    executors = compiled["sft"][1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    mounted = {
+        executor: {(s["secretName"], s["optional"]) for s in config.get("secretAsEnv", [])}
+        for executor, config in executors.items()
+    }
+    assert mounted["exec-train-model"] == {
+        ("kubernetes-credentials", True),
+        ("hf-token", True),
+        ("s3-secret", True),
+        ("oci-pull-secret-model-download", True),
+    }
+    assert ("hf-token", True) in mounted["exec-dataset-download"]
+    assert ("s3-secret", True) in mounted["exec-model-registry"]
+
+
+def test_no_secret_value_reaches_the_compiled_yaml(tmp_path, monkeypatch):
+    secrets = {"HF_TOKEN": "hf_SECRETVALUE123", "AWS_SECRET_ACCESS_KEY": "AWSSECRET987", "KFP_TOKEN": "kfpTOKEN555"}
+    for key, value in secrets.items():
+        monkeypatch.setenv(key, value)
+    text = compile_named("osft", tmp_path / "osft.yaml", CompileSettings()).read_text()
+    for value in secrets.values():
+        assert value not in text
+
+
+def test_training_step_does_not_cache_and_data_step_does(compiled):
+    tasks = compiled["sft"][0]["root"]["dag"]["tasks"]
+    assert tasks["dataset-download"]["cachingOptions"].get("enableCache") is True
+    for task in ("train-model", "model-registry"):
+        assert not tasks[task]["cachingOptions"].get("enableCache")
+
+
+def test_every_compiled_argument_is_under_the_limit(compiled):
+    for name, documents in compiled.items():
+        for document in documents:
+            for executor, argument in container_arguments(document):
+                assert len(argument.encode()) < LIMIT_BYTES, f"{name}: {executor}"
+
+
+def _normalise(text: str) -> str:
+    """Replaces each embedded archive by a digest of its member names and contents (tar headers vary by user)."""
+
+    def digest(match: re.Match) -> str:
+        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(match.group(1))))) as tar:
+            files = sorted((m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile())
+        return f"__KFP_EMBEDDED_ARCHIVE_B64 = 'sha256:{hashlib.sha256(repr(files).encode()).hexdigest()}'"
+
+    return ARCHIVE.sub(digest, text)
+
+
+def test_checked_in_pipeline_yaml_is_current(tmp_path):
+    """Recompiles every pipeline as `kfp-finetune compile --all` does (default settings) and diffs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
+    subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "compile", "--all", "-o", str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    stale = [
+        name
+        for name in PIPELINES
+        if _normalise((tmp_path / f"{name}.yaml").read_text()) != _normalise(checked_in_path(name).read_text())
+    ]
+    assert not stale, f"stale checked-in pipeline.yaml for {stale}: run `kfp-finetune compile --all`"
+
+
+def test_compile_is_reproducible(tmp_path):
+    first = compile_named("lora", tmp_path / "a.yaml", CompileSettings()).read_text()
+    second = compile_named("lora", tmp_path / "b.yaml", CompileSettings()).read_text()
+    assert first == second
+
+
+def test_unknown_default_override_is_rejected():
+    with pytest.raises(ValueError, match="unknown parameter default"):
+        with_defaults(parameters_for("sft", "expert"), {"train.epochs": 3})
+
+
+def test_compile_settings_validate_and_read_the_environment():
+    settings = CompileSettings.from_env(
+        {"KFP_FINETUNE_PVC_SIZE": "1Ti", "KFP_FINETUNE_PVC_ACCESS_MODES": "ReadWriteOnce, ReadOnlyMany"},
+        pvc_storage_class="gp3",
+    )
+    assert (settings.pvc_size, settings.pvc_access_modes) == ("1Ti", ("ReadWriteOnce", "ReadOnlyMany"))
+    assert settings.workspace_pvc_patch()["storageClassName"] == "gp3"
+    with pytest.raises(ValueError, match="pvc_size must be a Kubernetes quantity"):
+        CompileSettings(pvc_size="fifty")
+    with pytest.raises(ValueError, match="pvc_access_modes"):
+        CompileSettings(pvc_access_modes=("ReadWriteSometimes",))
+
+
+def test_custom_pipeline_importing_components_compiles(tmp_path):
+    from kfp import compiler
+
+    from pipelines.examples.custom_pipeline import validate_and_evaluate
+
+    path = tmp_path / "custom.yaml"
+    compiler.Compiler().compile(validate_and_evaluate, str(path))
+    tasks = yaml.safe_load(path.read_text())["root"]["dag"]["tasks"]
+    assert {"dataset-download", "lm-eval", "importer"} <= set(tasks)
