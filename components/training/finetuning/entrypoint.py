@@ -1,0 +1,331 @@
+"""Runs in every TrainJob pod: reads the run's JSON config and calls Training Hub's ``sft``, ``osft`` or ``lora_sft``.
+
+Delivery: ``train_model`` copies this file, the JSON config and the dataset onto the pipeline's workspace PVC, which
+the TrainJob pods mount at the same path. The training image (Training Hub's runtime) has none of this project's
+code, and a PVC file is visible to every node at once, survives pod restarts (so a retried pod resumes from the
+same checkpoint directory) and needs no image build. Hence this module uses only the standard library (``boto3`` /
+``huggingface_hub`` are imported lazily for ``s3://`` and Hub models). The local backend reuses
+:func:`load_chat_rows` and :func:`resolve_model_source`.
+
+Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+#: ``train_model`` algorithm name -> Training Hub function.
+TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft"}
+
+#: Settings Training Hub's backend for an algorithm cannot honour: (parameter, the only accepted value, why).
+UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
+    "sft": (
+        ("lr_scheduler", "cosine", "instructlab-training's launcher does not forward a scheduler (always cosine)"),
+        ("max_steps", 0, "instructlab-training stops by epochs only"),
+        ("save_final_checkpoint", True, "instructlab-training always saves the final model"),
+    ),
+    "osft": (("fsdp_sharding_strategy", "FULL_SHARD", "mini-trainer always shards fully (FSDP2)"),),
+    "lora": (
+        ("use_liger", False, "the Unsloth backend has no Liger option"),
+        ("checkpoint_at_epoch", False, "the Unsloth backend checkpoints by steps, not epochs"),
+        ("fsdp_sharding_strategy", "FULL_SHARD", "the Unsloth backend does not use FSDP"),
+        ("max_steps", 0, "the Unsloth backend stops by epochs only"),
+    ),
+}
+
+
+class EntrypointError(ValueError):
+    """The run config, data or model location is unusable; the message says which and where."""
+
+
+def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has_eval_data: bool) -> list[str]:
+    """Lists the settings that Training Hub would silently ignore for ``algorithm`` (empty when all reach it).
+
+    Args:
+        algorithm: ``sft``, ``osft`` or ``lora``.
+        hyperparameters: The run's hyper-parameters.
+        has_eval_data: Whether an eval dataset was given.
+
+    Returns:
+        One message per offending parameter.
+    """
+    problems = [
+        f"{name}={hyperparameters[name]!r} is not supported by training-hub {algorithm} ({why}); use {accepted!r}"
+        for name, accepted, why in UNSUPPORTED_SETTINGS.get(algorithm, ())
+        if hyperparameters.get(name, accepted) != accepted
+    ]
+    if has_eval_data and algorithm == "sft":
+        problems.append("eval_dataset is not supported by training-hub sft (instructlab-training has no eval path)")
+    if algorithm == "osft" and not hyperparameters.get("save_final_checkpoint", True):
+        if not hyperparameters.get("checkpoint_at_epoch"):
+            problems.append("save_final_checkpoint=False needs checkpoint_at_epoch=True, else no model is saved")
+    return problems
+
+
+def torchrun_kwargs(env: Mapping[str, str]) -> dict[str, Any]:
+    """Training Hub's torchrun arguments from the variables Kubeflow Trainer injects (``PET_*``).
+
+    Args:
+        env: The pod's environment.
+
+    Returns:
+        ``nproc_per_node``, ``nnodes``, ``node_rank`` and ``rdzv_endpoint`` where the variables are set.
+    """
+    kwargs: dict[str, Any] = {}
+    for name, variable in (("nproc_per_node", "PET_NPROC_PER_NODE"), ("nnodes", "PET_NNODES")):
+        if env.get(variable):
+            value = env[variable]
+            kwargs[name] = int(value) if value.isdigit() else value
+    if env.get("PET_NODE_RANK"):
+        kwargs["node_rank"] = int(env["PET_NODE_RANK"])
+    if env.get("PET_MASTER_ADDR"):
+        kwargs["rdzv_endpoint"] = f"{env['PET_MASTER_ADDR']}:{env.get('PET_MASTER_PORT', '29500')}"
+    return kwargs
+
+
+def _algorithm_kwargs(algorithm: str, hp: Mapping[str, Any], eval_data_path: str | None) -> dict[str, Any]:
+    if algorithm == "sft":
+        return {
+            "max_tokens_per_gpu": hp["max_tokens_per_gpu"],
+            "checkpoint_at_epoch": hp["checkpoint_at_epoch"],
+            "accelerate_full_state_at_epoch": hp["resume"] and hp["checkpoint_at_epoch"],
+            "random_seed": hp["seed"],
+            "use_liger": hp["use_liger"],
+            "fsdp_options": {"sharding_strategy": hp["fsdp_sharding_strategy"]},
+        }
+    if algorithm == "osft":
+        kwargs = {
+            "unfreeze_rank_ratio": hp["unfreeze_rank_ratio"],
+            "max_tokens_per_gpu": hp["max_tokens_per_gpu"],
+            "seed": hp["seed"],
+            "use_liger": hp["use_liger"],
+            "lr_scheduler": hp["lr_scheduler"],
+            "checkpoint_at_epoch": hp["checkpoint_at_epoch"],
+            "save_final_checkpoint": hp["save_final_checkpoint"],
+        }
+        if hp["max_steps"]:
+            kwargs.update(training_mode="step", max_steps=hp["max_steps"])
+        if eval_data_path:
+            kwargs.update(validation_data_path=eval_data_path, validate_at_final=True)
+        return kwargs
+    kwargs = {
+        "lora_r": hp["lora_r"],
+        "lora_alpha": hp["lora_alpha"],
+        "lora_dropout": hp["lora_dropout"],
+        "lr_scheduler": hp["lr_scheduler"],
+        "max_tokens_per_gpu": hp["max_tokens_per_gpu"],
+        "seed": hp["seed"],
+        "save_model": hp["save_final_checkpoint"],
+    }
+    if eval_data_path:
+        kwargs["eval_data_path"] = eval_data_path
+    return kwargs
+
+
+def training_hub_call(
+    run_config: Mapping[str, Any], env: Mapping[str, str], model_path: str | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Maps a run config to the Training Hub function and its keyword arguments.
+
+    Args:
+        run_config: The JSON config written by ``train_model`` (``algorithm``, ``base_model``, ``data_path``,
+            ``eval_data_path``, ``ckpt_output_dir``, ``hyperparameters``).
+        env: The pod environment (torchrun variables).
+        model_path: The resolved model location (default: ``run_config["base_model"]``).
+
+    Returns:
+        ``(function name, kwargs)``; every hyper-parameter that applies to the algorithm is in ``kwargs``.
+
+    Raises:
+        EntrypointError: Unknown algorithm, or a setting Training Hub would ignore.
+    """
+    algorithm = run_config["algorithm"]
+    if algorithm not in TRAINING_HUB_FUNCTIONS:
+        raise EntrypointError(f"run config algorithm={algorithm!r}: must be one of {sorted(TRAINING_HUB_FUNCTIONS)}")
+    hp = run_config["hyperparameters"]
+    eval_data_path = run_config.get("eval_data_path")
+    problems = unsupported_settings(algorithm, hp, bool(eval_data_path))
+    if problems:
+        raise EntrypointError("; ".join(problems))
+    kwargs = {
+        "model_path": model_path or run_config["base_model"],
+        "data_path": run_config["data_path"],
+        "ckpt_output_dir": run_config["ckpt_output_dir"],
+        "num_epochs": hp["num_epochs"],
+        "effective_batch_size": hp["effective_batch_size"],
+        "learning_rate": hp["learning_rate"],
+        "max_seq_len": hp["max_seq_len"],
+        "warmup_steps": hp["warmup_steps"],
+    }
+    if algorithm != "lora":
+        kwargs["data_output_dir"] = os.path.join(run_config["ckpt_output_dir"], "_data")
+    kwargs.update(_algorithm_kwargs(algorithm, hp, eval_data_path))
+    kwargs.update(torchrun_kwargs(env))
+    return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
+
+
+def load_chat_rows(path: Path) -> list[dict[str, Any]]:
+    """Reads chat JSONL rows (``{"messages": [{"role", "content"}, ...]}``), checking each row.
+
+    Args:
+        path: The JSONL file.
+
+    Returns:
+        The rows.
+
+    Raises:
+        EntrypointError: A row is not JSON or has no valid ``messages`` list (names file and line).
+    """
+    path = Path(path)
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise EntrypointError(f"{where}: not valid JSON ({error.msg})") from error
+            messages = row.get("messages") if isinstance(row, dict) else None
+            if not isinstance(messages, list) or not messages:
+                raise EntrypointError(f"{where}: each row needs a non-empty 'messages' list")
+            for message in messages:
+                if not isinstance(message, dict) or not {"role", "content"} <= message.keys():
+                    raise EntrypointError(f"{where}: every message needs 'role' and 'content', got {message!r}")
+            rows.append(row)
+    if not rows:
+        raise EntrypointError(f"{path}: no rows")
+    return rows
+
+
+def find_data_file(path: Path) -> Path:
+    """The JSONL file of a dataset artifact: ``path`` itself, or the single/``train`` ``.jsonl`` inside it.
+
+    Args:
+        path: A file or a directory.
+
+    Returns:
+        The JSONL file.
+
+    Raises:
+        EntrypointError: No (or an ambiguous) JSONL file.
+    """
+    path = Path(path)
+    if path.is_file():
+        return path
+    candidates = sorted(path.glob("*.jsonl")) if path.is_dir() else []
+    preferred = [candidate for candidate in candidates if candidate.stem == "train"]
+    if len(preferred) == 1 or len(candidates) == 1:
+        return (preferred or candidates)[0]
+    raise EntrypointError(f"dataset {path}: expected a .jsonl file or a directory with one, found {candidates}")
+
+
+def _download_s3(uri: str, target: Path, env: Mapping[str, str]) -> Path:
+    import boto3
+
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
+    endpoint = env.get("AWS_S3_ENDPOINT") or env.get("AWS_ENDPOINT_URL") or None
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=env.get("AWS_DEFAULT_REGION") or None)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    found = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/"):
+        for item in page.get("Contents", []):
+            relative = item["Key"][len(prefix.rstrip("/")) + 1 :]
+            if relative and not relative.endswith("/"):
+                (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+                client.download_file(bucket, item["Key"], str(staging / relative))
+                found += 1
+    if not found:
+        shutil.rmtree(staging)
+        raise EntrypointError(f"base_model={uri!r}: no objects under that S3 prefix")
+    try:
+        staging.rename(target)
+    except OSError:  # another node finished first: keep its copy
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def resolve_model_source(
+    base_model: str, cache_dir: Path, pvc_mounts: Mapping[str, str], env: Mapping[str, str]
+) -> str:
+    """Turns ``base_model`` into something ``from_pretrained`` loads: a local directory or a Hub id.
+
+    Args:
+        base_model: Local path, ``pvc://<claim>/<path>``, ``s3://<bucket>/<prefix>`` or a Hugging Face id
+            (downloaded with ``HF_TOKEN`` from the environment when ``huggingface_hub`` is installed).
+        cache_dir: Where ``s3://`` and Hub models are downloaded (a shared volume in the TrainJob).
+        pvc_mounts: Mount path by PVC claim name, for ``pvc://`` URIs.
+        env: Environment with ``AWS_*`` (S3) and ``HF_TOKEN`` values; never logged.
+
+    Returns:
+        The model location.
+
+    Raises:
+        EntrypointError: Unsupported scheme, unknown claim or missing path.
+    """
+    cache_dir = Path(cache_dir)
+    if base_model.startswith("pvc://"):
+        claim, _, relative = base_model[len("pvc://") :].partition("/")
+        if claim not in pvc_mounts:
+            raise EntrypointError(
+                f"base_model={base_model!r}: PVC {claim!r} is not mounted (mounted: {sorted(pvc_mounts)}); "
+                "add it to the task's volumes"
+            )
+        local = Path(pvc_mounts[claim]) / relative
+    elif base_model.startswith("s3://"):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        local = cache_dir / f"s3-{hashlib.sha256(base_model.encode()).hexdigest()[:16]}"
+        if not local.is_dir():
+            _download_s3(base_model, local, env)
+    elif "://" in base_model:
+        scheme = base_model.split("://", 1)[0]
+        raise EntrypointError(
+            f"base_model={base_model!r}: scheme {scheme}:// is not supported; use a path, pvc://, s3:// or an HF id"
+        )
+    elif base_model.startswith(("/", ".")) or Path(base_model).exists():
+        local = Path(base_model)
+    else:
+        return _hub_model(base_model, cache_dir, env)
+    if not local.exists():
+        raise EntrypointError(f"base_model={base_model!r}: {local} does not exist")
+    return str(local)
+
+
+def _hub_model(repo_id: str, cache_dir: Path, env: Mapping[str, str]) -> str:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        return repo_id
+    return snapshot_download(repo_id, cache_dir=str(cache_dir), token=env.get("HF_TOKEN") or None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Reads the config, resolves the model and runs Training Hub (the TrainJob command)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, type=Path)
+    args = parser.parse_args(argv)
+    run_config = json.loads(args.config.read_text(encoding="utf-8"))
+    env = dict(os.environ)
+    model_path = resolve_model_source(
+        run_config["base_model"], Path(run_config["model_cache_dir"]), run_config.get("pvc_mounts", {}), env
+    )
+    function_name, kwargs = training_hub_call(run_config, env, model_path=model_path)
+    print(f"training-hub {function_name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items())) + ")")
+    import training_hub
+
+    getattr(training_hub, function_name)(**kwargs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

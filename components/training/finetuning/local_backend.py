@@ -1,0 +1,419 @@
+"""The ``local`` backend: in-process CPU (or single-device) training with ``transformers`` (+ ``peft`` for LoRA).
+
+Same input as the cluster path (chat JSONL with a ``messages`` list per row), assistant-only loss from the chat
+template, seeded and reproducible. Layout of ``output_dir``::
+
+    metrics.jsonl                    one record per optimizer step (see .metrics)
+    checkpoints/epoch_<e>/state.pt   resumable state (model, optimizer, scheduler, RNG) when checkpoint_at_epoch
+    checkpoints/epoch_<e>/done.json  written last: marks the checkpoint complete
+    final/                           the trained model + tokenizer (save_pretrained layout; LoRA merged)
+    adapter/                         LoRA only: the adapter alone
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from components.training.finetuning import metrics as metrics_module
+from components.training.finetuning import osft
+from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.entrypoint import load_chat_rows
+
+IGNORE_INDEX = -100
+FINAL_DIR = "final"
+ADAPTER_DIR = "adapter"
+CHECKPOINTS_DIR = "checkpoints"
+_DONE_MARKER = "done.json"
+
+
+class LocalTrainingError(ValueError):
+    """The data or model cannot be trained as asked (no trainable samples, template without assistant turns...)."""
+
+
+@dataclasses.dataclass
+class Sample:
+    """One tokenized conversation: ``labels`` is ``IGNORE_INDEX`` outside assistant tokens."""
+
+    input_ids: list[int]
+    labels: list[int]
+
+
+@dataclasses.dataclass
+class LocalTrainingResult:
+    """What a local run produced.
+
+    Attributes:
+        final_model_dir: The trained model in ``save_pretrained`` layout (merged for LoRA).
+        metrics_path: The per-step JSONL file.
+        records: The step records of the whole run (including steps before a resume).
+        train_seconds: Wall-clock seconds of this process's training loop.
+        resumed_from: The checkpoint training resumed from, or ``None``.
+        adapter_dir: LoRA only: the adapter directory.
+        eval_loss: Mean assistant-token loss on the eval data after training, when eval data was given.
+    """
+
+    final_model_dir: Path
+    metrics_path: Path
+    records: list[dict[str, Any]]
+    train_seconds: float
+    resumed_from: Path | None = None
+    adapter_dir: Path | None = None
+    eval_loss: float | None = None
+
+
+def _assistant_mask_by_prefix(tokenizer: Any, messages: list[dict[str, Any]], input_ids: list[int]) -> list[int]:
+    """Fallback for templates without ``{% generation %}``: assistant spans from templating growing prefixes."""
+    mask = [0] * len(input_ids)
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        start = len(tokenizer.apply_chat_template(messages[:index], tokenize=True, add_generation_prompt=True))
+        end = len(tokenizer.apply_chat_template(messages[: index + 1], tokenize=True))
+        for position in range(start, min(end, len(mask))):
+            mask[position] = 1
+    return mask
+
+
+def _token_ids(value: Any) -> list[int]:
+    return list(value["input_ids"] if isinstance(value, dict) or hasattr(value, "keys") else value)
+
+
+def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> Sample:
+    """Tokenizes one conversation with the chat template; labels only on assistant tokens.
+
+    Args:
+        tokenizer: A Hugging Face tokenizer with a chat template.
+        messages: ``[{"role": ..., "content": ...}, ...]``.
+
+    Returns:
+        The sample (labels are ``IGNORE_INDEX`` except on assistant turns).
+    """
+    encoded = tokenizer.apply_chat_template(
+        messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    input_ids = list(encoded["input_ids"])
+    mask = list(encoded.get("assistant_masks") or [])
+    if not any(mask):
+        mask = _assistant_mask_by_prefix(tokenizer, messages, input_ids)
+    labels = [token if flag else IGNORE_INDEX for token, flag in zip(input_ids, mask, strict=True)]
+    return Sample(input_ids=input_ids, labels=labels)
+
+
+def tokenize_dataset(tokenizer: Any, path: Path, max_seq_len: int) -> list[Sample]:
+    """Tokenizes a chat JSONL file, dropping samples longer than ``max_seq_len`` or without assistant tokens.
+
+    Args:
+        tokenizer: A tokenizer with a chat template.
+        path: The JSONL file (``messages`` rows).
+        max_seq_len: Longest kept sample, in tokens.
+
+    Returns:
+        The kept samples, in file order.
+
+    Raises:
+        LocalTrainingError: No sample is left.
+    """
+    samples = [tokenize_conversation(tokenizer, row["messages"]) for row in load_chat_rows(path)]
+    kept = [s for s in samples if len(s.input_ids) <= max_seq_len and any(t != IGNORE_INDEX for t in s.labels)]
+    if not kept:
+        raise LocalTrainingError(
+            f"{path}: none of {len(samples)} samples is trainable (each needs an assistant turn and at most "
+            f"max_seq_len={max_seq_len} tokens); raise max_seq_len or check the data"
+        )
+    return kept
+
+
+def micro_batches(samples: list[Sample], max_tokens_per_gpu: int) -> Iterator[list[Sample]]:
+    """Splits one optimizer step's samples into micro-batches of at most ``max_tokens_per_gpu`` padded tokens.
+
+    Args:
+        samples: The samples of one step, in order.
+        max_tokens_per_gpu: Budget of ``len(batch) * longest sample`` per micro-batch.
+
+    Yields:
+        Non-empty lists of samples.
+    """
+    batch: list[Sample] = []
+    longest = 0
+    for sample in samples:
+        candidate = max(longest, len(sample.input_ids))
+        if batch and candidate * (len(batch) + 1) > max_tokens_per_gpu:
+            yield batch
+            batch, candidate = [], len(sample.input_ids)
+        batch.append(sample)
+        longest = candidate
+    if batch:
+        yield batch
+
+
+def _collate(batch: list[Sample], pad_token_id: int):
+    import torch
+
+    width = max(len(sample.input_ids) for sample in batch)
+    input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), IGNORE_INDEX, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, sample in enumerate(batch):
+        length = len(sample.input_ids)
+        input_ids[row, :length] = torch.tensor(sample.input_ids)
+        labels[row, :length] = torch.tensor(sample.labels)
+        attention[row, :length] = 1
+    return input_ids, labels, attention
+
+
+def _summed_token_loss(model: Any, batch: list[Sample], pad_token_id: int):
+    """Sum of next-token cross-entropy over the batch's label tokens, and their count."""
+    import torch
+
+    input_ids, labels, attention = _collate(batch, pad_token_id)
+    logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float()
+    targets = labels[:, 1:]
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
+    return loss, int((targets != IGNORE_INDEX).sum())
+
+
+def _seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _load_model(config: TrainingConfig, model_source: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_source)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    _seed_everything(config.seed)
+    model = AutoModelForCausalLM.from_pretrained(model_source, dtype="float32")
+    if config.algorithm == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(
+            r=config.lora_r,
+            lora_alpha=config.lora_alpha,
+            lora_dropout=config.lora_dropout,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, lora)
+    elif config.algorithm == "osft":
+        osft.attach_osft(model, config.unfreeze_rank_ratio)
+    return model, tokenizer
+
+
+def _optimizer_and_scheduler(model: Any, config: TrainingConfig, total_steps: int):
+    import torch
+    from transformers import get_scheduler
+
+    parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    optimizer = torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=0.0)
+    scheduler = get_scheduler(
+        config.lr_scheduler, optimizer, num_warmup_steps=config.warmup_steps, num_training_steps=total_steps
+    )
+    return optimizer, scheduler
+
+
+def newest_complete_checkpoint(output_dir: Path) -> Path | None:
+    """The newest epoch checkpoint under ``output_dir`` whose ``done.json`` marker exists, or ``None``."""
+    root = Path(output_dir) / CHECKPOINTS_DIR
+    complete = [path for path in root.glob("epoch_*") if (path / _DONE_MARKER).is_file()] if root.is_dir() else []
+    return max(complete, key=lambda path: int(path.name.split("_")[1]), default=None)
+
+
+def _save_checkpoint(output_dir: Path, epoch: int, step: int, elapsed: float, model, optimizer, scheduler) -> Path:
+    import torch
+
+    def write(directory: Path) -> None:
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+        }
+        torch.save(state, directory / "state.pt")
+        (directory / _DONE_MARKER).write_text(json.dumps({"epoch": epoch, "step": step, "elapsed": elapsed}))
+
+    return _replace_dir(Path(output_dir) / CHECKPOINTS_DIR / f"epoch_{epoch}", write)
+
+
+def _restore_checkpoint(checkpoint: Path, model, optimizer, scheduler) -> dict[str, Any]:
+    import torch
+
+    state = torch.load(checkpoint / "state.pt", weights_only=False)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["rng"])
+    random.setstate(state["python_rng"])
+    return json.loads((checkpoint / _DONE_MARKER).read_text())
+
+
+def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
+    """Drops records after ``step`` (logged after the checkpoint, about to be redone) and returns the rest."""
+    if not metrics_path.is_file():
+        return []
+    kept = [record for record in metrics_module.read_metrics(metrics_path) if record["step"] <= step]
+    metrics_path.unlink()
+    for record in kept:
+        metrics_module.append_record(metrics_path, record)
+    return kept
+
+
+def _epoch_order(sample_count: int, seed: int, epoch: int) -> list[int]:
+    order = list(range(sample_count))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return order
+
+
+def _save_final(model: Any, tokenizer: Any, config: TrainingConfig, output_dir: Path) -> tuple[Path, Path | None]:
+    adapter_dir = None
+    if config.algorithm == "lora":
+        adapter_dir = _replace_dir(output_dir / ADAPTER_DIR, model.save_pretrained)
+        model = model.merge_and_unload()
+    elif config.algorithm == "osft":
+        osft.merge_osft(model)
+
+    def save(directory: Path) -> None:
+        model.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+
+    return _replace_dir(output_dir / FINAL_DIR, save), adapter_dir
+
+
+def _replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
+    """Writes a directory through a sibling temporary directory, then swaps it in (no half-written model)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        write(staging)
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def evaluate_loss(model: Any, samples: list[Sample], pad_token_id: int, max_tokens_per_gpu: int) -> float:
+    """Mean assistant-token cross-entropy of ``model`` on ``samples`` (no gradients)."""
+    import torch
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for batch in micro_batches(samples, max_tokens_per_gpu):
+            loss, tokens = _summed_token_loss(model, batch, pad_token_id)
+            total, count = total + float(loss), count + tokens
+    return total / max(count, 1)
+
+
+def train_locally(
+    config: TrainingConfig,
+    train_data: Path,
+    output_dir: Path,
+    model_source: str | None = None,
+    eval_data: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> LocalTrainingResult:
+    """Fine-tunes ``config.base_model`` on ``train_data`` in this process.
+
+    Args:
+        config: The validated training configuration.
+        train_data: Chat JSONL file.
+        output_dir: Where metrics, checkpoints and the final model go (see module docstring).
+        model_source: Local directory or HF id to load (default ``config.base_model``; resolve URIs first).
+        eval_data: Optional chat JSONL scored after training.
+        log: Progress sink (one line per step).
+
+    Returns:
+        The run's outputs.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model, tokenizer = _load_model(config, model_source or config.base_model)
+    samples = tokenize_dataset(tokenizer, Path(train_data), config.max_seq_len)
+    steps_per_epoch = math.ceil(len(samples) / config.effective_batch_size)
+    total_steps = steps_per_epoch * config.num_epochs
+    total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
+    optimizer, scheduler = _optimizer_and_scheduler(model, config, total_steps)
+    metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
+    checkpoint = newest_complete_checkpoint(output_dir) if config.resume else None
+    step, first_epoch, elapsed_before = 0, 0, 0.0
+    if checkpoint is not None:
+        done = _restore_checkpoint(checkpoint, model, optimizer, scheduler)
+        step, first_epoch, elapsed_before = done["step"], done["epoch"] + 1, done["elapsed"]
+        log(f"resuming from {checkpoint} (epoch {done['epoch']}, step {step})")
+        records = _keep_records_up_to(metrics_path, step)
+    else:
+        metrics_path.unlink(missing_ok=True)
+        records = []
+    started = time.perf_counter()
+    model.train()
+    for epoch in range(first_epoch, config.num_epochs):
+        order = _epoch_order(len(samples), config.seed, epoch)
+        for offset in range(0, len(order), config.effective_batch_size):
+            if step >= total_steps:
+                break
+            step_started = time.perf_counter()
+            batch = [samples[index] for index in order[offset : offset + config.effective_batch_size]]
+            loss, tokens = _train_step(model, batch, config, tokenizer.pad_token_id, optimizer, scheduler)
+            step += 1
+            record = {
+                "step": step,
+                "epoch": epoch + (offset + len(batch)) / len(order),
+                "loss": loss,
+                "lr": scheduler.get_last_lr()[0],
+                "tokens_per_second": tokens / max(time.perf_counter() - step_started, 1e-9),
+                "time": elapsed_before + time.perf_counter() - started,
+                "total_steps": total_steps,
+            }
+            metrics_module.append_record(metrics_path, record)
+            records.append(record)
+            log(f"step {step}/{total_steps} epoch {record['epoch']:.2f} loss {loss:.4f} lr {record['lr']:.3g}")
+        if config.checkpoint_at_epoch:
+            elapsed = elapsed_before + time.perf_counter() - started
+            _save_checkpoint(output_dir, epoch, step, elapsed, model, optimizer, scheduler)
+        if step >= total_steps:
+            break
+    train_seconds = time.perf_counter() - started
+    model.eval()
+    eval_loss = None
+    if eval_data is not None:
+        eval_samples = tokenize_dataset(tokenizer, Path(eval_data), config.max_seq_len)
+        eval_loss = evaluate_loss(model, eval_samples, tokenizer.pad_token_id, config.max_tokens_per_gpu)
+    final_dir, adapter_dir = _save_final(model, tokenizer, config, output_dir)
+    return LocalTrainingResult(final_dir, metrics_path, records, train_seconds, checkpoint, adapter_dir, eval_loss)
+
+
+def _train_step(model, batch: list[Sample], config: TrainingConfig, pad_token_id: int, optimizer, scheduler):
+    """One optimizer step over ``batch`` with gradient accumulation; returns (mean token loss, input tokens)."""
+    import torch
+
+    label_tokens = sum(sum(1 for t in s.labels[1:] if t != IGNORE_INDEX) for s in batch)
+    total_loss = 0.0
+    for micro_batch in micro_batches(batch, config.max_tokens_per_gpu):
+        loss, _ = _summed_token_loss(model, micro_batch, pad_token_id)
+        (loss / label_tokens).backward()
+        total_loss += float(loss.detach())
+    if config.algorithm == "osft":
+        osft.project_gradients(model)
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    if config.algorithm == "osft":
+        osft.project_parameters(model)
+    return total_loss / label_tokens, sum(len(sample.input_ids) for sample in batch)

@@ -1,0 +1,202 @@
+"""Per-step training metrics: one record format, the writer of the local backend, and readers of Training Hub's logs.
+
+Record keys (:data:`RECORD_KEYS`): ``step``, ``epoch``, ``loss``, ``lr``, ``tokens_per_second``, ``time`` (seconds
+since training started) and ``total_steps``. Training Hub writes three layouts, all read here:
+
+* ``training_params_and_metrics_global<rank>.jsonl`` (SFT, instructlab-training): a parameters line, then per-step
+  lines with ``avg_loss`` (or ``total_loss``), ``lr``, ``num_tokens_rank0`` and ``timestamp``;
+* ``training_metrics_<rank>.jsonl`` (OSFT, mini-trainer): ``loss``, ``lr``, ``tokens_per_second``,
+  ``time_per_batch``, ``steps_per_epoch``;
+* ``training_metrics.jsonl`` (LoRA, Training Hub's own callback): ``loss``, ``learning_rate``, ``max_steps``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+RECORD_KEYS = ("step", "epoch", "loss", "lr", "tokens_per_second", "time", "total_steps")
+#: The local backend's own metrics file name.
+LOCAL_METRICS_FILE = "metrics.jsonl"
+_LAYOUTS = (
+    re.compile(r"training_params_and_metrics_global(\d+)\.jsonl"),
+    re.compile(r"training_metrics_(\d+)\.jsonl"),
+    re.compile(r"training_metrics()\.jsonl"),
+    re.compile(r"metrics()\.jsonl"),
+)
+
+
+class MetricsFileError(ValueError):
+    """A metrics file is missing or holds no step records."""
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """Appends one record as a JSON line and flushes it (readers may follow the file while training runs).
+
+    Args:
+        path: The JSONL file; created when missing.
+        record: A dict with the keys of :data:`RECORD_KEYS`.
+    """
+    with Path(path).open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({key: record.get(key) for key in RECORD_KEYS}) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def find_metrics_file(directory: Path) -> Path:
+    """Finds the rank-0 metrics file of any known layout under ``directory`` (searched recursively).
+
+    Args:
+        directory: A checkpoint output directory.
+
+    Returns:
+        The file of the first matching layout in :data:`_LAYOUTS` order, lowest rank first.
+
+    Raises:
+        MetricsFileError: No known metrics file is there.
+    """
+    directory = Path(directory)
+    files = sorted(directory.rglob("*.jsonl")) if directory.is_dir() else []
+    for layout in _LAYOUTS:
+        matches = [(int(m.group(1) or 0), path) for path in files if (m := layout.fullmatch(path.name))]
+        if matches:
+            return min(matches)[1]
+    names = ", ".join(layout.pattern.replace("\\", "") for layout in _LAYOUTS)
+    raise MetricsFileError(f"no metrics file ({names}) under {directory}: did training start and log a step?")
+
+
+def _first(raw: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        value = raw.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return value
+    return None
+
+
+def _timestamp(raw: dict[str, Any]) -> float | None:
+    value = raw.get("timestamp")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def normalize_records(raw_records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Maps raw log lines of any layout to records with :data:`RECORD_KEYS`; lines without a step loss are skipped.
+
+    ``time`` becomes seconds since the first step: taken from ``time``, else from ``timestamp``, else the running sum
+    of ``time_per_batch``. ``total_steps`` comes from ``total_steps``, ``max_steps`` or ``steps_per_epoch`` x epochs.
+
+    Args:
+        raw_records: Parsed JSON objects in file order.
+
+    Returns:
+        Normalised records, in file order.
+    """
+    records: list[dict[str, Any]] = []
+    start: float | None = None
+    elapsed = 0.0
+    for raw in raw_records:
+        loss = _first(raw, "loss", "avg_loss", "total_loss")
+        step = _first(raw, "step")
+        if loss is None or step is None:
+            continue
+        seconds = _first(raw, "time")
+        if seconds is None and (stamp := _timestamp(raw)) is not None:
+            start = stamp if start is None else start
+            seconds = stamp - start
+        if seconds is None and (batch_time := _first(raw, "time_per_batch")) is not None:
+            elapsed += batch_time
+            seconds = elapsed
+        total_steps = _first(raw, "total_steps", "max_steps")
+        if total_steps is None and (per_epoch := _first(raw, "steps_per_epoch")) is not None:
+            total_steps = per_epoch * (int(_first(raw, "num_epochs") or 1))
+        tokens_per_second = _first(raw, "tokens_per_second")
+        records.append(
+            {
+                "step": int(step),
+                "epoch": _first(raw, "epoch"),
+                "loss": float(loss),
+                "lr": _first(raw, "lr", "learning_rate"),
+                "tokens_per_second": tokens_per_second,
+                "time": seconds,
+                "total_steps": None if total_steps is None else int(total_steps),
+            }
+        )
+    return records
+
+
+def _parse_lines(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as error:
+                # A writer killed mid-line leaves a torn last line; anything earlier is corruption.
+                if handle.read().strip():
+                    raise MetricsFileError(f"{path}:{line_number}: not valid JSON ({error.msg})") from error
+                return
+            if isinstance(value, dict):
+                yield value
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Reads a metrics file of any known layout (or a directory holding one) into normalised records.
+
+    Args:
+        path: A JSONL file, or a checkpoint directory searched with :func:`find_metrics_file`.
+
+    Returns:
+        The step records, in file order.
+
+    Raises:
+        MetricsFileError: The file is missing, corrupt before its last line, or has no step records.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = find_metrics_file(path)
+    if not path.is_file():
+        raise MetricsFileError(f"metrics file {path} does not exist")
+    records = normalize_records(_parse_lines(path))
+    if not records:
+        raise MetricsFileError(f"{path} holds no step records (lines with 'step' and a loss)")
+    return records
+
+
+def summarize(records: list[dict[str, Any]], train_seconds: float | None = None) -> dict[str, float]:
+    """The KFP metrics of a run: final and minimum loss, steps, training time and the last tokens/s.
+
+    Args:
+        records: Normalised step records (non-empty).
+        train_seconds: Wall-clock training time measured by the caller; defaults to the last record's ``time``.
+
+    Returns:
+        ``final_loss``, ``min_loss``, ``steps``, ``train_seconds`` and, when any record has it,
+        ``tokens_per_second`` (the last value logged, not the first).
+    """
+    if not records:
+        raise MetricsFileError("no step records to summarise")
+    summary = {
+        "final_loss": float(records[-1]["loss"]),
+        "min_loss": float(min(record["loss"] for record in records)),
+        "steps": float(max(record["step"] for record in records)),
+    }
+    seconds = train_seconds if train_seconds is not None else records[-1].get("time")
+    if seconds is not None:
+        summary["train_seconds"] = float(seconds)
+    rates = [record["tokens_per_second"] for record in records if record.get("tokens_per_second") is not None]
+    if rates:
+        summary["tokens_per_second"] = float(rates[-1])
+    return summary

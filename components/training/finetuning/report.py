@@ -1,0 +1,106 @@
+"""The HTML training report: loss curve (matplotlib PNG, embedded), summary metrics, hyper-parameters, TrainJob."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def loss_curve_png(records: list[dict[str, Any]], title: str = "Training loss") -> bytes:
+    """Draws loss (and learning rate, on a second axis, when logged) against step.
+
+    Args:
+        records: Normalised step records (see :mod:`.metrics`).
+        title: Plot title.
+
+    Returns:
+        The PNG image bytes.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 3.5), dpi=100)
+    axes = figure.add_subplot()
+    steps = [record["step"] for record in records]
+    axes.plot(steps, [record["loss"] for record in records], color="tab:blue", marker="." if len(steps) < 60 else "")
+    axes.set_xlabel("step")
+    axes.set_ylabel("loss", color="tab:blue")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    lr_records = [record for record in records if record.get("lr") is not None]
+    if lr_records:
+        lr_axes = axes.twinx()
+        lr_axes.plot([r["step"] for r in lr_records], [r["lr"] for r in lr_records], color="tab:orange", alpha=0.6)
+        lr_axes.set_ylabel("learning rate", color="tab:orange")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _table(rows: dict[str, Any]) -> str:
+    cells = "".join(
+        f"<tr><th>{html.escape(str(key))}</th><td>{html.escape(str(value))}</td></tr>" for key, value in rows.items()
+    )
+    return f"<table>{cells}</table>"
+
+
+def render_report(
+    records: list[dict[str, Any]],
+    summary: dict[str, float],
+    hyperparameters: dict[str, Any],
+    run_facts: dict[str, Any],
+) -> str:
+    """Renders the report as one self-contained HTML page.
+
+    Args:
+        records: Normalised step records.
+        summary: Output of :func:`.metrics.summarize`.
+        hyperparameters: The run's hyper-parameters.
+        run_facts: Other facts to show (base model, algorithm, backend, TrainJob name, checkpoint path, ...).
+
+    Returns:
+        The HTML text (the PNG inlined as a ``data:`` URI).
+    """
+    title = f"{run_facts.get('algorithm', 'training')} of {run_facts.get('base_model', '?')}"
+    image = base64.b64encode(loss_curve_png(records, title=f"Loss: {title}")).decode("ascii")
+    style = (
+        "body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}"
+        "td,th{border-bottom:1px solid #ddd}"
+    )
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{style}</style></head><body>"
+        f"<h1>Fine-tuning report: {html.escape(title)}</h1>"
+        f"<h2>Run</h2>{_table(run_facts)}"
+        f"<h2>Loss curve</h2><img alt='loss curve' src='data:image/png;base64,{image}'>"
+        f"<h2>Summary</h2>{_table({key: f'{value:.6g}' for key, value in summary.items()})}"
+        f"<h2>Hyper-parameters</h2>{_table(hyperparameters)}"
+        "</body></html>\n"
+    )
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
+
+    Args:
+        path: Target file; its directory is created when missing.
+        text: Content (UTF-8).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
