@@ -1,1 +1,565 @@
-"""Fixture module (filled in by its component issue)."""
+"""A Kubernetes API on 127.0.0.1 for tests: kmock's stateful emulator, driven by the official ``kubernetes`` client.
+
+The fixture :func:`kube_api` starts a :class:`KubeEmulator` (kmock's ``KubernetesEmulator`` plus what the code under
+test relies on: ``watch=True`` as the official client spells it, label/field selectors on list and watch, pod logs)
+behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a :class:`KubeApi`:
+
+* ``api_client``: a configured ``kubernetes.client.ApiClient`` for the code under test;
+* operator-side helpers that act as the cluster would (create runtimes, pods, events, patch a TrainJob's status, set
+  pod logs). They go through HTTP too, with their own User-Agent, so watches see them and ``requests`` leaves them out;
+* ``requests``: what the code under test sent (method, path, query, body, RBAC verb and resource);
+* ``objects(plural)``: the objects the server holds now (deleted ones excluded);
+* ``fail(...)``: scripted error responses (e.g. three 500s), ``in_background(fn)`` to run an operator script while the
+  code under test follows, and ``wait_for(predicate)``.
+
+:func:`validate_trainjob` validates a manifest against the Trainer v2.3.0 CRD in ``../shared/crds`` with objects
+closed (no unknown fields), as the API server's structural-schema pruning would reject them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import functools
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+from kmock._internal import enums
+
+SHARED_CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "crds"
+TRAINER = "trainer.kubeflow.org/v1alpha1"
+HARNESS_USER_AGENT = "kfp-finetune-test-harness"
+#: RBAC verb of each request kind kmock recognises.
+RBAC_VERBS = {
+    "LIST": "list",
+    "WATCH": "watch",
+    "FETCH": "get",
+    "CREATE": "create",
+    "UPDATE": "patch",
+    "DELETE": "delete",
+}
+DECLARED_RESOURCES = (
+    f"{TRAINER}/trainjobs",
+    f"{TRAINER}/trainingruntimes",
+    f"{TRAINER}/clustertrainingruntimes",
+    "v1/pods",
+    "v1/events",
+    "v1/secrets",
+    "v1/persistentvolumeclaims",
+)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Selectors (the subset the project's clients use: equality, inequality, existence).
+def _selector_terms(selector: str) -> list[tuple[str, str, str]]:
+    terms = []
+    for term in filter(None, (part.strip() for part in selector.split(","))):
+        match = re.match(r"^(!?)([^=!]+?)\s*(?:(==|=|!=)\s*(.*))?$", term)
+        if not match:
+            raise ValueError(f"unsupported selector term {term!r}")
+        negated, key, operator, value = match.groups()
+        terms.append(("!exists" if negated else (operator or "exists"), key.strip(), (value or "").strip()))
+    return terms
+
+
+def _field(obj: dict, dotted: str) -> Any:
+    value: Any = obj
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _matches(obj: dict, params: dict[str, str]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for operator, key, value in _selector_terms(params.get("labelSelector", "")):
+        present = key in labels
+        if (operator == "exists" and not present) or (operator == "!exists" and present):
+            return False
+        if operator in ("=", "==") and labels.get(key) != value:
+            return False
+        if operator == "!=" and labels.get(key) == value:
+            return False
+    for operator, key, value in _selector_terms(params.get("fieldSelector", "")):
+        actual = _field(obj, key)
+        actual = "" if actual is None else str(actual)
+        if operator in ("=", "==") and actual != value or operator == "!=" and actual == value:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def crd_schema(file_name: str = "trainer.kubeflow.org_trainjobs.yaml") -> dict[str, Any]:
+    """The OpenAPI v3 schema of a shared CRD with every object closed to unknown fields.
+
+    Objects without ``properties`` (free-form), with ``additionalProperties`` or with
+    ``x-kubernetes-preserve-unknown-fields`` stay open.
+    """
+    import yaml
+
+    documents = [doc for doc in yaml.safe_load_all((SHARED_CRDS / file_name).read_text()) if doc]
+    schema = copy.deepcopy(documents[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+    def close(node: Any) -> None:
+        if isinstance(node, dict):
+            if (
+                node.get("type") == "object"
+                and "properties" in node
+                and "additionalProperties" not in node
+                and not node.get("x-kubernetes-preserve-unknown-fields")
+            ):
+                node["additionalProperties"] = False
+            for value in node.values():
+                close(value)
+        elif isinstance(node, list):
+            for value in node:
+                close(value)
+
+    close(schema)
+    return schema
+
+
+def validate_trainjob(manifest: dict[str, Any]) -> None:
+    """Validates a TrainJob manifest against the v2.3.0 CRD (closed objects) and checks its name is DNS-1035.
+
+    Raises:
+        jsonschema.ValidationError: The manifest breaks the schema.
+        AssertionError: Wrong apiVersion/kind or an invalid name.
+    """
+    import jsonschema
+
+    assert manifest["apiVersion"] == TRAINER and manifest["kind"] == "TrainJob", manifest
+    name = manifest["metadata"]["name"]
+    assert re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name) and len(name) <= 63, name
+    jsonschema.Draft7Validator(crd_schema()).validate(manifest)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+class KubeEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator plus selectors, ``watch=True``, ``?timeoutSeconds`` on watches and scripted pod logs."""
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.pod_logs: dict[tuple[str, str], str] = {}
+        (self[kmock.subresource("log")] ** -1) << self._serve_log
+
+    async def _handle(self, request: kmock.Request):  # noqa: D102
+        # The official client sends watch=True; the API server parses it as a bool, kmock only knows "true".
+        if request.params.get("watch", "").lower() in ("true", "1") and request.action != enums.action.WATCH:
+            object.__setattr__(request, "action", enums.action.WATCH)
+        return await super()._handle(request)
+
+    async def _serve_list(self, request: kmock.Request):
+        result = await super()._serve_list(request)
+        result["items"] = [item for item in result["items"] if _matches(item, request.params)]
+        return result
+
+    async def _serve_watch(self, request: kmock.Request):
+        timeout = float(request.params.get("timeoutSeconds", "0") or 0)
+        deadline = time.monotonic() + timeout if timeout else None
+        stream = super()._serve_watch(request).__aiter__()
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return
+            try:
+                item = await asyncio.wait_for(stream.__anext__(), remaining)
+            except (StopAsyncIteration, asyncio.TimeoutError):
+                return
+            if isinstance(item, dict) and not _matches(item.get("object") or {}, request.params):
+                continue
+            yield item
+
+    async def _serve_log(self, request: kmock.Request):
+        if request.method != "GET":
+            raise kmock.KubernetesError(status=405, reason="MethodNotAllowed", message="logs are read-only")
+        container = request.params.get("container", "")
+        previous = request.params.get("previous", "").lower() == "true"
+        key = (request.namespace, request.name, container, previous)
+        text = self.pod_logs.get(key)
+        if text is None:
+            text = self.pod_logs.get((request.namespace, request.name, "", previous))
+        if text is None:
+            raise kmock.KubernetesError(
+                status=400, reason="BadRequest", message=f'container "{container}" in pod "{request.name}" has no logs'
+            )
+        tail = request.params.get("tailLines")
+        lines = text.splitlines()
+        if tail:
+            lines = lines[-int(tail) :]
+        return ("\n".join(lines) + ("\n" if lines else "")).encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class SeenRequest:
+    """One request the code under test sent."""
+
+    method: str
+    path: str
+    params: dict[str, str]
+    action: str
+    group: str | None
+    plural: str | None
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    body: Any
+
+    @property
+    def verb(self) -> str:
+        """The RBAC verb this request needs (``get``, ``list``, ``watch``, ``create``, ``patch``, ``delete``)."""
+        return RBAC_VERBS.get(self.action, self.method.lower())
+
+    @property
+    def rbac_resource(self) -> str:
+        """The RBAC resource, with the subresource when there is one (``pods/log``)."""
+        return f"{self.plural}/{self.subresource}" if self.subresource else str(self.plural)
+
+    def __str__(self) -> str:
+        query = "&".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.method} {self.path}{'?' + query if query else ''}"
+
+
+class KubeApi:
+    """A running emulator plus the clients and helpers a test needs (see the module docstring)."""
+
+    def __init__(self, emulator: KubeEmulator, url: str, loop: asyncio.AbstractEventLoop) -> None:
+        from kubernetes import client
+
+        self.emulator = emulator
+        self.url = url.rstrip("/")
+        self.loop = loop
+        self.api_client = client.ApiClient(self._configuration())
+        self._operator = client.ApiClient(self._configuration())
+        self._operator.user_agent = HARNESS_USER_AGENT
+        self.custom = client.CustomObjectsApi(self._operator)
+        self.core = client.CoreV1Api(self._operator)
+
+    def _configuration(self):
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = self.url
+        return configuration
+
+    def close(self) -> None:
+        """Closes the clients' connection pools."""
+        self.api_client.close()
+        self._operator.close()
+
+    # -- what the code under test did ---------------------------------------------------------------------------------
+    @property
+    def requests(self) -> list[SeenRequest]:
+        """The requests of the code under test, oldest first (the harness's own are left out)."""
+        seen = []
+        for request in list(self.emulator):
+            if request.headers.get("User-Agent") == HARNESS_USER_AGENT:
+                continue
+            resource = request.resource
+            seen.append(
+                SeenRequest(
+                    method=str(request.method.value),
+                    path=request.url.path,
+                    params=dict(request.params),
+                    action=request.action.value if request.action else "",
+                    group=resource.group if resource else None,
+                    plural=resource.plural if resource else None,
+                    namespace=request.namespace,
+                    name=request.name,
+                    subresource=request.subresource,
+                    body=request.data,
+                )
+            )
+        return seen
+
+    def requests_summary(self) -> list[str]:
+        """``"VERB resource[/sub] name"`` lines of :attr:`requests`, for readable assertions and failure messages."""
+        return [f"{r.verb} {r.rbac_resource}{' ' + r.name if r.name else ''}" for r in self.requests]
+
+    def objects(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The live objects of a resource plural (optionally in one namespace), as plain dicts."""
+
+        def collect() -> list[dict[str, Any]]:
+            return [
+                json.loads(json.dumps(obj.raw))
+                for (resource, ns, _), obj in list(self.emulator.objects.items())
+                if resource.plural == plural and not obj.deleted and (namespace is None or ns == namespace)
+            ]
+
+        return self.call(collect)
+
+    def call(self, func: Callable[[], Any]) -> Any:
+        """Runs ``func`` in the emulator's loop thread (safe against concurrent requests) and returns its result."""
+
+        async def run() -> Any:
+            return func()
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout=10)
+
+    # -- acting as the cluster ----------------------------------------------------------------------------------------
+    def create_runtime(self, name: str, kind: str = "ClusterTrainingRuntime", namespace: str = "", jobs=("node",)):
+        """Creates a (Cluster)TrainingRuntime whose template has the given replicated jobs (one container each)."""
+        body = {
+            "apiVersion": TRAINER,
+            "kind": kind,
+            "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
+            "spec": {
+                "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            {
+                                "name": job,
+                                "template": {"spec": {"template": {"spec": {"containers": [{"name": job}]}}}},
+                            }
+                            for job in jobs
+                        ]
+                    }
+                },
+            },
+        }
+        group, version = TRAINER.split("/")
+        if kind == "ClusterTrainingRuntime":
+            return self.custom.create_cluster_custom_object(group, version, "clustertrainingruntimes", body)
+        return self.custom.create_namespaced_custom_object(group, version, namespace, "trainingruntimes", body)
+
+    def create_trainjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Creates a TrainJob as someone else would (e.g. a previous attempt of the same task)."""
+        group, version = TRAINER.split("/")
+        namespace = manifest["metadata"]["namespace"]
+        return self.custom.create_namespaced_custom_object(group, version, namespace, "trainjobs", manifest)
+
+    def set_trainjob_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patches a TrainJob's ``status`` (as the Trainer controller would)."""
+        group, version = TRAINER.split("/")
+        return self.custom.patch_namespaced_custom_object_status(
+            group, version, namespace, "trainjobs", name, {"status": status}
+        )
+
+    def put_pod(self, pod: dict[str, Any]) -> None:
+        """Creates a pod, or replaces its status when it exists (as the kubelet would)."""
+        from kubernetes.client import ApiException
+
+        namespace = pod["metadata"]["namespace"]
+        try:
+            self.core.create_namespaced_pod(namespace, pod)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            self.core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": pod["status"]})
+
+    def add_event(self, namespace: str, kind: str, name: str, reason: str, message: str, type_: str = "Warning"):
+        """Records an event about an object (as a controller or the kubelet would)."""
+        count = len(self.objects("events", namespace))
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{count:06d}", "namespace": namespace},
+            "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+            "reason": reason,
+            "message": message,
+            "type": type_,
+        }
+        self.core.create_namespaced_event(namespace, event)
+
+    def set_pod_log(self, namespace: str, pod: str, text: str, container: str = "", previous: bool = False) -> None:
+        """Sets what ``GET pods/<pod>/log`` returns (``container=""``: any container)."""
+
+        def store() -> None:
+            self.emulator.pod_logs[(namespace, pod, container, previous)] = text
+
+        self.call(store)
+
+    def fail(self, action: str, plural: str, status: int = 500, times: int = 1, name: str | None = None) -> None:
+        """Answers the next ``times`` requests of an action (``create``, ``fetch``, ``list``, ``watch``, ``update``,
+        ``delete``) on a resource plural with an error status (kmock still applies writes, as an API server that
+        failed after persisting would)."""
+        criteria: list[Any] = [enums.action(action.upper()), kmock.resource(plural)]
+        if name is not None:
+            criteria.append(kmock.name(name))
+        reason = {409: "AlreadyExists", 410: "Gone", 422: "Invalid", 429: "TooManyRequests"}.get(
+            status, "InternalError"
+        )
+        error = kmock.KubernetesError(status=status, reason=reason, message=f"scripted {status} for {action} {plural}")
+
+        def install() -> None:
+            view = self.emulator[tuple(criteria)][:times]
+            view << error
+
+        self.call(install)
+
+    def end_watch_after(self, plural: str, events: int) -> None:
+        """Makes the next watch on ``plural`` send the object's current state ``events`` times, then drop."""
+
+        def install() -> None:
+            async def dropped(request: kmock.Request):
+                objects = [
+                    obj.raw
+                    for (resource, ns, _), obj in list(self.emulator.objects.items())
+                    if resource.plural == plural and ns == request.namespace and not obj.deleted
+                ]
+                yield b""
+                for _ in range(events):
+                    for obj in objects:
+                        if _matches(obj, request.params):
+                            yield {"type": "MODIFIED", "object": obj}
+
+            self.emulator[enums.action.WATCH, kmock.resource(plural)][:1] << dropped
+
+        self.call(install)
+
+    # -- test plumbing ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.005) -> Any:
+        """Polls ``predicate`` until it returns a truthy value (returned) or fails the test after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met within {timeout}s: {predicate}")
+            time.sleep(interval)
+
+    @contextlib.contextmanager
+    def in_background(self, script: Callable[[], None]) -> Iterator[None]:
+        """Runs ``script`` (e.g. an operator scenario) on a thread; its exception, if any, fails the test."""
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                script()
+            except BaseException as error:  # noqa: BLE001 - re-raised in the test thread
+                errors.append(error)
+
+        thread = threading.Thread(target=run, name="kube-operator-script", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            thread.join(timeout=30)
+        if errors:
+            raise errors[0]
+
+
+def make_pod(
+    namespace: str,
+    trainjob: str,
+    index: int = 0,
+    *,
+    phase: str = "Running",
+    container: str = "node",
+    waiting: tuple[str, str] | None = None,
+    terminated: tuple[str, int, str] | None = None,
+    last_terminated: tuple[str, int] | None = None,
+    restarts: int = 0,
+    unschedulable: str = "",
+) -> dict[str, Any]:
+    """A pod of a TrainJob's ``node`` replicated job, as JobSet labels it, in the given state.
+
+    Args:
+        namespace: The pod's namespace.
+        trainjob: The TrainJob (and JobSet) name.
+        index: The node index (part of the pod name).
+        phase: ``status.phase``.
+        container: The trainer container's name.
+        waiting: ``(reason, message)`` of a waiting container (e.g. ImagePullBackOff).
+        terminated: ``(reason, exitCode, message)`` of a terminated container (e.g. OOMKilled, 137).
+        last_terminated: ``(reason, exitCode)`` of the container's previous run.
+        restarts: ``restartCount``.
+        unschedulable: The scheduler's message; sets ``PodScheduled=False, reason=Unschedulable``.
+    """
+    state: dict[str, Any] = {"running": {"startedAt": "2026-11-23T10:00:00Z"}}
+    if waiting:
+        state = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
+    if terminated:
+        state = {"terminated": {"reason": terminated[0], "exitCode": terminated[1], "message": terminated[2]}}
+    status: dict[str, Any] = {"phase": phase, "conditions": []}
+    if unschedulable:
+        status["conditions"].append(
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}
+        )
+    else:
+        container_status: dict[str, Any] = {
+            "name": container,
+            "image": "quay.io/example/trainer:1",
+            "imageID": "",
+            "ready": phase == "Running" and not waiting,
+            "restartCount": restarts,
+            "state": state,
+        }
+        if last_terminated:
+            container_status["lastState"] = {
+                "terminated": {"reason": last_terminated[0], "exitCode": last_terminated[1]}
+            }
+        status["containerStatuses"] = [container_status]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{trainjob}-node-0-{index}-abcde",
+            "namespace": namespace,
+            "labels": {
+                "jobset.sigs.k8s.io/jobset-name": trainjob,
+                "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                "trainer.kubeflow.org/trainjob-ancestor-step": "trainer",
+            },
+        },
+        "spec": {"containers": [{"name": container, "image": "quay.io/example/trainer:1"}]},
+        "status": status,
+    }
+
+
+def condition(type_: str, reason: str = "", message: str = "", status: str = "True") -> dict[str, str]:
+    """A TrainJob status condition (``Complete``, ``Failed``, ``Suspended``)."""
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason or type_,
+        "message": message,
+        "lastTransitionTime": "2026-11-23T10:00:00Z",
+    }
+
+
+@pytest.fixture
+def kube_api() -> Iterator[KubeApi]:
+    """A fresh Kubernetes API emulator on 127.0.0.1 (see :class:`KubeApi`); stopped after the test."""
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        async with KubeEmulator() as emulator, kmock.Server(emulator) as server:
+            for resource in DECLARED_RESOURCES:
+                emulator.resources[resource] = {}
+            state.update(emulator=emulator, url=str(server.url), loop=asyncio.get_running_loop(), stop=stop)
+            ready.set()
+            await stop.wait()
+
+    def run() -> None:
+        try:
+            asyncio.run(serve())
+        except BaseException as error:  # noqa: BLE001 - reported to the fixture
+            state["error"] = error
+            ready.set()
+
+    thread = threading.Thread(target=run, name="kube-emulator", daemon=True)
+    thread.start()
+    ready.wait(timeout=30)
+    if "error" in state or "emulator" not in state:
+        raise RuntimeError(f"the Kubernetes emulator did not start: {state.get('error')!r}")
+    api = KubeApi(state["emulator"], state["url"], state["loop"])
+    try:
+        yield api
+    finally:
+        api.close()
+        state["loop"].call_soon_threadsafe(state["stop"].set)
+        thread.join(timeout=10)

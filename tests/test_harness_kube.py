@@ -1,0 +1,153 @@
+"""The Kubernetes emulator harness behaves like the API server where the project's client relies on it."""
+
+import threading
+
+import pytest
+from kubernetes import client, watch
+
+from tests.harness.kube import condition, make_pod, validate_trainjob
+
+GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
+
+
+def _job(name, labels=None):
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": "team", "labels": labels or {}},
+        "spec": {"runtimeRef": {"name": "training-hub"}},
+    }
+
+
+def test_crud_and_requests_seen(kube_api):
+    api = client.CustomObjectsApi(kube_api.api_client)
+    assert api.list_namespaced_custom_object(GROUP, VERSION, "team", "trainjobs")["items"] == []
+    api.create_namespaced_custom_object(GROUP, VERSION, "team", "trainjobs", _job("a"))
+    with pytest.raises(client.ApiException) as conflict:
+        api.create_namespaced_custom_object(GROUP, VERSION, "team", "trainjobs", _job("a"))
+    assert conflict.value.status == 409
+    api.patch_namespaced_custom_object(GROUP, VERSION, "team", "trainjobs", "a", {"spec": {"suspend": True}})
+    assert kube_api.objects("trainjobs")[0]["spec"]["suspend"] is True
+    api.delete_namespaced_custom_object(GROUP, VERSION, "team", "trainjobs", "a")
+    assert kube_api.objects("trainjobs") == []
+    assert kube_api.requests_summary() == [
+        "list trainjobs",
+        "create trainjobs",
+        "create trainjobs",
+        "patch trainjobs a",
+        "delete trainjobs a",
+    ]
+
+
+def test_operator_helpers_are_not_counted_and_selectors_filter(kube_api):
+    kube_api.put_pod(make_pod("team", "job-a"))
+    kube_api.put_pod(make_pod("team", "job-b"))
+    kube_api.put_pod(make_pod("team", "job-a", phase="Failed", terminated=("OOMKilled", 137, "")))
+    core = client.CoreV1Api(kube_api.api_client)
+    pods = core.list_namespaced_pod("team", label_selector="jobset.sigs.k8s.io/jobset-name=job-a").items
+    assert [p.metadata.name for p in pods] == ["job-a-node-0-0-abcde"]
+    assert pods[0].status.container_statuses[0].state.terminated.reason == "OOMKilled"
+    kube_api.add_event("team", "Pod", "job-a-node-0-0-abcde", "FailedMount", 'secret "hf" not found')
+    kube_api.add_event("team", "Pod", "other", "Pulled", "ok", type_="Normal")
+    events = core.list_namespaced_event("team", field_selector="involvedObject.name=job-a-node-0-0-abcde").items
+    assert [e.reason for e in events] == ["FailedMount"]
+    assert kube_api.requests_summary() == ["list pods", "list events"]
+
+
+def test_pod_logs_tail_and_missing(kube_api):
+    kube_api.put_pod(make_pod("team", "job-a"))
+    core = client.CoreV1Api(kube_api.api_client)
+    kube_api.set_pod_log("team", "job-a-node-0-0-abcde", "one\ntwo\nthree\n", container="node")
+    assert (
+        core.read_namespaced_pod_log("job-a-node-0-0-abcde", "team", container="node", tail_lines=2) == "two\nthree\n"
+    )
+    with pytest.raises(client.ApiException) as missing:
+        core.read_namespaced_pod_log("job-a-node-0-0-abcde", "team", container="node", previous=True)
+    assert missing.value.status == 400
+    assert kube_api.requests[-1].rbac_resource == "pods/log" and kube_api.requests[-1].verb == "get"
+
+
+def test_scripted_failures_then_normal_service(kube_api):
+    kube_api.fail("fetch", "trainjobs", status=500, times=2)
+    kube_api.create_trainjob(_job("a"))
+    api = client.CustomObjectsApi(kube_api.api_client)
+    statuses = []
+    for _ in range(3):
+        try:
+            statuses.append(
+                api.get_namespaced_custom_object(GROUP, VERSION, "team", "trainjobs", "a")["metadata"]["name"]
+            )
+        except client.ApiException as error:
+            statuses.append(error.status)
+    assert statuses == [500, 500, "a"]
+
+
+def test_watch_sees_operator_changes_and_honours_timeout(kube_api):
+    kube_api.create_trainjob(_job("a"))
+    kube_api.create_trainjob(_job("b"))
+    api = client.CustomObjectsApi(kube_api.api_client)
+    seen = []
+
+    def operator():
+        kube_api.wait_for(lambda: any(r.action == "WATCH" for r in kube_api.requests))
+        kube_api.set_trainjob_status("team", "a", {"conditions": [condition("Complete")]})
+
+    with kube_api.in_background(operator):
+        stream = watch.Watch().stream(
+            api.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            "team",
+            "trainjobs",
+            field_selector="metadata.name=a",
+            timeout_seconds=5,
+        )
+        for event in stream:
+            seen.append((event["type"], event["object"]["metadata"]["name"]))
+            if event["object"].get("status"):
+                break
+    assert seen == [("ADDED", "a"), ("MODIFIED", "a")]
+    # Server-side timeoutSeconds ends an idle watch.
+    events = list(
+        watch.Watch().stream(
+            api.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            "team",
+            "trainjobs",
+            field_selector="metadata.name=b",
+            timeout_seconds=1,
+        )
+    )
+    assert [e["type"] for e in events] == ["ADDED"]
+
+
+def test_dropped_watch_ends_the_stream(kube_api):
+    kube_api.create_trainjob(_job("a"))
+    kube_api.end_watch_after("trainjobs", events=2)
+    api = client.CustomObjectsApi(kube_api.api_client)
+    events = list(
+        watch.Watch().stream(api.list_namespaced_custom_object, GROUP, VERSION, "team", "trainjobs", timeout_seconds=30)
+    )
+    assert [e["type"] for e in events] == ["MODIFIED", "MODIFIED"]
+
+
+def test_validate_trainjob_closes_objects():
+    import jsonschema
+
+    good = _job("a")
+    validate_trainjob(good)
+    bad = _job("a")
+    bad["spec"]["trainer"] = {"numProcPerNode": 2, "unknownField": 1}
+    with pytest.raises(jsonschema.ValidationError, match="unknownField"):
+        validate_trainjob(bad)
+    bad["spec"]["trainer"] = {"numProcPerNode": "auto"}
+    with pytest.raises(jsonschema.ValidationError):
+        validate_trainjob(bad)
+    with pytest.raises(AssertionError):
+        validate_trainjob(_job("Not_DNS"))
+
+
+def test_each_test_gets_a_fresh_server(kube_api):
+    assert kube_api.objects("trainjobs") == [] and kube_api.requests == []
+    assert threading.active_count() >= 2
