@@ -1,0 +1,1 @@
+"""Generators and validators (runnable as scripts)."""
