@@ -1,0 +1,61 @@
+"""KFP component ``dataset_download``: fetch a chat dataset, validate every row, write a seeded train/eval split."""
+
+from kfp import dsl
+
+from components._common.runtime import runtime_component
+
+PACKAGES = ["huggingface-hub==2.0.0", "boto3==1.44.5", "pyarrow==26.0.1", "pyyaml==6.0.3", "transformers==5.23.0"]
+
+
+@runtime_component(__file__, packages=PACKAGES)
+def dataset_download(
+    dataset_uri: str,
+    train_dataset: dsl.Output[dsl.Dataset],
+    eval_dataset: dsl.Output[dsl.Dataset],
+    report: dsl.Output[dsl.Markdown],
+    metrics: dsl.Output[dsl.Metrics],
+    train_split_ratio: float = 0.9,
+    subset_count: int = 0,
+    seed: int = 42,
+    input_format: str = "auto",
+    hf_split: str = "train",
+    on_invalid: str = "fail",
+    max_invalid_fraction: float = 0.0,
+    allow_trailing_user: bool = False,
+    max_seq_len: int = 0,
+    tokenizer_source: str = "",
+    max_download_bytes: int = 10737418240,
+) -> None:
+    """Downloads a dataset, validates every row, converts it to chat ``messages`` JSONL and splits it (seeded).
+
+    Sources: Hub ``org/name[:subset][@revision]`` (``HF_TOKEN``), ``s3://`` (data-connection env vars),
+    ``http(s)://``, ``pvc://claim/path`` (under ``$KFP_FINETUNE_PVC_ROOT``) and local paths. See README.md.
+    """
+    import logging
+    from pathlib import Path
+
+    from components.data_processing.dataset_download.prepare import prepare_dataset
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    prepared = prepare_dataset(
+        dataset_uri,
+        Path(train_dataset.path),
+        Path(eval_dataset.path),
+        train_split_ratio=train_split_ratio,
+        subset_count=subset_count,
+        seed=seed,
+        input_format=input_format,
+        hf_split=hf_split,
+        on_invalid=on_invalid,
+        max_invalid_fraction=max_invalid_fraction,
+        allow_trailing_user=allow_trailing_user,
+        max_seq_len=max_seq_len,
+        tokenizer_source=tokenizer_source,
+        max_download_bytes=max_download_bytes,
+    )
+    train_dataset.metadata.update(prepared.artifact_metadata(prepared.train))
+    eval_dataset.metadata.update(prepared.artifact_metadata(prepared.eval))
+    Path(report.path).parent.mkdir(parents=True, exist_ok=True)
+    Path(report.path).write_text(prepared.to_markdown(), encoding="utf-8")
+    for name, value in prepared.metrics().items():
+        metrics.log_metric(name, value)

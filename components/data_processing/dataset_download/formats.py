@@ -1,0 +1,181 @@
+"""Input formats and their conversion to chat ``messages`` rows, plus detection of the format from the first rows.
+
+Formats:
+
+* ``messages``: ``{"messages": [{"role": ..., "content": ...}, ...]}`` (kept as it is);
+* ``alpaca``: ``{"instruction", "input" (optional), "output", "system" (optional)}``;
+* ``sharegpt``: ``{"conversations": [{"from": "human" | "gpt" | ..., "value": ...}], "system" (optional)}``;
+* ``prompt_completion``: ``{"prompt", "completion"}``, each a string or a list of messages.
+
+Converters keep every key they do not consume, on the row and on each message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .rules import RowError
+
+#: Formats accepted by ``input_format`` besides ``auto``.
+FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion")
+#: How many leading rows :func:`detect_format` looks at.
+DETECTION_ROWS = 100
+#: ShareGPT speaker names and the chat roles they become (unknown names are kept, and fail the role rule).
+SHAREGPT_ROLES = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "model": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function_response": "tool",
+    "observation": "tool",
+}
+
+
+def _text_field(row: dict, key: str, required: bool = True) -> str:
+    """Returns ``row[key]`` as a string, raising :class:`RowError` when it is missing or not a string."""
+    value = row.get(key)
+    if value is None:
+        if required:
+            raise RowError("missing_field", f"no `{key}` key")
+        return ""
+    if type(value) is not str:
+        raise RowError("field_not_string", f"`{key}` is {type(value).__name__}")
+    return value
+
+
+def _extras(row: dict, consumed: frozenset[str]) -> dict:
+    """The keys of ``row`` that a converter did not consume."""
+    return {key: value for key, value in row.items() if key not in consumed}
+
+
+_ALPACA_KEYS = frozenset({"instruction", "input", "output", "system"})
+
+
+def from_alpaca(row: dict) -> dict:
+    """Converts an alpaca row: system (optional), user = instruction + blank line + input, assistant = output."""
+    instruction = _text_field(row, "instruction")
+    extra_input = _text_field(row, "input", required=False)
+    output = _text_field(row, "output")
+    system = _text_field(row, "system", required=False)
+    user = f"{instruction}\n\n{extra_input}" if extra_input.strip() else instruction
+    messages = [{"role": "system", "content": system}] if system.strip() else []
+    messages += [{"role": "user", "content": user}, {"role": "assistant", "content": output}]
+    return {"messages": messages, **_extras(row, _ALPACA_KEYS)}
+
+
+_SHAREGPT_KEYS = frozenset({"conversations", "system"})
+
+
+def from_sharegpt(row: dict) -> dict:
+    """Converts a ShareGPT row: each ``{from, value}`` turn becomes ``{role, content}``, other turn keys kept."""
+    turns = row.get("conversations")
+    if turns is None:
+        raise RowError("missing_field", "no `conversations` key")
+    if type(turns) is not list:
+        raise RowError("messages_not_list", f"conversations is {type(turns).__name__}, not a list")
+    system = _text_field(row, "system", required=False)
+    messages = [{"role": "system", "content": system}] if system.strip() else []
+    for index, turn in enumerate(turns):
+        if type(turn) is not dict:
+            raise RowError("message_not_object", f"conversations[{index}] is {type(turn).__name__}")
+        speaker = turn.get("from")
+        role = SHAREGPT_ROLES.get(speaker, speaker) if isinstance(speaker, str) else speaker
+        message = {"role": role, "content": turn.get("value")}
+        message.update((key, value) for key, value in turn.items() if key not in ("from", "value"))
+        messages.append(message)
+    return {"messages": messages, **_extras(row, _SHAREGPT_KEYS)}
+
+
+_PROMPT_COMPLETION_KEYS = frozenset({"prompt", "completion"})
+
+
+def _turns(row: dict, key: str, role: str) -> list:
+    """A prompt/completion field as messages: a string becomes one ``role`` message, a list is taken as messages."""
+    value = row.get(key)
+    if value is None:
+        raise RowError("missing_field", f"no `{key}` key")
+    if type(value) is str:
+        return [{"role": role, "content": value}]
+    if type(value) is list:
+        return list(value)
+    raise RowError("field_not_string", f"`{key}` is {type(value).__name__}, not a string or a list of messages")
+
+
+def from_prompt_completion(row: dict) -> dict:
+    """Converts a prompt/completion row: prompt → user turn(s), completion → assistant turn(s)."""
+    messages = _turns(row, "prompt", "user") + _turns(row, "completion", "assistant")
+    return {"messages": messages, **_extras(row, _PROMPT_COMPLETION_KEYS)}
+
+
+def from_messages(row: dict) -> dict:
+    """Keeps a ``messages`` row as it is."""
+    if "messages" not in row:
+        raise RowError("missing_field", "no `messages` key")
+    return row
+
+
+#: The converter of each format.
+CONVERTERS: dict[str, Callable[[dict], dict]] = {
+    "messages": from_messages,
+    "alpaca": from_alpaca,
+    "sharegpt": from_sharegpt,
+    "prompt_completion": from_prompt_completion,
+}
+
+
+def row_format(row: object) -> str | None:
+    """The format a single row looks like, judged by its keys, or ``None``."""
+    if type(row) is not dict:
+        return None
+    if "messages" in row:
+        return "messages"
+    if "conversations" in row:
+        return "sharegpt"
+    if "instruction" in row and "output" in row:
+        return "alpaca"
+    if "prompt" in row and "completion" in row:
+        return "prompt_completion"
+    return None
+
+
+def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[str, str]:
+    """Detects the input format from the first rows.
+
+    Args:
+        rows: Decoded rows from the start of the dataset (only the first :data:`DETECTION_ROWS` are read).
+        source: Where the rows came from, for error messages.
+
+    Returns:
+        ``(format, reason)``: the chosen format and a sentence saying why.
+
+    Raises:
+        ValueError: No row matches a known format, or the first rows look like different formats.
+    """
+    seen: dict[str, int] = {}
+    looked = 0
+    for looked, row in enumerate(rows, start=1):
+        detected = row_format(row)
+        if detected:
+            seen[detected] = seen.get(detected, 0) + 1
+        if looked >= DETECTION_ROWS:
+            break
+    if not seen:
+        raise ValueError(
+            f"input_format='auto': none of the first {looked} rows of {source} has the keys of a known format "
+            "(messages | conversations | instruction+output | prompt+completion); set input_format explicitly"
+        )
+    if len(seen) > 1:
+        raise ValueError(
+            f"input_format='auto': the first {looked} rows of {source} mix formats {seen}; set input_format explicitly"
+        )
+    chosen, count = next(iter(seen.items()))
+    return chosen, f"auto-detected `{chosen}` ({count} of the first {looked} rows have its keys)"
+
+
+def check_input_format(input_format: str) -> None:
+    """Raises ``ValueError`` when ``input_format`` is not ``auto`` or one of :data:`FORMATS`."""
+    if input_format != "auto" and input_format not in FORMATS:
+        raise ValueError(f"input_format={input_format!r} is not one of: auto, {', '.join(FORMATS)}")

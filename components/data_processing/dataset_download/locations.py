@@ -1,0 +1,167 @@
+"""Dataset URIs: which kind of source a URI names, parsed, and the local-path rules (confinement, data files).
+
+* ``org/name[:subset][@revision]`` (or ``hf://org/name...``): a Hugging Face Hub dataset;
+* ``s3://bucket/key`` or ``s3://bucket/prefix/`` (``s3:///key`` takes the bucket from ``AWS_S3_BUCKET``);
+* ``http://...`` / ``https://...``: one file;
+* ``pvc://claim/path``: ``$KFP_FINETUNE_PVC_ROOT/claim/path`` (default root ``/mnt/pvc``; the pipeline mounts claim
+  ``claim`` at ``<root>/claim``), confined to the claim's mount;
+* a local path: absolute, ``./relative``, ``file://`` or an existing path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .readers import data_format
+
+#: Environment variable naming the directory under which PVCs are mounted, one directory per claim.
+PVC_ROOT_ENV = "KFP_FINETUNE_PVC_ROOT"
+DEFAULT_PVC_ROOT = "/mnt/pvc"
+_HF_PATTERN = re.compile(
+    r"^(?:hf://(?:datasets/)?)?(?P<repo_id>[A-Za-z0-9][\w.-]*/[\w.-]+)(?::(?P<subset>[\w.-]+))?(?:@(?P<revision>[\w./-]+))?$"
+)
+_CLAIM_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class DatasetSourceError(ValueError):
+    """The dataset cannot be read from its source (bad URI, access, missing data, size cap)."""
+
+
+@dataclass(frozen=True)
+class HfDatasetRef:
+    """A Hub dataset: ``repo_id`` (``org/name``), an optional subset (config) and revision."""
+
+    repo_id: str
+    subset: str = ""
+    revision: str = ""
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """An S3 object or prefix."""
+
+    bucket: str
+    key: str
+
+
+def source_kind(uri: str) -> str:
+    """Which source a URI names: ``hf``, ``s3``, ``http``, ``pvc`` or ``local``.
+
+    Raises:
+        DatasetSourceError: An unknown scheme, or a string that is neither an existing path nor ``org/name``.
+    """
+    scheme, sep, _ = uri.partition("://")
+    if sep:
+        kinds = {"s3": "s3", "http": "http", "https": "http", "pvc": "pvc", "file": "local", "hf": "hf"}
+        if scheme.lower() not in kinds:
+            raise DatasetSourceError(
+                f"dataset_uri={uri!r}: unknown scheme {scheme + '://'!r}; use s3://, http(s)://, pvc://, file://, "
+                "hf://, a local path or a Hub id org/name[:subset][@revision]"
+            )
+        return kinds[scheme.lower()]
+    if uri.startswith(("/", "./", "../")) or Path(uri).exists():
+        return "local"
+    if _HF_PATTERN.match(uri):
+        return "hf"
+    raise DatasetSourceError(
+        f"dataset_uri={uri!r} is neither an existing local path nor a Hub id of the form org/name[:subset][@revision]"
+    )
+
+
+def parse_hf_uri(uri: str) -> HfDatasetRef:
+    """Parses ``org/name[:subset][@revision]`` (optionally prefixed ``hf://`` or ``hf://datasets/``)."""
+    match = _HF_PATTERN.match(uri)
+    if not match:
+        raise DatasetSourceError(f"dataset_uri={uri!r} is not a Hub dataset id: org/name[:subset][@revision]")
+    return HfDatasetRef(match["repo_id"], match["subset"] or "", match["revision"] or "")
+
+
+def parse_s3_uri(uri: str, default_bucket: str = "") -> S3Location:
+    """Parses ``s3://bucket/key``; an empty bucket (``s3:///key``) falls back to ``default_bucket``."""
+    rest = uri[len("s3://") :]
+    bucket, _, key = rest.partition("/")
+    bucket = bucket or default_bucket
+    if not bucket:
+        raise DatasetSourceError(f"dataset_uri={uri!r} names no bucket and AWS_S3_BUCKET is not set")
+    _reject_parent_parts(key, uri)
+    return S3Location(bucket, key)
+
+
+def _reject_parent_parts(path: str, uri: str) -> None:
+    if ".." in PurePosixPath(path).parts:
+        raise DatasetSourceError(f"dataset_uri={uri!r}: '..' is not allowed in dataset paths")
+
+
+def resolve_pvc_uri(uri: str) -> tuple[Path, Path]:
+    """Maps ``pvc://claim/path`` to ``(file_or_dir, claim_mount)`` under ``$KFP_FINETUNE_PVC_ROOT``, confined.
+
+    Raises:
+        DatasetSourceError: A bad claim name, ``..`` in the path, or a symlink leading out of the claim's mount.
+    """
+    claim, _, path = uri[len("pvc://") :].partition("/")
+    if not _CLAIM_PATTERN.match(claim):
+        raise DatasetSourceError(f"dataset_uri={uri!r}: {claim!r} is not a valid PVC name")
+    _reject_parent_parts(path, uri)
+    mount = Path(os.environ.get(PVC_ROOT_ENV) or DEFAULT_PVC_ROOT) / claim
+    target = mount / path
+    confine(target, mount, uri)
+    return target, mount
+
+
+def resolve_local_uri(uri: str) -> Path:
+    """A local path (``file://`` stripped); ``..`` parts are refused."""
+    path = uri[len("file://") :] if uri.startswith("file://") else uri
+    _reject_parent_parts(path, uri)
+    return Path(path)
+
+
+def confine(path: Path, root: Path, uri: str) -> None:
+    """Raises :class:`DatasetSourceError` unless ``path``, symlinks resolved, is ``root`` or lies inside it."""
+    real_root = root.resolve()
+    real_path = path.resolve()
+    if real_path != real_root and real_root not in real_path.parents:
+        raise DatasetSourceError(f"dataset_uri={uri!r}: {path} resolves to {real_path}, outside {real_root}")
+
+
+def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Path]:
+    """The data files at a local path: the file itself, or every supported file under a directory, sorted.
+
+    Args:
+        path: A file or a directory.
+        uri: The dataset URI, for messages.
+        root: When given, every file must resolve inside it (no symlink escape).
+
+    Raises:
+        DatasetSourceError: Nothing there, an unsupported file, or no data file in the directory.
+    """
+    if not path.exists():
+        raise DatasetSourceError(f"dataset_uri={uri!r}: {path} does not exist (404)")
+    if path.is_file():
+        if data_format(path) is None:
+            raise DatasetSourceError(f"dataset_uri={uri!r}: {path.name} is not a .jsonl/.json/.parquet/.csv(.gz) file")
+        files = [path]
+    else:
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and data_format(p) and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
+        if not files:
+            raise DatasetSourceError(f"dataset_uri={uri!r}: no .jsonl/.json/.parquet/.csv(.gz) files under {path}")
+    if root is not None:
+        for file in files:
+            confine(file, root, uri)
+    return files
+
+
+def local_revision(files: list[Path]) -> str:
+    """A revision for local files: ``mtime-size`` of a single file, or a digest of every file's name, mtime, size."""
+    stats = [(file.name, int(file.stat().st_mtime), file.stat().st_size) for file in files]
+    if len(stats) == 1:
+        return f"mtime={stats[0][1]} size={stats[0][2]}"
+    listing = "\n".join(f"{name}:{mtime}:{size}" for name, mtime, size in stats)
+    return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()[:16]

@@ -1,0 +1,324 @@
+"""Fetching a dataset from its source to local data files: Hub, S3, HTTP(S), PVC or a local path.
+
+Secrets come only from the environment (``HF_TOKEN``; the RHOAI data-connection variables ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_S3_ENDPOINT``, ``AWS_DEFAULT_REGION``, ``AWS_S3_BUCKET``) and are never logged or
+put in errors. Downloads land in a temporary name and are renamed when complete; remote sources are capped at
+``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .locations import (
+    DatasetSourceError,
+    local_data_files,
+    local_revision,
+    parse_hf_uri,
+    parse_s3_uri,
+    resolve_local_uri,
+    resolve_pvc_uri,
+    source_kind,
+)
+from .readers import data_format
+
+#: HTTP statuses worth retrying (the server or a proxy may recover).
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+S3_CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+_COPY_CHUNK = 1 << 20
+
+
+@dataclass
+class FetchedData:
+    """Local data files of a dataset and the revision they were read at."""
+
+    files: list[Path]
+    revision: str
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """How HTTP(S) downloads behave: per-attempt timeout, attempts, backoff between them (doubling)."""
+
+    timeout_s: float = 60.0
+    attempts: int = 4
+    backoff_s: float = 1.0
+
+
+def fetch_dataset(
+    uri: str,
+    download_dir: Path,
+    hf_split: str = "train",
+    max_bytes: int = 10 * 1024**3,
+    http: HttpOptions = HttpOptions(),
+) -> FetchedData:
+    """Makes a dataset's data files available locally.
+
+    Args:
+        uri: See :mod:`.locations` for the accepted forms.
+        download_dir: Where remote files are downloaded (created if needed).
+        hf_split: The split to read from a Hub dataset.
+        max_bytes: Refuse to download more than this many bytes.
+        http: HTTP(S) timeout and retry settings.
+
+    Returns:
+        The local files, in reading order, and the revision (HF commit, S3 ETag, HTTP ETag, mtime+size).
+
+    Raises:
+        DatasetSourceError: Unknown scheme, missing credentials, 401/403/404, size cap, or no data files.
+    """
+    kind = source_kind(uri)
+    if max_bytes <= 0:
+        raise DatasetSourceError(f"max_download_bytes={max_bytes} must be positive")
+    if kind == "local":
+        files = local_data_files(resolve_local_uri(uri), uri)
+        return FetchedData(files, local_revision(files))
+    if kind == "pvc":
+        target, mount = resolve_pvc_uri(uri)
+        files = local_data_files(target, uri, root=mount)
+        return FetchedData(files, local_revision(files))
+    download_dir.mkdir(parents=True, exist_ok=True)
+    if kind == "s3":
+        return fetch_s3(uri, download_dir, max_bytes)
+    if kind == "http":
+        return fetch_http(uri, download_dir, max_bytes, http)
+    return fetch_hf(uri, download_dir, hf_split, max_bytes)
+
+
+# --- HTTP(S) -----------------------------------------------------------------------------------------------------
+
+
+def tls_context() -> ssl.SSLContext:
+    """A verifying TLS context; ``SSL_CERT_FILE`` or ``REQUESTS_CA_BUNDLE`` adds a CA bundle (e.g. a cluster CA)."""
+    bundle = os.environ.get("SSL_CERT_FILE") or os.environ.get("REQUESTS_CA_BUNDLE")
+    return ssl.create_default_context(cafile=bundle or None)
+
+
+def _http_file_name(url: str) -> str:
+    name = PurePosixPath(urllib.parse.urlsplit(url).path).name
+    if not name or data_format(PurePosixPath(name)) is None:
+        raise DatasetSourceError(
+            f"dataset_uri={url!r}: the URL path must end in a .jsonl/.json/.parquet/.csv(.gz) file name"
+        )
+    return name
+
+
+def _http_error(url: str, status: int, reason: str) -> DatasetSourceError:
+    meaning = {401: "authentication required", 403: "access denied", 404: "not found"}.get(status, reason)
+    return DatasetSourceError(f"dataset_uri={url!r}: HTTP {status} ({meaning})")
+
+
+def _download_once(url: str, target: Path, max_bytes: int, options: HttpOptions) -> str:
+    """One GET into ``target`` (a temporary name); returns the revision (ETag, Last-Modified or content sha256)."""
+    request = urllib.request.Request(url, headers={"User-Agent": "kfp-finetune-dataset-download"})
+    context = tls_context() if url.lower().startswith("https://") else None
+    with urllib.request.urlopen(request, timeout=options.timeout_s, context=context) as response:
+        declared = response.headers.get("Content-Length")
+        if declared is not None and int(declared) > max_bytes:
+            raise DatasetSourceError(f"dataset_uri={url!r}: {declared} bytes exceed max_download_bytes={max_bytes}")
+        digest, size = hashlib.sha256(), 0
+        with open(target, "wb") as handle:
+            while chunk := response.read(_COPY_CHUNK):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise DatasetSourceError(f"dataset_uri={url!r}: more than max_download_bytes={max_bytes} bytes")
+                digest.update(chunk)
+                handle.write(chunk)
+        etag = response.headers.get("ETag") or response.headers.get("Last-Modified")
+        return etag.strip('"') if etag else "sha256:" + digest.hexdigest()
+
+
+def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOptions = HttpOptions()) -> FetchedData:
+    """Downloads one file over HTTP(S) with TLS verification, a timeout, retries with backoff and a size cap."""
+    name = _http_file_name(url)
+    target = download_dir / name
+    partial = download_dir / f".{name}.part"
+    delay = options.backoff_s
+    try:
+        for attempt in range(1, options.attempts + 1):
+            try:
+                revision = _download_once(url, partial, max_bytes, options)
+                os.replace(partial, target)
+                return FetchedData([target], revision)
+            except urllib.error.HTTPError as error:
+                if error.code not in RETRY_STATUSES or attempt == options.attempts:
+                    raise _http_error(url, error.code, str(error.reason)) from None
+            except urllib.error.URLError as error:
+                if isinstance(error.reason, ssl.SSLError):
+                    raise DatasetSourceError(f"dataset_uri={url!r}: TLS verification failed: {error.reason}") from None
+                if attempt == options.attempts:
+                    raise DatasetSourceError(
+                        f"dataset_uri={url!r}: cannot connect after {attempt} attempts: {error.reason}"
+                    ) from None
+            except (TimeoutError, ConnectionError) as error:
+                if attempt == options.attempts:
+                    raise DatasetSourceError(f"dataset_uri={url!r}: {error!r} after {attempt} attempts") from None
+            time.sleep(delay)
+            delay *= 2
+    finally:
+        partial.unlink(missing_ok=True)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --- S3 ----------------------------------------------------------------------------------------------------------
+
+
+def s3_client():
+    """A boto3 S3 client from the data-connection environment variables (custom endpoint for MinIO / ODF)."""
+    import boto3
+    from botocore.config import Config
+
+    missing = [name for name in S3_CREDENTIAL_VARS if not os.environ.get(name)]
+    if missing:
+        raise DatasetSourceError(
+            f"S3 credentials missing: set {', '.join(missing)} (from the data connection secret) in the environment"
+        )
+    return boto3.client(
+        "s3",
+        endpoint_url=os.environ.get("AWS_S3_ENDPOINT") or None,
+        region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        config=Config(connect_timeout=30, read_timeout=120, retries={"max_attempts": 5, "mode": "standard"}),
+    )
+
+
+def _s3_error(uri: str, error: Exception) -> DatasetSourceError:
+    response = getattr(error, "response", {}) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if status == 403 or code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return DatasetSourceError(f"dataset_uri={uri!r}: access denied (403, {code}); check the data connection")
+    if status == 404 or code in ("NoSuchBucket", "NoSuchKey", "404"):
+        return DatasetSourceError(f"dataset_uri={uri!r}: not found (404, {code})")
+    return DatasetSourceError(f"dataset_uri={uri!r}: S3 error {code or type(error).__name__}")
+
+
+def _s3_objects(client, uri: str, bucket: str, key: str) -> list[tuple[str, int, str]]:
+    """``(key, size, etag)`` of the object ``key``, or of the data files under prefix ``key``."""
+    from botocore.exceptions import ClientError
+
+    if key and not key.endswith("/"):
+        try:
+            head = client.head_object(Bucket=bucket, Key=key)
+            return [(key, head["ContentLength"], head["ETag"].strip('"'))]
+        except ClientError as error:
+            if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
+                raise
+        key += "/"
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
+    found = [
+        (item["Key"], item["Size"], item["ETag"].strip('"'))
+        for page in pages
+        for item in page.get("Contents", [])
+        if data_format(PurePosixPath(item["Key"]))
+    ]
+    if not found:
+        raise DatasetSourceError(f"dataset_uri={uri!r}: not found (404): no object and no data files under the prefix")
+    return sorted(found)
+
+
+def fetch_s3(uri: str, download_dir: Path, max_bytes: int) -> FetchedData:
+    """Downloads an S3 object, or every data file under a prefix, through the data-connection endpoint."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    location = parse_s3_uri(uri, os.environ.get("AWS_S3_BUCKET", ""))
+    client = s3_client()
+    try:
+        objects = _s3_objects(client, uri, location.bucket, location.key)
+        total = sum(size for _, size, _ in objects)
+        if total > max_bytes:
+            raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
+        files = []
+        base = location.key if location.key.endswith("/") or len(objects) > 1 else ""
+        for key, _, _ in objects:
+            relative = key[len(base) :] if base and key.startswith(base) else PurePosixPath(key).name
+            target = download_dir / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(location.bucket, key, str(target))
+            files.append(target)
+    except ClientError as error:
+        raise _s3_error(uri, error) from None
+    except BotoCoreError as error:
+        raise DatasetSourceError(f"dataset_uri={uri!r}: S3 endpoint error: {type(error).__name__}: {error}") from None
+    if len(objects) == 1:
+        return FetchedData(files, objects[0][2])
+    listing = "\n".join(f"{key}:{etag}" for key, _, etag in objects)
+    return FetchedData(files, "sha256:" + hashlib.sha256(listing.encode()).hexdigest()[:16])
+
+
+# --- Hugging Face Hub --------------------------------------------------------------------------------------------
+
+
+def _hf_error(uri: str, error: Exception) -> DatasetSourceError:
+    from huggingface_hub import errors
+
+    if isinstance(error, errors.GatedRepoError):
+        return DatasetSourceError(f"dataset_uri={uri!r}: access denied (403, gated dataset); set HF_TOKEN")
+    if isinstance(error, errors.RepositoryNotFoundError):
+        return DatasetSourceError(f"dataset_uri={uri!r}: not found (404) or private without a valid HF_TOKEN")
+    if isinstance(error, errors.RevisionNotFoundError):
+        return DatasetSourceError(f"dataset_uri={uri!r}: revision not found (404)")
+    if isinstance(error, errors.EntryNotFoundError):
+        return DatasetSourceError(f"dataset_uri={uri!r}: file not found (404)")
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if status in (401, 403):
+        return DatasetSourceError(f"dataset_uri={uri!r}: access denied ({status}); check HF_TOKEN")
+    return DatasetSourceError(f"dataset_uri={uri!r}: Hub error {type(error).__name__}: {error}")
+
+
+def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int) -> FetchedData:
+    """Downloads the files of one subset/split of a Hub dataset at a pinned commit (token from ``HF_TOKEN``).
+
+    The endpoint is ``HF_ENDPOINT`` read at call time (a mirror, or a local stub in tests).
+    """
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from .hf_files import card_configs, select_hf_files
+
+    ref = parse_hf_uri(uri)
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    token = os.environ.get("HF_TOKEN") or False
+    local_dir = download_dir / "hf"
+
+    def download(filename: str, commit: str) -> Path:
+        return Path(
+            hf_hub_download(
+                ref.repo_id,
+                filename,
+                repo_type="dataset",
+                revision=commit,
+                local_dir=local_dir,
+                endpoint=endpoint,
+                token=token,
+            )
+        )
+
+    try:
+        info = HfApi(endpoint=endpoint, token=token).dataset_info(
+            ref.repo_id, revision=ref.revision or None, files_metadata=True
+        )
+        sizes = {sibling.rfilename: sibling.size or 0 for sibling in info.siblings or []}
+        configs = card_configs(download("README.md", info.sha).read_text("utf-8")) if "README.md" in sizes else []
+        selected = select_hf_files(sorted(sizes), ref.subset, split, configs, uri)
+        total = sum(sizes[name] for name in selected)
+        if total > max_bytes:
+            raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
+        files = [download(name, info.sha) for name in selected]
+    except HfHubHTTPError as error:
+        raise _hf_error(uri, error) from None
+    downloaded = sum(file.stat().st_size for file in files)
+    if downloaded > max_bytes:
+        shutil.rmtree(local_dir, ignore_errors=True)
+        raise DatasetSourceError(f"dataset_uri={uri!r}: {downloaded} bytes exceed max_download_bytes={max_bytes}")
+    return FetchedData(files, info.sha)

@@ -1,0 +1,316 @@
+"""Validation of every row of a dataset, streamed, with a report: the rules, the rejects and the counts.
+
+:func:`validate_dataset_uri` is the plain entry point (used by ``kfp-finetune validate-dataset URI``): it fetches the
+data, converts each row to ``messages`` form, checks it against :data:`rules.RULES` and returns a
+:class:`ValidationReport`. :func:`validate_files` is the streaming core, also used by the component, which passes a
+``sink`` that receives every valid, converted row.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from .formats import CONVERTERS, check_input_format, detect_format
+from .readers import Unreadable, excerpt, iter_rows, position_label
+from .rules import RULES, RowError, check_messages
+
+#: Values of ``on_invalid``.
+ON_INVALID = ("fail", "drop")
+#: How many rejects an error message quotes (the report lists them all).
+QUOTED_REJECTS = 5
+_KEPT_REJECTS = 50
+
+
+class DatasetValidationError(ValueError):
+    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow."""
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A row that breaks a rule: where it is, which rule, what exactly, and a short excerpt of it."""
+
+    location: str
+    rule: str
+    detail: str
+    excerpt: str
+
+    def describe(self) -> str:
+        """One line: ``train.jsonl:4 [trailing_user] messages[1] ... — excerpt``."""
+        return f"{self.location} [{self.rule}] {self.detail} — {self.excerpt}"
+
+
+def check_validation_options(on_invalid: str, max_invalid_fraction: float) -> None:
+    """Raises ``ValueError`` naming the parameter when ``on_invalid`` or ``max_invalid_fraction`` is out of range."""
+    if on_invalid not in ON_INVALID:
+        raise ValueError(f"on_invalid={on_invalid!r} is not one of: {', '.join(ON_INVALID)}")
+    if not 0.0 <= max_invalid_fraction <= 1.0:
+        raise ValueError(f"max_invalid_fraction={max_invalid_fraction!r} must be within [0, 1]")
+
+
+@dataclass
+class ValidationReport:
+    """The outcome of validating every row of a dataset.
+
+    Attributes:
+        source_uri: The dataset URI as given.
+        revision: The revision read (HF commit, S3/HTTP ETag, or file mtime+size).
+        input_format: The format the rows were read as.
+        format_reason: How the format was chosen (given, or auto-detected from which rows).
+        files: The data files read, in order.
+        on_invalid: ``fail`` or ``drop``.
+        max_invalid_fraction: The largest rejected fraction ``drop`` accepts.
+        rows_read: Records read, valid or not.
+        rows_valid: Records that pass every rule.
+        rejects_by_rule: Rejected records per rule name.
+        first_rejects: The first rejects, in order (the full list is in :meth:`iter_rejects`).
+    """
+
+    source_uri: str
+    revision: str = ""
+    input_format: str = ""
+    format_reason: str = ""
+    files: list[str] = field(default_factory=list)
+    on_invalid: str = "fail"
+    max_invalid_fraction: float = 0.0
+    rows_read: int = 0
+    rows_valid: int = 0
+    rejects_by_rule: dict[str, int] = field(default_factory=dict)
+    first_rejects: list[Reject] = field(default_factory=list)
+    _reject_log: IO[str] | None = field(default=None, repr=False)
+
+    @property
+    def rows_rejected(self) -> int:
+        """Records that break a rule."""
+        return self.rows_read - self.rows_valid
+
+    @property
+    def invalid_fraction(self) -> float:
+        """Rejected records over records read (0 for an empty dataset)."""
+        return self.rows_rejected / self.rows_read if self.rows_read else 0.0
+
+    @property
+    def passed(self) -> bool:
+        """Whether the rejects are within what ``on_invalid`` and ``max_invalid_fraction`` allow."""
+        if self.on_invalid == "fail":
+            return self.rows_rejected == 0
+        return self.invalid_fraction <= self.max_invalid_fraction
+
+    def add_reject(self, reject: Reject) -> None:
+        """Counts a reject under its rule and logs it (the log is a temporary file: memory stays constant)."""
+        self.rejects_by_rule[reject.rule] = self.rejects_by_rule.get(reject.rule, 0) + 1
+        if len(self.first_rejects) < _KEPT_REJECTS:
+            self.first_rejects.append(reject)
+        if self._reject_log is None:
+            self._reject_log = tempfile.TemporaryFile("w+", encoding="utf-8")
+        self._reject_log.write(json.dumps([reject.location, reject.rule, reject.detail, reject.excerpt]) + "\n")
+
+    def iter_rejects(self) -> Iterator[Reject]:
+        """Every reject, in the order found."""
+        if self._reject_log is None:
+            return
+        self._reject_log.flush()
+        self._reject_log.seek(0)
+        for line in self._reject_log:
+            yield Reject(*json.loads(line))
+        self._reject_log.seek(0, 2)
+
+    def failure_message(self) -> str:
+        """Why the dataset fails: the option, the counts per rule and the first rejects with excerpts."""
+        counts = ", ".join(f"{rule}={count}" for rule, count in sorted(self.rejects_by_rule.items()))
+        if self.on_invalid == "fail":
+            head = f"{self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the rules"
+            head += " (on_invalid='fail')"
+        else:
+            head = (
+                f"{self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the rules: "
+                f"fraction {self.invalid_fraction:.4f} > max_invalid_fraction={self.max_invalid_fraction}"
+            )
+        quoted = "\n".join(f"  {reject.describe()}" for reject in self.first_rejects[:QUOTED_REJECTS])
+        rules = "\n".join(f"  {rule}: {RULES[rule]}" for rule in sorted(self.rejects_by_rule))
+        return f"{head}; per rule: {counts}\nfirst rejects:\n{quoted}\nrules broken:\n{rules}"
+
+    def raise_for_rejects(self) -> None:
+        """Raises :class:`DatasetValidationError` with :meth:`failure_message` unless :attr:`passed`."""
+        if not self.passed:
+            raise DatasetValidationError(self.failure_message())
+
+    def to_markdown(self) -> str:
+        """The report as Markdown: source, format, counts, counts per rule and every reject."""
+        lines = [
+            f"# Dataset validation: {'passed' if self.passed else 'FAILED'}",
+            "",
+            f"- Source: `{self.source_uri}`",
+            f"- Revision: `{self.revision}`",
+            f"- Files: {', '.join(f'`{name}`' for name in self.files)}",
+            f"- Input format: `{self.input_format}` ({self.format_reason})",
+            f"- Rows read: {self.rows_read}; valid: {self.rows_valid}; rejected: {self.rows_rejected} "
+            f"({self.invalid_fraction:.2%})",
+            f"- on_invalid: `{self.on_invalid}`; max_invalid_fraction: {self.max_invalid_fraction}",
+        ]
+        if self.rejects_by_rule:
+            lines += ["", "## Rejected rows per rule", "", "| Rule | Rows | Requirement |", "|---|---:|---|"]
+            lines += [f"| `{rule}` | {n} | {RULES[rule]} |" for rule, n in sorted(self.rejects_by_rule.items())]
+            lines += ["", "## Every rejected row", "", "| Where | Rule | Detail | Excerpt |", "|---|---|---|---|"]
+            lines += [
+                f"| {_cell(r.location)} | `{r.rule}` | {_cell(r.detail)} | {_cell(r.excerpt)} |"
+                for r in self.iter_rejects()
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text made safe for a Markdown table cell."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
+
+
+def _all_rows(files: Sequence[Path]) -> Iterator[tuple[Path, int, object]]:
+    for path in files:
+        for position, value in iter_rows(path):
+            yield path, position, value
+
+
+def choose_format(files: Sequence[Path], input_format: str, source: str) -> tuple[str, str]:
+    """The format to read the rows as: ``input_format`` itself, or the one detected from the first rows."""
+    check_input_format(input_format)
+    if input_format != "auto":
+        return input_format, "given as input_format"
+    head = (value for _, _, value in itertools.islice(_all_rows(files), 1000) if type(value) is not Unreadable)
+    return detect_format(head, source)
+
+
+def validate_files(
+    files: Sequence[Path],
+    report: ValidationReport,
+    allow_trailing_user: bool = False,
+    sink: Callable[[dict], None] | None = None,
+) -> ValidationReport:
+    """Reads, converts and checks every row of some data files, streaming; fills ``report``.
+
+    Args:
+        files: Local data files, read in this order.
+        report: A report whose ``input_format`` is set (see :func:`choose_format`); counts and rejects are added.
+        allow_trailing_user: Accept conversations whose last message is a user turn.
+        sink: Called with every valid row, converted to ``messages`` form (extra keys kept).
+
+    Returns:
+        ``report``, filled in.
+    """
+    convert = CONVERTERS[report.input_format]
+    read = valid = 0
+    for path, position, value in _all_rows(files):
+        read += 1
+        if type(value) is dict:
+            try:
+                row = convert(value)
+                messages = row["messages"]
+            except RowError as error:
+                report.add_reject(_reject(path, position, error.rule, error.detail, value))
+                continue
+            problem = check_messages(messages, allow_trailing_user)
+            if problem is None:
+                valid += 1
+                if sink is not None:
+                    sink(row)
+                continue
+            report.add_reject(_reject(path, position, *problem, value))
+        elif type(value) is Unreadable:
+            report.add_reject(Reject(position_label(path, position), "invalid_json", value.reason, value.excerpt))
+        else:
+            report.add_reject(_reject(path, position, "not_an_object", f"row is {type(value).__name__}", value))
+    report.rows_read += read
+    report.rows_valid += valid
+    return report
+
+
+def _reject(path: Path, position: int, rule: str, detail: str, value: object) -> Reject:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return Reject(position_label(path, position), rule, detail, excerpt(text))
+
+
+def validate_local_files(
+    files: Sequence[Path],
+    source_uri: str,
+    revision: str = "",
+    input_format: str = "auto",
+    on_invalid: str = "fail",
+    max_invalid_fraction: float = 0.0,
+    allow_trailing_user: bool = False,
+    sink: Callable[[dict], None] | None = None,
+) -> ValidationReport:
+    """Validates local data files: chooses the format, then checks every row (see :func:`validate_files`).
+
+    Args:
+        files: Local data files, read in this order.
+        source_uri: Where they came from, for messages and the report.
+        revision: The revision of the source, for the report.
+        input_format: ``auto`` or one of :data:`formats.FORMATS`.
+        on_invalid: ``fail`` (any reject fails) or ``drop`` (rejects are dropped and counted).
+        max_invalid_fraction: With ``drop``, the largest rejected fraction that still passes.
+        allow_trailing_user: Accept conversations whose last message is a user turn.
+        sink: Called with every valid row in ``messages`` form.
+
+    Returns:
+        The filled-in report (check :attr:`ValidationReport.passed` or call ``raise_for_rejects``).
+    """
+    check_validation_options(on_invalid, max_invalid_fraction)
+    chosen, reason = choose_format(files, input_format, source_uri)
+    report = ValidationReport(
+        source_uri=source_uri,
+        revision=revision,
+        input_format=chosen,
+        format_reason=reason,
+        files=[path.name for path in files],
+        on_invalid=on_invalid,
+        max_invalid_fraction=max_invalid_fraction,
+    )
+    return validate_files(files, report, allow_trailing_user, sink)
+
+
+def validate_dataset_uri(
+    uri: str,
+    input_format: str = "auto",
+    on_invalid: str = "fail",
+    max_invalid_fraction: float = 0.0,
+    allow_trailing_user: bool = False,
+    hf_split: str = "train",
+    max_download_bytes: int = 10 * 1024**3,
+    download_dir: str | Path | None = None,
+) -> ValidationReport:
+    """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
+
+    Args:
+        uri: ``org/name[:subset][@revision]`` (HF Hub), ``s3://bucket/key-or-prefix``, ``http(s)://...``,
+            ``pvc://claim/path`` or a local path.
+        input_format: ``auto`` | ``messages`` | ``alpaca`` | ``sharegpt`` | ``prompt_completion``.
+        on_invalid: ``fail`` or ``drop``; decides :attr:`ValidationReport.passed`.
+        max_invalid_fraction: With ``drop``, the largest rejected fraction that still passes.
+        allow_trailing_user: Accept conversations whose last message is a user turn.
+        hf_split: The split to read from a Hub dataset.
+        max_download_bytes: Refuse downloads larger than this.
+        download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
+
+    Returns:
+        The report; ``report.to_markdown()`` renders it, ``report.raise_for_rejects()`` turns failure into an error.
+
+    Raises:
+        ValueError: Bad options, an unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.
+    """
+    from .sources import fetch_dataset
+
+    with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
+        fetched = fetch_dataset(uri, Path(download_dir or scratch), hf_split=hf_split, max_bytes=max_download_bytes)
+        return validate_local_files(
+            fetched.files,
+            uri,
+            fetched.revision,
+            input_format,
+            on_invalid,
+            max_invalid_fraction,
+            allow_trailing_user,
+        )
