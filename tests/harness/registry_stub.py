@@ -1,1 +1,696 @@
-"""Fixture module (filled in by its component issue)."""
+"""A stateful Kubeflow Model Registry REST stub on 127.0.0.1, validating what it receives against the real API spec.
+
+The stub is a ``ThreadingHTTPServer`` that serves the registry's REST API under both ``/api/model_registry/v1``
+(clients >= 0.3.12) and ``/api/model_registry/v1alpha3`` (older servers). Every request is matched to an operation of
+``../shared/openapi/model-registry.yaml``; its path and query parameters and its JSON body are validated against the
+operation's schemas (``$ref`` resolved, OpenAPI discriminators honoured) and a bad request gets a ``400`` naming the
+rule that failed. Responses are validated too, so a stub bug fails the test instead of passing silently.
+
+It stores registered models, model versions and model artifacts, records every request, and can be scripted to
+fail: ``fail_next(2, 503)`` answers the next two requests with a 5xx, ``drop_next(1)`` closes the connection without
+answering, ``require_token("t")`` answers ``401`` to requests without ``Authorization: Bearer t``, and
+``serve_api_versions("v1alpha3")`` makes it an old server that has no ``/v1`` API.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import functools
+import ipaddress
+import json
+import re
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "openapi" / "model-registry.yaml"
+API_ROOT = "/api/model_registry/"
+SPEC_API_VERSION = "v1alpha3"
+API_VERSIONS = ("v1", "v1alpha3")
+_SPEC_URI = "urn:model-registry-openapi"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The spec: operations by path template, validators for bodies, parameters and responses
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Operation:
+    """One operation of the spec: ``GET /model_versions/{modelversionId}`` and its schemas."""
+
+    method: str
+    template: str
+    pattern: re.Pattern
+    operation_id: str
+    parameters: tuple[dict, ...]
+    body_schema_ref: str | None
+    response_schema_refs: dict[str, str]
+
+
+def _discriminated_one_of(validator, one_of, instance, schema):
+    """``oneOf`` that, like OpenAPI, picks the branch named by the ``discriminator`` property when present."""
+    from jsonschema import ValidationError
+    from jsonschema._keywords import oneOf as plain_one_of
+
+    discriminator = schema.get("discriminator")
+    if discriminator and isinstance(instance, dict) and discriminator["propertyName"] in instance:
+        prop = discriminator["propertyName"]
+        value = instance[prop]
+        target = discriminator.get("mapping", {}).get(value)
+        if target is None:
+            yield ValidationError(f"{prop}={value!r} is not one of {sorted(discriminator.get('mapping', {}))}")
+            return
+        yield from validator.descend(instance, {"$ref": target})
+        return
+    yield from plain_one_of(validator, one_of, instance, schema)
+
+
+@functools.lru_cache(maxsize=1)
+def load_spec() -> dict:
+    """The Model Registry OpenAPI document (parsed once)."""
+    return yaml.safe_load(SPEC_PATH.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def _validator_class():
+    from jsonschema import Draft4Validator, validators
+
+    return validators.extend(Draft4Validator, {"oneOf": _discriminated_one_of})
+
+
+@functools.lru_cache(maxsize=1)
+def _registry():
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT4
+
+    return Registry().with_resource(_SPEC_URI, Resource.from_contents(load_spec(), default_specification=DRAFT4))
+
+
+def validation_errors(instance: Any, schema: dict) -> list[str]:
+    """Validates ``instance`` against a schema of the spec (``{"$ref": "#/components/schemas/X"}`` or inline).
+
+    Returns:
+        One ``"<json path>: <message>"`` line per violation, empty when the instance is valid.
+    """
+    schema = {"$ref": _SPEC_URI + schema["$ref"]} if set(schema) == {"$ref"} else schema
+    validator = _validator_class()(schema, registry=_registry())
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    return [f"{e.json_path}: {e.message}" for e in errors]
+
+
+def schema_ref(name: str) -> dict:
+    """``{"$ref": ...}`` to the spec's ``components/schemas/<name>``."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _resolve(node: dict) -> dict:
+    spec = load_spec()
+    while "$ref" in node:
+        target = spec
+        for part in node["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        node = target
+    return node
+
+
+@functools.lru_cache(maxsize=1)
+def operations() -> tuple[Operation, ...]:
+    """Every operation of the spec, with paths relative to the API version prefix."""
+    spec_prefix = API_ROOT + SPEC_API_VERSION
+    found = []
+    for path, item in load_spec()["paths"].items():
+        template = path[len(spec_prefix) :]
+        pattern = re.compile("^" + re.sub(r"\\{[^/]+?\\}", "([^/]+)", re.escape(template)) + "$")
+        shared_parameters = [_resolve(p) for p in item.get("parameters", [])]
+        for method in ("get", "post", "patch", "put", "delete"):
+            if method not in item:
+                continue
+            op = item[method]
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            responses = {}
+            for status, response in op.get("responses", {}).items():
+                schema = _resolve(response).get("content", {}).get("application/json", {}).get("schema")
+                if schema:
+                    responses[status] = schema["$ref"]
+            found.append(
+                Operation(
+                    method=method.upper(),
+                    template=template,
+                    pattern=pattern,
+                    operation_id=op["operationId"],
+                    parameters=tuple(shared_parameters + [_resolve(p) for p in op.get("parameters", [])]),
+                    body_schema_ref=body["$ref"] if body else None,
+                    response_schema_refs=responses,
+                )
+            )
+    return tuple(found)
+
+
+def find_operation(method: str, path: str) -> tuple[Operation, dict[str, str]] | None:
+    """The spec operation for ``method path`` (path relative to the version prefix) and its path parameters."""
+    for op in operations():
+        match = op.pattern.match(path)
+        if match and op.method == method:
+            names = re.findall(r"{([^/]+?)}", op.template)
+            return op, dict(zip(names, match.groups(), strict=True))
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The stub
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RecordedRequest:
+    """One request the stub received (whatever it answered)."""
+
+    method: str
+    path: str
+    api_version: str | None
+    resource: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    status: int = 0
+
+
+@dataclasses.dataclass
+class _Fault:
+    remaining: int
+    status: int | None  # None: drop the connection
+    method: str | None
+    path_contains: str | None
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method is None or self.method == method) and (
+            self.path_contains is None or self.path_contains in path
+        )
+
+
+class StubHTTPError(Exception):
+    """An error answer of the stub (status + message in the spec's ``Error`` shape)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+class RegistryStub:
+    """State, scripting and recording of the stub server. Use through the ``registry_stub`` fixture."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.registered_models: dict[str, dict] = {}
+        self.model_versions: dict[str, dict] = {}
+        self.artifacts: dict[str, dict] = {}
+        self.version_artifacts: dict[str, list[str]] = {}
+        self.requests: list[RecordedRequest] = []
+        self.errors: list[str] = []
+        self.api_versions: tuple[str, ...] = API_VERSIONS
+        self.token: str | None = None
+        self._faults: list[_Fault] = []
+        self._next_context_id = 1
+        self._next_artifact_id = 1
+        self.server: ThreadingHTTPServer | None = None
+        self.scheme = "http"
+
+    # ---- addresses --------------------------------------------------------------------------------------------
+    @property
+    def host(self) -> str:
+        """Host the stub listens on."""
+        return "127.0.0.1" if self.scheme == "http" else "localhost"
+
+    @property
+    def port(self) -> int:
+        """Port the stub listens on."""
+        assert self.server is not None
+        return self.server.server_address[1]
+
+    @property
+    def address(self) -> str:
+        """``http://127.0.0.1`` (or ``https://localhost`` with TLS), without the port."""
+        return f"{self.scheme}://{self.host}"
+
+    @property
+    def url(self) -> str:
+        """Base URL including the port."""
+        return f"{self.address}:{self.port}"
+
+    # ---- scripting --------------------------------------------------------------------------------------------
+    def fail_next(
+        self, times: int, status: int = 503, *, method: str | None = None, path_contains: str | None = None
+    ) -> None:
+        """Answers the next ``times`` matching requests with ``status`` (e.g. 500, 503) instead of serving them."""
+        with self.lock:
+            self._faults.append(_Fault(times, status, method, path_contains))
+
+    def drop_next(self, times: int, *, method: str | None = None, path_contains: str | None = None) -> None:
+        """Closes the connection of the next ``times`` matching requests without answering (a connection error)."""
+        with self.lock:
+            self._faults.append(_Fault(times, None, method, path_contains))
+
+    def require_token(self, token: str | None) -> None:
+        """Answers 401 to every request lacking ``Authorization: Bearer <token>`` (``None``: no auth)."""
+        self.token = token
+
+    def serve_api_versions(self, *versions: str) -> None:
+        """Serves only these API versions (e.g. ``"v1alpha3"`` for a pre-0.3.12 server); others get 404."""
+        unknown = set(versions) - set(API_VERSIONS)
+        if unknown:
+            raise ValueError(f"unknown API versions {sorted(unknown)}; known: {API_VERSIONS}")
+        self.api_versions = tuple(versions)
+
+    # ---- queries for tests ------------------------------------------------------------------------------------
+    def requests_to(self, method: str, resource_prefix: str) -> list[RecordedRequest]:
+        """Recorded requests whose method matches and whose version-relative path starts with ``resource_prefix``."""
+        return [r for r in self.requests if r.method == method and r.resource.startswith(resource_prefix)]
+
+    def versions_of(self, model_name: str) -> list[dict]:
+        """Stored versions of the registered model named ``model_name``."""
+        model_ids = [m["id"] for m in self.registered_models.values() if m["name"] == model_name]
+        return [v for v in self.model_versions.values() if v["registeredModelId"] in model_ids]
+
+    def artifacts_of(self, version_id: str) -> list[dict]:
+        """Stored artifacts linked to a model version."""
+        return [self.artifacts[a] for a in self.version_artifacts.get(version_id, [])]
+
+    # ---- request handling -------------------------------------------------------------------------------------
+    def take_fault(self, method: str, path: str) -> _Fault | None:
+        """The scripted fault that applies to this request, if any (consuming one of its repetitions)."""
+        with self.lock:
+            for fault in self._faults:
+                if fault.remaining > 0 and fault.matches(method, path):
+                    fault.remaining -= 1
+                    return fault
+        return None
+
+    def handle(self, method: str, resource: str, query: dict[str, str], body: Any) -> tuple[int, Any, Operation]:
+        """Validates and serves one request; returns (status, JSON body, operation)."""
+        found = find_operation(method, resource)
+        if found is None:
+            raise StubHTTPError(404, f"no operation {method} {resource} in {SPEC_PATH.name}")
+        op, path_params = found
+        self._validate_parameters(op, path_params, query)
+        if op.body_schema_ref:
+            if body is None:
+                raise StubHTTPError(400, f"{op.operation_id}: request body is required")
+            problems = validation_errors(body, {"$ref": op.body_schema_ref})
+            if problems:
+                schema_name = op.body_schema_ref.rsplit("/", 1)[-1]
+                raise StubHTTPError(
+                    400, f"{op.operation_id}: body does not match {schema_name}: " + "; ".join(problems)
+                )
+        handler = getattr(self, f"_op_{op.operation_id}", None)
+        if handler is None:
+            raise StubHTTPError(501, f"the stub does not implement {op.operation_id}")
+        with self.lock:
+            status, payload = handler(path_params=path_params, query=query, body=body)
+        return status, payload, op
+
+    def check_response(self, op: Operation, status: int, payload: Any) -> list[str]:
+        """Validates a response of the stub itself against the spec (a stub bug must not pass silently)."""
+        ref = op.response_schema_refs.get(str(status))
+        if ref is None:
+            return [f"{op.operation_id}: status {status} is not declared in the spec"]
+        return validation_errors(payload, {"$ref": ref})
+
+    @staticmethod
+    def _validate_parameters(op: Operation, path_params: dict[str, str], query: dict[str, str]) -> None:
+        for param in op.parameters:
+            source = path_params if param["in"] == "path" else query if param["in"] == "query" else None
+            if source is None or param["name"] not in source:
+                if param.get("required") and source is not None:
+                    raise StubHTTPError(
+                        400, f"{op.operation_id}: missing required {param['in']} parameter {param['name']!r}"
+                    )
+                continue
+            problems = validation_errors(source[param["name"]], param["schema"])
+            if problems:
+                raise StubHTTPError(
+                    400,
+                    f"{op.operation_id}: {param['in']} parameter {param['name']}={source[param['name']]!r}: "
+                    + "; ".join(problems),
+                )
+
+    # ---- storage helpers --------------------------------------------------------------------------------------
+    def _new_context_id(self) -> str:
+        value, self._next_context_id = str(self._next_context_id), self._next_context_id + 1
+        return value
+
+    def _new_artifact_id(self) -> str:
+        value, self._next_artifact_id = str(self._next_artifact_id), self._next_artifact_id + 1
+        return value
+
+    @staticmethod
+    def _stamp(obj: dict, *, created: bool) -> dict:
+        now = _now_ms()
+        if created:
+            obj["createTimeSinceEpoch"] = now
+        obj["lastUpdateTimeSinceEpoch"] = now
+        obj.setdefault("customProperties", {})
+        return obj
+
+    @staticmethod
+    def _page(items: list[dict], query: dict[str, str]) -> dict:
+        order = query.get("orderBy", "ID")
+        key = {"CREATE_TIME": "createTimeSinceEpoch", "LAST_UPDATE_TIME": "lastUpdateTimeSinceEpoch"}.get(order, "id")
+        items = sorted(items, key=lambda o: (int(o.get(key, "0")), int(o["id"])))
+        if query.get("sortOrder") == "DESC":
+            items.reverse()
+        size = int(query.get("pageSize", "100"))
+        start = int(query.get("nextPageToken") or "0")
+        page = items[start : start + size]
+        token = str(start + size) if start + size < len(items) else ""
+        return {"items": copy.deepcopy(page), "nextPageToken": token, "pageSize": size, "size": len(page)}
+
+    @staticmethod
+    def _find_one(items: list[dict], query: dict[str, str], kind: str, parent_key: str | None = None) -> dict:
+        if not ({"name", "externalId"} & set(query)):
+            raise StubHTTPError(400, f"find {kind}: give 'name' or 'externalId'")
+        for obj in items:
+            if "externalId" in query and obj.get("externalId") != query["externalId"]:
+                continue
+            if "name" in query and obj.get("name") != query["name"]:
+                continue
+            if parent_key and "parentResourceId" in query and obj.get(parent_key) != query["parentResourceId"]:
+                continue
+            return copy.deepcopy(obj)
+        raise StubHTTPError(404, f"no {kind} found for {query}")
+
+    def _get(self, store: dict[str, dict], object_id: str, kind: str) -> dict:
+        if object_id not in store:
+            raise StubHTTPError(404, f"no {kind} with id {object_id}")
+        return store[object_id]
+
+    # ---- registered models ------------------------------------------------------------------------------------
+    def _op_getRegisteredModels(self, query, **_):
+        return 200, self._page(list(self.registered_models.values()), query)
+
+    def _op_findRegisteredModel(self, query, **_):
+        return 200, self._find_one(list(self.registered_models.values()), query, "registered model")
+
+    def _op_getRegisteredModel(self, path_params, **_):
+        return 200, copy.deepcopy(self._get(self.registered_models, path_params["registeredmodelId"], "model"))
+
+    def _op_createRegisteredModel(self, body, **_):
+        if any(m["name"] == body["name"] for m in self.registered_models.values()):
+            raise StubHTTPError(409, f"registered model {body['name']!r} already exists")
+        model = self._stamp({**body, "id": self._new_context_id(), "state": body.get("state", "LIVE")}, created=True)
+        self.registered_models[model["id"]] = model
+        return 201, copy.deepcopy(model)
+
+    def _op_updateRegisteredModel(self, path_params, body, **_):
+        model = self._get(self.registered_models, path_params["registeredmodelId"], "registered model")
+        model.update(body)
+        return 200, copy.deepcopy(self._stamp(model, created=False))
+
+    def _op_getRegisteredModelVersions(self, path_params, query, **_):
+        model_id = path_params["registeredmodelId"]
+        self._get(self.registered_models, model_id, "registered model")
+        versions = [v for v in self.model_versions.values() if v["registeredModelId"] == model_id]
+        return 200, self._page(versions, query)
+
+    def _op_createRegisteredModelVersion(self, path_params, body, **_):
+        return self._op_createModelVersion(body={**body, "registeredModelId": path_params["registeredmodelId"]})
+
+    # ---- model versions ---------------------------------------------------------------------------------------
+    def _op_getModelVersions(self, query, **_):
+        return 200, self._page(list(self.model_versions.values()), query)
+
+    def _op_findModelVersion(self, query, **_):
+        return 200, self._find_one(list(self.model_versions.values()), query, "model version", "registeredModelId")
+
+    def _op_getModelVersion(self, path_params, **_):
+        return 200, copy.deepcopy(self._get(self.model_versions, path_params["modelversionId"], "model version"))
+
+    def _op_createModelVersion(self, body, **_):
+        parent = body["registeredModelId"]
+        self._get(self.registered_models, parent, "registered model")
+        if any(v["name"] == body["name"] and v["registeredModelId"] == parent for v in self.model_versions.values()):
+            raise StubHTTPError(409, f"model version {body['name']!r} already exists in registered model {parent}")
+        version = self._stamp({**body, "id": self._new_context_id(), "state": body.get("state", "LIVE")}, created=True)
+        self.model_versions[version["id"]] = version
+        self.version_artifacts[version["id"]] = []
+        return 201, copy.deepcopy(version)
+
+    def _op_updateModelVersion(self, path_params, body, **_):
+        version = self._get(self.model_versions, path_params["modelversionId"], "model version")
+        version.update(body)
+        return 200, copy.deepcopy(self._stamp(version, created=False))
+
+    def _op_getModelVersionArtifacts(self, path_params, query, **_):
+        version_id = path_params["modelversionId"]
+        self._get(self.model_versions, version_id, "model version")
+        items = self.artifacts_of(version_id)
+        if "artifactType" in query:
+            items = [a for a in items if a["artifactType"] == query["artifactType"]]
+        if "name" in query:
+            items = [a for a in items if a.get("name") == query["name"]]
+        return 200, self._page(items, query)
+
+    def _op_upsertModelVersionArtifact(self, path_params, body, **_):
+        version_id = path_params["modelversionId"]
+        self._get(self.model_versions, version_id, "model version")
+        linked = self.version_artifacts[version_id]
+        if body.get("id"):
+            artifact = self._get(self.artifacts, body["id"], "artifact")
+            artifact.update(body)
+            self._stamp(artifact, created=False)
+            status = 200
+        else:
+            same_name = [a for a in self.artifacts_of(version_id) if body.get("name") and a.get("name") == body["name"]]
+            if same_name:
+                artifact = same_name[0]
+                artifact.update(body)
+                self._stamp(artifact, created=False)
+                status = 200
+            else:
+                artifact = self._create_artifact(body)
+                status = 201
+        if artifact["id"] not in linked:
+            linked.append(artifact["id"])
+        return status, copy.deepcopy(artifact)
+
+    # ---- artifacts --------------------------------------------------------------------------------------------
+    def _create_artifact(self, body: dict) -> dict:
+        artifact = {**body, "id": self._new_artifact_id()}
+        artifact.setdefault("artifactType", "model-artifact")
+        artifact.setdefault("state", "UNKNOWN")
+        artifact = self._stamp(artifact, created=True)
+        self.artifacts[artifact["id"]] = artifact
+        return artifact
+
+    def _op_createModelArtifact(self, body, **_):
+        return 201, copy.deepcopy(self._create_artifact(body))
+
+    def _op_getModelArtifacts(self, query, **_):
+        items = [a for a in self.artifacts.values() if a["artifactType"] == "model-artifact"]
+        return 200, self._page(items, query)
+
+    def _op_getModelArtifact(self, path_params, **_):
+        return 200, copy.deepcopy(self._get(self.artifacts, path_params["modelartifactId"], "model artifact"))
+
+    def _op_updateModelArtifact(self, path_params, body, **_):
+        artifact = self._get(self.artifacts, path_params["modelartifactId"], "model artifact")
+        artifact.update(body)
+        return 200, copy.deepcopy(self._stamp(artifact, created=False))
+
+    def _op_findModelArtifact(self, query, **_):
+        items = list(self.artifacts.values())
+        if "parentResourceId" in query:
+            items = self.artifacts_of(query["parentResourceId"])
+        return 200, self._find_one(items, {k: v for k, v in query.items() if k != "parentResourceId"}, "artifact")
+
+    def _op_getArtifacts(self, query, **_):
+        items = list(self.artifacts.values())
+        if "artifactType" in query:
+            items = [a for a in items if a["artifactType"] == query["artifactType"]]
+        return 200, self._page(items, query)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "model-registry-stub/1"
+    protocol_version = "HTTP/1.1"
+
+    @property
+    def stub(self) -> RegistryStub:
+        return self.server.stub  # type: ignore[attr-defined]
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+        """Silences the default per-request stderr line."""
+
+    def _send(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _serve(self) -> None:
+        stub = self.stub
+        split = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        record = RecordedRequest(
+            method=self.command,
+            path=split.path,
+            api_version=None,
+            resource="",
+            query={k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()},
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=None,
+        )
+        with stub.lock:
+            stub.requests.append(record)
+        try:
+            record.body = json.loads(raw) if raw else None
+        except json.JSONDecodeError as exc:
+            record.status = 400
+            self._send(400, {"code": "400", "message": f"request body is not JSON: {exc}"})
+            return
+        fault = stub.take_fault(self.command, split.path)
+        if fault is not None and fault.status is None:
+            record.status = -1
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if fault is not None:
+            record.status = fault.status
+            self._send(fault.status, {"code": str(fault.status), "message": "scripted fault of the registry stub"})
+            return
+        if stub.token is not None and self.headers.get("Authorization") != f"Bearer {stub.token}":
+            record.status = 401
+            self._send(401, {"code": "401", "message": "Unauthorized: missing or invalid bearer token"})
+            return
+        version, resource = self._split_version(split.path)
+        record.api_version, record.resource = version, resource
+        if version is None or version not in stub.api_versions:
+            record.status = 404
+            self._send(404, {"code": "404", "message": f"404 page not found: {split.path}"})
+            return
+        try:
+            status, payload, op = stub.handle(self.command, resource, record.query, record.body)
+        except StubHTTPError as exc:
+            status, payload, op = exc.status, {"code": str(exc.status), "message": exc.message}, None
+        if op is not None:
+            problems = stub.check_response(op, status, payload)
+            if problems:
+                stub.errors.append(f"{op.operation_id} answered {status} with an invalid body: {problems}")
+                status, payload = 500, {"code": "500", "message": "stub produced an invalid response"}
+        record.status = status
+        self._send(status, payload)
+
+    @staticmethod
+    def _split_version(path: str) -> tuple[str | None, str]:
+        if not path.startswith(API_ROOT):
+            return None, path
+        version, _, rest = path[len(API_ROOT) :].partition("/")
+        return version, "/" + rest
+
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+
+def write_self_signed_certificate(directory: Path, hostname: str = "localhost") -> tuple[Path, Path]:
+    """Writes a self-signed certificate (also its own CA) and key for ``hostname`` and 127.0.0.1.
+
+    Returns:
+        ``(cert_path, key_path)``, PEM files.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(hostname), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = directory / "registry.crt", directory / "registry.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def start_registry_stub(tls_dir: Path | None = None) -> RegistryStub:
+    """Starts a stub on 127.0.0.1 on a free port, in a daemon thread (plain HTTP, or TLS with a fresh certificate).
+
+    Args:
+        tls_dir: Where to write a self-signed certificate; ``None`` serves plain HTTP.
+
+    Returns:
+        The running stub; stop it with :func:`stop_registry_stub`. With TLS, ``stub.ca_bundle`` is the PEM to trust.
+    """
+    stub = RegistryStub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    server.stub = stub  # type: ignore[attr-defined]
+    if tls_dir is not None:
+        cert_path, key_path = write_self_signed_certificate(tls_dir)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_path, key_path)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        stub.scheme = "https"
+        stub.ca_bundle = cert_path  # type: ignore[attr-defined]
+    stub.server = server
+    threading.Thread(target=server.serve_forever, name="registry-stub", daemon=True).start()
+    return stub
+
+
+def stop_registry_stub(stub: RegistryStub) -> None:
+    """Stops the server thread and closes its socket."""
+    assert stub.server is not None
+    stub.server.shutdown()
+    stub.server.server_close()
+
+
+@pytest.fixture
+def registry_stub() -> Iterator[RegistryStub]:
+    """A fresh, empty registry stub over plain HTTP on 127.0.0.1; fails the test if the stub answered invalidly."""
+    stub = start_registry_stub()
+    yield stub
+    stop_registry_stub(stub)
+    assert not stub.errors, f"the registry stub produced responses that break the spec: {stub.errors}"
+
+
+@pytest.fixture
+def registry_stub_tls(tmp_path: Path) -> Iterator[RegistryStub]:
+    """Like ``registry_stub`` but over TLS (``https://localhost``) with a self-signed certificate in ``ca_bundle``."""
+    stub = start_registry_stub(tmp_path / "registry-tls")
+    yield stub
+    stop_registry_stub(stub)
+    assert not stub.errors, f"the registry stub produced responses that break the spec: {stub.errors}"

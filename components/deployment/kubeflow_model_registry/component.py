@@ -1,0 +1,76 @@
+"""The ``model_registry`` component: registers the trained model, with lineage, in a Kubeflow Model Registry."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+from components._common.runtime import runtime_component
+
+
+@runtime_component(__file__, packages=["model-registry==0.3.18", "boto3==1.44.5"])
+def model_registry(
+    model: dsl.Input[dsl.Model],
+    summary: dsl.Output[dsl.Markdown],
+    registry_address: str = "",
+    registry_port: int = 443,
+    model_name: str = "",
+    model_version: str = "",
+    author: str = "",
+    description: str = "",
+    model_format_name: str = "pytorch",
+    model_format_version: str = "1",
+    eval_metrics: dsl.Input[dsl.Metrics] = None,
+    train_metrics: dsl.Input[dsl.Metrics] = None,
+    dataset: dsl.Input[dsl.Dataset] = None,
+    min_metric_name: str = "",
+    min_metric_value: float = 0.0,
+    model_uri: str = "",
+    s3_upload_prefix: str = "",
+    is_secure: bool = True,
+    ca_bundle_path: str = "",
+    storage_key: str = "",
+    pipeline_run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    pipeline_run_name: str = dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+) -> NamedTuple("Outputs", [("status", str), ("model_id", str), ("version_id", str)]):
+    """Registers ``model`` (version + artifact + lineage) idempotently; skips when no registry or the gate fails.
+
+    The bearer token comes from the secret env var ``MODEL_REGISTRY_TOKEN``, a token file named by
+    ``MODEL_REGISTRY_TOKEN_PATH``, or the pod's service-account token; never from a parameter. See README.md.
+
+    Returns:
+        status (``registered``, ``already_registered`` or ``skipped``), model_id and version_id ("" when skipped).
+    """
+    from collections import namedtuple
+
+    from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
+    from components.deployment.kubeflow_model_registry.step import run_model_registration
+
+    def info(artifact):
+        return None if artifact is None else ArtifactInfo(artifact.uri, artifact.path, dict(artifact.metadata))
+
+    result = run_model_registration(
+        model=info(model),
+        summary_path=summary.path,
+        registry_address=registry_address,
+        registry_port=registry_port,
+        model_name=model_name,
+        model_version=model_version,
+        author=author,
+        description=description,
+        model_format_name=model_format_name,
+        model_format_version=model_format_version,
+        eval_metrics=info(eval_metrics),
+        train_metrics=info(train_metrics),
+        dataset=info(dataset),
+        min_metric_name=min_metric_name,
+        min_metric_value=min_metric_value,
+        model_uri=model_uri,
+        s3_upload_prefix=s3_upload_prefix,
+        is_secure=is_secure,
+        ca_bundle_path=ca_bundle_path,
+        storage_key=storage_key,
+        pipeline_run_id=pipeline_run_id,
+        pipeline_run_name=pipeline_run_name,
+    )
+    outputs = namedtuple("Outputs", ["status", "model_id", "version_id"])
+    return outputs(result.status, result.model_id, result.version_id)

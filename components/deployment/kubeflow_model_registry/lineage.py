@@ -1,0 +1,205 @@
+"""Lineage recorded on the model version: run, data, base model, training setup and metrics as custom properties.
+
+Model Registry custom properties hold scalars only (string, int32, double, bool). Nested values are flattened with
+dotted keys (``hyperparameter.learning_rate``), ints outside int32 and anything else become strings, and keys that
+look like credentials are dropped so a secret can never reach the registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+#: Keys whose values are never recorded (matched case-insensitively anywhere in the key).
+SECRET_KEY_PATTERN = re.compile(r"token|secret|password|passwd|credential|access_key|api_key|private_key", re.I)
+_INT32 = (-(2**31), 2**31 - 1)
+#: Longest string value recorded (longer ones are cut, with a marker).
+MAX_STRING_CHARS = 4000
+
+#: Model artifact metadata copied as-is (key in the metadata -> custom property name).
+MODEL_METADATA_KEYS = {
+    "base_model": "base_model",
+    "algorithm": "algorithm",
+    "trainjob_name": "trainjob_name",
+    "backend": "training_backend",
+    "checkpoint_path": "checkpoint_path",
+    "library_version": "training_library_version",
+    "training_library": "training_library",
+}
+#: Dataset lineage: custom property -> keys looked up in the dataset artifact's metadata, then the model's.
+DATASET_KEYS = {
+    "dataset_source": ("source", "dataset_source", "source_uri"),
+    "dataset_revision": ("revision", "dataset_revision"),
+    "dataset_sha256": ("sha256", "dataset_sha256"),
+    "dataset_num_rows": ("num_rows", "rows", "dataset_num_rows"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactInfo:
+    """What the component knows about one input artifact, without KFP types.
+
+    Attributes:
+        uri: The artifact's URI (remote, e.g. ``s3://...``, or a local path under ``kfp.local``).
+        path: Where its content is in this container.
+        metadata: Its metadata.
+    """
+
+    uri: str
+    path: str
+    metadata: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """The pipeline run that produced the model.
+
+    Attributes:
+        run_id: The run's id ("" when unknown).
+        run_name: The run's name ("" when unknown).
+        namespace: The namespace it ran in ("" when unknown).
+    """
+
+    run_id: str = ""
+    run_name: str = ""
+    namespace: str = ""
+
+
+def known_run_value(value: str) -> str:
+    """``value`` unless it is empty or an unresolved KFP placeholder such as ``{{$.pipeline_job_uuid}}``."""
+    value = (value or "").strip()
+    return "" if value.startswith("{{$") else value
+
+
+def scalar_property(value: Any) -> bool | int | float | str | None:
+    """A value as a custom-property scalar (``None`` for values not worth recording).
+
+    Args:
+        value: Any JSON-like value.
+
+    Returns:
+        bools/int32/finite floats/strings as-is; big ints, non-finite floats and containers as (JSON) strings.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if _INT32[0] <= value <= _INT32[1] else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    if len(text) > MAX_STRING_CHARS:
+        text = text[: MAX_STRING_CHARS - 14] + "...(truncated)"
+    return text
+
+
+def flatten_properties(prefix: str, values: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+    """Flattens a (nested) mapping into dotted custom-property keys, dropping credential-like keys.
+
+    Args:
+        prefix: Key prefix (e.g. ``hyperparameter``); "" for none.
+        values: The mapping.
+
+    Returns:
+        ``{"<prefix>.<key>[.<subkey>]": scalar}``.
+    """
+    flat: dict[str, bool | int | float | str] = {}
+    for key, value in values.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if SECRET_KEY_PATTERN.search(str(key)):
+            continue
+        if isinstance(value, Mapping):
+            flat.update(flatten_properties(name, value))
+            continue
+        scalar = scalar_property(value)
+        if scalar is not None:
+            flat[name] = scalar
+    return flat
+
+
+def _hyperparameters(model_metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = model_metadata.get("hyperparameters") or {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(
+                f"model metadata 'hyperparameters' must be a mapping or a JSON object string, got {value[:80]!r}"
+            ) from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"model metadata 'hyperparameters' must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _dataset_properties(model: ArtifactInfo, dataset: ArtifactInfo | None) -> dict[str, Any]:
+    sources = [dataset.metadata] if dataset else []
+    sources.append(model.metadata)
+    props: dict[str, Any] = {}
+    uri = (dataset.uri if dataset else "") or model.metadata.get("dataset_uri", "")
+    if uri:
+        props["dataset_uri"] = uri
+    for name, keys in DATASET_KEYS.items():
+        for source in sources:
+            value = next((source[k] for k in keys if source.get(k) not in (None, "")), None)
+            if value is not None:
+                props[name] = value
+                break
+    return props
+
+
+def lineage_properties(
+    model: ArtifactInfo,
+    run: RunInfo,
+    *,
+    dataset: ArtifactInfo | None = None,
+    train_metrics: Mapping[str, Any] | None = None,
+    eval_metrics: Mapping[str, Any] | None = None,
+    library_versions: Mapping[str, str] | None = None,
+) -> dict[str, bool | int | float | str]:
+    """The custom properties of a model version: where it came from and how good it is.
+
+    Args:
+        model: The model artifact (its metadata may carry base_model, algorithm, hyperparameters, dataset_uri,
+            dataset_sha256, trainjob_name, backend, checkpoint_path).
+        run: The pipeline run.
+        dataset: The training dataset artifact, if wired.
+        train_metrics: Training metrics (``train.<name>`` properties).
+        eval_metrics: Evaluation metrics (``eval.<name>`` properties).
+        library_versions: Versions of the libraries involved (``library_version.<name>`` properties).
+
+    Returns:
+        A flat mapping of scalars, ready for ``customProperties``.
+
+    Raises:
+        ValueError: ``hyperparameters`` in the model metadata is not a mapping.
+    """
+    props: dict[str, Any] = {}
+    if run.run_id:
+        props["pipeline_run_id"] = run.run_id
+    if run.run_name:
+        props["pipeline_run_name"] = run.run_name
+    if run.namespace:
+        props["pipeline_namespace"] = run.namespace
+    props["model_artifact_uri"] = model.uri
+    for key, name in MODEL_METADATA_KEYS.items():
+        if model.metadata.get(key) not in (None, ""):
+            props[name] = model.metadata[key]
+    props.update(_dataset_properties(model, dataset))
+    flat = flatten_properties("", props)
+    flat.update(flatten_properties("hyperparameter", _hyperparameters(model.metadata)))
+    flat.update(flatten_properties("train", train_metrics or {}))
+    flat.update(flatten_properties("eval", eval_metrics or {}))
+    flat.update(flatten_properties("library_version", library_versions or {}))
+    return flat
+
+
+def metric_values(metrics: ArtifactInfo | None) -> dict[str, Any]:
+    """The metrics logged on a ``Metrics`` artifact (its metadata), minus KFP's bookkeeping keys."""
+    if metrics is None:
+        return {}
+    return {k: v for k, v in metrics.metadata.items() if not str(k).startswith("display_name")}

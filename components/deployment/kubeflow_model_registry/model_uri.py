@@ -1,0 +1,200 @@
+"""The URI registered for serving: where the model really is, never a path inside this container."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .lineage import ArtifactInfo
+
+#: Storage schemes a KServe / OpenShift AI serving runtime can load a model from.
+SERVING_SCHEMES = ("s3", "pvc", "oci", "gs", "hf", "https", "http")
+#: Where KFP mounts the pipeline workspace PVC in a task (``dsl.WORKSPACE_PATH_PLACEHOLDER``).
+KFP_WORKSPACE_MOUNT_PATH = "/kfp-workspace"
+#: Env vars naming the PVC that holds the model and where it is mounted in the training pod.
+PVC_CLAIM_ENV = "MODEL_PVC_CLAIM"
+PVC_MOUNT_PATH_ENV = "MODEL_PVC_MOUNT_PATH"
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+_CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingUri:
+    """The URI to register and how it was found.
+
+    Attributes:
+        uri: ``s3://``, ``pvc://``, ``oci://``, ... URI.
+        source: Where it came from, for the logs and the summary.
+    """
+
+    uri: str
+    source: str
+
+
+def parse_s3_uri(s3_uri: str, parameter: str = "s3_upload_prefix") -> tuple[str, str]:
+    """Splits ``s3://bucket/prefix`` into bucket and key prefix (without surrounding slashes).
+
+    Args:
+        s3_uri: The URI.
+        parameter: The parameter it came from, for errors.
+
+    Returns:
+        ``(bucket, prefix)``.
+
+    Raises:
+        ValueError: Not ``s3://``, an invalid bucket name, or no prefix (uploading to a bucket's root is refused).
+    """
+    parts = urlsplit(s3_uri.strip())
+    prefix = parts.path.strip("/")
+    if parts.scheme != "s3" or not parts.netloc:
+        raise ValueError(f"{parameter}={s3_uri!r}: expected s3://<bucket>/<prefix>")
+    if not _BUCKET.match(parts.netloc):
+        raise ValueError(f"{parameter}={s3_uri!r}: {parts.netloc!r} is not a valid S3 bucket name")
+    if not prefix or ".." in prefix.split("/"):
+        raise ValueError(
+            f"{parameter}={s3_uri!r}: give a key prefix without '..' (e.g. s3://bucket/models/my-model/v1); "
+            "uploading to the root of a bucket is refused"
+        )
+    return parts.netloc, prefix
+
+
+def validate_serving_uri(uri: str, parameter: str) -> str:
+    """Checks that ``uri`` is a storage URI a serving runtime can use.
+
+    Args:
+        uri: The URI.
+        parameter: Where it came from (parameter or metadata key), for errors.
+
+    Returns:
+        The URI, stripped.
+
+    Raises:
+        ValueError: A local path, an unknown scheme, or a malformed ``pvc://``/``s3://`` URI.
+    """
+    uri = uri.strip()
+    parts = urlsplit(uri)
+    if parts.scheme not in SERVING_SCHEMES:
+        raise ValueError(
+            f"{parameter}={uri!r}: not a serving URI; expected one of "
+            + ", ".join(f"{s}://" for s in SERVING_SCHEMES)
+            + " (a path inside the pipeline's container cannot be served)"
+        )
+    if not parts.netloc:
+        raise ValueError(f"{parameter}={uri!r}: missing the {'claim' if parts.scheme == 'pvc' else 'host/bucket'}")
+    if parts.scheme == "pvc" and not _CLAIM.match(parts.netloc):
+        raise ValueError(f"{parameter}={uri!r}: {parts.netloc!r} is not a valid PVC name")
+    if parts.scheme == "s3":
+        parse_s3_uri(uri, parameter)
+    return uri
+
+
+def pvc_uri(checkpoint_path: str, claim: str, mount_path: str, where: str) -> str:
+    """Maps a path on a mounted PVC to ``pvc://<claim>/<path inside the claim>``.
+
+    Args:
+        checkpoint_path: Absolute path of the model in the pod that wrote it.
+        claim: The PVC's name.
+        mount_path: Where that pod mounted the PVC.
+        where: Where ``checkpoint_path`` came from, for errors.
+
+    Returns:
+        The ``pvc://`` URI.
+
+    Raises:
+        ValueError: The path is not absolute, escapes the mount, or the claim name is invalid.
+    """
+    path = posixpath.normpath(checkpoint_path)
+    mount = posixpath.normpath(mount_path)
+    if not posixpath.isabs(path) or ".." in checkpoint_path.split("/"):
+        raise ValueError(f"{where}={checkpoint_path!r}: expected an absolute path without '..'")
+    if not _CLAIM.match(claim):
+        raise ValueError(f"PVC claim {claim!r} is not a valid PVC name")
+    relative = posixpath.relpath(path, mount)
+    if relative == "." or relative.startswith(".."):
+        raise ValueError(
+            f"{where}={checkpoint_path!r} is not inside the PVC mount path {mount_path!r}; set pvc_mount_path in the "
+            f"model metadata or ${PVC_MOUNT_PATH_ENV}"
+        )
+    return f"pvc://{claim}/{relative}"
+
+
+def resolve_serving_uri(
+    model: ArtifactInfo,
+    model_uri: str = "",
+    s3_upload_uri: str = "",
+    environ: Mapping[str, str] | None = None,
+) -> ServingUri:
+    """Chooses the URI to register, in this order.
+
+    1. ``model_uri`` (explicit); 2. ``s3_upload_uri`` (where this step uploads the files); 3. the model metadata's
+    ``checkpoint_path`` when it is already a serving URI; 4. ``checkpoint_path`` on a PVC, mapped to
+    ``pvc://<claim>/<path>`` with the claim from metadata ``pvc_claim`` or ``$MODEL_PVC_CLAIM`` and the mount path
+    from metadata ``pvc_mount_path``, ``$MODEL_PVC_MOUNT_PATH`` or KFP's workspace mount ``/kfp-workspace``; 5. the
+    model artifact's own URI when the artifact store is ``s3://``/``gs://``.
+
+    Args:
+        model: The model artifact.
+        model_uri: The ``model_uri`` parameter ("" = derive).
+        s3_upload_uri: The S3 URI the files are (to be) uploaded to ("" = no upload).
+        environ: Environment (default ``os.environ``).
+
+    Returns:
+        The URI and its source.
+
+    Raises:
+        ValueError: No serving URI can be derived, or the one given/derived is not one.
+    """
+    environ = os.environ if environ is None else environ
+    if model_uri.strip():
+        return ServingUri(validate_serving_uri(model_uri, "model_uri"), "parameter model_uri")
+    if s3_upload_uri:
+        return ServingUri(validate_serving_uri(s3_upload_uri, "s3_upload_prefix"), "S3 upload (s3_upload_prefix)")
+    checkpoint = str(model.metadata.get("checkpoint_path") or "").strip()
+    if checkpoint and urlsplit(checkpoint).scheme:
+        uri = validate_serving_uri(checkpoint, "model metadata checkpoint_path")
+        return ServingUri(uri, "model metadata checkpoint_path")
+    claim = str(model.metadata.get("pvc_claim") or environ.get(PVC_CLAIM_ENV, "")).strip()
+    if checkpoint and claim:
+        mount = str(
+            model.metadata.get("pvc_mount_path") or environ.get(PVC_MOUNT_PATH_ENV, "") or KFP_WORKSPACE_MOUNT_PATH
+        )
+        uri = pvc_uri(checkpoint, claim, mount, "model metadata checkpoint_path")
+        return ServingUri(uri, f"model metadata checkpoint_path on PVC {claim} (mounted at {mount})")
+    if urlsplit(model.uri).scheme in ("s3", "gs"):
+        return ServingUri(validate_serving_uri(model.uri, "model artifact uri"), "model artifact uri")
+    raise ValueError(
+        f"cannot derive a serving URI for the model: its artifact URI {model.uri!r} is not served storage and "
+        + (
+            f"model metadata checkpoint_path={checkpoint!r} has no PVC claim (set pvc_claim in the metadata or "
+            f"${PVC_CLAIM_ENV})"
+            if checkpoint
+            else "its metadata has no checkpoint_path"
+        )
+        + ". Give model_uri (pvc://claim/path, s3://...) or s3_upload_prefix to upload the files."
+    )
+
+
+def model_files_dir(model: ArtifactInfo) -> Path:
+    """The local directory (or file) holding the model's files: ``checkpoint_path`` if mounted here, else the artifact.
+
+    Raises:
+        ValueError: Neither exists in this container.
+    """
+    candidates = []
+    checkpoint = str(model.metadata.get("checkpoint_path") or "")
+    if checkpoint and not urlsplit(checkpoint).scheme:
+        candidates.append(Path(checkpoint))
+    if model.path:
+        candidates.append(Path(model.path))
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate
+    raise ValueError(
+        f"no model files to upload: neither model metadata checkpoint_path={checkpoint!r} nor the model artifact path "
+        f"{model.path!r} exists in this container"
+    )

@@ -1,0 +1,280 @@
+"""Idempotent registration: registered model -> model version (with lineage) -> model artifact (the serving URI).
+
+Every step is find-then-create and retried as a whole, so running the step again (a retried task, a re-run of the
+same pipeline run) registers nothing twice: a version that already exists is reused when its artifact points at the
+same URI, completed when it has no artifact yet (an earlier try died half-way), and refused with a clear error when it
+points elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .lineage import RunInfo
+from .registry_client import RegistryEndpoint, RetryPolicy, with_retries
+
+#: The custom property that ties a version to the pipeline run that registered it.
+RUN_ID_PROPERTY = "pipeline_run_id"
+#: Version names the registry UI and URLs handle well.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+\-]{0,252}$")
+
+
+class VersionConflictError(ValueError):
+    """The requested version already exists and points at a different model."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VersionRequest:
+    """What to register.
+
+    Attributes:
+        model_name: Registered model name.
+        version_name: Version name ("" = reuse this run's version or derive ``<UTC timestamp>-<short run id>``).
+        uri: Serving URI of the model files.
+        author: Author of the version ("" = none).
+        description: Description of the version ("" = none).
+        model_format_name: Model format for serving (e.g. ``pytorch``).
+        model_format_version: Version of that format.
+        storage_key: Data-connection secret the serving runtime reads ``uri`` with ("" = none).
+        custom_properties: Lineage custom properties of the version.
+        run: The pipeline run.
+    """
+
+    model_name: str
+    version_name: str
+    uri: str
+    author: str = ""
+    description: str = ""
+    model_format_name: str = "pytorch"
+    model_format_version: str = "1"
+    storage_key: str = ""
+    custom_properties: dict[str, Any] = dataclasses.field(default_factory=dict)
+    run: RunInfo = RunInfo()
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """What the registry holds now.
+
+    Attributes:
+        status: ``registered`` (created now) or ``already_registered`` (found from an earlier try, nothing created).
+        model_id: Registered model id.
+        version_id: Model version id.
+        artifact_id: Model artifact id.
+        version_name: The version's name.
+        uri: The artifact's URI.
+    """
+
+    status: str
+    model_id: str
+    version_id: str
+    artifact_id: str
+    version_name: str
+    uri: str
+
+
+def validate_name(value: str, parameter: str) -> str:
+    """Checks a model or version name (``[A-Za-z0-9][A-Za-z0-9._:+-]*``, at most 253 chars).
+
+    Raises:
+        ValueError: The name is empty or has other characters.
+    """
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{parameter}={value!r}: must start with a letter or digit and use only letters, digits and . _ : + - "
+            "(at most 253 characters)"
+        )
+    return value
+
+
+def derived_version_name(run: RunInfo, now: datetime.datetime) -> str:
+    """``<UTC yyyymmdd-HHMMSS>-<first 8 characters of the run id>`` (just the timestamp when the run is unknown)."""
+    stamp = now.astimezone(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    short = re.sub(r"[^A-Za-z0-9]", "", run.run_id)[:8]
+    return f"{stamp}-{short}" if short else stamp
+
+
+class Registrar:
+    """Runs the find-or-create steps against one registry API client.
+
+    Args:
+        api: A ``model_registry.core.ModelRegistryAPIClient`` (see ``registry_client.connect``).
+        endpoint: The registry (for error messages).
+        policy: Retries for transient failures.
+        log: Where progress lines go.
+    """
+
+    def __init__(self, api: Any, endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]):
+        self.api = api
+        self.endpoint = endpoint
+        self.policy = policy
+        self.log = log
+
+    async def _retry(self, step: str, call: Callable[[], Any]) -> Any:
+        return await with_retries(step, call, self.endpoint, self.policy, self.log)
+
+    async def _find_or_create(self, find: Callable[[], Any], create: Callable[[], Any]) -> tuple[Any, bool]:
+        from mr_openapi.exceptions import ConflictException
+
+        found = await find()
+        if found is not None:
+            return found, False
+        try:
+            return await create(), True
+        except ConflictException:  # created concurrently or by a try whose answer was lost
+            found = await find()
+            if found is None:
+                raise
+            return found, False
+
+    async def ensure_registered_model(self, request: VersionRequest) -> Any:
+        """The registered model named ``request.model_name``, created when missing."""
+        from model_registry.types import RegisteredModel
+
+        model, created = await self._retry(
+            f"find or create registered model {request.model_name!r}",
+            lambda: self._find_or_create(
+                lambda: self.api.get_registered_model_by_params(request.model_name),
+                lambda: self.api.upsert_registered_model(
+                    RegisteredModel(
+                        name=request.model_name,
+                        owner=request.author or None,
+                        description=request.description or None,
+                    )
+                ),
+            ),
+        )
+        self.log(f"{'created' if created else 'found'} registered model {request.model_name!r} (id {model.id})")
+        return model
+
+    async def list_versions(self, model_id: str) -> list[Any]:
+        """All versions of a registered model (every page)."""
+        from model_registry.types import ListOptions
+
+        versions: list[Any] = []
+        options = ListOptions(limit=100)
+        while True:
+            page = await self._retry(
+                f"list versions of registered model {model_id}",
+                lambda: self.api.get_model_versions(model_id, options),
+            )
+            versions.extend(page)
+            if not options.next_page_token or not page:
+                return versions
+
+    async def resolve_version_name(self, request: VersionRequest, model: Any, now: datetime.datetime) -> str:
+        """The explicit version name, else this run's existing version, else a new derived name."""
+        if request.version_name:
+            return request.version_name
+        if request.run.run_id:
+            for version in await self.list_versions(model.id):
+                if (version.custom_properties or {}).get(RUN_ID_PROPERTY) == request.run.run_id:
+                    self.log(f"model_version empty: reusing {version.name!r}, registered earlier by this run")
+                    return version.name
+        name = derived_version_name(request.run, now)
+        if not request.run.run_id:
+            self.log("warning: the pipeline run id is unknown; a re-run cannot be matched to an earlier registration")
+        self.log(f"model_version empty: derived {name!r} from the run")
+        return name
+
+    async def model_artifacts(self, version_id: str) -> list[Any]:
+        """The model artifacts linked to a version."""
+        return await self._retry(
+            f"list artifacts of model version {version_id}", lambda: self.api.get_model_artifacts(version_id)
+        )
+
+    async def attach_artifact(self, request: VersionRequest, version_id: str) -> Any:
+        """Links a model artifact with the serving URI to the version (an upsert: safe to repeat)."""
+        from model_registry.types import ModelArtifact
+
+        artifact = ModelArtifact(
+            name=request.model_name,
+            uri=request.uri,
+            model_format_name=request.model_format_name,
+            model_format_version=request.model_format_version,
+            storage_key=request.storage_key or None,
+            model_source_kind="kfp",
+            model_source_class="pipelinerun",
+            model_source_group=request.run.namespace or None,
+            model_source_id=request.run.run_id or None,
+            model_source_name=request.run.run_name or None,
+        )
+        return await self._retry(
+            f"attach artifact {request.uri} to model version {version_id}",
+            lambda: self.api.upsert_model_version_artifact(artifact, version_id),
+        )
+
+    async def create_version(self, request: VersionRequest, model: Any, version_name: str) -> Any:
+        """The version ``version_name`` of ``model``, created (with the lineage properties) when missing."""
+        from model_registry.types import ModelVersion
+
+        version, _ = await self._retry(
+            f"find or create model version {version_name!r}",
+            lambda: self._find_or_create(
+                lambda: self.api.get_model_version_by_params(model.id, version_name),
+                lambda: self.api.upsert_model_version(
+                    ModelVersion(
+                        name=version_name,
+                        author=request.author or None,
+                        description=request.description or None,
+                        custom_properties=request.custom_properties,
+                    ),
+                    model.id,
+                ),
+            ),
+        )
+        return version
+
+    async def register(
+        self,
+        request: VersionRequest,
+        before_create: Callable[[], None] | None = None,
+        now: datetime.datetime | None = None,
+    ) -> Registration:
+        """Registers ``request`` unless it is already there.
+
+        Args:
+            request: What to register.
+            before_create: Called once before anything new points at ``request.uri`` (e.g. the S3 upload); not
+                called when the registration already exists.
+            now: Clock for derived version names (default: now).
+
+        Returns:
+            The registration.
+
+        Raises:
+            VersionConflictError: The version exists and points at another URI.
+            RegistryRequestError: The registry failed or refused (after retries).
+        """
+        now = now or datetime.datetime.now(datetime.timezone.utc)
+        model = await self.ensure_registered_model(request)
+        version_name = validate_name(await self.resolve_version_name(request, model, now), "model_version")
+        existing = await self._retry(
+            f"find model version {version_name!r}",
+            lambda: self.api.get_model_version_by_params(model.id, version_name),
+        )
+        if existing is not None:
+            artifacts = await self.model_artifacts(existing.id)
+            same = [a for a in artifacts if a.uri == request.uri]
+            if same:
+                self.log(f"{request.model_name}:{version_name} is already registered with {request.uri}: nothing to do")
+                return Registration("already_registered", model.id, existing.id, same[0].id, version_name, request.uri)
+            if artifacts:
+                raise VersionConflictError(
+                    f"model {request.model_name!r} version {version_name!r} (id {existing.id}) already exists and "
+                    f"points at {', '.join(a.uri for a in artifacts)}, not {request.uri}: choose another model_version "
+                    "(or leave it empty to derive one from the run)"
+                )
+            self.log(f"version {version_name!r} exists without a model artifact (an earlier try stopped): completing")
+        if before_create is not None:
+            before_create()
+        version = existing or await self.create_version(request, model, version_name)
+        if existing is None:
+            self.log(f"created model version {version_name!r} (id {version.id})")
+        artifact = await self.attach_artifact(request, version.id)
+        self.log(f"registered {request.model_name}:{version_name} -> {request.uri} (artifact id {artifact.id})")
+        return Registration("registered", model.id, version.id, artifact.id, version_name, request.uri)

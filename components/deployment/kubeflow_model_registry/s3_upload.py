@@ -1,0 +1,112 @@
+"""Upload of the model files to an S3 data connection (credentials from the data-connection env vars)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from .model_uri import parse_s3_uri
+
+#: Env vars of an OpenShift AI data connection (injected from its secret); keys are read by boto3 itself.
+S3_ENDPOINT_ENV = "AWS_S3_ENDPOINT"
+S3_REGION_ENV = "AWS_DEFAULT_REGION"
+S3_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"
+
+
+@dataclasses.dataclass(frozen=True)
+class S3UploadResult:
+    """What was uploaded.
+
+    Attributes:
+        uri: ``s3://bucket/prefix`` holding the files.
+        files: Number of files.
+        total_bytes: Their total size.
+    """
+
+    uri: str
+    files: int
+    total_bytes: int
+
+
+def files_to_upload(source: Path) -> list[tuple[Path, str]]:
+    """The files under ``source`` (or ``source`` itself) with their keys relative to the upload prefix.
+
+    Raises:
+        ValueError: There is no file to upload.
+    """
+    if source.is_file():
+        return [(source, source.name)]
+    files = sorted(p for p in source.rglob("*") if p.is_file())
+    if not files:
+        raise ValueError(f"no model files to upload: {source} is empty")
+    return [(p, p.relative_to(source).as_posix()) for p in files]
+
+
+def s3_client(environ: Mapping[str, str] | None = None):
+    """A boto3 S3 client for the data connection in the environment (``AWS_S3_ENDPOINT``, region, keys).
+
+    Raises:
+        ValueError: No access key is set (the data-connection secret is not mounted as env vars).
+    """
+    import boto3
+
+    environ = os.environ if environ is None else environ
+    if not environ.get(S3_KEY_ID_ENV):
+        raise ValueError(
+            f"s3_upload_prefix is set but {S3_KEY_ID_ENV} is not: mount the S3 data-connection secret as env vars "
+            f"({S3_KEY_ID_ENV}, AWS_SECRET_ACCESS_KEY, {S3_ENDPOINT_ENV}, {S3_REGION_ENV})"
+        )
+    return boto3.client(
+        "s3",
+        endpoint_url=environ.get(S3_ENDPOINT_ENV) or None,
+        region_name=environ.get(S3_REGION_ENV) or None,
+    )
+
+
+def upload_model_files(
+    source: Path,
+    s3_upload_prefix: str,
+    log: Callable[[str], None],
+    client=None,
+) -> S3UploadResult:
+    """Uploads the model files under ``s3://bucket/prefix/`` and checks every object landed with its size.
+
+    Objects are written one by one (each S3 write is atomic); the caller registers the URI only after this returns,
+    so a registry never points at a half-uploaded model.
+
+    Args:
+        source: Directory (or single file) to upload.
+        s3_upload_prefix: ``s3://bucket/prefix``.
+        log: Where progress lines go.
+        client: A boto3 S3 client (default: :func:`s3_client`).
+
+    Returns:
+        What was uploaded.
+
+    Raises:
+        ValueError: Bad prefix, nothing to upload, or no credentials.
+        RuntimeError: The upload failed or an object is missing/short afterwards.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, prefix = parse_s3_uri(s3_upload_prefix)
+    files = files_to_upload(source)
+    client = client or s3_client()
+    total = 0
+    try:
+        for path, relative in files:
+            client.upload_file(str(path), bucket, f"{prefix}/{relative}")
+            total += path.stat().st_size
+        stored = {}
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+            stored.update({obj["Key"]: obj["Size"] for obj in page.get("Contents", [])})
+    except (BotoCoreError, ClientError) as exc:
+        raise RuntimeError(f"upload of {source} to s3://{bucket}/{prefix}/ failed: {exc}") from exc
+    for path, relative in files:
+        if stored.get(f"{prefix}/{relative}") != path.stat().st_size:
+            raise RuntimeError(f"after upload, s3://{bucket}/{prefix}/{relative} is missing or has the wrong size")
+    uri = f"s3://{bucket}/{prefix}"
+    log(f"uploaded {len(files)} files ({total} bytes) from {source} to {uri}")
+    return S3UploadResult(uri, len(files), total)

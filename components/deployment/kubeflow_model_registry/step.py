@@ -1,0 +1,224 @@
+"""The whole ``model_registry`` step: skip or gate, find the serving URI, upload, register, summarise."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import os
+from collections.abc import Callable, Mapping
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+
+from .gate import evaluate_gate
+from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
+from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
+from .registration import Registrar, VersionRequest, validate_name
+from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
+from .s3_upload import s3_client, upload_model_files
+from .summary import render_summary, write_text_atomically
+
+STATUS_SKIPPED = "skipped"
+NAMESPACE_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: Distributions whose versions are recorded as lineage when installed.
+RECORDED_LIBRARIES = ("kfp-finetune", "kfp", "model-registry")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+    """The step's outputs.
+
+    Attributes:
+        status: ``registered``, ``already_registered`` or ``skipped``.
+        model_id: Registered model id ("" when skipped).
+        version_id: Model version id ("" when skipped).
+        reason: One line saying what happened.
+        uri: The registered URI ("" when skipped).
+        api_version: ``v1`` or ``v1alpha3`` ("" when skipped).
+    """
+
+    status: str
+    model_id: str = ""
+    version_id: str = ""
+    reason: str = ""
+    uri: str = ""
+    api_version: str = ""
+
+
+def _log(message: str) -> None:
+    print(f"[model_registry] {message}", flush=True)
+
+
+def current_namespace(environ: Mapping[str, str], namespace_path: str = NAMESPACE_PATH) -> str:
+    """The pod's namespace (``$POD_NAMESPACE`` or the service-account mount), "" when unknown."""
+    if environ.get("POD_NAMESPACE"):
+        return environ["POD_NAMESPACE"]
+    path = Path(namespace_path)
+    return path.read_text().strip() if path.is_file() else ""
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of :data:`RECORDED_LIBRARIES` that are installed here."""
+    versions = {}
+    for name in RECORDED_LIBRARIES:
+        try:
+            versions[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> StepResult:
+    log(f"skipped: {reason}")
+    write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason))
+    return StepResult(STATUS_SKIPPED, reason=reason)
+
+
+def run_model_registration(
+    *,
+    model: ArtifactInfo,
+    summary_path: str,
+    registry_address: str = "",
+    registry_port: int = 443,
+    model_name: str = "",
+    model_version: str = "",
+    author: str = "",
+    description: str = "",
+    model_format_name: str = "pytorch",
+    model_format_version: str = "1",
+    eval_metrics: ArtifactInfo | None = None,
+    train_metrics: ArtifactInfo | None = None,
+    dataset: ArtifactInfo | None = None,
+    min_metric_name: str = "",
+    min_metric_value: float = 0.0,
+    model_uri: str = "",
+    s3_upload_prefix: str = "",
+    is_secure: bool = True,
+    ca_bundle_path: str = "",
+    storage_key: str = "",
+    pipeline_run_id: str = "",
+    pipeline_run_name: str = "",
+    environ: Mapping[str, str] | None = None,
+    retry_policy: RetryPolicy = RetryPolicy(),
+    log: Callable[[str], None] = _log,
+    now: datetime.datetime | None = None,
+) -> StepResult:
+    """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
+
+    Args:
+        model: The trained model artifact.
+        summary_path: Where the Markdown summary goes.
+        registry_address: Registry host or URL ("" = skip the step).
+        registry_port: Registry port (when the address has none).
+        model_name: Registered model name (required unless skipped).
+        model_version: Version name ("" = this run's version or ``<UTC timestamp>-<short run id>``).
+        author: Author of the version.
+        description: Description of the version.
+        model_format_name: Model format for serving.
+        model_format_version: Its version.
+        eval_metrics: Evaluation metrics artifact (recorded, and usable by the gate).
+        train_metrics: Training metrics artifact (recorded, and usable by the gate).
+        dataset: Training dataset artifact (lineage).
+        min_metric_name: Gate metric ("" = no gate).
+        min_metric_value: Gate threshold (register when metric >= threshold).
+        model_uri: Explicit serving URI ("" = derive).
+        s3_upload_prefix: ``s3://bucket/prefix`` to upload the model files to and register ("" = no upload).
+        is_secure: Verify the registry's TLS certificate.
+        ca_bundle_path: CA bundle for that verification.
+        storage_key: Data-connection secret name recorded on the artifact for serving.
+        pipeline_run_id: The run's id ("" or an unresolved placeholder = unknown).
+        pipeline_run_name: The run's name.
+        environ: Environment for the token, PVC and S3 settings (default ``os.environ``).
+        retry_policy: Retries for transient registry failures.
+        log: Where progress lines go (never receives a secret).
+        now: Clock for derived version names.
+
+    Returns:
+        The outputs.
+
+    Raises:
+        ValueError: Bad parameters or metadata (names the parameter and the rule).
+        VersionConflictError: The version exists and points elsewhere.
+        RegistryRequestError: The registry failed, is unreachable or refused the token.
+    """
+    environ = os.environ if environ is None else environ
+    if not registry_address.strip():
+        return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)
+    if not model_name.strip():
+        raise ValueError("model_name is empty: it is required when registry_address is set")
+    validate_name(model_name, "model_name")
+    if model_version:
+        validate_name(model_version, "model_version")
+    if not model_format_name.strip():
+        raise ValueError("model_format_name is empty: serving runtimes select on it (e.g. 'pytorch', 'vLLM')")
+    if model_uri.strip() and s3_upload_prefix.strip():
+        raise ValueError("give either model_uri or s3_upload_prefix, not both: the upload decides the registered URI")
+
+    eval_values, train_values = metric_values(eval_metrics), metric_values(train_metrics)
+    decision = evaluate_gate(min_metric_name, min_metric_value, eval_values, train_values)
+    if not decision.passed:
+        return _skip(summary_path, f"metric gate not met: {decision.reason}", log)
+    log(f"gate: {decision.reason}")
+
+    endpoint = make_endpoint(registry_address, registry_port, is_secure, ca_bundle_path, environ)
+    upload_source = None
+    s3_uri = ""
+    if s3_upload_prefix.strip():
+        bucket, prefix = parse_s3_uri(s3_upload_prefix)
+        s3_uri = f"s3://{bucket}/{prefix}"
+        upload_source = model_files_dir(model)
+    serving = resolve_serving_uri(model, model_uri, s3_uri, environ)
+    log(f"serving URI {serving.uri} (from {serving.source})")
+
+    run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), current_namespace(environ))
+    request = VersionRequest(
+        model_name=model_name,
+        version_name=model_version,
+        uri=serving.uri,
+        author=author,
+        description=description,
+        model_format_name=model_format_name,
+        model_format_version=model_format_version,
+        storage_key=storage_key,
+        custom_properties=lineage_properties(
+            model,
+            run,
+            dataset=dataset,
+            train_metrics=train_values,
+            eval_metrics=eval_values,
+            library_versions=library_versions(),
+        ),
+        run=run,
+    )
+
+    def upload() -> None:
+        if upload_source is not None:
+            upload_model_files(upload_source, s3_upload_prefix, log, s3_client(environ))
+
+    async def register():
+        api, api_version = await connect(endpoint, retry_policy, log)
+        registration = await Registrar(api, endpoint, retry_policy, log).register(request, upload, now)
+        return registration, api_version
+
+    registration, api_version = asyncio.run(register())
+    reason = (
+        "registered now"
+        if registration.status == "registered"
+        else "this exact registration already existed (re-run): nothing was created"
+    )
+    link = f"{endpoint.base_url}{API_ROOT}{api_version}/model_versions/{registration.version_id}"
+    details = [
+        ("Registered model", f"{model_name} (id {registration.model_id})"),
+        ("Version", f"{registration.version_name} (id {registration.version_id})"),
+        ("Model artifact", f"id {registration.artifact_id}"),
+        ("URI", f"{serving.uri} (from {serving.source})"),
+        ("Model format", f"{model_format_name} {model_format_version}"),
+        ("Registry", f"{endpoint.base_url}, API {API_ROOT}{api_version}"),
+        ("Gate", decision.reason),
+    ]
+    write_text_atomically(
+        summary_path, render_summary(registration.status, reason, details, request.custom_properties, link)
+    )
+    return StepResult(
+        registration.status, registration.model_id, registration.version_id, reason, serving.uri, api_version
+    )
