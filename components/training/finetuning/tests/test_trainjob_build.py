@@ -1,0 +1,353 @@
+"""The TrainJob builder: exact manifests, CRD validity of every variant, naming, validation errors, TaskConfig merge."""
+
+import json
+import re
+
+import pytest
+from kfp import dsl
+
+from components.training.finetuning.trainjob import (
+    MAX_NAME_LENGTH,
+    SecretEnvVar,
+    TrainJobSpec,
+    TrainJobSpecError,
+    build_trainjob,
+    label_value,
+    ownership_labels,
+    spec_from_task_config,
+    trainjob_name,
+)
+from tests.harness.kube import validate_trainjob
+
+RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
+WORKSPACE_VOLUME = {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "run-4f6c-kfp-workspace"}}
+WORKSPACE_MOUNT = {"name": "kfp-workspace", "mountPath": "/kfp-workspace"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+HF_TOKEN = SecretEnvVar("HF_TOKEN", "hf-token", "token")
+
+
+def _spec(**overrides):
+    fields = dict(run_id=RUN_ID, task_name="train-model", namespace="team-a", command=["python", "-m", "train"])
+    fields.update(overrides)
+    return TrainJobSpec(**fields)
+
+
+def test_minimal_job_is_exactly_this():
+    manifest = build_trainjob(_spec())
+    name = trainjob_name(RUN_ID, "train-model")
+    assert manifest == {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "labels": {
+                "app.kubernetes.io/managed-by": "kfp-finetune",
+                "kfp-finetune.kubeflow.org/run-id": RUN_ID,
+                "kfp-finetune.kubeflow.org/task-name": "train-model",
+            },
+            "annotations": {
+                "kfp-finetune.kubeflow.org/task-name": "train-model",
+                "kfp-finetune.kubeflow.org/run-id": RUN_ID,
+            },
+        },
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime",
+                "name": "training-hub",
+            },
+            "trainer": {
+                "command": ["python", "-m", "train"],
+                "numNodes": 1,
+                "numProcPerNode": 1,
+                "resourcesPerNode": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
+            },
+        },
+    }
+    validate_trainjob(manifest)
+
+
+def test_multi_node_multi_gpu_osft_job_carries_every_setting_to_the_pods():
+    spec = _spec(
+        args=["--algorithm", "osft", "--unfreeze-rank-ratio", "0.25"],
+        image="quay.io/example/training-hub:0.11.1",
+        runtime_name="training-hub-osft",
+        runtime_kind="TrainingRuntime",
+        num_nodes=2,
+        gpus_per_node=8,
+        gpu_resource_name="amd.com/gpu",
+        cpu_per_node="32",
+        memory_per_node="512Gi",
+        env={"INSTRUCTLAB_NCCL_TIMEOUT_MS": "1800000", "NCCL_DEBUG": "WARN"},
+        secret_env=(HF_TOKEN, SecretEnvVar("AWS_SECRET_ACCESS_KEY", "s3-creds", "secret", optional=True)),
+        volumes=[WORKSPACE_VOLUME, {"name": "models", "persistentVolumeClaim": {"claimName": "shared-models"}}],
+        volume_mounts=[WORKSPACE_MOUNT, {"name": "models", "mountPath": "/models", "readOnly": True}],
+        tolerations=[GPU_TOLERATION],
+        node_selector={"nvidia.com/gpu.product": "H100"},
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+                }
+            }
+        },
+        pod_labels={"team": "ml"},
+        pod_annotations={"sidecar.istio.io/inject": "false"},
+        active_deadline_seconds=7200,
+    )
+    manifest = build_trainjob(spec)
+    validate_trainjob(manifest)
+    assert manifest["spec"]["runtimeRef"] == {
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "TrainingRuntime",
+        "name": "training-hub-osft",
+    }
+    assert manifest["spec"]["activeDeadlineSeconds"] == 7200
+    quantities = {"cpu": "32", "memory": "512Gi", "amd.com/gpu": "8"}
+    assert manifest["spec"]["trainer"] == {
+        "image": "quay.io/example/training-hub:0.11.1",
+        "command": ["python", "-m", "train"],
+        "args": ["--algorithm", "osft", "--unfreeze-rank-ratio", "0.25"],
+        "numNodes": 2,
+        "numProcPerNode": 8,
+        "resourcesPerNode": {"requests": quantities, "limits": quantities},
+        "env": [
+            {"name": "INSTRUCTLAB_NCCL_TIMEOUT_MS", "value": "1800000"},
+            {"name": "NCCL_DEBUG", "value": "WARN"},
+            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+            {
+                "name": "AWS_SECRET_ACCESS_KEY",
+                "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "secret", "optional": True}},
+            },
+        ],
+    }
+    assert manifest["spec"]["runtimePatches"] == [
+        {
+            "manager": "kfp-finetune.kubeflow.org/train-model",
+            "trainingRuntimeSpec": {
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            {
+                                "name": "node",
+                                "template": {
+                                    "spec": {
+                                        "template": {
+                                            "metadata": {
+                                                "labels": {"team": "ml"},
+                                                "annotations": {"sidecar.istio.io/inject": "false"},
+                                            },
+                                            "spec": {
+                                                "volumes": [
+                                                    WORKSPACE_VOLUME,
+                                                    {
+                                                        "name": "models",
+                                                        "persistentVolumeClaim": {"claimName": "shared-models"},
+                                                    },
+                                                ],
+                                                "containers": [
+                                                    {
+                                                        "name": "node",
+                                                        "volumeMounts": [
+                                                            WORKSPACE_MOUNT,
+                                                            {
+                                                                "name": "models",
+                                                                "mountPath": "/models",
+                                                                "readOnly": True,
+                                                            },
+                                                        ],
+                                                    }
+                                                ],
+                                                "tolerations": [GPU_TOLERATION],
+                                                "nodeSelector": {"nvidia.com/gpu.product": "H100"},
+                                                "affinity": spec.affinity,
+                                            },
+                                        }
+                                    }
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        }
+    ]
+
+
+def test_tolerations_only_job_and_cpu_only_job_validate():
+    tolerated = build_trainjob(
+        _spec(
+            tolerations=[
+                GPU_TOLERATION,
+                {
+                    "key": "dedicated",
+                    "value": "ml",
+                    "effect": "NoExecute",
+                    "operator": "Equal",
+                    "tolerationSeconds": 60,
+                },
+            ]
+        )
+    )
+    validate_trainjob(tolerated)
+    patch = tolerated["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    assert patch["template"]["spec"]["template"] == {
+        "spec": {
+            "tolerations": [
+                GPU_TOLERATION,
+                {
+                    "key": "dedicated",
+                    "value": "ml",
+                    "effect": "NoExecute",
+                    "operator": "Equal",
+                    "tolerationSeconds": 60,
+                },
+            ]
+        }
+    }
+    cpu_only = build_trainjob(_spec(gpus_per_node=0, cpu_per_node="4", memory_per_node="8Gi"))
+    validate_trainjob(cpu_only)
+    assert cpu_only["spec"]["trainer"]["numProcPerNode"] == 1
+    assert cpu_only["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"cpu": "4", "memory": "8Gi"}
+
+
+def test_secrets_are_referenced_never_copied():
+    manifest = build_trainjob(_spec(secret_env=(HF_TOKEN,)))
+    text = json.dumps(manifest)
+    assert '"secretKeyRef": {"name": "hf-token", "key": "token"}' in text
+    assert '"value"' not in text
+    with pytest.raises(TrainJobSpecError, match=r"env\[HF_TOKEN\].*secret_env") as error:
+        _spec(env={"HF_TOKEN": "hf_abcdefgh"})
+    assert "hf_abcdefgh" not in str(error.value)
+
+
+def test_build_is_pure_and_repeatable():
+    spec = _spec(volumes=[WORKSPACE_VOLUME], volume_mounts=[WORKSPACE_MOUNT])
+    first = build_trainjob(spec)
+    first["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "x"
+    first["metadata"]["labels"]["extra"] = "1"
+    assert build_trainjob(spec) == build_trainjob(spec) != first
+
+
+@pytest.mark.parametrize(
+    ("task_name", "run_id"),
+    [("train-model", RUN_ID), ("Train Model (phase 02) — ÖSFT!!", RUN_ID), ("9" * 200, "x" * 300), ("---", "r")],
+)
+def test_names_are_deterministic_dns1035_and_short(task_name, run_id):
+    name = trainjob_name(run_id, task_name)
+    assert name == trainjob_name(run_id, task_name)
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= MAX_NAME_LENGTH
+    assert name != trainjob_name(run_id + "-retry-run", task_name)
+    assert name != trainjob_name(run_id, task_name + "-2")
+    for value in ownership_labels(run_id, task_name).values():
+        assert len(value) <= 63 and re.fullmatch(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", value)
+    validate_trainjob(build_trainjob(_spec(run_id=run_id, task_name=task_name)))
+
+
+def test_label_values_keep_valid_text_and_hash_the_rest():
+    assert label_value(RUN_ID) == RUN_ID
+    assert label_value("a b") != label_value("a_b") and label_value("a b").startswith("a-b-")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"run_id": ""}, "run_id"),
+        ({"namespace": "Team_A"}, "namespace"),
+        ({"command": []}, "command"),
+        ({"command": "python train.py"}, "command"),
+        ({"args": ["--x", 1]}, r"args\[1\]"),
+        ({"image": "quay.io/x y"}, "image"),
+        ({"runtime_kind": "PyTorchJob"}, "runtime_kind"),
+        ({"num_nodes": 0}, "num_nodes"),
+        ({"num_nodes": True}, "num_nodes"),
+        ({"gpus_per_node": -1}, "gpus_per_node"),
+        ({"gpu_resource_name": "nvidia gpu"}, "gpu_resource_name"),
+        ({"memory_per_node": "64 GB"}, "memory_per_node"),
+        ({"env": {"1BAD": "x"}}, "env"),
+        ({"env": {"AWS_SECRET_ACCESS_KEY": "x"}}, r"env\[AWS_SECRET_ACCESS_KEY\]"),
+        ({"env": {"HF_TOKEN": "x"}, "secret_env": (HF_TOKEN,)}, "env"),
+        ({"secret_env": (HF_TOKEN, HF_TOKEN)}, "secret_env"),
+        ({"volumes": [{"name": "w"}]}, r"volumes\[0\]"),
+        ({"volumes": [{"name": "w", "persistentVolumeClaim": {}}]}, r"volumes\[0\].persistentVolumeClaim"),
+        ({"volumes": [WORKSPACE_VOLUME, WORKSPACE_VOLUME]}, r"volumes\[1\].name"),
+        ({"volume_mounts": [WORKSPACE_MOUNT]}, r"volume_mounts\[0\].name"),
+        (
+            {"volumes": [WORKSPACE_VOLUME], "volume_mounts": [{"name": "kfp-workspace", "mountPath": "rel"}]},
+            r"volume_mounts\[0\].mountPath",
+        ),
+        ({"tolerations": [{"key": "a", "operator": "In"}]}, r"tolerations\[0\].operator"),
+        ({"tolerations": [{"key": "a", "colour": "red"}]}, r"tolerations\[0\]"),
+        ({"tolerations": [{"key": "a", "effect": "Never"}]}, r"tolerations\[0\].effect"),
+        ({"affinity": {"nodeSelector": {}}}, "affinity"),
+        ({"pod_labels": {"team": "a b"}}, "pod_labels"),
+        ({"active_deadline_seconds": -5}, "active_deadline_seconds"),
+    ],
+)
+def test_bad_fields_are_named_in_the_error(overrides, field):
+    with pytest.raises(TrainJobSpecError, match=rf"TrainJobSpec\.{field}"):
+        _spec(**overrides)
+
+
+def test_secret_env_var_rules():
+    with pytest.raises(TrainJobSpecError, match=r"secret_env\[HF_TOKEN\].secret_name"):
+        SecretEnvVar("HF_TOKEN", "Not A Secret", "token")
+    with pytest.raises(TrainJobSpecError, match="secret_key"):
+        SecretEnvVar("HF_TOKEN", "hf", "a/b")
+
+
+def test_task_config_passthrough_merges_with_explicit_settings():
+    task_config = dsl.TaskConfig(
+        volumes=[WORKSPACE_VOLUME],
+        volume_mounts=[WORKSPACE_MOUNT],
+        tolerations=[GPU_TOLERATION],
+        node_selector={"pool": "gpu", "zone": "a"},
+        env=[
+            {"name": "NCCL_DEBUG", "value": "INFO"},
+            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+        ],
+        resources={"limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "4"}, "requests": {"cpu": "8"}},
+        affinity={"podAntiAffinity": {}},
+    )
+    spec = spec_from_task_config(
+        task_config,
+        run_id=RUN_ID,
+        task_name="train-model",
+        namespace="team-a",
+        command=["train"],
+        volumes=[{"name": "extra", "persistentVolumeClaim": {"claimName": "extra-pvc"}}],
+        volume_mounts=[{"name": "extra", "mountPath": "/extra"}],
+        tolerations=[GPU_TOLERATION, {"key": "spot", "operator": "Exists"}],
+        node_selector={"zone": "b"},
+        env={"NCCL_DEBUG": "WARN"},
+        cpu_per_node="",
+        memory_per_node=None,
+        num_nodes=2,
+    )
+    assert spec.volumes == (WORKSPACE_VOLUME, {"name": "extra", "persistentVolumeClaim": {"claimName": "extra-pvc"}})
+    assert spec.volume_mounts == (WORKSPACE_MOUNT, {"name": "extra", "mountPath": "/extra"})
+    assert spec.tolerations == (GPU_TOLERATION, {"key": "spot", "operator": "Exists"})
+    assert spec.node_selector == {"pool": "gpu", "zone": "b"}
+    assert spec.env == {"NCCL_DEBUG": "WARN"}
+    assert spec.secret_env == (HF_TOKEN,)
+    assert (spec.cpu_per_node, spec.memory_per_node, spec.gpus_per_node) == ("16", "128Gi", 4)
+    assert spec.affinity == {"podAntiAffinity": {}} and spec.num_nodes == 2
+    validate_trainjob(build_trainjob(spec))
+    # The dict form KFP hands over (camelCase keys) works the same; None means no passthrough at all.
+    as_dict = {"volumes": [WORKSPACE_VOLUME], "volumeMounts": [WORKSPACE_MOUNT], "nodeSelector": {"pool": "gpu"}}
+    base = dict(run_id=RUN_ID, task_name="t", namespace="team-a", command=["train"])
+    assert spec_from_task_config(as_dict, **base).node_selector == {"pool": "gpu"}
+    assert spec_from_task_config(None, **base) == TrainJobSpec(**base)
+
+
+def test_task_config_conflicts_and_unsupported_sources_are_clear_errors():
+    base = dict(run_id=RUN_ID, task_name="t", namespace="team-a", command=["train"])
+    other_claim = {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "other"}}
+    with pytest.raises(TrainJobSpecError, match="volumes.*kfp-workspace.*twice"):
+        spec_from_task_config(dsl.TaskConfig(volumes=[WORKSPACE_VOLUME]), volumes=[other_claim], **base)
+    field_ref = {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    with pytest.raises(TrainJobSpecError, match=r"task_config.env\[0\] \(POD\).*fieldRef"):
+        spec_from_task_config(dsl.TaskConfig(env=[field_ref]), **base)
+    with pytest.raises(TrainJobSpecError, match="unknown TrainJobSpec fields.*gpus"):
+        spec_from_task_config(None, gpus=2, **base)
