@@ -1,1 +1,141 @@
-"""Fixture module (filled in by its component issue)."""
+"""A plain HTTP file server on 127.0.0.1 for download tests, with scripted responses (errors, flaky first tries).
+
+Fixture ``http_file_server``: a :class:`FileServer` serving a fresh temporary directory (``server.root``) over a
+``ThreadingHTTPServer`` on a free loopback port. ``server.url_for("a/b.jsonl")`` gives a file's URL;
+``server.script("/a/b.jsonl", 503, 503)`` makes the next two requests for that path answer 503 before the file is
+served; ``server.requests`` records every request (method, path, headers) in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+
+@dataclass(frozen=True)
+class ScriptedResponse:
+    """A response served instead of the file: status, body, headers, and a delay before answering."""
+
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+
+
+class FileServer:
+    """Serves files under :attr:`root`; scripted responses take precedence, in order, per path."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.requests: list[RecordedRequest] = []
+        self._scripts: dict[str, deque[ScriptedResponse]] = defaultdict(deque)
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="http-file-server", daemon=True)
+
+    def url_for(self, relative: str) -> str:
+        """The URL of ``root / relative``."""
+        return f"{self.url}/{relative.lstrip('/')}"
+
+    def script(self, path: str, *responses: ScriptedResponse | int) -> None:
+        """Queues responses for ``path`` (``/a/b.jsonl``); ints are bare statuses."""
+        with self._lock:
+            for response in responses:
+                self._scripts[path].append(
+                    response if isinstance(response, ScriptedResponse) else ScriptedResponse(response)
+                )
+
+    def _next_scripted(self, path: str) -> ScriptedResponse | None:
+        with self._lock:
+            queue = self._scripts.get(path)
+            return queue.popleft() if queue else None
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+                """Silent: tests read ``server.requests`` instead."""
+
+            def _answer(self, send_body: bool) -> None:
+                path = self.path.split("?", 1)[0]
+                with server._lock:
+                    server.requests.append(RecordedRequest(self.command, path, dict(self.headers)))
+                scripted = server._next_scripted(path)
+                if scripted is not None:
+                    time.sleep(scripted.delay_s)
+                    self._send(scripted.status, scripted.body, scripted.headers, send_body)
+                    return
+                file = (server.root / path.lstrip("/")).resolve()
+                if server.root.resolve() not in file.parents or not file.is_file():
+                    self._send(404, b"not found", {}, send_body)
+                    return
+                body = file.read_bytes()
+                headers = {
+                    "ETag": f'"{hashlib.sha256(body).hexdigest()[:16]}"',
+                    "Last-Modified": formatdate(file.stat().st_mtime, usegmt=True),
+                    "Content-Type": "application/octet-stream",
+                }
+                self._send(200, body, headers, send_body)
+
+            def _send(self, status: int, body: bytes, headers: dict[str, str], send_body: bool) -> None:
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                if "Content-Length" not in headers:
+                    self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if send_body:
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                self._answer(send_body=True)
+
+            def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
+                self._answer(send_body=False)
+
+        return Handler
+
+    def start(self) -> None:
+        """Starts serving in a background thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the server and closes its socket."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def http_file_server(tmp_path: Path) -> Iterator[FileServer]:
+    """A :class:`FileServer` on 127.0.0.1 serving ``tmp_path / "http-root"``."""
+    root = tmp_path / "http-root"
+    root.mkdir()
+    server = FileServer(root)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

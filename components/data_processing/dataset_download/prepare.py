@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .locations import DatasetSourceError
 from .sources import fetch_dataset
@@ -59,6 +61,25 @@ class PreparedDataset:
         if self.token_stats is not None:
             values.update(self.token_stats.summary())
         return values
+
+    def write_outputs(self, train_dataset: Any, eval_dataset: Any, report: Any, metrics: Any) -> None:
+        """Fills the component's output artifacts: dataset metadata, the Markdown report file and the metrics.
+
+        Args:
+            train_dataset: The ``Output[Dataset]`` of the train split (its file is already written).
+            eval_dataset: The ``Output[Dataset]`` of the eval split.
+            report: The ``Output[Markdown]``; :meth:`to_markdown` is written to its path.
+            metrics: The ``Output[Metrics]``; each of :meth:`metrics` is logged.
+        """
+        train_dataset.metadata.update(self.artifact_metadata(self.train))
+        eval_dataset.metadata.update(self.artifact_metadata(self.eval))
+        report_path = Path(report.path)
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = report_path.with_name(f".{report_path.name}.tmp")
+        temporary.write_text(self.to_markdown(), encoding="utf-8")
+        os.replace(temporary, report_path)
+        for name, value in self.metrics().items():
+            metrics.log_metric(name, value)
 
     def to_markdown(self) -> str:
         """The report: validation (with every reject), the split, token statistics and warnings."""
@@ -121,6 +142,8 @@ def prepare_dataset(
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
             :class:`~.validate.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     check_split_options(train_split_ratio, subset_count)
     check_validation_options(on_invalid, max_invalid_fraction)
     check_token_options(max_seq_len, tokenizer_source)
