@@ -70,8 +70,11 @@ def _class_fields(tree: ast.Module, class_name: str) -> list[str]:
     raise SystemExit(f"class {class_name} not found")
 
 
+_PARAMS_NAMES = {"params", "training_params"}
+
+
 def _params_keys(tree: ast.Module) -> list[str]:
-    """Keys read as ``params.get("k")`` or ``params["k"]`` anywhere in the module."""
+    """Keys read as ``params.get("k")`` or ``params["k"]`` (also ``training_params``) anywhere in the module."""
     keys = set()
     for node in ast.walk(tree):
         if (
@@ -79,12 +82,12 @@ def _params_keys(tree: ast.Module) -> list[str]:
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "get"
             and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "params"
+            and node.func.value.id in _PARAMS_NAMES
             and node.args
             and isinstance(node.args[0], ast.Constant)
         ):
             keys.add(node.args[0].value)
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "params":
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in _PARAMS_NAMES:
             if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
                 keys.add(node.slice.value)
     return sorted(keys)

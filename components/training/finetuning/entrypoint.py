@@ -53,7 +53,8 @@ def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has
     Args:
         algorithm: ``sft``, ``osft`` or ``lora``.
         hyperparameters: The run's hyper-parameters.
-        has_eval_data: Whether an eval dataset was given.
+        has_eval_data: Whether an eval dataset was given (SFT ignores it: instructlab-training has no eval file
+            input; the pipeline's evaluation step scores it instead).
 
     Returns:
         One message per offending parameter.
@@ -63,8 +64,6 @@ def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has
         for name, accepted, why in UNSUPPORTED_SETTINGS.get(algorithm, ())
         if hyperparameters.get(name, accepted) != accepted
     ]
-    if has_eval_data and algorithm == "sft":
-        problems.append("eval_dataset is not supported by training-hub sft (instructlab-training has no eval path)")
     if algorithm == "osft" and not hyperparameters.get("save_final_checkpoint", True):
         if not hyperparameters.get("checkpoint_at_epoch"):
             problems.append("save_final_checkpoint=False needs checkpoint_at_epoch=True, else no model is saved")

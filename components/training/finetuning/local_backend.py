@@ -247,7 +247,7 @@ def _save_checkpoint(output_dir: Path, epoch: int, step: int, elapsed: float, mo
         torch.save(state, directory / "state.pt")
         (directory / _DONE_MARKER).write_text(json.dumps({"epoch": epoch, "step": step, "elapsed": elapsed}))
 
-    return _replace_dir(Path(output_dir) / CHECKPOINTS_DIR / f"epoch_{epoch}", write)
+    return replace_dir(Path(output_dir) / CHECKPOINTS_DIR / f"epoch_{epoch}", write)
 
 
 def _restore_checkpoint(checkpoint: Path, model, optimizer, scheduler) -> dict[str, Any]:
@@ -282,7 +282,7 @@ def _epoch_order(sample_count: int, seed: int, epoch: int) -> list[int]:
 def _save_final(model: Any, tokenizer: Any, config: TrainingConfig, output_dir: Path) -> tuple[Path, Path | None]:
     adapter_dir = None
     if config.algorithm == "lora":
-        adapter_dir = _replace_dir(output_dir / ADAPTER_DIR, model.save_pretrained)
+        adapter_dir = replace_dir(output_dir / ADAPTER_DIR, model.save_pretrained)
         model = model.merge_and_unload()
     elif config.algorithm == "osft":
         osft.merge_osft(model)
@@ -291,10 +291,10 @@ def _save_final(model: Any, tokenizer: Any, config: TrainingConfig, output_dir: 
         model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
 
-    return _replace_dir(output_dir / FINAL_DIR, save), adapter_dir
+    return replace_dir(output_dir / FINAL_DIR, save), adapter_dir
 
 
-def _replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
+def replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
     """Writes a directory through a sibling temporary directory, then swaps it in (no half-written model)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))

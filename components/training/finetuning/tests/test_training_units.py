@@ -1,0 +1,336 @@
+"""Unit tests of the pure training modules: config rules, metrics readers, report, entrypoint mapping, data checks."""
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from components.training.finetuning import entrypoint, metrics, report
+from components.training.finetuning.config import TrainingConfig, TrainingConfigError
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "training_hub_signatures.json"
+
+
+# -- config ----------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [
+        ("algorithm", "dpo", "must be one of sft, osft, lora"),
+        ("unfreeze_rank_ratio", 0.0, r"must be in \(0, 1\]"),
+        ("unfreeze_rank_ratio", 1.5, r"must be in \(0, 1\]"),
+        ("lora_r", 0, "LoRA rank must be >= 1"),
+        ("lora_dropout", 1.0, r"must be in \[0, 1\)"),
+        ("learning_rate", float("nan"), "must be finite"),
+        ("lr_scheduler", "exponential", "must be one of linear, cosine"),
+        ("fsdp_sharding_strategy", "ZERO3", "must be one of FULL_SHARD"),
+        ("max_tokens_per_gpu", 100, "must be >= max_seq_len"),
+        ("num_epochs", 0, "must be >= 1"),
+        ("num_epochs", True, "must be of type int"),
+        ("seed", "1", "must be of type int"),
+        ("base_model", " ", "must name a model"),
+    ],
+)
+def test_config_rejects_bad_values_naming_parameter_and_value(name, value, rule):
+    params = {"base_model": "org/model", name: value}
+    with pytest.raises(TrainingConfigError, match=rf"train_model parameter {name}=.*{rule}"):
+        TrainingConfig.from_params(**params)
+
+
+def test_config_accepts_defaults_and_boundaries():
+    config = TrainingConfig.from_params(base_model="m", unfreeze_rank_ratio=1.0, lora_dropout=0.0, learning_rate=1)
+    assert config.unfreeze_rank_ratio == 1.0
+    assert "base_model" not in config.hyperparameters()
+    assert config.hyperparameters()["seed"] == 42
+    assert TrainingConfig.from_params(base_model="m", backend="local", namespace="x").algorithm == "sft"
+
+
+# -- metrics ---------------------------------------------------------------------------------------------------------
+def _write_lines(path: Path, rows: list) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_reads_instructlab_layout(tmp_path):
+    _write_lines(
+        tmp_path / "training_params_and_metrics_global0.jsonl",
+        [
+            {"model_path": "m", "learning_rate": 1e-5},  # parameters line: no step loss, skipped
+            {"epoch": 0, "step": 1, "lr": 1e-6, "avg_loss": 2.5, "timestamp": "2026-11-23T10:00:00"},
+            {"epoch": 0, "step": 2, "lr": 2e-6, "avg_loss": 2.0, "timestamp": "2026-11-23T10:00:04"},
+        ],
+    )
+    _write_lines(tmp_path / "training_params_and_metrics_global1.jsonl", [{"step": 1, "avg_loss": 99.0}])
+    records = metrics.read_metrics(tmp_path)
+    assert [(r["step"], r["loss"], r["lr"], r["time"]) for r in records] == [(1, 2.5, 1e-6, 0.0), (2, 2.0, 2e-6, 4.0)]
+
+
+def test_reads_mini_trainer_layout_and_keeps_last_tokens_per_second(tmp_path):
+    rows = [
+        {
+            "step": 1,
+            "epoch": 0,
+            "steps_per_epoch": 3,
+            "lr": 1e-5,
+            "loss": 3.0,
+            "tokens_per_second": 100.0,
+            "time_per_batch": 1.5,
+        },
+        {
+            "step": 2,
+            "epoch": 0,
+            "steps_per_epoch": 3,
+            "lr": 1e-5,
+            "loss": 1.0,
+            "tokens_per_second": 300.0,
+            "time_per_batch": 0.5,
+        },
+        {
+            "step": 3,
+            "epoch": 0,
+            "steps_per_epoch": 3,
+            "lr": 1e-5,
+            "loss": 2.0,
+            "tokens_per_second": 200.0,
+            "time_per_batch": 1.0,
+        },
+    ]
+    _write_lines(tmp_path / "training_metrics_0.jsonl", rows)
+    records = metrics.read_metrics(tmp_path)
+    assert [r["time"] for r in records] == [1.5, 2.0, 3.0]
+    assert records[0]["total_steps"] == 3
+    assert metrics.summarize(records) == {
+        "final_loss": 2.0,
+        "min_loss": 1.0,
+        "steps": 3.0,
+        "train_seconds": 3.0,
+        "tokens_per_second": 200.0,
+    }
+
+
+def test_reads_lora_layout_and_skips_torn_last_line(tmp_path):
+    path = _write_lines(
+        tmp_path / "training_metrics.jsonl",
+        [{"step": 5, "loss": 1.25, "epoch": 0.5, "learning_rate": 2e-4, "max_steps": 10}, {"train_runtime": 3.0}],
+    )
+    path.write_text(path.read_text() + '{"step": 6, "lo')
+    records = metrics.read_metrics(path)
+    assert records == [
+        {"step": 5, "epoch": 0.5, "loss": 1.25, "lr": 2e-4, "tokens_per_second": None, "time": None, "total_steps": 10}
+    ]
+    assert "tokens_per_second" not in metrics.summarize(records, train_seconds=7.0)
+    assert metrics.summarize(records, train_seconds=7.0)["train_seconds"] == 7.0
+
+
+def test_metrics_errors_name_the_file_and_line(tmp_path):
+    with pytest.raises(metrics.MetricsFileError, match="no metrics file"):
+        metrics.read_metrics(tmp_path)
+    bad = tmp_path / "training_metrics.jsonl"
+    bad.write_text('{"step": 1, "loss": 1.0}\nnot json\n{"step": 2, "loss": 1.0}\n')
+    with pytest.raises(metrics.MetricsFileError, match=r"training_metrics.jsonl:2: not valid JSON"):
+        metrics.read_metrics(bad)
+    empty = _write_lines(tmp_path / "x" / "metrics.jsonl", [{"note": "no steps"}])
+    with pytest.raises(metrics.MetricsFileError, match="holds no step records"):
+        metrics.read_metrics(empty)
+
+
+def test_local_records_round_trip(tmp_path):
+    path = tmp_path / metrics.LOCAL_METRICS_FILE
+    record = {
+        "step": 1,
+        "epoch": 0.5,
+        "loss": 1.5,
+        "lr": 1e-3,
+        "tokens_per_second": 10.0,
+        "time": 0.1,
+        "total_steps": 2,
+    }
+    metrics.append_record(path, record)
+    assert metrics.read_metrics(tmp_path) == [record]
+
+
+# -- report ----------------------------------------------------------------------------------------------------------
+def test_report_embeds_png_params_and_trainjob(tmp_path):
+    records = [{"step": s, "loss": 3.0 / s, "lr": 1e-3} for s in range(1, 6)]
+    html = report.render_report(
+        records,
+        metrics.summarize(records, 1.0),
+        {"learning_rate": 1e-3, "lora_r": 8},
+        {"algorithm": "lora", "base_model": "<tiny>", "trainjob_name": "train-model-abc"},
+    )
+    image = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html).group(1)
+    assert base64.b64decode(image).startswith(b"\x89PNG")
+    assert "train-model-abc" in html and "lora_r" in html and "&lt;tiny&gt;" in html
+    target = tmp_path / "sub" / "report.html"
+    report.write_text_atomically(target, html)
+    assert target.read_text() == html and [p.name for p in target.parent.iterdir()] == ["report.html"]
+
+
+# -- entrypoint: training-hub mapping against the real signatures -----------------------------------------------------
+HYPERPARAMETERS = TrainingConfig(base_model="m").hyperparameters()
+TORCHRUN_ENV = {
+    "PET_NNODES": "2",
+    "PET_NPROC_PER_NODE": "8",
+    "PET_NODE_RANK": "1",
+    "PET_MASTER_ADDR": "job-0",
+    "PET_MASTER_PORT": "29400",
+}
+
+
+def _run_config(algorithm, eval_data=None, **overrides):
+    return {
+        "algorithm": algorithm,
+        "base_model": "org/model",
+        "data_path": "/ws/data/train.jsonl",
+        "eval_data_path": eval_data,
+        "ckpt_output_dir": "/ws/ckpt",
+        "hyperparameters": {**HYPERPARAMETERS, **overrides},
+    }
+
+
+def test_snapshot_came_from_the_real_wheels():
+    snapshot = json.loads(SNAPSHOT.read_text())
+    hub = snapshot["packages"]["training-hub"]
+    assert hub["version"].startswith("0.11.") and hub["wheel"] == f"training_hub-{hub['version']}-py3-none-any.whl"
+    for package in snapshot["packages"].values():
+        assert re.fullmatch(r"[0-9a-f]{64}", package["sha256"])
+    for name in ("sft", "osft", "lora_sft"):
+        parameters = snapshot["functions"][name]["parameters"]
+        assert parameters[:2] == ["model_path", "data_path"] and snapshot["functions"][name]["var_keyword"]
+    # OSFT's explicit signature is the paper's knobs; SFT sends seed through **kwargs (instructlab random_seed).
+    assert "unfreeze_rank_ratio" in snapshot["functions"]["osft"]["parameters"]
+    assert "seed" not in snapshot["functions"]["sft"]["parameters"]
+    assert "random_seed" in snapshot["functions"]["sft"]["kwargs_accepted"]
+
+
+@pytest.mark.parametrize(("algorithm", "function"), [("sft", "sft"), ("osft", "osft"), ("lora", "lora_sft")])
+@pytest.mark.parametrize("eval_data", [None, "/ws/data/eval.jsonl"])
+def test_every_keyword_exists_in_training_hub(algorithm, function, eval_data):
+    spec = json.loads(SNAPSHOT.read_text())["functions"][function]
+    accepted = set(spec["parameters"]) | set(spec["kwargs_accepted"])
+    name, kwargs = entrypoint.training_hub_call(_run_config(algorithm, eval_data), TORCHRUN_ENV)
+    assert name == function
+    assert set(kwargs) <= accepted, sorted(set(kwargs) - accepted)
+    assert kwargs["nnodes"] == 2 and kwargs["nproc_per_node"] == 8 and kwargs["node_rank"] == 1
+    assert kwargs["rdzv_endpoint"] == "job-0:29400"
+
+
+@pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
+def test_every_user_parameter_reaches_the_algorithm(algorithm):
+    changed = {
+        "num_epochs": 3,
+        "effective_batch_size": 7,
+        "learning_rate": 3e-4,
+        "max_seq_len": 1000,
+        "max_tokens_per_gpu": 5000,
+        "warmup_steps": 9,
+        "seed": 1234,
+    }
+    per_algorithm = {
+        "sft": {"use_liger": True, "checkpoint_at_epoch": True, "fsdp_sharding_strategy": "HYBRID_SHARD"},
+        "osft": {
+            "unfreeze_rank_ratio": 0.4,
+            "use_liger": True,
+            "lr_scheduler": "linear",
+            "checkpoint_at_epoch": True,
+            "save_final_checkpoint": False,
+            "max_steps": 11,
+        },
+        "lora": {
+            "lora_r": 4,
+            "lora_alpha": 8,
+            "lora_dropout": 0.2,
+            "lr_scheduler": "linear",
+            "save_final_checkpoint": False,
+        },
+    }[algorithm]
+    _, kwargs = entrypoint.training_hub_call(_run_config(algorithm, **changed, **per_algorithm), {})
+    flat = json.dumps(kwargs, sort_keys=True)
+    for name, value in {**changed, **per_algorithm}.items():
+        assert json.dumps(value) in flat, (name, value, kwargs)
+    seed_key = {"sft": "random_seed", "osft": "seed", "lora": "seed"}[algorithm]
+    assert kwargs[seed_key] == 1234
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "setting", "message"),
+    [
+        ("sft", {"lr_scheduler": "linear"}, "lr_scheduler='linear' is not supported by training-hub sft"),
+        ("sft", {"max_steps": 5}, "max_steps=5 is not supported"),
+        ("lora", {"use_liger": True}, "use_liger=True is not supported by training-hub lora"),
+        ("osft", {"fsdp_sharding_strategy": "NO_SHARD"}, "mini-trainer always shards fully"),
+        ("osft", {"save_final_checkpoint": False}, "needs checkpoint_at_epoch=True"),
+    ],
+)
+def test_settings_training_hub_would_ignore_are_refused(algorithm, setting, message):
+    with pytest.raises(entrypoint.EntrypointError, match=re.escape(message)):
+        entrypoint.training_hub_call(_run_config(algorithm, **setting), {})
+
+
+def test_entrypoint_is_stdlib_only():
+    """The file runs in the training image, which has none of this project's packages."""
+    import ast
+
+    tree = ast.parse(Path(entrypoint.__file__).read_text())
+    top_level = {
+        alias.name.split(".")[0]
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
+    }
+    import sys
+
+    assert top_level <= set(sys.stdlib_module_names) | {"__future__"}, top_level
+
+
+# -- entrypoint: data and model sources ------------------------------------------------------------------------------
+def test_chat_rows_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [{"role": "user"}]}\n')
+    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2: every message needs 'role' and 'content'"):
+        entrypoint.load_chat_rows(path)
+    path.write_text('{"text": "x"}\n')
+    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:1: each row needs a non-empty 'messages'"):
+        entrypoint.load_chat_rows(path)
+
+
+def test_find_data_file(tmp_path):
+    (tmp_path / "a.jsonl").write_text("{}\n")
+    assert entrypoint.find_data_file(tmp_path) == tmp_path / "a.jsonl"
+    (tmp_path / "b.jsonl").write_text("{}\n")
+    with pytest.raises(entrypoint.EntrypointError, match="expected a .jsonl file"):
+        entrypoint.find_data_file(tmp_path)
+    (tmp_path / "train.jsonl").write_text("{}\n")
+    assert entrypoint.find_data_file(tmp_path) == tmp_path / "train.jsonl"
+
+
+def test_model_sources(tmp_path):
+    (tmp_path / "claim-root" / "models" / "m").mkdir(parents=True)
+    mounts = {"models-pvc": str(tmp_path / "claim-root")}
+    resolved = entrypoint.resolve_model_source("pvc://models-pvc/models/m", tmp_path / "cache", mounts, {})
+    assert resolved == str(tmp_path / "claim-root" / "models" / "m")
+    with pytest.raises(entrypoint.EntrypointError, match="PVC 'other' is not mounted"):
+        entrypoint.resolve_model_source("pvc://other/m", tmp_path, mounts, {})
+    with pytest.raises(entrypoint.EntrypointError, match="scheme oci:// is not supported"):
+        entrypoint.resolve_model_source("oci://quay.io/x/y:1", tmp_path, mounts, {})
+    with pytest.raises(entrypoint.EntrypointError, match="does not exist"):
+        entrypoint.resolve_model_source(str(tmp_path / "missing"), tmp_path, mounts, {})
+
+
+def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_dir):
+    import os
+
+    client, bucket = s3_data_connection
+    for file in tiny_model_dir.iterdir():
+        client.upload_file(str(file), bucket, f"models/tiny/{file.name}")
+    resolved = Path(entrypoint.resolve_model_source(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)))
+    assert sorted(p.name for p in resolved.iterdir()) == sorted(p.name for p in tiny_model_dir.iterdir())
+    assert (resolved / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
+    client.delete_object(Bucket=bucket, Key="models/tiny/config.json")
+    assert entrypoint.resolve_model_source(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)) == str(
+        resolved
+    )
+    with pytest.raises(entrypoint.EntrypointError, match="no objects under that S3 prefix"):
+        entrypoint.resolve_model_source(f"s3://{bucket}/models/none", tmp_path, {}, dict(os.environ))

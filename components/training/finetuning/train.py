@@ -1,0 +1,371 @@
+"""Orchestration of ``train_model`` for both backends: validate, train (in-process or as a TrainJob), publish outputs.
+
+Everything is checked before anything trains or is submitted (:func:`validate_params`). Then:
+
+* ``backend="local"``: :func:`.local_backend.train_locally` in this process;
+* ``backend="trainjob"``: the run directory on the workspace PVC receives ``entrypoint.py``, ``run_config.json`` and
+  the dataset; a Kubeflow Trainer ``TrainJob`` (built by :mod:`.trainjob`, run by :mod:`.kube`) runs the entrypoint,
+  which calls Training Hub. The final checkpoint and metrics are read back from the PVC.
+
+Finally the model is copied into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata naming the real
+checkpoint location, and ``Metrics`` and the HTML report are written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from components.training.finetuning import entrypoint, local_backend
+from components.training.finetuning import metrics as metrics_module
+from components.training.finetuning.config import BACKENDS, TrainingConfig, TrainingConfigError
+from components.training.finetuning.report import render_report, write_text_atomically
+
+CLEANUP_POLICIES = ("delete", "keep", "suspend")
+RUN_CONFIG_FILE = "run_config.json"
+#: Secret keys turned into environment variables of the training pods (never literal values).
+HF_TOKEN_KEY = "HF_TOKEN"
+S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
+_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclasses.dataclass
+class TrainOutcome:
+    """What a ``train_model`` run produced.
+
+    Attributes:
+        model_dir: The model copied into the ``Model`` artifact.
+        checkpoint_path: Where the final checkpoint really lives (on the workspace PVC when there is one).
+        summary: The KFP metrics written.
+        records: The per-step records.
+        model_metadata: The metadata set on the ``Model`` artifact.
+        trainjob_name: The TrainJob's name (``""`` for the local backend).
+    """
+
+    model_dir: Path
+    checkpoint_path: str
+    summary: dict[str, float]
+    records: list[dict[str, Any]]
+    model_metadata: dict[str, Any]
+    trainjob_name: str = ""
+
+
+def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingConfig:
+    """Checks every parameter of ``train_model`` before anything is trained or submitted.
+
+    Args:
+        params: The component's parameters by name.
+        has_eval_data: Whether an eval dataset is present.
+
+    Returns:
+        The validated training configuration.
+
+    Raises:
+        TrainingConfigError: The first broken rule, naming the parameter and value.
+    """
+    config = TrainingConfig.from_params(**params)
+    backend = params.get("backend", "trainjob")
+    if backend not in BACKENDS:
+        raise TrainingConfigError(f"train_model parameter backend={backend!r}: must be one of {', '.join(BACKENDS)}")
+    if params.get("cleanup_policy", "delete") not in CLEANUP_POLICIES:
+        raise TrainingConfigError(
+            f"train_model parameter cleanup_policy={params['cleanup_policy']!r}: must be one of "
+            f"{', '.join(CLEANUP_POLICIES)}"
+        )
+    for name in ("start_timeout_seconds", "timeout_seconds"):
+        if params.get(name, 0) < 0:
+            raise TrainingConfigError(f"train_model parameter {name}={params[name]!r}: must be >= 0")
+    if backend == "trainjob":
+        problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
+        if problems:
+            raise TrainingConfigError("train_model (backend=trainjob): " + "; ".join(problems))
+    return config
+
+
+def dataset_facts(artifact: Any) -> dict[str, str]:
+    """Source URI and SHA-256 of a dataset artifact: from its metadata, else the artifact URI and the file's hash."""
+    metadata = dict(getattr(artifact, "metadata", None) or {})
+    data_file = entrypoint.find_data_file(Path(artifact.path))
+    sha256 = metadata.get("dataset_sha256") or metadata.get("sha256")
+    if not sha256:
+        sha256 = hashlib.sha256(data_file.read_bytes()).hexdigest()
+    uri = metadata.get("dataset_uri") or metadata.get("source_uri") or metadata.get("source") or artifact.uri
+    return {"dataset_uri": str(uri), "dataset_sha256": str(sha256)}
+
+
+def _eval_file(eval_dataset: Any) -> Path | None:
+    """The eval JSONL, or ``None`` when there is no eval dataset or it is empty (e.g. ``train_split_ratio=1.0``)."""
+    if eval_dataset is None or not getattr(eval_dataset, "path", None) or not Path(eval_dataset.path).exists():
+        return None
+    data_file = entrypoint.find_data_file(Path(eval_dataset.path))
+    return data_file if data_file.read_text(encoding="utf-8").strip() else None
+
+
+def pvc_mounts(task_config: Any) -> dict[str, str]:
+    """Mount path by PVC claim name, from the task's volume passthrough (for ``pvc://`` model URIs)."""
+    volumes = list(getattr(task_config, "volumes", None) or [])
+    mounts = list(getattr(task_config, "volume_mounts", None) or [])
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v}
+    return {claims[m["name"]]: m["mountPath"] for m in mounts if m.get("name") in claims}
+
+
+def _run_key(run_id: str, task_name: str) -> str:
+    digest = hashlib.sha256(f"{run_id}/{task_name}".encode()).hexdigest()[:10]
+    return f"{re.sub(r'[^a-z0-9]+', '-', task_name.lower()).strip('-') or 'train'}-{digest}"
+
+
+def _unresolved(value: str) -> bool:
+    return not value or value.startswith("{{$")
+
+
+def run_train_model(
+    train_dataset: Any,
+    model: Any,
+    metrics: Any,
+    report: Any,
+    task_config: Any = None,
+    eval_dataset: Any = None,
+    api_client: Any = None,
+    log: Any = print,
+    **params: Any,
+) -> TrainOutcome:
+    """The whole ``train_model`` component: validate, train with the chosen backend, write the three outputs.
+
+    Args:
+        train_dataset: ``Input[Dataset]`` (a chat JSONL file, or a directory holding one).
+        model: ``Output[Model]``: receives the trained model; metadata names checkpoint, base model, algorithm,
+            hyper-parameters, dataset, TrainJob and backend.
+        metrics: ``Output[Metrics]``: final_loss, min_loss, steps, train_seconds, tokens_per_second (+ eval_loss).
+        report: ``Output[HTML]``: loss curve, hyper-parameters, TrainJob name.
+        task_config: The task's ``dsl.TaskConfig`` passthrough (volumes, tolerations, env, ...).
+        eval_dataset: Optional ``Input[Dataset]``.
+        api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); trainjob backend only.
+        log: Progress sink.
+        **params: The remaining ``train_model`` parameters by name.
+
+    Returns:
+        The run's outcome.
+    """
+    eval_file = _eval_file(eval_dataset)
+    config = validate_params(params, eval_file is not None)
+    data_file = entrypoint.find_data_file(Path(train_dataset.path))
+    entrypoint.load_chat_rows(data_file)  # fail on bad rows here, before training or submitting
+    facts = dataset_facts(train_dataset)
+    run_id = params.get("run_id", "")
+    run_id = os.environ.get("HOSTNAME", "local") if _unresolved(run_id) else run_id
+    task_name = params.get("task_name", "")
+    task_name = "train-model" if _unresolved(task_name) else task_name
+    temporary = None if params.get("workspace_path") else tempfile.mkdtemp(prefix="train-model-")
+    run_dir = Path(params.get("workspace_path") or temporary) / "train_model" / _run_key(run_id, task_name)
+    if not config.resume:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    try:
+        if params.get("backend", "trainjob") == "local":
+            final_dir, records, train_seconds, extra = _train_local(config, data_file, eval_file, run_dir, task_config)
+            name = ""
+        else:
+            name, final_dir, records, extra = _train_trainjob(
+                config, data_file, eval_file, run_dir, task_config, run_id, task_name, params, api_client, log
+            )
+            train_seconds = time.perf_counter() - started
+        return publish_outputs(
+            config, final_dir, records, train_seconds, model, metrics, report, facts, name, params, extra, temporary
+        )
+    finally:
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _train_local(config: TrainingConfig, data_file: Path, eval_file: Path | None, run_dir: Path, task_config: Any):
+    source = entrypoint.resolve_model_source(
+        config.base_model, run_dir / "model_cache", pvc_mounts(task_config), os.environ
+    )
+    result = local_backend.train_locally(
+        config, data_file, run_dir / "output", model_source=source, eval_data=eval_file
+    )
+    extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or "")}
+    if result.eval_loss is not None:
+        extra["eval_loss"] = result.eval_loss
+    if result.adapter_dir is not None:
+        extra["adapter_path"] = str(result.adapter_dir)
+    return result.final_model_dir, result.records, result.train_seconds, extra
+
+
+def find_final_checkpoint(ckpt_dir: Path) -> Path:
+    """The final Hugging Face checkpoint Training Hub left in ``ckpt_dir``.
+
+    The newest ``hf_format/samples_<N>`` (SFT and OSFT), else ``ckpt_dir`` itself when it holds a model or adapter
+    (LoRA saves there).
+
+    Raises:
+        FileNotFoundError: No checkpoint.
+    """
+    candidates = [p for p in (ckpt_dir / "hf_format").glob("*") if (p / "config.json").is_file()]
+    if candidates:
+        return max(candidates, key=lambda p: (float(re.sub(r"[^0-9.]", "", p.name) or 0), p.stat().st_mtime))
+    if (ckpt_dir / "config.json").is_file() or (ckpt_dir / "adapter_config.json").is_file():
+        return ckpt_dir
+    raise FileNotFoundError(f"no final checkpoint (hf_format/* or a model) under {ckpt_dir}")
+
+
+def write_run_config(
+    config: TrainingConfig, run_dir: Path, data_file: Path, eval_file: Path | None, task_config: Any
+) -> Path:
+    """Stages the entrypoint, the data and ``run_config.json`` in the run directory for the TrainJob pods.
+
+    Returns:
+        The config file.
+    """
+    shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
+    data_dir = run_dir / "data"
+    data_dir.mkdir(exist_ok=True)
+    shutil.copyfile(data_file, data_dir / "train.jsonl")
+    if eval_file is not None:
+        shutil.copyfile(eval_file, data_dir / "eval.jsonl")
+    run_config = {
+        "algorithm": config.algorithm,
+        "base_model": config.base_model,
+        "data_path": str(data_dir / "train.jsonl"),
+        "eval_data_path": str(data_dir / "eval.jsonl") if eval_file is not None else None,
+        "ckpt_output_dir": str(run_dir / "checkpoints"),
+        "model_cache_dir": str(run_dir.parent / "model_cache"),
+        "pvc_mounts": pvc_mounts(task_config),
+        "hyperparameters": config.hyperparameters(),
+    }
+    path = run_dir / RUN_CONFIG_FILE
+    write_text_atomically(path, json.dumps(run_config, indent=1, sort_keys=True))
+    return path
+
+
+def _check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
+    mounts = [m.get("mountPath", "") for m in (getattr(task_config, "volume_mounts", None) or [])]
+    if not any(run_dir.is_relative_to(path) for path in mounts if path):
+        raise TrainingConfigError(
+            f"train_model (backend=trainjob): the run directory {run_dir} is on no volume passed to the TrainJob "
+            f"(task_config.volume_mounts: {mounts}); run it in a pipeline with a workspace and the "
+            "KUBERNETES_VOLUMES passthrough, and pass workspace_path=dsl.WORKSPACE_PATH_PLACEHOLDER"
+        )
+
+
+def _namespace(params: Mapping[str, Any]) -> str:
+    if params.get("namespace"):
+        return params["namespace"]
+    if _SERVICE_ACCOUNT_NAMESPACE.is_file():
+        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    raise TrainingConfigError("train_model parameter namespace='': not running in a cluster, so name the namespace")
+
+
+def build_trainjob_manifest(
+    config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The TrainJob manifest running the staged entrypoint (secrets referenced, never copied)."""
+    from components.training.finetuning import trainjob
+
+    secret_env = []
+    if params.get("hf_token_secret_name"):
+        secret_env.append(trainjob.SecretEnvVar(HF_TOKEN_KEY, params["hf_token_secret_name"], HF_TOKEN_KEY, True))
+    if params.get("s3_secret_name"):
+        secret_env += [trainjob.SecretEnvVar(k, params["s3_secret_name"], k, True) for k in S3_SECRET_KEYS]
+    spec = trainjob.spec_from_task_config(
+        task_config,
+        run_id=run_id,
+        task_name=task_name,
+        namespace=_namespace(params),
+        command=["python", str(config_path.parent / "entrypoint.py")],
+        args=["--config", str(config_path)],
+        image=params.get("training_image", ""),
+        runtime_name=params.get("runtime_name", "training-hub"),
+        runtime_kind=params.get("runtime_kind", "ClusterTrainingRuntime"),
+        num_nodes=params.get("num_nodes", 1),
+        gpus_per_node=params.get("gpus_per_node", 1),
+        gpu_resource_name=params.get("gpu_resource_name", "nvidia.com/gpu"),
+        cpu_per_node=params.get("cpu_per_node", ""),
+        memory_per_node=params.get("memory_per_node", ""),
+        env={"PYTHONUNBUFFERED": "1"},
+        secret_env=tuple(secret_env),
+        tolerations=list(params.get("tolerations") or []),
+        node_selector=dict(params.get("node_selector") or {}),
+        pod_labels=dict(params.get("pod_labels") or {}),
+        pod_annotations=dict(params.get("pod_annotations") or {}),
+        active_deadline_seconds=params.get("timeout_seconds", 0),
+    )
+    return trainjob.build_trainjob(spec)
+
+
+def _train_trainjob(config, data_file, eval_file, run_dir, task_config, run_id, task_name, params, api_client, log):
+    from components.training.finetuning import kube
+
+    _check_workspace_reaches_pods(task_config, run_dir)
+    config_path = write_run_config(config, run_dir, data_file, eval_file, task_config)
+    entrypoint.training_hub_call(json.loads(config_path.read_text()), {})  # the mapping fails here, not in the pod
+    manifest = build_trainjob_manifest(config_path, task_config, run_id, task_name, params)
+    name = manifest["metadata"]["name"]
+    log(f"submitting TrainJob {manifest['metadata']['namespace']}/{name}")
+    kube.run_trainjob(
+        api_client or kube.load_api_client(),
+        manifest,
+        start_timeout_seconds=params.get("start_timeout_seconds", 1800),
+        timeout_seconds=params.get("timeout_seconds", 0),
+        cleanup_policy=params.get("cleanup_policy", "delete"),
+        delete_on_success=params.get("delete_on_success", False),
+        metrics_file=str(run_dir / "checkpoints"),
+    )
+    ckpt_dir = run_dir / "checkpoints"
+    return name, find_final_checkpoint(ckpt_dir), metrics_module.read_metrics(ckpt_dir), {}
+
+
+def publish_outputs(
+    config: TrainingConfig,
+    final_dir: Path,
+    records: list[dict[str, Any]],
+    train_seconds: float,
+    model: Any,
+    metrics: Any,
+    report: Any,
+    facts: dict[str, str],
+    trainjob_name: str,
+    params: Mapping[str, Any],
+    extra: dict[str, Any],
+    temporary_workspace: str | None,
+) -> TrainOutcome:
+    """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
+    model_dir = local_backend.replace_dir(
+        Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)
+    )
+    checkpoint_path = str(model.uri if temporary_workspace else final_dir)
+    backend = params.get("backend", "trainjob")
+    metadata = {
+        "checkpoint_path": checkpoint_path,
+        "base_model": config.base_model,
+        "algorithm": config.algorithm,
+        "hyperparameters": config.hyperparameters(),
+        **facts,
+        "trainjob_name": trainjob_name,
+        "backend": backend,
+        "model_format": "huggingface",
+        "lora_weights": "merged" if config.algorithm == "lora" and backend == "local" else "",
+    }
+    if config.algorithm == "lora" and backend == "trainjob":
+        metadata["lora_weights"] = "adapter" if (final_dir / "adapter_config.json").is_file() else "merged"
+    metadata.update({key: value for key, value in extra.items() if key != "eval_loss"})
+    model.metadata.update(metadata)
+    summary = metrics_module.summarize(records, train_seconds)
+    if "eval_loss" in extra:
+        summary["eval_loss"] = float(extra["eval_loss"])
+    for name, value in summary.items():
+        metrics.log_metric(name, value)
+    facts_shown = {key: metadata[key] for key in ("base_model", "algorithm", "backend", "checkpoint_path")}
+    facts_shown.update(trainjob_name=trainjob_name or "(local backend: no TrainJob)", **facts)
+    write_text_atomically(Path(report.path), render_report(records, summary, config.hyperparameters(), facts_shown))
+    return TrainOutcome(model_dir, checkpoint_path, summary, records, metadata, trainjob_name)
