@@ -667,7 +667,7 @@ def start_registry_stub(tls_dir: Path | None = None) -> RegistryStub:
         stub.scheme = "https"
         stub.ca_bundle = cert_path  # type: ignore[attr-defined]
     stub.server = server
-    threading.Thread(target=server.serve_forever, name="registry-stub", daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), name="registry-stub", daemon=True).start()
     return stub
 
 
