@@ -1,0 +1,75 @@
+"""The ``lm_eval`` KFP component: a thin typed wrapper of :func:`~.evaluate.run_lm_eval`."""
+
+from kfp import dsl
+
+from components._common.runtime import runtime_component
+
+#: Pinned runtime packages on the base image (lm-eval with its Hugging Face backend).
+PACKAGES = [
+    "lm-eval[hf]==0.4.13",
+    "transformers==5.23.0",
+    "torch==2.13.0",
+    "peft==0.21.2",
+    "accelerate==1.15.0",
+    "datasets==5.2.0",
+    "sacrebleu==2.6.0",
+]
+
+
+@runtime_component(__file__, packages=PACKAGES)
+def lm_eval(
+    model: dsl.Input[dsl.Model],
+    metrics: dsl.Output[dsl.Metrics],
+    results: dsl.Output[dsl.Artifact],
+    report: dsl.Output[dsl.HTML],
+    task_names: list = [],
+    eval_dataset: dsl.Input[dsl.Dataset] = None,
+    baseline_results: dsl.Input[dsl.Artifact] = None,
+    model_source: str = "",
+    batch_size: str = "auto",
+    limit: int = -1,
+    num_fewshot: int = -1,
+    gen_kwargs: dict = {},
+    model_args: dict = {},
+    apply_chat_template: bool = True,
+    backend: str = "hf",
+    seed: int = 42,
+    log_samples: bool = False,
+    max_samples: int = 200,
+    max_new_tokens: int = 64,
+    custom_tasks: dsl.Input[dsl.Artifact] = None,
+    device: str = "",
+    bootstrap_iters: int = 100000,
+    allow_empty_eval_dataset: bool = False,
+) -> None:
+    """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
+    from components.evaluation.lm_eval.evaluate import run_lm_eval
+
+    outcome = run_lm_eval(
+        model_path=model.path if model else "",
+        model_metadata=dict(model.metadata) if model else {},
+        results_path=results.path,
+        report_path=report.path,
+        task_names=task_names,
+        eval_dataset_path=eval_dataset.path if eval_dataset else "",
+        baseline_results_path=baseline_results.path if baseline_results else "",
+        model_source=model_source,
+        batch_size=batch_size,
+        limit=limit,
+        num_fewshot=num_fewshot,
+        gen_kwargs=gen_kwargs,
+        model_args=model_args,
+        apply_chat_template=apply_chat_template,
+        backend=backend,
+        seed=seed,
+        log_samples=log_samples,
+        max_samples=max_samples,
+        max_new_tokens=max_new_tokens,
+        custom_tasks_path=custom_tasks.path if custom_tasks else "",
+        device=device,
+        bootstrap_iters=bootstrap_iters,
+        allow_empty_eval_dataset=allow_empty_eval_dataset,
+    )
+    for name, value in outcome.metrics.items():
+        metrics.log_metric(name, value)
+    results.metadata.update(outcome.results_metadata)

@@ -1,0 +1,377 @@
+"""The held-out split as lm-eval tasks, and the staging of user-supplied task directories.
+
+A chat JSONL (rows ``{"messages": [...]}``, the last turn from the assistant) becomes two lm-eval YAML tasks written to
+a directory that ``lm_eval.tasks.TaskManager(include_path=...)`` indexes:
+
+* :data:`HELDOUT_GENERATION_TASK` (``generate_until``): the model answers the conversation; the answer is scored
+  against the reference assistant turn with ``exact_match`` (surrounding whitespace ignored) and ``chrf``.
+* :data:`HELDOUT_PERPLEXITY_TASK` (``loglikelihood``): the log-likelihood of the reference assistant turn given the
+  prompt, reported per token as ``token_loss`` (mean negative log-likelihood in nats) and ``token_perplexity``.
+
+With the chat template, the system turn becomes lm-eval's per-document ``description`` (rendered as the system
+message) and the final user turn the user message, so lm-eval renders exactly the model's own chat format. Earlier
+turns of a multi-turn conversation are folded into that user message as ``Role: text`` paragraphs. Without the chat
+template the prompt is plain text: ``System: ...``/``User: ...`` paragraphs followed by ``Assistant:``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+#: Task scoring generations of the held-out split against the reference assistant turns.
+HELDOUT_GENERATION_TASK = "heldout_generation"
+#: Task scoring the per-token log-likelihood of the reference assistant turns.
+HELDOUT_PERPLEXITY_TASK = "heldout_perplexity"
+#: Both held-out tasks, in the order they are reported.
+HELDOUT_TASKS = (HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK)
+#: Placeholder in user task YAMLs replaced by the absolute path of the staged task directory.
+TASK_DIR_PLACEHOLDER = "${TASK_DIR}"
+
+_DOCS_FILE = "heldout_docs.jsonl"
+_THIS_MODULE = "components.evaluation.lm_eval.custom_task"
+_PROMPT_ROLES = {"system", "user", "assistant", "tool"}
+
+
+class _FunctionRef(str):
+    """A dotted function name that lm-eval's YAML loader resolves (written as a ``!function`` tag)."""
+
+
+class EvalDatasetError(ValueError):
+    """The held-out chat dataset is missing, malformed or empty."""
+
+
+@dataclass(frozen=True)
+class HeldoutDoc:
+    """One held-out conversation, split into prompt parts and the reference answer.
+
+    Attributes:
+        system: Content of the leading system turn ("" when there is none).
+        prompt: The final user turn, preceded by any earlier turns as ``Role: text`` paragraphs.
+        plain_prompt: The whole prompt as plain text for runs without the chat template, ending in ``Assistant:``.
+        reference: Content of the final assistant turn.
+        reference_tokens: Number of tokens of ``reference`` (tokenized on its own) for per-token scores.
+        source_line: 1-based line of the row in the dataset file.
+    """
+
+    system: str
+    prompt: str
+    plain_prompt: str
+    reference: str
+    reference_tokens: int
+    source_line: int
+
+
+def find_dataset_file(path: Path) -> Path:
+    """Returns the JSONL file of a dataset artifact: the path itself, or the one ``.jsonl`` file in a directory.
+
+    Args:
+        path: ``eval_dataset.path``: a JSONL file or a directory holding exactly one ``*.jsonl`` file.
+
+    Returns:
+        The JSONL file.
+
+    Raises:
+        EvalDatasetError: The path does not exist, or a directory holds no or several JSONL files.
+    """
+    path = Path(path)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        candidates = sorted(path.glob("*.jsonl"))
+        if len(candidates) == 1:
+            return candidates[0]
+        raise EvalDatasetError(
+            f"eval_dataset: directory {path} must hold exactly one *.jsonl file, found {len(candidates)}: "
+            f"{[c.name for c in candidates]}"
+        )
+    raise EvalDatasetError(f"eval_dataset: {path} does not exist")
+
+
+def _row_error(path: Path, line: int, rule: str, excerpt: str) -> EvalDatasetError:
+    """Builds the error for a bad row, naming the rule, the file and line, and a short excerpt."""
+    short = excerpt if len(excerpt) <= 120 else excerpt[:117] + "..."
+    return EvalDatasetError(f"eval_dataset {path}:{line}: {rule} (row: {short!r})")
+
+
+def _messages_of_row(path: Path, line: int, text: str) -> list[dict]:
+    """Parses one JSONL line and checks it is a chat conversation that ends with an assistant turn."""
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise _row_error(path, line, f"not valid JSON ({error.msg})", text) from None
+    messages = row.get("messages") if isinstance(row, dict) else None
+    if not isinstance(messages, list) or len(messages) < 2:
+        raise _row_error(path, line, "'messages' must be a list of at least 2 turns", text)
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in _PROMPT_ROLES:
+            raise _row_error(path, line, f"every turn needs a 'role' in {sorted(_PROMPT_ROLES)}", text)
+        if not isinstance(message.get("content"), str) or not message["content"].strip():
+            raise _row_error(path, line, "every turn needs a non-empty string 'content'", text)
+    if messages[-1]["role"] != "assistant":
+        raise _row_error(path, line, "the last turn must be the assistant's reference answer", text)
+    if all(m["role"] == "system" for m in messages[:-1]):
+        raise _row_error(path, line, "a user turn must come before the reference answer", text)
+    return messages
+
+
+def read_conversations(path: Path, max_samples: int = -1) -> Iterator[tuple[int, list[dict]]]:
+    """Yields ``(line, messages)`` for the first ``max_samples`` conversations of a chat JSONL file.
+
+    Args:
+        path: The JSONL file (rows ``{"messages": [...]}``); blank lines are skipped.
+        max_samples: Most conversations to read; -1 reads all.
+
+    Yields:
+        The 1-based line number and the validated ``messages`` list.
+
+    Raises:
+        EvalDatasetError: A row is not a chat conversation ending with an assistant turn.
+    """
+    read = 0
+    with Path(path).open(encoding="utf-8") as handle:
+        for line, text in enumerate(handle, start=1):
+            if max_samples != -1 and read >= max_samples:
+                return
+            if not text.strip():
+                continue
+            yield line, _messages_of_row(Path(path), line, text)
+            read += 1
+
+
+def _labelled(messages: Sequence[dict]) -> list[str]:
+    """Renders turns as ``Role: content`` paragraphs."""
+    return [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
+
+
+def build_doc(messages: Sequence[dict], count_tokens: Callable[[str], int], source_line: int) -> HeldoutDoc:
+    """Splits a conversation into the prompt parts and the reference answer.
+
+    Args:
+        messages: A validated conversation whose last turn is the assistant's.
+        count_tokens: Counts the tokens of a text with the evaluated model's tokenizer.
+        source_line: 1-based line of the row, kept for error messages and samples.
+
+    Returns:
+        The :class:`HeldoutDoc`.
+    """
+    *prompt_turns, answer = messages
+    system = prompt_turns[0]["content"] if prompt_turns[0]["role"] == "system" else ""
+    dialogue = prompt_turns[1:] if system else prompt_turns
+    if len(dialogue) == 1 and dialogue[0]["role"] == "user":
+        prompt = dialogue[0]["content"]
+    else:
+        prompt = "\n\n".join(_labelled(dialogue))
+    plain_prompt = "\n\n".join([*_labelled(prompt_turns), "Assistant:"])
+    return HeldoutDoc(
+        system=system,
+        prompt=prompt,
+        plain_prompt=plain_prompt,
+        reference=answer["content"],
+        reference_tokens=max(1, count_tokens(answer["content"])),
+        source_line=source_line,
+    )
+
+
+def perplexity_process_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict[str, tuple[float, int]]:
+    """lm-eval ``process_results`` of :data:`HELDOUT_PERPLEXITY_TASK`: pairs the log-likelihood with the token count.
+
+    Args:
+        doc: The held-out document (a :class:`HeldoutDoc` as a dict).
+        results: lm-eval's ``[(loglikelihood, is_greedy)]`` for the reference answer.
+
+    Returns:
+        ``{"token_loss": (loglikelihood, tokens), "token_perplexity": (loglikelihood, tokens)}``.
+    """
+    loglikelihood = float(results[0][0])
+    tokens = int(doc["reference_tokens"])
+    return {"token_loss": (loglikelihood, tokens), "token_perplexity": (loglikelihood, tokens)}
+
+
+def token_loss(items: Sequence[tuple[float, int]]) -> float:
+    """lm-eval aggregation: mean negative log-likelihood per reference token, in nats.
+
+    Args:
+        items: ``(loglikelihood, tokens)`` per document.
+
+    Returns:
+        ``-sum(loglikelihood) / sum(tokens)``.
+    """
+    return -sum(ll for ll, _ in items) / sum(tokens for _, tokens in items)
+
+
+def _generation_task(docs_file: Path, apply_chat_template: bool, max_new_tokens: int) -> dict:
+    """The lm-eval config of :data:`HELDOUT_GENERATION_TASK`."""
+    return {
+        "task": HELDOUT_GENERATION_TASK,
+        **_prompt_fields(docs_file, apply_chat_template),
+        "output_type": "generate_until",
+        "generation_kwargs": {
+            # With the chat template the model's end-of-turn token stops generation (lm-eval adds it).
+            "until": [] if apply_chat_template else ["\n\n"],
+            "max_gen_toks": max_new_tokens,
+            "do_sample": False,
+        },
+        "metric_list": [
+            {
+                "metric": "exact_match",
+                "aggregation": "mean",
+                "higher_is_better": True,
+                "regexes_to_ignore": [r"^\s+", r"\s+$"],
+            },
+            {"metric": "chrf", "aggregation": "chrf", "higher_is_better": True},
+        ],
+        "metadata": {"version": 1.0},
+    }
+
+
+def _perplexity_task(docs_file: Path, apply_chat_template: bool) -> dict:
+    """The lm-eval config of :data:`HELDOUT_PERPLEXITY_TASK` (its functions are resolved by lm-eval's loader)."""
+    return {
+        "task": HELDOUT_PERPLEXITY_TASK,
+        **_prompt_fields(docs_file, apply_chat_template),
+        "output_type": "loglikelihood",
+        "process_results": _FunctionRef(f"{_THIS_MODULE}.perplexity_process_results"),
+        "metric_list": [
+            {
+                "metric": "token_loss",
+                "aggregation": _FunctionRef(f"{_THIS_MODULE}.token_loss"),
+                "higher_is_better": False,
+            },
+            {"metric": "token_perplexity", "aggregation": "weighted_perplexity", "higher_is_better": False},
+        ],
+        "metadata": {"version": 1.0},
+    }
+
+
+def _prompt_fields(docs_file: Path, apply_chat_template: bool) -> dict:
+    """Dataset and prompt fields shared by both held-out tasks."""
+    fields = {
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(docs_file)}},
+        "test_split": "test",
+        "doc_to_target": "reference",
+    }
+    if apply_chat_template:
+        return {**fields, "description": "system", "doc_to_text": "prompt", "target_delimiter": ""}
+    return {**fields, "doc_to_text": "plain_prompt", "target_delimiter": " "}
+
+
+def _to_yaml(config: dict) -> str:
+    """Serialises a task config as YAML, writing :class:`_FunctionRef` values as ``!function`` tags."""
+    import yaml
+
+    class TaskDumper(yaml.SafeDumper):
+        """A safe dumper that knows :class:`_FunctionRef`."""
+
+    TaskDumper.add_representer(_FunctionRef, lambda dumper, ref: dumper.represent_scalar("!function", str(ref)))
+    return yaml.dump(config, Dumper=TaskDumper, sort_keys=False, allow_unicode=True)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Writes a file atomically (temporary file in the same directory, then ``os.replace``)."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_heldout_tasks(
+    dataset_path: Path,
+    task_dir: Path,
+    count_tokens: Callable[[str], int],
+    apply_chat_template: bool,
+    max_samples: int,
+    max_new_tokens: int,
+) -> int:
+    """Writes the held-out documents and the two task YAMLs into ``task_dir``.
+
+    Args:
+        dataset_path: ``eval_dataset.path`` (a chat JSONL file, or a directory holding one).
+        task_dir: Directory to write into (created if needed); pass it to ``TaskManager(include_path=...)``.
+        count_tokens: Counts the tokens of a text with the evaluated model's tokenizer.
+        apply_chat_template: Whether the run renders prompts with the model's chat template.
+        max_samples: Most conversations to use (the first ones of the file); -1 uses all.
+        max_new_tokens: Most tokens generated per answer.
+
+    Returns:
+        The number of conversations written.
+
+    Raises:
+        EvalDatasetError: The dataset is missing, has a bad row, or holds no conversation.
+    """
+    source = find_dataset_file(dataset_path)
+    docs = [build_doc(messages, count_tokens, line) for line, messages in read_conversations(source, max_samples)]
+    if not docs:
+        raise EvalDatasetError(
+            f"eval_dataset {source}: no conversations (the file is empty); pass a held-out split with rows, "
+            "or set allow_empty_eval_dataset to skip the held-out tasks"
+        )
+    task_dir = Path(task_dir)
+    task_dir.mkdir(parents=True, exist_ok=True)
+    docs_file = task_dir / _DOCS_FILE
+    _write_text(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
+    tasks = {
+        HELDOUT_GENERATION_TASK: _generation_task(docs_file, apply_chat_template, max_new_tokens),
+        HELDOUT_PERPLEXITY_TASK: _perplexity_task(docs_file, apply_chat_template),
+    }
+    for name, config in tasks.items():
+        _write_text(task_dir / f"{name}.yaml", _to_yaml(config))
+    return len(docs)
+
+
+def is_empty_dataset(dataset_path: Path) -> bool:
+    """Whether a dataset artifact holds no conversation (a missing, empty or all-blank file).
+
+    Args:
+        dataset_path: ``eval_dataset.path``.
+
+    Returns:
+        True when there is nothing to evaluate.
+    """
+    try:
+        source = find_dataset_file(dataset_path)
+    except EvalDatasetError:
+        return False
+    with source.open(encoding="utf-8") as handle:
+        return not any(line.strip() for line in handle)
+
+
+def stage_custom_tasks(source: Path, target: Path) -> Path:
+    """Copies a directory of user lm-eval task YAMLs (and their data) for ``TaskManager(include_path=...)``.
+
+    Relative paths in a task YAML resolve against the working directory, not the YAML, so task files may write
+    :data:`TASK_DIR_PLACEHOLDER` (e.g. ``data_files: {test: ${TASK_DIR}/questions.jsonl}``); it is replaced by the
+    absolute path of the staged copy.
+
+    Args:
+        source: The ``custom_tasks`` artifact directory.
+        target: Where to copy it (must not exist).
+
+    Returns:
+        ``target``.
+
+    Raises:
+        ValueError: ``source`` is not a directory or holds no ``*.yaml``/``*.yml`` file.
+    """
+    source = Path(source)
+    if not source.is_dir():
+        raise ValueError(f"custom_tasks: {source} must be a directory of lm-eval task YAML files")
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+    yamls = sorted([*Path(target).rglob("*.yaml"), *Path(target).rglob("*.yml")])
+    if not yamls:
+        raise ValueError(f"custom_tasks: {source} holds no *.yaml task file")
+    for path in yamls:
+        text = path.read_text(encoding="utf-8")
+        if TASK_DIR_PLACEHOLDER in text:
+            path.write_text(text.replace(TASK_DIR_PLACEHOLDER, str(Path(target).resolve())), encoding="utf-8")
+    return Path(target)

@@ -1,0 +1,436 @@
+"""Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs.
+
+:func:`run_lm_eval` is what the component calls. Every parameter is checked before anything heavy is imported, so a
+bad value fails in a second with a message that names the parameter. Built-in benchmark tasks are indexed only when
+one is asked for (indexing lm-eval's ~15,000 task files takes ~15 s); custom and held-out tasks alone are loaded with
+``TaskManager(include_path=..., include_defaults=False)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.evaluation.lm_eval.custom_task import (
+    HELDOUT_TASKS,
+    is_empty_dataset,
+    stage_custom_tasks,
+    write_heldout_tasks,
+)
+from components.evaluation.lm_eval.model_spec import ModelSpec, resolve_model
+from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, metric_rows, render_report
+
+#: Aliases of the generation length that lm-eval ranks below ``max_gen_toks`` (a task's own value would win).
+_MAX_TOKEN_ALIASES = ("max_new_tokens", "max_tokens", "max_completion_tokens")
+_CLOSE_MATCHES = 5
+
+
+class UnknownTaskError(ValueError):
+    """A task name is neither a built-in lm-eval task nor a custom or held-out one."""
+
+
+class BenchmarkDataError(RuntimeError):
+    """A benchmark's dataset cannot be reached (offline cluster, not in the Hugging Face cache)."""
+
+
+@dataclass(frozen=True)
+class EvaluationOutcome:
+    """What the component publishes.
+
+    Attributes:
+        metrics: KFP metrics ``{"<task>/<metric>": value, "<task>/<metric>_stderr": stderr}``.
+        results_metadata: Metadata for the ``results`` artifact.
+        results: The lm-eval results as written to the ``results`` artifact.
+    """
+
+    metrics: dict[str, float]
+    results_metadata: dict[str, Any]
+    results: dict[str, Any] = field(repr=False)
+
+
+def _log(message: str) -> None:
+    """Prints a progress line (the KFP task log)."""
+    print(f"[lm_eval] {message}", flush=True)
+
+
+def parse_batch_size(batch_size: str) -> str | int:
+    """Checks ``batch_size``: ``auto``, ``auto:N`` (N re-detections) or a positive integer.
+
+    Args:
+        batch_size: The parameter value.
+
+    Returns:
+        The value for lm-eval (an int, or the ``auto`` string).
+
+    Raises:
+        ValueError: Any other value.
+    """
+    text = str(batch_size).strip()
+    if text == "auto" or (text.startswith("auto:") and text[5:].isdigit() and int(text[5:]) > 0):
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise ValueError(f"batch_size must be 'auto', 'auto:N' or a positive integer, got {batch_size!r}")
+
+
+def limit_arg(limit: int) -> int | None:
+    """Checks ``limit`` (documents per task): -1 = all, else a positive count.
+
+    Args:
+        limit: The parameter value.
+
+    Returns:
+        None for all documents, else the count.
+
+    Raises:
+        ValueError: 0 (would evaluate nothing) or another negative value.
+    """
+    if limit == -1:
+        return None
+    if limit == 0:
+        raise ValueError("limit must be -1 (all documents) or a positive count, got 0: it would evaluate nothing")
+    if limit < 0:
+        raise ValueError(f"limit must be -1 (all documents) or a positive count, got {limit}")
+    return int(limit)
+
+
+def num_fewshot_arg(num_fewshot: int) -> int | None:
+    """Checks ``num_fewshot``: -1 keeps each task's default, else 0 or more examples.
+
+    Raises:
+        ValueError: A negative value other than -1.
+    """
+    if num_fewshot == -1:
+        return None
+    if num_fewshot < 0:
+        raise ValueError(f"num_fewshot must be -1 (task default) or >= 0, got {num_fewshot}")
+    return int(num_fewshot)
+
+
+def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Makes the user's generation settings win over the tasks' own.
+
+    lm-eval merges ``gen_kwargs`` into each generative task's ``generation_kwargs`` but reads the length from
+    ``max_gen_toks`` first, so ``max_new_tokens`` (or ``max_tokens``) is renamed to ``max_gen_toks``; a positive
+    ``temperature`` without ``do_sample`` turns sampling on (tasks default to greedy decoding, which ignores it).
+
+    Args:
+        gen_kwargs: The ``gen_kwargs`` parameter.
+
+    Returns:
+        The kwargs for ``lm_eval.simple_evaluate``, or None when empty.
+
+    Raises:
+        ValueError: Not a dict, or a key is not a string.
+    """
+    if not isinstance(gen_kwargs, Mapping):
+        raise ValueError(f"gen_kwargs must be a dict, got {type(gen_kwargs).__name__}: {gen_kwargs!r}")
+    if not gen_kwargs:
+        return None
+    kwargs = dict(gen_kwargs)
+    for key in kwargs:
+        if not isinstance(key, str):
+            raise ValueError(f"gen_kwargs keys must be strings, got {key!r}")
+    for alias in _MAX_TOKEN_ALIASES:
+        if alias in kwargs and "max_gen_toks" not in kwargs:
+            kwargs["max_gen_toks"] = kwargs.pop(alias)
+    if "do_sample" not in kwargs and float(kwargs.get("temperature") or 0) > 0:
+        kwargs["do_sample"] = True
+    return kwargs
+
+
+def check_task_names(task_names: Sequence[str], heldout: bool) -> list[str]:
+    """Checks ``task_names`` and returns them without duplicates.
+
+    Args:
+        task_names: The ``task_names`` parameter.
+        heldout: Whether an ``eval_dataset`` provides the held-out tasks.
+
+    Returns:
+        The names in order, without duplicates.
+
+    Raises:
+        ValueError: Not a list of non-empty strings, or a held-out task is asked for without ``eval_dataset``.
+    """
+    if isinstance(task_names, str) or not isinstance(task_names, Sequence):
+        raise ValueError(f"task_names must be a list of lm-eval task names, got {task_names!r}")
+    names = []
+    for index, name in enumerate(task_names):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"task_names[{index}] must be a non-empty string, got {name!r}")
+        if name in HELDOUT_TASKS and not heldout:
+            raise ValueError(f"task_names[{index}] = {name!r} is built from eval_dataset, which was not given")
+        names.append(name.strip())
+    return list(dict.fromkeys(names))
+
+
+def unknown_task_message(unknown: Sequence[str], known: Sequence[str]) -> str:
+    """The error text for unknown task names, with the closest known names.
+
+    Args:
+        unknown: Names found in no task index.
+        known: All task, group and tag names of the index.
+
+    Returns:
+        One sentence per unknown name.
+    """
+    lines = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=_CLOSE_MATCHES, cutoff=0.6)
+        hint = f"close matches: {', '.join(close)}" if close else "no close match"
+        lines.append(f"task_names: unknown lm-eval task {name!r} ({hint})")
+    return "; ".join(lines)
+
+
+def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path]) -> Any:
+    """Builds the lm-eval ``TaskManager`` and checks every name against its index.
+
+    Only custom/held-out tasks: ``include_defaults=False`` (fast). Any other name: the built-in index too.
+
+    Args:
+        task_names: All tasks to run.
+        include_paths: Directories of custom and held-out task YAMLs.
+
+    Returns:
+        A ``lm_eval.tasks.TaskManager`` that knows every name.
+
+    Raises:
+        UnknownTaskError: A name is in no index (the message lists close matches).
+    """
+    from lm_eval.tasks import TaskManager
+
+    include = [str(p) for p in include_paths] or None
+    if include:
+        local = TaskManager(include_path=include, include_defaults=False)
+        if all(name in local.all_tasks for name in task_names):
+            return local
+    _log("indexing lm-eval's built-in tasks (about 15 s)")
+    manager = TaskManager(include_path=include, include_defaults=True)
+    known = set(manager.all_tasks)
+    unknown = [name for name in task_names if name not in known]
+    if unknown:
+        raise UnknownTaskError(unknown_task_message(unknown, manager.all_tasks))
+    return manager
+
+
+def resolve_device(device: str, backend: str) -> str | None:
+    """The device for lm-eval: the given one, else ``cuda`` when a GPU is visible, else ``cpu`` (None for vLLM)."""
+    if backend == "vllm":
+        return None
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def token_counter(spec: ModelSpec) -> Callable[[str], int]:
+    """Counts tokens with the evaluated model's tokenizer (for the held-out per-token scores)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        spec.tokenizer_source, trust_remote_code=bool(spec.model_args.get("trust_remote_code", False))
+    )
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _results_json(results: Mapping[str, Any]) -> str:
+    """Serialises lm-eval results the way lm-eval does (numpy scalars as numbers, anything else as text)."""
+    from lm_eval.utils import handle_non_serializable
+
+    return json.dumps(results, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n"
+
+
+def _evaluate(spec: ModelSpec, task_names: Sequence[str], manager: Any, options: Mapping[str, Any]) -> dict:
+    """Calls ``lm_eval.simple_evaluate``; an unreachable benchmark dataset becomes :class:`BenchmarkDataError`."""
+    import lm_eval
+
+    seed = options["seed"]
+    try:
+        results = lm_eval.simple_evaluate(
+            model=spec.lm_eval_model,
+            model_args=dict(spec.model_args),
+            tasks=list(task_names),
+            task_manager=manager,
+            num_fewshot=options["num_fewshot"],
+            batch_size=options["batch_size"],
+            device=options["device"],
+            limit=options["limit"],
+            bootstrap_iters=options["bootstrap_iters"],
+            log_samples=True,
+            apply_chat_template=options["apply_chat_template"],
+            gen_kwargs=options["gen_kwargs"],
+            random_seed=seed,
+            numpy_random_seed=seed,
+            torch_random_seed=seed,
+            fewshot_random_seed=seed,
+        )
+    except ConnectionError as error:
+        raise BenchmarkDataError(
+            f"{error}. A benchmark dataset could not be downloaded. On a disconnected cluster, pre-populate the "
+            "Hugging Face cache on a PVC, mount it and set HF_HOME (or HF_DATASETS_CACHE) to it with "
+            "HF_DATASETS_OFFLINE=1 (see the component README), or evaluate a custom task from local files"
+        ) from error
+    return dict(results)
+
+
+def run_lm_eval(
+    *,
+    model_path: str,
+    model_metadata: Mapping[str, Any],
+    results_path: str,
+    report_path: str,
+    task_names: Sequence[str] = (),
+    eval_dataset_path: str = "",
+    baseline_results_path: str = "",
+    model_source: str = "",
+    batch_size: str = "auto",
+    limit: int = -1,
+    num_fewshot: int = -1,
+    gen_kwargs: Mapping[str, Any] | None = None,
+    model_args: Mapping[str, Any] | None = None,
+    apply_chat_template: bool = True,
+    backend: str = "hf",
+    seed: int = 42,
+    log_samples: bool = False,
+    max_samples: int = 200,
+    max_new_tokens: int = 64,
+    custom_tasks_path: str = "",
+    device: str = "",
+    bootstrap_iters: int = 100000,
+    allow_empty_eval_dataset: bool = False,
+) -> EvaluationOutcome:
+    """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
+
+    Args:
+        model_path: ``model.path`` (full model or PEFT adapter directory).
+        model_metadata: ``model.metadata`` (``base_model`` locates an adapter's base).
+        results_path: Where to write the full lm-eval results JSON.
+        report_path: Where to write the HTML report.
+        task_names: lm-eval task, group or tag names (built-in or from ``custom_tasks_path``).
+        eval_dataset_path: Held-out chat JSONL ("" = none); adds the held-out generation and perplexity tasks.
+        baseline_results_path: Results JSON of a baseline run ("" = none); the report shows deltas against it.
+        model_source: Local path or Hub id evaluated instead of ``model`` ("" = use ``model``).
+        batch_size: ``auto``, ``auto:N`` or a positive integer.
+        limit: Documents per task; -1 = all.
+        num_fewshot: Few-shot examples; -1 = each task's default.
+        gen_kwargs: Generation settings applied to every generative task (see :func:`normalize_gen_kwargs`).
+        model_args: Extra lm-eval model arguments (``dtype``, ``trust_remote_code``, ...).
+        apply_chat_template: Render prompts with the model's chat template.
+        backend: ``hf`` or ``vllm``.
+        seed: Seed of Python, NumPy, torch and the few-shot sampler.
+        log_samples: Keep every per-document sample in the results JSON.
+        max_samples: Conversations of ``eval_dataset`` used (the first ones); -1 = all.
+        max_new_tokens: Most tokens generated per held-out answer.
+        custom_tasks_path: Directory of extra lm-eval task YAMLs ("" = none).
+        device: Torch device for the ``hf`` backend ("" = ``cuda`` when available, else ``cpu``).
+        bootstrap_iters: Bootstrap resamples for standard errors (0 = no stderr).
+        allow_empty_eval_dataset: Skip the held-out tasks, rather than fail, when ``eval_dataset`` is empty.
+
+    Returns:
+        The :class:`EvaluationOutcome` (metrics to log, metadata for the results artifact).
+
+    Raises:
+        ValueError: A parameter is invalid (the message names it), the model directory misses files, the held-out
+            dataset is empty or malformed, or a task name is unknown.
+        BenchmarkDataError: A benchmark dataset cannot be reached.
+    """
+    options = {
+        "batch_size": parse_batch_size(batch_size),
+        "limit": limit_arg(limit),
+        "num_fewshot": num_fewshot_arg(num_fewshot),
+        "gen_kwargs": normalize_gen_kwargs(gen_kwargs or {}),
+        "apply_chat_template": bool(apply_chat_template),
+        "seed": int(seed),
+        "bootstrap_iters": int(bootstrap_iters),
+    }
+    if max_samples == 0 or max_samples < -1:
+        raise ValueError(f"max_samples must be -1 (all rows) or a positive count, got {max_samples}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive number of tokens, got {max_new_tokens}")
+    if bootstrap_iters < 0:
+        raise ValueError(f"bootstrap_iters must be >= 0, got {bootstrap_iters}")
+    spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
+    baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None
+    heldout = bool(eval_dataset_path)
+    if heldout and allow_empty_eval_dataset and is_empty_dataset(Path(eval_dataset_path)):
+        _log(f"eval_dataset {eval_dataset_path} is empty: the held-out tasks are skipped (allow_empty_eval_dataset)")
+        heldout = False
+    names = check_task_names(task_names, heldout)
+    if not names and not eval_dataset_path:
+        raise ValueError("nothing to evaluate: task_names is empty and no eval_dataset was given")
+    options["device"] = resolve_device(device, backend)
+    _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
+
+    with tempfile.TemporaryDirectory(prefix="lm-eval-tasks-") as staging:
+        include_paths, heldout_rows = [], 0
+        if custom_tasks_path:
+            include_paths.append(stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom"))
+        if heldout:
+            heldout_rows = write_heldout_tasks(
+                Path(eval_dataset_path),
+                Path(staging) / "heldout",
+                token_counter(spec),
+                apply_chat_template=options["apply_chat_template"],
+                max_samples=max_samples,
+                max_new_tokens=max_new_tokens,
+            )
+            include_paths.append(Path(staging) / "heldout")
+            names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
+            _log(f"held-out split: {heldout_rows} conversations from {eval_dataset_path}")
+        if names:
+            manager = build_task_manager(names, include_paths)
+            _log(f"evaluating {', '.join(names)}")
+            results = _evaluate(spec, names, manager, options)
+        else:
+            results = {"results": {}, "configs": {}, "versions": {}}
+
+    samples = results.pop("samples", None)
+    report_results = {**results, "samples": samples} if samples else results
+    written = {**results, "samples": samples} if log_samples and samples else results
+    _write_atomically(Path(results_path), _results_json(written))
+    settings = {
+        "Model": spec.source,
+        **({"Base model": spec.base_model} if spec.is_adapter else {}),
+        "Backend": backend,
+        "Chat template": "applied" if options["apply_chat_template"] else "not applied",
+        "Tasks": ", ".join(names) or "(none)",
+        "Held-out conversations": heldout_rows,
+        "Limit per task": "all" if options["limit"] is None else options["limit"],
+        "Few-shot": "task default" if options["num_fewshot"] is None else options["num_fewshot"],
+        "Generation settings": json.dumps(options["gen_kwargs"] or {}),
+        "Seed": options["seed"],
+    }
+    _write_atomically(Path(report_path), render_report(report_results, settings, baseline))
+    metrics = kfp_metrics(metric_rows(results))
+    for name, value in metrics.items():
+        _log(f"{name} = {value:.6g}")
+    metadata = {
+        "model": spec.source,
+        "base_model": spec.base_model,
+        "backend": backend,
+        "tasks": names,
+        "apply_chat_template": options["apply_chat_template"],
+        "heldout_rows": heldout_rows,
+        "lm_eval_version": str(results.get("lm_eval_version", "")),
+    }
+    return EvaluationOutcome(metrics=metrics, results_metadata=metadata, results=written)

@@ -1,0 +1,196 @@
+"""Which model lm-eval loads, and how: a full checkpoint, a PEFT adapter on its base model, or a Hub id.
+
+``resolve_model`` checks a local model directory before any heavy import (weights and tokenizer present; for an
+adapter, its weights and a reachable base model) and returns the lm-eval model name and ``model_args``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Model backends this component knows, mapped to lm-eval's model names.
+BACKENDS = {"hf": "hf", "vllm": "vllm"}
+
+_WEIGHT_GLOBS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
+_ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt")
+#: ``model_args`` keys the component sets itself from ``model`` / ``model_source``.
+_MODEL_KEYS = {"pretrained", "peft", "lora_local_path"}
+#: ``model_args`` keys that would carry a credential: tokens come from the ``HF_TOKEN`` environment variable.
+_SECRET_KEYS = {"token", "use_auth_token", "hf_token", "auth_token", "api_key"}
+
+
+class ModelSourceError(ValueError):
+    """The model to evaluate is missing files or cannot be located."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What lm-eval is asked to load.
+
+    Attributes:
+        lm_eval_model: lm-eval's model name (``hf`` or ``vllm``).
+        model_args: lm-eval ``model_args`` (the user's ``model_args`` included).
+        tokenizer_source: Local directory or Hub id of the tokenizer.
+        source: The evaluated model as given (a path or a Hub id).
+        base_model: For a PEFT adapter, the base model it is loaded on; "" otherwise.
+    """
+
+    lm_eval_model: str
+    model_args: dict[str, Any] = field(default_factory=dict)
+    tokenizer_source: str = ""
+    source: str = ""
+    base_model: str = ""
+
+    @property
+    def is_adapter(self) -> bool:
+        """Whether the evaluated model is a PEFT adapter on :attr:`base_model`."""
+        return bool(self.base_model)
+
+
+def looks_like_path(source: str) -> bool:
+    """Whether a model source names a local path (rather than a Hugging Face Hub id such as ``org/name``)."""
+    return source.startswith(("/", "./", "../", "~")) or os.path.exists(source)
+
+
+def _has_any(directory: Path, names: tuple[str, ...]) -> bool:
+    """Whether ``directory`` holds a file matching any of the names or glob patterns."""
+    return any(next(directory.glob(name), None) is not None for name in names)
+
+
+def _check_full_model(directory: Path, where: str) -> None:
+    """Checks a full checkpoint directory: ``config.json``, weights and tokenizer files."""
+    missing = []
+    if not (directory / "config.json").is_file():
+        missing.append("config.json")
+    if not _has_any(directory, _WEIGHT_GLOBS):
+        missing.append(f"weights ({' or '.join(_WEIGHT_GLOBS)})")
+    if not _has_any(directory, _TOKENIZER_FILES):
+        missing.append(f"tokenizer ({' or '.join(_TOKENIZER_FILES)})")
+    if missing:
+        raise ModelSourceError(
+            f"{where}: {directory} is not a model in Hugging Face save_pretrained layout: missing {', '.join(missing)}"
+        )
+
+
+def _adapter_base(adapter_config: dict, metadata: Mapping[str, Any], where: str, directory: Path) -> str:
+    """Picks the base model of an adapter: its ``base_model_name_or_path``, else ``metadata['base_model']``."""
+    candidates = [
+        ("adapter_config.json base_model_name_or_path", str(adapter_config.get("base_model_name_or_path") or "")),
+        ("model.metadata['base_model']", str(metadata.get("base_model") or "")),
+    ]
+    for _, value in candidates:
+        if value and (not looks_like_path(value) or Path(value).expanduser().is_dir()):
+            return str(Path(value).expanduser()) if looks_like_path(value) else value
+    tried = "; ".join(f"{name}={value!r}" + (" (not found here)" if value else "") for name, value in candidates)
+    raise ModelSourceError(
+        f"{where}: {directory} is a PEFT adapter but its base model cannot be located ({tried}); "
+        "record a reachable path or Hub id in one of them"
+    )
+
+
+def _adapter_spec(directory: Path, metadata: Mapping[str, Any], backend: str, where: str) -> ModelSpec:
+    """Resolves a PEFT adapter directory to lm-eval arguments that load it on its base model."""
+    if not _has_any(directory, _ADAPTER_WEIGHTS):
+        raise ModelSourceError(
+            f"{where}: {directory} has adapter_config.json but no adapter weights ({' or '.join(_ADAPTER_WEIGHTS)})"
+        )
+    config = json.loads((directory / "adapter_config.json").read_text(encoding="utf-8"))
+    base = _adapter_base(config, metadata, where, directory)
+    if _has_any(directory, _TOKENIZER_FILES):
+        tokenizer = str(directory)
+    elif looks_like_path(base):
+        if not _has_any(Path(base), _TOKENIZER_FILES):
+            raise ModelSourceError(
+                f"{where}: no tokenizer in the adapter {directory} nor in its base model {base} "
+                f"({' or '.join(_TOKENIZER_FILES)})"
+            )
+        tokenizer = base
+    else:
+        tokenizer = base
+    if backend == "vllm":
+        args = {"pretrained": base, "tokenizer": tokenizer, "lora_local_path": str(directory)}
+        if int(config.get("r") or 0) > 16:
+            args["max_lora_rank"] = int(config["r"])
+    else:
+        args = {"pretrained": base, "peft": str(directory), "tokenizer": tokenizer}
+    return ModelSpec(BACKENDS[backend], args, tokenizer, str(directory), base)
+
+
+def check_model_args(model_args: Mapping[str, Any]) -> None:
+    """Rejects ``model_args`` keys the component owns or that would carry a secret.
+
+    Args:
+        model_args: The user's extra lm-eval model arguments.
+
+    Raises:
+        ValueError: A key selects the model (use ``model`` / ``model_source``) or holds a credential.
+    """
+    if not isinstance(model_args, Mapping):
+        raise ValueError(f"model_args must be a dict, got {type(model_args).__name__}: {model_args!r}")
+    for key in model_args:
+        if key in _MODEL_KEYS:
+            raise ValueError(
+                f"model_args[{key!r}] is set by the component from `model` (or `model_source`); "
+                "pass the model there instead"
+            )
+        if key.lower() in _SECRET_KEYS:
+            raise ValueError(
+                f"model_args[{key!r}] would put a credential in the parameters, logs and results; "
+                "provide the Hub token through the HF_TOKEN environment variable (a Kubernetes secret) instead"
+            )
+
+
+def resolve_model(
+    model_path: str,
+    model_metadata: Mapping[str, Any],
+    model_source: str = "",
+    backend: str = "hf",
+    model_args: Mapping[str, Any] | None = None,
+) -> ModelSpec:
+    """Decides what lm-eval loads for a ``model`` artifact or an overriding ``model_source``.
+
+    Args:
+        model_path: ``model.path``: a directory in Hugging Face ``save_pretrained`` layout, either a full model or a
+            PEFT adapter (``adapter_config.json``).
+        model_metadata: ``model.metadata``; ``base_model`` locates an adapter's base when the adapter's own
+            ``base_model_name_or_path`` is not reachable.
+        model_source: A local path or Hub id evaluated instead of ``model`` (e.g. a baseline); "" uses ``model``.
+        backend: ``hf`` or ``vllm``.
+        model_args: Extra lm-eval model arguments (``dtype``, ``trust_remote_code``, ...), merged last.
+
+    Returns:
+        The :class:`ModelSpec`.
+
+    Raises:
+        ValueError: Unknown backend or a forbidden ``model_args`` key.
+        ModelSourceError: The directory misses weights or tokenizer, or an adapter's base cannot be located.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
+    model_args = dict(model_args or {})
+    check_model_args(model_args)
+    where = "model_source" if model_source else "model"
+    source = model_source or model_path
+    if not source:
+        raise ModelSourceError("model: no path given (the model artifact has no path and model_source is empty)")
+    if not looks_like_path(source):
+        spec = ModelSpec(BACKENDS[backend], {"pretrained": source}, source, source)
+    else:
+        directory = Path(source).expanduser()
+        if not directory.is_dir():
+            raise ModelSourceError(f"{where}: {directory} does not exist or is not a directory")
+        if (directory / "adapter_config.json").is_file():
+            spec = _adapter_spec(directory, model_metadata if not model_source else {}, backend, where)
+        else:
+            _check_full_model(directory, where)
+            spec = ModelSpec(BACKENDS[backend], {"pretrained": str(directory)}, str(directory), str(directory))
+    merged = {**spec.model_args, **model_args}
+    return ModelSpec(
+        spec.lm_eval_model, merged, str(merged.get("tokenizer") or spec.tokenizer_source), spec.source, spec.base_model
+    )
