@@ -24,7 +24,7 @@ DATA_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parque
 CSV_JSON_COLUMNS = frozenset({"messages", "conversations", "prompt", "completion"})
 _CHUNK_CHARS = 1 << 20
 _MAX_RECORD_CHARS = 64 << 20
-_EXCERPT_CHARS = 80
+_EXCERPT_CHARS = 120
 
 
 class Unreadable:
