@@ -1,0 +1,182 @@
+"""The local backend and OSFT, for real: the tiny model is trained on CPU, reloaded and asked to generate."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from components.training.finetuning import local_backend, osft
+from components.training.finetuning.config import TrainingConfig
+
+pytestmark = pytest.mark.slow
+
+FAST = {
+    "effective_batch_size": 16,
+    "learning_rate": 3e-3,
+    "max_seq_len": 256,
+    "max_tokens_per_gpu": 1024,
+    "lr_scheduler": "constant",
+    "max_steps": 12,
+}
+
+
+def _config(model_dir: Path, **overrides) -> TrainingConfig:
+    return TrainingConfig.from_params(base_model=str(model_dir), **{**FAST, **overrides})
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+def _generate(model_dir: Path) -> str:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2 plus 3?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    output = model.generate(**prompt, max_new_tokens=6, do_sample=False)
+    new_tokens = output[0, prompt["input_ids"].shape[1] :]
+    assert len(new_tokens) > 0
+    return tokenizer.decode(new_tokens)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "overrides"),
+    [("sft", {}), ("lora", {"lora_r": 8, "lora_alpha": 16, "learning_rate": 1e-2}), ("osft", {})],
+)
+def test_algorithm_trains_reloads_and_generates(algorithm, overrides, tiny_model_dir, demo_dataset_path, tmp_path):
+    config = _config(tiny_model_dir, algorithm=algorithm, **overrides)
+    result = local_backend.train_locally(config, demo_dataset_path, tmp_path / "out", log=_quiet)
+    losses = [record["loss"] for record in result.records]
+    assert len(losses) == 12 and [r["step"] for r in result.records] == list(range(1, 13))
+    # Loss goes down (LoRA less: on a random-init base it cannot move the tied embeddings).
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.1, losses
+    assert min(losses) < losses[0]
+    assert result.records[-1]["tokens_per_second"] > 0 and result.records[-1]["total_steps"] == 12
+    lines = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["loss"] for line in lines] == losses
+    # The saved model is a plain HF checkpoint (LoRA merged, OSFT folded back) that reloads and generates.
+    assert (result.final_model_dir / "model.safetensors").is_file()
+    assert (result.final_model_dir / "tokenizer_config.json").is_file()
+    assert isinstance(_generate(result.final_model_dir), str)
+    assert (result.adapter_dir is not None) == (algorithm == "lora")
+
+
+def test_seeded_runs_repeat_exactly_and_seed_matters(tiny_model_dir, demo_dataset_path, tmp_path):
+    config = _config(tiny_model_dir, max_steps=4)
+    first = local_backend.train_locally(config, demo_dataset_path, tmp_path / "a", log=_quiet)
+    again = local_backend.train_locally(config, demo_dataset_path, tmp_path / "b", log=_quiet)
+    other = local_backend.train_locally(
+        _config(tiny_model_dir, max_steps=4, seed=7), demo_dataset_path, tmp_path / "c", log=_quiet
+    )
+    assert [r["loss"] for r in first.records] == [r["loss"] for r in again.records]
+    assert [r["loss"] for r in first.records] != [r["loss"] for r in other.records]
+
+
+def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_dir, demo_dataset_path, tmp_path):
+    rows = demo_dataset_path.read_text().splitlines()[:64]
+    data = tmp_path / "train.jsonl"
+    data.write_text("\n".join(rows) + "\n")
+    settings = {"num_epochs": 2, "checkpoint_at_epoch": True, "max_steps": 0}
+    straight = local_backend.train_locally(_config(tiny_model_dir, **settings), data, tmp_path / "straight", log=_quiet)
+    # A run interrupted in epoch 2: epoch 0's checkpoint is complete, epoch 1's was never finished.
+    out = tmp_path / "resumed"
+    local_backend.train_locally(
+        _config(tiny_model_dir, num_epochs=1, checkpoint_at_epoch=True, max_steps=0), data, out, log=_quiet
+    )
+    (out / "checkpoints" / "epoch_1").mkdir()  # half-written: no done.json
+    with (out / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps({"step": 5, "loss": 123.0}) + "\n")  # a step logged after the checkpoint
+    lines = []
+    resumed = local_backend.train_locally(_config(tiny_model_dir, **settings), data, out, log=lines.append)
+    assert resumed.resumed_from == out / "checkpoints" / "epoch_0"
+    assert any(line.startswith("resuming from") for line in lines)
+    assert [r["step"] for r in resumed.records] == list(range(1, 9))
+    assert [r["loss"] for r in resumed.records] == pytest.approx([r["loss"] for r in straight.records], rel=1e-5)
+    assert 123.0 not in [r["loss"] for r in local_backend.metrics_module.read_metrics(out)]
+
+
+def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
+    data = tmp_path / "train.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "hi " * 400}]}) + "\n")
+    with pytest.raises(local_backend.LocalTrainingError, match="none of 1 samples is trainable"):
+        local_backend.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
+
+
+def test_assistant_only_labels(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    messages = [{"role": "user", "content": "What is 1 plus 1?"}, {"role": "assistant", "content": "1 + 1 = 2"}]
+    sample = local_backend.tokenize_conversation(tokenizer, messages)
+    labelled = tokenizer.decode([t for t in sample.labels if t != local_backend.IGNORE_INDEX])
+    assert labelled == "1 + 1 = 2<|im_end|>"
+    # Without {% generation %} markers the prefix fallback finds the same tokens.
+    mask = local_backend._assistant_mask_by_prefix(tokenizer, messages, sample.input_ids)
+    assert [t for t, m in zip(sample.input_ids, mask) if m] == [t for t in sample.labels if t >= 0][: sum(mask)]
+
+
+def test_micro_batches_respect_the_token_budget():
+    samples = [local_backend.Sample([1] * n, [1] * n) for n in (3, 5, 2, 8, 1)]
+    batches = list(local_backend.micro_batches(samples, max_tokens_per_gpu=10))
+    assert [[len(s.input_ids) for s in b] for b in batches] == [[3, 5], [2], [8], [1]]
+    assert all(len(b) * max(len(s.input_ids) for s in b) <= 10 for b in batches)
+
+
+# -- OSFT ------------------------------------------------------------------------------------------------------------
+def test_frozen_rank_follows_mini_trainer():
+    assert osft.frozen_rank((128, 64), 0.25) == 48
+    assert osft.frozen_rank((64, 64), 1.0) == 0
+    assert osft.frozen_rank((64, 64), 0.001) == 63  # at least one direction stays trainable
+    with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
+        osft.frozen_rank((4, 4), 0.0)
+
+
+def test_osft_decomposition_is_exact_and_merges_back(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    inputs = torch.tensor([[5, 17, 42, 99]])
+    before = model(input_ids=inputs).logits
+    ranks = osft.attach_osft(model, unfreeze_rank_ratio=0.25)
+    assert len(ranks) == 2 * 7 and ranks["model.layers.0.self_attn.q_proj"] == 48
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert "model.layers.0.self_attn.q_proj.U_low" in trainable
+    assert not any(name.endswith(("U_high", "S_high", "V_high")) for name in trainable)
+    torch.testing.assert_close(model(input_ids=inputs).logits, before, atol=1e-4, rtol=1e-4)
+    osft.merge_osft(model)
+    assert not osft.osft_modules(model)
+    torch.testing.assert_close(model(input_ids=inputs).logits, before, atol=1e-4, rtol=1e-4)
+
+
+def test_osft_training_leaves_the_frozen_subspace_unchanged(tiny_model_dir, demo_dataset_path, tmp_path):
+    from safetensors.torch import load_file
+
+    ratio = 0.25
+    config = _config(tiny_model_dir, algorithm="osft", unfreeze_rank_ratio=ratio)
+    result = local_backend.train_locally(config, demo_dataset_path, tmp_path / "out", log=_quiet)
+    original = load_file(tiny_model_dir / "model.safetensors")
+    trained = load_file(result.final_model_dir / "model.safetensors")
+    checked = 0
+    for name, weight in original.items():
+        if not any(name.endswith(f"{pattern}.weight") for pattern in osft.DEFAULT_TARGET_PATTERNS):
+            continue
+        u, s, vh = torch.linalg.svd(weight.double(), full_matrices=False)
+        k = osft.frozen_rank(weight.shape, ratio)
+        new = trained[name].double()
+        assert (new - weight.double()).abs().max() > 1e-3, f"{name} did not train"
+        # The top-k singular directions and values of W are exactly those of W': U_kᵀ W' V_k = diag(S_k) ...
+        torch.testing.assert_close(u[:, :k].T @ new @ vh[:k].T, torch.diag(s[:k]), atol=1e-4, rtol=0)
+        # ... and the update lives in the orthogonal complement on both sides.
+        delta = new - weight.double()
+        assert (u[:, :k].T @ delta).abs().max() < 1e-4 and (delta @ vh[:k].T).abs().max() < 1e-4
+        checked += 1
+    assert checked == 14
+    # Non-target parameters (embeddings, norms) keep training, as in mini-trainer.
+    assert not torch.equal(original["model.norm.weight"], trained["model.norm.weight"])
