@@ -39,6 +39,7 @@ TOKEN_ENV = "KFP_TOKEN"
 DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
 PACKAGE_SUFFIXES = (".yaml", ".yml")
+HEALTH_TIMEOUT_SECONDS = 30.0
 _ERROR_TEXT_MAX = 500
 
 
@@ -146,7 +147,10 @@ def _read_token_file(token_file: str) -> str:
 
 
 def make_client(connection: Connection) -> kfp.Client:
-    """Builds the real ``kfp.Client`` for a connection (its constructor calls ``GET /apis/v2beta1/healthz``).
+    """Builds the real ``kfp.Client`` for a connection, after one health check of the API.
+
+    ``kfp.Client`` checks ``GET /apis/v2beta1/healthz`` itself but retries a failure for 25 s and takes an HTML page
+    (a dashboard or login page at the wrong URL) for a healthy answer; :func:`check_health` fails fast on both.
 
     Args:
         connection: Host, bearer token, TLS settings and namespace.
@@ -155,10 +159,11 @@ def make_client(connection: Connection) -> kfp.Client:
         The client; its configuration carries the token as ``Authorization: Bearer ...`` and the TLS settings.
 
     Raises:
-        KfpApiError: The API cannot be reached (connection or TLS failure) or its health check fails.
+        KfpApiError: The API cannot be reached (connection or TLS failure) or does not answer as a KFP API.
     """
     import kfp
 
+    check_health(connection)
     with warnings.catch_warnings():
         # kfp.Client warns on every construction that it needs a KFP >= 2.0.0-beta.2 server: noise for a CLI.
         warnings.filterwarnings("ignore", message="This client only works", category=FutureWarning)
@@ -170,6 +175,42 @@ def make_client(connection: Connection) -> kfp.Client:
                 ssl_ca_cert=connection.ca_bundle or None,
                 verify_ssl=connection.verify_ssl,
             )
+
+
+def check_health(connection: Connection, timeout_seconds: float = HEALTH_TIMEOUT_SECONDS) -> dict:
+    """Calls ``GET /apis/v2beta1/healthz`` once, with the connection's TLS settings and token.
+
+    Args:
+        connection: Host, bearer token and TLS settings.
+        timeout_seconds: How long to wait for the answer.
+
+    Returns:
+        The health answer (e.g. ``{"multi_user": false}``).
+
+    Raises:
+        KfpApiError: Unreachable, refused, or an answer that is not a JSON object (not a KFP API).
+    """
+    import kfp_server_api
+
+    configuration = kfp_server_api.Configuration(host=connection.host)
+    configuration.verify_ssl = connection.verify_ssl
+    configuration.ssl_ca_cert = connection.ca_bundle or None
+    if connection.token:
+        configuration.api_key["authorization"] = connection.token
+        configuration.api_key_prefix["authorization"] = "Bearer"
+    action = "check health (GET /apis/v2beta1/healthz)"
+    with kfp_server_api.ApiClient(configuration) as api_client, api_errors(connection, action):
+        healthz = kfp_server_api.HealthzServiceApi(api_client)
+        response = healthz.healthz_service_get_healthz(_preload_content=False, _request_timeout=timeout_seconds)
+    with contextlib.suppress(ValueError):
+        answer = json.loads(response.data)
+        if isinstance(answer, dict):
+            return answer
+    content_type = response.headers.get("Content-Type", "unknown")
+    raise KfpApiError(
+        f"KFP API at {connection.host}: {action} answered {content_type}, not a KFP health report: check that --host "
+        "is the pipelines API route (ds-pipeline-...), not the dashboard, and that the token is accepted"
+    )
 
 
 @contextlib.contextmanager
@@ -417,7 +458,8 @@ def upload_pipeline(
         version = client.upload_pipeline_version(
             package_path, version_name, pipeline_id=pipeline_id, description=description or None
         )
-    return {"pipeline_id": pipeline_id, "version_id": version.pipeline_version_id, "version_name": version_name}
+    version_id = _returned_id(connection, version.pipeline_version_id, f"version {version_name!r}")
+    return {"pipeline_id": pipeline_id, "version_id": version_id, "version_name": version_name}
 
 
 def _upload_new_pipeline(
@@ -436,8 +478,9 @@ def _upload_new_pipeline(
             description=description or None,
             namespace=connection.namespace or None,
         )
+    pipeline_id = _returned_id(connection, pipeline.pipeline_id, f"pipeline {pipeline_name!r}")
     with api_errors(connection, f"list the versions of pipeline {pipeline_name!r}"):
-        versions = client.list_pipeline_versions(pipeline.pipeline_id, page_size=1, sort_by="created_at desc")
+        versions = client.list_pipeline_versions(pipeline_id, page_size=1, sort_by="created_at desc")
     if not versions.pipeline_versions:
         raise KfpApiError(f"KFP API at {connection.host}: pipeline {pipeline_name!r} was uploaded without a version")
     version = versions.pipeline_versions[0]
@@ -448,8 +491,8 @@ def _upload_new_pipeline(
             version.display_name,
         )
     return {
-        "pipeline_id": pipeline.pipeline_id,
-        "version_id": version.pipeline_version_id,
+        "pipeline_id": pipeline_id,
+        "version_id": _returned_id(connection, version.pipeline_version_id, f"the first version of {pipeline_name!r}"),
         "version_name": version.display_name,
     }
 
@@ -506,7 +549,7 @@ def create_run(
         run = client.run_pipeline(
             experiment_id=experiment_id, job_name=run_name, pipeline_package_path=package_path, params=arguments
         )
-    return {"run_id": run.run_id, "experiment_id": experiment_id}
+    return {"run_id": _returned_id(connection, run.run_id, f"run {run_name!r}"), "experiment_id": experiment_id}
 
 
 def schedule_run(
@@ -565,14 +608,22 @@ def schedule_run(
             pipeline_package_path=package_path,
             enabled=enabled,
         )
-    return {"recurring_run_id": recurring_run.recurring_run_id, "experiment_id": experiment_id}
+    recurring_run_id = _returned_id(connection, recurring_run.recurring_run_id, f"recurring run {job_name!r}")
+    return {"recurring_run_id": recurring_run_id, "experiment_id": experiment_id}
 
 
 def ensure_experiment(client: kfp.Client, connection: Connection, experiment_name: str) -> str:
     """The id of the experiment with this name, created when it does not exist."""
     with api_errors(connection, f"get or create experiment {experiment_name!r}"):
         experiment = client.create_experiment(experiment_name, namespace=connection.namespace or None)
-    return experiment.experiment_id
+    return _returned_id(connection, experiment.experiment_id, f"experiment {experiment_name!r}")
+
+
+def _returned_id(connection: Connection, resource_id: str | None, what: str) -> str:
+    """The id the API returned for ``what``; a missing one means the host is not (only) a KFP API."""
+    if not resource_id:
+        raise KfpApiError(f"KFP API at {connection.host} returned no id for {what}: is --host the pipelines API route?")
+    return resource_id
 
 
 def _default_run_name(spec: dict) -> str:

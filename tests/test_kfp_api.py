@@ -6,6 +6,7 @@ import re
 import ssl
 from pathlib import Path
 
+import certifi
 import pytest
 import yaml
 
@@ -118,9 +119,8 @@ def test_tls_options_reach_the_client_configuration(kfp_api_stub, tmp_path: Path
         config = client._existing_config
         assert (config.verify_ssl, config.ssl_ca_cert) == (verify_ssl, ca_cert)
         pool_settings = client._run_api.api_client.rest_client.pool_manager.connection_pool_kw
-        assert pool_settings["cert_reqs"] == cert_reqs
-        assert pool_settings.get("ca_certs") == ca_cert or (ca_cert is None and "ca_certs" in pool_settings)
-    assert [r.path for r in kfp_api_stub.requests] == [f"{API}/healthz", f"{API}/healthz"]
+        assert (pool_settings["cert_reqs"], pool_settings["ca_certs"]) == (cert_reqs, ca_cert or certifi.where())
+    assert [r.path for r in kfp_api_stub.requests] == [f"{API}/healthz"] * 4  # our check, then kfp.Client's
 
 
 def test_a_self_signed_https_server_needs_the_ca_bundle_or_the_insecure_option(kfp_api_stub_factory, package_path):
@@ -413,5 +413,19 @@ def test_an_unreachable_host_is_a_clear_error(tmp_path: Path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
 
-    with pytest.raises(KfpApiError, match=rf"cannot reach the KFP API at http://127.0.0.1:{port} to connect"):
+    with pytest.raises(KfpApiError, match=rf"cannot reach the KFP API at http://127.0.0.1:{port} to check health"):
         kfp_api.make_client(Connection(host=f"http://127.0.0.1:{port}", token=TOKEN))
+
+
+def test_a_host_answering_html_pages_is_a_clear_error(kfp_api_stub_factory, package_path):
+    stub = kfp_api_stub_factory(html_pages=True)
+
+    with pytest.raises(KfpApiError, match=r"answered text/html; charset=utf-8, not a KFP health report: check"):
+        kfp_api.upload_pipeline(Connection(host=stub.url, token=TOKEN), package_path, "add-numbers")
+    assert [r.path for r in stub.requests] == [f"{API}/healthz"]
+
+
+def test_a_host_without_the_api_fails_fast_with_a_hint(kfp_api_stub):
+    with pytest.raises(KfpApiError, match=r"HTTP 404 Not Found: no such API route.*check that --host is the pipelines"):
+        kfp_api.make_client(Connection(host=f"{kfp_api_stub.url}/dashboard", token=TOKEN))
+    assert len(kfp_api_stub.requests) == 1

@@ -4,7 +4,7 @@ It serves just what ``kfp.Client`` (kfp 2.15) calls to upload, run and schedule 
 (multipart) and upload_version, pipeline list (``display_name`` EQUALS filter) / get / get by name / list versions,
 experiments list / get / create, runs create / get and recurring runs create / get. It keeps what was created, answers
 like the KFP API server (snake_case JSON, ``google.rpc.Status``-style errors, 409 on a duplicate pipeline or version
-name) and can require a bearer token or serve HTTPS with a self-signed certificate.
+name) and can require a bearer token, serve HTTPS with a self-signed certificate, or answer HTML pages only.
 
 Fixtures: ``kfp_api_stub`` (plain HTTP, no auth) and ``kfp_api_stub_factory`` (``factory(required_token=...,
 tls=True)``); ``tls=True`` writes ``stub.ca_bundle`` (a PEM file the client can trust).
@@ -32,6 +32,8 @@ import yaml
 
 API = "/apis/v2beta1"
 EQUALS_OPERATIONS = (1, "EQUALS")
+# What a dashboard or an OAuth login page answers for any path: HTTP 200 and HTML.
+HTML_PAGE = "<!doctype html><html><head><title>Log in</title></head><body>Log in with OpenShift</body></html>"
 # google.rpc.Code values the KFP API server puts in its error bodies.
 RPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6}
 
@@ -70,6 +72,7 @@ class KfpApiStub:
     """The stub's state: what was created, every request received, and the server options."""
 
     required_token: str = ""
+    html_pages: bool = False
     pipelines: dict[str, dict] = field(default_factory=dict)
     pipeline_versions: dict[str, dict] = field(default_factory=dict)
     experiments: dict[str, dict] = field(default_factory=dict)
@@ -227,6 +230,8 @@ class KfpApiStub:
     def handle(self, request: RecordedRequest) -> tuple[int, Any]:
         """Answers one request: ``(HTTP status, JSON-able body)``."""
         path = request.path
+        if self.html_pages:
+            return 200, HTML_PAGE
         if path == f"{API}/healthz" and request.method == "GET":
             return 200, {"multi_user": False}
         self._check_authorization(request)
@@ -455,9 +460,10 @@ class _Handler(BaseHTTPRequestHandler):
         except StubError as error:
             status = error.status
             body = {"code": RPC_CODES.get(status, 2), "message": error.message[:_ERROR_BODY_MAX], "details": []}
-        payload = json.dumps(body).encode()
+        is_html = isinstance(body, str)
+        payload = body.encode() if is_html else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/html; charset=utf-8" if is_html else "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -511,12 +517,16 @@ def write_self_signed_certificate(directory: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def kfp_api_stub_factory(tmp_path_factory: pytest.TempPathFactory):
-    """Starts KFP API stubs on demand: ``factory(required_token="", tls=False) -> KfpApiStub``; stops them after."""
+    """Starts KFP API stubs on demand: ``factory(required_token="", tls=False, html_pages=False)``; stops them after.
+
+    ``html_pages=True`` answers every request with HTTP 200 and an HTML login page, as a wrong host (the dashboard,
+    an OAuth proxy) does.
+    """
     started: list[KfpApiStub] = []
 
-    def factory(required_token: str = "", tls: bool = False) -> KfpApiStub:
+    def factory(required_token: str = "", tls: bool = False, html_pages: bool = False) -> KfpApiStub:
         tls_directory = tmp_path_factory.mktemp("kfp-api-stub-tls") if tls else None
-        stub = KfpApiStub(required_token=required_token).start(tls_directory)
+        stub = KfpApiStub(required_token=required_token, html_pages=html_pages).start(tls_directory)
         started.append(stub)
         return stub
 
