@@ -1,6 +1,7 @@
 """The Kubernetes emulator harness behaves like the API server where the project's client relies on it."""
 
 import threading
+import time
 
 import pytest
 from kubernetes import client, watch
@@ -69,6 +70,10 @@ def test_pod_logs_tail_and_missing(kube_api):
 
 def test_scripted_failures_then_normal_service(kube_api):
     kube_api.fail("fetch", "trainjobs", status=500, times=2)
+    kube_api.fail("create", "trainjobs", status=422)
+    with pytest.raises(client.ApiException):
+        kube_api.create_trainjob(_job("rejected"))
+    assert kube_api.objects("trainjobs") == []
     kube_api.create_trainjob(_job("a"))
     api = client.CustomObjectsApi(kube_api.api_client)
     statuses = []
@@ -89,7 +94,8 @@ def test_watch_sees_operator_changes_and_honours_timeout(kube_api):
     seen = []
 
     def operator():
-        kube_api.wait_for(lambda: any(r.action == "WATCH" for r in kube_api.requests))
+        kube_api.wait_for(lambda: seen)  # the watch is streaming
+        time.sleep(0.05)
         kube_api.set_trainjob_status("team", "a", {"conditions": [condition("Complete")]})
 
     with kube_api.in_background(operator):

@@ -149,12 +149,19 @@ class KubeEmulator(kmock.KubernetesEmulator):
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self.pod_logs: dict[tuple[str, str], str] = {}
+        self.rejections: list[dict[str, Any]] = []
         (self[kmock.subresource("log")] ** -1) << self._serve_log
 
     async def _handle(self, request: kmock.Request):  # noqa: D102
         # The official client sends watch=True; the API server parses it as a bool, kmock only knows "true".
         if request.params.get("watch", "").lower() in ("true", "1") and request.action != enums.action.WATCH:
             object.__setattr__(request, "action", enums.action.WATCH)
+        for rule in self.rejections:
+            matches = request.resource is not None and request.resource.plural == rule["plural"]
+            matches = matches and request.action is not None and request.action.value == rule["action"]
+            if matches and rule["left"] > 0 and rule["name"] in (None, request.name):
+                rule["left"] -= 1
+                raise rule["error"]
         return await super()._handle(request)
 
     async def _serve_list(self, request: kmock.Request):
@@ -378,21 +385,49 @@ class KubeApi:
 
         self.call(store)
 
-    def fail(self, action: str, plural: str, status: int = 500, times: int = 1, name: str | None = None) -> None:
-        """Answers the next ``times`` requests of an action (``create``, ``fetch``, ``list``, ``watch``, ``update``,
-        ``delete``) on a resource plural with an error status (kmock still applies writes, as an API server that
-        failed after persisting would)."""
-        criteria: list[Any] = [enums.action(action.upper()), kmock.resource(plural)]
-        if name is not None:
-            criteria.append(kmock.name(name))
+    def fail(
+        self,
+        action: str,
+        plural: str,
+        status: int = 500,
+        times: int = 1,
+        name: str | None = None,
+        persist: bool = False,
+    ) -> None:
+        """Answers the next ``times`` requests of an action on a resource plural with an error status.
+
+        Args:
+            action: ``create``, ``fetch``, ``list``, ``watch``, ``update`` or ``delete``.
+            plural: The resource plural, e.g. ``trainjobs``.
+            status: The HTTP status (the body is a Kubernetes ``Status`` naming it).
+            times: How many requests fail.
+            name: Only requests for this object name.
+            persist: Apply the write anyway (an API server that failed after persisting), else reject it untouched.
+        """
         reason = {409: "AlreadyExists", 410: "Gone", 422: "Invalid", 429: "TooManyRequests"}.get(
             status, "InternalError"
         )
         error = kmock.KubernetesError(status=status, reason=reason, message=f"scripted {status} for {action} {plural}")
+        if not persist:
+            rule = {"action": action.upper(), "plural": plural, "name": name, "left": times, "error": error}
+            self.call(lambda: self.emulator.rejections.append(rule))
+            return
+        criteria: list[Any] = [enums.action(action.upper()), kmock.resource(plural)]
+        if name is not None:
+            criteria.append(kmock.name(name))
 
         def install() -> None:
             view = self.emulator[tuple(criteria)][:times]
             view << error
+
+        self.call(install)
+
+    def expire_next_watch(self, plural: str) -> None:
+        """Makes the next watch on ``plural`` answer with an in-stream ``410 Gone`` error event."""
+        gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}}
+
+        def install() -> None:
+            self.emulator[enums.action.WATCH, kmock.resource(plural)][:1] << (b"", gone)
 
         self.call(install)
 

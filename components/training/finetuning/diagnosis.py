@@ -1,0 +1,355 @@
+"""Why did a TrainJob fail? One-line causes with a remedy, from its conditions, pods, events and last log lines.
+
+Pure functions over plain Kubernetes dicts (as the API returns them), so they are tested without a cluster; the client
+layer (:mod:`.kube`) only fetches the inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+#: Outcomes of a TrainJob run that end in a :class:`Diagnosis`.
+OUTCOMES = ("Failed", "StartTimeout", "Timeout", "Cancelled", "Deleted")
+_IMAGE_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"}
+_NCCL_TIMEOUT = re.compile(
+    r"Watchdog caught collective operation timeout"
+    r"|NCCL.{0,200}(timed? ?out|Timeout)"
+    r"|ProcessGroupNCCL.{0,200}[Tt]imeout",
+)
+_CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|HIP out of memory")
+_SECRET_MISSING = re.compile(r'secrets? "([^"]+)" not found|couldn\'t find key (\S+) in Secret (\S+)')
+_PVC_MISSING = re.compile(r'persistentvolumeclaims? "([^"]+)" not found')
+_INSUFFICIENT = re.compile(r"Insufficient ([\w./-]+)")
+_REDACTIONS = (
+    re.compile(r"hf_[A-Za-z0-9]{16,}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"(?i)((?:token|password|secret|aws_secret_access_key)\s*[=:]\s*)\S+"),
+)
+#: Order in which causes are reported (the most specific first).
+_PRIORITY = (
+    "MissingSecret",
+    "MissingPVC",
+    "ImagePullBackOff",
+    "Unschedulable",
+    "OOMKilled",
+    "GPUOutOfMemory",
+    "NCCLTimeout",
+    "CrashLoopBackOff",
+    "ContainerFailed",
+    "Suspended",
+    "NoPods",
+    "Deleted",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cause:
+    """One reason a TrainJob failed or did not start.
+
+    Attributes:
+        code: A short name (``OOMKilled``, ``ImagePullBackOff``, ``Unschedulable``, ``CrashLoopBackOff``,
+            ``NCCLTimeout``, ``MissingSecret``, ``MissingPVC``, ``GPUOutOfMemory``, ``ContainerFailed``, ``Suspended``,
+            ``NoPods``, ``Deleted``).
+        where: The object it was seen on (``pod x, container node``; ``TrainJob x``).
+        detail: What happened, in the cluster's words.
+        remedy: What to change.
+    """
+
+    code: str
+    where: str
+    detail: str
+    remedy: str
+
+    def line(self) -> str:
+        """The cause on one line: ``code (where): detail -> remedy``."""
+        return f"{self.code} ({self.where}): {self.detail} -> {self.remedy}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis:
+    """Everything known about a TrainJob that did not complete.
+
+    Attributes:
+        namespace: The TrainJob's namespace.
+        name: The TrainJob's name.
+        outcome: One of :data:`OUTCOMES`.
+        summary: The headline (the Failed condition's reason and message, or the timeout that expired).
+        causes: The causes found, most specific first (may be empty).
+        log_source: Where ``log_tail`` comes from (``pod x, container node``), ``""`` when no log was read.
+        log_tail: The last log lines of the failed container, secrets redacted.
+    """
+
+    namespace: str
+    name: str
+    outcome: str
+    summary: str
+    causes: tuple[Cause, ...] = ()
+    log_source: str = ""
+    log_tail: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """A multi-line report: headline, one line per cause, then the log tail."""
+        lines = [f"TrainJob {self.namespace}/{self.name}: {self.outcome}: {self.summary}"]
+        lines += [f"  cause: {cause.line()}" for cause in self.causes]
+        if not self.causes:
+            lines.append(f"  cause: unknown -> run `kubectl describe trainjob {self.name} -n {self.namespace}`")
+        if self.log_tail:
+            lines.append(f"  last log lines ({self.log_source}):")
+            lines += [f"    | {line}" for line in self.log_tail]
+        return "\n".join(lines)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The cause codes, in report order."""
+        return tuple(cause.code for cause in self.causes)
+
+
+def redact(text: str) -> str:
+    """Masks things that look like tokens or passwords in log text."""
+    for pattern in _REDACTIONS:
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "***", text)
+    return text
+
+
+def condition(trainjob: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    """The TrainJob condition of a type when its status is ``True``, else None."""
+    for item in (trainjob.get("status") or {}).get("conditions") or []:
+        if item.get("type") == type_ and item.get("status") == "True":
+            return item
+    return None
+
+
+def _pod_name(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name", "?"))
+
+
+def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _scheduling_cause(where: str, message: str) -> Cause:
+    missing_pvc = _PVC_MISSING.search(message)
+    if missing_pvc:
+        return Cause("MissingPVC", where, message, f"create PVC '{missing_pvc.group(1)}' or fix the volumes setting")
+    insufficient = sorted(set(_INSUFFICIENT.findall(message)))
+    remedies = []
+    if insufficient:
+        names = ", ".join(insufficient)
+        remedies.append(f"ask for less {names} per node (gpus_per_node, cpu_per_node, memory_per_node) or add capacity")
+    if "taint" in message:
+        remedies.append("add tolerations for the nodes' taints")
+    if "affinity" in message or "selector" in message:
+        remedies.append("check node_selector / affinity")
+    remedy = "; ".join(remedies) or "check the requested resources, tolerations and node selector against the nodes"
+    return Cause("Unschedulable", where, message, remedy)
+
+
+def _waiting_cause(where: str, waiting: Mapping[str, Any], last: Mapping[str, Any]) -> Cause | None:
+    reason = waiting.get("reason") or ""
+    message = waiting.get("message") or ""
+    if reason in _IMAGE_REASONS:
+        return Cause(
+            "ImagePullBackOff",
+            where,
+            f"{reason}: {message}".rstrip(": "),
+            "check the image name and tag, and that the namespace may pull it (pull secret, mirror)",
+        )
+    if reason == "CreateContainerConfigError":
+        missing = _SECRET_MISSING.search(message)
+        if missing:
+            secret = missing.group(1) or missing.group(3)
+            return Cause("MissingSecret", where, message, f"create secret '{secret}' (with the key) or fix secret_env")
+        return Cause("ContainerFailed", where, f"{reason}: {message}", "fix the container's env/volume configuration")
+    if reason == "CrashLoopBackOff":
+        exit_code = last.get("exitCode")
+        detail = f"the container keeps exiting (last exit code {exit_code}, {last.get('reason') or 'Error'})"
+        return Cause("CrashLoopBackOff", where, detail, "see the log lines below for the error the trainer reports")
+    return None
+
+
+def _terminated_cause(where: str, terminated: Mapping[str, Any]) -> Cause | None:
+    reason = terminated.get("reason") or ""
+    exit_code = terminated.get("exitCode")
+    if reason == "OOMKilled":
+        return Cause(
+            "OOMKilled",
+            where,
+            f"the container used more memory than its limit (exit code {exit_code})",
+            "raise memory_per_node, or lower the batch size / max sequence length",
+        )
+    if exit_code not in (None, 0):
+        message = (terminated.get("message") or "").strip().splitlines()
+        detail = f"exited with code {exit_code} ({reason or 'Error'})" + (f": {message[-1]}" if message else "")
+        return Cause("ContainerFailed", where, detail, "see the log lines below")
+    return None
+
+
+def pod_causes(pod: Mapping[str, Any]) -> list[Cause]:
+    """Causes visible in one pod's status (scheduling, image pulls, missing secrets, OOM, crash loops, exit codes)."""
+    causes: list[Cause] = []
+    name = _pod_name(pod)
+    for item in (pod.get("status") or {}).get("conditions") or []:
+        if item.get("type") == "PodScheduled" and item.get("status") == "False":
+            causes.append(_scheduling_cause(f"pod {name}", item.get("message") or item.get("reason") or ""))
+    for status in _container_statuses(pod):
+        where = f"pod {name}, container {status.get('name', '?')}"
+        state = status.get("state") or {}
+        last = (status.get("lastState") or {}).get("terminated") or {}
+        if state.get("waiting"):
+            cause = _waiting_cause(where, state["waiting"], last)
+            if cause:
+                causes.append(cause)
+        if last.get("reason") == "OOMKilled" or (state.get("terminated") or {}).get("reason") == "OOMKilled":
+            causes.append(_terminated_cause(where, {"reason": "OOMKilled", "exitCode": 137}))
+        elif state.get("terminated"):
+            cause = _terminated_cause(where, state["terminated"])
+            if cause:
+                causes.append(cause)
+    return causes
+
+
+def event_causes(events: Iterable[Mapping[str, Any]]) -> list[Cause]:
+    """Causes in warning events (FailedMount, FailedScheduling, failed image pulls)."""
+    causes: list[Cause] = []
+    for event in events:
+        if event.get("type") == "Normal":
+            continue
+        involved = event.get("involvedObject") or {}
+        where = f"{str(involved.get('kind', 'object')).lower()} {involved.get('name', '?')}"
+        message = event.get("message") or ""
+        reason = event.get("reason") or ""
+        if _SECRET_MISSING.search(message):
+            missing = _SECRET_MISSING.search(message)
+            secret = missing.group(1) or missing.group(3)
+            causes.append(Cause("MissingSecret", where, message, f"create secret '{secret}' or fix secret_env"))
+        elif _PVC_MISSING.search(message) or reason == "FailedScheduling":
+            causes.append(_scheduling_cause(where, message))
+        elif "ImagePull" in message or "pull image" in message or reason == "ErrImagePull":
+            causes.append(
+                Cause("ImagePullBackOff", where, message, "check the image name and tag, and the pull credentials")
+            )
+    return causes
+
+
+def log_causes(where: str, log_text: str) -> list[Cause]:
+    """Causes in the last log lines of a failed container (NCCL timeouts, CUDA out-of-memory)."""
+    causes = []
+    nccl = _NCCL_TIMEOUT.search(log_text)
+    if nccl:
+        causes.append(
+            Cause(
+                "NCCLTimeout",
+                where,
+                f"a collective operation timed out: {nccl.group(0)[:160]}",
+                "raise INSTRUCTLAB_NCCL_TIMEOUT_MS (env, milliseconds) and check the network between the nodes "
+                "(NCCL_SOCKET_IFNAME, NCCL_DEBUG=INFO)",
+            )
+        )
+    if _CUDA_OOM.search(log_text):
+        causes.append(
+            Cause(
+                "GPUOutOfMemory",
+                where,
+                "the GPU ran out of memory",
+                "lower the batch size / max tokens per GPU, or use more GPUs (gpus_per_node, num_nodes)",
+            )
+        )
+    return causes
+
+
+def _ordered(causes: Iterable[Cause]) -> tuple[Cause, ...]:
+    unique: dict[tuple[str, str], Cause] = {}
+    for cause in causes:
+        unique.setdefault((cause.code, cause.detail), cause)
+    rank = {code: index for index, code in enumerate(_PRIORITY)}
+    return tuple(sorted(unique.values(), key=lambda cause: rank.get(cause.code, len(rank))))
+
+
+def _summary(outcome: str, trainjob: Mapping[str, Any], waited: Mapping[str, float]) -> str:
+    failed = condition(trainjob, "Failed")
+    if outcome == "Failed" and failed:
+        return f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": ")
+    if outcome == "StartTimeout":
+        return f"the training pods did not start within start_timeout_seconds={waited.get('start_timeout', 0):g}"
+    if outcome == "Timeout":
+        return f"training did not finish within timeout_seconds={waited.get('timeout', 0):g}"
+    if outcome == "Cancelled":
+        return "the pipeline task was cancelled (SIGTERM)"
+    if outcome == "Deleted":
+        return "the TrainJob was deleted while it was being followed"
+    return "the TrainJob failed"
+
+
+def diagnose(
+    outcome: str,
+    trainjob: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]] = (),
+    events: Sequence[Mapping[str, Any]] = (),
+    logs: Mapping[str, str] | None = None,
+    *,
+    start_timeout: float = 0,
+    timeout: float = 0,
+    tail_lines: int = 20,
+) -> Diagnosis:
+    """Turns what the cluster says about a TrainJob into a :class:`Diagnosis`.
+
+    Args:
+        outcome: One of :data:`OUTCOMES`.
+        trainjob: The TrainJob as last seen (``{}`` when it could not be read).
+        pods: Its pods.
+        events: Events about it, its JobSet/Jobs and its pods.
+        logs: Last log text by source (``pod x, container node``), failed containers first.
+        start_timeout: The start timeout that applied (for the headline).
+        timeout: The total timeout that applied (for the headline).
+        tail_lines: How many log lines to keep.
+
+    Returns:
+        The diagnosis; its causes are deduplicated and ordered most specific first.
+
+    Raises:
+        ValueError: ``outcome`` is not one of :data:`OUTCOMES`.
+    """
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome={outcome!r}: must be one of {list(OUTCOMES)}")
+    metadata = trainjob.get("metadata") or {}
+    name, namespace = str(metadata.get("name", "?")), str(metadata.get("namespace", "?"))
+    causes: list[Cause] = []
+    for pod in pods:
+        causes += pod_causes(pod)
+    causes += event_causes(events)
+    log_source, log_tail = "", ()
+    for source, text in (logs or {}).items():
+        causes += log_causes(source, text)
+        if not log_tail and text.strip():
+            log_source, log_tail = source, tuple(redact(line) for line in text.rstrip("\n").splitlines()[-tail_lines:])
+    suspended = condition(trainjob, "Suspended")
+    if suspended and outcome != "Cancelled":
+        detail = f"{suspended.get('reason', '')}: {suspended.get('message', '')}".strip(": ")
+        causes.append(
+            Cause("Suspended", f"TrainJob {name}", detail or "spec.suspend is true", "resume it or check Kueue quota")
+        )
+    if outcome == "StartTimeout" and not pods and not causes:
+        causes.append(
+            Cause(
+                "NoPods",
+                f"TrainJob {name}",
+                "no training pods were created",
+                "check the Trainer and JobSet controllers, queue admission (Kueue) and the runtime "
+                f"(`kubectl describe trainjob {name} -n {namespace}`)",
+            )
+        )
+    if outcome == "Deleted":
+        causes.append(Cause("Deleted", f"TrainJob {name}", "deleted by someone else", "re-run the task"))
+    return Diagnosis(
+        namespace=namespace,
+        name=name,
+        outcome=outcome,
+        summary=_summary(outcome, trainjob, {"start_timeout": start_timeout, "timeout": timeout}),
+        causes=_ordered(causes),
+        log_source=log_source,
+        log_tail=log_tail,
+    )
