@@ -97,14 +97,20 @@ def _registry():
     return Registry().with_resource(_SPEC_URI, Resource.from_contents(load_spec(), default_specification=DRAFT4))
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str):
+    schema = json.loads(schema_json)
+    schema = {"$ref": _SPEC_URI + schema["$ref"]} if set(schema) == {"$ref"} else schema
+    return _validator_class()(schema, registry=_registry())
+
+
 def validation_errors(instance: Any, schema: dict) -> list[str]:
     """Validates ``instance`` against a schema of the spec (``{"$ref": "#/components/schemas/X"}`` or inline).
 
     Returns:
         One ``"<json path>: <message>"`` line per violation, empty when the instance is valid.
     """
-    schema = {"$ref": _SPEC_URI + schema["$ref"]} if set(schema) == {"$ref"} else schema
-    validator = _validator_class()(schema, registry=_registry())
+    validator = _validator(json.dumps(schema, sort_keys=True))
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
     return [f"{e.json_path}: {e.message}" for e in errors]
 
@@ -192,6 +198,7 @@ class _Fault:
     status: int | None  # None: drop the connection
     method: str | None
     path_contains: str | None
+    after: bool = False  # serve the request (it takes effect), then answer with the fault
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (
@@ -255,11 +262,26 @@ class RegistryStub:
 
     # ---- scripting --------------------------------------------------------------------------------------------
     def fail_next(
-        self, times: int, status: int = 503, *, method: str | None = None, path_contains: str | None = None
+        self,
+        times: int,
+        status: int = 503,
+        *,
+        method: str | None = None,
+        path_contains: str | None = None,
+        after_serving: bool = False,
     ) -> None:
-        """Answers the next ``times`` matching requests with ``status`` (e.g. 500, 503) instead of serving them."""
+        """Answers the next ``times`` matching requests with ``status`` (e.g. 500, 503).
+
+        Args:
+            times: How many requests fail.
+            status: The HTTP status they get.
+            method: Only requests with this method (``None``: any).
+            path_contains: Only requests whose path contains this (``None``: any).
+            after_serving: Serve the request first (a create takes effect) and then answer ``status``: the answer
+                of a successful call is lost, as when a proxy times out.
+        """
         with self.lock:
-            self._faults.append(_Fault(times, status, method, path_contains))
+            self._faults.append(_Fault(times, status, method, path_contains, after_serving))
 
     def drop_next(self, times: int, *, method: str | None = None, path_contains: str | None = None) -> None:
         """Closes the connection of the next ``times`` matching requests without answering (a connection error)."""
@@ -528,6 +550,7 @@ class RegistryStub:
 class _Handler(BaseHTTPRequestHandler):
     server_version = "model-registry-stub/1"
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: avoid the delayed-ACK stall
 
     @property
     def stub(self) -> RegistryStub:
@@ -558,6 +581,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=None,
         )
+        record.api_version, record.resource = self._split_version(split.path)
         with stub.lock:
             stub.requests.append(record)
         try:
@@ -572,7 +596,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
             return
-        if fault is not None:
+        if fault is not None and not fault.after:
             record.status = fault.status
             self._send(fault.status, {"code": str(fault.status), "message": "scripted fault of the registry stub"})
             return
@@ -580,8 +604,7 @@ class _Handler(BaseHTTPRequestHandler):
             record.status = 401
             self._send(401, {"code": "401", "message": "Unauthorized: missing or invalid bearer token"})
             return
-        version, resource = self._split_version(split.path)
-        record.api_version, record.resource = version, resource
+        version, resource = record.api_version, record.resource
         if version is None or version not in stub.api_versions:
             record.status = 404
             self._send(404, {"code": "404", "message": f"404 page not found: {split.path}"})
@@ -595,6 +618,8 @@ class _Handler(BaseHTTPRequestHandler):
             if problems:
                 stub.errors.append(f"{op.operation_id} answered {status} with an invalid body: {problems}")
                 status, payload = 500, {"code": "500", "message": "stub produced an invalid response"}
+        if fault is not None:  # served, but the answer is lost
+            status, payload = fault.status, {"code": str(fault.status), "message": "scripted fault after serving"}
         record.status = status
         self._send(status, payload)
 

@@ -148,7 +148,7 @@ def read_bearer_token(
     if Path(service_account_token_path).is_file():
         source = f"service-account token {service_account_token_path}"
         return _read_token_file(Path(service_account_token_path), source), source
-    return None, "none (no token env var, token file or service-account token found)"
+    return None, "none found (no token env var, token file or service-account token)"
 
 
 def _read_token_file(path: Path, source: str) -> str:
@@ -344,15 +344,22 @@ def _versioned_api_class():
 
     @dataclasses.dataclass
     class VersionedRegistryAPI(ModelRegistryAPIClient):
+        """One HTTP session for all calls (the stock client opens one, with a fresh TLS context, per call)."""
+
         api_version: str = CLIENT_API_VERSION
+        _api_client: Any = None
 
         @asynccontextmanager
         async def get_client(self):
-            api_client = _ReRootedApiClient(self.config, API_ROOT + self.api_version + "/")
-            try:
-                yield ModelRegistryServiceApi(api_client)
-            finally:
-                await api_client.close()
+            if self._api_client is None:
+                self._api_client = _ReRootedApiClient(self.config, API_ROOT + self.api_version + "/")
+            yield ModelRegistryServiceApi(self._api_client)
+
+        async def close(self) -> None:
+            """Closes the HTTP session."""
+            if self._api_client is not None:
+                await self._api_client.close()
+                self._api_client = None
 
     return VersionedRegistryAPI
 
@@ -387,7 +394,7 @@ async def connect(endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable
         log: Where progress lines go.
 
     Returns:
-        ``(api client, api version)``.
+        ``(api client, api version)``; close the client with ``await api.close()``.
 
     Raises:
         RegistryRequestError: The registry is unreachable, refuses the token, or serves neither API version.
@@ -406,11 +413,12 @@ async def connect(endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable
                 log,
             )
         except RegistryRequestError as exc:
+            await api.close()
             if isinstance(exc.__cause__, NotFoundException):
                 log(f"{endpoint.base_url} has no {API_ROOT}{api_version} API (HTTP 404)")
                 continue
             raise
-        log(f"connected to {endpoint.base_url} (API {API_ROOT}{api_version}, token from {endpoint.token_source})")
+        log(f"connected to {endpoint.base_url} (API {API_ROOT}{api_version}, bearer token: {endpoint.token_source})")
         return api, api_version
     raise RegistryRequestError(
         f"{endpoint.base_url} serves no Model Registry REST API: tried "

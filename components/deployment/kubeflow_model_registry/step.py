@@ -197,7 +197,10 @@ def run_model_registration(
 
     async def register():
         api, api_version = await connect(endpoint, retry_policy, log)
-        registration = await Registrar(api, endpoint, retry_policy, log).register(request, upload, now)
+        try:
+            registration = await Registrar(api, endpoint, retry_policy, log).register(request, upload, now)
+        finally:
+            await api.close()
         return registration, api_version
 
     registration, api_version = asyncio.run(register())
