@@ -203,14 +203,17 @@ def _s3_error(uri: str, error: Exception) -> DatasetSourceError:
     return DatasetSourceError(f"dataset_uri={uri!r}: S3 error {code or type(error).__name__}")
 
 
-def _s3_objects(client, uri: str, bucket: str, key: str) -> list[tuple[str, int, str]]:
-    """``(key, size, etag)`` of the object ``key``, or of the data files under prefix ``key``."""
+def _s3_objects(client, uri: str, bucket: str, key: str) -> tuple[str, list[tuple[str, int, str]]]:
+    """The object ``key`` or the data files under prefix ``key``: ``(prefix, [(key, size, etag), ...])``.
+
+    ``prefix`` is ``""`` for a single object.
+    """
     from botocore.exceptions import ClientError
 
     if key and not key.endswith("/"):
         try:
             head = client.head_object(Bucket=bucket, Key=key)
-            return [(key, head["ContentLength"], head["ETag"].strip('"'))]
+            return "", [(key, head["ContentLength"], head["ETag"].strip('"'))]
         except ClientError as error:
             if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
                 raise
@@ -224,7 +227,16 @@ def _s3_objects(client, uri: str, bucket: str, key: str) -> list[tuple[str, int,
     ]
     if not found:
         raise DatasetSourceError(f"dataset_uri={uri!r}: not found (404): no object and no data files under the prefix")
-    return sorted(found)
+    return key, sorted(found)
+
+
+def _s3_target(download_dir: Path, prefix: str, key: str, uri: str) -> Path:
+    """Where an object lands: its path below the prefix (its base name for a single object), confined."""
+    relative = key[len(prefix) :] if prefix else PurePosixPath(key).name
+    target = download_dir / relative
+    if not relative or ".." in PurePosixPath(relative).parts or download_dir not in target.parents:
+        raise DatasetSourceError(f"dataset_uri={uri!r}: object key {key!r} cannot be stored safely")
+    return target
 
 
 def fetch_s3(uri: str, download_dir: Path, max_bytes: int) -> FetchedData:
@@ -234,15 +246,13 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int) -> FetchedData:
     location = parse_s3_uri(uri, os.environ.get("AWS_S3_BUCKET", ""))
     client = s3_client()
     try:
-        objects = _s3_objects(client, uri, location.bucket, location.key)
+        prefix, objects = _s3_objects(client, uri, location.bucket, location.key)
         total = sum(size for _, size, _ in objects)
         if total > max_bytes:
             raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
         files = []
-        base = location.key if location.key.endswith("/") or len(objects) > 1 else ""
         for key, _, _ in objects:
-            relative = key[len(base) :] if base and key.startswith(base) else PurePosixPath(key).name
-            target = download_dir / relative
+            target = _s3_target(download_dir, prefix, key, uri)
             target.parent.mkdir(parents=True, exist_ok=True)
             client.download_file(location.bucket, key, str(target))
             files.append(target)
@@ -250,7 +260,7 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int) -> FetchedData:
         raise _s3_error(uri, error) from None
     except BotoCoreError as error:
         raise DatasetSourceError(f"dataset_uri={uri!r}: S3 endpoint error: {type(error).__name__}: {error}") from None
-    if len(objects) == 1:
+    if not prefix:
         return FetchedData(files, objects[0][2])
     listing = "\n".join(f"{key}:{etag}" for key, _, etag in objects)
     return FetchedData(files, "sha256:" + hashlib.sha256(listing.encode()).hexdigest()[:16])
