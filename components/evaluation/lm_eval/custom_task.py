@@ -6,7 +6,9 @@ a directory that ``lm_eval.tasks.TaskManager(include_path=...)`` indexes:
 * :data:`HELDOUT_GENERATION_TASK` (``generate_until``): the model answers the conversation; the answer is scored
   against the reference assistant turn with ``exact_match`` (surrounding whitespace ignored) and ``chrf``.
 * :data:`HELDOUT_PERPLEXITY_TASK` (``loglikelihood``): the log-likelihood of the reference assistant turn given the
-  prompt, reported per token as ``token_loss`` (mean negative log-likelihood in nats) and ``token_perplexity``.
+  prompt, reported per token as ``token_loss`` (mean negative log-likelihood in nats) and ``token_perplexity``. The
+  token count of each reference is computed when the task is written, with the model's tokenizer, exactly over the
+  tokens lm-eval scores.
 
 With the chat template, the system turn becomes lm-eval's per-document ``description`` (rendered as the system
 message) and the final user turn the user message, so lm-eval renders exactly the model's own chat format. Earlier
@@ -21,7 +23,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 #: Task scoring generations of the held-out split against the reference assistant turns.
@@ -55,7 +57,8 @@ class HeldoutDoc:
         prompt: The final user turn, preceded by any earlier turns as ``Role: text`` paragraphs.
         plain_prompt: The whole prompt as plain text for runs without the chat template, ending in ``Assistant:``.
         reference: Content of the final assistant turn.
-        reference_tokens: Number of tokens of ``reference`` (tokenized on its own) for per-token scores.
+        plain_reference: ``reference`` after a space, the continuation scored after ``plain_prompt``.
+        reference_tokens: Number of tokens lm-eval scores for ``reference`` (see :func:`scored_pair`).
         source_line: 1-based line of the row in the dataset file.
     """
 
@@ -63,6 +66,7 @@ class HeldoutDoc:
     prompt: str
     plain_prompt: str
     reference: str
+    plain_reference: str
     reference_tokens: int
     source_line: int
 
@@ -149,13 +153,13 @@ def _labelled(messages: Sequence[dict]) -> list[str]:
     return [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
 
 
-def build_doc(messages: Sequence[dict], count_tokens: Callable[[str], int], source_line: int) -> HeldoutDoc:
+def build_doc(messages: Sequence[dict], source_line: int, reference_tokens: int = 0) -> HeldoutDoc:
     """Splits a conversation into the prompt parts and the reference answer.
 
     Args:
         messages: A validated conversation whose last turn is the assistant's.
-        count_tokens: Counts the tokens of a text with the evaluated model's tokenizer.
         source_line: 1-based line of the row, kept for error messages and samples.
+        reference_tokens: Number of tokens lm-eval scores for the reference (0 until counted).
 
     Returns:
         The :class:`HeldoutDoc`.
@@ -168,14 +172,30 @@ def build_doc(messages: Sequence[dict], count_tokens: Callable[[str], int], sour
     else:
         prompt = "\n\n".join(_labelled(dialogue))
     plain_prompt = "\n\n".join([*_labelled(prompt_turns), "Assistant:"])
-    return HeldoutDoc(
-        system=system,
-        prompt=prompt,
-        plain_prompt=plain_prompt,
-        reference=answer["content"],
-        reference_tokens=max(1, count_tokens(answer["content"])),
-        source_line=source_line,
-    )
+    reference = answer["content"]
+    return HeldoutDoc(system, prompt, plain_prompt, reference, " " + reference, reference_tokens, source_line)
+
+
+def chat_turns(doc: HeldoutDoc) -> list[dict[str, str]]:
+    """The chat messages lm-eval renders with the chat template for a document (system turn, then user turn)."""
+    system = [{"role": "system", "content": doc.system}] if doc.system else []
+    return [*system, {"role": "user", "content": doc.prompt}]
+
+
+def scored_pair(doc: HeldoutDoc, render_chat: Callable[[list[dict]], str] | None) -> tuple[str, str]:
+    """The ``(context, continuation)`` that lm-eval scores for a document's reference answer.
+
+    Args:
+        doc: The held-out document.
+        render_chat: Renders chat messages with the model's chat template and the generation prompt; None for runs
+            without the chat template.
+
+    Returns:
+        The context and the continuation (lm-eval adds no delimiter between them for ``loglikelihood`` tasks).
+    """
+    if render_chat is not None:
+        return render_chat(chat_turns(doc)), doc.reference
+    return doc.plain_prompt, doc.plain_reference
 
 
 def perplexity_process_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict[str, tuple[float, int]]:
@@ -209,7 +229,7 @@ def _generation_task(docs_file: Path, apply_chat_template: bool, max_new_tokens:
     """The lm-eval config of :data:`HELDOUT_GENERATION_TASK`."""
     return {
         "task": HELDOUT_GENERATION_TASK,
-        **_prompt_fields(docs_file, apply_chat_template),
+        **_prompt_fields(docs_file, apply_chat_template, scored=False),
         "output_type": "generate_until",
         "generation_kwargs": {
             # With the chat template the model's end-of-turn token stops generation (lm-eval adds it).
@@ -234,7 +254,7 @@ def _perplexity_task(docs_file: Path, apply_chat_template: bool) -> dict:
     """The lm-eval config of :data:`HELDOUT_PERPLEXITY_TASK` (its functions are resolved by lm-eval's loader)."""
     return {
         "task": HELDOUT_PERPLEXITY_TASK,
-        **_prompt_fields(docs_file, apply_chat_template),
+        **_prompt_fields(docs_file, apply_chat_template, scored=True),
         "output_type": "loglikelihood",
         "process_results": _FunctionRef(f"{_THIS_MODULE}.perplexity_process_results"),
         "metric_list": [
@@ -249,17 +269,20 @@ def _perplexity_task(docs_file: Path, apply_chat_template: bool) -> dict:
     }
 
 
-def _prompt_fields(docs_file: Path, apply_chat_template: bool) -> dict:
-    """Dataset and prompt fields shared by both held-out tasks."""
-    fields = {
-        "dataset_path": "json",
-        "dataset_kwargs": {"data_files": {"test": str(docs_file)}},
-        "test_split": "test",
-        "doc_to_target": "reference",
-    }
+def _prompt_fields(docs_file: Path, apply_chat_template: bool, scored: bool) -> dict:
+    """Dataset and prompt fields of a held-out task (``scored``: the loglikelihood task, see :func:`scored_pair`)."""
+    fields = {"dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(docs_file)}}, "test_split": "test"}
     if apply_chat_template:
-        return {**fields, "description": "system", "doc_to_text": "prompt", "target_delimiter": ""}
-    return {**fields, "doc_to_text": "plain_prompt", "target_delimiter": " "}
+        return {
+            **fields,
+            "description": "system",
+            "doc_to_text": "prompt",
+            "doc_to_target": "reference",
+            "target_delimiter": "",
+        }
+    if scored:
+        return {**fields, "doc_to_text": "plain_prompt", "doc_to_target": "plain_reference", "target_delimiter": ""}
+    return {**fields, "doc_to_text": "plain_prompt", "doc_to_target": "reference", "target_delimiter": " "}
 
 
 def _to_yaml(config: dict) -> str:
@@ -288,8 +311,8 @@ def _write_text(path: Path, text: str) -> None:
 def write_heldout_tasks(
     dataset_path: Path,
     task_dir: Path,
-    count_tokens: Callable[[str], int],
-    apply_chat_template: bool,
+    count_tokens: Callable[[str, str], int],
+    render_chat: Callable[[list[dict]], str] | None,
     max_samples: int,
     max_new_tokens: int,
 ) -> int:
@@ -298,8 +321,10 @@ def write_heldout_tasks(
     Args:
         dataset_path: ``eval_dataset.path`` (a chat JSONL file, or a directory holding one).
         task_dir: Directory to write into (created if needed); pass it to ``TaskManager(include_path=...)``.
-        count_tokens: Counts the tokens of a text with the evaluated model's tokenizer.
-        apply_chat_template: Whether the run renders prompts with the model's chat template.
+        count_tokens: Counts the tokens of a continuation after a context, as lm-eval splits them (trailing
+            whitespace of the context moves to the continuation; the pair is encoded whole).
+        render_chat: Renders chat messages with the model's chat template (see :func:`scored_pair`); None when the
+            run does not apply the chat template.
         max_samples: Most conversations to use (the first ones of the file); -1 uses all.
         max_new_tokens: Most tokens generated per answer.
 
@@ -310,7 +335,10 @@ def write_heldout_tasks(
         EvalDatasetError: The dataset is missing, has a bad row, or holds no conversation.
     """
     source = find_dataset_file(dataset_path)
-    docs = [build_doc(messages, count_tokens, line) for line, messages in read_conversations(source, max_samples)]
+    docs = []
+    for line, messages in read_conversations(source, max_samples):
+        doc = build_doc(messages, line)
+        docs.append(replace(doc, reference_tokens=max(1, count_tokens(*scored_pair(doc, render_chat)))))
     if not docs:
         raise EvalDatasetError(
             f"eval_dataset {source}: no conversations (the file is empty); pass a held-out split with rows, "
@@ -319,6 +347,7 @@ def write_heldout_tasks(
     task_dir = Path(task_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
     docs_file = task_dir / _DOCS_FILE
+    apply_chat_template = render_chat is not None
     _write_text(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
     tasks = {
         HELDOUT_GENERATION_TASK: _generation_task(docs_file, apply_chat_template, max_new_tokens),

@@ -230,14 +230,41 @@ def resolve_device(device: str, backend: str) -> str | None:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def token_counter(spec: ModelSpec) -> Callable[[str], int]:
-    """Counts tokens with the evaluated model's tokenizer (for the held-out per-token scores)."""
+def load_tokenizer(spec: ModelSpec) -> Any:
+    """Loads the evaluated model's tokenizer (for the held-out prompts and per-token scores)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        spec.tokenizer_source, trust_remote_code=bool(spec.model_args.get("trust_remote_code", False))
-    )
-    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    trust = bool(spec.model_args.get("trust_remote_code", False))
+    return AutoTokenizer.from_pretrained(spec.tokenizer_source, trust_remote_code=trust)
+
+
+def continuation_token_counter(tokenizer: Any) -> Callable[[str, str], int]:
+    """Counts the tokens of a continuation the way lm-eval's ``loglikelihood`` splits a (context, continuation) pair.
+
+    lm-eval moves the context's trailing whitespace to the continuation, encodes the whole text and the context, and
+    scores the tokens past the context; so does this count.
+    """
+
+    def count(context: str, continuation: str) -> int:
+        head = context.rstrip()
+        whole = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
+        return len(whole) - len(tokenizer(head, add_special_tokens=False)["input_ids"])
+
+    return count
+
+
+def chat_renderer(tokenizer: Any, spec: ModelSpec) -> Callable[[list[dict]], str]:
+    """Renders chat messages with the tokenizer's chat template and the generation prompt, as lm-eval does.
+
+    Raises:
+        ValueError: The tokenizer has no chat template.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"apply_chat_template is true but the tokenizer of {spec.tokenizer_source} has no chat template; "
+            "set apply_chat_template to false to evaluate a base model with plain-text prompts"
+        )
+    return lambda messages: tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -386,11 +413,12 @@ def run_lm_eval(
         if custom_tasks_path:
             include_paths.append(stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom"))
         if heldout:
+            tokenizer = load_tokenizer(spec)
             heldout_rows = write_heldout_tasks(
                 Path(eval_dataset_path),
                 Path(staging) / "heldout",
-                token_counter(spec),
-                apply_chat_template=options["apply_chat_template"],
+                continuation_token_counter(tokenizer),
+                chat_renderer(tokenizer, spec) if options["apply_chat_template"] else None,
                 max_samples=max_samples,
                 max_new_tokens=max_new_tokens,
             )

@@ -14,10 +14,12 @@ from components.evaluation.lm_eval.custom_task import (
     TASK_DIR_PLACEHOLDER,
     EvalDatasetError,
     build_doc,
+    chat_turns,
     find_dataset_file,
     is_empty_dataset,
     perplexity_process_results,
     read_conversations,
+    scored_pair,
     stage_custom_tasks,
     token_loss,
     write_heldout_tasks,
@@ -26,8 +28,14 @@ from components.evaluation.lm_eval.custom_task import (
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def _words(text: str) -> int:
-    return len(text.split())
+def _words(context: str, continuation: str) -> int:
+    """A stand-in token count: the words of the continuation."""
+    return len(continuation.split())
+
+
+def _render(messages: list) -> str:
+    """A stand-in chat template."""
+    return "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages) + "<assistant>\n"
 
 
 def _write_rows(path: Path, rows: list) -> Path:
@@ -79,23 +87,28 @@ def test_read_conversations_names_the_rule_the_file_and_the_line(tmp_path, row, 
 
 def test_build_doc_splits_system_prompt_and_reference():
     doc = build_doc(
-        _chat(("system", "Be exact."), ("user", "What is 2 plus 2?"), ("assistant", "2 + 2 = 4"))["messages"], _words, 7
+        _chat(("system", "Be exact."), ("user", "What is 2 plus 2?"), ("assistant", "2 + 2 = 4"))["messages"], 7
     )
-    assert (doc.system, doc.prompt, doc.reference, doc.reference_tokens, doc.source_line) == (
+    assert (doc.system, doc.prompt, doc.reference, doc.source_line) == (
         "Be exact.",
         "What is 2 plus 2?",
         "2 + 2 = 4",
-        5,
         7,
     )
     assert doc.plain_prompt == "System: Be exact.\n\nUser: What is 2 plus 2?\n\nAssistant:"
-    no_system = build_doc(_chat(("user", "Hi"), ("assistant", "Hello"))["messages"], _words, 1)
+    assert scored_pair(doc, None) == (doc.plain_prompt, " 2 + 2 = 4")
+    assert scored_pair(doc, _render) == (
+        "<system>Be exact.</system><user>What is 2 plus 2?</user><assistant>\n",
+        "2 + 2 = 4",
+    )
+    no_system = build_doc(_chat(("user", "Hi"), ("assistant", "Hello"))["messages"], 1)
     assert (no_system.system, no_system.prompt, no_system.plain_prompt) == ("", "Hi", "User: Hi\n\nAssistant:")
+    assert chat_turns(no_system) == [{"role": "user", "content": "Hi"}]
 
 
 def test_build_doc_folds_earlier_turns_into_the_user_message():
     messages = _chat(("user", "Hi"), ("assistant", "Hello"), ("user", "2+2?"), ("assistant", "4"))["messages"]
-    doc = build_doc(messages, _words, 1)
+    doc = build_doc(messages, 1)
     assert doc.system == ""
     assert doc.prompt == "User: Hi\n\nAssistant: Hello\n\nUser: 2+2?"
     assert doc.reference == "4"
@@ -116,9 +129,8 @@ def test_written_tasks_load_in_lm_eval(tmp_path, demo_dataset_path, apply_chat_t
     from lm_eval.tasks._yaml_loader import load_yaml
 
     task_dir = tmp_path / "tasks"
-    count = write_heldout_tasks(
-        demo_dataset_path, task_dir, _words, apply_chat_template, max_samples=5, max_new_tokens=9
-    )
+    render = _render if apply_chat_template else None
+    count = write_heldout_tasks(demo_dataset_path, task_dir, _words, render, max_samples=5, max_new_tokens=9)
     assert count == 5
     assert sorted(p.name for p in task_dir.iterdir()) == sorted(
         [f"{HELDOUT_GENERATION_TASK}.yaml", f"{HELDOUT_PERPLEXITY_TASK}.yaml", "heldout_docs.jsonl"]
@@ -126,7 +138,7 @@ def test_written_tasks_load_in_lm_eval(tmp_path, demo_dataset_path, apply_chat_t
     docs = [json.loads(line) for line in (task_dir / "heldout_docs.jsonl").read_text().splitlines()]
     first = json.loads(demo_dataset_path.read_text().splitlines()[0])["messages"]
     assert docs[0]["reference"] == first[-1]["content"]
-    assert docs[0]["reference_tokens"] == _words(first[-1]["content"])
+    assert docs[0]["reference_tokens"] == len(first[-1]["content"].split())
 
     generation = load_yaml(task_dir / f"{HELDOUT_GENERATION_TASK}.yaml", resolve_func=True)
     perplexity = load_yaml(task_dir / f"{HELDOUT_PERPLEXITY_TASK}.yaml", resolve_func=True)
@@ -143,6 +155,8 @@ def test_written_tasks_load_in_lm_eval(tmp_path, demo_dataset_path, apply_chat_t
     else:
         assert "description" not in generation
         assert (generation["doc_to_text"], generation["target_delimiter"]) == ("plain_prompt", " ")
+        assert (perplexity["doc_to_target"], perplexity["target_delimiter"]) == ("plain_reference", "")
+        assert docs[0]["plain_reference"] == " " + docs[0]["reference"]
     assert sorted(TaskManager(include_path=str(task_dir), include_defaults=False).all_tasks) == sorted(HELDOUT_TASKS)
 
 
@@ -151,7 +165,7 @@ def test_empty_dataset_is_an_error_and_is_detected(tmp_path):
     assert is_empty_dataset(empty)
     assert not is_empty_dataset(FIXTURES / "arith_choice" / "arith_choice.jsonl")
     with pytest.raises(EvalDatasetError, match="no conversations") as error:
-        write_heldout_tasks(empty, tmp_path / "tasks", _words, True, max_samples=-1, max_new_tokens=4)
+        write_heldout_tasks(empty, tmp_path / "tasks", _words, _render, max_samples=-1, max_new_tokens=4)
     assert str(empty) in str(error.value)
     assert not (tmp_path / "tasks").exists()
 
