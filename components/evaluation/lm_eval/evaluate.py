@@ -219,6 +219,36 @@ def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path])
     return manager
 
 
+def check_backend_available(backend: str) -> None:
+    """Fails early when the ``vllm`` backend is asked for in an image without vLLM.
+
+    Raises:
+        ValueError: ``backend`` is ``vllm`` and the ``vllm`` package is not installed.
+    """
+    import importlib.util
+
+    if backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ValueError(
+            "backend 'vllm' needs the vllm package, which this image lacks: run the component on a runtime image "
+            "with vLLM (KFP_FINETUNE_RUNTIME_IMAGE) or use backend 'hf'"
+        )
+
+
+def ensure_writable_hf_cache() -> None:
+    """Points ``HF_HOME`` at a temporary directory when no cache is configured and ``~/.cache`` is read-only.
+
+    OpenShift runs pods under a random UID whose home is often not writable; ``datasets`` needs a cache to load the
+    held-out split. A configured ``HF_HOME``/``HF_DATASETS_CACHE`` (e.g. a pre-populated cache on a PVC) is kept.
+    """
+    if os.environ.get("HF_HOME") or os.environ.get("HF_DATASETS_CACHE"):
+        return
+    cache = Path(os.path.expanduser("~/.cache"))
+    probe = cache if cache.exists() else cache.parent
+    if not os.access(probe, os.W_OK):
+        os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf-home-")
+        _log(f"{probe} is not writable: HF_HOME set to {os.environ['HF_HOME']}")
+
+
 def resolve_device(device: str, backend: str) -> str | None:
     """The device for lm-eval: the given one, else ``cuda`` when a GPU is visible, else ``cpu`` (None for vLLM)."""
     if backend == "vllm":
@@ -397,6 +427,7 @@ def run_lm_eval(
     if bootstrap_iters < 0:
         raise ValueError(f"bootstrap_iters must be >= 0, got {bootstrap_iters}")
     spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
+    check_backend_available(backend)
     baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None
     heldout = bool(eval_dataset_path)
     if heldout and allow_empty_eval_dataset and is_empty_dataset(Path(eval_dataset_path)):
@@ -406,6 +437,7 @@ def run_lm_eval(
     if not names and not eval_dataset_path:
         raise ValueError("nothing to evaluate: task_names is empty and no eval_dataset was given")
     options["device"] = resolve_device(device, backend)
+    ensure_writable_hf_cache()
     _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
 
     with tempfile.TemporaryDirectory(prefix="lm-eval-tasks-") as staging:

@@ -336,6 +336,16 @@ def test_model_without_weights_is_refused(tiny_model_dir, tmp_path):
         _run(tmp_path / "out", broken)
 
 
+def test_chat_template_on_a_tokenizer_without_one_is_refused(tiny_model_dir, tmp_path):
+    base = Path(shutil.copytree(tiny_model_dir, tmp_path / "base"))
+    config = json.loads((base / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (base / "tokenizer_config.json").write_text(json.dumps(config))
+    (base / "chat_template.jinja").unlink(missing_ok=True)
+    with pytest.raises(ValueError, match=f"tokenizer of {base} has no chat template; set apply_chat_template to false"):
+        _run(tmp_path / "out", base)
+
+
 def test_empty_eval_dataset_is_refused_unless_allowed(tiny_model_dir, tmp_path):
     empty = tmp_path / "eval.jsonl"
     empty.write_text("")

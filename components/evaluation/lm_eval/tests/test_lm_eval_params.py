@@ -1,9 +1,14 @@
 """Parameter checks of the lm_eval component: each bad value fails at once, naming the parameter."""
 
+import importlib.util
+import os
+
 import pytest
 
 from components.evaluation.lm_eval.evaluate import (
+    check_backend_available,
     check_task_names,
+    ensure_writable_hf_cache,
     limit_arg,
     normalize_gen_kwargs,
     num_fewshot_arg,
@@ -61,3 +66,29 @@ def test_unknown_task_message_lists_close_matches():
     message = unknown_task_message(["arc_eazy", "zzz"], known)
     assert "unknown lm-eval task 'arc_eazy' (close matches: arc_easy" in message
     assert "unknown lm-eval task 'zzz' (no close match)" in message
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed here")
+def test_vllm_backend_without_vllm_fails_early():
+    with pytest.raises(ValueError, match="backend 'vllm' needs the vllm package"):
+        check_backend_available("vllm")
+    check_backend_available("hf")
+
+
+def test_a_configured_hf_cache_is_kept(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    ensure_writable_hf_cache()
+    assert os.environ["HF_HOME"] == str(tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_a_read_only_home_gets_a_temporary_hf_cache(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    (home / ".cache").chmod(0o500)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("HF_HOME", raising=False)
+    monkeypatch.delenv("HF_DATASETS_CACHE", raising=False)
+    ensure_writable_hf_cache()
+    assert os.access(os.environ["HF_HOME"], os.W_OK)
+    assert not os.environ["HF_HOME"].startswith(str(home))
