@@ -296,8 +296,15 @@ def _to_yaml(config: dict) -> str:
     return yaml.dump(config, Dumper=TaskDumper, sort_keys=False, allow_unicode=True)
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Writes a file atomically (temporary file in the same directory, then ``os.replace``)."""
+def write_atomically(path: Path, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
+
+    Args:
+        path: The file to write; its directory is created if needed.
+        text: The content (UTF-8).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
@@ -348,13 +355,13 @@ def write_heldout_tasks(
     task_dir.mkdir(parents=True, exist_ok=True)
     docs_file = task_dir / _DOCS_FILE
     apply_chat_template = render_chat is not None
-    _write_text(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
+    write_atomically(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
     tasks = {
         HELDOUT_GENERATION_TASK: _generation_task(docs_file, apply_chat_template, max_new_tokens),
         HELDOUT_PERPLEXITY_TASK: _perplexity_task(docs_file, apply_chat_template),
     }
     for name, config in tasks.items():
-        _write_text(task_dir / f"{name}.yaml", _to_yaml(config))
+        write_atomically(task_dir / f"{name}.yaml", _to_yaml(config))
     return len(docs)
 
 

@@ -21,6 +21,7 @@ from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
     is_empty_dataset,
     stage_custom_tasks,
+    write_atomically,
     write_heldout_tasks,
 )
 from components.evaluation.lm_eval.model_spec import ModelSpec, resolve_model
@@ -297,19 +298,6 @@ def chat_renderer(tokenizer: Any, spec: ModelSpec) -> Callable[[list[dict]], str
     return lambda messages: tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def _results_json(results: Mapping[str, Any]) -> str:
     """Serialises lm-eval results the way lm-eval does (numpy scalars as numbers, anything else as text)."""
     from lm_eval.utils import handle_non_serializable
@@ -348,6 +336,78 @@ def _evaluate(spec: ModelSpec, task_names: Sequence[str], manager: Any, options:
             "HF_DATASETS_OFFLINE=1 (see the component README), or evaluate a custom task from local files"
         ) from error
     return dict(results)
+
+
+def check_options(
+    batch_size: str,
+    limit: int,
+    num_fewshot: int,
+    gen_kwargs: Mapping[str, Any] | None,
+    apply_chat_template: bool,
+    seed: int,
+    max_samples: int,
+    max_new_tokens: int,
+    bootstrap_iters: int,
+) -> dict[str, Any]:
+    """Checks the run settings and converts them to lm-eval's arguments (see :func:`run_lm_eval` for each).
+
+    Returns:
+        ``batch_size``, ``limit``, ``num_fewshot``, ``gen_kwargs``, ``apply_chat_template``, ``seed``,
+        ``bootstrap_iters``, ``max_samples`` and ``max_new_tokens`` as lm-eval and the task writer take them.
+
+    Raises:
+        ValueError: A value is out of range (the message names the parameter and the value).
+    """
+    if max_samples == 0 or max_samples < -1:
+        raise ValueError(f"max_samples must be -1 (all rows) or a positive count, got {max_samples}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive number of tokens, got {max_new_tokens}")
+    if bootstrap_iters < 0:
+        raise ValueError(f"bootstrap_iters must be >= 0, got {bootstrap_iters}")
+    return {
+        "batch_size": parse_batch_size(batch_size),
+        "limit": limit_arg(limit),
+        "num_fewshot": num_fewshot_arg(num_fewshot),
+        "gen_kwargs": normalize_gen_kwargs(gen_kwargs or {}),
+        "apply_chat_template": bool(apply_chat_template),
+        "seed": int(seed),
+        "bootstrap_iters": int(bootstrap_iters),
+        "max_samples": int(max_samples),
+        "max_new_tokens": int(max_new_tokens),
+    }
+
+
+def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> int:
+    """Writes the held-out tasks with the model's tokenizer; returns the number of conversations."""
+    tokenizer = load_tokenizer(spec)
+    rows = write_heldout_tasks(
+        dataset_path,
+        task_dir,
+        continuation_token_counter(tokenizer),
+        chat_renderer(tokenizer, spec) if options["apply_chat_template"] else None,
+        max_samples=options["max_samples"],
+        max_new_tokens=options["max_new_tokens"],
+    )
+    _log(f"held-out split: {rows} conversations from {dataset_path}")
+    return rows
+
+
+def _report_settings(
+    spec: ModelSpec, backend: str, names: Sequence[str], heldout_rows: int, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The run settings shown at the top of the report."""
+    return {
+        "Model": spec.source,
+        **({"Base model": spec.base_model} if spec.is_adapter else {}),
+        "Backend": backend,
+        "Chat template": "applied" if options["apply_chat_template"] else "not applied",
+        "Tasks": ", ".join(names) or "(none)",
+        "Held-out conversations": heldout_rows,
+        "Limit per task": "all" if options["limit"] is None else options["limit"],
+        "Few-shot": "task default" if options["num_fewshot"] is None else options["num_fewshot"],
+        "Generation settings": json.dumps(options["gen_kwargs"] or {}),
+        "Seed": options["seed"],
+    }
 
 
 def run_lm_eval(
@@ -411,21 +471,17 @@ def run_lm_eval(
             dataset is empty or malformed, or a task name is unknown.
         BenchmarkDataError: A benchmark dataset cannot be reached.
     """
-    options = {
-        "batch_size": parse_batch_size(batch_size),
-        "limit": limit_arg(limit),
-        "num_fewshot": num_fewshot_arg(num_fewshot),
-        "gen_kwargs": normalize_gen_kwargs(gen_kwargs or {}),
-        "apply_chat_template": bool(apply_chat_template),
-        "seed": int(seed),
-        "bootstrap_iters": int(bootstrap_iters),
-    }
-    if max_samples == 0 or max_samples < -1:
-        raise ValueError(f"max_samples must be -1 (all rows) or a positive count, got {max_samples}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive number of tokens, got {max_new_tokens}")
-    if bootstrap_iters < 0:
-        raise ValueError(f"bootstrap_iters must be >= 0, got {bootstrap_iters}")
+    options = check_options(
+        batch_size,
+        limit,
+        num_fewshot,
+        gen_kwargs,
+        apply_chat_template,
+        seed,
+        max_samples,
+        max_new_tokens,
+        bootstrap_iters,
+    )
     spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
     check_backend_available(backend)
     baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None
@@ -441,46 +497,26 @@ def run_lm_eval(
     _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
 
     with tempfile.TemporaryDirectory(prefix="lm-eval-tasks-") as staging:
-        include_paths, heldout_rows = [], 0
-        if custom_tasks_path:
-            include_paths.append(stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom"))
+        include_paths = (
+            [stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom")] if custom_tasks_path else []
+        )
+        heldout_rows = 0
         if heldout:
-            tokenizer = load_tokenizer(spec)
-            heldout_rows = write_heldout_tasks(
-                Path(eval_dataset_path),
-                Path(staging) / "heldout",
-                continuation_token_counter(tokenizer),
-                chat_renderer(tokenizer, spec) if options["apply_chat_template"] else None,
-                max_samples=max_samples,
-                max_new_tokens=max_new_tokens,
-            )
+            heldout_rows = _write_heldout(spec, Path(eval_dataset_path), Path(staging) / "heldout", options)
             include_paths.append(Path(staging) / "heldout")
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
-            _log(f"held-out split: {heldout_rows} conversations from {eval_dataset_path}")
         if names:
-            manager = build_task_manager(names, include_paths)
             _log(f"evaluating {', '.join(names)}")
-            results = _evaluate(spec, names, manager, options)
+            results = _evaluate(spec, names, build_task_manager(names, include_paths), options)
         else:
             results = {"results": {}, "configs": {}, "versions": {}}
 
     samples = results.pop("samples", None)
-    report_results = {**results, "samples": samples} if samples else results
     written = {**results, "samples": samples} if log_samples and samples else results
-    _write_atomically(Path(results_path), _results_json(written))
-    settings = {
-        "Model": spec.source,
-        **({"Base model": spec.base_model} if spec.is_adapter else {}),
-        "Backend": backend,
-        "Chat template": "applied" if options["apply_chat_template"] else "not applied",
-        "Tasks": ", ".join(names) or "(none)",
-        "Held-out conversations": heldout_rows,
-        "Limit per task": "all" if options["limit"] is None else options["limit"],
-        "Few-shot": "task default" if options["num_fewshot"] is None else options["num_fewshot"],
-        "Generation settings": json.dumps(options["gen_kwargs"] or {}),
-        "Seed": options["seed"],
-    }
-    _write_atomically(Path(report_path), render_report(report_results, settings, baseline))
+    write_atomically(Path(results_path), _results_json(written))
+    settings = _report_settings(spec, backend, names, heldout_rows, options)
+    report_results = {**results, "samples": samples} if samples else results
+    write_atomically(Path(report_path), render_report(report_results, settings, baseline))
     metrics = kfp_metrics(metric_rows(results))
     for name, value in metrics.items():
         _log(f"{name} = {value:.6g}")

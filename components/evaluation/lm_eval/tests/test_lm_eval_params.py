@@ -7,6 +7,7 @@ import pytest
 
 from components.evaluation.lm_eval.evaluate import (
     check_backend_available,
+    check_options,
     check_task_names,
     ensure_writable_hf_cache,
     limit_arg,
@@ -92,3 +93,30 @@ def test_a_read_only_home_gets_a_temporary_hf_cache(monkeypatch, tmp_path):
     ensure_writable_hf_cache()
     assert os.access(os.environ["HF_HOME"], os.W_OK)
     assert not os.environ["HF_HOME"].startswith(str(home))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"max_samples": 0}, "max_samples must be -1 .* got 0"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be a positive number of tokens, got 0"),
+        ({"bootstrap_iters": -5}, "bootstrap_iters must be >= 0, got -5"),
+        ({"limit": 0}, "limit must be"),
+        ({"batch_size": "many"}, "batch_size must be"),
+    ],
+)
+def test_check_options_names_the_bad_parameter(change, message):
+    settings = {
+        "batch_size": "auto",
+        "limit": -1,
+        "num_fewshot": -1,
+        "gen_kwargs": {},
+        "apply_chat_template": True,
+        "seed": 1,
+        "max_samples": -1,
+        "max_new_tokens": 4,
+        "bootstrap_iters": 0,
+    }
+    assert check_options(**settings)["limit"] is None
+    with pytest.raises(ValueError, match=message):
+        check_options(**{**settings, **change})
