@@ -119,9 +119,17 @@ def _component_inputs(documents: list[dict], component: str) -> set[str]:
 
 WIRED = {
     "dataset-download": {"max_seq_len"},
-    "train-model": {"algorithm", "workspace_path", "hf_token_secret_name", "s3_secret_name", "task_config"},
+    "train-model": {
+        "algorithm",
+        "workspace_path",
+        "hf_token_secret_name",
+        "s3_secret_name",
+        "task_config",
+        "run_id",
+        "task_name",
+    },
     "lm-eval": {"model_source"},
-    "model-registry": {"ca_bundle_path"},
+    "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name"},
 }
 
 

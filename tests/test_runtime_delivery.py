@@ -75,3 +75,27 @@ def test_pipeline_of_embedded_components_runs_locally(kfp_local):
 
     result = two_steps()
     assert result.output.startswith("a|")
+
+
+def test_parameter_docs_become_the_docstring_and_the_dashboard_descriptions(tmp_path):
+    import pytest
+
+    from components._common.runtime import with_parameter_docs
+
+    def step(name: str, count: int = 1) -> str:
+        """Does a step."""
+        return name * count
+
+    documented = runtime_component(
+        str(COMPONENTS_ROOT / "_common" / "component.py"),
+        parameter_docs={"name": "Who to greet.", "count": "How many   times."},
+    )(step)
+    assert (
+        documented.python_func.__doc__ == "Does a step.\n\nArgs:\n    name: Who to greet.\n    count: How many times.\n"
+    )
+    path = tmp_path / "c.yaml"
+    compiler.Compiler().compile(documented, str(path))
+    parameters = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]["parameters"]
+    assert parameters["count"]["description"] == "How many times."
+    with pytest.raises(ValueError, match=r"unknown parameters \['typo'\]"):
+        with_parameter_docs(step, {"typo": "x"})

@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +117,31 @@ def _reproducible_archive() -> Iterator[None]:
         component_factory.gzip = original
 
 
+def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, str]) -> Callable[..., Any]:
+    """Appends a Google ``Args:`` section built from ``parameter_docs`` to ``func``'s docstring.
+
+    KFP turns that section into the parameter descriptions shown in the dashboard, and the README generator into the
+    parameters table, while ``component.py`` stays a short wrapper.
+
+    Raises:
+        ValueError: ``parameter_docs`` names a parameter ``func`` does not have.
+    """
+    import inspect
+
+    unknown = sorted(set(parameter_docs) - set(inspect.signature(func).parameters))
+    if unknown:
+        raise ValueError(f"parameter_docs of {func.__name__} name unknown parameters {unknown}")
+    summary = inspect.cleandoc(func.__doc__ or func.__name__)
+    lines = [f"    {name}: {' '.join(text.split())}" for name, text in parameter_docs.items()]
+    func.__doc__ = summary + "\n\nArgs:\n" + "\n".join(lines) + "\n"
+    return func
+
+
 def runtime_component(
     component_file: str,
     packages: Sequence[str] = (),
     extra_dirs: Sequence[Path] = (),
+    parameter_docs: Mapping[str, str] | None = None,
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """A ``@dsl.component`` that ships the component's own modules into the pod.
@@ -129,6 +150,8 @@ def runtime_component(
         component_file: ``__file__`` of the ``component.py`` being decorated; its directory is bundled.
         packages: Pinned third-party packages the component needs at run time on :data:`BASE_IMAGE`.
         extra_dirs: Further directories under ``components/`` the runtime code imports.
+        parameter_docs: Descriptions of the parameters, by name, when the function's docstring has no ``Args:``
+            section (see :func:`with_parameter_docs`).
         **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
 
     Returns:
@@ -137,6 +160,8 @@ def runtime_component(
     from kfp import dsl
 
     def decorate(func: Callable[..., Any]) -> Any:
+        if parameter_docs:
+            with_parameter_docs(func, parameter_docs)
         if RUNTIME_IMAGE:
             return dsl.component(func, base_image=RUNTIME_IMAGE, install_kfp_package=False, **component_kwargs)
         with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():

@@ -70,11 +70,11 @@ def _apply_secrets(tasks: dict[str, Any], settings: CompileSettings) -> None:
 
 def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorithm: str) -> dict[str, Any]:
     """Calls the four components with the pipeline's values; returns the tasks by step."""
-    from components.deployment.kubeflow_model_registry import model_registry
-    from components.evaluation.lm_eval import lm_eval
     from kfp import dsl
 
     from components.data_processing.dataset_download import dataset_download
+    from components.deployment.kubeflow_model_registry import model_registry
+    from components.evaluation.lm_eval import lm_eval
     from components.training.finetuning import train_model
 
     def args(step: str) -> dict[str, Any]:

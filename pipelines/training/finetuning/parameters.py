@@ -164,6 +164,15 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p("eval", "log_samples", bool, False, "Keep per-sample outputs in the results artifact."),
     _p("eval", "max_samples", int, 200, "Held-out split: evaluate at most this many conversations."),
     _p("eval", "max_new_tokens", int, 64, "Held-out split: longest generated answer."),
+    _p("eval", "device", str, "", "Device for lm-eval (e.g. cuda:0, cpu); '' = a GPU when visible."),
+    _p("eval", "bootstrap_iters", int, 100000, "Bootstrap iterations for metric stderr (0 = no stderr)."),
+    _p(
+        "eval",
+        "allow_empty_eval_dataset",
+        bool,
+        True,
+        "Skip the held-out tasks when the eval split is empty (train_split_ratio 1.0) instead of failing.",
+    ),
     # phase 04: registration
     _p(
         "registry",
@@ -184,6 +193,13 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p("registry", "min_metric_value", float, 0.0, "Gate threshold."),
     _p("registry", "model_uri", str, "", "Serving URI to register; '' = derived (pvc:// or the S3 upload)."),
     _p("registry", "s3_upload_prefix", str, "", "s3://bucket/prefix to upload the model to before registering."),
+    _p(
+        "registry",
+        "storage_key",
+        str,
+        "",
+        "Data-connection name recorded on the registered artifact (storageKey), so serving finds the S3 credentials.",
+    ),
     _p("registry", "is_secure", bool, True, "Verify the registry's TLS certificate."),
 )
 

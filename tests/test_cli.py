@@ -1,0 +1,92 @@
+"""The ``kfp-finetune`` CLI: help everywhere, compile with compile-time flags, exit codes."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.cli import build_parser, main
+from pipelines.training.finetuning import PIPELINES
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SUBCOMMANDS = ["compile", "demo", "validate-dataset", "upload", "run", "schedule"]
+
+
+@pytest.mark.parametrize("command", [[], *([c] for c in SUBCOMMANDS)])
+def test_help_everywhere(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([*command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: kfp-finetune" in capsys.readouterr().out
+
+
+def test_compile_one_with_compile_time_flags(tmp_path):
+    output = tmp_path / "osft.yaml"
+    code = main(
+        [
+            "compile",
+            "osft-minimal",
+            "-o",
+            str(output),
+            "--pvc-size",
+            "120Gi",
+            "--pvc-storage-class",
+            "ocs-cephfs",
+            "--pvc-access-modes",
+            "ReadWriteMany,ReadOnlyMany",
+            "--pipeline-name",
+            "my-osft",
+        ]
+    )
+    assert code == 0
+    documents = list(yaml.safe_load_all(output.read_text()))
+    assert documents[0]["pipelineInfo"]["name"] == "my-osft"
+    workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
+    assert workspace["size"] == "120Gi"
+    assert workspace["kubernetes"]["pvcSpecPatch"]["accessModes"] == ["ReadWriteMany", "ReadOnlyMany"]
+
+
+def test_compile_all_into_a_directory(tmp_path):
+    assert main(["compile", "--all", "-o", str(tmp_path)]) == 0
+    assert sorted(p.stem for p in tmp_path.glob("*.yaml")) == sorted(PIPELINES)
+
+
+def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys):
+    assert main(["compile", "nonexistent", "-o", str(tmp_path / "x.yaml")]) == 2
+    assert "unknown pipeline 'nonexistent'" in capsys.readouterr().err
+    assert main(["compile", "sft", "-o", str(tmp_path / "x.yaml"), "--pvc-size", "lots"]) == 2
+    assert "pvc_size must be a Kubernetes quantity" in capsys.readouterr().err
+    assert main(["compile"]) == 2
+
+
+def test_runtime_image_flag_switches_delivery_mode(tmp_path):
+    """With a prebuilt runtime image nothing is embedded or pip-installed (checked in a fresh process)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
+    output = tmp_path / "sft.yaml"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "compile",
+            "sft",
+            "-o",
+            str(output),
+            "--runtime-image",
+            "quay.io/example/kfp-finetune-runtime:0.1.0",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    text = output.read_text()
+    assert "__KFP_EMBEDDED_ARCHIVE_B64" not in text
+    assert "pip install" not in text
+    images = {
+        e["container"]["image"] for e in yaml.safe_load_all(text).__next__()["deploymentSpec"]["executors"].values()
+    }
+    assert images == {"quay.io/example/kfp-finetune-runtime:0.1.0"}
