@@ -271,7 +271,13 @@ def _perplexity_task(docs_file: Path, apply_chat_template: bool) -> dict:
 
 def _prompt_fields(docs_file: Path, apply_chat_template: bool, scored: bool) -> dict:
     """Dataset and prompt fields of a held-out task (``scored``: the loglikelihood task, see :func:`scored_pair`)."""
-    fields = {"dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(docs_file)}}, "test_split": "test"}
+    fields = {
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(docs_file)}},
+        "test_split": "test",
+        # Few-shot examples (num_fewshot > 0) come from the same split, never the document being evaluated.
+        "fewshot_split": "test",
+    }
     if apply_chat_template:
         return {
             **fields,

@@ -261,6 +261,18 @@ def test_log_samples_decides_whether_samples_are_kept(chat_run, base_run):
     assert "First generations" in base_run.report  # the report shows examples either way
 
 
+def test_few_shot_examples_never_include_the_evaluated_conversation(trained_model_dir, tmp_path):
+    # Three conversations, two shots: the examples of each one must be exactly the two others.
+    run = _run(tmp_path, trained_model_dir, num_fewshot=2, max_samples=3, log_samples=True)
+    assert run.results["n-shot"]["heldout_generation"] == 2
+    for sample in run.results["samples"]["heldout_perplexity"]:
+        prompt, reference = sample["arguments"][0]
+        question = sample["doc"]["prompt"]
+        assert prompt.count("<|im_start|>assistant\n") == 3  # two answered examples, then the generation prompt
+        assert prompt.count(question) == 1 and prompt.endswith(f"{question}<|im_end|>\n<|im_start|>assistant\n")
+        assert reference not in prompt
+
+
 def test_peft_adapter_is_evaluated_on_its_base_from_the_metadata(tiny_model_dir, tmp_path):
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
@@ -306,7 +318,7 @@ def test_runs_through_kfp_local(kfp_local, trained_model_dir, base_run, tmp_path
             custom_tasks=tasks.output,
             baseline_results=base.output,
             task_names=["arith_choice"],
-            **FAST,
+            **{**FAST, "batch_size": "auto"},  # the default: lm-eval detects the largest batch that fits
         )
         return task.outputs["metrics"]
 
