@@ -143,6 +143,7 @@ def test_written_tasks_load_in_lm_eval(tmp_path, demo_dataset_path, apply_chat_t
     generation = load_yaml(task_dir / f"{HELDOUT_GENERATION_TASK}.yaml", resolve_func=True)
     perplexity = load_yaml(task_dir / f"{HELDOUT_PERPLEXITY_TASK}.yaml", resolve_func=True)
     assert generation["generation_kwargs"]["max_gen_toks"] == 9
+    assert generation["fewshot_split"] == generation["test_split"] == perplexity["fewshot_split"] == "test"
     assert generation["dataset_kwargs"]["data_files"]["test"] == str(task_dir / "heldout_docs.jsonl")
     assert perplexity["process_results"] is custom_task.perplexity_process_results
     assert perplexity["metric_list"][0]["aggregation"] is custom_task.token_loss
