@@ -43,7 +43,7 @@ def demo_arguments(algorithm: str, base_model: Path, dataset_uri: str, registry_
     from pipelines.training.finetuning.parameters import parameters_for
 
     by_step = {
-        "dataset": {"dataset_uri": dataset_uri, "train_split_ratio": 0.9},
+        "dataset": {"dataset_uri": dataset_uri, "train_split_ratio": 0.9, "tokenizer_source": str(base_model)},
         "train": {**DEMO_ARGUMENTS, "base_model": str(base_model), "backend": "local"},
         "eval": DEMO_EVAL_ARGUMENTS,
         "registry": {"registry_address": registry_address, "model_name": "kfp-finetune-demo"},
@@ -84,8 +84,11 @@ def run_demo(
     output_dir = output_dir.resolve()
     from kfp import local
 
+    from pipelines.demo import kfp_local_compat
     from pipelines.demo.tiny_model import build_tiny_model
     from pipelines.training.finetuning.definition import build_pipeline
+
+    kfp_local_compat.install()
 
     log(f"[demo 1/3] building the tiny base model in {output_dir / 'base-model'}")
     base_model = build_tiny_model(output_dir / "base-model")

@@ -53,6 +53,9 @@ def kfp_local(tmp_path: Path):
     """
     from kfp import local
 
+    from pipelines.demo import kfp_local_compat
+
+    kfp_local_compat.install()
     pipeline_root = tmp_path / "kfp-root"
     workspace_root = tmp_path / "kfp-workspace"
     workspace_root.mkdir()
