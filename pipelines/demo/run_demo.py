@@ -7,6 +7,7 @@ split as a custom lm-eval task) → register (skipped unless a registry address 
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -60,6 +61,38 @@ def list_outputs(pipeline_root: Path) -> list[Path]:
     return sorted(path for path in pipeline_root.rglob("*") if path.is_file())
 
 
+def summarize_run(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """What each task of a local run produced, from its ``executor_output.json``.
+
+    Returns:
+        ``{task: {"metrics": {...}, "artifacts": {name: uri}, "parameters": {...}}}`` in task order.
+    """
+    summary: dict[str, dict[str, Any]] = {}
+    for output_file in sorted(run_dir.glob("*/executor_output.json"), key=lambda p: p.stat().st_mtime):
+        output = json.loads(output_file.read_text())
+        artifacts = {name: entry["artifacts"][0] for name, entry in output.get("artifacts", {}).items()}
+        summary[output_file.parent.name] = {
+            "metrics": artifacts.get("metrics", {}).get("metadata", {}),
+            "artifacts": {name: artifact["uri"] for name, artifact in artifacts.items() if name != "metrics"},
+            "parameters": output.get("parameterValues", {}),
+        }
+    return summary
+
+
+def _summary_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """Human-readable lines of :func:`summarize_run`'s result."""
+    lines = []
+    for task, produced in summary.items():
+        lines.append(f"  {task}:")
+        lines += [f"    {name}: {value}" for name, value in produced["parameters"].items()]
+        lines += [
+            f"    {name} = {value:.4g}" if isinstance(value, float) else f"    {name} = {value}"
+            for name, value in produced["metrics"].items()
+        ]
+        lines += [f"    {name} -> {uri}" for name, uri in produced["artifacts"].items()]
+    return lines
+
+
 def run_demo(
     output_dir: Path,
     algorithm: str = "sft",
@@ -103,8 +136,8 @@ def run_demo(
     pipeline = build_pipeline(algorithm, "expert", f"{algorithm}-demo", f"Local {algorithm.upper()} demo.")
     log(f"[demo 2/3] running the {algorithm} pipeline locally (dataset → train → eval → registry)")
     pipeline(**demo_arguments(algorithm, base_model, dataset_uri or str(DEMO_DATASET_PATH), registry_address))
-    outputs = list_outputs(pipeline_root)
-    log(f"[demo 3/3] done in {time.perf_counter() - started:.0f}s; artifacts:")
-    for path in outputs:
-        log(f"  {path}")
-    return outputs
+    run_dir = max((p for p in pipeline_root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    log(f"[demo 3/3] done in {time.perf_counter() - started:.0f}s; what each step produced ({run_dir}):")
+    for line in _summary_lines(summarize_run(run_dir)):
+        log(line)
+    return list_outputs(run_dir)
