@@ -37,7 +37,7 @@ TASK_DIR_PLACEHOLDER = "${TASK_DIR}"
 
 _DOCS_FILE = "heldout_docs.jsonl"
 _THIS_MODULE = "components.evaluation.lm_eval.custom_task"
-_PROMPT_ROLES = {"system", "user", "assistant", "tool"}
+_ROLES = {"system", "user", "assistant", "tool"}
 
 
 class _FunctionRef(str):
@@ -113,8 +113,8 @@ def _messages_of_row(path: Path, line: int, text: str) -> list[dict]:
     if not isinstance(messages, list) or len(messages) < 2:
         raise _row_error(path, line, "'messages' must be a list of at least 2 turns", text)
     for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in _PROMPT_ROLES:
-            raise _row_error(path, line, f"every turn needs a 'role' in {sorted(_PROMPT_ROLES)}", text)
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            raise _row_error(path, line, f"every turn needs a 'role' in {sorted(_ROLES)}", text)
         if not isinstance(message.get("content"), str) or not message["content"].strip():
             raise _row_error(path, line, "every turn needs a non-empty string 'content'", text)
     if messages[-1]["role"] != "assistant":
