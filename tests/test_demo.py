@@ -26,13 +26,14 @@ def test_demo_runs_the_whole_pipeline_end_to_end(tmp_path, capsys):
     vocabulary = json.loads((tmp_path / "demo" / "base-model" / "config.json").read_text())["vocab_size"]
     # A randomly initialised model starts near ln(vocabulary); the demo run must have learned something.
     assert train["metrics"]["final_loss"] < math.log(vocabulary) - 1.0
-    assert train["metrics"]["steps"] == 40
+    assert train["metrics"]["steps"] == 8 * math.ceil(360 / 8)  # num_epochs x ceil(train rows / batch)
     model_dir = Path(train["artifacts"]["model"])
     assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
 
     evaluation = summary["lm-eval"]["metrics"]
     assert evaluation["heldout_perplexity/token_perplexity"] > 1.0
     assert "heldout_generation/exact_match" in evaluation
+    assert evaluation["heldout_generation/chrf"] > 0  # the learned answer format overlaps the references
 
     assert summary["model-registry"]["parameters"]["status"] == "skipped"
     for produced in summary.values():
