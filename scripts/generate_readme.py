@@ -102,7 +102,7 @@ def component_block(directory: str, public_name: str) -> str:
     required = [p.name for p in inputs if p.default is inspect.Parameter.empty]
     lines += [
         "",
-        "## Usage",
+        "## Import",
         "",
         "```python",
         f"from {directory.replace('/', '.')} import {public_name}",

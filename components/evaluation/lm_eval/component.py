@@ -3,6 +3,7 @@
 from kfp import dsl
 
 from components._common.runtime import runtime_component
+from components.evaluation.lm_eval.parameter_docs import PARAMETER_DOCS
 
 #: Pinned runtime packages on the base image (lm-eval with its Hugging Face backend).
 PACKAGES = [
@@ -16,7 +17,7 @@ PACKAGES = [
 ]
 
 
-@runtime_component(__file__, packages=PACKAGES)
+@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS)
 def lm_eval(
     model: dsl.Input[dsl.Model],
     metrics: dsl.Output[dsl.Metrics],

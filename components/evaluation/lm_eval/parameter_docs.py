@@ -1,0 +1,84 @@
+"""Descriptions of the ``lm_eval`` parameters and outputs: the component docstring, the dashboard and the README."""
+
+PARAMETER_DOCS = {
+    "model": (
+        "Directory in Hugging Face `save_pretrained` layout: a full model (`config.json`, weights, "
+        "tokenizer) or a PEFT adapter (`adapter_config.json` + `adapter_model.*`), loaded on its base "
+        "model through lm-eval's `peft=` argument. The base is the adapter's `base_model_name_or_path` "
+        "when that is reachable here (an existing directory or a Hub id), else "
+        '`model.metadata["base_model"]`. The tokenizer comes from the adapter directory when it has one, '
+        "else from the base."
+    ),
+    "task_names": (
+        "lm-eval task, group or tag names. Built-in names need their datasets (see *Disconnected "
+        "clusters*). May be empty when `eval_dataset` is given."
+    ),
+    "eval_dataset": (
+        'Held-out chat JSONL (rows `{"messages": [...]}`, last turn from the assistant; a directory '
+        "holding exactly one `*.jsonl` also works). Adds `heldout_generation` and `heldout_perplexity`."
+    ),
+    "baseline_results": (
+        "The `results` output of an earlier run (or lm-eval's own results JSON). The report shows "
+        "baseline values and deltas, marked `better`/`worse` by each metric's direction."
+    ),
+    "model_source": (
+        "A local path or Hub id evaluated **instead of** `model` (e.g. the base model, to produce a baseline)."
+    ),
+    "batch_size": ("`auto`, `auto:N` (re-detect N times) or a positive integer."),
+    "limit": ("Documents per task; `-1` = all. `0` is refused."),
+    "num_fewshot": ("Few-shot examples; `-1` = each task's default."),
+    "gen_kwargs": (
+        "Generation settings for every generative task (benchmarks and `heldout_generation`), e.g. "
+        '`{"max_new_tokens": 128}`, `{"temperature": 0.7}`, `{"until": ["\\n\\n"]}`. '
+        "`max_new_tokens`/`max_tokens` are renamed to lm-eval's `max_gen_toks` so that they win over a "
+        "task's own length; a positive `temperature` without `do_sample` turns sampling on."
+    ),
+    "model_args": (
+        'Extra lm-eval model arguments, e.g. `{"dtype": "bfloat16", "trust_remote_code": true, '
+        '"max_length": 4096}`. `pretrained`/`peft`/`lora_local_path` are refused (use '
+        "`model`/`model_source`), and so are credential keys (`token`, ...): the Hub token comes from the "
+        "`HF_TOKEN` environment variable."
+    ),
+    "apply_chat_template": (
+        "Render prompts with the tokenizer's chat template (refused with a clear error if the tokenizer "
+        "has none). `False` for base models: plain-text prompts."
+    ),
+    "backend": (
+        "`hf` (transformers) or `vllm` (needs an image with vLLM; adapters are loaded as LoRA with `lora_local_path`)."
+    ),
+    "seed": ("Seed of Python, NumPy, torch and the few-shot sampler."),
+    "log_samples": ("Keep every per-document sample (prompt, response, scores) in the results JSON."),
+    "max_samples": (
+        "Conversations of `eval_dataset` used: the first ones of the file (`dataset_download` already "
+        "shuffled it); `-1` = all."
+    ),
+    "max_new_tokens": ("Most tokens generated per held-out answer (`gen_kwargs` may override it)."),
+    "custom_tasks": (
+        "A directory of lm-eval task YAMLs and their data files, added to the task index. Relative paths "
+        "in a YAML resolve against the pod's working directory, so write `${TASK_DIR}` for the directory "
+        "itself, e.g. `data_files: {test: ${TASK_DIR}/questions.jsonl}`."
+    ),
+    "device": ('Torch device for `hf`; `""` = `cuda` when a GPU is visible, else `cpu`.'),
+    "bootstrap_iters": ("Bootstrap resamples for standard errors of non-mean metrics (`0` = none)."),
+    "allow_empty_eval_dataset": (
+        "Skip the held-out tasks instead of failing when `eval_dataset` has no rows (`dataset_download` "
+        "with `train_split_ratio=1.0` writes an empty split). With no `task_names` either, the run writes "
+        "empty outputs."
+    ),
+    "metrics": (
+        "One entry per task and metric, `<task>/<metric>` (`<task>/<metric>/<filter>` for filtered "
+        "metrics such as gsm8k's `strict-match`), and `<name>_stderr` where lm-eval computes a standard "
+        "error. Non-finite values are left out (they stay in `results`). E.g. `arc_easy/acc`, "
+        "`arc_easy/acc_stderr`, `heldout_generation/exact_match`, `heldout_generation/chrf`, "
+        "`heldout_perplexity/token_loss`, `heldout_perplexity/token_perplexity`."
+    ),
+    "results": (
+        "The full lm-eval results JSON (`results`, `configs`, `versions`, `n-shot`, `n-samples`, "
+        "`higher_is_better`, `config`, ...; `samples` when `log_samples`). Metadata: `model`, "
+        "`base_model`, `backend`, `tasks`, `apply_chat_template`, `heldout_rows`, `lm_eval_version`."
+    ),
+    "report": (
+        "Run settings; a table per task (value, ± stderr, direction, and baseline + Δ when given); the "
+        "first generations of each generative task (prompt, reference, generation)."
+    ),
+}
