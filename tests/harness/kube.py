@@ -150,6 +150,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         super().__attrs_post_init__()
         self.pod_logs: dict[tuple[str, str], str] = {}
         self.rejections: list[dict[str, Any]] = []
+        self.scripted_watches: list[tuple[str, Callable[[kmock.Request], Any]]] = []
         (self[kmock.subresource("log")] ** -1) << self._serve_log
 
     async def _handle(self, request: kmock.Request):  # noqa: D102
@@ -170,6 +171,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
         return result
 
     async def _serve_watch(self, request: kmock.Request):
+        for index, (plural, script) in enumerate(self.scripted_watches):
+            if request.resource is not None and request.resource.plural == plural:
+                del self.scripted_watches[index]
+                async for item in script(request):
+                    yield item
+                return
         timeout = float(request.params.get("timeoutSeconds", "0") or 0)
         deadline = time.monotonic() + timeout if timeout else None
         stream = super()._serve_watch(request).__aiter__()
@@ -417,7 +424,8 @@ class KubeApi:
             criteria.append(kmock.name(name))
 
         def install() -> None:
-            view = self.emulator[tuple(criteria)][:times]
+            seen = len(self.emulator[tuple(criteria)])
+            view = self.emulator[tuple(criteria)][seen : seen + times]
             view << error
 
         self.call(install)
@@ -426,10 +434,11 @@ class KubeApi:
         """Makes the next watch on ``plural`` answer with an in-stream ``410 Gone`` error event."""
         gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}}
 
-        def install() -> None:
-            self.emulator[enums.action.WATCH, kmock.resource(plural)][:1] << (b"", gone)
+        async def expired(request: kmock.Request):
+            yield b""
+            yield gone
 
-        self.call(install)
+        self.call(lambda: self.emulator.scripted_watches.append((plural, expired)))
 
     def end_watch_after(self, plural: str, events: int) -> None:
         """Makes the next watch on ``plural`` send the object's current state ``events`` times, then drop."""
@@ -447,7 +456,7 @@ class KubeApi:
                         if _matches(obj, request.params):
                             yield {"type": "MODIFIED", "object": obj}
 
-            self.emulator[enums.action.WATCH, kmock.resource(plural)][:1] << dropped
+            self.emulator.scripted_watches.append((plural, dropped))
 
         self.call(install)
 

@@ -1,0 +1,640 @@
+"""The TrainJob client layer against kmock's Kubernetes API on 127.0.0.1, driven by the official client.
+
+Poll-mode scenarios run on a fake clock whose ``sleep`` advances time and plays the cluster's part, so timeouts of
+minutes take milliseconds and every request is deterministic. Watch-mode scenarios run on the real clock with short
+windows, with the cluster's part played by a background thread.
+"""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.training.finetuning import kube
+from components.training.finetuning.kube import (
+    API_PERMISSIONS,
+    KubeAuthError,
+    RuntimeNotFoundError,
+    TrainJobApiError,
+    TrainJobCancelled,
+    TrainJobConflictError,
+    TrainJobFailed,
+    load_api_client,
+    run_trainjob,
+)
+from components.training.finetuning.trainjob import TrainJobSpec, build_trainjob
+from tests.harness.kube import condition, make_pod
+
+NS = "team-a"
+RUN_ID = "7d1f0a52-3c44-4b8e-9a61-0f2b3c4d5e6f"
+RBAC_FILE = Path(kube.__file__).with_name("rbac.yaml")
+
+
+def _manifest(**overrides):
+    fields = dict(
+        run_id=RUN_ID,
+        task_name="train-model",
+        namespace=NS,
+        command=["python", "-m", "train"],
+        volumes=[{"name": "ws", "persistentVolumeClaim": {"claimName": "ws"}}],
+        volume_mounts=[{"name": "ws", "mountPath": "/kfp-workspace"}],
+    )
+    fields.update(overrides)
+    return build_trainjob(TrainJobSpec(**fields))
+
+
+MANIFEST = _manifest()
+NAME = MANIFEST["metadata"]["name"]
+POD = make_pod(NS, NAME)["metadata"]["name"]
+
+
+class FakeClock:
+    """A clock whose ``sleep`` advances time instantly and then lets the scripted cluster act at the new time."""
+
+    def __init__(self, script=None):
+        self.now = 0.0
+        self.sleeps = []
+        self.script = script or (lambda now: None)
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+        self.script(self.now)
+
+
+class Log(list):
+    def __call__(self, line):
+        self.append(line)
+
+    def text(self):
+        return "\n".join(self)
+
+
+@pytest.fixture
+def cluster(kube_api):
+    """The emulator with the default runtime installed; every test checks its requests stay within rbac.yaml."""
+    kube_api.create_runtime("training-hub")
+    yield kube_api
+    granted = _rbac_permissions()
+    used = {(r.group, r.rbac_resource, r.verb) for r in kube_api.requests}
+    assert used <= granted, f"requests outside rbac.yaml: {used - granted}"
+
+
+def _rbac_permissions():
+    granted = set()
+    for document in yaml.safe_load_all(RBAC_FILE.read_text()):
+        if document and document["kind"] in ("Role", "ClusterRole"):
+            for rule in document["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        granted |= {(group, resource, verb) for verb in rule["verbs"]}
+    return granted
+
+
+def _poll(kube_api, clock, log, **overrides):
+    options = dict(
+        start_timeout_seconds=300,
+        timeout_seconds=3600,
+        poll_interval_seconds=10,
+        use_watch=False,
+        clock=clock,
+        sleep=clock.sleep,
+        log=log,
+    )
+    options.update(overrides)
+    return run_trainjob(kube_api.api_client, MANIFEST, **options)
+
+
+def _at(kube_api, steps):
+    """A fake-clock script: at each time (seconds) apply the cluster action once."""
+    done = set()
+
+    def script(now):
+        for index, (when, action) in enumerate(steps):
+            if now >= when and index not in done:
+                done.add(index)
+                action()
+
+    return script
+
+
+# -- success -------------------------------------------------------------------------------------------------------
+def test_success_by_polling_logs_progress_and_keeps_one_request_per_interval(cluster, tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    record = {"epoch": 0.5, "loss": 1.25, "lr": 2e-5, "tokens_per_second": 1500.0, "total_steps": 4}
+
+    def write(step, seconds):
+        with metrics.open("a") as handle:
+            handle.write(json.dumps({**record, "step": step, "time": seconds}) + "\n")
+
+    clock = FakeClock()
+    clock.script = _at(
+        cluster,
+        [
+            (10, lambda: cluster.put_pod(make_pod(NS, NAME, phase="Pending", waiting=("ContainerCreating", "")))),
+            (20, lambda: cluster.put_pod(make_pod(NS, NAME))),
+            (30, lambda: write(1, 30.0)),
+            (40, lambda: write(2, 60.0)),
+            (60, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]})),
+        ],
+    )
+    log = Log()
+    result = _poll(cluster, clock, log, metrics_file=str(metrics))
+    assert (result.name, result.namespace, result.reattached, result.deleted) == (NAME, NS, False, False)
+    assert result.duration_seconds == 60 and result.last_progress["step"] == 2
+    assert cluster.requests_summary() == [
+        "get clustertrainingruntimes training-hub",
+        "create trainjobs",
+        "list pods",  # t=0: not started
+        f"get trainjobs {NAME}",
+        "list pods",  # t=10: pending
+        f"get trainjobs {NAME}",
+        "list pods",  # t=20: running -> started; from now on one GET per interval
+        f"get trainjobs {NAME}",
+        f"get trainjobs {NAME}",
+        f"get trainjobs {NAME}",
+        f"get trainjobs {NAME}",
+    ]
+    assert clock.sleeps == [10] * 6
+    progress = "step 2/4 (50%) | epoch 0.50 | loss 1.2500 | lr 2.00e-05 | 1500 tok/s | ETA 1m00s"
+    assert f"[trainjob {NAME}] Running | {progress}" in log
+    assert log[-1] == f"[trainjob {NAME}] Complete | {progress}"
+    created = cluster.requests[1].body
+    assert created == MANIFEST
+    assert [job["metadata"]["name"] for job in cluster.objects("trainjobs")] == [NAME]
+
+
+def test_success_with_delete_on_success_leaves_nothing(cluster):
+    clock = FakeClock()
+    clock.script = _at(
+        cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
+    )
+    result = _poll(cluster, clock, Log(), delete_on_success=True)
+    assert result.deleted
+    assert cluster.requests_summary()[-1] == f"delete trainjobs {NAME}"
+    assert cluster.requests[-1].params == {"propagationPolicy": "Background"}
+    assert cluster.objects("trainjobs") == []
+
+
+# -- failures, each with its diagnosis ---------------------------------------------------------------------------------
+FAILED = {"conditions": [condition("Failed", "JobSetFailed", "jobset has failed: the trainer node exited")]}
+NCCL_LOG = (
+    "step 10 loss 1.2\n"
+    "[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=42, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.\n"
+)
+FAILURES = {
+    "OOMKilled": dict(
+        pod=dict(phase="Failed", terminated=("OOMKilled", 137, "")),
+        log=("", "loading model\n"),
+        job_fails=True,
+        remedy="memory_per_node",
+    ),
+    "CrashLoopBackOff": dict(
+        pod=dict(
+            phase="Running", waiting=("CrashLoopBackOff", "back-off 5m0s"), last_terminated=("Error", 1), restarts=4
+        ),
+        log=("previous", "Traceback (most recent call last):\nValueError: dataset row 3 has no messages\n"),
+        job_fails=True,
+        remedy="log lines",
+    ),
+    "NCCLTimeout": dict(
+        pod=dict(phase="Failed", terminated=("Error", 1, "")),
+        log=("", NCCL_LOG),
+        job_fails=True,
+        remedy="INSTRUCTLAB_NCCL_TIMEOUT_MS",
+    ),
+    "ImagePullBackOff": dict(
+        pod=dict(phase="Pending", waiting=("ImagePullBackOff", 'Back-off pulling image "quay.io/x/trainer:nope"')),
+        job_fails=False,
+        remedy="image name and tag",
+    ),
+    "Unschedulable": dict(
+        pod=dict(phase="Pending", unschedulable="0/3 nodes are available: 3 Insufficient nvidia.com/gpu."),
+        job_fails=False,
+        remedy="gpus_per_node",
+    ),
+    "MissingSecret": dict(
+        pod=dict(phase="Pending", waiting=("CreateContainerConfigError", 'secret "hf-token" not found')),
+        job_fails=False,
+        remedy="create secret 'hf-token'",
+    ),
+    "MissingPVC": dict(
+        pod=dict(phase="Pending", unschedulable='persistentvolumeclaim "ws" not found'),
+        event=("FailedScheduling", 'persistentvolumeclaim "ws" not found'),
+        job_fails=False,
+        remedy="create PVC 'ws'",
+    ),
+}
+
+
+@pytest.mark.parametrize("code", list(FAILURES))
+def test_failure_is_diagnosed_and_the_job_deleted(cluster, code):
+    case = FAILURES[code]
+    pod = make_pod(NS, NAME, **case["pod"])
+    steps = [(10, lambda: cluster.put_pod(pod))]
+    if "log" in case:
+        previous, text = case["log"]
+        steps.append((10, lambda: cluster.set_pod_log(NS, POD, text, container="node", previous=bool(previous))))
+    if "event" in case:
+        steps.append((10, lambda: cluster.add_event(NS, "Pod", POD, *case["event"])))
+    if case["job_fails"]:
+        steps.append((20, lambda: cluster.set_trainjob_status(NS, NAME, FAILED)))
+    clock = FakeClock()
+    clock.script = _at(cluster, steps)
+    log = Log()
+    with pytest.raises(TrainJobFailed) as failure:
+        _poll(cluster, clock, log, start_timeout_seconds=60)
+    diagnosis = failure.value.diagnosis
+    assert diagnosis.outcome == ("Failed" if case["job_fails"] else "StartTimeout")
+    assert code in diagnosis.codes, diagnosis.text()
+    cause = diagnosis.causes[diagnosis.codes.index(code)]
+    assert case["remedy"] in cause.remedy and POD in cause.where
+    assert str(failure.value) == diagnosis.text() and diagnosis.text() in log.text()
+    seen = cluster.requests_summary()
+    assert seen[-3:-1] == ["list pods", "list events"] or seen[-4:-2] == ["list pods", "list events"]
+    assert seen[-1] == f"delete trainjobs {NAME}"
+    if "log" in case:
+        log_request = [r for r in cluster.requests if r.subresource == "log"]
+        assert [(r.params["container"], r.params["previous"]) for r in log_request] == [
+            ("node", "True" if case["log"][0] else "False")
+        ]
+        assert diagnosis.log_tail[-1] == case["log"][1].rstrip("\n").splitlines()[-1]
+    else:
+        assert not [r for r in cluster.requests if r.subresource == "log"]
+        assert f"waiting: {code}" in log.text()  # reported while waiting, before the start timeout
+    if not case["job_fails"]:
+        assert clock.now == 60
+    assert cluster.objects("trainjobs") == []
+
+
+def test_start_timeout_without_pods_suspends_the_job(cluster):
+    clock = FakeClock()
+    with pytest.raises(TrainJobFailed) as failure:
+        _poll(cluster, clock, Log(), start_timeout_seconds=45, cleanup_policy="suspend")
+    diagnosis = failure.value.diagnosis
+    assert (diagnosis.outcome, diagnosis.codes) == ("StartTimeout", ("NoPods",))
+    assert "start_timeout_seconds=45" in diagnosis.summary
+    assert clock.sleeps == [10, 10, 10, 10, 5] and clock.now == 45
+    assert cluster.requests_summary()[-1] == f"patch trainjobs {NAME}"
+    assert cluster.requests[-1].body == {"spec": {"suspend": True}}
+    (left,) = cluster.objects("trainjobs")
+    assert left["spec"]["suspend"] is True
+
+
+def test_total_timeout_keeps_the_job_when_asked(cluster):
+    clock = FakeClock()
+    clock.script = _at(cluster, [(10, lambda: cluster.put_pod(make_pod(NS, NAME)))])
+    log = Log()
+    with pytest.raises(TrainJobFailed) as failure:
+        _poll(cluster, clock, log, timeout_seconds=95, cleanup_policy="keep")
+    assert failure.value.diagnosis.outcome == "Timeout"
+    assert "timeout_seconds=95" in failure.value.diagnosis.summary and clock.now == 95
+    assert f"kubectl delete trainjob {NAME} -n {NS}" in log.text()
+    assert not [r for r in cluster.requests if r.verb in ("delete", "patch")]
+    assert [job["metadata"]["name"] for job in cluster.objects("trainjobs")] == [NAME]
+
+
+def test_job_deleted_by_someone_else_is_reported(cluster):
+    from kubernetes import client
+
+    def delete():
+        client.CustomObjectsApi(cluster._operator).delete_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", NS, "trainjobs", NAME
+        )
+
+    clock = FakeClock()
+    clock.script = _at(cluster, [(10, delete)])
+    with pytest.raises(TrainJobFailed) as failure:
+        _poll(cluster, clock, Log())
+    assert failure.value.diagnosis.codes == ("Deleted",)
+    assert not [r for r in cluster.requests if r.verb == "delete"]
+
+
+# -- idempotent submit ---------------------------------------------------------------------------------------------
+def test_retried_task_reattaches_instead_of_creating_a_second_job(cluster):
+    cluster.create_trainjob(MANIFEST)
+    cluster.set_trainjob_status(
+        NS,
+        NAME,
+        {"jobsStatus": [{"name": "node", "ready": 1, "active": 1, "failed": 0, "succeeded": 0, "suspended": 0}]},
+    )
+    clock = FakeClock()
+    clock.script = _at(
+        cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
+    )
+    log = Log()
+    result = _poll(cluster, clock, log)
+    assert result.reattached
+    assert "re-attached to the existing TrainJob of this run/task" in log.text()
+    assert cluster.requests_summary() == [
+        "get clustertrainingruntimes training-hub",
+        "create trainjobs",  # 409
+        f"get trainjobs {NAME}",
+        f"get trainjobs {NAME}",
+    ]
+    assert len(cluster.objects("trainjobs")) == 1
+
+
+def test_reattach_resumes_a_suspended_job(cluster):
+    cluster.create_trainjob({**MANIFEST, "spec": {**MANIFEST["spec"], "suspend": True}})
+    clock = FakeClock()
+    clock.script = _at(
+        cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
+    )
+    assert _poll(cluster, clock, Log()).reattached
+    resume = [r for r in cluster.requests if r.verb == "patch"]
+    assert [r.body for r in resume] == [{"spec": {"suspend": False}}]
+    assert cluster.objects("trainjobs")[0]["spec"]["suspend"] is False
+
+
+def test_conflict_with_a_foreign_job_fails_and_leaves_it_alone(cluster):
+    foreign = json.loads(json.dumps(MANIFEST))
+    foreign["metadata"]["labels"]["kfp-finetune.kubeflow.org/run-id"] = "someone-elses-run"
+    cluster.create_trainjob(foreign)
+    with pytest.raises(TrainJobConflictError, match="belongs to another run/task.*someone-elses-run"):
+        _poll(cluster, FakeClock(), Log())
+    assert cluster.requests_summary() == [
+        "get clustertrainingruntimes training-hub",
+        "create trainjobs",
+        f"get trainjobs {NAME}",
+    ]
+    assert cluster.objects("trainjobs")[0]["metadata"]["labels"] == foreign["metadata"]["labels"]
+
+
+# -- retries ---------------------------------------------------------------------------------------------------------
+def test_server_errors_are_retried_with_backoff_then_succeed(cluster):
+    # The create's response is lost after the object was stored (500, then 409 on retry): re-attach, no second job.
+    cluster.fail("create", "trainjobs", status=500, persist=True)
+    cluster.fail("fetch", "clustertrainingruntimes", status=503, times=2)
+    cluster.fail("list", "pods", status=502)
+    clock = FakeClock()
+    clock.script = _at(
+        cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
+    )
+    log = Log()
+    result = _poll(cluster, clock, log)
+    assert result.reattached
+    assert clock.sleeps[:5] == [1, 2, 1, 1, 10]  # runtime x2, create x1, pods x1, then one poll interval
+    assert "reading ClusterTrainingRuntime 'training-hub': HTTP 503" in log.text()
+    assert cluster.requests_summary()[:6] == [
+        "get clustertrainingruntimes training-hub",
+        "get clustertrainingruntimes training-hub",
+        "get clustertrainingruntimes training-hub",
+        "create trainjobs",
+        "create trainjobs",
+        f"get trainjobs {NAME}",
+    ]
+    assert len(cluster.objects("trainjobs")) == 1
+
+
+def test_validation_errors_are_not_retried_and_show_the_api_message(cluster):
+    cluster.fail("create", "trainjobs", status=422)
+    with pytest.raises(
+        TrainJobApiError, match="creating TrainJob .* rejected .*422.*scripted 422 for create trainjobs"
+    ):
+        _poll(cluster, FakeClock(), Log())
+    assert cluster.requests_summary() == ["get clustertrainingruntimes training-hub", "create trainjobs"]
+    assert cluster.objects("trainjobs") == []
+
+
+def test_api_down_through_every_retry_is_a_clear_error(cluster):
+    cluster.fail("fetch", "clustertrainingruntimes", status=500, times=10)
+    clock = FakeClock()
+    with pytest.raises(TrainJobApiError, match="failed 3 times, last: HTTP 500"):
+        _poll(cluster, clock, Log(), api_attempts=3)
+    assert clock.sleeps == [1, 2] and cluster.objects("trainjobs") == []
+
+
+# -- runtime discovery -------------------------------------------------------------------------------------------
+def test_missing_runtime_lists_the_available_ones(kube_api):
+    kube_api.create_runtime("torch-distributed")
+    kube_api.create_runtime("team-runtime", kind="TrainingRuntime", namespace=NS)
+    with pytest.raises(RuntimeNotFoundError) as error:
+        _poll(kube_api, FakeClock(), Log())
+    assert str(error.value) == (
+        f"TrainJob {NS}/{NAME}: spec.runtimeRef names ClusterTrainingRuntime 'training-hub', which does not exist. "
+        f"Available: ClusterTrainingRuntime: torch-distributed; TrainingRuntime in {NS}: team-runtime. "
+        "Set runtime_name/runtime_kind to one of them."
+    )
+    assert kube_api.requests_summary() == [
+        "get clustertrainingruntimes training-hub",
+        "list clustertrainingruntimes",
+        "list trainingruntimes",
+    ]
+    assert kube_api.objects("trainjobs") == []
+
+
+def test_namespaced_runtime_without_the_patched_job_is_refused(kube_api):
+    kube_api.create_runtime("mine", kind="TrainingRuntime", namespace=NS, jobs=("trainer",))
+    manifest = _manifest(runtime_name="mine", runtime_kind="TrainingRuntime")
+    with pytest.raises(RuntimeNotFoundError, match=r"has no replicated job 'node' to patch \(it has \['trainer'\]\)"):
+        run_trainjob(kube_api.api_client, manifest, start_timeout_seconds=1, timeout_seconds=1, use_watch=False)
+    assert kube_api.requests_summary() == ["get trainingruntimes mine"]
+
+
+def test_forbidden_runtime_check_warns_and_submits(kube_api):
+    kube_api.fail("fetch", "clustertrainingruntimes", status=403)
+    clock = FakeClock()
+    clock.script = _at(
+        kube_api, [(10, lambda: kube_api.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
+    )
+    log = Log()
+    _poll(kube_api, clock, log)
+    assert "WARNING: cannot check ClusterTrainingRuntime 'training-hub'" in log.text()
+
+
+# -- watch mode (real clock, short windows) ----------------------------------------------------------------------------
+def _watch_run(kube_api, log, **overrides):
+    options = dict(start_timeout_seconds=20, timeout_seconds=30, poll_interval_seconds=0.05, log=log)
+    options.update(overrides)
+    return run_trainjob(kube_api.api_client, MANIFEST, **options)
+
+
+def _created(kube_api):
+    return kube_api.wait_for(lambda: kube_api.objects("trainjobs", NS))
+
+
+def test_watch_follow_to_success_with_trainer_status(cluster):
+    def operator():
+        _created(cluster)
+        cluster.put_pod(make_pod(NS, NAME))
+        time.sleep(0.15)
+        cluster.set_trainjob_status(
+            NS,
+            NAME,
+            {
+                "trainerStatus": {
+                    "progressPercentage": 40,
+                    "estimatedRemainingSeconds": 130,
+                    "lastUpdatedTime": "2026-11-23T10:00:00Z",
+                    "metrics": [{"name": "loss", "value": "0.91"}],
+                }
+            },
+        )
+        time.sleep(0.3)
+        cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]})
+
+    log = Log()
+    with cluster.in_background(operator):
+        result = _watch_run(cluster, log)
+    assert not result.reattached
+    assert f"[trainjob {NAME}] Running | 40% | loss 0.91 | ETA 2m10s" in log
+    verbs = [r.verb for r in cluster.requests[2:]]
+    assert set(verbs) <= {"watch", "list"} and "watch" in verbs and "get" not in verbs
+    watches = [r for r in cluster.requests if r.verb == "watch"]
+    assert all(r.params["fieldSelector"] == f"metadata.name={NAME}" for r in watches)
+    assert [job["metadata"]["name"] for job in cluster.objects("trainjobs")] == [NAME]
+
+
+def test_dropped_and_expired_watches_are_resumed(cluster):
+    cluster.end_watch_after("trainjobs", events=1)
+
+    def operator():
+        _created(cluster)
+        cluster.put_pod(make_pod(NS, NAME))
+        cluster.wait_for(lambda: len([r for r in cluster.requests if r.verb == "watch"]) >= 2)
+        cluster.expire_next_watch("trainjobs")
+        cluster.wait_for(lambda: len([r for r in cluster.requests if r.verb == "watch"]) >= 4)
+        cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]})
+
+    log = Log()
+    with cluster.in_background(operator):
+        _watch_run(cluster, log)
+    assert "watch expired (410 Gone): relisting" in log.text()
+    seen = cluster.requests_summary()
+    expired = next(
+        i for i, r in enumerate(cluster.requests) if r.verb == "watch" and i > 3 and seen[i + 1].startswith("get")
+    )
+    assert seen[expired + 1] == f"get trainjobs {NAME}"  # relist after 410
+    assert len(cluster.objects("trainjobs")) == 1
+
+
+def test_sigterm_during_follow_deletes_the_job(cluster):
+    def operator():
+        _created(cluster)
+        cluster.put_pod(make_pod(NS, NAME))
+        cluster.wait_for(lambda: len([r for r in cluster.requests if r.verb == "watch"]) >= 2)
+        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    log = Log()
+    with pytest.raises(TrainJobCancelled) as cancelled:
+        with cluster.in_background(operator):
+            _watch_run(cluster, log)
+    assert cancelled.value.diagnosis.outcome == "Cancelled"
+    assert signal.getsignal(signal.SIGTERM) == previous
+    assert "cancelled (SIGTERM): applying cleanup_policy=delete" in log.text()
+    assert cluster.requests_summary()[-1] == f"delete trainjobs {NAME}"
+    assert cluster.objects("trainjobs") == []
+
+
+# -- auth -------------------------------------------------------------------------------------------------------------
+def test_token_from_env_reaches_the_api_and_never_the_log(kube_api):
+    log = Log()
+    api_client = load_api_client(
+        environ={"KUBERNETES_SERVER_URL": kube_api.url, "KUBERNETES_AUTH_TOKEN": "sha256~s3cr3t"}, log=log
+    )
+    from kubernetes import client
+
+    client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", NS, "trainjobs"
+    )
+    assert kube_api.emulator._requests[-1].headers["Authorization"] == "Bearer sha256~s3cr3t"
+    assert api_client.configuration.verify_ssl is True and log == []
+    insecure = load_api_client(
+        False, environ={"KUBERNETES_SERVER_URL": "https://api.x:6443", "KUBERNETES_AUTH_TOKEN": "t"}, log=log
+    )
+    assert insecure.configuration.verify_ssl is False
+    assert log == ["WARNING: TLS certificate verification of https://api.x:6443 is disabled (verify_ssl=False)"]
+    assert "s3cr3t" not in "".join(log)
+
+
+def test_in_cluster_service_account_and_ca_bundle(tmp_path):
+    (tmp_path / "token").write_text("sa-token")
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    environ = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    api_client = load_api_client(environ=environ, service_account_dir=str(tmp_path))
+    configuration = api_client.configuration
+    assert configuration.host == "https://10.0.0.1:443"
+    assert configuration.get_api_key_with_prefix("authorization").lower() == "bearer sa-token"
+    assert configuration.ssl_ca_cert == str(tmp_path / "ca.crt") and configuration.verify_ssl
+    custom = load_api_client(ca_bundle=str(bundle), environ=environ, service_account_dir=str(tmp_path))
+    assert custom.configuration.ssl_ca_cert == str(bundle)
+
+
+@pytest.mark.parametrize(
+    ("environ", "kwargs", "message"),
+    [
+        ({"KUBERNETES_SERVER_URL": "https://x"}, {}, "KUBERNETES_SERVER_URL is set but KUBERNETES_AUTH_TOKEN is not"),
+        ({"KUBERNETES_AUTH_TOKEN": "t"}, {}, "KUBERNETES_AUTH_TOKEN is set but KUBERNETES_SERVER_URL is not"),
+        ({"KUBERNETES_SERVER_URL": "api.x:6443", "KUBERNETES_AUTH_TOKEN": "t"}, {}, "must be an http"),
+        ({}, {}, "no Kubernetes credentials"),
+        (
+            {"KUBERNETES_SERVER_URL": "https://x", "KUBERNETES_AUTH_TOKEN": "t"},
+            {"ca_bundle": "/nope.pem"},
+            "no such file",
+        ),
+    ],
+)
+def test_auth_errors_are_clear(tmp_path, environ, kwargs, message):
+    with pytest.raises(KubeAuthError, match=message):
+        load_api_client(environ=environ, service_account_dir=str(tmp_path), **kwargs)
+
+
+# -- arguments and RBAC ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"cleanup_policy": "orphan"}, "cleanup_policy='orphan'"),
+        ({"timeout_seconds": -1}, "timeout_seconds=-1"),
+        ({"start_timeout_seconds": "10"}, "start_timeout_seconds='10'"),
+        ({"poll_interval_seconds": 0}, "poll_interval_seconds=0"),
+    ],
+)
+def test_bad_arguments_are_named(overrides, message):
+    options = dict(start_timeout_seconds=1, timeout_seconds=1)
+    options.update(overrides)
+    with pytest.raises(ValueError, match=message):
+        run_trainjob(None, MANIFEST, **options)
+
+
+def test_rbac_yaml_grants_exactly_what_the_client_uses():
+    assert _rbac_permissions() == set(API_PERMISSIONS)
+
+
+def test_the_scenarios_use_every_granted_permission(cluster):
+    # Runtime listing (missing runtime), diagnosis reads (pods, events, logs), suspend, watch, delete.
+    with pytest.raises(RuntimeNotFoundError):
+        run_trainjob(cluster.api_client, _manifest(runtime_name="nope"), start_timeout_seconds=1, timeout_seconds=1)
+    with pytest.raises(RuntimeNotFoundError):
+        run_trainjob(
+            cluster.api_client,
+            _manifest(runtime_name="nope", runtime_kind="TrainingRuntime"),
+            start_timeout_seconds=1,
+            timeout_seconds=1,
+        )
+    cluster.put_pod(make_pod(NS, NAME, phase="Failed", terminated=("Error", 2, "")))
+    cluster.set_pod_log(NS, POD, "boom\n")
+    with pytest.raises(TrainJobFailed):
+        _watch_run(cluster, Log(), timeout_seconds=0.2, cleanup_policy="suspend")
+    _poll(
+        cluster,
+        FakeClock(
+            _at(cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))])
+        ),
+        Log(),
+        delete_on_success=True,
+    )
+    used = {(r.group, r.rbac_resource, r.verb) for r in cluster.requests}
+    assert used == set(API_PERMISSIONS)
