@@ -22,7 +22,7 @@ _NCCL_TIMEOUT = re.compile(
 _CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|HIP out of memory")
 _SECRET_MISSING = re.compile(r'secrets? "([^"]+)" not found|couldn\'t find key (\S+) in Secret (\S+)')
 _PVC_MISSING = re.compile(r'persistentvolumeclaims? "([^"]+)" not found')
-_INSUFFICIENT = re.compile(r"Insufficient ([\w./-]+)")
+_INSUFFICIENT = re.compile(r"Insufficient ([\w./-]*\w)")
 _REDACTIONS = (
     re.compile(r"hf_[A-Za-z0-9]{16,}"),
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
@@ -161,7 +161,7 @@ def _waiting_cause(where: str, waiting: Mapping[str, Any], last: Mapping[str, An
     if reason == "CreateContainerConfigError":
         missing = _SECRET_MISSING.search(message)
         if missing:
-            secret = missing.group(1) or missing.group(3)
+            secret = (missing.group(1) or missing.group(3)).split("/")[-1]
             return Cause("MissingSecret", where, message, f"create secret '{secret}' (with the key) or fix secret_env")
         return Cause("ContainerFailed", where, f"{reason}: {message}", "fix the container's env/volume configuration")
     if reason == "CrashLoopBackOff":
@@ -224,7 +224,7 @@ def event_causes(events: Iterable[Mapping[str, Any]]) -> list[Cause]:
         reason = event.get("reason") or ""
         if _SECRET_MISSING.search(message):
             missing = _SECRET_MISSING.search(message)
-            secret = missing.group(1) or missing.group(3)
+            secret = (missing.group(1) or missing.group(3)).split("/")[-1]
             causes.append(Cause("MissingSecret", where, message, f"create secret '{secret}' or fix secret_env"))
         elif _PVC_MISSING.search(message) or reason == "FailedScheduling":
             causes.append(_scheduling_cause(where, message))

@@ -840,9 +840,9 @@ class _TrainJobRun:
                 last_progress=dict(self.metrics.last or (self.job or {}).get("status", {}).get("trainerStatus") or {}),
                 deleted=deleted,
             )
-        found = self.diagnose(outcome)
-        self.say(found.text())
-        with _signals_ignored():
+        with _signals_ignored():  # a SIGTERM now must not skip the cleanup
+            found = self.diagnose(outcome)
+            self.say(found.text())
             if outcome != "Deleted":
                 self.clean_up()
         raise TrainJobFailed(found)

@@ -1,0 +1,150 @@
+"""Pure pieces of the TrainJob lifecycle: diagnosis rules, redaction, progress lines, the metrics-file tail."""
+
+import json
+
+import pytest
+
+from components.training.finetuning.diagnosis import Diagnosis, diagnose, event_causes, log_causes, pod_causes, redact
+from components.training.finetuning.kube import MetricsTail, progress_line, trainjob_phase
+from tests.harness.kube import condition, make_pod
+
+JOB = {"metadata": {"name": "tm-1", "namespace": "ns"}}
+
+
+def _codes(causes):
+    return [cause.code for cause in causes]
+
+
+def test_pod_rules():
+    assert _codes(pod_causes(make_pod("ns", "tm-1", phase="Failed", terminated=("OOMKilled", 137, "")))) == [
+        "OOMKilled"
+    ]
+    crash = make_pod("ns", "tm-1", waiting=("CrashLoopBackOff", "back-off"), last_terminated=("OOMKilled", 137))
+    assert _codes(pod_causes(crash)) == ["CrashLoopBackOff", "OOMKilled"]
+    pull = pod_causes(make_pod("ns", "tm-1", phase="Pending", waiting=("ErrImagePull", "manifest unknown")))
+    assert _codes(pull) == ["ImagePullBackOff"] and "manifest unknown" in pull[0].detail
+    key = make_pod(
+        "ns",
+        "tm-1",
+        phase="Pending",
+        waiting=("CreateContainerConfigError", "couldn't find key token in Secret ns/hf-token"),
+    )
+    (missing,) = pod_causes(key)
+    assert missing.code == "MissingSecret" and "'hf-token'" in missing.remedy
+    failed = pod_causes(make_pod("ns", "tm-1", phase="Failed", terminated=("Error", 3, "bad args\nusage: x")))
+    assert _codes(failed) == ["ContainerFailed"] and failed[0].detail == "exited with code 3 (Error): usage: x"
+    assert pod_causes(make_pod("ns", "tm-1")) == []
+    assert pod_causes(make_pod("ns", "tm-1", phase="Succeeded", terminated=("Completed", 0, ""))) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "remedy"),
+    [
+        ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.", "less nvidia.com/gpu per node"),
+        ("0/2 nodes are available: 2 node(s) had untolerated taint {gpu: true}.", "tolerations"),
+        ("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.", "node_selector"),
+    ],
+)
+def test_unschedulable_remedies_follow_the_scheduler_message(message, remedy):
+    (cause,) = pod_causes(make_pod("ns", "tm-1", phase="Pending", unschedulable=message))
+    assert cause.code == "Unschedulable" and remedy in cause.remedy and cause.detail == message
+
+
+def test_event_rules_skip_normal_events():
+    events = [
+        {
+            "type": "Warning",
+            "reason": "FailedMount",
+            "message": 'MountVolume.SetUp failed: secret "s3" not found',
+            "involvedObject": {"kind": "Pod", "name": "tm-1-node-0-0"},
+        },
+        {
+            "type": "Warning",
+            "reason": "FailedScheduling",
+            "message": 'persistentvolumeclaim "ws" not found',
+            "involvedObject": {"kind": "Pod", "name": "tm-1-node-0-0"},
+        },
+        {
+            "type": "Warning",
+            "reason": "Failed",
+            "message": 'Failed to pull image "x": ErrImagePull',
+            "involvedObject": {"kind": "Pod", "name": "tm-1-node-0-0"},
+        },
+        {"type": "Normal", "reason": "Pulled", "message": "pulled", "involvedObject": {"kind": "Pod", "name": "p"}},
+    ]
+    assert _codes(event_causes(events)) == ["MissingSecret", "MissingPVC", "ImagePullBackOff"]
+
+
+def test_log_rules():
+    assert _codes(log_causes("pod p", "NCCL WARN Call to recv failed : Connection timed out")) == ["NCCLTimeout"]
+    assert _codes(log_causes("pod p", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")) == [
+        "GPUOutOfMemory"
+    ]
+    assert log_causes("pod p", "loss 0.5\nsaved checkpoint") == []
+
+
+def test_diagnose_orders_dedupes_redacts_and_tails():
+    pods = [make_pod("ns", "tm-1", i, phase="Failed", terminated=("OOMKilled", 137, "")) for i in range(2)]
+    pods.append(
+        make_pod("ns", "tm-1", 2, phase="Pending", waiting=("CreateContainerConfigError", 'secret "hf" not found'))
+    )
+    log = "\n".join(f"line {i}" for i in range(30)) + "\nlogin with token=hf_abcdefghijklmnopqrstu\n"
+    job = {**JOB, "status": {"conditions": [condition("Failed", "JobSetFailed", "node failed")]}}
+    found = diagnose("Failed", job, pods, [], {"pod tm-1-node-0-0-abcde, container node": log}, tail_lines=5)
+    assert found.codes == ("MissingSecret", "OOMKilled")  # most specific first; one OOMKilled for two pods
+    assert found.summary == "JobSetFailed: node failed"
+    assert found.log_tail == ("line 26", "line 27", "line 28", "line 29", "login with token=***")
+    text = found.text()
+    assert text.splitlines()[0] == "TrainJob ns/tm-1: Failed: JobSetFailed: node failed"
+    assert "    | login with token=***" in text and "hf_abc" not in text
+
+
+def test_diagnose_timeouts_without_pods_and_suspension():
+    none = diagnose("StartTimeout", JOB, start_timeout=600)
+    assert none.codes == ("NoPods",) and "start_timeout_seconds=600" in none.summary
+    suspended = {**JOB, "status": {"conditions": [condition("Suspended", "Quota", "waiting for quota")]}}
+    assert diagnose("StartTimeout", suspended).codes == ("Suspended",)
+    assert diagnose("Timeout", JOB, timeout=60).summary == "training did not finish within timeout_seconds=60"
+    assert "unknown" in Diagnosis("ns", "x", "Failed", "s").text()
+    with pytest.raises(ValueError, match="outcome='Exploded'"):
+        diagnose("Exploded", JOB)
+
+
+def test_redact():
+    assert redact("Authorization: Bearer abcdefghijkl") == "Authorization: Bearer ***"
+    assert redact("HF token hf_0123456789abcdefXYZ used") == "HF token *** used"
+    assert redact("password: hunter22 and more") == "password: *** and more"
+
+
+def test_phase_and_progress_lines():
+    assert trainjob_phase(JOB) == "Pending"
+    assert trainjob_phase({"status": {"jobsStatus": [{"ready": 2}]}}) == "Running"
+    assert trainjob_phase({"status": {"conditions": [condition("Complete")]}}) == "Complete"
+    record = {
+        "step": 10,
+        "total_steps": 40,
+        "epoch": 0.25,
+        "loss": 2.5,
+        "lr": 1e-4,
+        "tokens_per_second": 99.6,
+        "time": 100.0,
+    }
+    assert progress_line("Running", {}, record) == (
+        "Running | step 10/40 (25%) | epoch 0.25 | loss 2.5000 | lr 1.00e-04 | 100 tok/s | ETA 5m00s"
+    )
+    assert progress_line("Running", {}, {"step": 3}) == "Running | step 3"
+    status = {"progressPercentage": 90, "estimatedRemainingSeconds": 7322}
+    assert progress_line("Running", status, {}) == "Running | 90% | ETA 2h02m02s"
+    assert progress_line("Pending", {}, {}) == "Pending"
+
+
+def test_metrics_tail_reads_appended_complete_lines_only(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    tail = MetricsTail(str(path))
+    assert tail.poll() == {}
+    path.write_text(json.dumps({"step": 1, "loss": 3.0}) + "\n" + '{"step": 2, "lo')
+    assert tail.poll() == {"step": 1, "loss": 3.0}
+    with path.open("a") as handle:
+        handle.write('ss": 2.0}\nnot json\n{"params": true}\n')
+    assert tail.poll() == {"step": 2, "loss": 2.0}
+    assert MetricsTail("").poll() == {}
