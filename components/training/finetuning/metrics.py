@@ -24,6 +24,12 @@ from typing import Any
 RECORD_KEYS = ("step", "epoch", "loss", "lr", "tokens_per_second", "time", "total_steps")
 #: The local backend's own metrics file name.
 LOCAL_METRICS_FILE = "metrics.jsonl"
+#: The rank-0 metrics file Training Hub writes into ``ckpt_output_dir``, by ``train_model`` algorithm.
+TRAINING_HUB_METRICS_FILES = {
+    "sft": "training_params_and_metrics_global0.jsonl",
+    "osft": "training_metrics_0.jsonl",
+    "lora": "training_metrics.jsonl",
+}
 _LAYOUTS = (
     re.compile(r"training_params_and_metrics_global(\d+)\.jsonl"),
     re.compile(r"training_metrics_(\d+)\.jsonl"),

@@ -59,6 +59,53 @@ class TrainOutcome:
     trainjob_name: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """A validated run: what to train on, where, as which KFP run and task.
+
+    Attributes:
+        config: The training configuration.
+        data_file: The training JSONL.
+        eval_file: The eval JSONL, or ``None``.
+        task_config: The task's ``dsl.TaskConfig`` passthrough (or ``None``).
+        run_id: The KFP run id (names the run directory and the TrainJob).
+        task_name: The KFP task name.
+        workspace: The shared workspace (or a temporary directory).
+        params: All ``train_model`` parameters by name.
+    """
+
+    config: TrainingConfig
+    data_file: Path
+    eval_file: Path | None
+    task_config: Any
+    run_id: str
+    task_name: str
+    workspace: Path
+    params: Mapping[str, Any]
+
+    @property
+    def backend(self) -> str:
+        """``trainjob`` or ``local``."""
+        return self.params.get("backend", "trainjob")
+
+    @property
+    def run_dir(self) -> Path:
+        """Stable per run and task, so that a retried task resumes from the same checkpoints."""
+        return self.workspace / "train_model" / _run_key(self.run_id, self.task_name)
+
+
+@dataclasses.dataclass
+class Trained:
+    """What a backend produced: the final checkpoint, the step records and facts for the model metadata."""
+
+    final_dir: Path
+    records: list[dict[str, Any]]
+    train_seconds: float
+    trainjob_name: str = ""
+    extra_metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    eval_loss: float | None = None
+
+
 def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingConfig:
     """Checks every parameter of ``train_model`` before anything is trained or submitted.
 
@@ -136,6 +183,7 @@ def run_train_model(
     eval_dataset: Any = None,
     api_client: Any = None,
     log: Any = print,
+    kube_options: Mapping[str, Any] | None = None,
     **params: Any,
 ) -> TrainOutcome:
     """The whole ``train_model`` component: validate, train with the chosen backend, write the three outputs.
@@ -150,6 +198,7 @@ def run_train_model(
         eval_dataset: Optional ``Input[Dataset]``.
         api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); trainjob backend only.
         log: Progress sink.
+        kube_options: Extra keyword arguments of :func:`.kube.run_trainjob` (e.g. ``poll_interval_seconds``).
         **params: The remaining ``train_model`` parameters by name.
 
     Returns:
@@ -159,47 +208,45 @@ def run_train_model(
     config = validate_params(params, eval_file is not None)
     data_file = entrypoint.find_data_file(Path(train_dataset.path))
     entrypoint.load_chat_rows(data_file)  # fail on bad rows here, before training or submitting
-    facts = dataset_facts(train_dataset)
     run_id = params.get("run_id", "")
-    run_id = os.environ.get("HOSTNAME", "local") if _unresolved(run_id) else run_id
     task_name = params.get("task_name", "")
-    task_name = "train-model" if _unresolved(task_name) else task_name
     temporary = None if params.get("workspace_path") else tempfile.mkdtemp(prefix="train-model-")
-    run_dir = Path(params.get("workspace_path") or temporary) / "train_model" / _run_key(run_id, task_name)
+    plan = RunPlan(
+        config=config,
+        data_file=data_file,
+        eval_file=eval_file,
+        task_config=task_config,
+        run_id=os.environ.get("HOSTNAME", "local") if _unresolved(run_id) else run_id,
+        task_name="train-model" if _unresolved(task_name) else task_name,
+        workspace=Path(params.get("workspace_path") or temporary),
+        params=params,
+    )
     if not config.resume:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+        shutil.rmtree(plan.run_dir, ignore_errors=True)
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        if params.get("backend", "trainjob") == "local":
-            final_dir, records, train_seconds, extra = _train_local(config, data_file, eval_file, run_dir, task_config)
-            name = ""
+        if plan.backend == "local":
+            trained = _train_local(plan)
         else:
-            name, final_dir, records, extra = _train_trainjob(
-                config, data_file, eval_file, run_dir, task_config, run_id, task_name, params, api_client, log
-            )
-            train_seconds = time.perf_counter() - started
-        return publish_outputs(
-            config, final_dir, records, train_seconds, model, metrics, report, facts, name, params, extra, temporary
-        )
+            trained = _train_trainjob(plan, api_client, log, kube_options or {})
+        return publish_outputs(plan, trained, model, metrics, report, dataset_facts(train_dataset), temporary)
     finally:
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
 
 
-def _train_local(config: TrainingConfig, data_file: Path, eval_file: Path | None, run_dir: Path, task_config: Any):
+def _train_local(plan: RunPlan) -> Trained:
+    config = plan.config
     source = entrypoint.resolve_model_source(
-        config.base_model, run_dir / "model_cache", pvc_mounts(task_config), os.environ
+        config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
     )
     result = local_backend.train_locally(
-        config, data_file, run_dir / "output", model_source=source, eval_data=eval_file
+        config, plan.data_file, plan.run_dir / "output", model_source=source, eval_data=plan.eval_file
     )
     extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or "")}
-    if result.eval_loss is not None:
-        extra["eval_loss"] = result.eval_loss
     if result.adapter_dir is not None:
         extra["adapter_path"] = str(result.adapter_dir)
-    return result.final_model_dir, result.records, result.train_seconds, extra
+    return Trained(result.final_model_dir, result.records, result.train_seconds, "", extra, result.eval_loss)
 
 
 def find_final_checkpoint(ckpt_dir: Path) -> Path:
@@ -273,8 +320,9 @@ def build_trainjob_manifest(
     from components.training.finetuning import trainjob
 
     secret_env = []
-    if params.get("hf_token_secret_name"):
-        secret_env.append(trainjob.SecretEnvVar(HF_TOKEN_KEY, params["hf_token_secret_name"], HF_TOKEN_KEY, True))
+    hf_token_secret = params.get("hf_token_secret_name", "hf-token")
+    if hf_token_secret:
+        secret_env.append(trainjob.SecretEnvVar(HF_TOKEN_KEY, hf_token_secret, HF_TOKEN_KEY, True))
     if params.get("s3_secret_name"):
         secret_env += [trainjob.SecretEnvVar(k, params["s3_secret_name"], k, True) for k in S3_SECRET_KEYS]
     spec = trainjob.spec_from_task_config(
@@ -303,15 +351,18 @@ def build_trainjob_manifest(
     return trainjob.build_trainjob(spec)
 
 
-def _train_trainjob(config, data_file, eval_file, run_dir, task_config, run_id, task_name, params, api_client, log):
+def _train_trainjob(plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any]) -> Trained:
     from components.training.finetuning import kube
 
-    _check_workspace_reaches_pods(task_config, run_dir)
-    config_path = write_run_config(config, run_dir, data_file, eval_file, task_config)
+    params = plan.params
+    _check_workspace_reaches_pods(plan.task_config, plan.run_dir)
+    config_path = write_run_config(plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config)
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {})  # the mapping fails here, not in the pod
-    manifest = build_trainjob_manifest(config_path, task_config, run_id, task_name, params)
+    manifest = build_trainjob_manifest(config_path, plan.task_config, plan.run_id, plan.task_name, params)
     name = manifest["metadata"]["name"]
+    ckpt_dir = plan.run_dir / "checkpoints"
     log(f"submitting TrainJob {manifest['metadata']['namespace']}/{name}")
+    started = time.perf_counter()
     kube.run_trainjob(
         api_client or kube.load_api_client(),
         manifest,
@@ -319,53 +370,47 @@ def _train_trainjob(config, data_file, eval_file, run_dir, task_config, run_id, 
         timeout_seconds=params.get("timeout_seconds", 0),
         cleanup_policy=params.get("cleanup_policy", "delete"),
         delete_on_success=params.get("delete_on_success", False),
-        metrics_file=str(run_dir / "checkpoints"),
+        metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
+        log=log,
+        **options,
     )
-    ckpt_dir = run_dir / "checkpoints"
-    return name, find_final_checkpoint(ckpt_dir), metrics_module.read_metrics(ckpt_dir), {}
+    records = metrics_module.read_metrics(ckpt_dir)
+    seconds = records[-1].get("time") or time.perf_counter() - started
+    return Trained(find_final_checkpoint(ckpt_dir), records, seconds, name)
 
 
 def publish_outputs(
-    config: TrainingConfig,
-    final_dir: Path,
-    records: list[dict[str, Any]],
-    train_seconds: float,
-    model: Any,
-    metrics: Any,
-    report: Any,
-    facts: dict[str, str],
-    trainjob_name: str,
-    params: Mapping[str, Any],
-    extra: dict[str, Any],
-    temporary_workspace: str | None,
+    plan: RunPlan, trained: Trained, model: Any, metrics: Any, report: Any, facts: dict[str, str], temporary: str | None
 ) -> TrainOutcome:
     """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
+    config, final_dir, backend = plan.config, trained.final_dir, plan.backend
     model_dir = local_backend.replace_dir(
         Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)
     )
-    checkpoint_path = str(model.uri if temporary_workspace else final_dir)
-    backend = params.get("backend", "trainjob")
+    checkpoint_path = str(model.uri if temporary else final_dir)
+    lora_weights = ""
+    if config.algorithm == "lora":
+        lora_weights = "adapter" if (final_dir / "adapter_config.json").is_file() else "merged"
     metadata = {
         "checkpoint_path": checkpoint_path,
         "base_model": config.base_model,
         "algorithm": config.algorithm,
         "hyperparameters": config.hyperparameters(),
         **facts,
-        "trainjob_name": trainjob_name,
+        "trainjob_name": trained.trainjob_name,
         "backend": backend,
         "model_format": "huggingface",
-        "lora_weights": "merged" if config.algorithm == "lora" and backend == "local" else "",
+        "lora_weights": lora_weights,
+        **trained.extra_metadata,
     }
-    if config.algorithm == "lora" and backend == "trainjob":
-        metadata["lora_weights"] = "adapter" if (final_dir / "adapter_config.json").is_file() else "merged"
-    metadata.update({key: value for key, value in extra.items() if key != "eval_loss"})
     model.metadata.update(metadata)
-    summary = metrics_module.summarize(records, train_seconds)
-    if "eval_loss" in extra:
-        summary["eval_loss"] = float(extra["eval_loss"])
+    summary = metrics_module.summarize(trained.records, trained.train_seconds)
+    if trained.eval_loss is not None:
+        summary["eval_loss"] = float(trained.eval_loss)
     for name, value in summary.items():
         metrics.log_metric(name, value)
-    facts_shown = {key: metadata[key] for key in ("base_model", "algorithm", "backend", "checkpoint_path")}
-    facts_shown.update(trainjob_name=trainjob_name or "(local backend: no TrainJob)", **facts)
-    write_text_atomically(Path(report.path), render_report(records, summary, config.hyperparameters(), facts_shown))
-    return TrainOutcome(model_dir, checkpoint_path, summary, records, metadata, trainjob_name)
+    shown = {key: metadata[key] for key in ("base_model", "algorithm", "backend", "checkpoint_path")}
+    shown.update(trainjob_name=trained.trainjob_name or "(local backend: no TrainJob)", **facts)
+    html = render_report(trained.records, summary, config.hyperparameters(), shown)
+    write_text_atomically(Path(report.path), html)
+    return TrainOutcome(model_dir, checkpoint_path, summary, trained.records, metadata, trained.trainjob_name)

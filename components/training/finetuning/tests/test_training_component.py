@@ -1,0 +1,286 @@
+"""The ``train_model`` component: in-process, through ``kfp.local``, and the TrainJob path against kmock."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+
+from components.training.finetuning import train_model
+from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning.train import run_train_model
+from tests.harness.kube import condition, validate_trainjob
+
+pytestmark = pytest.mark.slow
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "training_hub_signatures.json"
+FAST = {
+    "effective_batch_size": 16,
+    "learning_rate": 3e-3,
+    "max_seq_len": 256,
+    "max_tokens_per_gpu": 1024,
+    "max_steps": 4,
+}
+NS = "team-a"
+
+
+def _artifacts(tmp_path, demo_dataset_path):
+    data = tmp_path / "in" / "train"
+    data.parent.mkdir(parents=True)
+    shutil.copyfile(demo_dataset_path, data)
+    dataset = dsl.Dataset(uri=str(data), metadata={"source_uri": "hf://org/demo", "sha256": "abc123"})
+    outputs = {
+        name: cls(uri=str(tmp_path / "out" / name))
+        for name, cls in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))
+    }
+    (tmp_path / "out").mkdir()
+    return dataset, outputs
+
+
+def test_python_func_trains_lora_locally_and_fills_the_outputs(tiny_model_dir, demo_dataset_path, tmp_path):
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    eval_data = tmp_path / "in" / "eval"
+    eval_data.write_text("".join(demo_dataset_path.read_text().splitlines(keepends=True)[:16]))
+    workspace = tmp_path / "ws"
+    train_model.python_func(
+        train_dataset=dataset,
+        eval_dataset=dsl.Dataset(uri=str(eval_data)),
+        **out,
+        base_model=str(tiny_model_dir),
+        task_config=None,
+        algorithm="lora",
+        backend="local",
+        lora_r=4,
+        workspace_path=str(workspace),
+        run_id="run-1",
+        task_name="train-model",
+        **FAST,
+    )
+    model_dir = Path(out["model"].path)
+    assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
+    meta = out["model"].metadata
+    assert meta["algorithm"] == "lora" and meta["backend"] == "local" and meta["lora_weights"] == "merged"
+    assert meta["base_model"] == str(tiny_model_dir) and meta["trainjob_name"] == ""
+    assert meta["dataset_uri"] == "hf://org/demo" and meta["dataset_sha256"] == "abc123"
+    assert meta["hyperparameters"]["lora_r"] == 4 and meta["hyperparameters"]["max_steps"] == 4
+    # The checkpoint really lives in the workspace, under a directory stable for this run and task.
+    checkpoint = Path(meta["checkpoint_path"])
+    assert checkpoint.is_relative_to(workspace) and (checkpoint / "model.safetensors").is_file()
+    assert Path(meta["adapter_path"], "adapter_config.json").is_file()
+    metrics = out["metrics"].metadata
+    assert set(metrics) == {"final_loss", "min_loss", "steps", "train_seconds", "tokens_per_second", "eval_loss"}
+    assert metrics["steps"] == 4 and metrics["min_loss"] <= metrics["final_loss"]
+    records = [json.loads(line) for line in (checkpoint.parent / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["final_loss"] == records[-1]["loss"]
+    assert metrics["tokens_per_second"] == records[-1]["tokens_per_second"]
+    html = Path(out["report"].path).read_text()
+    assert "data:image/png;base64," in html and "lora_r" in html and "local backend: no TrainJob" in html
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"algorithm": "dpo"}, "algorithm='dpo': must be one of sft, osft, lora"),
+        ({"unfreeze_rank_ratio": 0.0}, r"unfreeze_rank_ratio=0.0: must be in \(0, 1\]"),
+        ({"lora_r": 0}, "lora_r=0: LoRA rank must be >= 1"),
+        ({"backend": "slurm"}, "backend='slurm': must be one of trainjob, local"),
+        ({"cleanup_policy": "forget"}, "cleanup_policy='forget'"),
+        ({"lr_scheduler": "linear"}, "lr_scheduler='linear' is not supported by training-hub sft"),
+    ],
+)
+def test_bad_parameters_fail_before_anything_is_trained_or_submitted(
+    overrides, message, tiny_model_dir, demo_dataset_path, tmp_path, kube_api
+):
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    with pytest.raises(TrainingConfigError, match=message):
+        run_train_model(
+            train_dataset=dataset,
+            **out,
+            base_model=str(tiny_model_dir),
+            api_client=kube_api.api_client,
+            workspace_path=str(tmp_path / "ws"),
+            namespace=NS,
+            **overrides,
+        )
+    assert kube_api.requests == [] and not (tmp_path / "ws").exists()
+    assert not any((tmp_path / "out").iterdir())
+
+
+def test_bad_rows_fail_with_file_and_line(tiny_model_dir, demo_dataset_path, tmp_path):
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    with open(dataset.path, "a") as handle:
+        handle.write('{"messages": "oops"}\n')
+    with pytest.raises(ValueError, match=r"train:401: each row needs a non-empty 'messages' list"):
+        run_train_model(train_dataset=dataset, **out, base_model=str(tiny_model_dir), backend="local")
+
+
+@dsl.component(install_kfp_package=False)
+def _chat_splits(source: str, train: dsl.Output[dsl.Dataset], evaluation: dsl.Output[dsl.Dataset]):
+    lines = open(source).read().splitlines(keepends=True)
+    open(train.path, "w").write("".join(lines[40:]))
+    open(evaluation.path, "w").write("".join(lines[:40]))
+    train.metadata["source_uri"] = "file://" + source
+
+
+def test_runs_through_kfp_local(kfp_local, tiny_model_dir, demo_dataset_path):
+    @dsl.pipeline
+    def fine_tune(base_model: str, source: str) -> dsl.Model:
+        data = _chat_splits(source=source)
+        trained = train_model(
+            train_dataset=data.outputs["train"],
+            eval_dataset=data.outputs["evaluation"],
+            base_model=base_model,
+            algorithm="osft",
+            backend="local",
+            unfreeze_rank_ratio=0.5,
+            **FAST,
+        )
+        return trained.outputs["model"]
+
+    model = fine_tune(base_model=str(tiny_model_dir), source=str(demo_dataset_path)).output
+    assert model.metadata["algorithm"] == "osft" and model.metadata["backend"] == "local"
+    assert model.metadata["dataset_uri"] == f"file://{demo_dataset_path}"
+    assert model.metadata["checkpoint_path"] == model.uri  # no workspace: the artifact is the only copy
+    assert (Path(model.path) / "model.safetensors").is_file()
+
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(model.path).config.hidden_size == 64
+
+
+# -- the TrainJob path, to the edge ------------------------------------------------------------------------------------
+FAKE_TRAINING_HUB = '''
+"""Stands in for training-hub inside the test's "pod": records the call, writes what the real backends write."""
+import json, os, shutil
+from pathlib import Path
+
+def _record(function, kwargs):
+    Path(os.environ["FAKE_HUB_CALLS"]).write_text(json.dumps({"function": function, "kwargs": kwargs}))
+    out = Path(kwargs["ckpt_output_dir"])
+    final = out / "hf_format" / "samples_64.0"
+    shutil.copytree(kwargs["model_path"], final)
+    with open(out / "training_metrics_0.jsonl", "w") as handle:
+        for step, loss in enumerate([2.0, 1.5, 1.25, 1.4], start=1):
+            handle.write(json.dumps({"step": step, "epoch": 0, "steps_per_epoch": 4, "lr": 1e-5, "loss": loss,
+                                     "tokens_per_second": 1000.0 * step, "time_per_batch": 0.5}) + "\\n")
+
+def sft(**kwargs): _record("sft", kwargs)
+def osft(**kwargs): _record("osft", kwargs)
+def lora_sft(**kwargs): _record("lora_sft", kwargs)
+'''
+
+
+def _play_the_cluster(kube_api, tmp_path, seen):
+    """Waits for the TrainJob, runs its command as the pod would (fake training-hub), then marks it Complete."""
+    job = kube_api.wait_for(lambda: kube_api.objects("trainjobs", NS))[0]
+    seen["manifest"] = job
+    hub = tmp_path / "fake-hub"
+    (hub / "training_hub").mkdir(parents=True)
+    (hub / "training_hub" / "__init__.py").write_text(textwrap.dedent(FAKE_TRAINING_HUB))
+    trainer = job["spec"]["trainer"]
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(hub),
+        "FAKE_HUB_CALLS": str(tmp_path / "calls.json"),
+        "PET_NNODES": "2",
+        "PET_NPROC_PER_NODE": "4",
+        "PET_NODE_RANK": "0",
+        "PET_MASTER_ADDR": "tj-node-0-0",
+        "PET_MASTER_PORT": "29500",
+    }
+    command = [sys.executable if trainer["command"][0] == "python" else trainer["command"][0]]
+    run = subprocess.run(
+        [*command, *trainer["command"][1:], *trainer["args"]], env=env, capture_output=True, text=True, timeout=60
+    )
+    seen["pod_output"] = run.stdout + run.stderr
+    assert run.returncode == 0, seen["pod_output"]
+    kube_api.set_trainjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Complete")]})
+
+
+def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
+    kube_api, tiny_model_dir, demo_dataset_path, tmp_path
+):
+    kube_api.create_runtime("training-hub")
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    workspace = tmp_path / "kfp-workspace"
+    task_config = dsl.TaskConfig(
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
+        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+        env=[{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    )
+    seen = {}
+    with kube_api.in_background(lambda: _play_the_cluster(kube_api, tmp_path, seen)):
+        outcome = run_train_model(
+            train_dataset=dataset,
+            **out,
+            task_config=task_config,
+            base_model=str(tiny_model_dir),
+            algorithm="osft",
+            backend="trainjob",
+            namespace=NS,
+            workspace_path=str(workspace),
+            run_id="run-7",
+            task_name="train-model",
+            num_nodes=2,
+            gpus_per_node=4,
+            max_steps=40,
+            seed=7,
+            unfreeze_rank_ratio=0.3,
+            s3_secret_name="models-s3",
+            api_client=kube_api.api_client,
+            log=lambda line: None,
+            kube_options={"poll_interval_seconds": 0.2},
+        )
+    manifest = seen["manifest"]
+    validate_trainjob({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")})
+    trainer = manifest["spec"]["trainer"]
+    run_dir = Path(trainer["args"][1]).parent
+    assert trainer["command"] == ["python", str(run_dir / "entrypoint.py")] and trainer["numNodes"] == 2
+    assert run_dir.is_relative_to(workspace) and (run_dir / "entrypoint.py").is_file()
+    # Secrets are referenced, never copied: the HF token and the S3 keys come from secretKeyRefs.
+    secret_refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in trainer["env"] if "valueFrom" in e}
+    assert secret_refs["HF_TOKEN"] == "hf-token" and secret_refs["AWS_SECRET_ACCESS_KEY"] == "models-s3"
+    # The pod called training-hub's osft with keywords that all exist in the real 0.11 signature snapshot.
+    call = json.loads((tmp_path / "calls.json").read_text())
+    spec = json.loads(SNAPSHOT.read_text())["functions"][call["function"]]
+    assert call["function"] == "osft"
+    assert set(call["kwargs"]) <= set(spec["parameters"]) | set(spec["kwargs_accepted"])
+    kwargs = call["kwargs"]
+    assert (kwargs["seed"], kwargs["unfreeze_rank_ratio"], kwargs["max_steps"]) == (7, 0.3, 40)
+    assert (kwargs["nnodes"], kwargs["nproc_per_node"], kwargs["rdzv_endpoint"]) == (2, 4, "tj-node-0-0:29500")
+    assert kwargs["model_path"] == str(tiny_model_dir) and kwargs["data_path"] == str(run_dir / "data/train.jsonl")
+    # The outputs name the real checkpoint on the workspace and the TrainJob; metrics come from its log.
+    meta = out["model"].metadata
+    assert meta["checkpoint_path"] == str(run_dir / "checkpoints/hf_format/samples_64.0")
+    assert meta["trainjob_name"] == manifest["metadata"]["name"] == outcome.trainjob_name
+    assert meta["backend"] == "trainjob"
+    assert (Path(out["model"].path) / "model.safetensors").is_file()
+    assert out["metrics"].metadata == {
+        "final_loss": 1.4,
+        "min_loss": 1.25,
+        "steps": 4.0,
+        "train_seconds": 2.0,
+        "tokens_per_second": 4000.0,
+    }
+    assert manifest["metadata"]["name"] in Path(out["report"].path).read_text()
+
+
+def test_trainjob_path_needs_the_workspace_on_a_passed_volume(kube_api, tiny_model_dir, demo_dataset_path, tmp_path):
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    with pytest.raises(TrainingConfigError, match="is on no volume passed to the TrainJob"):
+        run_train_model(
+            train_dataset=dataset,
+            **out,
+            task_config=dsl.TaskConfig(),
+            base_model=str(tiny_model_dir),
+            namespace=NS,
+            workspace_path=str(tmp_path / "ws"),
+            api_client=kube_api.api_client,
+        )
+    assert kube_api.requests == []
