@@ -274,12 +274,20 @@ def _signals_ignored() -> Iterator[None]:
 
 
 class MetricsTail:
-    """Reads the training code's metrics JSONL file incrementally (records appended while training runs)."""
+    """Reads the training code's metrics JSONL file incrementally (records appended while training runs).
 
-    def __init__(self, path: str) -> None:
+    Args:
+        path: The file (``""``: none).
+        normalize: Maps all raw records read so far to step records (e.g. ``metrics.normalize_records`` for Training
+            Hub's layouts); default: the records that have a numeric ``step``.
+    """
+
+    def __init__(self, path: str, normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None):
         self.path = Path(path) if path else None
+        self.normalize = normalize or (lambda raw: [r for r in raw if isinstance(r.get("step"), (int, float))])
         self.offset = 0
         self.partial = b""
+        self.raw: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {}
 
     def poll(self) -> dict[str, Any]:
@@ -289,6 +297,8 @@ class MetricsTail:
         with self.path.open("rb") as handle:
             handle.seek(self.offset)
             data = handle.read()
+        if not data:
+            return self.last
         self.offset += len(data)
         lines = (self.partial + data).split(b"\n")
         self.partial = lines.pop()
@@ -297,8 +307,11 @@ class MetricsTail:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and isinstance(record.get("step"), (int, float)):
-                self.last = record
+            if isinstance(record, dict):
+                self.raw.append(record)
+        records = self.normalize(self.raw)
+        if records:
+            self.last = dict(records[-1])
         return self.last
 
 
@@ -370,7 +383,7 @@ class _TrainJobRun:
         self.labels = dict(manifest["metadata"].get("labels") or {})
         self.__dict__.update(options)
         self.api = _Api(api_client, self.sleep, self.log, self.attempts)
-        self.metrics = MetricsTail(self.metrics_file)
+        self.metrics = MetricsTail(self.metrics_file, self.metrics_normalizer)
         self.job: dict[str, Any] | None = None
         self.reattached = False
         self.started = False
@@ -865,6 +878,7 @@ def run_trainjob(
     api_attempts: int = 5,
     log_tail_lines: int = 20,
     connect_timeout_seconds: float = 10.0,
+    metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
 ) -> TrainJobResult:
     """Runs a TrainJob to completion: check runtime, submit (or re-attach), follow, and on failure diagnose + clean up.
 
@@ -884,6 +898,8 @@ def run_trainjob(
         api_attempts: Attempts per API call on transient errors (5xx, 429, connection errors).
         log_tail_lines: Log lines of the failed container to read into the diagnosis.
         connect_timeout_seconds: TCP connect timeout of watch requests.
+        metrics_normalizer: Maps the raw metrics-file records read so far to step records (e.g.
+            ``metrics.normalize_records`` for Training Hub's layouts); default: records with a numeric ``step``.
 
     Returns:
         A :class:`TrainJobResult`.
@@ -922,5 +938,6 @@ def run_trainjob(
         "log_tail_lines": log_tail_lines,
         "connect_timeout": connect_timeout_seconds,
         "watch_failures": 0,
+        "metrics_normalizer": metrics_normalizer,
     }
     return _TrainJobRun(api_client, manifest, options).run()

@@ -148,3 +148,12 @@ def test_metrics_tail_reads_appended_complete_lines_only(tmp_path):
         handle.write('ss": 2.0}\nnot json\n{"params": true}\n')
     assert tail.poll() == {"step": 2, "loss": 2.0}
     assert MetricsTail("").poll() == {}
+
+
+def test_metrics_tail_normalizes_training_hub_layouts(tmp_path):
+    from components.training.finetuning.metrics import normalize_records
+
+    path = tmp_path / "training_params_and_metrics_global0.jsonl"
+    path.write_text(json.dumps({"params": 1}) + "\n" + json.dumps({"step": 4, "avg_loss": 1.5, "lr": 1e-5}) + "\n")
+    tail = MetricsTail(str(path), normalize_records)
+    assert tail.poll()["loss"] == 1.5 and tail.poll()["step"] == 4
