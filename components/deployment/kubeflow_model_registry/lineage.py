@@ -29,6 +29,8 @@ MODEL_METADATA_KEYS = {
     "checkpoint_path": "checkpoint_path",
     "library_version": "training_library_version",
     "training_library": "training_library",
+    "model_format": "model_files_format",
+    "lora_weights": "lora_weights",
 }
 #: Dataset lineage: custom property -> keys looked up in the dataset artifact's metadata, then the model's.
 DATASET_KEYS = {

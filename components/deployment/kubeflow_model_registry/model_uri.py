@@ -155,11 +155,11 @@ def resolve_serving_uri(
     if s3_upload_uri:
         return ServingUri(validate_serving_uri(s3_upload_uri, "s3_upload_prefix"), "S3 upload (s3_upload_prefix)")
     checkpoint = str(model.metadata.get("checkpoint_path") or "").strip()
-    if checkpoint and urlsplit(checkpoint).scheme:
+    if urlsplit(checkpoint).scheme in SERVING_SCHEMES:
         uri = validate_serving_uri(checkpoint, "model metadata checkpoint_path")
         return ServingUri(uri, "model metadata checkpoint_path")
     claim = str(model.metadata.get("pvc_claim") or environ.get(PVC_CLAIM_ENV, "")).strip()
-    if checkpoint and claim:
+    if checkpoint.startswith("/") and claim:
         mount = str(
             model.metadata.get("pvc_mount_path") or environ.get(PVC_MOUNT_PATH_ENV, "") or KFP_WORKSPACE_MOUNT_PATH
         )
@@ -167,15 +167,18 @@ def resolve_serving_uri(
         return ServingUri(uri, f"model metadata checkpoint_path on PVC {claim} (mounted at {mount})")
     if urlsplit(model.uri).scheme in ("s3", "gs"):
         return ServingUri(validate_serving_uri(model.uri, "model artifact uri"), "model artifact uri")
-    raise ValueError(
-        f"cannot derive a serving URI for the model: its artifact URI {model.uri!r} is not served storage and "
-        + (
+    if not checkpoint:
+        why = "its metadata has no checkpoint_path"
+    elif not checkpoint.startswith("/"):
+        why = f"model metadata checkpoint_path={checkpoint!r} is not served storage either"
+    else:
+        why = (
             f"model metadata checkpoint_path={checkpoint!r} has no PVC claim (set pvc_claim in the metadata or "
             f"${PVC_CLAIM_ENV})"
-            if checkpoint
-            else "its metadata has no checkpoint_path"
         )
-        + ". Give model_uri (pvc://claim/path, s3://...) or s3_upload_prefix to upload the files."
+    raise ValueError(
+        f"cannot derive a serving URI for the model: its artifact URI {model.uri!r} is not served storage and {why}. "
+        "Give model_uri (pvc://claim/path, s3://...) or s3_upload_prefix to upload the files."
     )
 
 

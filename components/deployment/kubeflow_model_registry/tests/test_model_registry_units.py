@@ -250,7 +250,9 @@ def test_resolve_serving_uri_order():
     assert derived.uri == "pvc://models/run1/final" and "PVC models" in derived.source
     from_env = ArtifactInfo("/local", "/local", {"checkpoint_path": "/kfp-workspace/final"})
     assert resolve_serving_uri(from_env, environ={"MODEL_PVC_CLAIM": "ws"}).uri == "pvc://ws/final"
-    on_s3 = ArtifactInfo("s3://mlpipeline/v2/artifacts/run/model", "/gcs/x", {})
+    on_store = ArtifactInfo("/x", "/x", {"checkpoint_path": "s3://mlpipeline/v2/run/model", "pvc_claim": "ws"})
+    assert resolve_serving_uri(on_store, environ={}).uri == "s3://mlpipeline/v2/run/model"
+    on_s3 = ArtifactInfo("s3://mlpipeline/v2/artifacts/run/model", "/gcs/x", {"checkpoint_path": "minio://x/y"})
     assert resolve_serving_uri(on_s3, environ={}).uri == "s3://mlpipeline/v2/artifacts/run/model"
 
 
@@ -259,6 +261,9 @@ def test_resolve_serving_uri_fails_clearly_for_container_paths():
         resolve_serving_uri(ArtifactInfo("/tmp/m", "/tmp/m", {"checkpoint_path": "/tmp/m"}), environ={})
     with pytest.raises(ValueError, match="its metadata has no checkpoint_path"):
         resolve_serving_uri(ArtifactInfo("minio://mlpipeline/m", "/tmp/m", {}), environ={})
+    minio = ArtifactInfo("minio://mlpipeline/m", "/x", {"checkpoint_path": "minio://mlpipeline/m"})
+    with pytest.raises(ValueError, match="checkpoint_path='minio://mlpipeline/m' is not served storage"):
+        resolve_serving_uri(minio, environ={"MODEL_PVC_CLAIM": "ws"})
 
 
 def test_model_files_dir_and_upload_listing(tmp_path):
