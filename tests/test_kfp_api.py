@@ -29,8 +29,8 @@ def _isolated_kfp_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 @pytest.fixture(scope="module")
 def package_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A tiny compiled pipeline: ``a`` is required, the others have defaults."""
-    from kfp import compiler, dsl
+    """A tiny compiled pipeline: ``a`` is required, the others have defaults; a secret as env (a platform spec)."""
+    from kfp import compiler, dsl, kubernetes
 
     @dsl.component
     def add(a: int, b: int) -> int:
@@ -38,7 +38,8 @@ def package_path(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     @dsl.pipeline(name="add-numbers")
     def add_numbers(a: int, b: int = 2, label: str = "sum", ratio: float = 0.5, tasks: list = ["arc_easy"]):
-        add(a=a, b=b)
+        task = add(a=a, b=b)
+        kubernetes.use_secret_as_env(task, secret_name="hf-token", secret_key_to_env={"HF_TOKEN": "HF_TOKEN"})
 
     path = tmp_path_factory.mktemp("package") / "add_numbers.yaml"
     compiler.Compiler().compile(add_numbers, str(path))
@@ -154,7 +155,7 @@ def test_upload_creates_the_pipeline_then_adds_versions(kfp_api_stub, package_pa
     assert re.fullmatch(r"add-numbers \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [0-9a-f]{8}", second["version_name"])
     assert versions[1]["display_name"] == second["version_name"] and versions[2]["display_name"] == "v3"
     package = Path(package_path).read_bytes()
-    assert all(v["pipeline_spec"] == yaml.safe_load(package) for v in versions)
+    assert all(v["pipeline_spec"] == next(yaml.safe_load_all(package)) for v in versions)
 
     (upload,) = kfp_api_stub.requests_to("POST", f"{API}/pipelines/upload")
     assert upload.query["name"] == ["add-numbers"] and upload.query["description"] == ["adds two numbers"]
@@ -246,8 +247,10 @@ def test_run_sends_the_spec_and_the_arguments_from_flags_and_file(kfp_api_stub, 
     run = kfp_api_stub.runs[first["run_id"]]
     assert run["display_name"] == "first" and run["experiment_id"] == first["experiment_id"]
     assert run["runtime_config"]["parameters"] == {"a": 40, "ratio": 0.25, "label": "answer"}
-    sent_spec, compiled_spec = run["pipeline_spec"], yaml.safe_load(Path(package_path).read_text())
+    compiled_spec, compiled_platform = yaml.safe_load_all(Path(package_path).read_text())
+    sent_spec, sent_platform = run["pipeline_spec"]["pipeline_spec"], run["pipeline_spec"]["platform_spec"]
     assert sent_spec["pipelineInfo"] == compiled_spec["pipelineInfo"] and sent_spec["root"] == compiled_spec["root"]
+    assert sent_platform == compiled_platform  # the secret-as-env settings travel with the run
     assert re.fullmatch(
         r"add-numbers \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", kfp_api_stub.runs[second["run_id"]]["display_name"]
     )
