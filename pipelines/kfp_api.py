@@ -40,6 +40,7 @@ DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
 PACKAGE_SUFFIXES = (".yaml", ".yml")
 HEALTH_TIMEOUT_SECONDS = 30.0
+HEALTH_ACTION = "check health (GET /apis/v2beta1/healthz)"
 _ERROR_TEXT_MAX = 500
 
 
@@ -198,7 +199,7 @@ def check_health(connection: Connection, timeout_seconds: float = HEALTH_TIMEOUT
     if connection.token:
         configuration.api_key["authorization"] = connection.token
         configuration.api_key_prefix["authorization"] = "Bearer"
-    action = "check health (GET /apis/v2beta1/healthz)"
+    action = HEALTH_ACTION
     with kfp_server_api.ApiClient(configuration) as api_client, api_errors(connection, action):
         healthz = kfp_server_api.HealthzServiceApi(api_client)
         response = healthz.healthz_service_get_healthz(_preload_content=False, _request_timeout=timeout_seconds)
@@ -233,6 +234,8 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
     except kfp_server_api.ApiException as error:
         message = _server_message(error.body) or error.reason or ""
         hint = _STATUS_HINTS.get(error.status, "")
+        if error.status == 404 and action != HEALTH_ACTION:
+            hint = ""  # a missing resource, not a wrong host
         text = f"KFP API at {connection.host}: {action} failed: HTTP {error.status} {error.reason}: {message}{hint}"
         raise KfpApiError(_redact(text, connection.token)) from None
     except urllib3.exceptions.HTTPError as error:

@@ -186,6 +186,24 @@ def test_upload_refuses_what_is_not_a_compiled_pipeline_before_sending_anything(
     assert kfp_api_stub.requests == []
 
 
+def test_the_namespace_reaches_the_upload_and_the_experiment(kfp_api_stub, package_path):
+    connection = _connection(kfp_api_stub, namespace="team-a")
+
+    uploaded = kfp_api.upload_pipeline(connection, package_path, "add-numbers")
+    again = kfp_api.upload_pipeline(connection, package_path, "add-numbers")
+    run = kfp_api.create_run(connection, package_path, {"a": 1}, experiment_name="team-exp")
+
+    assert kfp_api_stub.pipelines[uploaded["pipeline_id"]]["namespace"] == "team-a"
+    assert again["pipeline_id"] == uploaded["pipeline_id"]  # found by name within the namespace
+    assert kfp_api_stub.experiments[run["experiment_id"]]["namespace"] == "team-a"
+    listings = kfp_api_stub.requests_to("GET", f"{API}/pipelines") + kfp_api_stub.requests_to(
+        "GET", f"{API}/experiments"
+    )
+    assert listings and all(r.query["namespace"] == ["team-a"] for r in listings)
+    (upload,) = kfp_api_stub.requests_to("POST", f"{API}/pipelines/upload")
+    assert upload.query["namespace"] == ["team-a"]
+
+
 # ------------------------------------------------------------------------------------------ arguments
 def test_load_arguments_puts_flags_over_the_file_and_parses_json_values(tmp_path: Path):
     params_file = tmp_path / "params.yaml"
