@@ -483,14 +483,19 @@ def test_watch_follow_to_success_with_trainer_status(cluster):
         cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]})
 
     log = Log()
+    began = time.monotonic()
     with cluster.in_background(operator):
         result = _watch_run(cluster, log)
+    elapsed = time.monotonic() - began
     assert not result.reattached
     assert f"[trainjob {NAME}] Running | 40% | loss 0.91 | ETA 2m10s" in log
     verbs = [r.verb for r in cluster.requests[2:]]
     assert set(verbs) <= {"watch", "list"} and "watch" in verbs and "get" not in verbs
     watches = [r for r in cluster.requests if r.verb == "watch"]
     assert all(r.params["fieldSelector"] == f"metadata.name={NAME}" for r in watches)
+    assert all(r.params["timeoutSeconds"] == "1" for r in watches)
+    # Steady state: one watch request per poll interval (0.05 s here; 10 s by default), never a burst.
+    assert len(watches) <= elapsed / 0.05 + 2
     assert [job["metadata"]["name"] for job in cluster.objects("trainjobs")] == [NAME]
 
 
