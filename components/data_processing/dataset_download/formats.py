@@ -162,6 +162,8 @@ def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[
             seen[detected] = seen.get(detected, 0) + 1
         if looked >= DETECTION_ROWS:
             break
+    if not looked:
+        raise ValueError(f"empty dataset: {source} has no readable rows")
     if not seen:
         raise ValueError(
             f"input_format='auto': none of the first {looked} rows of {source} has the keys of a known format "

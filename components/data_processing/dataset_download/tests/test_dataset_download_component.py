@@ -1,0 +1,162 @@
+"""The split and the component end to end: in-process through ``python_func`` and through ``kfp.local``."""
+
+import json
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+
+from components.data_processing.dataset_download import dataset_download
+from components.data_processing.dataset_download.split import JsonlWriter, plan_split, write_split
+from components.data_processing.dataset_download.validate import DatasetValidationError
+
+ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
+
+
+def _rows(path: Path, n: int, bad: dict | None = None) -> Path:
+    lines = [json.dumps({**ROW, "id": i}) for i in range(n)]
+    if bad is not None:
+        lines.insert(n // 2, json.dumps(bad))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _artifacts(tmp_path: Path) -> dict:
+    return {
+        "train_dataset": dsl.Dataset(uri=str(tmp_path / "out" / "train.jsonl")),
+        "eval_dataset": dsl.Dataset(uri=str(tmp_path / "out" / "eval.jsonl")),
+        "report": dsl.Markdown(uri=str(tmp_path / "out" / "report.md")),
+        "metrics": dsl.Metrics(uri=str(tmp_path / "out" / "metrics.json")),
+    }
+
+
+def _run(tmp_path: Path, **kwargs) -> dict:
+    artifacts = _artifacts(tmp_path)
+    dataset_download.python_func(**artifacts, **kwargs)
+    return artifacts
+
+
+@pytest.mark.parametrize(
+    "available,ratio,subset,expected",
+    [
+        (100, 0.9, 0, (100, 10)),
+        (100, 1.0, 0, (100, 0)),
+        (100, 0.8, 25, (25, 5)),
+        (10, 0.99, 0, (10, 1)),
+        (3, 0.01, 0, (3, 2)),
+    ],
+)
+def test_split_plan_sizes(available, ratio, subset, expected):
+    plan = plan_split(available, ratio, subset)
+    assert (plan.rows_selected, plan.eval_rows) == expected and not plan.warnings
+
+
+def test_split_plan_warnings_and_errors():
+    assert plan_split(5, 0.9, 50).warnings == ("subset_count=50 > 5 valid rows: using all 5",)
+    assert plan_split(1, 0.5, 0).eval_rows == 0
+    for ratio in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match=f"train_split_ratio={ratio} must be in \\(0, 1\\]"):
+            plan_split(10, ratio, 0)
+    with pytest.raises(ValueError, match="subset_count=-1 must be >= 0"):
+        plan_split(10, 0.9, -1)
+
+
+def _split(tmp_path, name, lines, plan, seed):
+    train, eval_ = JsonlWriter(tmp_path / f"{name}-train"), JsonlWriter(tmp_path / f"{name}-eval")
+    write_split(lines, plan, seed, train, eval_)
+    return train.commit(), eval_.commit()
+
+
+def test_split_is_exact_disjoint_ordered_and_seeded(tmp_path):
+    lines = [f"{i}\n".encode() for i in range(1000)]
+    plan = plan_split(1000, 0.75, 400)
+    train, eval_ = _split(tmp_path, "a", lines, plan, 42)
+    again = _split(tmp_path, "b", lines, plan, 42)
+    other = _split(tmp_path, "c", lines, plan, 43)
+    train_ids = [int(x) for x in train.path.read_text().split()]
+    eval_ids = [int(x) for x in eval_.path.read_text().split()]
+    assert (len(train_ids), len(eval_ids)) == (300, 100) == (train.rows, eval_.rows)
+    assert not set(train_ids) & set(eval_ids) and train_ids == sorted(train_ids)
+    assert (again[0].sha256, again[1].sha256) == (train.sha256, eval_.sha256)
+    assert other[0].sha256 != train.sha256
+    assert min(eval_ids) < 300 and max(eval_ids) > 700  # drawn across the whole file, not a head/tail cut
+
+
+def test_component_writes_split_metadata_report_and_metrics(tmp_path):
+    source = _rows(tmp_path / "chat.jsonl", 40)
+    out = _run(tmp_path, dataset_uri=str(source), train_split_ratio=0.75, subset_count=20, seed=7)
+    train_rows = [json.loads(line) for line in Path(out["train_dataset"].path).read_text().splitlines()]
+    eval_rows = [json.loads(line) for line in Path(out["eval_dataset"].path).read_text().splitlines()]
+    assert (len(train_rows), len(eval_rows)) == (15, 5)
+    assert all(row["messages"] == ROW["messages"] for row in train_rows + eval_rows)
+    assert len({row["id"] for row in train_rows + eval_rows}) == 20  # extra keys kept, no duplicates
+    meta = out["train_dataset"].metadata
+    import hashlib
+
+    assert meta["sha256"] == hashlib.sha256(Path(out["train_dataset"].path).read_bytes()).hexdigest()
+    assert (meta["rows"], meta["format"], meta["source_uri"]) == (15, "messages", str(source))
+    assert meta["revision"].startswith("mtime=") and out["eval_dataset"].metadata["rows"] == 5
+    assert out["metrics"].metadata["rows_read"] == 40 and out["metrics"].metadata["train_rows"] == 15
+    report = Path(out["report"].path).read_text()
+    assert "# Dataset validation: passed" in report and "Train: 15 rows" in report
+
+
+def test_same_seed_gives_byte_identical_files_and_ratio_one_gives_empty_eval(tmp_path):
+    source = _rows(tmp_path / "chat.jsonl", 50)
+    first = _run(tmp_path / "a", dataset_uri=str(source), seed=3)
+    second = _run(tmp_path / "b", dataset_uri=str(source), seed=3)
+    for name in ("train_dataset", "eval_dataset"):
+        assert Path(first[name].path).read_bytes() == Path(second[name].path).read_bytes()
+    whole = _run(tmp_path / "c", dataset_uri=str(source), train_split_ratio=1.0)
+    assert Path(whole["eval_dataset"].path).read_bytes() == b""
+    assert whole["eval_dataset"].metadata["rows"] == 0 and whole["train_dataset"].metadata["rows"] == 50
+
+
+def test_bad_rows_fail_and_leave_nothing_half_written(tmp_path):
+    source = _rows(tmp_path / "chat.jsonl", 10, bad={"messages": [{"role": "user", "content": "only me"}]})
+    with pytest.raises(DatasetValidationError, match=r"chat.jsonl:6 \[no_assistant_turn\]"):
+        _run(tmp_path, dataset_uri=str(source))
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+    dropped = _run(tmp_path, dataset_uri=str(source), on_invalid="drop", max_invalid_fraction=0.1)
+    assert dropped["metrics"].metadata["rejected_no_assistant_turn"] == 1
+    assert "| chat.jsonl:6 | `no_assistant_turn` |" in Path(dropped["report"].path).read_text()
+
+
+def test_empty_dataset_and_bad_parameters_are_clear_errors(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match="empty dataset"):
+        _run(tmp_path, dataset_uri=str(tmp_path / "empty.jsonl"))
+    source = _rows(tmp_path / "chat.jsonl", 3)
+    with pytest.raises(ValueError, match="train_split_ratio=0.0 must be in"):
+        _run(tmp_path, dataset_uri=str(source), train_split_ratio=0.0)
+    with pytest.raises(ValueError, match="max_seq_len=64 needs tokenizer_source"):
+        _run(tmp_path, dataset_uri=str(source), max_seq_len=64)
+
+
+def test_token_statistics_with_the_tiny_tokenizer(tmp_path, tiny_model_dir, demo_dataset_path):
+    out = _run(
+        tmp_path,
+        dataset_uri=str(demo_dataset_path),
+        subset_count=60,
+        max_seq_len=40,
+        tokenizer_source=str(tiny_model_dir),
+    )
+    metrics = out["metrics"].metadata
+    assert 0 < metrics["token_min"] <= metrics["token_p50"] <= metrics["token_p95"] <= metrics["token_max"]
+    assert metrics["token_total"] >= 60 * metrics["token_min"]
+    over = metrics["rows_over_max_seq_len"]
+    assert 0 <= over <= 60 and ("longer than max_seq_len=40" in Path(out["report"].path).read_text()) == (over > 0)
+
+
+def test_alpaca_from_http_through_kfp_local(kfp_local, http_file_server):
+    rows = [{"instruction": f"Add {i} and 1.", "input": "", "output": f"{i + 1}", "id": i} for i in range(30)]
+    (http_file_server.root / "alpaca.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = dataset_download(
+        dataset_uri=http_file_server.url_for("alpaca.jsonl"), train_split_ratio=0.8, seed=1, subset_count=0
+    )
+    train, evaluation = task.outputs["train_dataset"], task.outputs["eval_dataset"]
+    assert (train.metadata["rows"], evaluation.metadata["rows"]) == (24, 6)
+    assert train.metadata["format"] == "alpaca" and len(train.metadata["revision"]) == 16
+    first = json.loads(Path(train.path).read_text().splitlines()[0])
+    assert first["messages"][1]["role"] == "assistant" and "id" in first
+    assert "auto-detected `alpaca`" in Path(task.outputs["report"].path).read_text()
