@@ -206,6 +206,8 @@ def run_train_model(
     """
     eval_file = _eval_file(eval_dataset)
     config = validate_params(params, eval_file is not None)
+    if params.get("backend", "trainjob") == "local":
+        _require_local_training_packages()
     data_file = entrypoint.find_data_file(Path(train_dataset.path))
     entrypoint.load_chat_rows(data_file)  # fail on bad rows here, before training or submitting
     run_id = params.get("run_id", "")
@@ -233,6 +235,17 @@ def run_train_model(
     finally:
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _require_local_training_packages() -> None:
+    import importlib.util
+
+    missing = [name for name in ("torch", "transformers", "peft") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise TrainingConfigError(
+            f"train_model parameter backend='local' needs {', '.join(missing)} in the task image: compile with the "
+            "runtime image (KFP_FINETUNE_RUNTIME_IMAGE, see Containerfile) or use backend='trainjob'"
+        )
 
 
 def _train_local(plan: RunPlan) -> Trained:
