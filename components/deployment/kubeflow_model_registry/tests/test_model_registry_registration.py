@@ -247,44 +247,14 @@ def test_tls_is_verified_with_the_ca_bundle(registry_stub_tls, tmp_path, model):
 # ---- S3 upload ---------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+DATA_CONNECTION_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
 
 
-@pytest.fixture
-def data_connection(moto_endpoint, monkeypatch):
-    import boto3
+def test_s3_upload_registers_the_s3_uri(registry_stub, tmp_path, model, model_files, s3_data_connection):
+    import os
 
-    env = {
-        "AWS_ACCESS_KEY_ID": "test-key-id",
-        "AWS_SECRET_ACCESS_KEY": "test-secret-key",
-        "AWS_S3_ENDPOINT": moto_endpoint,
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    client = boto3.client(
-        "s3",
-        endpoint_url=moto_endpoint,
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-        region_name="us-east-1",
-    )
-    bucket = f"models-{id(monkeypatch) % 100000}"
-    client.create_bucket(Bucket=bucket)
-    return client, bucket, env
-
-
-def test_s3_upload_registers_the_s3_uri(registry_stub, tmp_path, model, model_files, data_connection):
-    client, bucket, env = data_connection
-    environ = {**env, "MODEL_REGISTRY_TOKEN": TOKEN}
+    client, bucket = s3_data_connection  # a moto server on 127.0.0.1 and the data-connection env vars
+    environ = {**{name: os.environ[name] for name in DATA_CONNECTION_ENV}, "MODEL_REGISTRY_TOKEN": TOKEN}
     prefix = f"s3://{bucket}/tiny-chat/run-1"
     result = register(registry_stub, tmp_path, model, model_uri="", s3_upload_prefix=prefix, environ=environ)
 
