@@ -115,9 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (ValueError, FileNotFoundError, RuntimeError) as error:
+    except (ValueError, FileNotFoundError) as error:  # bad input: usage, parameters, files
         print(f"kfp-finetune {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except RuntimeError as error:  # the work failed: a server refused, a local run failed
+        print(f"kfp-finetune {args.command}: failed: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

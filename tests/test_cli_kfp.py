@@ -1,0 +1,89 @@
+"""``kfp-finetune upload | run | schedule`` end to end: the CLI compiles a named pipeline and talks to a KFP API
+(the loopback v2beta1 stub) through the real ``kfp.Client``."""
+
+import yaml
+
+from pipelines.cli import main
+
+DATASET = "phase_01_dataset_man_dataset_uri"
+
+
+def test_upload_a_named_pipeline_compiled_with_cli_settings(kfp_api_stub, monkeypatch, capsys):
+    monkeypatch.setenv("KFP_TOKEN", "sha256~cli-token")
+    code = main(["upload", "osft-minimal", "--host", kfp_api_stub.url, "--pvc-size", "80Gi", "--name", "osft"])
+    assert code == 0, capsys.readouterr().err
+    (pipeline,) = kfp_api_stub.pipelines.values()
+    assert pipeline["display_name"] == "osft"
+    (upload,) = [r for r in kfp_api_stub.requests if r.method == "POST" and r.path.endswith("/pipelines/upload")]
+    assert upload.headers.get("authorization") == "Bearer sha256~cli-token"
+    (_, package), *_ = upload.multipart_files().values()
+    documents = list(yaml.safe_load_all(package))
+    assert DATASET in documents[0]["root"]["inputDefinitions"]["parameters"]
+    assert documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["size"] == "80Gi"
+    printed = capsys.readouterr()
+    assert "uploaded: pipeline_id=" in printed.out
+    assert "cli-token" not in printed.out + printed.err
+
+
+def test_run_with_parameters_from_flags_and_a_file(kfp_api_stub, tmp_path, capsys):
+    params = tmp_path / "params.yaml"
+    params.write_text("phase_02_train_opt_num_epochs: 2\nphase_03_eval_opt_task_names: [arc_easy, hellaswag]\n")
+    code = main(
+        [
+            "run",
+            "sft-minimal",
+            "--host",
+            kfp_api_stub.url,
+            "--param",
+            f"{DATASET}=s3://bucket/chat.jsonl",
+            "--params-file",
+            str(params),
+            "--experiment",
+            "fine-tuning",
+            "--run-name",
+            "nightly",
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    (run,) = kfp_api_stub.runs.values()
+    assert run["display_name"] == "nightly"
+    assert run["runtime_config"]["parameters"] == {
+        DATASET: "s3://bucket/chat.jsonl",
+        "phase_02_train_opt_num_epochs": 2,
+        "phase_03_eval_opt_task_names": ["arc_easy", "hellaswag"],
+    }
+    assert [e["display_name"] for e in kfp_api_stub.experiments.values()] == ["fine-tuning"]
+
+
+def test_schedule_a_recurring_run_with_cron(kfp_api_stub, capsys):
+    code = main(
+        [
+            "schedule",
+            "lora-minimal",
+            "--host",
+            kfp_api_stub.url,
+            "--cron",
+            "0 0 2 * * *",
+            "--param",
+            f"{DATASET}=pvc://data/chat.jsonl",
+            "--name",
+            "nightly-lora",
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    (recurring,) = kfp_api_stub.recurring_runs.values()
+    assert recurring["display_name"] == "nightly-lora"
+    assert recurring["trigger"]["cron_schedule"]["cron"] == "0 0 2 * * *"
+    assert "recurring_run_id=" in capsys.readouterr().out
+
+
+def test_bad_input_and_server_failures_have_distinct_exit_codes(kfp_api_stub_factory, capsys):
+    stub = kfp_api_stub_factory(required_token="right")
+    # A missing required pipeline parameter is bad input: nothing is sent, exit 2.
+    assert main(["run", "sft-minimal", "--host", stub.url]) == 2
+    assert DATASET in capsys.readouterr().err
+    assert not stub.runs
+    # A refused token is a failure of the work: exit 1, with a remedy.
+    code = main(["upload", "sft-minimal", "--host", stub.url])
+    assert code == 1
+    assert "failed" in capsys.readouterr().err
