@@ -28,9 +28,10 @@ from typing import Any
 from components.training.finetuning import entrypoint, local_backend
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, TrainingConfig, TrainingConfigError
+from components.training.finetuning.kube import CLEANUP_POLICIES
 from components.training.finetuning.report import render_report, write_text_atomically
+from components.training.finetuning.trainjob import trainjob_name
 
-CLEANUP_POLICIES = ("delete", "keep", "suspend")
 RUN_CONFIG_FILE = "run_config.json"
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
@@ -90,8 +91,8 @@ class RunPlan:
 
     @property
     def run_dir(self) -> Path:
-        """Stable per run and task, so that a retried task resumes from the same checkpoints."""
-        return self.workspace / "train_model" / _run_key(self.run_id, self.task_name)
+        """Named like the TrainJob: stable per run and task, so that a retried task resumes from its checkpoints."""
+        return self.workspace / "train_model" / trainjob_name(self.run_id, self.task_name)
 
 
 @dataclasses.dataclass
@@ -165,11 +166,6 @@ def pvc_mounts(task_config: Any) -> dict[str, str]:
     return {claims[m["name"]]: m["mountPath"] for m in mounts if m.get("name") in claims}
 
 
-def _run_key(run_id: str, task_name: str) -> str:
-    digest = hashlib.sha256(f"{run_id}/{task_name}".encode()).hexdigest()[:10]
-    return f"{re.sub(r'[^a-z0-9]+', '-', task_name.lower()).strip('-') or 'train'}-{digest}"
-
-
 def _unresolved(value: str) -> bool:
     return not value or value.startswith("{{$")
 
@@ -207,7 +203,7 @@ def run_train_model(
     eval_file = _eval_file(eval_dataset)
     config = validate_params(params, eval_file is not None)
     if params.get("backend", "trainjob") == "local":
-        _require_local_training_packages()
+        _require_local_training_packages(config.algorithm)
     data_file = entrypoint.find_data_file(Path(train_dataset.path))
     entrypoint.load_chat_rows(data_file)  # fail on bad rows here, before training or submitting
     run_id = params.get("run_id", "")
@@ -237,10 +233,11 @@ def run_train_model(
             shutil.rmtree(temporary, ignore_errors=True)
 
 
-def _require_local_training_packages() -> None:
+def _require_local_training_packages(algorithm: str) -> None:
     import importlib.util
 
-    missing = [name for name in ("torch", "transformers", "peft") if importlib.util.find_spec(name) is None]
+    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
         raise TrainingConfigError(
             f"train_model parameter backend='local' needs {', '.join(missing)} in the task image: compile with the "
@@ -262,6 +259,12 @@ def _train_local(plan: RunPlan) -> Trained:
     return Trained(result.final_model_dir, result.records, result.train_seconds, "", extra, result.eval_loss)
 
 
+def _samples_seen(name: str) -> float:
+    """The sample count in a checkpoint name such as ``samples_640`` or ``samples_64.0`` (0 when there is none)."""
+    numbers = re.findall(r"\d+(?:\.\d+)?", name)
+    return float(numbers[-1]) if numbers else 0.0
+
+
 def find_final_checkpoint(ckpt_dir: Path) -> Path:
     """The final Hugging Face checkpoint Training Hub left in ``ckpt_dir``.
 
@@ -273,7 +276,7 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
     """
     candidates = [p for p in (ckpt_dir / "hf_format").glob("*") if (p / "config.json").is_file()]
     if candidates:
-        return max(candidates, key=lambda p: (float(re.sub(r"[^0-9.]", "", p.name) or 0), p.stat().st_mtime))
+        return max(candidates, key=lambda p: (_samples_seen(p.name), p.stat().st_mtime))
     if (ckpt_dir / "config.json").is_file() or (ckpt_dir / "adapter_config.json").is_file():
         return ckpt_dir
     raise FileNotFoundError(f"no final checkpoint (hf_format/* or a model) under {ckpt_dir}")

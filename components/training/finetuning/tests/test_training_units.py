@@ -334,3 +334,20 @@ def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_di
     )
     with pytest.raises(entrypoint.EntrypointError, match="no objects under that S3 prefix"):
         entrypoint.resolve_model_source(f"s3://{bucket}/models/none", tmp_path, {}, dict(os.environ))
+
+
+# -- train: reading Training Hub's output back -------------------------------------------------------------------------
+def test_final_checkpoint_is_the_one_with_most_samples(tmp_path):
+    from components.training.finetuning.train import find_final_checkpoint
+
+    with pytest.raises(FileNotFoundError, match="no final checkpoint"):
+        find_final_checkpoint(tmp_path)
+    for name in ("samples_64.0", "samples_640", "samples_128"):
+        (tmp_path / "hf_format" / name).mkdir(parents=True)
+        (tmp_path / "hf_format" / name / "config.json").write_text("{}")
+    (tmp_path / "hf_format" / "samples_9999").mkdir()  # incomplete: no config.json
+    assert find_final_checkpoint(tmp_path) == tmp_path / "hf_format" / "samples_640"
+    lora = tmp_path / "lora"
+    lora.mkdir()
+    (lora / "adapter_config.json").write_text("{}")
+    assert find_final_checkpoint(lora) == lora
