@@ -1,0 +1,188 @@
+"""The pure builder of Kubeflow Training Operator v1 ``PyTorchJob`` manifests, and the reading of their status.
+
+:func:`build_pytorchjob` turns the same validated :class:`~.trainjob.TrainJobSpec` the TrainJob path uses into a
+``kubeflow.org/v1`` ``PyTorchJob`` dict (no client calls): one ``Master`` replica plus ``num_nodes - 1`` ``Worker``
+replicas running the same container, with the same name (:func:`~.trainjob.trainjob_name`) and ownership labels as the
+TrainJob would have, so a retried task re-attaches the same way. A PyTorchJob has no runtime, so ``spec.image`` is
+required. The operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK`` and (v1.7+) ``PET_*``.
+
+:func:`pytorchjob_phase` maps the job's conditions (``Created``, ``Running``, ``Restarting``, ``Succeeded``,
+``Failed``, ``Suspended``) onto the phase vocabulary of :func:`~.kube.trainjob_phase`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from components.training.finetuning.diagnosis import condition
+from components.training.finetuning.trainjob import (
+    RUN_ID_LABEL,
+    TASK_NAME_ANNOTATION,
+    TrainJobSpec,
+    TrainJobSpecError,
+    ownership_labels,
+    trainjob_name,
+)
+from components.training.finetuning.trainjob import _resources as _resources_per_node
+
+API_GROUP = "kubeflow.org"
+API_VERSION = "v1"
+PYTORCHJOB_PLURAL = "pytorchjobs"
+#: The container name the Training Operator looks for (it injects the rendezvous env into this one).
+CONTAINER_NAME = "pytorch"
+#: The port name and default port the operator reads the master's rendezvous port from.
+PORT_NAME = "pytorchjob-port"
+DEFAULT_PORT = 23456
+#: The label the operator puts on every pod of a PyTorchJob (to list its pods).
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+CLEAN_POD_POLICIES = ("Running", "All", "None")
+#: ``ExitCode`` recreates pods that exit with a retryable code (130, 137, 143: SIGINT/SIGKILL/SIGTERM, e.g. a
+#: preempted node) and fails the job on others, so a preempted replica resumes from its last checkpoint.
+RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
+#: Every API call the client layer makes for a PyTorchJob, as (apiGroup, resource, verb), for ``rbac.yaml``.
+API_PERMISSIONS = frozenset(
+    (API_GROUP, PYTORCHJOB_PLURAL, verb) for verb in ("create", "get", "list", "watch", "patch", "delete")
+)
+
+
+def pod_label_selector(name: str) -> str:
+    """The label selector of a PyTorchJob's pods (the counterpart of JobSet's ``jobset-name`` label)."""
+    return f"{JOB_NAME_LABEL}={name}"
+
+
+def _container(spec: TrainJobSpec) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": spec.image,
+        "command": list(spec.command),
+    }
+    if spec.args:
+        container["args"] = list(spec.args)
+    env = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
+    env += [item.to_env_var() for item in spec.secret_env]
+    if env:
+        container["env"] = env
+    container["ports"] = [{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}]
+    resources = _resources_per_node(spec)
+    if resources:
+        container["resources"] = resources
+    if spec.volume_mounts:
+        container["volumeMounts"] = copy.deepcopy([dict(mount) for mount in spec.volume_mounts])
+    return container
+
+
+def _pod_template(spec: TrainJobSpec) -> dict[str, Any]:
+    pod_spec: dict[str, Any] = {"containers": [_container(spec)]}
+    if spec.volumes:
+        pod_spec["volumes"] = copy.deepcopy([dict(volume) for volume in spec.volumes])
+    if spec.tolerations:
+        pod_spec["tolerations"] = copy.deepcopy([dict(toleration) for toleration in spec.tolerations])
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    if spec.affinity:
+        pod_spec["affinity"] = copy.deepcopy(dict(spec.affinity))
+    template: dict[str, Any] = {}
+    metadata = {"labels": dict(spec.pod_labels), "annotations": dict(spec.pod_annotations)}
+    metadata = {key: value for key, value in metadata.items() if value}
+    if metadata:
+        template["metadata"] = metadata
+    template["spec"] = pod_spec
+    return template
+
+
+def _check_options(spec: TrainJobSpec, clean_pod_policy: str, restart_policy: str, backoff_limit: int) -> None:
+    if not spec.image:
+        raise TrainJobSpecError(
+            "TrainJobSpec.image='': a PyTorchJob has no training runtime to take the image from; "
+            "set the trainer image (training_image) when backend is pytorchjob"
+        )
+    if clean_pod_policy not in CLEAN_POD_POLICIES:
+        raise ValueError(f"clean_pod_policy={clean_pod_policy!r}: must be one of {list(CLEAN_POD_POLICIES)}")
+    if restart_policy not in RESTART_POLICIES:
+        raise ValueError(f"restart_policy={restart_policy!r}: must be one of {list(RESTART_POLICIES)}")
+    if isinstance(backoff_limit, bool) or not isinstance(backoff_limit, int) or backoff_limit < 0:
+        raise ValueError(f"backoff_limit={backoff_limit!r}: must be an integer >= 0")
+
+
+def build_pytorchjob(
+    spec: TrainJobSpec,
+    *,
+    clean_pod_policy: str = "Running",
+    restart_policy: str = "ExitCode",
+    backoff_limit: int = 3,
+) -> dict[str, Any]:
+    """Builds the ``PyTorchJob`` manifest of a spec (pure: no client calls, same arguments → equal dict).
+
+    ``runtime_name``, ``runtime_kind``, ``trainer_job_name`` and ``trainer_container_name`` of the spec do not apply
+    (a PyTorchJob has no runtime; its container must be called :data:`CONTAINER_NAME`).
+
+    Args:
+        spec: The validated spec (the one :func:`~.trainjob.build_trainjob` takes); ``image`` must be set.
+        clean_pod_policy: ``runPolicy.cleanPodPolicy`` once the job ends: ``Running`` (default: stop pods still
+            holding GPUs, keep finished ones for their logs), ``All`` or ``None``.
+        restart_policy: The replicas' ``restartPolicy``; ``ExitCode`` (default) recreates preempted pods.
+        backoff_limit: ``runPolicy.backoffLimit``: pod restarts before the job is marked failed.
+
+    Returns:
+        A ``kubeflow.org/v1`` ``PyTorchJob`` dict named by :func:`~.trainjob.trainjob_name`, labelled with
+        :func:`~.trainjob.ownership_labels`.
+
+    Raises:
+        TrainJobSpecError: ``spec.image`` is empty.
+        ValueError: An option is not one of its allowed values (named).
+    """
+    _check_options(spec, clean_pod_policy, restart_policy, backoff_limit)
+    replica_specs: dict[str, Any] = {
+        "Master": {"replicas": 1, "restartPolicy": restart_policy, "template": _pod_template(spec)},
+    }
+    if spec.num_nodes > 1:
+        replica_specs["Worker"] = {
+            "replicas": spec.num_nodes - 1,
+            "restartPolicy": restart_policy,
+            "template": _pod_template(spec),
+        }
+    run_policy: dict[str, Any] = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": backoff_limit}
+    if spec.active_deadline_seconds:
+        run_policy["activeDeadlineSeconds"] = spec.active_deadline_seconds
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": trainjob_name(spec.run_id, spec.task_name),
+            "namespace": spec.namespace,
+            "labels": ownership_labels(spec.run_id, spec.task_name),
+            "annotations": {TASK_NAME_ANNOTATION: spec.task_name, RUN_ID_LABEL: spec.run_id},
+        },
+        "spec": {
+            "nprocPerNode": str(max(spec.gpus_per_node, 1)),
+            "pytorchReplicaSpecs": replica_specs,
+            "runPolicy": run_policy,
+        },
+    }
+
+
+def pytorchjob_phase(pytorchjob: Mapping[str, Any]) -> str:
+    """The phase of a PyTorchJob in the vocabulary of :func:`~.kube.trainjob_phase`.
+
+    ``Succeeded`` → ``Complete``; ``Failed`` → ``Failed``; ``Suspended`` → ``Suspended``; ``Running`` → ``Running``;
+    ``Restarting`` (pods being recreated, e.g. after a preemption; none running now) and ``Created`` (or no
+    condition yet) → ``Pending``. Only conditions with ``status: "True"`` count; the terminal ones win.
+
+    Args:
+        pytorchjob: The PyTorchJob as the API returns it.
+
+    Returns:
+        ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending``.
+    """
+    for type_, phase in (
+        ("Succeeded", "Complete"),
+        ("Failed", "Failed"),
+        ("Suspended", "Suspended"),
+        ("Restarting", "Pending"),
+        ("Running", "Running"),
+    ):
+        if condition(pytorchjob, type_):
+            return phase
+    return "Pending"

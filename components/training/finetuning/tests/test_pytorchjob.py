@@ -1,0 +1,251 @@
+"""The PyTorchJob builder: exact manifests, CRD validity of every variant (closed objects), image rule, phases."""
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from components.training.finetuning.pytorchjob import build_pytorchjob, pod_label_selector, pytorchjob_phase
+from components.training.finetuning.trainjob import (
+    SecretEnvVar,
+    TrainJobSpec,
+    TrainJobSpecError,
+    build_trainjob,
+    trainjob_name,
+)
+from tests.harness.kube import condition, crd_schema
+
+RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
+IMAGE = "quay.io/example/training-hub:0.11.1"
+WORKSPACE_VOLUME = {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "run-4f6c-kfp-workspace"}}
+WORKSPACE_MOUNT = {"name": "kfp-workspace", "mountPath": "/kfp-workspace"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+HF_TOKEN = SecretEnvVar("HF_TOKEN", "hf-token", "token")
+PORTS = [{"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}]
+
+
+def _spec(**overrides):
+    fields = dict(
+        run_id=RUN_ID, task_name="train-model", namespace="team-a", command=["python", "-m", "train"], image=IMAGE
+    )
+    fields.update(overrides)
+    return TrainJobSpec(**fields)
+
+
+def validate_pytorchjob(manifest):
+    """Validates against the Training Operator's CRD with every object closed, as TrainJobs are validated."""
+    assert manifest["apiVersion"] == "kubeflow.org/v1" and manifest["kind"] == "PyTorchJob", manifest
+    name = manifest["metadata"]["name"]
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 63, name
+    jsonschema.Draft7Validator(crd_schema("kubeflow.org_pytorchjobs.yaml")).validate(manifest)
+
+
+def test_minimal_job_is_exactly_this():
+    manifest = build_pytorchjob(_spec())
+    validate_pytorchjob(manifest)
+    assert manifest == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": trainjob_name(RUN_ID, "train-model"),
+            "namespace": "team-a",
+            "labels": {
+                "app.kubernetes.io/managed-by": "kfp-finetune",
+                "kfp-finetune.kubeflow.org/run-id": RUN_ID,
+                "kfp-finetune.kubeflow.org/task-name": "train-model",
+            },
+            "annotations": {
+                "kfp-finetune.kubeflow.org/task-name": "train-model",
+                "kfp-finetune.kubeflow.org/run-id": RUN_ID,
+            },
+        },
+        "spec": {
+            "nprocPerNode": "1",
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "restartPolicy": "ExitCode",
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "pytorch",
+                                    "image": IMAGE,
+                                    "command": ["python", "-m", "train"],
+                                    "ports": PORTS,
+                                    "resources": {
+                                        "requests": {"nvidia.com/gpu": "1"},
+                                        "limits": {"nvidia.com/gpu": "1"},
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                }
+            },
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3},
+        },
+    }
+
+
+def test_same_name_labels_and_annotations_as_the_trainjob_of_the_spec():
+    spec = _spec(runtime_name="ignored-here")
+    pytorchjob, trainjob = build_pytorchjob(spec), build_trainjob(spec)
+    assert pytorchjob["metadata"] == trainjob["metadata"]
+
+
+def test_multi_node_multi_gpu_job_carries_every_setting_to_master_and_workers():
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+            }
+        }
+    }
+    spec = _spec(
+        args=["--config", "/kfp-workspace/run/run_config.json"],
+        num_nodes=3,
+        gpus_per_node=8,
+        gpu_resource_name="amd.com/gpu",
+        cpu_per_node="32",
+        memory_per_node="512Gi",
+        env={"NCCL_DEBUG": "WARN", "INSTRUCTLAB_NCCL_TIMEOUT_MS": "1800000"},
+        secret_env=(HF_TOKEN, SecretEnvVar("AWS_SECRET_ACCESS_KEY", "s3-creds", "secret", optional=True)),
+        volumes=[WORKSPACE_VOLUME, {"name": "models", "persistentVolumeClaim": {"claimName": "shared-models"}}],
+        volume_mounts=[WORKSPACE_MOUNT, {"name": "models", "mountPath": "/models", "readOnly": True}],
+        tolerations=[GPU_TOLERATION],
+        node_selector={"nvidia.com/gpu.product": "H100"},
+        affinity=affinity,
+        pod_labels={"team": "ml"},
+        pod_annotations={"sidecar.istio.io/inject": "false"},
+        active_deadline_seconds=7200,
+    )
+    manifest = build_pytorchjob(spec, clean_pod_policy="All", restart_policy="OnFailure", backoff_limit=0)
+    validate_pytorchjob(manifest)
+    quantities = {"cpu": "32", "memory": "512Gi", "amd.com/gpu": "8"}
+    template = {
+        "metadata": {"labels": {"team": "ml"}, "annotations": {"sidecar.istio.io/inject": "false"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "pytorch",
+                    "image": IMAGE,
+                    "command": ["python", "-m", "train"],
+                    "args": ["--config", "/kfp-workspace/run/run_config.json"],
+                    "env": [
+                        {"name": "INSTRUCTLAB_NCCL_TIMEOUT_MS", "value": "1800000"},
+                        {"name": "NCCL_DEBUG", "value": "WARN"},
+                        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+                        {
+                            "name": "AWS_SECRET_ACCESS_KEY",
+                            "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": "secret", "optional": True}},
+                        },
+                    ],
+                    "ports": PORTS,
+                    "resources": {"requests": quantities, "limits": quantities},
+                    "volumeMounts": [WORKSPACE_MOUNT, {"name": "models", "mountPath": "/models", "readOnly": True}],
+                }
+            ],
+            "volumes": [WORKSPACE_VOLUME, {"name": "models", "persistentVolumeClaim": {"claimName": "shared-models"}}],
+            "tolerations": [GPU_TOLERATION],
+            "nodeSelector": {"nvidia.com/gpu.product": "H100"},
+            "affinity": affinity,
+        },
+    }
+    assert manifest["spec"] == {
+        "nprocPerNode": "8",
+        "pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
+            "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template},
+        },
+        "runPolicy": {"cleanPodPolicy": "All", "backoffLimit": 0, "activeDeadlineSeconds": 7200},
+    }
+    # Master and Worker templates are equal but independent.
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    replicas["Worker"]["template"]["spec"]["containers"][0]["env"].clear()
+    assert replicas["Master"]["template"]["spec"]["containers"][0]["env"]
+
+
+def test_cpu_only_and_tolerations_only_variants_validate():
+    cpu_only = build_pytorchjob(_spec(gpus_per_node=0, cpu_per_node="4", memory_per_node="8Gi", num_nodes=2))
+    validate_pytorchjob(cpu_only)
+    assert cpu_only["spec"]["nprocPerNode"] == "1"
+    worker = cpu_only["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 1
+    assert worker["template"]["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "4", "memory": "8Gi"},
+        "limits": {"cpu": "4", "memory": "8Gi"},
+    }
+    tolerated = build_pytorchjob(
+        _spec(tolerations=[{"key": "spot", "operator": "Equal", "value": "yes", "effect": "NoExecute"}])
+    )
+    validate_pytorchjob(tolerated)
+    pod = tolerated["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["tolerations"] == [{"key": "spot", "operator": "Equal", "value": "yes", "effect": "NoExecute"}]
+    assert set(pod) == {"containers", "tolerations"}
+
+
+def test_a_broken_manifest_is_caught_by_the_closed_schema():
+    manifest = build_pytorchjob(_spec())
+    manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["colour"] = "red"
+    with pytest.raises(jsonschema.ValidationError, match="colour"):
+        validate_pytorchjob(manifest)
+    manifest = build_pytorchjob(_spec())
+    manifest["spec"]["runPolicy"]["activeDeadlineSeconds"] = "1h"
+    with pytest.raises(jsonschema.ValidationError):
+        validate_pytorchjob(manifest)
+
+
+def test_secrets_are_referenced_never_copied():
+    text = json.dumps(build_pytorchjob(_spec(secret_env=(HF_TOKEN,))))
+    assert '"secretKeyRef": {"name": "hf-token", "key": "token"}' in text
+    assert '"value"' not in text
+
+
+def test_image_is_required_and_options_are_checked():
+    with pytest.raises(TrainJobSpecError, match=r"TrainJobSpec\.image='': a PyTorchJob has no training runtime"):
+        build_pytorchjob(_spec(image=""))
+    with pytest.raises(ValueError, match=r"clean_pod_policy='Sometimes'.*\['Running', 'All', 'None'\]"):
+        build_pytorchjob(_spec(), clean_pod_policy="Sometimes")
+    with pytest.raises(ValueError, match="restart_policy='OnSuccess'"):
+        build_pytorchjob(_spec(), restart_policy="OnSuccess")
+    with pytest.raises(ValueError, match="backoff_limit=-1"):
+        build_pytorchjob(_spec(), backoff_limit=-1)
+
+
+def test_build_is_pure_and_repeatable():
+    spec = _spec(volumes=[WORKSPACE_VOLUME], volume_mounts=[WORKSPACE_MOUNT])
+    first = build_pytorchjob(spec)
+    first["metadata"]["labels"]["extra"] = "1"
+    first["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["volumes"][0]["name"] = "x"
+    first["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"].clear()
+    assert build_pytorchjob(spec) == build_pytorchjob(spec) != first
+    assert spec.volumes[0] == WORKSPACE_VOLUME
+
+
+def _job(*conditions):
+    return {"metadata": {"name": "j"}, "status": {"conditions": list(conditions)}}
+
+
+@pytest.mark.parametrize(
+    ("conditions", "phase"),
+    [
+        ((), "Pending"),
+        ((condition("Created"),), "Pending"),
+        ((condition("Created"), condition("Running")), "Running"),
+        ((condition("Created"), condition("Running", status="False"), condition("Restarting")), "Pending"),
+        ((condition("Created"), condition("Restarting", status="False"), condition("Running")), "Running"),
+        ((condition("Created"), condition("Running", status="False"), condition("Succeeded")), "Complete"),
+        ((condition("Created"), condition("Running"), condition("Failed", "BackoffLimitExceeded")), "Failed"),
+        ((condition("Created"), condition("Suspended", "JobSuspended")), "Suspended"),
+        ((condition("Created"), condition("Succeeded", status="Unknown")), "Pending"),
+    ],
+)
+def test_phase_follows_the_operator_conditions(conditions, phase):
+    assert pytorchjob_phase(_job(*conditions)) == phase
+
+
+def test_phase_of_a_job_without_status_and_pod_selector():
+    assert pytorchjob_phase({"metadata": {"name": "j"}}) == "Pending"
+    assert pod_label_selector("train-model-3f2a9c1b7d") == "training.kubeflow.org/job-name=train-model-3f2a9c1b7d"
