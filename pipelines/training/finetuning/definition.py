@@ -88,6 +88,8 @@ def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorit
         train_dataset=data.outputs["train_dataset"],
         eval_dataset=data.outputs["eval_dataset"],
         workspace_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
         hf_token_secret_name=settings.hf_token_secret,
         s3_secret_name=settings.s3_secret,
     )
@@ -100,6 +102,8 @@ def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorit
         eval_metrics=evaluation.outputs["metrics"],
         train_metrics=train.outputs["metrics"],
         dataset=data.outputs["train_dataset"],
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
     registry.set_display_name("Register model").set_caching_options(False)
     tasks = {"dataset": data, "train": train, "eval": evaluation, "registry": registry}

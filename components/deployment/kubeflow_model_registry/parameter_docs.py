@@ -1,0 +1,48 @@
+"""Descriptions of the ``model_registry`` parameters: the component docstring, the dashboard and the README."""
+
+PARAMETER_DOCS = {
+    "model": ("The trained model. Its metadata feeds the lineage and the URI (see below)."),
+    "registry_address": (
+        'Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the step (status `skipped`).'
+    ),
+    "registry_port": ("Port when the address has none."),
+    "model_name": ("Registered model name (required when `registry_address` is set). Letters, digits, `. _ : + -`."),
+    "model_version": (
+        'Version name. `""`: the version this run registered before (matched on `pipeline_run_id`), else '
+        "`<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`."
+    ),
+    "author": ("Author of the version (and owner of a newly created registered model)."),
+    "description": ("Description of the version (and of a newly created registered model)."),
+    "model_format_name": ("Model format serving runtimes select on (e.g. `vLLM`, `pytorch`)."),
+    "model_format_version": ("Version of that format."),
+    "eval_metrics": ("Recorded as `eval.<name>`; searched first by the gate."),
+    "train_metrics": ("Recorded as `train.<name>`; searched second by the gate."),
+    "dataset": ("Training dataset: its URI and metadata (`source_uri`, `revision`, `sha256`, `rows`) become lineage."),
+    "min_metric_name": (
+        'Gate metric (`""` = no gate). A name found in neither metrics artifact is an error, not a silent skip.'
+    ),
+    "min_metric_value": ("Register only when the metric is `>=` this."),
+    "model_uri": (
+        "Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`, `hf://`, `http(s)://`), "
+        "overriding the derived one."
+    ),
+    "s3_upload_prefix": (
+        "`s3://bucket/prefix`: upload the model files there (data-connection env credentials) and "
+        "register that URI. Exclusive with `model_uri`."
+    ),
+    "is_secure": (
+        "Verify the registry's TLS certificate (needs `https://` and a token). `False` for an in-cluster "
+        "plain-HTTP service."
+    ),
+    "ca_bundle_path": ("PEM CA bundle mounted in the pod (e.g. from a ConfigMap) to verify the registry with."),
+    "storage_key": ("Data-connection secret name recorded on the artifact, for serving to read an `s3://` URI."),
+    "pipeline_run_id": (
+        "The run's id (lineage, derived version names, re-run matching). Pipelines may pass the "
+        "placeholder explicitly; an unresolved placeholder counts as unknown."
+    ),
+    "pipeline_run_name": ("The run's name (lineage)."),
+    "summary": (
+        "What was registered (ids, URI and its source, registry + API version, gate, link to the "
+        "version's REST resource, lineage table) or why the step skipped."
+    ),
+}
