@@ -5,9 +5,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 
@@ -85,22 +82,3 @@ def render_report(
         f"<h2>Hyper-parameters</h2>{_table(hyperparameters)}"
         "</body></html>\n"
     )
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
-
-    Args:
-        path: Target file; its directory is created when missing.
-        text: Content (UTF-8).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -25,11 +25,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.files import write_text_atomically
 from components.training.finetuning import entrypoint, local_backend
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, TrainingConfig, TrainingConfigError
 from components.training.finetuning.kube import CLEANUP_POLICIES
-from components.training.finetuning.report import render_report, write_text_atomically
+from components.training.finetuning.report import render_report
 from components.training.finetuning.trainjob import trainjob_name
 
 RUN_CONFIG_FILE = "run_config.json"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from components._common.files import write_text_atomically
 from components.training.finetuning import entrypoint, metrics, report
 from components.training.finetuning.config import TrainingConfig, TrainingConfigError
 
@@ -164,7 +165,7 @@ def test_report_embeds_png_params_and_trainjob(tmp_path):
     assert base64.b64decode(image).startswith(b"\x89PNG")
     assert "train-model-abc" in html and "lora_r" in html and "&lt;tiny&gt;" in html
     target = tmp_path / "sub" / "report.html"
-    report.write_text_atomically(target, html)
+    write_text_atomically(target, html)
     assert target.read_text() == html and [p.name for p in target.parent.iterdir()] == ["report.html"]
 
 

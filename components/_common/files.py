@@ -1,0 +1,28 @@
+"""File helpers shared by components (stdlib only: shipped into every component's runtime bundle)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
+
+    Readers never see a half-written file; on error the temporary file is removed and ``path`` is left as it was.
+
+    Args:
+        path: Target file; its directory is created when missing.
+        text: Content (UTF-8).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
