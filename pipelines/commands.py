@@ -7,6 +7,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pipelines.training.finetuning import PIPELINES
 
@@ -96,18 +97,27 @@ def _default_name(args: argparse.Namespace) -> str:
     return args.pipeline if args.pipeline in PIPELINES else Path(args.pipeline).stem
 
 
+def _submit(args: argparse.Namespace, call: Callable[..., dict], with_arguments: bool, **options: Any) -> dict:
+    """Compiles or reads the package, then calls ``call(connection, package, [arguments,] **options)``."""
+    from pipelines import kfp_api
+
+    leading = [kfp_api.load_arguments(args.param, args.params_file)] if with_arguments else []
+    with tempfile.TemporaryDirectory() as workdir:
+        return call(_connection(args), _package(args, workdir), *leading, **options)
+
+
 def upload_command(args: argparse.Namespace) -> int:
     """``kfp-finetune upload``."""
     from pipelines import kfp_api
 
-    with tempfile.TemporaryDirectory() as workdir:
-        result = kfp_api.upload_pipeline(
-            _connection(args),
-            _package(args, workdir),
-            args.name or _default_name(args),
-            description=args.description,
-            version_name=args.version,
-        )
+    result = _submit(
+        args,
+        kfp_api.upload_pipeline,
+        False,
+        pipeline_name=args.name or _default_name(args),
+        description=args.description,
+        version_name=args.version,
+    )
     print(f"uploaded: pipeline_id={result['pipeline_id']} version_id={result['version_id']}")
     return 0
 
@@ -116,15 +126,7 @@ def run_command(args: argparse.Namespace) -> int:
     """``kfp-finetune run``."""
     from pipelines import kfp_api
 
-    arguments = kfp_api.load_arguments(args.param, args.params_file)
-    with tempfile.TemporaryDirectory() as workdir:
-        result = kfp_api.create_run(
-            _connection(args),
-            _package(args, workdir),
-            arguments,
-            run_name=args.run_name,
-            experiment_name=args.experiment,
-        )
+    result = _submit(args, kfp_api.create_run, True, run_name=args.run_name, experiment_name=args.experiment)
     print(f"run started: run_id={result['run_id']} experiment_id={result['experiment_id']}")
     return 0
 
@@ -133,18 +135,16 @@ def schedule_command(args: argparse.Namespace) -> int:
     """``kfp-finetune schedule``."""
     from pipelines import kfp_api
 
-    arguments = kfp_api.load_arguments(args.param, args.params_file)
-    with tempfile.TemporaryDirectory() as workdir:
-        result = kfp_api.schedule_run(
-            _connection(args),
-            _package(args, workdir),
-            arguments,
-            job_name=args.name or _default_name(args),
-            experiment_name=args.experiment,
-            cron=args.cron,
-            interval_seconds=args.interval,
-            max_concurrency=args.max_concurrency,
-        )
+    result = _submit(
+        args,
+        kfp_api.schedule_run,
+        True,
+        job_name=args.name or _default_name(args),
+        experiment_name=args.experiment,
+        cron=args.cron,
+        interval_seconds=args.interval,
+        max_concurrency=args.max_concurrency,
+    )
     print(f"scheduled: recurring_run_id={result['recurring_run_id']} experiment_id={result['experiment_id']}")
     return 0
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.definition import build_pipeline, compile_pipeline
+from pipelines.training.finetuning.definition import compile_pipeline
 from pipelines.training.finetuning.settings import CompileSettings
 
 #: Environment variables read when the components are decorated (see ``components/_common/runtime.py``).
@@ -47,10 +47,7 @@ def set_image_settings(base_image: str | None = None, runtime_image: str | None 
 
 def compile_named(name: str, output_path: Path, settings: CompileSettings) -> Path:
     """Compiles pipeline ``name`` with ``settings`` to ``output_path``."""
-    module = pipeline_module(name)
-    pipeline = build_pipeline(
-        module.ALGORITHM, module.FLAVOR, module.NAME, module.DESCRIPTION, module.DEFAULTS, settings
-    )
+    pipeline = pipeline_module(name).DECLARATION.build(settings)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     compile_pipeline(pipeline, str(output_path))
     return output_path

@@ -140,13 +140,13 @@ def pipelines_readme() -> str:
         "expert pipeline's default.",
     ]
     for name in PIPELINES:
-        module = pipeline_module(name)
-        parameters = with_defaults(parameters_for(module.ALGORITHM, module.FLAVOR), module.DEFAULTS)
+        declaration = pipeline_module(name).DECLARATION
+        parameters = with_defaults(parameters_for(declaration.algorithm, declaration.flavor), declaration.defaults)
         lines += [
             "",
             f"## `{name}`",
             "",
-            " ".join(module.DESCRIPTION.split()),
+            " ".join(declaration.description.split()),
             "",
             "| parameter | type | default | description |",
             "|---|---|---|---|",

@@ -12,6 +12,7 @@ does not expose are passed to the components as constants (their defaults).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -160,16 +161,36 @@ def build_pipeline(
     )(pipeline_body)
 
 
+@dataclasses.dataclass(frozen=True)
+class PipelineDeclaration:
+    """What a pipeline module declares: everything else comes from the shared definition.
+
+    Attributes:
+        algorithm: ``sft``, ``osft`` or ``lora``.
+        flavor: ``expert`` or ``minimal``.
+        description: The module docstring; shown in the dashboard (whitespace collapsed).
+        defaults: ``{"<step>.<name>": value}`` defaults that differ from the shared table's.
+    """
+
+    algorithm: str
+    flavor: str
+    description: str
+    defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """``<algorithm>`` for the expert flavor, ``<algorithm>-minimal`` for the minimal one."""
+        return self.algorithm if self.flavor == "expert" else f"{self.algorithm}-{self.flavor}"
+
+    def build(self, settings: CompileSettings | None = None) -> Callable[..., Any]:
+        """The pipeline, built by :func:`build_pipeline` with ``settings``."""
+        description = " ".join(self.description.split())
+        return build_pipeline(self.algorithm, self.flavor, self.name, description, self.defaults, settings)
+
+
 def compile_pipeline(pipeline: Any, output_path: str) -> str:
     """Compiles ``pipeline`` to ``output_path`` (YAML) and returns the path."""
     from kfp import compiler
 
     compiler.Compiler().compile(pipeline, output_path)
     return output_path
-
-
-def main(module_file: str, pipeline: Any) -> None:
-    """Compiles a pipeline module's ``pipeline`` to ``pipeline.yaml`` beside the module."""
-    from pathlib import Path
-
-    print(compile_pipeline(pipeline, str(Path(module_file).with_name("pipeline.yaml"))))

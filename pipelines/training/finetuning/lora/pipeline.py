@@ -1,19 +1,10 @@
-"""The ``lora`` pipeline: LORA, expert flavor.
+"""LoRA fine-tuning: trains low-rank adapters on a frozen base model.
 
-Compile it with ``kfp-finetune compile lora``
-or ``python -m pipelines.training.finetuning.lora.pipeline``.
+Dataset download and validation, a TrainJob, lm-eval evaluation and Model Registry registration; every knob
+exposed.
 """
 
-from pipelines.training.finetuning.definition import build_pipeline, main
+from pipelines.training.finetuning.definition import PipelineDeclaration
 
-ALGORITHM = "lora"
-FLAVOR = "expert"
-NAME = "lora"
-DESCRIPTION = "LoRA fine-tuning: trains low-rank adapters on a frozen base model. Every knob exposed."
-#: Defaults that differ from the shared parameter table (``"<step>.<name>": value``).
-DEFAULTS = {"train.learning_rate": 0.0002}
-
-pipeline = build_pipeline(ALGORITHM, FLAVOR, NAME, DESCRIPTION, DEFAULTS)
-
-if __name__ == "__main__":
-    main(__file__, pipeline)
+DECLARATION = PipelineDeclaration("lora", "expert", __doc__, {"train.learning_rate": 0.0002})
+pipeline = DECLARATION.build()

@@ -1,21 +1,9 @@
-"""The ``lora-minimal`` pipeline: LORA, minimal flavor.
+"""LoRA fine-tuning, minimal flavor.
 
-Compile it with ``kfp-finetune compile lora-minimal``
-or ``python -m pipelines.training.finetuning.lora_minimal.pipeline``.
+Only the parameters that matter are exposed; everything else keeps the recommended defaults.
 """
 
-from pipelines.training.finetuning.definition import build_pipeline, main
+from pipelines.training.finetuning.definition import PipelineDeclaration
 
-ALGORITHM = "lora"
-FLAVOR = "minimal"
-NAME = "lora-minimal"
-DESCRIPTION = (
-    "LoRA fine-tuning, minimal flavor: only the parameters that matter; everything else at the recommended defaults."
-)
-#: Defaults that differ from the shared parameter table (``"<step>.<name>": value``).
-DEFAULTS = {"train.learning_rate": 0.0002}
-
-pipeline = build_pipeline(ALGORITHM, FLAVOR, NAME, DESCRIPTION, DEFAULTS)
-
-if __name__ == "__main__":
-    main(__file__, pipeline)
+DECLARATION = PipelineDeclaration("lora", "minimal", __doc__, {"train.learning_rate": 0.0002})
+pipeline = DECLARATION.build()

@@ -1,22 +1,9 @@
-"""The ``sft-minimal`` pipeline: SFT, minimal flavor.
+"""Supervised fine-tuning (SFT), minimal flavor.
 
-Compile it with ``kfp-finetune compile sft-minimal``
-or ``python -m pipelines.training.finetuning.sft_minimal.pipeline``.
+Only the parameters that matter are exposed; everything else keeps the recommended defaults.
 """
 
-from pipelines.training.finetuning.definition import build_pipeline, main
+from pipelines.training.finetuning.definition import PipelineDeclaration
 
-ALGORITHM = "sft"
-FLAVOR = "minimal"
-NAME = "sft-minimal"
-DESCRIPTION = (
-    "Supervised fine-tuning (SFT), minimal flavor: only the parameters that matter; everything else at "
-    "the recommended defaults."
-)
-#: Defaults that differ from the shared parameter table (``"<step>.<name>": value``).
-DEFAULTS = {"train.learning_rate": 2e-05}
-
-pipeline = build_pipeline(ALGORITHM, FLAVOR, NAME, DESCRIPTION, DEFAULTS)
-
-if __name__ == "__main__":
-    main(__file__, pipeline)
+DECLARATION = PipelineDeclaration("sft", "minimal", __doc__, {"train.learning_rate": 2e-05})
+pipeline = DECLARATION.build()
