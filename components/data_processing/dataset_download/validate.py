@@ -25,6 +25,7 @@ ON_INVALID = ("fail", "drop")
 #: How many rejects an error message quotes (the report lists them all).
 QUOTED_REJECTS = 5
 _KEPT_REJECTS = 50
+_MISSING = object()
 
 
 class DatasetValidationError(ValueError):
@@ -201,28 +202,35 @@ def validate_files(
     Returns:
         ``report``, filled in.
     """
-    convert = CONVERTERS[report.input_format]
+    convert = None if report.input_format == "messages" else CONVERTERS[report.input_format]
     read = valid = 0
-    for path, position, value in _all_rows(files):
-        read += 1
-        if type(value) is dict:
-            try:
-                row = convert(value)
-                messages = row["messages"]
-            except RowError as error:
-                report.add_reject(_reject(path, position, error.rule, error.detail, value))
-                continue
-            problem = check_messages(messages, allow_trailing_user)
-            if problem is None:
-                valid += 1
-                if sink is not None:
-                    sink(row)
-                continue
-            report.add_reject(_reject(path, position, *problem, value))
-        elif type(value) is Unreadable:
-            report.add_reject(Reject(position_label(path, position), "invalid_json", value.reason, value.excerpt))
-        else:
-            report.add_reject(_reject(path, position, "not_an_object", f"row is {type(value).__name__}", value))
+    for path in files:
+        for position, value in iter_rows(path):
+            read += 1
+            if type(value) is dict:
+                if convert is None:  # the common case, kept lean: no conversion, no exception handling
+                    row, messages = value, value.get("messages", _MISSING)
+                    if messages is _MISSING:
+                        report.add_reject(_reject(path, position, "missing_field", "no `messages` key", value))
+                        continue
+                else:
+                    try:
+                        row = convert(value)
+                    except RowError as error:
+                        report.add_reject(_reject(path, position, error.rule, error.detail, value))
+                        continue
+                    messages = row["messages"]
+                problem = check_messages(messages, allow_trailing_user)
+                if problem is None:
+                    valid += 1
+                    if sink is not None:
+                        sink(row)
+                    continue
+                report.add_reject(_reject(path, position, *problem, value))
+            elif type(value) is Unreadable:
+                report.add_reject(Reject(position_label(path, position), "invalid_json", value.reason, value.excerpt))
+            else:
+                report.add_reject(_reject(path, position, "not_an_object", f"row is {type(value).__name__}", value))
     report.rows_read += read
     report.rows_valid += valid
     return report

@@ -160,3 +160,33 @@ def test_alpaca_from_http_through_kfp_local(kfp_local, http_file_server):
     first = json.loads(Path(train.path).read_text().splitlines()[0])
     assert first["messages"][1]["role"] == "assistant" and "id" in first
     assert "auto-detected `alpaca`" in Path(task.outputs["report"].path).read_text()
+
+
+def test_sharegpt_prefix_from_s3_keeps_secrets_out_of_outputs(tmp_path, s3_data_connection):
+    client, bucket = s3_data_connection
+    rows = [
+        {"conversations": [{"from": "human", "value": f"q{i}"}, {"from": "gpt", "value": f"a{i}"}]} for i in range(8)
+    ]
+    for part in range(2):
+        body = "".join(json.dumps(r) + "\n" for r in rows[part * 4 : part * 4 + 4]).encode()
+        client.put_object(Bucket=bucket, Key=f"chat/part-{part}.jsonl", Body=body)
+    out = _run(tmp_path, dataset_uri=f"s3://{bucket}/chat/", train_split_ratio=0.75)
+    assert out["train_dataset"].metadata["format"] == "sharegpt" and out["train_dataset"].metadata["rows"] == 6
+    written = Path(out["train_dataset"].path).read_text() + Path(out["eval_dataset"].path).read_text()
+    assert sorted(json.loads(line)["messages"][0]["content"] for line in written.splitlines()) == [
+        f"q{i}" for i in range(8)
+    ]
+    everything = Path(out["report"].path).read_text() + json.dumps(out["train_dataset"].metadata)
+    assert "test-secret-access-key" not in everything and "part-0.jsonl" in everything
+
+
+def test_compiled_component_embeds_the_pure_modules_within_the_argument_limit(tmp_path):
+    import yaml
+    from kfp import compiler
+
+    compiler.Compiler().compile(dataset_download, str(tmp_path / "component.yaml"))
+    spec = yaml.safe_load((tmp_path / "component.yaml").read_text())
+    executor = next(iter(spec["deploymentSpec"]["executors"].values()))
+    source = executor["container"]["command"][-1]
+    assert len(source.encode()) < 100 * 1024
+    assert "prepare_dataset" in source and "__KFP_EMBEDDED_ARCHIVE_B64" in source
