@@ -264,10 +264,11 @@ def _restore_checkpoint(checkpoint: Path, model, optimizer, scheduler) -> dict[s
 
 def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
     """Drops records after ``step`` (logged after the checkpoint, about to be redone) and returns the rest."""
-    if not metrics_path.is_file():
-        return []
-    kept = [record for record in metrics_module.read_metrics(metrics_path) if record["step"] <= step]
-    metrics_path.unlink()
+    try:
+        kept = [record for record in metrics_module.read_metrics(metrics_path) if record["step"] <= step]
+    except metrics_module.MetricsFileError:  # missing or without a complete line: nothing to keep
+        kept = []
+    metrics_path.unlink(missing_ok=True)
     for record in kept:
         metrics_module.append_record(metrics_path, record)
     return kept
