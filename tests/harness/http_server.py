@@ -40,6 +40,15 @@ class RecordedRequest:
     headers: dict[str, str]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A threading HTTP server that does not print client disconnects (expected in timeout tests)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Ignores errors such as a client that hung up before a delayed response."""
+
+
 class FileServer:
     """Serves files under :attr:`root`; scripted responses take precedence, in order, per path."""
 
@@ -48,8 +57,7 @@ class FileServer:
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, deque[ScriptedResponse]] = defaultdict(deque)
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
+        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="http-file-server", daemon=True)
 
