@@ -30,6 +30,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 import yaml
 
+from tests.harness.tls import write_self_signed_certificate
+
 API = "/apis/v2beta1"
 EQUALS_OPERATIONS = (1, "EQUALS")
 # What a dashboard or an OAuth login page answers for any path: HTTP 200 and HTML.
@@ -98,7 +100,7 @@ class KfpApiStub:
         server.daemon_threads = True
         scheme = "http"
         if tls_directory is not None:
-            certificate, key = write_self_signed_certificate(tls_directory)
+            certificate, key = write_self_signed_certificate(tls_directory, "kfp-api-stub")
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(certificate, key)
             server.socket = context.wrap_socket(server.socket, server_side=True)
@@ -469,50 +471,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     do_GET = do_POST = do_DELETE = do_PATCH = _serve  # noqa: N815 - http.server's naming
-
-
-def write_self_signed_certificate(directory: Path) -> tuple[Path, Path]:
-    """Writes a self-signed certificate for 127.0.0.1 (and localhost) and its key into ``directory``.
-
-    Args:
-        directory: Where ``kfp-api-stub.crt`` and ``kfp-api-stub.key`` are written.
-
-    Returns:
-        The certificate (usable as a CA bundle) and the private key paths.
-    """
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kfp-api-stub")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    certificate_path = directory / "kfp-api-stub.crt"
-    key_path = directory / "kfp-api-stub.key"
-    certificate_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return certificate_path, key_path
 
 
 @pytest.fixture

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import datetime
 import functools
-import ipaddress
 import json
 import re
 import ssl
@@ -32,6 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+
+from tests.harness.tls import write_self_signed_certificate
 
 SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "openapi" / "model-registry.yaml"
 API_ROOT = "/api/model_registry/"
@@ -633,44 +633,6 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
 
-def write_self_signed_certificate(directory: Path, hostname: str = "localhost") -> tuple[Path, Path]:
-    """Writes a self-signed certificate (also its own CA) and key for ``hostname`` and 127.0.0.1.
-
-    Returns:
-        ``(cert_path, key_path)``, PEM files.
-    """
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(hostname), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    cert_path, key_path = directory / "registry.crt", directory / "registry.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 def start_registry_stub(tls_dir: Path | None = None) -> RegistryStub:
     """Starts a stub on 127.0.0.1 on a free port, in a daemon thread (plain HTTP, or TLS with a fresh certificate).
 
@@ -685,7 +647,7 @@ def start_registry_stub(tls_dir: Path | None = None) -> RegistryStub:
     server.daemon_threads = True
     server.stub = stub  # type: ignore[attr-defined]
     if tls_dir is not None:
-        cert_path, key_path = write_self_signed_certificate(tls_dir)
+        cert_path, key_path = write_self_signed_certificate(tls_dir, "registry")
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_path, key_path)
         server.socket = context.wrap_socket(server.socket, server_side=True)
