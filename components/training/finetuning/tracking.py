@@ -1,0 +1,251 @@
+"""MLflow tracking of a training run: parameters, per-step metrics and the final model location (rank 0 only).
+
+:class:`MlflowLogger` is a no-op unless a tracking URI is given or ``MLFLOW_TRACKING_URI`` is set, and in every
+process but the rank-0 one (:func:`is_rank_zero`), so the training code can call it unconditionally. ``mlflow`` (the
+``mlflow-skinny`` client) is imported only when tracking is on. Authentication is MLflow's own
+(``MLFLOW_TRACKING_TOKEN`` / ``MLFLOW_TRACKING_USERNAME`` + ``MLFLOW_TRACKING_PASSWORD`` from a secret); user info in
+the URI is masked in every message, and parameters whose names look like secrets are never logged.
+
+Records are the training code's per-step metric records (:data:`~.metrics.RECORD_KEYS`: step, epoch, loss, lr,
+tokens_per_second, time, total_steps): every numeric key but ``step`` and ``total_steps`` becomes a metric at that step.
+A ``run_key`` (e.g. the KFP run id + task name) makes a resumed or re-attached job continue the same MLflow run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+EXPERIMENT_NAME_ENV = "MLFLOW_EXPERIMENT_NAME"
+DEFAULT_EXPERIMENT_NAME = "kfp-finetune"
+#: Variables that carry a process's rank (torchrun, Kubeflow Trainer / Training Operator ``PET_*``, plain launchers).
+RANK_ENV_VARS = ("RANK", "PET_NODE_RANK", "NODE_RANK", "GROUP_RANK", "LOCAL_RANK")
+RUN_KEY_TAG = "kfp_finetune.run_key"
+MODEL_LOCATION_TAG = "kfp_finetune.model_location"
+#: Record keys that are not metrics (the x axis, and a constant logged as a parameter).
+_NOT_METRICS = ("step", "total_steps")
+_MAX_PARAM_LENGTH = 6000
+_SECRET_NAME = re.compile(r"(?i)(token|password|passwd|secret|api_?key|credential)")
+_URI_USER_INFO = re.compile(r"(//)[^/@\s]+@")
+
+
+class TrackingError(RuntimeError):
+    """The MLflow run could not be started (bad URI, unreachable or refusing server); the message says which."""
+
+
+def mask_uri(text: str) -> str:
+    """``text`` with the user info of URIs (``https://user:password@host``) masked."""
+    return _URI_USER_INFO.sub(r"\1***@", text)
+
+
+def is_rank_zero(environ: Mapping[str, str]) -> bool:
+    """Whether this process is the rank-0 one: every rank variable that is set (:data:`RANK_ENV_VARS`) is 0.
+
+    Args:
+        environ: The process environment.
+
+    Returns:
+        ``True`` for rank 0 and for a process started without any rank variable.
+
+    Raises:
+        ValueError: A rank variable is set to something other than a non-negative integer.
+    """
+    for name in RANK_ENV_VARS:
+        value = environ.get(name, "").strip()
+        if not value:
+            continue
+        if not value.isdigit():
+            raise ValueError(f"environment variable {name}={value!r}: a rank must be a non-negative integer")
+        if int(value) != 0:
+            return False
+    return True
+
+
+def param_value(value: Any) -> str:
+    """The MLflow parameter text of a value: strings as they are, others as JSON (cut to MLflow's length limit)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= _MAX_PARAM_LENGTH else text[: _MAX_PARAM_LENGTH - 3] + "..."
+
+
+def step_metrics(record: Mapping[str, Any]) -> tuple[int, dict[str, float]]:
+    """The step and the metrics of one record (numeric values only; ``step`` and ``total_steps`` excluded).
+
+    Raises:
+        ValueError: The record has no integer ``step``.
+    """
+    step = record.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"metric record {dict(record)!r}: 'step' must be an integer >= 0")
+    values = {
+        key: float(value)
+        for key, value in record.items()
+        if key not in _NOT_METRICS and isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
+    return step, values
+
+
+class MlflowLogger:
+    """Logs one training run to MLflow from the rank-0 process; does nothing elsewhere or without a tracking URI.
+
+    Failures after the run started are logged once and switch tracking off (training goes on); failing to start the
+    run raises :class:`TrackingError`. Use as a context manager to end the run with FINISHED, FAILED (exception) or
+    KILLED (``SystemExit``, e.g. after a SIGTERM save).
+
+    Args:
+        tracking_uri: The MLflow tracking URI; ``""`` reads ``MLFLOW_TRACKING_URI`` (unset: tracking off).
+        experiment_name: The experiment (created when missing); ``""`` reads ``MLFLOW_EXPERIMENT_NAME``, else
+            ``kfp-finetune``.
+        run_name: The MLflow run name (``""``: MLflow picks one).
+        run_key: A key of this training run (e.g. ``<kfp run id>/<task name>``): an existing run of the experiment
+            tagged with it is continued instead of starting a new one.
+        tags: More tags of the run.
+        environ: The environment to read (tests); defaults to ``os.environ``.
+        log: Where notices and warnings go.
+
+    Attributes:
+        enabled: Whether this process logs to MLflow.
+        run_id: The MLflow run id (``""`` when tracking is off).
+        tracking_uri: The URI in use (``""`` when tracking is off).
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str = "",
+        *,
+        experiment_name: str = "",
+        run_name: str = "",
+        run_key: str = "",
+        tags: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.log = log
+        self.run_id = ""
+        self.client: Any = None
+        self._total_steps_logged = False
+        self.tracking_uri = (tracking_uri or env.get(TRACKING_URI_ENV, "")).strip()
+        self.enabled = bool(self.tracking_uri) and is_rank_zero(env)
+        if not self.enabled:
+            self.tracking_uri = ""
+            return
+        experiment = experiment_name or env.get(EXPERIMENT_NAME_ENV, "") or DEFAULT_EXPERIMENT_NAME
+        source = "tracking_uri" if tracking_uri else TRACKING_URI_ENV
+        try:
+            self._start(experiment, run_name, run_key, dict(tags or {}))
+        except Exception as error:
+            raise TrackingError(
+                f"MLflow ({source}={mask_uri(self.tracking_uri)!r}, experiment {experiment!r}): cannot start the run: "
+                f"{mask_uri(f'{type(error).__name__}: {error}')[:500]}. Check the URI and the server, or unset it"
+            ) from None
+        log(f"MLflow: logging to run {self.run_id} of experiment {experiment!r} at {mask_uri(self.tracking_uri)}")
+
+    def _start(self, experiment: str, run_name: str, run_key: str, tags: dict[str, str]) -> None:
+        from mlflow import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        found = self.client.get_experiment_by_name(experiment)
+        experiment_id = found.experiment_id if found is not None else self.client.create_experiment(experiment)
+        if run_key:
+            tags[RUN_KEY_TAG] = run_key
+            previous = self.client.search_runs(
+                [experiment_id],
+                filter_string=f"tags.`{RUN_KEY_TAG}` = '{run_key.replace(chr(39), '')}'",
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            )
+            if previous and previous[0].data.tags.get(RUN_KEY_TAG) == run_key:
+                self.run_id = previous[0].info.run_id
+                self.client.update_run(self.run_id, status="RUNNING")
+                self.log(f"MLflow: continuing run {self.run_id} (run key {run_key!r})")
+                return
+        self.run_id = self.client.create_run(experiment_id, tags=tags, run_name=run_name or None).info.run_id
+
+    def _call(self, what: str, func: Callable[[], Any]) -> None:
+        if not self.enabled:
+            return
+        try:
+            func()
+        except Exception as error:  # noqa: BLE001 - tracking must never stop training: warn and switch it off
+            self.enabled = False
+            self.log(
+                f"WARNING: MLflow: {what} failed ({mask_uri(f'{type(error).__name__}: {error}')[:300]}); "
+                "tracking is off for the rest of this run"
+            )
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Logs parameters (hyper-parameters, dataset, base model...); names that look like secrets are skipped.
+
+        Args:
+            params: Name → value (non-strings are logged as JSON).
+        """
+        if not self.enabled:
+            return
+        from mlflow.entities import Param
+
+        skipped = sorted(key for key in params if _SECRET_NAME.search(key))
+        if skipped:
+            self.log(f"MLflow: not logging parameters that look like secrets: {skipped}")
+        batch = [Param(str(key), param_value(value)) for key, value in params.items() if key not in skipped]
+        self._call("logging parameters", lambda: self.client.log_batch(self.run_id, params=batch))
+
+    def log_step(self, record: Mapping[str, Any]) -> None:
+        """Logs one per-step record's metrics at its step (``total_steps`` becomes a parameter the first time).
+
+        Args:
+            record: A metrics record (keys step, epoch, loss, lr, tokens_per_second, time, total_steps).
+
+        Raises:
+            ValueError: The record has no integer ``step`` (only while tracking is on).
+        """
+        if not self.enabled:
+            return
+        from mlflow.entities import Metric, Param
+
+        step, values = step_metrics(record)
+        now = int(time.time() * 1000)
+        metrics = [Metric(key, value, now, step) for key, value in values.items()]
+        params = []
+        if isinstance(record.get("total_steps"), int) and not self._total_steps_logged:
+            params = [Param("total_steps", str(record["total_steps"]))]
+            self._total_steps_logged = True
+        self._call(f"logging step {step}", lambda: self.client.log_batch(self.run_id, metrics=metrics, params=params))
+
+    def log_model_location(self, uri: str) -> None:
+        """Records where the trained model was saved (tag ``kfp_finetune.model_location``).
+
+        Args:
+            uri: The model's location (artifact URI, ``pvc://...`` path, ``s3://...``).
+        """
+        self._call(
+            "recording the model location", lambda: self.client.set_tag(self.run_id, MODEL_LOCATION_TAG, str(uri))
+        )
+
+    def finish(self, status: str = "FINISHED") -> None:
+        """Ends the run with ``FINISHED``, ``FAILED`` or ``KILLED``; later calls log nothing.
+
+        Raises:
+            ValueError: ``status`` is not one of the three.
+        """
+        if status not in ("FINISHED", "FAILED", "KILLED"):
+            raise ValueError(f"status={status!r}: must be FINISHED, FAILED or KILLED")
+        self._call(f"ending the run ({status})", lambda: self.client.set_terminated(self.run_id, status=status))
+        self.enabled = False
+
+    def __enter__(self) -> MlflowLogger:
+        """Returns the logger."""
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        """Ends the run: FINISHED, KILLED on ``SystemExit``/``KeyboardInterrupt``, FAILED on other exceptions."""
+        if kind is None:
+            self.finish("FINISHED")
+        elif issubclass(kind, (SystemExit, KeyboardInterrupt)):
+            self.finish("KILLED")
+        else:
+            self.finish("FAILED")
