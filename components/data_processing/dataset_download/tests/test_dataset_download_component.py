@@ -190,3 +190,28 @@ def test_compiled_component_embeds_the_pure_modules_within_the_argument_limit(tm
     source = executor["container"]["command"][-1]
     assert len(source.encode()) < 100 * 1024
     assert "prepare_dataset" in source and "__KFP_EMBEDDED_ARCHIVE_B64" in source
+
+
+def test_prompt_completion_parquet_from_the_hub(tmp_path, hub_stub):
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    rows = [{"prompt": f"Say {i}.", "completion": f"{i}", "id": i} for i in range(12)]
+    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    repo = hub_stub.add("org/pc", {"README.md": b"# pc\n", "data/train-00000-of-00001.parquet": buffer.getvalue()})
+    out = _run(tmp_path, dataset_uri="org/pc", train_split_ratio=0.75, seed=5)
+    meta = out["train_dataset"].metadata
+    assert (meta["format"], meta["revision"], meta["rows"], out["eval_dataset"].metadata["rows"]) == (
+        "prompt_completion",
+        repo.sha,
+        9,
+        3,
+    )
+    first = json.loads(Path(out["train_dataset"].path).read_text().splitlines()[0])
+    assert first["messages"] == [
+        {"role": "user", "content": f"Say {first['id']}."},
+        {"role": "assistant", "content": str(first["id"])},
+    ]
