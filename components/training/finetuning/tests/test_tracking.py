@@ -185,3 +185,32 @@ def test_rank_rules_and_record_rules():
         mask_uri("https://me:pw@mlflow.example.com/x and http://host")
         == "https://***@mlflow.example.com/x and http://host"
     )
+
+
+@pytest.mark.slow
+def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, demo_dataset_path, tmp_path):
+    """The records the local backend really writes (and its hyper-parameters) go through unchanged."""
+    from components.training.finetuning import local_backend
+    from components.training.finetuning.config import TrainingConfig
+
+    config = TrainingConfig.from_params(
+        base_model=str(tiny_model_dir), effective_batch_size=16, max_seq_len=256, max_tokens_per_gpu=1024, max_steps=3
+    )
+    result = local_backend.train_locally(config, demo_dataset_path, tmp_path / "out", log=lambda line: None)
+    with MlflowLogger(store, run_key="run-1/train-model", log=Log()) as logger:
+        logger.log_params(config.hyperparameters())
+        for record in local_backend_records(result.metrics_path):
+            logger.log_step(record)
+        logger.log_model_location(str(result.final_model_dir))
+    run = _client(store).get_run(logger.run_id)
+    assert run.data.params["learning_rate"] == str(config.learning_rate)
+    assert run.data.params["total_steps"] == "3" and run.data.tags[MODEL_LOCATION_TAG] == str(result.final_model_dir)
+    assert _history(_client(store), logger.run_id, "loss") == [
+        (r["step"], pytest.approx(r["loss"])) for r in result.records
+    ]
+
+
+def local_backend_records(path):
+    from components.training.finetuning import metrics
+
+    return metrics.read_metrics(path)
