@@ -42,11 +42,12 @@ INSTALL_PACKAGES = os.environ.get("KFP_FINETUNE_INSTALL_PACKAGES", "1") != "0"
 COMPONENTS_ROOT = Path(__file__).resolve().parents[1]
 #: Fixed file time in bundles so that the packed tar is byte-stable from one compile to the next.
 _BUNDLE_MTIME = 315532800  # 1980-01-01, the earliest time zip/tar tools agree on
-_SKIPPED_NAMES = {"tests", "__pycache__", "component.py"}
+#: Not needed in the pod: tests, caches, the KFP wrapper and the (compile-time) parameter descriptions.
+_SKIPPED_NAMES = {"tests", "__pycache__", "component.py", "parameter_docs.py"}
 
 
 def _copy_module_tree(source: Path, target: Path) -> None:
-    """Copies the ``.py`` files under ``source`` to ``target``, skipping tests, caches and ``component.py``."""
+    """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need."""
     for path in sorted(source.rglob("*.py")):
         relative = path.relative_to(source)
         if any(part in _SKIPPED_NAMES for part in relative.parts):

@@ -10,13 +10,15 @@ from collections.abc import Callable, Mapping
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+from components._common.files import write_text_atomically
+
 from .gate import evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
 from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
 from .registration import Registrar, VersionRequest, validate_name
 from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
 from .s3_upload import s3_client, upload_model_files
-from .summary import render_summary, write_text_atomically
+from .summary import render_summary
 
 STATUS_SKIPPED = "skipped"
 NAMESPACE_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

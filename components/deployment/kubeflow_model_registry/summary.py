@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 
@@ -52,17 +49,3 @@ def render_summary(
         ]
         parts.append("")
     return "\n".join(parts)
-
-
-def write_text_atomically(path: str | os.PathLike, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -19,12 +19,12 @@ template the prompt is plain text: ``System: ...``/``User: ...`` paragraphs foll
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+from components._common.files import write_text_atomically
 
 #: Task scoring generations of the held-out split against the reference assistant turns.
 HELDOUT_GENERATION_TASK = "heldout_generation"
@@ -302,25 +302,6 @@ def _to_yaml(config: dict) -> str:
     return yaml.dump(config, Dumper=TaskDumper, sort_keys=False, allow_unicode=True)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
-
-    Args:
-        path: The file to write; its directory is created if needed.
-        text: The content (UTF-8).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def write_heldout_tasks(
     dataset_path: Path,
     task_dir: Path,
@@ -361,13 +342,13 @@ def write_heldout_tasks(
     task_dir.mkdir(parents=True, exist_ok=True)
     docs_file = task_dir / _DOCS_FILE
     apply_chat_template = render_chat is not None
-    write_atomically(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
+    write_text_atomically(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
     tasks = {
         HELDOUT_GENERATION_TASK: _generation_task(docs_file, apply_chat_template, max_new_tokens),
         HELDOUT_PERPLEXITY_TASK: _perplexity_task(docs_file, apply_chat_template),
     }
     for name, config in tasks.items():
-        write_atomically(task_dir / f"{name}.yaml", _to_yaml(config))
+        write_text_atomically(task_dir / f"{name}.yaml", _to_yaml(config))
     return len(docs)
 
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.files import write_text_atomically
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
     is_empty_dataset,
     stage_custom_tasks,
-    write_atomically,
     write_heldout_tasks,
 )
 from components.evaluation.lm_eval.model_spec import ModelSpec, resolve_model
@@ -513,10 +513,10 @@ def run_lm_eval(
 
     samples = results.pop("samples", None)
     written = {**results, "samples": samples} if log_samples and samples else results
-    write_atomically(Path(results_path), _results_json(written))
+    write_text_atomically(Path(results_path), _results_json(written))
     settings = _report_settings(spec, backend, names, heldout_rows, options)
     report_results = {**results, "samples": samples} if samples else results
-    write_atomically(Path(report_path), render_report(report_results, settings, baseline))
+    write_text_atomically(Path(report_path), render_report(report_results, settings, baseline))
     metrics = kfp_metrics(metric_rows(results))
     for name, value in metrics.items():
         _log(f"{name} = {value:.6g}")

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from components._common.files import write_text_atomically
 from components.deployment.kubeflow_model_registry.gate import evaluate_gate
 from components.deployment.kubeflow_model_registry.lineage import (
     ArtifactInfo,
@@ -31,7 +32,7 @@ from components.deployment.kubeflow_model_registry.registry_client import (
     registry_base_url,
 )
 from components.deployment.kubeflow_model_registry.s3_upload import files_to_upload
-from components.deployment.kubeflow_model_registry.summary import render_summary, write_text_atomically
+from components.deployment.kubeflow_model_registry.summary import render_summary
 
 NO_SA_TOKEN = "/nonexistent/serviceaccount/token"
 
