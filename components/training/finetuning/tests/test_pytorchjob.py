@@ -249,3 +249,34 @@ def test_phase_follows_the_operator_conditions(conditions, phase):
 def test_phase_of_a_job_without_status_and_pod_selector():
     assert pytorchjob_phase({"metadata": {"name": "j"}}) == "Pending"
     assert pod_label_selector("train-model-3f2a9c1b7d") == "training.kubeflow.org/job-name=train-model-3f2a9c1b7d"
+
+
+def test_round_trip_through_the_kubernetes_api_and_phases_as_the_operator_moves_it(kube_api):
+    """Created with the official client on kmock, read back equal; status patches (as the operator) give the phases."""
+    from kubernetes import client
+
+    manifest = build_pytorchjob(_spec(num_nodes=2))
+    name = manifest["metadata"]["name"]
+    api = client.CustomObjectsApi(kube_api.api_client)
+    api.create_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", manifest)
+    stored = api.get_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", name)
+    assert {key: stored[key] for key in ("apiVersion", "kind", "spec")} == {
+        key: manifest[key] for key in ("apiVersion", "kind", "spec")
+    }
+    assert stored["metadata"]["labels"] == manifest["metadata"]["labels"]
+    phases = [pytorchjob_phase(stored)]
+    timeline = [
+        [condition("Created")],
+        [condition("Created"), condition("Running")],
+        [condition("Created"), condition("Running", status="False"), condition("Restarting", "PodPreempted")],
+        [condition("Created"), condition("Restarting", status="False"), condition("Running")],
+        [condition("Created"), condition("Running", status="False"), condition("Succeeded")],
+    ]
+    for conditions in timeline:
+        kube_api.custom.patch_namespaced_custom_object_status(
+            "kubeflow.org", "v1", "team-a", "pytorchjobs", name, {"status": {"conditions": conditions}}
+        )
+        phases.append(
+            pytorchjob_phase(api.get_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", name))
+        )
+    assert phases == ["Pending", "Pending", "Running", "Pending", "Running", "Complete"]
