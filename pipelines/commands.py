@@ -65,7 +65,7 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
         allow_trailing_user=args.allow_trailing_user,
     )
     print(report.to_markdown())
-    return 0 if report.ok else 1
+    return 0 if report.passed else 1
 
 
 def _package(args: argparse.Namespace, workdir: str) -> str:

@@ -90,3 +90,17 @@ def test_runtime_image_flag_switches_delivery_mode(tmp_path):
         e["container"]["image"] for e in yaml.safe_load_all(text).__next__()["deploymentSpec"]["executors"].values()
     }
     assert images == {"quay.io/example/kfp-finetune-runtime:0.1.0"}
+
+
+def test_validate_dataset_prints_the_report_and_exits_by_result(tmp_path, demo_dataset_path, capsys):
+    assert main(["validate-dataset", str(demo_dataset_path)]) == 0
+    assert "400" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n'
+        '{"messages": [{"role": "user", "content": "only a question"}]}\n'
+    )
+    assert main(["validate-dataset", str(bad)]) == 1
+    report = capsys.readouterr().out
+    assert "2" in report and "assistant" in report
+    assert main(["validate-dataset", str(tmp_path / "missing.jsonl")]) == 2

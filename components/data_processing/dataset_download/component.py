@@ -44,7 +44,7 @@ def dataset_download(
         on_invalid: fail (any bad row fails the task) | drop (drop and count bad rows).
         max_invalid_fraction: With on_invalid=drop, the largest rejected fraction accepted, in [0, 1].
         allow_trailing_user: Accept conversations that end on a user turn.
-        max_seq_len: Token limit for token statistics (needs tokenizer_source); 0 = no token statistics.
+        max_seq_len: Token limit for token statistics (computed only with tokenizer_source); 0 = none.
         tokenizer_source: HF id or local directory of a tokenizer for token statistics ("" = none).
         max_download_bytes: Refuse remote downloads larger than this many bytes.
     """

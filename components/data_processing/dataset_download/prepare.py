@@ -146,9 +146,9 @@ def prepare_dataset(
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     check_split_options(train_split_ratio, subset_count)
     check_validation_options(on_invalid, max_invalid_fraction)
-    check_token_options(max_seq_len, tokenizer_source)
-    if tokenizer_source and not max_seq_len:
-        LOG.info("tokenizer_source is set but max_seq_len=0: no token statistics")
+    with_token_stats = check_token_options(max_seq_len, tokenizer_source)
+    if not with_token_stats and (tokenizer_source or max_seq_len):
+        LOG.info("token statistics need both max_seq_len > 0 and tokenizer_source: none computed")
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
         fetched = fetch_dataset(dataset_uri, Path(scratch) / "download", hf_split, max_download_bytes)
         normalized = Path(scratch) / "normalized.jsonl"
@@ -176,7 +176,7 @@ def prepare_dataset(
         plan = plan_split(report.rows_valid, train_split_ratio, subset_count)
         for warning in plan.warnings:
             LOG.warning(warning)
-        token_stats = TokenStats(max_seq_len) if max_seq_len else None
+        token_stats = TokenStats(max_seq_len) if with_token_stats else None
         on_selected = None
         if token_stats is not None:
             count_tokens = load_token_counter(tokenizer_source)

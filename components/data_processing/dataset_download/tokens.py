@@ -8,12 +8,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
-def check_token_options(max_seq_len: int, tokenizer_source: str) -> None:
-    """Raises ``ValueError`` when ``max_seq_len`` is negative, or positive without a ``tokenizer_source``."""
+def check_token_options(max_seq_len: int, tokenizer_source: str) -> bool:
+    """Whether token statistics are computed: both ``max_seq_len`` > 0 and a ``tokenizer_source`` are needed.
+
+    A pipeline passes the training ``max_seq_len`` to this step always; only a tokenizer turns the statistics on.
+
+    Raises:
+        ValueError: ``max_seq_len`` is negative.
+    """
     if max_seq_len < 0:
         raise ValueError(f"max_seq_len={max_seq_len} must be >= 0 (0 = no token statistics)")
-    if max_seq_len > 0 and not tokenizer_source:
-        raise ValueError(f"max_seq_len={max_seq_len} needs tokenizer_source (an HF id or a local tokenizer directory)")
+    return bool(max_seq_len and tokenizer_source)
 
 
 def load_token_counter(tokenizer_source: str) -> Callable[[list[dict]], int]:

@@ -129,8 +129,15 @@ def test_empty_dataset_and_bad_parameters_are_clear_errors(tmp_path):
     source = _rows(tmp_path / "chat.jsonl", 3)
     with pytest.raises(ValueError, match="train_split_ratio=0.0 must be in"):
         _run(tmp_path, dataset_uri=str(source), train_split_ratio=0.0)
-    with pytest.raises(ValueError, match="max_seq_len=64 needs tokenizer_source"):
-        _run(tmp_path, dataset_uri=str(source), max_seq_len=64)
+    with pytest.raises(ValueError, match="max_seq_len=-1 must be >= 0"):
+        _run(tmp_path, dataset_uri=str(source), max_seq_len=-1)
+
+
+def test_max_seq_len_without_a_tokenizer_computes_no_token_statistics(tmp_path):
+    """Pipelines always pass the training max_seq_len; without a tokenizer the step validates and splits only."""
+    out = _run(tmp_path, dataset_uri=str(_rows(tmp_path / "chat.jsonl", 3)), max_seq_len=64)
+    assert out["metrics"].metadata["rows_valid"] == 3
+    assert not [name for name in out["metrics"].metadata if name.startswith("token_")]
 
 
 def test_token_statistics_with_the_tiny_tokenizer(tmp_path, tiny_model_dir, demo_dataset_path):
