@@ -180,7 +180,7 @@ def main(argv: list[str]) -> int:
                 path.write_text(content)
     verb = "stale" if args.check else "written"
     for path in stale:
-        print(f"{verb}: {path.relative_to(REPO_ROOT)}")
+        print(f"{verb}: {path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path}")
     return 1 if args.check and stale else 0
 
 

@@ -59,3 +59,8 @@ def test_every_component_parameter_is_documented(directory, public_name):
     documented = {p.arg_name for p in docstring_parser.parse(inspect.getdoc(func)).params}
     undocumented = set(inspect.signature(func).parameters) - documented - {"task_config"}
     assert not undocumented, f"{public_name}: document {sorted(undocumented)} in its docstring"
+
+
+def test_training_readme_shows_exactly_the_rbac_the_client_needs():
+    root = REPO_ROOT / "components/training/finetuning"
+    assert (root / "rbac.yaml").read_text() in (root / "README.md").read_text()

@@ -3,6 +3,7 @@
 from kfp import dsl
 
 from components._common.runtime import runtime_component
+from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 
 #: The trainjob path needs the Kubernetes client and matplotlib; backend="local" on a cluster needs the runtime image
 #: (Containerfile: torch, transformers, peft), which is not pip-installed here to keep TrainJob launches light.
@@ -16,7 +17,7 @@ PASSTHROUGHS = [
 ]
 
 
-@runtime_component(__file__, packages=PACKAGES, task_config_passthroughs=PASSTHROUGHS)
+@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS, task_config_passthroughs=PASSTHROUGHS)
 def train_model(
     train_dataset: dsl.Input[dsl.Dataset],
     model: dsl.Output[dsl.Model],
