@@ -1,4 +1,4 @@
-"""The validated training configuration shared by both backends (``local`` and ``trainjob``).
+"""The validated training configuration shared by every backend (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
 
 One :class:`TrainingConfig` holds every hyper-parameter of ``train_model``; it is validated once, before anything is
 trained or submitted, and travels as JSON to the TrainJob pods (see :mod:`.entrypoint`).
@@ -11,7 +11,10 @@ import math
 from typing import Any
 
 ALGORITHMS = ("sft", "osft", "lora")
-BACKENDS = ("trainjob", "local")
+#: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.backends.select_backend`).
+BACKENDS = ("trainjob", "local", "pytorchjob", "auto")
+#: The backends that run the entrypoint in cluster pods.
+CLUSTER_BACKENDS = ("trainjob", "pytorchjob", "auto")
 #: Scheduler names accepted by both the local backend (``transformers.get_scheduler``) and Training Hub's backends.
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 #: FSDP sharding strategies of ``instructlab-training`` (``FSDPOptions.sharding_strategy``).

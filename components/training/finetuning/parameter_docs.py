@@ -18,7 +18,10 @@ PARAMETER_DOCS = {
         "Volumes (workspace PVC), tolerations, node selector, affinity, env of the task, handed to the TrainJob."
     ),
     "algorithm": ("`sft` \\| `osft` \\| `lora`."),
-    "backend": ("`trainjob` \\| `local`."),
+    "backend": (
+        "`trainjob` (Kubeflow Trainer v2) \\| `pytorchjob` (Training Operator v1; needs `training_image`) \\| `auto` "
+        "(trainjob when its runtime exists, else pytorchjob) \\| `local`."
+    ),
     "num_epochs": ("Passes over the data (>= 1)."),
     "effective_batch_size": ("Samples per optimizer step."),
     "learning_rate": ("Peak learning rate (> 0)."),
@@ -46,7 +49,7 @@ PARAMETER_DOCS = {
     "memory_per_node": ("Memory request per node ('' = the runtime's)."),
     "runtime_name": ("The Trainer runtime the TrainJob references."),
     "runtime_kind": ("ClusterTrainingRuntime | TrainingRuntime."),
-    "training_image": ("Image override of the trainer ('' = the runtime's image)."),
+    "training_image": ("Image override of the trainer ('' = the runtime's image); required for `pytorchjob`."),
     "namespace": ('TrainJob namespace; "" = the pipeline pod\'s namespace.'),
     "tolerations": ("Extra tolerations of the training pods (joined with the task's passthrough)."),
     "node_selector": ("Extra node selector of the training pods."),
@@ -56,7 +59,7 @@ PARAMETER_DOCS = {
     "s3_secret_name": (
         "Data-connection secret: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_S3_ENDPOINT`, `AWS_DEFAULT_REGION`."
     ),
-    "cleanup_policy": ("On failure/timeout/cancel: `delete` \\| `keep` \\| `suspend` the TrainJob."),
+    "cleanup_policy": ("On failure/timeout/cancel: `delete` \\| `keep` \\| `suspend` the TrainJob/PyTorchJob."),
     "delete_on_success": ("Delete the TrainJob after it completes."),
     "start_timeout_seconds": ("Fail (and clean up) when the training pods are not running after this long."),
     "timeout_seconds": ("Total deadline (0 = none); also the TrainJob's activeDeadlineSeconds."),

@@ -6,6 +6,9 @@ Everything is checked before anything trains or is submitted (:func:`validate_pa
 * ``backend="trainjob"``: the run directory on the workspace PVC receives ``entrypoint.py``, ``run_config.json`` and
   the dataset; a Kubeflow Trainer ``TrainJob`` (built by :mod:`.trainjob`, run by :mod:`.kube`) runs the entrypoint,
   which calls Training Hub. The final checkpoint and metrics are read back from the PVC.
+* ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (built by :mod:`.pytorchjob` from the
+  same spec; needs ``training_image``).
+* ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers (:func:`.backends.select_backend`).
 
 Finally the model is copied into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata naming the real
 checkpoint location, and ``Metrics`` and the HTML report are written.
@@ -28,7 +31,7 @@ from typing import Any
 from components._common.files import write_text_atomically
 from components.training.finetuning import entrypoint, local_backend
 from components.training.finetuning import metrics as metrics_module
-from components.training.finetuning.config import BACKENDS, TrainingConfig, TrainingConfigError
+from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
 from components.training.finetuning.kube import CLEANUP_POLICIES
 from components.training.finetuning.report import render_report
 from components.training.finetuning.trainjob import trainjob_name
@@ -87,7 +90,7 @@ class RunPlan:
 
     @property
     def backend(self) -> str:
-        """``trainjob`` or ``local``."""
+        """The ``backend`` parameter: ``trainjob``, ``pytorchjob``, ``auto`` or ``local``."""
         return self.params.get("backend", "trainjob")
 
     @property
@@ -106,6 +109,7 @@ class Trained:
     trainjob_name: str = ""
     extra_metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_loss: float | None = None
+    backend: str = ""
 
 
 def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingConfig:
@@ -133,11 +137,26 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
     for name in ("start_timeout_seconds", "timeout_seconds"):
         if params.get(name, 0) < 0:
             raise TrainingConfigError(f"train_model parameter {name}={params[name]!r}: must be >= 0")
-    if backend == "trainjob":
+    if backend in CLUSTER_BACKENDS:
         problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
         if problems:
-            raise TrainingConfigError("train_model (backend=trainjob): " + "; ".join(problems))
+            raise TrainingConfigError(f"train_model (backend={backend}): " + "; ".join(problems))
+    if backend == "pytorchjob":
+        require_training_image("pytorchjob", params)
     return config
+
+
+def require_training_image(backend: str, params: Mapping[str, Any]) -> None:
+    """A PyTorchJob has no runtime to take the image from: ``training_image`` must name one.
+
+    Raises:
+        TrainingConfigError: ``training_image`` is empty (``backend`` names why it is needed).
+    """
+    if not str(params.get("training_image") or "").strip():
+        raise TrainingConfigError(
+            f"train_model parameter training_image='': required when the backend is pytorchjob (backend={backend!r}); "
+            "a PyTorchJob has no training runtime to take the image from, so name the Training Hub image"
+        )
 
 
 def dataset_facts(artifact: Any) -> dict[str, str]:
@@ -227,7 +246,7 @@ def run_train_model(
         if plan.backend == "local":
             trained = _train_local(plan)
         else:
-            trained = _train_trainjob(plan, api_client, log, kube_options or {})
+            trained = _train_on_cluster(plan, api_client, log, kube_options or {})
         return publish_outputs(plan, trained, model, metrics, report, dataset_facts(train_dataset), temporary)
     finally:
         if temporary:
@@ -257,7 +276,7 @@ def _train_local(plan: RunPlan) -> Trained:
     extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or "")}
     if result.adapter_dir is not None:
         extra["adapter_path"] = str(result.adapter_dir)
-    return Trained(result.final_model_dir, result.records, result.train_seconds, "", extra, result.eval_loss)
+    return Trained(result.final_model_dir, result.records, result.train_seconds, "", extra, result.eval_loss, "local")
 
 
 def _samples_seen(name: str) -> float:
@@ -330,10 +349,8 @@ def _namespace(params: Mapping[str, Any]) -> str:
     raise TrainingConfigError("train_model parameter namespace='': not running in a cluster, so name the namespace")
 
 
-def build_trainjob_manifest(
-    config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The TrainJob manifest running the staged entrypoint (secrets referenced, never copied)."""
+def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
+    """The :class:`~.trainjob.TrainJobSpec` running the staged entrypoint (secrets referenced, never copied)."""
     from components.training.finetuning import trainjob
 
     secret_env = []
@@ -365,23 +382,80 @@ def build_trainjob_manifest(
         pod_annotations=dict(params.get("pod_annotations") or {}),
         active_deadline_seconds=params.get("timeout_seconds", 0),
     )
+    return spec
+
+
+def build_job_manifest(
+    backend: str, config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
+
+    Args:
+        backend: ``trainjob`` or ``pytorchjob`` (``auto`` already resolved).
+        config_path: The staged ``run_config.json``.
+        task_config: The task's ``dsl.TaskConfig`` passthrough.
+        run_id: The KFP run id.
+        task_name: The KFP task name.
+        params: The ``train_model`` parameters.
+
+    Returns:
+        The manifest.
+    """
+    from components.training.finetuning import pytorchjob, trainjob
+
+    spec = build_job_spec(config_path, task_config, run_id, task_name, params)
+    if backend == "pytorchjob":
+        return pytorchjob.build_pytorchjob(spec)
     return trainjob.build_trainjob(spec)
 
 
-def _train_trainjob(plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any]) -> Trained:
+def build_trainjob_manifest(
+    config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The TrainJob manifest running the staged entrypoint (secrets referenced, never copied)."""
+    return build_job_manifest("trainjob", config_path, task_config, run_id, task_name, params)
+
+
+def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
+    """``trainjob`` or ``pytorchjob``: the ``backend`` parameter, or for ``auto`` what the cluster offers.
+
+    Raises:
+        TrainingConfigError: The resolved backend is pytorchjob and ``training_image`` is empty.
+        BackendSelectionError: ``auto`` found neither backend usable.
+    """
+    backend = plan.backend
+    if backend == "auto":
+        from components.training.finetuning import backends
+
+        params = plan.params
+        backend = backends.select_backend(
+            api_client,
+            params.get("runtime_name", "training-hub"),
+            params.get("runtime_kind", "ClusterTrainingRuntime"),
+            _namespace(params),
+            log=log,
+        )
+        if backend == "pytorchjob":
+            require_training_image("auto", params)
+    return backend
+
+
+def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any]) -> Trained:
     from components.training.finetuning import kube
 
     params = plan.params
     _check_workspace_reaches_pods(plan.task_config, plan.run_dir)
+    api_client = api_client or kube.load_api_client()
+    backend = resolve_backend(plan, api_client, log)
     config_path = write_run_config(plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config)
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {})  # the mapping fails here, not in the pod
-    manifest = build_trainjob_manifest(config_path, plan.task_config, plan.run_id, plan.task_name, params)
+    manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
-    log(f"submitting TrainJob {manifest['metadata']['namespace']}/{name}")
+    log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
     started = time.perf_counter()
     kube.run_trainjob(
-        api_client or kube.load_api_client(),
+        api_client,
         manifest,
         start_timeout_seconds=params.get("start_timeout_seconds", 1800),
         timeout_seconds=params.get("timeout_seconds", 0),
@@ -393,14 +467,14 @@ def _train_trainjob(plan: RunPlan, api_client: Any, log: Any, options: Mapping[s
     )
     records = metrics_module.read_metrics(ckpt_dir)
     seconds = records[-1].get("time") or time.perf_counter() - started
-    return Trained(find_final_checkpoint(ckpt_dir), records, seconds, name)
+    return Trained(find_final_checkpoint(ckpt_dir), records, seconds, name, backend=backend)
 
 
 def publish_outputs(
     plan: RunPlan, trained: Trained, model: Any, metrics: Any, report: Any, facts: dict[str, str], temporary: str | None
 ) -> TrainOutcome:
     """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
-    config, final_dir, backend = plan.config, trained.final_dir, plan.backend
+    config, final_dir, backend = plan.config, trained.final_dir, trained.backend or plan.backend
     model_dir = local_backend.replace_dir(
         Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)
     )

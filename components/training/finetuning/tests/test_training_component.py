@@ -90,6 +90,7 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(tiny_model_dir, d
         ({"lora_r": 0}, "lora_r=0: LoRA rank must be >= 1"),
         ({"backend": "slurm"}, "backend='slurm': must be one of trainjob, local"),
         ({"cleanup_policy": "forget"}, "cleanup_policy='forget'"),
+        ({"backend": "pytorchjob"}, "training_image='': required when the backend is pytorchjob"),
         ({"lr_scheduler": "linear"}, "lr_scheduler='linear' is not supported by training-hub sft"),
     ],
 )
@@ -202,8 +203,9 @@ def _play_the_cluster(kube_api, tmp_path, seen):
     kube_api.set_trainjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Complete")]})
 
 
+@pytest.mark.parametrize("backend", ["trainjob", "auto"])
 def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
-    kube_api, tiny_model_dir, demo_dataset_path, tmp_path
+    backend, kube_api, tiny_model_dir, demo_dataset_path, tmp_path
 ):
     kube_api.create_runtime("training-hub")
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
@@ -222,7 +224,7 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
             task_config=task_config,
             base_model=str(tiny_model_dir),
             algorithm="osft",
-            backend="trainjob",
+            backend=backend,
             namespace=NS,
             workspace_path=str(workspace),
             run_id="run-7",
@@ -284,3 +286,28 @@ def test_trainjob_path_needs_the_workspace_on_a_passed_volume(kube_api, tiny_mod
             api_client=kube_api.api_client,
         )
     assert kube_api.requests == []
+
+
+def test_auto_falling_back_to_pytorchjob_needs_an_image_before_anything_is_submitted(
+    kube_api, tiny_model_dir, demo_dataset_path, tmp_path
+):
+    kube_api.call(lambda: kube_api.emulator.resources.setdefault("kubeflow.org/v1/pytorchjobs", {}))
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    workspace = tmp_path / "kfp-workspace"
+    task_config = dsl.TaskConfig(
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
+        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+    )
+    with pytest.raises(TrainingConfigError, match=r"training_image='': required .*backend='auto'"):
+        run_train_model(
+            train_dataset=dataset,
+            **out,
+            task_config=task_config,
+            base_model=str(tiny_model_dir),
+            backend="auto",
+            namespace=NS,
+            workspace_path=str(workspace),
+            api_client=kube_api.api_client,
+            log=lambda line: None,
+        )
+    assert kube_api.requests and all(request.verb in ("get", "list") for request in kube_api.requests)
