@@ -37,6 +37,7 @@ from kmock._internal import enums
 
 SHARED_CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "crds"
 TRAINER = "trainer.kubeflow.org/v1alpha1"
+TRAINING_OPERATOR = "kubeflow.org/v1"
 HARNESS_USER_AGENT = "kfp-finetune-test-harness"
 #: RBAC verb of each request kind kmock recognises.
 RBAC_VERBS = {
@@ -51,6 +52,7 @@ DECLARED_RESOURCES = (
     f"{TRAINER}/trainjobs",
     f"{TRAINER}/trainingruntimes",
     f"{TRAINER}/clustertrainingruntimes",
+    f"{TRAINING_OPERATOR}/pytorchjobs",
     "v1/pods",
     "v1/events",
     "v1/secrets",
@@ -358,6 +360,19 @@ class KubeApi:
             group, version, namespace, "trainjobs", name, {"status": status}
         )
 
+    def create_pytorchjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Creates a PyTorchJob as someone else would (e.g. a previous attempt of the same task)."""
+        group, version = TRAINING_OPERATOR.split("/")
+        namespace = manifest["metadata"]["namespace"]
+        return self.custom.create_namespaced_custom_object(group, version, namespace, "pytorchjobs", manifest)
+
+    def set_pytorchjob_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patches a PyTorchJob's ``status`` (as the Training Operator would)."""
+        group, version = TRAINING_OPERATOR.split("/")
+        return self.custom.patch_namespaced_custom_object_status(
+            group, version, namespace, "pytorchjobs", name, {"status": status}
+        )
+
     def put_pod(self, pod: dict[str, Any]) -> None:
         """Creates a pod, or replaces its status when it exists (as the kubelet would)."""
         from kubernetes.client import ApiException
@@ -560,6 +575,28 @@ def make_pod(
         "spec": {"containers": [{"name": container, "image": "quay.io/example/trainer:1"}]},
         "status": status,
     }
+
+
+def make_pytorchjob_pod(namespace: str, pytorchjob: str, index: int = 0, **state: Any) -> dict[str, Any]:
+    """A pod of a PyTorchJob's ``Master`` (index 0) or ``Worker`` replicas, as the Training Operator labels it.
+
+    Args:
+        namespace: The pod's namespace.
+        pytorchjob: The PyTorchJob's name.
+        index: 0 for the master pod, ``n`` for worker ``n - 1``.
+        **state: The pod's state, as :func:`make_pod` takes it (``phase``, ``waiting``, ``terminated``, ...).
+    """
+    pod = make_pod(namespace, pytorchjob, index, container="pytorch", **state)
+    replica, replica_index = ("master", 0) if index == 0 else ("worker", index - 1)
+    pod["metadata"]["name"] = f"{pytorchjob}-{replica}-{replica_index}"
+    pod["metadata"]["labels"] = {
+        "training.kubeflow.org/job-name": pytorchjob,
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/replica-type": replica,
+        "training.kubeflow.org/replica-index": str(replica_index),
+        **({"training.kubeflow.org/job-role": "master"} if index == 0 else {}),
+    }
+    return pod
 
 
 def condition(type_: str, reason: str = "", message: str = "", status: str = "True") -> dict[str, str]:

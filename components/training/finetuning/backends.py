@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components.training.finetuning import pytorchjob, trainjob
-from components.training.finetuning.kube import RUNTIME_PLURALS, TrainJobError, _Api, api_message
+from components.training.finetuning.kube import RUNTIME_PLURALS, Api, TrainJobError, api_message
 
 BACKEND_TRAINJOB = "trainjob"
 BACKEND_PYTORCHJOB = "pytorchjob"
@@ -30,7 +30,7 @@ class BackendSelectionError(TrainJobError):
     """Neither training backend is usable on this cluster; the message lists what was found."""
 
 
-def _discover(api: _Api, what: str, func: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
+def _discover(api: Api, what: str, func: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
     """Calls a discovery endpoint of the official client; its JSON, or ``None`` on 404 (not served)."""
     from kubernetes.client import ApiException
 
@@ -43,7 +43,7 @@ def _discover(api: _Api, what: str, func: Callable[..., Any], *args: Any) -> dic
     return json.loads(response.data)
 
 
-def served_versions(api: _Api, group: str) -> list[str]:
+def served_versions(api: Api, group: str) -> list[str]:
     """The versions of an API group the server serves (``[]`` when the group is unknown)."""
     from kubernetes import client
 
@@ -55,14 +55,14 @@ def served_versions(api: _Api, group: str) -> list[str]:
     return []
 
 
-def resource_served(api: _Api, group: str, version: str, plural: str) -> bool:
+def resource_served(api: Api, group: str, version: str, plural: str) -> bool:
     """Whether the server lists the resource ``plural`` under ``/apis/<group>/<version>``."""
     what = f"discovering {group}/{version}"
     listing = _discover(api, what, api.custom.get_api_resources, group, version) or {}
     return any(item.get("name") == plural for item in listing.get("resources") or [])
 
 
-def _runtime_state(api: _Api, runtime_name: str, runtime_kind: str, namespace: str) -> str:
+def _runtime_state(api: Api, runtime_name: str, runtime_kind: str, namespace: str) -> str:
     """``found``, ``forbidden`` or ``missing (available: ...)`` for the referenced runtime."""
     from kubernetes.client import ApiException
 
@@ -124,7 +124,7 @@ def select_backend(
             state), or a discovery call was rejected.
         ValueError: ``runtime_kind`` is not a runtime kind.
     """
-    api = _Api(api_client, sleep, log, api_attempts)
+    api = Api(api_client, sleep, log, api_attempts)
     found: list[str] = []
     group, version, plural = BACKEND_RESOURCES[BACKEND_TRAINJOB]
     if resource_served(api, group, version, plural):

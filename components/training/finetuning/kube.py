@@ -1,6 +1,9 @@
 """The small client layer that runs a TrainJob: auth, runtime discovery, idempotent submit, follow, diagnose, clean up.
 
-Built on the official ``kubernetes`` client. :func:`run_trainjob` is the whole lifecycle:
+Built on the official ``kubernetes`` client. :func:`run_trainjob` is the whole lifecycle, for a Kubeflow Trainer v2
+``TrainJob`` and for a Training Operator v1 ``PyTorchJob`` alike: a :class:`JobKind` (:data:`JOB_KINDS`, picked from
+the manifest's ``kind``) says where the job lives, how its phase is read, how its pods are found, whether a runtime is
+checked and how it is suspended; everything else is shared.
 
 1. **Runtime discovery**: the referenced (Cluster)TrainingRuntime must exist (else the error lists those that do) and
    hold the replicated job the runtime patch targets.
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from components.training.finetuning import diagnosis as diagnosis_module
+from components.training.finetuning import pytorchjob
 from components.training.finetuning.diagnosis import Diagnosis
 from components.training.finetuning.trainjob import API_GROUP, API_VERSION, PATCH_MANAGER, TRAINJOB_PLURAL
 
@@ -61,6 +65,7 @@ API_PERMISSIONS = frozenset(
         ("", "pods/log", "get"),
         ("", "events", "list"),
     }
+    | pytorchjob.API_PERMISSIONS
 )
 _RETRYABLE_STATUSES = {0, 429, 500, 502, 503, 504}
 _MAX_LOGGED_PODS = 2
@@ -199,7 +204,7 @@ def api_message(error: Exception) -> str:
     return f"HTTP {status} {getattr(error, 'reason', '') or ''}: {message or body or error}".strip()
 
 
-class _Api:
+class Api:
     """The calls :func:`run_trainjob` makes, each retried with backoff on 5xx/429/connection errors."""
 
     def __init__(self, api_client: Any, sleep: Callable[[float], None], log: Callable[[str], None], attempts: int):
@@ -373,16 +378,89 @@ def _owned_by(trainjob: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     return all(existing.get(key) == value for key, value in labels.items())
 
 
+@dataclasses.dataclass(frozen=True)
+class JobKind:
+    """What differs between the job kinds :func:`run_trainjob` runs; everything else is shared.
+
+    Attributes:
+        kind: The manifest's ``kind`` (``TrainJob``, ``PyTorchJob``).
+        group: The API group.
+        version: The API version.
+        plural: The resource name.
+        phase: Reads ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending`` from the job.
+        pod_selector: The label selector of the job's pods, from its name.
+        checks_runtime: Whether a training runtime is referenced and checked before submitting.
+        suspend_path: Where ``suspend`` lives under ``spec`` (``("suspend",)`` or ``("runPolicy", "suspend")``).
+        children: What deleting the job removes with it (for the log).
+    """
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    phase: Callable[[Mapping[str, Any]], str]
+    pod_selector: Callable[[str], str]
+    checks_runtime: bool
+    suspend_path: tuple[str, ...]
+    children: str
+
+    def suspend_patch(self, suspend: bool) -> dict[str, Any]:
+        """The merge patch that suspends (``True``) or resumes (``False``) a job of this kind."""
+        body: Any = suspend
+        for key in reversed(self.suspend_path):
+            body = {key: body}
+        return {"spec": body}
+
+    def is_suspended(self, job: Mapping[str, Any]) -> bool:
+        """Whether the job's spec asks for it to be suspended."""
+        node: Any = job.get("spec") or {}
+        for key in self.suspend_path:
+            node = (node or {}).get(key) if isinstance(node, Mapping) else None
+        return node is True
+
+
+TRAINJOB_KIND = JobKind(
+    kind="TrainJob",
+    group=API_GROUP,
+    version=API_VERSION,
+    plural=TRAINJOB_PLURAL,
+    phase=trainjob_phase,
+    pod_selector=lambda name: f"{JOBSET_NAME_LABEL}={name}",
+    checks_runtime=True,
+    suspend_path=("suspend",),
+    children="its JobSet and pods",
+)
+PYTORCHJOB_KIND = JobKind(
+    kind="PyTorchJob",
+    group=pytorchjob.API_GROUP,
+    version=pytorchjob.API_VERSION,
+    plural=pytorchjob.PYTORCHJOB_PLURAL,
+    phase=pytorchjob.pytorchjob_phase,
+    pod_selector=pytorchjob.pod_label_selector,
+    checks_runtime=False,
+    suspend_path=("runPolicy", "suspend"),
+    children="its pods",
+)
+#: The job kinds :func:`run_trainjob` runs, by manifest ``kind``.
+JOB_KINDS = {job_kind.kind: job_kind for job_kind in (TRAINJOB_KIND, PYTORCHJOB_KIND)}
+
+
+def _selector_matches(selector: str, labels: Mapping[str, str]) -> bool:
+    pairs = [term.split("=", 1) for term in selector.split(",") if term]
+    return all(labels.get(key) == value for key, value in pairs)
+
+
 class _TrainJobRun:
     """State of one :func:`run_trainjob` call (see there)."""
 
     def __init__(self, api_client: Any, manifest: Mapping[str, Any], options: dict[str, Any]) -> None:
         self.manifest = manifest
+        self.kind: JobKind = JOB_KINDS[manifest["kind"]]
         self.name = manifest["metadata"]["name"]
         self.namespace = manifest["metadata"]["namespace"]
         self.labels = dict(manifest["metadata"].get("labels") or {})
         self.__dict__.update(options)
-        self.api = _Api(api_client, self.sleep, self.log, self.attempts)
+        self.api = Api(api_client, self.sleep, self.log, self.attempts)
         self.metrics = MetricsTail(self.metrics_file, self.metrics_normalizer)
         self.job: dict[str, Any] | None = None
         self.reattached = False
@@ -392,7 +470,7 @@ class _TrainJobRun:
         self.started_at = self.clock()
 
     def say(self, message: str) -> None:
-        self.log(f"[trainjob {self.name}] {message}")
+        self.log(f"[{self.kind.kind.lower()} {self.name}] {message}")
 
     # -- runtime discovery -------------------------------------------------------------------------------------------
     def check_runtime(self) -> None:
@@ -476,22 +554,21 @@ class _TrainJobRun:
         """Creates the TrainJob, or re-attaches to this run/task's existing one."""
         from kubernetes.client import ApiException
 
-        what = f"creating TrainJob {self.namespace}/{self.name}"
+        what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
         deadline = self.clock() + max(self.start_timeout, 60.0)
         while True:
             try:
                 self.job = self.api.call(
                     what,
                     self.api.custom.create_namespaced_custom_object,
-                    API_GROUP,
-                    API_VERSION,
+                    self.kind.group,
+                    self.kind.version,
                     self.namespace,
-                    TRAINJOB_PLURAL,
+                    self.kind.plural,
                     dict(self.manifest),
                 )
-                self.say(
-                    f"created in namespace {self.namespace} (runtime {self.manifest['spec']['runtimeRef']['name']})"
-                )
+                runtime = (self.manifest["spec"].get("runtimeRef") or {}).get("name")
+                self.say(f"created in namespace {self.namespace}" + (f" (runtime {runtime})" if runtime else ""))
                 return self.job
             except ApiException as error:
                 if _status(error) != 409:
@@ -502,13 +579,15 @@ class _TrainJobRun:
             if not _owned_by(existing, self.labels):
                 theirs = (existing.get("metadata") or {}).get("labels") or {}
                 raise TrainJobConflictError(
-                    f"TrainJob {self.namespace}/{self.name} already exists and belongs to another run/task "
+                    f"{self.kind.kind} {self.namespace}/{self.name} already exists and belongs to another run/task "
                     f"(labels {theirs}, expected {self.labels}); delete it or run with another task name"
                 )
             if (existing.get("metadata") or {}).get("deletionTimestamp"):
                 if self.clock() > deadline:
-                    raise TrainJobError(f"TrainJob {self.namespace}/{self.name} is still being deleted; retry later")
-                self.say("a previous attempt's TrainJob is being deleted; waiting to create a new one")
+                    raise TrainJobError(
+                        f"{self.kind.kind} {self.namespace}/{self.name} is still being deleted; retry later"
+                    )
+                self.say(f"a previous attempt's {self.kind.kind} is being deleted; waiting to create a new one")
                 self.sleep(self.poll_interval)
                 continue
             return self.reattach(existing)
@@ -518,10 +597,12 @@ class _TrainJobRun:
         self.reattached = True
         self.job = existing
         created = (existing.get("metadata") or {}).get("creationTimestamp", "earlier")
-        self.say(f"re-attached to the existing TrainJob of this run/task (created {created}); no second job created")
-        if (existing.get("spec") or {}).get("suspend"):
+        self.say(
+            f"re-attached to the existing {self.kind.kind} of this run/task (created {created}); no second job created"
+        )
+        if self.kind.is_suspended(existing):
             self.say("it is suspended: resuming it")
-            self.job = self.patch_job({"spec": {"suspend": False}}, "resuming")
+            self.job = self.patch_job(self.kind.suspend_patch(False), "resuming")
         return self.job
 
     # -- reading -------------------------------------------------------------------------------------------------------
@@ -529,15 +610,15 @@ class _TrainJobRun:
         """The TrainJob now, or None when it does not exist."""
         from kubernetes.client import ApiException
 
-        what = f"reading TrainJob {self.namespace}/{self.name}"
+        what = f"reading {self.kind.kind} {self.namespace}/{self.name}"
         try:
             return self.api.call(
                 what,
                 self.api.custom.get_namespaced_custom_object,
-                API_GROUP,
-                API_VERSION,
+                self.kind.group,
+                self.kind.version,
                 self.namespace,
-                TRAINJOB_PLURAL,
+                self.kind.plural,
                 self.name,
             )
         except ApiException as error:
@@ -546,32 +627,29 @@ class _TrainJobRun:
             raise _rejected(what, error) from None
 
     def list_pods(self) -> list[dict[str, Any]]:
-        """The TrainJob's pods (JobSet labels them with the TrainJob's name)."""
+        """The job's pods (JobSet, or the Training Operator, labels them with the job's name)."""
         from kubernetes.client import ApiException
 
-        what = f"listing pods of TrainJob {self.name}"
+        what = f"listing pods of {self.kind.kind} {self.name}"
+        selector = self.kind.pod_selector(self.name)
         try:
             result = self.api.call(
                 what,
                 self.api.core.list_namespaced_pod,
                 self.namespace,
-                label_selector=f"{JOBSET_NAME_LABEL}={self.name}",
+                label_selector=selector,
                 _preload_content=False,
             )
         except ApiException as error:
             raise _rejected(what, error) from None
         items = json.loads(result.data).get("items") or []
-        return [
-            pod
-            for pod in items
-            if ((pod.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL) == self.name
-        ]
+        return [pod for pod in items if _selector_matches(selector, (pod.get("metadata") or {}).get("labels") or {})]
 
     def list_events(self) -> list[dict[str, Any]]:
         """Events about the TrainJob, its JobSet/Jobs and pods (their names start with the TrainJob's)."""
         from kubernetes.client import ApiException
 
-        what = f"listing events of TrainJob {self.name}"
+        what = f"listing events of {self.kind.kind} {self.name}"
         try:
             result = self.api.call(what, self.api.core.list_namespaced_event, self.namespace, _preload_content=False)
         except ApiException as error:
@@ -605,15 +683,15 @@ class _TrainJobRun:
     def patch_job(self, body: dict[str, Any], doing: str) -> dict[str, Any]:
         from kubernetes.client import ApiException
 
-        what = f"{doing} TrainJob {self.namespace}/{self.name}"
+        what = f"{doing} {self.kind.kind} {self.namespace}/{self.name}"
         try:
             return self.api.call(
                 what,
                 self.api.custom.patch_namespaced_custom_object,
-                API_GROUP,
-                API_VERSION,
+                self.kind.group,
+                self.kind.version,
                 self.namespace,
-                TRAINJOB_PLURAL,
+                self.kind.plural,
                 self.name,
                 body,
             )
@@ -624,15 +702,15 @@ class _TrainJobRun:
         """Deletes the TrainJob and (in the background, by owner references) its JobSet and pods."""
         from kubernetes.client import ApiException
 
-        what = f"deleting TrainJob {self.namespace}/{self.name}"
+        what = f"deleting {self.kind.kind} {self.namespace}/{self.name}"
         try:
             self.api.call(
                 what,
                 self.api.custom.delete_namespaced_custom_object,
-                API_GROUP,
-                API_VERSION,
+                self.kind.group,
+                self.kind.version,
                 self.namespace,
-                TRAINJOB_PLURAL,
+                self.kind.plural,
                 self.name,
                 propagation_policy="Background",
             )
@@ -640,7 +718,7 @@ class _TrainJobRun:
             if _status(error) == 404:
                 return False
             raise _rejected(what, error) from None
-        self.say("deleted (with its JobSet and pods)")
+        self.say(f"deleted (with {self.kind.children})")
         return True
 
     # -- follow --------------------------------------------------------------------------------------------------------
@@ -648,7 +726,7 @@ class _TrainJobRun:
         """Follows the TrainJob until it completes, fails, is deleted or a timeout expires; returns the outcome."""
         assert self.job is not None
         while True:
-            phase = trainjob_phase(self.job)
+            phase = self.kind.phase(self.job)
             if phase in ("Complete", "Failed"):
                 self.report(phase)
                 return phase
@@ -721,10 +799,10 @@ class _TrainJobRun:
         job = self.job
         stream = watch.Watch().stream(
             self.api.custom.list_namespaced_custom_object,
-            API_GROUP,
-            API_VERSION,
+            self.kind.group,
+            self.kind.version,
             self.namespace,
-            TRAINJOB_PLURAL,
+            self.kind.plural,
             **kwargs,
         )
         try:
@@ -735,7 +813,7 @@ class _TrainJobRun:
                 if event.get("type") == "DELETED":
                     return None
                 job = obj
-                if trainjob_phase(job) in ("Complete", "Failed"):
+                if self.kind.phase(job) in ("Complete", "Failed"):
                     return job
             self.watch_failures = 0
         except ApiException as error:
@@ -743,7 +821,7 @@ class _TrainJobRun:
                 self.say("watch expired (410 Gone): relisting")
                 return self.get_job()
             if _status(error) not in _RETRYABLE_STATUSES:
-                raise _rejected("watching the TrainJob", error) from None
+                raise _rejected(f"watching the {self.kind.kind}", error) from None
             self.watch_retry(api_message(error))
         except (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError):
             pass  # the window ended on the client side, or the connection dropped: reconnect next time
@@ -760,7 +838,7 @@ class _TrainJobRun:
         self.watch_failures += 1
         if self.watch_failures >= self.attempts:
             raise TrainJobApiError(
-                f"watching TrainJob {self.name}: failed {self.watch_failures} times, last: {failure}"
+                f"watching {self.kind.kind} {self.name}: failed {self.watch_failures} times, last: {failure}"
             )
         self.say(f"watch failed ({failure}); reconnecting")
 
@@ -814,10 +892,11 @@ class _TrainJobRun:
             if self.cleanup_policy == "delete":
                 self.delete_job()
             elif self.cleanup_policy == "suspend":
-                self.patch_job({"spec": {"suspend": True}}, "suspending")
+                self.patch_job(self.kind.suspend_patch(True), "suspending")
                 self.say("suspended (cleanup_policy=suspend): its pods are removed, the job stays for inspection")
             else:
-                self.say(f"kept (cleanup_policy=keep): `kubectl delete trainjob {self.name} -n {self.namespace}`")
+                command = f"kubectl delete {self.kind.kind.lower()} {self.name} -n {self.namespace}"
+                self.say(f"kept (cleanup_policy=keep): `{command}`")
         except TrainJobError as error:
             self.say(f"WARNING: cleanup ({self.cleanup_policy}) failed: {error}")
 
@@ -832,7 +911,8 @@ class _TrainJobRun:
     def run(self) -> TrainJobResult:
         try:
             with _cancel_on_signals():
-                self.check_runtime()
+                if self.kind.checks_runtime:
+                    self.check_runtime()
                 self.submit()
                 outcome = self.follow()
         except _Cancelled as signal_name:
@@ -880,11 +960,16 @@ def run_trainjob(
     connect_timeout_seconds: float = 10.0,
     metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
 ) -> TrainJobResult:
-    """Runs a TrainJob to completion: check runtime, submit (or re-attach), follow, and on failure diagnose + clean up.
+    """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
+
+    The kind comes from the manifest (:data:`JOB_KINDS`): a ``PyTorchJob`` has no runtime to check, its phase is read
+    by :func:`~.pytorchjob.pytorchjob_phase`, its pods by :func:`~.pytorchjob.pod_label_selector`, and it is suspended
+    with ``spec.runPolicy.suspend``.
 
     Args:
         api_client: A ``kubernetes.client.ApiClient`` (see :func:`load_api_client`).
-        manifest: The TrainJob (from :func:`~.trainjob.build_trainjob`); its labels identify this run/task.
+        manifest: The TrainJob (from :func:`~.trainjob.build_trainjob`) or PyTorchJob (from
+            :func:`~.pytorchjob.build_pytorchjob`); its labels identify this run/task.
         start_timeout_seconds: How long the pods may take to start running (0: no limit).
         timeout_seconds: How long the whole run may take, from submission (0: no limit).
         cleanup_policy: ``delete`` (default), ``keep`` or ``suspend``, applied on failure, timeout and cancellation.
@@ -921,8 +1006,11 @@ def run_trainjob(
     if api_attempts < 1:
         raise ValueError(f"api_attempts={api_attempts!r}: must be >= 1")
     metadata = manifest.get("metadata") or {}
-    if manifest.get("kind") != "TrainJob" or not metadata.get("name") or not metadata.get("namespace"):
-        raise ValueError("manifest: must be a TrainJob with metadata.name and metadata.namespace (see build_trainjob)")
+    if manifest.get("kind") not in JOB_KINDS or not metadata.get("name") or not metadata.get("namespace"):
+        raise ValueError(
+            f"manifest: must be a {' or '.join(JOB_KINDS)} with metadata.name and metadata.namespace "
+            f"(see build_trainjob / build_pytorchjob), got kind {manifest.get('kind')!r}"
+        )
     options = {
         "start_timeout": float(start_timeout_seconds),
         "timeout": float(timeout_seconds),

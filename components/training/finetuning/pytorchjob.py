@@ -23,9 +23,9 @@ from components.training.finetuning.trainjob import (
     TrainJobSpec,
     TrainJobSpecError,
     ownership_labels,
+    resources_per_node,
     trainjob_name,
 )
-from components.training.finetuning.trainjob import _resources as _resources_per_node
 
 API_GROUP = "kubeflow.org"
 API_VERSION = "v1"
@@ -43,7 +43,7 @@ CLEAN_POD_POLICIES = ("Running", "All", "None")
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
 #: Every API call the client layer makes for a PyTorchJob, as (apiGroup, resource, verb), for ``rbac.yaml``.
 API_PERMISSIONS = frozenset(
-    (API_GROUP, PYTORCHJOB_PLURAL, verb) for verb in ("create", "get", "list", "watch", "patch", "delete")
+    (API_GROUP, PYTORCHJOB_PLURAL, verb) for verb in ("create", "get", "watch", "patch", "delete")
 )
 
 
@@ -65,7 +65,7 @@ def _container(spec: TrainJobSpec) -> dict[str, Any]:
     if env:
         container["env"] = env
     container["ports"] = [{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}]
-    resources = _resources_per_node(spec)
+    resources = resources_per_node(spec)
     if resources:
         container["resources"] = resources
     if spec.volume_mounts:

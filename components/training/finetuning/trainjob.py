@@ -359,7 +359,8 @@ def ownership_labels(run_id: str, task_name: str) -> dict[str, str]:
     }
 
 
-def _resources(spec: TrainJobSpec) -> dict[str, Any]:
+def resources_per_node(spec: TrainJobSpec) -> dict[str, Any]:
+    """The container resources of one node (GPU count, CPU, memory) as ``requests``/``limits``; ``{}`` when none."""
     quantities: dict[str, str] = {}
     if spec.cpu_per_node:
         quantities["cpu"] = spec.cpu_per_node
@@ -379,7 +380,7 @@ def _trainer(spec: TrainJobSpec) -> dict[str, Any]:
         trainer["args"] = list(spec.args)
     trainer["numNodes"] = spec.num_nodes
     trainer["numProcPerNode"] = max(spec.gpus_per_node, 1)
-    resources = _resources(spec)
+    resources = resources_per_node(spec)
     if resources:
         trainer["resourcesPerNode"] = resources
     env = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]

@@ -81,6 +81,7 @@ def test_training_operator_only_cluster_picks_pytorchjob(kube_api):
 
 def test_neither_backend_fails_listing_what_was_found(kube_api):
     kube_api.create_runtime("other-runtime")
+    _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
     with pytest.raises(BackendSelectionError) as error:
         _select(kube_api)
     message = str(error.value)
@@ -94,6 +95,7 @@ def test_neither_backend_fails_listing_what_was_found(kube_api):
 
 def test_empty_cluster_fails_naming_both_resources(kube_api):
     _unserve(kube_api, TRAINJOBS)
+    _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
     with pytest.raises(BackendSelectionError, match=r"trainjobs.*not served.*pytorchjobs.*not served"):
         _select(kube_api)
 
@@ -102,6 +104,7 @@ def test_only_the_builders_version_counts(kube_api):
     """A cluster serving only another PyTorchJob version cannot take the v1 manifest the builder writes."""
     _unserve(kube_api, TRAINJOBS)
     _serve(kube_api, "kubeflow.org/v2/pytorchjobs")
+    _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
     with pytest.raises(BackendSelectionError, match=r"pytorchjobs.kubeflow.org/v1: not served \(group versions .*v2"):
         _select(kube_api)
 

@@ -1,20 +1,25 @@
-"""The TrainJob client layer against kmock's Kubernetes API on 127.0.0.1, driven by the official client.
+"""The job client layer against kmock's Kubernetes API on 127.0.0.1, driven by the official client.
+
+The lifecycle scenarios (fixture ``cluster``) run twice: for a Kubeflow Trainer ``TrainJob`` and for a Training
+Operator v1 ``PyTorchJob`` (:class:`Kind` writes out what differs, independently of ``kube.JobKind``).
 
 Poll-mode scenarios run on a fake clock whose ``sleep`` advances time and plays the cluster's part, so timeouts of
 minutes take milliseconds and every request is deterministic. Watch-mode scenarios run on the real clock with short
 windows, with the cluster's part played by a background thread.
 """
 
+import dataclasses
 import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from components.training.finetuning import kube
+from components.training.finetuning import kube, pytorchjob
 from components.training.finetuning.kube import (
     API_PERMISSIONS,
     KubeAuthError,
@@ -26,15 +31,16 @@ from components.training.finetuning.kube import (
     load_api_client,
     run_trainjob,
 )
+from components.training.finetuning.pytorchjob import build_pytorchjob
 from components.training.finetuning.trainjob import TrainJobSpec, build_trainjob
-from tests.harness.kube import condition, make_pod
+from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
 
 NS = "team-a"
 RUN_ID = "7d1f0a52-3c44-4b8e-9a61-0f2b3c4d5e6f"
 RBAC_FILE = Path(kube.__file__).with_name("rbac.yaml")
 
 
-def _manifest(**overrides):
+def _spec(**overrides):
     fields = dict(
         run_id=RUN_ID,
         task_name="train-model",
@@ -44,12 +50,97 @@ def _manifest(**overrides):
         volume_mounts=[{"name": "ws", "mountPath": "/kfp-workspace"}],
     )
     fields.update(overrides)
-    return build_trainjob(TrainJobSpec(**fields))
+    return TrainJobSpec(**fields)
+
+
+def _manifest(**overrides):
+    return build_trainjob(_spec(**overrides))
 
 
 MANIFEST = _manifest()
 NAME = MANIFEST["metadata"]["name"]
 POD = make_pod(NS, NAME)["metadata"]["name"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """What a scenario needs to know about one job kind (the expectations, written out for each kind)."""
+
+    name: str
+    manifest: dict
+    plural: str
+    group_version: tuple
+    runtime_requests: tuple
+    container: str
+    pod_factory: Callable
+    complete_type: str
+    suspend_path: tuple
+
+    def pod(self, index=0, **state):
+        return self.pod_factory(NS, NAME, index, **state)
+
+    @property
+    def pod_name(self):
+        return self.pod()["metadata"]["name"]
+
+    def set_status(self, kube_api, status):
+        if self.name == "trainjob":
+            return kube_api.set_trainjob_status(NS, NAME, status)
+        return kube_api.set_pytorchjob_status(NS, NAME, status)
+
+    def complete(self, kube_api):
+        return self.set_status(kube_api, {"conditions": [condition(self.complete_type)]})
+
+    def create(self, kube_api, manifest):
+        if self.name == "trainjob":
+            return kube_api.create_trainjob(manifest)
+        return kube_api.create_pytorchjob(manifest)
+
+    def suspend_body(self, value):
+        body = value
+        for key in reversed(self.suspend_path):
+            body = {key: body}
+        return {"spec": body}
+
+    def suspended_manifest(self):
+        manifest = json.loads(json.dumps(self.manifest))
+        node = manifest["spec"]
+        for key in self.suspend_path[:-1]:
+            node = node.setdefault(key, {})
+        node[self.suspend_path[-1]] = True
+        return manifest
+
+    def suspend_value(self, job):
+        node = job["spec"]
+        for key in self.suspend_path:
+            node = node.get(key, {})
+        return node
+
+
+KINDS = {
+    "trainjob": Kind(
+        "trainjob",
+        MANIFEST,
+        "trainjobs",
+        ("trainer.kubeflow.org", "v1alpha1"),
+        ("get clustertrainingruntimes training-hub",),
+        "node",
+        make_pod,
+        "Complete",
+        ("suspend",),
+    ),
+    "pytorchjob": Kind(
+        "pytorchjob",
+        build_pytorchjob(_spec(image="quay.io/example/trainer:1")),
+        "pytorchjobs",
+        ("kubeflow.org", "v1"),
+        (),
+        "pytorch",
+        make_pytorchjob_pod,
+        "Succeeded",
+        ("runPolicy", "suspend"),
+    ),
+}
 
 
 class FakeClock:
@@ -77,10 +168,11 @@ class Log(list):
         return "\n".join(self)
 
 
-@pytest.fixture
-def cluster(kube_api):
-    """The emulator with the default runtime installed; every test checks its requests stay within rbac.yaml."""
+@pytest.fixture(params=list(KINDS))
+def cluster(kube_api, request):
+    """The emulator with the default runtime, once per job kind (``cluster.kind``); requests stay within rbac.yaml."""
     kube_api.create_runtime("training-hub")
+    kube_api.kind = KINDS[request.param]
     yield kube_api
     granted = _rbac_permissions()
     used = {(r.group, r.rbac_resource, r.verb) for r in kube_api.requests}
@@ -109,7 +201,7 @@ def _poll(kube_api, clock, log, **overrides):
         log=log,
     )
     options.update(overrides)
-    return run_trainjob(kube_api.api_client, MANIFEST, **options)
+    return run_trainjob(kube_api.api_client, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, **options)
 
 
 def _at(kube_api, steps):
@@ -138,11 +230,11 @@ def test_success_by_polling_logs_progress_and_keeps_one_request_per_interval(clu
     clock.script = _at(
         cluster,
         [
-            (10, lambda: cluster.put_pod(make_pod(NS, NAME, phase="Pending", waiting=("ContainerCreating", "")))),
-            (20, lambda: cluster.put_pod(make_pod(NS, NAME))),
+            (10, lambda: cluster.put_pod(cluster.kind.pod(phase="Pending", waiting=("ContainerCreating", "")))),
+            (20, lambda: cluster.put_pod(cluster.kind.pod())),
             (30, lambda: write(1, 30.0)),
             (40, lambda: write(2, 60.0)),
-            (60, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]})),
+            (60, lambda: cluster.kind.complete(cluster)),
         ],
     )
     log = Log()
@@ -150,37 +242,35 @@ def test_success_by_polling_logs_progress_and_keeps_one_request_per_interval(clu
     assert (result.name, result.namespace, result.reattached, result.deleted) == (NAME, NS, False, False)
     assert result.duration_seconds == 60 and result.last_progress["step"] == 2
     assert cluster.requests_summary() == [
-        "get clustertrainingruntimes training-hub",
-        "create trainjobs",
+        *cluster.kind.runtime_requests,
+        f"create {cluster.kind.plural}",
         "list pods",  # t=0: not started
-        f"get trainjobs {NAME}",
+        f"get {cluster.kind.plural} {NAME}",
         "list pods",  # t=10: pending
-        f"get trainjobs {NAME}",
+        f"get {cluster.kind.plural} {NAME}",
         "list pods",  # t=20: running -> started; from now on one GET per interval
-        f"get trainjobs {NAME}",
-        f"get trainjobs {NAME}",
-        f"get trainjobs {NAME}",
-        f"get trainjobs {NAME}",
+        f"get {cluster.kind.plural} {NAME}",
+        f"get {cluster.kind.plural} {NAME}",
+        f"get {cluster.kind.plural} {NAME}",
+        f"get {cluster.kind.plural} {NAME}",
     ]
     assert clock.sleeps == [10] * 6
     progress = "step 2/4 (50%) | epoch 0.50 | loss 1.2500 | lr 2.00e-05 | 1500 tok/s | ETA 1m00s"
-    assert f"[trainjob {NAME}] Running | {progress}" in log
-    assert log[-1] == f"[trainjob {NAME}] Complete | {progress}"
-    created = cluster.requests[1].body
-    assert created == MANIFEST
-    assert [job["metadata"]["name"] for job in cluster.objects("trainjobs")] == [NAME]
+    assert f"[{cluster.kind.name} {NAME}] Running | {progress}" in log
+    assert log[-1] == f"[{cluster.kind.name} {NAME}] Complete | {progress}"
+    created = cluster.requests[len(cluster.kind.runtime_requests)].body
+    assert created == cluster.kind.manifest
+    assert [job["metadata"]["name"] for job in cluster.objects(cluster.kind.plural)] == [NAME]
 
 
 def test_success_with_delete_on_success_leaves_nothing(cluster):
     clock = FakeClock()
-    clock.script = _at(
-        cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
-    )
+    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
     result = _poll(cluster, clock, Log(), delete_on_success=True)
     assert result.deleted
-    assert cluster.requests_summary()[-1] == f"delete trainjobs {NAME}"
+    assert cluster.requests_summary()[-1] == f"delete {cluster.kind.plural} {NAME}"
     assert cluster.requests[-1].params == {"propagationPolicy": "Background"}
-    assert cluster.objects("trainjobs") == []
+    assert cluster.objects(cluster.kind.plural) == []
 
 
 # -- failures, each with its diagnosis ---------------------------------------------------------------------------------
@@ -238,15 +328,22 @@ FAILURES = {
 @pytest.mark.parametrize("code", list(FAILURES))
 def test_failure_is_diagnosed_and_the_job_deleted(cluster, code):
     case = FAILURES[code]
-    pod = make_pod(NS, NAME, **case["pod"])
+    pod = cluster.kind.pod(**case["pod"])
     steps = [(10, lambda: cluster.put_pod(pod))]
     if "log" in case:
         previous, text = case["log"]
-        steps.append((10, lambda: cluster.set_pod_log(NS, POD, text, container="node", previous=bool(previous))))
+        steps.append(
+            (
+                10,
+                lambda: cluster.set_pod_log(
+                    NS, cluster.kind.pod_name, text, container=cluster.kind.container, previous=bool(previous)
+                ),
+            )
+        )
     if "event" in case:
-        steps.append((10, lambda: cluster.add_event(NS, "Pod", POD, *case["event"])))
+        steps.append((10, lambda: cluster.add_event(NS, "Pod", cluster.kind.pod_name, *case["event"])))
     if case["job_fails"]:
-        steps.append((20, lambda: cluster.set_trainjob_status(NS, NAME, FAILED)))
+        steps.append((20, lambda: cluster.kind.set_status(cluster, FAILED)))
     clock = FakeClock()
     clock.script = _at(cluster, steps)
     log = Log()
@@ -256,15 +353,15 @@ def test_failure_is_diagnosed_and_the_job_deleted(cluster, code):
     assert diagnosis.outcome == ("Failed" if case["job_fails"] else "StartTimeout")
     assert code in diagnosis.codes, diagnosis.text()
     cause = diagnosis.causes[diagnosis.codes.index(code)]
-    assert case["remedy"] in cause.remedy and POD in cause.where
+    assert case["remedy"] in cause.remedy and cluster.kind.pod_name in cause.where
     assert str(failure.value) == diagnosis.text() and diagnosis.text() in log.text()
     seen = cluster.requests_summary()
     assert seen[-3:-1] == ["list pods", "list events"] or seen[-4:-2] == ["list pods", "list events"]
-    assert seen[-1] == f"delete trainjobs {NAME}"
+    assert seen[-1] == f"delete {cluster.kind.plural} {NAME}"
     if "log" in case:
         log_request = [r for r in cluster.requests if r.subresource == "log"]
         assert [(r.params["container"], r.params["previous"]) for r in log_request] == [
-            ("node", "True" if case["log"][0] else "False")
+            (cluster.kind.container, "True" if case["log"][0] else "False")
         ]
         assert diagnosis.log_tail[-1] == case["log"][1].rstrip("\n").splitlines()[-1]
     else:
@@ -272,7 +369,7 @@ def test_failure_is_diagnosed_and_the_job_deleted(cluster, code):
         assert f"waiting: {code}" in log.text()  # reported while waiting, before the start timeout
     if not case["job_fails"]:
         assert clock.now == 60
-    assert cluster.objects("trainjobs") == []
+    assert cluster.objects(cluster.kind.plural) == []
 
 
 def test_start_timeout_without_pods_suspends_the_job(cluster):
@@ -283,23 +380,23 @@ def test_start_timeout_without_pods_suspends_the_job(cluster):
     assert (diagnosis.outcome, diagnosis.codes) == ("StartTimeout", ("NoPods",))
     assert "start_timeout_seconds=45" in diagnosis.summary
     assert clock.sleeps == [10, 10, 10, 10, 5] and clock.now == 45
-    assert cluster.requests_summary()[-1] == f"patch trainjobs {NAME}"
-    assert cluster.requests[-1].body == {"spec": {"suspend": True}}
-    (left,) = cluster.objects("trainjobs")
-    assert left["spec"]["suspend"] is True
+    assert cluster.requests_summary()[-1] == f"patch {cluster.kind.plural} {NAME}"
+    assert cluster.requests[-1].body == cluster.kind.suspend_body(True)
+    (left,) = cluster.objects(cluster.kind.plural)
+    assert cluster.kind.suspend_value(left) is True
 
 
 def test_total_timeout_keeps_the_job_when_asked(cluster):
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.put_pod(make_pod(NS, NAME)))])
+    clock.script = _at(cluster, [(10, lambda: cluster.put_pod(cluster.kind.pod()))])
     log = Log()
     with pytest.raises(TrainJobFailed) as failure:
         _poll(cluster, clock, log, timeout_seconds=95, cleanup_policy="keep")
     assert failure.value.diagnosis.outcome == "Timeout"
     assert "timeout_seconds=95" in failure.value.diagnosis.summary and clock.now == 95
-    assert f"kubectl delete trainjob {NAME} -n {NS}" in log.text()
+    assert f"kubectl delete {cluster.kind.name} {NAME} -n {NS}" in log.text()
     assert not [r for r in cluster.requests if r.verb in ("delete", "patch")]
-    assert [job["metadata"]["name"] for job in cluster.objects("trainjobs")] == [NAME]
+    assert [job["metadata"]["name"] for job in cluster.objects(cluster.kind.plural)] == [NAME]
 
 
 def test_job_deleted_by_someone_else_is_reported(cluster):
@@ -307,7 +404,7 @@ def test_job_deleted_by_someone_else_is_reported(cluster):
 
     def delete():
         client.CustomObjectsApi(cluster._operator).delete_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", NS, "trainjobs", NAME
+            *cluster.kind.group_version, NS, cluster.kind.plural, NAME
         )
 
     clock = FakeClock()
@@ -320,97 +417,94 @@ def test_job_deleted_by_someone_else_is_reported(cluster):
 
 # -- idempotent submit ---------------------------------------------------------------------------------------------
 def test_retried_task_reattaches_instead_of_creating_a_second_job(cluster):
-    cluster.create_trainjob(MANIFEST)
-    cluster.set_trainjob_status(
-        NS,
-        NAME,
-        {"jobsStatus": [{"name": "node", "ready": 1, "active": 1, "failed": 0, "succeeded": 0, "suspended": 0}]},
-    )
+    cluster.kind.create(cluster, cluster.kind.manifest)
+    if cluster.kind.name == "trainjob":
+        ready = [{"name": "node", "ready": 1, "active": 1, "failed": 0, "succeeded": 0, "suspended": 0}]
+        cluster.kind.set_status(cluster, {"jobsStatus": ready})
+    else:
+        cluster.kind.set_status(cluster, {"conditions": [condition("Created"), condition("Running")]})
     clock = FakeClock()
-    clock.script = _at(
-        cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
-    )
+    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
     log = Log()
     result = _poll(cluster, clock, log)
     assert result.reattached
-    assert "re-attached to the existing TrainJob of this run/task" in log.text()
+    assert f"re-attached to the existing {cluster.kind.manifest['kind']} of this run/task" in log.text()
     assert cluster.requests_summary() == [
-        "get clustertrainingruntimes training-hub",
-        "create trainjobs",  # 409
-        f"get trainjobs {NAME}",
-        f"get trainjobs {NAME}",
+        *cluster.kind.runtime_requests,
+        f"create {cluster.kind.plural}",  # 409
+        f"get {cluster.kind.plural} {NAME}",
+        f"get {cluster.kind.plural} {NAME}",
     ]
-    assert len(cluster.objects("trainjobs")) == 1
+    assert len(cluster.objects(cluster.kind.plural)) == 1
 
 
 def test_reattach_resumes_a_suspended_job(cluster):
-    cluster.create_trainjob({**MANIFEST, "spec": {**MANIFEST["spec"], "suspend": True}})
+    cluster.kind.create(cluster, cluster.kind.suspended_manifest())
     clock = FakeClock()
-    clock.script = _at(
-        cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
-    )
+    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
     assert _poll(cluster, clock, Log()).reattached
     resume = [r for r in cluster.requests if r.verb == "patch"]
-    assert [r.body for r in resume] == [{"spec": {"suspend": False}}]
-    assert cluster.objects("trainjobs")[0]["spec"]["suspend"] is False
+    assert [r.body for r in resume] == [cluster.kind.suspend_body(False)]
+    assert cluster.kind.suspend_value(cluster.objects(cluster.kind.plural)[0]) is False
 
 
 def test_conflict_with_a_foreign_job_fails_and_leaves_it_alone(cluster):
-    foreign = json.loads(json.dumps(MANIFEST))
+    foreign = json.loads(json.dumps(cluster.kind.manifest))
     foreign["metadata"]["labels"]["kfp-finetune.kubeflow.org/run-id"] = "someone-elses-run"
-    cluster.create_trainjob(foreign)
+    cluster.kind.create(cluster, foreign)
     with pytest.raises(TrainJobConflictError, match="belongs to another run/task.*someone-elses-run"):
         _poll(cluster, FakeClock(), Log())
     assert cluster.requests_summary() == [
-        "get clustertrainingruntimes training-hub",
-        "create trainjobs",
-        f"get trainjobs {NAME}",
+        *cluster.kind.runtime_requests,
+        f"create {cluster.kind.plural}",
+        f"get {cluster.kind.plural} {NAME}",
     ]
-    assert cluster.objects("trainjobs")[0]["metadata"]["labels"] == foreign["metadata"]["labels"]
+    assert cluster.objects(cluster.kind.plural)[0]["metadata"]["labels"] == foreign["metadata"]["labels"]
 
 
 # -- retries ---------------------------------------------------------------------------------------------------------
 def test_server_errors_are_retried_with_backoff_then_succeed(cluster):
     # The create's response is lost after the object was stored (500, then 409 on retry): re-attach, no second job.
-    cluster.fail("create", "trainjobs", status=500, persist=True)
-    cluster.fail("fetch", "clustertrainingruntimes", status=503, times=2)
+    cluster.fail("create", cluster.kind.plural, status=500, persist=True)
+    checks_runtime = bool(cluster.kind.runtime_requests)
+    if checks_runtime:
+        cluster.fail("fetch", "clustertrainingruntimes", status=503, times=2)
     cluster.fail("list", "pods", status=502)
     clock = FakeClock()
-    clock.script = _at(
-        cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
-    )
+    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
     log = Log()
     result = _poll(cluster, clock, log)
     assert result.reattached
-    assert clock.sleeps[:5] == [1, 2, 1, 1, 10]  # runtime x2, create x1, pods x1, then one poll interval
-    assert "reading ClusterTrainingRuntime 'training-hub': HTTP 503" in log.text()
-    assert cluster.requests_summary()[:6] == [
-        "get clustertrainingruntimes training-hub",
-        "get clustertrainingruntimes training-hub",
-        "get clustertrainingruntimes training-hub",
-        "create trainjobs",
-        "create trainjobs",
-        f"get trainjobs {NAME}",
+    # (runtime x2,) create x1, pods x1, then one poll interval
+    assert clock.sleeps == ([1, 2] if checks_runtime else []) + [1, 1, 10]
+    assert ("reading ClusterTrainingRuntime 'training-hub': HTTP 503" in log.text()) is checks_runtime
+    assert cluster.requests_summary()[: 3 + 3 * checks_runtime] == [
+        *(["get clustertrainingruntimes training-hub"] * 3 * checks_runtime),
+        f"create {cluster.kind.plural}",
+        f"create {cluster.kind.plural}",
+        f"get {cluster.kind.plural} {NAME}",
     ]
-    assert len(cluster.objects("trainjobs")) == 1
+    assert len(cluster.objects(cluster.kind.plural)) == 1
 
 
 def test_validation_errors_are_not_retried_and_show_the_api_message(cluster):
-    cluster.fail("create", "trainjobs", status=422)
-    with pytest.raises(
-        TrainJobApiError, match="creating TrainJob .* rejected .*422.*scripted 422 for create trainjobs"
-    ):
+    plural, kind = cluster.kind.plural, cluster.kind.manifest["kind"]
+    cluster.fail("create", plural, status=422)
+    with pytest.raises(TrainJobApiError, match=f"creating {kind} .* rejected .*422.*scripted 422 for create {plural}"):
         _poll(cluster, FakeClock(), Log())
-    assert cluster.requests_summary() == ["get clustertrainingruntimes training-hub", "create trainjobs"]
-    assert cluster.objects("trainjobs") == []
+    assert cluster.requests_summary() == [*cluster.kind.runtime_requests, f"create {plural}"]
+    assert cluster.objects(cluster.kind.plural) == []
 
 
 def test_api_down_through_every_retry_is_a_clear_error(cluster):
-    cluster.fail("fetch", "clustertrainingruntimes", status=500, times=10)
+    if cluster.kind.runtime_requests:
+        cluster.fail("fetch", "clustertrainingruntimes", status=500, times=10)
+    else:
+        cluster.fail("create", cluster.kind.plural, status=500, times=10)
     clock = FakeClock()
     with pytest.raises(TrainJobApiError, match="failed 3 times, last: HTTP 500"):
         _poll(cluster, clock, Log(), api_attempts=3)
-    assert clock.sleeps == [1, 2] and cluster.objects("trainjobs") == []
+    assert clock.sleeps == [1, 2] and cluster.objects(cluster.kind.plural) == []
 
 
 # -- runtime discovery -------------------------------------------------------------------------------------------
@@ -455,32 +549,30 @@ def test_forbidden_runtime_check_warns_and_submits(kube_api):
 def _watch_run(kube_api, log, **overrides):
     options = dict(start_timeout_seconds=20, timeout_seconds=30, poll_interval_seconds=0.05, log=log)
     options.update(overrides)
-    return run_trainjob(kube_api.api_client, MANIFEST, **options)
+    return run_trainjob(kube_api.api_client, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, **options)
 
 
 def _created(kube_api):
-    return kube_api.wait_for(lambda: kube_api.objects("trainjobs", NS))
+    return kube_api.wait_for(lambda: kube_api.objects(kube_api.kind.plural, NS))
 
 
 def test_watch_follow_to_success_with_trainer_status(cluster):
     def operator():
         _created(cluster)
-        cluster.put_pod(make_pod(NS, NAME))
+        cluster.put_pod(cluster.kind.pod())
         time.sleep(0.15)
-        cluster.set_trainjob_status(
-            NS,
-            NAME,
-            {
-                "trainerStatus": {
-                    "progressPercentage": 40,
-                    "estimatedRemainingSeconds": 130,
-                    "lastUpdatedTime": "2026-11-23T10:00:00Z",
-                    "metrics": [{"name": "loss", "value": "0.91"}],
-                }
-            },
-        )
+        if cluster.kind.name == "trainjob":
+            progress = {
+                "progressPercentage": 40,
+                "estimatedRemainingSeconds": 130,
+                "lastUpdatedTime": "2026-11-23T10:00:00Z",
+                "metrics": [{"name": "loss", "value": "0.91"}],
+            }
+            cluster.kind.set_status(cluster, {"trainerStatus": progress})
+        else:  # the Training Operator reports no progress: the phase comes from its conditions
+            cluster.kind.set_status(cluster, {"conditions": [condition("Created"), condition("Running")]})
         time.sleep(0.3)
-        cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]})
+        cluster.kind.complete(cluster)
 
     log = Log()
     began = time.monotonic()
@@ -488,27 +580,28 @@ def test_watch_follow_to_success_with_trainer_status(cluster):
         result = _watch_run(cluster, log)
     elapsed = time.monotonic() - began
     assert not result.reattached
-    assert f"[trainjob {NAME}] Running | 40% | loss 0.91 | ETA 2m10s" in log
-    verbs = [r.verb for r in cluster.requests[2:]]
+    progress = " | 40% | loss 0.91 | ETA 2m10s" if cluster.kind.name == "trainjob" else ""
+    assert f"[{cluster.kind.name} {NAME}] Running{progress}" in log
+    verbs = [r.verb for r in cluster.requests[1 + len(cluster.kind.runtime_requests) :]]
     assert set(verbs) <= {"watch", "list"} and "watch" in verbs and "get" not in verbs
     watches = [r for r in cluster.requests if r.verb == "watch"]
     assert all(r.params["fieldSelector"] == f"metadata.name={NAME}" for r in watches)
     assert all(r.params["timeoutSeconds"] == "1" for r in watches)
     # Steady state: one watch request per poll interval (0.05 s here; 10 s by default), never a burst.
     assert len(watches) <= elapsed / 0.05 + 2
-    assert [job["metadata"]["name"] for job in cluster.objects("trainjobs")] == [NAME]
+    assert [job["metadata"]["name"] for job in cluster.objects(cluster.kind.plural)] == [NAME]
 
 
 def test_dropped_and_expired_watches_are_resumed(cluster):
-    cluster.end_watch_after("trainjobs", events=1)
+    cluster.end_watch_after(cluster.kind.plural, events=1)
 
     def operator():
         _created(cluster)
-        cluster.put_pod(make_pod(NS, NAME))
+        cluster.put_pod(cluster.kind.pod())
         cluster.wait_for(lambda: len([r for r in cluster.requests if r.verb == "watch"]) >= 2)
-        cluster.expire_next_watch("trainjobs")
+        cluster.expire_next_watch(cluster.kind.plural)
         cluster.wait_for(lambda: len([r for r in cluster.requests if r.verb == "watch"]) >= 4)
-        cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]})
+        cluster.kind.complete(cluster)
 
     log = Log()
     with cluster.in_background(operator):
@@ -518,14 +611,14 @@ def test_dropped_and_expired_watches_are_resumed(cluster):
     expired = next(
         i for i, r in enumerate(cluster.requests) if r.verb == "watch" and i > 3 and seen[i + 1].startswith("get")
     )
-    assert seen[expired + 1] == f"get trainjobs {NAME}"  # relist after 410
-    assert len(cluster.objects("trainjobs")) == 1
+    assert seen[expired + 1] == f"get {cluster.kind.plural} {NAME}"  # relist after 410
+    assert len(cluster.objects(cluster.kind.plural)) == 1
 
 
 def test_sigterm_during_follow_deletes_the_job(cluster):
     def operator():
         _created(cluster)
-        cluster.put_pod(make_pod(NS, NAME))
+        cluster.put_pod(cluster.kind.pod())
         cluster.wait_for(lambda: len([r for r in cluster.requests if r.verb == "watch"]) >= 2)
         assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -538,8 +631,8 @@ def test_sigterm_during_follow_deletes_the_job(cluster):
     assert cancelled.value.diagnosis.outcome == "Cancelled"
     assert signal.getsignal(signal.SIGTERM) == previous
     assert "cancelled (SIGTERM): applying cleanup_policy=delete" in log.text()
-    assert cluster.requests_summary()[-1] == f"delete trainjobs {NAME}"
-    assert cluster.objects("trainjobs") == []
+    assert cluster.requests_summary()[-1] == f"delete {cluster.kind.plural} {NAME}"
+    assert cluster.objects(cluster.kind.plural) == []
 
 
 # -- auth -------------------------------------------------------------------------------------------------------------
@@ -618,28 +711,34 @@ def test_rbac_yaml_grants_exactly_what_the_client_uses():
     assert _rbac_permissions() == set(API_PERMISSIONS)
 
 
+TRAINER_PERMISSIONS = API_PERMISSIONS - pytorchjob.API_PERMISSIONS
+POD_PERMISSIONS = {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list")}
+
+
 def test_the_scenarios_use_every_granted_permission(cluster):
     # Runtime listing (missing runtime), diagnosis reads (pods, events, logs), suspend, watch, delete.
-    with pytest.raises(RuntimeNotFoundError):
-        run_trainjob(cluster.api_client, _manifest(runtime_name="nope"), start_timeout_seconds=1, timeout_seconds=1)
-    with pytest.raises(RuntimeNotFoundError):
-        run_trainjob(
-            cluster.api_client,
-            _manifest(runtime_name="nope", runtime_kind="TrainingRuntime"),
-            start_timeout_seconds=1,
-            timeout_seconds=1,
-        )
-    cluster.put_pod(make_pod(NS, NAME, phase="Failed", terminated=("Error", 2, "")))
-    cluster.set_pod_log(NS, POD, "boom\n")
+    if cluster.kind.name == "trainjob":
+        with pytest.raises(RuntimeNotFoundError):
+            run_trainjob(cluster.api_client, _manifest(runtime_name="nope"), start_timeout_seconds=1, timeout_seconds=1)
+        with pytest.raises(RuntimeNotFoundError):
+            run_trainjob(
+                cluster.api_client,
+                _manifest(runtime_name="nope", runtime_kind="TrainingRuntime"),
+                start_timeout_seconds=1,
+                timeout_seconds=1,
+            )
+    cluster.put_pod(cluster.kind.pod(phase="Failed", terminated=("Error", 2, "")))
+    cluster.set_pod_log(NS, cluster.kind.pod_name, "boom\n")
     with pytest.raises(TrainJobFailed):
         _watch_run(cluster, Log(), timeout_seconds=0.2, cleanup_policy="suspend")
     _poll(
         cluster,
-        FakeClock(
-            _at(cluster, [(10, lambda: cluster.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))])
-        ),
+        FakeClock(_at(cluster, [(10, lambda: cluster.kind.complete(cluster))])),
         Log(),
         delete_on_success=True,
     )
     used = {(r.group, r.rbac_resource, r.verb) for r in cluster.requests}
-    assert used == set(API_PERMISSIONS)
+    # Each kind uses all of its own permissions; together they are exactly rbac.yaml.
+    expected = TRAINER_PERMISSIONS if cluster.kind.name == "trainjob" else pytorchjob.API_PERMISSIONS | POD_PERMISSIONS
+    assert used == set(expected)
+    assert set(TRAINER_PERMISSIONS | pytorchjob.API_PERMISSIONS) == set(API_PERMISSIONS)
