@@ -70,14 +70,30 @@ def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has
     return problems
 
 
-def torchrun_kwargs(env: Mapping[str, str]) -> dict[str, Any]:
-    """Training Hub's torchrun arguments from the variables Kubeflow Trainer injects (``PET_*``).
+def _env_int(env: Mapping[str, str], variable: str) -> int:
+    value = env[variable].strip()
+    if not value.isdigit():
+        raise EntrypointError(f"environment variable {variable}={value!r}: must be a non-negative integer")
+    return int(value)
+
+
+def torchrun_kwargs(env: Mapping[str, str], nproc_per_node: int = 0) -> dict[str, Any]:
+    """Training Hub's torchrun arguments from the variables the job controller injects.
+
+    ``PET_*`` (Kubeflow Trainer, Training Operator v1.7+) come first; each setting they leave out falls back to the
+    Training Operator v1 variables: ``node_rank`` = ``RANK``, ``nnodes`` = ``WORLD_SIZE`` / processes per node,
+    ``rdzv_endpoint`` = ``MASTER_ADDR:MASTER_PORT`` (port 23456, the operator's default, when unset).
 
     Args:
         env: The pod's environment.
+        nproc_per_node: Processes per node when ``PET_NPROC_PER_NODE`` is unset (the run config's GPUs per node;
+            0 = 1 process).
 
     Returns:
         ``nproc_per_node``, ``nnodes``, ``node_rank`` and ``rdzv_endpoint`` where the variables are set.
+
+    Raises:
+        EntrypointError: A variable is not an integer, or ``WORLD_SIZE`` is not a multiple of the processes per node.
     """
     kwargs: dict[str, Any] = {}
     for name, variable in (("nproc_per_node", "PET_NPROC_PER_NODE"), ("nnodes", "PET_NNODES")):
@@ -85,9 +101,23 @@ def torchrun_kwargs(env: Mapping[str, str]) -> dict[str, Any]:
             value = env[variable]
             kwargs[name] = int(value) if value.isdigit() else value
     if env.get("PET_NODE_RANK"):
-        kwargs["node_rank"] = int(env["PET_NODE_RANK"])
+        kwargs["node_rank"] = _env_int(env, "PET_NODE_RANK")
+    elif env.get("RANK"):
+        kwargs["node_rank"] = _env_int(env, "RANK")
+    if "nnodes" not in kwargs and env.get("WORLD_SIZE"):
+        processes = kwargs.get("nproc_per_node", nproc_per_node or 1)
+        world_size = _env_int(env, "WORLD_SIZE")
+        if not isinstance(processes, int) or processes < 1 or world_size % processes:
+            raise EntrypointError(
+                f"environment variable WORLD_SIZE={world_size}: not a multiple of the processes per node "
+                f"({processes!r}), so the node count cannot be derived; set PET_NNODES"
+            )
+        kwargs.setdefault("nproc_per_node", processes)
+        kwargs["nnodes"] = world_size // processes
     if env.get("PET_MASTER_ADDR"):
         kwargs["rdzv_endpoint"] = f"{env['PET_MASTER_ADDR']}:{env.get('PET_MASTER_PORT', '29500')}"
+    elif env.get("MASTER_ADDR"):
+        kwargs["rdzv_endpoint"] = f"{env['MASTER_ADDR']}:{env.get('MASTER_PORT') or 23456}"
     return kwargs
 
 
@@ -168,7 +198,7 @@ def training_hub_call(
     if algorithm != "lora":
         kwargs["data_output_dir"] = os.path.join(run_config["ckpt_output_dir"], "_data")
     kwargs.update(_algorithm_kwargs(algorithm, hp, eval_data_path))
-    kwargs.update(torchrun_kwargs(env))
+    kwargs.update(torchrun_kwargs(env, int(run_config.get("nproc_per_node") or 0)))
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
 
 

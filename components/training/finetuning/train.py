@@ -303,9 +303,17 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
 
 
 def write_run_config(
-    config: TrainingConfig, run_dir: Path, data_file: Path, eval_file: Path | None, task_config: Any
+    config: TrainingConfig,
+    run_dir: Path,
+    data_file: Path,
+    eval_file: Path | None,
+    task_config: Any,
+    nproc_per_node: int = 1,
 ) -> Path:
     """Stages the entrypoint, the data and ``run_config.json`` in the run directory for the TrainJob pods.
+
+    ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
+    controller injects no ``PET_*`` variables (older Training Operator v1).
 
     Returns:
         The config file.
@@ -325,6 +333,7 @@ def write_run_config(
         "model_cache_dir": str(run_dir.parent / "model_cache"),
         "pvc_mounts": pvc_mounts(task_config),
         "hyperparameters": config.hyperparameters(),
+        "nproc_per_node": nproc_per_node,
     }
     path = run_dir / RUN_CONFIG_FILE
     write_text_atomically(path, json.dumps(run_config, indent=1, sort_keys=True))
@@ -447,7 +456,14 @@ def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping
     _check_workspace_reaches_pods(plan.task_config, plan.run_dir)
     api_client = api_client or kube.load_api_client()
     backend = resolve_backend(plan, api_client, log)
-    config_path = write_run_config(plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config)
+    config_path = write_run_config(
+        plan.config,
+        plan.run_dir,
+        plan.data_file,
+        plan.eval_file,
+        plan.task_config,
+        max(int(params.get("gpus_per_node", 1)), 1),
+    )
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {})  # the mapping fails here, not in the pod
     manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
     name = manifest["metadata"]["name"]

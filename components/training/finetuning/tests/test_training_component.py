@@ -14,7 +14,7 @@ from kfp import dsl
 from components.training.finetuning import train_model
 from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.train import run_train_model
-from tests.harness.kube import condition, validate_trainjob
+from tests.harness.kube import condition, crd_schema, validate_trainjob
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +27,12 @@ FAST = {
     "max_steps": 4,
 }
 NS = "team-a"
+
+
+def validate_pytorchjob(manifest):
+    import jsonschema
+
+    jsonschema.Draft7Validator(crd_schema("kubeflow.org_pytorchjobs.yaml")).validate(manifest)
 
 
 def _artifacts(tmp_path, demo_dataset_path):
@@ -176,23 +182,37 @@ def lora_sft(**kwargs): _record("lora_sft", kwargs)
 '''
 
 
-def _play_the_cluster(kube_api, tmp_path, seen):
-    """Waits for the TrainJob, runs its command as the pod would (fake training-hub), then marks it Complete."""
-    job = kube_api.wait_for(lambda: kube_api.objects("trainjobs", NS))[0]
+TRAINER_ENV = {
+    "PET_NNODES": "2",
+    "PET_NPROC_PER_NODE": "4",
+    "PET_NODE_RANK": "0",
+    "PET_MASTER_ADDR": "tj-node-0-0",
+    "PET_MASTER_PORT": "29500",
+}
+#: What a Training Operator v1 without PET_* injects into the master pod of a 2-node x 4-GPU PyTorchJob.
+OPERATOR_V1_ENV = {"MASTER_ADDR": "tm-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "8", "RANK": "0"}
+
+
+def _play_the_cluster(kube_api, tmp_path, seen, kind="trainjob"):
+    """Waits for the job, runs its command as the (master) pod would (fake training-hub), then marks it complete."""
+    plural = kind + "s"
+    job = kube_api.wait_for(lambda: kube_api.objects(plural, NS))[0]
     seen["manifest"] = job
     hub = tmp_path / "fake-hub"
     (hub / "training_hub").mkdir(parents=True)
     (hub / "training_hub" / "__init__.py").write_text(textwrap.dedent(FAKE_TRAINING_HUB))
-    trainer = job["spec"]["trainer"]
+    if kind == "trainjob":
+        trainer, injected = job["spec"]["trainer"], TRAINER_ENV
+    else:
+        trainer, injected = (
+            job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0],
+            (OPERATOR_V1_ENV),
+        )
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(hub),
         "FAKE_HUB_CALLS": str(tmp_path / "calls.json"),
-        "PET_NNODES": "2",
-        "PET_NPROC_PER_NODE": "4",
-        "PET_NODE_RANK": "0",
-        "PET_MASTER_ADDR": "tj-node-0-0",
-        "PET_MASTER_PORT": "29500",
+        **injected,
     }
     command = [sys.executable if trainer["command"][0] == "python" else trainer["command"][0]]
     run = subprocess.run(
@@ -200,7 +220,10 @@ def _play_the_cluster(kube_api, tmp_path, seen):
     )
     seen["pod_output"] = run.stdout + run.stderr
     assert run.returncode == 0, seen["pod_output"]
-    kube_api.set_trainjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Complete")]})
+    if kind == "trainjob":
+        kube_api.set_trainjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Complete")]})
+    else:
+        kube_api.set_pytorchjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Succeeded")]})
 
 
 @pytest.mark.parametrize("backend", ["trainjob", "auto"])
@@ -311,3 +334,47 @@ def test_auto_falling_back_to_pytorchjob_needs_an_image_before_anything_is_submi
             log=lambda line: None,
         )
     assert kube_api.requests and all(request.verb in ("get", "list") for request in kube_api.requests)
+
+
+def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
+    kube_api, tiny_model_dir, demo_dataset_path, tmp_path
+):
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    workspace = tmp_path / "kfp-workspace"
+    task_config = dsl.TaskConfig(
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
+        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+    )
+    seen = {}
+    with kube_api.in_background(lambda: _play_the_cluster(kube_api, tmp_path, seen, kind="pytorchjob")):
+        outcome = run_train_model(
+            train_dataset=dataset,
+            **out,
+            task_config=task_config,
+            base_model=str(tiny_model_dir),
+            backend="pytorchjob",
+            training_image="quay.io/example/training-hub:0.11",
+            namespace=NS,
+            workspace_path=str(workspace),
+            run_id="run-8",
+            task_name="train-model",
+            num_nodes=2,
+            gpus_per_node=4,
+            api_client=kube_api.api_client,
+            log=lambda line: None,
+            kube_options={"poll_interval_seconds": 0.2},
+        )
+    manifest = seen["manifest"]
+    validate_pytorchjob({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")})
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    assert (replicas["Master"]["replicas"], replicas["Worker"]["replicas"]) == (1, 1)
+    master = replicas["Master"]["template"]["spec"]["containers"][0]
+    assert master["image"] == "quay.io/example/training-hub:0.11" and master["name"] == "pytorch"
+    # No runtime is looked up for a PyTorchJob: the first request creates it.
+    assert kube_api.requests_summary()[0] == "create pytorchjobs"
+    kwargs = json.loads((tmp_path / "calls.json").read_text())["kwargs"]
+    assert (kwargs["nnodes"], kwargs["nproc_per_node"], kwargs["node_rank"]) == (2, 4, 0)
+    assert kwargs["rdzv_endpoint"] == "tm-master-0:23456"
+    meta = out["model"].metadata
+    assert meta["backend"] == "pytorchjob" and meta["trainjob_name"] == manifest["metadata"]["name"]
+    assert outcome.summary["steps"] == 4.0

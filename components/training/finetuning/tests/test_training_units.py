@@ -218,6 +218,45 @@ def test_every_keyword_exists_in_training_hub(algorithm, function, eval_data):
     assert kwargs["rdzv_endpoint"] == "job-0:29400"
 
 
+def test_torchrun_settings_from_pet_variables_first_then_training_operator_v1():
+    # Kubeflow Trainer / Training Operator v1.7+: PET_* win over the v1 variables.
+    both = {**TORCHRUN_ENV, "RANK": "3", "WORLD_SIZE": "64", "MASTER_ADDR": "other", "MASTER_PORT": "1"}
+    assert entrypoint.torchrun_kwargs(both, nproc_per_node=4) == {
+        "nproc_per_node": 8,
+        "nnodes": 2,
+        "node_rank": 1,
+        "rdzv_endpoint": "job-0:29400",
+    }
+    # Training Operator v1 without PET_*: RANK, WORLD_SIZE / processes per node, MASTER_ADDR:MASTER_PORT.
+    v1 = {"MASTER_ADDR": "tm-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "12", "RANK": "2"}
+    assert entrypoint.torchrun_kwargs(v1, nproc_per_node=4) == {
+        "nproc_per_node": 4,
+        "nnodes": 3,
+        "node_rank": 2,
+        "rdzv_endpoint": "tm-master-0:23456",
+    }
+    # No port: the operator's default 23456; PET_NPROC_PER_NODE alone still divides WORLD_SIZE.
+    mixed = {"MASTER_ADDR": "m", "WORLD_SIZE": "16", "RANK": "0", "PET_NPROC_PER_NODE": "8"}
+    assert entrypoint.torchrun_kwargs(mixed) == {
+        "nproc_per_node": 8,
+        "nnodes": 2,
+        "node_rank": 0,
+        "rdzv_endpoint": "m:23456",
+    }
+    assert entrypoint.torchrun_kwargs({}) == {}
+    with pytest.raises(entrypoint.EntrypointError, match=r"WORLD_SIZE=6: not a multiple .*\(4\)"):
+        entrypoint.torchrun_kwargs({"WORLD_SIZE": "6"}, nproc_per_node=4)
+    with pytest.raises(entrypoint.EntrypointError, match="RANK='x'"):
+        entrypoint.torchrun_kwargs({"RANK": "x"})
+
+
+def test_run_config_processes_per_node_reach_the_v1_fallback():
+    env = {"MASTER_ADDR": "tm-master-0", "WORLD_SIZE": "8", "RANK": "1"}
+    _, kwargs = entrypoint.training_hub_call({**_run_config("sft"), "nproc_per_node": 4}, env)
+    assert (kwargs["nnodes"], kwargs["nproc_per_node"], kwargs["node_rank"]) == (2, 4, 1)
+    assert kwargs["rdzv_endpoint"] == "tm-master-0:23456"
+
+
 @pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
 def test_every_user_parameter_reaches_the_algorithm(algorithm):
     changed = {
