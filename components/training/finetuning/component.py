@@ -46,6 +46,7 @@ def train_model(
     fsdp_sharding_strategy: str = "FULL_SHARD",
     resume: bool = True,
     max_steps: int = 0,
+    checkpoint_interval_steps: int = 0,
     num_nodes: int = 1,
     gpus_per_node: int = 1,
     gpu_resource_name: str = "nvidia.com/gpu",

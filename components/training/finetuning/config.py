@@ -54,6 +54,8 @@ class TrainingConfig:
         fsdp_sharding_strategy: FSDP strategy, one of :data:`FSDP_SHARDING_STRATEGIES`.
         resume: Continue from the newest complete checkpoint in the output directory when there is one.
         max_steps: Stop after this many optimizer steps (0 = no limit).
+        checkpoint_interval_steps: Local backend: also save a resumable checkpoint every this many optimizer steps
+            (0 = off); a SIGTERM always saves one.
     """
 
     base_model: str
@@ -76,6 +78,7 @@ class TrainingConfig:
     fsdp_sharding_strategy: str = "FULL_SHARD"
     resume: bool = True
     max_steps: int = 0
+    checkpoint_interval_steps: int = 0
 
     @classmethod
     def from_params(cls, source: str = "train_model", **params: Any) -> TrainingConfig:
@@ -131,6 +134,7 @@ class TrainingConfig:
                 f"must be one of {', '.join(FSDP_SHARDING_STRATEGIES)}",
             ),
             ("max_steps", self.max_steps >= 0, "must be >= 0 (0 = no limit)"),
+            ("checkpoint_interval_steps", self.checkpoint_interval_steps >= 0, "must be >= 0 (0 = off)"),
         ]
         for name, ok, rule in checks:
             if not ok:

@@ -3,17 +3,23 @@
 Same input as the cluster path (chat JSONL with a ``messages`` list per row), assistant-only loss from the chat
 template, seeded and reproducible. Layout of ``output_dir``::
 
-    metrics.jsonl                    one record per optimizer step (see .metrics)
-    checkpoints/epoch_<e>/state.pt   resumable state (model, optimizer, scheduler, RNG) when checkpoint_at_epoch
-    checkpoints/epoch_<e>/done.json  written last: marks the checkpoint complete
-    final/                           the trained model + tokenizer (save_pretrained layout; LoRA merged)
-    adapter/                         LoRA only: the adapter alone
+    metrics.jsonl                      one record per optimizer step (see .metrics)
+    checkpoints/step_<N>/state.pt      resumable state (model, optimizer, scheduler, RNG) after optimizer step N
+    checkpoints/step_<N>/done.json     written last: {"step", "epoch", "offset", "elapsed"} marks it complete
+    final/                             the trained model + tokenizer (save_pretrained layout; LoRA merged)
+    adapter/                           LoRA only: the adapter alone
+
+Checkpoints (:class:`.preemption.CheckpointWriter`: staged, marker last, renamed into place; the newest two kept) are
+written at the end of each epoch (``checkpoint_at_epoch``), every ``checkpoint_interval_steps`` steps, and on SIGTERM
+at the end of the running step (:func:`.preemption.save_on_sigterm`, exit 143). ``resume`` restarts from the newest
+complete one (:func:`.preemption.newest_complete_checkpoint`) at the same sample of the same epoch, so an interrupted
+and resumed run ends with the same steps and losses as an uninterrupted one. Older ``checkpoints/epoch_<e>`` ones
+(marker without ``offset``: the end of epoch ``e``) are resumed from too.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 import shutil
@@ -24,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from components.training.finetuning import metrics as metrics_module
-from components.training.finetuning import osft
+from components.training.finetuning import osft, preemption
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.entrypoint import load_chat_rows
 
@@ -32,7 +38,8 @@ IGNORE_INDEX = -100
 FINAL_DIR = "final"
 ADAPTER_DIR = "adapter"
 CHECKPOINTS_DIR = "checkpoints"
-_DONE_MARKER = "done.json"
+#: Complete checkpoints kept (older ones are deleted once a newer one is in place).
+KEEP_CHECKPOINTS = 2
 
 
 class LocalTrainingError(ValueError):
@@ -226,14 +233,8 @@ def _optimizer_and_scheduler(model: Any, config: TrainingConfig, total_steps: in
     return optimizer, scheduler
 
 
-def newest_complete_checkpoint(output_dir: Path) -> Path | None:
-    """The newest epoch checkpoint under ``output_dir`` whose ``done.json`` marker exists, or ``None``."""
-    root = Path(output_dir) / CHECKPOINTS_DIR
-    complete = [path for path in root.glob("epoch_*") if (path / _DONE_MARKER).is_file()] if root.is_dir() else []
-    return max(complete, key=lambda path: int(path.name.split("_")[1]), default=None)
-
-
-def _save_checkpoint(output_dir: Path, epoch: int, step: int, elapsed: float, model, optimizer, scheduler) -> Path:
+def _state_saver(model, optimizer, scheduler) -> Callable[[Path], None]:
+    """Writes the resumable state (model, optimizer, scheduler, both RNGs) of *now* into a checkpoint directory."""
     import torch
 
     def write(directory: Path) -> None:
@@ -245,12 +246,12 @@ def _save_checkpoint(output_dir: Path, epoch: int, step: int, elapsed: float, mo
             "python_rng": random.getstate(),
         }
         torch.save(state, directory / "state.pt")
-        (directory / _DONE_MARKER).write_text(json.dumps({"epoch": epoch, "step": step, "elapsed": elapsed}))
 
-    return replace_dir(Path(output_dir) / CHECKPOINTS_DIR / f"epoch_{epoch}", write)
+    return write
 
 
 def _restore_checkpoint(checkpoint: Path, model, optimizer, scheduler) -> dict[str, Any]:
+    """Loads a checkpoint's state; returns its marker (``step``, ``epoch``, ``offset`` when mid-epoch, ``elapsed``)."""
     import torch
 
     state = torch.load(checkpoint / "state.pt", weights_only=False)
@@ -259,7 +260,26 @@ def _restore_checkpoint(checkpoint: Path, model, optimizer, scheduler) -> dict[s
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["rng"])
     random.setstate(state["python_rng"])
-    return json.loads((checkpoint / _DONE_MARKER).read_text())
+    marker = preemption.read_marker(checkpoint)
+    assert marker is not None  # newest_complete_checkpoint only returns marked checkpoints
+    return marker
+
+
+@dataclasses.dataclass
+class _Position:
+    """Where the loop is: optimizer steps done, the epoch, and samples of that epoch's order done."""
+
+    step: int = 0
+    epoch: int = 0
+    offset: int = 0
+
+
+def _resume_position(marker: dict[str, Any], samples_per_epoch: int) -> _Position:
+    """The position after a checkpoint; an end-of-epoch one (or an old one without ``offset``) starts the next."""
+    offset = marker.get("offset")
+    if offset is None or offset >= samples_per_epoch:
+        return _Position(marker["step"], marker["epoch"] + 1, 0)
+    return _Position(marker["step"], marker["epoch"], offset)
 
 
 def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
@@ -328,8 +348,12 @@ def train_locally(
     model_source: str | None = None,
     eval_data: Path | None = None,
     log: Callable[[str], None] = print,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> LocalTrainingResult:
     """Fine-tunes ``config.base_model`` on ``train_data`` in this process.
+
+    A SIGTERM (preemption, KFP cancel) while training saves a checkpoint at the end of the running step and exits
+    with status 143 (``SystemExit``); the next run with ``resume`` continues from it.
 
     Args:
         config: The validated training configuration.
@@ -338,9 +362,13 @@ def train_locally(
         model_source: Local directory or HF id to load (default ``config.base_model``; resolve URIs first).
         eval_data: Optional chat JSONL scored after training.
         log: Progress sink (one line per step).
+        on_step: Called with each step's metrics record once it is written (e.g. MLflow logging).
 
     Returns:
         The run's outputs.
+
+    Raises:
+        SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).
     """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -351,44 +379,50 @@ def train_locally(
     total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
     optimizer, scheduler = _optimizer_and_scheduler(model, config, total_steps)
     metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
-    checkpoint = newest_complete_checkpoint(output_dir) if config.resume else None
-    step, first_epoch, elapsed_before = 0, 0, 0.0
+    writer = preemption.CheckpointWriter(output_dir / CHECKPOINTS_DIR, keep_last=KEEP_CHECKPOINTS)
+    checkpoint = preemption.newest_complete_checkpoint(writer.root) if config.resume else None
+    position, elapsed_before = _Position(), 0.0
     if checkpoint is not None:
-        done = _restore_checkpoint(checkpoint, model, optimizer, scheduler)
-        step, first_epoch, elapsed_before = done["step"], done["epoch"] + 1, done["elapsed"]
-        log(f"resuming from {checkpoint} (epoch {done['epoch']}, step {step})")
-        records = _keep_records_up_to(metrics_path, step)
+        marker = _restore_checkpoint(checkpoint, model, optimizer, scheduler)
+        position, elapsed_before = _resume_position(marker, len(samples)), marker.get("elapsed", 0.0)
+        log(f"resuming from {checkpoint} (epoch {position.epoch}, sample {position.offset}, step {position.step})")
+        records = _keep_records_up_to(metrics_path, position.step)
     else:
         metrics_path.unlink(missing_ok=True)
         records = []
     started = time.perf_counter()
+    save_state = _state_saver(model, optimizer, scheduler)
+
+    def save() -> Path:
+        info = {
+            "epoch": position.epoch,
+            "offset": position.offset,
+            "elapsed": elapsed_before + time.perf_counter() - started,
+        }
+        return writer.write(position.step, save_state, info)
+
     model.train()
-    for epoch in range(first_epoch, config.num_epochs):
-        order = _epoch_order(len(samples), config.seed, epoch)
-        for offset in range(0, len(order), config.effective_batch_size):
-            if step >= total_steps:
-                break
-            step_started = time.perf_counter()
-            batch = [samples[index] for index in order[offset : offset + config.effective_batch_size]]
-            loss, tokens = _train_step(model, batch, config, tokenizer.pad_token_id, optimizer, scheduler)
-            step += 1
-            record = {
-                "step": step,
-                "epoch": epoch + (offset + len(batch)) / len(order),
-                "loss": loss,
-                "lr": scheduler.get_last_lr()[0],
-                "tokens_per_second": tokens / max(time.perf_counter() - step_started, 1e-9),
-                "time": elapsed_before + time.perf_counter() - started,
-                "total_steps": total_steps,
-            }
-            metrics_module.append_record(metrics_path, record)
-            records.append(record)
-            log(f"step {step}/{total_steps} epoch {record['epoch']:.2f} loss {loss:.4f} lr {record['lr']:.3g}")
-        if config.checkpoint_at_epoch:
-            elapsed = elapsed_before + time.perf_counter() - started
-            _save_checkpoint(output_dir, epoch, step, elapsed, model, optimizer, scheduler)
-        if step >= total_steps:
-            break
+    with preemption.save_on_sigterm(save, at_step_boundary=True, log=log) as guard:
+        while position.epoch < config.num_epochs and position.step < total_steps:
+            order = _epoch_order(len(samples), config.seed, position.epoch)
+            while position.offset < len(order) and position.step < total_steps:
+                record = _run_step(
+                    model, samples, order, position, config, tokenizer.pad_token_id, optimizer, scheduler
+                )
+                record.update(time=elapsed_before + time.perf_counter() - started, total_steps=total_steps)
+                metrics_module.append_record(metrics_path, record)
+                records.append(record)
+                log(f"step {position.step}/{total_steps} " + _progress(record))
+                if on_step is not None:
+                    on_step(record)
+                interval = config.checkpoint_interval_steps
+                if interval and position.step % interval == 0 and position.step < total_steps:
+                    save()
+                guard.check()
+            if config.checkpoint_at_epoch and position.offset >= len(order):
+                save()
+            if position.offset >= len(order):
+                position.epoch, position.offset = position.epoch + 1, 0
     train_seconds = time.perf_counter() - started
     model.eval()
     eval_loss = None
@@ -397,6 +431,26 @@ def train_locally(
         eval_loss = evaluate_loss(model, eval_samples, tokenizer.pad_token_id, config.max_tokens_per_gpu)
     final_dir, adapter_dir = _save_final(model, tokenizer, config, output_dir)
     return LocalTrainingResult(final_dir, metrics_path, records, train_seconds, checkpoint, adapter_dir, eval_loss)
+
+
+def _progress(record: dict[str, Any]) -> str:
+    return f"epoch {record['epoch']:.2f} loss {record['loss']:.4f} lr {record['lr']:.3g}"
+
+
+def _run_step(model, samples, order, position: _Position, config: TrainingConfig, pad_token_id, optimizer, scheduler):
+    """Trains the next batch of the epoch's order, advances ``position``, returns the step's record (without time)."""
+    step_started = time.perf_counter()
+    batch = [samples[index] for index in order[position.offset : position.offset + config.effective_batch_size]]
+    loss, tokens = _train_step(model, batch, config, pad_token_id, optimizer, scheduler)
+    position.step += 1
+    position.offset += len(batch)
+    return {
+        "step": position.step,
+        "epoch": position.epoch + position.offset / len(order),
+        "loss": loss,
+        "lr": scheduler.get_last_lr()[0],
+        "tokens_per_second": tokens / max(time.perf_counter() - step_started, 1e-9),
+    }
 
 
 def _train_step(model, batch: list[Sample], config: TrainingConfig, pad_token_id: int, optimizer, scheduler):

@@ -42,6 +42,9 @@ PARAMETER_DOCS = {
     "fsdp_sharding_strategy": ("`FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD` (SFT)."),
     "resume": ("Resume from the newest complete checkpoint of this run/task; False wipes the run directory first."),
     "max_steps": ("Stop after this many optimizer steps (0 = no limit)."),
+    "checkpoint_interval_steps": (
+        "Local backend: also save a resumable checkpoint every N steps (0 = off); SIGTERM always saves one."
+    ),
     "num_nodes": ("TrainJob nodes (pods); Training Hub's nnodes."),
     "gpus_per_node": ("GPUs per node: numProcPerNode, the GPU resource count and Training Hub's nproc_per_node."),
     "gpu_resource_name": ("Extended resource name of the GPUs (e.g. nvidia.com/gpu, amd.com/gpu)."),

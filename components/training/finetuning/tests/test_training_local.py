@@ -1,12 +1,17 @@
 """The local backend and OSFT, for real: the tiny model is trained on CPU, reloaded and asked to generate."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 
-from components.training.finetuning import local_backend, osft
+from components.training.finetuning import local_backend, osft, preemption
 from components.training.finetuning.config import TrainingConfig
 
 pytestmark = pytest.mark.slow
@@ -95,11 +100,81 @@ def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_d
         handle.write(json.dumps({"step": 5, "loss": 123.0}) + "\n")  # a step logged after the checkpoint
     lines = []
     resumed = local_backend.train_locally(_config(tiny_model_dir, **settings), data, out, log=lines.append)
-    assert resumed.resumed_from == out / "checkpoints" / "epoch_0"
+    assert resumed.resumed_from == out / "checkpoints" / "step_000000004"  # the end of epoch 0
     assert any(line.startswith("resuming from") for line in lines)
     assert [r["step"] for r in resumed.records] == list(range(1, 9))
     assert [r["loss"] for r in resumed.records] == pytest.approx([r["loss"] for r in straight.records], rel=1e-5)
     assert 123.0 not in [r["loss"] for r in local_backend.metrics_module.read_metrics(out)]
+
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    from pathlib import Path
+    from components.training.finetuning import local_backend
+    from components.training.finetuning.config import TrainingConfig
+
+    torch.set_num_threads(1)
+    config = TrainingConfig.from_params(**json.loads(sys.argv[1]))
+    local_backend.train_locally(config, Path(sys.argv[2]), Path(sys.argv[3]), log=lambda line: print(line, flush=True))
+    print("finished", flush=True)
+    """
+)
+
+
+def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
+    tiny_model_dir, demo_dataset_path, tmp_path
+):
+    rows = demo_dataset_path.read_text().splitlines()[:64]
+    data = tmp_path / "train.jsonl"
+    data.write_text("\n".join(rows) + "\n")
+    settings = {**FAST, "num_epochs": 2, "max_steps": 0, "checkpoint_interval_steps": 3}
+    seen = []
+    straight = local_backend.train_locally(
+        _config(tiny_model_dir, **settings), data, tmp_path / "straight", log=_quiet, on_step=seen.append
+    )
+    assert seen == straight.records and [r["step"] for r in seen] == list(range(1, 9))
+
+    out = tmp_path / "preempted"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, json.dumps({"base_model": str(tiny_model_dir), **settings}), str(data), str(out)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    for line in child.stdout:  # SIGTERM once step 5 (mid epoch 1, after the step-3 checkpoint) is reported
+        lines.append(line.strip())
+        if line.startswith("step 5/"):
+            child.send_signal(signal.SIGTERM)
+            break
+    rest, _ = child.communicate(timeout=120)
+    lines += rest.splitlines()
+    assert child.returncode == preemption.SIGTERM_EXIT_CODE, lines
+    assert "finished" not in lines and any(line.startswith("SIGTERM: checkpoint saved") for line in lines)
+    checkpoint = preemption.newest_complete_checkpoint(out / local_backend.CHECKPOINTS_DIR)
+    marker = preemption.read_marker(checkpoint)
+    # Saved at the end of the step the signal interrupted (5, or 6 if it landed during step 6), mid epoch 1.
+    assert marker["step"] in (5, 6) and marker["epoch"] == 1 and marker["offset"] == 16 * (marker["step"] - 4)
+    assert not (out / local_backend.FINAL_DIR).exists()
+
+    log = []
+    resumed = local_backend.train_locally(_config(tiny_model_dir, **settings), data, out, log=log.append)
+    assert resumed.resumed_from == checkpoint and log[0].startswith(f"resuming from {checkpoint}")
+    assert [r["step"] for r in resumed.records] == list(range(1, 9))
+    assert [r["loss"] for r in resumed.records] == pytest.approx([r["loss"] for r in straight.records], rel=1e-5)
+    assert resumed.records[-1]["loss"] == pytest.approx(straight.records[-1]["loss"], rel=1e-5)
+
+
+def test_an_end_of_epoch_checkpoint_resumes_at_the_next_epoch():
+    position = local_backend._resume_position
+    assert position({"step": 8, "epoch": 1, "elapsed": 2.0}, 64) == local_backend._Position(8, 2, 0)  # epoch_<e>
+    assert position({"step": 8, "epoch": 1, "offset": 64}, 64) == local_backend._Position(8, 2, 0)
+    assert position({"step": 5, "epoch": 1, "offset": 16}, 64) == local_backend._Position(5, 1, 16)
 
 
 def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
