@@ -23,6 +23,13 @@ def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--runtime-image", help="prebuilt runtime image (see Containerfile); nothing installed at run time"
     )
+    for secret, meaning in (
+        ("kubernetes-credentials-secret", "KUBERNETES_SERVER_URL / KUBERNETES_AUTH_TOKEN"),
+        ("s3-secret", "the data connection's AWS_* keys"),
+        ("hf-token-secret", "HF_TOKEN"),
+        ("oci-pull-secret", ".dockerconfigjson for oci:// models"),
+    ):
+        group.add_argument(f"--{secret}", help=f"name of the (optional) secret with {meaning}")
 
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:

@@ -24,6 +24,10 @@ def _settings(args: argparse.Namespace):
         pvc_storage_class=args.pvc_storage_class,
         pvc_access_modes=None if modes is None else tuple(m.strip() for m in modes.split(",") if m.strip()),
         pipeline_name=args.pipeline_name,
+        kubernetes_credentials_secret=args.kubernetes_credentials_secret,
+        s3_secret=args.s3_secret,
+        hf_token_secret=args.hf_token_secret,
+        oci_pull_secret=args.oci_pull_secret,
     )
 
 

@@ -104,3 +104,17 @@ def test_validate_dataset_prints_the_report_and_exits_by_result(tmp_path, demo_d
     report = capsys.readouterr().out
     assert "2" in report and "assistant" in report
     assert main(["validate-dataset", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_secret_names_are_compile_time_flags(tmp_path):
+    output = tmp_path / "sft.yaml"
+    assert (
+        main(["compile", "sft", "-o", str(output), "--hf-token-secret", "my-hf", "--s3-secret", "my-bucket-conn"]) == 0
+    )
+    documents = list(yaml.safe_load_all(output.read_text()))
+    executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    train_secrets = {entry["secretName"] for entry in executors["exec-train-model"]["secretAsEnv"]}
+    assert {"my-hf", "my-bucket-conn", "kubernetes-credentials"} <= train_secrets
+    assert "hf-token" not in train_secrets
+    task = documents[0]["root"]["dag"]["tasks"]["train-model"]
+    assert task["inputs"]["parameters"]["hf_token_secret_name"]["runtimeValue"]["constant"] == "my-hf"
