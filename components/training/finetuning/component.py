@@ -8,6 +8,7 @@ from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 #: The trainjob path needs the Kubernetes client and matplotlib; backend="local" on a cluster needs the runtime image
 #: (Containerfile: torch, transformers, peft), which is not pip-installed here to keep TrainJob launches light.
 PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0"]
+PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
 PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,
     dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
@@ -67,6 +68,7 @@ def train_model(
     start_timeout_seconds: int = 1800,
     timeout_seconds: int = 0,
     workspace_path: str = "",
+    mlflow_tracking_uri: str = "",
     run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     task_name: str = dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
 ):

@@ -67,12 +67,17 @@ PARAMETER_DOCS = {
     "start_timeout_seconds": ("Fail (and clean up) when the training pods are not running after this long."),
     "timeout_seconds": ("Total deadline (0 = none); also the TrainJob's activeDeadlineSeconds."),
     "workspace_path": ('Pass `dsl.WORKSPACE_PATH_PLACEHOLDER`; "" = a temporary directory (local backend only).'),
+    "mlflow_tracking_uri": (
+        "MLflow tracking URI ('' = `MLFLOW_TRACKING_URI` if set, else no tracking): params, per-step metrics, model "
+        "location; the run id goes to the model's `mlflow_run_id`."
+    ),
     "run_id": ("The KFP run id (a placeholder by default): names the run directory and the TrainJob; leave as is."),
     "task_name": ("The KFP task name (a placeholder by default); leave as is."),
     "model": (
         "The final model in Hugging Face save_pretrained layout (weights + tokenizer); metadata: "
         "checkpoint_path (its real location on the workspace PVC), base_model, algorithm, "
-        "hyperparameters, dataset_uri, dataset_sha256, trainjob_name, backend."
+        "hyperparameters, dataset_uri, dataset_sha256, trainjob_name (the TrainJob or PyTorchJob), "
+        "backend (the one used), mlflow_run_id ('' without tracking)."
     ),
     "metrics": (
         "final_loss, min_loss, steps, train_seconds, tokens_per_second (the last value logged); eval_loss "

@@ -12,6 +12,11 @@ Everything is checked before anything trains or is submitted (:func:`validate_pa
 
 Finally the model is copied into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata naming the real
 checkpoint location, and ``Metrics`` and the HTML report are written.
+
+MLflow (:mod:`.tracking`, on when ``mlflow_tracking_uri`` or ``MLFLOW_TRACKING_URI`` is set): one run per KFP run and
+task (continued when the task is retried) gets the parameters, every step's metrics (live from the local backend,
+read back from the metrics file for the cluster backends) and the final model location; its id goes into the model's
+metadata as ``mlflow_run_id``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
-from components.training.finetuning import entrypoint, local_backend
+from components.training.finetuning import entrypoint, local_backend, tracking
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
 from components.training.finetuning.kube import CLEANUP_POLICIES
@@ -242,15 +247,52 @@ def run_train_model(
     if not config.resume:
         shutil.rmtree(plan.run_dir, ignore_errors=True)
     plan.run_dir.mkdir(parents=True, exist_ok=True)
+    facts = dataset_facts(train_dataset)
     try:
-        if plan.backend == "local":
-            trained = _train_local(plan)
-        else:
-            trained = _train_on_cluster(plan, api_client, log, kube_options or {})
-        return publish_outputs(plan, trained, model, metrics, report, dataset_facts(train_dataset), temporary)
+        with start_tracking(plan, log) as tracker:
+            tracker.log_params(tracking_params(plan, facts))
+            if plan.backend == "local":
+                trained = _train_local(plan, on_step=tracker.log_step)
+            else:
+                trained = _train_on_cluster(plan, api_client, log, kube_options or {})
+                for record in trained.records:
+                    tracker.log_step(record)
+            tracker.log_params({"backend_used": trained.backend})
+            trained.extra_metadata["mlflow_run_id"] = tracker.run_id
+            outcome = publish_outputs(plan, trained, model, metrics, report, facts, temporary)
+            tracker.log_model_location(outcome.checkpoint_path)
+            return outcome
     finally:
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
+    """The MLflow logger of this run (a no-op without a tracking URI): one run per KFP run and task.
+
+    Raises:
+        tracking.TrackingError: The tracking URI is set but the run cannot be started.
+    """
+    return tracking.MlflowLogger(
+        str(plan.params.get("mlflow_tracking_uri") or ""),
+        run_name=trainjob_name(plan.run_id, plan.task_name),
+        run_key=f"{plan.run_id}/{plan.task_name}",
+        tags={"kfp_finetune.kfp_run_id": plan.run_id, "kfp_finetune.task_name": plan.task_name},
+        log=log,
+    )
+
+
+def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
+    """The MLflow parameters of a run: hyper-parameters, base model, algorithm, backend and dataset."""
+    config = plan.config
+    return {
+        **config.hyperparameters(),
+        "base_model": config.base_model,
+        "backend": plan.backend,
+        "num_nodes": plan.params.get("num_nodes", 1),
+        "gpus_per_node": plan.params.get("gpus_per_node", 1),
+        **facts,
+    }
 
 
 def _require_local_training_packages(algorithm: str) -> None:
@@ -265,13 +307,13 @@ def _require_local_training_packages(algorithm: str) -> None:
         )
 
 
-def _train_local(plan: RunPlan) -> Trained:
+def _train_local(plan: RunPlan, on_step: Any = None) -> Trained:
     config = plan.config
     source = entrypoint.resolve_model_source(
         config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
     )
     result = local_backend.train_locally(
-        config, plan.data_file, plan.run_dir / "output", model_source=source, eval_data=plan.eval_file
+        config, plan.data_file, plan.run_dir / "output", model_source=source, eval_data=plan.eval_file, on_step=on_step
     )
     extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or "")}
     if result.adapter_dir is not None:

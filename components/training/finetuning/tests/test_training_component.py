@@ -48,11 +48,15 @@ def _artifacts(tmp_path, demo_dataset_path):
     return dataset, outputs
 
 
-def test_python_func_trains_lora_locally_and_fills_the_outputs(tiny_model_dir, demo_dataset_path, tmp_path):
+def test_python_func_trains_lora_locally_and_fills_the_outputs(
+    tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch
+):
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     eval_data = tmp_path / "in" / "eval"
     eval_data.write_text("".join(demo_dataset_path.read_text().splitlines(keepends=True)[:16]))
     workspace = tmp_path / "ws"
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's file store, read back below
+    store = f"file:{tmp_path / 'mlruns'}"
     train_model.python_func(
         train_dataset=dataset,
         eval_dataset=dsl.Dataset(uri=str(eval_data)),
@@ -65,6 +69,7 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(tiny_model_dir, d
         workspace_path=str(workspace),
         run_id="run-1",
         task_name="train-model",
+        mlflow_tracking_uri=store,
         **FAST,
     )
     model_dir = Path(out["model"].path)
@@ -86,6 +91,20 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(tiny_model_dir, d
     assert metrics["tokens_per_second"] == records[-1]["tokens_per_second"]
     html = Path(out["report"].path).read_text()
     assert "data:image/png;base64," in html and "lora_r" in html and "local backend: no TrainJob" in html
+    # The MLflow run: parameters, every step's metrics as the backend logged them, the model location, its id.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    run = client.get_run(meta["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["kfp_finetune.run_key"] == "run-1/train-model"
+    params = run.data.params
+    assert (params["algorithm"], params["lora_r"], params["max_steps"]) == ("lora", "4", "4")
+    assert params["backend_used"] == "local"
+    assert params["base_model"] == str(tiny_model_dir) and params["dataset_sha256"] == "abc123"
+    assert params["total_steps"] == "4"
+    losses = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss"))
+    assert losses == [(r["step"], pytest.approx(r["loss"])) for r in records]
+    assert run.data.tags["kfp_finetune.model_location"] == meta["checkpoint_path"]
 
 
 @pytest.mark.parametrize(
@@ -337,8 +356,11 @@ def test_auto_falling_back_to_pytorchjob_needs_an_image_before_anything_is_submi
 
 
 def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
-    kube_api, tiny_model_dir, demo_dataset_path, tmp_path
+    kube_api, tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch
 ):
+    # MLflow from the environment this time (the step records are read back from the job's metrics file).
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{tmp_path / 'mlruns'}")
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     workspace = tmp_path / "kfp-workspace"
     task_config = dsl.TaskConfig(
@@ -378,3 +400,11 @@ def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
     meta = out["model"].metadata
     assert meta["backend"] == "pytorchjob" and meta["trainjob_name"] == manifest["metadata"]["name"]
     assert outcome.summary["steps"] == 4.0
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"file:{tmp_path / 'mlruns'}")
+    run = client.get_run(meta["mlflow_run_id"])
+    assert run.data.params["backend"] == "pytorchjob" and run.data.params["backend_used"] == "pytorchjob"
+    losses = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss"))
+    assert losses == [(1, 2.0), (2, 1.5), (3, 1.25), (4, 1.4)]
+    assert run.data.tags["kfp_finetune.model_location"] == meta["checkpoint_path"]
