@@ -124,7 +124,29 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p("train", "fsdp_sharding_strategy", str, "FULL_SHARD", "FSDP sharding strategy."),
     _p("train", "resume", bool, True, "Resume from the newest complete checkpoint in the workspace."),
     _p("train", "max_steps", int, 0, "Stop after this many optimizer steps; 0 = no limit."),
-    _p("train", "backend", str, "trainjob", "trainjob (Kubeflow Trainer v2 TrainJob) | local (in-process CPU)."),
+    _p(
+        "train",
+        "checkpoint_interval_steps",
+        int,
+        0,
+        "Save a resumable checkpoint every N steps (and on SIGTERM); 0 = off.",
+    ),
+    _p(
+        "train",
+        "mlflow_tracking_uri",
+        str,
+        "",
+        "MLflow tracking URI for params, per-step metrics and the model "
+        "location ('' = the MLFLOW_TRACKING_URI env var, or off).",
+    ),
+    _p(
+        "train",
+        "backend",
+        str,
+        "auto",
+        "auto (TrainJob when Kubeflow Trainer and the runtime exist, else PyTorchJob) | "
+        "trainjob | pytorchjob (Training Operator v1; needs training_image) | local (in-process CPU).",
+    ),
     _p("train", "num_nodes", int, 1, "Training nodes (pods).", minimal=True),
     _p("train", "gpus_per_node", int, 1, "GPUs (and training processes) per node.", minimal=True),
     _p("train", "gpu_resource_name", str, "nvidia.com/gpu", "Extended resource name of the GPUs."),
