@@ -14,11 +14,15 @@ checked and how it is suspended; everything else is shared.
    start timeout (pods not running) and the total timeout.
 4. **Diagnose** on failure/timeout: conditions, pods, events and the failed container's last log lines become
    one-line causes with a remedy (:mod:`.diagnosis`).
-5. **Clean up** per ``cleanup_policy`` (``delete`` | ``keep`` | ``suspend``) on failure, timeout and cancellation
-   (SIGTERM from KFP); on success delete only with ``delete_on_success``.
+5. **Clean up** per ``cleanup_policy`` (``delete`` | ``keep`` | ``suspend``) on every exit after submission: failure,
+   timeout, cancellation (SIGTERM from KFP) and any error while following (an API outage, a 403); best effort, never
+   masking the original error, and when the API cannot be reached the error names the job and the ``kubectl`` command
+   that removes it (:mod:`.job_cleanup`). On success delete only with ``delete_on_success``.
 
-API calls are retried with backoff on 5xx/429 and connection errors, never on other 4xx (the API's message is shown).
-Time (``clock``/``sleep``) is injectable. :data:`API_PERMISSIONS` lists every call's RBAC verb; ``rbac.yaml`` grants
+Every request has a (connect, read) timeout and none outlives the run's deadline (:mod:`.cluster_requests`); transient
+failures are retried with backoff by the shared policy (:mod:`components._common.retry`), never other 4xx (the API's
+message is shown). A job carrying Kueue's queue label is never resumed by this code: Kueue admits it. Time
+(``clock``/``sleep``) is injectable. :data:`API_PERMISSIONS` lists every call's RBAC verb; ``rbac.yaml`` grants
 exactly these.
 """
 
@@ -26,9 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
-import os
 import signal
 import threading
 import time
@@ -36,19 +40,43 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.retry import GaveUp, call_with_retries, is_transient
 from components.training.finetuning import diagnosis as diagnosis_module
-from components.training.finetuning import pytorchjob
+from components.training.finetuning import pytorchjob, runtime_check
+from components.training.finetuning.cluster_auth import (  # noqa: F401 - re-exported
+    AUTH_TOKEN_ENV,
+    SERVER_URL_ENV,
+    SERVICE_ACCOUNT_DIR,
+    KubeAuthError,
+    load_api_client,
+)
+from components.training.finetuning.cluster_requests import (  # noqa: F401 - re-exported
+    Api,
+    Deadline,
+    TrainJobApiError,
+    TrainJobError,
+    api_message,
+    failure_text,
+)
+from components.training.finetuning.cluster_requests import rejected as _rejected
+from components.training.finetuning.cluster_requests import status_of as _status
 from components.training.finetuning.diagnosis import Diagnosis
-from components.training.finetuning.trainjob import API_GROUP, API_VERSION, PATCH_MANAGER, TRAINJOB_PLURAL
+from components.training.finetuning.job_cleanup import (
+    CLEANUP_POLICIES,
+    append_note,
+    cleanup_failed_note,
+    manual_command,
+)
+from components.training.finetuning.runtime_check import RUNTIME_PLURALS, RuntimeNotFoundError  # noqa: F401
+from components.training.finetuning.trainjob import (
+    API_GROUP,
+    API_VERSION,
+    QUEUE_NAME_LABEL,
+    TRAINJOB_PLURAL,
+)
 
-#: Env vars of the ``kubernetes-credentials`` secret (RHOAI guide) for out-of-cluster or cross-cluster access.
-SERVER_URL_ENV = "KUBERNETES_SERVER_URL"
-AUTH_TOKEN_ENV = "KUBERNETES_AUTH_TOKEN"
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-CLEANUP_POLICIES = ("delete", "keep", "suspend")
 #: JobSet labels the pods it creates with the JobSet's (= the TrainJob's) name.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-RUNTIME_PLURALS = {"ClusterTrainingRuntime": "clustertrainingruntimes", "TrainingRuntime": "trainingruntimes"}
 #: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` grants exactly these.
 API_PERMISSIONS = frozenset(
     {
@@ -67,24 +95,7 @@ API_PERMISSIONS = frozenset(
     }
     | pytorchjob.API_PERMISSIONS
 )
-_RETRYABLE_STATUSES = {0, 429, 500, 502, 503, 504}
 _MAX_LOGGED_PODS = 2
-
-
-class TrainJobError(RuntimeError):
-    """Base of the errors of this module."""
-
-
-class KubeAuthError(TrainJobError):
-    """No usable Kubernetes credentials."""
-
-
-class TrainJobApiError(TrainJobError):
-    """The API rejected a call (4xx other than expected ones) or stayed unavailable through every retry."""
-
-
-class RuntimeNotFoundError(TrainJobError):
-    """The referenced training runtime does not exist, or lacks the replicated job the TrainJob patches."""
 
 
 class TrainJobConflictError(TrainJobError):
@@ -126,124 +137,6 @@ class TrainJobResult:
     duration_seconds: float
     last_progress: dict[str, Any]
     deleted: bool
-
-
-def load_api_client(
-    verify_ssl: bool = True,
-    ca_bundle: str = "",
-    *,
-    environ: Mapping[str, str] | None = None,
-    service_account_dir: str = SERVICE_ACCOUNT_DIR,
-    log: Callable[[str], None] = print,
-) -> Any:
-    """A ``kubernetes.client.ApiClient`` for the pod running this code.
-
-    ``KUBERNETES_SERVER_URL`` + ``KUBERNETES_AUTH_TOKEN`` (the ``kubernetes-credentials`` secret of the RHOAI guide)
-    win when set; otherwise the pod's service account is used (in-cluster config).
-
-    Args:
-        verify_ssl: Verify the API server's certificate (default). ``False`` is an explicit, logged opt-out.
-        ca_bundle: A CA bundle file to verify the server with (``""``: the service account's CA or system CAs).
-        environ: Environment to read (tests); defaults to ``os.environ``.
-        service_account_dir: Where the service account token and CA are mounted (tests).
-        log: Where the TLS opt-out warning goes.
-
-    Returns:
-        A configured ``ApiClient`` (the token never appears in logs).
-
-    Raises:
-        KubeAuthError: Only one of the two env vars is set, the URL is not http(s), no service account is mounted, or
-            ``ca_bundle`` does not exist.
-    """
-    from kubernetes import client
-    from kubernetes.config.incluster_config import InClusterConfigLoader
-
-    env = os.environ if environ is None else environ
-    server, token = env.get(SERVER_URL_ENV, "").strip(), env.get(AUTH_TOKEN_ENV, "").strip()
-    configuration = client.Configuration()
-    if server or token:
-        if not (server and token):
-            have, missing = (SERVER_URL_ENV, AUTH_TOKEN_ENV) if server else (AUTH_TOKEN_ENV, SERVER_URL_ENV)
-            raise KubeAuthError(
-                f"{have} is set but {missing} is not: set both (kubernetes-credentials secret) or neither"
-            )
-        if not server.startswith(("https://", "http://")):
-            raise KubeAuthError(f"{SERVER_URL_ENV}={server!r}: must be an http(s):// URL of the API server")
-        configuration.host = server.rstrip("/")
-        configuration.api_key = {"authorization": token}
-        configuration.api_key_prefix = {"authorization": "Bearer"}
-    else:
-        token_file = Path(service_account_dir) / "token"
-        if not token_file.is_file():
-            raise KubeAuthError(
-                f"no Kubernetes credentials: no service account token at {token_file} and {SERVER_URL_ENV} / "
-                f"{AUTH_TOKEN_ENV} are not set (mount the kubernetes-credentials secret as env, or run in a pod)"
-            )
-        loader = InClusterConfigLoader(
-            token_filename=str(token_file), cert_filename=str(Path(service_account_dir) / "ca.crt"), environ=env
-        )
-        loader.load_and_set(configuration)
-    configuration.verify_ssl = verify_ssl
-    if ca_bundle:
-        if not Path(ca_bundle).is_file():
-            raise KubeAuthError(f"ca_bundle={ca_bundle!r}: no such file")
-        configuration.ssl_ca_cert = ca_bundle
-    if not verify_ssl:
-        log(f"WARNING: TLS certificate verification of {configuration.host} is disabled (verify_ssl=False)")
-    return client.ApiClient(configuration)
-
-
-def api_message(error: Exception) -> str:
-    """The API server's own message of an ``ApiException`` (the Status body's ``message``), else its text."""
-    body = getattr(error, "body", None)
-    try:
-        message = json.loads(body).get("message") if body else None
-    except (TypeError, ValueError, AttributeError):
-        message = None
-    status = getattr(error, "status", "")
-    return f"HTTP {status} {getattr(error, 'reason', '') or ''}: {message or body or error}".strip()
-
-
-class Api:
-    """The calls :func:`run_trainjob` makes, each retried with backoff on 5xx/429/connection errors."""
-
-    def __init__(self, api_client: Any, sleep: Callable[[float], None], log: Callable[[str], None], attempts: int):
-        from kubernetes import client
-
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
-        self.sleep = sleep
-        self.log = log
-        self.attempts = attempts
-
-    def call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Calls ``func``; retries transient failures; re-raises other ``ApiException`` for the caller to judge."""
-        import urllib3
-        from kubernetes.client import ApiException
-
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return func(*args, **kwargs)
-            except ApiException as error:
-                if error.status not in _RETRYABLE_STATUSES:
-                    raise
-                failure = api_message(error)
-            except (urllib3.exceptions.HTTPError, OSError) as error:
-                failure = f"{type(error).__name__}: {error}"
-            if attempt == self.attempts:
-                raise TrainJobApiError(f"{what}: failed {self.attempts} times, last: {failure}")
-            delay = min(30.0, 2.0 ** (attempt - 1))
-            self.log(f"{what}: {failure}; retry {attempt}/{self.attempts - 1} in {delay:g}s")
-            self.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _rejected(what: str, error: Exception) -> TrainJobApiError:
-    return TrainJobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}")
-
-
-def _status(error: Exception) -> int | None:
-    return getattr(error, "status", None)
 
 
 @contextlib.contextmanager
@@ -445,6 +338,15 @@ PYTORCHJOB_KIND = JobKind(
 JOB_KINDS = {job_kind.kind: job_kind for job_kind in (TRAINJOB_KIND, PYTORCHJOB_KIND)}
 
 
+class _NameBeingReleased(Exception):
+    """Create answered 409 but the job reads 404: the name is held by a job being deleted (retried with backoff)."""
+
+
+def _queue_name(job: Mapping[str, Any]) -> str:
+    """The Kueue LocalQueue a job is submitted to (its ``kueue.x-k8s.io/queue-name`` label), ``""`` for none."""
+    return str(((job.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME_LABEL) or "")
+
+
 def _selector_matches(selector: str, labels: Mapping[str, str]) -> bool:
     pairs = [term.split("=", 1) for term in selector.split(",") if term]
     return all(labels.get(key) == value for key, value in pairs)
@@ -460,7 +362,16 @@ class _TrainJobRun:
         self.namespace = manifest["metadata"]["namespace"]
         self.labels = dict(manifest["metadata"].get("labels") or {})
         self.__dict__.update(options)
-        self.api = Api(api_client, self.sleep, self.log, self.attempts)
+        self.api = Api(
+            api_client,
+            self.sleep,
+            self.log,
+            self.attempts,
+            clock=self.clock,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+        )
+        self.api.deadline = self.deadline
         self.metrics = MetricsTail(self.metrics_file, self.metrics_normalizer)
         self.job: dict[str, Any] | None = None
         self.reattached = False
@@ -468,6 +379,19 @@ class _TrainJobRun:
         self.reported: set[str] = set()
         self.last_line = ""
         self.started_at = self.clock()
+        self.start_clock_at = self.started_at  # the start timeout counts from here (reset when Kueue admits the job)
+        self.submitted = False  # a create was sent: the job may exist and is this run/task's
+        self.queue_state = ""
+
+    def deadline(self) -> Deadline | None:
+        """When the run must end: ``timeout_seconds`` from submission, ``start_timeout_seconds`` until pods run."""
+        found = []
+        if self.timeout:
+            found.append(Deadline(self.started_at + self.timeout, f"timeout_seconds={self.timeout:g}"))
+        if self.start_timeout and not self.started:
+            reason = f"start_timeout_seconds={self.start_timeout:g}"
+            found.append(Deadline(self.start_clock_at + self.start_timeout, reason))
+        return min(found, key=lambda deadline: deadline.at) if found else None
 
     def say(self, message: str) -> None:
         self.log(f"[{self.kind.kind.lower()} {self.name}] {message}")
@@ -475,108 +399,39 @@ class _TrainJobRun:
     # -- runtime discovery -------------------------------------------------------------------------------------------
     def check_runtime(self) -> None:
         """Fails unless the referenced runtime exists and has the replicated job the runtime patch targets."""
-        from kubernetes.client import ApiException
-
-        ref = self.manifest["spec"]["runtimeRef"]
-        kind, name = ref.get("kind", "ClusterTrainingRuntime"), ref["name"]
-        what = f"reading {kind} {name!r}"
-        try:
-            if kind == "ClusterTrainingRuntime":
-                runtime = self.api.call(
-                    what, self.api.custom.get_cluster_custom_object, API_GROUP, API_VERSION, RUNTIME_PLURALS[kind], name
-                )
-            else:
-                runtime = self.api.call(
-                    what,
-                    self.api.custom.get_namespaced_custom_object,
-                    API_GROUP,
-                    API_VERSION,
-                    self.namespace,
-                    RUNTIME_PLURALS[kind],
-                    name,
-                )
-        except ApiException as error:
-            if _status(error) == 403:
-                self.say(f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml. Submitting.")
-                return
-            if _status(error) != 404:
-                raise _rejected(what, error) from None
-            raise RuntimeNotFoundError(
-                f"TrainJob {self.namespace}/{self.name}: spec.runtimeRef names {kind} {name!r}, which does not exist. "
-                f"Available: {self._available_runtimes()}. Set runtime_name/runtime_kind to one of them."
-            ) from None
-        self._check_patched_jobs(kind, name, runtime)
-
-    def _available_runtimes(self) -> str:
-        from kubernetes.client import ApiException
-
-        found = []
-        for kind, plural in RUNTIME_PLURALS.items():
-            try:
-                if kind == "ClusterTrainingRuntime":
-                    listed = self.api.call(
-                        f"listing {plural}", self.api.custom.list_cluster_custom_object, API_GROUP, API_VERSION, plural
-                    )
-                    label = "ClusterTrainingRuntime"
-                else:
-                    listed = self.api.call(
-                        f"listing {plural}",
-                        self.api.custom.list_namespaced_custom_object,
-                        API_GROUP,
-                        API_VERSION,
-                        self.namespace,
-                        plural,
-                    )
-                    label = f"TrainingRuntime in {self.namespace}"
-            except ApiException as error:
-                found.append(f"{kind}: cannot list ({api_message(error)})")
-                continue
-            names = sorted(item["metadata"]["name"] for item in listed.get("items") or [])
-            found.append(f"{label}: {', '.join(names) if names else '(none)'}")
-        return "; ".join(found)
-
-    def _check_patched_jobs(self, kind: str, name: str, runtime: Mapping[str, Any]) -> None:
-        jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
-        available = [job.get("name") for job in jobs]
-        for patch in self.manifest["spec"].get("runtimePatches") or []:
-            if patch.get("manager") != PATCH_MANAGER:
-                continue
-            patched = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
-            for job in patched:
-                if job["name"] not in available:
-                    raise RuntimeNotFoundError(
-                        f"TrainJob {self.namespace}/{self.name}: {kind} {name!r} has no replicated job "
-                        f"{job['name']!r} to patch (it has {available}); set trainer_job_name to one of them"
-                    )
+        runtime_check.check_runtime(self.api, self.manifest, self.say)
 
     # -- submit --------------------------------------------------------------------------------------------------------
     def submit(self) -> dict[str, Any]:
-        """Creates the TrainJob, or re-attaches to this run/task's existing one."""
-        from kubernetes.client import ApiException
+        """Creates the job, or re-attaches to this run/task's existing one.
 
+        A 409 for a job that then reads 404 (one being deleted) is retried with backoff by the shared policy, a
+        bounded number of times; a job still terminating (``deletionTimestamp``) is waited for until the deadline.
+        """
         what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
         deadline = self.clock() + max(self.start_timeout, 60.0)
         while True:
             try:
-                self.job = self.api.call(
-                    what,
-                    self.api.custom.create_namespaced_custom_object,
-                    self.kind.group,
-                    self.kind.version,
-                    self.namespace,
-                    self.kind.plural,
-                    dict(self.manifest),
+                existing = call_with_retries(
+                    self.create_or_read,
+                    self.api.policy,
+                    retryable=lambda error: isinstance(error, _NameBeingReleased),
+                    on_retry=lambda number, delay, error: self.say(f"{error}; retry {number} in {delay:.1f}s"),
+                    sleep=self.sleep,
+                    clock=self.clock,
                 )
+            except GaveUp as gave_up:
+                raise TrainJobApiError(
+                    f"{what}: {gave_up.last} on each of {gave_up.attempts} attempts: a {self.kind.kind} of that name "
+                    f"is probably being deleted; retry the task later, or check `kubectl get "
+                    f"{self.kind.kind.lower()} {self.name} -n {self.namespace}`"
+                ) from None
+            if existing is None:
                 runtime = (self.manifest["spec"].get("runtimeRef") or {}).get("name")
                 self.say(f"created in namespace {self.namespace}" + (f" (runtime {runtime})" if runtime else ""))
                 return self.job
-            except ApiException as error:
-                if _status(error) != 409:
-                    raise _rejected(what, error) from None
-            existing = self.get_job()
-            if existing is None:
-                continue  # deleted in between: create again
             if not _owned_by(existing, self.labels):
+                self.submitted = False  # the name is someone else's job: never clean it up
                 theirs = (existing.get("metadata") or {}).get("labels") or {}
                 raise TrainJobConflictError(
                     f"{self.kind.kind} {self.namespace}/{self.name} already exists and belongs to another run/task "
@@ -592,8 +447,38 @@ class _TrainJobRun:
                 continue
             return self.reattach(existing)
 
+    def create_or_read(self) -> dict[str, Any] | None:
+        """Creates the job (``None``: created, now in ``self.job``) or, on 409, reads the existing one.
+
+        Raises:
+            _NameBeingReleased: 409, then 404: the name is held by a job being deleted.
+        """
+        from kubernetes.client import ApiException
+
+        what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
+        self.submitted = True
+        try:
+            self.job = self.api.call(
+                what,
+                self.api.custom.create_namespaced_custom_object,
+                self.kind.group,
+                self.kind.version,
+                self.namespace,
+                self.kind.plural,
+                dict(self.manifest),
+            )
+            return None
+        except ApiException as error:
+            if _status(error) != 409:
+                self.submitted = False  # refused: nothing was created
+                raise _rejected(what, error) from None
+        existing = self.get_job()
+        if existing is None:
+            raise _NameBeingReleased(f"{what}: HTTP 409 AlreadyExists, then HTTP 404 reading it")
+        return existing
+
     def reattach(self, existing: dict[str, Any]) -> dict[str, Any]:
-        """Follows this run/task's existing TrainJob (a retried KFP task); resumes it when suspended."""
+        """Follows this run/task's existing job (a retried KFP task); resumes it when suspended, unless Kueue queues."""
         self.reattached = True
         self.job = existing
         created = (existing.get("metadata") or {}).get("creationTimestamp", "earlier")
@@ -601,8 +486,12 @@ class _TrainJobRun:
             f"re-attached to the existing {self.kind.kind} of this run/task (created {created}); no second job created"
         )
         if self.kind.is_suspended(existing):
-            self.say("it is suspended: resuming it")
-            self.job = self.patch_job(self.kind.suspend_patch(False), "resuming")
+            queue = _queue_name(existing)
+            if queue:
+                self.say(f"it is suspended and queued in Kueue LocalQueue {queue!r}: leaving its admission to Kueue")
+            else:
+                self.say("it is suspended: resuming it")
+                self.job = self.patch_job(self.kind.suspend_patch(False), "resuming")
         return self.job
 
     # -- reading -------------------------------------------------------------------------------------------------------
@@ -731,21 +620,37 @@ class _TrainJobRun:
                 self.report(phase)
                 return phase
             if not self.started:
+                self.observe_queue()
                 self.started = self.check_started(phase)
             self.report("Running" if self.started and phase == "Pending" else phase)
             elapsed = self.clock() - self.started_at
+            start_elapsed = self.clock() - self.start_clock_at
             if self.timeout and elapsed >= self.timeout:
                 return "Timeout"
-            if not self.started and self.start_timeout and elapsed >= self.start_timeout:
+            if not self.started and self.start_timeout and start_elapsed >= self.start_timeout:
                 return "StartTimeout"
             window = self.poll_interval
-            for limit in (self.timeout, 0 if self.started else self.start_timeout):
+            for limit, spent in ((self.timeout, elapsed), (0 if self.started else self.start_timeout, start_elapsed)):
                 if limit:
-                    window = min(window, max(limit - elapsed, 0.001))
+                    window = min(window, max(limit - spent, 0.001))
             job = self.wait_for_change(window)
             if job is None:
                 return "Deleted"
             self.job = job
+
+    def observe_queue(self) -> None:
+        """Logs a Kueue-queued job's state when it changes; while Kueue holds it suspended the start timeout waits."""
+        queue = _queue_name(self.job or {})
+        if not queue:
+            return
+        suspended = self.kind.is_suspended(self.job or {})
+        if suspended:
+            self.start_clock_at = self.clock()  # start_timeout_seconds counts from admission
+        state = "suspended" if suspended else "admitted"
+        if state != self.queue_state:
+            self.queue_state = state
+            waiting = "suspended, waiting for Kueue to admit it (start_timeout_seconds counts from admission)"
+            self.say(f"Kueue LocalQueue {queue!r}: " + (waiting if suspended else "admitted"))
 
     def check_started(self, phase: str) -> bool:
         """Whether training has started (a pod running); logs pod problems once each while waiting."""
@@ -790,15 +695,23 @@ class _TrainJobRun:
         kwargs: dict[str, Any] = {
             "field_selector": f"metadata.name={self.name}",
             "timeout_seconds": max(1, math.ceil(window)),
-            "_request_timeout": (self.connect_timeout, window + min(5.0, window)),
+            "_request_timeout": self.api.request_timeout(window + min(5.0, window)),
         }
         version = (self.job.get("metadata") or {}).get("resourceVersion")
         if version:
             kwargs["resource_version"] = version
         began = self.clock()
         job = self.job
+        answered: list[bool] = []
+
+        @functools.wraps(self.api.custom.list_namespaced_custom_object)
+        def list_call(*args: Any, **call_kwargs: Any) -> Any:
+            response = self.api.custom.list_namespaced_custom_object(*args, **call_kwargs)
+            answered.append(True)  # the API answered: a read timeout from now on only ends the window
+            return response
+
         stream = watch.Watch().stream(
-            self.api.custom.list_namespaced_custom_object,
+            list_call,
             self.kind.group,
             self.kind.version,
             self.namespace,
@@ -820,11 +733,13 @@ class _TrainJobRun:
             if _status(error) == 410:
                 self.say("watch expired (410 Gone): relisting")
                 return self.get_job()
-            if _status(error) not in _RETRYABLE_STATUSES:
+            if not is_transient(error):
                 raise _rejected(f"watching the {self.kind.kind}", error) from None
             self.watch_retry(api_message(error))
-        except (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError):
-            pass  # the window ended on the client side, or the connection dropped: reconnect next time
+        except (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError) as error:
+            if not answered:  # connected, but the API never answered
+                self.watch_retry(failure_text(error))
+            # else: the window ended on the client side, or the connection dropped: reconnect next time
         except (urllib3.exceptions.HTTPError, OSError) as error:
             self.watch_retry(f"{type(error).__name__}: {error}")
         finally:
@@ -886,29 +801,52 @@ class _TrainJobRun:
                     found.append((name, status["name"], True))
         return found
 
-    def clean_up(self) -> None:
-        """Applies the cleanup policy; a failure to clean up is logged, never raised over the original failure."""
-        try:
-            if self.cleanup_policy == "delete":
-                self.delete_job()
-            elif self.cleanup_policy == "suspend":
-                self.patch_job(self.kind.suspend_patch(True), "suspending")
-                self.say("suspended (cleanup_policy=suspend): its pods are removed, the job stays for inspection")
-            else:
-                command = f"kubectl delete {self.kind.kind.lower()} {self.name} -n {self.namespace}"
-                self.say(f"kept (cleanup_policy=keep): `{command}`")
-        except TrainJobError as error:
-            self.say(f"WARNING: cleanup ({self.cleanup_policy}) failed: {error}")
+    def clean_up(self) -> str:
+        """Applies the cleanup policy, best effort, within ``cleanup_timeout_seconds``.
 
-    def clean_up_unfollowed(self) -> None:
-        """Cancelled before the job was known: deletes/suspends it only when it exists and is this run/task's."""
-        existing = self.get_job()
-        if existing is not None and _owned_by(existing, self.labels):
-            self.job = existing
-            self.clean_up()
+        Returns:
+            ``""``, or when the API could not do it, the note naming the job and the ``kubectl`` command that does.
+        """
+        command = manual_command(
+            self.kind.kind, self.name, self.namespace, self.cleanup_policy, self.kind.suspend_patch(True)
+        )
+        if self.cleanup_policy == "keep":
+            self.say(f"kept (cleanup_policy=keep): `{command}`")
+            return ""
+        try:
+            with self.api.budget(self.cleanup_timeout, f"cleanup_timeout_seconds={self.cleanup_timeout:g}"):
+                if self.job is None:  # the create's answer never came: clean up only this run/task's job
+                    existing = self.get_job()
+                    if existing is None or not _owned_by(existing, self.labels):
+                        return ""
+                    self.job = existing
+                if self.cleanup_policy == "delete":
+                    self.delete_job()
+                else:
+                    self.patch_job(self.kind.suspend_patch(True), "suspending")
+                    self.say("suspended (cleanup_policy=suspend): its pods are removed, the job stays for inspection")
+            return ""
+        except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
+            text = str(error) if isinstance(error, TrainJobError) else failure_text(error)
+            note = cleanup_failed_note(self.kind.kind, self.name, self.namespace, self.cleanup_policy, command, text)
+            self.say(f"WARNING: {note}")
+            return note
+
+    def wrap_up(self, outcome: str) -> TrainJobFailed:
+        """Diagnoses a failed, timed-out or vanished job and applies the cleanup policy (signals ignored meanwhile)."""
+        with _signals_ignored():  # a SIGTERM now must not skip the cleanup
+            with self.api.budget(self.cleanup_timeout, f"cleanup_timeout_seconds={self.cleanup_timeout:g}"):
+                found = self.diagnose(outcome)
+            self.say(found.text())
+            note = self.clean_up() if outcome != "Deleted" else ""
+        failure = TrainJobCancelled(found) if outcome == "Cancelled" else TrainJobFailed(found)
+        if note:
+            append_note(failure, note)
+        return failure
 
     # -- all of it -----------------------------------------------------------------------------------------------------
     def run(self) -> TrainJobResult:
+        """Check runtime, submit, follow; clean up per policy on every exit after submission."""
         try:
             with _cancel_on_signals():
                 if self.kind.checks_runtime:
@@ -917,28 +855,31 @@ class _TrainJobRun:
                 outcome = self.follow()
         except _Cancelled as signal_name:
             self.say(f"cancelled ({signal_name}): applying cleanup_policy={self.cleanup_policy}")
-            with _signals_ignored():
-                if self.job is None:
-                    self.clean_up_unfollowed()
-                else:
-                    self.clean_up()
-            raise TrainJobCancelled(self.diagnose("Cancelled")) from None
-        if outcome == "Complete":
-            deleted = self.delete_job() if self.delete_on_success else False
-            return TrainJobResult(
-                name=self.name,
-                namespace=self.namespace,
-                reattached=self.reattached,
-                duration_seconds=self.clock() - self.started_at,
-                last_progress=dict(self.metrics.last or (self.job or {}).get("status", {}).get("trainerStatus") or {}),
-                deleted=deleted,
-            )
-        with _signals_ignored():  # a SIGTERM now must not skip the cleanup
-            found = self.diagnose(outcome)
-            self.say(found.text())
-            if outcome != "Deleted":
-                self.clean_up()
-        raise TrainJobFailed(found)
+            if not self.submitted:
+                raise TrainJobCancelled(self.diagnose("Cancelled")) from None
+            raise self.wrap_up("Cancelled") from None
+        except BaseException as error:
+            if self.submitted:  # an API outage, a 403, a bug...: the job must not be left running on its GPUs
+                self.say(f"stopped by an error ({type(error).__name__}): applying cleanup_policy={self.cleanup_policy}")
+                with _signals_ignored():
+                    note = self.clean_up()
+                if note:
+                    append_note(error, note)
+            raise
+        if outcome != "Complete":
+            raise self.wrap_up(outcome)
+        deleted = False
+        if self.delete_on_success:
+            with self.api.budget(self.cleanup_timeout, f"cleanup_timeout_seconds={self.cleanup_timeout:g}"):
+                deleted = self.delete_job()
+        return TrainJobResult(
+            name=self.name,
+            namespace=self.namespace,
+            reattached=self.reattached,
+            duration_seconds=self.clock() - self.started_at,
+            last_progress=dict(self.metrics.last or (self.job or {}).get("status", {}).get("trainerStatus") or {}),
+            deleted=deleted,
+        )
 
 
 def run_trainjob(
@@ -958,6 +899,8 @@ def run_trainjob(
     api_attempts: int = 5,
     log_tail_lines: int = 20,
     connect_timeout_seconds: float = 10.0,
+    read_timeout_seconds: float = 30.0,
+    cleanup_timeout_seconds: float = 60.0,
     metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
 ) -> TrainJobResult:
     """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
@@ -972,7 +915,8 @@ def run_trainjob(
             :func:`~.pytorchjob.build_pytorchjob`); its labels identify this run/task.
         start_timeout_seconds: How long the pods may take to start running (0: no limit).
         timeout_seconds: How long the whole run may take, from submission (0: no limit).
-        cleanup_policy: ``delete`` (default), ``keep`` or ``suspend``, applied on failure, timeout and cancellation.
+        cleanup_policy: ``delete`` (default), ``keep`` or ``suspend``, applied on every exit after submission
+            (failure, timeout, cancellation, an error while following).
         delete_on_success: Delete the TrainJob after it completes.
         metrics_file: The JSONL metrics file the training code writes on the shared volume (progress lines).
         poll_interval_seconds: Length of one watch request / poll; steady state is one API request per interval.
@@ -982,7 +926,10 @@ def run_trainjob(
         sleep: Sleep function (tests inject a fake one).
         api_attempts: Attempts per API call on transient errors (5xx, 429, connection errors).
         log_tail_lines: Log lines of the failed container to read into the diagnosis.
-        connect_timeout_seconds: TCP connect timeout of watch requests.
+        connect_timeout_seconds: TCP connect timeout of every request.
+        read_timeout_seconds: Read timeout of every request but watches (those wait one window plus a margin); a
+            request is also never given longer than what is left of the start or total timeout.
+        cleanup_timeout_seconds: How long the diagnosis, and then the cleanup, may take after the run ended.
         metrics_normalizer: Maps the raw metrics-file records read so far to step records (e.g.
             ``metrics.normalize_records`` for Training Hub's layouts); default: records with a numeric ``step``.
 
@@ -993,7 +940,8 @@ def run_trainjob(
         ValueError: A bad argument (named).
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do).
         TrainJobConflictError: The name is taken by another run/task's TrainJob.
-        TrainJobApiError: The API rejected a call or stayed unavailable.
+        TrainJobApiError: The API rejected a call, stayed unavailable, or did not answer before a timeout. When the
+            job could not be cleaned up, the message ends with the ``kubectl`` command that does it.
         TrainJobFailed: The job failed or timed out (``.diagnosis``); :class:`TrainJobCancelled` on SIGTERM/SIGINT.
     """
     if cleanup_policy not in CLEANUP_POLICIES:
@@ -1005,6 +953,13 @@ def run_trainjob(
         raise ValueError(f"poll_interval_seconds={poll_interval_seconds!r}: must be > 0")
     if api_attempts < 1:
         raise ValueError(f"api_attempts={api_attempts!r}: must be >= 1")
+    for name, value in (
+        ("connect_timeout_seconds", connect_timeout_seconds),
+        ("read_timeout_seconds", read_timeout_seconds),
+        ("cleanup_timeout_seconds", cleanup_timeout_seconds),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{name}={value!r}: must be a number of seconds > 0")
     metadata = manifest.get("metadata") or {}
     if manifest.get("kind") not in JOB_KINDS or not metadata.get("name") or not metadata.get("namespace"):
         raise ValueError(
@@ -1024,7 +979,9 @@ def run_trainjob(
         "sleep": sleep,
         "attempts": api_attempts,
         "log_tail_lines": log_tail_lines,
-        "connect_timeout": connect_timeout_seconds,
+        "connect_timeout": float(connect_timeout_seconds),
+        "read_timeout": float(read_timeout_seconds),
+        "cleanup_timeout": float(cleanup_timeout_seconds),
         "watch_failures": 0,
         "metrics_normalizer": metrics_normalizer,
     }

@@ -22,7 +22,7 @@ from components.training.finetuning.trainjob import (
     TASK_NAME_ANNOTATION,
     TrainJobSpec,
     TrainJobSpecError,
-    ownership_labels,
+    job_labels,
     resources_per_node,
     trainjob_name,
 )
@@ -152,7 +152,7 @@ def build_pytorchjob(
         "metadata": {
             "name": trainjob_name(spec.run_id, spec.task_name),
             "namespace": spec.namespace,
-            "labels": ownership_labels(spec.run_id, spec.task_name),
+            "labels": job_labels(spec),
             "annotations": {TASK_NAME_ANNOTATION: spec.task_name, RUN_ID_LABEL: spec.run_id},
         },
         "spec": {

@@ -25,6 +25,8 @@ MANAGED_BY_VALUE = "kfp-finetune"
 RUN_ID_LABEL = "kfp-finetune.kubeflow.org/run-id"
 TASK_NAME_LABEL = "kfp-finetune.kubeflow.org/task-name"
 TASK_NAME_ANNOTATION = "kfp-finetune.kubeflow.org/task-name"
+#: The label that submits a job to a Kueue LocalQueue (Kueue then suspends it until the queue admits it).
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 #: ``spec.runtimePatches[].manager`` of the patch this project owns.
 PATCH_MANAGER = "kfp-finetune.kubeflow.org/train-model"
 #: TrainJob names are kept this short so that JobSet's derived names (``<name>-node-<job>-<pod>``) fit in 63 chars.
@@ -127,6 +129,7 @@ class TrainJobSpec:
         active_deadline_seconds: ``spec.activeDeadlineSeconds``; 0 means none.
         trainer_job_name: The runtime's replicated job that runs the trainer (``node`` in Trainer's runtimes).
         trainer_container_name: The trainer container inside it.
+        queue_name: The Kueue ``LocalQueue`` to submit the job to (label :data:`QUEUE_NAME_LABEL`); ``""``: none.
     """
 
     run_id: str
@@ -154,6 +157,7 @@ class TrainJobSpec:
     active_deadline_seconds: int = 0
     trainer_job_name: str = "node"
     trainer_container_name: str = "node"
+    queue_name: str = ""
 
     def __post_init__(self) -> None:
         # Freeze the containers so that a built spec cannot change under the caller's feet.
@@ -288,6 +292,10 @@ class TrainJobSpec:
             )
 
     def _check_metadata(self) -> None:
+        if not isinstance(self.queue_name, str) or (
+            self.queue_name and (len(self.queue_name) > 63 or not _DNS1123_LABEL.match(self.queue_name))
+        ):
+            raise _fail("queue_name", self.queue_name, "must be a Kueue LocalQueue name (DNS-1123 label) or ''")
         for key, value in self.pod_labels.items():
             _check_label("pod_labels", key, value)
         for key, value in self.pod_annotations.items():
@@ -413,6 +421,14 @@ def _pod_patch(spec: TrainJobSpec) -> dict[str, Any]:
     return template
 
 
+def job_labels(spec: TrainJobSpec) -> dict[str, str]:
+    """The job's labels: :func:`ownership_labels`, plus Kueue's queue label when ``spec.queue_name`` is set."""
+    labels = ownership_labels(spec.run_id, spec.task_name)
+    if spec.queue_name:
+        labels[QUEUE_NAME_LABEL] = spec.queue_name
+    return labels
+
+
 def build_trainjob(spec: TrainJobSpec) -> dict[str, Any]:
     """Builds the ``TrainJob`` manifest of a spec (pure: no client calls, same spec → equal dict).
 
@@ -423,7 +439,7 @@ def build_trainjob(spec: TrainJobSpec) -> dict[str, Any]:
         A ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict named by :func:`trainjob_name`, labelled with
         :func:`ownership_labels`, with ``spec.runtimePatches`` holding the pod settings when there are any.
     """
-    labels = ownership_labels(spec.run_id, spec.task_name)
+    labels = job_labels(spec)
     body: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": spec.runtime_kind, "name": spec.runtime_name},
         "trainer": _trainer(spec),

@@ -160,6 +160,13 @@ class FakeClock:
         self.script(self.now)
 
 
+def _backoff(sleeps):
+    """The sleeps without the retry policy's jitter (each wait is lengthened by up to 10%)."""
+    bases = [float(2**exponent) for exponent in range(6)] + [10.0]
+    found = [next((base for base in bases if base <= sleep <= base * 1.1), sleep) for sleep in sleeps]
+    return [int(base) if base == int(base) else base for base in found]
+
+
 class Log(list):
     def __call__(self, line):
         self.append(line)
@@ -476,7 +483,7 @@ def test_server_errors_are_retried_with_backoff_then_succeed(cluster):
     result = _poll(cluster, clock, log)
     assert result.reattached
     # (runtime x2,) create x1, pods x1, then one poll interval
-    assert clock.sleeps == ([1, 2] if checks_runtime else []) + [1, 1, 10]
+    assert _backoff(clock.sleeps) == ([1, 2] if checks_runtime else []) + [1, 1, 10]
     assert ("reading ClusterTrainingRuntime 'training-hub': HTTP 503" in log.text()) is checks_runtime
     assert cluster.requests_summary()[: 3 + 3 * checks_runtime] == [
         *(["get clustertrainingruntimes training-hub"] * 3 * checks_runtime),
@@ -504,7 +511,7 @@ def test_api_down_through_every_retry_is_a_clear_error(cluster):
     clock = FakeClock()
     with pytest.raises(TrainJobApiError, match="failed 3 times, last: HTTP 500"):
         _poll(cluster, clock, Log(), api_attempts=3)
-    assert clock.sleeps == [1, 2] and cluster.objects(cluster.kind.plural) == []
+    assert _backoff(clock.sleeps) == [1, 2] and cluster.objects(cluster.kind.plural) == []
 
 
 # -- runtime discovery -------------------------------------------------------------------------------------------

@@ -1,0 +1,253 @@
+"""One retry policy for every outbound call: bounded attempts, exponential backoff with jitter, transient errors only.
+
+Built on ``tenacity``. A call is retried only when it failed transiently (:func:`is_transient`): no answer
+(connection refused or reset, DNS, a timeout) or an answer that says "try again" (408, 429, 500, 502, 503, 504). Any
+other answer, a 4xx such as 401/403/404/409/422 in particular, and TLS verification failures are final and reach the
+caller at once. Retries stop after :attr:`RetryPolicy.attempts` tries or when the next wait would pass the deadline;
+then :class:`GaveUp` says why, with the last error, so that each caller words its own one-line message.
+
+Used by the Kubernetes client layer of ``train_model`` (which adds its own statuses and deadlines), the HTTP(S)
+dataset download and the Model Registry client (:func:`call_with_retries_async`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import ssl
+import time
+import urllib.error
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+import tenacity
+
+T = TypeVar("T")
+#: HTTP statuses that mean "try again later": request timeout, throttled, server errors a proxy or server recovers from.
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry one call.
+
+    Attributes:
+        attempts: Total tries (1 = no retry).
+        initial_delay_s: Wait before the second try.
+        max_delay_s: Upper bound of one wait (before jitter).
+        factor: Growth of the wait from one try to the next.
+        jitter: Each wait is lengthened by a random fraction of itself, up to this (0.1 = up to +10%), so that many
+            clients failing together do not retry in step.
+    """
+
+    attempts: int = 5
+    initial_delay_s: float = 1.0
+    max_delay_s: float = 30.0
+    factor: float = 2.0
+    jitter: float = 0.1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ValueError(f"RetryPolicy attempts={self.attempts!r}: must be an integer >= 1")
+        for name in ("initial_delay_s", "max_delay_s", "jitter"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"RetryPolicy {name}={getattr(self, name)!r}: must be >= 0")
+        if self.factor < 1:
+            raise ValueError(f"RetryPolicy factor={self.factor!r}: must be >= 1")
+
+    def delay_s(self, retry_index: int) -> float:
+        """The wait before retry number ``retry_index`` (0-based), jitter included."""
+        base = min(self.max_delay_s, self.initial_delay_s * self.factor**retry_index)
+        return base * (1.0 + self.jitter * random.random())
+
+
+class _Wait(tenacity.wait.wait_base):
+    """tenacity's wait strategy for a :class:`RetryPolicy`."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        return self.policy.delay_s(retry_state.attempt_number - 1)
+
+
+class GaveUp(Exception):
+    """Every try of a call failed transiently, or the deadline came first.
+
+    Attributes:
+        last: The last error.
+        attempts: How many tries were made.
+        reason: ``"attempts"`` (all tries used) or ``"deadline"`` (the next wait would pass the deadline).
+    """
+
+    def __init__(self, last: BaseException, attempts: int, reason: str) -> None:
+        super().__init__(f"gave up after {attempts} attempt(s) ({reason}): {describe(last)}")
+        self.last = last
+        self.attempts = attempts
+        self.reason = reason
+
+
+def status_of(error: BaseException) -> int | None:
+    """The HTTP status an error carries (``status``, ``code``, ``status_code`` or botocore's response), if any."""
+    for attribute in ("status", "code", "status_code"):
+        value = getattr(error, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        value = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _causes(error: BaseException) -> Iterable[BaseException]:
+    """The error, the errors it wraps (``reason``, ``os_error``, ``__cause__``, ``__context__``), depth-first."""
+    seen: set[int] = set()
+    stack = [error]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen or not isinstance(current, BaseException):
+            continue
+        seen.add(id(current))
+        yield current
+        stack += [getattr(current, "reason", None), getattr(current, "os_error", None)]
+        stack += [current.__cause__, current.__context__]
+
+
+def is_tls_error(error: BaseException) -> bool:
+    """Whether the error is (or wraps) a TLS failure, e.g. an unverified certificate: final, never retried."""
+    return any(isinstance(cause, ssl.SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(cause) for cause in _causes(error))
+
+
+def _is_transport_error(error: BaseException) -> bool:
+    """No answer came: connection refused/reset/dropped, DNS failure or a timeout, in the stdlib or urllib3/aiohttp."""
+    if isinstance(error, (ConnectionError, TimeoutError)):
+        return True
+    if isinstance(error, urllib.error.URLError) and not isinstance(error, urllib.error.HTTPError):
+        return True
+    module = type(error).__module__.split(".")[0]
+    if module == "urllib3":
+        import urllib3
+
+        return isinstance(error, urllib3.exceptions.HTTPError)
+    if module == "aiohttp":
+        import aiohttp
+
+        return isinstance(error, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError))
+    import socket
+
+    return isinstance(error, socket.gaierror)
+
+
+def is_transient(error: BaseException, statuses: frozenset[int] = TRANSIENT_STATUSES) -> bool:
+    """Whether a failed call is worth retrying.
+
+    Args:
+        error: What the call raised.
+        statuses: The HTTP statuses that count as transient.
+
+    Returns:
+        True for an answer with one of ``statuses`` and for no answer at all (connection errors, timeouts); False
+        for any other answer (4xx), TLS verification failures and everything else.
+    """
+    status = status_of(error)
+    if status is not None:
+        return status in statuses
+    if is_tls_error(error):
+        return False
+    return _is_transport_error(error)
+
+
+def describe(error: BaseException) -> str:
+    """A short one-line description of an error: ``HTTP 503`` or ``ReadTimeoutError: ...``."""
+    status = status_of(error)
+    if status is not None:
+        return f"HTTP {status}"
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
+
+
+def _retrying_kwargs(
+    policy: RetryPolicy,
+    retryable: Callable[[BaseException], bool],
+    on_retry: Callable[[int, float, BaseException], None] | None,
+    deadline: float | None,
+    clock: Callable[[], float],
+) -> dict[str, Any]:
+    def past_deadline(state: tenacity.RetryCallState) -> bool:
+        return deadline is not None and clock() + (state.upcoming_sleep or 0.0) >= deadline
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        if on_retry is not None and state.outcome is not None:
+            on_retry(state.attempt_number, state.upcoming_sleep, state.outcome.exception())
+
+    return {
+        "stop": tenacity.stop_after_attempt(policy.attempts) | past_deadline,
+        "wait": _Wait(policy),
+        "retry": tenacity.retry_if_exception(retryable),
+        "before_sleep": before_sleep,
+        "retry_error_callback": None,
+        "reraise": False,
+    }
+
+
+def _gave_up(error: tenacity.RetryError, policy: RetryPolicy) -> GaveUp:
+    state = error.last_attempt
+    last = state.exception()
+    reason = "attempts" if state.attempt_number >= policy.attempts else "deadline"
+    return GaveUp(last, state.attempt_number, reason)
+
+
+def call_with_retries(
+    func: Callable[[], T],
+    policy: RetryPolicy = RetryPolicy(),
+    *,
+    retryable: Callable[[BaseException], bool] = is_transient,
+    on_retry: Callable[[int, float, BaseException], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    deadline: float | None = None,
+) -> T:
+    """Calls ``func()`` until it succeeds, fails for good, or the policy or deadline says stop.
+
+    ``func`` must be safe to repeat (an idempotent read, or a create whose "already exists" the caller handles).
+
+    Args:
+        func: The call (no arguments: bind them with a lambda or ``functools.partial``).
+        policy: Attempts and backoff.
+        retryable: Which errors are retried (default :func:`is_transient`); any other error propagates at once.
+        on_retry: Called before each wait with (attempt number, seconds to wait, error), e.g. to log a line.
+        sleep: The sleep function (tests inject a fake one).
+        clock: The monotonic clock the deadline is measured on.
+        deadline: A ``clock()`` time no wait may reach (None: no deadline).
+
+    Returns:
+        What ``func`` returned.
+
+    Raises:
+        GaveUp: Every try failed with a retryable error, or the next wait would pass the deadline.
+        Exception: The first non-retryable error, unchanged.
+    """
+    retrying = tenacity.Retrying(sleep=sleep, **_retrying_kwargs(policy, retryable, on_retry, deadline, clock))
+    try:
+        return retrying(func)
+    except tenacity.RetryError as error:
+        raise _gave_up(error, policy) from None
+
+
+async def call_with_retries_async(
+    func: Callable[[], Awaitable[T]],
+    policy: RetryPolicy = RetryPolicy(),
+    *,
+    retryable: Callable[[BaseException], bool] = is_transient,
+    on_retry: Callable[[int, float, BaseException], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    deadline: float | None = None,
+) -> T:
+    """:func:`call_with_retries` for a coroutine function (waits with ``asyncio.sleep``)."""
+    retrying = tenacity.AsyncRetrying(**_retrying_kwargs(policy, retryable, on_retry, deadline, clock))
+    try:
+        return await retrying(func)
+    except tenacity.RetryError as error:
+        raise _gave_up(error, policy) from None

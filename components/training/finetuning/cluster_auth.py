@@ -1,0 +1,84 @@
+"""Kubernetes credentials of ``train_model``: the ``kubernetes-credentials`` secret, else the pod's service account."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from components.training.finetuning.cluster_requests import TrainJobError
+
+#: Env vars of the ``kubernetes-credentials`` secret (RHOAI guide) for out-of-cluster or cross-cluster access.
+SERVER_URL_ENV = "KUBERNETES_SERVER_URL"
+AUTH_TOKEN_ENV = "KUBERNETES_AUTH_TOKEN"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+class KubeAuthError(TrainJobError):
+    """No usable Kubernetes credentials."""
+
+
+def load_api_client(
+    verify_ssl: bool = True,
+    ca_bundle: str = "",
+    *,
+    environ: Mapping[str, str] | None = None,
+    service_account_dir: str = SERVICE_ACCOUNT_DIR,
+    log: Callable[[str], None] = print,
+) -> Any:
+    """A ``kubernetes.client.ApiClient`` for the pod running this code.
+
+    ``KUBERNETES_SERVER_URL`` + ``KUBERNETES_AUTH_TOKEN`` (the ``kubernetes-credentials`` secret of the RHOAI guide)
+    win when set; otherwise the pod's service account is used (in-cluster config).
+
+    Args:
+        verify_ssl: Verify the API server's certificate (default). ``False`` is an explicit, logged opt-out.
+        ca_bundle: A CA bundle file to verify the server with (``""``: the service account's CA or system CAs).
+        environ: Environment to read (tests); defaults to ``os.environ``.
+        service_account_dir: Where the service account token and CA are mounted (tests).
+        log: Where the TLS opt-out warning goes.
+
+    Returns:
+        A configured ``ApiClient`` (the token never appears in logs).
+
+    Raises:
+        KubeAuthError: Only one of the two env vars is set, the URL is not http(s), no service account is mounted, or
+            ``ca_bundle`` does not exist.
+    """
+    from kubernetes import client
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    env = os.environ if environ is None else environ
+    server, token = env.get(SERVER_URL_ENV, "").strip(), env.get(AUTH_TOKEN_ENV, "").strip()
+    configuration = client.Configuration()
+    if server or token:
+        if not (server and token):
+            have, missing = (SERVER_URL_ENV, AUTH_TOKEN_ENV) if server else (AUTH_TOKEN_ENV, SERVER_URL_ENV)
+            raise KubeAuthError(
+                f"{have} is set but {missing} is not: set both (kubernetes-credentials secret) or neither"
+            )
+        if not server.startswith(("https://", "http://")):
+            raise KubeAuthError(f"{SERVER_URL_ENV}={server!r}: must be an http(s):// URL of the API server")
+        configuration.host = server.rstrip("/")
+        configuration.api_key = {"authorization": token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+    else:
+        token_file = Path(service_account_dir) / "token"
+        if not token_file.is_file():
+            raise KubeAuthError(
+                f"no Kubernetes credentials: no service account token at {token_file} and {SERVER_URL_ENV} / "
+                f"{AUTH_TOKEN_ENV} are not set (mount the kubernetes-credentials secret as env, or run in a pod)"
+            )
+        loader = InClusterConfigLoader(
+            token_filename=str(token_file), cert_filename=str(Path(service_account_dir) / "ca.crt"), environ=env
+        )
+        loader.load_and_set(configuration)
+    configuration.verify_ssl = verify_ssl
+    if ca_bundle:
+        if not Path(ca_bundle).is_file():
+            raise KubeAuthError(f"ca_bundle={ca_bundle!r}: no such file")
+        configuration.ssl_ca_cert = ca_bundle
+    if not verify_ssl:
+        log(f"WARNING: TLS certificate verification of {configuration.host} is disabled (verify_ssl=False)")
+    return client.ApiClient(configuration)

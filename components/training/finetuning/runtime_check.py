@@ -1,0 +1,110 @@
+"""Before a TrainJob is submitted: its (Cluster)TrainingRuntime must exist and hold the replicated job it patches.
+
+A missing runtime fails with the runtimes that do exist; a runtime the service account may not read (403) is assumed to
+exist, with a warning pointing at ``rbac.yaml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from components.training.finetuning.cluster_requests import Api, TrainJobError, api_message, rejected, status_of
+from components.training.finetuning.trainjob import API_GROUP, API_VERSION, PATCH_MANAGER
+
+RUNTIME_PLURALS = {"ClusterTrainingRuntime": "clustertrainingruntimes", "TrainingRuntime": "trainingruntimes"}
+
+
+class RuntimeNotFoundError(TrainJobError):
+    """The referenced training runtime does not exist, or lacks the replicated job the TrainJob patches."""
+
+
+def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], None]) -> None:
+    """Fails unless the TrainJob's referenced runtime exists and has the replicated job its runtime patch targets.
+
+    Args:
+        api: The request layer.
+        manifest: The TrainJob.
+        say: Where the warning for an unreadable (403) runtime goes.
+
+    Raises:
+        RuntimeNotFoundError: The runtime does not exist (the error lists those that do) or lacks the patched job.
+        TrainJobApiError: The API refused the read (other than 403/404) or stayed unavailable.
+    """
+    from kubernetes.client import ApiException
+
+    namespace, job_name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    ref = manifest["spec"]["runtimeRef"]
+    kind, name = ref.get("kind", "ClusterTrainingRuntime"), ref["name"]
+    what = f"reading {kind} {name!r}"
+    try:
+        if kind == "ClusterTrainingRuntime":
+            runtime = api.call(
+                what, api.custom.get_cluster_custom_object, API_GROUP, API_VERSION, RUNTIME_PLURALS[kind], name
+            )
+        else:
+            runtime = api.call(
+                what,
+                api.custom.get_namespaced_custom_object,
+                API_GROUP,
+                API_VERSION,
+                namespace,
+                RUNTIME_PLURALS[kind],
+                name,
+            )
+    except ApiException as error:
+        if status_of(error) == 403:
+            say(f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml. Submitting.")
+            return
+        if status_of(error) != 404:
+            raise rejected(what, error) from None
+        raise RuntimeNotFoundError(
+            f"TrainJob {namespace}/{job_name}: spec.runtimeRef names {kind} {name!r}, which does not exist. "
+            f"Available: {available_runtimes(api, namespace)}. Set runtime_name/runtime_kind to one of them."
+        ) from None
+    _check_patched_jobs(manifest, kind, name, runtime)
+
+
+def available_runtimes(api: Api, namespace: str) -> str:
+    """The runtimes that exist, for an error message: ``ClusterTrainingRuntime: a, b; TrainingRuntime in ns: c``."""
+    from kubernetes.client import ApiException
+
+    found = []
+    for kind, plural in RUNTIME_PLURALS.items():
+        try:
+            if kind == "ClusterTrainingRuntime":
+                listed = api.call(
+                    f"listing {plural}", api.custom.list_cluster_custom_object, API_GROUP, API_VERSION, plural
+                )
+                label = "ClusterTrainingRuntime"
+            else:
+                listed = api.call(
+                    f"listing {plural}",
+                    api.custom.list_namespaced_custom_object,
+                    API_GROUP,
+                    API_VERSION,
+                    namespace,
+                    plural,
+                )
+                label = f"TrainingRuntime in {namespace}"
+        except ApiException as error:
+            found.append(f"{kind}: cannot list ({api_message(error)})")
+            continue
+        names = sorted(item["metadata"]["name"] for item in listed.get("items") or [])
+        found.append(f"{label}: {', '.join(names) if names else '(none)'}")
+    return "; ".join(found)
+
+
+def _check_patched_jobs(manifest: Mapping[str, Any], kind: str, name: str, runtime: Mapping[str, Any]) -> None:
+    jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
+    available = [job.get("name") for job in jobs]
+    namespace, job_name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    for patch in manifest["spec"].get("runtimePatches") or []:
+        if patch.get("manager") != PATCH_MANAGER:
+            continue
+        for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+            if job["name"] not in available:
+                raise RuntimeNotFoundError(
+                    f"TrainJob {namespace}/{job_name}: {kind} {name!r} has no replicated job "
+                    f"{job['name']!r} to patch (it has {available}); set trainer_job_name to one of them"
+                )
