@@ -416,11 +416,12 @@ class _TrainJobRun:
                     self.create_or_read,
                     self.api.policy,
                     retryable=lambda error: isinstance(error, _NameBeingReleased),
-                    on_retry=lambda number, delay, error: self.say(f"{error}; retry {number} in {delay:.1f}s"),
+                    on_retry=lambda number, delay, error: self.say(f"{what}: {error}; retry {number} in {delay:.1f}s"),
                     sleep=self.sleep,
                     clock=self.clock,
                 )
             except GaveUp as gave_up:
+                self.submitted = False  # every create was refused: nothing of this run/task to clean up
                 raise TrainJobApiError(
                     f"{what}: {gave_up.last} on each of {gave_up.attempts} attempts: a {self.kind.kind} of that name "
                     f"is probably being deleted; retry the task later, or check `kubectl get "
@@ -474,7 +475,7 @@ class _TrainJobRun:
                 raise _rejected(what, error) from None
         existing = self.get_job()
         if existing is None:
-            raise _NameBeingReleased(f"{what}: HTTP 409 AlreadyExists, then HTTP 404 reading it")
+            raise _NameBeingReleased("HTTP 409 AlreadyExists, then HTTP 404 reading it")
         return existing
 
     def reattach(self, existing: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,310 @@
+"""The job client layer under faults: a hung or unreachable API, errors while following, the 409/404 race, Kueue.
+
+Each test asserts the end state: the job deleted (or suspended) in the emulator, or the error naming the job and the
+``kubectl`` command that removes it; and that the step ends within a stated bound. Hangs and outages go through a
+TCP proxy (``tests/harness/tcp_proxy.py``) in front of kmock's Kubernetes API, on the real clock with short timeouts;
+scripted API errors run on a fake clock.
+"""
+
+import json
+import time
+
+import pytest
+
+from components.training.finetuning.kube import (
+    TrainJobApiError,
+    TrainJobFailed,
+    load_api_client,
+    run_trainjob,
+)
+from components.training.finetuning.pytorchjob import build_pytorchjob
+from components.training.finetuning.trainjob import QUEUE_NAME_LABEL, TrainJobSpec, TrainJobSpecError, build_trainjob
+from tests.harness.kube import make_pod, make_pytorchjob_pod, validate_trainjob
+from tests.harness.tcp_proxy import tcp_proxy
+
+NS = "team-a"
+RUN_ID = "0c6a3e1e-57a4-4a8c-b1a7-4d1f6f0e9b21"
+
+
+def _spec(**overrides):
+    fields = dict(
+        run_id=RUN_ID,
+        task_name="train-model",
+        namespace=NS,
+        command=["python", "-m", "train"],
+        image="quay.io/example/trainer:1",
+    )
+    fields.update(overrides)
+    return TrainJobSpec(**fields)
+
+
+TRAINJOB = build_trainjob(_spec())
+PYTORCHJOB = build_pytorchjob(_spec())
+NAME = TRAINJOB["metadata"]["name"]
+
+
+class FakeClock:
+    def __init__(self, script=None):
+        self.now = 0.0
+        self.sleeps = []
+        self.script = script or (lambda now: None)
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+        self.script(self.now)
+
+
+class Log(list):
+    def __call__(self, line):
+        self.append(line)
+
+    def text(self):
+        return "\n".join(self)
+
+
+def _poll(kube_api, manifest, clock, log, **overrides):
+    options = dict(
+        start_timeout_seconds=300,
+        timeout_seconds=3600,
+        poll_interval_seconds=10,
+        use_watch=False,
+        clock=clock,
+        sleep=clock.sleep,
+        log=log,
+    )
+    options.update(overrides)
+    return run_trainjob(kube_api.api_client, manifest, **options)
+
+
+def _proxied_client(proxy):
+    """A client built the way the component builds it (``load_api_client``), pointed at the proxy."""
+    environ = {"KUBERNETES_SERVER_URL": proxy.url, "KUBERNETES_AUTH_TOKEN": "sha256~test-token"}
+    return load_api_client(environ=environ, log=lambda line: None)
+
+
+def _upstream(kube_api):
+    host, port = kube_api.url.split("//", 1)[1].rsplit(":", 1)
+    return host, int(port)
+
+
+# -- hangs: an API that accepts connections and never answers ----------------------------------------------------------
+def test_api_that_never_answers_fails_the_step_within_the_start_timeout_and_names_the_job(kube_api):
+    # Bound: start_timeout_seconds (3) + cleanup_timeout_seconds (1) + 2 x the 1 s minimum request timeout + slack.
+    log = Log()
+    with tcp_proxy(mode="blackhole") as proxy:
+        began = time.monotonic()
+        with pytest.raises(TrainJobApiError) as error:
+            run_trainjob(
+                _proxied_client(proxy),
+                PYTORCHJOB,
+                start_timeout_seconds=3,
+                timeout_seconds=0,
+                cleanup_timeout_seconds=1,
+                connect_timeout_seconds=1,
+                log=log,
+            )
+        elapsed = time.monotonic() - began
+    message = str(error.value)
+    assert elapsed < 3 + 1 + 2 + 3, elapsed
+    assert message.startswith(f"creating PyTorchJob {NS}/{NAME}: the Kubernetes API did not answer before ")
+    assert "start_timeout_seconds=3" in message and "ReadTimeoutError" in message
+    # The create may have reached the server: the job is named with the command that removes it.
+    assert f"run `kubectl delete pytorchjob {NAME} -n {NS}`" in message.splitlines()[-1]
+    assert proxy.connections >= 2  # the create, then the cleanup's read
+
+
+def test_api_hanging_while_following_times_out_then_names_the_job_it_could_not_delete(kube_api):
+    # Bound: timeout_seconds (3) + diagnosis and cleanup (1 s each) + 2 x the 1 s minimum request timeout x 2 + slack.
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    log = Log()
+    with tcp_proxy(_upstream(kube_api)) as proxy:
+
+        def outage():
+            kube_api.wait_for(lambda: [r for r in kube_api.requests if r.verb == "watch"])
+            proxy.set_mode("blackhole")
+
+        began = time.monotonic()
+        with kube_api.in_background(outage), pytest.raises(TrainJobFailed) as failure:
+            run_trainjob(
+                _proxied_client(proxy),
+                PYTORCHJOB,
+                start_timeout_seconds=60,
+                timeout_seconds=3,
+                poll_interval_seconds=0.5,
+                cleanup_timeout_seconds=1,
+                connect_timeout_seconds=1,
+                log=log,
+            )
+        elapsed = time.monotonic() - began
+        proxy.set_mode("forward")
+    assert elapsed < 3 + 1 + 1 + 4 + 3, elapsed
+    assert failure.value.diagnosis.outcome == "Timeout"
+    assert "diagnosis is incomplete" in log.text()
+    assert f"run `kubectl delete pytorchjob {NAME} -n {NS}`" in str(failure.value)
+    assert [job["metadata"]["name"] for job in kube_api.objects("pytorchjobs")] == [NAME]  # left: the message says so
+
+
+def test_refused_connections_make_the_watch_fail_repeatedly_then_the_error_names_the_job(kube_api):
+    # Bound: 3 failed watches one window (0.3 s) apart + cleanup_timeout_seconds (2) + slack.
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    log = Log()
+    with tcp_proxy(_upstream(kube_api)) as proxy:
+
+        def outage():
+            kube_api.wait_for(lambda: [r for r in kube_api.requests if r.verb == "watch"])
+            proxy.set_mode("refuse")
+
+        began = time.monotonic()
+        with kube_api.in_background(outage), pytest.raises(TrainJobApiError) as error:
+            run_trainjob(
+                _proxied_client(proxy),
+                PYTORCHJOB,
+                start_timeout_seconds=60,
+                timeout_seconds=60,
+                poll_interval_seconds=0.3,
+                api_attempts=3,
+                cleanup_timeout_seconds=2,
+                connect_timeout_seconds=1,
+                log=log,
+            )
+        elapsed = time.monotonic() - began
+        proxy.set_mode("forward")
+    assert elapsed < 1 + 2 + 4, elapsed
+    first, note = str(error.value).splitlines()
+    assert first.startswith(f"watching PyTorchJob {NAME}: failed 3 times, last: ") and "refused" in first.lower()
+    assert note.endswith(f"run `kubectl delete pytorchjob {NAME} -n {NS}`")
+    assert log.text().count("watch failed") == 2
+    assert [job["metadata"]["name"] for job in kube_api.objects("pytorchjobs")] == [NAME]
+
+
+# -- errors while following: cleanup applied, original error kept -------------------------------------------------
+def test_forbidden_pod_listing_while_pending_deletes_the_job_and_keeps_the_error(kube_api):
+    kube_api.create_runtime("training-hub")
+    kube_api.fail("list", "pods", status=403)
+    log = Log()
+    with pytest.raises(TrainJobApiError, match="listing pods of TrainJob .* rejected .*HTTP 403") as error:
+        _poll(kube_api, TRAINJOB, FakeClock(), log)
+    assert "kubectl" not in str(error.value)  # the cleanup worked: nothing to do by hand
+    assert "stopped by an error (TrainJobApiError): applying cleanup_policy=delete" in log.text()
+    assert kube_api.requests_summary()[-1] == f"delete trainjobs {NAME}"
+    assert kube_api.objects("trainjobs") == []
+
+
+def test_watch_failing_repeatedly_suspends_the_job_when_asked(kube_api):
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    kube_api.fail("watch", "pytorchjobs", status=503, times=3)
+    log = Log()
+    with pytest.raises(TrainJobApiError, match=f"watching PyTorchJob {NAME}: failed 3 times, last: HTTP 503"):
+        run_trainjob(
+            kube_api.api_client,
+            PYTORCHJOB,
+            start_timeout_seconds=60,
+            timeout_seconds=60,
+            poll_interval_seconds=0.05,
+            api_attempts=3,
+            cleanup_policy="suspend",
+            log=log,
+        )
+    (left,) = kube_api.objects("pytorchjobs")
+    assert left["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_polling_outage_through_every_retry_deletes_the_job(kube_api):
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    kube_api.fail("fetch", "pytorchjobs", status=503, times=4)
+    clock = FakeClock()
+    with pytest.raises(TrainJobApiError, match="reading PyTorchJob .*: failed 4 times, last: HTTP 503"):
+        _poll(kube_api, PYTORCHJOB, clock, Log(), api_attempts=4)
+    assert kube_api.objects("pytorchjobs") == []
+
+
+def test_an_unexpected_error_still_cleans_up_and_is_raised_unchanged(kube_api):
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+
+    def broken_normalizer(records):
+        raise KeyError("a bug in the metrics reader")
+
+    clock = FakeClock()
+    with pytest.raises(KeyError, match="a bug in the metrics reader"):
+        _poll(kube_api, PYTORCHJOB, clock, Log(), metrics_normalizer=broken_normalizer, metrics_file=__file__)
+    assert kube_api.objects("pytorchjobs") == []
+
+
+def test_a_failed_cleanup_never_masks_the_error_and_names_the_command(kube_api):
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    kube_api.fail("fetch", "pytorchjobs", status=503, times=2)
+    kube_api.fail("update", "pytorchjobs", status=403)
+    log = Log()
+    with pytest.raises(TrainJobApiError) as error:
+        _poll(kube_api, PYTORCHJOB, FakeClock(), log, api_attempts=2, cleanup_policy="suspend")
+    first, note = str(error.value).splitlines()
+    assert first.startswith(f"reading PyTorchJob {NS}/{NAME}: failed 2 times, last: HTTP 503")
+    assert note.startswith(f"PyTorchJob {NS}/{NAME} could not be suspended (cleanup_policy=suspend: ")
+    patch = {"spec": {"runPolicy": {"suspend": True}}}
+    assert note.endswith(f"run `kubectl patch pytorchjob {NAME} -n {NS} --type=merge -p '{json.dumps(patch)}'`")
+    assert log[-1] == f"[pytorchjob {NAME}] WARNING: {note}"
+
+
+# -- the 409/404 race ----------------------------------------------------------------------------------------------
+def test_conflict_on_a_job_being_deleted_backs_off_a_bounded_number_of_times(kube_api):
+    kube_api.fail("create", "pytorchjobs", status=409, times=100)
+    clock = FakeClock()
+    with pytest.raises(TrainJobApiError, match="HTTP 409 AlreadyExists, then HTTP 404 .* on each of 4 attempts"):
+        _poll(kube_api, PYTORCHJOB, clock, Log(), api_attempts=4)
+    assert kube_api.requests_summary() == ["create pytorchjobs", f"get pytorchjobs {NAME}"] * 4
+    assert len(clock.sleeps) == 3 and all(a < b for a, b in zip(clock.sleeps, clock.sleeps[1:]))
+    assert 1 <= clock.sleeps[0] <= 1.1 and 4 <= clock.sleeps[2] <= 4.4
+    assert kube_api.objects("pytorchjobs") == []
+
+
+# -- Kueue -----------------------------------------------------------------------------------------------------------
+def test_queue_name_labels_valid_manifests_of_both_kinds():
+    trainjob = build_trainjob(_spec(queue_name="team-queue"))
+    pytorchjob = build_pytorchjob(_spec(queue_name="team-queue"))
+    validate_trainjob(trainjob)  # (a PyTorchJob's metadata is not constrained by its CRD)
+    for manifest in (trainjob, pytorchjob):
+        assert manifest["metadata"]["labels"][QUEUE_NAME_LABEL] == "team-queue"
+    assert QUEUE_NAME_LABEL not in TRAINJOB["metadata"]["labels"]
+    with pytest.raises(TrainJobSpecError, match="queue_name"):
+        _spec(queue_name="Team Queue")
+
+
+@pytest.mark.parametrize("kind", ["trainjob", "pytorchjob"])
+def test_reattaching_to_a_queued_job_leaves_admission_to_kueue(kube_api, kind):
+    queued = build_trainjob(_spec(queue_name="team-queue")) if kind == "trainjob" else None
+    queued = queued or build_pytorchjob(_spec(queue_name="team-queue"))
+    plural = queued["kind"].lower() + "s"
+    group, version = queued["apiVersion"].split("/")
+    suspended = json.loads(json.dumps(queued))
+    if kind == "trainjob":
+        kube_api.create_runtime("training-hub")
+        suspended["spec"]["suspend"] = True
+        kube_api.create_trainjob(suspended)
+        pod = make_pod(NS, NAME)
+    else:
+        suspended["spec"]["runPolicy"]["suspend"] = True
+        kube_api.create_pytorchjob(suspended)
+        pod = make_pytorchjob_pod(NS, NAME)
+
+    def admit():  # Kueue admits the job at t=100: it unsuspends it; the pods start at t=110
+        body = {"spec": {"suspend": False}} if kind == "trainjob" else {"spec": {"runPolicy": {"suspend": False}}}
+        kube_api.custom.patch_namespaced_custom_object(group, version, NS, plural, NAME, body)
+
+    def complete():
+        done = {"conditions": [{"type": "Complete" if kind == "trainjob" else "Succeeded", "status": "True"}]}
+        kube_api.custom.patch_namespaced_custom_object_status(group, version, NS, plural, NAME, {"status": done})
+
+    steps = {100: admit, 110: lambda: kube_api.put_pod(pod), 130: complete}
+    clock = FakeClock(lambda now: steps.pop(now)() if now in steps else None)
+    log = Log()
+    result = _poll(kube_api, queued, clock, log, start_timeout_seconds=60)  # queued 100 s > start timeout: fine
+    assert result.reattached
+    assert not [r for r in kube_api.requests if r.verb == "patch"]  # never spec.suspend=false from this code
+    text = log.text()
+    assert "it is suspended and queued in Kueue LocalQueue 'team-queue': leaving its admission to Kueue" in text
+    assert "Kueue LocalQueue 'team-queue': suspended, waiting for Kueue to admit it" in text
+    assert "Kueue LocalQueue 'team-queue': admitted" in text

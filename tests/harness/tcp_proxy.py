@@ -1,0 +1,221 @@
+"""A TCP proxy on 127.0.0.1 that fails the way networks and API servers do, switchable while a test runs.
+
+Put it in front of a loopback server (kmock's Kubernetes API, the KFP API stub) and point the code under test at
+:attr:`TcpProxy.url`. Modes (:meth:`TcpProxy.set_mode`):
+
+* ``forward``: a transparent proxy to the upstream;
+* ``blackhole``: accepts connections and reads requests, never answers (an API server that hangs, a half-dead load
+  balancer);
+* ``refuse``: nothing listens on the port (connection refused);
+* ``status``: answers every HTTP request itself with one status (``503``, ``403``, ``409``, ``410``...) and a
+  Kubernetes ``Status`` JSON body, keeping the connection alive.
+
+Switching modes closes the connections already open (as a restarting server does), so pooled keep-alive connections
+see the new mode too. :attr:`TcpProxy.connections` counts accepted connections and :attr:`TcpProxy.answered` the
+requests answered in ``status`` mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+MODES = ("forward", "blackhole", "refuse", "status")
+_REASONS = {403: "Forbidden", 404: "NotFound", 409: "AlreadyExists", 410: "Gone", 429: "TooManyRequests"}
+
+
+class TcpProxy:
+    """See the module docstring.
+
+    Args:
+        upstream: ``(host, port)`` of the server behind the proxy (``None``: only the failing modes make sense).
+        mode: The initial mode.
+        status: The status answered in ``status`` mode.
+    """
+
+    def __init__(self, upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503) -> None:
+        self.upstream = upstream
+        self.mode = mode
+        self.status = status
+        self.connections = 0
+        self.answered = 0
+        self.port = 0
+        self._listener: socket.socket | None = None
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> TcpProxy:
+        """Starts listening (on a free port, kept across ``refuse``)."""
+        self._listen()
+        self._thread = threading.Thread(target=self._accept_loop, name="tcp-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops accepting and closes every connection."""
+        self._stopped.set()
+        self._close_listener()
+        self._drop_connections()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def set_mode(self, mode: str, status: int | None = None) -> None:
+        """Switches the mode (closing open connections); ``status`` sets the answer of ``status`` mode."""
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}: must be one of {MODES}")
+        with self._lock:
+            self.mode = mode
+            if status is not None:
+                self.status = status
+        self._drop_connections()
+        if mode == "refuse":
+            self._close_listener()
+        elif self._listener is None:
+            self._listen()
+
+    # -- plumbing ----------------------------------------------------------------------------------------------------
+    def _listen(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.settimeout(0.05)
+        self.port = listener.getsockname()[1]
+        with self._lock:
+            self._listener = listener
+
+    def _close_listener(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+
+    def _drop_connections(self) -> None:
+        with self._lock:
+            sockets, self._open = list(self._open), set()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _track(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._open.add(sock)
+
+    def _accept_loop(self) -> None:
+        while not self._stopped.is_set():
+            listener = self._listener
+            if listener is None:
+                self._stopped.wait(0.02)
+                continue
+            try:
+                client, _ = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            client.settimeout(None)
+            self.connections += 1
+            self._track(client)
+            mode = self.mode
+            target = {"forward": self._forward, "blackhole": self._blackhole, "status": self._answer}.get(mode)
+            if target is None:
+                client.close()
+                continue
+            threading.Thread(target=target, args=(client,), name=f"tcp-proxy-{mode}", daemon=True).start()
+
+    def _blackhole(self, client: socket.socket) -> None:
+        with contextlib.suppress(OSError), client:
+            while client.recv(65536):
+                pass
+
+    def _forward(self, client: socket.socket) -> None:
+        assert self.upstream is not None, "forward mode needs an upstream"
+        try:
+            server = socket.create_connection(self.upstream, timeout=5)
+        except OSError:
+            client.close()
+            return
+        server.settimeout(None)
+        self._track(server)
+
+        def pump(source: socket.socket, sink: socket.socket) -> None:
+            with contextlib.suppress(OSError):
+                while data := source.recv(65536):
+                    sink.sendall(data)
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        threading.Thread(target=pump, args=(server, client), daemon=True).start()
+        pump(client, server)
+
+    def _answer(self, client: socket.socket) -> None:
+        buffer = b""
+        with contextlib.suppress(OSError), client:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    chunk = client.recv(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                head, buffer = buffer.split(b"\r\n\r\n", 1)
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                while len(buffer) < length:
+                    chunk = client.recv(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                buffer = buffer[length:]
+                status = self.status
+                reason = _REASONS.get(status, "InternalError" if status >= 500 else "BadRequest")
+                body = json.dumps(
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "message": f"proxy answers {status} to every request",
+                        "reason": reason,
+                        "code": status,
+                    }
+                ).encode()
+                client.sendall(
+                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                self.answered += 1
+
+
+@contextlib.contextmanager
+def tcp_proxy(upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503) -> Iterator[TcpProxy]:
+    """A started :class:`TcpProxy`, stopped when the block ends."""
+    proxy = TcpProxy(upstream, mode, status).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture
+def blackhole() -> Iterator[TcpProxy]:
+    """A proxy with no upstream that accepts connections and never answers."""
+    with tcp_proxy(mode="blackhole") as proxy:
+        yield proxy
+
+
+__all__ = ["MODES", "TcpProxy", "blackhole", "tcp_proxy"]
