@@ -44,6 +44,13 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--namespace", default="", help="namespace (multi-user KFP)")
     group.add_argument("--ca-bundle", default="", help="CA bundle to verify the server's certificate")
     group.add_argument("--insecure-skip-tls-verify", action="store_true", help="do not verify TLS (not recommended)")
+    group.add_argument(
+        "--request-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long one API request may wait for an answer (default: 60)",
+    )
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -94,6 +94,7 @@ def _connection(args: argparse.Namespace):
         insecure_skip_tls_verify=args.insecure_skip_tls_verify,
         ca_bundle=args.ca_bundle,
         namespace=args.namespace,
+        timeout_seconds=args.request_timeout,
     )
 
 

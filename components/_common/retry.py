@@ -168,6 +168,17 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
 
 
+def single_try_transport() -> Any:
+    """A urllib3 ``Retry`` that tries each request once (redirects still followed), for clients this policy retries.
+
+    urllib3's default repeats a failed connect or a timed-out read three more times, which would multiply a request's
+    timeout by four. Errors keep their usual shape (``MaxRetryError`` with the cause in ``reason``).
+    """
+    import urllib3
+
+    return urllib3.util.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=5)
+
+
 def _retrying_kwargs(
     policy: RetryPolicy,
     retryable: Callable[[BaseException], bool],

@@ -613,6 +613,13 @@ def condition(type_: str, reason: str = "", message: str = "", status: str = "Tr
 @pytest.fixture
 def kube_api() -> Iterator[KubeApi]:
     """A fresh Kubernetes API emulator on 127.0.0.1 (see :class:`KubeApi`); stopped after the test."""
+    with running_kube_api() as api:
+        yield api
+
+
+@contextlib.contextmanager
+def running_kube_api() -> Iterator[KubeApi]:
+    """Starts a Kubernetes API emulator on 127.0.0.1 for the block (the fixture :func:`kube_api`, or a benchmark)."""
     ready = threading.Event()
     state: dict[str, Any] = {}
 

@@ -18,7 +18,14 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from components._common.retry import GaveUp, RetryPolicy, call_with_retries, describe, is_transient
+from components._common.retry import (
+    GaveUp,
+    RetryPolicy,
+    call_with_retries,
+    describe,
+    is_transient,
+    single_try_transport,
+)
 
 #: What every request waits at most, unless a deadline is closer: TCP connect, then each read of the answer.
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
@@ -72,10 +79,10 @@ def status_of(error: Exception) -> int | None:
 
 def disable_transport_retries(api_client: Any) -> None:
     """Turns urllib3's own retries off for ``api_client`` (this layer retries, within its deadline)."""
-    api_client.configuration.retries = False
+    api_client.configuration.retries = single_try_transport()
     pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
     if pool_manager is not None and hasattr(pool_manager, "connection_pool_kw"):
-        pool_manager.connection_pool_kw["retries"] = False
+        pool_manager.connection_pool_kw["retries"] = api_client.configuration.retries
         pool_manager.clear()
 
 

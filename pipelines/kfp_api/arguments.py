@@ -1,0 +1,153 @@
+"""A run's inputs, checked before anything is sent: ``--param``/``--params-file`` arguments and the pipeline package."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PACKAGE_SUFFIXES = (".yaml", ".yml")
+
+
+def load_arguments(params: list[str], params_file: str = "") -> dict:
+    """Builds a run's arguments from ``--param KEY=VALUE`` flags over a YAML/JSON file of parameters.
+
+    Args:
+        params: ``KEY=VALUE`` entries; VALUE is parsed as JSON when it parses (``3``, ``true``, ``[1, 2]``,
+            ``"quoted"``), else taken as a plain string. A key given twice is an error.
+        params_file: A YAML (or JSON) file holding a mapping of parameter name to value; empty for none.
+
+    Returns:
+        The arguments: the file's mapping updated by the flags.
+
+    Raises:
+        ValueError: An unreadable or malformed file (with the line), a file that is not a mapping, a non-string
+            key, an entry without ``=`` or with an empty key, or a key given twice (naming the entry).
+    """
+    arguments = _read_params_file(params_file) if params_file else {}
+    from_flags: dict[str, Any] = {}
+    for index, entry in enumerate(params, start=1):
+        key, separator, raw_value = entry.partition("=")
+        key = key.strip()
+        if not separator or not key:
+            raise ValueError(
+                f"--param #{index} {entry!r}: expected KEY=VALUE, e.g. --param phase_02_train_opt_num_epochs=2"
+            )
+        if key in from_flags:
+            raise ValueError(f"--param #{index} {entry!r}: parameter {key!r} is given twice")
+        from_flags[key] = _parse_flag_value(raw_value)
+    arguments.update(from_flags)
+    return arguments
+
+
+def _parse_flag_value(raw_value: str) -> Any:
+    """The JSON value of ``raw_value`` when it is JSON, else the string itself."""
+    try:
+        return json.loads(raw_value)
+    except ValueError:
+        return raw_value
+
+
+def _read_params_file(params_file: str) -> dict:
+    """The mapping in a YAML/JSON parameters file; errors name the file (and line)."""
+    try:
+        text = Path(params_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise ValueError(f"cannot read the parameters file {params_file!r} (--params-file): {reason}") from None
+    try:
+        content = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{params_file}:{mark.line + 1}" if mark is not None else params_file
+        problem = getattr(error, "problem", None) or str(error)
+        raise ValueError(f"{where}: the parameters file (--params-file) is not valid YAML/JSON: {problem}") from None
+    if content is None:
+        return {}
+    if not isinstance(content, dict):
+        raise ValueError(
+            f"{params_file}: the parameters file (--params-file) must hold a mapping of parameter name to value, "
+            f"not a {type(content).__name__}"
+        )
+    for key in content:
+        if not isinstance(key, str):
+            raise ValueError(f"{params_file}: parameter name {key!r} (--params-file) must be a string")
+    return dict(content)
+
+
+def read_pipeline_spec(package_path: str) -> dict:
+    """The pipeline spec (first YAML document) of a compiled pipeline package.
+
+    Args:
+        package_path: A pipeline compiled by ``kfp.compiler.Compiler`` (``.yaml``/``.yml``).
+
+    Returns:
+        The spec as a dict (``pipelineInfo``, ``root``, ...).
+
+    Raises:
+        ValueError: The file is missing, not YAML, or not a compiled pipeline.
+    """
+    path = Path(package_path)
+    if path.suffix not in PACKAGE_SUFFIXES:
+        raise ValueError(f"pipeline package {package_path!r}: expected a compiled pipeline YAML (.yaml or .yml)")
+    try:
+        documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+    except OSError as error:
+        raise ValueError(f"cannot read the pipeline package {package_path!r}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"pipeline package {package_path!r} is not valid YAML: {error}") from None
+    spec = documents[0] if documents else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("pipelineInfo"), dict) or "root" not in spec:
+        raise ValueError(
+            f"{package_path!r} is not a compiled KFP pipeline (no pipelineInfo/root): compile it first, "
+            "e.g. `kfp-finetune compile`"
+        )
+    return spec
+
+
+_TYPE_CHECKS = {
+    "STRING": (lambda value: isinstance(value, str), "a string"),
+    "NUMBER_INTEGER": (lambda value: isinstance(value, int) and not isinstance(value, bool), "an integer"),
+    "NUMBER_DOUBLE": (lambda value: isinstance(value, (int, float)) and not isinstance(value, bool), "a number"),
+    "BOOLEAN": (lambda value: isinstance(value, bool), "true or false"),
+    "LIST": (lambda value: isinstance(value, list), "a JSON list"),
+    "STRUCT": (lambda value: isinstance(value, dict), "a JSON object"),
+}
+
+
+def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str) -> None:
+    """Checks run arguments against the pipeline's declared parameters, before anything is sent.
+
+    Args:
+        spec: The pipeline spec (:func:`read_pipeline_spec`).
+        arguments: Parameter name to value.
+        package_path: The package's path, named in errors.
+
+    Raises:
+        ValueError: An unknown parameter, a value of the wrong type, or a required parameter left out.
+    """
+    declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {}) or {}
+    for name, value in arguments.items():
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise ValueError(f"parameter {name!r} is not a parameter of pipeline {package_path!r} (it has: {known})")
+        parameter_type = declared[name].get("parameterType", "")
+        check, expected = _TYPE_CHECKS.get(parameter_type, (lambda _value: True, ""))
+        if not check(value):
+            hint = ""
+            if parameter_type == "STRING":
+                hint = f"; to pass it as text, quote it: --param '{name}=\"{value}\"' or {name}: '{value}' in a file"
+            raise ValueError(
+                f"parameter {name!r} of pipeline {package_path!r} is {parameter_type} and needs {expected}, "
+                f"got {value!r} ({type(value).__name__}){hint}"
+            )
+    missing = [
+        name
+        for name, definition in declared.items()
+        if name not in arguments and "defaultValue" not in definition and not definition.get("isOptional")
+    ]
+    if missing:
+        raise ValueError(f"pipeline {package_path!r} needs a value for {', '.join(sorted(missing))}: pass --param")

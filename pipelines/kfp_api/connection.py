@@ -1,0 +1,332 @@
+"""Reaching the KFP API: the connection (host, token, TLS, timeout), the health check, bounded requests, errors.
+
+Every request carries a ``(connect, read)`` timeout (:attr:`Connection.request_timeout`): ``kfp_server_api``'s REST
+client honours only an int or such a tuple (a float is silently ignored) and ``kfp.Client``'s methods do not forward
+one, so :func:`bounded_requests` gives every request made within it the connection's timeout and turns urllib3's own
+retries off (they would repeat a timed-out read three more times). A server that accepts connections but never answers
+fails the command after ``timeout_seconds`` with one line that says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import kfp
+
+LOGGER = logging.getLogger("pipelines.kfp_api")
+
+HOST_ENV = "KFP_HOST"
+TOKEN_ENV = "KFP_TOKEN"
+HEALTH_ACTION = "check health (GET /apis/v2beta1/healthz)"
+#: How long one request may wait for an answer by default (``--request-timeout``), and at most for connecting.
+DEFAULT_TIMEOUT_SECONDS = 60.0
+CONNECT_TIMEOUT_SECONDS = 10.0
+_ERROR_TEXT_MAX = 500
+
+
+class KfpApiError(RuntimeError):
+    """The KFP API could not be reached, or refused a request."""
+
+
+# --------------------------------------------------------------------------------------------- connection
+@dataclass(frozen=True, repr=False)
+class Connection:
+    """Where the KFP API is and how to authenticate to it.
+
+    Attributes:
+        host: The KFP API URL, e.g. the Data Science Pipelines route ``https://ds-pipeline-dspa-<ns>.apps.<cluster>``.
+        token: The bearer token (e.g. from ``oc whoami -t``); empty for none. Never shown by ``repr``.
+        verify_ssl: Whether the server's TLS certificate is verified.
+        ca_bundle: A PEM file of CA certificates to verify the server with; empty for the system ones.
+        namespace: The Kubernetes namespace for multi-user deployments; empty for the server's default.
+        timeout_seconds: How long one request may wait for the server's answer (connecting: at most
+            :data:`CONNECT_TIMEOUT_SECONDS`); a server that accepts connections but never answers fails the command
+            after this.
+    """
+
+    host: str
+    token: str = ""
+    verify_ssl: bool = True
+    ca_bundle: str = ""
+    namespace: str = ""
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+
+    @property
+    def request_timeout(self) -> tuple[float, float]:
+        """The ``(connect, read)`` timeout of every request (``kfp_server_api`` ignores a float)."""
+        return (min(CONNECT_TIMEOUT_SECONDS, self.timeout_seconds), self.timeout_seconds)
+
+    def __repr__(self) -> str:
+        """The connection with the token hidden."""
+        token = "<hidden>" if self.token else "<none>"
+        return (
+            f"Connection(host={self.host!r}, token={token}, verify_ssl={self.verify_ssl}, "
+            f"ca_bundle={self.ca_bundle!r}, namespace={self.namespace!r}, timeout_seconds={self.timeout_seconds:g})"
+        )
+
+    __str__ = __repr__
+
+
+def connection_from_options(
+    host: str = "",
+    token_file: str = "",
+    insecure_skip_tls_verify: bool = False,
+    ca_bundle: str = "",
+    namespace: str = "",
+    environ: Mapping[str, str] | None = None,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+) -> Connection:
+    """Builds a :class:`Connection` from command-line options and the environment.
+
+    Args:
+        host: The KFP API URL (``--host``); when empty, ``KFP_HOST`` from the environment.
+        token_file: A file holding the bearer token (``--token-file``, e.g. written by ``oc whoami -t > F``); it
+            wins over ``KFP_TOKEN`` from the environment. No token at all is allowed (unauthenticated API).
+        insecure_skip_tls_verify: Do not verify the server's TLS certificate (``--insecure-skip-tls-verify``).
+        ca_bundle: A PEM file of CA certificates to verify the server with (``--ca-bundle``).
+        namespace: The Kubernetes namespace for multi-user deployments (``--namespace``).
+        environ: The environment to read ``KFP_HOST`` / ``KFP_TOKEN`` from; ``os.environ`` when None.
+        timeout_seconds: How long one request may wait for an answer (``--request-timeout``).
+
+    Returns:
+        The connection (``repr`` hides the token).
+
+    Raises:
+        ValueError: No host, a host that is not an http(s) URL, an unreadable or empty token file, a missing CA
+            bundle, both TLS options at once, or a timeout that is not a positive number of seconds.
+    """
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
+        raise ValueError(
+            f"request timeout {timeout_seconds!r} (--request-timeout) must be a positive number of seconds"
+        )
+    environ = os.environ if environ is None else environ
+    host, host_source = (host.strip(), "--host") if host.strip() else (environ.get(HOST_ENV, "").strip(), HOST_ENV)
+    if not host:
+        raise ValueError(
+            f"no KFP API host: pass --host URL or set {HOST_ENV} (on OpenShift AI: the Data Science Pipelines "
+            "route, e.g. https://ds-pipeline-dspa-<namespace>.apps.<cluster>)"
+        )
+    url = urlsplit(host)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise ValueError(f"KFP host {host!r} (from {host_source}) must be an http:// or https:// URL")
+    if insecure_skip_tls_verify and ca_bundle:
+        raise ValueError("--insecure-skip-tls-verify and --ca-bundle contradict each other: pass one of them")
+    if ca_bundle and not Path(ca_bundle).is_file():
+        raise ValueError(f"CA bundle {ca_bundle!r} (--ca-bundle) is not a readable file")
+    token = _read_token_file(token_file) if token_file else environ.get(TOKEN_ENV, "").strip()
+    if token and url.scheme == "http":
+        LOGGER.warning("the bearer token is sent unencrypted to %s: use https:// outside a local test", host)
+    return Connection(
+        host=host.rstrip("/"),
+        token=token,
+        verify_ssl=not insecure_skip_tls_verify,
+        ca_bundle=str(Path(ca_bundle).resolve()) if ca_bundle else "",
+        namespace=namespace.strip(),
+        timeout_seconds=float(timeout_seconds),
+    )
+
+
+def _read_token_file(token_file: str) -> str:
+    """The token in ``token_file`` (surrounding whitespace removed); the errors never quote its content."""
+    try:
+        token = Path(token_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise ValueError(f"cannot read the bearer token file {token_file!r} (--token-file): {reason}") from None
+    if not token:
+        raise ValueError(f"the bearer token file {token_file!r} (--token-file) is empty: write it with `oc whoami -t`")
+    if any(character.isspace() for character in token):
+        raise ValueError(
+            f"the bearer token file {token_file!r} (--token-file) holds more than one word: it must hold only the "
+            "token, as `oc whoami -t` prints it"
+        )
+    return token
+
+
+def make_client(connection: Connection) -> kfp.Client:
+    """Builds the real ``kfp.Client`` for a connection, after one health check of the API.
+
+    ``kfp.Client`` checks ``GET /apis/v2beta1/healthz`` itself but retries a failure for 25 s and takes an HTML page
+    (a dashboard or login page at the wrong URL) for a healthy answer; :func:`check_health` fails fast on both.
+
+    Args:
+        connection: Host, bearer token, TLS settings and namespace.
+
+    Returns:
+        The client; its configuration carries the token as ``Authorization: Bearer ...`` and the TLS settings.
+
+    Raises:
+        KfpApiError: The API cannot be reached (connection or TLS failure) or does not answer as a KFP API.
+    """
+    import kfp
+
+    check_health(connection)
+    with warnings.catch_warnings(), bounded_requests(connection):
+        # kfp.Client warns on every construction that it needs a KFP >= 2.0.0-beta.2 server: noise for a CLI.
+        warnings.filterwarnings("ignore", message="This client only works", category=FutureWarning)
+        with api_errors(connection, "connect (GET /apis/v2beta1/healthz)"):
+            return kfp.Client(
+                host=connection.host,
+                existing_token=connection.token or None,
+                namespace=connection.namespace or "kubeflow",  # kfp.Client's default, which means "none given"
+                ssl_ca_cert=connection.ca_bundle or None,
+                verify_ssl=connection.verify_ssl,
+            )
+
+
+def check_health(connection: Connection) -> dict:
+    """Calls ``GET /apis/v2beta1/healthz`` once, with the connection's TLS settings, token and request timeout.
+
+    Args:
+        connection: Host, bearer token, TLS settings and timeout.
+
+    Returns:
+        The health answer (e.g. ``{"multi_user": false}``).
+
+    Raises:
+        KfpApiError: Unreachable, refused, or an answer that is not a JSON object (not a KFP API).
+    """
+    import kfp_server_api
+
+    from components._common.retry import single_try_transport
+
+    configuration = kfp_server_api.Configuration(host=connection.host)
+    configuration.verify_ssl = connection.verify_ssl
+    configuration.ssl_ca_cert = connection.ca_bundle or None
+    if connection.token:
+        configuration.api_key["authorization"] = connection.token
+        configuration.api_key_prefix["authorization"] = "Bearer"
+    action = HEALTH_ACTION
+    configuration.retries = single_try_transport()  # one try, bounded by the timeout (urllib3 would make 4)
+    with kfp_server_api.ApiClient(configuration) as api_client, api_errors(connection, action):
+        healthz = kfp_server_api.HealthzServiceApi(api_client)
+        response = healthz.healthz_service_get_healthz(
+            _preload_content=False, _request_timeout=connection.request_timeout
+        )
+    with contextlib.suppress(ValueError):
+        answer = json.loads(response.data)
+        if isinstance(answer, dict):
+            return answer
+    content_type = response.headers.get("Content-Type", "unknown")
+    raise KfpApiError(
+        f"KFP API at {connection.host}: {action} answered {content_type}, not a KFP health report: check that --host "
+        "is the pipelines API route (ds-pipeline-...), not the dashboard, and that the token is accepted"
+    )
+
+
+@contextlib.contextmanager
+def api_errors(connection: Connection, action: str) -> Iterator[None]:
+    """Turns failures of a KFP API call into a :class:`KfpApiError` that says what failed and what to do.
+
+    Args:
+        connection: The connection used (its host is named; its token is redacted from every message).
+        action: What was being done, e.g. ``"upload pipeline 'x'"``.
+
+    Raises:
+        KfpApiError: In place of ``kfp_server_api.ApiException``, urllib3 connection errors and kfp's healthz
+            ``TimeoutError``.
+    """
+    import kfp_server_api
+    import urllib3
+
+    try:
+        yield
+    except kfp_server_api.ApiException as error:
+        message = _server_message(error.body) or error.reason or ""
+        hint = _STATUS_HINTS.get(error.status, "")
+        if error.status == 404 and action != HEALTH_ACTION:
+            hint = ""  # a missing resource, not a wrong host
+        text = f"KFP API at {connection.host}: {action} failed: HTTP {error.status} {error.reason}: {message}{hint}"
+        raise KfpApiError(_redact(text, connection.token)) from None
+    except urllib3.exceptions.HTTPError as error:
+        reason = getattr(error, "reason", None) or error
+        hint = ""
+        if isinstance(reason, urllib3.exceptions.SSLError) or "CERTIFICATE" in str(reason).upper():
+            hint = "; to trust the server's certificate pass --ca-bundle FILE (or --insecure-skip-tls-verify)"
+        elif isinstance(reason, urllib3.exceptions.TimeoutError):
+            hint = (
+                f"; no answer within {connection.timeout_seconds:g} s: check --host and the route, or allow longer "
+                "with --request-timeout"
+            )
+        text = f"cannot reach the KFP API at {connection.host} to {action}: {reason}{hint}"
+        raise KfpApiError(_redact(text, connection.token)) from None
+    except TimeoutError as error:
+        text = f"the KFP API at {connection.host} is not healthy ({action}): {error}; check --host"
+        raise KfpApiError(_redact(text, connection.token)) from None
+
+
+_STATUS_HINTS = {
+    401: " (the bearer token is missing, expired or wrong: refresh it with `oc whoami -t`)",
+    403: " (the token's user may not do this: check its role in the project/namespace)",
+    404: " (check that --host is the pipelines API route, not the dashboard URL)",
+}
+
+
+def _server_message(body: Any) -> str:
+    """The ``message``/``error`` text of a KFP error body (``google.rpc.Status`` JSON), else the body, shortened."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    text = str(body or "")
+    with contextlib.suppress(ValueError, AttributeError):
+        parsed = json.loads(text)
+        text = str(parsed.get("message") or parsed.get("error_message") or parsed.get("error") or text)
+    return text[:_ERROR_TEXT_MAX]
+
+
+def _redact(text: str, token: str) -> str:
+    return text.replace(token, "<hidden>") if token else text
+
+
+def _honoured_timeout(value: Any) -> bool:
+    """Whether ``kfp_server_api`` applies this ``_request_timeout`` (an int or a 2-tuple; not a float, not None)."""
+    return (isinstance(value, int) and not isinstance(value, bool) and value > 0) or (
+        isinstance(value, tuple) and len(value) == 2
+    )
+
+
+@contextlib.contextmanager
+def bounded_requests(connection: Connection) -> Iterator[None]:
+    """Within the block, every ``kfp_server_api`` request has the connection's timeout and no urllib3 retries.
+
+    ``kfp.Client`` builds its own REST client and its methods (upload, list, create...) take no timeout, so the
+    timeout is added where every request passes: ``RESTClientObject.request``, for the duration of the block only.
+    """
+    from kfp_server_api import rest
+
+    from components._common.retry import single_try_transport
+
+    original = rest.RESTClientObject.request
+    timeout = connection.request_timeout
+    single_try = single_try_transport()
+
+    def request(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if not _honoured_timeout(kwargs.get("_request_timeout")):
+            kwargs["_request_timeout"] = timeout
+        pool_options = self.pool_manager.connection_pool_kw
+        if pool_options.get("retries") is not single_try:
+            pool_options["retries"] = single_try
+            self.pool_manager.clear()
+        return original(self, method, url, *args, **kwargs)
+
+    rest.RESTClientObject.request = request
+    try:
+        yield
+    finally:
+        rest.RESTClientObject.request = original
+
+
+@contextlib.contextmanager
+def client_session(connection: Connection) -> Iterator[kfp.Client]:
+    """A health-checked ``kfp.Client`` (:func:`make_client`) whose every request within the block is bounded."""
+    with bounded_requests(connection):
+        yield make_client(connection)

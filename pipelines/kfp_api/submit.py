@@ -1,0 +1,263 @@
+"""Upload, run and schedule a compiled pipeline: the work of ``kfp-finetune upload|run|schedule``.
+
+Each call checks its input first (nothing is sent on bad input), then opens one bounded client session
+(:func:`~.connection.client_session`: health check, then every request with the connection's timeout).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelines.kfp_api.arguments import check_arguments, read_pipeline_spec
+from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_errors, client_session
+from pipelines.kfp_api.cron import validate_cron
+
+if TYPE_CHECKING:
+    import kfp
+
+DEFAULT_EXPERIMENT = "Default"
+MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
+
+
+def default_version_name(pipeline_name: str, package_path: str, now: datetime.datetime | None = None) -> str:
+    """A version name that tells uploads apart: ``<pipeline> <UTC time> <first 8 hex of the package's sha256>``."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    digest = hashlib.sha256(Path(package_path).read_bytes()).hexdigest()[:8]
+    return f"{pipeline_name} {now:%Y-%m-%d %H:%M:%S} {digest}"
+
+
+def upload_pipeline(
+    connection: Connection,
+    package_path: str,
+    pipeline_name: str,
+    description: str = "",
+    version_name: str = "",
+) -> dict:
+    """Uploads a compiled pipeline; when a pipeline of that name exists, uploads the package as a new version.
+
+    Args:
+        connection: Where and how to reach the KFP API.
+        package_path: The compiled pipeline YAML.
+        pipeline_name: The pipeline's display name in the dashboard.
+        description: The pipeline's (or new version's) description.
+        version_name: The new version's name when the pipeline exists; default
+            ``<pipeline> <UTC time> <sha256 prefix>``. A new pipeline's first version is named after the pipeline by
+            the server, so ``version_name`` applies from the second upload on.
+
+    Returns:
+        ``{"pipeline_id", "version_id", "version_name"}``.
+
+    Raises:
+        ValueError: An empty name or a package that is not a compiled pipeline.
+        KfpApiError: The API refused a call (e.g. 409 for a version name that exists) or could not be reached.
+    """
+    read_pipeline_spec(package_path)
+    pipeline_name = pipeline_name.strip()
+    if not pipeline_name:
+        raise ValueError("the pipeline name (--name) is empty")
+    with client_session(connection) as client:
+        pipeline_id = find_pipeline_id(client, connection, pipeline_name)
+        if pipeline_id is None:
+            return _upload_new_pipeline(client, connection, package_path, pipeline_name, description, version_name)
+        version_name = version_name.strip() or default_version_name(pipeline_name, package_path)
+        with api_errors(connection, f"upload version {version_name!r} of pipeline {pipeline_name!r}"):
+            version = client.upload_pipeline_version(
+                package_path, version_name, pipeline_id=pipeline_id, description=description or None
+            )
+    version_id = _returned_id(connection, version.pipeline_version_id, f"version {version_name!r}")
+    return {"pipeline_id": pipeline_id, "version_id": version_id, "version_name": version_name}
+
+
+def _upload_new_pipeline(
+    client: kfp.Client,
+    connection: Connection,
+    package_path: str,
+    pipeline_name: str,
+    description: str,
+    version_name: str,
+) -> dict:
+    """Uploads a pipeline that does not exist yet and finds the version the server created with it."""
+    with api_errors(connection, f"upload pipeline {pipeline_name!r}"):
+        pipeline = client.upload_pipeline(
+            package_path,
+            pipeline_name=pipeline_name,
+            description=description or None,
+            namespace=connection.namespace or None,
+        )
+    pipeline_id = _returned_id(connection, pipeline.pipeline_id, f"pipeline {pipeline_name!r}")
+    with api_errors(connection, f"list the versions of pipeline {pipeline_name!r}"):
+        versions = client.list_pipeline_versions(pipeline_id, page_size=1, sort_by="created_at desc")
+    if not versions.pipeline_versions:
+        raise KfpApiError(f"KFP API at {connection.host}: pipeline {pipeline_name!r} was uploaded without a version")
+    version = versions.pipeline_versions[0]
+    if version_name and version_name != version.display_name:
+        LOGGER.warning(
+            "pipeline %r is new: its first version is named %r by the server; --version applies to later uploads",
+            pipeline_name,
+            version.display_name,
+        )
+    return {
+        "pipeline_id": pipeline_id,
+        "version_id": _returned_id(connection, version.pipeline_version_id, f"the first version of {pipeline_name!r}"),
+        "version_name": version.display_name,
+    }
+
+
+def find_pipeline_id(client: kfp.Client, connection: Connection, pipeline_name: str) -> str | None:
+    """The id of the pipeline with this display name, or None.
+
+    Raises:
+        KfpApiError: The API refused the listing, or more than one pipeline has this name.
+    """
+    name_filter = json.dumps(
+        {"predicates": [{"operation": "EQUALS", "key": "display_name", "stringValue": pipeline_name}]}
+    )
+    with api_errors(connection, f"look up pipeline {pipeline_name!r}"):
+        listing = client.list_pipelines(page_size=2, filter=name_filter, namespace=connection.namespace or None)
+    pipelines = listing.pipelines or []
+    if len(pipelines) > 1:
+        raise KfpApiError(f"KFP API at {connection.host}: more than one pipeline is named {pipeline_name!r}")
+    return pipelines[0].pipeline_id if pipelines else None
+
+
+def create_run(
+    connection: Connection,
+    package_path: str,
+    arguments: dict,
+    run_name: str = "",
+    experiment_name: str = DEFAULT_EXPERIMENT,
+) -> dict:
+    """Starts one run of a compiled pipeline in an experiment (created when it does not exist).
+
+    Args:
+        connection: Where and how to reach the KFP API.
+        package_path: The compiled pipeline YAML (sent as the run's pipeline spec).
+        arguments: Pipeline parameter values (:func:`load_arguments`); checked against the pipeline's parameters.
+        run_name: The run's display name; default ``<pipeline name> <UTC time>``.
+        experiment_name: The experiment to run in.
+
+    Returns:
+        ``{"run_id", "experiment_id"}``.
+
+    Raises:
+        ValueError: A package that is not a compiled pipeline, an argument the pipeline does not declare or of the
+            wrong type, a required parameter left out, or an empty experiment name.
+        KfpApiError: The API refused a call or could not be reached.
+    """
+    spec = read_pipeline_spec(package_path)
+    check_arguments(spec, arguments, package_path)
+    experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
+    run_name = run_name.strip() or _default_run_name(spec)
+    with client_session(connection) as client:
+        experiment_id = ensure_experiment(client, connection, experiment_name)
+        with api_errors(connection, f"create run {run_name!r}"):
+            run = client.run_pipeline(
+                experiment_id=experiment_id, job_name=run_name, pipeline_package_path=package_path, params=arguments
+            )
+    return {"run_id": _returned_id(connection, run.run_id, f"run {run_name!r}"), "experiment_id": experiment_id}
+
+
+def schedule_run(
+    connection: Connection,
+    package_path: str,
+    arguments: dict,
+    job_name: str,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    cron: str = "",
+    interval_seconds: int = 0,
+    max_concurrency: int = 1,
+    enabled: bool = True,
+    no_catchup: bool = True,
+) -> dict:
+    """Creates a recurring run of a compiled pipeline, on a cron schedule or every ``interval_seconds``.
+
+    Args:
+        connection: Where and how to reach the KFP API.
+        package_path: The compiled pipeline YAML (sent as the recurring run's pipeline spec).
+        arguments: Pipeline parameter values (:func:`load_arguments`); checked against the pipeline's parameters.
+        job_name: The recurring run's display name.
+        experiment_name: The experiment its runs go to (created when it does not exist).
+        cron: A 6-field cron expression with seconds, ``second minute hour day-of-month month day-of-week``
+            (e.g. ``0 0 2 * * *``: 02:00 every day), or ``@daily``/``@every 6h``-style descriptors.
+        interval_seconds: Seconds between runs (a periodic schedule). Exactly one of ``cron``/``interval_seconds``.
+        max_concurrency: How many of its runs may run at once (1-10).
+        enabled: Whether the schedule starts enabled.
+        no_catchup: When True, a paused schedule does not backfill the runs it missed.
+
+    Returns:
+        ``{"recurring_run_id", "experiment_id"}``.
+
+    Raises:
+        ValueError: Not exactly one of cron/interval, a bad cron or interval, max_concurrency out of 1-10, an empty
+            name, or bad arguments/package (as for :func:`create_run`).
+        KfpApiError: The API refused a call or could not be reached.
+    """
+    cron = validate_cron(cron) if cron.strip() else ""
+    _check_trigger(cron, interval_seconds)
+    _check_max_concurrency(max_concurrency)
+    job_name = _required_name(job_name, "recurring run name (--name)")
+    experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
+    spec = read_pipeline_spec(package_path)
+    check_arguments(spec, arguments, package_path)
+    with client_session(connection) as client:
+        experiment_id = ensure_experiment(client, connection, experiment_name)
+        with api_errors(connection, f"create recurring run {job_name!r}"):
+            recurring_run = client.create_recurring_run(
+                experiment_id=experiment_id,
+                job_name=job_name,
+                cron_expression=cron or None,
+                interval_second=interval_seconds or None,
+                max_concurrency=max_concurrency,
+                no_catchup=no_catchup,
+                params=arguments,
+                pipeline_package_path=package_path,
+                enabled=enabled,
+            )
+    recurring_run_id = _returned_id(connection, recurring_run.recurring_run_id, f"recurring run {job_name!r}")
+    return {"recurring_run_id": recurring_run_id, "experiment_id": experiment_id}
+
+
+def ensure_experiment(client: kfp.Client, connection: Connection, experiment_name: str) -> str:
+    """The id of the experiment with this name, created when it does not exist."""
+    with api_errors(connection, f"get or create experiment {experiment_name!r}"):
+        experiment = client.create_experiment(experiment_name, namespace=connection.namespace or None)
+    return _returned_id(connection, experiment.experiment_id, f"experiment {experiment_name!r}")
+
+
+def _returned_id(connection: Connection, resource_id: str | None, what: str) -> str:
+    """The id the API returned for ``what``; a missing one means the host is not (only) a KFP API."""
+    if not resource_id:
+        raise KfpApiError(f"KFP API at {connection.host} returned no id for {what}: is --host the pipelines API route?")
+    return resource_id
+
+
+def _default_run_name(spec: dict) -> str:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return f"{spec['pipelineInfo'].get('name', 'pipeline')} {now:%Y-%m-%d %H:%M:%S}"
+
+
+def _required_name(value: str, what: str) -> str:
+    if not value or not value.strip():
+        raise ValueError(f"the {what} is empty")
+    return value.strip()
+
+
+def _check_trigger(cron: str, interval_seconds: int) -> None:
+    """Exactly one trigger: a cron expression or a positive whole number of seconds."""
+    if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds < 0:
+        raise ValueError(f"interval {interval_seconds!r} (--interval) must be a positive whole number of seconds")
+    if bool(cron) == bool(interval_seconds):
+        given = "both" if cron else "neither"
+        raise ValueError(f"a schedule needs exactly one of --cron EXPR or --interval SECONDS; {given} was given")
+
+
+def _check_max_concurrency(max_concurrency: int) -> None:
+    low, high = MAX_CONCURRENCY_RANGE
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or not low <= max_concurrency <= high:
+        raise ValueError(
+            f"max concurrency {max_concurrency!r} must be a whole number from {low} to {high} (KFP's limit)"
+        )

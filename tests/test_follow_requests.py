@@ -1,0 +1,27 @@
+"""The fast variant of ``benchmarks/follow_requests.py``: steady-state API requests while following a running job.
+
+The benchmark states the goal for 60 s at the component's 10 s poll interval (<= 6 requests per minute per job); here
+the same code runs for 3 s at a 0.5 s interval, where the goal scales to 6 requests.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "follow_requests.py"
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("follow_requests", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("use_watch", [True, False], ids=["watch", "poll"])
+def test_following_a_running_job_keeps_to_one_request_per_interval(use_watch):
+    benchmark = _benchmark()
+    found = benchmark.measure(use_watch, seconds=3.0, poll_interval=0.5)
+    assert benchmark.goal_requests(60, 10) == 6
+    assert 3 <= found["requests"] <= benchmark.goal_requests(3.0, 0.5), found

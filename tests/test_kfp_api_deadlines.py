@@ -1,0 +1,121 @@
+"""``kfp-finetune upload|run|schedule`` against a KFP API that accepts connections but never answers.
+
+A TCP proxy (``tests/harness/tcp_proxy.py``) stands in front of the KFP API stub: blackholed from the start (the health
+check hangs) or after the client was built (a later call hangs). Each case must end within the request timeout plus
+slack, with one line that says what did not answer and what to do, and without the token.
+"""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines import kfp_api
+from pipelines.cli import main
+from pipelines.kfp_api import Connection, KfpApiError
+from tests.harness.tcp_proxy import tcp_proxy
+
+TOKEN = "sha256~deadline-test-token"
+API = "/apis/v2beta1"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_kfp_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kfp.client import client
+
+    monkeypatch.setattr(client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    for name in ("KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT", "KFP_HOST", "KFP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def package_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from kfp import compiler, dsl
+
+    @dsl.component
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @dsl.pipeline(name="add-numbers")
+    def add_numbers(a: int = 1):
+        add(a=a, b=2)
+
+    path = tmp_path_factory.mktemp("package") / "add_numbers.yaml"
+    compiler.Compiler().compile(add_numbers, str(path))
+    return str(path)
+
+
+def _upstream(stub):
+    host, port = stub.url.split("//", 1)[1].rsplit(":", 1)
+    return host, int(port)
+
+
+@pytest.mark.parametrize("call", ["upload", "run", "schedule"])
+def test_a_health_check_that_never_answers_fails_within_the_timeout(package_path, call):
+    with tcp_proxy(mode="blackhole") as proxy:
+        connection = Connection(host=proxy.url, token=TOKEN, timeout_seconds=1)
+        began = time.monotonic()
+        with pytest.raises(KfpApiError) as error:
+            if call == "upload":
+                kfp_api.upload_pipeline(connection, package_path, "p")
+            elif call == "run":
+                kfp_api.create_run(connection, package_path, {})
+            else:
+                kfp_api.schedule_run(connection, package_path, {}, job_name="j", cron="@daily")
+        elapsed = time.monotonic() - began
+    # Bound: one request of at most (connect 1 s, read 1 s), no retries.
+    assert elapsed < 1 + 1 + 1.5, elapsed
+    message = str(error.value)
+    assert message.startswith(f"cannot reach the KFP API at {proxy.url} to check health (GET {API}/healthz): ")
+    assert "Read timed out" in message and "no answer within 1 s" in message and "--request-timeout" in message
+    assert "\n" not in message and TOKEN not in message
+    assert proxy.connections == 1
+
+
+def test_a_server_that_stops_answering_after_the_health_check_fails_the_call_within_the_timeout(
+    kfp_api_stub, package_path
+):
+    with tcp_proxy(_upstream(kfp_api_stub)) as proxy:
+
+        def stop_answering_after_health_checks():
+            paths = [r.path for r in kfp_api_stub.requests]
+            if paths.count(f"{API}/healthz") >= 2:  # ours, then kfp.Client's own
+                proxy.set_mode("blackhole")
+                return True
+            return False
+
+        import threading
+
+        watcher = threading.Thread(
+            target=lambda: [time.sleep(0.005) for _ in iter(stop_answering_after_health_checks, True)], daemon=True
+        )
+        watcher.start()
+        began = time.monotonic()
+        with pytest.raises(KfpApiError) as error:
+            kfp_api.upload_pipeline(Connection(host=proxy.url, token=TOKEN, timeout_seconds=1), package_path, "p")
+        elapsed = time.monotonic() - began
+        watcher.join(timeout=5)
+    assert elapsed < 1 + 1 + 3, elapsed
+    message = str(error.value)
+    assert message.startswith(f"cannot reach the KFP API at {proxy.url} to look up pipeline 'p': "), message
+    assert "no answer within 1 s" in message and "\n" not in message and TOKEN not in message
+    assert kfp_api_stub.pipelines == {}
+
+
+def test_the_cli_reports_a_hung_api_in_one_line(package_path, capsys, monkeypatch):
+    monkeypatch.setenv("KFP_TOKEN", TOKEN)
+    with tcp_proxy(mode="blackhole") as proxy:
+        began = time.monotonic()
+        code = main(["upload", package_path, "--host", proxy.url, "--request-timeout", "1"])
+        elapsed = time.monotonic() - began
+    err = capsys.readouterr().err
+    assert code == 1 and elapsed < 1 + 1 + 1.5
+    assert err.startswith("kfp-finetune upload: failed: cannot reach the KFP API") and err.count("\n") == 1
+    assert TOKEN not in err
+
+
+def test_the_request_timeout_must_be_positive():
+    with pytest.raises(ValueError, match=r"request timeout 0 \(--request-timeout\) must be a positive number"):
+        kfp_api.connection_from_options(host="https://kfp.example", timeout_seconds=0, environ={})
+    assert Connection(host="h", timeout_seconds=30).request_timeout == (10.0, 30)
+    assert Connection(host="h", timeout_seconds=2).request_timeout == (2, 2)
