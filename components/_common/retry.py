@@ -258,7 +258,11 @@ async def call_with_retries_async(
 ) -> T:
     """:func:`call_with_retries` for a coroutine function (waits with ``asyncio.sleep``)."""
     retrying = tenacity.AsyncRetrying(**_retrying_kwargs(policy, retryable, on_retry, deadline, clock))
+
+    async def attempt() -> T:  # tenacity awaits only coroutine functions, not lambdas returning a coroutine
+        return await func()
+
     try:
-        return await retrying(func)
+        return await retrying(attempt)
     except tenacity.RetryError as error:
         raise _gave_up(error, policy) from None

@@ -5,6 +5,7 @@ from kfp import dsl
 from components._common.runtime import runtime_component
 
 PACKAGES = ["huggingface-hub==2.0.0", "boto3==1.44.5", "pyarrow==26.0.1", "pyyaml==6.0.3", "transformers==5.23.0"]
+PACKAGES += ["tenacity==9.2.1"]  # the shared retry policy (components/_common/retry.py)
 
 
 @runtime_component(__file__, packages=PACKAGES)

@@ -12,12 +12,13 @@ import hashlib
 import os
 import shutil
 import ssl
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from components._common.retry import GaveUp, RetryPolicy, call_with_retries, is_tls_error, is_transient
 
 from .locations import (
     DatasetSourceError,
@@ -142,31 +143,34 @@ def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOption
     name = _http_file_name(url)
     target = download_dir / name
     partial = download_dir / f".{name}.part"
-    delay = options.backoff_s
+    policy = RetryPolicy(attempts=options.attempts, initial_delay_s=options.backoff_s, max_delay_s=30.0)
+
+    def download() -> FetchedData:
+        revision = _download_once(url, partial, max_bytes, options)
+        os.replace(partial, target)
+        return FetchedData([target], revision)
+
     try:
-        for attempt in range(1, options.attempts + 1):
-            try:
-                revision = _download_once(url, partial, max_bytes, options)
-                os.replace(partial, target)
-                return FetchedData([target], revision)
-            except urllib.error.HTTPError as error:
-                if error.code not in RETRY_STATUSES or attempt == options.attempts:
-                    raise _http_error(url, error.code, str(error.reason)) from None
-            except urllib.error.URLError as error:
-                if isinstance(error.reason, ssl.SSLError):
-                    raise DatasetSourceError(f"dataset_uri={url!r}: TLS verification failed: {error.reason}") from None
-                if attempt == options.attempts:
-                    raise DatasetSourceError(
-                        f"dataset_uri={url!r}: cannot connect after {attempt} attempts: {error.reason}"
-                    ) from None
-            except (TimeoutError, ConnectionError) as error:
-                if attempt == options.attempts:
-                    raise DatasetSourceError(f"dataset_uri={url!r}: {error!r} after {attempt} attempts") from None
-            time.sleep(delay)
-            delay *= 2
+        return call_with_retries(download, policy, retryable=lambda error: is_transient(error, RETRY_STATUSES))
+    except urllib.error.HTTPError as error:
+        raise _http_error(url, error.code, str(error.reason)) from None
+    except GaveUp as gave_up:
+        raise _http_failure(url, gave_up.last, gave_up.attempts) from None
+    except urllib.error.URLError as error:
+        raise _http_failure(url, error, 1) from None
     finally:
         partial.unlink(missing_ok=True)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _http_failure(url: str, error: BaseException, attempts: int) -> DatasetSourceError:
+    """The one-line error of a download that got no usable answer (after ``attempts`` tries)."""
+    if isinstance(error, urllib.error.HTTPError):
+        return _http_error(url, error.code, str(error.reason))
+    if is_tls_error(error):
+        return DatasetSourceError(f"dataset_uri={url!r}: TLS verification failed: {getattr(error, 'reason', error)}")
+    if isinstance(error, urllib.error.URLError):
+        return DatasetSourceError(f"dataset_uri={url!r}: cannot connect after {attempts} attempts: {error.reason}")
+    return DatasetSourceError(f"dataset_uri={url!r}: {error!r} after {attempts} attempts")
 
 
 # --- S3 ----------------------------------------------------------------------------------------------------------

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import random
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+from components._common.retry import GaveUp, call_with_retries_async
+from components._common.retry import RetryPolicy as SharedRetryPolicy
 
 T = TypeVar("T")
 
@@ -44,25 +46,11 @@ class RegistryAuthError(RegistryRequestError):
 
 
 @dataclasses.dataclass(frozen=True)
-class RetryPolicy:
-    """Retries with exponential backoff for 5xx answers and connection errors.
+class RetryPolicy(SharedRetryPolicy):
+    """The shared retry policy (:mod:`components._common.retry`) with the registry's short waits."""
 
-    Attributes:
-        attempts: Total tries of one step (1 = no retry).
-        initial_delay_s: Wait before the second try.
-        max_delay_s: Upper bound of one wait.
-        factor: Growth of the wait from one try to the next.
-    """
-
-    attempts: int = 5
     initial_delay_s: float = 0.5
     max_delay_s: float = 8.0
-    factor: float = 2.0
-
-    def delay_s(self, retry_index: int) -> float:
-        """The wait before retry number ``retry_index`` (0-based), with up to 10% jitter."""
-        base = min(self.max_delay_s, self.initial_delay_s * self.factor**retry_index)
-        return base * (1.0 + 0.1 * random.random())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,19 +285,17 @@ async def with_retries(
     Raises:
         RegistryRequestError: A permanent failure, or transient failures on every try.
     """
-    for attempt in range(policy.attempts):
-        try:
-            return await call()
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a clear error
-            if not is_transient(exc) or attempt + 1 == policy.attempts:
-                error = describe_failure(exc, step, endpoint)
-                if is_transient(exc):
-                    error = RegistryRequestError(f"{error} (gave up after {policy.attempts} tries)")
-                raise error from exc
-            delay = policy.delay_s(attempt)
-            log(f"{step}: transient failure ({_short(exc)}); retry {attempt + 1}/{policy.attempts - 1} in {delay:.1f}s")
-            await asyncio.sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    def on_retry(number: int, delay: float, exc: BaseException) -> None:
+        log(f"{step}: transient failure ({_short(exc)}); retry {number}/{policy.attempts - 1} in {delay:.1f}s")
+
+    try:
+        return await call_with_retries_async(call, policy, retryable=is_transient, on_retry=on_retry)
+    except GaveUp as gave_up:
+        error = describe_failure(gave_up.last, step, endpoint)
+        raise RegistryRequestError(f"{error} (gave up after {gave_up.attempts} tries)") from gave_up.last
+    except Exception as exc:  # noqa: BLE001 - not transient: re-raised as a clear error
+        raise describe_failure(exc, step, endpoint) from exc
 
 
 def _short(exc: BaseException) -> str:

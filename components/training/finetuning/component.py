@@ -7,7 +7,7 @@ from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 
 #: The trainjob path needs the Kubernetes client and matplotlib; backend="local" on a cluster needs the runtime image
 #: (Containerfile: torch, transformers, peft), which is not pip-installed here to keep TrainJob launches light.
-PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0"]
+PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0", "tenacity==9.2.1"]
 PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
 PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,

@@ -1,0 +1,163 @@
+"""The shared retry policy (``components/_common/retry.py``): what is retried, how often and for how long."""
+
+import asyncio
+import ssl
+import urllib.error
+
+import pytest
+import urllib3
+
+from components._common.retry import (
+    TRANSIENT_STATUSES,
+    GaveUp,
+    RetryPolicy,
+    call_with_retries,
+    call_with_retries_async,
+    is_transient,
+    single_try_transport,
+)
+
+
+class Answered(Exception):
+    def __init__(self, status):
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+class Flaky:
+    """Fails with the given errors, one per call, then returns "done"."""
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "done"
+
+
+class FakeTime:
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.mark.parametrize("status", sorted(TRANSIENT_STATUSES))
+def test_try_again_answers_are_transient(status):
+    assert is_transient(Answered(status))
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 410, 422, 501])
+def test_other_answers_are_final(status):
+    assert not is_transient(Answered(status))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConnectionRefusedError(111, "refused"),
+        ConnectionResetError(104, "reset"),
+        TimeoutError("timed out"),
+        urllib3.exceptions.ReadTimeoutError(None, "/x", "Read timed out."),
+        urllib3.exceptions.MaxRetryError(None, "/x", urllib3.exceptions.NewConnectionError(None, "refused")),
+        urllib3.exceptions.ProtocolError("Connection aborted."),
+        urllib.error.URLError(ConnectionRefusedError(111, "refused")),
+    ],
+)
+def test_no_answer_is_transient(error):
+    assert is_transient(error)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        urllib3.exceptions.MaxRetryError(None, "/x", urllib3.exceptions.SSLError("CERTIFICATE_VERIFY_FAILED")),
+        urllib.error.URLError(ssl.SSLCertVerificationError("certificate verify failed")),
+        ValueError("a bug"),
+        KeyError("a bug"),
+        FileNotFoundError(2, "no such file"),
+    ],
+)
+def test_tls_failures_and_other_errors_are_final(error):
+    assert not is_transient(error)
+
+
+def test_transient_failures_are_retried_with_growing_jittered_waits_then_succeed():
+    flaky = Flaky(Answered(503), Answered(429), ConnectionResetError(104, "reset"))
+    clock = FakeTime()
+    seen = []
+    result = call_with_retries(
+        flaky, RetryPolicy(attempts=5), sleep=clock.sleep, on_retry=lambda *args: seen.append(args[:2])
+    )
+    assert result == "done" and flaky.calls == 4
+    assert [base for base, (s) in zip([1, 2, 4], clock.sleeps) if base <= s <= base * 1.1] == [1, 2, 4]
+    assert [number for number, _ in seen] == [1, 2, 3]
+
+
+def test_attempts_are_bounded_and_the_last_error_is_kept():
+    flaky = Flaky(*[Answered(500)] * 10)
+    clock = FakeTime()
+    with pytest.raises(GaveUp) as gave_up:
+        call_with_retries(flaky, RetryPolicy(attempts=3, max_delay_s=1.5), sleep=clock.sleep)
+    assert (gave_up.value.attempts, gave_up.value.reason, gave_up.value.last.status) == (3, "attempts", 500)
+    assert flaky.calls == 3 and len(clock.sleeps) == 2 and max(clock.sleeps) <= 1.5 * 1.1
+
+
+def test_a_final_answer_is_raised_at_once():
+    flaky = Flaky(Answered(403))
+    with pytest.raises(Answered):
+        call_with_retries(flaky, RetryPolicy(attempts=5), sleep=pytest.fail)
+    assert flaky.calls == 1
+
+
+def test_no_wait_reaches_past_the_deadline():
+    flaky = Flaky(*[TimeoutError("timed out")] * 10)
+    clock = FakeTime()
+    with pytest.raises(GaveUp) as gave_up:
+        call_with_retries(flaky, RetryPolicy(attempts=10), sleep=clock.sleep, clock=lambda: clock.now, deadline=5.0)
+    assert gave_up.value.reason == "deadline" and flaky.calls == 3  # waits 1 and 2; the next (4) would pass t=5
+    assert clock.now < 5.0
+
+
+def test_the_async_variant_retries_coroutines():
+    calls = []
+
+    async def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise Answered(502)
+        return "done"
+
+    policy = RetryPolicy(attempts=3, initial_delay_s=0.001, max_delay_s=0.002)
+    assert asyncio.run(call_with_retries_async(flaky, policy)) == "done" and len(calls) == 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [({"attempts": 0}, "attempts=0"), ({"initial_delay_s": -1}, "initial_delay_s=-1"), ({"factor": 0.5}, "factor")],
+)
+def test_bad_policies_are_named(fields, message):
+    with pytest.raises(ValueError, match=message):
+        RetryPolicy(**fields)
+
+
+def test_transport_makes_one_try_and_keeps_the_error_shape():
+    retry = single_try_transport()
+    with pytest.raises(urllib3.exceptions.MaxRetryError):
+        retry.increment("GET", "/x", error=urllib3.exceptions.ReadTimeoutError(None, "/x", "Read timed out."))
+
+
+def test_each_component_that_imports_the_policy_installs_tenacity():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "components"
+    for component in root.glob("*/*/component.py"):
+        runtime = [p for p in component.parent.rglob("*.py") if "tests" not in p.parts and p.name != "component.py"]
+        if any("components._common.retry" in p.read_text() for p in runtime):
+            assert '"tenacity==' in component.read_text(), f"{component} ships the retry policy without tenacity"
