@@ -63,6 +63,7 @@ def train_model(
     pod_annotations: dict = {},
     hf_token_secret_name: str = "hf-token",
     s3_secret_name: str = "",
+    queue_name: str = "",
     cleanup_policy: str = "delete",
     delete_on_success: bool = False,
     start_timeout_seconds: int = 1800,

@@ -62,7 +62,14 @@ PARAMETER_DOCS = {
     "s3_secret_name": (
         "Data-connection secret: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_S3_ENDPOINT`, `AWS_DEFAULT_REGION`."
     ),
-    "cleanup_policy": ("On failure/timeout/cancel: `delete` \\| `keep` \\| `suspend` the TrainJob/PyTorchJob."),
+    "queue_name": (
+        "Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue admits it, the step waits "
+        "logging the queue state and never resumes it itself; '' = no queue."
+    ),
+    "cleanup_policy": (
+        "On every failure after submission (error, timeout, cancel, API outage): `delete` \\| `keep` \\| `suspend` "
+        "the TrainJob/PyTorchJob; when the API cannot be reached the error names the `kubectl` command."
+    ),
     "delete_on_success": ("Delete the TrainJob after it completes."),
     "start_timeout_seconds": ("Fail (and clean up) when the training pods are not running after this long."),
     "timeout_seconds": ("Total deadline (0 = none); also the TrainJob's activeDeadlineSeconds."),

@@ -432,6 +432,7 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         pod_labels=dict(params.get("pod_labels") or {}),
         pod_annotations=dict(params.get("pod_annotations") or {}),
         active_deadline_seconds=params.get("timeout_seconds", 0),
+        queue_name=params.get("queue_name", ""),
     )
     return spec
 

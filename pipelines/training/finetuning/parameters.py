@@ -161,7 +161,19 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p("train", "pod_labels", dict, {}, "Extra labels of the training pods."),
     _p("train", "pod_annotations", dict, {}, "Extra annotations of the training pods."),
     _p(
-        "train", "cleanup_policy", str, "delete", "On failure, timeout or cancel: delete | keep | suspend the TrainJob."
+        "train",
+        "queue_name",
+        str,
+        "",
+        "Kueue LocalQueue to submit the TrainJob/PyTorchJob to (kueue.x-k8s.io/queue-name); Kueue admits it. "
+        "'' = no queue.",
+    ),
+    _p(
+        "train",
+        "cleanup_policy",
+        str,
+        "delete",
+        "On any failure after submission (error, timeout, cancel): delete | keep | suspend the TrainJob.",
     ),
     _p("train", "delete_on_success", bool, False, "Delete the TrainJob after it succeeds."),
     _p("train", "start_timeout_seconds", int, 1800, "Fail when the training pods are not running after this long."),
