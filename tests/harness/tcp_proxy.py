@@ -100,7 +100,10 @@ class TcpProxy:
         with self._lock:
             listener, self._listener = self._listener, None
         if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # wakes an accept() blocked on it
             listener.close()
+            self._stopped.wait(0.1)  # let the accept loop leave the closed socket: from now on connects are refused
 
     def _drop_connections(self) -> None:
         with self._lock:

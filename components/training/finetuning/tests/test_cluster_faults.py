@@ -308,3 +308,79 @@ def test_reattaching_to_a_queued_job_leaves_admission_to_kueue(kube_api, kind):
     assert "it is suspended and queued in Kueue LocalQueue 'team-queue': leaving its admission to Kueue" in text
     assert "Kueue LocalQueue 'team-queue': suspended, waiting for Kueue to admit it" in text
     assert "Kueue LocalQueue 'team-queue': admitted" in text
+
+
+@pytest.mark.parametrize("status", [403, 503])
+def test_an_api_answering_errors_to_everything_while_following_ends_with_the_command(kube_api, status):
+    # RBAC revoked mid-run (403: final, not retried) or a broken API server (503: retried, then given up).
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    log = Log()
+    with tcp_proxy(_upstream(kube_api)) as proxy:
+
+        def outage(now):
+            if now >= 20 and proxy.mode == "forward":
+                proxy.set_mode("status", status=status)
+
+        clock = FakeClock(outage)
+        with pytest.raises(TrainJobApiError) as error:
+            run_trainjob(
+                _proxied_client(proxy),
+                PYTORCHJOB,
+                start_timeout_seconds=300,
+                timeout_seconds=3600,
+                poll_interval_seconds=10,
+                use_watch=False,
+                api_attempts=3,
+                clock=clock,
+                sleep=clock.sleep,
+                log=log,
+            )
+        proxy.set_mode("forward")
+    first, note = str(error.value).splitlines()
+    if status == 403:
+        assert first == f"reading PyTorchJob {NS}/{NAME} was rejected by the Kubernetes API: " + (
+            "HTTP 403 Forbidden: proxy answers 403 to every request"
+        )
+        assert proxy.answered == 2  # the poll, then the delete: neither retried
+    else:
+        assert first.startswith(f"reading PyTorchJob {NS}/{NAME}: failed 3 times, last: HTTP 503")
+        assert proxy.answered == 6  # 3 polls, 3 deletes
+    assert note.endswith(f"run `kubectl delete pytorchjob {NAME} -n {NS}`")
+    assert [job["metadata"]["name"] for job in kube_api.objects("pytorchjobs")] == [NAME]
+
+
+def test_sigterm_while_the_api_hangs_still_ends_promptly_naming_the_job(kube_api):
+    import os
+    import signal
+
+    from components.training.finetuning.kube import TrainJobCancelled
+
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    log = Log()
+    with tcp_proxy(_upstream(kube_api)) as proxy:
+
+        def cancel_during_outage():
+            kube_api.wait_for(lambda: [r for r in kube_api.requests if r.verb == "watch"])
+            proxy.set_mode("blackhole")
+            time.sleep(0.3)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        began = time.monotonic()
+        with kube_api.in_background(cancel_during_outage), pytest.raises(TrainJobCancelled) as cancelled:
+            run_trainjob(
+                _proxied_client(proxy),
+                PYTORCHJOB,
+                start_timeout_seconds=60,
+                timeout_seconds=60,
+                poll_interval_seconds=5,
+                cleanup_timeout_seconds=1,
+                connect_timeout_seconds=1,
+                log=log,
+            )
+        elapsed = time.monotonic() - began
+        proxy.set_mode("forward")
+    # Bound: the cancel after the first watch, then the cleanup (1 s + 2 x the 1 s minimum request timeout) + slack.
+    assert elapsed < 0.3 + 1 + 2 + 3, elapsed
+    assert "cancelled (SIGTERM): applying cleanup_policy=delete" in log.text()
+    assert str(cancelled.value).splitlines()[-1].endswith(f"run `kubectl delete pytorchjob {NAME} -n {NS}`")
+    assert [job["metadata"]["name"] for job in kube_api.objects("pytorchjobs")] == [NAME]
