@@ -10,9 +10,11 @@ Put it in front of a loopback server (kmock's Kubernetes API, the KFP API stub) 
 * ``status``: answers every HTTP request itself with one status (``503``, ``403``, ``409``, ``410``...) and a
   Kubernetes ``Status`` JSON body, keeping the connection alive.
 
-Switching modes closes the connections already open (as a restarting server does), so pooled keep-alive connections
-see the new mode too. :attr:`TcpProxy.connections` counts accepted connections and :attr:`TcpProxy.answered` the
-requests answered in ``status`` mode.
+Switching to ``refuse`` or ``status`` closes the connections already open (as a restarting server does), so pooled
+keep-alive connections see the new mode too; switching to ``blackhole`` leaves them open but stalled (nothing is
+forwarded either way any more, not even the server closing), as a hung server does.
+:attr:`TcpProxy.connections` counts accepted connections and :attr:`TcpProxy.answered` the requests answered in
+``status`` mode.
 """
 
 from __future__ import annotations
@@ -72,14 +74,15 @@ class TcpProxy:
             self._thread.join(timeout=5)
 
     def set_mode(self, mode: str, status: int | None = None) -> None:
-        """Switches the mode (closing open connections); ``status`` sets the answer of ``status`` mode."""
+        """Switches the mode (see the module docstring); ``status`` sets the answer of ``status`` mode."""
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: must be one of {MODES}")
         with self._lock:
-            self.mode = mode
+            previous, self.mode = self.mode, mode
             if status is not None:
                 self.status = status
-        self._drop_connections()
+        if mode != "blackhole" or previous != "forward":
+            self._drop_connections()
         if mode == "refuse":
             self._close_listener()
         elif self._listener is None:
@@ -155,7 +158,10 @@ class TcpProxy:
         def pump(source: socket.socket, sink: socket.socket) -> None:
             with contextlib.suppress(OSError):
                 while data := source.recv(65536):
-                    sink.sendall(data)
+                    if self.mode == "forward":
+                        sink.sendall(data)  # else: the server hangs, nothing gets through
+            if self.mode != "forward":
+                return  # a hung server does not close the connection either
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
@@ -196,12 +202,12 @@ class TcpProxy:
                         "code": status,
                     }
                 ).encode()
+                self.answered += 1  # counted before the answer leaves, so a client that has it sees the count
                 client.sendall(
                     f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {len(body)}\r\n\r\n".encode()
                     + body
                 )
-                self.answered += 1
 
 
 @contextlib.contextmanager
