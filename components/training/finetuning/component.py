@@ -9,6 +9,7 @@ from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 #: (Containerfile: torch, transformers, peft), which is not pip-installed here to keep TrainJob launches light.
 PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0"]
 PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
+PACKAGES += ["oras==0.2.43"]  # oci:// base models: the registry client (imported only for oci:// models)
 PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,
     dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
@@ -63,6 +64,8 @@ def train_model(
     pod_annotations: dict = {},
     hf_token_secret_name: str = "hf-token",
     s3_secret_name: str = "",
+    oci_insecure: bool = False,
+    oci_ca_bundle: str = "",
     cleanup_policy: str = "delete",
     delete_on_success: bool = False,
     start_timeout_seconds: int = 1800,

@@ -87,7 +87,8 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
         "base_model",
         str,
         "Qwen/Qwen2.5-1.5B-Instruct",
-        "Base model: HF id, pvc://claim/path, s3://bucket/prefix or a local path.",
+        "Base model: HF id, pvc://claim/path, s3://bucket/prefix, oci://registry/repo[:tag|@sha256:digest] "
+        "(a modelcar image; pull secret oci-pull-secret-model-download) or a local path.",
         must_look=True,
         minimal=True,
     ),
@@ -146,6 +147,20 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
         "auto",
         "auto (TrainJob when Kubeflow Trainer and the runtime exist, else PyTorchJob) | "
         "trainjob | pytorchjob (Training Operator v1; needs training_image) | local (in-process CPU).",
+    ),
+    _p(
+        "train",
+        "oci_insecure",
+        bool,
+        False,
+        "oci:// base model: skip TLS verification and allow plain HTTP (in-cluster registries only).",
+    ),
+    _p(
+        "train",
+        "oci_ca_bundle",
+        str,
+        "",
+        "oci:// base model: CA bundle (PEM path in the task, or PEM text) for the registry's TLS; '' = system CAs.",
     ),
     _p("train", "num_nodes", int, 1, "Training nodes (pods).", minimal=True),
     _p("train", "gpus_per_node", int, 1, "GPUs (and training processes) per node.", minimal=True),
