@@ -11,6 +11,8 @@ Fixtures (session-scoped: one registry of each kind per test session, started in
   named by its ``org.opencontainers.image.title`` annotation) and ``models/no-model:1`` (an image without ``/models``).
 * ``oci_registry_auth``: a registry with htpasswd (bcrypt) basic auth holding ``models/tiny:1``; its credentials are
   :data:`AUTH_USER` / :data:`AUTH_PASSWORD`.
+* ``oci_registry_token``: a registry with bearer-token auth (``WWW-Authenticate: Bearer``) and its token server
+  (:mod:`tests.harness.oci_token_server`), holding ``models/tiny:1`` for :data:`AUTH_USER` / :data:`AUTH_PASSWORD`.
 * ``oci_registry_tls``: an anonymous HTTPS registry (self-signed certificate, ``.ca_bundle`` is its PEM) holding
   ``models/tiny:1``.
 
@@ -34,6 +36,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,6 +156,8 @@ class RunningRegistry:
         credentials: ``(user, password)`` when it requires basic auth.
         ca_bundle: Its certificate (PEM) when it serves HTTPS.
         digests: Manifest digest by pushed reference (``models/tiny:1``).
+        storage: The registry's storage directory (tests may damage blobs there).
+        token_server: The token server of a bearer-auth registry.
     """
 
     host: str
@@ -161,6 +166,8 @@ class RunningRegistry:
     credentials: tuple[str, str] | None = None
     ca_bundle: Path | None = None
     digests: dict[str, str] = dataclasses.field(default_factory=dict)
+    storage: Path | None = None
+    token_server: Any = None
 
     def push(self, layout: Path, tag: str, reference: str) -> None:
         """Copies ``oci:<layout>:<tag>`` to ``<reference>`` (``repo:tag``) on this registry with skopeo."""
@@ -185,7 +192,10 @@ class RunningRegistry:
 
 
 def start_registry(
-    directory: Path, htpasswd: Path | None = None, tls: tuple[Path, Path] | None = None
+    directory: Path,
+    htpasswd: Path | None = None,
+    tls: tuple[Path, Path] | None = None,
+    token: tuple[str, Path] | None = None,
 ) -> RunningRegistry:
     """Starts ``docker-registry`` with filesystem storage in ``directory`` on a free loopback port.
 
@@ -193,6 +203,8 @@ def start_registry(
         directory: Holds the storage and the generated config.
         htpasswd: An htpasswd (bcrypt) file: require basic auth.
         tls: ``(certificate, key)``: serve HTTPS.
+        token: ``(realm URL, certificate)``: require bearer tokens from that token server, signed by that
+            certificate's key (see :mod:`tests.harness.oci_token_server`).
 
     Returns:
         The running registry (answering ``/v2/``).
@@ -210,6 +222,13 @@ def start_registry(
     }
     if htpasswd:
         config["auth"] = {"htpasswd": {"realm": "kfp-finetune-tests", "path": str(htpasswd)}}
+    if token:
+        from tests.harness.oci_token_server import ISSUER, SERVICE
+
+        realm, certificate = token
+        config["auth"] = {
+            "token": {"realm": realm, "service": SERVICE, "issuer": ISSUER, "rootcertbundle": str(certificate)}
+        }
     config_path = directory / "config.yml"
     config_path.write_text(json.dumps(config))  # JSON is YAML
     log = (directory / "registry.log").open("wb")
@@ -217,6 +236,7 @@ def start_registry(
     registry = RunningRegistry(
         f"127.0.0.1:{port}", process, "https" if tls else "http", ca_bundle=tls[0] if tls else None
     )
+    registry.storage = directory / "storage"
     _wait_ready(registry, directory / "registry.log")
     return registry
 
@@ -306,3 +326,30 @@ def oci_registry_tls(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: P
         yield registry
     finally:
         registry.stop()
+
+
+@pytest.fixture(scope="session")
+def oci_registry_token(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[RunningRegistry]:
+    """A registry with bearer-token auth (its token server takes :data:`AUTH_USER` / :data:`AUTH_PASSWORD`).
+
+    The registry answers ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``; ``.token_server`` counts the
+    tokens it issued.
+    """
+    from tests.harness.oci_token_server import TokenServer
+    from tests.harness.tls import write_self_signed_certificate
+
+    _skip_without()
+    work = tmp_path_factory.mktemp("oci-registry-token")
+    certificate, key = write_self_signed_certificate(work / "certs", "token-signer", hostname="token-issuer")
+    server = TokenServer(certificate, key, AUTH_USER, AUTH_PASSWORD)
+    try:
+        registry = start_registry(work / "server", token=(server.url, certificate))
+        registry.credentials = (AUTH_USER, AUTH_PASSWORD)
+        registry.token_server = server
+        try:
+            _push_tiny(registry, tiny_model_dir, work)
+            yield registry
+        finally:
+            registry.stop()
+    finally:
+        server.stop()
