@@ -10,6 +10,9 @@ Everything is checked before anything trains or is submitted (:func:`validate_pa
   same spec; needs ``training_image``).
 * ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers (:func:`.backends.select_backend`).
 
+An ``oci://`` base model is pulled into the workspace by this task first (:func:`stage_base_model`,
+:mod:`.oci_model`), so every backend and every node reads a local, digest-verified copy.
+
 Finally the model is copied into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata naming the real
 checkpoint location, and ``Metrics`` and the HTML report are written.
 
