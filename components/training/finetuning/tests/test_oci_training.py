@@ -145,6 +145,15 @@ def test_cluster_jobs_read_the_copy_staged_on_the_workspace(
     task_config = dsl.TaskConfig(
         volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
         volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+        # What the pipelines' secret mount puts into the task's env (and the ENV passthrough hands on).
+        env=[
+            {"name": name, "valueFrom": {"secretKeyRef": {"name": "oci-pull-secret-model-download", "key": key}}}
+            for name, key in (
+                ("OCI_PULL_SECRET_MODEL_DOWNLOAD", "OCI_PULL_SECRET_MODEL_DOWNLOAD"),
+                ("OCI_PULL_SECRET_DOCKERCONFIGJSON", ".dockerconfigjson"),
+            )
+        ]
+        + [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
     )
     uri = f"oci://{registry.host}/models/tiny:1"
     extra = {"training_image": "quay.io/example/training-hub:0.11"} if kind == "pytorchjob" else {}
@@ -179,7 +188,8 @@ def test_cluster_jobs_read_the_copy_staged_on_the_workspace(
     meta = out["model"].metadata
     assert meta["base_model_digest"] == digest and meta["backend"] == kind
     assert meta["base_model_resolved"] == f"oci://{registry.host}/models/tiny@{digest}"
-    manifest_text = json.dumps(seen["manifest"])
-    assert "OCI_PULL_SECRET" not in manifest_text and AUTH_PASSWORD not in manifest_text
+    manifest_text = json.dumps(seen["manifest"])  # the pods get neither the pull secret nor its value
+    assert "OCI_PULL_SECRET" not in manifest_text and "oci-pull-secret" not in manifest_text
+    assert AUTH_PASSWORD not in manifest_text and "http://proxy:3128" in manifest_text
     captured = capsys.readouterr()
     assert AUTH_PASSWORD not in captured.out + captured.err + seen["pod_output"]
