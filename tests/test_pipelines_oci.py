@@ -44,7 +44,7 @@ def test_every_pipeline_passes_an_oci_base_model_to_train_model_and_it_validates
         assert wired, f"{name}: {parameter.dashboard_name} does not reach train-model"
         # What train_model checks first, with the value a user types in the dashboard.
         algorithm = next(v["runtimeValue"]["constant"] for k, v in fed.items() if k.endswith("algorithm"))
-        config = validate_params({parameter.name: OCI_MODEL, "algorithm": algorithm, "backend": "local"}, False)
+        config = validate_params({"base_model": OCI_MODEL, "algorithm": algorithm, "backend": "local"}, False)
         assert config.base_model == OCI_MODEL
 
 

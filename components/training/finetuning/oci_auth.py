@@ -71,7 +71,7 @@ class OciReference:
         return f"{base}@{pinned}" if pinned else f"{base}:{self.tag}"
 
 
-def parse_oci_uri(uri: str, source: str = "base_model") -> OciReference:
+def parse_oci_uri(uri: str, source: str = "training_base_model") -> OciReference:
     """Parses ``oci://<registry>/<repository>[:<tag>|@sha256:<digest>]``.
 
     Args:

@@ -148,9 +148,9 @@ def connect(ref: OciReference, env: Mapping[str, str], insecure: bool, ca_bundle
             if "WRONG_VERSION_NUMBER" in reason:
                 reason += ": it seems to speak plain HTTP"
             raise OciModelError(
-                f"{source}: TLS verification of registry {ref.registry} failed ({reason}); set oci_ca_bundle "
-                "to the CA bundle (PEM) that signed its certificate, or oci_insecure=True for an in-cluster HTTP "
-                "registry"
+                f"{source}: TLS verification of registry {ref.registry} failed ({reason}); set "
+                "training_oci_ca_bundle to the CA bundle (PEM) that signed its certificate, or "
+                "training_oci_insecure=True for an in-cluster HTTP registry"
             ) from None
         except requests.RequestException as error:
             if insecure and scheme == "https":

@@ -73,7 +73,9 @@ def _ca_bundle_file(ca_bundle: str, oci_root: Path) -> str:
         path.write_text(value + "\n")
         return str(path)
     if not Path(value).is_file():
-        raise OciModelError(f"oci_ca_bundle={value!r}: no such file; give a PEM file path in the task or PEM text")
+        raise OciModelError(
+            f"training_oci_ca_bundle={value!r}: no such file; give a PEM file path in the task or PEM text"
+        )
     return value
 
 
@@ -85,7 +87,7 @@ def pull_model(
     insecure: bool = False,
     ca_bundle: str = "",
     log: Callable[[str], None] = print,
-    source: str = "base_model",
+    source: str = "training_base_model",
 ) -> PulledModel:
     """Pulls ``uri`` into ``<cache_root>/oci/sha256-<hex>/`` (or reuses a verified complete copy).
 

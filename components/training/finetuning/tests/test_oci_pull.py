@@ -91,7 +91,7 @@ def test_oras_artifact_files_become_the_model(oci_registry, tiny_model_dir, tmp_
 def test_clear_one_line_errors_and_nothing_left_behind(oci_registry, tmp_path, reference, message):
     with pytest.raises(OciModelError, match=message) as caught:
         pull_model(f"oci://{oci_registry.host}/{reference}", tmp_path, {}, insecure=True, log=lambda line: None)
-    assert "\n" not in str(caught.value) and str(caught.value).startswith("base_model='oci://")
+    assert "\n" not in str(caught.value) and str(caught.value).startswith("training_base_model='oci://")
     assert _leftovers(tmp_path) == [] and not list((tmp_path / "oci").glob("sha256-*"))
 
 
@@ -158,7 +158,8 @@ def test_bearer_token_flow_with_the_secret(oci_registry_token, tiny_model_dir, t
 def test_tls_is_verified_by_default_with_a_ca_bundle_option(oci_registry_tls, tiny_model_dir, tmp_path):
     uri = f"oci://{oci_registry_tls.host}/models/tiny:1"
     with pytest.raises(
-        OciModelError, match="TLS verification of registry .* failed .*CERTIFICATE_VERIFY_FAILED.*set oci_ca_bundle"
+        OciModelError,
+        match="TLS verification of registry .* failed .*CERTIFICATE_VERIFY_FAILED.*set training_oci_ca_bundle",
     ):
         pull_model(uri, tmp_path / "a", {}, log=lambda line: None)
     pulled = pull_model(uri, tmp_path / "b", {}, ca_bundle=str(oci_registry_tls.ca_bundle), log=lambda line: None)
@@ -166,7 +167,7 @@ def test_tls_is_verified_by_default_with_a_ca_bundle_option(oci_registry_tls, ti
     pem = oci_registry_tls.ca_bundle.read_text()
     assert pull_model(uri, tmp_path / "c", {}, ca_bundle=pem, log=lambda line: None).digest == pulled.digest
     assert pull_model(uri, tmp_path / "d", {}, insecure=True, log=lambda line: None).digest == pulled.digest
-    with pytest.raises(OciModelError, match="oci_ca_bundle='/nowhere/ca.pem': no such file"):
+    with pytest.raises(OciModelError, match="training_oci_ca_bundle='/nowhere/ca.pem': no such file"):
         pull_model(uri, tmp_path / "e", {}, ca_bundle="/nowhere/ca.pem", log=lambda line: None)
 
 

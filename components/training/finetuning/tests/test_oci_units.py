@@ -103,10 +103,10 @@ def test_validate_params_checks_the_reference_and_the_tls_options_before_anythin
     ok = validate_params({"base_model": "oci://quay.io/org/granite:1", "backend": "local"}, False)
     assert ok.base_model == "oci://quay.io/org/granite:1"
     with pytest.raises(
-        TrainingConfigError, match="train_model parameter base_model='oci://quay.io/Org/X': not a valid"
+        TrainingConfigError, match="train_model parameter training_base_model='oci://quay.io/Org/X': not a valid"
     ):
         validate_params({"base_model": "oci://quay.io/Org/X", "backend": "local"}, False)
-    with pytest.raises(TrainingConfigError, match="oci_insecure=True and oci_ca_bundle: contradict"):
+    with pytest.raises(TrainingConfigError, match="training_oci_insecure=True and training_oci_ca_bundle: contradict"):
         validate_params(
             {"base_model": "m", "backend": "local", "oci_insecure": True, "oci_ca_bundle": "/ca.pem"}, False
         )
