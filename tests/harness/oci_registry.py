@@ -231,8 +231,8 @@ def start_registry(
         }
     config_path = directory / "config.yml"
     config_path.write_text(json.dumps(config))  # JSON is YAML
-    log = (directory / "registry.log").open("wb")
-    process = subprocess.Popen(["docker-registry", "serve", str(config_path)], stdout=log, stderr=subprocess.STDOUT)
+    with (directory / "registry.log").open("wb") as log:  # the child keeps its own descriptor
+        process = subprocess.Popen(["docker-registry", "serve", str(config_path)], stdout=log, stderr=subprocess.STDOUT)
     registry = RunningRegistry(
         f"127.0.0.1:{port}", process, "https" if tls else "http", ca_bundle=tls[0] if tls else None
     )
