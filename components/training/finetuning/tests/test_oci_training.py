@@ -17,6 +17,7 @@ import pytest
 from kfp import dsl
 
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
+from components.training.finetuning import train_model
 from components.training.finetuning.oci_auth import OciModelError
 from components.training.finetuning.train import run_train_model
 from tests.harness.kube import condition
@@ -90,6 +91,37 @@ def test_local_backend_trains_from_an_oci_modelcar(oci_registry, demo_dataset_pa
     assert any(f"pulling {uri}" in line for line in lines)
     props = lineage_properties(ArtifactInfo(out["model"].uri, out["model"].path, meta), RunInfo("run-oci"))
     assert props["base_model_digest"] == digest and props["base_model_resolved_uri"].endswith(digest)
+
+
+@dsl.component(install_kfp_package=False)
+def _copy_dataset(source: str, data: dsl.Output[dsl.Dataset]):
+    open(data.path, "w").write(open(source).read())
+
+
+def test_the_component_pulls_with_the_secret_through_kfp_local(
+    kfp_local, oci_registry_auth, demo_dataset_path, monkeypatch
+):
+    """The KFP component, as a pipeline runs it: guide-named arguments, the pull secret from the task's env."""
+    monkeypatch.setenv("OCI_PULL_SECRET_MODEL_DOWNLOAD", _secret(oci_registry_auth.host))
+    digest = oci_registry_auth.digests["models/tiny:1"]
+
+    @dsl.pipeline
+    def fine_tune(base_model: str, source: str) -> dsl.Model:
+        data = _copy_dataset(source=source)
+        trained = train_model(
+            dataset=data.outputs["data"],
+            training_base_model=base_model,
+            training_launcher="local",
+            training_oci_insecure=True,
+            training_max_steps=1,
+            **{f"training_{name}": value for name, value in FAST.items()},
+        )
+        return trained.outputs["output_model"]
+
+    model = fine_tune(base_model=f"oci://{oci_registry_auth.host}/models/tiny:1", source=str(demo_dataset_path)).output
+    assert model.metadata["base_model_digest"] == digest
+    assert model.metadata["base_model_resolved"].endswith(f"/models/tiny@{digest}")
+    assert (Path(model.path) / "model.safetensors").is_file()
 
 
 def test_a_pull_error_fails_before_training(oci_registry, demo_dataset_path, tmp_path):
