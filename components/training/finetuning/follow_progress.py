@@ -1,0 +1,92 @@
+"""What the job runner logs while it follows a job: the metrics file it tails and the one-line progress it prints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+
+class MetricsTail:
+    """Reads the training code's metrics JSONL file incrementally (records appended while training runs).
+
+    Args:
+        path: The file (``""``: none).
+        normalize: Maps all raw records read so far to step records (e.g. ``metrics.normalize_records`` for Training
+            Hub's layouts); default: the records that have a numeric ``step``.
+    """
+
+    def __init__(self, path: str, normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None):
+        self.path = Path(path) if path else None
+        self.normalize = normalize or (lambda raw: [r for r in raw if isinstance(r.get("step"), (int, float))])
+        self.offset = 0
+        self.partial = b""
+        self.raw: list[dict[str, Any]] = []
+        self.last: dict[str, Any] = {}
+
+    def poll(self) -> dict[str, Any]:
+        """Reads what was appended since the last call; returns the newest step record (``{}`` while none)."""
+        if self.path is None or not self.path.is_file():
+            return self.last
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        if not data:
+            return self.last
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                self.raw.append(record)
+        records = self.normalize(self.raw)
+        if records:
+            self.last = dict(records[-1])
+        return self.last
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
+    """One progress line: phase, then step/total, epoch, loss, lr, tokens/s and ETA where known.
+
+    Args:
+        phase: ``Pending``, ``Running``, ``Suspended``, ``Complete`` or ``Failed``.
+        trainer_status: ``status.trainerStatus`` (``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics``).
+        record: The newest metrics-file record (keys step, epoch, loss, lr, tokens_per_second, time, total_steps).
+
+    Returns:
+        E.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | 1520 tok/s | ETA 3m12s``.
+    """
+    parts = [phase]
+    if record:
+        step, total = record.get("step"), record.get("total_steps")
+        if total:
+            parts.append(f"step {step}/{total} ({100 * step / total:.0f}%)")
+        else:
+            parts.append(f"step {step}")
+        for key, fmt in (("epoch", "epoch {:.2f}"), ("loss", "loss {:.4f}"), ("lr", "lr {:.2e}")):
+            if isinstance(record.get(key), (int, float)):
+                parts.append(fmt.format(record[key]))
+        if isinstance(record.get("tokens_per_second"), (int, float)):
+            parts.append(f"{record['tokens_per_second']:.0f} tok/s")
+        elapsed = record.get("time")
+        if total and step and isinstance(elapsed, (int, float)) and step < total:
+            parts.append(f"ETA {_duration(elapsed / step * (total - step))}")
+    elif trainer_status:
+        if trainer_status.get("progressPercentage") is not None:
+            parts.append(f"{trainer_status['progressPercentage']}%")
+        for metric in trainer_status.get("metrics") or []:
+            parts.append(f"{metric.get('name')} {metric.get('value')}")
+        if trainer_status.get("estimatedRemainingSeconds") is not None:
+            parts.append(f"ETA {_duration(trainer_status['estimatedRemainingSeconds'])}")
+    return " | ".join(parts)
