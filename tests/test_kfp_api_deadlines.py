@@ -119,3 +119,24 @@ def test_the_request_timeout_must_be_positive():
         kfp_api.connection_from_options(host="https://kfp.example", timeout_seconds=0, environ={})
     assert Connection(host="h", timeout_seconds=30).request_timeout == (10.0, 30)
     assert Connection(host="h", timeout_seconds=2).request_timeout == (2, 2)
+
+
+def test_every_request_of_upload_run_and_schedule_carries_a_tuple_timeout(kfp_api_stub, package_path, monkeypatch):
+    from kfp_server_api import rest
+
+    seen = []
+    original = rest.RESTClientObject.request
+
+    def recording(self, method, url, *args, **kwargs):
+        seen.append((method, url.split("?")[0], kwargs.get("_request_timeout")))
+        return original(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(rest.RESTClientObject, "request", recording)
+    connection = Connection(host=kfp_api_stub.url, token=TOKEN, timeout_seconds=7)
+    kfp_api.upload_pipeline(connection, package_path, "p")
+    kfp_api.upload_pipeline(connection, package_path, "p")  # a new version
+    kfp_api.create_run(connection, package_path, {})
+    kfp_api.schedule_run(connection, package_path, {}, job_name="j", cron="@daily")
+    assert len(seen) == len(kfp_api_stub.requests) >= 12
+    assert {timeout for _, _, timeout in seen} == {(7, 7)}, seen
+    assert rest.RESTClientObject.request is recording  # bounded_requests restored what it found

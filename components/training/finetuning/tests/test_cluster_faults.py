@@ -384,3 +384,37 @@ def test_sigterm_while_the_api_hangs_still_ends_promptly_naming_the_job(kube_api
     assert "cancelled (SIGTERM): applying cleanup_policy=delete" in log.text()
     assert str(cancelled.value).splitlines()[-1].endswith(f"run `kubectl delete pytorchjob {NAME} -n {NS}`")
     assert [job["metadata"]["name"] for job in kube_api.objects("pytorchjobs")] == [NAME]
+
+
+# -- every request has a deadline ------------------------------------------------------------------------------------
+def test_every_request_of_a_run_carries_a_connect_and_read_timeout(kube_api):
+    # Runtime check, create, watch, pods, events, logs, suspend: each request the client layer sends is recorded.
+    from components.training.finetuning.kube import TrainJobFailed
+
+    kube_api.create_runtime("training-hub")
+    kube_api.put_pod(make_pod(NS, NAME, phase="Failed", terminated=("Error", 2, "")))
+    kube_api.set_pod_log(NS, make_pod(NS, NAME)["metadata"]["name"], "boom\n")
+    api_client = kube_api.api_client
+    seen = []
+    original = api_client.rest_client.request
+
+    def recording(method, url, *args, **kwargs):
+        seen.append((method, url.split("?")[0], kwargs.get("_request_timeout")))
+        return original(method, url, *args, **kwargs)
+
+    api_client.rest_client.request = recording
+    with pytest.raises(TrainJobFailed):
+        run_trainjob(
+            api_client,
+            TRAINJOB,
+            start_timeout_seconds=20,
+            timeout_seconds=0.5,
+            poll_interval_seconds=0.2,
+            cleanup_policy="suspend",
+            log=Log(),
+        )
+    methods = {method for method, _, _ in seen}
+    assert {"GET", "POST", "PATCH"} <= methods and any(url.endswith("/log") for _, url, _ in seen)
+    assert any(method == "GET" and url.endswith(f"/namespaces/{NS}/trainjobs") for method, url, _ in seen)  # watches
+    for method, url, timeout in seen:
+        assert isinstance(timeout, tuple) and len(timeout) == 2 and all(0 < t <= 30 for t in timeout), (method, url)
