@@ -3,8 +3,8 @@
 Usage: ``python benchmarks/follow_requests.py [--seconds 60] [--poll-interval 10]``. For each follow mode (watch, poll)
 it runs :func:`~components.training.finetuning.kube.run_trainjob` with the component's defaults against kmock's
 Kubernetes API on 127.0.0.1: the job's pod is running from the start and the job completes after ``--seconds``. It
-prints the requests made in steady state (after the pods were seen running, until completion) and their rate per
-minute, next to the goal.
+prints the requests made in steady state (the ``--seconds`` after the pods were seen running, before the job
+completes) and their rate per minute, next to the goal.
 """
 
 import argparse
@@ -40,14 +40,15 @@ def measure(use_watch: bool, seconds: float, poll_interval: float) -> dict:
     name = manifest["metadata"]["name"]
     with running_kube_api() as kube_api:
         kube_api.put_pod(make_pytorchjob_pod("bench", name))
-        steady_from: list[int] = []
+        window: list[int] = []  # the request count when the steady state starts, and ``seconds`` later
 
         def operator() -> None:
             kube_api.wait_for(lambda: kube_api.objects("pytorchjobs", "bench"), timeout=30)
             # Steady state starts once the client has seen the pods running (its pod listing is answered).
             kube_api.wait_for(lambda: any(r.plural == "pods" for r in kube_api.requests), timeout=30)
-            steady_from.append(len(kube_api.requests))
+            window.append(len(kube_api.requests))
             time.sleep(seconds)
+            window.append(len(kube_api.requests))  # before the job completes: the run's last request is not counted
             kube_api.set_pytorchjob_status("bench", name, {"conditions": [condition("Succeeded")]})
 
         thread = threading.Thread(target=operator, daemon=True)
@@ -64,7 +65,7 @@ def measure(use_watch: bool, seconds: float, poll_interval: float) -> dict:
         )
         elapsed = time.monotonic() - began
         thread.join(timeout=10)
-        steady = kube_api.requests[steady_from[0] :]
+        steady = kube_api.requests[window[0] : window[1]]
     per_minute = len(steady) / seconds * 60
     return {"requests": len(steady), "seconds": seconds, "per_minute": per_minute, "elapsed": elapsed}
 
