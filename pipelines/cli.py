@@ -1,4 +1,4 @@
-"""``kfp-finetune``: compile, run locally, validate data, and upload/run/schedule on a KFP (RHOAI) server.
+"""``kfp-finetune``: compile, run locally, validate data, check a cluster, and upload/run/schedule on a KFP server.
 
 Exit codes: 0 success, 1 the work failed (e.g. invalid data, a failed run), 2 bad usage or bad input.
 """
@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pipelines.training.finetuning import PIPELINES
 
+#: The pipeline ``kfp-finetune doctor`` checks when none is named (the guide's quick start).
+DOCTOR_DEFAULT_PIPELINE = "osft-minimal"
 
 def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
     """Flags of the compile-time settings (each also readable from ``KFP_FINETUNE_<NAME>``)."""
@@ -86,6 +88,33 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--input-format", default="auto")
     validate.add_argument("--on-invalid", choices=("fail", "drop"), default="fail")
     validate.add_argument("--allow-trailing-user", action="store_true")
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="check a cluster and namespace before a run: print what is missing and how to fix it",
+        description="Checks the training backend, permissions, storage, secrets, GPUs and endpoints one run of "
+        "PIPELINE needs; one line per check, 'OK | WARN | FAIL  <what>  — <remedy>'. Exit 0 when nothing FAILs.",
+    )
+    doctor.add_argument(
+        "pipeline",
+        nargs="?",
+        default=DOCTOR_DEFAULT_PIPELINE,
+        help=f"a pipeline name or a compiled YAML file (default: {DOCTOR_DEFAULT_PIPELINE})",
+    )
+    doctor.add_argument("--namespace", default="", help="the Data Science Project (default: the kubeconfig context's)")
+    doctor.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline argument of the run to check (VALUE parsed as JSON when possible); repeatable",
+    )
+    doctor.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument("--kfp-host", default="", help="KFP API URL to health-check (default: not checked)")
+    doctor.add_argument("--token-file", default="", help="file with the KFP bearer token (default: KFP_TOKEN)")
+    doctor.add_argument("--ca-bundle", default="", help="CA bundle for the KFP API and Model Registry certificates")
+    _add_compile_settings(doctor)
 
     for name, help_text in (
         ("upload", "upload a pipeline to a KFP server"),

@@ -153,10 +153,30 @@ def schedule_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def doctor_command(args: argparse.Namespace) -> int:
+    """``kfp-finetune doctor``: exit 0 when no check fails, 1 otherwise."""
+    from pipelines import kfp_api
+    from pipelines.doctor.runner import run_doctor
+
+    arguments = kfp_api.load_arguments(args.param, args.params_file)
+    with tempfile.TemporaryDirectory() as workdir:
+        report = run_doctor(
+            _package(args, workdir),
+            arguments,
+            namespace=args.namespace,
+            kfp_host=args.kfp_host,
+            token_file=args.token_file,
+            ca_bundle=args.ca_bundle,
+        )
+    print(report.to_json() if args.json else report.text())
+    return report.exit_code
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compile": compile_command,
     "demo": demo_command,
     "validate-dataset": validate_dataset_command,
+    "doctor": doctor_command,
     "upload": upload_command,
     "run": run_command,
     "schedule": schedule_command,

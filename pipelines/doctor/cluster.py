@@ -106,6 +106,18 @@ class Cluster:
             raise ApiUnavailable(str(error)) from None
         return json.loads(response.data)
 
+    def version(self) -> dict[str, Any]:
+        """``GET /version`` (open to every authenticated user): the probe that the API server answers at all."""
+        client = self.api.core.api_client
+        return self._read(
+            "reading the server version",
+            client.call_api,
+            "/version",
+            "GET",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+
     def allowed(self, group: str, resource: str, verb: str, namespace: str | None) -> bool:
         """Whether this identity may ``verb`` ``resource`` (``pods/log``: a subresource) — a SelfSubjectAccessReview."""
         from kubernetes import client

@@ -88,8 +88,8 @@ def _fit(
         needed = ", ".join(sorted(unique))
         detail = f"{what}: the GPU nodes that fit are tainted ({', '.join(sorted({_name(n) for n in big_enough}))})"
         return fail("gpus", detail, f"add tolerations [{needed}]"), taints
-    detail = f"{what} needs {pods} pod(s) of {per_pod} {resource}; the GPU nodes hold at most {capacity}"
-    return fail("gpus", detail, "lower the number of training nodes or GPUs per node, or add GPU nodes"), []
+    detail = f"{what}: the GPU nodes hold at most {capacity} such pod(s) ({resource} allocatable)"
+    return fail("gpus", detail, "lower the number of nodes or GPUs per node, or add GPU nodes"), []
 
 
 def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
@@ -121,6 +121,9 @@ def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check
         problem, taints = _fit(nodes, resource, per_node, pods, tolerations, selector_labels, training_what)
         if problem and taints:
             problem = fail("gpus", problem.what, f"{problem.remedy} with {values.label(keys.TOLERATIONS)}")
+        elif problem:
+            knobs = f"{values.label(keys.NUM_NODES)} / {values.label(keys.GPUS_PER_NODE)}"
+            problem = fail("gpus", problem.what, f"{problem.remedy} ({knobs})")
         checks.append(problem or ok("gpus", f"{len(nodes)} GPU node(s) fit {training_what} ({resource})"))
     if eval_gpus > 0:
         eval_tolerations = values.facts.tolerations.get("eval", [])

@@ -66,9 +66,13 @@ def _needed_by(role: SecretRole, values: RunValues) -> list[str]:
     return [values.label(key) for key in URI_PARAMETERS if str(values.get(key) or "").startswith(role.scheme)]
 
 
-def _create_command(mount: SecretMount, keys_: list[str]) -> str:
+def _create_command(mount: SecretMount, keys_: list[str], namespace: str) -> str:
+    if keys_ == [".dockerconfigjson"]:
+        return (
+            f"`oc create secret docker-registry {mount.name} --docker-server=... --docker-username=... -n {namespace}`"
+        )
     literals = " ".join(f"--from-literal={key}=..." for key in keys_)
-    return f"`oc create secret generic {mount.name} {literals} -n <namespace>`"
+    return f"`oc create secret generic {mount.name} {literals} -n {namespace}`"
 
 
 def _one(cluster: Cluster, mount: SecretMount, values: RunValues) -> Check:
@@ -80,7 +84,7 @@ def _one(cluster: Cluster, mount: SecretMount, values: RunValues) -> Check:
     if present is None:
         if needed_by:
             what = f"secret {mount.name!r} ({role.purpose}) is missing, and {', '.join(needed_by)} needs it"
-            return fail("secrets", what, "create it: " + _create_command(mount, required))
+            return fail("secrets", what, "create it: " + _create_command(mount, required, cluster.namespace))
         if role.env == "KUBERNETES_AUTH_TOKEN":
             what = f"secret {mount.name!r} is absent: the training step will use the pipeline's service account"
             return warn("secrets", what, "grant that service account rbac.yaml's permissions, or create the secret")

@@ -425,6 +425,12 @@ class KubeApi:
         }
         return client.StorageV1Api(self._operator).create_storage_class(body)
 
+    def storage_api(self):
+        """A ``StorageV1Api`` acting as the cluster (not counted in :attr:`requests`)."""
+        from kubernetes import client
+
+        return client.StorageV1Api(self._operator)
+
     def put_node(self, node: dict[str, Any]) -> None:
         """Creates a node (see :func:`make_node`)."""
         self.core.create_node(node)
