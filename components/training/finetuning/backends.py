@@ -147,5 +147,5 @@ def select_backend(
         "backend=auto: no usable training backend in this cluster: "
         + "; ".join(found)
         + ". Install Kubeflow Trainer v2 with the runtime (or set runtime_name/runtime_kind to an existing one), "
-        "or the Training Operator v1, or use backend='local'"
+        "or the Training Operator v1, or use backend='local' (`kfp-finetune doctor` checks this before a run)"
     )

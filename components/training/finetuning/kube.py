@@ -258,7 +258,8 @@ class Api:
 
 
 def _rejected(what: str, error: Exception) -> TrainJobApiError:
-    return TrainJobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}")
+    hint = "; `kfp-finetune doctor` lists every permission it lacks (rbac.yaml)" if _status(error) == 403 else ""
+    return TrainJobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}{hint}")
 
 
 def _status(error: Exception) -> int | None:
@@ -516,13 +517,14 @@ class _TrainJobRun:
                 )
         except ApiException as error:
             if _status(error) == 403:
-                self.say(f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml. Submitting.")
+                self.say(f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml or run `kfp-finetune doctor`. Submitting.")
                 return
             if _status(error) != 404:
                 raise _rejected(what, error) from None
             raise RuntimeNotFoundError(
                 f"TrainJob {self.namespace}/{self.name}: spec.runtimeRef names {kind} {name!r}, which does not exist. "
-                f"Available: {self._available_runtimes()}. Set runtime_name/runtime_kind to one of them."
+                f"Available: {self._available_runtimes()}. Set runtime_name/runtime_kind to one of them "
+                "(`kfp-finetune doctor` checks this before a run)."
             ) from None
         self._check_patched_jobs(kind, name, runtime)
 
