@@ -12,7 +12,7 @@ from pipelines.cli import build_parser, main
 from pipelines.training.finetuning import PIPELINES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SUBCOMMANDS = ["compile", "demo", "validate-dataset", "upload", "run", "schedule"]
+SUBCOMMANDS = ["compile", "demo", "validate-dataset", "doctor", "upload", "run", "schedule"]
 
 
 @pytest.mark.parametrize("command", [[], *([c] for c in SUBCOMMANDS)])

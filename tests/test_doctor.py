@@ -1,9 +1,14 @@
 """``kfp-finetune doctor`` against kmock: the all-present cluster passes; each missing prerequisite is one line."""
 
 import json
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from components.training.finetuning import kube
 from pipelines.cli import main
@@ -17,6 +22,7 @@ NS = "team"
 SECRET_VALUE = "pl4nted-S3CRET-value-0042"
 TRAINJOBS = "trainer.kubeflow.org/v1alpha1/trainjobs"
 PYTORCHJOBS = "kubeflow.org/v1/pytorchjobs"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 
 
@@ -388,3 +394,35 @@ def test_toleration_matching():
     assert not tolerates([{"key": "nvidia.com/gpu", "value": "false"}], taint)
     assert not tolerates([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], taint)
     assert not tolerates([], taint)
+
+
+def test_subprocess_with_compile_time_flags_checks_that_storage_class(cluster, tmp_path):
+    cluster.create_storage_class("ocs-storagecluster-cephfs", "openshift-storage.cephfs.csi.ceph.com")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "-m", "pipelines.cli", "doctor", "sft-minimal", "--namespace", NS, *S3_DATASET]
+    flags = ["--pvc-storage-class", "ocs-storagecluster-cephfs", "--pvc-size", "120Gi", "--json"]
+    result = subprocess.run([*command, *flags], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    report = json.loads(result.stdout)
+    assert result.returncode == 1, result.stdout + result.stderr  # 120Gi does not fit the 100Gi the quota has left
+    storage = [c for c in report["checks"] if c["area"] == "storage"]
+    assert storage[0]["status"] == "OK" and "'ocs-storagecluster-cephfs' exists" in storage[0]["what"]
+    assert "CephFS" in storage[0]["what"]
+    assert storage[1]["status"] == "FAIL" and "no quota headroom for the 120Gi workspace PVC" in storage[1]["what"]
+    assert [c["status"] for c in report["checks"]].count("FAIL") == 1
+
+
+def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys, tmp_path):
+    package = tmp_path / "osft-minimal.yaml"
+    assert main(["compile", "osft-minimal", "-o", str(package)]) == 0
+    documents = list(yaml.safe_load_all(package.read_text()))
+    executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
+    executor["resources"] = {"accelerator": {"resourceType": "nvidia.com/gpu", "resourceCount": "4"}}
+    package.write_text(yaml.safe_dump_all(documents))
+    capsys.readouterr()
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
+    [line] = problems(capsys.readouterr().out)
+    assert code == 1 and line.startswith("FAIL  evaluation (4 GPU) asks for 4 nvidia.com/gpu per pod"), line
+    cluster.put_node(make_node("gpu-big", 4))
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
+    out = capsys.readouterr().out
+    assert code == 0 and "a GPU node fits the evaluation step's 4 nvidia.com/gpu" in out, out
