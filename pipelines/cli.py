@@ -14,6 +14,7 @@ from pipelines.training.finetuning import PIPELINES
 #: The pipeline ``kfp-finetune doctor`` checks when none is named (the guide's quick start).
 DOCTOR_DEFAULT_PIPELINE = "osft-minimal"
 
+
 def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
     """Flags of the compile-time settings (each also readable from ``KFP_FINETUNE_<NAME>``)."""
     group = parser.add_argument_group("compile-time settings (default: KFP_FINETUNE_<NAME> env vars, then built-ins)")

@@ -156,12 +156,14 @@ def schedule_command(args: argparse.Namespace) -> int:
 def doctor_command(args: argparse.Namespace) -> int:
     """``kfp-finetune doctor``: exit 0 when no check fails, 1 otherwise."""
     from pipelines import kfp_api
-    from pipelines.doctor.runner import run_doctor
 
     arguments = kfp_api.load_arguments(args.param, args.params_file)
     with tempfile.TemporaryDirectory() as workdir:
+        package = _package(args, workdir)  # first: image settings must be set before the components are imported
+        from pipelines.doctor.runner import run_doctor
+
         report = run_doctor(
-            _package(args, workdir),
+            package,
             arguments,
             namespace=args.namespace,
             kfp_host=args.kfp_host,

@@ -179,9 +179,7 @@ def make_client(connection: Connection) -> kfp.Client:
             )
 
 
-def check_health(
-    connection: Connection, timeout_seconds: float | tuple[int, int] = HEALTH_TIMEOUT_SECONDS
-) -> dict:
+def check_health(connection: Connection, timeout_seconds: float | tuple[int, int] = HEALTH_TIMEOUT_SECONDS) -> dict:
     """Calls ``GET /apis/v2beta1/healthz`` once, with the connection's TLS settings and token.
 
     Args:

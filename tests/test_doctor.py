@@ -426,3 +426,33 @@ def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys,
     code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
     out = capsys.readouterr().out
     assert code == 0 and "a GPU node fits the evaluation step's 4 nvidia.com/gpu" in out, out
+
+
+def test_kubeconfig_context_gives_the_connection_and_the_namespace(cluster, capsys, monkeypatch, tmp_path):
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kmock", "cluster": {"server": cluster.url}}],
+        "users": [{"name": "me", "user": {"token": "kubeconfig-token"}}],
+        "contexts": [{"name": "work", "context": {"cluster": "kmock", "user": "me", "namespace": NS}}],
+        "current-context": "work",
+    }
+    (tmp_path / "config").write_text(yaml.safe_dump(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    monkeypatch.delenv(kube.SERVER_URL_ENV)
+    monkeypatch.delenv(kube.AUTH_TOKEN_ENV)
+    code = main(["doctor", "osft-minimal", *S3_DATASET])
+    out = capsys.readouterr().out
+    assert code == 0 and problems(out) == [], out
+    assert "namespace team" in out.splitlines()[0] and "credentials kubeconfig" in out.splitlines()[0]
+
+
+def test_an_unknown_launcher_is_one_fail(cluster, capsys, tmp_path):
+    package = tmp_path / "sft.yaml"
+    assert main(["compile", "sft", "-o", str(package)]) == 0
+    capsys.readouterr()
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "backend", "slurm")])
+    [line] = problems(capsys.readouterr().out)
+    assert (
+        code == 1 and line.startswith("FAIL  launcher 'slurm' is not a launcher") and dash("train", "backend") in line
+    )

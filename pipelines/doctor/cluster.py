@@ -65,7 +65,7 @@ def default_namespace() -> str:
     from kubernetes import config
 
     try:
-        _, current = config.list_kube_config_contexts()
+        _, current = config.list_kube_config_contexts(config_file=os.environ.get("KUBECONFIG"))
     except (config.ConfigException, OSError):
         return ""
     return str(((current or {}).get("context") or {}).get("namespace") or "")

@@ -74,6 +74,9 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
 
     launcher = str(values.get(keys.LAUNCHER) or AUTO)
     setting = values.label(keys.LAUNCHER)
+    if launcher not in (AUTO, TRAINJOB, PYTORCHJOB, LOCAL):
+        remedy = f"set {setting} to one of {AUTO}, {TRAINJOB}, {PYTORCHJOB}, {LOCAL}"
+        return [fail("backend", f"launcher {launcher!r} is not a launcher", remedy)], TRAINJOB
     if launcher == LOCAL:
         return [
             ok("backend", "launcher 'local': training runs in the pipeline step's pod (CPU); no backend needed")

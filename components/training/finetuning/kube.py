@@ -204,11 +204,11 @@ def _load_kubeconfig(configuration: Any, token_file: Path) -> None:
     from kubernetes import config
 
     try:
-        config.load_kube_config(client_configuration=configuration)
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration)
     except (config.ConfigException, OSError) as error:
         raise KubeAuthError(
             f"no Kubernetes credentials: {SERVER_URL_ENV} / {AUTH_TOKEN_ENV} are not set, no service account token at "
-            f"{token_file}, and no usable kubeconfig ({error}); log in (`oc login`) or set both variables"
+            f"{token_file}, and no usable kubeconfig ({error})"
         ) from None
 
 
@@ -517,7 +517,10 @@ class _TrainJobRun:
                 )
         except ApiException as error:
             if _status(error) == 403:
-                self.say(f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml or run `kfp-finetune doctor`. Submitting.")
+                self.say(
+                    f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml or run "
+                    "`kfp-finetune doctor`. Submitting."
+                )
                 return
             if _status(error) != 404:
                 raise _rejected(what, error) from None
