@@ -89,7 +89,7 @@ def test_all_present_cluster_passes(cluster, capsys):
     assert code == 0, out
     assert problems(out) == [], out
     lines = out.splitlines()
-    assert lines[0].startswith("kfp-finetune doctor: pipeline osft-minimal, namespace team")
+    assert lines[0].startswith("kfp-finetune doctor: pipeline osft-minimal-pipeline, namespace team")
     for expected in (
         "ClusterTrainingRuntime 'training-hub' exists",
         "may make all",
@@ -97,7 +97,7 @@ def test_all_present_cluster_passes(cluster, capsys):
         "ResourceQuota headroom",
         "secret 's3-secret' has the keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY",
         "secret 'kubernetes-credentials' has the keys",
-        "GPU node(s) fit training (1 node(s) x 1 GPU)",
+        "GPU node(s) fit training (1 node(s) x 1 GPU) and evaluation (1 GPU)",
         "Model Registry: no address set",
     ):
         assert any(expected in line for line in lines if line.startswith("OK")), (expected, out)
@@ -187,9 +187,12 @@ SCENARIOS = {
     ),
     "oci-secret": (
         lambda k: None,
-        param("train", "base_model", "oci://quay.io/org/model:1"),
+        param("train", "training_base_model", "oci://quay.io/org/model:1"),
         "FAIL",
-        ["secret 'oci-pull-secret-model-download' (oci:// model pulls) is missing", dash("train", "base_model")],
+        [
+            "secret 'oci-pull-secret-model-download' (oci:// model pulls) is missing",
+            dash("train", "training_base_model"),
+        ],
     ),
     "kubernetes-credentials": (
         lambda k: k.core.delete_namespaced_secret("kubernetes-credentials", NS),
@@ -211,7 +214,7 @@ SCENARIOS = {
     ),
     "gpus-per-node": (
         lambda k: None,
-        param("train", "gpus_per_node", 4),
+        param("train", "training_gpus_per_node", 4),
         "FAIL",
         ["asks for 4 nvidia.com/gpu per pod; the largest GPU node has 2 allocatable"],
     ),
@@ -283,7 +286,7 @@ def test_json_report_for_scripts(cluster, capsys):
     code, out, _ = doctor(capsys, *S3_DATASET, "--json")
     report = json.loads(out)
     assert code == report["exit_code"] == 1 and report["ok"] is False
-    assert report["context"]["namespace"] == NS and report["context"]["pipeline"] == "osft-minimal"
+    assert report["context"]["namespace"] == NS and report["context"]["pipeline"] == "osft-minimal-pipeline"
     failed = [c for c in report["checks"] if c["status"] == "FAIL"]
     assert [c["area"] for c in failed] == ["gpus"] and failed[0]["remedy"]
     assert report["counts"]["FAIL"] == 1 and SECRET_VALUE not in out
@@ -291,11 +294,13 @@ def test_json_report_for_scripts(cluster, capsys):
 
 def test_params_file_and_pipeline_defaults_resolve_through_the_parameters_table(cluster, capsys, tmp_path):
     params = tmp_path / "params.yaml"
-    params.write_text(f"{dash('dataset', 'dataset_uri')}: s3://bucket/x.jsonl\n{dash('train', 'num_nodes')}: 3\n")
+    params.write_text(
+        f"{dash('dataset', 'dataset_uri')}: s3://bucket/x.jsonl\n{dash('train', 'training_num_nodes')}: 3\n"
+    )
     code, out, _ = doctor(capsys, "--params-file", str(params))
     [line] = problems(out)
     assert "training (3 node(s) x 1 GPU): the GPU nodes hold at most 2 such pod(s)" in line, out
-    assert dash("train", "num_nodes") in line
+    assert dash("train", "training_num_nodes") in line
     cluster.put_node(make_node("gpu-2", 1))
     code, out, _ = doctor(capsys, "--params-file", str(params))
     assert code == 0 and "fit training (3 node(s) x 1 GPU)" in out, out
@@ -312,9 +317,9 @@ def test_local_launcher_needs_no_backend_permissions_or_gpus(cluster, capsys, tm
     cluster.unserve(TRAINJOBS)
     cluster.deny("trainer.kubeflow.org", "trainjobs", "create")
     cluster.core.delete_node("gpu-1")
-    package = tmp_path / "sft.yaml"
-    assert main(["compile", "sft", "-o", str(package)]) == 0
-    args = ["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "backend", "local")]
+    package = tmp_path / "osft.yaml"
+    assert main(["compile", "osft", "--eval-gpus", "0", "-o", str(package)]) == 0
+    args = ["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_launcher", "local")]
     code = main(args)
     out = capsys.readouterr().out
     assert code == 0 and problems(out) == [], out
@@ -327,8 +332,8 @@ def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsy
     cluster.custom.delete_cluster_custom_object(
         "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
     )
-    package = tmp_path / "sft.yaml"
-    assert main(["compile", "sft", "-o", str(package)]) == 0
+    package = tmp_path / "osft.yaml"
+    assert main(["compile", "osft", "-o", str(package)]) == 0
     capsys.readouterr()
     code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
     [line] = problems(capsys.readouterr().out)
@@ -399,7 +404,7 @@ def test_toleration_matching():
 def test_subprocess_with_compile_time_flags_checks_that_storage_class(cluster, tmp_path):
     cluster.create_storage_class("ocs-storagecluster-cephfs", "openshift-storage.cephfs.csi.ceph.com")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    command = [sys.executable, "-m", "pipelines.cli", "doctor", "sft-minimal", "--namespace", NS, *S3_DATASET]
+    command = [sys.executable, "-m", "pipelines.cli", "doctor", "lora-minimal", "--namespace", NS, *S3_DATASET]
     flags = ["--pvc-storage-class", "ocs-storagecluster-cephfs", "--pvc-size", "120Gi", "--json"]
     result = subprocess.run([*command, *flags], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     report = json.loads(result.stdout)
@@ -425,7 +430,7 @@ def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys,
     cluster.put_node(make_node("gpu-big", 4))
     code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
     out = capsys.readouterr().out
-    assert code == 0 and "a GPU node fits the evaluation step's 4 nvidia.com/gpu" in out, out
+    assert code == 0 and "and evaluation (4 GPU) (nvidia.com/gpu)" in out, out
 
 
 def test_kubeconfig_context_gives_the_connection_and_the_namespace(cluster, capsys, monkeypatch, tmp_path):
@@ -448,11 +453,13 @@ def test_kubeconfig_context_gives_the_connection_and_the_namespace(cluster, caps
 
 
 def test_an_unknown_launcher_is_one_fail(cluster, capsys, tmp_path):
-    package = tmp_path / "sft.yaml"
-    assert main(["compile", "sft", "-o", str(package)]) == 0
+    package = tmp_path / "osft.yaml"
+    assert main(["compile", "osft", "-o", str(package)]) == 0
     capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "backend", "slurm")])
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_launcher", "slurm")])
     [line] = problems(capsys.readouterr().out)
     assert (
-        code == 1 and line.startswith("FAIL  launcher 'slurm' is not a launcher") and dash("train", "backend") in line
+        code == 1
+        and line.startswith("FAIL  launcher 'slurm' is not a launcher")
+        and dash("train", "training_launcher") in line
     )

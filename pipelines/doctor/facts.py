@@ -21,17 +21,17 @@ from pipelines.training.finetuning.parameters import PARAMETERS, REQUIRED, STEPS
 
 #: The run parameters doctor reads, as (step, component argument) keys of the parameters table.
 DATASET_URI = ("dataset", "dataset_uri")
-BASE_MODEL = ("train", "base_model")
-LAUNCHER = ("train", "backend")
-RUNTIME_NAME = ("train", "runtime_name")
-RUNTIME_KIND = ("train", "runtime_kind")
+BASE_MODEL = ("train", "training_base_model")
+LAUNCHER = ("train", "training_launcher")
+RUNTIME_NAME = ("train", "training_runtime_name")
+RUNTIME_KIND = ("train", "training_runtime_kind")
 TRAINING_IMAGE = ("train", "training_image")
-JOB_NAMESPACE = ("train", "namespace")
-NUM_NODES = ("train", "num_nodes")
-GPUS_PER_NODE = ("train", "gpus_per_node")
-GPU_RESOURCE = ("train", "gpu_resource_name")
-TOLERATIONS = ("train", "tolerations")
-NODE_SELECTOR = ("train", "node_selector")
+JOB_NAMESPACE = ("train", "training_namespace")
+NUM_NODES = ("train", "training_num_nodes")
+GPUS_PER_NODE = ("train", "training_gpus_per_node")
+GPU_RESOURCE = ("train", "training_gpu_resource_name")
+TOLERATIONS = ("train", "training_tolerations")
+NODE_SELECTOR = ("train", "training_node_selector")
 REGISTRY_ADDRESS = ("registry", "registry_address")
 REGISTRY_PORT = ("registry", "registry_port")
 REGISTRY_IS_SECURE = ("registry", "is_secure")
@@ -72,6 +72,7 @@ class PipelineFacts:
         step_inputs: ``{step: {component argument: ("parameter", dashboard name) | ("constant", value)}}``.
         accelerators: ``{step: (resource name, count)}`` of steps compiled with an accelerator request.
         tolerations: ``{step: [toleration, ...]}`` compiled onto steps.
+        node_selectors: ``{step: {label: value}}`` compiled onto steps.
     """
 
     name: str
@@ -84,6 +85,7 @@ class PipelineFacts:
     step_inputs: dict[str, dict[str, tuple[str, Any]]]
     accelerators: dict[str, tuple[str, int]]
     tolerations: dict[str, list[dict[str, Any]]]
+    node_selectors: dict[str, dict[str, str]]
 
 
 def _step_of(inputs: Mapping[str, tuple[str, Any]]) -> str | None:
@@ -140,6 +142,7 @@ def read_package(path: str | Path) -> PipelineFacts:
     steps: dict[str, dict[str, tuple[str, Any]]] = {}
     accelerators: dict[str, tuple[str, int]] = {}
     tolerations: dict[str, list[dict[str, Any]]] = {}
+    node_selectors: dict[str, dict[str, str]] = {}
     secrets: dict[str, SecretMount] = {}
     for task_name, task in ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).items():
         inputs = _task_inputs(task)
@@ -152,6 +155,9 @@ def read_package(path: str | Path) -> PipelineFacts:
             accelerators[step] = accelerator
         if (executors.get(executor) or {}).get("tolerations"):
             tolerations[step] = list(executors[executor]["tolerations"])
+        labels = ((executors.get(executor) or {}).get("nodeSelector") or {}).get("labels") or {}
+        if labels:
+            node_selectors[step] = {str(key): str(value) for key, value in labels.items()}
         for mount in (executors.get(executor) or {}).get("secretAsEnv") or []:
             name = mount.get("secretName") or ((mount.get("secretNameParameter") or {}).get("runtimeValue") or {}).get(
                 "constant", ""
@@ -177,6 +183,7 @@ def read_package(path: str | Path) -> PipelineFacts:
         step_inputs=steps,
         accelerators=accelerators,
         tolerations=tolerations,
+        node_selectors=node_selectors,
     )
 
 

@@ -114,19 +114,40 @@ def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check
         remedy = "install the NVIDIA GPU Operator (it labels and advertises GPU nodes) or add GPU nodes"
         return [fail("gpus", f"{found} with allocatable {resource}", remedy)]
     tolerations = list(values.get(keys.TOLERATIONS) or [])
-    selector_labels = dict(values.get(keys.NODE_SELECTOR) or {})
-    checks = []
+    problems: list[Check] = []
+    fits: list[str] = []
     training_what = f"training ({pods} node(s) x {per_node} GPU)"
     if per_node > 0:
+        selector_labels = dict(values.get(keys.NODE_SELECTOR) or {})
         problem, taints = _fit(nodes, resource, per_node, pods, tolerations, selector_labels, training_what)
         if problem and taints:
-            problem = fail("gpus", problem.what, f"{problem.remedy} with {values.label(keys.TOLERATIONS)}")
+            problems.append(fail("gpus", problem.what, f"{problem.remedy} with {values.label(keys.TOLERATIONS)}"))
         elif problem:
             knobs = f"{values.label(keys.NUM_NODES)} / {values.label(keys.GPUS_PER_NODE)}"
-            problem = fail("gpus", problem.what, f"{problem.remedy} ({knobs})")
-        checks.append(problem or ok("gpus", f"{len(nodes)} GPU node(s) fit {training_what} ({resource})"))
+            problems.append(fail("gpus", problem.what, f"{problem.remedy} ({knobs})"))
+        else:
+            fits.append(training_what)
     if eval_gpus > 0:
-        eval_tolerations = values.facts.tolerations.get("eval", [])
-        problem, _ = _fit(nodes, eval_resource, eval_gpus, 1, eval_tolerations, {}, f"evaluation ({eval_gpus} GPU)")
-        checks.append(problem or ok("gpus", f"a GPU node fits the evaluation step's {eval_gpus} {eval_resource}"))
-    return checks
+        facts = values.facts
+        eval_what = f"evaluation ({eval_gpus} GPU)"
+        problem, taints = _fit(
+            nodes,
+            eval_resource,
+            eval_gpus,
+            1,
+            facts.tolerations.get("eval", []),
+            facts.node_selectors.get("eval", {}),
+            eval_what,
+        )
+        if problem and taints:
+            remedy = f"{problem.remedy} to the evaluation step (compile time), or keep a GPU node untainted"
+            problems.append(fail("gpus", problem.what, remedy))
+        elif problem:
+            problems.append(fail("gpus", problem.what, f"{problem.remedy} (compile time: --eval-gpus)"))
+        else:
+            fits.append(eval_what)
+    if len(problems) > 1:  # one cause (no fitting GPU node, taints) usually stops both steps: one line
+        return [fail("gpus", "; ".join(p.what for p in problems), "; ".join(p.remedy for p in problems))]
+    if problems:
+        return problems
+    return [ok("gpus", f"{len(nodes)} GPU node(s) fit {' and '.join(fits)} ({resource})")]
