@@ -120,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
-    doctor.add_argument("--kfp-host", default="", help="KFP API URL to health-check (default: not checked)")
+    doctor.add_argument(
+        "--kfp-host", default="", help="KFP API URL to health-check (default: KFP_HOST; unset: skipped)"
+    )
     doctor.add_argument("--token-file", default="", help="file with the KFP bearer token (default: KFP_TOKEN)")
     doctor.add_argument("--ca-bundle", default="", help="CA bundle for the KFP API and Model Registry certificates")
     _add_compile_settings(doctor)

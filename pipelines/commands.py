@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -168,7 +169,7 @@ def doctor_command(args: argparse.Namespace) -> int:
             package,
             arguments,
             namespace=args.namespace,
-            kfp_host=args.kfp_host,
+            kfp_host=args.kfp_host or os.environ.get(kfp_api.HOST_ENV, ""),
             token_file=args.token_file,
             ca_bundle=args.ca_bundle,
         )
