@@ -10,7 +10,11 @@ behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a 
 * ``requests``: what the code under test sent (method, path, query, body, RBAC verb and resource);
 * ``objects(plural)``: the objects the server holds now (deleted ones excluded);
 * ``fail(...)``: scripted error responses (e.g. three 500s), ``in_background(fn)`` to run an operator script while the
-  code under test follows, and ``wait_for(predicate)``.
+  code under test follows, and ``wait_for(predicate)``;
+* cluster setup for preflight checks: ``serve``/``unserve`` a resource (a CRD installed or removed, as discovery sees
+  it), ``deny(group, resource, verb)`` (SelfSubjectAccessReviews answer ``allowed: false`` for it, ``true`` for the
+  rest; reviews are answered, never stored), ``create_storage_class``, ``put_node`` (:func:`make_node`: GPUs, labels,
+  taints), ``create_quota`` (with its status) and ``create_secret`` (plain-text values, stored base64-encoded).
 
 :func:`validate_trainjob` validates a manifest against the Trainer v2.3.0 CRD in ``../shared/crds`` with objects
 closed (no unknown fields), as the API server's structural-schema pruning would reject them.
