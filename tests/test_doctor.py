@@ -170,6 +170,29 @@ SCENARIOS = {
         "FAIL",
         ["no quota headroom for the 50Gi workspace PVC", "ResourceQuota 'tight' requests.storage: 100Gi of 120Gi"],
     ),
+    "class-quota": (
+        lambda k: k.create_quota(
+            NS,
+            "nfs",
+            hard={"nfs-csi.storageclass.storage.k8s.io/persistentvolumeclaims": "3"},
+            used={"nfs-csi.storageclass.storage.k8s.io/persistentvolumeclaims": "3"},
+        ),
+        [],
+        "FAIL",
+        ["ResourceQuota 'nfs' nfs-csi.storageclass.storage.k8s.io/persistentvolumeclaims: 3 of 3 used, 1 more needed"],
+    ),
+    "storage-classes-forbidden": (
+        lambda k: k.fail("fetch", "storageclasses", status=403),
+        [],
+        "WARN",
+        ["cannot read storage classes", "ask an admin whether nfs-csi exists and gives RWX"],
+    ),
+    "nodes-forbidden": (
+        lambda k: k.fail("list", "nodes", status=403),
+        [],
+        "WARN",
+        ["cannot list nodes", "GPU capacity not checked", "oc get nodes -l nvidia.com/gpu.present=true"],
+    ),
     "secret-key": (
         lambda k: (
             k.core.delete_namespaced_secret("s3-secret", NS),
@@ -463,3 +486,9 @@ def test_an_unknown_launcher_is_one_fail(cluster, capsys, tmp_path):
         and line.startswith("FAIL  launcher 'slurm' is not a launcher")
         and dash("train", "training_launcher") in line
     )
+
+
+def test_no_storage_class_in_the_pipeline_means_the_default_class(cluster, capsys):
+    code, out, _ = doctor(capsys, *S3_DATASET, "--pvc-storage-class", "")
+    [line] = problems(out)
+    assert code == 1 and "storage class 'gp3-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no" in line, out
