@@ -492,3 +492,18 @@ def test_no_storage_class_in_the_pipeline_means_the_default_class(cluster, capsy
     code, out, _ = doctor(capsys, *S3_DATASET, "--pvc-storage-class", "")
     [line] = problems(out)
     assert code == 1 and "storage class 'gp3-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no" in line, out
+
+
+@pytest.mark.parametrize("key", ["OCI_PULL_SECRET_MODEL_DOWNLOAD", ".dockerconfigjson"])
+def test_either_oci_pull_secret_key_serves_an_oci_base_model(cluster, capsys, key):
+    oci_model = param("train", "training_base_model", "oci://quay.io/org/model:1")
+    cluster.create_secret(NS, "oci-pull-secret-model-download", {key: SECRET_VALUE})
+    code, out, _ = doctor(capsys, *S3_DATASET, *oci_model)
+    assert code == 0 and problems(out) == [], out
+    assert f"OK    secret 'oci-pull-secret-model-download' has the key {key} (train)" in out
+    cluster.core.delete_namespaced_secret("oci-pull-secret-model-download", NS)
+    cluster.create_secret(NS, "oci-pull-secret-model-download", {"unrelated": SECRET_VALUE})
+    code, out, _ = doctor(capsys, *S3_DATASET, *oci_model)
+    [line] = problems(out)
+    assert code == 1 and "lacks one of the keys OCI_PULL_SECRET_MODEL_DOWNLOAD / .dockerconfigjson" in line, line
+    assert SECRET_VALUE not in out

@@ -7,7 +7,8 @@ reaches a finding. A secret's role is known from the env vars it feeds (stable a
   service account without them);
 * ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``: necessary when a dataset, base model or upload prefix is
   ``s3://``;
-* ``OCI_PULL_SECRET_MODEL_DOWNLOAD``: necessary when the base model is ``oci://``;
+* ``OCI_PULL_SECRET_MODEL_DOWNLOAD`` or ``.dockerconfigjson`` (either key): necessary when the base model is
+  ``oci://``;
 * ``HF_TOKEN``: optional (gated or private Hugging Face models and datasets).
 """
 
@@ -30,12 +31,14 @@ class SecretRole:
         required_env: The env vars whose keys must be present (all of them) when the secret is used.
         purpose: What it is for, in a finding.
         scheme: The URI scheme (``s3://``, ``oci://``) that makes it necessary, ``""``: never strictly necessary.
+        any_one: One of the ``required_env`` keys is enough (alternatives), rather than all of them.
     """
 
     env: str
     required_env: tuple[str, ...]
     purpose: str
     scheme: str = ""
+    any_one: bool = False
 
 
 ROLES = (
@@ -45,7 +48,13 @@ ROLES = (
         "API access of the training step (without it: the pipeline's service account)",
     ),
     SecretRole("AWS_ACCESS_KEY_ID", ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), "S3 access", "s3://"),
-    SecretRole("OCI_PULL_SECRET_MODEL_DOWNLOAD", ("OCI_PULL_SECRET_MODEL_DOWNLOAD",), "oci:// model pulls", "oci://"),
+    SecretRole(
+        "OCI_PULL_SECRET_MODEL_DOWNLOAD",
+        ("OCI_PULL_SECRET_MODEL_DOWNLOAD", "OCI_PULL_SECRET_DOCKERCONFIGJSON"),
+        "oci:// model pulls",
+        "oci://",
+        any_one=True,
+    ),
     SecretRole("HF_TOKEN", ("HF_TOKEN",), "gated or private Hugging Face models and datasets"),
 )
 #: The run parameters whose URI scheme can make a secret necessary.
@@ -67,7 +76,7 @@ def _needed_by(role: SecretRole, values: RunValues) -> list[str]:
 
 
 def _create_command(mount: SecretMount, keys_: list[str], namespace: str) -> str:
-    if keys_ == [".dockerconfigjson"]:
+    if ".dockerconfigjson" in keys_:
         return (
             f"`oc create secret docker-registry {mount.name} --docker-server=... --docker-username=... -n {namespace}`"
         )
@@ -90,10 +99,14 @@ def _one(cluster: Cluster, mount: SecretMount, values: RunValues) -> Check:
             return warn("secrets", what, "grant that service account rbac.yaml's permissions, or create the secret")
         return ok("secrets", f"secret {mount.name!r} is absent (optional: {role.purpose})")
     missing = [key for key in required if key not in present]
+    if role.any_one and len(missing) < len(required):
+        found = [key for key in required if key in present]
+        return ok("secrets", f"secret {mount.name!r} has the key {found[0]} ({steps})")
     if not missing:
         return ok("secrets", f"secret {mount.name!r} has the keys {', '.join(required)} ({steps})")
-    what = f"secret {mount.name!r} lacks the key(s) {', '.join(missing)} ({role.purpose}; it has {len(present)} key(s))"
-    remedy = f"add {', '.join(missing)} to it (`oc edit secret {mount.name}`)"
+    lacks = f"one of the keys {' / '.join(missing)}" if role.any_one else f"the key(s) {', '.join(missing)}"
+    what = f"secret {mount.name!r} lacks {lacks} ({role.purpose}; it has {len(present)} key(s))"
+    remedy = f"add {' or '.join(missing) if role.any_one else ', '.join(missing)} to it (`oc edit secret {mount.name}`)"
     if needed_by or role.env == "KUBERNETES_AUTH_TOKEN":
         return fail("secrets", what, remedy)
     return warn("secrets", what, remedy)
