@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", type=Path, default=Path("kfp-finetune-demo"))
     demo.add_argument("--dataset-uri", default="", help="training data (default: the shipped demo dataset)")
     demo.add_argument("--registry-address", default="", help="register the model there (default: skipped)")
+    demo.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every line the steps print (always written to OUTPUT_DIR/demo.log)",
+    )
 
     validate = sub.add_parser("validate-dataset", help="download and validate a dataset locally; print the report")
     validate.add_argument("uri", help="dataset URI (HF id, s3://, http(s)://, pvc:// or a local path)")
