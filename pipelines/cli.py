@@ -59,6 +59,27 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", default="Default", help="experiment name")
 
 
+def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
+    """One flag per option of the dataset step (``prepare_dataset``), with its defaults and the pipelines' help."""
+    import inspect
+
+    from components.data_processing.dataset_download.prepare import prepare_dataset
+    from pipelines.training.finetuning.parameters import PARAMETERS
+
+    described = {p.name: p.description for p in PARAMETERS if p.step == "train"}  # max_seq_len
+    described.update({p.name: p.description for p in PARAMETERS if p.step == "dataset"})
+    group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
+    for name, parameter in inspect.signature(prepare_dataset).parameters.items():
+        if parameter.default is inspect.Parameter.empty:
+            continue  # the URI and the output paths
+        flag, default = f"--{name.replace('_', '-')}", parameter.default
+        help_text = f"{described.get(name, '')} (default: {default!r})".lstrip()
+        if isinstance(default, bool):
+            group.add_argument(flag, dest=name, action="store_true", default=default, help=help_text)
+        else:
+            group.add_argument(flag, dest=name, type=type(default), default=default, help=help_text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kfp-finetune`` argument parser."""
     parser = argparse.ArgumentParser(prog="kfp-finetune", description=__doc__.splitlines()[0])
@@ -87,11 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="show every line the steps print (always written to OUTPUT_DIR/demo.log)",
     )
 
-    validate = sub.add_parser("validate-dataset", help="download and validate a dataset locally; print the report")
+    validate = sub.add_parser(
+        "validate-dataset",
+        help="run the dataset step locally (download, validate, split, token statistics); print its report",
+    )
     validate.add_argument("uri", help="dataset URI (HF id, s3://, http(s)://, pvc:// or a local path)")
-    validate.add_argument("--input-format", default="auto")
-    validate.add_argument("--on-invalid", choices=("fail", "drop"), default="fail")
-    validate.add_argument("--allow-trailing-user", action="store_true")
+    _add_dataset_options(validate)
+    validate.add_argument(
+        "--output-dir", type=Path, default=None, help="keep the train/eval split there (default: not kept)"
+    )
 
     for name, help_text in (
         ("upload", "upload a pipeline to a KFP server"),

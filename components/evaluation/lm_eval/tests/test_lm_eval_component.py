@@ -198,6 +198,10 @@ def test_metrics_hold_every_task_metric_and_stderr(chat_run):
     assert 0 <= chat_run.metrics["heldout_generation/chrf"] <= 100
     assert chat_run.results_metadata["tasks"] == ["arith_choice", "heldout_generation", "heldout_perplexity"]
     assert chat_run.results_metadata["heldout_rows"] == HELDOUT_ROWS
+    # The report says how many of the split's conversations were evaluated, and why not all of them.
+    available = sum(1 for line in DEMO_DATASET_PATH.read_text().splitlines() if line.strip())
+    assert chat_run.results_metadata["heldout_rows_available"] == available
+    assert f"{HELDOUT_ROWS} of {available} conversations (max_samples={HELDOUT_ROWS})" in chat_run.report
 
 
 @pytest.mark.parametrize("run_name", ["chat_run", "plain_run"])
