@@ -80,8 +80,14 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
             group.add_argument(flag, dest=name, type=type(default), default=default, help=help_text)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``kfp-finetune`` argument parser."""
+def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
+    """The ``kfp-finetune`` argument parser.
+
+    Args:
+        dataset_options: Add ``validate-dataset``'s options, read from the dataset component's code. That imports
+            the components, after which the image settings of ``compile``/``upload``/... can no longer change, so
+            :func:`main` asks for them only when the command is ``validate-dataset``.
+    """
     parser = argparse.ArgumentParser(prog="kfp-finetune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -113,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the dataset step locally (download, validate, split, token statistics); print its report",
     )
     validate.add_argument("uri", help="dataset URI (HF id, s3://, http(s)://, pvc:// or a local path)")
-    _add_dataset_options(validate)
+    if dataset_options:
+        _add_dataset_options(validate)
     validate.add_argument(
         "--output-dir", type=Path, default=None, help="keep the train/eval split there (default: not kept)"
     )
@@ -150,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     """Runs ``kfp-finetune``; returns the exit code."""
     from pipelines.commands import COMMANDS
 
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(dataset_options=bool(argv) and argv[0] == "validate-dataset").parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError) as error:  # bad input: usage, parameters, files

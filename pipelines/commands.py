@@ -136,7 +136,6 @@ def _default_name(args: argparse.Namespace) -> str:
 def _submit(args: argparse.Namespace, call: Callable[..., dict], with_arguments: bool, **options: Any) -> dict:
     """Compiles or reads the package, then calls ``call(connection, package, [arguments,] **options)``."""
     from pipelines import kfp_api
-
     from pipelines.argument_checks import check_component_rules
 
     leading = [kfp_api.load_arguments(args.param, args.params_file)] if with_arguments else []

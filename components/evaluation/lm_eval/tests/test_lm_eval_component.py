@@ -329,7 +329,7 @@ def test_runs_through_kfp_local(kfp_local, trained_model_dir, base_run, tmp_path
     metrics = evaluate_locally().output
     assert {"arith_choice/acc", "heldout_generation/chrf", "heldout_perplexity/token_loss"} <= set(metrics.metadata)
     assert metrics.metadata["heldout_perplexity/token_loss"] < base_run.metrics["heldout_perplexity/token_loss"]
-    report = next(kfp_local.rglob("report")).read_text()
+    report = next(kfp_local.rglob("report.html")).read_text()  # the extension the KFP UI renders by
     assert "<h2>heldout_perplexity</h2>" in report and "<h2>arith_choice</h2>" in report
     assert "<th>Δ vs baseline</th>" in report
     results = json.loads(next(kfp_local.rglob("results")).read_text())
