@@ -5,7 +5,7 @@ import yaml
 
 from pipelines.cli import main
 
-DATASET = "phase_01_dataset_man_dataset_uri"
+DATASET = "phase_01_dataset_man_data_uri"
 
 
 def test_upload_a_named_pipeline_compiled_with_cli_settings(kfp_api_stub, monkeypatch, capsys):
@@ -27,7 +27,7 @@ def test_upload_a_named_pipeline_compiled_with_cli_settings(kfp_api_stub, monkey
 
 def test_run_with_parameters_from_flags_and_a_file(kfp_api_stub, tmp_path, capsys):
     params = tmp_path / "params.yaml"
-    params.write_text("phase_02_train_opt_num_epochs: 2\nphase_03_eval_opt_task_names: [arc_easy, hellaswag]\n")
+    params.write_text("phase_02_train_man_train_epochs: 2\nphase_03_eval_man_eval_tasks: [arc_easy, hellaswag]\n")
     code = main(
         [
             "run",
@@ -49,8 +49,8 @@ def test_run_with_parameters_from_flags_and_a_file(kfp_api_stub, tmp_path, capsy
     assert run["display_name"] == "nightly"
     assert run["runtime_config"]["parameters"] == {
         DATASET: "s3://bucket/chat.jsonl",
-        "phase_02_train_opt_num_epochs": 2,
-        "phase_03_eval_opt_task_names": ["arc_easy", "hellaswag"],
+        "phase_02_train_man_train_epochs": 2,
+        "phase_03_eval_man_eval_tasks": ["arc_easy", "hellaswag"],
     }
     assert [e["display_name"] for e in kfp_api_stub.experiments.values()] == ["fine-tuning"]
 
@@ -99,7 +99,7 @@ def _dashboard(step: str, name: str) -> str:
 def test_run_arguments_break_the_components_rules_before_anything_is_sent(kfp_api_stub, tmp_path, capsys):
     dataset = f"{_dashboard('dataset', 'dataset_uri')}=s3://bucket/chat.jsonl"
     cases = [
-        (("train", "num_epochs"), "0", "step train-model: train_model parameter num_epochs=0: must be >= 1"),
+        (("train", "training_num_epochs"), "0", "step train-model: train_model parameter num_epochs=0: must be >= 1"),
         (("dataset", "train_split_ratio"), "1.5", "step dataset-download: train_split_ratio=1.5 must be in (0, 1]"),
         (("dataset", "max_invalid_fraction"), "-0.1", "max_invalid_fraction=-0.1 must be within [0, 1]"),
         (("eval", "max_samples"), "0", "step lm-eval: max_samples must be -1 (all rows) or a positive count, got 0"),
@@ -114,7 +114,7 @@ def test_run_arguments_break_the_components_rules_before_anything_is_sent(kfp_ap
     # The same rules hold for a compiled file, and the error names the file as given.
     package = tmp_path / "sft.yaml"
     assert main(["compile", "sft", "-o", str(package)]) == 0
-    epochs = _dashboard("train", "num_epochs")
+    epochs = _dashboard("train", "training_num_epochs")
     argv = ["schedule", str(package), "--host", kfp_api_stub.url, "--cron", "0 0 2 * * *"]
     assert main([*argv, "--param", dataset, "--param", f"{epochs}=0"]) == 2
     assert f"pipeline {str(package)!r}, step train-model" in capsys.readouterr().err
@@ -129,3 +129,24 @@ def test_errors_name_the_pipeline_not_a_temporary_copy(kfp_api_stub, capsys):
     assert main(["run", "sft-minimal", "--host", kfp_api_stub.url]) == 2
     assert "pipeline 'sft-minimal' needs a value for" in capsys.readouterr().err
     assert kfp_api_stub.requests == []
+
+
+def test_the_guides_quick_start_run_and_parameter_names_pass_the_cli_checks(kfp_api_stub_factory, capsys):
+    """Quick Start step 3, then every guide name in every pipeline (all of them apply to all six)."""
+    guide_values = {
+        "phase_01_dataset_man_data_uri": "LipengCS/Table-GPT:All",
+        "phase_02_train_man_train_batch": 64,
+        "phase_02_train_man_train_tokens": 32000,
+        "phase_02_train_man_train_model": "Qwen/Qwen2.5-1.5B-Instruct",
+        "phase_02_train_man_train_epochs": 2,
+        "phase_04_registry_man_address": "registry.example.com",
+    }
+    stub = kfp_api_stub_factory()
+    assert main(["run", "osft-minimal", "--host", stub.url, "--param", f"{DATASET}=LipengCS/Table-GPT:All"]) == 0
+    for name in ("sft", "sft-minimal", "osft", "osft-minimal", "lora", "lora-minimal"):
+        stub = kfp_api_stub_factory()
+        flags = [f"--param={key}={value}" for key, value in guide_values.items()]
+        code = main(["run", name, "--host", stub.url, *flags])
+        assert code == 0, (name, capsys.readouterr().err)
+        (run,) = stub.runs.values()
+        assert run["runtime_config"]["parameters"] == guide_values, name

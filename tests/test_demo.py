@@ -135,8 +135,8 @@ def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
         arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
         by_name = {(p.step, p.name): p.dashboard_name for p in parameters_for(algorithm, "expert")}
         assert set(arguments) <= set(by_name.values())
-        assert arguments[by_name["train", "backend"]] == "local"
+        assert arguments[by_name["train", "training_launcher"]] == "local"
         assert json.dumps(arguments)
     lora = demo_arguments("lora", tmp_path / "model", "data.jsonl", "")
     names = {p.name: p.dashboard_name for p in parameters_for("lora", "expert")}
-    assert (lora[names["lora_r"]], lora[names["lora_alpha"]]) == (8, 64)
+    assert (lora[names["training_lora_r"]], lora[names["training_lora_alpha"]]) == (8, 64)

@@ -28,21 +28,22 @@ from pipelines.demo.demo_summary import STEP_TASKS, output_types, summarize_run,
 #: (8 epochs of 45 steps) that the tiny model learns the answer format ``a op b = c``; it is too small to learn the
 #: arithmetic itself.
 DEMO_ARGUMENTS = {
-    "num_epochs": 8,
-    "effective_batch_size": 8,
-    "max_tokens_per_gpu": 4096,
-    "learning_rate": 3e-3,
-    "max_seq_len": 256,
-    "max_steps": 0,
-    "warmup_steps": 10,
-    "unfreeze_rank_ratio": 0.5,
+    "training_num_epochs": 8,
+    "training_effective_batch_size": 8,
+    "training_max_tokens_per_gpu": 4096,
+    "training_learning_rate": 3e-3,
+    "training_max_seq_len": 256,
+    "training_max_steps": 0,
+    "training_warmup_steps": 10,
+    "training_unfreeze_rank_ratio": 0.5,
+    "training_num_nodes": 1,
 }
 #: LoRA trains ~2% of the weights, a rank-``lora_r`` update per layer scaled by ``lora_alpha / lora_r``. On the demo
 #: data (same 8 epochs and learning rate 3e-3 as SFT; held-out loss of the base model 6.41), rank 8 with alpha 64
 #: (scale 8) and no dropout reaches 2.21; alpha 32 (scale 4) reaches 2.61, and a larger learning rate does worse
 #: (5e-3: 2.95, 1e-2: 3.44). A larger rank learned no better (rank 16, alpha 64: 2.43) and costs time; dropout only
 #: slows such a short run down (0.05: 3.19 at 5e-3).
-DEMO_LORA_ARGUMENTS = {"lora_r": 8, "lora_alpha": 64, "lora_dropout": 0.0}
+DEMO_LORA_ARGUMENTS = {"training_lora_r": 8, "training_lora_alpha": 64, "training_lora_dropout": 0.0}
 #: Every held-out conversation is evaluated (``max_samples=-1``), so lm-eval's count equals the split's ``eval_rows``.
 DEMO_EVAL_ARGUMENTS = {"task_names": [], "max_samples": -1, "max_new_tokens": 16, "batch_size": "8"}
 #: The tiny base model's initial weight scale. With the default 0.02, the frozen (tied) embedding caps every logit
@@ -89,7 +90,7 @@ def demo_arguments(algorithm: str, base_model: Path, dataset_uri: str, registry_
     train = {**DEMO_ARGUMENTS, **(DEMO_LORA_ARGUMENTS if algorithm == "lora" else {})}
     by_step = {
         "dataset": {"dataset_uri": dataset_uri, "train_split_ratio": 0.9, "tokenizer_source": str(base_model)},
-        "train": {**train, "base_model": str(base_model), "backend": "local"},
+        "train": {**train, "training_base_model": str(base_model), "training_launcher": "local"},
         "eval": DEMO_EVAL_ARGUMENTS,
         "registry": {"registry_address": registry_address, "model_name": "kfp-finetune-demo"},
     }
