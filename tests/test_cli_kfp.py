@@ -99,7 +99,11 @@ def _dashboard(step: str, name: str) -> str:
 def test_run_arguments_break_the_components_rules_before_anything_is_sent(kfp_api_stub, tmp_path, capsys):
     dataset = f"{_dashboard('dataset', 'dataset_uri')}=s3://bucket/chat.jsonl"
     cases = [
-        (("train", "training_num_epochs"), "0", "step train-model: train_model parameter num_epochs=0: must be >= 1"),
+        (
+            ("train", "training_num_epochs"),
+            "0",
+            "step train-model: train_model parameter training_num_epochs=0: must be >= 1",
+        ),
         (("dataset", "train_split_ratio"), "1.5", "step dataset-download: train_split_ratio=1.5 must be in (0, 1]"),
         (("dataset", "max_invalid_fraction"), "-0.1", "max_invalid_fraction=-0.1 must be within [0, 1]"),
         (("eval", "max_samples"), "0", "step lm-eval: max_samples must be -1 (all rows) or a positive count, got 0"),

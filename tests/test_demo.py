@@ -140,3 +140,46 @@ def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
     lora = demo_arguments("lora", tmp_path / "model", "data.jsonl", "")
     names = {p.name: p.dashboard_name for p in parameters_for("lora", "expert")}
     assert (lora[names["training_lora_r"]], lora[names["training_lora_alpha"]]) == (8, 64)
+
+
+def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_the_log(tmp_path, monkeypatch):
+    """The story from a fake task that prints like kfp.local does (4-space indent, executor chatter, step lines)."""
+    import io
+    import types
+
+    from kfp.local import task_dispatcher
+
+    from pipelines.demo.story import DemoConsole
+
+    def fake_task(**kwargs):
+        print("    [KFP Executor] Got executor_input: {...}")
+        for step in range(1, 101):
+            print(f"    step {step}/100 epoch 0.5 loss {5 - step / 50:.4f} lr 0.001")
+        if kwargs["component_name"] == "comp-broken":
+            print("    Traceback (most recent call last):")
+            print('      File "x.py", line 1, in <module>')
+            print("    ValueError: train_model parameter x=1: must be 2")
+            print("    second line")
+            return {}, types.SimpleNamespace(name="FAILURE")
+        return {"out": 1}, types.SimpleNamespace(name="SUCCESS")
+
+    monkeypatch.setattr(task_dispatcher, "run_single_task_implementation", fake_task)
+    for verbose in (False, True):
+        out = io.StringIO()
+        console = DemoConsole(tmp_path / f"demo-{verbose}.log", out=out, verbose=verbose)
+        with console.capture(task_count=2):
+            task_dispatcher.run_single_task_implementation(component_name="comp-train-model")
+            task_dispatcher.run_single_task_implementation(component_name="comp-broken")
+        console.close()
+        story = out.getvalue().splitlines()
+        if not verbose:
+            assert story[0] == "[1/2] train-model started" and story[5].startswith("[1/2] train-model done in ")
+            assert [line.split(": ")[1].split(" (")[0] for line in story[1:5]] == [
+                f"step {n}/100" for n in (25, 50, 75, 100)
+            ]
+            assert story[-1].startswith("[2/2] broken FAILED after") and "executor_input" not in out.getvalue()
+        else:
+            assert "    [KFP Executor] Got executor_input: {...}" in story and len(story) > 200
+        assert console.failure == ("broken", "ValueError: train_model parameter x=1: must be 2")
+        assert "Got executor_input" in (tmp_path / f"demo-{verbose}.log").read_text()
+    assert task_dispatcher.run_single_task_implementation is fake_task  # the wrapper is removed afterwards
