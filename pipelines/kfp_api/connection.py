@@ -184,11 +184,13 @@ def make_client(connection: Connection) -> kfp.Client:
             )
 
 
-def check_health(connection: Connection) -> dict:
+def check_health(connection: Connection, timeout_seconds: float | tuple[float, float] | None = None) -> dict:
     """Calls ``GET /apis/v2beta1/healthz`` once, with the connection's TLS settings, token and request timeout.
 
     Args:
         connection: Host, bearer token, TLS settings and timeout.
+        timeout_seconds: Overrides the connection's timeout: ``(connect, read)`` seconds, or seconds (connecting: at
+            most :data:`CONNECT_TIMEOUT_SECONDS`).
 
     Returns:
         The health answer (e.g. ``{"multi_user": false}``).
@@ -208,11 +210,15 @@ def check_health(connection: Connection) -> dict:
         configuration.api_key_prefix["authorization"] = "Bearer"
     action = HEALTH_ACTION
     configuration.retries = single_try_transport()  # one try, bounded by the timeout (urllib3 would make 4)
+    if timeout_seconds is None:
+        timeout = connection.request_timeout
+    elif isinstance(timeout_seconds, tuple):
+        timeout = timeout_seconds
+    else:
+        timeout = (min(CONNECT_TIMEOUT_SECONDS, timeout_seconds), timeout_seconds)
     with kfp_server_api.ApiClient(configuration) as api_client, api_errors(connection, action):
         healthz = kfp_server_api.HealthzServiceApi(api_client)
-        response = healthz.healthz_service_get_healthz(
-            _preload_content=False, _request_timeout=connection.request_timeout
-        )
+        response = healthz.healthz_service_get_healthz(_preload_content=False, _request_timeout=timeout)
     with contextlib.suppress(ValueError):
         answer = json.loads(response.data)
         if isinstance(answer, dict):

@@ -69,7 +69,8 @@ def failure_text(error: BaseException) -> str:
 
 def rejected(what: str, error: Exception) -> TrainJobApiError:
     """The error for an answer that is final (e.g. 403, 422): what was done and the API's message."""
-    return TrainJobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}")
+    hint = "; `kfp-finetune doctor` lists every permission it lacks (rbac.yaml)" if status_of(error) == 403 else ""
+    return TrainJobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}{hint}")
 
 
 def status_of(error: Exception) -> int | None:
@@ -164,9 +165,10 @@ class Api:
             kubernetes.client.ApiException: Any other answer (the caller judges 404, 409, 403...).
         """
         deadline = self.deadline()
+        requested = kwargs.pop("_request_timeout", None)  # a caller's own timeout wins (e.g. doctor's probes)
 
         def attempt() -> Any:
-            return func(*args, _request_timeout=self.request_timeout(), **kwargs)
+            return func(*args, _request_timeout=requested or self.request_timeout(), **kwargs)
 
         def on_retry(number: int, delay: float, error: BaseException) -> None:
             self.log(f"{what}: {failure_text(error)}; retry {number}/{self.attempts - 1} in {delay:.1f}s")

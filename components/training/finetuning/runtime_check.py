@@ -54,13 +54,17 @@ def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], No
             )
     except ApiException as error:
         if status_of(error) == 403:
-            say(f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml. Submitting.")
+            say(
+                f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml or run "
+                "`kfp-finetune doctor`. Submitting."
+            )
             return
         if status_of(error) != 404:
             raise rejected(what, error) from None
         raise RuntimeNotFoundError(
             f"TrainJob {namespace}/{job_name}: spec.runtimeRef names {kind} {name!r}, which does not exist. "
-            f"Available: {available_runtimes(api, namespace)}. Set runtime_name/runtime_kind to one of them."
+            f"Available: {available_runtimes(api, namespace)}. Set runtime_name/runtime_kind to one of them "
+            "(`kfp-finetune doctor` checks this before a run)."
         ) from None
     _check_patched_jobs(manifest, kind, name, runtime)
 
