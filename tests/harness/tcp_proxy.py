@@ -11,8 +11,8 @@ Put it in front of a loopback server (kmock's Kubernetes API, the KFP API stub) 
   Kubernetes ``Status`` JSON body, keeping the connection alive.
 
 Switching to ``refuse`` or ``status`` closes the connections already open (as a restarting server does), so pooled
-keep-alive connections see the new mode too; switching to ``blackhole`` leaves them open but stalled (nothing is
-forwarded either way any more, not even the server closing), as a hung server does.
+keep-alive connections see the new mode too; switching to ``blackhole`` leaves them open but stalled, as a hung server
+does: answers already on their way still arrive, new requests never reach the server and nothing is closed.
 :attr:`TcpProxy.connections` counts accepted connections and :attr:`TcpProxy.answered` the requests answered in
 ``status`` mode.
 """
@@ -155,19 +155,19 @@ class TcpProxy:
         server.settimeout(None)
         self._track(server)
 
-        def pump(source: socket.socket, sink: socket.socket) -> None:
+        def pump(source: socket.socket, sink: socket.socket, requests: bool) -> None:
             with contextlib.suppress(OSError):
                 while data := source.recv(65536):
-                    if self.mode == "forward":
-                        sink.sendall(data)  # else: the server hangs, nothing gets through
+                    if self.mode == "forward" or not requests:
+                        sink.sendall(data)  # else: the hung server never sees the request
             if self.mode != "forward":
                 return  # a hung server does not close the connection either
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
 
-        threading.Thread(target=pump, args=(server, client), daemon=True).start()
-        pump(client, server)
+        threading.Thread(target=pump, args=(server, client, False), daemon=True).start()
+        pump(client, server, True)
 
     def _answer(self, client: socket.socket) -> None:
         buffer = b""

@@ -364,6 +364,8 @@ def test_sigterm_while_the_api_hangs_still_ends_promptly_naming_the_job(kube_api
             kube_api.wait_for(lambda: [r for r in kube_api.requests if r.verb == "watch"])
             proxy.set_mode("blackhole")
             time.sleep(0.3)
+            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, signal.SIG_IGN, None):
+                return  # the run is over already (the test fails): a SIGTERM now would stop pytest itself
             os.kill(os.getpid(), signal.SIGTERM)
 
         began = time.monotonic()
