@@ -8,10 +8,16 @@ Two delivery modes, chosen at compile time (module constants, overridable by env
   puts the extraction root on ``sys.path`` in the pod, so ``import components.<category>.<name>.<module>`` works
   there exactly as it does locally. The package ``__init__`` files in the bundle are replaced by empty ones so that
   importing a pure module in the pod never imports ``kfp`` decorators again. Third-party packages come from
-  ``packages_to_install`` on top of :data:`BASE_IMAGE`.
+  ``packages_to_install`` on top of the component's image (:data:`BASE_IMAGE` unless the component names one that
+  already carries its heavy dependencies, see ``components/_common/images.py``).
 * **Prebuilt runtime image.** With ``KFP_FINETUNE_RUNTIME_IMAGE`` set (an image built from the project's
   ``Containerfile``, e.g. for disconnected clusters), components run on that image: nothing is embedded and nothing
   is pip-installed at run time.
+
+The module-level components (``from components... import lm_eval``) are built with these defaults. A pipeline
+compiled with other images calls ``component.with_image(image, prebuilt=...)``, which re-decorates the same function
+for that compile (the image and the install list are part of the executor's command, so they cannot be swapped on a
+built component); results are cached per image.
 
 ``KFP_FINETUNE_INSTALL_PACKAGES=0`` compiles components that install nothing at run time (no ``kfp`` either); the
 test-suite and ``kfp-finetune demo`` use it because ``kfp.local`` runs tasks in the current, complete environment.
@@ -31,9 +37,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Base image of every component, pinned by exact tag (the python.org build of CPython 3.11 on Debian 12).
-DEFAULT_BASE_IMAGE = "python:3.11.11-slim-bookworm"
-#: Compile-time override of :data:`DEFAULT_BASE_IMAGE`.
+from components._common.images import PYTHON_IMAGE
+
+#: Base image of the components that name no image of their own (the python.org build of CPython 3.11 on Debian 12).
+DEFAULT_BASE_IMAGE = PYTHON_IMAGE
+#: Compile-time override of :data:`DEFAULT_BASE_IMAGE` for the module-level components.
 BASE_IMAGE = os.environ.get("KFP_FINETUNE_BASE_IMAGE", DEFAULT_BASE_IMAGE)
 #: Prebuilt runtime image (see ``Containerfile``); empty means "embed the code and pip-install the packages".
 RUNTIME_IMAGE = os.environ.get("KFP_FINETUNE_RUNTIME_IMAGE", "")
@@ -191,20 +199,25 @@ def runtime_component(
     packages: Sequence[str] = (),
     extra_dirs: Sequence[Path] = (),
     parameter_docs: Mapping[str, str] | None = None,
+    image: str = "",
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """A ``@dsl.component`` that ships the component's own modules into the pod.
 
     Args:
         component_file: ``__file__`` of the ``component.py`` being decorated; its directory is bundled.
-        packages: Pinned third-party packages the component needs at run time on :data:`BASE_IMAGE`.
+        packages: Pinned third-party packages the component needs at run time on top of its image.
         extra_dirs: Further directories under ``components/`` the runtime code imports.
         parameter_docs: Descriptions of the parameters, by name, when the function's docstring has no ``Args:``
             section (see :func:`with_parameter_docs`).
+        image: The component's default image ("" = :data:`BASE_IMAGE`); it must carry whatever ``packages`` leaves
+            out (e.g. torch).
         **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
 
     Returns:
-        A decorator turning the component function into a KFP ``PythonComponent``.
+        A decorator turning the component function into a KFP ``PythonComponent``. The component has a
+        ``with_image(image, prebuilt=False)`` method returning the same component built for another image: with
+        ``prebuilt=True`` the image is a complete runtime image (nothing embedded, nothing installed).
     """
     from kfp import dsl
 
@@ -214,18 +227,38 @@ def runtime_component(
         allow_default_workspace()
         if parameter_docs:
             with_parameter_docs(func, parameter_docs)
+        built: dict[tuple[str, bool, bool], Any] = {}
+
+        def build(step_image: str, prebuilt: bool = False) -> Any:
+            if not step_image:
+                raise ValueError(f"{func.__name__}: the image must name a container image, got ''")
+            key = (step_image, prebuilt, INSTALL_PACKAGES)
+            if key not in built:
+                built[key] = _decorate(func, step_image, prebuilt)
+            return built[key]
+
+        def _decorate(target: Callable[..., Any], step_image: str, prebuilt: bool) -> Any:
+            if prebuilt:
+                component = dsl.component(
+                    target, base_image=step_image, install_kfp_package=False, **component_kwargs
+                )
+            else:
+                with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():
+                    stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
+                    component = dsl.component(
+                        target,
+                        base_image=step_image,
+                        packages_to_install=list(packages) if INSTALL_PACKAGES else None,
+                        install_kfp_package=INSTALL_PACKAGES,
+                        embedded_artifact_path=staging,
+                        **component_kwargs,
+                    )
+            component.with_image = build
+            return component
+
         if RUNTIME_IMAGE:
-            return dsl.component(func, base_image=RUNTIME_IMAGE, install_kfp_package=False, **component_kwargs)
-        with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():
-            stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
-            return dsl.component(
-                func,
-                base_image=BASE_IMAGE,
-                packages_to_install=list(packages) if INSTALL_PACKAGES else None,
-                install_kfp_package=INSTALL_PACKAGES,
-                embedded_artifact_path=staging,
-                **component_kwargs,
-            )
+            return build(RUNTIME_IMAGE, prebuilt=True)
+        return build(image or BASE_IMAGE)
 
     return decorate
 
@@ -252,6 +285,8 @@ def route_string_arguments(routes: Mapping[str, str]) -> Callable[[Any], Any]:
         return isinstance(value, pipeline_channel.PipelineParameterChannel) and value.channel_type == "String"
 
     def decorate(component: Any) -> Any:
+        if getattr(component, "_routes_string_arguments", False):
+            return component
         base = type(component)
 
         def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
@@ -261,6 +296,9 @@ def route_string_arguments(routes: Mapping[str, str]) -> Callable[[Any], Any]:
             return base.__call__(self, *args, **kwargs)
 
         component.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+        component._routes_string_arguments = True
+        build = component.with_image
+        component.with_image = lambda image, prebuilt=False: decorate(build(image, prebuilt))
         return component
 
     return decorate

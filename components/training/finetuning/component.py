@@ -20,6 +20,9 @@ PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR,
     dsl.TaskConfigField.KUBERNETES_AFFINITY,
     dsl.TaskConfigField.ENV,
+    # The launcher pod's own CPU/memory (compile-time settings): KFP accepts them on a task with passthroughs only
+    # when RESOURCES is one; applied to this task, and NOT handed to the training job (see train.build_job_spec).
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.RESOURCES, apply_to_task=True),
 ]
 
 

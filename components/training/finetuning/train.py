@@ -442,6 +442,18 @@ def _namespace(params: Mapping[str, Any]) -> str:
     )
 
 
+def without_launcher_resources(task_config: Any) -> Any:
+    """``task_config`` without ``resources``: those are the launcher pod's own, not the training pods'.
+
+    The training pods' CPU, memory and GPUs come from the ``training_*`` parameters only.
+    """
+    if task_config is None:
+        return None
+    if dataclasses.is_dataclass(task_config):
+        return dataclasses.replace(task_config, resources=None)
+    return {key: value for key, value in dict(task_config).items() if key != "resources"}
+
+
 def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
     """The :class:`~.trainjob.TrainJobSpec` running the staged entrypoint (secrets referenced, never copied)."""
     from components.training.finetuning import trainjob
@@ -453,7 +465,7 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
     if params.get("s3_secret_name"):
         secret_env += [trainjob.SecretEnvVar(k, params["s3_secret_name"], k, True) for k in S3_SECRET_KEYS]
     spec = trainjob.spec_from_task_config(
-        task_config,
+        without_launcher_resources(task_config),
         run_id=run_id,
         task_name=task_name,
         namespace=_namespace(params),

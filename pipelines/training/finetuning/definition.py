@@ -81,14 +81,39 @@ def _place_evaluation(task: Any, settings: CompileSettings) -> None:
         kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
 
 
-def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorithm: str) -> dict[str, Any]:
-    """Calls the four components with the pipeline's values; returns the tasks by step."""
-    from kfp import dsl
+#: The task of each compile-time step (see :data:`~.settings.STEPS`), by the key :func:`_wire` files it under.
+_TASK_OF_STEP = {"dataset": "dataset", "launcher": "train", "eval": "eval", "registry": "registry"}
 
+
+def _components(settings: CompileSettings) -> dict[str, Any]:
+    """The four components, each built for its step's image (or the prebuilt runtime image), by step."""
     from components.data_processing.dataset_download import dataset_download
     from components.deployment.kubeflow_model_registry import model_registry
     from components.evaluation.lm_eval import lm_eval
     from components.training.finetuning import train_model
+
+    by_step = {"dataset": dataset_download, "launcher": train_model, "eval": lm_eval, "registry": model_registry}
+    return {step: component.with_image(*settings.image_of(step)) for step, component in by_step.items()}
+
+
+def _apply_resources(tasks: dict[str, Any], settings: CompileSettings) -> None:
+    """CPU and memory requests and limits on every task, and ``imagePullPolicy: IfNotPresent`` (images are pinned)."""
+    from kfp import kubernetes
+
+    for step, key in _TASK_OF_STEP.items():
+        task, resources = tasks[key], settings.resources_of(step)
+        task.set_cpu_request(resources["cpu_request"]).set_cpu_limit(resources["cpu_limit"])
+        task.set_memory_request(resources["memory_request"]).set_memory_limit(resources["memory_limit"])
+        kubernetes.set_image_pull_policy(task, "IfNotPresent")
+
+
+def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorithm: str) -> dict[str, Any]:
+    """Calls the four components with the pipeline's values; returns the tasks by step."""
+    from kfp import dsl
+
+    components = _components(settings)
+    dataset_download, train_model = components["dataset"], components["launcher"]
+    lm_eval, model_registry = components["eval"], components["registry"]
 
     def args(step: str) -> dict[str, Any]:
         return {name: value for (s, name), value in values.items() if s == step}
@@ -124,6 +149,7 @@ def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorit
     registry.set_display_name("Register model").set_caching_options(False)
     tasks = {"dataset": data, "train": train, "eval": evaluation, "registry": registry}
     _apply_secrets(tasks, settings)
+    _apply_resources(tasks, settings)
     return tasks
 
 
