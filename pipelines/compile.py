@@ -13,6 +13,7 @@ from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.definition import compile_pipeline
 from pipelines.training.finetuning.settings import CompileSettings
 
+
 def pipeline_module(name: str) -> ModuleType:
     """Imports the module declaring pipeline ``name``.
 

@@ -16,7 +16,7 @@ PIPELINE_NAME = "sft-minimal-pipeline"
 # =============================================================================
 DATASET_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
 LAUNCHER_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-EVAL_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"  # carries CUDA torch: nothing heavy pip-installed
+EVAL_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"  # CUDA torch inside: not pip-installed
 REGISTRY_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
 RUNTIME_IMAGE = ""  # a Containerfile image here replaces all four and installs nothing at run time
 
