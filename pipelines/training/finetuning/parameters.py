@@ -166,6 +166,27 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p("train", "delete_on_success", bool, False, "Delete the TrainJob after it succeeds."),
     _p("train", "start_timeout_seconds", int, 1800, "Fail when the training pods are not running after this long."),
     _p("train", "timeout_seconds", int, 0, "Fail (and clean up) after this long in total; 0 = no limit."),
+    _p(
+        "train",
+        "timeout_counts_paused_time",
+        bool,
+        False,
+        "Count time the job spends paused (suspended from the dashboard) against timeout_seconds.",
+    ),
+    _p(
+        "train",
+        "progress_tracking",
+        bool,
+        True,
+        "Show training progress (steps, epochs, loss, ETA) on the OpenShift AI Training Jobs page.",
+    ),
+    _p(
+        "train",
+        "jit_checkpoint",
+        bool,
+        True,
+        "Save a just-in-time checkpoint when the job is paused or preempted, and resume from it.",
+    ),
     # phase 03: evaluation
     _p(
         "eval",
