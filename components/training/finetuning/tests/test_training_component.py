@@ -49,14 +49,13 @@ def _artifacts(tmp_path, demo_dataset_path):
 
 
 def test_python_func_trains_lora_locally_and_fills_the_outputs(
-    tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch
+    tiny_model_dir, demo_dataset_path, tmp_path, mlflow_server
 ):
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     eval_data = tmp_path / "in" / "eval"
     eval_data.write_text("".join(demo_dataset_path.read_text().splitlines(keepends=True)[:16]))
     workspace = tmp_path / "ws"
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's file store, read back below
-    store = f"file:{tmp_path / 'mlruns'}"
+    store = mlflow_server  # a real `mlflow server`, read back below by another client
     train_model.python_func(
         train_dataset=dataset,
         eval_dataset=dsl.Dataset(uri=str(eval_data)),
