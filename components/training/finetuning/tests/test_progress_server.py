@@ -317,3 +317,29 @@ def test_an_older_training_hub_without_the_new_parameters_runs_without_them():
     kwargs = {"model_path": "m", "data_path": "d", "enable_jit_checkpoint": True, "mlflow_run_name": "r"}
     assert entrypoint.accepted_kwargs(sft, kwargs, notes.append) == {"model_path": "m", "data_path": "d"}
     assert "does not take ['enable_jit_checkpoint', 'mlflow_run_name']" in notes[0]
+
+
+def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlflow_server, tmp_path):
+    from components.training.finetuning.tracking import MlflowLogger
+
+    def plan(**params):
+        config = TrainingConfig.from_params(base_model="m")
+        return train.RunPlan(config, tmp_path / "d.jsonl", None, None, "run-9", "train-model", tmp_path, params)
+
+    log = []
+    with MlflowLogger(mlflow_server, experiment_name="pods", log=log.append) as tracker:
+        settings = train.pod_settings(plan(progress_metrics_port=29001, jit_checkpoint=False), tracker, log.append)
+    assert settings == {
+        "progress": {"enabled": True, "port": 29001},
+        "jit_checkpoint": False,
+        "mlflow": {
+            "tracking_uri": mlflow_server,
+            "experiment_name": "pods",
+            "run_name": f"{train.trainjob_name('run-9', 'train-model')}-training-hub",
+        },
+    }
+    with_password = mlflow_server.replace("http://", "http://alice:s3cret@")
+    with MlflowLogger(with_password, experiment_name="pods", log=log.append) as tracker:
+        settings = train.pod_settings(plan(progress_tracking=False), tracker, log.append)
+    assert settings["mlflow"] == {} and settings["progress"]["enabled"] is False
+    assert "not handing it to Training Hub" in "\n".join(log) and "s3cret" not in "\n".join(log)

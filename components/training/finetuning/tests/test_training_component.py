@@ -27,6 +27,7 @@ FAST = {
     "max_steps": 4,
 }
 NS = "team-a"
+PROGRESS_PORT = 28111
 
 
 def validate_pytorchjob(manifest):
@@ -116,6 +117,8 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
         ({"cleanup_policy": "forget"}, "cleanup_policy='forget'"),
         ({"backend": "pytorchjob"}, "training_image='': required when the backend is pytorchjob"),
         ({"lr_scheduler": "linear"}, "lr_scheduler='linear' is not supported by training-hub sft"),
+        ({"progress_metrics_port": 80}, r"progress_metrics_port=80: must be an integer in \[1024, 65535\]"),
+        ({"progress_poll_interval_seconds": 1}, r"progress_poll_interval_seconds=1: must be an integer in \[5, 300\]"),
     ],
 )
 def test_bad_parameters_fail_before_anything_is_trained_or_submitted(
@@ -276,12 +279,18 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
             seed=7,
             unfreeze_rank_ratio=0.3,
             s3_secret_name="models-s3",
+            progress_metrics_port=PROGRESS_PORT,
             api_client=kube_api.api_client,
             log=lambda line: None,
             kube_options={"poll_interval_seconds": 0.2},
         )
     manifest = seen["manifest"]
     validate_trainjob({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")})
+    # The dashboard's progress tracking (on by default): the annotations, and the rank-0 pod's server started.
+    annotations = manifest["metadata"]["annotations"]
+    assert annotations["trainer.opendatahub.io/progression-tracking"] == "true"
+    assert annotations["trainer.opendatahub.io/metrics-port"] == str(PROGRESS_PORT)
+    assert "[Kubeflow] Initializing Training Hub progression tracking" in seen["pod_output"]
     trainer = manifest["spec"]["trainer"]
     run_dir = Path(trainer["args"][1]).parent
     assert trainer["command"] == ["python", str(run_dir / "entrypoint.py")] and trainer["numNodes"] == 2
