@@ -364,11 +364,10 @@ def test_auto_falling_back_to_pytorchjob_needs_an_image_before_anything_is_submi
 
 
 def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
-    kube_api, tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch
+    kube_api, tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch, mlflow_server
 ):
-    # MLflow from the environment this time (the step records are read back from the job's metrics file).
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{tmp_path / 'mlruns'}")
+    # MLflow (a real server) from the environment this time (the step records are read back from the metrics file).
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     workspace = tmp_path / "kfp-workspace"
     task_config = dsl.TaskConfig(
@@ -410,9 +409,16 @@ def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
     assert outcome.summary["steps"] == 4.0
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"file:{tmp_path / 'mlruns'}")
+    client = MlflowClient(tracking_uri=mlflow_server)
     run = client.get_run(meta["mlflow_run_id"])
     assert run.data.params["backend"] == "pytorchjob" and run.data.params["backend_used"] == "pytorchjob"
+    # The pods hand the same server and experiment to Training Hub, under a run name of their own.
+    run_config = json.loads((Path(meta["checkpoint_path"]).parents[2] / "run_config.json").read_text())
+    assert run_config["mlflow"] == {
+        "tracking_uri": mlflow_server,
+        "experiment_name": "kfp-finetune",
+        "run_name": f"{manifest['metadata']['name']}-training-hub",
+    }
     losses = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss"))
     assert losses == [(1, 2.0), (2, 1.5), (3, 1.25), (4, 1.4)]
     assert run.data.tags["kfp_finetune.model_location"] == meta["checkpoint_path"]
