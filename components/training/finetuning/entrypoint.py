@@ -223,6 +223,8 @@ def training_hub_call(
     if algorithm != "lora":
         kwargs["data_output_dir"] = os.path.join(run_config["ckpt_output_dir"], "_data")
     kwargs.update(_algorithm_kwargs(algorithm, hp, eval_data_path))
+    if hp.get("hub_backend"):
+        kwargs["backend"] = hp["hub_backend"]
     if run_config.get("jit_checkpoint", True):
         kwargs["enable_jit_checkpoint"] = True  # save on SIGTERM (a paused TrainJob); training-hub >= 0.9
     for key, value in sorted((run_config.get("mlflow") or {}).items()):

@@ -74,10 +74,11 @@ def check_settings(port: Any, poll_interval_seconds: Any, source: str = "train_m
     Raises:
         ValueError: A value is not an integer in its range (names parameter, value and range).
     """
-    for name, value, (low, high), why in (
-        ("progress_metrics_port", port, METRICS_PORT_RANGE, "non-privileged, as OpenShift's restricted SCC requires"),
-        ("progress_poll_interval_seconds", poll_interval_seconds, POLL_INTERVAL_RANGE, "seconds between polls"),
-    ):
+    checks = (
+        ("training_progress_metrics_port", port, METRICS_PORT_RANGE, "non-privileged, as OpenShift's restricted SCC"),
+        ("training_progress_poll_interval_seconds", poll_interval_seconds, POLL_INTERVAL_RANGE, "seconds"),
+    )
+    for name, value, (low, high), why in checks:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ValueError(f"{source} parameter {name}={value!r}: must be an integer in [{low}, {high}] ({why})")
 
