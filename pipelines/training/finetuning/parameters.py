@@ -351,6 +351,22 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     ),
     _p(
         "train",
+        "training_progress_metrics_port",
+        "progress_port",
+        int,
+        28080,
+        "Port of the rank-0 training pod's progress server (1024-65535).",
+    ),
+    _p(
+        "train",
+        "training_progress_poll_interval_seconds",
+        "progress_poll_interval",
+        int,
+        30,
+        "Seconds between the dashboard controller's progress polls (5-300).",
+    ),
+    _p(
+        "train",
         "training_jit_checkpoint",
         "jit_checkpoint",
         bool,
