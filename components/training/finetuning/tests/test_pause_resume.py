@@ -151,3 +151,116 @@ def test_a_pause_counts_against_the_timeout_only_when_asked(job):
     assert failure.value.diagnosis.outcome == "Timeout" and clock.now == 300
     assert "(the pause counts against timeout_seconds)" in "\n".join(log)
     assert job.kube_api.objects(job.plural, NS) == []  # cleanup_policy=delete after the timeout
+
+
+# -- the whole train_model step: paused mid-follow, resumed, the pod continues from its JIT checkpoint ---------------
+STAND_IN_HUB = '''
+"""training-hub's osft as the resumed pod sees it: records the call, writes the final model and the metrics log."""
+import json, os, shutil
+from pathlib import Path
+
+def osft(model_path, data_path, ckpt_output_dir, enable_jit_checkpoint=False, **kwargs):
+    kwargs.update(model_path=model_path, ckpt_output_dir=ckpt_output_dir, enable_jit_checkpoint=enable_jit_checkpoint)
+    Path(os.environ["FAKE_HUB_CALLS"]).write_text(json.dumps(kwargs))
+    out = Path(ckpt_output_dir)
+    shutil.copytree(model_path, out / "hf_format" / "samples_64.0")
+    with open(out / "training_metrics_0.jsonl", "a") as handle:
+        for step, loss in ((3, 1.25), (4, 1.2)):
+            handle.write(json.dumps({"step": step, "epoch": 0, "steps_per_epoch": 4, "lr": 1e-5, "loss": loss}) + "\\n")
+'''
+
+
+@pytest.mark.slow
+def test_the_train_model_step_logs_the_pause_and_completes_the_resumed_run(
+    kube_api, tiny_model_dir, demo_dataset_path, tmp_path
+):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kfp import dsl
+
+    from components.training.finetuning.train import run_train_model
+
+    kube_api.create_runtime("training-hub")
+    workspace = tmp_path / "kfp-workspace"
+    task_config = dsl.TaskConfig(
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
+        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+    )
+    hub = tmp_path / "hub" / "training_hub"
+    hub.mkdir(parents=True)
+    (hub / "__init__.py").write_text(STAND_IN_HUB)
+    logged, seen = [], {}
+
+    def cluster_and_user():
+        (created,) = kube_api.wait_for(lambda: kube_api.objects("trainjobs", NS), timeout=60)
+        job = Job(kube_api, "trainjob")
+        job.name = created["metadata"]["name"]
+        run_dir = Path(created["spec"]["trainer"]["args"][1]).parent
+        job.start_pod()
+        kube_api.wait_for(lambda: any("Running" in line for line in logged), timeout=60)
+        # The first pod trained two steps; Pause: SIGTERM made Training Hub save a JIT checkpoint, then the pods went.
+        metrics_log = run_dir / "checkpoints" / "training_metrics_0.jsonl"
+        metrics_log.parent.mkdir(parents=True, exist_ok=True)
+        metrics_log.write_text(
+            "".join(
+                json.dumps({"step": s, "epoch": 0, "steps_per_epoch": 4, "loss": v}) + "\n"
+                for s, v in ((1, 2.0), (2, 1.5))
+            )
+        )
+        jit = run_dir / "checkpoints" / "full_state_checkpoints" / "step_2"
+        jit.mkdir(parents=True)
+        (jit / "training_state.pt").write_bytes(b"state")
+        job.pause()
+        kube_api.wait_for(lambda: any("paused:" in line for line in logged), timeout=60)
+        job.resume()
+        kube_api.wait_for(lambda: any("resumed after a pause" in line for line in logged), timeout=60)
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(hub.parent), "FAKE_HUB_CALLS": str(tmp_path / "call.json")}
+        trainer = created["spec"]["trainer"]
+        pod = subprocess.run(
+            [sys.executable, *trainer["command"][1:], *trainer["args"]],
+            env={**env, "PET_NODE_RANK": "0"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        seen["pod"] = pod.stdout + pod.stderr
+        assert pod.returncode == 0, seen["pod"]
+        job.complete()
+
+    data = tmp_path / "in" / "train.jsonl"
+    data.parent.mkdir()
+    data.write_text(demo_dataset_path.read_text())
+    outputs = {
+        name: cls(uri=str(tmp_path / "out" / name))
+        for name, cls in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))
+    }
+    (tmp_path / "out").mkdir()
+    with kube_api.in_background(cluster_and_user):
+        run_train_model(
+            train_dataset=dsl.Dataset(uri=str(data)),
+            **outputs,
+            task_config=task_config,
+            base_model=str(tiny_model_dir),
+            algorithm="osft",
+            backend="trainjob",
+            namespace=NS,
+            workspace_path=str(workspace),
+            run_id="run-pause",
+            task_name="train-model",
+            timeout_seconds=3600,
+            progress_metrics_port=28112,
+            api_client=kube_api.api_client,
+            log=logged.append,
+            kube_options={"poll_interval_seconds": 0.1},
+        )
+    text = "\n".join(logged)
+    assert "paused: the job was suspended" in text and "resumed after a pause of" in text
+    call = json.loads((tmp_path / "call.json").read_text())
+    assert call["enable_jit_checkpoint"] is True
+    assert call["resume_from_full_state_checkpoint"].endswith("full_state_checkpoints/step_2")
+    assert "resuming osft from" in seen["pod"]
+    # The step's outputs cover the whole run: the steps before the pause and after it.
+    assert outputs["metrics"].metadata["steps"] == 4.0 and outputs["metrics"].metadata["final_loss"] == 1.2
