@@ -17,4 +17,5 @@ pytest_plugins = [
     "tests.harness.registry_stub",
     "tests.harness.kfp_api_stub",
     "tests.harness.mlflow_server",
+    "tests.harness.oci_registry",
 ]

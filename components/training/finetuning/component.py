@@ -14,6 +14,7 @@ from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 #: image (Containerfile: torch, transformers, peft), which is not pip-installed here to keep job launches light.
 PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0"]
 PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
+PACKAGES += ["oras==0.2.43"]  # oci:// base models: the registry client (imported only for oci:// models)
 PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,
     dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
@@ -81,6 +82,8 @@ def train_model(
     training_progress_metrics_port: int = 28080,
     training_progress_poll_interval_seconds: int = 30,
     training_jit_checkpoint: bool = True,
+    training_oci_insecure: bool = False,
+    training_oci_ca_bundle: str = "",
     hf_token_secret_name: str = "hf-token",
     s3_secret_name: str = "",
     run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,
@@ -144,6 +147,8 @@ def train_model(
         progress_metrics_port=training_progress_metrics_port,
         progress_poll_interval_seconds=training_progress_poll_interval_seconds,
         jit_checkpoint=training_jit_checkpoint,
+        oci_insecure=training_oci_insecure,
+        oci_ca_bundle=training_oci_ca_bundle,
         hf_token_secret_name=hf_token_secret_name,
         s3_secret_name=s3_secret_name,
         run_id=run_id,
