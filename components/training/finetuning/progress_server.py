@@ -18,6 +18,7 @@ Standard library only: ``train_model`` stages this file beside the entrypoint on
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import math
@@ -50,11 +51,19 @@ INIT_LINE = "[Kubeflow] Initializing Training Hub progression tracking"
 _TRAIN_METRIC_SOURCES = {
     "grad_norm": ("grad_norm", "gradnorm", "total_grad_norm"),
     "train_loss": ("train_loss",),
-    "throughput_samples_sec": ("throughput_samples_sec", "train_samples_per_second", "samples_per_second"),
+    # instructlab-training's overall_throughput is samples per second too
+    "throughput_samples_sec": (
+        "throughput_samples_sec",
+        "train_samples_per_second",
+        "samples_per_second",
+        "overall_throughput",
+    ),
 }
 _EVAL_ALIASES = {"val_loss": "eval_loss", "validation_loss": "eval_loss"}
 #: Steps used to measure the time per step (recent ones only: a pause must not skew the ETA for long).
 _ETA_WINDOW = 20
+#: Metrics lines kept in memory.
+_KEPT_LINES = 2000
 
 
 def progression_annotations(enabled: bool, port: int, poll_interval_seconds: int) -> dict[str, str]:
@@ -118,8 +127,12 @@ class ProgressTracker:
         self.finished = False
         self._offset = 0
         self._partial = b""
-        self._raw: list[dict[str, Any]] = []
-        self._seen: list[tuple[float, int]] = []
+        # Recent lines only (a long run's log would otherwise stay in the training process's memory); the ETA needs
+        # no more, and the latest extra metrics are kept as lines arrive.
+        self._raw: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEPT_LINES)
+        self._train_extra: dict[str, float] = {}
+        self._eval: dict[str, float] = {}
+        self._seen: collections.deque[tuple[float, int]] = collections.deque(maxlen=_ETA_WINDOW)
         self._lock = threading.Lock()
 
     def _metrics_file(self) -> Path | None:
@@ -148,6 +161,7 @@ class ProgressTracker:
                 continue
             if isinstance(value, dict):
                 self._raw.append(value)
+                self._note_extra_metrics(value)
 
     def _total_steps(self, record: Mapping[str, Any]) -> int | None:
         if record.get("total_steps"):
@@ -162,36 +176,27 @@ class ProgressTracker:
         recent = [r for r in records[-_ETA_WINDOW:] if isinstance(r.get("time"), (int, float))]
         if len(recent) >= 2 and recent[-1]["step"] > recent[0]["step"]:
             return max(recent[-1]["time"] - recent[0]["time"], 0.0) / (recent[-1]["step"] - recent[0]["step"])
-        seen = self._seen[-_ETA_WINDOW:]
+        seen = list(self._seen)
         if len(seen) >= 2 and seen[-1][1] > seen[0][1]:
             return (seen[-1][0] - seen[0][0]) / (seen[-1][1] - seen[0][1])
         if recent and recent[-1]["step"] > 0:
             return recent[-1]["time"] / recent[-1]["step"]
         return None
 
-    def _extra_metrics(self) -> tuple[dict[str, float], dict[str, float]]:
-        train: dict[str, float] = {}
-        evaluation: dict[str, float] = {}
-        for raw in reversed(self._raw):
-            for name, keys in _TRAIN_METRIC_SOURCES.items():
-                if name not in train and (value := _number(raw, *keys)) is not None:
-                    train[name] = value
-            for key, value in raw.items():
-                name = _EVAL_ALIASES.get(key, key)
-                if name.startswith("eval_") and name not in evaluation and _number(raw, key) is not None:
-                    evaluation[name] = value
-        if "throughput_samples_sec" not in train:
-            for raw in reversed(self._raw):  # instructlab-training: overall_throughput is samples per second
-                if (value := _number(raw, "overall_throughput")) is not None:
-                    train["throughput_samples_sec"] = value
-                    break
-        return train, evaluation
+    def _note_extra_metrics(self, raw: Mapping[str, Any]) -> None:
+        for name, keys in _TRAIN_METRIC_SOURCES.items():
+            if (value := _number(raw, *keys)) is not None:
+                self._train_extra[name] = value
+        for key in raw:
+            name = _EVAL_ALIASES.get(key, key)
+            if name.startswith("eval_") and (value := _number(raw, key)) is not None:
+                self._eval[name] = value
 
     def status(self) -> dict[str, Any]:
         """The progress JSON now (reads what was appended since the last call)."""
         with self._lock:
             self._read_new_lines()
-            records = metrics_module.normalize_records(self._raw)
+            records = metrics_module.normalize_records(list(self._raw))
             record = records[-1] if records else {}
             step = int(record.get("step") or 0)
             if record and (not self._seen or self._seen[-1][1] != step):
@@ -209,8 +214,7 @@ class ProgressTracker:
                 epoch = min(step / total, 1.0) * self.total_epochs
             else:
                 epoch = float(record.get("epoch") or 0.0)
-            train, evaluation = self._extra_metrics()
-            train_metrics = {"loss": record.get("loss"), "learning_rate": record.get("lr"), **train}
+            train_metrics = {"loss": record.get("loss"), "learning_rate": record.get("lr"), **self._train_extra}
             return {
                 "progressPercentage": percentage,
                 "estimatedRemainingSeconds": remaining,
@@ -219,7 +223,7 @@ class ProgressTracker:
                 "currentEpoch": round(epoch, 4),
                 "totalEpochs": self.total_epochs,
                 "trainMetrics": {key: value for key, value in train_metrics.items() if value is not None},
-                "evalMetrics": evaluation,
+                "evalMetrics": dict(self._eval),
             }
 
     def finish(self) -> dict[str, Any]:

@@ -257,6 +257,17 @@ def test_a_torn_last_line_waits_for_the_rest(tmp_path):
     assert tracker.status()["currentStep"] == 1 and tracker.status()["progressPercentage"] == 50
 
 
+def test_a_long_log_keeps_bounded_memory_and_its_rare_eval_metrics(tmp_path):
+    lines = [{"step": 1, "loss": 3.0, "max_steps": 6000}, {"step": 1, "eval_loss": 2.5}]
+    lines += [{"step": step, "loss": 1.0, "max_steps": 6000, "time": step * 0.5} for step in range(2, 6001)]
+    (tmp_path / "training_metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    tracker = ProgressTracker(tmp_path, "lora", total_epochs=2)
+    status = tracker.status()
+    assert (status["currentStep"], status["progressPercentage"], status["currentEpoch"]) == (6000, 99, 2.0)
+    assert status["evalMetrics"] == {"eval_loss": 2.5} and len(tracker._raw) <= 2000
+    assert tracker.finish()["progressPercentage"] == 100
+
+
 def test_settings_are_checked_with_the_rule_and_the_value():
     progress_server.check_settings(28080, 30)
     with pytest.raises(ValueError, match=r"progress_metrics_port=80: must be an integer in \[1024, 65535\]"):
