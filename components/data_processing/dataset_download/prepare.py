@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.files import with_extension
+
 from .locations import DatasetSourceError
 from .sources import fetch_dataset
 from .split import JsonlWriter, SplitPlan, WrittenFile, check_split_options, plan_split, write_split
@@ -73,7 +75,7 @@ class PreparedDataset:
         """
         train_dataset.metadata.update(self.artifact_metadata(self.train))
         eval_dataset.metadata.update(self.artifact_metadata(self.eval))
-        report_path = Path(report.path)
+        report_path = Path(with_extension(report, ".md"))
         report_path.parent.mkdir(parents=True, exist_ok=True)
         temporary = report_path.with_name(f".{report_path.name}.tmp")
         temporary.write_text(self.to_markdown(), encoding="utf-8")
