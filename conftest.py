@@ -16,5 +16,6 @@ pytest_plugins = [
     "tests.harness.http_server",
     "tests.harness.registry_stub",
     "tests.harness.kfp_api_stub",
+    "tests.harness.mlflow_server",
     "tests.harness.oci_registry",
 ]

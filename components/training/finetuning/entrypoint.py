@@ -8,6 +8,11 @@ same checkpoint directory) and needs no image build. Hence this module uses only
 PVC by ``train_model`` before the job is submitted and arrives as the run config's ``model_path``. The local backend
 reuses :func:`load_chat_rows` and :func:`resolve_model_source`.
 
+Besides the Training Hub call, the entrypoint serves training progress to the OpenShift AI dashboard from the
+rank-0 pod (:mod:`.progress_server`), resumes from the newest complete checkpoint (:mod:`.checkpoints`), asks Training
+Hub for just-in-time checkpoints on SIGTERM (a paused TrainJob) and hands it the MLflow settings. Those modules are
+staged beside this file (:data:`STAGED_MODULES`).
+
 Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json``.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -23,6 +29,22 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+try:
+    from components.training.finetuning import checkpoints, progress_server
+except ImportError:  # in the training pod: the modules are staged beside this file under their STAGED_MODULES names
+    import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
+    import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]
+
+#: Project modules the pod needs (standard library only), by the file name they are staged under beside this one.
+STAGED_MODULES = {
+    "metrics": "kfp_finetune_metrics",
+    "progress_server": "kfp_finetune_progress_server",
+    "checkpoints": "kfp_finetune_checkpoints",
+}
+#: Keywords added by this project that a Training Hub older than the pinned 0.11.2 may not take as parameters: they are
+#: dropped (with a note) when the installed function does not name them, instead of failing in the backend.
+OPTIONAL_PARAMETERS = ("enable_jit_checkpoint", "mlflow_tracking_uri", "mlflow_experiment_name", "mlflow_run_name")
 
 #: ``train_model`` algorithm name -> Training Hub function.
 TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft"}
@@ -204,8 +226,37 @@ def training_hub_call(
     kwargs.update(_algorithm_kwargs(algorithm, hp, eval_data_path))
     if hp.get("hub_backend"):
         kwargs["backend"] = hp["hub_backend"]
+    if run_config.get("jit_checkpoint", True):
+        kwargs["enable_jit_checkpoint"] = True  # save on SIGTERM (a paused TrainJob); training-hub >= 0.9
+    for key, value in sorted((run_config.get("mlflow") or {}).items()):
+        if key in ("tracking_uri", "experiment_name", "run_name") and value:
+            kwargs[f"mlflow_{key}"] = value
     kwargs.update(torchrun_kwargs(env, int(run_config.get("nproc_per_node") or 0)))
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
+
+
+def accepted_kwargs(function: Any, kwargs: dict[str, Any], log: Any = print) -> dict[str, Any]:
+    """``kwargs`` without the :data:`OPTIONAL_PARAMETERS` that the installed Training Hub function does not name.
+
+    Args:
+        function: The installed ``training_hub.sft`` / ``osft`` / ``lora_sft``.
+        kwargs: The keyword arguments of :func:`training_hub_call`.
+        log: Where a note about each dropped keyword goes.
+
+    Returns:
+        The keyword arguments to call it with.
+    """
+    try:
+        named = set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return kwargs
+    dropped = [key for key in OPTIONAL_PARAMETERS if key in kwargs and key not in named]
+    if dropped:
+        log(
+            f"note: the installed training-hub {getattr(function, '__name__', function)} does not take {dropped} "
+            "(training-hub >= 0.11 does); running without them"
+        )
+    return {key: value for key, value in kwargs.items() if key not in dropped}
 
 
 def load_chat_rows(path: Path) -> list[dict[str, Any]]:
@@ -361,10 +412,26 @@ def main(argv: list[str] | None = None) -> int:
         run_config["base_model"], Path(run_config["model_cache_dir"]), run_config.get("pvc_mounts", {}), env
     )
     function_name, kwargs = training_hub_call(run_config, env, model_path=model_path)
-    print(f"training-hub {function_name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items())) + ")")
+    resume, message = checkpoints.resume_kwargs(
+        run_config["algorithm"], Path(run_config["ckpt_output_dir"]), bool(run_config["hyperparameters"]["resume"])
+    )
+    if message:
+        print(message)
+    kwargs.update(resume)
     import training_hub
 
-    getattr(training_hub, function_name)(**kwargs)
+    function = getattr(training_hub, function_name)
+    kwargs = accepted_kwargs(function, kwargs)
+    print(f"training-hub {function_name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items())) + ")")
+    server = progress_server.start_for_run(run_config, kwargs.get("node_rank", 0))
+    succeeded = False
+    try:
+        function(**kwargs)
+        succeeded = True
+    finally:
+        if server is not None:
+            termination_log = (run_config.get("progress") or {}).get("termination_log", progress_server.TERMINATION_LOG)
+            server.stop(succeeded, termination_log)
     return 0
 
 

@@ -10,8 +10,10 @@ checked and how it is suspended; everything else is shared.
 2. **Idempotent submit**: create; on 409 re-attach when the existing TrainJob carries this run/task's labels (a
    retried KFP task never creates a second TrainJob; a suspended one is resumed), otherwise fail.
 3. **Follow** with a watch (one request per ``poll_interval_seconds`` window, reconnect when it ends or drops, relist
-   on 410 Gone) or by polling; log progress lines from ``status.trainerStatus`` or the metrics JSONL file; enforce the
-   start timeout (pods not running) and the total timeout.
+   on 410 Gone) or by polling; log progress lines from the trainer status (RHOAI's ``trainerStatus`` annotation or
+   ``status.trainerStatus``) or the metrics JSONL file; enforce the start timeout (pods not running) and the total
+   timeout. A running job that a user suspends (pauses) is waited for and followed again once resumed; the pause
+   counts against the total timeout only with ``timeout_counts_paused_time``.
 4. **Diagnose** on failure/timeout: conditions, pods, events and the failed container's last log lines become
    one-line causes with a remedy (:mod:`.diagnosis`).
 5. **Clean up** per ``cleanup_policy`` (``delete`` | ``keep`` | ``suspend``) on failure, timeout and cancellation
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from components.training.finetuning import diagnosis as diagnosis_module
-from components.training.finetuning import pytorchjob
+from components.training.finetuning import progress_server, pytorchjob
 from components.training.finetuning.diagnosis import Diagnosis
 from components.training.finetuning.trainjob import API_GROUP, API_VERSION, PATCH_MANAGER, TRAINJOB_PLURAL
 
@@ -349,19 +351,27 @@ def _duration(seconds: float) -> str:
 def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     """One progress line: phase, then step/total, epoch, loss, lr, tokens/s and ETA where known.
 
+    The cluster's trainer status wins over the metrics-file record when it carries steps (RHOAI's JSON, see
+    :func:`~.progress_server.status_record`); upstream Kubeflow Trainer's shape (percentage, ``metrics`` list) is shown
+    only when there is no record.
+
     Args:
         phase: ``Pending``, ``Running``, ``Suspended``, ``Complete`` or ``Failed``.
-        trainer_status: ``status.trainerStatus`` (``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics``).
+        trainer_status: :func:`~.progress_server.trainer_status` of the job (RHOAI's ``trainerStatus`` annotation, or
+            ``status.trainerStatus``: ``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics``).
         record: The newest metrics-file record (keys step, epoch, loss, lr, tokens_per_second, time, total_steps).
 
     Returns:
         E.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | 1520 tok/s | ETA 3m12s``.
     """
     parts = [phase]
+    record = progress_server.status_record(trainer_status) or record
     if record:
         step, total = record.get("step"), record.get("total_steps")
+        percent = record.get("percent")
         if total:
-            parts.append(f"step {step}/{total} ({100 * step / total:.0f}%)")
+            shown = percent if isinstance(percent, (int, float)) else round(100 * step / total)
+            parts.append(f"step {step}/{total} ({shown:.0f}%)")
         else:
             parts.append(f"step {step}")
         for key, fmt in (("epoch", "epoch {:.2f}"), ("loss", "loss {:.4f}"), ("lr", "lr {:.2e}")):
@@ -369,8 +379,10 @@ def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping
                 parts.append(fmt.format(record[key]))
         if isinstance(record.get("tokens_per_second"), (int, float)):
             parts.append(f"{record['tokens_per_second']:.0f} tok/s")
-        elapsed = record.get("time")
-        if total and step and isinstance(elapsed, (int, float)) and step < total:
+        elapsed, eta = record.get("time"), record.get("eta_seconds")
+        if isinstance(eta, (int, float)) and eta > 0:
+            parts.append(f"ETA {_duration(eta)}")
+        elif total and step and isinstance(elapsed, (int, float)) and step < total:
             parts.append(f"ETA {_duration(elapsed / step * (total - step))}")
     elif trainer_status:
         if trainer_status.get("progressPercentage") is not None:
@@ -488,6 +500,8 @@ class _TrainJobRun:
         self.reported: set[str] = set()
         self.last_line = ""
         self.started_at = self.clock()
+        self.paused_since: float | None = None
+        self.paused_total = 0.0
 
     def say(self, message: str) -> None:
         self.log(f"[{self.kind.kind.lower()} {self.name}] {message}")
@@ -754,22 +768,49 @@ class _TrainJobRun:
             if phase in ("Complete", "Failed"):
                 self.report(phase)
                 return phase
+            paused = self.note_pause(phase)
             if not self.started:
                 self.started = self.check_started(phase)
             self.report("Running" if self.started and phase == "Pending" else phase)
-            elapsed = self.clock() - self.started_at
+            elapsed = self.clock() - self.started_at - self.paused_seconds()
             if self.timeout and elapsed >= self.timeout:
                 return "Timeout"
             if not self.started and self.start_timeout and elapsed >= self.start_timeout:
                 return "StartTimeout"
             window = self.poll_interval
+            clock_stopped = paused and not self.timeout_counts_paused_time  # no deadline comes closer while paused
             for limit in (self.timeout, 0 if self.started else self.start_timeout):
-                if limit:
+                if limit and not clock_stopped:
                     window = min(window, max(limit - elapsed, 0.001))
             job = self.wait_for_change(window)
             if job is None:
                 return "Deleted"
             self.job = job
+
+    # -- pause (a user suspends the running job, e.g. from the OpenShift AI dashboard) ---------------------------------
+    def note_pause(self, phase: str) -> bool:
+        """Whether a started job is paused now; logs when a pause begins and ends (one line each)."""
+        paused = self.started and (phase == "Suspended" or self.kind.is_suspended(self.job or {}))
+        now = self.clock()
+        if paused and self.paused_since is None:
+            self.paused_since = now
+            counted = "counts" if self.timeout_counts_paused_time else "does not count"
+            self.say(
+                "paused: the job was suspended (its pods stop after a just-in-time checkpoint); waiting for it to be "
+                f"resumed (the pause {counted} against timeout_seconds)"
+            )
+        elif not paused and self.paused_since is not None:
+            self.paused_total += now - self.paused_since
+            self.say(f"resumed after a pause of {_duration(now - self.paused_since)}: following the resumed run")
+            self.paused_since = None
+        return paused
+
+    def paused_seconds(self) -> float:
+        """Time spent paused that does not count against ``timeout_seconds`` (0 when pauses count)."""
+        if self.timeout_counts_paused_time:
+            return 0.0
+        ongoing = self.clock() - self.paused_since if self.paused_since is not None else 0.0
+        return self.paused_total + ongoing
 
     def check_started(self, phase: str) -> bool:
         """Whether training has started (a pod running); logs pod problems once each while waiting."""
@@ -791,8 +832,7 @@ class _TrainJobRun:
 
     def report(self, phase: str) -> None:
         """Logs a progress line when it changed."""
-        trainer_status = (self.job or {}).get("status", {}).get("trainerStatus") or {}
-        line = progress_line(phase, trainer_status, self.metrics.poll())
+        line = progress_line(phase, progress_server.trainer_status(self.job), self.metrics.poll())
         if line != self.last_line:
             self.last_line = line
             self.say(line)
@@ -955,7 +995,7 @@ class _TrainJobRun:
                 namespace=self.namespace,
                 reattached=self.reattached,
                 duration_seconds=self.clock() - self.started_at,
-                last_progress=dict(self.metrics.last or (self.job or {}).get("status", {}).get("trainerStatus") or {}),
+                last_progress=progress_server.trainer_status(self.job) or dict(self.metrics.last),
                 deleted=deleted,
             )
         with _signals_ignored():  # a SIGTERM now must not skip the cleanup
@@ -984,6 +1024,7 @@ def run_trainjob(
     log_tail_lines: int = 20,
     connect_timeout_seconds: float = 10.0,
     metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+    timeout_counts_paused_time: bool = False,
 ) -> TrainJobResult:
     """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
 
@@ -1010,6 +1051,8 @@ def run_trainjob(
         connect_timeout_seconds: TCP connect timeout of watch requests.
         metrics_normalizer: Maps the raw metrics-file records read so far to step records (e.g.
             ``metrics.normalize_records`` for Training Hub's layouts); default: records with a numeric ``step``.
+        timeout_counts_paused_time: Whether time the running job spends suspended by a user (paused from the
+            dashboard) counts against ``timeout_seconds``; by default a pause stops the clock and is waited out.
 
     Returns:
         A :class:`TrainJobResult`.
@@ -1052,5 +1095,6 @@ def run_trainjob(
         "connect_timeout": connect_timeout_seconds,
         "watch_failures": 0,
         "metrics_normalizer": metrics_normalizer,
+        "timeout_counts_paused_time": bool(timeout_counts_paused_time),
     }
     return _TrainJobRun(api_client, manifest, options).run()

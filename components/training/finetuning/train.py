@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import with_extension, write_text_atomically
-from components.training.finetuning import entrypoint, local_backend, tracking
+from components.training.finetuning import entrypoint, local_backend, progress_server, tracking
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
 from components.training.finetuning.kube import CLEANUP_POLICIES
@@ -148,6 +148,13 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
     for name in ("start_timeout_seconds", "timeout_seconds"):
         if params.get(name, 0) < 0:
             raise TrainingConfigError(f"train_model parameter training_{name}={params[name]!r}: must be >= 0")
+    try:
+        progress_server.check_settings(
+            params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT),
+            params.get("progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS),
+        )
+    except ValueError as error:
+        raise TrainingConfigError(str(error)) from None
     if backend in CLUSTER_BACKENDS:
         problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
         if problems:
@@ -346,7 +353,8 @@ def run_train_model(
             if plan.backend == "local":
                 trained = _train_local(plan, on_step=tracker.log_step, log=log)
             else:
-                trained = _train_on_cluster(plan, api_client, log, kube_options or {})
+                settings = pod_settings(plan, tracker, log)
+                trained = _train_on_cluster(plan, api_client, log, kube_options or {}, settings)
                 for record in trained.records:
                     tracker.log_step(record)
             tracker.log_params({"backend_used": trained.backend})
@@ -374,6 +382,35 @@ def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
         tags={"kfp_finetune.kfp_run_id": plan.run_id, "kfp_finetune.task_name": plan.task_name},
         log=log,
     )
+
+
+def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> dict[str, Any]:
+    """What the run config tells the training pods beyond the hyper-parameters.
+
+    ``progress``: the dashboard progress server (``progress_tracking``, ``progress_metrics_port``);
+    ``jit_checkpoint``: Training Hub's ``enable_jit_checkpoint``; ``mlflow``: the tracking URI, experiment and a run
+    name (``<job name>-training-hub``, beside this step's own run) for Training Hub's own MLflow logging. A URI with
+    credentials in it is not handed to the pods (the run config lies on the PVC); use a token secret instead.
+    """
+    params = plan.params
+    mlflow: dict[str, str] = {}
+    if tracker.tracking_uri:
+        if tracking.mask_uri(tracker.tracking_uri) != tracker.tracking_uri:
+            log("MLflow: the tracking URI carries credentials: not handing it to Training Hub in the pods")
+        else:
+            mlflow = {
+                "tracking_uri": tracker.tracking_uri,
+                "experiment_name": tracker.experiment_name,
+                "run_name": f"{trainjob_name(plan.run_id, plan.task_name)}-training-hub",
+            }
+    return {
+        "progress": {
+            "enabled": bool(params.get("progress_tracking", True)),
+            "port": int(params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT)),
+        },
+        "jit_checkpoint": bool(params.get("jit_checkpoint", True)),
+        "mlflow": mlflow,
+    }
 
 
 def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
@@ -456,18 +493,22 @@ def write_run_config(
     eval_file: Path | None,
     task_config: Any,
     nproc_per_node: int = 1,
+    settings: Mapping[str, Any] | None = None,
     model_path: str | None = None,
 ) -> Path:
-    """Stages the entrypoint, the data and ``run_config.json`` in the run directory for the TrainJob pods.
+    """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
 
     ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
-    controller injects no ``PET_*`` variables (older Training Operator v1). ``model_path`` is a base model already
-    staged on the workspace (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
+    controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`pod_settings`) add
+    ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the workspace
+    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
 
     Returns:
         The config file.
     """
     shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
+    for module, staged in entrypoint.STAGED_MODULES.items():
+        shutil.copyfile(Path(entrypoint.__file__).with_name(f"{module}.py"), run_dir / f"{staged}.py")
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)
     shutil.copyfile(data_file, data_dir / "train.jsonl")
@@ -483,6 +524,7 @@ def write_run_config(
         "pvc_mounts": pvc_mounts(task_config),
         "hyperparameters": config.hyperparameters(),
         "nproc_per_node": nproc_per_node,
+        **dict(settings or {}),
     }
     if model_path:
         run_config["model_path"] = model_path
@@ -555,6 +597,11 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         pod_labels=dict(params.get("pod_labels") or {}),
         pod_annotations=dict(params.get("pod_annotations") or {}),
         active_deadline_seconds=params.get("timeout_seconds", 0),
+        progress_tracking=bool(params.get("progress_tracking", True)),
+        metrics_port=params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT),
+        metrics_poll_interval_seconds=params.get(
+            "progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS
+        ),
     )
     return spec
 
@@ -614,7 +661,9 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
     return backend
 
 
-def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any]) -> Trained:
+def _train_on_cluster(
+    plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: Mapping[str, Any] | None = None
+) -> Trained:
     from components.training.finetuning import kube
 
     params = plan.params
@@ -629,6 +678,7 @@ def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping
         plan.eval_file,
         plan.task_config,
         max(int(params.get("gpus_per_node", 1)), 1),
+        settings,
         model_path=model_path,
     )
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
@@ -646,6 +696,7 @@ def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping
         delete_on_success=params.get("delete_on_success", False),
         metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
         log=log,
+        timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
         **options,
     )
     records = metrics_module.read_metrics(ckpt_dir)
