@@ -154,8 +154,8 @@ def prepare_dataset(
         normalized = Path(scratch) / "normalized.jsonl"
         with open(normalized, "wb") as sink_file:
 
-            def sink(row: dict) -> None:
-                sink_file.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+            def sink(row: bytes) -> None:
+                sink_file.write(row + b"\n")
 
             report = validate_local_files(
                 fetched.files,
