@@ -296,7 +296,7 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 
 
 def iter_chat_file(
-    path: Path, allow_trailing_user: bool = True, heldout: bool = False, label: str = ""
+    path: Path, allow_trailing_user: bool = True, heldout: bool = False, label: str = "", require_rows: bool = True
 ) -> Iterator[tuple[int, dict]]:
     """Yields ``(line_number, row)`` for every row of a chat JSONL file, streaming (memory: one row).
 
@@ -307,6 +307,7 @@ def iter_chat_file(
         allow_trailing_user: Accept conversations whose last message is a user turn.
         heldout: Also apply :data:`HELDOUT_RULES`.
         label: What the file is (e.g. ``train_dataset``), put before its name in messages.
+        require_rows: Raise ``no_rows`` for a file without any row (else yield nothing).
 
     Raises:
         ChatFormatError: At the first row that breaks a rule (naming file, line and rule), or ``no_rows`` when the
@@ -323,7 +324,7 @@ def iter_chat_file(
             raise ChatFormatError(f"{where}:{line_number}", *problem, excerpt(line))
         rows += 1
         yield line_number, normalize_row(value)
-    if not rows:
+    if not rows and require_rows:
         raise ChatFormatError(where, "no_rows", "the file holds no non-blank line")
 
 

@@ -5,6 +5,7 @@ from kfp import dsl
 from components._common.runtime import runtime_component
 
 PACKAGES = ["huggingface-hub==2.0.0", "boto3==1.44.5", "pyarrow==26.0.1", "pyyaml==6.0.3", "transformers==5.23.0"]
+PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
 
 
 @runtime_component(__file__, packages=PACKAGES)
