@@ -218,11 +218,20 @@ def decode_json(data: bytes | str) -> object:
     try:
         return _ANY.decode(data)
     except msgspec.DecodeError as error:
+        if isinstance(data, bytes):  # bad bytes outside a string are a JSON error to msgspec: name the real cause
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as utf8_error:
+                return _not_utf8(data, utf8_error)
         return Unreadable("invalid_json", f"invalid JSON: {error}", excerpt(data))
     except UnicodeDecodeError as error:
-        return Unreadable("invalid_utf8", f"not valid UTF-8 at byte {error.start} ({error.reason})", excerpt(data))
+        return _not_utf8(data, error)
     except RecursionError:
         return Unreadable("nesting_too_deep", "JSON nested too deep to decode", excerpt(data))
+
+
+def _not_utf8(data: bytes | str, error: UnicodeDecodeError) -> Unreadable:
+    return Unreadable("invalid_utf8", f"not valid UTF-8 at byte {error.start} ({error.reason})", excerpt(data))
 
 
 def encode_json(value: object) -> bytes:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .locations import DatasetSourceError
+from .locations import DatasetSourceError, check_dataset_uri
 from .sources import fetch_dataset
 from .split import JsonlWriter, SplitPlan, WrittenFile, check_split_options, plan_split, write_split
 from .tokens import TokenStats, check_token_options, load_token_counter
@@ -144,6 +144,7 @@ def prepare_dataset(
     """
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    check_dataset_uri(dataset_uri)
     check_split_options(train_split_ratio, subset_count)
     check_validation_options(on_invalid, max_invalid_fraction)
     with_token_stats = check_token_options(max_seq_len, tokenizer_source)

@@ -4,7 +4,7 @@ Every reader yields ``(position, value)`` pairs in file order. ``position`` is a
 and CSV, a 0-based row index for JSON arrays and Parquet (see :func:`position_label`). A record that cannot be
 decoded is yielded as an :class:`Unreadable` value naming its rule (``invalid_json``, ``invalid_utf8``,
 ``nesting_too_deep``), so that the caller counts it and goes on. ``.gz`` files are read through ``gzip``
-(``.jsonl.gz``, ``.json.gz``, ``.csv.gz``); a damaged one raises :class:`~components._common.chat_format.ChatFormatError`
+(``.jsonl.gz``, ``.json.gz``, ``.csv.gz``); a damaged one raises ``ChatFormatError``
 (``bad_compression``). A UTF-8 byte order mark is accepted. Memory stays bounded by the largest single record
 (Parquet: one batch of rows). The decoding and the rules live in :mod:`components._common.chat_format`.
 """
@@ -94,7 +94,10 @@ def _iter_json_array(text: IO[str]) -> Iterator[tuple[int, object]]:
                 value, position = decoder.raw_decode(buffer, position)
                 break
             except RecursionError:
-                yield index, Unreadable("nesting_too_deep", "JSON nested too deep to decode", excerpt(buffer[position:]))
+                yield (
+                    index,
+                    Unreadable("nesting_too_deep", "JSON nested too deep to decode", excerpt(buffer[position:])),
+                )
                 return
             except json.JSONDecodeError as error:
                 more = text.read(_CHUNK_CHARS)

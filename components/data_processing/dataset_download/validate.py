@@ -210,7 +210,9 @@ def choose_format(files: Sequence[Path], input_format: str, source: str) -> tupl
             head.append(value)
     if not head and unreadable:
         listed = "\n".join(f"  {line}" for line in unreadable[:QUOTED_REJECTS])
-        raise ValueError(f"no readable row in the first {len(unreadable)} records of {source}; first bad ones:\n{listed}")
+        raise ValueError(
+            f"no readable row in the first {len(unreadable)} records of {source}; first bad ones:\n{listed}"
+        )
     return detect_format(head, source)
 
 
@@ -273,7 +275,7 @@ def _check_value(
     sink: Callable[[bytes], None] | None,
     raw: bytes | None = None,
 ) -> None:
-    """Converts and checks one decoded record (already counted as read); counts it as valid (and sinks it) or rejects."""
+    """Converts and checks one decoded record (already counted as read): valid (and sunk) or rejected."""
     if type(value) is Unreadable:
         report.add_reject(Reject(position_label(path, position), value.rule, value.reason, value.excerpt))
         return

@@ -93,7 +93,10 @@ def test_read_conversations_names_the_rule_the_file_and_the_line(tmp_path, row, 
 
 def test_list_of_parts_content_is_joined_as_everywhere_else(tmp_path):
     parts = [{"type": "text", "text": "What is"}, {"type": "text", "text": "2 + 2?"}]
-    path = _write_rows(tmp_path / "eval.jsonl", [{"messages": [{"role": "user", "content": parts}, _chat(("assistant", "4"))["messages"][0]]}])
+    path = _write_rows(
+        tmp_path / "eval.jsonl",
+        [{"messages": [{"role": "user", "content": parts}, _chat(("assistant", "4"))["messages"][0]]}],
+    )
     assert [messages for _, messages in read_conversations(path)] == [
         [{"role": "user", "content": "What is\n2 + 2?"}, {"role": "assistant", "content": "4"}]
     ]

@@ -365,7 +365,9 @@ def test_load_chat_rows_streams_with_constant_memory(tmp_path):
 def test_training_accepts_list_of_parts_like_the_dataset_step(tmp_path):
     parts = [{"type": "text", "text": "2+2?"}]
     path = tmp_path / "train.jsonl"
-    path.write_text(json.dumps({"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "4"}]}))
+    path.write_text(
+        json.dumps({"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "4"}]})
+    )
     assert list(entrypoint.load_chat_rows(path))[0]["messages"][0] == {"role": "user", "content": "2+2?"}
 
 
