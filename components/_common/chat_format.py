@@ -167,10 +167,10 @@ def check_messages(
         elif role == "system" and index:
             return "system_not_first", f"messages[{index}] is a system message"
     last = len(messages) - 1
-    if heldout and messages[-1]["role"] != "assistant":
-        return "last_not_assistant", f"messages[{last}] (the last) is a {messages[-1]['role']} message"
     if not has_assistant:
         return "no_assistant_turn", f"no assistant message among {len(messages)}"
+    if heldout and messages[-1]["role"] != "assistant":
+        return "last_not_assistant", f"messages[{last}] (the last) is a {messages[-1]['role']} message"
     if not allow_trailing_user and messages[-1]["role"] == "user":
         return "trailing_user", f"messages[{last}] (the last) is a user message"
     if heldout and not has_user:

@@ -90,11 +90,15 @@ def secret_values(env: Mapping[str, str] | None = None, extra: Iterable[str] = (
     """
     env = os.environ if env is None else env
     values = {env.get(name, "") for name in SECRET_ENV_VARS} | set(_registered) | set(extra)
+    return list(_all_spellings(frozenset(value for value in values if value and len(value) >= MIN_SECRET_CHARS)))
+
+
+@functools.lru_cache(maxsize=16)
+def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
     spellings: set[str] = set()
     for value in values:
-        if value and len(value) >= MIN_SECRET_CHARS:
-            spellings |= _spellings(value)
-    return sorted(spellings, key=len, reverse=True)
+        spellings |= _spellings(value)
+    return tuple(sorted(spellings, key=len, reverse=True))
 
 
 def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None) -> str:

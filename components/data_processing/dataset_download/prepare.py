@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.masking import masked
+
 from .locations import DatasetSourceError, check_dataset_uri
 from .sources import fetch_dataset
 from .split import JsonlWriter, SplitPlan, WrittenFile, check_split_options, plan_split, write_split
@@ -101,6 +103,7 @@ class PreparedDataset:
         return "\n".join(lines) + "\n"
 
 
+@masked
 def prepare_dataset(
     dataset_uri: str,
     train_path: Path,

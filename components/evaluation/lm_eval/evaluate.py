@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
+from components._common.masking import masked
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
     is_empty_dataset,
@@ -410,6 +411,7 @@ def _report_settings(
     }
 
 
+@masked
 def run_lm_eval(
     *,
     model_path: str,

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
+from components._common.masking import masked
 from components.training.finetuning import entrypoint, local_backend, tracking
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
@@ -197,6 +198,7 @@ def _unresolved(value: str) -> bool:
     return not value or value.startswith("{{$")
 
 
+@masked
 def run_train_model(
     train_dataset: Any,
     model: Any,
