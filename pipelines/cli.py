@@ -23,6 +23,14 @@ def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--runtime-image", help="prebuilt runtime image (see Containerfile); nothing installed at run time"
     )
+    group.add_argument(
+        "--eval-gpus", type=int, help="accelerators of the evaluation step (default 1; 0 = CPU only, no node selector)"
+    )
+    group.add_argument("--eval-gpu-resource", help="extended resource of the evaluation step (default nvidia.com/gpu)")
+    group.add_argument(
+        "--eval-node-selector",
+        help="key=value node selector of the evaluation step (default nvidia.com/gpu.present=true)",
+    )
     for secret, meaning in (
         ("kubernetes-credentials-secret", "KUBERNETES_SERVER_URL / KUBERNETES_AUTH_TOKEN"),
         ("s3-secret", "the data connection's AWS_* keys"),

@@ -12,14 +12,13 @@ from typing import Any
 from pipelines.training.finetuning import PIPELINES
 
 
-def _settings(args: argparse.Namespace):
-    """Compile-time settings from the flags over the environment; exports the image settings."""
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The compile-time settings given as flags (they win over env and constants); exports the image settings."""
     from pipelines.compile import set_image_settings
-    from pipelines.training.finetuning.settings import CompileSettings
 
     set_image_settings(base_image=args.base_image, runtime_image=args.runtime_image)
     modes = args.pvc_access_modes
-    return CompileSettings.from_env(
+    return dict(
         pvc_size=args.pvc_size,
         pvc_storage_class=args.pvc_storage_class,
         pvc_access_modes=None if modes is None else tuple(m.strip() for m in modes.split(",") if m.strip()),
@@ -28,6 +27,9 @@ def _settings(args: argparse.Namespace):
         s3_secret=args.s3_secret,
         hf_token_secret=args.hf_token_secret,
         oci_pull_secret=args.oci_pull_secret,
+        eval_gpus=args.eval_gpus,
+        eval_gpu_resource=args.eval_gpu_resource,
+        eval_node_selector=args.eval_node_selector,
     )
 
 

@@ -6,8 +6,10 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.definition import compile_pipeline
@@ -46,9 +48,24 @@ def set_image_settings(base_image: str | None = None, runtime_image: str | None 
         os.environ[IMAGE_VARIABLES[key]] = value
 
 
-def compile_named(name: str, output_path: Path, settings: CompileSettings) -> Path:
-    """Compiles pipeline ``name`` with ``settings`` to ``output_path``."""
-    pipeline = pipeline_module(name).DECLARATION.build(settings)
+def compile_named(
+    name: str, output_path: Path, settings: CompileSettings | Mapping[str, Any] | None = None
+) -> Path:
+    """Compiles pipeline ``name`` to ``output_path``.
+
+    Args:
+        name: One of :data:`PIPELINES`.
+        output_path: The YAML to write.
+        settings: Complete settings, or overrides (e.g. CLI flags; ``None`` values ignored) of the pipeline module's
+            constants and the ``KFP_FINETUNE_*`` variables.
+
+    Returns:
+        ``output_path``.
+    """
+    declaration = pipeline_module(name).DECLARATION
+    if not isinstance(settings, CompileSettings):
+        settings = declaration.settings(**dict(settings or {}))
+    pipeline = declaration.build(settings)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     compile_pipeline(pipeline, str(output_path))
     return output_path

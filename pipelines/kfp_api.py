@@ -298,7 +298,7 @@ def load_arguments(params: list[str], params_file: str = "") -> dict:
         key = key.strip()
         if not separator or not key:
             raise ValueError(
-                f"--param #{index} {entry!r}: expected KEY=VALUE, e.g. --param phase_02_train_opt_num_epochs=2"
+                f"--param #{index} {entry!r}: expected KEY=VALUE, e.g. --param phase_02_train_man_train_epochs=2"
             )
         if key in from_flags:
             raise ValueError(f"--param #{index} {entry!r}: parameter {key!r} is given twice")

@@ -5,7 +5,7 @@ import yaml
 
 from pipelines.cli import main
 
-DATASET = "phase_01_dataset_man_dataset_uri"
+DATASET = "phase_01_dataset_man_data_uri"
 
 
 def test_upload_a_named_pipeline_compiled_with_cli_settings(kfp_api_stub, monkeypatch, capsys):
@@ -27,7 +27,7 @@ def test_upload_a_named_pipeline_compiled_with_cli_settings(kfp_api_stub, monkey
 
 def test_run_with_parameters_from_flags_and_a_file(kfp_api_stub, tmp_path, capsys):
     params = tmp_path / "params.yaml"
-    params.write_text("phase_02_train_opt_num_epochs: 2\nphase_03_eval_opt_task_names: [arc_easy, hellaswag]\n")
+    params.write_text("phase_02_train_man_train_epochs: 2\nphase_03_eval_man_eval_tasks: [arc_easy, hellaswag]\n")
     code = main(
         [
             "run",
@@ -49,8 +49,8 @@ def test_run_with_parameters_from_flags_and_a_file(kfp_api_stub, tmp_path, capsy
     assert run["display_name"] == "nightly"
     assert run["runtime_config"]["parameters"] == {
         DATASET: "s3://bucket/chat.jsonl",
-        "phase_02_train_opt_num_epochs": 2,
-        "phase_03_eval_opt_task_names": ["arc_easy", "hellaswag"],
+        "phase_02_train_man_train_epochs": 2,
+        "phase_03_eval_man_eval_tasks": ["arc_easy", "hellaswag"],
     }
     assert [e["display_name"] for e in kfp_api_stub.experiments.values()] == ["fine-tuning"]
 
@@ -87,3 +87,24 @@ def test_bad_input_and_server_failures_have_distinct_exit_codes(kfp_api_stub_fac
     code = main(["upload", "sft-minimal", "--host", stub.url])
     assert code == 1
     assert "failed" in capsys.readouterr().err
+
+
+def test_the_guides_quick_start_run_and_parameter_names_pass_the_cli_checks(kfp_api_stub_factory, capsys):
+    """Quick Start step 3, then every guide name in every pipeline (all of them apply to all six)."""
+    guide_values = {
+        "phase_01_dataset_man_data_uri": "LipengCS/Table-GPT:All",
+        "phase_02_train_man_train_batch": 64,
+        "phase_02_train_man_train_tokens": 32000,
+        "phase_02_train_man_train_model": "Qwen/Qwen2.5-1.5B-Instruct",
+        "phase_02_train_man_train_epochs": 2,
+        "phase_04_registry_man_address": "registry.example.com",
+    }
+    stub = kfp_api_stub_factory()
+    assert main(["run", "osft-minimal", "--host", stub.url, "--param", f"{DATASET}=LipengCS/Table-GPT:All"]) == 0
+    for name in ("sft", "sft-minimal", "osft", "osft-minimal", "lora", "lora-minimal"):
+        stub = kfp_api_stub_factory()
+        flags = [f"--param={key}={value}" for key, value in guide_values.items()]
+        code = main(["run", name, "--host", stub.url, *flags])
+        assert code == 0, (name, capsys.readouterr().err)
+        (run,) = stub.runs.values()
+        assert run["runtime_config"]["parameters"] == guide_values, name

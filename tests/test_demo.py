@@ -27,7 +27,7 @@ def test_demo_runs_the_whole_pipeline_end_to_end(tmp_path, capsys):
     # A randomly initialised model starts near ln(vocabulary); the demo run must have learned something.
     assert train["metrics"]["final_loss"] < math.log(vocabulary) - 1.0
     assert train["metrics"]["steps"] == 8 * math.ceil(360 / 8)  # num_epochs x ceil(train rows / batch)
-    model_dir = Path(train["artifacts"]["model"])
+    model_dir = Path(train["artifacts"]["output_model"])
     assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
 
     evaluation = summary["lm-eval"]["metrics"]
@@ -48,5 +48,5 @@ def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
         arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
         names = {p.dashboard_name for p in parameters_for(algorithm, "expert")}
         assert set(arguments) <= names
-        assert arguments["phase_02_train_opt_backend"] == "local"
+        assert arguments["phase_02_train_opt_launcher"] == "local"
         assert json.dumps(arguments)

@@ -31,7 +31,7 @@ def test_generated_readmes_are_current():
 
 def test_check_mode_fails_on_a_stale_readme(tmp_path, monkeypatch):
     stale = tmp_path / "README.md"
-    stale.write_text(generate_readme.pipelines_readme().replace("phase_02_train_man_base_model", "base_model", 1))
+    stale.write_text(generate_readme.pipelines_readme().replace("phase_02_train_man_train_model", "base_model", 1))
     monkeypatch.setattr(generate_readme, "PIPELINES_README", stale)
     monkeypatch.setattr(generate_readme, "COMPONENTS", {})
     assert generate_readme.main(["--check"]) == 1

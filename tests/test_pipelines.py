@@ -80,20 +80,20 @@ def test_osft_minimal_golden_parameters(compiled):
     inputs = _inputs(compiled["osft-minimal"])
     summary = {name: (spec["parameterType"], spec.get("defaultValue")) for name, spec in inputs.items()}
     assert summary == {
-        "phase_01_dataset_man_dataset_uri": ("STRING", None),
-        "phase_02_train_man_base_model": ("STRING", "Qwen/Qwen2.5-1.5B-Instruct"),
-        "phase_02_train_opt_num_epochs": ("NUMBER_INTEGER", 3.0),
-        "phase_02_train_opt_effective_batch_size": ("NUMBER_INTEGER", 128.0),
-        "phase_02_train_opt_max_tokens_per_gpu": ("NUMBER_INTEGER", 64000.0),
-        "phase_02_train_opt_unfreeze_rank_ratio": ("NUMBER_DOUBLE", 0.25),
-        "phase_02_train_opt_num_nodes": ("NUMBER_INTEGER", 1.0),
-        "phase_02_train_opt_gpus_per_node": ("NUMBER_INTEGER", 1.0),
-        "phase_03_eval_opt_task_names": ("LIST", ["arc_easy"]),
-        "phase_04_registry_opt_registry_address": ("STRING", ""),
-        "phase_04_registry_opt_model_name": ("STRING", ""),
-        "phase_04_registry_opt_model_version": ("STRING", ""),
+        "phase_01_dataset_man_data_uri": ("STRING", None),
+        "phase_02_train_man_train_model": ("STRING", "Qwen/Qwen2.5-1.5B-Instruct"),
+        "phase_02_train_man_train_epochs": ("NUMBER_INTEGER", 3.0),
+        "phase_02_train_man_train_batch": ("NUMBER_INTEGER", 128.0),
+        "phase_02_train_man_train_tokens": ("NUMBER_INTEGER", 64000.0),
+        "phase_02_train_man_train_unfreeze": ("NUMBER_DOUBLE", 0.25),
+        "phase_02_train_man_train_workers": ("NUMBER_INTEGER", 1.0),
+        "phase_02_train_man_train_gpu": ("NUMBER_INTEGER", 1.0),
+        "phase_03_eval_man_eval_tasks": ("LIST", ["arc_easy"]),
+        "phase_04_registry_man_address": ("STRING", ""),
+        "phase_04_registry_man_reg_name": ("STRING", ""),
+        "phase_04_registry_man_reg_version": ("STRING", ""),
     }
-    assert "isOptional" not in inputs["phase_01_dataset_man_dataset_uri"]
+    assert "isOptional" not in inputs["phase_01_dataset_man_data_uri"]
 
 
 def test_minimal_pipelines_fix_hidden_knobs_to_the_declared_defaults(compiled):
@@ -101,15 +101,15 @@ def test_minimal_pipelines_fix_hidden_knobs_to_the_declared_defaults(compiled):
     expected = {"osft-minimal": 5e-6, "sft-minimal": 2e-5, "lora-minimal": 2e-4}
     for name, learning_rate in expected.items():
         task = compiled[name][0]["root"]["dag"]["tasks"]["train-model"]
-        constant = task["inputs"]["parameters"]["learning_rate"]["runtimeValue"]["constant"]
+        constant = task["inputs"]["parameters"]["training_learning_rate"]["runtimeValue"]["constant"]
         assert constant == pytest.approx(learning_rate), name
 
 
 def test_algorithm_specific_knobs_appear_only_in_their_pipelines(compiled):
     for name, documents in compiled.items():
         inputs = set(_inputs(documents))
-        assert ("phase_02_train_opt_unfreeze_rank_ratio" in inputs) == name.startswith("osft")
-        assert ("phase_02_train_opt_lora_r" in inputs) == name.startswith("lora")
+        assert ("phase_02_train_man_train_unfreeze" in inputs) == name.startswith("osft")
+        assert ("phase_02_train_man_train_lora_r" in inputs) == name.startswith("lora")
 
 
 def _component_inputs(documents: list[dict], component: str) -> set[str]:
@@ -120,8 +120,9 @@ def _component_inputs(documents: list[dict], component: str) -> set[str]:
 WIRED = {
     "dataset-download": {"max_seq_len"},
     "train-model": {
-        "algorithm",
-        "workspace_path",
+        "training_algorithm",
+        "pvc_path",
+        "dataset_path",
         "hf_token_secret_name",
         "s3_secret_name",
         "task_config",

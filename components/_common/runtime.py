@@ -209,6 +209,9 @@ def runtime_component(
     from kfp import dsl
 
     def decorate(func: Callable[..., Any]) -> Any:
+        from components._common.workspace import allow_default_workspace
+
+        allow_default_workspace()
         if parameter_docs:
             with_parameter_docs(func, parameter_docs)
         if RUNTIME_IMAGE:
@@ -223,5 +226,41 @@ def runtime_component(
                 embedded_artifact_path=staging,
                 **component_kwargs,
             )
+
+    return decorate
+
+
+def route_string_arguments(routes: Mapping[str, str]) -> Callable[[Any], Any]:
+    """Lets an artifact input also take a string, routed to a parameter input of the same component.
+
+    ``train_model(dataset="path/to/data.jsonl")`` (the RHOAI guide's form) and ``train_model(dataset=task.output)``
+    (an artifact, as the pipelines wire it) both work: a plain string or a string pipeline parameter given for
+    ``dataset`` is passed as ``dataset_path`` instead. Artifacts are passed unchanged.
+
+    Args:
+        routes: ``{artifact input: string parameter input}``.
+
+    Returns:
+        A decorator applied on top of :func:`runtime_component`; the component keeps its type and specification.
+    """
+
+    def is_string(value: Any) -> bool:
+        from kfp.dsl import pipeline_channel
+
+        if isinstance(value, str):
+            return True
+        return isinstance(value, pipeline_channel.PipelineParameterChannel) and value.channel_type == "String"
+
+    def decorate(component: Any) -> Any:
+        base = type(component)
+
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
+            for artifact_input, string_input in routes.items():
+                if is_string(kwargs.get(artifact_input)):
+                    kwargs[string_input] = kwargs.pop(artifact_input)
+            return base.__call__(self, *args, **kwargs)
+
+        component.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+        return component
 
     return decorate

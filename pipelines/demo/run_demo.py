@@ -19,15 +19,16 @@ from pipelines.demo.demo_data import DEMO_DATASET_PATH
 #: Small enough for 2 CPU cores (~10 s of training, well under 90 s in all), long enough (8 epochs of 45 steps) that
 #: the tiny model learns the answer format ``a op b = c``; it is too small to learn the arithmetic itself.
 DEMO_ARGUMENTS = {
-    "num_epochs": 8,
-    "effective_batch_size": 8,
-    "max_tokens_per_gpu": 4096,
-    "learning_rate": 3e-3,
-    "max_seq_len": 256,
-    "max_steps": 0,
-    "warmup_steps": 10,
-    "lora_r": 8,
-    "unfreeze_rank_ratio": 0.5,
+    "training_num_epochs": 8,
+    "training_effective_batch_size": 8,
+    "training_max_tokens_per_gpu": 4096,
+    "training_learning_rate": 3e-3,
+    "training_max_seq_len": 256,
+    "training_max_steps": 0,
+    "training_warmup_steps": 10,
+    "training_lora_r": 8,
+    "training_unfreeze_rank_ratio": 0.5,
+    "training_num_nodes": 1,
 }
 DEMO_EVAL_ARGUMENTS = {"task_names": [], "max_samples": 20, "max_new_tokens": 16, "batch_size": "8"}
 
@@ -48,7 +49,7 @@ def demo_arguments(algorithm: str, base_model: Path, dataset_uri: str, registry_
 
     by_step = {
         "dataset": {"dataset_uri": dataset_uri, "train_split_ratio": 0.9, "tokenizer_source": str(base_model)},
-        "train": {**DEMO_ARGUMENTS, "base_model": str(base_model), "backend": "local"},
+        "train": {**DEMO_ARGUMENTS, "training_base_model": str(base_model), "training_launcher": "local"},
         "eval": DEMO_EVAL_ARGUMENTS,
         "registry": {"registry_address": registry_address, "model_name": "kfp-finetune-demo"},
     }
@@ -74,9 +75,10 @@ def summarize_run(run_dir: Path) -> dict[str, dict[str, Any]]:
     for output_file in sorted(run_dir.glob("*/executor_output.json"), key=lambda p: p.stat().st_mtime):
         output = json.loads(output_file.read_text())
         artifacts = {name: entry["artifacts"][0] for name, entry in output.get("artifacts", {}).items()}
+        metrics_name = next((name for name in ("metrics", "output_metrics") if name in artifacts), "metrics")
         summary[output_file.parent.name] = {
-            "metrics": artifacts.get("metrics", {}).get("metadata", {}),
-            "artifacts": {name: artifact["uri"] for name, artifact in artifacts.items() if name != "metrics"},
+            "metrics": artifacts.get(metrics_name, {}).get("metadata", {}),
+            "artifacts": {name: artifact["uri"] for name, artifact in artifacts.items() if name != metrics_name},
             "parameters": output.get("parameterValues", {}),
         }
     return summary

@@ -1,12 +1,17 @@
-"""KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA) as a Kubeflow Trainer TrainJob or in-process on CPU."""
+"""KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA) as a Kubeflow Trainer TrainJob, a PyTorchJob or on CPU.
+
+The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body maps each one
+explicitly onto :func:`~components.training.finetuning.train.run_train_model`, so any parameter can be followed from
+the dashboard to the pod.
+"""
 
 from kfp import dsl
 
-from components._common.runtime import runtime_component
+from components._common.runtime import route_string_arguments, runtime_component
 from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 
-#: The trainjob path needs the Kubernetes client and matplotlib; backend="local" on a cluster needs the runtime image
-#: (Containerfile: torch, transformers, peft), which is not pip-installed here to keep TrainJob launches light.
+#: The cluster launchers need the Kubernetes client and matplotlib; launcher="local" on a cluster needs the runtime
+#: image (Containerfile: torch, transformers, peft), which is not pip-installed here to keep job launches light.
 PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0"]
 PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
 PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
@@ -19,61 +24,119 @@ PASSTHROUGHS = [
 ]
 
 
+@route_string_arguments({"dataset": "dataset_path"})
 @runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS, task_config_passthroughs=PASSTHROUGHS)
 def train_model(
-    train_dataset: dsl.Input[dsl.Dataset],
-    model: dsl.Output[dsl.Model],
-    metrics: dsl.Output[dsl.Metrics],
-    report: dsl.Output[dsl.HTML],
-    base_model: str,
+    output_model: dsl.Output[dsl.Model],
+    output_metrics: dsl.Output[dsl.Metrics],
+    output_loss_chart: dsl.Output[dsl.HTML],
     task_config: dsl.TaskConfig,
+    pvc_path: str = "",
+    dataset: dsl.Input[dsl.Dataset] = None,
+    dataset_path: str = "",
     eval_dataset: dsl.Input[dsl.Dataset] = None,
-    algorithm: str = "sft",
-    backend: str = "trainjob",
-    num_epochs: int = 1,
-    effective_batch_size: int = 128,
-    learning_rate: float = 5e-6,
-    max_seq_len: int = 8192,
-    max_tokens_per_gpu: int = 64000,
-    lr_scheduler: str = "cosine",
-    warmup_steps: int = 0,
-    seed: int = 42,
-    unfreeze_rank_ratio: float = 0.25,
-    lora_r: int = 16,
-    lora_alpha: int = 32,
-    lora_dropout: float = 0.05,
-    use_liger: bool = False,
-    checkpoint_at_epoch: bool = False,
-    save_final_checkpoint: bool = True,
-    fsdp_sharding_strategy: str = "FULL_SHARD",
-    resume: bool = True,
-    max_steps: int = 0,
-    checkpoint_interval_steps: int = 0,
-    num_nodes: int = 1,
-    gpus_per_node: int = 1,
-    gpu_resource_name: str = "nvidia.com/gpu",
-    cpu_per_node: str = "",
-    memory_per_node: str = "",
-    runtime_name: str = "training-hub",
-    runtime_kind: str = "ClusterTrainingRuntime",
+    training_base_model: str = "Qwen/Qwen2.5-1.5B-Instruct",
+    training_algorithm: str = "sft",
+    training_backend: str = "",
+    training_launcher: str = "auto",
+    training_num_epochs: int = 3,
+    training_effective_batch_size: int = 128,
+    training_max_tokens_per_gpu: int = 64000,
+    training_learning_rate: float = 5e-6,
+    training_max_seq_len: int = 8192,
+    training_lr_scheduler: str = "cosine",
+    training_warmup_steps: int = 0,
+    training_seed: int = 42,
+    training_unfreeze_rank_ratio: float = 0.25,
+    training_lora_r: int = 16,
+    training_lora_alpha: int = 32,
+    training_lora_dropout: float = 0.05,
+    training_use_liger: bool = False,
+    training_checkpoint_at_epoch: bool = False,
+    training_save_final_checkpoint: bool = True,
+    training_fsdp_sharding_strategy: str = "FULL_SHARD",
+    training_resume: bool = True,
+    training_max_steps: int = 0,
+    training_checkpoint_interval_steps: int = 0,
+    training_mlflow_tracking_uri: str = "",
+    training_num_nodes: int = 1,
+    training_gpus_per_node: int = 1,
+    training_gpu_resource_name: str = "nvidia.com/gpu",
+    training_cpu_per_node: str = "",
+    training_memory_per_node: str = "",
+    training_env_vars: dict = {},
+    training_runtime_name: str = "training-hub",
+    training_runtime_kind: str = "ClusterTrainingRuntime",
     training_image: str = "",
-    namespace: str = "",
-    tolerations: list = [],
-    node_selector: dict = {},
-    pod_labels: dict = {},
-    pod_annotations: dict = {},
+    training_namespace: str = "",
+    training_tolerations: list = [],
+    training_node_selector: dict = {},
+    training_pod_labels: dict = {},
+    training_pod_annotations: dict = {},
+    training_cleanup_policy: str = "delete",
+    training_delete_on_success: bool = False,
+    training_start_timeout_seconds: int = 1800,
+    training_timeout_seconds: int = 0,
     hf_token_secret_name: str = "hf-token",
     s3_secret_name: str = "",
-    cleanup_policy: str = "delete",
-    delete_on_success: bool = False,
-    start_timeout_seconds: int = 1800,
-    timeout_seconds: int = 0,
-    workspace_path: str = "",
-    mlflow_tracking_uri: str = "",
     run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     task_name: str = dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
 ):
-    """Fine-tunes ``base_model`` on ``train_dataset``; parameters and outputs are described in the README."""
-    from components.training.finetuning.train import run_train_model
+    """Fine-tunes ``training_base_model`` on ``dataset``; parameters and outputs are described in the README."""
+    from components.training.finetuning.train import dataset_input, run_train_model
 
-    run_train_model(**locals())
+    run_train_model(
+        train_dataset=dataset_input(dataset, dataset_path, pvc_path),
+        eval_dataset=eval_dataset,
+        model=output_model,
+        metrics=output_metrics,
+        report=output_loss_chart,
+        task_config=task_config,
+        workspace_path=pvc_path,
+        base_model=training_base_model,
+        algorithm=training_algorithm.strip().lower(),
+        hub_backend=training_backend,
+        backend=training_launcher,
+        num_epochs=training_num_epochs,
+        effective_batch_size=training_effective_batch_size,
+        max_tokens_per_gpu=training_max_tokens_per_gpu,
+        learning_rate=training_learning_rate,
+        max_seq_len=training_max_seq_len,
+        lr_scheduler=training_lr_scheduler,
+        warmup_steps=training_warmup_steps,
+        seed=training_seed,
+        unfreeze_rank_ratio=training_unfreeze_rank_ratio,
+        lora_r=training_lora_r,
+        lora_alpha=training_lora_alpha,
+        lora_dropout=training_lora_dropout,
+        use_liger=training_use_liger,
+        checkpoint_at_epoch=training_checkpoint_at_epoch,
+        save_final_checkpoint=training_save_final_checkpoint,
+        fsdp_sharding_strategy=training_fsdp_sharding_strategy,
+        resume=training_resume,
+        max_steps=training_max_steps,
+        checkpoint_interval_steps=training_checkpoint_interval_steps,
+        mlflow_tracking_uri=training_mlflow_tracking_uri,
+        num_nodes=training_num_nodes,
+        gpus_per_node=training_gpus_per_node,
+        gpu_resource_name=training_gpu_resource_name,
+        cpu_per_node=training_cpu_per_node,
+        memory_per_node=training_memory_per_node,
+        env_vars=training_env_vars,
+        runtime_name=training_runtime_name,
+        runtime_kind=training_runtime_kind,
+        training_image=training_image,
+        namespace=training_namespace,
+        tolerations=training_tolerations,
+        node_selector=training_node_selector,
+        pod_labels=training_pod_labels,
+        pod_annotations=training_pod_annotations,
+        cleanup_policy=training_cleanup_policy,
+        delete_on_success=training_delete_on_success,
+        start_timeout_seconds=training_start_timeout_seconds,
+        timeout_seconds=training_timeout_seconds,
+        hf_token_secret_name=hf_token_secret_name,
+        s3_secret_name=s3_secret_name,
+        run_id=run_id,
+        task_name=task_name,
+    )

@@ -17,6 +17,8 @@ BACKENDS = ("trainjob", "local", "pytorchjob", "auto")
 CLUSTER_BACKENDS = ("trainjob", "pytorchjob", "auto")
 #: Scheduler names accepted by both the local backend (``transformers.get_scheduler``) and Training Hub's backends.
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
+#: Training Hub's backends per algorithm (training-hub 0.11.2); ``hub_backend=""`` takes the first.
+HUB_BACKENDS = {"sft": ("instructlab-training",), "osft": ("mini-trainer",), "lora": ("unsloth",)}
 #: FSDP sharding strategies of ``instructlab-training`` (``FSDPOptions.sharding_strategy``).
 FSDP_SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 
@@ -25,8 +27,22 @@ class TrainingConfigError(ValueError):
     """A training parameter breaks a rule; the message names the parameter, the value and the rule."""
 
 
+#: ``train_model``'s argument for each internal name that is not simply ``training_<name>``.
+COMPONENT_ARGUMENTS = {
+    "hub_backend": "training_backend",
+    "backend": "training_launcher",
+    "training_image": "training_image",
+}
+
+
+def component_argument(name: str) -> str:
+    """The ``train_model`` argument (the name a user sets) of an internal parameter name."""
+    return COMPONENT_ARGUMENTS.get(name, f"training_{name}")
+
+
 def _fail(name: str, value: Any, rule: str, source: str) -> None:
-    raise TrainingConfigError(f"{source} parameter {name}={value!r}: {rule}")
+    shown = component_argument(name) if source == "train_model" else name
+    raise TrainingConfigError(f"{source} parameter {shown}={value!r}: {rule}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +72,7 @@ class TrainingConfig:
         max_steps: Stop after this many optimizer steps (0 = no limit).
         checkpoint_interval_steps: Local backend: also save a resumable checkpoint every this many optimizer steps
             (0 = off); a SIGTERM always saves one.
+        hub_backend: Training Hub's backend for the algorithm (:data:`HUB_BACKENDS`; ``""`` = its default).
     """
 
     base_model: str
@@ -79,6 +96,7 @@ class TrainingConfig:
     resume: bool = True
     max_steps: int = 0
     checkpoint_interval_steps: int = 0
+    hub_backend: str = ""
 
     @classmethod
     def from_params(cls, source: str = "train_model", **params: Any) -> TrainingConfig:
@@ -135,6 +153,12 @@ class TrainingConfig:
             ),
             ("max_steps", self.max_steps >= 0, "must be >= 0 (0 = no limit)"),
             ("checkpoint_interval_steps", self.checkpoint_interval_steps >= 0, "must be >= 0 (0 = off)"),
+            (
+                "hub_backend",
+                self.hub_backend in ("", *HUB_BACKENDS.get(self.algorithm, ())),
+                f"Training Hub's {self.algorithm} backends are {', '.join(HUB_BACKENDS.get(self.algorithm, ()))} "
+                "('' = the default)",
+            ),
         ]
         for name, ok, rule in checks:
             if not ok:

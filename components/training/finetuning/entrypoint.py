@@ -201,6 +201,8 @@ def training_hub_call(
     if algorithm != "lora":
         kwargs["data_output_dir"] = os.path.join(run_config["ckpt_output_dir"], "_data")
     kwargs.update(_algorithm_kwargs(algorithm, hp, eval_data_path))
+    if hp.get("hub_backend"):
+        kwargs["backend"] = hp["hub_backend"]
     kwargs.update(torchrun_kwargs(env, int(run_config.get("nproc_per_node") or 0)))
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
 

@@ -914,6 +914,7 @@ class _TrainJobRun:
                 if self.kind.checks_runtime:
                     self.check_runtime()
                 self.submit()
+                self.log(f"Job: {self.namespace}/{self.name}")
                 outcome = self.follow()
         except _Cancelled as signal_name:
             self.say(f"cancelled ({signal_name}): applying cleanup_policy={self.cleanup_policy}")

@@ -134,19 +134,21 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
     config = TrainingConfig.from_params(**params)
     backend = params.get("backend", "trainjob")
     if backend not in BACKENDS:
-        raise TrainingConfigError(f"train_model parameter backend={backend!r}: must be one of {', '.join(BACKENDS)}")
+        raise TrainingConfigError(
+            f"train_model parameter training_launcher={backend!r}: must be one of {', '.join(BACKENDS)}"
+        )
     if params.get("cleanup_policy", "delete") not in CLEANUP_POLICIES:
         raise TrainingConfigError(
-            f"train_model parameter cleanup_policy={params['cleanup_policy']!r}: must be one of "
+            f"train_model parameter training_cleanup_policy={params['cleanup_policy']!r}: must be one of "
             f"{', '.join(CLEANUP_POLICIES)}"
         )
     for name in ("start_timeout_seconds", "timeout_seconds"):
         if params.get(name, 0) < 0:
-            raise TrainingConfigError(f"train_model parameter {name}={params[name]!r}: must be >= 0")
+            raise TrainingConfigError(f"train_model parameter training_{name}={params[name]!r}: must be >= 0")
     if backend in CLUSTER_BACKENDS:
         problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
         if problems:
-            raise TrainingConfigError(f"train_model (backend={backend}): " + "; ".join(problems))
+            raise TrainingConfigError(f"train_model (training_launcher={backend}): " + "; ".join(problems))
     if backend == "pytorchjob":
         require_training_image("pytorchjob", params)
     return config
@@ -160,8 +162,9 @@ def require_training_image(backend: str, params: Mapping[str, Any]) -> None:
     """
     if not str(params.get("training_image") or "").strip():
         raise TrainingConfigError(
-            f"train_model parameter training_image='': required when the backend is pytorchjob (backend={backend!r}); "
-            "a PyTorchJob has no training runtime to take the image from, so name the Training Hub image"
+            "train_model parameter training_image='': required when the launcher is pytorchjob "
+            f"(training_launcher={backend!r}); a PyTorchJob has no training runtime to take the image from, so name "
+            "the Training Hub image"
         )
 
 
@@ -192,6 +195,43 @@ def pvc_mounts(task_config: Any) -> dict[str, str]:
     mounts = list(getattr(task_config, "volume_mounts", None) or [])
     claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v}
     return {claims[m["name"]]: m["mountPath"] for m in mounts if m.get("name") in claims}
+
+
+def dataset_input(dataset: Any, dataset_path: str, pvc_path: str) -> Any:
+    """The training data as an artifact-like object: the wired ``dataset`` artifact, else ``dataset_path``.
+
+    ``dataset_path`` (what a string given for ``dataset`` becomes, see the component) is a local path, absolute or
+    relative to the workspace ``pvc_path``.
+
+    Raises:
+        TrainingConfigError: Neither is given, both are, or the path is a remote URI or does not exist.
+    """
+    import types
+
+    path = (dataset_path or "").strip()
+    if dataset is not None and path:
+        raise TrainingConfigError(
+            f"train_model parameters dataset and dataset_path={path!r}: give one of them, not both"
+        )
+    if dataset is not None:
+        return dataset
+    if not path:
+        raise TrainingConfigError(
+            "train_model parameter dataset: required; wire a dataset artifact (e.g. dataset_download's "
+            "train_dataset) or give a JSONL path"
+        )
+    if "://" in path:
+        raise TrainingConfigError(
+            f"train_model parameter dataset={path!r}: a string dataset must be a path on the workspace or in the "
+            "image; download remote data with the dataset_download component and wire its train_dataset output"
+        )
+    resolved = Path(path) if Path(path).is_absolute() or not pvc_path else Path(pvc_path) / path
+    if not resolved.exists():
+        raise TrainingConfigError(
+            f"train_model parameter dataset={path!r}: {resolved} does not exist"
+            + ("" if Path(path).is_absolute() else " (relative paths are read from pvc_path, the workspace)")
+        )
+    return types.SimpleNamespace(path=str(resolved), uri=str(resolved), metadata={})
 
 
 def _unresolved(value: str) -> bool:
@@ -308,8 +348,8 @@ def _require_local_training_packages(algorithm: str) -> None:
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
         raise TrainingConfigError(
-            f"train_model parameter backend='local' needs {', '.join(missing)} in the task image: compile with the "
-            "runtime image (KFP_FINETUNE_RUNTIME_IMAGE, see Containerfile) or use backend='trainjob'"
+            f"train_model parameter training_launcher='local' needs {', '.join(missing)} in the task image: compile "
+            "with the runtime image (KFP_FINETUNE_RUNTIME_IMAGE, see Containerfile) or use training_launcher='trainjob'"
         )
 
 
@@ -392,9 +432,9 @@ def _check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
     mounts = [m.get("mountPath", "") for m in (getattr(task_config, "volume_mounts", None) or [])]
     if not any(run_dir.is_relative_to(path) for path in mounts if path):
         raise TrainingConfigError(
-            f"train_model (backend=trainjob): the run directory {run_dir} is on no volume passed to the TrainJob "
-            f"(task_config.volume_mounts: {mounts}); run it in a pipeline with a workspace and the "
-            "KUBERNETES_VOLUMES passthrough, and pass workspace_path=dsl.WORKSPACE_PATH_PLACEHOLDER"
+            f"train_model (training_launcher=trainjob): the run directory {run_dir} is on no volume passed to the "
+            f"TrainJob (task_config.volume_mounts: {mounts}); run it in a pipeline with a workspace and the "
+            "KUBERNETES_VOLUMES passthrough, and pass pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER"
         )
 
 
@@ -403,7 +443,9 @@ def _namespace(params: Mapping[str, Any]) -> str:
         return params["namespace"]
     if _SERVICE_ACCOUNT_NAMESPACE.is_file():
         return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    raise TrainingConfigError("train_model parameter namespace='': not running in a cluster, so name the namespace")
+    raise TrainingConfigError(
+        "train_model parameter training_namespace='': not running in a cluster, so name the namespace"
+    )
 
 
 def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
@@ -431,7 +473,7 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         gpu_resource_name=params.get("gpu_resource_name", "nvidia.com/gpu"),
         cpu_per_node=params.get("cpu_per_node", ""),
         memory_per_node=params.get("memory_per_node", ""),
-        env={"PYTHONUNBUFFERED": "1"},
+        env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(params.get("env_vars") or {}).items()}},
         secret_env=tuple(secret_env),
         tolerations=list(params.get("tolerations") or []),
         node_selector=dict(params.get("node_selector") or {}),

@@ -390,6 +390,11 @@ def _trainer(spec: TrainJobSpec) -> dict[str, Any]:
     return trainer
 
 
+#: The pod label the RHOAI guide's troubleshooting selects training pods by (``oc get pods -l ...=<job-name>``); the
+#: Training Operator sets it on PyTorchJob pods, this project sets it on TrainJob pods through ``runtimePatches``.
+JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
+
+
 def _pod_patch(spec: TrainJobSpec) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {}
     if spec.volumes:
@@ -404,7 +409,8 @@ def _pod_patch(spec: TrainJobSpec) -> dict[str, Any]:
     if spec.affinity:
         pod_spec["affinity"] = dict(spec.affinity)
     template: dict[str, Any] = {}
-    metadata = {"labels": dict(spec.pod_labels), "annotations": dict(spec.pod_annotations)}
+    labels = {**dict(spec.pod_labels), JOB_NAME_POD_LABEL: trainjob_name(spec.run_id, spec.task_name)}
+    metadata = {"labels": labels, "annotations": dict(spec.pod_annotations)}
     metadata = {key: value for key, value in metadata.items() if value}
     if metadata:
         template["metadata"] = metadata

@@ -1,13 +1,13 @@
-"""Fine-tuning pipelines: one shared definition (``definition.py``), six thin declarations.
+"""Fine-tuning pipelines: one shared definition (``definition.py``), six declarations in ``pipelines/training/<name>/``.
 
 ``PIPELINES`` maps each pipeline's name to its module.
 """
 
 PIPELINES = {
-    "sft": "pipelines.training.finetuning.sft.pipeline",
-    "sft-minimal": "pipelines.training.finetuning.sft_minimal.pipeline",
-    "osft": "pipelines.training.finetuning.osft.pipeline",
-    "osft-minimal": "pipelines.training.finetuning.osft_minimal.pipeline",
-    "lora": "pipelines.training.finetuning.lora.pipeline",
-    "lora-minimal": "pipelines.training.finetuning.lora_minimal.pipeline",
+    "sft": "pipelines.training.sft.pipeline",
+    "sft-minimal": "pipelines.training.sft_minimal.pipeline",
+    "osft": "pipelines.training.osft.pipeline",
+    "osft-minimal": "pipelines.training.osft_minimal.pipeline",
+    "lora": "pipelines.training.lora.pipeline",
+    "lora-minimal": "pipelines.training.lora_minimal.pipeline",
 }

@@ -1,9 +1,9 @@
 """The one pipeline definition shared by every fine-tuning pipeline.
 
 ``dataset_download → train_model → lm_eval → model_registry``, parameterised by algorithm (``sft`` / ``osft`` /
-``lora``) and flavor (``expert`` / ``minimal``). A pipeline module
-(``pipelines/training/finetuning/<name>/pipeline.py``) only declares its algorithm, flavor and defaults and calls
-:func:`build_pipeline`.
+``lora``) and flavor (``expert`` / ``minimal``). A pipeline module (``pipelines/training/<name>/pipeline.py``, the
+RHOAI guide's paths) declares its compile-time constants (``PVC_SIZE``, ``PVC_STORAGE_CLASS``, ...), algorithm and
+flavor in a :class:`PipelineDeclaration`; run as a script it compiles ``pipeline.yaml`` beside itself.
 
 KFP reads a pipeline's parameters from its function signature, so :func:`build_pipeline` synthesises a function whose
 signature is the selected rows of :data:`~pipelines.training.finetuning.parameters.PARAMETERS`. Parameters a flavor
@@ -69,6 +69,18 @@ def _apply_secrets(tasks: dict[str, Any], settings: CompileSettings) -> None:
             )
 
 
+def _place_evaluation(task: Any, settings: CompileSettings) -> None:
+    """Requests the evaluation step's accelerator and pins it to GPU nodes (nothing when ``eval_gpus`` is 0)."""
+    from kfp import kubernetes
+
+    if not settings.eval_gpus:
+        return
+    task.set_accelerator_type(settings.eval_gpu_resource).set_accelerator_limit(settings.eval_gpus)
+    selector = settings.eval_node_selector_pair
+    if selector:
+        kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
+
+
 def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorithm: str) -> dict[str, Any]:
     """Calls the four components with the pipeline's values; returns the tasks by step."""
     from kfp import dsl
@@ -81,27 +93,30 @@ def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorit
     def args(step: str) -> dict[str, Any]:
         return {name: value for (s, name), value in values.items() if s == step}
 
-    data = dataset_download(**args("dataset"), max_seq_len=values[("train", "max_seq_len")])
+    data = dataset_download(**args("dataset"), max_seq_len=values[("train", "training_max_seq_len")])
     data.set_display_name("Download and validate dataset").set_caching_options(True)
     train = train_model(
         **args("train"),
-        algorithm=algorithm,
-        train_dataset=data.outputs["train_dataset"],
+        training_algorithm=algorithm,
+        dataset=data.outputs["train_dataset"],
         eval_dataset=data.outputs["eval_dataset"],
-        workspace_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
         hf_token_secret_name=settings.hf_token_secret,
         s3_secret_name=settings.s3_secret,
     )
     train.set_display_name(f"Fine-tune ({algorithm.upper()})").set_caching_options(False)
-    evaluation = lm_eval(**args("eval"), model=train.outputs["model"], eval_dataset=data.outputs["eval_dataset"])
+    evaluation = lm_eval(
+        **args("eval"), model=train.outputs["output_model"], eval_dataset=data.outputs["eval_dataset"]
+    )
     evaluation.set_display_name("Evaluate (lm-eval)").set_caching_options(False)
+    _place_evaluation(evaluation, settings)
     registry = model_registry(
         **args("registry"),
-        model=train.outputs["model"],
+        model=train.outputs["output_model"],
         eval_metrics=evaluation.outputs["metrics"],
-        train_metrics=train.outputs["metrics"],
+        train_metrics=train.outputs["output_metrics"],
         dataset=data.outputs["train_dataset"],
         pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
@@ -170,22 +185,43 @@ class PipelineDeclaration:
         flavor: ``expert`` or ``minimal``.
         description: The module docstring; shown in the dashboard (whitespace collapsed).
         defaults: ``{"<step>.<name>": value}`` defaults that differ from the shared table's.
+        compile_time: The module's compile-time constants (:func:`~.settings.constants_of`); ``KFP_FINETUNE_*``
+            variables and ``kfp-finetune compile`` flags override them.
     """
 
     algorithm: str
     flavor: str
     description: str
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
+    compile_time: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
         """``<algorithm>`` for the expert flavor, ``<algorithm>-minimal`` for the minimal one."""
         return self.algorithm if self.flavor == "expert" else f"{self.algorithm}-{self.flavor}"
 
+    def settings(self, **overrides: Any) -> CompileSettings:
+        """The module's constants, then ``KFP_FINETUNE_*`` variables, then ``overrides`` (e.g. CLI flags)."""
+        return CompileSettings.from_env(base=self.compile_time, **overrides)
+
     def build(self, settings: CompileSettings | None = None) -> Callable[..., Any]:
-        """The pipeline, built by :func:`build_pipeline` with ``settings``."""
+        """The pipeline, built by :func:`build_pipeline` with ``settings`` (default: :meth:`settings`)."""
         description = " ".join(self.description.split())
+        settings = settings or self.settings()
         return build_pipeline(self.algorithm, self.flavor, self.name, description, self.defaults, settings)
+
+    def compile_beside(self, module_file: str) -> str:
+        """Compiles the pipeline to ``pipeline.yaml`` beside ``module_file`` (the guide's compile command).
+
+        Returns:
+            The path written.
+        """
+        from pathlib import Path
+
+        output = Path(module_file).resolve().with_name("pipeline.yaml")
+        compile_pipeline(self.build(), str(output))
+        print(f"Compiled pipeline {self.name!r} to {output}")
+        return str(output)
 
 
 def compile_pipeline(pipeline: Any, output_path: str) -> str:

@@ -1,9 +1,14 @@
 """The run-time parameters of every fine-tuning pipeline, in dashboard order.
 
 One table serves all six pipelines, so the same concept has the same name everywhere. A parameter's dashboard name
-is ``phase_NN_<step>_<man|opt>_<name>``: ``NN`` orders the steps, ``man`` marks what a user must look at, ``opt`` what
-has a sensible default. ``<name>`` is the component argument it feeds, so a name stays the same from the pipeline
-parameter down to the component and the pure function.
+is ``phase_NN_<step>_<man|opt>_<short>`` (the RHOAI fine-tuning guide's scheme: ``phase_01_dataset_man_data_uri``,
+``phase_02_train_man_train_model``, ...): ``NN`` orders the steps, ``man`` marks what a user must look at, ``opt``
+what has a sensible default. Each row also names the component argument it feeds, so a parameter can be followed
+from the dashboard to the component.
+
+:data:`ALGORITHM_DEFAULTS` holds the defaults that differ per algorithm: the guide's hardware table (SFT: 4 nodes x 1
+GPU, 4 CPU and 64Gi per pod, with ``INSTRUCTLAB_NCCL_TIMEOUT_MS``; OSFT and LoRA: 1 node x 1 GPU, 8 CPU, 32Gi) and
+the learning rates.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ class PipelineParameter:
 
     Attributes:
         step: The pipeline step (component) it configures: ``dataset``, ``train``, ``eval`` or ``registry``.
-        name: The component argument it feeds (and the tail of its dashboard name).
+        name: The component argument it feeds.
+        short: The tail of its dashboard name (the RHOAI guide's names, e.g. ``train_model``).
         annotation: Its KFP type (``str``, ``int``, ``float``, ``bool``, ``list`` or ``dict``).
         default: Its default, or :data:`REQUIRED`.
         description: One line shown in the dashboard.
@@ -35,6 +41,7 @@ class PipelineParameter:
 
     step: str
     name: str
+    short: str
     annotation: type
     default: Any
     description: str
@@ -46,11 +53,17 @@ class PipelineParameter:
     def dashboard_name(self) -> str:
         """``phase_NN_<step>_<man|opt>_<name>``."""
         kind = "man" if self.must_look else "opt"
-        return f"phase_{STEPS[self.step]:02d}_{self.step}_{kind}_{self.name}"
+        return f"phase_{STEPS[self.step]:02d}_{self.step}_{kind}_{self.short}"
 
 
-def _p(step: str, name: str, annotation: type, default: Any, description: str, **flags: Any) -> PipelineParameter:
-    return PipelineParameter(step, name, annotation, default, description, **flags)
+def _p(
+    step: str, name: str, short: str, annotation: type, default: Any, description: str, **flags: Any
+) -> PipelineParameter:
+    return PipelineParameter(step, name, short, annotation, default, description, **flags)
+
+
+#: A parameter a user must look at, exposed by the minimal flavor too.
+MAN_MIN = {"must_look": True, "minimal": True}
 
 
 PARAMETERS: tuple[PipelineParameter, ...] = (
@@ -58,6 +71,7 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p(
         "dataset",
         "dataset_uri",
+        "data_uri",
         str,
         REQUIRED,
         "Training data: HF Hub 'org/name[:subset][@revision]', s3://bucket/key, http(s)://..., pvc://claim/path or a "
@@ -68,72 +82,140 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p(
         "dataset",
         "train_split_ratio",
+        "data_split",
         float,
         0.9,
         "Fraction of rows used for training; the rest is the held-out eval split (1.0 = no eval split).",
+        must_look=True,
     ),
-    _p("dataset", "subset_count", int, 0, "Use only this many rows (seeded sample); 0 = all rows."),
-    _p("dataset", "seed", int, 42, "Seed of the train/eval split and the subset sample."),
-    _p("dataset", "input_format", str, "auto", "auto | messages | alpaca | sharegpt | prompt_completion."),
-    _p("dataset", "hf_split", str, "train", "Split to read from a Hugging Face Hub dataset."),
-    _p("dataset", "on_invalid", str, "fail", "What to do with rows that break the chat format: fail | drop."),
-    _p("dataset", "max_invalid_fraction", float, 0.0, "With on_invalid=drop: fail when more rows than this are bad."),
-    _p("dataset", "allow_trailing_user", bool, False, "Accept conversations that end with a user turn."),
-    _p("dataset", "tokenizer_source", str, "", "Tokenizer (HF id or path) for token statistics; '' = none."),
-    _p("dataset", "max_download_bytes", int, 10737418240, "Refuse downloads larger than this many bytes."),
+    _p("dataset", "subset_count", "subset", int, 0, "Use only this many rows (seeded sample); 0 = all rows."),
+    _p("dataset", "seed", "seed", int, 42, "Seed of the train/eval split and the subset sample."),
+    _p("dataset", "input_format", "format", str, "auto", "auto | messages | alpaca | sharegpt | prompt_completion."),
+    _p("dataset", "hf_split", "hf_split", str, "train", "Split to read from a Hugging Face Hub dataset."),
+    _p(
+        "dataset",
+        "on_invalid",
+        "on_invalid",
+        str,
+        "fail",
+        "What to do with rows that break the chat format: fail | drop.",
+    ),
+    _p(
+        "dataset",
+        "max_invalid_fraction",
+        "max_invalid_fraction",
+        float,
+        0.0,
+        "With on_invalid=drop: fail when more rows than this are bad.",
+    ),
+    _p(
+        "dataset",
+        "allow_trailing_user",
+        "allow_trailing_user",
+        bool,
+        False,
+        "Accept conversations that end with a user turn.",
+    ),
+    _p(
+        "dataset",
+        "tokenizer_source",
+        "tokenizer",
+        str,
+        "",
+        "Tokenizer (HF id or path) for token statistics; '' = none.",
+    ),
+    _p(
+        "dataset",
+        "max_download_bytes",
+        "max_download_bytes",
+        int,
+        10737418240,
+        "Refuse downloads larger than this many bytes.",
+    ),
     # phase 02: training
     _p(
         "train",
-        "base_model",
+        "training_base_model",
+        "train_model",
         str,
         "Qwen/Qwen2.5-1.5B-Instruct",
-        "Base model: HF id, pvc://claim/path, s3://bucket/prefix or a local path.",
+        "Base model: HF id, oci://registry/repo:tag, pvc://claim/path, s3://bucket/prefix or a local path.",
         must_look=True,
         minimal=True,
     ),
-    _p("train", "num_epochs", int, 3, "Number of passes over the training split.", minimal=True),
-    _p("train", "effective_batch_size", int, 128, "Samples per optimizer step across all GPUs.", minimal=True),
+    _p("train", "training_num_epochs", "train_epochs", int, 3, "Number of passes over the training split.", **MAN_MIN),
     _p(
         "train",
-        "max_tokens_per_gpu",
+        "training_effective_batch_size",
+        "train_batch",
+        int,
+        128,
+        "Samples per optimizer step across all GPUs (effective batch size).",
+        **MAN_MIN,
+    ),
+    _p(
+        "train",
+        "training_max_tokens_per_gpu",
+        "train_tokens",
         int,
         64000,
-        "Token budget per GPU per micro-batch; lower it on OOM.",
-        minimal=True,
+        "Max tokens per GPU per micro-batch (memory cap); lower it on OOM.",
+        **MAN_MIN,
     ),
-    _p("train", "learning_rate", float, 5e-6, "Peak learning rate."),
-    _p("train", "max_seq_len", int, 8192, "Longest sample in tokens; longer samples are dropped by training."),
-    _p("train", "lr_scheduler", str, "cosine", "Learning-rate schedule (e.g. cosine, linear, constant)."),
-    _p("train", "warmup_steps", int, 0, "Linear warm-up steps."),
-    _p("train", "seed", int, 42, "Training seed."),
+    _p("train", "training_num_nodes", "train_workers", int, 1, "Training nodes (pods).", **MAN_MIN),
+    _p("train", "training_gpus_per_node", "train_gpu", int, 1, "GPUs (and training processes) per node.", **MAN_MIN),
     _p(
         "train",
-        "unfreeze_rank_ratio",
+        "training_unfreeze_rank_ratio",
+        "train_unfreeze",
         float,
         0.25,
         "OSFT: fraction of each weight's singular directions that is trained (the rest stays frozen), in (0, 1].",
-        minimal=True,
         algorithms=("osft",),
+        **MAN_MIN,
     ),
-    _p("train", "lora_r", int, 16, "LoRA rank.", minimal=True, algorithms=("lora",)),
-    _p("train", "lora_alpha", int, 32, "LoRA scaling alpha.", algorithms=("lora",)),
-    _p("train", "lora_dropout", float, 0.05, "LoRA dropout.", algorithms=("lora",)),
-    _p("train", "use_liger", bool, False, "Use Liger kernels."),
-    _p("train", "checkpoint_at_epoch", bool, False, "Save a checkpoint after every epoch."),
-    _p("train", "save_final_checkpoint", bool, True, "Save the final model."),
-    _p("train", "fsdp_sharding_strategy", str, "FULL_SHARD", "FSDP sharding strategy."),
-    _p("train", "resume", bool, True, "Resume from the newest complete checkpoint in the workspace."),
-    _p("train", "max_steps", int, 0, "Stop after this many optimizer steps; 0 = no limit."),
+    _p("train", "training_lora_r", "train_lora_r", int, 16, "LoRA rank.", algorithms=("lora",), **MAN_MIN),
+    _p("train", "training_learning_rate", "learning_rate", float, 5e-6, "Peak learning rate."),
     _p(
         "train",
-        "checkpoint_interval_steps",
+        "training_max_seq_len",
+        "max_seq_len",
+        int,
+        8192,
+        "Longest sample in tokens; longer samples are dropped by training.",
+    ),
+    _p(
+        "train",
+        "training_lr_scheduler",
+        "lr_scheduler",
+        str,
+        "cosine",
+        "Learning-rate schedule (e.g. cosine, linear, constant).",
+    ),
+    _p("train", "training_warmup_steps", "lr_warmup", int, 0, "Linear warm-up steps."),
+    _p("train", "training_seed", "seed", int, 42, "Training seed."),
+    _p("train", "training_lora_alpha", "lora_alpha", int, 32, "LoRA scaling alpha.", algorithms=("lora",)),
+    _p("train", "training_lora_dropout", "lora_dropout", float, 0.05, "LoRA dropout.", algorithms=("lora",)),
+    _p("train", "training_use_liger", "use_liger", bool, False, "Use Liger kernels."),
+    _p("train", "training_checkpoint_at_epoch", "save_epoch", bool, False, "Save a checkpoint after every epoch."),
+    _p("train", "training_save_final_checkpoint", "save_final", bool, True, "Save the final model."),
+    _p("train", "training_fsdp_sharding_strategy", "fsdp_sharding", str, "FULL_SHARD", "FSDP sharding strategy."),
+    _p(
+        "train", "training_resume", "resume", bool, True, "Resume from the newest complete checkpoint in the workspace."
+    ),
+    _p("train", "training_max_steps", "max_steps", int, 0, "Stop after this many optimizer steps; 0 = no limit."),
+    _p(
+        "train",
+        "training_checkpoint_interval_steps",
+        "checkpoint_interval",
         int,
         0,
         "Save a resumable checkpoint every N steps (and on SIGTERM); 0 = off.",
     ),
     _p(
         "train",
-        "mlflow_tracking_uri",
+        "training_mlflow_tracking_uri",
+        "mlflow_uri",
         str,
         "",
         "MLflow tracking URI for params, per-step metrics and the model "
@@ -141,56 +223,157 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     ),
     _p(
         "train",
-        "backend",
+        "training_launcher",
+        "launcher",
         str,
         "auto",
         "auto (TrainJob when Kubeflow Trainer and the runtime exist, else PyTorchJob) | "
-        "trainjob | pytorchjob (Training Operator v1; needs training_image) | local (in-process CPU).",
+        "trainjob | pytorchjob (Training Operator v1; needs the image) | local (in-process CPU).",
     ),
-    _p("train", "num_nodes", int, 1, "Training nodes (pods).", minimal=True),
-    _p("train", "gpus_per_node", int, 1, "GPUs (and training processes) per node.", minimal=True),
-    _p("train", "gpu_resource_name", str, "nvidia.com/gpu", "Extended resource name of the GPUs."),
-    _p("train", "cpu_per_node", str, "", "CPU request per node (e.g. '8'); '' = the runtime's."),
-    _p("train", "memory_per_node", str, "", "Memory request per node (e.g. '64Gi'); '' = the runtime's."),
-    _p("train", "runtime_name", str, "training-hub", "Trainer runtime the TrainJob references."),
-    _p("train", "runtime_kind", str, "ClusterTrainingRuntime", "ClusterTrainingRuntime | TrainingRuntime."),
-    _p("train", "training_image", str, "", "Training image; '' = the runtime's image."),
-    _p("train", "namespace", str, "", "Namespace of the TrainJob; '' = the pipeline's namespace."),
-    _p("train", "tolerations", list, [], "Tolerations of the training pods (Kubernetes JSON objects)."),
-    _p("train", "node_selector", dict, {}, "Node selector of the training pods."),
-    _p("train", "pod_labels", dict, {}, "Extra labels of the training pods."),
-    _p("train", "pod_annotations", dict, {}, "Extra annotations of the training pods."),
     _p(
-        "train", "cleanup_policy", str, "delete", "On failure, timeout or cancel: delete | keep | suspend the TrainJob."
+        "train",
+        "training_backend",
+        "backend",
+        str,
+        "",
+        "Training Hub backend (instructlab-training for SFT, mini-trainer for OSFT); '' = the algorithm's default.",
     ),
-    _p("train", "delete_on_success", bool, False, "Delete the TrainJob after it succeeds."),
-    _p("train", "start_timeout_seconds", int, 1800, "Fail when the training pods are not running after this long."),
-    _p("train", "timeout_seconds", int, 0, "Fail (and clean up) after this long in total; 0 = no limit."),
+    _p(
+        "train",
+        "training_gpu_resource_name",
+        "gpu_resource",
+        str,
+        "nvidia.com/gpu",
+        "Extended resource name of the GPUs.",
+    ),
+    _p(
+        "train", "training_cpu_per_node", "cpu", str, "", "CPU request per training pod (e.g. '8'); '' = the runtime's."
+    ),
+    _p(
+        "train",
+        "training_memory_per_node",
+        "memory",
+        str,
+        "",
+        "Memory request per training pod (e.g. '32Gi'); '' = the runtime's.",
+    ),
+    _p(
+        "train",
+        "training_env_vars",
+        "env_vars",
+        dict,
+        {},
+        "Extra environment variables of the training pods (no secrets).",
+    ),
+    _p("train", "training_runtime_name", "runtime", str, "training-hub", "Trainer runtime the TrainJob references."),
+    _p(
+        "train",
+        "training_runtime_kind",
+        "runtime_kind",
+        str,
+        "ClusterTrainingRuntime",
+        "ClusterTrainingRuntime | TrainingRuntime.",
+    ),
+    _p(
+        "train",
+        "training_image",
+        "image",
+        str,
+        "",
+        "Training image; '' = the runtime's image (required for PyTorchJob).",
+    ),
+    _p(
+        "train",
+        "training_namespace",
+        "namespace",
+        str,
+        "",
+        "Namespace of the training job; '' = the pipeline's namespace.",
+    ),
+    _p(
+        "train",
+        "training_tolerations",
+        "tolerations",
+        list,
+        [],
+        "Tolerations of the training pods (Kubernetes JSON objects).",
+    ),
+    _p("train", "training_node_selector", "node_selector", dict, {}, "Node selector of the training pods."),
+    _p("train", "training_pod_labels", "labels", dict, {}, "Extra labels of the training pods."),
+    _p("train", "training_pod_annotations", "annotations", dict, {}, "Extra annotations of the training pods."),
+    _p(
+        "train",
+        "training_cleanup_policy",
+        "cleanup_policy",
+        str,
+        "delete",
+        "On failure, timeout or cancel: delete | keep | suspend the training job.",
+    ),
+    _p(
+        "train",
+        "training_delete_on_success",
+        "delete_on_success",
+        bool,
+        False,
+        "Delete the training job after it succeeds.",
+    ),
+    _p(
+        "train",
+        "training_start_timeout_seconds",
+        "start_timeout",
+        int,
+        1800,
+        "Fail when the training pods are not running after this many seconds.",
+    ),
+    _p(
+        "train",
+        "training_timeout_seconds",
+        "timeout",
+        int,
+        0,
+        "Fail (and clean up) after this many seconds in total; 0 = no limit.",
+    ),
     # phase 03: evaluation
     _p(
         "eval",
         "task_names",
+        "eval_tasks",
         list,
         ["arc_easy"],
         "lm-eval tasks; the held-out split is always evaluated too.",
-        minimal=True,
+        **MAN_MIN,
     ),
-    _p("eval", "batch_size", str, "auto", "lm-eval batch size (auto or an integer)."),
-    _p("eval", "limit", int, -1, "Samples per task; -1 = all."),
-    _p("eval", "num_fewshot", int, -1, "Few-shot examples; -1 = the task's default."),
-    _p("eval", "gen_kwargs", dict, {}, 'Generation arguments (e.g. {"temperature": 0}).'),
-    _p("eval", "model_args", dict, {}, 'Extra model arguments of the lm-eval backend (e.g. {"dtype": "bfloat16"}).'),
-    _p("eval", "apply_chat_template", bool, True, "Format prompts with the model's chat template."),
-    _p("eval", "backend", str, "hf", "lm-eval model backend: hf | vllm (when in the image)."),
-    _p("eval", "seed", int, 42, "Evaluation seed."),
-    _p("eval", "log_samples", bool, False, "Keep per-sample outputs in the results artifact."),
-    _p("eval", "max_samples", int, 200, "Held-out split: evaluate at most this many conversations."),
-    _p("eval", "max_new_tokens", int, 64, "Held-out split: longest generated answer."),
-    _p("eval", "device", str, "", "Device for lm-eval (e.g. cuda:0, cpu); '' = a GPU when visible."),
-    _p("eval", "bootstrap_iters", int, 100000, "Bootstrap iterations for metric stderr (0 = no stderr)."),
+    _p("eval", "batch_size", "batch", str, "auto", "lm-eval batch size (auto or an integer)."),
+    _p("eval", "limit", "limit", int, -1, "Samples per task; -1 = all."),
+    _p("eval", "num_fewshot", "num_fewshot", int, -1, "Few-shot examples; -1 = the task's default."),
+    _p("eval", "gen_kwargs", "gen_kwargs", dict, {}, 'Generation arguments (e.g. {"temperature": 0}).'),
+    _p(
+        "eval",
+        "model_args",
+        "model_args",
+        dict,
+        {},
+        'Extra model arguments of the lm-eval backend (e.g. {"dtype": "bfloat16"}).',
+    ),
+    _p("eval", "apply_chat_template", "chat_template", bool, True, "Format prompts with the model's chat template."),
+    _p("eval", "backend", "backend", str, "hf", "lm-eval model backend: hf | vllm (when in the image)."),
+    _p("eval", "seed", "seed", int, 42, "Evaluation seed."),
+    _p("eval", "log_samples", "log_samples", bool, False, "Keep per-sample outputs in the results artifact."),
+    _p("eval", "max_samples", "heldout_samples", int, 200, "Held-out split: evaluate at most this many conversations."),
+    _p("eval", "max_new_tokens", "max_new_tokens", int, 64, "Held-out split: longest generated answer."),
+    _p("eval", "device", "device", str, "", "Device for lm-eval (e.g. cuda:0, cpu); '' = a GPU when visible."),
+    _p(
+        "eval",
+        "bootstrap_iters",
+        "bootstrap_iters",
+        int,
+        100000,
+        "Bootstrap iterations for metric stderr (0 = no stderr).",
+    ),
     _p(
         "eval",
         "allow_empty_eval_dataset",
+        "allow_empty_eval",
         bool,
         True,
         "Skip the held-out tasks when the eval split is empty (train_split_ratio 1.0) instead of failing.",
@@ -199,31 +382,87 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p(
         "registry",
         "registry_address",
+        "address",
         str,
         "",
         "Model Registry host (e.g. the route of the registry service); '' = skip registration.",
-        minimal=True,
+        **MAN_MIN,
     ),
-    _p("registry", "registry_port", int, 443, "Model Registry port."),
-    _p("registry", "model_name", str, "", "Registered model name.", minimal=True),
-    _p("registry", "model_version", str, "", "Version name; '' = derived from the run.", minimal=True),
-    _p("registry", "author", str, "", "Author recorded on the version."),
-    _p("registry", "description", str, "", "Description recorded on the version."),
-    _p("registry", "model_format_name", str, "pytorch", "Model format name (for serving)."),
-    _p("registry", "model_format_version", str, "1", "Model format version."),
-    _p("registry", "min_metric_name", str, "", "Gate: register only when this metric meets min_metric_value."),
-    _p("registry", "min_metric_value", float, 0.0, "Gate threshold."),
-    _p("registry", "model_uri", str, "", "Serving URI to register; '' = derived (pvc:// or the S3 upload)."),
-    _p("registry", "s3_upload_prefix", str, "", "s3://bucket/prefix to upload the model to before registering."),
     _p(
         "registry",
+        "model_name",
+        "reg_name",
+        str,
+        "",
+        "Registered model name (required when an address is set).",
+        **MAN_MIN,
+    ),
+    _p("registry", "model_version", "reg_version", str, "", "Version name; '' = derived from the run.", **MAN_MIN),
+    _p("registry", "author", "reg_author", str, "", "Author recorded on the version.", must_look=True),
+    _p("registry", "registry_port", "port", int, 443, "Model Registry port."),
+    _p("registry", "description", "description", str, "", "Description recorded on the version."),
+    _p("registry", "model_format_name", "format_name", str, "pytorch", "Model format name (for serving)."),
+    _p("registry", "model_format_version", "format_version", str, "1", "Model format version."),
+    _p(
+        "registry",
+        "min_metric_name",
+        "min_metric_name",
+        str,
+        "",
+        "Gate: register only when this metric meets min_metric_value.",
+    ),
+    _p("registry", "min_metric_value", "min_metric_value", float, 0.0, "Gate threshold."),
+    _p(
+        "registry",
+        "model_uri",
+        "model_uri",
+        str,
+        "",
+        "Serving URI to register; '' = derived (pvc:// or the S3 upload).",
+    ),
+    _p(
+        "registry",
+        "s3_upload_prefix",
+        "s3_upload_prefix",
+        str,
+        "",
+        "s3://bucket/prefix to upload the model to before registering.",
+    ),
+    _p(
+        "registry",
+        "storage_key",
         "storage_key",
         str,
         "",
         "Data-connection name recorded on the registered artifact (storageKey), so serving finds the S3 credentials.",
     ),
-    _p("registry", "is_secure", bool, True, "Verify the registry's TLS certificate."),
+    _p("registry", "is_secure", "is_secure", bool, True, "Verify the registry's TLS certificate."),
 )
+
+
+#: instructlab-training (Training Hub's SFT backend) falls back to torch's default collective timeout (10 minutes)
+#: when ``INSTRUCTLAB_NCCL_TIMEOUT_MS`` is unset; SFT pipelines set that value explicitly so that it shows in the
+#: dashboard and can be raised for slow multi-node networks.
+NCCL_TIMEOUT_ENV = {"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"}
+_ONE_NODE = {
+    "train.training_num_nodes": 1,
+    "train.training_gpus_per_node": 1,
+    "train.training_cpu_per_node": "8",
+    "train.training_memory_per_node": "32Gi",
+}
+#: Defaults that differ per algorithm (``"<step>.<name>"`` keys), from the guide's hardware table.
+ALGORITHM_DEFAULTS: dict[str, dict[str, Any]] = {
+    "sft": {
+        "train.training_learning_rate": 2e-05,
+        "train.training_num_nodes": 4,
+        "train.training_gpus_per_node": 1,
+        "train.training_cpu_per_node": "4",
+        "train.training_memory_per_node": "64Gi",
+        "train.training_env_vars": NCCL_TIMEOUT_ENV,
+    },
+    "osft": dict(_ONE_NODE),
+    "lora": {**_ONE_NODE, "train.training_learning_rate": 0.0002},
+}
 
 
 def parameters_for(algorithm: str, flavor: str) -> list[PipelineParameter]:
@@ -234,7 +473,7 @@ def parameters_for(algorithm: str, flavor: str) -> list[PipelineParameter]:
         flavor: ``expert`` (every knob) or ``minimal`` (the few that matter).
 
     Returns:
-        The exposed parameters.
+        The exposed parameters, with the algorithm's defaults (:data:`ALGORITHM_DEFAULTS`).
 
     Raises:
         ValueError: Unknown algorithm or flavor.
@@ -244,7 +483,9 @@ def parameters_for(algorithm: str, flavor: str) -> list[PipelineParameter]:
     if flavor not in FLAVORS:
         raise ValueError(f"flavor must be one of {FLAVORS}, got {flavor!r}")
     selected = [p for p in PARAMETERS if algorithm in p.algorithms and (flavor == "expert" or p.minimal)]
-    return sorted(selected, key=lambda p: (STEPS[p.step], not p.must_look, PARAMETERS.index(p)))
+    selected = with_defaults(selected, ALGORITHM_DEFAULTS[algorithm])
+    order = {(p.step, p.name): index for index, p in enumerate(PARAMETERS)}
+    return sorted(selected, key=lambda p: (STEPS[p.step], not p.must_look, order[p.step, p.name]))
 
 
 def with_defaults(parameters: list[PipelineParameter], defaults: dict[str, Any]) -> list[PipelineParameter]:

@@ -11,17 +11,21 @@ import dataclasses
 import os
 import re
 
+from components._common.workspace import PVC_ACCESS_MODES, PVC_SIZE, PVC_STORAGE_CLASS
+
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _ACCESS_MODES = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
 
-PVC_SIZE = "50Gi"
-PVC_STORAGE_CLASS = "nfs-csi"
-PVC_ACCESS_MODES = ("ReadWriteMany",)
 #: Secret names (RHOAI conventions). The pipeline mounts them as env vars; optional ones may be absent.
 KUBERNETES_CREDENTIALS_SECRET = "kubernetes-credentials"
 S3_SECRET = "s3-secret"
 HF_TOKEN_SECRET = "hf-token"
 OCI_PULL_SECRET = "oci-pull-secret-model-download"
+#: The evaluation step's accelerator: the guide's evaluation "needs ~1 GPU" on nodes labelled
+#: ``nvidia.com/gpu.present=true``. ``EVAL_GPUS = 0`` compiles a CPU-only evaluation step (no request, no selector).
+EVAL_GPUS = 1
+EVAL_GPU_RESOURCE = "nvidia.com/gpu"
+EVAL_NODE_SELECTOR = "nvidia.com/gpu.present=true"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +42,10 @@ class CompileSettings:
         s3_secret: Data-connection secret with the ``AWS_*`` keys (optional).
         hf_token_secret: Secret with ``HF_TOKEN`` (optional; needed for gated models and private datasets).
         oci_pull_secret: Secret with ``.dockerconfigjson`` for ``oci://`` model images (optional).
+        eval_gpus: Accelerators requested by the evaluation step (0 = CPU only: no request, no node selector).
+        eval_gpu_resource: Extended resource name of the evaluation step's accelerator.
+        eval_node_selector: ``key=value`` node selector of the evaluation step when it requests accelerators
+            ("" = none).
     """
 
     pvc_size: str = PVC_SIZE
@@ -48,6 +56,9 @@ class CompileSettings:
     s3_secret: str = S3_SECRET
     hf_token_secret: str = HF_TOKEN_SECRET
     oci_pull_secret: str = OCI_PULL_SECRET
+    eval_gpus: int = EVAL_GPUS
+    eval_gpu_resource: str = EVAL_GPU_RESOURCE
+    eval_node_selector: str = EVAL_NODE_SELECTOR
 
     def __post_init__(self) -> None:
         """Validates the settings, naming the offending setting and value."""
@@ -62,26 +73,57 @@ class CompileSettings:
         for field in ("kubernetes_credentials_secret", "s3_secret", "hf_token_secret", "oci_pull_secret"):
             if not getattr(self, field):
                 raise ValueError(f"{field} must name a Kubernetes secret, got an empty string")
+        if isinstance(self.eval_gpus, bool) or not isinstance(self.eval_gpus, int) or self.eval_gpus < 0:
+            raise ValueError(f"eval_gpus must be an integer >= 0, got {self.eval_gpus!r}")
+        if self.eval_gpus and not self.eval_gpu_resource:
+            raise ValueError("eval_gpu_resource must name an extended resource (e.g. nvidia.com/gpu), got ''")
+        if self.eval_node_selector and "=" not in self.eval_node_selector:
+            raise ValueError(
+                "eval_node_selector must be 'key=value' (e.g. nvidia.com/gpu.present=true), "
+                f"got {self.eval_node_selector!r}"
+            )
+
+    @property
+    def eval_node_selector_pair(self) -> tuple[str, str] | None:
+        """The evaluation step's node selector as ``(key, value)``, or None."""
+        if not self.eval_gpus or not self.eval_node_selector:
+            return None
+        key, value = self.eval_node_selector.split("=", 1)
+        return key.strip(), value.strip()
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> CompileSettings:
-        """Reads ``KFP_FINETUNE_<FIELD>`` variables (access modes comma-separated), then applies ``overrides``.
+    def from_env(
+        cls, environ: dict[str, str] | None = None, base: dict[str, object] | None = None, **overrides: object
+    ) -> CompileSettings:
+        """``base`` (a ``pipeline.py``'s constants), then ``KFP_FINETUNE_<FIELD>`` variables, then ``overrides``.
 
         Args:
-            environ: The environment to read (default ``os.environ``).
+            environ: The environment to read (default ``os.environ``); access modes are comma-separated.
+            base: Field values that replace the built-in defaults (see :func:`constants_of`).
             **overrides: Field values that win over the environment (``None`` values are ignored).
 
         Returns:
             The validated settings.
+
+        Raises:
+            ValueError: A value breaks a rule; the message names the setting (and the variable it came from).
         """
         environ = os.environ if environ is None else environ
-        values: dict[str, object] = {}
+        values: dict[str, object] = dict(base or {})
         for field in dataclasses.fields(cls):
-            raw = environ.get(f"KFP_FINETUNE_{field.name.upper()}")
-            if raw is not None:
-                values[field.name] = (
-                    tuple(m.strip() for m in raw.split(",") if m.strip()) if "modes" in field.name else raw
-                )
+            variable = f"KFP_FINETUNE_{field.name.upper()}"
+            raw = environ.get(variable)
+            if raw is None:
+                continue
+            if "modes" in field.name:
+                values[field.name] = tuple(m.strip() for m in raw.split(",") if m.strip())
+            elif field.type == "int":
+                try:
+                    values[field.name] = int(raw)
+                except ValueError:
+                    raise ValueError(f"{variable}={raw!r}: {field.name} must be an integer") from None
+            else:
+                values[field.name] = raw
         values.update({key: value for key, value in overrides.items() if value is not None})
         if "pvc_access_modes" in values:
             values["pvc_access_modes"] = tuple(values["pvc_access_modes"])
@@ -93,3 +135,16 @@ class CompileSettings:
         if self.pvc_storage_class:
             patch["storageClassName"] = self.pvc_storage_class
         return patch
+
+
+def constants_of(namespace: dict[str, object]) -> dict[str, object]:
+    """The compile-time constants a ``pipeline.py`` declares at its top (``PVC_SIZE`` -> ``pvc_size``, ...).
+
+    Args:
+        namespace: The module's ``globals()``.
+
+    Returns:
+        The :class:`CompileSettings` fields whose upper-case names the module defines.
+    """
+    fields = {field.name for field in dataclasses.fields(CompileSettings)}
+    return {name.lower(): value for name, value in namespace.items() if name.isupper() and name.lower() in fields}

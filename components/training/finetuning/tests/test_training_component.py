@@ -58,19 +58,21 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's file store, read back below
     store = f"file:{tmp_path / 'mlruns'}"
     train_model.python_func(
-        train_dataset=dataset,
+        dataset=dataset,
         eval_dataset=dsl.Dataset(uri=str(eval_data)),
-        **out,
-        base_model=str(tiny_model_dir),
+        output_model=out["model"],
+        output_metrics=out["metrics"],
+        output_loss_chart=out["report"],
+        training_base_model=str(tiny_model_dir),
         task_config=None,
-        algorithm="lora",
-        backend="local",
-        lora_r=4,
-        workspace_path=str(workspace),
+        training_algorithm="LoRA",
+        training_launcher="local",
+        training_lora_r=4,
+        pvc_path=str(workspace),
         run_id="run-1",
         task_name="train-model",
-        mlflow_tracking_uri=store,
-        **FAST,
+        training_mlflow_tracking_uri=store,
+        **{f"training_{name}": value for name, value in FAST.items()},
     )
     model_dir = Path(out["model"].path)
     assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
@@ -113,9 +115,9 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
         ({"algorithm": "dpo"}, "algorithm='dpo': must be one of sft, osft, lora"),
         ({"unfreeze_rank_ratio": 0.0}, r"unfreeze_rank_ratio=0.0: must be in \(0, 1\]"),
         ({"lora_r": 0}, "lora_r=0: LoRA rank must be >= 1"),
-        ({"backend": "slurm"}, "backend='slurm': must be one of trainjob, local"),
+        ({"backend": "slurm"}, "training_launcher='slurm': must be one of trainjob, local"),
         ({"cleanup_policy": "forget"}, "cleanup_policy='forget'"),
-        ({"backend": "pytorchjob"}, "training_image='': required when the backend is pytorchjob"),
+        ({"backend": "pytorchjob"}, "training_image='': required when the launcher is pytorchjob"),
         ({"lr_scheduler": "linear"}, "lr_scheduler='linear' is not supported by training-hub sft"),
     ],
 )
@@ -158,15 +160,15 @@ def test_runs_through_kfp_local(kfp_local, tiny_model_dir, demo_dataset_path):
     def fine_tune(base_model: str, source: str) -> dsl.Model:
         data = _chat_splits(source=source)
         trained = train_model(
-            train_dataset=data.outputs["train"],
+            dataset=data.outputs["train"],
             eval_dataset=data.outputs["evaluation"],
-            base_model=base_model,
-            algorithm="osft",
-            backend="local",
-            unfreeze_rank_ratio=0.5,
-            **FAST,
+            training_base_model=base_model,
+            training_algorithm="osft",
+            training_launcher="local",
+            training_unfreeze_rank_ratio=0.5,
+            **{f"training_{name}": value for name, value in FAST.items()},
         )
-        return trained.outputs["model"]
+        return trained.outputs["output_model"]
 
     model = fine_tune(base_model=str(tiny_model_dir), source=str(demo_dataset_path)).output
     assert model.metadata["algorithm"] == "osft" and model.metadata["backend"] == "local"
@@ -258,7 +260,7 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
         env=[{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     )
-    seen = {}
+    seen, logged = {}, []
     with kube_api.in_background(lambda: _play_the_cluster(kube_api, tmp_path, seen)):
         outcome = run_train_model(
             train_dataset=dataset,
@@ -277,12 +279,25 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
             seed=7,
             unfreeze_rank_ratio=0.3,
             s3_secret_name="models-s3",
+            hub_backend="mini-trainer",
+            env_vars={"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"},
             api_client=kube_api.api_client,
-            log=lambda line: None,
+            log=logged.append,
             kube_options={"poll_interval_seconds": 0.2},
         )
     manifest = seen["manifest"]
     validate_trainjob({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")})
+    # The guide's troubleshooting hooks: the "Job: <namespace>/<name>" log line and the pods' job-name label.
+    name = manifest["metadata"]["name"]
+    assert f"Job: {NS}/{name}" in logged
+    if manifest["kind"] == "TrainJob":
+        (patch,) = manifest["spec"]["runtimePatches"]
+        (replicated,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        assert replicated["template"]["spec"]["template"]["metadata"]["labels"] == {
+            "training.kubeflow.org/job-name": name
+        }
+    env = {e["name"]: e.get("value") for e in manifest["spec"]["trainer"]["env"]}
+    assert env["INSTRUCTLAB_NCCL_TIMEOUT_MS"] == "600000"
     trainer = manifest["spec"]["trainer"]
     run_dir = Path(trainer["args"][1]).parent
     assert trainer["command"] == ["python", str(run_dir / "entrypoint.py")] and trainer["numNodes"] == 2
@@ -297,6 +312,7 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
     assert set(call["kwargs"]) <= set(spec["parameters"]) | set(spec["kwargs_accepted"])
     kwargs = call["kwargs"]
     assert (kwargs["seed"], kwargs["unfreeze_rank_ratio"], kwargs["max_steps"]) == (7, 0.3, 40)
+    assert kwargs["backend"] == "mini-trainer"  # training_backend: Training Hub's backend
     assert (kwargs["nnodes"], kwargs["nproc_per_node"], kwargs["rdzv_endpoint"]) == (2, 4, "tj-node-0-0:29500")
     assert kwargs["model_path"] == str(tiny_model_dir) and kwargs["data_path"] == str(run_dir / "data/train.jsonl")
     # The outputs name the real checkpoint on the workspace and the TrainJob; metrics come from its log.
@@ -340,7 +356,7 @@ def test_auto_falling_back_to_pytorchjob_needs_an_image_before_anything_is_submi
         volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
         volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
     )
-    with pytest.raises(TrainingConfigError, match=r"training_image='': required .*backend='auto'"):
+    with pytest.raises(TrainingConfigError, match=r"training_image='': required .*training_launcher='auto'"):
         run_train_model(
             train_dataset=dataset,
             **out,

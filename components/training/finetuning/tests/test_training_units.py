@@ -35,7 +35,7 @@ SNAPSHOT = Path(__file__).resolve().parents[1] / "training_hub_signatures.json"
 )
 def test_config_rejects_bad_values_naming_parameter_and_value(name, value, rule):
     params = {"base_model": "org/model", name: value}
-    with pytest.raises(TrainingConfigError, match=rf"train_model parameter {name}=.*{rule}"):
+    with pytest.raises(TrainingConfigError, match=rf"train_model parameter training_{name}=.*{rule}"):
         TrainingConfig.from_params(**params)
 
 

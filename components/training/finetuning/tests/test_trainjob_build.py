@@ -63,6 +63,30 @@ def test_minimal_job_is_exactly_this():
                 "numProcPerNode": 1,
                 "resourcesPerNode": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
             },
+            # The pods carry the label the RHOAI guide's troubleshooting selects them by.
+            "runtimePatches": [
+                {
+                    "manager": "kfp-finetune.kubeflow.org/train-model",
+                    "trainingRuntimeSpec": {
+                        "template": {
+                            "spec": {
+                                "replicatedJobs": [
+                                    {
+                                        "name": "node",
+                                        "template": {
+                                            "spec": {
+                                                "template": {
+                                                    "metadata": {"labels": {"training.kubeflow.org/job-name": name}}
+                                                }
+                                            }
+                                        },
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                }
+            ],
         },
     }
     validate_trainjob(manifest)
@@ -135,7 +159,10 @@ def test_multi_node_multi_gpu_osft_job_carries_every_setting_to_the_pods():
                                     "spec": {
                                         "template": {
                                             "metadata": {
-                                                "labels": {"team": "ml"},
+                                                "labels": {
+                                                    "team": "ml",
+                                                    "training.kubeflow.org/job-name": manifest["metadata"]["name"],
+                                                },
                                                 "annotations": {"sidecar.istio.io/inject": "false"},
                                             },
                                             "spec": {
@@ -193,6 +220,7 @@ def test_tolerations_only_job_and_cpu_only_job_validate():
     validate_trainjob(tolerated)
     patch = tolerated["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
     assert patch["template"]["spec"]["template"] == {
+        "metadata": {"labels": {"training.kubeflow.org/job-name": tolerated["metadata"]["name"]}},
         "spec": {
             "tolerations": [
                 GPU_TOLERATION,

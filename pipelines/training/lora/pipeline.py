@@ -1,0 +1,25 @@
+"""LoRA fine-tuning: trains low-rank adapters on a frozen base model.
+
+Dataset download and validation, a TrainJob, lm-eval evaluation and Model Registry registration; every knob
+exposed.
+"""
+
+# =============================================================================
+# PVC Configuration (COMPILE-TIME settings)
+# =============================================================================
+PVC_SIZE = "50Gi"
+PVC_STORAGE_CLASS = "nfs-csi"
+PVC_ACCESS_MODES = ["ReadWriteMany"]
+PIPELINE_NAME = "lora-pipeline"
+
+# The steps' settings are compile-time too; see pipelines/training/finetuning/settings.py for every name
+# (KFP_FINETUNE_<NAME> environment variables and `kfp-finetune compile` flags override the constants above).
+
+from pipelines.training.finetuning.definition import PipelineDeclaration  # noqa: E402
+from pipelines.training.finetuning.settings import constants_of  # noqa: E402
+
+DECLARATION = PipelineDeclaration("lora", "expert", __doc__, compile_time=constants_of(globals()))
+pipeline = DECLARATION.build()
+
+if __name__ == "__main__":
+    DECLARATION.compile_beside(__file__)

@@ -1,0 +1,24 @@
+"""Orthogonal subspace fine-tuning (OSFT), minimal flavor.
+
+Only the parameters that matter are exposed (RHOAI defaults: unfreeze ratio 0.25, lr 5e-6, batch 128).
+"""
+
+# =============================================================================
+# PVC Configuration (COMPILE-TIME settings)
+# =============================================================================
+PVC_SIZE = "50Gi"
+PVC_STORAGE_CLASS = "nfs-csi"
+PVC_ACCESS_MODES = ["ReadWriteMany"]
+PIPELINE_NAME = "osft-minimal-pipeline"
+
+# The steps' settings are compile-time too; see pipelines/training/finetuning/settings.py for every name
+# (KFP_FINETUNE_<NAME> environment variables and `kfp-finetune compile` flags override the constants above).
+
+from pipelines.training.finetuning.definition import PipelineDeclaration  # noqa: E402
+from pipelines.training.finetuning.settings import constants_of  # noqa: E402
+
+DECLARATION = PipelineDeclaration("osft", "minimal", __doc__, compile_time=constants_of(globals()))
+pipeline = DECLARATION.build()
+
+if __name__ == "__main__":
+    DECLARATION.compile_beside(__file__)
