@@ -14,12 +14,10 @@ exit: errors, the deadline, and SIGTERM (the component turns SIGTERM into ``Syst
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import http.client
 import os
 import shutil
-import socket
 import ssl
 import threading
 import time
@@ -29,6 +27,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from .deadlines import (
+    Watchdog,
+    WatchedHTTPHandler,
+    WatchedHTTPSHandler,
+    deadline_error,
+    hub_deadline,
+)
 from .locations import (
     DatasetSourceError,
     local_data_files,
@@ -73,93 +78,6 @@ class HttpOptions:
     deadline_s: float = 3 * 3600.0
 
 
-class DownloadDeadlineExceeded(DatasetSourceError):
-    """The fetch outlived :attr:`HttpOptions.deadline_s` (a slow or trickling server); never retried."""
-
-
-class _Watchdog:
-    """Shuts down the sockets of a download at its deadline, waking up any read blocked on them.
-
-    A per-read socket timeout cannot bound a server that sends one byte just often enough; shutting the socket down
-    from a timer thread can. :attr:`expired` tells the reader why its stream ended.
-    """
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.expired = False
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
-        self._timer.daemon = True
-
-    def __enter__(self) -> _Watchdog:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._timer.cancel()
-
-    def watch(self, sock: socket.socket) -> None:
-        """Adds a socket to shut down at the deadline (at once if it has passed)."""
-        with self._lock:
-            self._sockets.append(sock)
-            if self.expired:
-                self._shutdown(sock)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self._sockets:
-                self._shutdown(sock)
-
-    @staticmethod
-    def _shutdown(sock: socket.socket) -> None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-class _WatchedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, *args, watchdog: _Watchdog, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._watchdog = watchdog
-
-    def connect(self) -> None:
-        super().connect()
-        self._watchdog.watch(self.sock)
-
-
-class _WatchedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args, watchdog: _Watchdog, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._watchdog = watchdog
-
-    def connect(self) -> None:
-        super().connect()
-        self._watchdog.watch(self.sock)
-
-
-class _WatchedHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, watchdog: _Watchdog) -> None:
-        super().__init__()
-        self._watchdog = watchdog
-
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_WatchedHTTPConnection, watchdog=self._watchdog), req)
-
-
-class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, watchdog: _Watchdog, context: ssl.SSLContext) -> None:
-        super().__init__(context=context)
-        self._watchdog = watchdog
-        self._ssl_context = context
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        connection = functools.partial(_WatchedHTTPSConnection, watchdog=self._watchdog)
-        return self.do_open(connection, req, context=self._ssl_context)
-
-
 def fetch_dataset(
     uri: str,
     download_dir: Path,
@@ -197,7 +115,7 @@ def fetch_dataset(
         return fetch_s3(uri, download_dir, max_bytes, http)
     if kind == "http":
         return fetch_http(uri, download_dir, max_bytes, http)
-    return fetch_hf(uri, download_dir, hf_split, max_bytes)
+    return fetch_hf(uri, download_dir, hf_split, max_bytes, http)
 
 
 # --- HTTP(S) -----------------------------------------------------------------------------------------------------
@@ -223,32 +141,25 @@ def _http_error(url: str, status: int, reason: str) -> DatasetSourceError:
     return DatasetSourceError(f"dataset_uri={url!r}: HTTP {status} ({meaning})")
 
 
-def _deadline_error(url: str, options: HttpOptions, size: int) -> DownloadDeadlineExceeded:
-    return DownloadDeadlineExceeded(
-        f"dataset_uri={url!r}: download deadline of {options.deadline_s:g} s exceeded after {size} bytes "
-        "(the server is too slow or stalls); retry later, or copy the file to S3 or a PVC"
-    )
-
-
 def _download_once(url: str, target: Path, max_bytes: int, options: HttpOptions, deadline: float) -> str:
     """One GET into ``target`` (a temporary name); returns the revision (ETag, Last-Modified or content sha256).
 
     ``timeout_s`` bounds each wait for bytes (the stall timeout); ``deadline`` (``time.monotonic()``) the whole
-    attempt, headers included, through a :class:`_Watchdog`.
+    attempt, headers included, through a :class:`~.deadlines.Watchdog`.
     """
     request = urllib.request.Request(url, headers={"User-Agent": "kfp-finetune-dataset-download"})
     size = 0
-    with _Watchdog(deadline) as watchdog:
+    with Watchdog(deadline) as watchdog:
         if url.lower().startswith("https://"):
-            opener = urllib.request.build_opener(_WatchedHTTPSHandler(watchdog, tls_context()))
+            opener = urllib.request.build_opener(WatchedHTTPSHandler(watchdog, tls_context()))
         else:
-            opener = urllib.request.build_opener(_WatchedHTTPHandler(watchdog))
+            opener = urllib.request.build_opener(WatchedHTTPHandler(watchdog))
         stall = max(0.001, min(options.timeout_s, deadline - time.monotonic()))
         try:
             response = opener.open(request, timeout=stall)
         except (OSError, http.client.HTTPException):
             if watchdog.expired:
-                raise _deadline_error(url, options, size) from None
+                raise deadline_error(url, options.deadline_s, size) from None
             raise
         with response:
             declared = response.headers.get("Content-Length")
@@ -266,13 +177,13 @@ def _download_once(url: str, target: Path, max_bytes: int, options: HttpOptions,
                         digest.update(chunk)
                         handle.write(chunk)
                         if time.monotonic() > deadline:
-                            raise _deadline_error(url, options, size)
+                            raise deadline_error(url, options.deadline_s, size)
                 except (OSError, http.client.HTTPException):
                     if watchdog.expired:
-                        raise _deadline_error(url, options, size) from None
+                        raise deadline_error(url, options.deadline_s, size) from None
                     raise
             if watchdog.expired:
-                raise _deadline_error(url, options, size)
+                raise deadline_error(url, options.deadline_s, size)
             if declared is not None and size != int(declared):
                 raise ConnectionError(f"the connection closed after {size} of {declared} bytes")
         etag = response.headers.get("ETag") or response.headers.get("Last-Modified")
@@ -306,7 +217,7 @@ def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOption
                 if attempt == options.attempts:
                     raise DatasetSourceError(f"dataset_uri={url!r}: {error!r} after {attempt} attempts") from None
             if time.monotonic() + delay >= deadline:
-                raise _deadline_error(url, options, 0)
+                raise deadline_error(url, options.deadline_s, 0)
             time.sleep(delay)
             delay *= 2
     finally:
@@ -415,7 +326,7 @@ def _s3_download(client, bucket: str, key: str, target: Path, uri: str, options:
             timer.cancel()
             body.close()
         if time.monotonic() > deadline:
-            raise _deadline_error(uri, options, size)
+            raise deadline_error(uri, options.deadline_s, size)
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
@@ -506,10 +417,13 @@ def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = 
     return DatasetSourceError(f"dataset_uri: {where}: {text}")
 
 
-def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int) -> FetchedData:
+def fetch_hf(
+    uri: str, download_dir: Path, split: str, max_bytes: int, options: HttpOptions = HttpOptions()
+) -> FetchedData:
     """Downloads the files of one subset/split of a Hub dataset at a pinned commit (token from ``HF_TOKEN``).
 
-    The endpoint is ``HF_ENDPOINT`` read at call time (a mirror, or a local stub in tests).
+    The endpoint is ``HF_ENDPOINT`` read at call time (a mirror, or a local stub in tests). ``options.timeout_s`` is
+    the stall timeout of each request and ``options.deadline_s`` the deadline of the whole fetch.
     """
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
@@ -534,17 +448,19 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int) -> Fetche
             )
         )
 
+    deadline = time.monotonic() + options.deadline_s
     try:
-        info = HfApi(endpoint=endpoint, token=token).dataset_info(
-            ref.repo_id, revision=ref.revision or None, files_metadata=True
-        )
-        sizes = {sibling.rfilename: sibling.size or 0 for sibling in info.siblings or []}
-        configs = card_configs(download("README.md", info.sha).read_text("utf-8")) if "README.md" in sizes else []
-        selected = select_hf_files(sorted(sizes), ref.subset, split, configs, uri)
-        total = sum(sizes[name] for name in selected)
-        if total > max_bytes:
-            raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
-        files = [download(name, info.sha) for name in selected]
+        with hub_deadline(uri, deadline, options.deadline_s, options.timeout_s):
+            info = HfApi(endpoint=endpoint, token=token).dataset_info(
+                ref.repo_id, revision=ref.revision or None, files_metadata=True
+            )
+            sizes = {sibling.rfilename: sibling.size or 0 for sibling in info.siblings or []}
+            configs = card_configs(download("README.md", info.sha).read_text("utf-8")) if "README.md" in sizes else []
+            selected = select_hf_files(sorted(sizes), ref.subset, split, configs, uri)
+            total = sum(sizes[name] for name in selected)
+            if total > max_bytes:
+                raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
+            files = [download(name, info.sha) for name in selected]
     except DatasetSourceError:
         raise
     except (HfHubHTTPError, OSError, ValueError) as error:  # ValueError: huggingface_hub's offline/entry errors

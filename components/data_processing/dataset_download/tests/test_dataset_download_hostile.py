@@ -25,7 +25,8 @@ import pytest
 from components._common.chat_format import ChatFormatError
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.prepare import prepare_dataset
-from components.data_processing.dataset_download.sources import DownloadDeadlineExceeded, HttpOptions, fetch_dataset
+from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
+from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
 from components.data_processing.dataset_download.validate import validate_local_files
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
@@ -271,3 +272,33 @@ def test_unreachable_hub_is_one_line(hub_stub, tmp_path, monkeypatch, endpoint):
         fetch_dataset("org/chat@abc", tmp_path / "dl")
     _one_line_naming(error, "'org/chat'", "'abc'", f"cannot reach {endpoint}", "HF_ENDPOINT")
     assert time.monotonic() - started < 60
+
+
+# --- secrets ----------------------------------------------------------------------------------------------------------
+
+
+def test_secret_values_never_reach_the_dataset_steps_errors_or_output(http_file_server, tmp_path, monkeypatch, capsys):
+    secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    http_file_server.script("/chat.jsonl", 404)
+    url = http_file_server.url_for("chat.jsonl") + "?signature=" + secret
+    with pytest.raises(DatasetSourceError) as error:
+        prepare_dataset(url, tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl")
+    out, err = capsys.readouterr()
+    assert "HTTP 404" in str(error.value) and "signature=***" in str(error.value)
+    assert secret not in str(error.value) + out + err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_trickling_hub_fails_at_the_overall_deadline(trickling_server, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    server = trickling_server(interval_s=0.5)
+    monkeypatch.setenv("HF_ENDPOINT", server.url.rsplit("/", 1)[0])
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    options = HttpOptions(timeout_s=5.0, deadline_s=2.0)
+    started = time.monotonic()
+    with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 2 s exceeded"):
+        fetch_dataset("org/slow", tmp_path / "dl", http=options)
+    assert time.monotonic() - started < 4.0
+    assert not [path for path in (tmp_path / "dl").rglob("*") if path.is_file()]
