@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from components._common.chat_format import ChatFormatError
+from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.prepare import prepare_dataset
-from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
 from components.data_processing.dataset_download.validate import validate_local_files
 
