@@ -149,3 +149,31 @@ def test_parameter_docs_become_the_docstring_and_the_dashboard_descriptions(tmp_
     assert parameters["count"]["description"] == "How many times."
     with pytest.raises(ValueError, match=r"unknown parameters \['typo'\]"):
         with_parameter_docs(step, {"typo": "x"})
+
+
+def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path):
+    """The chat format, masking and termination modules reach every step's pod, and its modules import from there."""
+    import subprocess
+    import sys
+
+    spec = yaml.safe_load_all((REPO_ROOT / "pipelines/training/sft/pipeline.yaml").read_text())
+    pipeline = next(iter(spec))
+    imports = {
+        "exec-dataset-download": "components.data_processing.dataset_download.prepare",
+        "exec-train-model": "components.training.finetuning.train",
+        "exec-lm-eval": "components.evaluation.lm_eval.custom_task",
+        "exec-model-registry": "components.deployment.kubeflow_model_registry.step",
+    }
+    for executor, module in imports.items():
+        archive = _embedded_archive(
+            {"deploymentSpec": {"executors": {executor: pipeline["deploymentSpec"]["executors"][executor]}}}
+        )
+        root = tmp_path / executor
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(root, filter="data")
+        for shared in ("chat_format.py", "masking.py", "termination.py"):
+            assert (root / "components" / "_common" / shared).is_file(), (executor, shared)
+        probe = f"import sys; sys.path.insert(0, {str(root)!r}); import {module} as m; print(m.__file__)"
+        done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip().startswith(str(root)), done.stdout

@@ -51,6 +51,7 @@ RULES: dict[str, str] = {
     "last_not_assistant": "a held-out conversation must end with the assistant's reference answer",
     "no_user_turn": "a held-out conversation needs a user message before the reference answer",
     "bad_compression": "a .gz file must be a complete gzip stream",
+    "bad_parquet": "a .parquet file must be a complete, readable Parquet file",
     "no_rows": "a data file must hold at least one row",
 }
 #: The rules only the held-out evaluation applies (it scores the final assistant turn against a prompt).

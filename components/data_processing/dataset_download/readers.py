@@ -22,6 +22,7 @@ from typing import IO
 from components._common.chat_format import (
     COMPRESSION_ERRORS,
     UTF8_BOM,
+    ChatFormatError,
     Unreadable,
     bad_compression,
     decode_json,
@@ -168,14 +169,21 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, object]]:
 
 
 def _iter_parquet(path: Path) -> Iterator[tuple[int, object]]:
+    import pyarrow
     import pyarrow.parquet as pq
 
     index = 0
-    with pq.ParquetFile(path) as parquet:
-        for batch in parquet.iter_batches(batch_size=512):
-            for row in batch.to_pylist():
-                yield index, row
-                index += 1
+    try:
+        with pq.ParquetFile(path) as parquet:
+            for batch in parquet.iter_batches(batch_size=512):
+                for row in batch.to_pylist():
+                    yield index, row
+                    index += 1
+    except (pyarrow.ArrowException, OSError) as error:
+        where = f"after row {index - 1}" if index else "at its start"
+        raise ChatFormatError(
+            path.name, "bad_parquet", f"unreadable {where} ({type(error).__name__}: {str(error)[:200]}); re-create it"
+        ) from None
 
 
 def iter_rows(path: Path) -> Iterator[tuple[int, object]]:

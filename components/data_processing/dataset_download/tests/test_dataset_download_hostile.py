@@ -65,6 +65,20 @@ def test_truncated_and_fake_gzip_name_the_file_and_the_rule(tmp_path):
         assert "re-create or re-download" in message
 
 
+def test_fake_and_truncated_parquet_name_the_file_and_the_rule(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([ROW] * 50), tmp_path / "whole.parquet")
+    data = (tmp_path / "whole.parquet").read_bytes()
+    (tmp_path / "cut.parquet").write_bytes(data[: len(data) // 2])
+    (tmp_path / "fake.parquet").write_bytes(LINE)
+    for name in ("cut.parquet", "fake.parquet"):
+        with pytest.raises(ChatFormatError) as error:
+            validate_local_files([tmp_path / name], "x", input_format="messages")
+        assert str(error.value).startswith(f"{name} [bad_parquet] unreadable") and "\n" not in str(error.value)
+
+
 def test_invalid_utf8_is_a_reject_per_line(tmp_path):
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(LINE + '{"messages": [{"role": "user", "content": "café"}]}\n'.encode("latin-1") + LINE)
