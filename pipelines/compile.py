@@ -48,7 +48,9 @@ def set_image_settings(base_image: str | None = None, runtime_image: str | None 
         os.environ[IMAGE_VARIABLES[key]] = value
 
 
-def compile_named(name: str, output_path: Path, settings: CompileSettings | Mapping[str, Any] | None = None) -> Path:
+def compile_named(
+    name: str, output_path: Path, settings: CompileSettings | Mapping[str, Any] | None = None
+) -> Path:
     """Compiles pipeline ``name`` to ``output_path``.
 
     Args:
