@@ -16,4 +16,5 @@ pytest_plugins = [
     "tests.harness.http_server",
     "tests.harness.registry_stub",
     "tests.harness.kfp_api_stub",
+    "tests.harness.oci_registry",
 ]

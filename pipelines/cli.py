@@ -35,7 +35,7 @@ def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
         ("kubernetes-credentials-secret", "KUBERNETES_SERVER_URL / KUBERNETES_AUTH_TOKEN"),
         ("s3-secret", "the data connection's AWS_* keys"),
         ("hf-token-secret", "HF_TOKEN"),
-        ("oci-pull-secret", ".dockerconfigjson for oci:// models"),
+        ("oci-pull-secret", "OCI_PULL_SECRET_MODEL_DOWNLOAD or .dockerconfigjson (config.json) for oci:// models"),
     ):
         group.add_argument(f"--{secret}", help=f"name of the (optional) secret with {meaning}")
 

@@ -4,6 +4,18 @@
 # when pyproject.toml changed since the last successful install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The oci:// base-model tests run a real OCI registry (CNCF distribution, Debian's docker-registry), push with skopeo
+# and make htpasswd (bcrypt) files with apache2-utils. Installed where apt is available; without them those tests skip
+# with the reason. Failure here never stops the Python set-up.
+if ! command -v docker-registry >/dev/null || ! command -v skopeo >/dev/null || ! command -v htpasswd >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing docker-registry, skopeo, apache2-utils (OCI registry tests)..." >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry skopeo apache2-utils; } \
+      >/dev/null 2>&1 || echo "setup: could not install the OCI registry tools; those tests will skip" >&2
+  else
+    echo "setup: docker-registry/skopeo/htpasswd missing and apt unavailable; the OCI registry tests will skip" >&2
+  fi
+fi
 PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-.venv}"
 stamp="$VENV/.kfp-finetune-installed"

@@ -23,6 +23,8 @@ MAX_STRING_CHARS = 4000
 #: Model artifact metadata copied as-is (key in the metadata -> custom property name).
 MODEL_METADATA_KEYS = {
     "base_model": "base_model",
+    "base_model_digest": "base_model_digest",  # oci:// base models: the manifest digest the reference resolved to
+    "base_model_resolved": "base_model_resolved_uri",  # ... and the reference pinned to it (oci://...@sha256:...)
     "algorithm": "algorithm",
     "trainjob_name": "trainjob_name",
     "backend": "training_backend",

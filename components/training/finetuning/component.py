@@ -15,6 +15,7 @@ from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0"]
 PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
 PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
+PACKAGES += ["oras==0.2.43"]  # oci:// base models: the registry client (imported only for oci:// models)
 PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,
     dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
@@ -77,6 +78,8 @@ def train_model(
     training_delete_on_success: bool = False,
     training_start_timeout_seconds: int = 1800,
     training_timeout_seconds: int = 0,
+    training_oci_insecure: bool = False,
+    training_oci_ca_bundle: str = "",
     hf_token_secret_name: str = "hf-token",
     s3_secret_name: str = "",
     run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,
@@ -135,6 +138,8 @@ def train_model(
         delete_on_success=training_delete_on_success,
         start_timeout_seconds=training_start_timeout_seconds,
         timeout_seconds=training_timeout_seconds,
+        oci_insecure=training_oci_insecure,
+        oci_ca_bundle=training_oci_ca_bundle,
         hf_token_secret_name=hf_token_secret_name,
         s3_secret_name=s3_secret_name,
         run_id=run_id,

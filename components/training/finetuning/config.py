@@ -50,7 +50,8 @@ class TrainingConfig:
     """Every hyper-parameter of one fine-tuning run (names as in ``train_model``).
 
     Attributes:
-        base_model: HF model id, local directory, ``pvc://<path>`` or ``s3://bucket/prefix``.
+        base_model: HF model id, local directory, ``pvc://<path>``, ``s3://bucket/prefix`` or
+            ``oci://registry/repository[:tag|@sha256:digest]`` (pulled by ``train_model``, see :mod:`.oci_model`).
         algorithm: ``sft`` (full fine-tune), ``osft`` (orthogonal subspace fine-tune) or ``lora``.
         num_epochs: Passes over the training data.
         effective_batch_size: Samples per optimizer step (split into micro-batches by ``max_tokens_per_gpu``).
@@ -128,7 +129,11 @@ class TrainingConfig:
         """
         self._check_types(source)
         checks = [
-            ("base_model", bool(self.base_model.strip()), "must name a model (HF id, path, pvc:// or s3:// URI)"),
+            (
+                "base_model",
+                bool(self.base_model.strip()),
+                "must name a model (HF id, path, pvc://, s3:// or oci:// URI)",
+            ),
             ("algorithm", self.algorithm in ALGORITHMS, f"must be one of {', '.join(ALGORITHMS)}"),
             ("num_epochs", self.num_epochs >= 1, "must be >= 1"),
             ("effective_batch_size", self.effective_batch_size >= 1, "must be >= 1"),

@@ -4,8 +4,9 @@ Delivery: ``train_model`` copies this file, the JSON config and the dataset onto
 the TrainJob pods mount at the same path. The training image (Training Hub's runtime) has none of this project's
 code, and a PVC file is visible to every node at once, survives pod restarts (so a retried pod resumes from the
 same checkpoint directory) and needs no image build. Hence this module uses only the standard library (``boto3`` /
-``huggingface_hub`` are imported lazily for ``s3://`` and Hub models). The local backend reuses
-:func:`load_chat_rows` and :func:`resolve_model_source`.
+``huggingface_hub`` are imported lazily for ``s3://`` and Hub models). An ``oci://`` base model is pulled onto the
+PVC by ``train_model`` before the job is submitted and arrives as the run config's ``model_path``. The local backend
+reuses :func:`load_chat_rows` and :func:`resolve_model_source`.
 
 Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json``.
 """
@@ -318,10 +319,16 @@ def resolve_model_source(
         local = cache_dir / f"s3-{hashlib.sha256(base_model.encode()).hexdigest()[:16]}"
         if not local.is_dir():
             _download_s3(base_model, local, env)
+    elif base_model.startswith("oci://"):
+        raise EntrypointError(
+            f"base_model={base_model!r}: oci:// models are pulled by train_model before training starts "
+            "(run config 'model_path'); this run config has none, so re-run train_model rather than the pod alone"
+        )
     elif "://" in base_model:
         scheme = base_model.split("://", 1)[0]
         raise EntrypointError(
-            f"base_model={base_model!r}: scheme {scheme}:// is not supported; use a path, pvc://, s3:// or an HF id"
+            f"base_model={base_model!r}: scheme {scheme}:// is not supported; use a path, pvc://, s3://, oci:// or "
+            "an HF id"
         )
     elif base_model.startswith(("/", ".")) or Path(base_model).exists():
         local = Path(base_model)
@@ -347,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run_config = json.loads(args.config.read_text(encoding="utf-8"))
     env = dict(os.environ)
-    model_path = resolve_model_source(
+    model_path = run_config.get("model_path") or resolve_model_source(
         run_config["base_model"], Path(run_config["model_cache_dir"]), run_config.get("pvc_mounts", {}), env
     )
     function_name, kwargs = training_hub_call(run_config, env, model_path=model_path)

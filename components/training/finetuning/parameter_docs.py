@@ -15,8 +15,9 @@ PARAMETER_DOCS = {
     ),
     "training_base_model": (
         "HF id (downloaded with `HF_TOKEN`), local path, `pvc://<claim>/<path>` (claim mounted via the "
-        "volumes passthrough), `s3://<bucket>/<prefix>` (RHOAI data-connection env). `oci://` is not "
-        "supported yet."
+        "volumes passthrough), `s3://<bucket>/<prefix>` (RHOAI data-connection env), or "
+        "`oci://<registry>/<repository>[:<tag>|@sha256:<digest>]` (a modelcar's `/models` or an ORAS artifact, "
+        "pulled once per run into the workspace with the `OCI_PULL_SECRET_MODEL_DOWNLOAD` config.json)."
     ),
     "task_config": (
         "Volumes (workspace PVC), tolerations, node selector, affinity, env of the task, handed to the TrainJob."
@@ -80,6 +81,13 @@ PARAMETER_DOCS = {
     "s3_secret_name": (
         "Data-connection secret: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_S3_ENDPOINT`, `AWS_DEFAULT_REGION`."
     ),
+    "training_oci_insecure": (
+        "oci:// base models: skip TLS verification and allow plain HTTP (in-cluster registries only); default verifies."
+    ),
+    "training_oci_ca_bundle": (
+        "oci:// base models: CA bundle (PEM file path in the task, or PEM text) that verifies the registry's TLS "
+        "certificate; '' = the system CAs (or REQUESTS_CA_BUNDLE)."
+    ),
     "training_cleanup_policy": (
         "On failure/timeout/cancel: `delete` \\| `keep` \\| `suspend` the TrainJob/PyTorchJob."
     ),
@@ -97,7 +105,9 @@ PARAMETER_DOCS = {
         "The final model in Hugging Face save_pretrained layout (weights + tokenizer); metadata: "
         "checkpoint_path (its real location on the workspace PVC), base_model, algorithm, "
         "hyperparameters, dataset_uri, dataset_sha256, trainjob_name (the TrainJob or PyTorchJob), "
-        "backend (the one used), mlflow_run_id ('' without tracking)."
+        "backend (the one used), mlflow_run_id ('' without tracking); for an oci:// base model also "
+        "base_model_digest (the manifest digest it resolved to), base_model_resolved (the reference pinned to it) "
+        "and base_model_path (the pulled copy on the workspace)."
     ),
     "output_metrics": (
         "final_loss, min_loss, steps, train_seconds, tokens_per_second (the last value logged); eval_loss "

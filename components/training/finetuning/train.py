@@ -10,6 +10,9 @@ Everything is checked before anything trains or is submitted (:func:`validate_pa
   same spec; needs ``training_image``).
 * ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers (:func:`.backends.select_backend`).
 
+An ``oci://`` base model is pulled into the workspace by this task first (:func:`stage_base_model`,
+:mod:`.oci_model`), so every backend and every node reads a local, digest-verified copy.
+
 Finally the model is copied into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata naming the real
 checkpoint location, and ``Metrics`` and the HTML report are written.
 
@@ -151,7 +154,54 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
             raise TrainingConfigError(f"train_model (training_launcher={backend}): " + "; ".join(problems))
     if backend == "pytorchjob":
         require_training_image("pytorchjob", params)
+    _validate_oci_params(config.base_model, params)
     return config
+
+
+def _validate_oci_params(base_model: str, params: Mapping[str, Any]) -> None:
+    """An ``oci://`` base model must be a valid reference; the TLS options must not contradict each other."""
+    if params.get("oci_insecure", False) and str(params.get("oci_ca_bundle") or "").strip():
+        raise TrainingConfigError(
+            "train_model parameters training_oci_insecure=True and training_oci_ca_bundle: contradict each other "
+            "(insecure skips TLS verification); keep the CA bundle and set training_oci_insecure=False, or clear "
+            "training_oci_ca_bundle"
+        )
+    if base_model.startswith("oci://"):
+        from components.training.finetuning.oci_auth import OciModelError, parse_oci_uri
+
+        try:
+            parse_oci_uri(base_model, "train_model parameter training_base_model")
+        except OciModelError as error:
+            raise TrainingConfigError(str(error)) from None
+
+
+def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str]]:
+    """Pulls an ``oci://`` base model into the workspace (once per run; a retry reuses the verified copy).
+
+    The pull runs here, in the ``train_model`` task, before any training pod exists: see the README's
+    "Base models from OCI registries" for why.
+
+    Returns:
+        ``(local model directory, lineage facts)``, or ``(None, {})`` when the base model is not ``oci://``.
+
+    Raises:
+        oci_model.OciModelError: The model cannot be pulled (one line naming the reference and the fix).
+    """
+    base_model = plan.config.base_model
+    if not base_model.startswith("oci://"):
+        return None, {}
+    from components.training.finetuning import oci_model
+
+    pulled = oci_model.pull_model(
+        base_model,
+        plan.workspace / "train_model" / "model_cache",
+        os.environ,
+        insecure=bool(plan.params.get("oci_insecure", False)),
+        ca_bundle=str(plan.params.get("oci_ca_bundle") or ""),
+        log=log,
+    )
+    facts = {"base_model_digest": pulled.digest, "base_model_resolved": pulled.uri, "base_model_path": str(pulled.path)}
+    return str(pulled.path), facts
 
 
 def require_training_image(backend: str, params: Mapping[str, Any]) -> None:
@@ -298,12 +348,14 @@ def run_train_model(
         with start_tracking(plan, log) as tracker:
             tracker.log_params(tracking_params(plan, facts))
             if plan.backend == "local":
-                trained = _train_local(plan, on_step=tracker.log_step)
+                trained = _train_local(plan, on_step=tracker.log_step, log=log)
             else:
                 trained = _train_on_cluster(plan, api_client, log, kube_options or {})
                 for record in trained.records:
                     tracker.log_step(record)
             tracker.log_params({"backend_used": trained.backend})
+            if trained.extra_metadata.get("base_model_digest"):
+                tracker.log_params({"base_model_digest": trained.extra_metadata["base_model_digest"]})
             trained.extra_metadata["mlflow_run_id"] = tracker.run_id
             outcome = publish_outputs(plan, trained, model, metrics, report, facts, temporary)
             tracker.log_model_location(outcome.checkpoint_path)
@@ -353,15 +405,17 @@ def _require_local_training_packages(algorithm: str) -> None:
         )
 
 
-def _train_local(plan: RunPlan, on_step: Any = None) -> Trained:
+def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> Trained:
     config = plan.config
-    source = entrypoint.resolve_model_source(
-        config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
-    )
+    source, model_facts = stage_base_model(plan, log)
+    if source is None:
+        source = entrypoint.resolve_model_source(
+            config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
+        )
     result = local_backend.train_locally(
         config, plan.data_file, plan.run_dir / "output", model_source=source, eval_data=plan.eval_file, on_step=on_step
     )
-    extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or "")}
+    extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or ""), **model_facts}
     if result.adapter_dir is not None:
         extra["adapter_path"] = str(result.adapter_dir)
     return Trained(result.final_model_dir, result.records, result.train_seconds, "", extra, result.eval_loss, "local")
@@ -397,11 +451,13 @@ def write_run_config(
     eval_file: Path | None,
     task_config: Any,
     nproc_per_node: int = 1,
+    model_path: str | None = None,
 ) -> Path:
     """Stages the entrypoint, the data and ``run_config.json`` in the run directory for the TrainJob pods.
 
     ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
-    controller injects no ``PET_*`` variables (older Training Operator v1).
+    controller injects no ``PET_*`` variables (older Training Operator v1). ``model_path`` is a base model already
+    staged on the workspace (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
 
     Returns:
         The config file.
@@ -423,6 +479,8 @@ def write_run_config(
         "hyperparameters": config.hyperparameters(),
         "nproc_per_node": nproc_per_node,
     }
+    if model_path:
+        run_config["model_path"] = model_path
     path = run_dir / RUN_CONFIG_FILE
     write_text_atomically(path, json.dumps(run_config, indent=1, sort_keys=True))
     return path
@@ -546,6 +604,7 @@ def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping
     _check_workspace_reaches_pods(plan.task_config, plan.run_dir)
     api_client = api_client or kube.load_api_client()
     backend = resolve_backend(plan, api_client, log)
+    model_path, model_facts = stage_base_model(plan, log)
     config_path = write_run_config(
         plan.config,
         plan.run_dir,
@@ -553,8 +612,9 @@ def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping
         plan.eval_file,
         plan.task_config,
         max(int(params.get("gpus_per_node", 1)), 1),
+        model_path=model_path,
     )
-    entrypoint.training_hub_call(json.loads(config_path.read_text()), {})  # the mapping fails here, not in the pod
+    entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
     manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
@@ -573,7 +633,7 @@ def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping
     )
     records = metrics_module.read_metrics(ckpt_dir)
     seconds = records[-1].get("time") or time.perf_counter() - started
-    return Trained(find_final_checkpoint(ckpt_dir), records, seconds, name, backend=backend)
+    return Trained(find_final_checkpoint(ckpt_dir), records, seconds, name, model_facts, backend=backend)
 
 
 def publish_outputs(

@@ -48,6 +48,9 @@ _SECRET_ENV_NAME = re.compile(
     r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|KUBERNETES_AUTH_TOKEN)$"
     r"|(_TOKEN|_PASSWORD|_SECRET|_SECRET_KEY|_API_KEY)$"
 )
+#: Secret env of the ``train_model`` task that its training pods never get: the OCI pull secret (the task pulls an
+#: ``oci://`` base model onto the workspace before submitting, so the pods need no registry credentials).
+LAUNCHER_ONLY_SECRET_ENV = frozenset({"OCI_PULL_SECRET_MODEL_DOWNLOAD", "OCI_PULL_SECRET_DOCKERCONFIGJSON"})
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 _TOLERATION_OPERATORS = {"Exists", "Equal"}
 _TOLERATION_EFFECTS = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"}
@@ -484,6 +487,8 @@ def _split_task_env(env: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], l
         source = item.get("valueFrom")
         if source is None:
             literal[name] = str(item.get("value", ""))
+        elif name in LAUNCHER_ONLY_SECRET_ENV:
+            continue
         elif set(source) == {"secretKeyRef"}:
             ref = source["secretKeyRef"]
             secret.append(SecretEnvVar(name, ref.get("name", ""), ref.get("key", ""), bool(ref.get("optional", False))))
@@ -529,7 +534,8 @@ def spec_from_task_config(task_config: Any = None, **explicit: Any) -> TrainJobS
 
     Lists (volumes, mounts, tolerations) are joined, task config first (a name given twice must mean the same thing);
     dicts (env, node selector) are merged with explicit keys winning; an explicit affinity or resource replaces the
-    task config's. Task-config env entries with ``secretKeyRef`` become :class:`SecretEnvVar`.
+    task config's. Task-config env entries with ``secretKeyRef`` become :class:`SecretEnvVar`, except the task's own
+    (:data:`LAUNCHER_ONLY_SECRET_ENV`).
 
     Args:
         task_config: A ``dsl.TaskConfig``, its dict form (``nodeSelector``/``volumeMounts`` keys accepted) or None.

@@ -21,6 +21,12 @@ from pipelines.training.finetuning.parameters import REQUIRED, PipelineParameter
 from pipelines.training.finetuning.settings import CompileSettings
 
 _AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_S3_BUCKET")
+#: The OCI pull secret: the guide's key, and ``.dockerconfigjson`` of a kubernetes.io/dockerconfigjson pull secret
+#: (``oc create secret docker-registry``), each optional; train_model reads the first that is set.
+_OCI_PULL_SECRET_KEYS = {
+    "OCI_PULL_SECRET_MODEL_DOWNLOAD": "OCI_PULL_SECRET_MODEL_DOWNLOAD",
+    ".dockerconfigjson": "OCI_PULL_SECRET_DOCKERCONFIGJSON",
+}
 
 
 def _docstring(title: str, exposed: list[PipelineParameter]) -> str:
@@ -57,7 +63,7 @@ def _apply_secrets(tasks: dict[str, Any], settings: CompileSettings) -> None:
             (settings.kubernetes_credentials_secret, kube),
             (settings.hf_token_secret, hf),
             (settings.s3_secret, s3),
-            (settings.oci_pull_secret, {".dockerconfigjson": "OCI_PULL_SECRET_MODEL_DOWNLOAD"}),
+            (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
         ],
         "eval": [(settings.hf_token_secret, hf)],
         "registry": [(settings.s3_secret, s3)],

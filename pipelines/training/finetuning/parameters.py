@@ -139,7 +139,8 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
         "train_model",
         str,
         "Qwen/Qwen2.5-1.5B-Instruct",
-        "Base model: HF id, oci://registry/repo:tag, pvc://claim/path, s3://bucket/prefix or a local path.",
+        "Base model: HF id, oci://registry/repo:tag (a modelcar image, pulled with the oci-pull-secret-model-download "
+        "secret), pvc://claim/path, s3://bucket/prefix or a local path.",
         must_look=True,
         minimal=True,
     ),
@@ -229,6 +230,22 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
         "auto",
         "auto (TrainJob when Kubeflow Trainer and the runtime exist, else PyTorchJob) | "
         "trainjob | pytorchjob (Training Operator v1; needs the image) | local (in-process CPU).",
+    ),
+    _p(
+        "train",
+        "training_oci_insecure",
+        "oci_insecure",
+        bool,
+        False,
+        "oci:// base model: skip TLS verification and allow plain HTTP (in-cluster registries only).",
+    ),
+    _p(
+        "train",
+        "training_oci_ca_bundle",
+        "oci_ca_bundle",
+        str,
+        "",
+        "oci:// base model: CA bundle (PEM path in the task, or PEM text) for the registry's TLS; '' = system CAs.",
     ),
     _p(
         "train",

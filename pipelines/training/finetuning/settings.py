@@ -41,7 +41,8 @@ class CompileSettings:
             the task's service account is used when absent).
         s3_secret: Data-connection secret with the ``AWS_*`` keys (optional).
         hf_token_secret: Secret with ``HF_TOKEN`` (optional; needed for gated models and private datasets).
-        oci_pull_secret: Secret with ``.dockerconfigjson`` for ``oci://`` model images (optional).
+        oci_pull_secret: Secret with a Docker config.json for ``oci://`` base models (optional): key
+            ``OCI_PULL_SECRET_MODEL_DOWNLOAD`` (the guide's) or ``.dockerconfigjson`` (a docker-registry secret).
         eval_gpus: Accelerators requested by the evaluation step (0 = CPU only: no request, no node selector).
         eval_gpu_resource: Extended resource name of the evaluation step's accelerator.
         eval_node_selector: ``key=value`` node selector of the evaluation step when it requests accelerators

@@ -401,8 +401,11 @@ def test_model_sources(tmp_path):
     assert resolved == str(tmp_path / "claim-root" / "models" / "m")
     with pytest.raises(entrypoint.EntrypointError, match="PVC 'other' is not mounted"):
         entrypoint.resolve_model_source("pvc://other/m", tmp_path, mounts, {})
-    with pytest.raises(entrypoint.EntrypointError, match="scheme oci:// is not supported"):
+    # oci:// is pulled by train_model before the job starts; a pod without the staged model_path says so.
+    with pytest.raises(entrypoint.EntrypointError, match="oci:// models are pulled by train_model before training"):
         entrypoint.resolve_model_source("oci://quay.io/x/y:1", tmp_path, mounts, {})
+    with pytest.raises(entrypoint.EntrypointError, match="scheme gs:// is not supported"):
+        entrypoint.resolve_model_source("gs://bucket/m", tmp_path, mounts, {})
     with pytest.raises(entrypoint.EntrypointError, match="does not exist"):
         entrypoint.resolve_model_source(str(tmp_path / "missing"), tmp_path, mounts, {})
 

@@ -1,0 +1,167 @@
+"""Pulls an ``oci://`` base model into the workspace: once per run, verified by digest, never half-written.
+
+:func:`pull_model` resolves the reference (:mod:`.oci_client`, the ``oras`` SDK), downloads and checks every layer,
+takes the model out of them (:mod:`.oci_layers`) and keeps it in ``<cache_root>/oci/sha256-<manifest digest>/``. That
+directory is staged as a hidden ``.partial-*`` sibling on the same filesystem and renamed into place only when
+complete, with ``pull.json`` (digest, file sizes) inside; any error removes the partial copy. A retried task reuses a
+complete copy after checking the digest and the sizes (a pinned ``@sha256:`` reference needs no registry call at
+all).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from components.training.finetuning.oci_auth import OciModelError, parse_oci_uri
+from components.training.finetuning.oci_client import connect, download_blob, fetch_manifest, resolve_image_manifest
+from components.training.finetuning.oci_layers import (
+    TITLE_ANNOTATION,
+    add_artifact_layer,
+    extract_modelcar_layer,
+    is_tar_layer,
+    locate_model,
+)
+
+PULL_RECORD = "pull.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class PulledModel:
+    """A model pulled (or reused) from an OCI registry.
+
+    Attributes:
+        path: The model directory (holds ``config.json``), used like a local model.
+        digest: The manifest digest the reference resolved to (``sha256:...``).
+        uri: The reference pinned to that digest (``oci://host/repo@sha256:...``).
+        reused: Whether a complete copy from an earlier attempt was reused.
+    """
+
+    path: Path
+    digest: str
+    uri: str
+    reused: bool = False
+
+
+def _verified_copy(final: Path, digest: str) -> Path | None:
+    """The model path of a complete earlier pull of ``digest`` whose files all have their recorded sizes."""
+    try:
+        record = json.loads((final / PULL_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("digest") != digest:
+        return None
+    for name, size in (record.get("files") or {}).items():
+        path = final / name
+        if not path.is_file() or path.stat().st_size != size:
+            return None
+    return final / record["model_dir"]
+
+
+def _ca_bundle_file(ca_bundle: str, oci_root: Path) -> str:
+    value = ca_bundle.strip()
+    if not value:
+        return ""
+    if value.startswith("-----BEGIN"):
+        path = oci_root / f".ca-{hashlib.sha256(value.encode()).hexdigest()[:16]}.pem"
+        path.write_text(value + "\n")
+        return str(path)
+    if not Path(value).is_file():
+        raise OciModelError(
+            f"training_oci_ca_bundle={value!r}: no such file; give a PEM file path in the task or PEM text"
+        )
+    return value
+
+
+def pull_model(
+    uri: str,
+    cache_root: Path,
+    env: Mapping[str, str],
+    *,
+    insecure: bool = False,
+    ca_bundle: str = "",
+    log: Callable[[str], None] = print,
+    source: str = "training_base_model",
+) -> PulledModel:
+    """Pulls ``uri`` into ``<cache_root>/oci/sha256-<hex>/`` (or reuses a verified complete copy).
+
+    Args:
+        uri: ``oci://<registry>/<repository>[:<tag>|@sha256:<digest>]``.
+        cache_root: A directory on the workspace shared with the training pods.
+        env: Environment holding the pull secret (see :mod:`.oci_auth`); never logged.
+        insecure: Skip TLS verification and allow plain HTTP (in-cluster registries).
+        ca_bundle: A CA bundle (PEM file path or PEM text) to verify the registry's certificate with.
+        log: Progress sink.
+        source: The parameter named in errors.
+
+    Returns:
+        The pulled model.
+
+    Raises:
+        OciModelError: Any problem, as one line naming the reference and what to fix.
+    """
+    ref = parse_oci_uri(uri, source)
+    where = f"{source}={uri!r}"
+    oci_root = Path(cache_root) / "oci"
+    oci_root.mkdir(parents=True, exist_ok=True)
+    for stale in oci_root.glob(".partial-*"):  # left by an attempt that was killed mid-pull
+        shutil.rmtree(stale, ignore_errors=True)
+    if ref.digest:
+        reused = _verified_copy(oci_root / ref.digest.replace(":", "-"), ref.digest)
+        if reused is not None:
+            log(f"{source}: reusing the verified copy of {ref.uri()} at {reused}")
+            return PulledModel(reused, ref.digest, ref.uri(), reused=True)
+    connection = connect(ref, env, insecure, _ca_bundle_file(ca_bundle, oci_root), where)
+    top, digest = fetch_manifest(connection, ref.reference)
+    final = oci_root / digest.replace(":", "-")
+    reused = _verified_copy(final, digest)
+    if reused is not None:
+        log(f"{source}: {ref.uri()} is {digest}; reusing the verified copy at {reused}")
+        return PulledModel(reused, digest, ref.uri(digest), reused=True)
+    shutil.rmtree(final, ignore_errors=True)  # incomplete or tampered: pull afresh
+    started = time.monotonic()
+    manifest = resolve_image_manifest(connection, top)
+    staging = Path(tempfile.mkdtemp(dir=oci_root, prefix=f".partial-{digest.replace(':', '-')}-"))
+    try:
+        model_dir = staging / "model"
+        model_dir.mkdir()
+        layers = manifest.get("layers") or []
+        log(f"{source}: pulling {ref.uri()} ({digest}, {len(layers)} layers) from {ref.registry}")
+        for index, descriptor in enumerate(layers):
+            annotations = descriptor.get("annotations") or {}
+            media_type = str(descriptor.get("mediaType", ""))
+            if not annotations.get(TITLE_ANNOTATION) and not is_tar_layer(media_type):
+                continue  # neither an ORAS file nor an image layer (e.g. a signature blob)
+            blob = staging / f".layer-{index}"
+            download_blob(connection, descriptor, blob)
+            if annotations.get(TITLE_ANNOTATION):
+                add_artifact_layer(blob, descriptor, model_dir, where)
+            else:
+                extract_modelcar_layer(blob, model_dir, where)
+            blob.unlink(missing_ok=True)
+        located = locate_model(model_dir, where, digest)
+        files = {p.relative_to(staging).as_posix(): p.stat().st_size for p in model_dir.rglob("*") if p.is_file()}
+        record = {
+            "digest": digest,
+            "uri": ref.uri(digest),
+            "source": ref.uri(),
+            "model_dir": located.relative_to(staging).as_posix(),
+            "files": files,
+        }
+        (staging / PULL_RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))
+        try:
+            staging.rename(final)
+        except OSError:  # another attempt completed the same digest first: keep its copy if it verifies
+            if _verified_copy(final, digest) is None:
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    total = sum(files.values())
+    log(f"{source}: pulled {len(files)} files ({total / 1e6:.1f} MB) in {time.monotonic() - started:.1f} s to {final}")
+    return PulledModel(final / record["model_dir"], digest, ref.uri(digest))

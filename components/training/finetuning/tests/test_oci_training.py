@@ -1,0 +1,227 @@
+"""``train_model`` from an ``oci://`` base model on a real registry: local backend, TrainJob and PyTorchJob (kmock).
+
+The pull runs in the ``train_model`` task before anything is submitted; the job's pods read the copy on the
+workspace (``run_config.json``'s ``model_path``), and the model's metadata and registry lineage carry the digest.
+"""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+
+from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
+from components.training.finetuning import train_model
+from components.training.finetuning.oci_auth import OciModelError
+from components.training.finetuning.train import run_train_model
+from tests.harness.kube import condition
+from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER
+
+pytestmark = pytest.mark.slow
+
+NS = "team-a"
+FAST = {"effective_batch_size": 16, "learning_rate": 3e-3, "max_seq_len": 256, "max_tokens_per_gpu": 1024}
+FAKE_TRAINING_HUB = """
+import json, os, shutil
+from pathlib import Path
+
+def _record(function, kwargs):
+    Path(os.environ["FAKE_HUB_CALLS"]).write_text(json.dumps({"function": function, "kwargs": kwargs}))
+    out = Path(kwargs["ckpt_output_dir"])
+    shutil.copytree(kwargs["model_path"], out / "hf_format" / "samples_8.0")
+    with open(out / "training_metrics_0.jsonl", "w") as handle:
+        handle.write(json.dumps({"step": 1, "epoch": 0, "lr": 1e-5, "loss": 1.5, "tokens_per_second": 10.0}) + "\\n")
+
+def sft(**kwargs): _record("sft", kwargs)
+def osft(**kwargs): _record("osft", kwargs)
+def lora_sft(**kwargs): _record("lora_sft", kwargs)
+"""
+
+
+def _artifacts(tmp_path, demo_dataset_path):
+    data = tmp_path / "in" / "train.jsonl"
+    data.parent.mkdir(parents=True)
+    shutil.copyfile(demo_dataset_path, data)
+    outputs = {
+        name: cls(uri=str(tmp_path / "out" / name))
+        for name, cls in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))
+    }
+    (tmp_path / "out").mkdir()
+    return dsl.Dataset(uri=str(data)), outputs
+
+
+def _secret(host):
+    auth = base64.b64encode(f"{AUTH_USER}:{AUTH_PASSWORD}".encode()).decode()
+    return json.dumps({"auths": {host: {"auth": auth}}})
+
+
+def test_local_backend_trains_from_an_oci_modelcar(oci_registry, demo_dataset_path, tmp_path):
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    workspace = tmp_path / "ws"
+    uri = f"oci://{oci_registry.host}/models/tiny:1"
+    digest = oci_registry.digests["models/tiny:1"]
+    lines = []
+    run_train_model(
+        train_dataset=dataset,
+        **out,
+        base_model=uri,
+        backend="local",
+        oci_insecure=True,
+        workspace_path=str(workspace),
+        run_id="run-oci",
+        task_name="train-model",
+        max_steps=2,
+        log=lines.append,
+        **FAST,
+    )
+    meta = out["model"].metadata
+    assert meta["base_model"] == uri and meta["base_model_digest"] == digest
+    assert meta["base_model_resolved"] == f"oci://{oci_registry.host}/models/tiny@{digest}"
+    staged = Path(meta["base_model_path"])
+    assert (
+        staged.is_relative_to(workspace / "train_model" / "model_cache" / "oci") and (staged / "config.json").is_file()
+    )
+    assert (Path(out["model"].path) / "model.safetensors").is_file() and out["metrics"].metadata["steps"] == 2
+    assert any(f"pulling {uri}" in line for line in lines)
+    props = lineage_properties(ArtifactInfo(out["model"].uri, out["model"].path, meta), RunInfo("run-oci"))
+    assert props["base_model_digest"] == digest and props["base_model_resolved_uri"].endswith(digest)
+
+
+@dsl.component(install_kfp_package=False)
+def _copy_dataset(source: str, data: dsl.Output[dsl.Dataset]):
+    open(data.path, "w").write(open(source).read())
+
+
+def test_the_component_pulls_with_the_secret_through_kfp_local(
+    kfp_local, oci_registry_auth, demo_dataset_path, monkeypatch
+):
+    """The KFP component, as a pipeline runs it: guide-named arguments, the pull secret from the task's env."""
+    monkeypatch.setenv("OCI_PULL_SECRET_MODEL_DOWNLOAD", _secret(oci_registry_auth.host))
+    digest = oci_registry_auth.digests["models/tiny:1"]
+
+    @dsl.pipeline
+    def fine_tune(base_model: str, source: str) -> dsl.Model:
+        data = _copy_dataset(source=source)
+        trained = train_model(
+            dataset=data.outputs["data"],
+            training_base_model=base_model,
+            training_launcher="local",
+            training_oci_insecure=True,
+            training_max_steps=1,
+            **{f"training_{name}": value for name, value in FAST.items()},
+        )
+        return trained.outputs["output_model"]
+
+    model = fine_tune(base_model=f"oci://{oci_registry_auth.host}/models/tiny:1", source=str(demo_dataset_path)).output
+    assert model.metadata["base_model_digest"] == digest
+    assert model.metadata["base_model_resolved"].endswith(f"/models/tiny@{digest}")
+    assert (Path(model.path) / "model.safetensors").is_file()
+
+
+def test_a_pull_error_fails_before_training(oci_registry, demo_dataset_path, tmp_path):
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    with pytest.raises(OciModelError, match="tag '9' not found"):
+        run_train_model(
+            train_dataset=dataset,
+            **out,
+            base_model=f"oci://{oci_registry.host}/models/tiny:9",
+            backend="local",
+            oci_insecure=True,
+            workspace_path=str(tmp_path / "ws"),
+            log=lambda line: None,
+            **FAST,
+        )
+    assert not any((tmp_path / "out").iterdir())
+    assert not list((tmp_path / "ws").rglob("config.json"))
+
+
+def _play_the_cluster(kube_api, tmp_path, seen, kind):
+    """Waits for the job, runs its (master) command as the pod would with a fake training-hub, marks it done."""
+    job = kube_api.wait_for(lambda: kube_api.objects(kind + "s", NS))[0]
+    seen["manifest"] = job
+    hub = tmp_path / "fake-hub"
+    (hub / "training_hub").mkdir(parents=True)
+    (hub / "training_hub" / "__init__.py").write_text(textwrap.dedent(FAKE_TRAINING_HUB))
+    if kind == "trainjob":
+        container = job["spec"]["trainer"]
+    else:
+        container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    # The pod's environment: no pull secret (the pods never talk to the registry).
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(hub), "FAKE_HUB_CALLS": str(tmp_path / "calls.json")}
+    command = [sys.executable, *container["command"][1:], *container["args"]]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    seen["pod_output"] = run.stdout + run.stderr
+    assert run.returncode == 0, seen["pod_output"]
+    if kind == "trainjob":
+        kube_api.set_trainjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Complete")]})
+    else:
+        kube_api.set_pytorchjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Succeeded")]})
+
+
+@pytest.mark.parametrize(("kind", "registry"), [("trainjob", "oci_registry"), ("pytorchjob", "oci_registry_auth")])
+def test_cluster_jobs_read_the_copy_staged_on_the_workspace(
+    kind, registry, request, kube_api, tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch, capsys
+):
+    registry = request.getfixturevalue(registry)
+    if registry.credentials:
+        monkeypatch.setenv("OCI_PULL_SECRET_MODEL_DOWNLOAD", _secret(registry.host))
+    kube_api.create_runtime("training-hub")
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    workspace = tmp_path / "kfp-workspace"
+    task_config = dsl.TaskConfig(
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
+        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+        # What the pipelines' secret mount puts into the task's env (and the ENV passthrough hands on).
+        env=[
+            {"name": name, "valueFrom": {"secretKeyRef": {"name": "oci-pull-secret-model-download", "key": key}}}
+            for name, key in (
+                ("OCI_PULL_SECRET_MODEL_DOWNLOAD", "OCI_PULL_SECRET_MODEL_DOWNLOAD"),
+                ("OCI_PULL_SECRET_DOCKERCONFIGJSON", ".dockerconfigjson"),
+            )
+        ]
+        + [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+    )
+    uri = f"oci://{registry.host}/models/tiny:1"
+    extra = {"training_image": "quay.io/example/training-hub:0.11"} if kind == "pytorchjob" else {}
+    seen = {}
+    with kube_api.in_background(lambda: _play_the_cluster(kube_api, tmp_path, seen, kind)):
+        run_train_model(
+            train_dataset=dataset,
+            **out,
+            task_config=task_config,
+            base_model=uri,
+            backend=kind,
+            oci_insecure=True,
+            namespace=NS,
+            workspace_path=str(workspace),
+            run_id="run-oci",
+            task_name="train-model",
+            api_client=kube_api.api_client,
+            log=print,
+            kube_options={"poll_interval_seconds": 0.2},
+            **extra,
+        )
+    digest = registry.digests["models/tiny:1"]
+    staged = workspace / "train_model" / "model_cache" / "oci" / digest.replace(":", "-") / "model"
+    call = json.loads((tmp_path / "calls.json").read_text())
+    assert call["kwargs"]["model_path"] == str(staged)  # the pod loaded the workspace copy
+    for path in tiny_model_dir.iterdir():
+        assert (staged / path.name).read_bytes() == path.read_bytes()
+    config_paths = list(workspace.glob("train_model/*/run_config.json"))
+    assert len(config_paths) == 1
+    run_config = json.loads(config_paths[0].read_text())
+    assert run_config["base_model"] == uri and run_config["model_path"] == str(staged)
+    meta = out["model"].metadata
+    assert meta["base_model_digest"] == digest and meta["backend"] == kind
+    assert meta["base_model_resolved"] == f"oci://{registry.host}/models/tiny@{digest}"
+    manifest_text = json.dumps(seen["manifest"])  # the pods get neither the pull secret nor its value
+    assert "OCI_PULL_SECRET" not in manifest_text and "oci-pull-secret" not in manifest_text
+    assert AUTH_PASSWORD not in manifest_text and "http://proxy:3128" in manifest_text
+    captured = capsys.readouterr()
+    assert AUTH_PASSWORD not in captured.out + captured.err + seen["pod_output"]

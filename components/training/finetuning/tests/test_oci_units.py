@@ -1,0 +1,125 @@
+"""``oci://`` references, the pull secret's config.json, parameter validation and lineage keys (no network)."""
+
+import base64
+import json
+
+import pytest
+
+from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
+from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning.oci_auth import (
+    OciModelError,
+    OciReference,
+    credentials_for,
+    docker_config_from_env,
+    parse_oci_uri,
+)
+from components.training.finetuning.train import validate_params
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("oci://quay.io/org/granite:1.0", OciReference("quay.io", "org/granite", "1.0", "")),
+        ("oci://127.0.0.1:5000/models/tiny:1", OciReference("127.0.0.1:5000", "models/tiny", "1", "")),
+        ("oci://registry.local/a/b/c", OciReference("registry.local", "a/b/c", "latest", "")),
+        (f"oci://quay.io/org/m@{DIGEST}", OciReference("quay.io", "org/m", "", DIGEST)),
+        (f"oci://quay.io/org/m:v2@{DIGEST}", OciReference("quay.io", "org/m", "v2", DIGEST)),
+        ("oci://reg.svc.cluster.local:5000/my_team/model-x:2024.1", None),
+    ],
+)
+def test_references_parse(uri, expected):
+    ref = parse_oci_uri(uri)
+    if expected:
+        assert ref == expected
+    assert ref.uri(DIGEST) == f"oci://{ref.registry}/{ref.repository}@{DIGEST}"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "oci://quay.io",
+        "oci://quay.io/Org/Model:1",
+        "oci://quay.io/org/model:bad tag",
+        "oci://quay.io/org/model@sha256:abc",
+        "oci:///org/model:1",
+        "oci://quay.io//model:1",
+    ],
+)
+def test_bad_references_fail_with_the_expected_form(uri):
+    with pytest.raises(OciModelError, match=r"not a valid OCI reference; expected oci://<registry>\[:port\]/"):
+        parse_oci_uri(uri)
+
+
+def test_credentials_from_a_config_json():
+    basic = base64.b64encode(b"robot$team:p@ss:word").decode()
+    config = {
+        "auths": {
+            "https://quay.io/v1/": {"auth": basic},
+            "registry.local:5000": {"username": "u", "password": "p"},
+            "https://index.docker.io/v1/": {"auth": base64.b64encode(b"hub:pw").decode()},
+        }
+    }
+    assert credentials_for(config, "quay.io") == ("robot$team", "p@ss:word")  # ':' in the password kept
+    assert credentials_for(config, "registry.local:5000") == ("u", "p")
+    assert credentials_for(config, "docker.io") == ("hub", "pw")
+    assert credentials_for(config, "ghcr.io") is None
+    assert credentials_for({"quay.io": {"auth": basic}}, "quay.io") == ("robot$team", "p@ss:word")  # .dockercfg
+    assert credentials_for(None, "quay.io") is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"auth": "%%%not-base64"}, "'auth' is not base64 of 'user:password'"),
+        ({"auth": base64.b64encode(b"no-colon-SECRETVALUE").decode()}, "decodes to no 'user:password' pair"),
+        ({"username": "only-user"}, "needs 'auth' .* or 'username' and 'password'"),
+    ],
+)
+def test_malformed_entries_name_the_host_and_key_but_never_the_value(entry, message):
+    with pytest.raises(OciModelError, match=message) as caught:
+        credentials_for({"auths": {"quay.io": entry}}, "quay.io")
+    text = str(caught.value)
+    assert "auths['quay.io'] in OCI_PULL_SECRET_MODEL_DOWNLOAD" in text and "oci-pull-secret-model-download" in text
+    assert "SECRETVALUE" not in text and "%%%" not in text
+
+
+def test_the_secret_env_var_the_guide_names_wins_over_dockerconfigjson():
+    guide = json.dumps({"auths": {"a": {"auth": "x"}}})
+    dockerconfigjson = json.dumps({"auths": {"b": {"auth": "y"}}})
+    env = {"OCI_PULL_SECRET_MODEL_DOWNLOAD": guide, "OCI_PULL_SECRET_DOCKERCONFIGJSON": dockerconfigjson}
+    assert docker_config_from_env(env) == (json.loads(guide), "OCI_PULL_SECRET_MODEL_DOWNLOAD")
+    env["OCI_PULL_SECRET_MODEL_DOWNLOAD"] = " "
+    assert docker_config_from_env(env) == (json.loads(dockerconfigjson), "OCI_PULL_SECRET_DOCKERCONFIGJSON")
+    assert docker_config_from_env({}) == (None, "")
+    with pytest.raises(OciModelError, match=r"OCI_PULL_SECRET_MODEL_DOWNLOAD .*: not a Docker config.json") as caught:
+        docker_config_from_env({"OCI_PULL_SECRET_MODEL_DOWNLOAD": '{"auths": "SECRETVALUE'})
+    assert "SECRETVALUE" not in str(caught.value)
+
+
+def test_validate_params_checks_the_reference_and_the_tls_options_before_anything_runs():
+    ok = validate_params({"base_model": "oci://quay.io/org/granite:1", "backend": "local"}, False)
+    assert ok.base_model == "oci://quay.io/org/granite:1"
+    with pytest.raises(
+        TrainingConfigError, match="train_model parameter training_base_model='oci://quay.io/Org/X': not a valid"
+    ):
+        validate_params({"base_model": "oci://quay.io/Org/X", "backend": "local"}, False)
+    with pytest.raises(TrainingConfigError, match="training_oci_insecure=True and training_oci_ca_bundle: contradict"):
+        validate_params(
+            {"base_model": "m", "backend": "local", "oci_insecure": True, "oci_ca_bundle": "/ca.pem"}, False
+        )
+
+
+def test_the_resolved_digest_reaches_the_registry_properties():
+    metadata = {
+        "base_model": "oci://quay.io/org/granite:1",
+        "base_model_digest": DIGEST,
+        "base_model_resolved": f"oci://quay.io/org/granite@{DIGEST}",
+        "hyperparameters": {},
+    }
+    props = lineage_properties(ArtifactInfo("s3://b/model", "/tmp/model", metadata), RunInfo("run-1"))
+    assert props["base_model"] == "oci://quay.io/org/granite:1"
+    assert props["base_model_digest"] == DIGEST
+    assert props["base_model_resolved_uri"] == f"oci://quay.io/org/granite@{DIGEST}"
