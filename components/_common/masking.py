@@ -101,24 +101,30 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(spellings, key=len, reverse=True))
 
 
-def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None) -> str:
-    """``text`` with every known secret value replaced by :data:`MASK`, then every :data:`PATTERNS` match."""
+def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None, patterns: bool = True) -> str:
+    """``text`` with every known secret value replaced by :data:`MASK`, then every :data:`PATTERNS` match.
+
+    ``patterns=False`` masks by value only: for artifacts (reports, results, metadata), where a pattern could hit
+    ordinary data such as ``"pad_token": "<|pad|>"``.
+    """
     for value in secret_values(env, extra):
         if value in text:
             text = text.replace(value, MASK)
-    for pattern, replacement in PATTERNS:
-        text = pattern.sub(replacement, text)
+    if patterns:
+        for pattern, replacement in PATTERNS:
+            text = pattern.sub(replacement, text)
     return text
 
 
-def mask_data(value: T, extra: Iterable[str] = ()) -> T:
+def mask_data(value: T, extra: Iterable[str] = (), patterns: bool = True) -> T:
     """A copy of a JSON-like value (dicts, lists, strings) with :func:`mask_text` applied to every string in it."""
     if isinstance(value, str):
-        return mask_text(value, extra)  # type: ignore[return-value]
+        return mask_text(value, extra, patterns=patterns)  # type: ignore[return-value]
     if isinstance(value, Mapping):
-        return type(value)((key, mask_data(item, extra)) for key, item in value.items())  # type: ignore[call-arg]
+        items = ((key, mask_data(item, extra, patterns)) for key, item in value.items())
+        return type(value)(items)  # type: ignore[call-arg]
     if isinstance(value, (list, tuple)):
-        return type(value)(mask_data(item, extra) for item in value)  # type: ignore[return-value]
+        return type(value)(mask_data(item, extra, patterns) for item in value)  # type: ignore[return-value]
     return value
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components._common.masking import masked
+from components._common.files import write_text_atomically
+from components._common.masking import mask_data, masked
 
 from .locations import DatasetSourceError, check_dataset_uri
 from .sources import fetch_dataset
@@ -73,13 +73,9 @@ class PreparedDataset:
             report: The ``Output[Markdown]``; :meth:`to_markdown` is written to its path.
             metrics: The ``Output[Metrics]``; each of :meth:`metrics` is logged.
         """
-        train_dataset.metadata.update(self.artifact_metadata(self.train))
-        eval_dataset.metadata.update(self.artifact_metadata(self.eval))
-        report_path = Path(report.path)
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = report_path.with_name(f".{report_path.name}.tmp")
-        temporary.write_text(self.to_markdown(), encoding="utf-8")
-        os.replace(temporary, report_path)
+        train_dataset.metadata.update(mask_data(self.artifact_metadata(self.train), patterns=False))
+        eval_dataset.metadata.update(mask_data(self.artifact_metadata(self.eval), patterns=False))
+        write_text_atomically(report.path, self.to_markdown())  # secret values masked
         for name, value in self.metrics().items():
             metrics.log_metric(name, value)
 

@@ -11,7 +11,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 from components._common.files import write_text_atomically
-from components._common.masking import masked
+from components._common.masking import mask_data, masked
 
 from .gate import evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
@@ -194,13 +194,16 @@ def run_model_registration(
         model_format_name=model_format_name,
         model_format_version=model_format_version,
         storage_key=storage_key,
-        custom_properties=lineage_properties(
-            model,
-            run,
-            dataset=dataset,
-            train_metrics=train_values,
-            eval_metrics=eval_values,
-            library_versions=library_versions(),
+        custom_properties=mask_data(  # metadata sent to the registry: secret values masked
+            lineage_properties(
+                model,
+                run,
+                dataset=dataset,
+                train_metrics=train_values,
+                eval_metrics=eval_values,
+                library_versions=library_versions(),
+            ),
+            patterns=False,
         ),
         run=run,
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
-from components._common.masking import masked
+from components._common.masking import mask_data, masked
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
     is_empty_dataset,
@@ -531,4 +531,4 @@ def run_lm_eval(
         "heldout_rows": heldout_rows,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
     }
-    return EvaluationOutcome(metrics=metrics, results_metadata=metadata, results=written)
+    return EvaluationOutcome(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)

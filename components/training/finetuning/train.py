@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
-from components._common.masking import masked
+from components._common.masking import mask_data, masked
 from components.training.finetuning import entrypoint, local_backend, tracking
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
@@ -660,7 +660,7 @@ def publish_outputs(
         "lora_weights": lora_weights,
         **trained.extra_metadata,
     }
-    model.metadata.update(metadata)
+    model.metadata.update(mask_data(metadata, patterns=False))
     summary = metrics_module.summarize(trained.records, trained.train_seconds)
     if trained.eval_loss is not None:
         summary["eval_loss"] = float(trained.eval_loss)

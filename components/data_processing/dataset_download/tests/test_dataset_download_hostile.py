@@ -316,3 +316,20 @@ def test_a_trickling_hub_fails_at_the_overall_deadline(trickling_server, tmp_pat
         fetch_dataset("org/slow", tmp_path / "dl", http=options)
     assert time.monotonic() - started < 4.0
     assert not [path for path in (tmp_path / "dl").rglob("*") if path.is_file()]
+
+
+def test_secret_values_never_reach_the_dataset_steps_artifacts(http_file_server, tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    (http_file_server.root / "chat.jsonl").write_bytes(LINE * 10)
+    url = http_file_server.url_for("chat.jsonl") + "?signature=" + secret
+    prepared = prepare_dataset(url, tmp_path / "train.jsonl", tmp_path / "eval.jsonl", train_split_ratio=0.8)
+    artifacts = [SimpleNamespace(metadata={}, path=str(tmp_path / name)) for name in ("t", "e", "report.md")]
+    metrics = SimpleNamespace(values={}, log_metric=lambda name, value: metrics.values.update({name: value}))
+    prepared.write_outputs(*artifacts, metrics)
+    out, err = capsys.readouterr()
+    written = (tmp_path / "report.md").read_text() + json.dumps([a.metadata for a in artifacts[:2]]) + out + err
+    assert "signature=***" in written and secret not in written
+    assert (tmp_path / "train.jsonl").read_bytes().count(b"\n") == 8  # the data itself is untouched

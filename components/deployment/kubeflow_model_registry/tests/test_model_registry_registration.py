@@ -322,3 +322,16 @@ def test_unverified_https_warns(registry_stub_tls, tmp_path, model):
     assert result.status == "registered"
     [warning] = [line for line in lines if "is_secure=False with https://" in line]
     assert "certificate is NOT verified" in warning and TOKEN not in warning
+
+
+def test_secret_values_never_reach_the_registry_or_the_summary(registry_stub, tmp_path, model, monkeypatch, capsys):
+    secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    leaky = ArtifactInfo("s3://pipelines/run-1/dataset", "/tmp/ds", {"source": f"https://x/d.jsonl?sig={secret}"})
+    register(registry_stub, tmp_path, model, dataset=leaky, environ={"MODEL_REGISTRY_TOKEN": TOKEN})
+    [version] = registry_stub.model_versions.values()
+    stored = json.dumps(version["customProperties"])
+    assert "sig=***" in stored and secret not in stored
+    summary = (tmp_path / "summary.md").read_text()
+    out, err = capsys.readouterr()
+    assert secret not in summary + out + err and TOKEN not in summary + out + err
