@@ -1,4 +1,4 @@
-"""``kfp-finetune``: compile, run locally, validate data, and upload/run/schedule on a KFP (RHOAI) server.
+"""``kfp-finetune``: compile, run locally, validate data, check a cluster, and upload/run/schedule on a KFP server.
 
 Exit codes: 0 success, 1 the work failed (e.g. invalid data, a failed run), 2 bad usage or bad input.
 """
@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 from pipelines.training.finetuning import PIPELINES
+
+#: The pipeline ``kfp-finetune doctor`` checks when none is named (the guide's quick start).
+DOCTOR_DEFAULT_PIPELINE = "osft-minimal"
 
 
 def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
@@ -67,8 +70,35 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", default="Default", help="experiment name")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``kfp-finetune`` argument parser."""
+def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
+    """One flag per option of the dataset step (``prepare_dataset``), with its defaults and the pipelines' help."""
+    import inspect
+
+    from components.data_processing.dataset_download.prepare import prepare_dataset
+    from pipelines.training.finetuning.parameters import PARAMETERS
+
+    described = {p.name: p.description for p in PARAMETERS if p.step == "train"}  # max_seq_len
+    described.update({p.name: p.description for p in PARAMETERS if p.step == "dataset"})
+    group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
+    for name, parameter in inspect.signature(prepare_dataset).parameters.items():
+        if parameter.default is inspect.Parameter.empty:
+            continue  # the URI and the output paths
+        flag, default = f"--{name.replace('_', '-')}", parameter.default
+        help_text = f"{described.get(name, '')} (default: {default!r})".lstrip()
+        if isinstance(default, bool):
+            group.add_argument(flag, dest=name, action="store_true", default=default, help=help_text)
+        else:
+            group.add_argument(flag, dest=name, type=type(default), default=default, help=help_text)
+
+
+def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
+    """The ``kfp-finetune`` argument parser.
+
+    Args:
+        dataset_options: Add ``validate-dataset``'s options, read from the dataset component's code. That imports
+            the components, after which the image settings of ``compile``/``upload``/... can no longer change, so
+            :func:`main` asks for them only when the command is ``validate-dataset``.
+    """
     parser = argparse.ArgumentParser(prog="kfp-finetune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -88,12 +118,52 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", type=Path, default=Path("kfp-finetune-demo"))
     demo.add_argument("--dataset-uri", default="", help="training data (default: the shipped demo dataset)")
     demo.add_argument("--registry-address", default="", help="register the model there (default: skipped)")
+    demo.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every line the steps print (always written to OUTPUT_DIR/demo.log)",
+    )
 
-    validate = sub.add_parser("validate-dataset", help="download and validate a dataset locally; print the report")
+    validate = sub.add_parser(
+        "validate-dataset",
+        help="run the dataset step locally (download, validate, split, token statistics); print its report",
+    )
     validate.add_argument("uri", help="dataset URI (HF id, s3://, http(s)://, pvc:// or a local path)")
-    validate.add_argument("--input-format", default="auto")
-    validate.add_argument("--on-invalid", choices=("fail", "drop"), default="fail")
-    validate.add_argument("--allow-trailing-user", action="store_true")
+    if dataset_options:
+        _add_dataset_options(validate)
+    validate.add_argument(
+        "--output-dir", type=Path, default=None, help="keep the train/eval split there (default: not kept)"
+    )
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="check a cluster and namespace before a run: print what is missing and how to fix it",
+        description="Checks the training backend, permissions, storage, secrets, GPUs and endpoints one run of "
+        "PIPELINE needs; one line per check, 'OK | WARN | FAIL  <what>  — <remedy>'. Exit 0 when nothing FAILs.",
+    )
+    doctor.add_argument(
+        "pipeline",
+        nargs="?",
+        default=DOCTOR_DEFAULT_PIPELINE,
+        help=f"a pipeline name or a compiled YAML file (default: {DOCTOR_DEFAULT_PIPELINE})",
+    )
+    doctor.add_argument("--namespace", default="", help="the Data Science Project (default: the kubeconfig context's)")
+    doctor.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline argument of the run to check (VALUE parsed as JSON when possible); repeatable",
+    )
+    doctor.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument(
+        "--kfp-host", default="", help="KFP API URL to health-check (default: KFP_HOST; unset: skipped)"
+    )
+    doctor.add_argument("--token-file", default="", help="file with the KFP bearer token (default: KFP_TOKEN)")
+    doctor.add_argument("--ca-bundle", default="", help="CA bundle for the KFP API and Model Registry certificates")
+    _add_compile_settings(doctor)
 
     for name, help_text in (
         ("upload", "upload a pipeline to a KFP server"),
@@ -127,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     """Runs ``kfp-finetune``; returns the exit code."""
     from pipelines.commands import COMMANDS
 
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(dataset_options=bool(argv) and argv[0] == "validate-dataset").parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError) as error:  # bad input: usage, parameters, files

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -33,6 +34,28 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def check_output_option(output: Path | None, names: list[str], all_pipelines: bool) -> None:
+    """``-o``: a ``.yaml`` file for one pipeline, a directory for several (``<name>.yaml`` in it).
+
+    Raises:
+        ValueError: A ``.yaml`` path with several pipelines, or an existing file where a directory is needed.
+    """
+    if output is None:
+        return
+    several = len(names) > 1 or all_pipelines
+    what = "--all" if all_pipelines else f"{len(names)} pipelines"
+    if several and output.suffix in YAML_SUFFIXES:
+        raise ValueError(
+            f"-o {str(output)!r} names a YAML file, but {what} compile to one file each: with several pipelines "
+            "-o must be a directory (it receives <pipeline>.yaml per pipeline)"
+        )
+    if several and output.exists() and not output.is_dir():
+        raise ValueError(f"-o {str(output)!r} is a file, but {what} need a directory: name a directory")
+
+
 def compile_command(args: argparse.Namespace) -> int:
     """``kfp-finetune compile``."""
     from pipelines.compile import checked_in_path, compile_named
@@ -40,11 +63,12 @@ def compile_command(args: argparse.Namespace) -> int:
     names = list(PIPELINES) if args.all else args.names
     if not names:
         raise ValueError("name a pipeline or pass --all")
+    check_output_option(args.output, names, args.all)
     settings = _settings(args)
     for index, name in enumerate(names, 1):
         if args.output is None:
             target = checked_in_path(name) if name in PIPELINES else Path(f"{name}.yaml")
-        elif len(names) == 1 and args.output.suffix in (".yaml", ".yml"):
+        elif len(names) == 1 and args.output.suffix in YAML_SUFFIXES:
             target = args.output
         else:
             target = args.output / f"{name}.yaml"
@@ -56,22 +80,31 @@ def demo_command(args: argparse.Namespace) -> int:
     """``kfp-finetune demo``."""
     from pipelines.demo.run_demo import run_demo
 
-    run_demo(args.output_dir, args.algorithm, args.dataset_uri, args.registry_address)
+    run_demo(args.output_dir, args.algorithm, args.dataset_uri, args.registry_address, verbose=args.verbose)
     return 0
 
 
 def validate_dataset_command(args: argparse.Namespace) -> int:
-    """``kfp-finetune validate-dataset``: exit 0 when every row is usable, 1 otherwise."""
-    from components.data_processing.dataset_download.validate import validate_dataset_uri
+    """``kfp-finetune validate-dataset``: the dataset step, locally; exit 0 when it passes, 1 when the rows fail it."""
+    import inspect
 
-    report = validate_dataset_uri(
-        args.uri,
-        input_format=args.input_format,
-        on_invalid=args.on_invalid,
-        allow_trailing_user=args.allow_trailing_user,
-    )
-    print(report.to_markdown())
-    return 0 if report.passed else 1
+    from components.data_processing.dataset_download.prepare import prepare_dataset
+    from components.data_processing.dataset_download.validate import DatasetValidationError
+
+    options = {name: getattr(args, name) for name in list(inspect.signature(prepare_dataset).parameters)[3:]}
+    with tempfile.TemporaryDirectory(prefix="kfp-finetune-validate-") as scratch:
+        output_dir = args.output_dir or Path(scratch)
+        try:
+            prepared = prepare_dataset(args.uri, output_dir / "train.jsonl", output_dir / "eval.jsonl", **options)
+        except DatasetValidationError as error:
+            if error.report is None:
+                raise
+            print(error.report.to_markdown())
+            return 1
+    print(prepared.to_markdown())
+    if args.output_dir:
+        print(f"split written to {args.output_dir / 'train.jsonl'} and {args.output_dir / 'eval.jsonl'}")
+    return 0
 
 
 def _package(args: argparse.Namespace, workdir: str) -> str:
@@ -106,10 +139,16 @@ def _default_name(args: argparse.Namespace) -> str:
 def _submit(args: argparse.Namespace, call: Callable[..., dict], with_arguments: bool, **options: Any) -> dict:
     """Compiles or reads the package, then calls ``call(connection, package, [arguments,] **options)``."""
     from pipelines import kfp_api
+    from pipelines.argument_checks import check_component_rules
 
     leading = [kfp_api.load_arguments(args.param, args.params_file)] if with_arguments else []
-    with tempfile.TemporaryDirectory() as workdir:
-        return call(_connection(args), _package(args, workdir), *leading, **options)
+    with tempfile.TemporaryDirectory(prefix="kfp-finetune-") as workdir:
+        package = _package(args, workdir)
+        if with_arguments:  # checked here to name the pipeline as given, not the temporary package
+            spec = kfp_api.read_pipeline_spec(package)
+            kfp_api.check_arguments(spec, leading[0], args.pipeline)
+            check_component_rules(spec, leading[0], args.pipeline)
+        return call(_connection(args), package, *leading, **options)
 
 
 def upload_command(args: argparse.Namespace) -> int:
@@ -155,10 +194,32 @@ def schedule_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def doctor_command(args: argparse.Namespace) -> int:
+    """``kfp-finetune doctor``: exit 0 when no check fails, 1 otherwise."""
+    from pipelines import kfp_api
+
+    arguments = kfp_api.load_arguments(args.param, args.params_file)
+    with tempfile.TemporaryDirectory() as workdir:
+        package = _package(args, workdir)  # first: image settings must be set before the components are imported
+        from pipelines.doctor.runner import run_doctor
+
+        report = run_doctor(
+            package,
+            arguments,
+            namespace=args.namespace,
+            kfp_host=args.kfp_host or os.environ.get(kfp_api.HOST_ENV, ""),
+            token_file=args.token_file,
+            ca_bundle=args.ca_bundle,
+        )
+    print(report.to_json() if args.json else report.text())
+    return report.exit_code
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compile": compile_command,
     "demo": demo_command,
     "validate-dataset": validate_dataset_command,
+    "doctor": doctor_command,
     "upload": upload_command,
     "run": run_command,
     "schedule": schedule_command,

@@ -19,6 +19,7 @@ import datetime
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import warnings
@@ -178,12 +179,13 @@ def make_client(connection: Connection) -> kfp.Client:
             )
 
 
-def check_health(connection: Connection, timeout_seconds: float = HEALTH_TIMEOUT_SECONDS) -> dict:
+def check_health(connection: Connection, timeout_seconds: float | tuple[int, int] = HEALTH_TIMEOUT_SECONDS) -> dict:
     """Calls ``GET /apis/v2beta1/healthz`` once, with the connection's TLS settings and token.
 
     Args:
         connection: Host, bearer token and TLS settings.
-        timeout_seconds: How long to wait for the answer.
+        timeout_seconds: How long to wait for the answer: seconds in total, or ``(connect, read)`` seconds
+            (``kfp_server_api`` ignores a float, so one is rounded up to whole seconds).
 
     Returns:
         The health answer (e.g. ``{"multi_user": false}``).
@@ -202,7 +204,8 @@ def check_health(connection: Connection, timeout_seconds: float = HEALTH_TIMEOUT
     action = HEALTH_ACTION
     with kfp_server_api.ApiClient(configuration) as api_client, api_errors(connection, action):
         healthz = kfp_server_api.HealthzServiceApi(api_client)
-        response = healthz.healthz_service_get_healthz(_preload_content=False, _request_timeout=timeout_seconds)
+        timeout = timeout_seconds if isinstance(timeout_seconds, tuple) else math.ceil(timeout_seconds)
+        response = healthz.healthz_service_get_healthz(_preload_content=False, _request_timeout=timeout)
     with contextlib.suppress(ValueError):
         answer = json.loads(response.data)
         if isinstance(answer, dict):

@@ -12,7 +12,7 @@ from pipelines.cli import build_parser, main
 from pipelines.training.finetuning import PIPELINES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SUBCOMMANDS = ["compile", "demo", "validate-dataset", "upload", "run", "schedule"]
+SUBCOMMANDS = ["compile", "demo", "validate-dataset", "doctor", "upload", "run", "schedule"]
 
 
 @pytest.mark.parametrize("command", [[], *([c] for c in SUBCOMMANDS)])
@@ -118,3 +118,52 @@ def test_secret_names_are_compile_time_flags(tmp_path):
     assert "hf-token" not in train_secrets
     task = documents[0]["root"]["dag"]["tasks"]["train-model"]
     assert task["inputs"]["parameters"]["hf_token_secret_name"]["runtimeValue"]["constant"] == "my-hf"
+
+
+def test_compile_several_pipelines_to_a_yaml_path_is_an_error_naming_the_rule(tmp_path, capsys):
+    assert main(["compile", "--all", "-o", str(tmp_path / "single.yaml")]) == 2
+    error = capsys.readouterr().err
+    assert "-o" in error and "single.yaml" in error and "--all" in error and "must be a directory" in error
+    assert not (tmp_path / "single.yaml").exists()
+    assert main(["compile", "sft", "lora", "-o", str(tmp_path / "two.yml")]) == 2
+    assert "2 pipelines" in capsys.readouterr().err and not (tmp_path / "two.yml").exists()
+    existing = tmp_path / "a-file"
+    existing.write_text("x")
+    assert main(["compile", "sft", "lora", "-o", str(existing)]) == 2
+    assert "is a file" in capsys.readouterr().err and existing.read_text() == "x"
+
+
+def test_validate_dataset_has_a_flag_for_every_option_of_the_dataset_step():
+    import inspect
+
+    from components.data_processing.dataset_download.prepare import prepare_dataset
+
+    (validate,) = [
+        action.choices["validate-dataset"] for action in build_parser()._actions if getattr(action, "choices", None)
+    ]
+    flags = {option for action in validate._actions for option in action.option_strings}
+    for name, parameter in inspect.signature(prepare_dataset).parameters.items():
+        if parameter.default is not inspect.Parameter.empty:
+            assert f"--{name.replace('_', '-')}" in flags, name
+            assert validate.get_default(name) == parameter.default
+
+
+def test_validate_dataset_max_invalid_fraction_and_the_rule_that_failed(tmp_path, capsys):
+    good = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}\n'
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good * 3 + '{"messages": [{"role": "user", "content": "only a question"}]}\n')
+    assert main(["validate-dataset", str(bad)]) == 1
+    report = capsys.readouterr().out
+    assert "- Result: FAILED: 1 of 4 rows (25.00%) break the rules and on_invalid='fail' accepts none" in report
+    assert main(["validate-dataset", str(bad), "--on-invalid", "drop", "--max-invalid-fraction", "0.1"]) == 1
+    report = capsys.readouterr().out
+    assert "- Result: FAILED: 1 of 4 rows (25.00%) break the rules, more than max_invalid_fraction=0.1" in report
+    split = tmp_path / "split"
+    argv = ["validate-dataset", str(bad), "--on-invalid", "drop", "--max-invalid-fraction", "0.25"]
+    assert main([*argv, "--train-split-ratio", "0.5", "--output-dir", str(split)]) == 0
+    report = capsys.readouterr().out
+    assert "- Result: passed: 1 of 4 rows (25.00%) break the rules and are dropped" in report
+    assert "- Train: 1 rows" in report and "- Eval: 2 rows" in report  # round(3 x 0.5) = 2 held out
+    assert [len((split / f"{name}.jsonl").read_text().splitlines()) for name in ("train", "eval")] == [1, 2]
+    assert main(["validate-dataset", str(bad), "--max-invalid-fraction", "2"]) == 2
+    assert "max_invalid_fraction=2.0 must be within [0, 1]" in capsys.readouterr().err

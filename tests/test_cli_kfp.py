@@ -89,6 +89,52 @@ def test_bad_input_and_server_failures_have_distinct_exit_codes(kfp_api_stub_fac
     assert "failed" in capsys.readouterr().err
 
 
+def _dashboard(step: str, name: str) -> str:
+    """A pipeline parameter's dashboard name, from the parameters table."""
+    from pipelines.training.finetuning.parameters import PARAMETERS
+
+    return next(p.dashboard_name for p in PARAMETERS if (p.step, p.name) == (step, name))
+
+
+def test_run_arguments_break_the_components_rules_before_anything_is_sent(kfp_api_stub, tmp_path, capsys):
+    dataset = f"{_dashboard('dataset', 'dataset_uri')}=s3://bucket/chat.jsonl"
+    cases = [
+        (
+            ("train", "training_num_epochs"),
+            "0",
+            "step train-model: train_model parameter training_num_epochs=0: must be >= 1",
+        ),
+        (("dataset", "train_split_ratio"), "1.5", "step dataset-download: train_split_ratio=1.5 must be in (0, 1]"),
+        (("dataset", "max_invalid_fraction"), "-0.1", "max_invalid_fraction=-0.1 must be within [0, 1]"),
+        (("eval", "max_samples"), "0", "step lm-eval: max_samples must be -1 (all rows) or a positive count, got 0"),
+    ]
+    for (step, name), value, rule in cases:
+        parameter = _dashboard(step, name)
+        argv = ["run", "sft", "--host", kfp_api_stub.url, "--param", dataset, "--param", f"{parameter}={value}"]
+        assert main(argv) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.startswith("kfp-finetune run: error: pipeline 'sft', step ") and rule in error, error
+        assert error.endswith(f"(pipeline parameter {parameter})")
+    # The same rules hold for a compiled file, and the error names the file as given.
+    package = tmp_path / "sft.yaml"
+    assert main(["compile", "sft", "-o", str(package)]) == 0
+    epochs = _dashboard("train", "training_num_epochs")
+    argv = ["schedule", str(package), "--host", kfp_api_stub.url, "--cron", "0 0 2 * * *"]
+    assert main([*argv, "--param", dataset, "--param", f"{epochs}=0"]) == 2
+    assert f"pipeline {str(package)!r}, step train-model" in capsys.readouterr().err
+    assert kfp_api_stub.requests == []  # nothing was sent
+
+
+def test_errors_name_the_pipeline_not_a_temporary_copy(kfp_api_stub, capsys):
+    assert main(["run", "sft-minimal", "--host", kfp_api_stub.url, "--param", "no_such_parameter=1"]) == 2
+    error = capsys.readouterr().err
+    assert "parameter 'no_such_parameter' is not a parameter of pipeline 'sft-minimal'" in error
+    assert "kfp-finetune-" not in error and ".yaml" not in error
+    assert main(["run", "sft-minimal", "--host", kfp_api_stub.url]) == 2
+    assert "pipeline 'sft-minimal' needs a value for" in capsys.readouterr().err
+    assert kfp_api_stub.requests == []
+
+
 def test_the_guides_quick_start_run_and_parameter_names_pass_the_cli_checks(kfp_api_stub_factory, capsys):
     """Quick Start step 3, then every guide name in every pipeline (all of them apply to all six)."""
     guide_values = {

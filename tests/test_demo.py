@@ -1,52 +1,185 @@
-"""``kfp-finetune demo``, the README's main job: the whole pipeline locally on the tiny model."""
+"""``kfp-finetune demo``, the README's main job: the whole pipeline locally on the tiny model, told in a few lines."""
 
 import json
 import math
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from pipelines.cli import main
-from pipelines.demo.run_demo import demo_arguments, summarize_run
+from pipelines.demo.demo_summary import STEP_TASKS, heldout_verdict, output_types, summarize_run
+from pipelines.demo.run_demo import demo_arguments
+from pipelines.demo.story import one_line_error
+from pipelines.training.finetuning.definition import build_pipeline
+from pipelines.training.finetuning.parameters import parameters_for
+
+#: The README promises a story a newcomer reads at a glance.
+MAX_STORY_LINES = 60
+
+
+@pytest.fixture
+def private_tmpdir(tmp_path, monkeypatch):
+    """The system temporary directory of this test, to check that the demo leaves nothing behind in it."""
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return system_tmp
 
 
 @pytest.mark.slow
-def test_demo_runs_the_whole_pipeline_end_to_end(tmp_path, capsys):
-    assert main(["demo", "--output-dir", str(tmp_path / "demo")]) == 0
-    printed = capsys.readouterr().out
-    assert "[demo 3/3] done" in printed
-    (run_dir,) = (tmp_path / "demo" / "outputs").iterdir()
-    summary = summarize_run(run_dir)
-    assert list(summary) == ["dataset-download", "train-model", "lm-eval", "model-registry"]
+def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(tmp_path, private_tmpdir, capsys):
+    output_dir = tmp_path / "demo"
+    assert main(["demo", "--algorithm", "lora", "--output-dir", str(output_dir)]) == 0
+    printed = capsys.readouterr()
+    lines = printed.out.splitlines()
+    assert len(lines) <= MAX_STORY_LINES, printed.out
+    assert "executor_input" not in printed.out and "Traceback" not in printed.out + printed.err
+    for task in STEP_TASKS.values():  # one line when each step starts, one with its duration when it ends
+        assert sum(line.endswith(f"] {task} started") for line in lines) == 1
+        assert sum(f"] {task} done in " in line for line in lines) == 1
+    progress = [line for line in lines if "train-model: step " in line]
+    assert 1 <= len(progress) <= 8 and progress[-1].strip().startswith("train-model: step 360/360")
 
+    # The executor chatter went to the log file the story names.
+    log = output_dir / "demo.log"
+    assert f"full output of every step: {log}" in printed.out
+    assert "executor_input" in log.read_text()
+
+    (run_dir,) = (output_dir / "outputs").iterdir()
+    pipeline = build_pipeline("lora", "expert", "lora-demo", "Local LORA demo.")
+    summary = summarize_run(run_dir, output_types(pipeline.pipeline_spec))
+    assert list(summary) == list(STEP_TASKS.values())
     data = summary["dataset-download"]["metrics"]
     assert (data["rows_valid"], data["rows_rejected"], data["train_rows"], data["eval_rows"]) == (400, 0, 360, 40)
+    train = summary["train-model"]["metrics"]
+    # LoRA learns visibly: held-out loss well below the base model's, and the summary says it improved.
+    assert train["eval_loss"] < train["base_eval_loss"] - 2.0, train
+    assert heldout_verdict(train)[0] is True and "improved" in printed.out and "did NOT improve" not in printed.out
+    assert train["steps"] == 8 * math.ceil(360 / 8)  # num_epochs x ceil(train rows / batch)
+    vocabulary = json.loads((output_dir / "base-model" / "config.json").read_text())["vocab_size"]
+    assert train["final_loss"] < math.log(vocabulary) - 1.0
 
-    train = summary["train-model"]
-    vocabulary = json.loads((tmp_path / "demo" / "base-model" / "config.json").read_text())["vocab_size"]
-    # A randomly initialised model starts near ln(vocabulary); the demo run must have learned something.
-    assert train["metrics"]["final_loss"] < math.log(vocabulary) - 1.0
-    assert train["metrics"]["steps"] == 8 * math.ceil(360 / 8)  # num_epochs x ceil(train rows / batch)
-    model_dir = Path(train["artifacts"]["output_model"])
-    assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
-
-    evaluation = summary["lm-eval"]["metrics"]
-    assert evaluation["heldout_perplexity/token_perplexity"] > 1.0
-    assert "heldout_generation/exact_match" in evaluation
-    assert evaluation["heldout_generation/chrf"] > 0  # the learned answer format overlaps the references
-
+    # Every report is linked, exists, and carries the extension its KFP type renders with.
+    listed = lines[lines.index("reports:") + 1 :]
+    reports = [line.split(": ", 1)[1] for line in listed if line.startswith("  ")]
+    assert sorted(Path(r).suffix for r in reports) == [".html", ".html", ".md", ".md"]
+    assert all(Path(report).is_file() for report in reports)
+    # Numbers agree: lm-eval evaluated every held-out conversation the split has.
+    lm_eval_report = next(Path(r) for r in reports if "/lm-eval/" in r).read_text()
+    assert "40 of 40 conversations" in lm_eval_report
+    # Paths in the training report exist after the run (the workspace is gone, the model artifact stays).
+    (model_uri,) = summary["train-model"]["models"].values()
+    model_output = json.loads((run_dir / "train-model" / "executor_output.json").read_text())
+    (checkpoint,) = [
+        a["artifacts"][0]["metadata"]["checkpoint_path"]
+        for a in model_output["artifacts"].values()
+        if a["artifacts"][0]["uri"] == model_uri
+    ]
+    assert checkpoint == model_uri and Path(checkpoint, "model.safetensors").is_file()
+    assert checkpoint in next(Path(r) for r in reports if "/train-model/" in r).read_text()
     assert summary["model-registry"]["parameters"]["status"] == "skipped"
-    for produced in summary.values():
-        for uri in produced["artifacts"].values():
-            assert uri in printed
+    assert not (output_dir / "tmp").exists() and list(private_tmpdir.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_broken_dataset_line_ends_the_demo_with_the_steps_one_line_error(tmp_path, private_tmpdir, capsys):
+    rows = Path("pipelines/demo/data/demo_chat.jsonl").read_text().splitlines()[:8]
+    rows[4] = '{"messages": [{"role": "user", "content": "hi"}'
+    broken = tmp_path / "broken_line.jsonl"
+    broken.write_text("\n".join(rows) + "\n")
+    output_dir = tmp_path / "demo"
+    assert main(["demo", "--dataset-uri", str(broken), "--output-dir", str(output_dir)]) == 1
+    printed = capsys.readouterr()
+    assert len(printed.out.splitlines()) <= MAX_STORY_LINES
+    failed = printed.out.splitlines()[-1]
+    assert "dataset-download FAILED after" in failed and str(output_dir / "demo.log") in failed
+    last = printed.err.strip().splitlines()[-1]
+    assert last.startswith("kfp-finetune demo: failed: dataset-download: DatasetValidationError: 1 of 8 rows")
+    assert "broken_line.jsonl:5 [invalid_json]" in last
+    assert "Traceback" in (output_dir / "demo.log").read_text()  # the whole story stays in the log
+    assert not (output_dir / "tmp").exists() and list(private_tmpdir.iterdir()) == []
+
+
+def test_one_line_error_is_the_last_exception_of_the_output():
+    lines = [
+        "[lm_eval] model /x",
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in <module>',
+        "    raise KeyError('x')",
+        "KeyError: 'x'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "b.py", line 2, in <module>',
+        "pkg.mod.EvalDatasetError: eval_dataset /d.jsonl:3: the last turn must be the assistant's",
+        "second line of the message",
+    ]
+    assert one_line_error(lines) == "EvalDatasetError: eval_dataset /d.jsonl:3: the last turn must be the assistant's"
+    assert one_line_error(["Killed", ""]) == "Killed"
+    assert one_line_error([]) == ""
+
+
+def test_heldout_verdict_flags_a_run_that_did_not_improve():
+    assert heldout_verdict({"eval_loss": 2.0, "base_eval_loss": 6.0})[0] is True
+    improved, line = heldout_verdict({"eval_loss": 6.1, "base_eval_loss": 6.0})
+    assert improved is False and line.startswith("WARNING") and "did NOT improve" in line
+    assert heldout_verdict({"eval_loss": float("nan"), "base_eval_loss": 6.0})[0] is False
+    assert heldout_verdict({"final_loss": 1.0})[0] is None
 
 
 def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
-    from pipelines.training.finetuning.parameters import parameters_for
-
     for algorithm in ("sft", "osft", "lora"):
         arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
-        names = {p.dashboard_name for p in parameters_for(algorithm, "expert")}
-        assert set(arguments) <= names
-        assert arguments["phase_02_train_opt_launcher"] == "local"
+        by_name = {(p.step, p.name): p.dashboard_name for p in parameters_for(algorithm, "expert")}
+        assert set(arguments) <= set(by_name.values())
+        assert arguments[by_name["train", "training_launcher"]] == "local"
         assert json.dumps(arguments)
+    lora = demo_arguments("lora", tmp_path / "model", "data.jsonl", "")
+    names = {p.name: p.dashboard_name for p in parameters_for("lora", "expert")}
+    assert (lora[names["training_lora_r"]], lora[names["training_lora_alpha"]]) == (8, 64)
+
+
+def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_the_log(tmp_path, monkeypatch):
+    """The story from a fake task that prints like kfp.local does (4-space indent, executor chatter, step lines)."""
+    import io
+    import types
+
+    from kfp.local import task_dispatcher
+
+    from pipelines.demo.story import DemoConsole
+
+    def fake_task(**kwargs):
+        print("    [KFP Executor] Got executor_input: {...}")
+        for step in range(1, 101):
+            print(f"    step {step}/100 epoch 0.5 loss {5 - step / 50:.4f} lr 0.001")
+        if kwargs["component_name"] == "comp-broken":
+            print("    Traceback (most recent call last):")
+            print('      File "x.py", line 1, in <module>')
+            print("    ValueError: train_model parameter x=1: must be 2")
+            print("    second line")
+            return {}, types.SimpleNamespace(name="FAILURE")
+        return {"out": 1}, types.SimpleNamespace(name="SUCCESS")
+
+    monkeypatch.setattr(task_dispatcher, "run_single_task_implementation", fake_task)
+    for verbose in (False, True):
+        out = io.StringIO()
+        console = DemoConsole(tmp_path / f"demo-{verbose}.log", out=out, verbose=verbose)
+        with console.capture(task_count=2):
+            task_dispatcher.run_single_task_implementation(component_name="comp-train-model")
+            task_dispatcher.run_single_task_implementation(component_name="comp-broken")
+        console.close()
+        story = out.getvalue().splitlines()
+        if not verbose:
+            assert story[0] == "[1/2] train-model started" and story[5].startswith("[1/2] train-model done in ")
+            assert [line.split(": ")[1].split(" (")[0] for line in story[1:5]] == [
+                f"step {n}/100" for n in (25, 50, 75, 100)
+            ]
+            assert story[-1].startswith("[2/2] broken FAILED after") and "executor_input" not in out.getvalue()
+        else:
+            assert "    [KFP Executor] Got executor_input: {...}" in story and len(story) > 200
+        assert console.failure == ("broken", "ValueError: train_model parameter x=1: must be 2")
+        assert "Got executor_input" in (tmp_path / f"demo-{verbose}.log").read_text()
+    assert task_dispatcher.run_single_task_implementation is fake_task  # the wrapper is removed afterwards

@@ -157,3 +157,44 @@ def test_validate_trainjob_closes_objects():
 def test_each_test_gets_a_fresh_server(kube_api):
     assert kube_api.objects("trainjobs") == [] and kube_api.requests == []
     assert threading.active_count() >= 2
+
+
+def test_access_reviews_cluster_scoped_objects_and_served_resources(kube_api):
+    from tests.harness.kube import make_node
+
+    kube_api.deny("trainer.kubeflow.org", "trainjobs", "create")
+    kube_api.deny("", "pods/log", "get")
+    auth = client.AuthorizationV1Api(kube_api.api_client)
+
+    def allowed(group, resource, verb, subresource=None):
+        attributes = client.V1ResourceAttributes(
+            namespace="team", group=group, resource=resource, verb=verb, subresource=subresource
+        )
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+        )
+        return auth.create_self_subject_access_review(review).status.allowed
+
+    assert allowed("trainer.kubeflow.org", "trainjobs", "create") is False
+    assert allowed("trainer.kubeflow.org", "trainjobs", "get") is True
+    assert allowed("trainer.kubeflow.org", "trainjobs", "get") is True  # reviews are not stored: no 409
+    assert allowed("", "pods", "get", subresource="log") is False
+    kube_api.create_storage_class("nfs-csi", "nfs.csi.k8s.io")
+    assert client.StorageV1Api(kube_api.api_client).read_storage_class("nfs-csi").provisioner == "nfs.csi.k8s.io"
+    kube_api.put_node(make_node("gpu-1", 2, taints=({"key": "nvidia.com/gpu", "effect": "NoSchedule"},)))
+    kube_api.put_node(make_node("cpu-1"))
+    core = client.CoreV1Api(kube_api.api_client)
+    gpu_nodes = core.list_node(label_selector="nvidia.com/gpu.present=true").items
+    assert [n.metadata.name for n in gpu_nodes] == ["gpu-1"] and gpu_nodes[0].status.allocatable[
+        "nvidia.com/gpu"
+    ] == "2"
+    kube_api.create_quota("team", "q", {"requests.storage": "100Gi"}, {"requests.storage": "60Gi"})
+    assert core.list_namespaced_resource_quota("team").items[0].status.used == {"requests.storage": "60Gi"}
+    kube_api.create_secret("team", "s3-secret", {"AWS_ACCESS_KEY_ID": "x"})
+    assert core.read_namespaced_secret("s3-secret", "team").data == {"AWS_ACCESS_KEY_ID": "eA=="}
+    custom = client.CustomObjectsApi(kube_api.api_client)
+    listing = custom.get_api_resources(GROUP, VERSION, _preload_content=False)
+    assert "trainjobs" in listing.data.decode()
+    kube_api.unserve(f"{GROUP}/{VERSION}/trainjobs")
+    listing = custom.get_api_resources(GROUP, VERSION, _preload_content=False)
+    assert "trainjobs" not in listing.data.decode()

@@ -30,3 +30,22 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def with_extension(artifact: object, extension: str) -> str:
+    """Gives an output artifact's file an extension and returns the path to write.
+
+    KFP names an output file after the output (``.../report``); the KFP UI and browsers choose how to show a file
+    from its extension. Changing ``artifact.uri`` before writing is how KFP lets a component choose the name: the
+    executor records the new URI and the launcher uploads the file from the path that matches it.
+
+    Args:
+        artifact: A KFP output artifact (``dsl.Output[dsl.HTML]``, ``dsl.Output[dsl.Markdown]``, ...).
+        extension: ``.html``, ``.md``, ...
+
+    Returns:
+        ``artifact.path`` after the change (idempotent: an URI that already ends with ``extension`` is kept).
+    """
+    if not artifact.uri.endswith(extension):
+        artifact.uri = artifact.uri + extension
+    return artifact.path

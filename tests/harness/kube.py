@@ -10,7 +10,11 @@ behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a 
 * ``requests``: what the code under test sent (method, path, query, body, RBAC verb and resource);
 * ``objects(plural)``: the objects the server holds now (deleted ones excluded);
 * ``fail(...)``: scripted error responses (e.g. three 500s), ``in_background(fn)`` to run an operator script while the
-  code under test follows, and ``wait_for(predicate)``.
+  code under test follows, and ``wait_for(predicate)``;
+* cluster setup for preflight checks: ``serve``/``unserve`` a resource (a CRD installed or removed, as discovery sees
+  it), ``deny(group, resource, verb)`` (SelfSubjectAccessReviews answer ``allowed: false`` for it, ``true`` for the
+  rest; reviews are answered, never stored), ``create_storage_class``, ``put_node`` (:func:`make_node`: GPUs, labels,
+  taints), ``create_quota`` (with its status) and ``create_secret`` (plain-text values, stored base64-encoded).
 
 :func:`validate_trainjob` validates a manifest against the Trainer v2.3.0 CRD in ``../shared/crds`` with objects
 closed (no unknown fields), as the API server's structural-schema pruning would reject them.
@@ -57,6 +61,10 @@ DECLARED_RESOURCES = (
     "v1/events",
     "v1/secrets",
     "v1/persistentvolumeclaims",
+    "v1/nodes",
+    "v1/resourcequotas",
+    "storage.k8s.io/v1/storageclasses",
+    "authorization.k8s.io/v1/selfsubjectaccessreviews",
 )
 
 
@@ -153,6 +161,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.pod_logs: dict[tuple[str, str], str] = {}
         self.rejections: list[dict[str, Any]] = []
         self.scripted_watches: list[tuple[str, Callable[[kmock.Request], Any]]] = []
+        #: (group, resource[/subresource], verb) triples a SelfSubjectAccessReview answers "denied" for.
+        self.denied: set[tuple[str, str, str]] = set()
         (self[kmock.subresource("log")] ** -1) << self._serve_log
 
     async def _handle(self, request: kmock.Request):  # noqa: D102
@@ -165,7 +175,23 @@ class KubeEmulator(kmock.KubernetesEmulator):
             if matches and rule["left"] > 0 and rule["name"] in (None, request.name):
                 rule["left"] -= 1
                 raise rule["error"]
+        if request.resource is not None and request.resource.plural == "selfsubjectaccessreviews":
+            return self._review_access(request)
         return await super()._handle(request)
+
+    def _review_access(self, request: kmock.Request):
+        """Answers a SelfSubjectAccessReview (never stored, as the API server does) from :attr:`denied`."""
+        import aiohttp.web
+
+        if request.action != enums.action.CREATE:
+            raise kmock.KubernetesError(status=405, reason="MethodNotAllowed", message="access reviews are create-only")
+        attributes = dict((request.data.get("spec") or {}).get("resourceAttributes") or {})
+        resource = attributes.get("resource", "")
+        if attributes.get("subresource"):
+            resource += f"/{attributes['subresource']}"
+        allowed = (attributes.get("group", ""), resource, attributes.get("verb", "")) not in self.denied
+        review = {**request.data, "status": {"allowed": allowed, **({} if allowed else {"reason": "scripted deny"})}}
+        return aiohttp.web.json_response(review, status=201)
 
     async def _serve_list(self, request: kmock.Request):
         result = await super()._serve_list(request)
@@ -373,6 +399,65 @@ class KubeApi:
             group, version, namespace, "pytorchjobs", name, {"status": status}
         )
 
+    def serve(self, resource: str) -> None:
+        """Makes the API serve a resource (``group/version/plural``), as installing its CRD would."""
+        self.call(lambda: self.emulator.resources.setdefault(resource, {}))
+
+    def unserve(self, resource: str) -> None:
+        """Stops serving a resource (``group/version/plural``), as removing its CRD would (discovery drops it)."""
+
+        def remove() -> None:
+            if resource in self.emulator.resources:
+                del self.emulator.resources[resource]
+
+        self.call(remove)
+
+    def deny(self, group: str, resource: str, verb: str) -> None:
+        """Makes SelfSubjectAccessReviews answer ``allowed: false`` for ``(group, resource[/sub], verb)``."""
+        self.call(lambda: self.emulator.denied.add((group, resource, verb)))
+
+    def create_storage_class(self, name: str, provisioner: str, default: bool = False) -> dict[str, Any]:
+        """Creates a StorageClass (``default``: annotated as the cluster's default class)."""
+        from kubernetes import client
+
+        annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+        body = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name, "annotations": annotations},
+            "provisioner": provisioner,
+        }
+        return client.StorageV1Api(self._operator).create_storage_class(body)
+
+    def storage_api(self):
+        """A ``StorageV1Api`` acting as the cluster (not counted in :attr:`requests`)."""
+        from kubernetes import client
+
+        return client.StorageV1Api(self._operator)
+
+    def put_node(self, node: dict[str, Any]) -> None:
+        """Creates a node (see :func:`make_node`)."""
+        self.core.create_node(node)
+
+    def create_quota(self, namespace: str, name: str, hard: dict[str, str], used: dict[str, str]) -> None:
+        """Creates a ResourceQuota with its ``status`` (``hard`` and ``used``) as the quota controller keeps it."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"hard": hard},
+            "status": {"hard": hard, "used": used},
+        }
+        self.core.create_namespaced_resource_quota(namespace, body)
+
+    def create_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Creates an Opaque secret; ``data`` values are plain text (base64-encoded here, as the API stores them)."""
+        import base64
+
+        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+        body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
+        self.core.create_namespaced_secret(namespace, {**body, "type": "Opaque", "data": encoded})
+
     def put_pod(self, pod: dict[str, Any]) -> None:
         """Creates a pod, or replaces its status when it exists (as the kubelet would)."""
         from kubernetes.client import ApiException
@@ -574,6 +659,39 @@ def make_pod(
         },
         "spec": {"containers": [{"name": container, "image": "quay.io/example/trainer:1"}]},
         "status": status,
+    }
+
+
+def make_node(
+    name: str,
+    gpus: int = 0,
+    *,
+    gpu_resource: str = "nvidia.com/gpu",
+    labels: dict[str, str] | None = None,
+    taints: tuple[dict[str, str], ...] = (),
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A node with ``gpus`` allocatable GPUs; a GPU node is labelled ``nvidia.com/gpu.present=true`` as GPU Feature
+    Discovery labels it (for ``nvidia.com/gpu``).
+
+    Args:
+        name: The node name.
+        gpus: Allocatable (and capacity) GPUs; 0 = a CPU node.
+        gpu_resource: The GPUs' extended resource name.
+        labels: Extra labels.
+        taints: ``spec.taints`` entries (``{"key", "value", "effect"}``).
+        unschedulable: ``spec.unschedulable`` (cordoned).
+    """
+    resources = {"cpu": "16", "memory": "64Gi", **({gpu_resource: str(gpus)} if gpus else {})}
+    node_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    if gpus and gpu_resource == "nvidia.com/gpu":
+        node_labels["nvidia.com/gpu.present"] = "true"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels},
+        "spec": {"taints": list(taints), **({"unschedulable": True} if unschedulable else {})},
+        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
     }
 
 

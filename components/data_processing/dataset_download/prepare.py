@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components._common.files import write_text_atomically
+from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
 
 from .locations import DatasetSourceError, check_dataset_uri
@@ -75,7 +75,7 @@ class PreparedDataset:
         """
         train_dataset.metadata.update(mask_data(self.artifact_metadata(self.train), patterns=False))
         eval_dataset.metadata.update(mask_data(self.artifact_metadata(self.eval), patterns=False))
-        write_text_atomically(report.path, self.to_markdown())  # secret values masked
+        write_text_atomically(with_extension(report, ".md"), self.to_markdown())  # secret values masked
         for name, value in self.metrics().items():
             metrics.log_metric(name, value)
 

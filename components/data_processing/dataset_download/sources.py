@@ -239,7 +239,8 @@ def s3_client(stall_timeout_s: float = 120.0):
     missing = [name for name in S3_CREDENTIAL_VARS if not os.environ.get(name)]
     if missing:
         raise DatasetSourceError(
-            f"S3 credentials missing: set {', '.join(missing)} (from the data connection secret) in the environment"
+            f"S3 credentials missing: set {', '.join(missing)} (from the data connection secret) in the environment; "
+            "`kfp-finetune doctor` checks the secret before a run"
         )
     return boto3.client(
         "s3",

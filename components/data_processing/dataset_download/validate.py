@@ -45,7 +45,15 @@ _KEPT_REJECTS = 50
 
 
 class DatasetValidationError(ValueError):
-    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow."""
+    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow.
+
+    Attributes:
+        report: The :class:`ValidationReport` that failed (``None`` when raised without one).
+    """
+
+    def __init__(self, message: str, report: ValidationReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 @dataclass(frozen=True)
@@ -137,8 +145,32 @@ class ValidationReport:
             yield Reject(*json.loads(line))
         self._reject_log.seek(0, 2)
 
+    def verdict(self) -> str:
+        """One line: passed or FAILED, and the rule of ``on_invalid`` / ``max_invalid_fraction`` that decided it."""
+        rejected = f"{self.rows_rejected} of {self.rows_read} rows ({self.invalid_fraction:.2%})"
+        if self.rows_rejected == 0:
+            return "passed: every row follows the rules"
+        if self.on_invalid == "fail":
+            return (
+                f"FAILED: {rejected} break the rules and on_invalid='fail' accepts none "
+                "(on_invalid='drop' with max_invalid_fraction drops them instead)"
+            )
+        if self.passed:
+            return (
+                f"passed: {rejected} break the rules and are dropped: within max_invalid_fraction="
+                f"{self.max_invalid_fraction} (on_invalid='drop')"
+            )
+        return (
+            f"FAILED: {rejected} break the rules, more than max_invalid_fraction={self.max_invalid_fraction} "
+            "(on_invalid='drop')"
+        )
+
     def failure_message(self) -> str:
-        """Why the dataset fails: the option, the counts per rule and the first rejects with excerpts."""
+        """Why the dataset fails: the option, the first reject, the counts per rule, then the first rejects.
+
+        The first line stands alone (it is what a pipeline run shows): the counts, the option that failed the run
+        and the first rejected row with its location and rule.
+        """
         counts = ", ".join(f"{rule}={count}" for rule, count in sorted(self.rejects_by_rule.items()))
         if self.on_invalid == "fail":
             head = f"{self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the rules"
@@ -148,14 +180,15 @@ class ValidationReport:
                 f"{self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the rules: "
                 f"fraction {self.invalid_fraction:.4f} > max_invalid_fraction={self.max_invalid_fraction}"
             )
+        first = f"; first: {self.first_rejects[0].describe()}" if self.first_rejects else ""
         quoted = "\n".join(f"  {reject.describe()}" for reject in self.first_rejects[:QUOTED_REJECTS])
         rules = "\n".join(f"  {rule}: {RULES[rule]}" for rule in sorted(self.rejects_by_rule))
-        return f"{head}; per rule: {counts}\nfirst rejects:\n{quoted}\nrules broken:\n{rules}"
+        return f"{head}; per rule: {counts}{first}\nfirst rejects:\n{quoted}\nrules broken:\n{rules}"
 
     def raise_for_rejects(self) -> None:
         """Raises :class:`DatasetValidationError` with :meth:`failure_message` unless :attr:`passed`."""
         if not self.passed:
-            raise DatasetValidationError(self.failure_message())
+            raise DatasetValidationError(self.failure_message(), report=self)
 
     def to_markdown(self) -> str:
         """The report as Markdown: source, format, counts, counts per rule and every reject."""
@@ -169,6 +202,7 @@ class ValidationReport:
             f"- Rows read: {self.rows_read}; valid: {self.rows_valid}; rejected: {self.rows_rejected} "
             f"({self.invalid_fraction:.2%})",
             f"- on_invalid: `{self.on_invalid}`; max_invalid_fraction: {self.max_invalid_fraction}",
+            f"- Result: {self.verdict()}",
         ]
         if self.rejects_by_rule:
             lines += ["", "## Rejected rows per rule", "", "| Rule | Rows | Requirement |", "|---|---:|---|"]

@@ -44,6 +44,7 @@ def model_registry(
     """
     from collections import namedtuple
 
+    from components._common.files import with_extension
     from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
     from components.deployment.kubeflow_model_registry.step import run_model_registration
 
@@ -52,7 +53,7 @@ def model_registry(
 
     result = run_model_registration(
         model=info(model),
-        summary_path=summary.path,
+        summary_path=with_extension(summary, ".md"),
         registry_address=registry_address,
         registry_port=registry_port,
         model_name=model_name,

@@ -45,13 +45,14 @@ def lm_eval(
     allow_empty_eval_dataset: bool = False,
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
+    from components._common.files import with_extension
     from components.evaluation.lm_eval.evaluate import run_lm_eval
 
     outcome = run_lm_eval(
         model_path=model.path if model else "",
         model_metadata=dict(model.metadata) if model else {},
         results_path=results.path,
-        report_path=report.path,
+        report_path=with_extension(report, ".html"),
         task_names=task_names,
         eval_dataset_path=eval_dataset.path if eval_dataset else "",
         baseline_results_path=baseline_results.path if baseline_results else "",

@@ -328,6 +328,12 @@ def write_heldout_tasks(
     return len(docs)
 
 
+def count_conversations(dataset_path: Path) -> int:
+    """How many conversations (non-blank lines) a dataset artifact holds, before ``max_samples`` applies."""
+    with find_dataset_file(dataset_path).open(encoding="utf-8") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
 def is_empty_dataset(dataset_path: Path) -> bool:
     """Whether a dataset artifact holds no conversation (a missing, empty or all-blank file).
 

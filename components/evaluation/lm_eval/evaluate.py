@@ -21,6 +21,7 @@ from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
+    count_conversations,
     is_empty_dataset,
     stage_custom_tasks,
     write_heldout_tasks,
@@ -379,7 +380,7 @@ def check_options(
 
 
 def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> int:
-    """Writes the held-out tasks with the model's tokenizer; returns the number of conversations."""
+    """Writes the held-out tasks with the model's tokenizer; returns the number of conversations evaluated."""
     tokenizer = load_tokenizer(spec)
     rows = write_heldout_tasks(
         dataset_path,
@@ -389,12 +390,18 @@ def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options:
         max_samples=options["max_samples"],
         max_new_tokens=options["max_new_tokens"],
     )
-    _log(f"held-out split: {rows} conversations from {dataset_path}")
+    _log(f"held-out split: {_heldout_count(rows, count_conversations(dataset_path), options)} from {dataset_path}")
     return rows
 
 
+def _heldout_count(evaluated: int, available: int, options: Mapping[str, Any]) -> str:
+    """``40 of 40 conversations``, or ``20 of 40 conversations (max_samples=20)`` when the split was cut."""
+    cut = f" (max_samples={options['max_samples']})" if evaluated < available else ""
+    return f"{evaluated} of {available} conversations{cut}"
+
+
 def _report_settings(
-    spec: ModelSpec, backend: str, names: Sequence[str], heldout_rows: int, options: Mapping[str, Any]
+    spec: ModelSpec, backend: str, names: Sequence[str], heldout: tuple[int, int], options: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The run settings shown at the top of the report."""
     return {
@@ -403,7 +410,7 @@ def _report_settings(
         "Backend": backend,
         "Chat template": "applied" if options["apply_chat_template"] else "not applied",
         "Tasks": ", ".join(names) or "(none)",
-        "Held-out conversations": heldout_rows,
+        "Held-out conversations": _heldout_count(*heldout, options) if heldout[1] else "(none)",
         "Limit per task": "all" if options["limit"] is None else options["limit"],
         "Few-shot": "task default" if options["num_fewshot"] is None else options["num_fewshot"],
         "Generation settings": json.dumps(options["gen_kwargs"] or {}),
@@ -502,8 +509,9 @@ def run_lm_eval(
         include_paths = (
             [stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom")] if custom_tasks_path else []
         )
-        heldout_rows = 0
+        heldout_rows = heldout_available = 0
         if heldout:
+            heldout_available = count_conversations(Path(eval_dataset_path))
             heldout_rows = _write_heldout(spec, Path(eval_dataset_path), Path(staging) / "heldout", options)
             include_paths.append(Path(staging) / "heldout")
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
@@ -516,7 +524,7 @@ def run_lm_eval(
     samples = results.pop("samples", None)
     written = {**results, "samples": samples} if log_samples and samples else results
     write_text_atomically(Path(results_path), _results_json(written))
-    settings = _report_settings(spec, backend, names, heldout_rows, options)
+    settings = _report_settings(spec, backend, names, (heldout_rows, heldout_available), options)
     report_results = {**results, "samples": samples} if samples else results
     write_text_atomically(Path(report_path), render_report(report_results, settings, baseline))
     metrics = kfp_metrics(metric_rows(results))
@@ -529,6 +537,7 @@ def run_lm_eval(
         "tasks": names,
         "apply_chat_template": options["apply_chat_template"],
         "heldout_rows": heldout_rows,
+        "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
     }
     return EvaluationOutcome(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)

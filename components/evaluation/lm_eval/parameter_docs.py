@@ -75,7 +75,8 @@ PARAMETER_DOCS = {
     "results": (
         "The full lm-eval results JSON (`results`, `configs`, `versions`, `n-shot`, `n-samples`, "
         "`higher_is_better`, `config`, ...; `samples` when `log_samples`). Metadata: `model`, "
-        "`base_model`, `backend`, `tasks`, `apply_chat_template`, `heldout_rows`, `lm_eval_version`."
+        "`base_model`, `backend`, `tasks`, `apply_chat_template`, `heldout_rows` (evaluated), "
+        "`heldout_rows_available` (in the split, before max_samples), `lm_eval_version`."
     ),
     "report": (
         "Run settings; a table per task (value, ± stderr, direction, and baseline + Δ when given); the "

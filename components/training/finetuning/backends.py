@@ -62,7 +62,7 @@ def resource_served(api: Api, group: str, version: str, plural: str) -> bool:
     return any(item.get("name") == plural for item in listing.get("resources") or [])
 
 
-def _runtime_state(api: Api, runtime_name: str, runtime_kind: str, namespace: str) -> str:
+def runtime_state(api: Api, runtime_name: str, runtime_kind: str, namespace: str) -> str:
     """``found``, ``forbidden`` or ``missing (available: ...)`` for the referenced runtime."""
     from kubernetes.client import ApiException
 
@@ -128,7 +128,7 @@ def select_backend(
     found: list[str] = []
     group, version, plural = BACKEND_RESOURCES[BACKEND_TRAINJOB]
     if resource_served(api, group, version, plural):
-        state = _runtime_state(api, runtime_name, runtime_kind, namespace)
+        state = runtime_state(api, runtime_name, runtime_kind, namespace)
         if state in ("found", "forbidden"):
             reason = "exists" if state == "found" else "cannot be read (forbidden), assumed to exist"
             log(f"backend=auto: {plural}.{group}/{version} is served and {runtime_kind} {runtime_name!r} {reason}")
@@ -147,5 +147,5 @@ def select_backend(
         "backend=auto: no usable training backend in this cluster: "
         + "; ".join(found)
         + ". Install Kubeflow Trainer v2 with the runtime (or set runtime_name/runtime_kind to an existing one), "
-        "or the Training Operator v1, or use backend='local'"
+        "or the Training Operator v1, or use backend='local' (`kfp-finetune doctor` checks this before a run)"
     )

@@ -135,11 +135,13 @@ def load_api_client(
     environ: Mapping[str, str] | None = None,
     service_account_dir: str = SERVICE_ACCOUNT_DIR,
     log: Callable[[str], None] = print,
+    kubeconfig: bool = False,
 ) -> Any:
-    """A ``kubernetes.client.ApiClient`` for the pod running this code.
+    """A ``kubernetes.client.ApiClient`` for the pod running this code (or, with ``kubeconfig``, a workstation).
 
     ``KUBERNETES_SERVER_URL`` + ``KUBERNETES_AUTH_TOKEN`` (the ``kubernetes-credentials`` secret of the RHOAI guide)
-    win when set; otherwise the pod's service account is used (in-cluster config).
+    win when set; otherwise the pod's service account is used (in-cluster config); otherwise, with ``kubeconfig``,
+    the current context of ``$KUBECONFIG`` / ``~/.kube/config`` (``kfp-finetune doctor`` on a workstation).
 
     Args:
         verify_ssl: Verify the API server's certificate (default). ``False`` is an explicit, logged opt-out.
@@ -147,13 +149,14 @@ def load_api_client(
         environ: Environment to read (tests); defaults to ``os.environ``.
         service_account_dir: Where the service account token and CA are mounted (tests).
         log: Where the TLS opt-out warning goes.
+        kubeconfig: Fall back to the kubeconfig's current context when no service account is mounted.
 
     Returns:
         A configured ``ApiClient`` (the token never appears in logs).
 
     Raises:
-        KubeAuthError: Only one of the two env vars is set, the URL is not http(s), no service account is mounted, or
-            ``ca_bundle`` does not exist.
+        KubeAuthError: Only one of the two env vars is set, the URL is not http(s), no service account is mounted (and
+            no usable kubeconfig, with ``kubeconfig``), or ``ca_bundle`` does not exist.
     """
     from kubernetes import client
     from kubernetes.config.incluster_config import InClusterConfigLoader
@@ -174,15 +177,18 @@ def load_api_client(
         configuration.api_key_prefix = {"authorization": "Bearer"}
     else:
         token_file = Path(service_account_dir) / "token"
-        if not token_file.is_file():
+        if token_file.is_file():
+            loader = InClusterConfigLoader(
+                token_filename=str(token_file), cert_filename=str(Path(service_account_dir) / "ca.crt"), environ=env
+            )
+            loader.load_and_set(configuration)
+        elif kubeconfig:
+            _load_kubeconfig(configuration, token_file)
+        else:
             raise KubeAuthError(
                 f"no Kubernetes credentials: no service account token at {token_file} and {SERVER_URL_ENV} / "
                 f"{AUTH_TOKEN_ENV} are not set (mount the kubernetes-credentials secret as env, or run in a pod)"
             )
-        loader = InClusterConfigLoader(
-            token_filename=str(token_file), cert_filename=str(Path(service_account_dir) / "ca.crt"), environ=env
-        )
-        loader.load_and_set(configuration)
     configuration.verify_ssl = verify_ssl
     if ca_bundle:
         if not Path(ca_bundle).is_file():
@@ -191,6 +197,19 @@ def load_api_client(
     if not verify_ssl:
         log(f"WARNING: TLS certificate verification of {configuration.host} is disabled (verify_ssl=False)")
     return client.ApiClient(configuration)
+
+
+def _load_kubeconfig(configuration: Any, token_file: Path) -> None:
+    """Loads the kubeconfig's current context into ``configuration``; :class:`KubeAuthError` when there is none."""
+    from kubernetes import config
+
+    try:
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration)
+    except (config.ConfigException, OSError) as error:
+        raise KubeAuthError(
+            f"no Kubernetes credentials: {SERVER_URL_ENV} / {AUTH_TOKEN_ENV} are not set, no service account token at "
+            f"{token_file}, and no usable kubeconfig ({error})"
+        ) from None
 
 
 def api_message(error: Exception) -> str:
@@ -239,7 +258,8 @@ class Api:
 
 
 def _rejected(what: str, error: Exception) -> TrainJobApiError:
-    return TrainJobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}")
+    hint = "; `kfp-finetune doctor` lists every permission it lacks (rbac.yaml)" if _status(error) == 403 else ""
+    return TrainJobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}{hint}")
 
 
 def _status(error: Exception) -> int | None:
@@ -497,13 +517,17 @@ class _TrainJobRun:
                 )
         except ApiException as error:
             if _status(error) == 403:
-                self.say(f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml. Submitting.")
+                self.say(
+                    f"WARNING: cannot check {kind} {name!r} ({api_message(error)}); see rbac.yaml or run "
+                    "`kfp-finetune doctor`. Submitting."
+                )
                 return
             if _status(error) != 404:
                 raise _rejected(what, error) from None
             raise RuntimeNotFoundError(
                 f"TrainJob {self.namespace}/{self.name}: spec.runtimeRef names {kind} {name!r}, which does not exist. "
-                f"Available: {self._available_runtimes()}. Set runtime_name/runtime_kind to one of them."
+                f"Available: {self._available_runtimes()}. Set runtime_name/runtime_kind to one of them "
+                "(`kfp-finetune doctor` checks this before a run)."
             ) from None
         self._check_patched_jobs(kind, name, runtime)
 

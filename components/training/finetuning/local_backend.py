@@ -66,6 +66,8 @@ class LocalTrainingResult:
         resumed_from: The checkpoint training resumed from, or ``None``.
         adapter_dir: LoRA only: the adapter directory.
         eval_loss: Mean assistant-token loss on the eval data after training, when eval data was given.
+        base_eval_loss: The same loss of the base model before training (a fresh start only; ``None`` on resume),
+            so that a run shows whether training improved on the base model.
     """
 
     final_model_dir: Path
@@ -75,6 +77,7 @@ class LocalTrainingResult:
     resumed_from: Path | None = None
     adapter_dir: Path | None = None
     eval_loss: float | None = None
+    base_eval_loss: float | None = None
 
 
 def _assistant_mask_by_prefix(tokenizer: Any, messages: list[dict[str, Any]], input_ids: list[int]) -> list[int]:
@@ -378,6 +381,7 @@ def train_locally(
     total_steps = steps_per_epoch * config.num_epochs
     total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
     optimizer, scheduler = _optimizer_and_scheduler(model, config, total_steps)
+    eval_samples = tokenize_dataset(tokenizer, Path(eval_data), config.max_seq_len) if eval_data is not None else None
     metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
     writer = preemption.CheckpointWriter(output_dir / CHECKPOINTS_DIR, keep_last=KEEP_CHECKPOINTS)
     checkpoint = preemption.newest_complete_checkpoint(writer.root) if config.resume else None
@@ -390,6 +394,11 @@ def train_locally(
     else:
         metrics_path.unlink(missing_ok=True)
         records = []
+    base_eval_loss = None
+    if eval_samples is not None and checkpoint is None:
+        model.eval()  # LoRA and OSFT start as the base model, so this is the base model's held-out loss
+        base_eval_loss = evaluate_loss(model, eval_samples, tokenizer.pad_token_id, config.max_tokens_per_gpu)
+        log(f"held-out loss of the base model: {base_eval_loss:.4f}")
     started = time.perf_counter()
     save_state = _state_saver(model, optimizer, scheduler)
 
@@ -426,11 +435,12 @@ def train_locally(
     train_seconds = time.perf_counter() - started
     model.eval()
     eval_loss = None
-    if eval_data is not None:
-        eval_samples = tokenize_dataset(tokenizer, Path(eval_data), config.max_seq_len)
+    if eval_samples is not None:
         eval_loss = evaluate_loss(model, eval_samples, tokenizer.pad_token_id, config.max_tokens_per_gpu)
     final_dir, adapter_dir = _save_final(model, tokenizer, config, output_dir)
-    return LocalTrainingResult(final_dir, metrics_path, records, train_seconds, checkpoint, adapter_dir, eval_loss)
+    return LocalTrainingResult(
+        final_dir, metrics_path, records, train_seconds, checkpoint, adapter_dir, eval_loss, base_eval_loss
+    )
 
 
 def _progress(record: dict[str, Any]) -> str:

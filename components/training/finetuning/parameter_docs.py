@@ -111,7 +111,7 @@ PARAMETER_DOCS = {
     ),
     "output_metrics": (
         "final_loss, min_loss, steps, train_seconds, tokens_per_second (the last value logged); eval_loss "
-        "for local runs."
+        "and base_eval_loss (the base model's held-out loss before training) for local runs."
     ),
     "output_loss_chart": (
         "HTML: the loss and learning-rate curves (embedded PNG), summary, hyper-parameters and the TrainJob name."

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components._common.files import write_text_atomically
+from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
 from components.training.finetuning import entrypoint, local_backend, tracking
 from components.training.finetuning import metrics as metrics_module
@@ -119,6 +119,7 @@ class Trained:
     extra_metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_loss: float | None = None
     backend: str = ""
+    base_eval_loss: float | None = None
 
 
 def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingConfig:
@@ -307,7 +308,8 @@ def run_train_model(
         train_dataset: ``Input[Dataset]`` (a chat JSONL file, or a directory holding one).
         model: ``Output[Model]``: receives the trained model; metadata names checkpoint, base model, algorithm,
             hyper-parameters, dataset, TrainJob and backend.
-        metrics: ``Output[Metrics]``: final_loss, min_loss, steps, train_seconds, tokens_per_second (+ eval_loss).
+        metrics: ``Output[Metrics]``: final_loss, min_loss, steps, train_seconds, tokens_per_second (+ eval_loss,
+            base_eval_loss).
         report: ``Output[HTML]``: loss curve, hyper-parameters, TrainJob name.
         task_config: The task's ``dsl.TaskConfig`` passthrough (volumes, tolerations, env, ...).
         eval_dataset: Optional ``Input[Dataset]``.
@@ -418,7 +420,16 @@ def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> Traine
     extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or ""), **model_facts}
     if result.adapter_dir is not None:
         extra["adapter_path"] = str(result.adapter_dir)
-    return Trained(result.final_model_dir, result.records, result.train_seconds, "", extra, result.eval_loss, "local")
+    return Trained(
+        result.final_model_dir,
+        result.records,
+        result.train_seconds,
+        "",
+        extra,
+        result.eval_loss,
+        "local",
+        base_eval_loss=result.base_eval_loss,
+    )
 
 
 def _samples_seen(name: str) -> float:
@@ -644,7 +655,9 @@ def publish_outputs(
     model_dir = local_backend.replace_dir(
         Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)
     )
-    checkpoint_path = str(model.uri if temporary else final_dir)
+    # The local backend trains in this task: its run directory is scratch (a temporary directory, or a pipeline
+    # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
+    checkpoint_path = str(model.uri if temporary or backend == "local" else final_dir)
     lora_weights = ""
     if config.algorithm == "lora":
         lora_weights = "adapter" if (final_dir / "adapter_config.json").is_file() else "merged"
@@ -664,10 +677,12 @@ def publish_outputs(
     summary = metrics_module.summarize(trained.records, trained.train_seconds)
     if trained.eval_loss is not None:
         summary["eval_loss"] = float(trained.eval_loss)
+    if trained.base_eval_loss is not None:
+        summary["base_eval_loss"] = float(trained.base_eval_loss)
     for name, value in summary.items():
         metrics.log_metric(name, value)
     shown = {key: metadata[key] for key in ("base_model", "algorithm", "backend", "checkpoint_path")}
     shown.update(trainjob_name=trained.trainjob_name or "(local backend: no TrainJob)", **facts)
     html = render_report(trained.records, summary, config.hyperparameters(), shown)
-    write_text_atomically(Path(report.path), html)
+    write_text_atomically(Path(with_extension(report, ".html")), html)
     return TrainOutcome(model_dir, checkpoint_path, summary, trained.records, metadata, trained.trainjob_name)

@@ -321,12 +321,15 @@ def test_a_trickling_hub_fails_at_the_overall_deadline(trickling_server, tmp_pat
 def test_secret_values_never_reach_the_dataset_steps_artifacts(http_file_server, tmp_path, monkeypatch, capsys):
     from types import SimpleNamespace
 
+    from kfp import dsl
+
     secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     (http_file_server.root / "chat.jsonl").write_bytes(LINE * 10)
     url = http_file_server.url_for("chat.jsonl") + "?signature=" + secret
     prepared = prepare_dataset(url, tmp_path / "train.jsonl", tmp_path / "eval.jsonl", train_split_ratio=0.8)
-    artifacts = [SimpleNamespace(metadata={}, path=str(tmp_path / name)) for name in ("t", "e", "report.md")]
+    artifacts = [dsl.Dataset(uri=str(tmp_path / "t")), dsl.Dataset(uri=str(tmp_path / "e"))]
+    artifacts.append(dsl.Markdown(uri=str(tmp_path / "report")))
     metrics = SimpleNamespace(values={}, log_metric=lambda name, value: metrics.values.update({name: value}))
     prepared.write_outputs(*artifacts, metrics)
     out, err = capsys.readouterr()

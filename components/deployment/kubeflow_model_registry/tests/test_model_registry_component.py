@@ -129,5 +129,5 @@ def test_kfp_local_registers_for_real(kfp_local, registry_stub, tmp_path, monkey
     assert run_id and not run_id.startswith("{{") and version["name"].endswith(run_id[:8])
     assert props["algorithm"]["string_value"] == "lora"
     assert [a["uri"] for a in registry_stub.artifacts.values()] == ["pvc://models/tiny-chat/local"]
-    summaries = list(kfp_local.rglob("summary"))
+    summaries = list(kfp_local.rglob("summary.md"))
     assert summaries and "`registered`" in summaries[0].read_text() and TOKEN not in summaries[0].read_text()

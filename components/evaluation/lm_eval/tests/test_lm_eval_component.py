@@ -198,6 +198,10 @@ def test_metrics_hold_every_task_metric_and_stderr(chat_run):
     assert 0 <= chat_run.metrics["heldout_generation/chrf"] <= 100
     assert chat_run.results_metadata["tasks"] == ["arith_choice", "heldout_generation", "heldout_perplexity"]
     assert chat_run.results_metadata["heldout_rows"] == HELDOUT_ROWS
+    # The report says how many of the split's conversations were evaluated, and why not all of them.
+    available = sum(1 for line in DEMO_DATASET_PATH.read_text().splitlines() if line.strip())
+    assert chat_run.results_metadata["heldout_rows_available"] == available
+    assert f"{HELDOUT_ROWS} of {available} conversations (max_samples={HELDOUT_ROWS})" in chat_run.report
 
 
 @pytest.mark.parametrize("run_name", ["chat_run", "plain_run"])
@@ -325,7 +329,7 @@ def test_runs_through_kfp_local(kfp_local, trained_model_dir, base_run, tmp_path
     metrics = evaluate_locally().output
     assert {"arith_choice/acc", "heldout_generation/chrf", "heldout_perplexity/token_loss"} <= set(metrics.metadata)
     assert metrics.metadata["heldout_perplexity/token_loss"] < base_run.metrics["heldout_perplexity/token_loss"]
-    report = next(kfp_local.rglob("report")).read_text()
+    report = next(kfp_local.rglob("report.html")).read_text()  # the extension the KFP UI renders by
     assert "<h2>heldout_perplexity</h2>" in report and "<h2>arith_choice</h2>" in report
     assert "<th>Δ vs baseline</th>" in report
     results = json.loads(next(kfp_local.rglob("results")).read_text())

@@ -81,12 +81,21 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
     assert meta["base_model"] == str(tiny_model_dir) and meta["trainjob_name"] == ""
     assert meta["dataset_uri"] == "hf://org/demo" and meta["dataset_sha256"] == "abc123"
     assert meta["hyperparameters"]["lora_r"] == 4 and meta["hyperparameters"]["max_steps"] == 4
-    # The checkpoint really lives in the workspace, under a directory stable for this run and task.
-    checkpoint = Path(meta["checkpoint_path"])
-    assert checkpoint.is_relative_to(workspace) and (checkpoint / "model.safetensors").is_file()
+    # The local backend's run directory is scratch: the model artifact is the lasting copy the metadata names.
+    assert meta["checkpoint_path"] == out["model"].uri
+    (checkpoint,) = workspace.glob("train_model/*/output/final")  # the run directory, stable for this run and task
+    assert (checkpoint / "model.safetensors").is_file()
     assert Path(meta["adapter_path"], "adapter_config.json").is_file()
     metrics = out["metrics"].metadata
-    assert set(metrics) == {"final_loss", "min_loss", "steps", "train_seconds", "tokens_per_second", "eval_loss"}
+    assert set(metrics) == {
+        "final_loss",
+        "min_loss",
+        "steps",
+        "train_seconds",
+        "tokens_per_second",
+        "eval_loss",
+        "base_eval_loss",
+    }
     assert metrics["steps"] == 4 and metrics["min_loss"] <= metrics["final_loss"]
     records = [json.loads(line) for line in (checkpoint.parent / "metrics.jsonl").read_text().splitlines()]
     assert metrics["final_loss"] == records[-1]["loss"]

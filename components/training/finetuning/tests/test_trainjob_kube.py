@@ -516,7 +516,7 @@ def test_missing_runtime_lists_the_available_ones(kube_api):
     assert str(error.value) == (
         f"TrainJob {NS}/{NAME}: spec.runtimeRef names ClusterTrainingRuntime 'training-hub', which does not exist. "
         f"Available: ClusterTrainingRuntime: torch-distributed; TrainingRuntime in {NS}: team-runtime. "
-        "Set runtime_name/runtime_kind to one of them."
+        "Set runtime_name/runtime_kind to one of them (`kfp-finetune doctor` checks this before a run)."
     )
     assert kube_api.requests_summary() == [
         "get clustertrainingruntimes training-hub",

@@ -1,0 +1,153 @@
+"""Run arguments checked against the rules the components themselves apply, before anything is sent to a server.
+
+A compiled pipeline says which pipeline parameter feeds which component input (``componentInputParameter``) and which
+inputs are constants; :func:`task_values` rebuilds each task's arguments from that, the run's arguments and the
+defaults, and :func:`check_component_rules` hands them to the components' own validation functions (never a copy of
+their rules). Only tasks named in :data:`TASK_CHECKS` are checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Values = dict[str, Any]
+
+
+def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.data_processing.dataset_download.formats import check_input_format
+    from components.data_processing.dataset_download.split import check_split_options
+    from components.data_processing.dataset_download.tokens import check_token_options
+    from components.data_processing.dataset_download.validate import check_validation_options
+
+    check_split_options(values["train_split_ratio"], values["subset_count"])
+    check_validation_options(values["on_invalid"], values["max_invalid_fraction"])
+    check_input_format(values["input_format"])
+    check_token_options(values["max_seq_len"], values["tokenizer_source"])
+
+
+def wrapper_arguments(component_function: Callable[..., Any], callee: str) -> dict[str, str]:
+    """``{callee keyword: component argument}`` of a thin wrapper's call, read from its source.
+
+    A component such as ``train_model`` maps its arguments explicitly onto its pure function's names
+    (``run_train_model(num_epochs=training_num_epochs, ...)``); reading that call keeps one source of the mapping.
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(component_function)))
+    mapping = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == callee:
+            for keyword in node.keywords:
+                names = [n.id for n in ast.walk(keyword.value) if isinstance(n, ast.Name)]
+                if keyword.arg and names:
+                    mapping[keyword.arg] = names[0]
+    return mapping
+
+
+def _train_aliases() -> dict[str, str]:
+    from components.training.finetuning import train_model
+
+    return wrapper_arguments(train_model.python_func, "run_train_model")
+
+
+def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.training.finetuning.train import validate_params
+
+    params = {internal: values[argument] for internal, argument in _train_aliases().items() if argument in values}
+    if isinstance(params.get("algorithm"), str):
+        params["algorithm"] = params["algorithm"].strip().lower()
+    split = task_inputs.get("dataset-download", {}).get("train_split_ratio", 0.9)
+    validate_params(params, has_eval_data=split < 1.0)
+
+
+def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    import inspect
+
+    from components.evaluation.lm_eval.evaluate import check_options
+
+    check_options(**{name: values[name] for name in inspect.signature(check_options).parameters})
+
+
+#: The component checks by task name: ``check(task's values, every task's values)``.
+TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
+    "dataset-download": _check_dataset,
+    "train-model": _check_train,
+    "lm-eval": _check_eval,
+}
+#: Where a component's errors use other names than its arguments: ``{task: () -> {error name: argument}}``.
+TASK_ALIASES: dict[str, Callable[[], dict[str, str]]] = {"train-model": _train_aliases}
+
+
+def _typed(value: Any, parameter_type: str) -> Any:
+    """YAML keeps KFP integers as floats (``3.0``): give them back their type."""
+    if parameter_type == "NUMBER_INTEGER" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def task_values(spec: dict, arguments: Mapping[str, Any]) -> tuple[dict[str, Values], dict[str, dict[str, str]]]:
+    """Each task's component arguments as a run with ``arguments`` would pass them.
+
+    Args:
+        spec: The pipeline spec (first document of a compiled pipeline).
+        arguments: The run's arguments by pipeline parameter name.
+
+    Returns:
+        ``({task: {input: value}}, {task: {input: pipeline parameter feeding it}})``; inputs fed by other tasks'
+        outputs are left out.
+    """
+    root = spec.get("root", {})
+    root_parameters = root.get("inputDefinitions", {}).get("parameters", {}) or {}
+    values: dict[str, Values] = {}
+    sources: dict[str, dict[str, str]] = {}
+    for task, task_spec in (root.get("dag", {}).get("tasks", {}) or {}).items():
+        component = spec.get("components", {}).get(task_spec.get("componentRef", {}).get("name", ""), {})
+        declared = component.get("inputDefinitions", {}).get("parameters", {}) or {}
+        given: Values = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
+        sources[task] = {}
+        for name, wiring in (task_spec.get("inputs", {}).get("parameters", {}) or {}).items():
+            if "runtimeValue" in wiring:
+                given[name] = wiring["runtimeValue"].get("constant")
+            elif "componentInputParameter" in wiring:
+                parameter = wiring["componentInputParameter"]
+                sources[task][name] = parameter
+                if parameter in arguments:
+                    given[name] = arguments[parameter]
+                elif "defaultValue" in root_parameters.get(parameter, {}):
+                    given[name] = root_parameters[parameter]["defaultValue"]
+        values[task] = {
+            name: _typed(value, declared.get(name, {}).get("parameterType", "")) for name, value in given.items()
+        }
+    return values, sources
+
+
+def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: str) -> None:
+    """Checks a run's arguments with the components' own validation, before anything is sent.
+
+    Args:
+        spec: The pipeline spec.
+        arguments: The run's arguments by pipeline parameter name (types already checked).
+        pipeline: The pipeline as the user named it, for errors.
+
+    Raises:
+        ValueError: ``pipeline '<name>', step <task>: <the component's one-line error>``, naming the pipeline
+            parameter(s) that fed the broken input.
+    """
+    values, sources = task_values(spec, arguments)
+    for task, check in TASK_CHECKS.items():
+        if task not in values:
+            continue
+        try:
+            check(values[task], values)
+        except (ValueError, KeyError) as error:
+            text = str(error) if isinstance(error, ValueError) else f"input {error} is missing"
+            aliases = TASK_ALIASES.get(task, dict)()
+            named = {name for name in [*sources[task], *aliases] if re.search(rf"\b{re.escape(name)}\b", text)}
+            arguments_named = named | {aliases[name] for name in named if name in aliases}
+            fed_by = sorted({p for name, p in sources[task].items() if name in arguments_named})
+            origin = f" (pipeline parameter {', '.join(fed_by)})" if fed_by else ""
+            raise ValueError(f"pipeline {pipeline!r}, step {task}: {text}{origin}") from None

@@ -1,0 +1,163 @@
+"""The reads doctor makes from the Kubernetes API, through the training step's own client layer.
+
+Connection: :func:`connect` uses :func:`components.training.finetuning.kube.load_api_client`, as the training step
+does (``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``, else the pod's service account), plus the kubeconfig's
+current context on a workstation. Every call has a short ``(connect, read)`` deadline and at most one retry.
+
+Secrets: only the named secrets the pipeline mounts are read (``GET``, never ``list`` or ``watch``), and only their key
+names are kept; the values are dropped as soon as the answer is parsed and never logged or returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from components.training.finetuning import kube
+
+#: (connect, read) seconds of one API request (the Kubernetes client honours ints and 2-tuples).
+REQUEST_TIMEOUT = (5, 15)
+API_ATTEMPTS = 2
+
+
+class Forbidden(Exception):
+    """The identity doctor runs as may not make this call (HTTP 403); the message is the API's."""
+
+
+class ApiUnavailable(Exception):
+    """The call failed for another reason (5xx through the retry, a connection error, an unexpected 4xx)."""
+
+
+class _DeadlineApi(kube.Api):
+    """The training step's retrying API wrapper, with a deadline on every request."""
+
+    def call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
+        return super().call(what, func, *args, **kwargs)
+
+
+def connect(ca_bundle: str = "") -> tuple[Any, str]:
+    """A ``kubernetes.client.ApiClient`` as the training step would build it, and how it authenticated.
+
+    Raises:
+        components.training.finetuning.kube.KubeAuthError: No usable credentials (the message says how to add them).
+    """
+    source = (
+        f"{kube.SERVER_URL_ENV}/{kube.AUTH_TOKEN_ENV}"
+        if os.environ.get(kube.SERVER_URL_ENV)
+        else "service account"
+        if Path(kube.SERVICE_ACCOUNT_DIR, "token").is_file()
+        else "kubeconfig"
+    )
+    return kube.load_api_client(ca_bundle=ca_bundle, kubeconfig=True), source
+
+
+def default_namespace() -> str:
+    """The namespace of the pod's service account, else of the kubeconfig's current context (``""``: none)."""
+    namespace_file = Path(kube.SERVICE_ACCOUNT_DIR, "namespace")
+    if namespace_file.is_file():
+        return namespace_file.read_text().strip()
+    if os.environ.get(kube.SERVER_URL_ENV):
+        return ""
+    from kubernetes import config
+
+    try:
+        _, current = config.list_kube_config_contexts(config_file=os.environ.get("KUBECONFIG"))
+    except (config.ConfigException, OSError):
+        return ""
+    return str(((current or {}).get("context") or {}).get("namespace") or "")
+
+
+class Cluster:
+    """Reads one namespace's view of the cluster; answers plain dicts.
+
+    Args:
+        api_client: A configured ``kubernetes.client.ApiClient``.
+        namespace: The pipeline's namespace (secrets, PVC, quota).
+        sleep: Sleep between retries (tests).
+    """
+
+    def __init__(self, api_client: Any, namespace: str, sleep: Callable[[float], None] | None = None) -> None:
+        import time
+
+        from kubernetes import client
+
+        self.api = _DeadlineApi(api_client, sleep or time.sleep, lambda line: None, API_ATTEMPTS)
+        self.namespace = namespace
+        self.storage = client.StorageV1Api(api_client)
+        self.authorization = client.AuthorizationV1Api(api_client)
+
+    def _read(self, what: str, func: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
+        """The JSON answer of a call; ``None`` on 404 when ``missing_ok``; :class:`Forbidden` on 403."""
+        from kubernetes.client import ApiException
+
+        try:
+            response = self.api.call(what, func, *args, _preload_content=False, **kwargs)
+        except ApiException as error:
+            if error.status == 403:
+                raise Forbidden(kube.api_message(error)) from None
+            if error.status == 404 and missing_ok:
+                return None
+            raise ApiUnavailable(f"{what}: {kube.api_message(error)}") from None
+        except kube.TrainJobError as error:
+            raise ApiUnavailable(str(error)) from None
+        return json.loads(response.data)
+
+    def version(self) -> dict[str, Any]:
+        """``GET /version`` (open to every authenticated user): the probe that the API server answers at all."""
+        client = self.api.core.api_client
+        return self._read(
+            "reading the server version",
+            client.call_api,
+            "/version",
+            "GET",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+
+    def allowed(self, group: str, resource: str, verb: str, namespace: str | None) -> bool:
+        """Whether this identity may ``verb`` ``resource`` (``pods/log``: a subresource) — a SelfSubjectAccessReview."""
+        from kubernetes import client
+
+        plural, _, subresource = resource.partition("/")
+        attributes = client.V1ResourceAttributes(
+            group=group, resource=plural, subresource=subresource or None, verb=verb, namespace=namespace
+        )
+        body = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
+        )
+        answer = self._read(
+            f"reviewing access to {verb} {resource}", self.authorization.create_self_subject_access_review, body
+        )
+        return bool((answer.get("status") or {}).get("allowed"))
+
+    def storage_class(self, name: str) -> dict[str, Any] | None:
+        """The StorageClass, or ``None`` when it does not exist."""
+        return self._read(f"reading storage class {name!r}", self.storage.read_storage_class, name, missing_ok=True)
+
+    def storage_classes(self) -> list[dict[str, Any]]:
+        """Every StorageClass."""
+        return self._read("listing storage classes", self.storage.list_storage_class).get("items") or []
+
+    def nodes(self, label_selector: str = "") -> list[dict[str, Any]]:
+        """The nodes (matching ``label_selector``)."""
+        answer = self._read("listing nodes", self.api.core.list_node, label_selector=label_selector)
+        return answer.get("items") or []
+
+    def quotas(self) -> list[dict[str, Any]]:
+        """The namespace's ResourceQuotas."""
+        what = f"listing resource quotas in {self.namespace}"
+        return self._read(what, self.api.core.list_namespaced_resource_quota, self.namespace).get("items") or []
+
+    def secret_keys(self, name: str) -> list[str] | None:
+        """The key names of a secret in the namespace (``None``: it does not exist). Values are dropped unread."""
+        what = f"reading secret {name!r}"
+        secret = self._read(what, self.api.core.read_namespaced_secret, name, self.namespace, missing_ok=True)
+        if secret is None:
+            return None
+        keys = sorted({*(secret.get("data") or {}), *(secret.get("stringData") or {})})
+        secret.clear()
+        return keys

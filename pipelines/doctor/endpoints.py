@@ -1,0 +1,112 @@
+"""Check 6: the Model Registry (when an address is set) and the KFP API (when a host is given) answer.
+
+Both are probed once, TLS verified (the system CAs, or ``--ca-bundle``), with a short ``(connect, read)`` timeout and
+no retries. Any HTTP answer from the registry means reachable (401/403 too: the step sends the pipeline's token).
+"""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import urlsplit
+
+from pipelines.doctor import facts as keys
+from pipelines.doctor.facts import RunValues
+from pipelines.doctor.report import Check, fail, ok, warn
+
+#: (connect, read) seconds of one probe: ints or a 2-tuple, never a float (kfp_server_api ignores floats).
+PROBE_TIMEOUT = (5, 10)
+IN_CLUSTER_SUFFIXES = (".svc", ".svc.cluster.local", ".cluster.local")
+
+
+def _pool(verify: bool, ca_bundle: str):
+    import certifi
+    import urllib3
+
+    timeout = urllib3.Timeout(connect=PROBE_TIMEOUT[0], read=PROBE_TIMEOUT[1])
+    if not verify:
+        return urllib3.PoolManager(cert_reqs="CERT_NONE", retries=False, timeout=timeout)
+    return urllib3.PoolManager(
+        cert_reqs="CERT_REQUIRED", ca_certs=ca_bundle or certifi.where(), retries=False, timeout=timeout
+    )
+
+
+def _resolvable(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return True
+
+
+def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
+    """The Model Registry at the run's address answers over HTTP(S) (an OK saying so when no address is set)."""
+    import urllib3
+
+    from components.deployment.kubeflow_model_registry.registry_client import API_ROOT, API_VERSIONS, registry_base_url
+
+    address = str(values.get(keys.REGISTRY_ADDRESS) or "").strip()
+    setting = values.label(keys.REGISTRY_ADDRESS)
+    if not address:
+        return ok("endpoints", f"Model Registry: no address set ({setting}); registration will be skipped")
+    is_secure = values.get(keys.REGISTRY_IS_SECURE) not in (False, "false", "False")
+    try:
+        base = registry_base_url(address, values.integer(keys.REGISTRY_PORT) or 443, is_secure)
+    except ValueError as error:
+        return fail("endpoints", f"Model Registry address: {error}", f"fix {setting}")
+    pool = _pool(is_secure and base.startswith("https://"), ca_bundle)
+    statuses = []
+    try:
+        for version in API_VERSIONS:
+            response = pool.request(
+                "GET", f"{base}{API_ROOT}{version}/registered_models?pageSize=1", preload_content=True
+            )
+            statuses.append(response.status)
+            if response.status != 404:
+                break
+    except urllib3.exceptions.SSLError as error:
+        remedy = "pass --ca-bundle FILE with the CA that signed it, or fix the route's certificate"
+        return fail(
+            "endpoints", f"Model Registry at {base}: TLS verification failed ({error.__class__.__name__})", remedy
+        )
+    except urllib3.exceptions.HTTPError as error:
+        host = urlsplit(base).hostname or ""
+        reason = getattr(error, "reason", None) or error
+        if host.endswith(IN_CLUSTER_SUFFIXES) and not _resolvable(host):
+            what = f"Model Registry at {base}: an in-cluster address, not resolvable from here"
+            return warn(
+                "endpoints", what, "run doctor in a pod of the namespace to check it, or use the registry's route"
+            )
+        remedy = (
+            f"check that the Model Registry is installed and running, that {setting} and "
+            f"{values.label(keys.REGISTRY_PORT)} are right, and that network policies allow the namespace"
+        )
+        return fail("endpoints", f"Model Registry at {base} is unreachable: {reason}", remedy)
+    status = statuses[-1]
+    tls = "" if base.startswith("https://") and is_secure else " (TLS not verified: plain HTTP or is_secure=false)"
+    if status >= 500:
+        return warn(
+            "endpoints", f"Model Registry at {base} answers HTTP {status}", "check the registry's pods and logs"
+        )
+    if status == 404:
+        what = f"Model Registry at {base}: no Model Registry API under {API_ROOT}{{{', '.join(API_VERSIONS)}}}"
+        return warn("endpoints", what, f"check {setting}: it must be the registry's REST route/service")
+    return ok("endpoints", f"Model Registry at {base} answers (HTTP {status}){tls}")
+
+
+def check_kfp(host: str, token_file: str = "", ca_bundle: str = "", namespace: str = "") -> Check:
+    """The KFP API at ``host`` reports healthy (``GET /apis/v2beta1/healthz``)."""
+    from pipelines import kfp_api
+
+    connection = kfp_api.connection_from_options(
+        host=host, token_file=token_file, ca_bundle=ca_bundle, namespace=namespace
+    )
+    remedy = (
+        "check that the pipeline server is running (OpenShift AI: Pipelines > Configure pipeline server) and --kfp-host"
+    )
+    try:
+        answer = kfp_api.check_health(connection, timeout_seconds=PROBE_TIMEOUT)
+    except kfp_api.KfpApiError as error:
+        return fail("endpoints", str(error), remedy)
+    multi_user = answer.get("multi_user", answer.get("multiUser"))
+    detail = f", multi_user={str(multi_user).lower()}" if multi_user is not None else ""
+    return ok("endpoints", f"KFP API at {connection.host} is healthy{detail}")

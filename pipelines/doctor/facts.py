@@ -1,0 +1,232 @@
+"""What a compiled pipeline fixes at compile time, read back from its YAML, and the run's parameter values.
+
+:func:`read_package` reads the workspace PVC (size, storage class, access modes), the secrets each step mounts
+(names and keys), each step's inputs (wired to a pipeline parameter or a constant) and GPU/toleration settings a step
+may carry. :class:`RunValues` answers "what will this run use for (step, component argument)?" through the
+parameters table (``pipelines/training/finetuning/parameters.py``): the run's argument under the parameter's dashboard
+name, else the pipeline's default, else the constant the compiled step was given, else the table's default. Doctor
+never spells a dashboard name itself, so renaming them changes nothing here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipelines.training.finetuning.parameters import PARAMETERS, REQUIRED, STEPS, PipelineParameter
+
+#: The run parameters doctor reads, as (step, component argument) keys of the parameters table.
+DATASET_URI = ("dataset", "dataset_uri")
+BASE_MODEL = ("train", "training_base_model")
+LAUNCHER = ("train", "training_launcher")
+RUNTIME_NAME = ("train", "training_runtime_name")
+RUNTIME_KIND = ("train", "training_runtime_kind")
+TRAINING_IMAGE = ("train", "training_image")
+JOB_NAMESPACE = ("train", "training_namespace")
+NUM_NODES = ("train", "training_num_nodes")
+GPUS_PER_NODE = ("train", "training_gpus_per_node")
+GPU_RESOURCE = ("train", "training_gpu_resource_name")
+TOLERATIONS = ("train", "training_tolerations")
+NODE_SELECTOR = ("train", "training_node_selector")
+REGISTRY_ADDRESS = ("registry", "registry_address")
+REGISTRY_PORT = ("registry", "registry_port")
+REGISTRY_IS_SECURE = ("registry", "is_secure")
+S3_UPLOAD_PREFIX = ("registry", "s3_upload_prefix")
+
+_TABLE: dict[tuple[str, str], PipelineParameter] = {(p.step, p.name): p for p in PARAMETERS}
+
+
+@dataclasses.dataclass(frozen=True)
+class SecretMount:
+    """A secret the pipeline mounts as env vars.
+
+    Attributes:
+        name: The secret's name.
+        keys: ``{secret key: env var}`` over every step that mounts it.
+        steps: The steps mounting it (``train``, ...).
+        optional: Whether every mount is optional (a missing secret does not stop the pod).
+    """
+
+    name: str
+    keys: dict[str, str]
+    steps: tuple[str, ...]
+    optional: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineFacts:
+    """The compile-time facts of one compiled pipeline.
+
+    Attributes:
+        name: ``pipelineInfo.name``.
+        source: Where the YAML came from (named in messages).
+        pvc_size: The workspace PVC size (``""``: no workspace).
+        storage_class: The workspace PVC's storage class (``""``: the cluster's default class).
+        access_modes: The workspace PVC's access modes.
+        secrets: The mounted secrets, by name.
+        parameters: ``root.inputDefinitions.parameters`` (dashboard name -> definition).
+        step_inputs: ``{step: {component argument: ("parameter", dashboard name) | ("constant", value)}}``.
+        accelerators: ``{step: (resource name, count)}`` of steps compiled with an accelerator request.
+        tolerations: ``{step: [toleration, ...]}`` compiled onto steps.
+        node_selectors: ``{step: {label: value}}`` compiled onto steps.
+    """
+
+    name: str
+    source: str
+    pvc_size: str
+    storage_class: str
+    access_modes: tuple[str, ...]
+    secrets: dict[str, SecretMount]
+    parameters: dict[str, dict[str, Any]]
+    step_inputs: dict[str, dict[str, tuple[str, Any]]]
+    accelerators: dict[str, tuple[str, int]]
+    tolerations: dict[str, list[dict[str, Any]]]
+    node_selectors: dict[str, dict[str, str]]
+
+
+def _step_of(inputs: Mapping[str, tuple[str, Any]]) -> str | None:
+    """The table step a task belongs to: the one whose dashboard names and argument names it uses most."""
+    scores = dict.fromkeys(STEPS, 0)
+    for argument, (kind, value) in inputs.items():
+        for step in STEPS:
+            parameter = _TABLE.get((step, argument))
+            scores[step] += parameter is not None
+            scores[step] += kind == "parameter" and any(
+                p.step == step and p.dashboard_name == value for p in PARAMETERS
+            )
+    best = max(scores, key=lambda step: scores[step])
+    return best if scores[best] else None
+
+
+def _task_inputs(task: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    inputs: dict[str, tuple[str, Any]] = {}
+    for argument, spec in ((task.get("inputs") or {}).get("parameters") or {}).items():
+        if "componentInputParameter" in spec:
+            inputs[argument] = ("parameter", spec["componentInputParameter"])
+        elif "constant" in (spec.get("runtimeValue") or {}):
+            inputs[argument] = ("constant", spec["runtimeValue"]["constant"])
+    return inputs
+
+
+def _accelerator(container: Mapping[str, Any]) -> tuple[str, int] | None:
+    accelerator = (container.get("resources") or {}).get("accelerator") or {}
+    resource = accelerator.get("resourceType") or accelerator.get("type") or ""
+    count = accelerator.get("resourceCount") or accelerator.get("count") or 0
+    return (str(resource), int(float(count))) if resource and count else None
+
+
+def read_package(path: str | Path) -> PipelineFacts:
+    """Reads a compiled fine-tuning pipeline.
+
+    Args:
+        path: The compiled YAML (``kfp-finetune compile`` output).
+
+    Returns:
+        Its facts.
+
+    Raises:
+        ValueError: The file is not a compiled KFP pipeline.
+    """
+    from pipelines import kfp_api
+
+    spec = kfp_api.read_pipeline_spec(str(path))
+    documents = [doc for doc in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")) if doc]
+    platform = next((doc for doc in documents[1:] if "platforms" in doc), {})
+    kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
+    executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}
+    containers = (spec.get("deploymentSpec") or {}).get("executors") or {}
+    steps: dict[str, dict[str, tuple[str, Any]]] = {}
+    accelerators: dict[str, tuple[str, int]] = {}
+    tolerations: dict[str, list[dict[str, Any]]] = {}
+    node_selectors: dict[str, dict[str, str]] = {}
+    secrets: dict[str, SecretMount] = {}
+    for task_name, task in ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).items():
+        inputs = _task_inputs(task)
+        step = _step_of(inputs) or task_name
+        steps[step] = inputs
+        component = (spec.get("components") or {}).get((task.get("componentRef") or {}).get("name", ""), {})
+        executor = component.get("executorLabel", "")
+        accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
+        if accelerator:
+            accelerators[step] = accelerator
+        if (executors.get(executor) or {}).get("tolerations"):
+            tolerations[step] = list(executors[executor]["tolerations"])
+        labels = ((executors.get(executor) or {}).get("nodeSelector") or {}).get("labels") or {}
+        if labels:
+            node_selectors[step] = {str(key): str(value) for key, value in labels.items()}
+        for mount in (executors.get(executor) or {}).get("secretAsEnv") or []:
+            name = mount.get("secretName") or ((mount.get("secretNameParameter") or {}).get("runtimeValue") or {}).get(
+                "constant", ""
+            )
+            keys = {item["secretKey"]: item["envVar"] for item in mount.get("keyToEnv") or []}
+            known = secrets.get(name)
+            secrets[name] = SecretMount(
+                name,
+                {**(known.keys if known else {}), **keys},
+                (*(known.steps if known else ()), step),
+                bool(mount.get("optional")) and (known.optional if known else True),
+            )
+    workspace = (kubernetes.get("pipelineConfig") or {}).get("workspace") or {}
+    patch = ((workspace.get("kubernetes") or {}).get("pvcSpecPatch")) or {}
+    return PipelineFacts(
+        name=str((spec.get("pipelineInfo") or {}).get("name", "")),
+        source=str(path),
+        pvc_size=str(workspace.get("size", "")),
+        storage_class=str(patch.get("storageClassName", "")),
+        access_modes=tuple(patch.get("accessModes") or ()),
+        secrets=secrets,
+        parameters=dict(((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}),
+        step_inputs=steps,
+        accelerators=accelerators,
+        tolerations=tolerations,
+        node_selectors=node_selectors,
+    )
+
+
+class RunValues:
+    """The values a run of a compiled pipeline will use, by (step, component argument) of the parameters table.
+
+    Args:
+        facts: The compiled pipeline.
+        arguments: The run's arguments by dashboard name (``--param`` / ``--params-file``).
+
+    Raises:
+        ValueError: An argument the pipeline does not have, or of the wrong type (named, with the known names).
+    """
+
+    def __init__(self, facts: PipelineFacts, arguments: Mapping[str, Any]) -> None:
+        from pipelines import kfp_api
+
+        relaxed = {name: {**definition, "isOptional": True} for name, definition in facts.parameters.items()}
+        kfp_api.check_arguments({"root": {"inputDefinitions": {"parameters": relaxed}}}, arguments, facts.source)
+        self.facts = facts
+        self.arguments = dict(arguments)
+
+    def get(self, key: tuple[str, str]) -> Any:
+        """The value of table parameter ``key`` for this run (``None``: required and not given)."""
+        parameter = _TABLE[key]
+        name = parameter.dashboard_name
+        if name in self.arguments:
+            return self.arguments[name]
+        if name in self.facts.parameters:
+            return self.facts.parameters[name].get("defaultValue")
+        kind, value = self.facts.step_inputs.get(key[0], {}).get(key[1], ("", None))
+        if kind == "constant":
+            return value
+        return None if parameter.default is REQUIRED else parameter.default
+
+    def integer(self, key: tuple[str, str]) -> int:
+        """:meth:`get` as an int (KFP writes integer defaults as floats, e.g. ``1.0``)."""
+        value = self.get(key)
+        return int(float(value)) if value not in (None, "") else 0
+
+    def label(self, key: tuple[str, str]) -> str:
+        """How a user sets it: the dashboard name, or a note that this pipeline fixes it."""
+        name = _TABLE[key].dashboard_name
+        if name in self.facts.parameters:
+            return f"parameter {name}"
+        return f"{key[1]} (fixed in this pipeline; use the expert flavor to change it)"

@@ -1,0 +1,101 @@
+"""The doctor's findings: one :class:`Check` per line, ``OK | WARN | FAIL  <what>  — <remedy>``, and the exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+STATUSES = (OK, WARN, FAIL)
+#: The areas, in report order.
+AREAS = ("cluster", "backend", "permissions", "storage", "secrets", "gpus", "endpoints")
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One finding.
+
+    Attributes:
+        status: ``OK``, ``WARN`` (the run may still work, or doctor could not tell) or ``FAIL`` (the run will fail).
+        area: One of :data:`AREAS`.
+        what: What was checked and found, naming the object (``storage class 'nfs-csi' not found``).
+        remedy: What to do about it (``""`` for an OK without advice).
+    """
+
+    status: str
+    area: str
+    what: str
+    remedy: str = ""
+
+    def __post_init__(self) -> None:
+        """Rejects an unknown status or area (a programming error)."""
+        if self.status not in STATUSES or self.area not in AREAS:
+            raise ValueError(f"Check(status={self.status!r}, area={self.area!r}): unknown status or area")
+
+    def line(self) -> str:
+        """``STATUS  what  — remedy`` (the status padded so that the lines align)."""
+        return f"{self.status:<4}  {self.what}" + (f"  — {self.remedy}" if self.remedy else "")
+
+
+def ok(area: str, what: str, remedy: str = "") -> Check:
+    """An OK finding."""
+    return Check(OK, area, what, remedy)
+
+
+def warn(area: str, what: str, remedy: str) -> Check:
+    """A WARN finding."""
+    return Check(WARN, area, what, remedy)
+
+
+def fail(area: str, what: str, remedy: str) -> Check:
+    """A FAIL finding."""
+    return Check(FAIL, area, what, remedy)
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """All findings of one doctor run, and what they were about.
+
+    Attributes:
+        checks: The findings, in check order.
+        context: What was checked: pipeline, namespace(s), API server, identity source.
+    """
+
+    checks: tuple[Check, ...]
+    context: dict[str, Any]
+
+    @property
+    def failed(self) -> bool:
+        """Whether any check failed."""
+        return any(check.status == FAIL for check in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed, 1 otherwise."""
+        return 1 if self.failed else 0
+
+    def counts(self) -> dict[str, int]:
+        """How many checks have each status."""
+        return {status: sum(check.status == status for check in self.checks) for status in STATUSES}
+
+    def text(self) -> str:
+        """The report for a terminal: a header, one line per check, a summary line."""
+        header = ", ".join(f"{key} {value}" for key, value in self.context.items() if value)
+        counts = self.counts()
+        summary = f"{counts[FAIL]} FAIL, {counts[WARN]} WARN, {counts[OK]} OK"
+        verdict = "fix the FAIL lines before starting a run" if self.failed else "ready to run"
+        return "\n".join([f"kfp-finetune doctor: {header}", *(c.line() for c in self.checks), f"{summary}: {verdict}"])
+
+    def to_json(self) -> str:
+        """The report for scripts: ``{"ok", "exit_code", "context", "counts", "checks": [...]}``."""
+        return json.dumps(
+            {
+                "ok": not self.failed,
+                "exit_code": self.exit_code,
+                "context": self.context,
+                "counts": self.counts(),
+                "checks": [dataclasses.asdict(check) for check in self.checks],
+            },
+            indent=1,
+        )

@@ -1,0 +1,97 @@
+"""``kfp-finetune doctor``: every check against one compiled pipeline, one run's parameters and one namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipelines.doctor import facts as keys
+from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden, connect, default_namespace
+from pipelines.doctor.endpoints import check_kfp, check_registry
+from pipelines.doctor.facts import RunValues, read_package
+from pipelines.doctor.gpus import check_gpus
+from pipelines.doctor.report import Check, Report, fail
+from pipelines.doctor.secret_mounts import check_secrets
+from pipelines.doctor.storage import check_storage
+from pipelines.doctor.training import check_backend, check_permissions
+
+
+def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
+    """Checks 1-5, in order; the launcher check 1 resolves decides what 2 and 5 look at."""
+    checks, launcher = check_backend(cluster, values)
+    checks += check_permissions(cluster, values, launcher)
+    checks += check_storage(cluster, values.facts)
+    checks += check_secrets(cluster, values)
+    checks += check_gpus(cluster, values, launcher)
+    return checks
+
+
+def _reachable(cluster: Cluster, host: str) -> Check | None:
+    """A FAIL when the API server does not answer ``GET /version``, else None."""
+    try:
+        cluster.version()
+    except Forbidden as error:
+        return fail("cluster", f"the Kubernetes API at {host} refuses these credentials: {error}", _LOGIN)
+    except ApiUnavailable as error:
+        return fail("cluster", f"the Kubernetes API at {host} does not answer: {error}", _LOGIN)
+    return None
+
+
+_LOGIN = (
+    "log in (`oc login`), or set KUBERNETES_SERVER_URL and KUBERNETES_AUTH_TOKEN (as in the kubernetes-credentials "
+    "secret)"
+)
+
+
+def run_doctor(
+    package: str | Path,
+    arguments: Mapping[str, Any],
+    *,
+    namespace: str = "",
+    kfp_host: str = "",
+    token_file: str = "",
+    ca_bundle: str = "",
+) -> Report:
+    """Runs every check and returns the report.
+
+    Args:
+        package: The compiled pipeline YAML.
+        arguments: The run's arguments by dashboard name.
+        namespace: The pipeline's namespace (``""``: the pod's, or the kubeconfig context's).
+        kfp_host: The KFP API URL to health-check (``""``: not checked).
+        token_file: A file with the KFP bearer token (default: ``KFP_TOKEN``).
+        ca_bundle: A CA bundle for the Model Registry and KFP API certificates.
+
+    Returns:
+        The report (its ``exit_code`` is 1 when a check failed).
+
+    Raises:
+        ValueError: Unknown or mistyped run arguments, no namespace, or a bad ``kfp_host`` / ``token_file``.
+    """
+    from components.training.finetuning.kube import KubeAuthError
+
+    values = RunValues(read_package(package), arguments)
+    context: dict[str, Any] = {"pipeline": values.facts.name}
+    checks: list[Check] = []
+    try:
+        api_client, source = connect()
+    except KubeAuthError as error:
+        checks.append(fail("cluster", f"cannot connect to Kubernetes: {error}", _LOGIN))
+    else:
+        namespace = namespace or default_namespace()
+        if not namespace:
+            raise ValueError("no namespace: pass --namespace NS (your Data Science Project)")
+        host = api_client.configuration.host
+        job_namespace = values.get(keys.JOB_NAMESPACE) or namespace
+        context.update(namespace=namespace, training_namespace=job_namespace, kubernetes=host, credentials=source)
+        cluster = Cluster(api_client, namespace)
+        try:
+            problem = _reachable(cluster, host)
+            checks += [problem] if problem else _cluster_checks(cluster, values)
+        finally:
+            api_client.close()
+    checks.append(check_registry(values, ca_bundle))
+    if kfp_host:
+        checks.append(check_kfp(kfp_host, token_file, ca_bundle, namespace))
+    return Report(tuple(checks), context)

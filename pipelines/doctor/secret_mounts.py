@@ -1,0 +1,129 @@
+"""Check 4: the secrets the pipeline mounts exist with the keys the steps read; the run's URIs make some necessary.
+
+Only key names are compared: :meth:`~pipelines.doctor.cluster.Cluster.secret_keys` keeps nothing else, and no value
+reaches a finding. A secret's role is known from the env vars it feeds (stable across secret renames):
+
+* ``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``: both or neither (the training step falls back to the pipeline's
+  service account without them);
+* ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``: necessary when a dataset, base model or upload prefix is
+  ``s3://``;
+* ``OCI_PULL_SECRET_MODEL_DOWNLOAD`` or ``.dockerconfigjson`` (either key): necessary when the base model is
+  ``oci://``;
+* ``HF_TOKEN``: optional (gated or private Hugging Face models and datasets).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipelines.doctor import facts as keys
+from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
+from pipelines.doctor.facts import RunValues, SecretMount
+from pipelines.doctor.report import Check, fail, ok, warn
+
+
+@dataclasses.dataclass(frozen=True)
+class SecretRole:
+    """What a mounted secret is for.
+
+    Attributes:
+        env: An env var that identifies the role.
+        required_env: The env vars whose keys must be present (all of them) when the secret is used.
+        purpose: What it is for, in a finding.
+        scheme: The URI scheme (``s3://``, ``oci://``) that makes it necessary, ``""``: never strictly necessary.
+        any_one: One of the ``required_env`` keys is enough (alternatives), rather than all of them.
+    """
+
+    env: str
+    required_env: tuple[str, ...]
+    purpose: str
+    scheme: str = ""
+    any_one: bool = False
+
+
+ROLES = (
+    SecretRole(
+        "KUBERNETES_AUTH_TOKEN",
+        ("KUBERNETES_SERVER_URL", "KUBERNETES_AUTH_TOKEN"),
+        "API access of the training step (without it: the pipeline's service account)",
+    ),
+    SecretRole("AWS_ACCESS_KEY_ID", ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), "S3 access", "s3://"),
+    SecretRole(
+        "OCI_PULL_SECRET_MODEL_DOWNLOAD",
+        ("OCI_PULL_SECRET_MODEL_DOWNLOAD", "OCI_PULL_SECRET_DOCKERCONFIGJSON"),
+        "oci:// model pulls",
+        "oci://",
+        any_one=True,
+    ),
+    SecretRole("HF_TOKEN", ("HF_TOKEN",), "gated or private Hugging Face models and datasets"),
+)
+#: The run parameters whose URI scheme can make a secret necessary.
+URI_PARAMETERS = (keys.DATASET_URI, keys.BASE_MODEL, keys.S3_UPLOAD_PREFIX)
+
+
+def _role(mount: SecretMount) -> SecretRole:
+    for role in ROLES:
+        if role.env in mount.keys.values():
+            return role
+    return SecretRole("", tuple(mount.keys.values()), f"env {', '.join(sorted(mount.keys.values()))}")
+
+
+def _needed_by(role: SecretRole, values: RunValues) -> list[str]:
+    """The run parameters (labels) whose value starts with the role's scheme."""
+    if not role.scheme:
+        return []
+    return [values.label(key) for key in URI_PARAMETERS if str(values.get(key) or "").startswith(role.scheme)]
+
+
+def _create_command(mount: SecretMount, keys_: list[str], namespace: str) -> str:
+    if ".dockerconfigjson" in keys_:
+        return (
+            f"`oc create secret docker-registry {mount.name} --docker-server=... --docker-username=... -n {namespace}`"
+        )
+    literals = " ".join(f"--from-literal={key}=..." for key in keys_)
+    return f"`oc create secret generic {mount.name} {literals} -n {namespace}`"
+
+
+def _one(cluster: Cluster, mount: SecretMount, values: RunValues) -> Check:
+    role = _role(mount)
+    required = [key for key, env in mount.keys.items() if env in role.required_env]
+    needed_by = _needed_by(role, values)
+    present = cluster.secret_keys(mount.name)
+    steps = ", ".join(mount.steps)
+    if present is None:
+        if needed_by:
+            what = f"secret {mount.name!r} ({role.purpose}) is missing, and {', '.join(needed_by)} needs it"
+            return fail("secrets", what, "create it: " + _create_command(mount, required, cluster.namespace))
+        if role.env == "KUBERNETES_AUTH_TOKEN":
+            what = f"secret {mount.name!r} is absent: the training step will use the pipeline's service account"
+            return warn("secrets", what, "grant that service account rbac.yaml's permissions, or create the secret")
+        return ok("secrets", f"secret {mount.name!r} is absent (optional: {role.purpose})")
+    missing = [key for key in required if key not in present]
+    if role.any_one and len(missing) < len(required):
+        found = [key for key in required if key in present]
+        return ok("secrets", f"secret {mount.name!r} has the key {found[0]} ({steps})")
+    if not missing:
+        return ok("secrets", f"secret {mount.name!r} has the keys {', '.join(required)} ({steps})")
+    lacks = f"one of the keys {' / '.join(missing)}" if role.any_one else f"the key(s) {', '.join(missing)}"
+    what = f"secret {mount.name!r} lacks {lacks} ({role.purpose}; it has {len(present)} key(s))"
+    remedy = f"add {' or '.join(missing) if role.any_one else ', '.join(missing)} to it (`oc edit secret {mount.name}`)"
+    if needed_by or role.env == "KUBERNETES_AUTH_TOKEN":
+        return fail("secrets", what, remedy)
+    return warn("secrets", what, remedy)
+
+
+def check_secrets(cluster: Cluster, values: RunValues) -> list[Check]:
+    """Check 4: one finding per mounted secret; one WARN instead when secrets cannot be read."""
+    checks = []
+    for mount in values.facts.secrets.values():
+        try:
+            checks.append(_one(cluster, mount, values))
+        except Forbidden as error:
+            names = ", ".join(values.facts.secrets)
+            what = (
+                f"cannot read secrets in {cluster.namespace} (get secrets is forbidden: {error}); {names} not checked"
+            )
+            return [warn("secrets", what, "run doctor as a project admin, or check with `oc describe secret NAME`")]
+        except ApiUnavailable as error:
+            checks.append(warn("secrets", f"could not read secret {mount.name!r}: {error}", "check the API server"))
+    return checks

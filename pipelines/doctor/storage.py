@@ -1,0 +1,147 @@
+"""Check 3: the workspace PVC can be provisioned: its storage class exists, gives RWX volumes, and quota has room."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.doctor import provisioners
+from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
+from pipelines.doctor.facts import PipelineFacts
+from pipelines.doctor.report import Check, fail, ok, warn
+
+DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+RWX_MODE = "ReadWriteMany"
+
+
+def _recompile(flag: str, example: str) -> str:
+    return (
+        f"recompile with `kfp-finetune compile --{flag} {example}` (or KFP_FINETUNE_{flag.upper().replace('-', '_')})"
+    )
+
+
+def _is_default(storage_class: dict[str, Any]) -> bool:
+    annotations = (storage_class.get("metadata") or {}).get("annotations") or {}
+    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
+
+
+def _describe(storage_classes: list[dict[str, Any]]) -> str:
+    return (
+        ", ".join(
+            f"{(item.get('metadata') or {}).get('name')} ({item.get('provisioner', '?')})" for item in storage_classes
+        )
+        or "none"
+    )
+
+
+def _find_class(cluster: Cluster, facts: PipelineFacts) -> tuple[dict[str, Any] | None, Check | None]:
+    """The storage class the PVC will use, or the finding that says why there is none."""
+    name = facts.storage_class
+    if name:
+        found = cluster.storage_class(name)
+        if found is not None:
+            return found, None
+        listed = _describe(cluster.storage_classes())
+        what = f"storage class {name!r} (workspace PVC, compile-time) not found (available: {listed})"
+        return None, fail("storage", what, _recompile("pvc-storage-class", "<an RWX class>"))
+    defaults = [item for item in cluster.storage_classes() if _is_default(item)]
+    if defaults:
+        return defaults[0], None
+    what = "the workspace PVC names no storage class and the cluster has no default storage class"
+    return None, fail("storage", what, _recompile("pvc-storage-class", "<an RWX class>"))
+
+
+def _rwx(storage_class: dict[str, Any], facts: PipelineFacts) -> Check:
+    name = (storage_class.get("metadata") or {}).get("name")
+    provisioner = str(storage_class.get("provisioner", ""))
+    if RWX_MODE not in facts.access_modes:
+        what = f"the workspace PVC asks for {list(facts.access_modes)}, not {RWX_MODE}"
+        remedy = "steps and training pods on different nodes cannot share it; " + _recompile(
+            "pvc-access-modes", RWX_MODE
+        )
+        return warn("storage", what, remedy)
+    verdict, storage = provisioners.judge(provisioner)
+    if verdict == provisioners.RWX:
+        return ok("storage", f"storage class {name!r} exists; provisioner {provisioner} ({storage}) gives {RWX_MODE}")
+    if verdict == provisioners.RWO:
+        what = f"storage class {name!r}: provisioner {provisioner} ({storage}) gives no {RWX_MODE} filesystems"
+        return fail("storage", what, _recompile("pvc-storage-class", "<an NFS, CephFS, EFS or Azure Files class>"))
+    what = f"storage class {name!r}: provisioner {provisioner!r} is not known to support {RWX_MODE}"
+    remedy = "check its documentation (a PVC it cannot bind stays Pending), or " + _recompile(
+        "pvc-storage-class", "<a known RWX class>"
+    )
+    return warn("storage", what, remedy)
+
+
+def _quota_problems(quota: dict[str, Any], storage_class: str, size: str) -> list[str]:
+    """What a ResourceQuota leaves too little of for one more PVC of ``size`` in ``storage_class``."""
+    from kubernetes.utils import parse_quantity
+
+    hard = (quota.get("status") or {}).get("hard") or (quota.get("spec") or {}).get("hard") or {}
+    used = (quota.get("status") or {}).get("used") or {}
+    scoped = f"{storage_class}.storageclass.storage.k8s.io/" if storage_class else None
+    problems = []
+    for resource, needed, shown in (("requests.storage", parse_quantity(size), size), ("persistentvolumeclaims", 1, 1)):
+        for key in (resource, f"{scoped}{resource}" if scoped else None):
+            if key and key in hard:
+                left = parse_quantity(hard[key]) - parse_quantity(used.get(key, "0"))
+                if left < needed:
+                    problems.append(f"{key}: {used.get(key, '0')} of {hard[key]} used, {shown} more needed")
+    return problems
+
+
+def _quota(cluster: Cluster, facts: PipelineFacts, storage_class: str) -> Check:
+    quotas = cluster.quotas()
+    problems = []
+    for quota in quotas:
+        name = (quota.get("metadata") or {}).get("name")
+        problems += [
+            f"ResourceQuota {name!r} {problem}" for problem in _quota_problems(quota, storage_class, facts.pvc_size)
+        ]
+    if problems:
+        what = f"no quota headroom for the {facts.pvc_size} workspace PVC in {cluster.namespace}: {'; '.join(problems)}"
+        return fail(
+            "storage", what, "delete unused PVCs, ask for a larger quota, or " + _recompile("pvc-size", "<smaller>")
+        )
+    if not quotas:
+        return ok("storage", f"no ResourceQuota in {cluster.namespace} limits the {facts.pvc_size} workspace PVC")
+    return ok("storage", f"ResourceQuota headroom in {cluster.namespace} fits the {facts.pvc_size} workspace PVC")
+
+
+def check_storage(cluster: Cluster, facts: PipelineFacts) -> list[Check]:
+    """Check 3: the storage class exists, RWX is judged from its provisioner, quota has room for the PVC size."""
+    if not facts.pvc_size:
+        return [ok("storage", "the pipeline has no workspace PVC")]
+    checks: list[Check] = []
+    try:
+        storage_class, problem = _find_class(cluster, facts)
+        checks.append(problem if problem else _rwx(storage_class, facts))
+    except Forbidden as error:
+        what = f"cannot read storage classes ({error})"
+        checks.append(
+            warn(
+                "storage",
+                what,
+                f"ask an admin whether {facts.storage_class or 'the default class'} exists and gives RWX",
+            )
+        )
+        storage_class = None
+    except ApiUnavailable as error:
+        checks.append(warn("storage", f"could not read storage classes: {error}", "check the API server"))
+        storage_class = None
+    class_name = facts.storage_class or ((storage_class or {}).get("metadata") or {}).get("name", "")
+    try:
+        checks.append(_quota(cluster, facts, class_name))
+    except Forbidden as error:
+        checks.append(
+            warn(
+                "storage",
+                f"cannot read ResourceQuotas in {cluster.namespace} ({error})",
+                "check `oc describe quota` for storage headroom",
+            )
+        )
+    except ApiUnavailable as error:
+        checks.append(warn("storage", f"could not read ResourceQuotas: {error}", "check the API server"))
+    return checks

@@ -1,0 +1,171 @@
+"""Checks 1 and 2: the training backend the run will launch on, and the permissions the training step needs.
+
+Backend: the same discovery and runtime lookup the training step's ``auto`` launcher uses
+(:mod:`components.training.finetuning.backends`). Permissions: every rule of ``rbac.yaml`` (the one list of what the
+training step calls) that applies to the resolved launcher, asked of the API with a ``SelfSubjectAccessReview``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import yaml
+
+from components.training import finetuning
+from components.training.finetuning.kube import RUNTIME_PLURALS, TrainJobError
+from pipelines.doctor import facts as keys
+from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
+from pipelines.doctor.facts import RunValues
+from pipelines.doctor.report import Check, fail, ok, warn
+
+#: The training step's RBAC manifest: the one source of truth of the calls it makes.
+RBAC_FILE = Path(finetuning.__file__).resolve().with_name("rbac.yaml")
+TRAINJOB, PYTORCHJOB, LOCAL, AUTO = "trainjob", "pytorchjob", "local", "auto"
+
+
+@dataclasses.dataclass(frozen=True)
+class Permission:
+    """One (group, resource, verb) the training step needs.
+
+    Attributes:
+        group: The API group (``""``: core).
+        resource: The resource, ``plural[/subresource]``.
+        verb: The RBAC verb.
+        cluster: Granted by the ClusterRole (cluster-scoped resource) rather than the namespaced Role.
+    """
+
+    group: str
+    resource: str
+    verb: str
+    cluster: bool
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.resource}{'.' + self.group if self.group else ''}"
+
+
+def rbac_permissions(path: Path = RBAC_FILE) -> list[Permission]:
+    """Every (group, resource, verb) the Roles and ClusterRoles of ``rbac.yaml`` grant, in file order."""
+    found: list[Permission] = []
+    for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        if not document or document.get("kind") not in ("Role", "ClusterRole"):
+            continue
+        for rule in document.get("rules") or []:
+            for group in rule.get("apiGroups") or [""]:
+                for resource in rule.get("resources") or []:
+                    for verb in rule.get("verbs") or []:
+                        found.append(Permission(group, resource, verb, document["kind"] == "ClusterRole"))
+    return found
+
+
+def _launcher_groups(launcher: str) -> set[str]:
+    from components.training.finetuning import pytorchjob, trainjob
+
+    return {TRAINJOB: {trainjob.API_GROUP}, PYTORCHJOB: {pytorchjob.API_GROUP}}.get(launcher, set())
+
+
+def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str]:
+    """Check 1: the launcher's CRDs are served and the referenced runtime exists; returns the resolved launcher.
+
+    The launcher ``auto`` resolves as the training step resolves it: ``trainjob`` when Kubeflow Trainer serves
+    ``trainjobs`` and the runtime exists, else ``pytorchjob`` when the Training Operator serves ``pytorchjobs``.
+    """
+    from components.training.finetuning import backends
+
+    launcher = str(values.get(keys.LAUNCHER) or AUTO)
+    setting = values.label(keys.LAUNCHER)
+    if launcher not in (AUTO, TRAINJOB, PYTORCHJOB, LOCAL):
+        remedy = f"set {setting} to one of {AUTO}, {TRAINJOB}, {PYTORCHJOB}, {LOCAL}"
+        return [fail("backend", f"launcher {launcher!r} is not a launcher", remedy)], TRAINJOB
+    if launcher == LOCAL:
+        return [
+            ok("backend", "launcher 'local': training runs in the pipeline step's pod (CPU); no backend needed")
+        ], LOCAL
+    runtime_name, runtime_kind = str(values.get(keys.RUNTIME_NAME)), str(values.get(keys.RUNTIME_KIND))
+    namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
+    trainer = backends.BACKEND_RESOURCES[TRAINJOB]
+    operator = backends.BACKEND_RESOURCES[PYTORCHJOB]
+    runtime_setting = f"{values.label(keys.RUNTIME_NAME)} / {values.label(keys.RUNTIME_KIND)}"
+    if runtime_kind not in RUNTIME_PLURALS:
+        remedy = f"set {values.label(keys.RUNTIME_KIND)} to one of {sorted(RUNTIME_PLURALS)}"
+        return [fail("backend", f"runtime kind {runtime_kind!r} is not a training runtime kind", remedy)], launcher
+    try:
+        trainer_served = launcher != PYTORCHJOB and all(
+            backends.resource_served(cluster.api, trainer[0], trainer[1], plural)
+            for plural in (trainer[2], RUNTIME_PLURALS[runtime_kind])
+        )
+        runtime = backends.runtime_state(cluster.api, runtime_name, runtime_kind, namespace) if trainer_served else ""
+        operator_served = launcher != TRAINJOB and backends.resource_served(cluster.api, *operator)
+    except (TrainJobError, ApiUnavailable) as error:
+        return [warn("backend", f"could not discover the training APIs: {error}", "check the API server")], launcher
+    trainer_crds = f"Kubeflow Trainer v2 CRDs ({trainer[2]}, {RUNTIME_PLURALS[runtime_kind]}.{trainer[0]})"
+    operator_crd = f"PyTorchJob CRD ({operator[2]}.{operator[0]}/{operator[1]})"
+    runtime_what = f"{runtime_kind} {runtime_name!r}"
+    if launcher == PYTORCHJOB:
+        if operator_served:
+            return [ok("backend", f"launcher 'pytorchjob': {operator_crd} is served")], PYTORCHJOB
+        remedy = f"install the Kubeflow Training Operator v1, or set {setting} to trainjob or auto"
+        return [fail("backend", f"launcher 'pytorchjob': {operator_crd} is not served", remedy)], PYTORCHJOB
+    if trainer_served and runtime in ("found", "forbidden"):
+        note = "exists" if runtime == "found" else "exists or cannot be read (forbidden; see the permissions lines)"
+        return [ok("backend", f"launcher {launcher!r}: {trainer_crds} are served and {runtime_what} {note}")], TRAINJOB
+    if not trainer_served:
+        problem = f"{trainer_crds} are not served"
+        remedy = "enable Kubeflow Trainer (OpenShift AI: the trainer component of the DataScienceCluster)"
+    else:
+        problem = f"{runtime_what} is {runtime}"
+        remedy = f"set {runtime_setting} to an existing runtime, or create {runtime_what}"
+    if launcher == AUTO and operator_served:
+        image = values.get(keys.TRAINING_IMAGE)
+        fallback = f"launcher 'auto' will use the {operator_crd} because {problem}"
+        if not image:
+            remedy = f"{remedy}; or set {values.label(keys.TRAINING_IMAGE)} (a PyTorchJob needs an image)"
+            return [
+                fail("backend", fallback + f", but {values.label(keys.TRAINING_IMAGE)} is empty", remedy)
+            ], PYTORCHJOB
+        return [warn("backend", fallback, remedy)], PYTORCHJOB
+    if launcher == AUTO:
+        remedy += f"; or install the Training Operator v1 (PyTorchJob), or set {setting} to local for a CPU run"
+    return [fail("backend", f"launcher {launcher!r}: {problem}", remedy)], TRAINJOB
+
+
+def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
+    """Check 2: a SelfSubjectAccessReview for each rbac.yaml permission the resolved launcher uses.
+
+    Role permissions denied are a FAIL; ClusterRole ones (runtime discovery) a WARN, as the training step then skips
+    the runtime check and submits anyway.
+    """
+    if launcher == LOCAL:
+        return [ok("permissions", "launcher 'local': the training step makes no Kubernetes API calls")]
+    other_launcher_groups = _launcher_groups(PYTORCHJOB if launcher == TRAINJOB else TRAINJOB)
+    needed = [p for p in rbac_permissions() if p.group not in other_launcher_groups]
+    namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
+    denied: list[Permission] = []
+    try:
+        for permission in needed:
+            if not cluster.allowed(
+                permission.group, permission.resource, permission.verb, None if permission.cluster else namespace
+            ):
+                denied.append(permission)
+    except (Forbidden, ApiUnavailable) as error:
+        return [
+            warn("permissions", f"could not review access (SelfSubjectAccessReview): {error}", "check the API server")
+        ]
+    rbac = f"apply {RBAC_FILE.relative_to(RBAC_FILE.parents[3])} (edit its namespace and service account)"
+    identity = "the identity doctor runs as"
+    checks = []
+    role = [p for p in denied if not p.cluster]
+    cluster_role = [p for p in denied if p.cluster]
+    if role:
+        names = ", ".join(str(p) for p in role)
+        checks.append(fail("permissions", f"{identity} may not {names} in namespace {namespace}", rbac))
+    if cluster_role:
+        names = ", ".join(str(p) for p in cluster_role)
+        what = f"{identity} may not {names} (cluster-wide): the training step cannot check the runtime exists"
+        checks.append(warn("permissions", what, rbac + " (its ClusterRole part)"))
+    if not denied:
+        what = (
+            f"{identity} may make all {len(needed)} calls the training step makes ({launcher}) in namespace {namespace}"
+        )
+        checks.append(ok("permissions", what))
+    return checks

@@ -1,0 +1,509 @@
+"""``kfp-finetune doctor`` against kmock: the all-present cluster passes; each missing prerequisite is one line."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.training.finetuning import kube
+from pipelines.cli import main
+from pipelines.doctor import provisioners
+from pipelines.doctor.gpus import tolerates
+from pipelines.doctor.training import rbac_permissions
+from pipelines.training.finetuning.parameters import PARAMETERS
+from tests.harness.kube import make_node
+
+NS = "team"
+SECRET_VALUE = "pl4nted-S3CRET-value-0042"
+TRAINJOBS = "trainer.kubeflow.org/v1alpha1/trainjobs"
+PYTORCHJOBS = "kubeflow.org/v1/pytorchjobs"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+
+
+def dash(step, name):
+    """The dashboard name of a table parameter (never spelled out here: issue 14 renames them)."""
+    return next(p.dashboard_name for p in PARAMETERS if (p.step, p.name) == (step, name))
+
+
+def param(step, name, value):
+    return ["--param", f"{dash(step, name)}={value}"]
+
+
+S3_DATASET = param("dataset", "dataset_uri", "s3://bucket/train.jsonl")
+
+
+@pytest.fixture
+def cluster(kube_api, monkeypatch):
+    """A Trainer v2 cluster with everything one osft-minimal run needs in namespace ``team``."""
+    monkeypatch.setenv(kube.SERVER_URL_ENV, kube_api.url)
+    monkeypatch.setenv(kube.AUTH_TOKEN_ENV, "doctor-test-token")
+    for name in ("KFP_HOST", "KFP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    kube_api.unserve(PYTORCHJOBS)
+    kube_api.create_runtime("training-hub")
+    kube_api.create_storage_class("nfs-csi", "nfs.csi.k8s.io")
+    kube_api.create_storage_class("gp3-csi", "ebs.csi.aws.com", default=True)
+    kube_api.put_node(make_node("gpu-1", 2))
+    kube_api.put_node(make_node("cpu-1"))
+    kube_api.create_secret(
+        NS, "kubernetes-credentials", {"KUBERNETES_SERVER_URL": SECRET_VALUE, "KUBERNETES_AUTH_TOKEN": SECRET_VALUE}
+    )
+    kube_api.create_secret(NS, "s3-secret", {"AWS_ACCESS_KEY_ID": SECRET_VALUE, "AWS_SECRET_ACCESS_KEY": SECRET_VALUE})
+    kube_api.create_secret(NS, "hf-token", {"HF_TOKEN": SECRET_VALUE})
+    kube_api.create_quota(
+        NS,
+        "storage",
+        hard={"requests.storage": "200Gi", "persistentvolumeclaims": "10"},
+        used={"requests.storage": "100Gi", "persistentvolumeclaims": "2"},
+    )
+    return kube_api
+
+
+def doctor(capsys, *args):
+    code = main(["doctor", "osft-minimal", "--namespace", NS, *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def problems(out):
+    return [line for line in out.splitlines() if line.startswith(("WARN", "FAIL"))]
+
+
+def assert_no_secret_reads_beyond_keys(kube_api):
+    secret_requests = [r for r in kube_api.requests if r.plural == "secrets"]
+    assert secret_requests, "the secrets were not checked"
+    mounted = {"kubernetes-credentials", "s3-secret", "hf-token", "oci-pull-secret-model-download"}
+    assert all(r.verb == "get" and r.name in mounted for r in secret_requests), kube_api.requests_summary()
+    writes = [r for r in kube_api.requests if r.verb in ("create", "patch", "delete", "update")]
+    assert {r.plural for r in writes} <= {"selfsubjectaccessreviews"}, kube_api.requests_summary()
+
+
+def test_all_present_cluster_passes(cluster, capsys):
+    code, out, _ = doctor(capsys, *S3_DATASET)
+    assert code == 0, out
+    assert problems(out) == [], out
+    lines = out.splitlines()
+    assert lines[0].startswith("kfp-finetune doctor: pipeline osft-minimal-pipeline, namespace team")
+    for expected in (
+        "ClusterTrainingRuntime 'training-hub' exists",
+        "may make all",
+        "storage class 'nfs-csi' exists; provisioner nfs.csi.k8s.io",
+        "ResourceQuota headroom",
+        "secret 's3-secret' has the keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY",
+        "secret 'kubernetes-credentials' has the keys",
+        "GPU node(s) fit training (1 node(s) x 1 GPU) and evaluation (1 GPU)",
+        "Model Registry: no address set",
+    ):
+        assert any(expected in line for line in lines if line.startswith("OK")), (expected, out)
+    assert lines[-1] == f"0 FAIL, 0 WARN, {len(lines) - 2} OK: ready to run"
+    assert SECRET_VALUE not in out
+    assert_no_secret_reads_beyond_keys(cluster)
+
+
+SCENARIOS = {
+    # name: (mutate(kube_api), extra args, status, fragments the one line must contain)
+    "runtime": (
+        lambda k: (
+            k.custom.delete_cluster_custom_object(
+                "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
+            ),
+            k.create_runtime("other-runtime"),
+        ),
+        [],
+        "FAIL",
+        ["ClusterTrainingRuntime 'training-hub' is missing (available: other-runtime)", "to an existing runtime"],
+    ),
+    "crd": (
+        lambda k: k.unserve(TRAINJOBS),
+        [],
+        "FAIL",
+        ["Kubeflow Trainer v2 CRDs (trainjobs", "are not served", "enable Kubeflow Trainer"],
+    ),
+    "permission": (
+        lambda k: k.deny("trainer.kubeflow.org", "trainjobs", "create"),
+        [],
+        "FAIL",
+        ["may not create trainjobs.trainer.kubeflow.org in namespace team", "rbac.yaml"],
+    ),
+    "pod-log-permission": (
+        lambda k: k.deny("", "pods/log", "get"),
+        [],
+        "FAIL",
+        ["may not get pods/log in namespace team", "apply components/training/finetuning/rbac.yaml"],
+    ),
+    "cluster-runtime-permission": (
+        lambda k: k.deny("trainer.kubeflow.org", "clustertrainingruntimes", "list"),
+        [],
+        "WARN",
+        ["may not list clustertrainingruntimes.trainer.kubeflow.org (cluster-wide)", "its ClusterRole part"],
+    ),
+    "storage-class": (
+        lambda k: k.storage_api().delete_storage_class("nfs-csi"),
+        [],
+        "FAIL",
+        ["storage class 'nfs-csi'", "not found (available: gp3-csi (ebs.csi.aws.com))", "--pvc-storage-class"],
+    ),
+    "rwx": (
+        lambda k: (
+            k.storage_api().delete_storage_class("nfs-csi"),
+            k.create_storage_class("nfs-csi", "ebs.csi.aws.com"),
+        ),
+        [],
+        "FAIL",
+        ["storage class 'nfs-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no ReadWriteMany", "recompile"],
+    ),
+    "unknown-provisioner": (
+        lambda k: (k.storage_api().delete_storage_class("nfs-csi"), k.create_storage_class("nfs-csi", "example.com/x")),
+        [],
+        "WARN",
+        ["provisioner 'example.com/x' is not known to support ReadWriteMany", "check its documentation"],
+    ),
+    "quota": (
+        lambda k: k.create_quota(NS, "tight", hard={"requests.storage": "120Gi"}, used={"requests.storage": "100Gi"}),
+        [],
+        "FAIL",
+        ["no quota headroom for the 50Gi workspace PVC", "ResourceQuota 'tight' requests.storage: 100Gi of 120Gi"],
+    ),
+    "class-quota": (
+        lambda k: k.create_quota(
+            NS,
+            "nfs",
+            hard={"nfs-csi.storageclass.storage.k8s.io/persistentvolumeclaims": "3"},
+            used={"nfs-csi.storageclass.storage.k8s.io/persistentvolumeclaims": "3"},
+        ),
+        [],
+        "FAIL",
+        ["ResourceQuota 'nfs' nfs-csi.storageclass.storage.k8s.io/persistentvolumeclaims: 3 of 3 used, 1 more needed"],
+    ),
+    "storage-classes-forbidden": (
+        lambda k: k.fail("fetch", "storageclasses", status=403),
+        [],
+        "WARN",
+        ["cannot read storage classes", "ask an admin whether nfs-csi exists and gives RWX"],
+    ),
+    "nodes-forbidden": (
+        lambda k: k.fail("list", "nodes", status=403),
+        [],
+        "WARN",
+        ["cannot list nodes", "GPU capacity not checked", "oc get nodes -l nvidia.com/gpu.present=true"],
+    ),
+    "secret-key": (
+        lambda k: (
+            k.core.delete_namespaced_secret("s3-secret", NS),
+            k.create_secret(NS, "s3-secret", {"AWS_ACCESS_KEY_ID": SECRET_VALUE}),
+        ),
+        [],
+        "FAIL",
+        ["secret 's3-secret' lacks the key(s) AWS_SECRET_ACCESS_KEY", "add AWS_SECRET_ACCESS_KEY to it"],
+    ),
+    "s3-secret": (
+        lambda k: k.core.delete_namespaced_secret("s3-secret", NS),
+        [],
+        "FAIL",
+        ["secret 's3-secret' (S3 access) is missing", dash("dataset", "dataset_uri"), "oc create secret generic"],
+    ),
+    "oci-secret": (
+        lambda k: None,
+        param("train", "training_base_model", "oci://quay.io/org/model:1"),
+        "FAIL",
+        [
+            "secret 'oci-pull-secret-model-download' (oci:// model pulls) is missing",
+            dash("train", "training_base_model"),
+        ],
+    ),
+    "kubernetes-credentials": (
+        lambda k: k.core.delete_namespaced_secret("kubernetes-credentials", NS),
+        [],
+        "WARN",
+        ["secret 'kubernetes-credentials' is absent", "grant that service account rbac.yaml's permissions"],
+    ),
+    "secrets-forbidden": (
+        lambda k: k.fail("fetch", "secrets", status=403, times=10),
+        [],
+        "WARN",
+        ["cannot read secrets in team (get secrets is forbidden", "not checked"],
+    ),
+    "gpu-nodes": (
+        lambda k: k.core.delete_node("gpu-1"),
+        [],
+        "FAIL",
+        ["no schedulable nodes labelled nvidia.com/gpu.present=true", "NVIDIA GPU Operator"],
+    ),
+    "gpus-per-node": (
+        lambda k: None,
+        param("train", "training_gpus_per_node", 4),
+        "FAIL",
+        ["asks for 4 nvidia.com/gpu per pod; the largest GPU node has 2 allocatable"],
+    ),
+    "gpu-taint": (
+        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2, taints=(GPU_TAINT,)))),
+        [],
+        "FAIL",
+        ["GPU nodes that fit are tainted (gpu-1)", '{"effect": "NoSchedule", "key": "nvidia.com/gpu"'],
+    ),
+    "registry": (
+        lambda k: None,
+        "closed-port",
+        "FAIL",
+        ["Model Registry at http://127.0.0.1:", "is unreachable", "check that the Model Registry is installed"],
+    ),
+}
+
+
+def _closed_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_each_missing_prerequisite_is_one_line_with_its_remedy(cluster, capsys, scenario):
+    mutate, extra, status, fragments = SCENARIOS[scenario]
+    mutate(cluster)
+    if extra == "closed-port":
+        extra = [
+            *param("registry", "registry_address", f"http://127.0.0.1:{_closed_port()}"),
+            *param("registry", "model_name", "m"),
+        ]
+    code, out, err = doctor(capsys, *S3_DATASET, *extra)
+    found = problems(out)
+    assert len(found) == 1, out + err
+    assert found[0].startswith(status), out
+    for fragment in fragments:
+        assert fragment in found[0], (fragment, found[0])
+    assert "  — " in found[0], found[0]  # a remedy follows
+    assert code == (1 if status == "FAIL" else 0), out
+    assert SECRET_VALUE not in out + err
+
+
+def test_registry_reachable_over_verified_tls_and_refused_without_its_ca(cluster, capsys, registry_stub_tls):
+    registry = [*param("registry", "registry_address", registry_stub_tls.url), *param("registry", "model_name", "m")]
+    code, out, _ = doctor(capsys, *S3_DATASET, *registry, "--ca-bundle", str(registry_stub_tls.ca_bundle))
+    assert code == 0 and problems(out) == [], out
+    assert f"OK    Model Registry at {registry_stub_tls.url} answers (HTTP 200)" in out
+    assert registry_stub_tls.requests[-1].path.startswith("/api/model_registry/v1/registered_models")
+    code, out, _ = doctor(capsys, *S3_DATASET, *registry)
+    [line] = problems(out)
+    assert line.startswith(f"FAIL  Model Registry at {registry_stub_tls.url}: TLS verification failed"), line
+    assert "--ca-bundle" in line and code == 1
+
+
+def test_kfp_api_health_is_checked_when_a_host_is_given(cluster, capsys, kfp_api_stub):
+    code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", kfp_api_stub.url)
+    assert code == 0 and problems(out) == [], out
+    assert f"OK    KFP API at {kfp_api_stub.url} is healthy" in out
+    code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", f"http://127.0.0.1:{_closed_port()}")
+    [line] = problems(out)
+    assert line.startswith("FAIL  cannot reach the KFP API") and "pipeline server is running" in line, line
+    assert code == 1
+
+
+def test_json_report_for_scripts(cluster, capsys):
+    cluster.core.delete_node("gpu-1")
+    code, out, _ = doctor(capsys, *S3_DATASET, "--json")
+    report = json.loads(out)
+    assert code == report["exit_code"] == 1 and report["ok"] is False
+    assert report["context"]["namespace"] == NS and report["context"]["pipeline"] == "osft-minimal-pipeline"
+    failed = [c for c in report["checks"] if c["status"] == "FAIL"]
+    assert [c["area"] for c in failed] == ["gpus"] and failed[0]["remedy"]
+    assert report["counts"]["FAIL"] == 1 and SECRET_VALUE not in out
+
+
+def test_params_file_and_pipeline_defaults_resolve_through_the_parameters_table(cluster, capsys, tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        f"{dash('dataset', 'dataset_uri')}: s3://bucket/x.jsonl\n{dash('train', 'training_num_nodes')}: 3\n"
+    )
+    code, out, _ = doctor(capsys, "--params-file", str(params))
+    [line] = problems(out)
+    assert "training (3 node(s) x 1 GPU): the GPU nodes hold at most 2 such pod(s)" in line, out
+    assert dash("train", "training_num_nodes") in line
+    cluster.put_node(make_node("gpu-2", 1))
+    code, out, _ = doctor(capsys, "--params-file", str(params))
+    assert code == 0 and "fit training (3 node(s) x 1 GPU)" in out, out
+
+
+def test_a_parameter_the_pipeline_lacks_is_bad_input(cluster, capsys):
+    code, out, err = doctor(capsys, "--param", "no_such_parameter=1")
+    assert code == 2 and out == ""
+    assert "parameter 'no_such_parameter' is not a parameter of pipeline" in err
+    assert dash("dataset", "dataset_uri") in err  # the known names are listed
+
+
+def test_local_launcher_needs_no_backend_permissions_or_gpus(cluster, capsys, tmp_path):
+    cluster.unserve(TRAINJOBS)
+    cluster.deny("trainer.kubeflow.org", "trainjobs", "create")
+    cluster.core.delete_node("gpu-1")
+    package = tmp_path / "osft.yaml"
+    assert main(["compile", "osft", "--eval-gpus", "0", "-o", str(package)]) == 0
+    args = ["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_launcher", "local")]
+    code = main(args)
+    out = capsys.readouterr().out
+    assert code == 0 and problems(out) == [], out
+    assert "launcher 'local'" in out and "asks for no GPUs" in out
+    assert not any(r.plural == "selfsubjectaccessreviews" for r in cluster.requests)
+
+
+def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsys, tmp_path):
+    cluster.serve(PYTORCHJOBS)
+    cluster.custom.delete_cluster_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
+    )
+    package = tmp_path / "osft.yaml"
+    assert main(["compile", "osft", "-o", str(package)]) == 0
+    capsys.readouterr()
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
+    [line] = problems(capsys.readouterr().out)
+    assert code == 1 and line.startswith("FAIL  launcher 'auto' will use the PyTorchJob CRD"), line
+    assert "is empty" in line and dash("train", "training_image") in line
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_image", "q/i:1")])
+    out = capsys.readouterr().out
+    [line] = problems(out)
+    assert code == 0 and line.startswith("WARN  launcher 'auto' will use the PyTorchJob CRD"), line
+    # PyTorchJob permissions are reviewed, Trainer ones are not.
+    reviewed = {r.body["spec"]["resourceAttributes"]["resource"] for r in cluster.requests if r.body}
+    assert "pytorchjobs" in reviewed
+
+
+def test_no_credentials_is_one_fail_and_the_endpoints_are_still_checked(kube_api, capsys, monkeypatch, tmp_path):
+    for name in (kube.SERVER_URL_ENV, kube.AUTH_TOKEN_ENV, "KFP_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    code, out, _ = doctor(capsys, *S3_DATASET)
+    [line] = problems(out)
+    assert code == 1 and line.startswith("FAIL  cannot connect to Kubernetes: no Kubernetes credentials"), out
+    assert "oc login" in line and "Model Registry: no address set" in out
+
+
+def test_unreachable_api_server_is_one_fail(capsys, monkeypatch):
+    monkeypatch.setenv(kube.SERVER_URL_ENV, f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv(kube.AUTH_TOKEN_ENV, "t")
+    code, out, _ = doctor(capsys, *S3_DATASET)
+    [line] = problems(out)
+    assert code == 1 and "does not answer" in line and "oc login" in line, out
+
+
+def test_permissions_reviewed_are_exactly_rbac_yaml_and_the_client_layer():
+    reviewed = {(p.group, p.resource, p.verb) for p in rbac_permissions()}
+    assert reviewed == set(kube.API_PERMISSIONS)
+    assert {p.resource for p in rbac_permissions() if p.cluster} == {"clustertrainingruntimes"}
+
+
+@pytest.mark.parametrize(
+    ("provisioner", "verdict"),
+    [
+        ("nfs.csi.k8s.io", provisioners.RWX),
+        ("cluster.local/nfs-subdir-external-provisioner", provisioners.RWX),
+        ("openshift-storage.cephfs.csi.ceph.com", provisioners.RWX),
+        ("efs.csi.aws.com", provisioners.RWX),
+        ("file.csi.azure.com", provisioners.RWX),
+        ("kubernetes.io/azure-file", provisioners.RWX),
+        ("filestore.csi.storage.gke.io", provisioners.RWX),
+        ("openshift-storage.rbd.csi.ceph.com", provisioners.RWO),
+        ("ebs.csi.aws.com", provisioners.RWO),
+        ("example.com/custom", provisioners.UNKNOWN),
+    ],
+)
+def test_provisioner_table(provisioner, verdict):
+    assert provisioners.judge(provisioner)[0] == verdict
+
+
+def test_toleration_matching():
+    taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    assert tolerates([{"key": "nvidia.com/gpu", "operator": "Exists"}], taint)
+    assert tolerates([{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}], taint)
+    assert tolerates([{"operator": "Exists"}], taint)
+    assert not tolerates([{"key": "nvidia.com/gpu", "value": "false"}], taint)
+    assert not tolerates([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], taint)
+    assert not tolerates([], taint)
+
+
+def test_subprocess_with_compile_time_flags_checks_that_storage_class(cluster, tmp_path):
+    cluster.create_storage_class("ocs-storagecluster-cephfs", "openshift-storage.cephfs.csi.ceph.com")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "-m", "pipelines.cli", "doctor", "lora-minimal", "--namespace", NS, *S3_DATASET]
+    flags = ["--pvc-storage-class", "ocs-storagecluster-cephfs", "--pvc-size", "120Gi", "--json"]
+    result = subprocess.run([*command, *flags], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    report = json.loads(result.stdout)
+    assert result.returncode == 1, result.stdout + result.stderr  # 120Gi does not fit the 100Gi the quota has left
+    storage = [c for c in report["checks"] if c["area"] == "storage"]
+    assert storage[0]["status"] == "OK" and "'ocs-storagecluster-cephfs' exists" in storage[0]["what"]
+    assert "CephFS" in storage[0]["what"]
+    assert storage[1]["status"] == "FAIL" and "no quota headroom for the 120Gi workspace PVC" in storage[1]["what"]
+    assert [c["status"] for c in report["checks"]].count("FAIL") == 1
+
+
+def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys, tmp_path):
+    package = tmp_path / "osft-minimal.yaml"
+    assert main(["compile", "osft-minimal", "-o", str(package)]) == 0
+    documents = list(yaml.safe_load_all(package.read_text()))
+    executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
+    executor["resources"] = {"accelerator": {"resourceType": "nvidia.com/gpu", "resourceCount": "4"}}
+    package.write_text(yaml.safe_dump_all(documents))
+    capsys.readouterr()
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
+    [line] = problems(capsys.readouterr().out)
+    assert code == 1 and line.startswith("FAIL  evaluation (4 GPU) asks for 4 nvidia.com/gpu per pod"), line
+    cluster.put_node(make_node("gpu-big", 4))
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
+    out = capsys.readouterr().out
+    assert code == 0 and "and evaluation (4 GPU) (nvidia.com/gpu)" in out, out
+
+
+def test_kubeconfig_context_gives_the_connection_and_the_namespace(cluster, capsys, monkeypatch, tmp_path):
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kmock", "cluster": {"server": cluster.url}}],
+        "users": [{"name": "me", "user": {"token": "kubeconfig-token"}}],
+        "contexts": [{"name": "work", "context": {"cluster": "kmock", "user": "me", "namespace": NS}}],
+        "current-context": "work",
+    }
+    (tmp_path / "config").write_text(yaml.safe_dump(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    monkeypatch.delenv(kube.SERVER_URL_ENV)
+    monkeypatch.delenv(kube.AUTH_TOKEN_ENV)
+    code = main(["doctor", "osft-minimal", *S3_DATASET])
+    out = capsys.readouterr().out
+    assert code == 0 and problems(out) == [], out
+    assert "namespace team" in out.splitlines()[0] and "credentials kubeconfig" in out.splitlines()[0]
+
+
+def test_an_unknown_launcher_is_one_fail(cluster, capsys, tmp_path):
+    package = tmp_path / "osft.yaml"
+    assert main(["compile", "osft", "-o", str(package)]) == 0
+    capsys.readouterr()
+    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_launcher", "slurm")])
+    [line] = problems(capsys.readouterr().out)
+    assert (
+        code == 1
+        and line.startswith("FAIL  launcher 'slurm' is not a launcher")
+        and dash("train", "training_launcher") in line
+    )
+
+
+def test_no_storage_class_in_the_pipeline_means_the_default_class(cluster, capsys):
+    code, out, _ = doctor(capsys, *S3_DATASET, "--pvc-storage-class", "")
+    [line] = problems(out)
+    assert code == 1 and "storage class 'gp3-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no" in line, out
+
+
+@pytest.mark.parametrize("key", ["OCI_PULL_SECRET_MODEL_DOWNLOAD", ".dockerconfigjson"])
+def test_either_oci_pull_secret_key_serves_an_oci_base_model(cluster, capsys, key):
+    oci_model = param("train", "training_base_model", "oci://quay.io/org/model:1")
+    cluster.create_secret(NS, "oci-pull-secret-model-download", {key: SECRET_VALUE})
+    code, out, _ = doctor(capsys, *S3_DATASET, *oci_model)
+    assert code == 0 and problems(out) == [], out
+    assert f"OK    secret 'oci-pull-secret-model-download' has the key {key} (train)" in out
+    cluster.core.delete_namespaced_secret("oci-pull-secret-model-download", NS)
+    cluster.create_secret(NS, "oci-pull-secret-model-download", {"unrelated": SECRET_VALUE})
+    code, out, _ = doctor(capsys, *S3_DATASET, *oci_model)
+    [line] = problems(out)
+    assert code == 1 and "lacks one of the keys OCI_PULL_SECRET_MODEL_DOWNLOAD / .dockerconfigjson" in line, line
+    assert SECRET_VALUE not in out
