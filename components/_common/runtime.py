@@ -3,7 +3,7 @@
 Two delivery modes, chosen at compile time (module constants, overridable by environment variables):
 
 * **Embedded (default).** The component's pure modules (its directory minus ``tests/`` and ``component.py``,
-  plus ``components/_common``) are staged into a small ``components/`` tree and handed to KFP's
+  plus the ``components/_common`` modules they import) are staged into a small ``components/`` tree and handed to KFP's
   ``embedded_artifact_path`` (kfp >= 2.15). KFP packs it as a gzip+base64 tarball into the component's command and
   puts the extraction root on ``sys.path`` in the pod, so ``import components.<category>.<name>.<module>`` works
   there exactly as it does locally. The package ``__init__`` files in the bundle are replaced by empty ones so that
@@ -102,11 +102,62 @@ def slim_source(source: str) -> str:
     return slimmed
 
 
-def _copy_module_tree(source: Path, target: Path) -> None:
-    """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need."""
-    for path in sorted(source.rglob("*.py")):
+def _shipped_files(source: Path) -> list[Path]:
+    """The ``.py`` files under ``source`` that a pod may need (no tests, no KFP wrapper, no parameter docs)."""
+    return [
+        path
+        for path in sorted(source.rglob("*.py"))
+        if not any(part in _SKIPPED_NAMES for part in path.relative_to(source).parts)
+    ]
+
+
+def _common_imports(path: Path, function_bodies_only: bool = False) -> set[str]:
+    """The ``components._common`` modules a source file imports (at any depth: lazy imports count).
+
+    ``function_bodies_only``: count only imports inside functions (a ``component.py``, whose function body is what
+    KFP runs in the pod; its module-level imports stay at compile time).
+    """
+    prefix = f"{COMPONENTS_ROOT.name}._common"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    roots = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] if function_bodies_only else [tree]
+    found = set()
+    for node in (inner for root in roots for inner in ast.walk(root)):
+        if isinstance(node, ast.ImportFrom) and node.module == prefix:
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix + "."):
+            found.add(node.module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[2] for alias in node.names if alias.name.startswith(prefix + ".")}
+    return found
+
+
+def needed_common_modules(component_dirs: Sequence[Path]) -> set[str]:
+    """The ``components/_common`` modules the runtime code of ``component_dirs`` imports, transitively."""
+    common = COMPONENTS_ROOT / "_common"
+    pending = [path for directory in component_dirs for path in _shipped_files(Path(directory).resolve())]
+    needed: set[str] = set()
+    for directory in component_dirs:
+        wrapper = Path(directory).resolve() / "component.py"
+        if wrapper.is_file():
+            pending += [common / f"{name}.py" for name in _common_imports(wrapper, function_bodies_only=True)]
+    pending = [path for path in pending if path.is_file()]
+    needed |= {path.stem for path in pending if path.parent == common}
+    while pending:
+        for name in _common_imports(pending.pop()) - needed:
+            if (common / f"{name}.py").is_file():
+                needed.add(name)
+                pending.append(common / f"{name}.py")
+    return needed
+
+
+def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None) -> None:
+    """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need.
+
+    ``only``: module names (without ``.py``) to copy besides ``__init__.py``; ``None`` copies every module.
+    """
+    for path in _shipped_files(source):
         relative = path.relative_to(source)
-        if any(part in _SKIPPED_NAMES for part in relative.parts):
+        if only is not None and path.name != "__init__.py" and path.stem not in only:
             continue
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -137,19 +188,23 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> P
         bundle_root: An empty directory; it becomes the root put on ``sys.path`` in the pod.
 
     Returns:
-        ``bundle_root``, now holding ``components/__init__.py``, ``components/_common/*.py`` and the modules of each
+        ``bundle_root``, now holding ``components/__init__.py``, the ``components/_common`` modules the directories
+        import (transitively; all of them when ``_common`` itself is one of the directories) and the modules of each
         directory at its usual import path.
 
     Raises:
         ValueError: A directory is not inside the ``components`` package.
     """
     package_root = bundle_root / COMPONENTS_ROOT.name
-    for source in [COMPONENTS_ROOT / "_common", *component_dirs]:
+    common = COMPONENTS_ROOT / "_common"
+    for directory in component_dirs:
+        if COMPONENTS_ROOT not in Path(directory).resolve().parents:
+            raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {Path(directory).resolve()}")
+    only = None if common in {Path(d).resolve() for d in component_dirs} else needed_common_modules(component_dirs)
+    for source in [common, *component_dirs]:
         source = Path(source).resolve()
-        if COMPONENTS_ROOT not in source.parents:
-            raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {source}")
         target = package_root / source.relative_to(COMPONENTS_ROOT)
-        _copy_module_tree(source, target)
+        _copy_module_tree(source, target, only if source == common else None)
         _write_package_inits(package_root, target)
     for path in [bundle_root, *bundle_root.rglob("*")]:
         os.utime(path, (_BUNDLE_MTIME, _BUNDLE_MTIME))

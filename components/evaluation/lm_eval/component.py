@@ -18,6 +18,7 @@ PACKAGES = [
     "accelerate==1.15.0",
     "datasets==5.2.0",
     "sacrebleu==2.6.0",
+    "msgspec==0.22.0",
 ]
 
 

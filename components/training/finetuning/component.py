@@ -14,6 +14,7 @@ from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 #: image (Containerfile: torch, transformers, peft), which is not pip-installed here to keep job launches light.
 PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0"]
 PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
+PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
 PACKAGES += ["oras==0.2.43"]  # oci:// base models: the registry client (imported only for oci:// models)
 PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,

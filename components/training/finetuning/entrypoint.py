@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -259,39 +259,36 @@ def accepted_kwargs(function: Any, kwargs: dict[str, Any], log: Any = print) -> 
     return {key: value for key, value in kwargs.items() if key not in dropped}
 
 
-def load_chat_rows(path: Path) -> list[dict[str, Any]]:
-    """Reads chat JSONL rows (``{"messages": [{"role", "content"}, ...]}``), checking each row.
+def load_chat_rows(path: Path, label: str = "dataset") -> Iterator[dict[str, Any]]:
+    """Yields the chat JSONL rows (``{"messages": [{"role", "content"}, ...]}``) of a file, checking each, streaming.
+
+    The rules are the project's one chat format (:mod:`components._common.chat_format`, the dataset step's rules;
+    a trailing user turn is accepted since the dataset step decides about it); list-of-parts contents come back
+    joined into strings. Memory stays at one row whatever the file size. Not used in the pod itself, so the pod
+    script still needs only the standard library (the import is deferred).
 
     Args:
         path: The JSONL file.
+        label: What the file is, for messages (e.g. ``train_dataset``).
 
-    Returns:
-        The rows.
+    Yields:
+        The rows, in file order.
 
     Raises:
-        EntrypointError: A row is not JSON or has no valid ``messages`` list (names file and line).
+        EntrypointError: A row breaks a rule (names the file, the line and the rule) or the file holds no row.
     """
-    path = Path(path)
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise EntrypointError(f"{where}: not valid JSON ({error.msg})") from error
-            messages = row.get("messages") if isinstance(row, dict) else None
-            if not isinstance(messages, list) or not messages:
-                raise EntrypointError(f"{where}: each row needs a non-empty 'messages' list")
-            for message in messages:
-                if not isinstance(message, dict) or not {"role", "content"} <= message.keys():
-                    raise EntrypointError(f"{where}: every message needs 'role' and 'content', got {message!r}")
-            rows.append(row)
-    if not rows:
-        raise EntrypointError(f"{path}: no rows")
-    return rows
+    from components._common.chat_format import ChatFormatError, iter_chat_file
+
+    try:
+        for _, row in iter_chat_file(Path(path), allow_trailing_user=True, label=label):
+            yield row
+    except ChatFormatError as error:
+        raise EntrypointError(str(error)) from None
+
+
+def count_chat_rows(path: Path, label: str = "dataset") -> int:
+    """Checks every row of a chat JSONL file (see :func:`load_chat_rows`) and returns how many there are."""
+    return sum(1 for _ in load_chat_rows(path, label))
 
 
 def find_data_file(path: Path) -> Path:

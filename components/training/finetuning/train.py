@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import with_extension, write_text_atomically
+from components._common.masking import mask_data, masked
 from components.training.finetuning import entrypoint, local_backend, progress_server, tracking
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
@@ -231,7 +232,8 @@ def dataset_facts(artifact: Any) -> dict[str, str]:
     data_file = entrypoint.find_data_file(Path(artifact.path))
     sha256 = metadata.get("dataset_sha256") or metadata.get("sha256")
     if not sha256:
-        sha256 = hashlib.sha256(data_file.read_bytes()).hexdigest()
+        with data_file.open("rb") as handle:
+            sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
     uri = metadata.get("dataset_uri") or metadata.get("source_uri") or metadata.get("source") or artifact.uri
     return {"dataset_uri": str(uri), "dataset_sha256": str(sha256)}
 
@@ -241,7 +243,8 @@ def _eval_file(eval_dataset: Any) -> Path | None:
     if eval_dataset is None or not getattr(eval_dataset, "path", None) or not Path(eval_dataset.path).exists():
         return None
     data_file = entrypoint.find_data_file(Path(eval_dataset.path))
-    return data_file if data_file.read_text(encoding="utf-8").strip() else None
+    with data_file.open("rb") as handle:  # streamed: the file may be large, and is checked (UTF-8 included) later
+        return data_file if any(line.strip() for line in handle) else None
 
 
 def pvc_mounts(task_config: Any) -> dict[str, str]:
@@ -293,6 +296,7 @@ def _unresolved(value: str) -> bool:
     return not value or value.startswith("{{$")
 
 
+@masked
 def run_train_model(
     train_dataset: Any,
     model: Any,
@@ -329,7 +333,9 @@ def run_train_model(
     if params.get("backend", "trainjob") == "local":
         _require_local_training_packages(config.algorithm)
     data_file = entrypoint.find_data_file(Path(train_dataset.path))
-    entrypoint.load_chat_rows(data_file)  # fail on bad rows here, before training or submitting
+    entrypoint.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
+    if eval_file is not None:
+        entrypoint.count_chat_rows(eval_file, "eval_dataset")
     run_id = params.get("run_id", "")
     task_name = params.get("task_name", "")
     temporary = None if params.get("workspace_path") else tempfile.mkdtemp(prefix="train-model-")
@@ -730,7 +736,7 @@ def publish_outputs(
         "lora_weights": lora_weights,
         **trained.extra_metadata,
     }
-    model.metadata.update(metadata)
+    model.metadata.update(mask_data(metadata, patterns=False))
     summary = metrics_module.summarize(trained.records, trained.train_seconds)
     if trained.eval_loss is not None:
         summary["eval_loss"] = float(trained.eval_loss)

@@ -494,6 +494,14 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
         "Data-connection name recorded on the registered artifact (storageKey), so serving finds the S3 credentials.",
     ),
     _p("registry", "is_secure", "is_secure", bool, True, "Verify the registry's TLS certificate."),
+    _p(
+        "registry",
+        "allow_token_over_http",
+        "allow_token_over_http",
+        bool,
+        False,
+        "Send the bearer token to a plain http:// registry address (withheld otherwise; trusted networks only).",
+    ),
 )
 
 

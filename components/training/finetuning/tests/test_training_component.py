@@ -154,7 +154,7 @@ def test_bad_rows_fail_with_file_and_line(tiny_model_dir, demo_dataset_path, tmp
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     with open(dataset.path, "a") as handle:
         handle.write('{"messages": "oops"}\n')
-    with pytest.raises(ValueError, match=r"train:401: each row needs a non-empty 'messages' list"):
+    with pytest.raises(ValueError, match=r"train_dataset .*train:401 \[messages_not_list\] messages is str"):
         run_train_model(train_dataset=dataset, **out, base_model=str(tiny_model_dir), backend="local")
 
 
