@@ -17,5 +17,6 @@ pytest_plugins = [
     "tests.harness.registry_stub",
     "tests.harness.kfp_api_stub",
     "tests.harness.tcp_proxy",
+    "tests.harness.mlflow_server",
     "tests.harness.oci_registry",
 ]

@@ -11,21 +11,36 @@ from pathlib import Path
 
 from pipelines.training.finetuning import PIPELINES
 
+#: The steps with their own image and resources (``--<step>-image``, ``--<step>-cpu-request`` ...).
+STEP_MEANINGS = {
+    "dataset": "dataset download/validation",
+    "launcher": "training launcher (train_model, not the training pods)",
+    "eval": "evaluation (must carry CUDA torch)",
+    "registry": "model registry",
+}
 #: The pipeline ``kfp-finetune doctor`` checks when none is named (the guide's quick start).
 DOCTOR_DEFAULT_PIPELINE = "osft-minimal"
 
 
 def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
     """Flags of the compile-time settings (each also readable from ``KFP_FINETUNE_<NAME>``)."""
-    group = parser.add_argument_group("compile-time settings (default: KFP_FINETUNE_<NAME> env vars, then built-ins)")
+    group = parser.add_argument_group(
+        "compile-time settings (default: KFP_FINETUNE_<NAME> env vars, then the pipeline.py constants); also "
+        "--<step>-cpu-request/-cpu-limit/-memory-request/-memory-limit QUANTITY for step dataset|launcher|eval|registry"
+    )
     group.add_argument("--pvc-size", help="workspace PVC size, e.g. 50Gi")
     group.add_argument("--pvc-storage-class", help="workspace PVC storage class ('' = cluster default)")
     group.add_argument("--pvc-access-modes", help="comma-separated, e.g. ReadWriteMany")
     group.add_argument("--pipeline-name", help="name of the compiled pipeline")
-    group.add_argument("--base-image", help="base image of the components (packages installed at run time)")
+    for step, meaning in STEP_MEANINGS.items():
+        group.add_argument(f"--{step}-image", help=f"image of the {meaning} step (its packages installed on top)")
     group.add_argument(
-        "--runtime-image", help="prebuilt runtime image (see Containerfile); nothing installed at run time"
+        "--runtime-image",
+        help="prebuilt runtime image (see Containerfile) replacing every step's image; nothing installed at run time",
     )
+    for step in STEP_MEANINGS:
+        for kind in ("cpu-request", "cpu-limit", "memory-request", "memory-limit"):
+            group.add_argument(f"--{step}-{kind}", metavar="QUANTITY", help=argparse.SUPPRESS)
     group.add_argument(
         "--eval-gpus", type=int, help="accelerators of the evaluation step (default 1; 0 = CPU only, no node selector)"
     )

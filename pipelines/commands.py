@@ -14,24 +14,16 @@ from pipelines.training.finetuning import PIPELINES
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The compile-time settings given as flags (they win over env and constants); exports the image settings."""
-    from pipelines.compile import set_image_settings
+    """The compile-time settings given as flags (they win over env and constants); ``None`` = not given."""
+    import dataclasses
 
-    set_image_settings(base_image=args.base_image, runtime_image=args.runtime_image)
-    modes = args.pvc_access_modes
-    return dict(
-        pvc_size=args.pvc_size,
-        pvc_storage_class=args.pvc_storage_class,
-        pvc_access_modes=None if modes is None else tuple(m.strip() for m in modes.split(",") if m.strip()),
-        pipeline_name=args.pipeline_name,
-        kubernetes_credentials_secret=args.kubernetes_credentials_secret,
-        s3_secret=args.s3_secret,
-        hf_token_secret=args.hf_token_secret,
-        oci_pull_secret=args.oci_pull_secret,
-        eval_gpus=args.eval_gpus,
-        eval_gpu_resource=args.eval_gpu_resource,
-        eval_node_selector=args.eval_node_selector,
-    )
+    from pipelines.training.finetuning.settings import CompileSettings
+
+    values = {field.name: getattr(args, field.name, None) for field in dataclasses.fields(CompileSettings)}
+    modes = values["pvc_access_modes"]
+    if modes is not None:
+        values["pvc_access_modes"] = tuple(m.strip() for m in modes.split(",") if m.strip())
+    return values
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -201,7 +193,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 
     arguments = kfp_api.load_arguments(args.param, args.params_file)
     with tempfile.TemporaryDirectory() as workdir:
-        package = _package(args, workdir)  # first: image settings must be set before the components are imported
+        package = _package(args, workdir)  # the named pipeline compiled with the flags' settings, or the given YAML
         from pipelines.doctor.runner import run_doctor
 
         report = run_doctor(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -14,9 +12,6 @@ from typing import Any
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.definition import compile_pipeline
 from pipelines.training.finetuning.settings import CompileSettings
-
-#: Environment variables read when the components are decorated (see ``components/_common/runtime.py``).
-IMAGE_VARIABLES = {"base_image": "KFP_FINETUNE_BASE_IMAGE", "runtime_image": "KFP_FINETUNE_RUNTIME_IMAGE"}
 
 
 def pipeline_module(name: str) -> ModuleType:
@@ -33,19 +28,6 @@ def pipeline_module(name: str) -> ModuleType:
 def checked_in_path(name: str) -> Path:
     """Where the compiled YAML of pipeline ``name`` is checked in (beside its module)."""
     return Path(importlib.util.find_spec(PIPELINES[name]).origin).with_name("pipeline.yaml")
-
-
-def set_image_settings(base_image: str | None = None, runtime_image: str | None = None) -> None:
-    """Exports the image settings read when the components are decorated.
-
-    Raises:
-        RuntimeError: The components were already imported, so the images can no longer change.
-    """
-    requested = {key: value for key, value in (("base_image", base_image), ("runtime_image", runtime_image)) if value}
-    if requested and "components._common.runtime" in sys.modules:
-        raise RuntimeError("image settings must be set before the components are imported (use a fresh process)")
-    for key, value in requested.items():
-        os.environ[IMAGE_VARIABLES[key]] = value
 
 
 def compile_named(

@@ -149,3 +149,41 @@ def test_parameter_docs_become_the_docstring_and_the_dashboard_descriptions(tmp_
     assert parameters["count"]["description"] == "How many times."
     with pytest.raises(ValueError, match=r"unknown parameters \['typo'\]"):
         with_parameter_docs(step, {"typo": "x"})
+
+
+def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path):
+    """Each step's pod gets exactly the ``_common`` modules its code imports, and its modules import from there."""
+    import subprocess
+    import sys
+
+    pipeline = next(iter(yaml.safe_load_all((REPO_ROOT / "pipelines/training/sft/pipeline.yaml").read_text())))
+    steps = {
+        "exec-dataset-download": (
+            "data_processing.dataset_download.prepare",
+            {"chat_format", "masking", "termination"},
+        ),
+        "exec-train-model": ("training.finetuning.train", {"chat_format", "masking"}),
+        "exec-lm-eval": ("evaluation.lm_eval.custom_task", {"chat_format", "masking"}),
+        "exec-model-registry": ("deployment.kubeflow_model_registry.step", {"masking"}),
+    }
+    for executor, (module, shared) in steps.items():
+        executors = {executor: pipeline["deploymentSpec"]["executors"][executor]}
+        root = tmp_path / executor
+        with tarfile.open(fileobj=io.BytesIO(_embedded_archive({"deploymentSpec": {"executors": executors}}))) as tar:
+            tar.extractall(root, filter="data")
+        shipped = {path.stem for path in (root / "components" / "_common").glob("*.py")} - {"__init__"}
+        assert shared <= shipped and "runtime" not in shipped, (executor, shipped)
+        probe = f"import sys; sys.path.insert(0, {str(root)!r}); import components.{module} as m; print(m.__file__)"
+        done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip().startswith(str(root)), done.stdout
+
+
+def test_only_the_imported_common_modules_are_staged(tmp_path):
+    from components._common.runtime import needed_common_modules
+
+    registry = COMPONENTS_ROOT / "deployment" / "kubeflow_model_registry"
+    assert "chat_format" not in needed_common_modules([registry]) and "masking" in needed_common_modules([registry])
+    bundle = stage_runtime_bundle([registry], tmp_path)
+    assert not (bundle / "components/_common/chat_format.py").exists()
+    assert (bundle / "components/_common/masking.py").is_file()

@@ -1,4 +1,4 @@
-"""File helpers shared by components (stdlib only: shipped into every component's runtime bundle)."""
+"""File helpers shared by components (standard library only)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,20 @@ import os
 import tempfile
 from pathlib import Path
 
+from components._common.masking import mask_text
+
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
 
     Readers never see a half-written file; on error the temporary file is removed and ``path`` is left as it was.
+    Every secret value the process knows is masked first (see :mod:`components._common.masking`; by value only).
 
     Args:
         path: Target file; its directory is created when missing.
         text: Content (UTF-8).
     """
+    text = mask_text(text, patterns=False)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")

@@ -3,15 +3,21 @@
 Two delivery modes, chosen at compile time (module constants, overridable by environment variables):
 
 * **Embedded (default).** The component's pure modules (its directory minus ``tests/`` and ``component.py``,
-  plus ``components/_common``) are staged into a small ``components/`` tree and handed to KFP's
+  plus the ``components/_common`` modules they import) are staged into a small ``components/`` tree and handed to KFP's
   ``embedded_artifact_path`` (kfp >= 2.15). KFP packs it as a gzip+base64 tarball into the component's command and
   puts the extraction root on ``sys.path`` in the pod, so ``import components.<category>.<name>.<module>`` works
   there exactly as it does locally. The package ``__init__`` files in the bundle are replaced by empty ones so that
   importing a pure module in the pod never imports ``kfp`` decorators again. Third-party packages come from
-  ``packages_to_install`` on top of :data:`BASE_IMAGE`.
+  ``packages_to_install`` on top of the component's image (:data:`BASE_IMAGE` unless the component names one that
+  already carries its heavy dependencies, see ``components/_common/images.py``).
 * **Prebuilt runtime image.** With ``KFP_FINETUNE_RUNTIME_IMAGE`` set (an image built from the project's
   ``Containerfile``, e.g. for disconnected clusters), components run on that image: nothing is embedded and nothing
   is pip-installed at run time.
+
+The module-level components (``from components... import lm_eval``) are built with these defaults. A pipeline
+compiled with other images calls ``component.with_image(image, prebuilt=...)``, which re-decorates the same function
+for that compile (the image and the install list are part of the executor's command, so they cannot be swapped on a
+built component); results are cached per image.
 
 ``KFP_FINETUNE_INSTALL_PACKAGES=0`` compiles components that install nothing at run time (no ``kfp`` either); the
 test-suite and ``kfp-finetune demo`` use it because ``kfp.local`` runs tasks in the current, complete environment.
@@ -31,9 +37,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: Base image of every component, pinned by exact tag (the python.org build of CPython 3.11 on Debian 12).
-DEFAULT_BASE_IMAGE = "python:3.11.11-slim-bookworm"
-#: Compile-time override of :data:`DEFAULT_BASE_IMAGE`.
+from components._common.images import PYTHON_IMAGE
+
+#: Base image of the components that name no image of their own (the python.org build of CPython 3.11 on Debian 12).
+DEFAULT_BASE_IMAGE = PYTHON_IMAGE
+#: Compile-time override of :data:`DEFAULT_BASE_IMAGE` for the module-level components.
 BASE_IMAGE = os.environ.get("KFP_FINETUNE_BASE_IMAGE", DEFAULT_BASE_IMAGE)
 #: Prebuilt runtime image (see ``Containerfile``); empty means "embed the code and pip-install the packages".
 RUNTIME_IMAGE = os.environ.get("KFP_FINETUNE_RUNTIME_IMAGE", "")
@@ -94,11 +102,62 @@ def slim_source(source: str) -> str:
     return slimmed
 
 
-def _copy_module_tree(source: Path, target: Path) -> None:
-    """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need."""
-    for path in sorted(source.rglob("*.py")):
+def _shipped_files(source: Path) -> list[Path]:
+    """The ``.py`` files under ``source`` that a pod may need (no tests, no KFP wrapper, no parameter docs)."""
+    return [
+        path
+        for path in sorted(source.rglob("*.py"))
+        if not any(part in _SKIPPED_NAMES for part in path.relative_to(source).parts)
+    ]
+
+
+def _common_imports(path: Path, function_bodies_only: bool = False) -> set[str]:
+    """The ``components._common`` modules a source file imports (at any depth: lazy imports count).
+
+    ``function_bodies_only``: count only imports inside functions (a ``component.py``, whose function body is what
+    KFP runs in the pod; its module-level imports stay at compile time).
+    """
+    prefix = f"{COMPONENTS_ROOT.name}._common"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    roots = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] if function_bodies_only else [tree]
+    found = set()
+    for node in (inner for root in roots for inner in ast.walk(root)):
+        if isinstance(node, ast.ImportFrom) and node.module == prefix:
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix + "."):
+            found.add(node.module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[2] for alias in node.names if alias.name.startswith(prefix + ".")}
+    return found
+
+
+def needed_common_modules(component_dirs: Sequence[Path]) -> set[str]:
+    """The ``components/_common`` modules the runtime code of ``component_dirs`` imports, transitively."""
+    common = COMPONENTS_ROOT / "_common"
+    pending = [path for directory in component_dirs for path in _shipped_files(Path(directory).resolve())]
+    needed: set[str] = set()
+    for directory in component_dirs:
+        wrapper = Path(directory).resolve() / "component.py"
+        if wrapper.is_file():
+            pending += [common / f"{name}.py" for name in _common_imports(wrapper, function_bodies_only=True)]
+    pending = [path for path in pending if path.is_file()]
+    needed |= {path.stem for path in pending if path.parent == common}
+    while pending:
+        for name in _common_imports(pending.pop()) - needed:
+            if (common / f"{name}.py").is_file():
+                needed.add(name)
+                pending.append(common / f"{name}.py")
+    return needed
+
+
+def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None) -> None:
+    """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need.
+
+    ``only``: module names (without ``.py``) to copy besides ``__init__.py``; ``None`` copies every module.
+    """
+    for path in _shipped_files(source):
         relative = path.relative_to(source)
-        if any(part in _SKIPPED_NAMES for part in relative.parts):
+        if only is not None and path.name != "__init__.py" and path.stem not in only:
             continue
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -129,19 +188,23 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> P
         bundle_root: An empty directory; it becomes the root put on ``sys.path`` in the pod.
 
     Returns:
-        ``bundle_root``, now holding ``components/__init__.py``, ``components/_common/*.py`` and the modules of each
+        ``bundle_root``, now holding ``components/__init__.py``, the ``components/_common`` modules the directories
+        import (transitively; all of them when ``_common`` itself is one of the directories) and the modules of each
         directory at its usual import path.
 
     Raises:
         ValueError: A directory is not inside the ``components`` package.
     """
     package_root = bundle_root / COMPONENTS_ROOT.name
-    for source in [COMPONENTS_ROOT / "_common", *component_dirs]:
+    common = COMPONENTS_ROOT / "_common"
+    for directory in component_dirs:
+        if COMPONENTS_ROOT not in Path(directory).resolve().parents:
+            raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {Path(directory).resolve()}")
+    only = None if common in {Path(d).resolve() for d in component_dirs} else needed_common_modules(component_dirs)
+    for source in [common, *component_dirs]:
         source = Path(source).resolve()
-        if COMPONENTS_ROOT not in source.parents:
-            raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {source}")
         target = package_root / source.relative_to(COMPONENTS_ROOT)
-        _copy_module_tree(source, target)
+        _copy_module_tree(source, target, only if source == common else None)
         _write_package_inits(package_root, target)
     for path in [bundle_root, *bundle_root.rglob("*")]:
         os.utime(path, (_BUNDLE_MTIME, _BUNDLE_MTIME))
@@ -191,20 +254,25 @@ def runtime_component(
     packages: Sequence[str] = (),
     extra_dirs: Sequence[Path] = (),
     parameter_docs: Mapping[str, str] | None = None,
+    image: str = "",
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """A ``@dsl.component`` that ships the component's own modules into the pod.
 
     Args:
         component_file: ``__file__`` of the ``component.py`` being decorated; its directory is bundled.
-        packages: Pinned third-party packages the component needs at run time on :data:`BASE_IMAGE`.
+        packages: Pinned third-party packages the component needs at run time on top of its image.
         extra_dirs: Further directories under ``components/`` the runtime code imports.
         parameter_docs: Descriptions of the parameters, by name, when the function's docstring has no ``Args:``
             section (see :func:`with_parameter_docs`).
+        image: The component's default image ("" = :data:`BASE_IMAGE`); it must carry whatever ``packages`` leaves
+            out (e.g. torch).
         **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
 
     Returns:
-        A decorator turning the component function into a KFP ``PythonComponent``.
+        A decorator turning the component function into a KFP ``PythonComponent``. The component has a
+        ``with_image(image, prebuilt=False)`` method returning the same component built for another image: with
+        ``prebuilt=True`` the image is a complete runtime image (nothing embedded, nothing installed).
     """
     from kfp import dsl
 
@@ -214,18 +282,38 @@ def runtime_component(
         allow_default_workspace()
         if parameter_docs:
             with_parameter_docs(func, parameter_docs)
+        built: dict[tuple[str, bool, bool], Any] = {}
+
+        def build(step_image: str, prebuilt: bool = False) -> Any:
+            if not step_image:
+                raise ValueError(f"{func.__name__}: the image must name a container image, got ''")
+            key = (step_image, prebuilt, INSTALL_PACKAGES)
+            if key not in built:
+                built[key] = _decorate(func, step_image, prebuilt)
+            return built[key]
+
+        def _decorate(target: Callable[..., Any], step_image: str, prebuilt: bool) -> Any:
+            if prebuilt:
+                component = dsl.component(
+                    target, base_image=step_image, install_kfp_package=False, **component_kwargs
+                )
+            else:
+                with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():
+                    stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
+                    component = dsl.component(
+                        target,
+                        base_image=step_image,
+                        packages_to_install=list(packages) if INSTALL_PACKAGES else None,
+                        install_kfp_package=INSTALL_PACKAGES,
+                        embedded_artifact_path=staging,
+                        **component_kwargs,
+                    )
+            component.with_image = build
+            return component
+
         if RUNTIME_IMAGE:
-            return dsl.component(func, base_image=RUNTIME_IMAGE, install_kfp_package=False, **component_kwargs)
-        with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():
-            stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
-            return dsl.component(
-                func,
-                base_image=BASE_IMAGE,
-                packages_to_install=list(packages) if INSTALL_PACKAGES else None,
-                install_kfp_package=INSTALL_PACKAGES,
-                embedded_artifact_path=staging,
-                **component_kwargs,
-            )
+            return build(RUNTIME_IMAGE, prebuilt=True)
+        return build(image or BASE_IMAGE)
 
     return decorate
 
@@ -252,6 +340,8 @@ def route_string_arguments(routes: Mapping[str, str]) -> Callable[[Any], Any]:
         return isinstance(value, pipeline_channel.PipelineParameterChannel) and value.channel_type == "String"
 
     def decorate(component: Any) -> Any:
+        if getattr(component, "_routes_string_arguments", False):
+            return component
         base = type(component)
 
         def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
@@ -261,6 +351,9 @@ def route_string_arguments(routes: Mapping[str, str]) -> Callable[[Any], Any]:
             return base.__call__(self, *args, **kwargs)
 
         component.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
+        component._routes_string_arguments = True
+        build = component.with_image
+        component.with_image = lambda image, prebuilt=False: decorate(build(image, prebuilt))
         return component
 
     return decorate

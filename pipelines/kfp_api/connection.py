@@ -290,7 +290,10 @@ def _server_message(body: Any) -> str:
 
 
 def _redact(text: str, token: str) -> str:
-    return text.replace(token, "<hidden>") if token else text
+    """``text`` with the token, every secret of the environment and token-like patterns masked."""
+    from components._common.masking import mask_text
+
+    return mask_text(text, extra=[token] if token else ())
 
 
 def _honoured_timeout(value: Any) -> bool:

@@ -6,6 +6,7 @@ from components._common.runtime import runtime_component
 
 PACKAGES = ["huggingface-hub==2.0.0", "boto3==1.44.5", "pyarrow==26.0.1", "pyyaml==6.0.3", "transformers==5.23.0"]
 PACKAGES += ["tenacity==9.2.1"]  # the shared retry policy (components/_common/retry.py)
+PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
 
 
 @runtime_component(__file__, packages=PACKAGES)
@@ -51,22 +52,24 @@ def dataset_download(
     """
     from pathlib import Path
 
+    from components._common.termination import sigterm_raises_exit
     from components.data_processing.dataset_download.prepare import prepare_dataset
 
-    prepared = prepare_dataset(
-        dataset_uri,
-        Path(train_dataset.path),
-        Path(eval_dataset.path),
-        train_split_ratio=train_split_ratio,
-        subset_count=subset_count,
-        seed=seed,
-        input_format=input_format,
-        hf_split=hf_split,
-        on_invalid=on_invalid,
-        max_invalid_fraction=max_invalid_fraction,
-        allow_trailing_user=allow_trailing_user,
-        max_seq_len=max_seq_len,
-        tokenizer_source=tokenizer_source,
-        max_download_bytes=max_download_bytes,
-    )
+    with sigterm_raises_exit():  # a stopped pod still removes its partial downloads and temporary files
+        prepared = prepare_dataset(
+            dataset_uri,
+            Path(train_dataset.path),
+            Path(eval_dataset.path),
+            train_split_ratio=train_split_ratio,
+            subset_count=subset_count,
+            seed=seed,
+            input_format=input_format,
+            hf_split=hf_split,
+            on_invalid=on_invalid,
+            max_invalid_fraction=max_invalid_fraction,
+            allow_trailing_user=allow_trailing_user,
+            max_seq_len=max_seq_len,
+            tokenizer_source=tokenizer_source,
+            max_download_bytes=max_download_bytes,
+        )
     prepared.write_outputs(train_dataset, eval_dataset, report, metrics)

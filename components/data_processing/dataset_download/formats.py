@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .rules import RowError
+from components._common.chat_format import RowError
 
 #: Formats accepted by ``input_format`` besides ``auto``.
 FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion")

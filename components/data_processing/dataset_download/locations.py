@@ -48,12 +48,31 @@ class S3Location:
     key: str
 
 
+def check_dataset_uri(uri: object) -> str:
+    """Refuses an empty, blank or whitespace-padded ``dataset_uri`` before anything is read.
+
+    (``Path("")`` is the working directory: an empty URI would otherwise read every data file under it.)
+
+    Raises:
+        DatasetSourceError: The URI is not a string, is empty or only whitespace, or has surrounding whitespace.
+    """
+    if not isinstance(uri, str) or not uri.strip():
+        raise DatasetSourceError(
+            f"dataset_uri={uri!r} is empty: name the dataset (a Hub id org/name, s3://, http(s)://, pvc:// or a path)"
+        )
+    if uri != uri.strip():
+        raise DatasetSourceError(f"dataset_uri={uri!r} has leading or trailing whitespace: remove it")
+    return uri
+
+
 def source_kind(uri: str) -> str:
     """Which source a URI names: ``hf``, ``s3``, ``http``, ``pvc`` or ``local``.
 
     Raises:
-        DatasetSourceError: An unknown scheme, or a string that is neither an existing path nor ``org/name``.
+        DatasetSourceError: An empty URI, an unknown scheme, or a string that is neither an existing path nor
+            ``org/name``.
     """
+    check_dataset_uri(uri)
     scheme, sep, _ = uri.partition("://")
     if sep:
         kinds = {"s3": "s3", "http": "http", "https": "http", "pvc": "pvc", "file": "local", "hf": "hf"}

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components._common.files import with_extension
+from components._common.files import with_extension, write_text_atomically
+from components._common.masking import mask_data, masked
 
-from .locations import DatasetSourceError
+from .locations import DatasetSourceError, check_dataset_uri
 from .sources import fetch_dataset
 from .split import JsonlWriter, SplitPlan, WrittenFile, check_split_options, plan_split, write_split
 from .tokens import TokenStats, check_token_options, load_token_counter
@@ -73,13 +73,9 @@ class PreparedDataset:
             report: The ``Output[Markdown]``; :meth:`to_markdown` is written to its path.
             metrics: The ``Output[Metrics]``; each of :meth:`metrics` is logged.
         """
-        train_dataset.metadata.update(self.artifact_metadata(self.train))
-        eval_dataset.metadata.update(self.artifact_metadata(self.eval))
-        report_path = Path(with_extension(report, ".md"))
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = report_path.with_name(f".{report_path.name}.tmp")
-        temporary.write_text(self.to_markdown(), encoding="utf-8")
-        os.replace(temporary, report_path)
+        train_dataset.metadata.update(mask_data(self.artifact_metadata(self.train), patterns=False))
+        eval_dataset.metadata.update(mask_data(self.artifact_metadata(self.eval), patterns=False))
+        write_text_atomically(with_extension(report, ".md"), self.to_markdown())  # secret values masked
         for name, value in self.metrics().items():
             metrics.log_metric(name, value)
 
@@ -103,6 +99,7 @@ class PreparedDataset:
         return "\n".join(lines) + "\n"
 
 
+@masked
 def prepare_dataset(
     dataset_uri: str,
     train_path: Path,
@@ -146,6 +143,7 @@ def prepare_dataset(
     """
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    check_dataset_uri(dataset_uri)
     check_split_options(train_split_ratio, subset_count)
     check_validation_options(on_invalid, max_invalid_fraction)
     with_token_stats = check_token_options(max_seq_len, tokenizer_source)
@@ -156,8 +154,8 @@ def prepare_dataset(
         normalized = Path(scratch) / "normalized.jsonl"
         with open(normalized, "wb") as sink_file:
 
-            def sink(row: dict) -> None:
-                sink_file.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+            def sink(row: bytes) -> None:
+                sink_file.write(row + b"\n")
 
             report = validate_local_files(
                 fetched.files,

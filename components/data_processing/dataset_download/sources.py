@@ -4,14 +4,23 @@ Secrets come only from the environment (``HF_TOKEN``; the RHOAI data-connection 
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_S3_ENDPOINT``, ``AWS_DEFAULT_REGION``, ``AWS_S3_BUCKET``) and are never logged or
 put in errors. Downloads land in a temporary name and are renamed when complete; remote sources are capped at
 ``max_bytes``.
+
+Every download has two time limits (see :class:`HttpOptions`): a *stall* timeout (no byte for that long fails the
+attempt) and an overall *deadline* for the whole fetch, retries included, enforced by a watchdog that shuts the socket
+down (so a server trickling one byte a second fails at the deadline, not never). Partial files are removed on every
+exit: errors, the deadline, and SIGTERM (the component turns SIGTERM into ``SystemExit``, see
+:mod:`components._common.termination`, so that ``finally`` blocks run).
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
 import ssl
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,6 +29,13 @@ from pathlib import Path, PurePosixPath
 
 from components._common.retry import GaveUp, RetryPolicy, call_with_retries, is_tls_error, is_transient
 
+from .deadlines import (
+    Watchdog,
+    WatchedHTTPHandler,
+    WatchedHTTPSHandler,
+    deadline_error,
+    hub_deadline,
+)
 from .locations import (
     DatasetSourceError,
     local_data_files,
@@ -48,11 +64,20 @@ class FetchedData:
 
 @dataclass(frozen=True)
 class HttpOptions:
-    """How HTTP(S) downloads behave: per-attempt timeout, attempts, backoff between them (doubling)."""
+    """How downloads behave: stall timeout, overall deadline, attempts, backoff between them (doubling).
+
+    Attributes:
+        timeout_s: Stall timeout: an attempt fails when no byte arrives for this long (connect included).
+        attempts: Attempts of an HTTP download (retryable statuses and connection errors).
+        backoff_s: First pause between attempts, doubled after each.
+        deadline_s: Overall deadline of the fetch, every attempt and file included; the default (3 h) lets 10 GiB
+            (the default ``max_download_bytes``) arrive at 1 MB/s.
+    """
 
     timeout_s: float = 60.0
     attempts: int = 4
     backoff_s: float = 1.0
+    deadline_s: float = 3 * 3600.0
 
 
 def fetch_dataset(
@@ -89,10 +114,10 @@ def fetch_dataset(
         return FetchedData(files, local_revision(files))
     download_dir.mkdir(parents=True, exist_ok=True)
     if kind == "s3":
-        return fetch_s3(uri, download_dir, max_bytes)
+        return fetch_s3(uri, download_dir, max_bytes, http)
     if kind == "http":
         return fetch_http(uri, download_dir, max_bytes, http)
-    return fetch_hf(uri, download_dir, hf_split, max_bytes)
+    return fetch_hf(uri, download_dir, hf_split, max_bytes, http)
 
 
 # --- HTTP(S) -----------------------------------------------------------------------------------------------------
@@ -118,22 +143,51 @@ def _http_error(url: str, status: int, reason: str) -> DatasetSourceError:
     return DatasetSourceError(f"dataset_uri={url!r}: HTTP {status} ({meaning})")
 
 
-def _download_once(url: str, target: Path, max_bytes: int, options: HttpOptions) -> str:
-    """One GET into ``target`` (a temporary name); returns the revision (ETag, Last-Modified or content sha256)."""
+def _download_once(url: str, target: Path, max_bytes: int, options: HttpOptions, deadline: float) -> str:
+    """One GET into ``target`` (a temporary name); returns the revision (ETag, Last-Modified or content sha256).
+
+    ``timeout_s`` bounds each wait for bytes (the stall timeout); ``deadline`` (``time.monotonic()``) the whole
+    attempt, headers included, through a :class:`~.deadlines.Watchdog`.
+    """
     request = urllib.request.Request(url, headers={"User-Agent": "kfp-finetune-dataset-download"})
-    context = tls_context() if url.lower().startswith("https://") else None
-    with urllib.request.urlopen(request, timeout=options.timeout_s, context=context) as response:
-        declared = response.headers.get("Content-Length")
-        if declared is not None and int(declared) > max_bytes:
-            raise DatasetSourceError(f"dataset_uri={url!r}: {declared} bytes exceed max_download_bytes={max_bytes}")
-        digest, size = hashlib.sha256(), 0
-        with open(target, "wb") as handle:
-            while chunk := response.read(_COPY_CHUNK):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise DatasetSourceError(f"dataset_uri={url!r}: more than max_download_bytes={max_bytes} bytes")
-                digest.update(chunk)
-                handle.write(chunk)
+    size = 0
+    with Watchdog(deadline) as watchdog:
+        if url.lower().startswith("https://"):
+            opener = urllib.request.build_opener(WatchedHTTPSHandler(watchdog, tls_context()))
+        else:
+            opener = urllib.request.build_opener(WatchedHTTPHandler(watchdog))
+        stall = max(0.001, min(options.timeout_s, deadline - time.monotonic()))
+        try:
+            response = opener.open(request, timeout=stall)
+        except (OSError, http.client.HTTPException):
+            if watchdog.expired:
+                raise deadline_error(url, options.deadline_s, size) from None
+            raise
+        with response:
+            declared = response.headers.get("Content-Length")
+            if declared is not None and int(declared) > max_bytes:
+                raise DatasetSourceError(f"dataset_uri={url!r}: {declared} bytes exceed max_download_bytes={max_bytes}")
+            digest = hashlib.sha256()
+            with open(target, "wb") as handle:
+                try:
+                    while chunk := response.read1(_COPY_CHUNK):  # read1: whatever arrived, never waits to fill
+                        size += len(chunk)
+                        if size > max_bytes:
+                            raise DatasetSourceError(
+                                f"dataset_uri={url!r}: more than max_download_bytes={max_bytes} bytes"
+                            )
+                        digest.update(chunk)
+                        handle.write(chunk)
+                        if time.monotonic() > deadline:
+                            raise deadline_error(url, options.deadline_s, size)
+                except (OSError, http.client.HTTPException):
+                    if watchdog.expired:
+                        raise deadline_error(url, options.deadline_s, size) from None
+                    raise
+            if watchdog.expired:
+                raise deadline_error(url, options.deadline_s, size)
+            if declared is not None and size != int(declared):
+                raise ConnectionError(f"the connection closed after {size} of {declared} bytes")
         etag = response.headers.get("ETag") or response.headers.get("Last-Modified")
         return etag.strip('"') if etag else "sha256:" + digest.hexdigest()
 
@@ -144,17 +198,22 @@ def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOption
     target = download_dir / name
     partial = download_dir / f".{name}.part"
     policy = RetryPolicy(attempts=options.attempts, initial_delay_s=options.backoff_s, max_delay_s=30.0)
+    deadline = time.monotonic() + options.deadline_s
 
     def download() -> FetchedData:
-        revision = _download_once(url, partial, max_bytes, options)
+        revision = _download_once(url, partial, max_bytes, options, deadline)
         os.replace(partial, target)
         return FetchedData([target], revision)
 
     try:
-        return call_with_retries(download, policy, retryable=lambda error: is_transient(error, RETRY_STATUSES))
+        return call_with_retries(
+            download, policy, retryable=lambda error: is_transient(error, RETRY_STATUSES), deadline=deadline
+        )
     except urllib.error.HTTPError as error:
         raise _http_error(url, error.code, str(error.reason)) from None
     except GaveUp as gave_up:
+        if gave_up.reason == "deadline":
+            raise deadline_error(url, options.deadline_s, 0) from None
         raise _http_failure(url, gave_up.last, gave_up.attempts) from None
     except urllib.error.URLError as error:
         raise _http_failure(url, error, 1) from None
@@ -176,8 +235,11 @@ def _http_failure(url: str, error: BaseException, attempts: int) -> DatasetSourc
 # --- S3 ----------------------------------------------------------------------------------------------------------
 
 
-def s3_client():
-    """A boto3 S3 client from the data-connection environment variables (custom endpoint for MinIO / ODF)."""
+def s3_client(stall_timeout_s: float = 120.0):
+    """A boto3 S3 client from the data-connection environment variables (custom endpoint for MinIO / ODF).
+
+    ``stall_timeout_s`` is botocore's read timeout: how long a read may wait for bytes.
+    """
     import boto3
     from botocore.config import Config
 
@@ -193,7 +255,11 @@ def s3_client():
         region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-        config=Config(connect_timeout=30, read_timeout=120, retries={"max_attempts": 5, "mode": "standard"}),
+        config=Config(
+            connect_timeout=min(30, stall_timeout_s),
+            read_timeout=stall_timeout_s,
+            retries={"max_attempts": 5, "mode": "standard"},
+        ),
     )
 
 
@@ -244,12 +310,46 @@ def _s3_target(download_dir: Path, prefix: str, key: str, uri: str) -> Path:
     return target
 
 
-def fetch_s3(uri: str, download_dir: Path, max_bytes: int) -> FetchedData:
-    """Downloads an S3 object, or every data file under a prefix, through the data-connection endpoint."""
+def _s3_download(client, bucket: str, key: str, target: Path, uri: str, options: HttpOptions, deadline: float) -> None:
+    """Streams one object into ``target`` through a ``.part`` file (removed on any exit), within ``deadline``."""
+    partial = target.with_name(f".{target.name}.part")
+    size = 0
+    try:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"]
+        raw = getattr(body, "_raw_stream", body)
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), getattr(raw, "shutdown", raw.close))
+        timer.daemon = True
+        timer.start()
+        try:
+            with open(partial, "wb") as handle:
+                for chunk in body.iter_chunks(_COPY_CHUNK):
+                    size += len(chunk)
+                    handle.write(chunk)
+                    if time.monotonic() > deadline:
+                        break
+        except Exception:
+            if time.monotonic() < deadline:
+                raise
+        finally:
+            timer.cancel()
+            body.close()
+        if time.monotonic() > deadline:
+            raise deadline_error(uri, options.deadline_s, size)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions = HttpOptions()) -> FetchedData:
+    """Downloads an S3 object, or every data file under a prefix, through the data-connection endpoint.
+
+    ``options.timeout_s`` is the stall timeout of each read and ``options.deadline_s`` the deadline of the whole fetch.
+    """
     from botocore.exceptions import BotoCoreError, ClientError
 
     location = parse_s3_uri(uri, os.environ.get("AWS_S3_BUCKET", ""))
-    client = s3_client()
+    client = s3_client(options.timeout_s)
+    deadline = time.monotonic() + options.deadline_s
     try:
         prefix, objects = _s3_objects(client, uri, location.bucket, location.key)
         total = sum(size for _, size, _ in objects)
@@ -259,7 +359,7 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int) -> FetchedData:
         for key, _, _ in objects:
             target = _s3_target(download_dir, prefix, key, uri)
             target.parent.mkdir(parents=True, exist_ok=True)
-            client.download_file(location.bucket, key, str(target))
+            _s3_download(client, location.bucket, key, target, uri, options, deadline)
             files.append(target)
     except ClientError as error:
         raise _s3_error(uri, error) from None
@@ -274,27 +374,64 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int) -> FetchedData:
 # --- Hugging Face Hub --------------------------------------------------------------------------------------------
 
 
-def _hf_error(uri: str, error: Exception) -> DatasetSourceError:
+#: Top-level modules whose exceptions a Hub call may leak (the HTTP stack below ``huggingface_hub``).
+_NETWORK_MODULES = ("httpx", "httpx2", "httpcore", "requests", "urllib3", "huggingface_hub")
+#: What fixes each kind of Hub failure (the messages name the secret the token comes from).
+HF_TOKEN_REMEDY = "put a token with read access in the hf-token secret (env HF_TOKEN)"
+
+
+def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = "") -> DatasetSourceError:
+    """One line naming the repo, the revision and the remedy for any Hub failure (HTTP, offline, DNS, timeout).
+
+    Args:
+        repo_id: The dataset (``org/name``).
+        revision: The revision asked for ("" = the default branch).
+        error: What ``huggingface_hub`` (or the network below it) raised.
+        endpoint: The Hub endpoint used ("" = huggingface.co).
+    """
     from huggingface_hub import errors
 
-    if isinstance(error, errors.GatedRepoError):
-        return DatasetSourceError(f"dataset_uri={uri!r}: access denied (403, gated dataset); set HF_TOKEN")
-    if isinstance(error, errors.RepositoryNotFoundError):
-        return DatasetSourceError(f"dataset_uri={uri!r}: not found (404) or private without a valid HF_TOKEN")
-    if isinstance(error, errors.RevisionNotFoundError):
-        return DatasetSourceError(f"dataset_uri={uri!r}: revision not found (404)")
-    if isinstance(error, errors.EntryNotFoundError):
-        return DatasetSourceError(f"dataset_uri={uri!r}: file not found (404)")
+    where = f"Hub dataset {repo_id!r} at revision {revision or 'main'!r}"
+    host = endpoint or "https://huggingface.co"
     status = getattr(getattr(error, "response", None), "status_code", None)
-    if status in (401, 403):
-        return DatasetSourceError(f"dataset_uri={uri!r}: access denied ({status}); check HF_TOKEN")
-    return DatasetSourceError(f"dataset_uri={uri!r}: Hub error {type(error).__name__}: {error}")
+    if isinstance(error, errors.GatedRepoError):
+        text = (
+            f"access denied (403, gated dataset): accept its conditions on {host}/datasets/{repo_id} with the account "
+            f"whose token is in the hf-token secret (env HF_TOKEN)"
+        )
+    elif isinstance(error, errors.OfflineModeIsEnabled) or isinstance(error, errors.LocalEntryNotFoundError):
+        text = (
+            "the Hub is unreachable or offline mode is on (HF_HUB_OFFLINE=1): allow egress to the Hub, set HF_ENDPOINT "
+            "to a mirror, or copy the dataset to s3:// or pvc:// and point dataset_uri there"
+        )
+    elif isinstance(error, errors.RevisionNotFoundError):
+        text = "revision not found (404): use an existing branch, tag or commit after '@'"
+    elif isinstance(error, errors.RepositoryNotFoundError):
+        text = f"not found (404) or private without a valid HF_TOKEN: check the name, or {HF_TOKEN_REMEDY}"
+    elif isinstance(error, errors.EntryNotFoundError):
+        text = "file not found (404) in that revision"
+    elif status == 401:
+        text = f"authentication failed (401): the token is invalid or expired; {HF_TOKEN_REMEDY}"
+    elif status == 403:
+        text = f"access denied (403): the token lacks access to this dataset; {HF_TOKEN_REMEDY}"
+    elif status is not None:
+        text = f"Hub answered HTTP {status}; retry later or check {host}"
+    else:
+        text = (
+            f"cannot reach {host} ({type(error).__name__}: {str(error).splitlines()[0][:160] if str(error) else ''}): "
+            "the cluster may be offline or block DNS/egress; set HF_ENDPOINT to a mirror, or copy the dataset to "
+            "s3:// or pvc://"
+        )
+    return DatasetSourceError(f"dataset_uri: {where}: {text}")
 
 
-def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int) -> FetchedData:
+def fetch_hf(
+    uri: str, download_dir: Path, split: str, max_bytes: int, options: HttpOptions = HttpOptions()
+) -> FetchedData:
     """Downloads the files of one subset/split of a Hub dataset at a pinned commit (token from ``HF_TOKEN``).
 
-    The endpoint is ``HF_ENDPOINT`` read at call time (a mirror, or a local stub in tests).
+    The endpoint is ``HF_ENDPOINT`` read at call time (a mirror, or a local stub in tests). ``options.timeout_s`` is
+    the stall timeout of each request and ``options.deadline_s`` the deadline of the whole fetch.
     """
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
@@ -319,19 +456,27 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int) -> Fetche
             )
         )
 
+    deadline = time.monotonic() + options.deadline_s
     try:
-        info = HfApi(endpoint=endpoint, token=token).dataset_info(
-            ref.repo_id, revision=ref.revision or None, files_metadata=True
-        )
-        sizes = {sibling.rfilename: sibling.size or 0 for sibling in info.siblings or []}
-        configs = card_configs(download("README.md", info.sha).read_text("utf-8")) if "README.md" in sizes else []
-        selected = select_hf_files(sorted(sizes), ref.subset, split, configs, uri)
-        total = sum(sizes[name] for name in selected)
-        if total > max_bytes:
-            raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
-        files = [download(name, info.sha) for name in selected]
-    except HfHubHTTPError as error:
-        raise _hf_error(uri, error) from None
+        with hub_deadline(uri, deadline, options.deadline_s, options.timeout_s):
+            info = HfApi(endpoint=endpoint, token=token).dataset_info(
+                ref.repo_id, revision=ref.revision or None, files_metadata=True
+            )
+            sizes = {sibling.rfilename: sibling.size or 0 for sibling in info.siblings or []}
+            configs = card_configs(download("README.md", info.sha).read_text("utf-8")) if "README.md" in sizes else []
+            selected = select_hf_files(sorted(sizes), ref.subset, split, configs, uri)
+            total = sum(sizes[name] for name in selected)
+            if total > max_bytes:
+                raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
+            files = [download(name, info.sha) for name in selected]
+    except DatasetSourceError:
+        raise
+    except (HfHubHTTPError, OSError, ValueError) as error:  # ValueError: huggingface_hub's offline/entry errors
+        raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
+    except Exception as error:  # the network library's own errors (httpx.ConnectError, timeouts...)
+        if type(error).__module__.split(".")[0] not in _NETWORK_MODULES:
+            raise
+        raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
     downloaded = sum(file.stat().st_size for file in files)
     if downloaded > max_bytes:
         shutil.rmtree(local_dir, ignore_errors=True)

@@ -35,6 +35,10 @@ PARAMETER_DOCS = {
         "plain-HTTP service."
     ),
     "ca_bundle_path": ("PEM CA bundle mounted in the pod (e.g. from a ConfigMap) to verify the registry with."),
+    "allow_token_over_http": (
+        "Send the bearer token to a plain http:// registry address (default False: the token is withheld with a "
+        "warning, since plain HTTP exposes it; only for a trusted in-cluster network or service mesh)."
+    ),
     "storage_key": ("Data-connection secret name recorded on the artifact, for serving to read an `s3://` URI."),
     "pipeline_run_id": (
         "The run's id (lineage, derived version names, re-run matching). Pipelines may pass the "

@@ -2,8 +2,9 @@
 
 Every step is find-then-create and retried as a whole, so running the step again (a retried task, a re-run of the
 same pipeline run) registers nothing twice: a version that already exists is reused when its artifact points at the
-same URI, completed when it has no artifact yet (an earlier try died half-way), and refused with a clear error when it
-points elsewhere.
+same URI, completed when it has no artifact yet (an earlier try *of this same pipeline run* died half-way: its recorded
+``pipeline_run_id`` must be this run's), and refused with a clear error when it points elsewhere or was left by
+another run (completing it would put this run's model under the other run's lineage).
 """
 
 from __future__ import annotations
@@ -269,7 +270,18 @@ class Registrar:
                     f"points at {', '.join(a.uri for a in artifacts)}, not {request.uri}: choose another model_version "
                     "(or leave it empty to derive one from the run)"
                 )
-            self.log(f"version {version_name!r} exists without a model artifact (an earlier try stopped): completing")
+            recorded = str((existing.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
+            if not recorded or recorded != request.run.run_id:
+                raise VersionConflictError(
+                    f"model {request.model_name!r} version {version_name!r} (id {existing.id}) exists without a model "
+                    f"artifact and was created by pipeline run {recorded or '<none recorded>'!s}, not by this run "
+                    f"{request.run.run_id or '<unknown>'!s}: only the run that created it may complete it. Delete the "
+                    "version in the registry, or choose another model_version"
+                )
+            self.log(
+                f"version {version_name!r} exists without a model artifact (an earlier try of this run stopped): "
+                "completing"
+            )
         if before_create is not None:
             before_create()
         version = existing or await self.create_version(request, model, version_name)

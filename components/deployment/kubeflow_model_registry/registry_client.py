@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from components._common.masking import register_secret
 from components._common.retry import GaveUp, call_with_retries_async
 from components._common.retry import RetryPolicy as SharedRetryPolicy
 
@@ -156,8 +157,14 @@ def make_endpoint(
     ca_bundle_path: str,
     environ: Mapping[str, str] | None = None,
     service_account_token_path: str = SERVICE_ACCOUNT_TOKEN_PATH,
+    allow_token_over_http: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> RegistryEndpoint:
     """Validates the connection parameters and finds the token.
+
+    Transport rules: ``is_secure=False`` with an ``https://`` address keeps TLS but skips certificate verification,
+    and says so in a warning; a token is never sent over plain ``http://`` unless ``allow_token_over_http`` asks for
+    it (it is withheld, with a warning naming its source; a registry that needs it then answers 401).
 
     Args:
         registry_address: See :func:`registry_base_url`.
@@ -166,6 +173,8 @@ def make_endpoint(
         ca_bundle_path: PEM bundle to trust ("" = system trust store); must exist when given.
         environ: Environment to read the token from (default ``os.environ``).
         service_account_token_path: The mounted service-account token file.
+        allow_token_over_http: Send the token to a plain-HTTP address (e.g. inside a trusted service mesh).
+        log: Where the warnings go (default: printed).
 
     Returns:
         The endpoint.
@@ -182,6 +191,20 @@ def make_endpoint(
     if ca_bundle_path and not Path(ca_bundle_path).is_file():
         raise ValueError(f"ca_bundle_path={ca_bundle_path!r}: no such file (mount the CA bundle, e.g. a ConfigMap)")
     token, source = read_bearer_token(environ, service_account_token_path)
+    register_secret(token)
+    warn = log or (lambda message: print(f"[model_registry] {message}", flush=True))
+    if not is_secure and base_url.startswith("https://"):
+        warn(
+            f"WARNING: is_secure=False with {base_url}: TLS is used but the certificate is NOT verified, so the "
+            "bearer token goes to a server whose identity is unchecked; set is_secure=True (with ca_bundle_path for "
+            "a private CA)"
+        )
+    if token is not None and base_url.startswith("http://") and not allow_token_over_http:
+        warn(
+            f"WARNING: the bearer token ({source}) is NOT sent to {base_url}: plain HTTP would expose it; use "
+            "https://, or set allow_token_over_http=True for a trusted in-cluster network"
+        )
+        token, source = None, f"withheld ({source} found; plain HTTP and allow_token_over_http=False)"
     if is_secure and token is None:
         raise ValueError(
             f"is_secure=True but no bearer token was found for {base_url}: set the secret env var {TOKEN_ENV}, "

@@ -11,6 +11,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 from components._common.files import write_text_atomically
+from components._common.masking import mask_data, masked
 
 from .gate import evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
@@ -76,6 +77,7 @@ def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> StepRes
     return StepResult(STATUS_SKIPPED, reason=reason)
 
 
+@masked
 def run_model_registration(
     *,
     model: ArtifactInfo,
@@ -97,6 +99,7 @@ def run_model_registration(
     s3_upload_prefix: str = "",
     is_secure: bool = True,
     ca_bundle_path: str = "",
+    allow_token_over_http: bool = False,
     storage_key: str = "",
     pipeline_run_id: str = "",
     pipeline_run_name: str = "",
@@ -127,6 +130,7 @@ def run_model_registration(
         s3_upload_prefix: ``s3://bucket/prefix`` to upload the model files to and register ("" = no upload).
         is_secure: Verify the registry's TLS certificate.
         ca_bundle_path: CA bundle for that verification.
+        allow_token_over_http: Send the bearer token to a plain ``http://`` address (withheld otherwise).
         storage_key: Data-connection secret name recorded on the artifact for serving.
         pipeline_run_id: The run's id ("" or an unresolved placeholder = unknown).
         pipeline_run_name: The run's name.
@@ -162,7 +166,15 @@ def run_model_registration(
         return _skip(summary_path, f"metric gate not met: {decision.reason}", log)
     log(f"gate: {decision.reason}")
 
-    endpoint = make_endpoint(registry_address, registry_port, is_secure, ca_bundle_path, environ)
+    endpoint = make_endpoint(
+        registry_address,
+        registry_port,
+        is_secure,
+        ca_bundle_path,
+        environ,
+        allow_token_over_http=allow_token_over_http,
+        log=log,
+    )
     upload_source = None
     s3_uri = ""
     if s3_upload_prefix.strip():
@@ -182,13 +194,16 @@ def run_model_registration(
         model_format_name=model_format_name,
         model_format_version=model_format_version,
         storage_key=storage_key,
-        custom_properties=lineage_properties(
-            model,
-            run,
-            dataset=dataset,
-            train_metrics=train_values,
-            eval_metrics=eval_values,
-            library_versions=library_versions(),
+        custom_properties=mask_data(  # metadata sent to the registry: secret values masked
+            lineage_properties(
+                model,
+                run,
+                dataset=dataset,
+                train_metrics=train_values,
+                eval_metrics=eval_values,
+                library_versions=library_versions(),
+            ),
+            patterns=False,
         ),
         run=run,
     )

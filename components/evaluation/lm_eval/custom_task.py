@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from components._common.chat_format import ChatFormatError, iter_chat_file
 from components._common.files import write_text_atomically
 
 #: Task scoring generations of the held-out split against the reference assistant turns.
@@ -37,7 +38,6 @@ TASK_DIR_PLACEHOLDER = "${TASK_DIR}"
 
 _DOCS_FILE = "heldout_docs.jsonl"
 _THIS_MODULE = "components.evaluation.lm_eval.custom_task"
-_ROLES = {"system", "user", "assistant", "tool"}
 
 
 class _FunctionRef(str):
@@ -97,33 +97,6 @@ def find_dataset_file(path: Path) -> Path:
     raise EvalDatasetError(f"eval_dataset: {path} does not exist")
 
 
-def _row_error(path: Path, line: int, rule: str, excerpt: str) -> EvalDatasetError:
-    """Builds the error for a bad row, naming the rule, the file and line, and a short excerpt."""
-    short = excerpt if len(excerpt) <= 120 else excerpt[:117] + "..."
-    return EvalDatasetError(f"eval_dataset {path}:{line}: {rule} (row: {short!r})")
-
-
-def _messages_of_row(path: Path, line: int, text: str) -> list[dict]:
-    """Parses one JSONL line and checks it is a chat conversation that ends with an assistant turn."""
-    try:
-        row = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise _row_error(path, line, f"not valid JSON ({error.msg})", text) from None
-    messages = row.get("messages") if isinstance(row, dict) else None
-    if not isinstance(messages, list) or len(messages) < 2:
-        raise _row_error(path, line, "'messages' must be a list of at least 2 turns", text)
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in _ROLES:
-            raise _row_error(path, line, f"every turn needs a 'role' in {sorted(_ROLES)}", text)
-        if not isinstance(message.get("content"), str) or not message["content"].strip():
-            raise _row_error(path, line, "every turn needs a non-empty string 'content'", text)
-    if messages[-1]["role"] != "assistant":
-        raise _row_error(path, line, "the last turn must be the assistant's reference answer", text)
-    if all(m["role"] == "system" for m in messages[:-1]):
-        raise _row_error(path, line, "a user turn must come before the reference answer", text)
-    return messages
-
-
 def read_conversations(path: Path, max_samples: int = -1) -> Iterator[tuple[int, list[dict]]]:
     """Yields ``(line, messages)`` for the first ``max_samples`` conversations of a chat JSONL file.
 
@@ -135,17 +108,20 @@ def read_conversations(path: Path, max_samples: int = -1) -> Iterator[tuple[int,
         The 1-based line number and the validated ``messages`` list.
 
     Raises:
-        EvalDatasetError: A row is not a chat conversation ending with an assistant turn.
+        EvalDatasetError: A row breaks a rule of the chat format (:mod:`components._common.chat_format`, with its
+            held-out rules: the last turn is the assistant's reference answer, after a user turn); the message names
+            the file, the line and the rule.
     """
-    read = 0
-    with Path(path).open(encoding="utf-8") as handle:
-        for line, text in enumerate(handle, start=1):
+    rows = iter_chat_file(Path(path), heldout=True, label="eval_dataset", require_rows=False)
+    try:
+        for read, (line, row) in enumerate(rows):
             if max_samples != -1 and read >= max_samples:
                 return
-            if not text.strip():
-                continue
-            yield line, _messages_of_row(Path(path), line, text)
-            read += 1
+            yield line, row["messages"]
+    except ChatFormatError as error:
+        raise EvalDatasetError(str(error)) from None
+    finally:
+        rows.close()
 
 
 def _labelled(messages: Sequence[dict]) -> list[str]:
@@ -371,7 +347,7 @@ def is_empty_dataset(dataset_path: Path) -> bool:
         source = find_dataset_file(dataset_path)
     except EvalDatasetError:
         return False
-    with source.open(encoding="utf-8") as handle:
+    with source.open("rb") as handle:
         return not any(line.strip() for line in handle)
 
 

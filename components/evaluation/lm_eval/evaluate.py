@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
+from components._common.masking import mask_data, masked
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
     count_conversations,
@@ -417,6 +418,7 @@ def _report_settings(
     }
 
 
+@masked
 def run_lm_eval(
     *,
     model_path: str,
@@ -538,4 +540,4 @@ def run_lm_eval(
         "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
     }
-    return EvaluationOutcome(metrics=metrics, results_metadata=metadata, results=written)
+    return EvaluationOutcome(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)

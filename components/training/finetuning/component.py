@@ -14,6 +14,7 @@ from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 #: image (Containerfile: torch, transformers, peft), which is not pip-installed here to keep job launches light.
 PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0", "tenacity==9.2.1"]
 PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
+PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
 PACKAGES += ["oras==0.2.43"]  # oci:// base models: the registry client (imported only for oci:// models)
 PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,
@@ -21,6 +22,9 @@ PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR,
     dsl.TaskConfigField.KUBERNETES_AFFINITY,
     dsl.TaskConfigField.ENV,
+    # The launcher pod's own CPU/memory (compile-time settings): KFP accepts them on a task with passthroughs only
+    # when RESOURCES is one; applied to this task, and NOT handed to the training job (see train.build_job_spec).
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.RESOURCES, apply_to_task=True),
 ]
 
 
@@ -78,6 +82,11 @@ def train_model(
     training_delete_on_success: bool = False,
     training_start_timeout_seconds: int = 1800,
     training_timeout_seconds: int = 0,
+    training_timeout_counts_paused_time: bool = False,
+    training_progress_tracking: bool = True,
+    training_progress_metrics_port: int = 28080,
+    training_progress_poll_interval_seconds: int = 30,
+    training_jit_checkpoint: bool = True,
     training_oci_insecure: bool = False,
     training_oci_ca_bundle: str = "",
     hf_token_secret_name: str = "hf-token",
@@ -139,6 +148,11 @@ def train_model(
         delete_on_success=training_delete_on_success,
         start_timeout_seconds=training_start_timeout_seconds,
         timeout_seconds=training_timeout_seconds,
+        timeout_counts_paused_time=training_timeout_counts_paused_time,
+        progress_tracking=training_progress_tracking,
+        progress_metrics_port=training_progress_metrics_port,
+        progress_poll_interval_seconds=training_progress_poll_interval_seconds,
+        jit_checkpoint=training_jit_checkpoint,
         oci_insecure=training_oci_insecure,
         oci_ca_bundle=training_oci_ca_bundle,
         hf_token_secret_name=hf_token_secret_name,

@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from components._common.masking import mask_text
+
 #: Outcomes of a TrainJob run that end in a :class:`Diagnosis`.
 OUTCOMES = ("Failed", "StartTimeout", "Timeout", "Cancelled", "Deleted")
 _IMAGE_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"}
@@ -23,11 +25,6 @@ _CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|HIP
 _SECRET_MISSING = re.compile(r'secrets? "([^"]+)" not found|couldn\'t find key (\S+) in Secret (\S+)')
 _PVC_MISSING = re.compile(r'persistentvolumeclaims? "([^"]+)" not found')
 _INSUFFICIENT = re.compile(r"Insufficient ([\w./-]*\w)")
-_REDACTIONS = (
-    re.compile(r"hf_[A-Za-z0-9]{16,}"),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"(?i)((?:token|password|secret|aws_secret_access_key)\s*[=:]\s*)\S+"),
-)
 #: Order in which causes are reported (the most specific first).
 _PRIORITY = (
     "MissingSecret",
@@ -108,10 +105,8 @@ class Diagnosis:
 
 
 def redact(text: str) -> str:
-    """Masks things that look like tokens or passwords in log text."""
-    for pattern in _REDACTIONS:
-        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "***", text)
-    return text
+    """Masks the secrets in log text: every secret value the component knows, then token/password patterns."""
+    return mask_text(text)
 
 
 def condition(trainjob: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:

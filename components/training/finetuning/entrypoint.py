@@ -8,6 +8,11 @@ same checkpoint directory) and needs no image build. Hence this module uses only
 PVC by ``train_model`` before the job is submitted and arrives as the run config's ``model_path``. The local backend
 reuses :func:`load_chat_rows` and :func:`resolve_model_source`.
 
+Besides the Training Hub call, the entrypoint serves training progress to the OpenShift AI dashboard from the
+rank-0 pod (:mod:`.progress_server`), resumes from the newest complete checkpoint (:mod:`.checkpoints`), asks Training
+Hub for just-in-time checkpoints on SIGTERM (a paused TrainJob) and hands it the MLflow settings. Those modules are
+staged beside this file (:data:`STAGED_MODULES`).
+
 Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json``.
 """
 
@@ -15,14 +20,31 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+try:
+    from components.training.finetuning import checkpoints, progress_server
+except ImportError:  # in the training pod: the modules are staged beside this file under their STAGED_MODULES names
+    import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
+    import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]
+
+#: Project modules the pod needs (standard library only), by the file name they are staged under beside this one.
+STAGED_MODULES = {
+    "metrics": "kfp_finetune_metrics",
+    "progress_server": "kfp_finetune_progress_server",
+    "checkpoints": "kfp_finetune_checkpoints",
+}
+#: Keywords added by this project that a Training Hub older than the pinned 0.11.2 may not take as parameters: they are
+#: dropped (with a note) when the installed function does not name them, instead of failing in the backend.
+OPTIONAL_PARAMETERS = ("enable_jit_checkpoint", "mlflow_tracking_uri", "mlflow_experiment_name", "mlflow_run_name")
 
 #: ``train_model`` algorithm name -> Training Hub function.
 TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft"}
@@ -204,43 +226,69 @@ def training_hub_call(
     kwargs.update(_algorithm_kwargs(algorithm, hp, eval_data_path))
     if hp.get("hub_backend"):
         kwargs["backend"] = hp["hub_backend"]
+    if run_config.get("jit_checkpoint", True):
+        kwargs["enable_jit_checkpoint"] = True  # save on SIGTERM (a paused TrainJob); training-hub >= 0.9
+    for key, value in sorted((run_config.get("mlflow") or {}).items()):
+        if key in ("tracking_uri", "experiment_name", "run_name") and value:
+            kwargs[f"mlflow_{key}"] = value
     kwargs.update(torchrun_kwargs(env, int(run_config.get("nproc_per_node") or 0)))
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
 
 
-def load_chat_rows(path: Path) -> list[dict[str, Any]]:
-    """Reads chat JSONL rows (``{"messages": [{"role", "content"}, ...]}``), checking each row.
+def accepted_kwargs(function: Any, kwargs: dict[str, Any], log: Any = print) -> dict[str, Any]:
+    """``kwargs`` without the :data:`OPTIONAL_PARAMETERS` that the installed Training Hub function does not name.
+
+    Args:
+        function: The installed ``training_hub.sft`` / ``osft`` / ``lora_sft``.
+        kwargs: The keyword arguments of :func:`training_hub_call`.
+        log: Where a note about each dropped keyword goes.
+
+    Returns:
+        The keyword arguments to call it with.
+    """
+    try:
+        named = set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return kwargs
+    dropped = [key for key in OPTIONAL_PARAMETERS if key in kwargs and key not in named]
+    if dropped:
+        log(
+            f"note: the installed training-hub {getattr(function, '__name__', function)} does not take {dropped} "
+            "(training-hub >= 0.11 does); running without them"
+        )
+    return {key: value for key, value in kwargs.items() if key not in dropped}
+
+
+def load_chat_rows(path: Path, label: str = "dataset") -> Iterator[dict[str, Any]]:
+    """Yields the chat JSONL rows (``{"messages": [{"role", "content"}, ...]}``) of a file, checking each, streaming.
+
+    The rules are the project's one chat format (:mod:`components._common.chat_format`, the dataset step's rules;
+    a trailing user turn is accepted since the dataset step decides about it); list-of-parts contents come back
+    joined into strings. Memory stays at one row whatever the file size. Not used in the pod itself, so the pod
+    script still needs only the standard library (the import is deferred).
 
     Args:
         path: The JSONL file.
+        label: What the file is, for messages (e.g. ``train_dataset``).
 
-    Returns:
-        The rows.
+    Yields:
+        The rows, in file order.
 
     Raises:
-        EntrypointError: A row is not JSON or has no valid ``messages`` list (names file and line).
+        EntrypointError: A row breaks a rule (names the file, the line and the rule) or the file holds no row.
     """
-    path = Path(path)
-    rows = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise EntrypointError(f"{where}: not valid JSON ({error.msg})") from error
-            messages = row.get("messages") if isinstance(row, dict) else None
-            if not isinstance(messages, list) or not messages:
-                raise EntrypointError(f"{where}: each row needs a non-empty 'messages' list")
-            for message in messages:
-                if not isinstance(message, dict) or not {"role", "content"} <= message.keys():
-                    raise EntrypointError(f"{where}: every message needs 'role' and 'content', got {message!r}")
-            rows.append(row)
-    if not rows:
-        raise EntrypointError(f"{path}: no rows")
-    return rows
+    from components._common.chat_format import ChatFormatError, iter_chat_file
+
+    try:
+        for _, row in iter_chat_file(Path(path), allow_trailing_user=True, label=label):
+            yield row
+    except ChatFormatError as error:
+        raise EntrypointError(str(error)) from None
+
+
+def count_chat_rows(path: Path, label: str = "dataset") -> int:
+    """Checks every row of a chat JSONL file (see :func:`load_chat_rows`) and returns how many there are."""
+    return sum(1 for _ in load_chat_rows(path, label))
 
 
 def find_data_file(path: Path) -> Path:
@@ -361,10 +409,26 @@ def main(argv: list[str] | None = None) -> int:
         run_config["base_model"], Path(run_config["model_cache_dir"]), run_config.get("pvc_mounts", {}), env
     )
     function_name, kwargs = training_hub_call(run_config, env, model_path=model_path)
-    print(f"training-hub {function_name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items())) + ")")
+    resume, message = checkpoints.resume_kwargs(
+        run_config["algorithm"], Path(run_config["ckpt_output_dir"]), bool(run_config["hyperparameters"]["resume"])
+    )
+    if message:
+        print(message)
+    kwargs.update(resume)
     import training_hub
 
-    getattr(training_hub, function_name)(**kwargs)
+    function = getattr(training_hub, function_name)
+    kwargs = accepted_kwargs(function, kwargs)
+    print(f"training-hub {function_name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items())) + ")")
+    server = progress_server.start_for_run(run_config, kwargs.get("node_rank", 0))
+    succeeded = False
+    try:
+        function(**kwargs)
+        succeeded = True
+    finally:
+        if server is not None:
+            termination_log = (run_config.get("progress") or {}).get("termination_log", progress_server.TERMINATION_LOG)
+            server.stop(succeeded, termination_log)
     return 0
 
 

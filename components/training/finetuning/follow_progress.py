@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from components.training.finetuning import progress_server
+
 
 class MetricsTail:
     """Reads the training code's metrics JSONL file incrementally (records appended while training runs).
@@ -50,7 +52,8 @@ class MetricsTail:
         return self.last
 
 
-def _duration(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
+    """``1h02m03s`` or ``2m03s``."""
     seconds = int(max(seconds, 0))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s" if hours else f"{rest // 60}m{rest % 60:02d}s"
@@ -59,19 +62,27 @@ def _duration(seconds: float) -> str:
 def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     """One progress line: phase, then step/total, epoch, loss, lr, tokens/s and ETA where known.
 
+    The cluster's trainer status wins over the metrics-file record when it carries steps (RHOAI's JSON, see
+    :func:`~.progress_server.status_record`); upstream Kubeflow Trainer's shape (percentage, ``metrics`` list) is shown
+    only when there is no record.
+
     Args:
         phase: ``Pending``, ``Running``, ``Suspended``, ``Complete`` or ``Failed``.
-        trainer_status: ``status.trainerStatus`` (``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics``).
+        trainer_status: :func:`~.progress_server.trainer_status` of the job (RHOAI's ``trainerStatus`` annotation, or
+            ``status.trainerStatus``: ``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics``).
         record: The newest metrics-file record (keys step, epoch, loss, lr, tokens_per_second, time, total_steps).
 
     Returns:
         E.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | 1520 tok/s | ETA 3m12s``.
     """
     parts = [phase]
+    record = progress_server.status_record(trainer_status) or record
     if record:
         step, total = record.get("step"), record.get("total_steps")
+        percent = record.get("percent")
         if total:
-            parts.append(f"step {step}/{total} ({100 * step / total:.0f}%)")
+            shown = percent if isinstance(percent, (int, float)) else round(100 * step / total)
+            parts.append(f"step {step}/{total} ({shown:.0f}%)")
         else:
             parts.append(f"step {step}")
         for key, fmt in (("epoch", "epoch {:.2f}"), ("loss", "loss {:.4f}"), ("lr", "lr {:.2e}")):
@@ -79,14 +90,16 @@ def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping
                 parts.append(fmt.format(record[key]))
         if isinstance(record.get("tokens_per_second"), (int, float)):
             parts.append(f"{record['tokens_per_second']:.0f} tok/s")
-        elapsed = record.get("time")
-        if total and step and isinstance(elapsed, (int, float)) and step < total:
-            parts.append(f"ETA {_duration(elapsed / step * (total - step))}")
+        elapsed, eta = record.get("time"), record.get("eta_seconds")
+        if isinstance(eta, (int, float)) and eta > 0:
+            parts.append(f"ETA {format_duration(eta)}")
+        elif total and step and isinstance(elapsed, (int, float)) and step < total:
+            parts.append(f"ETA {format_duration(elapsed / step * (total - step))}")
     elif trainer_status:
         if trainer_status.get("progressPercentage") is not None:
             parts.append(f"{trainer_status['progressPercentage']}%")
         for metric in trainer_status.get("metrics") or []:
             parts.append(f"{metric.get('name')} {metric.get('value')}")
         if trainer_status.get("estimatedRemainingSeconds") is not None:
-            parts.append(f"ETA {_duration(trainer_status['estimatedRemainingSeconds'])}")
+            parts.append(f"ETA {format_duration(trainer_status['estimatedRemainingSeconds'])}")
     return " | ".join(parts)

@@ -10,8 +10,10 @@ checked and how it is suspended; everything else is shared.
 2. **Idempotent submit**: create; on 409 re-attach when the existing TrainJob carries this run/task's labels (a
    retried KFP task never creates a second TrainJob; a suspended one is resumed), otherwise fail.
 3. **Follow** with a watch (one request per ``poll_interval_seconds`` window, reconnect when it ends or drops, relist
-   on 410 Gone) or by polling; log progress lines from ``status.trainerStatus`` or the metrics JSONL file; enforce the
-   start timeout (pods not running) and the total timeout.
+   on 410 Gone) or by polling; log progress lines from the trainer status (RHOAI's ``trainerStatus`` annotation or
+   ``status.trainerStatus``) or the metrics JSONL file; enforce the start timeout (pods not running) and the total
+   timeout. A running job that a user suspends (pauses) is waited for and followed again once resumed; the pause
+   counts against the total timeout only with ``timeout_counts_paused_time``.
 4. **Diagnose** on failure/timeout: conditions, pods, events and the failed container's last log lines become
    one-line causes with a remedy (:mod:`.diagnosis`).
 5. **Clean up** per ``cleanup_policy`` (``delete`` | ``keep`` | ``suspend``) on every exit after submission: failure,
@@ -41,7 +43,7 @@ from typing import Any
 
 from components._common.retry import GaveUp, call_with_retries, is_transient
 from components.training.finetuning import diagnosis as diagnosis_module
-from components.training.finetuning import pytorchjob, runtime_check
+from components.training.finetuning import progress_server, pytorchjob, runtime_check
 from components.training.finetuning.cluster_auth import (  # noqa: F401 - re-exported
     AUTH_TOKEN_ENV,
     SERVER_URL_ENV,
@@ -60,7 +62,11 @@ from components.training.finetuning.cluster_requests import (  # noqa: F401 - re
 from components.training.finetuning.cluster_requests import rejected as _rejected
 from components.training.finetuning.cluster_requests import status_of as _status
 from components.training.finetuning.diagnosis import Diagnosis
-from components.training.finetuning.follow_progress import MetricsTail, progress_line  # noqa: F401 - re-exported
+from components.training.finetuning.follow_progress import (  # noqa: F401 - re-exported
+    MetricsTail,
+    format_duration,
+    progress_line,
+)
 from components.training.finetuning.job_cleanup import (
     CLEANUP_POLICIES,
     append_note,
@@ -298,12 +304,15 @@ class _TrainJobRun:
         self.start_clock_at = self.started_at  # the start timeout counts from here (reset when Kueue admits the job)
         self.submitted = False  # a create was sent: the job may exist and is this run/task's
         self.queue_state = ""
+        self.paused_since: float | None = None
+        self.paused_total = 0.0
 
     def deadline(self) -> Deadline | None:
         """When the run must end: ``timeout_seconds`` from submission, ``start_timeout_seconds`` until pods run."""
         found = []
         if self.timeout:
-            found.append(Deadline(self.started_at + self.timeout, f"timeout_seconds={self.timeout:g}"))
+            at = self.started_at + self.timeout + self.paused_seconds()  # a pause that does not count moves it
+            found.append(Deadline(at, f"timeout_seconds={self.timeout:g}"))
         if self.start_timeout and not self.started:
             reason = f"start_timeout_seconds={self.start_timeout:g}"
             found.append(Deadline(self.start_clock_at + self.start_timeout, reason))
@@ -536,19 +545,21 @@ class _TrainJobRun:
             if phase in ("Complete", "Failed"):
                 self.report(phase)
                 return phase
+            paused = self.note_pause(phase)
             if not self.started:
                 self.observe_queue()
                 self.started = self.check_started(phase)
             self.report("Running" if self.started and phase == "Pending" else phase)
-            elapsed = self.clock() - self.started_at
+            elapsed = self.clock() - self.started_at - self.paused_seconds()
             start_elapsed = self.clock() - self.start_clock_at
             if self.timeout and elapsed >= self.timeout:
                 return "Timeout"
             if not self.started and self.start_timeout and start_elapsed >= self.start_timeout:
                 return "StartTimeout"
             window = self.poll_interval
+            clock_stopped = paused and not self.timeout_counts_paused_time  # no deadline comes closer while paused
             for limit, spent in ((self.timeout, elapsed), (0 if self.started else self.start_timeout, start_elapsed)):
-                if limit:
+                if limit and not clock_stopped:
                     window = min(window, max(limit - spent, 0.001))
             job = self.wait_for_change(window)
             if job is None:
@@ -568,6 +579,31 @@ class _TrainJobRun:
             self.queue_state = state
             waiting = "suspended, waiting for Kueue to admit it (start_timeout_seconds counts from admission)"
             self.say(f"Kueue LocalQueue {queue!r}: " + (waiting if suspended else "admitted"))
+
+    # -- pause (a user suspends the running job, e.g. from the OpenShift AI dashboard) ---------------------------------
+    def note_pause(self, phase: str) -> bool:
+        """Whether a started job is paused now; logs when a pause begins and ends (one line each)."""
+        paused = self.started and (phase == "Suspended" or self.kind.is_suspended(self.job or {}))
+        now = self.clock()
+        if paused and self.paused_since is None:
+            self.paused_since = now
+            counted = "counts" if self.timeout_counts_paused_time else "does not count"
+            self.say(
+                "paused: the job was suspended (its pods stop after a just-in-time checkpoint); waiting for it to be "
+                f"resumed (the pause {counted} against timeout_seconds)"
+            )
+        elif not paused and self.paused_since is not None:
+            self.paused_total += now - self.paused_since
+            self.say(f"resumed after a pause of {format_duration(now - self.paused_since)}: following the resumed run")
+            self.paused_since = None
+        return paused
+
+    def paused_seconds(self) -> float:
+        """Time spent paused that does not count against ``timeout_seconds`` (0 when pauses count)."""
+        if self.timeout_counts_paused_time:
+            return 0.0
+        ongoing = self.clock() - self.paused_since if self.paused_since is not None else 0.0
+        return self.paused_total + ongoing
 
     def check_started(self, phase: str) -> bool:
         """Whether training has started (a pod running); logs pod problems once each while waiting."""
@@ -589,8 +625,7 @@ class _TrainJobRun:
 
     def report(self, phase: str) -> None:
         """Logs a progress line when it changed."""
-        trainer_status = (self.job or {}).get("status", {}).get("trainerStatus") or {}
-        line = progress_line(phase, trainer_status, self.metrics.poll())
+        line = progress_line(phase, progress_server.trainer_status(self.job), self.metrics.poll())
         if line != self.last_line:
             self.last_line = line
             self.say(line)
@@ -795,7 +830,7 @@ class _TrainJobRun:
             namespace=self.namespace,
             reattached=self.reattached,
             duration_seconds=self.clock() - self.started_at,
-            last_progress=dict(self.metrics.last or (self.job or {}).get("status", {}).get("trainerStatus") or {}),
+            last_progress=progress_server.trainer_status(self.job) or dict(self.metrics.last),
             deleted=deleted,
         )
 
@@ -820,6 +855,7 @@ def run_trainjob(
     read_timeout_seconds: float = 30.0,
     cleanup_timeout_seconds: float = 60.0,
     metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+    timeout_counts_paused_time: bool = False,
 ) -> TrainJobResult:
     """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
 
@@ -850,6 +886,8 @@ def run_trainjob(
         cleanup_timeout_seconds: How long the diagnosis, and then the cleanup, may take after the run ended.
         metrics_normalizer: Maps the raw metrics-file records read so far to step records (e.g.
             ``metrics.normalize_records`` for Training Hub's layouts); default: records with a numeric ``step``.
+        timeout_counts_paused_time: Whether time the running job spends suspended by a user (paused from the
+            dashboard) counts against ``timeout_seconds``; by default a pause stops the clock and is waited out.
 
     Returns:
         A :class:`TrainJobResult`.
@@ -902,5 +940,6 @@ def run_trainjob(
         "cleanup_timeout": float(cleanup_timeout_seconds),
         "watch_failures": 0,
         "metrics_normalizer": metrics_normalizer,
+        "timeout_counts_paused_time": bool(timeout_counts_paused_time),
     }
     return _TrainJobRun(api_client, manifest, options).run()

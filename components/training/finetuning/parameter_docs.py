@@ -99,6 +99,18 @@ PARAMETER_DOCS = {
     "training_delete_on_success": ("Delete the TrainJob after it completes."),
     "training_start_timeout_seconds": ("Fail (and clean up) when the training pods are not running after this long."),
     "training_timeout_seconds": ("Total deadline (0 = none); also the TrainJob's activeDeadlineSeconds."),
+    "training_timeout_counts_paused_time": (
+        "Whether time the job spends paused (suspended from the dashboard) counts against `training_timeout_seconds`."
+    ),
+    "training_progress_tracking": (
+        "Show progress (steps, epochs, loss, ETA) on the OpenShift AI Training Jobs page: annotates the job and "
+        "serves it from the rank-0 pod."
+    ),
+    "training_progress_metrics_port": ("Port of the rank-0 pod's progress server (1024-65535)."),
+    "training_progress_poll_interval_seconds": ("How often the dashboard's controller polls that server (5-300 s)."),
+    "training_jit_checkpoint": (
+        "Training Hub saves a just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues from it."
+    ),
     "pvc_path": ('Pass `dsl.WORKSPACE_PATH_PLACEHOLDER`; "" = a temporary directory (local backend only).'),
     "training_mlflow_tracking_uri": (
         "MLflow tracking URI ('' = `MLFLOW_TRACKING_URI` if set, else no tracking): params, per-step metrics, model "

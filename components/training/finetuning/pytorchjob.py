@@ -18,10 +18,9 @@ from typing import Any
 
 from components.training.finetuning.diagnosis import condition
 from components.training.finetuning.trainjob import (
-    RUN_ID_LABEL,
-    TASK_NAME_ANNOTATION,
     TrainJobSpec,
     TrainJobSpecError,
+    job_annotations,
     job_labels,
     resources_per_node,
     trainjob_name,
@@ -153,7 +152,7 @@ def build_pytorchjob(
             "name": trainjob_name(spec.run_id, spec.task_name),
             "namespace": spec.namespace,
             "labels": job_labels(spec),
-            "annotations": {TASK_NAME_ANNOTATION: spec.task_name, RUN_ID_LABEL: spec.run_id},
+            "annotations": job_annotations(spec),
         },
         "spec": {
             "nprocPerNode": str(max(spec.gpus_per_node, 1)),

@@ -111,6 +111,7 @@ class MlflowLogger:
         enabled: Whether this process logs to MLflow.
         run_id: The MLflow run id (``""`` when tracking is off).
         tracking_uri: The URI in use (``""`` when tracking is off).
+        experiment_name: The experiment in use (``""`` when tracking is off).
     """
 
     def __init__(
@@ -129,12 +130,14 @@ class MlflowLogger:
         self.run_id = ""
         self.client: Any = None
         self._total_steps_logged = False
+        self.experiment_name = ""
         self.tracking_uri = (tracking_uri or env.get(TRACKING_URI_ENV, "")).strip()
         self.enabled = bool(self.tracking_uri) and is_rank_zero(env)
         if not self.enabled:
             self.tracking_uri = ""
             return
         experiment = experiment_name or env.get(EXPERIMENT_NAME_ENV, "") or DEFAULT_EXPERIMENT_NAME
+        self.experiment_name = experiment
         source = "tracking_uri" if tracking_uri else TRACKING_URI_ENV
         try:
             self._start(experiment, run_name, run_key, dict(tags or {}))

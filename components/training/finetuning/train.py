@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import with_extension, write_text_atomically
-from components.training.finetuning import entrypoint, local_backend, tracking
+from components._common.masking import mask_data, masked
+from components.training.finetuning import entrypoint, local_backend, progress_server, tracking
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
 from components.training.finetuning.kube import CLEANUP_POLICIES
@@ -148,6 +149,13 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
     for name in ("start_timeout_seconds", "timeout_seconds"):
         if params.get(name, 0) < 0:
             raise TrainingConfigError(f"train_model parameter training_{name}={params[name]!r}: must be >= 0")
+    try:
+        progress_server.check_settings(
+            params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT),
+            params.get("progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS),
+        )
+    except ValueError as error:
+        raise TrainingConfigError(str(error)) from None
     if backend in CLUSTER_BACKENDS:
         problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
         if problems:
@@ -224,7 +232,8 @@ def dataset_facts(artifact: Any) -> dict[str, str]:
     data_file = entrypoint.find_data_file(Path(artifact.path))
     sha256 = metadata.get("dataset_sha256") or metadata.get("sha256")
     if not sha256:
-        sha256 = hashlib.sha256(data_file.read_bytes()).hexdigest()
+        with data_file.open("rb") as handle:
+            sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
     uri = metadata.get("dataset_uri") or metadata.get("source_uri") or metadata.get("source") or artifact.uri
     return {"dataset_uri": str(uri), "dataset_sha256": str(sha256)}
 
@@ -234,7 +243,8 @@ def _eval_file(eval_dataset: Any) -> Path | None:
     if eval_dataset is None or not getattr(eval_dataset, "path", None) or not Path(eval_dataset.path).exists():
         return None
     data_file = entrypoint.find_data_file(Path(eval_dataset.path))
-    return data_file if data_file.read_text(encoding="utf-8").strip() else None
+    with data_file.open("rb") as handle:  # streamed: the file may be large, and is checked (UTF-8 included) later
+        return data_file if any(line.strip() for line in handle) else None
 
 
 def pvc_mounts(task_config: Any) -> dict[str, str]:
@@ -286,6 +296,7 @@ def _unresolved(value: str) -> bool:
     return not value or value.startswith("{{$")
 
 
+@masked
 def run_train_model(
     train_dataset: Any,
     model: Any,
@@ -322,7 +333,9 @@ def run_train_model(
     if params.get("backend", "trainjob") == "local":
         _require_local_training_packages(config.algorithm)
     data_file = entrypoint.find_data_file(Path(train_dataset.path))
-    entrypoint.load_chat_rows(data_file)  # fail on bad rows here, before training or submitting
+    entrypoint.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
+    if eval_file is not None:
+        entrypoint.count_chat_rows(eval_file, "eval_dataset")
     run_id = params.get("run_id", "")
     task_name = params.get("task_name", "")
     temporary = None if params.get("workspace_path") else tempfile.mkdtemp(prefix="train-model-")
@@ -346,7 +359,8 @@ def run_train_model(
             if plan.backend == "local":
                 trained = _train_local(plan, on_step=tracker.log_step, log=log)
             else:
-                trained = _train_on_cluster(plan, api_client, log, kube_options or {})
+                settings = pod_settings(plan, tracker, log)
+                trained = _train_on_cluster(plan, api_client, log, kube_options or {}, settings)
                 for record in trained.records:
                     tracker.log_step(record)
             tracker.log_params({"backend_used": trained.backend})
@@ -374,6 +388,35 @@ def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
         tags={"kfp_finetune.kfp_run_id": plan.run_id, "kfp_finetune.task_name": plan.task_name},
         log=log,
     )
+
+
+def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> dict[str, Any]:
+    """What the run config tells the training pods beyond the hyper-parameters.
+
+    ``progress``: the dashboard progress server (``progress_tracking``, ``progress_metrics_port``);
+    ``jit_checkpoint``: Training Hub's ``enable_jit_checkpoint``; ``mlflow``: the tracking URI, experiment and a run
+    name (``<job name>-training-hub``, beside this step's own run) for Training Hub's own MLflow logging. A URI with
+    credentials in it is not handed to the pods (the run config lies on the PVC); use a token secret instead.
+    """
+    params = plan.params
+    mlflow: dict[str, str] = {}
+    if tracker.tracking_uri:
+        if tracking.mask_uri(tracker.tracking_uri) != tracker.tracking_uri:
+            log("MLflow: the tracking URI carries credentials: not handing it to Training Hub in the pods")
+        else:
+            mlflow = {
+                "tracking_uri": tracker.tracking_uri,
+                "experiment_name": tracker.experiment_name,
+                "run_name": f"{trainjob_name(plan.run_id, plan.task_name)}-training-hub",
+            }
+    return {
+        "progress": {
+            "enabled": bool(params.get("progress_tracking", True)),
+            "port": int(params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT)),
+        },
+        "jit_checkpoint": bool(params.get("jit_checkpoint", True)),
+        "mlflow": mlflow,
+    }
 
 
 def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
@@ -456,18 +499,22 @@ def write_run_config(
     eval_file: Path | None,
     task_config: Any,
     nproc_per_node: int = 1,
+    settings: Mapping[str, Any] | None = None,
     model_path: str | None = None,
 ) -> Path:
-    """Stages the entrypoint, the data and ``run_config.json`` in the run directory for the TrainJob pods.
+    """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
 
     ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
-    controller injects no ``PET_*`` variables (older Training Operator v1). ``model_path`` is a base model already
-    staged on the workspace (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
+    controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`pod_settings`) add
+    ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the workspace
+    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
 
     Returns:
         The config file.
     """
     shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
+    for module, staged in entrypoint.STAGED_MODULES.items():
+        shutil.copyfile(Path(entrypoint.__file__).with_name(f"{module}.py"), run_dir / f"{staged}.py")
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)
     shutil.copyfile(data_file, data_dir / "train.jsonl")
@@ -483,6 +530,7 @@ def write_run_config(
         "pvc_mounts": pvc_mounts(task_config),
         "hyperparameters": config.hyperparameters(),
         "nproc_per_node": nproc_per_node,
+        **dict(settings or {}),
     }
     if model_path:
         run_config["model_path"] = model_path
@@ -511,6 +559,18 @@ def _namespace(params: Mapping[str, Any]) -> str:
     )
 
 
+def without_launcher_resources(task_config: Any) -> Any:
+    """``task_config`` without ``resources``: those are the launcher pod's own, not the training pods'.
+
+    The training pods' CPU, memory and GPUs come from the ``training_*`` parameters only.
+    """
+    if task_config is None:
+        return None
+    if dataclasses.is_dataclass(task_config):
+        return dataclasses.replace(task_config, resources=None)
+    return {key: value for key, value in dict(task_config).items() if key != "resources"}
+
+
 def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
     """The :class:`~.trainjob.TrainJobSpec` running the staged entrypoint (secrets referenced, never copied)."""
     from components.training.finetuning import trainjob
@@ -522,7 +582,7 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
     if params.get("s3_secret_name"):
         secret_env += [trainjob.SecretEnvVar(k, params["s3_secret_name"], k, True) for k in S3_SECRET_KEYS]
     spec = trainjob.spec_from_task_config(
-        task_config,
+        without_launcher_resources(task_config),
         run_id=run_id,
         task_name=task_name,
         namespace=_namespace(params),
@@ -544,6 +604,11 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         pod_annotations=dict(params.get("pod_annotations") or {}),
         active_deadline_seconds=params.get("timeout_seconds", 0),
         queue_name=params.get("queue_name", ""),
+        progress_tracking=bool(params.get("progress_tracking", True)),
+        metrics_port=params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT),
+        metrics_poll_interval_seconds=params.get(
+            "progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS
+        ),
     )
     return spec
 
@@ -603,7 +668,9 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
     return backend
 
 
-def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any]) -> Trained:
+def _train_on_cluster(
+    plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: Mapping[str, Any] | None = None
+) -> Trained:
     from components.training.finetuning import kube
 
     params = plan.params
@@ -618,6 +685,7 @@ def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping
         plan.eval_file,
         plan.task_config,
         max(int(params.get("gpus_per_node", 1)), 1),
+        settings,
         model_path=model_path,
     )
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
@@ -635,6 +703,7 @@ def _train_on_cluster(plan: RunPlan, api_client: Any, log: Any, options: Mapping
         delete_on_success=params.get("delete_on_success", False),
         metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
         log=log,
+        timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
         **options,
     )
     records = metrics_module.read_metrics(ckpt_dir)
@@ -668,7 +737,7 @@ def publish_outputs(
         "lora_weights": lora_weights,
         **trained.extra_metadata,
     }
-    model.metadata.update(metadata)
+    model.metadata.update(mask_data(metadata, patterns=False))
     summary = metrics_module.summarize(trained.records, trained.train_seconds)
     if trained.eval_loss is not None:
         summary["eval_loss"] = float(trained.eval_loss)

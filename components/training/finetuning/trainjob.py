@@ -15,6 +15,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from components.training.finetuning.progress_server import (
+    METRICS_PORT_RANGE,
+    POLL_INTERVAL_RANGE,
+    progression_annotations,
+)
+
 API_GROUP = "trainer.kubeflow.org"
 API_VERSION = "v1alpha1"
 TRAINJOB_PLURAL = "trainjobs"
@@ -133,6 +139,10 @@ class TrainJobSpec:
         trainer_job_name: The runtime's replicated job that runs the trainer (``node`` in Trainer's runtimes).
         trainer_container_name: The trainer container inside it.
         queue_name: The Kueue ``LocalQueue`` to submit the job to (label :data:`QUEUE_NAME_LABEL`); ``""``: none.
+        progress_tracking: Annotate the job for RHOAI's progress tracking (the Training Jobs page polls the rank-0
+            pod's progress server, see :mod:`.progress_server`).
+        metrics_port: The port of that server (``trainer.opendatahub.io/metrics-port``).
+        metrics_poll_interval_seconds: How often the controller polls it (``...metrics-poll-interval``).
     """
 
     run_id: str
@@ -161,6 +171,9 @@ class TrainJobSpec:
     trainer_job_name: str = "node"
     trainer_container_name: str = "node"
     queue_name: str = ""
+    progress_tracking: bool = True
+    metrics_port: int = 28080
+    metrics_poll_interval_seconds: int = 30
 
     def __post_init__(self) -> None:
         # Freeze the containers so that a built spec cannot change under the caller's feet.
@@ -178,6 +191,18 @@ class TrainJobSpec:
         self._check_volumes()
         self._check_scheduling()
         self._check_metadata()
+        self._check_progress()
+
+    def _check_progress(self) -> None:
+        if not isinstance(self.progress_tracking, bool):
+            raise _fail("progress_tracking", self.progress_tracking, "must be a bool")
+        for name, (low, high) in (
+            ("metrics_port", METRICS_PORT_RANGE),
+            ("metrics_poll_interval_seconds", POLL_INTERVAL_RANGE),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise _fail(name, value, f"must be an integer in [{low}, {high}]")
 
     def _check_identity(self) -> None:
         for name in ("run_id", "task_name"):
@@ -471,10 +496,19 @@ def build_trainjob(spec: TrainJobSpec) -> dict[str, Any]:
             "name": trainjob_name(spec.run_id, spec.task_name),
             "namespace": spec.namespace,
             "labels": labels,
-            "annotations": {TASK_NAME_ANNOTATION: spec.task_name, RUN_ID_LABEL: spec.run_id},
+            "annotations": job_annotations(spec),
         },
         "spec": body,
     }
+
+
+def job_annotations(spec: TrainJobSpec) -> dict[str, str]:
+    """The job's annotations: the KFP task and run, and RHOAI's progress-tracking switches when enabled."""
+    annotations = {TASK_NAME_ANNOTATION: spec.task_name, RUN_ID_LABEL: spec.run_id}
+    annotations.update(
+        progression_annotations(spec.progress_tracking, spec.metrics_port, spec.metrics_poll_interval_seconds)
+    )
+    return annotations
 
 
 def _task_config_fields(task_config: Any) -> dict[str, Any]:

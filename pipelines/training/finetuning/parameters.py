@@ -358,6 +358,46 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
         0,
         "Fail (and clean up) after this many seconds in total; 0 = no limit.",
     ),
+    _p(
+        "train",
+        "training_timeout_counts_paused_time",
+        "timeout_counts_pause",
+        bool,
+        False,
+        "Count time the job spends paused (suspended from the dashboard) against the timeout.",
+    ),
+    _p(
+        "train",
+        "training_progress_tracking",
+        "progress_tracking",
+        bool,
+        True,
+        "Show training progress (steps, epochs, loss, ETA) on the OpenShift AI Training Jobs page.",
+    ),
+    _p(
+        "train",
+        "training_progress_metrics_port",
+        "progress_port",
+        int,
+        28080,
+        "Port of the rank-0 training pod's progress server (1024-65535).",
+    ),
+    _p(
+        "train",
+        "training_progress_poll_interval_seconds",
+        "progress_poll_interval",
+        int,
+        30,
+        "Seconds between the dashboard controller's progress polls (5-300).",
+    ),
+    _p(
+        "train",
+        "training_jit_checkpoint",
+        "jit_checkpoint",
+        bool,
+        True,
+        "Save a just-in-time checkpoint when the job is paused or preempted, and resume from it.",
+    ),
     # phase 03: evaluation
     _p(
         "eval",
@@ -462,6 +502,14 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
         "Data-connection name recorded on the registered artifact (storageKey), so serving finds the S3 credentials.",
     ),
     _p("registry", "is_secure", "is_secure", bool, True, "Verify the registry's TLS certificate."),
+    _p(
+        "registry",
+        "allow_token_over_http",
+        "allow_token_over_http",
+        bool,
+        False,
+        "Send the bearer token to a plain http:// registry address (withheld otherwise; trusted networks only).",
+    ),
 )
 
 

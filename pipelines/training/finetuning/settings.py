@@ -1,8 +1,12 @@
 """Compile-time settings of the fine-tuning pipelines.
 
-They shape the compiled YAML itself (the workspace PVC, secret names, images) and so cannot be run-time parameters.
-Each is a module constant overridable by an environment variable (``KFP_FINETUNE_<NAME>``) and by the matching
-``kfp-finetune compile`` flag.
+They shape the compiled YAML itself (the workspace PVC, secret names, each step's image and resources) and so cannot
+be run-time parameters. Each is a module constant overridable by an environment variable (``KFP_FINETUNE_<NAME>``)
+and by the matching ``kfp-finetune compile`` flag.
+
+The steps are ``dataset`` (download, validate, tokenizer statistics), ``launcher`` (the ``train_model`` task: it
+submits and watches the TrainJob / PyTorchJob; the training pods themselves use the run-time ``training_image``
+parameter), ``eval`` (lm-eval on the trained model, on a GPU) and ``registry`` (Model Registry registration).
 """
 
 from __future__ import annotations
@@ -11,9 +15,13 @@ import dataclasses
 import os
 import re
 
+from components._common.images import PYTHON_IMAGE, TORCH_CUDA_IMAGE
 from components._common.workspace import PVC_ACCESS_MODES, PVC_SIZE, PVC_STORAGE_CLASS
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+#: What KFP accepts for a task's CPU (cores, fractions or millicores) and memory (an integer with an optional suffix).
+_CPU = re.compile(r"^([0-9]*\.)?[0-9]+m?$")
+_MEMORY = re.compile(r"^[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$")
 _ACCESS_MODES = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
 
 #: Secret names (RHOAI conventions). The pipeline mounts them as env vars; optional ones may be absent.
@@ -26,6 +34,29 @@ OCI_PULL_SECRET = "oci-pull-secret-model-download"
 EVAL_GPUS = 1
 EVAL_GPU_RESOURCE = "nvidia.com/gpu"
 EVAL_NODE_SELECTOR = "nvidia.com/gpu.present=true"
+
+#: The steps with their own image and resources, in pipeline order.
+STEPS = ("dataset", "launcher", "eval", "registry")
+#: Each step's image: a slim Python for the light steps; a CUDA PyTorch image for evaluation, so that torch and its
+#: CUDA wheels are never pip-installed when the pod starts (see ``components/_common/images.py``).
+DATASET_IMAGE = PYTHON_IMAGE
+LAUNCHER_IMAGE = PYTHON_IMAGE
+EVAL_IMAGE = TORCH_CUDA_IMAGE
+REGISTRY_IMAGE = PYTHON_IMAGE
+#: A prebuilt image from the project's ``Containerfile`` ("" = none): replaces every step's image, and then nothing
+#: is embedded or pip-installed when a pod starts (the disconnected-cluster setup).
+RUNTIME_IMAGE = ""
+#: ``(cpu request, cpu limit, memory request, memory limit)`` of each step, from what it does: the dataset step
+#: holds a tokenizer and a dataset in memory; the launcher only talks to the Kubernetes API and draws a chart; the
+#: evaluation step loads the model (a 1.5B model is ~3 GB in bf16, more while loading) next to lm-eval; the registry
+#: step makes a few API calls (and may copy small files to S3).
+STEP_RESOURCES = {
+    "dataset": ("1", "4", "4Gi", "16Gi"),
+    "launcher": ("250m", "1", "512Mi", "2Gi"),
+    "eval": ("2", "8", "16Gi", "48Gi"),
+    "registry": ("250m", "1", "512Mi", "2Gi"),
+}
+_RESOURCE_KINDS = ("cpu_request", "cpu_limit", "memory_request", "memory_limit")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +78,14 @@ class CompileSettings:
         eval_gpu_resource: Extended resource name of the evaluation step's accelerator.
         eval_node_selector: ``key=value`` node selector of the evaluation step when it requests accelerators
             ("" = none).
+        dataset_image: Image of the dataset step (its packages are pip-installed on top at start).
+        launcher_image: Image of the ``train_model`` task (the launcher, not the training pods).
+        eval_image: Image of the evaluation step; it must carry torch (CUDA build) and Python >= 3.10: only lm-eval
+            and its Hugging Face stack are pip-installed on top.
+        registry_image: Image of the registry step.
+        runtime_image: Prebuilt image (``Containerfile``) replacing all four; nothing is installed at start.
+        <step>_cpu_request, <step>_cpu_limit, <step>_memory_request, <step>_memory_limit: Kubernetes quantities
+            of each step's container (``step`` one of :data:`STEPS`); limits must not be below requests.
     """
 
     pvc_size: str = PVC_SIZE
@@ -60,6 +99,27 @@ class CompileSettings:
     eval_gpus: int = EVAL_GPUS
     eval_gpu_resource: str = EVAL_GPU_RESOURCE
     eval_node_selector: str = EVAL_NODE_SELECTOR
+    dataset_image: str = DATASET_IMAGE
+    launcher_image: str = LAUNCHER_IMAGE
+    eval_image: str = EVAL_IMAGE
+    registry_image: str = REGISTRY_IMAGE
+    runtime_image: str = RUNTIME_IMAGE
+    dataset_cpu_request: str = STEP_RESOURCES["dataset"][0]
+    dataset_cpu_limit: str = STEP_RESOURCES["dataset"][1]
+    dataset_memory_request: str = STEP_RESOURCES["dataset"][2]
+    dataset_memory_limit: str = STEP_RESOURCES["dataset"][3]
+    launcher_cpu_request: str = STEP_RESOURCES["launcher"][0]
+    launcher_cpu_limit: str = STEP_RESOURCES["launcher"][1]
+    launcher_memory_request: str = STEP_RESOURCES["launcher"][2]
+    launcher_memory_limit: str = STEP_RESOURCES["launcher"][3]
+    eval_cpu_request: str = STEP_RESOURCES["eval"][0]
+    eval_cpu_limit: str = STEP_RESOURCES["eval"][1]
+    eval_memory_request: str = STEP_RESOURCES["eval"][2]
+    eval_memory_limit: str = STEP_RESOURCES["eval"][3]
+    registry_cpu_request: str = STEP_RESOURCES["registry"][0]
+    registry_cpu_limit: str = STEP_RESOURCES["registry"][1]
+    registry_memory_request: str = STEP_RESOURCES["registry"][2]
+    registry_memory_limit: str = STEP_RESOURCES["registry"][3]
 
     def __post_init__(self) -> None:
         """Validates the settings, naming the offending setting and value."""
@@ -83,6 +143,41 @@ class CompileSettings:
                 "eval_node_selector must be 'key=value' (e.g. nvidia.com/gpu.present=true), "
                 f"got {self.eval_node_selector!r}"
             )
+        for step in STEPS:
+            if not getattr(self, f"{step}_image"):
+                raise ValueError(f"{step}_image must name a container image, got ''")
+        self._check_resources()
+
+    def _check_resources(self) -> None:
+        """Every step's quantities parse as Kubernetes quantities, and no limit is below its request."""
+        from kubernetes.utils import parse_quantity
+
+        for step in STEPS:
+            parsed = {}
+            for kind in _RESOURCE_KINDS:
+                field = f"{step}_{kind}"
+                value = getattr(self, field)
+                pattern = _CPU if kind.startswith("cpu") else _MEMORY
+                if not isinstance(value, str) or not pattern.match(value):
+                    example = "'500m' or '2'" if kind.startswith("cpu") else "'512Mi' or '16Gi'"
+                    raise ValueError(f"{field} must be a Kubernetes quantity such as {example}, got {value!r}")
+                parsed[kind] = parse_quantity(value)
+            for resource in ("cpu", "memory"):
+                if parsed[f"{resource}_limit"] < parsed[f"{resource}_request"]:
+                    raise ValueError(
+                        f"{step}_{resource}_limit ({getattr(self, f'{step}_{resource}_limit')}) must not be below "
+                        f"{step}_{resource}_request ({getattr(self, f'{step}_{resource}_request')})"
+                    )
+
+    def image_of(self, step: str) -> tuple[str, bool]:
+        """``(image, prebuilt)`` of ``step``: the runtime image (prebuilt) when set, else the step's own image."""
+        if self.runtime_image:
+            return self.runtime_image, True
+        return getattr(self, f"{step}_image"), False
+
+    def resources_of(self, step: str) -> dict[str, str]:
+        """``{"cpu_request": ..., "cpu_limit": ..., "memory_request": ..., "memory_limit": ...}`` of ``step``."""
+        return {kind: getattr(self, f"{step}_{kind}") for kind in _RESOURCE_KINDS}
 
     @property
     def eval_node_selector_pair(self) -> tuple[str, str] | None:

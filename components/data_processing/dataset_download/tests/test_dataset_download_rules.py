@@ -2,6 +2,7 @@
 
 import pytest
 
+from components._common.chat_format import RULES, RowError, check_messages, check_row
 from components.data_processing.dataset_download.formats import (
     check_input_format,
     detect_format,
@@ -9,7 +10,6 @@ from components.data_processing.dataset_download.formats import (
     from_prompt_completion,
     from_sharegpt,
 )
-from components.data_processing.dataset_download.rules import RULES, RowError, check_messages, check_row
 
 U = {"role": "user", "content": "What is 2+2?"}
 A = {"role": "assistant", "content": "4"}

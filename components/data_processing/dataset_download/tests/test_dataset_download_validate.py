@@ -107,7 +107,9 @@ def test_fail_mode_names_rule_line_and_excerpt_and_counts_every_rule(tmp_path):
 def test_drop_mode_passes_within_the_fraction_and_fails_above(tmp_path):
     path = _jsonl(tmp_path / "chat.jsonl", [GOOD] * 9 + [TRAILING])
     kept = []
-    report = validate_local_files([path], "x", on_invalid="drop", max_invalid_fraction=0.1, sink=kept.append)
+    report = validate_local_files(
+        [path], "x", on_invalid="drop", max_invalid_fraction=0.1, sink=lambda line: kept.append(json.loads(line))
+    )
     assert report.passed and len(kept) == 9 and report.invalid_fraction == pytest.approx(0.1)
     report.raise_for_rejects()
     strict = validate_local_files([path], "x", on_invalid="drop", max_invalid_fraction=0.05)
@@ -127,7 +129,9 @@ def test_alpaca_auto_detected_converted_and_checked(tmp_path):
     rows = [{"instruction": "Add 2 and 2.", "output": "4"}, {"instruction": "Add.", "output": ""}]
     path = _jsonl(tmp_path / "alpaca.jsonl", rows)
     kept = []
-    report = validate_local_files([path], "x", on_invalid="drop", max_invalid_fraction=0.5, sink=kept.append)
+    report = validate_local_files(
+        [path], "x", on_invalid="drop", max_invalid_fraction=0.5, sink=lambda line: kept.append(json.loads(line))
+    )
     assert report.input_format == "alpaca" and "auto-detected `alpaca`" in report.format_reason
     assert kept == [{"messages": [{"role": "user", "content": "Add 2 and 2."}, {"role": "assistant", "content": "4"}]}]
     assert report.rejects_by_rule == {"content_empty": 1}

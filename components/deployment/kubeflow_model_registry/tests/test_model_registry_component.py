@@ -55,6 +55,7 @@ def test_python_func_registers_in_process(registry_stub, tmp_path, model_artifac
         model_name="tiny-chat",
         model_version="0.1.0",
         is_secure=False,
+        allow_token_over_http=True,
         model_uri="pvc://models/tiny-chat/0.1.0",
         eval_metrics=_metrics(tmp_path, "eval", acc=0.8),
         min_metric_name="acc",
@@ -114,6 +115,7 @@ def test_kfp_local_registers_for_real(kfp_local, registry_stub, tmp_path, monkey
             registry_port=port,
             model_name="tiny-chat",
             is_secure=False,
+            allow_token_over_http=True,
             model_uri="pvc://models/tiny-chat/local",
         )
         return task.outputs["version_id"]

@@ -67,6 +67,7 @@ def register(stub, tmp_path, model, **overrides):
         train_metrics=_metrics(loss=1.25),
         dataset=ArtifactInfo("s3://pipelines/run-1/dataset", "/tmp/ds", {"source": "demo/chat@v1"}),
         environ={"MODEL_REGISTRY_TOKEN": TOKEN},
+        allow_token_over_http=True,  # the stub speaks plain HTTP; tests of the default withhold the token
         retry_policy=FAST_RETRIES,
     )
     arguments.update(overrides)
@@ -285,3 +286,52 @@ def test_s3_upload_without_credentials_fails_before_registering(registry_stub, t
     with pytest.raises(ValueError, match="AWS_ACCESS_KEY_ID is not"):
         register(registry_stub, tmp_path, model, model_uri="", s3_upload_prefix="s3://models/tiny/x")
     assert registry_stub.model_versions == {}
+
+
+@pytest.mark.parametrize("recorded", ["0ther-run-5678", None])
+def test_half_done_version_of_another_run_is_refused_naming_both_runs(registry_stub, tmp_path, model, recorded):
+    register(registry_stub, tmp_path, model, model_version="2.0", model_uri="pvc://models/seed")
+    [version] = registry_stub.model_versions.values()
+    registry_stub.version_artifacts[version["id"]].clear()  # left without an artifact...
+    if recorded is None:
+        del version["customProperties"]["pipeline_run_id"]  # ...by a run that recorded no id
+    else:
+        version["customProperties"]["pipeline_run_id"]["string_value"] = recorded  # ...by another run
+    with pytest.raises(VersionConflictError) as error:
+        register(registry_stub, tmp_path, model, model_version="2.0")
+    message = str(error.value)
+    assert f"created by pipeline run {recorded or '<none recorded>'}" in message and RUN_ID in message
+    assert "Delete the version" in message
+    assert registry_stub.artifacts_of(version["id"]) == []  # nothing was attached under the other run's lineage
+
+
+def test_token_is_withheld_from_plain_http_unless_allowed(registry_stub, tmp_path, model):
+    lines = []
+    result = register(registry_stub, tmp_path, model, allow_token_over_http=False, log=lines.append)
+    assert result.status == "registered"
+    assert all("authorization" not in {k.lower() for k in r.headers} for r in registry_stub.requests)
+    assert any("bearer token (env var MODEL_REGISTRY_TOKEN) is NOT sent to http://" in line for line in lines)
+    assert not any(TOKEN in line for line in lines)
+    register(registry_stub, tmp_path, model, model_version="9", log=lines.append)  # allow_token_over_http=True
+    assert registry_stub.requests[-1].headers.get("authorization") == f"Bearer {TOKEN}"
+
+
+def test_unverified_https_warns(registry_stub_tls, tmp_path, model):
+    lines = []
+    result = register(registry_stub_tls, tmp_path, model, is_secure=False, log=lines.append)
+    assert result.status == "registered"
+    [warning] = [line for line in lines if "is_secure=False with https://" in line]
+    assert "certificate is NOT verified" in warning and TOKEN not in warning
+
+
+def test_secret_values_never_reach_the_registry_or_the_summary(registry_stub, tmp_path, model, monkeypatch, capsys):
+    secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    leaky = ArtifactInfo("s3://pipelines/run-1/dataset", "/tmp/ds", {"source": f"https://x/d.jsonl?sig={secret}"})
+    register(registry_stub, tmp_path, model, dataset=leaky, environ={"MODEL_REGISTRY_TOKEN": TOKEN})
+    [version] = registry_stub.model_versions.values()
+    stored = json.dumps(version["customProperties"])
+    assert "sig=***" in stored and secret not in stored
+    summary = (tmp_path / "summary.md").read_text()
+    out, err = capsys.readouterr()
+    assert secret not in summary + out + err and TOKEN not in summary + out + err

@@ -69,13 +69,18 @@ def test_embeds_the_pure_modules_only(tmp_path):
     assert len(command) < 128 * 1024
 
 
-def test_packages_are_pinned_and_installed_when_compiled_for_a_cluster(tmp_path, monkeypatch):
+def test_packages_are_pinned_and_installed_on_the_torch_image_when_compiled_for_a_cluster(tmp_path, monkeypatch):
     assert all("==" in p for p in component.PACKAGES)
     assert "lm-eval[hf]==0.4.13" in component.PACKAGES
     monkeypatch.setattr(runtime, "INSTALL_PACKAGES", True)
-    for_cluster = runtime.runtime_component(component.__file__, packages=component.PACKAGES)(lm_eval.python_func)
+    for_cluster = runtime.runtime_component(component.__file__, packages=component.PACKAGES, image=component.IMAGE)(
+        lm_eval.python_func
+    )
     spec = _compile(tmp_path, for_cluster)
-    command = " ".join(next(iter(spec["deploymentSpec"]["executors"].values()))["container"]["command"])
+    container = next(iter(spec["deploymentSpec"]["executors"].values()))["container"]
+    command = " ".join(container["command"])
     for package in component.PACKAGES:
         assert package in command
-    assert next(iter(spec["deploymentSpec"]["executors"].values()))["container"]["image"] == runtime.BASE_IMAGE
+    assert "torch" not in " ".join(component.PACKAGES)  # torch and its CUDA wheels come with the image
+    assert container["image"] == component.IMAGE
+    assert lm_eval.component_spec.implementation.container.image == component.IMAGE  # the module-level default

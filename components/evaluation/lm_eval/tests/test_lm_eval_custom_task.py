@@ -39,7 +39,10 @@ def _render(messages: list) -> str:
 
 
 def _write_rows(path: Path, rows: list) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    def line(row: object) -> bytes:
+        return row if isinstance(row, bytes) else (row if isinstance(row, str) else json.dumps(row)).encode()
+
+    path.write_bytes(b"".join(line(r) + b"\n" for r in rows))
     return path
 
 
@@ -69,20 +72,34 @@ def test_read_conversations_reads_the_first_rows_and_skips_blank_lines(tmp_path,
 @pytest.mark.parametrize(
     ("row", "rule"),
     [
-        ("{not json", "not valid JSON"),
-        ({"text": "hello"}, "'messages' must be a list of at least 2 turns"),
-        (_chat(("user", "hi")), "'messages' must be a list of at least 2 turns"),
-        (_chat(("user", "hi"), ("assistant", "  ")), "non-empty string 'content'"),
-        (_chat(("robot", "hi"), ("assistant", "yo")), "'role' in"),
-        (_chat(("user", "hi"), ("assistant", "yo"), ("user", "again")), "last turn must be the assistant"),
-        (_chat(("system", "be kind"), ("assistant", "yo")), "a user turn must come before"),
+        ("{not json", r"\[invalid_json\]"),
+        ('{"messages": [{"role": "user", "content": "\xff"}]}'.encode("latin-1"), r"\[invalid_utf8\]"),
+        ('{"messages": ' + "[" * 10_000 + "]" * 10_000 + "}", r"\[nesting_too_deep\]"),
+        ({"text": "hello"}, r"\[missing_field\] no `messages` key"),
+        (_chat(("user", "hi")), r"\[no_assistant_turn\]"),
+        (_chat(("user", "hi"), ("assistant", "  ")), r"\[content_empty\]"),
+        (_chat(("robot", "hi"), ("assistant", "yo")), r"\[role_invalid\] messages\[0\].role='robot'"),
+        (_chat(("user", "hi"), ("assistant", "yo"), ("user", "again")), r"\[last_not_assistant\]"),
+        (_chat(("system", "be kind"), ("assistant", "yo")), r"\[no_user_turn\]"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, r"\[content_part_invalid\]"),
     ],
 )
 def test_read_conversations_names_the_rule_the_file_and_the_line(tmp_path, row, rule):
     path = _write_rows(tmp_path / "eval.jsonl", [_chat(("user", "ok"), ("assistant", "fine")), row])
     with pytest.raises(EvalDatasetError, match=rule) as error:
         list(read_conversations(path))
-    assert f"{path}:2" in str(error.value)
+    assert f"eval_dataset {path}:2 [" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_list_of_parts_content_is_joined_as_everywhere_else(tmp_path):
+    parts = [{"type": "text", "text": "What is"}, {"type": "text", "text": "2 + 2?"}]
+    path = _write_rows(
+        tmp_path / "eval.jsonl",
+        [{"messages": [{"role": "user", "content": parts}, _chat(("assistant", "4"))["messages"][0]]}],
+    )
+    assert [messages for _, messages in read_conversations(path)] == [
+        [{"role": "user", "content": "What is\n2 + 2?"}, {"role": "assistant", "content": "4"}]
+    ]
 
 
 def test_build_doc_splits_system_prompt_and_reference():
@@ -186,3 +203,20 @@ def test_stage_custom_tasks_rejects_a_file_or_a_directory_without_yaml(tmp_path)
     (tmp_path / "data" / "x.jsonl").write_text("{}\n")
     with pytest.raises(ValueError, match=r"holds no \*\.yaml"):
         stage_custom_tasks(tmp_path / "data", tmp_path / "b")
+
+
+def test_secret_values_never_reach_lm_evals_errors(tmp_path, monkeypatch):
+    from components.evaluation.lm_eval.evaluate import run_lm_eval
+
+    secret = "Zq9xLmN4pW7rT2vKc8"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    with pytest.raises(ValueError) as error:
+        run_lm_eval(
+            model_path=str(tmp_path / "model"),
+            model_metadata={},
+            results_path=str(tmp_path / "results.json"),
+            report_path=str(tmp_path / "report.html"),
+            model_source=str(tmp_path / f"models-{secret}"),  # missing: the error quotes the path
+        )
+    assert "***" in str(error.value) and secret not in str(error.value)
+    assert not (tmp_path / "results.json").exists()

@@ -58,6 +58,10 @@ def test_minimal_job_is_exactly_this():
             "annotations": {
                 "kfp-finetune.kubeflow.org/task-name": "train-model",
                 "kfp-finetune.kubeflow.org/run-id": RUN_ID,
+                # RHOAI's Training Jobs page: poll the rank-0 pod's progress server (on by default)
+                "trainer.opendatahub.io/progression-tracking": "true",
+                "trainer.opendatahub.io/metrics-port": "28080",
+                "trainer.opendatahub.io/metrics-poll-interval": "30",
             },
         },
         "spec": {

@@ -1,11 +1,13 @@
-"""MLflow tracking against MLflow's real file store in tmp_path, read back with ``MlflowClient``.
+"""MLflow tracking against a real ``mlflow server`` (fixture ``mlflow_server``), read back with another client.
 
-(A real ``mlflow server`` needs the full ``mlflow`` package, with SQLAlchemy; the test extra has ``mlflow-skinny``,
-whose client writes the file store through the same ``MlflowClient`` API. The file store is in maintenance mode in
-MLflow 3 and needs ``MLFLOW_ALLOW_FILE_STORE=true``.)
+The run, its parameters, every step's metrics, the model location and the continuation of a resumed run are checked
+against the server users run (SQLite backend store, started once per session). Failure handling and the no-op rules
+use MLflow's file store in tmp_path (``MLFLOW_ALLOW_FILE_STORE=true``: it is in maintenance mode in MLflow 3), which
+the tests can break on purpose.
 """
 
 import shutil
+import uuid
 
 import pytest
 
@@ -58,10 +60,21 @@ def _history(client, run_id, key):
     ]
 
 
-def test_a_run_gets_params_per_step_metrics_and_the_model_location(store):
+@pytest.fixture
+def server(mlflow_server, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return mlflow_server
+
+
+def test_a_run_gets_params_per_step_metrics_and_the_model_location(server):
+    store = server
     log = Log()
     records = _records(1, 4, 4)
-    with MlflowLogger(environ={"MLFLOW_TRACKING_URI": store, "RANK": "0"}, run_name="train-model", log=log) as logger:
+    with MlflowLogger(
+        environ={"MLFLOW_TRACKING_URI": store, "RANK": "0", "MLFLOW_EXPERIMENT_NAME": "params-and-metrics"},
+        run_name="train-model",
+        log=log,
+    ) as logger:
         assert logger.enabled and logger.run_id
         logger.log_params(
             {
@@ -77,7 +90,7 @@ def test_a_run_gets_params_per_step_metrics_and_the_model_location(store):
     client = _client(store)
     run = client.get_run(logger.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "train-model"
-    assert client.get_experiment(run.info.experiment_id).name == "kfp-finetune"
+    assert client.get_experiment(run.info.experiment_id).name == "params-and-metrics"
     assert run.data.params == {
         "algorithm": "lora",
         "learning_rate": "0.0001",
@@ -92,8 +105,10 @@ def test_a_run_gets_params_per_step_metrics_and_the_model_location(store):
     assert logger.run_id in log[0] and "hf_abc" not in "\n".join(log)
 
 
-def test_a_resumed_job_with_the_same_run_key_continues_its_run(store):
-    environ = {"MLFLOW_TRACKING_URI": store, "MLFLOW_EXPERIMENT_NAME": "team-a"}
+def test_a_resumed_job_with_the_same_run_key_continues_its_run(server):
+    store = server
+    experiment = f"team-a-{uuid.uuid4().hex[:8]}"  # the server lives for the whole session
+    environ = {"MLFLOW_TRACKING_URI": store, "MLFLOW_EXPERIMENT_NAME": experiment}
     first = MlflowLogger(run_key="run-1/train-model", environ=environ, log=Log())
     for record in _records(1, 3, 6):
         first.log_step(record)
@@ -110,7 +125,7 @@ def test_a_resumed_job_with_the_same_run_key_continues_its_run(store):
     run = client.get_run(first.run_id)
     assert run.info.status == "FINISHED" and run.data.tags[RUN_KEY_TAG] == "run-1/train-model"
     assert [step for step, _ in _history(client, first.run_id, "loss")] == [1, 2, 3, 4, 5, 6]
-    assert client.get_experiment(run.info.experiment_id).name == "team-a"
+    assert client.get_experiment(run.info.experiment_id).name == experiment
 
 
 def test_no_uri_or_another_rank_means_no_tracking_at_all(store, tmp_path, monkeypatch):
@@ -214,3 +229,17 @@ def local_backend_records(path):
     from components.training.finetuning import metrics
 
     return metrics.read_metrics(path)
+
+
+def test_the_component_pins_the_mlflow_client_the_server_tests_use():
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from components.training.finetuning.component import PACKAGES
+
+    assert f"mlflow-skinny=={version('mlflow-skinny')}" in PACKAGES
+    assert version("mlflow") == version("mlflow-skinny")  # the server and the client are one release
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[4] / "pyproject.toml").read_text())
+    test_extra = pyproject["project"]["optional-dependencies"]["test"]
+    assert f"mlflow=={version('mlflow')}" in test_extra and f"mlflow-skinny=={version('mlflow')}" in test_extra

@@ -27,6 +27,7 @@ FAST = {
     "max_steps": 4,
 }
 NS = "team-a"
+PROGRESS_PORT = 28111
 
 
 def validate_pytorchjob(manifest):
@@ -49,14 +50,13 @@ def _artifacts(tmp_path, demo_dataset_path):
 
 
 def test_python_func_trains_lora_locally_and_fills_the_outputs(
-    tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch
+    tiny_model_dir, demo_dataset_path, tmp_path, mlflow_server
 ):
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     eval_data = tmp_path / "in" / "eval"
     eval_data.write_text("".join(demo_dataset_path.read_text().splitlines(keepends=True)[:16]))
     workspace = tmp_path / "ws"
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's file store, read back below
-    store = f"file:{tmp_path / 'mlruns'}"
+    store = mlflow_server  # a real `mlflow server`, read back below by another client
     train_model.python_func(
         dataset=dataset,
         eval_dataset=dsl.Dataset(uri=str(eval_data)),
@@ -128,6 +128,8 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
         ({"cleanup_policy": "forget"}, "cleanup_policy='forget'"),
         ({"backend": "pytorchjob"}, "training_image='': required when the launcher is pytorchjob"),
         ({"lr_scheduler": "linear"}, "lr_scheduler='linear' is not supported by training-hub sft"),
+        ({"progress_metrics_port": 80}, r"training_progress_metrics_port=80: must be an integer in \[1024, 65535\]"),
+        ({"progress_poll_interval_seconds": 1}, r"training_progress_poll_interval_seconds=1: must be an integer in \["),
     ],
 )
 def test_bad_parameters_fail_before_anything_is_trained_or_submitted(
@@ -152,7 +154,7 @@ def test_bad_rows_fail_with_file_and_line(tiny_model_dir, demo_dataset_path, tmp
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     with open(dataset.path, "a") as handle:
         handle.write('{"messages": "oops"}\n')
-    with pytest.raises(ValueError, match=r"train:401: each row needs a non-empty 'messages' list"):
+    with pytest.raises(ValueError, match=r"train_dataset .*train:401 \[messages_not_list\] messages is str"):
         run_train_model(train_dataset=dataset, **out, base_model=str(tiny_model_dir), backend="local")
 
 
@@ -288,6 +290,7 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
             seed=7,
             unfreeze_rank_ratio=0.3,
             s3_secret_name="models-s3",
+            progress_metrics_port=PROGRESS_PORT,
             hub_backend="mini-trainer",
             env_vars={"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"},
             api_client=kube_api.api_client,
@@ -296,6 +299,11 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
         )
     manifest = seen["manifest"]
     validate_trainjob({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")})
+    # The dashboard's progress tracking (on by default): the annotations, and the rank-0 pod's server started.
+    annotations = manifest["metadata"]["annotations"]
+    assert annotations["trainer.opendatahub.io/progression-tracking"] == "true"
+    assert annotations["trainer.opendatahub.io/metrics-port"] == str(PROGRESS_PORT)
+    assert "[Kubeflow] Initializing Training Hub progression tracking" in seen["pod_output"]
     # The guide's troubleshooting hooks: the "Job: <namespace>/<name>" log line and the pods' job-name label.
     name = manifest["metadata"]["name"]
     assert f"Job: {NS}/{name}" in logged
@@ -381,11 +389,10 @@ def test_auto_falling_back_to_pytorchjob_needs_an_image_before_anything_is_submi
 
 
 def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
-    kube_api, tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch
+    kube_api, tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch, mlflow_server
 ):
-    # MLflow from the environment this time (the step records are read back from the job's metrics file).
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{tmp_path / 'mlruns'}")
+    # MLflow (a real server) from the environment this time (the step records are read back from the metrics file).
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     workspace = tmp_path / "kfp-workspace"
     task_config = dsl.TaskConfig(
@@ -427,9 +434,16 @@ def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
     assert outcome.summary["steps"] == 4.0
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"file:{tmp_path / 'mlruns'}")
+    client = MlflowClient(tracking_uri=mlflow_server)
     run = client.get_run(meta["mlflow_run_id"])
     assert run.data.params["backend"] == "pytorchjob" and run.data.params["backend_used"] == "pytorchjob"
+    # The pods hand the same server and experiment to Training Hub, under a run name of their own.
+    run_config = json.loads((Path(meta["checkpoint_path"]).parents[2] / "run_config.json").read_text())
+    assert run_config["mlflow"] == {
+        "tracking_uri": mlflow_server,
+        "experiment_name": "kfp-finetune",
+        "run_name": f"{manifest['metadata']['name']}-training-hub",
+    }
     losses = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss"))
     assert losses == [(1, 2.0), (2, 1.5), (3, 1.25), (4, 1.4)]
     assert run.data.tags["kfp_finetune.model_location"] == meta["checkpoint_path"]

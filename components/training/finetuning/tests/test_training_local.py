@@ -179,8 +179,12 @@ def test_an_end_of_epoch_checkpoint_resumes_at_the_next_epoch():
 
 def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
     data = tmp_path / "train.jsonl"
-    data.write_text(json.dumps({"messages": [{"role": "user", "content": "hi " * 400}]}) + "\n")
+    too_long = [{"role": "user", "content": "hi " * 400}, {"role": "assistant", "content": "ok"}]
+    data.write_text(json.dumps({"messages": too_long}) + "\n")
     with pytest.raises(local_backend.LocalTrainingError, match="none of 1 samples is trainable"):
+        local_backend.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
+    data.write_text(json.dumps({"messages": too_long[:1]}) + "\n")  # the chat format refuses it first
+    with pytest.raises(ValueError, match=r"train.jsonl:1 \[no_assistant_turn\]"):
         local_backend.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
 
 

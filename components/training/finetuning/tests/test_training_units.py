@@ -328,12 +328,60 @@ def test_entrypoint_is_stdlib_only():
 # -- entrypoint: data and model sources ------------------------------------------------------------------------------
 def test_chat_rows_errors_name_file_and_line(tmp_path):
     path = tmp_path / "train.jsonl"
-    path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [{"role": "user"}]}\n')
-    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2: every message needs 'role' and 'content'"):
-        entrypoint.load_chat_rows(path)
+    good = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+    path.write_text(good + '{"messages": [{"role": "user"}]}\n')
+    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2 \[content_not_string\] messages\[0\]"):
+        entrypoint.count_chat_rows(path)
     path.write_text('{"text": "x"}\n')
-    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:1: each row needs a non-empty 'messages'"):
-        entrypoint.load_chat_rows(path)
+    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:1 \[missing_field\] no `messages` key"):
+        entrypoint.count_chat_rows(path)
+    path.write_bytes(good.encode() + b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n')
+    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2 \[invalid_utf8\] not valid UTF-8 at byte"):
+        entrypoint.count_chat_rows(path, "train_dataset")
+    path.write_text("\n \n")
+    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl \[no_rows\]"):
+        entrypoint.count_chat_rows(path)
+
+
+def test_load_chat_rows_streams_with_constant_memory(tmp_path):
+    import tracemalloc
+
+    row = {"messages": [{"role": "user", "content": "q" * 200}, {"role": "assistant", "content": "a" * 200}]}
+    path = tmp_path / "big.jsonl"
+    with path.open("w") as handle:
+        for _ in range(40_000):  # ~18 MB
+            handle.write(json.dumps(row) + "\n")
+    tracemalloc.start()
+    try:
+        assert entrypoint.count_chat_rows(path) == 40_000
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2**20, f"peak {peak} bytes for an {path.stat().st_size} byte file"
+    rows = entrypoint.load_chat_rows(path)
+    assert next(rows) == row  # lazy: the first row comes before the rest is read
+
+
+def test_training_accepts_list_of_parts_like_the_dataset_step(tmp_path):
+    parts = [{"type": "text", "text": "2+2?"}]
+    path = tmp_path / "train.jsonl"
+    path.write_text(
+        json.dumps({"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "4"}]})
+    )
+    assert list(entrypoint.load_chat_rows(path))[0]["messages"][0] == {"role": "user", "content": "2+2?"}
+
+
+def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copyfile(entrypoint.__file__, tmp_path / "entrypoint.py")  # exactly how train.py stages it
+    done = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / "entrypoint.py"), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--config" in done.stdout
 
 
 def test_find_data_file(tmp_path):

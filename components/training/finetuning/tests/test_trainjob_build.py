@@ -49,6 +49,10 @@ def test_minimal_job_is_exactly_this():
             "annotations": {
                 "kfp-finetune.kubeflow.org/task-name": "train-model",
                 "kfp-finetune.kubeflow.org/run-id": RUN_ID,
+                # RHOAI's Training Jobs page: poll the rank-0 pod's progress server (on by default)
+                "trainer.opendatahub.io/progression-tracking": "true",
+                "trainer.opendatahub.io/metrics-port": "28080",
+                "trainer.opendatahub.io/metrics-poll-interval": "30",
             },
         },
         "spec": {
@@ -311,11 +315,27 @@ def test_label_values_keep_valid_text_and_hash_the_rest():
         ({"affinity": {"nodeSelector": {}}}, "affinity"),
         ({"pod_labels": {"team": "a b"}}, "pod_labels"),
         ({"active_deadline_seconds": -5}, "active_deadline_seconds"),
+        ({"metrics_port": 80}, "metrics_port"),
+        ({"metrics_port": "28080"}, "metrics_port"),
+        ({"metrics_poll_interval_seconds": 1}, "metrics_poll_interval_seconds"),
+        ({"progress_tracking": "yes"}, "progress_tracking"),
     ],
 )
 def test_bad_fields_are_named_in_the_error(overrides, field):
     with pytest.raises(TrainJobSpecError, match=rf"TrainJobSpec\.{field}"):
         _spec(**overrides)
+
+
+def test_progress_tracking_annotations_follow_the_spec_and_stay_crd_valid():
+    custom = build_trainjob(_spec(metrics_port=29000, metrics_poll_interval_seconds=10))
+    validate_trainjob(custom)
+    annotations = custom["metadata"]["annotations"]
+    assert annotations["trainer.opendatahub.io/progression-tracking"] == "true"  # exactly "true"
+    assert annotations["trainer.opendatahub.io/metrics-port"] == "29000"
+    assert annotations["trainer.opendatahub.io/metrics-poll-interval"] == "10"
+    off = build_trainjob(_spec(progress_tracking=False))
+    validate_trainjob(off)
+    assert not [key for key in off["metadata"]["annotations"] if key.startswith("trainer.opendatahub.io/")]
 
 
 def test_secret_env_var_rules():

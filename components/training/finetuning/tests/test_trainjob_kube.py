@@ -749,3 +749,51 @@ def test_the_scenarios_use_every_granted_permission(cluster):
     expected = TRAINER_PERMISSIONS if cluster.kind.name == "trainjob" else pytorchjob.API_PERMISSIONS | POD_PERMISSIONS
     assert used == set(expected)
     assert set(TRAINER_PERMISSIONS | pytorchjob.API_PERMISSIONS) == set(API_PERMISSIONS)
+
+
+# -- secrets masked by value in quoted pod logs ------------------------------------------------------------------------
+SECRETS = {  # values no pattern recognises: only masking by value can hide them
+    "HF_TOKEN": "Zq9xLmN4pW7rT2vKc8",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz",
+    "AWS_ACCESS_KEY_ID": "AKIAQ4EXAMPLE7Z2",
+    "KUBERNETES_AUTH_TOKEN": "sha256~kUbEaUtH0123456789",
+    "OCI_PULL_SECRET_MODEL_DOWNLOAD": json.dumps({"auths": {"quay.io": {"auth": "cXVheTpwdWxsc2VjcmV0MTIz"}}}),
+}
+LEAKY_LOG = (
+    f"config: {{'hub': {SECRETS['HF_TOKEN']!r}, 'region': 'us-east-1', 'key': {SECRETS['AWS_SECRET_ACCESS_KEY']!r}}}\n"
+    f'{{"client": "{SECRETS["AWS_ACCESS_KEY_ID"]}", "endpoint": "https://s3.example.com"}}\n'
+    f"exec: downloader --hub-credential {SECRETS['HF_TOKEN']} --kube {SECRETS['KUBERNETES_AUTH_TOKEN']}\n"
+    "pulling with auth cXVheTpwdWxsc2VjcmV0MTIz\n"
+    f"url: https://hub.example.com/resolve?token={SECRETS['HF_TOKEN']}\n"
+    "Traceback (most recent call last):\nRuntimeError: download failed\n"
+)
+
+
+def test_secrets_in_a_failed_pods_log_are_masked_by_value(cluster, monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    pod = cluster.kind.pod(phase="Failed", terminated=("Error", 1, ""))
+    clock = FakeClock()
+    clock.script = _at(
+        cluster,
+        [
+            (10, lambda: cluster.put_pod(pod)),
+            (10, lambda: cluster.set_pod_log(NS, cluster.kind.pod_name, LEAKY_LOG, container=cluster.kind.container)),
+            (20, lambda: cluster.kind.set_status(cluster, FAILED)),
+        ],
+    )
+    log = Log()
+    with pytest.raises(TrainJobFailed) as failure:
+        _poll(cluster, clock, log, start_timeout_seconds=60)
+    diagnosis = failure.value.diagnosis
+    outputs = {"diagnosis": diagnosis.text(), "error": str(failure.value), "log": log.text()}
+    assert "RuntimeError: download failed" in outputs["diagnosis"]  # the log tail is quoted...
+    assert "'region': 'us-east-1'" in outputs["diagnosis"]  # ...with what is not secret kept
+    leaked = {
+        (where, name)
+        for where, text in outputs.items()
+        for name, value in [*SECRETS.items(), ("docker auth", "cXVheTpwdWxsc2VjcmV0MTIz")]
+        if value in text
+    }
+    assert not leaked, leaked
+    assert cluster.objects(cluster.kind.plural) == []

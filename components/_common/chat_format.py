@@ -1,0 +1,343 @@
+"""The chat-format rules, once: what a usable ``{"messages": [...]}`` row is, how JSON lines decode, what errors say.
+
+Used by the dataset step (every row of every input file), by ``train_model`` (the train/eval JSONL before training or
+submitting) and by lm-eval's held-out tasks, so all three accept and refuse the same rows with the same words.
+
+A row is a JSON object whose ``messages`` value is a non-empty list of message objects. Each message has a ``role``
+in :data:`ROLES` and a ``content`` that is a non-blank string, or a list of text parts
+(``[{"type": "text", "text": "..."}]``, joined with a newline by :func:`message_text`); a system message may only come
+first; at least one assistant turn is present; the conversation does not end on a user turn unless that is allowed.
+The held-out evaluation adds two rules (:data:`HELDOUT_RULES`). Unknown keys, on the row or on a message, are kept.
+
+JSON lines are decoded with ``msgspec``: straight into typed structs for the common, valid row (the fast path checks
+structure while parsing), and into plain Python values only to name the rule a row breaks. Hostile input never
+escapes as a traceback: invalid UTF-8, JSON nested too deep, a truncated or fake ``.gz`` and a UTF-8 byte order mark
+each end in a message naming the file, the line and the rule.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Literal
+
+import msgspec
+
+#: Roles a chat message may have.
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+#: The UTF-8 byte order mark; accepted (and skipped) at the start of a file.
+UTF8_BOM = b"\xef\xbb\xbf"
+
+#: Every rule a row or a file can break, by name, with what it requires (used in errors, reports and metrics).
+RULES: dict[str, str] = {
+    "invalid_json": "each line/record must be valid JSON",
+    "invalid_utf8": "the text must be valid UTF-8",
+    "nesting_too_deep": "JSON may not nest deeper than the parser's limit (about 1000 levels)",
+    "not_an_object": "each row must be a JSON object",
+    "missing_field": "the fields of the input format must be present",
+    "field_not_string": "the text fields of the input format must be strings",
+    "messages_not_list": "`messages` must be a list",
+    "messages_empty": "`messages` must not be empty",
+    "message_not_object": "each message must be an object",
+    "role_invalid": "each message `role` must be one of system, user, assistant, tool",
+    "content_not_string": "each message `content` must be a string or a list of text parts",
+    "content_part_invalid": 'each part of a list `content` must be {"type": "text", "text": "<string>"}',
+    "content_empty": "each message `content` must be non-empty (not only whitespace)",
+    "system_not_first": "a system message may only be the first message",
+    "no_assistant_turn": "a conversation needs at least one assistant message",
+    "trailing_user": "a conversation must not end on a user message (see allow_trailing_user)",
+    "last_not_assistant": "a held-out conversation must end with the assistant's reference answer",
+    "no_user_turn": "a held-out conversation needs a user message before the reference answer",
+    "bad_compression": "a .gz file must be a complete gzip stream",
+    "bad_parquet": "a .parquet file must be a complete, readable Parquet file",
+    "no_rows": "a data file must hold at least one row",
+}
+#: The rules only the held-out evaluation applies (it scores the final assistant turn against a prompt).
+HELDOUT_RULES = ("last_not_assistant", "no_user_turn")
+_EXCERPT_CHARS = 120
+
+
+class RowError(ValueError):
+    """A row breaks one of :data:`RULES`.
+
+    Attributes:
+        rule: The rule's name, a key of :data:`RULES`.
+        detail: What exactly is wrong, e.g. ``messages[2].role='bot'``.
+    """
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"{rule}: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+class ChatFormatError(ValueError):
+    """A row or a file breaks a rule; the message is one line: ``where [rule] detail — excerpt``.
+
+    Attributes:
+        where: ``file:line`` (or the file alone for a file-level rule).
+        rule: The rule's name, a key of :data:`RULES`.
+        detail: What exactly is wrong.
+        excerpt: A short excerpt of the offending row ("" for file-level rules).
+    """
+
+    def __init__(self, where: str, rule: str, detail: str, excerpt: str = "") -> None:
+        tail = f" — {excerpt}" if excerpt else ""
+        super().__init__(f"{where} [{rule}] {detail} ({RULES[rule]}){tail}")
+        self.where, self.rule, self.detail, self.excerpt = where, rule, detail, excerpt
+
+
+class Unreadable:
+    """A record that could not be decoded: the rule it breaks, why, and a short excerpt of its text."""
+
+    __slots__ = ("rule", "reason", "excerpt")
+
+    def __init__(self, rule: str, reason: str, excerpt: str) -> None:
+        self.rule = rule
+        self.reason = reason
+        self.excerpt = excerpt
+
+
+def excerpt(text: str | bytes) -> str:
+    """A short, single-line excerpt of a record for error messages and reports."""
+    if isinstance(text, bytes):
+        text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
+    text = " ".join(text[: _EXCERPT_CHARS * 4].split())
+    return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------------------------- rules
+
+
+def message_text(content: object) -> str:
+    """The text of a message ``content``: the string itself, or the text parts of a list joined with a newline.
+
+    Raises:
+        RowError: ``content_not_string`` or ``content_part_invalid``.
+    """
+    if type(content) is str:
+        return content
+    if type(content) is not list:
+        raise RowError("content_not_string", f"content is {type(content).__name__}")
+    texts = []
+    for index, part in enumerate(content):
+        if type(part) is not dict or part.get("type") != "text" or type(part.get("text")) is not str:
+            shown = part.get("type") if type(part) is dict else type(part).__name__
+            raise RowError("content_part_invalid", f"content[{index}] is {shown!r}, not a text part")
+        texts.append(part["text"])
+    return "\n".join(texts)
+
+
+def check_messages(
+    messages: object, allow_trailing_user: bool = False, heldout: bool = False
+) -> tuple[str, str] | None:
+    """Checks a ``messages`` value against the conversation rules.
+
+    Args:
+        messages: The value of a row's ``messages`` key.
+        allow_trailing_user: Accept conversations whose last message is a user turn.
+        heldout: Also apply :data:`HELDOUT_RULES` (the last message is the assistant's reference answer).
+
+    Returns:
+        ``None`` when the conversation is usable, else ``(rule, detail)`` for the first rule it breaks.
+    """
+    if type(messages) is not list:
+        return "messages_not_list", f"messages is {type(messages).__name__}, not a list"
+    if not messages:
+        return "messages_empty", "messages is []"
+    has_assistant = has_user = False
+    for index, message in enumerate(messages):
+        if type(message) is not dict:
+            return "message_not_object", f"messages[{index}] is {type(message).__name__}"
+        role = message.get("role")
+        if type(role) is not str or role not in ROLES:
+            return "role_invalid", f"messages[{index}].role={role!r}"
+        content = message.get("content")
+        try:
+            text = message_text(content)
+        except RowError as error:
+            return error.rule, f"messages[{index}].{error.detail}"
+        if not text or text.isspace():
+            return "content_empty", f"messages[{index}].content={content!r}"[:200]
+        if role == "assistant":
+            has_assistant = True
+        elif role == "user":
+            has_user = True
+        elif role == "system" and index:
+            return "system_not_first", f"messages[{index}] is a system message"
+    last = len(messages) - 1
+    if not has_assistant:
+        return "no_assistant_turn", f"no assistant message among {len(messages)}"
+    if heldout and messages[-1]["role"] != "assistant":
+        return "last_not_assistant", f"messages[{last}] (the last) is a {messages[-1]['role']} message"
+    if not allow_trailing_user and messages[-1]["role"] == "user":
+        return "trailing_user", f"messages[{last}] (the last) is a user message"
+    if heldout and not has_user:
+        return "no_user_turn", f"no user message before messages[{last}]"
+    return None
+
+
+def check_row(row: object, allow_trailing_user: bool = False, heldout: bool = False) -> tuple[str, str] | None:
+    """Checks a row in ``messages`` form (see :func:`check_messages`); ``None`` when usable, else ``(rule, detail)``."""
+    if type(row) is not dict:
+        return "not_an_object", f"row is {type(row).__name__}"
+    if "messages" not in row:
+        return "missing_field", "no `messages` key"
+    return check_messages(row["messages"], allow_trailing_user, heldout)
+
+
+def normalize_row(row: dict) -> dict:
+    """``row`` with every list-of-parts ``content`` joined into a string (:func:`message_text`); a checked row only."""
+    messages = row["messages"]
+    if all(type(message["content"]) is str for message in messages):
+        return row
+    joined = [{**message, "content": message_text(message["content"])} for message in messages]
+    return {**row, "messages": joined}
+
+
+# ------------------------------------------------------------------------------------------------------ decoding
+
+
+class _Message(msgspec.Struct, gc=False):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class _Row(msgspec.Struct, gc=False):
+    messages: list[_Message]
+
+
+_TYPED = msgspec.json.Decoder(_Row)
+_ANY = msgspec.json.Decoder()
+_ENCODE = msgspec.json.encode
+
+
+def decode_json(data: bytes | str) -> object:
+    """Decodes one JSON document; a value, or an :class:`Unreadable` naming the rule it breaks (never raises)."""
+    try:
+        return _ANY.decode(data)
+    except msgspec.DecodeError as error:
+        if isinstance(data, bytes):  # bad bytes outside a string are a JSON error to msgspec: name the real cause
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as utf8_error:
+                return _not_utf8(data, utf8_error)
+        return Unreadable("invalid_json", f"invalid JSON: {error}", excerpt(data))
+    except UnicodeDecodeError as error:
+        return _not_utf8(data, error)
+    except RecursionError:
+        return Unreadable("nesting_too_deep", "JSON nested too deep to decode", excerpt(data))
+
+
+def _not_utf8(data: bytes | str, error: UnicodeDecodeError) -> Unreadable:
+    return Unreadable("invalid_utf8", f"not valid UTF-8 at byte {error.start} ({error.reason})", excerpt(data))
+
+
+def encode_json(value: object) -> bytes:
+    """One JSON document as compact UTF-8 bytes (no newline)."""
+    return _ENCODE(value)
+
+
+def fast_valid(line: bytes, allow_trailing_user: bool = False) -> bool:
+    """Whether a JSON line is certainly a usable ``messages`` row with string contents, checked while parsing.
+
+    ``False`` means "not on the fast path": decode it with :func:`decode_json` and name the rule with
+    :func:`check_row` (list-of-parts contents, for instance, are usable but not fast).
+    """
+    try:
+        messages = _TYPED.decode(line).messages
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return False
+    has_assistant = False
+    for index, message in enumerate(messages):
+        content = message.content
+        if not content or content.isspace():
+            return False
+        role = message.role
+        if role == "assistant":
+            has_assistant = True
+        elif role == "system" and index:
+            return False
+    return has_assistant and (allow_trailing_user or messages[-1].role != "user")
+
+
+# ----------------------------------------------------------------------------------------------------- JSON lines
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """Opens a data file for reading bytes, through ``gzip`` when its suffix is ``.gz``."""
+    return gzip.open(path, "rb") if Path(path).suffix.lower() == ".gz" else open(path, "rb")
+
+
+def bad_compression(path: Path, after_line: int, error: BaseException) -> ChatFormatError:
+    """The file-level error for a truncated, corrupt or fake ``.gz`` file."""
+    where = f"after line {after_line}" if after_line else "at its start"
+    return ChatFormatError(
+        Path(path).name,
+        "bad_compression",
+        f"the gzip stream breaks {where} ({type(error).__name__}: {error}); re-create or re-download the file",
+    )
+
+
+#: What a damaged ``.gz`` raises while it is read.
+COMPRESSION_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """Yields ``(line_number, line)`` for the non-blank lines of a (possibly gzipped) file, streaming.
+
+    A UTF-8 byte order mark at the start is skipped.
+
+    Raises:
+        ChatFormatError: ``bad_compression`` for a truncated, corrupt or fake ``.gz`` file.
+    """
+    line_number = 0
+    try:
+        with open_binary(path) as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if line_number == 1 and line.startswith(UTF8_BOM):
+                    line = line[len(UTF8_BOM) :]
+                if line.strip():
+                    yield line_number, line
+    except COMPRESSION_ERRORS as error:
+        raise bad_compression(path, line_number, error) from None
+
+
+def iter_chat_file(
+    path: Path, allow_trailing_user: bool = True, heldout: bool = False, label: str = "", require_rows: bool = True
+) -> Iterator[tuple[int, dict]]:
+    """Yields ``(line_number, row)`` for every row of a chat JSONL file, streaming (memory: one row).
+
+    Rows come back checked, with list-of-parts contents joined (:func:`normalize_row`).
+
+    Args:
+        path: The JSONL file (``.gz`` allowed).
+        allow_trailing_user: Accept conversations whose last message is a user turn.
+        heldout: Also apply :data:`HELDOUT_RULES`.
+        label: What the file is (e.g. ``train_dataset``), put before its name in messages.
+        require_rows: Raise ``no_rows`` for a file without any row (else yield nothing).
+
+    Raises:
+        ChatFormatError: At the first row that breaks a rule (naming file, line and rule), or ``no_rows`` when the
+            file holds no row at all.
+    """
+    where = f"{label} {path}" if label else str(path)
+    rows = 0
+    for line_number, line in iter_lines(path):
+        value = decode_json(line)
+        if type(value) is Unreadable:
+            raise ChatFormatError(f"{where}:{line_number}", value.rule, value.reason, value.excerpt)
+        problem = check_row(value, allow_trailing_user, heldout)
+        if problem is not None:
+            raise ChatFormatError(f"{where}:{line_number}", *problem, excerpt(line))
+        rows += 1
+        yield line_number, normalize_row(value)
+    if not rows and require_rows:
+        raise ChatFormatError(where, "no_rows", "the file holds no non-blank line")
+
+
+def count_chat_rows(path: Path, allow_trailing_user: bool = True, heldout: bool = False, label: str = "") -> int:
+    """Checks every row of a chat JSONL file (see :func:`iter_chat_file`) and returns how many there are."""
+    return sum(1 for _ in iter_chat_file(path, allow_trailing_user, heldout, label))

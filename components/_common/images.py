@@ -1,0 +1,39 @@
+"""The container images the components run on by default, and what each one already contains.
+
+A step's image decides what its pod must ``pip install`` when it starts. Light steps (dataset, training launcher,
+registry) need a few pure-Python wheels and run on a slim CPython image. The evaluation step needs PyTorch with CUDA:
+it runs on a public PyTorch image that already carries torch, its ``nvidia-*`` CUDA wheels and ``triton``, so only
+the small remainder (lm-eval and its Hugging Face stack, pinned) is installed on top.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: The python.org build of CPython 3.11 on Debian 12, pinned by exact tag: the light steps' image.
+PYTHON_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
+#: A public CUDA PyTorch image: the tag the Kubeflow Trainer ``torch-distributed`` ClusterTrainingRuntime uses
+#: (``manifests/base/runtimes/torch_distributed.yaml``, Trainer v2.1.0 as carried by opendatahub-io/trainer; the
+#: upstream kubeflow/trainer manifest uses the ``cuda12.6`` build of the same torch). Built by pytorch/pytorch's
+#: ``Dockerfile``: conda Python 3.11 with torch, its ``nvidia-*`` wheels and triton installed by pip, so pip in the
+#: pod sees them as satisfied and installs none of them again.
+TORCH_CUDA_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
+
+#: The Python version (``major.minor``) of the images above, for resolving their install lists.
+IMAGE_PYTHON = {PYTHON_IMAGE: "3.11", TORCH_CUDA_IMAGE: "3.11"}
+
+_PYTORCH_TAG = re.compile(r"(?:^|/)pytorch/pytorch:(?P<torch>\d+\.\d+\.\d+)-cuda")
+
+
+def torch_version_of(image: str) -> str | None:
+    """The torch version a ``pytorch/pytorch:<torch>-cuda<x>-cudnn<y>-<flavor>`` image carries, else None."""
+    match = _PYTORCH_TAG.search(image)
+    return match.group("torch") if match else None
+
+
+def python_version_of(image: str, default: str = "3.11") -> str:
+    """The ``major.minor`` Python of a known image, or of a ``python:<x.y.z>-...`` tag; ``default`` otherwise."""
+    if image in IMAGE_PYTHON:
+        return IMAGE_PYTHON[image]
+    match = re.search(r"(?:^|/)python:(\d+)\.(\d+)", image)
+    return f"{match.group(1)}.{match.group(2)}" if match else default

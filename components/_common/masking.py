@@ -1,0 +1,199 @@
+"""Secrets masked by value: whatever a component prints, raises or writes never holds a secret it was given.
+
+A component knows its secrets: the environment variables mounted from Kubernetes secrets (:data:`SECRET_ENV_VARS`)
+and the tokens it reads or is passed (:func:`register_secret`). :func:`mask_text` replaces every occurrence of those
+values, whatever the surrounding format (a dict repr, a JSON object, ``--token X``, a URL), also in their JSON-escaped
+and URL-quoted spellings, and in the string leaves of a JSON-valued secret (a docker config). Then the patterns of
+:data:`PATTERNS` catch secrets it never saw (``hf_...``, ``Bearer ...``, ``token=...``, ``"password": "..."``,
+``--token ...``).
+
+:func:`masked` decorates a component's entry function: while it runs, ``sys.stdout``/``sys.stderr`` are masked, and
+an exception leaving it has its message (and the messages it chains) masked. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import re
+import sys
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TextIO, TypeVar
+
+#: Environment variables that hold secrets (mounted from Kubernetes secrets by the pipelines).
+SECRET_ENV_VARS = (
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "KUBERNETES_AUTH_TOKEN",
+    "OCI_PULL_SECRET_MODEL_DOWNLOAD",
+    "MODEL_REGISTRY_TOKEN",
+    "MLFLOW_TRACKING_TOKEN",
+    "MLFLOW_TRACKING_PASSWORD",
+)
+#: What a masked secret becomes.
+MASK = "***"
+#: Values shorter than this are not masked by value (masking "1" would garble every number); patterns still apply.
+MIN_SECRET_CHARS = 6
+_KEY = r"(?:[\w-]*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?))"
+#: Patterns for secrets never given by value: (regex, replacement keeping the part before the secret).
+PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"hf_[A-Za-z0-9]{16,}"), MASK),
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MASK),
+    (re.compile(r"(?i)(--" + _KEY + r"(?:=|\s+))(?!-)\S+"), r"\1" + MASK),
+    (re.compile(r"(?i)(['\"]" + _KEY + r"['\"]\s*:\s*['\"])[^'\"]+"), r"\1" + MASK),
+    (re.compile(r"(?i)(\b" + _KEY + r"\s*[=:]\s*)(?!['\"]?\*\*\*)[^\s,;'\"}]+"), r"\1" + MASK),
+    (re.compile(r"(?i)(://[^/\s:@]+:)[^/\s@]+(@)"), r"\1" + MASK + r"\2"),
+)
+
+_registered: set[str] = set()
+T = TypeVar("T")
+
+
+def register_secret(value: str | None) -> None:
+    """Adds a secret this process read or was passed (a token file, a parameter) to what is masked from now on."""
+    if value and len(value) >= MIN_SECRET_CHARS:
+        _registered.add(value)
+
+
+def _spellings(value: str) -> set[str]:
+    """A secret as it may appear in output: itself, JSON-escaped, URL-quoted, and the string leaves of its JSON."""
+    found = {value, json.dumps(value)[1:-1], urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value)}
+    with contextlib.suppress(ValueError):
+        found |= set(_json_leaves(json.loads(value)))
+    return {item for item in found if len(item) >= MIN_SECRET_CHARS}
+
+
+def _json_leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _json_leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _json_leaves(item)
+
+
+def secret_values(env: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> list[str]:
+    """Every spelling of every known secret, longest first.
+
+    Args:
+        env: The environment to read :data:`SECRET_ENV_VARS` from (default ``os.environ``, read at call time).
+        extra: Further secret values.
+    """
+    env = os.environ if env is None else env
+    values = {env.get(name, "") for name in SECRET_ENV_VARS} | set(_registered) | set(extra)
+    return list(_all_spellings(frozenset(value for value in values if value and len(value) >= MIN_SECRET_CHARS)))
+
+
+@functools.lru_cache(maxsize=16)
+def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
+    spellings: set[str] = set()
+    for value in values:
+        spellings |= _spellings(value)
+    return tuple(sorted(spellings, key=len, reverse=True))
+
+
+def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None, patterns: bool = True) -> str:
+    """``text`` with every known secret value replaced by :data:`MASK`, then every :data:`PATTERNS` match.
+
+    ``patterns=False`` masks by value only: for artifacts (reports, results, metadata), where a pattern could hit
+    ordinary data such as ``"pad_token": "<|pad|>"``.
+    """
+    for value in secret_values(env, extra):
+        if value in text:
+            text = text.replace(value, MASK)
+    if patterns:
+        for pattern, replacement in PATTERNS:
+            text = pattern.sub(replacement, text)
+    return text
+
+
+def mask_data(value: T, extra: Iterable[str] = (), patterns: bool = True) -> T:
+    """A copy of a JSON-like value (dicts, lists, strings) with :func:`mask_text` applied to every string in it."""
+    if isinstance(value, str):
+        return mask_text(value, extra, patterns=patterns)  # type: ignore[return-value]
+    if isinstance(value, Mapping):
+        items = ((key, mask_data(item, extra, patterns)) for key, item in value.items())
+        return type(value)(items)  # type: ignore[call-arg]
+    if isinstance(value, (list, tuple)):
+        return type(value)(mask_data(item, extra, patterns) for item in value)  # type: ignore[return-value]
+    return value
+
+
+def mask_exception(error: BaseException) -> BaseException:
+    """Masks the string arguments of an exception and of the exceptions it chains, in place; returns it."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        with contextlib.suppress(Exception):
+            current.args = tuple(mask_text(a) if isinstance(a, str) else a for a in current.args)
+        for attribute in ("msg", "reason", "detail", "message"):
+            if isinstance(getattr(current, attribute, None), str):
+                with contextlib.suppress(Exception):
+                    setattr(current, attribute, mask_text(getattr(current, attribute)))
+        current = current.__cause__ or current.__context__
+    return error
+
+
+class MaskingFilter(logging.Filter):
+    """A logging filter that masks each record's message (with its arguments merged in)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Masks ``record`` in place; always keeps it."""
+        with contextlib.suppress(Exception):
+            record.msg, record.args = mask_text(record.getMessage()), ()
+        return True
+
+
+class MaskingStream:
+    """A text stream that masks what is written to it before passing it on (one ``write`` at a time)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Writes ``text``, masked; returns the length of ``text`` as given."""
+        self._stream.write(mask_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def masked_output() -> Iterator[None]:
+    """Within the block, stdout, stderr, the root logger's handlers and a leaving exception are masked."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskingStream(sys.stdout), MaskingStream(sys.stderr)
+    log_filter = MaskingFilter()
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(log_filter)
+    try:
+        yield
+    except BaseException as error:
+        raise mask_exception(error)
+    finally:
+        sys.stdout, sys.stderr = saved
+        for handler in handlers:
+            handler.removeFilter(log_filter)
+
+
+def masked(func: Callable[..., T]) -> Callable[..., T]:
+    """Decorates a component's entry function so that it runs within :func:`masked_output`."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        with masked_output():
+            return func(*args, **kwargs)
+
+    return wrapper

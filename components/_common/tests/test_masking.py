@@ -1,0 +1,81 @@
+"""Secrets masked by value in every format, in printed output, logs and exceptions; patterns for unseen ones."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from components._common import masking
+from components._common.masking import mask_data, mask_text, masked, register_secret
+
+TOKEN = "Zq9xLmN4pW7rT2vKc8"
+AWS = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
+
+
+@pytest.fixture
+def secrets(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS)
+    monkeypatch.setattr(masking, "_registered", set())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        repr({"hub": TOKEN, "other": AWS}),
+        json.dumps({"client": {"hub": TOKEN, "key": AWS}}),
+        f"downloader --hub-credential {TOKEN} --key={AWS}",
+        f"https://s3.example.com/b?X-Sig={AWS.replace('/', '%2F').replace('+', '%2B')}&t={TOKEN}",
+        json.dumps(json.dumps({"nested": TOKEN})),
+    ],
+)
+def test_known_values_are_masked_whatever_the_format(secrets, text):
+    masked_text = mask_text(text)
+    assert TOKEN not in masked_text and AWS not in masked_text and "wJalrXUtnFEMI%2F" not in masked_text
+    assert "***" in masked_text
+
+
+def test_patterns_still_catch_values_never_seen(secrets):
+    assert mask_text("Authorization: Bearer abcdefghijkl") == "Authorization: Bearer ***"
+    assert mask_text("HF token hf_0123456789abcdefXYZ used") == "HF token *** used"
+    assert mask_text("password: hunter22 and more") == "password: *** and more"
+    assert mask_text("--token s3cr3tv4lue --epochs 3") == "--token *** --epochs 3"
+    assert mask_text('{"api_key": "abc123xyz"}') == '{"api_key": "***"}'
+    assert mask_text("{'password': 'abc123xyz'}") == "{'password': '***'}"
+    assert mask_text("http://user:pa55word@host/x") == "http://user:***@host/x"
+    assert mask_text("epochs=3 lr=0.0002 steps: 10") == "epochs=3 lr=0.0002 steps: 10"
+
+
+def test_json_secret_leaves_and_registered_tokens(secrets, monkeypatch):
+    auth = "cXVheTpwdWxsc2VjcmV0MTIz"
+    monkeypatch.setenv("OCI_PULL_SECRET_MODEL_DOWNLOAD", json.dumps({"auths": {"quay.io": {"auth": auth}}}))
+    register_secret("registry-token-0042")
+    text = mask_text(f"pull auth {auth}; bearer registry-token-0042")
+    assert auth not in text and "registry-token-0042" not in text
+    assert mask_data({"a": [f"x {TOKEN}"], "n": 3}) == {"a": ["x ***"], "n": 3}
+
+
+def test_masked_function_masks_stdout_logs_and_exceptions(secrets, capsys, caplog):
+    handler = logging.StreamHandler()
+    logging.getLogger().addHandler(handler)
+
+    @masked
+    def leaky() -> None:
+        print({"hub": TOKEN})
+        logging.getLogger("leaky").warning("key %s", AWS)
+        try:
+            raise OSError(f"connect with {TOKEN}")
+        except OSError as cause:
+            raise ValueError(f"failed: {{'k': '{AWS}'}}") from cause
+
+    try:
+        with pytest.raises(ValueError) as error:
+            leaky()
+    finally:
+        logging.getLogger().removeHandler(handler)
+    out, err = capsys.readouterr()
+    everything = out + err + str(error.value) + str(error.value.__cause__)
+    assert TOKEN not in everything and AWS not in everything
+    assert "{'hub': '***'}" in out and "failed: {'k': '***'}" in str(error.value)

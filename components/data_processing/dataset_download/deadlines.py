@@ -1,0 +1,181 @@
+"""Time limits of downloads: a watchdog for the overall deadline of HTTP(S) and S3 fetches, and Hub transports.
+
+A per-read socket timeout (the *stall* timeout) cannot bound a server that sends one byte just often enough: the
+overall *deadline* needs a clock outside the read. For ``urllib`` (HTTP/S) :class:`Watchdog` shuts the sockets of a
+fetch down at the deadline, waking up any blocked read; for the Hub, :func:`hub_deadline` installs an ``httpx2``
+transport (``huggingface_hub``'s client) that checks the deadline before each request and each received chunk, with
+the stall timeout as the client's read timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.client
+import socket
+import ssl
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+from .locations import DatasetSourceError
+
+
+class DownloadDeadlineExceeded(DatasetSourceError):
+    """The fetch outlived :attr:`HttpOptions.deadline_s` (a slow or trickling server); never retried."""
+
+
+class Watchdog:
+    """Shuts down the sockets of a download at its deadline, waking up any read blocked on them.
+
+    A per-read socket timeout cannot bound a server that sends one byte just often enough; shutting the socket down
+    from a timer thread can. :attr:`expired` tells the reader why its stream ended.
+    """
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        """Adds a socket to shut down at the deadline (at once if it has passed)."""
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                self._shutdown(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                self._shutdown(sock)
+
+    @staticmethod
+    def _shutdown(sock: socket.socket) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class _WatchedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args, watchdog: Watchdog, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._watchdog = watchdog
+
+    def connect(self) -> None:
+        super().connect()
+        self._watchdog.watch(self.sock)
+
+
+class _WatchedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args, watchdog: Watchdog, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._watchdog = watchdog
+
+    def connect(self) -> None:
+        super().connect()
+        self._watchdog.watch(self.sock)
+
+
+class WatchedHTTPHandler(urllib.request.HTTPHandler):
+    """A ``urllib`` handler whose HTTP connections register their sockets with a :class:`Watchdog`."""
+
+    def __init__(self, watchdog: Watchdog) -> None:
+        super().__init__()
+        self._watchdog = watchdog
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        """Opens ``req`` on a watched connection."""
+        return self.do_open(functools.partial(_WatchedHTTPConnection, watchdog=self._watchdog), req)
+
+
+class WatchedHTTPSHandler(urllib.request.HTTPSHandler):
+    """A ``urllib`` handler whose HTTPS connections (verified with ``context``) register with a :class:`Watchdog`."""
+
+    def __init__(self, watchdog: Watchdog, context: ssl.SSLContext) -> None:
+        super().__init__(context=context)
+        self._watchdog = watchdog
+        self._ssl_context = context
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        """Opens ``req`` on a watched TLS connection."""
+        connection = functools.partial(_WatchedHTTPSConnection, watchdog=self._watchdog)
+        return self.do_open(connection, req, context=self._ssl_context)
+
+
+def deadline_error(uri: str, deadline_s: float, size: int) -> DownloadDeadlineExceeded:
+    """The one-line error of a fetch that outlived its deadline."""
+    return DownloadDeadlineExceeded(
+        f"dataset_uri={uri!r}: download deadline of {deadline_s:g} s exceeded after {size} bytes "
+        "(the server is too slow or stalls); retry later, or copy the file to S3 or a PVC"
+    )
+
+
+@contextlib.contextmanager
+def hub_deadline(uri: str, deadline: float, deadline_s: float, stall_timeout_s: float) -> Iterator[None]:
+    """Bounds ``huggingface_hub``'s requests within the block: by a stall timeout and by an overall deadline.
+
+    A request waits at most ``stall_timeout_s`` for bytes; once ``deadline`` (``time.monotonic()``) has passed, the
+    next request or received chunk raises :class:`DownloadDeadlineExceeded` (``deadline_s`` is named in it).
+    """
+    import httpx2
+    from huggingface_hub.utils import _http as hub_http
+
+    class DeadlineStream(httpx2.SyncByteStream):
+        def __init__(self, inner: httpx2.SyncByteStream) -> None:
+            self._inner = inner
+            self.size = 0
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self._inner:
+                self.size += len(chunk)
+                if time.monotonic() > deadline:
+                    raise deadline_error(uri, deadline_s, self.size)
+                yield chunk
+
+        def close(self) -> None:
+            self._inner.close()
+
+    class DeadlineTransport(httpx2.BaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.HTTPTransport()
+
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            if time.monotonic() > deadline:
+                raise deadline_error(uri, deadline_s, 0)
+            response = self._inner.handle_request(request)
+            return httpx2.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=DeadlineStream(response.stream),
+                extensions=response.extensions,
+            )
+
+        def close(self) -> None:
+            self._inner.close()
+
+    def factory() -> httpx2.Client:
+        return httpx2.Client(
+            transport=DeadlineTransport(),
+            event_hooks={"request": [hub_http.hf_request_event_hook]},
+            follow_redirects=True,
+            timeout=httpx2.Timeout(stall_timeout_s),
+        )
+
+    hub_http.set_client_factory(factory)
+    try:
+        yield
+    finally:
+        hub_http.set_client_factory(hub_http.default_client_factory)

@@ -1,0 +1,88 @@
+"""Resumable checkpoints of Training Hub's backends: find the newest complete one of each algorithm's layout.
+
+A paused (suspended) or preempted TrainJob's pods get SIGTERM; with ``enable_jit_checkpoint=True`` Training Hub's
+backends then save their full state on demand before exiting. When the job is resumed, the entrypoint runs again in
+the same ``ckpt_output_dir`` and continues from the newest *complete* checkpoint:
+
+* ``sft`` (instructlab-training): ``full_state/epoch_<N>`` (Accelerate state at epoch ends) and the on-demand state;
+  the backend finds and loads them itself, so nothing is passed; the one found is logged.
+* ``osft`` (mini-trainer): ``full_state_checkpoints/step_<N>/`` is complete once ``training_state.pt`` is written;
+  the newest is passed as ``resume_from_full_state_checkpoint``.
+* ``lora`` (Transformers Trainer via Unsloth): ``checkpoint-<N>/`` is complete when ``trainer_state.json`` is there
+  and Transformers' in-progress marker ``checkpoint-is-incomplete.txt`` is not. training-hub 0.11.2's ``lora_sft``
+  takes no argument to resume from it, so the run restarts; the checkpoint found is only reported.
+
+Standard library only: ``train_model`` stages this file beside the entrypoint on the workspace PVC.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+#: Transformers writes this file into a checkpoint directory while a JIT checkpoint is being saved.
+HF_INCOMPLETE_MARKER = "checkpoint-is-incomplete.txt"
+#: Per algorithm: (directory pattern under ckpt_output_dir, file that marks it complete, Training Hub kwarg or "").
+LAYOUTS: dict[str, tuple[str, str, str]] = {
+    "sft": (r"full_state/epoch_(\d+)", "", ""),
+    "osft": (r"full_state_checkpoints/step_(\d+)", "training_state.pt", "resume_from_full_state_checkpoint"),
+    "lora": (r"checkpoint-(\d+)", "trainer_state.json", ""),
+}
+
+
+def _complete(directory: Path, marker: str) -> bool:
+    if (directory / HF_INCOMPLETE_MARKER).exists():
+        return False
+    if marker:
+        return (directory / marker).is_file()
+    return any(directory.iterdir())
+
+
+def newest_complete_checkpoint(algorithm: str, ckpt_dir: Path) -> Path | None:
+    """The newest complete resumable checkpoint of ``algorithm``'s layout under ``ckpt_dir`` (None when none).
+
+    Args:
+        algorithm: ``sft``, ``osft`` or ``lora``.
+        ckpt_dir: Training Hub's ``ckpt_output_dir``.
+
+    Returns:
+        The checkpoint directory with the highest epoch/step number among the complete ones.
+    """
+    pattern, marker, _ = LAYOUTS[algorithm]
+    parent_pattern, _, leaf = pattern.rpartition("/")
+    parent = Path(ckpt_dir) / parent_pattern if parent_pattern else Path(ckpt_dir)
+    if not parent.is_dir():
+        return None
+    found = []
+    for child in parent.iterdir():
+        match = re.fullmatch(leaf, child.name)
+        if match and child.is_dir() and _complete(child, marker):
+            found.append((int(match.group(1)), child))
+    return max(found)[1] if found else None
+
+
+def resume_kwargs(algorithm: str, ckpt_dir: Path, resume: bool) -> tuple[dict[str, Any], str]:
+    """The Training Hub keyword arguments that resume ``algorithm`` from its newest complete checkpoint.
+
+    Args:
+        algorithm: ``sft``, ``osft`` or ``lora``.
+        ckpt_dir: Training Hub's ``ckpt_output_dir``.
+        resume: The run's ``resume`` setting (False: start fresh, pass nothing).
+
+    Returns:
+        ``(kwargs, message)``: the arguments to add, and one line saying what happens (``""`` when nothing was found).
+    """
+    if not resume:
+        return {}, ""
+    checkpoint = newest_complete_checkpoint(algorithm, ckpt_dir)
+    if checkpoint is None:
+        return {}, ""
+    keyword = LAYOUTS[algorithm][2]
+    if keyword:
+        return {keyword: str(checkpoint)}, f"resuming {algorithm} from {checkpoint} ({keyword})"
+    if algorithm == "sft":
+        return {}, f"resuming sft: instructlab-training loads the newest state itself ({checkpoint})"
+    return {}, (
+        f"found {checkpoint}, but training-hub's lora_sft takes no resume argument: LoRA restarts from the base model"
+    )

@@ -1,0 +1,395 @@
+"""Training progress for the OpenShift AI dashboard: a small HTTP server in the rank-0 training pod.
+
+How RHOAI fills its Training Jobs page: a TrainJob annotated ``trainer.opendatahub.io/progression-tracking: "true"``
+(:func:`progression_annotations`) is polled by the ODH controller every ``metrics-poll-interval`` seconds at
+``http://<rank-0 pod IP>:<metrics-port>/metrics``; the JSON it gets is copied into the TrainJob's annotation
+``trainer.opendatahub.io/trainerStatus``. :class:`ProgressTracker` builds that JSON from the metrics JSONL Training Hub
+writes into ``ckpt_output_dir`` (the layouts of :mod:`.metrics`, read with its normaliser):
+
+``{progressPercentage, estimatedRemainingSeconds, currentStep, totalSteps, currentEpoch, totalEpochs,
+trainMetrics{loss, learning_rate, grad_norm, train_loss, throughput_samples_sec}, evalMetrics{eval_*}}``
+
+The percentage stays at most 99 until training has returned (then 100); the ETA comes from the measured time per
+step. :class:`ProgressServer` serves it on any GET path from a daemon thread. Nothing here may break training: a
+server that cannot start (port taken) or a status that cannot be built is logged once and training goes on.
+
+Standard library only: ``train_model`` stages this file beside the entrypoint on the workspace PVC.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+try:
+    from components.training.finetuning import metrics as metrics_module
+except ImportError:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES)
+    import kfp_finetune_metrics as metrics_module  # type: ignore[no-redef]
+
+PROGRESSION_ANNOTATION = "trainer.opendatahub.io/progression-tracking"
+METRICS_PORT_ANNOTATION = "trainer.opendatahub.io/metrics-port"
+POLL_INTERVAL_ANNOTATION = "trainer.opendatahub.io/metrics-poll-interval"
+#: Where the ODH controller copies the served JSON (read back by the KFP step, see ``kube.trainer_status``).
+TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
+DEFAULT_METRICS_PORT = 28080
+DEFAULT_POLL_INTERVAL_SECONDS = 30
+#: Non-privileged ports only (OpenShift's restricted SCC); the poll interval range of the Kubeflow SDK.
+METRICS_PORT_RANGE = (1024, 65535)
+POLL_INTERVAL_RANGE = (5, 300)
+TERMINATION_LOG = "/dev/termination-log"
+INIT_LINE = "[Kubeflow] Initializing Training Hub progression tracking"
+#: Raw metric names (any Training Hub backend) -> the ``trainMetrics`` key they fill; the first one present wins.
+_TRAIN_METRIC_SOURCES = {
+    "grad_norm": ("grad_norm", "gradnorm", "total_grad_norm"),
+    "train_loss": ("train_loss",),
+    # instructlab-training's overall_throughput is samples per second too
+    "throughput_samples_sec": (
+        "throughput_samples_sec",
+        "train_samples_per_second",
+        "samples_per_second",
+        "overall_throughput",
+    ),
+}
+_EVAL_ALIASES = {"val_loss": "eval_loss", "validation_loss": "eval_loss"}
+#: Steps used to measure the time per step (recent ones only: a pause must not skew the ETA for long).
+_ETA_WINDOW = 20
+#: Metrics lines kept in memory.
+_KEPT_LINES = 2000
+
+
+def progression_annotations(enabled: bool, port: int, poll_interval_seconds: int) -> dict[str, str]:
+    """The TrainJob/PyTorchJob annotations that switch on RHOAI's progress tracking (``{}`` when disabled)."""
+    if not enabled:
+        return {}
+    return {
+        PROGRESSION_ANNOTATION: "true",
+        METRICS_PORT_ANNOTATION: str(port),
+        POLL_INTERVAL_ANNOTATION: str(poll_interval_seconds),
+    }
+
+
+def check_settings(port: Any, poll_interval_seconds: Any, source: str = "train_model") -> None:
+    """Checks the metrics port and poll interval.
+
+    Raises:
+        ValueError: A value is not an integer in its range (names parameter, value and range).
+    """
+    checks = (
+        ("training_progress_metrics_port", port, METRICS_PORT_RANGE, "non-privileged, as OpenShift's restricted SCC"),
+        ("training_progress_poll_interval_seconds", poll_interval_seconds, POLL_INTERVAL_RANGE, "seconds"),
+    )
+    for name, value, (low, high), why in checks:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{source} parameter {name}={value!r}: must be an integer in [{low}, {high}] ({why})")
+
+
+def _number(raw: Mapping[str, Any], *keys: str) -> float | None:
+    for key in keys:
+        value = raw.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return value
+    return None
+
+
+class ProgressTracker:
+    """Follows Training Hub's metrics JSONL incrementally and turns it into the dashboard's progress JSON.
+
+    Args:
+        ckpt_dir: Training Hub's ``ckpt_output_dir``.
+        algorithm: ``sft``, ``osft`` or ``lora`` (names the file, see ``metrics.TRAINING_HUB_METRICS_FILES``).
+        total_epochs: The run's ``num_epochs``.
+        effective_batch_size: Samples per step, to derive the step count where the log has only sample counts (SFT).
+        clock: Monotonic clock (the fallback ETA measures wall time between polls).
+    """
+
+    def __init__(
+        self,
+        ckpt_dir: Path,
+        algorithm: str,
+        total_epochs: int,
+        effective_batch_size: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ckpt_dir = Path(ckpt_dir)
+        self.path = self.ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES.get(algorithm, "")
+        self.total_epochs = total_epochs
+        self.effective_batch_size = effective_batch_size
+        self.clock = clock
+        self.finished = False
+        self._offset = 0
+        self._partial = b""
+        # Recent lines only (a long run's log would otherwise stay in the training process's memory); the ETA needs
+        # no more, and the latest extra metrics are kept as lines arrive.
+        self._raw: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEPT_LINES)
+        self._train_extra: dict[str, float] = {}
+        self._eval: dict[str, float] = {}
+        self._seen: collections.deque[tuple[float, int]] = collections.deque(maxlen=_ETA_WINDOW)
+        self._lock = threading.Lock()
+
+    def _metrics_file(self) -> Path | None:
+        if self.path.is_file():
+            return self.path
+        try:
+            self.path = metrics_module.find_metrics_file(self.ckpt_dir)
+        except metrics_module.MetricsFileError:
+            return None
+        return self.path
+
+    def _read_new_lines(self) -> None:
+        path = self._metrics_file()
+        if path is None:
+            return
+        with path.open("rb") as handle:
+            handle.seek(self._offset)
+            data = handle.read()
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()  # a line still being written stays for the next read
+        for line in lines:
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                self._raw.append(value)
+                self._note_extra_metrics(value)
+
+    def _total_steps(self, record: Mapping[str, Any]) -> int | None:
+        if record.get("total_steps"):
+            return int(record["total_steps"])
+        last = self._raw[-1] if self._raw else {}
+        samples = _number(last, "total_samples")
+        if samples and self.effective_batch_size:  # instructlab-training logs samples, not steps
+            return math.ceil(samples / self.effective_batch_size) * max(self.total_epochs, 1)
+        return None
+
+    def _seconds_per_step(self, records: list[dict[str, Any]]) -> float | None:
+        recent = [r for r in records[-_ETA_WINDOW:] if isinstance(r.get("time"), (int, float))]
+        if len(recent) >= 2 and recent[-1]["step"] > recent[0]["step"]:
+            return max(recent[-1]["time"] - recent[0]["time"], 0.0) / (recent[-1]["step"] - recent[0]["step"])
+        seen = list(self._seen)
+        if len(seen) >= 2 and seen[-1][1] > seen[0][1]:
+            return (seen[-1][0] - seen[0][0]) / (seen[-1][1] - seen[0][1])
+        if recent and recent[-1]["step"] > 0:
+            return recent[-1]["time"] / recent[-1]["step"]
+        return None
+
+    def _note_extra_metrics(self, raw: Mapping[str, Any]) -> None:
+        for name, keys in _TRAIN_METRIC_SOURCES.items():
+            if (value := _number(raw, *keys)) is not None:
+                self._train_extra[name] = value
+        for key in raw:
+            name = _EVAL_ALIASES.get(key, key)
+            if name.startswith("eval_") and (value := _number(raw, key)) is not None:
+                self._eval[name] = value
+
+    def status(self) -> dict[str, Any]:
+        """The progress JSON now (reads what was appended since the last call)."""
+        with self._lock:
+            self._read_new_lines()
+            records = metrics_module.normalize_records(list(self._raw))
+            record = records[-1] if records else {}
+            step = int(record.get("step") or 0)
+            if record and (not self._seen or self._seen[-1][1] != step):
+                self._seen.append((self.clock(), step))
+            total = self._total_steps(record)
+            if self.finished:
+                percentage, remaining = 100, 0
+            elif total:
+                percentage = min(99, max(0, int(100 * step / total)))
+                per_step = self._seconds_per_step(records)
+                remaining = None if per_step is None else max(0, round(per_step * (total - step)))
+            else:
+                percentage, remaining = 0, None
+            if total and self.total_epochs:
+                epoch = min(step / total, 1.0) * self.total_epochs
+            else:
+                epoch = float(record.get("epoch") or 0.0)
+            train_metrics = {"loss": record.get("loss"), "learning_rate": record.get("lr"), **self._train_extra}
+            return {
+                "progressPercentage": percentage,
+                "estimatedRemainingSeconds": remaining,
+                "currentStep": step,
+                "totalSteps": total,
+                "currentEpoch": round(epoch, 4),
+                "totalEpochs": self.total_epochs,
+                "trainMetrics": {key: value for key, value in train_metrics.items() if value is not None},
+                "evalMetrics": dict(self._eval),
+            }
+
+    def finish(self) -> dict[str, Any]:
+        """Marks training as returned (100 %, no time left) and returns the final JSON."""
+        self.finished = True
+        return self.status()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def __init__(self, server_ref: ProgressServer, *args: Any, **kwargs: Any) -> None:
+        self.progress = server_ref
+        super().__init__(*args, **kwargs)
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server naming
+        body = json.dumps(self.progress.current()).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request access logs
+        return
+
+
+class ProgressServer:
+    """Serves a :class:`ProgressTracker`'s JSON on every GET path, from a daemon thread; never raises.
+
+    Args:
+        tracker: The tracker.
+        port: The TCP port (all interfaces: the controller connects to the pod IP).
+        log: Where the initialisation line and the one warning go.
+        host: The address to bind (``""``: all interfaces).
+    """
+
+    def __init__(self, tracker: ProgressTracker, port: int, log: Callable[[str], None] = print, host: str = ""):
+        self.tracker = tracker
+        self.port = port
+        self.host = host
+        self.log = log
+        self.warned = False
+        self.last: dict[str, Any] = {}
+        self.httpd: ThreadingHTTPServer | None = None
+
+    def warn_once(self, what: str, error: BaseException) -> None:
+        """Logs the first failure only; training goes on either way."""
+        if not self.warned:
+            self.warned = True
+            self.log(
+                f"WARNING: progress tracking: {what} ({type(error).__name__}: {error}); training goes on, "
+                "but the dashboard may show no progress"
+            )
+
+    def current(self) -> dict[str, Any]:
+        """The tracker's JSON, or the last good one when building it failed."""
+        try:
+            self.last = self.tracker.status()
+        except Exception as error:  # noqa: BLE001 - a progress report must never break training
+            self.warn_once("reading the metrics file failed", error)
+        return self.last
+
+    def start(self) -> bool:
+        """Binds the port and serves in a daemon thread; returns False (after one warning) when it cannot."""
+        self.log(INIT_LINE)
+        try:
+            self.httpd = ThreadingHTTPServer((self.host, self.port), functools.partial(_Handler, self))
+        except Exception as error:  # noqa: BLE001 - e.g. the port is taken
+            self.warn_once(f"cannot serve on port {self.port}", error)
+            return False
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, name="kfp-finetune-progress", daemon=True).start()
+        self.log(f"[Kubeflow] Progression tracking enabled: serving training progress on port {self.port}")
+        return True
+
+    def stop(self, succeeded: bool, termination_log: str = TERMINATION_LOG) -> dict[str, Any]:
+        """Publishes the final JSON (100 % when ``succeeded``), writes it to the termination log, stops serving."""
+        try:
+            final = self.tracker.finish() if succeeded else self.tracker.status()
+            self.last = final
+            write_termination_log(final, termination_log)
+        except Exception as error:  # noqa: BLE001
+            self.warn_once("writing the final progress failed", error)
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+        return self.last
+
+
+def write_termination_log(status: Mapping[str, Any], path: str = TERMINATION_LOG) -> bool:
+    """Writes the final progress JSON to the container's termination log when that file exists and is writable."""
+    if not (os.path.isfile(path) and os.access(path, os.W_OK)):
+        return False
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(status))
+    return True
+
+
+def start_for_run(run_config: Mapping[str, Any], node_rank: int, log: Callable[[str], None] = print) -> Any:
+    """Starts the progress server for a run config (``progress``: ``enabled``, ``port``) on node rank 0 only.
+
+    Never raises: a failure is logged once and training goes on without it.
+
+    Returns:
+        The :class:`ProgressServer` (serving unless its port was taken), or None (disabled, another node, error).
+    """
+    settings = run_config.get("progress") or {}
+    if not settings.get("enabled") or node_rank != 0:
+        return None
+    try:
+        hp = run_config["hyperparameters"]
+        tracker = ProgressTracker(
+            Path(run_config["ckpt_output_dir"]),
+            run_config["algorithm"],
+            int(hp["num_epochs"]),
+            int(hp.get("effective_batch_size") or 0),
+        )
+        server = ProgressServer(tracker, int(settings.get("port", DEFAULT_METRICS_PORT)), log)
+        server.start()  # when the port is taken it warns; stop() still writes the termination log
+        return server
+    except Exception as error:  # noqa: BLE001 - progress reporting must never stop training
+        log(f"WARNING: progress tracking could not start ({type(error).__name__}: {error}); training goes on")
+        return None
+
+
+# -- the KFP step's side: reading the progress back from the job -----------------------------------------------------
+def trainer_status(job: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The job's progress as the cluster reports it: the ODH annotation's JSON, else ``status.trainerStatus``.
+
+    Args:
+        job: The TrainJob (or PyTorchJob) as the API returns it.
+
+    Returns:
+        The progress dict (``{}`` when neither is present or the annotation is not a JSON object).
+    """
+    job = job or {}
+    text = ((job.get("metadata") or {}).get("annotations") or {}).get(TRAINER_STATUS_ANNOTATION)
+    if text:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and value:
+            return value
+    return dict((job.get("status") or {}).get("trainerStatus") or {})
+
+
+def status_record(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A progress JSON of this module's shape as a metrics record plus ``percent``/``eta_seconds`` (``{}`` if another).
+
+    Args:
+        status: A :func:`trainer_status` result.
+
+    Returns:
+        Keys ``step``, ``total_steps``, ``epoch``, ``loss``, ``lr``, ``percent``, ``eta_seconds`` (None when unknown);
+        ``{}`` for other shapes (e.g. upstream Kubeflow Trainer's ``metrics`` list).
+    """
+    if not isinstance(status.get("currentStep"), (int, float)):
+        return {}
+    train = status.get("trainMetrics") or {}
+    return {
+        "step": int(status["currentStep"]),
+        "total_steps": status.get("totalSteps"),
+        "epoch": status.get("currentEpoch"),
+        "loss": train.get("loss"),
+        "lr": train.get("learning_rate"),
+        "percent": status.get("progressPercentage"),
+        "eta_seconds": status.get("estimatedRemainingSeconds"),
+    }

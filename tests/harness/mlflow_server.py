@@ -1,0 +1,94 @@
+"""A real ``mlflow server`` on 127.0.0.1 for tracking tests: one per test session (its start-up costs ~10-20 s).
+
+Fixture ``mlflow_server``: runs the ``mlflow`` CLI of the test venv (the full ``mlflow`` package of the test extra,
+the same version as the component's ``mlflow-skinny`` pin) with a SQLite backend store and an artifact directory in a
+session temporary directory, on a free loopback port; waits (bounded) for ``/health``; yields the tracking URI; at
+the end terminates the server's whole process group (it starts uvicorn workers) and kills it if it lingers.
+MLflow's job runner is switched off (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``): its consumer processes would
+outlive the server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+STARTUP_TIMEOUT_SECONDS = 120.0
+STOP_TIMEOUT_SECONDS = 15.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, SIGKILL when anything of it is left after the grace time."""
+    for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT_SECONDS), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            process.poll()  # reap the CLI itself, so that only live members keep the group
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tracking URI of a running ``mlflow server`` (see the module docstring)."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    command = [
+        str(mlflow_cli),
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{root / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(root / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    log_path = root / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+        while not _healthy(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"mlflow server did not become healthy at {url} (exit {process.poll()}): {tail}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        _stop(process)
