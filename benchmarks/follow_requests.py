@@ -1,7 +1,7 @@
 """Counts the Kubernetes API requests ``train_model`` makes while following a running job (goal: <= 6 per minute).
 
 Usage: ``python benchmarks/follow_requests.py [--seconds 60] [--poll-interval 10]``. For each follow mode (watch, poll)
-it runs :func:`~components.training.finetuning.kube.run_trainjob` with the component's defaults against kmock's
+it runs :func:`~components.training.finetuning.cluster.runner.run_job` with the component's defaults against kmock's
 Kubernetes API on 127.0.0.1: the job's pod is running from the start and the job completes after ``--seconds``. It
 prints the requests made in steady state (the ``--seconds`` after the pods were seen running, before the job
 completes) and their rate per minute, next to the goal.
@@ -28,12 +28,12 @@ def goal_requests(seconds: float, poll_interval: float) -> float:
 
 def measure(use_watch: bool, seconds: float, poll_interval: float) -> dict:
     """Follows one running job for ``seconds``; returns the steady-state request count and rate."""
-    from components.training.finetuning.kube import run_trainjob
-    from components.training.finetuning.pytorchjob import build_pytorchjob
-    from components.training.finetuning.trainjob import TrainJobSpec
+    from components.training.finetuning.cluster.runner import run_job
+    from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
+    from components.training.finetuning.manifests.spec import JobSpec
     from tests.harness.kube import condition, make_pytorchjob_pod, running_kube_api
 
-    spec = TrainJobSpec(
+    spec = JobSpec(
         run_id="bench-follow", task_name="train-model", namespace="bench", command=["true"], image="example/trainer:1"
     )
     manifest = build_pytorchjob(spec)
@@ -54,7 +54,7 @@ def measure(use_watch: bool, seconds: float, poll_interval: float) -> dict:
         thread = threading.Thread(target=operator, daemon=True)
         thread.start()
         began = time.monotonic()
-        run_trainjob(
+        run_job(
             kube_api.api_client,
             manifest,
             start_timeout_seconds=seconds * 2,

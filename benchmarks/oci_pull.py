@@ -1,7 +1,7 @@
 """Times an ``oci://`` base-model pull from a real local registry against ``skopeo copy`` of the same image.
 
 A 256 MiB modelcar (one uncompressed tar layer with ``/models/model.safetensors``) is pushed to a ``docker-registry``
-on 127.0.0.1; then :func:`~components.training.finetuning.oci_model.pull_model` pulls it (download, SHA-256 check,
+on 127.0.0.1; then :func:`~components.training.finetuning.oci.model.pull_model` pulls it (download, SHA-256 check,
 extraction, atomic rename) and ``skopeo copy docker://... dir:`` copies it (download and check only, no extraction).
 Target: the pull takes at most 3x skopeo's time in the same run; reusing the verified copy takes < 0.5 s.
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> None:
     """Builds, pushes, pulls (twice), reuses and copies with skopeo; prints the timings and the ratio."""
-    from components.training.finetuning.oci_model import pull_model
+    from components.training.finetuning.oci.model import pull_model
     from tests.harness import oci_registry as harness
 
     mib = int(sys.argv[1]) if len(sys.argv) > 1 else 256

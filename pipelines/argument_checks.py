@@ -55,7 +55,7 @@ def _train_aliases() -> dict[str, str]:
 
 
 def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
-    from components.training.finetuning.train import validate_params
+    from components.training.finetuning.run import validate_params
 
     params = {internal: values[argument] for internal, argument in _train_aliases().items() if argument in values}
     if isinstance(params.get("algorithm"), str):

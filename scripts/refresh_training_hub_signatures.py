@@ -1,7 +1,7 @@
 """Snapshots the keyword arguments Training Hub 0.11.x accepts, from the real wheels, without importing them.
 
 Training Hub cannot be installed in the test venv (it pulls a CUDA torch and cannot train on CPU), so the test of
-``components/training/finetuning/entrypoint.py`` checks its keyword arguments against this snapshot instead:
+``components/training/finetuning/pod/entrypoint.py`` checks its keyword arguments against this snapshot instead:
 
 * the parameters of ``training_hub.sft``, ``osft`` and ``lora_sft`` (``ast`` of the wheel's source);
 * where each function's ``**kwargs`` end up: ``instructlab-training``'s ``TrainingArgs`` fields (SFT),

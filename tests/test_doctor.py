@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.training.finetuning import kube
+from components.training.finetuning.cluster import auth as kube
+from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from pipelines.cli import main
 from pipelines.doctor import provisioners
 from pipelines.doctor.gpus import tolerates
@@ -391,7 +392,7 @@ def test_unreachable_api_server_is_one_fail(capsys, monkeypatch):
 
 def test_permissions_reviewed_are_exactly_rbac_yaml_and_the_client_layer():
     reviewed = {(p.group, p.resource, p.verb) for p in rbac_permissions()}
-    assert reviewed == set(kube.API_PERMISSIONS)
+    assert reviewed == set(API_PERMISSIONS)
     assert {p.resource for p in rbac_permissions() if p.cluster} == {"clustertrainingruntimes"}
 
 

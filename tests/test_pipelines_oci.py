@@ -30,7 +30,7 @@ def compiled(tmp_path_factory) -> dict[str, list[dict]]:
 
 
 def test_every_pipeline_passes_an_oci_base_model_to_train_model_and_it_validates(compiled):
-    from components.training.finetuning.train import validate_params
+    from components.training.finetuning.run import validate_params
 
     parameter = _base_model_parameter()
     assert len(compiled) == 6

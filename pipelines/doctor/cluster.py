@@ -1,6 +1,6 @@
 """The reads doctor makes from the Kubernetes API, through the training step's own client layer.
 
-Connection: :func:`connect` uses :func:`components.training.finetuning.kube.load_api_client`, as the training step
+Connection: :func:`connect` uses :func:`components.training.finetuning.cluster.auth.load_api_client`, as the training step
 does (``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``, else the pod's service account), plus the kubeconfig's
 current context on a workstation. Every call has a short ``(connect, read)`` deadline and at most one retry.
 
@@ -16,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning import kube
+from components.training.finetuning.cluster import api as cluster_api
+from components.training.finetuning.cluster import auth as cluster_auth
+from components.training.finetuning.cluster.errors import JobError
 
 #: (connect, read) seconds of one API request (the Kubernetes client honours ints and 2-tuples).
 REQUEST_TIMEOUT = (5, 15)
@@ -31,7 +33,7 @@ class ApiUnavailable(Exception):
     """The call failed for another reason (5xx through the retry, a connection error, an unexpected 4xx)."""
 
 
-class _DeadlineApi(kube.Api):
+class _DeadlineApi(cluster_api.Api):
     """The training step's retrying API wrapper, with a deadline on every request."""
 
     def call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: D102
@@ -43,24 +45,24 @@ def connect(ca_bundle: str = "") -> tuple[Any, str]:
     """A ``kubernetes.client.ApiClient`` as the training step would build it, and how it authenticated.
 
     Raises:
-        components.training.finetuning.kube.KubeAuthError: No usable credentials (the message says how to add them).
+        components.training.finetuning.cluster.auth.KubeAuthError: No usable credentials (the message says how to add them).
     """
     source = (
-        f"{kube.SERVER_URL_ENV}/{kube.AUTH_TOKEN_ENV}"
-        if os.environ.get(kube.SERVER_URL_ENV)
+        f"{cluster_auth.SERVER_URL_ENV}/{cluster_auth.AUTH_TOKEN_ENV}"
+        if os.environ.get(cluster_auth.SERVER_URL_ENV)
         else "service account"
-        if Path(kube.SERVICE_ACCOUNT_DIR, "token").is_file()
+        if Path(cluster_auth.SERVICE_ACCOUNT_DIR, "token").is_file()
         else "kubeconfig"
     )
-    return kube.load_api_client(ca_bundle=ca_bundle, kubeconfig=True), source
+    return cluster_auth.load_api_client(ca_bundle=ca_bundle, kubeconfig=True), source
 
 
 def default_namespace() -> str:
     """The namespace of the pod's service account, else of the kubeconfig's current context (``""``: none)."""
-    namespace_file = Path(kube.SERVICE_ACCOUNT_DIR, "namespace")
+    namespace_file = Path(cluster_auth.SERVICE_ACCOUNT_DIR, "namespace")
     if namespace_file.is_file():
         return namespace_file.read_text().strip()
-    if os.environ.get(kube.SERVER_URL_ENV):
+    if os.environ.get(cluster_auth.SERVER_URL_ENV):
         return ""
     from kubernetes import config
 
@@ -98,11 +100,11 @@ class Cluster:
             response = self.api.call(what, func, *args, _preload_content=False, **kwargs)
         except ApiException as error:
             if error.status == 403:
-                raise Forbidden(kube.api_message(error)) from None
+                raise Forbidden(cluster_api.api_message(error)) from None
             if error.status == 404 and missing_ok:
                 return None
-            raise ApiUnavailable(f"{what}: {kube.api_message(error)}") from None
-        except kube.TrainJobError as error:
+            raise ApiUnavailable(f"{what}: {cluster_api.api_message(error)}") from None
+        except JobError as error:
             raise ApiUnavailable(str(error)) from None
         return json.loads(response.data)
 

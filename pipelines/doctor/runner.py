@@ -69,7 +69,7 @@ def run_doctor(
     Raises:
         ValueError: Unknown or mistyped run arguments, no namespace, or a bad ``kfp_host`` / ``token_file``.
     """
-    from components.training.finetuning.kube import KubeAuthError
+    from components.training.finetuning.cluster.auth import KubeAuthError
 
     values = RunValues(read_package(package), arguments)
     context: dict[str, Any] = {"pipeline": values.facts.name}

@@ -1,7 +1,7 @@
 """Checks 1 and 2: the training backend the run will launch on, and the permissions the training step needs.
 
 Backend: the same discovery and runtime lookup the training step's ``auto`` launcher uses
-(:mod:`components.training.finetuning.backends`). Permissions: every rule of ``rbac.yaml`` (the one list of what the
+(:mod:`components.training.finetuning.cluster.backends`). Permissions: every rule of ``rbac.yaml`` (the one list of what the
 training step calls) that applies to the resolved launcher, asked of the API with a ``SelfSubjectAccessReview``.
 """
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 
 from components.training import finetuning
-from components.training.finetuning.kube import RUNTIME_PLURALS, TrainJobError
+from components.training.finetuning.cluster.errors import JobError
+from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
 from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues
@@ -59,7 +60,8 @@ def rbac_permissions(path: Path = RBAC_FILE) -> list[Permission]:
 
 
 def _launcher_groups(launcher: str) -> set[str]:
-    from components.training.finetuning import pytorchjob, trainjob
+    from components.training.finetuning.manifests import pytorchjob
+    from components.training.finetuning.manifests import spec as trainjob
 
     return {TRAINJOB: {trainjob.API_GROUP}, PYTORCHJOB: {pytorchjob.API_GROUP}}.get(launcher, set())
 
@@ -70,7 +72,7 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
     The launcher ``auto`` resolves as the training step resolves it: ``trainjob`` when Kubeflow Trainer serves
     ``trainjobs`` and the runtime exists, else ``pytorchjob`` when the Training Operator serves ``pytorchjobs``.
     """
-    from components.training.finetuning import backends
+    from components.training.finetuning.cluster import backends
 
     launcher = str(values.get(keys.LAUNCHER) or AUTO)
     setting = values.label(keys.LAUNCHER)
@@ -96,7 +98,7 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
         )
         runtime = backends.runtime_state(cluster.api, runtime_name, runtime_kind, namespace) if trainer_served else ""
         operator_served = launcher != TRAINJOB and backends.resource_served(cluster.api, *operator)
-    except (TrainJobError, ApiUnavailable) as error:
+    except (JobError, ApiUnavailable) as error:
         return [warn("backend", f"could not discover the training APIs: {error}", "check the API server")], launcher
     trainer_crds = f"Kubeflow Trainer v2 CRDs ({trainer[2]}, {RUNTIME_PLURALS[runtime_kind]}.{trainer[0]})"
     operator_crd = f"PyTorchJob CRD ({operator[2]}.{operator[0]}/{operator[1]})"

@@ -11,7 +11,7 @@ import pytest
 from components._common.chat_format import RULES, check_row, decode_json, fast_valid
 from components.data_processing.dataset_download.validate import validate_local_files
 from components.evaluation.lm_eval.custom_task import EvalDatasetError, read_conversations
-from components.training.finetuning.entrypoint import EntrypointError, count_chat_rows
+from components.training.finetuning.pod.entrypoint import EntrypointError, count_chat_rows
 
 U, A, S = ({"role": r, "content": f"{r} says hi"} for r in ("user", "assistant", "system"))
 GOOD = {"messages": [S, U, A]}

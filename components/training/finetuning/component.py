@@ -1,7 +1,7 @@
 """KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA) as a Kubeflow Trainer TrainJob, a PyTorchJob or on CPU.
 
 The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body maps each one
-explicitly onto :func:`~components.training.finetuning.train.run_train_model`, so any parameter can be followed from
+explicitly onto :func:`~components.training.finetuning.run.run_train_model`, so any parameter can be followed from
 the dashboard to the pod.
 """
 
@@ -95,7 +95,7 @@ def train_model(
     task_name: str = dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
 ):
     """Fine-tunes ``training_base_model`` on ``dataset``; parameters and outputs are described in the README."""
-    from components.training.finetuning.train import dataset_input, run_train_model
+    from components.training.finetuning.run import dataset_input, run_train_model
 
     run_train_model(
         train_dataset=dataset_input(dataset, dataset_path, pvc_path),

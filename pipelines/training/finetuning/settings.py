@@ -18,7 +18,6 @@ import re
 from components._common.images import PYTHON_IMAGE, TORCH_CUDA_IMAGE
 from components._common.workspace import PVC_ACCESS_MODES, PVC_SIZE, PVC_STORAGE_CLASS
 
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 #: What KFP accepts for a task's CPU (cores, fractions or millicores) and memory (an integer with an optional suffix).
 _CPU = re.compile(r"^([0-9]*\.)?[0-9]+m?$")
 _MEMORY = re.compile(r"^[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$")
@@ -123,7 +122,7 @@ class CompileSettings:
 
     def __post_init__(self) -> None:
         """Validates the settings, naming the offending setting and value."""
-        if not _QUANTITY.match(self.pvc_size):
+        if not _is_size(self.pvc_size):
             raise ValueError(f"pvc_size must be a Kubernetes quantity such as '50Gi', got {self.pvc_size!r}")
         unknown = [mode for mode in self.pvc_access_modes if mode not in _ACCESS_MODES]
         if not self.pvc_access_modes or unknown:
@@ -244,3 +243,13 @@ def constants_of(namespace: dict[str, object]) -> dict[str, object]:
     """
     fields = {field.name for field in dataclasses.fields(CompileSettings)}
     return {name.lower(): value for name, value in namespace.items() if name.isupper() and name.lower() in fields}
+
+
+def _is_size(text: str) -> bool:
+    """Whether ``text`` is a positive Kubernetes quantity (``kubernetes.utils.parse_quantity``), e.g. ``50Gi``."""
+    from kubernetes.utils import parse_quantity
+
+    try:
+        return isinstance(text, str) and text == text.strip() and parse_quantity(text) > 0
+    except (ValueError, TypeError, ArithmeticError):
+        return False

@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.training.finetuning.backends import BackendSelectionError, select_backend
+from components.training.finetuning.cluster.backends import BackendSelectionError, select_backend
 
 NS = "team-a"
 TRAINJOBS = "trainer.kubeflow.org/v1alpha1/trainjobs"

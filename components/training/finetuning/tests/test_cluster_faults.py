@@ -11,14 +11,12 @@ import time
 
 import pytest
 
-from components.training.finetuning.kube import (
-    TrainJobApiError,
-    TrainJobFailed,
-    load_api_client,
-    run_trainjob,
-)
-from components.training.finetuning.pytorchjob import build_pytorchjob
-from components.training.finetuning.trainjob import QUEUE_NAME_LABEL, TrainJobSpec, TrainJobSpecError, build_trainjob
+from components.training.finetuning.cluster.auth import load_api_client
+from components.training.finetuning.cluster.errors import JobApiError, JobFailed
+from components.training.finetuning.cluster.runner import run_job
+from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
+from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpec, JobSpecError
+from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.kube import make_pod, make_pytorchjob_pod, validate_trainjob
 from tests.harness.tcp_proxy import tcp_proxy
 
@@ -35,7 +33,7 @@ def _spec(**overrides):
         image="quay.io/example/trainer:1",
     )
     fields.update(overrides)
-    return TrainJobSpec(**fields)
+    return JobSpec(**fields)
 
 
 TRAINJOB = build_trainjob(_spec())
@@ -77,7 +75,7 @@ def _poll(kube_api, manifest, clock, log, **overrides):
         log=log,
     )
     options.update(overrides)
-    return run_trainjob(kube_api.api_client, manifest, **options)
+    return run_job(kube_api.api_client, manifest, **options)
 
 
 def _proxied_client(proxy):
@@ -97,8 +95,8 @@ def test_api_that_never_answers_fails_the_step_within_the_start_timeout_and_name
     log = Log()
     with tcp_proxy(mode="blackhole") as proxy:
         began = time.monotonic()
-        with pytest.raises(TrainJobApiError) as error:
-            run_trainjob(
+        with pytest.raises(JobApiError) as error:
+            run_job(
                 _proxied_client(proxy),
                 PYTORCHJOB,
                 start_timeout_seconds=3,
@@ -128,8 +126,8 @@ def test_api_hanging_while_following_times_out_then_names_the_job_it_could_not_d
             proxy.set_mode("blackhole")
 
         began = time.monotonic()
-        with kube_api.in_background(outage), pytest.raises(TrainJobFailed) as failure:
-            run_trainjob(
+        with kube_api.in_background(outage), pytest.raises(JobFailed) as failure:
+            run_job(
                 _proxied_client(proxy),
                 PYTORCHJOB,
                 start_timeout_seconds=60,
@@ -159,8 +157,8 @@ def test_refused_connections_make_the_watch_fail_repeatedly_then_the_error_names
             proxy.set_mode("refuse")
 
         began = time.monotonic()
-        with kube_api.in_background(outage), pytest.raises(TrainJobApiError) as error:
-            run_trainjob(
+        with kube_api.in_background(outage), pytest.raises(JobApiError) as error:
+            run_job(
                 _proxied_client(proxy),
                 PYTORCHJOB,
                 start_timeout_seconds=60,
@@ -186,10 +184,10 @@ def test_forbidden_pod_listing_while_pending_deletes_the_job_and_keeps_the_error
     kube_api.create_runtime("training-hub")
     kube_api.fail("list", "pods", status=403)
     log = Log()
-    with pytest.raises(TrainJobApiError, match="listing pods of TrainJob .* rejected .*HTTP 403") as error:
+    with pytest.raises(JobApiError, match="listing pods of TrainJob .* rejected .*HTTP 403") as error:
         _poll(kube_api, TRAINJOB, FakeClock(), log)
     assert "kubectl" not in str(error.value)  # the cleanup worked: nothing to do by hand
-    assert "stopped by an error (TrainJobApiError): applying cleanup_policy=delete" in log.text()
+    assert "stopped by an error (JobApiError): applying cleanup_policy=delete" in log.text()
     assert kube_api.requests_summary()[-1] == f"delete trainjobs {NAME}"
     assert kube_api.objects("trainjobs") == []
 
@@ -198,8 +196,8 @@ def test_watch_failing_repeatedly_suspends_the_job_when_asked(kube_api):
     kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
     kube_api.fail("watch", "pytorchjobs", status=503, times=3)
     log = Log()
-    with pytest.raises(TrainJobApiError, match=f"watching PyTorchJob {NAME}: failed 3 times, last: HTTP 503"):
-        run_trainjob(
+    with pytest.raises(JobApiError, match=f"watching PyTorchJob {NAME}: failed 3 times, last: HTTP 503"):
+        run_job(
             kube_api.api_client,
             PYTORCHJOB,
             start_timeout_seconds=60,
@@ -217,7 +215,7 @@ def test_polling_outage_through_every_retry_deletes_the_job(kube_api):
     kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
     kube_api.fail("fetch", "pytorchjobs", status=503, times=4)
     clock = FakeClock()
-    with pytest.raises(TrainJobApiError, match="reading PyTorchJob .*: failed 4 times, last: HTTP 503"):
+    with pytest.raises(JobApiError, match="reading PyTorchJob .*: failed 4 times, last: HTTP 503"):
         _poll(kube_api, PYTORCHJOB, clock, Log(), api_attempts=4)
     assert kube_api.objects("pytorchjobs") == []
 
@@ -239,7 +237,7 @@ def test_a_failed_cleanup_never_masks_the_error_and_names_the_command(kube_api):
     kube_api.fail("fetch", "pytorchjobs", status=503, times=2)
     kube_api.fail("update", "pytorchjobs", status=403)
     log = Log()
-    with pytest.raises(TrainJobApiError) as error:
+    with pytest.raises(JobApiError) as error:
         _poll(kube_api, PYTORCHJOB, FakeClock(), log, api_attempts=2, cleanup_policy="suspend")
     first, note = str(error.value).splitlines()
     assert first.startswith(f"reading PyTorchJob {NS}/{NAME}: failed 2 times, last: HTTP 503")
@@ -253,7 +251,7 @@ def test_a_failed_cleanup_never_masks_the_error_and_names_the_command(kube_api):
 def test_conflict_on_a_job_being_deleted_backs_off_a_bounded_number_of_times(kube_api):
     kube_api.fail("create", "pytorchjobs", status=409, times=100)
     clock = FakeClock()
-    with pytest.raises(TrainJobApiError, match="HTTP 409 AlreadyExists, then HTTP 404 .* on each of 4 attempts"):
+    with pytest.raises(JobApiError, match="HTTP 409 AlreadyExists, then HTTP 404 .* on each of 4 attempts"):
         _poll(kube_api, PYTORCHJOB, clock, Log(), api_attempts=4)
     assert kube_api.requests_summary() == ["create pytorchjobs", f"get pytorchjobs {NAME}"] * 4
     assert len(clock.sleeps) == 3 and all(a < b for a, b in zip(clock.sleeps, clock.sleeps[1:]))
@@ -269,7 +267,7 @@ def test_queue_name_labels_valid_manifests_of_both_kinds():
     for manifest in (trainjob, pytorchjob):
         assert manifest["metadata"]["labels"][QUEUE_NAME_LABEL] == "team-queue"
     assert QUEUE_NAME_LABEL not in TRAINJOB["metadata"]["labels"]
-    with pytest.raises(TrainJobSpecError, match="queue_name"):
+    with pytest.raises(JobSpecError, match="queue_name"):
         _spec(queue_name="Team Queue")
 
 
@@ -322,8 +320,8 @@ def test_an_api_answering_errors_to_everything_while_following_ends_with_the_com
                 proxy.set_mode("status", status=status)
 
         clock = FakeClock(outage)
-        with pytest.raises(TrainJobApiError) as error:
-            run_trainjob(
+        with pytest.raises(JobApiError) as error:
+            run_job(
                 _proxied_client(proxy),
                 PYTORCHJOB,
                 start_timeout_seconds=300,
@@ -354,7 +352,7 @@ def test_sigterm_while_the_api_hangs_still_ends_promptly_naming_the_job(kube_api
     import os
     import signal
 
-    from components.training.finetuning.kube import TrainJobCancelled
+    from components.training.finetuning.cluster.errors import JobCancelled
 
     kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
     log = Log()
@@ -369,8 +367,8 @@ def test_sigterm_while_the_api_hangs_still_ends_promptly_naming_the_job(kube_api
             os.kill(os.getpid(), signal.SIGTERM)
 
         began = time.monotonic()
-        with kube_api.in_background(cancel_during_outage), pytest.raises(TrainJobCancelled) as cancelled:
-            run_trainjob(
+        with kube_api.in_background(cancel_during_outage), pytest.raises(JobCancelled) as cancelled:
+            run_job(
                 _proxied_client(proxy),
                 PYTORCHJOB,
                 start_timeout_seconds=60,
@@ -392,7 +390,7 @@ def test_sigterm_while_the_api_hangs_still_ends_promptly_naming_the_job(kube_api
 # -- every request has a deadline ------------------------------------------------------------------------------------
 def test_every_request_of_a_run_carries_a_connect_and_read_timeout(kube_api):
     # Runtime check, create, watch, pods, events, logs, suspend: each request the client layer sends is recorded.
-    from components.training.finetuning.kube import TrainJobFailed
+    from components.training.finetuning.cluster.errors import JobFailed
 
     kube_api.create_runtime("training-hub")
     kube_api.put_pod(make_pod(NS, NAME, phase="Failed", terminated=("Error", 2, "")))
@@ -406,8 +404,8 @@ def test_every_request_of_a_run_carries_a_connect_and_read_timeout(kube_api):
         return original(method, url, *args, **kwargs)
 
     api_client.rest_client.request = recording
-    with pytest.raises(TrainJobFailed):
-        run_trainjob(
+    with pytest.raises(JobFailed):
+        run_job(
             api_client,
             TRAINJOB,
             start_timeout_seconds=20,

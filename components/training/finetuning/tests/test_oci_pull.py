@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning.oci_auth import OciModelError
-from components.training.finetuning.oci_model import PULL_RECORD, pull_model
+from components.training.finetuning.oci.auth import OciModelError
+from components.training.finetuning.oci.model import PULL_RECORD, pull_model
 from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER, model_files, write_image_layout
 
 BASIC = base64.b64encode(f"{AUTH_USER}:{AUTH_PASSWORD}".encode()).decode()

@@ -18,8 +18,8 @@ from kfp import dsl
 
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
 from components.training.finetuning import train_model
-from components.training.finetuning.oci_auth import OciModelError
-from components.training.finetuning.train import run_train_model
+from components.training.finetuning.oci.auth import OciModelError
+from components.training.finetuning.run import run_train_model
 from tests.harness.kube import condition
 from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER
 

@@ -7,14 +7,14 @@ import pytest
 
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
 from components.training.finetuning.config import TrainingConfigError
-from components.training.finetuning.oci_auth import (
+from components.training.finetuning.oci.auth import (
     OciModelError,
     OciReference,
     credentials_for,
     docker_config_from_env,
     parse_oci_uri,
 )
-from components.training.finetuning.train import validate_params
+from components.training.finetuning.run import validate_params
 
 DIGEST = "sha256:" + "ab" * 32
 

@@ -9,14 +9,16 @@ import json
 import pytest
 from kubernetes import client
 
-from components.training.finetuning.kube import TrainJobFailed, run_trainjob
-from components.training.finetuning.progress_server import TRAINER_STATUS_ANNOTATION
-from components.training.finetuning.pytorchjob import build_pytorchjob
-from components.training.finetuning.trainjob import TrainJobSpec, build_trainjob
+from components.training.finetuning.cluster.errors import JobFailed
+from components.training.finetuning.cluster.runner import run_job
+from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
+from components.training.finetuning.manifests.spec import JobSpec
+from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.pod.progress_server import TRAINER_STATUS_ANNOTATION
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
 
 NS = "team-a"
-SPEC = TrainJobSpec(
+SPEC = JobSpec(
     run_id="run-18",
     task_name="train-model",
     namespace=NS,
@@ -107,7 +109,7 @@ def job(kube_api, request):
 
 
 def _follow(job, clock, log, **options):
-    return run_trainjob(
+    return run_job(
         job.kube_api.api_client,
         job.manifest,
         start_timeout_seconds=120,
@@ -146,7 +148,7 @@ def test_a_pause_counts_against_the_timeout_only_when_asked(job):
     clock = FakeClock()
     clock.actions = [(10, job.start_pod), (30, job.pause)]
     log = []
-    with pytest.raises(TrainJobFailed) as failure:
+    with pytest.raises(JobFailed) as failure:
         _follow(job, clock, log, timeout_counts_paused_time=True)
     assert failure.value.diagnosis.outcome == "Timeout" and clock.now == 300
     assert "(the pause counts against timeout_seconds)" in "\n".join(log)
@@ -181,7 +183,7 @@ def test_the_train_model_step_logs_the_pause_and_completes_the_resumed_run(
 
     from kfp import dsl
 
-    from components.training.finetuning.train import run_train_model
+    from components.training.finetuning.run import run_train_model
 
     kube_api.create_runtime("training-hub")
     workspace = tmp_path / "kfp-workspace"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import local_backend
-from components.training.finetuning.preemption import (
+from components.training.finetuning.local import trainer as local_backend
+from components.training.finetuning.local.preemption import (
     COMPLETE_MARKER,
     SIGTERM_EXIT_CODE,
     CheckpointWriter,
@@ -31,7 +31,9 @@ LOOP = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from components.training.finetuning.preemption import CheckpointWriter, newest_complete_checkpoint, save_on_sigterm
+    from components.training.finetuning.local.preemption import (
+        CheckpointWriter, newest_complete_checkpoint, save_on_sigterm,
+    )
 
     root, total, at_boundary = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "boundary"
     writer = CheckpointWriter(root, keep_last=2)

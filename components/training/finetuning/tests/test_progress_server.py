@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import checkpoints, entrypoint, metrics, progress_server, train
+from components.training.finetuning import run as train
 from components.training.finetuning.config import TrainingConfig
-from components.training.finetuning.progress_server import INIT_LINE, ProgressTracker
+from components.training.finetuning.pod import checkpoints, entrypoint, metrics, progress_server
+from components.training.finetuning.pod.progress_server import INIT_LINE, ProgressTracker
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "training_hub_signatures.json"
 STEPS = 4
@@ -346,7 +347,7 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
         "mlflow": {
             "tracking_uri": mlflow_server,
             "experiment_name": "pods",
-            "run_name": f"{train.trainjob_name('run-9', 'train-model')}-training-hub",
+            "run_name": f"{train.job_name('run-9', 'train-model')}-training-hub",
         },
     }
     with_password = mlflow_server.replace("http://", "http://alice:s3cret@")

@@ -6,14 +6,10 @@ import re
 import jsonschema
 import pytest
 
-from components.training.finetuning.pytorchjob import build_pytorchjob, pod_label_selector, pytorchjob_phase
-from components.training.finetuning.trainjob import (
-    SecretEnvVar,
-    TrainJobSpec,
-    TrainJobSpecError,
-    build_trainjob,
-    trainjob_name,
-)
+from components.training.finetuning.manifests.names import job_name
+from components.training.finetuning.manifests.pytorchjob import build_pytorchjob, pod_label_selector, pytorchjob_phase
+from components.training.finetuning.manifests.spec import JobSpec, JobSpecError, SecretEnvVar
+from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.kube import condition, crd_schema
 
 RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
@@ -30,7 +26,7 @@ def _spec(**overrides):
         run_id=RUN_ID, task_name="train-model", namespace="team-a", command=["python", "-m", "train"], image=IMAGE
     )
     fields.update(overrides)
-    return TrainJobSpec(**fields)
+    return JobSpec(**fields)
 
 
 def validate_pytorchjob(manifest):
@@ -48,7 +44,7 @@ def test_minimal_job_is_exactly_this():
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {
-            "name": trainjob_name(RUN_ID, "train-model"),
+            "name": job_name(RUN_ID, "train-model"),
             "namespace": "team-a",
             "labels": {
                 "app.kubernetes.io/managed-by": "kfp-finetune",
@@ -208,7 +204,7 @@ def test_secrets_are_referenced_never_copied():
 
 
 def test_image_is_required_and_options_are_checked():
-    with pytest.raises(TrainJobSpecError, match=r"TrainJobSpec\.image='': a PyTorchJob has no training runtime"):
+    with pytest.raises(JobSpecError, match=r"JobSpec\.image='': a PyTorchJob has no training runtime"):
         build_pytorchjob(_spec(image=""))
     with pytest.raises(ValueError, match=r"clean_pod_policy='Sometimes'.*\['Running', 'All', 'None'\]"):
         build_pytorchjob(_spec(), clean_pod_policy="Sometimes")

@@ -205,8 +205,8 @@ def test_rank_rules_and_record_rules():
 @pytest.mark.slow
 def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, demo_dataset_path, tmp_path):
     """The records the local backend really writes (and its hyper-parameters) go through unchanged."""
-    from components.training.finetuning import local_backend
     from components.training.finetuning.config import TrainingConfig
+    from components.training.finetuning.local import trainer as local_backend
 
     config = TrainingConfig.from_params(
         base_model=str(tiny_model_dir), effective_batch_size=16, max_seq_len=256, max_tokens_per_gpu=1024, max_steps=3
@@ -226,7 +226,7 @@ def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, d
 
 
 def local_backend_records(path):
-    from components.training.finetuning import metrics
+    from components.training.finetuning.pod import metrics
 
     return metrics.read_metrics(path)
 

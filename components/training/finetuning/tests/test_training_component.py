@@ -13,7 +13,7 @@ from kfp import dsl
 
 from components.training.finetuning import train_model
 from components.training.finetuning.config import TrainingConfigError
-from components.training.finetuning.train import run_train_model
+from components.training.finetuning.run import run_train_model
 from tests.harness.kube import condition, crd_schema, validate_trainjob
 
 pytestmark = pytest.mark.slow
@@ -78,7 +78,7 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
     assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
     meta = out["model"].metadata
     assert meta["algorithm"] == "lora" and meta["backend"] == "local" and meta["lora_weights"] == "merged"
-    assert meta["base_model"] == str(tiny_model_dir) and meta["trainjob_name"] == ""
+    assert meta["base_model"] == str(tiny_model_dir) and meta["job_name"] == ""
     assert meta["dataset_uri"] == "hf://org/demo" and meta["dataset_sha256"] == "abc123"
     assert meta["hyperparameters"]["lora_r"] == 4 and meta["hyperparameters"]["max_steps"] == 4
     # The local backend's run directory is scratch: the model artifact is the lasting copy the metadata names.
@@ -335,7 +335,7 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
     # The outputs name the real checkpoint on the workspace and the TrainJob; metrics come from its log.
     meta = out["model"].metadata
     assert meta["checkpoint_path"] == str(run_dir / "checkpoints/hf_format/samples_64.0")
-    assert meta["trainjob_name"] == manifest["metadata"]["name"] == outcome.trainjob_name
+    assert meta["job_name"] == manifest["metadata"]["name"] == outcome.job_name
     assert meta["backend"] == "trainjob"
     assert (Path(out["model"].path) / "model.safetensors").is_file()
     assert out["metrics"].metadata == {
@@ -430,7 +430,7 @@ def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
     assert (kwargs["nnodes"], kwargs["nproc_per_node"], kwargs["node_rank"]) == (2, 4, 0)
     assert kwargs["rdzv_endpoint"] == "tm-master-0:23456"
     meta = out["model"].metadata
-    assert meta["backend"] == "pytorchjob" and meta["trainjob_name"] == manifest["metadata"]["name"]
+    assert meta["backend"] == "pytorchjob" and meta["job_name"] == manifest["metadata"]["name"]
     assert outcome.summary["steps"] == 4.0
     from mlflow import MlflowClient
 

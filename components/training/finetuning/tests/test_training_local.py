@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from components.training.finetuning import local_backend, osft, preemption
 from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.local import osft, preemption
+from components.training.finetuning.local import trainer as local_backend
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +114,7 @@ CHILD = textwrap.dedent(
     import json, sys
     import torch
     from pathlib import Path
-    from components.training.finetuning import local_backend
+    from components.training.finetuning.local import trainer as local_backend
     from components.training.finetuning.config import TrainingConfig
 
     torch.set_num_threads(1)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from components._common.files import write_text_atomically
-from components.training.finetuning import entrypoint, metrics, report
+from components.training.finetuning import report
 from components.training.finetuning.config import TrainingConfig, TrainingConfigError
+from components.training.finetuning.pod import entrypoint, metrics
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "training_hub_signatures.json"
 
@@ -159,7 +160,7 @@ def test_report_embeds_png_params_and_trainjob(tmp_path):
         records,
         metrics.summarize(records, 1.0),
         {"learning_rate": 1e-3, "lora_r": 8},
-        {"algorithm": "lora", "base_model": "<tiny>", "trainjob_name": "train-model-abc"},
+        {"algorithm": "lora", "base_model": "<tiny>", "job_name": "train-model-abc"},
     )
     image = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html).group(1)
     assert base64.b64decode(image).startswith(b"\x89PNG")
@@ -429,7 +430,7 @@ def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_di
 
 # -- train: reading Training Hub's output back -------------------------------------------------------------------------
 def test_final_checkpoint_is_the_one_with_most_samples(tmp_path):
-    from components.training.finetuning.train import find_final_checkpoint
+    from components.training.finetuning.run import find_final_checkpoint
 
     with pytest.raises(FileNotFoundError, match="no final checkpoint"):
         find_final_checkpoint(tmp_path)

@@ -6,17 +6,10 @@ import re
 import pytest
 from kfp import dsl
 
-from components.training.finetuning.trainjob import (
-    MAX_NAME_LENGTH,
-    SecretEnvVar,
-    TrainJobSpec,
-    TrainJobSpecError,
-    build_trainjob,
-    label_value,
-    ownership_labels,
-    spec_from_task_config,
-    trainjob_name,
-)
+from components.training.finetuning.manifests.names import MAX_NAME_LENGTH, job_name, label_value, ownership_labels
+from components.training.finetuning.manifests.spec import JobSpec, JobSpecError, SecretEnvVar
+from components.training.finetuning.manifests.task_config import spec_from_task_config
+from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.kube import validate_trainjob
 
 RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
@@ -29,12 +22,12 @@ HF_TOKEN = SecretEnvVar("HF_TOKEN", "hf-token", "token")
 def _spec(**overrides):
     fields = dict(run_id=RUN_ID, task_name="train-model", namespace="team-a", command=["python", "-m", "train"])
     fields.update(overrides)
-    return TrainJobSpec(**fields)
+    return JobSpec(**fields)
 
 
 def test_minimal_job_is_exactly_this():
     manifest = build_trainjob(_spec())
-    name = trainjob_name(RUN_ID, "train-model")
+    name = job_name(RUN_ID, "train-model")
     assert manifest == {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -249,7 +242,7 @@ def test_secrets_are_referenced_never_copied():
     text = json.dumps(manifest)
     assert '"secretKeyRef": {"name": "hf-token", "key": "token"}' in text
     assert '"value"' not in text
-    with pytest.raises(TrainJobSpecError, match=r"env\[HF_TOKEN\].*secret_env") as error:
+    with pytest.raises(JobSpecError, match=r"env\[HF_TOKEN\].*secret_env") as error:
         _spec(env={"HF_TOKEN": "hf_abcdefgh"})
     assert "hf_abcdefgh" not in str(error.value)
 
@@ -267,11 +260,11 @@ def test_build_is_pure_and_repeatable():
     [("train-model", RUN_ID), ("Train Model (phase 02) — ÖSFT!!", RUN_ID), ("9" * 200, "x" * 300), ("---", "r")],
 )
 def test_names_are_deterministic_dns1035_and_short(task_name, run_id):
-    name = trainjob_name(run_id, task_name)
-    assert name == trainjob_name(run_id, task_name)
+    name = job_name(run_id, task_name)
+    assert name == job_name(run_id, task_name)
     assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= MAX_NAME_LENGTH
-    assert name != trainjob_name(run_id + "-retry-run", task_name)
-    assert name != trainjob_name(run_id, task_name + "-2")
+    assert name != job_name(run_id + "-retry-run", task_name)
+    assert name != job_name(run_id, task_name + "-2")
     for value in ownership_labels(run_id, task_name).values():
         assert len(value) <= 63 and re.fullmatch(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?", value)
     validate_trainjob(build_trainjob(_spec(run_id=run_id, task_name=task_name)))
@@ -322,7 +315,7 @@ def test_label_values_keep_valid_text_and_hash_the_rest():
     ],
 )
 def test_bad_fields_are_named_in_the_error(overrides, field):
-    with pytest.raises(TrainJobSpecError, match=rf"TrainJobSpec\.{field}"):
+    with pytest.raises(JobSpecError, match=rf"JobSpec\.{field}"):
         _spec(**overrides)
 
 
@@ -339,9 +332,9 @@ def test_progress_tracking_annotations_follow_the_spec_and_stay_crd_valid():
 
 
 def test_secret_env_var_rules():
-    with pytest.raises(TrainJobSpecError, match=r"secret_env\[HF_TOKEN\].secret_name"):
+    with pytest.raises(JobSpecError, match=r"secret_env\[HF_TOKEN\].secret_name"):
         SecretEnvVar("HF_TOKEN", "Not A Secret", "token")
-    with pytest.raises(TrainJobSpecError, match="secret_key"):
+    with pytest.raises(JobSpecError, match="secret_key"):
         SecretEnvVar("HF_TOKEN", "hf", "a/b")
 
 
@@ -386,16 +379,16 @@ def test_task_config_passthrough_merges_with_explicit_settings():
     as_dict = {"volumes": [WORKSPACE_VOLUME], "volumeMounts": [WORKSPACE_MOUNT], "nodeSelector": {"pool": "gpu"}}
     base = dict(run_id=RUN_ID, task_name="t", namespace="team-a", command=["train"])
     assert spec_from_task_config(as_dict, **base).node_selector == {"pool": "gpu"}
-    assert spec_from_task_config(None, **base) == TrainJobSpec(**base)
+    assert spec_from_task_config(None, **base) == JobSpec(**base)
 
 
 def test_task_config_conflicts_and_unsupported_sources_are_clear_errors():
     base = dict(run_id=RUN_ID, task_name="t", namespace="team-a", command=["train"])
     other_claim = {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "other"}}
-    with pytest.raises(TrainJobSpecError, match="volumes.*kfp-workspace.*twice"):
+    with pytest.raises(JobSpecError, match="volumes.*kfp-workspace.*twice"):
         spec_from_task_config(dsl.TaskConfig(volumes=[WORKSPACE_VOLUME]), volumes=[other_claim], **base)
     field_ref = {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-    with pytest.raises(TrainJobSpecError, match=r"task_config.env\[0\] \(POD\).*fieldRef"):
+    with pytest.raises(JobSpecError, match=r"task_config.env\[0\] \(POD\).*fieldRef"):
         spec_from_task_config(dsl.TaskConfig(env=[field_ref]), **base)
-    with pytest.raises(TrainJobSpecError, match="unknown TrainJobSpec fields.*gpus"):
+    with pytest.raises(JobSpecError, match="unknown JobSpec fields.*gpus"):
         spec_from_task_config(None, gpus=2, **base)

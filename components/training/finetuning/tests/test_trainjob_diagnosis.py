@@ -4,8 +4,16 @@ import json
 
 import pytest
 
-from components.training.finetuning.diagnosis import Diagnosis, diagnose, event_causes, log_causes, pod_causes, redact
-from components.training.finetuning.kube import MetricsTail, progress_line, trainjob_phase
+from components.training.finetuning.cluster.diagnosis import (
+    Diagnosis,
+    diagnose,
+    event_causes,
+    log_causes,
+    pod_causes,
+    redact,
+)
+from components.training.finetuning.cluster.job_kinds import trainjob_phase
+from components.training.finetuning.cluster.progress import MetricsTail, progress_line
 from tests.harness.kube import condition, make_pod
 
 JOB = {"metadata": {"name": "tm-1", "namespace": "ns"}}
@@ -151,7 +159,7 @@ def test_metrics_tail_reads_appended_complete_lines_only(tmp_path):
 
 
 def test_metrics_tail_normalizes_training_hub_layouts(tmp_path):
-    from components.training.finetuning.metrics import normalize_records
+    from components.training.finetuning.pod.metrics import normalize_records
 
     path = tmp_path / "training_params_and_metrics_global0.jsonl"
     path.write_text(json.dumps({"params": 1}) + "\n" + json.dumps({"step": 4, "avg_loss": 1.5, "lr": 1e-5}) + "\n")

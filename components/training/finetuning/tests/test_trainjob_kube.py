@@ -1,7 +1,7 @@
 """The job client layer against kmock's Kubernetes API on 127.0.0.1, driven by the official client.
 
 The lifecycle scenarios (fixture ``cluster``) run twice: for a Kubeflow Trainer ``TrainJob`` and for a Training
-Operator v1 ``PyTorchJob`` (:class:`Kind` writes out what differs, independently of ``kube.JobKind``).
+Operator v1 ``PyTorchJob`` (:class:`Kind` writes out what differs, independently of ``job_kinds.JobKind``).
 
 Poll-mode scenarios run on a fake clock whose ``sleep`` advances time and plays the cluster's part, so timeouts of
 minutes take milliseconds and every request is deterministic. Watch-mode scenarios run on the real clock with short
@@ -19,25 +19,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.training.finetuning import kube, pytorchjob
-from components.training.finetuning.kube import (
-    API_PERMISSIONS,
-    KubeAuthError,
-    RuntimeNotFoundError,
-    TrainJobApiError,
-    TrainJobCancelled,
-    TrainJobConflictError,
-    TrainJobFailed,
-    load_api_client,
-    run_trainjob,
-)
-from components.training.finetuning.pytorchjob import build_pytorchjob
-from components.training.finetuning.trainjob import TrainJobSpec, build_trainjob
+from components.training.finetuning.cluster import job_kinds
+from components.training.finetuning.cluster.auth import KubeAuthError, load_api_client
+from components.training.finetuning.cluster.errors import JobApiError, JobCancelled, JobConflictError, JobFailed
+from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
+from components.training.finetuning.cluster.runner import run_job
+from components.training.finetuning.cluster.runtimes import RuntimeNotFoundError
+from components.training.finetuning.manifests import pytorchjob
+from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
+from components.training.finetuning.manifests.spec import JobSpec
+from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
 
 NS = "team-a"
 RUN_ID = "7d1f0a52-3c44-4b8e-9a61-0f2b3c4d5e6f"
-RBAC_FILE = Path(kube.__file__).with_name("rbac.yaml")
+RBAC_FILE = Path(job_kinds.__file__).parents[1] / "rbac.yaml"
 
 
 def _spec(**overrides):
@@ -50,7 +46,7 @@ def _spec(**overrides):
         volume_mounts=[{"name": "ws", "mountPath": "/kfp-workspace"}],
     )
     fields.update(overrides)
-    return TrainJobSpec(**fields)
+    return JobSpec(**fields)
 
 
 def _manifest(**overrides):
@@ -208,7 +204,7 @@ def _poll(kube_api, clock, log, **overrides):
         log=log,
     )
     options.update(overrides)
-    return run_trainjob(kube_api.api_client, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, **options)
+    return run_job(kube_api.api_client, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, **options)
 
 
 def _at(kube_api, steps):
@@ -354,7 +350,7 @@ def test_failure_is_diagnosed_and_the_job_deleted(cluster, code):
     clock = FakeClock()
     clock.script = _at(cluster, steps)
     log = Log()
-    with pytest.raises(TrainJobFailed) as failure:
+    with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, log, start_timeout_seconds=60)
     diagnosis = failure.value.diagnosis
     assert diagnosis.outcome == ("Failed" if case["job_fails"] else "StartTimeout")
@@ -381,7 +377,7 @@ def test_failure_is_diagnosed_and_the_job_deleted(cluster, code):
 
 def test_start_timeout_without_pods_suspends_the_job(cluster):
     clock = FakeClock()
-    with pytest.raises(TrainJobFailed) as failure:
+    with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, Log(), start_timeout_seconds=45, cleanup_policy="suspend")
     diagnosis = failure.value.diagnosis
     assert (diagnosis.outcome, diagnosis.codes) == ("StartTimeout", ("NoPods",))
@@ -397,7 +393,7 @@ def test_total_timeout_keeps_the_job_when_asked(cluster):
     clock = FakeClock()
     clock.script = _at(cluster, [(10, lambda: cluster.put_pod(cluster.kind.pod()))])
     log = Log()
-    with pytest.raises(TrainJobFailed) as failure:
+    with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, log, timeout_seconds=95, cleanup_policy="keep")
     assert failure.value.diagnosis.outcome == "Timeout"
     assert "timeout_seconds=95" in failure.value.diagnosis.summary and clock.now == 95
@@ -416,7 +412,7 @@ def test_job_deleted_by_someone_else_is_reported(cluster):
 
     clock = FakeClock()
     clock.script = _at(cluster, [(10, delete)])
-    with pytest.raises(TrainJobFailed) as failure:
+    with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, Log())
     assert failure.value.diagnosis.codes == ("Deleted",)
     assert not [r for r in cluster.requests if r.verb == "delete"]
@@ -459,7 +455,7 @@ def test_conflict_with_a_foreign_job_fails_and_leaves_it_alone(cluster):
     foreign = json.loads(json.dumps(cluster.kind.manifest))
     foreign["metadata"]["labels"]["kfp-finetune.kubeflow.org/run-id"] = "someone-elses-run"
     cluster.kind.create(cluster, foreign)
-    with pytest.raises(TrainJobConflictError, match="belongs to another run/task.*someone-elses-run"):
+    with pytest.raises(JobConflictError, match="belongs to another run/task.*someone-elses-run"):
         _poll(cluster, FakeClock(), Log())
     assert cluster.requests_summary() == [
         *cluster.kind.runtime_requests,
@@ -497,7 +493,7 @@ def test_server_errors_are_retried_with_backoff_then_succeed(cluster):
 def test_validation_errors_are_not_retried_and_show_the_api_message(cluster):
     plural, kind = cluster.kind.plural, cluster.kind.manifest["kind"]
     cluster.fail("create", plural, status=422)
-    with pytest.raises(TrainJobApiError, match=f"creating {kind} .* rejected .*422.*scripted 422 for create {plural}"):
+    with pytest.raises(JobApiError, match=f"creating {kind} .* rejected .*422.*scripted 422 for create {plural}"):
         _poll(cluster, FakeClock(), Log())
     assert cluster.requests_summary() == [*cluster.kind.runtime_requests, f"create {plural}"]
     assert cluster.objects(cluster.kind.plural) == []
@@ -509,7 +505,7 @@ def test_api_down_through_every_retry_is_a_clear_error(cluster):
     else:
         cluster.fail("create", cluster.kind.plural, status=500, times=10)
     clock = FakeClock()
-    with pytest.raises(TrainJobApiError, match="failed 3 times, last: HTTP 500"):
+    with pytest.raises(JobApiError, match="failed 3 times, last: HTTP 500"):
         _poll(cluster, clock, Log(), api_attempts=3)
     assert _backoff(clock.sleeps) == [1, 2] and cluster.objects(cluster.kind.plural) == []
 
@@ -537,7 +533,7 @@ def test_namespaced_runtime_without_the_patched_job_is_refused(kube_api):
     kube_api.create_runtime("mine", kind="TrainingRuntime", namespace=NS, jobs=("trainer",))
     manifest = _manifest(runtime_name="mine", runtime_kind="TrainingRuntime")
     with pytest.raises(RuntimeNotFoundError, match=r"has no replicated job 'node' to patch \(it has \['trainer'\]\)"):
-        run_trainjob(kube_api.api_client, manifest, start_timeout_seconds=1, timeout_seconds=1, use_watch=False)
+        run_job(kube_api.api_client, manifest, start_timeout_seconds=1, timeout_seconds=1, use_watch=False)
     assert kube_api.requests_summary() == ["get trainingruntimes mine"]
 
 
@@ -556,7 +552,7 @@ def test_forbidden_runtime_check_warns_and_submits(kube_api):
 def _watch_run(kube_api, log, **overrides):
     options = dict(start_timeout_seconds=20, timeout_seconds=30, poll_interval_seconds=0.05, log=log)
     options.update(overrides)
-    return run_trainjob(kube_api.api_client, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, **options)
+    return run_job(kube_api.api_client, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, **options)
 
 
 def _created(kube_api):
@@ -632,7 +628,7 @@ def test_sigterm_during_follow_deletes_the_job(cluster):
 
     previous = signal.getsignal(signal.SIGTERM)
     log = Log()
-    with pytest.raises(TrainJobCancelled) as cancelled:
+    with pytest.raises(JobCancelled) as cancelled:
         with cluster.in_background(operator):
             _watch_run(cluster, log)
     assert cancelled.value.diagnosis.outcome == "Cancelled"
@@ -711,7 +707,7 @@ def test_bad_arguments_are_named(overrides, message):
     options = dict(start_timeout_seconds=1, timeout_seconds=1)
     options.update(overrides)
     with pytest.raises(ValueError, match=message):
-        run_trainjob(None, MANIFEST, **options)
+        run_job(None, MANIFEST, **options)
 
 
 def test_rbac_yaml_grants_exactly_what_the_client_uses():
@@ -726,9 +722,9 @@ def test_the_scenarios_use_every_granted_permission(cluster):
     # Runtime listing (missing runtime), diagnosis reads (pods, events, logs), suspend, watch, delete.
     if cluster.kind.name == "trainjob":
         with pytest.raises(RuntimeNotFoundError):
-            run_trainjob(cluster.api_client, _manifest(runtime_name="nope"), start_timeout_seconds=1, timeout_seconds=1)
+            run_job(cluster.api_client, _manifest(runtime_name="nope"), start_timeout_seconds=1, timeout_seconds=1)
         with pytest.raises(RuntimeNotFoundError):
-            run_trainjob(
+            run_job(
                 cluster.api_client,
                 _manifest(runtime_name="nope", runtime_kind="TrainingRuntime"),
                 start_timeout_seconds=1,
@@ -736,7 +732,7 @@ def test_the_scenarios_use_every_granted_permission(cluster):
             )
     cluster.put_pod(cluster.kind.pod(phase="Failed", terminated=("Error", 2, "")))
     cluster.set_pod_log(NS, cluster.kind.pod_name, "boom\n")
-    with pytest.raises(TrainJobFailed):
+    with pytest.raises(JobFailed):
         _watch_run(cluster, Log(), timeout_seconds=0.2, cleanup_policy="suspend")
     _poll(
         cluster,
@@ -783,7 +779,7 @@ def test_secrets_in_a_failed_pods_log_are_masked_by_value(cluster, monkeypatch):
         ],
     )
     log = Log()
-    with pytest.raises(TrainJobFailed) as failure:
+    with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, log, start_timeout_seconds=60)
     diagnosis = failure.value.diagnosis
     outputs = {"diagnosis": diagnosis.text(), "error": str(failure.value), "log": log.text()}

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from components.training.finetuning import checkpoints, progress_server
+    from components.training.finetuning.pod import checkpoints, progress_server
 except ImportError:  # in the training pod: the modules are staged beside this file under their STAGED_MODULES names
     import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
     import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning import metrics as metrics_module
-from components.training.finetuning import osft, preemption
 from components.training.finetuning.config import TrainingConfig
-from components.training.finetuning.entrypoint import load_chat_rows
+from components.training.finetuning.local import osft, preemption
+from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.entrypoint import load_chat_rows
 
 IGNORE_INDEX = -100
 FINAL_DIR = "final"

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.cluster_requests import TrainJobError
+from components.training.finetuning.cluster.errors import JobError
 
 #: Env vars of the ``kubernetes-credentials`` secret (RHOAI guide) for out-of-cluster or cross-cluster access.
 SERVER_URL_ENV = "KUBERNETES_SERVER_URL"
@@ -15,7 +15,7 @@ AUTH_TOKEN_ENV = "KUBERNETES_AUTH_TOKEN"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-class KubeAuthError(TrainJobError):
+class KubeAuthError(JobError):
     """No usable Kubernetes credentials."""
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from components.training.finetuning import metrics as metrics_module
+    from components.training.finetuning.pod import metrics as metrics_module
 except ImportError:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES)
     import kfp_finetune_metrics as metrics_module  # type: ignore[no-redef]
 

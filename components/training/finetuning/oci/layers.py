@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from components.training.finetuning.oci_auth import OciModelError
+from components.training.finetuning.oci.auth import OciModelError
 
 TITLE_ANNOTATION = "org.opencontainers.image.title"
 UNPACK_ANNOTATION = "io.deis.oras.content.unpack"

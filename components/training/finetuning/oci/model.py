@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from components.training.finetuning.oci_auth import OciModelError, parse_oci_uri
-from components.training.finetuning.oci_client import connect, download_blob, fetch_manifest, resolve_image_manifest
-from components.training.finetuning.oci_layers import (
+from components.training.finetuning.oci.auth import OciModelError, parse_oci_uri
+from components.training.finetuning.oci.client import connect, download_blob, fetch_manifest, resolve_image_manifest
+from components.training.finetuning.oci.layers import (
     TITLE_ANNOTATION,
     add_artifact_layer,
     extract_modelcar_layer,

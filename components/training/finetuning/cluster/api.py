@@ -6,7 +6,7 @@ left of the current deadline (:meth:`Api.deadline`), so that a request blocked o
 never answers cannot outlive ``start_timeout_seconds`` / ``timeout_seconds``. Transient failures (no answer, 408, 429,
 500, 502, 503, 504) are retried by the shared policy (:mod:`components._common.retry`: bounded attempts, exponential
 backoff with jitter, never past the deadline); any other answer is raised at once for the caller to judge (404 and 409
-mean something; 403/422 become :class:`TrainJobApiError` with the API's own message). urllib3's own retries are turned
+mean something; 403/422 become :class:`JobApiError` with the API's own message). urllib3's own retries are turned
 off so that the deadline holds (they would repeat a timed-out read three more times).
 """
 
@@ -26,6 +26,7 @@ from components._common.retry import (
     is_transient,
     single_try_transport,
 )
+from components.training.finetuning.cluster.errors import JobApiError
 
 #: What every request waits at most, unless a deadline is closer: TCP connect, then each read of the answer.
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
@@ -33,14 +34,6 @@ DEFAULT_READ_TIMEOUT_SECONDS = 30.0
 #: The shortest connect and read timeout a request is given, also at its deadline (the poll that decides whether the
 #: job finished in time is sent at the deadline): a request outlives its deadline by at most twice this.
 MIN_TIMEOUT_SECONDS = 1.0
-
-
-class TrainJobError(RuntimeError):
-    """Base of the errors of the cluster client layer."""
-
-
-class TrainJobApiError(TrainJobError):
-    """The API rejected a call (an unexpected 4xx), stayed unavailable through every retry, or missed the deadline."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +60,10 @@ def failure_text(error: BaseException) -> str:
     return api_message(error) if getattr(error, "body", None) is not None else describe(error)
 
 
-def rejected(what: str, error: Exception) -> TrainJobApiError:
+def rejected(what: str, error: Exception) -> JobApiError:
     """The error for an answer that is final (e.g. 403, 422): what was done and the API's message."""
     hint = "; `kfp-finetune doctor` lists every permission it lacks (rbac.yaml)" if status_of(error) == 403 else ""
-    return TrainJobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}{hint}")
+    return JobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}{hint}")
 
 
 def status_of(error: Exception) -> int | None:
@@ -161,7 +154,7 @@ class Api:
         """Calls ``func`` with a request timeout; retries transient failures; re-raises other ``ApiException``.
 
         Raises:
-            TrainJobApiError: Transient failures on every attempt, or no answer before the deadline.
+            JobApiError: Transient failures on every attempt, or no answer before the deadline.
             kubernetes.client.ApiException: Any other answer (the caller judges 404, 409, 403...).
         """
         deadline = self.deadline()
@@ -186,9 +179,9 @@ class Api:
         except GaveUp as gave_up:
             last = failure_text(gave_up.last)
             if gave_up.reason == "attempts":
-                raise TrainJobApiError(f"{what}: failed {gave_up.attempts} times, last: {last}") from None
+                raise JobApiError(f"{what}: failed {gave_up.attempts} times, last: {last}") from None
             assert deadline is not None
-            raise TrainJobApiError(
+            raise JobApiError(
                 f"{what}: the Kubernetes API did not answer before {deadline.reason} "
                 f"({gave_up.attempts} attempt(s), last: {last})"
             ) from None

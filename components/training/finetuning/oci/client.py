@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.oci_auth import (
+from components.training.finetuning.oci.auth import (
     SECRET_HINT,
     OciModelError,
     OciReference,

@@ -1,8 +1,8 @@
 """The pure builder of Kubeflow Training Operator v1 ``PyTorchJob`` manifests, and the reading of their status.
 
-:func:`build_pytorchjob` turns the same validated :class:`~.trainjob.TrainJobSpec` the TrainJob path uses into a
+:func:`build_pytorchjob` turns the same validated :class:`~.trainjob.JobSpec` the TrainJob path uses into a
 ``kubeflow.org/v1`` ``PyTorchJob`` dict (no client calls): one ``Master`` replica plus ``num_nodes - 1`` ``Worker``
-replicas running the same container, with the same name (:func:`~.trainjob.trainjob_name`) and ownership labels as the
+replicas running the same container, with the same name (:func:`~.trainjob.job_name`) and ownership labels as the
 TrainJob would have, so a retried task re-attaches the same way. A PyTorchJob has no runtime, so ``spec.image`` is
 required. The operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK`` and (v1.7+) ``PET_*``.
 
@@ -16,14 +16,14 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from components.training.finetuning.diagnosis import condition
-from components.training.finetuning.trainjob import (
-    TrainJobSpec,
-    TrainJobSpecError,
+from components.training.finetuning.cluster.diagnosis import condition
+from components.training.finetuning.manifests.names import job_name
+from components.training.finetuning.manifests.spec import (
+    JobSpec,
+    JobSpecError,
     job_annotations,
     job_labels,
     resources_per_node,
-    trainjob_name,
 )
 
 API_GROUP = "kubeflow.org"
@@ -51,7 +51,7 @@ def pod_label_selector(name: str) -> str:
     return f"{JOB_NAME_LABEL}={name}"
 
 
-def _container(spec: TrainJobSpec) -> dict[str, Any]:
+def _container(spec: JobSpec) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": spec.image,
@@ -72,7 +72,7 @@ def _container(spec: TrainJobSpec) -> dict[str, Any]:
     return container
 
 
-def _pod_template(spec: TrainJobSpec) -> dict[str, Any]:
+def _pod_template(spec: JobSpec) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {"containers": [_container(spec)]}
     if spec.volumes:
         pod_spec["volumes"] = copy.deepcopy([dict(volume) for volume in spec.volumes])
@@ -91,10 +91,10 @@ def _pod_template(spec: TrainJobSpec) -> dict[str, Any]:
     return template
 
 
-def _check_options(spec: TrainJobSpec, clean_pod_policy: str, restart_policy: str, backoff_limit: int) -> None:
+def _check_options(spec: JobSpec, clean_pod_policy: str, restart_policy: str, backoff_limit: int) -> None:
     if not spec.image:
-        raise TrainJobSpecError(
-            "TrainJobSpec.image='': a PyTorchJob has no training runtime to take the image from; "
+        raise JobSpecError(
+            "JobSpec.image='': a PyTorchJob has no training runtime to take the image from; "
             "set the trainer image (training_image) when backend is pytorchjob"
         )
     if clean_pod_policy not in CLEAN_POD_POLICIES:
@@ -106,7 +106,7 @@ def _check_options(spec: TrainJobSpec, clean_pod_policy: str, restart_policy: st
 
 
 def build_pytorchjob(
-    spec: TrainJobSpec,
+    spec: JobSpec,
     *,
     clean_pod_policy: str = "Running",
     restart_policy: str = "ExitCode",
@@ -125,11 +125,11 @@ def build_pytorchjob(
         backoff_limit: ``runPolicy.backoffLimit``: pod restarts before the job is marked failed.
 
     Returns:
-        A ``kubeflow.org/v1`` ``PyTorchJob`` dict named by :func:`~.trainjob.trainjob_name`, labelled with
+        A ``kubeflow.org/v1`` ``PyTorchJob`` dict named by :func:`~.trainjob.job_name`, labelled with
         :func:`~.trainjob.ownership_labels`.
 
     Raises:
-        TrainJobSpecError: ``spec.image`` is empty.
+        JobSpecError: ``spec.image`` is empty.
         ValueError: An option is not one of its allowed values (named).
     """
     _check_options(spec, clean_pod_policy, restart_policy, backoff_limit)
@@ -149,7 +149,7 @@ def build_pytorchjob(
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "PyTorchJob",
         "metadata": {
-            "name": trainjob_name(spec.run_id, spec.task_name),
+            "name": job_name(spec.run_id, spec.task_name),
             "namespace": spec.namespace,
             "labels": job_labels(spec),
             "annotations": job_annotations(spec),

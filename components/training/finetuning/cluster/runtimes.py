@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from components.training.finetuning.cluster_requests import Api, TrainJobError, api_message, rejected, status_of
-from components.training.finetuning.trainjob import API_GROUP, API_VERSION, PATCH_MANAGER
+from components.training.finetuning.cluster.api import Api, api_message, rejected, status_of
+from components.training.finetuning.cluster.errors import JobError
+from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION, PATCH_MANAGER
 
 RUNTIME_PLURALS = {"ClusterTrainingRuntime": "clustertrainingruntimes", "TrainingRuntime": "trainingruntimes"}
 
 
-class RuntimeNotFoundError(TrainJobError):
+class RuntimeNotFoundError(JobError):
     """The referenced training runtime does not exist, or lacks the replicated job the TrainJob patches."""
 
 
@@ -29,7 +30,7 @@ def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], No
 
     Raises:
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do) or lacks the patched job.
-        TrainJobApiError: The API refused the read (other than 403/404) or stayed unavailable.
+        JobApiError: The API refused the read (other than 403/404) or stayed unavailable.
     """
     from kubernetes.client import ApiException
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning import progress_server
+from components.training.finetuning.pod import progress_server
 
 
 class MetricsTail:

@@ -14,8 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from components.training.finetuning import pytorchjob, trainjob
-from components.training.finetuning.kube import RUNTIME_PLURALS, Api, TrainJobError, api_message
+from components.training.finetuning.cluster.api import Api, api_message
+from components.training.finetuning.cluster.errors import JobError
+from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
+from components.training.finetuning.manifests import pytorchjob
+from components.training.finetuning.manifests import spec as trainjob
 
 BACKEND_TRAINJOB = "trainjob"
 BACKEND_PYTORCHJOB = "pytorchjob"
@@ -26,7 +29,7 @@ BACKEND_RESOURCES = {
 }
 
 
-class BackendSelectionError(TrainJobError):
+class BackendSelectionError(JobError):
     """Neither training backend is usable on this cluster; the message lists what was found."""
 
 

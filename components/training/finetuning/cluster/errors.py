@@ -1,0 +1,29 @@
+"""The errors of the cluster client layer, for every job kind (the message names the real kind)."""
+
+from __future__ import annotations
+
+from components.training.finetuning.cluster.diagnosis import Diagnosis
+
+
+class JobError(RuntimeError):
+    """Base of the errors of the cluster client layer."""
+
+
+class JobApiError(JobError):
+    """The API rejected a call (an unexpected 4xx), stayed unavailable through every retry, or missed the deadline."""
+
+
+class JobConflictError(JobError):
+    """A job with the deterministic name exists but belongs to another run or task."""
+
+
+class JobFailed(JobError):
+    """The job failed, timed out or was cancelled; ``diagnosis`` says why."""
+
+    def __init__(self, diagnosis: Diagnosis) -> None:
+        super().__init__(diagnosis.text())
+        self.diagnosis = diagnosis
+
+
+class JobCancelled(JobFailed):
+    """The task was cancelled (SIGTERM/SIGINT) while the job ran; cleanup has been applied."""

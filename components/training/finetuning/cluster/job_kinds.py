@@ -1,0 +1,132 @@
+"""The job kinds ``train_model`` runs, and what differs between them: where a job lives, its phase, its pods, suspend.
+
+A Kubeflow Trainer v2 ``TrainJob`` and a Training Operator v1 ``PyTorchJob`` are followed by the same code
+(:mod:`.runner`); a :class:`JobKind` (:data:`JOB_KINDS`, picked from the manifest's ``kind``) holds what differs.
+:data:`API_PERMISSIONS` lists every API call's RBAC verb; ``rbac.yaml`` grants exactly these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from components.training.finetuning.cluster import diagnosis as diagnosis_module
+from components.training.finetuning.manifests import pytorchjob
+from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION, QUEUE_NAME_LABEL, TRAINJOB_PLURAL
+
+#: JobSet labels the pods it creates with the JobSet's (= the TrainJob's) name.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+#: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` grants exactly these.
+API_PERMISSIONS = frozenset(
+    {
+        (API_GROUP, "trainjobs", "create"),
+        (API_GROUP, "trainjobs", "get"),
+        (API_GROUP, "trainjobs", "watch"),
+        (API_GROUP, "trainjobs", "patch"),
+        (API_GROUP, "trainjobs", "delete"),
+        (API_GROUP, "clustertrainingruntimes", "get"),
+        (API_GROUP, "clustertrainingruntimes", "list"),
+        (API_GROUP, "trainingruntimes", "get"),
+        (API_GROUP, "trainingruntimes", "list"),
+        ("", "pods", "list"),
+        ("", "pods/log", "get"),
+        ("", "events", "list"),
+    }
+    | pytorchjob.API_PERMISSIONS
+)
+
+
+def trainjob_phase(trainjob: Mapping[str, Any]) -> str:
+    """``Complete``, ``Failed``, ``Suspended``, ``Running`` (a pod ready / progress reported) or ``Pending``."""
+    for type_ in ("Complete", "Failed", "Suspended"):
+        if diagnosis_module.condition(trainjob, type_):
+            return type_
+    status = trainjob.get("status") or {}
+    if status.get("trainerStatus") or any((job.get("ready") or 0) > 0 for job in status.get("jobsStatus") or []):
+        return "Running"
+    return "Pending"
+
+
+def owned_by(trainjob: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a job carries all of ``labels`` (this run/task's ownership labels)."""
+    existing = (trainjob.get("metadata") or {}).get("labels") or {}
+    return all(existing.get(key) == value for key, value in labels.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class JobKind:
+    """What differs between the job kinds :func:`run_job` runs; everything else is shared.
+
+    Attributes:
+        kind: The manifest's ``kind`` (``TrainJob``, ``PyTorchJob``).
+        group: The API group.
+        version: The API version.
+        plural: The resource name.
+        phase: Reads ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending`` from the job.
+        pod_selector: The label selector of the job's pods, from its name.
+        checks_runtime: Whether a training runtime is referenced and checked before submitting.
+        suspend_path: Where ``suspend`` lives under ``spec`` (``("suspend",)`` or ``("runPolicy", "suspend")``).
+        children: What deleting the job removes with it (for the log).
+    """
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    phase: Callable[[Mapping[str, Any]], str]
+    pod_selector: Callable[[str], str]
+    checks_runtime: bool
+    suspend_path: tuple[str, ...]
+    children: str
+
+    def suspend_patch(self, suspend: bool) -> dict[str, Any]:
+        """The merge patch that suspends (``True``) or resumes (``False``) a job of this kind."""
+        body: Any = suspend
+        for key in reversed(self.suspend_path):
+            body = {key: body}
+        return {"spec": body}
+
+    def is_suspended(self, job: Mapping[str, Any]) -> bool:
+        """Whether the job's spec asks for it to be suspended."""
+        node: Any = job.get("spec") or {}
+        for key in self.suspend_path:
+            node = (node or {}).get(key) if isinstance(node, Mapping) else None
+        return node is True
+
+
+TRAINJOB_KIND = JobKind(
+    kind="TrainJob",
+    group=API_GROUP,
+    version=API_VERSION,
+    plural=TRAINJOB_PLURAL,
+    phase=trainjob_phase,
+    pod_selector=lambda name: f"{JOBSET_NAME_LABEL}={name}",
+    checks_runtime=True,
+    suspend_path=("suspend",),
+    children="its JobSet and pods",
+)
+PYTORCHJOB_KIND = JobKind(
+    kind="PyTorchJob",
+    group=pytorchjob.API_GROUP,
+    version=pytorchjob.API_VERSION,
+    plural=pytorchjob.PYTORCHJOB_PLURAL,
+    phase=pytorchjob.pytorchjob_phase,
+    pod_selector=pytorchjob.pod_label_selector,
+    checks_runtime=False,
+    suspend_path=("runPolicy", "suspend"),
+    children="its pods",
+)
+#: The job kinds :func:`run_job` runs, by manifest ``kind``.
+JOB_KINDS = {job_kind.kind: job_kind for job_kind in (TRAINJOB_KIND, PYTORCHJOB_KIND)}
+
+
+def queue_name(job: Mapping[str, Any]) -> str:
+    """The Kueue LocalQueue a job is submitted to (its ``kueue.x-k8s.io/queue-name`` label), ``""`` for none."""
+    return str(((job.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME_LABEL) or "")
+
+
+def selector_matches(selector: str, labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` satisfy an equality-based label selector (``a=b,c=d``)."""
+    pairs = [term.split("=", 1) for term in selector.split(",") if term]
+    return all(labels.get(key) == value for key, value in pairs)

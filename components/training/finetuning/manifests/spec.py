@@ -1,0 +1,368 @@
+"""A typed TrainJob spec and the pure builder of Kubeflow Trainer ``TrainJob`` manifests.
+
+:class:`JobSpec` validates every field when it is made; :func:`build_trainjob` turns it into a plain
+``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict (no client calls). Pod-level settings (volumes, mounts,
+tolerations, node selector, affinity, labels, annotations) travel in ``spec.runtimePatches`` (Trainer >= 2.2), so they
+reach the training pods. Secrets are only ever referenced (``valueFrom.secretKeyRef``), never copied.
+:func:`spec_from_task_config` merges KFP's ``dsl.TaskConfig`` passthrough with explicit settings.
+"""
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.training.finetuning.manifests.names import (
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    LABEL_VALUE,
+    RUN_ID_LABEL,
+    TASK_NAME_ANNOTATION,
+    ownership_labels,
+    qualified_name_ok,
+)
+from components.training.finetuning.pod.progress_server import (
+    METRICS_PORT_RANGE,
+    POLL_INTERVAL_RANGE,
+    progression_annotations,
+)
+
+API_GROUP = "trainer.kubeflow.org"
+API_VERSION = "v1alpha1"
+TRAINJOB_PLURAL = "trainjobs"
+RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+#: The label that submits a job to a Kueue LocalQueue (Kueue then suspends it until the queue admits it).
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+#: ``spec.runtimePatches[].manager`` of the patch this project owns.
+PATCH_MANAGER = "kfp-finetune.kubeflow.org/train-model"
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_RESOURCE_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+#: Env names whose values are secrets: they must come from a Kubernetes secret (``secret_env``), never a literal.
+_SECRET_ENV_NAME = re.compile(
+    r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|KUBERNETES_AUTH_TOKEN)$"
+    r"|(_TOKEN|_PASSWORD|_SECRET|_SECRET_KEY|_API_KEY)$"
+)
+#: Secret env of the ``train_model`` task that its training pods never get: the OCI pull secret (the task pulls an
+#: ``oci://`` base model onto the workspace before submitting, so the pods need no registry credentials).
+LAUNCHER_ONLY_SECRET_ENV = frozenset({"OCI_PULL_SECRET_MODEL_DOWNLOAD", "OCI_PULL_SECRET_DOCKERCONFIGJSON"})
+_TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
+_TOLERATION_OPERATORS = {"Exists", "Equal"}
+_TOLERATION_EFFECTS = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"}
+_AFFINITY_KEYS = {"nodeAffinity", "podAffinity", "podAntiAffinity"}
+_MOUNT_KEYS = {"name", "mountPath", "subPath", "subPathExpr", "readOnly", "mountPropagation", "recursiveReadOnly"}
+
+
+class JobSpecError(ValueError):
+    """A :class:`JobSpec` field breaks a rule; the message names the field, the value and the rule."""
+
+
+def is_quantity(text: str) -> bool:
+    """Whether ``text`` is a Kubernetes quantity (``8``, ``500m``, ``64Gi``), by ``kubernetes.utils.parse_quantity``."""
+    from kubernetes.utils import parse_quantity
+
+    try:
+        parse_quantity(text)
+    except (ValueError, TypeError, ArithmeticError):
+        return False
+    return text == text.strip()
+
+
+def fail(field: str, value: Any, rule: str) -> JobSpecError:
+    """The error naming a spec field, its value and the rule it breaks."""
+    return JobSpecError(f"JobSpec.{field}={value!r}: {rule}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SecretEnvVar:
+    """An environment variable of the training pods whose value comes from a key of a Kubernetes secret.
+
+    Attributes:
+        name: The environment variable's name (e.g. ``HF_TOKEN``).
+        secret_name: The secret in the TrainJob's namespace.
+        secret_key: The key inside the secret.
+        optional: Whether the pods may start when the secret or key is missing.
+    """
+
+    name: str
+    secret_name: str
+    secret_key: str
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _ENV_NAME.match(self.name):
+            raise fail("secret_env.name", self.name, "must be a valid environment variable name")
+        if not isinstance(self.secret_name, str) or not DNS1123_SUBDOMAIN.match(self.secret_name):
+            raise fail(f"secret_env[{self.name}].secret_name", self.secret_name, "must be a DNS-1123 secret name")
+        if not isinstance(self.secret_key, str) or not _SECRET_KEY.match(self.secret_key):
+            raise fail(f"secret_env[{self.name}].secret_key", self.secret_key, "must match [-._a-zA-Z0-9]+")
+        if not isinstance(self.optional, bool):
+            raise fail(f"secret_env[{self.name}].optional", self.optional, "must be a bool")
+
+    def to_env_var(self) -> dict[str, Any]:
+        """The Kubernetes ``EnvVar`` referencing the secret (the value itself is never read)."""
+        ref: dict[str, Any] = {"name": self.secret_name, "key": self.secret_key}
+        if self.optional:
+            ref["optional"] = True
+        return {"name": self.name, "valueFrom": {"secretKeyRef": ref}}
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSpec:
+    """Everything :func:`build_trainjob` needs, validated on creation.
+
+    Attributes:
+        run_id: The KFP run id (with ``task_name`` it determines the TrainJob's name and labels).
+        task_name: The KFP task name.
+        namespace: The namespace the TrainJob is created in.
+        command: The training entrypoint's command (non-empty).
+        args: Its arguments.
+        image: The trainer image; ``""`` keeps the runtime's image.
+        runtime_name: The referenced runtime.
+        runtime_kind: ``ClusterTrainingRuntime`` (cluster-wide) or ``TrainingRuntime`` (in ``namespace``).
+        num_nodes: Training nodes (pods), >= 1.
+        gpus_per_node: GPUs per node; also the number of processes per node (``numProcPerNode``, 1 when 0).
+        gpu_resource_name: The extended resource name of a GPU.
+        cpu_per_node: CPU request and limit per node as a quantity (``""``: the runtime's).
+        memory_per_node: Memory request and limit per node as a quantity (``""``: the runtime's).
+        env: Literal environment variables (no secrets: use ``secret_env``).
+        secret_env: Environment variables taken from secrets.
+        volumes: Pod volumes (Kubernetes ``Volume`` dicts), e.g. the pipeline's workspace PVC.
+        volume_mounts: Mounts of those volumes into the trainer container (``VolumeMount`` dicts).
+        tolerations: Pod tolerations (``Toleration`` dicts).
+        node_selector: Pod node selector.
+        affinity: Pod affinity (``Affinity`` dict).
+        pod_labels: Extra labels of the training pods.
+        pod_annotations: Extra annotations of the training pods.
+        active_deadline_seconds: ``spec.activeDeadlineSeconds``; 0 means none.
+        trainer_job_name: The runtime's replicated job that runs the trainer (``node`` in Trainer's runtimes).
+        trainer_container_name: The trainer container inside it.
+        queue_name: The Kueue ``LocalQueue`` to submit the job to (label :data:`QUEUE_NAME_LABEL`); ``""``: none.
+        progress_tracking: Annotate the job for RHOAI's progress tracking (the Training Jobs page polls the rank-0
+            pod's progress server, see :mod:`.progress_server`).
+        metrics_port: The port of that server (``trainer.opendatahub.io/metrics-port``).
+        metrics_poll_interval_seconds: How often the controller polls it (``...metrics-poll-interval``).
+    """
+
+    run_id: str
+    task_name: str
+    namespace: str
+    command: Sequence[str]
+    args: Sequence[str] = ()
+    image: str = ""
+    runtime_name: str = "training-hub"
+    runtime_kind: str = "ClusterTrainingRuntime"
+    num_nodes: int = 1
+    gpus_per_node: int = 1
+    gpu_resource_name: str = "nvidia.com/gpu"
+    cpu_per_node: str = ""
+    memory_per_node: str = ""
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    secret_env: tuple[SecretEnvVar, ...] = ()
+    volumes: Sequence[Mapping[str, Any]] = ()
+    volume_mounts: Sequence[Mapping[str, Any]] = ()
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    affinity: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    pod_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    active_deadline_seconds: int = 0
+    trainer_job_name: str = "node"
+    trainer_container_name: str = "node"
+    queue_name: str = ""
+    progress_tracking: bool = True
+    metrics_port: int = 28080
+    metrics_poll_interval_seconds: int = 30
+
+    def __post_init__(self) -> None:
+        # Freeze the containers so that a built spec cannot change under the caller's feet.
+        for name in ("command", "args", "volumes", "volume_mounts", "tolerations", "secret_env"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+                raise fail(name, value, "must be a list")
+            object.__setattr__(self, name, tuple(value))
+        for name in ("env", "node_selector", "affinity", "pod_labels", "pod_annotations"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise fail(name, getattr(self, name), "must be a dict")
+        self._check_identity()
+        self._check_trainer()
+        self._check_env()
+        self._check_volumes()
+        self._check_scheduling()
+        self._check_metadata()
+        self._check_progress()
+
+    def _check_progress(self) -> None:
+        if not isinstance(self.progress_tracking, bool):
+            raise fail("progress_tracking", self.progress_tracking, "must be a bool")
+        for name, (low, high) in (
+            ("metrics_port", METRICS_PORT_RANGE),
+            ("metrics_poll_interval_seconds", POLL_INTERVAL_RANGE),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise fail(name, value, f"must be an integer in [{low}, {high}]")
+
+    def _check_identity(self) -> None:
+        for name in ("run_id", "task_name"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise fail(name, value, "must be a non-empty string")
+        if not isinstance(self.namespace, str) or not DNS1123_LABEL.match(self.namespace) or len(self.namespace) > 63:
+            raise fail("namespace", self.namespace, "must be a DNS-1123 label (lowercase, digits, '-', <= 63)")
+        if self.runtime_kind not in RUNTIME_KINDS:
+            raise fail("runtime_kind", self.runtime_kind, f"must be one of {list(RUNTIME_KINDS)}")
+        if not isinstance(self.runtime_name, str) or not DNS1123_SUBDOMAIN.match(self.runtime_name):
+            raise fail("runtime_name", self.runtime_name, "must be a DNS-1123 name of an existing runtime")
+        for name in ("trainer_job_name", "trainer_container_name"):
+            if not isinstance(getattr(self, name), str) or not DNS1123_LABEL.match(getattr(self, name)):
+                raise fail(name, getattr(self, name), "must be a DNS-1123 label")
+
+    def _check_trainer(self) -> None:
+        if not self.command:
+            raise fail("command", list(self.command), "must name the training entrypoint (non-empty list)")
+        for name in ("command", "args"):
+            for index, item in enumerate(getattr(self, name)):
+                if not isinstance(item, str):
+                    raise fail(f"{name}[{index}]", item, "must be a string")
+        if not isinstance(self.image, str) or any(ch.isspace() for ch in self.image):
+            raise fail("image", self.image, "must be an image reference without spaces ('' = the runtime's image)")
+        for name, minimum in (("num_nodes", 1), ("gpus_per_node", 0), ("active_deadline_seconds", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise fail(name, value, f"must be an integer >= {minimum}")
+        if not isinstance(self.gpu_resource_name, str) or not _RESOURCE_NAME.match(self.gpu_resource_name):
+            raise fail("gpu_resource_name", self.gpu_resource_name, "must be a resource name like nvidia.com/gpu")
+        for name in ("cpu_per_node", "memory_per_node"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or (value and not is_quantity(value)):
+                raise fail(name, value, "must be a Kubernetes quantity such as '8', '500m' or '64Gi' ('' = unset)")
+
+    def _check_env(self) -> None:
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not _ENV_NAME.match(key):
+                raise fail("env", key, "keys must be valid environment variable names")
+            if not isinstance(value, str):
+                raise fail(f"env[{key}]", value, "values must be strings")
+            if _SECRET_ENV_NAME.search(key):
+                raise fail(f"env[{key}]", "<redacted>", "looks like a secret: pass it as secret_env (a secretKeyRef)")
+        seen: set[str] = set()
+        for item in self.secret_env:
+            if not isinstance(item, SecretEnvVar):
+                raise fail("secret_env", item, "items must be SecretEnvVar")
+            if item.name in seen or item.name in self.env:
+                raise fail("secret_env", item.name, "each environment variable may be set only once")
+            seen.add(item.name)
+
+    def _check_volumes(self) -> None:
+        volume_names: set[str] = set()
+        for index, volume in enumerate(self.volumes):
+            where = f"volumes[{index}]"
+            if not isinstance(volume, Mapping) or not isinstance(volume.get("name"), str):
+                raise fail(where, volume, "must be a Volume dict with a 'name'")
+            if not DNS1123_LABEL.match(volume["name"]):
+                raise fail(f"{where}.name", volume["name"], "must be a DNS-1123 label")
+            if volume["name"] in volume_names:
+                raise fail(f"{where}.name", volume["name"], "volume names must be unique")
+            sources = [key for key in volume if key != "name"]
+            if len(sources) != 1:
+                raise fail(where, volume, "must have exactly one volume source (e.g. persistentVolumeClaim)")
+            claim = volume.get("persistentVolumeClaim")
+            if "persistentVolumeClaim" in volume and not (isinstance(claim, Mapping) and claim.get("claimName")):
+                raise fail(f"{where}.persistentVolumeClaim", claim, "needs a claimName")
+            volume_names.add(volume["name"])
+        mount_paths: set[str] = set()
+        for index, mount in enumerate(self.volume_mounts):
+            where = f"volume_mounts[{index}]"
+            if not isinstance(mount, Mapping) or not isinstance(mount.get("name"), str):
+                raise fail(where, mount, "must be a VolumeMount dict with a 'name'")
+            if mount["name"] not in volume_names:
+                raise fail(f"{where}.name", mount["name"], f"must name one of volumes {sorted(volume_names)}")
+            unknown = set(mount) - _MOUNT_KEYS
+            if unknown:
+                raise fail(where, mount, f"unknown keys {sorted(unknown)}")
+            path = mount.get("mountPath")
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise fail(f"{where}.mountPath", path, "must be an absolute path")
+            if path in mount_paths:
+                raise fail(f"{where}.mountPath", path, "mount paths must be unique")
+            mount_paths.add(path)
+
+    def _check_scheduling(self) -> None:
+        for index, toleration in enumerate(self.tolerations):
+            where = f"tolerations[{index}]"
+            if not isinstance(toleration, Mapping) or not toleration:
+                raise fail(where, toleration, "must be a non-empty Toleration dict")
+            unknown = set(toleration) - _TOLERATION_KEYS
+            if unknown:
+                raise fail(
+                    where, dict(toleration), f"unknown keys {sorted(unknown)}; allowed: {sorted(_TOLERATION_KEYS)}"
+                )
+            if toleration.get("operator", "Equal") not in _TOLERATION_OPERATORS:
+                raise fail(
+                    f"{where}.operator", toleration["operator"], f"must be one of {sorted(_TOLERATION_OPERATORS)}"
+                )
+            if toleration.get("effect", "") not in _TOLERATION_EFFECTS:
+                raise fail(f"{where}.effect", toleration["effect"], f"must be one of {sorted(_TOLERATION_EFFECTS)}")
+            if toleration.get("operator") == "Exists" and toleration.get("value"):
+                raise fail(f"{where}.value", toleration["value"], "must be empty when operator is Exists")
+            seconds = toleration.get("tolerationSeconds")
+            if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
+                raise fail(f"{where}.tolerationSeconds", seconds, "must be an integer")
+        for key, value in self.node_selector.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise fail("node_selector", {key: value}, "keys and values must be strings")
+        unknown = set(self.affinity) - _AFFINITY_KEYS
+        if unknown:
+            raise fail(
+                "affinity", dict(self.affinity), f"unknown keys {sorted(unknown)}; allowed {sorted(_AFFINITY_KEYS)}"
+            )
+
+    def _check_metadata(self) -> None:
+        if not isinstance(self.queue_name, str) or (
+            self.queue_name and (len(self.queue_name) > 63 or not DNS1123_LABEL.match(self.queue_name))
+        ):
+            raise fail("queue_name", self.queue_name, "must be a Kueue LocalQueue name (DNS-1123 label) or ''")
+        for key, value in self.pod_labels.items():
+            _check_label("pod_labels", key, value)
+        for key, value in self.pod_annotations.items():
+            if not isinstance(key, str) or not qualified_name_ok(key) or not isinstance(value, str):
+                raise fail("pod_annotations", {key: value}, "keys must be qualified names, values strings")
+
+
+def _check_label(field: str, key: Any, value: Any) -> None:
+    if not isinstance(key, str) or not qualified_name_ok(key):
+        raise fail(field, key, "label keys must be qualified names ([prefix/]name, name <= 63 chars)")
+    if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+        raise fail(f"{field}[{key}]", value, "label values must be <= 63 alphanumerics, '-', '_' or '.'")
+
+
+def resources_per_node(spec: JobSpec) -> dict[str, Any]:
+    """The container resources of one node (GPU count, CPU, memory) as ``requests``/``limits``; ``{}`` when none."""
+    quantities: dict[str, str] = {}
+    if spec.cpu_per_node:
+        quantities["cpu"] = spec.cpu_per_node
+    if spec.memory_per_node:
+        quantities["memory"] = spec.memory_per_node
+    if spec.gpus_per_node:
+        quantities[spec.gpu_resource_name] = str(spec.gpus_per_node)
+    return {"requests": dict(quantities), "limits": dict(quantities)} if quantities else {}
+
+
+def job_labels(spec: JobSpec) -> dict[str, str]:
+    """The job's labels: :func:`ownership_labels`, plus Kueue's queue label when ``spec.queue_name`` is set."""
+    labels = ownership_labels(spec.run_id, spec.task_name)
+    if spec.queue_name:
+        labels[QUEUE_NAME_LABEL] = spec.queue_name
+    return labels
+
+
+def job_annotations(spec: JobSpec) -> dict[str, str]:
+    """The job's annotations: the KFP task and run, and RHOAI's progress-tracking switches when enabled."""
+    annotations = {TASK_NAME_ANNOTATION: spec.task_name, RUN_ID_LABEL: spec.run_id}
+    annotations.update(
+        progression_annotations(spec.progress_tracking, spec.metrics_port, spec.metrics_poll_interval_seconds)
+    )
+    return annotations

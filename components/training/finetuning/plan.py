@@ -1,0 +1,86 @@
+"""A validated ``train_model`` run, and what it produces: the backend's checkpoint, then the component's result."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.manifests.names import job_name
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a ``train_model`` run produced.
+
+    Attributes:
+        model_dir: The model copied into the ``Model`` artifact.
+        checkpoint_path: Where the final checkpoint really lives (on the workspace PVC when there is one).
+        summary: The KFP metrics written.
+        records: The per-step records.
+        model_metadata: The metadata set on the ``Model`` artifact.
+        job_name: The TrainJob's or PyTorchJob's name (``""`` for the local launcher).
+        job_kind: ``TrainJob`` or ``PyTorchJob`` (``""`` for the local launcher).
+    """
+
+    model_dir: Path
+    checkpoint_path: str
+    summary: dict[str, float]
+    records: list[dict[str, Any]]
+    model_metadata: dict[str, Any]
+    job_name: str = ""
+
+    job_kind: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """A validated run: what to train on, where, as which KFP run and task.
+
+    Attributes:
+        config: The training configuration.
+        data_file: The training JSONL.
+        eval_file: The eval JSONL, or ``None``.
+        task_config: The task's ``dsl.TaskConfig`` passthrough (or ``None``).
+        run_id: The KFP run id (names the run directory and the job).
+        task_name: The KFP task name.
+        workspace: The shared workspace (or a temporary directory).
+        params: All ``train_model`` parameters by name.
+    """
+
+    config: TrainingConfig
+    data_file: Path
+    eval_file: Path | None
+    task_config: Any
+    run_id: str
+    task_name: str
+    workspace: Path
+    params: Mapping[str, Any]
+
+    @property
+    def backend(self) -> str:
+        """The ``backend`` parameter: ``trainjob``, ``pytorchjob``, ``auto`` or ``local``."""
+        return self.params.get("backend", "trainjob")
+
+    @property
+    def run_dir(self) -> Path:
+        """Named like the job: stable per run and task, so that a retried task resumes from its checkpoints."""
+        return self.workspace / "train_model" / job_name(self.run_id, self.task_name)
+
+
+@dataclasses.dataclass
+class BackendRun:
+    """What a launcher produced (internal): the final checkpoint, the step records and facts for the metadata."""
+
+    final_dir: Path
+    records: list[dict[str, Any]]
+    train_seconds: float
+    job_name: str = ""
+    extra_metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    eval_loss: float | None = None
+    backend: str = ""
+    base_eval_loss: float | None = None
+
+    job_kind: str = ""

@@ -1,0 +1,259 @@
+"""Orchestration of ``train_model`` for both backends: validate, train (in-process or as a TrainJob), publish outputs.
+
+Everything is checked before anything trains or is submitted (:func:`validate_params`). Then:
+
+* ``backend="local"``: :func:`.local_backend.train_locally` in this process;
+* ``backend="trainjob"``: the run directory on the workspace PVC receives ``entrypoint.py``, ``run_config.json`` and
+  the dataset; a Kubeflow Trainer ``TrainJob`` (built by :mod:`.trainjob`, run by :mod:`.kube`) runs the entrypoint,
+  which calls Training Hub. The final checkpoint and metrics are read back from the PVC.
+* ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (built by :mod:`.pytorchjob` from the
+  same spec; needs ``training_image``).
+* ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers (:func:`.backends.select_backend`).
+
+An ``oci://`` base model is pulled into the workspace by this task first (:func:`stage_base_model`,
+:mod:`.oci_model`), so every backend and every node reads a local, digest-verified copy.
+
+Finally the model is copied into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata naming the real
+checkpoint location, and ``Metrics`` and the HTML report are written.
+
+MLflow (:mod:`.tracking`, on when ``mlflow_tracking_uri`` or ``MLFLOW_TRACKING_URI`` is set): one run per KFP run and
+task (continued when the task is retried) gets the parameters, every step's metrics (live from the local backend,
+read back from the metrics file for the cluster backends) and the final model location; its id goes into the model's
+metadata as ``mlflow_run_id``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from components._common.masking import masked
+from components.training.finetuning import tracking
+from components.training.finetuning.cluster.lifecycle import CLEANUP_POLICIES
+from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
+from components.training.finetuning.launch import require_training_image, train_on_cluster
+from components.training.finetuning.local import trainer as local_backend
+from components.training.finetuning.manifests.names import job_name
+from components.training.finetuning.plan import BackendRun, RunPlan, TrainResult
+from components.training.finetuning.pod import entrypoint, progress_server
+from components.training.finetuning.publish import publish_outputs
+from components.training.finetuning.staging import (
+    dataset_facts,
+    eval_file_of,
+    pod_settings,
+    pvc_mounts,
+    stage_base_model,
+)
+
+
+def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingConfig:
+    """Checks every parameter of ``train_model`` before anything is trained or submitted.
+
+    Args:
+        params: The component's parameters by name.
+        has_eval_data: Whether an eval dataset is present.
+
+    Returns:
+        The validated training configuration.
+
+    Raises:
+        TrainingConfigError: The first broken rule, naming the parameter and value.
+    """
+    config = TrainingConfig.from_params(**params)
+    backend = params.get("backend", "trainjob")
+    if backend not in BACKENDS:
+        raise TrainingConfigError(
+            f"train_model parameter training_launcher={backend!r}: must be one of {', '.join(BACKENDS)}"
+        )
+    if params.get("cleanup_policy", "delete") not in CLEANUP_POLICIES:
+        raise TrainingConfigError(
+            f"train_model parameter training_cleanup_policy={params['cleanup_policy']!r}: must be one of "
+            f"{', '.join(CLEANUP_POLICIES)}"
+        )
+    for name in ("start_timeout_seconds", "timeout_seconds"):
+        if params.get(name, 0) < 0:
+            raise TrainingConfigError(f"train_model parameter training_{name}={params[name]!r}: must be >= 0")
+    try:
+        progress_server.check_settings(
+            params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT),
+            params.get("progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS),
+        )
+    except ValueError as error:
+        raise TrainingConfigError(str(error)) from None
+    if backend in CLUSTER_BACKENDS:
+        problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
+        if problems:
+            raise TrainingConfigError(f"train_model (training_launcher={backend}): " + "; ".join(problems))
+    if backend == "pytorchjob":
+        require_training_image("pytorchjob", params)
+    _validate_oci_params(config.base_model, params)
+    return config
+
+
+def _validate_oci_params(base_model: str, params: Mapping[str, Any]) -> None:
+    """An ``oci://`` base model must be a valid reference; the TLS options must not contradict each other."""
+    if params.get("oci_insecure", False) and str(params.get("oci_ca_bundle") or "").strip():
+        raise TrainingConfigError(
+            "train_model parameters training_oci_insecure=True and training_oci_ca_bundle: contradict each other "
+            "(insecure skips TLS verification); keep the CA bundle and set training_oci_insecure=False, or clear "
+            "training_oci_ca_bundle"
+        )
+    if base_model.startswith("oci://"):
+        from components.training.finetuning.oci.auth import OciModelError, parse_oci_uri
+
+        try:
+            parse_oci_uri(base_model, "train_model parameter training_base_model")
+        except OciModelError as error:
+            raise TrainingConfigError(str(error)) from None
+
+
+def _unresolved(value: str) -> bool:
+    return not value or value.startswith("{{$")
+
+
+@masked
+def run_train_model(
+    train_dataset: Any,
+    model: Any,
+    metrics: Any,
+    report: Any,
+    task_config: Any = None,
+    eval_dataset: Any = None,
+    api_client: Any = None,
+    log: Any = print,
+    kube_options: Mapping[str, Any] | None = None,
+    **params: Any,
+) -> TrainResult:
+    """The whole ``train_model`` component: validate, train with the chosen backend, write the three outputs.
+
+    Args:
+        train_dataset: ``Input[Dataset]`` (a chat JSONL file, or a directory holding one).
+        model: ``Output[Model]``: receives the trained model; metadata names checkpoint, base model, algorithm,
+            hyper-parameters, dataset, TrainJob and backend.
+        metrics: ``Output[Metrics]``: final_loss, min_loss, steps, train_seconds, tokens_per_second (+ eval_loss,
+            base_eval_loss).
+        report: ``Output[HTML]``: loss curve, hyper-parameters, TrainJob name.
+        task_config: The task's ``dsl.TaskConfig`` passthrough (volumes, tolerations, env, ...).
+        eval_dataset: Optional ``Input[Dataset]``.
+        api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); trainjob backend only.
+        log: Progress sink.
+        kube_options: Extra keyword arguments of :func:`.kube.run_job` (e.g. ``poll_interval_seconds``).
+        **params: The remaining ``train_model`` parameters by name.
+
+    Returns:
+        The run's outcome.
+    """
+    eval_file = eval_file_of(eval_dataset)
+    config = validate_params(params, eval_file is not None)
+    if params.get("backend", "trainjob") == "local":
+        _require_local_training_packages(config.algorithm)
+    data_file = entrypoint.find_data_file(Path(train_dataset.path))
+    entrypoint.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
+    if eval_file is not None:
+        entrypoint.count_chat_rows(eval_file, "eval_dataset")
+    run_id = params.get("run_id", "")
+    task_name = params.get("task_name", "")
+    temporary = None if params.get("workspace_path") else tempfile.mkdtemp(prefix="train-model-")
+    plan = RunPlan(
+        config=config,
+        data_file=data_file,
+        eval_file=eval_file,
+        task_config=task_config,
+        run_id=os.environ.get("HOSTNAME", "local") if _unresolved(run_id) else run_id,
+        task_name="train-model" if _unresolved(task_name) else task_name,
+        workspace=Path(params.get("workspace_path") or temporary),
+        params=params,
+    )
+    if not config.resume:
+        shutil.rmtree(plan.run_dir, ignore_errors=True)
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    facts = dataset_facts(train_dataset)
+    try:
+        with start_tracking(plan, log) as tracker:
+            tracker.log_params(tracking_params(plan, facts))
+            if plan.backend == "local":
+                trained = _train_local(plan, on_step=tracker.log_step, log=log)
+            else:
+                settings = pod_settings(plan, tracker, log)
+                trained = train_on_cluster(plan, api_client, log, kube_options or {}, settings)
+                for record in trained.records:
+                    tracker.log_step(record)
+            tracker.log_params({"backend_used": trained.backend})
+            if trained.extra_metadata.get("base_model_digest"):
+                tracker.log_params({"base_model_digest": trained.extra_metadata["base_model_digest"]})
+            trained.extra_metadata["mlflow_run_id"] = tracker.run_id
+            outcome = publish_outputs(plan, trained, model, metrics, report, facts, temporary)
+            tracker.log_model_location(outcome.checkpoint_path)
+            return outcome
+    finally:
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
+    """The MLflow logger of this run (a no-op without a tracking URI): one run per KFP run and task.
+
+    Raises:
+        tracking.TrackingError: The tracking URI is set but the run cannot be started.
+    """
+    return tracking.MlflowLogger(
+        str(plan.params.get("mlflow_tracking_uri") or ""),
+        run_name=job_name(plan.run_id, plan.task_name),
+        run_key=f"{plan.run_id}/{plan.task_name}",
+        tags={"kfp_finetune.kfp_run_id": plan.run_id, "kfp_finetune.task_name": plan.task_name},
+        log=log,
+    )
+
+
+def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
+    """The MLflow parameters of a run: hyper-parameters, base model, algorithm, backend and dataset."""
+    config = plan.config
+    return {
+        **config.hyperparameters(),
+        "base_model": config.base_model,
+        "backend": plan.backend,
+        "num_nodes": plan.params.get("num_nodes", 1),
+        "gpus_per_node": plan.params.get("gpus_per_node", 1),
+        **facts,
+    }
+
+
+def _require_local_training_packages(algorithm: str) -> None:
+    import importlib.util
+
+    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise TrainingConfigError(
+            f"train_model parameter training_launcher='local' needs {', '.join(missing)} in the task image: compile "
+            "with the runtime image (KFP_FINETUNE_RUNTIME_IMAGE, see Containerfile) or use training_launcher='trainjob'"
+        )
+
+
+def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> BackendRun:
+    config = plan.config
+    source, model_facts = stage_base_model(plan, log)
+    if source is None:
+        source = entrypoint.resolve_model_source(
+            config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
+        )
+    result = local_backend.train_locally(
+        config, plan.data_file, plan.run_dir / "output", model_source=source, eval_data=plan.eval_file, on_step=on_step
+    )
+    extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or ""), **model_facts}
+    if result.adapter_dir is not None:
+        extra["adapter_path"] = str(result.adapter_dir)
+    return BackendRun(
+        result.final_model_dir,
+        result.records,
+        result.train_seconds,
+        "",
+        extra,
+        result.eval_loss,
+        "local",
+        base_eval_loss=result.base_eval_loss,
+    )
