@@ -138,7 +138,7 @@ def test_the_guides_custom_pipeline_snippet_compiles_unchanged(tmp_path):
 
 def test_a_string_dataset_is_resolved_against_the_workspace(tmp_path):
     from components.training.finetuning.config import TrainingConfigError
-    from components.training.finetuning.run import dataset_input
+    from components.training.finetuning.staging import dataset_input
 
     (tmp_path / "path/to").mkdir(parents=True)
     (tmp_path / "path/to/dataset.jsonl").write_text("{}\n")

@@ -95,7 +95,8 @@ def train_model(
     task_name: str = dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
 ):
     """Fine-tunes ``training_base_model`` on ``dataset``; parameters and outputs are described in the README."""
-    from components.training.finetuning.run import dataset_input, run_train_model
+    from components.training.finetuning.run import run_train_model
+    from components.training.finetuning.staging import dataset_input
 
     run_train_model(
         train_dataset=dataset_input(dataset, dataset_path, pvc_path),

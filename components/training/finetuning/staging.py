@@ -149,6 +149,19 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> dic
     }
 
 
+def stage_pod_script(run_dir: Path) -> Path:
+    """Copies the pod script and the standard-library modules it imports (:data:`~.pod.entrypoint.STAGED_MODULES`).
+
+    Returns:
+        The staged ``entrypoint.py``; ``python entrypoint.py`` runs with nothing but the standard library.
+    """
+    pod_dir = Path(entrypoint.__file__).parent
+    shutil.copyfile(pod_dir / "entrypoint.py", run_dir / "entrypoint.py")
+    for module, staged in entrypoint.STAGED_MODULES.items():
+        shutil.copyfile(pod_dir / f"{module}.py", run_dir / f"{staged}.py")
+    return run_dir / "entrypoint.py"
+
+
 def write_run_config(
     config: TrainingConfig,
     run_dir: Path,
@@ -169,9 +182,7 @@ def write_run_config(
     Returns:
         The config file.
     """
-    shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
-    for module, staged in entrypoint.STAGED_MODULES.items():
-        shutil.copyfile(Path(entrypoint.__file__).with_name(f"{module}.py"), run_dir / f"{staged}.py")
+    stage_pod_script(run_dir)
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)
     shutil.copyfile(data_file, data_dir / "train.jsonl")

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import run as train
+from components.training.finetuning import staging
 from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.manifests.names import job_name
+from components.training.finetuning.plan import RunPlan
 from components.training.finetuning.pod import checkpoints, entrypoint, metrics, progress_server
 from components.training.finetuning.pod.progress_server import INIT_LINE, ProgressTracker
 
@@ -128,7 +130,7 @@ def _stage(tmp_path: Path, algorithm: str, port: int, demo_dataset_path: Path) -
         "jit_checkpoint": True,
         "mlflow": {"tracking_uri": "http://mlflow.example:5000", "experiment_name": "team-a", "run_name": "tm-th"},
     }
-    return train.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
+    return staging.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
 
 
 def _launch(tmp_path, config_path, algorithm, gate=None, **env):
@@ -336,22 +338,22 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
 
     def plan(**params):
         config = TrainingConfig.from_params(base_model="m")
-        return train.RunPlan(config, tmp_path / "d.jsonl", None, None, "run-9", "train-model", tmp_path, params)
+        return RunPlan(config, tmp_path / "d.jsonl", None, None, "run-9", "train-model", tmp_path, params)
 
     log = []
     with MlflowLogger(mlflow_server, experiment_name="pods", log=log.append) as tracker:
-        settings = train.pod_settings(plan(progress_metrics_port=29001, jit_checkpoint=False), tracker, log.append)
+        settings = staging.pod_settings(plan(progress_metrics_port=29001, jit_checkpoint=False), tracker, log.append)
     assert settings == {
         "progress": {"enabled": True, "port": 29001},
         "jit_checkpoint": False,
         "mlflow": {
             "tracking_uri": mlflow_server,
             "experiment_name": "pods",
-            "run_name": f"{train.job_name('run-9', 'train-model')}-training-hub",
+            "run_name": f"{job_name('run-9', 'train-model')}-training-hub",
         },
     }
     with_password = mlflow_server.replace("http://", "http://alice:s3cret@")
     with MlflowLogger(with_password, experiment_name="pods", log=log.append) as tracker:
-        settings = train.pod_settings(plan(progress_tracking=False), tracker, log.append)
+        settings = staging.pod_settings(plan(progress_tracking=False), tracker, log.append)
     assert settings["mlflow"] == {} and settings["progress"]["enabled"] is False
     assert "not handing it to Training Hub" in "\n".join(log) and "s3cret" not in "\n".join(log)

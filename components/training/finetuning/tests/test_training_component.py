@@ -101,7 +101,7 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
     assert metrics["final_loss"] == records[-1]["loss"]
     assert metrics["tokens_per_second"] == records[-1]["tokens_per_second"]
     html = Path(out["report"].path).read_text()
-    assert "data:image/png;base64," in html and "lora_r" in html and "local backend: no TrainJob" in html
+    assert "data:image/png;base64," in html and "lora_r" in html and "local launcher: no cluster job" in html
     # The MLflow run: parameters, every step's metrics as the backend logged them, the model location, its id.
     from mlflow import MlflowClient
 

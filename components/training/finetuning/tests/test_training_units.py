@@ -373,13 +373,16 @@ def test_training_accepts_list_of_parts_like_the_dataset_step(tmp_path):
 
 
 def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
-    import shutil
     import subprocess
     import sys
 
-    shutil.copyfile(entrypoint.__file__, tmp_path / "entrypoint.py")  # exactly how train.py stages it
+    from components.training.finetuning.staging import stage_pod_script
+
+    script = stage_pod_script(tmp_path)  # exactly how the launcher stages it
+    # -S: no site-packages at all (the project is installed there, which would hide a missing staged module);
+    # not -I, which would drop the script's own directory from sys.path, where the staged modules lie.
     done = subprocess.run(
-        [sys.executable, "-I", str(tmp_path / "entrypoint.py"), "--help"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-E", "-s", "-S", str(script), "--help"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     assert "--config" in done.stdout
@@ -430,7 +433,7 @@ def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_di
 
 # -- train: reading Training Hub's output back -------------------------------------------------------------------------
 def test_final_checkpoint_is_the_one_with_most_samples(tmp_path):
-    from components.training.finetuning.run import find_final_checkpoint
+    from components.training.finetuning.publish import find_final_checkpoint
 
     with pytest.raises(FileNotFoundError, match="no final checkpoint"):
         find_final_checkpoint(tmp_path)
