@@ -1,7 +1,7 @@
 """The reads doctor makes from the Kubernetes API, through the training step's own client layer.
 
-Connection: :func:`connect` uses :func:`components.training.finetuning.cluster.auth.load_api_client`, as the training step
-does (``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``, else the pod's service account), plus the kubeconfig's
+Connection: :func:`connect` uses :func:`components.training.finetuning.cluster.auth.load_api_client`, as the training
+step does (``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``, else the pod's service account), plus the kubeconfig's
 current context on a workstation. Every call has a short ``(connect, read)`` deadline and at most one retry.
 
 Secrets: only the named secrets the pipeline mounts are read (``GET``, never ``list`` or ``watch``), and only their key
@@ -45,7 +45,8 @@ def connect(ca_bundle: str = "") -> tuple[Any, str]:
     """A ``kubernetes.client.ApiClient`` as the training step would build it, and how it authenticated.
 
     Raises:
-        components.training.finetuning.cluster.auth.KubeAuthError: No usable credentials (the message says how to add them).
+        components.training.finetuning.cluster.auth.KubeAuthError: No usable credentials (the message says how to
+            add them).
     """
     source = (
         f"{cluster_auth.SERVER_URL_ENV}/{cluster_auth.AUTH_TOKEN_ENV}"

@@ -1,8 +1,9 @@
 """Checks 1 and 2: the training backend the run will launch on, and the permissions the training step needs.
 
 Backend: the same discovery and runtime lookup the training step's ``auto`` launcher uses
-(:mod:`components.training.finetuning.cluster.backends`). Permissions: every rule of ``rbac.yaml`` (the one list of what the
-training step calls) that applies to the resolved launcher, asked of the API with a ``SelfSubjectAccessReview``.
+(:mod:`components.training.finetuning.cluster.backends`). Permissions: every rule of ``rbac.yaml`` (the one list
+of what the training step calls) that applies to the resolved launcher, asked of the API with a
+``SelfSubjectAccessReview``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ MODEL_METADATA_KEYS = {
     "base_model_digest": "base_model_digest",  # oci:// base models: the manifest digest the reference resolved to
     "base_model_resolved": "base_model_resolved_uri",  # ... and the reference pinned to it (oci://...@sha256:...)
     "algorithm": "algorithm",
-    "trainjob_name": "trainjob_name",
+    "job_name": "job_name",  # the TrainJob's or PyTorchJob's name
+    "job_kind": "job_kind",  # TrainJob or PyTorchJob
+    "trainjob_name": "trainjob_name",  # models trained before the job kinds got one name
     "backend": "training_backend",
     "checkpoint_path": "checkpoint_path",
     "library_version": "training_library_version",
@@ -169,7 +171,7 @@ def lineage_properties(
 
     Args:
         model: The model artifact (its metadata may carry base_model, algorithm, hyperparameters, dataset_uri,
-            dataset_sha256, trainjob_name, backend, checkpoint_path).
+            dataset_sha256, job_name, job_kind (older models: trainjob_name), backend, checkpoint_path).
         run: The pipeline run.
         dataset: The training dataset artifact, if wired.
         train_metrics: Training metrics (``train.<name>`` properties).

@@ -121,7 +121,8 @@ PARAMETER_DOCS = {
     "output_model": (
         "The final model in Hugging Face save_pretrained layout (weights + tokenizer); metadata: "
         "checkpoint_path (its real location on the workspace PVC), base_model, algorithm, "
-        "hyperparameters, dataset_uri, dataset_sha256, job_name and job_kind (the TrainJob or PyTorchJob; empty for the local launcher), "
+        "hyperparameters, dataset_uri, dataset_sha256, job_name and job_kind (the TrainJob or PyTorchJob; empty "
+        "for the local launcher), "
         "backend (the one used), mlflow_run_id ('' without tracking); for an oci:// base model also "
         "base_model_digest (the manifest digest it resolved to), base_model_resolved (the reference pinned to it) "
         "and base_model_path (the pulled copy on the workspace)."

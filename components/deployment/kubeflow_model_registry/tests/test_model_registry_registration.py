@@ -41,7 +41,8 @@ def model(model_files):
             "base_model": "tiny-llama-offline",
             "algorithm": "lora",
             "hyperparameters": {"learning_rate": 0.0002, "num_epochs": 2, "lora": {"r": 8}},
-            "trainjob_name": "tj-tiny-1",
+            "job_name": "tj-tiny-1",
+            "job_kind": "PyTorchJob",
             "backend": "local",
             "dataset_sha256": "e3" * 32,
         },
@@ -97,7 +98,8 @@ def test_first_registration(registry_stub, tmp_path, model, capsys):
     assert props["base_model"] == "tiny-llama-offline" and props["algorithm"] == "lora"
     assert props["hyperparameter.learning_rate"] == 0.0002 and props["hyperparameter.lora.r"] == "8"
     assert props["train.loss"] == 1.25 and props["eval.acc"] == 0.7
-    assert props["trainjob_name"] == "tj-tiny-1" and props["library_version.model-registry"] == "0.3.18"
+    assert props["job_name"] == "tj-tiny-1" and props["job_kind"] == "PyTorchJob" and "trainjob_name" not in props
+    assert props["library_version.model-registry"] == "0.3.18"
     assert registry_stub.version_artifacts[version["id"]] == [artifact["id"]]
     assert artifact["uri"] == "pvc://models/tiny/run-1" and artifact["modelFormatName"] == "pytorch"
     assert artifact["modelSourceId"] == RUN_ID and artifact["modelSourceKind"] == "kfp"

@@ -164,7 +164,7 @@ def test_lineage_properties_cover_run_data_model_training_and_metrics():
     assert props["dataset_sha256"] == "ab" * 32
     assert props["base_model"] == "ibm-granite/granite-3.1-2b" and props["algorithm"] == "lora"
     assert props["hyperparameter.learning_rate"] == 2e-4 and props["hyperparameter.epochs"] == 3
-    assert props["trainjob_name"] == "tj-123" and props["training_backend"] == "trainer-v2"
+    assert props["trainjob_name"] == "tj-123" and props["training_backend"] == "trainer-v2"  # an older model's key
     assert props["train.loss"] == 0.5 and props["eval.acc"] == 0.7
     assert props["library_version.kfp"] == "2.15.2"
     assert props["model_artifact_uri"] == "s3://pipelines/run/model"
