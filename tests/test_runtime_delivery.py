@@ -162,7 +162,7 @@ def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path):
             "data_processing.dataset_download.prepare",
             {"chat_format", "masking", "termination"},
         ),
-        "exec-train-model": ("training.finetuning.train", {"chat_format", "masking"}),
+        "exec-train-model": ("training.finetuning.run", {"chat_format", "masking"}),
         "exec-lm-eval": ("evaluation.lm_eval.custom_task", {"chat_format", "masking"}),
         "exec-model-registry": ("deployment.kubeflow_model_registry.step", {"masking"}),
     }
@@ -187,3 +187,26 @@ def test_only_the_imported_common_modules_are_staged(tmp_path):
     bundle = stage_runtime_bundle([registry], tmp_path)
     assert not (bundle / "components/_common/chat_format.py").exists()
     assert (bundle / "components/_common/masking.py").is_file()
+
+
+def test_nested_packages_of_a_component_are_shipped_and_import_in_the_pod(tmp_path):
+    """train_model's subpackages (cluster/, manifests/, pod/, local/, oci/) reach the pod and import from the bundle."""
+    import subprocess
+    import sys
+
+    finetuning = COMPONENTS_ROOT / "training" / "finetuning"
+    bundle = stage_runtime_bundle([finetuning], tmp_path)
+    shipped = bundle / "components" / "training" / "finetuning"
+    expected = {p.relative_to(finetuning) for p in finetuning.rglob("*.py") if "tests" not in p.parts}
+    expected -= {Path("component.py"), Path("parameter_docs.py")}
+    assert {p.relative_to(shipped) for p in shipped.rglob("*.py")} == expected
+    for package in ("cluster", "manifests", "pod", "local", "oci"):
+        assert (shipped / package / "__init__.py").read_text() == '"""Runtime bundle package."""\n'
+    modules = ["run", "launch", "cluster.runner", "manifests.trainjob", "manifests.pytorchjob", "pod.entrypoint"]
+    probe = (
+        f"import sys; sys.path.insert(0, {str(bundle)!r}); import importlib; "
+        f"print([importlib.import_module('components.training.finetuning.' + m).__file__ for m in {modules!r}])"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count(str(bundle)) == len(modules), done.stdout
