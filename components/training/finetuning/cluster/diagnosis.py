@@ -1,4 +1,4 @@
-"""Why did a TrainJob fail? One-line causes with a remedy, from its conditions, pods, events and last log lines.
+"""Why did a job fail (TrainJob, PyTorchJob)? One-line causes with a remedy, from conditions, pods, events and logs.
 
 Pure functions over plain Kubernetes dicts (as the API returns them), so they are tested without a cluster; the client
 layer (:mod:`.kube`) only fetches the inputs.
@@ -13,7 +13,7 @@ from typing import Any
 
 from components._common.masking import mask_text
 
-#: Outcomes of a TrainJob run that end in a :class:`Diagnosis`.
+#: Outcomes of a job run that end in a :class:`Diagnosis`.
 OUTCOMES = ("Failed", "StartTimeout", "Timeout", "Cancelled", "Deleted")
 _IMAGE_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"}
 _NCCL_TIMEOUT = re.compile(
@@ -44,13 +44,13 @@ _PRIORITY = (
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
-    """One reason a TrainJob failed or did not start.
+    """One reason a job failed or did not start.
 
     Attributes:
         code: A short name (``OOMKilled``, ``ImagePullBackOff``, ``Unschedulable``, ``CrashLoopBackOff``,
             ``NCCLTimeout``, ``MissingSecret``, ``MissingPVC``, ``GPUOutOfMemory``, ``ContainerFailed``, ``Suspended``,
             ``NoPods``, ``Deleted``).
-        where: The object it was seen on (``pod x, container node``; ``TrainJob x``).
+        where: The object it was seen on (``pod x, container node``; ``TrainJob x``, ``PyTorchJob x``).
         detail: What happened, in the cluster's words.
         remedy: What to change.
     """
@@ -67,16 +67,17 @@ class Cause:
 
 @dataclasses.dataclass(frozen=True)
 class Diagnosis:
-    """Everything known about a TrainJob that did not complete.
+    """Everything known about a job that did not complete.
 
     Attributes:
-        namespace: The TrainJob's namespace.
-        name: The TrainJob's name.
+        namespace: The job's namespace.
+        name: The job's name.
         outcome: One of :data:`OUTCOMES`.
         summary: The headline (the Failed condition's reason and message, or the timeout that expired).
         causes: The causes found, most specific first (may be empty).
         log_source: Where ``log_tail`` comes from (``pod x, container node``), ``""`` when no log was read.
         log_tail: The last log lines of the failed container, secrets redacted.
+        kind: The job's kind (``TrainJob``, ``PyTorchJob``), named in the report.
     """
 
     namespace: str
@@ -86,13 +87,16 @@ class Diagnosis:
     causes: tuple[Cause, ...] = ()
     log_source: str = ""
     log_tail: tuple[str, ...] = ()
+    kind: str = "TrainJob"
 
     def text(self) -> str:
         """A multi-line report: headline, one line per cause, then the log tail."""
-        lines = [f"TrainJob {self.namespace}/{self.name}: {self.outcome}: {self.summary}"]
+        lines = [f"{self.kind} {self.namespace}/{self.name}: {self.outcome}: {self.summary}"]
         lines += [f"  cause: {cause.line()}" for cause in self.causes]
         if not self.causes:
-            lines.append(f"  cause: unknown -> run `kubectl describe trainjob {self.name} -n {self.namespace}`")
+            lines.append(
+                f"  cause: unknown -> run `kubectl describe {self.kind.lower()} {self.name} -n {self.namespace}`"
+            )
         if self.log_tail:
             lines.append(f"  last log lines ({self.log_source}):")
             lines += [f"    | {line}" for line in self.log_tail]
@@ -109,9 +113,9 @@ def redact(text: str) -> str:
     return mask_text(text)
 
 
-def condition(trainjob: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    """The TrainJob condition of a type when its status is ``True``, else None."""
-    for item in (trainjob.get("status") or {}).get("conditions") or []:
+def condition(job: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    """The job's condition of a type when its status is ``True``, else None (both kinds use this shape)."""
+    for item in (job.get("status") or {}).get("conditions") or []:
         if item.get("type") == type_ and item.get("status") == "True":
             return item
     return None
@@ -264,8 +268,8 @@ def _ordered(causes: Iterable[Cause]) -> tuple[Cause, ...]:
     return tuple(sorted(unique.values(), key=lambda cause: rank.get(cause.code, len(rank))))
 
 
-def _summary(outcome: str, trainjob: Mapping[str, Any], waited: Mapping[str, float]) -> str:
-    failed = condition(trainjob, "Failed")
+def _summary(outcome: str, job: Mapping[str, Any], kind: str, waited: Mapping[str, float]) -> str:
+    failed = condition(job, "Failed")
     if outcome == "Failed" and failed:
         return f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": ")
     if outcome == "StartTimeout":
@@ -275,13 +279,13 @@ def _summary(outcome: str, trainjob: Mapping[str, Any], waited: Mapping[str, flo
     if outcome == "Cancelled":
         return "the pipeline task was cancelled (SIGTERM)"
     if outcome == "Deleted":
-        return "the TrainJob was deleted while it was being followed"
-    return "the TrainJob failed"
+        return f"the {kind} was deleted while it was being followed"
+    return f"the {kind} failed"
 
 
 def diagnose(
     outcome: str,
-    trainjob: Mapping[str, Any],
+    job: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]] = (),
     events: Sequence[Mapping[str, Any]] = (),
     logs: Mapping[str, str] | None = None,
@@ -289,18 +293,20 @@ def diagnose(
     start_timeout: float = 0,
     timeout: float = 0,
     tail_lines: int = 20,
+    kind: str = "",
 ) -> Diagnosis:
-    """Turns what the cluster says about a TrainJob into a :class:`Diagnosis`.
+    """Turns what the cluster says about a TrainJob or PyTorchJob into a :class:`Diagnosis`.
 
     Args:
         outcome: One of :data:`OUTCOMES`.
-        trainjob: The TrainJob as last seen (``{}`` when it could not be read).
+        job: The job as last seen (``{}`` when it could not be read).
         pods: Its pods.
-        events: Events about it, its JobSet/Jobs and its pods.
+        events: Events about it and what it owns (JobSet, Jobs, pods).
         logs: Last log text by source (``pod x, container node``), failed containers first.
         start_timeout: The start timeout that applied (for the headline).
         timeout: The total timeout that applied (for the headline).
         tail_lines: How many log lines to keep.
+        kind: The job's kind (default: the job's own ``kind``, else ``TrainJob``).
 
     Returns:
         The diagnosis; its causes are deduplicated and ordered most specific first.
@@ -310,7 +316,8 @@ def diagnose(
     """
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome={outcome!r}: must be one of {list(OUTCOMES)}")
-    metadata = trainjob.get("metadata") or {}
+    kind = kind or str(job.get("kind") or "TrainJob")
+    metadata = job.get("metadata") or {}
     name, namespace = str(metadata.get("name", "?")), str(metadata.get("namespace", "?"))
     causes: list[Cause] = []
     for pod in pods:
@@ -321,30 +328,33 @@ def diagnose(
         causes += log_causes(source, text)
         if not log_tail and text.strip():
             log_source, log_tail = source, tuple(redact(line) for line in text.rstrip("\n").splitlines()[-tail_lines:])
-    suspended = condition(trainjob, "Suspended")
+    suspend_field = "spec.suspend" if kind == "TrainJob" else "spec.runPolicy.suspend"
+    controllers = "Trainer and JobSet controllers" if kind == "TrainJob" else "Training Operator"
+    suspended = condition(job, "Suspended")
     if suspended and outcome != "Cancelled":
         detail = f"{suspended.get('reason', '')}: {suspended.get('message', '')}".strip(": ")
         causes.append(
-            Cause("Suspended", f"TrainJob {name}", detail or "spec.suspend is true", "resume it or check Kueue quota")
+            Cause("Suspended", f"{kind} {name}", detail or f"{suspend_field} is true", "resume it or check Kueue quota")
         )
     if outcome == "StartTimeout" and not pods and not causes:
         causes.append(
             Cause(
                 "NoPods",
-                f"TrainJob {name}",
+                f"{kind} {name}",
                 "no training pods were created",
-                "check the Trainer and JobSet controllers, queue admission (Kueue) and the runtime "
-                f"(`kubectl describe trainjob {name} -n {namespace}`)",
+                f"check the {controllers}, queue admission (Kueue){' and the runtime' if kind == 'TrainJob' else ''} "
+                f"(`kubectl describe {kind.lower()} {name} -n {namespace}`)",
             )
         )
     if outcome == "Deleted":
-        causes.append(Cause("Deleted", f"TrainJob {name}", "deleted by someone else", "re-run the task"))
+        causes.append(Cause("Deleted", f"{kind} {name}", "deleted by someone else", "re-run the task"))
     return Diagnosis(
         namespace=namespace,
         name=name,
         outcome=outcome,
-        summary=_summary(outcome, trainjob, {"start_timeout": start_timeout, "timeout": timeout}),
+        summary=_summary(outcome, job, kind, {"start_timeout": start_timeout, "timeout": timeout}),
         causes=_ordered(causes),
         log_source=log_source,
         log_tail=log_tail,
+        kind=kind,
     )

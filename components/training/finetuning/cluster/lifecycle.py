@@ -181,6 +181,7 @@ class JobLifecycle:
             start_timeout=self.settings.start_timeout,
             timeout=self.settings.timeout,
             tail_lines=self.settings.log_tail_lines,
+            kind=self.kind.kind,
         )
 
     @staticmethod

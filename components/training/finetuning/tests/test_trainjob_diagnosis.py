@@ -118,6 +118,18 @@ def test_diagnose_timeouts_without_pods_and_suspension():
         diagnose("Exploded", JOB)
 
 
+@pytest.mark.parametrize("outcome", ["StartTimeout", "Deleted", "Failed"])
+def test_a_pytorchjob_diagnosis_names_its_own_kind(outcome):
+    job = {"kind": "PyTorchJob", **JOB}
+    found = diagnose(outcome, job, start_timeout=60)
+    text = found.text()
+    assert text.startswith("PyTorchJob ns/tm-1: ") and "TrainJob" not in text and "trainjob" not in text
+    assert found.codes == {"StartTimeout": ("NoPods",), "Deleted": ("Deleted",), "Failed": ()}[outcome]
+    if outcome == "StartTimeout":
+        assert "Training Operator" in text and "kubectl describe pytorchjob tm-1 -n ns" in text
+    assert diagnose(outcome, JOB, kind="PyTorchJob").text().startswith("PyTorchJob ns/tm-1: ")
+
+
 def test_redact():
     assert redact("Authorization: Bearer abcdefghijkl") == "Authorization: Bearer ***"
     assert redact("HF token hf_0123456789abcdefXYZ used") == "HF token *** used"
