@@ -125,7 +125,7 @@ def run_train_model(
     eval_dataset: Any = None,
     api_client: Any = None,
     log: Any = print,
-    kube_options: Mapping[str, Any] | None = None,
+    job_options: Mapping[str, Any] | None = None,
     **params: Any,
 ) -> TrainResult:
     """The whole ``train_model`` component: validate, train with the chosen backend, write the three outputs.
@@ -141,7 +141,7 @@ def run_train_model(
         eval_dataset: Optional ``Input[Dataset]``.
         api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); trainjob backend only.
         log: Progress sink.
-        kube_options: Extra keyword arguments of :func:`.kube.run_job` (e.g. ``poll_interval_seconds``).
+        job_options: Extra keyword arguments of :func:`.kube.run_job` (e.g. ``poll_interval_seconds``).
         **params: The remaining ``train_model`` parameters by name.
 
     Returns:
@@ -179,7 +179,7 @@ def run_train_model(
                 trained = _train_local(plan, on_step=tracker.log_step, log=log)
             else:
                 settings = pod_settings(plan, tracker, log)
-                trained = train_on_cluster(plan, api_client, log, kube_options or {}, settings)
+                trained = train_on_cluster(plan, api_client, log, job_options or {}, settings)
                 for record in trained.records:
                     tracker.log_step(record)
             tracker.log_params({"backend_used": trained.backend})

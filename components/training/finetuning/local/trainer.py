@@ -25,33 +25,26 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.local import osft, preemption
+from components.training.finetuning.local.data import (
+    IGNORE_INDEX,
+    Sample,
+    micro_batches,
+    summed_token_loss,
+    tokenize_dataset,
+)
 from components.training.finetuning.pod import metrics as metrics_module
-from components.training.finetuning.pod.entrypoint import load_chat_rows
 
-IGNORE_INDEX = -100
 FINAL_DIR = "final"
 ADAPTER_DIR = "adapter"
 CHECKPOINTS_DIR = "checkpoints"
 #: Complete checkpoints kept (older ones are deleted once a newer one is in place).
 KEEP_CHECKPOINTS = 2
-
-
-class LocalTrainingError(ValueError):
-    """The data or model cannot be trained as asked (no trainable samples, template without assistant turns...)."""
-
-
-@dataclasses.dataclass
-class Sample:
-    """One tokenized conversation: ``labels`` is ``IGNORE_INDEX`` outside assistant tokens."""
-
-    input_ids: list[int]
-    labels: list[int]
 
 
 @dataclasses.dataclass
@@ -78,119 +71,6 @@ class LocalTrainingResult:
     adapter_dir: Path | None = None
     eval_loss: float | None = None
     base_eval_loss: float | None = None
-
-
-def _assistant_mask_by_prefix(tokenizer: Any, messages: list[dict[str, Any]], input_ids: list[int]) -> list[int]:
-    """Fallback for templates without ``{% generation %}``: assistant spans from templating growing prefixes."""
-    mask = [0] * len(input_ids)
-    for index, message in enumerate(messages):
-        if message.get("role") != "assistant":
-            continue
-        start = len(tokenizer.apply_chat_template(messages[:index], tokenize=True, add_generation_prompt=True))
-        end = len(tokenizer.apply_chat_template(messages[: index + 1], tokenize=True))
-        for position in range(start, min(end, len(mask))):
-            mask[position] = 1
-    return mask
-
-
-def _token_ids(value: Any) -> list[int]:
-    return list(value["input_ids"] if isinstance(value, dict) or hasattr(value, "keys") else value)
-
-
-def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> Sample:
-    """Tokenizes one conversation with the chat template; labels only on assistant tokens.
-
-    Args:
-        tokenizer: A Hugging Face tokenizer with a chat template.
-        messages: ``[{"role": ..., "content": ...}, ...]``.
-
-    Returns:
-        The sample (labels are ``IGNORE_INDEX`` except on assistant turns).
-    """
-    encoded = tokenizer.apply_chat_template(
-        messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-    )
-    input_ids = list(encoded["input_ids"])
-    mask = list(encoded.get("assistant_masks") or [])
-    if not any(mask):
-        mask = _assistant_mask_by_prefix(tokenizer, messages, input_ids)
-    labels = [token if flag else IGNORE_INDEX for token, flag in zip(input_ids, mask, strict=True)]
-    return Sample(input_ids=input_ids, labels=labels)
-
-
-def tokenize_dataset(tokenizer: Any, path: Path, max_seq_len: int) -> list[Sample]:
-    """Tokenizes a chat JSONL file, dropping samples longer than ``max_seq_len`` or without assistant tokens.
-
-    Args:
-        tokenizer: A tokenizer with a chat template.
-        path: The JSONL file (``messages`` rows).
-        max_seq_len: Longest kept sample, in tokens.
-
-    Returns:
-        The kept samples, in file order.
-
-    Raises:
-        LocalTrainingError: No sample is left.
-    """
-    samples = [tokenize_conversation(tokenizer, row["messages"]) for row in load_chat_rows(path)]
-    kept = [s for s in samples if len(s.input_ids) <= max_seq_len and any(t != IGNORE_INDEX for t in s.labels)]
-    if not kept:
-        raise LocalTrainingError(
-            f"{path}: none of {len(samples)} samples is trainable (each needs an assistant turn and at most "
-            f"max_seq_len={max_seq_len} tokens); raise max_seq_len or check the data"
-        )
-    return kept
-
-
-def micro_batches(samples: list[Sample], max_tokens_per_gpu: int) -> Iterator[list[Sample]]:
-    """Splits one optimizer step's samples into micro-batches of at most ``max_tokens_per_gpu`` padded tokens.
-
-    Args:
-        samples: The samples of one step, in order.
-        max_tokens_per_gpu: Budget of ``len(batch) * longest sample`` per micro-batch.
-
-    Yields:
-        Non-empty lists of samples.
-    """
-    batch: list[Sample] = []
-    longest = 0
-    for sample in samples:
-        candidate = max(longest, len(sample.input_ids))
-        if batch and candidate * (len(batch) + 1) > max_tokens_per_gpu:
-            yield batch
-            batch, candidate = [], len(sample.input_ids)
-        batch.append(sample)
-        longest = candidate
-    if batch:
-        yield batch
-
-
-def _collate(batch: list[Sample], pad_token_id: int):
-    import torch
-
-    width = max(len(sample.input_ids) for sample in batch)
-    input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
-    labels = torch.full((len(batch), width), IGNORE_INDEX, dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, sample in enumerate(batch):
-        length = len(sample.input_ids)
-        input_ids[row, :length] = torch.tensor(sample.input_ids)
-        labels[row, :length] = torch.tensor(sample.labels)
-        attention[row, :length] = 1
-    return input_ids, labels, attention
-
-
-def _summed_token_loss(model: Any, batch: list[Sample], pad_token_id: int):
-    """Sum of next-token cross-entropy over the batch's label tokens, and their count."""
-    import torch
-
-    input_ids, labels, attention = _collate(batch, pad_token_id)
-    logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float()
-    targets = labels[:, 1:]
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
-    )
-    return loss, int((targets != IGNORE_INDEX).sum())
 
 
 def _seed_everything(seed: int) -> None:
@@ -339,7 +219,7 @@ def evaluate_loss(model: Any, samples: list[Sample], pad_token_id: int, max_toke
     total, count = 0.0, 0
     with torch.no_grad():
         for batch in micro_batches(samples, max_tokens_per_gpu):
-            loss, tokens = _summed_token_loss(model, batch, pad_token_id)
+            loss, tokens = summed_token_loss(model, batch, pad_token_id)
             total, count = total + float(loss), count + tokens
     return total / max(count, 1)
 
@@ -470,7 +350,7 @@ def _train_step(model, batch: list[Sample], config: TrainingConfig, pad_token_id
     label_tokens = sum(sum(1 for t in s.labels[1:] if t != IGNORE_INDEX) for s in batch)
     total_loss = 0.0
     for micro_batch in micro_batches(batch, config.max_tokens_per_gpu):
-        loss, _ = _summed_token_loss(model, micro_batch, pad_token_id)
+        loss, _ = summed_token_loss(model, micro_batch, pad_token_id)
         (loss / label_tokens).backward()
         total_loss += float(loss.detach())
     if config.algorithm == "osft":

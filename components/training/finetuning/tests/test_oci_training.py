@@ -204,7 +204,7 @@ def test_cluster_jobs_read_the_copy_staged_on_the_workspace(
             task_name="train-model",
             api_client=kube_api.api_client,
             log=print,
-            kube_options={"poll_interval_seconds": 0.2},
+            job_options={"poll_interval_seconds": 0.2},
             **extra,
         )
     digest = registry.digests["models/tiny:1"]

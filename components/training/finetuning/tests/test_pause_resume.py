@@ -256,7 +256,7 @@ def test_the_train_model_step_logs_the_pause_and_completes_the_resumed_run(
             progress_metrics_port=28112,
             api_client=kube_api.api_client,
             log=logged.append,
-            kube_options={"poll_interval_seconds": 0.1},
+            job_options={"poll_interval_seconds": 0.1},
         )
     text = "\n".join(logged)
     assert "paused: the job was suspended" in text and "resumed after a pause of" in text

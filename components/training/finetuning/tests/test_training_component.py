@@ -295,7 +295,7 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
             env_vars={"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"},
             api_client=kube_api.api_client,
             log=logged.append,
-            kube_options={"poll_interval_seconds": 0.2},
+            job_options={"poll_interval_seconds": 0.2},
         )
     manifest = seen["manifest"]
     validate_trainjob({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")})
@@ -416,7 +416,7 @@ def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
             gpus_per_node=4,
             api_client=kube_api.api_client,
             log=lambda line: None,
-            kube_options={"poll_interval_seconds": 0.2},
+            job_options={"poll_interval_seconds": 0.2},
         )
     manifest = seen["manifest"]
     validate_pytorchjob({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")})

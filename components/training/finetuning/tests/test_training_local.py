@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.local import data as local_data
 from components.training.finetuning.local import osft, preemption
 from components.training.finetuning.local import trainer as local_backend
 
@@ -182,7 +183,7 @@ def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
     data = tmp_path / "train.jsonl"
     too_long = [{"role": "user", "content": "hi " * 400}, {"role": "assistant", "content": "ok"}]
     data.write_text(json.dumps({"messages": too_long}) + "\n")
-    with pytest.raises(local_backend.LocalTrainingError, match="none of 1 samples is trainable"):
+    with pytest.raises(local_data.LocalTrainingError, match="none of 1 samples is trainable"):
         local_backend.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
     data.write_text(json.dumps({"messages": too_long[:1]}) + "\n")  # the chat format refuses it first
     with pytest.raises(ValueError, match=r"train.jsonl:1 \[no_assistant_turn\]"):
@@ -194,17 +195,17 @@ def test_assistant_only_labels(tiny_model_dir):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     messages = [{"role": "user", "content": "What is 1 plus 1?"}, {"role": "assistant", "content": "1 + 1 = 2"}]
-    sample = local_backend.tokenize_conversation(tokenizer, messages)
-    labelled = tokenizer.decode([t for t in sample.labels if t != local_backend.IGNORE_INDEX])
+    sample = local_data.tokenize_conversation(tokenizer, messages)
+    labelled = tokenizer.decode([t for t in sample.labels if t != local_data.IGNORE_INDEX])
     assert labelled == "1 + 1 = 2<|im_end|>"
     # Without {% generation %} markers the prefix fallback finds the same tokens.
-    mask = local_backend._assistant_mask_by_prefix(tokenizer, messages, sample.input_ids)
+    mask = local_data._assistant_mask_by_prefix(tokenizer, messages, sample.input_ids)
     assert [t for t, m in zip(sample.input_ids, mask) if m] == [t for t in sample.labels if t >= 0][: sum(mask)]
 
 
 def test_micro_batches_respect_the_token_budget():
-    samples = [local_backend.Sample([1] * n, [1] * n) for n in (3, 5, 2, 8, 1)]
-    batches = list(local_backend.micro_batches(samples, max_tokens_per_gpu=10))
+    samples = [local_data.Sample([1] * n, [1] * n) for n in (3, 5, 2, 8, 1)]
+    batches = list(local_data.micro_batches(samples, max_tokens_per_gpu=10))
     assert [[len(s.input_ids) for s in b] for b in batches] == [[3, 5], [2], [8], [1]]
     assert all(len(b) * max(len(s.input_ids) for s in b) <= 10 for b in batches)
 
