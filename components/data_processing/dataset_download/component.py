@@ -52,10 +52,10 @@ def dataset_download(
     from pathlib import Path
 
     from components._common.termination import sigterm_raises_exit
-    from components.data_processing.dataset_download.prepare import prepare_dataset
+    from components.data_processing.dataset_download.run import run_dataset_download
 
     with sigterm_raises_exit():  # a stopped pod still removes its partial downloads and temporary files
-        prepared = prepare_dataset(
+        prepared = run_dataset_download(
             dataset_uri,
             Path(train_dataset.path),
             Path(eval_dataset.path),

@@ -16,7 +16,7 @@ S3_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"
 
 
 @dataclasses.dataclass(frozen=True)
-class S3UploadResult:
+class S3Upload:
     """What was uploaded.
 
     Attributes:
@@ -70,7 +70,7 @@ def upload_model_files(
     s3_upload_prefix: str,
     log: Callable[[str], None],
     client=None,
-) -> S3UploadResult:
+) -> S3Upload:
     """Uploads the model files under ``s3://bucket/prefix/`` and checks every object landed with its size.
 
     Objects are written one by one (each S3 write is atomic); the caller registers the URI only after this returns,
@@ -109,4 +109,4 @@ def upload_model_files(
             raise RuntimeError(f"after upload, s3://{bucket}/{prefix}/{relative} is missing or has the wrong size")
     uri = f"s3://{bucket}/{prefix}"
     log(f"uploaded {len(files)} files ({total} bytes) from {source} to {uri}")
-    return S3UploadResult(uri, len(files), total)
+    return S3Upload(uri, len(files), total)

@@ -14,7 +14,7 @@ from components.deployment.kubeflow_model_registry.registry_client import (
     RegistryRequestError,
     RetryPolicy,
 )
-from components.deployment.kubeflow_model_registry.step import run_model_registration
+from components.deployment.kubeflow_model_registry.run import run_model_registration
 
 TOKEN = "mr-token-1b2c3d4e5f"
 RUN_ID = "7c0ffee0-1234-4d2b-9a51-0123456789ab"

@@ -28,7 +28,7 @@ RECORDED_LIBRARIES = ("kfp-finetune", "kfp", "model-registry")
 
 
 @dataclasses.dataclass(frozen=True)
-class StepResult:
+class ModelRegistryResult:
     """The step's outputs.
 
     Attributes:
@@ -71,10 +71,10 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> StepResult:
+def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> ModelRegistryResult:
     log(f"skipped: {reason}")
     write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason))
-    return StepResult(STATUS_SKIPPED, reason=reason)
+    return ModelRegistryResult(STATUS_SKIPPED, reason=reason)
 
 
 @masked
@@ -107,7 +107,7 @@ def run_model_registration(
     retry_policy: RetryPolicy = RetryPolicy(),
     log: Callable[[str], None] = _log,
     now: datetime.datetime | None = None,
-) -> StepResult:
+) -> ModelRegistryResult:
     """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
 
     Args:
@@ -239,6 +239,6 @@ def run_model_registration(
     write_text_atomically(
         summary_path, render_summary(registration.status, reason, details, request.custom_properties, link)
     )
-    return StepResult(
+    return ModelRegistryResult(
         registration.status, registration.model_id, registration.version_id, reason, serving.uri, api_version
     )
