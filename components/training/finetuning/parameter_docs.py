@@ -22,14 +22,14 @@ PARAMETER_DOCS = {
     "task_config": (
         "Volumes (workspace PVC), tolerations, node selector, affinity, env of the task, handed to the TrainJob."
     ),
-    "training_algorithm": ("`sft` \\| `osft` \\| `lora` (case-insensitive: the guide's `OSFT` works)."),
+    "training_algorithm": ("`sft` | `osft` | `lora` (case-insensitive: the guide's `OSFT` works)."),
     "training_backend": (
         "Training Hub's backend: `instructlab-training` (SFT), `mini-trainer` (OSFT), `unsloth` (LoRA); '' = the "
         "algorithm's default."
     ),
     "training_launcher": (
-        "`trainjob` (Kubeflow Trainer v2) \\| `pytorchjob` (Training Operator v1; needs `training_image`) \\| `auto` "
-        "(trainjob when its runtime exists, else pytorchjob) \\| `local`."
+        "`trainjob` (Kubeflow Trainer v2) | `pytorchjob` (Training Operator v1; needs `training_image`) | `auto` "
+        "(trainjob when its runtime exists, else pytorchjob) | `local`."
     ),
     "training_num_epochs": ("Passes over the data (>= 1)."),
     "training_effective_batch_size": ("Samples per optimizer step."),
@@ -89,7 +89,7 @@ PARAMETER_DOCS = {
         "certificate; '' = the system CAs (or REQUESTS_CA_BUNDLE)."
     ),
     "training_cleanup_policy": (
-        "On failure/timeout/cancel: `delete` \\| `keep` \\| `suspend` the TrainJob/PyTorchJob."
+        "On failure/timeout/cancel: `delete` | `keep` | `suspend` the TrainJob/PyTorchJob."
     ),
     "training_delete_on_success": ("Delete the TrainJob after it completes."),
     "training_start_timeout_seconds": ("Fail (and clean up) when the training pods are not running after this long."),
