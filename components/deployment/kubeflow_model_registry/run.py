@@ -8,21 +8,21 @@ import datetime
 import os
 from collections.abc import Callable, Mapping
 from importlib import metadata as importlib_metadata
-from pathlib import Path
 
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
+from components._common.namespace import pod_namespace
+from components._common.s3 import s3_client
 
 from .gate import evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
 from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
 from .registration import Registrar, VersionRequest, validate_name
 from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
-from .s3_upload import s3_client, upload_model_files
+from .s3_upload import upload_model_files
 from .summary import render_summary
 
 STATUS_SKIPPED = "skipped"
-NAMESPACE_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 #: Distributions whose versions are recorded as lineage when installed.
 RECORDED_LIBRARIES = ("kfp-finetune", "kfp", "model-registry")
 
@@ -50,14 +50,6 @@ class ModelRegistryResult:
 
 def _log(message: str) -> None:
     print(f"[model_registry] {message}", flush=True)
-
-
-def current_namespace(environ: Mapping[str, str], namespace_path: str = NAMESPACE_PATH) -> str:
-    """The pod's namespace (``$POD_NAMESPACE`` or the service-account mount), "" when unknown."""
-    if environ.get("POD_NAMESPACE"):
-        return environ["POD_NAMESPACE"]
-    path = Path(namespace_path)
-    return path.read_text().strip() if path.is_file() else ""
 
 
 def library_versions() -> dict[str, str]:
@@ -184,7 +176,7 @@ def run_model_registration(
     serving = resolve_serving_uri(model, model_uri, s3_uri, environ)
     log(f"serving URI {serving.uri} (from {serving.source})")
 
-    run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), current_namespace(environ))
+    run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), pod_namespace(environ))
     request = VersionRequest(
         model_name=model_name,
         version_name=model_version,
@@ -210,7 +202,9 @@ def run_model_registration(
 
     def upload() -> None:
         if upload_source is not None:
-            upload_model_files(upload_source, s3_upload_prefix, log, s3_client(environ))
+            upload_model_files(
+                upload_source, s3_upload_prefix, log, s3_client(environ, purpose="s3_upload_prefix is set")
+            )
 
     async def register():
         api, api_version = await connect(endpoint, retry_policy, log)
