@@ -72,16 +72,21 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--insecure-skip-tls-verify", action="store_true", help="do not verify TLS (not recommended)")
 
 
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags giving pipeline arguments."""
+def _add_parameter_values(parser: argparse.ArgumentParser, what: str = "a pipeline argument") -> None:
+    """``--param NAME=VALUE`` (repeatable) and ``--params-file``: the pipeline arguments of a run."""
     parser.add_argument(
         "--param",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a pipeline argument (VALUE parsed as JSON when possible); repeatable",
+        help=f"{what} (VALUE parsed as JSON when possible); repeatable",
     )
     parser.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags giving pipeline arguments."""
+    _add_parameter_values(parser)
     parser.add_argument("--experiment", default="Default", help="experiment name")
 
 
@@ -164,14 +169,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         help=f"a pipeline name or a compiled YAML file (default: {DOCTOR_DEFAULT_PIPELINE})",
     )
     doctor.add_argument("--namespace", default="", help="the Data Science Project (default: the kubeconfig context's)")
-    doctor.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a pipeline argument of the run to check (VALUE parsed as JSON when possible); repeatable",
-    )
-    doctor.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
+    _add_parameter_values(doctor, "a pipeline argument of the run to check")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.add_argument(
         "--kfp-host", default="", help="KFP API URL to health-check (default: KFP_HOST; unset: skipped)"

@@ -17,7 +17,7 @@ from components._common.s3 import s3_client
 from .gate import evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
 from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
-from .registration import Registrar, VersionRequest, validate_name
+from .registration import ModelRegistryResult, Registrar, VersionRequest, validate_name
 from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
 from .s3_upload import upload_model_files
 from .summary import render_summary
@@ -25,27 +25,6 @@ from .summary import render_summary
 STATUS_SKIPPED = "skipped"
 #: Distributions whose versions are recorded as lineage when installed.
 RECORDED_LIBRARIES = ("kfp-finetune", "kfp", "model-registry")
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelRegistryResult:
-    """The step's outputs.
-
-    Attributes:
-        status: ``registered``, ``already_registered`` or ``skipped``.
-        model_id: Registered model id ("" when skipped).
-        version_id: Model version id ("" when skipped).
-        reason: One line saying what happened.
-        uri: The registered URI ("" when skipped).
-        api_version: ``v1`` or ``v1alpha3`` ("" when skipped).
-    """
-
-    status: str
-    model_id: str = ""
-    version_id: str = ""
-    reason: str = ""
-    uri: str = ""
-    api_version: str = ""
 
 
 def _log(message: str) -> None:
@@ -233,6 +212,4 @@ def run_model_registration(
     write_text_atomically(
         summary_path, render_summary(registration.status, reason, details, request.custom_properties, link)
     )
-    return ModelRegistryResult(
-        registration.status, registration.model_id, registration.version_id, reason, serving.uri, api_version
-    )
+    return dataclasses.replace(registration, uri=serving.uri, reason=reason, api_version=api_version)
