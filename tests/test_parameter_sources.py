@@ -105,3 +105,19 @@ def test_declared_differences_name_real_parameters_and_do_differ_where_they_say_
     for key, value in PIPELINE_DEFAULTS.items():
         step, name = key.split(".")
         assert component_parameters(step)[name].default != value, f"{key} is declared but equals the component's"
+
+
+@pytest.mark.parametrize("step", sorted(COMPONENTS))
+def test_each_wrapper_maps_every_argument_explicitly(step):
+    """No ``**locals()`` or other bag: every argument of the component is read by name in its body."""
+    import ast
+    from pathlib import Path
+
+    folder, function = COMPONENTS[step]
+    tree = ast.parse((Path(__file__).resolve().parents[1] / folder / "component.py").read_text())
+    wrapper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+    calls = {n.func.id for n in ast.walk(wrapper) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert not calls & {"locals", "vars"}, f"{function} passes its arguments as a bag"
+    read = {n.id for n in ast.walk(wrapper) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    arguments = [a.arg for a in wrapper.args.args + wrapper.args.kwonlyargs]
+    assert [name for name in arguments if name not in read] == []
