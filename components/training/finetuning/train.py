@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -36,8 +37,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.artifacts import find_artifact_file
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
+from components._common.namespace import pod_namespace
 from components.training.finetuning import entrypoint, local_backend, progress_server, tracking
 from components.training.finetuning import metrics as metrics_module
 from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
@@ -49,7 +52,6 @@ RUN_CONFIG_FILE = "run_config.json"
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
 S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
-_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 @dataclasses.dataclass
@@ -229,7 +231,7 @@ def require_training_image(backend: str, params: Mapping[str, Any]) -> None:
 def dataset_facts(artifact: Any) -> dict[str, str]:
     """Source URI and SHA-256 of a dataset artifact: from its metadata, else the artifact URI and the file's hash."""
     metadata = dict(getattr(artifact, "metadata", None) or {})
-    data_file = entrypoint.find_data_file(Path(artifact.path))
+    data_file = find_artifact_file(artifact.path, "dataset", prefer="train")
     sha256 = metadata.get("dataset_sha256") or metadata.get("sha256")
     if not sha256:
         with data_file.open("rb") as handle:
@@ -242,7 +244,7 @@ def _eval_file(eval_dataset: Any) -> Path | None:
     """The eval JSONL, or ``None`` when there is no eval dataset or it is empty (e.g. ``train_split_ratio=1.0``)."""
     if eval_dataset is None or not getattr(eval_dataset, "path", None) or not Path(eval_dataset.path).exists():
         return None
-    data_file = entrypoint.find_data_file(Path(eval_dataset.path))
+    data_file = find_artifact_file(eval_dataset.path, "eval_dataset", prefer="eval")
     with data_file.open("rb") as handle:  # streamed: the file may be large, and is checked (UTF-8 included) later
         return data_file if any(line.strip() for line in handle) else None
 
@@ -332,7 +334,7 @@ def run_train_model(
     config = validate_params(params, eval_file is not None)
     if params.get("backend", "trainjob") == "local":
         _require_local_training_packages(config.algorithm)
-    data_file = entrypoint.find_data_file(Path(train_dataset.path))
+    data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")
     entrypoint.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
     if eval_file is not None:
         entrypoint.count_chat_rows(eval_file, "eval_dataset")
@@ -514,7 +516,7 @@ def write_run_config(
     """
     shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
     for module, staged in entrypoint.STAGED_MODULES.items():
-        shutil.copyfile(Path(entrypoint.__file__).with_name(f"{module}.py"), run_dir / f"{staged}.py")
+        shutil.copyfile(importlib.util.find_spec(module).origin, run_dir / f"{staged}.py")
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)
     shutil.copyfile(data_file, data_dir / "train.jsonl")
@@ -552,8 +554,9 @@ def _check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
 def _namespace(params: Mapping[str, Any]) -> str:
     if params.get("namespace"):
         return params["namespace"]
-    if _SERVICE_ACCOUNT_NAMESPACE.is_file():
-        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    namespace = pod_namespace()
+    if namespace:
+        return namespace
     raise TrainingConfigError(
         "train_model parameter training_namespace='': not running in a cluster, so name the namespace"
     )

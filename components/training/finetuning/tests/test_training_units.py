@@ -372,26 +372,22 @@ def test_training_accepts_list_of_parts_like_the_dataset_step(tmp_path):
 
 
 def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
+    import importlib.util
     import shutil
     import subprocess
     import sys
 
     shutil.copyfile(entrypoint.__file__, tmp_path / "entrypoint.py")  # exactly how train.py stages it
+    for module, staged in entrypoint.STAGED_MODULES.items():
+        shutil.copyfile(importlib.util.find_spec(module).origin, tmp_path / f"{staged}.py")
     done = subprocess.run(
-        [sys.executable, "-I", str(tmp_path / "entrypoint.py"), "--help"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-S", "-E", str(tmp_path / "entrypoint.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert "--config" in done.stdout
-
-
-def test_find_data_file(tmp_path):
-    (tmp_path / "a.jsonl").write_text("{}\n")
-    assert entrypoint.find_data_file(tmp_path) == tmp_path / "a.jsonl"
-    (tmp_path / "b.jsonl").write_text("{}\n")
-    with pytest.raises(entrypoint.EntrypointError, match="expected a .jsonl file"):
-        entrypoint.find_data_file(tmp_path)
-    (tmp_path / "train.jsonl").write_text("{}\n")
-    assert entrypoint.find_data_file(tmp_path) == tmp_path / "train.jsonl"
 
 
 def test_model_sources(tmp_path):
@@ -425,6 +421,10 @@ def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_di
     )
     with pytest.raises(entrypoint.EntrypointError, match="no objects under that S3 prefix"):
         entrypoint.resolve_model_source(f"s3://{bucket}/models/none", tmp_path, {}, dict(os.environ))
+    env = {k: v for k, v in os.environ.items() if k != "AWS_SECRET_ACCESS_KEY"}  # the secret lacks a key
+    with pytest.raises(entrypoint.EntrypointError, match=r"^base_model='s3://.*S3 credentials missing: set AWS_SECRET"):
+        entrypoint.resolve_model_source(f"s3://{bucket}/models/other", tmp_path, {}, env)
+    assert not (tmp_path / "models").exists() or not any("other" in p.name for p in tmp_path.rglob("*"))
 
 
 # -- train: reading Training Hub's output back -------------------------------------------------------------------------
