@@ -79,30 +79,35 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags giving pipeline arguments."""
+def _add_parameter_values(parser: argparse.ArgumentParser, what: str = "a pipeline argument") -> None:
+    """``--param NAME=VALUE`` (repeatable) and ``--params-file``: the pipeline arguments of a run."""
     parser.add_argument(
         "--param",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a pipeline argument (VALUE parsed as JSON when possible); repeatable",
+        help=f"{what} (VALUE parsed as JSON when possible); repeatable",
     )
     parser.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags giving pipeline arguments."""
+    _add_parameter_values(parser)
     parser.add_argument("--experiment", default="Default", help="experiment name")
 
 
 def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
-    """One flag per option of the dataset step (``prepare_dataset``), with its defaults and the pipelines' help."""
+    """One flag per option of the dataset step (``run_dataset_download``), with its defaults and the pipelines' help."""
     import inspect
 
-    from components.data_processing.dataset_download.prepare import prepare_dataset
+    from components.data_processing.dataset_download.run import run_dataset_download
     from pipelines.training.finetuning.parameters import PARAMETERS
 
     described = {p.name: p.description for p in PARAMETERS if p.step == "train"}  # max_seq_len
     described.update({p.name: p.description for p in PARAMETERS if p.step == "dataset"})
     group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
-    for name, parameter in inspect.signature(prepare_dataset).parameters.items():
+    for name, parameter in inspect.signature(run_dataset_download).parameters.items():
         if parameter.default is inspect.Parameter.empty:
             continue  # the URI and the output paths
         flag, default = f"--{name.replace('_', '-')}", parameter.default
@@ -171,14 +176,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         help=f"a pipeline name or a compiled YAML file (default: {DOCTOR_DEFAULT_PIPELINE})",
     )
     doctor.add_argument("--namespace", default="", help="the Data Science Project (default: the kubeconfig context's)")
-    doctor.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a pipeline argument of the run to check (VALUE parsed as JSON when possible); repeatable",
-    )
-    doctor.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
+    _add_parameter_values(doctor, "a pipeline argument of the run to check")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.add_argument(
         "--kfp-host", default="", help="KFP API URL to health-check (default: KFP_HOST; unset: skipped)"

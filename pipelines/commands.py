@@ -80,14 +80,14 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
     """``kfp-finetune validate-dataset``: the dataset step, locally; exit 0 when it passes, 1 when the rows fail it."""
     import inspect
 
-    from components.data_processing.dataset_download.prepare import prepare_dataset
+    from components.data_processing.dataset_download.run import run_dataset_download
     from components.data_processing.dataset_download.validate import DatasetValidationError
 
-    options = {name: getattr(args, name) for name in list(inspect.signature(prepare_dataset).parameters)[3:]}
+    options = {name: getattr(args, name) for name in list(inspect.signature(run_dataset_download).parameters)[3:]}
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-validate-") as scratch:
         output_dir = args.output_dir or Path(scratch)
         try:
-            prepared = prepare_dataset(args.uri, output_dir / "train.jsonl", output_dir / "eval.jsonl", **options)
+            prepared = run_dataset_download(args.uri, output_dir / "train.jsonl", output_dir / "eval.jsonl", **options)
         except DatasetValidationError as error:
             if error.report is None:
                 raise

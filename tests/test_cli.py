@@ -136,13 +136,13 @@ def test_compile_several_pipelines_to_a_yaml_path_is_an_error_naming_the_rule(tm
 def test_validate_dataset_has_a_flag_for_every_option_of_the_dataset_step():
     import inspect
 
-    from components.data_processing.dataset_download.prepare import prepare_dataset
+    from components.data_processing.dataset_download.run import run_dataset_download
 
     (validate,) = [
         action.choices["validate-dataset"] for action in build_parser()._actions if getattr(action, "choices", None)
     ]
     flags = {option for action in validate._actions for option in action.option_strings}
-    for name, parameter in inspect.signature(prepare_dataset).parameters.items():
+    for name, parameter in inspect.signature(run_dataset_download).parameters.items():
         if parameter.default is not inspect.Parameter.empty:
             assert f"--{name.replace('_', '-')}" in flags, name
             assert validate.get_default(name) == parameter.default

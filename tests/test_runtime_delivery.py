@@ -159,12 +159,12 @@ def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path):
     pipeline = next(iter(yaml.safe_load_all((REPO_ROOT / "pipelines/training/sft/pipeline.yaml").read_text())))
     steps = {
         "exec-dataset-download": (
-            "data_processing.dataset_download.prepare",
+            "data_processing.dataset_download.run",
             {"chat_format", "masking", "termination"},
         ),
         "exec-train-model": ("training.finetuning.run", {"chat_format", "masking"}),
         "exec-lm-eval": ("evaluation.lm_eval.custom_task", {"chat_format", "masking"}),
-        "exec-model-registry": ("deployment.kubeflow_model_registry.step", {"masking"}),
+        "exec-model-registry": ("deployment.kubeflow_model_registry.run", {"masking"}),
     }
     for executor, (module, shared) in steps.items():
         executors = {executor: pipeline["deploymentSpec"]["executors"][executor]}

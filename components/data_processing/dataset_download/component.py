@@ -3,13 +3,14 @@
 from kfp import dsl
 
 from components._common.runtime import runtime_component
+from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
 
 PACKAGES = ["huggingface-hub==2.0.0", "boto3==1.44.5", "pyarrow==26.0.1", "pyyaml==6.0.3", "transformers==5.23.0"]
 PACKAGES += ["tenacity==9.2.1"]  # the shared retry policy (components/_common/retry.py)
 PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
 
 
-@runtime_component(__file__, packages=PACKAGES)
+@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS)
 def dataset_download(
     dataset_uri: str,
     train_dataset: dsl.Output[dsl.Dataset],
@@ -28,35 +29,14 @@ def dataset_download(
     tokenizer_source: str = "",
     max_download_bytes: int = 10737418240,
 ) -> None:
-    """Downloads a chat dataset, validates every row, converts it to ``messages`` JSONL and splits it (seeded).
-
-    Args:
-        dataset_uri: Hub id `org/name[:subset][@revision]` (token from env HF_TOKEN), `s3://bucket/key-or-prefix/`
-            (RHOAI data-connection env vars), `http(s)://.../file.jsonl`, `pvc://claim/path` (under
-            $KFP_FINETUNE_PVC_ROOT, default /mnt/pvc) or a local path. Files: .jsonl, .json, .parquet, .csv (+.gz).
-        train_dataset: Train split, JSONL of chat `messages` rows; metadata source_uri, revision, rows, sha256, format.
-        eval_dataset: Eval split, same form (an empty file with rows=0 when train_split_ratio is 1.0).
-        report: Markdown report: source, revision, detected format, counts, every rejected row, split, token stats.
-        metrics: Row counts, rejects per rule (rejected_<rule>), token statistics.
-        train_split_ratio: Fraction of the kept rows used for training, in (0, 1]; 1.0 = no eval split.
-        subset_count: Rows to keep, drawn with `seed` (0 = all; more than available warns and keeps all).
-        seed: Seed of the subset and the split; same input and seed give byte-identical files.
-        input_format: auto | messages | alpaca | sharegpt | prompt_completion (auto detects from the first rows).
-        hf_split: Split of a Hub dataset to read.
-        on_invalid: fail (any bad row fails the task) | drop (drop and count bad rows).
-        max_invalid_fraction: With on_invalid=drop, the largest rejected fraction accepted, in [0, 1].
-        allow_trailing_user: Accept conversations that end on a user turn.
-        max_seq_len: Token limit for token statistics (computed only with tokenizer_source); 0 = none.
-        tokenizer_source: HF id or local directory of a tokenizer for token statistics ("" = none).
-        max_download_bytes: Refuse remote downloads larger than this many bytes.
-    """
+    """Downloads a chat dataset, validates every row, converts it to ``messages`` JSONL and splits it (seeded)."""
     from pathlib import Path
 
     from components._common.termination import sigterm_raises_exit
-    from components.data_processing.dataset_download.prepare import prepare_dataset
+    from components.data_processing.dataset_download.run import run_dataset_download
 
     with sigterm_raises_exit():  # a stopped pod still removes its partial downloads and temporary files
-        prepared = prepare_dataset(
+        prepared = run_dataset_download(
             dataset_uri,
             Path(train_dataset.path),
             Path(eval_dataset.path),

@@ -69,7 +69,9 @@ class Watchdog:
             pass
 
 
-class _WatchedHTTPConnection(http.client.HTTPConnection):
+class _Watched:
+    """Mixed into an ``http.client`` connection: registers its socket (TLS-wrapped for HTTPS) with a watchdog."""
+
     def __init__(self, *args, watchdog: Watchdog, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._watchdog = watchdog
@@ -79,14 +81,12 @@ class _WatchedHTTPConnection(http.client.HTTPConnection):
         self._watchdog.watch(self.sock)
 
 
-class _WatchedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args, watchdog: Watchdog, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._watchdog = watchdog
+class _WatchedHTTPConnection(_Watched, http.client.HTTPConnection):
+    pass
 
-    def connect(self) -> None:
-        super().connect()
-        self._watchdog.watch(self.sock)
+
+class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
+    pass
 
 
 class WatchedHTTPHandler(urllib.request.HTTPHandler):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from components._common.retry import GaveUp, RetryPolicy, call_with_retries, is_tls_error, is_transient
+from components._common.s3 import S3CredentialsMissing, s3_client
 
 from .deadlines import (
     Watchdog,
@@ -50,7 +51,6 @@ from .readers import data_format
 
 #: HTTP statuses worth retrying (the server or a proxy may recover).
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-S3_CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 _COPY_CHUNK = 1 << 20
 
 
@@ -235,34 +235,6 @@ def _http_failure(url: str, error: BaseException, attempts: int) -> DatasetSourc
 # --- S3 ----------------------------------------------------------------------------------------------------------
 
 
-def s3_client(stall_timeout_s: float = 120.0):
-    """A boto3 S3 client from the data-connection environment variables (custom endpoint for MinIO / ODF).
-
-    ``stall_timeout_s`` is botocore's read timeout: how long a read may wait for bytes.
-    """
-    import boto3
-    from botocore.config import Config
-
-    missing = [name for name in S3_CREDENTIAL_VARS if not os.environ.get(name)]
-    if missing:
-        raise DatasetSourceError(
-            f"S3 credentials missing: set {', '.join(missing)} (from the data connection secret) in the environment; "
-            "`kfp-finetune doctor` checks the secret before a run"
-        )
-    return boto3.client(
-        "s3",
-        endpoint_url=os.environ.get("AWS_S3_ENDPOINT") or None,
-        region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-        config=Config(
-            connect_timeout=min(30, stall_timeout_s),
-            read_timeout=stall_timeout_s,
-            retries={"max_attempts": 5, "mode": "standard"},
-        ),
-    )
-
-
 def _s3_error(uri: str, error: Exception) -> DatasetSourceError:
     response = getattr(error, "response", {}) or {}
     code = str(response.get("Error", {}).get("Code", ""))
@@ -348,7 +320,10 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions 
     from botocore.exceptions import BotoCoreError, ClientError
 
     location = parse_s3_uri(uri, os.environ.get("AWS_S3_BUCKET", ""))
-    client = s3_client(options.timeout_s)
+    try:
+        client = s3_client(stall_timeout_s=options.timeout_s)
+    except S3CredentialsMissing as error:
+        raise DatasetSourceError(str(error)) from None
     deadline = time.monotonic() + options.deadline_s
     try:
         prefix, objects = _s3_objects(client, uri, location.bucket, location.key)

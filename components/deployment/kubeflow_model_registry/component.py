@@ -48,7 +48,7 @@ def model_registry(
 
     from components._common.files import with_extension
     from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
-    from components.deployment.kubeflow_model_registry.step import run_model_registration
+    from components.deployment.kubeflow_model_registry.run import run_model_registration
 
     def info(artifact):
         return None if artifact is None else ArtifactInfo(artifact.uri, artifact.path, dict(artifact.metadata))

@@ -58,24 +58,29 @@ class VersionRequest:
 
 
 @dataclasses.dataclass(frozen=True)
-class Registration:
-    """What the registry holds now.
+class ModelRegistryResult:
+    """What the ``model_registry`` step did, and what the registry holds now.
 
     Attributes:
-        status: ``registered`` (created now) or ``already_registered`` (found from an earlier try, nothing created).
-        model_id: Registered model id.
-        version_id: Model version id.
-        artifact_id: Model artifact id.
-        version_name: The version's name.
-        uri: The artifact's URI.
+        status: ``registered`` (created now), ``already_registered`` (found from an earlier try, nothing created) or
+            ``skipped``.
+        model_id: Registered model id ("" when skipped).
+        version_id: Model version id ("" when skipped).
+        artifact_id: Model artifact id ("" when skipped).
+        version_name: The version's name ("" when skipped).
+        uri: The registered URI ("" when skipped).
+        reason: One line saying what happened.
+        api_version: The registry API, ``v1`` or ``v1alpha3`` ("" when skipped).
     """
 
     status: str
-    model_id: str
-    version_id: str
-    artifact_id: str
-    version_name: str
-    uri: str
+    model_id: str = ""
+    version_id: str = ""
+    artifact_id: str = ""
+    version_name: str = ""
+    uri: str = ""
+    reason: str = ""
+    api_version: str = ""
 
 
 def validate_name(value: str, parameter: str) -> str:
@@ -235,7 +240,7 @@ class Registrar:
         request: VersionRequest,
         before_create: Callable[[], None] | None = None,
         now: datetime.datetime | None = None,
-    ) -> Registration:
+    ) -> ModelRegistryResult:
         """Registers ``request`` unless it is already there.
 
         Args:
@@ -263,7 +268,9 @@ class Registrar:
             same = [a for a in artifacts if a.uri == request.uri]
             if same:
                 self.log(f"{request.model_name}:{version_name} is already registered with {request.uri}: nothing to do")
-                return Registration("already_registered", model.id, existing.id, same[0].id, version_name, request.uri)
+                return ModelRegistryResult(
+                    "already_registered", model.id, existing.id, same[0].id, version_name, request.uri
+                )
             if artifacts:
                 raise VersionConflictError(
                     f"model {request.model_name!r} version {version_name!r} (id {existing.id}) already exists and "
@@ -289,4 +296,4 @@ class Registrar:
             self.log(f"created model version {version_name!r} (id {version.id})")
         artifact = await self.attach_artifact(request, version.id)
         self.log(f"registered {request.model_name}:{version_name} -> {request.uri} (artifact id {artifact.id})")
-        return Registration("registered", model.id, version.id, artifact.id, version_name, request.uri)
+        return ModelRegistryResult("registered", model.id, version.id, artifact.id, version_name, request.uri)

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
+
+from components._common.s3 import s3_client
 
 from .model_uri import parse_s3_uri
 
-#: Env vars of an OpenShift AI data connection (injected from its secret); keys are read by boto3 itself.
-S3_ENDPOINT_ENV = "AWS_S3_ENDPOINT"
-S3_REGION_ENV = "AWS_DEFAULT_REGION"
-S3_KEY_ID_ENV = "AWS_ACCESS_KEY_ID"
-
 
 @dataclasses.dataclass(frozen=True)
-class S3UploadResult:
+class S3Upload:
     """What was uploaded.
 
     Attributes:
@@ -44,33 +40,12 @@ def files_to_upload(source: Path) -> list[tuple[Path, str]]:
     return [(p, p.relative_to(source).as_posix()) for p in files]
 
 
-def s3_client(environ: Mapping[str, str] | None = None):
-    """A boto3 S3 client for the data connection in the environment (``AWS_S3_ENDPOINT``, region, keys).
-
-    Raises:
-        ValueError: No access key is set (the data-connection secret is not mounted as env vars).
-    """
-    import boto3
-
-    environ = os.environ if environ is None else environ
-    if not environ.get(S3_KEY_ID_ENV):
-        raise ValueError(
-            f"s3_upload_prefix is set but {S3_KEY_ID_ENV} is not: mount the S3 data-connection secret as env vars "
-            f"({S3_KEY_ID_ENV}, AWS_SECRET_ACCESS_KEY, {S3_ENDPOINT_ENV}, {S3_REGION_ENV})"
-        )
-    return boto3.client(
-        "s3",
-        endpoint_url=environ.get(S3_ENDPOINT_ENV) or None,
-        region_name=environ.get(S3_REGION_ENV) or None,
-    )
-
-
 def upload_model_files(
     source: Path,
     s3_upload_prefix: str,
     log: Callable[[str], None],
     client=None,
-) -> S3UploadResult:
+) -> S3Upload:
     """Uploads the model files under ``s3://bucket/prefix/`` and checks every object landed with its size.
 
     Objects are written one by one (each S3 write is atomic); the caller registers the URI only after this returns,
@@ -80,7 +55,7 @@ def upload_model_files(
         source: Directory (or single file) to upload.
         s3_upload_prefix: ``s3://bucket/prefix``.
         log: Where progress lines go.
-        client: A boto3 S3 client (default: :func:`s3_client`).
+        client: A boto3 S3 client (default: :func:`components._common.s3.s3_client`).
 
     Returns:
         What was uploaded.
@@ -93,7 +68,7 @@ def upload_model_files(
 
     bucket, prefix = parse_s3_uri(s3_upload_prefix)
     files = files_to_upload(source)
-    client = client or s3_client()
+    client = client or s3_client(purpose="s3_upload_prefix is set")
     total = 0
     try:
         for path, relative in files:
@@ -109,4 +84,4 @@ def upload_model_files(
             raise RuntimeError(f"after upload, s3://{bucket}/{prefix}/{relative} is missing or has the wrong size")
     uri = f"s3://{bucket}/{prefix}"
     log(f"uploaded {len(files)} files ({total} bytes) from {source} to {uri}")
-    return S3UploadResult(uri, len(files), total)
+    return S3Upload(uri, len(files), total)

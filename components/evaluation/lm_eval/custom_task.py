@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from components._common.artifacts import ArtifactFileError, find_artifact_file
 from components._common.chat_format import ChatFormatError, iter_chat_file
 from components._common.files import write_text_atomically
 
@@ -72,29 +73,15 @@ class HeldoutDoc:
 
 
 def find_dataset_file(path: Path) -> Path:
-    """Returns the JSONL file of a dataset artifact: the path itself, or the one ``.jsonl`` file in a directory.
-
-    Args:
-        path: ``eval_dataset.path``: a JSONL file or a directory holding exactly one ``*.jsonl`` file.
-
-    Returns:
-        The JSONL file.
+    """The JSONL file of the ``eval_dataset`` artifact (see :func:`~components._common.artifacts.find_artifact_file`).
 
     Raises:
         EvalDatasetError: The path does not exist, or a directory holds no or several JSONL files.
     """
-    path = Path(path)
-    if path.is_file():
-        return path
-    if path.is_dir():
-        candidates = sorted(path.glob("*.jsonl"))
-        if len(candidates) == 1:
-            return candidates[0]
-        raise EvalDatasetError(
-            f"eval_dataset: directory {path} must hold exactly one *.jsonl file, found {len(candidates)}: "
-            f"{[c.name for c in candidates]}"
-        )
-    raise EvalDatasetError(f"eval_dataset: {path} does not exist")
+    try:
+        return find_artifact_file(path, "eval_dataset")
+    except ArtifactFileError as error:
+        raise EvalDatasetError(str(error)) from None
 
 
 def read_conversations(path: Path, max_samples: int = -1) -> Iterator[tuple[int, list[dict]]]:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.namespace import pod_namespace
 from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.manifests.spec import SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
@@ -28,7 +29,6 @@ from components.training.finetuning.staging import stage_base_model, write_run_c
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
 S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
-_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def require_training_image(backend: str, params: Mapping[str, Any]) -> None:
@@ -59,8 +59,9 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
 def _namespace(params: Mapping[str, Any]) -> str:
     if params.get("namespace"):
         return params["namespace"]
-    if _SERVICE_ACCOUNT_NAMESPACE.is_file():
-        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    namespace = pod_namespace()
+    if namespace:
+        return namespace
     raise TrainingConfigError(
         "train_model parameter training_namespace='': not running in a cluster, so name the namespace"
     )

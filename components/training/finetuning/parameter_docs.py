@@ -22,14 +22,14 @@ PARAMETER_DOCS = {
     "task_config": (
         "Volumes (workspace PVC), tolerations, node selector, affinity, env of the task, handed to the TrainJob."
     ),
-    "training_algorithm": ("`sft` \\| `osft` \\| `lora` (case-insensitive: the guide's `OSFT` works)."),
+    "training_algorithm": ("`sft` | `osft` | `lora` (case-insensitive: the guide's `OSFT` works)."),
     "training_backend": (
         "Training Hub's backend: `instructlab-training` (SFT), `mini-trainer` (OSFT), `unsloth` (LoRA); '' = the "
         "algorithm's default."
     ),
     "training_launcher": (
-        "`trainjob` (Kubeflow Trainer v2) \\| `pytorchjob` (Training Operator v1; needs `training_image`) \\| `auto` "
-        "(trainjob when its runtime exists, else pytorchjob) \\| `local`."
+        "`trainjob` (Kubeflow Trainer v2) | `pytorchjob` (Training Operator v1; needs `training_image`) | `auto` "
+        "(trainjob when its runtime exists, else pytorchjob) | `local`."
     ),
     "training_num_epochs": ("Passes over the data (>= 1)."),
     "training_effective_batch_size": ("Samples per optimizer step."),
@@ -93,7 +93,7 @@ PARAMETER_DOCS = {
         "logging the queue state and never resumes it itself; '' = no queue."
     ),
     "training_cleanup_policy": (
-        "On every failure after submission (error, timeout, cancel, API outage): `delete` \\| `keep` \\| `suspend` "
+        "On every failure after submission (error, timeout, cancel, API outage): `delete` | `keep` | `suspend` "
         "the TrainJob/PyTorchJob; when the API cannot be reached the error names the `kubectl` command."
     ),
     "training_delete_on_success": ("Delete the TrainJob after it completes."),

@@ -12,7 +12,7 @@ from components.training.finetuning.manifests.names import job_name
 
 
 @dataclasses.dataclass
-class TrainResult:
+class TrainModelResult:
     """What a ``train_model`` run produced.
 
     Attributes:

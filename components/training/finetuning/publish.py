@@ -10,7 +10,7 @@ from typing import Any
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data
 from components.training.finetuning.local import trainer as local_backend
-from components.training.finetuning.plan import BackendRun, RunPlan, TrainResult
+from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.report import render_report
 
@@ -46,7 +46,7 @@ def publish_outputs(
     report: Any,
     facts: dict[str, str],
     temporary: str | None,
-) -> TrainResult:
+) -> TrainModelResult:
     """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
     config, final_dir, backend = plan.config, trained.final_dir, trained.backend or plan.backend
     model_dir = local_backend.replace_dir(
@@ -84,6 +84,6 @@ def publish_outputs(
     shown.update(job=job, **facts)
     html = render_report(trained.records, summary, config.hyperparameters(), shown)
     write_text_atomically(Path(with_extension(report, ".html")), html)
-    return TrainResult(
+    return TrainModelResult(
         model_dir, checkpoint_path, summary, trained.records, metadata, trained.job_name, trained.job_kind
     )

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.artifacts import find_artifact_file
 from components._common.masking import masked
 from components.training.finetuning import tracking
 from components.training.finetuning.cluster.lifecycle import CLEANUP_POLICIES
@@ -38,7 +39,7 @@ from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, Tr
 from components.training.finetuning.launch import require_training_image, train_on_cluster
 from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.manifests.names import job_name
-from components.training.finetuning.plan import BackendRun, RunPlan, TrainResult
+from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import entrypoint, progress_server
 from components.training.finetuning.publish import publish_outputs
 from components.training.finetuning.staging import (
@@ -127,7 +128,7 @@ def run_train_model(
     log: Any = print,
     job_options: Mapping[str, Any] | None = None,
     **params: Any,
-) -> TrainResult:
+) -> TrainModelResult:
     """The whole ``train_model`` component: validate, train with the chosen backend, write the three outputs.
 
     Args:
@@ -151,7 +152,7 @@ def run_train_model(
     config = validate_params(params, eval_file is not None)
     if params.get("backend", "trainjob") == "local":
         _require_local_training_packages(config.algorithm)
-    data_file = entrypoint.find_data_file(Path(train_dataset.path))
+    data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")
     entrypoint.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
     if eval_file is not None:
         entrypoint.count_chat_rows(eval_file, "eval_dataset")

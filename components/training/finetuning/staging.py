@@ -8,6 +8,7 @@ modules it needs staged beside it under :data:`~.pod.entrypoint.STAGED_MODULES` 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.artifacts import find_artifact_file
 from components._common.files import write_text_atomically
 from components.training.finetuning import tracking
 from components.training.finetuning.config import TrainingConfig, TrainingConfigError
@@ -57,7 +59,7 @@ def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str
 def dataset_facts(artifact: Any) -> dict[str, str]:
     """Source URI and SHA-256 of a dataset artifact: from its metadata, else the artifact URI and the file's hash."""
     metadata = dict(getattr(artifact, "metadata", None) or {})
-    data_file = entrypoint.find_data_file(Path(artifact.path))
+    data_file = find_artifact_file(artifact.path, "dataset", prefer="train")
     sha256 = metadata.get("dataset_sha256") or metadata.get("sha256")
     if not sha256:
         with data_file.open("rb") as handle:
@@ -70,7 +72,7 @@ def eval_file_of(eval_dataset: Any) -> Path | None:
     """The eval JSONL, or ``None`` when there is no eval dataset or it is empty (e.g. ``train_split_ratio=1.0``)."""
     if eval_dataset is None or not getattr(eval_dataset, "path", None) or not Path(eval_dataset.path).exists():
         return None
-    data_file = entrypoint.find_data_file(Path(eval_dataset.path))
+    data_file = find_artifact_file(eval_dataset.path, "eval_dataset", prefer="eval")
     with data_file.open("rb") as handle:  # streamed: the file may be large, and is checked (UTF-8 included) later
         return data_file if any(line.strip() for line in handle) else None
 
@@ -155,10 +157,9 @@ def stage_pod_script(run_dir: Path) -> Path:
     Returns:
         The staged ``entrypoint.py``; ``python entrypoint.py`` runs with nothing but the standard library.
     """
-    pod_dir = Path(entrypoint.__file__).parent
-    shutil.copyfile(pod_dir / "entrypoint.py", run_dir / "entrypoint.py")
+    shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
     for module, staged in entrypoint.STAGED_MODULES.items():
-        shutil.copyfile(pod_dir / f"{module}.py", run_dir / f"{staged}.py")
+        shutil.copyfile(importlib.util.find_spec(module).origin, run_dir / f"{staged}.py")
     return run_dir / "entrypoint.py"
 
 

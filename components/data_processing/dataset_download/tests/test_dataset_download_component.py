@@ -196,7 +196,7 @@ def test_compiled_component_embeds_the_pure_modules_within_the_argument_limit(tm
     executor = next(iter(spec["deploymentSpec"]["executors"].values()))
     source = executor["container"]["command"][-1]
     assert len(source.encode()) < 100 * 1024
-    assert "prepare_dataset" in source and "__KFP_EMBEDDED_ARCHIVE_B64" in source
+    assert "run_dataset_download" in source and "__KFP_EMBEDDED_ARCHIVE_B64" in source
 
 
 def test_prompt_completion_parquet_from_the_hub(tmp_path, hub_stub):

@@ -25,7 +25,7 @@ import pytest
 from components._common.chat_format import ChatFormatError
 from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.locations import DatasetSourceError
-from components.data_processing.dataset_download.prepare import prepare_dataset
+from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
 from components.data_processing.dataset_download.validate import validate_local_files
 
@@ -119,7 +119,7 @@ def test_blank_dataset_uri_is_refused_before_anything_is_read(tmp_path, monkeypa
     (tmp_path / "data.jsonl").write_bytes(LINE * 3)  # what an empty URI would otherwise read: the working directory
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DatasetSourceError, match="is empty|leading or trailing whitespace") as error:
-        prepare_dataset(uri, tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl")
+        run_dataset_download(uri, tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl")
     assert repr(uri) in str(error.value)
     assert not (tmp_path / "out").exists()
     with pytest.raises(DatasetSourceError):
@@ -297,7 +297,7 @@ def test_secret_values_never_reach_the_dataset_steps_errors_or_output(http_file_
     http_file_server.script("/chat.jsonl", 404)
     url = http_file_server.url_for("chat.jsonl") + "?signature=" + secret
     with pytest.raises(DatasetSourceError) as error:
-        prepare_dataset(url, tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl")
+        run_dataset_download(url, tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl")
     out, err = capsys.readouterr()
     assert "HTTP 404" in str(error.value) and "signature=***" in str(error.value)
     assert secret not in str(error.value) + out + err
@@ -327,7 +327,7 @@ def test_secret_values_never_reach_the_dataset_steps_artifacts(http_file_server,
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     (http_file_server.root / "chat.jsonl").write_bytes(LINE * 10)
     url = http_file_server.url_for("chat.jsonl") + "?signature=" + secret
-    prepared = prepare_dataset(url, tmp_path / "train.jsonl", tmp_path / "eval.jsonl", train_split_ratio=0.8)
+    prepared = run_dataset_download(url, tmp_path / "train.jsonl", tmp_path / "eval.jsonl", train_split_ratio=0.8)
     artifacts = [dsl.Dataset(uri=str(tmp_path / "t")), dsl.Dataset(uri=str(tmp_path / "e"))]
     artifacts.append(dsl.Markdown(uri=str(tmp_path / "report")))
     metrics = SimpleNamespace(values={}, log_metric=lambda name, value: metrics.values.update({name: value}))

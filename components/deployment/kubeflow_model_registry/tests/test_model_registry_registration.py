@@ -14,7 +14,7 @@ from components.deployment.kubeflow_model_registry.registry_client import (
     RegistryRequestError,
     RetryPolicy,
 )
-from components.deployment.kubeflow_model_registry.step import run_model_registration
+from components.deployment.kubeflow_model_registry.run import run_model_registration
 
 TOKEN = "mr-token-1b2c3d4e5f"
 RUN_ID = "7c0ffee0-1234-4d2b-9a51-0123456789ab"
@@ -285,7 +285,7 @@ def test_s3_upload_registers_the_s3_uri(registry_stub, tmp_path, model, model_fi
 
 
 def test_s3_upload_without_credentials_fails_before_registering(registry_stub, tmp_path, model):
-    with pytest.raises(ValueError, match="AWS_ACCESS_KEY_ID is not"):
+    with pytest.raises(ValueError, match="s3_upload_prefix is set, but S3 credentials missing: set AWS_ACCESS_KEY_ID"):
         register(registry_stub, tmp_path, model, model_uri="", s3_upload_prefix="s3://models/tiny/x")
     assert registry_stub.model_versions == {}
 

@@ -64,7 +64,7 @@ def test_embeds_the_pure_modules_only(tmp_path):
         names = {n.removeprefix("./") for n in tar.getnames() if n.endswith(".py")}
     package = "components/evaluation/lm_eval/"
     assert {n for n in names if n.startswith(package)} == {
-        package + name for name in ("__init__.py", "custom_task.py", "evaluate.py", "model_spec.py", "report.py")
+        package + name for name in ("__init__.py", "custom_task.py", "run.py", "model_spec.py", "report.py")
     }
     assert len(command) < 128 * 1024
 

@@ -206,7 +206,7 @@ def test_stage_custom_tasks_rejects_a_file_or_a_directory_without_yaml(tmp_path)
 
 
 def test_secret_values_never_reach_lm_evals_errors(tmp_path, monkeypatch):
-    from components.evaluation.lm_eval.evaluate import run_lm_eval
+    from components.evaluation.lm_eval.run import run_lm_eval
 
     secret = "Zq9xLmN4pW7rT2vKc8"
     monkeypatch.setenv("HF_TOKEN", secret)

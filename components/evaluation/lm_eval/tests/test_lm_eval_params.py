@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from components.evaluation.lm_eval.evaluate import (
+from components.evaluation.lm_eval.run import (
     check_backend_available,
     check_options,
     check_task_names,

@@ -84,7 +84,7 @@ class FollowSettings:
 
 @dataclasses.dataclass(frozen=True)
 class JobResult:
-    """How a successful job run went (the cluster launchers' internal result; see ``run.TrainResult``).
+    """How a successful job run went (the cluster launchers' internal result; see ``run.TrainModelResult``).
 
     Attributes:
         name: The job's name.

@@ -31,16 +31,20 @@ from pathlib import Path
 from typing import Any
 
 try:
+    from components._common import s3
     from components.training.finetuning.pod import checkpoints, progress_server
 except ImportError:  # in the training pod: the modules are staged beside this file under their STAGED_MODULES names
     import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
     import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]
+    import kfp_finetune_s3 as s3  # type: ignore[no-redef]
 
-#: Project modules the pod needs (standard library only), by the file name they are staged under beside this one.
+#: Project modules the pod needs (standard library only at import), by the file name they are staged under beside
+#: this one.
 STAGED_MODULES = {
-    "metrics": "kfp_finetune_metrics",
-    "progress_server": "kfp_finetune_progress_server",
-    "checkpoints": "kfp_finetune_checkpoints",
+    "components.training.finetuning.pod.metrics": "kfp_finetune_metrics",
+    "components.training.finetuning.pod.progress_server": "kfp_finetune_progress_server",
+    "components.training.finetuning.pod.checkpoints": "kfp_finetune_checkpoints",
+    "components._common.s3": "kfp_finetune_s3",
 }
 #: Keywords added by this project that a Training Hub older than the pinned 0.11.2 may not take as parameters: they are
 #: dropped (with a note) when the installed function does not name them, instead of failing in the backend.
@@ -291,34 +295,12 @@ def count_chat_rows(path: Path, label: str = "dataset") -> int:
     return sum(1 for _ in load_chat_rows(path, label))
 
 
-def find_data_file(path: Path) -> Path:
-    """The JSONL file of a dataset artifact: ``path`` itself, or the single/``train`` ``.jsonl`` inside it.
-
-    Args:
-        path: A file or a directory.
-
-    Returns:
-        The JSONL file.
-
-    Raises:
-        EntrypointError: No (or an ambiguous) JSONL file.
-    """
-    path = Path(path)
-    if path.is_file():
-        return path
-    candidates = sorted(path.glob("*.jsonl")) if path.is_dir() else []
-    preferred = [candidate for candidate in candidates if candidate.stem == "train"]
-    if len(preferred) == 1 or len(candidates) == 1:
-        return (preferred or candidates)[0]
-    raise EntrypointError(f"dataset {path}: expected a .jsonl file or a directory with one, found {candidates}")
-
-
 def _download_s3(uri: str, target: Path, env: Mapping[str, str]) -> Path:
-    import boto3
-
     bucket, _, prefix = uri[len("s3://") :].partition("/")
-    endpoint = env.get("AWS_S3_ENDPOINT") or env.get("AWS_ENDPOINT_URL") or None
-    client = boto3.client("s3", endpoint_url=endpoint, region_name=env.get("AWS_DEFAULT_REGION") or None)
+    try:
+        client = s3.s3_client(env, purpose=f"base_model={uri!r}")
+    except s3.S3CredentialsMissing as error:
+        raise EntrypointError(str(error)) from None
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     found = 0
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/"):

@@ -388,16 +388,6 @@ def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
     assert "--config" in done.stdout
 
 
-def test_find_data_file(tmp_path):
-    (tmp_path / "a.jsonl").write_text("{}\n")
-    assert entrypoint.find_data_file(tmp_path) == tmp_path / "a.jsonl"
-    (tmp_path / "b.jsonl").write_text("{}\n")
-    with pytest.raises(entrypoint.EntrypointError, match="expected a .jsonl file"):
-        entrypoint.find_data_file(tmp_path)
-    (tmp_path / "train.jsonl").write_text("{}\n")
-    assert entrypoint.find_data_file(tmp_path) == tmp_path / "train.jsonl"
-
-
 def test_model_sources(tmp_path):
     (tmp_path / "claim-root" / "models" / "m").mkdir(parents=True)
     mounts = {"models-pvc": str(tmp_path / "claim-root")}
@@ -429,6 +419,10 @@ def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_di
     )
     with pytest.raises(entrypoint.EntrypointError, match="no objects under that S3 prefix"):
         entrypoint.resolve_model_source(f"s3://{bucket}/models/none", tmp_path, {}, dict(os.environ))
+    env = {k: v for k, v in os.environ.items() if k != "AWS_SECRET_ACCESS_KEY"}  # the secret lacks a key
+    with pytest.raises(entrypoint.EntrypointError, match=r"^base_model='s3://.*S3 credentials missing: set AWS_SECRET"):
+        entrypoint.resolve_model_source(f"s3://{bucket}/models/other", tmp_path, {}, env)
+    assert not (tmp_path / "models").exists() or not any("other" in p.name for p in tmp_path.rglob("*"))
 
 
 # -- train: reading Training Hub's output back -------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The component's work end to end: fetch, validate every row, split, count tokens, and describe the result.
 
-:func:`prepare_dataset` writes the train and eval JSONL files (temporary names, renamed only when everything
-succeeded) and returns a :class:`PreparedDataset` from which the component takes artifact metadata, metrics and the
-Markdown report.
+:func:`run_dataset_download` writes the train and eval JSONL files (temporary names, renamed only when everything
+succeeded) and returns a :class:`DatasetDownloadResult` from which the component takes artifact metadata, metrics
+and the Markdown report.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ LOG = logging.getLogger(__name__)
 
 
 @dataclass
-class PreparedDataset:
-    """What :func:`prepare_dataset` produced."""
+class DatasetDownloadResult:
+    """What :func:`run_dataset_download` produced."""
 
     validation: ValidationReport
     plan: SplitPlan
@@ -100,7 +100,7 @@ class PreparedDataset:
 
 
 @masked
-def prepare_dataset(
+def run_dataset_download(
     dataset_uri: str,
     train_path: Path,
     eval_path: Path,
@@ -115,7 +115,7 @@ def prepare_dataset(
     max_seq_len: int = 0,
     tokenizer_source: str = "",
     max_download_bytes: int = 10 * 1024**3,
-) -> PreparedDataset:
+) -> DatasetDownloadResult:
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
 
     Args:
@@ -196,4 +196,4 @@ def prepare_dataset(
     warnings = list(plan.warnings)
     if token_stats is not None and token_stats.rows_over_max_seq_len:
         warnings.append(f"{token_stats.rows_over_max_seq_len} rows are longer than max_seq_len={max_seq_len} tokens")
-    return PreparedDataset(report, plan, written_train, written_eval, seed, token_stats, warnings)
+    return DatasetDownloadResult(report, plan, written_train, written_eval, seed, token_stats, warnings)

@@ -8,56 +8,27 @@ import datetime
 import os
 from collections.abc import Callable, Mapping
 from importlib import metadata as importlib_metadata
-from pathlib import Path
 
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
+from components._common.namespace import pod_namespace
+from components._common.s3 import s3_client
 
 from .gate import evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
 from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
-from .registration import Registrar, VersionRequest, validate_name
+from .registration import ModelRegistryResult, Registrar, VersionRequest, validate_name
 from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
-from .s3_upload import s3_client, upload_model_files
+from .s3_upload import upload_model_files
 from .summary import render_summary
 
 STATUS_SKIPPED = "skipped"
-NAMESPACE_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 #: Distributions whose versions are recorded as lineage when installed.
 RECORDED_LIBRARIES = ("kfp-finetune", "kfp", "model-registry")
 
 
-@dataclasses.dataclass(frozen=True)
-class StepResult:
-    """The step's outputs.
-
-    Attributes:
-        status: ``registered``, ``already_registered`` or ``skipped``.
-        model_id: Registered model id ("" when skipped).
-        version_id: Model version id ("" when skipped).
-        reason: One line saying what happened.
-        uri: The registered URI ("" when skipped).
-        api_version: ``v1`` or ``v1alpha3`` ("" when skipped).
-    """
-
-    status: str
-    model_id: str = ""
-    version_id: str = ""
-    reason: str = ""
-    uri: str = ""
-    api_version: str = ""
-
-
 def _log(message: str) -> None:
     print(f"[model_registry] {message}", flush=True)
-
-
-def current_namespace(environ: Mapping[str, str], namespace_path: str = NAMESPACE_PATH) -> str:
-    """The pod's namespace (``$POD_NAMESPACE`` or the service-account mount), "" when unknown."""
-    if environ.get("POD_NAMESPACE"):
-        return environ["POD_NAMESPACE"]
-    path = Path(namespace_path)
-    return path.read_text().strip() if path.is_file() else ""
 
 
 def library_versions() -> dict[str, str]:
@@ -71,10 +42,10 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> StepResult:
+def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> ModelRegistryResult:
     log(f"skipped: {reason}")
     write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason))
-    return StepResult(STATUS_SKIPPED, reason=reason)
+    return ModelRegistryResult(STATUS_SKIPPED, reason=reason)
 
 
 @masked
@@ -107,7 +78,7 @@ def run_model_registration(
     retry_policy: RetryPolicy = RetryPolicy(),
     log: Callable[[str], None] = _log,
     now: datetime.datetime | None = None,
-) -> StepResult:
+) -> ModelRegistryResult:
     """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
 
     Args:
@@ -184,7 +155,7 @@ def run_model_registration(
     serving = resolve_serving_uri(model, model_uri, s3_uri, environ)
     log(f"serving URI {serving.uri} (from {serving.source})")
 
-    run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), current_namespace(environ))
+    run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), pod_namespace(environ))
     request = VersionRequest(
         model_name=model_name,
         version_name=model_version,
@@ -210,7 +181,9 @@ def run_model_registration(
 
     def upload() -> None:
         if upload_source is not None:
-            upload_model_files(upload_source, s3_upload_prefix, log, s3_client(environ))
+            upload_model_files(
+                upload_source, s3_upload_prefix, log, s3_client(environ, purpose="s3_upload_prefix is set")
+            )
 
     async def register():
         api, api_version = await connect(endpoint, retry_policy, log)
@@ -239,6 +212,4 @@ def run_model_registration(
     write_text_atomically(
         summary_path, render_summary(registration.status, reason, details, request.custom_properties, link)
     )
-    return StepResult(
-        registration.status, registration.model_id, registration.version_id, reason, serving.uri, api_version
-    )
+    return dataclasses.replace(registration, uri=serving.uri, reason=reason, api_version=api_version)

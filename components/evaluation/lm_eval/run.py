@@ -43,7 +43,7 @@ class BenchmarkDataError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class EvaluationOutcome:
+class LmEvalResult:
     """What the component publishes.
 
     Attributes:
@@ -444,7 +444,7 @@ def run_lm_eval(
     device: str = "",
     bootstrap_iters: int = 100000,
     allow_empty_eval_dataset: bool = False,
-) -> EvaluationOutcome:
+) -> LmEvalResult:
     """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
 
     Args:
@@ -473,7 +473,7 @@ def run_lm_eval(
         allow_empty_eval_dataset: Skip the held-out tasks, rather than fail, when ``eval_dataset`` is empty.
 
     Returns:
-        The :class:`EvaluationOutcome` (metrics to log, metadata for the results artifact).
+        The :class:`LmEvalResult` (metrics to log, metadata for the results artifact).
 
     Raises:
         ValueError: A parameter is invalid (the message names it), the model directory misses files, the held-out
@@ -540,4 +540,4 @@ def run_lm_eval(
         "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
     }
-    return EvaluationOutcome(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)
+    return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)
