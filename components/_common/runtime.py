@@ -72,19 +72,22 @@ def slim_source(source: str) -> str:
     """``source`` without docstrings and comments, every line kept where it was.
 
     The pod needs the code, not its documentation: this cuts a bundle by about a third (Linux caps one argument at
-    128 KiB, and the whole bundle is one argument). A docstring keeps only its summary line, followed by as many line
-    breaks as it spanned, and a comment is cut from its line, so line numbers in a pod's traceback still point at the
-    source in the repository. Source that does not parse, before or after, is returned unchanged.
+    128 KiB, and the whole bundle is one argument). The module docstring keeps only its summary line (a script's
+    ``--help`` shows it); a class or function docstring becomes ``...`` (its ``__doc__`` is ``None`` in the pod); each
+    is followed by as many line breaks as it spanned, and a comment is cut from its line, so line numbers in a pod's
+    traceback still point at the source in the repository. Source that does not parse, before or after, is returned
+    unchanged.
     """
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return source
     lines = source.encode().splitlines(keepends=True)
+    module_doc = tree.body[0].value if tree.body and isinstance(tree.body[0], ast.Expr) else None
     for node in sorted(_docstring_nodes(tree), key=lambda n: (n.lineno, n.col_offset), reverse=True):
         first, last = node.lineno - 1, node.end_lineno - 1
         summary = (node.value.strip().splitlines() or [""])[0]
-        kept = repr(summary).encode() + b"\n" * (last - first)
+        kept = (repr(summary).encode() if node is module_doc else b"...") + b"\n" * (last - first)
         lines[first : last + 1] = [lines[first][: node.col_offset] + kept + lines[last][node.end_col_offset :]]
     text = b"".join(lines).decode()
     text_lines = text.splitlines(keepends=True)
