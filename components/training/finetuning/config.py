@@ -1,7 +1,7 @@
 """The validated training configuration shared by every backend (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
 
 One :class:`TrainingConfig` holds every hyper-parameter of ``train_model``; it is validated once, before anything is
-trained or submitted, and travels as JSON to the TrainJob pods (see :mod:`.entrypoint`).
+trained or submitted, and travels as JSON to the TrainJob pods (see :mod:`.pod.entrypoint`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 ALGORITHMS = ("sft", "osft", "lora")
-#: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.backends.select_backend`).
+#: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.cluster.backends.select_backend`).
 BACKENDS = ("trainjob", "local", "pytorchjob", "auto")
 #: The backends that run the entrypoint in cluster pods.
 CLUSTER_BACKENDS = ("trainjob", "pytorchjob", "auto")
@@ -51,7 +51,7 @@ class TrainingConfig:
 
     Attributes:
         base_model: HF model id, local directory, ``pvc://<path>``, ``s3://bucket/prefix`` or
-            ``oci://registry/repository[:tag|@sha256:digest]`` (pulled by ``train_model``, see :mod:`.oci_model`).
+            ``oci://registry/repository[:tag|@sha256:digest]`` (pulled by ``train_model``, see :mod:`.oci.model`).
         algorithm: ``sft`` (full fine-tune), ``osft`` (orthogonal subspace fine-tune) or ``lora``.
         num_epochs: Passes over the training data.
         effective_batch_size: Samples per optimizer step (split into micro-batches by ``max_tokens_per_gpu``).

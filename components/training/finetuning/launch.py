@@ -80,7 +80,7 @@ def without_launcher_resources(task_config: Any) -> Any:
 
 
 def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
-    """The :class:`~.trainjob.JobSpec` running the staged entrypoint (secrets referenced, never copied)."""
+    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied)."""
     secret_env = []
     hf_token_secret = params.get("hf_token_secret_name", "hf-token")
     if hf_token_secret:

@@ -12,7 +12,7 @@ def loss_curve_png(records: list[dict[str, Any]], title: str = "Training loss") 
     """Draws loss (and learning rate, on a second axis, when logged) against step.
 
     Args:
-        records: Normalised step records (see :mod:`.metrics`).
+        records: Normalised step records (see :mod:`.pod.metrics`).
         title: Plot title.
 
     Returns:
@@ -59,7 +59,7 @@ def render_report(
 
     Args:
         records: Normalised step records.
-        summary: Output of :func:`.metrics.summarize`.
+        summary: Output of :func:`.pod.metrics.summarize`.
         hyperparameters: The run's hyper-parameters.
         run_facts: Other facts to show (base model, algorithm, backend, TrainJob name, checkpoint path, ...).
 

@@ -1,25 +1,27 @@
-"""Orchestration of ``train_model`` for both backends: validate, train (in-process or as a TrainJob), publish outputs.
+"""Orchestration of ``train_model`` for every launcher: validate, train, publish -> :class:`~.plan.TrainModelResult`.
 
 Everything is checked before anything trains or is submitted (:func:`validate_params`). Then:
 
-* ``backend="local"``: :func:`.local_backend.train_locally` in this process;
-* ``backend="trainjob"``: the run directory on the workspace PVC receives ``entrypoint.py``, ``run_config.json`` and
-  the dataset; a Kubeflow Trainer ``TrainJob`` (built by :mod:`.trainjob`, run by :mod:`.kube`) runs the entrypoint,
-  which calls Training Hub. The final checkpoint and metrics are read back from the PVC.
-* ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (built by :mod:`.pytorchjob` from the
-  same spec; needs ``training_image``).
-* ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers (:func:`.backends.select_backend`).
+* ``backend="local"``: :func:`.local.trainer.train_locally` in this process;
+* ``backend="trainjob"``: the run directory on the workspace PVC receives the pod script, ``run_config.json`` and the
+  dataset (:mod:`.staging`); a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`, run by
+  :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub. The final
+  checkpoint and metrics are read back from the PVC.
+* ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`, from
+  the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
+* ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers
+  (:func:`.cluster.backends.select_backend`).
 
-An ``oci://`` base model is pulled into the workspace by this task first (:func:`stage_base_model`,
-:mod:`.oci_model`), so every backend and every node reads a local, digest-verified copy.
+An ``oci://`` base model is pulled into the workspace by this task first (:func:`.staging.stage_base_model`,
+:mod:`.oci.model`), so every launcher and every node reads a local, digest-verified copy.
 
-Finally the model is copied into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata naming the real
-checkpoint location, and ``Metrics`` and the HTML report are written.
+Finally :mod:`.publish` copies the model into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata
+naming the real checkpoint location and the job (``job_name``, ``job_kind``), and writes ``Metrics`` and the report.
 
 MLflow (:mod:`.tracking`, on when ``mlflow_tracking_uri`` or ``MLFLOW_TRACKING_URI`` is set): one run per KFP run and
-task (continued when the task is retried) gets the parameters, every step's metrics (live from the local backend,
-read back from the metrics file for the cluster backends) and the final model location; its id goes into the model's
-metadata as ``mlflow_run_id``.
+task (continued when the task is retried) gets the parameters, every step's metrics (live from the local launcher,
+read back from the metrics file for the cluster launchers) and the final model location; its id goes into the
+model's metadata as ``mlflow_run_id``.
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ def run_train_model(
         eval_dataset: Optional ``Input[Dataset]``.
         api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); trainjob backend only.
         log: Progress sink.
-        job_options: Extra keyword arguments of :func:`.kube.run_job` (e.g. ``poll_interval_seconds``).
+        job_options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
         **params: The remaining ``train_model`` parameters by name.
 
     Returns:

@@ -1,7 +1,7 @@
 """Why did a job fail (TrainJob, PyTorchJob)? One-line causes with a remedy, from conditions, pods, events and logs.
 
 Pure functions over plain Kubernetes dicts (as the API returns them), so they are tested without a cluster; the client
-layer (:mod:`.kube`) only fetches the inputs.
+layer (:mod:`.runner`, :mod:`.lifecycle`) only fetches the inputs.
 """
 
 from __future__ import annotations

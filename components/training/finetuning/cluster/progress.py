@@ -63,13 +63,14 @@ def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping
     """One progress line: phase, then step/total, epoch, loss, lr, tokens/s and ETA where known.
 
     The cluster's trainer status wins over the metrics-file record when it carries steps (RHOAI's JSON, see
-    :func:`~.progress_server.status_record`); upstream Kubeflow Trainer's shape (percentage, ``metrics`` list) is shown
-    only when there is no record.
+    :func:`~..pod.progress_server.status_record`); upstream Kubeflow Trainer's shape (percentage, ``metrics`` list) is
+    shown only when there is no record.
 
     Args:
         phase: ``Pending``, ``Running``, ``Suspended``, ``Complete`` or ``Failed``.
-        trainer_status: :func:`~.progress_server.trainer_status` of the job (RHOAI's ``trainerStatus`` annotation, or
-            ``status.trainerStatus``: ``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics``).
+        trainer_status: :func:`~..pod.progress_server.trainer_status` of the job (RHOAI's ``trainerStatus``
+            annotation, or ``status.trainerStatus``: ``progressPercentage``, ``estimatedRemainingSeconds``,
+            ``metrics``).
         record: The newest metrics-file record (keys step, epoch, loss, lr, tokens_per_second, time, total_steps).
 
     Returns:

@@ -1,13 +1,13 @@
 """The pure builder of Kubeflow Training Operator v1 ``PyTorchJob`` manifests, and the reading of their status.
 
-:func:`build_pytorchjob` turns the same validated :class:`~.trainjob.JobSpec` the TrainJob path uses into a
+:func:`build_pytorchjob` turns the same validated :class:`~.spec.JobSpec` the TrainJob path uses into a
 ``kubeflow.org/v1`` ``PyTorchJob`` dict (no client calls): one ``Master`` replica plus ``num_nodes - 1`` ``Worker``
-replicas running the same container, with the same name (:func:`~.trainjob.job_name`) and ownership labels as the
+replicas running the same container, with the same name (:func:`~.names.job_name`) and ownership labels as the
 TrainJob would have, so a retried task re-attaches the same way. A PyTorchJob has no runtime, so ``spec.image`` is
 required. The operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK`` and (v1.7+) ``PET_*``.
 
 :func:`pytorchjob_phase` maps the job's conditions (``Created``, ``Running``, ``Restarting``, ``Succeeded``,
-``Failed``, ``Suspended``) onto the phase vocabulary of :func:`~.kube.trainjob_phase`.
+``Failed``, ``Suspended``) onto the phase vocabulary of :func:`~..cluster.job_kinds.trainjob_phase`.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def build_pytorchjob(
         backoff_limit: ``runPolicy.backoffLimit``: pod restarts before the job is marked failed.
 
     Returns:
-        A ``kubeflow.org/v1`` ``PyTorchJob`` dict named by :func:`~.trainjob.job_name`, labelled with
+        A ``kubeflow.org/v1`` ``PyTorchJob`` dict named by :func:`~.names.job_name`, labelled with
         :func:`~.trainjob.ownership_labels`.
 
     Raises:
@@ -163,7 +163,7 @@ def build_pytorchjob(
 
 
 def pytorchjob_phase(pytorchjob: Mapping[str, Any]) -> str:
-    """The phase of a PyTorchJob in the vocabulary of :func:`~.kube.trainjob_phase`.
+    """The phase of a PyTorchJob in the vocabulary of :func:`~..cluster.job_kinds.trainjob_phase`.
 
     ``Succeeded`` → ``Complete``; ``Failed`` → ``Failed``; ``Suspended`` → ``Suspended``; ``Running`` → ``Running``;
     ``Restarting`` (pods being recreated, e.g. after a preemption; none running now) and ``Created`` (or no

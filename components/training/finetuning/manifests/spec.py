@@ -141,7 +141,7 @@ class JobSpec:
         trainer_container_name: The trainer container inside it.
         queue_name: The Kueue ``LocalQueue`` to submit the job to (label :data:`QUEUE_NAME_LABEL`); ``""``: none.
         progress_tracking: Annotate the job for RHOAI's progress tracking (the Training Jobs page polls the rank-0
-            pod's progress server, see :mod:`.progress_server`).
+            pod's progress server, see :mod:`..pod.progress_server`).
         metrics_port: The port of that server (``trainer.opendatahub.io/metrics-port``).
         metrics_poll_interval_seconds: How often the controller polls it (``...metrics-poll-interval``).
     """

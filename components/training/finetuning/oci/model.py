@@ -1,7 +1,7 @@
 """Pulls an ``oci://`` base model into the workspace: once per run, verified by digest, never half-written.
 
-:func:`pull_model` resolves the reference (:mod:`.oci_client`, the ``oras`` SDK), downloads and checks every layer,
-takes the model out of them (:mod:`.oci_layers`) and keeps it in ``<cache_root>/oci/sha256-<manifest digest>/``. That
+:func:`pull_model` resolves the reference (:mod:`.client`, the ``oras`` SDK), downloads and checks every layer,
+takes the model out of them (:mod:`.layers`) and keeps it in ``<cache_root>/oci/sha256-<manifest digest>/``. That
 directory is staged as a hidden ``.partial-*`` sibling on the same filesystem and renamed into place only when
 complete, with ``pull.json`` (digest, file sizes) inside; any error removes the partial copy. A retried task reuses a
 complete copy after checking the digest and the sizes (a pinned ``@sha256:`` reference needs no registry call at
@@ -94,7 +94,7 @@ def pull_model(
     Args:
         uri: ``oci://<registry>/<repository>[:<tag>|@sha256:<digest>]``.
         cache_root: A directory on the workspace shared with the training pods.
-        env: Environment holding the pull secret (see :mod:`.oci_auth`); never logged.
+        env: Environment holding the pull secret (see :mod:`.auth`); never logged.
         insecure: Skip TLS verification and allow plain HTTP (in-cluster registries).
         ca_bundle: A CA bundle (PEM file path or PEM text) to verify the registry's certificate with.
         log: Progress sink.
