@@ -17,14 +17,8 @@ TOKEN = "sha256~Zq8-test-bearer-token-4f1c"
 API = "/apis/v2beta1"
 
 
-@pytest.fixture(autouse=True)
-def _isolated_kfp_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """kfp.Client reads ~/.config/kfp/context.json and KF_PIPELINES_* variables: keep the user's out of the tests."""
-    from kfp.client import client
-
-    monkeypatch.setattr(client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-    for name in ("KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT", "KFP_HOST", "KFP_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+#: kfp.Client must not read the user's context file or KF_PIPELINES_* variables.
+pytestmark = pytest.mark.usefixtures("isolated_kfp_client")
 
 
 @pytest.fixture(scope="module")

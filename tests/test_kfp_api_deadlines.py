@@ -6,7 +6,6 @@ slack, with one line that says what did not answer and what to do, and without t
 """
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,13 +18,8 @@ TOKEN = "sha256~deadline-test-token"
 API = "/apis/v2beta1"
 
 
-@pytest.fixture(autouse=True)
-def _isolated_kfp_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kfp.client import client
-
-    monkeypatch.setattr(client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-    for name in ("KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT", "KFP_HOST", "KFP_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+#: kfp.Client must not read the user's context file or KF_PIPELINES_* variables.
+pytestmark = pytest.mark.usefixtures("isolated_kfp_client")
 
 
 @pytest.fixture(scope="module")

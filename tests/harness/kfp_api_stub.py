@@ -500,3 +500,13 @@ def kfp_api_stub(kfp_api_stub_factory) -> KfpApiStub:
 
 
 __all__ = ["KfpApiStub", "RecordedRequest", "StubError", "write_self_signed_certificate"]
+
+
+@pytest.fixture
+def isolated_kfp_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kfp.Client reads ~/.config/kfp/context.json and KF_PIPELINES_* variables: keep the user's out of the tests."""
+    from kfp.client import client
+
+    monkeypatch.setattr(client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    for name in ("KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT", "KFP_HOST", "KFP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
