@@ -3,15 +3,11 @@
 import pytest
 
 from components.training.finetuning.cluster.backends import BackendSelectionError, select_backend
+from tests.harness.follow_doubles import Log
 
 NS = "team-a"
 TRAINJOBS = "trainer.kubeflow.org/v1alpha1/trainjobs"
 PYTORCHJOBS = "kubeflow.org/v1/pytorchjobs"
-
-
-class Log(list):
-    def __call__(self, line):
-        self.append(line)
 
 
 def _serve(kube_api, resource):

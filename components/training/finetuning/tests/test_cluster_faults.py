@@ -17,6 +17,7 @@ from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpec, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import make_pod, make_pytorchjob_pod, validate_trainjob
 from tests.harness.tcp_proxy import tcp_proxy
 
@@ -39,29 +40,6 @@ def _spec(**overrides):
 TRAINJOB = build_trainjob(_spec())
 PYTORCHJOB = build_pytorchjob(_spec())
 NAME = TRAINJOB["metadata"]["name"]
-
-
-class FakeClock:
-    def __init__(self, script=None):
-        self.now = 0.0
-        self.sleeps = []
-        self.script = script or (lambda now: None)
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
-        self.script(self.now)
-
-
-class Log(list):
-    def __call__(self, line):
-        self.append(line)
-
-    def text(self):
-        return "\n".join(self)
 
 
 def _poll(kube_api, manifest, clock, log, **overrides):

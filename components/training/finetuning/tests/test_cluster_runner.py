@@ -29,6 +29,7 @@ from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import JobSpec
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
 
 NS = "team-a"
@@ -139,36 +140,11 @@ KINDS = {
 }
 
 
-class FakeClock:
-    """A clock whose ``sleep`` advances time instantly and then lets the scripted cluster act at the new time."""
-
-    def __init__(self, script=None):
-        self.now = 0.0
-        self.sleeps = []
-        self.script = script or (lambda now: None)
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
-        self.script(self.now)
-
-
 def _backoff(sleeps):
     """The sleeps without the retry policy's jitter (each wait is lengthened by up to 10%)."""
     bases = [float(2**exponent) for exponent in range(6)] + [10.0]
     found = [next((base for base in bases if base <= sleep <= base * 1.1), sleep) for sleep in sleeps]
     return [int(base) if base == int(base) else base for base in found]
-
-
-class Log(list):
-    def __call__(self, line):
-        self.append(line)
-
-    def text(self):
-        return "\n".join(self)
 
 
 @pytest.fixture(params=list(KINDS))

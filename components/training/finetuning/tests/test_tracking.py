@@ -20,11 +20,7 @@ from components.training.finetuning.tracking import (
     mask_uri,
     step_metrics,
 )
-
-
-class Log(list):
-    def __call__(self, line):
-        self.append(line)
+from tests.harness.follow_doubles import Log
 
 
 def _records(first, last, total):
