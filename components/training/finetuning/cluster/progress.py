@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.pod import progress_server
+from components.training.finetuning.pod import metrics, progress_server
 
 
 class MetricsTail:
@@ -22,8 +21,7 @@ class MetricsTail:
     def __init__(self, path: str, normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None):
         self.path = Path(path) if path else None
         self.normalize = normalize or (lambda raw: [r for r in raw if isinstance(r.get("step"), (int, float))])
-        self.offset = 0
-        self.partial = b""
+        self.tail = metrics.JsonlTail()
         self.raw: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {}
 
@@ -31,21 +29,10 @@ class MetricsTail:
         """Reads what was appended since the last call; returns the newest step record (``{}`` while none)."""
         if self.path is None or not self.path.is_file():
             return self.last
-        with self.path.open("rb") as handle:
-            handle.seek(self.offset)
-            data = handle.read()
-        if not data:
+        read_before = self.tail.offset
+        self.raw.extend(self.tail.read_new(self.path))
+        if self.tail.offset == read_before:  # nothing appended since the last call
             return self.last
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                self.raw.append(record)
         records = self.normalize(self.raw)
         if records:
             self.last = dict(records[-1])

@@ -142,6 +142,35 @@ def normalize_records(raw_records: Iterable[dict[str, Any]]) -> list[dict[str, A
     return records
 
 
+class JsonlTail:
+    """Reads a JSONL file that is still being written, incrementally: each call returns the complete new records.
+
+    A line still being written stays for the next call; lines that are not JSON objects are skipped.
+    """
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.partial = b""
+
+    def read_new(self, path: Path) -> list[dict[str, Any]]:
+        """The JSON objects on the lines completed in ``path`` since the last call."""
+        with path.open("rb") as handle:
+            handle.seek(self.offset)
+            data = handle.read()
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        records = []
+        for line in lines:
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                records.append(value)
+        return records
+
+
 def _parse_lines(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):

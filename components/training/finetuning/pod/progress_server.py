@@ -125,8 +125,7 @@ class ProgressTracker:
         self.effective_batch_size = effective_batch_size
         self.clock = clock
         self.finished = False
-        self._offset = 0
-        self._partial = b""
+        self._tail = metrics_module.JsonlTail()
         # Recent lines only (a long run's log would otherwise stay in the training process's memory); the ETA needs
         # no more, and the latest extra metrics are kept as lines arrive.
         self._raw: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEPT_LINES)
@@ -148,20 +147,9 @@ class ProgressTracker:
         path = self._metrics_file()
         if path is None:
             return
-        with path.open("rb") as handle:
-            handle.seek(self._offset)
-            data = handle.read()
-        self._offset += len(data)
-        lines = (self._partial + data).split(b"\n")
-        self._partial = lines.pop()  # a line still being written stays for the next read
-        for line in lines:
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                self._raw.append(value)
-                self._note_extra_metrics(value)
+        for value in self._tail.read_new(path):
+            self._raw.append(value)
+            self._note_extra_metrics(value)
 
     def _total_steps(self, record: Mapping[str, Any]) -> int | None:
         if record.get("total_steps"):
