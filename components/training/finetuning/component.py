@@ -1,8 +1,9 @@
 """KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA) as a Kubeflow Trainer TrainJob, a PyTorchJob or on CPU.
 
-The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body maps each one
-explicitly onto :func:`~components.training.finetuning.run.run_train_model`, so any parameter can be followed from
-the dashboard to the pod.
+The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body puts each one,
+under its own name, into one :class:`~components.training.finetuning.config.TrainModelRequest` (no defaults there:
+they live here, once) and hands it to :func:`~components.training.finetuning.run.run_train_model`. The README's
+"Layout" section follows ``training_num_epochs`` from here to Training Hub.
 """
 
 from kfp import dsl
@@ -23,7 +24,7 @@ PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_AFFINITY,
     dsl.TaskConfigField.ENV,
     # The launcher pod's own CPU/memory (compile-time settings): KFP accepts them on a task with passthroughs only
-    # when RESOURCES is one; applied to this task, and NOT handed to the training job (see train.build_job_spec).
+    # when RESOURCES is one; applied to this task, and NOT handed to the training job (see launch.build_job_spec).
     dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.RESOURCES, apply_to_task=True),
 ]
 
@@ -95,69 +96,68 @@ def train_model(
     task_name: str = dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
 ):
     """Fine-tunes ``training_base_model`` on ``dataset``; parameters and outputs are described in the README."""
+    from components.training.finetuning.config import TrainModelRequest
     from components.training.finetuning.run import run_train_model
-    from components.training.finetuning.staging import dataset_input
 
-    run_train_model(
-        train_dataset=dataset_input(dataset, dataset_path, pvc_path),
-        eval_dataset=eval_dataset,
-        model=output_model,
-        metrics=output_metrics,
-        report=output_loss_chart,
+    request = TrainModelRequest(
         task_config=task_config,
-        workspace_path=pvc_path,
-        base_model=training_base_model,
-        algorithm=training_algorithm.strip().lower(),
-        hub_backend=training_backend,
-        backend=training_launcher,
-        num_epochs=training_num_epochs,
-        effective_batch_size=training_effective_batch_size,
-        max_tokens_per_gpu=training_max_tokens_per_gpu,
-        learning_rate=training_learning_rate,
-        max_seq_len=training_max_seq_len,
-        lr_scheduler=training_lr_scheduler,
-        warmup_steps=training_warmup_steps,
-        seed=training_seed,
-        unfreeze_rank_ratio=training_unfreeze_rank_ratio,
-        lora_r=training_lora_r,
-        lora_alpha=training_lora_alpha,
-        lora_dropout=training_lora_dropout,
-        use_liger=training_use_liger,
-        checkpoint_at_epoch=training_checkpoint_at_epoch,
-        save_final_checkpoint=training_save_final_checkpoint,
-        fsdp_sharding_strategy=training_fsdp_sharding_strategy,
-        resume=training_resume,
-        max_steps=training_max_steps,
-        checkpoint_interval_steps=training_checkpoint_interval_steps,
-        mlflow_tracking_uri=training_mlflow_tracking_uri,
-        num_nodes=training_num_nodes,
-        gpus_per_node=training_gpus_per_node,
-        gpu_resource_name=training_gpu_resource_name,
-        cpu_per_node=training_cpu_per_node,
-        memory_per_node=training_memory_per_node,
-        env_vars=training_env_vars,
-        runtime_name=training_runtime_name,
-        runtime_kind=training_runtime_kind,
+        pvc_path=pvc_path,
+        dataset=dataset,
+        dataset_path=dataset_path,
+        eval_dataset=eval_dataset,
+        training_base_model=training_base_model,
+        training_algorithm=training_algorithm,
+        training_backend=training_backend,
+        training_launcher=training_launcher,
+        training_num_epochs=training_num_epochs,
+        training_effective_batch_size=training_effective_batch_size,
+        training_max_tokens_per_gpu=training_max_tokens_per_gpu,
+        training_learning_rate=training_learning_rate,
+        training_max_seq_len=training_max_seq_len,
+        training_lr_scheduler=training_lr_scheduler,
+        training_warmup_steps=training_warmup_steps,
+        training_seed=training_seed,
+        training_unfreeze_rank_ratio=training_unfreeze_rank_ratio,
+        training_lora_r=training_lora_r,
+        training_lora_alpha=training_lora_alpha,
+        training_lora_dropout=training_lora_dropout,
+        training_use_liger=training_use_liger,
+        training_checkpoint_at_epoch=training_checkpoint_at_epoch,
+        training_save_final_checkpoint=training_save_final_checkpoint,
+        training_fsdp_sharding_strategy=training_fsdp_sharding_strategy,
+        training_resume=training_resume,
+        training_max_steps=training_max_steps,
+        training_checkpoint_interval_steps=training_checkpoint_interval_steps,
+        training_mlflow_tracking_uri=training_mlflow_tracking_uri,
+        training_num_nodes=training_num_nodes,
+        training_gpus_per_node=training_gpus_per_node,
+        training_gpu_resource_name=training_gpu_resource_name,
+        training_cpu_per_node=training_cpu_per_node,
+        training_memory_per_node=training_memory_per_node,
+        training_env_vars=training_env_vars,
+        training_runtime_name=training_runtime_name,
+        training_runtime_kind=training_runtime_kind,
         training_image=training_image,
-        namespace=training_namespace,
-        tolerations=training_tolerations,
-        node_selector=training_node_selector,
-        pod_labels=training_pod_labels,
-        pod_annotations=training_pod_annotations,
-        queue_name=training_queue_name,
-        cleanup_policy=training_cleanup_policy,
-        delete_on_success=training_delete_on_success,
-        start_timeout_seconds=training_start_timeout_seconds,
-        timeout_seconds=training_timeout_seconds,
-        timeout_counts_paused_time=training_timeout_counts_paused_time,
-        progress_tracking=training_progress_tracking,
-        progress_metrics_port=training_progress_metrics_port,
-        progress_poll_interval_seconds=training_progress_poll_interval_seconds,
-        jit_checkpoint=training_jit_checkpoint,
-        oci_insecure=training_oci_insecure,
-        oci_ca_bundle=training_oci_ca_bundle,
+        training_namespace=training_namespace,
+        training_tolerations=training_tolerations,
+        training_node_selector=training_node_selector,
+        training_pod_labels=training_pod_labels,
+        training_pod_annotations=training_pod_annotations,
+        training_queue_name=training_queue_name,
+        training_cleanup_policy=training_cleanup_policy,
+        training_delete_on_success=training_delete_on_success,
+        training_start_timeout_seconds=training_start_timeout_seconds,
+        training_timeout_seconds=training_timeout_seconds,
+        training_timeout_counts_paused_time=training_timeout_counts_paused_time,
+        training_progress_tracking=training_progress_tracking,
+        training_progress_metrics_port=training_progress_metrics_port,
+        training_progress_poll_interval_seconds=training_progress_poll_interval_seconds,
+        training_jit_checkpoint=training_jit_checkpoint,
+        training_oci_insecure=training_oci_insecure,
+        training_oci_ca_bundle=training_oci_ca_bundle,
         hf_token_secret_name=hf_token_secret_name,
         s3_secret_name=s3_secret_name,
         run_id=run_id,
         task_name=task_name,
     )
+    run_train_model(request, model=output_model, metrics=output_metrics, report=output_loss_chart)

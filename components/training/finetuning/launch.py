@@ -9,35 +9,35 @@ from the workspace PVC.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from components._common.namespace import pod_namespace
-from components.training.finetuning.config import TrainingConfigError
-from components.training.finetuning.manifests.spec import SecretEnvVar
+from components.training.finetuning.config import TrainingConfigError, TrainModelRequest
+from components.training.finetuning.manifests.spec import JobSpec, SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import BackendRun, RunPlan
-from components.training.finetuning.pod import entrypoint, progress_server
+from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.run_config import load_run_config
 from components.training.finetuning.publish import find_final_checkpoint
-from components.training.finetuning.staging import stage_base_model, write_run_config
+from components.training.finetuning.staging import PodSettings, stage_base_model, write_run_config
 
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
 S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
 
 
-def require_training_image(backend: str, params: Mapping[str, Any]) -> None:
+def require_training_image(backend: str, training_image: str) -> None:
     """A PyTorchJob has no runtime to take the image from: ``training_image`` must name one.
 
     Raises:
         TrainingConfigError: ``training_image`` is empty (``backend`` names why it is needed).
     """
-    if not str(params.get("training_image") or "").strip():
+    if not training_image.strip():
         raise TrainingConfigError(
             "train_model parameter training_image='': required when the launcher is pytorchjob "
             f"(training_launcher={backend!r}); a PyTorchJob has no training runtime to take the image from, so name "
@@ -56,9 +56,9 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
         )
 
 
-def _namespace(params: Mapping[str, Any]) -> str:
-    if params.get("namespace"):
-        return params["namespace"]
+def _namespace(request: TrainModelRequest) -> str:
+    if request.training_namespace:
+        return request.training_namespace
     namespace = pod_namespace()
     if namespace:
         return namespace
@@ -79,48 +79,46 @@ def without_launcher_resources(task_config: Any) -> Any:
     return {key: value for key, value in dict(task_config).items() if key != "resources"}
 
 
-def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
+def build_job_spec(
+    config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest
+) -> JobSpec:
     """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied)."""
     secret_env = []
-    hf_token_secret = params.get("hf_token_secret_name", "hf-token")
-    if hf_token_secret:
-        secret_env.append(SecretEnvVar(HF_TOKEN_KEY, hf_token_secret, HF_TOKEN_KEY, True))
-    if params.get("s3_secret_name"):
-        secret_env += [SecretEnvVar(k, params["s3_secret_name"], k, True) for k in S3_SECRET_KEYS]
-    spec = spec_from_task_config(
+    if request.hf_token_secret_name:
+        secret_env.append(SecretEnvVar(HF_TOKEN_KEY, request.hf_token_secret_name, HF_TOKEN_KEY, True))
+    if request.s3_secret_name:
+        secret_env += [SecretEnvVar(k, request.s3_secret_name, k, True) for k in S3_SECRET_KEYS]
+    return spec_from_task_config(
         without_launcher_resources(task_config),
         run_id=run_id,
         task_name=task_name,
-        namespace=_namespace(params),
+        namespace=_namespace(request),
         command=["python", str(config_path.parent / "entrypoint.py")],
         args=["--config", str(config_path)],
-        image=params.get("training_image", ""),
-        runtime_name=params.get("runtime_name", "training-hub"),
-        runtime_kind=params.get("runtime_kind", "ClusterTrainingRuntime"),
-        num_nodes=params.get("num_nodes", 1),
-        gpus_per_node=params.get("gpus_per_node", 1),
-        gpu_resource_name=params.get("gpu_resource_name", "nvidia.com/gpu"),
-        cpu_per_node=params.get("cpu_per_node", ""),
-        memory_per_node=params.get("memory_per_node", ""),
-        env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(params.get("env_vars") or {}).items()}},
+        image=request.training_image,
+        runtime_name=request.training_runtime_name,
+        runtime_kind=request.training_runtime_kind,
+        num_nodes=request.training_num_nodes,
+        gpus_per_node=request.training_gpus_per_node,
+        gpu_resource_name=request.training_gpu_resource_name,
+        cpu_per_node=request.training_cpu_per_node,
+        memory_per_node=request.training_memory_per_node,
+        env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(request.training_env_vars).items()}},
         secret_env=tuple(secret_env),
-        tolerations=list(params.get("tolerations") or []),
-        node_selector=dict(params.get("node_selector") or {}),
-        pod_labels=dict(params.get("pod_labels") or {}),
-        pod_annotations=dict(params.get("pod_annotations") or {}),
-        active_deadline_seconds=params.get("timeout_seconds", 0),
-        queue_name=params.get("queue_name", ""),
-        progress_tracking=bool(params.get("progress_tracking", True)),
-        metrics_port=params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT),
-        metrics_poll_interval_seconds=params.get(
-            "progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS
-        ),
+        tolerations=list(request.training_tolerations),
+        node_selector=dict(request.training_node_selector),
+        pod_labels=dict(request.training_pod_labels),
+        pod_annotations=dict(request.training_pod_annotations),
+        active_deadline_seconds=request.training_timeout_seconds,
+        queue_name=request.training_queue_name,
+        progress_tracking=request.training_progress_tracking,
+        metrics_port=request.training_progress_metrics_port,
+        metrics_poll_interval_seconds=request.training_progress_poll_interval_seconds,
     )
-    return spec
 
 
 def build_job_manifest(
-    backend: str, config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]
+    backend: str, config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
 
@@ -130,14 +128,14 @@ def build_job_manifest(
         task_config: The task's ``dsl.TaskConfig`` passthrough.
         run_id: The KFP run id.
         task_name: The KFP task name.
-        params: The ``train_model`` parameters.
+        request: The ``train_model`` arguments.
 
     Returns:
         The manifest.
     """
     from components.training.finetuning.manifests import pytorchjob
 
-    spec = build_job_spec(config_path, task_config, run_id, task_name, params)
+    spec = build_job_spec(config_path, task_config, run_id, task_name, request)
     if backend == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
     return build_trainjob(spec)
@@ -154,21 +152,17 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
     if backend == "auto":
         from components.training.finetuning.cluster import backends
 
-        params = plan.params
+        request = plan.request
         backend = backends.select_backend(
-            api_client,
-            params.get("runtime_name", "training-hub"),
-            params.get("runtime_kind", "ClusterTrainingRuntime"),
-            _namespace(params),
-            log=log,
+            api_client, request.training_runtime_name, request.training_runtime_kind, _namespace(request), log=log
         )
         if backend == "pytorchjob":
-            require_training_image("auto", params)
+            require_training_image("auto", request.training_image)
     return backend
 
 
 def train_on_cluster(
-    plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: Mapping[str, Any] | None = None
+    plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
 ) -> BackendRun:
     """Runs the plan as a TrainJob or PyTorchJob and returns the final checkpoint and step records.
 
@@ -182,7 +176,7 @@ def train_on_cluster(
     from components.training.finetuning.cluster.auth import load_api_client
     from components.training.finetuning.cluster.runner import run_job
 
-    params = plan.params
+    request = plan.request
     check_workspace_reaches_pods(plan.task_config, plan.run_dir)
     api_client = api_client or load_api_client()
     backend = resolve_backend(plan, api_client, log)
@@ -193,12 +187,12 @@ def train_on_cluster(
         plan.data_file,
         plan.eval_file,
         plan.task_config,
-        max(int(params.get("gpus_per_node", 1)), 1),
+        max(request.training_gpus_per_node, 1),
         settings,
         model_path=model_path,
     )
-    entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
-    manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
+    entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
+    manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, request)
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
     log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
@@ -206,16 +200,16 @@ def train_on_cluster(
     run_job(
         api_client,
         manifest,
-        start_timeout_seconds=params.get("start_timeout_seconds", 1800),
-        timeout_seconds=params.get("timeout_seconds", 0),
-        cleanup_policy=params.get("cleanup_policy", "delete"),
-        delete_on_success=params.get("delete_on_success", False),
+        start_timeout_seconds=request.training_start_timeout_seconds,
+        timeout_seconds=request.training_timeout_seconds,
+        cleanup_policy=request.training_cleanup_policy,
+        delete_on_success=request.training_delete_on_success,
         metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
         log=log,
-        timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
+        timeout_counts_paused_time=request.training_timeout_counts_paused_time,
         **options,
     )
-    records = metrics_module.read_metrics(ckpt_dir)
+    records = metrics_module.read_metrics(ckpt_dir, plan.config.num_epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
     return BackendRun(
         find_final_checkpoint(ckpt_dir), records, seconds, name, model_facts, backend=backend, job_kind=manifest["kind"]

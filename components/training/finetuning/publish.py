@@ -7,9 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from components._common.files import with_extension, write_text_atomically
+from components._common.files import replace_dir, with_extension, write_text_atomically
 from components._common.masking import mask_data
-from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.report import render_report
@@ -49,9 +48,7 @@ def publish_outputs(
 ) -> TrainModelResult:
     """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
     config, final_dir, backend = plan.config, trained.final_dir, trained.backend or plan.backend
-    model_dir = local_backend.replace_dir(
-        Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)
-    )
+    model_dir = replace_dir(Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True))
     # The local backend trains in this task: its run directory is scratch (a temporary directory, or a pipeline
     # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
     checkpoint_path = str(model.uri if temporary or backend == "local" else final_dir)

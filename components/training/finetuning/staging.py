@@ -7,12 +7,11 @@ modules it needs staged beside it under :data:`~.pod.entrypoint.STAGED_MODULES` 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
-import json
 import os
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,14 @@ from components.training.finetuning.config import TrainingConfig, TrainingConfig
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import RunPlan
 from components.training.finetuning.pod import entrypoint, progress_server
-
-RUN_CONFIG_FILE = "run_config.json"
+from components.training.finetuning.pod.run_config import (
+    RUN_CONFIG_FILE,
+    RUN_CONFIG_VERSION,
+    MlflowSettings,
+    ProgressSettings,
+    RunConfig,
+    encode_run_config,
+)
 
 
 def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str]]:
@@ -48,8 +53,8 @@ def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str
         base_model,
         plan.workspace / "train_model" / "model_cache",
         os.environ,
-        insecure=bool(plan.params.get("oci_insecure", False)),
-        ca_bundle=str(plan.params.get("oci_ca_bundle") or ""),
+        insecure=plan.request.training_oci_insecure,
+        ca_bundle=plan.request.training_oci_ca_bundle,
         log=log,
     )
     facts = {"base_model_digest": pulled.digest, "base_model_resolved": pulled.uri, "base_model_path": str(pulled.path)}
@@ -122,33 +127,40 @@ def dataset_input(dataset: Any, dataset_path: str, pvc_path: str) -> Any:
     return types.SimpleNamespace(path=str(resolved), uri=str(resolved), metadata={})
 
 
-def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class PodSettings:
+    """What the run config tells the training pods beyond the hyper-parameters (see :func:`pod_settings`)."""
+
+    progress: ProgressSettings
+    jit_checkpoint: bool
+    mlflow: MlflowSettings
+
+
+def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> PodSettings:
     """What the run config tells the training pods beyond the hyper-parameters.
 
-    ``progress``: the dashboard progress server (``progress_tracking``, ``progress_metrics_port``);
+    ``progress``: the dashboard progress server (``training_progress_tracking``, ``training_progress_metrics_port``);
     ``jit_checkpoint``: Training Hub's ``enable_jit_checkpoint``; ``mlflow``: the tracking URI, experiment and a run
     name (``<job name>-training-hub``, beside this step's own run) for Training Hub's own MLflow logging. A URI with
     credentials in it is not handed to the pods (the run config lies on the PVC); use a token secret instead.
     """
-    params = plan.params
-    mlflow: dict[str, str] = {}
+    request = plan.request
+    mlflow = MlflowSettings(tracking_uri="", experiment_name="", run_name="")
     if tracker.tracking_uri:
         if tracking.mask_uri(tracker.tracking_uri) != tracker.tracking_uri:
             log("MLflow: the tracking URI carries credentials: not handing it to Training Hub in the pods")
         else:
-            mlflow = {
-                "tracking_uri": tracker.tracking_uri,
-                "experiment_name": tracker.experiment_name,
-                "run_name": f"{job_name(plan.run_id, plan.task_name)}-training-hub",
-            }
-    return {
-        "progress": {
-            "enabled": bool(params.get("progress_tracking", True)),
-            "port": int(params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT)),
-        },
-        "jit_checkpoint": bool(params.get("jit_checkpoint", True)),
-        "mlflow": mlflow,
-    }
+            mlflow = MlflowSettings(
+                tracking_uri=tracker.tracking_uri,
+                experiment_name=tracker.experiment_name,
+                run_name=f"{job_name(plan.run_id, plan.task_name)}-training-hub",
+            )
+    progress = ProgressSettings(
+        enabled=request.training_progress_tracking,
+        port=request.training_progress_metrics_port,
+        termination_log=progress_server.TERMINATION_LOG,
+    )
+    return PodSettings(progress=progress, jit_checkpoint=request.training_jit_checkpoint, mlflow=mlflow)
 
 
 def stage_pod_script(run_dir: Path) -> Path:
@@ -169,8 +181,8 @@ def write_run_config(
     data_file: Path,
     eval_file: Path | None,
     task_config: Any,
-    nproc_per_node: int = 1,
-    settings: Mapping[str, Any] | None = None,
+    nproc_per_node: int,
+    settings: PodSettings,
     model_path: str | None = None,
 ) -> Path:
     """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
@@ -181,7 +193,7 @@ def write_run_config(
     (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
 
     Returns:
-        The config file.
+        The config file (a :class:`~.pod.run_config.RunConfig`).
     """
     stage_pod_script(run_dir)
     data_dir = run_dir / "data"
@@ -189,20 +201,21 @@ def write_run_config(
     shutil.copyfile(data_file, data_dir / "train.jsonl")
     if eval_file is not None:
         shutil.copyfile(eval_file, data_dir / "eval.jsonl")
-    run_config = {
-        "algorithm": config.algorithm,
-        "base_model": config.base_model,
-        "data_path": str(data_dir / "train.jsonl"),
-        "eval_data_path": str(data_dir / "eval.jsonl") if eval_file is not None else None,
-        "ckpt_output_dir": str(run_dir / "checkpoints"),
-        "model_cache_dir": str(run_dir.parent / "model_cache"),
-        "pvc_mounts": pvc_mounts(task_config),
-        "hyperparameters": config.hyperparameters(),
-        "nproc_per_node": nproc_per_node,
-        **dict(settings or {}),
-    }
-    if model_path:
-        run_config["model_path"] = model_path
+    run_config = RunConfig(
+        version=RUN_CONFIG_VERSION,
+        base_model=config.base_model,
+        model_path=model_path or "",
+        data_path=str(data_dir / "train.jsonl"),
+        eval_data_path=str(data_dir / "eval.jsonl") if eval_file is not None else "",
+        ckpt_output_dir=str(run_dir / "checkpoints"),
+        model_cache_dir=str(run_dir.parent / "model_cache"),
+        pvc_mounts=pvc_mounts(task_config),
+        nproc_per_node=nproc_per_node,
+        hyperparameters=config.training_settings(),
+        progress=settings.progress,
+        jit_checkpoint=settings.jit_checkpoint,
+        mlflow=settings.mlflow,
+    )
     path = run_dir / RUN_CONFIG_FILE
-    write_text_atomically(path, json.dumps(run_config, indent=1, sort_keys=True))
+    write_text_atomically(path, encode_run_config(run_config))
     return path

@@ -16,7 +16,6 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from components.training.finetuning.cluster.diagnosis import condition
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.spec import (
     JobSpec,
@@ -25,6 +24,7 @@ from components.training.finetuning.manifests.spec import (
     job_labels,
     resources_per_node,
 )
+from components.training.finetuning.manifests.status import condition
 
 API_GROUP = "kubeflow.org"
 API_VERSION = "v1"

@@ -21,7 +21,7 @@ from components.training.finetuning.manifests.names import (
     ownership_labels,
     qualified_name_ok,
 )
-from components.training.finetuning.pod.progress_server import (
+from components.training.finetuning.manifests.progress import (
     METRICS_PORT_RANGE,
     POLL_INTERVAL_RANGE,
     progression_annotations,

@@ -97,14 +97,16 @@ def _timestamp(raw: dict[str, Any]) -> float | None:
     return None
 
 
-def normalize_records(raw_records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def normalize_records(raw_records: Iterable[dict[str, Any]], num_epochs: int | None = None) -> list[dict[str, Any]]:
     """Maps raw log lines of any layout to records with :data:`RECORD_KEYS`; lines without a step loss are skipped.
 
     ``time`` becomes seconds since the first step: taken from ``time``, else from ``timestamp``, else the running sum
-    of ``time_per_batch``. ``total_steps`` comes from ``total_steps``, ``max_steps`` or ``steps_per_epoch`` x epochs.
+    of ``time_per_batch``. ``total_steps`` comes from ``total_steps``, ``max_steps`` or ``steps_per_epoch`` x epochs
+    (the line's ``num_epochs``, else ``num_epochs``; unknown when neither says).
 
     Args:
         raw_records: Parsed JSON objects in file order.
+        num_epochs: The run's epochs (``training_num_epochs``), when the caller knows them.
 
     Returns:
         Normalised records, in file order.
@@ -125,8 +127,9 @@ def normalize_records(raw_records: Iterable[dict[str, Any]]) -> list[dict[str, A
             elapsed += batch_time
             seconds = elapsed
         total_steps = _first(raw, "total_steps", "max_steps")
-        if total_steps is None and (per_epoch := _first(raw, "steps_per_epoch")) is not None:
-            total_steps = per_epoch * (int(_first(raw, "num_epochs") or 1))
+        epochs = _first(raw, "num_epochs") or num_epochs
+        if total_steps is None and (per_epoch := _first(raw, "steps_per_epoch")) is not None and epochs:
+            total_steps = per_epoch * int(epochs)
         tokens_per_second = _first(raw, "tokens_per_second")
         records.append(
             {
@@ -187,11 +190,12 @@ def _parse_lines(path: Path) -> Iterator[dict[str, Any]]:
                 yield value
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
+def read_metrics(path: Path, num_epochs: int | None = None) -> list[dict[str, Any]]:
     """Reads a metrics file of any known layout (or a directory holding one) into normalised records.
 
     Args:
         path: A JSONL file, or a checkpoint directory searched with :func:`find_metrics_file`.
+        num_epochs: The run's epochs, for ``total_steps`` where the log has only ``steps_per_epoch``.
 
     Returns:
         The step records, in file order.
@@ -204,7 +208,7 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         path = find_metrics_file(path)
     if not path.is_file():
         raise MetricsFileError(f"metrics file {path} does not exist")
-    records = normalize_records(_parse_lines(path))
+    records = normalize_records(_parse_lines(path), num_epochs)
     if not records:
         raise MetricsFileError(f"{path} holds no step records (lines with 'step' and a loss)")
     return records

@@ -1,7 +1,7 @@
 """Training progress for the OpenShift AI dashboard: a small HTTP server in the rank-0 training pod.
 
 How RHOAI fills its Training Jobs page: a TrainJob annotated ``trainer.opendatahub.io/progression-tracking: "true"``
-(:func:`progression_annotations`) is polled by the ODH controller every ``metrics-poll-interval`` seconds at
+(set by :mod:`..manifests.progress`) is polled by the ODH controller every ``metrics-poll-interval`` seconds at
 ``http://<rank-0 pod IP>:<metrics-port>/metrics``; the JSON it gets is copied into the TrainJob's annotation
 ``trainer.opendatahub.io/trainerStatus``. :class:`ProgressTracker` builds that JSON from the metrics JSONL Training Hub
 writes into ``ckpt_output_dir`` (the layouts of :mod:`.metrics`, read with its normaliser):
@@ -35,16 +35,8 @@ try:
 except ImportError:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES)
     import kfp_finetune_metrics as metrics_module  # type: ignore[no-redef]
 
-PROGRESSION_ANNOTATION = "trainer.opendatahub.io/progression-tracking"
-METRICS_PORT_ANNOTATION = "trainer.opendatahub.io/metrics-port"
-POLL_INTERVAL_ANNOTATION = "trainer.opendatahub.io/metrics-poll-interval"
 #: Where the ODH controller copies the served JSON (read back by the KFP step, see ``kube.trainer_status``).
 TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
-DEFAULT_METRICS_PORT = 28080
-DEFAULT_POLL_INTERVAL_SECONDS = 30
-#: Non-privileged ports only (OpenShift's restricted SCC); the poll interval range of the Kubeflow SDK.
-METRICS_PORT_RANGE = (1024, 65535)
-POLL_INTERVAL_RANGE = (5, 300)
 TERMINATION_LOG = "/dev/termination-log"
 INIT_LINE = "[Kubeflow] Initializing Training Hub progression tracking"
 #: Raw metric names (any Training Hub backend) -> the ``trainMetrics`` key they fill; the first one present wins.
@@ -64,32 +56,6 @@ _EVAL_ALIASES = {"val_loss": "eval_loss", "validation_loss": "eval_loss"}
 _ETA_WINDOW = 20
 #: Metrics lines kept in memory.
 _KEPT_LINES = 2000
-
-
-def progression_annotations(enabled: bool, port: int, poll_interval_seconds: int) -> dict[str, str]:
-    """The TrainJob/PyTorchJob annotations that switch on RHOAI's progress tracking (``{}`` when disabled)."""
-    if not enabled:
-        return {}
-    return {
-        PROGRESSION_ANNOTATION: "true",
-        METRICS_PORT_ANNOTATION: str(port),
-        POLL_INTERVAL_ANNOTATION: str(poll_interval_seconds),
-    }
-
-
-def check_settings(port: Any, poll_interval_seconds: Any, source: str = "train_model") -> None:
-    """Checks the metrics port and poll interval.
-
-    Raises:
-        ValueError: A value is not an integer in its range (names parameter, value and range).
-    """
-    checks = (
-        ("training_progress_metrics_port", port, METRICS_PORT_RANGE, "non-privileged, as OpenShift's restricted SCC"),
-        ("training_progress_poll_interval_seconds", poll_interval_seconds, POLL_INTERVAL_RANGE, "seconds"),
-    )
-    for name, value, (low, high), why in checks:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"{source} parameter {name}={value!r}: must be an integer in [{low}, {high}] ({why})")
 
 
 def _number(raw: Mapping[str, Any], *keys: str) -> float | None:
@@ -184,7 +150,7 @@ class ProgressTracker:
         """The progress JSON now (reads what was appended since the last call)."""
         with self._lock:
             self._read_new_lines()
-            records = metrics_module.normalize_records(list(self._raw))
+            records = metrics_module.normalize_records(list(self._raw), self.total_epochs)
             record = records[-1] if records else {}
             step = int(record.get("step") or 0)
             if record and (not self._seen or self._seen[-1][1] != step):
@@ -310,26 +276,28 @@ def write_termination_log(status: Mapping[str, Any], path: str = TERMINATION_LOG
     return True
 
 
-def start_for_run(run_config: Mapping[str, Any], node_rank: int, log: Callable[[str], None] = print) -> Any:
-    """Starts the progress server for a run config (``progress``: ``enabled``, ``port``) on node rank 0 only.
+def start_for_run(run_config: Any, node_rank: int, log: Callable[[str], None] = print) -> Any:
+    """Starts the progress server for a run config (``progress.enabled``, ``progress.port``) on node rank 0 only.
+
+    Args:
+        run_config: The pod's :class:`~.run_config.RunConfig`.
+        node_rank: This pod's node rank.
+        log: Where a warning goes.
 
     Never raises: a failure is logged once and training goes on without it.
 
     Returns:
         The :class:`ProgressServer` (serving unless its port was taken), or None (disabled, another node, error).
     """
-    settings = run_config.get("progress") or {}
-    if not settings.get("enabled") or node_rank != 0:
+    settings = run_config.progress
+    if not settings.enabled or node_rank != 0:
         return None
     try:
-        hp = run_config["hyperparameters"]
+        hp = run_config.hyperparameters
         tracker = ProgressTracker(
-            Path(run_config["ckpt_output_dir"]),
-            run_config["algorithm"],
-            int(hp["num_epochs"]),
-            int(hp.get("effective_batch_size") or 0),
+            Path(run_config.ckpt_output_dir), hp.algorithm, hp.num_epochs, hp.effective_batch_size
         )
-        server = ProgressServer(tracker, int(settings.get("port", DEFAULT_METRICS_PORT)), log)
+        server = ProgressServer(tracker, settings.port, log)
         server.start()  # when the port is taken it warns; stop() still writes the termination log
         return server
     except Exception as error:  # noqa: BLE001 - progress reporting must never stop training
