@@ -37,3 +37,20 @@ def training_config(**fields: Any) -> Any:
     config = dataclasses.replace(defaults, **fields)
     config.validate("train_model")
     return config
+
+
+def dataset_metadata(dataset_uri: str, **fields: Any) -> dict[str, Any]:
+    """A dataset artifact's metadata as ``dataset_download`` writes it, for ``dataset_uri`` (other facts: fixed)."""
+    from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
+
+    values: dict[str, Any] = {
+        "dataset_metadata_version": DATASET_METADATA_VERSION,
+        "dataset_uri": dataset_uri,
+        "dataset_revision": "rev-1",
+        "dataset_sha256": "0" * 64,
+        "dataset_rows": 10,
+        "dataset_format": "messages",
+        "dataset_split": "train",
+        "dataset_split_seed": 7,
+    }
+    return DatasetMetadata(**{**values, **fields}).to_metadata()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
 
@@ -38,16 +39,18 @@ class DatasetDownloadResult:
     token_stats: TokenStats | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def artifact_metadata(self, written: WrittenFile) -> dict:
-        """Metadata of a dataset artifact: ``source_uri``, ``revision``, ``rows``, ``sha256``, ``format``, ..."""
-        return {
-            "source_uri": self.validation.source_uri,
-            "revision": self.validation.revision,
-            "rows": written.rows,
-            "sha256": written.sha256,
-            "format": self.validation.input_format,
-            "seed": self.seed,
-        }
+    def artifact_metadata(self, written: WrittenFile, split: str) -> DatasetMetadata:
+        """Metadata of a dataset artifact (:mod:`components._common.dataset_metadata`): URI, revision, rows, ..."""
+        return DatasetMetadata(
+            dataset_metadata_version=DATASET_METADATA_VERSION,
+            dataset_uri=self.validation.source_uri,
+            dataset_revision=self.validation.revision,
+            dataset_sha256=written.sha256,
+            dataset_rows=written.rows,
+            dataset_format=self.validation.input_format,
+            dataset_split=split,
+            dataset_split_seed=self.seed,
+        )
 
     def metrics(self) -> dict[str, float]:
         """Row counts, rejects (total and per rule) and token statistics, for KFP ``Metrics``."""
@@ -73,8 +76,10 @@ class DatasetDownloadResult:
             report: The ``Output[Markdown]``; :meth:`to_markdown` is written to its path.
             metrics: The ``Output[Metrics]``; each of :meth:`metrics` is logged.
         """
-        train_dataset.metadata.update(mask_data(self.artifact_metadata(self.train), patterns=False))
-        eval_dataset.metadata.update(mask_data(self.artifact_metadata(self.eval), patterns=False))
+        train_dataset.metadata.update(
+            mask_data(self.artifact_metadata(self.train, "train").to_metadata(), patterns=False)
+        )
+        eval_dataset.metadata.update(mask_data(self.artifact_metadata(self.eval, "eval").to_metadata(), patterns=False))
         write_text_atomically(with_extension(report, ".md"), self.to_markdown())  # secret values masked
         for name, value in self.metrics().items():
             metrics.log_metric(name, value)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.artifacts import find_artifact_file
+from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import write_text_atomically
 from components.training.finetuning import tracking
 from components.training.finetuning.config import TrainingConfig, TrainingConfigError
@@ -62,15 +63,21 @@ def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str
 
 
 def dataset_facts(artifact: Any) -> dict[str, str]:
-    """Source URI and SHA-256 of a dataset artifact: from its metadata, else the artifact URI and the file's hash."""
-    metadata = dict(getattr(artifact, "metadata", None) or {})
+    """``dataset_uri`` and ``dataset_sha256`` of the training data (as :mod:`components._common.dataset_metadata`).
+
+    From the artifact's dataset metadata when ``dataset_download`` wrote it; else the artifact's URI and the file's
+    hash (a dataset from another component, or a path).
+
+    Raises:
+        DatasetMetadataError: The metadata claims the schema but breaks it (names the field).
+    """
+    described = read_dataset_metadata(getattr(artifact, "metadata", None), "train_model input dataset")
+    if described is not None:
+        return {"dataset_uri": described.dataset_uri, "dataset_sha256": described.dataset_sha256}
     data_file = find_artifact_file(artifact.path, "dataset", prefer="train")
-    sha256 = metadata.get("dataset_sha256") or metadata.get("sha256")
-    if not sha256:
-        with data_file.open("rb") as handle:
-            sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
-    uri = metadata.get("dataset_uri") or metadata.get("source_uri") or metadata.get("source") or artifact.uri
-    return {"dataset_uri": str(uri), "dataset_sha256": str(sha256)}
+    with data_file.open("rb") as handle:
+        sha256 = hashlib.file_digest(handle, "sha256").hexdigest()
+    return {"dataset_uri": str(artifact.uri), "dataset_sha256": sha256}
 
 
 def eval_file_of(eval_dataset: Any) -> Path | None:

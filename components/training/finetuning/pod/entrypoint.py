@@ -30,20 +30,20 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-try:
-    from components._common import s3
-    from components.training.finetuning.pod import checkpoints, progress_server
-    from components.training.finetuning.pod.run_config import (
+try:  # in the training pod: the modules staged beside this file (STAGED_MODULES names) win over any installed copy
+    import kfp_finetune_checkpoints as checkpoints  # type: ignore[import-not-found]
+    import kfp_finetune_progress_server as progress_server  # type: ignore[import-not-found]
+    import kfp_finetune_s3 as s3  # type: ignore[import-not-found]
+    from kfp_finetune_run_config import (  # type: ignore[import-not-found]
         Hyperparameters,
         RunConfig,
         RunConfigError,
         load_run_config,
     )
-except ImportError:  # in the training pod: the modules are staged beside this file under their STAGED_MODULES names
-    import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
-    import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]
-    import kfp_finetune_s3 as s3  # type: ignore[no-redef]
-    from kfp_finetune_run_config import (  # type: ignore[no-redef]
+except ImportError:
+    from components._common import s3
+    from components.training.finetuning.pod import checkpoints, progress_server
+    from components.training.finetuning.pod.run_config import (
         Hyperparameters,
         RunConfig,
         RunConfigError,

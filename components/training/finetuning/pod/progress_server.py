@@ -30,10 +30,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-try:
+try:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES); staged copies win over any install
+    import kfp_finetune_metrics as metrics_module  # type: ignore[import-not-found]
+except ImportError:
     from components.training.finetuning.pod import metrics as metrics_module
-except ImportError:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES)
-    import kfp_finetune_metrics as metrics_module  # type: ignore[no-redef]
 
 #: Where the ODH controller copies the served JSON (read back by the KFP step, see ``kube.trainer_status``).
 TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
