@@ -243,14 +243,17 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path):
     from kfp import dsl
 
     from components.training.finetuning.launch import build_job_spec
+    from tests.harness.requests import train_model_request
 
     config = tmp_path / "run" / "config.json"
     config.parent.mkdir()
     config.write_text("{}")
     launcher = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
     task_config = dsl.TaskConfig(resources=launcher, env=[{"name": "A", "value": "1"}])
-    params = {"namespace": "team", "training_image": "img", "gpus_per_node": 1, "memory_per_node": "32Gi"}
-    spec = build_job_spec(config, task_config, "run-1", "train-model", params)
+    request = train_model_request(
+        training_namespace="team", training_image="img", training_gpus_per_node=1, training_memory_per_node="32Gi"
+    )
+    spec = build_job_spec(config, task_config, "run-1", "train-model", request)
     assert (spec.cpu_per_node, spec.memory_per_node) == ("", "32Gi")
     assert spec.env["A"] == "1"  # the rest of the task config still passes through
     assert re.search("RESOURCES", checked_in_path("sft").read_text())

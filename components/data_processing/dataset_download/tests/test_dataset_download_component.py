@@ -167,7 +167,7 @@ def test_alpaca_from_http_through_kfp_local(kfp_local, http_file_server):
     )
     train, evaluation = task.outputs["train_dataset"], task.outputs["eval_dataset"]
     assert (train.metadata["dataset_rows"], evaluation.metadata["dataset_rows"]) == (24, 6)
-    assert train.metadata["dataset_format"] == "alpaca" and len(train.metadata["revision"]) == 16
+    assert train.metadata["dataset_format"] == "alpaca" and len(train.metadata["dataset_revision"]) == 16
     first = json.loads(Path(train.path).read_text().splitlines()[0])
     assert first["messages"][1]["role"] == "assistant" and "id" in first
     assert "auto-detected `alpaca`" in Path(task.outputs["report"].path).read_text()

@@ -67,7 +67,9 @@ def register(stub, tmp_path, model, **overrides):
         pipeline_run_name="tiny-finetune-run-1",
         eval_metrics=_metrics(acc=0.7),
         train_metrics=_metrics(loss=1.25),
-        dataset=ArtifactInfo("s3://pipelines/run-1/dataset", "/tmp/ds", dataset_metadata("demo/chat@v1")),
+        dataset=ArtifactInfo(
+            "s3://pipelines/run-1/dataset", "/tmp/ds", dataset_metadata("demo/chat@v1", dataset_sha256="e3" * 32)
+        ),
         environ={"MODEL_REGISTRY_TOKEN": TOKEN},
         allow_token_over_http=True,  # the stub speaks plain HTTP; tests of the default withhold the token
         retry_policy=FAST_RETRIES,

@@ -166,9 +166,9 @@ def test_lineage_properties_cover_run_data_model_training_and_metrics():
     assert props["dataset_sha256"] == "ab" * 32 and props["dataset_rows"] == 40
     # A dataset from another component (no schema): the model's metadata, as train_model copied it, tells the source.
     foreign = ArtifactInfo("s3://pipelines/run/other", "/tmp/ds", {"note": "made elsewhere"})
-    props = lineage_properties(model, RunInfo(), dataset=foreign)
-    assert props["dataset_uri"] == "hf://ignored-because-the-dataset-artifact-says"
-    assert props["dataset_artifact_uri"] == "s3://pipelines/run/other" and "dataset_revision" not in props
+    from_model = lineage_properties(model, RunInfo(), dataset=foreign)
+    assert from_model["dataset_uri"] == "hf://ignored-because-the-dataset-artifact-says"
+    assert from_model["dataset_artifact_uri"] == "s3://pipelines/run/other" and "dataset_revision" not in from_model
     assert props["base_model"] == "ibm-granite/granite-3.1-2b" and props["algorithm"] == "lora"
     assert props["hyperparameter.learning_rate"] == 2e-4 and props["hyperparameter.epochs"] == 3
     assert props["trainjob_name"] == "tj-123" and props["training_backend"] == "trainer-v2"  # an older model's key
