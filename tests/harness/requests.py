@@ -54,3 +54,31 @@ def dataset_metadata(dataset_uri: str, **fields: Any) -> dict[str, Any]:
         "dataset_split_seed": 7,
     }
     return DatasetMetadata(**{**values, **fields}).to_metadata()
+
+
+def dataset_download_request(dataset_uri: str, **arguments: Any) -> Any:
+    """A ``DatasetDownloadRequest``: ``dataset_download``'s defaults and ``arguments``."""
+    from components.data_processing.dataset_download import dataset_download
+    from components.data_processing.dataset_download.run import DatasetDownloadRequest
+
+    return DatasetDownloadRequest(**{**component_defaults(dataset_download), "dataset_uri": dataset_uri, **arguments})
+
+
+def lm_eval_request(**arguments: Any) -> Any:
+    """An ``LmEvalRequest``: ``lm_eval``'s defaults, no input artifacts (empty paths), and ``arguments``."""
+    from components.evaluation.lm_eval import lm_eval
+    from components.evaluation.lm_eval.run import LmEvalRequest
+
+    names = {field.name for field in dataclasses.fields(LmEvalRequest)}
+    defaults = {name: value for name, value in component_defaults(lm_eval).items() if name in names}
+    no_artifacts = {"model_path": "", "model_metadata": {}, "eval_dataset_path": "", "eval_dataset_metadata": {}}
+    no_artifacts.update(baseline_results_path="", custom_tasks_path="")
+    return LmEvalRequest(**{**no_artifacts, **defaults, **arguments})
+
+
+def model_registry_request(**arguments: Any) -> Any:
+    """A ``ModelRegistryRequest``: ``model_registry``'s defaults and ``arguments`` (``model`` among them)."""
+    from components.deployment.kubeflow_model_registry import model_registry
+    from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest
+
+    return ModelRegistryRequest(**{**component_defaults(model_registry), **arguments})

@@ -104,29 +104,12 @@ class DatasetDownloadResult:
         return "\n".join(lines) + "\n"
 
 
-@masked
-def run_dataset_download(
-    dataset_uri: str,
-    train_path: Path,
-    eval_path: Path,
-    train_split_ratio: float = 0.9,
-    subset_count: int = 0,
-    seed: int = 42,
-    input_format: str = "auto",
-    hf_split: str = "train",
-    on_invalid: str = "fail",
-    max_invalid_fraction: float = 0.0,
-    allow_trailing_user: bool = False,
-    max_seq_len: int = 0,
-    tokenizer_source: str = "",
-    max_download_bytes: int = 10 * 1024**3,
-) -> DatasetDownloadResult:
-    """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
+@dataclass(frozen=True)
+class DatasetDownloadRequest:
+    """``dataset_download``'s arguments, as the component received them; no defaults (they live in the component).
 
-    Args:
+    Attributes:
         dataset_uri: Hub id ``org/name[:subset][@revision]``, ``s3://``, ``http(s)://``, ``pvc://`` or a local path.
-        train_path: Where the train JSONL goes.
-        eval_path: Where the eval JSONL goes (an empty file when ``train_split_ratio`` is 1.0).
         train_split_ratio: Fraction of the kept rows for training, in (0, 1].
         subset_count: Rows to keep, drawn with ``seed`` (0 = all).
         seed: Seed of the subset and the split.
@@ -138,6 +121,30 @@ def run_dataset_download(
         max_seq_len: With ``tokenizer_source``, compute token statistics and count rows longer than this (0 = off).
         tokenizer_source: HF id or local directory of the tokenizer for token statistics.
         max_download_bytes: Refuse remote downloads larger than this.
+    """
+
+    dataset_uri: str
+    train_split_ratio: float
+    subset_count: int
+    seed: int
+    input_format: str
+    hf_split: str
+    on_invalid: str
+    max_invalid_fraction: float
+    allow_trailing_user: bool
+    max_seq_len: int
+    tokenizer_source: str
+    max_download_bytes: int
+
+
+@masked
+def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval_path: Path) -> DatasetDownloadResult:
+    """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
+
+    Args:
+        request: The component's arguments.
+        train_path: Where the train JSONL goes.
+        eval_path: Where the eval JSONL goes (an empty file when ``train_split_ratio`` is 1.0).
 
     Returns:
         The validation report, split plan, written files and token statistics.
@@ -146,6 +153,10 @@ def run_dataset_download(
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
             :class:`~.validate.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
+    dataset_uri, seed, max_seq_len = request.dataset_uri, request.seed, request.max_seq_len
+    train_split_ratio, subset_count = request.train_split_ratio, request.subset_count
+    on_invalid, max_invalid_fraction = request.on_invalid, request.max_invalid_fraction
+    tokenizer_source = request.tokenizer_source
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     check_dataset_uri(dataset_uri)
@@ -155,7 +166,7 @@ def run_dataset_download(
     if not with_token_stats and (tokenizer_source or max_seq_len):
         LOG.info("token statistics need both max_seq_len > 0 and tokenizer_source: none computed")
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
-        fetched = fetch_dataset(dataset_uri, Path(scratch) / "download", hf_split, max_download_bytes)
+        fetched = fetch_dataset(dataset_uri, Path(scratch) / "download", request.hf_split, request.max_download_bytes)
         normalized = Path(scratch) / "normalized.jsonl"
         with open(normalized, "wb") as sink_file:
 
@@ -166,10 +177,10 @@ def run_dataset_download(
                 fetched.files,
                 dataset_uri,
                 fetched.revision,
-                input_format,
+                request.input_format,
                 on_invalid,
                 max_invalid_fraction,
-                allow_trailing_user,
+                request.allow_trailing_user,
                 sink,
             )
         LOG.info(

@@ -48,42 +48,12 @@ def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> ModelRe
     return ModelRegistryResult(STATUS_SKIPPED, reason=reason)
 
 
-@masked
-def run_model_registration(
-    *,
-    model: ArtifactInfo,
-    summary_path: str,
-    registry_address: str = "",
-    registry_port: int = 443,
-    model_name: str = "",
-    model_version: str = "",
-    author: str = "",
-    description: str = "",
-    model_format_name: str = "pytorch",
-    model_format_version: str = "1",
-    eval_metrics: ArtifactInfo | None = None,
-    train_metrics: ArtifactInfo | None = None,
-    dataset: ArtifactInfo | None = None,
-    min_metric_name: str = "",
-    min_metric_value: float = 0.0,
-    model_uri: str = "",
-    s3_upload_prefix: str = "",
-    is_secure: bool = True,
-    ca_bundle_path: str = "",
-    allow_token_over_http: bool = False,
-    storage_key: str = "",
-    pipeline_run_id: str = "",
-    pipeline_run_name: str = "",
-    environ: Mapping[str, str] | None = None,
-    retry_policy: RetryPolicy = RetryPolicy(),
-    log: Callable[[str], None] = _log,
-    now: datetime.datetime | None = None,
-) -> ModelRegistryResult:
-    """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
+@dataclasses.dataclass(frozen=True)
+class ModelRegistryRequest:
+    """``model_registry``'s arguments as the component received them (artifacts as :class:`ArtifactInfo`); no defaults.
 
-    Args:
+    Attributes:
         model: The trained model artifact.
-        summary_path: Where the Markdown summary goes.
         registry_address: Registry host or URL ("" = skip the step).
         registry_port: Registry port (when the address has none).
         model_name: Registered model name (required unless skipped).
@@ -105,6 +75,47 @@ def run_model_registration(
         storage_key: Data-connection secret name recorded on the artifact for serving.
         pipeline_run_id: The run's id ("" or an unresolved placeholder = unknown).
         pipeline_run_name: The run's name.
+    """
+
+    model: ArtifactInfo | None
+    registry_address: str
+    registry_port: int
+    model_name: str
+    model_version: str
+    author: str
+    description: str
+    model_format_name: str
+    model_format_version: str
+    eval_metrics: ArtifactInfo | None
+    train_metrics: ArtifactInfo | None
+    dataset: ArtifactInfo | None
+    min_metric_name: str
+    min_metric_value: float
+    model_uri: str
+    s3_upload_prefix: str
+    is_secure: bool
+    ca_bundle_path: str
+    allow_token_over_http: bool
+    storage_key: str
+    pipeline_run_id: str
+    pipeline_run_name: str
+
+
+@masked
+def run_model_registration(
+    request: ModelRegistryRequest,
+    summary_path: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    retry_policy: RetryPolicy = RetryPolicy(),
+    log: Callable[[str], None] = _log,
+    now: datetime.datetime | None = None,
+) -> ModelRegistryResult:
+    """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
+
+    Args:
+        request: The component's arguments.
+        summary_path: Where the Markdown summary goes.
         environ: Environment for the token, PVC and S3 settings (default ``os.environ``).
         retry_policy: Retries for transient registry failures.
         log: Where progress lines go (never receives a secret).
@@ -118,6 +129,9 @@ def run_model_registration(
         VersionConflictError: The version exists and points elsewhere.
         RegistryRequestError: The registry failed, is unreachable or refused the token.
     """
+    model, registry_address, model_name = request.model, request.registry_address, request.model_name
+    model_version, model_format_name = request.model_version, request.model_format_name
+    model_uri, s3_upload_prefix = request.model_uri, request.s3_upload_prefix
     environ = os.environ if environ is None else environ
     if not registry_address.strip():
         return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)
@@ -131,19 +145,19 @@ def run_model_registration(
     if model_uri.strip() and s3_upload_prefix.strip():
         raise ValueError("give either model_uri or s3_upload_prefix, not both: the upload decides the registered URI")
 
-    eval_values, train_values = metric_values(eval_metrics), metric_values(train_metrics)
-    decision = evaluate_gate(min_metric_name, min_metric_value, eval_values, train_values)
+    eval_values, train_values = metric_values(request.eval_metrics), metric_values(request.train_metrics)
+    decision = evaluate_gate(request.min_metric_name, request.min_metric_value, eval_values, train_values)
     if not decision.passed:
         return _skip(summary_path, f"metric gate not met: {decision.reason}", log)
     log(f"gate: {decision.reason}")
 
     endpoint = make_endpoint(
         registry_address,
-        registry_port,
-        is_secure,
-        ca_bundle_path,
+        request.registry_port,
+        request.is_secure,
+        request.ca_bundle_path,
         environ,
-        allow_token_over_http=allow_token_over_http,
+        allow_token_over_http=request.allow_token_over_http,
         log=log,
     )
     upload_source = None
@@ -155,21 +169,23 @@ def run_model_registration(
     serving = resolve_serving_uri(model, model_uri, s3_uri, environ)
     log(f"serving URI {serving.uri} (from {serving.source})")
 
-    run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), pod_namespace(environ))
+    run = RunInfo(
+        known_run_value(request.pipeline_run_id), known_run_value(request.pipeline_run_name), pod_namespace(environ)
+    )
     request = VersionRequest(
         model_name=model_name,
         version_name=model_version,
         uri=serving.uri,
-        author=author,
-        description=description,
+        author=request.author,
+        description=request.description,
         model_format_name=model_format_name,
-        model_format_version=model_format_version,
-        storage_key=storage_key,
+        model_format_version=request.model_format_version,
+        storage_key=request.storage_key,
         custom_properties=mask_data(  # metadata sent to the registry: secret values masked
             lineage_properties(
                 model,
                 run,
-                dataset=dataset,
+                dataset=request.dataset,
                 train_metrics=train_values,
                 eval_metrics=eval_values,
                 library_versions=library_versions(),
@@ -205,7 +221,7 @@ def run_model_registration(
         ("Version", f"{registration.version_name} (id {registration.version_id})"),
         ("Model artifact", f"id {registration.artifact_id}"),
         ("URI", f"{serving.uri} (from {serving.source})"),
-        ("Model format", f"{model_format_name} {model_format_version}"),
+        ("Model format", f"{model_format_name} {request.model_format_version}"),
         ("Registry", f"{endpoint.base_url}, API {API_ROOT}{api_version}"),
         ("Gate", decision.reason),
     ]

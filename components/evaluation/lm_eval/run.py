@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
 from components.evaluation.lm_eval.custom_task import (
@@ -418,42 +419,16 @@ def _report_settings(
     }
 
 
-@masked
-def run_lm_eval(
-    *,
-    model_path: str,
-    model_metadata: Mapping[str, Any],
-    results_path: str,
-    report_path: str,
-    task_names: Sequence[str] = (),
-    eval_dataset_path: str = "",
-    baseline_results_path: str = "",
-    model_source: str = "",
-    batch_size: str = "auto",
-    limit: int = -1,
-    num_fewshot: int = -1,
-    gen_kwargs: Mapping[str, Any] | None = None,
-    model_args: Mapping[str, Any] | None = None,
-    apply_chat_template: bool = True,
-    backend: str = "hf",
-    seed: int = 42,
-    log_samples: bool = False,
-    max_samples: int = 200,
-    max_new_tokens: int = 64,
-    custom_tasks_path: str = "",
-    device: str = "",
-    bootstrap_iters: int = 100000,
-    allow_empty_eval_dataset: bool = False,
-) -> LmEvalResult:
-    """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
+@dataclass(frozen=True)
+class LmEvalRequest:
+    """``lm_eval``'s arguments as the component received them (input artifacts as paths); no defaults here.
 
-    Args:
-        model_path: ``model.path`` (full model or PEFT adapter directory).
+    Attributes:
+        model_path: ``model.path`` (full model or PEFT adapter directory; "" = none).
         model_metadata: ``model.metadata`` (``base_model`` locates an adapter's base).
-        results_path: Where to write the full lm-eval results JSON.
-        report_path: Where to write the HTML report.
         task_names: lm-eval task, group or tag names (built-in or from ``custom_tasks_path``).
         eval_dataset_path: Held-out chat JSONL ("" = none); adds the held-out generation and perplexity tasks.
+        eval_dataset_metadata: The eval dataset artifact's metadata (its ``dataset_uri`` is recorded).
         baseline_results_path: Results JSON of a baseline run ("" = none); the report shows deltas against it.
         model_source: Local path or Hub id evaluated instead of ``model`` ("" = use ``model``).
         batch_size: ``auto``, ``auto:N`` or a positive integer.
@@ -471,6 +446,40 @@ def run_lm_eval(
         device: Torch device for the ``hf`` backend ("" = ``cuda`` when available, else ``cpu``).
         bootstrap_iters: Bootstrap resamples for standard errors (0 = no stderr).
         allow_empty_eval_dataset: Skip the held-out tasks, rather than fail, when ``eval_dataset`` is empty.
+    """
+
+    model_path: str
+    model_metadata: Mapping[str, Any]
+    task_names: Sequence[str]
+    eval_dataset_path: str
+    eval_dataset_metadata: Mapping[str, Any]
+    baseline_results_path: str
+    model_source: str
+    batch_size: str
+    limit: int
+    num_fewshot: int
+    gen_kwargs: Mapping[str, Any]
+    model_args: Mapping[str, Any]
+    apply_chat_template: bool
+    backend: str
+    seed: int
+    log_samples: bool
+    max_samples: int
+    max_new_tokens: int
+    custom_tasks_path: str
+    device: str
+    bootstrap_iters: int
+    allow_empty_eval_dataset: bool
+
+
+@masked
+def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> LmEvalResult:
+    """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
+
+    Args:
+        request: The component's arguments.
+        results_path: Where to write the full lm-eval results JSON.
+        report_path: Where to write the HTML report.
 
     Returns:
         The :class:`LmEvalResult` (metrics to log, metadata for the results artifact).
@@ -480,28 +489,31 @@ def run_lm_eval(
             dataset is empty or malformed, or a task name is unknown.
         BenchmarkDataError: A benchmark dataset cannot be reached.
     """
+    backend, eval_dataset_path = request.backend, request.eval_dataset_path
+    custom_tasks_path = request.custom_tasks_path
     options = check_options(
-        batch_size,
-        limit,
-        num_fewshot,
-        gen_kwargs,
-        apply_chat_template,
-        seed,
-        max_samples,
-        max_new_tokens,
-        bootstrap_iters,
+        request.batch_size,
+        request.limit,
+        request.num_fewshot,
+        request.gen_kwargs,
+        request.apply_chat_template,
+        request.seed,
+        request.max_samples,
+        request.max_new_tokens,
+        request.bootstrap_iters,
     )
-    spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
+    spec = resolve_model(request.model_path, request.model_metadata, request.model_source, backend, request.model_args)
     check_backend_available(backend)
-    baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None
+    baseline_path = request.baseline_results_path
+    baseline = load_baseline(Path(baseline_path)) if baseline_path else None
     heldout = bool(eval_dataset_path)
-    if heldout and allow_empty_eval_dataset and is_empty_dataset(Path(eval_dataset_path)):
+    if heldout and request.allow_empty_eval_dataset and is_empty_dataset(Path(eval_dataset_path)):
         _log(f"eval_dataset {eval_dataset_path} is empty: the held-out tasks are skipped (allow_empty_eval_dataset)")
         heldout = False
-    names = check_task_names(task_names, heldout)
+    names = check_task_names(request.task_names, heldout)
     if not names and not eval_dataset_path:
         raise ValueError("nothing to evaluate: task_names is empty and no eval_dataset was given")
-    options["device"] = resolve_device(device, backend)
+    options["device"] = resolve_device(request.device, backend)
     ensure_writable_hf_cache()
     _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
 
@@ -522,7 +534,7 @@ def run_lm_eval(
             results = {"results": {}, "configs": {}, "versions": {}}
 
     samples = results.pop("samples", None)
-    written = {**results, "samples": samples} if log_samples and samples else results
+    written = {**results, "samples": samples} if request.log_samples and samples else results
     write_text_atomically(Path(results_path), _results_json(written))
     settings = _report_settings(spec, backend, names, (heldout_rows, heldout_available), options)
     report_results = {**results, "samples": samples} if samples else results
@@ -540,4 +552,7 @@ def run_lm_eval(
         "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
     }
+    described = read_dataset_metadata(request.eval_dataset_metadata, "lm_eval input eval_dataset")
+    if described is not None:
+        metadata["dataset_uri"] = described.dataset_uri
     return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)

@@ -15,7 +15,7 @@ from components.deployment.kubeflow_model_registry.registry_client import (
     RetryPolicy,
 )
 from components.deployment.kubeflow_model_registry.run import run_model_registration
-from tests.harness.requests import dataset_metadata
+from tests.harness.requests import dataset_metadata, model_registry_request
 
 TOKEN = "mr-token-1b2c3d4e5f"
 RUN_ID = "7c0ffee0-1234-4d2b-9a51-0123456789ab"
@@ -54,10 +54,9 @@ def _metrics(**values):
     return ArtifactInfo("file:///metrics", "/tmp/metrics", values)
 
 
-def register(stub, tmp_path, model, **overrides):
+def register(stub, tmp_path, model, environ=None, retry_policy=FAST_RETRIES, now=None, log=None, **overrides):
     arguments = dict(
         model=model,
-        summary_path=str(tmp_path / "summary.md"),
         registry_address=stub.address,
         registry_port=stub.port,
         model_name="tiny-chat",
@@ -70,12 +69,17 @@ def register(stub, tmp_path, model, **overrides):
         dataset=ArtifactInfo(
             "s3://pipelines/run-1/dataset", "/tmp/ds", dataset_metadata("demo/chat@v1", dataset_sha256="e3" * 32)
         ),
-        environ={"MODEL_REGISTRY_TOKEN": TOKEN},
         allow_token_over_http=True,  # the stub speaks plain HTTP; tests of the default withhold the token
-        retry_policy=FAST_RETRIES,
     )
     arguments.update(overrides)
-    return run_model_registration(**arguments)
+    return run_model_registration(
+        model_registry_request(**arguments),
+        str(tmp_path / "summary.md"),
+        environ={"MODEL_REGISTRY_TOKEN": TOKEN} if environ is None else environ,
+        retry_policy=retry_policy,
+        now=now,
+        **({} if log is None else {"log": log}),
+    )
 
 
 def _statuses(stub):

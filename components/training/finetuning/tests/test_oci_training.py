@@ -27,7 +27,13 @@ from tests.harness.requests import train_model_request
 pytestmark = pytest.mark.slow
 
 NS = "team-a"
-FAST = {"effective_batch_size": 16, "learning_rate": 3e-3, "max_seq_len": 256, "max_tokens_per_gpu": 1024}
+FAST = {
+    "training_effective_batch_size": 16,
+    "training_learning_rate": 3e-3,
+    "training_max_seq_len": 256,
+    "training_max_tokens_per_gpu": 1024,
+    "training_num_epochs": 1,
+}
 FAKE_TRAINING_HUB = """
 import json, os, shutil
 from pathlib import Path
@@ -117,7 +123,7 @@ def test_the_component_pulls_with_the_secret_through_kfp_local(
             training_launcher="local",
             training_oci_insecure=True,
             training_max_steps=1,
-            **{f"training_{name}": value for name, value in FAST.items()},
+            **FAST,
         )
         return trained.outputs["output_model"]
 
