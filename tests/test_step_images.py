@@ -266,12 +266,12 @@ def test_fast_task_setters_keep_kfp_messages_and_restore_inspect():
     from kfp import dsl
     from kfp.dsl import pipeline_task
 
-    from pipelines.training.finetuning.definition import _fast_task_setters
+    from components._common.kfp_patches import fast_task_setters
 
     @dsl.pipeline(name="outer")
     def outer():
         importer = dsl.importer(artifact_uri="s3://bucket/model", artifact_class=dsl.Model)
-        with _fast_task_setters():
+        with fast_task_setters():
             assert pipeline_task.inspect is not inspect
             with pytest.raises(ValueError, match="^set_cpu_limit can only be used on single-step components"):
                 importer.set_cpu_limit("1")

@@ -181,11 +181,11 @@ def _run_pipeline(
     """Builds the base model and runs the pipeline under ``console``; returns the run folder and output types."""
     from kfp import local
 
-    from pipelines.demo import kfp_local_compat
+    from components._common.kfp_patches import install_local_optional_artifacts
     from pipelines.demo.tiny_model import build_tiny_model
     from pipelines.training.finetuning.definition import build_pipeline
 
-    kfp_local_compat.install()
+    install_local_optional_artifacts()
     pipeline = build_pipeline(algorithm, "expert", f"{algorithm}-demo", f"Local {algorithm.upper()} demo.")
     types = output_types(pipeline.pipeline_spec)
     pipeline_root = output_dir / "outputs"

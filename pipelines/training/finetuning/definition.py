@@ -12,13 +12,12 @@ does not expose are passed to the components as constants (their defaults).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from components._common.kfp_patches import fast_task_setters
 from pipelines.training.finetuning.parameters import REQUIRED, PipelineParameter, parameters_for, with_defaults
 from pipelines.training.finetuning.settings import CompileSettings
 
@@ -115,40 +114,6 @@ def _apply_resources(tasks: dict[str, Any], settings: CompileSettings) -> None:
         kubernetes.set_image_pull_policy(task, "IfNotPresent")
 
 
-class _CallerOnlyInspect:
-    """``inspect`` for KFP's task setters, with a ``stack()`` that names the frames without reading any source."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(inspect, name)
-
-    @staticmethod
-    def stack(context: int = 1) -> list[tuple[Any, str, int, str, None, None]]:
-        """``(frame, filename, lineno, function, None, None)`` from the caller outwards, like ``inspect.stack(0)``."""
-        frames, frame = [], sys._getframe(1)
-        while frame is not None:
-            code = frame.f_code
-            frames.append((frame, code.co_filename, frame.f_lineno, code.co_name, None, None))
-            frame = frame.f_back
-        return frames
-
-
-@contextlib.contextmanager
-def _fast_task_setters() -> Iterator[None]:
-    """Makes KFP's ``set_cpu_request`` & co. cheap while the pipeline is wired.
-
-    Each of them calls ``inspect.stack()`` only to name itself in an error message; that reads source and searches
-    ``sys.modules`` for every frame (~50 ms a call here, 18 calls a pipeline: seconds per ``compile --all``).
-    """
-    from kfp.dsl import pipeline_task
-
-    original = pipeline_task.inspect
-    pipeline_task.inspect = _CallerOnlyInspect()
-    try:
-        yield
-    finally:
-        pipeline_task.inspect = original
-
-
 def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorithm: str) -> dict[str, Any]:
     """Calls the four components with the pipeline's values; returns the tasks by step."""
     from kfp import dsl
@@ -229,7 +194,7 @@ def build_pipeline(
     def pipeline_body(*args: Any) -> None:
         values = dict(fixed)
         values.update({by_dashboard_name[n]: value for n, value in zip(signature.parameters, args, strict=True)})
-        with _fast_task_setters():
+        with fast_task_setters():
             _wire(values, settings, algorithm)
 
     pipeline_body.__signature__ = signature
