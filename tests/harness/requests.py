@@ -82,3 +82,32 @@ def model_registry_request(**arguments: Any) -> Any:
     from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest
 
     return ModelRegistryRequest(**{**component_defaults(model_registry), **arguments})
+
+
+def job_spec_settings(**fields: Any) -> dict[str, Any]:
+    """The ``JobSpec`` settings that are ``train_model`` parameters, at the component's defaults, then ``fields``."""
+    defaults = component_defaults(_train_model())
+    settings = {
+        "runtime_name": defaults["training_runtime_name"],
+        "runtime_kind": defaults["training_runtime_kind"],
+        "num_nodes": defaults["training_num_nodes"],
+        "gpus_per_node": defaults["training_gpus_per_node"],
+        "gpu_resource_name": defaults["training_gpu_resource_name"],
+        "progress_tracking": defaults["training_progress_tracking"],
+        "metrics_port": defaults["training_progress_metrics_port"],
+        "metrics_poll_interval_seconds": defaults["training_progress_poll_interval_seconds"],
+    }
+    return {**settings, **fields}
+
+
+def job_spec(**fields: Any) -> Any:
+    """A ``JobSpec`` with :func:`job_spec_settings` and ``fields`` (``run_id``, ``namespace``, ``command``, ...)."""
+    from components.training.finetuning.manifests.spec import JobSpec
+
+    return JobSpec(**job_spec_settings(**fields))
+
+
+def _train_model() -> Any:
+    from components.training.finetuning.component import train_model
+
+    return train_model

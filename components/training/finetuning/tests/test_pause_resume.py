@@ -12,13 +12,13 @@ from kubernetes import client
 from components.training.finetuning.cluster.errors import JobFailed
 from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-from components.training.finetuning.manifests.spec import JobSpec
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.pod.progress_server import TRAINER_STATUS_ANNOTATION
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
+from tests.harness.requests import job_spec
 
 NS = "team-a"
-SPEC = JobSpec(
+SPEC = job_spec(
     run_id="run-18",
     task_name="train-model",
     namespace=NS,
