@@ -105,10 +105,10 @@ def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has
     problems = [
         f"{name}={hyperparameters[name]!r} is not supported by training-hub {algorithm} ({why}); use {accepted!r}"
         for name, accepted, why in UNSUPPORTED_SETTINGS.get(algorithm, ())
-        if hyperparameters.get(name, accepted) != accepted
+        if hyperparameters[name] != accepted
     ]
-    if algorithm == "osft" and not hyperparameters.get("save_final_checkpoint", True):
-        if not hyperparameters.get("checkpoint_at_epoch"):
+    if algorithm == "osft" and not hyperparameters["save_final_checkpoint"]:
+        if not hyperparameters["checkpoint_at_epoch"]:
             problems.append("save_final_checkpoint=False needs checkpoint_at_epoch=True, else no model is saved")
     return problems
 
