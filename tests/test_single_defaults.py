@@ -28,9 +28,9 @@ from components.evaluation.lm_eval import lm_eval
 from components.evaluation.lm_eval.run import LmEvalRequest, run_lm_eval
 from components.training.finetuning import train_model
 from components.training.finetuning.config import TrainingConfig, TrainModelRequest
+from components.training.finetuning.launch import PodSettings
 from components.training.finetuning.pod.run_config import Hyperparameters, MlflowSettings, ProgressSettings, RunConfig
 from components.training.finetuning.run import run_train_model
-from components.training.finetuning.staging import PodSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 FINETUNING = ROOT / "components" / "training" / "finetuning"

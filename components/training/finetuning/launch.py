@@ -1,30 +1,45 @@
 """The cluster launchers: a ``TrainJob`` or ``PyTorchJob`` running the staged pod script, followed to its end.
 
-:func:`train_on_cluster` resolves ``auto`` (:func:`.cluster.backends.select_backend`), stages the run directory
-(:mod:`.staging`), builds the job from one :class:`~.manifests.spec.JobSpec` (:func:`build_job_spec`,
-:func:`build_job_manifest`), runs it with :func:`.cluster.runner.run_job` and reads the checkpoint and metrics back
-from the workspace PVC.
+:func:`train_on_cluster` resolves ``auto`` (:func:`.cluster.backends.select_backend`), stages the run directory the
+pods start from (:func:`write_run_config`: the pod script with the standard-library modules it needs under
+:data:`~.pod.entrypoint.STAGED_MODULES` names, the datasets, and ``run_config.json``, a
+:class:`~.pod.run_config.RunConfig` carrying the hyper-parameters and :func:`pod_settings`), builds the job from one
+:class:`~.manifests.spec.JobSpec` (:func:`build_job_spec`, :func:`build_job_manifest`), runs it with
+:func:`.cluster.runner.run_job` and reads the checkpoint and metrics back from the workspace PVC.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.files import write_text_atomically
 from components._common.namespace import pod_namespace
-from components.training.finetuning.config import TrainingConfigError, TrainModelRequest
+from components.training.finetuning import tracking
+from components.training.finetuning.config import TrainingConfig, TrainingConfigError, TrainModelRequest
+from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.spec import JobSpec, SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import BackendRun, RunPlan
-from components.training.finetuning.pod import entrypoint
+from components.training.finetuning.pod import entrypoint, progress_server
 from components.training.finetuning.pod import metrics as metrics_module
-from components.training.finetuning.pod.run_config import load_run_config
+from components.training.finetuning.pod.run_config import (
+    RUN_CONFIG_FILE,
+    RUN_CONFIG_VERSION,
+    MlflowSettings,
+    ProgressSettings,
+    RunConfig,
+    encode_run_config,
+    load_run_config,
+)
 from components.training.finetuning.publish import find_final_checkpoint
-from components.training.finetuning.staging import PodSettings, stage_base_model, write_run_config
+from components.training.finetuning.staging import pvc_mounts, stage_base_model
 
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
@@ -171,7 +186,7 @@ def train_on_cluster(
         api_client: A ``kubernetes.client.ApiClient`` (``None``: in-cluster credentials or kubeconfig).
         log: Progress sink.
         options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
-        settings: :func:`.staging.pod_settings` for the run config.
+        settings: :func:`pod_settings` for the run config.
     """
     from components.training.finetuning.cluster.auth import load_api_client
     from components.training.finetuning.cluster.runner import run_job
@@ -214,3 +229,97 @@ def train_on_cluster(
     return BackendRun(
         find_final_checkpoint(ckpt_dir), records, seconds, name, model_facts, backend=backend, job_kind=manifest["kind"]
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class PodSettings:
+    """What the run config tells the training pods beyond the hyper-parameters (see :func:`pod_settings`)."""
+
+    progress: ProgressSettings
+    jit_checkpoint: bool
+    mlflow: MlflowSettings
+
+
+def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> PodSettings:
+    """What the run config tells the training pods beyond the hyper-parameters.
+
+    ``progress``: the dashboard progress server (``training_progress_tracking``, ``training_progress_metrics_port``);
+    ``jit_checkpoint``: Training Hub's ``enable_jit_checkpoint``; ``mlflow``: the tracking URI, experiment and a run
+    name (``<job name>-training-hub``, beside this step's own run) for Training Hub's own MLflow logging. A URI with
+    credentials in it is not handed to the pods (the run config lies on the PVC); use a token secret instead.
+    """
+    request = plan.request
+    mlflow = MlflowSettings(tracking_uri="", experiment_name="", run_name="")
+    if tracker.tracking_uri:
+        if tracking.mask_uri(tracker.tracking_uri) != tracker.tracking_uri:
+            log("MLflow: the tracking URI carries credentials: not handing it to Training Hub in the pods")
+        else:
+            mlflow = MlflowSettings(
+                tracking_uri=tracker.tracking_uri,
+                experiment_name=tracker.experiment_name,
+                run_name=f"{job_name(plan.run_id, plan.task_name)}-training-hub",
+            )
+    progress = ProgressSettings(
+        enabled=request.training_progress_tracking,
+        port=request.training_progress_metrics_port,
+        termination_log=progress_server.TERMINATION_LOG,
+    )
+    return PodSettings(progress=progress, jit_checkpoint=request.training_jit_checkpoint, mlflow=mlflow)
+
+
+def stage_pod_script(run_dir: Path) -> Path:
+    """Copies the pod script and the standard-library modules it imports (:data:`~.pod.entrypoint.STAGED_MODULES`).
+
+    Returns:
+        The staged ``entrypoint.py``; ``python entrypoint.py`` runs with nothing but the standard library.
+    """
+    shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
+    for module, staged in entrypoint.STAGED_MODULES.items():
+        shutil.copyfile(importlib.util.find_spec(module).origin, run_dir / f"{staged}.py")
+    return run_dir / "entrypoint.py"
+
+
+def write_run_config(
+    config: TrainingConfig,
+    run_dir: Path,
+    data_file: Path,
+    eval_file: Path | None,
+    task_config: Any,
+    nproc_per_node: int,
+    settings: PodSettings,
+    model_path: str | None = None,
+) -> Path:
+    """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
+
+    ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
+    controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`pod_settings`) add
+    ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the workspace
+    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
+
+    Returns:
+        The config file (a :class:`~.pod.run_config.RunConfig`).
+    """
+    stage_pod_script(run_dir)
+    data_dir = run_dir / "data"
+    data_dir.mkdir(exist_ok=True)
+    shutil.copyfile(data_file, data_dir / "train.jsonl")
+    if eval_file is not None:
+        shutil.copyfile(eval_file, data_dir / "eval.jsonl")
+    run_config = RunConfig(
+        version=RUN_CONFIG_VERSION,
+        base_model=config.base_model,
+        model_path=model_path or "",
+        data_path=str(data_dir / "train.jsonl"),
+        eval_data_path=str(data_dir / "eval.jsonl") if eval_file is not None else "",
+        ckpt_output_dir=str(run_dir / "checkpoints"),
+        model_cache_dir=str(run_dir.parent / "model_cache"),
+        pvc_mounts=pvc_mounts(task_config),
+        nproc_per_node=nproc_per_node,
+        hyperparameters=config.training_settings(),
+        progress=settings.progress,
+        jit_checkpoint=settings.jit_checkpoint,
+        mlflow=settings.mlflow,
+    )
+    path = run_dir / RUN_CONFIG_FILE
+    write_text_atomically(path, encode_run_config(run_config))
+    return path

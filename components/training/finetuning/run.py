@@ -3,9 +3,9 @@
 Everything is checked before anything trains or is submitted (:func:`validate_request`). Then:
 
 * ``backend="local"``: :func:`.local.trainer.train_locally` in this process;
-* ``backend="trainjob"``: the run directory on the workspace PVC receives the pod script, ``run_config.json`` and the
-  dataset (:mod:`.staging`); a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`, run by
-  :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub. The final
+* ``backend="trainjob"``: the run directory on the workspace PVC receives the pod script, ``run_config.json`` and
+  the dataset (:func:`.launch.write_run_config`); a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`,
+  run by :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub. The final
   checkpoint and metrics are read back from the PVC.
 * ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`, from
   the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
@@ -44,7 +44,7 @@ from components.training.finetuning.config import (
     TrainingConfigError,
     TrainModelRequest,
 )
-from components.training.finetuning.launch import require_training_image, train_on_cluster
+from components.training.finetuning.launch import pod_settings, require_training_image, train_on_cluster
 from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
@@ -55,7 +55,6 @@ from components.training.finetuning.staging import (
     dataset_facts,
     dataset_input,
     eval_file_of,
-    pod_settings,
     pvc_mounts,
     stage_base_model,
 )

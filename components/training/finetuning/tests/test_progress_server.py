@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import staging
+from components.training.finetuning import launch
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
@@ -129,12 +129,12 @@ def _stage(tmp_path: Path, algorithm: str, port: int, demo_dataset_path: Path) -
     config = training_config(base_model=str(tmp_path), algorithm=algorithm, effective_batch_size=16, num_epochs=1)
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
-    settings = staging.PodSettings(
+    settings = launch.PodSettings(
         progress=ProgressSettings(enabled=True, port=port, termination_log=str(termination_log)),
         jit_checkpoint=True,
         mlflow=MlflowSettings(tracking_uri="http://mlflow.example:5000", experiment_name="team-a", run_name="tm-th"),
     )
-    return staging.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
+    return launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
 
 
 def _launch(tmp_path, config_path, algorithm, gate=None, **env):
@@ -349,10 +349,10 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
 
     log = []
     with MlflowLogger(mlflow_server, experiment_name="pods", log=log.append) as tracker:
-        settings = staging.pod_settings(
+        settings = launch.pod_settings(
             plan(training_progress_metrics_port=29001, training_jit_checkpoint=False), tracker, log.append
         )
-    assert settings == staging.PodSettings(
+    assert settings == launch.PodSettings(
         progress=ProgressSettings(enabled=True, port=29001, termination_log=progress_server.TERMINATION_LOG),
         jit_checkpoint=False,
         mlflow=MlflowSettings(
@@ -363,6 +363,6 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
     )
     with_password = mlflow_server.replace("http://", "http://alice:s3cret@")
     with MlflowLogger(with_password, experiment_name="pods", log=log.append) as tracker:
-        settings = staging.pod_settings(plan(training_progress_tracking=False), tracker, log.append)
+        settings = launch.pod_settings(plan(training_progress_tracking=False), tracker, log.append)
     assert settings.mlflow == MlflowSettings("", "", "") and settings.progress.enabled is False
     assert "not handing it to Training Hub" in "\n".join(log) and "s3cret" not in "\n".join(log)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from components.training.finetuning import staging
+from components.training.finetuning import launch
 from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.pod.run_config import (
     RUN_CONFIG_VERSION,
@@ -22,7 +22,7 @@ from components.training.finetuning.pod.run_config import (
 )
 from tests.harness.requests import training_config
 
-SETTINGS = staging.PodSettings(
+SETTINGS = launch.PodSettings(
     progress=ProgressSettings(enabled=False, port=28080, termination_log="/dev/termination-log"),
     jit_checkpoint=True,
     mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
@@ -34,7 +34,7 @@ def staged(tmp_path, demo_dataset_path):
     run_dir = tmp_path / "ws" / "train_model" / "train-model-abc"
     run_dir.mkdir(parents=True)
     config = training_config(base_model="org/model", algorithm="osft", num_epochs=7)
-    return staging.write_run_config(config, run_dir, demo_dataset_path, None, None, 2, SETTINGS)
+    return launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 2, SETTINGS)
 
 
 def test_what_staging_writes_is_what_the_pod_reads(staged):
@@ -96,7 +96,7 @@ def test_the_writer_refuses_what_the_pod_would_refuse():
     bad = dataclasses.replace(config.training_settings(), num_epochs="3")
     with pytest.raises(RunConfigError, match="num_epochs='3' must be of type int"):
         encode_run_config(
-            staging.RunConfig(
+            launch.RunConfig(
                 version=RUN_CONFIG_VERSION,
                 base_model="m",
                 model_path="",

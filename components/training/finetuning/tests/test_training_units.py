@@ -393,7 +393,7 @@ def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
     import subprocess
     import sys
 
-    from components.training.finetuning.staging import stage_pod_script
+    from components.training.finetuning.launch import stage_pod_script
 
     script = stage_pod_script(tmp_path)  # exactly how the launcher stages it
     # -S: no site-packages at all (the project is installed there, which would hide a missing staged module);
