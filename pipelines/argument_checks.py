@@ -27,41 +27,18 @@ def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
     check_token_options(values["max_seq_len"], values["tokenizer_source"])
 
 
-def wrapper_arguments(component_function: Callable[..., Any], callee: str) -> dict[str, str]:
-    """``{callee keyword: component argument}`` of a thin wrapper's call, read from its source.
-
-    A component such as ``train_model`` maps its arguments explicitly onto its pure function's names
-    (``run_train_model(num_epochs=training_num_epochs, ...)``); reading that call keeps one source of the mapping.
-    """
-    import ast
-    import inspect
-    import textwrap
-
-    tree = ast.parse(textwrap.dedent(inspect.getsource(component_function)))
-    mapping = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == callee:
-            for keyword in node.keywords:
-                names = [n.id for n in ast.walk(keyword.value) if isinstance(n, ast.Name)]
-                if keyword.arg and names:
-                    mapping[keyword.arg] = names[0]
-    return mapping
-
-
-def _train_aliases() -> dict[str, str]:
-    from components.training.finetuning import train_model
-
-    return wrapper_arguments(train_model.python_func, "run_train_model")
-
-
 def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
-    from components.training.finetuning.run import validate_params
+    import dataclasses
 
-    params = {internal: values[argument] for internal, argument in _train_aliases().items() if argument in values}
-    if isinstance(params.get("algorithm"), str):
-        params["algorithm"] = params["algorithm"].strip().lower()
-    split = task_inputs.get("dataset-download", {}).get("train_split_ratio", 0.9)
-    validate_params(params, has_eval_data=split < 1.0)
+    from components.training.finetuning.config import TrainModelRequest
+    from components.training.finetuning.run import validate_request
+
+    names = {field.name for field in dataclasses.fields(TrainModelRequest)}
+    not_parameters = {"task_config": None, "dataset": None, "eval_dataset": None}  # artifacts and the passthrough
+    given = {name: value for name, value in values.items() if name in names}
+    request = TrainModelRequest(**{**not_parameters, **given})
+    dataset = task_inputs.get("dataset-download")
+    validate_request(request, has_eval_data=dataset is not None and dataset["train_split_ratio"] < 1.0)
 
 
 def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
@@ -79,7 +56,7 @@ TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
     "lm-eval": _check_eval,
 }
 #: Where a component's errors use other names than its arguments: ``{task: () -> {error name: argument}}``.
-TASK_ALIASES: dict[str, Callable[[], dict[str, str]]] = {"train-model": _train_aliases}
+TASK_ALIASES: dict[str, Callable[[], dict[str, str]]] = {}
 
 
 def _typed(value: Any, parameter_type: str) -> Any:
