@@ -66,6 +66,7 @@ def lora_pipeline(
     phase_02_train_opt_lora_alpha: int = 32,
     phase_02_train_opt_lora_dropout: float = 0.05,
     phase_02_train_opt_use_liger: bool = False,
+    phase_02_train_opt_gradient_checkpointing: bool = True,
     phase_02_train_opt_save_epoch: bool = False,
     phase_02_train_opt_save_final: bool = True,
     phase_02_train_opt_fsdp_sharding: str = "FULL_SHARD",
@@ -173,6 +174,9 @@ def lora_pipeline(
         phase_02_train_opt_lora_alpha: LoRA scaling alpha.
         phase_02_train_opt_lora_dropout: LoRA dropout, in [0, 1).
         phase_02_train_opt_use_liger: Liger kernels (Training Hub SFT/OSFT).
+        phase_02_train_opt_gradient_checkpointing: Recompute activations in the backward pass instead of keeping them
+            (less memory, ~30% more compute). Training Hub's backends always do (when the model supports it): only True
+            there; the local backend honours both.
         phase_02_train_opt_save_epoch: Checkpoint after every epoch (local: resumable state).
         phase_02_train_opt_save_final: Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`).
         phase_02_train_opt_fsdp_sharding: `FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD` (SFT).
@@ -309,6 +313,7 @@ def lora_pipeline(
         training_lora_alpha=phase_02_train_opt_lora_alpha,
         training_lora_dropout=phase_02_train_opt_lora_dropout,
         training_use_liger=phase_02_train_opt_use_liger,
+        training_gradient_checkpointing=phase_02_train_opt_gradient_checkpointing,
         training_checkpoint_at_epoch=phase_02_train_opt_save_epoch,
         training_save_final_checkpoint=phase_02_train_opt_save_final,
         training_fsdp_sharding_strategy=phase_02_train_opt_fsdp_sharding,

@@ -63,6 +63,7 @@ def sft_pipeline(
     phase_02_train_opt_lr_warmup: int = 0,
     phase_02_train_opt_seed: int = 42,
     phase_02_train_opt_use_liger: bool = False,
+    phase_02_train_opt_gradient_checkpointing: bool = True,
     phase_02_train_opt_save_epoch: bool = False,
     phase_02_train_opt_save_final: bool = True,
     phase_02_train_opt_fsdp_sharding: str = "FULL_SHARD",
@@ -169,6 +170,9 @@ def sft_pipeline(
         phase_02_train_opt_lr_warmup: Linear warm-up steps.
         phase_02_train_opt_seed: Seed of init, data order and dropout (reaches every algorithm: `random_seed` for SFT).
         phase_02_train_opt_use_liger: Liger kernels (Training Hub SFT/OSFT).
+        phase_02_train_opt_gradient_checkpointing: Recompute activations in the backward pass instead of keeping them
+            (less memory, ~30% more compute). Training Hub's backends always do (when the model supports it): only True
+            there; the local backend honours both.
         phase_02_train_opt_save_epoch: Checkpoint after every epoch (local: resumable state).
         phase_02_train_opt_save_final: Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`).
         phase_02_train_opt_fsdp_sharding: `FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD` (SFT).
@@ -302,6 +306,7 @@ def sft_pipeline(
         training_warmup_steps=phase_02_train_opt_lr_warmup,
         training_seed=phase_02_train_opt_seed,
         training_use_liger=phase_02_train_opt_use_liger,
+        training_gradient_checkpointing=phase_02_train_opt_gradient_checkpointing,
         training_checkpoint_at_epoch=phase_02_train_opt_save_epoch,
         training_save_final_checkpoint=phase_02_train_opt_save_final,
         training_fsdp_sharding_strategy=phase_02_train_opt_fsdp_sharding,
