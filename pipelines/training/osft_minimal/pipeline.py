@@ -85,7 +85,7 @@ def osft_minimal_pipeline(
     """
     dataset_task = dataset_download(
         dataset_uri=phase_01_dataset_man_data_uri,
-        max_seq_len=8192,
+        max_seq_len=8192,  # train_model's training_max_seq_len, for the token statistics
     )
     dataset_task.set_display_name("Download and validate dataset")
     tasks.set_up_dataset(dataset_task, SETTINGS)
