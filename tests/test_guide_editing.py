@@ -1,9 +1,10 @@
 """The RHOAI guide's *Editing Existing Pipelines* recipes, applied as written to a copy of osft_minimal/pipeline.py.
 
-The edits are taken from the guide's own snippets (``Making Runtime Parameters Compile-Time`` and ``Adding New Runtime
-Parameters``), applied to a copy of the repository's ``pipelines/training/osft_minimal/pipeline.py``, and the copy is
-compiled with the guide's command (``PYTHONPATH=$(pwd) python .../pipeline.py``). The compiled YAML must change
-exactly as the guide promises. The defaults the guide states are the compiled defaults.
+The edits are the guide's own snippets (``Making Runtime Parameters Compile-Time`` and ``Adding New Runtime
+Parameters``, kept verbatim in ``tests/specs/guide/rhoai_guide_facts.yaml``), applied to a copy of the repository's
+``pipelines/training/osft_minimal/pipeline.py``; the copy is compiled with the guide's command
+(``PYTHONPATH=$(pwd) python .../pipeline.py``) and the compiled YAML must change exactly as the guide promises. The
+defaults the guide states are the compiled defaults.
 """
 
 from __future__ import annotations
@@ -22,17 +23,9 @@ from pipelines.compile import checked_in_path
 from tests.test_parameter_sources import drift
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-GUIDE = REPO_ROOT.parent / "shared" / "seeds" / "rhoai-finetuning-pipelines-guide.md"
-MODULE = REPO_ROOT / "pipelines/training/osft_minimal/pipeline.py"
-
-
-def _guide_section(title: str) -> str:
-    """The first ```python block under the guide's ``### <title>``."""
-    if not GUIDE.is_file():
-        pytest.skip(f"the guide is not beside the repository ({GUIDE})")
-    text = GUIDE.read_text()
-    section = text[text.index(f"### {title}") :]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+FACTS = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())
+RECIPES = FACTS["editing_recipes"]
+MODULE = REPO_ROOT / RECIPES["file"]
 
 
 def _code(line: str) -> str:
@@ -75,7 +68,7 @@ def _train_inputs(documents: list[dict]) -> dict:
 
 def test_making_a_runtime_parameter_compile_time(copy):
     """Remove ``phase_02_train_man_train_epochs`` from the signature and write ``training_num_epochs=2``."""
-    snippet = _guide_section("Making Runtime Parameters Compile-Time")
+    snippet = RECIPES["make_compile_time"]
     before, after = snippet.split("# After", 1)
     signature_line = next(_code(line) for line in before.splitlines() if "phase_02_train_man_train_epochs:" in line)
     call_before = next(_code(line) for line in before.splitlines() if "training_num_epochs=" in line)
@@ -85,7 +78,10 @@ def test_making_a_runtime_parameter_compile_time(copy):
         "training_num_epochs=phase_02_train_man_train_epochs,",
         "training_num_epochs=2,",
     )
-    assert "def osft_minimal_pipeline(" in copy.read_text() and "training_task = train_model(" in copy.read_text()
+    assert (
+        f"def {RECIPES['pipeline_function']}(" in copy.read_text()
+        and "training_task = train_model(" in copy.read_text()
+    )
 
     text = copy.read_text()
     text = text.replace(_line_of(text, signature_line) + "\n", "")
@@ -107,7 +103,7 @@ def test_making_a_runtime_parameter_compile_time(copy):
 
 def test_adding_a_new_runtime_parameter(copy):
     """Add ``phase_02_train_opt_gradient_checkpointing: bool = True``, pass it on, document it."""
-    snippet = _guide_section("Adding New Runtime Parameters")
+    snippet = RECIPES["add_runtime_parameter"]
     signature_line = next(_code(line) for line in snippet.splitlines() if "phase_02_train_opt_gradient" in line)
     call_line = next(_code(line) for line in snippet.splitlines() if line.strip().startswith("training_gradient"))
     assert signature_line == "phase_02_train_opt_gradient_checkpointing: bool = True,"
@@ -115,7 +111,7 @@ def test_adding_a_new_runtime_parameter(copy):
 
     text = copy.read_text()
     # 1. the signature (after the last parameter), 2. the train_model call, 3. the docstring's Args.
-    signature_end = text.index("\n):\n", text.index("def osft_minimal_pipeline("))
+    signature_end = text.index("\n):\n", text.index(f"def {RECIPES['pipeline_function']}("))
     text = text[:signature_end] + f"\n    {signature_line}" + text[signature_end:]
     call = "    training_task = train_model(\n"
     text = text.replace(call, call + f"        {call_line}\n", 1)
@@ -142,18 +138,21 @@ def test_adding_a_new_runtime_parameter(copy):
 
 def test_the_defaults_the_guide_states_are_the_compiled_defaults():
     """``osft_minimal_pipeline(phase_02_train_man_train_epochs: int = 1)`` and the PVC constants, as compiled."""
-    snippet = _guide_section("Making Runtime Parameters Compile-Time")
-    stated = dict(re.findall(r"(phase_\w+): \w+ = ([^,\s]+),", snippet))
+    stated = dict(re.findall(r"(phase_\w+): \w+ = ([^,\s]+),", RECIPES["make_compile_time"]))
     assert stated == {"phase_02_train_man_train_epochs": "1"}
+    assert FACTS["defaults"]["osft-minimal"] == {name: yaml.safe_load(value) for name, value in stated.items()}
+    for pipeline, defaults in FACTS["defaults"].items():
+        documents = list(yaml.safe_load_all(checked_in_path(pipeline).read_text()))
+        parameters = documents[0]["root"]["inputDefinitions"]["parameters"]
+        for name, value in defaults.items():
+            assert parameters[name]["defaultValue"] == value, (pipeline, name)
     documents = list(yaml.safe_load_all(checked_in_path("osft-minimal").read_text()))
-    parameters = documents[0]["root"]["inputDefinitions"]["parameters"]
-    for name, value in stated.items():
-        assert parameters[name]["defaultValue"] == yaml.safe_load(value), name
-    constants = _guide_section("Changing PVC Storage Class")
     workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
-    assert f'PVC_SIZE = "{workspace["size"]}"' in constants
-    assert f'PVC_STORAGE_CLASS = "{workspace["kubernetes"]["pvcSpecPatch"]["storageClassName"]}"' in constants
-    assert f'PIPELINE_NAME = "{documents[0]["pipelineInfo"]["name"]}"' in constants
-    for line in constants.splitlines():
-        if line.startswith(("PVC_", "PIPELINE_NAME")):
-            assert _code(line) in MODULE.read_text().splitlines(), line
+    constants = {name: yaml.safe_load(value) for name, value in FACTS["pvc"]["constants"].items()}
+    assert (workspace["size"], workspace["kubernetes"]["pvcSpecPatch"]) == (
+        constants["PVC_SIZE"],
+        {"accessModes": constants["PVC_ACCESS_MODES"], "storageClassName": constants["PVC_STORAGE_CLASS"]},
+    )
+    assert documents[0]["pipelineInfo"]["name"] == constants["PIPELINE_NAME"]
+    eval_tasks = documents[0]["root"]["inputDefinitions"]["parameters"]["phase_03_eval_man_eval_tasks"]
+    assert eval_tasks["defaultValue"] == FACTS["default_eval_tasks"]
