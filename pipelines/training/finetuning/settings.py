@@ -1,8 +1,10 @@
 """Compile-time settings of the fine-tuning pipelines.
 
 They shape the compiled YAML itself (the workspace PVC, secret names, each step's image and resources) and so cannot
-be run-time parameters. Each is a module constant overridable by an environment variable (``KFP_FINETUNE_<NAME>``)
-and by the matching ``kfp-finetune compile`` flag.
+be run-time parameters. Each is a constant at the top of a ``pipelines/training/<name>/pipeline.py`` (``PVC_SIZE``,
+``EVAL_IMAGE``, ...; the defaults below where a module declares none), overridable by an environment variable
+(``KFP_FINETUNE_<NAME>``) and by the matching ``kfp-finetune compile`` flag: the module calls
+:func:`pipeline_settings` with its ``globals()``.
 
 The steps are ``dataset`` (download, validate, tokenizer statistics), ``launcher`` (the ``train_model`` task: it
 submits and watches the TrainJob / PyTorchJob; the training pods themselves use the run-time ``training_image``
