@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.training.finetuning.interface import STEP_OF_TASK, task_wiring
+from pipelines.training.finetuning.interface import step_of_task, task_wiring
 
 #: The run parameters doctor reads, as (step, component argument) keys.
 DATASET_URI = ("dataset", "dataset_uri")
@@ -123,7 +123,7 @@ def read_package(path: str | Path) -> PipelineFacts:
     node_selectors: dict[str, dict[str, str]] = {}
     secrets: dict[str, SecretMount] = {}
     for task_name, task in ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).items():
-        step = STEP_OF_TASK.get(task_name, task_name)
+        step = step_of_task(task_name)
         steps[step] = wiring[task_name]
         component = (spec.get("components") or {}).get((task.get("componentRef") or {}).get("name", ""), {})
         declared = (component.get("inputDefinitions") or {}).get("parameters") or {}

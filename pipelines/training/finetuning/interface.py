@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from typing import Any
 
 #: Marker for a parameter without default (the dashboard requires a value).
 REQUIRED = inspect.Parameter.empty
 #: The pipeline step of each task of the fine-tuning pipelines.
 STEP_OF_TASK = {"dataset-download": "dataset", "train-model": "train", "lm-eval": "eval", "model-registry": "registry"}
+
+
+def step_of_task(task: str) -> str:
+    """The step of a task (``train-model`` -> ``train``; KFP's ``train-model-2`` too), else the task's own name."""
+    return STEP_OF_TASK.get(re.sub(r"-\d+$", "", task), task)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +89,7 @@ def fed_by(pipeline: Any) -> dict[str, list[tuple[str, str]]]:
     for task, inputs in task_wiring(spec_of(pipeline)).items():
         for argument, (kind, value) in inputs.items():
             if kind == "parameter":
-                found.setdefault(value, []).append((STEP_OF_TASK.get(task, task), argument))
+                found.setdefault(value, []).append((step_of_task(task), argument))
     return found
 
 
