@@ -98,14 +98,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
-    """One flag per option of the dataset step (``dataset_download``), with the component's defaults and help."""
+    """One flag per option of the dataset step (``dataset_download``), with the component's defaults and docs."""
     import inspect
 
     from components.data_processing.dataset_download import dataset_download
-    from pipelines.training.finetuning.parameters import PARAMETERS
+    from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
 
-    described = {p.name: p.description for p in PARAMETERS if p.step == "train"}  # max_seq_len
-    described.update({p.name: p.description for p in PARAMETERS if p.step == "dataset"})
+    described = {name: " ".join(text.split()) for name, text in PARAMETER_DOCS.items()}
     group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
     for name, parameter in inspect.signature(dataset_download.python_func).parameters.items():
         if parameter.default is inspect.Parameter.empty:

@@ -72,6 +72,7 @@ class TrainModelRequest:
     training_lora_alpha: int
     training_lora_dropout: float
     training_use_liger: bool
+    training_gradient_checkpointing: bool
     training_checkpoint_at_epoch: bool
     training_save_final_checkpoint: bool
     training_fsdp_sharding_strategy: str
@@ -132,6 +133,8 @@ class TrainingConfig(Hyperparameters):
         lora_alpha: LoRA scaling numerator.
         lora_dropout: LoRA dropout probability, in [0, 1).
         use_liger: Use Liger kernels (GPU only; Training Hub SFT/OSFT).
+        gradient_checkpointing: Recompute activations in the backward pass (Training Hub's backends always do when
+            the model supports it; the local backend follows this setting).
         checkpoint_at_epoch: Save a checkpoint after every epoch.
         save_final_checkpoint: Save the final model (must stay true for ``sft`` on Training Hub, which always does).
         fsdp_sharding_strategy: FSDP strategy, one of :data:`FSDP_SHARDING_STRATEGIES`.
@@ -167,6 +170,7 @@ class TrainingConfig(Hyperparameters):
             lora_alpha=request.training_lora_alpha,
             lora_dropout=request.training_lora_dropout,
             use_liger=request.training_use_liger,
+            gradient_checkpointing=request.training_gradient_checkpointing,
             checkpoint_at_epoch=request.training_checkpoint_at_epoch,
             save_final_checkpoint=request.training_save_final_checkpoint,
             fsdp_sharding_strategy=request.training_fsdp_sharding_strategy,

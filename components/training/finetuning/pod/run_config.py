@@ -48,6 +48,7 @@ class Hyperparameters:
     lora_alpha: int
     lora_dropout: float
     use_liger: bool
+    gradient_checkpointing: bool
     checkpoint_at_epoch: bool
     save_final_checkpoint: bool
     fsdp_sharding_strategy: str
