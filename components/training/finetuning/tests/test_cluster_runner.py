@@ -476,14 +476,27 @@ def test_validation_errors_are_not_retried_and_show_the_api_message(cluster):
 
 
 def test_api_down_through_every_retry_is_a_clear_error(cluster):
+    # The runtime check gives up after api_attempts; the create rides the outage out until the start timeout.
     if cluster.kind.runtime_requests:
         cluster.fail("fetch", "clustertrainingruntimes", status=500, times=10)
     else:
-        cluster.fail("create", cluster.kind.plural, status=500, times=10)
+        cluster.fail("create", cluster.kind.plural, status=500, times=1000)
     clock = FakeClock()
-    with pytest.raises(JobApiError, match="failed 3 times, last: HTTP 500"):
-        _poll(cluster, clock, Log(), api_attempts=3)
-    assert _backoff(clock.sleeps) == [1, 2] and cluster.objects(cluster.kind.plural) == []
+    log = Log()
+    with pytest.raises(JobApiError) as error:
+        _poll(cluster, clock, log, api_attempts=3, start_timeout_seconds=120)
+    if cluster.kind.runtime_requests:
+        assert "failed 3 times, last: HTTP 500" in str(error.value)
+        assert _backoff(clock.sleeps) == [1, 2]
+    else:
+        first = str(error.value).splitlines()[0]
+        assert first.startswith(f"creating PyTorchJob {NS}/{NAME}: the Kubernetes API did not answer before ")
+        assert "start_timeout_seconds=120" in first and "HTTP 500" in first
+        # Capped exponential backoff with jitter, the whole start timeout long; one line when it began.
+        assert _backoff(clock.sleeps[:5]) == [1, 2, 4, 8, 16] and max(clock.sleeps) <= 33
+        assert 120 - 33 <= clock.now <= 120  # (it stops when the next wait would pass the deadline)
+        assert log.text().count("Kubernetes API unreachable since") == 1
+    assert cluster.objects(cluster.kind.plural) == []
 
 
 # -- runtime discovery -------------------------------------------------------------------------------------------
