@@ -33,7 +33,6 @@ def follow(client: JobClient, state: JobState, settings: FollowSettings) -> str:
     assert state.job is not None
     while True:
         phase = client.kind.phase(state.job)
-        state.last_phase = phase
         if phase in ("Complete", "Failed"):
             report(client, state, phase)
             return phase
@@ -41,7 +40,8 @@ def follow(client: JobClient, state: JobState, settings: FollowSettings) -> str:
         if not state.started:
             observe_queue(client, state, settings)
             state.started = check_started(client, state, settings, phase)
-        report(client, state, "Running" if state.started and phase == "Pending" else phase)
+        state.last_phase = "Running" if state.started and phase == "Pending" else phase
+        report(client, state, state.last_phase)
         elapsed = settings.clock() - state.started_at - paused_seconds(state, settings)
         start_elapsed = settings.clock() - state.start_clock_at
         if settings.timeout and elapsed >= settings.timeout:

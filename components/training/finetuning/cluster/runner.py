@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster import runtimes
 from components.training.finetuning.cluster.api import Api
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobCancelled
@@ -51,6 +52,7 @@ from components.training.finetuning.cluster.progress import MetricsTail
 from components.training.finetuning.cluster.signals import Cancelled, cancel_on_signals, signals_ignored
 from components.training.finetuning.cluster.state import (
     DEFAULT_API_OUTAGE_TOLERANCE_SECONDS,
+    OUTAGE_POLICY,
     FollowSettings,
     JobState,
     cancel_budget,
@@ -155,6 +157,7 @@ def run_job(
     timeout_counts_paused_time: bool = False,
     api_outage_tolerance_seconds: float = DEFAULT_API_OUTAGE_TOLERANCE_SECONDS,
     cancel_timeout_seconds: float | None = None,
+    outage_policy: RetryPolicy = OUTAGE_POLICY,
 ) -> JobResult:
     """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
 
@@ -194,6 +197,8 @@ def run_job(
             ``timeout_seconds`` allows); then the step fails with :class:`ApiOutageTooLong`, the job left running.
         cancel_timeout_seconds: How long the cleanup after SIGTERM may take (default: the default 30 s termination
             grace period less a 5 s margin, :func:`~.state.cancel_budget`).
+        outage_policy: The backoff of requests retried until a deadline, through an outage or a cleanup (capped
+            exponential with jitter, :data:`~.state.OUTAGE_POLICY`; tests scale it down with their timings).
 
     Returns:
         A :class:`JobResult`.
@@ -260,6 +265,7 @@ def run_job(
         timeout_counts_paused_time=bool(timeout_counts_paused_time),
         api_outage_tolerance=float(api_outage_tolerance_seconds),
         cancel_timeout=float(cancel_budget(None) if cancel_timeout_seconds is None else cancel_timeout_seconds),
+        outage_policy=outage_policy,
     )
     started_at = clock()
     state = JobState(
