@@ -152,6 +152,7 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p("train", "training_start_timeout_seconds", "start_timeout"),
     _p("train", "training_timeout_seconds", "timeout"),
     _p("train", "training_timeout_counts_paused_time", "timeout_counts_pause"),
+    _p("train", "training_api_outage_tolerance_seconds", "api_outage_tolerance"),
     _p("train", "training_progress_tracking", "progress_tracking"),
     _p("train", "training_progress_metrics_port", "progress_port"),
     _p("train", "training_progress_poll_interval_seconds", "progress_poll_interval"),

@@ -23,6 +23,7 @@ from components.training.finetuning.cluster import job_kinds
 from components.training.finetuning.cluster.auth import KubeAuthError, load_api_client
 from components.training.finetuning.cluster.errors import JobApiError, JobCancelled, JobConflictError, JobFailed
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
+from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
 from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.cluster.runtimes import RuntimeNotFoundError
 from components.training.finetuning.manifests import pytorchjob
@@ -704,7 +705,7 @@ def test_rbac_yaml_grants_exactly_what_the_client_uses():
 
 
 TRAINER_PERMISSIONS = API_PERMISSIONS - pytorchjob.API_PERMISSIONS
-POD_PERMISSIONS = {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list")}
+POD_PERMISSIONS = {("", "pods", "list"), ("", "pods", "get"), ("", "pods/log", "get"), ("", "events", "list")}
 
 
 def test_the_scenarios_use_every_granted_permission(cluster):
@@ -723,6 +724,9 @@ def test_the_scenarios_use_every_granted_permission(cluster):
     cluster.set_pod_log(NS, cluster.kind.pod_name, "boom\n")
     with pytest.raises(JobFailed):
         _watch_run(cluster, Log(), timeout_seconds=0.2, cleanup_policy="suspend")
+    launcher = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "launcher", "namespace": NS}}
+    cluster.core.create_namespaced_pod(NS, {**launcher, "spec": {"containers": [{"name": "main", "image": "x"}]}})
+    read_launcher_pod(cluster.api_client, NS, environ={"KFP_POD_NAME": "launcher", "POD_NAMESPACE": NS}, log=Log())
     _poll(
         cluster,
         FakeClock(_at(cluster, [(10, lambda: cluster.kind.complete(cluster))])),
