@@ -67,12 +67,18 @@ def too_long(client: JobClient, state: JobState, settings: FollowSettings, last:
     since = state.outage.since if state.outage is not None else settings.clock()
     seconds = settings.clock() - since
     kind = client.kind.kind
+    where = (
+        f"{kind} {client.namespace}/{client.name} was NOT deleted: it keeps running on its own (last seen "
+        f"{state.last_phase})"
+        if state.job is not None
+        else f"{kind} {client.namespace}/{client.name} may have been created (the create got no answer); nothing was "
+        "deleted"
+    )
     return ApiOutageTooLong(
         f"the Kubernetes API was unreachable for {seconds:.0f}s, longer than "
-        f"api_outage_tolerance_seconds={settings.api_outage_tolerance:g} (last: {last}). {kind} "
-        f"{client.namespace}/{client.name} was NOT deleted: it keeps running on its own (last seen "
-        f"{state.last_phase}). Find it with `{find_job_command(client)}`; retrying this task re-attaches to it (no "
-        f"second job); `kubectl delete {kind.lower()} {client.name} -n {client.namespace}` stops it"
+        f"api_outage_tolerance_seconds={settings.api_outage_tolerance:g} (last: {last}). {where}. Find it with "
+        f"`{find_job_command(client)}`; retrying this task re-attaches to it (no second job); "
+        f"`kubectl delete {kind.lower()} {client.name} -n {client.namespace}` stops it"
     )
 
 
