@@ -402,3 +402,47 @@ def test_every_request_of_a_run_carries_a_connect_and_read_timeout(kube_api):
     assert any(method == "GET" and url.endswith(f"/namespaces/{NS}/trainjobs") for method, url, _ in seen)  # watches
     for method, url, timeout in seen:
         assert isinstance(timeout, tuple) and len(timeout) == 2 and all(0 < t <= 30 for t in timeout), (method, url)
+
+
+def test_sigterm_cleanup_keeps_retrying_and_deletes_the_job_when_the_api_returns_within_the_grace(kube_api):
+    # The run is cancelled while the API refuses connections; it comes back 1 s later, within the 3 s budget: the
+    # cleanup (a reason to delete: the run was cancelled) is still retrying then, and deletes the job.
+    import os
+    import signal
+
+    from components._common.retry import RetryPolicy
+    from components.training.finetuning.cluster.api import UNTIL_DEADLINE
+    from components.training.finetuning.cluster.errors import JobCancelled
+
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    log = Log()
+    with tcp_proxy(_upstream(kube_api)) as proxy:
+
+        def cancel_during_outage():
+            kube_api.wait_for(lambda: [r for r in kube_api.requests if r.verb == "watch"])
+            proxy.set_mode("refuse")
+            time.sleep(0.2)
+            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, signal.SIG_IGN, None):
+                return
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1.0)
+            proxy.set_mode("forward")
+
+        began = time.monotonic()
+        with kube_api.in_background(cancel_during_outage), pytest.raises(JobCancelled) as cancelled:
+            run_job(
+                _proxied_client(proxy),
+                PYTORCHJOB,
+                start_timeout_seconds=60,
+                timeout_seconds=60,
+                poll_interval_seconds=0.5,
+                cancel_timeout_seconds=3,
+                connect_timeout_seconds=0.5,
+                outage_policy=RetryPolicy(attempts=UNTIL_DEADLINE, initial_delay_s=0.05, max_delay_s=0.3),
+                log=log,
+            )
+        elapsed = time.monotonic() - began
+    assert elapsed < 0.2 + 3 + 2, elapsed
+    assert "kubectl" not in str(cancelled.value)  # nothing left to do by hand
+    assert kube_api.requests_summary()[-1] == f"delete pytorchjobs {NAME}"
+    assert kube_api.objects("pytorchjobs") == []
