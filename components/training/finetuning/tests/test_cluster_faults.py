@@ -443,6 +443,6 @@ def test_sigterm_cleanup_keeps_retrying_and_deletes_the_job_when_the_api_returns
             )
         elapsed = time.monotonic() - began
     assert elapsed < 0.2 + 3 + 2, elapsed
-    assert "kubectl" not in str(cancelled.value)  # nothing left to do by hand
+    assert "could not be deleted" not in str(cancelled.value)  # nothing left to do by hand
     assert kube_api.requests_summary()[-1] == f"delete pytorchjobs {NAME}"
     assert kube_api.objects("pytorchjobs") == []
