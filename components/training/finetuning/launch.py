@@ -238,6 +238,7 @@ def train_on_cluster(
         timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
         api_outage_tolerance_seconds=params.get("api_outage_tolerance_seconds", DEFAULT_API_OUTAGE_TOLERANCE_SECONDS),
         cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
+        launcher_pod=(launcher.namespace, launcher.name),
         **options,
     )
     records = metrics_module.read_metrics(ckpt_dir)

@@ -45,3 +45,7 @@ class ApiUnavailable(JobApiError):
 
 class ApiOutageTooLong(JobApiError):
     """The API stayed unreachable longer than ``api_outage_tolerance_seconds``; the job was left running."""
+
+
+class LauncherDisrupted(JobError):
+    """SIGTERM came because the launcher pod is evicted, preempted or stopped with its node; the job is left running."""

@@ -12,6 +12,11 @@ that pod (``get pods``, in ``rbac.yaml``) in its own namespace and returns:
 * **its termination grace period** (``spec.terminationGracePeriodSeconds``), which bounds the cleanup after SIGTERM
   (:func:`~.state.cancel_budget`).
 
+After SIGTERM, :func:`disruption` tells a cancelled run from a disrupted launcher pod: Kubernetes marks a pod it
+evicts, preempts or stops with its node with the ``DisruptionTarget`` condition (1.26+); a run cancelled from KFP
+(Argo stops or deletes its pods) does not carry it. A disrupted launcher is the launcher's trouble, not the run's:
+the job is left running, and the retried task re-attaches to it.
+
 Nothing here ever fails the run: a missing safety net is logged, and the run goes on.
 """
 
@@ -24,7 +29,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from components._common.namespace import pod_namespace
-from components.training.finetuning.cluster.api import Api, failure_text
+from components._common.retry import RetryPolicy
+from components.training.finetuning.cluster.api import Api, Retry, failure_text
 from components.training.finetuning.cluster.errors import JobError
 from components.training.finetuning.manifests.owner import OwnerReference
 
@@ -46,6 +52,8 @@ class LauncherPod:
     owner: OwnerReference | None
     grace_seconds: float | None
     why: str
+    namespace: str = ""
+    name: str = ""
 
 
 def choose_owner(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -74,9 +82,37 @@ def read_launcher_pod(
     environ = os.environ if environ is None else environ
     name, uid = environ.get(POD_NAME_ENV, ""), environ.get(POD_UID_ENV, "")
     namespace = pod_namespace(environ, namespace_path) if namespace_path else pod_namespace(environ)
-    found = _read(api_client, name, uid, namespace, job_namespace)
+    found = dataclasses.replace(_read(api_client, name, uid, namespace, job_namespace), namespace=namespace, name=name)
     log(f"ownerReference: {found.why}")
     return found
+
+
+def disruption(api: Api, namespace: str, name: str) -> str:
+    """Why the launcher pod is being disrupted (its ``DisruptionTarget`` condition's reason), ``""`` when it is not.
+
+    One short read (never raises): an unreadable pod counts as not disrupted (the SIGTERM is then a cancellation).
+    """
+    from kubernetes.client import ApiException
+
+    if not name or not namespace:
+        return ""
+    try:
+        response = api.call(
+            f"reading the launcher pod {namespace}/{name}",
+            api.core.read_namespaced_pod,
+            name,
+            namespace,
+            _preload_content=False,
+            _request_timeout=(1, 2),
+            retry=Retry(policy=RetryPolicy(attempts=1)),
+        )
+        pod = json.loads(response.data)
+    except (ApiException, JobError, OSError, ValueError):
+        return ""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return str(condition.get("reason") or "DisruptionTarget")
+    return ""
 
 
 def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: str) -> LauncherPod:

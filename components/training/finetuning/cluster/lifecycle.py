@@ -278,7 +278,8 @@ def wrap_up(client: JobClient, state: JobState, settings: FollowSettings, outcom
     with signals_ignored():  # a SIGTERM now must not skip the cleanup
         if outcome == "Cancelled":
             reason = f"the {settings.cancel_timeout:g} s left of the pod's termination grace period after SIGTERM"
-            deadline = budget(settings, settings.cancel_timeout, reason)
+            began = settings.clock() if state.cancelled_at is None else state.cancelled_at
+            deadline = Deadline(began + settings.cancel_timeout, reason)
             found = diagnose(client, state, settings, outcome)  # (no request: the job was not at fault)
         else:
             reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"

@@ -33,10 +33,11 @@ from typing import Any
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster import runtimes
 from components.training.finetuning.cluster.api import Api
-from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobCancelled
+from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobCancelled, LauncherDisrupted
 from components.training.finetuning.cluster.follow import follow
 from components.training.finetuning.cluster.job_client import JobClient
 from components.training.finetuning.cluster.job_kinds import JOB_KINDS
+from components.training.finetuning.cluster.launcher_pod import disruption
 from components.training.finetuning.cluster.lifecycle import (
     CLEANUP_POLICIES,
     append_note,
@@ -94,6 +95,15 @@ def run(client: JobClient, state: JobState, settings: FollowSettings) -> JobResu
             settings.log(f"Job: {client.namespace}/{client.name}")
             outcome = follow(client, state, settings)
     except Cancelled as signal_name:
+        state.cancelled_at = settings.clock()
+        with signals_ignored():
+            disrupted = disruption(client.api.bounded(None), *settings.launcher_pod) if state.submitted else ""
+        if disrupted:
+            client.say(f"{signal_name}: the launcher pod is being disrupted ({disrupted}), the run is not cancelled")
+            raise LauncherDisrupted(
+                f"the launcher pod {'/'.join(settings.launcher_pod)} got {signal_name} because it is being disrupted "
+                f"(DisruptionTarget: {disrupted}), not because the run was cancelled.\n{left_running_note(client)}"
+            ) from None
         client.say(
             f"cancelled ({signal_name}): applying cleanup_policy={settings.cleanup_policy} within "
             f"{settings.cancel_timeout:g} s (the pod's termination grace period less a margin)"
@@ -158,6 +168,7 @@ def run_job(
     api_outage_tolerance_seconds: float = DEFAULT_API_OUTAGE_TOLERANCE_SECONDS,
     cancel_timeout_seconds: float | None = None,
     outage_policy: RetryPolicy = OUTAGE_POLICY,
+    launcher_pod: tuple[str, str] = ("", ""),
 ) -> JobResult:
     """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
 
@@ -199,6 +210,9 @@ def run_job(
             grace period less a 5 s margin, :func:`~.state.cancel_budget`).
         outage_policy: The backoff of requests retried until a deadline, through an outage or a cleanup (capped
             exponential with jitter, :data:`~.state.OUTAGE_POLICY`; tests scale it down with their timings).
+        launcher_pod: ``(namespace, name)`` of the launcher's own pod: after SIGTERM a ``DisruptionTarget``
+            condition on it (evicted, preempted, node shutdown) means the launcher is disrupted, not the run
+            cancelled, and the job is left running (:func:`~.launcher_pod.disruption`).
 
     Returns:
         A :class:`JobResult`.
@@ -211,6 +225,7 @@ def run_job(
             job was seen, the message ends saying it was left running and how to find it; when a cleanup the policy
             asked for could not be done, with the ``kubectl`` command that does it.
         ApiOutageTooLong: The API stayed unreachable past ``api_outage_tolerance_seconds`` (the job left running).
+        LauncherDisrupted: SIGTERM because the launcher pod was evicted or preempted (the job left running).
         JobFailed: The job failed or timed out (``.diagnosis``); :class:`JobCancelled` on SIGTERM/SIGINT.
     """
     if cleanup_policy not in CLEANUP_POLICIES:
@@ -266,6 +281,7 @@ def run_job(
         api_outage_tolerance=float(api_outage_tolerance_seconds),
         cancel_timeout=float(cancel_budget(None) if cancel_timeout_seconds is None else cancel_timeout_seconds),
         outage_policy=outage_policy,
+        launcher_pod=(str(launcher_pod[0]), str(launcher_pod[1])),
     )
     started_at = clock()
     state = JobState(

@@ -62,6 +62,8 @@ class FollowSettings:
             own timeouts allow); then the step fails, leaving the job running.
         cancel_timeout: How long the cleanup after SIGTERM may take (within the pod's termination grace period).
         outage_policy: Backoff of requests while the API is unreachable (retried until a deadline).
+        launcher_pod: ``(namespace, name)`` of the launcher's own pod, read after SIGTERM to tell a disrupted
+            launcher (evicted, preempted: the job is left running) from a cancelled run (``("", "")``: unknown).
     """
 
     start_timeout: float
@@ -84,6 +86,7 @@ class FollowSettings:
     api_outage_tolerance: float = DEFAULT_API_OUTAGE_TOLERANCE_SECONDS
     cancel_timeout: float = DEFAULT_TERMINATION_GRACE_SECONDS - TERMINATION_MARGIN_SECONDS
     outage_policy: RetryPolicy = OUTAGE_POLICY
+    launcher_pod: tuple[str, str] = ("", "")
 
 
 @dataclasses.dataclass
@@ -120,6 +123,7 @@ class JobState:
         outage: The ongoing API outage (``None``: the API answers).
         last_phase: The job's phase when last seen, for the outage lines.
         metrics: The tail of the training code's metrics file (progress lines).
+        cancelled_at: ``clock()`` time of the SIGTERM (the cleanup's budget counts from it), ``None`` before.
     """
 
     started_at: float
@@ -136,6 +140,7 @@ class JobState:
     outage: Outage | None = None
     last_phase: str = "Pending"
     metrics: MetricsTail = dataclasses.field(default_factory=lambda: MetricsTail(""))
+    cancelled_at: float | None = None
 
     @property
     def resource_version(self) -> str:

@@ -310,3 +310,49 @@ def test_a_read_only_output_is_one_line(tmp_path):
             pytest.skip("mounting a read-only tmpfs is not permitted here (the full-disk test injects ENOSPC)")
         with pytest.raises(PublishError, match=r"cannot write the model to .*/out/model: .*Read-only file system"):
             _publish(tmp_path, final_dir, tmp_path / "out")
+
+
+# -- SIGTERM: a cancelled run, or a disrupted launcher pod? ---------------------------------------------------------
+@pytest.mark.parametrize("disrupted", [True, False], ids=["evicted-launcher", "cancelled-run"])
+def test_sigterm_to_an_evicted_launcher_leaves_the_job_but_a_cancelled_run_deletes_it(kube_api, disrupted):
+    import os
+    import signal
+    import time
+
+    from components.training.finetuning.cluster.errors import JobCancelled, LauncherDisrupted
+    from components.training.finetuning.cluster.runner import run_job
+    from tests.harness.kube import make_pytorchjob_pod
+
+    manifest = build_pytorchjob(JobSpec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], image="i"))
+    kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
+    launcher, _ = _launcher_pod(kube_api)
+    if disrupted:  # what the eviction API (a node drain) writes before the kubelet sends SIGTERM
+        target = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI", "message": "drain"}
+        kube_api.core.patch_namespaced_pod_status(launcher, NS, {"status": {"conditions": [target]}})
+
+    def sigterm():
+        kube_api.wait_for(lambda: [r for r in kube_api.requests if r.verb == "watch"])
+        time.sleep(0.1)
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    log = Log()
+    expected = LauncherDisrupted if disrupted else JobCancelled
+    with kube_api.in_background(sigterm), pytest.raises(expected) as error:
+        run_job(
+            kube_api.api_client,
+            manifest,
+            start_timeout_seconds=60,
+            timeout_seconds=60,
+            poll_interval_seconds=0.3,
+            launcher_pod=(NS, launcher),
+            log=log,
+        )
+    if disrupted:
+        assert "(DisruptionTarget: EvictionByEvictionAPI), not because the run was cancelled" in str(error.value)
+        assert f"`kubectl get pytorchjob {NAME} -n {NS}`" in str(error.value)
+        (job,) = kube_api.objects("pytorchjobs")
+        assert job["spec"] == manifest["spec"]
+        assert not [r for r in kube_api.requests if r.verb in ("delete", "patch")]
+    else:
+        assert kube_api.objects("pytorchjobs") == []
