@@ -206,9 +206,9 @@ def osft_pipeline(
         phase_02_train_opt_annotations: Extra annotations of the training pods.
         phase_02_train_opt_queue_name: Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue
             admits it, the step waits logging the queue state and never resumes it itself; '' = no queue.
-        phase_02_train_opt_cleanup_policy: On every failure after submission (error, timeout, cancel, API outage):
-            `delete` | `keep` | `suspend` the TrainJob/PyTorchJob; when the API cannot be reached the error names the
-            `kubectl` command.
+        phase_02_train_opt_cleanup_policy: When the job failed or timed out, or the run was cancelled: `delete` |
+            `keep` | `suspend` the TrainJob/PyTorchJob (never for the launcher's own trouble, e.g. an API outage); when
+            the API cannot be reached the error names the `kubectl` command.
         phase_02_train_opt_delete_on_success: Delete the TrainJob after it completes.
         phase_02_train_opt_start_timeout: Fail (and clean up) when the training pods are not running after this long.
         phase_02_train_opt_timeout: Total deadline (0 = none); also the TrainJob's activeDeadlineSeconds.
