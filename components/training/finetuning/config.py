@@ -100,6 +100,7 @@ class TrainModelRequest:
     training_start_timeout_seconds: int
     training_timeout_seconds: int
     training_timeout_counts_paused_time: bool
+    training_api_outage_tolerance_seconds: int
     training_progress_tracking: bool
     training_progress_metrics_port: int
     training_progress_poll_interval_seconds: int

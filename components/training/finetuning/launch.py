@@ -71,7 +71,12 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
         )
 
 
-def _namespace(request: TrainModelRequest) -> str:
+def job_namespace(request: TrainModelRequest) -> str:
+    """The job's namespace: ``training_namespace``, else the pod's own.
+
+    Raises:
+        TrainingConfigError: Neither is known (not running in a cluster).
+    """
     if request.training_namespace:
         return request.training_namespace
     namespace = pod_namespace()
@@ -95,9 +100,12 @@ def without_launcher_resources(task_config: Any) -> Any:
 
 
 def build_job_spec(
-    config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest
+    config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest, owner: Any
 ) -> JobSpec:
-    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied)."""
+    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied).
+
+    ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
+    """
     secret_env = []
     if request.hf_token_secret_name:
         secret_env.append(SecretEnvVar(HF_TOKEN_KEY, request.hf_token_secret_name, HF_TOKEN_KEY, True))
@@ -107,7 +115,7 @@ def build_job_spec(
         without_launcher_resources(task_config),
         run_id=run_id,
         task_name=task_name,
-        namespace=_namespace(request),
+        namespace=job_namespace(request),
         command=["python", str(config_path.parent / "entrypoint.py")],
         args=["--config", str(config_path)],
         image=request.training_image,
@@ -129,11 +137,18 @@ def build_job_spec(
         progress_tracking=request.training_progress_tracking,
         metrics_port=request.training_progress_metrics_port,
         metrics_poll_interval_seconds=request.training_progress_poll_interval_seconds,
+        owner=owner,
     )
 
 
 def build_job_manifest(
-    backend: str, config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest
+    backend: str,
+    config_path: Path,
+    task_config: Any,
+    run_id: str,
+    task_name: str,
+    request: TrainModelRequest,
+    owner: Any,
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
 
@@ -144,13 +159,14 @@ def build_job_manifest(
         run_id: The KFP run id.
         task_name: The KFP task name.
         request: The ``train_model`` arguments.
+        owner: The run's owning object for the job's ``ownerReference`` (``None``: none).
 
     Returns:
         The manifest.
     """
     from components.training.finetuning.manifests import pytorchjob
 
-    spec = build_job_spec(config_path, task_config, run_id, task_name, request)
+    spec = build_job_spec(config_path, task_config, run_id, task_name, request, owner)
     if backend == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
     return build_trainjob(spec)
@@ -169,7 +185,7 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
 
         request = plan.request
         backend = backends.select_backend(
-            api_client, request.training_runtime_name, request.training_runtime_kind, _namespace(request), log=log
+            api_client, request.training_runtime_name, request.training_runtime_kind, job_namespace(request), log=log
         )
         if backend == "pytorchjob":
             require_training_image("auto", request.training_image)
@@ -189,7 +205,9 @@ def train_on_cluster(
         settings: :func:`pod_settings` for the run config.
     """
     from components.training.finetuning.cluster.auth import load_api_client
+    from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
+    from components.training.finetuning.cluster.state import cancel_budget
 
     request = plan.request
     check_workspace_reaches_pods(plan.task_config, plan.run_dir)
@@ -207,7 +225,10 @@ def train_on_cluster(
         model_path=model_path,
     )
     entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
-    manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, request)
+    launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
+    manifest = build_job_manifest(
+        backend, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner
+    )
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
     log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
@@ -222,6 +243,9 @@ def train_on_cluster(
         metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
         log=log,
         timeout_counts_paused_time=request.training_timeout_counts_paused_time,
+        api_outage_tolerance_seconds=request.training_api_outage_tolerance_seconds,
+        cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
+        launcher_pod=(launcher.namespace, launcher.name),
         **options,
     )
     records = metrics_module.read_metrics(ckpt_dir, plan.config.num_epochs)
