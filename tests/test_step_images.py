@@ -253,7 +253,7 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path):
     request = train_model_request(
         training_namespace="team", training_image="img", training_gpus_per_node=1, training_memory_per_node="32Gi"
     )
-    spec = build_job_spec(config, task_config, "run-1", "train-model", request)
+    spec = build_job_spec(config, task_config, "run-1", "train-model", request, owner=None)
     assert (spec.cpu_per_node, spec.memory_per_node) == ("", "32Gi")
     assert spec.env["A"] == "1"  # the rest of the task config still passes through
     assert re.search("RESOURCES", checked_in_path("sft").read_text())
