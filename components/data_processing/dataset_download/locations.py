@@ -31,6 +31,14 @@ class DatasetSourceError(ValueError):
     """The dataset cannot be read from its source (bad URI, access, missing data, size cap)."""
 
 
+@dataclass
+class FetchedData:
+    """Local data files of a dataset and the revision they were read at."""
+
+    files: list[Path]
+    revision: str
+
+
 @dataclass(frozen=True)
 class HfDatasetRef:
     """A Hub dataset: ``repo_id`` (``org/name``), an optional subset (config) and revision."""
