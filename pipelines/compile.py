@@ -30,9 +30,7 @@ def checked_in_path(name: str) -> Path:
     return Path(importlib.util.find_spec(PIPELINES[name]).origin).with_name("pipeline.yaml")
 
 
-def compile_named(
-    name: str, output_path: Path, settings: CompileSettings | Mapping[str, Any] | None = None
-) -> Path:
+def compile_named(name: str, output_path: Path, settings: CompileSettings | Mapping[str, Any] | None = None) -> Path:
     """Compiles pipeline ``name`` to ``output_path``.
 
     Args:

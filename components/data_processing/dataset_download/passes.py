@@ -3,11 +3,12 @@
 The split needs the number of valid rows before the first row is routed (exactly ``k`` of ``n``, see
 :mod:`.split`). Two ways to know it:
 
-* **One pass** (JSON lines in ``messages`` form, the common case): the records are counted first with a quick,
-  C-speed scan of the line breaks, the split is planned on the assumption that every record is valid, and each valid
-  row goes straight from the validator into the train or eval file. When every record is valid (``on_invalid='fail'``
-  requires it) that is the whole work: one parse, one write, the hash computed while writing. When some are rejected
-  and ``on_invalid='drop'`` accepts it, the files are discarded and the two passes below run instead.
+* **One pass** (JSON lines in ``messages`` form, the common case): the lines are counted first with a quick,
+  C-speed scan of the line breaks, the split is planned on the assumption that every line is a valid row, and each
+  valid row goes straight from the validator into the train or eval file. When that holds (``on_invalid='fail'``
+  requires every row to be valid) that is the whole work: one parse, one write, the hash computed while writing.
+  When fewer valid rows arrive (rows dropped with ``on_invalid='drop'``, or blank lines the quick count could not
+  see), the files are discarded and the two passes below run instead.
 * **Two passes** (other formats and conversions, or dropped rows): the valid rows, converted, are written to a
   scratch file, then that file is split.
 
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from components._common.chat_format import ReadLimits, count_records
+from components._common.chat_format import ReadLimits, count_lines
 
 from .locations import DatasetSourceError
 from .readers import data_format
@@ -69,16 +70,16 @@ def validate_and_split(
         input_format: The format the rows are read as (after auto-detection).
         validate: Runs the validation into a sink.
         options: The split options and the output paths.
-        limits: The record and decompressed size limits (for counting the records).
+        limits: The record and decompressed size limits (for counting the lines).
         on_selected: Makes a fresh callback for every kept row (token statistics), or ``None``; called per attempt.
 
     Raises:
         DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
     """
     if input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
-        records = sum(count_records(path, limits) for path in files)
-        if records:
-            outcome = _one_pass(validate, records, options, on_selected())
+        lines = sum(count_lines(path, limits) for path in files)
+        if lines:
+            outcome = _one_pass(validate, lines, options, on_selected())
             if outcome is not None:
                 return outcome
     return _two_passes(validate, options, on_selected)
@@ -111,17 +112,17 @@ def _written(
 
 
 def _one_pass(
-    validate: Validate, records: int, options: SplitOptions, on_selected: Callable[[bytes], None] | None
+    validate: Validate, lines: int, options: SplitOptions, on_selected: Callable[[bytes], None] | None
 ) -> SplitOutcome | None:
-    """Validates straight into the split planned for ``records`` valid rows; ``None`` when rows were dropped."""
-    plan = plan_split(records, options.train_split_ratio, options.subset_count)
+    """Validates straight into the split planned for ``lines`` valid rows; ``None`` when fewer arrived."""
+    plan = plan_split(lines, options.train_split_ratio, options.subset_count)
 
     def fill(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport | None:
         report = validate(SplitSink(plan, options.seed, train, eval_, on_selected))
-        if report.rows_valid == records:
+        if report.rows_valid == lines:
             return report
         report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
-        return None  # rows dropped: the plan counted them, split again
+        return None  # rows dropped or blank lines: the plan counted them, split again
 
     written = _written(options, fill)
     if written is None:

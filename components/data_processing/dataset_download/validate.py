@@ -30,7 +30,7 @@ from components._common.chat_format import (
     decode_json,
     encode_json,
     excerpt,
-    fast_valid,
+    fast_valid_lines,
     is_record,
     iter_line_blocks,
     normalize_row,
@@ -303,7 +303,7 @@ def _validate_json_lines(
 ) -> None:
     """The fast path: a ``messages`` JSON-lines file, each valid line checked while parsed and passed on as is."""
     for first, lines in iter_line_blocks(path, limits):
-        passed = [fast_valid(line, allow_trailing_user) for line in lines]
+        passed = fast_valid_lines(lines, allow_trailing_user)
         if all(passed):
             rows = list(map(bytes.strip, lines))
             report.rows_read += len(rows)

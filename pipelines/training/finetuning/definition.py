@@ -174,9 +174,7 @@ def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorit
         s3_secret_name=settings.s3_secret,
     )
     train.set_display_name(f"Fine-tune ({algorithm.upper()})").set_caching_options(False)
-    evaluation = lm_eval(
-        **args("eval"), model=train.outputs["output_model"], eval_dataset=data.outputs["eval_dataset"]
-    )
+    evaluation = lm_eval(**args("eval"), model=train.outputs["output_model"], eval_dataset=data.outputs["eval_dataset"])
     evaluation.set_display_name("Evaluate (lm-eval)").set_caching_options(False)
     _place_evaluation(evaluation, settings)
     registry = model_registry(
