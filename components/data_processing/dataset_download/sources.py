@@ -188,9 +188,11 @@ def _download_once(
                         handle.write(chunk)
                         if time.monotonic() > deadline:
                             raise deadline_error(url, options.deadline_s, size)
-                except (OSError, http.client.HTTPException):
+                except (OSError, http.client.HTTPException) as error:
                     if watchdog.expired:
                         raise deadline_error(url, options.deadline_s, size) from None
+                    if isinstance(error, http.client.HTTPException):  # IncompleteRead: cut short, worth another try
+                        raise ConnectionError(f"the body broke off after {size} bytes: {error!r}") from error
                     raise
             if watchdog.expired:
                 raise deadline_error(url, options.deadline_s, size)
