@@ -24,10 +24,12 @@ def hub_transient(error: BaseException) -> bool:
 
     Never our own deadline, nor any other answer (401/403/404...).
     """
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, DatasetSourceError):
+        if isinstance(current, (DatasetSourceError, OfflineModeIsEnabled)):  # offline: a ConnectionError, but final
             return False
         if status_of(current) is not None or is_transient(current):
             return is_transient(current)

@@ -283,8 +283,8 @@ def test_unreachable_hub_is_one_line(hub_stub, tmp_path, monkeypatch, endpoint):
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     started = time.monotonic()
     with pytest.raises(DatasetSourceError) as error:
-        fetch_dataset("org/chat@abc", tmp_path / "dl")
-    _one_line_naming(error, "'org/chat'", "'abc'", f"cannot reach {endpoint}", "HF_ENDPOINT")
+        fetch_dataset("org/chat@abc", tmp_path / "dl", http=HttpOptions(attempts=3, backoff_s=0.01))
+    _one_line_naming(error, "'org/chat'", "'abc'", f"cannot reach {endpoint}", "HF_ENDPOINT", "after 3 attempts")
     assert time.monotonic() - started < 60
 
 
