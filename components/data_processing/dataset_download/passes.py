@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from components._common.chat_format import ReadLimits, count_lines
+from components._common.chat_files import ReadLimits, count_lines
 
 from .locations import DatasetSourceError
 from .readers import data_format

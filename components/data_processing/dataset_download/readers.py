@@ -24,22 +24,18 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import IO
 
-from components._common.chat_format import (
+from components._common.chat_files import (
     COMPRESSION_ERRORS,
-    UTF8_BOM,
-    ChatFormatError,
     DecompressedLimitExceeded,
     ReadLimits,
-    Unreadable,
     bad_compression,
-    decode_json,
     decompressed_too_large,
-    excerpt,
     iter_lines,
     open_binary,
     record_too_large,
     size_text,
 )
+from components._common.chat_format import UTF8_BOM, ChatFormatError, Unreadable, decode_json, excerpt
 
 __all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", "position_label"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components._common.chat_format import DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_LINE_BYTES, ReadLimits
+from components._common.chat_files import DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_LINE_BYTES, ReadLimits
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, mask_url, masked
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
 from components._common.chat_format import (
     RULES,
-    ReadLimits,
     RowError,
     Unreadable,
     check_messages,
@@ -31,8 +31,6 @@ from components._common.chat_format import (
     encode_json,
     excerpt,
     fast_valid_lines,
-    is_record,
-    iter_line_blocks,
     normalize_row,
 )
 from components._common.masking import mask_url

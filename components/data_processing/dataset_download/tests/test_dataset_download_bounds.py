@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from components._common.chat_format import ChatFormatError, ReadLimits, count_lines, iter_lines
+from components._common.chat_files import ReadLimits, count_lines, iter_lines
+from components._common.chat_format import ChatFormatError
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.readers import iter_rows
 from components.data_processing.dataset_download.run import run_dataset_download
@@ -133,13 +134,13 @@ def test_a_csv_record_over_the_limit_is_a_reject(tmp_path):
 
 
 def test_line_reading_is_exact_at_block_edges(tmp_path, monkeypatch):
-    from components._common import chat_format
+    from components._common import chat_files
 
     path = tmp_path / "edges.jsonl"
     data = b"\xef\xbb\xbfab\n\n  \n" + b"c" * 30 + b"\r\nd\n" + b"e" * 12 + b"\nf"
     path.write_bytes(data)
     for block in (1 << 20, 3, 4, 7, 11):
-        monkeypatch.setattr(chat_format, "_BLOCK", block)
+        monkeypatch.setattr(chat_files, "_BLOCK", block)
         got = [(n, line if type(line) is bytes else line.rule) for n, line in iter_lines(path, ReadLimits(20))]
         assert got == [(1, b"ab"), (4, "record_too_large"), (5, b"d"), (6, b"e" * 12), (7, b"f")], block
         assert count_lines(path) >= 5
