@@ -62,6 +62,7 @@ def validate_and_split(
     options: SplitOptions,
     limits: ReadLimits,
     on_selected: Callable[[], Callable[[bytes], None] | None] = lambda: None,
+    one_pass: bool = True,
 ) -> SplitOutcome:
     """Validates every row and writes the split (one pass where possible, see the module docstring).
 
@@ -72,11 +73,13 @@ def validate_and_split(
         options: The split options and the output paths.
         limits: The record and decompressed size limits (for counting the lines).
         on_selected: Makes a fresh callback for every kept row (token statistics), or ``None``; called per attempt.
+        one_pass: Allow the one-pass path (``False`` with token statistics: the tokenizer loads only for rows that
+            passed).
 
     Raises:
         DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
     """
-    if input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
+    if one_pass and input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
         lines = sum(count_lines(path, limits) for path in files)
         if lines:
             outcome = _one_pass(validate, lines, options, on_selected())

@@ -167,12 +167,13 @@ def run_dataset_download(
         LOG.info("token statistics need both max_seq_len > 0 and tokenizer_source: none computed")
     shown_uri = mask_url(dataset_uri)  # signed URLs keep their signatures out of the report and the metadata
     token_stats: TokenStats | None = None
-    count_tokens = load_token_counter(tokenizer_source) if with_token_stats else None
 
     def on_selected() -> Callable[[bytes], None] | None:
+        """Token counting for the kept rows; the tokenizer loads only once the rows have passed (two passes)."""
         nonlocal token_stats
-        if count_tokens is None:
+        if not with_token_stats:
             return None
+        count_tokens = load_token_counter(tokenizer_source)
         stats = token_stats = TokenStats(max_seq_len)
         return lambda line: stats.add(count_tokens(json.loads(line)["messages"]))
 
@@ -193,7 +194,9 @@ def run_dataset_download(
             return validate_files(fetched.files, report, allow_trailing_user, sink, limits)
 
         options = SplitOptions(train_path, eval_path, train_split_ratio, subset_count, seed, Path(scratch))
-        outcome = validate_and_split(fetched.files, chosen, validate, options, limits, on_selected)
+        outcome = validate_and_split(
+            fetched.files, chosen, validate, options, limits, on_selected, not with_token_stats
+        )
     report, plan = outcome.report, outcome.plan
     LOG.info("%s: %s; %d rows read, %d valid", shown_uri, report.format_reason, report.rows_read, report.rows_valid)
     for warning in plan.warnings:
