@@ -50,7 +50,7 @@ RULES: dict[str, str] = {
     "last_not_assistant": "a held-out conversation must end with the assistant's reference answer",
     "no_user_turn": "a held-out conversation needs a user message before the reference answer",
     "bad_compression": "a .gz file must be a complete gzip stream",
-    "invalid_csv": "a .csv file must be readable CSV (quotes closed, no NUL characters)",
+    "invalid_csv": "a .csv file must be readable by Python's csv module",
     "bad_parquet": "a .parquet file must be a complete, readable Parquet file",
     "no_rows": "a data file must hold at least one row",
     "record_too_large": "a JSONL line, .json array element or CSV record may not be longer than max_line_bytes",

@@ -199,7 +199,6 @@ def _bounded_lines(text: IO[str], limit: int) -> Iterator[str]:
 def _csv_records(text: IO[str], limit: int) -> Iterator[tuple[int, object]]:
     """CSV rows as dicts; a record over ``limit`` characters is a ``record_too_large`` reject that ends the file."""
     reader = csv.DictReader(_bounded_lines(text, limit))
-    row: dict = {}
     try:
         for row in reader:
             present = ((column, cell) for column, cell in row.items() if column is not None and cell is not None)
@@ -209,7 +208,7 @@ def _csv_records(text: IO[str], limit: int) -> Iterator[tuple[int, object]]:
         yield reader.line_num + 1, record_too_large(f"line {reader.line_num + 1}", limit, error.args[0])
     except csv.Error as error:
         if "field limit" not in str(error):
-            yield reader.line_num, Unreadable("invalid_csv", f"unreadable CSV: {error}", excerpt(str(row)))
+            yield reader.line_num, Unreadable("invalid_csv", f"unreadable CSV: {error}", "")
             return
         yield reader.line_num, record_too_large(f"the record ending on line {reader.line_num}", limit, "")
 
