@@ -53,6 +53,20 @@ class ModelSpec:
         return bool(self.base_model)
 
 
+def unloadable_source_reason(source: str) -> str:
+    """Why lm-eval cannot load ``source`` here ("" when it can): a URI such as ``oci://``, ``s3://`` or ``pvc://``.
+
+    lm-eval loads a Hugging Face Hub id (``org/name``) or a local directory; other URIs need a download step first.
+    """
+    scheme, separator, _ = source.partition("://")
+    if not separator or not scheme or "/" in scheme:
+        return ""
+    return (
+        f"{source!r} is a {scheme}:// URI; lm-eval loads a Hugging Face Hub id or a local directory in "
+        "save_pretrained layout"
+    )
+
+
 def looks_like_path(source: str) -> bool:
     """Whether a model source names a local path (rather than a Hugging Face Hub id such as ``org/name``)."""
     return source.startswith(("/", "./", "../", "~")) or os.path.exists(source)
@@ -179,6 +193,8 @@ def resolve_model(
     source = model_source or model_path
     if not source:
         raise ModelSourceError("model: no path given (the model artifact has no path and model_source is empty)")
+    if unloadable_source_reason(source):
+        raise ModelSourceError(f"{where}: {unloadable_source_reason(source)}")
     if not looks_like_path(source):
         spec = ModelSpec(BACKENDS[backend], {"pretrained": source}, source, source)
     else:
