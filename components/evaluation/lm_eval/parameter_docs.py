@@ -98,6 +98,7 @@ PARAMETER_DOCS = {
     "report": (
         "With a baseline, a leading verdict (e.g. `held-out chrF +18.2 (better); arc_easy acc −0.4 pts (within "
         "noise)`); run settings; a table per task (value, ± stderr, direction, and base value, Δ, ± stderr of Δ "
-        "and change when a baseline is given); the first generations of each generative task (prompt, reference, generation)."
+        "and change when a baseline is given); the first generations of each generative task (prompt, "
+        "reference, generation)."
     ),
 }
