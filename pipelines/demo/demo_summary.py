@@ -101,13 +101,24 @@ def _comparison(summary: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
     return {}
 
 
+def _is_fraction(record: dict[str, Any]) -> bool:
+    return 0 <= record["base"] <= 1 and 0 <= record["tuned"] <= 1
+
+
 def _change(record: dict[str, Any]) -> str:
     """``+41.9, better`` / ``-77.5 pts, worse`` / ``-2.5 pts, within noise``: the delta and what it means."""
-    base, tuned, delta = record["base"], record["tuned"], record["delta"]
-    fraction = 0 <= base <= 1 and 0 <= tuned <= 1
-    shown = f"{delta * 100:+.1f} pts" if fraction else f"{delta:+.3g}"
+    delta = record["delta"]
+    if delta == 0:
+        return "same"
+    shown = f"{delta * 100:+.1f} pts" if _is_fraction(record) else f"{delta:+.3g}"
     meaning = "within noise" if record.get("beyond_noise") is False else (record.get("change") or "changed")
     return f"{shown}, {meaning}"
+
+
+def _base_to_tuned(label: str, record: dict[str, Any]) -> str:
+    """``    general_sentences acc    1.00 -> 0.23 (-77.5 pts, worse)``."""
+    digits = ".2f" if _is_fraction(record) else ".3g"
+    return f"    {label:<24} {record['base']:{digits}} -> {record['tuned']:{digits}} ({_change(record)})"
 
 
 def delta_lines(comparison: dict[str, dict[str, Any]]) -> list[str]:
@@ -120,15 +131,12 @@ def delta_lines(comparison: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["  base -> fine-tuned (the same lm-eval tasks; the base model was evaluated beside training):"]
     for name, label in HELDOUT_DELTAS.items():
         if name in comparison:
-            record = comparison[name]
-            lines.append(f"    {label:<24} {record['base']:.3g} -> {record['tuned']:.3g} ({_change(record)})")
+            lines.append(_base_to_tuned(label, comparison[name]))
     others: dict[str, dict[str, Any]] = {}
     for name, record in comparison.items():
         if not record["task"].startswith("heldout_"):
             others.setdefault(record["task"], {"name": name, **record})
-    for task, record in others.items():
-        label = f"{task} {record['metric']}"
-        lines.append(f"    {label:<24} {record['base']:.3g} -> {record['tuned']:.3g} ({_change(record)})")
+    lines += [_base_to_tuned(f"{task} {record['metric']}", record) for task, record in others.items()]
     worse = [r for r in others.values() if r.get("change") == "worse"]
     forgot = [r for r in worse if r.get("beyond_noise") is True]
     unsure = [r for r in worse if r.get("beyond_noise") is None]
@@ -178,7 +186,8 @@ def summary_lines(summary: dict[str, dict[str, Any]], run_dir: Path) -> list[str
         lines.append(f"  registry:   {registry.get('status', '?')}")
     lines.append("reports:")
     for task, produced in summary.items():
-        lines += [f"  {task}: {uri}" for uri in produced["reports"].values()]
+        label = f"{task} (base model)" if task == STEP_TASKS["base_eval"] else task
+        lines += [f"  {label}: {uri}" for uri in produced["reports"].values()]
     for task, produced in summary.items():
         lines += [f"model: {uri}" for uri in produced["models"].values()]
     return lines

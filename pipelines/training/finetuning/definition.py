@@ -1,9 +1,11 @@
 """The one pipeline definition shared by every fine-tuning pipeline.
 
-``dataset_download → train_model → lm_eval → model_registry``, parameterised by algorithm (``sft`` / ``osft`` /
-``lora``) and flavor (``expert`` / ``minimal``). A pipeline module (``pipelines/training/<name>/pipeline.py``, the
-RHOAI guide's paths) declares its compile-time constants (``PVC_SIZE``, ``PVC_STORAGE_CLASS``, ...), algorithm and
-flavor in a :class:`PipelineDeclaration`; run as a script it compiles ``pipeline.yaml`` beside itself.
+``dataset_download → train_model → lm_eval → model_registry``, with a second ``lm_eval`` of the base model beside
+``train_model`` whose results are the fine-tuned evaluation's ``baseline_results``, parameterised by algorithm
+(``sft`` / ``osft`` / ``lora``) and flavor (``expert`` / ``minimal``). A pipeline module
+(``pipelines/training/<name>/pipeline.py``, the RHOAI guide's paths) declares its compile-time constants
+(``PVC_SIZE``, ``PVC_STORAGE_CLASS``, ...), algorithm and flavor in a :class:`PipelineDeclaration`; run as a script it
+compiles ``pipeline.yaml`` beside itself.
 
 KFP reads a pipeline's parameters from its function signature, so :func:`build_pipeline` synthesises a function whose
 signature is the selected rows of :data:`~pipelines.training.finetuning.parameters.PARAMETERS`. Parameters a flavor
@@ -67,6 +69,7 @@ def _apply_secrets(tasks: dict[str, Any], settings: CompileSettings) -> None:
             (settings.s3_secret, s3),
             (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
         ],
+        "base_eval": [(settings.hf_token_secret, hf)],
         "eval": [(settings.hf_token_secret, hf)],
         "registry": [(settings.s3_secret, s3)],
     }
@@ -89,8 +92,13 @@ def _place_evaluation(task: Any, settings: CompileSettings) -> None:
         kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
 
 
-#: The task of each compile-time step (see :data:`~.settings.STEPS`), by the key :func:`_wire` files it under.
-_TASK_OF_STEP = {"dataset": "dataset", "launcher": "train", "eval": "eval", "registry": "registry"}
+#: The task(s) of each compile-time step (see :data:`~.settings.STEPS`), by the keys :func:`_wire` files them under.
+_TASKS_OF_STEP = {
+    "dataset": ("dataset",),
+    "launcher": ("train",),
+    "eval": ("base_eval", "eval"),
+    "registry": ("registry",),
+}
 
 
 def _components(settings: CompileSettings) -> dict[str, Any]:
@@ -108,11 +116,12 @@ def _apply_resources(tasks: dict[str, Any], settings: CompileSettings) -> None:
     """CPU and memory requests and limits on every task, and ``imagePullPolicy: IfNotPresent`` (images are pinned)."""
     from kfp import kubernetes
 
-    for step, key in _TASK_OF_STEP.items():
-        task, resources = tasks[key], settings.resources_of(step)
-        task.set_cpu_request(resources["cpu_request"]).set_cpu_limit(resources["cpu_limit"])
-        task.set_memory_request(resources["memory_request"]).set_memory_limit(resources["memory_limit"])
-        kubernetes.set_image_pull_policy(task, "IfNotPresent")
+    for step, keys in _TASKS_OF_STEP.items():
+        for key in keys:
+            task, resources = tasks[key], settings.resources_of(step)
+            task.set_cpu_request(resources["cpu_request"]).set_cpu_limit(resources["cpu_limit"])
+            task.set_memory_request(resources["memory_request"]).set_memory_limit(resources["memory_limit"])
+            kubernetes.set_image_pull_policy(task, "IfNotPresent")
 
 
 class _CallerOnlyInspect:
@@ -174,8 +183,24 @@ def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorit
         s3_secret_name=settings.s3_secret,
     )
     train.set_display_name(f"Fine-tune ({algorithm.upper()})").set_caching_options(False)
+    eval_args = args("eval")
+    evaluate_base_model = eval_args.pop("enabled")
+    # The base model on the same tasks and settings, beside training (it needs only the base model and the split);
+    # cached: free on a re-run with the same base model, data and tasks.
+    base_evaluation = lm_eval(
+        **eval_args,
+        model_source=values[("train", "training_base_model")],
+        eval_dataset=data.outputs["eval_dataset"],
+        enabled=evaluate_base_model,
+        skip_unloadable_model_source=True,
+    )
+    base_evaluation.set_display_name("Evaluate base model (lm-eval)").set_caching_options(True)
+    _place_evaluation(base_evaluation, settings)
     evaluation = lm_eval(
-        **args("eval"), model=train.outputs["output_model"], eval_dataset=data.outputs["eval_dataset"]
+        **eval_args,
+        model=train.outputs["output_model"],
+        eval_dataset=data.outputs["eval_dataset"],
+        baseline_results=base_evaluation.outputs["results"],
     )
     evaluation.set_display_name("Evaluate (lm-eval)").set_caching_options(False)
     _place_evaluation(evaluation, settings)
@@ -183,13 +208,14 @@ def _wire(values: dict[tuple[str, str], Any], settings: CompileSettings, algorit
         **args("registry"),
         model=train.outputs["output_model"],
         eval_metrics=evaluation.outputs["metrics"],
+        eval_results=evaluation.outputs["results"],
         train_metrics=train.outputs["output_metrics"],
         dataset=data.outputs["train_dataset"],
         pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
     registry.set_display_name("Register model").set_caching_options(False)
-    tasks = {"dataset": data, "train": train, "eval": evaluation, "registry": registry}
+    tasks = {"dataset": data, "train": train, "base_eval": base_evaluation, "eval": evaluation, "registry": registry}
     _apply_secrets(tasks, settings)
     _apply_resources(tasks, settings)
     return tasks

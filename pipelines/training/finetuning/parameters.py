@@ -172,6 +172,8 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p("eval", "device", "device"),
     _p("eval", "bootstrap_iters", "bootstrap_iters"),
     _p("eval", "allow_empty_eval_dataset", "allow_empty_eval"),
+    # feeds only the base model's evaluation (beside training); the fine-tuned evaluation always runs
+    _p("eval", "enabled", "evaluate_base_model", minimal=True),
     # phase 04: registration
     _p("registry", "registry_address", "address", **MAN_MIN),
     _p("registry", "model_name", "reg_name", **MAN_MIN),
@@ -183,6 +185,10 @@ PARAMETERS: tuple[PipelineParameter, ...] = (
     _p("registry", "model_format_version", "format_version"),
     _p("registry", "min_metric_name", "min_metric_name"),
     _p("registry", "min_metric_value", "min_metric_value"),
+    _p("registry", "min_improvement_metric", "min_improvement_metric"),
+    _p("registry", "min_improvement", "min_improvement"),
+    _p("registry", "max_regression", "max_regression"),
+    _p("registry", "max_regression_relative", "max_regression_relative"),
     _p("registry", "model_uri", "model_uri"),
     _p("registry", "s3_upload_prefix", "s3_upload_prefix"),
     _p("registry", "storage_key", "storage_key"),
