@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.compile import checked_in_path, compile_named
+from pipelines.compile import checked_in_path, compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.parameters import PARAMETERS, REQUIRED, parameters_for
+from pipelines.training.finetuning.interface import REQUIRED, fed_by, pipeline_parameters
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FACTS = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())
@@ -113,18 +113,14 @@ def test_constants_are_overridden_by_env_and_cli_flags(tmp_path, monkeypatch):
 
 def test_the_guides_parameter_names_exist_with_the_guides_meaning_everywhere():
     assert FACTS["quick_start"]["required_parameter"] in GUIDE_NAMES
-    by_dashboard = {p.dashboard_name: p for p in PARAMETERS}
-    for guide_name, argument in GUIDE_NAMES.items():
-        assert by_dashboard[guide_name].name == argument
-        for algorithm in ("sft", "osft", "lora"):
-            assert guide_name in {p.dashboard_name for p in parameters_for(algorithm, "expert")}
+    for algorithm in ("sft", "osft", "lora"):
+        targets = fed_by(pipeline_function(algorithm))
+        for guide_name, argument in GUIDE_NAMES.items():
+            assert argument in {name for _, name in targets.get(guide_name, [])}, (algorithm, guide_name)
     # Minimal pipelines keep one required parameter: the data URI.
     for algorithm in ("sft", "osft", "lora"):
-        required = [p.dashboard_name for p in parameters_for(algorithm, "minimal") if p.default is REQUIRED]
-        assert required == ["phase_01_dataset_man_data_uri"]
-    # One concept, one name: no dashboard name is used twice for different arguments.
-    names = [p.dashboard_name for p in PARAMETERS]
-    assert len(names) == len(set(names))
+        minimal = pipeline_parameters(pipeline_function(f"{algorithm}-minimal"))
+        assert [p.name for p in minimal if p.default is REQUIRED] == ["phase_01_dataset_man_data_uri"]
 
 
 def test_the_guides_custom_pipeline_snippet_compiles_unchanged(tmp_path):
@@ -174,8 +170,17 @@ def _defaults(documents) -> dict:
 
 
 def _train_constants(documents) -> dict:
+    """What the train task gets for each argument no pipeline parameter feeds: a constant, or the component default."""
+    declared = documents[0]["components"]["comp-train-model"]["inputDefinitions"]["parameters"]
+    values = {name: spec["defaultValue"] for name, spec in declared.items() if "defaultValue" in spec}
     inputs = documents[0]["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
-    return {name: value["runtimeValue"]["constant"] for name, value in inputs.items() if "runtimeValue" in value}
+    values.update(
+        {name: value["runtimeValue"]["constant"] for name, value in inputs.items() if "runtimeValue" in value}
+    )
+    for name, value in inputs.items():
+        if "componentInputParameter" in value:
+            values.pop(name, None)
+    return values
 
 
 def test_training_artifacts_carry_the_guides_names(compiled):
@@ -196,7 +201,7 @@ def test_default_hardware_follows_the_guides_table(compiled):
         defaults, constants = _defaults(documents), _train_constants(documents)
         assert defaults["phase_02_train_man_train_workers"] == nodes, name
         assert defaults["phase_02_train_man_train_gpu"] == gpus, name
-        # Expert pipelines expose CPU, memory and env as parameters; minimal ones pass them as constants.
+        # Expert pipelines expose CPU, memory and env as parameters; minimal ones pass constants (or defaults).
         cpu_value = defaults.get("phase_02_train_opt_cpu", constants.get("training_cpu_per_node"))
         memory_value = defaults.get("phase_02_train_opt_memory", constants.get("training_memory_per_node"))
         assert (cpu_value, memory_value) == (cpu, memory), name
