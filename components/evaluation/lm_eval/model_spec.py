@@ -53,13 +53,17 @@ class ModelSpec:
         return bool(self.base_model)
 
 
-def unloadable_source_reason(source: str) -> str:
+def unloadable_source_reason(source: str, check_paths: bool = False) -> str:
     """Why lm-eval cannot load ``source`` here ("" when it can): a URI such as ``oci://``, ``s3://`` or ``pvc://``.
 
     lm-eval loads a Hugging Face Hub id (``org/name``) or a local directory; other URIs need a download step first.
+    With ``check_paths``, a local path that is no directory in this pod (e.g. on a volume only the training pod
+    mounts) is a reason too.
     """
     scheme, separator, _ = source.partition("://")
     if not separator or not scheme or "/" in scheme:
+        if check_paths and source and looks_like_path(source) and not Path(source).expanduser().is_dir():
+            return f"{source!r} is no directory in this pod (a path on a volume only the training pod mounts?)"
         return ""
     return (
         f"{source!r} is a {scheme}:// URI; lm-eval loads a Hugging Face Hub id or a local directory in "

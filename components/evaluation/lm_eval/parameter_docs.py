@@ -70,8 +70,8 @@ PARAMETER_DOCS = {
     ),
     "skip_unloadable_model_source": (
         "Write *skipped* outputs instead of failing when `model_source` is a URI lm-eval cannot load "
-        "(`oci://`, `s3://`, `pvc://`): the pipelines' base-model evaluation sets it, so a run on such a base "
-        "model still trains and registers (without deltas)."
+        "(`oci://`, `s3://`, `pvc://`) or a local path that is no directory in this pod: the pipelines' base-model "
+        "evaluation sets it, so a run on such a base model still trains and registers (without deltas)."
     ),
     "allow_empty_eval_dataset": (
         "Skip the held-out tasks instead of failing when `eval_dataset` has no rows (`dataset_download` "

@@ -515,8 +515,8 @@ def run_lm_eval(
     )
     if not enabled:
         return _skipped(results_path, report_path, model_source or model_path, "turned off (enabled is false)")
-    if skip_unloadable_model_source and unloadable_source_reason(model_source):
-        reason = f"model_source {unloadable_source_reason(model_source)}"
+    if skip_unloadable_model_source and unloadable_source_reason(model_source, check_paths=True):
+        reason = f"model_source {unloadable_source_reason(model_source, check_paths=True)}"
         return _skipped(results_path, report_path, model_source, reason)
     spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
     check_backend_available(backend)

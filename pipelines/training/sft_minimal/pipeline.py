@@ -80,8 +80,8 @@ def sft_minimal_pipeline(
             beside training (it needs only the base model and the held-out split, so it adds no wall time; it holds the
             evaluation's GPU while it runs; cached on re-runs). The fine-tuned evaluation then reports base, fine-tuned
             and delta per task and metric, whether each change is beyond noise, and feeds the registry's improvement and
-            regression gates. An `oci://`, `s3://` or `pvc://` base model is skipped (no deltas). `False`: the task only
-            writes a skipped result (its pod still starts, briefly).
+            regression gates. An `oci://`, `s3://` or `pvc://` base model, or a local path the evaluation pod lacks, is
+            skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
         phase_04_registry_man_reg_name: Registered model name (required when `registry_address` is set). Letters,

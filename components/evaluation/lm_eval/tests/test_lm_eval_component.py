@@ -436,6 +436,10 @@ def test_turned_off_or_unloadable_base_model_writes_skipped_outputs(tmp_path, tr
     assert off.results_metadata["skipped"] == off.results["skipped"] and "Not evaluated" in off.report
     oci = _run(tmp_path / "oci", None, model_source="oci://quay.io/org/model:1", skip_unloadable_model_source=True)
     assert "oci:// URI" in oci.results["skipped"] and oci.metrics == {}
+    missing = _run(
+        tmp_path / "missing", None, model_source="/models/only-in-the-training-pod", skip_unloadable_model_source=True
+    )
+    assert "'/models/only-in-the-training-pod' is no directory in this pod" in missing.results["skipped"]
     with pytest.raises(ModelSourceError, match="model_source: 'oci://quay.io/org/model:1' is a oci:// URI"):
         _run(tmp_path / "refused", None, model_source="oci://quay.io/org/model:1")
     # A tuned run given a skipped baseline says so, and logs no comparison metrics.
