@@ -56,7 +56,12 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
         )
 
 
-def _namespace(params: Mapping[str, Any]) -> str:
+def job_namespace(params: Mapping[str, Any]) -> str:
+    """The job's namespace: ``training_namespace``, else the pod's own.
+
+    Raises:
+        TrainingConfigError: Neither is known (not running in a cluster).
+    """
     if params.get("namespace"):
         return params["namespace"]
     namespace = pod_namespace()
@@ -79,8 +84,13 @@ def without_launcher_resources(task_config: Any) -> Any:
     return {key: value for key, value in dict(task_config).items() if key != "resources"}
 
 
-def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
-    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied)."""
+def build_job_spec(
+    config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any], owner: Any = None
+) -> Any:
+    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied).
+
+    ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
+    """
     secret_env = []
     hf_token_secret = params.get("hf_token_secret_name", "hf-token")
     if hf_token_secret:
@@ -91,7 +101,7 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         without_launcher_resources(task_config),
         run_id=run_id,
         task_name=task_name,
-        namespace=_namespace(params),
+        namespace=job_namespace(params),
         command=["python", str(config_path.parent / "entrypoint.py")],
         args=["--config", str(config_path)],
         image=params.get("training_image", ""),
@@ -115,12 +125,19 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         metrics_poll_interval_seconds=params.get(
             "progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS
         ),
+        owner=owner,
     )
     return spec
 
 
 def build_job_manifest(
-    backend: str, config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]
+    backend: str,
+    config_path: Path,
+    task_config: Any,
+    run_id: str,
+    task_name: str,
+    params: Mapping[str, Any],
+    owner: Any = None,
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
 
@@ -131,13 +148,14 @@ def build_job_manifest(
         run_id: The KFP run id.
         task_name: The KFP task name.
         params: The ``train_model`` parameters.
+        owner: The run's owning object for the job's ``ownerReference`` (``None``: none).
 
     Returns:
         The manifest.
     """
     from components.training.finetuning.manifests import pytorchjob
 
-    spec = build_job_spec(config_path, task_config, run_id, task_name, params)
+    spec = build_job_spec(config_path, task_config, run_id, task_name, params, owner)
     if backend == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
     return build_trainjob(spec)
@@ -159,7 +177,7 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
             api_client,
             params.get("runtime_name", "training-hub"),
             params.get("runtime_kind", "ClusterTrainingRuntime"),
-            _namespace(params),
+            job_namespace(params),
             log=log,
         )
         if backend == "pytorchjob":
@@ -180,7 +198,9 @@ def train_on_cluster(
         settings: :func:`.staging.pod_settings` for the run config.
     """
     from components.training.finetuning.cluster.auth import load_api_client
+    from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
+    from components.training.finetuning.cluster.state import DEFAULT_API_OUTAGE_TOLERANCE_SECONDS, cancel_budget
 
     params = plan.params
     check_workspace_reaches_pods(plan.task_config, plan.run_dir)
@@ -198,7 +218,10 @@ def train_on_cluster(
         model_path=model_path,
     )
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
-    manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
+    launcher = read_launcher_pod(api_client, job_namespace(params), log=log)
+    manifest = build_job_manifest(
+        backend, config_path, plan.task_config, plan.run_id, plan.task_name, params, launcher.owner
+    )
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
     log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
@@ -213,6 +236,9 @@ def train_on_cluster(
         metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
         log=log,
         timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
+        api_outage_tolerance_seconds=params.get("api_outage_tolerance_seconds", DEFAULT_API_OUTAGE_TOLERANCE_SECONDS),
+        cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
+        launcher_pod=(launcher.namespace, launcher.name),
         **options,
     )
     records = metrics_module.read_metrics(ckpt_dir)
