@@ -73,7 +73,7 @@ WIRED = {
     # The base model's evaluation (lm-eval, beside training) evaluates the training base model, and skips rather than
     # fails on an oci://, s3:// or pvc:// one; the fine-tuned evaluation (lm-eval-2) leaves both at their defaults.
     ("eval", "model_source"),
-    ("eval", "skip_unloadable_model_source"),
+    ("eval", "skip_unusable_model_source"),
 }
 #: Run-time parameters whose dashboard description is the pipeline's own, not the component argument's, and why.
 OWN_DESCRIPTIONS = {

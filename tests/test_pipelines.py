@@ -60,7 +60,7 @@ def test_base_model_is_evaluated_beside_training_and_feeds_the_tuned_evaluation(
         assert "model" not in base["inputs"].get("artifacts", {})
         source = base["inputs"]["parameters"]["model_source"]["componentInputParameter"]
         assert source == "phase_02_train_man_train_model", name
-        assert base["inputs"]["parameters"]["skip_unloadable_model_source"]["runtimeValue"]["constant"] is True
+        assert base["inputs"]["parameters"]["skip_unusable_model_source"]["runtimeValue"]["constant"] is True
         switch = base["inputs"]["parameters"]["enabled"]["componentInputParameter"]
         assert switch == "phase_03_eval_opt_evaluate_base_model" and _inputs(documents)[switch]["defaultValue"] is True
         assert "enabled" not in tuned["inputs"]["parameters"]  # the fine-tuned evaluation always runs
@@ -179,7 +179,7 @@ WIRED = {
         "run_id",
         "task_name",
     },
-    "lm-eval": {"model_source", "skip_unloadable_model_source"},
+    "lm-eval": {"model_source", "skip_unusable_model_source"},
     "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name"},
 }
 

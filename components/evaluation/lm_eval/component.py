@@ -48,7 +48,7 @@ def lm_eval(
     bootstrap_iters: int = 100000,
     allow_empty_eval_dataset: bool = False,
     enabled: bool = True,
-    skip_unloadable_model_source: bool = False,
+    skip_unusable_model_source: bool = False,
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
     from components._common.files import with_extension
@@ -79,7 +79,7 @@ def lm_eval(
         bootstrap_iters=bootstrap_iters,
         allow_empty_eval_dataset=allow_empty_eval_dataset,
         enabled=enabled,
-        skip_unloadable_model_source=skip_unloadable_model_source,
+        skip_unusable_model_source=skip_unusable_model_source,
     )
     for name, value in outcome.metrics.items():
         metrics.log_metric(name, value)

@@ -214,3 +214,29 @@ def resolve_model(
     return ModelSpec(
         spec.lm_eval_model, merged, str(merged.get("tokenizer") or spec.tokenizer_source), spec.source, spec.base_model
     )
+
+
+def load_tokenizer(spec: ModelSpec) -> Any:
+    """Loads the evaluated model's tokenizer (for the held-out prompts and per-token scores)."""
+    from transformers import AutoTokenizer
+
+    trust = bool(spec.model_args.get("trust_remote_code", False))
+    return AutoTokenizer.from_pretrained(spec.tokenizer_source, trust_remote_code=trust)
+
+
+def unusable_source_reason(
+    model_source: str, backend: str, model_args: Mapping[str, Any] | None, apply_chat_template: bool
+) -> str:
+    """Why ``model_source`` cannot be evaluated as asked ("" when it can, or when there is none).
+
+    A URI lm-eval cannot load, a local path this pod lacks, or a tokenizer without the chat template the run asks for
+    (the base model of a chat fine-tune: the comparison needs the same prompts for both models).
+    """
+    if not model_source:
+        return ""
+    reason = unloadable_source_reason(model_source, check_paths=True)
+    if reason or not apply_chat_template:
+        return reason
+    if getattr(load_tokenizer(resolve_model("", {}, model_source, backend, model_args)), "chat_template", None):
+        return ""
+    return f"{model_source!r} has no chat template and apply_chat_template is true (compare with it set to false)"

@@ -68,10 +68,11 @@ PARAMETER_DOCS = {
         "`False` writes *skipped* outputs (results with a `skipped` reason, no metrics) without evaluating: how a "
         "pipeline parameter turns the base-model evaluation off (`kfp.local` has no `dsl.If`)."
     ),
-    "skip_unloadable_model_source": (
-        "Write *skipped* outputs instead of failing when `model_source` is a URI lm-eval cannot load "
-        "(`oci://`, `s3://`, `pvc://`) or a local path that is no directory in this pod: the pipelines' base-model "
-        "evaluation sets it, so a run on such a base model still trains and registers (without deltas)."
+    "skip_unusable_model_source": (
+        "Write *skipped* outputs instead of failing when `model_source` cannot be evaluated as asked: a URI lm-eval "
+        "cannot load (`oci://`, `s3://`, `pvc://`), a local path that is no directory in this pod, or a tokenizer "
+        "without chat template while `apply_chat_template` is true. The pipelines' base-model evaluation sets it, so "
+        "a run on such a base model still trains and registers (without deltas)."
     ),
     "allow_empty_eval_dataset": (
         "Skip the held-out tasks instead of failing when `eval_dataset` has no rows (`dataset_download` "

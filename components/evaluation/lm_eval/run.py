@@ -27,7 +27,7 @@ from components.evaluation.lm_eval.custom_task import (
     stage_custom_tasks,
     write_heldout_tasks,
 )
-from components.evaluation.lm_eval.model_spec import ModelSpec, resolve_model, unloadable_source_reason
+from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
 from components.evaluation.lm_eval.report import (
     kfp_metrics,
     load_baseline,
@@ -271,14 +271,6 @@ def resolve_device(device: str, backend: str) -> str | None:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_tokenizer(spec: ModelSpec) -> Any:
-    """Loads the evaluated model's tokenizer (for the held-out prompts and per-token scores)."""
-    from transformers import AutoTokenizer
-
-    trust = bool(spec.model_args.get("trust_remote_code", False))
-    return AutoTokenizer.from_pretrained(spec.tokenizer_source, trust_remote_code=trust)
-
-
 def continuation_token_counter(tokenizer: Any) -> Callable[[str, str], int]:
     """Counts the tokens of a continuation the way lm-eval's ``loglikelihood`` splits a (context, continuation) pair.
 
@@ -462,7 +454,7 @@ def run_lm_eval(
     bootstrap_iters: int = 100000,
     allow_empty_eval_dataset: bool = False,
     enabled: bool = True,
-    skip_unloadable_model_source: bool = False,
+    skip_unusable_model_source: bool = False,
 ) -> LmEvalResult:
     """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
 
@@ -491,8 +483,9 @@ def run_lm_eval(
         bootstrap_iters: Bootstrap resamples for standard errors (0 = no stderr).
         allow_empty_eval_dataset: Skip the held-out tasks, rather than fail, when ``eval_dataset`` is empty.
         enabled: False writes "skipped" outputs without evaluating (a pipeline parameter turning the task off).
-        skip_unloadable_model_source: Write "skipped" outputs, rather than fail, when ``model_source`` is a URI
-            lm-eval cannot load (``oci://``, ``s3://``, ``pvc://``).
+        skip_unusable_model_source: Write "skipped" outputs, rather than fail, when ``model_source`` cannot be
+            evaluated as asked (:func:`~.model_spec.unusable_source_reason`: an ``oci://``/``s3://``/``pvc://`` URI,
+            a path this pod lacks, no chat template while ``apply_chat_template``).
 
     Returns:
         The :class:`LmEvalResult` (metrics to log, metadata for the results artifact).
@@ -515,9 +508,10 @@ def run_lm_eval(
     )
     if not enabled:
         return _skipped(results_path, report_path, model_source or model_path, "turned off (enabled is false)")
-    if skip_unloadable_model_source and unloadable_source_reason(model_source, check_paths=True):
-        reason = f"model_source {unloadable_source_reason(model_source, check_paths=True)}"
-        return _skipped(results_path, report_path, model_source, reason)
+    if skip_unusable_model_source:
+        unusable = unusable_source_reason(model_source, backend, model_args, options["apply_chat_template"])
+        if unusable:
+            return _skipped(results_path, report_path, model_source, f"model_source {unusable}")
     spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
     check_backend_available(backend)
     baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None

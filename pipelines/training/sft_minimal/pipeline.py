@@ -80,8 +80,9 @@ def sft_minimal_pipeline(
             beside training (it needs only the base model and the held-out split, so it adds no wall time; it holds the
             evaluation's GPU while it runs; cached on re-runs). The fine-tuned evaluation then reports base, fine-tuned
             and delta per task and metric, whether each change is beyond noise, and feeds the registry's improvement and
-            regression gates. An `oci://`, `s3://` or `pvc://` base model, or a local path the evaluation pod lacks, is
-            skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
+            regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the evaluation pod lacks, or a
+            base model without chat template while `phase_03_eval_opt_chat_template` is on is skipped (no deltas).
+            `False`: the task only writes a skipped result (its pod still starts, briefly).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
         phase_04_registry_man_reg_name: Registered model name (required when `registry_address` is set). Letters,
@@ -130,7 +131,7 @@ def sft_minimal_pipeline(
     base_eval_task = lm_eval(
         model_source=phase_02_train_man_train_model,
         enabled=phase_03_eval_opt_evaluate_base_model,
-        skip_unloadable_model_source=True,  # an oci://, s3:// or pvc:// base model: skipped, not failed
+        skip_unusable_model_source=True,  # an oci://, s3:// or pvc:// base model: skipped, not failed
         **evaluation_settings,
     )
     base_eval_task.set_display_name("Evaluate base model (lm-eval)")

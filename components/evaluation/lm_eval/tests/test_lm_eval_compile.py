@@ -49,7 +49,7 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
         "bootstrap_iters": 100000.0,
         "allow_empty_eval_dataset": False,
         "enabled": True,
-        "skip_unloadable_model_source": False,
+        "skip_unusable_model_source": False,
     }
     outputs = spec["root"]["outputDefinitions"]["artifacts"]
     assert {name: o["artifactType"]["schemaTitle"] for name, o in outputs.items()} == {

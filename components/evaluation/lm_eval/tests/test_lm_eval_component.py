@@ -373,6 +373,12 @@ def test_chat_template_on_a_tokenizer_without_one_is_refused(tiny_model_dir, tmp
     (base / "chat_template.jinja").unlink(missing_ok=True)
     with pytest.raises(ValueError, match=f"tokenizer of {base} has no chat template; set apply_chat_template to false"):
         _run(tmp_path / "out", base)
+    # The base model of a chat fine-tune without a chat template: the base-model evaluation skips, not fails.
+    skipped = _run(tmp_path / "skipped", None, model_source=str(base), skip_unusable_model_source=True)
+    assert skipped.results["skipped"] == (
+        f"model_source {str(base)!r} has no chat template and apply_chat_template is true "
+        "(compare with it set to false)"
+    )
 
 
 def test_empty_eval_dataset_is_refused_unless_allowed(tiny_model_dir, tmp_path):
@@ -434,10 +440,10 @@ def test_turned_off_or_unloadable_base_model_writes_skipped_outputs(tmp_path, tr
     off = _run(tmp_path / "off", None, model_source="/no/such/model", enabled=False)
     assert off.metrics == {} and off.results["skipped"] == "turned off (enabled is false)"
     assert off.results_metadata["skipped"] == off.results["skipped"] and "Not evaluated" in off.report
-    oci = _run(tmp_path / "oci", None, model_source="oci://quay.io/org/model:1", skip_unloadable_model_source=True)
+    oci = _run(tmp_path / "oci", None, model_source="oci://quay.io/org/model:1", skip_unusable_model_source=True)
     assert "oci:// URI" in oci.results["skipped"] and oci.metrics == {}
     missing = _run(
-        tmp_path / "missing", None, model_source="/models/only-in-the-training-pod", skip_unloadable_model_source=True
+        tmp_path / "missing", None, model_source="/models/only-in-the-training-pod", skip_unusable_model_source=True
     )
     assert "'/models/only-in-the-training-pod' is no directory in this pod" in missing.results["skipped"]
     with pytest.raises(ModelSourceError, match="model_source: 'oci://quay.io/org/model:1' is a oci:// URI"):
