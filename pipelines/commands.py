@@ -94,6 +94,9 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
         max_seq_len=args.max_seq_len,
         tokenizer_source=args.tokenizer_source,
         max_download_bytes=args.max_download_bytes,
+        max_line_bytes=args.max_line_bytes,
+        max_decompressed_bytes=args.max_decompressed_bytes,
+        download_deadline_s=args.download_deadline_s,
     )
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-validate-") as scratch:
         output_dir = args.output_dir or Path(scratch)

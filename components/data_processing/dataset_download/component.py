@@ -28,6 +28,9 @@ def dataset_download(
     max_seq_len: int = 0,
     tokenizer_source: str = "",
     max_download_bytes: int = 10737418240,
+    max_line_bytes: int = 16777216,
+    max_decompressed_bytes: int = 34359738368,
+    download_deadline_s: float = 10800.0,
 ) -> None:
     """Downloads a chat dataset, validates every row, converts it to ``messages`` JSONL and splits it (seeded)."""
     from pathlib import Path
@@ -48,6 +51,9 @@ def dataset_download(
         max_seq_len=max_seq_len,
         tokenizer_source=tokenizer_source,
         max_download_bytes=max_download_bytes,
+        max_line_bytes=max_line_bytes,
+        max_decompressed_bytes=max_decompressed_bytes,
+        download_deadline_s=download_deadline_s,
     )
     with sigterm_raises_exit():  # a stopped pod still removes its partial downloads and temporary files
         prepared = run_dataset_download(request, Path(train_dataset.path), Path(eval_dataset.path))

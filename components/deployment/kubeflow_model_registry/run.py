@@ -14,7 +14,8 @@ from components._common.masking import mask_data, masked
 from components._common.namespace import pod_namespace
 from components._common.s3 import s3_client
 
-from .gate import evaluate_gate
+from .delta_gate import DeltaGateDecision, comparison_properties, evaluate_delta_gate
+from .gate import GateDecision, evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
 from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
 from .registration import ModelRegistryResult, Registrar, VersionRequest, validate_name
@@ -23,6 +24,8 @@ from .s3_upload import upload_model_files
 from .summary import render_summary
 
 STATUS_SKIPPED = "skipped"
+#: A gate (metric threshold, improvement or regression) kept the model out of the registry: reported, not an error.
+STATUS_GATED_OUT = "gated_out"
 #: Distributions whose versions are recorded as lineage when installed.
 RECORDED_LIBRARIES = ("kfp-finetune", "kfp", "model-registry")
 
@@ -48,6 +51,34 @@ def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> ModelRe
     return ModelRegistryResult(STATUS_SKIPPED, reason=reason)
 
 
+def _comparison(eval_results: ArtifactInfo | None) -> tuple[dict, str]:
+    """The lm_eval results' ``comparison`` metadata, and why there is none when known."""
+    if eval_results is None:
+        return {}, ""
+    metadata = eval_results.metadata
+    unavailable = metadata.get("baseline_skipped") or metadata.get("skipped") or ""
+    if unavailable:
+        unavailable = f"the base model was not evaluated: {unavailable}"
+    return dict(metadata.get("comparison") or {}), str(unavailable)
+
+
+def _gates(
+    metric_gate: GateDecision, delta_gate: DeltaGateDecision, summary_path: str, log: Callable[[str], None]
+) -> ModelRegistryResult | None:
+    """Logs each gate's reasons; when one failed, writes the summary and returns the ``gated_out`` result."""
+    reasons = [metric_gate.reason, *delta_gate.reasons]
+    for line in reasons:
+        log(f"gate: {line}")
+    if metric_gate.passed and delta_gate.passed:
+        return None
+    failed = ([] if metric_gate.passed else [metric_gate.reason]) + list(delta_gate.failures)
+    reason = f"gate not met: {'; '.join(failed)}"
+    log(f"gated out (not registered): {reason}")
+    details = [("Gate", line) for line in reasons]
+    write_text_atomically(summary_path, render_summary(STATUS_GATED_OUT, reason, details, checks=delta_gate.checks))
+    return ModelRegistryResult(STATUS_GATED_OUT, reason=reason)
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelRegistryRequest:
     """``model_registry``'s arguments as the component received them (artifacts as :class:`ArtifactInfo`); no defaults.
@@ -67,6 +98,12 @@ class ModelRegistryRequest:
         dataset: Training dataset artifact (lineage).
         min_metric_name: Gate metric ("" = no gate).
         min_metric_value: Gate threshold (register when metric >= threshold).
+        eval_results: ``lm_eval``'s results artifact; its ``comparison`` metadata (fine-tuned vs base model) feeds
+            the improvement/regression gate, the summary and the lineage.
+        min_improvement_metric: The new task's metric that must improve over the base model ("" = no such gate).
+        min_improvement: Least improvement of that metric, in its units (direction-aware).
+        max_regression: Most any other task's metric may get worse than the base model's (negative = no gate).
+        max_regression_relative: ``max_regression`` is a fraction of the base value (0.05 = 5 %).
         model_uri: Explicit serving URI ("" = derive).
         s3_upload_prefix: ``s3://bucket/prefix`` to upload the model files to and register ("" = no upload).
         is_secure: Verify the registry's TLS certificate.
@@ -77,7 +114,7 @@ class ModelRegistryRequest:
         pipeline_run_name: The run's name.
     """
 
-    model: ArtifactInfo | None
+    model: ArtifactInfo
     registry_address: str
     registry_port: int
     model_name: str
@@ -91,6 +128,11 @@ class ModelRegistryRequest:
     dataset: ArtifactInfo | None
     min_metric_name: str
     min_metric_value: float
+    eval_results: ArtifactInfo | None
+    min_improvement_metric: str
+    min_improvement: float
+    max_regression: float
+    max_regression_relative: bool
     model_uri: str
     s3_upload_prefix: str
     is_secure: bool
@@ -122,16 +164,41 @@ def run_model_registration(
         now: Clock for derived version names.
 
     Returns:
-        The outputs.
+        The outputs; status ``gated_out`` (nothing registered, the summary says why) when a gate is not met.
 
     Raises:
-        ValueError: Bad parameters or metadata (names the parameter and the rule).
+        ValueError: Bad parameters or metadata (names the parameter and the rule), or a gate that cannot be
+            evaluated (its metric is missing, or there is no comparison with the base model).
         VersionConflictError: The version exists and points elsewhere.
         RegistryRequestError: The registry failed, is unreachable or refused the token.
     """
-    model, registry_address, model_name = request.model, request.registry_address, request.model_name
-    model_version, model_format_name = request.model_version, request.model_format_name
-    model_uri, s3_upload_prefix = request.model_uri, request.s3_upload_prefix
+    model = request.model
+    registry_address = request.registry_address
+    registry_port = request.registry_port
+    model_name = request.model_name
+    model_version = request.model_version
+    author = request.author
+    description = request.description
+    model_format_name = request.model_format_name
+    model_format_version = request.model_format_version
+    eval_metrics = request.eval_metrics
+    train_metrics = request.train_metrics
+    dataset = request.dataset
+    min_metric_name = request.min_metric_name
+    min_metric_value = request.min_metric_value
+    eval_results = request.eval_results
+    min_improvement_metric = request.min_improvement_metric
+    min_improvement = request.min_improvement
+    max_regression = request.max_regression
+    max_regression_relative = request.max_regression_relative
+    model_uri = request.model_uri
+    s3_upload_prefix = request.s3_upload_prefix
+    is_secure = request.is_secure
+    ca_bundle_path = request.ca_bundle_path
+    allow_token_over_http = request.allow_token_over_http
+    storage_key = request.storage_key
+    pipeline_run_id = request.pipeline_run_id
+    pipeline_run_name = request.pipeline_run_name
     environ = os.environ if environ is None else environ
     if not registry_address.strip():
         return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)
@@ -145,19 +212,27 @@ def run_model_registration(
     if model_uri.strip() and s3_upload_prefix.strip():
         raise ValueError("give either model_uri or s3_upload_prefix, not both: the upload decides the registered URI")
 
-    eval_values, train_values = metric_values(request.eval_metrics), metric_values(request.train_metrics)
-    decision = evaluate_gate(request.min_metric_name, request.min_metric_value, eval_values, train_values)
-    if not decision.passed:
-        return _skip(summary_path, f"metric gate not met: {decision.reason}", log)
-    log(f"gate: {decision.reason}")
+    eval_values, train_values = metric_values(eval_metrics), metric_values(train_metrics)
+    comparison, unavailable = _comparison(eval_results)
+    decision = evaluate_gate(min_metric_name, min_metric_value, eval_values, train_values)
+    delta_decision = evaluate_delta_gate(
+        comparison, min_improvement_metric, min_improvement, max_regression, max_regression_relative, unavailable
+    )
+    gated_out = _gates(decision, delta_decision, summary_path, log)
+    if gated_out is not None:
+        return gated_out
+    for name, value in comparison_properties(comparison).items():
+        eval_values.setdefault(name, value)
+    if eval_results is not None and eval_results.metadata.get("verdict"):
+        eval_values.setdefault("verdict", eval_results.metadata["verdict"])
 
     endpoint = make_endpoint(
         registry_address,
-        request.registry_port,
-        request.is_secure,
-        request.ca_bundle_path,
+        registry_port,
+        is_secure,
+        ca_bundle_path,
         environ,
-        allow_token_over_http=request.allow_token_over_http,
+        allow_token_over_http=allow_token_over_http,
         log=log,
     )
     upload_source = None
@@ -169,23 +244,21 @@ def run_model_registration(
     serving = resolve_serving_uri(model, model_uri, s3_uri, environ)
     log(f"serving URI {serving.uri} (from {serving.source})")
 
-    run = RunInfo(
-        known_run_value(request.pipeline_run_id), known_run_value(request.pipeline_run_name), pod_namespace(environ)
-    )
+    run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), pod_namespace(environ))
     request = VersionRequest(
         model_name=model_name,
         version_name=model_version,
         uri=serving.uri,
-        author=request.author,
-        description=request.description,
+        author=author,
+        description=description,
         model_format_name=model_format_name,
-        model_format_version=request.model_format_version,
-        storage_key=request.storage_key,
+        model_format_version=model_format_version,
+        storage_key=storage_key,
         custom_properties=mask_data(  # metadata sent to the registry: secret values masked
             lineage_properties(
                 model,
                 run,
-                dataset=request.dataset,
+                dataset=dataset,
                 train_metrics=train_values,
                 eval_metrics=eval_values,
                 library_versions=library_versions(),
@@ -221,11 +294,13 @@ def run_model_registration(
         ("Version", f"{registration.version_name} (id {registration.version_id})"),
         ("Model artifact", f"id {registration.artifact_id}"),
         ("URI", f"{serving.uri} (from {serving.source})"),
-        ("Model format", f"{model_format_name} {request.model_format_version}"),
+        ("Model format", f"{model_format_name} {model_format_version}"),
         ("Registry", f"{endpoint.base_url}, API {API_ROOT}{api_version}"),
         ("Gate", decision.reason),
+        *(("Gate", line) for line in delta_decision.reasons),
     ]
-    write_text_atomically(
-        summary_path, render_summary(registration.status, reason, details, request.custom_properties, link)
+    summary = render_summary(
+        registration.status, reason, details, request.custom_properties, link, checks=delta_decision.checks
     )
+    write_text_atomically(summary_path, summary)
     return dataclasses.replace(registration, uri=serving.uri, reason=reason, api_version=api_version)

@@ -20,6 +20,7 @@ from typing import Any
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
+from components.evaluation.lm_eval.comparison import compare_with_baseline
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
     count_conversations,
@@ -27,8 +28,15 @@ from components.evaluation.lm_eval.custom_task import (
     stage_custom_tasks,
     write_heldout_tasks,
 )
-from components.evaluation.lm_eval.model_spec import ModelSpec, resolve_model
-from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, metric_rows, render_report
+from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
+from components.evaluation.lm_eval.report import (
+    kfp_metrics,
+    load_baseline,
+    metric_rows,
+    render_report,
+    render_skipped_report,
+)
+from components.evaluation.lm_eval.task_dirs import stage_task_dirs
 
 #: Aliases of the generation length that lm-eval ranks below ``max_gen_toks`` (a task's own value would win).
 _MAX_TOKEN_ALIASES = ("max_new_tokens", "max_tokens", "max_completion_tokens")
@@ -264,14 +272,6 @@ def resolve_device(device: str, backend: str) -> str | None:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_tokenizer(spec: ModelSpec) -> Any:
-    """Loads the evaluated model's tokenizer (for the held-out prompts and per-token scores)."""
-    from transformers import AutoTokenizer
-
-    trust = bool(spec.model_args.get("trust_remote_code", False))
-    return AutoTokenizer.from_pretrained(spec.tokenizer_source, trust_remote_code=trust)
-
-
 def continuation_token_counter(tokenizer: Any) -> Callable[[str, str], int]:
     """Counts the tokens of a continuation the way lm-eval's ``loglikelihood`` splits a (context, continuation) pair.
 
@@ -419,6 +419,15 @@ def _report_settings(
     }
 
 
+def _skipped(results_path: str, report_path: str, source: str, reason: str) -> LmEvalResult:
+    """Writes the outputs of an evaluation that did not run: results with a ``skipped`` entry, a one-line report."""
+    _log(f"skipped: {reason}")
+    results = {"results": {}, "configs": {}, "versions": {}, "skipped": reason}
+    write_text_atomically(Path(results_path), json.dumps(results, indent=2) + "\n")
+    write_text_atomically(Path(report_path), render_skipped_report(reason))
+    return LmEvalResult(metrics={}, results_metadata={"model": source, "skipped": reason}, results=results)
+
+
 @dataclass(frozen=True)
 class LmEvalRequest:
     """``lm_eval``'s arguments as the component received them (input artifacts as paths); no defaults here.
@@ -446,6 +455,10 @@ class LmEvalRequest:
         device: Torch device for the ``hf`` backend ("" = ``cuda`` when available, else ``cpu``).
         bootstrap_iters: Bootstrap resamples for standard errors (0 = no stderr).
         allow_empty_eval_dataset: Skip the held-out tasks, rather than fail, when ``eval_dataset`` is empty.
+        enabled: False writes "skipped" outputs without evaluating (a pipeline parameter turning the task off).
+        skip_unusable_model_source: Write "skipped" outputs, rather than fail, when ``model_source`` cannot be
+            evaluated as asked (:func:`~.model_spec.unusable_source_reason`: an ``oci://``/``s3://``/``pvc://`` URI,
+            a path this pod lacks, no chat template while ``apply_chat_template``).
     """
 
     model_path: str
@@ -470,6 +483,8 @@ class LmEvalRequest:
     device: str
     bootstrap_iters: int
     allow_empty_eval_dataset: bool
+    enabled: bool
+    skip_unusable_model_source: bool
 
 
 @masked
@@ -489,31 +504,58 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             dataset is empty or malformed, or a task name is unknown.
         BenchmarkDataError: A benchmark dataset cannot be reached.
     """
-    backend, eval_dataset_path = request.backend, request.eval_dataset_path
+    model_path = request.model_path
+    model_metadata = request.model_metadata
+    task_names = request.task_names
+    eval_dataset_path = request.eval_dataset_path
+    eval_dataset_metadata = request.eval_dataset_metadata
+    baseline_results_path = request.baseline_results_path
+    model_source = request.model_source
+    batch_size = request.batch_size
+    limit = request.limit
+    num_fewshot = request.num_fewshot
+    gen_kwargs = request.gen_kwargs
+    model_args = request.model_args
+    apply_chat_template = request.apply_chat_template
+    backend = request.backend
+    seed = request.seed
+    log_samples = request.log_samples
+    max_samples = request.max_samples
+    max_new_tokens = request.max_new_tokens
     custom_tasks_path = request.custom_tasks_path
+    device = request.device
+    bootstrap_iters = request.bootstrap_iters
+    allow_empty_eval_dataset = request.allow_empty_eval_dataset
+    enabled = request.enabled
+    skip_unusable_model_source = request.skip_unusable_model_source
     options = check_options(
-        request.batch_size,
-        request.limit,
-        request.num_fewshot,
-        request.gen_kwargs,
-        request.apply_chat_template,
-        request.seed,
-        request.max_samples,
-        request.max_new_tokens,
-        request.bootstrap_iters,
+        batch_size,
+        limit,
+        num_fewshot,
+        gen_kwargs,
+        apply_chat_template,
+        seed,
+        max_samples,
+        max_new_tokens,
+        bootstrap_iters,
     )
-    spec = resolve_model(request.model_path, request.model_metadata, request.model_source, backend, request.model_args)
+    if not enabled:
+        return _skipped(results_path, report_path, model_source or model_path, "turned off (enabled is false)")
+    if skip_unusable_model_source:
+        unusable = unusable_source_reason(model_source, backend, model_args, options["apply_chat_template"])
+        if unusable:
+            return _skipped(results_path, report_path, model_source, f"model_source {unusable}")
+    spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
     check_backend_available(backend)
-    baseline_path = request.baseline_results_path
-    baseline = load_baseline(Path(baseline_path)) if baseline_path else None
+    baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None
     heldout = bool(eval_dataset_path)
-    if heldout and request.allow_empty_eval_dataset and is_empty_dataset(Path(eval_dataset_path)):
+    if heldout and allow_empty_eval_dataset and is_empty_dataset(Path(eval_dataset_path)):
         _log(f"eval_dataset {eval_dataset_path} is empty: the held-out tasks are skipped (allow_empty_eval_dataset)")
         heldout = False
-    names = check_task_names(request.task_names, heldout)
+    names = check_task_names(task_names, heldout)
     if not names and not eval_dataset_path:
         raise ValueError("nothing to evaluate: task_names is empty and no eval_dataset was given")
-    options["device"] = resolve_device(request.device, backend)
+    options["device"] = resolve_device(device, backend)
     ensure_writable_hf_cache()
     _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
 
@@ -521,6 +563,8 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         include_paths = (
             [stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom")] if custom_tasks_path else []
         )
+        names, task_dirs = stage_task_dirs(names, Path(staging))
+        include_paths += task_dirs
         heldout_rows = heldout_available = 0
         if heldout:
             heldout_available = count_conversations(Path(eval_dataset_path))
@@ -534,12 +578,20 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             results = {"results": {}, "configs": {}, "versions": {}}
 
     samples = results.pop("samples", None)
-    written = {**results, "samples": samples} if request.log_samples and samples else results
+    written = {**results, "samples": samples} if log_samples and samples else results
     write_text_atomically(Path(results_path), _results_json(written))
     settings = _report_settings(spec, backend, names, (heldout_rows, heldout_available), options)
     report_results = {**results, "samples": samples} if samples else results
-    write_text_atomically(Path(report_path), render_report(report_results, settings, baseline))
-    metrics = kfp_metrics(metric_rows(results))
+    write_text_atomically(Path(report_path), render_report(report_results, settings, baseline, names))
+    compared, comparison_metadata = compare_with_baseline(results, baseline, names)
+    if baseline is not None:
+        skipped = comparison_metadata.get("baseline_skipped")
+        _log(
+            f"base model not evaluated: {skipped}"
+            if skipped
+            else f"base -> fine-tuned: {comparison_metadata['verdict']}"
+        )
+    metrics = {**kfp_metrics(metric_rows(results)), **compared}
     for name, value in metrics.items():
         _log(f"{name} = {value:.6g}")
     metadata = {
@@ -551,8 +603,9 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         "heldout_rows": heldout_rows,
         "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
+        **comparison_metadata,
     }
-    described = read_dataset_metadata(request.eval_dataset_metadata, "lm_eval input eval_dataset")
+    described = read_dataset_metadata(eval_dataset_metadata, "lm_eval input eval_dataset")
     if described is not None:
         metadata["dataset_uri"] = described.dataset_uri
     return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)
