@@ -358,7 +358,10 @@ def test_load_chat_rows_streams_with_constant_memory(tmp_path):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 2 * 2**20, f"peak {peak} bytes for an {path.stat().st_size} byte file"
+    # A few of the reader's 1 MiB blocks (components/_common/chat_files.py), whatever the file size (~19 MB here).
+    from components._common.chat_files import _BLOCK
+
+    assert peak < 5 * _BLOCK < path.stat().st_size / 3, f"peak {peak} bytes for an {path.stat().st_size} byte file"
     rows = entrypoint.load_chat_rows(path)
     assert next(rows) == row  # lazy: the first row comes before the rest is read
 
