@@ -30,13 +30,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-try:
-    from components._common import s3
-    from components.training.finetuning.pod import checkpoints, progress_server
-except ImportError:  # in the training pod: the modules are staged beside this file under their STAGED_MODULES names
+try:  # in the training pod: the modules staged beside this file (STAGED_MODULES) win over any installed copy
     import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
     import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]
     import kfp_finetune_s3 as s3  # type: ignore[no-redef]
+except ImportError:
+    from components._common import s3
+    from components.training.finetuning.pod import checkpoints, progress_server
 
 #: Project modules the pod needs (standard library only at import), by the file name they are staged under beside
 #: this one.

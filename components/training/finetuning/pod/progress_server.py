@@ -30,12 +30,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-try:
-    from components.training.finetuning.pod import metrics as metrics_module
-    from components.training.finetuning.pod import trainer_status as status_module
-except ImportError:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES)
+try:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES), winning over any installed copy
     import kfp_finetune_metrics as metrics_module  # type: ignore[no-redef]
     import kfp_finetune_trainer_status as status_module  # type: ignore[no-redef]
+except ImportError:
+    from components.training.finetuning.pod import metrics as metrics_module
+    from components.training.finetuning.pod import trainer_status as status_module
 
 #: The progress record and its readers live in :mod:`.trainer_status` (one contract for the pod and the KFP step).
 ProgressStatus = status_module.ProgressStatus
@@ -203,7 +203,8 @@ class ProgressTracker:
         with self._lock:
             self._read_new_lines()
             records = metrics_module.normalize_records(list(self._raw), self.total_epochs)
-            record = records[-1] if records else {}
+            # The newest step, not the last line: instructlab-training's writer may append lines out of order.
+            record = max(records, key=lambda r: r["step"]) if records else {}
             step = int(record.get("step") or 0)
             if record and (not self._seen or self._seen[-1][1] != step):
                 self._seen.append((self.clock(), step))

@@ -40,6 +40,7 @@ def _sft(directory: Path, steps_per_epoch: int, epochs: int, rows: int) -> list[
     logger.propagate, logger.level = False, logging.INFO
     logger.addHandler(handler)
     logger.info({"num_gpus": 1, "effective_batch_size": 16, "total_samples": rows}, extra={"hparams": True})
+    _wait_for_lines(directory / metrics.TRAINING_HUB_METRICS_FILES["sft"], 1)
     step = 1
     for epoch in range(epochs):
         for _ in range(steps_per_epoch):
@@ -64,8 +65,9 @@ def _sft(directory: Path, steps_per_epoch: int, epochs: int, rows: int) -> list[
                 },
                 extra={"step": step},
             )
+            # One coroutine per line: without waiting, lines can land out of order (as they can in a real run).
+            _wait_for_lines(directory / metrics.TRAINING_HUB_METRICS_FILES["sft"], 1 + step)
             step += 1
-            time.sleep(0.002)  # distinct timestamps
     logger.removeHandler(handler)
     return _wait_for_lines(directory / metrics.TRAINING_HUB_METRICS_FILES["sft"], 1 + steps_per_epoch * epochs)
 

@@ -13,7 +13,6 @@ from components.training.finetuning.config import TrainingConfig, TrainingConfig
 from components.training.finetuning.pod import entrypoint, metrics
 
 
-
 # -- config ----------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "value", "rule"),
