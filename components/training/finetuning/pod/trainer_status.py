@@ -198,6 +198,8 @@ class KubeflowStatusReporter:
         except Exception as error:  # noqa: BLE001 - the SDK says it never raises; be sure
             self._warn_once(f"{type(error).__name__}: {error}")
             accepted = False
+        if force and not accepted and self.sdk is not None:  # the SDK's process-wide throttle may drop the final one
+            accepted = self._post(status)
         self._last_sent = self.clock()
         self.sent += accepted
         return accepted
