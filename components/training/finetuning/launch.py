@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.namespace import pod_namespace
+from components.training.finetuning import memory_estimate
 from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.manifests.spec import SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
@@ -167,6 +168,22 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
     return backend
 
 
+def memory_shape(plan: RunPlan, model_path: str | None) -> memory_estimate.RunShape:
+    """The run as Training Hub's memory estimator needs it (:mod:`.memory_estimate`)."""
+    hp = plan.config.hyperparameters()
+    return memory_estimate.RunShape(
+        algorithm=plan.config.algorithm,
+        base_model=model_path or plan.config.base_model,
+        num_gpus=max(int(plan.params.get("gpus_per_node", 1)), 1) * max(int(plan.params.get("num_nodes", 1)), 1),
+        max_tokens_per_gpu=int(hp["max_tokens_per_gpu"]),
+        max_seq_len=int(hp["max_seq_len"]),
+        effective_batch_size=int(hp["effective_batch_size"]),
+        unfreeze_rank_ratio=float(hp["unfreeze_rank_ratio"]),
+        lora_r=int(hp["lora_r"]),
+        use_liger=bool(hp["use_liger"]),
+    )
+
+
 def train_on_cluster(
     plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: Mapping[str, Any] | None = None
 ) -> BackendRun:
@@ -198,6 +215,7 @@ def train_on_cluster(
         model_path=model_path,
     )
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
+    log(memory_estimate.presubmit_line(memory_shape(plan, model_path), memory_estimate.gpu_nodes(api_client)))
     manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"

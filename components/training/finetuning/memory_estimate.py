@@ -187,3 +187,37 @@ def verdict(shape: RunShape, result: Estimate, gpu_bytes: int, product: str) -> 
     else:
         remedies.append("LoRA")
     return ("FAIL" if result.low > gpu_bytes else "WARN"), what, "try " + ", ".join(remedies)
+
+
+def presubmit_line(shape: RunShape, nodes: list[Mapping] | None) -> str:
+    """The training step's one line before it submits a job: the verdict, the bare estimate, or why it is skipped.
+
+    Never raises: the launcher's image has no torch, so there the line is a note that the estimate was skipped.
+    """
+    try:
+        result = estimate(shape, config_directory(shape.base_model))
+    except EstimateUnavailable as error:
+        return f"GPU memory estimate skipped: {error}"
+    except Exception as error:  # noqa: BLE001 - an estimate must never stop a run
+        return f"GPU memory estimate skipped: {type(error).__name__}: {error}"
+    advertised = node_gpu_memory(list(nodes or []))
+    if advertised is None:
+        return (
+            f"GPU memory: estimated {_gib(result.expected)} GiB per GPU ({_gib(result.low)}–{_gib(result.high)}); "
+            f"the nodes' GPU memory is unknown here (no readable {GPU_MEMORY_LABEL} label)"
+        )
+    level, what, remedy = verdict(shape, result, *advertised)
+    return f"{level}: {what}" + (f" — {remedy}" if remedy else "")
+
+
+def gpu_nodes(api_client: object) -> list[Mapping] | None:
+    """The GPU nodes as dicts, or None when this identity may not list nodes (the training step's usually may not)."""
+    try:
+        from kubernetes import client
+
+        answer = client.CoreV1Api(api_client).list_node(
+            label_selector="nvidia.com/gpu.present=true", _request_timeout=10
+        )
+        return [client.ApiClient().sanitize_for_serialization(node) for node in answer.items]
+    except Exception:  # noqa: BLE001 - forbidden, unreachable: the line says the memory is unknown
+        return None
