@@ -215,7 +215,8 @@ def train_on_cluster(
         model_path=model_path,
     )
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
-    log(memory_estimate.presubmit_line(memory_shape(plan, model_path), memory_estimate.gpu_nodes(api_client)))
+    # The step's ServiceAccount may not list nodes (rbac.yaml): the estimate alone; doctor compares with the nodes.
+    log(memory_estimate.presubmit_line(memory_shape(plan, model_path), None))
     manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"

@@ -204,20 +204,7 @@ def presubmit_line(shape: RunShape, nodes: list[Mapping] | None) -> str:
     if advertised is None:
         return (
             f"GPU memory: estimated {_gib(result.expected)} GiB per GPU ({_gib(result.low)}–{_gib(result.high)}); "
-            f"the nodes' GPU memory is unknown here (no readable {GPU_MEMORY_LABEL} label)"
+            f"the nodes' GPU memory is not known here (`kfp-finetune doctor` compares it with their {GPU_MEMORY_LABEL})"
         )
     level, what, remedy = verdict(shape, result, *advertised)
     return f"{level}: {what}" + (f" — {remedy}" if remedy else "")
-
-
-def gpu_nodes(api_client: object) -> list[Mapping] | None:
-    """The GPU nodes as dicts, or None when this identity may not list nodes (the training step's usually may not)."""
-    try:
-        from kubernetes import client
-
-        answer = client.CoreV1Api(api_client).list_node(
-            label_selector="nvidia.com/gpu.present=true", _request_timeout=10
-        )
-        return [client.ApiClient().sanitize_for_serialization(node) for node in answer.items]
-    except Exception:  # noqa: BLE001 - forbidden, unreachable: the line says the memory is unknown
-        return None

@@ -1,4 +1,4 @@
-"""Training Hub's GPU memory estimator fed from ``config.json`` alone, and the training step's line before submitting."""
+"""Training Hub's GPU memory estimator fed from ``config.json`` alone; the training step's line before submitting."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_the_line_before_submitting_compares_with_the_smallest_labelled_gpu(conf
     lora = memory.presubmit_line(_shape("lora", config_only, max_seq_len=100000), [T4])
     assert lora.startswith("FAIL: ") and "a lower effective_batch_size or max_seq_len" in lora
     unknown = memory.presubmit_line(_shape("sft", config_only), None)
-    assert "GiB per GPU" in unknown and "unknown here" in unknown
+    assert "GiB per GPU" in unknown and "not known here" in unknown
 
 
 def test_without_training_hub_the_line_is_a_skip_note(config_only, monkeypatch):

@@ -24,6 +24,7 @@ from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import RunPlan
 from components.training.finetuning.pod import checkpoints, entrypoint, metrics, progress_server
 from components.training.finetuning.pod.progress_server import INIT_LINE, ProgressTracker
+from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
 
 STEPS_PER_EPOCH, EPOCHS = 2, 2
 STEPS = STEPS_PER_EPOCH * EPOCHS
@@ -96,18 +97,6 @@ def _rows(algorithm: str) -> list[dict]:
         with tempfile.TemporaryDirectory() as directory:
             _ROWS[algorithm] = write_metrics(algorithm, Path(directory), STEPS_PER_EPOCH, EPOCHS)
     return _ROWS[algorithm]
-
-
-def _assert_lands_in_training_hub(call: dict) -> None:
-    """The recorded keywords bind to the real function and each reaches its backend."""
-    import inspect
-
-    import training_hub
-
-    from components.training.finetuning.tests.training_hub_keywords import unknown_keywords
-
-    inspect.signature(getattr(training_hub, call["function"])).bind(**call["kwargs"])
-    assert not unknown_keywords(call["function"], call["kwargs"])
 
 
 def _free_port() -> int:
@@ -204,7 +193,7 @@ def test_the_staged_entrypoint_serves_progress_that_follows_the_metrics_file(alg
     assert (final["progressPercentage"], final["currentStep"], final["estimatedRemainingSeconds"]) == (100, 4, 0)
     # Training Hub got the JIT checkpoint and MLflow settings, all landing in the installed Training Hub.
     call = json.loads((tmp_path / "calls.json").read_text())
-    _assert_lands_in_training_hub(call)
+    assert_lands_in_training_hub(call)
     assert call["kwargs"]["enable_jit_checkpoint"] is True
     assert call["kwargs"]["mlflow_tracking_uri"] == "http://mlflow.example:5000"
     assert (call["kwargs"]["mlflow_experiment_name"], call["kwargs"]["mlflow_run_name"]) == ("team-a", "tm-th")

@@ -46,3 +46,11 @@ def backend_keywords(function_name: str) -> set[str]:
 def unknown_keywords(function_name: str, kwargs: dict) -> set[str]:
     """The keywords of ``kwargs`` that neither the function names nor its backend reads."""
     return set(kwargs) - named_parameters(function_name) - backend_keywords(function_name)
+
+
+def assert_lands_in_training_hub(call: dict) -> None:
+    """A recorded call (``{"function", "kwargs"}``) binds to the real function and each keyword reaches its backend."""
+    import training_hub
+
+    inspect.signature(getattr(training_hub, call["function"])).bind(**call["kwargs"])
+    assert not unknown_keywords(call["function"], call["kwargs"]), unknown_keywords(call["function"], call["kwargs"])
