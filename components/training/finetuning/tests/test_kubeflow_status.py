@@ -187,3 +187,36 @@ def test_rank_zero_reports_the_runs_progress_and_the_launcher_reads_it_back(endp
     assert progress_line("Running", trainer_status.trainer_status(job), {}) == (
         "Running | step 10/10 (60%) | epoch 2.00 | loss 1.6000 | lr 2.00e-05 | ETA 1m35s"
     )
+
+
+def test_the_step_logs_the_progress_the_controller_stored_in_status_trainer_status(kube_api, endpoint, tmp_path):
+    """kmock holds the TrainJob; the controller's part copies what rank 0 POSTed into ``status.trainerStatus``."""
+    import time
+
+    from components.training.finetuning.cluster.runner import run_job
+    from components.training.finetuning.manifests.spec import JobSpec
+    from components.training.finetuning.manifests.trainjob import build_trainjob
+    from tests.harness.follow_doubles import Log
+    from tests.harness.kube import condition, make_pod
+
+    namespace = "team-a"
+    spec = JobSpec(run_id="0f3c", task_name="train-model", namespace=namespace, command=["python", "entrypoint.py"])
+    manifest = build_trainjob(spec)
+    name = manifest["metadata"]["name"]
+    kube_api.create_runtime("training-hub")
+    reporter = trainer_status.KubeflowStatusReporter(endpoint.env(tmp_path / "token"), use_sdk=False, log=print)
+    assert reporter.report(STATUS)
+
+    def controller():
+        kube_api.wait_for(lambda: kube_api.objects("trainjobs", namespace))
+        kube_api.put_pod(make_pod(namespace, name))
+        time.sleep(0.15)
+        kube_api.set_trainjob_status(namespace, name, endpoint.bodies[-1])  # {"trainerStatus": {...}}
+        time.sleep(0.3)
+        kube_api.set_trainjob_status(namespace, name, {"conditions": [condition("Complete")]})
+
+    log = Log()
+    with kube_api.in_background(controller):
+        run_job(kube_api.api_client, manifest, start_timeout_seconds=20, timeout_seconds=30, poll_interval_seconds=0.05,
+                log=log)  # fmt: skip
+    assert f"[trainjob {name}] Running | step 10/20 (50%) | epoch 1.00 | loss 1.2500 | lr 2.00e-05 | ETA 0m12s" in log
