@@ -220,6 +220,7 @@ def train_on_cluster(
     manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
+    epochs = int(plan.config.hyperparameters()["num_epochs"])  # SFT/OSFT lines do not carry it (step totals)
     log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
     started = time.perf_counter()
     run_job(
@@ -230,11 +231,12 @@ def train_on_cluster(
         cleanup_policy=params.get("cleanup_policy", "delete"),
         delete_on_success=params.get("delete_on_success", False),
         metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
+        metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
         log=log,
         timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
         **options,
     )
-    records = metrics_module.read_metrics(ckpt_dir)
+    records = metrics_module.read_metrics(ckpt_dir, epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
     return BackendRun(
         find_final_checkpoint(ckpt_dir), records, seconds, name, model_facts, backend=backend, job_kind=manifest["kind"]
