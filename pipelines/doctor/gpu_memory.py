@@ -15,6 +15,7 @@ from pipelines.doctor.facts import RunValues
 from pipelines.doctor.gpus import GPU_PRESENT_LABEL
 from pipelines.doctor.report import Check, fail, ok, warn
 
+ALGORITHM = ("train", "training_algorithm")
 MAX_TOKENS_PER_GPU = ("train", "training_max_tokens_per_gpu")
 MAX_SEQ_LEN = ("train", "training_max_seq_len")
 EFFECTIVE_BATCH_SIZE = ("train", "training_effective_batch_size")
@@ -26,9 +27,9 @@ _ESTIMATE_NEEDS = "the estimate needs training-hub installed and the model's con
 
 def run_shape(values: RunValues) -> memory_estimate.RunShape | None:
     """The run as the estimator needs it (None: no GPUs asked for, or no algorithm in the pipeline)."""
-    kind, algorithm = values.facts.step_inputs.get("train", {}).get("training_algorithm", ("", None))
+    algorithm = values.get(ALGORITHM)
     gpus = values.integer(keys.GPUS_PER_NODE) * max(values.integer(keys.NUM_NODES), 1)
-    if kind != "constant" or algorithm not in ("sft", "osft", "lora") or gpus <= 0:
+    if algorithm not in ("sft", "osft", "lora") or gpus <= 0:
         return None
     return memory_estimate.RunShape(
         algorithm=str(algorithm),
