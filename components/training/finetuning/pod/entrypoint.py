@@ -63,7 +63,11 @@ UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
         _ALWAYS_CHECKPOINTS,
         ("lr_scheduler", "cosine", "instructlab-training's launcher does not forward a scheduler (always cosine)"),
         ("max_steps", 0, "instructlab-training stops by epochs only"),
-        ("save_final_checkpoint", True, "instructlab-training always saves the final model"),
+        (
+            "save_final_checkpoint",
+            True,
+            "instructlab-training saves the model at every epoch's end (the last is final)",
+        ),
     ),
     "osft": (
         _LOCAL_ONLY,
@@ -163,7 +167,9 @@ def _algorithm_kwargs(algorithm: str, hp: Mapping[str, Any], eval_data_path: str
     if algorithm == "sft":
         return {
             "max_tokens_per_gpu": hp["max_tokens_per_gpu"],
-            "checkpoint_at_epoch": hp["checkpoint_at_epoch"],
+            # instructlab-training's launcher never passes --save_last: without epoch checkpoints (or save_samples)
+            # an SFT run would end without any saved model. The last epoch's checkpoint is the final model.
+            "checkpoint_at_epoch": True,
             "accelerate_full_state_at_epoch": hp["resume"] and hp["checkpoint_at_epoch"],
             "random_seed": hp["seed"],
             "use_liger": hp["use_liger"],

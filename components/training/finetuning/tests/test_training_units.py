@@ -404,3 +404,16 @@ def test_final_checkpoint_is_the_one_with_most_samples(tmp_path):
     lora.mkdir()
     (lora / "adapter_config.json").write_text("{}")
     assert find_final_checkpoint(lora) == lora
+
+
+def test_sft_always_asks_for_epoch_checkpoints_since_instructlab_never_saves_last():
+    """instructlab-training's run_training builds the torchrun command without --save_last (checked in its source):
+    only epoch checkpoints (or save_samples) leave a model behind, so the pod always asks for them."""
+    import inspect
+
+    from instructlab.training import main_ds
+
+    source = inspect.getsource(main_ds.run_training)
+    assert "--save_last" not in source and '"--checkpoint_at_epoch"' in source
+    _, kwargs = entrypoint.training_hub_call(_run_config("sft", checkpoint_at_epoch=False), {})
+    assert kwargs["checkpoint_at_epoch"] is True and kwargs["accelerate_full_state_at_epoch"] is False
