@@ -15,7 +15,7 @@ as the TrainJob's container does) for a few hundred optimizer steps on a small L
   epochs / wall seconds of the process, data processing included on both sides).
 
 Needs: one NVIDIA GPU; torch (CUDA), transformers, peft, accelerate; the Training Hub wheels
-(``scripts/gpu_wheels.sh`` downloads them into ``.whl/``; ``pip install --no-deps .whl/*.whl``); LoRA also needs
+(``scripts/gpu_wheels.sh`` downloads them into ``.whl/``; ``pip install --no-deps --no-index .whl/*``); LoRA also needs
 Training Hub's ``lora`` extra (unsloth, trl; ``scripts/gpu_wheels.sh --lora``), else it is reported as skipped.
 No network: the model and tokenizer are built locally, Hugging Face is forced offline.
 

@@ -7,7 +7,7 @@
 #   scripts/gpu_wheels.sh            # SFT and OSFT
 #   scripts/gpu_wheels.sh --lora     # also Training Hub's LoRA extra (unsloth, trl, xformers, bitsandbytes)
 #
-# On the GPU machine: pip install --no-deps --no-index .whl/*.whl
+# On the GPU machine: pip install --no-deps --no-index .whl/*
 # xformers is built against one torch version: check `pip show torch` there against the xformers wheel's
 # requirement, and drop LoRA from the benchmark (--algorithms sft,osft) if they differ.
 set -euo pipefail
@@ -29,10 +29,12 @@ CORE=(
   matplotlib contourpy cycler fonttools kiwisolver pillow pyparsing
   trl attr pytest iniconfig pluggy
   # the evaluation step's model loading (benchmarks: lm-eval's hf model)
-  lm-eval sqlitedict evaluate pytablewriter dataproperty mbstrdecoder tabledata tcolorpy typepy chardet
-  sacrebleu portalocker tabulate colorama scikit-learn scipy joblib threadpoolctl rouge-score nltk absl-py
-  word2number more-itertools jsonlines zstandard pathvalidate
+  lm-eval evaluate pytablewriter dataproperty mbstrdecoder tabledata tcolorpy typepy chardet
+  sacrebleu portalocker tabulate colorama scikit-learn scipy joblib threadpoolctl nltk absl-py
+  more-itertools jsonlines zstandard pathvalidate
 )
+#: lm-eval dependencies published as source only (pure Python: `pip install --no-deps` builds them offline).
+SOURCE_ONLY=(sqlitedict rouge-score word2number)
 LORA=(unsloth unsloth-zoo xformers bitsandbytes tyro docstring-parser typeguard shtab hf-transfer sentencepiece
       protobuf cut-cross-entropy msgspec diffusers torchao)
 
@@ -52,4 +54,5 @@ python3 -m pip download --no-deps --only-binary=:all: \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   --platform any \
   -d "$DEST" "${REQUIREMENTS[@]}"
+python3 -m pip download --no-deps --no-binary=:all: -d "$DEST" "${SOURCE_ONLY[@]}"
 echo "wheels in $DEST: $(ls "$DEST" | wc -l)"

@@ -83,6 +83,7 @@ def _check_masks_and_lengths(data_path: str, processed: list, tokenizer, max_seq
         assert any(label != -100 for label in labels) and labels[0] == -100  # prompt masked, answer trained
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sft", "osft"])
 def test_every_row_is_tokenised_with_assistant_only_labels(backend, staged, tiny_model_dir, tmp_path):
     from transformers import AutoTokenizer
