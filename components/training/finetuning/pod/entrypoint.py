@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
@@ -435,6 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     if message:
         print(message)
     kwargs.update(resume)
+    if function_name == "sft" and importlib.util.find_spec("flash_attn") is None:
+        # instructlab-training refuses to start without flash-attn unless told; mini-trainer falls back to SDPA itself.
+        kwargs["disable_flash_attn"] = True
+        print("note: flash-attn is not installed in this image: SFT runs with PyTorch SDPA attention")
     import training_hub
 
     function = getattr(training_hub, function_name)
