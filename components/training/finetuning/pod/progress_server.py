@@ -119,7 +119,7 @@ class ProgressTracker:
         total_epochs: The run's ``num_epochs``.
         effective_batch_size: Samples per step.
         max_steps: The run's ``max_steps`` (0: it stops by epochs).
-        dataset_rows: Rows of the training file (0: unknown).
+        dataset_path: The training file, counted once when a total is first needed before the backend logs one.
         clock: Monotonic clock (the fallback ETA measures wall time between polls).
     """
 
@@ -130,7 +130,7 @@ class ProgressTracker:
         total_epochs: int,
         effective_batch_size: int = 0,
         max_steps: int = 0,
-        dataset_rows: int = 0,
+        dataset_path: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir)
@@ -138,7 +138,8 @@ class ProgressTracker:
         self.total_epochs = total_epochs
         self.effective_batch_size = effective_batch_size
         self.max_steps = max_steps
-        self.dataset_rows = dataset_rows
+        self.dataset_path = dataset_path
+        self.dataset_rows: int | None = None
         self.clock = clock
         self.finished = False
         self._tail = metrics_module.JsonlTail()
@@ -173,6 +174,8 @@ class ProgressTracker:
         if record.get("total_steps"):
             return int(record["total_steps"])
         rows = _number(self._raw[-1], "total_samples") if self._raw else None  # instructlab-training: the dataset
+        if not rows and self.dataset_path and self.dataset_rows is None:
+            self.dataset_rows = _rows(self.dataset_path)  # once, on the first poll (never delays training's start)
         rows = rows or self.dataset_rows
         if rows and self.effective_batch_size:
             return math.ceil(rows / self.effective_batch_size) * max(self.total_epochs, 1)
@@ -345,7 +348,7 @@ def tracker_for_run(run_config: Mapping[str, Any]) -> ProgressTracker:
         int(hp["num_epochs"]),
         int(hp.get("effective_batch_size") or 0),
         max_steps=int(hp.get("max_steps") or 0),
-        dataset_rows=_rows(run_config.get("data_path")),
+        dataset_path=run_config.get("data_path"),
     )
 
 

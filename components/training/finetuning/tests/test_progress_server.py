@@ -345,3 +345,18 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
         settings = staging.pod_settings(plan(progress_tracking=False), tracker, log.append)
     assert settings["mlflow"] == {} and settings["progress"]["enabled"] is False
     assert "not handing it to Training Hub" in "\n".join(log) and "s3cret" not in "\n".join(log)
+
+
+def test_the_step_total_is_the_runs_own(tmp_path):
+    """Before a step: the file's rows / effective batch x epochs; then the backend's steps per epoch x the run's
+    epochs (the 2-epoch run writing 12 steps shows 12, not one epoch's 6); a step-limited run: its max_steps."""
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"messages": []}\n' * 40)
+    tracker = ProgressTracker(tmp_path, "osft", total_epochs=2, effective_batch_size=8, dataset_path=str(data))
+    assert tracker.status()["totalSteps"] == 10 and tracker.status()["progressPercentage"] == 0
+    line = {"step": 3, "epoch": 0, "steps_per_epoch": 6, "loss": 1.0, "lr": 1e-5, "time_per_batch": 0.5}
+    (tmp_path / "training_metrics_0.jsonl").write_text(json.dumps(line) + "\n")
+    status = tracker.status()
+    assert (status["totalSteps"], status["progressPercentage"], status["currentEpoch"]) == (12, 25, 0.5)
+    limited = ProgressTracker(tmp_path, "osft", total_epochs=2, max_steps=4, dataset_path=str(data))
+    assert limited.status()["totalSteps"] == 4 and limited.status()["progressPercentage"] == 75
