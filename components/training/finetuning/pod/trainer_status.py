@@ -132,7 +132,8 @@ class KubeflowStatusReporter:
         """``kubeflow SDK`` or ``standard library``."""
         return "kubeflow SDK" if self.sdk is not None else "standard library"
 
-    def _warn_once(self, what: str) -> None:
+    def warn_once(self, what: str) -> None:
+        """Logs the first failure only; training goes on either way."""
         if not self.warned:
             self.warned = True
             self.log(f"WARNING: Kubeflow Trainer status update failed ({what}); training goes on")
@@ -145,7 +146,7 @@ class KubeflowStatusReporter:
             with open(self.token_file, encoding="utf-8") as handle:
                 token = handle.read().strip()
         except OSError as error:
-            self._warn_once(f"cannot read the token file {self.token_file}: {error.strerror}")
+            self.warn_once(f"cannot read the token file {self.token_file}: {error.strerror}")
             return None
         self._token = (token, now)
         return token or None
@@ -167,7 +168,7 @@ class KubeflowStatusReporter:
             with urllib.request.urlopen(request, timeout=5, context=self._ssl_context()) as response:
                 return response.status == 200
         except Exception as error:  # noqa: BLE001 - a status update must never break training
-            self._warn_once(f"{type(error).__name__}: {error}")
+            self.warn_once(f"{type(error).__name__}: {error}")
             return False
 
     def _send_sdk(self, status: Mapping[str, Any]) -> bool:
@@ -196,7 +197,7 @@ class KubeflowStatusReporter:
         try:
             accepted = self._send_sdk(status) if self.sdk is not None else self._post(status)
         except Exception as error:  # noqa: BLE001 - the SDK says it never raises; be sure
-            self._warn_once(f"{type(error).__name__}: {error}")
+            self.warn_once(f"{type(error).__name__}: {error}")
             accepted = False
         if force and not accepted and self.sdk is not None:  # the SDK's process-wide throttle may drop the final one
             accepted = self._post(status)
@@ -220,7 +221,7 @@ class ReportingThread:
             try:
                 self.reporter.report(self.source())
             except Exception as error:  # noqa: BLE001 - never break training
-                self.reporter._warn_once(f"{type(error).__name__}: {error}")
+                self.reporter.warn_once(f"{type(error).__name__}: {error}")
 
     def start(self) -> ReportingThread:
         """Starts reporting."""
