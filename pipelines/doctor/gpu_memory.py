@@ -8,7 +8,7 @@ label (MiB); the smallest GPU among the labelled nodes is the one compared (a po
 
 from __future__ import annotations
 
-from components.training.finetuning import memory_estimate
+from components.training import memory_estimate
 from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues

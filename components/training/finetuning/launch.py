@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from components._common.namespace import pod_namespace
-from components.training.finetuning import memory_estimate
 from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.manifests.spec import SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
@@ -57,7 +56,12 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
         )
 
 
-def _namespace(params: Mapping[str, Any]) -> str:
+def job_namespace(params: Mapping[str, Any]) -> str:
+    """The job's namespace: ``training_namespace``, else the pod's own.
+
+    Raises:
+        TrainingConfigError: Neither is known (not running in a cluster).
+    """
     if params.get("namespace"):
         return params["namespace"]
     namespace = pod_namespace()
@@ -80,8 +84,13 @@ def without_launcher_resources(task_config: Any) -> Any:
     return {key: value for key, value in dict(task_config).items() if key != "resources"}
 
 
-def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
-    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied)."""
+def build_job_spec(
+    config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any], owner: Any = None
+) -> Any:
+    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied).
+
+    ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
+    """
     secret_env = []
     hf_token_secret = params.get("hf_token_secret_name", "hf-token")
     if hf_token_secret:
@@ -92,7 +101,7 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         without_launcher_resources(task_config),
         run_id=run_id,
         task_name=task_name,
-        namespace=_namespace(params),
+        namespace=job_namespace(params),
         command=["python", str(config_path.parent / "entrypoint.py")],
         args=["--config", str(config_path)],
         image=params.get("training_image", ""),
@@ -116,12 +125,19 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         metrics_poll_interval_seconds=params.get(
             "progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS
         ),
+        owner=owner,
     )
     return spec
 
 
 def build_job_manifest(
-    backend: str, config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]
+    backend: str,
+    config_path: Path,
+    task_config: Any,
+    run_id: str,
+    task_name: str,
+    params: Mapping[str, Any],
+    owner: Any = None,
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
 
@@ -132,13 +148,14 @@ def build_job_manifest(
         run_id: The KFP run id.
         task_name: The KFP task name.
         params: The ``train_model`` parameters.
+        owner: The run's owning object for the job's ``ownerReference`` (``None``: none).
 
     Returns:
         The manifest.
     """
     from components.training.finetuning.manifests import pytorchjob
 
-    spec = build_job_spec(config_path, task_config, run_id, task_name, params)
+    spec = build_job_spec(config_path, task_config, run_id, task_name, params, owner)
     if backend == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
     return build_trainjob(spec)
@@ -160,7 +177,7 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
             api_client,
             params.get("runtime_name", "training-hub"),
             params.get("runtime_kind", "ClusterTrainingRuntime"),
-            _namespace(params),
+            job_namespace(params),
             log=log,
         )
         if backend == "pytorchjob":
@@ -168,20 +185,16 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
     return backend
 
 
-def memory_shape(plan: RunPlan, model_path: str | None) -> memory_estimate.RunShape:
-    """The run as Training Hub's memory estimator needs it (:mod:`.memory_estimate`)."""
-    hp = plan.config.hyperparameters()
-    return memory_estimate.RunShape(
-        algorithm=plan.config.algorithm,
-        base_model=model_path or plan.config.base_model,
-        num_gpus=max(int(plan.params.get("gpus_per_node", 1)), 1) * max(int(plan.params.get("num_nodes", 1)), 1),
-        max_tokens_per_gpu=int(hp["max_tokens_per_gpu"]),
-        max_seq_len=int(hp["max_seq_len"]),
-        effective_batch_size=int(hp["effective_batch_size"]),
-        unfreeze_rank_ratio=float(hp["unfreeze_rank_ratio"]),
-        lora_r=int(hp["lora_r"]),
-        use_liger=bool(hp["use_liger"]),
-    )
+def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None:
+    """Logs Training Hub's GPU memory estimate for the run, or why it is skipped (one line; never raises)."""
+    try:  # not in the embedded bundle: the launcher image has no torch to run Training Hub's estimator anyway
+        from components.training import memory_estimate
+    except ImportError:
+        log("GPU memory estimate skipped: no estimator in this image; `kfp-finetune doctor` gives it")
+        return
+    gpus, nodes = int(plan.params.get("gpus_per_node", 1)), int(plan.params.get("num_nodes", 1))
+    # The step's ServiceAccount may not list nodes (rbac.yaml): the estimate alone; doctor compares with the nodes.
+    log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
 
 
 def train_on_cluster(
@@ -197,7 +210,9 @@ def train_on_cluster(
         settings: :func:`.staging.pod_settings` for the run config.
     """
     from components.training.finetuning.cluster.auth import load_api_client
+    from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
+    from components.training.finetuning.cluster.state import DEFAULT_API_OUTAGE_TOLERANCE_SECONDS, cancel_budget
 
     params = plan.params
     check_workspace_reaches_pods(plan.task_config, plan.run_dir)
@@ -215,9 +230,11 @@ def train_on_cluster(
         model_path=model_path,
     )
     entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
-    # The step's ServiceAccount may not list nodes (rbac.yaml): the estimate alone; doctor compares with the nodes.
-    log(memory_estimate.presubmit_line(memory_shape(plan, model_path), None))
-    manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
+    log_memory_estimate(plan, model_path, log)
+    launcher = read_launcher_pod(api_client, job_namespace(params), log=log)
+    manifest = build_job_manifest(
+        backend, config_path, plan.task_config, plan.run_id, plan.task_name, params, launcher.owner
+    )
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
     epochs = int(plan.config.hyperparameters()["num_epochs"])  # SFT/OSFT lines do not carry it (step totals)
@@ -234,6 +251,9 @@ def train_on_cluster(
         metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
         log=log,
         timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
+        api_outage_tolerance_seconds=params.get("api_outage_tolerance_seconds", DEFAULT_API_OUTAGE_TOLERANCE_SECONDS),
+        cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
+        launcher_pod=(launcher.namespace, launcher.name),
         **options,
     )
     records = metrics_module.read_metrics(ckpt_dir, epochs)

@@ -77,9 +77,9 @@ def kubeflow_metrics(status: Mapping[str, Any]) -> dict[str, float | int]:
     return values
 
 
-def kubeflow_payload(status: Mapping[str, Any], now: datetime.datetime | None = None) -> dict[str, Any]:
+def kubeflow_payload(status: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON body the Kubeflow SDK's ``update_trainjob_status`` POSTs for ``status`` (same fields and rules)."""
-    trainer: dict[str, Any] = {"lastUpdatedTime": (now or datetime.datetime.now(datetime.timezone.utc)).isoformat()}
+    trainer: dict[str, Any] = {"lastUpdatedTime": datetime.datetime.now(datetime.timezone.utc).isoformat()}
     if status.get("progressPercentage") is not None:
         trainer["progressPercentage"] = max(0, min(100, int(status["progressPercentage"])))
     if status.get("estimatedRemainingSeconds") is not None:
@@ -127,11 +127,6 @@ class KubeflowStatusReporter:
         self._token: tuple[str, float] | None = None
         self._context: ssl.SSLContext | None = None
 
-    @property
-    def via(self) -> str:
-        """``kubeflow SDK`` or ``standard library``."""
-        return "kubeflow SDK" if self.sdk is not None else "standard library"
-
     def warn_once(self, what: str) -> None:
         """Logs the first failure only; training goes on either way."""
         if not self.warned:
@@ -171,15 +166,26 @@ class KubeflowStatusReporter:
             self.warn_once(f"{type(error).__name__}: {error}")
             return False
 
-    def _send_sdk(self, status: Mapping[str, Any]) -> bool:
-        metrics = kubeflow_metrics(status)
-        return bool(
-            self.sdk(
-                progress_percent=status.get("progressPercentage"),
-                estimated_remaining_seconds=status.get("estimatedRemainingSeconds"),
-                metrics=metrics or None,
-            )
-        )
+    def start(self, source: Callable[[], Mapping[str, Any]]) -> KubeflowStatusReporter:
+        """Reports ``source()`` every :data:`MIN_INTERVAL_SECONDS` from a daemon thread until :meth:`stop`."""
+        self._stop = threading.Event()
+
+        def run() -> None:
+            while not self._stop.wait(MIN_INTERVAL_SECONDS):
+                try:
+                    self.report(source())
+                except Exception as error:  # noqa: BLE001 - never break training
+                    self.warn_once(f"{type(error).__name__}: {error}")
+
+        self._thread = threading.Thread(target=run, name="kfp-finetune-kubeflow-status", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, final: Mapping[str, Any]) -> bool:
+        """Stops the thread and sends ``final`` (waiting out the throttle)."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.report(final, force=True)
 
     def report(self, status: Mapping[str, Any], force: bool = False) -> bool:
         """Sends ``status`` unless the last update is under :data:`MIN_INTERVAL_SECONDS` old (``force``: waits).
@@ -195,7 +201,16 @@ class KubeflowStatusReporter:
                 return False
             time.sleep(MIN_INTERVAL_SECONDS - (now - self._last_sent))  # the SDK throttles the same way
         try:
-            accepted = self._send_sdk(status) if self.sdk is not None else self._post(status)
+            if self.sdk is not None:
+                accepted = bool(
+                    self.sdk(
+                        progress_percent=status.get("progressPercentage"),
+                        estimated_remaining_seconds=status.get("estimatedRemainingSeconds"),
+                        metrics=kubeflow_metrics(status),
+                    )
+                )
+            else:
+                accepted = self._post(status)
         except Exception as error:  # noqa: BLE001 - the SDK says it never raises; be sure
             self.warn_once(f"{type(error).__name__}: {error}")
             accepted = False
@@ -206,44 +221,16 @@ class KubeflowStatusReporter:
         return accepted
 
 
-class ReportingThread:
-    """Reports a status source every ``interval`` seconds from a daemon thread, and once more at the end."""
-
-    def __init__(self, reporter: KubeflowStatusReporter, source: Callable[[], Mapping[str, Any]], interval: float):
-        self.reporter = reporter
-        self.source = source
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kfp-finetune-kubeflow-status", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.reporter.report(self.source())
-            except Exception as error:  # noqa: BLE001 - never break training
-                self.reporter.warn_once(f"{type(error).__name__}: {error}")
-
-    def start(self) -> ReportingThread:
-        """Starts reporting."""
-        self._thread.start()
-        return self
-
-    def stop(self, final: Mapping[str, Any]) -> bool:
-        """Stops the thread and sends ``final`` (waiting out the throttle)."""
-        self._stop.set()
-        self._thread.join(timeout=10)
-        return self.reporter.report(final, force=True)
-
-
 def start_reporting(
     env: Mapping[str, str], node_rank: int, source: Callable[[], Mapping[str, Any]], log: Callable[[str], None] = print
-) -> ReportingThread | None:
+) -> KubeflowStatusReporter | None:
     """Starts reporting ``source()`` to Kubeflow Trainer when its variables are set and this is node rank 0."""
     if not env.get(SERVER_URL_ENV) or node_rank != 0:
         return None
     reporter = KubeflowStatusReporter(env, log=log)
-    log(f"[Kubeflow] Reporting training progress to {env[SERVER_URL_ENV]} (via the {reporter.via})")
-    return ReportingThread(reporter, source, MIN_INTERVAL_SECONDS).start()
+    via = "the Kubeflow SDK" if reporter.sdk else "the standard library"
+    log(f"[Kubeflow] Reporting training progress to {env[SERVER_URL_ENV]} (via {via})")
+    return reporter.start(source)
 
 
 # -- the KFP step's side: reading the progress back from the job -----------------------------------------------------

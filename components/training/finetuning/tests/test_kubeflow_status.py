@@ -97,7 +97,7 @@ def test_the_standard_library_payload_equals_the_sdks(endpoint, tmp_path, monkey
 
     env = endpoint.env(tmp_path / "token")
     ours = trainer_status.KubeflowStatusReporter(env, use_sdk=False, log=lambda line: None)
-    assert ours.via == "standard library" and ours.report(STATUS)
+    assert ours.sdk is None and ours.report(STATUS)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(sdk, "_last_update_time", 0.0)  # the SDK's process-wide throttle
@@ -119,7 +119,7 @@ def test_the_standard_library_payload_equals_the_sdks(endpoint, tmp_path, monkey
     # Through the SDK where the image has it: the same body again.
     via_sdk = trainer_status.KubeflowStatusReporter(env, log=lambda line: None)
     monkeypatch.setattr(sdk, "_last_update_time", 0.0)
-    assert via_sdk.via == "kubeflow SDK" and via_sdk.report(STATUS)
+    assert via_sdk.sdk is sdk.update_trainjob_status and via_sdk.report(STATUS)
     assert _without_time(endpoint.bodies[-1]) == _without_time(sdk_body)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import memory_estimate as memory
+from components.training import memory_estimate as memory
 
 A100 = {"metadata": {"labels": {memory.GPU_MEMORY_LABEL: "81920", memory.GPU_PRODUCT_LABEL: "NVIDIA-A100-SXM4-80GB"}}}
 T4 = {"metadata": {"labels": {memory.GPU_MEMORY_LABEL: "300", memory.GPU_PRODUCT_LABEL: "Tesla-T4"}}}

@@ -8,7 +8,10 @@ package. Here it gets a meta-device model built from the configuration (:class:`
 is read or downloaded) and writes nothing.
 
 Used by ``kfp-finetune doctor`` (the user's machine) and by ``train_model`` before it submits a job. The launcher's
-image has neither torch nor Training Hub: :class:`EstimateUnavailable` says why, in one line, and callers skip.
+image has neither torch nor Training Hub, so this module is deliberately outside ``train_model``'s embedded bundle
+(``components/training/finetuning/``; the bundle's size is capped): there ``train_model`` cannot import it and logs a
+one-line skip; where it runs with the project installed (``kfp.local``, a prebuilt runtime image) it estimates, and
+:class:`EstimateUnavailable` says in one line why not when torch, Training Hub or the model's config are missing.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 GIB = 1024**3
 #: GPU Feature Discovery's node labels: memory per GPU in MiB, and the GPU model.
@@ -208,3 +212,19 @@ def presubmit_line(shape: RunShape, nodes: list[Mapping] | None) -> str:
         )
     level, what, remedy = verdict(shape, result, *advertised)
     return f"{level}: {what}" + (f" — {remedy}" if remedy else "")
+
+
+def run_shape(config: Any, gpus_per_node: int, num_nodes: int, model_path: str | None = None) -> RunShape:
+    """The shape of a ``train_model`` run (its ``TrainingConfig`` and GPUs; ``model_path``: a staged base model)."""
+    hp = config.hyperparameters()
+    return RunShape(
+        algorithm=config.algorithm,
+        base_model=model_path or config.base_model,
+        num_gpus=max(gpus_per_node, 1) * max(num_nodes, 1),
+        max_tokens_per_gpu=int(hp["max_tokens_per_gpu"]),
+        max_seq_len=int(hp["max_seq_len"]),
+        effective_batch_size=int(hp["effective_batch_size"]),
+        unfreeze_rank_ratio=float(hp["unfreeze_rank_ratio"]),
+        lora_r=int(hp["lora_r"]),
+        use_liger=bool(hp["use_liger"]),
+    )
