@@ -1,6 +1,6 @@
 """Check 6: the run's GPU memory per GPU (Training Hub's estimator) against what the GPU nodes advertise.
 
-The estimate (:mod:`components.training.finetuning.memory_estimate`) uses the run's algorithm, GPUs,
+The estimate (:mod:`components.training.memory_estimate`) uses the run's algorithm, GPUs,
 ``max_tokens_per_gpu``, ``max_seq_len``, ``effective_batch_size``, ``unfreeze_rank_ratio`` and ``lora_r``, and the
 base model's ``config.json`` only. The nodes' GPU memory comes from GPU Feature Discovery's ``nvidia.com/gpu.memory``
 label (MiB); the smallest GPU among the labelled nodes is the one compared (a pod may land on any of them).
