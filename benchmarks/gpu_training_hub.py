@@ -107,6 +107,7 @@ def _direct(run_config: dict, work: Path, tag: str) -> tuple[int, float]:
 
     direct = {**run_config, "ckpt_output_dir": str(work / f"{tag}-direct")}
     name, kwargs = entrypoint.training_hub_call(direct, {"PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": "0"})
+    kwargs.update(entrypoint.image_kwargs(name, log=lambda line: None))  # what the pod adds for this image
     script = work / f"{tag}-direct.py"
     script.write_text(
         f"import json, training_hub\ntraining_hub.{name}(**json.loads({json.dumps(json.dumps(kwargs))}))\n"

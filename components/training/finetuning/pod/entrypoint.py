@@ -396,6 +396,17 @@ def _hub_model(repo_id: str, cache_dir: Path, env: Mapping[str, str]) -> str:
     return snapshot_download(repo_id, cache_dir=str(cache_dir), token=env.get("HF_TOKEN") or None)
 
 
+def image_kwargs(function_name: str, log: Any = print) -> dict[str, Any]:
+    """Keywords the training image calls for: SFT without flash-attn runs with SDPA (``disable_flash_attn``).
+
+    instructlab-training refuses to start without flash-attn unless told; mini-trainer falls back to SDPA by itself.
+    """
+    if function_name != "sft" or importlib.util.find_spec("flash_attn") is not None:
+        return {}
+    log("note: flash-attn is not installed in this image: SFT runs with PyTorch SDPA attention")
+    return {"disable_flash_attn": True}
+
+
 def gpu_visible() -> bool:
     """Whether this pod sees an NVIDIA GPU (torch's view where torch is installed, else the driver's device files)."""
     try:
@@ -436,10 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     if message:
         print(message)
     kwargs.update(resume)
-    if function_name == "sft" and importlib.util.find_spec("flash_attn") is None:
-        # instructlab-training refuses to start without flash-attn unless told; mini-trainer falls back to SDPA itself.
-        kwargs["disable_flash_attn"] = True
-        print("note: flash-attn is not installed in this image: SFT runs with PyTorch SDPA attention")
+    kwargs.update(image_kwargs(function_name))
     import training_hub
 
     function = getattr(training_hub, function_name)
