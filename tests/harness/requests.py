@@ -111,3 +111,33 @@ def _train_model() -> Any:
     from components.training.finetuning.component import train_model
 
     return train_model
+
+
+def pod_run_config(algorithm: str = "sft", **fields: Any) -> Any:
+    """A ``RunConfig`` as a pod reads it: ``train_model``'s defaults for ``algorithm``; ``fields`` replace its own
+    fields, and a ``hyperparameters`` dict of changes replaces those."""
+    from components.training.finetuning.pod.run_config import (
+        RUN_CONFIG_VERSION,
+        MlflowSettings,
+        ProgressSettings,
+        RunConfig,
+    )
+
+    changes = dict(fields.pop("hyperparameters", {}))
+    settings = dataclasses.replace(training_config(algorithm=algorithm).training_settings(), **changes)
+    values: dict[str, Any] = {
+        "version": RUN_CONFIG_VERSION,
+        "base_model": "org/model",
+        "model_path": "",
+        "data_path": "/ws/data/train.jsonl",
+        "eval_data_path": "",
+        "ckpt_output_dir": "/ws/ckpt",
+        "model_cache_dir": "/ws/model_cache",
+        "pvc_mounts": {},
+        "nproc_per_node": 0,
+        "hyperparameters": settings,
+        "progress": ProgressSettings(enabled=False, port=28080, termination_log=""),
+        "jit_checkpoint": True,
+        "mlflow": MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
+    }
+    return RunConfig(**{**values, **fields})

@@ -192,6 +192,18 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
     return backend
 
 
+def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None:
+    """Logs Training Hub's GPU memory estimate for the run, or why it is skipped (one line; never raises)."""
+    try:  # not in the embedded bundle: the launcher image has no torch to run Training Hub's estimator anyway
+        from components.training import memory_estimate
+    except ImportError:
+        log("GPU memory estimate skipped: no estimator in this image; `kfp-finetune doctor` gives it")
+        return
+    gpus, nodes = plan.request.training_gpus_per_node, plan.request.training_num_nodes
+    # The step's ServiceAccount may not list nodes (rbac.yaml): the estimate alone; doctor compares with the nodes.
+    log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
+
+
 def train_on_cluster(
     plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
 ) -> BackendRun:
@@ -225,12 +237,14 @@ def train_on_cluster(
         model_path=model_path,
     )
     entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
+    log_memory_estimate(plan, model_path, log)
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
     manifest = build_job_manifest(
         backend, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner
     )
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
+    epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
     log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
     started = time.perf_counter()
     run_job(
@@ -241,6 +255,7 @@ def train_on_cluster(
         cleanup_policy=request.training_cleanup_policy,
         delete_on_success=request.training_delete_on_success,
         metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
+        metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
         log=log,
         timeout_counts_paused_time=request.training_timeout_counts_paused_time,
         api_outage_tolerance_seconds=request.training_api_outage_tolerance_seconds,
@@ -248,7 +263,7 @@ def train_on_cluster(
         launcher_pod=(launcher.namespace, launcher.name),
         **options,
     )
-    records = metrics_module.read_metrics(ckpt_dir, plan.config.num_epochs)
+    records = metrics_module.read_metrics(ckpt_dir, epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
     return BackendRun(
         find_final_checkpoint(ckpt_dir), records, seconds, name, model_facts, backend=backend, job_kind=manifest["kind"]
