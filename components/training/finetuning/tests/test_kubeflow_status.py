@@ -194,13 +194,13 @@ def test_the_step_logs_the_progress_the_controller_stored_in_status_trainer_stat
     import time
 
     from components.training.finetuning.cluster.runner import run_job
-    from components.training.finetuning.manifests.spec import JobSpec
     from components.training.finetuning.manifests.trainjob import build_trainjob
     from tests.harness.follow_doubles import Log
     from tests.harness.kube import condition, make_pod
+    from tests.harness.requests import job_spec
 
     namespace = "team-a"
-    spec = JobSpec(run_id="0f3c", task_name="train-model", namespace=namespace, command=["python", "entrypoint.py"])
+    spec = job_spec(run_id="0f3c", task_name="train-model", namespace=namespace, command=["python", "entrypoint.py"])
     manifest = build_trainjob(spec)
     name = manifest["metadata"]["name"]
     kube_api.create_runtime("training-hub")
