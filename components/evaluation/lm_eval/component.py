@@ -52,7 +52,8 @@ def lm_eval(
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
     from components._common.files import with_extension
-    from components.evaluation.lm_eval.run import LmEvalRequest, run_lm_eval
+    from components.evaluation.lm_eval.request import LmEvalRequest
+    from components.evaluation.lm_eval.run import run_lm_eval
 
     request = LmEvalRequest(
         model_path=model.path if model else "",
