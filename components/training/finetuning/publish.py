@@ -121,9 +121,7 @@ def publish_outputs(
         "the model",
         target,
         tree_bytes(final_dir),
-        lambda: replace_dir(
-            target, lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)
-        ),
+        lambda: replace_dir(target, lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)),
     )
     # The local backend trains in this task: its run directory is scratch (a temporary directory, or a pipeline
     # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
