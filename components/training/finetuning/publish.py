@@ -12,9 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from components._common.files import with_extension, write_text_atomically
+from components._common.files import replace_dir, with_extension, write_text_atomically
 from components._common.masking import mask_data
-from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.report import render_report
@@ -122,9 +121,7 @@ def publish_outputs(
         "the model",
         target,
         tree_bytes(final_dir),
-        lambda: local_backend.replace_dir(
-            target, lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)
-        ),
+        lambda: replace_dir(target, lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)),
     )
     # The local backend trains in this task: its run directory is scratch (a temporary directory, or a pipeline
     # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.

@@ -22,13 +22,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components._common.files import replace_dir
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.local import osft, preemption
 from components.training.finetuning.local.data import (
@@ -200,20 +199,6 @@ def _save_final(model: Any, tokenizer: Any, config: TrainingConfig, output_dir: 
         tokenizer.save_pretrained(directory)
 
     return replace_dir(output_dir / FINAL_DIR, save), adapter_dir
-
-
-def replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
-    """Writes a directory through a sibling temporary directory, then swaps it in (no half-written model)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
-        write(staging)
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
 
 
 def evaluate_loss(model: Any, samples: list[Sample], pad_token_id: int, max_tokens_per_gpu: int) -> float:
