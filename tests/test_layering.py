@@ -149,6 +149,7 @@ def snapshot():
         "validate_workspace": id(graph_component.GraphComponent._validate_workspace_requirements),
         "create_pipeline_spec": id(pipeline_spec_builder.create_pipeline_spec),
         "gzip": id(component_factory.gzip),
+        "extraction_helper": id(component_factory._generate_shared_extraction_helper),
         "inspect": id(pipeline_task.inspect),
         "request": id(rest.RESTClientObject.request),
         "executor_input": id(executor_input_utils.construct_executor_input),

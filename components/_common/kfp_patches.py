@@ -4,8 +4,10 @@ Each patch is applied explicitly by the code path that needs it, never on import
 installed kfp is :data:`KFP_VERSION` (the internals patched here are that release's; another release fails with one
 line naming both versions instead of misbehaving):
 
-* :func:`reproducible_archive` (while a component is built): KFP's gzip of the embedded code with a fixed header time,
-  so compiled ``pipeline.yaml`` files do not churn;
+* :func:`reproducible_archive` (while a component is built): KFP's archive of the embedded code is compressed with
+  xz instead of gzip (about 20 % smaller, measured: ``train_model``'s 460 KB tar is 110.6 KB as gzip and 90.8 KB as xz
+  once base64-encoded, which keeps its executor argument under the 112 KiB guard) and without a time stamp, so
+  compiled ``pipeline.yaml`` files do not churn; the extraction code KFP writes into the command opens it as xz;
 * :func:`allow_default_workspace` (when a task of this project's components is given
   ``dsl.WORKSPACE_PATH_PLACEHOLDER``): a pipeline that declares no workspace compiles with the project's default one;
 * :func:`fast_task_setters` (while a pipeline is wired): ``set_cpu_request`` & co. without ``inspect.stack()``;
@@ -19,8 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gzip
 import inspect
+import lzma
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -54,20 +56,42 @@ def check_kfp_version(patch: str) -> None:
         )
 
 
+#: KFP 2.15.2's extraction code (``component_factory._generate_shared_extraction_helper``) opens the archive as gzip.
+_GZIP_OPEN = "mode='r:gz'"
+
+
+def _xz_compress(data: bytes, compresslevel: int = 9) -> bytes:
+    """The tar archive as xz (no time stamp in the format: byte-stable output); ``compresslevel`` is KFP's, unused."""
+    return lzma.compress(data, format=lzma.FORMAT_XZ, preset=9 | lzma.PRESET_EXTREME)
+
+
 @contextlib.contextmanager
 def reproducible_archive() -> Iterator[None]:
-    """Within the block, KFP gzips a component's embedded code with header time 0 (byte-stable compiled YAML)."""
+    """Within the block, KFP packs a component's embedded code as xz, and its extraction code unpacks xz.
+
+    Both halves change together: the archive KFP base64-encodes into the command is ``lzma``-compressed, and the
+    helper source KFP writes in front of the component function opens it with ``mode='r:xz'`` (the standard library's
+    ``tarfile`` and ``lzma``, present in every step image: python slim, the PyTorch image, the runtime image).
+    """
     check_kfp_version("reproducible_archive")
     from kfp.dsl import component_factory
 
-    original = component_factory.gzip
-    component_factory.gzip = types.SimpleNamespace(
-        compress=lambda data, compresslevel=9: gzip.compress(data, compresslevel=compresslevel, mtime=0)
-    )
+    original_gzip = component_factory.gzip
+    original_helper = component_factory._generate_shared_extraction_helper
+
+    def xz_extraction_helper(*args: Any, **kwargs: Any) -> str:
+        source = original_helper(*args, **kwargs)
+        if _GZIP_OPEN not in source:
+            raise KfpVersionError(f"kfp's embedded-archive extraction code no longer opens it with {_GZIP_OPEN}")
+        return source.replace(_GZIP_OPEN, "mode='r:xz'")
+
+    component_factory.gzip = types.SimpleNamespace(compress=_xz_compress)
+    component_factory._generate_shared_extraction_helper = xz_extraction_helper
     try:
         yield
     finally:
-        component_factory.gzip = original
+        component_factory.gzip = original_gzip
+        component_factory._generate_shared_extraction_helper = original_helper
 
 
 def allow_default_workspace(uses_placeholder: Callable[[Any], bool], default_workspace: Callable[[], Any]) -> None:
