@@ -326,7 +326,7 @@ def test_sigterm_to_an_evicted_launcher_leaves_the_job_but_a_cancelled_run_delet
     import time
 
     from components.training.finetuning.cluster.errors import JobCancelled, LauncherDisrupted
-    from components.training.finetuning.cluster.runner import run_job
+    from components.training.finetuning.tests.follow import run_job
     from tests.harness.kube import make_pytorchjob_pod
 
     manifest = build_pytorchjob(job_spec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], image="i"))
