@@ -193,3 +193,20 @@ def validate_dataset_uri(uri: str, **arguments: Any) -> Any:
     values = {name: defaults[name] for name in names} | {"limits": dataset_read_limits()}
     values |= {name: defaults[name] for name in ("max_download_bytes", "download_deadline_s")}
     return validate.validate_dataset_uri(uri, **{**values, **arguments})
+
+
+def run_job(api_client: Any, manifest: Any, **options: Any) -> Any:
+    """``cluster.runner.run_job`` as ``train_model`` calls it, at the component's defaults unless ``options`` say.
+
+    ``run_job`` has no default for ``cleanup_policy`` or ``api_outage_tolerance_seconds`` (``train_model``'s request
+    always passes them); tests not about those take them from the component's signature here.
+    """
+    from components.training.finetuning import train_model
+    from components.training.finetuning.cluster.runner import run_job as run
+
+    defaults = component_defaults(train_model)
+    settings = {
+        "cleanup_policy": defaults["training_cleanup_policy"],
+        "api_outage_tolerance_seconds": defaults["training_api_outage_tolerance_seconds"],
+    }
+    return run(api_client, manifest, **{**settings, **options})

@@ -19,10 +19,9 @@ from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobA
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.tests.follow import run_job
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod, validate_trainjob
-from tests.harness.requests import job_spec
+from tests.harness.requests import job_spec, run_job
 from tests.harness.tcp_proxy import tcp_proxy
 
 NS = "team-a"

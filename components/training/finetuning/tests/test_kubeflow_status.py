@@ -194,10 +194,9 @@ def test_the_step_logs_the_progress_the_controller_stored_in_status_trainer_stat
     import time
 
     from components.training.finetuning.manifests.trainjob import build_trainjob
-    from components.training.finetuning.tests.follow import run_job
     from tests.harness.follow_doubles import Log
     from tests.harness.kube import condition, make_pod
-    from tests.harness.requests import job_spec
+    from tests.harness.requests import job_spec, run_job
 
     namespace = "team-a"
     spec = job_spec(run_id="0f3c", task_name="train-model", namespace=namespace, command=["python", "entrypoint.py"])
