@@ -28,10 +28,9 @@ def goal_requests(seconds: float, poll_interval: float) -> float:
 
 def measure(use_watch: bool, seconds: float, poll_interval: float) -> dict:
     """Follows one running job for ``seconds``; returns the steady-state request count and rate."""
-    from components.training.finetuning.cluster.runner import run_job
     from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
     from tests.harness.kube import condition, make_pytorchjob_pod, running_kube_api
-    from tests.harness.requests import job_spec
+    from tests.harness.requests import job_spec, run_job
 
     spec = job_spec(
         run_id="bench-follow", task_name="train-model", namespace="bench", command=["true"], image="example/trainer:1"

@@ -151,7 +151,7 @@ def _evaluation_loads(checkpoint: Path, base: Path) -> str:
 
     from components.evaluation.lm_eval.model_spec import resolve_model
 
-    spec = resolve_model(str(checkpoint), {"base_model": str(base)})
+    spec = resolve_model(str(checkpoint), {"base_model": str(base)}, model_source="", backend="hf")
     lm = get_model(spec.lm_eval_model).create_from_arg_obj({**spec.model_args, "device": "cuda", "batch_size": 1})
     request = Instance("loglikelihood", {}, ("12 + 7 =", " 19"), 0)
     [(logprob, _)] = lm.loglikelihood([request])

@@ -83,7 +83,7 @@ def measure_in_process(mode: str, path: Path) -> dict:
 
     if mode == "validator":
         sys.path.insert(0, str(REPO_ROOT))
-        from components.data_processing.dataset_download.validate import validate_local_files
+        from tests.harness.requests import validate_local_files  # at dataset_download's own defaults
 
         started = time.perf_counter()
         report = validate_local_files([path], str(path), sink=lambda rows: None)

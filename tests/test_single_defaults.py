@@ -3,10 +3,11 @@
 * The typed requests (and the contracts they feed: ``TrainingConfig``, ``run_config.json``'s types, the dataset
   metadata) have no defaults at all, and their fields are the component's parameters, with the same types.
 * The ``run_*`` orchestrators take the request; none of their parameters is a component parameter with a default.
-* No module between the wrapper and Training Hub (finetuning's config, plan, run, launch, staging, publish, ``pod/``,
-  ``manifests/``; each component's ``run.py``) gives a component parameter a value default: not as a function
-  parameter, not as a dataclass field, not as ``.get(name, default)``. Empty values (``""``, ``0``, ``False``, empty
-  containers, ``None``) mean "not given" and are allowed.
+* No module below the wrappers (every non-test module under ``components/`` but the ``component.py`` wrappers and
+  their ``parameter_docs.py``, and the ``pipelines/`` code that calls component logic: the CLI and ``doctor``) gives a
+  component parameter a value default: not as a function parameter, not as a dataclass field, not as
+  ``.get(name, default)``. Empty values (``""``, ``0``, ``False``, empty containers, ``None``) mean "not given" and are
+  allowed. Nor does one keep a module-level ``DEFAULT_<NAME>`` constant equal to a component parameter's default.
 """
 
 from __future__ import annotations
@@ -164,24 +165,78 @@ def restated_defaults(source: str, label: str, names: set[str]) -> list[str]:
     return found
 
 
-def _between_the_wrapper_and_training_hub() -> list[Path]:
-    files = [FINETUNING / name for name in ("config.py", "plan.py", "run.py", "launch.py", "staging.py", "publish.py")]
-    files += sorted((FINETUNING / "pod").glob("*.py")) + sorted((FINETUNING / "manifests").glob("*.py"))
-    files += [
-        ROOT / "components" / part / "run.py"
-        for part in ("data_processing/dataset_download", "evaluation/lm_eval", "deployment/kubeflow_model_registry")
+def _below_the_wrappers() -> list[Path]:
+    """Every non-test module under ``components/`` but the wrappers, and the ``pipelines/`` code calling into them."""
+    files = [
+        path
+        for path in sorted((ROOT / "components").rglob("*.py"))
+        if "tests" not in path.relative_to(ROOT).parts and path.name not in ("component.py", "parameter_docs.py")
     ]
-    files.append(ROOT / "components" / "_common" / "dataset_metadata.py")
-    return files
+    files += [ROOT / "pipelines" / "cli.py", ROOT / "pipelines" / "commands.py"]
+    return files + sorted((ROOT / "pipelines" / "doctor").rglob("*.py"))
+
+
+def _component_defaults() -> dict[str, list[object]]:
+    """Each component parameter's default(s), under its name and its name without ``training_``."""
+    defaults: dict[str, list[object]] = {}
+    for component in COMPONENTS:
+        for name, parameter in _parameters(component).items():
+            if parameter.default is not inspect.Parameter.empty:
+                for key in {name, name.removeprefix("training_")}:
+                    defaults.setdefault(key, []).append(parameter.default)
+    return defaults
+
+
+def _constant(node: ast.expr) -> object:
+    """The value of a constant expression (``16 << 20``, ``3 * 3600.0``); ``ValueError`` for anything else."""
+    allowed = (ast.Expression, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)
+    if not all(isinstance(part, allowed) for part in ast.walk(node)):
+        raise ValueError(ast.unparse(node))
+    return eval(compile(ast.Expression(node), "<constant>", "eval"), {"__builtins__": {}})  # noqa: S307 - arithmetic only
+
+
+def restated_default_constants(source: str, label: str, defaults: dict[str, list[object]]) -> list[str]:
+    """Module-level ``DEFAULT_<X>`` constants equal to the default of a component parameter ``<x>`` or ``..._<x>``."""
+    found = []
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        constant = node.targets[0].id
+        if not constant.startswith("DEFAULT_"):
+            continue
+        try:
+            value = _constant(node.value)
+        except ValueError:
+            continue
+        suffix = constant.removeprefix("DEFAULT_").lower()
+        matches = [
+            name
+            for name, values in defaults.items()
+            if (name == suffix or name.endswith(f"_{suffix}"))
+            and any(type(value) is not bool and type(default) is not bool and value == default for default in values)
+        ]
+        if matches:
+            found.append(f"{label}:{node.lineno} {constant}={ast.unparse(node.value)} (the default of {min(matches)})")
+    return found
 
 
 def test_no_layer_below_the_wrappers_restates_a_component_default():
-    names = _component_parameter_names()
+    names, defaults = _component_parameter_names(), _component_defaults()
     assert {"num_epochs", "training_num_epochs", "backend", "metrics_port"} <= names
+    scanned = {str(path.relative_to(ROOT)) for path in _below_the_wrappers()}
+    assert {
+        "components/_common/chat_files.py",
+        "components/data_processing/dataset_download/validate.py",
+        "components/training/finetuning/cluster/runner.py",
+        "components/training/memory_estimate.py",
+        "pipelines/commands.py",
+    } <= scanned
+    assert not {name for name in scanned if name.endswith(("/component.py", "/parameter_docs.py"))}
     offending = [
         hit
-        for path in _between_the_wrapper_and_training_hub()
-        for hit in restated_defaults(path.read_text(), str(path.relative_to(ROOT)), names)
+        for path in _below_the_wrappers()
+        for scan in (restated_defaults, restated_default_constants)
+        for hit in scan(path.read_text(), str(path.relative_to(ROOT)), names if scan is restated_defaults else defaults)
     ]
     assert offending == []
 
@@ -196,3 +251,25 @@ def test_the_scan_catches_the_drifts_it_is_for():
     )
     hits = restated_defaults(source, "probe.py", _component_parameter_names())
     assert sorted(hit.split(" ", 1)[1] for hit in hits) == ["backend='trainjob'", "num_epochs=1", "num_epochs=1"], hits
+
+
+def test_the_scan_catches_the_defaults_restated_below_the_wrappers_before_issue_27c():
+    """Constants, named defaults and placeholders as they were in ``chat_files``, ``cluster/`` and ``diagnosis``."""
+    source = (
+        "DEFAULT_MAX_LINE_BYTES = 16 << 20\nDEFAULT_DEADLINE_S = 3 * 3600.0\nDEFAULT_PORT = 1\nDEFAULT_X = 'auto'\n"
+        "class ReadLimits:\n    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES\n"
+        "def run_job(*, cleanup_policy='delete', api_outage_tolerance_seconds=DEFAULT_API):\n"
+        "    return job.get('namespace', '?')\n"
+    )
+    hits = restated_defaults(source, "probe.py", _component_parameter_names())
+    assert sorted(hit.split(" ", 1)[1] for hit in hits) == [
+        "api_outage_tolerance_seconds=DEFAULT_API",
+        "cleanup_policy='delete'",
+        "max_line_bytes=DEFAULT_MAX_LINE_BYTES",
+        "namespace='?'",
+    ], hits
+    constants = restated_default_constants(source, "probe.py", _component_defaults())
+    assert sorted(hit.split(" ", 1)[1].split(" (")[0] for hit in constants) == [
+        "DEFAULT_DEADLINE_S=3 * 3600.0",
+        "DEFAULT_MAX_LINE_BYTES=16 << 20",
+    ], constants

@@ -20,11 +20,6 @@ from typing import IO
 
 from components._common.chat_format import UTF8_BOM, ChatFormatError, Unreadable, excerpt
 
-#: Default of ``max_line_bytes``: the largest JSONL line, ``.json`` array element or CSV record.
-DEFAULT_MAX_LINE_BYTES = 16 << 20
-#: Default of ``max_decompressed_bytes``: the most one ``.gz`` file may expand to, 8 x the dataset step's 4 GiB
-#: memory request (the data is streamed, but a gzip bomb must still end in a clear message, not a full disk).
-DEFAULT_MAX_DECOMPRESSED_BYTES = 32 << 30
 _BLOCK = 1 << 20
 
 
@@ -37,14 +32,21 @@ class ReadLimits:
         max_decompressed_bytes: The most one ``.gz`` file may decompress to (rule ``decompressed_too_large``).
     """
 
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    max_line_bytes: int
+    max_decompressed_bytes: int
 
     def __post_init__(self) -> None:
         for name in ("max_line_bytes", "max_decompressed_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name}={value!r} must be a positive number of bytes")
+
+
+#: The bounds of reading a dataset *artifact* (the training step, lm-eval): its rows already passed the dataset
+#: step's own ``max_line_bytes`` (whatever a user set there), so these are no validation rule, only a bound on the
+#: memory a corrupt or foreign file can take: a 1 GiB line, a ``.gz`` expanding to 1 TiB. The dataset step's limits
+#: are its parameters (``dataset_download``'s signature), never these.
+ARTIFACT_READ_LIMITS = ReadLimits(max_line_bytes=1 << 30, max_decompressed_bytes=1 << 40)
 
 
 def size_text(size: int) -> str:
@@ -92,7 +94,7 @@ class _LimitedReader(io.BufferedIOBase):
         super().close()
 
 
-def open_binary(path: Path, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> IO[bytes]:
+def open_binary(path: Path, max_decompressed_bytes: int) -> IO[bytes]:
     """Opens a data file for reading bytes; a ``.gz`` through ``gzip``, capped at ``max_decompressed_bytes``."""
     if Path(path).suffix.lower() == ".gz":
         return _LimitedReader(gzip.open(path, "rb"), max_decompressed_bytes)
@@ -128,7 +130,7 @@ def record_too_large(what: str, limit: int, start: bytes | str) -> Unreadable:
 COMPRESSION_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 
 
-def iter_line_blocks(path: Path, limits: ReadLimits = ReadLimits()) -> Iterator[tuple[int, list[bytes | Unreadable]]]:
+def iter_line_blocks(path: Path, limits: ReadLimits) -> Iterator[tuple[int, list[bytes | Unreadable]]]:
     """Yields ``(first_line_number, lines)``: the lines of a (possibly gzipped) file, about 1 MiB at a time.
 
     Every line is there, blank ones included, without its line break; a line longer than ``limits.max_line_bytes``
@@ -181,7 +183,7 @@ def is_record(line: bytes | Unreadable) -> bool:
     return type(line) is not bytes or (bool(line) and not line.isspace())
 
 
-def count_lines(path: Path, limits: ReadLimits = ReadLimits()) -> int:
+def count_lines(path: Path, limits: ReadLimits) -> int:
     """An upper bound of the records of a JSON-lines file (see :func:`is_record`), from one quick scan of its bytes.
 
     Lines are counted by their line breaks, less the blank lines at the end of the file; the bound is exact unless
@@ -211,7 +213,7 @@ def count_lines(path: Path, limits: ReadLimits = ReadLimits()) -> int:
     return lines
 
 
-def iter_lines(path: Path, limits: ReadLimits = ReadLimits()) -> Iterator[tuple[int, bytes | Unreadable]]:
+def iter_lines(path: Path, limits: ReadLimits) -> Iterator[tuple[int, bytes | Unreadable]]:
     """Yields ``(line_number, line)`` for the records of a (possibly gzipped) file (see :func:`iter_line_blocks`).
 
     Lines come without their line break; one longer than ``limits.max_line_bytes`` is an :class:`Unreadable`.

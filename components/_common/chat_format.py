@@ -281,7 +281,7 @@ def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[boo
 
 
 def iter_chat_file(
-    path: Path, allow_trailing_user: bool = True, heldout: bool = False, label: str = "", require_rows: bool = True
+    path: Path, *, allow_trailing_user: bool, heldout: bool = False, label: str = "", require_rows: bool = True
 ) -> Iterator[tuple[int, dict]]:
     """Yields ``(line_number, row)`` for every row of a chat JSONL file, streaming (memory: one row).
 
@@ -289,7 +289,8 @@ def iter_chat_file(
 
     Args:
         path: The JSONL file (``.gz`` allowed).
-        allow_trailing_user: Accept conversations whose last message is a user turn.
+        allow_trailing_user: Accept conversations whose last message is a user turn (a reader's choice: the training
+            step accepts what the dataset step let through; not the dataset step's parameter of the same name).
         heldout: Also apply :data:`HELDOUT_RULES`.
         label: What the file is (e.g. ``train_dataset``), put before its name in messages.
         require_rows: Raise ``no_rows`` for a file without any row (else yield nothing).
@@ -298,11 +299,14 @@ def iter_chat_file(
         ChatFormatError: At the first row that breaks a rule (naming file, line and rule), or ``no_rows`` when the
             file holds no row at all.
     """
-    from components._common.chat_files import iter_lines  # imported here: chat_files builds on this module
+    from components._common.chat_files import (
+        ARTIFACT_READ_LIMITS,
+        iter_lines,
+    )  # imported here: chat_files builds on this module
 
     where = f"{label} {path}" if label else str(path)
     rows = 0
-    for line_number, line in iter_lines(path):
+    for line_number, line in iter_lines(path, ARTIFACT_READ_LIMITS):
         value = line if type(line) is Unreadable else decode_json(line)
         if type(value) is Unreadable:
             raise ChatFormatError(f"{where}:{line_number}", value.rule, value.reason, value.excerpt)
@@ -315,6 +319,6 @@ def iter_chat_file(
         raise ChatFormatError(where, "no_rows", "the file holds no non-blank line")
 
 
-def count_chat_rows(path: Path, allow_trailing_user: bool = True, heldout: bool = False, label: str = "") -> int:
+def count_chat_rows(path: Path, *, allow_trailing_user: bool, heldout: bool = False, label: str = "") -> int:
     """Checks every row of a chat JSONL file (see :func:`iter_chat_file`) and returns how many there are."""
-    return sum(1 for _ in iter_chat_file(path, allow_trailing_user, heldout, label))
+    return sum(1 for _ in iter_chat_file(path, allow_trailing_user=allow_trailing_user, heldout=heldout, label=label))

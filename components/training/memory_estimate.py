@@ -54,8 +54,8 @@ class RunShape:
     max_tokens_per_gpu: int
     max_seq_len: int
     effective_batch_size: int
-    unfreeze_rank_ratio: float = 0.25
-    lora_r: int = 16
+    unfreeze_rank_ratio: float
+    lora_r: int
     use_liger: bool = False
 
 

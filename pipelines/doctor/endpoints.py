@@ -50,7 +50,7 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
         return ok("endpoints", f"Model Registry: no address set ({setting}); registration will be skipped")
     is_secure = values.get(keys.REGISTRY_IS_SECURE) not in (False, "false", "False")
     try:
-        base = registry_base_url(address, values.integer(keys.REGISTRY_PORT) or 443, is_secure)
+        base = registry_base_url(address, values.integer(keys.REGISTRY_PORT), is_secure)
     except ValueError as error:
         return fail("endpoints", f"Model Registry address: {error}", f"fix {setting}")
     pool = _pool(is_secure and base.startswith("https://"), ca_bundle)

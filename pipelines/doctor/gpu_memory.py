@@ -38,8 +38,8 @@ def run_shape(values: RunValues) -> memory_estimate.RunShape | None:
         max_tokens_per_gpu=values.integer(MAX_TOKENS_PER_GPU),
         max_seq_len=values.integer(MAX_SEQ_LEN),
         effective_batch_size=values.integer(EFFECTIVE_BATCH_SIZE),
-        unfreeze_rank_ratio=float(values.get(UNFREEZE_RANK_RATIO) or 0.25),
-        lora_r=values.integer(LORA_R) or 16,
+        unfreeze_rank_ratio=float(values.get(UNFREEZE_RANK_RATIO)),
+        lora_r=values.integer(LORA_R),
         use_liger=bool(values.get(USE_LIGER)),
     )
 

@@ -141,3 +141,72 @@ def pod_run_config(algorithm: str = "sft", **fields: Any) -> Any:
         "mlflow": MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
     }
     return RunConfig(**{**values, **fields})
+
+
+def _dataset_defaults() -> dict[str, Any]:
+    from components.data_processing.dataset_download import dataset_download
+
+    return component_defaults(dataset_download)
+
+
+def dataset_read_limits(**fields: Any) -> Any:
+    """A ``ReadLimits`` at ``dataset_download``'s ``max_line_bytes`` / ``max_decompressed_bytes``, and ``fields``."""
+    from components._common.chat_files import ReadLimits
+
+    defaults = _dataset_defaults()
+    names = ("max_line_bytes", "max_decompressed_bytes")
+    return ReadLimits(**{**{name: defaults[name] for name in names}, **fields})
+
+
+def dataset_http_options(**fields: Any) -> Any:
+    """An ``HttpOptions`` with ``dataset_download``'s ``download_deadline_s``, and ``fields``."""
+    from components.data_processing.dataset_download.deadlines import HttpOptions
+
+    return HttpOptions(**{"deadline_s": _dataset_defaults()["download_deadline_s"], **fields})
+
+
+def fetch_dataset(uri: str, download_dir: Any, **arguments: Any) -> Any:
+    """``sources.fetch_dataset`` at ``dataset_download``'s ``hf_split`` / ``max_download_bytes`` / deadline."""
+    from components.data_processing.dataset_download import sources
+
+    defaults = _dataset_defaults()
+    values = {"hf_split": defaults["hf_split"], "max_bytes": defaults["max_download_bytes"]}
+    return sources.fetch_dataset(uri, download_dir, **{**values, "http": dataset_http_options(), **arguments})
+
+
+def validate_local_files(files: Any, source_uri: str, **arguments: Any) -> Any:
+    """``validate.validate_local_files`` with ``dataset_download``'s validation defaults, and ``arguments``."""
+    from components.data_processing.dataset_download import validate
+
+    defaults = _dataset_defaults()
+    names = ("input_format", "on_invalid", "max_invalid_fraction", "allow_trailing_user")
+    values = {name: defaults[name] for name in names} | {"limits": dataset_read_limits()}
+    return validate.validate_local_files(files, source_uri, **{**values, **arguments})
+
+
+def validate_dataset_uri(uri: str, **arguments: Any) -> Any:
+    """``validate.validate_dataset_uri`` with ``dataset_download``'s defaults, and ``arguments``."""
+    from components.data_processing.dataset_download import validate
+
+    defaults = _dataset_defaults()
+    names = ("input_format", "on_invalid", "max_invalid_fraction", "allow_trailing_user", "hf_split")
+    values = {name: defaults[name] for name in names} | {"limits": dataset_read_limits()}
+    values |= {name: defaults[name] for name in ("max_download_bytes", "download_deadline_s")}
+    return validate.validate_dataset_uri(uri, **{**values, **arguments})
+
+
+def run_job(api_client: Any, manifest: Any, **options: Any) -> Any:
+    """``cluster.runner.run_job`` as ``train_model`` calls it, at the component's defaults unless ``options`` say.
+
+    ``run_job`` has no default for ``cleanup_policy`` or ``api_outage_tolerance_seconds`` (``train_model``'s request
+    always passes them); tests not about those take them from the component's signature here.
+    """
+    from components.training.finetuning import train_model
+    from components.training.finetuning.cluster.runner import run_job as run
+
+    defaults = component_defaults(train_model)
+    settings = {
+        "cleanup_policy": defaults["training_cleanup_policy"],
+        "api_outage_tolerance_seconds": defaults["training_api_outage_tolerance_seconds"],
+    }
+    return run(api_client, manifest, **{**settings, **options})

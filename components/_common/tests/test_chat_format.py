@@ -9,9 +9,9 @@ import random
 import pytest
 
 from components._common.chat_format import RULES, check_row, decode_json, fast_valid
-from components.data_processing.dataset_download.validate import validate_local_files
 from components.evaluation.lm_eval.custom_task import EvalDatasetError, read_conversations
 from components.training.finetuning.pod.entrypoint import EntrypointError, count_chat_rows
+from tests.harness.requests import validate_local_files
 
 U, A, S = ({"role": r, "content": f"{r} says hi"} for r in ("user", "assistant", "system"))
 GOOD = {"messages": [S, U, A]}
@@ -39,7 +39,7 @@ def test_the_three_consumers_refuse_a_row_under_the_same_rule(tmp_path, rule):
     with pytest.raises(EntrypointError, match=rf"data.jsonl:2 \[{rule}\]"):
         count_chat_rows(path)
     with pytest.raises(EvalDatasetError, match=rf"data.jsonl:2 \[{rule}\]"):
-        list(read_conversations(path))
+        list(read_conversations(path, max_samples=-1))
     assert rule in RULES
 
 
@@ -49,7 +49,7 @@ def test_list_of_parts_is_accepted_everywhere(tmp_path):
     path.write_text(json.dumps(row) + "\n")
     assert validate_local_files([path], "x").rows_valid == 1
     assert count_chat_rows(path) == 1
-    assert [m[0]["content"] for _, m in read_conversations(path)] == ["a\nb"]
+    assert [m[0]["content"] for _, m in read_conversations(path, max_samples=-1)] == ["a\nb"]
 
 
 def test_the_fast_path_never_disagrees_with_the_rules():

@@ -33,8 +33,6 @@ from .locations import DatasetSourceError
 
 T = TypeVar("T")
 LOG = logging.getLogger(__name__)
-#: The default overall deadline of a download (``download_deadline_s``): 10 GiB at 1 MB/s.
-DEFAULT_DEADLINE_S = 3 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -42,20 +40,20 @@ class HttpOptions:
     """How downloads behave: stall timeout, overall deadline, attempts, backoff between them (doubling).
 
     Attributes:
+        deadline_s: Overall deadline of the fetch, every attempt and file included (the component's
+            ``download_deadline_s``).
         timeout_s: Stall timeout: an attempt fails when no byte arrives for this long (connect included).
         attempts: Attempts of each request or body (retryable statuses 408/429/5xx and connection errors); a body
             cut short is resumed with a ranged GET where the server supports it, else fetched again.
         backoff_s: First pause between attempts, doubled after each (a longer ``Retry-After`` is honoured, up to
             ``max_retry_after_s``).
-        deadline_s: Overall deadline of the fetch, every attempt and file included; the default (3 h) lets 10 GiB
-            (the default ``max_download_bytes``) arrive at 1 MB/s.
         max_retry_after_s: The longest ``Retry-After`` a server may ask for.
     """
 
+    deadline_s: float
     timeout_s: float = 60.0
     attempts: int = 4
     backoff_s: float = 1.0
-    deadline_s: float = DEFAULT_DEADLINE_S
     max_retry_after_s: float = 60.0
 
 

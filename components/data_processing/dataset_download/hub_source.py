@@ -89,9 +89,7 @@ def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = 
     return DatasetSourceError(f"dataset_uri: {where}: {text}")
 
 
-def fetch_hf(
-    uri: str, download_dir: Path, split: str, max_bytes: int, options: HttpOptions = HttpOptions()
-) -> FetchedData:
+def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: HttpOptions) -> FetchedData:
     """Downloads the files of one subset/split of a Hub dataset at a pinned commit (token from ``HF_TOKEN``).
 
     The endpoint is ``HF_ENDPOINT`` read at call time (a mirror, or a local stub in tests). ``options.timeout_s`` is

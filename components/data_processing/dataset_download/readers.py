@@ -252,7 +252,7 @@ def _check_row_groups(path: Path, metadata: object, limits: ReadLimits) -> None:
             )
 
 
-def iter_rows(path: Path, limits: ReadLimits = ReadLimits()) -> Iterator[tuple[int, object]]:
+def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     """Yields ``(position, row)`` for every record of a data file, streaming.
 
     Args:

@@ -152,7 +152,7 @@ def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, de
     return written
 
 
-def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions = HttpOptions()) -> FetchedData:
+def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions) -> FetchedData:
     """Downloads an S3 object, or every data file under a prefix, through the data-connection endpoint.
 
     ``options.timeout_s`` is the stall timeout of each read and ``options.deadline_s`` the deadline of the whole fetch.

@@ -62,9 +62,9 @@ _COPY_CHUNK = 1 << 20
 def fetch_dataset(
     uri: str,
     download_dir: Path,
-    hf_split: str = "train",
-    max_bytes: int = 10 * 1024**3,
-    http: HttpOptions = HttpOptions(),
+    hf_split: str,
+    max_bytes: int,
+    http: HttpOptions,
 ) -> FetchedData:
     """Makes a dataset's data files available locally.
 
@@ -201,7 +201,7 @@ def _download_once(
         return validator.strip('"') if validator else "sha256:" + digest.hexdigest()  # no validator: never resumed
 
 
-def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOptions = HttpOptions()) -> FetchedData:
+def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOptions) -> FetchedData:
     """Downloads one file over HTTP(S) with TLS verification, a timeout, retries with backoff and a size cap.
 
     A body cut short is resumed with a ranged GET when the server accepts ranges, else fetched again.

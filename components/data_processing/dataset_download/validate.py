@@ -101,12 +101,12 @@ class ValidationReport:
     """
 
     source_uri: str
+    on_invalid: str
+    max_invalid_fraction: float
     revision: str = ""
     input_format: str = ""
     format_reason: str = ""
     files: list[str] = field(default_factory=list)
-    on_invalid: str = "fail"
-    max_invalid_fraction: float = 0.0
     rows_read: int = 0
     rows_valid: int = 0
     rejects_by_rule: dict[str, int] = field(default_factory=dict)
@@ -230,9 +230,7 @@ def _all_rows(files: Sequence[Path], limits: ReadLimits) -> Iterator[tuple[Path,
             yield path, position, value
 
 
-def choose_format(
-    files: Sequence[Path], input_format: str, source: str, limits: ReadLimits = ReadLimits()
-) -> tuple[str, str]:
+def choose_format(files: Sequence[Path], input_format: str, source: str, limits: ReadLimits) -> tuple[str, str]:
     """The format to read the rows as: ``input_format`` itself, or the one detected from the first rows.
 
     Raises:
@@ -259,9 +257,9 @@ def choose_format(
 def validate_files(
     files: Sequence[Path],
     report: ValidationReport,
-    allow_trailing_user: bool = False,
-    sink: Sink | None = None,
-    limits: ReadLimits = ReadLimits(),
+    allow_trailing_user: bool,
+    sink: Sink | None,
+    limits: ReadLimits,
 ) -> ValidationReport:
     """Reads, converts and checks every row of some data files, streaming; fills ``report``.
 
@@ -370,13 +368,14 @@ def _reject(path: Path, position: int, rule: str, detail: str, value: object, ra
 def validate_local_files(
     files: Sequence[Path],
     source_uri: str,
+    *,
+    input_format: str,
+    on_invalid: str,
+    max_invalid_fraction: float,
+    allow_trailing_user: bool,
+    limits: ReadLimits,
     revision: str = "",
-    input_format: str = "auto",
-    on_invalid: str = "fail",
-    max_invalid_fraction: float = 0.0,
-    allow_trailing_user: bool = False,
     sink: Sink | None = None,
-    limits: ReadLimits = ReadLimits(),
 ) -> ValidationReport:
     """Validates local data files: chooses the format, then checks every row (see :func:`validate_files`).
 
@@ -411,14 +410,16 @@ def validate_local_files(
 
 def validate_dataset_uri(
     uri: str,
-    input_format: str = "auto",
-    on_invalid: str = "fail",
-    max_invalid_fraction: float = 0.0,
-    allow_trailing_user: bool = False,
-    hf_split: str = "train",
-    max_download_bytes: int = 10 * 1024**3,
+    *,
+    input_format: str,
+    on_invalid: str,
+    max_invalid_fraction: float,
+    allow_trailing_user: bool,
+    hf_split: str,
+    max_download_bytes: int,
+    download_deadline_s: float,
+    limits: ReadLimits,
     download_dir: str | Path | None = None,
-    limits: ReadLimits = ReadLimits(),
 ) -> ValidationReport:
     """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
 
@@ -431,6 +432,7 @@ def validate_dataset_uri(
         allow_trailing_user: Accept conversations whose last message is a user turn.
         hf_split: The split to read from a Hub dataset.
         max_download_bytes: Refuse downloads larger than this.
+        download_deadline_s: Deadline of the whole download, every attempt and file included.
         download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
         limits: The record and decompressed size limits.
 
@@ -440,17 +442,19 @@ def validate_dataset_uri(
     Raises:
         ValueError: Bad options, an unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.
     """
+    from .deadlines import HttpOptions, check_deadline
     from .sources import fetch_dataset
 
+    http = HttpOptions(deadline_s=check_deadline(download_deadline_s))
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
-        fetched = fetch_dataset(uri, Path(download_dir or scratch), hf_split=hf_split, max_bytes=max_download_bytes)
+        fetched = fetch_dataset(uri, Path(download_dir or scratch), hf_split, max_download_bytes, http)
         return validate_local_files(
             fetched.files,
             uri,
-            fetched.revision,
-            input_format,
-            on_invalid,
-            max_invalid_fraction,
-            allow_trailing_user,
+            input_format=input_format,
+            on_invalid=on_invalid,
+            max_invalid_fraction=max_invalid_fraction,
+            allow_trailing_user=allow_trailing_user,
             limits=limits,
+            revision=fetched.revision,
         )

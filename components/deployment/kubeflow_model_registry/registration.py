@@ -48,10 +48,10 @@ class VersionRequest:
     model_name: str
     version_name: str
     uri: str
+    model_format_name: str
+    model_format_version: str
     author: str = ""
     description: str = ""
-    model_format_name: str = "pytorch"
-    model_format_version: str = "1"
     storage_key: str = ""
     custom_properties: dict[str, Any] = dataclasses.field(default_factory=dict)
     run: RunInfo = RunInfo()

@@ -84,7 +84,7 @@ def find_dataset_file(path: Path) -> Path:
         raise EvalDatasetError(str(error)) from None
 
 
-def read_conversations(path: Path, max_samples: int = -1) -> Iterator[tuple[int, list[dict]]]:
+def read_conversations(path: Path, max_samples: int) -> Iterator[tuple[int, list[dict]]]:
     """Yields ``(line, messages)`` for the first ``max_samples`` conversations of a chat JSONL file.
 
     Args:
@@ -99,7 +99,7 @@ def read_conversations(path: Path, max_samples: int = -1) -> Iterator[tuple[int,
             held-out rules: the last turn is the assistant's reference answer, after a user turn); the message names
             the file, the line and the rule.
     """
-    rows = iter_chat_file(Path(path), heldout=True, label="eval_dataset", require_rows=False)
+    rows = iter_chat_file(Path(path), allow_trailing_user=True, heldout=True, label="eval_dataset", require_rows=False)
     try:
         for read, (line, row) in enumerate(rows):
             if max_samples != -1 and read >= max_samples:

@@ -167,8 +167,8 @@ def check_model_args(model_args: Mapping[str, Any]) -> None:
 def resolve_model(
     model_path: str,
     model_metadata: Mapping[str, Any],
-    model_source: str = "",
-    backend: str = "hf",
+    model_source: str,
+    backend: str,
     model_args: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
     """Decides what lm-eval loads for a ``model`` artifact or an overriding ``model_source``.

@@ -61,12 +61,13 @@ def render_report(
         records: Normalised step records.
         summary: Output of :func:`.pod.metrics.summarize`.
         hyperparameters: The run's hyper-parameters.
-        run_facts: Other facts to show (base model, algorithm, backend, TrainJob name, checkpoint path, ...).
+        run_facts: Other facts to show; ``algorithm`` and ``base_model`` (the title) are required, then backend,
+            TrainJob name, checkpoint path, ...
 
     Returns:
         The HTML text (the PNG inlined as a ``data:`` URI).
     """
-    title = f"{run_facts.get('algorithm', 'training')} of {run_facts.get('base_model', '?')}"
+    title = f"{run_facts['algorithm']} of {run_facts['base_model']}"
     image = base64.b64encode(loss_curve_png(records, title=f"Loss: {title}")).decode("ascii")
     style = (
         "body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}"

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from components._common.chat_files import ReadLimits, count_lines, iter_lines
+from components._common.chat_files import count_lines, iter_lines
 from components._common.chat_format import ChatFormatError
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.readers import iter_rows
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.data_processing.dataset_download.validate import DatasetValidationError, validate_local_files
-from tests.harness.requests import dataset_download_request
+from components.data_processing.dataset_download.validate import DatasetValidationError
+from tests.harness.requests import dataset_download_request, dataset_read_limits, validate_local_files
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -136,7 +136,7 @@ def test_a_json_element_over_the_limit_is_reported_as_the_limit(tmp_path):
 def test_a_csv_record_over_the_limit_is_a_reject(tmp_path):
     path = tmp_path / "rows.csv"
     path.write_text(f'instruction,output\nhi,there\n"{"q" * 3000}",a\n', encoding="utf-8")
-    rows = list(iter_rows(path, ReadLimits(max_line_bytes=1024)))
+    rows = list(iter_rows(path, dataset_read_limits(max_line_bytes=1024)))
     assert rows[0][1] == {"instruction": "hi", "output": "there"}
     assert rows[1][1].rule == "record_too_large" and "max_line_bytes=1024 (1 KiB)" in rows[1][1].reason
 
@@ -149,9 +149,12 @@ def test_line_reading_is_exact_at_block_edges(tmp_path, monkeypatch):
     path.write_bytes(data)
     for block in (1 << 20, 3, 4, 7, 11):
         monkeypatch.setattr(chat_files, "_BLOCK", block)
-        got = [(n, line if type(line) is bytes else line.rule) for n, line in iter_lines(path, ReadLimits(20))]
+        got = [
+            (n, line if type(line) is bytes else line.rule)
+            for n, line in iter_lines(path, dataset_read_limits(max_line_bytes=20))
+        ]
         assert got == [(1, b"ab"), (4, "record_too_large"), (5, b"d"), (6, b"e" * 12), (7, b"f")], block
-        assert count_lines(path) >= 5
+        assert count_lines(path, dataset_read_limits()) >= 5
 
 
 # --- absent optional fields ------------------------------------------------------------------------------------------

@@ -26,9 +26,7 @@ from components._common.chat_format import ChatFormatError
 from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
-from components.data_processing.dataset_download.validate import validate_local_files
-from tests.harness.requests import dataset_download_request
+from tests.harness.requests import dataset_download_request, dataset_http_options, fetch_dataset, validate_local_files
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -201,7 +199,7 @@ def trickling_server():
 @pytest.mark.parametrize("slow_headers", [False, True])
 def test_a_trickling_server_fails_at_the_overall_deadline(trickling_server, tmp_path, slow_headers):
     server = trickling_server(interval_s=0.5, slow_headers=slow_headers)
-    options = HttpOptions(timeout_s=5.0, attempts=3, backoff_s=0.01, deadline_s=2.0)
+    options = dataset_http_options(timeout_s=5.0, attempts=3, backoff_s=0.01, deadline_s=2.0)
     started = time.monotonic()
     with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 2 s exceeded") as error:
         fetch_dataset(server.url, tmp_path / "dl", http=options)
@@ -215,10 +213,10 @@ _SIGTERM_CHILD = """
 import sys
 from pathlib import Path
 from components._common.termination import sigterm_raises_exit
-from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
+from tests.harness.requests import dataset_http_options, fetch_dataset
 
 with sigterm_raises_exit():
-    fetch_dataset(sys.argv[1], Path(sys.argv[2]), http=HttpOptions(timeout_s=30, deadline_s=300))
+    fetch_dataset(sys.argv[1], Path(sys.argv[2]), http=dataset_http_options(timeout_s=30, deadline_s=300))
 """
 
 
@@ -286,7 +284,7 @@ def test_unreachable_hub_is_one_line(hub_stub, tmp_path, monkeypatch, endpoint):
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     started = time.monotonic()
     with pytest.raises(DatasetSourceError) as error:
-        fetch_dataset("org/chat@abc", tmp_path / "dl", http=HttpOptions(attempts=3, backoff_s=0.01))
+        fetch_dataset("org/chat@abc", tmp_path / "dl", http=dataset_http_options(attempts=3, backoff_s=0.01))
     _one_line_naming(error, "'org/chat'", "'abc'", f"cannot reach {endpoint}", "HF_ENDPOINT", "after 3 attempts")
     assert time.monotonic() - started < 60
 
@@ -315,7 +313,7 @@ def test_a_trickling_hub_fails_at_the_overall_deadline(trickling_server, tmp_pat
     server = trickling_server(interval_s=0.5)
     monkeypatch.setenv("HF_ENDPOINT", server.url.rsplit("/", 1)[0])
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    options = HttpOptions(timeout_s=5.0, deadline_s=2.0)
+    options = dataset_http_options(timeout_s=5.0, deadline_s=2.0)
     started = time.monotonic()
     with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 2 s exceeded"):
         fetch_dataset("org/slow", tmp_path / "dl", http=options)

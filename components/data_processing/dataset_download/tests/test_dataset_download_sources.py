@@ -12,10 +12,10 @@ from components.data_processing.dataset_download.locations import (
     parse_s3_uri,
     source_kind,
 )
-from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
+from tests.harness.requests import dataset_http_options, fetch_dataset
 
 ROW = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n"
-FAST = HttpOptions(timeout_s=2.0, attempts=3, backoff_s=0.01)
+FAST = dataset_http_options(timeout_s=2.0, attempts=3, backoff_s=0.01)
 
 
 # --- URI forms -----------------------------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def test_http_size_cap_and_timeout_leave_nothing_behind(http_file_server, tmp_pa
     (http_file_server.root / "chat.jsonl").write_text(ROW * 10)
     with pytest.raises(DatasetSourceError, match="exceed max_download_bytes=100"):
         fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", max_bytes=100, http=FAST)
-    slow = HttpOptions(timeout_s=0.2, attempts=2, backoff_s=0.01)
+    slow = dataset_http_options(timeout_s=0.2, attempts=2, backoff_s=0.01)
     http_file_server.script("/chat.jsonl", *[ScriptedResponse(200, b"late", delay_s=0.5)] * 2)
     with pytest.raises(DatasetSourceError, match="after 2 attempts"):
         fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", http=slow)

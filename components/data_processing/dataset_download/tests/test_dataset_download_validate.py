@@ -9,11 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from components.data_processing.dataset_download.readers import Unreadable, data_format, iter_rows, position_label
-from components.data_processing.dataset_download.validate import (
-    DatasetValidationError,
-    validate_dataset_uri,
-    validate_local_files,
-)
+from components.data_processing.dataset_download.validate import DatasetValidationError
+from tests.harness.requests import dataset_read_limits, validate_dataset_uri, validate_local_files
 
 GOOD = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 TRAILING = {"messages": [*GOOD["messages"], {"role": "user", "content": "and 3+3?"}]}
@@ -42,7 +39,7 @@ def test_format_by_suffix():
 
 def test_jsonl_lines_blank_lines_and_bad_json(tmp_path):
     path = _jsonl(tmp_path / "d.jsonl", [GOOD, "", '{"messages": [', GOOD])
-    rows = list(iter_rows(path))
+    rows = list(iter_rows(path, dataset_read_limits()))
     assert [position for position, _ in rows] == [1, 3, 4]
     assert isinstance(rows[1][1], Unreadable) and rows[1][1].excerpt == '{"messages": ['
     assert position_label(path, 3) == "d.jsonl:3"
@@ -59,7 +56,8 @@ def test_gzip_json_array_csv_and_parquet_give_the_same_rows(tmp_path):
         writer.writerows([[json.dumps(r["messages"]), str(r.get("id", ""))] for r in rows])
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
     read = {
-        name: [row for _, row in iter_rows(tmp_path / name)] for name in ("a.jsonl.gz", "b.json", "c.csv", "d.parquet")
+        name: [row for _, row in iter_rows(tmp_path / name, dataset_read_limits())]
+        for name in ("a.jsonl.gz", "b.json", "c.csv", "d.parquet")
     }
     assert read["a.jsonl.gz"] == rows and read["b.json"] == rows
     assert [r["messages"] for r in read["c.csv"]] == [GOOD["messages"]] * 2
@@ -68,7 +66,7 @@ def test_gzip_json_array_csv_and_parquet_give_the_same_rows(tmp_path):
 
 def test_json_array_errors_are_reported_not_raised(tmp_path):
     (tmp_path / "bad.json").write_text('[{"a": 1}, {"a": 2} {"a": 3}]')
-    rows = list(iter_rows(tmp_path / "bad.json"))
+    rows = list(iter_rows(tmp_path / "bad.json", dataset_read_limits()))
     assert rows[:2] == [(0, {"a": 1}), (1, {"a": 2})]
     assert isinstance(rows[2][1], Unreadable) and "expected ','" in rows[2][1].reason
     assert position_label(tmp_path / "bad.json", 2) == "bad.json row 2"
@@ -77,7 +75,7 @@ def test_json_array_errors_are_reported_not_raised(tmp_path):
 def test_unsupported_file_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(ValueError, match="unsupported data file 'notes.txt'"):
-        list(iter_rows(tmp_path / "notes.txt"))
+        list(iter_rows(tmp_path / "notes.txt", dataset_read_limits()))
 
 
 def test_fail_mode_names_rule_line_and_excerpt_and_counts_every_rule(tmp_path):

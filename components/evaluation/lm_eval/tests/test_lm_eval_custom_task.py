@@ -66,7 +66,7 @@ def test_read_conversations_reads_the_first_rows_and_skips_blank_lines(tmp_path,
     assert [m for _, m in read_conversations(demo_dataset_path, max_samples=3)] == expected
     path = _write_rows(tmp_path / "d.jsonl", [_chat(("user", "a"), ("assistant", "b")), "", "  "])
     path.write_text(path.read_text() + json.dumps(_chat(("user", "c"), ("assistant", "d"))) + "\n")
-    assert [line for line, _ in read_conversations(path)] == [1, 4]
+    assert [line for line, _ in read_conversations(path, max_samples=-1)] == [1, 4]
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def test_read_conversations_reads_the_first_rows_and_skips_blank_lines(tmp_path,
 def test_read_conversations_names_the_rule_the_file_and_the_line(tmp_path, row, rule):
     path = _write_rows(tmp_path / "eval.jsonl", [_chat(("user", "ok"), ("assistant", "fine")), row])
     with pytest.raises(EvalDatasetError, match=rule) as error:
-        list(read_conversations(path))
+        list(read_conversations(path, max_samples=-1))
     assert f"eval_dataset {path}:2 [" in str(error.value) and "\n" not in str(error.value)
 
 
@@ -97,7 +97,7 @@ def test_list_of_parts_content_is_joined_as_everywhere_else(tmp_path):
         tmp_path / "eval.jsonl",
         [{"messages": [{"role": "user", "content": parts}, _chat(("assistant", "4"))["messages"][0]]}],
     )
-    assert [messages for _, messages in read_conversations(path)] == [
+    assert [messages for _, messages in read_conversations(path, max_samples=-1)] == [
         [{"role": "user", "content": "What is\n2 + 2?"}, {"role": "assistant", "content": "4"}]
     ]
 

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from components.evaluation.lm_eval.model_spec import ModelSourceError, check_model_args, resolve_model
+from components.evaluation.lm_eval import lm_eval
+from components.evaluation.lm_eval.model_spec import ModelSourceError, check_model_args
+from components.evaluation.lm_eval.model_spec import resolve_model as _resolve_model
+from tests.harness.requests import component_defaults
+
+
+def resolve_model(model_path, model_metadata, **arguments):
+    """``resolve_model`` with no ``model_source`` and ``lm_eval``'s ``backend``, unless ``arguments`` say otherwise."""
+    values = {"model_source": "", "backend": component_defaults(lm_eval)["backend"], **arguments}
+    return _resolve_model(model_path, model_metadata, **values)
 
 
 def _copy_without(source: Path, target: Path, *names: str) -> Path:

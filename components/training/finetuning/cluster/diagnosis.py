@@ -276,6 +276,15 @@ def _summary(outcome: str, job: Mapping[str, Any], kind: str, waited: Mapping[st
     return f"the {kind} failed"
 
 
+#: How a fact of a job that could not be read (``job`` is ``{}``) is shown in a diagnosis.
+UNKNOWN = "?"
+
+
+def _shown(metadata: Mapping[str, Any], field: str) -> str:
+    """``metadata[field]`` for display, :data:`UNKNOWN` when absent (a placeholder, not a component setting)."""
+    return str(metadata.get(field) or UNKNOWN)
+
+
 def diagnose(
     outcome: str,
     job: Mapping[str, Any],
@@ -311,7 +320,7 @@ def diagnose(
         raise ValueError(f"outcome={outcome!r}: must be one of {list(OUTCOMES)}")
     kind = kind or str(job.get("kind") or "TrainJob")
     metadata = job.get("metadata") or {}
-    name, namespace = str(metadata.get("name", "?")), str(metadata.get("namespace", "?"))
+    name, namespace = _shown(metadata, "name"), _shown(metadata, "namespace")
     causes: list[Cause] = []
     for pod in pods:
         causes += pod_causes(pod)

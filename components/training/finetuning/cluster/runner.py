@@ -52,7 +52,6 @@ from components.training.finetuning.cluster.lifecycle import (
 from components.training.finetuning.cluster.progress import MetricsTail
 from components.training.finetuning.cluster.signals import Cancelled, cancel_on_signals, signals_ignored
 from components.training.finetuning.cluster.state import (
-    DEFAULT_API_OUTAGE_TOLERANCE_SECONDS,
     OUTAGE_POLICY,
     FollowSettings,
     JobState,
@@ -150,7 +149,8 @@ def run_job(
     *,
     start_timeout_seconds: float,
     timeout_seconds: float,
-    cleanup_policy: str = "delete",
+    cleanup_policy: str,
+    api_outage_tolerance_seconds: float,
     delete_on_success: bool = False,
     metrics_file: str = "",
     poll_interval_seconds: float = 10.0,
@@ -165,7 +165,6 @@ def run_job(
     cleanup_timeout_seconds: float = 60.0,
     metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
     timeout_counts_paused_time: bool = False,
-    api_outage_tolerance_seconds: float = DEFAULT_API_OUTAGE_TOLERANCE_SECONDS,
     cancel_timeout_seconds: float | None = None,
     outage_policy: RetryPolicy = OUTAGE_POLICY,
     launcher_pod: tuple[str, str] = ("", ""),
@@ -183,8 +182,10 @@ def run_job(
             :func:`~..manifests.pytorchjob.build_pytorchjob`); its labels identify this run/task.
         start_timeout_seconds: How long the pods may take to start running (0: no limit).
         timeout_seconds: How long the whole run may take, from submission (0: no limit).
-        cleanup_policy: ``delete`` (default), ``keep`` or ``suspend``, applied when the job failed or exceeded its
-            timeouts, or the run was cancelled; never for the launcher's own trouble (API outage, refused request).
+        cleanup_policy: ``delete``, ``keep`` or ``suspend``, applied when the job failed or exceeded its timeouts,
+            or the run was cancelled; never for the launcher's own trouble (API outage, refused request).
+        api_outage_tolerance_seconds: How long following rides out an unreachable or erroring API (0: as long as
+            ``timeout_seconds`` allows); then the step fails with :class:`ApiOutageTooLong`, the job left running.
         delete_on_success: Delete the job after it completes.
         metrics_file: The JSONL metrics file the training code writes on the shared volume (progress lines).
         poll_interval_seconds: Length of one watch request / poll; steady state is one API request per interval.
@@ -204,8 +205,6 @@ def run_job(
             ``metrics.normalize_records`` for Training Hub's layouts); default: records with a numeric ``step``.
         timeout_counts_paused_time: Whether time the running job spends suspended by a user (paused from the
             dashboard) counts against ``timeout_seconds``; by default a pause stops the clock and is waited out.
-        api_outage_tolerance_seconds: How long following rides out an unreachable or erroring API (0: as long as
-            ``timeout_seconds`` allows); then the step fails with :class:`ApiOutageTooLong`, the job left running.
         cancel_timeout_seconds: How long the cleanup after SIGTERM may take (default: the default 30 s termination
             grace period less a 5 s margin, :func:`~.state.cancel_budget`).
         outage_policy: The backoff of requests retried until a deadline, through an outage or a cleanup (capped

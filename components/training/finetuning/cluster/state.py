@@ -16,8 +16,6 @@ from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster.api import UNTIL_DEADLINE, Deadline
 from components.training.finetuning.cluster.progress import MetricsTail
 
-#: How long following rides out an unreachable or erroring API by default (``api_outage_tolerance_seconds``).
-DEFAULT_API_OUTAGE_TOLERANCE_SECONDS = 3600.0
 #: The default termination grace period of a pod (``terminationGracePeriodSeconds``).
 DEFAULT_TERMINATION_GRACE_SECONDS = 30.0
 #: Left of the grace period after the cleanup's budget, for the exit itself (logs flushed, the error written).
@@ -68,7 +66,8 @@ class FollowSettings:
 
     start_timeout: float
     timeout: float
-    cleanup_policy: str = "delete"
+    cleanup_policy: str
+    api_outage_tolerance: float
     delete_on_success: bool = False
     metrics_file: str = ""
     poll_interval: float = 10.0
@@ -83,7 +82,6 @@ class FollowSettings:
     cleanup_timeout: float = 60.0
     metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     timeout_counts_paused_time: bool = False
-    api_outage_tolerance: float = DEFAULT_API_OUTAGE_TOLERANCE_SECONDS
     cancel_timeout: float = DEFAULT_TERMINATION_GRACE_SECONDS - TERMINATION_MARGIN_SECONDS
     outage_policy: RetryPolicy = OUTAGE_POLICY
     launcher_pod: tuple[str, str] = ("", "")

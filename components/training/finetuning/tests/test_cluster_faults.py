@@ -16,13 +16,12 @@ import pytest
 
 from components.training.finetuning.cluster.auth import load_api_client
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobApiError, JobFailed
-from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod, validate_trainjob
-from tests.harness.requests import job_spec
+from tests.harness.requests import job_spec, run_job
 from tests.harness.tcp_proxy import tcp_proxy
 
 NS = "team-a"

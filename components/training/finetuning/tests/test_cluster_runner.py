@@ -24,14 +24,13 @@ from components.training.finetuning.cluster.auth import KubeAuthError, load_api_
 from components.training.finetuning.cluster.errors import JobApiError, JobCancelled, JobConflictError, JobFailed
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
-from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.cluster.runtimes import RuntimeNotFoundError
 from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
-from tests.harness.requests import job_spec
+from tests.harness.requests import job_spec, run_job
 
 NS = "team-a"
 RUN_ID = "7d1f0a52-3c44-4b8e-9a61-0f2b3c4d5e6f"

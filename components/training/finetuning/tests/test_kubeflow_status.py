@@ -193,11 +193,10 @@ def test_the_step_logs_the_progress_the_controller_stored_in_status_trainer_stat
     """kmock holds the TrainJob; the controller's part copies what rank 0 POSTed into ``status.trainerStatus``."""
     import time
 
-    from components.training.finetuning.cluster.runner import run_job
     from components.training.finetuning.manifests.trainjob import build_trainjob
     from tests.harness.follow_doubles import Log
     from tests.harness.kube import condition, make_pod
-    from tests.harness.requests import job_spec
+    from tests.harness.requests import job_spec, run_job
 
     namespace = "team-a"
     spec = job_spec(run_id="0f3c", task_name="train-model", namespace=namespace, command=["python", "entrypoint.py"])

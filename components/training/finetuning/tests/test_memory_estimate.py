@@ -24,6 +24,7 @@ def config_only(tiny_model_dir, tmp_path) -> Path:
 
 def _shape(algorithm: str, model: Path | str, **changes) -> memory.RunShape:
     values = {"num_gpus": 1, "max_tokens_per_gpu": 64000, "max_seq_len": 8192, "effective_batch_size": 128}
+    values |= {"unfreeze_rank_ratio": 0.25, "lora_r": 16}
     return memory.RunShape(algorithm=algorithm, base_model=str(model), **{**values, **changes})
 
 

@@ -10,12 +10,11 @@ import pytest
 from kubernetes import client
 
 from components.training.finetuning.cluster.errors import JobFailed
-from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.pod.progress_server import TRAINER_STATUS_ANNOTATION
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
-from tests.harness.requests import job_spec
+from tests.harness.requests import job_spec, run_job
 
 NS = "team-a"
 SPEC = job_spec(

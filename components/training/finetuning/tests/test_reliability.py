@@ -326,8 +326,8 @@ def test_sigterm_to_an_evicted_launcher_leaves_the_job_but_a_cancelled_run_delet
     import time
 
     from components.training.finetuning.cluster.errors import JobCancelled, LauncherDisrupted
-    from components.training.finetuning.cluster.runner import run_job
     from tests.harness.kube import make_pytorchjob_pod
+    from tests.harness.requests import run_job
 
     manifest = build_pytorchjob(job_spec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], image="i"))
     kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
