@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import io
-import lzma
 import os
 import re
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 import yaml
 
+from components._common.kfp_patches import open_embedded_archive
 from pipelines.compile import checked_in_path, compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import pipeline_parameters, task_wiring
@@ -262,7 +259,7 @@ def _normalise(text: str) -> str:
     """Replaces each embedded archive by a digest of its member names and contents (tar headers vary by user)."""
 
     def digest(match: re.Match) -> str:
-        with tarfile.open(fileobj=io.BytesIO(lzma.decompress(base64.b64decode(match.group(1))))) as tar:
+        with open_embedded_archive(match.group(1)) as tar:
             files = sorted((m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile())
         return f"__KFP_EMBEDDED_ARCHIVE_B64 = 'sha256:{hashlib.sha256(repr(files).encode()).hexdigest()}'"
 

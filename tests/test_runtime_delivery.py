@@ -1,9 +1,7 @@
 """The runtime-delivery mechanism: project code embedded in the compiled component reaches the task and imports."""
 
 import ast
-import base64
 import io
-import lzma
 import tarfile
 import tokenize
 from pathlib import Path
@@ -12,6 +10,7 @@ import yaml
 from kfp import compiler, dsl
 
 from components._common import runtime
+from components._common.kfp_patches import open_embedded_archive
 from components._common.runtime import COMPONENTS_ROOT, runtime_component, slim_source, stage_runtime_bundle
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -41,19 +40,19 @@ def test_bundle_rejects_code_outside_components(tmp_path):
         stage_runtime_bundle([REPO_ROOT / "pipelines"], tmp_path / "bundle")
 
 
-def _embedded_archive(component_yaml: dict) -> bytes:
+def _embedded_archive(component_yaml: dict) -> tarfile.TarFile:
     executor = next(iter(component_yaml["deploymentSpec"]["executors"].values()))
     source = executor["container"]["command"][-1]
     encoded = source.split("__KFP_EMBEDDED_ARCHIVE_B64 = '", 1)[1].split("'", 1)[0]
     assert "mode='r:xz'" in source and "mode='r:gz'" not in source  # the extraction code opens what was packed
-    return lzma.decompress(base64.b64decode(encoded))
+    return open_embedded_archive(encoded)
 
 
 def test_compiled_component_embeds_the_slimmed_bundle(tmp_path):
     path = tmp_path / "component.yaml"
     compiler.Compiler().compile(where_is_runtime_code, str(path))
     spec = yaml.safe_load(path.read_text())
-    with tarfile.open(fileobj=io.BytesIO(_embedded_archive(spec))) as tar:
+    with _embedded_archive(spec) as tar:
         names = tar.getnames()
         runtime_source = tar.extractfile("./components/_common/runtime.py").read().decode()
     assert "./components/_common/runtime.py" in names
@@ -174,7 +173,7 @@ def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path):
     for executor, (module, shared) in steps.items():
         executors = {executor: pipeline["deploymentSpec"]["executors"][executor]}
         root = tmp_path / executor
-        with tarfile.open(fileobj=io.BytesIO(_embedded_archive({"deploymentSpec": {"executors": executors}}))) as tar:
+        with _embedded_archive({"deploymentSpec": {"executors": executors}}) as tar:
             tar.extractall(root, filter="data")
         shipped = {path.stem for path in (root / "components" / "_common").glob("*.py")} - {"__init__"}
         assert shared <= shipped and "runtime" not in shipped, (executor, shipped)

@@ -19,11 +19,14 @@ line naming both versions instead of misbehaving):
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import inspect
+import io
 import lzma
 import sys
+import tarfile
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -63,6 +66,14 @@ _GZIP_OPEN = "mode='r:gz'"
 def _xz_compress(data: bytes, compresslevel: int = 9) -> bytes:
     """The tar archive as xz (no time stamp in the format: byte-stable output); ``compresslevel`` is KFP's, unused."""
     return lzma.compress(data, format=lzma.FORMAT_XZ, preset=9 | lzma.PRESET_EXTREME)
+
+
+def open_embedded_archive(encoded: str) -> tarfile.TarFile:
+    """The tar archive of a compiled component's ``__KFP_EMBEDDED_ARCHIVE_B64`` value.
+
+    It is the inverse of :func:`reproducible_archive`'s packing, for tests and tools that look inside compiled YAML.
+    """
+    return tarfile.open(fileobj=io.BytesIO(lzma.decompress(base64.b64decode(encoded))))
 
 
 @contextlib.contextmanager

@@ -1,14 +1,10 @@
 """The compiled lm_eval component: its interface, its pinned packages and the runtime code it embeds."""
 
-import base64
-import gzip
-import io
-import tarfile
-
 import yaml
 from kfp import compiler
 
 from components._common import runtime
+from components._common.kfp_patches import open_embedded_archive
 from components.evaluation.lm_eval import component, lm_eval
 
 
@@ -63,7 +59,7 @@ def test_embeds_the_pure_modules_only(tmp_path):
     spec = _compile(tmp_path, lm_eval)
     command = next(iter(spec["deploymentSpec"]["executors"].values()))["container"]["command"][-1]
     encoded = command.split("__KFP_EMBEDDED_ARCHIVE_B64 = '", 1)[1].split("'", 1)[0]
-    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(encoded)))) as tar:
+    with open_embedded_archive(encoded) as tar:
         names = {n.removeprefix("./") for n in tar.getnames() if n.endswith(".py")}
     package = "components/evaluation/lm_eval/"
     assert {n for n in names if n.startswith(package)} == {
