@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from components._common.masking import mask_text
@@ -49,3 +51,26 @@ def with_extension(artifact: object, extension: str) -> str:
     if not artifact.uri.endswith(extension):
         artifact.uri = artifact.uri + extension
     return artifact.path
+
+
+def replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
+    """Writes a directory through a sibling temporary directory, then swaps it in (no half-written directory).
+
+    Args:
+        target: The directory to (re)place.
+        write: Fills the given empty staging directory.
+
+    Returns:
+        ``target``.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        write(staging)
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target

@@ -29,7 +29,13 @@ PASSTHROUGHS = [
 
 
 @route_string_arguments({"dataset": "dataset_path"})
-@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS, task_config_passthroughs=PASSTHROUGHS)
+@runtime_component(
+    __file__,
+    packages=PACKAGES,
+    parameter_docs=PARAMETER_DOCS,
+    task_config_passthroughs=PASSTHROUGHS,
+    bundle_excludes=("local",),  # the in-process CPU launcher runs on the runtime image only (it has the full tree)
+)
 def train_model(
     output_model: dsl.Output[dsl.Model],
     output_metrics: dsl.Output[dsl.Metrics],
@@ -69,7 +75,7 @@ def train_model(
     training_cpu_per_node: str = "",
     training_memory_per_node: str = "",
     training_env_vars: dict = {},
-    training_runtime_name: str = "training-hub",
+    training_runtime_name: str = "",
     training_runtime_kind: str = "ClusterTrainingRuntime",
     training_image: str = "",
     training_namespace: str = "",

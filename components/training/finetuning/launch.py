@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from components._common.namespace import pod_namespace
-from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning import transformers_backend
+from components.training.finetuning.config import TRANSFORMERS_BACKEND, TrainingConfigError, runtime_name_of
 from components.training.finetuning.manifests.spec import SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
 from components.training.finetuning.manifests.trainjob import build_trainjob
@@ -80,7 +81,16 @@ def without_launcher_resources(task_config: Any) -> Any:
 
 
 def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
-    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied)."""
+    """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied).
+
+    The command is Training Hub's entrypoint, or the ``transformers`` backend's ``launch.py``
+    (:func:`.transformers_backend.pod_command`); the runtime is ``training_runtime_name``, else the backend's
+    (:func:`~.config.runtime_name_of`: ``torch-distributed`` for ``transformers``, else ``training-hub``).
+    """
+    if params.get("hub_backend") == TRANSFORMERS_BACKEND:
+        command, args = transformers_backend.pod_command(config_path)
+    else:
+        command, args = ["python", str(config_path.parent / "entrypoint.py")], ["--config", str(config_path)]
     secret_env = []
     hf_token_secret = params.get("hf_token_secret_name", "hf-token")
     if hf_token_secret:
@@ -92,10 +102,10 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         run_id=run_id,
         task_name=task_name,
         namespace=_namespace(params),
-        command=["python", str(config_path.parent / "entrypoint.py")],
-        args=["--config", str(config_path)],
+        command=command,
+        args=args,
         image=params.get("training_image", ""),
-        runtime_name=params.get("runtime_name", "training-hub"),
+        runtime_name=runtime_name_of(params.get("runtime_name", ""), params.get("hub_backend", "")),
         runtime_kind=params.get("runtime_kind", "ClusterTrainingRuntime"),
         num_nodes=params.get("num_nodes", 1),
         gpus_per_node=params.get("gpus_per_node", 1),
@@ -157,7 +167,7 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
         params = plan.params
         backend = backends.select_backend(
             api_client,
-            params.get("runtime_name", "training-hub"),
+            runtime_name_of(params.get("runtime_name", ""), params.get("hub_backend", "")),
             params.get("runtime_kind", "ClusterTrainingRuntime"),
             _namespace(params),
             log=log,
@@ -196,8 +206,14 @@ def train_on_cluster(
         max(int(params.get("gpus_per_node", 1)), 1),
         settings,
         model_path=model_path,
+        hub_backend=plan.config.hub_backend,
     )
-    entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
+    transformers = plan.config.hub_backend == TRANSFORMERS_BACKEND
+    if transformers:
+        metrics_name = transformers_backend.METRICS_FILE
+    else:
+        entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
+        metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
@@ -210,13 +226,22 @@ def train_on_cluster(
         timeout_seconds=params.get("timeout_seconds", 0),
         cleanup_policy=params.get("cleanup_policy", "delete"),
         delete_on_success=params.get("delete_on_success", False),
-        metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
+        metrics_file=str(ckpt_dir / metrics_name),
         log=log,
         timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
         **options,
     )
-    records = metrics_module.read_metrics(ckpt_dir)
+    records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir)
     seconds = records[-1].get("time") or time.perf_counter() - started
+    result = transformers_backend.read_result(ckpt_dir) if transformers else {}
     return BackendRun(
-        find_final_checkpoint(ckpt_dir), records, seconds, name, model_facts, backend=backend, job_kind=manifest["kind"]
+        find_final_checkpoint(ckpt_dir),
+        records,
+        seconds,
+        name,
+        {**model_facts, **({"resumed_from": result["resumed_from"]} if result.get("resumed_from") else {})},
+        eval_loss=result.get("eval_loss"),
+        backend=backend,
+        base_eval_loss=result.get("base_eval_loss"),
+        job_kind=manifest["kind"],
     )

@@ -24,8 +24,10 @@ PARAMETER_DOCS = {
     ),
     "training_algorithm": ("`sft` | `osft` | `lora` (case-insensitive: the guide's `OSFT` works)."),
     "training_backend": (
-        "Training Hub's backend: `instructlab-training` (SFT), `mini-trainer` (OSFT), `unsloth` (LoRA); '' = the "
-        "algorithm's default."
+        "What trains: Training Hub's backend `instructlab-training` (SFT), `mini-trainer` (OSFT), `unsloth` (LoRA), "
+        "'' = the algorithm's default; or `transformers`: the project's own transformers/peft trainer (any "
+        "algorithm) under torchrun in the job's pods (DDP; NCCL on GPUs, gloo on CPU), on the `torch-distributed` "
+        "runtime by default."
     ),
     "training_launcher": (
         "`trainjob` (Kubeflow Trainer v2) | `pytorchjob` (Training Operator v1; needs `training_image`) | `auto` "
@@ -50,13 +52,17 @@ PARAMETER_DOCS = {
     "training_use_liger": ("Liger kernels (Training Hub SFT/OSFT)."),
     "training_checkpoint_at_epoch": ("Checkpoint after every epoch (local: resumable state)."),
     "training_save_final_checkpoint": ("Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`)."),
-    "training_fsdp_sharding_strategy": ("`FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD` (SFT)."),
+    "training_fsdp_sharding_strategy": (
+        "`FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD` (Training Hub SFT; the `transformers` backend "
+        "replicates the model on every process: DDP)."
+    ),
     "training_resume": (
         "Resume from the newest complete checkpoint of this run/task; False wipes the run directory first."
     ),
     "training_max_steps": ("Stop after this many optimizer steps (0 = no limit)."),
     "training_checkpoint_interval_steps": (
-        "Local backend: also save a resumable checkpoint every N steps (0 = off); SIGTERM always saves one."
+        "Local launcher and `transformers` backend: also save a resumable checkpoint every N steps (0 = off); SIGTERM "
+        "always saves one."
     ),
     "training_num_nodes": ("TrainJob nodes (pods); Training Hub's nnodes."),
     "training_gpus_per_node": (
@@ -65,7 +71,10 @@ PARAMETER_DOCS = {
     "training_gpu_resource_name": ("Extended resource name of the GPUs (e.g. nvidia.com/gpu, amd.com/gpu)."),
     "training_cpu_per_node": ("CPU request per node ('' = the runtime's)."),
     "training_memory_per_node": ("Memory request per node ('' = the runtime's)."),
-    "training_runtime_name": ("The Trainer runtime the TrainJob references."),
+    "training_runtime_name": (
+        "The Trainer runtime the TrainJob references; '' = the backend's: `torch-distributed` for "
+        "`training_backend='transformers'`, else `training-hub`."
+    ),
     "training_runtime_kind": ("ClusterTrainingRuntime | TrainingRuntime."),
     "training_image": ("Image override of the trainer ('' = the runtime's image); required for `pytorchjob`."),
     "training_namespace": ('TrainJob namespace; "" = the pipeline pod\'s namespace.'),

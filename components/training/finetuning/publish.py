@@ -7,9 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from components._common.files import with_extension, write_text_atomically
+from components._common.files import replace_dir, with_extension, write_text_atomically
 from components._common.masking import mask_data
-from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.report import render_report
@@ -22,10 +21,10 @@ def _samples_seen(name: str) -> float:
 
 
 def find_final_checkpoint(ckpt_dir: Path) -> Path:
-    """The final Hugging Face checkpoint Training Hub left in ``ckpt_dir``.
+    """The final Hugging Face checkpoint the training pods left in ``ckpt_dir``.
 
-    The newest ``hf_format/samples_<N>`` (SFT and OSFT), else ``ckpt_dir`` itself when it holds a model or adapter
-    (LoRA saves there).
+    The newest ``hf_format/samples_<N>`` (Training Hub SFT and OSFT), else ``final/`` (the ``transformers`` backend,
+    :mod:`.hf_trainer.loop`), else ``ckpt_dir`` itself when it holds a model or adapter (Training Hub LoRA saves there).
 
     Raises:
         FileNotFoundError: No checkpoint.
@@ -33,6 +32,8 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
     candidates = [p for p in (ckpt_dir / "hf_format").glob("*") if (p / "config.json").is_file()]
     if candidates:
         return max(candidates, key=lambda p: (_samples_seen(p.name), p.stat().st_mtime))
+    if (ckpt_dir / "final" / "config.json").is_file():
+        return ckpt_dir / "final"
     if (ckpt_dir / "config.json").is_file() or (ckpt_dir / "adapter_config.json").is_file():
         return ckpt_dir
     raise FileNotFoundError(f"no final checkpoint (hf_format/* or a model) under {ckpt_dir}")
@@ -49,9 +50,7 @@ def publish_outputs(
 ) -> TrainModelResult:
     """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
     config, final_dir, backend = plan.config, trained.final_dir, trained.backend or plan.backend
-    model_dir = local_backend.replace_dir(
-        Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)
-    )
+    model_dir = replace_dir(Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True))
     # The local backend trains in this task: its run directory is scratch (a temporary directory, or a pipeline
     # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
     checkpoint_path = str(model.uri if temporary or backend == "local" else final_dir)

@@ -2,11 +2,12 @@
 
 Everything is checked before anything trains or is submitted (:func:`validate_params`). Then:
 
-* ``backend="local"``: :func:`.local.trainer.train_locally` in this process;
+* ``backend="local"``: :func:`.local.trainer.train_locally` in this process (the trainer core of :mod:`.hf_trainer`);
 * ``backend="trainjob"``: the run directory on the workspace PVC receives the pod script, ``run_config.json`` and the
   dataset (:mod:`.staging`); a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`, run by
-  :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub. The final
-  checkpoint and metrics are read back from the PVC.
+  :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub — or, with
+  ``training_backend="transformers"``, runs the project's own trainer under ``torchrun`` on the ``torch-distributed``
+  runtime (:mod:`.transformers_backend`). The final checkpoint and metrics are read back from the PVC.
 * ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`, from
   the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
 * ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers
@@ -35,11 +36,16 @@ from typing import Any
 
 from components._common.artifacts import find_artifact_file
 from components._common.masking import masked
-from components.training.finetuning import tracking
+from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.cluster.lifecycle import CLEANUP_POLICIES
-from components.training.finetuning.config import BACKENDS, CLUSTER_BACKENDS, TrainingConfig, TrainingConfigError
+from components.training.finetuning.config import (
+    BACKENDS,
+    CLUSTER_BACKENDS,
+    TRANSFORMERS_BACKEND,
+    TrainingConfig,
+    TrainingConfigError,
+)
 from components.training.finetuning.launch import require_training_image, train_on_cluster
-from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import entrypoint, progress_server
@@ -88,7 +94,10 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
     except ValueError as error:
         raise TrainingConfigError(str(error)) from None
     if backend in CLUSTER_BACKENDS:
-        problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
+        if config.hub_backend == TRANSFORMERS_BACKEND:
+            problems = transformers_backend.unsupported_settings(config.hyperparameters())
+        else:
+            problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
         if problems:
             raise TrainingConfigError(f"train_model (training_launcher={backend}): " + "; ".join(problems))
     if backend == "pytorchjob":
@@ -238,6 +247,10 @@ def _require_local_training_packages(algorithm: str) -> None:
 
 
 def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> BackendRun:
+    # Imported here: the local launcher needs the runtime image (torch, transformers); the embedded bundle of the
+    # light launcher image leaves local/ out.
+    from components.training.finetuning.local import trainer as local_backend
+
     config = plan.config
     source, model_facts = stage_base_model(plan, log)
     if source is None:

@@ -18,8 +18,8 @@ from typing import Any
 
 from components._common.artifacts import find_artifact_file
 from components._common.files import write_text_atomically
-from components.training.finetuning import tracking
-from components.training.finetuning.config import TrainingConfig, TrainingConfigError
+from components.training.finetuning import tracking, transformers_backend
+from components.training.finetuning.config import TRANSFORMERS_BACKEND, TrainingConfig, TrainingConfigError
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import RunPlan
 from components.training.finetuning.pod import entrypoint, progress_server
@@ -127,8 +127,9 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> dic
 
     ``progress``: the dashboard progress server (``progress_tracking``, ``progress_metrics_port``);
     ``jit_checkpoint``: Training Hub's ``enable_jit_checkpoint``; ``mlflow``: the tracking URI, experiment and a run
-    name (``<job name>-training-hub``, beside this step's own run) for Training Hub's own MLflow logging. A URI with
-    credentials in it is not handed to the pods (the run config lies on the PVC); use a token secret instead.
+    name (``<job name>-training-hub`` or ``-transformers``, beside this step's own run) for the pods' own MLflow
+    logging. A URI with credentials in it is not handed to the pods (the run config lies on the PVC); use a token
+    secret instead.
     """
     params = plan.params
     mlflow: dict[str, str] = {}
@@ -139,7 +140,7 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> dic
             mlflow = {
                 "tracking_uri": tracker.tracking_uri,
                 "experiment_name": tracker.experiment_name,
-                "run_name": f"{job_name(plan.run_id, plan.task_name)}-training-hub",
+                "run_name": f"{job_name(plan.run_id, plan.task_name)}-{_pod_trainer(plan)}",
             }
     return {
         "progress": {
@@ -149,6 +150,11 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> dic
         "jit_checkpoint": bool(params.get("jit_checkpoint", True)),
         "mlflow": mlflow,
     }
+
+
+def _pod_trainer(plan: RunPlan) -> str:
+    """What trains in the pods, naming their MLflow run: ``transformers`` or ``training-hub``."""
+    return TRANSFORMERS_BACKEND if plan.config.hub_backend == TRANSFORMERS_BACKEND else "training-hub"
 
 
 def stage_pod_script(run_dir: Path) -> Path:
@@ -172,23 +178,32 @@ def write_run_config(
     nproc_per_node: int = 1,
     settings: Mapping[str, Any] | None = None,
     model_path: str | None = None,
+    hub_backend: str = "",
 ) -> Path:
     """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
 
     ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
     controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`pod_settings`) add
     ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the workspace
-    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
+    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``. ``hub_backend="transformers"``
+    stages the project's trainer and the data with string contents (:mod:`.transformers_backend`) instead of the
+    Training Hub entrypoint.
 
     Returns:
         The config file.
     """
-    stage_pod_script(run_dir)
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)
-    shutil.copyfile(data_file, data_dir / "train.jsonl")
-    if eval_file is not None:
-        shutil.copyfile(eval_file, data_dir / "eval.jsonl")
+    if hub_backend == TRANSFORMERS_BACKEND:
+        transformers_backend.stage_code(run_dir)
+        transformers_backend.stage_data(data_file, data_dir / "train.jsonl", "train_dataset")
+        if eval_file is not None:
+            transformers_backend.stage_data(eval_file, data_dir / "eval.jsonl", "eval_dataset")
+    else:
+        stage_pod_script(run_dir)
+        shutil.copyfile(data_file, data_dir / "train.jsonl")
+        if eval_file is not None:
+            shutil.copyfile(eval_file, data_dir / "eval.jsonl")
     run_config = {
         "algorithm": config.algorithm,
         "base_model": config.base_model,

@@ -229,7 +229,7 @@ def test_tolerations_only_job_and_cpu_only_job_validate():
                     "tolerationSeconds": 60,
                 },
             ]
-        }
+        },
     }
     cpu_only = build_trainjob(_spec(gpus_per_node=0, cpu_per_node="4", memory_per_node="8Gi"))
     validate_trainjob(cpu_only)

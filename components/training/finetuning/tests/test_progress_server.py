@@ -26,7 +26,7 @@ from components.training.finetuning.pod.progress_server import INIT_LINE, Progre
 SNAPSHOT = Path(__file__).resolve().parents[1] / "training_hub_signatures.json"
 STEPS = 4
 
-STAND_IN = '''
+STAND_IN = """
 import json, os, time
 from pathlib import Path
 
@@ -49,7 +49,7 @@ def _train(function, passed):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"the test never read step {row['step']}")
                 time.sleep(0.01)
-'''
+"""
 
 
 def _stand_in(directory: Path) -> Path:
@@ -318,9 +318,9 @@ def test_resume_picks_the_newest_complete_checkpoint_of_each_layout(tmp_path):
     assert kwargs == {} and "epoch_2" in message
     assert checkpoints.resume_kwargs("sft", tmp_path / "nothing", resume=True) == ({}, "")
     # The keyword exists where it is passed: mini-trainer's TrainingArgs (OSFT's **kwargs) in the pinned snapshot.
-    assert "resume_from_full_state_checkpoint" in json.loads(SNAPSHOT.read_text())["functions"]["osft"][
-        "kwargs_accepted"
-    ]
+    assert (
+        "resume_from_full_state_checkpoint" in json.loads(SNAPSHOT.read_text())["functions"]["osft"]["kwargs_accepted"]
+    )
 
 
 def test_an_older_training_hub_without_the_new_parameters_runs_without_them():

@@ -1,0 +1,78 @@
+"""The ``transformers`` backend's pod command: start ``torchrun`` over this node's processes with the trainer worker.
+
+Staged by ``train_model`` at the root of the run directory's code tree (``<run_dir>/transformers/launch.py``, see
+:mod:`..transformers_backend`), so ``python launch.py --config <run_dir>/run_config.json`` imports the staged
+``components`` package beside it and nothing else of the project. Every pod of the job runs it:
+
+1. the base model is resolved on this node (``pvc://``, ``s3://`` into the shared cache, an HF id with ``HF_TOKEN``;
+   an ``oci://`` model was already pulled by ``train_model`` and arrives as ``model_path``);
+2. the torchrun arguments come from what the job controller injects (:func:`..pod.entrypoint.torchrun_kwargs`:
+   ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` of Kubeflow
+   Trainer's torch runtime, else Training Operator v1's ``WORLD_SIZE``/``RANK``/``MASTER_*``);
+3. this process becomes ``torchrun`` (``exec``), so the pod's SIGTERM (a paused TrainJob) reaches its agent, which
+   passes it to the workers (:mod:`.pod_worker`), which checkpoint and exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from components.training.finetuning.pod import entrypoint
+
+#: The worker script staged beside this one.
+WORKER_SCRIPT = "worker.py"
+
+
+def torchrun_argv(
+    run_config: Mapping[str, Any], env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
+) -> list[str]:
+    """The ``torchrun`` command line (``python -m torch.distributed.run``) of this node.
+
+    Args:
+        run_config: The run config (``nproc_per_node``: processes per node when the controller sets none).
+        env: The pod's environment.
+        worker: The staged worker script.
+        config_path: The run config file.
+        model_path: The resolved base model.
+
+    Returns:
+        The argv: a static rendezvous at the master address, no restarts (the job controller restarts pods).
+
+    Raises:
+        EntrypointError: A controller variable is malformed.
+    """
+    kwargs = entrypoint.torchrun_kwargs(env, int(run_config.get("nproc_per_node") or 0))
+    argv = [sys.executable, "-m", "torch.distributed.run", "--max-restarts=0"]
+    argv.append(f"--nnodes={kwargs.get('nnodes', 1)}")
+    argv.append(f"--nproc-per-node={kwargs.get('nproc_per_node', run_config.get('nproc_per_node') or 1)}")
+    argv.append(f"--node-rank={kwargs.get('node_rank', 0)}")
+    if kwargs.get("rdzv_endpoint"):
+        address, _, port = str(kwargs["rdzv_endpoint"]).rpartition(":")
+        argv += [f"--master-addr={address}", f"--master-port={port}"]
+    return [*argv, str(worker), "--config", str(config_path), "--model-path", model_path]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Resolves the model, then replaces this process by ``torchrun`` running the worker."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, type=Path)
+    args = parser.parse_args(argv)
+    run_config = json.loads(args.config.read_text(encoding="utf-8"))
+    env = dict(os.environ)
+    model_path = run_config.get("model_path") or entrypoint.resolve_model_source(
+        run_config["base_model"], Path(run_config["model_cache_dir"]), run_config.get("pvc_mounts", {}), env
+    )
+    command = torchrun_argv(run_config, env, Path(__file__).with_name(WORKER_SCRIPT), args.config, model_path)
+    print("transformers backend: " + " ".join(command[1:]), flush=True)
+    os.execv(command[0], command)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""One ``torchrun`` worker of the ``transformers`` backend: a rank of the data-parallel run of :func:`.loop.train`.
+
+Started by :mod:`.pod_launch` (staged as ``<run_dir>/transformers/worker.py``). It joins the process group
+(:mod:`.distributed`: NCCL on GPUs, gloo on CPU), reads the run config and the checked data ``train_model`` staged,
+and trains. Rank 0 alone writes: the metrics JSONL, the checkpoints and the final model under ``ckpt_output_dir``, the
+run's ``result.json`` (:data:`RESULT_FILE`: eval losses, resumed checkpoint) that ``train_model`` reads back, and
+MLflow (when the run config carries a tracking URI and ``mlflow`` is installed in the image). Rank 0 also serves
+progress to the OpenShift AI dashboard (:func:`..pod.progress_server.start_for_run`, from the metrics file) and
+writes the final progress JSON to the termination log. A SIGTERM (a paused or preempted job) saves a checkpoint at
+the end of the running step when the run config's ``jit_checkpoint`` is on; the resumed job continues from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from components._common.files import write_text_atomically
+from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.hf_trainer import distributed, loop
+from components.training.finetuning.hf_trainer.data import read_jsonl_rows
+from components.training.finetuning.pod import progress_server
+
+#: Written by rank 0 into ``ckpt_output_dir`` when training ends: what the metrics file does not say.
+RESULT_FILE = "result.json"
+
+
+def training_config(run_config: Mapping[str, Any]) -> TrainingConfig:
+    """The run config's hyper-parameters as a validated :class:`TrainingConfig` (errors name ``run_config.json``)."""
+    return TrainingConfig.from_params(
+        source="run_config.json", base_model=run_config["base_model"], **run_config["hyperparameters"]
+    )
+
+
+def mlflow_step_logger(run_config: Mapping[str, Any], log: Callable[[str], None]) -> Any:
+    """An ``on_step`` callback logging each record to MLflow, or ``None`` (no tracking URI, or no ``mlflow`` here).
+
+    The run is named by the run config (``<job>-transformers``), beside the KFP step's own run, as Training Hub does.
+    """
+    settings = run_config.get("mlflow") or {}
+    if not settings.get("tracking_uri"):
+        return None
+    try:
+        import mlflow
+    except ImportError:
+        log("note: MLflow is configured but the training image has no mlflow package; the KFP step still logs")
+        return None
+    mlflow.set_tracking_uri(settings["tracking_uri"])
+    if settings.get("experiment_name"):
+        mlflow.set_experiment(settings["experiment_name"])
+    run = mlflow.start_run(run_name=settings.get("run_name") or None)
+    mlflow.log_params({key: str(value) for key, value in sorted(run_config["hyperparameters"].items())})
+    log(f"MLflow: logging the steps to run {run.info.run_id}")
+
+    def on_step(record: Mapping[str, Any]) -> None:
+        values = {key: record[key] for key in ("loss", "lr", "tokens_per_second") if record.get(key) is not None}
+        mlflow.log_metrics(values, step=int(record["step"]))
+
+    on_step.close = mlflow.end_run  # type: ignore[attr-defined]
+    return on_step
+
+
+def write_result(ckpt_dir: Path, result: loop.TrainingResult) -> Path:
+    """Writes :data:`RESULT_FILE` (rank 0) and returns it."""
+    facts = {
+        "eval_loss": result.eval_loss,
+        "base_eval_loss": result.base_eval_loss,
+        "resumed_from": str(result.resumed_from or ""),
+        "adapter_dir": str(result.adapter_dir or ""),
+        "train_seconds": result.train_seconds,
+        "final_model_dir": str(result.final_model_dir),
+    }
+    path = ckpt_dir / RESULT_FILE
+    write_text_atomically(path, json.dumps(facts, indent=1, sort_keys=True))
+    return path
+
+
+def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], None] = print) -> int:
+    """Trains as this rank; returns the exit status (a SIGTERM leaves through ``SystemExit(143)``)."""
+    config = training_config(run_config)
+    ckpt_dir = Path(run_config["ckpt_output_dir"])
+    eval_path = run_config.get("eval_data_path")
+    with distributed.process_group() as group:
+
+        def say(line: str) -> None:
+            if group.is_main:
+                log(line)
+
+        say(
+            f"transformers backend: {config.algorithm} on {group.world_size} process(es), "
+            f"{group.backend or 'single process'} on {group.device}; data-parallel (DDP): every process holds the "
+            "whole model"
+        )
+        server = progress_server.start_for_run(run_config, group.rank, log=say)
+        on_step = mlflow_step_logger(run_config, say) if group.is_main else None
+        succeeded = False
+        try:
+            result = loop.train(
+                config,
+                ckpt_dir,
+                model_path,
+                read_jsonl_rows(Path(run_config["data_path"])),
+                read_jsonl_rows(Path(eval_path)) if eval_path else None,
+                data_label=str(run_config["data_path"]),
+                log=say,
+                on_step=on_step,
+                dist=group,
+                checkpoint_on_sigterm=bool(run_config.get("jit_checkpoint", True)),
+            )
+            if group.is_main:
+                write_result(ckpt_dir, result)
+            succeeded = True
+        finally:
+            if on_step is not None:
+                on_step.close()
+            if server is not None:
+                termination_log = (run_config.get("progress") or {}).get(
+                    "termination_log", progress_server.TERMINATION_LOG
+                )
+                server.stop(succeeded, termination_log)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``worker.py --config <run_config.json> --model-path <model>`` (started by torchrun)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, type=Path)
+    parser.add_argument("--model-path", required=True)
+    args = parser.parse_args(argv)
+    run_config = json.loads(args.config.read_text(encoding="utf-8"))
+    return run(run_config, args.model_path, log=lambda line: print(line, flush=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
