@@ -239,7 +239,7 @@ def train_on_cluster(
         records,
         seconds,
         name,
-        {**model_facts, **({"resumed_from": result["resumed_from"]} if result.get("resumed_from") else {})},
+        {**model_facts, **{key: result[key] for key in ("resumed_from", "adapter_path") if result.get(key)}},
         eval_loss=result.get("eval_loss"),
         backend=backend,
         base_eval_loss=result.get("base_eval_loss"),

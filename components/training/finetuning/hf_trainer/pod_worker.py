@@ -70,7 +70,7 @@ def write_result(ckpt_dir: Path, result: loop.TrainingResult) -> Path:
         "eval_loss": result.eval_loss,
         "base_eval_loss": result.base_eval_loss,
         "resumed_from": str(result.resumed_from or ""),
-        "adapter_dir": str(result.adapter_dir or ""),
+        "adapter_path": str(result.adapter_dir or ""),
         "train_seconds": result.train_seconds,
         "final_model_dir": str(result.final_model_dir),
     }

@@ -1,0 +1,255 @@
+"""``training_backend="transformers"``: validation, runtime choice, staging, the launcher's bundle, and ``train_model``
+end to end against the Kubernetes emulator with the pod command really training (one node, gloo, CPU)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kfp import dsl
+
+from components._common import runtime
+from components.training.finetuning import launch, staging, transformers_backend
+from components.training.finetuning.config import TrainingConfig, TrainingConfigError, runtime_name_of
+from components.training.finetuning.run import run_train_model, validate_params
+from tests.harness.kube import condition, validate_trainjob
+
+NS = "team-a"
+FAST = {"effective_batch_size": 16, "learning_rate": 3e-3, "max_seq_len": 256, "max_tokens_per_gpu": 1024}
+FINETUNING = Path(transformers_backend.__file__).parent
+
+
+def _artifacts(tmp_path, demo_dataset_path):
+    data = tmp_path / "in" / "train"
+    data.parent.mkdir(parents=True)
+    shutil.copyfile(demo_dataset_path, data)
+    dataset = dsl.Dataset(uri=str(data), metadata={"dataset_uri": "hf://org/demo", "dataset_sha256": "abc123"})
+    outputs = {
+        name: cls(uri=str(tmp_path / "out" / name))
+        for name, cls in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))
+    }
+    (tmp_path / "out").mkdir()
+    return dataset, outputs
+
+
+@pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
+def test_transformers_is_a_backend_of_every_algorithm(algorithm):
+    config = validate_params({"base_model": "m", "algorithm": algorithm, "hub_backend": "transformers"}, False)
+    assert config.hub_backend == "transformers"
+
+
+def test_an_unknown_backend_names_the_choices():
+    with pytest.raises(TrainingConfigError) as error:
+        TrainingConfig.from_params(base_model="m", algorithm="osft", hub_backend="transformer")
+    message = str(error.value)
+    assert "training_backend='transformer'" in message and "mini-trainer" in message and "'transformers'" in message
+
+
+def test_settings_the_backend_cannot_honour_fail_before_anything_runs():
+    params = {"base_model": "m", "hub_backend": "transformers", "backend": "trainjob", "use_liger": True}
+    with pytest.raises(
+        TrainingConfigError, match=r"use_liger=True is not supported by training_backend='transformers'"
+    ):
+        validate_params(params, False)
+    # Training Hub's own restrictions do not apply: its SFT takes no scheduler or max_steps, this trainer does.
+    validate_params({**params, "use_liger": False, "lr_scheduler": "linear", "max_steps": 5}, False)
+
+
+def test_the_runtime_follows_the_backend_unless_named():
+    assert runtime_name_of("", "transformers") == "torch-distributed"
+    assert runtime_name_of("", "") == runtime_name_of("", "mini-trainer") == "training-hub"
+    assert runtime_name_of("my-torch", "transformers") == "my-torch"
+    assert runtime_name_of(" training-hub ", "transformers") == "training-hub"
+
+
+def _staged(tmp_path, demo_dataset_path, hub_backend="transformers"):
+    config = TrainingConfig.from_params(base_model="org/model", hub_backend=hub_backend, **FAST)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    return staging.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, {}, hub_backend=hub_backend)
+
+
+def test_the_trainjob_targets_torch_distributed_and_runs_the_staged_launcher(tmp_path, demo_dataset_path):
+    config_path = _staged(tmp_path, demo_dataset_path)
+    params = {"hub_backend": "transformers", "namespace": NS, "num_nodes": 2, "gpus_per_node": 1}
+    manifest = launch.build_job_manifest("trainjob", config_path, None, "run-3", "train-model", params)
+    validate_trainjob(manifest)
+    spec = manifest["spec"]
+    assert spec["runtimeRef"] == {
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+        "name": "torch-distributed",
+    }
+    assert spec["trainer"]["command"] == ["python", str(config_path.parent / "transformers" / "launch.py")]
+    assert spec["trainer"]["args"] == ["--config", str(config_path)]
+    assert (spec["trainer"]["numNodes"], spec["trainer"]["numProcPerNode"]) == (2, 1)
+    named = launch.build_job_manifest(
+        "trainjob", config_path, None, "run-3", "train-model", {**params, "runtime_name": "rt"}
+    )
+    assert named["spec"]["runtimeRef"]["name"] == "rt"
+    hub = launch.build_job_manifest("trainjob", config_path, None, "run-3", "train-model", {"namespace": NS})
+    assert hub["spec"]["runtimeRef"]["name"] == "training-hub"
+    assert hub["spec"]["trainer"]["command"] == ["python", str(config_path.parent / "entrypoint.py")]
+
+
+def test_the_pytorchjob_runs_the_same_launcher(tmp_path, demo_dataset_path):
+    config_path = _staged(tmp_path, demo_dataset_path)
+    params = {"hub_backend": "transformers", "namespace": NS, "training_image": "quay.io/org/torch:1"}
+    manifest = launch.build_job_manifest("pytorchjob", config_path, None, "run-3", "train-model", params)
+    container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert container["command"][1] == str(config_path.parent / "transformers" / "launch.py")
+
+
+def test_staging_writes_the_code_tree_and_plain_data(tmp_path):
+    source = tmp_path / "rows.jsonl"
+    parts = [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]
+    source.write_text(
+        json.dumps({"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "ok"}]}) + "\n"
+    )
+    config_path = _staged(tmp_path, source)
+    run_dir = config_path.parent
+    staged = json.loads((run_dir / "data" / "train.jsonl").read_text())
+    assert staged["messages"][0]["content"] == "first\nsecond"
+    assert not (run_dir / "entrypoint.py").exists()
+    root = run_dir / "transformers"
+    files = {str(path.relative_to(root)) for path in root.rglob("*.py") if path.name != "__init__.py"}
+    expected = {module.replace(".", "/") + ".py" for module in transformers_backend.STAGED_MODULES}
+    assert files == expected | set(transformers_backend.ROOT_SCRIPTS)
+    assert json.loads(config_path.read_text())["hyperparameters"]["hub_backend"] == "transformers"
+
+
+def test_the_staged_tree_needs_no_project_dependency(tmp_path, demo_dataset_path):
+    """The pod image has torch and transformers: msgspec, kfp, kubernetes, boto3 and mlflow must not be imported."""
+    root = _staged(tmp_path, demo_dataset_path).parent / "transformers"
+    blocked = ["msgspec", "kfp", "kubernetes", "boto3", "mlflow", "yaml", "tenacity"]
+    script = "; ".join(
+        [
+            "import sys",
+            f"sys.modules.update(dict.fromkeys({blocked!r}))",
+            "import launch, worker",
+            "import components.training.finetuning.hf_trainer.loop as loop",
+            "assert loop.__file__.startswith(sys.argv[1]), loop.__file__",
+        ]
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(root)], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_the_launchers_bundle_has_the_trainer_core_but_not_the_local_runner(tmp_path):
+    bundle = runtime.stage_runtime_bundle([FINETUNING], tmp_path / "bundle", [FINETUNING / "local"])
+    package = bundle / "components" / "training" / "finetuning"
+    assert (package / "hf_trainer" / "loop.py").is_file() and (package / "transformers_backend.py").is_file()
+    assert not (package / "local").exists()
+
+
+def test_auto_looks_for_the_backends_runtime(kube_api, tiny_model_dir, demo_dataset_path, tmp_path):
+    """``auto`` with ``transformers`` checks torch-distributed: with only training-hub it falls back to PyTorchJob."""
+    kube_api.create_runtime("training-hub")
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    workspace = tmp_path / "ws"
+    task_config = dsl.TaskConfig(
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
+        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+    )
+    with pytest.raises(TrainingConfigError, match="training_image='': required when the launcher is pytorchjob"):
+        run_train_model(
+            train_dataset=dataset,
+            **out,
+            task_config=task_config,
+            base_model=str(tiny_model_dir),
+            hub_backend="transformers",
+            backend="auto",
+            namespace=NS,
+            workspace_path=str(workspace),
+            api_client=kube_api.api_client,
+            log=lambda line: None,
+        )
+    assert not kube_api.objects("trainjobs", NS) and not kube_api.objects("pytorchjobs", NS)
+
+
+def _play_one_node(kube_api, seen):
+    """Runs the TrainJob's command as its single pod would (real torchrun, one node), then marks the job complete."""
+    job = kube_api.wait_for(lambda: kube_api.objects("trainjobs", NS), timeout=60)[0]
+    seen["manifest"] = job
+    trainer = job["spec"]["trainer"]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+        PET_NNODES="1",
+        PET_NPROC_PER_NODE="1",
+        PET_NODE_RANK="0",
+        PET_MASTER_ADDR="127.0.0.1",
+        PET_MASTER_PORT=str(_free_port()),
+        OMP_NUM_THREADS="1",
+    )
+    run = subprocess.run(
+        [*trainer["command"], *trainer["args"]], env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    seen["pod_output"] = run.stdout + run.stderr
+    conditions = [condition("Complete" if run.returncode == 0 else "Failed", message="pod exited")]
+    kube_api.set_trainjob_status(NS, job["metadata"]["name"], {"conditions": conditions})
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_train_model_runs_the_transformers_backend_in_a_trainjob(kube_api, tiny_model_dir, demo_dataset_path, tmp_path):
+    kube_api.create_runtime("torch-distributed")
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    eval_data = tmp_path / "in" / "eval.jsonl"
+    eval_data.write_text("".join(demo_dataset_path.read_text().splitlines(keepends=True)[:16]))
+    workspace = tmp_path / "kfp-workspace"
+    task_config = dsl.TaskConfig(
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
+        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+    )
+    seen, logged = {}, []
+    with kube_api.in_background(lambda: _play_one_node(kube_api, seen)):
+        outcome = run_train_model(
+            train_dataset=dataset,
+            eval_dataset=dsl.Dataset(uri=str(eval_data)),
+            **out,
+            task_config=task_config,
+            base_model=str(tiny_model_dir),
+            algorithm="lora",
+            lora_r=8,
+            lora_alpha=16,
+            hub_backend="transformers",
+            backend="auto",
+            namespace=NS,
+            workspace_path=str(workspace),
+            run_id="run-9",
+            task_name="train-model",
+            max_steps=6,
+            lr_scheduler="constant",
+            progress_metrics_port=_free_port(),
+            api_client=kube_api.api_client,
+            log=logged.append,
+            job_options={"poll_interval_seconds": 0.2},
+            **FAST,
+        )
+    assert "transformers backend: lora on 1 process(es)" in seen["pod_output"], seen["pod_output"][-3000:]
+    manifest = seen["manifest"]
+    validate_trainjob({key: manifest[key] for key in ("apiVersion", "kind", "metadata", "spec")})
+    assert manifest["spec"]["runtimeRef"]["name"] == "torch-distributed"
+    run_dir = Path(manifest["spec"]["trainer"]["args"][1]).parent
+    meta = out["model"].metadata
+    assert meta["checkpoint_path"] == str(run_dir / "checkpoints" / "final")
+    assert meta["backend"] == "trainjob" and meta["job_kind"] == "TrainJob"
+    assert (Path(out["model"].path) / "config.json").is_file()
+    metrics = out["metrics"].metadata
+    assert metrics["steps"] == 6.0 and metrics["eval_loss"] < metrics["base_eval_loss"]
+    assert [record["step"] for record in outcome.records] == [1, 2, 3, 4, 5, 6]
+    assert manifest["metadata"]["name"] in Path(out["report"].path).read_text()
