@@ -153,17 +153,14 @@ def needed_common_modules(component_dirs: Sequence[Path]) -> set[str]:
     return needed
 
 
-def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None, excluded: Sequence[Path] = ()) -> None:
+def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None) -> None:
     """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need.
 
     ``only``: module names (without ``.py``) to copy besides ``__init__.py``; ``None`` copies every module.
-    ``excluded``: directories whose files are left out.
     """
     for path in _shipped_files(source):
         relative = path.relative_to(source)
         if only is not None and path.name != "__init__.py" and path.stem not in only:
-            continue
-        if any(path.is_relative_to(directory) for directory in excluded):
             continue
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -186,13 +183,12 @@ def _write_package_inits(bundle_root: Path, package_dir: Path) -> None:
         current = current.parent
 
 
-def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excluded_dirs: Sequence[Path] = ()) -> Path:
+def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> Path:
     """Stages the runtime code of some component directories as an importable ``components`` tree.
 
     Args:
         component_dirs: Directories under ``components/`` whose pure modules the component imports at run time.
         bundle_root: An empty directory; it becomes the root put on ``sys.path`` in the pod.
-        excluded_dirs: Directories inside ``component_dirs`` left out (code that cannot run on the bundle's image).
 
     Returns:
         ``bundle_root``, now holding ``components/__init__.py``, the ``components/_common`` modules the directories
@@ -208,11 +204,10 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excl
         if COMPONENTS_ROOT not in Path(directory).resolve().parents:
             raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {Path(directory).resolve()}")
     only = None if common in {Path(d).resolve() for d in component_dirs} else needed_common_modules(component_dirs)
-    excluded = [Path(directory).resolve() for directory in excluded_dirs]
     for source in [common, *component_dirs]:
         source = Path(source).resolve()
         target = package_root / source.relative_to(COMPONENTS_ROOT)
-        _copy_module_tree(source, target, only if source == common else None, excluded)
+        _copy_module_tree(source, target, only if source == common else None)
         _write_package_inits(package_root, target)
     for path in [bundle_root, *bundle_root.rglob("*")]:
         os.utime(path, (_BUNDLE_MTIME, _BUNDLE_MTIME))
@@ -263,7 +258,6 @@ def runtime_component(
     extra_dirs: Sequence[Path] = (),
     parameter_docs: Mapping[str, str] | None = None,
     image: str = "",
-    bundle_excludes: Sequence[str] = (),
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """A ``@dsl.component`` that ships the component's own modules into the pod.
@@ -276,8 +270,6 @@ def runtime_component(
             section (see :func:`with_parameter_docs`).
         image: The component's default image ("" = :data:`BASE_IMAGE`); it must carry whatever ``packages`` leaves
             out (e.g. torch).
-        bundle_excludes: Sub-directories of the component's directory left out of the embedded bundle (code that
-            only runs on the prebuilt runtime image, e.g. ``local``); a prebuilt image has everything.
         **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
 
     Returns:
@@ -305,12 +297,12 @@ def runtime_component(
 
         def _decorate(target: Callable[..., Any], step_image: str, prebuilt: bool) -> Any:
             if prebuilt:
-                component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
+                component = dsl.component(
+                    target, base_image=step_image, install_kfp_package=False, **component_kwargs
+                )
             else:
                 with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():
-                    component_dir = Path(component_file).parent
-                    excluded = [component_dir / name for name in bundle_excludes]
-                    stage_runtime_bundle([component_dir, *extra_dirs], Path(staging), excluded)
+                    stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
                     component = dsl.component(
                         target,
                         base_image=step_image,

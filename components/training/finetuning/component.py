@@ -29,13 +29,7 @@ PASSTHROUGHS = [
 
 
 @route_string_arguments({"dataset": "dataset_path"})
-@runtime_component(
-    __file__,
-    packages=PACKAGES,
-    parameter_docs=PARAMETER_DOCS,
-    task_config_passthroughs=PASSTHROUGHS,
-    bundle_excludes=("local",),  # the in-process CPU launcher runs on the runtime image only (it has the full tree)
-)
+@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS, task_config_passthroughs=PASSTHROUGHS)
 def train_model(
     output_model: dsl.Output[dsl.Model],
     output_metrics: dsl.Output[dsl.Metrics],

@@ -247,8 +247,8 @@ def _require_local_training_packages(algorithm: str) -> None:
 
 
 def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> BackendRun:
-    # Imported here: the local launcher needs the runtime image (torch, transformers); the embedded bundle of the
-    # light launcher image leaves local/ out.
+    # Imported here: the in-process trainer needs torch and transformers (the runtime image, or kfp.local's complete
+    # environment); the cluster launchers never import it.
     from components.training.finetuning.local import trainer as local_backend
 
     config = plan.config

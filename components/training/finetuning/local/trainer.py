@@ -2,9 +2,9 @@
 
 This module only feeds the core: the chat rows read and checked by the project's chat-format reader, and a single
 process instead of a ``torchrun`` rank. The same core runs in the ``transformers`` backend's training pods
-(:mod:`..hf_trainer.pod_worker`). It needs ``torch`` and ``transformers`` (+ ``peft`` for LoRA) in the task's image,
-i.e. the prebuilt runtime image (``KFP_FINETUNE_RUNTIME_IMAGE``, see ``Containerfile``): the embedded bundle of the
-light launcher image leaves this package out.
+(:mod:`..hf_trainer.pod_worker`). It needs ``torch`` and ``transformers`` (+ ``peft`` for LoRA) in the task's
+environment: the prebuilt runtime image (``KFP_FINETUNE_RUNTIME_IMAGE``, see ``Containerfile``) on a cluster, or the
+complete environment of ``kfp.local`` (the demo).
 """
 
 from __future__ import annotations

@@ -141,11 +141,11 @@ def test_the_staged_tree_needs_no_project_dependency(tmp_path, demo_dataset_path
     assert run.returncode == 0, run.stderr[-2000:]
 
 
-def test_the_launchers_bundle_has_the_trainer_core_but_not_the_local_runner(tmp_path):
-    bundle = runtime.stage_runtime_bundle([FINETUNING], tmp_path / "bundle", [FINETUNING / "local"])
-    package = bundle / "components" / "training" / "finetuning"
-    assert (package / "hf_trainer" / "loop.py").is_file() and (package / "transformers_backend.py").is_file()
-    assert not (package / "local").exists()
+def test_the_launchers_bundle_carries_what_staging_copies(tmp_path):
+    """Staging copies the pods' code from the launcher's own (embedded) bundle: every staged module must be in it."""
+    bundle = runtime.stage_runtime_bundle([FINETUNING], tmp_path / "bundle")
+    for module in transformers_backend.STAGED_MODULES:
+        assert (bundle / (module.replace(".", "/") + ".py")).is_file(), module
 
 
 def test_auto_looks_for_the_backends_runtime(kube_api, tiny_model_dir, demo_dataset_path, tmp_path):
