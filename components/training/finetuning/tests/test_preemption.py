@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.hf_trainer.preemption import (
     COMPLETE_MARKER,
     SIGTERM_EXIT_CODE,
@@ -24,6 +23,7 @@ from components.training.finetuning.hf_trainer.preemption import (
     read_marker,
     save_on_sigterm,
 )
+from components.training.finetuning.local import trainer as local_backend
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 TOTAL_STEPS = 400
