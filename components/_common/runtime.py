@@ -297,9 +297,7 @@ def runtime_component(
 
         def _decorate(target: Callable[..., Any], step_image: str, prebuilt: bool) -> Any:
             if prebuilt:
-                component = dsl.component(
-                    target, base_image=step_image, install_kfp_package=False, **component_kwargs
-                )
+                component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
             else:
                 with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():
                     stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))

@@ -118,7 +118,8 @@ PARAMETER_DOCS = {
     "training_progress_metrics_port": ("Port of the rank-0 pod's progress server (1024-65535)."),
     "training_progress_poll_interval_seconds": ("How often the dashboard's controller polls that server (5-300 s)."),
     "training_jit_checkpoint": (
-        "Training Hub saves a just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues from it."
+        "The training pods (Training Hub, or the `transformers` backend at the end of the running step) save a "
+        "just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues from it."
     ),
     "pvc_path": ('Pass `dsl.WORKSPACE_PATH_PLACEHOLDER`; "" = a temporary directory (local backend only).'),
     "training_mlflow_tracking_uri": (

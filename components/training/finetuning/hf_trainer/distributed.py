@@ -113,7 +113,10 @@ def _int_variable(env: Mapping[str, str], name: str) -> int:
 
 
 def from_environment(env: Mapping[str, str] | None = None) -> Distributed:
-    """Joins the process group ``torchrun`` describes in ``env`` (a single process when ``WORLD_SIZE`` is unset or 1).
+    """Joins the process group ``torchrun`` describes in ``env`` (a plain single process when ``WORLD_SIZE`` is unset).
+
+    Under torchrun the group is joined whatever the world size, so that a one-GPU job runs the same NCCL and DDP
+    code as a multi-node one.
 
     Args:
         env: The worker's environment (default ``os.environ``).
@@ -128,13 +131,14 @@ def from_environment(env: Mapping[str, str] | None = None) -> Distributed:
 
     env = os.environ if env is None else env
     cuda = torch.cuda.is_available()
-    world_size = _int_variable(env, "WORLD_SIZE") if env.get("WORLD_SIZE") else 1
-    rank = _int_variable(env, "RANK") if world_size > 1 else 0
-    local_rank = _int_variable(env, "LOCAL_RANK") if world_size > 1 else 0
+    under_torchrun = bool(env.get("WORLD_SIZE"))
+    world_size = _int_variable(env, "WORLD_SIZE") if under_torchrun else 1
+    rank = _int_variable(env, "RANK") if under_torchrun else 0
+    local_rank = _int_variable(env, "LOCAL_RANK") if under_torchrun else 0
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    if world_size == 1:
+    if not under_torchrun:
         return Distributed(device=device)
     for name in ("MASTER_ADDR", "MASTER_PORT"):
         if not env.get(name):

@@ -64,9 +64,9 @@ def mlflow_step_logger(run_config: Mapping[str, Any], log: Callable[[str], None]
     return on_step
 
 
-def write_result(ckpt_dir: Path, result: loop.TrainingResult) -> Path:
-    """Writes :data:`RESULT_FILE` (rank 0) and returns it."""
-    facts = {
+def write_result(ckpt_dir: Path, result: loop.TrainingResult, device: Any = None) -> Path:
+    """Writes :data:`RESULT_FILE` (rank 0; with the peak GPU memory of this rank on CUDA) and returns it."""
+    facts: dict[str, Any] = {
         "eval_loss": result.eval_loss,
         "base_eval_loss": result.base_eval_loss,
         "resumed_from": str(result.resumed_from or ""),
@@ -74,6 +74,10 @@ def write_result(ckpt_dir: Path, result: loop.TrainingResult) -> Path:
         "train_seconds": result.train_seconds,
         "final_model_dir": str(result.final_model_dir),
     }
+    if device is not None and device.type == "cuda":
+        import torch
+
+        facts["peak_gpu_memory_bytes"] = torch.cuda.max_memory_allocated(device)
     path = ckpt_dir / RESULT_FILE
     write_text_atomically(path, json.dumps(facts, indent=1, sort_keys=True))
     return path
@@ -112,7 +116,7 @@ def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], Non
                 checkpoint_on_sigterm=bool(run_config.get("jit_checkpoint", True)),
             )
             if group.is_main:
-                write_result(ckpt_dir, result)
+                write_result(ckpt_dir, result, group.device)
             succeeded = True
         finally:
             if on_step is not None:
