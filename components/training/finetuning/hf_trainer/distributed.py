@@ -2,9 +2,14 @@
 
 :func:`from_environment` reads the variables ``torchrun`` sets in each worker (``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) and joins the process group: NCCL with one GPU per process when
-CUDA is available, gloo on CPU. :class:`Distributed` is what the training loop asks of it: wrap the model
-(``DistributedDataParallel``, which averages gradients over the ranks), sum numbers over the ranks, agree on a stop,
-wait for the others. With one process every call is a no-op, so the same loop serves both.
+CUDA is available, gloo on CPU. :class:`Distributed` is what the training loop asks of it: wrap the model, sum numbers
+over the ranks, agree on a stop, wait for the others, gather full state dicts. With one process every call is a no-op,
+so the same loop serves both.
+
+Wrapping (:meth:`Distributed.wrap`): ``DistributedDataParallel`` (every rank holds the model; gradients averaged), or
+FSDP2 (``torch.distributed.fsdp.fully_shard`` on each decoder layer, then the root) for the sharding strategies of
+``fsdp_sharding_strategy``: ``FULL_SHARD`` (parameters re-sharded after the forward), ``SHARD_GRAD_OP`` (kept
+gathered until the backward), ``HYBRID_SHARD`` (sharded within a node, replicated across nodes: a 2-D device mesh).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import Any
 
 #: How long a collective may wait for a missing rank before the job fails (a lost node must not hang it for ever).
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=30)
+#: ``fsdp_sharding_strategy`` values that shard (FSDP2); ``NO_SHARD`` (and ``""``) replicate with DDP.
+SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 
 
 class DistributedSetupError(RuntimeError):
@@ -41,6 +48,8 @@ class Distributed:
     local_rank: int = 0
     backend: str = ""
     device: Any = None
+    local_world_size: int = 1
+    sharded: bool = False
 
     @property
     def is_main(self) -> bool:
@@ -52,9 +61,16 @@ class Distributed:
         """Whether a process group is in use (more than one process)."""
         return bool(self.backend)
 
-    def wrap(self, model: Any) -> Any:
-        """The model to train: ``DistributedDataParallel`` over the ranks, or the model itself with one process."""
+    def wrap(self, model: Any, sharding: str = "") -> Any:
+        """The model to train: FSDP2 (``sharding`` in :data:`SHARDING_STRATEGIES`, in place) or DDP over the ranks.
+
+        With one process (no group) the model itself. Call before the optimizer is made (FSDP2 replaces the
+        parameters by sharded ones).
+        """
         if not self.active:
+            return model
+        if sharding in SHARDING_STRATEGIES:
+            self._shard(model, sharding)
             return model
         from torch.nn.parallel import DistributedDataParallel
 
@@ -62,11 +78,61 @@ class Distributed:
         # Buffers (e.g. OSFT's frozen factors) are equal on every rank: no need to broadcast them at each forward.
         return DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
 
+    def _shard(self, model: Any, sharding: str) -> None:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        kwargs: dict[str, Any] = {"reshard_after_forward": sharding != "SHARD_GRAD_OP"}
+        if sharding == "HYBRID_SHARD" and self.world_size > self.local_world_size:
+            shape = (self.world_size // self.local_world_size, self.local_world_size)
+            kwargs["mesh"] = init_device_mesh(self.device.type, shape, mesh_dim_names=("replicate", "shard"))
+        layer_classes = set(getattr(model, "_no_split_modules", None) or ())
+        for module in list(model.modules()):
+            if type(module).__name__ in layer_classes:
+                fully_shard(module, **kwargs)
+        fully_shard(model, **kwargs)
+        self.sharded = True
+
     def no_sync(self, wrapped: Any, skip: bool) -> contextlib.AbstractContextManager[Any]:
-        """Within the block, backward passes accumulate locally (``skip``) instead of all-reducing gradients."""
-        if self.active and skip:
-            return wrapped.no_sync()
-        return contextlib.nullcontext()
+        """Within the block, backward passes accumulate locally (``skip``) instead of reducing gradients."""
+        if not (self.active and skip):
+            return contextlib.nullcontext()
+        if self.sharded:
+            return _fsdp_no_sync(wrapped)
+        return wrapped.no_sync()
+
+    def model_state(self, model: Any) -> dict[str, Any]:
+        """The full model state dict (a collective when sharded: every rank calls it; only rank 0 gets the values)."""
+        if not self.sharded:
+            return model.state_dict()
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+    def optimizer_state(self, model: Any, optimizer: Any) -> dict[str, Any]:
+        """The full optimizer state dict (a collective when sharded, like :meth:`model_state`)."""
+        if not self.sharded:
+            return optimizer.state_dict()
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_optimizer_state_dict(model, optimizer, options=options)
+
+    def load_state(self, model: Any, optimizer: Any, model_state: Any, optimizer_state: Any) -> None:
+        """Loads full state dicts (every rank passes the same ones) into the (possibly sharded) model and optimizer."""
+        if not self.sharded:
+            model.load_state_dict(model_state)
+            optimizer.load_state_dict(optimizer_state)
+            return
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
+
+        options = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(model, model_state, options=options)
+        set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
 
     def sum(self, *values: float) -> list[float]:
         """The sums of ``values`` over every rank (each rank passes its own)."""
@@ -100,6 +166,15 @@ class Distributed:
 
             if dist.is_initialized():
                 dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _fsdp_no_sync(model: Any) -> Iterator[None]:
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
 
 
 def _int_variable(env: Mapping[str, str], name: str) -> int:
@@ -150,7 +225,8 @@ def from_environment(env: Mapping[str, str] | None = None) -> Distributed:
     if cuda:
         kwargs["device_id"] = device
     dist.init_process_group(**kwargs)
-    return Distributed(rank=rank, world_size=world_size, local_rank=local_rank, backend=backend, device=device)
+    local_world_size = _int_variable(env, "LOCAL_WORLD_SIZE") if env.get("LOCAL_WORLD_SIZE") else 1
+    return Distributed(rank, world_size, local_rank, backend, device, local_world_size)
 
 
 @contextlib.contextmanager

@@ -125,30 +125,25 @@ def _optimizer_and_scheduler(model: Any, config: TrainingConfig, total_steps: in
     return optimizer, scheduler
 
 
-def _state_saver(model, optimizer, scheduler) -> Callable[[Path], None]:
-    """Writes the resumable state (model, optimizer, scheduler, both RNGs) of *now* into a checkpoint directory."""
+def _capture_state(model, optimizer, scheduler, dist: Distributed) -> dict[str, Any]:
+    """The resumable state of *now*: model, optimizer, scheduler, both RNGs (gathered by every rank when sharded)."""
     import torch
 
-    def write(directory: Path) -> None:
-        state = {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": torch.get_rng_state(),
-            "python_rng": random.getstate(),
-        }
-        torch.save(state, directory / "state.pt")
-
-    return write
+    return {
+        "model": dist.model_state(model),
+        "optimizer": dist.optimizer_state(model, optimizer),
+        "scheduler": scheduler.state_dict(),
+        "rng": torch.get_rng_state(),
+        "python_rng": random.getstate(),
+    }
 
 
-def _restore_checkpoint(checkpoint: Path, model, optimizer, scheduler) -> dict[str, Any]:
+def _restore_checkpoint(checkpoint: Path, model, optimizer, scheduler, dist: Distributed) -> dict[str, Any]:
     """Loads a checkpoint's state; returns its marker (``step``, ``epoch``, ``offset`` when mid-epoch, ``elapsed``)."""
     import torch
 
     state = torch.load(checkpoint / "state.pt", weights_only=False, map_location="cpu")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    dist.load_state(model, optimizer, state["model"], state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["rng"])
     random.setstate(state["python_rng"])
@@ -196,7 +191,10 @@ def _epoch_order(sample_count: int, seed: int, epoch: int) -> list[int]:
     return order
 
 
-def _save_final(model: Any, tokenizer: Any, config: TrainingConfig, output_dir: Path) -> tuple[Path, Path | None]:
+def _save_final(
+    model: Any, tokenizer: Any, config: TrainingConfig, output_dir: Path, state: dict[str, Any] | None = None
+) -> tuple[Path, Path | None]:
+    """Rank 0: the final model (``state``: the gathered full state dict of a sharded model) and the LoRA adapter."""
     adapter_dir = None
     if config.algorithm == "lora":
         adapter_dir = replace_dir(output_dir / ADAPTER_DIR, model.save_pretrained)
@@ -205,10 +203,23 @@ def _save_final(model: Any, tokenizer: Any, config: TrainingConfig, output_dir: 
         osft.merge_osft(model)
 
     def save(directory: Path) -> None:
-        model.save_pretrained(directory)
+        model.save_pretrained(directory, **({"state_dict": state} if state is not None else {}))
         tokenizer.save_pretrained(directory)
 
     return replace_dir(output_dir / FINAL_DIR, save), adapter_dir
+
+
+def rank_micro_batches(batch: list[Sample], max_tokens_per_gpu: int, dist: Distributed) -> list[list[Sample] | None]:
+    """This rank's micro-batches of ``batch`` (samples ``rank, rank + world, ...``), padded with ``None``.
+
+    Padded to the count of the rank with the most, so that every rank runs as many forward passes (a sharded model's
+    are collectives).
+    """
+    counts = [
+        len(list(micro_batches(batch[rank :: dist.world_size], max_tokens_per_gpu))) for rank in range(dist.world_size)
+    ]
+    mine: list[list[Sample] | None] = list(micro_batches(batch[dist.rank :: dist.world_size], max_tokens_per_gpu))
+    return mine + [None] * (max(counts) - len(mine))
 
 
 def evaluate_loss(
@@ -220,9 +231,12 @@ def evaluate_loss(
     dist = dist or Distributed()
     total, count = 0.0, 0
     with torch.no_grad():
-        for batch in micro_batches(samples[dist.rank :: dist.world_size], max_tokens_per_gpu):
-            loss, tokens = summed_token_loss(model, batch, pad_token_id, dist.device)
-            total, count = total + float(loss), count + tokens
+        for batch in rank_micro_batches(samples, max_tokens_per_gpu, dist):
+            if batch is None and not dist.sharded:
+                continue
+            loss, tokens = summed_token_loss(model, batch or samples[:1], pad_token_id, dist.device)
+            if batch is not None:
+                total, count = total + float(loss), count + tokens
     total, count = dist.sum(total, count)
     return total / max(count, 1)
 
@@ -267,6 +281,11 @@ def train(
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     model, tokenizer = _load_model(config, model_source, dist.device)
+    # FSDP where it applies (full fine-tuning, as Training Hub's SFT); LoRA and OSFT replicate the model (DDP).
+    wrapped = dist.wrap(model, config.fsdp_sharding_strategy if config.algorithm == "sft" else "")
+    if dist.active:
+        mode = f"FSDP2 {config.fsdp_sharding_strategy}" if dist.sharded else "DDP (every process holds the model)"
+        log(f"data-parallel over {dist.world_size} process(es): {mode}")
     samples = tokenize_dataset(tokenizer, train_rows, config.max_seq_len, data_label)
     steps_per_epoch = math.ceil(len(samples) / config.effective_batch_size)
     total_steps = steps_per_epoch * config.num_epochs
@@ -281,7 +300,7 @@ def train(
     dist.barrier()  # every rank chose its checkpoint before rank 0 may write a newer one
     position, elapsed_before = _Position(), 0.0
     if checkpoint is not None:
-        marker = _restore_checkpoint(checkpoint, model, optimizer, scheduler)
+        marker = _restore_checkpoint(checkpoint, model, optimizer, scheduler, dist)
         position, elapsed_before = _resume_position(marker, len(samples)), marker.get("elapsed", 0.0)
         log(f"resuming from {checkpoint} (epoch {position.epoch}, sample {position.offset}, step {position.step})")
         records = _keep_records_up_to(metrics_path, position.step, write=dist.is_main)
@@ -295,20 +314,21 @@ def train(
         base_eval_loss = evaluate_loss(model, eval_samples, tokenizer.pad_token_id, config.max_tokens_per_gpu, dist)
         log(f"held-out loss of the base model: {base_eval_loss:.4f}")
     started = time.perf_counter()
-    save_state = _state_saver(model, optimizer, scheduler)
 
     def save() -> None:
-        """Rank 0 writes the checkpoint of the current position; every rank waits for it."""
+        """Rank 0 writes the checkpoint of the current position (every rank gathers it first); all wait for it."""
+        import torch
+
         info = {
             "epoch": position.epoch,
             "offset": position.offset,
             "elapsed": elapsed_before + time.perf_counter() - started,
         }
+        state = _capture_state(model, optimizer, scheduler, dist)
         if dist.is_main:
-            writer.write(position.step, save_state, info)
+            writer.write(position.step, lambda directory: torch.save(state, directory / "state.pt"), info)
         dist.barrier()
 
-    wrapped = dist.wrap(model)
     model.train()
     guard_context = preemption.save_on_sigterm(save, at_step_boundary=True, log=log)
     with guard_context if checkpoint_on_sigterm else _unguarded(save, log) as guard:
@@ -340,8 +360,9 @@ def train(
     if eval_samples is not None:
         eval_loss = evaluate_loss(model, eval_samples, tokenizer.pad_token_id, config.max_tokens_per_gpu, dist)
     final_dir, adapter_dir = output_dir / FINAL_DIR, None
+    full_state = dist.model_state(model) if dist.sharded else None
     if dist.is_main:
-        final_dir, adapter_dir = _save_final(model, tokenizer, config, output_dir)
+        final_dir, adapter_dir = _save_final(model, tokenizer, config, output_dir, full_state)
         log(f"saved the final model to {final_dir}")
     dist.barrier()
     return TrainingResult(
@@ -391,22 +412,20 @@ class _Step:
     def _train(self, batch: list[Sample]) -> tuple[float, int]:
         """Gradient accumulation over this rank's micro-batches; returns (mean token loss, input tokens) of the batch.
 
-        Each rank's loss is summed over its tokens and divided by the label tokens of the *whole* batch; DDP averages
-        the gradients over the ranks, hence the factor ``world_size``. A rank without a sample in this batch still
-        takes part in the gradient all-reduce, with a zero-weighted pass.
+        Each rank's loss is summed over its tokens and divided by the label tokens of the *whole* batch; DDP and FSDP
+        average the gradients over the ranks, hence the factor ``world_size``. Every rank runs as many passes
+        (:func:`rank_micro_batches`); a rank short of samples makes zero-weighted ones, so the collectives match.
         """
         import torch
 
         dist, config = self.dist, self.config
         label_tokens = sum(sum(1 for t in s.labels[1:] if t != IGNORE_INDEX) for s in batch)
-        shard, scale = batch[dist.rank :: dist.world_size], dist.world_size
-        if not shard:
-            shard, scale = batch[:1], 0
-        parts = list(micro_batches(shard, config.max_tokens_per_gpu))
+        parts = rank_micro_batches(batch, config.max_tokens_per_gpu, dist)
         local_loss = 0.0
         for index, micro_batch in enumerate(parts):
+            scale = dist.world_size if micro_batch is not None else 0
             with dist.no_sync(self.wrapped, skip=index < len(parts) - 1):
-                loss, _ = summed_token_loss(self.wrapped, micro_batch, self.pad_token_id, dist.device)
+                loss, _ = summed_token_loss(self.wrapped, micro_batch or batch[:1], self.pad_token_id, dist.device)
                 (loss * scale / label_tokens).backward()
             local_loss += float(loss.detach()) if scale else 0.0
         (total_loss,) = dist.sum(local_loss)

@@ -96,8 +96,7 @@ def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], Non
 
         say(
             f"transformers backend: {config.algorithm} on {group.world_size} process(es), "
-            f"{group.backend or 'single process'} on {group.device}; data-parallel (DDP): every process holds the "
-            "whole model"
+            f"{group.backend or 'single process'} on {group.device}"
         )
         server = progress_server.start_for_run(run_config, group.rank, log=say)
         on_step = mlflow_step_logger(run_config, say) if group.is_main else None

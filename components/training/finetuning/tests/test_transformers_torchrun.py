@@ -168,3 +168,42 @@ def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, tmp_path):
     assert json.loads(termination_log.read_text())["progressPercentage"] == 100
     result = json.loads((ckpt_dir / "result.json").read_text())
     assert result["resumed_from"].endswith(checkpoints[0].name)
+
+
+@pytest.mark.parametrize(("algorithm", "sharding"), [("osft", "FULL_SHARD"), ("sft", "HYBRID_SHARD")])
+def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_model_dir, demo_dataset_path, tmp_path):
+    """DDP (OSFT) and HSDP (SFT, a 2-D mesh) over two nodes: the same losses as the in-process trainer, step by step.
+
+    Three samples per step and a micro-batch budget of one sample: the ranks get two and one samples, so rank 1 makes
+    a zero-weighted pass to keep the collectives matched.
+    """
+    from components.training.finetuning.local.trainer import train_locally
+
+    settings = {**SETTINGS, "effective_batch_size": 3, "max_tokens_per_gpu": 256, "max_steps": 4}
+    config = TrainingConfig.from_params(
+        base_model=str(tiny_model_dir), algorithm=algorithm, fsdp_sharding_strategy=sharding, **settings
+    )
+    alone = train_locally(config, demo_dataset_path, tmp_path / "alone", log=lambda line: None)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    settings = {"progress": {"enabled": False, "port": 28080}, "jit_checkpoint": True, "mlflow": {}}
+    config_path = staging.write_run_config(
+        config, run_dir, demo_dataset_path, None, None, 1, settings, hub_backend="transformers"
+    )
+    trainer = launch.build_job_manifest(
+        "trainjob", config_path, None, "r", "t", {"hub_backend": "transformers", "namespace": "n"}
+    )
+    cwd = tmp_path / "pod-cwd"
+    cwd.mkdir()
+    pods = _start_pods(
+        [*trainer["spec"]["trainer"]["command"], *trainer["spec"]["trainer"]["args"]], cwd, tmp_path, "dp"
+    )
+    codes = _wait(pods, 120)
+    node0 = pods[0][1].read_text()
+    assert codes == [0, 0], node0[-3000:]
+    mode = "DDP" if algorithm == "osft" else f"FSDP2 {sharding}"
+    assert f"data-parallel over 2 process(es): {mode}" in node0
+    records = metrics_module.read_metrics(run_dir / "checkpoints" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    expected = [r["loss"] for r in alone.records]
+    assert [r["loss"] for r in records] == pytest.approx(expected, rel=1e-4)
