@@ -85,7 +85,8 @@ class TrainingConfig:
         use_liger: Use Liger kernels (GPU only; Training Hub SFT/OSFT).
         checkpoint_at_epoch: Save a checkpoint after every epoch.
         save_final_checkpoint: Save the final model (must stay true for ``sft`` on Training Hub, which always does).
-        fsdp_sharding_strategy: FSDP strategy, one of :data:`FSDP_SHARDING_STRATEGIES`.
+        fsdp_sharding_strategy: FSDP strategy of full fine-tuning (``sft``), one of :data:`FSDP_SHARDING_STRATEGIES`
+            (Training Hub's instructlab-training, or FSDP2 in the ``transformers`` backend).
         resume: Continue from the newest complete checkpoint in the output directory when there is one.
         max_steps: Stop after this many optimizer steps (0 = no limit).
         checkpoint_interval_steps: Local backend: also save a resumable checkpoint every this many optimizer steps

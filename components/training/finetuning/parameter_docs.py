@@ -53,8 +53,8 @@ PARAMETER_DOCS = {
     "training_checkpoint_at_epoch": ("Checkpoint after every epoch (local: resumable state)."),
     "training_save_final_checkpoint": ("Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`)."),
     "training_fsdp_sharding_strategy": (
-        "`FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD` (Training Hub SFT; the `transformers` backend "
-        "replicates the model on every process: DDP)."
+        "`FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD`: SFT's FSDP (Training Hub's, or FSDP2 in the "
+        "`transformers` backend; its LoRA and OSFT use DDP)."
     ),
     "training_resume": (
         "Resume from the newest complete checkpoint of this run/task; False wipes the run directory first."
