@@ -4,7 +4,8 @@ Started by :mod:`.pod_launch` (staged as ``<run_dir>/transformers/worker.py``). 
 (:mod:`.distributed`: NCCL on GPUs, gloo on CPU), reads the run config and the checked data ``train_model`` staged,
 and trains. Rank 0 alone writes: the metrics JSONL, the checkpoints and the final model under ``ckpt_output_dir``, the
 run's ``result.json`` (:data:`RESULT_FILE`: eval losses, resumed checkpoint) that ``train_model`` reads back, and
-MLflow (when the run config carries a tracking URI and ``mlflow`` is installed in the image). Rank 0 also serves
+MLflow (:class:`..tracking.MlflowLogger`, when the run config carries a tracking URI and ``mlflow`` is installed in the
+image). Rank 0 also serves
 progress to the OpenShift AI dashboard (:func:`..pod.progress_server.start_for_run`, from the metrics file) and
 writes the final progress JSON to the termination log. A SIGTERM (a paused or preempted job) saves a checkpoint at
 the end of the running step when the run config's ``jit_checkpoint`` is on; the resumed job continues from it.
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
+from components.training.finetuning import tracking
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.hf_trainer import distributed, loop
 from components.training.finetuning.hf_trainer.data import read_jsonl_rows
@@ -36,32 +38,28 @@ def training_config(run_config: Mapping[str, Any]) -> TrainingConfig:
     )
 
 
-def mlflow_step_logger(run_config: Mapping[str, Any], log: Callable[[str], None]) -> Any:
-    """An ``on_step`` callback logging each record to MLflow, or ``None`` (no tracking URI, or no ``mlflow`` here).
+def start_tracking(run_config: Mapping[str, Any], log: Callable[[str], None]) -> tracking.MlflowLogger:
+    """The pods' MLflow run (rank 0; a no-op elsewhere, without a tracking URI, or without ``mlflow`` in the image).
 
-    The run is named by the run config (``<job>-transformers``), beside the KFP step's own run, as Training Hub does.
+    Named by the run config (``<job>-transformers``, beside the KFP step's own run, as Training Hub's) and keyed by
+    that name, so a resumed job continues the same run. A run that cannot start is a warning: the KFP step logs the
+    metrics too.
     """
+    import importlib.util
+
     settings = run_config.get("mlflow") or {}
-    if not settings.get("tracking_uri"):
-        return None
-    try:
-        import mlflow
-    except ImportError:
+    uri = str(settings.get("tracking_uri") or "")
+    if uri and importlib.util.find_spec("mlflow") is None:
         log("note: MLflow is configured but the training image has no mlflow package; the KFP step still logs")
-        return None
-    mlflow.set_tracking_uri(settings["tracking_uri"])
-    if settings.get("experiment_name"):
-        mlflow.set_experiment(settings["experiment_name"])
-    run = mlflow.start_run(run_name=settings.get("run_name") or None)
-    mlflow.log_params({key: str(value) for key, value in sorted(run_config["hyperparameters"].items())})
-    log(f"MLflow: logging the steps to run {run.info.run_id}")
-
-    def on_step(record: Mapping[str, Any]) -> None:
-        values = {key: record[key] for key in ("loss", "lr", "tokens_per_second") if record.get(key) is not None}
-        mlflow.log_metrics(values, step=int(record["step"]))
-
-    on_step.close = mlflow.end_run  # type: ignore[attr-defined]
-    return on_step
+        uri = ""
+    name = str(settings.get("run_name") or "")
+    try:
+        return tracking.MlflowLogger(
+            uri, experiment_name=str(settings.get("experiment_name") or ""), run_name=name, run_key=name, log=log
+        )
+    except tracking.TrackingError as error:
+        log(f"WARNING: {error}; training goes on without the pods' MLflow run")
+        return tracking.MlflowLogger("", environ={}, log=log)
 
 
 def write_result(ckpt_dir: Path, result: loop.TrainingResult, device: Any = None) -> Path:
@@ -99,7 +97,8 @@ def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], Non
             f"{group.backend or 'single process'} on {group.device}"
         )
         server = progress_server.start_for_run(run_config, group.rank, log=say)
-        on_step = mlflow_step_logger(run_config, say) if group.is_main else None
+        tracker = start_tracking(run_config, say) if group.is_main else tracking.MlflowLogger("", environ={})
+        tracker.log_params({**run_config["hyperparameters"], "world_size": group.world_size})
         succeeded = False
         try:
             result = loop.train(
@@ -110,7 +109,7 @@ def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], Non
                 read_jsonl_rows(Path(eval_path)) if eval_path else None,
                 data_label=str(run_config["data_path"]),
                 log=say,
-                on_step=on_step,
+                on_step=tracker.log_step,
                 dist=group,
                 checkpoint_on_sigterm=bool(run_config.get("jit_checkpoint", True)),
             )
@@ -118,14 +117,19 @@ def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], Non
                 write_result(ckpt_dir, result, group.device)
             succeeded = True
         finally:
-            if on_step is not None:
-                on_step.close()
+            if tracker.enabled:
+                tracker.finish("FINISHED" if succeeded else "KILLED" if _exiting() else "FAILED")
             if server is not None:
                 termination_log = (run_config.get("progress") or {}).get(
                     "termination_log", progress_server.TERMINATION_LOG
                 )
                 server.stop(succeeded, termination_log)
     return 0
+
+
+def _exiting() -> bool:
+    """Whether the exception being handled is a ``SystemExit`` (the SIGTERM checkpoint's exit 143)."""
+    return isinstance(sys.exc_info()[1], SystemExit)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -205,7 +205,10 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_train_model_runs_the_transformers_backend_in_a_trainjob(kube_api, tiny_model_dir, demo_dataset_path, tmp_path):
+def test_train_model_runs_the_transformers_backend_in_a_trainjob(
+    kube_api, mlflow_server, tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     kube_api.create_runtime("torch-distributed")
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     eval_data = tmp_path / "in" / "eval.jsonl"
@@ -234,6 +237,7 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(kube_api, tiny_
             task_name="train-model",
             max_steps=6,
             lr_scheduler="constant",
+            mlflow_tracking_uri=mlflow_server,
             progress_metrics_port=_free_port(),
             api_client=kube_api.api_client,
             log=logged.append,
@@ -253,3 +257,13 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(kube_api, tiny_
     assert metrics["steps"] == 6.0 and metrics["eval_loss"] < metrics["base_eval_loss"]
     assert [record["step"] for record in outcome.records] == [1, 2, 3, 4, 5, 6]
     assert manifest["metadata"]["name"] in Path(out["report"].path).read_text()
+    # MLflow: the step's own run, and the pods' run beside it with every step, as Training Hub's would be.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment = client.get_experiment_by_name("kfp-finetune")
+    runs = {run.info.run_name: run for run in client.search_runs([experiment.experiment_id])}
+    pod_run = runs[f"{manifest['metadata']['name']}-transformers"]
+    assert pod_run.info.status == "FINISHED" and pod_run.data.params["world_size"] == "1"
+    assert [m.step for m in client.get_metric_history(pod_run.info.run_id, "loss")] == [1, 2, 3, 4, 5, 6]
+    assert meta["mlflow_run_id"] in {run.info.run_id for run in runs.values()}
