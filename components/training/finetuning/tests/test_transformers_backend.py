@@ -267,3 +267,32 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(
     assert pod_run.info.status == "FINISHED" and pod_run.data.params["world_size"] == "1"
     assert [m.step for m in client.get_metric_history(pod_run.info.run_id, "loss")] == [1, 2, 3, 4, 5, 6]
     assert meta["mlflow_run_id"] in {run.info.run_id for run in runs.values()}
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "4", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "tj-node-0-0"},
+            ["--nnodes=2", "--nproc-per-node=4", "--node-rank=1", "--master-addr=tj-node-0-0", "--master-port=29500"],
+        ),
+        (  # Training Operator v1 without PET_*: the node count from WORLD_SIZE / the run config's processes per node
+            {"MASTER_ADDR": "tm-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "8", "RANK": "1"},
+            ["--nnodes=2", "--nproc-per-node=4", "--node-rank=1", "--master-addr=tm-master-0", "--master-port=23456"],
+        ),
+        ({}, ["--nnodes=1", "--nproc-per-node=4", "--node-rank=0"]),
+    ],
+)
+def test_the_pod_command_turns_the_controllers_env_into_torchrun_arguments(env, expected, tmp_path):
+    from components.training.finetuning.hf_trainer.pod_launch import torchrun_argv
+
+    argv = torchrun_argv({"nproc_per_node": 4}, env, tmp_path / "worker.py", tmp_path / "run_config.json", "/m")
+    assert argv[1:4] == ["-m", "torch.distributed.run", "--max-restarts=0"]
+    assert argv[4:-5] == expected
+    assert argv[-6:] == [
+        str(tmp_path / "worker.py"),
+        "--config",
+        str(tmp_path / "run_config.json"),
+        "--model-path",
+        "/m",
+    ]
