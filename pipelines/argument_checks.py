@@ -27,31 +27,18 @@ def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
     check_token_options(values["max_seq_len"], values["tokenizer_source"])
 
 
-def wrapper_arguments(component_function: Callable[..., Any], callee: str) -> dict[str, str]:
-    """``{callee keyword: component argument}`` of a thin wrapper's call, read from its source.
-
-    A component such as ``train_model`` maps its arguments explicitly onto its pure function's names
-    (``run_train_model(num_epochs=training_num_epochs, ...)``); reading that call keeps one source of the mapping.
-    """
-    import ast
-    import inspect
-    import textwrap
-
-    tree = ast.parse(textwrap.dedent(inspect.getsource(component_function)))
-    mapping = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == callee:
-            for keyword in node.keywords:
-                names = [n.id for n in ast.walk(keyword.value) if isinstance(n, ast.Name)]
-                if keyword.arg and names:
-                    mapping[keyword.arg] = names[0]
-    return mapping
-
-
 def _train_aliases() -> dict[str, str]:
-    from components.training.finetuning import train_model
+    """``{internal name: train_model argument}`` for the ``training_*`` arguments.
 
-    return wrapper_arguments(train_model.python_func, "run_train_model")
+    The inverse of :func:`components.training.finetuning.config.component_argument`, the rule by which ``train_model``'s
+    own errors name an argument (``num_epochs`` -> ``training_num_epochs``, ``backend`` -> ``training_launcher``).
+    """
+    from components.training.finetuning import train_model
+    from components.training.finetuning.config import COMPONENT_ARGUMENTS
+
+    renamed = {argument: name for name, argument in COMPONENT_ARGUMENTS.items()}
+    arguments = [name for name in train_model.component_spec.inputs if name.startswith("training_")]
+    return {renamed.get(argument, argument.removeprefix("training_")): argument for argument in arguments}
 
 
 def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:

@@ -98,14 +98,13 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
-    """One flag per option of the dataset step (``run_dataset_download``), with its defaults and the pipelines' help."""
+    """One flag per option of the dataset step (``run_dataset_download``), with its defaults and its docs."""
     import inspect
 
+    from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
     from components.data_processing.dataset_download.run import run_dataset_download
-    from pipelines.training.finetuning.parameters import PARAMETERS
 
-    described = {p.name: p.description for p in PARAMETERS if p.step == "train"}  # max_seq_len
-    described.update({p.name: p.description for p in PARAMETERS if p.step == "dataset"})
+    described = {name: " ".join(text.split()) for name, text in PARAMETER_DOCS.items()}
     group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
     for name, parameter in inspect.signature(run_dataset_download).parameters.items():
         if parameter.default is inspect.Parameter.empty:

@@ -10,12 +10,11 @@ from types import ModuleType
 from typing import Any
 
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.definition import compile_pipeline
-from pipelines.training.finetuning.settings import CompileSettings
+from pipelines.training.finetuning.settings import CompileSettings, compile_overrides
 
 
 def pipeline_module(name: str) -> ModuleType:
-    """Imports the module declaring pipeline ``name``.
+    """Imports the module of pipeline ``name`` (``pipelines/training/<name>/pipeline.py``), compiled as it declares.
 
     Raises:
         ValueError: ``name`` is not one of :data:`PIPELINES`, with the list of names.
@@ -25,14 +24,50 @@ def pipeline_module(name: str) -> ModuleType:
     return importlib.import_module(PIPELINES[name])
 
 
+def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
+    """The ``@dsl.pipeline`` function of pipeline ``name``: ``<folder>_pipeline`` (e.g. ``osft_minimal_pipeline``).
+
+    Args:
+        name: One of :data:`PIPELINES`.
+        module: The module to read it from (default: :func:`pipeline_module`).
+
+    Raises:
+        LookupError: The module defines no such function.
+    """
+    module = module or pipeline_module(name)
+    attribute = f"{name.replace('-', '_')}_pipeline"
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise LookupError(f"{module.__file__} defines no pipeline function {attribute!r}") from None
+
+
 def checked_in_path(name: str) -> Path:
     """Where the compiled YAML of pipeline ``name`` is checked in (beside its module)."""
     return Path(importlib.util.find_spec(PIPELINES[name]).origin).with_name("pipeline.yaml")
 
 
-def compile_named(
-    name: str, output_path: Path, settings: CompileSettings | Mapping[str, Any] | None = None
-) -> Path:
+def build_pipeline(name: str, settings: CompileSettings | Mapping[str, Any] | None = None) -> Any:
+    """Pipeline ``name`` built with ``settings``: its module executed afresh under :func:`compile_overrides`.
+
+    A ``pipeline.py`` builds its pipeline when executed (``@dsl.pipeline`` runs the function), from its constants and
+    the ``KFP_FINETUNE_*`` variables; executing a fresh copy applies the settings without touching the imported one.
+
+    Args:
+        name: One of :data:`PIPELINES`.
+        settings: Complete settings, or overrides of the module's constants (``None`` values ignored).
+    """
+    if name not in PIPELINES:
+        raise ValueError(f"unknown pipeline {name!r}; choose one of {', '.join(PIPELINES)}")
+    spec = importlib.util.find_spec(PIPELINES[name])
+    fresh = importlib.util.spec_from_file_location(f"{PIPELINES[name]}__compiled", spec.origin)
+    module = importlib.util.module_from_spec(fresh)
+    with compile_overrides(settings):
+        fresh.loader.exec_module(module)
+    return pipeline_function(name, module)
+
+
+def compile_named(name: str, output_path: Path, settings: CompileSettings | Mapping[str, Any] | None = None) -> Path:
     """Compiles pipeline ``name`` to ``output_path``.
 
     Args:
@@ -44,10 +79,9 @@ def compile_named(
     Returns:
         ``output_path``.
     """
-    declaration = pipeline_module(name).DECLARATION
-    if not isinstance(settings, CompileSettings):
-        settings = declaration.settings(**dict(settings or {}))
-    pipeline = declaration.build(settings)
+    from kfp import compiler
+
+    pipeline = build_pipeline(name, settings)
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    compile_pipeline(pipeline, str(output_path))
+    compiler.Compiler().compile(pipeline, str(output_path))
     return output_path

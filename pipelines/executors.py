@@ -78,3 +78,29 @@ def requirement_name(requirement: str) -> str:
     from packaging.requirements import Requirement
 
     return re.sub(r"[-_.]+", "-", Requirement(requirement).name).lower()
+
+
+def step_pins(pipelines: list[Path]) -> dict[str, str]:
+    """``{distribution: version}`` of every ``name==version`` the compiled pipelines' steps install at start.
+
+    These pins are the one source of the step images' package versions: ``scripts/lock.sh`` resolves the project's
+    lock (``constraints.txt``) under them, so the tests run the versions the pods install.
+
+    Raises:
+        ValueError: Two steps pin different versions of one distribution.
+    """
+    pins: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for path in pipelines:
+        for executor in executor_installs(path).values():
+            for requirement in executor.requirements:
+                if "==" not in requirement:
+                    continue
+                name, version = requirement_name(requirement), requirement.split("==", 1)[1].strip()
+                if pins.setdefault(name, version) != version:
+                    raise ValueError(
+                        f"{path.name} {executor.name} pins {name}=={version} but {where[name]} pins "
+                        f"{name}=={pins[name]}: one version per package across the steps"
+                    )
+                where.setdefault(name, f"{path.name} {executor.name}")
+    return pins

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates .venv and installs kfp-finetune with its local (CPU training) and test extras.
-# torch==2.13.0 (CPU build) goes in first so that no CUDA wheels are pulled in. Idempotent: re-runs install only
-# when pyproject.toml changed since the last successful install.
+# Creates .venv and installs kfp-finetune with its local (CPU training) and test extras, at the exact versions of the
+# lock (constraints.txt; refresh with `bash scripts/lock.sh`). torch==2.13.0 (CPU build) goes in first so that no CUDA
+# wheels are pulled in. Idempotent: re-runs install only when pyproject.toml or the lock changed since the last
+# successful install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The oci:// base-model tests run a real OCI registry (CNCF distribution, Debian's docker-registry), push with skopeo
@@ -19,15 +20,26 @@ fi
 PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-.venv}"
 stamp="$VENV/.kfp-finetune-installed"
-wanted="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+wanted="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
   exit 0
 fi
-echo "setup: creating $VENV and installing kfp-finetune (a few minutes the first time)..." >&2
+echo "setup: creating $VENV and installing kfp-finetune from the lock (a few minutes the first time)..." >&2
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "torch==2.13.0"
-"$VENV/bin/python" -m pip install -q -e ".[local,test]"
-"$VENV/bin/python" -m pip check
+pip=("$VENV/bin/python" -m pip)
+"${pip[@]}" install -q --upgrade pip
+"${pip[@]}" install -q -c constraints.txt "torch==2.13.0"
+"${pip[@]}" install -q -c constraints.txt -e ".[local,test]"
+# training-hub -> timm -> torchvision, whose only wheel is a CUDA build: on CPU torch it breaks transformers' imports
+# ("operator torchvision::nms does not exist"). Nothing here uses it; scripts/lock.sh removes it the same way.
+"${pip[@]}" uninstall -q -y torchvision
+# pip check, less the one requirement removed on purpose above.
+if ! problems="$("${pip[@]}" check 2>&1)"; then
+  rest="$(printf '%s\n' "$problems" | grep -v '^timm .* requires torchvision, which is not installed\.$' || true)"
+  if [ -n "$rest" ]; then
+    printf '%s\n' "$rest" >&2
+    exit 1
+  fi
+fi
 echo "$wanted" > "$stamp"
 echo "setup: done" >&2

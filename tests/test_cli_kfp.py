@@ -90,10 +90,11 @@ def test_bad_input_and_server_failures_have_distinct_exit_codes(kfp_api_stub_fac
 
 
 def _dashboard(step: str, name: str) -> str:
-    """A pipeline parameter's dashboard name, from the parameters table."""
-    from pipelines.training.finetuning.parameters import PARAMETERS
+    """A pipeline parameter's dashboard name: the one feeding ``name`` of ``step`` in the sft pipeline."""
+    from pipelines.compile import pipeline_function
+    from pipelines.training.finetuning.interface import parameter_feeding
 
-    return next(p.dashboard_name for p in PARAMETERS if (p.step, p.name) == (step, name))
+    return parameter_feeding(pipeline_function("sft"), step, name)
 
 
 def test_run_arguments_break_the_components_rules_before_anything_is_sent(kfp_api_stub, tmp_path, capsys):

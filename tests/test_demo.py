@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
+from pipelines.compile import pipeline_function
 from pipelines.demo.demo_summary import STEP_TASKS, heldout_verdict, output_types, summarize_run
 from pipelines.demo.run_demo import demo_arguments
 from pipelines.demo.story import one_line_error
-from pipelines.training.finetuning.definition import build_pipeline
-from pipelines.training.finetuning.parameters import parameters_for
+from pipelines.training.finetuning.interface import parameter_feeding, pipeline_parameters
 
 #: The README promises a story a newcomer reads at a glance.
 MAX_STORY_LINES = 60
@@ -48,7 +48,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(tmp_path, 
     assert "executor_input" in log.read_text()
 
     (run_dir,) = (output_dir / "outputs").iterdir()
-    pipeline = build_pipeline("lora", "expert", "lora-demo", "Local LORA demo.")
+    pipeline = pipeline_function("lora")
     summary = summarize_run(run_dir, output_types(pipeline.pipeline_spec))
     assert list(summary) == list(STEP_TASKS.values())
     data = summary["dataset-download"]["metrics"]
@@ -132,14 +132,15 @@ def test_heldout_verdict_flags_a_run_that_did_not_improve():
 
 def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
     for algorithm in ("sft", "osft", "lora"):
+        pipeline = pipeline_function(algorithm)
         arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
-        by_name = {(p.step, p.name): p.dashboard_name for p in parameters_for(algorithm, "expert")}
-        assert set(arguments) <= set(by_name.values())
-        assert arguments[by_name["train", "training_launcher"]] == "local"
+        assert set(arguments) <= {p.name for p in pipeline_parameters(pipeline)}
+        assert arguments[parameter_feeding(pipeline, "train", "training_launcher")] == "local"
+        assert arguments[parameter_feeding(pipeline, "train", "training_num_epochs")] == 8
         assert json.dumps(arguments)
-    lora = demo_arguments("lora", tmp_path / "model", "data.jsonl", "")
-    names = {p.name: p.dashboard_name for p in parameters_for("lora", "expert")}
-    assert (lora[names["training_lora_r"]], lora[names["training_lora_alpha"]]) == (8, 64)
+    lora, pipeline = demo_arguments("lora", tmp_path / "model", "data.jsonl", ""), pipeline_function("lora")
+    rank, alpha = (parameter_feeding(pipeline, "train", name) for name in ("training_lora_r", "training_lora_alpha"))
+    assert (lora[rank], lora[alpha]) == (8, 64)
 
 
 def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_the_log(tmp_path, monkeypatch):

@@ -13,10 +13,11 @@ import yaml
 from components.training.finetuning.cluster import auth as kube
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from pipelines.cli import main
+from pipelines.compile import pipeline_function
 from pipelines.doctor import provisioners
 from pipelines.doctor.gpus import tolerates
 from pipelines.doctor.training import rbac_permissions
-from pipelines.training.finetuning.parameters import PARAMETERS
+from pipelines.training.finetuning.interface import parameter_feeding
 from tests.harness.kube import make_node
 
 NS = "team"
@@ -28,8 +29,8 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 
 
 def dash(step, name):
-    """The dashboard name of a table parameter (never spelled out here: issue 14 renames them)."""
-    return next(p.dashboard_name for p in PARAMETERS if (p.step, p.name) == (step, name))
+    """The dashboard name feeding ``name`` of ``step`` in the expert SFT pipeline (never spelled out here)."""
+    return parameter_feeding(pipeline_function("sft"), step, name)
 
 
 def param(step, name, value):

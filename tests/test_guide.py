@@ -1,7 +1,9 @@
-"""The RHOAI fine-tuning guide (../shared/seeds/rhoai-finetuning-pipelines-guide.md) works as written on this project.
+"""The RHOAI fine-tuning guide works as written on this project.
 
-Each test follows one instruction of the guide: its compile command and PVC constants, its parameter names, its
-custom-pipeline snippet (read from the guide itself), its artifacts, its hardware table and its troubleshooting hooks.
+The guide's checkable facts (paths, commands, parameter names, defaults, secrets, hardware, troubleshooting hooks and
+the code it shows) are kept as data in ``tests/specs/guide/rhoai_guide_facts.yaml``; each test follows one instruction
+of the guide with those facts: its compile command and PVC constants, its parameter names, its custom-pipeline
+snippet, its artifacts, its hardware table and its troubleshooting hooks.
 """
 
 from __future__ import annotations
@@ -16,27 +18,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.compile import checked_in_path, compile_named
+from pipelines.compile import checked_in_path, compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.parameters import PARAMETERS, REQUIRED, parameters_for
+from pipelines.training.finetuning.interface import REQUIRED, fed_by, pipeline_parameters
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-GUIDE = REPO_ROOT.parent / "shared" / "seeds" / "rhoai-finetuning-pipelines-guide.md"
+FACTS = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())
 #: Every parameter name the guide uses, with the component argument it means.
-GUIDE_NAMES = {
-    "phase_01_dataset_man_data_uri": "dataset_uri",
-    "phase_02_train_man_train_batch": "training_effective_batch_size",
-    "phase_02_train_man_train_tokens": "training_max_tokens_per_gpu",
-    "phase_02_train_man_train_model": "training_base_model",
-    "phase_02_train_man_train_epochs": "training_num_epochs",
-    "phase_04_registry_man_address": "registry_address",
-}
-
-
-def _guide() -> str:
-    if not GUIDE.is_file():
-        pytest.skip(f"the guide is not beside the repository ({GUIDE})")
-    return GUIDE.read_text()
+GUIDE_NAMES = FACTS["parameter_names"]
 
 
 def _run_script(script: Path, cwd: Path) -> subprocess.CompletedProcess:
@@ -47,8 +36,10 @@ def _run_script(script: Path, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_quick_start_compile_command_writes_pipeline_yaml_beside_the_module(tmp_path):
     """``PYTHONPATH=$(pwd) python pipelines/training/osft_minimal/pipeline.py`` → ``.../pipeline.yaml``."""
-    assert "PYTHONPATH=$(pwd) python pipelines/training/osft_minimal/pipeline.py" in _guide()
-    module = REPO_ROOT / "pipelines/training/osft_minimal/pipeline.py"
+    quick_start = FACTS["quick_start"]
+    script = quick_start["compile_command"].removeprefix("PYTHONPATH=$(pwd) python ")
+    assert quick_start["compiled_path"] == str(Path(script).with_name("pipeline.yaml"))
+    module = REPO_ROOT / script
     copy = tmp_path / "osft_minimal" / "pipeline.py"  # a copy, so the checked-in YAML is not rewritten
     copy.parent.mkdir()
     shutil.copyfile(module, copy)
@@ -60,11 +51,13 @@ def test_quick_start_compile_command_writes_pipeline_yaml_beside_the_module(tmp_
 
     # "Changing PVC Storage Class / Size": edit the constants at the top of pipeline.py and recompile.
     text = copy.read_text()
-    banner = "# PVC Configuration (COMPILE-TIME settings)"
-    assert text.index(banner) < text.index('PVC_STORAGE_CLASS = "nfs-csi"') < text.index("import")
-    edited = text.replace('PVC_STORAGE_CLASS = "nfs-csi"', 'PVC_STORAGE_CLASS = "ocs-storagecluster-cephfs"')
-    edited = edited.replace('PVC_SIZE = "50Gi"', 'PVC_SIZE = "100Gi"')
-    edited = edited.replace('PIPELINE_NAME = "osft-minimal-pipeline"', 'PIPELINE_NAME = "my-osft"')
+    pvc = FACTS["pvc"]
+    lines = [f"{name} = {value}" for name, value in pvc["constants"].items()]
+    assert text.index(pvc["banner"]) < min(text.index(line) for line in lines)
+    assert max(text.index(line) for line in lines) < text.index("import")
+    edited = text.replace(lines[1], f'PVC_STORAGE_CLASS = "{pvc["storage_class_examples"][0]}"')
+    edited = edited.replace(lines[0], f"PVC_SIZE = {pvc['edited_size']}")
+    edited = edited.replace(lines[3], 'PIPELINE_NAME = "my-osft"')
     copy.write_text(edited)
     run = _run_script(copy, REPO_ROOT)
     assert run.returncode == 0, run.stderr
@@ -76,14 +69,35 @@ def test_quick_start_compile_command_writes_pipeline_yaml_beside_the_module(tmp_
 
 
 def test_every_pipeline_folder_is_where_the_guide_says_with_its_constants():
+    assert set(FACTS["pipelines"]) <= set(PIPELINES)
+    for name, path in FACTS["pipelines"].items():
+        assert PIPELINES[name] == path.replace("/", ".") + ".pipeline"
     for name, module in PIPELINES.items():
         folder = REPO_ROOT / "pipelines/training" / name.replace("-", "_")
         assert module == f"pipelines.training.{folder.name}.pipeline"
         text = (folder / "pipeline.py").read_text()
-        for constant in ("PVC_SIZE", "PVC_STORAGE_CLASS", "PVC_ACCESS_MODES", "PIPELINE_NAME"):
+        for constant in FACTS["pvc"]["constants"]:
             assert re.search(rf"^{constant} = ", text, re.M), f"{folder}/pipeline.py lacks {constant}"
         readme = (folder / "README.md").read_text()
-        assert "## Inputs 📥" in readme  # GitHub's anchor: #inputs- (the guide's links)
+        assert FACTS["readme_inputs_heading"] in readme  # GitHub's anchor: #inputs- (the guide's links)
+
+
+def test_the_guides_components_are_where_it_links_them():
+    for name, folder in FACTS["components"].items():
+        assert (REPO_ROOT / folder / "component.py").is_file(), name
+        assert (REPO_ROOT / folder / "README.md").is_file(), name
+
+
+def test_the_guides_kfp_pins_and_venv_are_the_projects():
+    quick_start = FACTS["quick_start"]
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    for package, version in quick_start["kfp_pins"].items():
+        assert f'"{package}=={version}"' in pyproject
+        assert f"{package}=={version}" in quick_start["install"]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "--no-index", quick_start["venv"] + "/"], cwd=REPO_ROOT, check=False
+    )
+    assert ignored.returncode == 0, f"{quick_start['venv']} (the guide's venv inside the clone) is not git-ignored"
 
 
 def test_constants_are_overridden_by_env_and_cli_flags(tmp_path, monkeypatch):
@@ -98,26 +112,19 @@ def test_constants_are_overridden_by_env_and_cli_flags(tmp_path, monkeypatch):
 
 
 def test_the_guides_parameter_names_exist_with_the_guides_meaning_everywhere():
-    for guide_name in GUIDE_NAMES:
-        assert guide_name in _guide()
-    by_dashboard = {p.dashboard_name: p for p in PARAMETERS}
-    for guide_name, argument in GUIDE_NAMES.items():
-        assert by_dashboard[guide_name].name == argument
-        for algorithm in ("sft", "osft", "lora"):
-            assert guide_name in {p.dashboard_name for p in parameters_for(algorithm, "expert")}
+    assert FACTS["quick_start"]["required_parameter"] in GUIDE_NAMES
+    for algorithm in ("sft", "osft", "lora"):
+        targets = fed_by(pipeline_function(algorithm))
+        for guide_name, argument in GUIDE_NAMES.items():
+            assert argument in {name for _, name in targets.get(guide_name, [])}, (algorithm, guide_name)
     # Minimal pipelines keep one required parameter: the data URI.
     for algorithm in ("sft", "osft", "lora"):
-        required = [p.dashboard_name for p in parameters_for(algorithm, "minimal") if p.default is REQUIRED]
-        assert required == ["phase_01_dataset_man_data_uri"]
-    # One concept, one name: no dashboard name is used twice for different arguments.
-    names = [p.dashboard_name for p in PARAMETERS]
-    assert len(names) == len(set(names))
+        minimal = pipeline_parameters(pipeline_function(f"{algorithm}-minimal"))
+        assert [p.name for p in minimal if p.default is REQUIRED] == ["phase_01_dataset_man_data_uri"]
 
 
 def test_the_guides_custom_pipeline_snippet_compiles_unchanged(tmp_path):
-    guide = _guide()
-    section = guide[guide.index("## Building Custom Pipelines") :]
-    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    snippet = FACTS["custom_pipeline_snippet"]
     assert 'training_backend="mini-trainer"' in snippet and "pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER" in snippet
     script = tmp_path / "my_pipeline.py"
     output = tmp_path / "my_pipeline.yaml"
@@ -163,8 +170,17 @@ def _defaults(documents) -> dict:
 
 
 def _train_constants(documents) -> dict:
+    """What the train task gets for each argument no pipeline parameter feeds: a constant, or the component default."""
+    declared = documents[0]["components"]["comp-train-model"]["inputDefinitions"]["parameters"]
+    values = {name: spec["defaultValue"] for name, spec in declared.items() if "defaultValue" in spec}
     inputs = documents[0]["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
-    return {name: value["runtimeValue"]["constant"] for name, value in inputs.items() if "runtimeValue" in value}
+    values.update(
+        {name: value["runtimeValue"]["constant"] for name, value in inputs.items() if "runtimeValue" in value}
+    )
+    for name, value in inputs.items():
+        if "componentInputParameter" in value:
+            values.pop(name, None)
+    return values
 
 
 def test_training_artifacts_carry_the_guides_names(compiled):
@@ -175,20 +191,23 @@ def test_training_artifacts_carry_the_guides_names(compiled):
 
 
 def test_default_hardware_follows_the_guides_table(compiled):
-    table = {"sft": (4, 1, "4", "64Gi"), "osft": (1, 1, "8", "32Gi"), "lora": (1, 1, "8", "32Gi")}
+    hardware = FACTS["hardware"]
+    # LoRA is not in the guide's table; it runs on OSFT's single-GPU shape.
+    table = {name: hardware.get(name, hardware[name.replace("lora", "osft")]) for name in compiled}
     for name, documents in compiled.items():
         algorithm = name.split("-")[0]
-        nodes, gpus, cpu, memory = table[algorithm]
+        row = table[name]
+        nodes, gpus, cpu, memory = row["nodes"], row["gpus_per_node"], row["cpu"], row["memory"]
         defaults, constants = _defaults(documents), _train_constants(documents)
         assert defaults["phase_02_train_man_train_workers"] == nodes, name
         assert defaults["phase_02_train_man_train_gpu"] == gpus, name
-        # Expert pipelines expose CPU, memory and env as parameters; minimal ones pass them as constants.
+        # Expert pipelines expose CPU, memory and env as parameters; minimal ones pass constants (or defaults).
         cpu_value = defaults.get("phase_02_train_opt_cpu", constants.get("training_cpu_per_node"))
         memory_value = defaults.get("phase_02_train_opt_memory", constants.get("training_memory_per_node"))
         assert (cpu_value, memory_value) == (cpu, memory), name
         env = defaults.get("phase_02_train_opt_env_vars", constants.get("training_env_vars"))
         if algorithm == "sft":  # the guide: INSTRUCTLAB_NCCL_TIMEOUT_MS is set by default in SFT pipelines
-            assert env == {"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"}, name
+            assert env == {FACTS["troubleshooting"]["nccl_timeout_env"]: "600000"}, name
         else:
             assert env == {}, name
 
@@ -199,7 +218,8 @@ def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled, tmp_path):
         accelerator = executor["resources"]["accelerator"]
         assert (accelerator["resourceCount"], accelerator["resourceType"]) == ("1", "nvidia.com/gpu"), name
         platform = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-lm-eval"]
-        assert platform["nodeSelector"]["labels"] == {"nvidia.com/gpu.present": "true"}, name
+        label, value = FACTS["troubleshooting"]["eval_gpu_node_label"].split("=")
+        assert platform["nodeSelector"]["labels"] == {label: value}, name
     # --eval-gpus 0 (CPU-only clusters) turns both off.
     documents = list(yaml.safe_load_all(compile_named("sft", tmp_path / "cpu.yaml", {"eval_gpus": 0}).read_text()))
     executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
@@ -214,3 +234,29 @@ def test_eval_settings_are_checked_with_the_setting_named():
         CompileSettings(eval_node_selector="gpu")
     with pytest.raises(ValueError, match="KFP_FINETUNE_EVAL_GPUS='one': eval_gpus must be an integer"):
         CompileSettings.from_env({"KFP_FINETUNE_EVAL_GPUS": "one"})
+
+
+def test_the_guides_secrets_are_mounted_with_their_keys(compiled):
+    """Each secret the guide documents reaches the steps under its name, with the keys the guide lists."""
+    for name, documents in compiled.items():
+        mounted: dict[str, set[str]] = {}
+        for executor in documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values():
+            for env in executor.get("secretAsEnv", []):
+                mounted.setdefault(env["secretName"], set()).update(item["secretKey"] for item in env["keyToEnv"])
+        for secret, keys in FACTS["secrets"].items():
+            assert set(keys) <= mounted.get(secret, set()), f"{name}: {secret} lacks {set(keys) - mounted[secret]}"
+        # Only the guide's one required secret is required: every other mount is optional.
+        for executor in documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values():
+            for env in executor.get("secretAsEnv", []):
+                assert env.get("optional", False) or env["secretName"] == FACTS["required_secret"], (name, env)
+
+
+def test_the_guides_troubleshooting_hooks_exist():
+    """``Job: <job-name>`` in the training log and the ``training.kubeflow.org/job-name`` pod label."""
+    from components.training.finetuning.manifests.trainjob import JOB_NAME_POD_LABEL
+
+    hooks = FACTS["troubleshooting"]
+    assert JOB_NAME_POD_LABEL == hooks["pod_label"]
+    prefix = hooks["job_log_line"].split("<")[0]
+    sources = "\n".join(p.read_text() for p in (REPO_ROOT / "components/training/finetuning").rglob("*.py"))
+    assert f'f"{prefix}{{' in sources, f"no {hooks['job_log_line']!r} log line in the training component"

@@ -1,123 +1,224 @@
-"""One source per parameter: the pipelines' defaults and descriptions are the components' own, but where declared.
+"""The six explicit pipelines agree with each other and with the components, unless a difference is declared here.
 
-A component's signature holds each default and its ``parameter_docs.py`` each description; the pipeline table adds
-only the dashboard name, ``man``/``opt``, the minimal flag and the algorithms, plus the declared differences
-(``PIPELINE_DEFAULTS``, ``ALGORITHM_DEFAULTS``, a pipeline module's ``defaults``). Any other difference is drift.
+Each ``pipelines/training/<name>/pipeline.py`` writes its parameters and its component calls out by hand, so nothing
+generates them; these tests are what keeps them from drifting. Everything is read from the pipelines as KFP builds
+them (the function's signature and docstring, the pipeline spec's inputs and wiring) and from the components' own
+compiled interfaces (types, defaults, descriptions):
+
+* a run-time parameter has the type and the description of the component argument it feeds, and the same name in
+  every pipeline (one concept, one name; ``phase_NN_<step>`` says which step it feeds);
+* every plain argument of every component call receives the component's default unless :data:`DECLARED` says why
+  not, whether it is a run-time parameter (its default), a constant written in the call, or left out;
+* a minimal pipeline's parameters are a subset of its expert pipeline's, with the same types and defaults.
+
+To change a default: edit the pipeline function's signature (or the constant in its call) and, when it departs from
+the component's default, add it to :data:`DECLARED` with the reason.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
+import copy
+import re
 
-import docstring_parser
 import pytest
-import yaml
 
-from pipelines.compile import checked_in_path, pipeline_module
+from pipelines.compile import pipeline_function
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.component_parameters import COMPONENTS, REQUIRED, component_parameters
-from pipelines.training.finetuning.parameters import (
-    ALGORITHM_DEFAULTS,
-    PARAMETERS,
-    PIPELINE_DEFAULTS,
-    parameters_for,
-    with_defaults,
-)
+from pipelines.training.finetuning.interface import STEP_OF_TASK, pipeline_parameters, spec_of, task_wiring
 
-_PLAIN = (str, int, float, bool, list, dict)
+_NCCL = {"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"}
+#: Why a pipeline gives a component argument another value than the component's default, per algorithm
+#: (``(step, argument)``: value). The hardware rows are the RHOAI guide's table; nothing else may differ.
+_EVERY_PIPELINE = {
+    # The component stays neutral (no benchmark unless asked; an empty held-out split is an error), while a pipeline
+    # evaluates the guide's one small benchmark and accepts train_split_ratio 1.0 (no held-out split).
+    ("eval", "task_names"): ["arc_easy"],
+    ("eval", "allow_empty_eval_dataset"): True,
+    # The dataset step drops samples longer than what training accepts: training_max_seq_len's default.
+    ("dataset", "max_seq_len"): 8192,
+}
+DECLARED: dict[str, dict[tuple[str, str], object]] = {
+    "sft": {
+        **_EVERY_PIPELINE,
+        ("train", "training_num_nodes"): 4,  # the guide: SFT 4 nodes x 1 GPU, 4 CPU and 64Gi per pod
+        ("train", "training_cpu_per_node"): "4",
+        ("train", "training_memory_per_node"): "64Gi",
+        ("train", "training_learning_rate"): 2e-05,  # Training Hub's SFT examples
+        ("train", "training_env_vars"): _NCCL,  # the guide: set by default in SFT pipelines, shown and raisable
+    },
+    "osft": {
+        **_EVERY_PIPELINE,
+        ("train", "training_num_epochs"): 1,  # the guide's osft_minimal_pipeline: phase_02_train_man_train_epochs = 1
+        ("train", "training_cpu_per_node"): "8",  # the guide: OSFT 1 node x 1 GPU, 8 CPU and 32Gi per pod
+        ("train", "training_memory_per_node"): "32Gi",
+    },
+    "lora": {
+        **_EVERY_PIPELINE,
+        ("train", "training_cpu_per_node"): "8",  # as OSFT: one GPU node
+        ("train", "training_memory_per_node"): "32Gi",
+        ("train", "training_learning_rate"): 0.0002,  # adapters train at a higher rate (Training Hub's LoRA examples)
+    },
+}
+#: Component arguments the pipelines fill themselves (the workspace, upstream outputs, secrets' names, run ids).
+WIRED = {
+    ("train", "pvc_path"),
+    ("train", "dataset_path"),
+    ("train", "training_algorithm"),
+    ("train", "hf_token_secret_name"),
+    ("train", "s3_secret_name"),
+    ("train", "run_id"),
+    ("train", "task_name"),
+    ("registry", "pipeline_run_id"),
+    ("registry", "pipeline_run_name"),
+}
+_NAME = re.compile(r"^phase_(\d\d)_(dataset|train|eval|registry)_(man|opt)_[a-z0-9_]+$")
+_PHASES = {"dataset": 1, "train": 2, "eval": 3, "registry": 4}
+_COLLAPSE = re.compile(r"\s+")
 
 
-def _imported_component(step: str):
-    from importlib import import_module
-
-    folder, function = COMPONENTS[step]
-    return getattr(import_module(folder.replace("/", ".")), function)
+def _text(text: str) -> str:
+    return _COLLAPSE.sub(" ", text or "").strip()
 
 
-@pytest.mark.parametrize("step", sorted(COMPONENTS))
-def test_the_source_reading_agrees_with_the_imported_component(step):
-    """The fast ``ast`` reading gives what the real (decorated, imported) component declares and documents."""
-    func = _imported_component(step).python_func
-    documented = {p.arg_name: " ".join(p.description.split()) for p in docstring_parser.parse(func.__doc__).params}
-    expected = {}
-    for name, parameter in inspect.signature(func).parameters.items():
-        if parameter.annotation not in _PLAIN or isinstance(parameter.default, str) and "{{$" in parameter.default:
-            continue  # artifacts and placeholders filled by the pipeline
-        default = REQUIRED if parameter.default is inspect.Parameter.empty else parameter.default
-        expected[name] = (parameter.annotation, default, documented.get(name, ""))
-    read = {name: (p.annotation, p.default, p.description) for name, p in component_parameters(step).items()}
-    assert read == expected
+def _component_inputs(spec: dict, task: str) -> dict[str, dict]:
+    component = spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
+    return spec["components"][component]["inputDefinitions"].get("parameters", {})
 
 
-def test_every_table_row_feeds_a_documented_component_parameter():
-    for p in PARAMETERS:
-        assert p.name in component_parameters(p.step), f"{p.dashboard_name}: no parameter {p.name} in {p.step}"
-        assert p.description, f"{p.dashboard_name}: the {p.step} component documents no {p.name}"
-        assert "\n" not in p.description
-
-
-def _declared(algorithm: str, module_defaults: dict) -> set[str]:
-    return set(PIPELINE_DEFAULTS) | set(ALGORITHM_DEFAULTS[algorithm]) | set(module_defaults)
-
-
-def drift(name: str, read=component_parameters) -> list[str]:
-    """Defaults of pipeline ``name`` (table and checked-in YAML) that are neither the component's nor declared."""
-    declaration = pipeline_module(name).DECLARATION
-    declared = _declared(declaration.algorithm, declaration.defaults)
-    parameters = with_defaults(parameters_for(declaration.algorithm, declaration.flavor), declaration.defaults)
-    compiled = next(yaml.safe_load_all(checked_in_path(name).read_text()))["root"]["inputDefinitions"]["parameters"]
-    found = []
-    for p in parameters:
-        key = f"{p.step}.{p.name}"
-        expected = p.default if key in declared else read(p.step)[p.name].default
-        if p.default != expected:
-            found.append(f"{name}: {p.dashboard_name} = {p.default!r} in the table, {expected!r} in {key}")
-        compiled_default = compiled[p.dashboard_name].get("defaultValue", REQUIRED)
-        if compiled_default != expected:
-            found.append(f"{name}: {p.dashboard_name} = {compiled_default!r} in pipeline.yaml, {expected!r} expected")
+def drift(name: str, spec: dict) -> list[str]:
+    """Every way pipeline ``name`` (its spec as a dict) departs from its components and :data:`DECLARED`."""
+    algorithm = name.split("-")[0]
+    declared = DECLARED[algorithm]
+    root = spec["root"]["inputDefinitions"]["parameters"]
+    found, fed = [], {}
+    for task, inputs in task_wiring(spec).items():
+        step = STEP_OF_TASK[task]
+        component = _component_inputs(spec, task)
+        for argument, definition in component.items():
+            if (step, argument) in WIRED:
+                continue
+            kind, value = inputs.get(argument, ("default", definition.get("defaultValue")))
+            if kind == "parameter":
+                fed.setdefault(value, []).append((step, argument))
+                parameter = root[value]
+                if parameter["parameterType"] != definition["parameterType"]:
+                    found.append(
+                        f"{name}: {value} is {parameter['parameterType']}, {step}.{argument} is "
+                        f"{definition['parameterType']}"
+                    )
+                own = value.split("_")[2:3] == [step]  # the step its name says (max_seq_len also feeds dataset's)
+                if own and _text(parameter.get("description")) != _text(definition.get("description")):
+                    found.append(f"{name}: {value}'s description is not {step}.{argument}'s")
+                value = parameter.get("defaultValue")
+            expected = declared.get((step, argument), definition.get("defaultValue"))
+            if value != expected:
+                found.append(f"{name}: {step}.{argument} gets {value!r} ({kind}), expected {expected!r}")
+    for parameter, targets in fed.items():
+        match = _NAME.match(parameter)
+        if not match:
+            found.append(f"{name}: {parameter} breaks the phase_NN_<step>_<man|opt>_<name> convention")
+            continue
+        step = match.group(2)
+        own = [target for target in targets if target[0] == step]
+        others = [target for target in targets if target[0] != step]
+        if int(match.group(1)) != _PHASES[step] or len(own) != 1:
+            found.append(f"{name}: {parameter} feeds {targets}, not one argument of the {step} step its name says")
+        elif others and (own, others) != ([("train", "training_max_seq_len")], [("dataset", "max_seq_len")]):
+            found.append(f"{name}: {parameter} also feeds {others}")
+    unused = sorted(set(root) - set(fed))
+    if unused:
+        found.append(f"{name}: parameters feeding no component argument: {unused}")
     return found
 
 
+@pytest.fixture(scope="module")
+def specs() -> dict[str, dict]:
+    """Each pipeline's spec, as built from its pipeline.py."""
+    return {name: spec_of(pipeline_function(name)) for name in PIPELINES}
+
+
 @pytest.mark.parametrize("name", sorted(PIPELINES))
-def test_every_pipeline_default_is_the_component_default_unless_declared(name):
-    assert drift(name) == []
+def test_every_pipeline_agrees_with_its_components_unless_declared(specs, name):
+    assert drift(name, specs[name]) == []
 
 
-def test_an_undeclared_difference_is_drift():
-    """The comparison can fail: a component default that the pipeline (table or YAML) does not follow is reported."""
-    changed = dict(component_parameters("train"))
-    changed["training_num_epochs"] = dataclasses.replace(changed["training_num_epochs"], default=7)
-
-    def read(step):
-        return changed if step == "train" else component_parameters(step)
-
-    found = drift("osft-minimal", read)
-    assert len(found) == 2 and all("phase_02_train_man_train_epochs" in line for line in found)
-    assert drift("osft-minimal", component_parameters) == []
-
-
-def test_declared_differences_name_real_parameters_and_do_differ_where_they_say_why():
-    known = {f"{p.step}.{p.name}" for p in PARAMETERS}
-    assert set(PIPELINE_DEFAULTS) <= known
-    for overrides in ALGORITHM_DEFAULTS.values():
-        assert set(overrides) <= known
-    for key, value in PIPELINE_DEFAULTS.items():
-        step, name = key.split(".")
-        assert component_parameters(step)[name].default != value, f"{key} is declared but equals the component's"
+def test_an_undeclared_difference_is_drift(specs):
+    """The comparison can fail: a changed default, a constant, a wrong type or description are each reported."""
+    spec = copy.deepcopy(specs["osft-minimal"])
+    spec["root"]["inputDefinitions"]["parameters"]["phase_02_train_man_train_epochs"]["defaultValue"] = 7
+    spec["root"]["inputDefinitions"]["parameters"]["phase_02_train_man_train_batch"]["parameterType"] = "STRING"
+    spec["root"]["inputDefinitions"]["parameters"]["phase_02_train_man_train_gpu"]["description"] = "GPUs."
+    train = spec["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
+    train["training_seed"] = {"runtimeValue": {"constant": 7}}
+    found = "\n".join(drift("osft-minimal", spec))
+    assert "training_num_epochs gets 7 (parameter), expected 1" in found
+    assert "phase_02_train_man_train_batch is STRING" in found
+    assert "phase_02_train_man_train_gpu's description" in found
+    assert "training_seed gets 7 (constant), expected 42" in found
 
 
-@pytest.mark.parametrize("step", sorted(COMPONENTS))
-def test_each_wrapper_maps_every_argument_explicitly(step):
+def test_one_concept_has_one_name_in_every_pipeline(specs):
+    """A dashboard name feeds the same component argument everywhere, and an argument has one dashboard name."""
+    names: dict[str, set] = {}
+    arguments: dict[tuple[str, str], set] = {}
+    for spec in specs.values():
+        for task, inputs in task_wiring(spec).items():
+            for argument, (kind, parameter) in inputs.items():
+                if kind == "parameter":
+                    names.setdefault(parameter, set()).add((STEP_OF_TASK[task], argument))
+                    arguments.setdefault((STEP_OF_TASK[task], argument), set()).add(parameter)
+    assert {name: targets for name, targets in names.items() if len(targets) > 1} == {
+        "phase_02_train_opt_max_seq_len": {("train", "training_max_seq_len"), ("dataset", "max_seq_len")}
+    }
+    assert {argument: found for argument, found in arguments.items() if len(found) > 1} == {}
+
+
+@pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
+def test_minimal_is_a_subset_of_expert_with_the_same_types_and_defaults(algorithm):
+    expert = {p.name: p for p in pipeline_parameters(pipeline_function(algorithm))}
+    minimal = pipeline_parameters(pipeline_function(f"{algorithm}-minimal"))
+    assert minimal and len(minimal) < len(expert)
+    for parameter in minimal:
+        assert parameter == expert.get(parameter.name), f"{algorithm}-minimal: {parameter.name}"
+
+
+def test_every_parameter_is_documented_in_its_pipelines_docstring():
+    for name in PIPELINES:
+        for parameter in pipeline_parameters(pipeline_function(name)):
+            assert parameter.description, f"{name}: {parameter.name} has no description in the docstring"
+            assert parameter.annotation in (str, int, float, bool, list, dict), f"{name}: {parameter.name}"
+
+
+def test_the_declared_differences_do_differ():
+    """A declared difference that equals the component's default is stale: remove it."""
+    specs = {algorithm: spec_of(pipeline_function(algorithm)) for algorithm in DECLARED}
+    for algorithm, declared in DECLARED.items():
+        tasks = {STEP_OF_TASK[task]: task for task in specs[algorithm]["root"]["dag"]["tasks"]}
+        for (step, argument), value in declared.items():
+            component = _component_inputs(specs[algorithm], tasks[step])
+            assert argument in component, f"{algorithm}: {step} has no argument {argument}"
+            assert component[argument].get("defaultValue") != value, f"{algorithm}: {step}.{argument} is declared"
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "data_processing/dataset_download",
+        "training/finetuning",
+        "evaluation/lm_eval",
+        "deployment/kubeflow_model_registry",
+    ],
+)
+def test_each_wrapper_maps_every_argument_explicitly(folder):
     """No ``**locals()`` or other bag: every argument of the component is read by name in its body."""
     import ast
     from pathlib import Path
 
-    folder, function = COMPONENTS[step]
-    tree = ast.parse((Path(__file__).resolve().parents[1] / folder / "component.py").read_text())
-    wrapper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+    path = Path(__file__).resolve().parents[1] / "components" / folder / "component.py"
+    tree = ast.parse(path.read_text())
+    wrapper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list)
     calls = {n.func.id for n in ast.walk(wrapper) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    assert not calls & {"locals", "vars"}, f"{function} passes its arguments as a bag"
+    assert not calls & {"locals", "vars"}, f"{wrapper.name} passes its arguments as a bag"
     read = {n.id for n in ast.walk(wrapper) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     arguments = [a.arg for a in wrapper.args.args + wrapper.args.kwonlyargs]
     assert [name for name in arguments if name not in read] == []

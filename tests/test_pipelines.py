@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.compile import checked_in_path, compile_named
+from pipelines.compile import checked_in_path, compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.parameters import PARAMETERS, STEPS, parameters_for, with_defaults
+from pipelines.training.finetuning.interface import pipeline_parameters, task_wiring
 from pipelines.training.finetuning.settings import CompileSettings
 from scripts.check_arg_size import LIMIT_BYTES, container_arguments
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+STEPS = {"dataset": 1, "train": 2, "eval": 3, "registry": 4}
 NAME_PATTERN = re.compile(r"^phase_(\d\d)_(dataset|train|eval|registry)_(man|opt)_[a-z0-9_]+$")
 ARCHIVE = re.compile(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'")
 
@@ -68,11 +69,11 @@ def test_same_concept_has_the_same_name_in_every_pipeline(compiled):
 
 
 def test_dashboard_order_is_phase_then_man_before_opt():
-    for algorithm in ("sft", "osft", "lora"):
-        for flavor in ("expert", "minimal"):
-            names = [p.dashboard_name for p in parameters_for(algorithm, flavor)]
-            keys = [(n[:8], n.split("_")[3] != "man") for n in names]
-            assert keys == sorted(keys), (algorithm, flavor)
+    """Each pipeline function lists its parameters by phase, the ``man`` ones of a phase before its ``opt`` ones."""
+    for name in PIPELINES:
+        names = [p.name for p in pipeline_parameters(pipeline_function(name))]
+        keys = [(n[:8], n.split("_")[3] != "man") for n in names]
+        assert keys == sorted(keys), name
 
 
 def test_osft_minimal_golden_parameters(compiled):
@@ -82,7 +83,7 @@ def test_osft_minimal_golden_parameters(compiled):
     assert summary == {
         "phase_01_dataset_man_data_uri": ("STRING", None),
         "phase_02_train_man_train_model": ("STRING", "Qwen/Qwen2.5-1.5B-Instruct"),
-        "phase_02_train_man_train_epochs": ("NUMBER_INTEGER", 3.0),
+        "phase_02_train_man_train_epochs": ("NUMBER_INTEGER", 1.0),  # the guide's osft_minimal_pipeline
         "phase_02_train_man_train_batch": ("NUMBER_INTEGER", 128.0),
         "phase_02_train_man_train_tokens": ("NUMBER_INTEGER", 64000.0),
         "phase_02_train_man_train_unfreeze": ("NUMBER_DOUBLE", 0.25),
@@ -97,12 +98,16 @@ def test_osft_minimal_golden_parameters(compiled):
 
 
 def test_minimal_pipelines_fix_hidden_knobs_to_the_declared_defaults(compiled):
-    """Hidden parameters become constants: OSFT's learning rate is 5e-6, SFT's 2e-5, LoRA's 2e-4."""
+    """Hidden parameters are constants or the component's default: OSFT's learning rate is 5e-6, SFT's 2e-5, LoRA's
+    2e-4 (the value the train task receives, read from the compiled YAML)."""
     expected = {"osft-minimal": 5e-6, "sft-minimal": 2e-5, "lora-minimal": 2e-4}
     for name, learning_rate in expected.items():
-        task = compiled[name][0]["root"]["dag"]["tasks"]["train-model"]
-        constant = task["inputs"]["parameters"]["training_learning_rate"]["runtimeValue"]["constant"]
-        assert constant == pytest.approx(learning_rate), name
+        spec = compiled[name][0]
+        kind, value = task_wiring(spec)["train-model"].get("training_learning_rate", ("default", None))
+        if kind == "default":
+            declared = spec["components"]["comp-train-model"]["inputDefinitions"]["parameters"]
+            value = declared["training_learning_rate"]["defaultValue"]
+        assert kind != "parameter" and value == pytest.approx(learning_rate), name
 
 
 def test_algorithm_specific_knobs_appear_only_in_their_pipelines(compiled):
@@ -134,16 +139,26 @@ WIRED = {
 }
 
 
+#: Component arguments only one algorithm's pipelines expose.
+ALGORITHM_ONLY = {
+    "training_unfreeze_rank_ratio": "osft",
+    "training_lora_r": "lora",
+    "training_lora_alpha": "lora",
+    "training_lora_dropout": "lora",
+}
+
+
 def test_expert_pipelines_expose_every_component_knob(compiled):
     """Every plain parameter of the four components is a run-time parameter of the expert pipelines."""
-    steps = {"dataset-download": "dataset", "train-model": "train", "lm-eval": "eval", "model-registry": "registry"}
     for name in ("sft", "osft", "lora"):
-        exposed = {p.name for p in parameters_for(name, "expert")}
-        for component, step in steps.items():
+        wiring = task_wiring(compiled[name][0])
+        for component in WIRED:
+            exposed = {argument for argument, (kind, _) in wiring[component].items() if kind == "parameter"}
             knobs = _component_inputs(compiled[name], component) - WIRED[component]
-            algorithm_specific = {p.name for p in PARAMETERS if p.step == step and name not in p.algorithms}
+            algorithm_specific = {argument for argument, owner in ALGORITHM_ONLY.items() if owner != name}
             missing = knobs - exposed - algorithm_specific
             assert not missing, f"{name}: {component} knobs not exposed: {sorted(missing)}"
+            assert not exposed & algorithm_specific, f"{name} exposes another algorithm's knobs"
 
 
 def test_workspace_pvc_is_a_compile_time_setting(tmp_path):
@@ -155,7 +170,7 @@ def test_workspace_pvc_is_a_compile_time_setting(tmp_path):
         "accessModes": ["ReadWriteMany"],
         "storageClassName": "ocs-cephfs",
     }
-    assert not any(p.name.startswith("pvc") for p in PARAMETERS)
+    assert not any("pvc" in parameter for parameter in _inputs(documents))
 
 
 def test_secrets_are_mounted_as_optional_env_on_the_right_steps(compiled):
@@ -230,11 +245,6 @@ def test_compile_is_reproducible(tmp_path):
     first = compile_named("lora", tmp_path / "a.yaml", CompileSettings()).read_text()
     second = compile_named("lora", tmp_path / "b.yaml", CompileSettings()).read_text()
     assert first == second
-
-
-def test_unknown_default_override_is_rejected():
-    with pytest.raises(ValueError, match="unknown parameter default"):
-        with_defaults(parameters_for("sft", "expert"), {"train.epochs": 3})
 
 
 def test_compile_settings_validate_and_read_the_environment():

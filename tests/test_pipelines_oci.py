@@ -7,16 +7,16 @@ import yaml
 
 from pipelines.compile import compile_named
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.parameters import PARAMETERS
 from pipelines.training.finetuning.settings import CompileSettings
 
 OCI_MODEL = "oci://quay.io/org/granite-modelcar:1.0"
 
 
-def _base_model_parameter():
+def _base_model_parameter(documents: list[dict]) -> str:
     """The dashboard parameter feeding ``train_model``'s base model (found by meaning, not by name)."""
-    found = [p for p in PARAMETERS if p.step == "train" and p.must_look and "oci://" in p.description]
-    assert len(found) == 1, [p.dashboard_name for p in found]
+    inputs = documents[0]["root"]["inputDefinitions"]["parameters"]
+    found = [name for name, spec in inputs.items() if "_train_man_" in name and "oci://" in spec["description"]]
+    assert len(found) == 1, found
     return found[0]
 
 
@@ -32,16 +32,17 @@ def compiled(tmp_path_factory) -> dict[str, list[dict]]:
 def test_every_pipeline_passes_an_oci_base_model_to_train_model_and_it_validates(compiled):
     from components.training.finetuning.run import validate_params
 
-    parameter = _base_model_parameter()
     assert len(compiled) == 6
+    names = {_base_model_parameter(documents) for documents in compiled.values()}
+    assert len(names) == 1  # one name in all six pipelines
     for name, documents in compiled.items():
+        parameter = _base_model_parameter(documents)
         inputs = documents[0]["root"]["inputDefinitions"]["parameters"]
-        assert inputs[parameter.dashboard_name]["parameterType"] == "STRING", name
-        assert "oci://" in inputs[parameter.dashboard_name]["description"], name
+        assert inputs[parameter]["parameterType"] == "STRING", name
         task = documents[0]["root"]["dag"]["tasks"]["train-model"]
         fed = task["inputs"]["parameters"]
-        wired = [arg for arg, value in fed.items() if value.get("componentInputParameter") == parameter.dashboard_name]
-        assert wired, f"{name}: {parameter.dashboard_name} does not reach train-model"
+        wired = [arg for arg, value in fed.items() if value.get("componentInputParameter") == parameter]
+        assert wired == ["training_base_model"], f"{name}: {parameter} does not reach train-model's base model"
         # What train_model checks first, with the value a user types in the dashboard.
         algorithm = next(v["runtimeValue"]["constant"] for k, v in fed.items() if k.endswith("algorithm"))
         config = validate_params({"base_model": OCI_MODEL, "algorithm": algorithm, "backend": "local"}, False)
@@ -55,8 +56,11 @@ def test_expert_pipelines_expose_the_tls_options_and_minimal_ones_fix_them_to_ve
         fed = documents[0]["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
         if name.endswith("minimal"):
             assert exposed == set(), name
-            insecure = next(v for k, v in fed.items() if k.endswith("oci_insecure"))
-            assert insecure["runtimeValue"]["constant"] is False, name
+            # Not passed: the component's default (verify) applies.
+            assert "training_oci_insecure" not in fed and "training_oci_ca_bundle" not in fed, name
+            declared = documents[0]["components"]["comp-train-model"]["inputDefinitions"]["parameters"]
+            assert declared["training_oci_insecure"]["defaultValue"] is False, name
+            assert declared["training_oci_ca_bundle"]["defaultValue"] == "", name
         else:
             assert len(exposed) == 2, name
             assert all(inputs[key].get("isOptional") for key in exposed), name

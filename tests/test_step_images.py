@@ -263,7 +263,7 @@ def test_fast_task_setters_keep_kfp_messages_and_restore_inspect():
     from kfp import dsl
     from kfp.dsl import pipeline_task
 
-    from pipelines.training.finetuning.definition import _fast_task_setters
+    from pipelines.training.finetuning.tasks import _fast_task_setters
 
     @dsl.pipeline(name="outer")
     def outer():

@@ -37,6 +37,8 @@ DEMO_ARGUMENTS = {
     "training_warmup_steps": 10,
     "training_unfreeze_rank_ratio": 0.5,
     "training_num_nodes": 1,
+    # A ~100k-parameter model's activations are tiny: recomputing them would only slow the demo down.
+    "training_gradient_checkpointing": False,
 }
 #: LoRA trains ~2% of the weights, a rank-``lora_r`` update per layer scaled by ``lora_alpha / lora_r``. On the demo
 #: data (same 8 epochs and learning rate 3e-3 as SFT; held-out loss of the base model 6.41), rank 8 with alpha 64
@@ -84,8 +86,9 @@ class DemoRun:
 
 
 def demo_arguments(algorithm: str, base_model: Path, dataset_uri: str, registry_address: str) -> dict[str, Any]:
-    """The pipeline arguments of the demo run, by dashboard name (resolved through the parameters table)."""
-    from pipelines.training.finetuning.parameters import parameters_for
+    """The pipeline arguments of the demo run, by dashboard name (the expert pipeline's parameter feeding each)."""
+    from pipelines.compile import pipeline_function
+    from pipelines.training.finetuning.interface import parameter_feeding
 
     train = {**DEMO_ARGUMENTS, **(DEMO_LORA_ARGUMENTS if algorithm == "lora" else {})}
     by_step = {
@@ -94,11 +97,14 @@ def demo_arguments(algorithm: str, base_model: Path, dataset_uri: str, registry_
         "eval": DEMO_EVAL_ARGUMENTS,
         "registry": {"registry_address": registry_address, "model_name": "kfp-finetune-demo"},
     }
-    return {
-        p.dashboard_name: by_step[p.step][p.name]
-        for p in parameters_for(algorithm, "expert")
-        if p.name in by_step[p.step]
-    }
+    pipeline = pipeline_function(algorithm)
+    arguments = {}
+    for step, values in by_step.items():
+        for argument, value in values.items():
+            name = parameter_feeding(pipeline, step, argument)
+            if name is not None:
+                arguments[name] = value
+    return arguments
 
 
 def list_outputs(run_dir: Path) -> list[Path]:
@@ -181,12 +187,12 @@ def _run_pipeline(
     """Builds the base model and runs the pipeline under ``console``; returns the run folder and output types."""
     from kfp import local
 
+    from pipelines.compile import pipeline_function
     from pipelines.demo import kfp_local_compat
     from pipelines.demo.tiny_model import build_tiny_model
-    from pipelines.training.finetuning.definition import build_pipeline
 
     kfp_local_compat.install()
-    pipeline = build_pipeline(algorithm, "expert", f"{algorithm}-demo", f"Local {algorithm.upper()} demo.")
+    pipeline = pipeline_function(algorithm)
     types = output_types(pipeline.pipeline_spec)
     pipeline_root = output_dir / "outputs"
     started_at = time.time()

@@ -2,10 +2,10 @@
 
 :func:`read_package` reads the workspace PVC (size, storage class, access modes), the secrets each step mounts
 (names and keys), each step's inputs (wired to a pipeline parameter or a constant) and GPU/toleration settings a step
-may carry. :class:`RunValues` answers "what will this run use for (step, component argument)?" through the
-parameters table (``pipelines/training/finetuning/parameters.py``): the run's argument under the parameter's dashboard
-name, else the pipeline's default, else the constant the compiled step was given, else the table's default. Doctor
-never spells a dashboard name itself, so renaming them changes nothing here.
+may carry. :class:`RunValues` answers "what will this run use for (step, component argument)?" from the compiled
+pipeline alone: the run's argument under the pipeline parameter wired to that argument, else that parameter's default,
+else the constant the compiled step was given, else the component's own default. Doctor never spells a dashboard name
+itself, so renaming them (or editing a pipeline.py) changes nothing here.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from pipelines.training.finetuning.parameters import PARAMETERS, REQUIRED, STEPS, PipelineParameter
+from pipelines.training.finetuning.interface import step_of_task, task_wiring
 
-#: The run parameters doctor reads, as (step, component argument) keys of the parameters table.
+#: The run parameters doctor reads, as (step, component argument) keys.
 DATASET_URI = ("dataset", "dataset_uri")
 BASE_MODEL = ("train", "training_base_model")
 LAUNCHER = ("train", "training_launcher")
@@ -37,8 +37,6 @@ REGISTRY_ADDRESS = ("registry", "registry_address")
 REGISTRY_PORT = ("registry", "registry_port")
 REGISTRY_IS_SECURE = ("registry", "is_secure")
 S3_UPLOAD_PREFIX = ("registry", "s3_upload_prefix")
-
-_TABLE: dict[tuple[str, str], PipelineParameter] = {(p.step, p.name): p for p in PARAMETERS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +69,7 @@ class PipelineFacts:
         secrets: The mounted secrets, by name.
         parameters: ``root.inputDefinitions.parameters`` (dashboard name -> definition).
         step_inputs: ``{step: {component argument: ("parameter", dashboard name) | ("constant", value)}}``.
+        component_defaults: ``{step: {component argument: default}}`` of each step's component.
         accelerators: ``{step: (resource name, count)}`` of steps compiled with an accelerator request.
         tolerations: ``{step: [toleration, ...]}`` compiled onto steps.
         node_selectors: ``{step: {label: value}}`` compiled onto steps.
@@ -84,33 +83,10 @@ class PipelineFacts:
     secrets: dict[str, SecretMount]
     parameters: dict[str, dict[str, Any]]
     step_inputs: dict[str, dict[str, tuple[str, Any]]]
+    component_defaults: dict[str, dict[str, Any]]
     accelerators: dict[str, tuple[str, int]]
     tolerations: dict[str, list[dict[str, Any]]]
     node_selectors: dict[str, dict[str, str]]
-
-
-def _step_of(inputs: Mapping[str, tuple[str, Any]]) -> str | None:
-    """The table step a task belongs to: the one whose dashboard names and argument names it uses most."""
-    scores = dict.fromkeys(STEPS, 0)
-    for argument, (kind, value) in inputs.items():
-        for step in STEPS:
-            parameter = _TABLE.get((step, argument))
-            scores[step] += parameter is not None
-            scores[step] += kind == "parameter" and any(
-                p.step == step and p.dashboard_name == value for p in PARAMETERS
-            )
-    best = max(scores, key=lambda step: scores[step])
-    return best if scores[best] else None
-
-
-def _task_inputs(task: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
-    inputs: dict[str, tuple[str, Any]] = {}
-    for argument, spec in ((task.get("inputs") or {}).get("parameters") or {}).items():
-        if "componentInputParameter" in spec:
-            inputs[argument] = ("parameter", spec["componentInputParameter"])
-        elif "constant" in (spec.get("runtimeValue") or {}):
-            inputs[argument] = ("constant", spec["runtimeValue"]["constant"])
-    return inputs
 
 
 def _accelerator(container: Mapping[str, Any]) -> tuple[str, int] | None:
@@ -141,15 +117,18 @@ def read_package(path: str | Path) -> PipelineFacts:
     executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}
     containers = (spec.get("deploymentSpec") or {}).get("executors") or {}
     steps: dict[str, dict[str, tuple[str, Any]]] = {}
+    component_defaults: dict[str, dict[str, Any]] = {}
+    wiring = task_wiring(spec)
     accelerators: dict[str, tuple[str, int]] = {}
     tolerations: dict[str, list[dict[str, Any]]] = {}
     node_selectors: dict[str, dict[str, str]] = {}
     secrets: dict[str, SecretMount] = {}
     for task_name, task in ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).items():
-        inputs = _task_inputs(task)
-        step = _step_of(inputs) or task_name
-        steps[step] = inputs
+        step = step_of_task(task_name)
+        steps[step] = wiring[task_name]
         component = (spec.get("components") or {}).get((task.get("componentRef") or {}).get("name", ""), {})
+        declared = (component.get("inputDefinitions") or {}).get("parameters") or {}
+        component_defaults[step] = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
         executor = component.get("executorLabel", "")
         accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
         if accelerator:
@@ -182,6 +161,7 @@ def read_package(path: str | Path) -> PipelineFacts:
         secrets=secrets,
         parameters=dict(((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}),
         step_inputs=steps,
+        component_defaults=component_defaults,
         accelerators=accelerators,
         tolerations=tolerations,
         node_selectors=node_selectors,
@@ -207,18 +187,22 @@ class RunValues:
         self.facts = facts
         self.arguments = dict(arguments)
 
+    def parameter(self, key: tuple[str, str]) -> str | None:
+        """The pipeline parameter wired to ``(step, component argument)``, or None when the pipeline fixes it."""
+        kind, value = self.facts.step_inputs.get(key[0], {}).get(key[1], ("", None))
+        return value if kind == "parameter" else None
+
     def get(self, key: tuple[str, str]) -> Any:
-        """The value of table parameter ``key`` for this run (``None``: required and not given)."""
-        parameter = _TABLE[key]
-        name = parameter.dashboard_name
-        if name in self.arguments:
-            return self.arguments[name]
-        if name in self.facts.parameters:
-            return self.facts.parameters[name].get("defaultValue")
+        """The value of ``(step, component argument)`` for this run (``None``: required and not given)."""
+        name = self.parameter(key)
+        if name is not None:
+            if name in self.arguments:
+                return self.arguments[name]
+            return self.facts.parameters.get(name, {}).get("defaultValue")
         kind, value = self.facts.step_inputs.get(key[0], {}).get(key[1], ("", None))
         if kind == "constant":
             return value
-        return None if parameter.default is REQUIRED else parameter.default
+        return self.facts.component_defaults.get(key[0], {}).get(key[1])
 
     def integer(self, key: tuple[str, str]) -> int:
         """:meth:`get` as an int (KFP writes integer defaults as floats, e.g. ``1.0``)."""
@@ -226,8 +210,8 @@ class RunValues:
         return int(float(value)) if value not in (None, "") else 0
 
     def label(self, key: tuple[str, str]) -> str:
-        """How a user sets it: the dashboard name, or a note that this pipeline fixes it."""
-        name = _TABLE[key].dashboard_name
-        if name in self.facts.parameters:
+        """How a user sets it: the pipeline parameter, or a note that this pipeline fixes it."""
+        name = self.parameter(key)
+        if name is not None:
             return f"parameter {name}"
         return f"{key[1]} (fixed in this pipeline; use the expert flavor to change it)"

@@ -16,7 +16,7 @@ behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a 
   rest; reviews are answered, never stored), ``create_storage_class``, ``put_node`` (:func:`make_node`: GPUs, labels,
   taints), ``create_quota`` (with its status) and ``create_secret`` (plain-text values, stored base64-encoded).
 
-:func:`validate_trainjob` validates a manifest against the Trainer v2.3.0 CRD in ``../shared/crds`` with objects
+:func:`validate_trainjob` validates a manifest against the Trainer v2.3.0 CRD in ``tests/specs/crds`` with objects
 closed (no unknown fields), as the API server's structural-schema pruning would reject them.
 """
 
@@ -39,7 +39,7 @@ import kmock
 import pytest
 from kmock._internal import enums
 
-SHARED_CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "crds"
+CRDS = Path(__file__).resolve().parents[1] / "specs" / "crds"  # vendored upstream CRDs (tests/specs/SOURCE.md)
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 TRAINING_OPERATOR = "kubeflow.org/v1"
 HARNESS_USER_AGENT = "kfp-finetune-test-harness"
@@ -108,14 +108,14 @@ def _matches(obj: dict, params: dict[str, str]) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def crd_schema(file_name: str = "trainer.kubeflow.org_trainjobs.yaml") -> dict[str, Any]:
-    """The OpenAPI v3 schema of a shared CRD with every object closed to unknown fields.
+    """The OpenAPI v3 schema of a vendored CRD with every object closed to unknown fields.
 
     Objects without ``properties`` (free-form), with ``additionalProperties`` or with
     ``x-kubernetes-preserve-unknown-fields`` stay open.
     """
     import yaml
 
-    documents = [doc for doc in yaml.safe_load_all((SHARED_CRDS / file_name).read_text()) if doc]
+    documents = [doc for doc in yaml.safe_load_all((CRDS / file_name).read_text()) if doc]
     schema = copy.deepcopy(documents[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
     def close(node: Any) -> None:

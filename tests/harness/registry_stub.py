@@ -2,9 +2,9 @@
 
 The stub is a ``ThreadingHTTPServer`` that serves the registry's REST API under both ``/api/model_registry/v1``
 (clients >= 0.3.12) and ``/api/model_registry/v1alpha3`` (older servers). Every request is matched to an operation of
-``../shared/openapi/model-registry.yaml``; its path and query parameters and its JSON body are validated against the
-operation's schemas (``$ref`` resolved, OpenAPI discriminators honoured) and a bad request gets a ``400`` naming the
-rule that failed. Responses are validated too, so a stub bug fails the test instead of passing silently.
+the vendored ``tests/specs/openapi/model-registry.yaml``; its path and query parameters and its JSON body are validated
+against the operation's schemas (``$ref`` resolved, OpenAPI discriminators honoured) and a bad request gets a ``400``
+naming the rule that failed. Responses are validated too, so a stub bug fails the test instead of passing silently.
 
 It stores registered models, model versions and model artifacts, records every request, and can be scripted to
 fail: ``fail_next(2, 503)`` answers the next two requests with a 5xx, ``drop_next(1)`` closes the connection without
@@ -33,7 +33,7 @@ import yaml
 
 from tests.harness.tls import write_self_signed_certificate
 
-SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "openapi" / "model-registry.yaml"
+SPEC_PATH = Path(__file__).resolve().parents[1] / "specs" / "openapi" / "model-registry.yaml"  # tests/specs/SOURCE.md
 API_ROOT = "/api/model_registry/"
 SPEC_API_VERSION = "v1alpha3"
 API_VERSIONS = ("v1", "v1alpha3")

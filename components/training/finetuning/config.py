@@ -83,6 +83,8 @@ class TrainingConfig:
         lora_alpha: LoRA scaling numerator.
         lora_dropout: LoRA dropout probability, in [0, 1).
         use_liger: Use Liger kernels (GPU only; Training Hub SFT/OSFT).
+        gradient_checkpointing: Recompute activations in the backward pass (Training Hub's backends always do when
+            the model supports it; the local backend follows this setting).
         checkpoint_at_epoch: Save a checkpoint after every epoch.
         save_final_checkpoint: Save the final model (must stay true for ``sft`` on Training Hub, which always does).
         fsdp_sharding_strategy: FSDP strategy of full fine-tuning (``sft``), one of :data:`FSDP_SHARDING_STRATEGIES`
@@ -110,6 +112,7 @@ class TrainingConfig:
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     use_liger: bool = False
+    gradient_checkpointing: bool = True
     checkpoint_at_epoch: bool = False
     save_final_checkpoint: bool = True
     fsdp_sharding_strategy: str = "FULL_SHARD"

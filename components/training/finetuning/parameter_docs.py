@@ -50,6 +50,11 @@ PARAMETER_DOCS = {
     "training_lora_alpha": ("LoRA scaling alpha."),
     "training_lora_dropout": ("LoRA dropout, in [0, 1)."),
     "training_use_liger": ("Liger kernels (Training Hub SFT/OSFT)."),
+    "training_gradient_checkpointing": (
+        "Recompute activations in the backward pass instead of keeping them (less memory, ~30% more compute). "
+        "Training Hub's backends always do (when the model supports it): only True there; the local backend "
+        "honours both."
+    ),
     "training_checkpoint_at_epoch": ("Checkpoint after every epoch (local: resumable state)."),
     "training_save_final_checkpoint": ("Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`)."),
     "training_fsdp_sharding_strategy": (

@@ -1,6 +1,7 @@
-"""Fine-tuning pipelines: one shared definition (``definition.py``), six declarations in ``pipelines/training/<name>/``.
+"""Fine-tuning pipelines: six explicit ``@dsl.pipeline`` modules in ``pipelines/training/<name>/pipeline.py``.
 
-``PIPELINES`` maps each pipeline's name to its module.
+``PIPELINES`` maps each pipeline's name to its module; :mod:`.tasks` holds the task set-up they share and
+:mod:`.settings` their compile-time settings.
 """
 
 PIPELINES = {

@@ -1,8 +1,10 @@
 """Compile-time settings of the fine-tuning pipelines.
 
 They shape the compiled YAML itself (the workspace PVC, secret names, each step's image and resources) and so cannot
-be run-time parameters. Each is a module constant overridable by an environment variable (``KFP_FINETUNE_<NAME>``)
-and by the matching ``kfp-finetune compile`` flag.
+be run-time parameters. Each is a constant at the top of a ``pipelines/training/<name>/pipeline.py`` (``PVC_SIZE``,
+``EVAL_IMAGE``, ...; the defaults below where a module declares none), overridable by an environment variable
+(``KFP_FINETUNE_<NAME>``) and by the matching ``kfp-finetune compile`` flag: the module calls
+:func:`pipeline_settings` with its ``globals()``.
 
 The steps are ``dataset`` (download, validate, tokenizer statistics), ``launcher`` (the ``train_model`` task: it
 submits and watches the TrainJob / PyTorchJob; the training pods themselves use the run-time ``training_image``
@@ -11,9 +13,12 @@ parameter), ``eval`` (lm-eval on the trained model, on a GPU) and ``registry`` (
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import os
 import re
+from collections.abc import Iterator, Mapping
 
 from components._common.images import PYTHON_IMAGE, TORCH_CUDA_IMAGE
 from components._common.workspace import PVC_ACCESS_MODES, PVC_SIZE, PVC_STORAGE_CLASS
@@ -230,6 +235,51 @@ class CompileSettings:
         if self.pvc_storage_class:
             patch["storageClassName"] = self.pvc_storage_class
         return patch
+
+
+#: Settings ``kfp-finetune compile`` applies on top of a pipeline.py's constants (see :func:`compile_overrides`).
+_OVERRIDES: contextvars.ContextVar[CompileSettings | Mapping[str, object]] = contextvars.ContextVar(
+    "kfp_finetune_compile_overrides", default={}
+)
+
+
+@contextlib.contextmanager
+def compile_overrides(settings: CompileSettings | Mapping[str, object] | None) -> Iterator[None]:
+    """Makes :func:`pipeline_settings` return ``settings`` while a pipeline module is executed.
+
+    Args:
+        settings: Complete settings (they replace the module's constants), or overrides of single fields (e.g.
+            ``kfp-finetune compile`` flags; ``None`` values ignored) applied after the ``KFP_FINETUNE_*`` variables.
+    """
+    token = _OVERRIDES.set(settings if settings is not None else {})
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)
+
+
+def pipeline_settings(namespace: dict[str, object]) -> CompileSettings:
+    """The settings a ``pipeline.py`` compiles with: its constants, then ``KFP_FINETUNE_*``, then compile flags.
+
+    Args:
+        namespace: The module's ``globals()``; its upper-case constants named like :class:`CompileSettings` fields
+            (``PVC_SIZE``, ``PIPELINE_NAME``, ``EVAL_IMAGE``, ...) replace the built-in defaults.
+
+    Returns:
+        The validated settings; ``pipeline_name`` is the module's ``PIPELINE_NAME`` unless something overrides it.
+
+    Raises:
+        ValueError: A value breaks a rule; the message names the setting (and the variable it came from).
+    """
+    constants = constants_of(namespace)
+    active = _OVERRIDES.get()
+    if isinstance(active, CompileSettings):
+        settings = active
+    else:
+        settings = CompileSettings.from_env(base=constants, **active)
+    if not settings.pipeline_name:
+        settings = dataclasses.replace(settings, pipeline_name=str(constants.get("pipeline_name", "")))
+    return settings
 
 
 def constants_of(namespace: dict[str, object]) -> dict[str, object]:

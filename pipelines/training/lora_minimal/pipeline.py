@@ -1,6 +1,8 @@
 """LoRA fine-tuning, minimal flavor.
 
-Only the parameters that matter are exposed; everything else keeps the recommended defaults.
+Compile: ``PYTHONPATH=$(pwd) python pipelines/training/lora_minimal/pipeline.py`` writes ``pipeline.yaml`` beside
+this file. Edit the compile-time constants below, or the run-time parameters of
+``lora_minimal_pipeline`` (its signature), as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================
@@ -21,14 +23,123 @@ REGISTRY_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
 RUNTIME_IMAGE = ""  # a Containerfile image here replaces all four and installs nothing at run time
 
 # The steps' other settings are compile-time too (e.g. EVAL_CPU_LIMIT = "8", DATASET_MEMORY_REQUEST = "4Gi"); see
-# pipelines/training/finetuning/settings.py for every name (KFP_FINETUNE_<NAME> environment variables and
-# `kfp-finetune compile` flags override the constants above).
+# pipelines/training/finetuning/settings.py for every name. KFP_FINETUNE_<NAME> environment variables and
+# `kfp-finetune compile` flags override the constants above.
+# =============================================================================
 
-from pipelines.training.finetuning.definition import PipelineDeclaration  # noqa: E402
-from pipelines.training.finetuning.settings import constants_of  # noqa: E402
+from kfp import compiler, dsl  # noqa: E402
 
-DECLARATION = PipelineDeclaration("lora", "minimal", __doc__, compile_time=constants_of(globals()))
-pipeline = DECLARATION.build()
+from pipelines.training.finetuning import tasks  # noqa: E402
+from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E402
+
+#: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
+SETTINGS = pipeline_settings(globals())
+#: The four components, each built for its step image above (RUNTIME_IMAGE replaces all four).
+dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
+
+
+@dsl.pipeline(name=SETTINGS.pipeline_name, pipeline_config=tasks.pipeline_config(SETTINGS))
+def lora_minimal_pipeline(
+    phase_01_dataset_man_data_uri: str,
+    phase_02_train_man_train_model: str = "Qwen/Qwen2.5-1.5B-Instruct",
+    phase_02_train_man_train_epochs: int = 3,
+    phase_02_train_man_train_batch: int = 128,
+    phase_02_train_man_train_tokens: int = 64000,
+    phase_02_train_man_train_workers: int = 1,
+    phase_02_train_man_train_gpu: int = 1,
+    phase_02_train_man_train_lora_r: int = 16,
+    phase_03_eval_man_eval_tasks: list = ["arc_easy"],
+    phase_04_registry_man_address: str = "",
+    phase_04_registry_man_reg_name: str = "",
+    phase_04_registry_man_reg_version: str = "",
+):
+    """LoRA fine-tuning, minimal flavor.
+
+    Only the parameters that matter are exposed; everything else keeps the recommended defaults.
+
+    Args:
+        phase_01_dataset_man_data_uri: Hub id `org/name[:subset][@revision]` (token from env HF_TOKEN),
+            `s3://bucket/key-or-prefix/` (RHOAI data-connection env vars), `http(s)://.../file.jsonl`,
+            `pvc://claim/path` (under $KFP_FINETUNE_PVC_ROOT, default /mnt/pvc) or a local path. Files: .jsonl, .json,
+            .parquet, .csv (+.gz).
+        phase_02_train_man_train_model: HF id (downloaded with `HF_TOKEN`), local path, `pvc://<claim>/<path>` (claim
+            mounted via the volumes passthrough), `s3://<bucket>/<prefix>` (RHOAI data-connection env), or
+            `oci://<registry>/<repository>[:<tag>|@sha256:<digest>]` (a modelcar's `/models` or an ORAS artifact, pulled
+            once per run into the workspace with the `OCI_PULL_SECRET_MODEL_DOWNLOAD` config.json).
+        phase_02_train_man_train_epochs: Passes over the data (>= 1).
+        phase_02_train_man_train_batch: Samples per optimizer step.
+        phase_02_train_man_train_tokens: Padded tokens per micro-batch (gradient accumulation fills the effective
+            batch); >= `max_seq_len`.
+        phase_02_train_man_train_workers: TrainJob nodes (pods); Training Hub's nnodes.
+        phase_02_train_man_train_gpu: GPUs per node: numProcPerNode, the GPU resource count and Training Hub's
+            nproc_per_node.
+        phase_02_train_man_train_lora_r: LoRA rank (>= 1).
+        phase_03_eval_man_eval_tasks: lm-eval task, group or tag names. Built-in names need their datasets (see
+            *Disconnected clusters*). May be empty when `eval_dataset` is given.
+        phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
+            step (status `skipped`).
+        phase_04_registry_man_reg_name: Registered model name (required when `registry_address` is set). Letters,
+            digits, `. _ : + -`.
+        phase_04_registry_man_reg_version: Version name. `""`: the version this run registered before (matched on
+            `pipeline_run_id`), else `<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`.
+    """
+    dataset_task = dataset_download(
+        dataset_uri=phase_01_dataset_man_data_uri,
+        max_seq_len=8192,  # train_model's training_max_seq_len, for the token statistics
+    )
+    dataset_task.set_display_name("Download and validate dataset")
+    tasks.set_up_dataset(dataset_task, SETTINGS)
+
+    training_task = train_model(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
+        dataset=dataset_task.outputs["train_dataset"],
+        eval_dataset=dataset_task.outputs["eval_dataset"],
+        training_algorithm="lora",
+        training_base_model=phase_02_train_man_train_model,
+        training_num_epochs=phase_02_train_man_train_epochs,
+        training_effective_batch_size=phase_02_train_man_train_batch,
+        training_max_tokens_per_gpu=phase_02_train_man_train_tokens,
+        training_num_nodes=phase_02_train_man_train_workers,
+        training_gpus_per_node=phase_02_train_man_train_gpu,
+        training_lora_r=phase_02_train_man_train_lora_r,
+        training_learning_rate=0.0002,
+        training_cpu_per_node="8",
+        training_memory_per_node="32Gi",
+        hf_token_secret_name=SETTINGS.hf_token_secret,
+        s3_secret_name=SETTINGS.s3_secret,
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+    )
+    training_task.set_display_name("Fine-tune (LORA)")
+    tasks.set_up_training(training_task, SETTINGS)
+
+    eval_task = lm_eval(
+        model=training_task.outputs["output_model"],
+        eval_dataset=dataset_task.outputs["eval_dataset"],
+        task_names=phase_03_eval_man_eval_tasks,
+        allow_empty_eval_dataset=True,
+    )
+    eval_task.set_display_name("Evaluate (lm-eval)")
+    tasks.set_up_evaluation(eval_task, SETTINGS)
+
+    registry_task = model_registry(
+        model=training_task.outputs["output_model"],
+        eval_metrics=eval_task.outputs["metrics"],
+        train_metrics=training_task.outputs["output_metrics"],
+        dataset=dataset_task.outputs["train_dataset"],
+        registry_address=phase_04_registry_man_address,
+        model_name=phase_04_registry_man_reg_name,
+        model_version=phase_04_registry_man_reg_version,
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+    )
+    registry_task.set_display_name("Register model")
+    tasks.set_up_registry(registry_task, SETTINGS)
+
 
 if __name__ == "__main__":
-    DECLARATION.compile_beside(__file__)
+    from pathlib import Path
+
+    output = Path(__file__).resolve().with_name("pipeline.yaml")
+    compiler.Compiler().compile(lora_minimal_pipeline, str(output))
+    print(f"Compiled pipeline {SETTINGS.pipeline_name!r} to {output}")

@@ -95,6 +95,10 @@ def _load_model(config: TrainingConfig, model_source: str, device: Any = None):
         tokenizer.pad_token = tokenizer.eos_token
     _seed_everything(config.seed)
     model = AutoModelForCausalLM.from_pretrained(model_source, dtype="float32")
+    if config.gradient_checkpointing and getattr(model, "supports_gradient_checkpointing", False):
+        # Non-reentrant: also right when only adapters (LoRA) or a subspace (OSFT) require gradients.
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
     if config.algorithm == "lora":
         from peft import LoraConfig, get_peft_model
 

@@ -55,16 +55,23 @@ TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft"}
 
 #: Settings Training Hub's backend for an algorithm cannot honour: (parameter, the only accepted value, why).
 _LOCAL_ONLY = ("checkpoint_interval_steps", 0, "step-interval checkpoints are the local backend's")
+_ALWAYS_CHECKPOINTS = ("gradient_checkpointing", True, "its backends always recompute activations (when supported)")
 UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
     "sft": (
         _LOCAL_ONLY,
+        _ALWAYS_CHECKPOINTS,
         ("lr_scheduler", "cosine", "instructlab-training's launcher does not forward a scheduler (always cosine)"),
         ("max_steps", 0, "instructlab-training stops by epochs only"),
         ("save_final_checkpoint", True, "instructlab-training always saves the final model"),
     ),
-    "osft": (_LOCAL_ONLY, ("fsdp_sharding_strategy", "FULL_SHARD", "mini-trainer always shards fully (FSDP2)")),
+    "osft": (
+        _LOCAL_ONLY,
+        _ALWAYS_CHECKPOINTS,
+        ("fsdp_sharding_strategy", "FULL_SHARD", "mini-trainer always shards fully (FSDP2)"),
+    ),
     "lora": (
         _LOCAL_ONLY,
+        _ALWAYS_CHECKPOINTS,
         ("use_liger", False, "the Unsloth backend has no Liger option"),
         ("checkpoint_at_epoch", False, "the Unsloth backend checkpoints by steps, not epochs"),
         ("fsdp_sharding_strategy", "FULL_SHARD", "the Unsloth backend does not use FSDP"),

@@ -1,0 +1,42 @@
+"""``training_gradient_checkpointing``: the local backend follows it exactly; Training Hub accepts only True."""
+
+import pytest
+import torch
+
+from components.training.finetuning.config import TrainingConfig, TrainingConfigError
+from components.training.finetuning.local import trainer as local_backend
+from components.training.finetuning.run import validate_params
+
+torch.set_num_threads(1)
+
+FAST = {"effective_batch_size": 8, "max_seq_len": 256, "max_tokens_per_gpu": 1024, "max_steps": 3}
+
+
+@pytest.mark.parametrize(("algorithm", "extra"), [("sft", {}), ("lora", {"lora_r": 4})])
+def test_local_training_is_the_same_with_and_without_checkpointing(
+    algorithm, extra, tiny_model_dir, demo_dataset_path, tmp_path
+):
+    """Recomputing activations changes memory, not the maths: identical losses, and it is really switched on."""
+    losses = {}
+    for enabled in (True, False):
+        config = TrainingConfig.from_params(
+            base_model=str(tiny_model_dir), algorithm=algorithm, gradient_checkpointing=enabled, **FAST, **extra
+        )
+        model, _ = local_backend._load_model(config, str(tiny_model_dir))
+        assert model.is_gradient_checkpointing is enabled
+        result = local_backend.train_locally(config, demo_dataset_path, tmp_path / str(enabled), log=lambda _: None)
+        losses[enabled] = [record["loss"] for record in result.records]
+    assert len(losses[True]) == 3
+    assert losses[True] == pytest.approx(losses[False], rel=1e-5)
+
+
+def test_training_hub_launchers_refuse_turning_it_off_with_the_reason():
+    params = {"base_model": "m", "algorithm": "osft", "backend": "trainjob", "gradient_checkpointing": False}
+    with pytest.raises(
+        TrainingConfigError, match=r"gradient_checkpointing=False is not supported by training-hub osft"
+    ):
+        validate_params(params, has_eval_data=False)
+    assert validate_params({**params, "gradient_checkpointing": True}, has_eval_data=False).gradient_checkpointing
+    assert not validate_params({**params, "backend": "local"}, has_eval_data=False).gradient_checkpointing
+    with pytest.raises(TrainingConfigError, match="training_gradient_checkpointing='yes': must be of type bool"):
+        validate_params({**params, "gradient_checkpointing": "yes"}, has_eval_data=False)

@@ -1,0 +1,166 @@
+"""Cross-cutting set-up of the fine-tuning pipelines' tasks, called from each ``pipelines/training/<name>/pipeline.py``.
+
+A pipeline module wires its four components explicitly; what is the same for every pipeline and comes from the
+compile-time settings (:class:`~pipelines.training.finetuning.settings.CompileSettings`) lives here, once:
+
+* :func:`step_components`: the four components built for their step images (or the prebuilt runtime image);
+* :func:`pipeline_config`: the run's workspace PVC (size, storage class, access modes);
+* ``set_up_*``: per step, caching, the RHOAI secrets mounted as optional env vars (values never reach the YAML),
+  CPU/memory requests and limits, ``imagePullPolicy: IfNotPresent`` and, for evaluation, the GPU and its node
+  selector.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from pipelines.training.finetuning.settings import CompileSettings
+
+_AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_S3_BUCKET")
+_HF_KEYS = {"HF_TOKEN": "HF_TOKEN"}
+_KUBERNETES_KEYS = {"KUBERNETES_SERVER_URL": "KUBERNETES_SERVER_URL", "KUBERNETES_AUTH_TOKEN": "KUBERNETES_AUTH_TOKEN"}
+#: The OCI pull secret: the guide's key, and ``.dockerconfigjson`` of a kubernetes.io/dockerconfigjson pull secret
+#: (``oc create secret docker-registry``), each optional; train_model reads the first that is set.
+_OCI_PULL_SECRET_KEYS = {
+    "OCI_PULL_SECRET_MODEL_DOWNLOAD": "OCI_PULL_SECRET_MODEL_DOWNLOAD",
+    ".dockerconfigjson": "OCI_PULL_SECRET_DOCKERCONFIGJSON",
+}
+
+
+def step_components(settings: CompileSettings) -> tuple[Any, Any, Any, Any]:
+    """``(dataset_download, train_model, lm_eval, model_registry)``, each built for its step's image.
+
+    With ``settings.runtime_image`` set, all four use that prebuilt image and install nothing when a pod starts.
+    """
+    from components.data_processing.dataset_download import dataset_download
+    from components.deployment.kubeflow_model_registry import model_registry
+    from components.evaluation.lm_eval import lm_eval
+    from components.training.finetuning import train_model
+
+    return (
+        dataset_download.with_image(*settings.image_of("dataset")),
+        train_model.with_image(*settings.image_of("launcher")),
+        lm_eval.with_image(*settings.image_of("eval")),
+        model_registry.with_image(*settings.image_of("registry")),
+    )
+
+
+def pipeline_config(settings: CompileSettings) -> Any:
+    """The ``dsl.PipelineConfig`` with the run's workspace PVC (``PVC_SIZE``, ``PVC_STORAGE_CLASS``, ...)."""
+    from kfp import dsl
+
+    workspace = dsl.WorkspaceConfig(
+        size=settings.pvc_size, kubernetes=dsl.KubernetesWorkspaceConfig(pvcSpecPatch=settings.workspace_pvc_patch())
+    )
+    return dsl.PipelineConfig(workspace=workspace)
+
+
+def set_up_dataset(task: Any, settings: CompileSettings) -> None:
+    """The dataset step: cached (same input, same output), ``hf-token`` and ``s3-secret`` mounted, its resources."""
+    with _fast_task_setters():
+        task.set_caching_options(True)
+        _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _s3_keys())])
+        _set_resources(task, settings, "dataset")
+
+
+def set_up_training(task: Any, settings: CompileSettings) -> None:
+    """The ``train_model`` task (the launcher): never cached, every secret it may need mounted, its resources."""
+    with _fast_task_setters():
+        task.set_caching_options(False)
+        _mount(
+            task,
+            [
+                (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS),
+                (settings.hf_token_secret, _HF_KEYS),
+                (settings.s3_secret, _s3_keys()),
+                (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
+            ],
+        )
+        _set_resources(task, settings, "launcher")
+
+
+def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
+    """The evaluation step: never cached, ``hf-token`` mounted, its resources, and its GPU on GPU nodes.
+
+    ``settings.eval_gpus`` accelerators of ``settings.eval_gpu_resource`` and the ``settings.eval_node_selector``
+    label; nothing of either when ``eval_gpus`` is 0 (a CPU-only evaluation).
+    """
+    from kfp import kubernetes
+
+    with _fast_task_setters():
+        task.set_caching_options(False)
+        _mount(task, [(settings.hf_token_secret, _HF_KEYS)])
+        _set_resources(task, settings, "eval")
+        if settings.eval_gpus:
+            task.set_accelerator_type(settings.eval_gpu_resource).set_accelerator_limit(settings.eval_gpus)
+            selector = settings.eval_node_selector_pair
+            if selector:
+                kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
+
+
+def set_up_registry(task: Any, settings: CompileSettings) -> None:
+    """The registry step: never cached, ``s3-secret`` mounted (for ``s3_upload_prefix``), its resources."""
+    with _fast_task_setters():
+        task.set_caching_options(False)
+        _mount(task, [(settings.s3_secret, _s3_keys())])
+        _set_resources(task, settings, "registry")
+
+
+def _s3_keys() -> dict[str, str]:
+    return {key: key for key in _AWS_KEYS}
+
+
+def _mount(task: Any, secrets: list[tuple[str, dict[str, str]]]) -> None:
+    """Mounts each ``(secret, {key: env var})`` as optional env vars: a missing secret does not stop the pod."""
+    from kfp import kubernetes
+
+    for secret_name, key_to_env in secrets:
+        kubernetes.use_secret_as_env(task, secret_name=secret_name, secret_key_to_env=key_to_env, optional=True)
+
+
+def _set_resources(task: Any, settings: CompileSettings, step: str) -> None:
+    """The step's CPU and memory requests and limits, and ``imagePullPolicy: IfNotPresent`` (images are pinned)."""
+    from kfp import kubernetes
+
+    resources = settings.resources_of(step)
+    task.set_cpu_request(resources["cpu_request"]).set_cpu_limit(resources["cpu_limit"])
+    task.set_memory_request(resources["memory_request"]).set_memory_limit(resources["memory_limit"])
+    kubernetes.set_image_pull_policy(task, "IfNotPresent")
+
+
+class _CallerOnlyInspect:
+    """``inspect`` for KFP's task setters, with a ``stack()`` that names the frames without reading any source."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(inspect, name)
+
+    @staticmethod
+    def stack(context: int = 1) -> list[tuple[Any, str, int, str, None, None]]:
+        """``(frame, filename, lineno, function, None, None)`` from the caller outwards, like ``inspect.stack(0)``."""
+        frames, frame = [], sys._getframe(1)
+        while frame is not None:
+            code = frame.f_code
+            frames.append((frame, code.co_filename, frame.f_lineno, code.co_name, None, None))
+            frame = frame.f_back
+        return frames
+
+
+@contextlib.contextmanager
+def _fast_task_setters() -> Iterator[None]:
+    """Makes KFP's ``set_cpu_request`` & co. cheap while a task is set up.
+
+    Each of them calls ``inspect.stack()`` only to name itself in an error message; that reads source and searches
+    ``sys.modules`` for every frame (~50 ms a call here, 18 calls a pipeline: seconds per ``compile --all``).
+    """
+    from kfp.dsl import pipeline_task
+
+    original = pipeline_task.inspect
+    pipeline_task.inspect = _CallerOnlyInspect()
+    try:
+        yield
+    finally:
+        pipeline_task.inspect = original
