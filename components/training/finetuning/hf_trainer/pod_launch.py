@@ -29,6 +29,28 @@ from components.training.finetuning.pod import entrypoint
 WORKER_SCRIPT = "worker.py"
 
 
+class TrainingImageError(RuntimeError):
+    """The training image lacks a package the trainer needs; the message names it and the fix."""
+
+
+def check_image(algorithm: str) -> None:
+    """Fails (one line, before torchrun starts) unless torch, transformers and, for LoRA, peft are importable.
+
+    Raises:
+        TrainingImageError: A package is missing.
+    """
+    import importlib.util
+
+    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise TrainingImageError(
+            f"training_backend='transformers' needs {', '.join(missing)} in the training image ({sys.executable}): use "
+            "a runtime whose image has them (the PyTorch training images of RHOAI's torch-distributed runtimes do), "
+            "or set training_image"
+        )
+
+
 def torchrun_argv(
     run_config: Mapping[str, Any], env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
 ) -> list[str]:
@@ -64,6 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, type=Path)
     args = parser.parse_args(argv)
     run_config = json.loads(args.config.read_text(encoding="utf-8"))
+    try:
+        check_image(run_config["algorithm"])
+    except TrainingImageError as error:
+        print(f"ERROR: {error}", file=sys.stderr, flush=True)
+        return 1
     env = dict(os.environ)
     model_path = run_config.get("model_path") or entrypoint.resolve_model_source(
         run_config["base_model"], Path(run_config["model_cache_dir"]), run_config.get("pvc_mounts", {}), env

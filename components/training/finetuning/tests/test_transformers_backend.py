@@ -296,3 +296,27 @@ def test_the_pod_command_turns_the_controllers_env_into_torchrun_arguments(env, 
         "--model-path",
         "/m",
     ]
+
+
+def test_an_image_without_transformers_fails_in_one_line(tmp_path, demo_dataset_path):
+    """The pod command checks its image before torchrun starts: one line naming the package and the fix."""
+    config_path = _staged(tmp_path, demo_dataset_path)
+    launch_py = config_path.parent / "transformers" / "launch.py"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    script = (
+        "import importlib.util, runpy, sys; real = importlib.util.find_spec; "
+        "importlib.util.find_spec = lambda name, *a: None if name == 'transformers' else real(name, *a); "
+        "sys.argv = sys.argv[1:]; sys.path.insert(0, sys.argv[0].rpartition('/')[0]); "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(launch_py), "--config", str(config_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "ERROR: training_backend='transformers' needs transformers in the training image" in run.stderr
+    assert "Traceback" not in run.stderr
