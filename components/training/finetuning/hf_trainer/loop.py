@@ -173,19 +173,15 @@ def _resume_position(marker: dict[str, Any], samples_per_epoch: int) -> _Positio
     return _Position(marker["step"], marker["epoch"], offset)
 
 
-def _keep_records_up_to(metrics_path: Path, step: int, write: bool = True) -> list[dict[str, Any]]:
-    """Drops records after ``step`` (logged after the checkpoint, about to be redone) and returns the rest.
-
-    ``write``: rewrite the file (rank 0); the other ranks only read.
-    """
+def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
+    """Drops records after ``step`` (logged after the checkpoint, about to be redone) and returns the rest (rank 0)."""
     try:
         kept = [record for record in metrics_module.read_metrics(metrics_path) if record["step"] <= step]
     except metrics_module.MetricsFileError:  # missing or without a complete line: nothing to keep
         kept = []
-    if write:
-        metrics_path.unlink(missing_ok=True)
-        for record in kept:
-            metrics_module.append_record(metrics_path, record)
+    metrics_path.unlink(missing_ok=True)
+    for record in kept:
+        metrics_module.append_record(metrics_path, record)
     return kept
 
 
@@ -276,7 +272,7 @@ def train(
         checkpoint_on_sigterm: Save a checkpoint on SIGTERM (the just-in-time checkpoint of a paused job).
 
     Returns:
-        The run's outputs (the files are rank 0's; every rank gets the same numbers).
+        The run's outputs (the files and the records are rank 0's; every rank gets the same losses).
 
     Raises:
         SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).
@@ -307,7 +303,7 @@ def train(
         marker = _restore_checkpoint(checkpoint, model, optimizer, scheduler, dist)
         position, elapsed_before = _resume_position(marker, len(samples)), marker.get("elapsed", 0.0)
         log(f"resuming from {checkpoint} (epoch {position.epoch}, sample {position.offset}, step {position.step})")
-        records = _keep_records_up_to(metrics_path, position.step, write=dist.is_main)
+        records = _keep_records_up_to(metrics_path, position.step) if dist.is_main else []
     else:
         if dist.is_main:
             metrics_path.unlink(missing_ok=True)
