@@ -139,6 +139,12 @@ SCENARIOS = {
         "FAIL",
         ["may not get pods/log in namespace team", "apply components/training/finetuning/rbac.yaml"],
     ),
+    "pod-get-permission": (
+        lambda k: k.deny("", "pods", "get"),
+        [],
+        "WARN",
+        ["may not get pods in namespace team: the job gets no ownerReference", "apply components/training/finetuning"],
+    ),
     "cluster-runtime-permission": (
         lambda k: k.deny("trainer.kubeflow.org", "clustertrainingruntimes", "list"),
         [],

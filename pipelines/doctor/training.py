@@ -25,6 +25,9 @@ from pipelines.doctor.report import Check, fail, ok, warn
 #: The training step's RBAC manifest: the one source of truth of the calls it makes.
 RBAC_FILE = Path(finetuning.__file__).resolve().with_name("rbac.yaml")
 TRAINJOB, PYTORCHJOB, LOCAL, AUTO = "trainjob", "pytorchjob", "local", "auto"
+#: Permissions the training step runs without, losing a safety net: reading its own pod gives the job an
+#: ownerReference to the run (deleting the run then deletes the job).
+OPTIONAL = {("", "pods", "get"): "the job gets no ownerReference: deleting the run will not delete the job"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +165,8 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
     rbac = f"apply {RBAC_FILE.relative_to(RBAC_FILE.parents[3])} (edit its namespace and service account)"
     identity = "the identity doctor runs as"
     checks = []
-    role = [p for p in denied if not p.cluster]
+    optional = [p for p in denied if (p.group, p.resource, p.verb) in OPTIONAL]
+    role = [p for p in denied if not p.cluster and p not in optional]
     cluster_role = [p for p in denied if p.cluster]
     if role:
         names = ", ".join(str(p) for p in role)
@@ -171,6 +175,10 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
         names = ", ".join(str(p) for p in cluster_role)
         what = f"{identity} may not {names} (cluster-wide): the training step cannot check the runtime exists"
         checks.append(warn("permissions", what, rbac + " (its ClusterRole part)"))
+    for permission in optional:
+        consequence = OPTIONAL[(permission.group, permission.resource, permission.verb)]
+        what = f"{identity} may not {permission} in namespace {namespace}: {consequence}"
+        checks.append(warn("permissions", what, rbac))
     if not denied:
         what = (
             f"{identity} may make all {len(needed)} calls the training step makes ({launcher}) in namespace {namespace}"

@@ -57,7 +57,12 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
         )
 
 
-def _namespace(params: Mapping[str, Any]) -> str:
+def job_namespace(params: Mapping[str, Any]) -> str:
+    """The job's namespace: ``training_namespace``, else the pod's own.
+
+    Raises:
+        TrainingConfigError: Neither is known (not running in a cluster).
+    """
     if params.get("namespace"):
         return params["namespace"]
     namespace = pod_namespace()
@@ -80,12 +85,15 @@ def without_launcher_resources(task_config: Any) -> Any:
     return {key: value for key, value in dict(task_config).items() if key != "resources"}
 
 
-def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]) -> Any:
+def build_job_spec(
+    config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any], owner: Any = None
+) -> Any:
     """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied).
 
     The command is Training Hub's entrypoint, or the ``transformers`` backend's ``launch.py``
     (:func:`.transformers_backend.pod_command`); the runtime is ``training_runtime_name``, else the backend's
     (:func:`~.config.runtime_name_of`: ``torch-distributed`` for ``transformers``, else ``training-hub``).
+    ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
     """
     if params.get("hub_backend") == TRANSFORMERS_BACKEND:
         command, args = transformers_backend.pod_command(config_path)
@@ -101,7 +109,7 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         without_launcher_resources(task_config),
         run_id=run_id,
         task_name=task_name,
-        namespace=_namespace(params),
+        namespace=job_namespace(params),
         command=command,
         args=args,
         image=params.get("training_image", ""),
@@ -125,12 +133,19 @@ def build_job_spec(config_path: Path, task_config: Any, run_id: str, task_name: 
         metrics_poll_interval_seconds=params.get(
             "progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS
         ),
+        owner=owner,
     )
     return spec
 
 
 def build_job_manifest(
-    backend: str, config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any]
+    backend: str,
+    config_path: Path,
+    task_config: Any,
+    run_id: str,
+    task_name: str,
+    params: Mapping[str, Any],
+    owner: Any = None,
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
 
@@ -141,13 +156,14 @@ def build_job_manifest(
         run_id: The KFP run id.
         task_name: The KFP task name.
         params: The ``train_model`` parameters.
+        owner: The run's owning object for the job's ``ownerReference`` (``None``: none).
 
     Returns:
         The manifest.
     """
     from components.training.finetuning.manifests import pytorchjob
 
-    spec = build_job_spec(config_path, task_config, run_id, task_name, params)
+    spec = build_job_spec(config_path, task_config, run_id, task_name, params, owner)
     if backend == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
     return build_trainjob(spec)
@@ -169,7 +185,7 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
             api_client,
             runtime_name_of(params.get("runtime_name", ""), params.get("hub_backend", "")),
             params.get("runtime_kind", "ClusterTrainingRuntime"),
-            _namespace(params),
+            job_namespace(params),
             log=log,
         )
         if backend == "pytorchjob":
@@ -190,7 +206,9 @@ def train_on_cluster(
         settings: :func:`.staging.pod_settings` for the run config.
     """
     from components.training.finetuning.cluster.auth import load_api_client
+    from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
+    from components.training.finetuning.cluster.state import DEFAULT_API_OUTAGE_TOLERANCE_SECONDS, cancel_budget
 
     params = plan.params
     check_workspace_reaches_pods(plan.task_config, plan.run_dir)
@@ -214,7 +232,10 @@ def train_on_cluster(
     else:
         entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
-    manifest = build_job_manifest(backend, config_path, plan.task_config, plan.run_id, plan.task_name, params)
+    launcher = read_launcher_pod(api_client, job_namespace(params), log=log)
+    manifest = build_job_manifest(
+        backend, config_path, plan.task_config, plan.run_id, plan.task_name, params, launcher.owner
+    )
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
     log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
@@ -229,6 +250,9 @@ def train_on_cluster(
         metrics_file=str(ckpt_dir / metrics_name),
         log=log,
         timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
+        api_outage_tolerance_seconds=params.get("api_outage_tolerance_seconds", DEFAULT_API_OUTAGE_TOLERANCE_SECONDS),
+        cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
+        launcher_pod=(launcher.namespace, launcher.name),
         **options,
     )
     records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir)

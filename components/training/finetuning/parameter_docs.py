@@ -107,14 +107,19 @@ PARAMETER_DOCS = {
         "logging the queue state and never resumes it itself; '' = no queue."
     ),
     "training_cleanup_policy": (
-        "On every failure after submission (error, timeout, cancel, API outage): `delete` | `keep` | `suspend` "
-        "the TrainJob/PyTorchJob; when the API cannot be reached the error names the `kubectl` command."
+        "When the job failed or timed out, or the run was cancelled: `delete` | `keep` | `suspend` the "
+        "TrainJob/PyTorchJob (never for the launcher's own trouble, e.g. an API outage); when the API cannot be "
+        "reached the error names the `kubectl` command."
     ),
     "training_delete_on_success": ("Delete the TrainJob after it completes."),
     "training_start_timeout_seconds": ("Fail (and clean up) when the training pods are not running after this long."),
     "training_timeout_seconds": ("Total deadline (0 = none); also the TrainJob's activeDeadlineSeconds."),
     "training_timeout_counts_paused_time": (
         "Whether time the job spends paused (suspended from the dashboard) counts against `training_timeout_seconds`."
+    ),
+    "training_api_outage_tolerance_seconds": (
+        "How long the step keeps following through an unreachable or erroring Kubernetes API (0 = as long as "
+        "`training_timeout_seconds` allows); then it fails, leaving the job running, and names it."
     ),
     "training_progress_tracking": (
         "Show progress (steps, epochs, loss, ETA) on the OpenShift AI Training Jobs page: annotates the job and "

@@ -1,4 +1,9 @@
-"""Publishing a run: the model into the ``Model`` artifact (with metadata), the KFP metrics and the HTML report."""
+"""Publishing a run: the model into the ``Model`` artifact (with metadata), the KFP metrics and the HTML report.
+
+A full disk or an unwritable output ends the step with one line naming the path, the cause and the free space
+(:class:`PublishError`); nothing half-written is left: the model is copied into a sibling temporary directory that is
+swapped in only when complete (and removed otherwise), the report through a temporary file.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,69 @@ def _samples_seen(name: str) -> float:
     """The sample count in a checkpoint name such as ``samples_640`` or ``samples_64.0`` (0 when there is none)."""
     numbers = re.findall(r"\d+(?:\.\d+)?", name)
     return float(numbers[-1]) if numbers else 0.0
+
+
+class PublishError(OSError):
+    """An output could not be written (disk full, read-only, no permission); the message is one line."""
+
+
+def tree_bytes(path: Path) -> int:
+    """The size of the files under ``path`` (symlinks not followed)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file() and not item.is_symlink())
+
+
+def free_bytes(path: Path) -> int | None:
+    """Free bytes on the file system holding ``path`` (or its nearest existing parent); ``None`` when unknown."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            try:
+                return shutil.disk_usage(candidate).free
+            except OSError:
+                return None
+    return None
+
+
+def _mib(count: int | None) -> str:
+    return "unknown" if count is None else f"{count / 2**20:.1f} MiB"
+
+
+def _first_os_error(error: BaseException) -> str:
+    """One line for an OSError or a ``shutil.Error`` (whose argument is a list of ``(src, dst, why)``)."""
+    if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list) and error.args[0]:
+        first = error.args[0][0]
+        return str(first[2]) if isinstance(first, tuple) and len(first) == 3 else str(first)
+    return " ".join(str(error).split())
+
+
+def write_output(what: str, target: Path, needed: int, write: Any) -> Any:
+    """Runs ``write()`` for an output at ``target``; a full disk or unwritable path becomes one :class:`PublishError`.
+
+    Args:
+        what: The output, named in the message (``the model``, ``the report``).
+        target: Its path.
+        needed: The bytes it takes (checked against the free space first).
+        write: Writes it atomically (nothing half-written on error), returns what the caller needs.
+
+    Raises:
+        PublishError: ``train_model: cannot write <what> to <target>: <cause>; <free> free there, <needed> needed``.
+    """
+    free = free_bytes(target.parent)
+    space = f"{_mib(free)} free there, {_mib(needed)} needed; nothing half-written was left"
+    if free is not None and needed > free:
+        raise PublishError(
+            f"train_model: cannot write {what} to {target}: not enough space ({space}); free space on that volume "
+            "or give the output a larger one"
+        )
+    try:
+        return write()
+    except (OSError, shutil.Error) as error:
+        free = free_bytes(target.parent)
+        space = f"{_mib(free)} free there, {_mib(needed)} needed; nothing half-written was left"
+        raise PublishError(
+            f"train_model: cannot write {what} to {target}: {_first_os_error(error)} ({space})"
+        ) from None
 
 
 def find_final_checkpoint(ckpt_dir: Path) -> Path:
@@ -50,7 +118,13 @@ def publish_outputs(
 ) -> TrainModelResult:
     """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
     config, final_dir, backend = plan.config, trained.final_dir, trained.backend or plan.backend
-    model_dir = replace_dir(Path(model.path), lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True))
+    target = Path(model.path)
+    model_dir = write_output(
+        "the model",
+        target,
+        tree_bytes(final_dir),
+        lambda: replace_dir(target, lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)),
+    )
     # The local backend trains in this task: its run directory is scratch (a temporary directory, or a pipeline
     # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
     checkpoint_path = str(model.uri if temporary or backend == "local" else final_dir)
@@ -82,7 +156,8 @@ def publish_outputs(
     job = f"{trained.job_kind} {trained.job_name}" if trained.job_name else "(local launcher: no cluster job)"
     shown.update(job=job, **facts)
     html = render_report(trained.records, summary, config.hyperparameters(), shown)
-    write_text_atomically(Path(with_extension(report, ".html")), html)
+    report_path = Path(with_extension(report, ".html"))
+    write_output("the report", report_path, len(html.encode()), lambda: write_text_atomically(report_path, html))
     return TrainModelResult(
         model_dir, checkpoint_path, summary, trained.records, metadata, trained.job_name, trained.job_kind
     )

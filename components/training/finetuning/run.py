@@ -83,7 +83,7 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
             f"train_model parameter training_cleanup_policy={params['cleanup_policy']!r}: must be one of "
             f"{', '.join(CLEANUP_POLICIES)}"
         )
-    for name in ("start_timeout_seconds", "timeout_seconds"):
+    for name in ("start_timeout_seconds", "timeout_seconds", "api_outage_tolerance_seconds"):
         if params.get(name, 0) < 0:
             raise TrainingConfigError(f"train_model parameter training_{name}={params[name]!r}: must be >= 0")
     try:
@@ -181,7 +181,7 @@ def run_train_model(
         params=params,
     )
     if not config.resume:
-        shutil.rmtree(plan.run_dir, ignore_errors=True)
+        api_client = clear_previous_run(plan, api_client, log)
     plan.run_dir.mkdir(parents=True, exist_ok=True)
     facts = dataset_facts(train_dataset)
     try:
@@ -204,6 +204,39 @@ def run_train_model(
     finally:
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
+    """``training_resume=False``: clears the run directory of earlier attempts, unless a job of this run/task lives.
+
+    A retried launcher re-attaches to the job of this run and task when there is one; that job's checkpoints and
+    metrics are in the run directory, so it is then kept and the run re-attaches (never a wipe under a live job).
+
+    Returns:
+        The API client (loaded here for a cluster launcher that had to ask the API), or ``api_client``.
+
+    Raises:
+        JobApiError: The API could not be asked whether such a job exists (nothing was deleted).
+    """
+    if plan.backend in CLUSTER_BACKENDS and plan.run_dir.exists():
+        from components.training.finetuning.cluster.auth import load_api_client
+        from components.training.finetuning.cluster.live_job import find_live_job
+        from components.training.finetuning.launch import job_namespace
+        from components.training.finetuning.manifests.names import ownership_labels
+
+        api_client = api_client or load_api_client()
+        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.backend, ["TrainJob", "PyTorchJob"])
+        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.params)
+        live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
+        if live is not None:
+            log(
+                f"training_resume=False: the {live.get('kind', 'job')} {namespace}/{name} of this run/task still "
+                f"exists, so this attempt re-attaches to it and keeps its checkpoints and metrics in {plan.run_dir} "
+                "(nothing is cleared under a live job)"
+            )
+            return api_client
+    shutil.rmtree(plan.run_dir, ignore_errors=True)
+    return api_client
 
 
 def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:

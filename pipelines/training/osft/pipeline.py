@@ -94,6 +94,7 @@ def osft_pipeline(
     phase_02_train_opt_start_timeout: int = 1800,
     phase_02_train_opt_timeout: int = 0,
     phase_02_train_opt_timeout_counts_pause: bool = False,
+    phase_02_train_opt_api_outage_tolerance: int = 3600,
     phase_02_train_opt_progress_tracking: bool = True,
     phase_02_train_opt_progress_port: int = 28080,
     phase_02_train_opt_progress_poll_interval: int = 30,
@@ -209,14 +210,17 @@ def osft_pipeline(
         phase_02_train_opt_annotations: Extra annotations of the training pods.
         phase_02_train_opt_queue_name: Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue
             admits it, the step waits logging the queue state and never resumes it itself; '' = no queue.
-        phase_02_train_opt_cleanup_policy: On every failure after submission (error, timeout, cancel, API outage):
-            `delete` | `keep` | `suspend` the TrainJob/PyTorchJob; when the API cannot be reached the error names the
-            `kubectl` command.
+        phase_02_train_opt_cleanup_policy: When the job failed or timed out, or the run was cancelled: `delete` |
+            `keep` | `suspend` the TrainJob/PyTorchJob (never for the launcher's own trouble, e.g. an API outage); when
+            the API cannot be reached the error names the `kubectl` command.
         phase_02_train_opt_delete_on_success: Delete the TrainJob after it completes.
         phase_02_train_opt_start_timeout: Fail (and clean up) when the training pods are not running after this long.
         phase_02_train_opt_timeout: Total deadline (0 = none); also the TrainJob's activeDeadlineSeconds.
         phase_02_train_opt_timeout_counts_pause: Whether time the job spends paused (suspended from the dashboard)
             counts against `training_timeout_seconds`.
+        phase_02_train_opt_api_outage_tolerance: How long the step keeps following through an unreachable or
+            erroring Kubernetes API (0 = as long as `training_timeout_seconds` allows); then it fails, leaving the job
+            running, and names it.
         phase_02_train_opt_progress_tracking: Show progress (steps, epochs, loss, ETA) on the OpenShift AI Training Jobs
             page: annotates the job and serves it from the rank-0 pod.
         phase_02_train_opt_progress_port: Port of the rank-0 pod's progress server (1024-65535).
@@ -341,6 +345,7 @@ def osft_pipeline(
         training_start_timeout_seconds=phase_02_train_opt_start_timeout,
         training_timeout_seconds=phase_02_train_opt_timeout,
         training_timeout_counts_paused_time=phase_02_train_opt_timeout_counts_pause,
+        training_api_outage_tolerance_seconds=phase_02_train_opt_api_outage_tolerance,
         training_progress_tracking=phase_02_train_opt_progress_tracking,
         training_progress_metrics_port=phase_02_train_opt_progress_port,
         training_progress_poll_interval_seconds=phase_02_train_opt_progress_poll_interval,

@@ -12,10 +12,10 @@ off so that the deadline holds (they would repeat a timed-out read three more ti
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from components._common.retry import (
@@ -26,7 +26,7 @@ from components._common.retry import (
     is_transient,
     single_try_transport,
 )
-from components.training.finetuning.cluster.errors import JobApiError
+from components.training.finetuning.cluster.errors import ApiUnavailable, JobApiError
 
 #: What every request waits at most, unless a deadline is closer: TCP connect, then each read of the answer.
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
@@ -36,12 +36,32 @@ DEFAULT_READ_TIMEOUT_SECONDS = 30.0
 MIN_TIMEOUT_SECONDS = 1.0
 
 
+#: Tries of a request that is retried until a deadline rather than a count (following through an API outage,
+#: cleaning up within a budget): the deadline always comes first.
+UNTIL_DEADLINE = 10**9
+
+
 @dataclasses.dataclass(frozen=True)
 class Deadline:
     """A ``clock()`` time no request may outlive, and what it comes from (named in errors)."""
 
     at: float
     reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Retry:
+    """How one request is retried, when not by the :class:`Api`'s own policy and deadline.
+
+    Attributes:
+        policy: Attempts and backoff (``None``: the Api's policy).
+        on_retry: Called before each wait with (attempt number, seconds to wait, error) instead of the retry line.
+        deadline: The deadline of this request (``None``: the Api's).
+    """
+
+    policy: RetryPolicy | None = None
+    on_retry: Callable[[int, float, BaseException], None] | None = None
+    deadline: Deadline | None = None
 
 
 def api_message(error: Exception) -> str:
@@ -83,6 +103,10 @@ def disable_transport_retries(api_client: Any) -> None:
 class Api:
     """The requests the job runner makes: each with a (connect, read) timeout, retried within bounds.
 
+    An ``Api`` is configuration only: it holds no state of a run. :meth:`bounded` returns a copy whose requests never
+    outlive a deadline (the run's timeouts, a cleanup budget); :meth:`call` takes a :class:`Retry` for a request that
+    is retried differently (through an outage, until the deadline).
+
     Args:
         api_client: A ``kubernetes.client.ApiClient``.
         sleep: Sleep between retries (tests inject a fake one).
@@ -117,61 +141,68 @@ class Api:
         self.policy = RetryPolicy(attempts=attempts, initial_delay_s=1.0, max_delay_s=30.0)
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
-        #: Returns the current deadline (None: none); the job runner sets it to its timeouts.
-        self.deadline: Callable[[], Deadline | None] = lambda: None
+        self._deadline: Callable[[], Deadline | None] = lambda: None
 
     @property
     def attempts(self) -> int:
         """Tries per request on transient failures."""
         return self.policy.attempts
 
-    def remaining(self) -> float | None:
-        """Seconds left before the current deadline (None: no deadline)."""
-        deadline = self.deadline()
+    def bounded(self, deadline: Deadline | Callable[[], Deadline | None] | None) -> Api:
+        """A copy whose requests never outlive ``deadline`` (a fixed one, or a function returning the current one)."""
+        bound = copy.copy(self)
+        bound._deadline = deadline if callable(deadline) else (lambda: deadline)
+        return bound
+
+    def deadline(self) -> Deadline | None:
+        """The deadline requests are bounded by now (None: none)."""
+        return self._deadline()
+
+    def remaining(self, deadline: Deadline | None = None) -> float | None:
+        """Seconds left before ``deadline`` (default: the current one; None: no deadline)."""
+        deadline = deadline or self.deadline()
         return None if deadline is None else deadline.at - self.clock()
 
-    def request_timeout(self, read: float | None = None) -> tuple[float, float]:
+    def request_timeout(self, read: float | None = None, deadline: Deadline | None = None) -> tuple[float, float]:
         """The ``(connect, read)`` timeout of the next request: the defaults (or ``read``), cut to the deadline."""
         connect, read = self.connect_timeout, self.read_timeout if read is None else read
-        remaining = self.remaining()
+        remaining = self.remaining(deadline)
         if remaining is not None:
             remaining = max(remaining, MIN_TIMEOUT_SECONDS)
             connect, read = min(connect, remaining), min(read, remaining)
         return (connect, read)
 
-    @contextlib.contextmanager
-    def budget(self, seconds: float, reason: str) -> Iterator[None]:
-        """Within the block, requests have a fresh deadline ``seconds`` from now (e.g. for cleanup after a timeout)."""
-        previous = self.deadline
-        fixed = Deadline(self.clock() + seconds, reason)
-        self.deadline = lambda: fixed
-        try:
-            yield
-        finally:
-            self.deadline = previous
-
-    def call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def call(self, what: str, func: Callable[..., Any], *args: Any, retry: Retry | None = None, **kwargs: Any) -> Any:
         """Calls ``func`` with a request timeout; retries transient failures; re-raises other ``ApiException``.
 
+        Args:
+            what: What the request does, named in retry lines and errors.
+            func: The client method.
+            *args: Its arguments.
+            retry: How to retry this request (default: the Api's policy, within its deadline).
+            **kwargs: Its keyword arguments (a ``_request_timeout`` given here wins over the computed one).
+
         Raises:
-            JobApiError: Transient failures on every attempt, or no answer before the deadline.
+            ApiUnavailable: Transient failures on every attempt, or no answer before the deadline.
             kubernetes.client.ApiException: Any other answer (the caller judges 404, 409, 403...).
         """
-        deadline = self.deadline()
+        retry = retry or Retry()
+        deadline = retry.deadline or self.deadline()
+        policy = retry.policy or self.policy
         requested = kwargs.pop("_request_timeout", None)  # a caller's own timeout wins (e.g. doctor's probes)
 
         def attempt() -> Any:
-            return func(*args, _request_timeout=requested or self.request_timeout(), **kwargs)
+            return func(*args, _request_timeout=requested or self.request_timeout(deadline=deadline), **kwargs)
 
         def on_retry(number: int, delay: float, error: BaseException) -> None:
-            self.log(f"{what}: {failure_text(error)}; retry {number}/{self.attempts - 1} in {delay:.1f}s")
+            self.log(f"{what}: {failure_text(error)}; retry {number}/{policy.attempts - 1} in {delay:.1f}s")
 
         try:
             return call_with_retries(
                 attempt,
-                self.policy,
+                policy,
                 retryable=is_transient,
-                on_retry=on_retry,
+                on_retry=retry.on_retry or on_retry,
                 sleep=self.sleep,
                 clock=self.clock,
                 deadline=None if deadline is None else deadline.at,
@@ -179,9 +210,11 @@ class Api:
         except GaveUp as gave_up:
             last = failure_text(gave_up.last)
             if gave_up.reason == "attempts":
-                raise JobApiError(f"{what}: failed {gave_up.attempts} times, last: {last}") from None
+                raise ApiUnavailable(f"{what}: failed {gave_up.attempts} times, last: {last}", None, last) from None
             assert deadline is not None
-            raise JobApiError(
+            raise ApiUnavailable(
                 f"{what}: the Kubernetes API did not answer before {deadline.reason} "
-                f"({gave_up.attempts} attempt(s), last: {last})"
+                f"({gave_up.attempts} attempt(s), last: {last})",
+                deadline,
+                last,
             ) from None

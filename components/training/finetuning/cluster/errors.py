@@ -27,3 +27,25 @@ class JobFailed(JobError):
 
 class JobCancelled(JobFailed):
     """The task was cancelled (SIGTERM/SIGINT) while the job ran; cleanup has been applied."""
+
+
+class ApiUnavailable(JobApiError):
+    """No answer (or only "try again" answers) through every retry, or before a deadline.
+
+    Attributes:
+        deadline: The deadline that came first (``None``: the attempts ran out).
+        last: The last failure, one line.
+    """
+
+    def __init__(self, message: str, deadline: object | None, last: str) -> None:
+        super().__init__(message)
+        self.deadline = deadline
+        self.last = last
+
+
+class ApiOutageTooLong(JobApiError):
+    """The API stayed unreachable longer than ``api_outage_tolerance_seconds``; the job was left running."""
+
+
+class LauncherDisrupted(JobError):
+    """SIGTERM came because the launcher pod is evicted, preempted or stopped with its node; the job is left running."""

@@ -1,40 +1,94 @@
-"""The requests about one job: create (or read on 409), read, list its pods and events, read logs, patch, delete.
+"""The requests about one job: create (or read on 409), read, watch, list its pods and events, read logs, patch, delete.
 
-:class:`JobRequests` is mixed into the runner (:mod:`.runner`), which provides ``api`` (:class:`.api.Api`),
-``kind`` (:class:`.job_kinds.JobKind`), ``manifest``, ``name``, ``namespace``, ``settings``, ``job``, ``submitted``
-and ``say``. Every call goes through :class:`.api.Api` (timeouts, retries, deadline); a refusal becomes a
-:class:`.errors.JobApiError` naming the job's real kind.
+:class:`JobClient` is stateless: it knows which job (kind, name, namespace, the manifest and its ownership labels) and
+the :class:`.api.Api` it talks through, and returns what the API answered; what the run learns is kept by the caller
+(:class:`.state.JobState`). Every call goes through :class:`.api.Api` (timeouts, retries, deadline; a
+:class:`.api.Retry` to retry differently); a refusal becomes a :class:`.errors.JobApiError` naming the job's real kind.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from components.training.finetuning.cluster.api import Api, Deadline, Retry
 from components.training.finetuning.cluster.api import rejected as _rejected
 from components.training.finetuning.cluster.api import status_of as _status
-from components.training.finetuning.cluster.job_kinds import selector_matches
+from components.training.finetuning.cluster.errors import JobApiError
+from components.training.finetuning.cluster.job_kinds import JOB_KINDS, JobKind, selector_matches
 
 
 class NameBeingReleased(Exception):
     """Create answered 409 but the job reads 404: the name is held by a job being deleted (retried with backoff)."""
 
 
-class JobRequests:
-    """The API requests about the runner's job (a mixin; see the module docstring)."""
+class CreateRejected(JobApiError):
+    """The API refused the create with a final answer (not 409): nothing was created."""
 
-    def create_or_read(self) -> dict[str, Any] | None:
-        """Creates the job (``None``: created, now in ``self.job``) or, on 409, reads the existing one.
+
+@dataclasses.dataclass(frozen=True)
+class WatchResult:
+    """What one watch window saw: the job's newest state (``None``: unchanged), or that it was deleted or expired."""
+
+    job: dict[str, Any] | None = None
+    deleted: bool = False
+    expired: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class JobClient:
+    """The API requests about one job (see the module docstring).
+
+    Attributes:
+        api: The request layer (bounded by the run's deadlines).
+        manifest: The job's manifest (its labels identify this run/task).
+        say: Where lines about the job go (prefixed with its kind and name).
+    """
+
+    api: Api
+    manifest: Mapping[str, Any]
+    say: Callable[[str], None]
+
+    @property
+    def kind(self) -> JobKind:
+        """What differs for this job's kind."""
+        return JOB_KINDS[self.manifest["kind"]]
+
+    @property
+    def name(self) -> str:
+        """The job's name."""
+        return self.manifest["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        """The job's namespace."""
+        return self.manifest["metadata"]["namespace"]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """This run/task's ownership labels (an existing job carrying them is ours)."""
+        return dict(self.manifest["metadata"].get("labels") or {})
+
+    def bounded(self, deadline: Deadline) -> JobClient:
+        """A copy whose requests never outlive ``deadline`` (e.g. a cleanup budget)."""
+        return dataclasses.replace(self, api=self.api.bounded(deadline))
+
+    def create_or_read(self, retry: Retry | None = None) -> tuple[dict[str, Any], bool]:
+        """Creates the job or, on 409, reads the existing one: ``(job, created)``.
 
         Raises:
             NameBeingReleased: 409, then 404: the name is held by a job being deleted.
+            CreateRejected: Any other final answer (named with the API's message).
         """
         from kubernetes.client import ApiException
 
         what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
-        self.submitted = True
         try:
-            self.job = self.api.call(
+            created = self.api.call(
                 what,
                 self.api.custom.create_namespaced_custom_object,
                 self.kind.group,
@@ -42,19 +96,19 @@ class JobRequests:
                 self.namespace,
                 self.kind.plural,
                 dict(self.manifest),
+                retry=retry,
             )
-            return None
+            return created, True
         except ApiException as error:
             if _status(error) != 409:
-                self.submitted = False  # refused: nothing was created
-                raise _rejected(what, error) from None
-        existing = self.get_job()
+                raise CreateRejected(str(_rejected(what, error))) from None
+        existing = self.get_job(retry)
         if existing is None:
             raise NameBeingReleased("HTTP 409 AlreadyExists, then HTTP 404 reading it")
-        return existing
+        return existing, False
 
     # -- reading -------------------------------------------------------------------------------------------------------
-    def get_job(self) -> dict[str, Any] | None:
+    def get_job(self, retry: Retry | None = None) -> dict[str, Any] | None:
         """The job now, or None when it does not exist."""
         from kubernetes.client import ApiException
 
@@ -68,13 +122,79 @@ class JobRequests:
                 self.namespace,
                 self.kind.plural,
                 self.name,
+                retry=retry,
             )
         except ApiException as error:
             if _status(error) == 404:
                 return None
             raise _rejected(what, error) from None
 
-    def list_pods(self) -> list[dict[str, Any]]:
+    def watch(self, window: float, resource_version: str, retry: Retry | None = None) -> WatchResult:
+        """One watch request of about ``window`` seconds from ``resource_version``; ends early on a final phase.
+
+        A read timeout or a dropped connection after the API answered only ends the window (the next one reconnects
+        from the last resourceVersion); no answer at all is a transient failure, retried per ``retry``. An expired
+        resourceVersion (410 Gone) is returned as ``expired``: the caller re-lists.
+        """
+        from kubernetes.client import ApiException
+
+        what = f"watching {self.kind.kind} {self.namespace}/{self.name}"
+        try:
+            return self.api.call(
+                what,
+                self._watch_once,
+                window,
+                resource_version,
+                _request_timeout=self.api.request_timeout(window + min(5.0, window), deadline=retry and retry.deadline),
+                retry=retry,
+            )
+        except ApiException as error:
+            if _status(error) == 410:
+                return WatchResult(expired=True)
+            raise _rejected(what, error) from None
+
+    def _watch_once(self, window: float, resource_version: str, _request_timeout: Any) -> WatchResult:
+        import urllib3
+        from kubernetes import watch
+
+        kwargs: dict[str, Any] = {
+            "field_selector": f"metadata.name={self.name}",
+            "timeout_seconds": max(1, math.ceil(window)),
+            "_request_timeout": _request_timeout,
+        }
+        if resource_version:
+            kwargs["resource_version"] = resource_version
+        answered: list[bool] = []
+
+        @functools.wraps(self.api.custom.list_namespaced_custom_object)
+        def list_call(*args: Any, **call_kwargs: Any) -> Any:
+            response = self.api.custom.list_namespaced_custom_object(*args, **call_kwargs)
+            answered.append(True)  # the API answered: a read timeout from now on only ends the window
+            return response
+
+        stream = watch.Watch().stream(
+            list_call, self.kind.group, self.kind.version, self.namespace, self.kind.plural, **kwargs
+        )
+        job = None
+        try:
+            for event in stream:
+                obj = event.get("raw_object") or {}
+                if event.get("type") == "BOOKMARK" or (obj.get("metadata") or {}).get("name") != self.name:
+                    continue
+                if event.get("type") == "DELETED":
+                    return WatchResult(deleted=True)
+                job = obj
+                if self.kind.phase(job) in ("Complete", "Failed"):
+                    break
+        except (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError):
+            if not answered:  # connected, but the API never answered: a transient failure
+                raise
+            # else: the window ended on the client side, or the connection dropped: reconnect next time
+        finally:
+            stream.close()
+        return WatchResult(job=job)
+
+    def list_pods(self, retry: Retry | None = None) -> list[dict[str, Any]]:
         """The job's pods (JobSet, or the Training Operator, labels them with the job's name)."""
         from kubernetes.client import ApiException
 
@@ -87,6 +207,7 @@ class JobRequests:
                 self.namespace,
                 label_selector=selector,
                 _preload_content=False,
+                retry=retry,
             )
         except ApiException as error:
             raise _rejected(what, error) from None
@@ -110,7 +231,7 @@ class JobRequests:
                 mine.append(event)
         return mine
 
-    def read_log(self, pod: str, container: str, previous: bool) -> str:
+    def read_log(self, pod: str, container: str, previous: bool, tail_lines: int) -> str:
         """The last lines of a container's log (``""`` when there is none)."""
         from kubernetes.client import ApiException
 
@@ -121,14 +242,14 @@ class JobRequests:
                 pod,
                 self.namespace,
                 container=container,
-                tail_lines=self.settings.log_tail_lines,
+                tail_lines=tail_lines,
                 previous=previous,
             )
         except ApiException:
             return ""
 
     # -- writing -------------------------------------------------------------------------------------------------------
-    def patch_job(self, body: dict[str, Any], doing: str) -> dict[str, Any]:
+    def patch_job(self, body: dict[str, Any], doing: str, retry: Retry | None = None) -> dict[str, Any]:
         """Merge-patches the job (``doing``: what for, named in errors)."""
         from kubernetes.client import ApiException
 
@@ -143,11 +264,12 @@ class JobRequests:
                 self.kind.plural,
                 self.name,
                 body,
+                retry=retry,
             )
         except ApiException as error:
             raise _rejected(what, error) from None
 
-    def delete_job(self) -> bool:
+    def delete_job(self, retry: Retry | None = None) -> bool:
         """Deletes the job and (in the background, by owner references) what it owns."""
         from kubernetes.client import ApiException
 
@@ -162,6 +284,7 @@ class JobRequests:
                 self.kind.plural,
                 self.name,
                 propagation_policy="Background",
+                retry=retry,
             )
         except ApiException as error:
             if _status(error) == 404:

@@ -30,6 +30,7 @@ API_PERMISSIONS = frozenset(
         (API_GROUP, "trainingruntimes", "get"),
         (API_GROUP, "trainingruntimes", "list"),
         ("", "pods", "list"),
+        ("", "pods", "get"),  # the launcher's own pod: the run's owner for the job's ownerReference
         ("", "pods/log", "get"),
         ("", "events", "list"),
     }

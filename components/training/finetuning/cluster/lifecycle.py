@@ -1,14 +1,16 @@
-"""A job's lifecycle around the follow loop: idempotent submit, diagnosis and cleanup on every exit.
+"""A job's lifecycle around the follow loop: idempotent submit, diagnosis and cleanup, as functions.
 
-* **Submit**: create; on 409 re-attach when the existing job carries this run/task's labels (a retried KFP task never
-  creates a second job; a suspended one is resumed unless Kueue queues it), otherwise fail.
+* **Submit**: create (riding out an API outage until the start timeout); on 409 re-attach when the existing job
+  carries this run/task's labels (a retried KFP task never creates a second job; a suspended one is resumed unless
+  Kueue queues it), otherwise fail.
 * **Diagnose** on failure/timeout: conditions, pods, events and the failed container's last log lines become one-line
   causes with a remedy (:mod:`.diagnosis`).
-* **Clean up** per ``cleanup_policy`` (``delete`` | ``keep`` | ``suspend``), applied on every exit after submission
-  by :func:`~.runner.run_job`; best effort, never masking the original error. The pure helpers here word the manual
-  fallback: the exact ``kubectl`` command that does
-what the policy asked, for a job the API could not be reached to delete or suspend (its GPUs stay allocated until
-someone runs it).
+* **Clean up** per ``cleanup_policy`` (``delete`` | ``keep`` | ``suspend``) only for the reasons that are the job's
+  or the user's: the job failed or exceeded its own timeouts, the run was cancelled (SIGTERM), or the job completed
+  (``delete_on_success``). Requests are retried until the budget ends (``cleanup_timeout_seconds``, or after SIGTERM
+  the pod's termination grace period less a margin), best effort, never masking the original error; what could not
+  be done is reported with the exact ``kubectl`` command that does it. The launcher's own trouble (an API outage, a
+  refused request, a bug) never deletes a job: :func:`left_running_note` says where it is.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from components._common.retry import GaveUp, call_with_retries
 from components.training.finetuning.cluster import diagnosis as diagnosis_module
-from components.training.finetuning.cluster.api import failure_text
+from components.training.finetuning.cluster.api import Deadline, Retry, failure_text
 from components.training.finetuning.cluster.diagnosis import Diagnosis
 from components.training.finetuning.cluster.errors import (
     JobApiError,
@@ -28,9 +30,11 @@ from components.training.finetuning.cluster.errors import (
     JobError,
     JobFailed,
 )
-from components.training.finetuning.cluster.job_client import NameBeingReleased
+from components.training.finetuning.cluster.job_client import CreateRejected, JobClient, NameBeingReleased
 from components.training.finetuning.cluster.job_kinds import owned_by, queue_name
+from components.training.finetuning.cluster.outage import find_job_command, through_outage
 from components.training.finetuning.cluster.signals import signals_ignored
+from components.training.finetuning.cluster.state import FollowSettings, JobState
 
 CLEANUP_POLICIES = ("delete", "keep", "suspend")
 #: Pods whose failed containers' log tails go into a diagnosis.
@@ -77,6 +81,16 @@ def cleanup_failed_note(kind: str, name: str, namespace: str, policy: str, comma
     )
 
 
+def left_running_note(client: JobClient) -> str:
+    """The line that says the job was left running after the launcher's own trouble, and how to find or stop it."""
+    kind = client.kind.kind
+    return (
+        f"{kind} {client.namespace}/{client.name} was left running: this step's trouble is no reason to stop it. Find "
+        f"it with `{find_job_command(client)}`; retrying this task re-attaches to it (no second job); "
+        f"`{manual_command(kind, client.name, client.namespace, 'delete', {})}` stops it"
+    )
+
+
 def append_note(error: BaseException, note: str) -> None:
     """Adds ``note`` to an error's message (``str(error)``) without replacing it; other errors get a traceback note.
 
@@ -89,162 +103,193 @@ def append_note(error: BaseException, note: str) -> None:
         error.add_note(note)
 
 
-class JobLifecycle:
-    """Submit, diagnose and clean up the runner's job (a mixin of :class:`~.runner.JobRun`).
+def submit(client: JobClient, state: JobState, settings: FollowSettings) -> None:
+    """Creates the job, or re-attaches to this run/task's existing one (``state.job`` holds it after).
 
-    It works beside :class:`~.job_client.JobRequests` (the requests) and :class:`~.follow.FollowLoop` (the follow).
+    The create rides out an API outage until the start timeout; a 409 for a job that then reads 404 (one being
+    deleted) is retried with backoff by the shared policy, a bounded number of times; a job still terminating
+    (``deletionTimestamp``) is waited for until the deadline.
     """
+    kind, what = client.kind.kind, f"creating {client.kind.kind} {client.namespace}/{client.name}"
+    deadline = settings.clock() + max(settings.start_timeout, 60.0)
 
-    def submit(self) -> dict[str, Any]:
-        """Creates the job, or re-attaches to this run/task's existing one.
-
-        A 409 for a job that then reads 404 (one being deleted) is retried with backoff by the shared policy, a
-        bounded number of times; a job still terminating (``deletionTimestamp``) is waited for until the deadline.
-        """
-        what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
-        deadline = self.settings.clock() + max(self.settings.start_timeout, 60.0)
-        while True:
-            try:
-                existing = call_with_retries(
-                    self.create_or_read,
-                    self.api.policy,
-                    retryable=lambda error: isinstance(error, NameBeingReleased),
-                    on_retry=lambda number, delay, error: self.say(f"{what}: {error}; retry {number} in {delay:.1f}s"),
-                    sleep=self.settings.sleep,
-                    clock=self.settings.clock,
-                )
-            except GaveUp as gave_up:
-                self.submitted = False  # every create was refused: nothing of this run/task to clean up
-                raise JobApiError(
-                    f"{what}: {gave_up.last} on each of {gave_up.attempts} attempts: a {self.kind.kind} of that name "
-                    f"is probably being deleted; retry the task later, or check `kubectl get "
-                    f"{self.kind.kind.lower()} {self.name} -n {self.namespace}`"
-                ) from None
-            if existing is None:
-                runtime = (self.manifest["spec"].get("runtimeRef") or {}).get("name")
-                self.say(f"created in namespace {self.namespace}" + (f" (runtime {runtime})" if runtime else ""))
-                return self.job
-            if not owned_by(existing, self.labels):
-                self.submitted = False  # the name is someone else's job: never clean it up
-                theirs = (existing.get("metadata") or {}).get("labels") or {}
-                raise JobConflictError(
-                    f"{self.kind.kind} {self.namespace}/{self.name} already exists and belongs to another run/task "
-                    f"(labels {theirs}, expected {self.labels}); delete it or run with another task name"
-                )
-            if (existing.get("metadata") or {}).get("deletionTimestamp"):
-                if self.settings.clock() > deadline:
-                    raise JobError(f"{self.kind.kind} {self.namespace}/{self.name} is still being deleted; retry later")
-                self.say(f"a previous attempt's {self.kind.kind} is being deleted; waiting to create a new one")
-                self.settings.sleep(self.settings.poll_interval)
-                continue
-            return self.reattach(existing)
-
-    def reattach(self, existing: dict[str, Any]) -> dict[str, Any]:
-        """Follows this run/task's existing job (a retried KFP task); resumes it when suspended, unless Kueue queues."""
-        self.reattached = True
-        self.job = existing
-        created = (existing.get("metadata") or {}).get("creationTimestamp", "earlier")
-        self.say(
-            f"re-attached to the existing {self.kind.kind} of this run/task (created {created}); no second job created"
-        )
-        if self.kind.is_suspended(existing):
-            queue = queue_name(existing)
-            if queue:
-                self.say(f"it is suspended and queued in Kueue LocalQueue {queue!r}: leaving its admission to Kueue")
-            else:
-                self.say("it is suspended: resuming it")
-                self.job = self.patch_job(self.kind.suspend_patch(False), "resuming")
-        return self.job
-
-    def diagnose(self, outcome: str) -> Diagnosis:
-        """Collects conditions, pods, events and failed containers' log tails into a diagnosis (never raises)."""
-        job = self.job or {"metadata": {"name": self.name, "namespace": self.namespace}}
-        pods: list[dict[str, Any]] = []
-        events: list[dict[str, Any]] = []
-        logs: dict[str, str] = {}
-        if outcome != "Cancelled":
-            try:
-                pods = self.list_pods()
-                events = self.list_events()
-                for pod, container, previous in self.failed_containers(pods)[:_MAX_LOGGED_PODS]:
-                    text = self.read_log(pod, container, previous)
-                    if text:
-                        logs[f"pod {pod}, container {container}"] = text
-            except JobError as error:
-                self.say(f"diagnosis is incomplete: {error}")
-        return diagnosis_module.diagnose(
-            outcome,
-            job,
-            pods,
-            events,
-            logs,
-            start_timeout=self.settings.start_timeout,
-            timeout=self.settings.timeout,
-            tail_lines=self.settings.log_tail_lines,
-            kind=self.kind.kind,
+    def create_or_read() -> tuple[dict[str, Any], bool]:
+        return through_outage(
+            client, state, settings, lambda retry: client.create_or_read(retry), start_timeout_counts=True
         )
 
-    @staticmethod
-    def failed_containers(pods: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
-        """(pod, container, previous) of containers that exited non-zero or crash-loop, in pod order."""
-        found = []
-        for pod in pods:
-            for status in (pod.get("status") or {}).get("containerStatuses") or []:
-                state = status.get("state") or {}
-                last = (status.get("lastState") or {}).get("terminated") or {}
-                terminated = state.get("terminated") or {}
-                name = pod["metadata"]["name"]
-                if terminated.get("exitCode") not in (None, 0):
-                    found.append((name, status["name"], False))
-                elif state.get("waiting") and last.get("exitCode") not in (None, 0):
-                    found.append((name, status["name"], True))
-        return found
-
-    def clean_up(self) -> str:
-        """Applies the cleanup policy, best effort, within ``cleanup_timeout_seconds``.
-
-        Returns:
-            ``""``, or when the API could not do it, the note naming the job and the ``kubectl`` command that does.
-        """
-        command = manual_command(
-            self.kind.kind, self.name, self.namespace, self.settings.cleanup_policy, self.kind.suspend_patch(True)
-        )
-        if self.settings.cleanup_policy == "keep":
-            self.say(f"kept (cleanup_policy=keep): `{command}`")
-            return ""
+    while True:
+        state.submitted = True  # from the first create on, the job may exist and is this run/task's
         try:
-            with self.api.budget(
-                self.settings.cleanup_timeout, f"cleanup_timeout_seconds={self.settings.cleanup_timeout:g}"
-            ):
-                if self.job is None:  # the create's answer never came: clean up only this run/task's job
-                    existing = self.get_job()
-                    if existing is None or not owned_by(existing, self.labels):
-                        return ""
-                    self.job = existing
-                if self.settings.cleanup_policy == "delete":
-                    self.delete_job()
-                else:
-                    self.patch_job(self.kind.suspend_patch(True), "suspending")
-                    self.say("suspended (cleanup_policy=suspend): its pods are removed, the job stays for inspection")
-            return ""
-        except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
-            text = str(error) if isinstance(error, JobError) else failure_text(error)
-            note = cleanup_failed_note(
-                self.kind.kind, self.name, self.namespace, self.settings.cleanup_policy, command, text
+            existing, created = call_with_retries(
+                create_or_read,
+                client.api.policy,
+                retryable=lambda error: isinstance(error, NameBeingReleased),
+                on_retry=lambda number, delay, error: client.say(f"{what}: {error}; retry {number} in {delay:.1f}s"),
+                sleep=settings.sleep,
+                clock=settings.clock,
             )
-            self.say(f"WARNING: {note}")
-            return note
+        except GaveUp as gave_up:
+            state.submitted = False  # every create was refused: nothing of this run/task to clean up
+            raise JobApiError(
+                f"{what}: {gave_up.last} on each of {gave_up.attempts} attempts: a {kind} of that name is probably "
+                f"being deleted; retry the task later, or check `{find_job_command(client)}`"
+            ) from None
+        except CreateRejected:
+            state.submitted = False  # refused: nothing was created
+            raise
+        if created:
+            state.job = existing
+            runtime = (client.manifest["spec"].get("runtimeRef") or {}).get("name")
+            client.say(f"created in namespace {client.namespace}" + (f" (runtime {runtime})" if runtime else ""))
+            return
+        if not owned_by(existing, client.labels):
+            state.submitted = False  # the name is someone else's job: never clean it up
+            theirs = (existing.get("metadata") or {}).get("labels") or {}
+            raise JobConflictError(
+                f"{kind} {client.namespace}/{client.name} already exists and belongs to another run/task "
+                f"(labels {theirs}, expected {client.labels}); delete it or run with another task name"
+            )
+        if (existing.get("metadata") or {}).get("deletionTimestamp"):
+            if settings.clock() > deadline:
+                raise JobError(f"{kind} {client.namespace}/{client.name} is still being deleted; retry later")
+            client.say(f"a previous attempt's {kind} is being deleted; waiting to create a new one")
+            settings.sleep(settings.poll_interval)
+            continue
+        reattach(client, state, existing)
+        return
 
-    def wrap_up(self, outcome: str) -> JobFailed:
-        """Diagnoses a failed, timed-out or vanished job and applies the cleanup policy (signals ignored meanwhile)."""
-        with signals_ignored():  # a SIGTERM now must not skip the cleanup
-            with self.api.budget(
-                self.settings.cleanup_timeout, f"cleanup_timeout_seconds={self.settings.cleanup_timeout:g}"
-            ):
-                found = self.diagnose(outcome)
-            self.say(found.text())
-            note = self.clean_up() if outcome != "Deleted" else ""
-        failure = JobCancelled(found) if outcome == "Cancelled" else JobFailed(found)
-        if note:
-            append_note(failure, note)
-        return failure
+
+def reattach(client: JobClient, state: JobState, existing: dict[str, Any]) -> None:
+    """Follows this run/task's existing job (a retried KFP task); resumes it when suspended, unless Kueue queues."""
+    state.reattached = True
+    state.job = existing
+    created = (existing.get("metadata") or {}).get("creationTimestamp", "earlier")
+    client.say(
+        f"re-attached to the existing {client.kind.kind} of this run/task (created {created}); no second job created"
+    )
+    if client.kind.is_suspended(existing):
+        queue = queue_name(existing)
+        if queue:
+            client.say(f"it is suspended and queued in Kueue LocalQueue {queue!r}: leaving its admission to Kueue")
+        else:
+            client.say("it is suspended: resuming it")
+            state.job = client.patch_job(client.kind.suspend_patch(False), "resuming")
+
+
+def diagnose(client: JobClient, state: JobState, settings: FollowSettings, outcome: str) -> Diagnosis:
+    """Collects conditions, pods, events and failed containers' log tails into a diagnosis (never raises)."""
+    job = state.job or {"metadata": {"name": client.name, "namespace": client.namespace}}
+    pods: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    logs: dict[str, str] = {}
+    if outcome != "Cancelled":
+        try:
+            pods = client.list_pods()
+            events = client.list_events()
+            for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
+                text = client.read_log(pod, container, previous, settings.log_tail_lines)
+                if text:
+                    logs[f"pod {pod}, container {container}"] = text
+        except JobError as error:
+            client.say(f"diagnosis is incomplete: {error}")
+    return diagnosis_module.diagnose(
+        outcome,
+        job,
+        pods,
+        events,
+        logs,
+        start_timeout=settings.start_timeout,
+        timeout=settings.timeout,
+        tail_lines=settings.log_tail_lines,
+        kind=client.kind.kind,
+    )
+
+
+def failed_containers(pods: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+    """(pod, container, previous) of containers that exited non-zero or crash-loop, in pod order."""
+    found = []
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            state = status.get("state") or {}
+            last = (status.get("lastState") or {}).get("terminated") or {}
+            terminated = state.get("terminated") or {}
+            name = pod["metadata"]["name"]
+            if terminated.get("exitCode") not in (None, 0):
+                found.append((name, status["name"], False))
+            elif state.get("waiting") and last.get("exitCode") not in (None, 0):
+                found.append((name, status["name"], True))
+    return found
+
+
+def budget(settings: FollowSettings, seconds: float, reason: str) -> Deadline:
+    """A deadline ``seconds`` from now (a cleanup budget)."""
+    return Deadline(settings.clock() + seconds, reason)
+
+
+def until(deadline: Deadline, settings: FollowSettings) -> Retry:
+    """Retries a cleanup request with backoff until ``deadline``, using the whole budget (not a count)."""
+    return Retry(policy=settings.outage_policy, deadline=deadline)
+
+
+def delete_job(client: JobClient, settings: FollowSettings, deadline: Deadline) -> bool:
+    """Deletes the job within ``deadline``, retrying until then (``delete_on_success``, cleanup)."""
+    return client.bounded(deadline).delete_job(until(deadline, settings))
+
+
+def clean_up(client: JobClient, state: JobState, settings: FollowSettings, deadline: Deadline) -> str:
+    """Applies the cleanup policy, best effort, retrying until ``deadline`` (the whole budget).
+
+    Returns:
+        ``""``, or when the API could not do it, the note naming the job and the ``kubectl`` command that does.
+    """
+    policy = settings.cleanup_policy
+    kind = client.kind
+    command = manual_command(kind.kind, client.name, client.namespace, policy, kind.suspend_patch(True))
+    if policy == "keep":
+        client.say(f"kept (cleanup_policy=keep): `{command}`")
+        return ""
+    bounded, retry = client.bounded(deadline), until(deadline, settings)
+    try:
+        if state.job is None:  # the create's answer never came: clean up only this run/task's job
+            existing = bounded.get_job(retry)
+            if existing is None or not owned_by(existing, client.labels):
+                return ""
+            state.job = existing
+        if policy == "delete":
+            bounded.delete_job(retry)
+        else:
+            bounded.patch_job(kind.suspend_patch(True), "suspending", retry)
+            client.say("suspended (cleanup_policy=suspend): its pods are removed, the job stays for inspection")
+        return ""
+    except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
+        text = str(error) if isinstance(error, JobError) else failure_text(error)
+        note = cleanup_failed_note(kind.kind, client.name, client.namespace, policy, command, text)
+        client.say(f"WARNING: {note}")
+        return note
+
+
+def wrap_up(client: JobClient, state: JobState, settings: FollowSettings, outcome: str) -> JobFailed:
+    """Diagnoses a failed, timed-out, cancelled or vanished job and applies the cleanup policy (signals ignored).
+
+    After SIGTERM (``Cancelled``) everything fits in ``cancel_timeout`` (the pod's termination grace period less a
+    margin); otherwise the diagnosis and then the cleanup each get ``cleanup_timeout``.
+    """
+    with signals_ignored():  # a SIGTERM now must not skip the cleanup
+        if outcome == "Cancelled":
+            reason = f"the {settings.cancel_timeout:g} s left of the pod's termination grace period after SIGTERM"
+            began = settings.clock() if state.cancelled_at is None else state.cancelled_at
+            deadline = Deadline(began + settings.cancel_timeout, reason)
+            found = diagnose(client, state, settings, outcome)  # (no request: the job was not at fault)
+        else:
+            reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
+            found = diagnose(
+                client.bounded(budget(settings, settings.cleanup_timeout, reason)), state, settings, outcome
+            )
+            deadline = budget(settings, settings.cleanup_timeout, reason)
+        client.say(found.text())
+        note = clean_up(client, state, settings, deadline) if outcome != "Deleted" else ""
+    failure = JobCancelled(found) if outcome == "Cancelled" else JobFailed(found)
+    if note:
+        append_note(failure, note)
+    return failure

@@ -3,21 +3,24 @@
 :func:`run_job` is the whole lifecycle, for a Kubeflow Trainer v2 ``TrainJob`` and for a Training Operator v1
 ``PyTorchJob`` alike: a :class:`~.job_kinds.JobKind` (picked from the manifest's ``kind``) says where the job lives,
 how its phase is read, how its pods are found, whether a runtime is checked and how it is suspended; everything else
-is shared. :class:`JobRun` holds one call's state and is made of three parts, one module each:
+is shared. It is composed of a stateless API client (:class:`~.job_client.JobClient` over :class:`~.api.Api`), one
+state dataclass (:class:`~.state.JobState`) and functions of the two:
 
 1. **Runtime discovery** (:mod:`.runtimes`): the referenced (Cluster)TrainingRuntime must exist (else the error lists
    those that do) and hold the replicated job the runtime patch targets (TrainJob only).
-2. **Idempotent submit** (:class:`~.lifecycle.JobLifecycle`, over the requests of :class:`~.job_client.JobRequests`).
-3. **Follow** (:class:`~.follow.FollowLoop`): watch or poll, progress lines, start and total timeouts, pauses, Kueue.
-4. **Diagnose and clean up** per ``cleanup_policy`` on every exit after submission: failure, timeout, cancellation
-   (SIGTERM from KFP, :mod:`.signals`) and any error while following; when the API cannot be reached the error names
-   the job and the ``kubectl`` command that removes it (:mod:`.lifecycle`). On success delete only with
-   ``delete_on_success``.
+2. **Idempotent submit** (:func:`.lifecycle.submit`).
+3. **Follow** (:func:`.follow.follow`): watch or poll, progress lines, start and total timeouts, pauses, Kueue;
+   through API outages (:mod:`.outage`) for as long as ``api_outage_tolerance_seconds`` and the timeouts allow.
+4. **Diagnose and clean up** per ``cleanup_policy`` (:mod:`.lifecycle`) only when the job failed or exceeded its
+   own timeouts, or the run was cancelled (SIGTERM from KFP, :mod:`.signals`: within the pod's termination grace
+   period). **The job does not need its launcher**: the launcher's own trouble (the API unreachable, slow or
+   erroring, a refused request, a bug) never deletes it; the error says it was left running and how to find it. On
+   success delete only with ``delete_on_success``.
 
 Every request has a (connect, read) timeout and none outlives the run's deadline (:mod:`.api`); transient failures are
 retried with backoff by the shared policy (:mod:`components._common.retry`), never other 4xx (the API's message is
 shown). A job carrying Kueue's queue label is never resumed by this code: Kueue admits it. Time (``clock``/``sleep``)
-is injectable; the settings are one frozen :class:`FollowSettings`.
+is injectable; the settings are one frozen :class:`~.state.FollowSettings`.
 """
 
 from __future__ import annotations
@@ -27,59 +30,38 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster import runtimes
-from components.training.finetuning.cluster.api import Api, Deadline
-from components.training.finetuning.cluster.errors import JobCancelled
-from components.training.finetuning.cluster.follow import FollowLoop
-from components.training.finetuning.cluster.job_client import JobRequests
-from components.training.finetuning.cluster.job_kinds import JOB_KINDS, JobKind
-from components.training.finetuning.cluster.lifecycle import CLEANUP_POLICIES, JobLifecycle, append_note
+from components.training.finetuning.cluster.api import Api
+from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobCancelled, LauncherDisrupted
+from components.training.finetuning.cluster.follow import follow
+from components.training.finetuning.cluster.job_client import JobClient
+from components.training.finetuning.cluster.job_kinds import JOB_KINDS
+from components.training.finetuning.cluster.launcher_pod import disruption
+from components.training.finetuning.cluster.lifecycle import (
+    CLEANUP_POLICIES,
+    append_note,
+    budget,
+    clean_up,
+    delete_job,
+    diagnose,
+    left_running_note,
+    submit,
+    wrap_up,
+)
 from components.training.finetuning.cluster.progress import MetricsTail
 from components.training.finetuning.cluster.signals import Cancelled, cancel_on_signals, signals_ignored
+from components.training.finetuning.cluster.state import (
+    DEFAULT_API_OUTAGE_TOLERANCE_SECONDS,
+    OUTAGE_POLICY,
+    FollowSettings,
+    JobState,
+    cancel_budget,
+    run_deadline,
+)
 from components.training.finetuning.pod import progress_server
 
-
-@dataclasses.dataclass(frozen=True)
-class FollowSettings:
-    """How :func:`run_job` submits, follows and cleans up (validated by :func:`run_job`; see its arguments).
-
-    Attributes:
-        start_timeout: ``start_timeout_seconds`` (0: no limit).
-        timeout: ``timeout_seconds`` (0: no limit).
-        cleanup_policy: ``delete``, ``keep`` or ``suspend``.
-        delete_on_success: Delete the job after it completes.
-        metrics_file: The JSONL metrics file the training code writes on the shared volume.
-        poll_interval: Length of one watch request / poll, in seconds.
-        log: Where progress and diagnosis lines go.
-        use_watch: Follow with watch requests (or with GET polling).
-        clock: Monotonic clock in seconds.
-        sleep: Sleep function.
-        attempts: Attempts per API call on transient errors.
-        log_tail_lines: Log lines of the failed container read into the diagnosis.
-        connect_timeout: TCP connect timeout of every request.
-        read_timeout: Read timeout of every request but watches.
-        cleanup_timeout: How long the diagnosis, and then the cleanup, may take after the run ended.
-        metrics_normalizer: Maps raw metrics-file records to step records (``None``: records with a numeric step).
-        timeout_counts_paused_time: Whether a pause counts against ``timeout``.
-    """
-
-    start_timeout: float
-    timeout: float
-    cleanup_policy: str = "delete"
-    delete_on_success: bool = False
-    metrics_file: str = ""
-    poll_interval: float = 10.0
-    log: Callable[[str], None] = print
-    use_watch: bool = True
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-    attempts: int = 5
-    log_tail_lines: int = 20
-    connect_timeout: float = 10.0
-    read_timeout: float = 30.0
-    cleanup_timeout: float = 60.0
-    metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
-    timeout_counts_paused_time: bool = False
+__all__ = ["FollowSettings", "JobResult", "run_job"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,98 +85,63 @@ class JobResult:
     deleted: bool
 
 
-class JobRun(JobRequests, FollowLoop, JobLifecycle):
-    """State of one :func:`run_job` call (see there)."""
-
-    def __init__(self, api_client: Any, manifest: Mapping[str, Any], settings: FollowSettings) -> None:
-        self.manifest = manifest
-        self.kind: JobKind = JOB_KINDS[manifest["kind"]]
-        self.name = manifest["metadata"]["name"]
-        self.namespace = manifest["metadata"]["namespace"]
-        self.labels = dict(manifest["metadata"].get("labels") or {})
-        self.settings = settings
-        self.api = Api(
-            api_client,
-            self.settings.sleep,
-            self.settings.log,
-            self.settings.attempts,
-            clock=self.settings.clock,
-            connect_timeout=self.settings.connect_timeout,
-            read_timeout=self.settings.read_timeout,
+def run(client: JobClient, state: JobState, settings: FollowSettings) -> JobResult:
+    """Check runtime, submit, follow; clean up per policy only for the job's failure or timeout, or a cancel."""
+    try:
+        with cancel_on_signals():
+            if client.kind.checks_runtime:
+                runtimes.check_runtime(client.api, client.manifest, client.say)
+            submit(client, state, settings)
+            settings.log(f"Job: {client.namespace}/{client.name}")
+            outcome = follow(client, state, settings)
+    except Cancelled as signal_name:
+        state.cancelled_at = settings.clock()
+        with signals_ignored():
+            disrupted = disruption(client.api.bounded(None), *settings.launcher_pod) if state.submitted else ""
+        if disrupted:
+            client.say(f"{signal_name}: the launcher pod is being disrupted ({disrupted}), the run is not cancelled")
+            raise LauncherDisrupted(
+                f"the launcher pod {'/'.join(settings.launcher_pod)} got {signal_name} because it is being disrupted "
+                f"(DisruptionTarget: {disrupted}), not because the run was cancelled.\n{left_running_note(client)}"
+            ) from None
+        client.say(
+            f"cancelled ({signal_name}): applying cleanup_policy={settings.cleanup_policy} within "
+            f"{settings.cancel_timeout:g} s (the pod's termination grace period less a margin)"
         )
-        self.api.deadline = self.deadline
-        self.metrics = MetricsTail(self.settings.metrics_file, self.settings.metrics_normalizer)
-        self.job: dict[str, Any] | None = None
-        self.reattached = False
-        self.started = False
-        self.reported: set[str] = set()
-        self.last_line = ""
-        self.started_at = self.settings.clock()
-        self.start_clock_at = self.started_at  # the start timeout counts from here (reset when Kueue admits the job)
-        self.submitted = False  # a create was sent: the job may exist and is this run/task's
-        self.queue_state = ""
-        self.paused_since: float | None = None
-        self.paused_total = 0.0
-        self.watch_failures = 0
-
-    def deadline(self) -> Deadline | None:
-        """When the run must end: ``timeout_seconds`` from submission, ``start_timeout_seconds`` until pods run."""
-        found = []
-        if self.settings.timeout:
-            at = self.started_at + self.settings.timeout + self.paused_seconds()  # a pause that does not count moves it
-            found.append(Deadline(at, f"timeout_seconds={self.settings.timeout:g}"))
-        if self.settings.start_timeout and not self.started:
-            reason = f"start_timeout_seconds={self.settings.start_timeout:g}"
-            found.append(Deadline(self.start_clock_at + self.settings.start_timeout, reason))
-        return min(found, key=lambda deadline: deadline.at) if found else None
-
-    def say(self, message: str) -> None:
-        """Logs a line prefixed with the job's kind and name."""
-        self.settings.log(f"[{self.kind.kind.lower()} {self.name}] {message}")
-
-    def check_runtime(self) -> None:
-        """Fails unless the referenced runtime exists and has the replicated job the runtime patch targets."""
-        runtimes.check_runtime(self.api, self.manifest, self.say)
-
-    def run(self) -> JobResult:
-        """Check runtime, submit, follow; clean up per policy on every exit after submission."""
-        try:
-            with cancel_on_signals():
-                if self.kind.checks_runtime:
-                    self.check_runtime()
-                self.submit()
-                self.settings.log(f"Job: {self.namespace}/{self.name}")
-                outcome = self.follow()
-        except Cancelled as signal_name:
-            self.say(f"cancelled ({signal_name}): applying cleanup_policy={self.settings.cleanup_policy}")
-            if not self.submitted:
-                raise JobCancelled(self.diagnose("Cancelled")) from None
-            raise self.wrap_up("Cancelled") from None
-        except BaseException as error:
-            if self.submitted:  # an API outage, a 403, a bug...: the job must not be left running on its GPUs
-                policy = self.settings.cleanup_policy
-                self.say(f"stopped by an error ({type(error).__name__}): applying cleanup_policy={policy}")
-                with signals_ignored():
-                    note = self.clean_up()
-                if note:
-                    append_note(error, note)
-            raise
-        if outcome != "Complete":
-            raise self.wrap_up(outcome)
-        deleted = False
-        if self.settings.delete_on_success:
-            with self.api.budget(
-                self.settings.cleanup_timeout, f"cleanup_timeout_seconds={self.settings.cleanup_timeout:g}"
-            ):
-                deleted = self.delete_job()
-        return JobResult(
-            name=self.name,
-            namespace=self.namespace,
-            reattached=self.reattached,
-            duration_seconds=self.settings.clock() - self.started_at,
-            last_progress=progress_server.trainer_status(self.job) or dict(self.metrics.last),
-            deleted=deleted,
-        )
+        if not state.submitted:
+            raise JobCancelled(diagnose(client, state, settings, "Cancelled")) from None
+        raise wrap_up(client, state, settings, "Cancelled") from None
+    except BaseException as error:
+        if state.submitted and state.job is None and not isinstance(error, ApiOutageTooLong):
+            # The create was sent but never confirmed before the start timeout: whatever exists was never seen
+            # running; apply the policy to this run/task's job, if there is one.
+            policy = settings.cleanup_policy
+            client.say(
+                f"stopped before the job was confirmed ({type(error).__name__}): applying cleanup_policy={policy}"
+            )
+            reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
+            with signals_ignored():
+                note = clean_up(client, state, settings, budget(settings, settings.cleanup_timeout, reason))
+            if note:
+                append_note(error, note)
+        elif state.submitted and not isinstance(error, ApiOutageTooLong):
+            client.say(f"stopped by an error ({type(error).__name__}); the job is left running, untouched")
+            append_note(error, left_running_note(client))
+        raise
+    if outcome != "Complete":
+        raise wrap_up(client, state, settings, outcome)
+    deleted = False
+    if settings.delete_on_success:
+        reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
+        deleted = delete_job(client, settings, budget(settings, settings.cleanup_timeout, reason))
+    return JobResult(
+        name=client.name,
+        namespace=client.namespace,
+        reattached=state.reattached,
+        duration_seconds=settings.clock() - state.started_at,
+        last_progress=progress_server.trainer_status(state.job) or dict(state.metrics.last),
+        deleted=deleted,
+    )
 
 
 def run_job(
@@ -218,6 +165,10 @@ def run_job(
     cleanup_timeout_seconds: float = 60.0,
     metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
     timeout_counts_paused_time: bool = False,
+    api_outage_tolerance_seconds: float = DEFAULT_API_OUTAGE_TOLERANCE_SECONDS,
+    cancel_timeout_seconds: float | None = None,
+    outage_policy: RetryPolicy = OUTAGE_POLICY,
+    launcher_pod: tuple[str, str] = ("", ""),
 ) -> JobResult:
     """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
 
@@ -232,8 +183,8 @@ def run_job(
             :func:`~..manifests.pytorchjob.build_pytorchjob`); its labels identify this run/task.
         start_timeout_seconds: How long the pods may take to start running (0: no limit).
         timeout_seconds: How long the whole run may take, from submission (0: no limit).
-        cleanup_policy: ``delete`` (default), ``keep`` or ``suspend``, applied on every exit after submission
-            (failure, timeout, cancellation, an error while following).
+        cleanup_policy: ``delete`` (default), ``keep`` or ``suspend``, applied when the job failed or exceeded its
+            timeouts, or the run was cancelled; never for the launcher's own trouble (API outage, refused request).
         delete_on_success: Delete the job after it completes.
         metrics_file: The JSONL metrics file the training code writes on the shared volume (progress lines).
         poll_interval_seconds: Length of one watch request / poll; steady state is one API request per interval.
@@ -241,16 +192,27 @@ def run_job(
         use_watch: Follow with watch requests (default) or with GET polling.
         clock: Monotonic clock in seconds (tests inject a fake one).
         sleep: Sleep function (tests inject a fake one).
-        api_attempts: Attempts per API call on transient errors (5xx, 429, connection errors).
+        api_attempts: Attempts per API call on transient errors (5xx, 429, connection errors) outside following
+            (runtime check, diagnosis); following and cleanup retry until their deadlines instead.
         log_tail_lines: Log lines of the failed container to read into the diagnosis.
         connect_timeout_seconds: TCP connect timeout of every request.
         read_timeout_seconds: Read timeout of every request but watches (those wait one window plus a margin); a
             request is also never given longer than what is left of the start or total timeout.
-        cleanup_timeout_seconds: How long the diagnosis, and then the cleanup, may take after the run ended.
+        cleanup_timeout_seconds: How long the diagnosis, and then the cleanup, may take after the job failed or
+            timed out (and the delete of ``delete_on_success``).
         metrics_normalizer: Maps the raw metrics-file records read so far to step records (e.g.
             ``metrics.normalize_records`` for Training Hub's layouts); default: records with a numeric ``step``.
         timeout_counts_paused_time: Whether time the running job spends suspended by a user (paused from the
             dashboard) counts against ``timeout_seconds``; by default a pause stops the clock and is waited out.
+        api_outage_tolerance_seconds: How long following rides out an unreachable or erroring API (0: as long as
+            ``timeout_seconds`` allows); then the step fails with :class:`ApiOutageTooLong`, the job left running.
+        cancel_timeout_seconds: How long the cleanup after SIGTERM may take (default: the default 30 s termination
+            grace period less a 5 s margin, :func:`~.state.cancel_budget`).
+        outage_policy: The backoff of requests retried until a deadline, through an outage or a cleanup (capped
+            exponential with jitter, :data:`~.state.OUTAGE_POLICY`; tests scale it down with their timings).
+        launcher_pod: ``(namespace, name)`` of the launcher's own pod: after SIGTERM a ``DisruptionTarget``
+            condition on it (evicted, preempted, node shutdown) means the launcher is disrupted, not the run
+            cancelled, and the job is left running (:func:`~.launcher_pod.disruption`).
 
     Returns:
         A :class:`JobResult`.
@@ -259,8 +221,11 @@ def run_job(
         ValueError: A bad argument (named).
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do).
         JobConflictError: The name is taken by another run/task's job.
-        JobApiError: The API rejected a call, stayed unavailable, or did not answer before a timeout. When the
-            job could not be cleaned up, the message ends with the ``kubectl`` command that does it.
+        JobApiError: The API rejected a call, stayed unavailable, or did not answer before a timeout. After the
+            job was seen, the message ends saying it was left running and how to find it; when a cleanup the policy
+            asked for could not be done, with the ``kubectl`` command that does it.
+        ApiOutageTooLong: The API stayed unreachable past ``api_outage_tolerance_seconds`` (the job left running).
+        LauncherDisrupted: SIGTERM because the launcher pod was evicted or preempted (the job left running).
         JobFailed: The job failed or timed out (``.diagnosis``); :class:`JobCancelled` on SIGTERM/SIGINT.
     """
     if cleanup_policy not in CLEANUP_POLICIES:
@@ -276,9 +241,19 @@ def run_job(
         ("connect_timeout_seconds", connect_timeout_seconds),
         ("read_timeout_seconds", read_timeout_seconds),
         ("cleanup_timeout_seconds", cleanup_timeout_seconds),
+        ("cancel_timeout_seconds", cancel_budget(None) if cancel_timeout_seconds is None else cancel_timeout_seconds),
     ):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise ValueError(f"{name}={value!r}: must be a number of seconds > 0")
+    if (
+        isinstance(api_outage_tolerance_seconds, bool)
+        or not isinstance(api_outage_tolerance_seconds, (int, float))
+        or api_outage_tolerance_seconds < 0
+    ):
+        raise ValueError(
+            f"api_outage_tolerance_seconds={api_outage_tolerance_seconds!r}: must be a number of seconds >= 0 "
+            "(0 = as long as timeout_seconds allows)"
+        )
     metadata = manifest.get("metadata") or {}
     if manifest.get("kind") not in JOB_KINDS or not metadata.get("name") or not metadata.get("namespace"):
         raise ValueError(
@@ -303,5 +278,31 @@ def run_job(
         cleanup_timeout=float(cleanup_timeout_seconds),
         metrics_normalizer=metrics_normalizer,
         timeout_counts_paused_time=bool(timeout_counts_paused_time),
+        api_outage_tolerance=float(api_outage_tolerance_seconds),
+        cancel_timeout=float(cancel_budget(None) if cancel_timeout_seconds is None else cancel_timeout_seconds),
+        outage_policy=outage_policy,
+        launcher_pod=(str(launcher_pod[0]), str(launcher_pod[1])),
     )
-    return JobRun(api_client, manifest, settings).run()
+    started_at = clock()
+    state = JobState(
+        started_at=started_at,
+        start_clock_at=started_at,
+        metrics=MetricsTail(metrics_file, metrics_normalizer),
+    )
+    kind = JOB_KINDS[manifest["kind"]].kind.lower()
+    name = metadata["name"]
+    api = Api(
+        api_client,
+        sleep,
+        log,
+        api_attempts,
+        clock=clock,
+        connect_timeout=float(connect_timeout_seconds),
+        read_timeout=float(read_timeout_seconds),
+    )
+    client = JobClient(
+        api=api.bounded(lambda: run_deadline(state, settings)),
+        manifest=manifest,
+        say=lambda message: log(f"[{kind} {name}] {message}"),
+    )
+    return run(client, state, settings)

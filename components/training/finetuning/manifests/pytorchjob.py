@@ -17,12 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.training.finetuning.cluster.diagnosis import condition
-from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.spec import (
     JobSpec,
     JobSpecError,
-    job_annotations,
-    job_labels,
+    job_metadata,
     resources_per_node,
 )
 
@@ -148,12 +146,7 @@ def build_pytorchjob(
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "PyTorchJob",
-        "metadata": {
-            "name": job_name(spec.run_id, spec.task_name),
-            "namespace": spec.namespace,
-            "labels": job_labels(spec),
-            "annotations": job_annotations(spec),
-        },
+        "metadata": job_metadata(spec),
         "spec": {
             "nprocPerNode": str(max(spec.gpus_per_node, 1)),
             "pytorchReplicaSpecs": replica_specs,

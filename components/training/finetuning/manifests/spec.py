@@ -18,9 +18,11 @@ from components.training.finetuning.manifests.names import (
     LABEL_VALUE,
     RUN_ID_LABEL,
     TASK_NAME_ANNOTATION,
+    job_name,
     ownership_labels,
     qualified_name_ok,
 )
+from components.training.finetuning.manifests.owner import OwnerReference
 from components.training.finetuning.pod.progress_server import (
     METRICS_PORT_RANGE,
     POLL_INTERVAL_RANGE,
@@ -144,6 +146,8 @@ class JobSpec:
             pod's progress server, see :mod:`..pod.progress_server`).
         metrics_port: The port of that server (``trainer.opendatahub.io/metrics-port``).
         metrics_poll_interval_seconds: How often the controller polls it (``...metrics-poll-interval``).
+        owner: The object owning the KFP run (:mod:`.owner`), written as the job's ``ownerReference``; it must be
+            in ``namespace`` (``None``: none).
     """
 
     run_id: str
@@ -175,6 +179,7 @@ class JobSpec:
     progress_tracking: bool = True
     metrics_port: int = 28080
     metrics_poll_interval_seconds: int = 30
+    owner: OwnerReference | None = None
 
     def __post_init__(self) -> None:
         # Freeze the containers so that a built spec cannot change under the caller's feet.
@@ -321,6 +326,15 @@ class JobSpec:
             )
 
     def _check_metadata(self) -> None:
+        if self.owner is not None and (
+            not isinstance(self.owner, OwnerReference) or self.owner.namespace != self.namespace
+        ):
+            raise fail(
+                "owner",
+                self.owner,
+                f"must be an OwnerReference in the job's namespace {self.namespace!r}: across namespaces the garbage "
+                "collector would delete the job",
+            )
         if not isinstance(self.queue_name, str) or (
             self.queue_name and (len(self.queue_name) > 63 or not DNS1123_LABEL.match(self.queue_name))
         ):
@@ -357,6 +371,19 @@ def job_labels(spec: JobSpec) -> dict[str, str]:
     if spec.queue_name:
         labels[QUEUE_NAME_LABEL] = spec.queue_name
     return labels
+
+
+def job_metadata(spec: JobSpec, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The job's ``metadata``: name, namespace, labels (default :func:`job_labels`), annotations, owner reference."""
+    metadata: dict[str, Any] = {
+        "name": job_name(spec.run_id, spec.task_name),
+        "namespace": spec.namespace,
+        "labels": dict(job_labels(spec) if labels is None else labels),
+        "annotations": job_annotations(spec),
+    }
+    if spec.owner is not None:
+        metadata["ownerReferences"] = [spec.owner.to_dict()]
+    return metadata
 
 
 def job_annotations(spec: JobSpec) -> dict[str, str]:

@@ -17,8 +17,8 @@ from components.training.finetuning.manifests.spec import (
     API_VERSION,
     PATCH_MANAGER,
     JobSpec,
-    job_annotations,
     job_labels,
+    job_metadata,
     resources_per_node,
 )
 
@@ -100,11 +100,6 @@ def build_trainjob(spec: JobSpec) -> dict[str, Any]:
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "TrainJob",
-        "metadata": {
-            "name": job_name(spec.run_id, spec.task_name),
-            "namespace": spec.namespace,
-            "labels": labels,
-            "annotations": job_annotations(spec),
-        },
+        "metadata": job_metadata(spec, labels),
         "spec": body,
     }

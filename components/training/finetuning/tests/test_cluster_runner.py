@@ -23,6 +23,7 @@ from components.training.finetuning.cluster import job_kinds
 from components.training.finetuning.cluster.auth import KubeAuthError, load_api_client
 from components.training.finetuning.cluster.errors import JobApiError, JobCancelled, JobConflictError, JobFailed
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
+from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
 from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.cluster.runtimes import RuntimeNotFoundError
 from components.training.finetuning.manifests import pytorchjob
@@ -476,14 +477,27 @@ def test_validation_errors_are_not_retried_and_show_the_api_message(cluster):
 
 
 def test_api_down_through_every_retry_is_a_clear_error(cluster):
+    # The runtime check gives up after api_attempts; the create rides the outage out until the start timeout.
     if cluster.kind.runtime_requests:
         cluster.fail("fetch", "clustertrainingruntimes", status=500, times=10)
     else:
-        cluster.fail("create", cluster.kind.plural, status=500, times=10)
+        cluster.fail("create", cluster.kind.plural, status=500, times=1000)
     clock = FakeClock()
-    with pytest.raises(JobApiError, match="failed 3 times, last: HTTP 500"):
-        _poll(cluster, clock, Log(), api_attempts=3)
-    assert _backoff(clock.sleeps) == [1, 2] and cluster.objects(cluster.kind.plural) == []
+    log = Log()
+    with pytest.raises(JobApiError) as error:
+        _poll(cluster, clock, log, api_attempts=3, start_timeout_seconds=120)
+    if cluster.kind.runtime_requests:
+        assert "failed 3 times, last: HTTP 500" in str(error.value)
+        assert _backoff(clock.sleeps) == [1, 2]
+    else:
+        first = str(error.value).splitlines()[0]
+        assert first.startswith(f"creating PyTorchJob {NS}/{NAME}: the Kubernetes API did not answer before ")
+        assert "start_timeout_seconds=120" in first and "HTTP 500" in first
+        # Capped exponential backoff with jitter, the whole start timeout long; one line when it began.
+        assert _backoff(clock.sleeps[:5]) == [1, 2, 4, 8, 16] and max(clock.sleeps) <= 33
+        assert 120 - 33 <= clock.now <= 120  # (it stops when the next wait would pass the deadline)
+        assert log.text().count("Kubernetes API unreachable since") == 1
+    assert cluster.objects(cluster.kind.plural) == []
 
 
 # -- runtime discovery -------------------------------------------------------------------------------------------
@@ -691,7 +705,7 @@ def test_rbac_yaml_grants_exactly_what_the_client_uses():
 
 
 TRAINER_PERMISSIONS = API_PERMISSIONS - pytorchjob.API_PERMISSIONS
-POD_PERMISSIONS = {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list")}
+POD_PERMISSIONS = {("", "pods", "list"), ("", "pods", "get"), ("", "pods/log", "get"), ("", "events", "list")}
 
 
 def test_the_scenarios_use_every_granted_permission(cluster):
@@ -710,6 +724,9 @@ def test_the_scenarios_use_every_granted_permission(cluster):
     cluster.set_pod_log(NS, cluster.kind.pod_name, "boom\n")
     with pytest.raises(JobFailed):
         _watch_run(cluster, Log(), timeout_seconds=0.2, cleanup_policy="suspend")
+    launcher = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "launcher", "namespace": NS}}
+    cluster.core.create_namespaced_pod(NS, {**launcher, "spec": {"containers": [{"name": "main", "image": "x"}]}})
+    read_launcher_pod(cluster.api_client, NS, environ={"KFP_POD_NAME": "launcher", "POD_NAMESPACE": NS}, log=Log())
     _poll(
         cluster,
         FakeClock(_at(cluster, [(10, lambda: cluster.kind.complete(cluster))])),

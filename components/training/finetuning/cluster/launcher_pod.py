@@ -1,0 +1,164 @@
+"""What the launcher learns from its own pod: the run's owning object (for the job's ownerReference) and its grace.
+
+KFP sets ``KFP_POD_NAME`` and ``KFP_POD_UID`` in every task's pod (the downward API). :func:`read_launcher_pod` reads
+that pod (``get pods``, in ``rbac.yaml``) in its own namespace and returns:
+
+* **the owner** for the job's ``ownerReference`` (:mod:`..manifests.owner`): the pod's controller owner (under Argo
+  Workflows, which runs KFP, the run's ``Workflow``; deleting the run deletes it, and the garbage collector then
+  deletes the job). Never the pod itself: a retried or restarted launcher pod is a new pod, and the job does not need
+  its launcher. A pod without an owner (run by hand), a pod in another namespace than the job (an owner across
+  namespaces makes the garbage collector delete the dependent), a pod that cannot be read, or one whose uid does not
+  match ``KFP_POD_UID`` gives no owner: the job is then only removed by the cleanup policy or by hand;
+* **its termination grace period** (``spec.terminationGracePeriodSeconds``), which bounds the cleanup after SIGTERM
+  (:func:`~.state.cancel_budget`).
+
+After SIGTERM, :func:`disruption` tells a cancelled run from a disrupted launcher pod: Kubernetes marks a pod it
+evicts, preempts or stops with its node with the ``DisruptionTarget`` condition (1.26+); a run cancelled from KFP
+(Argo stops or deletes its pods) does not carry it. A disrupted launcher is the launcher's trouble, not the run's:
+the job is left running, and the retried task re-attaches to it.
+
+Nothing here ever fails the run: a missing safety net is logged, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from components._common.namespace import pod_namespace
+from components._common.retry import RetryPolicy
+from components.training.finetuning.cluster.api import Api, Retry, failure_text
+from components.training.finetuning.cluster.errors import JobError
+from components.training.finetuning.manifests.owner import OwnerReference
+
+#: The environment variables KFP sets in a task's pod.
+POD_NAME_ENV = "KFP_POD_NAME"
+POD_UID_ENV = "KFP_POD_UID"
+
+
+@dataclasses.dataclass(frozen=True)
+class LauncherPod:
+    """What the launcher's pod says (see the module docstring).
+
+    Attributes:
+        owner: The job's owner, or ``None`` (``why`` says why not).
+        grace_seconds: The pod's termination grace period (``None``: unknown; 30 s is assumed).
+        why: One line for the log: the owner chosen, or why there is none.
+    """
+
+    owner: OwnerReference | None
+    grace_seconds: float | None
+    why: str
+    namespace: str = ""
+    name: str = ""
+
+
+def choose_owner(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's controller owner, else its first owner (``None``: none)."""
+    owners = list((pod.get("metadata") or {}).get("ownerReferences") or [])
+    return next((owner for owner in owners if owner.get("controller")), owners[0] if owners else None)
+
+
+def read_launcher_pod(
+    api_client: Any,
+    job_namespace: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    log: Callable[[str], None] = print,
+    namespace_path: str | None = None,
+) -> LauncherPod:
+    """Reads the launcher's pod and returns the job's owner and the grace period (never raises; logs one line).
+
+    Args:
+        api_client: A ``kubernetes.client.ApiClient``.
+        job_namespace: Where the job is created.
+        environ: Environment to read (tests); defaults to ``os.environ``.
+        log: Where the line goes.
+        namespace_path: The service-account namespace file (tests).
+    """
+    environ = os.environ if environ is None else environ
+    name, uid = environ.get(POD_NAME_ENV, ""), environ.get(POD_UID_ENV, "")
+    namespace = pod_namespace(environ, namespace_path) if namespace_path else pod_namespace(environ)
+    found = dataclasses.replace(_read(api_client, name, uid, namespace, job_namespace), namespace=namespace, name=name)
+    log(f"ownerReference: {found.why}")
+    return found
+
+
+def disruption(api: Api, namespace: str, name: str) -> str:
+    """Why the launcher pod is being disrupted (its ``DisruptionTarget`` condition's reason), ``""`` when it is not.
+
+    One short read (never raises): an unreadable pod counts as not disrupted (the SIGTERM is then a cancellation).
+    """
+    from kubernetes.client import ApiException
+
+    if not name or not namespace:
+        return ""
+    try:
+        response = api.call(
+            f"reading the launcher pod {namespace}/{name}",
+            api.core.read_namespaced_pod,
+            name,
+            namespace,
+            _preload_content=False,
+            _request_timeout=(1, 2),
+            retry=Retry(policy=RetryPolicy(attempts=1)),
+        )
+        pod = json.loads(response.data)
+    except (ApiException, JobError, OSError, ValueError):
+        return ""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return str(condition.get("reason") or "DisruptionTarget")
+    return ""
+
+
+def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: str) -> LauncherPod:
+    from kubernetes.client import ApiException
+
+    if not name or not namespace:
+        return LauncherPod(None, None, f"none (not in a KFP pod: {POD_NAME_ENV} or the pod's namespace unknown)")
+    if namespace != job_namespace:
+        why = (
+            f"none (the launcher pod is in namespace {namespace}, the job in {job_namespace}: never across "
+            "namespaces); the job is removed by the cleanup policy or by hand"
+        )
+        return LauncherPod(None, None, why)
+    api = Api(api_client, lambda seconds: None, lambda line: None, 2)
+    try:
+        pod = api.call(
+            f"reading the launcher pod {namespace}/{name}",
+            api.core.read_namespaced_pod,
+            name,
+            namespace,
+            _preload_content=False,
+            _request_timeout=(5, 10),
+        )
+        pod = json.loads(pod.data)
+    except (ApiException, JobError, OSError, ValueError) as error:
+        text = str(error) if isinstance(error, JobError) else failure_text(error)
+        hint = " (grant `get pods`, see rbac.yaml)" if getattr(error, "status", None) == 403 else ""
+        return LauncherPod(None, None, f"none: cannot read the launcher pod {namespace}/{name}: {text}{hint}")
+    metadata = pod.get("metadata") or {}
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    grace = float(grace) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else None
+    if uid and metadata.get("uid") != uid:
+        return LauncherPod(None, grace, f"none: pod {namespace}/{name} has uid {metadata.get('uid')}, not {uid}")
+    owner = choose_owner(pod)
+    if owner is None:
+        why = f"none (the launcher pod {namespace}/{name} has no owner; the pod itself is never the owner)"
+        return LauncherPod(None, grace, why)
+    try:
+        reference = OwnerReference(
+            api_version=str(owner.get("apiVersion") or ""),
+            kind=str(owner.get("kind") or ""),
+            name=str(owner.get("name") or ""),
+            uid=str(owner.get("uid") or ""),
+            namespace=namespace,
+        )
+    except ValueError as error:
+        return LauncherPod(None, grace, f"none: the launcher pod's owner is unusable ({error})")
+    why = f"{reference.kind} {namespace}/{reference.name} (the launcher pod's owner): deleting the run deletes the job"
+    return LauncherPod(reference, grace, why)

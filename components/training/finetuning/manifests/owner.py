@@ -1,0 +1,55 @@
+"""The ``ownerReference`` a job gets to the object that owns the KFP run, so that deleting the run deletes the job.
+
+Kubernetes' garbage collector deletes a dependent once its owners are gone. The owner is the launcher pod's own owner
+(under Argo Workflows, the run's ``Workflow``), never the launcher pod itself: a retried or restarted launcher pod
+must not take the job with it. The reference is written with ``controller: false`` (the job's controller is the
+Trainer or the Training Operator, not the run) and ``blockOwnerDeletion: false`` (deleting the run never waits on the
+job, and no ``finalizers`` permission on the owner is needed). An owner must live in the job's namespace: a namespaced
+dependent whose owner is in another namespace is treated by the garbage collector as having an absent owner and is
+deleted. :class:`~.spec.JobSpec` refuses such an owner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+_UID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnerReference:
+    """The object that owns the run, as read from the launcher pod's ``ownerReferences``.
+
+    Attributes:
+        api_version: The owner's ``apiVersion`` (e.g. ``argoproj.io/v1alpha1``).
+        kind: Its kind (e.g. ``Workflow``).
+        name: Its name.
+        uid: Its uid (the garbage collector matches it, not the name).
+        namespace: Its namespace (not written: an owner must be in the job's namespace, checked by ``JobSpec``).
+    """
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    namespace: str
+
+    def __post_init__(self) -> None:
+        for field in ("api_version", "kind", "name", "namespace"):
+            if not isinstance(getattr(self, field), str) or not getattr(self, field):
+                raise ValueError(f"OwnerReference.{field}={getattr(self, field)!r}: must be a non-empty string")
+        if not isinstance(self.uid, str) or not _UID.match(self.uid):
+            raise ValueError(f"OwnerReference.uid={self.uid!r}: must be a Kubernetes uid")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``metadata.ownerReferences`` entry (not the controller; never blocks the owner's deletion)."""
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": False,
+            "blockOwnerDeletion": False,
+        }
