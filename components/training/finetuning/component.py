@@ -29,7 +29,13 @@ PASSTHROUGHS = [
 
 
 @route_string_arguments({"dataset": "dataset_path"})
-@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS, task_config_passthroughs=PASSTHROUGHS)
+@runtime_component(
+    __file__,
+    packages=PACKAGES,
+    parameter_docs=PARAMETER_DOCS,
+    task_config_passthroughs=PASSTHROUGHS,
+    needs_full_environment=("local",),  # the in-process trainer: torch etc. (runtime image or kfp.local)
+)
 def train_model(
     output_model: dsl.Output[dsl.Model],
     output_metrics: dsl.Output[dsl.Metrics],

@@ -282,7 +282,13 @@ def _require_local_training_packages(algorithm: str) -> None:
 def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> BackendRun:
     # Imported here: the in-process trainer needs torch and transformers (the runtime image, or kfp.local's complete
     # environment); the cluster launchers never import it.
-    from components.training.finetuning.local import trainer as local_backend
+    try:
+        from components.training.finetuning.local import trainer as local_backend
+    except ModuleNotFoundError:  # a bundle built to pip-install packages leaves local/ out (no torch there)
+        raise TrainingConfigError(
+            "train_model parameter training_launcher='local' needs the runtime image: compile with "
+            "KFP_FINETUNE_RUNTIME_IMAGE (see Containerfile) or use training_launcher='trainjob'"
+        ) from None
 
     config = plan.config
     source, model_facts = stage_base_model(plan, log)
