@@ -9,7 +9,8 @@ import pytest
 
 from pipelines.cli import main
 from pipelines.compile import pipeline_function
-from pipelines.demo.demo_summary import STEP_TASKS, heldout_verdict, output_types, summarize_run
+from pipelines.demo.demo_summary import STEP_TASKS, delta_lines, heldout_verdict, output_types, summarize_run
+from pipelines.demo.general_ability import GENERAL_TASK, GENERAL_TASK_DIR, general_sentences
 from pipelines.demo.run_demo import demo_arguments
 from pipelines.demo.story import one_line_error
 from pipelines.training.finetuning.interface import parameter_feeding, pipeline_parameters
@@ -50,7 +51,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(tmp_path, 
     (run_dir,) = (output_dir / "outputs").iterdir()
     pipeline = pipeline_function("lora")
     summary = summarize_run(run_dir, output_types(pipeline.pipeline_spec))
-    assert list(summary) == list(STEP_TASKS.values())
+    assert set(summary) == set(STEP_TASKS.values())
     data = summary["dataset-download"]["metrics"]
     assert (data["rows_valid"], data["rows_rejected"], data["train_rows"], data["eval_rows"]) == (400, 0, 360, 40)
     train = summary["train-model"]["metrics"]
@@ -64,7 +65,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(tmp_path, 
     # Every report is linked, exists, and carries the extension its KFP type renders with.
     listed = lines[lines.index("reports:") + 1 :]
     reports = [line.split(": ", 1)[1] for line in listed if line.startswith("  ")]
-    assert sorted(Path(r).suffix for r in reports) == [".html", ".html", ".md", ".md"]
+    assert sorted(Path(r).suffix for r in reports) == [".html", ".html", ".html", ".md", ".md"]
     assert all(Path(report).is_file() for report in reports)
     # Numbers agree: lm-eval evaluated every held-out conversation the split has.
     lm_eval_report = next(Path(r) for r in reports if "/lm-eval/" in r).read_text()
@@ -81,6 +82,27 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(tmp_path, 
     assert checkpoint in next(Path(r) for r in reports if "/train-model/" in r).read_text()
     assert summary["model-registry"]["parameters"]["status"] == "skipped"
     assert not (output_dir / "tmp").exists() and list(private_tmpdir.iterdir()) == []
+
+    # The base model was evaluated beside training on the same tasks, and its results fed the tuned evaluation:
+    # the story prints base -> fine-tuned for the held-out split and for the general-ability task, and whether the
+    # model forgot, in agreement with the Metrics the fine-tuned evaluation logged.
+    base, tuned = summary[STEP_TASKS["base_eval"]]["metrics"], summary[STEP_TASKS["eval"]]["metrics"]
+    for metric in ("heldout_generation/chrf", f"{GENERAL_TASK}/acc"):
+        assert tuned[f"{metric}/base"] == base[metric]
+        assert tuned[f"{metric}/delta"] == pytest.approx(tuned[metric] - base[metric])
+    assert base[f"{GENERAL_TASK}/acc"] >= 0.9  # the base model was taught the general sentences
+    assert tuned["heldout_generation/chrf/delta"] > 0  # and learned the new task
+    general = next(line for line in lines if line.strip().startswith(f"{GENERAL_TASK} acc"))
+    assert f"{base[f'{GENERAL_TASK}/acc']:.2f} -> {tuned[f'{GENERAL_TASK}/acc']:.2f}" in general
+    chrf = next(line for line in lines if line.strip().startswith("held-out chrF"))
+    assert f"-> {tuned['heldout_generation/chrf']:.3g} (+" in chrf
+    comparison = next(m["comparison"] for m in summary[STEP_TASKS["eval"]]["metadata"].values() if "comparison" in m)
+    forgot = (
+        comparison[f"{GENERAL_TASK}/acc"]["change"] == "worse" and comparison[f"{GENERAL_TASK}/acc"]["beyond_noise"]
+    )
+    (story,) = [line for line in lines if line.startswith("  forgetting: ")]
+    assert story.startswith("  forgetting: YES" if forgot else "  forgetting: none beyond noise"), story
+    print("\n".join(line for line in lines if "->" in line or "forgetting" in line))  # the figures, for the record
 
 
 @pytest.mark.slow
@@ -141,6 +163,46 @@ def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
     lora, pipeline = demo_arguments("lora", tmp_path / "model", "data.jsonl", ""), pipeline_function("lora")
     rank, alpha = (parameter_feeding(pipeline, "train", name) for name in ("training_lora_r", "training_lora_alpha"))
     assert (lora[rank], lora[alpha]) == (8, 64)
+    # the demo's local general-ability task
+    assert lora[parameter_feeding(pipeline, "eval", "task_names")] == [str(GENERAL_TASK_DIR)]
+
+
+def test_general_ability_task_ships_with_the_demo():
+    from components.evaluation.lm_eval.task_dirs import declared_tasks, is_task_dir
+
+    assert is_task_dir(str(GENERAL_TASK_DIR)) and declared_tasks(GENERAL_TASK_DIR) == [GENERAL_TASK]
+    rows = [json.loads(line) for line in (GENERAL_TASK_DIR / f"{GENERAL_TASK}.jsonl").read_text().splitlines()]
+    assert len(rows) == len(general_sentences()) == 40
+    for row in rows:  # four distinct endings, one of them the sentence's own
+        assert len(set(row["choices"])) == 4 and 0 <= row["answer"] < 4
+
+
+def _record(task: str, metric: str, base: float, tuned: float, beyond_noise: bool | None, change: str) -> dict:
+    return {
+        "task": task,
+        "metric": metric,
+        "base": base,
+        "tuned": tuned,
+        "delta": tuned - base,
+        "beyond_noise": beyond_noise,
+        "change": change,
+    }
+
+
+def test_delta_lines_say_whether_the_model_forgot():
+    chrf = _record("heldout_generation", "chrf", 0.0, 34.3, True, "better")
+    forgot = {"heldout_generation/chrf": chrf, "general/acc": _record("general", "acc", 1.0, 0.225, True, "worse")}
+    lines = delta_lines(forgot)
+    assert "    held-out chrF            0 -> 34.3 (+34.3, better)" in lines
+    assert "    general acc              1.00 -> 0.23 (-77.5 pts, worse)" in lines
+    assert lines[-1] == (
+        "  forgetting: YES, the fine-tuned model forgot what the base model could do (general acc -77.5 pts, worse)"
+    )
+    kept = {**forgot, "general/acc": _record("general", "acc", 1.0, 0.95, False, "worse")}
+    assert delta_lines(kept)[-1] == "  forgetting: none beyond noise on general"
+    unsure = {**forgot, "general/acc": _record("general", "acc", 1.0, 0.95, None, "worse")}
+    assert delta_lines(unsure)[-1].startswith("  forgetting: maybe, general acc got worse")
+    assert delta_lines({}) == ["  base -> fine-tuned: not compared (the base model was not evaluated)"]
 
 
 def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_the_log(tmp_path, monkeypatch):

@@ -24,7 +24,7 @@ import pytest
 
 from pipelines.compile import pipeline_function
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.interface import STEP_OF_TASK, pipeline_parameters, spec_of, task_wiring
+from pipelines.training.finetuning.interface import pipeline_parameters, spec_of, step_of_task, task_wiring
 
 _NCCL = {"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"}
 #: Why a pipeline gives a component argument another value than the component's default, per algorithm
@@ -70,6 +70,15 @@ WIRED = {
     ("train", "task_name"),
     ("registry", "pipeline_run_id"),
     ("registry", "pipeline_run_name"),
+    # The base model's evaluation (lm-eval, beside training) evaluates the training base model, and skips rather than
+    # fails on an oci://, s3:// or pvc:// one; the fine-tuned evaluation (lm-eval-2) leaves both at their defaults.
+    ("eval", "model_source"),
+    ("eval", "skip_unusable_model_source"),
+}
+#: Run-time parameters whose dashboard description is the pipeline's own, not the component argument's, and why.
+OWN_DESCRIPTIONS = {
+    # lm_eval's `enabled` turns any evaluation off; the pipelines use it for one thing: the base model's evaluation.
+    "phase_03_eval_opt_evaluate_base_model": ("eval", "enabled"),
 }
 _NAME = re.compile(r"^phase_(\d\d)_(dataset|train|eval|registry)_(man|opt)_[a-z0-9_]+$")
 _PHASES = {"dataset": 1, "train": 2, "eval": 3, "registry": 4}
@@ -92,14 +101,15 @@ def drift(name: str, spec: dict) -> list[str]:
     root = spec["root"]["inputDefinitions"]["parameters"]
     found, fed = [], {}
     for task, inputs in task_wiring(spec).items():
-        step = STEP_OF_TASK[task]
+        step = step_of_task(task)
         component = _component_inputs(spec, task)
         for argument, definition in component.items():
             if (step, argument) in WIRED:
                 continue
             kind, value = inputs.get(argument, ("default", definition.get("defaultValue")))
             if kind == "parameter":
-                fed.setdefault(value, []).append((step, argument))
+                if (step, argument) not in fed.setdefault(value, []):  # two evaluations: one concept
+                    fed[value].append((step, argument))
                 parameter = root[value]
                 if parameter["parameterType"] != definition["parameterType"]:
                     found.append(
@@ -107,7 +117,8 @@ def drift(name: str, spec: dict) -> list[str]:
                         f"{definition['parameterType']}"
                     )
                 own = value.split("_")[2:3] == [step]  # the step its name says (max_seq_len also feeds dataset's)
-                if own and _text(parameter.get("description")) != _text(definition.get("description")):
+                described = _text(parameter.get("description")) == _text(definition.get("description"))
+                if own and not described and OWN_DESCRIPTIONS.get(value) != (step, argument):
                     found.append(f"{name}: {value}'s description is not {step}.{argument}'s")
                 value = parameter.get("defaultValue")
             expected = declared.get((step, argument), definition.get("defaultValue"))
@@ -165,10 +176,12 @@ def test_one_concept_has_one_name_in_every_pipeline(specs):
         for task, inputs in task_wiring(spec).items():
             for argument, (kind, parameter) in inputs.items():
                 if kind == "parameter":
-                    names.setdefault(parameter, set()).add((STEP_OF_TASK[task], argument))
-                    arguments.setdefault((STEP_OF_TASK[task], argument), set()).add(parameter)
+                    names.setdefault(parameter, set()).add((step_of_task(task), argument))
+                    arguments.setdefault((step_of_task(task), argument), set()).add(parameter)
     assert {name: targets for name, targets in names.items() if len(targets) > 1} == {
-        "phase_02_train_opt_max_seq_len": {("train", "training_max_seq_len"), ("dataset", "max_seq_len")}
+        "phase_02_train_opt_max_seq_len": {("train", "training_max_seq_len"), ("dataset", "max_seq_len")},
+        # the base model is trained, and evaluated beside training (the fine-tuned evaluation's baseline)
+        "phase_02_train_man_train_model": {("train", "training_base_model"), ("eval", "model_source")},
     }
     assert {argument: found for argument, found in arguments.items() if len(found) > 1} == {}
 
@@ -193,7 +206,7 @@ def test_the_declared_differences_do_differ():
     """A declared difference that equals the component's default is stale: remove it."""
     specs = {algorithm: spec_of(pipeline_function(algorithm)) for algorithm in DECLARED}
     for algorithm, declared in DECLARED.items():
-        tasks = {STEP_OF_TASK[task]: task for task in specs[algorithm]["root"]["dag"]["tasks"]}
+        tasks = {step_of_task(task): task for task in specs[algorithm]["root"]["dag"]["tasks"]}
         for (step, argument), value in declared.items():
             component = _component_inputs(specs[algorithm], tasks[step])
             assert argument in component, f"{algorithm}: {step} has no argument {argument}"

@@ -46,7 +46,51 @@ def test_all_six_pipelines_compile(compiled):
     assert set(compiled) == {"sft", "sft-minimal", "osft", "osft-minimal", "lora", "lora-minimal"}
     for documents in compiled.values():
         tasks = documents[0]["root"]["dag"]["tasks"]
-        assert set(tasks) == {"dataset-download", "train-model", "lm-eval", "model-registry"}
+        # lm-eval: the base model's evaluation (beside training); lm-eval-2: the fine-tuned model's
+        assert set(tasks) == {"dataset-download", "train-model", "lm-eval", "lm-eval-2", "model-registry"}
+
+
+def test_base_model_is_evaluated_beside_training_and_feeds_the_tuned_evaluation(compiled):
+    for name, documents in compiled.items():
+        tasks = documents[0]["root"]["dag"]["tasks"]
+        base, tuned = tasks["lm-eval"], tasks["lm-eval-2"]
+        # Beside training: it needs only the base model (a parameter) and the held-out split.
+        assert base.get("dependentTasks") == ["dataset-download"], name
+        assert base["inputs"]["artifacts"]["eval_dataset"]["taskOutputArtifact"]["producerTask"] == "dataset-download"
+        assert "model" not in base["inputs"].get("artifacts", {})
+        source = base["inputs"]["parameters"]["model_source"]["componentInputParameter"]
+        assert source == "phase_02_train_man_train_model", name
+        assert base["inputs"]["parameters"]["skip_unusable_model_source"]["runtimeValue"]["constant"] is True
+        switch = base["inputs"]["parameters"]["enabled"]["componentInputParameter"]
+        assert switch == "phase_03_eval_opt_evaluate_base_model" and _inputs(documents)[switch]["defaultValue"] is True
+        assert "enabled" not in tuned["inputs"]["parameters"]  # the fine-tuned evaluation always runs
+        # The same tasks and settings for both evaluations.
+        for parameter, value in tuned["inputs"]["parameters"].items():
+            if "componentInputParameter" in value and parameter != "enabled":
+                assert base["inputs"]["parameters"][parameter] == value, (name, parameter)
+        baseline = tuned["inputs"]["artifacts"]["baseline_results"]["taskOutputArtifact"]
+        assert baseline == {"outputArtifactKey": "results", "producerTask": "lm-eval"}
+        assert base["cachingOptions"].get("enableCache") is True  # free on a re-run with the same inputs
+        assert not tuned["cachingOptions"].get("enableCache")
+        # Both get the evaluation's GPU and resources.
+        executors = documents[0]["deploymentSpec"]["executors"]
+        assert (
+            executors["exec-lm-eval"]["container"]["resources"] == executors["exec-lm-eval-2"]["container"]["resources"]
+        )
+        registry = tasks["model-registry"]["inputs"]["artifacts"]["eval_results"]["taskOutputArtifact"]
+        assert registry == {"outputArtifactKey": "results", "producerTask": "lm-eval-2"}
+
+
+def test_registry_gate_parameters_exist_and_gate_nothing_by_default(compiled):
+    for name in ("sft", "osft", "lora"):
+        inputs = _inputs(compiled[name])
+        defaults = {
+            "phase_04_registry_opt_min_improvement_metric": "",
+            "phase_04_registry_opt_min_improvement": 0.0,
+            "phase_04_registry_opt_max_regression": -1.0,
+            "phase_04_registry_opt_max_regression_relative": False,
+        }
+        assert {key: inputs[key]["defaultValue"] for key in defaults} == defaults, name
 
 
 def test_parameter_names_follow_the_dashboard_convention(compiled):
@@ -90,6 +134,7 @@ def test_osft_minimal_golden_parameters(compiled):
         "phase_02_train_man_train_workers": ("NUMBER_INTEGER", 1.0),
         "phase_02_train_man_train_gpu": ("NUMBER_INTEGER", 1.0),
         "phase_03_eval_man_eval_tasks": ("LIST", ["arc_easy"]),
+        "phase_03_eval_opt_evaluate_base_model": ("BOOLEAN", True),
         "phase_04_registry_man_address": ("STRING", ""),
         "phase_04_registry_man_reg_name": ("STRING", ""),
         "phase_04_registry_man_reg_version": ("STRING", ""),
@@ -134,7 +179,7 @@ WIRED = {
         "run_id",
         "task_name",
     },
-    "lm-eval": {"model_source"},
+    "lm-eval": {"model_source", "skip_unusable_model_source"},
     "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name"},
 }
 

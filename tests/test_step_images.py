@@ -88,21 +88,20 @@ def test_image_helpers_read_the_tags():
 def test_checked_in_pipelines_install_no_torch_and_size_every_task(name):
     documents = _documents(checked_in_path(name))
     executors = executor_installs(documents[0])
-    assert set(executors) == set(EXECUTOR_OF_STEP.values())
+    # exec-lm-eval-2: the second evaluation (the fine-tuned model; exec-lm-eval evaluates the base model)
+    assert set(executors) == {*EXECUTOR_OF_STEP.values(), "exec-lm-eval-2"}
     for executor in executors.values():
         assert executor.installs, f"{executor.name} installs nothing: compiled without packages?"
         heavy = [r for r in executor.requirements if HEAVY.match(requirement_name(r))]
         assert not heavy, f"{name}: {executor.name} pip-installs {heavy} at start"
-    assert executors["exec-lm-eval"].image == TORCH_CUDA_IMAGE
+    assert executors["exec-lm-eval"].image == executors["exec-lm-eval-2"].image == TORCH_CUDA_IMAGE
     assert {executors[EXECUTOR_OF_STEP[s]].image for s in ("dataset", "launcher", "registry")} == {PYTHON_IMAGE}
     for executor_name, executor in documents[0]["deploymentSpec"]["executors"].items():
         resources = executor["container"]["resources"]
         for key in ("resourceCpuRequest", "resourceCpuLimit", "resourceMemoryRequest", "resourceMemoryLimit"):
             assert resources.get(key), f"{name}: {executor_name} has no {key}"
     platform = _platform_executors(documents)
-    assert {e: platform[e].get("imagePullPolicy") for e in EXECUTOR_OF_STEP.values()} == dict.fromkeys(
-        EXECUTOR_OF_STEP.values(), "IfNotPresent"
-    )
+    assert {e: platform[e].get("imagePullPolicy") for e in executors} == dict.fromkeys(executors, "IfNotPresent")
 
 
 def _closure(requirements: list[str]) -> set[str]:

@@ -12,8 +12,21 @@ import math
 from pathlib import Path
 from typing import Any
 
-#: The KFP task of each pipeline step (the component's name, dashes for underscores).
-STEP_TASKS = {"dataset": "dataset-download", "train": "train-model", "eval": "lm-eval", "registry": "model-registry"}
+#: The KFP task of each pipeline step (the component's name, dashes for underscores; the second ``lm_eval`` task of a
+#: pipeline gets ``-2``: the base model's evaluation comes first, since the fine-tuned one reads its results).
+STEP_TASKS = {
+    "dataset": "dataset-download",
+    "train": "train-model",
+    "base_eval": "lm-eval",
+    "eval": "lm-eval-2",
+    "registry": "model-registry",
+}
+#: The held-out metrics shown base -> fine-tuned, with their labels.
+HELDOUT_DELTAS = {
+    "heldout_generation/chrf": "held-out chrF",
+    "heldout_generation/exact_match": "held-out exact match",
+    "heldout_perplexity/token_perplexity": "held-out perplexity",
+}
 METRICS_TYPE = "system.Metrics"
 MODEL_TYPE = "system.Model"
 REPORT_TYPES = ("system.HTML", "system.Markdown")
@@ -38,7 +51,8 @@ def summarize_run(run_dir: Path, types: dict[str, dict[str, str]]) -> dict[str, 
 
     Returns:
         ``{task: {"metrics": {...}, "artifacts": {name: uri}, "reports": {name: uri}, "models": {name: uri},
-        "parameters": {...}}}`` in task order (``artifacts`` holds every non-metrics output).
+        "metadata": {name: {...}}, "parameters": {...}}}`` in task order (``artifacts`` holds every non-metrics
+        output, ``metadata`` the metadata of each).
     """
     summary: dict[str, dict[str, Any]] = {}
     for output_file in sorted(run_dir.glob("*/executor_output.json"), key=lambda p: p.stat().st_mtime):
@@ -55,6 +69,7 @@ def summarize_run(run_dir: Path, types: dict[str, dict[str, str]]) -> dict[str, 
             "artifacts": {n: a["uri"] for n, a in artifacts.items() if kinds.get(n) != METRICS_TYPE},
             "reports": {n: a["uri"] for n, a in artifacts.items() if kinds.get(n) in REPORT_TYPES},
             "models": {n: a["uri"] for n, a in artifacts.items() if kinds.get(n) == MODEL_TYPE},
+            "metadata": {n: a.get("metadata", {}) for n, a in artifacts.items() if kinds.get(n) != METRICS_TYPE},
             "parameters": output.get("parameterValues", {}),
         }
     return summary
@@ -76,6 +91,64 @@ def heldout_verdict(train_metrics: dict[str, Any]) -> tuple[bool | None, str]:
         f"WARNING: held-out loss {before:.3f} -> {after:.3f} (base model -> trained) did NOT improve: the model "
         "learned nothing that carries over; raise the learning rate or epochs (LoRA: also lora_alpha)"
     )
+
+
+def _comparison(summary: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The fine-tuned evaluation's comparison with the base model (its results' ``comparison`` metadata)."""
+    for metadata in summary.get(STEP_TASKS["eval"], {}).get("metadata", {}).values():
+        if "comparison" in metadata:
+            return metadata["comparison"]
+    return {}
+
+
+def _is_fraction(record: dict[str, Any]) -> bool:
+    return 0 <= record["base"] <= 1 and 0 <= record["tuned"] <= 1
+
+
+def _change(record: dict[str, Any]) -> str:
+    """``+41.9, better`` / ``-77.5 pts, worse`` / ``-2.5 pts, within noise``: the delta and what it means."""
+    delta = record["delta"]
+    if delta == 0:
+        return "same"
+    shown = f"{delta * 100:+.1f} pts" if _is_fraction(record) else f"{delta:+.3g}"
+    meaning = "within noise" if record.get("beyond_noise") is False else (record.get("change") or "changed")
+    return f"{shown}, {meaning}"
+
+
+def _base_to_tuned(label: str, record: dict[str, Any]) -> str:
+    """``    general_sentences acc    1.00 -> 0.23 (-77.5 pts, worse)``."""
+    digits = ".2f" if _is_fraction(record) else ".3g"
+    return f"    {label:<24} {record['base']:{digits}} -> {record['tuned']:{digits}} ({_change(record)})"
+
+
+def delta_lines(comparison: dict[str, dict[str, Any]]) -> list[str]:
+    """Base -> fine-tuned for the held-out metrics and the first metric of every other task, and the forgetting verdict.
+
+    The verdict says whether a task other than the held-out split got worse beyond noise (|delta| > its stderr).
+    """
+    if not comparison:
+        return ["  base -> fine-tuned: not compared (the base model was not evaluated)"]
+    lines = ["  base -> fine-tuned (the same lm-eval tasks; the base model was evaluated beside training):"]
+    for name, label in HELDOUT_DELTAS.items():
+        if name in comparison:
+            lines.append(_base_to_tuned(label, comparison[name]))
+    others: dict[str, dict[str, Any]] = {}
+    for name, record in comparison.items():
+        if not record["task"].startswith("heldout_"):
+            others.setdefault(record["task"], {"name": name, **record})
+    lines += [_base_to_tuned(f"{task} {record['metric']}", record) for task, record in others.items()]
+    worse = [r for r in others.values() if r.get("change") == "worse"]
+    forgot = [r for r in worse if r.get("beyond_noise") is True]
+    unsure = [r for r in worse if r.get("beyond_noise") is None]
+    if forgot:
+        names = ", ".join(f"{r['task']} {r['metric']} {_change(r)}" for r in forgot)
+        lines.append(f"  forgetting: YES, the fine-tuned model forgot what the base model could do ({names})")
+    elif unsure:
+        names = ", ".join(f"{r['task']} {r['metric']}" for r in unsure)
+        lines.append(f"  forgetting: maybe, {names} got worse and lm-eval gave no stderr to tell noise apart")
+    elif others:
+        lines.append("  forgetting: none beyond noise on " + ", ".join(others))
+    return lines
 
 
 def _number(metrics: dict[str, Any], name: str, digits: str = ".3g") -> str:
@@ -107,11 +180,14 @@ def summary_lines(summary: dict[str, dict[str, Any]], run_dir: Path) -> list[str
             f"exact match {_number(evaluation, 'heldout_generation/exact_match', '.2f')}, "
             f"chrF {_number(evaluation, 'heldout_generation/chrf', '.1f')}"
         )
+    if STEP_TASKS["eval"] in summary:
+        lines += delta_lines(_comparison(summary))
     if registry:
         lines.append(f"  registry:   {registry.get('status', '?')}")
     lines.append("reports:")
     for task, produced in summary.items():
-        lines += [f"  {task}: {uri}" for uri in produced["reports"].values()]
+        label = f"{task} (base model)" if task == STEP_TASKS["base_eval"] else task
+        lines += [f"  {label}: {uri}" for uri in produced["reports"].values()]
     for task, produced in summary.items():
         lines += [f"model: {uri}" for uri in produced["models"].values()]
     return lines

@@ -131,8 +131,8 @@ def read_package(path: str | Path) -> PipelineFacts:
         component_defaults[step] = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
         executor = component.get("executorLabel", "")
         accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
-        if accelerator:
-            accelerators[step] = accelerator
+        if accelerator and accelerator[1] >= accelerators.get(step, ("", 0))[1]:
+            accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger request
         if (executors.get(executor) or {}).get("tolerations"):
             tolerations[step] = list(executors[executor]["tolerations"])
         labels = ((executors.get(executor) or {}).get("nodeSelector") or {}).get("labels") or {}

@@ -27,6 +27,11 @@ def model_registry(
     dataset: dsl.Input[dsl.Dataset] = None,
     min_metric_name: str = "",
     min_metric_value: float = 0.0,
+    eval_results: dsl.Input[dsl.Artifact] = None,
+    min_improvement_metric: str = "",
+    min_improvement: float = 0.0,
+    max_regression: float = -1.0,
+    max_regression_relative: bool = False,
     model_uri: str = "",
     s3_upload_prefix: str = "",
     is_secure: bool = True,
@@ -36,13 +41,14 @@ def model_registry(
     pipeline_run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     pipeline_run_name: str = dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
 ) -> NamedTuple("Outputs", [("status", str), ("model_id", str), ("version_id", str)]):
-    """Registers ``model`` (version + artifact + lineage) idempotently; skips when no registry or the gate fails.
+    """Registers ``model`` (version + artifact + lineage) idempotently; skips without a registry, gates on metrics.
 
     The bearer token comes from the secret env var ``MODEL_REGISTRY_TOKEN``, a token file named by
     ``MODEL_REGISTRY_TOKEN_PATH``, or the pod's service-account token; never from a parameter. See README.md.
 
     Returns:
-        status (``registered``, ``already_registered`` or ``skipped``), model_id and version_id ("" when skipped).
+        status (``registered``, ``already_registered``, ``gated_out`` or ``skipped``), model_id and version_id ("" when
+        not registered).
     """
     from collections import namedtuple
 
@@ -69,6 +75,11 @@ def model_registry(
         dataset=info(dataset),
         min_metric_name=min_metric_name,
         min_metric_value=min_metric_value,
+        eval_results=info(eval_results),
+        min_improvement_metric=min_improvement_metric,
+        min_improvement=min_improvement,
+        max_regression=max_regression,
+        max_regression_relative=max_regression_relative,
         model_uri=model_uri,
         s3_upload_prefix=s3_upload_prefix,
         is_secure=is_secure,

@@ -22,6 +22,26 @@ PARAMETER_DOCS = {
         'Gate metric (`""` = no gate). A name found in neither metrics artifact is an error, not a silent skip.'
     ),
     "min_metric_value": ("Register only when the metric is `>=` this."),
+    "eval_results": (
+        "`lm_eval`'s `results` output. When its evaluation had the base model's results as `baseline_results`, "
+        "its `comparison` metadata (per task and metric: base, fine-tuned, Δ, stderr of Δ, direction) feeds the "
+        "improvement and regression gates, the summary's *Base model → fine-tuned* table and the `eval.<task>/"
+        "<metric>/base` and `.../delta` properties."
+    ),
+    "min_improvement_metric": (
+        'The new task\'s metric that must improve over the base model, e.g. `heldout_generation/chrf` (`""` = no '
+        "improvement gate). A name that was not compared is an error, not a silent skip."
+    ),
+    "min_improvement": (
+        "Least improvement of `min_improvement_metric` over the base model, in the metric's units and direction "
+        "(a perplexity improves by going down). `0` = must not get worse."
+    ),
+    "max_regression": (
+        "Most any metric of every other task (all but `lm_eval`'s held-out tasks and the improvement metric's task) "
+        "may get worse than the base model's; negative (default) = no regression gate. E.g. `0.02` = 2 accuracy "
+        "points, or 2 % with `max_regression_relative`."
+    ),
+    "max_regression_relative": ("`max_regression` is a fraction of the base model's value instead of metric units."),
     "model_uri": (
         "Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`, `hf://`, `http(s)://`), "
         "overriding the derived one."
@@ -47,6 +67,7 @@ PARAMETER_DOCS = {
     "pipeline_run_name": ("The run's name (lineage)."),
     "summary": (
         "What was registered (ids, URI and its source, registry + API version, gate, link to the "
-        "version's REST resource, lineage table) or why the step skipped."
+        "version's REST resource, lineage table, base model → fine-tuned table with each gate's verdict) or why "
+        "the step skipped or the model was gated out."
     ),
 }

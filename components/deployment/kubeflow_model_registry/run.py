@@ -14,7 +14,8 @@ from components._common.masking import mask_data, masked
 from components._common.namespace import pod_namespace
 from components._common.s3 import s3_client
 
-from .gate import evaluate_gate
+from .delta_gate import DeltaGateDecision, comparison_properties, evaluate_delta_gate
+from .gate import GateDecision, evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
 from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
 from .registration import ModelRegistryResult, Registrar, VersionRequest, validate_name
@@ -23,6 +24,8 @@ from .s3_upload import upload_model_files
 from .summary import render_summary
 
 STATUS_SKIPPED = "skipped"
+#: A gate (metric threshold, improvement or regression) kept the model out of the registry: reported, not an error.
+STATUS_GATED_OUT = "gated_out"
 #: Distributions whose versions are recorded as lineage when installed.
 RECORDED_LIBRARIES = ("kfp-finetune", "kfp", "model-registry")
 
@@ -48,6 +51,34 @@ def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> ModelRe
     return ModelRegistryResult(STATUS_SKIPPED, reason=reason)
 
 
+def _comparison(eval_results: ArtifactInfo | None) -> tuple[dict, str]:
+    """The lm_eval results' ``comparison`` metadata, and why there is none when known."""
+    if eval_results is None:
+        return {}, ""
+    metadata = eval_results.metadata
+    unavailable = metadata.get("baseline_skipped") or metadata.get("skipped") or ""
+    if unavailable:
+        unavailable = f"the base model was not evaluated: {unavailable}"
+    return dict(metadata.get("comparison") or {}), str(unavailable)
+
+
+def _gates(
+    metric_gate: GateDecision, delta_gate: DeltaGateDecision, summary_path: str, log: Callable[[str], None]
+) -> ModelRegistryResult | None:
+    """Logs each gate's reasons; when one failed, writes the summary and returns the ``gated_out`` result."""
+    reasons = [metric_gate.reason, *delta_gate.reasons]
+    for line in reasons:
+        log(f"gate: {line}")
+    if metric_gate.passed and delta_gate.passed:
+        return None
+    failed = ([] if metric_gate.passed else [metric_gate.reason]) + list(delta_gate.failures)
+    reason = f"gate not met: {'; '.join(failed)}"
+    log(f"gated out (not registered): {reason}")
+    details = [("Gate", line) for line in reasons]
+    write_text_atomically(summary_path, render_summary(STATUS_GATED_OUT, reason, details, checks=delta_gate.checks))
+    return ModelRegistryResult(STATUS_GATED_OUT, reason=reason)
+
+
 @masked
 def run_model_registration(
     *,
@@ -66,6 +97,11 @@ def run_model_registration(
     dataset: ArtifactInfo | None = None,
     min_metric_name: str = "",
     min_metric_value: float = 0.0,
+    eval_results: ArtifactInfo | None = None,
+    min_improvement_metric: str = "",
+    min_improvement: float = 0.0,
+    max_regression: float = -1.0,
+    max_regression_relative: bool = False,
     model_uri: str = "",
     s3_upload_prefix: str = "",
     is_secure: bool = True,
@@ -97,6 +133,12 @@ def run_model_registration(
         dataset: Training dataset artifact (lineage).
         min_metric_name: Gate metric ("" = no gate).
         min_metric_value: Gate threshold (register when metric >= threshold).
+        eval_results: ``lm_eval``'s results artifact; its ``comparison`` metadata (fine-tuned vs base model) feeds
+            the improvement/regression gate, the summary and the lineage.
+        min_improvement_metric: The new task's metric that must improve over the base model ("" = no such gate).
+        min_improvement: Least improvement of that metric, in its units (direction-aware).
+        max_regression: Most any other task's metric may get worse than the base model's (negative = no gate).
+        max_regression_relative: ``max_regression`` is a fraction of the base value (0.05 = 5 %).
         model_uri: Explicit serving URI ("" = derive).
         s3_upload_prefix: ``s3://bucket/prefix`` to upload the model files to and register ("" = no upload).
         is_secure: Verify the registry's TLS certificate.
@@ -111,10 +153,11 @@ def run_model_registration(
         now: Clock for derived version names.
 
     Returns:
-        The outputs.
+        The outputs; status ``gated_out`` (nothing registered, the summary says why) when a gate is not met.
 
     Raises:
-        ValueError: Bad parameters or metadata (names the parameter and the rule).
+        ValueError: Bad parameters or metadata (names the parameter and the rule), or a gate that cannot be
+            evaluated (its metric is missing, or there is no comparison with the base model).
         VersionConflictError: The version exists and points elsewhere.
         RegistryRequestError: The registry failed, is unreachable or refused the token.
     """
@@ -132,10 +175,18 @@ def run_model_registration(
         raise ValueError("give either model_uri or s3_upload_prefix, not both: the upload decides the registered URI")
 
     eval_values, train_values = metric_values(eval_metrics), metric_values(train_metrics)
+    comparison, unavailable = _comparison(eval_results)
     decision = evaluate_gate(min_metric_name, min_metric_value, eval_values, train_values)
-    if not decision.passed:
-        return _skip(summary_path, f"metric gate not met: {decision.reason}", log)
-    log(f"gate: {decision.reason}")
+    delta_decision = evaluate_delta_gate(
+        comparison, min_improvement_metric, min_improvement, max_regression, max_regression_relative, unavailable
+    )
+    gated_out = _gates(decision, delta_decision, summary_path, log)
+    if gated_out is not None:
+        return gated_out
+    for name, value in comparison_properties(comparison).items():
+        eval_values.setdefault(name, value)
+    if eval_results is not None and eval_results.metadata.get("verdict"):
+        eval_values.setdefault("verdict", eval_results.metadata["verdict"])
 
     endpoint = make_endpoint(
         registry_address,
@@ -208,8 +259,10 @@ def run_model_registration(
         ("Model format", f"{model_format_name} {model_format_version}"),
         ("Registry", f"{endpoint.base_url}, API {API_ROOT}{api_version}"),
         ("Gate", decision.reason),
+        *(("Gate", line) for line in delta_decision.reasons),
     ]
-    write_text_atomically(
-        summary_path, render_summary(registration.status, reason, details, request.custom_properties, link)
+    summary = render_summary(
+        registration.status, reason, details, request.custom_properties, link, checks=delta_decision.checks
     )
+    write_text_atomically(summary_path, summary)
     return dataclasses.replace(registration, uri=serving.uri, reason=reason, api_version=api_version)

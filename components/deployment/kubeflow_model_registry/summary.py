@@ -17,21 +17,50 @@ def markdown_table(rows: Sequence[tuple[str, Any]], header: tuple[str, str] = ("
     return "\n".join(lines)
 
 
+def _number(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value or "")
+
+
+def comparison_table(checks: Sequence[Any]) -> str:
+    """The base → fine-tuned comparison as a Markdown table (one row per :class:`~.delta_gate.MetricCheck`)."""
+    lines = [
+        "| metric | base | fine-tuned | Δ | ± stderr of Δ | beyond noise | gate |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for check in checks:
+        record = check.record
+        noise = {True: "yes", False: "no (within noise)", None: "unknown"}[record.get("beyond_noise")]
+        delta = record.get("delta")
+        cells = [
+            check.name,
+            _number(record.get("base")),
+            _number(record.get("tuned")),
+            f"{delta:+.4g}" if isinstance(delta, (int, float)) else str(delta),
+            _number(record.get("stderr")),
+            noise,
+            f"{check.role}: {check.verdict}" if check.verdict else check.role,
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def render_summary(
     status: str,
     reason: str,
     details: Sequence[tuple[str, Any]] = (),
     lineage: Mapping[str, Any] | None = None,
     link: str = "",
+    checks: Sequence[Any] = (),
 ) -> str:
     """The summary document.
 
     Args:
-        status: ``registered``, ``already_registered`` or ``skipped``.
+        status: ``registered``, ``already_registered``, ``gated_out`` or ``skipped``.
         reason: One line saying why / what happened.
         details: Key facts (model, version, ids, URI, API version...).
         lineage: The custom properties recorded on the version.
         link: REST URL of the registered version ("" = none).
+        checks: The comparison with the base model, metric by metric (:class:`~.delta_gate.MetricCheck`).
 
     Returns:
         Markdown text.
@@ -41,6 +70,8 @@ def render_summary(
         parts += [markdown_table(details, ("Field", "Value")), ""]
     if link:
         parts += [f"Registered version: <{link}>", ""]
+    if checks:
+        parts += ["## Base model → fine-tuned", "", comparison_table(checks), ""]
     if lineage:
         parts += [
             "## Lineage (version custom properties)",

@@ -24,10 +24,10 @@ PACKAGES = [
 
 @runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS, image=IMAGE)
 def lm_eval(
-    model: dsl.Input[dsl.Model],
     metrics: dsl.Output[dsl.Metrics],
     results: dsl.Output[dsl.Artifact],
     report: dsl.Output[dsl.HTML],
+    model: dsl.Input[dsl.Model] = None,
     task_names: list = [],
     eval_dataset: dsl.Input[dsl.Dataset] = None,
     baseline_results: dsl.Input[dsl.Artifact] = None,
@@ -47,6 +47,8 @@ def lm_eval(
     device: str = "",
     bootstrap_iters: int = 100000,
     allow_empty_eval_dataset: bool = False,
+    enabled: bool = True,
+    skip_unusable_model_source: bool = False,
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
     from components._common.files import with_extension
@@ -76,6 +78,8 @@ def lm_eval(
         device=device,
         bootstrap_iters=bootstrap_iters,
         allow_empty_eval_dataset=allow_empty_eval_dataset,
+        enabled=enabled,
+        skip_unusable_model_source=skip_unusable_model_source,
     )
     for name, value in outcome.metrics.items():
         metrics.log_metric(name, value)

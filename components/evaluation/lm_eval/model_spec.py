@@ -53,6 +53,24 @@ class ModelSpec:
         return bool(self.base_model)
 
 
+def unloadable_source_reason(source: str, check_paths: bool = False) -> str:
+    """Why lm-eval cannot load ``source`` here ("" when it can): a URI such as ``oci://``, ``s3://`` or ``pvc://``.
+
+    lm-eval loads a Hugging Face Hub id (``org/name``) or a local directory; other URIs need a download step first.
+    With ``check_paths``, a local path that is no directory in this pod (e.g. on a volume only the training pod
+    mounts) is a reason too.
+    """
+    scheme, separator, _ = source.partition("://")
+    if not separator or not scheme or "/" in scheme:
+        if check_paths and source and looks_like_path(source) and not Path(source).expanduser().is_dir():
+            return f"{source!r} is no directory in this pod (a path on a volume only the training pod mounts?)"
+        return ""
+    return (
+        f"{source!r} is a {scheme}:// URI; lm-eval loads a Hugging Face Hub id or a local directory in "
+        "save_pretrained layout"
+    )
+
+
 def looks_like_path(source: str) -> bool:
     """Whether a model source names a local path (rather than a Hugging Face Hub id such as ``org/name``)."""
     return source.startswith(("/", "./", "../", "~")) or os.path.exists(source)
@@ -179,6 +197,8 @@ def resolve_model(
     source = model_source or model_path
     if not source:
         raise ModelSourceError("model: no path given (the model artifact has no path and model_source is empty)")
+    if unloadable_source_reason(source):
+        raise ModelSourceError(f"{where}: {unloadable_source_reason(source)}")
     if not looks_like_path(source):
         spec = ModelSpec(BACKENDS[backend], {"pretrained": source}, source, source)
     else:
@@ -194,3 +214,29 @@ def resolve_model(
     return ModelSpec(
         spec.lm_eval_model, merged, str(merged.get("tokenizer") or spec.tokenizer_source), spec.source, spec.base_model
     )
+
+
+def load_tokenizer(spec: ModelSpec) -> Any:
+    """Loads the evaluated model's tokenizer (for the held-out prompts and per-token scores)."""
+    from transformers import AutoTokenizer
+
+    trust = bool(spec.model_args.get("trust_remote_code", False))
+    return AutoTokenizer.from_pretrained(spec.tokenizer_source, trust_remote_code=trust)
+
+
+def unusable_source_reason(
+    model_source: str, backend: str, model_args: Mapping[str, Any] | None, apply_chat_template: bool
+) -> str:
+    """Why ``model_source`` cannot be evaluated as asked ("" when it can, or when there is none).
+
+    A URI lm-eval cannot load, a local path this pod lacks, or a tokenizer without the chat template the run asks for
+    (the base model of a chat fine-tune: the comparison needs the same prompts for both models).
+    """
+    if not model_source:
+        return ""
+    reason = unloadable_source_reason(model_source, check_paths=True)
+    if reason or not apply_chat_template:
+        return reason
+    if getattr(load_tokenizer(resolve_model("", {}, model_source, backend, model_args)), "chat_template", None):
+        return ""
+    return f"{model_source!r} has no chat template and apply_chat_template is true (compare with it set to false)"

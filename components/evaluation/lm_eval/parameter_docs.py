@@ -2,7 +2,8 @@
 
 PARAMETER_DOCS = {
     "model": (
-        "Directory in Hugging Face `save_pretrained` layout: a full model (`config.json`, weights, "
+        "Optional when `model_source` is given. Directory in Hugging Face `save_pretrained` layout: a full "
+        "model (`config.json`, weights, "
         "tokenizer) or a PEFT adapter (`adapter_config.json` + `adapter_model.*`), loaded on its base "
         "model through lm-eval's `peft=` argument. The base is the adapter's `base_model_name_or_path` "
         "when that is reachable here (an existing directory or a Hub id), else "
@@ -11,15 +12,18 @@ PARAMETER_DOCS = {
     ),
     "task_names": (
         "lm-eval task, group or tag names. Built-in names need their datasets (see *Disconnected "
-        "clusters*). May be empty when `eval_dataset` is given."
+        "clusters*). An entry that is a local directory (`/...` or `./...`) of task YAMLs evaluates every task "
+        "they declare (staged like `custom_tasks`). May be empty when `eval_dataset` is given."
     ),
     "eval_dataset": (
         'Held-out chat JSONL (rows `{"messages": [...]}`, last turn from the assistant; a directory '
         "holding exactly one `*.jsonl` also works). Adds `heldout_generation` and `heldout_perplexity`."
     ),
     "baseline_results": (
-        "The `results` output of an earlier run (or lm-eval's own results JSON). The report shows "
-        "baseline values and deltas, marked `better`/`worse` by each metric's direction."
+        "The `results` output of the base model's evaluation (same tasks and settings; or lm-eval's own results "
+        "JSON). Per task and metric the report and Metrics show base, tuned and delta, and whether |delta| exceeds "
+        "the standard error of the delta, sqrt(stderr_base² + stderr_tuned²); the report opens with a one-line "
+        "verdict. A baseline that was skipped (its `results` has a `skipped` reason) is reported as such."
     ),
     "model_source": (
         "A local path or Hub id evaluated **instead of** `model` (e.g. the base model, to produce a baseline)."
@@ -60,6 +64,16 @@ PARAMETER_DOCS = {
     ),
     "device": ('Torch device for `hf`; `""` = `cuda` when a GPU is visible, else `cpu`.'),
     "bootstrap_iters": ("Bootstrap resamples for standard errors of non-mean metrics (`0` = none)."),
+    "enabled": (
+        "`False` writes *skipped* outputs (results with a `skipped` reason, no metrics) without evaluating: how a "
+        "pipeline parameter turns the base-model evaluation off (`kfp.local` has no `dsl.If`)."
+    ),
+    "skip_unusable_model_source": (
+        "Write *skipped* outputs instead of failing when `model_source` cannot be evaluated as asked: a URI lm-eval "
+        "cannot load (`oci://`, `s3://`, `pvc://`), a local path that is no directory in this pod, or a tokenizer "
+        "without chat template while `apply_chat_template` is true. The pipelines' base-model evaluation sets it, so "
+        "a run on such a base model still trains and registers (without deltas)."
+    ),
     "allow_empty_eval_dataset": (
         "Skip the held-out tasks instead of failing when `eval_dataset` has no rows (`dataset_download` "
         "with `train_split_ratio=1.0` writes an empty split). With no `task_names` either, the run writes "
@@ -70,16 +84,22 @@ PARAMETER_DOCS = {
         "metrics such as gsm8k's `strict-match`), and `<name>_stderr` where lm-eval computes a standard "
         "error. Non-finite values are left out (they stay in `results`). E.g. `arc_easy/acc`, "
         "`arc_easy/acc_stderr`, `heldout_generation/exact_match`, `heldout_generation/chrf`, "
-        "`heldout_perplexity/token_loss`, `heldout_perplexity/token_perplexity`."
+        "`heldout_perplexity/token_loss`, `heldout_perplexity/token_perplexity`. With `baseline_results`, also "
+        "`<name>/base` (the base model's value) and `<name>/delta` (tuned − base) for every metric both runs have."
     ),
     "results": (
         "The full lm-eval results JSON (`results`, `configs`, `versions`, `n-shot`, `n-samples`, "
         "`higher_is_better`, `config`, ...; `samples` when `log_samples`). Metadata: `model`, "
         "`base_model`, `backend`, `tasks`, `apply_chat_template`, `heldout_rows` (evaluated), "
-        "`heldout_rows_available` (in the split, before max_samples), `lm_eval_version`."
+        "`heldout_rows_available` (in the split, before max_samples), `lm_eval_version`; with a baseline, "
+        '`verdict`, `baseline_model` and `comparison` (`{"<task>/<metric>": {task, metric, base, tuned, delta, '
+        "stderr, beyond_noise, higher_is_better, change}}`, what `model_registry`'s regression gate reads), or "
+        "`baseline_skipped`; when this run was skipped, `skipped`."
     ),
     "report": (
-        "Run settings; a table per task (value, ± stderr, direction, and baseline + Δ when given); the "
-        "first generations of each generative task (prompt, reference, generation)."
+        "With a baseline, a leading verdict (e.g. `held-out chrF +18.2 (better); arc_easy acc −0.4 pts (within "
+        "noise)`); run settings; a table per task (value, ± stderr, direction, and base value, Δ, ± stderr of Δ "
+        "and change when a baseline is given); the first generations of each generative task (prompt, "
+        "reference, generation)."
     ),
 }

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from components.evaluation.lm_eval.comparison import Comparison, baseline_skip_reason, compare, qualifier, verdict
+
 #: Generations shown per generative task in the report (when samples were logged).
 REPORT_EXAMPLES = 5
 
@@ -132,30 +134,22 @@ def _format(value: float | None) -> str:
     return f"{value:.4g}" if abs(value) >= 1e4 or (value != 0 and abs(value) < 1e-3) else f"{value:.4f}"
 
 
-def _verdict(delta: float, higher_is_better: bool | None) -> str:
-    """Says whether a change is an improvement, given the metric's direction."""
-    if delta == 0 or higher_is_better is None:
-        return "same" if delta == 0 else ""
-    return "better" if (delta > 0) == higher_is_better else "worse"
-
-
-def _task_table(rows: Sequence[MetricRow], baseline: Mapping[str, MetricRow] | None) -> str:
-    """Renders the rows of one task as an HTML table, with baseline columns when a baseline is given."""
+def _task_table(rows: Sequence[MetricRow], comparisons: Mapping[str, Comparison] | None) -> str:
+    """Renders the rows of one task as an HTML table, with base-model columns when a baseline is given."""
     header = ["Metric", "Value", "± stderr", "Higher is better"]
-    if baseline is not None:
-        header += ["Baseline", "Δ vs baseline", ""]
+    if comparisons is not None:
+        header += ["Base model", "Δ vs base", "± stderr of Δ", "Change"]
     lines = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
     for row in rows:
         label = row.metric if row.filter_name == "none" else f"{row.metric} ({row.filter_name})"
         direction = {True: "yes", False: "no", None: ""}[row.higher_is_better]
         cells = [label, _format(row.value), _format(row.stderr), direction]
-        if baseline is not None:
-            base = baseline.get(row.name)
-            if base is None:
-                cells += ["n/a", "", ""]
+        if comparisons is not None:
+            item = comparisons.get(row.name)
+            if item is None:
+                cells += ["n/a", "", "", ""]
             else:
-                delta = row.value - base.value
-                cells += [_format(base.value), f"{delta:+.4g}", _verdict(delta, row.higher_is_better)]
+                cells += [_format(item.base.value), f"{item.delta:+.4g}", _format(item.stderr), qualifier(item)]
         lines.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     lines.append("</table>")
     return "\n".join(lines)
@@ -174,50 +168,77 @@ def _examples(samples: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _comparison_section(
+    rows: Sequence[MetricRow], baseline: Mapping[str, Any] | None, tasks: Sequence[str]
+) -> tuple[list[str], dict[str, Comparison] | None]:
+    """The verdict paragraphs at the top of the report, and the comparisons by metric name (None: no baseline)."""
+    if baseline is None:
+        return [], None
+    skipped = baseline_skip_reason(baseline)
+    if skipped:
+        return [f"<p><strong>Base model not evaluated:</strong> {html.escape(skipped)}</p>"], None
+    comparisons = compare(rows, metric_rows(baseline))
+    base_model = (baseline.get("config") or {}).get("model_args") or "(unknown model)"
+    line = verdict(comparisons, tasks) or "no metric in common with the base model's run"
+    return [
+        f'<p class="verdict"><strong>Base → fine-tuned:</strong> {html.escape(line)}</p>',
+        f"<p>Base model: {html.escape(str(base_model))}. A change is <em>within noise</em> when |Δ| is at most "
+        "the standard error of Δ, sqrt(stderr_base² + stderr_tuned²).</p>",
+    ], {item.name: item for item in comparisons}
+
+
 def render_report(
     results: Mapping[str, Any],
     settings: Mapping[str, Any],
     baseline: Mapping[str, Any] | None = None,
+    tasks: Sequence[str] = (),
 ) -> str:
-    """Renders the HTML report: run settings, a metrics table per task, the delta vs a baseline, sample generations.
+    """Renders the HTML report: the verdict against the base model, run settings, a table per task, generations.
 
     Args:
         results: lm-eval results (``samples`` are used for examples when present).
         settings: Run settings shown at the top (model, backend, chat template, limits, ...).
-        baseline: Baseline lm-eval results to compare against, if any.
+        baseline: The base model's lm-eval results to compare against, if any.
+        tasks: The tasks asked for, in order (the verdict names these; empty = every compared task).
 
     Returns:
         A complete HTML document.
     """
     rows = metric_rows(results)
-    baseline_rows = {row.name: row for row in metric_rows(baseline)} if baseline is not None else None
+    verdict_parts, comparisons = _comparison_section(rows, baseline, tasks)
     parts = [
         "<!DOCTYPE html>",
         '<html><head><meta charset="utf-8"><title>LM-Eval report</title>',
         "<style>body{font-family:sans-serif}table{border-collapse:collapse;margin-bottom:1em}"
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
-        "pre{margin:0;white-space:pre-wrap}</style></head><body>",
+        "pre{margin:0;white-space:pre-wrap}.verdict{font-size:1.2em}</style></head><body>",
         "<h1>LM-Eval report</h1>",
+        *verdict_parts,
         "<table>",
         *(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in settings.items()),
         "</table>",
     ]
-    if baseline is not None:
-        baseline_model = (baseline.get("config") or {}).get("model_args") or "(unknown model)"
-        parts.append(f"<p>Baseline: {html.escape(str(baseline_model))}</p>")
     samples = results.get("samples") or {}
-    tasks = list(dict.fromkeys(row.task for row in rows))
-    if not tasks:
+    task_order = list(dict.fromkeys(row.task for row in rows))
+    if not task_order:
         parts.append("<p>No task was evaluated.</p>")
-    for task in tasks:
+    for task in task_order:
         task_rows = [row for row in rows if row.task == task]
         count = (results.get("n-samples") or {}).get(task, {}).get("effective")
         parts.append(f"<h2>{html.escape(task)}</h2>")
         if count is not None:
             parts.append(f"<p>{int(count)} documents</p>")
-        parts.append(_task_table(task_rows, baseline_rows))
+        parts.append(_task_table(task_rows, comparisons))
         task_samples = samples.get(task) or []
         if task_samples and isinstance((task_samples[0].get("filtered_resps") or [None])[0], str):
             parts += [f"<h3>First generations of {html.escape(task)}</h3>", _examples(task_samples)]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def render_skipped_report(reason: str) -> str:
+    """The report of an evaluation that did not run: one line saying why."""
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>LM-Eval report</title></head><body>'
+        f"<h1>LM-Eval report</h1><p><strong>Not evaluated:</strong> {html.escape(reason)}</p></body></html>\n"
+    )

@@ -19,6 +19,7 @@ from typing import Any
 
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
+from components.evaluation.lm_eval.comparison import compare_with_baseline
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
     count_conversations,
@@ -26,8 +27,15 @@ from components.evaluation.lm_eval.custom_task import (
     stage_custom_tasks,
     write_heldout_tasks,
 )
-from components.evaluation.lm_eval.model_spec import ModelSpec, resolve_model
-from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, metric_rows, render_report
+from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
+from components.evaluation.lm_eval.report import (
+    kfp_metrics,
+    load_baseline,
+    metric_rows,
+    render_report,
+    render_skipped_report,
+)
+from components.evaluation.lm_eval.task_dirs import stage_task_dirs
 
 #: Aliases of the generation length that lm-eval ranks below ``max_gen_toks`` (a task's own value would win).
 _MAX_TOKEN_ALIASES = ("max_new_tokens", "max_tokens", "max_completion_tokens")
@@ -263,14 +271,6 @@ def resolve_device(device: str, backend: str) -> str | None:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_tokenizer(spec: ModelSpec) -> Any:
-    """Loads the evaluated model's tokenizer (for the held-out prompts and per-token scores)."""
-    from transformers import AutoTokenizer
-
-    trust = bool(spec.model_args.get("trust_remote_code", False))
-    return AutoTokenizer.from_pretrained(spec.tokenizer_source, trust_remote_code=trust)
-
-
 def continuation_token_counter(tokenizer: Any) -> Callable[[str, str], int]:
     """Counts the tokens of a continuation the way lm-eval's ``loglikelihood`` splits a (context, continuation) pair.
 
@@ -418,6 +418,15 @@ def _report_settings(
     }
 
 
+def _skipped(results_path: str, report_path: str, source: str, reason: str) -> LmEvalResult:
+    """Writes the outputs of an evaluation that did not run: results with a ``skipped`` entry, a one-line report."""
+    _log(f"skipped: {reason}")
+    results = {"results": {}, "configs": {}, "versions": {}, "skipped": reason}
+    write_text_atomically(Path(results_path), json.dumps(results, indent=2) + "\n")
+    write_text_atomically(Path(report_path), render_skipped_report(reason))
+    return LmEvalResult(metrics={}, results_metadata={"model": source, "skipped": reason}, results=results)
+
+
 @masked
 def run_lm_eval(
     *,
@@ -444,6 +453,8 @@ def run_lm_eval(
     device: str = "",
     bootstrap_iters: int = 100000,
     allow_empty_eval_dataset: bool = False,
+    enabled: bool = True,
+    skip_unusable_model_source: bool = False,
 ) -> LmEvalResult:
     """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
 
@@ -471,6 +482,10 @@ def run_lm_eval(
         device: Torch device for the ``hf`` backend ("" = ``cuda`` when available, else ``cpu``).
         bootstrap_iters: Bootstrap resamples for standard errors (0 = no stderr).
         allow_empty_eval_dataset: Skip the held-out tasks, rather than fail, when ``eval_dataset`` is empty.
+        enabled: False writes "skipped" outputs without evaluating (a pipeline parameter turning the task off).
+        skip_unusable_model_source: Write "skipped" outputs, rather than fail, when ``model_source`` cannot be
+            evaluated as asked (:func:`~.model_spec.unusable_source_reason`: an ``oci://``/``s3://``/``pvc://`` URI,
+            a path this pod lacks, no chat template while ``apply_chat_template``).
 
     Returns:
         The :class:`LmEvalResult` (metrics to log, metadata for the results artifact).
@@ -491,6 +506,12 @@ def run_lm_eval(
         max_new_tokens,
         bootstrap_iters,
     )
+    if not enabled:
+        return _skipped(results_path, report_path, model_source or model_path, "turned off (enabled is false)")
+    if skip_unusable_model_source:
+        unusable = unusable_source_reason(model_source, backend, model_args, options["apply_chat_template"])
+        if unusable:
+            return _skipped(results_path, report_path, model_source, f"model_source {unusable}")
     spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
     check_backend_available(backend)
     baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None
@@ -509,6 +530,8 @@ def run_lm_eval(
         include_paths = (
             [stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom")] if custom_tasks_path else []
         )
+        names, task_dirs = stage_task_dirs(names, Path(staging))
+        include_paths += task_dirs
         heldout_rows = heldout_available = 0
         if heldout:
             heldout_available = count_conversations(Path(eval_dataset_path))
@@ -526,8 +549,16 @@ def run_lm_eval(
     write_text_atomically(Path(results_path), _results_json(written))
     settings = _report_settings(spec, backend, names, (heldout_rows, heldout_available), options)
     report_results = {**results, "samples": samples} if samples else results
-    write_text_atomically(Path(report_path), render_report(report_results, settings, baseline))
-    metrics = kfp_metrics(metric_rows(results))
+    write_text_atomically(Path(report_path), render_report(report_results, settings, baseline, names))
+    compared, comparison_metadata = compare_with_baseline(results, baseline, names)
+    if baseline is not None:
+        skipped = comparison_metadata.get("baseline_skipped")
+        _log(
+            f"base model not evaluated: {skipped}"
+            if skipped
+            else f"base -> fine-tuned: {comparison_metadata['verdict']}"
+        )
+    metrics = {**kfp_metrics(metric_rows(results)), **compared}
     for name, value in metrics.items():
         _log(f"{name} = {value:.6g}")
     metadata = {
@@ -539,5 +570,6 @@ def run_lm_eval(
         "heldout_rows": heldout_rows,
         "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
+        **comparison_metadata,
     }
     return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)

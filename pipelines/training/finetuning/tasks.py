@@ -6,8 +6,8 @@ compile-time settings (:class:`~pipelines.training.finetuning.settings.CompileSe
 * :func:`step_components`: the four components built for their step images (or the prebuilt runtime image);
 * :func:`pipeline_config`: the run's workspace PVC (size, storage class, access modes);
 * ``set_up_*``: per step, caching, the RHOAI secrets mounted as optional env vars (values never reach the YAML),
-  CPU/memory requests and limits, ``imagePullPolicy: IfNotPresent`` and, for evaluation, the GPU and its node
-  selector.
+  CPU/memory requests and limits, ``imagePullPolicy: IfNotPresent`` and, for evaluation (the fine-tuned model's and
+  the base model's), the GPU and its node selector.
 """
 
 from __future__ import annotations
@@ -100,6 +100,15 @@ def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
             selector = settings.eval_node_selector_pair
             if selector:
                 kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
+
+
+def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
+    """The base model's evaluation, beside training: as :func:`set_up_evaluation` (secret, resources, GPU), but cached.
+
+    A re-run with the same base model, held-out split and settings then costs nothing.
+    """
+    set_up_evaluation(task, settings)
+    task.set_caching_options(True)
 
 
 def set_up_registry(task: Any, settings: CompileSettings) -> None:

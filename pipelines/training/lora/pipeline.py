@@ -116,6 +116,7 @@ def lora_pipeline(
     phase_03_eval_opt_device: str = "",
     phase_03_eval_opt_bootstrap_iters: int = 100000,
     phase_03_eval_opt_allow_empty_eval: bool = True,
+    phase_03_eval_opt_evaluate_base_model: bool = True,
     phase_04_registry_man_address: str = "",
     phase_04_registry_man_reg_name: str = "",
     phase_04_registry_man_reg_version: str = "",
@@ -126,6 +127,10 @@ def lora_pipeline(
     phase_04_registry_opt_format_version: str = "1",
     phase_04_registry_opt_min_metric_name: str = "",
     phase_04_registry_opt_min_metric_value: float = 0.0,
+    phase_04_registry_opt_min_improvement_metric: str = "",
+    phase_04_registry_opt_min_improvement: float = 0.0,
+    phase_04_registry_opt_max_regression: float = -1.0,
+    phase_04_registry_opt_max_regression_relative: bool = False,
     phase_04_registry_opt_model_uri: str = "",
     phase_04_registry_opt_s3_upload_prefix: str = "",
     phase_04_registry_opt_storage_key: str = "",
@@ -234,7 +239,8 @@ def lora_pipeline(
             of the running step) save a just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues
             from it.
         phase_03_eval_man_eval_tasks: lm-eval task, group or tag names. Built-in names need their datasets (see
-            *Disconnected clusters*). May be empty when `eval_dataset` is given.
+            *Disconnected clusters*). An entry that is a local directory (`/...` or `./...`) of task YAMLs evaluates
+            every task they declare (staged like `custom_tasks`). May be empty when `eval_dataset` is given.
         phase_03_eval_opt_batch: `auto`, `auto:N` (re-detect N times) or a positive integer.
         phase_03_eval_opt_limit: Documents per task; `-1` = all. `0` is refused.
         phase_03_eval_opt_num_fewshot: Few-shot examples; `-1` = each task's default.
@@ -259,6 +265,13 @@ def lora_pipeline(
         phase_03_eval_opt_allow_empty_eval: Skip the held-out tasks instead of failing when `eval_dataset` has no rows
             (`dataset_download` with `train_split_ratio=1.0` writes an empty split). With no `task_names` either, the
             run writes empty outputs.
+        phase_03_eval_opt_evaluate_base_model: Evaluate the base model too, on the same tasks with the same settings,
+            beside training (it needs only the base model and the held-out split, so it adds no wall time; it holds the
+            evaluation's GPU while it runs; cached on re-runs). The fine-tuned evaluation then reports base, fine-tuned
+            and delta per task and metric, whether each change is beyond noise, and feeds the registry's improvement and
+            regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the evaluation pod lacks, or a
+            base model without chat template while `phase_03_eval_opt_chat_template` is on is skipped (no deltas).
+            `False`: the task only writes a skipped result (its pod still starts, briefly).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
         phase_04_registry_man_reg_name: Registered model name (required when `registry_address` is set). Letters,
@@ -273,6 +286,16 @@ def lora_pipeline(
         phase_04_registry_opt_min_metric_name: Gate metric (`""` = no gate). A name found in neither metrics artifact is
             an error, not a silent skip.
         phase_04_registry_opt_min_metric_value: Register only when the metric is `>=` this.
+        phase_04_registry_opt_min_improvement_metric: The new task's metric that must improve over the base model, e.g.
+            `heldout_generation/chrf` (`""` = no improvement gate). A name that was not compared is an error, not a
+            silent skip.
+        phase_04_registry_opt_min_improvement: Least improvement of `min_improvement_metric` over the base model, in the
+            metric's units and direction (a perplexity improves by going down). `0` = must not get worse.
+        phase_04_registry_opt_max_regression: Most any metric of every other task (all but `lm_eval`'s held-out tasks
+            and the improvement metric's task) may get worse than the base model's; negative (default) = no regression
+            gate. E.g. `0.02` = 2 accuracy points, or 2 % with `max_regression_relative`.
+        phase_04_registry_opt_max_regression_relative: `max_regression` is a fraction of the base model's value instead
+            of metric units.
         phase_04_registry_opt_model_uri: Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`,
             `hf://`, `http(s)://`), overriding the derived one.
         phase_04_registry_opt_s3_upload_prefix: `s3://bucket/prefix`: upload the model files there (data-connection env
@@ -365,8 +388,8 @@ def lora_pipeline(
     training_task.set_display_name("Fine-tune (LORA)")
     tasks.set_up_training(training_task, SETTINGS)
 
-    eval_task = lm_eval(
-        model=training_task.outputs["output_model"],
+    # The same tasks and settings for the base model and the fine-tuned model (edit them here, once).
+    evaluation_settings = dict(
         eval_dataset=dataset_task.outputs["eval_dataset"],
         task_names=phase_03_eval_man_eval_tasks,
         batch_size=phase_03_eval_opt_batch,
@@ -384,12 +407,29 @@ def lora_pipeline(
         bootstrap_iters=phase_03_eval_opt_bootstrap_iters,
         allow_empty_eval_dataset=phase_03_eval_opt_allow_empty_eval,
     )
+    # The base model, beside training (it needs only the base model and the held-out split); its results are the
+    # fine-tuned evaluation's baseline. Cached: free on a re-run with the same base model, data and tasks.
+    base_eval_task = lm_eval(
+        model_source=phase_02_train_man_train_model,
+        enabled=phase_03_eval_opt_evaluate_base_model,
+        skip_unusable_model_source=True,  # an oci://, s3:// or pvc:// base model: skipped, not failed
+        **evaluation_settings,
+    )
+    base_eval_task.set_display_name("Evaluate base model (lm-eval)")
+    tasks.set_up_base_evaluation(base_eval_task, SETTINGS)
+
+    eval_task = lm_eval(
+        model=training_task.outputs["output_model"],
+        baseline_results=base_eval_task.outputs["results"],
+        **evaluation_settings,
+    )
     eval_task.set_display_name("Evaluate (lm-eval)")
     tasks.set_up_evaluation(eval_task, SETTINGS)
 
     registry_task = model_registry(
         model=training_task.outputs["output_model"],
         eval_metrics=eval_task.outputs["metrics"],
+        eval_results=eval_task.outputs["results"],
         train_metrics=training_task.outputs["output_metrics"],
         dataset=dataset_task.outputs["train_dataset"],
         registry_address=phase_04_registry_man_address,
@@ -402,6 +442,10 @@ def lora_pipeline(
         model_format_version=phase_04_registry_opt_format_version,
         min_metric_name=phase_04_registry_opt_min_metric_name,
         min_metric_value=phase_04_registry_opt_min_metric_value,
+        min_improvement_metric=phase_04_registry_opt_min_improvement_metric,
+        min_improvement=phase_04_registry_opt_min_improvement,
+        max_regression=phase_04_registry_opt_max_regression,
+        max_regression_relative=phase_04_registry_opt_max_regression_relative,
         model_uri=phase_04_registry_opt_model_uri,
         s3_upload_prefix=phase_04_registry_opt_s3_upload_prefix,
         storage_key=phase_04_registry_opt_storage_key,

@@ -49,6 +49,7 @@ def lora_minimal_pipeline(
     phase_02_train_man_train_gpu: int = 1,
     phase_02_train_man_train_lora_r: int = 16,
     phase_03_eval_man_eval_tasks: list = ["arc_easy"],
+    phase_03_eval_opt_evaluate_base_model: bool = True,
     phase_04_registry_man_address: str = "",
     phase_04_registry_man_reg_name: str = "",
     phase_04_registry_man_reg_version: str = "",
@@ -75,7 +76,15 @@ def lora_minimal_pipeline(
             nproc_per_node.
         phase_02_train_man_train_lora_r: LoRA rank (>= 1).
         phase_03_eval_man_eval_tasks: lm-eval task, group or tag names. Built-in names need their datasets (see
-            *Disconnected clusters*). May be empty when `eval_dataset` is given.
+            *Disconnected clusters*). An entry that is a local directory (`/...` or `./...`) of task YAMLs evaluates
+            every task they declare (staged like `custom_tasks`). May be empty when `eval_dataset` is given.
+        phase_03_eval_opt_evaluate_base_model: Evaluate the base model too, on the same tasks with the same settings,
+            beside training (it needs only the base model and the held-out split, so it adds no wall time; it holds the
+            evaluation's GPU while it runs; cached on re-runs). The fine-tuned evaluation then reports base, fine-tuned
+            and delta per task and metric, whether each change is beyond noise, and feeds the registry's improvement and
+            regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the evaluation pod lacks, or a
+            base model without chat template while `phase_03_eval_opt_chat_template` is on is skipped (no deltas).
+            `False`: the task only writes a skipped result (its pod still starts, briefly).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
         phase_04_registry_man_reg_name: Registered model name (required when `registry_address` is set). Letters,
@@ -113,11 +122,27 @@ def lora_minimal_pipeline(
     training_task.set_display_name("Fine-tune (LORA)")
     tasks.set_up_training(training_task, SETTINGS)
 
-    eval_task = lm_eval(
-        model=training_task.outputs["output_model"],
+    # The same tasks and settings for the base model and the fine-tuned model (edit them here, once).
+    evaluation_settings = dict(
         eval_dataset=dataset_task.outputs["eval_dataset"],
         task_names=phase_03_eval_man_eval_tasks,
         allow_empty_eval_dataset=True,
+    )
+    # The base model, beside training (it needs only the base model and the held-out split); its results are the
+    # fine-tuned evaluation's baseline. Cached: free on a re-run with the same base model, data and tasks.
+    base_eval_task = lm_eval(
+        model_source=phase_02_train_man_train_model,
+        enabled=phase_03_eval_opt_evaluate_base_model,
+        skip_unusable_model_source=True,  # an oci://, s3:// or pvc:// base model: skipped, not failed
+        **evaluation_settings,
+    )
+    base_eval_task.set_display_name("Evaluate base model (lm-eval)")
+    tasks.set_up_base_evaluation(base_eval_task, SETTINGS)
+
+    eval_task = lm_eval(
+        model=training_task.outputs["output_model"],
+        baseline_results=base_eval_task.outputs["results"],
+        **evaluation_settings,
     )
     eval_task.set_display_name("Evaluate (lm-eval)")
     tasks.set_up_evaluation(eval_task, SETTINGS)
@@ -125,6 +150,7 @@ def lora_minimal_pipeline(
     registry_task = model_registry(
         model=training_task.outputs["output_model"],
         eval_metrics=eval_task.outputs["metrics"],
+        eval_results=eval_task.outputs["results"],
         train_metrics=training_task.outputs["output_metrics"],
         dataset=dataset_task.outputs["train_dataset"],
         registry_address=phase_04_registry_man_address,

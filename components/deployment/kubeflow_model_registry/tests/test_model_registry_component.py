@@ -31,12 +31,15 @@ def test_compiled_spec_has_the_contract_and_no_secret(tmp_path, monkeypatch):
     text = path.read_text()
     spec = yaml.safe_load(text)
     inputs = spec["root"]["inputDefinitions"]
-    assert set(inputs["artifacts"]) == {"model", "eval_metrics", "train_metrics", "dataset"}
-    assert all(inputs["artifacts"][name]["isOptional"] for name in ("eval_metrics", "train_metrics", "dataset"))
+    assert set(inputs["artifacts"]) == {"model", "eval_metrics", "train_metrics", "dataset", "eval_results"}
+    optional = ("eval_metrics", "train_metrics", "dataset", "eval_results")
+    assert all(inputs["artifacts"][name]["isOptional"] for name in optional)
     params = inputs["parameters"]
     assert params["registry_address"]["defaultValue"] == "" and params["registry_port"]["defaultValue"] == 443
     assert params["is_secure"]["defaultValue"] is True and params["model_format_name"]["defaultValue"] == "pytorch"
     assert params["pipeline_run_id"]["defaultValue"] == dsl.PIPELINE_JOB_ID_PLACEHOLDER
+    gates = ("min_improvement_metric", "min_improvement", "max_regression", "max_regression_relative")
+    assert [params[name]["defaultValue"] for name in gates] == ["", 0.0, -1.0, False]  # no gate by default
     assert set(spec["root"]["outputDefinitions"]["parameters"]) == {"status", "model_id", "version_id"}
     assert set(spec["root"]["outputDefinitions"]["artifacts"]) == {"summary"}
     assert "token" not in {name.lower() for name in params}
@@ -68,7 +71,7 @@ def test_python_func_registers_in_process(registry_stub, tmp_path, model_artifac
     assert "pvc://models/tiny-chat/0.1.0" in (tmp_path / "summary.md").read_text()
 
 
-def test_python_func_gate_failure_is_a_skip(registry_stub, tmp_path, model_artifact):
+def test_python_func_gate_failure_is_gated_out(registry_stub, tmp_path, model_artifact):
     outputs = model_registry.python_func(
         model=model_artifact,
         summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
@@ -81,7 +84,7 @@ def test_python_func_gate_failure_is_a_skip(registry_stub, tmp_path, model_artif
         min_metric_name="loss",
         min_metric_value=3.0,
     )
-    assert tuple(outputs) == ("skipped", "", "") and registry_stub.requests == []
+    assert tuple(outputs) == ("gated_out", "", "") and registry_stub.requests == []
 
 
 def test_kfp_local_skips_without_address(kfp_local, tmp_path):
@@ -131,3 +134,20 @@ def test_kfp_local_registers_for_real(kfp_local, registry_stub, tmp_path, monkey
     assert [a["uri"] for a in registry_stub.artifacts.values()] == ["pvc://models/tiny-chat/local"]
     summaries = list(kfp_local.rglob("summary.md"))
     assert summaries and "`registered`" in summaries[0].read_text() and TOKEN not in summaries[0].read_text()
+
+
+def test_python_func_regression_gate_reads_the_lm_eval_comparison(registry_stub, tmp_path, model_artifact):
+    record = {"task": "arc_easy", "metric": "acc", "base": 0.72, "tuned": 0.6, "delta": -0.12, "higher_is_better": True}
+    outputs = model_registry.python_func(
+        model=model_artifact,
+        summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
+        registry_address=registry_stub.address,
+        registry_port=registry_stub.port,
+        model_name="tiny-chat",
+        is_secure=False,
+        model_uri="pvc://models/x",
+        eval_results=dsl.Artifact(uri=str(tmp_path / "results"), metadata={"comparison": {"arc_easy/acc": record}}),
+        max_regression=0.05,
+    )
+    assert tuple(outputs) == ("gated_out", "", "") and registry_stub.requests == []
+    assert "arc_easy/acc worse by 0.12" in (tmp_path / "summary.md").read_text()

@@ -151,13 +151,13 @@ def test_gate_pass_registers(registry_stub, tmp_path, model):
     assert "eval_metrics acc = 0.7 >= min_metric_value 0.6" in (tmp_path / "summary.md").read_text()
 
 
-def test_gate_fail_skips_without_touching_the_registry(registry_stub, tmp_path, model):
+def test_gate_fail_is_gated_out_without_touching_the_registry(registry_stub, tmp_path, model):
     result = register(registry_stub, tmp_path, model, min_metric_name="acc", min_metric_value=0.75)
-    assert (result.status, result.model_id, result.version_id) == ("skipped", "", "")
+    assert (result.status, result.model_id, result.version_id) == ("gated_out", "", "")
     assert "acc = 0.7 < min_metric_value 0.75" in result.reason
     assert registry_stub.requests == []
     summary = (tmp_path / "summary.md").read_text()
-    assert "`skipped`" in summary and "metric gate not met" in summary
+    assert "`gated_out`" in summary and "gate not met" in summary
 
 
 def test_empty_address_skips(registry_stub, tmp_path, model, capsys):

@@ -22,8 +22,9 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
     spec = _compile(tmp_path, lm_eval)
     inputs = spec["root"]["inputDefinitions"]
     artifacts = inputs["artifacts"]
-    assert "isOptional" not in artifacts["model"]
+    # model is optional: the base-model evaluation names the model in model_source instead.
     assert {name for name, a in artifacts.items() if a.get("isOptional")} == {
+        "model",
         "eval_dataset",
         "baseline_results",
         "custom_tasks",
@@ -47,6 +48,8 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
         "device": "",
         "bootstrap_iters": 100000.0,
         "allow_empty_eval_dataset": False,
+        "enabled": True,
+        "skip_unusable_model_source": False,
     }
     outputs = spec["root"]["outputDefinitions"]["artifacts"]
     assert {name: o["artifactType"]["schemaTitle"] for name, o in outputs.items()} == {
@@ -64,7 +67,16 @@ def test_embeds_the_pure_modules_only(tmp_path):
         names = {n.removeprefix("./") for n in tar.getnames() if n.endswith(".py")}
     package = "components/evaluation/lm_eval/"
     assert {n for n in names if n.startswith(package)} == {
-        package + name for name in ("__init__.py", "custom_task.py", "run.py", "model_spec.py", "report.py")
+        package + name
+        for name in (
+            "__init__.py",
+            "custom_task.py",
+            "run.py",
+            "model_spec.py",
+            "report.py",
+            "comparison.py",
+            "task_dirs.py",
+        )
     }
     assert len(command) < 128 * 1024
 

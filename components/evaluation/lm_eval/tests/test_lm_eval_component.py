@@ -24,6 +24,8 @@ pytestmark = pytest.mark.slow
 FIXTURES = Path(__file__).parent / "fixtures"
 CUSTOM_TASKS = FIXTURES / "arith_choice"
 HELDOUT_ROWS = 6
+#: The held-out metrics (``heldout_<task>/<metric>`` without the ``heldout_`` prefix).
+HELDOUT_METRICS = ("generation/exact_match", "generation/chrf", "perplexity/token_loss", "perplexity/token_perplexity")
 #: Small and fast settings shared by every run.
 FAST = {"max_samples": HELDOUT_ROWS, "max_new_tokens": 12, "batch_size": "8", "bootstrap_iters": 200, "seed": 7}
 
@@ -95,15 +97,17 @@ class Run:
     report: str
 
 
-def _run(out: Path, model_dir: Path, *, metadata=None, eval_dataset=DEMO_DATASET_PATH, baseline=None, **params) -> Run:
-    """Calls the component's Python function with local artifacts, as the KFP executor would."""
+def _run(
+    out: Path, model_dir: Path | None, *, metadata=None, eval_dataset=DEMO_DATASET_PATH, baseline=None, **params
+) -> Run:
+    """Calls the component's Python function with local artifacts, as the KFP executor would (no model: None)."""
     out.mkdir(parents=True, exist_ok=True)
     metrics = dsl.Metrics(uri=str(out / "metrics"))
     results = dsl.Artifact(uri=str(out / "results.json"))
     report = dsl.HTML(uri=str(out / "report.html"))
     custom = params.pop("custom_tasks", None)
     lm_eval.python_func(
-        model=dsl.Model(uri=str(model_dir), metadata=metadata or {}),
+        model=dsl.Model(uri=str(model_dir), metadata=metadata or {}) if model_dir else None,
         metrics=metrics,
         results=results,
         report=report,
@@ -127,8 +131,11 @@ def trained_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def base_run(tiny_model_dir, tmp_path_factory) -> Run:
-    """The untrained model on the held-out split (the baseline), without logged samples."""
-    return _run(tmp_path_factory.mktemp("base-run"), tiny_model_dir, log_samples=False)
+    """The untrained model on the held-out split (the baseline), without logged samples.
+
+    As the pipelines' base-model evaluation runs it: no ``model`` artifact, the base model as ``model_source``.
+    """
+    return _run(tmp_path_factory.mktemp("base-run"), None, model_source=str(tiny_model_dir), log_samples=False)
 
 
 @pytest.fixture(scope="module")
@@ -149,12 +156,11 @@ def chat_run(trained_model_dir, base_run, tmp_path_factory) -> Run:
 
 @pytest.fixture(scope="module")
 def plain_run(trained_model_dir, tmp_path_factory) -> Run:
-    """The same model and tasks without the chat template."""
+    """The same model and tasks without the chat template; the task directory named in ``task_names``."""
     return _run(
         tmp_path_factory.mktemp("plain-run"),
         trained_model_dir,
-        task_names=["arith_choice"],
-        custom_tasks=CUSTOM_TASKS,
+        task_names=[str(CUSTOM_TASKS)],
         apply_chat_template=False,
         log_samples=True,
     )
@@ -188,8 +194,12 @@ def test_metrics_hold_every_task_metric_and_stderr(chat_run):
         "heldout_generation/chrf_stderr",
         "heldout_perplexity/token_loss",
         "heldout_perplexity/token_perplexity",
+        # beside each metric the base model's run has too (arith_choice is not in it): its value and the delta
+        *(f"heldout_{name}/{kind}" for name in HELDOUT_METRICS for kind in ("base", "delta")),
     }
     for name, value in chat_run.metrics.items():
+        if name.endswith(("/base", "/delta")):
+            continue
         task, _, metric = name.partition("/")
         assert chat_run.results["results"][task][f"{metric},none"] == value
     assert chat_run.results["n-samples"]["arith_choice"]["effective"] == 8
@@ -249,11 +259,14 @@ def test_report_has_a_table_per_task_and_the_delta_vs_the_baseline(chat_run, bas
     report = chat_run.report
     for task in ("arith_choice", "heldout_generation", "heldout_perplexity"):
         assert f"<h2>{task}</h2>" in report
-    assert "<th>Δ vs baseline</th>" in report
+    assert "<th>Δ vs base</th>" in report
     delta = chat_run.metrics["heldout_perplexity/token_loss"] - base_run.metrics["heldout_perplexity/token_loss"]
     assert f"<td>token_loss</td><td>{chat_run.metrics['heldout_perplexity/token_loss']:.4f}</td>" in report
-    assert f"<td>{delta:+.4g}</td><td>better</td>" in report
+    assert f"<td>{delta:+.4g}</td><td></td><td>better; no stderr</td>" in report  # perplexity has no stderr
     assert "<td>acc</td>" in report and "<td>n/a</td>" in report  # arith_choice is not in the baseline
+    # The verdict leads the report, and the metadata carries it for the registry gate.
+    assert report.index('<p class="verdict">') < report.index("<h2>")
+    assert chat_run.results_metadata["verdict"] in report and "held-out chrF " in chat_run.results_metadata["verdict"]
     assert "First generations of heldout_generation" in report
     first = chat_run.results["samples"]["heldout_generation"][0]
     assert f"<td><pre>{first['target']}</pre></td>" in report
@@ -331,7 +344,7 @@ def test_runs_through_kfp_local(kfp_local, trained_model_dir, base_run, tmp_path
     assert metrics.metadata["heldout_perplexity/token_loss"] < base_run.metrics["heldout_perplexity/token_loss"]
     report = next(kfp_local.rglob("report.html")).read_text()  # the extension the KFP UI renders by
     assert "<h2>heldout_perplexity</h2>" in report and "<h2>arith_choice</h2>" in report
-    assert "<th>Δ vs baseline</th>" in report
+    assert "<th>Δ vs base</th>" in report
     results = json.loads(next(kfp_local.rglob("results")).read_text())
     assert (
         results["results"]["heldout_perplexity"]["token_loss,none"] == metrics.metadata["heldout_perplexity/token_loss"]
@@ -360,6 +373,12 @@ def test_chat_template_on_a_tokenizer_without_one_is_refused(tiny_model_dir, tmp
     (base / "chat_template.jinja").unlink(missing_ok=True)
     with pytest.raises(ValueError, match=f"tokenizer of {base} has no chat template; set apply_chat_template to false"):
         _run(tmp_path / "out", base)
+    # The base model of a chat fine-tune without a chat template: the base-model evaluation skips, not fails.
+    skipped = _run(tmp_path / "skipped", None, model_source=str(base), skip_unusable_model_source=True)
+    assert skipped.results["skipped"] == (
+        f"model_source {str(base)!r} has no chat template and apply_chat_template is true "
+        "(compare with it set to false)"
+    )
 
 
 def test_empty_eval_dataset_is_refused_unless_allowed(tiny_model_dir, tmp_path):
@@ -393,3 +412,44 @@ def test_unknown_task_lists_close_matches_from_the_builtin_index(tiny_model_dir,
     message = str(error.value)
     assert "unknown lm-eval task 'arc_eazy' (close matches: arc_easy" in message
     assert "unknown lm-eval task 'arith_choise' (close matches: arith_choice" in message
+
+
+def test_delta_metrics_and_the_comparison_agree_with_the_two_runs(chat_run, base_run):
+    for name in HELDOUT_METRICS:
+        metric = f"heldout_{name}"
+        tuned, base = chat_run.metrics[metric], base_run.metrics[metric]
+        assert chat_run.metrics[f"{metric}/base"] == base
+        assert chat_run.metrics[f"{metric}/delta"] == pytest.approx(tuned - base)
+        record = chat_run.results_metadata["comparison"][metric]
+        assert (record["base"], record["tuned"]) == (base, tuned)
+    chrf = chat_run.results_metadata["comparison"]["heldout_generation/chrf"]
+    stderr = math.hypot(
+        base_run.metrics["heldout_generation/chrf_stderr"], chat_run.metrics["heldout_generation/chrf_stderr"]
+    )
+    assert chrf["stderr"] == pytest.approx(stderr)
+    assert chrf["beyond_noise"] == (abs(chrf["delta"]) > stderr)
+    assert base_run.results["config"]["model_args"]["pretrained"] in chat_run.results_metadata["baseline_model"]
+
+
+def test_a_task_directory_in_task_names_evaluates_its_tasks(plain_run):
+    assert plain_run.results_metadata["tasks"] == ["arith_choice", "heldout_generation", "heldout_perplexity"]
+    assert "arith_choice/acc" in plain_run.metrics
+
+
+def test_turned_off_or_unloadable_base_model_writes_skipped_outputs(tmp_path, trained_model_dir):
+    off = _run(tmp_path / "off", None, model_source="/no/such/model", enabled=False)
+    assert off.metrics == {} and off.results["skipped"] == "turned off (enabled is false)"
+    assert off.results_metadata["skipped"] == off.results["skipped"] and "Not evaluated" in off.report
+    oci = _run(tmp_path / "oci", None, model_source="oci://quay.io/org/model:1", skip_unusable_model_source=True)
+    assert "oci:// URI" in oci.results["skipped"] and oci.metrics == {}
+    missing = _run(
+        tmp_path / "missing", None, model_source="/models/only-in-the-training-pod", skip_unusable_model_source=True
+    )
+    assert "'/models/only-in-the-training-pod' is no directory in this pod" in missing.results["skipped"]
+    with pytest.raises(ModelSourceError, match="model_source: 'oci://quay.io/org/model:1' is a oci:// URI"):
+        _run(tmp_path / "refused", None, model_source="oci://quay.io/org/model:1")
+    # A tuned run given a skipped baseline says so, and logs no comparison metrics.
+    tuned = _run(tmp_path / "tuned", trained_model_dir, baseline=Path(tmp_path / "off" / "results.json"), limit=2)
+    assert tuned.results_metadata["baseline_skipped"] == "turned off (enabled is false)"
+    assert not any(name.endswith("/delta") for name in tuned.metrics)
+    assert "Base model not evaluated:</strong> turned off" in tuned.report

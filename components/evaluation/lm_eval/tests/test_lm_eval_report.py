@@ -65,16 +65,30 @@ def test_report_has_a_table_per_task_and_the_delta_vs_the_baseline():
     assert page.count("<h2>") == 4
     assert "<h2>arc_easy</h2>\n<p>100 documents</p>" in page
     assert "&lt;tuned&gt;" in page and "<tuned>" not in page
-    assert "Baseline: {&#x27;pretrained&#x27;: &#x27;base-model&#x27;}" in page
-    acc_row = "<tr><td>acc</td><td>0.6000</td><td>0.0100</td><td>yes</td><td>0.5000</td><td>+0.1</td><td>better</td>"
+    assert "Base model: {&#x27;pretrained&#x27;: &#x27;base-model&#x27;}" in page
+    # acc: +0.1 against a stderr of the delta of sqrt(0.01² + 0.01²) = 0.0141: beyond noise, better.
+    acc_row = (
+        "<tr><td>acc</td><td>0.6000</td><td>0.0100</td><td>yes</td><td>0.5000</td><td>+0.1</td><td>0.0141</td>"
+        "<td>better</td>"
+    )
     assert acc_row in page
-    assert "<td>token_loss</td><td>2.0000</td><td></td><td>no</td><td>2.5000</td><td>-0.5</td><td>better</td>" in page
-    assert "<td>exact_match (strict-match)</td><td>0.5000</td>" in page and "<td>+0</td><td>same</td>" in page
+    loss_row = "<td>token_loss</td><td>2.0000</td><td></td><td>no</td><td>2.5000</td><td>-0.5</td><td></td>"
+    assert loss_row + "<td>better; no stderr</td>" in page
+    assert "<td>exact_match (strict-match)</td><td>0.5000</td>" in page and "<td>+0</td><td>0.0283</td><td>same" in page
+    assert "<td>inf</td><td>+nan</td><td></td><td>not comparable</td>" in page  # inf - inf
+    # The verdict leads the page: the asked-for tasks' headline metrics, the new (held-out) task first.
+    verdict = page.index('<p class="verdict">')
+    assert verdict < page.index("<table>")
+    assert page[verdict : page.index("</p>", verdict)].endswith(
+        "<strong>Base → fine-tuned:</strong> held-out token_perplexity \u22124.8 (better; no stderr); "
+        "arc_easy acc +10.0 pts (better); gsm8k exact_match (strict-match) +0.0 pts (same); "
+        "broken word_perplexity nan (not comparable)"
+    )
 
 
 def test_report_without_baseline_or_tasks():
     page = render_report(_results(0.6, 2.0), {})
-    assert "Baseline" not in page and "Δ vs baseline" not in page
+    assert "Base model" not in page and "Δ vs base" not in page and 'class="verdict"' not in page
     assert "No task was evaluated" in render_report({"results": {}}, {})
 
 

@@ -1,0 +1,238 @@
+"""The fine-tuned model against the base model: per task and metric, base, tuned, delta and whether it is noise.
+
+lm-eval gives each mean-type metric a standard error (``acc_stderr``...). Base and tuned are two estimates, so the
+standard error of their difference is taken as ``sqrt(se_base² + se_tuned²)`` (the two runs treated as independent;
+both score the same documents, whose paired scores usually correlate positively, so this errs on the side of calling
+a change noise). With only one of the two standard errors that one is used; with none, whether the change is noise
+is unknown. A change counts as real when ``|delta| > stderr``.
+
+The KFP metric names are ``<name>/base`` and ``<name>/delta`` beside the tuned value ``<name>`` (see
+:func:`~.report.metric_name`), and the verdict is one short line such as
+``held-out chrF +18.2 (better); arc_easy acc -0.4 pts (within noise)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from components.evaluation.lm_eval.custom_task import HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK, HELDOUT_TASKS
+
+if TYPE_CHECKING:
+    from components.evaluation.lm_eval.report import MetricRow
+
+#: The metric a task is summed up by in the verdict (else its first metric in lm-eval's order).
+HEADLINE_METRICS = {HELDOUT_GENERATION_TASK: "chrf", HELDOUT_PERPLEXITY_TASK: "token_perplexity"}
+#: How metrics are named in the verdict.
+METRIC_LABELS = {"chrf": "chrF"}
+#: Tasks named in the verdict at most (the rest are counted).
+VERDICT_TASKS = 6
+#: Suffixes of the comparison metrics logged beside a metric's tuned value.
+BASE_SUFFIX = "/base"
+DELTA_SUFFIX = "/delta"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One metric of one task, evaluated on the base model and on the fine-tuned model.
+
+    Attributes:
+        tuned: The fine-tuned model's row.
+        base: The base model's row.
+    """
+
+    tuned: MetricRow
+    base: MetricRow
+
+    @property
+    def name(self) -> str:
+        """The metric's KFP name (``<task>/<metric>``)."""
+        return self.tuned.name
+
+    @property
+    def delta(self) -> float:
+        """Tuned minus base."""
+        return self.tuned.value - self.base.value
+
+    @property
+    def stderr(self) -> float | None:
+        """Standard error of the delta, ``sqrt(a² + b²)`` of the two runs' (either one alone; None without any)."""
+        errors = [e for e in (self.base.stderr, self.tuned.stderr) if e is not None and math.isfinite(e)]
+        return math.sqrt(sum(e * e for e in errors)) if errors else None
+
+    @property
+    def beyond_noise(self) -> bool | None:
+        """Whether ``|delta| > stderr`` (None when no standard error is known or the delta is not finite)."""
+        if self.stderr is None or not math.isfinite(self.delta):
+            return None
+        return abs(self.delta) > self.stderr
+
+    @property
+    def higher_is_better(self) -> bool | None:
+        """The metric's direction (the tuned run's, else the base run's)."""
+        return self.tuned.higher_is_better if self.tuned.higher_is_better is not None else self.base.higher_is_better
+
+    @property
+    def change(self) -> str:
+        """``better``, ``worse`` or ``same`` by the metric's direction ("" when the direction is unknown)."""
+        if self.delta == 0:
+            return "same"
+        if self.higher_is_better is None:
+            return ""
+        return "better" if (self.delta > 0) == self.higher_is_better else "worse"
+
+    def as_record(self) -> dict[str, Any]:
+        """The comparison as plain values (the ``results`` artifact's ``comparison`` metadata; read by the gate)."""
+        return {
+            "task": self.tuned.task,
+            "metric": self.tuned.metric,
+            "base": self.base.value,
+            "tuned": self.tuned.value,
+            "delta": self.delta,
+            "stderr": self.stderr,
+            "beyond_noise": self.beyond_noise,
+            "higher_is_better": self.higher_is_better,
+            "change": self.change,
+        }
+
+
+def compare(rows: Iterable[MetricRow], baseline_rows: Iterable[MetricRow]) -> list[Comparison]:
+    """Pairs each tuned metric with the base model's value of the same task, metric and filter.
+
+    Args:
+        rows: The fine-tuned model's rows (:func:`~.report.metric_rows`).
+        baseline_rows: The base model's rows.
+
+    Returns:
+        One :class:`Comparison` per metric present in both, in the tuned rows' order.
+    """
+    base = {row.name: row for row in baseline_rows}
+    return [Comparison(row, base[row.name]) for row in rows if row.name in base]
+
+
+def comparison_metrics(comparisons: Iterable[Comparison]) -> dict[str, float]:
+    """The KFP metrics of the comparison: ``<name>/base`` and ``<name>/delta`` (non-finite values left out)."""
+    metrics: dict[str, float] = {}
+    for item in comparisons:
+        if math.isfinite(item.base.value):
+            metrics[item.name + BASE_SUFFIX] = item.base.value
+        if math.isfinite(item.delta):
+            metrics[item.name + DELTA_SUFFIX] = item.delta
+    return metrics
+
+
+def _is_fraction(item: Comparison) -> bool:
+    """Whether both values lie in [0, 1] (accuracy-like metrics, shown in percentage points)."""
+    return 0.0 <= item.base.value <= 1.0 and 0.0 <= item.tuned.value <= 1.0
+
+
+def format_delta(item: Comparison) -> str:
+    """The delta as the verdict shows it: ``+18.2``, or ``-0.4 pts`` for a 0-1 metric (percentage points)."""
+    if not math.isfinite(item.delta):
+        return str(item.delta)
+    if _is_fraction(item):
+        return f"{item.delta * 100:+.1f} pts".replace("-", "\u2212")
+    text = f"{item.delta:+.3g}" if abs(item.delta) < 1 else f"{item.delta:+.1f}"
+    return text.replace("-", "\u2212")
+
+
+def qualifier(item: Comparison) -> str:
+    """``within noise``, ``better``/``worse`` (beyond noise), or the change with ``no stderr`` when noise is unknown."""
+    if not math.isfinite(item.delta):
+        return "not comparable"
+    if item.delta == 0:
+        return "same"
+    if item.beyond_noise is False:
+        return "within noise"
+    change = item.change or "direction unknown"
+    return change if item.beyond_noise else f"{change}; no stderr"
+
+
+def _headline(task: str, items: Sequence[Comparison]) -> Comparison:
+    """The comparison a task is summed up by (:data:`HEADLINE_METRICS`, else its first metric)."""
+    preferred = HEADLINE_METRICS.get(task)
+    return next((i for i in items if i.tuned.metric == preferred and i.tuned.filter_name == "none"), items[0])
+
+
+def _label(item: Comparison) -> str:
+    """``held-out chrF``, ``arc_easy acc``, ``gsm8k exact_match (strict-match)``."""
+    task = "held-out" if item.tuned.task in HELDOUT_TASKS else item.tuned.task
+    metric = METRIC_LABELS.get(item.tuned.metric, item.tuned.metric)
+    filtered = "" if item.tuned.filter_name in ("", "none") else f" ({item.tuned.filter_name})"
+    return f"{task} {metric}{filtered}"
+
+
+def verdict(comparisons: Sequence[Comparison], tasks: Sequence[str] = ()) -> str:
+    """One line summing up the comparison: the headline metric of each task, with its delta and qualifier.
+
+    Args:
+        comparisons: From :func:`compare`.
+        tasks: The tasks asked for, in order (subtasks of a group are left out); empty = every compared task.
+            Of two held-out tasks only ``heldout_generation`` is named when both were compared.
+
+    Returns:
+        E.g. ``held-out chrF +18.2 (better); arc_easy acc −0.4 pts (within noise)``; "" when nothing was compared.
+    """
+    by_task: dict[str, list[Comparison]] = {}
+    for item in comparisons:
+        by_task.setdefault(item.tuned.task, []).append(item)
+    order = [t for t in (tasks or by_task) if t in by_task]
+    if HELDOUT_GENERATION_TASK in order and HELDOUT_PERPLEXITY_TASK in order:
+        order.remove(HELDOUT_PERPLEXITY_TASK)
+    order.sort(key=lambda task: task not in HELDOUT_TASKS)  # the new task first, then what it may have cost
+    parts = []
+    for task in order[:VERDICT_TASKS]:
+        item = _headline(task, by_task[task])
+        parts.append(f"{_label(item)} {format_delta(item)} ({qualifier(item)})")
+    if len(order) > VERDICT_TASKS:
+        parts.append(f"and {len(order) - VERDICT_TASKS} more tasks (see the tables)")
+    return "; ".join(parts)
+
+
+def comparison_records(comparisons: Iterable[Comparison]) -> dict[str, dict[str, Any]]:
+    """``{"<task>/<metric>": record}`` of :meth:`Comparison.as_record` (non-finite numbers as strings)."""
+    records = {}
+    for item in comparisons:
+        record = item.as_record()
+        records[item.name] = {
+            key: (str(value) if isinstance(value, float) and not math.isfinite(value) else value)
+            for key, value in record.items()
+        }
+    return records
+
+
+def baseline_skip_reason(baseline: Mapping[str, Any] | None) -> str:
+    """Why the baseline run evaluated nothing (its ``skipped`` entry), or "" for a real baseline."""
+    if not baseline:
+        return ""
+    return str(baseline.get("skipped") or "")
+
+
+def compare_with_baseline(
+    results: Mapping[str, Any], baseline: Mapping[str, Any] | None, tasks: Sequence[str]
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Compares a run with the base model's: the ``/base`` and ``/delta`` metrics and the results metadata.
+
+    Args:
+        results: The fine-tuned model's lm-eval results.
+        baseline: The base model's (None: no comparison; a ``skipped`` baseline: only the reason is recorded).
+        tasks: The tasks asked for, in order (for the verdict).
+
+    Returns:
+        The metrics, and the metadata: ``comparison`` (:func:`comparison_records`), ``verdict`` and
+        ``baseline_model``; or ``baseline_skipped`` with the reason.
+    """
+    from components.evaluation.lm_eval.report import metric_rows
+
+    if baseline is None:
+        return {}, {}
+    skipped = baseline_skip_reason(baseline)
+    if skipped:
+        return {}, {"baseline_skipped": skipped}
+    comparisons = compare(metric_rows(results), metric_rows(baseline))
+    line = verdict(comparisons, tasks) or "no metric in common with the base model's run"
+    base_model = (baseline.get("config") or {}).get("model_args") or ""
+    metadata = {"comparison": comparison_records(comparisons), "verdict": line, "baseline_model": str(base_model)}
+    return comparison_metrics(comparisons), metadata
