@@ -1,17 +1,23 @@
-"""Benchmark: the dataset_download validator against a bare ``json.loads`` loop and a ``datasets`` baseline.
+"""Benchmark: ``kfp-finetune validate-dataset`` through the CLI, side by side with a bare ``json.loads`` loop.
 
-Generates ``--rows`` chat rows (default 1,000,000) as JSONL, then measures, each in a fresh subprocess so that peak
-RSS belongs to that measurement alone:
+Generates ``--rows`` chat rows (default 1,000,000) as JSONL, then measures, each in a fresh subprocess (wall clock,
+interpreter start included, peak RSS of that process alone), in ``--rounds`` interleaved rounds so that a busy machine
+slows both alike:
 
-* ``validator``: ``validate_local_files`` (read + decode + check every row, rejects counted), with a sink writing every
-  valid row (as the component does) to ``os.devnull``, so that the figure is the validator's and not the disk's;
-* ``json``: a bare ``json.loads`` per line;
-* ``datasets``: ``datasets.load_dataset("json", ...)`` then iterating every row.
+Wall-clock time is what a user waits, but on a shared, busy machine it mostly measures the wait for a core; the CPU
+time (user + system) of each process is printed too, and its ratio is the steadier figure.
 
-Prints rows/s, peak RSS (MiB) and the same-run ratios against the targets (validator >= 1.0x a bare ``json.loads``
-loop, >= 5x the datasets baseline, <= 128 MiB peak RSS).
+* ``cli``: ``kfp-finetune validate-dataset FILE --output-dir DIR``: the whole dataset step as users run it: read,
+  decode and check every row, write the seeded train/eval split with its sha256, print the report;
+* ``json``: a bare ``for line in file: json.loads(line)`` loop over the same file;
+* ``validator`` (in-process, for reference): ``validate_local_files`` with a sink that discards the rows;
+* ``datasets`` (``--with-datasets``): ``datasets.load_dataset("json", ...)`` then iterating every row.
 
-Usage: ``python benchmarks/validate_dataset.py [--rows N] [--keep PATH]``.
+Prints each median and the same-run ratios against the targets: the CLI >= 1.0x the bare ``json.loads`` loop, the
+validator >= 5x ``datasets``, the CLI <= 128 MiB peak RSS.
+
+Usage: ``python benchmarks/validate_dataset.py [--rows N] [--rounds R] [--keep PATH] [--with-datasets] [--repo DIR]``
+(``--repo``: run the CLI of another checkout, e.g. an older commit for a before/after figure).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import argparse
 import json
 import os
 import random
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +35,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOPICS = ["arithmetic", "geography", "cooking", "python", "history", "astronomy"]
+BARE_LOOP = "import json,sys\nwith open(sys.argv[1],'rb') as f:\n    for line in f: json.loads(line)\n"
 
 
 def generate(path: Path, rows: int, seed: int = 0) -> None:
@@ -45,29 +52,44 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
             handle.write(json.dumps({"messages": messages, "id": index}) + "\n")
 
 
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def measure(mode: str, path: Path) -> dict:
-    """Runs one measurement in this process; returns rows, seconds and peak RSS."""
+def _timed(command: list[str], repo: Path = REPO_ROOT) -> tuple[float, float, float]:
+    """Runs ``command`` in ``repo``; returns (wall seconds, peak RSS MiB, CPU seconds) of that process alone."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
     started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=repo)
+    output = process.stdout.read().decode() if process.stdout else ""
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise RuntimeError(f"{command[:4]} exited {process.returncode}: {output[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+def run_cli(path: Path, output_dir: Path, repo: Path = REPO_ROOT) -> tuple[float, float, float]:
+    """``kfp-finetune validate-dataset`` (the same entry point as the console script), writing the split."""
+    command = [sys.executable, "-c", "import sys; from pipelines.cli import main; sys.exit(main())"]
+    return _timed([*command, "validate-dataset", str(path), "--output-dir", str(output_dir)], repo)
+
+
+def run_json(path: Path) -> tuple[float, float, float]:
+    """The bare ``json.loads`` loop."""
+    return _timed([sys.executable, "-c", BARE_LOOP, str(path)])
+
+
+def measure_in_process(mode: str, path: Path) -> dict:
+    """``validator`` or ``datasets``, in this process: rows, seconds, peak RSS."""
+    import resource
+
     if mode == "validator":
         sys.path.insert(0, str(REPO_ROOT))
         from components.data_processing.dataset_download.validate import validate_local_files
 
-        with open(os.devnull, "wb") as out:
-            started = time.perf_counter()
-            report = validate_local_files([path], str(path), sink=lambda row: out.write(row + b"\n"))
+        started = time.perf_counter()
+        report = validate_local_files([path], str(path), sink=lambda rows: None)
         rows = report.rows_read
         assert report.rows_valid == rows, report.failure_message()
-    elif mode == "json":
-        rows = 0
-        with open(path, "rb") as handle:
-            for line in handle:
-                json.loads(line)
-                rows += 1
-    elif mode == "datasets":
+    else:
         import datasets
 
         datasets.disable_progress_bars()
@@ -75,16 +97,8 @@ def measure(mode: str, path: Path) -> dict:
             started = time.perf_counter()
             dataset = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=cache)
             rows = sum(1 for _ in dataset)
-    else:
-        raise ValueError(f"unknown mode {mode!r}")
     seconds = time.perf_counter() - started
-    return {
-        "mode": mode,
-        "rows": rows,
-        "seconds": seconds,
-        "rows_per_s": rows / seconds,
-        "peak_rss_mib": _peak_rss_mib(),
-    }
+    return {"rows": rows, "seconds": seconds, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def _in_subprocess(mode: str, path: Path) -> dict:
@@ -97,34 +111,48 @@ def _in_subprocess(mode: str, path: Path) -> dict:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="write the generated JSONL here (default: a temporary file)")
+    parser.add_argument("--with-datasets", action="store_true", help="also measure the datasets baseline (slow)")
+    parser.add_argument("--repo", type=Path, default=REPO_ROOT, help="the checkout whose CLI runs (default: this one)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
-        print(json.dumps(measure(args.measure, args.file)))
+        print(json.dumps(measure_in_process(args.measure, args.file)))
         return 0
     with tempfile.TemporaryDirectory() as scratch:
         path = args.keep or Path(scratch) / "chat.jsonl"
-        started = time.perf_counter()
-        generate(path, args.rows)
-        size_mib = path.stat().st_size / 2**20
-        print(f"generated {args.rows:,} rows ({size_mib:.0f} MiB) in {time.perf_counter() - started:.1f} s")
-        results = {mode: _in_subprocess(mode, path) for mode in ("validator", "json", "datasets")}
-    for result in results.values():
-        print(
-            f"{result['mode']:>10}: {result['rows_per_s']:>12,.0f} rows/s  ({result['seconds']:.2f} s)  "
-            f"peak RSS {result['peak_rss_mib']:.0f} MiB"
-        )
-    validator = results["validator"]
-    vs_json = validator["rows_per_s"] / results["json"]["rows_per_s"]
-    vs_datasets = validator["rows_per_s"] / results["datasets"]["rows_per_s"]
-    print(f"validator / bare json.loads: {vs_json:.2f}x (target >= 1.0x: {'met' if vs_json >= 1.0 else 'MISSED'})")
-    print(f"validator / datasets: {vs_datasets:.2f}x (target >= 5x: {'met' if vs_datasets >= 5 else 'MISSED'})")
-    rss_ok = validator["peak_rss_mib"] <= 128
+        if not path.exists():
+            started = time.perf_counter()
+            generate(path, args.rows)
+            print(f"generated {args.rows:,} rows in {time.perf_counter() - started:.1f} s")
+        print(f"file: {path} ({path.stat().st_size / 2**20:.0f} MiB)")
+        cli, bare = [], []
+        for round_number in range(1, args.rounds + 1):
+            cli.append(run_cli(path, Path(scratch) / "split", args.repo.resolve()))
+            bare.append(run_json(path))
+            print(
+                f"round {round_number}: cli {cli[-1][0]:.2f} s ({cli[-1][2]:.2f} s CPU), "
+                f"bare json.loads {bare[-1][0]:.2f} s ({bare[-1][2]:.2f} s CPU)"
+            )
+        validator = _in_subprocess("validator", path)
+        baseline = _in_subprocess("datasets", path) if args.with_datasets else None
+    cli_s, bare_s = statistics.median(c[0] for c in cli), statistics.median(b[0] for b in bare)
+    cli_cpu, bare_cpu = statistics.median(c[2] for c in cli), statistics.median(b[2] for b in bare)
+    cli_rss = max(c[1] for c in cli)
+    ratio = bare_s / cli_s
+    print(f"bare json.loads loop: {bare_s:.2f} s, {bare_cpu:.2f} s CPU (medians of {args.rounds})")
     print(
-        f"validator peak RSS: {validator['peak_rss_mib']:.0f} MiB (target <= 128 MiB: {'met' if rss_ok else 'MISSED'})"
+        f"kfp-finetune validate-dataset (split written): {cli_s:.2f} s, {cli_cpu:.2f} s CPU, peak RSS {cli_rss:.0f} MiB"
     )
+    print(f"CLI / bare json.loads by CPU time: {bare_cpu / cli_cpu:.2f}x")
+    print(f"validator in-process: {validator['seconds']:.2f} s, {validator['rows'] / validator['seconds']:,.0f} rows/s")
+    print(f"CLI / bare json.loads: {ratio:.2f}x (target >= 1.0x: {'met' if ratio >= 1.0 else 'MISSED'})")
+    print(f"CLI peak RSS: {cli_rss:.0f} MiB (target <= 128 MiB: {'met' if cli_rss <= 128 else 'MISSED'})")
+    if baseline is not None:
+        vs_datasets = baseline["seconds"] / validator["seconds"]
+        print(f"validator / datasets: {vs_datasets:.2f}x (target >= 5x: {'met' if vs_datasets >= 5 else 'MISSED'})")
     return 0
 
 

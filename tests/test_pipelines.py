@@ -168,7 +168,8 @@ def _component_inputs(documents: list[dict], component: str) -> set[str]:
 
 
 WIRED = {
-    "dataset-download": {"max_seq_len"},
+    # max_seq_len is wired from training; the three size/time bounds (issue 28) are component-level settings only
+    "dataset-download": {"max_seq_len", "max_line_bytes", "max_decompressed_bytes", "download_deadline_s"},
     "train-model": {
         "training_algorithm",
         "pvc_path",

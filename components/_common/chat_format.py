@@ -12,16 +12,15 @@ The held-out evaluation adds two rules (:data:`HELDOUT_RULES`). Unknown keys, on
 JSON lines are decoded with ``msgspec``: straight into typed structs for the common, valid row (the fast path checks
 structure while parsing), and into plain Python values only to name the rule a row breaks. Hostile input never
 escapes as a traceback: invalid UTF-8, JSON nested too deep, a truncated or fake ``.gz`` and a UTF-8 byte order mark
-each end in a message naming the file, the line and the rule.
+each end in a message naming the file, the line and the rule. Reading files within size bounds (lines a block at a
+time, ``max_line_bytes``, ``.gz`` with ``max_decompressed_bytes``) is :mod:`components._common.chat_files`.
 """
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
 import msgspec
 
@@ -51,8 +50,11 @@ RULES: dict[str, str] = {
     "last_not_assistant": "a held-out conversation must end with the assistant's reference answer",
     "no_user_turn": "a held-out conversation needs a user message before the reference answer",
     "bad_compression": "a .gz file must be a complete gzip stream",
+    "invalid_csv": "a .csv file must be readable by Python's csv module",
     "bad_parquet": "a .parquet file must be a complete, readable Parquet file",
     "no_rows": "a data file must hold at least one row",
+    "record_too_large": "a JSONL line, .json array element or CSV record may not be longer than max_line_bytes",
+    "decompressed_too_large": "a .gz file may not expand past max_decompressed_bytes",
 }
 #: The rules only the held-out evaluation applies (it scores the final assistant turn against a prompt).
 HELDOUT_RULES = ("last_not_assistant", "no_user_turn")
@@ -246,63 +248,36 @@ def fast_valid(line: bytes, allow_trailing_user: bool = False) -> bool:
     ``False`` means "not on the fast path": decode it with :func:`decode_json` and name the rule with
     :func:`check_row` (list-of-parts contents, for instance, are usable but not fast).
     """
-    try:
-        messages = _TYPED.decode(line).messages
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return False
-    has_assistant = False
-    for index, message in enumerate(messages):
-        content = message.content
-        if not content or content.isspace():
-            return False
-        role = message.role
-        if role == "assistant":
-            has_assistant = True
-        elif role == "system" and index:
-            return False
-    return has_assistant and (allow_trailing_user or messages[-1].role != "user")
+    return fast_valid_lines([line], allow_trailing_user)[0]
 
 
-# ----------------------------------------------------------------------------------------------------- JSON lines
+_NOT_FAST = (msgspec.DecodeError, UnicodeDecodeError, RecursionError, TypeError)  # TypeError: not bytes (a reject)
 
 
-def open_binary(path: Path) -> IO[bytes]:
-    """Opens a data file for reading bytes, through ``gzip`` when its suffix is ``.gz``."""
-    return gzip.open(path, "rb") if Path(path).suffix.lower() == ".gz" else open(path, "rb")
-
-
-def bad_compression(path: Path, after_line: int, error: BaseException) -> ChatFormatError:
-    """The file-level error for a truncated, corrupt or fake ``.gz`` file."""
-    where = f"after line {after_line}" if after_line else "at its start"
-    return ChatFormatError(
-        Path(path).name,
-        "bad_compression",
-        f"the gzip stream breaks {where} ({type(error).__name__}: {error}); re-create or re-download the file",
-    )
-
-
-#: What a damaged ``.gz`` raises while it is read.
-COMPRESSION_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
-
-
-def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """Yields ``(line_number, line)`` for the non-blank lines of a (possibly gzipped) file, streaming.
-
-    A UTF-8 byte order mark at the start is skipped.
-
-    Raises:
-        ChatFormatError: ``bad_compression`` for a truncated, corrupt or fake ``.gz`` file.
-    """
-    line_number = 0
-    try:
-        with open_binary(path) as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if line_number == 1 and line.startswith(UTF8_BOM):
-                    line = line[len(UTF8_BOM) :]
-                if line.strip():
-                    yield line_number, line
-    except COMPRESSION_ERRORS as error:
-        raise bad_compression(path, line_number, error) from None
+def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[bool]:
+    """:func:`fast_valid` of each line, in one call per block of lines (the validator's hot loop)."""
+    decode = _TYPED.decode
+    verdicts = []
+    for line in lines:
+        try:
+            messages = decode(line).messages
+        except _NOT_FAST:
+            verdicts.append(False)
+            continue
+        usable = False  # until an assistant turn is seen; None once a rule is broken
+        for index, message in enumerate(messages):
+            content = message.content
+            if not content or content.isspace():
+                usable = None
+                break
+            role = message.role
+            if role == "assistant":
+                usable = True
+            elif role == "system" and index:
+                usable = None
+                break
+        verdicts.append(usable is True and (allow_trailing_user or messages[-1].role != "user"))
+    return verdicts
 
 
 def iter_chat_file(
@@ -323,10 +298,12 @@ def iter_chat_file(
         ChatFormatError: At the first row that breaks a rule (naming file, line and rule), or ``no_rows`` when the
             file holds no row at all.
     """
+    from components._common.chat_files import iter_lines  # imported here: chat_files builds on this module
+
     where = f"{label} {path}" if label else str(path)
     rows = 0
     for line_number, line in iter_lines(path):
-        value = decode_json(line)
+        value = line if type(line) is Unreadable else decode_json(line)
         if type(value) is Unreadable:
             raise ChatFormatError(f"{where}:{line_number}", value.rule, value.reason, value.excerpt)
         problem = check_row(value, allow_trailing_user, heldout)

@@ -4,8 +4,11 @@ A component knows its secrets: the environment variables mounted from Kubernetes
 and the tokens it reads or is passed (:func:`register_secret`). :func:`mask_text` replaces every occurrence of those
 values, whatever the surrounding format (a dict repr, a JSON object, ``--token X``, a URL), also in their JSON-escaped
 and URL-quoted spellings, and in the string leaves of a JSON-valued secret (a docker config). Then the patterns of
-:data:`PATTERNS` catch secrets it never saw (``hf_...``, ``Bearer ...``, ``token=...``, ``"password": "..."``,
-``--token ...``).
+:data:`PATTERNS` catch secrets it never saw (``hf_...``, ``Bearer ...``, ``Authorization: Basic ...``, a raw JWT,
+``token=...``, ``"password": "..."``, ``--token ...``). Signed URLs and URL credentials (:data:`URL_PATTERNS`: the
+``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``sig``, ``Signature``, ``token``... query
+parameters and ``scheme://user:password@``) are masked in every output, artifacts included, keeping the URL readable
+(``https://host/f.jsonl?X-Amz-Signature=***&X-Amz-Expires=3600``); :func:`mask_url` applies only those.
 
 :func:`masked` decorates a component's entry function: while it runs, ``sys.stdout``/``sys.stderr`` are masked, and
 an exception leaving it has its message (and the messages it chains) masked. Standard library only.
@@ -13,6 +16,7 @@ an exception leaving it has its message (and the messages it chains) masked. Sta
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
@@ -42,14 +46,56 @@ MASK = "***"
 #: Values shorter than this are not masked by value (masking "1" would garble every number); patterns still apply.
 MIN_SECRET_CHARS = 6
 _KEY = r"(?:[\w-]*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?))"
+#: Query parameters of signed URLs that carry a signature or a credential (S3 and GCS presigned URLs, Azure SAS,
+#: CloudFront, OAuth), matched whatever their case.
+SIGNED_URL_PARAMETERS = (
+    "X-Amz-Signature",
+    "X-Amz-Credential",
+    "X-Amz-Security-Token",
+    "X-Goog-Signature",
+    "X-Goog-Credential",
+    "AWSAccessKeyId",
+    "Signature",
+    "sig",
+    "token",
+    "access_token",
+)
+_SIGNED = "|".join(re.escape(name) for name in SIGNED_URL_PARAMETERS)
+#: URL patterns, applied to every output (artifacts too): signed query parameters and ``user:password@`` userinfo
+#: (any characters up to the last ``@`` of the URL), or a lone userinfo of 6 characters or more (a token).
+URL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?i)([?&](?:" + _SIGNED + r")=)(?!\*\*\*)[^&#\s'\"<>]+"), r"\1" + MASK),
+    (re.compile(r"(?i)(://[^/\s:@'\"]*:)(?!\*\*\*@)[^\s'\"]+(@)"), r"\1" + MASK + r"\2"),
+    (re.compile(r"(?i)(://)[^/\s:@'\"]{6,}(@)"), r"\1" + MASK + r"\2"),
+)
+
+
+def _mask_basic_credentials(match: re.Match[str]) -> str:
+    """``Basic <base64 of user:password>`` masked; other words after "basic" are left as they are."""
+    try:
+        decoded = base64.b64decode(match[2] + "=" * (-len(match[2]) % 4), validate=True)
+    except ValueError:
+        return match[0]
+    return match[1] + MASK if b":" in decoded else match[0]
+
+
 #: Patterns for secrets never given by value: (regex, replacement keeping the part before the secret).
-PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     (re.compile(r"hf_[A-Za-z0-9]{16,}"), MASK),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),  # a JWT: header.payload.sig
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MASK),
+    (
+        re.compile(
+            r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?(?:(?:basic|bearer|token|digest)\s+)?)"
+            r"(?!\*\*\*)(?!(?:basic|bearer|token|digest)\b)[^\s'\",;}]{4,}"
+        ),
+        r"\1" + MASK,
+    ),
+    (re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"), _mask_basic_credentials),
     (re.compile(r"(?i)(--" + _KEY + r"(?:=|\s+))(?!-)\S+"), r"\1" + MASK),
     (re.compile(r"(?i)(['\"]" + _KEY + r"['\"]\s*:\s*['\"])[^'\"]+"), r"\1" + MASK),
-    (re.compile(r"(?i)(\b" + _KEY + r"\s*[=:]\s*)(?!['\"]?\*\*\*)[^\s,;'\"}]+"), r"\1" + MASK),
-    (re.compile(r"(?i)(://[^/\s:@]+:)[^/\s@]+(@)"), r"\1" + MASK + r"\2"),
+    (re.compile(r"(?i)(\b" + _KEY + r"\s*[=:]\s*)(?!['\"]?\*\*\*)[^\s,;'\"}&]+"), r"\1" + MASK),
+    *URL_PATTERNS,
 )
 
 _registered: set[str] = set()
@@ -104,15 +150,21 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
 def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None, patterns: bool = True) -> str:
     """``text`` with every known secret value replaced by :data:`MASK`, then every :data:`PATTERNS` match.
 
-    ``patterns=False`` masks by value only: for artifacts (reports, results, metadata), where a pattern could hit
-    ordinary data such as ``"pad_token": "<|pad|>"``.
+    ``patterns=False`` masks by value and :data:`URL_PATTERNS` only: for artifacts (reports, results, metadata),
+    where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
     """
     for value in secret_values(env, extra):
         if value in text:
             text = text.replace(value, MASK)
-    if patterns:
-        for pattern, replacement in PATTERNS:
-            text = pattern.sub(replacement, text)
+    for pattern, replacement in PATTERNS if patterns else URL_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def mask_url(text: str) -> str:
+    """``text`` with signed-URL query parameters and URL userinfo masked (:data:`URL_PATTERNS`), readable otherwise."""
+    for pattern, replacement in URL_PATTERNS:
+        text = pattern.sub(replacement, text)
     return text
 
 

@@ -3,21 +3,25 @@
 Built on ``tenacity``. A call is retried only when it failed transiently (:func:`is_transient`): no answer
 (connection refused or reset, DNS, a timeout) or an answer that says "try again" (408, 429, 500, 502, 503, 504). Any
 other answer, a 4xx such as 401/403/404/409/422 in particular, and TLS verification failures are final and reach the
-caller at once. Retries stop after :attr:`RetryPolicy.attempts` tries or when the next wait would pass the deadline;
-then :class:`GaveUp` says why, with the last error, so that each caller words its own one-line message.
+caller at once. A ``Retry-After`` the answer carries (seconds or an HTTP date) is honoured, bounded by
+:attr:`RetryPolicy.max_retry_after_s`. Retries stop after :attr:`RetryPolicy.attempts` tries or when the next wait
+would pass the deadline; then :class:`GaveUp` says why, with the last error, so that each caller words its own
+one-line message.
 
-Used by the Kubernetes client layer of ``train_model`` (which adds its own statuses and deadlines), the HTTP(S)
-dataset download and the Model Registry client (:func:`call_with_retries_async`).
+Used by the Kubernetes client layer of ``train_model`` (which adds its own statuses and deadlines), every source of
+the dataset download (Hub metadata and files, S3 and HTTP(S) bodies) and the Model Registry client
+(:func:`call_with_retries_async`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import email.utils
 import random
 import ssl
 import time
 import urllib.error
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import tenacity
@@ -38,6 +42,7 @@ class RetryPolicy:
         factor: Growth of the wait from one try to the next.
         jitter: Each wait is lengthened by a random fraction of itself, up to this (0.1 = up to +10%), so that many
             clients failing together do not retry in step.
+        max_retry_after_s: The longest ``Retry-After`` honoured (a longer one is cut to this).
     """
 
     attempts: int = 5
@@ -45,11 +50,12 @@ class RetryPolicy:
     max_delay_s: float = 30.0
     factor: float = 2.0
     jitter: float = 0.1
+    max_retry_after_s: float = 60.0
 
     def __post_init__(self) -> None:
         if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
             raise ValueError(f"RetryPolicy attempts={self.attempts!r}: must be an integer >= 1")
-        for name in ("initial_delay_s", "max_delay_s", "jitter"):
+        for name in ("initial_delay_s", "max_delay_s", "jitter", "max_retry_after_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"RetryPolicy {name}={getattr(self, name)!r}: must be >= 0")
         if self.factor < 1:
@@ -68,7 +74,10 @@ class _Wait(tenacity.wait.wait_base):
         self.policy = policy
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        return self.policy.delay_s(retry_state.attempt_number - 1)
+        delay = self.policy.delay_s(retry_state.attempt_number - 1)
+        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        asked = retry_after_s(error) if error is not None else None
+        return delay if asked is None else max(delay, min(asked, self.policy.max_retry_after_s))
 
 
 class GaveUp(Exception):
@@ -98,7 +107,38 @@ def status_of(error: BaseException) -> int | None:
         value = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
         if isinstance(value, int):
             return value
+    value = getattr(response, "status_code", None)  # httpx and requests responses (huggingface_hub's errors)
+    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+        return value
     return None
+
+
+def _headers(error: BaseException) -> Mapping[str, str] | None:
+    """The response headers an error carries: ``headers``, ``response.headers`` or botocore's ``HTTPHeaders``."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return (response.get("ResponseMetadata") or {}).get("HTTPHeaders")
+    for holder in (response, error):
+        headers = getattr(holder, "headers", None)
+        if headers is not None and hasattr(headers, "get"):
+            return headers
+    return None
+
+
+def retry_after_s(error: BaseException, now: Callable[[], float] = time.time) -> float | None:
+    """The wait a ``Retry-After`` header of the error's answer asks for (delta-seconds or an HTTP date), if any."""
+    headers = _headers(error)
+    value = headers.get("Retry-After") or headers.get("retry-after") if headers is not None else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now())
 
 
 def _causes(error: BaseException) -> Iterable[BaseException]:
@@ -127,6 +167,15 @@ def _is_transport_error(error: BaseException) -> bool:
     if isinstance(error, urllib.error.URLError) and not isinstance(error, urllib.error.HTTPError):
         return True
     module = type(error).__module__.split(".")[0]
+    if module in ("httpx", "httpx2", "httpcore"):  # huggingface_hub's client
+        return any(
+            base.__name__ in ("TransportError", "ConnectError", "TimeoutException") for base in type(error).__mro__
+        )
+    if module == "botocore":
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+        from botocore.exceptions import IncompleteReadError, ReadTimeoutError, ResponseStreamingError
+
+        return isinstance(error, (BotoConnectionError, IncompleteReadError, ReadTimeoutError, ResponseStreamingError))
     if module == "urllib3":
         import urllib3
 

@@ -23,13 +23,16 @@ class S3CredentialsMissing(ValueError):
     """The data-connection secret is not mounted: a credential variable is unset."""
 
 
-def s3_client(environ: Mapping[str, str] | None = None, stall_timeout_s: float = 120.0, purpose: str = "") -> Any:
+def s3_client(
+    environ: Mapping[str, str] | None = None, stall_timeout_s: float = 120.0, purpose: str = "", attempts: int = 5
+) -> Any:
     """A boto3 S3 client for the data connection in ``environ`` (default: ``os.environ``).
 
     Args:
         environ: Where the data connection's variables are read.
         stall_timeout_s: botocore's read timeout: how long a read may wait for bytes (connecting: at most 30 s).
         purpose: What needs S3, for the error message (e.g. ``s3_upload_prefix is set``).
+        attempts: botocore's own attempts per request (1: the caller retries, under its own policy).
 
     Raises:
         S3CredentialsMissing: ``AWS_ACCESS_KEY_ID`` or ``AWS_SECRET_ACCESS_KEY`` is unset; the message names them.
@@ -54,6 +57,6 @@ def s3_client(environ: Mapping[str, str] | None = None, stall_timeout_s: float =
         config=Config(
             connect_timeout=min(30, stall_timeout_s),
             read_timeout=stall_timeout_s,
-            retries={"max_attempts": 5, "mode": "standard"},
+            retries={"max_attempts": attempts, "mode": "standard"},
         ),
     )

@@ -79,3 +79,47 @@ def test_masked_function_masks_stdout_logs_and_exceptions(secrets, capsys, caplo
     everything = out + err + str(error.value) + str(error.value.__cause__)
     assert TOKEN not in everything and AWS not in everything
     assert "{'hub': '***'}" in out and "failed: {'k': '***'}" in str(error.value)
+
+
+def test_signed_url_parameters_are_masked_in_every_output_keeping_the_url_readable(secrets):
+    from components._common.masking import mask_url
+
+    url = (
+        "https://b.s3.amazonaws.com/d/train.jsonl?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        "&X-Amz-Credential=AKIAEXAMPLE%2F20261125%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Expires=3600"
+        "&X-Amz-Security-Token=FwoGZXIvYXdzEXAMPLE&X-Amz-Signature=abcdef0123456789"
+    )
+    expected = (
+        "https://b.s3.amazonaws.com/d/train.jsonl?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
+        "&X-Amz-Expires=3600&X-Amz-Security-Token=***&X-Amz-Signature=***"
+    )
+    assert mask_url(url) == expected
+    assert mask_text(url, patterns=False) == expected  # artifacts (metadata, reports) too, not only logs
+    assert mask_data({"source_uri": url}, patterns=False) == {"source_uri": expected}
+    sas = "https://a.blob.core.windows.net/c/t.jsonl?sv=2022-11-02&sig=AbC%2Bdef%3D&se=2026&Signature=x1&token=t2"
+    assert (
+        mask_url(sas)
+        == "https://a.blob.core.windows.net/c/t.jsonl?sv=2022-11-02&sig=***&se=2026&Signature=***&token=***"
+    )
+    assert mask_url("https://host/a.jsonl?design=1&signal=2") == "https://host/a.jsonl?design=1&signal=2"
+
+
+def test_pod_log_patterns_cover_basic_auth_jwts_and_url_userinfo_with_any_characters(secrets):
+    import base64
+
+    basic = base64.b64encode(b"alice:p/ss:w@rd+1").decode()
+    assert mask_text(f"Authorization: Basic {basic}") == "Authorization: Basic ***"
+    assert mask_text(f"curl -H 'authorization: basic {basic}' x") == "curl -H 'authorization: basic ***' x"
+    assert mask_text(f"header Basic {basic} sent") == "header Basic *** sent"
+    assert mask_text("Basic training and basic arithmetic") == "Basic training and basic arithmetic"
+    jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLXZhbHVlLWhlcmU"
+    assert mask_text(f"token {jwt} expired") == "token *** expired"
+    assert mask_text(f'{{"id_token": "{jwt}"}}') == '{"id_token": "***"}'
+    assert mask_text("fetch s3://AKIAID:wJal/rXU+tn@minio.local:9000/b/k failed") == (
+        "fetch s3://AKIAID:***@minio.local:9000/b/k failed"
+    )
+    assert mask_text("https://user:p@ss:w/rd@host/x.jsonl ok") == "https://user:***@host/x.jsonl ok"
+    assert mask_text("git clone https://ghp_abcdef123456@github.com/o/r") == "git clone https://***@github.com/o/r"
+    assert mask_text("see http://host:8080/path and ssh://git@github.com/o/r") == (
+        "see http://host:8080/path and ssh://git@github.com/o/r"
+    )

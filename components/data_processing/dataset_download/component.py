@@ -28,6 +28,9 @@ def dataset_download(
     max_seq_len: int = 0,
     tokenizer_source: str = "",
     max_download_bytes: int = 10737418240,
+    max_line_bytes: int = 16777216,
+    max_decompressed_bytes: int = 34359738368,
+    download_deadline_s: float = 10800.0,
 ) -> None:
     """Downloads a chat dataset, validates every row, converts it to ``messages`` JSONL and splits it (seeded)."""
     from pathlib import Path
@@ -51,5 +54,8 @@ def dataset_download(
             max_seq_len=max_seq_len,
             tokenizer_source=tokenizer_source,
             max_download_bytes=max_download_bytes,
+            max_line_bytes=max_line_bytes,
+            max_decompressed_bytes=max_decompressed_bytes,
+            download_deadline_s=download_deadline_s,
         )
     prepared.write_outputs(train_dataset, eval_dataset, report, metrics)

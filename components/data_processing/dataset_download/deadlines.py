@@ -1,4 +1,8 @@
-"""Time limits of downloads: a watchdog for the overall deadline of HTTP(S) and S3 fetches, and Hub transports.
+"""Time limits and retries of downloads: the options, a watchdog for the overall deadline, and Hub transports.
+
+:class:`HttpOptions` holds the limits every source shares: the stall timeout, the overall deadline (the component's
+``download_deadline_s``) and the retry policy (:func:`retry_policy`: attempts, doubling backoff, ``Retry-After``
+honoured up to a bound), so that the Hub, S3 and HTTP(S) retry the same faults the same way.
 
 A per-read socket timeout (the *stall* timeout) cannot bound a server that sends one byte just often enough: the
 overall *deadline* needs a clock outside the read. For ``urllib`` (HTTP/S) :class:`Watchdog` shuts the sockets of a
@@ -12,14 +16,81 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import logging
 import socket
 import ssl
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from components._common.masking import mask_url
+from components._common.retry import RetryPolicy, call_with_retries, describe
 
 from .locations import DatasetSourceError
+
+T = TypeVar("T")
+LOG = logging.getLogger(__name__)
+#: The default overall deadline of a download (``download_deadline_s``): 10 GiB at 1 MB/s.
+DEFAULT_DEADLINE_S = 3 * 3600.0
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """How downloads behave: stall timeout, overall deadline, attempts, backoff between them (doubling).
+
+    Attributes:
+        timeout_s: Stall timeout: an attempt fails when no byte arrives for this long (connect included).
+        attempts: Attempts of each request or body (retryable statuses 408/429/5xx and connection errors); a body
+            cut short is resumed with a ranged GET where the server supports it, else fetched again.
+        backoff_s: First pause between attempts, doubled after each (a longer ``Retry-After`` is honoured, up to
+            ``max_retry_after_s``).
+        deadline_s: Overall deadline of the fetch, every attempt and file included; the default (3 h) lets 10 GiB
+            (the default ``max_download_bytes``) arrive at 1 MB/s.
+        max_retry_after_s: The longest ``Retry-After`` a server may ask for.
+    """
+
+    timeout_s: float = 60.0
+    attempts: int = 4
+    backoff_s: float = 1.0
+    deadline_s: float = DEFAULT_DEADLINE_S
+    max_retry_after_s: float = 60.0
+
+
+def check_deadline(download_deadline_s: float) -> float:
+    """Returns ``download_deadline_s`` as a float, or raises ``ValueError`` naming it when it is not positive."""
+    if isinstance(download_deadline_s, bool) or not isinstance(download_deadline_s, (int, float)):
+        raise ValueError(f"download_deadline_s={download_deadline_s!r} must be a number of seconds")
+    if not download_deadline_s > 0:
+        raise ValueError(f"download_deadline_s={download_deadline_s!r} must be > 0 (seconds for the whole download)")
+    return float(download_deadline_s)
+
+
+def retry_policy(options: HttpOptions) -> RetryPolicy:
+    """The one retry policy of every source, from the download options."""
+    return RetryPolicy(
+        attempts=options.attempts,
+        initial_delay_s=options.backoff_s,
+        max_delay_s=30.0,
+        max_retry_after_s=options.max_retry_after_s,
+    )
+
+
+def retried(
+    call: Callable[[], T], options: HttpOptions, deadline: float, retryable: Callable[[BaseException], bool], what: str
+) -> T:
+    """``call()`` under :func:`retry_policy` and the overall deadline, logging each retry with ``what`` it was.
+
+    Raises:
+        GaveUp: Every attempt failed transiently, or the next wait would pass the deadline.
+    """
+
+    def log(attempt: int, wait_s: float, error: BaseException) -> None:
+        LOG.warning("%s: attempt %d failed (%s); retrying in %.1f s", what, attempt, describe(error), wait_s)
+
+    return call_with_retries(call, retry_policy(options), retryable=retryable, on_retry=log, deadline=deadline)
 
 
 class DownloadDeadlineExceeded(DatasetSourceError):
@@ -118,7 +189,7 @@ class WatchedHTTPSHandler(urllib.request.HTTPSHandler):
 def deadline_error(uri: str, deadline_s: float, size: int) -> DownloadDeadlineExceeded:
     """The one-line error of a fetch that outlived its deadline."""
     return DownloadDeadlineExceeded(
-        f"dataset_uri={uri!r}: download deadline of {deadline_s:g} s exceeded after {size} bytes "
+        f"dataset_uri={mask_url(uri)!r}: download deadline of {deadline_s:g} s exceeded after {size} bytes "
         "(the server is too slow or stalls); retry later, or copy the file to S3 or a PVC"
     )
 

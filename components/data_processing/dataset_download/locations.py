@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -29,6 +30,14 @@ _CLAIM_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 class DatasetSourceError(ValueError):
     """The dataset cannot be read from its source (bad URI, access, missing data, size cap)."""
+
+
+@dataclass
+class FetchedData:
+    """Local data files of a dataset and the revision they were read at."""
+
+    files: list[Path]
+    revision: str
 
 
 @dataclass(frozen=True)
@@ -159,6 +168,12 @@ def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Pat
     """
     if not path.exists():
         raise DatasetSourceError(f"dataset_uri={uri!r}: {path} does not exist (404)")
+    kind = _special_file_kind(path.stat().st_mode)
+    if kind:
+        raise DatasetSourceError(
+            f"dataset_uri={uri!r}: {path} is {kind}, not a data file or a directory: copy the data into a regular "
+            ".jsonl/.json/.parquet/.csv(.gz) file and point dataset_uri at it"
+        )
     if path.is_file():
         if data_format(path) is None:
             raise DatasetSourceError(f"dataset_uri={uri!r}: {path.name} is not a .jsonl/.json/.parquet/.csv(.gz) file")
@@ -175,6 +190,17 @@ def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Pat
         for file in files:
             confine(file, root, uri)
     return files
+
+
+def _special_file_kind(mode: int) -> str:
+    """What a non-regular, non-directory file is, in words ("" for a regular file or a directory)."""
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((words for test, words in kinds if test(mode)), "")
 
 
 def local_revision(files: list[Path]) -> str:

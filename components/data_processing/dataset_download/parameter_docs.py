@@ -21,4 +21,13 @@ PARAMETER_DOCS = {
     "max_seq_len": "Token limit for token statistics (computed only with tokenizer_source); 0 = none.",
     "tokenizer_source": 'HF id or local directory of a tokenizer for token statistics ("" = none).',
     "max_download_bytes": "Refuse remote downloads larger than this many bytes.",
+    "max_line_bytes": (
+        "Largest JSONL line, .json array element or CSV record (default 16 MiB); a longer one is rejected "
+        "(rule record_too_large, with its line) without being held in memory."
+    ),
+    "max_decompressed_bytes": (
+        "Most one .gz file may expand to (default 32 GiB, 8x the step's 4 GiB memory request); beyond it the step "
+        "fails naming the file and the limit (rule decompressed_too_large)."
+    ),
+    "download_deadline_s": "Deadline of the whole download in seconds, every attempt and file included (default 3 h).",
 }

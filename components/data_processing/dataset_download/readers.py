@@ -4,9 +4,15 @@ Every reader yields ``(position, value)`` pairs in file order. ``position`` is a
 and CSV, a 0-based row index for JSON arrays and Parquet (see :func:`position_label`). A record that cannot be
 decoded is yielded as an :class:`Unreadable` value naming its rule (``invalid_json``, ``invalid_utf8``,
 ``nesting_too_deep``), so that the caller counts it and goes on. ``.gz`` files are read through ``gzip``
-(``.jsonl.gz``, ``.json.gz``, ``.csv.gz``); a damaged one raises ``ChatFormatError``
-(``bad_compression``). A UTF-8 byte order mark is accepted. Memory stays bounded by the largest single record
-(Parquet: one batch of rows). The decoding and the rules live in :mod:`components._common.chat_format`.
+(``.jsonl.gz``, ``.json.gz``, ``.csv.gz``); a damaged one raises ``ChatFormatError`` (``bad_compression``), one
+that expands past ``max_decompressed_bytes`` too (``decompressed_too_large``). A UTF-8 byte order mark is accepted.
+
+Memory stays bounded whatever the input (see :class:`~components._common.chat_format.ReadLimits`): a JSONL line, a
+``.json`` array element or a CSV record longer than ``max_line_bytes`` is a reject (``record_too_large``), skipped
+without being held; Parquet is read one 512-row batch at a time, and a row group larger than
+:data:`PARQUET_ROW_GROUP_LINES` lines' worth is refused. Values that Parquet, CSV and ``.json`` give as ``null`` for an
+absent optional field (Arrow fills every column in every row) are dropped, not written as ``"name": null``. The
+decoding and the rules live in :mod:`components._common.chat_format`.
 """
 
 from __future__ import annotations
@@ -14,22 +20,22 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import IO
 
-from components._common.chat_format import (
+from components._common.chat_files import (
     COMPRESSION_ERRORS,
-    UTF8_BOM,
-    ChatFormatError,
-    Unreadable,
+    DecompressedLimitExceeded,
+    ReadLimits,
     bad_compression,
-    decode_json,
-    excerpt,
+    decompressed_too_large,
     iter_lines,
     open_binary,
+    record_too_large,
+    size_text,
 )
+from components._common.chat_format import UTF8_BOM, ChatFormatError, Unreadable, decode_json, excerpt
 
 __all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", "position_label"]
 
@@ -37,8 +43,9 @@ __all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", 
 DATA_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 #: CSV columns whose cells are decoded as JSON when they hold a JSON list or object.
 CSV_JSON_COLUMNS = frozenset({"messages", "conversations", "prompt", "completion"})
+#: A Parquet row group may hold at most this many times ``max_line_bytes`` uncompressed (it is decoded whole).
+PARQUET_ROW_GROUP_LINES = 64
 _CHUNK_CHARS = 1 << 20
-_MAX_RECORD_CHARS = 64 << 20
 _EXCERPT_CHARS = 120
 
 
@@ -59,13 +66,27 @@ def position_label(path: Path, position: int) -> str:
     return f"{path.name} row {position}"
 
 
-def _iter_json_lines(path: Path) -> Iterator[tuple[int, object]]:
-    for line_number, line in iter_lines(path):
-        yield line_number, decode_json(line)
+def drop_nulls(value: object) -> object:
+    """``value`` without the ``null`` members of its objects, at any depth (list items are kept as they are)."""
+    if type(value) is dict:
+        return {key: drop_nulls(item) for key, item in value.items() if item is not None}
+    if type(value) is list:
+        return [drop_nulls(item) for item in value]
+    return value
 
 
-def _iter_json_array(text: IO[str]) -> Iterator[tuple[int, object]]:
-    """Decodes the elements of a top-level JSON array one by one with ``raw_decode`` on a sliding buffer."""
+def _iter_json_lines(path: Path, limits: ReadLimits, nulls: bool = True) -> Iterator[tuple[int, object]]:
+    for line_number, line in iter_lines(path, limits):
+        value = line if type(line) is Unreadable else decode_json(line)
+        yield line_number, value if nulls else drop_nulls(value)
+
+
+def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, object]]:
+    """Decodes the elements of a top-level JSON array one by one with ``raw_decode`` on a sliding buffer.
+
+    An element longer than ``limits.max_line_bytes`` characters is a ``record_too_large`` reject that ends the file
+    (the parser cannot find the next element without decoding this one).
+    """
     decoder = json.JSONDecoder()
     buffer, position = text.read(_CHUNK_CHARS), 0
 
@@ -101,12 +122,15 @@ def _iter_json_array(text: IO[str]) -> Iterator[tuple[int, object]]:
                 )
                 return
             except json.JSONDecodeError as error:
+                if len(buffer) - position > limits.max_line_bytes:
+                    yield index, record_too_large(f"element {index}", limits.max_line_bytes, buffer[position:])
+                    return
                 more = text.read(_CHUNK_CHARS)
-                if not more or len(buffer) - position > _MAX_RECORD_CHARS:
+                if not more:
                     yield index, Unreadable("invalid_json", f"invalid JSON: {error.msg}", excerpt(buffer[position:]))
                     return
                 buffer, position = buffer[position:] + more, 0
-        yield index, value
+        yield index, drop_nulls(value)
         index += 1
         separator = next_char()
         if separator == "]":
@@ -130,23 +154,27 @@ def _text_rows(path: Path, rows: Iterator[tuple[int, object]]) -> Iterator[tuple
             yield position, value
     except COMPRESSION_ERRORS as error:
         raise bad_compression(path, position, error) from None
+    except DecompressedLimitExceeded as error:
+        raise decompressed_too_large(path, f"after record {position}", error.limit) from None
     except UnicodeDecodeError as error:
         reason = f"not valid UTF-8 after record {position} (byte {error.start} of a read chunk: {error.reason})"
         yield position + 1, Unreadable("invalid_utf8", reason, excerpt(error.object[error.start : error.start + 40]))
 
 
-def _iter_json(path: Path) -> Iterator[tuple[int, object]]:
+def _iter_json(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     """A ``.json`` file: a top-level array of rows, or JSON lines (as ``datasets`` also accepts)."""
     try:
-        with open_binary(path) as handle:
+        with open_binary(path, limits.max_decompressed_bytes) as handle:
             head = handle.read(4096)
     except COMPRESSION_ERRORS as error:
         raise bad_compression(path, 0, error) from None
+    except DecompressedLimitExceeded as error:
+        raise decompressed_too_large(path, "at its start", error.limit) from None
     if head.removeprefix(UTF8_BOM).lstrip().startswith(b"["):
-        with io.TextIOWrapper(open_binary(path), encoding="utf-8-sig") as text:
-            yield from _text_rows(path, _iter_json_array(text))
+        with io.TextIOWrapper(open_binary(path, limits.max_decompressed_bytes), encoding="utf-8-sig") as text:
+            yield from _text_rows(path, _iter_json_array(text, limits))
     else:
-        yield from _iter_json_lines(path)
+        yield from _iter_json_lines(path, limits, nulls=False)
 
 
 def _decode_csv_cell(column: str, cell: str) -> object:
@@ -156,28 +184,52 @@ def _decode_csv_cell(column: str, cell: str) -> object:
     return cell
 
 
-def _csv_records(text: IO[str]) -> Iterator[tuple[int, object]]:
-    reader = csv.DictReader(text)
-    for row in reader:
-        yield reader.line_num, {column: _decode_csv_cell(column, cell) for column, cell in row.items()}
+class _LineTooLong(Exception):
+    pass
 
 
-def _iter_csv(path: Path) -> Iterator[tuple[int, object]]:
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with io.TextIOWrapper(open_binary(path), encoding="utf-8-sig", newline="") as text:
-        yield from _text_rows(path, _csv_records(text))
+def _bounded_lines(text: IO[str], limit: int) -> Iterator[str]:
+    """The lines of a text stream, each read with a bound: a longer one raises :class:`_LineTooLong`."""
+    while line := text.readline(limit + 1):
+        if len(line) > limit:
+            raise _LineTooLong(line[:1024])
+        yield line
 
 
-def _iter_parquet(path: Path) -> Iterator[tuple[int, object]]:
+def _csv_records(text: IO[str], limit: int) -> Iterator[tuple[int, object]]:
+    """CSV rows as dicts; a record over ``limit`` characters is a ``record_too_large`` reject that ends the file."""
+    reader = csv.DictReader(_bounded_lines(text, limit))
+    try:
+        for row in reader:
+            present = ((column, cell) for column, cell in row.items() if column is not None and cell is not None)
+            cells = {column: _decode_csv_cell(column, cell) for column, cell in present}
+            yield reader.line_num, cells
+    except _LineTooLong as error:
+        yield reader.line_num + 1, record_too_large(f"line {reader.line_num + 1}", limit, error.args[0])
+    except csv.Error as error:
+        if "field limit" not in str(error):
+            yield reader.line_num, Unreadable("invalid_csv", f"unreadable CSV: {error}", "")
+            return
+        yield reader.line_num, record_too_large(f"the record ending on line {reader.line_num}", limit, "")
+
+
+def _iter_csv(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
+    csv.field_size_limit(limits.max_line_bytes)
+    with io.TextIOWrapper(open_binary(path, limits.max_decompressed_bytes), encoding="utf-8-sig", newline="") as text:
+        yield from _text_rows(path, _csv_records(text, limits.max_line_bytes))
+
+
+def _iter_parquet(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     import pyarrow
     import pyarrow.parquet as pq
 
     index = 0
     try:
         with pq.ParquetFile(path) as parquet:
+            _check_row_groups(path, parquet.metadata, limits)
             for batch in parquet.iter_batches(batch_size=512):
                 for row in batch.to_pylist():
-                    yield index, row
+                    yield index, drop_nulls(row)
                     index += 1
     except (pyarrow.ArrowException, OSError) as error:
         where = f"after row {index - 1}" if index else "at its start"
@@ -186,28 +238,44 @@ def _iter_parquet(path: Path) -> Iterator[tuple[int, object]]:
         ) from None
 
 
-def iter_rows(path: Path) -> Iterator[tuple[int, object]]:
+def _check_row_groups(path: Path, metadata: object, limits: ReadLimits) -> None:
+    """Refuses a Parquet file with a row group too large to decode within the step's memory."""
+    bound = PARQUET_ROW_GROUP_LINES * limits.max_line_bytes
+    for number in range(metadata.num_row_groups):
+        size = metadata.row_group(number).total_byte_size
+        if size > bound:
+            raise ChatFormatError(
+                path.name,
+                "record_too_large",
+                f"row group {number} holds {size_text(size)} uncompressed, over {PARQUET_ROW_GROUP_LINES} x "
+                f"max_line_bytes={size_text(bound)}; rewrite it with smaller row groups (pyarrow row_group_size)",
+            )
+
+
+def iter_rows(path: Path, limits: ReadLimits = ReadLimits()) -> Iterator[tuple[int, object]]:
     """Yields ``(position, row)`` for every record of a data file, streaming.
 
     Args:
         path: A file whose format :func:`data_format` knows.
+        limits: The record and decompressed size limits.
 
     Returns:
         An iterator of positions (see :func:`position_label`) and decoded rows or :class:`Unreadable` markers.
 
     Raises:
         ValueError: The file's suffix is not a supported data format; ``ChatFormatError`` (a ``ValueError``) for a
-            damaged ``.gz`` file (rule ``bad_compression``).
+            damaged ``.gz`` file (rule ``bad_compression``), one that expands too far (``decompressed_too_large``) or a
+            Parquet row group too large to decode (``record_too_large``).
     """
     kind = data_format(path)
     if kind == "jsonl":
-        yield from _iter_json_lines(path)
+        yield from _iter_json_lines(path, limits)
     elif kind == "json":
-        yield from _iter_json(path)
+        yield from _iter_json(path, limits)
     elif kind == "csv":
-        yield from _iter_csv(path)
+        yield from _iter_csv(path, limits)
     elif kind == "parquet":
-        yield from _iter_parquet(path)
+        yield from _iter_parquet(path, limits)
     else:
         raise ValueError(
             f"unsupported data file {path.name!r}: the suffix must be one of "

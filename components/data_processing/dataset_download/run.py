@@ -10,18 +10,21 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.chat_files import DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_LINE_BYTES, ReadLimits
 from components._common.files import with_extension, write_text_atomically
-from components._common.masking import mask_data, masked
+from components._common.masking import mask_data, mask_url, masked
 
-from .locations import DatasetSourceError, check_dataset_uri
-from .sources import fetch_dataset
-from .split import JsonlWriter, SplitPlan, WrittenFile, check_split_options, plan_split, write_split
+from .locations import check_dataset_uri
+from .passes import SplitOptions, validate_and_split
+from .sources import HttpOptions, check_deadline, fetch_dataset
+from .split import SplitPlan, WrittenFile, check_split_options, write_error
 from .tokens import TokenStats, check_token_options, load_token_counter
-from .validate import ValidationReport, check_validation_options, validate_local_files
+from .validate import ValidationReport, check_validation_options, choose_format, validate_files
 
 LOG = logging.getLogger(__name__)
 
@@ -75,7 +78,11 @@ class DatasetDownloadResult:
         """
         train_dataset.metadata.update(mask_data(self.artifact_metadata(self.train), patterns=False))
         eval_dataset.metadata.update(mask_data(self.artifact_metadata(self.eval), patterns=False))
-        write_text_atomically(with_extension(report, ".md"), self.to_markdown())  # secret values masked
+        report_path = with_extension(report, ".md")
+        try:
+            write_text_atomically(report_path, self.to_markdown())  # secret values and URL signatures masked
+        except OSError as error:
+            raise write_error(Path(report_path), error) from None
         for name, value in self.metrics().items():
             metrics.log_metric(name, value)
 
@@ -115,6 +122,9 @@ def run_dataset_download(
     max_seq_len: int = 0,
     tokenizer_source: str = "",
     max_download_bytes: int = 10 * 1024**3,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    download_deadline_s: float = 3 * 3600.0,
 ) -> DatasetDownloadResult:
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
 
@@ -133,6 +143,10 @@ def run_dataset_download(
         max_seq_len: With ``tokenizer_source``, compute token statistics and count rows longer than this (0 = off).
         tokenizer_source: HF id or local directory of the tokenizer for token statistics.
         max_download_bytes: Refuse remote downloads larger than this.
+        max_line_bytes: The largest JSONL line, ``.json`` element or CSV record; longer ones are rejected
+            (``record_too_large``) without being held in memory.
+        max_decompressed_bytes: The most one ``.gz`` file may expand to (``decompressed_too_large``).
+        download_deadline_s: Deadline of the whole download, every attempt and file included.
 
     Returns:
         The validation report, split plan, written files and token statistics.
@@ -146,54 +160,48 @@ def run_dataset_download(
     check_dataset_uri(dataset_uri)
     check_split_options(train_split_ratio, subset_count)
     check_validation_options(on_invalid, max_invalid_fraction)
+    limits = ReadLimits(max_line_bytes, max_decompressed_bytes)
+    http = HttpOptions(deadline_s=check_deadline(download_deadline_s))
     with_token_stats = check_token_options(max_seq_len, tokenizer_source)
     if not with_token_stats and (tokenizer_source or max_seq_len):
         LOG.info("token statistics need both max_seq_len > 0 and tokenizer_source: none computed")
+    shown_uri = mask_url(dataset_uri)  # signed URLs keep their signatures out of the report and the metadata
+    token_stats: TokenStats | None = None
+
+    def on_selected() -> Callable[[bytes], None] | None:
+        """Token counting for the kept rows; the tokenizer loads only once the rows have passed (two passes)."""
+        nonlocal token_stats
+        if not with_token_stats:
+            return None
+        count_tokens = load_token_counter(tokenizer_source)
+        stats = token_stats = TokenStats(max_seq_len)
+        return lambda line: stats.add(count_tokens(json.loads(line)["messages"]))
+
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
-        fetched = fetch_dataset(dataset_uri, Path(scratch) / "download", hf_split, max_download_bytes)
-        normalized = Path(scratch) / "normalized.jsonl"
-        with open(normalized, "wb") as sink_file:
+        fetched = fetch_dataset(dataset_uri, Path(scratch) / "download", hf_split, max_download_bytes, http)
+        chosen, reason = choose_format(fetched.files, input_format, shown_uri, limits)
 
-            def sink(row: bytes) -> None:
-                sink_file.write(row + b"\n")
-
-            report = validate_local_files(
-                fetched.files,
-                dataset_uri,
-                fetched.revision,
-                input_format,
-                on_invalid,
-                max_invalid_fraction,
-                allow_trailing_user,
-                sink,
+        def validate(sink: Callable[[list[bytes]], None]) -> ValidationReport:
+            report = ValidationReport(
+                source_uri=shown_uri,
+                revision=fetched.revision,
+                input_format=chosen,
+                format_reason=reason,
+                files=[path.name for path in fetched.files],
+                on_invalid=on_invalid,
+                max_invalid_fraction=max_invalid_fraction,
             )
-        LOG.info(
-            "%s: %s; %d rows read, %d valid", dataset_uri, report.format_reason, report.rows_read, report.rows_valid
+            return validate_files(fetched.files, report, allow_trailing_user, sink, limits)
+
+        options = SplitOptions(train_path, eval_path, train_split_ratio, subset_count, seed, Path(scratch))
+        outcome = validate_and_split(
+            fetched.files, chosen, validate, options, limits, on_selected, not with_token_stats
         )
-        report.raise_for_rejects()
-        if report.rows_valid == 0:
-            raise DatasetSourceError(f"dataset_uri={dataset_uri!r}: empty dataset (no valid rows in {report.files})")
-        plan = plan_split(report.rows_valid, train_split_ratio, subset_count)
-        for warning in plan.warnings:
-            LOG.warning(warning)
-        token_stats = TokenStats(max_seq_len) if with_token_stats else None
-        on_selected = None
-        if token_stats is not None:
-            count_tokens = load_token_counter(tokenizer_source)
-
-            def on_selected(line: bytes) -> None:
-                token_stats.add(count_tokens(json.loads(line)["messages"]))
-
-        train, eval_ = JsonlWriter(train_path), JsonlWriter(eval_path)
-        try:
-            with open(normalized, "rb") as lines:
-                write_split(lines, plan, seed, train, eval_, on_selected)
-        except BaseException:
-            train.discard()
-            eval_.discard()
-            raise
-        written_train, written_eval = train.commit(), eval_.commit()
+    report, plan = outcome.report, outcome.plan
+    LOG.info("%s: %s; %d rows read, %d valid", shown_uri, report.format_reason, report.rows_read, report.rows_valid)
+    for warning in plan.warnings:
+        LOG.warning(warning)
     warnings = list(plan.warnings)
     if token_stats is not None and token_stats.rows_over_max_seq_len:
         warnings.append(f"{token_stats.rows_over_max_seq_len} rows are longer than max_seq_len={max_seq_len} tokens")
-    return DatasetDownloadResult(report, plan, written_train, written_eval, seed, token_stats, warnings)
+    return DatasetDownloadResult(report, plan, outcome.train, outcome.eval, seed, token_stats, warnings)

@@ -8,13 +8,24 @@ give byte-identical files.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import itertools
+import operator
 import os
+import queue
 import random
+import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+_WRITE_BUFFER = 1 << 20
+_READ_BLOCK = 1 << 20
+_QUEUED_BLOCKS = 8
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,7 @@ def plan_split(rows_available: int, train_split_ratio: float, subset_count: int)
 
 
 class _Sampler:
-    """Selection sampling: :meth:`take` answers, row by row, whether the row is among ``k`` picked of ``n``."""
+    """Selection sampling: answers, row by row, whether the row is among ``k`` picked of ``n``."""
 
     def __init__(self, k: int, n: int, seed: str) -> None:
         self._rng = random.Random(seed)
@@ -77,10 +88,26 @@ class _Sampler:
         self._left_to_see = n
 
     def take(self) -> bool:
-        taken = self._left_to_take > 0 and self._rng.random() * self._left_to_see < self._left_to_take
-        self._left_to_see -= 1
-        self._left_to_take -= taken
-        return taken
+        """Whether the next row is picked."""
+        return self.take_many(1)[0]
+
+    def take_many(self, count: int) -> list[bool]:
+        """Whether each of the next ``count`` rows is picked (one call per block of rows, not per row)."""
+        take, see = self._left_to_take, self._left_to_see
+        if take == 0 or take >= see:  # nothing or everything left to pick: the answer needs no random draw
+            picks = [take > 0] * count
+            self._left_to_take, self._left_to_see = max(0, take - count), see - count
+            return picks
+        draw = self._rng.random
+        picks = []
+        append = picks.append
+        for _ in range(count):
+            taken = take > 0 and draw() * see < take
+            see -= 1
+            take -= taken
+            append(taken)
+        self._left_to_take, self._left_to_see = take, see
+        return picks
 
 
 @dataclass(frozen=True)
@@ -92,34 +119,144 @@ class WrittenFile:
     sha256: str
 
 
+class OutputWriteError(OSError):
+    """An output could not be written (a full disk, an I/O error); the message names the path and the free space."""
+
+
+def write_error(path: Path, error: OSError) -> OutputWriteError:
+    """A one-line error for a failed write of ``path``: the reason, the free space there and what to do."""
+    try:
+        free = f"{shutil.disk_usage(path.parent).free} bytes free"
+    except OSError:
+        free = "free space unknown"
+    reason = errno.errorcode.get(error.errno or 0, "error")
+    return OutputWriteError(
+        error.errno,
+        f"cannot write {path}: {error.strerror or error} ({reason}; {free} in {path.parent}); nothing was kept: free "
+        "space or give the step a larger volume, then run it again",
+    )
+
+
 class JsonlWriter:
-    """Writes lines to a temporary file beside ``target``, hashing as it goes; :meth:`commit` renames it."""
+    """Writes rows to a temporary file beside ``target``, hashing as it goes; :meth:`commit` renames it.
+
+    Hashing and writing happen on a background thread, block by block (both release the GIL), so that they overlap
+    with the parsing of the next rows. Any failure (ENOSPC, EIO, ...) leaves no temporary file behind and is raised
+    as :class:`OutputWriteError` naming the path and the free space.
+    """
 
     def __init__(self, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         self.target = target
         handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         self._temp = Path(name)
-        self._file = os.fdopen(handle, "wb")
+        self._file = os.fdopen(handle, "wb", buffering=_WRITE_BUFFER)
         self._digest = hashlib.sha256()
+        self._blocks: queue.Queue[bytes | None] = queue.Queue(maxsize=_QUEUED_BLOCKS)
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._drain, name=f"write {target.name}", daemon=True)
+        self._thread.start()
         self.rows = 0
+
+    def _drain(self) -> None:
+        while (data := self._blocks.get()) is not None:
+            if self._error is None:
+                try:
+                    self._digest.update(data)
+                    self._file.write(data)
+                except OSError as error:
+                    self._error = error
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise write_error(self.target, self._error) from None
+
+    def write_rows(self, rows: list[bytes]) -> None:
+        """Appends rows (JSON documents without line breaks), one line each."""
+        if rows:
+            self._raise_if_failed()
+            self._blocks.put(b"\n".join(rows) + b"\n")
+            self.rows += len(rows)
 
     def write(self, line: bytes) -> None:
         """Appends one JSONL line (with its newline)."""
-        self._file.write(line)
-        self._digest.update(line)
-        self.rows += 1
+        self.write_rows([line.rstrip(b"\n")])
+
+    def _finish(self) -> None:
+        if self._thread.is_alive():
+            self._blocks.put(None)
+            self._thread.join()
 
     def commit(self) -> WrittenFile:
-        """Closes the file and moves it to ``target``."""
-        self._file.close()
-        os.replace(self._temp, self.target)
+        """Flushes and closes the file and moves it to ``target``; on any failure, removes it (see :meth:`discard`)."""
+        try:
+            self._finish()
+            self._raise_if_failed()
+            try:
+                self._file.close()
+                os.replace(self._temp, self.target)
+            except OSError as error:
+                raise write_error(self.target, error) from None
+        except BaseException:
+            self.discard()
+            raise
         return WrittenFile(self.target, self.rows, self._digest.hexdigest())
 
     def discard(self) -> None:
-        """Closes and removes the temporary file (nothing half-written is left)."""
-        self._file.close()
-        self._temp.unlink(missing_ok=True)
+        """Stops writing and removes the temporary file, whatever state the file is in (nothing half-written stays)."""
+        self._error = self._error or OSError(0, "discarded")
+        try:
+            self._finish()
+            with contextlib.suppress(OSError):  # closing flushes: on a full disk that fails again
+                self._file.close()
+        finally:
+            self._temp.unlink(missing_ok=True)
+
+
+class SplitSink:
+    """Routes the valid rows, block by block and in source order, to train, eval or nowhere (see :func:`plan_split`).
+
+    Called with lists of rows (JSON documents without line breaks); :attr:`rows_seen` counts them. The subset is
+    drawn first, then the eval rows among the subset, each with its own ``random.Random`` seeded from ``seed``.
+    """
+
+    def __init__(
+        self,
+        plan: SplitPlan,
+        seed: int,
+        train: JsonlWriter,
+        eval_: JsonlWriter,
+        on_selected: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self._subset = _Sampler(plan.rows_selected, plan.rows_available, f"{seed}:subset")
+        self._eval = _Sampler(plan.eval_rows, plan.rows_selected, f"{seed}:eval")
+        self._train, self._eval_writer, self._on_selected = train, eval_, on_selected
+        self.rows_seen = 0
+
+    def __call__(self, rows: list[bytes]) -> None:
+        """Takes the next valid rows, in source order."""
+        self.rows_seen += len(rows)
+        rows = list(itertools.compress(rows, self._subset.take_many(len(rows))))
+        if self._on_selected is not None:
+            for row in rows:
+                self._on_selected(row)
+        picks = self._eval.take_many(len(rows))
+        if any(picks):
+            self._eval_writer.write_rows(list(itertools.compress(rows, picks)))
+            rows = list(itertools.compress(rows, map(operator.not_, picks)))
+        self._train.write_rows(rows)
+
+
+def iter_row_blocks(path: Path) -> Iterator[list[bytes]]:
+    """The rows of a JSONL file this module wrote (one row per line, no blank line), in blocks of about 1 MiB."""
+    with open(path, "rb") as handle:
+        head = b""
+        while block := handle.read(_READ_BLOCK):
+            rows = (head + block).split(b"\n")
+            head = rows.pop()
+            yield rows
+        if head:
+            yield [head]
 
 
 def write_split(
@@ -130,7 +267,7 @@ def write_split(
     eval_: JsonlWriter,
     on_selected: Callable[[bytes], None] | None = None,
 ) -> None:
-    """Routes each line to train, eval or nowhere according to ``plan`` and ``seed``.
+    """Routes each line to train, eval or nowhere according to ``plan`` and ``seed`` (see :class:`SplitSink`).
 
     Args:
         lines: The valid rows as JSONL lines, exactly ``plan.rows_available`` of them, in source order.
@@ -138,13 +275,9 @@ def write_split(
         seed: The seed; the same seed and input give the same files.
         train: Receives the train rows.
         eval_: Receives the eval rows.
-        on_selected: Called with every kept line (e.g. for token statistics).
+        on_selected: Called with every kept row (e.g. for token statistics).
     """
-    subset = _Sampler(plan.rows_selected, plan.rows_available, f"{seed}:subset")
-    evaluation = _Sampler(plan.eval_rows, plan.rows_selected, f"{seed}:eval")
-    for line in lines:
-        if not subset.take():
-            continue
-        if on_selected is not None:
-            on_selected(line)
-        (eval_ if evaluation.take() else train).write(line)
+    sink = SplitSink(plan, seed, train, eval_, on_selected)
+    lines = iter(lines)
+    while block := [line.rstrip(b"\n") for line in itertools.islice(lines, 4096)]:
+        sink(block)

@@ -3,12 +3,12 @@
 :func:`validate_dataset_uri` is the plain entry point (used by ``kfp-finetune validate-dataset URI``): it fetches the
 data, converts each row to ``messages`` form, checks it against :data:`rules.RULES` and returns a
 :class:`ValidationReport`. :func:`validate_files` is the streaming core, also used by the component, which passes a
-``sink`` that receives every valid, converted row as one JSON document (bytes).
+``sink`` that receives the valid, converted rows as JSON documents (bytes), a list at a time.
 
 Speed: a ``messages`` JSON-lines file (the common case) goes through the typed fast path of
 :func:`~components._common.chat_format.fast_valid`: a valid row is checked while it is parsed and handed to the sink
-as its own bytes, never built as Python dicts; only rows that break a rule (or use list-of-parts contents) are decoded
-again to name the rule. See ``benchmarks/validate_dataset.py``.
+as its own bytes, never built as Python dicts, a block of lines at a time; only rows that break a rule (or use
+list-of-parts contents) are decoded again to name the rule. See ``benchmarks/validate_dataset.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
 from components._common.chat_format import (
     RULES,
     RowError,
@@ -29,10 +30,10 @@ from components._common.chat_format import (
     decode_json,
     encode_json,
     excerpt,
-    fast_valid,
-    iter_lines,
+    fast_valid_lines,
     normalize_row,
 )
+from components._common.masking import mask_url
 
 from .formats import CONVERTERS, check_input_format, detect_format
 from .readers import data_format, iter_rows, position_label
@@ -42,6 +43,9 @@ ON_INVALID = ("fail", "drop")
 #: How many rejects an error message quotes (the report lists them all).
 QUOTED_REJECTS = 5
 _KEPT_REJECTS = 50
+_SINK_ROWS = 4096
+#: Receives valid rows in ``messages`` form, as JSON documents (UTF-8 bytes, no line break), a list at a time.
+Sink = Callable[[list[bytes]], None]
 
 
 class DatasetValidationError(ValueError):
@@ -220,13 +224,15 @@ def _cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
 
 
-def _all_rows(files: Sequence[Path]) -> Iterator[tuple[Path, int, object]]:
+def _all_rows(files: Sequence[Path], limits: ReadLimits) -> Iterator[tuple[Path, int, object]]:
     for path in files:
-        for position, value in iter_rows(path):
+        for position, value in iter_rows(path, limits):
             yield path, position, value
 
 
-def choose_format(files: Sequence[Path], input_format: str, source: str) -> tuple[str, str]:
+def choose_format(
+    files: Sequence[Path], input_format: str, source: str, limits: ReadLimits = ReadLimits()
+) -> tuple[str, str]:
     """The format to read the rows as: ``input_format`` itself, or the one detected from the first rows.
 
     Raises:
@@ -237,7 +243,7 @@ def choose_format(files: Sequence[Path], input_format: str, source: str) -> tupl
     if input_format != "auto":
         return input_format, "given as input_format"
     head, unreadable = [], []
-    for path, position, value in itertools.islice(_all_rows(files), 1000):
+    for path, position, value in itertools.islice(_all_rows(files, limits), 1000):
         if type(value) is Unreadable:
             unreadable.append(f"{position_label(path, position)} [{value.rule}] {value.reason} — {value.excerpt}")
         else:
@@ -254,7 +260,8 @@ def validate_files(
     files: Sequence[Path],
     report: ValidationReport,
     allow_trailing_user: bool = False,
-    sink: Callable[[bytes], None] | None = None,
+    sink: Sink | None = None,
+    limits: ReadLimits = ReadLimits(),
 ) -> ValidationReport:
     """Reads, converts and checks every row of some data files, streaming; fills ``report``.
 
@@ -262,8 +269,9 @@ def validate_files(
         files: Local data files, read in this order.
         report: A report whose ``input_format`` is set (see :func:`choose_format`); counts and rejects are added.
         allow_trailing_user: Accept conversations whose last message is a user turn.
-        sink: Called with every valid row, converted to ``messages`` form (extra keys kept, list-of-parts contents
-            joined), as one JSON document in UTF-8 bytes without a line break.
+        sink: Called with the valid rows in source order, a list at a time, each converted to ``messages`` form
+            (extra keys kept, list-of-parts contents joined) as one JSON document in UTF-8 bytes without a line break.
+        limits: The record and decompressed size limits.
 
     Returns:
         ``report``, filled in.
@@ -272,31 +280,45 @@ def validate_files(
         ValueError: A file is unsupported, or (``ChatFormatError``, rule ``bad_compression``) a ``.gz`` is damaged.
     """
     convert = None if report.input_format == "messages" else CONVERTERS[report.input_format]
+    sink = sink or (lambda rows: None)
     for path in files:
         if convert is None and data_format(path) == "jsonl":
-            _validate_json_lines(path, report, allow_trailing_user, sink)
+            _validate_json_lines(path, report, allow_trailing_user, sink, limits)
             continue
-        for position, value in iter_rows(path):
+        rows: list[bytes] = []
+        for position, value in iter_rows(path, limits):
             report.rows_read += 1
-            _check_value(path, position, value, convert, report, allow_trailing_user, sink)
+            _check_value(path, position, value, convert, report, allow_trailing_user, rows.append)
+            if len(rows) >= _SINK_ROWS:
+                sink(rows)
+                rows = []
+        sink(rows)
     return report
 
 
 def _validate_json_lines(
-    path: Path, report: ValidationReport, allow_trailing_user: bool, sink: Callable[[bytes], None] | None
+    path: Path, report: ValidationReport, allow_trailing_user: bool, sink: Sink, limits: ReadLimits
 ) -> None:
     """The fast path: a ``messages`` JSON-lines file, each valid line checked while parsed and passed on as is."""
-    read = valid = 0
-    for line_number, line in iter_lines(path):
-        read += 1
-        if fast_valid(line, allow_trailing_user):
-            valid += 1
-            if sink is not None:
-                sink(line.strip())
-        else:
-            _check_value(path, line_number, decode_json(line), None, report, allow_trailing_user, sink, line)
-    report.rows_read += read
-    report.rows_valid += valid
+    for first, lines in iter_line_blocks(path, limits):
+        passed = fast_valid_lines(lines, allow_trailing_user)
+        if all(passed):
+            rows = list(map(bytes.strip, lines))
+            report.rows_read += len(rows)
+            report.rows_valid += len(rows)
+            sink(rows)
+            continue
+        rows = []
+        for number, line, ok in zip(itertools.count(first), lines, passed):
+            if ok:
+                rows.append(line.strip())
+                report.rows_read += 1
+                report.rows_valid += 1
+            elif is_record(line):
+                report.rows_read += 1
+                value = line if type(line) is Unreadable else decode_json(line)
+                _check_value(path, number, value, None, report, allow_trailing_user, rows.append, line)
+        sink(rows)
 
 
 def _check_value(
@@ -306,8 +328,8 @@ def _check_value(
     convert: Callable[[dict], dict] | None,
     report: ValidationReport,
     allow_trailing_user: bool,
-    sink: Callable[[bytes], None] | None,
-    raw: bytes | None = None,
+    keep: Callable[[bytes], None],
+    raw: bytes | Unreadable | None = None,
 ) -> None:
     """Converts and checks one decoded record (already counted as read): valid (and sunk) or rejected."""
     if type(value) is Unreadable:
@@ -332,13 +354,12 @@ def _check_value(
         report.add_reject(_reject(path, position, *problem, value, raw))
         return
     report.rows_valid += 1
-    if sink is not None:
-        sink(encode_json(normalize_row(row)))
+    keep(encode_json(normalize_row(row)))
 
 
-def _reject(path: Path, position: int, rule: str, detail: str, value: object, raw: bytes | None = None) -> Reject:
+def _reject(path: Path, position: int, rule: str, detail: str, value: object, raw: object = None) -> Reject:
     """A reject quoting the record's own text (``raw``) or, for records decoded from other formats, its JSON."""
-    if raw is None:
+    if type(raw) is not bytes:
         try:
             raw = json.dumps(value, ensure_ascii=False, default=str)
         except (ValueError, RecursionError):
@@ -354,25 +375,28 @@ def validate_local_files(
     on_invalid: str = "fail",
     max_invalid_fraction: float = 0.0,
     allow_trailing_user: bool = False,
-    sink: Callable[[bytes], None] | None = None,
+    sink: Sink | None = None,
+    limits: ReadLimits = ReadLimits(),
 ) -> ValidationReport:
     """Validates local data files: chooses the format, then checks every row (see :func:`validate_files`).
 
     Args:
         files: Local data files, read in this order.
-        source_uri: Where they came from, for messages and the report.
+        source_uri: Where they came from, for messages and the report (URL signatures and credentials masked).
         revision: The revision of the source, for the report.
         input_format: ``auto`` or one of :data:`formats.FORMATS`.
         on_invalid: ``fail`` (any reject fails) or ``drop`` (rejects are dropped and counted).
         max_invalid_fraction: With ``drop``, the largest rejected fraction that still passes.
         allow_trailing_user: Accept conversations whose last message is a user turn.
-        sink: Called with every valid row in ``messages`` form, as JSON bytes (see :func:`validate_files`).
+        sink: Called with the valid rows in ``messages`` form, as JSON bytes (see :func:`validate_files`).
+        limits: The record and decompressed size limits.
 
     Returns:
         The filled-in report (check :attr:`ValidationReport.passed` or call ``raise_for_rejects``).
     """
     check_validation_options(on_invalid, max_invalid_fraction)
-    chosen, reason = choose_format(files, input_format, source_uri)
+    source_uri = mask_url(source_uri)
+    chosen, reason = choose_format(files, input_format, source_uri, limits)
     report = ValidationReport(
         source_uri=source_uri,
         revision=revision,
@@ -382,7 +406,7 @@ def validate_local_files(
         on_invalid=on_invalid,
         max_invalid_fraction=max_invalid_fraction,
     )
-    return validate_files(files, report, allow_trailing_user, sink)
+    return validate_files(files, report, allow_trailing_user, sink, limits)
 
 
 def validate_dataset_uri(
@@ -394,6 +418,7 @@ def validate_dataset_uri(
     hf_split: str = "train",
     max_download_bytes: int = 10 * 1024**3,
     download_dir: str | Path | None = None,
+    limits: ReadLimits = ReadLimits(),
 ) -> ValidationReport:
     """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
 
@@ -407,6 +432,7 @@ def validate_dataset_uri(
         hf_split: The split to read from a Hub dataset.
         max_download_bytes: Refuse downloads larger than this.
         download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
+        limits: The record and decompressed size limits.
 
     Returns:
         The report; ``report.to_markdown()`` renders it, ``report.raise_for_rejects()`` turns failure into an error.
@@ -426,4 +452,5 @@ def validate_dataset_uri(
             on_invalid,
             max_invalid_fraction,
             allow_trailing_user,
+            limits=limits,
         )

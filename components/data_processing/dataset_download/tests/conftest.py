@@ -34,6 +34,11 @@ class HubStub:
     required_token: str = ""
     requests: list[tuple[str, str, str]] = field(default_factory=list)
     url: str = ""
+    failures: dict[str, list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
+
+    def fail_next(self, what: str, *answers: tuple[int, dict[str, str]]) -> None:
+        """Answers the next requests for ``what`` (``"info"`` or a file path) with these statuses and headers."""
+        self.failures.setdefault(what, []).extend(answers)
 
     def add(self, repo_id: str, files: dict[str, bytes], gated: bool = False) -> StubRepo:
         """Adds a repository; its commit sha is derived from its content."""
@@ -67,6 +72,10 @@ def _handler(stub: HubStub) -> type[BaseHTTPRequestHandler]:
             if stub.required_token and self.headers.get("Authorization") != f"Bearer {stub.required_token}":
                 return self._error(401, "RepoNotFound", head)
             match = _INFO.match(path) or _RESOLVE.match(path)
+            what = "info" if match and match.re is _INFO else match["path"] if match else ""
+            if stub.failures.get(what):
+                status, headers = stub.failures[what].pop(0)
+                return self._send(status, json.dumps({"error": "scripted"}).encode(), headers, head)
             repo = stub.repos.get(match["repo"]) if match else None
             if repo is None:
                 return self._error(404, "RepoNotFound", head)

@@ -98,7 +98,7 @@ def test_byte_order_marks_are_accepted_in_every_text_format(tmp_path):
         csv.writer(handle).writerows([["messages"], [json.dumps(ROW["messages"])]])
     for name, rows in (("a.jsonl", 2), ("b.json", 2), ("c.csv", 1)):
         kept: list[bytes] = []
-        report = validate_local_files([tmp_path / name], name, sink=kept.append)
+        report = validate_local_files([tmp_path / name], name, sink=kept.extend)
         assert (report.input_format, report.rows_valid, report.rows_rejected) == ("messages", rows, 0), name
         assert all(not line.startswith(bom) and json.loads(line)["messages"] == ROW["messages"] for line in kept)
 
@@ -133,7 +133,7 @@ def test_list_of_parts_content_is_accepted_and_written_as_text(tmp_path):
     path = tmp_path / "parts.jsonl"
     path.write_text(json.dumps(parts) + "\n" + json.dumps(image) + "\n")
     kept: list[bytes] = []
-    report = validate_local_files([path], "x", on_invalid="drop", max_invalid_fraction=0.5, sink=kept.append)
+    report = validate_local_files([path], "x", on_invalid="drop", max_invalid_fraction=0.5, sink=kept.extend)
     assert report.rejects_by_rule == {"content_part_invalid": 1}
     assert [json.loads(line) for line in kept] == [ROW]
 
@@ -283,8 +283,8 @@ def test_unreachable_hub_is_one_line(hub_stub, tmp_path, monkeypatch, endpoint):
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     started = time.monotonic()
     with pytest.raises(DatasetSourceError) as error:
-        fetch_dataset("org/chat@abc", tmp_path / "dl")
-    _one_line_naming(error, "'org/chat'", "'abc'", f"cannot reach {endpoint}", "HF_ENDPOINT")
+        fetch_dataset("org/chat@abc", tmp_path / "dl", http=HttpOptions(attempts=3, backoff_s=0.01))
+    _one_line_naming(error, "'org/chat'", "'abc'", f"cannot reach {endpoint}", "HF_ENDPOINT", "after 3 attempts")
     assert time.monotonic() - started < 60
 
 

@@ -108,7 +108,7 @@ def test_drop_mode_passes_within_the_fraction_and_fails_above(tmp_path):
     path = _jsonl(tmp_path / "chat.jsonl", [GOOD] * 9 + [TRAILING])
     kept = []
     report = validate_local_files(
-        [path], "x", on_invalid="drop", max_invalid_fraction=0.1, sink=lambda line: kept.append(json.loads(line))
+        [path], "x", on_invalid="drop", max_invalid_fraction=0.1, sink=lambda rows: kept.extend(map(json.loads, rows))
     )
     assert report.passed and len(kept) == 9 and report.invalid_fraction == pytest.approx(0.1)
     report.raise_for_rejects()
@@ -130,7 +130,7 @@ def test_alpaca_auto_detected_converted_and_checked(tmp_path):
     path = _jsonl(tmp_path / "alpaca.jsonl", rows)
     kept = []
     report = validate_local_files(
-        [path], "x", on_invalid="drop", max_invalid_fraction=0.5, sink=lambda line: kept.append(json.loads(line))
+        [path], "x", on_invalid="drop", max_invalid_fraction=0.5, sink=lambda rows: kept.extend(map(json.loads, rows))
     )
     assert report.input_format == "alpaca" and "auto-detected `alpaca`" in report.format_reason
     assert kept == [{"messages": [{"role": "user", "content": "Add 2 and 2."}, {"role": "assistant", "content": "4"}]}]

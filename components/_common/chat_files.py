@@ -1,0 +1,222 @@
+"""Reading chat data files with bounds: lines a block at a time, size limits, ``.gz`` with a decompressed cap.
+
+Memory stays bounded whatever the file (see :class:`ReadLimits`): a line longer than ``max_line_bytes`` becomes an
+:class:`~components._common.chat_format.Unreadable` of rule ``record_too_large`` and is skipped without being held,
+and a ``.gz`` file that expands past ``max_decompressed_bytes`` ends in a ``decompressed_too_large`` error naming the
+file and the line it got to. Lines come a block (about 1 MiB) at a time (:func:`iter_line_blocks`), so that a caller
+can check a block per call; :func:`count_lines` counts them at C speed. The rules, the decoding and the messages live
+in :mod:`components._common.chat_format`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from components._common.chat_format import UTF8_BOM, ChatFormatError, Unreadable, excerpt
+
+#: Default of ``max_line_bytes``: the largest JSONL line, ``.json`` array element or CSV record.
+DEFAULT_MAX_LINE_BYTES = 16 << 20
+#: Default of ``max_decompressed_bytes``: the most one ``.gz`` file may expand to, 8 x the dataset step's 4 GiB
+#: memory request (the data is streamed, but a gzip bomb must still end in a clear message, not a full disk).
+DEFAULT_MAX_DECOMPRESSED_BYTES = 32 << 30
+_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """Size limits of reading data files; memory stays bounded by ``max_line_bytes`` whatever the input.
+
+    Attributes:
+        max_line_bytes: The largest JSONL line, ``.json`` array element or CSV record (rule ``record_too_large``).
+        max_decompressed_bytes: The most one ``.gz`` file may decompress to (rule ``decompressed_too_large``).
+    """
+
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_line_bytes", "max_decompressed_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}={value!r} must be a positive number of bytes")
+
+
+def size_text(size: int) -> str:
+    """``16777216 (16 MiB)``: a byte count with its binary-unit rounding, for messages."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size} ({size / (1 << shift):.3g} {unit})"
+    return str(size)
+
+
+class DecompressedLimitExceeded(Exception):
+    """A ``.gz`` file expanded past ``max_decompressed_bytes`` (turned into rule ``decompressed_too_large``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"decompressed past max_decompressed_bytes={size_text(limit)}")
+        self.limit = limit
+
+
+class _LimitedReader(io.BufferedIOBase):
+    """A decompressing reader that raises :class:`DecompressedLimitExceeded` once it has produced too many bytes."""
+
+    def __init__(self, inner: IO[bytes], limit: int) -> None:
+        super().__init__()
+        self._inner, self._limit, self._produced = inner, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def _counted(self, data: bytes) -> bytes:
+        self._produced += len(data)
+        if self._produced > self._limit:
+            raise DecompressedLimitExceeded(self._limit)
+        return data
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:  # never "all of it": a bomb would be expanded in memory
+            size = self._limit - self._produced + 1
+        return self._counted(self._inner.read(size))
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._counted(self._inner.read1(size if size >= 0 else _BLOCK))
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
+def open_binary(path: Path, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> IO[bytes]:
+    """Opens a data file for reading bytes; a ``.gz`` through ``gzip``, capped at ``max_decompressed_bytes``."""
+    if Path(path).suffix.lower() == ".gz":
+        return _LimitedReader(gzip.open(path, "rb"), max_decompressed_bytes)
+    return open(path, "rb")
+
+
+def bad_compression(path: Path, after_line: int, error: BaseException) -> ChatFormatError:
+    """The file-level error for a truncated, corrupt or fake ``.gz`` file."""
+    where = f"after line {after_line}" if after_line else "at its start"
+    return ChatFormatError(
+        Path(path).name,
+        "bad_compression",
+        f"the gzip stream breaks {where} ({type(error).__name__}: {error}); re-create or re-download the file",
+    )
+
+
+def decompressed_too_large(path: Path, after: str, limit: int) -> ChatFormatError:
+    """The file-level error for a ``.gz`` file that expands past ``max_decompressed_bytes`` (``after line 12``)."""
+    return ChatFormatError(
+        Path(path).name,
+        "decompressed_too_large",
+        f"expands past max_decompressed_bytes={size_text(limit)} {after}: a gzip bomb, or a file that needs a larger "
+        "max_decompressed_bytes",
+    )
+
+
+def record_too_large(what: str, limit: int, start: bytes | str) -> Unreadable:
+    """The reject of a line, element or record longer than ``max_line_bytes`` (``what``: ``line 7``)."""
+    return Unreadable("record_too_large", f"{what} is longer than max_line_bytes={size_text(limit)}", excerpt(start))
+
+
+#: What a damaged ``.gz`` raises while it is read.
+COMPRESSION_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def iter_line_blocks(path: Path, limits: ReadLimits = ReadLimits()) -> Iterator[tuple[int, list[bytes | Unreadable]]]:
+    """Yields ``(first_line_number, lines)``: the lines of a (possibly gzipped) file, about 1 MiB at a time.
+
+    Every line is there, blank ones included, without its line break; a line longer than ``limits.max_line_bytes``
+    is an :class:`Unreadable` (rule ``record_too_large``), skipped without being held, so memory stays below about
+    ``max_line_bytes`` plus two blocks whatever the file. A UTF-8 byte order mark at the start is skipped.
+
+    Raises:
+        ChatFormatError: ``bad_compression`` for a truncated, corrupt or fake ``.gz`` file;
+            ``decompressed_too_large`` for one that expands past ``limits.max_decompressed_bytes``.
+    """
+    limit = limits.max_line_bytes
+    number = 1  # of the next line
+    try:
+        with open_binary(path, limits.max_decompressed_bytes) as handle:
+            head, skipped_start, first = b"", b"", True  # head: the start of a line that goes on in the next block
+            while block := handle.read(_BLOCK):
+                if first:
+                    block, first = block.removeprefix(UTF8_BOM), False
+                lines: list = block.split(b"\n")
+                tail = lines.pop()
+                if lines:
+                    longest_possible = len(head) + len(block)
+                    if skipped_start:
+                        lines[0] = record_too_large(f"line {number}", limit, skipped_start)
+                    elif head:
+                        lines[0] = head + lines[0]
+                    if longest_possible > limit:
+                        for index, line in enumerate(lines):
+                            if type(line) is bytes and len(line) > limit:
+                                lines[index] = record_too_large(f"line {number + index}", limit, line[:1024])
+                    yield number, lines
+                    number += len(lines)
+                    head, skipped_start = b"", b""
+                if not skipped_start:
+                    head += tail
+                    if len(head) > limit:
+                        head, skipped_start = b"", head[:1024]
+            if skipped_start:
+                yield number, [record_too_large(f"line {number}", limit, skipped_start)]
+            elif head:
+                yield number, [head]
+    except COMPRESSION_ERRORS as error:
+        raise bad_compression(path, number - 1, error) from None
+    except DecompressedLimitExceeded as error:
+        raise decompressed_too_large(path, f"after line {number - 1}" if number > 1 else "at its start", error.limit)
+
+
+def is_record(line: bytes | Unreadable) -> bool:
+    """Whether an item of :func:`iter_line_blocks` is a record: a non-blank line, or a line too long to read."""
+    return type(line) is not bytes or (bool(line) and not line.isspace())
+
+
+def count_lines(path: Path, limits: ReadLimits = ReadLimits()) -> int:
+    """An upper bound of the records of a JSON-lines file (see :func:`is_record`), from one quick scan of its bytes.
+
+    Lines are counted by their line breaks, less the blank lines at the end of the file; the bound is exact unless
+    blank lines stand between records, which a caller sees when fewer records than this arrive.
+
+    Raises:
+        ChatFormatError: As :func:`iter_line_blocks`.
+    """
+    lines, last, first = 0, b"", True
+    try:
+        with open_binary(path, limits.max_decompressed_bytes) as handle:
+            while block := handle.read(_BLOCK):
+                if first:
+                    block, first = block.removeprefix(UTF8_BOM), False
+                lines += block.count(b"\n")
+                last = block or last
+    except COMPRESSION_ERRORS as error:
+        raise bad_compression(path, 0, error) from None
+    except DecompressedLimitExceeded as error:
+        raise decompressed_too_large(path, "while counting its lines", error.limit) from None
+    if last and not last.endswith(b"\n"):
+        lines += 1  # the last line has no line break
+    content = last.rstrip()
+    if content:  # the lines after the last record's own line break are blank
+        trailing = last[len(content) :]
+        lines -= max(0, trailing.count(b"\n") - 1) + (trailing.count(b"\n") > 0 and not trailing.endswith(b"\n"))
+    return lines
+
+
+def iter_lines(path: Path, limits: ReadLimits = ReadLimits()) -> Iterator[tuple[int, bytes | Unreadable]]:
+    """Yields ``(line_number, line)`` for the records of a (possibly gzipped) file (see :func:`iter_line_blocks`).
+
+    Lines come without their line break; one longer than ``limits.max_line_bytes`` is an :class:`Unreadable`.
+    """
+    for first, lines in iter_line_blocks(path, limits):
+        for number, line in enumerate(lines, first):
+            if type(line) is not bytes or (line and not line.isspace()):
+                yield number, line

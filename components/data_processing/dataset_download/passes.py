@@ -1,0 +1,165 @@
+"""Validation and split in as few passes over the data as the rules allow.
+
+The split needs the number of valid rows before the first row is routed (exactly ``k`` of ``n``, see
+:mod:`.split`). Two ways to know it:
+
+* **One pass** (JSON lines in ``messages`` form, the common case): the lines are counted first with a quick,
+  C-speed scan of the line breaks, the split is planned on the assumption that every line is a valid row, and each
+  valid row goes straight from the validator into the train or eval file. When that holds (``on_invalid='fail'``
+  requires every row to be valid) that is the whole work: one parse, one write, the hash computed while writing.
+  When fewer valid rows arrive (rows dropped with ``on_invalid='drop'``, or blank lines the quick count could not
+  see), the files are discarded and the two passes below run instead.
+* **Two passes** (other formats and conversions, or dropped rows): the valid rows, converted, are written to a
+  scratch file, then that file is split.
+
+Either way the same input and seed give byte-identical files, and nothing half-written survives a failure.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from components._common.chat_files import ReadLimits, count_lines
+
+from .locations import DatasetSourceError
+from .readers import data_format
+from .split import JsonlWriter, SplitPlan, SplitSink, WrittenFile, iter_row_blocks, plan_split
+from .validate import Sink, ValidationReport
+
+#: Runs the validation, sending the valid rows to a sink; returns the filled-in report.
+Validate = Callable[[Sink], ValidationReport]
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """How the valid rows are split and where they go."""
+
+    train_path: Path
+    eval_path: Path
+    train_split_ratio: float
+    subset_count: int
+    seed: int
+    scratch_dir: Path
+
+
+@dataclass(frozen=True)
+class SplitOutcome:
+    """The validation report, the plan it was split by, and the two files written."""
+
+    report: ValidationReport
+    plan: SplitPlan
+    train: WrittenFile
+    eval: WrittenFile
+
+
+def validate_and_split(
+    files: list[Path],
+    input_format: str,
+    validate: Validate,
+    options: SplitOptions,
+    limits: ReadLimits,
+    on_selected: Callable[[], Callable[[bytes], None] | None] = lambda: None,
+    one_pass: bool = True,
+) -> SplitOutcome:
+    """Validates every row and writes the split (one pass where possible, see the module docstring).
+
+    Args:
+        files: The local data files.
+        input_format: The format the rows are read as (after auto-detection).
+        validate: Runs the validation into a sink.
+        options: The split options and the output paths.
+        limits: The record and decompressed size limits (for counting the lines).
+        on_selected: Makes a fresh callback for every kept row (token statistics), or ``None``; called per attempt.
+        one_pass: Allow the one-pass path (``False`` with token statistics: the tokenizer loads only for rows that
+            passed).
+
+    Raises:
+        DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
+    """
+    if one_pass and input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
+        lines = sum(count_lines(path, limits) for path in files)
+        if lines:
+            outcome = _one_pass(validate, lines, options, on_selected())
+            if outcome is not None:
+                return outcome
+    return _two_passes(validate, options, on_selected)
+
+
+def _written(
+    options: SplitOptions, fill: Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
+) -> tuple[ValidationReport, WrittenFile, WrittenFile] | None:
+    """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (or neither).
+
+    ``fill`` returning ``None`` discards both files and returns ``None``.
+    """
+    train, eval_ = JsonlWriter(options.train_path), JsonlWriter(options.eval_path)
+    committed: list[WrittenFile] = []
+    try:
+        report = fill(train, eval_)
+        if report is None:
+            train.discard()
+            eval_.discard()
+            return None
+        committed.append(train.commit())
+        committed.append(eval_.commit())
+        return report, committed[0], committed[1]
+    except BaseException:
+        train.discard()
+        eval_.discard()
+        for written in committed:  # the train file is useless without its eval file
+            written.path.unlink(missing_ok=True)
+        raise
+
+
+def _one_pass(
+    validate: Validate, lines: int, options: SplitOptions, on_selected: Callable[[bytes], None] | None
+) -> SplitOutcome | None:
+    """Validates straight into the split planned for ``lines`` valid rows; ``None`` when fewer arrived."""
+    plan = plan_split(lines, options.train_split_ratio, options.subset_count)
+
+    def fill(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport | None:
+        report = validate(SplitSink(plan, options.seed, train, eval_, on_selected))
+        if report.rows_valid == lines:
+            return report
+        report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
+        return None  # rows dropped or blank lines: the plan counted them, split again
+
+    written = _written(options, fill)
+    if written is None:
+        return None
+    report, train, eval_ = written
+    return SplitOutcome(report, plan, train, eval_)
+
+
+def _two_passes(
+    validate: Validate, options: SplitOptions, on_selected: Callable[[], Callable[[bytes], None] | None]
+) -> SplitOutcome:
+    """Validates into a scratch file of valid rows, then splits that file."""
+    with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=options.scratch_dir) as scratch:
+        rows = JsonlWriter(Path(scratch) / "valid.jsonl")
+        try:
+            report = validate(rows.write_rows)
+        except BaseException:
+            rows.discard()
+            raise
+        valid = rows.commit()
+        report.raise_for_rejects()
+        if report.rows_valid == 0:
+            raise DatasetSourceError(
+                f"dataset_uri={report.source_uri!r}: empty dataset (no valid rows in {report.files})"
+            )
+        plan = plan_split(report.rows_valid, options.train_split_ratio, options.subset_count)
+        callback = on_selected()
+
+        def fill(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport:
+            sink = SplitSink(plan, options.seed, train, eval_, callback)
+            for block in iter_row_blocks(valid.path):
+                sink(block)
+            return report
+
+        written = _written(options, fill)
+    assert written is not None  # fill never discards here
+    return SplitOutcome(report, plan, written[1], written[2])

@@ -1,0 +1,196 @@
+"""S3 sources: one object or every data file under a prefix, through the RHOAI data connection.
+
+Every request (head, list, get) follows the download's one retry policy (:func:`~.deadlines.retried`: 408/429/5xx
+and connection errors, ``Retry-After`` honoured, bounded, within the overall deadline); botocore's own retries are
+off so that the limits are the same as the Hub's and HTTP's. A body cut short mid-way (``IncompleteReadError``, a
+reset connection, a read timeout) is resumed from the byte where it stopped with a ranged GET, ``If-Match`` its ETag
+so that a changed object is never stitched together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path, PurePosixPath
+
+from components._common.retry import GaveUp, describe, is_transient
+from components._common.s3 import S3CredentialsMissing, s3_client
+
+from .deadlines import HttpOptions, deadline_error, retried
+from .locations import DatasetSourceError, FetchedData, parse_s3_uri
+from .readers import data_format
+
+_COPY_CHUNK = 1 << 20
+
+
+def _transient(error: BaseException) -> bool:
+    return not isinstance(error, DatasetSourceError) and is_transient(error)
+
+
+def s3_error(uri: str, error: Exception) -> DatasetSourceError:
+    """The one-line error of an S3 answer: access denied, not found, changed while downloaded, or its code."""
+    response = getattr(error, "response", {}) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if status == 403 or code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return DatasetSourceError(f"dataset_uri={uri!r}: access denied (403, {code}); check the data connection")
+    if status == 404 or code in ("NoSuchBucket", "NoSuchKey", "404"):
+        return DatasetSourceError(f"dataset_uri={uri!r}: not found (404, {code})")
+    if status == 412 or code == "PreconditionFailed":
+        return DatasetSourceError(f"dataset_uri={uri!r}: the object changed while it was downloaded; run again")
+    return DatasetSourceError(f"dataset_uri={uri!r}: S3 error {code or type(error).__name__}")
+
+
+def _s3_objects(client, uri: str, bucket: str, key: str) -> tuple[str, list[tuple[str, int, str]]]:
+    """The object ``key`` or the data files under prefix ``key``: ``(prefix, [(key, size, etag), ...])``.
+
+    ``prefix`` is ``""`` for a single object.
+    """
+    from botocore.exceptions import ClientError
+
+    if key and not key.endswith("/"):
+        try:
+            head = client.head_object(Bucket=bucket, Key=key)
+            return "", [(key, head["ContentLength"], head["ETag"].strip('"'))]
+        except ClientError as error:
+            if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404:
+                raise
+        key += "/"
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
+    found = [
+        (item["Key"], item["Size"], item["ETag"].strip('"'))
+        for page in pages
+        for item in page.get("Contents", [])
+        if data_format(PurePosixPath(item["Key"]))
+    ]
+    if not found:
+        raise DatasetSourceError(f"dataset_uri={uri!r}: not found (404): no object and no data files under the prefix")
+    return key, sorted(found)
+
+
+def _s3_target(download_dir: Path, prefix: str, key: str, uri: str) -> Path:
+    """Where an object lands: its path below the prefix (its base name for a single object), confined."""
+    relative = key[len(prefix) :] if prefix else PurePosixPath(key).name
+    target = download_dir / relative
+    if not relative or ".." in PurePosixPath(relative).parts or download_dir not in target.parents:
+        raise DatasetSourceError(f"dataset_uri={uri!r}: object key {key!r} cannot be stored safely")
+    return target
+
+
+def _s3_download(
+    client,
+    bucket: str,
+    key: str,
+    expected: tuple[int, str],
+    target: Path,
+    uri: str,
+    options: HttpOptions,
+    deadline: float,
+) -> None:
+    """Streams one object into ``target`` through a ``.part`` file (removed on any exit), within ``deadline``.
+
+    ``expected`` is the object's ``(size, etag)`` from the listing. A failed attempt keeps what arrived, and the next
+    one asks only for the rest (``Range``, ``If-Match``); a server that ignores the range sends everything again.
+    """
+    size, etag = expected
+    partial = target.with_name(f".{target.name}.part")
+
+    def attempt() -> None:
+        offset = partial.stat().st_size if partial.exists() else 0
+        request = {"Bucket": bucket, "Key": key}
+        if offset:
+            request.update(Range=f"bytes={offset}-", IfMatch=f'"{etag}"')
+        response = client.get_object(**request)
+        if offset and not str(response.get("ContentRange", "")).startswith(f"bytes {offset}-"):
+            offset = 0  # the whole object came back
+        received = offset + _stream(response["Body"], partial, offset, uri, options, deadline)
+        if received != size:
+            raise ConnectionError(f"the body of {key!r} ended after {received} of {size} bytes")
+
+    try:
+        retried(attempt, options, deadline, _transient, f"S3 GET {key}")
+        os.replace(partial, target)
+    except GaveUp as gave_up:
+        if gave_up.reason == "deadline":
+            raise deadline_error(uri, options.deadline_s, partial.stat().st_size if partial.exists() else 0) from None
+        raise DatasetSourceError(
+            f"dataset_uri={uri!r}: object {key!r}: {describe(gave_up.last)} after {gave_up.attempts} attempts"
+        ) from None
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, deadline: float) -> int:
+    """Writes a response body into ``partial`` from ``offset``; returns the bytes written.
+
+    A watchdog ends it at the deadline (:class:`~.deadlines.DownloadDeadlineExceeded`, never retried).
+    """
+    raw = getattr(body, "_raw_stream", body)
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), getattr(raw, "shutdown", raw.close))
+    timer.daemon = True
+    timer.start()
+    written = 0
+    try:
+        with open(partial, "r+b" if offset else "wb") as handle:
+            handle.seek(offset)
+            handle.truncate()
+            for chunk in body.iter_chunks(_COPY_CHUNK):
+                written += len(chunk)
+                handle.write(chunk)
+                if time.monotonic() > deadline:
+                    break
+    except Exception:
+        if time.monotonic() < deadline:
+            raise
+    finally:
+        timer.cancel()
+        body.close()
+    if time.monotonic() > deadline:
+        raise deadline_error(uri, options.deadline_s, offset + written)
+    return written
+
+
+def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions = HttpOptions()) -> FetchedData:
+    """Downloads an S3 object, or every data file under a prefix, through the data-connection endpoint.
+
+    ``options.timeout_s`` is the stall timeout of each read and ``options.deadline_s`` the deadline of the whole fetch.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    location = parse_s3_uri(uri, os.environ.get("AWS_S3_BUCKET", ""))
+    try:
+        client = s3_client(stall_timeout_s=options.timeout_s, attempts=1)  # retried here, by the one policy
+    except S3CredentialsMissing as error:
+        raise DatasetSourceError(str(error)) from None
+    deadline = time.monotonic() + options.deadline_s
+    try:
+        prefix, objects = retried(
+            lambda: _s3_objects(client, uri, location.bucket, location.key), options, deadline, _transient, "S3 list"
+        )
+        total = sum(size for _, size, _ in objects)
+        if total > max_bytes:
+            raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
+        files = []
+        for key, size, etag in objects:
+            target = _s3_target(download_dir, prefix, key, uri)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _s3_download(client, location.bucket, key, (size, etag), target, uri, options, deadline)
+            files.append(target)
+    except GaveUp as gave_up:
+        if gave_up.reason == "deadline":
+            raise deadline_error(uri, options.deadline_s, 0) from None
+        if isinstance(gave_up.last, ClientError):
+            raise s3_error(uri, gave_up.last) from None
+        raise DatasetSourceError(
+            f"dataset_uri={uri!r}: S3 endpoint error after {gave_up.attempts} attempts: {describe(gave_up.last)}"
+        ) from None
+    except ClientError as error:
+        raise s3_error(uri, error) from None
+    except BotoCoreError as error:
+        raise DatasetSourceError(f"dataset_uri={uri!r}: S3 endpoint error: {type(error).__name__}: {error}") from None
+    if not prefix:
+        return FetchedData(files, objects[0][2])
+    listing = "\n".join(f"{key}:{etag}" for key, _, etag in objects)
+    return FetchedData(files, "sha256:" + hashlib.sha256(listing.encode()).hexdigest()[:16])

@@ -1,0 +1,241 @@
+"""One retry policy for every source, against real loopback servers: the Hub stub answering 429/503 with
+``Retry-After``, an HTTP server and a TCP proxy in front of moto's S3 cutting bodies mid-way; plus the overall
+deadline as a parameter. Each case asserts the end state: the file as served, the requests made, no partial file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
+from components.data_processing.dataset_download.locations import DatasetSourceError
+from components.data_processing.dataset_download.run import run_dataset_download
+from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
+
+ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
+LINE = json.dumps(ROW).encode() + b"\n"
+FAST = HttpOptions(timeout_s=5.0, attempts=4, backoff_s=0.01)
+
+
+def _no_partial_files(root: Path) -> None:
+    leftovers = [p for p in root.rglob("*") if p.suffix in (".part", ".incomplete", ".tmp") and p.is_file()]
+    assert not leftovers, leftovers
+
+
+# --- the Hub ---------------------------------------------------------------------------------------------------------
+
+
+def test_hub_metadata_and_file_calls_retry_429_and_503_honouring_retry_after(hub_stub, tmp_path):
+    hub_stub.add("org/chat", {"train.jsonl": LINE * 3})
+    hub_stub.fail_next("info", (429, {"Retry-After": "1"}), (503, {"Retry-After": "1"}))
+    hub_stub.fail_next("train.jsonl", (503, {}))
+    started = time.monotonic()
+    fetched = fetch_dataset("org/chat", tmp_path / "dl", http=FAST)
+    elapsed = time.monotonic() - started
+    assert [path.read_bytes() for path in fetched.files] == [LINE * 3]
+    info_calls = [r for r in hub_stub.requests if r[1].startswith("/api/datasets/")]
+    assert len(info_calls) == 3
+    assert 2.0 <= elapsed < 15, elapsed  # two Retry-After: 1 waits honoured (the backoff alone is 0.01 s)
+    _no_partial_files(tmp_path / "dl")
+
+
+def test_hub_retry_after_is_bounded_and_attempts_end_in_one_line(hub_stub, tmp_path):
+    hub_stub.add("org/chat", {"train.jsonl": LINE})
+    hub_stub.fail_next("info", *[(429, {"Retry-After": "3600"})] * 3)
+    options = HttpOptions(timeout_s=5.0, attempts=3, backoff_s=0.01, max_retry_after_s=0.2)
+    started = time.monotonic()
+    with pytest.raises(DatasetSourceError) as error:
+        fetch_dataset("org/chat", tmp_path / "dl", http=options)
+    assert time.monotonic() - started < 5
+    message = str(error.value)
+    assert "\n" not in message and "'org/chat'" in message and "HTTP 429" in message and "after 3 attempts" in message
+    hub_stub.requests.clear()
+    with pytest.raises(DatasetSourceError, match=r"not found \(404\)"):
+        fetch_dataset("org/absent", tmp_path / "dl", http=options)
+    assert len([r for r in hub_stub.requests if r[1].startswith("/api/datasets/")]) == 1  # a 404 is final
+
+
+# --- HTTP(S) bodies cut short ----------------------------------------------------------------------------------------
+
+
+class CuttingServer:
+    """Serves one file; the first GET sends half the body and hangs up. Ranges are honoured when ``ranges``."""
+
+    def __init__(self, data: bytes, ranges: bool) -> None:
+        self.data, self.ranges, self.cuts_left = data, ranges, 1
+        self.requests: list[dict[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                server.requests.append(dict(self.headers))
+                etag = '"v1"'
+                start = 0
+                wanted = self.headers.get("Range", "")
+                if server.ranges and wanted.startswith("bytes=") and self.headers.get("If-Range") == etag:
+                    start = int(wanted[len("bytes=") :].rstrip("-"))
+                self.send_response(206 if start else 200)
+                self.send_header("ETag", etag)
+                if server.ranges:
+                    self.send_header("Accept-Ranges", "bytes")
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(server.data) - 1}/{len(server.data)}")
+                self.send_header("Content-Length", str(len(server.data) - start))
+                self.end_headers()
+                if server.cuts_left:
+                    server.cuts_left -= 1
+                    self.wfile.write(server.data[: len(server.data) // 2])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                self.wfile.write(server.data[start:])
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/chat.jsonl"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def cutting_server() -> Iterator:
+    servers: list[CuttingServer] = []
+
+    def start(data: bytes, ranges: bool) -> CuttingServer:
+        servers.append(CuttingServer(data, ranges))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_an_http_body_cut_short_is_resumed_with_a_range_or_fetched_again(cutting_server, tmp_path, ranges):
+    data = LINE * 4000
+    server = cutting_server(data, ranges)
+    fetched = fetch_dataset(server.url, tmp_path / "dl", http=FAST)
+    assert fetched.files[0].read_bytes() == data and fetched.revision == "v1"
+    assert len(server.requests) == 2
+    resumed = server.requests[1].get("Range")
+    assert resumed == (f"bytes={len(data) // 2}-" if ranges else None)
+    _no_partial_files(tmp_path / "dl")
+
+
+# --- S3 bodies cut short ---------------------------------------------------------------------------------------------
+
+
+class CuttingProxy:
+    """A TCP proxy to moto that hangs up in the middle of the first response to a GET naming ``marker``."""
+
+    def __init__(self, upstream: str, marker: bytes, cut_after: int) -> None:
+        host, port = upstream.rsplit("//", 1)[1].split(":")
+        self.upstream, self.marker, self.cut_after, self.cuts_left = (host, int(port)), marker, cut_after, 1
+        self.gets: list[bytes] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(self.upstream)
+        state = {"cut": False, "sent": 0}
+
+        def close() -> None:
+            for sock in (client, upstream):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+
+        def requests() -> None:
+            try:
+                while data := client.recv(65536):
+                    head = data.split(b"\r\n\r\n", 1)[0]
+                    if data.startswith(b"GET ") and self.marker in head.split(b"\r\n", 1)[0]:
+                        self.gets.append(head)
+                        if self.cuts_left and b"range:" not in head.lower():
+                            self.cuts_left -= 1
+                            state.update(cut=True, sent=0)
+                    upstream.sendall(data)
+            except OSError:
+                pass
+
+        threading.Thread(target=requests, daemon=True).start()
+        try:
+            while data := upstream.recv(65536):
+                if state["cut"]:
+                    room = self.cut_after - state["sent"]
+                    if len(data) >= room:
+                        client.sendall(data[:room])
+                        break
+                    state["sent"] += len(data)
+                client.sendall(data)
+        except OSError:
+            pass
+        close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_an_s3_body_cut_mid_way_is_resumed_from_where_it_stopped(s3_data_connection, s3_server, tmp_path, monkeypatch):
+    client, bucket = s3_data_connection
+    data = LINE * 20000  # ~1.6 MiB
+    client.put_object(Bucket=bucket, Key="sets/big.jsonl", Body=data)
+    proxy = CuttingProxy(s3_server, b"/sets/big.jsonl", cut_after=300_000)
+    monkeypatch.setenv("AWS_S3_ENDPOINT", proxy.url)
+    try:
+        fetched = fetch_dataset(f"s3://{bucket}/sets/big.jsonl", tmp_path / "dl", http=FAST)
+    finally:
+        proxy.close()
+    assert hashlib.sha256(fetched.files[0].read_bytes()).digest() == hashlib.sha256(data).digest()
+    assert len(proxy.gets) == 2
+    assert b"range: bytes=" in proxy.gets[1].lower() and b"range: bytes=0-" not in proxy.gets[1].lower()
+    _no_partial_files(tmp_path / "dl")
+
+
+# --- the overall deadline is a parameter -----------------------------------------------------------------------------
+
+
+def test_the_download_deadline_is_a_component_parameter(tmp_path):
+    from components.data_processing.dataset_download.tests.test_dataset_download_hostile import TricklingServer
+
+    server = TricklingServer(interval_s=0.3)
+    try:
+        started = time.monotonic()
+        with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 1 s exceeded"):
+            run_dataset_download(server.url, tmp_path / "out" / "t.jsonl", tmp_path / "out" / "e.jsonl",
+                                 download_deadline_s=1)  # fmt: skip
+        assert time.monotonic() - started < 5
+    finally:
+        server.close()
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+    with pytest.raises(ValueError, match=r"download_deadline_s=0 must be > 0"):
+        run_dataset_download(server.url, tmp_path / "t.jsonl", tmp_path / "e.jsonl", download_deadline_s=0)
