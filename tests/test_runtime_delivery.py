@@ -71,16 +71,20 @@ def _definitions(source: str) -> list[tuple[str, int, str]]:
 
 
 def _code_nodes(source: str) -> list[str]:
-    """The tree's node types without constants and without function parameter and return annotations."""
+    """The tree's node types without docstrings, other constants and function parameter and return annotations."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, (str, type(...))):
+                node.body = body[1:] or [ast.Pass()]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             node.returns = None
             params = node.args
             for arg in [*params.posonlyargs, *params.args, *params.kwonlyargs, params.vararg, params.kwarg]:
                 if arg is not None:
                     arg.annotation = None
-    return [type(n).__name__ for n in ast.walk(tree) if not isinstance(n, ast.Constant)]
+    return [type(n).__name__ for n in ast.walk(tree) if not isinstance(n, (ast.Constant, ast.Pass))]
 
 
 def test_slim_source_drops_signature_annotations_only():
@@ -121,9 +125,8 @@ def test_slim_source_keeps_code_lines_and_module_summaries_but_drops_the_rest():
         assert slimmed.count("\n") == source.count("\n"), module
         assert [d[:2] for d in _definitions(slimmed)] == [d[:2] for d in _definitions(source)], module
         assert not [d for d in _definitions(slimmed) if d[2]], module
-        assert ast.get_docstring(ast.parse(slimmed)) == (ast.get_docstring(ast.parse(source)) or "").split("\n")[0] or (
-            ast.get_docstring(ast.parse(source)) is None
-        ), module
+        summary = (ast.get_docstring(ast.parse(source)) or "").split("\n")[0] if "__doc__" in source else ""
+        assert (ast.get_docstring(ast.parse(slimmed)) or "") == summary, module
         # The same code: equal trees once docstrings (constants) and signature annotations are set aside.
         assert _code_nodes(source) == _code_nodes(slimmed), module
         assert not [t for t in tokenize.generate_tokens(io.StringIO(slimmed).readline) if t.type == tokenize.COMMENT]
@@ -138,15 +141,21 @@ def test_slim_source_behaves_the_same_and_keeps_line_numbers():
         "def f(x):\n"
         '    """Doubles x.\n\n    Args:\n        x: a number.\n    """\n'
         "    text = '# not a comment'\n"
-        "    return 2 * x, text, inspect.currentframe().f_lineno\n"
+        "    return 2 * x, text, inspect.currentframe().f_lineno, __doc__\n"
+        "class Empty:\n"
+        '    """Only a docstring: it becomes `...`."""\n'
     )
     slimmed = slim_source(source)
     original: dict = {}
     exec(compile(source, "m", "exec"), original)
     namespace: dict = {}
     exec(compile(slimmed, "m", "exec"), namespace)
-    assert namespace["f"](3) == original["f"](3) == (6, "# not a comment", 12)
+    assert namespace["f"](3) == (6, "# not a comment", 12, "Module doc.")
+    assert original["f"](3)[:3] == (6, "# not a comment", 12)
     assert namespace["__doc__"] == "Module doc." and namespace["f"].__doc__ is None and original["f"].__doc__
+    assert namespace["Empty"].__doc__ is None and "    ...\n" in slimmed
+    # A module that does not read its __doc__ loses the summary too.
+    assert slim_source('"""Summary."""\nX = 1\n') == "\nX = 1\n"
     assert "# a comment" not in slimmed
     assert slim_source("def broken(:\n") == "def broken(:\n"
 

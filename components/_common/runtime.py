@@ -56,15 +56,15 @@ _BUNDLE_MTIME = 315532800  # 1980-01-01, the earliest time zip/tar tools agree o
 _SKIPPED_NAMES = {"tests", "__pycache__", "component.py", "parameter_docs.py"}
 
 
-def _docstring_nodes(tree: ast.AST) -> list[ast.Constant]:
-    """The docstring literals of a module, its classes and functions."""
+def _docstring_nodes(tree: ast.AST) -> list[tuple[ast.Constant, bool]]:
+    """The docstring literals of a module, its classes and functions, each with whether it is its body's only one."""
     owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, owners) and node.body and isinstance(node.body[0], ast.Expr):
             value = node.body[0].value
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                found.append(value)
+                found.append((value, len(node.body) == 1))
     return found
 
 
@@ -101,12 +101,12 @@ def slim_source(source: str) -> str:
     """``source`` without docstrings, comments and signature annotations, every line kept where it was.
 
     The pod needs the code, not its documentation: this cuts a bundle by about a third (Linux caps one argument at
-    128 KiB, and the whole bundle is one argument). The module docstring keeps only its summary line (a script's
-    ``--help`` shows it); a class or function docstring becomes ``...`` (its ``__doc__`` is ``None`` in the pod); each
-    is followed by as many line breaks as it spanned, and a comment is cut from its line, so line numbers in a pod's
-    traceback still point at the source in the repository. One-line annotations of function parameters and returns
-    go too (:func:`_without_signature_annotations`). Source that does not parse, before or after, is returned
-    unchanged.
+    128 KiB, and the whole bundle is one argument). The module docstring keeps only its summary line where the module
+    reads its ``__doc__`` (a script's ``--help`` shows it), and goes elsewhere; a class or function docstring goes
+    (``...`` where it is the whole body; its ``__doc__`` is ``None`` in the pod); each leaves as many line breaks as it
+    spanned, and a comment is cut from its line, so line numbers in a pod's traceback still point at the source in the
+    repository. One-line annotations of function parameters and returns go too
+    (:func:`_without_signature_annotations`). Source that does not parse, before or after, is returned unchanged.
     """
     original = source
     try:
@@ -116,10 +116,15 @@ def slim_source(source: str) -> str:
         return original
     lines = source.encode().splitlines(keepends=True)
     module_doc = tree.body[0].value if tree.body and isinstance(tree.body[0], ast.Expr) else None
-    for node in sorted(_docstring_nodes(tree), key=lambda n: (n.lineno, n.col_offset), reverse=True):
+    reads_doc = "__doc__" in source
+    for node, alone in sorted(_docstring_nodes(tree), key=lambda n: (n[0].lineno, n[0].col_offset), reverse=True):
         first, last = node.lineno - 1, node.end_lineno - 1
         summary = (node.value.strip().splitlines() or [""])[0]
-        kept = (repr(summary).encode() if node is module_doc else b"...") + b"\n" * (last - first)
+        if node is module_doc:
+            kept = repr(summary).encode() if reads_doc else b""
+        else:
+            kept = b"..." if alone else b""
+        kept += b"\n" * (last - first)
         lines[first : last + 1] = [lines[first][: node.col_offset] + kept + lines[last][node.end_col_offset :]]
     text = b"".join(lines).decode()
     text_lines = text.splitlines(keepends=True)
