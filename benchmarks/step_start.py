@@ -139,8 +139,10 @@ def main() -> None:
         ["git", "show", revision], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     ).stdout
     now, before = executor_installs(args.now), executor_installs(before_text)
-    print("| step | image now | packages now | MB now | torch, nvidia-*, triton now | packages before | MB before "
-          "| torch, nvidia-*, triton before |")
+    print(
+        "| step | image now | packages now | MB now | torch, nvidia-*, triton now | packages before | MB before "
+        "| torch, nvidia-*, triton before |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     totals = [0, 0.0, 0, 0.0]
     details = []

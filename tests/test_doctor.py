@@ -26,6 +26,11 @@ TRAINJOBS = "trainer.kubeflow.org/v1alpha1/trainjobs"
 PYTORCHJOBS = "kubeflow.org/v1/pytorchjobs"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+#: GPU Feature Discovery's labels of an 80 GB A100 (memory in MiB).
+MIB = "nvidia.com/gpu.memory"
+A100_LABELS = {MIB: "81920", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+#: The base model doctor estimates GPU memory for (set by the ``cluster`` fixture: the tiny model, offline).
+BASE_MODEL: list[str] = []
 
 
 def dash(step, name):
@@ -41,8 +46,9 @@ S3_DATASET = param("dataset", "dataset_uri", "s3://bucket/train.jsonl")
 
 
 @pytest.fixture
-def cluster(kube_api, monkeypatch):
+def cluster(kube_api, monkeypatch, tiny_model_dir):
     """A Trainer v2 cluster with everything one osft-minimal run needs in namespace ``team``."""
+    BASE_MODEL[:] = param("train", "training_base_model", str(tiny_model_dir))
     monkeypatch.setenv(kube.SERVER_URL_ENV, kube_api.url)
     monkeypatch.setenv(kube.AUTH_TOKEN_ENV, "doctor-test-token")
     for name in ("KFP_HOST", "KFP_TOKEN"):
@@ -51,7 +57,7 @@ def cluster(kube_api, monkeypatch):
     kube_api.create_runtime("training-hub")
     kube_api.create_storage_class("nfs-csi", "nfs.csi.k8s.io")
     kube_api.create_storage_class("gp3-csi", "ebs.csi.aws.com", default=True)
-    kube_api.put_node(make_node("gpu-1", 2))
+    kube_api.put_node(make_node("gpu-1", 2, labels=A100_LABELS))
     kube_api.put_node(make_node("cpu-1"))
     kube_api.create_secret(
         NS, "kubernetes-credentials", {"KUBERNETES_SERVER_URL": SECRET_VALUE, "KUBERNETES_AUTH_TOKEN": SECRET_VALUE}
@@ -68,7 +74,8 @@ def cluster(kube_api, monkeypatch):
 
 
 def doctor(capsys, *args):
-    code = main(["doctor", "osft-minimal", "--namespace", NS, *args])
+    own_model = any(str(arg).startswith(f"{dash('train', 'training_base_model')}=") for arg in args)
+    code = main(["doctor", "osft-minimal", "--namespace", NS, *([] if own_model else BASE_MODEL), *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -100,9 +107,11 @@ def test_all_present_cluster_passes(cluster, capsys):
         "secret 's3-secret' has the keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY",
         "secret 'kubernetes-credentials' has the keys",
         "GPU node(s) fit training (1 node(s) x 1 GPU) and evaluation (1 GPU)",
+        "OSFT of ",
+        "estimated 0.28 GiB per GPU (0.26–0.33) vs 80.0 GiB on NVIDIA-A100-SXM4-80GB",
         "Model Registry: no address set",
     ):
-        assert any(expected in line for line in lines if line.startswith("OK")), (expected, out)
+        assert any(expected in line for line in lines if line.startswith("OK")), (expected, lines)
     assert lines[-1] == f"0 FAIL, 0 WARN, {len(lines) - 2} OK: ready to run"
     assert SECRET_VALUE not in out
     assert_no_secret_reads_beyond_keys(cluster)
@@ -132,6 +141,24 @@ SCENARIOS = {
         [],
         "FAIL",
         ["may not create trainjobs.trainer.kubeflow.org in namespace team", "rbac.yaml"],
+    ),
+    "gpu-memory": (  # 256 MiB: below even the lower bound of the tiny model's OSFT estimate
+        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2, labels={**A100_LABELS, MIB: "256"}))),
+        [],
+        "FAIL",
+        ["estimated 0.28 GiB per GPU (0.26–0.33) vs 0.25 GiB on NVIDIA-A100", "max_tokens_per_gpu", "LoRA"],
+    ),
+    "gpu-memory-tight": (  # 300 MiB: inside the estimate's range
+        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2, labels={**A100_LABELS, MIB: "300"}))),
+        [],
+        "WARN",
+        ["vs 0.29 GiB on NVIDIA-A100-SXM4-80GB", "more GPUs", "unfreeze_rank_ratio (now 0.25)"],
+    ),
+    "gpu-memory-unlabelled": (
+        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2))),
+        [],
+        "WARN",
+        ["GPU memory not checked: no node carries the nvidia.com/gpu.memory label", "GPU Feature Discovery"],
     ),
     "pod-log-permission": (
         lambda k: k.deny("", "pods/log", "get"),
@@ -250,7 +277,10 @@ SCENARIOS = {
         ["asks for 4 nvidia.com/gpu per pod; the largest GPU node has 2 allocatable"],
     ),
     "gpu-taint": (
-        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2, taints=(GPU_TAINT,)))),
+        lambda k: (
+            k.core.delete_node("gpu-1"),
+            k.put_node(make_node("gpu-1", 2, labels=A100_LABELS, taints=(GPU_TAINT,))),
+        ),
         [],
         "FAIL",
         ["GPU nodes that fit are tainted (gpu-1)", '{"effect": "NoSchedule", "key": "nvidia.com/gpu"'],

@@ -12,7 +12,13 @@ import yaml
 from kfp import compiler, dsl
 
 from components._common import runtime
-from components._common.runtime import COMPONENTS_ROOT, runtime_component, slim_source, stage_runtime_bundle
+from components._common.runtime import (
+    COMPONENTS_ROOT,
+    _function_locals,
+    runtime_component,
+    slim_source,
+    stage_runtime_bundle,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,6 +76,12 @@ def _definitions(source: str) -> list[tuple[str, int, str]]:
     ]
 
 
+def _as_assign(node):
+    if isinstance(node, ast.AnnAssign) and node.value is not None and node.simple:
+        return ast.Assign(targets=[node.target], value=node.value)
+    return node
+
+
 def _code_nodes(source: str) -> list[str]:
     """The tree's node types without docstrings, other constants and function parameter and return annotations."""
     tree = ast.parse(source)
@@ -79,6 +91,10 @@ def _code_nodes(source: str) -> list[str]:
             if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, (str, type(...))):
                 node.body = body[1:] or [ast.Pass()]
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in [node, *_function_locals(node)]:  # x: T = v -> x = v
+                for field, value in ast.iter_fields(inner):
+                    if isinstance(value, list):
+                        setattr(inner, field, [_as_assign(item) for item in value])
             node.returns = None
             params = node.args
             for arg in [*params.posonlyargs, *params.args, *params.kwonlyargs, params.vararg, params.kwarg]:
@@ -87,7 +103,7 @@ def _code_nodes(source: str) -> list[str]:
     return [type(n).__name__ for n in ast.walk(tree) if not isinstance(n, (ast.Constant, ast.Pass))]
 
 
-def test_slim_source_drops_signature_annotations_only():
+def test_slim_source_drops_function_annotations_only():
     source = (
         "from dataclasses import dataclass\n"
         "@dataclass\n"
@@ -96,6 +112,12 @@ def test_slim_source_drops_signature_annotations_only():
         "def scale(point: Point, factor: float = 2.0, *rest: int, **named: str) -> dict[str, float]:\n"
         "    total: float = point.x * factor\n"
         "    return {'total': total}\n"
+        "def local_dataclass():\n"
+        "    @dataclass\n"
+        "    class Local:\n"
+        "        y: int = 2\n"
+        "    value: int = Local().y\n"
+        "    return value\n"
         "def kept(\n"
         "    value: dict[\n"
         "        str, int\n"
@@ -106,12 +128,14 @@ def test_slim_source_drops_signature_annotations_only():
     slimmed = slim_source(source)
     assert slimmed.count("\n") == source.count("\n")
     assert "def scale(point, factor = 2.0, *rest, **named):" in slimmed
-    assert "    x: int = 1" in slimmed and "total: float" in slimmed  # class and variable annotations stay
+    assert "    x: int = 1" in slimmed and "    total = point.x * factor" in slimmed  # class annotations stay
     assert "    value: dict[" in slimmed and ") -> int:" not in slimmed  # a multi-line annotation stays
     namespace: dict = {}
     exec(compile(slimmed, "m", "exec"), namespace)
     assert namespace["scale"](namespace["Point"](3)) == {"total": 6.0} and namespace["scale"].__annotations__ == {}
     assert namespace["kept"]({"a": 1}) == 1
+    assert "        y: int = 2" in slimmed and "    value = Local().y" in slimmed  # a local dataclass keeps its fields
+    assert namespace["local_dataclass"]() == 2
 
 
 def test_slim_source_keeps_code_lines_and_module_summaries_but_drops_the_rest():

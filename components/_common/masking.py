@@ -61,11 +61,14 @@ SIGNED_URL_PARAMETERS = (
     "access_token",
 )
 _SIGNED = "|".join(re.escape(name) for name in SIGNED_URL_PARAMETERS)
+#: An OCI digest after an ``@`` (``repo@sha256:<hex>``): a reference, not the end of a URL's userinfo.
+_NOT_A_DIGEST = r"(?![a-z][a-z0-9+._-]*:[0-9a-f]{32,})"
 #: URL patterns, applied to every output (artifacts too): signed query parameters and ``user:password@`` userinfo
-#: (any characters up to the last ``@`` of the URL), or a lone userinfo of 6 characters or more (a token).
+#: (any characters up to the last ``@`` of the URL that is not a digest's), or a lone userinfo of 6 characters or more
+#: (a token).
 URL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)([?&](?:" + _SIGNED + r")=)(?!\*\*\*)[^&#\s'\"<>]+"), r"\1" + MASK),
-    (re.compile(r"(?i)(://[^/\s:@'\"]*:)(?!\*\*\*@)[^\s'\"]+(@)"), r"\1" + MASK + r"\2"),
+    (re.compile(r"(?i)(://[^/\s:@'\"]*:)(?!\*\*\*@)[^\s'\"]+(@)" + _NOT_A_DIGEST), r"\1" + MASK + r"\2"),
     (re.compile(r"(?i)(://)[^/\s:@'\"]{6,}(@)"), r"\1" + MASK + r"\2"),
 )
 

@@ -68,11 +68,23 @@ def _docstring_nodes(tree: ast.AST) -> list[tuple[ast.Constant, bool]]:
     return found
 
 
+def _function_locals(function: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's own body: nested classes (their annotations are fields) and functions left out."""
+    found, pending = [], list(ast.iter_child_nodes(function))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        found.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def _without_signature_annotations(source: str, tree: ast.AST) -> str:
-    """``source`` without the one-line annotations of function parameters and returns (same lines, same code).
+    """``source`` without one-line annotations of function parameters, returns and local variables (same lines).
 
     Nothing in the pods reads a function's annotations (with ``from __future__ import annotations`` they are strings
-    anyway); class and variable annotations (dataclasses, structs) are kept.
+    anyway) and local ones are never evaluated; class and module annotations (dataclasses, structs) are kept.
     """
     lines = source.encode().splitlines(keepends=True)
     cuts: list[tuple[int, int, int]] = []  # (line index, start byte, end byte)
@@ -86,6 +98,11 @@ def _without_signature_annotations(source: str, tree: ast.AST) -> str:
             start = arg.col_offset + len(arg.arg.encode())
             if lines[arg.lineno - 1][start : arg.annotation.col_offset].strip() == b":":
                 cuts.append((arg.lineno - 1, start, arg.annotation.end_col_offset))
+        for inner in _function_locals(node):  # local variables' annotations are never evaluated (PEP 526)
+            if isinstance(inner, ast.AnnAssign) and inner.value is not None and inner.simple:
+                target, annotation = inner.target, inner.annotation
+                if target.lineno == annotation.end_lineno:
+                    cuts.append((target.lineno - 1, target.end_col_offset, annotation.end_col_offset))
         returns = node.returns
         if returns is not None and returns.lineno == returns.end_lineno:
             line = lines[returns.lineno - 1]

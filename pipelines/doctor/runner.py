@@ -10,6 +10,7 @@ from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden, connect, default_namespace
 from pipelines.doctor.endpoints import check_kfp, check_registry
 from pipelines.doctor.facts import RunValues, read_package
+from pipelines.doctor.gpu_memory import check_gpu_memory
 from pipelines.doctor.gpus import check_gpus
 from pipelines.doctor.report import Check, Report, fail
 from pipelines.doctor.secret_mounts import check_secrets
@@ -18,12 +19,14 @@ from pipelines.doctor.training import check_backend, check_permissions
 
 
 def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
-    """Checks 1-5, in order; the launcher check 1 resolves decides what 2 and 5 look at."""
+    """Checks 1-6, in order; the launcher check 1 resolves decides what 2 and 5 look at."""
     checks, launcher = check_backend(cluster, values)
     checks += check_permissions(cluster, values, launcher)
     checks += check_storage(cluster, values.facts)
     checks += check_secrets(cluster, values)
     checks += check_gpus(cluster, values, launcher)
+    if launcher != "local":
+        checks += check_gpu_memory(cluster, values)
     return checks
 
 

@@ -123,3 +123,12 @@ def test_pod_log_patterns_cover_basic_auth_jwts_and_url_userinfo_with_any_charac
     assert mask_text("see http://host:8080/path and ssh://git@github.com/o/r") == (
         "see http://host:8080/path and ssh://git@github.com/o/r"
     )
+
+
+def test_oci_digest_references_are_not_mistaken_for_userinfo():
+    from components._common.masking import mask_url
+
+    digest = "sha256:" + "6e" * 32
+    assert mask_url(f"oci://127.0.0.1:40487/models/tiny@{digest}") == f"oci://127.0.0.1:40487/models/tiny@{digest}"
+    masked = mask_url(f"oci://robot:pa/ss@quay.io/models/tiny@{digest}")
+    assert masked == f"oci://robot:***@quay.io/models/tiny@{digest}"

@@ -193,6 +193,18 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
     return backend
 
 
+def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None:
+    """Logs Training Hub's GPU memory estimate for the run, or why it is skipped (one line; never raises)."""
+    try:  # not in the embedded bundle: the launcher image has no torch to run Training Hub's estimator anyway
+        from components.training import memory_estimate
+    except ImportError:
+        log("GPU memory estimate skipped: no estimator in this image; `kfp-finetune doctor` gives it")
+        return
+    gpus, nodes = int(plan.params.get("gpus_per_node", 1)), int(plan.params.get("num_nodes", 1))
+    # The step's ServiceAccount may not list nodes (rbac.yaml): the estimate alone; doctor compares with the nodes.
+    log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
+
+
 def train_on_cluster(
     plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: Mapping[str, Any] | None = None
 ) -> BackendRun:
@@ -231,6 +243,7 @@ def train_on_cluster(
         metrics_name = transformers_backend.METRICS_FILE
     else:
         entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
+        log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(params), log=log)
     manifest = build_job_manifest(
@@ -238,6 +251,7 @@ def train_on_cluster(
     )
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
+    epochs = int(plan.config.hyperparameters()["num_epochs"])  # SFT/OSFT lines do not carry it (step totals)
     log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
     started = time.perf_counter()
     run_job(
@@ -248,6 +262,7 @@ def train_on_cluster(
         cleanup_policy=params.get("cleanup_policy", "delete"),
         delete_on_success=params.get("delete_on_success", False),
         metrics_file=str(ckpt_dir / metrics_name),
+        metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
         log=log,
         timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
         api_outage_tolerance_seconds=params.get("api_outage_tolerance_seconds", DEFAULT_API_OUTAGE_TOLERANCE_SECONDS),
@@ -255,7 +270,7 @@ def train_on_cluster(
         launcher_pod=(launcher.namespace, launcher.name),
         **options,
     )
-    records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir)
+    records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir, epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
     result = transformers_backend.read_result(ckpt_dir) if transformers else {}
     return BackendRun(

@@ -49,6 +49,7 @@ STAGED_MODULES = (
     "components.training.finetuning.pod.entrypoint",
     "components.training.finetuning.pod.metrics",
     "components.training.finetuning.pod.progress_server",
+    "components.training.finetuning.pod.trainer_status",
     "components.training.finetuning.tracking",
 )
 #: The scripts at the root of the code tree: the pod command and the torchrun worker.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
@@ -30,19 +31,20 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-try:
-    from components._common import s3
-    from components.training.finetuning.pod import checkpoints, progress_server
-except ImportError:  # in the training pod: the modules are staged beside this file under their STAGED_MODULES names
+try:  # in the training pod: the modules staged beside this file (STAGED_MODULES) win over any installed copy
     import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
     import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]
     import kfp_finetune_s3 as s3  # type: ignore[no-redef]
+except ImportError:
+    from components._common import s3
+    from components.training.finetuning.pod import checkpoints, progress_server
 
 #: Project modules the pod needs (standard library only at import), by the file name they are staged under beside
 #: this one.
 STAGED_MODULES = {
     "components.training.finetuning.pod.metrics": "kfp_finetune_metrics",
     "components.training.finetuning.pod.progress_server": "kfp_finetune_progress_server",
+    "components.training.finetuning.pod.trainer_status": "kfp_finetune_trainer_status",
     "components.training.finetuning.pod.checkpoints": "kfp_finetune_checkpoints",
     "components._common.s3": "kfp_finetune_s3",
 }
@@ -62,7 +64,11 @@ UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
         _ALWAYS_CHECKPOINTS,
         ("lr_scheduler", "cosine", "instructlab-training's launcher does not forward a scheduler (always cosine)"),
         ("max_steps", 0, "instructlab-training stops by epochs only"),
-        ("save_final_checkpoint", True, "instructlab-training always saves the final model"),
+        (
+            "save_final_checkpoint",
+            True,
+            "instructlab-training saves the model at every epoch's end (the last is final)",
+        ),
     ),
     "osft": (
         _LOCAL_ONLY,
@@ -162,7 +168,9 @@ def _algorithm_kwargs(algorithm: str, hp: Mapping[str, Any], eval_data_path: str
     if algorithm == "sft":
         return {
             "max_tokens_per_gpu": hp["max_tokens_per_gpu"],
-            "checkpoint_at_epoch": hp["checkpoint_at_epoch"],
+            # instructlab-training's launcher never passes --save_last: without epoch checkpoints (or save_samples)
+            # an SFT run would end without any saved model. The last epoch's checkpoint is the final model.
+            "checkpoint_at_epoch": True,
             "accelerate_full_state_at_epoch": hp["resume"] and hp["checkpoint_at_epoch"],
             "random_seed": hp["seed"],
             "use_liger": hp["use_liger"],
@@ -183,12 +191,13 @@ def _algorithm_kwargs(algorithm: str, hp: Mapping[str, Any], eval_data_path: str
         if eval_data_path:
             kwargs.update(validation_data_path=eval_data_path, validate_at_final=True)
         return kwargs
+    # No max_tokens_per_gpu: lora_sft would take it (**kwargs) but the Unsloth backend never reads it; LoRA's
+    # memory is set by effective_batch_size and max_seq_len.
     kwargs = {
         "lora_r": hp["lora_r"],
         "lora_alpha": hp["lora_alpha"],
         "lora_dropout": hp["lora_dropout"],
         "lr_scheduler": hp["lr_scheduler"],
-        "max_tokens_per_gpu": hp["max_tokens_per_gpu"],
         "seed": hp["seed"],
         "save_model": hp["save_final_checkpoint"],
     }
@@ -387,8 +396,42 @@ def _hub_model(repo_id: str, cache_dir: Path, env: Mapping[str, str]) -> str:
     return snapshot_download(repo_id, cache_dir=str(cache_dir), token=env.get("HF_TOKEN") or None)
 
 
+def image_kwargs(function_name: str, log: Any = print) -> dict[str, Any]:
+    """Keywords the training image calls for: SFT without flash-attn runs with SDPA (``disable_flash_attn``).
+
+    instructlab-training refuses to start without flash-attn unless told; mini-trainer falls back to SDPA by itself.
+    """
+    if function_name != "sft" or importlib.util.find_spec("flash_attn") is not None:
+        return {}
+    log("note: flash-attn is not installed in this image: SFT runs with PyTorch SDPA attention")
+    return {"disable_flash_attn": True}
+
+
+def gpu_visible() -> bool:
+    """Whether this pod sees an NVIDIA GPU (torch's view where torch is installed, else the driver's device files)."""
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - no (or a broken) torch: ask the driver
+        return os.path.exists("/dev/nvidia0")
+
+
+def no_gpu_message(algorithm: str) -> str:
+    """The one line a GPU-less training pod ends with."""
+    return (
+        f"Training Hub {algorithm.upper()} needs an NVIDIA GPU; this pod sees none — check the runtime image and "
+        "the `nvidia.com/gpu` request"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Reads the config, resolves the model and runs Training Hub (the TrainJob command)."""
+    """Reads the config, resolves the model and runs Training Hub (the TrainJob command).
+
+    Returns:
+        0 when training returned; 1 when it failed on a pod without a GPU (after printing :func:`no_gpu_message`;
+        Training Hub's own output, data processing included, comes before it). Other failures raise.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, type=Path)
     args = parser.parse_args(argv)
@@ -404,20 +447,27 @@ def main(argv: list[str] | None = None) -> int:
     if message:
         print(message)
     kwargs.update(resume)
+    kwargs.update(image_kwargs(function_name))
     import training_hub
 
     function = getattr(training_hub, function_name)
     kwargs = accepted_kwargs(function, kwargs)
     print(f"training-hub {function_name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items())) + ")")
-    server = progress_server.start_for_run(run_config, kwargs.get("node_rank", 0))
+    progress = progress_server.start_for_run(run_config, kwargs.get("node_rank", 0), env=env)
     succeeded = False
     try:
         function(**kwargs)
         succeeded = True
+    except (AssertionError, ImportError, RuntimeError):  # how Training Hub's backends fail without CUDA
+        if gpu_visible():
+            raise
+        sys.stdout.flush()
+        print(no_gpu_message(run_config["algorithm"]), file=sys.stderr, flush=True)
+        return 1
     finally:
-        if server is not None:
+        if progress is not None:
             termination_log = (run_config.get("progress") or {}).get("termination_log", progress_server.TERMINATION_LOG)
-            server.stop(succeeded, termination_log)
+            progress.stop(succeeded, termination_log)
     return 0
 
 

@@ -1,13 +1,23 @@
-"""Per-step training metrics: one record format, the writer of the local backend, and readers of Training Hub's logs.
+"""Per-step training metrics: one typed record, the writer of the local backend, and readers of Training Hub's logs.
 
-Record keys (:data:`RECORD_KEYS`): ``step``, ``epoch``, ``loss``, ``lr``, ``tokens_per_second``, ``time`` (seconds
-since training started) and ``total_steps``. Training Hub writes three layouts, all read here:
+The record (:class:`StepRecord`, keys :data:`RECORD_KEYS`) is the one contract between the training code's metrics
+files and everything that reads them: the pod's progress server, the launcher's progress lines and loss chart, the
+KFP metrics and MLflow. Training Hub writes three layouts, all read here; the field names are the ones the real
+writers emit (pinned: instructlab-training 0.16, mini-trainer 0.9, training-hub 0.11):
 
-* ``training_params_and_metrics_global<rank>.jsonl`` (SFT, instructlab-training): a parameters line, then per-step
-  lines with ``avg_loss`` (or ``total_loss``), ``lr``, ``num_tokens_rank0`` and ``timestamp``;
-* ``training_metrics_<rank>.jsonl`` (OSFT, mini-trainer): ``loss``, ``lr``, ``tokens_per_second``,
-  ``time_per_batch``, ``steps_per_epoch``;
-* ``training_metrics.jsonl`` (LoRA, Training Hub's own callback): ``loss``, ``learning_rate``, ``max_steps``.
+* ``training_params_and_metrics_global<rank>.jsonl`` (SFT): instructlab-training's ``AsyncStructuredHandler``;
+  parameter lines, then per step ``epoch`` (0-based), ``step`` (1-based, global), ``avg_loss``, ``lr``,
+  ``overall_throughput`` (samples/s), ``num_tokens_rank0``, ``samples_seen``, ``total_samples`` (the dataset's
+  rows), ``num_epoch_steps`` and ``gradnorm``, with an ISO ``timestamp`` added by the writer;
+* ``training_metrics_<node rank>.jsonl`` (OSFT): mini-trainer's ``AsyncStructuredLogger``; per step ``step``
+  (1-based, global), ``epoch`` (0-based), ``steps_per_epoch``, ``loss``, ``lr``, ``grad_norm``,
+  ``tokens_per_second``, ``time_per_batch``, ``val_loss`` (None until validated) and ``timestamp``;
+* ``training_metrics.jsonl`` (LoRA): Training Hub's ``JSONLLoggingCallback`` on the HF Trainer; ``step``, ``epoch``
+  (fractional), ``max_steps`` (the Trainer's own total), then the Trainer's logs (``loss``, ``learning_rate``,
+  ``grad_norm``; ``eval_loss`` lines; a final ``train_loss`` / ``train_runtime`` line).
+
+Neither SFT's nor OSFT's line says how many epochs the run has, so a step total needs the run's ``num_epochs``
+(:func:`normalize_records`'s ``num_epochs``; the progress server passes the run config's).
 """
 
 from __future__ import annotations
@@ -19,9 +29,32 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-RECORD_KEYS = ("step", "epoch", "loss", "lr", "tokens_per_second", "time", "total_steps")
+
+class StepRecord(TypedDict):
+    """One training step, whatever wrote it (values None where the writer does not say).
+
+    Attributes:
+        step: The global optimizer step, 1-based.
+        epoch: The epoch as the writer gives it (LoRA: fractional; SFT/OSFT: 0-based index), or None.
+        loss: The step's training loss.
+        lr: The learning rate used for the step.
+        tokens_per_second: Throughput, where the writer measures it.
+        time: Seconds since the first step was logged.
+        total_steps: The run's step count, where known (see :func:`normalize_records`).
+    """
+
+    step: int
+    epoch: float | None
+    loss: float
+    lr: float | None
+    tokens_per_second: float | None
+    time: float | None
+    total_steps: int | None
+
+
+RECORD_KEYS = tuple(StepRecord.__annotations__)
 #: The local backend's own metrics file name.
 LOCAL_METRICS_FILE = "metrics.jsonl"
 #: The rank-0 metrics file Training Hub writes into ``ckpt_output_dir``, by ``train_model`` algorithm.
@@ -42,7 +75,7 @@ class MetricsFileError(ValueError):
     """A metrics file is missing or holds no step records."""
 
 
-def append_record(path: Path, record: dict[str, Any]) -> None:
+def append_record(path: Path, record: StepRecord | dict[str, Any]) -> None:
     """Appends one record as a JSON line and flushes it (readers may follow the file while training runs).
 
     Args:
@@ -97,19 +130,22 @@ def _timestamp(raw: dict[str, Any]) -> float | None:
     return None
 
 
-def normalize_records(raw_records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Maps raw log lines of any layout to records with :data:`RECORD_KEYS`; lines without a step loss are skipped.
+def normalize_records(raw_records: Iterable[dict[str, Any]], num_epochs: int | None = None) -> list[StepRecord]:
+    """Maps raw log lines of any layout to :class:`StepRecord` s; lines without a step loss are skipped.
 
     ``time`` becomes seconds since the first step: taken from ``time``, else from ``timestamp``, else the running sum
-    of ``time_per_batch``. ``total_steps`` comes from ``total_steps``, ``max_steps`` or ``steps_per_epoch`` x epochs.
+    of ``time_per_batch``. ``total_steps`` comes from the line's own total (``total_steps``; LoRA's ``max_steps``),
+    else from its steps per epoch (mini-trainer's ``steps_per_epoch``, instructlab-training's ``num_epoch_steps``)
+    times the run's ``num_epochs``; None when neither is known (a per-epoch count is not a total).
 
     Args:
         raw_records: Parsed JSON objects in file order.
+        num_epochs: The run's epochs (from its config: no SFT/OSFT line carries it).
 
     Returns:
         Normalised records, in file order.
     """
-    records: list[dict[str, Any]] = []
+    records: list[StepRecord] = []
     start: float | None = None
     elapsed = 0.0
     for raw in raw_records:
@@ -125,8 +161,9 @@ def normalize_records(raw_records: Iterable[dict[str, Any]]) -> list[dict[str, A
             elapsed += batch_time
             seconds = elapsed
         total_steps = _first(raw, "total_steps", "max_steps")
-        if total_steps is None and (per_epoch := _first(raw, "steps_per_epoch")) is not None:
-            total_steps = per_epoch * (int(_first(raw, "num_epochs") or 1))
+        per_epoch = _first(raw, "steps_per_epoch", "num_epoch_steps")
+        if total_steps is None and per_epoch is not None and num_epochs:
+            total_steps = per_epoch * num_epochs
         tokens_per_second = _first(raw, "tokens_per_second")
         records.append(
             {
@@ -187,11 +224,12 @@ def _parse_lines(path: Path) -> Iterator[dict[str, Any]]:
                 yield value
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
+def read_metrics(path: Path, num_epochs: int | None = None) -> list[StepRecord]:
     """Reads a metrics file of any known layout (or a directory holding one) into normalised records.
 
     Args:
         path: A JSONL file, or a checkpoint directory searched with :func:`find_metrics_file`.
+        num_epochs: The run's epochs, for the step totals (see :func:`normalize_records`).
 
     Returns:
         The step records, in file order.
@@ -204,13 +242,13 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         path = find_metrics_file(path)
     if not path.is_file():
         raise MetricsFileError(f"metrics file {path} does not exist")
-    records = normalize_records(_parse_lines(path))
+    records = normalize_records(_parse_lines(path), num_epochs)
     if not records:
         raise MetricsFileError(f"{path} holds no step records (lines with 'step' and a loss)")
     return records
 
 
-def summarize(records: list[dict[str, Any]], train_seconds: float | None = None) -> dict[str, float]:
+def summarize(records: list[StepRecord], train_seconds: float | None = None) -> dict[str, float]:
     """The KFP metrics of a run: final and minimum loss, steps, training time and the last tokens/s.
 
     Args:

@@ -30,16 +30,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-try:
-    from components.training.finetuning.pod import metrics as metrics_module
-except ImportError:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES)
+try:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES), winning over any installed copy
     import kfp_finetune_metrics as metrics_module  # type: ignore[no-redef]
+    import kfp_finetune_trainer_status as status_module  # type: ignore[no-redef]
+except ImportError:
+    from components.training.finetuning.pod import metrics as metrics_module
+    from components.training.finetuning.pod import trainer_status as status_module
+
+#: The progress record and its readers live in :mod:`.trainer_status` (one contract for the pod and the KFP step).
+ProgressStatus = status_module.ProgressStatus
+trainer_status = status_module.trainer_status
+status_record = status_module.status_record
+TRAINER_STATUS_ANNOTATION = status_module.TRAINER_STATUS_ANNOTATION
 
 PROGRESSION_ANNOTATION = "trainer.opendatahub.io/progression-tracking"
 METRICS_PORT_ANNOTATION = "trainer.opendatahub.io/metrics-port"
 POLL_INTERVAL_ANNOTATION = "trainer.opendatahub.io/metrics-poll-interval"
-#: Where the ODH controller copies the served JSON (read back by the KFP step, see ``kube.trainer_status``).
-TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
 DEFAULT_METRICS_PORT = 28080
 DEFAULT_POLL_INTERVAL_SECONDS = 30
 #: Non-privileged ports only (OpenShift's restricted SCC); the poll interval range of the Kubeflow SDK.
@@ -103,11 +109,17 @@ def _number(raw: Mapping[str, Any], *keys: str) -> float | None:
 class ProgressTracker:
     """Follows Training Hub's metrics JSONL incrementally and turns it into the dashboard's progress JSON.
 
+    The step total is the run's own: ``max_steps`` when the run stops by steps, else the backend's total (LoRA's
+    ``max_steps``) or its steps per epoch times the run's ``num_epochs``; before the first step is logged it is
+    estimated from the dataset's rows and ``effective_batch_size``.
+
     Args:
         ckpt_dir: Training Hub's ``ckpt_output_dir``.
         algorithm: ``sft``, ``osft`` or ``lora`` (names the file, see ``metrics.TRAINING_HUB_METRICS_FILES``).
         total_epochs: The run's ``num_epochs``.
-        effective_batch_size: Samples per step, to derive the step count where the log has only sample counts (SFT).
+        effective_batch_size: Samples per step.
+        max_steps: The run's ``max_steps`` (0: it stops by epochs).
+        dataset_path: The training file, counted once when a total is first needed before the backend logs one.
         clock: Monotonic clock (the fallback ETA measures wall time between polls).
     """
 
@@ -117,12 +129,17 @@ class ProgressTracker:
         algorithm: str,
         total_epochs: int,
         effective_batch_size: int = 0,
+        max_steps: int = 0,
+        dataset_path: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir)
         self.path = self.ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES.get(algorithm, "")
         self.total_epochs = total_epochs
         self.effective_batch_size = effective_batch_size
+        self.max_steps = max_steps
+        self.dataset_path = dataset_path
+        self.dataset_rows: int | None = None
         self.clock = clock
         self.finished = False
         self._tail = metrics_module.JsonlTail()
@@ -152,12 +169,16 @@ class ProgressTracker:
             self._note_extra_metrics(value)
 
     def _total_steps(self, record: Mapping[str, Any]) -> int | None:
+        if self.max_steps:
+            return self.max_steps
         if record.get("total_steps"):
             return int(record["total_steps"])
-        last = self._raw[-1] if self._raw else {}
-        samples = _number(last, "total_samples")
-        if samples and self.effective_batch_size:  # instructlab-training logs samples, not steps
-            return math.ceil(samples / self.effective_batch_size) * max(self.total_epochs, 1)
+        rows = _number(self._raw[-1], "total_samples") if self._raw else None  # instructlab-training: the dataset
+        if not rows and self.dataset_path and self.dataset_rows is None:
+            self.dataset_rows = _rows(self.dataset_path)  # once, on the first poll (never delays training's start)
+        rows = rows or self.dataset_rows
+        if rows and self.effective_batch_size:
+            return math.ceil(rows / self.effective_batch_size) * max(self.total_epochs, 1)
         return None
 
     def _seconds_per_step(self, records: list[dict[str, Any]]) -> float | None:
@@ -180,12 +201,13 @@ class ProgressTracker:
             if name.startswith("eval_") and (value := _number(raw, key)) is not None:
                 self._eval[name] = value
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ProgressStatus:
         """The progress JSON now (reads what was appended since the last call)."""
         with self._lock:
             self._read_new_lines()
-            records = metrics_module.normalize_records(list(self._raw))
-            record = records[-1] if records else {}
+            records = metrics_module.normalize_records(list(self._raw), self.total_epochs)
+            # The newest step, not the last line: instructlab-training's writer may append lines out of order.
+            record = max(records, key=lambda r: r["step"]) if records else {}
             step = int(record.get("step") or 0)
             if record and (not self._seen or self._seen[-1][1] != step):
                 self._seen.append((self.clock(), step))
@@ -214,7 +236,7 @@ class ProgressTracker:
                 "evalMetrics": dict(self._eval),
             }
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> ProgressStatus:
         """Marks training as returned (100 %, no time left) and returns the final JSON."""
         self.finished = True
         return self.status()
@@ -310,74 +332,78 @@ def write_termination_log(status: Mapping[str, Any], path: str = TERMINATION_LOG
     return True
 
 
-def start_for_run(run_config: Mapping[str, Any], node_rank: int, log: Callable[[str], None] = print) -> Any:
-    """Starts the progress server for a run config (``progress``: ``enabled``, ``port``) on node rank 0 only.
+def _rows(path: str | None) -> int:
+    if not path or not os.path.isfile(path):
+        return 0
+    with open(path, "rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def tracker_for_run(run_config: Mapping[str, Any]) -> ProgressTracker:
+    """The run's tracker: its epochs, ``max_steps``, ``effective_batch_size`` and training-file rows."""
+    hp = run_config["hyperparameters"]
+    return ProgressTracker(
+        Path(run_config["ckpt_output_dir"]),
+        run_config["algorithm"],
+        int(hp["num_epochs"]),
+        int(hp.get("effective_batch_size") or 0),
+        max_steps=int(hp.get("max_steps") or 0),
+        dataset_path=run_config.get("data_path"),
+    )
+
+
+class RunProgress:
+    """What the rank-0 pod publishes while training runs: the dashboard's server and/or Kubeflow Trainer updates."""
+
+    def __init__(self, tracker: ProgressTracker, server: ProgressServer | None, kubeflow: Any, log: Callable) -> None:
+        self.tracker = tracker
+        self.server = server
+        self.kubeflow = kubeflow
+        self.log = log
+
+    def stop(self, succeeded: bool, termination_log: str = TERMINATION_LOG) -> dict[str, Any]:
+        """Publishes the final progress (100 % when ``succeeded``) everywhere; never raises."""
+        final: dict[str, Any] = {}
+        if self.server is not None:
+            final = self.server.stop(succeeded, termination_log)
+        try:
+            final = final or dict(self.tracker.finish() if succeeded else self.tracker.status())
+            if self.kubeflow is not None:
+                self.kubeflow.stop(final)
+        except Exception as error:  # noqa: BLE001 - progress reporting must never fail the training
+            self.log(f"WARNING: the final progress update failed ({type(error).__name__}: {error})")
+        return final
+
+
+def start_for_run(
+    run_config: Mapping[str, Any],
+    node_rank: int,
+    log: Callable[[str], None] = print,
+    env: Mapping[str, str] | None = None,
+) -> RunProgress | None:
+    """Starts progress publishing for a run, on node rank 0 only.
+
+    RHOAI's progress server (run config ``progress``: ``enabled``, ``port``) and, when the pod has Kubeflow
+    Trainer's status variables, status updates there.
 
     Never raises: a failure is logged once and training goes on without it.
 
     Returns:
-        The :class:`ProgressServer` (serving unless its port was taken), or None (disabled, another node, error).
+        The :class:`RunProgress`, or None (another node, nothing enabled, error).
     """
     settings = run_config.get("progress") or {}
-    if not settings.get("enabled") or node_rank != 0:
+    env = os.environ if env is None else env
+    wants_kubeflow = bool(env.get(status_module.SERVER_URL_ENV))
+    if node_rank != 0 or not (settings.get("enabled") or wants_kubeflow):
         return None
     try:
-        hp = run_config["hyperparameters"]
-        tracker = ProgressTracker(
-            Path(run_config["ckpt_output_dir"]),
-            run_config["algorithm"],
-            int(hp["num_epochs"]),
-            int(hp.get("effective_batch_size") or 0),
-        )
-        server = ProgressServer(tracker, int(settings.get("port", DEFAULT_METRICS_PORT)), log)
-        server.start()  # when the port is taken it warns; stop() still writes the termination log
-        return server
+        tracker = tracker_for_run(run_config)
+        server = None
+        if settings.get("enabled"):
+            server = ProgressServer(tracker, int(settings.get("port", DEFAULT_METRICS_PORT)), log)
+            server.start()  # when the port is taken it warns; stop() still writes the termination log
+        kubeflow = status_module.start_reporting(env, node_rank, tracker.status, log)
+        return RunProgress(tracker, server, kubeflow, log)
     except Exception as error:  # noqa: BLE001 - progress reporting must never stop training
         log(f"WARNING: progress tracking could not start ({type(error).__name__}: {error}); training goes on")
         return None
-
-
-# -- the KFP step's side: reading the progress back from the job -----------------------------------------------------
-def trainer_status(job: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The job's progress as the cluster reports it: the ODH annotation's JSON, else ``status.trainerStatus``.
-
-    Args:
-        job: The TrainJob (or PyTorchJob) as the API returns it.
-
-    Returns:
-        The progress dict (``{}`` when neither is present or the annotation is not a JSON object).
-    """
-    job = job or {}
-    text = ((job.get("metadata") or {}).get("annotations") or {}).get(TRAINER_STATUS_ANNOTATION)
-    if text:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = None
-        if isinstance(value, dict) and value:
-            return value
-    return dict((job.get("status") or {}).get("trainerStatus") or {})
-
-
-def status_record(status: Mapping[str, Any]) -> dict[str, Any]:
-    """A progress JSON of this module's shape as a metrics record plus ``percent``/``eta_seconds`` (``{}`` if another).
-
-    Args:
-        status: A :func:`trainer_status` result.
-
-    Returns:
-        Keys ``step``, ``total_steps``, ``epoch``, ``loss``, ``lr``, ``percent``, ``eta_seconds`` (None when unknown);
-        ``{}`` for other shapes (e.g. upstream Kubeflow Trainer's ``metrics`` list).
-    """
-    if not isinstance(status.get("currentStep"), (int, float)):
-        return {}
-    train = status.get("trainMetrics") or {}
-    return {
-        "step": int(status["currentStep"]),
-        "total_steps": status.get("totalSteps"),
-        "epoch": status.get("currentEpoch"),
-        "loss": train.get("loss"),
-        "lr": train.get("learning_rate"),
-        "percent": status.get("progressPercentage"),
-        "eta_seconds": status.get("estimatedRemainingSeconds"),
-    }

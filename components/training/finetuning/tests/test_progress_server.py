@@ -1,7 +1,9 @@
 """The dashboard progress server, run for real: the staged entrypoint as a subprocess with a stand-in Training Hub.
 
-The stand-in ``training_hub`` has the real 0.11.2 signatures (from the snapshot) and writes each backend's metrics
-JSONL one step at a time, waiting for the test to have read the progress over HTTP before writing the next step.
+The stand-in ``training_hub`` records the keywords it is called with (checked against the installed Training Hub's
+real signatures and backend fields) and replays the metrics lines that each backend's own writer produced
+(:mod:`.real_metrics_writers`), one step at a time, waiting for the test to have read the progress over HTTP
+before writing the next step.
 """
 
 import json
@@ -22,9 +24,10 @@ from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import RunPlan
 from components.training.finetuning.pod import checkpoints, entrypoint, metrics, progress_server
 from components.training.finetuning.pod.progress_server import INIT_LINE, ProgressTracker
+from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
 
-SNAPSHOT = Path(__file__).resolve().parents[1] / "training_hub_signatures.json"
-STEPS = 4
+STEPS_PER_EPOCH, EPOCHS = 2, 2
+STEPS = STEPS_PER_EPOCH * EPOCHS
 
 STAND_IN = """
 import json, os, time
@@ -52,16 +55,28 @@ def _train(function, passed):
 """
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "_UNSET"
+
+
 def _stand_in(directory: Path) -> Path:
-    """A ``training_hub`` package whose functions name exactly the pinned signature's parameters."""
-    functions = json.loads(SNAPSHOT.read_text())["functions"]
+    """A ``training_hub`` package whose ``sft``, ``osft`` and ``lora_sft`` record their keywords and replay rows."""
+    import inspect
+
+    import training_hub
+
     code = [textwrap.dedent(STAND_IN)]
-    for name, spec in functions.items():
-        params = ", ".join(f"{p}=_UNSET" for p in spec["parameters"])
+    for name in ("sft", "osft", "lora_sft"):  # the real parameter names and kinds; defaults: "not passed"
+        signature = inspect.signature(getattr(training_hub, name))
+        parameters = [
+            p.replace(annotation=p.empty, default=p.empty if p.default is p.empty else _Unset())
+            for p in signature.parameters.values()
+        ]
         code.append(
-            f"def {name}({params}, **kwargs):\n"
-            f"    passed = {{k: v for k, v in locals().items() if k != 'kwargs' and v is not _UNSET}}\n"
-            f"    passed.update(kwargs)\n"
+            f"def {name}{signature.replace(parameters=parameters, return_annotation=signature.empty)}:\n"
+            "    passed = {k: v for k, v in locals().items() if k != 'kwargs' and v is not _UNSET}\n"
+            "    passed.update(kwargs)\n"
             f"    _train({name!r}, passed)\n"
         )
     (directory / "training_hub").mkdir(parents=True)
@@ -69,47 +84,19 @@ def _stand_in(directory: Path) -> Path:
     return directory
 
 
+_ROWS: dict[str, list[dict]] = {}
+
+
 def _rows(algorithm: str) -> list[dict]:
-    """What each backend really writes, step by step (see metrics.py for the layouts)."""
-    losses = [2.0, 1.6, 1.3, 1.1]
-    if algorithm == "sft":  # instructlab-training: a parameters line, then samples and timestamps, no step total
-        rows = [{"model_path": "m", "effective_batch_size": 16}]
-        for step, loss in enumerate(losses, start=1):
-            rows.append(
-                {
-                    "epoch": 0,
-                    "step": step,
-                    "rank": 0,
-                    "avg_loss": loss,
-                    "lr": 1e-5,
-                    "gradnorm": 0.5 * step,
-                    "overall_throughput": 12.5,
-                    "total_samples": 64,
-                    "samples_seen": 16 * step,
-                    "timestamp": f"2026-11-23T10:00:{2 * step:02d}",
-                }
-            )
-        return rows
-    if algorithm == "osft":  # mini-trainer
-        return [
-            {
-                "step": step,
-                "epoch": 0,
-                "steps_per_epoch": STEPS,
-                "lr": 2e-5,
-                "loss": loss,
-                "grad_norm": 0.3,
-                "tokens_per_second": 900.0,
-                "time_per_batch": 0.5,
-            }
-            for step, loss in enumerate(losses, start=1)
-        ]
-    rows = [  # LoRA: Training Hub's own callback
-        {"step": step, "epoch": step / STEPS, "loss": loss, "learning_rate": 1e-4, "max_steps": STEPS, "grad_norm": 1.0}
-        for step, loss in enumerate(losses, start=1)
-    ]
-    rows.insert(2, {"step": 2, "eval_loss": 1.7, "epoch": 0.5})
-    return rows
+    """What each backend's own writer writes for a 2-epoch run of 2 steps per epoch (written once per session)."""
+    if algorithm not in _ROWS:
+        import tempfile
+
+        from components.training.finetuning.tests.real_metrics_writers import write_metrics
+
+        with tempfile.TemporaryDirectory() as directory:
+            _ROWS[algorithm] = write_metrics(algorithm, Path(directory), STEPS_PER_EPOCH, EPOCHS)
+    return _ROWS[algorithm]
 
 
 def _free_port() -> int:
@@ -122,7 +109,9 @@ def _stage(tmp_path: Path, algorithm: str, port: int, demo_dataset_path: Path) -
     """The run directory exactly as ``train_model`` stages it on the workspace PVC."""
     run_dir = tmp_path / "ws" / "train_model" / "train-model-0123456789"
     run_dir.mkdir(parents=True)
-    config = TrainingConfig.from_params(base_model=str(tmp_path), algorithm=algorithm, effective_batch_size=16)
+    config = TrainingConfig.from_params(
+        base_model=str(tmp_path), algorithm=algorithm, effective_batch_size=16, num_epochs=EPOCHS
+    )
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
     settings = {
@@ -185,28 +174,27 @@ def test_the_staged_entrypoint_serves_progress_that_follows_the_metrics_file(alg
             process.communicate()
     assert process.returncode == 0, output
     assert INIT_LINE in output and "WARNING" not in output
-    losses = [row.get("loss", row.get("avg_loss")) for row in _rows(algorithm) if "eval_loss" not in row]
+    losses = [row.get("loss", row.get("avg_loss")) for row in _rows(algorithm) if "step" in row]
     losses = [loss for loss in losses if loss is not None]
     assert [s["currentStep"] for s in seen] == [1, 2, 3, 4] and {s["totalSteps"] for s in seen} == {STEPS}
     assert [s["trainMetrics"]["loss"] for s in seen] == losses
-    # 25/50/75 %, then 99 (not 100) at the last step while training has not returned yet.
+    # 25/50/75 %, then 99 (not 100) at the last step while training has not returned yet; 2 epochs, not 1.
     assert [s["progressPercentage"] for s in seen] == [25, 50, 75, 99]
-    assert [s["currentEpoch"] for s in seen] == [0.25, 0.5, 0.75, 1.0] and seen[0]["totalEpochs"] == 1
+    assert [s["currentEpoch"] for s in seen] == [0.5, 1.0, 1.5, 2.0] and seen[0]["totalEpochs"] == EPOCHS
     assert seen[-1]["estimatedRemainingSeconds"] == 0
-    if algorithm == "sft":  # 2 s per step, from the timestamps
-        assert seen[1]["estimatedRemainingSeconds"] == 4 and seen[1]["trainMetrics"]["grad_norm"] == 1.0
-        assert seen[1]["trainMetrics"]["throughput_samples_sec"] == 12.5
-    elif algorithm == "osft":  # 0.5 s per batch
-        assert seen[1]["estimatedRemainingSeconds"] == 1 and seen[1]["trainMetrics"]["learning_rate"] == 2e-5
-    else:  # no times in the file: measured between reads
-        assert isinstance(seen[2]["estimatedRemainingSeconds"], int) and seen[2]["evalMetrics"] == {"eval_loss": 1.7}
+    assert all(isinstance(s["estimatedRemainingSeconds"], int) for s in seen[1:])
+    if algorithm == "sft":
+        assert seen[1]["trainMetrics"]["grad_norm"] == 1.0 and seen[1]["trainMetrics"]["throughput_samples_sec"] == 12.5
+    elif algorithm == "osft":
+        assert seen[1]["trainMetrics"]["learning_rate"] == 2e-5 and seen[1]["trainMetrics"]["grad_norm"] == 0.3
+    else:
+        assert seen[2]["evalMetrics"] == {"eval_loss": 1.7, "eval_runtime": 0.1}
     final = json.loads((tmp_path / "termination-log").read_text())
     assert (final["progressPercentage"], final["currentStep"], final["estimatedRemainingSeconds"]) == (100, 4, 0)
-    # Training Hub got the JIT checkpoint and MLflow settings, all within the pinned 0.11.2 signatures.
+    # Training Hub got the JIT checkpoint and MLflow settings, all landing in the installed Training Hub.
     call = json.loads((tmp_path / "calls.json").read_text())
-    spec = json.loads(SNAPSHOT.read_text())["functions"][call["function"]]
-    assert set(call["kwargs"]) <= set(spec["parameters"]) | set(spec["kwargs_accepted"])
-    assert "enable_jit_checkpoint" in spec["parameters"] and call["kwargs"]["enable_jit_checkpoint"] is True
+    assert_lands_in_training_hub(call)
+    assert call["kwargs"]["enable_jit_checkpoint"] is True
     assert call["kwargs"]["mlflow_tracking_uri"] == "http://mlflow.example:5000"
     assert (call["kwargs"]["mlflow_experiment_name"], call["kwargs"]["mlflow_run_name"]) == ("team-a", "tm-th")
     assert _get(port) is None  # the server is gone with the process
@@ -317,10 +305,10 @@ def test_resume_picks_the_newest_complete_checkpoint_of_each_layout(tmp_path):
     kwargs, message = checkpoints.resume_kwargs("sft", tmp_path / "sft", resume=True)
     assert kwargs == {} and "epoch_2" in message
     assert checkpoints.resume_kwargs("sft", tmp_path / "nothing", resume=True) == ({}, "")
-    # The keyword exists where it is passed: mini-trainer's TrainingArgs (OSFT's **kwargs) in the pinned snapshot.
-    assert (
-        "resume_from_full_state_checkpoint" in json.loads(SNAPSHOT.read_text())["functions"]["osft"]["kwargs_accepted"]
-    )
+    # The keyword exists where it is passed: mini-trainer's TrainingArgs (OSFT's **kwargs).
+    from components.training.finetuning.tests.training_hub_keywords import backend_keywords
+
+    assert "resume_from_full_state_checkpoint" in backend_keywords("osft")
 
 
 def test_an_older_training_hub_without_the_new_parameters_runs_without_them():
@@ -357,3 +345,18 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
         settings = staging.pod_settings(plan(progress_tracking=False), tracker, log.append)
     assert settings["mlflow"] == {} and settings["progress"]["enabled"] is False
     assert "not handing it to Training Hub" in "\n".join(log) and "s3cret" not in "\n".join(log)
+
+
+def test_the_step_total_is_the_runs_own(tmp_path):
+    """Before a step: the file's rows / effective batch x epochs; then the backend's steps per epoch x the run's
+    epochs (the 2-epoch run writing 12 steps shows 12, not one epoch's 6); a step-limited run: its max_steps."""
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"messages": []}\n' * 40)
+    tracker = ProgressTracker(tmp_path, "osft", total_epochs=2, effective_batch_size=8, dataset_path=str(data))
+    assert tracker.status()["totalSteps"] == 10 and tracker.status()["progressPercentage"] == 0
+    line = {"step": 3, "epoch": 0, "steps_per_epoch": 6, "loss": 1.0, "lr": 1e-5, "time_per_batch": 0.5}
+    (tmp_path / "training_metrics_0.jsonl").write_text(json.dumps(line) + "\n")
+    status = tracker.status()
+    assert (status["totalSteps"], status["progressPercentage"], status["currentEpoch"]) == (12, 25, 0.5)
+    limited = ProgressTracker(tmp_path, "osft", total_epochs=2, max_steps=4, dataset_path=str(data))
+    assert limited.status()["totalSteps"] == 4 and limited.status()["progressPercentage"] == 75

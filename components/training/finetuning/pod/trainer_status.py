@@ -1,0 +1,294 @@
+"""Training progress as the cluster sees it: the progress record, Kubeflow Trainer's status endpoint, reading it back.
+
+Two ways progress leaves a training pod, both built from one :class:`ProgressStatus` (made by
+``progress_server.ProgressTracker`` from the metrics files Training Hub writes):
+
+* RHOAI's: the ODH controller polls the rank-0 pod's progress server and copies the JSON into the TrainJob's
+  ``trainer.opendatahub.io/trainerStatus`` annotation (:mod:`.progress_server`);
+* upstream Kubeflow Trainer's (>= 2.2, feature gate ``TrainJobRuntimeStatus``): the controller injects
+  :data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV` and :data:`TOKEN_ENV` into the pods, and what rank 0 POSTs there fills
+  ``status.trainerStatus`` (``kubectl get trainjob`` shows it). :class:`KubeflowStatusReporter` sends it through the
+  Kubeflow SDK's ``update_trainjob_status`` where the image has ``kubeflow``, else the same payload with the standard
+  library (bearer token, CA-verified TLS, at most one update per :data:`MIN_INTERVAL_SECONDS`). Reporting never
+  fails the training: errors are logged once.
+
+The KFP step reads either back with :func:`trainer_status` and turns it into a step record with :func:`status_record`
+for its progress lines. Standard library only: staged beside the pod entrypoint.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import ssl
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
+
+SERVER_URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
+CA_CERT_ENV = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+TOKEN_ENV = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+#: The Kubeflow SDK's and transformers' throttle: at most one update per 5 s.
+MIN_INTERVAL_SECONDS = 5.0
+#: The SDK's limit on metrics per update.
+MAX_METRICS = 256
+_TOKEN_TTL_SECONDS = 300.0
+#: Where the ODH controller copies the served JSON.
+TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
+
+
+class ProgressStatus(TypedDict):
+    """The progress of a run (RHOAI's progress JSON; the Kubeflow payload is derived from it).
+
+    Attributes:
+        progressPercentage: 0-99 while training runs, 100 once it returned.
+        estimatedRemainingSeconds: The ETA, None while unknown.
+        currentStep: The newest logged step (0 before the first).
+        totalSteps: The run's step count, None while unknown.
+        currentEpoch: Fractional epochs done.
+        totalEpochs: The run's ``num_epochs``.
+        trainMetrics: ``loss``, ``learning_rate`` and, where logged, ``grad_norm``, ``train_loss``,
+            ``throughput_samples_sec``.
+        evalMetrics: ``eval_*`` values.
+    """
+
+    progressPercentage: int
+    estimatedRemainingSeconds: int | None
+    currentStep: int
+    totalSteps: int | None
+    currentEpoch: float
+    totalEpochs: int
+    trainMetrics: dict[str, float]
+    evalMetrics: dict[str, float]
+
+
+def kubeflow_metrics(status: Mapping[str, Any]) -> dict[str, float | int]:
+    """The ``metrics`` of a Kubeflow status update, named as transformers' ``KubeflowCallback`` names them."""
+    values: dict[str, float | int] = dict(status.get("trainMetrics") or {})
+    values.update(status.get("evalMetrics") or {})
+    values["current_step"] = status.get("currentStep") or 0
+    if status.get("totalSteps"):
+        values["total_steps"] = status["totalSteps"]
+    if status.get("currentEpoch") is not None:
+        values["current_epoch"] = round(float(status["currentEpoch"]), 2)
+    return values
+
+
+def kubeflow_payload(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body the Kubeflow SDK's ``update_trainjob_status`` POSTs for ``status`` (same fields and rules)."""
+    trainer: dict[str, Any] = {"lastUpdatedTime": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+    if status.get("progressPercentage") is not None:
+        trainer["progressPercentage"] = max(0, min(100, int(status["progressPercentage"])))
+    if status.get("estimatedRemainingSeconds") is not None:
+        trainer["estimatedRemainingSeconds"] = max(0, int(status["estimatedRemainingSeconds"]))
+    metrics = list(kubeflow_metrics(status).items())[:MAX_METRICS]
+    if metrics:
+        trainer["metrics"] = [{"name": str(name), "value": str(value)} for name, value in metrics]
+    return {"trainerStatus": trainer}
+
+
+def _sdk_update() -> Callable[..., bool] | None:
+    try:
+        from kubeflow.trainer import update_trainjob_status
+    except Exception:  # noqa: BLE001 - no SDK in the image (or a broken one): the standard-library path
+        return None
+    return update_trainjob_status
+
+
+class KubeflowStatusReporter:
+    """Sends progress to Kubeflow Trainer's status endpoint from rank 0; never raises.
+
+    Args:
+        env: The pod's environment (:data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV`, :data:`TOKEN_ENV`).
+        use_sdk: Send through ``kubeflow.trainer.update_trainjob_status`` when importable (None: when importable).
+        clock: Monotonic clock (throttling, token cache).
+        log: Where the one warning goes.
+    """
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        use_sdk: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.url = env.get(SERVER_URL_ENV, "")
+        self.ca_file = env.get(CA_CERT_ENV, "")
+        self.token_file = env.get(TOKEN_ENV, "")
+        self.sdk = _sdk_update() if use_sdk is not False else None
+        self.clock = clock
+        self.log = log
+        self.warned = False
+        self.sent = 0
+        self._last_sent: float | None = None
+        self._token: tuple[str, float] | None = None
+        self._context: ssl.SSLContext | None = None
+
+    def warn_once(self, what: str) -> None:
+        """Logs the first failure only; training goes on either way."""
+        if not self.warned:
+            self.warned = True
+            self.log(f"WARNING: Kubeflow Trainer status update failed ({what}); training goes on")
+
+    def _read_token(self) -> str | None:
+        now = self.clock()
+        if self._token and now - self._token[1] < _TOKEN_TTL_SECONDS:
+            return self._token[0]
+        try:
+            with open(self.token_file, encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except OSError as error:
+            self.warn_once(f"cannot read the token file {self.token_file}: {error.strerror}")
+            return None
+        self._token = (token, now)
+        return token or None
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        if self._context is None:
+            cafile = self.ca_file if self.ca_file and os.path.exists(self.ca_file) else None
+            self._context = ssl.create_default_context(cafile=cafile)
+        return self._context
+
+    def _post(self, status: Mapping[str, Any]) -> bool:
+        token = self._read_token()
+        if not token:
+            return False
+        body = json.dumps(kubeflow_payload(status)).encode()
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=5, context=self._ssl_context()) as response:
+                return response.status == 200
+        except Exception as error:  # noqa: BLE001 - a status update must never break training
+            self.warn_once(f"{type(error).__name__}: {error}")
+            return False
+
+    def start(self, source: Callable[[], Mapping[str, Any]]) -> KubeflowStatusReporter:
+        """Reports ``source()`` every :data:`MIN_INTERVAL_SECONDS` from a daemon thread until :meth:`stop`."""
+        self._stop = threading.Event()
+
+        def run() -> None:
+            while not self._stop.wait(MIN_INTERVAL_SECONDS):
+                try:
+                    self.report(source())
+                except Exception as error:  # noqa: BLE001 - never break training
+                    self.warn_once(f"{type(error).__name__}: {error}")
+
+        self._thread = threading.Thread(target=run, name="kfp-finetune-kubeflow-status", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, final: Mapping[str, Any]) -> bool:
+        """Stops the thread and sends ``final`` (waiting out the throttle)."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.report(final, force=True)
+
+    def report(self, status: Mapping[str, Any], force: bool = False) -> bool:
+        """Sends ``status`` unless the last update is under :data:`MIN_INTERVAL_SECONDS` old (``force``: waits).
+
+        Returns:
+            Whether the endpoint accepted it (False when throttled, unset or failing).
+        """
+        if not self.url:
+            return False
+        now = self.clock()
+        if self._last_sent is not None and now - self._last_sent < MIN_INTERVAL_SECONDS:
+            if not force:
+                return False
+            time.sleep(MIN_INTERVAL_SECONDS - (now - self._last_sent))  # the SDK throttles the same way
+        try:
+            if self.sdk is not None:
+                accepted = bool(
+                    self.sdk(
+                        progress_percent=status.get("progressPercentage"),
+                        estimated_remaining_seconds=status.get("estimatedRemainingSeconds"),
+                        metrics=kubeflow_metrics(status),
+                    )
+                )
+            else:
+                accepted = self._post(status)
+        except Exception as error:  # noqa: BLE001 - the SDK says it never raises; be sure
+            self.warn_once(f"{type(error).__name__}: {error}")
+            accepted = False
+        if force and not accepted and self.sdk is not None:  # the SDK's process-wide throttle may drop the final one
+            accepted = self._post(status)
+        self._last_sent = self.clock()
+        self.sent += accepted
+        return accepted
+
+
+def start_reporting(
+    env: Mapping[str, str], node_rank: int, source: Callable[[], Mapping[str, Any]], log: Callable[[str], None] = print
+) -> KubeflowStatusReporter | None:
+    """Starts reporting ``source()`` to Kubeflow Trainer when its variables are set and this is node rank 0."""
+    if not env.get(SERVER_URL_ENV) or node_rank != 0:
+        return None
+    reporter = KubeflowStatusReporter(env, log=log)
+    via = "the Kubeflow SDK" if reporter.sdk else "the standard library"
+    log(f"[Kubeflow] Reporting training progress to {env[SERVER_URL_ENV]} (via {via})")
+    return reporter.start(source)
+
+
+# -- the KFP step's side: reading the progress back from the job -----------------------------------------------------
+def trainer_status(job: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The job's progress as the cluster reports it: the ODH annotation's JSON, else ``status.trainerStatus``.
+
+    Args:
+        job: The TrainJob (or PyTorchJob) as the API returns it.
+
+    Returns:
+        The progress dict (``{}`` when neither is present or the annotation is not a JSON object).
+    """
+    job = job or {}
+    text = ((job.get("metadata") or {}).get("annotations") or {}).get(TRAINER_STATUS_ANNOTATION)
+    if text:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and value:
+            return value
+    return dict((job.get("status") or {}).get("trainerStatus") or {})
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def status_record(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A :func:`trainer_status` result as a step record plus ``percent`` and ``eta_seconds`` (``{}`` without a step).
+
+    Reads both shapes: RHOAI's :class:`ProgressStatus` and upstream Kubeflow Trainer's ``status.trainerStatus``
+    (``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics`` as name/value strings, named as
+    :func:`kubeflow_metrics` and transformers' ``KubeflowCallback`` name them).
+
+    Returns:
+        Keys ``step``, ``total_steps``, ``epoch``, ``loss``, ``lr``, ``percent``, ``eta_seconds`` (None when unknown).
+    """
+    if isinstance(status.get("currentStep"), (int, float)):
+        train = status.get("trainMetrics") or {}
+        step, total, epoch = status["currentStep"], status.get("totalSteps"), status.get("currentEpoch")
+        loss, lr = train.get("loss"), train.get("learning_rate")
+    else:
+        named = {str(m.get("name")): m.get("value") for m in status.get("metrics") or [] if isinstance(m, Mapping)}
+        step = _float(named.get("current_step"))
+        if step is None:
+            return {}
+        total, epoch = _float(named.get("total_steps")), _float(named.get("current_epoch"))
+        loss, lr = _float(named.get("loss")), _float(named.get("learning_rate"))
+    return {
+        "step": int(step),
+        "total_steps": int(total) if total else None,
+        "epoch": epoch,
+        "loss": loss,
+        "lr": lr,
+        "percent": status.get("progressPercentage"),
+        "eta_seconds": status.get("estimatedRemainingSeconds"),
+    }

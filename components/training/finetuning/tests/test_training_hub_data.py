@@ -1,0 +1,188 @@
+"""The real Training Hub on CPU, up to the GPU boundary: each backend's data processing, then the pod command itself.
+
+The input is the dataset step's output (``run_dataset_download`` on the demo data) as the training step stages it
+(``staging.write_run_config``); the model is the tiny Llama fixture, whose chat template marks assistant turns with
+``{% generation %}`` so ``apply_chat_template(..., return_assistant_tokens_mask=True)`` says which tokens a fine-tune
+must learn. What each backend does with it:
+
+* SFT (instructlab-training ``data_process.process_data``, as its ``run_training`` calls it) and OSFT (Training Hub's
+  ``MiniTrainerOSFTBackend._process_data``, which delegates to the same instructlab processor): token ids equal the
+  chat template's, labels are the assistant tokens (the rest ``-100``), rows of ``max_seq_len`` tokens or more are
+  dropped (and rows under 20 tokens: instructlab's ``min_seq_len``);
+* LoRA (``UnslothLoRABackend._prepare_dataset``): every row rendered through the chat template to one ``text``
+  column; tokenising and loss masking happen later in TRL's ``SFTTrainer`` inside the Unsloth backend, which needs
+  ``unsloth`` (CUDA only) and is not reached on CPU. Its config sets ``assistant_only_loss=False``: Training Hub's
+  LoRA trains on prompt tokens too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.data_processing.dataset_download.run import run_dataset_download
+from components.training.finetuning import staging
+from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.pod import entrypoint
+
+MIN_SEQ_LEN = 20  # instructlab-training's filter_samples_by_length default
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory, tiny_model_dir):
+    """The dataset step's train split, staged by the training step: ``(run_config path, rows)``."""
+    from pipelines.demo.demo_data import DEMO_DATASET_PATH
+
+    root = tmp_path_factory.mktemp("staged")
+    result = run_dataset_download(
+        str(DEMO_DATASET_PATH), root / "train.jsonl", root / "eval.jsonl", train_split_ratio=0.9, subset_count=60
+    )
+    run_dir = root / "ws" / "train_model" / "train-model-0123456789"
+    run_dir.mkdir(parents=True)
+    return run_dir, result.train.rows
+
+
+def _stage(run_dir: Path, algorithm: str, tiny_model_dir: Path, **hyperparameters) -> dict:
+    config = TrainingConfig.from_params(
+        base_model=str(tiny_model_dir), algorithm=algorithm, effective_batch_size=8, **hyperparameters
+    )
+    settings = {"progress": {"enabled": False}, "jit_checkpoint": True, "mlflow": {}}
+    path = staging.write_run_config(
+        config, run_dir, run_dir.parent.parent.parent / "train.jsonl", None, None, 1, settings
+    )
+    return json.loads(path.read_text())
+
+
+def _expected(data_path: str, tokenizer) -> list[tuple[list[int], list[int]]]:
+    """(input_ids, labels) per row from the chat template: assistant tokens trained, the rest -100."""
+    expected = []
+    for line in Path(data_path).read_text().splitlines():
+        encoded = tokenizer.apply_chat_template(
+            json.loads(line)["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        ids = list(encoded["input_ids"])
+        expected.append((ids, [t if m else -100 for t, m in zip(ids, encoded["assistant_masks"], strict=True)]))
+    return expected
+
+
+def _processed(path: Path) -> list[tuple[list[int], list[int]]]:
+    return [(row["input_ids"], row["labels"]) for row in map(json.loads, path.read_text().splitlines())]
+
+
+def _check_masks_and_lengths(data_path: str, processed: list, tokenizer, max_seq_len: int) -> None:
+    expected = _expected(data_path, tokenizer)
+    kept = [row for row in expected if MIN_SEQ_LEN <= len(row[0]) < max_seq_len]
+    assert processed == kept
+    for ids, labels in processed:
+        assert any(label != -100 for label in labels) and labels[0] == -100  # prompt masked, answer trained
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sft", "osft"])
+def test_every_row_is_tokenised_with_assistant_only_labels(backend, staged, tiny_model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    run_dir, rows = staged
+    run_config = _stage(run_dir, backend, tiny_model_dir, max_seq_len=512, max_tokens_per_gpu=1024)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    lengths = sorted(len(ids) for ids, _ in _expected(run_config["data_path"], tokenizer))
+    assert min(lengths) >= MIN_SEQ_LEN and max(lengths) < 512  # so every row must survive
+    out = tmp_path / "data"
+    if backend == "sft":
+        from instructlab.training import data_process
+
+        data_process.process_data(
+            data_path=run_config["data_path"], data_output_path=str(out), max_seq_len=512,
+            model_path=str(tiny_model_dir), num_cpu_procs=1,
+        )  # fmt: skip
+        processed = out / "data.jsonl"
+    else:
+        from training_hub import MiniTrainerOSFTBackend
+
+        processed = Path(
+            MiniTrainerOSFTBackend()._process_data(
+                model_name_or_path=str(tiny_model_dir), data_path=run_config["data_path"], output_dir=str(out),
+                max_seq_len=512, num_cpu_procs=1, unmask_messages=False, use_processed_dataset=False,
+            )
+        )  # fmt: skip
+    result = _processed(processed)
+    assert len(result) == rows
+    _check_masks_and_lengths(run_config["data_path"], result, tokenizer, 512)
+
+
+def test_max_seq_len_drops_rows_of_that_many_tokens_or_more(staged, tiny_model_dir, tmp_path):
+    from training_hub import MiniTrainerOSFTBackend
+    from transformers import AutoTokenizer
+
+    run_dir, rows = staged
+    run_config = _stage(run_dir, "osft", tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    lengths = sorted(len(ids) for ids, _ in _expected(run_config["data_path"], tokenizer))
+    max_seq_len = lengths[len(lengths) // 2]  # about half the rows are that long or longer
+    processed = MiniTrainerOSFTBackend()._process_data(
+        model_name_or_path=str(tiny_model_dir), data_path=run_config["data_path"], output_dir=str(tmp_path),
+        max_seq_len=max_seq_len, num_cpu_procs=1, unmask_messages=False, use_processed_dataset=False,
+    )  # fmt: skip
+    result = _processed(Path(processed))
+    assert 0 < len(result) < rows and len(result) == sum(1 for n in lengths if n < max_seq_len)
+    _check_masks_and_lengths(run_config["data_path"], result, tokenizer, max_seq_len)
+
+
+def test_lora_renders_every_row_through_the_chat_template(staged, tiny_model_dir):
+    from training_hub.algorithms.lora import UnslothLoRABackend
+    from transformers import AutoTokenizer
+
+    run_dir, rows = staged
+    run_config = _stage(run_dir, "lora", tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    dataset = UnslothLoRABackend()._prepare_dataset({"data_path": run_config["data_path"]}, tokenizer)
+    lines = Path(run_config["data_path"]).read_text().splitlines()
+    assert len(dataset) == rows == len(lines)
+    for text, line in zip(dataset["text"], lines, strict=True):
+        assert text == tokenizer.apply_chat_template(json.loads(line)["messages"], tokenize=False)
+    # Loss masking is TRL's, after this point; Training Hub 0.11.2 turns assistant-only loss off for LoRA.
+    assert "assistant_only_loss=False" in inspect.getsource(UnslothLoRABackend._build_training_args)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
+def test_the_pod_command_runs_the_real_training_hub_and_ends_in_one_clear_line_without_a_gpu(
+    algorithm, staged, tiny_model_dir
+):
+    run_dir, rows = staged
+    run_dir = run_dir.parent / f"{run_dir.name}-{algorithm}"
+    run_dir.mkdir()
+    run_config = _stage(run_dir, algorithm, tiny_model_dir, max_seq_len=512, max_tokens_per_gpu=1024)
+    config_path = run_dir / staging.RUN_CONFIG_FILE
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # torchrun, as in the training image
+        "HOME": str(run_dir),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PET_NODE_RANK": "0",
+    }
+    process = subprocess.run(
+        [sys.executable, str(run_dir / "entrypoint.py"), "--config", str(config_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert process.returncode == 1, process.stdout[-2000:] + process.stderr[-4000:]
+    last = [line for line in process.stderr.splitlines() if line.strip()][-1]
+    assert last == entrypoint.no_gpu_message(algorithm)
+    assert last.startswith(f"Training Hub {algorithm.upper()} needs an NVIDIA GPU; this pod sees none")
+    assert f"training-hub {entrypoint.TRAINING_HUB_FUNCTIONS[algorithm]}(" in process.stdout
+    if algorithm == "sft":  # no flash-attn here: SDPA, else instructlab-training would refuse before processing data
+        assert "disable_flash_attn=True" in process.stdout
+    if algorithm != "lora":  # every row was processed in the pod before torchrun met the missing GPU
+        processed = Path(run_config["ckpt_output_dir"]) / "_data" / "data.jsonl"
+        assert len(processed.read_text().splitlines()) == rows

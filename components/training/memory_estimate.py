@@ -1,0 +1,230 @@
+"""GPU memory per GPU for a run, from Training Hub's own estimator, fed from the model's ``config.json`` only.
+
+``training_hub.profiling.memory_estimator`` estimates what a Training Hub run needs per GPU: ``BasicEstimator`` for
+SFT, its ``OSFTEstimator`` subclass for OSFT (the unfrozen share of ``unfreeze_rank_ratio`` changes gradients and
+activations), ``LoRAEstimator`` for LoRA. Left alone, an estimator loads an unknown model with
+``AutoModel.from_pretrained`` (downloading the weights) and writes what it learnt into a CSV inside the installed
+package. Here it gets a meta-device model built from the configuration (:class:`transformers.AutoConfig`, no weight
+is read or downloaded) and writes nothing.
+
+Used by ``kfp-finetune doctor`` (the user's machine) and by ``train_model`` before it submits a job. The launcher's
+image has neither torch nor Training Hub, so this module is deliberately outside ``train_model``'s embedded bundle
+(``components/training/finetuning/``; the bundle's size is capped): there ``train_model`` cannot import it and logs a
+one-line skip; where it runs with the project installed (``kfp.local``, a prebuilt runtime image) it estimates, and
+:class:`EstimateUnavailable` says in one line why not when torch, Training Hub or the model's config are missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+GIB = 1024**3
+#: GPU Feature Discovery's node labels: memory per GPU in MiB, and the GPU model.
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+class EstimateUnavailable(Exception):
+    """No estimate can be made here (no Training Hub / torch, or no readable ``config.json``); the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunShape:
+    """What the estimate depends on.
+
+    Attributes:
+        algorithm: ``sft``, ``osft`` or ``lora``.
+        base_model: Local directory, or a Hugging Face id (only its ``config.json`` is fetched).
+        num_gpus: GPUs of the whole job (nodes x GPUs per node); FSDP shards the model over all of them.
+        max_tokens_per_gpu: SFT/OSFT's token cap per GPU and micro-batch.
+        max_seq_len: Longest sample.
+        effective_batch_size: Samples per optimizer step.
+        unfreeze_rank_ratio: OSFT's unfrozen share.
+        lora_r: LoRA's rank.
+        use_liger: Liger kernels (smaller logits memory).
+    """
+
+    algorithm: str
+    base_model: str
+    num_gpus: int
+    max_tokens_per_gpu: int
+    max_seq_len: int
+    effective_batch_size: int
+    unfreeze_rank_ratio: float = 0.25
+    lora_r: int = 16
+    use_liger: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """Bytes per GPU: Training Hub's lower bound, expected value and upper bound."""
+
+    low: int
+    expected: int
+    high: int
+
+
+def config_directory(base_model: str, env: Mapping[str, str] | None = None) -> Path:
+    """A directory holding the model's ``config.json``: the model's own, or a Hub download of that one file.
+
+    Raises:
+        EstimateUnavailable: The model is not a local directory with a config or a Hub id (``pvc://``, ``s3://`` and
+            ``oci://`` models are read where they are mounted), or the download failed.
+    """
+    env = os.environ if env is None else env
+    local = Path(base_model)
+    if (local / "config.json").is_file():
+        return local
+    if "://" in base_model or base_model.startswith(("/", ".")):
+        raise EstimateUnavailable(f"base_model={base_model!r}: no config.json readable from here")
+    try:
+        from huggingface_hub import hf_hub_download
+
+        path = hf_hub_download(base_model, "config.json", token=env.get("HF_TOKEN") or None)
+    except Exception as error:  # noqa: BLE001 - offline, gated, unknown id: the estimate is skipped, not the run
+        raise EstimateUnavailable(f"base_model={base_model!r}: cannot fetch config.json ({type(error).__name__})")
+    return Path(path).parent
+
+
+def _estimator_class(algorithm: str):
+    try:
+        from training_hub.profiling import memory_estimator
+    except Exception as error:  # noqa: BLE001 - e.g. the launcher's image: no torch
+        raise EstimateUnavailable(f"Training Hub's memory estimator is not installed here ({error})") from None
+    base = {
+        "sft": memory_estimator.BasicEstimator,
+        "osft": memory_estimator.OSFTEstimator,
+        "lora": memory_estimator.LoRAEstimator,
+    }[algorithm]
+
+    class FromConfig(base):
+        """The estimator with a meta-device model from ``config.json``, writing nothing into its package."""
+
+        config_dir: Path
+
+        def _load_model(self, warn: str, trust_remote_code: bool = False) -> None:
+            import torch
+            from transformers import AutoConfig, AutoModel
+
+            config = AutoConfig.from_pretrained(self.config_dir, trust_remote_code=trust_remote_code)
+            with torch.device("meta"):
+                self.model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+            self.num_params = self.model.num_parameters(only_trainable=False)
+            self.num_trainable_params = self.model.num_parameters(only_trainable=True)
+            self.num_layers = config.num_hidden_layers
+            self.hidden_size = config.hidden_size
+
+        def _update_model_storage(self) -> None:
+            return None
+
+    return FromConfig
+
+
+def estimate(shape: RunShape, config_dir: Path) -> Estimate:
+    """Training Hub's estimate for ``shape``, with the model built from ``config_dir/config.json``.
+
+    Raises:
+        EstimateUnavailable: Training Hub (or torch) is not installed, or the config cannot be read.
+    """
+    estimator_class = _estimator_class(shape.algorithm)
+    estimator_class.config_dir = Path(config_dir)
+    common = {
+        "num_gpus": max(shape.num_gpus, 1),
+        "model_path": shape.base_model,  # Training Hub's own table of known models is keyed by this name
+        "batch_size": shape.effective_batch_size,
+        "max_seq_len": shape.max_seq_len,
+        "use_liger": shape.use_liger,
+        "verbose": 0,
+    }
+    if shape.algorithm == "lora":
+        extra = {"lora_r": shape.lora_r}
+    elif shape.algorithm == "osft":
+        extra = {"max_tokens_per_gpu": shape.max_tokens_per_gpu, "unfreeze_rank_ratio": shape.unfreeze_rank_ratio}
+    else:
+        extra = {"max_tokens_per_gpu": shape.max_tokens_per_gpu}
+    try:
+        low, expected, high = estimator_class(**common, **extra).estimate()
+    except (OSError, ValueError) as error:
+        raise EstimateUnavailable(f"{config_dir}/config.json: {error}") from None
+    return Estimate(int(low), int(expected), int(high))
+
+
+def node_gpu_memory(nodes: list[Mapping]) -> tuple[int, str] | None:
+    """The smallest GPU memory (bytes) the nodes advertise and its product, from GPU Feature Discovery's labels."""
+    found = []
+    for node in nodes:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        mib = str(labels.get(GPU_MEMORY_LABEL, ""))
+        if mib.isdigit():
+            found.append((int(mib) * 1024**2, str(labels.get(GPU_PRODUCT_LABEL) or "an unnamed GPU")))
+    return min(found) if found else None
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:.1f}" if value >= GIB else f"{value / GIB:.2f}"
+
+
+def verdict(shape: RunShape, result: Estimate, gpu_bytes: int, product: str) -> tuple[str, str, str]:
+    """The one line about a run's estimate: ``(level, what, remedy)``.
+
+    OK when even the upper bound fits, WARN when only part of the range fits, FAIL when the lower bound does not.
+    """
+    what = (
+        f"{shape.algorithm.upper()} of {shape.base_model} on {shape.num_gpus} GPU(s): estimated "
+        f"{_gib(result.expected)} GiB per GPU ({_gib(result.low)}–{_gib(result.high)}) vs "
+        f"{_gib(gpu_bytes)} GiB on {product}"
+    )
+    if result.high <= gpu_bytes:
+        return "OK", what, ""
+    remedies = ["more GPUs (training_gpus_per_node / training_num_nodes)"]
+    if shape.algorithm in ("sft", "osft"):
+        remedies.append(f"a lower max_tokens_per_gpu (now {shape.max_tokens_per_gpu})")
+    if shape.algorithm == "osft":
+        remedies.append(f"a lower unfreeze_rank_ratio (now {shape.unfreeze_rank_ratio})")
+    if shape.algorithm == "lora":
+        remedies.append(f"a lower effective_batch_size or max_seq_len (now {shape.effective_batch_size}, "
+                        f"{shape.max_seq_len})")  # fmt: skip
+    else:
+        remedies.append("LoRA")
+    return ("FAIL" if result.low > gpu_bytes else "WARN"), what, "try " + ", ".join(remedies)
+
+
+def presubmit_line(shape: RunShape, nodes: list[Mapping] | None) -> str:
+    """The training step's one line before it submits a job: the verdict, the bare estimate, or why it is skipped.
+
+    Never raises: the launcher's image has no torch, so there the line is a note that the estimate was skipped.
+    """
+    try:
+        result = estimate(shape, config_directory(shape.base_model))
+    except EstimateUnavailable as error:
+        return f"GPU memory estimate skipped: {error}"
+    except Exception as error:  # noqa: BLE001 - an estimate must never stop a run
+        return f"GPU memory estimate skipped: {type(error).__name__}: {error}"
+    advertised = node_gpu_memory(list(nodes or []))
+    if advertised is None:
+        return (
+            f"GPU memory: estimated {_gib(result.expected)} GiB per GPU ({_gib(result.low)}–{_gib(result.high)}); "
+            f"the nodes' GPU memory is not known here (`kfp-finetune doctor` compares it with their {GPU_MEMORY_LABEL})"
+        )
+    level, what, remedy = verdict(shape, result, *advertised)
+    return f"{level}: {what}" + (f" — {remedy}" if remedy else "")
+
+
+def run_shape(config: Any, gpus_per_node: int, num_nodes: int, model_path: str | None = None) -> RunShape:
+    """The shape of a ``train_model`` run (its ``TrainingConfig`` and GPUs; ``model_path``: a staged base model)."""
+    hp = config.hyperparameters()
+    return RunShape(
+        algorithm=config.algorithm,
+        base_model=model_path or config.base_model,
+        num_gpus=max(gpus_per_node, 1) * max(num_nodes, 1),
+        max_tokens_per_gpu=int(hp["max_tokens_per_gpu"]),
+        max_seq_len=int(hp["max_seq_len"]),
+        effective_batch_size=int(hp["effective_batch_size"]),
+        unfreeze_rank_ratio=float(hp["unfreeze_rank_ratio"]),
+        lora_r=int(hp["lora_r"]),
+        use_liger=bool(hp["use_liger"]),
+    )
