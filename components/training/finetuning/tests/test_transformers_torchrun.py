@@ -45,8 +45,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _pod_env(node_rank: int, master_port: int) -> dict[str, str]:
+def _pod_env(node_rank: int, master_port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(extra or {})
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         PET_NNODES="2",
@@ -60,13 +61,16 @@ def _pod_env(node_rank: int, master_port: int) -> dict[str, str]:
     return env
 
 
-def _start_pods(command: list[str], cwd: Path, logs: Path, attempt: str) -> list[tuple[subprocess.Popen, Path]]:
+def _start_pods(
+    command: list[str], cwd: Path, logs: Path, attempt: str, extra_env: dict[str, str] | None = None
+) -> list[tuple[subprocess.Popen, Path]]:
     port = _free_port()
     pods = []
     for rank in (0, 1):
         log = logs / f"{attempt}-node{rank}.log"
         handle = log.open("w")
-        process = subprocess.Popen(command, cwd=cwd, env=_pod_env(rank, port), stdout=handle, stderr=subprocess.STDOUT)
+        env = _pod_env(rank, port, extra_env)
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
         handle.close()
         pods.append((process, log))
     return pods
@@ -115,8 +119,19 @@ def staged_job(tiny_model_dir, demo_dataset_path, tmp_path):
     return run_dir, manifest, progress_port, termination_log
 
 
-def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, tmp_path):
+@pytest.fixture
+def status_endpoint(tmp_path):
+    """Kubeflow Trainer's status endpoint (``TrainJobRuntimeStatus``), as the controller injects it into every pod."""
+    from components.training.finetuning.tests.test_kubeflow_status import StatusEndpoint
+
+    server = StatusEndpoint(tmp_path / "tls")
+    yield server
+    server.close()
+
+
+def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, status_endpoint, tmp_path):
     run_dir, manifest, progress_port, termination_log = staged_job
+    status_env = status_endpoint.env(tmp_path / "sa-token")
     trainer = manifest["spec"]["trainer"]
     assert manifest["spec"]["runtimeRef"]["name"] == "torch-distributed"
     command = [*trainer["command"], *trainer["args"]]
@@ -125,7 +140,7 @@ def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, tmp_path):
     cwd.mkdir()
 
     # Run 1: paused (SIGTERM to both pods) while the progress server reports training.
-    pods = _start_pods(command, cwd, tmp_path, "first")
+    pods = _start_pods(command, cwd, tmp_path, "first", status_env)
     deadline, seen = time.monotonic() + 90, None
     while time.monotonic() < deadline and all(process.poll() is None for process, _ in pods):
         seen = _progress(progress_port)
@@ -147,7 +162,7 @@ def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, tmp_path):
     assert not (ckpt_dir / "final").exists()
 
     # Run 2: the resumed job continues at the next step and finishes.
-    pods = _start_pods(command, cwd, tmp_path, "second")
+    pods = _start_pods(command, cwd, tmp_path, "second", status_env)
     codes = _wait(pods, 120)
     node0, node1 = (log.read_text() for _, log in pods)
     assert codes == [0, 0], node0[-3000:] + node1[-3000:]
@@ -166,6 +181,12 @@ def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(ckpt_dir / "final")
     assert model.config.model_type == "llama"
     assert json.loads(termination_log.read_text())["progressPercentage"] == 100
+    # Upstream Kubeflow Trainer's status.trainerStatus: rank 0 posted the progress, the last one final.
+    final = status_endpoint.bodies[-1]["trainerStatus"]
+    metrics = {metric["name"]: metric["value"] for metric in final["metrics"]}
+    assert final["progressPercentage"] == 100, status_endpoint.bodies
+    assert (metrics["current_step"], metrics["total_steps"]) == (str(MAX_STEPS), str(MAX_STEPS))
+    assert status_endpoint.rejected == 0
     result = json.loads((ckpt_dir / "result.json").read_text())
     assert result["resumed_from"].endswith(checkpoints[0].name)
 
