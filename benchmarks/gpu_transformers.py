@@ -1,5 +1,8 @@
 """The ``transformers`` backend's pod command on one NVIDIA GPU: NCCL, step time, memory, pause and resume.
 
+(Loss, generation, the evaluation step's loading and the throughput against Training Hub on the same data are
+``python benchmarks/gpu_training_hub.py --backend transformers``; this script adds the pause/resume and memory checks.)
+
 What the CPU tests cannot show: the staged pod command (``<run dir>/transformers/launch.py``, exactly as a TrainJob of
 ``training_backend="transformers"`` runs it) under ``torchrun`` with the NCCL process group on a GPU. For each
 algorithm it trains a randomly initialised Llama (``--hidden``/``--layers``, built offline from the tiny model's
