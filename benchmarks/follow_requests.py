@@ -30,10 +30,10 @@ def measure(use_watch: bool, seconds: float, poll_interval: float) -> dict:
     """Follows one running job for ``seconds``; returns the steady-state request count and rate."""
     from components.training.finetuning.cluster.runner import run_job
     from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-    from components.training.finetuning.manifests.spec import JobSpec
     from tests.harness.kube import condition, make_pytorchjob_pod, running_kube_api
+    from tests.harness.requests import job_spec
 
-    spec = JobSpec(
+    spec = job_spec(
         run_id="bench-follow", task_name="train-model", namespace="bench", command=["true"], image="example/trainer:1"
     )
     manifest = build_pytorchjob(spec)

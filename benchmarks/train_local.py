@@ -21,16 +21,17 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from components.training.finetuning import TrainingConfig, train_locally
+    from components.training.finetuning import train_locally
     from pipelines.demo.demo_data import DEMO_DATASET_PATH
     from pipelines.demo.tiny_model import build_tiny_model
+    from tests.harness.requests import training_config
 
     torch.set_num_threads(args.threads)
     seconds = {}
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = build_tiny_model(Path(workdir) / "model")
         for algorithm in ("sft", "lora", "osft"):
-            config = TrainingConfig.from_params(
+            config = training_config(
                 base_model=str(model_dir),
                 algorithm=algorithm,
                 effective_batch_size=16,

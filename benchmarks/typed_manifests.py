@@ -40,10 +40,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from components._common.runtime import stage_runtime_bundle
-    from components.training.finetuning.manifests.spec import JobSpec
     from components.training.finetuning.manifests.trainjob import build_trainjob
+    from tests.harness.requests import job_spec
 
-    spec = JobSpec(
+    spec = job_spec(
         run_id="run-1",
         task_name="train-model",
         namespace="team-a",

@@ -27,28 +27,18 @@ def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
     check_token_options(values["max_seq_len"], values["tokenizer_source"])
 
 
-def _train_aliases() -> dict[str, str]:
-    """``{internal name: train_model argument}`` for the ``training_*`` arguments.
-
-    The inverse of :func:`components.training.finetuning.config.component_argument`, the rule by which ``train_model``'s
-    own errors name an argument (``num_epochs`` -> ``training_num_epochs``, ``backend`` -> ``training_launcher``).
-    """
-    from components.training.finetuning import train_model
-    from components.training.finetuning.config import COMPONENT_ARGUMENTS
-
-    renamed = {argument: name for name, argument in COMPONENT_ARGUMENTS.items()}
-    arguments = [name for name in train_model.component_spec.inputs if name.startswith("training_")]
-    return {renamed.get(argument, argument.removeprefix("training_")): argument for argument in arguments}
-
-
 def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
-    from components.training.finetuning.run import validate_params
+    import dataclasses
 
-    params = {internal: values[argument] for internal, argument in _train_aliases().items() if argument in values}
-    if isinstance(params.get("algorithm"), str):
-        params["algorithm"] = params["algorithm"].strip().lower()
-    split = task_inputs.get("dataset-download", {}).get("train_split_ratio", 0.9)
-    validate_params(params, has_eval_data=split < 1.0)
+    from components.training.finetuning.config import TrainModelRequest
+    from components.training.finetuning.run import validate_request
+
+    names = {field.name for field in dataclasses.fields(TrainModelRequest)}
+    not_parameters = {"task_config": None, "dataset": None, "eval_dataset": None}  # artifacts and the passthrough
+    given = {name: value for name, value in values.items() if name in names}
+    request = TrainModelRequest(**{**not_parameters, **given})
+    dataset = task_inputs.get("dataset-download")
+    validate_request(request, has_eval_data=dataset is not None and dataset["train_split_ratio"] < 1.0)
 
 
 def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
@@ -66,7 +56,7 @@ TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
     "lm-eval": _check_eval,
 }
 #: Where a component's errors use other names than its arguments: ``{task: () -> {error name: argument}}``.
-TASK_ALIASES: dict[str, Callable[[], dict[str, str]]] = {"train-model": _train_aliases}
+TASK_ALIASES: dict[str, Callable[[], dict[str, str]]] = {}
 
 
 def _typed(value: Any, parameter_type: str) -> Any:

@@ -98,17 +98,17 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
-    """One flag per option of the dataset step (``run_dataset_download``), with its defaults and its docs."""
+    """One flag per option of the dataset step (``dataset_download``), with the component's defaults and docs."""
     import inspect
 
+    from components.data_processing.dataset_download import dataset_download
     from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
-    from components.data_processing.dataset_download.run import run_dataset_download
 
     described = {name: " ".join(text.split()) for name, text in PARAMETER_DOCS.items()}
     group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
-    for name, parameter in inspect.signature(run_dataset_download).parameters.items():
+    for name, parameter in inspect.signature(dataset_download.python_func).parameters.items():
         if parameter.default is inspect.Parameter.empty:
-            continue  # the URI and the output paths
+            continue  # the URI and the outputs
         flag, default = f"--{name.replace('_', '-')}", parameter.default
         help_text = f"{described.get(name, '')} (default: {default!r})".lstrip()
         if isinstance(default, bool):

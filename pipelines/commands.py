@@ -78,16 +78,30 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def validate_dataset_command(args: argparse.Namespace) -> int:
     """``kfp-finetune validate-dataset``: the dataset step, locally; exit 0 when it passes, 1 when the rows fail it."""
-    import inspect
-
-    from components.data_processing.dataset_download.run import run_dataset_download
+    from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
     from components.data_processing.dataset_download.validate import DatasetValidationError
 
-    options = {name: getattr(args, name) for name in list(inspect.signature(run_dataset_download).parameters)[3:]}
+    request = DatasetDownloadRequest(
+        dataset_uri=args.uri,
+        train_split_ratio=args.train_split_ratio,
+        subset_count=args.subset_count,
+        seed=args.seed,
+        input_format=args.input_format,
+        hf_split=args.hf_split,
+        on_invalid=args.on_invalid,
+        max_invalid_fraction=args.max_invalid_fraction,
+        allow_trailing_user=args.allow_trailing_user,
+        max_seq_len=args.max_seq_len,
+        tokenizer_source=args.tokenizer_source,
+        max_download_bytes=args.max_download_bytes,
+        max_line_bytes=args.max_line_bytes,
+        max_decompressed_bytes=args.max_decompressed_bytes,
+        download_deadline_s=args.download_deadline_s,
+    )
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-validate-") as scratch:
         output_dir = args.output_dir or Path(scratch)
         try:
-            prepared = run_dataset_download(args.uri, output_dir / "train.jsonl", output_dir / "eval.jsonl", **options)
+            prepared = run_dataset_download(request, output_dir / "train.jsonl", output_dir / "eval.jsonl")
         except DatasetValidationError as error:
             if error.report is None:
                 raise

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import io
+import lzma
 import os
 import re
 import subprocess
@@ -262,7 +262,7 @@ def _normalise(text: str) -> str:
     """Replaces each embedded archive by a digest of its member names and contents (tar headers vary by user)."""
 
     def digest(match: re.Match) -> str:
-        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(match.group(1))))) as tar:
+        with tarfile.open(fileobj=io.BytesIO(lzma.decompress(base64.b64decode(match.group(1))))) as tar:
             files = sorted((m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile())
         return f"__KFP_EMBEDDED_ARCHIVE_B64 = 'sha256:{hashlib.sha256(repr(files).encode()).hexdigest()}'"
 

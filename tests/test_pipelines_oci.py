@@ -30,7 +30,8 @@ def compiled(tmp_path_factory) -> dict[str, list[dict]]:
 
 
 def test_every_pipeline_passes_an_oci_base_model_to_train_model_and_it_validates(compiled):
-    from components.training.finetuning.run import validate_params
+    from components.training.finetuning.run import validate_request
+    from tests.harness.requests import train_model_request
 
     assert len(compiled) == 6
     names = {_base_model_parameter(documents) for documents in compiled.values()}
@@ -45,7 +46,10 @@ def test_every_pipeline_passes_an_oci_base_model_to_train_model_and_it_validates
         assert wired == ["training_base_model"], f"{name}: {parameter} does not reach train-model's base model"
         # What train_model checks first, with the value a user types in the dashboard.
         algorithm = next(v["runtimeValue"]["constant"] for k, v in fed.items() if k.endswith("algorithm"))
-        config = validate_params({"base_model": OCI_MODEL, "algorithm": algorithm, "backend": "local"}, False)
+        request = train_model_request(
+            training_base_model=OCI_MODEL, training_algorithm=algorithm, training_launcher="local"
+        )
+        config = validate_request(request, False)
         assert config.base_model == OCI_MODEL
 
 

@@ -242,14 +242,17 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path):
     from kfp import dsl
 
     from components.training.finetuning.launch import build_job_spec
+    from tests.harness.requests import train_model_request
 
     config = tmp_path / "run" / "config.json"
     config.parent.mkdir()
     config.write_text("{}")
     launcher = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
     task_config = dsl.TaskConfig(resources=launcher, env=[{"name": "A", "value": "1"}])
-    params = {"namespace": "team", "training_image": "img", "gpus_per_node": 1, "memory_per_node": "32Gi"}
-    spec = build_job_spec(config, task_config, "run-1", "train-model", params)
+    request = train_model_request(
+        training_namespace="team", training_image="img", training_gpus_per_node=1, training_memory_per_node="32Gi"
+    )
+    spec = build_job_spec(config, task_config, "run-1", "train-model", request, owner=None)
     assert (spec.cpu_per_node, spec.memory_per_node) == ("", "32Gi")
     assert spec.env["A"] == "1"  # the rest of the task config still passes through
     assert re.search("RESOURCES", checked_in_path("sft").read_text())
@@ -262,12 +265,12 @@ def test_fast_task_setters_keep_kfp_messages_and_restore_inspect():
     from kfp import dsl
     from kfp.dsl import pipeline_task
 
-    from pipelines.training.finetuning.tasks import _fast_task_setters
+    from components._common.kfp_patches import fast_task_setters
 
     @dsl.pipeline(name="outer")
     def outer():
         importer = dsl.importer(artifact_uri="s3://bucket/model", artifact_class=dsl.Model)
-        with _fast_task_setters():
+        with fast_task_setters():
             assert pipeline_task.inspect is not inspect
             with pytest.raises(ValueError, match="^set_cpu_limit can only be used on single-step components"):
                 importer.set_cpu_limit("1")

@@ -54,14 +54,14 @@ def with_extension(artifact: object, extension: str) -> str:
 
 
 def replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
-    """Writes a directory through a sibling temporary directory, then swaps it in (no half-written directory).
+    """Writes a directory through a sibling temporary directory, then swaps it in (never a half-written directory).
 
     Args:
-        target: The directory to (re)place.
-        write: Fills the given empty staging directory.
+        target: The directory to (re)place; its parent is created when missing.
+        write: Fills the temporary directory it is given.
 
     Returns:
-        ``target``.
+        ``target``. On error the temporary directory is removed and ``target`` is left as it was.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -26,18 +26,16 @@ test-suite and ``kfp-finetune demo`` use it because ``kfp.local`` runs tasks in 
 from __future__ import annotations
 
 import ast
-import contextlib
-import gzip
 import io
 import os
 import tempfile
 import tokenize
-import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from components._common.images import PYTHON_IMAGE
+from components._common.kfp_patches import reproducible_archive
 
 #: Base image of the components that name no image of their own (the python.org build of CPython 3.11 on Debian 12).
 DEFAULT_BASE_IMAGE = PYTHON_IMAGE
@@ -277,24 +275,6 @@ def stage_runtime_bundle(
     return bundle_root
 
 
-@contextlib.contextmanager
-def _reproducible_archive() -> Iterator[None]:
-    """Makes KFP's gzip of the embedded bundle byte-stable (a fixed gzip header time instead of "now").
-
-    Without it every compile changes the embedded archive and the checked-in ``pipeline.yaml`` files churn.
-    """
-    from kfp.dsl import component_factory
-
-    original = component_factory.gzip
-    component_factory.gzip = types.SimpleNamespace(
-        compress=lambda data, compresslevel=9: gzip.compress(data, compresslevel=compresslevel, mtime=0)
-    )
-    try:
-        yield
-    finally:
-        component_factory.gzip = original
-
-
 def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, str]) -> Callable[..., Any]:
     """Appends a Google ``Args:`` section built from ``parameter_docs`` to ``func``'s docstring.
 
@@ -347,9 +327,6 @@ def runtime_component(
     from kfp import dsl
 
     def decorate(func: Callable[..., Any]) -> Any:
-        from components._common.workspace import allow_default_workspace
-
-        allow_default_workspace()
         if parameter_docs:
             with_parameter_docs(func, parameter_docs)
         built: dict[tuple[str, bool, bool], Any] = {}
@@ -366,7 +343,7 @@ def runtime_component(
             if prebuilt:
                 component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
             else:
-                with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, _reproducible_archive():
+                with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, reproducible_archive():
                     component_dir = Path(component_file).parent
                     excluded = [component_dir / name for name in needs_full_environment] if INSTALL_PACKAGES else []
                     stage_runtime_bundle([component_dir, *extra_dirs], Path(staging), excluded)
@@ -378,6 +355,7 @@ def runtime_component(
                         embedded_artifact_path=staging,
                         **component_kwargs,
                     )
+            _install_workspace_hook_when_used(component)
             component.with_image = build
             return component
 
@@ -386,6 +364,24 @@ def runtime_component(
         return build(image or BASE_IMAGE)
 
     return decorate
+
+
+def _install_workspace_hook_when_used(component: Any) -> None:
+    """Makes a task of ``component`` given ``dsl.WORKSPACE_PATH_PLACEHOLDER`` install the workspace compile hook.
+
+    The hook (:func:`components._common.workspace.allow_default_workspace`) is applied by that call, the code path
+    that needs it, never on import.
+    """
+    from components._common.workspace import allow_default_workspace, uses_workspace_placeholder
+
+    base = type(component)
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
+        if uses_workspace_placeholder(kwargs):
+            allow_default_workspace()
+        return base.__call__(self, *args, **kwargs)
+
+    component.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
 
 
 def route_string_arguments(routes: Mapping[str, str]) -> Callable[[Any], Any]:

@@ -5,13 +5,14 @@ a plain ``@dsl.pipeline(name=...)``. KFP 2.15 refuses to compile that ("Workspac
 PipelineConfig.workspace.size is not set"). :func:`allow_default_workspace` makes such a pipeline compile with the
 workspace the fine-tuning pipelines use (``KFP_FINETUNE_PVC_*`` variables, else 50Gi ``nfs-csi`` ReadWriteMany), so the
 snippet means what it says; it applies only when one of this project's components uses the placeholder and the
-pipeline declares no workspace of its own, and it says so on stderr.
+pipeline declares no workspace of its own, and it says so on stderr. The hook is installed by the task call that passes
+the placeholder (:func:`uses_workspace_placeholder`, see ``runtime_component``), never on import; the patch itself is
+:func:`components._common.kfp_patches.allow_default_workspace`.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 PVC_SIZE = "50Gi"
@@ -19,7 +20,6 @@ PVC_STORAGE_CLASS = "nfs-csi"
 PVC_ACCESS_MODES = ("ReadWriteMany",)
 #: Component names (``component_spec.name``) of this project's components.
 PROJECT_COMPONENTS = {"dataset-download", "train-model", "lm-eval", "model-registry"}
-_INSTALLED = False
 
 
 def default_workspace_config() -> Any:
@@ -48,40 +48,14 @@ def _uses_placeholder_in_project_component(pipeline: Any) -> bool:
 
 
 def allow_default_workspace() -> None:
-    """Installs (once) the KFP compile hook described in the module docstring."""
-    global _INSTALLED
-    if _INSTALLED:
-        return
-    from kfp.compiler import pipeline_spec_builder
-    from kfp.dsl import graph_component, pipeline_config
+    """Installs (once) the KFP compile hook described in the module docstring (:mod:`.kfp_patches`)."""
+    from components._common.kfp_patches import allow_default_workspace as install
 
-    validate = graph_component.GraphComponent._validate_workspace_requirements
-    create = pipeline_spec_builder.create_pipeline_spec
+    install(_uses_placeholder_in_project_component, default_workspace_config)
 
-    def validate_or_default(self: Any, pipeline: Any, config: Any) -> None:
-        declared = config is not None and config.workspace is not None and getattr(config.workspace, "size", None)
-        if not declared and _uses_placeholder_in_project_component(pipeline):
-            pipeline.kfp_finetune_default_workspace = default_workspace_config()
-            workspace = pipeline.kfp_finetune_default_workspace
-            print(
-                f"kfp-finetune: pipeline {pipeline.name!r} passes dsl.WORKSPACE_PATH_PLACEHOLDER to a kfp-finetune "
-                f"component but declares no workspace: using a {workspace.size} workspace PVC "
-                f"({workspace.kubernetes.pvcSpecPatch}); set dsl.PipelineConfig(workspace=...) to choose",
-                file=sys.stderr,
-            )
-            return
-        validate(self, pipeline, config)
 
-    def create_with_default(
-        pipeline: Any, component_spec: Any, pipeline_outputs: Any = None, pipeline_config: Any = None
-    ):
-        workspace = getattr(pipeline, "kfp_finetune_default_workspace", None)
-        if workspace is not None:
-            pipeline_config = pipeline_config or pipeline_config_module.PipelineConfig()
-            pipeline_config.workspace = workspace
-        return create(pipeline, component_spec, pipeline_outputs=pipeline_outputs, pipeline_config=pipeline_config)
+def uses_workspace_placeholder(arguments: dict[str, Any]) -> bool:
+    """Whether a task's arguments pass ``dsl.WORKSPACE_PATH_PLACEHOLDER`` (then the hook is needed)."""
+    from kfp import dsl
 
-    pipeline_config_module = pipeline_config
-    graph_component.GraphComponent._validate_workspace_requirements = validate_or_default
-    pipeline_spec_builder.create_pipeline_spec = create_with_default
-    _INSTALLED = True
+    return any(isinstance(value, str) and dsl.WORKSPACE_PATH_PLACEHOLDER in value for value in arguments.values())

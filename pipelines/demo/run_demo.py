@@ -198,11 +198,11 @@ def _run_pipeline(
     """Builds the base model and runs the pipeline under ``console``; returns the run folder and output types."""
     from kfp import local
 
+    from components._common.kfp_patches import install_local_optional_artifacts
     from pipelines.compile import pipeline_function
-    from pipelines.demo import kfp_local_compat
     from pipelines.demo.tiny_model import build_tiny_model
 
-    kfp_local_compat.install()
+    install_local_optional_artifacts()
     pipeline = pipeline_function(algorithm)
     types = output_types(pipeline.pipeline_spec)
     pipeline_root = output_dir / "outputs"

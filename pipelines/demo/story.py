@@ -168,35 +168,37 @@ class DemoConsole:
         Args:
             task_count: How many tasks the pipeline has (shown as ``[i/n]``).
         """
-        from kfp.local import task_dispatcher
+        from components._common.kfp_patches import following_local_tasks
 
         self.task_count = task_count
-        original = task_dispatcher.run_single_task_implementation
 
-        @functools.wraps(original)
-        def followed(*args: Any, **kwargs: Any) -> Any:
-            task = str(kwargs.get("component_name") or (args[1] if len(args) > 1 else "task")).removeprefix("comp-")
-            self._task_started(task)
-            status = "FAILURE"
-            try:
-                outputs, task_status = original(*args, **kwargs)
-                status = getattr(task_status, "name", str(task_status))
-                return outputs, task_status
-            finally:
-                sys.stdout.flush()
-                self._task_finished(task, status)
+        def follow(original: Any) -> Any:
+            @functools.wraps(original)
+            def followed(*args: Any, **kwargs: Any) -> Any:
+                task = str(kwargs.get("component_name") or (args[1] if len(args) > 1 else "task"))
+                task = task.removeprefix("comp-")
+                self._task_started(task)
+                status = "FAILURE"
+                try:
+                    outputs, task_status = original(*args, **kwargs)
+                    status = getattr(task_status, "name", str(task_status))
+                    return outputs, task_status
+                finally:
+                    sys.stdout.flush()
+                    self._task_finished(task, status)
+
+            return followed
 
         sink = _LineSink(self._captured)
         saved = sys.stdout, sys.stderr
-        task_dispatcher.run_single_task_implementation = followed
-        sys.stdout = sys.stderr = sink
-        try:
-            yield
-        finally:
-            sink.flush_pending()
-            sys.stdout, sys.stderr = saved
-            task_dispatcher.run_single_task_implementation = original
-            self._log.flush()
+        with following_local_tasks(follow):
+            sys.stdout = sys.stderr = sink
+            try:
+                yield
+            finally:
+                sink.flush_pending()
+                sys.stdout, sys.stderr = saved
+                self._log.flush()
 
     def close(self) -> None:
         """Closes the log file."""

@@ -307,31 +307,14 @@ def _honoured_timeout(value: Any) -> bool:
 def bounded_requests(connection: Connection) -> Iterator[None]:
     """Within the block, every ``kfp_server_api`` request has the connection's timeout and no urllib3 retries.
 
-    ``kfp.Client`` builds its own REST client and its methods (upload, list, create...) take no timeout, so the
-    timeout is added where every request passes: ``RESTClientObject.request``, for the duration of the block only.
+    ``kfp.Client`` takes no timeout per call, so it is added where every request passes (see
+    :func:`components._common.kfp_patches.bounded_kfp_requests`), for the duration of the block only.
     """
-    from kfp_server_api import rest
-
+    from components._common.kfp_patches import bounded_kfp_requests
     from components._common.retry import single_try_transport
 
-    original = rest.RESTClientObject.request
-    timeout = connection.request_timeout
-    single_try = single_try_transport()
-
-    def request(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        if not _honoured_timeout(kwargs.get("_request_timeout")):
-            kwargs["_request_timeout"] = timeout
-        pool_options = self.pool_manager.connection_pool_kw
-        if pool_options.get("retries") is not single_try:
-            pool_options["retries"] = single_try
-            self.pool_manager.clear()
-        return original(self, method, url, *args, **kwargs)
-
-    rest.RESTClientObject.request = request
-    try:
+    with bounded_kfp_requests(connection.request_timeout, _honoured_timeout, single_try_transport()):
         yield
-    finally:
-        rest.RESTClientObject.request = original
 
 
 @contextlib.contextmanager

@@ -53,9 +53,9 @@ def kfp_local(tmp_path: Path):
     """
     from kfp import local
 
-    from pipelines.demo import kfp_local_compat
+    from components._common.kfp_patches import install_local_optional_artifacts
 
-    kfp_local_compat.install()
+    install_local_optional_artifacts()
     pipeline_root = tmp_path / "kfp-root"
     workspace_root = tmp_path / "kfp-workspace"
     workspace_root.mkdir()

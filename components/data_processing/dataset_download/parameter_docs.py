@@ -6,7 +6,10 @@ PARAMETER_DOCS = {
         "data-connection env vars), `http(s)://.../file.jsonl`, `pvc://claim/path` (under $KFP_FINETUNE_PVC_ROOT, "
         "default /mnt/pvc) or a local path. Files: .jsonl, .json, .parquet, .csv (+.gz)."
     ),
-    "train_dataset": "Train split, JSONL of chat `messages` rows; metadata source_uri, revision, rows, sha256, format.",
+    "train_dataset": (
+        "Train split, JSONL of chat `messages` rows; metadata dataset_uri, dataset_revision, dataset_sha256, "
+        "dataset_rows, dataset_format (components/_common/dataset_metadata.py)."
+    ),
     "eval_dataset": "Eval split, same form (an empty file with rows=0 when train_split_ratio is 1.0).",
     "report": "Markdown report: source, revision, detected format, counts, every rejected row, split, token stats.",
     "metrics": "Row counts, rejects per rule (rejected_<rule>), token statistics.",

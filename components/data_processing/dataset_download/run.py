@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components._common.chat_files import DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_LINE_BYTES, ReadLimits
+from components._common.chat_files import ReadLimits
+from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, mask_url, masked
 
@@ -41,16 +42,18 @@ class DatasetDownloadResult:
     token_stats: TokenStats | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def artifact_metadata(self, written: WrittenFile) -> dict:
-        """Metadata of a dataset artifact: ``source_uri``, ``revision``, ``rows``, ``sha256``, ``format``, ..."""
-        return {
-            "source_uri": self.validation.source_uri,
-            "revision": self.validation.revision,
-            "rows": written.rows,
-            "sha256": written.sha256,
-            "format": self.validation.input_format,
-            "seed": self.seed,
-        }
+    def artifact_metadata(self, written: WrittenFile, split: str) -> DatasetMetadata:
+        """Metadata of a dataset artifact (:mod:`components._common.dataset_metadata`): URI, revision, rows, ..."""
+        return DatasetMetadata(
+            dataset_metadata_version=DATASET_METADATA_VERSION,
+            dataset_uri=self.validation.source_uri,
+            dataset_revision=self.validation.revision,
+            dataset_sha256=written.sha256,
+            dataset_rows=written.rows,
+            dataset_format=self.validation.input_format,
+            dataset_split=split,
+            dataset_split_seed=self.seed,
+        )
 
     def metrics(self) -> dict[str, float]:
         """Row counts, rejects (total and per rule) and token statistics, for KFP ``Metrics``."""
@@ -76,8 +79,8 @@ class DatasetDownloadResult:
             report: The ``Output[Markdown]``; :meth:`to_markdown` is written to its path.
             metrics: The ``Output[Metrics]``; each of :meth:`metrics` is logged.
         """
-        train_dataset.metadata.update(mask_data(self.artifact_metadata(self.train), patterns=False))
-        eval_dataset.metadata.update(mask_data(self.artifact_metadata(self.eval), patterns=False))
+        for artifact, written, split in ((train_dataset, self.train, "train"), (eval_dataset, self.eval, "eval")):
+            artifact.metadata.update(mask_data(self.artifact_metadata(written, split).to_metadata(), patterns=False))
         report_path = with_extension(report, ".md")
         try:
             write_text_atomically(report_path, self.to_markdown())  # secret values and URL signatures masked
@@ -106,32 +109,12 @@ class DatasetDownloadResult:
         return "\n".join(lines) + "\n"
 
 
-@masked
-def run_dataset_download(
-    dataset_uri: str,
-    train_path: Path,
-    eval_path: Path,
-    train_split_ratio: float = 0.9,
-    subset_count: int = 0,
-    seed: int = 42,
-    input_format: str = "auto",
-    hf_split: str = "train",
-    on_invalid: str = "fail",
-    max_invalid_fraction: float = 0.0,
-    allow_trailing_user: bool = False,
-    max_seq_len: int = 0,
-    tokenizer_source: str = "",
-    max_download_bytes: int = 10 * 1024**3,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-    download_deadline_s: float = 3 * 3600.0,
-) -> DatasetDownloadResult:
-    """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
+@dataclass(frozen=True)
+class DatasetDownloadRequest:
+    """``dataset_download``'s arguments, as the component received them; no defaults (they live in the component).
 
-    Args:
+    Attributes:
         dataset_uri: Hub id ``org/name[:subset][@revision]``, ``s3://``, ``http(s)://``, ``pvc://`` or a local path.
-        train_path: Where the train JSONL goes.
-        eval_path: Where the eval JSONL goes (an empty file when ``train_split_ratio`` is 1.0).
         train_split_ratio: Fraction of the kept rows for training, in (0, 1].
         subset_count: Rows to keep, drawn with ``seed`` (0 = all).
         seed: Seed of the subset and the split.
@@ -147,6 +130,33 @@ def run_dataset_download(
             (``record_too_large``) without being held in memory.
         max_decompressed_bytes: The most one ``.gz`` file may expand to (``decompressed_too_large``).
         download_deadline_s: Deadline of the whole download, every attempt and file included.
+    """
+
+    dataset_uri: str
+    train_split_ratio: float
+    subset_count: int
+    seed: int
+    input_format: str
+    hf_split: str
+    on_invalid: str
+    max_invalid_fraction: float
+    allow_trailing_user: bool
+    max_seq_len: int
+    tokenizer_source: str
+    max_download_bytes: int
+    max_line_bytes: int
+    max_decompressed_bytes: int
+    download_deadline_s: float
+
+
+@masked
+def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval_path: Path) -> DatasetDownloadResult:
+    """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
+
+    Args:
+        request: The component's arguments.
+        train_path: Where the train JSONL goes.
+        eval_path: Where the eval JSONL goes (an empty file when ``train_split_ratio`` is 1.0).
 
     Returns:
         The validation report, split plan, written files and token statistics.
@@ -155,6 +165,13 @@ def run_dataset_download(
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
             :class:`~.validate.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
+    dataset_uri, seed, max_seq_len = request.dataset_uri, request.seed, request.max_seq_len
+    train_split_ratio, subset_count = request.train_split_ratio, request.subset_count
+    on_invalid, max_invalid_fraction = request.on_invalid, request.max_invalid_fraction
+    tokenizer_source, hf_split, input_format = request.tokenizer_source, request.hf_split, request.input_format
+    allow_trailing_user, max_download_bytes = request.allow_trailing_user, request.max_download_bytes
+    max_line_bytes, max_decompressed_bytes = request.max_line_bytes, request.max_decompressed_bytes
+    download_deadline_s = request.download_deadline_s
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     check_dataset_uri(dataset_uri)

@@ -54,14 +54,13 @@ def model_registry(
 
     from components._common.files import with_extension
     from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
-    from components.deployment.kubeflow_model_registry.run import run_model_registration
+    from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest, run_model_registration
 
     def info(artifact):
         return None if artifact is None else ArtifactInfo(artifact.uri, artifact.path, dict(artifact.metadata))
 
-    result = run_model_registration(
+    request = ModelRegistryRequest(
         model=info(model),
-        summary_path=with_extension(summary, ".md"),
         registry_address=registry_address,
         registry_port=registry_port,
         model_name=model_name,
@@ -89,5 +88,6 @@ def model_registry(
         pipeline_run_id=pipeline_run_id,
         pipeline_run_name=pipeline_run_name,
     )
+    result = run_model_registration(request, with_extension(summary, ".md"))
     outputs = namedtuple("Outputs", ["status", "model_id", "version_id"])
     return outputs(result.status, result.model_id, result.version_id)

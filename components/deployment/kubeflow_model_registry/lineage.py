@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from components._common.dataset_metadata import read_dataset_metadata
+
 #: Keys whose values are never recorded (matched case-insensitively anywhere in the key).
 SECRET_KEY_PATTERN = re.compile(r"token|secret|password|passwd|credential|access_key|api_key|private_key", re.I)
 _INT32 = (-(2**31), 2**31 - 1)
@@ -35,13 +37,6 @@ MODEL_METADATA_KEYS = {
     "training_library": "training_library",
     "model_format": "model_files_format",
     "lora_weights": "lora_weights",
-}
-#: Dataset lineage: custom property -> keys looked up in the dataset artifact's metadata, then the model's.
-DATASET_KEYS = {
-    "dataset_source": ("source", "dataset_source", "source_uri"),
-    "dataset_revision": ("revision", "dataset_revision"),
-    "dataset_sha256": ("sha256", "dataset_sha256"),
-    "dataset_num_rows": ("num_rows", "rows", "dataset_num_rows"),
 }
 
 
@@ -143,18 +138,27 @@ def _hyperparameters(model_metadata: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _dataset_properties(model: ArtifactInfo, dataset: ArtifactInfo | None) -> dict[str, Any]:
-    sources = [dataset.metadata] if dataset else []
-    sources.append(model.metadata)
-    props: dict[str, Any] = {}
-    uri = (dataset.uri if dataset else "") or model.metadata.get("dataset_uri", "")
-    if uri:
-        props["dataset_uri"] = uri
-    for name, keys in DATASET_KEYS.items():
-        for source in sources:
-            value = next((source[k] for k in keys if source.get(k) not in (None, "")), None)
-            if value is not None:
-                props[name] = value
-                break
+    """Dataset lineage under the names of :mod:`components._common.dataset_metadata`.
+
+    ``dataset_uri`` is the dataset as the user named it: from the dataset artifact's metadata (``dataset_download``),
+    else the model's metadata (``train_model`` copies it), else the dataset artifact's URI. ``dataset_artifact_uri``
+    is where the wired dataset artifact is stored.
+    """
+    described = read_dataset_metadata(dataset.metadata, "model_registry input dataset") if dataset else None
+    props: dict[str, Any] = {"dataset_artifact_uri": dataset.uri} if dataset and dataset.uri else {}
+    if described is not None:
+        props.update(
+            dataset_uri=described.dataset_uri,
+            dataset_revision=described.dataset_revision,
+            dataset_sha256=described.dataset_sha256,
+            dataset_rows=described.dataset_rows,
+        )
+        return props
+    for name in ("dataset_uri", "dataset_sha256"):  # what train_model writes into the model's metadata
+        if model.metadata.get(name) not in (None, ""):
+            props[name] = model.metadata[name]
+    if "dataset_uri" not in props and dataset and dataset.uri:
+        props["dataset_uri"] = dataset.uri
     return props
 
 

@@ -17,7 +17,10 @@ PARAMETER_DOCS = {
     "model_format_version": ("Version of that format."),
     "eval_metrics": ("Recorded as `eval.<name>`; searched first by the gate."),
     "train_metrics": ("Recorded as `train.<name>`; searched second by the gate."),
-    "dataset": ("Training dataset: its URI and metadata (`source_uri`, `revision`, `sha256`, `rows`) become lineage."),
+    "dataset": (
+        "Training dataset: its URI and metadata (`dataset_uri`, `dataset_revision`, `dataset_sha256`, `dataset_rows`) "
+        "become lineage."
+    ),
     "min_metric_name": (
         'Gate metric (`""` = no gate). A name found in neither metrics artifact is an error, not a silent skip.'
     ),

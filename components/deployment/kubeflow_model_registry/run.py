@@ -79,47 +79,12 @@ def _gates(
     return ModelRegistryResult(STATUS_GATED_OUT, reason=reason)
 
 
-@masked
-def run_model_registration(
-    *,
-    model: ArtifactInfo,
-    summary_path: str,
-    registry_address: str = "",
-    registry_port: int = 443,
-    model_name: str = "",
-    model_version: str = "",
-    author: str = "",
-    description: str = "",
-    model_format_name: str = "pytorch",
-    model_format_version: str = "1",
-    eval_metrics: ArtifactInfo | None = None,
-    train_metrics: ArtifactInfo | None = None,
-    dataset: ArtifactInfo | None = None,
-    min_metric_name: str = "",
-    min_metric_value: float = 0.0,
-    eval_results: ArtifactInfo | None = None,
-    min_improvement_metric: str = "",
-    min_improvement: float = 0.0,
-    max_regression: float = -1.0,
-    max_regression_relative: bool = False,
-    model_uri: str = "",
-    s3_upload_prefix: str = "",
-    is_secure: bool = True,
-    ca_bundle_path: str = "",
-    allow_token_over_http: bool = False,
-    storage_key: str = "",
-    pipeline_run_id: str = "",
-    pipeline_run_name: str = "",
-    environ: Mapping[str, str] | None = None,
-    retry_policy: RetryPolicy = RetryPolicy(),
-    log: Callable[[str], None] = _log,
-    now: datetime.datetime | None = None,
-) -> ModelRegistryResult:
-    """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
+@dataclasses.dataclass(frozen=True)
+class ModelRegistryRequest:
+    """``model_registry``'s arguments as the component received them (artifacts as :class:`ArtifactInfo`); no defaults.
 
-    Args:
+    Attributes:
         model: The trained model artifact.
-        summary_path: Where the Markdown summary goes.
         registry_address: Registry host or URL ("" = skip the step).
         registry_port: Registry port (when the address has none).
         model_name: Registered model name (required unless skipped).
@@ -147,6 +112,52 @@ def run_model_registration(
         storage_key: Data-connection secret name recorded on the artifact for serving.
         pipeline_run_id: The run's id ("" or an unresolved placeholder = unknown).
         pipeline_run_name: The run's name.
+    """
+
+    model: ArtifactInfo
+    registry_address: str
+    registry_port: int
+    model_name: str
+    model_version: str
+    author: str
+    description: str
+    model_format_name: str
+    model_format_version: str
+    eval_metrics: ArtifactInfo | None
+    train_metrics: ArtifactInfo | None
+    dataset: ArtifactInfo | None
+    min_metric_name: str
+    min_metric_value: float
+    eval_results: ArtifactInfo | None
+    min_improvement_metric: str
+    min_improvement: float
+    max_regression: float
+    max_regression_relative: bool
+    model_uri: str
+    s3_upload_prefix: str
+    is_secure: bool
+    ca_bundle_path: str
+    allow_token_over_http: bool
+    storage_key: str
+    pipeline_run_id: str
+    pipeline_run_name: str
+
+
+@masked
+def run_model_registration(
+    request: ModelRegistryRequest,
+    summary_path: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    retry_policy: RetryPolicy = RetryPolicy(),
+    log: Callable[[str], None] = _log,
+    now: datetime.datetime | None = None,
+) -> ModelRegistryResult:
+    """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
+
+    Args:
+        request: The component's arguments.
+        summary_path: Where the Markdown summary goes.
         environ: Environment for the token, PVC and S3 settings (default ``os.environ``).
         retry_policy: Retries for transient registry failures.
         log: Where progress lines go (never receives a secret).
@@ -161,6 +172,33 @@ def run_model_registration(
         VersionConflictError: The version exists and points elsewhere.
         RegistryRequestError: The registry failed, is unreachable or refused the token.
     """
+    model = request.model
+    registry_address = request.registry_address
+    registry_port = request.registry_port
+    model_name = request.model_name
+    model_version = request.model_version
+    author = request.author
+    description = request.description
+    model_format_name = request.model_format_name
+    model_format_version = request.model_format_version
+    eval_metrics = request.eval_metrics
+    train_metrics = request.train_metrics
+    dataset = request.dataset
+    min_metric_name = request.min_metric_name
+    min_metric_value = request.min_metric_value
+    eval_results = request.eval_results
+    min_improvement_metric = request.min_improvement_metric
+    min_improvement = request.min_improvement
+    max_regression = request.max_regression
+    max_regression_relative = request.max_regression_relative
+    model_uri = request.model_uri
+    s3_upload_prefix = request.s3_upload_prefix
+    is_secure = request.is_secure
+    ca_bundle_path = request.ca_bundle_path
+    allow_token_over_http = request.allow_token_over_http
+    storage_key = request.storage_key
+    pipeline_run_id = request.pipeline_run_id
+    pipeline_run_name = request.pipeline_run_name
     environ = os.environ if environ is None else environ
     if not registry_address.strip():
         return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)

@@ -1,4 +1,4 @@
-"""The ``lm_eval`` KFP component: a thin typed wrapper of :func:`~.evaluate.run_lm_eval`."""
+"""The ``lm_eval`` KFP component: a thin typed wrapper building one :class:`~.run.LmEvalRequest` for ``run_lm_eval``."""
 
 from kfp import dsl
 
@@ -52,15 +52,15 @@ def lm_eval(
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
     from components._common.files import with_extension
+    from components.evaluation.lm_eval.request import LmEvalRequest
     from components.evaluation.lm_eval.run import run_lm_eval
 
-    outcome = run_lm_eval(
+    request = LmEvalRequest(
         model_path=model.path if model else "",
         model_metadata=dict(model.metadata) if model else {},
-        results_path=results.path,
-        report_path=with_extension(report, ".html"),
         task_names=task_names,
         eval_dataset_path=eval_dataset.path if eval_dataset else "",
+        eval_dataset_metadata=dict(eval_dataset.metadata) if eval_dataset else {},
         baseline_results_path=baseline_results.path if baseline_results else "",
         model_source=model_source,
         batch_size=batch_size,
@@ -81,6 +81,7 @@ def lm_eval(
         enabled=enabled,
         skip_unusable_model_source=skip_unusable_model_source,
     )
+    outcome = run_lm_eval(request, results.path, with_extension(report, ".html"))
     for name, value in outcome.metrics.items():
         metrics.log_metric(name, value)
     results.metadata.update(outcome.results_metadata)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
 from components.evaluation.lm_eval.comparison import compare_with_baseline
@@ -35,6 +36,7 @@ from components.evaluation.lm_eval.report import (
     render_report,
     render_skipped_report,
 )
+from components.evaluation.lm_eval.request import LmEvalRequest
 from components.evaluation.lm_eval.task_dirs import stage_task_dirs
 
 #: Aliases of the generation length that lm-eval ranks below ``max_gen_toks`` (a task's own value would win).
@@ -428,64 +430,13 @@ def _skipped(results_path: str, report_path: str, source: str, reason: str) -> L
 
 
 @masked
-def run_lm_eval(
-    *,
-    model_path: str,
-    model_metadata: Mapping[str, Any],
-    results_path: str,
-    report_path: str,
-    task_names: Sequence[str] = (),
-    eval_dataset_path: str = "",
-    baseline_results_path: str = "",
-    model_source: str = "",
-    batch_size: str = "auto",
-    limit: int = -1,
-    num_fewshot: int = -1,
-    gen_kwargs: Mapping[str, Any] | None = None,
-    model_args: Mapping[str, Any] | None = None,
-    apply_chat_template: bool = True,
-    backend: str = "hf",
-    seed: int = 42,
-    log_samples: bool = False,
-    max_samples: int = 200,
-    max_new_tokens: int = 64,
-    custom_tasks_path: str = "",
-    device: str = "",
-    bootstrap_iters: int = 100000,
-    allow_empty_eval_dataset: bool = False,
-    enabled: bool = True,
-    skip_unusable_model_source: bool = False,
-) -> LmEvalResult:
+def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> LmEvalResult:
     """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
 
     Args:
-        model_path: ``model.path`` (full model or PEFT adapter directory).
-        model_metadata: ``model.metadata`` (``base_model`` locates an adapter's base).
+        request: The component's arguments.
         results_path: Where to write the full lm-eval results JSON.
         report_path: Where to write the HTML report.
-        task_names: lm-eval task, group or tag names (built-in or from ``custom_tasks_path``).
-        eval_dataset_path: Held-out chat JSONL ("" = none); adds the held-out generation and perplexity tasks.
-        baseline_results_path: Results JSON of a baseline run ("" = none); the report shows deltas against it.
-        model_source: Local path or Hub id evaluated instead of ``model`` ("" = use ``model``).
-        batch_size: ``auto``, ``auto:N`` or a positive integer.
-        limit: Documents per task; -1 = all.
-        num_fewshot: Few-shot examples; -1 = each task's default.
-        gen_kwargs: Generation settings applied to every generative task (see :func:`normalize_gen_kwargs`).
-        model_args: Extra lm-eval model arguments (``dtype``, ``trust_remote_code``, ...).
-        apply_chat_template: Render prompts with the model's chat template.
-        backend: ``hf`` or ``vllm``.
-        seed: Seed of Python, NumPy, torch and the few-shot sampler.
-        log_samples: Keep every per-document sample in the results JSON.
-        max_samples: Conversations of ``eval_dataset`` used (the first ones); -1 = all.
-        max_new_tokens: Most tokens generated per held-out answer.
-        custom_tasks_path: Directory of extra lm-eval task YAMLs ("" = none).
-        device: Torch device for the ``hf`` backend ("" = ``cuda`` when available, else ``cpu``).
-        bootstrap_iters: Bootstrap resamples for standard errors (0 = no stderr).
-        allow_empty_eval_dataset: Skip the held-out tasks, rather than fail, when ``eval_dataset`` is empty.
-        enabled: False writes "skipped" outputs without evaluating (a pipeline parameter turning the task off).
-        skip_unusable_model_source: Write "skipped" outputs, rather than fail, when ``model_source`` cannot be
-            evaluated as asked (:func:`~.model_spec.unusable_source_reason`: an ``oci://``/``s3://``/``pvc://`` URI,
-            a path this pod lacks, no chat template while ``apply_chat_template``).
 
     Returns:
         The :class:`LmEvalResult` (metrics to log, metadata for the results artifact).
@@ -495,6 +446,30 @@ def run_lm_eval(
             dataset is empty or malformed, or a task name is unknown.
         BenchmarkDataError: A benchmark dataset cannot be reached.
     """
+    model_path = request.model_path
+    model_metadata = request.model_metadata
+    task_names = request.task_names
+    eval_dataset_path = request.eval_dataset_path
+    eval_dataset_metadata = request.eval_dataset_metadata
+    baseline_results_path = request.baseline_results_path
+    model_source = request.model_source
+    batch_size = request.batch_size
+    limit = request.limit
+    num_fewshot = request.num_fewshot
+    gen_kwargs = request.gen_kwargs
+    model_args = request.model_args
+    apply_chat_template = request.apply_chat_template
+    backend = request.backend
+    seed = request.seed
+    log_samples = request.log_samples
+    max_samples = request.max_samples
+    max_new_tokens = request.max_new_tokens
+    custom_tasks_path = request.custom_tasks_path
+    device = request.device
+    bootstrap_iters = request.bootstrap_iters
+    allow_empty_eval_dataset = request.allow_empty_eval_dataset
+    enabled = request.enabled
+    skip_unusable_model_source = request.skip_unusable_model_source
     options = check_options(
         batch_size,
         limit,
@@ -572,4 +547,7 @@ def run_lm_eval(
         "lm_eval_version": str(results.get("lm_eval_version", "")),
         **comparison_metadata,
     }
+    described = read_dataset_metadata(eval_dataset_metadata, "lm_eval input eval_dataset")
+    if described is not None:
+        metadata["dataset_uri"] = described.dataset_uri
     return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)

@@ -1,7 +1,10 @@
 """The validated training configuration shared by every backend (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
 
-One :class:`TrainingConfig` holds every hyper-parameter of ``train_model``; it is validated once, before anything is
-trained or submitted, and travels as JSON to the TrainJob pods (see :mod:`.pod.entrypoint`).
+:class:`TrainModelRequest` is ``train_model``'s arguments, one field per component parameter under the same name and
+without defaults (every default lives once, in the component's signature); ``component.py`` builds it and nothing
+else does. :class:`TrainingConfig` is the validated training setup taken from it (:meth:`TrainingConfig.from_request`):
+the pod contract's :class:`~.pod.run_config.Hyperparameters` plus ``base_model``; it is validated once, before
+anything is trained or submitted, and travels to the pods inside ``run_config.json`` (:mod:`.pod.run_config`).
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import Any
+
+from components.training.finetuning.pod.run_config import Hyperparameters
 
 ALGORITHMS = ("sft", "osft", "lora")
 #: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.cluster.backends.select_backend`).
@@ -34,17 +39,9 @@ class TrainingConfigError(ValueError):
     """A training parameter breaks a rule; the message names the parameter, the value and the rule."""
 
 
-#: ``train_model``'s argument for each internal name that is not simply ``training_<name>``.
-COMPONENT_ARGUMENTS = {
-    "hub_backend": "training_backend",
-    "backend": "training_launcher",
-    "training_image": "training_image",
-}
-
-
 def component_argument(name: str) -> str:
-    """The ``train_model`` argument (the name a user sets) of an internal parameter name."""
-    return COMPONENT_ARGUMENTS.get(name, f"training_{name}")
+    """The ``train_model`` argument (the name a user sets) of a :class:`TrainingConfig` field."""
+    return "training_backend" if name == "hub_backend" else f"training_{name}"
 
 
 def default_runtime_name(hub_backend: str) -> str:
@@ -63,8 +60,79 @@ def _fail(name: str, value: Any, rule: str, source: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingConfig:
-    """Every hyper-parameter of one fine-tuning run (names as in ``train_model``).
+class TrainModelRequest:
+    """``train_model``'s arguments, as the component received them (see the component for each one's meaning).
+
+    Built only in ``component.py``; no field has a default. ``dataset``, ``eval_dataset`` and ``task_config`` are the
+    KFP input artifacts and passthrough (artifact-like objects: ``path``, ``uri``, ``metadata``; or ``None``).
+    """
+
+    task_config: Any
+    pvc_path: str
+    dataset: Any
+    dataset_path: str
+    eval_dataset: Any
+    training_base_model: str
+    training_algorithm: str
+    training_backend: str
+    training_launcher: str
+    training_num_epochs: int
+    training_effective_batch_size: int
+    training_max_tokens_per_gpu: int
+    training_learning_rate: float
+    training_max_seq_len: int
+    training_lr_scheduler: str
+    training_warmup_steps: int
+    training_seed: int
+    training_unfreeze_rank_ratio: float
+    training_lora_r: int
+    training_lora_alpha: int
+    training_lora_dropout: float
+    training_use_liger: bool
+    training_gradient_checkpointing: bool
+    training_checkpoint_at_epoch: bool
+    training_save_final_checkpoint: bool
+    training_fsdp_sharding_strategy: str
+    training_resume: bool
+    training_max_steps: int
+    training_checkpoint_interval_steps: int
+    training_mlflow_tracking_uri: str
+    training_num_nodes: int
+    training_gpus_per_node: int
+    training_gpu_resource_name: str
+    training_cpu_per_node: str
+    training_memory_per_node: str
+    training_env_vars: dict
+    training_runtime_name: str
+    training_runtime_kind: str
+    training_image: str
+    training_namespace: str
+    training_tolerations: list
+    training_node_selector: dict
+    training_pod_labels: dict
+    training_pod_annotations: dict
+    training_queue_name: str
+    training_cleanup_policy: str
+    training_delete_on_success: bool
+    training_start_timeout_seconds: int
+    training_timeout_seconds: int
+    training_timeout_counts_paused_time: bool
+    training_api_outage_tolerance_seconds: int
+    training_progress_tracking: bool
+    training_progress_metrics_port: int
+    training_progress_poll_interval_seconds: int
+    training_jit_checkpoint: bool
+    training_oci_insecure: bool
+    training_oci_ca_bundle: str
+    hf_token_secret_name: str
+    s3_secret_name: str
+    run_id: str
+    task_name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig(Hyperparameters):
+    """Every hyper-parameter of one fine-tuning run: :class:`~.pod.run_config.Hyperparameters` plus ``base_model``.
 
     Attributes:
         base_model: HF model id, local directory, ``pvc://<path>``, ``s3://bucket/prefix`` or
@@ -98,46 +166,40 @@ class TrainingConfig:
     """
 
     base_model: str
-    algorithm: str = "sft"
-    num_epochs: int = 1
-    effective_batch_size: int = 128
-    learning_rate: float = 5e-6
-    max_seq_len: int = 8192
-    max_tokens_per_gpu: int = 64000
-    lr_scheduler: str = "cosine"
-    warmup_steps: int = 0
-    seed: int = 42
-    unfreeze_rank_ratio: float = 0.25
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    use_liger: bool = False
-    gradient_checkpointing: bool = True
-    checkpoint_at_epoch: bool = False
-    save_final_checkpoint: bool = True
-    fsdp_sharding_strategy: str = "FULL_SHARD"
-    resume: bool = True
-    max_steps: int = 0
-    checkpoint_interval_steps: int = 0
-    hub_backend: str = ""
 
     @classmethod
-    def from_params(cls, source: str = "train_model", **params: Any) -> TrainingConfig:
-        """Builds and validates a config from keyword parameters, ignoring names that are not hyper-parameters.
-
-        Args:
-            source: Where the parameters came from, named in error messages (e.g. ``train_model`` or a file).
-            **params: Parameter values by name.
-
-        Returns:
-            The validated config.
+    def from_request(cls, request: TrainModelRequest) -> TrainingConfig:
+        """The validated training setup of a ``train_model`` request (one explicit line per setting).
 
         Raises:
-            TrainingConfigError: A parameter has the wrong type or breaks a rule.
+            TrainingConfigError: A setting has the wrong type or breaks a rule (names the component parameter).
         """
-        names = {field.name for field in dataclasses.fields(cls)}
-        config = cls(**{name: value for name, value in params.items() if name in names})
-        config.validate(source)
+        config = cls(
+            base_model=request.training_base_model,
+            algorithm=request.training_algorithm.strip().lower(),
+            num_epochs=request.training_num_epochs,
+            effective_batch_size=request.training_effective_batch_size,
+            learning_rate=request.training_learning_rate,
+            max_seq_len=request.training_max_seq_len,
+            max_tokens_per_gpu=request.training_max_tokens_per_gpu,
+            lr_scheduler=request.training_lr_scheduler,
+            warmup_steps=request.training_warmup_steps,
+            seed=request.training_seed,
+            unfreeze_rank_ratio=request.training_unfreeze_rank_ratio,
+            lora_r=request.training_lora_r,
+            lora_alpha=request.training_lora_alpha,
+            lora_dropout=request.training_lora_dropout,
+            use_liger=request.training_use_liger,
+            gradient_checkpointing=request.training_gradient_checkpointing,
+            checkpoint_at_epoch=request.training_checkpoint_at_epoch,
+            save_final_checkpoint=request.training_save_final_checkpoint,
+            fsdp_sharding_strategy=request.training_fsdp_sharding_strategy,
+            resume=request.training_resume,
+            max_steps=request.training_max_steps,
+            checkpoint_interval_steps=request.training_checkpoint_interval_steps,
+            hub_backend=request.training_backend,
+        )
+        config.validate("train_model")
         return config
 
     def validate(self, source: str = "train_model") -> None:
@@ -199,11 +261,15 @@ class TrainingConfig:
             if not isinstance(value, expected) or wrong_bool:
                 _fail(field.name, value, f"must be of type {field.type}", source)
 
+    def training_settings(self) -> Hyperparameters:
+        """The fields that shape training (``base_model`` left out), as the run config carries them to the pods."""
+        return Hyperparameters(
+            **{field.name: getattr(self, field.name) for field in dataclasses.fields(Hyperparameters)}
+        )
+
     def hyperparameters(self) -> dict[str, Any]:
         """The fields that shape training, for metadata and reports (``base_model`` left out)."""
-        values = dataclasses.asdict(self)
-        values.pop("base_model")
-        return values
+        return dataclasses.asdict(self.training_settings())
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as a JSON-ready dict."""

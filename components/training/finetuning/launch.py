@@ -1,44 +1,64 @@
 """The cluster launchers: a ``TrainJob`` or ``PyTorchJob`` running the staged pod script, followed to its end.
 
-:func:`train_on_cluster` resolves ``auto`` (:func:`.cluster.backends.select_backend`), stages the run directory
-(:mod:`.staging`), builds the job from one :class:`~.manifests.spec.JobSpec` (:func:`build_job_spec`,
-:func:`build_job_manifest`), runs it with :func:`.cluster.runner.run_job` and reads the checkpoint and metrics back
-from the workspace PVC.
+:func:`train_on_cluster` resolves ``auto`` (:func:`.cluster.backends.select_backend`), stages the run directory the
+pods start from (:func:`write_run_config`: the pod script with the standard-library modules it needs under
+:data:`~.pod.entrypoint.STAGED_MODULES` names, the datasets, and ``run_config.json``, a
+:class:`~.pod.run_config.RunConfig` carrying the hyper-parameters and :func:`pod_settings`), builds the job from one
+:class:`~.manifests.spec.JobSpec` (:func:`build_job_spec`, :func:`build_job_manifest`), runs it with
+:func:`.cluster.runner.run_job` and reads the checkpoint and metrics back from the workspace PVC.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import importlib.util
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.files import write_text_atomically
 from components._common.namespace import pod_namespace
-from components.training.finetuning import transformers_backend
-from components.training.finetuning.config import TRANSFORMERS_BACKEND, TrainingConfigError, runtime_name_of
-from components.training.finetuning.manifests.spec import SecretEnvVar
+from components.training.finetuning import tracking, transformers_backend
+from components.training.finetuning.config import (
+    TRANSFORMERS_BACKEND,
+    TrainingConfig,
+    TrainingConfigError,
+    TrainModelRequest,
+    runtime_name_of,
+)
+from components.training.finetuning.manifests.names import job_name
+from components.training.finetuning.manifests.spec import JobSpec, SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import BackendRun, RunPlan
 from components.training.finetuning.pod import entrypoint, progress_server
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.run_config import (
+    RUN_CONFIG_FILE,
+    RUN_CONFIG_VERSION,
+    MlflowSettings,
+    ProgressSettings,
+    RunConfig,
+    encode_run_config,
+    load_run_config,
+)
 from components.training.finetuning.publish import find_final_checkpoint
-from components.training.finetuning.staging import stage_base_model, write_run_config
+from components.training.finetuning.staging import pvc_mounts, stage_base_model
 
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
 S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
 
 
-def require_training_image(backend: str, params: Mapping[str, Any]) -> None:
+def require_training_image(backend: str, training_image: str) -> None:
     """A PyTorchJob has no runtime to take the image from: ``training_image`` must name one.
 
     Raises:
         TrainingConfigError: ``training_image`` is empty (``backend`` names why it is needed).
     """
-    if not str(params.get("training_image") or "").strip():
+    if not training_image.strip():
         raise TrainingConfigError(
             "train_model parameter training_image='': required when the launcher is pytorchjob "
             f"(training_launcher={backend!r}); a PyTorchJob has no training runtime to take the image from, so name "
@@ -57,14 +77,14 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
         )
 
 
-def job_namespace(params: Mapping[str, Any]) -> str:
+def job_namespace(request: TrainModelRequest) -> str:
     """The job's namespace: ``training_namespace``, else the pod's own.
 
     Raises:
         TrainingConfigError: Neither is known (not running in a cluster).
     """
-    if params.get("namespace"):
-        return params["namespace"]
+    if request.training_namespace:
+        return request.training_namespace
     namespace = pod_namespace()
     if namespace:
         return namespace
@@ -86,8 +106,8 @@ def without_launcher_resources(task_config: Any) -> Any:
 
 
 def build_job_spec(
-    config_path: Path, task_config: Any, run_id: str, task_name: str, params: Mapping[str, Any], owner: Any = None
-) -> Any:
+    config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest, owner: Any
+) -> JobSpec:
     """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied).
 
     The command is Training Hub's entrypoint, or the ``transformers`` backend's ``launch.py``
@@ -95,47 +115,43 @@ def build_job_spec(
     (:func:`~.config.runtime_name_of`: ``torch-distributed`` for ``transformers``, else ``training-hub``).
     ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
     """
-    if params.get("hub_backend") == TRANSFORMERS_BACKEND:
+    if request.training_backend == TRANSFORMERS_BACKEND:
         command, args = transformers_backend.pod_command(config_path)
     else:
         command, args = ["python", str(config_path.parent / "entrypoint.py")], ["--config", str(config_path)]
     secret_env = []
-    hf_token_secret = params.get("hf_token_secret_name", "hf-token")
-    if hf_token_secret:
-        secret_env.append(SecretEnvVar(HF_TOKEN_KEY, hf_token_secret, HF_TOKEN_KEY, True))
-    if params.get("s3_secret_name"):
-        secret_env += [SecretEnvVar(k, params["s3_secret_name"], k, True) for k in S3_SECRET_KEYS]
-    spec = spec_from_task_config(
+    if request.hf_token_secret_name:
+        secret_env.append(SecretEnvVar(HF_TOKEN_KEY, request.hf_token_secret_name, HF_TOKEN_KEY, True))
+    if request.s3_secret_name:
+        secret_env += [SecretEnvVar(k, request.s3_secret_name, k, True) for k in S3_SECRET_KEYS]
+    return spec_from_task_config(
         without_launcher_resources(task_config),
         run_id=run_id,
         task_name=task_name,
-        namespace=job_namespace(params),
+        namespace=job_namespace(request),
         command=command,
         args=args,
-        image=params.get("training_image", ""),
-        runtime_name=runtime_name_of(params.get("runtime_name", ""), params.get("hub_backend", "")),
-        runtime_kind=params.get("runtime_kind", "ClusterTrainingRuntime"),
-        num_nodes=params.get("num_nodes", 1),
-        gpus_per_node=params.get("gpus_per_node", 1),
-        gpu_resource_name=params.get("gpu_resource_name", "nvidia.com/gpu"),
-        cpu_per_node=params.get("cpu_per_node", ""),
-        memory_per_node=params.get("memory_per_node", ""),
-        env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(params.get("env_vars") or {}).items()}},
+        image=request.training_image,
+        runtime_name=runtime_name_of(request.training_runtime_name, request.training_backend),
+        runtime_kind=request.training_runtime_kind,
+        num_nodes=request.training_num_nodes,
+        gpus_per_node=request.training_gpus_per_node,
+        gpu_resource_name=request.training_gpu_resource_name,
+        cpu_per_node=request.training_cpu_per_node,
+        memory_per_node=request.training_memory_per_node,
+        env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(request.training_env_vars).items()}},
         secret_env=tuple(secret_env),
-        tolerations=list(params.get("tolerations") or []),
-        node_selector=dict(params.get("node_selector") or {}),
-        pod_labels=dict(params.get("pod_labels") or {}),
-        pod_annotations=dict(params.get("pod_annotations") or {}),
-        active_deadline_seconds=params.get("timeout_seconds", 0),
-        queue_name=params.get("queue_name", ""),
-        progress_tracking=bool(params.get("progress_tracking", True)),
-        metrics_port=params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT),
-        metrics_poll_interval_seconds=params.get(
-            "progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS
-        ),
+        tolerations=list(request.training_tolerations),
+        node_selector=dict(request.training_node_selector),
+        pod_labels=dict(request.training_pod_labels),
+        pod_annotations=dict(request.training_pod_annotations),
+        active_deadline_seconds=request.training_timeout_seconds,
+        queue_name=request.training_queue_name,
+        progress_tracking=request.training_progress_tracking,
+        metrics_port=request.training_progress_metrics_port,
+        metrics_poll_interval_seconds=request.training_progress_poll_interval_seconds,
         owner=owner,
     )
-    return spec
 
 
 def build_job_manifest(
@@ -144,8 +160,8 @@ def build_job_manifest(
     task_config: Any,
     run_id: str,
     task_name: str,
-    params: Mapping[str, Any],
-    owner: Any = None,
+    request: TrainModelRequest,
+    owner: Any,
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
 
@@ -155,7 +171,7 @@ def build_job_manifest(
         task_config: The task's ``dsl.TaskConfig`` passthrough.
         run_id: The KFP run id.
         task_name: The KFP task name.
-        params: The ``train_model`` parameters.
+        request: The ``train_model`` arguments.
         owner: The run's owning object for the job's ``ownerReference`` (``None``: none).
 
     Returns:
@@ -163,7 +179,7 @@ def build_job_manifest(
     """
     from components.training.finetuning.manifests import pytorchjob
 
-    spec = build_job_spec(config_path, task_config, run_id, task_name, params, owner)
+    spec = build_job_spec(config_path, task_config, run_id, task_name, request, owner)
     if backend == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
     return build_trainjob(spec)
@@ -180,16 +196,13 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
     if backend == "auto":
         from components.training.finetuning.cluster import backends
 
-        params = plan.params
+        request = plan.request
+        runtime_name = runtime_name_of(request.training_runtime_name, request.training_backend)
         backend = backends.select_backend(
-            api_client,
-            runtime_name_of(params.get("runtime_name", ""), params.get("hub_backend", "")),
-            params.get("runtime_kind", "ClusterTrainingRuntime"),
-            job_namespace(params),
-            log=log,
+            api_client, runtime_name, request.training_runtime_kind, job_namespace(request), log=log
         )
         if backend == "pytorchjob":
-            require_training_image("auto", params)
+            require_training_image("auto", request.training_image)
     return backend
 
 
@@ -200,13 +213,13 @@ def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None
     except ImportError:
         log("GPU memory estimate skipped: no estimator in this image; `kfp-finetune doctor` gives it")
         return
-    gpus, nodes = int(plan.params.get("gpus_per_node", 1)), int(plan.params.get("num_nodes", 1))
+    gpus, nodes = plan.request.training_gpus_per_node, plan.request.training_num_nodes
     # The step's ServiceAccount may not list nodes (rbac.yaml): the estimate alone; doctor compares with the nodes.
     log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
 
 
 def train_on_cluster(
-    plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: Mapping[str, Any] | None = None
+    plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
 ) -> BackendRun:
     """Runs the plan as a TrainJob or PyTorchJob and returns the final checkpoint and step records.
 
@@ -215,14 +228,14 @@ def train_on_cluster(
         api_client: A ``kubernetes.client.ApiClient`` (``None``: in-cluster credentials or kubeconfig).
         log: Progress sink.
         options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
-        settings: :func:`.staging.pod_settings` for the run config.
+        settings: :func:`pod_settings` for the run config.
     """
     from components.training.finetuning.cluster.auth import load_api_client
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
-    from components.training.finetuning.cluster.state import DEFAULT_API_OUTAGE_TOLERANCE_SECONDS, cancel_budget
+    from components.training.finetuning.cluster.state import cancel_budget
 
-    params = plan.params
+    request = plan.request
     check_workspace_reaches_pods(plan.task_config, plan.run_dir)
     api_client = api_client or load_api_client()
     backend = resolve_backend(plan, api_client, log)
@@ -233,39 +246,38 @@ def train_on_cluster(
         plan.data_file,
         plan.eval_file,
         plan.task_config,
-        max(int(params.get("gpus_per_node", 1)), 1),
+        max(request.training_gpus_per_node, 1),
         settings,
         model_path=model_path,
-        hub_backend=plan.config.hub_backend,
     )
     transformers = plan.config.hub_backend == TRANSFORMERS_BACKEND
     if transformers:
         metrics_name = transformers_backend.METRICS_FILE
     else:
-        entrypoint.training_hub_call(json.loads(config_path.read_text()), {}, model_path)  # fails here, not in the pod
+        entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
         log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
-    launcher = read_launcher_pod(api_client, job_namespace(params), log=log)
+    launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
     manifest = build_job_manifest(
-        backend, config_path, plan.task_config, plan.run_id, plan.task_name, params, launcher.owner
+        backend, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner
     )
     name = manifest["metadata"]["name"]
     ckpt_dir = plan.run_dir / "checkpoints"
-    epochs = int(plan.config.hyperparameters()["num_epochs"])  # SFT/OSFT lines do not carry it (step totals)
+    epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
     log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
     started = time.perf_counter()
     run_job(
         api_client,
         manifest,
-        start_timeout_seconds=params.get("start_timeout_seconds", 1800),
-        timeout_seconds=params.get("timeout_seconds", 0),
-        cleanup_policy=params.get("cleanup_policy", "delete"),
-        delete_on_success=params.get("delete_on_success", False),
+        start_timeout_seconds=request.training_start_timeout_seconds,
+        timeout_seconds=request.training_timeout_seconds,
+        cleanup_policy=request.training_cleanup_policy,
+        delete_on_success=request.training_delete_on_success,
         metrics_file=str(ckpt_dir / metrics_name),
         metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
         log=log,
-        timeout_counts_paused_time=bool(params.get("timeout_counts_paused_time", False)),
-        api_outage_tolerance_seconds=params.get("api_outage_tolerance_seconds", DEFAULT_API_OUTAGE_TOLERANCE_SECONDS),
+        timeout_counts_paused_time=request.training_timeout_counts_paused_time,
+        api_outage_tolerance_seconds=request.training_api_outage_tolerance_seconds,
         cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
         launcher_pod=(launcher.namespace, launcher.name),
         **options,
@@ -284,3 +296,111 @@ def train_on_cluster(
         base_eval_loss=result.get("base_eval_loss"),
         job_kind=manifest["kind"],
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class PodSettings:
+    """What the run config tells the training pods beyond the hyper-parameters (see :func:`pod_settings`)."""
+
+    progress: ProgressSettings
+    jit_checkpoint: bool
+    mlflow: MlflowSettings
+
+
+def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> PodSettings:
+    """What the run config tells the training pods beyond the hyper-parameters.
+
+    ``progress``: the dashboard progress server (``training_progress_tracking``, ``training_progress_metrics_port``);
+    ``jit_checkpoint``: the pods' just-in-time checkpoint on SIGTERM; ``mlflow``: the tracking URI, experiment and a
+    run name (``<job name>-training-hub`` or ``-transformers``, beside this step's own run) for the pods' own MLflow
+    logging. A URI with credentials in it is not handed to the pods (the run config lies on the PVC); use a token
+    secret instead.
+    """
+    request = plan.request
+    mlflow = MlflowSettings(tracking_uri="", experiment_name="", run_name="")
+    if tracker.tracking_uri:
+        if tracking.mask_uri(tracker.tracking_uri) != tracker.tracking_uri:
+            log("MLflow: the tracking URI carries credentials: not handing it to Training Hub in the pods")
+        else:
+            mlflow = MlflowSettings(
+                tracking_uri=tracker.tracking_uri,
+                experiment_name=tracker.experiment_name,
+                run_name=f"{job_name(plan.run_id, plan.task_name)}-{_pod_trainer(plan)}",
+            )
+    progress = ProgressSettings(
+        enabled=request.training_progress_tracking,
+        port=request.training_progress_metrics_port,
+        termination_log=progress_server.TERMINATION_LOG,
+    )
+    return PodSettings(progress=progress, jit_checkpoint=request.training_jit_checkpoint, mlflow=mlflow)
+
+
+def _pod_trainer(plan: RunPlan) -> str:
+    """What trains in the pods, naming their MLflow run: ``transformers`` or ``training-hub``."""
+    return TRANSFORMERS_BACKEND if plan.config.hub_backend == TRANSFORMERS_BACKEND else "training-hub"
+
+
+def stage_pod_script(run_dir: Path) -> Path:
+    """Copies the pod script and the standard-library modules it imports (:data:`~.pod.entrypoint.STAGED_MODULES`).
+
+    Returns:
+        The staged ``entrypoint.py``; ``python entrypoint.py`` runs with nothing but the standard library.
+    """
+    shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
+    for module, staged in entrypoint.STAGED_MODULES.items():
+        shutil.copyfile(importlib.util.find_spec(module).origin, run_dir / f"{staged}.py")
+    return run_dir / "entrypoint.py"
+
+
+def write_run_config(
+    config: TrainingConfig,
+    run_dir: Path,
+    data_file: Path,
+    eval_file: Path | None,
+    task_config: Any,
+    nproc_per_node: int,
+    settings: PodSettings,
+    model_path: str | None = None,
+) -> Path:
+    """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
+
+    ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
+    controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`pod_settings`) add
+    ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the workspace
+    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``. With
+    ``training_backend="transformers"`` the project's trainer and the data with string contents are staged
+    (:mod:`.transformers_backend`) instead of the Training Hub entrypoint.
+
+    Returns:
+        The config file (a :class:`~.pod.run_config.RunConfig`).
+    """
+    data_dir = run_dir / "data"
+    data_dir.mkdir(exist_ok=True)
+    if config.hub_backend == TRANSFORMERS_BACKEND:
+        transformers_backend.stage_code(run_dir)
+        transformers_backend.stage_data(data_file, data_dir / "train.jsonl", "train_dataset")
+        if eval_file is not None:
+            transformers_backend.stage_data(eval_file, data_dir / "eval.jsonl", "eval_dataset")
+    else:
+        stage_pod_script(run_dir)
+        shutil.copyfile(data_file, data_dir / "train.jsonl")
+        if eval_file is not None:
+            shutil.copyfile(eval_file, data_dir / "eval.jsonl")
+    run_config = RunConfig(
+        version=RUN_CONFIG_VERSION,
+        base_model=config.base_model,
+        model_path=model_path or "",
+        data_path=str(data_dir / "train.jsonl"),
+        eval_data_path=str(data_dir / "eval.jsonl") if eval_file is not None else "",
+        ckpt_output_dir=str(run_dir / "checkpoints"),
+        model_cache_dir=str(run_dir.parent / "model_cache"),
+        pvc_mounts=pvc_mounts(task_config),
+        nproc_per_node=nproc_per_node,
+        hyperparameters=config.training_settings(),
+        progress=settings.progress,
+        jit_checkpoint=settings.jit_checkpoint,
+        mlflow=settings.mlflow,
+    )
+    path = run_dir / RUN_CONFIG_FILE
+    write_text_atomically(path, encode_run_config(run_config))
+    return path

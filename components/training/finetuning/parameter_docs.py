@@ -7,7 +7,7 @@ PARAMETER_DOCS = {
     ),
     "dataset": (
         "Chat JSONL file (or a directory with one `.jsonl` / `train.jsonl`); metadata "
-        "`source_uri`/`sha256` are carried into the model metadata."
+        "`dataset_uri`/`dataset_sha256` (`components/_common/dataset_metadata.py`) are carried into the model metadata."
     ),
     "eval_dataset": (
         "Optional chat JSONL; empty = none. local: `eval_loss` metric; osft: `validation_data_path`; "

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.config import TrainingConfig, TrainModelRequest
 from components.training.finetuning.manifests.names import job_name
 
 
@@ -40,16 +39,17 @@ class RunPlan:
     """A validated run: what to train on, where, as which KFP run and task.
 
     Attributes:
-        config: The training configuration.
+        request: The component's arguments.
+        config: The training configuration taken from them.
         data_file: The training JSONL.
         eval_file: The eval JSONL, or ``None``.
         task_config: The task's ``dsl.TaskConfig`` passthrough (or ``None``).
         run_id: The KFP run id (names the run directory and the job).
         task_name: The KFP task name.
         workspace: The shared workspace (or a temporary directory).
-        params: All ``train_model`` parameters by name.
     """
 
+    request: TrainModelRequest
     config: TrainingConfig
     data_file: Path
     eval_file: Path | None
@@ -57,12 +57,11 @@ class RunPlan:
     run_id: str
     task_name: str
     workspace: Path
-    params: Mapping[str, Any]
 
     @property
     def backend(self) -> str:
-        """The ``backend`` parameter: ``trainjob``, ``pytorchjob``, ``auto`` or ``local``."""
-        return self.params.get("backend", "trainjob")
+        """The ``training_launcher`` argument: ``trainjob``, ``pytorchjob``, ``auto`` or ``local``."""
+        return self.request.training_launcher
 
     @property
     def run_dir(self) -> Path:

@@ -1,11 +1,11 @@
 """Orchestration of ``train_model`` for every launcher: validate, train, publish -> :class:`~.plan.TrainModelResult`.
 
-Everything is checked before anything trains or is submitted (:func:`validate_params`). Then:
+Everything is checked before anything trains or is submitted (:func:`validate_request`). Then:
 
 * ``backend="local"``: :func:`.local.trainer.train_locally` in this process (the trainer core of :mod:`.hf_trainer`);
-* ``backend="trainjob"``: the run directory on the workspace PVC receives the pod script, ``run_config.json`` and the
-  dataset (:mod:`.staging`); a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`, run by
-  :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub — or, with
+* ``backend="trainjob"``: the run directory on the workspace PVC receives the pod script, ``run_config.json`` and
+  the dataset (:func:`.launch.write_run_config`); a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`,
+  run by :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub — or, with
   ``training_backend="transformers"``, runs the project's own trainer under ``torchrun`` on the ``torch-distributed``
   runtime (:mod:`.transformers_backend`). The final checkpoint and metrics are read back from the PVC.
 * ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`, from
@@ -44,26 +44,28 @@ from components.training.finetuning.config import (
     TRANSFORMERS_BACKEND,
     TrainingConfig,
     TrainingConfigError,
+    TrainModelRequest,
 )
-from components.training.finetuning.launch import require_training_image, train_on_cluster
+from components.training.finetuning.launch import pod_settings, require_training_image, train_on_cluster
+from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
-from components.training.finetuning.pod import entrypoint, progress_server
+from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.publish import publish_outputs
 from components.training.finetuning.staging import (
     dataset_facts,
+    dataset_input,
     eval_file_of,
-    pod_settings,
     pvc_mounts,
     stage_base_model,
 )
 
 
-def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingConfig:
-    """Checks every parameter of ``train_model`` before anything is trained or submitted.
+def validate_request(request: TrainModelRequest, has_eval_data: bool) -> TrainingConfig:
+    """Checks every argument of ``train_model`` before anything is trained or submitted.
 
     Args:
-        params: The component's parameters by name.
+        request: The component's arguments.
         has_eval_data: Whether an eval dataset is present.
 
     Returns:
@@ -72,25 +74,26 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
     Raises:
         TrainingConfigError: The first broken rule, naming the parameter and value.
     """
-    config = TrainingConfig.from_params(**params)
-    backend = params.get("backend", "trainjob")
+    config = TrainingConfig.from_request(request)
+    backend = request.training_launcher
     if backend not in BACKENDS:
         raise TrainingConfigError(
             f"train_model parameter training_launcher={backend!r}: must be one of {', '.join(BACKENDS)}"
         )
-    if params.get("cleanup_policy", "delete") not in CLEANUP_POLICIES:
+    if request.training_cleanup_policy not in CLEANUP_POLICIES:
         raise TrainingConfigError(
-            f"train_model parameter training_cleanup_policy={params['cleanup_policy']!r}: must be one of "
+            f"train_model parameter training_cleanup_policy={request.training_cleanup_policy!r}: must be one of "
             f"{', '.join(CLEANUP_POLICIES)}"
         )
-    for name in ("start_timeout_seconds", "timeout_seconds", "api_outage_tolerance_seconds"):
-        if params.get(name, 0) < 0:
-            raise TrainingConfigError(f"train_model parameter training_{name}={params[name]!r}: must be >= 0")
+    for name, value in (
+        ("training_start_timeout_seconds", request.training_start_timeout_seconds),
+        ("training_timeout_seconds", request.training_timeout_seconds),
+        ("training_api_outage_tolerance_seconds", request.training_api_outage_tolerance_seconds),
+    ):
+        if value < 0:
+            raise TrainingConfigError(f"train_model parameter {name}={value!r}: must be >= 0")
     try:
-        progress_server.check_settings(
-            params.get("progress_metrics_port", progress_server.DEFAULT_METRICS_PORT),
-            params.get("progress_poll_interval_seconds", progress_server.DEFAULT_POLL_INTERVAL_SECONDS),
-        )
+        progress.check_settings(request.training_progress_metrics_port, request.training_progress_poll_interval_seconds)
     except ValueError as error:
         raise TrainingConfigError(str(error)) from None
     if backend in CLUSTER_BACKENDS:
@@ -101,14 +104,14 @@ def validate_params(params: Mapping[str, Any], has_eval_data: bool) -> TrainingC
         if problems:
             raise TrainingConfigError(f"train_model (training_launcher={backend}): " + "; ".join(problems))
     if backend == "pytorchjob":
-        require_training_image("pytorchjob", params)
-    _validate_oci_params(config.base_model, params)
+        require_training_image("pytorchjob", request.training_image)
+    _validate_oci_arguments(config.base_model, request)
     return config
 
 
-def _validate_oci_params(base_model: str, params: Mapping[str, Any]) -> None:
+def _validate_oci_arguments(base_model: str, request: TrainModelRequest) -> None:
     """An ``oci://`` base model must be a valid reference; the TLS options must not contradict each other."""
-    if params.get("oci_insecure", False) and str(params.get("oci_ca_bundle") or "").strip():
+    if request.training_oci_insecure and request.training_oci_ca_bundle.strip():
         raise TrainingConfigError(
             "train_model parameters training_oci_insecure=True and training_oci_ca_bundle: contradict each other "
             "(insecure skips TLS verification); keep the CA bundle and set training_oci_insecure=False, or clear "
@@ -129,56 +132,50 @@ def _unresolved(value: str) -> bool:
 
 @masked
 def run_train_model(
-    train_dataset: Any,
+    request: TrainModelRequest,
     model: Any,
     metrics: Any,
     report: Any,
-    task_config: Any = None,
-    eval_dataset: Any = None,
+    *,
     api_client: Any = None,
     log: Any = print,
     job_options: Mapping[str, Any] | None = None,
-    **params: Any,
 ) -> TrainModelResult:
-    """The whole ``train_model`` component: validate, train with the chosen backend, write the three outputs.
+    """The whole ``train_model`` component: validate, train with the chosen launcher, write the three outputs.
 
     Args:
-        train_dataset: ``Input[Dataset]`` (a chat JSONL file, or a directory holding one).
+        request: The component's arguments (``dataset`` a chat JSONL artifact or ``dataset_path`` a path).
         model: ``Output[Model]``: receives the trained model; metadata names checkpoint, base model, algorithm,
             hyper-parameters, dataset, TrainJob and backend.
         metrics: ``Output[Metrics]``: final_loss, min_loss, steps, train_seconds, tokens_per_second (+ eval_loss,
             base_eval_loss).
         report: ``Output[HTML]``: loss curve, hyper-parameters, TrainJob name.
-        task_config: The task's ``dsl.TaskConfig`` passthrough (volumes, tolerations, env, ...).
-        eval_dataset: Optional ``Input[Dataset]``.
-        api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); trainjob backend only.
+        api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); cluster launchers only.
         log: Progress sink.
         job_options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
-        **params: The remaining ``train_model`` parameters by name.
 
     Returns:
         The run's outcome.
     """
-    eval_file = eval_file_of(eval_dataset)
-    config = validate_params(params, eval_file is not None)
-    if params.get("backend", "trainjob") == "local":
+    train_dataset = dataset_input(request.dataset, request.dataset_path, request.pvc_path)
+    eval_file = eval_file_of(request.eval_dataset)
+    config = validate_request(request, eval_file is not None)
+    if request.training_launcher == "local":
         _require_local_training_packages(config.algorithm)
     data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")
     entrypoint.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
     if eval_file is not None:
         entrypoint.count_chat_rows(eval_file, "eval_dataset")
-    run_id = params.get("run_id", "")
-    task_name = params.get("task_name", "")
-    temporary = None if params.get("workspace_path") else tempfile.mkdtemp(prefix="train-model-")
+    temporary = None if request.pvc_path else tempfile.mkdtemp(prefix="train-model-")
     plan = RunPlan(
+        request=request,
         config=config,
         data_file=data_file,
         eval_file=eval_file,
-        task_config=task_config,
-        run_id=os.environ.get("HOSTNAME", "local") if _unresolved(run_id) else run_id,
-        task_name="train-model" if _unresolved(task_name) else task_name,
-        workspace=Path(params.get("workspace_path") or temporary),
-        params=params,
+        task_config=request.task_config,
+        run_id=os.environ.get("HOSTNAME", "local") if _unresolved(request.run_id) else request.run_id,
+        task_name="train-model" if _unresolved(request.task_name) else request.task_name,
+        workspace=Path(request.pvc_path or temporary),
     )
     if not config.resume:
         api_client = clear_previous_run(plan, api_client, log)
@@ -226,7 +223,7 @@ def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
 
         api_client = api_client or load_api_client()
         kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.backend, ["TrainJob", "PyTorchJob"])
-        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.params)
+        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
         live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
         if live is not None:
             log(
@@ -246,7 +243,7 @@ def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
         tracking.TrackingError: The tracking URI is set but the run cannot be started.
     """
     return tracking.MlflowLogger(
-        str(plan.params.get("mlflow_tracking_uri") or ""),
+        plan.request.training_mlflow_tracking_uri,
         run_name=job_name(plan.run_id, plan.task_name),
         run_key=f"{plan.run_id}/{plan.task_name}",
         tags={"kfp_finetune.kfp_run_id": plan.run_id, "kfp_finetune.task_name": plan.task_name},
@@ -261,8 +258,8 @@ def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
         **config.hyperparameters(),
         "base_model": config.base_model,
         "backend": plan.backend,
-        "num_nodes": plan.params.get("num_nodes", 1),
-        "gpus_per_node": plan.params.get("gpus_per_node", 1),
+        "num_nodes": plan.request.training_num_nodes,
+        "gpus_per_node": plan.request.training_gpus_per_node,
         **facts,
     }
 

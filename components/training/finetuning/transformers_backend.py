@@ -37,7 +37,6 @@ STAGED_MODULES = (
     "components._common.files",
     "components._common.masking",
     "components._common.s3",
-    "components.training.finetuning.config",
     "components.training.finetuning.hf_trainer.data",
     "components.training.finetuning.hf_trainer.distributed",
     "components.training.finetuning.hf_trainer.loop",
@@ -49,6 +48,7 @@ STAGED_MODULES = (
     "components.training.finetuning.pod.entrypoint",
     "components.training.finetuning.pod.metrics",
     "components.training.finetuning.pod.progress_server",
+    "components.training.finetuning.pod.run_config",
     "components.training.finetuning.pod.trainer_status",
     "components.training.finetuning.tracking",
 )

@@ -12,12 +12,9 @@ compile-time settings (:class:`~pipelines.training.finetuning.settings.CompileSe
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import sys
-from collections.abc import Iterator
 from typing import Any
 
+from components._common.kfp_patches import fast_task_setters
 from pipelines.training.finetuning.settings import CompileSettings
 
 _AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_S3_BUCKET")
@@ -61,7 +58,7 @@ def pipeline_config(settings: CompileSettings) -> Any:
 
 def set_up_dataset(task: Any, settings: CompileSettings) -> None:
     """The dataset step: cached (same input, same output), ``hf-token`` and ``s3-secret`` mounted, its resources."""
-    with _fast_task_setters():
+    with fast_task_setters():
         task.set_caching_options(True)
         _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _s3_keys())])
         _set_resources(task, settings, "dataset")
@@ -69,7 +66,7 @@ def set_up_dataset(task: Any, settings: CompileSettings) -> None:
 
 def set_up_training(task: Any, settings: CompileSettings) -> None:
     """The ``train_model`` task (the launcher): never cached, every secret it may need mounted, its resources."""
-    with _fast_task_setters():
+    with fast_task_setters():
         task.set_caching_options(False)
         _mount(
             task,
@@ -91,7 +88,7 @@ def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
     """
     from kfp import kubernetes
 
-    with _fast_task_setters():
+    with fast_task_setters():
         task.set_caching_options(False)
         _mount(task, [(settings.hf_token_secret, _HF_KEYS)])
         _set_resources(task, settings, "eval")
@@ -113,7 +110,7 @@ def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
 
 def set_up_registry(task: Any, settings: CompileSettings) -> None:
     """The registry step: never cached, ``s3-secret`` mounted (for ``s3_upload_prefix``), its resources."""
-    with _fast_task_setters():
+    with fast_task_setters():
         task.set_caching_options(False)
         _mount(task, [(settings.s3_secret, _s3_keys())])
         _set_resources(task, settings, "registry")
@@ -139,37 +136,3 @@ def _set_resources(task: Any, settings: CompileSettings, step: str) -> None:
     task.set_cpu_request(resources["cpu_request"]).set_cpu_limit(resources["cpu_limit"])
     task.set_memory_request(resources["memory_request"]).set_memory_limit(resources["memory_limit"])
     kubernetes.set_image_pull_policy(task, "IfNotPresent")
-
-
-class _CallerOnlyInspect:
-    """``inspect`` for KFP's task setters, with a ``stack()`` that names the frames without reading any source."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(inspect, name)
-
-    @staticmethod
-    def stack(context: int = 1) -> list[tuple[Any, str, int, str, None, None]]:
-        """``(frame, filename, lineno, function, None, None)`` from the caller outwards, like ``inspect.stack(0)``."""
-        frames, frame = [], sys._getframe(1)
-        while frame is not None:
-            code = frame.f_code
-            frames.append((frame, code.co_filename, frame.f_lineno, code.co_name, None, None))
-            frame = frame.f_back
-        return frames
-
-
-@contextlib.contextmanager
-def _fast_task_setters() -> Iterator[None]:
-    """Makes KFP's ``set_cpu_request`` & co. cheap while a task is set up.
-
-    Each of them calls ``inspect.stack()`` only to name itself in an error message; that reads source and searches
-    ``sys.modules`` for every frame (~50 ms a call here, 18 calls a pipeline: seconds per ``compile --all``).
-    """
-    from kfp.dsl import pipeline_task
-
-    original = pipeline_task.inspect
-    pipeline_task.inspect = _CallerOnlyInspect()
-    try:
-        yield
-    finally:
-        pipeline_task.inspect = original

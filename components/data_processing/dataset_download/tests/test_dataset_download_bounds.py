@@ -8,6 +8,7 @@ every reader). Each memory case runs in a subprocess under ``RLIMIT_AS``, where 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -25,6 +26,7 @@ from components.data_processing.dataset_download.locations import DatasetSourceE
 from components.data_processing.dataset_download.readers import iter_rows
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.validate import DatasetValidationError, validate_local_files
+from tests.harness.requests import dataset_download_request
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -59,13 +61,14 @@ def test_a_500_mib_line_is_a_reject_naming_the_limit_and_the_line_within_bounded
         handle.truncate(len(LINE) + 500 * MiB)  # line 2: 500 MiB of NUL bytes, sparse on disk
         handle.seek(0, 2)
         handle.write(b"\n" + LINE)
+    request = dataset_download_request(str(path), train_split_ratio=1.0, on_invalid="drop", max_invalid_fraction=0.5)
     result = _in_subprocess(
         f"""
         from pathlib import Path
-        from components.data_processing.dataset_download.run import run_dataset_download
+        from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
         out = Path({str(tmp_path)!r}) / "out"
-        done = run_dataset_download({str(path)!r}, out / "train.jsonl", out / "eval.jsonl", train_split_ratio=1.0,
-                                    on_invalid="drop", max_invalid_fraction=0.5)
+        request = DatasetDownloadRequest(**{dataclasses.asdict(request)!r})
+        done = run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
         reject = done.validation.first_rejects[0]
         result = dict(rows=done.train.rows, reject=reject.describe(), rules=done.validation.rejects_by_rule)
         """
@@ -82,12 +85,16 @@ def test_the_line_limit_is_a_parameter_and_fails_the_step_in_one_line(tmp_path):
     path.write_bytes(LINE + json.dumps(long_row).encode() + b"\n" + LINE)
     out = tmp_path / "out"
     with pytest.raises(DatasetValidationError) as error:
-        run_dataset_download(str(path), out / "train.jsonl", out / "eval.jsonl", max_line_bytes=4096)
+        run_dataset_download(
+            dataset_download_request(str(path), max_line_bytes=4096), out / "train.jsonl", out / "eval.jsonl"
+        )
     first_line = str(error.value).splitlines()[0]
     assert "long.jsonl:2 [record_too_large] line 2 is longer than max_line_bytes=4096 (4 KiB)" in first_line
     assert not out.exists() or not list(out.iterdir())
     with pytest.raises(ValueError, match=r"max_line_bytes=0 must be a positive number of bytes"):
-        run_dataset_download(str(path), out / "train.jsonl", out / "eval.jsonl", max_line_bytes=0)
+        run_dataset_download(
+            dataset_download_request(str(path), max_line_bytes=0), out / "train.jsonl", out / "eval.jsonl"
+        )
 
 
 def test_a_gzip_bomb_stops_at_the_decompressed_limit_within_bounded_memory(tmp_path):
@@ -95,14 +102,15 @@ def test_a_gzip_bomb_stops_at_the_decompressed_limit_within_bounded_memory(tmp_p
     path = tmp_path / "bomb.jsonl.gz"
     path.write_bytes(gzip.compress(LINE) + member * 10240)  # 10 GiB of zeros in ~10 MiB
     assert path.stat().st_size < 20 * MiB
+    request = dataset_download_request(str(path), max_decompressed_bytes=256 << 20)
     result = _in_subprocess(
         f"""
         from pathlib import Path
-        from components.data_processing.dataset_download.run import run_dataset_download
+        from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
         out = Path({str(tmp_path)!r}) / "out"
+        request = DatasetDownloadRequest(**{dataclasses.asdict(request)!r})
         try:
-            run_dataset_download({str(path)!r}, out / "train.jsonl", out / "eval.jsonl",
-                                 max_decompressed_bytes=256 << 20)
+            run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
             result = dict(error="")
         except ValueError as error:
             result = dict(error=str(error), kind=type(error).__name__)
@@ -164,7 +172,9 @@ def test_parquet_csv_and_json_rows_gain_no_null_fields(tmp_path):
     out = tmp_path / "out"
     for name, fmt in (("a.parquet", "messages"), ("b.json", "messages"), ("c.csv", "alpaca")):
         options = {"train_split_ratio": 1.0, "input_format": fmt, "on_invalid": "drop", "max_invalid_fraction": 0.5}
-        done = run_dataset_download(str(tmp_path / name), out / f"{name}.t", out / f"{name}.e", **options)
+        done = run_dataset_download(
+            dataset_download_request(str(tmp_path / name), **options), out / f"{name}.t", out / f"{name}.e"
+        )
         written = done.train.path.read_text(encoding="utf-8")
         assert "null" not in written and done.train.rows >= 1, (name, written)
         if name == "a.parquet":
@@ -178,9 +188,9 @@ def test_fifos_and_devices_get_their_own_words(tmp_path):
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
     with pytest.raises(DatasetSourceError, match=r"pipe.jsonl is a FIFO \(named pipe\), not a data file"):
-        run_dataset_download(str(fifo), tmp_path / "t.jsonl", tmp_path / "e.jsonl")
+        run_dataset_download(dataset_download_request(str(fifo)), tmp_path / "t.jsonl", tmp_path / "e.jsonl")
     with pytest.raises(DatasetSourceError, match=r"/dev/null is a character device, not a data file"):
-        run_dataset_download("/dev/null", tmp_path / "t.jsonl", tmp_path / "e.jsonl")
+        run_dataset_download(dataset_download_request("/dev/null"), tmp_path / "t.jsonl", tmp_path / "e.jsonl")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.jsonl"]
 
 
@@ -190,7 +200,9 @@ def test_fifos_and_devices_get_their_own_words(tmp_path):
 def _split(tmp_path: Path, name: str, data: bytes, **options: object) -> tuple[str, str, int]:
     path = tmp_path / name
     path.write_bytes(data)
-    done = run_dataset_download(str(path), tmp_path / f"{name}.t", tmp_path / f"{name}.e", **options)
+    done = run_dataset_download(
+        dataset_download_request(str(path), **options), tmp_path / f"{name}.t", tmp_path / f"{name}.e"
+    )
     return done.train.sha256, done.eval.sha256, done.validation.rows_valid
 
 
@@ -224,7 +236,9 @@ def test_one_pass_and_fallback_give_the_same_files(tmp_path):
 def test_an_empty_file_is_an_empty_dataset(tmp_path):
     (tmp_path / "empty.jsonl").write_bytes(b"\n \n")
     with pytest.raises(ValueError, match="empty dataset"):
-        run_dataset_download(str(tmp_path / "empty.jsonl"), tmp_path / "t.jsonl", tmp_path / "e.jsonl")
+        run_dataset_download(
+            dataset_download_request(str(tmp_path / "empty.jsonl")), tmp_path / "t.jsonl", tmp_path / "e.jsonl"
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl"]
 
 
@@ -232,4 +246,6 @@ def test_a_damaged_gzip_still_names_its_rule_through_the_quick_count(tmp_path):
     whole = gzip.compress(LINE * 5000)
     (tmp_path / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
     with pytest.raises(ChatFormatError, match=r"cut.jsonl.gz \[bad_compression\]"):
-        run_dataset_download(str(tmp_path / "cut.jsonl.gz"), tmp_path / "t.jsonl", tmp_path / "e.jsonl")
+        run_dataset_download(
+            dataset_download_request(str(tmp_path / "cut.jsonl.gz")), tmp_path / "t.jsonl", tmp_path / "e.jsonl"
+        )

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from kfp import dsl
 
+from components._common.dataset_metadata import read_dataset_metadata
 from components.data_processing.dataset_download import dataset_download
 from components.data_processing.dataset_download.split import JsonlWriter, plan_split, write_split
 from components.data_processing.dataset_download.validate import DatasetValidationError
@@ -93,9 +94,12 @@ def test_component_writes_split_metadata_report_and_metrics(tmp_path):
     meta = out["train_dataset"].metadata
     import hashlib
 
-    assert meta["sha256"] == hashlib.sha256(Path(out["train_dataset"].path).read_bytes()).hexdigest()
-    assert (meta["rows"], meta["format"], meta["source_uri"]) == (15, "messages", str(source))
-    assert meta["revision"].startswith("mtime=") and out["eval_dataset"].metadata["rows"] == 5
+    assert meta["dataset_sha256"] == hashlib.sha256(Path(out["train_dataset"].path).read_bytes()).hexdigest()
+    assert (meta["dataset_rows"], meta["dataset_format"], meta["dataset_uri"]) == (15, "messages", str(source))
+    assert meta["dataset_revision"].startswith("mtime=") and out["eval_dataset"].metadata["dataset_rows"] == 5
+    assert (meta["dataset_split"], out["eval_dataset"].metadata["dataset_split"]) == ("train", "eval")
+    described = read_dataset_metadata(meta, "train_dataset")  # the one schema the readers decode
+    assert described is not None and described.dataset_uri == str(source)
     assert out["metrics"].metadata["rows_read"] == 40 and out["metrics"].metadata["train_rows"] == 15
     report = Path(out["report"].path).read_text()
     assert "# Dataset validation: passed" in report and "Train: 15 rows" in report
@@ -109,7 +113,7 @@ def test_same_seed_gives_byte_identical_files_and_ratio_one_gives_empty_eval(tmp
         assert Path(first[name].path).read_bytes() == Path(second[name].path).read_bytes()
     whole = _run(tmp_path / "c", dataset_uri=str(source), train_split_ratio=1.0)
     assert Path(whole["eval_dataset"].path).read_bytes() == b""
-    assert whole["eval_dataset"].metadata["rows"] == 0 and whole["train_dataset"].metadata["rows"] == 50
+    assert whole["eval_dataset"].metadata["dataset_rows"] == 0 and whole["train_dataset"].metadata["dataset_rows"] == 50
 
 
 def test_bad_rows_fail_and_leave_nothing_half_written(tmp_path):
@@ -162,8 +166,8 @@ def test_alpaca_from_http_through_kfp_local(kfp_local, http_file_server):
         dataset_uri=http_file_server.url_for("alpaca.jsonl"), train_split_ratio=0.8, seed=1, subset_count=0
     )
     train, evaluation = task.outputs["train_dataset"], task.outputs["eval_dataset"]
-    assert (train.metadata["rows"], evaluation.metadata["rows"]) == (24, 6)
-    assert train.metadata["format"] == "alpaca" and len(train.metadata["revision"]) == 16
+    assert (train.metadata["dataset_rows"], evaluation.metadata["dataset_rows"]) == (24, 6)
+    assert train.metadata["dataset_format"] == "alpaca" and len(train.metadata["dataset_revision"]) == 16
     first = json.loads(Path(train.path).read_text().splitlines()[0])
     assert first["messages"][1]["role"] == "assistant" and "id" in first
     assert "auto-detected `alpaca`" in Path(task.outputs["report"].path).read_text()
@@ -178,7 +182,10 @@ def test_sharegpt_prefix_from_s3_keeps_secrets_out_of_outputs(tmp_path, s3_data_
         body = "".join(json.dumps(r) + "\n" for r in rows[part * 4 : part * 4 + 4]).encode()
         client.put_object(Bucket=bucket, Key=f"chat/part-{part}.jsonl", Body=body)
     out = _run(tmp_path, dataset_uri=f"s3://{bucket}/chat/", train_split_ratio=0.75)
-    assert out["train_dataset"].metadata["format"] == "sharegpt" and out["train_dataset"].metadata["rows"] == 6
+    assert (
+        out["train_dataset"].metadata["dataset_format"] == "sharegpt"
+        and out["train_dataset"].metadata["dataset_rows"] == 6
+    )
     written = Path(out["train_dataset"].path).read_text() + Path(out["eval_dataset"].path).read_text()
     assert sorted(json.loads(line)["messages"][0]["content"] for line in written.splitlines()) == [
         f"q{i}" for i in range(8)
@@ -211,7 +218,12 @@ def test_prompt_completion_parquet_from_the_hub(tmp_path, hub_stub):
     repo = hub_stub.add("org/pc", {"README.md": b"# pc\n", "data/train-00000-of-00001.parquet": buffer.getvalue()})
     out = _run(tmp_path, dataset_uri="org/pc", train_split_ratio=0.75, seed=5)
     meta = out["train_dataset"].metadata
-    assert (meta["format"], meta["revision"], meta["rows"], out["eval_dataset"].metadata["rows"]) == (
+    assert (
+        meta["dataset_format"],
+        meta["dataset_revision"],
+        meta["dataset_rows"],
+        out["eval_dataset"].metadata["dataset_rows"],
+    ) == (
         "prompt_completion",
         repo.sha,
         9,

@@ -28,6 +28,7 @@ from components.data_processing.dataset_download.locations import DatasetSourceE
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
 from components.data_processing.dataset_download.validate import validate_local_files
+from tests.harness.requests import dataset_download_request
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -119,7 +120,9 @@ def test_blank_dataset_uri_is_refused_before_anything_is_read(tmp_path, monkeypa
     (tmp_path / "data.jsonl").write_bytes(LINE * 3)  # what an empty URI would otherwise read: the working directory
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DatasetSourceError, match="is empty|leading or trailing whitespace") as error:
-        run_dataset_download(uri, tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl")
+        run_dataset_download(
+            dataset_download_request(uri), tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl"
+        )
     assert repr(uri) in str(error.value)
     assert not (tmp_path / "out").exists()
     with pytest.raises(DatasetSourceError):
@@ -297,7 +300,9 @@ def test_secret_values_never_reach_the_dataset_steps_errors_or_output(http_file_
     http_file_server.script("/chat.jsonl", 404)
     url = http_file_server.url_for("chat.jsonl") + "?signature=" + secret
     with pytest.raises(DatasetSourceError) as error:
-        run_dataset_download(url, tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl")
+        run_dataset_download(
+            dataset_download_request(url), tmp_path / "out" / "train.jsonl", tmp_path / "out" / "eval.jsonl"
+        )
     out, err = capsys.readouterr()
     assert "HTTP 404" in str(error.value) and "signature=***" in str(error.value)
     assert secret not in str(error.value) + out + err
@@ -327,7 +332,9 @@ def test_secret_values_never_reach_the_dataset_steps_artifacts(http_file_server,
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     (http_file_server.root / "chat.jsonl").write_bytes(LINE * 10)
     url = http_file_server.url_for("chat.jsonl") + "?signature=" + secret
-    prepared = run_dataset_download(url, tmp_path / "train.jsonl", tmp_path / "eval.jsonl", train_split_ratio=0.8)
+    prepared = run_dataset_download(
+        dataset_download_request(url, train_split_ratio=0.8), tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    )
     artifacts = [dsl.Dataset(uri=str(tmp_path / "t")), dsl.Dataset(uri=str(tmp_path / "e"))]
     artifacts.append(dsl.Markdown(uri=str(tmp_path / "report")))
     metrics = SimpleNamespace(values={}, log_metric=lambda name, value: metrics.values.update({name: value}))

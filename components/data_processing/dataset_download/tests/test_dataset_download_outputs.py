@@ -20,6 +20,7 @@ from components.data_processing.dataset_download import split
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.split import OutputWriteError
+from tests.harness.requests import dataset_download_request
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW, separators=(",", ":")).encode() + b"\n"
@@ -56,7 +57,9 @@ def test_a_full_disk_leaves_no_file_and_names_the_path_and_the_free_space(small_
     rows = LINE * 40_000  # ~2.4 MiB: more than the disk holds
     source.write_bytes(rows if dataset.endswith(".jsonl") else b"[" + rows.replace(b"\n", b",").rstrip(b",") + b"]")
     with pytest.raises(OutputWriteError) as error:
-        run_dataset_download(str(source), small_disk / "train.jsonl", small_disk / "eval.jsonl")
+        run_dataset_download(
+            dataset_download_request(str(source)), small_disk / "train.jsonl", small_disk / "eval.jsonl"
+        )
     message = str(error.value)
     assert "\n" not in message and "No space left on device (ENOSPC;" in message
     assert str(small_disk) in message and "bytes free in" in message
@@ -66,7 +69,9 @@ def test_a_full_disk_leaves_no_file_and_names_the_path_and_the_free_space(small_
 def test_a_full_disk_while_writing_the_report_leaves_no_file(small_disk, tmp_path):
     source = tmp_path / "rows.jsonl"
     source.write_bytes(LINE * 100)
-    done = run_dataset_download(str(source), tmp_path / "train.jsonl", tmp_path / "eval.jsonl")
+    done = run_dataset_download(
+        dataset_download_request(str(source)), tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    )
     with open(small_disk / "filler", "wb", buffering=0) as filler:  # fill the disk to the last byte
         try:
             while True:
@@ -100,7 +105,7 @@ def test_an_io_error_at_the_write_boundary_leaves_no_file(tmp_path, monkeypatch)
     source.write_bytes(LINE * 20_000)
     out = tmp_path / "out"
     with pytest.raises(OutputWriteError, match=r"cannot write .*/out/(train|eval)\.jsonl: Input/output error \(EIO;"):
-        run_dataset_download(str(source), out / "train.jsonl", out / "eval.jsonl")
+        run_dataset_download(dataset_download_request(str(source)), out / "train.jsonl", out / "eval.jsonl")
     assert list(out.iterdir()) == []
 
 
@@ -122,7 +127,9 @@ def test_url_signatures_reach_no_output_and_the_url_stays_readable(http_file_ser
     caplog.set_level(logging.INFO)
     (http_file_server.root / "chat.jsonl").write_bytes(LINE * 10)
     url = http_file_server.url_for("chat.jsonl") + QUERY
-    done = run_dataset_download(url, tmp_path / "train.jsonl", tmp_path / "eval.jsonl", train_split_ratio=0.8)
+    done = run_dataset_download(
+        dataset_download_request(url, train_split_ratio=0.8), tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    )
     artifacts = _artifacts(tmp_path)
     done.write_outputs(*artifacts)
     out, err = capsys.readouterr()
@@ -130,7 +137,7 @@ def test_url_signatures_reach_no_output_and_the_url_stays_readable(http_file_ser
     metadata = json.dumps([artifact.metadata for artifact in artifacts[:2]])
     everything = report + metadata + out + err + caplog.text + json.dumps(artifacts[3].values)
     assert not [secret for secret in SECRETS if secret in everything]
-    shown = artifacts[0].metadata["source_uri"]
+    shown = artifacts[0].metadata["dataset_uri"]
     assert shown.startswith(http_file_server.url_for("chat.jsonl") + "?X-Amz-Algorithm=AWS4-HMAC-SHA256")
     assert "X-Amz-Credential=***" in shown and "X-Amz-Signature=***" in shown and "X-Amz-Expires=3600" in shown
     assert "sig=***" in shown and "Signature=***" in shown and "token=***" in shown
@@ -138,7 +145,9 @@ def test_url_signatures_reach_no_output_and_the_url_stays_readable(http_file_ser
 
     http_file_server.script("/chat.jsonl", 404)
     with pytest.raises(DatasetSourceError) as error:
-        run_dataset_download(url, tmp_path / "x" / "train.jsonl", tmp_path / "x" / "eval.jsonl")
+        run_dataset_download(
+            dataset_download_request(url), tmp_path / "x" / "train.jsonl", tmp_path / "x" / "eval.jsonl"
+        )
     out, err = capsys.readouterr()
     assert "HTTP 404" in str(error.value) and "X-Amz-Signature=***" in str(error.value)
     assert not [secret for secret in SECRETS if secret in str(error.value) + out + err + caplog.text]

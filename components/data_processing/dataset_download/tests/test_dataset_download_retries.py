@@ -20,6 +20,7 @@ from components.data_processing.dataset_download.deadlines import DownloadDeadli
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.sources import HttpOptions, fetch_dataset
+from tests.harness.requests import dataset_download_request
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -231,11 +232,13 @@ def test_the_download_deadline_is_a_component_parameter(tmp_path):
     try:
         started = time.monotonic()
         with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 1 s exceeded"):
-            run_dataset_download(server.url, tmp_path / "out" / "t.jsonl", tmp_path / "out" / "e.jsonl",
-                                 download_deadline_s=1)  # fmt: skip
+            request = dataset_download_request(server.url, download_deadline_s=1)
+            run_dataset_download(request, tmp_path / "out" / "t.jsonl", tmp_path / "out" / "e.jsonl")
         assert time.monotonic() - started < 5
     finally:
         server.close()
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
     with pytest.raises(ValueError, match=r"download_deadline_s=0 must be > 0"):
-        run_dataset_download(server.url, tmp_path / "t.jsonl", tmp_path / "e.jsonl", download_deadline_s=0)
+        run_dataset_download(
+            dataset_download_request(server.url, download_deadline_s=0), tmp_path / "t.jsonl", tmp_path / "e.jsonl"
+        )

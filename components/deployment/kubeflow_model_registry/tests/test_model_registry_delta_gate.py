@@ -12,6 +12,7 @@ from components.deployment.kubeflow_model_registry.delta_gate import evaluate_de
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registry_client import RetryPolicy
 from components.deployment.kubeflow_model_registry.run import run_model_registration
+from tests.harness.requests import model_registry_request
 
 TOKEN = "mr-token-delta-5a6b"
 
@@ -58,9 +59,8 @@ def model(tmp_path):
 
 
 def _register(stub, tmp_path, model, capsys=None, **gate):
-    return run_model_registration(
+    request = model_registry_request(
         model=model,
-        summary_path=str(tmp_path / "summary.md"),
         registry_address=stub.address,
         registry_port=stub.port,
         model_name="tiny-chat",
@@ -69,9 +69,13 @@ def _register(stub, tmp_path, model, capsys=None, **gate):
         model_uri="pvc://models/tiny/run-1",
         pipeline_run_id="run-1",
         eval_metrics=ArtifactInfo("file:///m", "/tmp/m", {"heldout_generation/chrf": 58.4, "arc_easy/acc": 0.70}),
+        **gate,
+    )
+    return run_model_registration(
+        request,
+        str(tmp_path / "summary.md"),
         environ={"MODEL_REGISTRY_TOKEN": TOKEN},
         retry_policy=RetryPolicy(attempts=2, initial_delay_s=0.01, max_delay_s=0.02),
-        **gate,
     )
 
 

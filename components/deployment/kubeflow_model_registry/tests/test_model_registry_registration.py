@@ -15,6 +15,7 @@ from components.deployment.kubeflow_model_registry.registry_client import (
     RetryPolicy,
 )
 from components.deployment.kubeflow_model_registry.run import run_model_registration
+from tests.harness.requests import dataset_metadata, model_registry_request
 
 TOKEN = "mr-token-1b2c3d4e5f"
 RUN_ID = "7c0ffee0-1234-4d2b-9a51-0123456789ab"
@@ -53,10 +54,9 @@ def _metrics(**values):
     return ArtifactInfo("file:///metrics", "/tmp/metrics", values)
 
 
-def register(stub, tmp_path, model, **overrides):
+def register(stub, tmp_path, model, environ=None, retry_policy=FAST_RETRIES, now=None, log=None, **overrides):
     arguments = dict(
         model=model,
-        summary_path=str(tmp_path / "summary.md"),
         registry_address=stub.address,
         registry_port=stub.port,
         model_name="tiny-chat",
@@ -66,13 +66,20 @@ def register(stub, tmp_path, model, **overrides):
         pipeline_run_name="tiny-finetune-run-1",
         eval_metrics=_metrics(acc=0.7),
         train_metrics=_metrics(loss=1.25),
-        dataset=ArtifactInfo("s3://pipelines/run-1/dataset", "/tmp/ds", {"source": "demo/chat@v1"}),
-        environ={"MODEL_REGISTRY_TOKEN": TOKEN},
+        dataset=ArtifactInfo(
+            "s3://pipelines/run-1/dataset", "/tmp/ds", dataset_metadata("demo/chat@v1", dataset_sha256="e3" * 32)
+        ),
         allow_token_over_http=True,  # the stub speaks plain HTTP; tests of the default withhold the token
-        retry_policy=FAST_RETRIES,
     )
     arguments.update(overrides)
-    return run_model_registration(**arguments)
+    return run_model_registration(
+        model_registry_request(**arguments),
+        str(tmp_path / "summary.md"),
+        environ={"MODEL_REGISTRY_TOKEN": TOKEN} if environ is None else environ,
+        retry_policy=retry_policy,
+        now=now,
+        **({} if log is None else {"log": log}),
+    )
 
 
 def _statuses(stub):
@@ -93,7 +100,7 @@ def test_first_registration(registry_stub, tmp_path, model, capsys):
     assert version["description"] == "first try"
     props = {k: next(v[f] for f in v if f.endswith("_value")) for k, v in version["customProperties"].items()}
     assert props["pipeline_run_id"] == RUN_ID and props["pipeline_run_name"] == "tiny-finetune-run-1"
-    assert props["dataset_uri"] == "s3://pipelines/run-1/dataset" and props["dataset_source"] == "demo/chat@v1"
+    assert props["dataset_artifact_uri"] == "s3://pipelines/run-1/dataset" and props["dataset_uri"] == "demo/chat@v1"
     assert props["dataset_sha256"] == "e3" * 32
     assert props["base_model"] == "tiny-llama-offline" and props["algorithm"] == "lora"
     assert props["hyperparameter.learning_rate"] == 0.0002 and props["hyperparameter.lora.r"] == "8"
@@ -329,7 +336,7 @@ def test_unverified_https_warns(registry_stub_tls, tmp_path, model):
 def test_secret_values_never_reach_the_registry_or_the_summary(registry_stub, tmp_path, model, monkeypatch, capsys):
     secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
-    leaky = ArtifactInfo("s3://pipelines/run-1/dataset", "/tmp/ds", {"source": f"https://x/d.jsonl?sig={secret}"})
+    leaky = ArtifactInfo("s3://pipelines/run-1/dataset", "/tmp/ds", dataset_metadata(f"https://x/d.jsonl?sig={secret}"))
     register(registry_stub, tmp_path, model, dataset=leaky, environ={"MODEL_REGISTRY_TOKEN": TOKEN})
     [version] = registry_stub.model_versions.values()
     stored = json.dumps(version["customProperties"])

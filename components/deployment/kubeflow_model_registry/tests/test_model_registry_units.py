@@ -33,6 +33,7 @@ from components.deployment.kubeflow_model_registry.registry_client import (
 )
 from components.deployment.kubeflow_model_registry.s3_upload import files_to_upload
 from components.deployment.kubeflow_model_registry.summary import render_summary
+from tests.harness.requests import dataset_metadata
 
 NO_SA_TOKEN = "/nonexistent/serviceaccount/token"
 
@@ -142,13 +143,14 @@ def test_lineage_properties_cover_run_data_model_training_and_metrics():
             "base_model": "ibm-granite/granite-3.1-2b",
             "algorithm": "lora",
             "hyperparameters": json.dumps({"learning_rate": 2e-4, "epochs": 3}),
-            "dataset_uri": "hf://ignored-because-artifact-wins",
+            "dataset_uri": "hf://ignored-because-the-dataset-artifact-says",
             "dataset_sha256": "ab" * 32,
             "trainjob_name": "tj-123",
             "backend": "trainer-v2",
         },
     )
-    dataset = ArtifactInfo("s3://pipelines/run/dataset", "/tmp/ds", {"source": "org/data@main", "revision": "r1"})
+    described = dataset_metadata("org/data@main", dataset_revision="r1", dataset_sha256="ab" * 32, dataset_rows=40)
+    dataset = ArtifactInfo("s3://pipelines/run/dataset", "/tmp/ds", described)
     props = lineage_properties(
         model,
         RunInfo("run-uuid", "run-name", "team-a"),
@@ -159,9 +161,14 @@ def test_lineage_properties_cover_run_data_model_training_and_metrics():
     )
     assert props["pipeline_run_id"] == "run-uuid" and props["pipeline_run_name"] == "run-name"
     assert props["pipeline_namespace"] == "team-a"
-    assert props["dataset_uri"] == "s3://pipelines/run/dataset"
-    assert props["dataset_source"] == "org/data@main" and props["dataset_revision"] == "r1"
-    assert props["dataset_sha256"] == "ab" * 32
+    assert props["dataset_artifact_uri"] == "s3://pipelines/run/dataset"
+    assert props["dataset_uri"] == "org/data@main" and props["dataset_revision"] == "r1"
+    assert props["dataset_sha256"] == "ab" * 32 and props["dataset_rows"] == 40
+    # A dataset from another component (no schema): the model's metadata, as train_model copied it, tells the source.
+    foreign = ArtifactInfo("s3://pipelines/run/other", "/tmp/ds", {"note": "made elsewhere"})
+    from_model = lineage_properties(model, RunInfo(), dataset=foreign)
+    assert from_model["dataset_uri"] == "hf://ignored-because-the-dataset-artifact-says"
+    assert from_model["dataset_artifact_uri"] == "s3://pipelines/run/other" and "dataset_revision" not in from_model
     assert props["base_model"] == "ibm-granite/granite-3.1-2b" and props["algorithm"] == "lora"
     assert props["hyperparameter.learning_rate"] == 2e-4 and props["hyperparameter.epochs"] == 3
     assert props["trainjob_name"] == "tj-123" and props["training_backend"] == "trainer-v2"  # an older model's key

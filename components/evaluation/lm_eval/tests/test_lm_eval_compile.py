@@ -71,6 +71,7 @@ def test_embeds_the_pure_modules_only(tmp_path):
         for name in (
             "__init__.py",
             "custom_task.py",
+            "request.py",
             "run.py",
             "model_spec.py",
             "report.py",

@@ -207,16 +207,18 @@ def test_stage_custom_tasks_rejects_a_file_or_a_directory_without_yaml(tmp_path)
 
 def test_secret_values_never_reach_lm_evals_errors(tmp_path, monkeypatch):
     from components.evaluation.lm_eval.run import run_lm_eval
+    from tests.harness.requests import lm_eval_request
 
     secret = "Zq9xLmN4pW7rT2vKc8"
     monkeypatch.setenv("HF_TOKEN", secret)
     with pytest.raises(ValueError) as error:
         run_lm_eval(
-            model_path=str(tmp_path / "model"),
-            model_metadata={},
+            lm_eval_request(
+                model_path=str(tmp_path / "model"),
+                model_source=str(tmp_path / f"models-{secret}"),  # missing: the error quotes the path
+            ),
             results_path=str(tmp_path / "results.json"),
             report_path=str(tmp_path / "report.html"),
-            model_source=str(tmp_path / f"models-{secret}"),  # missing: the error quotes the path
         )
     assert "***" in str(error.value) and secret not in str(error.value)
     assert not (tmp_path / "results.json").exists()

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from components._common.masking import mask_text
+from components.training.finetuning.manifests.status import condition
 
 #: Outcomes of a job run that end in a :class:`Diagnosis`.
 OUTCOMES = ("Failed", "StartTimeout", "Timeout", "Cancelled", "Deleted")
@@ -111,14 +112,6 @@ class Diagnosis:
 def redact(text: str) -> str:
     """Masks the secrets in log text: every secret value the component knows, then token/password patterns."""
     return mask_text(text)
-
-
-def condition(job: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    """The job's condition of a type when its status is ``True``, else None (both kinds use this shape)."""
-    for item in (job.get("status") or {}).get("conditions") or []:
-        if item.get("type") == type_ and item.get("status") == "True":
-            return item
-    return None
 
 
 def _pod_name(pod: Mapping[str, Any]) -> str:

@@ -16,14 +16,13 @@ Staged by ``train_model`` at the root of the run directory's code tree (``<run_d
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from components.training.finetuning.pod import entrypoint
+from components.training.finetuning.pod.run_config import load_run_config
 
 #: The worker script staged beside this one.
 WORKER_SCRIPT = "worker.py"
@@ -52,12 +51,12 @@ def check_image(algorithm: str) -> None:
 
 
 def torchrun_argv(
-    run_config: Mapping[str, Any], env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
+    nproc_per_node: int, env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
 ) -> list[str]:
     """The ``torchrun`` command line (``python -m torch.distributed.run``) of this node.
 
     Args:
-        run_config: The run config (``nproc_per_node``: processes per node when the controller sets none).
+        nproc_per_node: The run config's processes per node, when the controller sets none.
         env: The pod's environment.
         worker: The staged worker script.
         config_path: The run config file.
@@ -69,10 +68,10 @@ def torchrun_argv(
     Raises:
         EntrypointError: A controller variable is malformed.
     """
-    kwargs = entrypoint.torchrun_kwargs(env, int(run_config.get("nproc_per_node") or 0))
+    kwargs = entrypoint.torchrun_kwargs(env, nproc_per_node)
     argv = [sys.executable, "-m", "torch.distributed.run", "--max-restarts=0"]
     argv.append(f"--nnodes={kwargs.get('nnodes', 1)}")
-    argv.append(f"--nproc-per-node={kwargs.get('nproc_per_node', run_config.get('nproc_per_node') or 1)}")
+    argv.append(f"--nproc-per-node={kwargs.get('nproc_per_node', nproc_per_node or 1)}")
     argv.append(f"--node-rank={kwargs.get('node_rank', 0)}")
     if kwargs.get("rdzv_endpoint"):
         address, _, port = str(kwargs["rdzv_endpoint"]).rpartition(":")
@@ -85,17 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, type=Path)
     args = parser.parse_args(argv)
-    run_config = json.loads(args.config.read_text(encoding="utf-8"))
+    run_config = load_run_config(args.config)
     try:
-        check_image(run_config["algorithm"])
+        check_image(run_config.hyperparameters.algorithm)
     except TrainingImageError as error:
         print(f"ERROR: {error}", file=sys.stderr, flush=True)
         return 1
     env = dict(os.environ)
-    model_path = run_config.get("model_path") or entrypoint.resolve_model_source(
-        run_config["base_model"], Path(run_config["model_cache_dir"]), run_config.get("pvc_mounts", {}), env
+    model_path = run_config.model_path or entrypoint.resolve_model_source(
+        run_config.base_model, Path(run_config.model_cache_dir), run_config.pvc_mounts, env
     )
-    command = torchrun_argv(run_config, env, Path(__file__).with_name(WORKER_SCRIPT), args.config, model_path)
+    worker = Path(__file__).with_name(WORKER_SCRIPT)
+    command = torchrun_argv(run_config.nproc_per_node, env, worker, args.config, model_path)
     print("transformers backend: " + " ".join(command[1:]), flush=True)
     os.execv(command[0], command)
     return 0  # not reached

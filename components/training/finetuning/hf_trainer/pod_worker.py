@@ -14,31 +14,25 @@ the end of the running step when the run config's ``jit_checkpoint`` is on; the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
 from components.training.finetuning import tracking
-from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.hf_trainer import distributed, loop
 from components.training.finetuning.hf_trainer.data import read_jsonl_rows
 from components.training.finetuning.pod import progress_server
+from components.training.finetuning.pod.run_config import RunConfig, load_run_config
 
 #: Written by rank 0 into ``ckpt_output_dir`` when training ends: what the metrics file does not say.
 RESULT_FILE = "result.json"
 
 
-def training_config(run_config: Mapping[str, Any]) -> TrainingConfig:
-    """The run config's hyper-parameters as a validated :class:`TrainingConfig` (errors name ``run_config.json``)."""
-    return TrainingConfig.from_params(
-        source="run_config.json", base_model=run_config["base_model"], **run_config["hyperparameters"]
-    )
-
-
-def start_tracking(run_config: Mapping[str, Any], log: Callable[[str], None]) -> tracking.MlflowLogger:
+def start_tracking(run_config: RunConfig, log: Callable[[str], None]) -> tracking.MlflowLogger:
     """The pods' MLflow run (rank 0; a no-op elsewhere, without a tracking URI, or without ``mlflow`` in the image).
 
     Named by the run config (``<job>-transformers``, beside the KFP step's own run, as Training Hub's) and keyed by
@@ -47,15 +41,15 @@ def start_tracking(run_config: Mapping[str, Any], log: Callable[[str], None]) ->
     """
     import importlib.util
 
-    settings = run_config.get("mlflow") or {}
-    uri = str(settings.get("tracking_uri") or "")
+    settings = run_config.mlflow
+    uri = settings.tracking_uri
     if uri and importlib.util.find_spec("mlflow") is None:
         log("note: MLflow is configured but the training image has no mlflow package; the KFP step still logs")
         uri = ""
-    name = str(settings.get("run_name") or "")
+    name = settings.run_name
     try:
         return tracking.MlflowLogger(
-            uri, experiment_name=str(settings.get("experiment_name") or ""), run_name=name, run_key=name, log=log
+            uri, experiment_name=settings.experiment_name, run_name=name, run_key=name, log=log
         )
     except tracking.TrackingError as error:
         log(f"WARNING: {error}; training goes on without the pods' MLflow run")
@@ -81,11 +75,11 @@ def write_result(ckpt_dir: Path, result: loop.TrainingResult, device: Any = None
     return path
 
 
-def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], None] = print) -> int:
+def run(run_config: RunConfig, model_path: str, log: Callable[[str], None] = print) -> int:
     """Trains as this rank; returns the exit status (a SIGTERM leaves through ``SystemExit(143)``)."""
-    config = training_config(run_config)
-    ckpt_dir = Path(run_config["ckpt_output_dir"])
-    eval_path = run_config.get("eval_data_path")
+    config = run_config.hyperparameters
+    ckpt_dir = Path(run_config.ckpt_output_dir)
+    eval_path = run_config.eval_data_path
     with distributed.process_group() as group:
 
         def say(line: str) -> None:
@@ -98,20 +92,20 @@ def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], Non
         )
         server = progress_server.start_for_run(run_config, group.rank, log=say)
         tracker = start_tracking(run_config, say) if group.is_main else tracking.MlflowLogger("", environ={})
-        tracker.log_params({**run_config["hyperparameters"], "world_size": group.world_size})
+        tracker.log_params({**dataclasses.asdict(config), "world_size": group.world_size})
         succeeded = False
         try:
             result = loop.train(
                 config,
                 ckpt_dir,
                 model_path,
-                read_jsonl_rows(Path(run_config["data_path"])),
+                read_jsonl_rows(Path(run_config.data_path)),
                 read_jsonl_rows(Path(eval_path)) if eval_path else None,
-                data_label=str(run_config["data_path"]),
+                data_label=run_config.data_path,
                 log=say,
                 on_step=tracker.log_step,
                 dist=group,
-                checkpoint_on_sigterm=bool(run_config.get("jit_checkpoint", True)),
+                checkpoint_on_sigterm=run_config.jit_checkpoint,
             )
             if group.is_main:
                 write_result(ckpt_dir, result, group.device)
@@ -120,10 +114,7 @@ def run(run_config: Mapping[str, Any], model_path: str, log: Callable[[str], Non
             if tracker.enabled:
                 tracker.finish("FINISHED" if succeeded else "KILLED" if _exiting() else "FAILED")
             if server is not None:
-                termination_log = (run_config.get("progress") or {}).get(
-                    "termination_log", progress_server.TERMINATION_LOG
-                )
-                server.stop(succeeded, termination_log)
+                server.stop(succeeded, run_config.progress.termination_log)
     return 0
 
 
@@ -138,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, type=Path)
     parser.add_argument("--model-path", required=True)
     args = parser.parse_args(argv)
-    run_config = json.loads(args.config.read_text(encoding="utf-8"))
-    return run(run_config, args.model_path, log=lambda line: print(line, flush=True))
+    return run(load_run_config(args.config), args.model_path, log=lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":

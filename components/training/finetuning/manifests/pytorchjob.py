@@ -16,13 +16,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from components.training.finetuning.cluster.diagnosis import condition
 from components.training.finetuning.manifests.spec import (
     JobSpec,
     JobSpecError,
     job_metadata,
     resources_per_node,
 )
+from components.training.finetuning.manifests.status import condition
 
 API_GROUP = "kubeflow.org"
 API_VERSION = "v1"

@@ -23,7 +23,7 @@ from components.training.finetuning.manifests.names import (
     qualified_name_ok,
 )
 from components.training.finetuning.manifests.owner import OwnerReference
-from components.training.finetuning.pod.progress_server import (
+from components.training.finetuning.manifests.progress import (
     METRICS_PORT_RANGE,
     POLL_INTERVAL_RANGE,
     progression_annotations,
@@ -115,6 +115,9 @@ class SecretEnvVar:
 class JobSpec:
     """Everything :func:`build_trainjob` needs, validated on creation.
 
+    The settings that are ``train_model`` parameters have no default here (their one default is the component's);
+    the optional ones default to "none" (``""``, ``0``, empty).
+
     Attributes:
         run_id: The KFP run id (with ``task_name`` it determines the TrainJob's name and labels).
         task_name: The KFP task name.
@@ -154,13 +157,16 @@ class JobSpec:
     task_name: str
     namespace: str
     command: Sequence[str]
+    runtime_name: str
+    runtime_kind: str
+    num_nodes: int
+    gpus_per_node: int
+    gpu_resource_name: str
+    progress_tracking: bool
+    metrics_port: int
+    metrics_poll_interval_seconds: int
     args: Sequence[str] = ()
     image: str = ""
-    runtime_name: str = "training-hub"
-    runtime_kind: str = "ClusterTrainingRuntime"
-    num_nodes: int = 1
-    gpus_per_node: int = 1
-    gpu_resource_name: str = "nvidia.com/gpu"
     cpu_per_node: str = ""
     memory_per_node: str = ""
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -176,9 +182,6 @@ class JobSpec:
     trainer_job_name: str = "node"
     trainer_container_name: str = "node"
     queue_name: str = ""
-    progress_tracking: bool = True
-    metrics_port: int = 28080
-    metrics_poll_interval_seconds: int = 30
     owner: OwnerReference | None = None
 
     def __post_init__(self) -> None:

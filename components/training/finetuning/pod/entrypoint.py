@@ -19,10 +19,10 @@ Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import importlib.util
 import inspect
-import json
 import os
 import shutil
 import sys
@@ -35,9 +35,21 @@ try:  # in the training pod: the modules staged beside this file (STAGED_MODULES
     import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
     import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]
     import kfp_finetune_s3 as s3  # type: ignore[no-redef]
+    from kfp_finetune_run_config import (  # type: ignore[no-redef]
+        Hyperparameters,
+        RunConfig,
+        RunConfigError,
+        load_run_config,
+    )
 except ImportError:
     from components._common import s3
     from components.training.finetuning.pod import checkpoints, progress_server
+    from components.training.finetuning.pod.run_config import (
+        Hyperparameters,
+        RunConfig,
+        RunConfigError,
+        load_run_config,
+    )
 
 #: Project modules the pod needs (standard library only at import), by the file name they are staged under beside
 #: this one.
@@ -46,6 +58,7 @@ STAGED_MODULES = {
     "components.training.finetuning.pod.progress_server": "kfp_finetune_progress_server",
     "components.training.finetuning.pod.trainer_status": "kfp_finetune_trainer_status",
     "components.training.finetuning.pod.checkpoints": "kfp_finetune_checkpoints",
+    "components.training.finetuning.pod.run_config": "kfp_finetune_run_config",
     "components._common.s3": "kfp_finetune_s3",
 }
 #: Keywords added by this project that a Training Hub older than the pinned 0.11.2 may not take as parameters: they are
@@ -105,10 +118,10 @@ def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has
     problems = [
         f"{name}={hyperparameters[name]!r} is not supported by training-hub {algorithm} ({why}); use {accepted!r}"
         for name, accepted, why in UNSUPPORTED_SETTINGS.get(algorithm, ())
-        if hyperparameters.get(name, accepted) != accepted
+        if hyperparameters[name] != accepted
     ]
-    if algorithm == "osft" and not hyperparameters.get("save_final_checkpoint", True):
-        if not hyperparameters.get("checkpoint_at_epoch"):
+    if algorithm == "osft" and not hyperparameters["save_final_checkpoint"]:
+        if not hyperparameters["checkpoint_at_epoch"]:
             problems.append("save_final_checkpoint=False needs checkpoint_at_epoch=True, else no model is saved")
     return problems
 
@@ -164,42 +177,42 @@ def torchrun_kwargs(env: Mapping[str, str], nproc_per_node: int = 0) -> dict[str
     return kwargs
 
 
-def _algorithm_kwargs(algorithm: str, hp: Mapping[str, Any], eval_data_path: str | None) -> dict[str, Any]:
+def _algorithm_kwargs(algorithm: str, hp: Hyperparameters, eval_data_path: str) -> dict[str, Any]:
     if algorithm == "sft":
         return {
-            "max_tokens_per_gpu": hp["max_tokens_per_gpu"],
+            "max_tokens_per_gpu": hp.max_tokens_per_gpu,
             # instructlab-training's launcher never passes --save_last: without epoch checkpoints (or save_samples)
             # an SFT run would end without any saved model. The last epoch's checkpoint is the final model.
             "checkpoint_at_epoch": True,
-            "accelerate_full_state_at_epoch": hp["resume"] and hp["checkpoint_at_epoch"],
-            "random_seed": hp["seed"],
-            "use_liger": hp["use_liger"],
-            "fsdp_options": {"sharding_strategy": hp["fsdp_sharding_strategy"]},
+            "accelerate_full_state_at_epoch": hp.resume and hp.checkpoint_at_epoch,
+            "random_seed": hp.seed,
+            "use_liger": hp.use_liger,
+            "fsdp_options": {"sharding_strategy": hp.fsdp_sharding_strategy},
         }
     if algorithm == "osft":
         kwargs = {
-            "unfreeze_rank_ratio": hp["unfreeze_rank_ratio"],
-            "max_tokens_per_gpu": hp["max_tokens_per_gpu"],
-            "seed": hp["seed"],
-            "use_liger": hp["use_liger"],
-            "lr_scheduler": hp["lr_scheduler"],
-            "checkpoint_at_epoch": hp["checkpoint_at_epoch"],
-            "save_final_checkpoint": hp["save_final_checkpoint"],
+            "unfreeze_rank_ratio": hp.unfreeze_rank_ratio,
+            "max_tokens_per_gpu": hp.max_tokens_per_gpu,
+            "seed": hp.seed,
+            "use_liger": hp.use_liger,
+            "lr_scheduler": hp.lr_scheduler,
+            "checkpoint_at_epoch": hp.checkpoint_at_epoch,
+            "save_final_checkpoint": hp.save_final_checkpoint,
         }
-        if hp["max_steps"]:
-            kwargs.update(training_mode="step", max_steps=hp["max_steps"])
+        if hp.max_steps:
+            kwargs.update(training_mode="step", max_steps=hp.max_steps)
         if eval_data_path:
             kwargs.update(validation_data_path=eval_data_path, validate_at_final=True)
         return kwargs
     # No max_tokens_per_gpu: lora_sft would take it (**kwargs) but the Unsloth backend never reads it; LoRA's
     # memory is set by effective_batch_size and max_seq_len.
     kwargs = {
-        "lora_r": hp["lora_r"],
-        "lora_alpha": hp["lora_alpha"],
-        "lora_dropout": hp["lora_dropout"],
-        "lr_scheduler": hp["lr_scheduler"],
-        "seed": hp["seed"],
-        "save_model": hp["save_final_checkpoint"],
+        "lora_r": hp.lora_r,
+        "lora_alpha": hp.lora_alpha,
+        "lora_dropout": hp.lora_dropout,
+        "lr_scheduler": hp.lr_scheduler,
+        "seed": hp.seed,
+        "save_model": hp.save_final_checkpoint,
     }
     if eval_data_path:
         kwargs["eval_data_path"] = eval_data_path
@@ -207,15 +220,14 @@ def _algorithm_kwargs(algorithm: str, hp: Mapping[str, Any], eval_data_path: str
 
 
 def training_hub_call(
-    run_config: Mapping[str, Any], env: Mapping[str, str], model_path: str | None = None
+    run_config: RunConfig, env: Mapping[str, str], model_path: str = ""
 ) -> tuple[str, dict[str, Any]]:
     """Maps a run config to the Training Hub function and its keyword arguments.
 
     Args:
-        run_config: The JSON config written by ``train_model`` (``algorithm``, ``base_model``, ``data_path``,
-            ``eval_data_path``, ``ckpt_output_dir``, ``hyperparameters``).
+        run_config: The run config written by ``train_model`` (:mod:`.run_config`).
         env: The pod environment (torchrun variables).
-        model_path: The resolved model location (default: ``run_config["base_model"]``).
+        model_path: The resolved model location (default: the run config's ``model_path``, else ``base_model``).
 
     Returns:
         ``(function name, kwargs)``; every hyper-parameter that applies to the algorithm is in ``kwargs``.
@@ -223,35 +235,40 @@ def training_hub_call(
     Raises:
         EntrypointError: Unknown algorithm, or a setting Training Hub would ignore.
     """
-    algorithm = run_config["algorithm"]
+    hp = run_config.hyperparameters
+    algorithm = hp.algorithm
     if algorithm not in TRAINING_HUB_FUNCTIONS:
         raise EntrypointError(f"run config algorithm={algorithm!r}: must be one of {sorted(TRAINING_HUB_FUNCTIONS)}")
-    hp = run_config["hyperparameters"]
-    eval_data_path = run_config.get("eval_data_path")
-    problems = unsupported_settings(algorithm, hp, bool(eval_data_path))
+    eval_data_path = run_config.eval_data_path
+    problems = unsupported_settings(algorithm, dataclasses.asdict(hp), bool(eval_data_path))
     if problems:
         raise EntrypointError("; ".join(problems))
     kwargs = {
-        "model_path": model_path or run_config["base_model"],
-        "data_path": run_config["data_path"],
-        "ckpt_output_dir": run_config["ckpt_output_dir"],
-        "num_epochs": hp["num_epochs"],
-        "effective_batch_size": hp["effective_batch_size"],
-        "learning_rate": hp["learning_rate"],
-        "max_seq_len": hp["max_seq_len"],
-        "warmup_steps": hp["warmup_steps"],
+        "model_path": model_path or run_config.model_path or run_config.base_model,
+        "data_path": run_config.data_path,
+        "ckpt_output_dir": run_config.ckpt_output_dir,
+        "num_epochs": hp.num_epochs,
+        "effective_batch_size": hp.effective_batch_size,
+        "learning_rate": hp.learning_rate,
+        "max_seq_len": hp.max_seq_len,
+        "warmup_steps": hp.warmup_steps,
     }
     if algorithm != "lora":
-        kwargs["data_output_dir"] = os.path.join(run_config["ckpt_output_dir"], "_data")
+        kwargs["data_output_dir"] = os.path.join(run_config.ckpt_output_dir, "_data")
     kwargs.update(_algorithm_kwargs(algorithm, hp, eval_data_path))
-    if hp.get("hub_backend"):
-        kwargs["backend"] = hp["hub_backend"]
-    if run_config.get("jit_checkpoint", True):
+    if hp.hub_backend:
+        kwargs["backend"] = hp.hub_backend
+    if run_config.jit_checkpoint:
         kwargs["enable_jit_checkpoint"] = True  # save on SIGTERM (a paused TrainJob); training-hub >= 0.9
-    for key, value in sorted((run_config.get("mlflow") or {}).items()):
-        if key in ("tracking_uri", "experiment_name", "run_name") and value:
+    mlflow = run_config.mlflow
+    for key, value in (
+        ("tracking_uri", mlflow.tracking_uri),
+        ("experiment_name", mlflow.experiment_name),
+        ("run_name", mlflow.run_name),
+    ):
+        if value:
             kwargs[f"mlflow_{key}"] = value
-    kwargs.update(torchrun_kwargs(env, int(run_config.get("nproc_per_node") or 0)))
+    kwargs.update(torchrun_kwargs(env, run_config.nproc_per_node))
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
 
 
@@ -435,15 +452,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, type=Path)
     args = parser.parse_args(argv)
-    run_config = json.loads(args.config.read_text(encoding="utf-8"))
+    run_config = load_run_config(args.config)
     env = dict(os.environ)
-    model_path = run_config.get("model_path") or resolve_model_source(
-        run_config["base_model"], Path(run_config["model_cache_dir"]), run_config.get("pvc_mounts", {}), env
+    model_path = run_config.model_path or resolve_model_source(
+        run_config.base_model, Path(run_config.model_cache_dir), run_config.pvc_mounts, env
     )
     function_name, kwargs = training_hub_call(run_config, env, model_path=model_path)
-    resume, message = checkpoints.resume_kwargs(
-        run_config["algorithm"], Path(run_config["ckpt_output_dir"]), bool(run_config["hyperparameters"]["resume"])
-    )
+    hp = run_config.hyperparameters
+    resume, message = checkpoints.resume_kwargs(hp.algorithm, Path(run_config.ckpt_output_dir), hp.resume)
     if message:
         print(message)
     kwargs.update(resume)
@@ -462,14 +478,16 @@ def main(argv: list[str] | None = None) -> int:
         if gpu_visible():
             raise
         sys.stdout.flush()
-        print(no_gpu_message(run_config["algorithm"]), file=sys.stderr, flush=True)
+        print(no_gpu_message(hp.algorithm), file=sys.stderr, flush=True)
         return 1
     finally:
         if progress is not None:
-            termination_log = (run_config.get("progress") or {}).get("termination_log", progress_server.TERMINATION_LOG)
-            progress.stop(succeeded, termination_log)
+            progress.stop(succeeded, run_config.progress.termination_log)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RunConfigError as error:  # one line naming the file and the field, not a traceback
+        sys.exit(f"entrypoint: {error}")

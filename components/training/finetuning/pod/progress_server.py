@@ -1,7 +1,7 @@
 """Training progress for the OpenShift AI dashboard: a small HTTP server in the rank-0 training pod.
 
 How RHOAI fills its Training Jobs page: a TrainJob annotated ``trainer.opendatahub.io/progression-tracking: "true"``
-(:func:`progression_annotations`) is polled by the ODH controller every ``metrics-poll-interval`` seconds at
+(set by :mod:`..manifests.progress`) is polled by the ODH controller every ``metrics-poll-interval`` seconds at
 ``http://<rank-0 pod IP>:<metrics-port>/metrics``; the JSON it gets is copied into the TrainJob's annotation
 ``trainer.opendatahub.io/trainerStatus``. :class:`ProgressTracker` builds that JSON from the metrics JSONL Training Hub
 writes into ``ckpt_output_dir`` (the layouts of :mod:`.metrics`, read with its normaliser):
@@ -43,14 +43,6 @@ trainer_status = status_module.trainer_status
 status_record = status_module.status_record
 TRAINER_STATUS_ANNOTATION = status_module.TRAINER_STATUS_ANNOTATION
 
-PROGRESSION_ANNOTATION = "trainer.opendatahub.io/progression-tracking"
-METRICS_PORT_ANNOTATION = "trainer.opendatahub.io/metrics-port"
-POLL_INTERVAL_ANNOTATION = "trainer.opendatahub.io/metrics-poll-interval"
-DEFAULT_METRICS_PORT = 28080
-DEFAULT_POLL_INTERVAL_SECONDS = 30
-#: Non-privileged ports only (OpenShift's restricted SCC); the poll interval range of the Kubeflow SDK.
-METRICS_PORT_RANGE = (1024, 65535)
-POLL_INTERVAL_RANGE = (5, 300)
 TERMINATION_LOG = "/dev/termination-log"
 INIT_LINE = "[Kubeflow] Initializing Training Hub progression tracking"
 #: Raw metric names (any Training Hub backend) -> the ``trainMetrics`` key they fill; the first one present wins.
@@ -70,32 +62,6 @@ _EVAL_ALIASES = {"val_loss": "eval_loss", "validation_loss": "eval_loss"}
 _ETA_WINDOW = 20
 #: Metrics lines kept in memory.
 _KEPT_LINES = 2000
-
-
-def progression_annotations(enabled: bool, port: int, poll_interval_seconds: int) -> dict[str, str]:
-    """The TrainJob/PyTorchJob annotations that switch on RHOAI's progress tracking (``{}`` when disabled)."""
-    if not enabled:
-        return {}
-    return {
-        PROGRESSION_ANNOTATION: "true",
-        METRICS_PORT_ANNOTATION: str(port),
-        POLL_INTERVAL_ANNOTATION: str(poll_interval_seconds),
-    }
-
-
-def check_settings(port: Any, poll_interval_seconds: Any, source: str = "train_model") -> None:
-    """Checks the metrics port and poll interval.
-
-    Raises:
-        ValueError: A value is not an integer in its range (names parameter, value and range).
-    """
-    checks = (
-        ("training_progress_metrics_port", port, METRICS_PORT_RANGE, "non-privileged, as OpenShift's restricted SCC"),
-        ("training_progress_poll_interval_seconds", poll_interval_seconds, POLL_INTERVAL_RANGE, "seconds"),
-    )
-    for name, value, (low, high), why in checks:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"{source} parameter {name}={value!r}: must be an integer in [{low}, {high}] ({why})")
 
 
 def _number(raw: Mapping[str, Any], *keys: str) -> float | None:
@@ -339,16 +305,16 @@ def _rows(path: str | None) -> int:
         return sum(1 for line in handle if line.strip())
 
 
-def tracker_for_run(run_config: Mapping[str, Any]) -> ProgressTracker:
-    """The run's tracker: its epochs, ``max_steps``, ``effective_batch_size`` and training-file rows."""
-    hp = run_config["hyperparameters"]
+def tracker_for_run(run_config: Any) -> ProgressTracker:
+    """The run's tracker (a :class:`~.run_config.RunConfig`): epochs, ``max_steps``, batch size, training-file rows."""
+    hp = run_config.hyperparameters
     return ProgressTracker(
-        Path(run_config["ckpt_output_dir"]),
-        run_config["algorithm"],
-        int(hp["num_epochs"]),
-        int(hp.get("effective_batch_size") or 0),
-        max_steps=int(hp.get("max_steps") or 0),
-        dataset_path=run_config.get("data_path"),
+        Path(run_config.ckpt_output_dir),
+        hp.algorithm,
+        hp.num_epochs,
+        hp.effective_batch_size,
+        max_steps=hp.max_steps,
+        dataset_path=run_config.data_path,
     )
 
 
@@ -376,7 +342,7 @@ class RunProgress:
 
 
 def start_for_run(
-    run_config: Mapping[str, Any],
+    run_config: Any,
     node_rank: int,
     log: Callable[[str], None] = print,
     env: Mapping[str, str] | None = None,
@@ -391,16 +357,16 @@ def start_for_run(
     Returns:
         The :class:`RunProgress`, or None (another node, nothing enabled, error).
     """
-    settings = run_config.get("progress") or {}
+    settings = run_config.progress
     env = os.environ if env is None else env
     wants_kubeflow = bool(env.get(status_module.SERVER_URL_ENV))
-    if node_rank != 0 or not (settings.get("enabled") or wants_kubeflow):
+    if node_rank != 0 or not (settings.enabled or wants_kubeflow):
         return None
     try:
         tracker = tracker_for_run(run_config)
         server = None
-        if settings.get("enabled"):
-            server = ProgressServer(tracker, int(settings.get("port", DEFAULT_METRICS_PORT)), log)
+        if settings.enabled:
+            server = ProgressServer(tracker, settings.port, log)
             server.start()  # when the port is taken it warns; stop() still writes the termination log
         kubeflow = status_module.start_reporting(env, node_rank, tracker.status, log)
         return RunProgress(tracker, server, kubeflow, log)

@@ -18,10 +18,11 @@ from components.training.finetuning.cluster.auth import load_api_client
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobApiError, JobFailed
 from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpec, JobSpecError
+from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod, validate_trainjob
+from tests.harness.requests import job_spec
 from tests.harness.tcp_proxy import tcp_proxy
 
 NS = "team-a"
@@ -37,7 +38,7 @@ def _spec(**overrides):
         image="quay.io/example/trainer:1",
     )
     fields.update(overrides)
-    return JobSpec(**fields)
+    return job_spec(**fields)
 
 
 TRAINJOB = build_trainjob(_spec())

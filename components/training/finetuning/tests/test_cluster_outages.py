@@ -21,16 +21,16 @@ from components.training.finetuning.cluster.auth import load_api_client
 from components.training.finetuning.cluster.errors import ApiOutageTooLong
 from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-from components.training.finetuning.manifests.spec import JobSpec
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
+from tests.harness.requests import job_spec
 from tests.harness.tcp_proxy import tcp_proxy
 
 NS = "team-a"
 SPEC = dict(run_id="5b0e7c1a-outage", task_name="train-model", namespace=NS, command=["python", "-m", "train"])
-PYTORCHJOB = build_pytorchjob(JobSpec(**SPEC, image="quay.io/example/trainer:1"))
-TRAINJOB = build_trainjob(JobSpec(**SPEC))
+PYTORCHJOB = build_pytorchjob(job_spec(**SPEC, image="quay.io/example/trainer:1"))
+TRAINJOB = build_trainjob(job_spec(**SPEC))
 NAME = PYTORCHJOB["metadata"]["name"]
 assert TRAINJOB["metadata"]["name"] == NAME
 OUTAGES = [30, 60, 90, 300]

@@ -28,10 +28,10 @@ from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.cluster.runtimes import RuntimeNotFoundError
 from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-from components.training.finetuning.manifests.spec import JobSpec
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
+from tests.harness.requests import job_spec
 
 NS = "team-a"
 RUN_ID = "7d1f0a52-3c44-4b8e-9a61-0f2b3c4d5e6f"
@@ -48,7 +48,7 @@ def _spec(**overrides):
         volume_mounts=[{"name": "ws", "mountPath": "/kfp-workspace"}],
     )
     fields.update(overrides)
-    return JobSpec(**fields)
+    return job_spec(**fields)
 
 
 def _manifest(**overrides):

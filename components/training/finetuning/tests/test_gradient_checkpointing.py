@@ -3,14 +3,15 @@
 import pytest
 import torch
 
-from components.training.finetuning.config import TrainingConfig, TrainingConfigError
+from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.hf_trainer import loop
 from components.training.finetuning.local import trainer as local_backend
-from components.training.finetuning.run import validate_params
+from components.training.finetuning.run import validate_request
+from tests.harness.requests import train_model_request, training_config
 
 torch.set_num_threads(1)
 
-FAST = {"effective_batch_size": 8, "max_seq_len": 256, "max_tokens_per_gpu": 1024, "max_steps": 3}
+FAST = {"effective_batch_size": 8, "max_seq_len": 256, "max_tokens_per_gpu": 1024, "max_steps": 3, "num_epochs": 1}
 
 
 @pytest.mark.parametrize(("algorithm", "extra"), [("sft", {}), ("lora", {"lora_r": 4})])
@@ -20,7 +21,7 @@ def test_local_training_is_the_same_with_and_without_checkpointing(
     """Recomputing activations changes memory, not the maths: identical losses, and it is really switched on."""
     losses = {}
     for enabled in (True, False):
-        config = TrainingConfig.from_params(
+        config = training_config(
             base_model=str(tiny_model_dir), algorithm=algorithm, gradient_checkpointing=enabled, **FAST, **extra
         )
         model, _ = loop._load_model(config, str(tiny_model_dir))
@@ -32,15 +33,22 @@ def test_local_training_is_the_same_with_and_without_checkpointing(
 
 
 def test_training_hub_launchers_refuse_turning_it_off_with_the_reason():
-    params = {"base_model": "m", "algorithm": "osft", "backend": "trainjob", "gradient_checkpointing": False}
+    def request(**changes):
+        arguments = {
+            "training_base_model": "m",
+            "training_algorithm": "osft",
+            "training_launcher": "trainjob",
+            "training_gradient_checkpointing": False,
+        }
+        return train_model_request(**{**arguments, **changes})
+
     with pytest.raises(
         TrainingConfigError, match=r"gradient_checkpointing=False is not supported by training-hub osft"
     ):
-        validate_params(params, has_eval_data=False)
-    assert validate_params({**params, "gradient_checkpointing": True}, has_eval_data=False).gradient_checkpointing
-    assert not validate_params({**params, "backend": "local"}, has_eval_data=False).gradient_checkpointing
+        validate_request(request(), has_eval_data=False)
+    assert validate_request(request(training_gradient_checkpointing=True), has_eval_data=False).gradient_checkpointing
+    assert not validate_request(request(training_launcher="local"), has_eval_data=False).gradient_checkpointing
     # The project's own trainer follows the setting in the pods too.
-    transformers = {**params, "hub_backend": "transformers"}
-    assert not validate_params(transformers, has_eval_data=False).gradient_checkpointing
+    assert not validate_request(request(training_backend="transformers"), has_eval_data=False).gradient_checkpointing
     with pytest.raises(TrainingConfigError, match="training_gradient_checkpointing='yes': must be of type bool"):
-        validate_params({**params, "gradient_checkpointing": "yes"}, has_eval_data=False)
+        validate_request(request(training_gradient_checkpointing="yes"), has_eval_data=False)

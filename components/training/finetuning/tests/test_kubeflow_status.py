@@ -18,6 +18,7 @@ import pytest
 from components.training.finetuning.cluster.progress import progress_line
 from components.training.finetuning.pod import progress_server, trainer_status
 from components.training.finetuning.tests.real_metrics_writers import write_metrics
+from tests.harness.requests import pod_run_config
 from tests.harness.tls import write_self_signed_certificate
 
 TOKEN = "projected-sa-token-abc"
@@ -165,13 +166,12 @@ def test_rank_zero_reports_the_runs_progress_and_the_launcher_reads_it_back(endp
     """The pod's tracker (real OSFT lines, 2 epochs) -> the endpoint -> status.trainerStatus -> the progress line."""
     ckpt = tmp_path / "ckpt"
     write_metrics("osft", ckpt, steps_per_epoch=5, epochs=2)
-    run_config = {
-        "algorithm": "osft",
-        "ckpt_output_dir": str(ckpt),
-        "data_path": None,
-        "hyperparameters": {"num_epochs": 2, "effective_batch_size": 16, "max_steps": 0},
-        "progress": {"enabled": False},
-    }
+    run_config = pod_run_config(
+        "osft",
+        ckpt_output_dir=str(ckpt),
+        data_path="",
+        hyperparameters={"num_epochs": 2, "effective_batch_size": 16, "max_steps": 0},
+    )
     env = endpoint.env(tmp_path / "token")
     assert progress_server.start_for_run(run_config, node_rank=1, env=env) is None
     lines: list[str] = []
@@ -194,13 +194,13 @@ def test_the_step_logs_the_progress_the_controller_stored_in_status_trainer_stat
     import time
 
     from components.training.finetuning.cluster.runner import run_job
-    from components.training.finetuning.manifests.spec import JobSpec
     from components.training.finetuning.manifests.trainjob import build_trainjob
     from tests.harness.follow_doubles import Log
     from tests.harness.kube import condition, make_pod
+    from tests.harness.requests import job_spec
 
     namespace = "team-a"
-    spec = JobSpec(run_id="0f3c", task_name="train-model", namespace=namespace, command=["python", "entrypoint.py"])
+    spec = job_spec(run_id="0f3c", task_name="train-model", namespace=namespace, command=["python", "entrypoint.py"])
     manifest = build_trainjob(spec)
     name = manifest["metadata"]["name"]
     kube_api.create_runtime("training-hub")

@@ -11,6 +11,7 @@ from components.training.finetuning.manifests.spec import JobSpec, JobSpecError,
 from components.training.finetuning.manifests.task_config import spec_from_task_config
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.kube import validate_trainjob
+from tests.harness.requests import job_spec, job_spec_settings
 
 RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
 WORKSPACE_VOLUME = {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "run-4f6c-kfp-workspace"}}
@@ -22,7 +23,7 @@ HF_TOKEN = SecretEnvVar("HF_TOKEN", "hf-token", "token")
 def _spec(**overrides):
     fields = dict(run_id=RUN_ID, task_name="train-model", namespace="team-a", command=["python", "-m", "train"])
     fields.update(overrides)
-    return JobSpec(**fields)
+    return job_spec(**fields)
 
 
 def test_minimal_job_is_exactly_this():
@@ -351,6 +352,8 @@ def test_task_config_passthrough_merges_with_explicit_settings():
         resources={"limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": "4"}, "requests": {"cpu": "8"}},
         affinity={"podAntiAffinity": {}},
     )
+    from_component = job_spec_settings()
+    del from_component["gpus_per_node"], from_component["gpu_resource_name"]  # from the task config's resources
     spec = spec_from_task_config(
         task_config,
         run_id=RUN_ID,
@@ -364,7 +367,7 @@ def test_task_config_passthrough_merges_with_explicit_settings():
         env={"NCCL_DEBUG": "WARN"},
         cpu_per_node="",
         memory_per_node=None,
-        num_nodes=2,
+        **{**from_component, "num_nodes": 2},
     )
     assert spec.volumes == (WORKSPACE_VOLUME, {"name": "extra", "persistentVolumeClaim": {"claimName": "extra-pvc"}})
     assert spec.volume_mounts == (WORKSPACE_MOUNT, {"name": "extra", "mountPath": "/extra"})
@@ -377,13 +380,13 @@ def test_task_config_passthrough_merges_with_explicit_settings():
     validate_trainjob(build_trainjob(spec))
     # The dict form KFP hands over (camelCase keys) works the same; None means no passthrough at all.
     as_dict = {"volumes": [WORKSPACE_VOLUME], "volumeMounts": [WORKSPACE_MOUNT], "nodeSelector": {"pool": "gpu"}}
-    base = dict(run_id=RUN_ID, task_name="t", namespace="team-a", command=["train"])
+    base = job_spec_settings(run_id=RUN_ID, task_name="t", namespace="team-a", command=["train"])
     assert spec_from_task_config(as_dict, **base).node_selector == {"pool": "gpu"}
     assert spec_from_task_config(None, **base) == JobSpec(**base)
 
 
 def test_task_config_conflicts_and_unsupported_sources_are_clear_errors():
-    base = dict(run_id=RUN_ID, task_name="t", namespace="team-a", command=["train"])
+    base = job_spec_settings(run_id=RUN_ID, task_name="t", namespace="team-a", command=["train"])
     other_claim = {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "other"}}
     with pytest.raises(JobSpecError, match="volumes.*kfp-workspace.*twice"):
         spec_from_task_config(dsl.TaskConfig(volumes=[WORKSPACE_VOLUME]), volumes=[other_claim], **base)

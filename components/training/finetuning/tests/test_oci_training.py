@@ -22,11 +22,18 @@ from components.training.finetuning.oci.auth import OciModelError
 from components.training.finetuning.run import run_train_model
 from tests.harness.kube import condition
 from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER
+from tests.harness.requests import train_model_request
 
 pytestmark = pytest.mark.slow
 
 NS = "team-a"
-FAST = {"effective_batch_size": 16, "learning_rate": 3e-3, "max_seq_len": 256, "max_tokens_per_gpu": 1024}
+FAST = {
+    "training_effective_batch_size": 16,
+    "training_learning_rate": 3e-3,
+    "training_max_seq_len": 256,
+    "training_max_tokens_per_gpu": 1024,
+    "training_num_epochs": 1,
+}
 FAKE_TRAINING_HUB = """
 import json, os, shutil
 from pathlib import Path
@@ -68,17 +75,19 @@ def test_local_backend_trains_from_an_oci_modelcar(oci_registry, demo_dataset_pa
     digest = oci_registry.digests["models/tiny:1"]
     lines = []
     run_train_model(
-        train_dataset=dataset,
+        train_model_request(
+            dataset=dataset,
+            training_base_model=uri,
+            training_launcher="local",
+            training_oci_insecure=True,
+            pvc_path=str(workspace),
+            run_id="run-oci",
+            task_name="train-model",
+            training_max_steps=2,
+            **FAST,
+        ),
         **out,
-        base_model=uri,
-        backend="local",
-        oci_insecure=True,
-        workspace_path=str(workspace),
-        run_id="run-oci",
-        task_name="train-model",
-        max_steps=2,
         log=lines.append,
-        **FAST,
     )
     meta = out["model"].metadata
     assert meta["base_model"] == uri and meta["base_model_digest"] == digest
@@ -114,7 +123,7 @@ def test_the_component_pulls_with_the_secret_through_kfp_local(
             training_launcher="local",
             training_oci_insecure=True,
             training_max_steps=1,
-            **{f"training_{name}": value for name, value in FAST.items()},
+            **FAST,
         )
         return trained.outputs["output_model"]
 
@@ -128,14 +137,16 @@ def test_a_pull_error_fails_before_training(oci_registry, demo_dataset_path, tmp
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     with pytest.raises(OciModelError, match="tag '9' not found"):
         run_train_model(
-            train_dataset=dataset,
+            train_model_request(
+                dataset=dataset,
+                training_base_model=f"oci://{oci_registry.host}/models/tiny:9",
+                training_launcher="local",
+                training_oci_insecure=True,
+                pvc_path=str(tmp_path / "ws"),
+                **FAST,
+            ),
             **out,
-            base_model=f"oci://{oci_registry.host}/models/tiny:9",
-            backend="local",
-            oci_insecure=True,
-            workspace_path=str(tmp_path / "ws"),
             log=lambda line: None,
-            **FAST,
         )
     assert not any((tmp_path / "out").iterdir())
     assert not list((tmp_path / "ws").rglob("config.json"))
@@ -192,20 +203,22 @@ def test_cluster_jobs_read_the_copy_staged_on_the_workspace(
     seen = {}
     with kube_api.in_background(lambda: _play_the_cluster(kube_api, tmp_path, seen, kind)):
         run_train_model(
-            train_dataset=dataset,
+            train_model_request(
+                dataset=dataset,
+                task_config=task_config,
+                training_base_model=uri,
+                training_launcher=kind,
+                training_oci_insecure=True,
+                training_namespace=NS,
+                pvc_path=str(workspace),
+                run_id="run-oci",
+                task_name="train-model",
+                **extra,
+            ),
             **out,
-            task_config=task_config,
-            base_model=uri,
-            backend=kind,
-            oci_insecure=True,
-            namespace=NS,
-            workspace_path=str(workspace),
-            run_id="run-oci",
-            task_name="train-model",
             api_client=kube_api.api_client,
             log=print,
             job_options={"poll_interval_seconds": 0.2},
-            **extra,
         )
     digest = registry.digests["models/tiny:1"]
     staged = workspace / "train_model" / "model_cache" / "oci" / digest.replace(":", "-") / "model"

@@ -14,7 +14,8 @@ from components.training.finetuning.oci.auth import (
     docker_config_from_env,
     parse_oci_uri,
 )
-from components.training.finetuning.run import validate_params
+from components.training.finetuning.run import validate_request
+from tests.harness.requests import train_model_request
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -99,16 +100,19 @@ def test_the_secret_env_var_the_guide_names_wins_over_dockerconfigjson():
     assert "SECRETVALUE" not in str(caught.value)
 
 
-def test_validate_params_checks_the_reference_and_the_tls_options_before_anything_runs():
-    ok = validate_params({"base_model": "oci://quay.io/org/granite:1", "backend": "local"}, False)
+def test_validate_request_checks_the_reference_and_the_tls_options_before_anything_runs():
+    def request(**arguments):
+        return train_model_request(training_launcher="local", **arguments)
+
+    ok = validate_request(request(training_base_model="oci://quay.io/org/granite:1"), False)
     assert ok.base_model == "oci://quay.io/org/granite:1"
     with pytest.raises(
         TrainingConfigError, match="train_model parameter training_base_model='oci://quay.io/Org/X': not a valid"
     ):
-        validate_params({"base_model": "oci://quay.io/Org/X", "backend": "local"}, False)
+        validate_request(request(training_base_model="oci://quay.io/Org/X"), False)
     with pytest.raises(TrainingConfigError, match="training_oci_insecure=True and training_oci_ca_bundle: contradict"):
-        validate_params(
-            {"base_model": "m", "backend": "local", "oci_insecure": True, "oci_ca_bundle": "/ca.pem"}, False
+        validate_request(
+            request(training_base_model="m", training_oci_insecure=True, training_oci_ca_bundle="/ca.pem"), False
         )
 
 

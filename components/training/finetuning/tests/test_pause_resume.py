@@ -12,13 +12,13 @@ from kubernetes import client
 from components.training.finetuning.cluster.errors import JobFailed
 from components.training.finetuning.cluster.runner import run_job
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-from components.training.finetuning.manifests.spec import JobSpec
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.pod.progress_server import TRAINER_STATUS_ANNOTATION
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
+from tests.harness.requests import job_spec
 
 NS = "team-a"
-SPEC = JobSpec(
+SPEC = job_spec(
     run_id="run-18",
     task_name="train-model",
     namespace=NS,
@@ -184,6 +184,7 @@ def test_the_train_model_step_logs_the_pause_and_completes_the_resumed_run(
     from kfp import dsl
 
     from components.training.finetuning.run import run_train_model
+    from tests.harness.requests import train_model_request
 
     kube_api.create_runtime("training-hub")
     workspace = tmp_path / "kfp-workspace"
@@ -242,18 +243,20 @@ def test_the_train_model_step_logs_the_pause_and_completes_the_resumed_run(
     (tmp_path / "out").mkdir()
     with kube_api.in_background(cluster_and_user):
         run_train_model(
-            train_dataset=dsl.Dataset(uri=str(data)),
+            train_model_request(
+                dataset=dsl.Dataset(uri=str(data)),
+                task_config=task_config,
+                training_base_model=str(tiny_model_dir),
+                training_algorithm="osft",
+                training_launcher="trainjob",
+                training_namespace=NS,
+                pvc_path=str(workspace),
+                run_id="run-pause",
+                task_name="train-model",
+                training_timeout_seconds=3600,
+                training_progress_metrics_port=28112,
+            ),
             **outputs,
-            task_config=task_config,
-            base_model=str(tiny_model_dir),
-            algorithm="osft",
-            backend="trainjob",
-            namespace=NS,
-            workspace_path=str(workspace),
-            run_id="run-pause",
-            task_name="train-model",
-            timeout_seconds=3600,
-            progress_metrics_port=28112,
             api_client=kube_api.api_client,
             log=logged.append,
             job_options={"poll_interval_seconds": 0.1},

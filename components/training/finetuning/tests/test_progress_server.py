@@ -6,6 +6,7 @@ real signatures and backend fields) and replays the metrics lines that each back
 before writing the next step.
 """
 
+import dataclasses
 import json
 import os
 import socket
@@ -18,13 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import staging
+from components.training.finetuning import launch
 from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import RunPlan
 from components.training.finetuning.pod import checkpoints, entrypoint, metrics, progress_server
 from components.training.finetuning.pod.progress_server import INIT_LINE, ProgressTracker
+from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings, load_run_config
 from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
+from tests.harness.requests import train_model_request, training_config
 
 STEPS_PER_EPOCH, EPOCHS = 2, 2
 STEPS = STEPS_PER_EPOCH * EPOCHS
@@ -109,17 +113,15 @@ def _stage(tmp_path: Path, algorithm: str, port: int, demo_dataset_path: Path) -
     """The run directory exactly as ``train_model`` stages it on the workspace PVC."""
     run_dir = tmp_path / "ws" / "train_model" / "train-model-0123456789"
     run_dir.mkdir(parents=True)
-    config = TrainingConfig.from_params(
-        base_model=str(tmp_path), algorithm=algorithm, effective_batch_size=16, num_epochs=EPOCHS
-    )
+    config = training_config(base_model=str(tmp_path), algorithm=algorithm, effective_batch_size=16, num_epochs=EPOCHS)
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
-    settings = {
-        "progress": {"enabled": True, "port": port, "termination_log": str(termination_log)},
-        "jit_checkpoint": True,
-        "mlflow": {"tracking_uri": "http://mlflow.example:5000", "experiment_name": "team-a", "run_name": "tm-th"},
-    }
-    return staging.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
+    settings = launch.PodSettings(
+        progress=ProgressSettings(enabled=True, port=port, termination_log=str(termination_log)),
+        jit_checkpoint=True,
+        mlflow=MlflowSettings(tracking_uri="http://mlflow.example:5000", experiment_name="team-a", run_name="tm-th"),
+    )
+    return launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
 
 
 def _launch(tmp_path, config_path, algorithm, gate=None, **env):
@@ -222,7 +224,9 @@ def test_only_node_rank_zero_serves_and_a_disabled_run_serves_nothing(tmp_path, 
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 0, output
     assert INIT_LINE not in output and (tmp_path / "termination-log").read_text() == ""
-    assert progress_server.start_for_run({"progress": {"enabled": False}}, 0) is None
+    disabled = load_run_config(config_path)
+    disabled = dataclasses.replace(disabled, progress=dataclasses.replace(disabled.progress, enabled=False))
+    assert progress_server.start_for_run(disabled, 0) is None
 
 
 def test_a_failing_training_publishes_its_last_progress_below_100(tmp_path):
@@ -260,11 +264,11 @@ def test_a_long_log_keeps_bounded_memory_and_its_rare_eval_metrics(tmp_path):
 
 
 def test_settings_are_checked_with_the_rule_and_the_value():
-    progress_server.check_settings(28080, 30)
+    progress.check_settings(28080, 30)
     with pytest.raises(ValueError, match=r"progress_metrics_port=80: must be an integer in \[1024, 65535\]"):
-        progress_server.check_settings(80, 30)
+        progress.check_settings(80, 30)
     with pytest.raises(ValueError, match=r"progress_poll_interval_seconds=301"):
-        progress_server.check_settings(28080, 301)
+        progress.check_settings(28080, 301)
 
 
 def test_the_trainer_status_annotation_wins_over_the_status_field():
@@ -324,26 +328,29 @@ def test_an_older_training_hub_without_the_new_parameters_runs_without_them():
 def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlflow_server, tmp_path):
     from components.training.finetuning.tracking import MlflowLogger
 
-    def plan(**params):
-        config = TrainingConfig.from_params(base_model="m")
-        return RunPlan(config, tmp_path / "d.jsonl", None, None, "run-9", "train-model", tmp_path, params)
+    def plan(**arguments):
+        request = train_model_request(training_base_model="m", **arguments)
+        config = TrainingConfig.from_request(request)
+        return RunPlan(request, config, tmp_path / "d.jsonl", None, None, "run-9", "train-model", tmp_path)
 
     log = []
     with MlflowLogger(mlflow_server, experiment_name="pods", log=log.append) as tracker:
-        settings = staging.pod_settings(plan(progress_metrics_port=29001, jit_checkpoint=False), tracker, log.append)
-    assert settings == {
-        "progress": {"enabled": True, "port": 29001},
-        "jit_checkpoint": False,
-        "mlflow": {
-            "tracking_uri": mlflow_server,
-            "experiment_name": "pods",
-            "run_name": f"{job_name('run-9', 'train-model')}-training-hub",
-        },
-    }
+        settings = launch.pod_settings(
+            plan(training_progress_metrics_port=29001, training_jit_checkpoint=False), tracker, log.append
+        )
+    assert settings == launch.PodSettings(
+        progress=ProgressSettings(enabled=True, port=29001, termination_log=progress_server.TERMINATION_LOG),
+        jit_checkpoint=False,
+        mlflow=MlflowSettings(
+            tracking_uri=mlflow_server,
+            experiment_name="pods",
+            run_name=f"{job_name('run-9', 'train-model')}-training-hub",
+        ),
+    )
     with_password = mlflow_server.replace("http://", "http://alice:s3cret@")
     with MlflowLogger(with_password, experiment_name="pods", log=log.append) as tracker:
-        settings = staging.pod_settings(plan(progress_tracking=False), tracker, log.append)
-    assert settings["mlflow"] == {} and settings["progress"]["enabled"] is False
+        settings = launch.pod_settings(plan(training_progress_tracking=False), tracker, log.append)
+    assert settings.mlflow == MlflowSettings("", "", "") and settings.progress.enabled is False
     assert "not handing it to Training Hub" in "\n".join(log) and "s3cret" not in "\n".join(log)
 
 

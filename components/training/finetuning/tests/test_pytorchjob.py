@@ -8,9 +8,10 @@ import pytest
 
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob, pod_label_selector, pytorchjob_phase
-from components.training.finetuning.manifests.spec import JobSpec, JobSpecError, SecretEnvVar
+from components.training.finetuning.manifests.spec import JobSpecError, SecretEnvVar
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.kube import condition, crd_schema
+from tests.harness.requests import job_spec
 
 RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
 IMAGE = "quay.io/example/training-hub:0.11.1"
@@ -26,7 +27,7 @@ def _spec(**overrides):
         run_id=RUN_ID, task_name="train-model", namespace="team-a", command=["python", "-m", "train"], image=IMAGE
     )
     fields.update(overrides)
-    return JobSpec(**fields)
+    return job_spec(**fields)
 
 
 def validate_pytorchjob(manifest):

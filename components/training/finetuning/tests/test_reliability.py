@@ -24,13 +24,14 @@ from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.owner import OwnerReference
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-from components.training.finetuning.manifests.spec import JobSpec, JobSpecError
+from components.training.finetuning.manifests.spec import JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import BackendRun, RunPlan
 from components.training.finetuning.publish import PublishError, publish_outputs
 from components.training.finetuning.run import clear_previous_run, run_train_model
 from tests.harness.follow_doubles import Log
 from tests.harness.kube import condition, validate_trainjob
+from tests.harness.requests import dataset_metadata, job_spec, train_model_request
 from tests.harness.tcp_proxy import tcp_proxy
 
 NS = "team-a"
@@ -73,7 +74,7 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     run_dir = workspace / "train_model" / NAME
     checkpoints = _first_attempts_files(run_dir, tiny_model_dir)
     before = _digest(checkpoints)
-    first = build_trainjob(JobSpec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["python", "first.py"]))
+    first = build_trainjob(job_spec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["python", "first.py"]))
     kube_api.create_trainjob(first)  # the first launcher's job, still running
     ready = [{"name": "node", "ready": 1, "active": 1, "failed": 0, "succeeded": 0, "suspended": 0}]
     kube_api.set_trainjob_status(NS, NAME, {"jobsStatus": ready})
@@ -90,20 +91,22 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     log = Log()
     with kube_api.in_background(the_job_finishes):
         outcome = run_train_model(
-            train_dataset=dsl.Dataset(uri=str(data), metadata={"source_uri": "hf://org/demo"}),
-            **outputs,
-            task_config=dsl.TaskConfig(
-                volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "ws"}}],
-                volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+            train_model_request(
+                dataset=dsl.Dataset(uri=str(data), metadata=dataset_metadata("hf://org/demo")),
+                task_config=dsl.TaskConfig(
+                    volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "ws"}}],
+                    volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+                ),
+                training_base_model=str(tiny_model_dir),
+                training_algorithm="osft",
+                training_launcher="trainjob",
+                training_resume=False,
+                training_namespace=NS,
+                pvc_path=str(workspace),
+                run_id=RUN_ID,
+                task_name=TASK,
             ),
-            base_model=str(tiny_model_dir),
-            algorithm="osft",
-            backend="trainjob",
-            resume=False,
-            namespace=NS,
-            workspace_path=str(workspace),
-            run_id=RUN_ID,
-            task_name=TASK,
+            **outputs,
             api_client=kube_api.api_client,
             log=log,
             job_options={"poll_interval_seconds": 0.1},
@@ -119,15 +122,18 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
 
 
 def _plan(tmp_path, backend="trainjob"):
+    request = train_model_request(
+        training_base_model="org/model", training_resume=False, training_launcher=backend, training_namespace=NS
+    )
     return RunPlan(
-        config=TrainingConfig(base_model="org/model", resume=False),
+        request=request,
+        config=TrainingConfig.from_request(request),
         data_file=tmp_path / "train.jsonl",
         eval_file=None,
         task_config=None,
         run_id=RUN_ID,
         task_name=TASK,
         workspace=tmp_path / "ws",
-        params={"backend": backend, "namespace": NS},
     )
 
 
@@ -136,7 +142,7 @@ def test_resume_false_clears_old_files_when_no_live_job_of_this_run_task_exists(
     plan = _plan(tmp_path)
     (plan.run_dir / "checkpoints").mkdir(parents=True)
     (plan.run_dir / "checkpoints" / "stale.bin").write_bytes(b"old")
-    spec = JobSpec(run_id=RUN_ID if present != "another-run" else "other", task_name=TASK, namespace=NS, command=["x"])
+    spec = job_spec(run_id=RUN_ID if present != "another-run" else "other", task_name=TASK, namespace=NS, command=["x"])
     manifest = build_trainjob(spec)
     manifest["metadata"]["name"] = NAME
     if present == "being-deleted":
@@ -191,7 +197,7 @@ def test_the_job_is_owned_by_the_runs_workflow_never_blocking_its_deletion(kube_
     ]
     for build in (build_trainjob, build_pytorchjob):
         manifest = build(
-            JobSpec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], image="i", owner=found.owner)
+            job_spec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], image="i", owner=found.owner)
         )
         (reference,) = manifest["metadata"]["ownerReferences"]
         assert reference == {
@@ -203,7 +209,7 @@ def test_the_job_is_owned_by_the_runs_workflow_never_blocking_its_deletion(kube_
             "blockOwnerDeletion": False,
         }
     validate_trainjob(
-        build_trainjob(JobSpec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], owner=found.owner))
+        build_trainjob(job_spec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], owner=found.owner))
     )
     assert [r.verb for r in kube_api.requests] == ["get"]  # one read of the launcher's own pod
 
@@ -237,7 +243,7 @@ def test_no_owner_reference_when_it_would_not_be_safe(kube_api, case, why):
 def test_a_job_spec_refuses_an_owner_in_another_namespace():
     owner = OwnerReference("argoproj.io/v1alpha1", "Workflow", "wf", WORKFLOW["uid"], "pipelines")
     with pytest.raises(JobSpecError, match="owner.*across namespaces the garbage collector would delete the job"):
-        JobSpec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], owner=owner)
+        job_spec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], owner=owner)
 
 
 # -- a full or read-only output disk ---------------------------------------------------------------------------------
@@ -323,7 +329,7 @@ def test_sigterm_to_an_evicted_launcher_leaves_the_job_but_a_cancelled_run_delet
     from components.training.finetuning.cluster.runner import run_job
     from tests.harness.kube import make_pytorchjob_pod
 
-    manifest = build_pytorchjob(JobSpec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], image="i"))
+    manifest = build_pytorchjob(job_spec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["x"], image="i"))
     kube_api.put_pod(make_pytorchjob_pod(NS, NAME))
     launcher, _ = _launcher_pod(kube_api)
     if disrupted:  # what the eviction API (a node drain) writes before the kubelet sends SIGTERM

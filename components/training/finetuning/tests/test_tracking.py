@@ -201,11 +201,16 @@ def test_rank_rules_and_record_rules():
 @pytest.mark.slow
 def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, demo_dataset_path, tmp_path):
     """The records the local backend really writes (and its hyper-parameters) go through unchanged."""
-    from components.training.finetuning.config import TrainingConfig
     from components.training.finetuning.local import trainer as local_backend
+    from tests.harness.requests import training_config
 
-    config = TrainingConfig.from_params(
-        base_model=str(tiny_model_dir), effective_batch_size=16, max_seq_len=256, max_tokens_per_gpu=1024, max_steps=3
+    config = training_config(
+        base_model=str(tiny_model_dir),
+        effective_batch_size=16,
+        max_seq_len=256,
+        max_tokens_per_gpu=1024,
+        max_steps=3,
+        num_epochs=1,
     )
     result = local_backend.train_locally(config, demo_dataset_path, tmp_path / "out", log=lambda line: None)
     with MlflowLogger(store, run_key="run-1/train-model", log=Log()) as logger:

@@ -16,6 +16,7 @@ from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.run import run_train_model
 from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
 from tests.harness.kube import condition, crd_schema, validate_trainjob
+from tests.harness.requests import dataset_metadata, train_model_request
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,7 @@ def _artifacts(tmp_path, demo_dataset_path):
     data = tmp_path / "in" / "train"
     data.parent.mkdir(parents=True)
     shutil.copyfile(demo_dataset_path, data)
-    dataset = dsl.Dataset(uri=str(data), metadata={"source_uri": "hf://org/demo", "sha256": "abc123"})
+    dataset = dsl.Dataset(uri=str(data), metadata=dataset_metadata("hf://org/demo", dataset_sha256="abc123"))
     outputs = {
         name: cls(uri=str(tmp_path / "out" / name))
         for name, cls in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))
@@ -121,15 +122,21 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"algorithm": "dpo"}, "algorithm='dpo': must be one of sft, osft, lora"),
-        ({"unfreeze_rank_ratio": 0.0}, r"unfreeze_rank_ratio=0.0: must be in \(0, 1\]"),
-        ({"lora_r": 0}, "lora_r=0: LoRA rank must be >= 1"),
-        ({"backend": "slurm"}, "training_launcher='slurm': must be one of trainjob, local"),
-        ({"cleanup_policy": "forget"}, "cleanup_policy='forget'"),
-        ({"backend": "pytorchjob"}, "training_image='': required when the launcher is pytorchjob"),
-        ({"lr_scheduler": "linear"}, "lr_scheduler='linear' is not supported by training-hub sft"),
-        ({"progress_metrics_port": 80}, r"training_progress_metrics_port=80: must be an integer in \[1024, 65535\]"),
-        ({"progress_poll_interval_seconds": 1}, r"training_progress_poll_interval_seconds=1: must be an integer in \["),
+        ({"training_algorithm": "dpo"}, "algorithm='dpo': must be one of sft, osft, lora"),
+        ({"training_unfreeze_rank_ratio": 0.0}, r"unfreeze_rank_ratio=0.0: must be in \(0, 1\]"),
+        ({"training_lora_r": 0}, "lora_r=0: LoRA rank must be >= 1"),
+        ({"training_launcher": "slurm"}, "training_launcher='slurm': must be one of trainjob, local"),
+        ({"training_cleanup_policy": "forget"}, "cleanup_policy='forget'"),
+        ({"training_launcher": "pytorchjob"}, "training_image='': required when the launcher is pytorchjob"),
+        ({"training_lr_scheduler": "linear"}, "lr_scheduler='linear' is not supported by training-hub sft"),
+        (
+            {"training_progress_metrics_port": 80},
+            r"training_progress_metrics_port=80: must be an integer in \[1024, 65535\]",
+        ),
+        (
+            {"training_progress_poll_interval_seconds": 1},
+            r"training_progress_poll_interval_seconds=1: must be an integer in \[",
+        ),
     ],
 )
 def test_bad_parameters_fail_before_anything_is_trained_or_submitted(
@@ -138,13 +145,15 @@ def test_bad_parameters_fail_before_anything_is_trained_or_submitted(
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     with pytest.raises(TrainingConfigError, match=message):
         run_train_model(
-            train_dataset=dataset,
+            train_model_request(
+                dataset=dataset,
+                training_base_model=str(tiny_model_dir),
+                pvc_path=str(tmp_path / "ws"),
+                training_namespace=NS,
+                **overrides,
+            ),
             **out,
-            base_model=str(tiny_model_dir),
             api_client=kube_api.api_client,
-            workspace_path=str(tmp_path / "ws"),
-            namespace=NS,
-            **overrides,
         )
     assert kube_api.requests == [] and not (tmp_path / "ws").exists()
     assert not any((tmp_path / "out").iterdir())
@@ -155,7 +164,10 @@ def test_bad_rows_fail_with_file_and_line(tiny_model_dir, demo_dataset_path, tmp
     with open(dataset.path, "a") as handle:
         handle.write('{"messages": "oops"}\n')
     with pytest.raises(ValueError, match=r"train_dataset .*train:401 \[messages_not_list\] messages is str"):
-        run_train_model(train_dataset=dataset, **out, base_model=str(tiny_model_dir), backend="local")
+        run_train_model(
+            train_model_request(dataset=dataset, training_base_model=str(tiny_model_dir), training_launcher="local"),
+            **out,
+        )
 
 
 @dsl.component(install_kfp_package=False)
@@ -163,7 +175,12 @@ def _chat_splits(source: str, train: dsl.Output[dsl.Dataset], evaluation: dsl.Ou
     lines = open(source).read().splitlines(keepends=True)
     open(train.path, "w").write("".join(lines[40:]))
     open(evaluation.path, "w").write("".join(lines[:40]))
-    train.metadata["source_uri"] = "file://" + source
+    from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
+
+    described = DatasetMetadata(
+        DATASET_METADATA_VERSION, "file://" + source, "r", "0" * 64, 360, "messages", "train", 7
+    )
+    train.metadata.update(described.to_metadata())
 
 
 def test_runs_through_kfp_local(kfp_local, tiny_model_dir, demo_dataset_path):
@@ -274,25 +291,27 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
     seen, logged = {}, []
     with kube_api.in_background(lambda: _play_the_cluster(kube_api, tmp_path, seen)):
         outcome = run_train_model(
-            train_dataset=dataset,
+            train_model_request(
+                dataset=dataset,
+                task_config=task_config,
+                training_base_model=str(tiny_model_dir),
+                training_algorithm="osft",
+                training_launcher=backend,
+                training_namespace=NS,
+                pvc_path=str(workspace),
+                run_id="run-7",
+                task_name="train-model",
+                training_num_nodes=2,
+                training_gpus_per_node=4,
+                training_max_steps=40,
+                training_seed=7,
+                training_unfreeze_rank_ratio=0.3,
+                s3_secret_name="models-s3",
+                training_progress_metrics_port=PROGRESS_PORT,
+                training_backend="mini-trainer",
+                training_env_vars={"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"},
+            ),
             **out,
-            task_config=task_config,
-            base_model=str(tiny_model_dir),
-            algorithm="osft",
-            backend=backend,
-            namespace=NS,
-            workspace_path=str(workspace),
-            run_id="run-7",
-            task_name="train-model",
-            num_nodes=2,
-            gpus_per_node=4,
-            max_steps=40,
-            seed=7,
-            unfreeze_rank_ratio=0.3,
-            s3_secret_name="models-s3",
-            progress_metrics_port=PROGRESS_PORT,
-            hub_backend="mini-trainer",
-            env_vars={"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"},
             api_client=kube_api.api_client,
             log=logged.append,
             job_options={"poll_interval_seconds": 0.2},
@@ -351,12 +370,14 @@ def test_trainjob_path_needs_the_workspace_on_a_passed_volume(kube_api, tiny_mod
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     with pytest.raises(TrainingConfigError, match="is on no volume passed to the TrainJob"):
         run_train_model(
-            train_dataset=dataset,
+            train_model_request(
+                dataset=dataset,
+                task_config=dsl.TaskConfig(),
+                training_base_model=str(tiny_model_dir),
+                training_namespace=NS,
+                pvc_path=str(tmp_path / "ws"),
+            ),
             **out,
-            task_config=dsl.TaskConfig(),
-            base_model=str(tiny_model_dir),
-            namespace=NS,
-            workspace_path=str(tmp_path / "ws"),
             api_client=kube_api.api_client,
         )
     assert kube_api.requests == []
@@ -374,13 +395,15 @@ def test_auto_falling_back_to_pytorchjob_needs_an_image_before_anything_is_submi
     )
     with pytest.raises(TrainingConfigError, match=r"training_image='': required .*training_launcher='auto'"):
         run_train_model(
-            train_dataset=dataset,
+            train_model_request(
+                dataset=dataset,
+                task_config=task_config,
+                training_base_model=str(tiny_model_dir),
+                training_launcher="auto",
+                training_namespace=NS,
+                pvc_path=str(workspace),
+            ),
             **out,
-            task_config=task_config,
-            base_model=str(tiny_model_dir),
-            backend="auto",
-            namespace=NS,
-            workspace_path=str(workspace),
             api_client=kube_api.api_client,
             log=lambda line: None,
         )
@@ -401,18 +424,20 @@ def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
     seen = {}
     with kube_api.in_background(lambda: _play_the_cluster(kube_api, tmp_path, seen, kind="pytorchjob")):
         outcome = run_train_model(
-            train_dataset=dataset,
+            train_model_request(
+                dataset=dataset,
+                task_config=task_config,
+                training_base_model=str(tiny_model_dir),
+                training_launcher="pytorchjob",
+                training_image="quay.io/example/training-hub:0.11",
+                training_namespace=NS,
+                pvc_path=str(workspace),
+                run_id="run-8",
+                task_name="train-model",
+                training_num_nodes=2,
+                training_gpus_per_node=4,
+            ),
             **out,
-            task_config=task_config,
-            base_model=str(tiny_model_dir),
-            backend="pytorchjob",
-            training_image="quay.io/example/training-hub:0.11",
-            namespace=NS,
-            workspace_path=str(workspace),
-            run_id="run-8",
-            task_name="train-model",
-            num_nodes=2,
-            gpus_per_node=4,
             api_client=kube_api.api_client,
             log=lambda line: None,
             job_options={"poll_interval_seconds": 0.2},

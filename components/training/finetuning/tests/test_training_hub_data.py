@@ -1,7 +1,7 @@
 """The real Training Hub on CPU, up to the GPU boundary: each backend's data processing, then the pod command itself.
 
 The input is the dataset step's output (``run_dataset_download`` on the demo data) as the training step stages it
-(``staging.write_run_config``); the model is the tiny Llama fixture, whose chat template marks assistant turns with
+(``launch.write_run_config``); the model is the tiny Llama fixture, whose chat template marks assistant turns with
 ``{% generation %}`` so ``apply_chat_template(..., return_assistant_tokens_mask=True)`` says which tokens a fine-tune
 must learn. What each backend does with it:
 
@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.training.finetuning import staging
-from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning import launch
 from components.training.finetuning.pod import entrypoint
+from components.training.finetuning.pod.run_config import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
+from tests.harness.requests import dataset_download_request, training_config
 
 MIN_SEQ_LEN = 20  # instructlab-training's filter_samples_by_length default
 
@@ -40,20 +41,23 @@ def staged(tmp_path_factory, tiny_model_dir):
     from pipelines.demo.demo_data import DEMO_DATASET_PATH
 
     root = tmp_path_factory.mktemp("staged")
-    result = run_dataset_download(
-        str(DEMO_DATASET_PATH), root / "train.jsonl", root / "eval.jsonl", train_split_ratio=0.9, subset_count=60
-    )
+    request = dataset_download_request(str(DEMO_DATASET_PATH), train_split_ratio=0.9, subset_count=60)
+    result = run_dataset_download(request, root / "train.jsonl", root / "eval.jsonl")
     run_dir = root / "ws" / "train_model" / "train-model-0123456789"
     run_dir.mkdir(parents=True)
     return run_dir, result.train.rows
 
 
 def _stage(run_dir: Path, algorithm: str, tiny_model_dir: Path, **hyperparameters) -> dict:
-    config = TrainingConfig.from_params(
-        base_model=str(tiny_model_dir), algorithm=algorithm, effective_batch_size=8, **hyperparameters
+    config = training_config(
+        base_model=str(tiny_model_dir), algorithm=algorithm, effective_batch_size=8, num_epochs=1, **hyperparameters
     )
-    settings = {"progress": {"enabled": False}, "jit_checkpoint": True, "mlflow": {}}
-    path = staging.write_run_config(
+    settings = launch.PodSettings(
+        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
+        jit_checkpoint=True,
+        mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
+    )
+    path = launch.write_run_config(
         config, run_dir, run_dir.parent.parent.parent / "train.jsonl", None, None, 1, settings
     )
     return json.loads(path.read_text())
@@ -159,7 +163,7 @@ def test_the_pod_command_runs_the_real_training_hub_and_ends_in_one_clear_line_w
     run_dir = run_dir.parent / f"{run_dir.name}-{algorithm}"
     run_dir.mkdir()
     run_config = _stage(run_dir, algorithm, tiny_model_dir, max_seq_len=512, max_tokens_per_gpu=1024)
-    config_path = run_dir / staging.RUN_CONFIG_FILE
+    config_path = run_dir / RUN_CONFIG_FILE
     env = {
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # torchrun, as in the training image
         "HOME": str(run_dir),

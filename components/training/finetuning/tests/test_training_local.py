@@ -15,6 +15,7 @@ from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.hf_trainer import data as local_data
 from components.training.finetuning.hf_trainer import loop, osft, preemption
 from components.training.finetuning.local import trainer as local_backend
+from tests.harness.requests import training_config
 
 pytestmark = pytest.mark.slow
 
@@ -25,11 +26,12 @@ FAST = {
     "max_tokens_per_gpu": 1024,
     "lr_scheduler": "constant",
     "max_steps": 12,
+    "num_epochs": 1,
 }
 
 
 def _config(model_dir: Path, **overrides) -> TrainingConfig:
-    return TrainingConfig.from_params(base_model=str(model_dir), **{**FAST, **overrides})
+    return training_config(base_model=str(model_dir), **{**FAST, **overrides})
 
 
 def _quiet(_line: str) -> None:
@@ -116,10 +118,10 @@ CHILD = textwrap.dedent(
     import torch
     from pathlib import Path
     from components.training.finetuning.local import trainer as local_backend
-    from components.training.finetuning.config import TrainingConfig
+    from tests.harness.requests import training_config
 
     torch.set_num_threads(1)
-    config = TrainingConfig.from_params(**json.loads(sys.argv[1]))
+    config = training_config(**json.loads(sys.argv[1]))
     local_backend.train_locally(config, Path(sys.argv[2]), Path(sys.argv[3]), log=lambda line: print(line, flush=True))
     print("finished", flush=True)
     """

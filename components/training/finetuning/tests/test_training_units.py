@@ -9,8 +9,16 @@ import pytest
 
 from components._common.files import write_text_atomically
 from components.training.finetuning import report
-from components.training.finetuning.config import TrainingConfig, TrainingConfigError
+from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.pod import entrypoint, metrics
+from components.training.finetuning.pod.run_config import (
+    RUN_CONFIG_VERSION,
+    Hyperparameters,
+    MlflowSettings,
+    ProgressSettings,
+    RunConfig,
+)
+from tests.harness.requests import training_config
 
 
 # -- config ----------------------------------------------------------------------------------------------------------
@@ -35,15 +43,15 @@ from components.training.finetuning.pod import entrypoint, metrics
 def test_config_rejects_bad_values_naming_parameter_and_value(name, value, rule):
     params = {"base_model": "org/model", name: value}
     with pytest.raises(TrainingConfigError, match=rf"train_model parameter training_{name}=.*{rule}"):
-        TrainingConfig.from_params(**params)
+        training_config(**params)
 
 
 def test_config_accepts_defaults_and_boundaries():
-    config = TrainingConfig.from_params(base_model="m", unfreeze_rank_ratio=1.0, lora_dropout=0.0, learning_rate=1)
+    config = training_config(base_model="m", unfreeze_rank_ratio=1.0, lora_dropout=0.0, learning_rate=1)
     assert config.unfreeze_rank_ratio == 1.0
     assert "base_model" not in config.hyperparameters()
     assert config.hyperparameters()["seed"] == 42
-    assert TrainingConfig.from_params(base_model="m", backend="local", namespace="x").algorithm == "sft"
+    assert training_config(base_model="m").algorithm == "sft"
 
 
 # -- metrics ---------------------------------------------------------------------------------------------------------
@@ -132,7 +140,7 @@ def test_report_embeds_png_params_and_trainjob(tmp_path):
 
 
 # -- entrypoint: training-hub mapping against the real signatures -----------------------------------------------------
-HYPERPARAMETERS = TrainingConfig(base_model="m").hyperparameters()
+HYPERPARAMETERS = training_config().hyperparameters()
 TORCHRUN_ENV = {
     "PET_NNODES": "2",
     "PET_NPROC_PER_NODE": "8",
@@ -142,15 +150,22 @@ TORCHRUN_ENV = {
 }
 
 
-def _run_config(algorithm, eval_data=None, **overrides):
-    return {
-        "algorithm": algorithm,
-        "base_model": "org/model",
-        "data_path": "/ws/data/train.jsonl",
-        "eval_data_path": eval_data,
-        "ckpt_output_dir": "/ws/ckpt",
-        "hyperparameters": {**HYPERPARAMETERS, **overrides},
-    }
+def _run_config(algorithm, eval_data=None, nproc_per_node=0, **overrides):
+    return RunConfig(
+        version=RUN_CONFIG_VERSION,
+        base_model="org/model",
+        model_path="",
+        data_path="/ws/data/train.jsonl",
+        eval_data_path=eval_data or "",
+        ckpt_output_dir="/ws/ckpt",
+        model_cache_dir="/ws/model_cache",
+        pvc_mounts={},
+        nproc_per_node=nproc_per_node,
+        hyperparameters=Hyperparameters(**{**HYPERPARAMETERS, "algorithm": algorithm, **overrides}),
+        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
+        jit_checkpoint=True,
+        mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
+    )
 
 
 @pytest.mark.parametrize(("algorithm", "function"), [("sft", "sft"), ("osft", "osft"), ("lora", "lora_sft")])
@@ -214,7 +229,7 @@ def test_torchrun_settings_from_pet_variables_first_then_training_operator_v1():
 
 def test_run_config_processes_per_node_reach_the_v1_fallback():
     env = {"MASTER_ADDR": "tm-master-0", "WORLD_SIZE": "8", "RANK": "1"}
-    _, kwargs = entrypoint.training_hub_call({**_run_config("sft"), "nproc_per_node": 4}, env)
+    _, kwargs = entrypoint.training_hub_call(_run_config("sft", nproc_per_node=4), env)
     assert (kwargs["nnodes"], kwargs["nproc_per_node"], kwargs["node_rank"]) == (2, 4, 1)
     assert kwargs["rdzv_endpoint"] == "tm-master-0:23456"
 
@@ -222,7 +237,7 @@ def test_run_config_processes_per_node_reach_the_v1_fallback():
 @pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
 def test_every_user_parameter_reaches_the_algorithm(algorithm):
     changed = {
-        "num_epochs": 3,
+        "num_epochs": 5,
         "effective_batch_size": 7,
         "learning_rate": 3e-4,
         "max_seq_len": 1000,
@@ -343,7 +358,7 @@ def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
     import subprocess
     import sys
 
-    from components.training.finetuning.staging import stage_pod_script
+    from components.training.finetuning.launch import stage_pod_script
 
     script = stage_pod_script(tmp_path)  # exactly how the launcher stages it
     # -S: no site-packages at all (the project is installed there, which would hide a missing staged module);

@@ -12,10 +12,12 @@ import pytest
 from kfp import dsl
 
 from components._common import runtime
-from components.training.finetuning import launch, staging, transformers_backend
-from components.training.finetuning.config import TrainingConfig, TrainingConfigError, runtime_name_of
-from components.training.finetuning.run import run_train_model, validate_params
+from components.training.finetuning import launch, transformers_backend
+from components.training.finetuning.config import TrainingConfigError, runtime_name_of
+from components.training.finetuning.run import run_train_model, validate_request
+from components.training.finetuning.tests.test_transformers_torchrun import pod_settings
 from tests.harness.kube import condition, validate_trainjob
+from tests.harness.requests import train_model_request, training_config
 
 NS = "team-a"
 FAST = {"effective_batch_size": 16, "learning_rate": 3e-3, "max_seq_len": 256, "max_tokens_per_gpu": 1024}
@@ -37,25 +39,31 @@ def _artifacts(tmp_path, demo_dataset_path):
 
 @pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
 def test_transformers_is_a_backend_of_every_algorithm(algorithm):
-    config = validate_params({"base_model": "m", "algorithm": algorithm, "hub_backend": "transformers"}, False)
+    request = train_model_request(
+        training_base_model="m", training_algorithm=algorithm, training_backend="transformers"
+    )
+    config = validate_request(request, False)
     assert config.hub_backend == "transformers"
 
 
 def test_an_unknown_backend_names_the_choices():
     with pytest.raises(TrainingConfigError) as error:
-        TrainingConfig.from_params(base_model="m", algorithm="osft", hub_backend="transformer")
+        training_config(base_model="m", algorithm="osft", hub_backend="transformer")
     message = str(error.value)
     assert "training_backend='transformer'" in message and "mini-trainer" in message and "'transformers'" in message
 
 
 def test_settings_the_backend_cannot_honour_fail_before_anything_runs():
-    params = {"base_model": "m", "hub_backend": "transformers", "backend": "trainjob", "use_liger": True}
+    def request(**changes):
+        arguments = {"training_base_model": "m", "training_backend": "transformers", "training_launcher": "trainjob"}
+        return train_model_request(**{**arguments, "training_use_liger": True, **changes})
+
     with pytest.raises(
         TrainingConfigError, match=r"use_liger=True is not supported by training_backend='transformers'"
     ):
-        validate_params(params, False)
+        validate_request(request(), False)
     # Training Hub's own restrictions do not apply: its SFT takes no scheduler or max_steps, this trainer does.
-    validate_params({**params, "use_liger": False, "lr_scheduler": "linear", "max_steps": 5}, False)
+    validate_request(request(training_use_liger=False, training_lr_scheduler="linear", training_max_steps=5), False)
 
 
 def test_the_runtime_follows_the_backend_unless_named():
@@ -66,16 +74,21 @@ def test_the_runtime_follows_the_backend_unless_named():
 
 
 def _staged(tmp_path, demo_dataset_path, hub_backend="transformers"):
-    config = TrainingConfig.from_params(base_model="org/model", hub_backend=hub_backend, **FAST)
+    config = training_config(base_model="org/model", hub_backend=hub_backend, **FAST)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    return staging.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, {}, hub_backend=hub_backend)
+    return launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, pod_settings())
+
+
+def _manifest(kind, config_path, **arguments):
+    request = train_model_request(training_namespace=NS, **arguments)
+    return launch.build_job_manifest(kind, config_path, None, "run-3", "train-model", request, None)
 
 
 def test_the_trainjob_targets_torch_distributed_and_runs_the_staged_launcher(tmp_path, demo_dataset_path):
     config_path = _staged(tmp_path, demo_dataset_path)
-    params = {"hub_backend": "transformers", "namespace": NS, "num_nodes": 2, "gpus_per_node": 1}
-    manifest = launch.build_job_manifest("trainjob", config_path, None, "run-3", "train-model", params)
+    params = {"training_backend": "transformers", "training_num_nodes": 2, "training_gpus_per_node": 1}
+    manifest = _manifest("trainjob", config_path, **params)
     validate_trainjob(manifest)
     spec = manifest["spec"]
     assert spec["runtimeRef"] == {
@@ -86,19 +99,16 @@ def test_the_trainjob_targets_torch_distributed_and_runs_the_staged_launcher(tmp
     assert spec["trainer"]["command"] == ["python", str(config_path.parent / "transformers" / "launch.py")]
     assert spec["trainer"]["args"] == ["--config", str(config_path)]
     assert (spec["trainer"]["numNodes"], spec["trainer"]["numProcPerNode"]) == (2, 1)
-    named = launch.build_job_manifest(
-        "trainjob", config_path, None, "run-3", "train-model", {**params, "runtime_name": "rt"}
-    )
+    named = _manifest("trainjob", config_path, **params, training_runtime_name="rt")
     assert named["spec"]["runtimeRef"]["name"] == "rt"
-    hub = launch.build_job_manifest("trainjob", config_path, None, "run-3", "train-model", {"namespace": NS})
+    hub = _manifest("trainjob", config_path)
     assert hub["spec"]["runtimeRef"]["name"] == "training-hub"
     assert hub["spec"]["trainer"]["command"] == ["python", str(config_path.parent / "entrypoint.py")]
 
 
 def test_the_pytorchjob_runs_the_same_launcher(tmp_path, demo_dataset_path):
     config_path = _staged(tmp_path, demo_dataset_path)
-    params = {"hub_backend": "transformers", "namespace": NS, "training_image": "quay.io/org/torch:1"}
-    manifest = launch.build_job_manifest("pytorchjob", config_path, None, "run-3", "train-model", params)
+    manifest = _manifest("pytorchjob", config_path, training_backend="transformers", training_image="q.io/o/t:1")
     container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     assert container["command"][1] == str(config_path.parent / "transformers" / "launch.py")
 
@@ -159,14 +169,16 @@ def test_auto_looks_for_the_backends_runtime(kube_api, tiny_model_dir, demo_data
     )
     with pytest.raises(TrainingConfigError, match="training_image='': required when the launcher is pytorchjob"):
         run_train_model(
-            train_dataset=dataset,
+            train_model_request(
+                dataset=dataset,
+                task_config=task_config,
+                training_base_model=str(tiny_model_dir),
+                training_backend="transformers",
+                training_launcher="auto",
+                training_namespace=NS,
+                pvc_path=str(workspace),
+            ),
             **out,
-            task_config=task_config,
-            base_model=str(tiny_model_dir),
-            hub_backend="transformers",
-            backend="auto",
-            namespace=NS,
-            workspace_path=str(workspace),
             api_client=kube_api.api_client,
             log=lambda line: None,
         )
@@ -221,28 +233,31 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(
     seen, logged = {}, []
     with kube_api.in_background(lambda: _play_one_node(kube_api, seen)):
         outcome = run_train_model(
-            train_dataset=dataset,
-            eval_dataset=dsl.Dataset(uri=str(eval_data)),
+            train_model_request(
+                dataset=dataset,
+                eval_dataset=dsl.Dataset(uri=str(eval_data)),
+                task_config=task_config,
+                training_base_model=str(tiny_model_dir),
+                training_algorithm="lora",
+                training_lora_r=8,
+                training_lora_alpha=16,
+                training_backend="transformers",
+                training_launcher="auto",
+                training_namespace=NS,
+                pvc_path=str(workspace),
+                run_id="run-9",
+                task_name="train-model",
+                training_max_steps=6,
+                training_num_epochs=1,
+                training_lr_scheduler="constant",
+                training_mlflow_tracking_uri=mlflow_server,
+                training_progress_metrics_port=_free_port(),
+                **{f"training_{name}": value for name, value in FAST.items()},
+            ),
             **out,
-            task_config=task_config,
-            base_model=str(tiny_model_dir),
-            algorithm="lora",
-            lora_r=8,
-            lora_alpha=16,
-            hub_backend="transformers",
-            backend="auto",
-            namespace=NS,
-            workspace_path=str(workspace),
-            run_id="run-9",
-            task_name="train-model",
-            max_steps=6,
-            lr_scheduler="constant",
-            mlflow_tracking_uri=mlflow_server,
-            progress_metrics_port=_free_port(),
             api_client=kube_api.api_client,
             log=logged.append,
             job_options={"poll_interval_seconds": 0.2},
-            **FAST,
         )
     assert "transformers backend: lora on 1 process(es)" in seen["pod_output"], seen["pod_output"][-3000:]
     manifest = seen["manifest"]
@@ -286,7 +301,7 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(
 def test_the_pod_command_turns_the_controllers_env_into_torchrun_arguments(env, expected, tmp_path):
     from components.training.finetuning.hf_trainer.pod_launch import torchrun_argv
 
-    argv = torchrun_argv({"nproc_per_node": 4}, env, tmp_path / "worker.py", tmp_path / "run_config.json", "/m")
+    argv = torchrun_argv(4, env, tmp_path / "worker.py", tmp_path / "run_config.json", "/m")
     assert argv[1:4] == ["-m", "torch.distributed.run", "--max-restarts=0"]
     assert argv[4:-5] == expected
     assert argv[-5:] == [

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import launch, staging
-from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning import launch
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
+from tests.harness.requests import train_model_request, training_config
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +36,21 @@ SETTINGS = {
     "max_tokens_per_gpu": 1024,
     "lr_scheduler": "constant",
     "max_steps": MAX_STEPS,
+    "num_epochs": 1,
     "hub_backend": "transformers",
 }
+
+
+def pod_settings(port: int = 28080, termination_log: str = "", enabled: bool = False) -> launch.PodSettings:
+    """What ``train_model`` tells the pods besides the hyper-parameters (no MLflow here)."""
+    progress = ProgressSettings(enabled=enabled, port=port, termination_log=termination_log or "/dev/termination-log")
+    return launch.PodSettings(progress=progress, jit_checkpoint=True, mlflow=MlflowSettings("", "", ""))
+
+
+def job_manifest(config_path: Path, **arguments) -> dict:
+    """The TrainJob ``train_model`` submits for a staged run of the transformers backend."""
+    request = train_model_request(training_backend="transformers", training_namespace="team-a", **arguments)
+    return launch.build_job_manifest("trainjob", config_path, None, "run-1", "train-model", request, None)
 
 
 def _free_port() -> int:
@@ -102,20 +116,13 @@ def staged_job(tiny_model_dir, demo_dataset_path, tmp_path):
     """The run directory as ``train_model`` stages it for this backend, and the TrainJob that runs it."""
     run_dir = tmp_path / "workspace" / "train_model" / "run-1-train-model"
     run_dir.mkdir(parents=True)
-    config = TrainingConfig.from_params(base_model=str(tiny_model_dir), **SETTINGS)
+    config = training_config(base_model=str(tiny_model_dir), **SETTINGS)
     progress_port = _free_port()
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
-    settings = {
-        "progress": {"enabled": True, "port": progress_port, "termination_log": str(termination_log)},
-        "jit_checkpoint": True,
-        "mlflow": {},
-    }
-    config_path = staging.write_run_config(
-        config, run_dir, demo_dataset_path, None, None, 1, settings, hub_backend="transformers"
-    )
-    params = {"hub_backend": "transformers", "namespace": "team-a", "num_nodes": 2, "gpus_per_node": 0}
-    manifest = launch.build_job_manifest("trainjob", config_path, None, "run-1", "train-model", params)
+    settings = pod_settings(progress_port, str(termination_log), enabled=True)
+    config_path = launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
+    manifest = job_manifest(config_path, training_num_nodes=2, training_gpus_per_node=0)
     return run_dir, manifest, progress_port, termination_log
 
 
@@ -201,19 +208,14 @@ def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_
     from components.training.finetuning.local.trainer import train_locally
 
     settings = {**SETTINGS, "effective_batch_size": 3, "max_tokens_per_gpu": 256, "max_steps": 4}
-    config = TrainingConfig.from_params(
+    config = training_config(
         base_model=str(tiny_model_dir), algorithm=algorithm, fsdp_sharding_strategy=sharding, **settings
     )
     alone = train_locally(config, demo_dataset_path, tmp_path / "alone", log=lambda line: None)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    settings = {"progress": {"enabled": False, "port": 28080}, "jit_checkpoint": True, "mlflow": {}}
-    config_path = staging.write_run_config(
-        config, run_dir, demo_dataset_path, None, None, 1, settings, hub_backend="transformers"
-    )
-    trainer = launch.build_job_manifest(
-        "trainjob", config_path, None, "r", "t", {"hub_backend": "transformers", "namespace": "n"}
-    )
+    config_path = launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, pod_settings())
+    trainer = job_manifest(config_path)
     cwd = tmp_path / "pod-cwd"
     cwd.mkdir()
     pods = _start_pods(

@@ -1,0 +1,101 @@
+"""The dataset artifact's metadata: one versioned schema, one name per fact, ``dataset_uri`` everywhere.
+
+``dataset_download`` writes it on its ``train_dataset`` and ``eval_dataset`` outputs
+(:meth:`DatasetMetadata.to_metadata`); ``train_model`` (model metadata, MLflow parameters) and ``model_registry``
+(lineage) read it back with :func:`read_dataset_metadata`. The same names travel on: the model's metadata carries
+``dataset_uri`` and ``dataset_sha256``, and the registry records ``dataset_uri``, ``dataset_revision``,
+``dataset_sha256`` and ``dataset_rows``.
+
+A dataset artifact that another component produced carries no :data:`VERSION_KEY`: readers then know only its
+artifact URI and file (``None`` here). One that carries the key is decoded strictly: a missing or unknown field, a
+wrong type or another version fails with one line naming the artifact and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+#: The schema version written by this release; raise it when a field changes.
+DATASET_METADATA_VERSION = 1
+#: The metadata key that marks (and versions) this schema.
+VERSION_KEY = "dataset_metadata_version"
+#: Metadata keys KFP itself may add to an artifact; ignored when decoding.
+_KFP_KEYS = frozenset({"display_name"})
+_TYPES: dict[str, Any] = {"str": str, "int": int}
+
+
+class DatasetMetadataError(ValueError):
+    """A dataset artifact's metadata is not this schema; the message names the artifact and the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetMetadata:
+    """What ``dataset_download`` knows about one split it wrote.
+
+    Attributes:
+        dataset_metadata_version: :data:`DATASET_METADATA_VERSION` of the writer.
+        dataset_uri: The dataset as the user named it (``dataset_download``'s ``dataset_uri``: Hub id, ``s3://``,
+            ``http(s)://``, ``pvc://`` or a path).
+        dataset_revision: What was read: the Hub commit, the object's ETag/version, or the file's mtime.
+        dataset_sha256: SHA-256 of this split's JSONL file.
+        dataset_rows: Rows in this split.
+        dataset_format: The input format the rows were converted from (``messages``, ``alpaca``, ...).
+        dataset_split: ``train`` or ``eval``.
+        dataset_split_seed: The seed of the subset and the split.
+    """
+
+    dataset_metadata_version: int
+    dataset_uri: str
+    dataset_revision: str
+    dataset_sha256: str
+    dataset_rows: int
+    dataset_format: str
+    dataset_split: str
+    dataset_split_seed: int
+
+    def to_metadata(self) -> dict[str, Any]:
+        """The artifact metadata (a flat dict of the fields)."""
+        return dataclasses.asdict(self)
+
+
+def read_dataset_metadata(metadata: Mapping[str, Any] | None, label: str) -> DatasetMetadata | None:
+    """Decodes a dataset artifact's metadata strictly, or ``None`` when it does not carry this schema.
+
+    Args:
+        metadata: The artifact's metadata.
+        label: What the artifact is, for messages (e.g. ``train_model input dataset``).
+
+    Raises:
+        DatasetMetadataError: It carries :data:`VERSION_KEY` but another version, or a missing, unknown or
+            mistyped field.
+    """
+    values = {key: value for key, value in dict(metadata or {}).items() if key not in _KFP_KEYS}
+    if VERSION_KEY not in values:
+        return None
+    if values[VERSION_KEY] != DATASET_METADATA_VERSION:
+        raise DatasetMetadataError(
+            f"{label} metadata {VERSION_KEY}={values[VERSION_KEY]!r}: this release reads version "
+            f"{DATASET_METADATA_VERSION}; produce the dataset with the same kfp-finetune release"
+        )
+    fields = dataclasses.fields(DatasetMetadata)
+    names = [field.name for field in fields]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise DatasetMetadataError(
+            f"{label} metadata: unknown field {unknown[0]!r} (dataset metadata version {DATASET_METADATA_VERSION} "
+            f"has {', '.join(names)})"
+        )
+    for field in fields:
+        if field.name not in values:
+            raise DatasetMetadataError(
+                f"{label} metadata: missing field {field.name!r} (dataset metadata version {DATASET_METADATA_VERSION})"
+            )
+        value = values[field.name]
+        if field.type == "int" and isinstance(value, float) and value.is_integer():
+            # KFP keeps artifact metadata in a protobuf Struct: its numbers come back as doubles
+            values[field.name] = value = int(value)
+        if isinstance(value, bool) or not isinstance(value, _TYPES[field.type]):
+            raise DatasetMetadataError(f"{label} metadata: field {field.name}={value!r} must be of type {field.type}")
+    return DatasetMetadata(**{name: values[name] for name in names})

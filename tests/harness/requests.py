@@ -1,0 +1,143 @@
+"""Typed component requests for tests: the component's own defaults (read from its signature) plus overrides.
+
+Every default lives once, in the component's signature; tests that call a ``run_*`` function directly build its
+request here rather than restating any default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+
+def component_defaults(component: Any) -> dict[str, Any]:
+    """The default of every parameter of a KFP component that has one, from ``component.python_func``."""
+    parameters = inspect.signature(component.python_func).parameters
+    return {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
+
+
+def train_model_request(**arguments: Any) -> Any:
+    """A ``TrainModelRequest``: ``train_model``'s defaults, no task config, and ``arguments`` (component names)."""
+    from components.training.finetuning.component import train_model
+    from components.training.finetuning.config import TrainModelRequest
+
+    return TrainModelRequest(**{"task_config": None, **component_defaults(train_model), **arguments})
+
+
+def training_config(**fields: Any) -> Any:
+    """A validated ``TrainingConfig``: ``train_model``'s defaults with ``fields`` (``TrainingConfig`` names) changed.
+
+    Raises:
+        TrainingConfigError: A field breaks a rule (named as the ``train_model`` parameter).
+    """
+    from components.training.finetuning.config import TrainingConfig
+
+    defaults = TrainingConfig.from_request(train_model_request(training_base_model=fields.get("base_model", "m")))
+    config = dataclasses.replace(defaults, **fields)
+    config.validate("train_model")
+    return config
+
+
+def dataset_metadata(dataset_uri: str, **fields: Any) -> dict[str, Any]:
+    """A dataset artifact's metadata as ``dataset_download`` writes it, for ``dataset_uri`` (other facts: fixed)."""
+    from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
+
+    values: dict[str, Any] = {
+        "dataset_metadata_version": DATASET_METADATA_VERSION,
+        "dataset_uri": dataset_uri,
+        "dataset_revision": "rev-1",
+        "dataset_sha256": "0" * 64,
+        "dataset_rows": 10,
+        "dataset_format": "messages",
+        "dataset_split": "train",
+        "dataset_split_seed": 7,
+    }
+    return DatasetMetadata(**{**values, **fields}).to_metadata()
+
+
+def dataset_download_request(dataset_uri: str, **arguments: Any) -> Any:
+    """A ``DatasetDownloadRequest``: ``dataset_download``'s defaults and ``arguments``."""
+    from components.data_processing.dataset_download import dataset_download
+    from components.data_processing.dataset_download.run import DatasetDownloadRequest
+
+    return DatasetDownloadRequest(**{**component_defaults(dataset_download), "dataset_uri": dataset_uri, **arguments})
+
+
+def lm_eval_request(**arguments: Any) -> Any:
+    """An ``LmEvalRequest``: ``lm_eval``'s defaults, no input artifacts (empty paths), and ``arguments``."""
+    from components.evaluation.lm_eval import lm_eval
+    from components.evaluation.lm_eval.request import LmEvalRequest
+
+    names = {field.name for field in dataclasses.fields(LmEvalRequest)}
+    defaults = {name: value for name, value in component_defaults(lm_eval).items() if name in names}
+    no_artifacts = {"model_path": "", "model_metadata": {}, "eval_dataset_path": "", "eval_dataset_metadata": {}}
+    no_artifacts.update(baseline_results_path="", custom_tasks_path="")
+    return LmEvalRequest(**{**no_artifacts, **defaults, **arguments})
+
+
+def model_registry_request(**arguments: Any) -> Any:
+    """A ``ModelRegistryRequest``: ``model_registry``'s defaults and ``arguments`` (``model`` among them)."""
+    from components.deployment.kubeflow_model_registry import model_registry
+    from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest
+
+    return ModelRegistryRequest(**{**component_defaults(model_registry), **arguments})
+
+
+def job_spec_settings(**fields: Any) -> dict[str, Any]:
+    """The ``JobSpec`` settings that are ``train_model`` parameters, at the component's defaults, then ``fields``."""
+    defaults = component_defaults(_train_model())
+    settings = {
+        "runtime_name": defaults["training_runtime_name"],
+        "runtime_kind": defaults["training_runtime_kind"],
+        "num_nodes": defaults["training_num_nodes"],
+        "gpus_per_node": defaults["training_gpus_per_node"],
+        "gpu_resource_name": defaults["training_gpu_resource_name"],
+        "progress_tracking": defaults["training_progress_tracking"],
+        "metrics_port": defaults["training_progress_metrics_port"],
+        "metrics_poll_interval_seconds": defaults["training_progress_poll_interval_seconds"],
+    }
+    return {**settings, **fields}
+
+
+def job_spec(**fields: Any) -> Any:
+    """A ``JobSpec`` with :func:`job_spec_settings` and ``fields`` (``run_id``, ``namespace``, ``command``, ...)."""
+    from components.training.finetuning.manifests.spec import JobSpec
+
+    return JobSpec(**job_spec_settings(**fields))
+
+
+def _train_model() -> Any:
+    from components.training.finetuning.component import train_model
+
+    return train_model
+
+
+def pod_run_config(algorithm: str = "sft", **fields: Any) -> Any:
+    """A ``RunConfig`` as a pod reads it: ``train_model``'s defaults for ``algorithm``; ``fields`` replace its own
+    fields, and a ``hyperparameters`` dict of changes replaces those."""
+    from components.training.finetuning.pod.run_config import (
+        RUN_CONFIG_VERSION,
+        MlflowSettings,
+        ProgressSettings,
+        RunConfig,
+    )
+
+    changes = dict(fields.pop("hyperparameters", {}))
+    settings = dataclasses.replace(training_config(algorithm=algorithm).training_settings(), **changes)
+    values: dict[str, Any] = {
+        "version": RUN_CONFIG_VERSION,
+        "base_model": "org/model",
+        "model_path": "",
+        "data_path": "/ws/data/train.jsonl",
+        "eval_data_path": "",
+        "ckpt_output_dir": "/ws/ckpt",
+        "model_cache_dir": "/ws/model_cache",
+        "pvc_mounts": {},
+        "nproc_per_node": 0,
+        "hyperparameters": settings,
+        "progress": ProgressSettings(enabled=False, port=28080, termination_log=""),
+        "jit_checkpoint": True,
+        "mlflow": MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
+    }
+    return RunConfig(**{**values, **fields})

@@ -1,0 +1,184 @@
+"""Layering: pure manifests, no parameter bag below the component wrappers, kfp patches only where applied explicitly.
+
+* ``manifests/`` builds Kubernetes objects from values: it imports neither the client layer (``cluster/``) nor the
+  pod's code (``pod/``); ``publish.py`` does not import the CPU trainer (``local/``).
+* Below each ``component.py`` the arguments travel as one typed request: no ``params.get(`` anywhere.
+* Every assignment to a ``kfp`` / ``kfp_server_api`` attribute lives in ``components/_common/kfp_patches.py``, and
+  importing the components (or the pipelines' modules) changes nothing in kfp.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FINETUNING = ROOT / "components" / "training" / "finetuning"
+PATCHES = ROOT / "components" / "_common" / "kfp_patches.py"
+
+
+def _sources(*roots: Path) -> list[Path]:
+    return sorted(
+        path
+        for root in roots
+        for path in root.rglob("*.py")
+        if "tests" not in path.relative_to(ROOT).parts and ".venv" not in path.parts
+    )
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, anywhere in it (function bodies too), relative imports resolved."""
+    package = _module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else _module_name(path)
+    return _imports_of(path.read_text(), package)
+
+
+def _imports_of(source: str, package: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_manifests_import_neither_the_client_layer_nor_the_pod_code():
+    files = _sources(FINETUNING / "manifests")
+    assert len(files) >= 5
+    forbidden = ("components.training.finetuning.cluster", "components.training.finetuning.pod")
+    offending = {
+        str(path.relative_to(ROOT)): sorted(m for m in _imports(path) if m.startswith(forbidden)) for path in files
+    }
+    assert {path: modules for path, modules in offending.items() if modules} == {}
+
+
+def test_publishing_does_not_import_the_cpu_trainer():
+    modules = _imports(FINETUNING / "publish.py")
+    assert not [m for m in modules if m.startswith("components.training.finetuning.local")]
+    assert "components._common.files.replace_dir" in modules
+
+
+def test_the_checker_sees_an_offending_import():
+    """The import scan is not blind: a manifests module importing the client layer is caught (relative too)."""
+    source = "def f():\n    from ..cluster import api\n    import components.training.finetuning.pod.metrics\n"
+    modules = _imports_of(source, "components.training.finetuning.manifests")
+    assert "components.training.finetuning.cluster.api" in modules
+    assert "components.training.finetuning.pod.metrics" in modules
+
+
+def test_no_parameter_bag_below_the_component_wrappers():
+    files = _sources(ROOT / "components")
+    offending = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in files
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "params.get(" in line or "**params" in line
+    ]
+    assert offending == []
+
+
+def _kfp_names(tree: ast.AST) -> set[str]:
+    """Names a module binds to kfp / kfp_server_api modules or objects (``from kfp.dsl import x``, ``import kfp``)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in _KFP)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in _KFP and not node.level:
+            names.update(a.asname or a.name for a in node.names)
+    return names
+
+
+_KFP = {"kfp", "kfp_server_api"}
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _kfp_assignments(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    names = _kfp_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("setattr", "delattr") and node.args:
+            targets = [ast.Attribute(value=node.args[0], attr="?")]
+        for target in targets:
+            if isinstance(target, ast.Attribute) and _root(target) in names:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_kfp_internals_are_assigned_only_in_the_patches_module():
+    files = _sources(ROOT / "components", ROOT / "pipelines", ROOT / "scripts", ROOT / "benchmarks")
+    offending = [hit for path in files if path != PATCHES for hit in _kfp_assignments(path)]
+    assert offending == []
+    assert len(_kfp_assignments(PATCHES)) >= 6  # the scan sees the patches where they are
+
+
+_SNAPSHOT = """
+import json, sys
+def snapshot():
+    from kfp.compiler import pipeline_spec_builder
+    from kfp.dsl import component_factory, graph_component, pipeline_task
+    from kfp.local import executor_input_utils, task_dispatcher
+    from kfp_server_api import rest
+    return {
+        "validate_workspace": id(graph_component.GraphComponent._validate_workspace_requirements),
+        "create_pipeline_spec": id(pipeline_spec_builder.create_pipeline_spec),
+        "gzip": id(component_factory.gzip),
+        "extraction_helper": id(component_factory._generate_shared_extraction_helper),
+        "inspect": id(pipeline_task.inspect),
+        "request": id(rest.RESTClientObject.request),
+        "executor_input": id(executor_input_utils.construct_executor_input),
+        "run_task": id(task_dispatcher.run_single_task_implementation),
+    }
+before = snapshot()
+import components.data_processing.dataset_download, components.training.finetuning
+import components.evaluation.lm_eval, components.deployment.kubeflow_model_registry
+import pipelines.kfp_api.connection, pipelines.demo.story
+after = snapshot()
+print(json.dumps(sorted(k for k in before if before[k] != after[k])))
+"""
+
+
+def test_importing_the_components_patches_nothing_in_kfp():
+    result = subprocess.run(
+        [sys.executable, "-c", _SNAPSHOT], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_patch_refuses_another_kfp_release(monkeypatch):
+    import kfp
+
+    from components._common import kfp_patches
+
+    assert kfp.__version__ == kfp_patches.KFP_VERSION  # the pinned release is what is installed here
+    monkeypatch.setattr(kfp, "__version__", "2.16.0")
+    with pytest.raises(kfp_patches.KfpVersionError, match=r"kfp 2\.16\.0 is installed.*written for kfp 2\.15\.2"):
+        with kfp_patches.fast_task_setters():
+            pass

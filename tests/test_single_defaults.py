@@ -1,0 +1,198 @@
+"""Every default lives once, in the component's signature: no layer below restates one.
+
+* The typed requests (and the contracts they feed: ``TrainingConfig``, ``run_config.json``'s types, the dataset
+  metadata) have no defaults at all, and their fields are the component's parameters, with the same types.
+* The ``run_*`` orchestrators take the request; none of their parameters is a component parameter with a default.
+* No module between the wrapper and Training Hub (finetuning's config, plan, run, launch, staging, publish, ``pod/``,
+  ``manifests/``; each component's ``run.py``) gives a component parameter a value default: not as a function
+  parameter, not as a dataclass field, not as ``.get(name, default)``. Empty values (``""``, ``0``, ``False``, empty
+  containers, ``None``) mean "not given" and are allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import typing
+from pathlib import Path
+
+import pytest
+
+from components._common.dataset_metadata import DatasetMetadata
+from components.data_processing.dataset_download import dataset_download
+from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
+from components.deployment.kubeflow_model_registry import model_registry
+from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest, run_model_registration
+from components.evaluation.lm_eval import lm_eval
+from components.evaluation.lm_eval.request import LmEvalRequest
+from components.evaluation.lm_eval.run import run_lm_eval
+from components.training.finetuning import train_model
+from components.training.finetuning.config import TrainingConfig, TrainModelRequest
+from components.training.finetuning.launch import PodSettings
+from components.training.finetuning.pod.run_config import Hyperparameters, MlflowSettings, ProgressSettings, RunConfig
+from components.training.finetuning.run import run_train_model
+
+ROOT = Path(__file__).resolve().parents[1]
+FINETUNING = ROOT / "components" / "training" / "finetuning"
+COMPONENTS = (train_model, dataset_download, lm_eval, model_registry)
+TYPED = (
+    TrainModelRequest,
+    DatasetDownloadRequest,
+    LmEvalRequest,
+    ModelRegistryRequest,
+    TrainingConfig,
+    Hyperparameters,
+    RunConfig,
+    ProgressSettings,
+    MlflowSettings,
+    PodSettings,
+    DatasetMetadata,
+)
+#: The output artifacts of each component (not part of its request).
+OUTPUTS = {
+    "train_model": {"output_model", "output_metrics", "output_loss_chart"},
+    "dataset_download": {"train_dataset", "eval_dataset", "report", "metrics"},
+    "model_registry": {"summary"},
+}
+
+
+def _parameters(component) -> dict[str, inspect.Parameter]:
+    return dict(inspect.signature(component.python_func).parameters)
+
+
+@pytest.mark.parametrize("cls", TYPED, ids=lambda cls: cls.__name__)
+def test_requests_and_contracts_have_no_defaults(cls):
+    with_default = [
+        field.name
+        for field in dataclasses.fields(cls)
+        if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+    ]
+    assert with_default == []
+
+
+@pytest.mark.parametrize(
+    ("component", "request_type"),
+    [
+        (train_model, TrainModelRequest),
+        (dataset_download, DatasetDownloadRequest),
+        (model_registry, ModelRegistryRequest),
+    ],
+    ids=["train_model", "dataset_download", "model_registry"],
+)
+def test_a_request_is_its_components_parameters_under_the_same_names_and_types(component, request_type):
+    parameters = _parameters(component)
+    expected = set(parameters) - OUTPUTS[component.name.replace("-", "_")]
+    assert {field.name for field in dataclasses.fields(request_type)} == expected
+    hints = typing.get_type_hints(request_type)
+    for name in expected:
+        annotation = parameters[name].annotation
+        if annotation in (str, int, float, bool, dict, list):
+            assert hints[name] is annotation, (name, hints[name], annotation)
+
+
+def test_lm_evals_request_has_every_value_parameter():
+    fields = {field.name for field in dataclasses.fields(LmEvalRequest)}
+    values = {name for name, p in _parameters(lm_eval).items() if p.annotation in (str, int, float, bool, dict, list)}
+    assert values <= fields
+    artifacts = {
+        "model": "model_path",
+        "eval_dataset": "eval_dataset_path",
+        "baseline_results": "baseline_results_path",
+    }
+    assert set(artifacts.values()) | {"custom_tasks_path", "model_metadata", "eval_dataset_metadata"} <= fields
+
+
+@pytest.mark.parametrize(
+    "run", [run_train_model, run_dataset_download, run_lm_eval, run_model_registration], ids=lambda f: f.__name__
+)
+def test_the_orchestrators_take_the_request_and_restate_no_default(run):
+    parameters = inspect.signature(inspect.unwrap(run)).parameters
+    first = next(iter(parameters.values()))
+    assert first.name == "request" and first.default is inspect.Parameter.empty
+    assert not [p for p in parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+    component_names = {name for component in COMPONENTS for name in _parameters(component)}
+    assert [n for n, p in parameters.items() if n in component_names and p.default is not inspect.Parameter.empty] == []
+
+
+def _component_parameter_names() -> set[str]:
+    names: set[str] = set()
+    for component in COMPONENTS:
+        for name, parameter in _parameters(component).items():
+            if parameter.default is not inspect.Parameter.empty:
+                names |= {name, name.removeprefix("training_")}
+    # Names the same settings take below the wrappers.
+    return names | {field.name for field in dataclasses.fields(TrainingConfig)} | {"metrics_port", "epochs"}
+
+
+def _empty(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in (None, "", 0, False) and not (node.value == 0 and isinstance(node.value, float))
+    if isinstance(node, (ast.Tuple, ast.List, ast.Dict)):
+        return not getattr(node, "elts", None) and not getattr(node, "keys", None)
+    if isinstance(node, ast.Call):  # dataclasses.field(default_factory=dict) & co.
+        factories = [kw.value for kw in node.keywords if kw.arg == "default_factory"]
+        return bool(factories) and all(isinstance(f, ast.Name) and f.id in ("dict", "list", "tuple") for f in factories)
+    return False
+
+
+def restated_defaults(source: str, label: str, names: set[str]) -> list[str]:
+    """Value defaults given to a component parameter's name in ``source`` (function, dataclass field, ``.get``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        pairs: list[tuple[str, ast.expr]] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            positional = node.args.posonlyargs + node.args.args
+            pairs += [
+                (a.arg, d) for a, d in zip(positional[len(positional) - len(node.args.defaults) :], node.args.defaults)
+            ]
+            pairs += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
+        elif isinstance(node, ast.ClassDef):
+            pairs += [
+                (item.target.id, item.value)
+                for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None
+            ]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                pairs.append((node.args[0].value, node.args[1]))
+        found += [
+            f"{label}:{getattr(value, 'lineno', '?')} {name}={ast.unparse(value)}"
+            for name, value in pairs
+            if name in names and not _empty(value)
+        ]
+    return found
+
+
+def _between_the_wrapper_and_training_hub() -> list[Path]:
+    files = [FINETUNING / name for name in ("config.py", "plan.py", "run.py", "launch.py", "staging.py", "publish.py")]
+    files += sorted((FINETUNING / "pod").glob("*.py")) + sorted((FINETUNING / "manifests").glob("*.py"))
+    files += [
+        ROOT / "components" / part / "run.py"
+        for part in ("data_processing/dataset_download", "evaluation/lm_eval", "deployment/kubeflow_model_registry")
+    ]
+    files.append(ROOT / "components" / "_common" / "dataset_metadata.py")
+    return files
+
+
+def test_no_layer_below_the_wrappers_restates_a_component_default():
+    names = _component_parameter_names()
+    assert {"num_epochs", "training_num_epochs", "backend", "metrics_port"} <= names
+    offending = [
+        hit
+        for path in _between_the_wrapper_and_training_hub()
+        for hit in restated_defaults(path.read_text(), str(path.relative_to(ROOT)), names)
+    ]
+    assert offending == []
+
+
+def test_the_scan_catches_the_drifts_it_is_for():
+    """The drifts of issue 27, written the way they were, are all found; "not given" values are not."""
+    source = (
+        "import dataclasses\n"
+        "@dataclasses.dataclass\nclass C:\n    num_epochs: int = 1\n    image: str = ''\n"
+        "def f(params):\n    return params.get('backend', 'trainjob'), params.get('namespace', '')\n"
+        "def g(raw, num_epochs=1, seed=None):\n    return raw\n"
+    )
+    hits = restated_defaults(source, "probe.py", _component_parameter_names())
+    assert sorted(hit.split(" ", 1)[1] for hit in hits) == ["backend='trainjob'", "num_epochs=1", "num_epochs=1"], hits
