@@ -205,9 +205,7 @@ def needed_common_modules(component_dirs: Sequence[Path]) -> set[str]:
     return needed
 
 
-def _copy_module_tree(
-    source: Path, target: Path, only: set[str] | None = None, excluded: Sequence[Path] = ()
-) -> None:
+def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None, excluded: Sequence[Path] = ()) -> None:
     """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need.
 
     ``only``: module names (without ``.py``) to copy besides ``__init__.py``; ``None`` copies every module.
@@ -240,9 +238,7 @@ def _write_package_inits(bundle_root: Path, package_dir: Path) -> None:
         current = current.parent
 
 
-def stage_runtime_bundle(
-    component_dirs: Sequence[Path], bundle_root: Path, excluded_dirs: Sequence[Path] = ()
-) -> Path:
+def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excluded_dirs: Sequence[Path] = ()) -> Path:
     """Stages the runtime code of some component directories as an importable ``components`` tree.
 
     Args:
