@@ -19,9 +19,14 @@ Needs: one NVIDIA GPU; torch (CUDA), transformers, peft, accelerate; the Trainin
 Training Hub's ``lora`` extra (unsloth, trl; ``scripts/gpu_wheels.sh --lora``), else it is reported as skipped.
 No network: the model and tokenizer are built locally, Hugging Face is forced offline.
 
+``--backend transformers`` runs the same checks on the ``transformers`` backend (``training_backend="transformers"``:
+the project's own trainer under torchrun, NCCL, FSDP2 for SFT; the pod command is ``<run dir>/transformers/launch.py``;
+no Training Hub wheels needed, LoRA included), where the throughput reference is the Training Hub result of a
+``--backend training-hub`` run of the same ``--out`` (the ratio printed when both are in ``results.json``).
+
 Usage (from the repository root): ``python benchmarks/gpu_training_hub.py --out DIR [--steps 300]
-[--algorithms sft,osft,lora]``. Prints one line per algorithm and writes ``DIR/results.json``; exit code 1 when a
-check failed, 2 when there is no GPU.
+[--algorithms sft,osft,lora] [--backend training-hub|transformers]``. Prints one line per algorithm and writes
+``DIR/results[-transformers].json``; exit code 1 when a check failed, 2 when there is no GPU.
 """
 
 from __future__ import annotations
@@ -70,11 +75,11 @@ def _dataset(path: Path, rows: int) -> int:
     return sum(len(item["input_ids"]) for item in encoded)
 
 
-def _stage(algorithm: str, work: Path, epochs: int) -> dict:
+def _stage(algorithm: str, work: Path, epochs: int, backend: str = "") -> dict:
     from components.training.finetuning import staging
     from components.training.finetuning.config import TrainingConfig
 
-    run_dir = work / algorithm / "train-model-benchmark"
+    run_dir = work / f"{algorithm}{'-' + backend if backend else ''}" / "train-model-benchmark"
     run_dir.mkdir(parents=True)
     config = TrainingConfig.from_params(
         base_model=str(work / "model"),
@@ -88,9 +93,10 @@ def _stage(algorithm: str, work: Path, epochs: int) -> dict:
         lr_scheduler="linear" if algorithm == "lora" else "cosine",
         checkpoint_at_epoch=False,
         resume=False,
+        hub_backend=backend,
     )
     settings = {"progress": {"enabled": False}, "jit_checkpoint": False, "mlflow": {}}
-    path = staging.write_run_config(config, run_dir, work / "train.jsonl", None, None, 1, settings)
+    path = staging.write_run_config(config, run_dir, work / "train.jsonl", None, None, 1, settings, hub_backend=backend)
     return json.loads(path.read_text())
 
 
@@ -158,18 +164,21 @@ def _evaluation_loads(checkpoint: Path, base: Path) -> str:
     return f"{spec.lm_eval_model} on {lm.device}, log p(' 19') = {logprob:.2f}"
 
 
-def run(algorithm: str, work: Path, steps: int, tokens: int, rows: int) -> dict:
-    """One algorithm: the pod command, the checks, and (SFT/OSFT) the direct call for the throughput ratio."""
+def run(algorithm: str, work: Path, steps: int, tokens: int, rows: int, backend: str = "") -> dict:
+    """One algorithm: the pod command, the checks, and (Training Hub SFT/OSFT) the direct call for the ratio."""
     from components.training.finetuning.publish import find_final_checkpoint
 
     epochs = max(1, round(steps * BATCH / rows))
-    run_config = _stage(algorithm, work, epochs)
-    entry = Path(run_config["ckpt_output_dir"]).parent / "entrypoint.py"
-    code, seconds = _timed([sys.executable, str(entry), "--config", str(entry.with_name("run_config.json"))],
-                           work / f"{algorithm}-pod.log")  # fmt: skip
+    run_config = _stage(algorithm, work, epochs, backend)
+    run_dir = Path(run_config["ckpt_output_dir"]).parent
+    entry = run_dir / "transformers" / "launch.py" if backend else run_dir / "entrypoint.py"
+    tag = f"{algorithm}-{backend}" if backend else algorithm
+    code, seconds = _timed([sys.executable, str(entry), "--config", str(run_dir / "run_config.json")],
+                           work / f"{tag}-pod.log")  # fmt: skip
     result: dict = {"algorithm": algorithm, "exit_code": code, "pod_seconds": round(seconds, 1), "epochs": epochs}
+    result["backend"] = backend or "training-hub"
     if code != 0:
-        tail = (work / f"{algorithm}-pod.log").read_text()[-1500:]
+        tail = (work / f"{tag}-pod.log").read_text()[-1500:]
         result["error"] = tail
         return result
     ckpt = Path(run_config["ckpt_output_dir"])
@@ -180,7 +189,7 @@ def run(algorithm: str, work: Path, steps: int, tokens: int, rows: int) -> dict:
     result["generated"] = _generate(checkpoint, work / "model")
     result["evaluation"] = _evaluation_loads(checkpoint, work / "model")
     result["pod_tokens_per_second"] = round(tokens * epochs / seconds)
-    if algorithm != "lora":
+    if algorithm != "lora" and not backend:
         direct_code, direct_seconds = _direct(run_config, work, algorithm)
         result["direct_exit_code"] = direct_code
         result["direct_tokens_per_second"] = round(tokens * epochs / direct_seconds)
@@ -195,7 +204,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps per algorithm (about)")
     parser.add_argument("--rows", type=int, default=2400, help="demo conversations in the training file")
     parser.add_argument("--algorithms", default="sft,osft,lora")
+    parser.add_argument("--backend", default="training-hub", choices=("training-hub", "transformers"))
     args = parser.parse_args()
+    backend = "" if args.backend == "training-hub" else args.backend
     os.environ.update(OFFLINE)
     import torch
 
@@ -211,16 +222,22 @@ def main() -> int:
     print(f"GPU: {torch.cuda.get_device_name(0)}; model {MODEL_DIMENSIONS}; {args.rows} rows, {tokens} tokens")
     results, failed = [], False
     for algorithm in args.algorithms.split(","):
-        if algorithm == "lora" and not _has_lora_extra():
+        if algorithm == "lora" and not backend and not _has_lora_extra():
             results.append({"algorithm": "lora", "skipped": "training-hub[lora] (unsloth, trl) is not installed"})
             print("lora: skipped (training-hub[lora]: unsloth and trl are not installed)")
             continue
-        result = run(algorithm, work, args.steps, tokens, args.rows)
+        result = run(algorithm, work, args.steps, tokens, args.rows, backend)
         results.append(result)
         ok = result["exit_code"] == 0 and result.get("loss_falls") and result.get("direct_exit_code", 0) == 0
         failed |= not ok
         print(_line(result, ok))
-    (work / "results.json").write_text(json.dumps(results, indent=2))
+    (work / f"results{'-' + backend if backend else ''}.json").write_text(json.dumps(results, indent=2))
+    if backend and (work / "results.json").is_file():  # same machine, same data: transformers vs Training Hub
+        hub = {r["algorithm"]: r for r in json.loads((work / "results.json").read_text()) if "pod_seconds" in r}
+        for result in results:
+            if result.get("exit_code") == 0 and result["algorithm"] in hub:
+                ratio = hub[result["algorithm"]]["pod_seconds"] / result["pod_seconds"]
+                print(f"{result['algorithm']}: transformers/training-hub throughput {ratio:.3f}x")
     return 1 if failed else 0
 
 

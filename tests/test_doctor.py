@@ -409,6 +409,23 @@ def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsy
     assert "pytorchjobs" in reviewed
 
 
+def test_the_transformers_backend_needs_the_torch_distributed_runtime(cluster, capsys, tmp_path):
+    package = tmp_path / "osft.yaml"
+    assert main(["compile", "osft", "-o", str(package)]) == 0
+    capsys.readouterr()
+    args = ["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_backend", "transformers")]
+    code = main(args)
+    [line] = problems(capsys.readouterr().out)
+    assert code == 1 and "ClusterTrainingRuntime 'torch-distributed' is missing (available: training-hub)" in line
+    cluster.create_runtime("torch-distributed")
+    code = main(args)
+    out = capsys.readouterr().out
+    assert code == 0 and "ClusterTrainingRuntime 'torch-distributed' exists" in out, out
+    # A named runtime wins over the backend's.
+    code = main([*args, *param("train", "training_runtime_name", "training-hub")])
+    assert code == 0 and "ClusterTrainingRuntime 'training-hub' exists" in capsys.readouterr().out
+
+
 def test_no_credentials_is_one_fail_and_the_endpoints_are_still_checked(kube_api, capsys, monkeypatch, tmp_path):
     for name in (kube.SERVER_URL_ENV, kube.AUTH_TOKEN_ENV, "KFP_HOST"):
         monkeypatch.delenv(name, raising=False)

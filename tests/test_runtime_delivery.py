@@ -11,7 +11,13 @@ from kfp import compiler, dsl
 
 from components._common import runtime
 from components._common.kfp_patches import open_embedded_archive
-from components._common.runtime import COMPONENTS_ROOT, runtime_component, slim_source, stage_runtime_bundle
+from components._common.runtime import (
+    COMPONENTS_ROOT,
+    _function_locals,
+    runtime_component,
+    slim_source,
+    stage_runtime_bundle,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,6 +76,68 @@ def _definitions(source: str) -> list[tuple[str, int, str]]:
     ]
 
 
+def _as_assign(node):
+    if isinstance(node, ast.AnnAssign) and node.value is not None and node.simple:
+        return ast.Assign(targets=[node.target], value=node.value)
+    return node
+
+
+def _code_nodes(source: str) -> list[str]:
+    """The tree's node types without docstrings, other constants and function parameter and return annotations."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, (str, type(...))):
+                node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in [node, *_function_locals(node)]:  # x: T = v -> x = v
+                for field, value in ast.iter_fields(inner):
+                    if isinstance(value, list):
+                        setattr(inner, field, [_as_assign(item) for item in value])
+            node.returns = None
+            params = node.args
+            for arg in [*params.posonlyargs, *params.args, *params.kwonlyargs, params.vararg, params.kwarg]:
+                if arg is not None:
+                    arg.annotation = None
+    return [type(n).__name__ for n in ast.walk(tree) if not isinstance(n, (ast.Constant, ast.Pass))]
+
+
+def test_slim_source_drops_function_annotations_only():
+    source = (
+        "from dataclasses import dataclass\n"
+        "@dataclass\n"
+        "class Point:\n"
+        "    x: int = 1\n"
+        "def scale(point: Point, factor: float = 2.0, *rest: int, **named: str) -> dict[str, float]:\n"
+        "    total: float = point.x * factor\n"
+        "    return {'total': total}\n"
+        "def local_dataclass():\n"
+        "    @dataclass\n"
+        "    class Local:\n"
+        "        y: int = 2\n"
+        "    value: int = Local().y\n"
+        "    return value\n"
+        "def kept(\n"
+        "    value: dict[\n"
+        "        str, int\n"
+        "    ],\n"
+        ") -> int:\n"
+        "    return len(value)\n"
+    )
+    slimmed = slim_source(source)
+    assert slimmed.count("\n") == source.count("\n")
+    assert "def scale(point, factor = 2.0, *rest, **named):" in slimmed
+    assert "    x: int = 1" in slimmed and "    total = point.x * factor" in slimmed  # class annotations stay
+    assert "    value: dict[" in slimmed and ") -> int:" not in slimmed  # a multi-line annotation stays
+    namespace: dict = {}
+    exec(compile(slimmed, "m", "exec"), namespace)
+    assert namespace["scale"](namespace["Point"](3)) == {"total": 6.0} and namespace["scale"].__annotations__ == {}
+    assert namespace["kept"]({"a": 1}) == 1
+    assert "        y: int = 2" in slimmed and "    value = Local().y" in slimmed  # a local dataclass keeps its fields
+    assert namespace["local_dataclass"]() == 2
+
+
 def test_slim_source_keeps_code_lines_and_module_summaries_but_drops_the_rest():
     """Every shipped module: same line count, same definitions on the same lines, no comments, inner docs gone."""
     modules = [p for p in COMPONENTS_ROOT.rglob("*.py") if "tests" not in p.parts]
@@ -81,11 +149,10 @@ def test_slim_source_keeps_code_lines_and_module_summaries_but_drops_the_rest():
         assert slimmed.count("\n") == source.count("\n"), module
         assert [d[:2] for d in _definitions(slimmed)] == [d[:2] for d in _definitions(source)], module
         assert not [d for d in _definitions(slimmed) if d[2]], module
-        assert ast.get_docstring(ast.parse(slimmed)) == (ast.get_docstring(ast.parse(source)) or "").split("\n")[0] or (
-            ast.get_docstring(ast.parse(source)) is None
-        ), module
-        stripped = [ast.dump(n) for n in ast.walk(ast.parse(source)) if not isinstance(n, ast.Constant)]
-        assert len(stripped) == len([n for n in ast.walk(ast.parse(slimmed)) if not isinstance(n, ast.Constant)])
+        summary = (ast.get_docstring(ast.parse(source)) or "").split("\n")[0] if "__doc__" in source else ""
+        assert (ast.get_docstring(ast.parse(slimmed)) or "") == summary, module
+        # The same code: equal trees once docstrings (constants) and signature annotations are set aside.
+        assert _code_nodes(source) == _code_nodes(slimmed), module
         assert not [t for t in tokenize.generate_tokens(io.StringIO(slimmed).readline) if t.type == tokenize.COMMENT]
         saved += len(source) - len(slimmed)
     assert saved > 80_000
@@ -98,15 +165,21 @@ def test_slim_source_behaves_the_same_and_keeps_line_numbers():
         "def f(x):\n"
         '    """Doubles x.\n\n    Args:\n        x: a number.\n    """\n'
         "    text = '# not a comment'\n"
-        "    return 2 * x, text, inspect.currentframe().f_lineno\n"
+        "    return 2 * x, text, inspect.currentframe().f_lineno, __doc__\n"
+        "class Empty:\n"
+        '    """Only a docstring: it becomes `...`."""\n'
     )
     slimmed = slim_source(source)
     original: dict = {}
     exec(compile(source, "m", "exec"), original)
     namespace: dict = {}
     exec(compile(slimmed, "m", "exec"), namespace)
-    assert namespace["f"](3) == original["f"](3) == (6, "# not a comment", 12)
+    assert namespace["f"](3) == (6, "# not a comment", 12, "Module doc.")
+    assert original["f"](3)[:3] == (6, "# not a comment", 12)
     assert namespace["__doc__"] == "Module doc." and namespace["f"].__doc__ is None and original["f"].__doc__
+    assert namespace["Empty"].__doc__ is None and "    ...\n" in slimmed
+    # A module that does not read its __doc__ loses the summary too.
+    assert slim_source('"""Summary."""\nX = 1\n') == "\nX = 1\n"
     assert "# a comment" not in slimmed
     assert slim_source("def broken(:\n") == "def broken(:\n"
 

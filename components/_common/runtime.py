@@ -54,38 +54,92 @@ _BUNDLE_MTIME = 315532800  # 1980-01-01, the earliest time zip/tar tools agree o
 _SKIPPED_NAMES = {"tests", "__pycache__", "component.py", "parameter_docs.py"}
 
 
-def _docstring_nodes(tree: ast.AST) -> list[ast.Constant]:
-    """The docstring literals of a module, its classes and functions."""
+def _docstring_nodes(tree: ast.AST) -> list[tuple[ast.Constant, bool]]:
+    """The docstring literals of a module, its classes and functions, each with whether it is its body's only one."""
     owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, owners) and node.body and isinstance(node.body[0], ast.Expr):
             value = node.body[0].value
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                found.append(value)
+                found.append((value, len(node.body) == 1))
     return found
 
 
+def _function_locals(function: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's own body: nested classes (their annotations are fields) and functions left out."""
+    found, pending = [], list(ast.iter_child_nodes(function))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        found.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _without_signature_annotations(source: str, tree: ast.AST) -> str:
+    """``source`` without one-line annotations of function parameters, returns and local variables (same lines).
+
+    Nothing in the pods reads a function's annotations (with ``from __future__ import annotations`` they are strings
+    anyway) and local ones are never evaluated; class and module annotations (dataclasses, structs) are kept.
+    """
+    lines = source.encode().splitlines(keepends=True)
+    cuts: list[tuple[int, int, int]] = []  # (line index, start byte, end byte)
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = node.args
+        for arg in [*params.posonlyargs, *params.args, *params.kwonlyargs, params.vararg, params.kwarg]:
+            if arg is None or arg.annotation is None or arg.annotation.end_lineno != arg.lineno:
+                continue
+            start = arg.col_offset + len(arg.arg.encode())
+            if lines[arg.lineno - 1][start : arg.annotation.col_offset].strip() == b":":
+                cuts.append((arg.lineno - 1, start, arg.annotation.end_col_offset))
+        for inner in _function_locals(node):  # local variables' annotations are never evaluated (PEP 526)
+            if isinstance(inner, ast.AnnAssign) and inner.value is not None and inner.simple:
+                target, annotation = inner.target, inner.annotation
+                if target.lineno == annotation.end_lineno:
+                    cuts.append((target.lineno - 1, target.end_col_offset, annotation.end_col_offset))
+        returns = node.returns
+        if returns is not None and returns.lineno == returns.end_lineno:
+            line = lines[returns.lineno - 1]
+            arrow = line.rfind(b"->", 0, returns.col_offset)
+            if arrow >= 0 and not line[arrow + 2 : returns.col_offset].strip():
+                cuts.append((returns.lineno - 1, len(line[:arrow].rstrip()), returns.end_col_offset))
+    for index, start, end in sorted(cuts, reverse=True):
+        lines[index] = lines[index][:start] + lines[index][end:]
+    return b"".join(lines).decode()
+
+
 def slim_source(source: str) -> str:
-    """``source`` without docstrings and comments, every line kept where it was.
+    """``source`` without docstrings, comments and signature annotations, every line kept where it was.
 
     The pod needs the code, not its documentation: this cuts a bundle by about a third (Linux caps one argument at
-    128 KiB, and the whole bundle is one argument). The module docstring keeps only its summary line (a script's
-    ``--help`` shows it); a class or function docstring becomes ``...`` (its ``__doc__`` is ``None`` in the pod); each
-    is followed by as many line breaks as it spanned, and a comment is cut from its line, so line numbers in a pod's
-    traceback still point at the source in the repository. Source that does not parse, before or after, is returned
-    unchanged.
+    128 KiB, and the whole bundle is one argument). The module docstring keeps only its summary line where the module
+    reads its ``__doc__`` (a script's ``--help`` shows it), and goes elsewhere; a class or function docstring goes
+    (``...`` where it is the whole body; its ``__doc__`` is ``None`` in the pod); each leaves as many line breaks as it
+    spanned, and a comment is cut from its line, so line numbers in a pod's traceback still point at the source in the
+    repository. One-line annotations of function parameters and returns go too
+    (:func:`_without_signature_annotations`). Source that does not parse, before or after, is returned unchanged.
     """
+    original = source
     try:
+        source = _without_signature_annotations(source, ast.parse(source))
         tree = ast.parse(source)
     except SyntaxError:
-        return source
+        return original
     lines = source.encode().splitlines(keepends=True)
     module_doc = tree.body[0].value if tree.body and isinstance(tree.body[0], ast.Expr) else None
-    for node in sorted(_docstring_nodes(tree), key=lambda n: (n.lineno, n.col_offset), reverse=True):
+    reads_doc = "__doc__" in source
+    for node, alone in sorted(_docstring_nodes(tree), key=lambda n: (n[0].lineno, n[0].col_offset), reverse=True):
         first, last = node.lineno - 1, node.end_lineno - 1
         summary = (node.value.strip().splitlines() or [""])[0]
-        kept = (repr(summary).encode() if node is module_doc else b"...") + b"\n" * (last - first)
+        if node is module_doc:
+            kept = repr(summary).encode() if reads_doc else b""
+        else:
+            kept = b"..." if alone else b""
+        kept += b"\n" * (last - first)
         lines[first : last + 1] = [lines[first][: node.col_offset] + kept + lines[last][node.end_col_offset :]]
     text = b"".join(lines).decode()
     text_lines = text.splitlines(keepends=True)
@@ -99,7 +153,7 @@ def slim_source(source: str) -> str:
     try:
         compile(slimmed, "<bundle>", "exec", dont_inherit=True)
     except SyntaxError:
-        return source
+        return original
     return slimmed
 
 
@@ -151,14 +205,17 @@ def needed_common_modules(component_dirs: Sequence[Path]) -> set[str]:
     return needed
 
 
-def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None) -> None:
+def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None, excluded: Sequence[Path] = ()) -> None:
     """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need.
 
     ``only``: module names (without ``.py``) to copy besides ``__init__.py``; ``None`` copies every module.
+    ``excluded``: directories whose files are left out.
     """
     for path in _shipped_files(source):
         relative = path.relative_to(source)
         if only is not None and path.name != "__init__.py" and path.stem not in only:
+            continue
+        if any(path.is_relative_to(directory) for directory in excluded):
             continue
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -181,12 +238,13 @@ def _write_package_inits(bundle_root: Path, package_dir: Path) -> None:
         current = current.parent
 
 
-def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> Path:
+def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excluded_dirs: Sequence[Path] = ()) -> Path:
     """Stages the runtime code of some component directories as an importable ``components`` tree.
 
     Args:
         component_dirs: Directories under ``components/`` whose pure modules the component imports at run time.
         bundle_root: An empty directory; it becomes the root put on ``sys.path`` in the pod.
+        excluded_dirs: Directories inside ``component_dirs`` left out (code that cannot run on the bundle's image).
 
     Returns:
         ``bundle_root``, now holding ``components/__init__.py``, the ``components/_common`` modules the directories
@@ -202,10 +260,11 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> P
         if COMPONENTS_ROOT not in Path(directory).resolve().parents:
             raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {Path(directory).resolve()}")
     only = None if common in {Path(d).resolve() for d in component_dirs} else needed_common_modules(component_dirs)
+    excluded = [Path(directory).resolve() for directory in excluded_dirs]
     for source in [common, *component_dirs]:
         source = Path(source).resolve()
         target = package_root / source.relative_to(COMPONENTS_ROOT)
-        _copy_module_tree(source, target, only if source == common else None)
+        _copy_module_tree(source, target, only if source == common else None, excluded)
         _write_package_inits(package_root, target)
     for path in [bundle_root, *bundle_root.rglob("*")]:
         os.utime(path, (_BUNDLE_MTIME, _BUNDLE_MTIME))
@@ -238,6 +297,7 @@ def runtime_component(
     extra_dirs: Sequence[Path] = (),
     parameter_docs: Mapping[str, str] | None = None,
     image: str = "",
+    needs_full_environment: Sequence[str] = (),
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """A ``@dsl.component`` that ships the component's own modules into the pod.
@@ -250,6 +310,9 @@ def runtime_component(
             section (see :func:`with_parameter_docs`).
         image: The component's default image ("" = :data:`BASE_IMAGE`); it must carry whatever ``packages`` leaves
             out (e.g. torch).
+        needs_full_environment: Sub-directories of the component's directory whose code runs only where every
+            dependency is present (the prebuilt runtime image, or ``kfp.local`` with ``INSTALL_PACKAGES`` off): left
+            out of bundles that pip-install ``packages``, which lack them (and Linux caps the bundle's size).
         **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
 
     Returns:
@@ -277,7 +340,9 @@ def runtime_component(
                 component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
             else:
                 with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, reproducible_archive():
-                    stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
+                    component_dir = Path(component_file).parent
+                    excluded = [component_dir / name for name in needs_full_environment] if INSTALL_PACKAGES else []
+                    stage_runtime_bundle([component_dir, *extra_dirs], Path(staging), excluded)
                     component = dsl.component(
                         target,
                         base_image=step_image,

@@ -23,6 +23,7 @@ from pipelines.training.finetuning.interface import step_of_task, task_wiring
 DATASET_URI = ("dataset", "dataset_uri")
 BASE_MODEL = ("train", "training_base_model")
 LAUNCHER = ("train", "training_launcher")
+BACKEND = ("train", "training_backend")
 RUNTIME_NAME = ("train", "training_runtime_name")
 RUNTIME_KIND = ("train", "training_runtime_kind")
 TRAINING_IMAGE = ("train", "training_image")

@@ -16,6 +16,7 @@ import yaml
 from components.training import finetuning
 from components.training.finetuning.cluster.errors import JobError
 from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
+from components.training.finetuning.config import runtime_name_of
 from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues
@@ -74,7 +75,9 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
     """Check 1: the launcher's CRDs are served and the referenced runtime exists; returns the resolved launcher.
 
     The launcher ``auto`` resolves as the training step resolves it: ``trainjob`` when Kubeflow Trainer serves
-    ``trainjobs`` and the runtime exists, else ``pytorchjob`` when the Training Operator serves ``pytorchjobs``.
+    ``trainjobs`` and the runtime exists, else ``pytorchjob`` when the Training Operator serves ``pytorchjobs``. The
+    runtime is ``training_runtime_name``, else the backend's: ``torch-distributed`` for
+    ``training_backend="transformers"``, ``training-hub`` otherwise.
     """
     from components.training.finetuning.cluster import backends
 
@@ -87,7 +90,9 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
         return [
             ok("backend", "launcher 'local': training runs in the pipeline step's pod (CPU); no backend needed")
         ], LOCAL
-    runtime_name, runtime_kind = str(values.get(keys.RUNTIME_NAME)), str(values.get(keys.RUNTIME_KIND))
+    # The runtime the step references: training_runtime_name, else the backend's (torch-distributed for transformers).
+    runtime_name = runtime_name_of(str(values.get(keys.RUNTIME_NAME) or ""), str(values.get(keys.BACKEND) or ""))
+    runtime_kind = str(values.get(keys.RUNTIME_KIND))
     namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
     trainer = backends.BACKEND_RESOURCES[TRAINJOB]
     operator = backends.BACKEND_RESOURCES[PYTORCHJOB]

@@ -86,9 +86,11 @@ def model_registry_request(**arguments: Any) -> Any:
 
 def job_spec_settings(**fields: Any) -> dict[str, Any]:
     """The ``JobSpec`` settings that are ``train_model`` parameters, at the component's defaults, then ``fields``."""
+    from components.training.finetuning.config import runtime_name_of
+
     defaults = component_defaults(_train_model())
-    settings = {
-        "runtime_name": defaults["training_runtime_name"],
+    settings = {  # the runtime as the launcher resolves it ('' = the backend's runtime)
+        "runtime_name": runtime_name_of(defaults["training_runtime_name"], defaults["training_backend"]),
         "runtime_kind": defaults["training_runtime_kind"],
         "num_nodes": defaults["training_num_nodes"],
         "gpus_per_node": defaults["training_gpus_per_node"],

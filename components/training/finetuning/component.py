@@ -30,7 +30,13 @@ PASSTHROUGHS = [
 
 
 @route_string_arguments({"dataset": "dataset_path"})
-@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS, task_config_passthroughs=PASSTHROUGHS)
+@runtime_component(
+    __file__,
+    packages=PACKAGES,
+    parameter_docs=PARAMETER_DOCS,
+    task_config_passthroughs=PASSTHROUGHS,
+    needs_full_environment=("local",),  # the in-process trainer: torch etc. (runtime image or kfp.local)
+)
 def train_model(
     output_model: dsl.Output[dsl.Model],
     output_metrics: dsl.Output[dsl.Metrics],
@@ -71,7 +77,7 @@ def train_model(
     training_cpu_per_node: str = "",
     training_memory_per_node: str = "",
     training_env_vars: dict = {},
-    training_runtime_name: str = "training-hub",
+    training_runtime_name: str = "",
     training_runtime_kind: str = "ClusterTrainingRuntime",
     training_image: str = "",
     training_namespace: str = "",

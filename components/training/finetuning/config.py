@@ -24,6 +24,13 @@ CLUSTER_BACKENDS = ("trainjob", "pytorchjob", "auto")
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 #: Training Hub's backends per algorithm (training-hub 0.11.2); ``hub_backend=""`` takes the first.
 HUB_BACKENDS = {"sft": ("instructlab-training",), "osft": ("mini-trainer",), "lora": ("unsloth",)}
+#: ``training_backend`` of the project's own trainer (:mod:`.hf_trainer`, every algorithm) instead of Training Hub:
+#: in-process for ``training_launcher="local"``, under ``torchrun`` in the job's pods otherwise.
+TRANSFORMERS_BACKEND = "transformers"
+#: The Trainer runtime a TrainJob references when ``training_runtime_name`` is ``""``, by backend: Training Hub's
+#: image for its backends, the upstream PyTorch runtime (``torch-distributed``) for the ``transformers`` backend.
+TRAINING_HUB_RUNTIME = "training-hub"
+TORCH_DISTRIBUTED_RUNTIME = "torch-distributed"
 #: FSDP sharding strategies of ``instructlab-training`` (``FSDPOptions.sharding_strategy``).
 FSDP_SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
 
@@ -35,6 +42,16 @@ class TrainingConfigError(ValueError):
 def component_argument(name: str) -> str:
     """The ``train_model`` argument (the name a user sets) of a :class:`TrainingConfig` field."""
     return "training_backend" if name == "hub_backend" else f"training_{name}"
+
+
+def default_runtime_name(hub_backend: str) -> str:
+    """The runtime of a ``training_backend``: ``torch-distributed`` for ``transformers``, else ``training-hub``."""
+    return TORCH_DISTRIBUTED_RUNTIME if hub_backend == TRANSFORMERS_BACKEND else TRAINING_HUB_RUNTIME
+
+
+def runtime_name_of(runtime_name: str, hub_backend: str) -> str:
+    """The runtime a TrainJob references: ``training_runtime_name``, or the backend's when it is ``""``."""
+    return str(runtime_name or "").strip() or default_runtime_name(hub_backend)
 
 
 def _fail(name: str, value: Any, rule: str, source: str) -> None:
@@ -138,12 +155,14 @@ class TrainingConfig(Hyperparameters):
             the model supports it; the local backend follows this setting).
         checkpoint_at_epoch: Save a checkpoint after every epoch.
         save_final_checkpoint: Save the final model (must stay true for ``sft`` on Training Hub, which always does).
-        fsdp_sharding_strategy: FSDP strategy, one of :data:`FSDP_SHARDING_STRATEGIES`.
+        fsdp_sharding_strategy: FSDP strategy of full fine-tuning (``sft``), one of :data:`FSDP_SHARDING_STRATEGIES`
+            (Training Hub's instructlab-training, or FSDP2 in the ``transformers`` backend).
         resume: Continue from the newest complete checkpoint in the output directory when there is one.
         max_steps: Stop after this many optimizer steps (0 = no limit).
         checkpoint_interval_steps: Local backend: also save a resumable checkpoint every this many optimizer steps
             (0 = off); a SIGTERM always saves one.
-        hub_backend: Training Hub's backend for the algorithm (:data:`HUB_BACKENDS`; ``""`` = its default).
+        hub_backend: Training Hub's backend for the algorithm (:data:`HUB_BACKENDS`; ``""`` = its default), or
+            :data:`TRANSFORMERS_BACKEND` (the project's own trainer instead of Training Hub).
     """
 
     base_model: str
@@ -225,9 +244,9 @@ class TrainingConfig(Hyperparameters):
             ("checkpoint_interval_steps", self.checkpoint_interval_steps >= 0, "must be >= 0 (0 = off)"),
             (
                 "hub_backend",
-                self.hub_backend in ("", *HUB_BACKENDS.get(self.algorithm, ())),
-                f"Training Hub's {self.algorithm} backends are {', '.join(HUB_BACKENDS.get(self.algorithm, ()))} "
-                "('' = the default)",
+                self.hub_backend in ("", TRANSFORMERS_BACKEND, *HUB_BACKENDS.get(self.algorithm, ())),
+                f"must be Training Hub's {self.algorithm} backend ({', '.join(HUB_BACKENDS.get(self.algorithm, ()))}"
+                f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (the project's own trainer under torchrun)",
             ),
         ]
         for name, ok, rule in checks:

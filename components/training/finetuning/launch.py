@@ -20,8 +20,14 @@ from typing import Any
 
 from components._common.files import write_text_atomically
 from components._common.namespace import pod_namespace
-from components.training.finetuning import tracking
-from components.training.finetuning.config import TrainingConfig, TrainingConfigError, TrainModelRequest
+from components.training.finetuning import tracking, transformers_backend
+from components.training.finetuning.config import (
+    TRANSFORMERS_BACKEND,
+    TrainingConfig,
+    TrainingConfigError,
+    TrainModelRequest,
+    runtime_name_of,
+)
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.spec import JobSpec, SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
@@ -102,10 +108,17 @@ def without_launcher_resources(task_config: Any) -> Any:
 def build_job_spec(
     config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest, owner: Any
 ) -> JobSpec:
-    """The :class:`~.manifests.spec.JobSpec` running the staged entrypoint (secrets referenced, never copied).
+    """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied).
 
+    The command is Training Hub's entrypoint, or the ``transformers`` backend's ``launch.py``
+    (:func:`.transformers_backend.pod_command`); the runtime is ``training_runtime_name``, else the backend's
+    (:func:`~.config.runtime_name_of`: ``torch-distributed`` for ``transformers``, else ``training-hub``).
     ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
     """
+    if request.training_backend == TRANSFORMERS_BACKEND:
+        command, args = transformers_backend.pod_command(config_path)
+    else:
+        command, args = ["python", str(config_path.parent / "entrypoint.py")], ["--config", str(config_path)]
     secret_env = []
     if request.hf_token_secret_name:
         secret_env.append(SecretEnvVar(HF_TOKEN_KEY, request.hf_token_secret_name, HF_TOKEN_KEY, True))
@@ -116,10 +129,10 @@ def build_job_spec(
         run_id=run_id,
         task_name=task_name,
         namespace=job_namespace(request),
-        command=["python", str(config_path.parent / "entrypoint.py")],
-        args=["--config", str(config_path)],
+        command=command,
+        args=args,
         image=request.training_image,
-        runtime_name=request.training_runtime_name,
+        runtime_name=runtime_name_of(request.training_runtime_name, request.training_backend),
         runtime_kind=request.training_runtime_kind,
         num_nodes=request.training_num_nodes,
         gpus_per_node=request.training_gpus_per_node,
@@ -184,8 +197,9 @@ def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
         from components.training.finetuning.cluster import backends
 
         request = plan.request
+        runtime_name = runtime_name_of(request.training_runtime_name, request.training_backend)
         backend = backends.select_backend(
-            api_client, request.training_runtime_name, request.training_runtime_kind, job_namespace(request), log=log
+            api_client, runtime_name, request.training_runtime_kind, job_namespace(request), log=log
         )
         if backend == "pytorchjob":
             require_training_image("auto", request.training_image)
@@ -236,8 +250,13 @@ def train_on_cluster(
         settings,
         model_path=model_path,
     )
-    entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
-    log_memory_estimate(plan, model_path, log)
+    transformers = plan.config.hub_backend == TRANSFORMERS_BACKEND
+    if transformers:
+        metrics_name = transformers_backend.METRICS_FILE
+    else:
+        entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
+        log_memory_estimate(plan, model_path, log)
+        metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
     manifest = build_job_manifest(
         backend, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner
@@ -254,7 +273,7 @@ def train_on_cluster(
         timeout_seconds=request.training_timeout_seconds,
         cleanup_policy=request.training_cleanup_policy,
         delete_on_success=request.training_delete_on_success,
-        metrics_file=str(ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]),
+        metrics_file=str(ckpt_dir / metrics_name),
         metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
         log=log,
         timeout_counts_paused_time=request.training_timeout_counts_paused_time,
@@ -263,10 +282,19 @@ def train_on_cluster(
         launcher_pod=(launcher.namespace, launcher.name),
         **options,
     )
-    records = metrics_module.read_metrics(ckpt_dir, epochs)
+    records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir, epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
+    result = transformers_backend.read_result(ckpt_dir) if transformers else {}
     return BackendRun(
-        find_final_checkpoint(ckpt_dir), records, seconds, name, model_facts, backend=backend, job_kind=manifest["kind"]
+        find_final_checkpoint(ckpt_dir),
+        records,
+        seconds,
+        name,
+        {**model_facts, **{key: result[key] for key in ("resumed_from", "adapter_path") if result.get(key)}},
+        eval_loss=result.get("eval_loss"),
+        backend=backend,
+        base_eval_loss=result.get("base_eval_loss"),
+        job_kind=manifest["kind"],
     )
 
 
@@ -283,9 +311,10 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> Pod
     """What the run config tells the training pods beyond the hyper-parameters.
 
     ``progress``: the dashboard progress server (``training_progress_tracking``, ``training_progress_metrics_port``);
-    ``jit_checkpoint``: Training Hub's ``enable_jit_checkpoint``; ``mlflow``: the tracking URI, experiment and a run
-    name (``<job name>-training-hub``, beside this step's own run) for Training Hub's own MLflow logging. A URI with
-    credentials in it is not handed to the pods (the run config lies on the PVC); use a token secret instead.
+    ``jit_checkpoint``: the pods' just-in-time checkpoint on SIGTERM; ``mlflow``: the tracking URI, experiment and a
+    run name (``<job name>-training-hub`` or ``-transformers``, beside this step's own run) for the pods' own MLflow
+    logging. A URI with credentials in it is not handed to the pods (the run config lies on the PVC); use a token
+    secret instead.
     """
     request = plan.request
     mlflow = MlflowSettings(tracking_uri="", experiment_name="", run_name="")
@@ -296,7 +325,7 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> Pod
             mlflow = MlflowSettings(
                 tracking_uri=tracker.tracking_uri,
                 experiment_name=tracker.experiment_name,
-                run_name=f"{job_name(plan.run_id, plan.task_name)}-training-hub",
+                run_name=f"{job_name(plan.run_id, plan.task_name)}-{_pod_trainer(plan)}",
             )
     progress = ProgressSettings(
         enabled=request.training_progress_tracking,
@@ -304,6 +333,11 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> Pod
         termination_log=progress_server.TERMINATION_LOG,
     )
     return PodSettings(progress=progress, jit_checkpoint=request.training_jit_checkpoint, mlflow=mlflow)
+
+
+def _pod_trainer(plan: RunPlan) -> str:
+    """What trains in the pods, naming their MLflow run: ``transformers`` or ``training-hub``."""
+    return TRANSFORMERS_BACKEND if plan.config.hub_backend == TRANSFORMERS_BACKEND else "training-hub"
 
 
 def stage_pod_script(run_dir: Path) -> Path:
@@ -333,17 +367,25 @@ def write_run_config(
     ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
     controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`pod_settings`) add
     ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the workspace
-    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``.
+    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``. With
+    ``training_backend="transformers"`` the project's trainer and the data with string contents are staged
+    (:mod:`.transformers_backend`) instead of the Training Hub entrypoint.
 
     Returns:
         The config file (a :class:`~.pod.run_config.RunConfig`).
     """
-    stage_pod_script(run_dir)
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)
-    shutil.copyfile(data_file, data_dir / "train.jsonl")
-    if eval_file is not None:
-        shutil.copyfile(eval_file, data_dir / "eval.jsonl")
+    if config.hub_backend == TRANSFORMERS_BACKEND:
+        transformers_backend.stage_code(run_dir)
+        transformers_backend.stage_data(data_file, data_dir / "train.jsonl", "train_dataset")
+        if eval_file is not None:
+            transformers_backend.stage_data(eval_file, data_dir / "eval.jsonl", "eval_dataset")
+    else:
+        stage_pod_script(run_dir)
+        shutil.copyfile(data_file, data_dir / "train.jsonl")
+        if eval_file is not None:
+            shutil.copyfile(eval_file, data_dir / "eval.jsonl")
     run_config = RunConfig(
         version=RUN_CONFIG_VERSION,
         base_model=config.base_model,

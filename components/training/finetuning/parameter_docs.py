@@ -24,8 +24,10 @@ PARAMETER_DOCS = {
     ),
     "training_algorithm": ("`sft` | `osft` | `lora` (case-insensitive: the guide's `OSFT` works)."),
     "training_backend": (
-        "Training Hub's backend: `instructlab-training` (SFT), `mini-trainer` (OSFT), `unsloth` (LoRA); '' = the "
-        "algorithm's default."
+        "What trains: Training Hub's backend `instructlab-training` (SFT), `mini-trainer` (OSFT), `unsloth` (LoRA), "
+        "'' = the algorithm's default; or `transformers`: the project's own transformers/peft trainer (any "
+        "algorithm) under torchrun in the job's pods (DDP; NCCL on GPUs, gloo on CPU), on the `torch-distributed` "
+        "runtime by default."
     ),
     "training_launcher": (
         "`trainjob` (Kubeflow Trainer v2) | `pytorchjob` (Training Operator v1; needs `training_image`) | `auto` "
@@ -55,13 +57,17 @@ PARAMETER_DOCS = {
     ),
     "training_checkpoint_at_epoch": ("Checkpoint after every epoch (local: resumable state)."),
     "training_save_final_checkpoint": ("Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`)."),
-    "training_fsdp_sharding_strategy": ("`FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD` (SFT)."),
+    "training_fsdp_sharding_strategy": (
+        "`FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD`: SFT's FSDP (Training Hub's, or FSDP2 in the "
+        "`transformers` backend; its LoRA and OSFT use DDP)."
+    ),
     "training_resume": (
         "Resume from the newest complete checkpoint of this run/task; False wipes the run directory first."
     ),
     "training_max_steps": ("Stop after this many optimizer steps (0 = no limit)."),
     "training_checkpoint_interval_steps": (
-        "Local backend: also save a resumable checkpoint every N steps (0 = off); SIGTERM always saves one."
+        "Local launcher and `transformers` backend: also save a resumable checkpoint every N steps (0 = off); SIGTERM "
+        "always saves one."
     ),
     "training_num_nodes": ("TrainJob nodes (pods); Training Hub's nnodes."),
     "training_gpus_per_node": (
@@ -70,7 +76,10 @@ PARAMETER_DOCS = {
     "training_gpu_resource_name": ("Extended resource name of the GPUs (e.g. nvidia.com/gpu, amd.com/gpu)."),
     "training_cpu_per_node": ("CPU request per node ('' = the runtime's)."),
     "training_memory_per_node": ("Memory request per node ('' = the runtime's)."),
-    "training_runtime_name": ("The Trainer runtime the TrainJob references."),
+    "training_runtime_name": (
+        "The Trainer runtime the TrainJob references; '' = the backend's: `torch-distributed` for "
+        "`training_backend='transformers'`, else `training-hub`."
+    ),
     "training_runtime_kind": ("ClusterTrainingRuntime | TrainingRuntime."),
     "training_image": ("Image override of the trainer ('' = the runtime's image); required for `pytorchjob`."),
     "training_namespace": ('TrainJob namespace; "" = the pipeline pod\'s namespace.'),
@@ -119,7 +128,8 @@ PARAMETER_DOCS = {
     "training_progress_metrics_port": ("Port of the rank-0 pod's progress server (1024-65535)."),
     "training_progress_poll_interval_seconds": ("How often the dashboard's controller polls that server (5-300 s)."),
     "training_jit_checkpoint": (
-        "Training Hub saves a just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues from it."
+        "The training pods (Training Hub, or the `transformers` backend at the end of the running step) save a "
+        "just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues from it."
     ),
     "pvc_path": ('Pass `dsl.WORKSPACE_PATH_PLACEHOLDER`; "" = a temporary directory (local backend only).'),
     "training_mlflow_tracking_uri": (

@@ -89,10 +89,10 @@ def write_output(what: str, target: Path, needed: int, write: Any) -> Any:
 
 
 def find_final_checkpoint(ckpt_dir: Path) -> Path:
-    """The final Hugging Face checkpoint Training Hub left in ``ckpt_dir``.
+    """The final Hugging Face checkpoint the training pods left in ``ckpt_dir``.
 
-    The newest ``hf_format/samples_<N>`` (SFT and OSFT), else ``ckpt_dir`` itself when it holds a model or adapter
-    (LoRA saves there).
+    The newest ``hf_format/samples_<N>`` (Training Hub SFT and OSFT), else ``final/`` (the ``transformers`` backend,
+    :mod:`.hf_trainer.loop`), else ``ckpt_dir`` itself when it holds a model or adapter (Training Hub LoRA saves there).
 
     Raises:
         FileNotFoundError: No checkpoint.
@@ -100,6 +100,8 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
     candidates = [p for p in (ckpt_dir / "hf_format").glob("*") if (p / "config.json").is_file()]
     if candidates:
         return max(candidates, key=lambda p: (_samples_seen(p.name), p.stat().st_mtime))
+    if (ckpt_dir / "final" / "config.json").is_file():
+        return ckpt_dir / "final"
     if (ckpt_dir / "config.json").is_file() or (ckpt_dir / "adapter_config.json").is_file():
         return ckpt_dir
     raise FileNotFoundError(f"no final checkpoint (hf_format/* or a model) under {ckpt_dir}")

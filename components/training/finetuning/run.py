@@ -2,11 +2,12 @@
 
 Everything is checked before anything trains or is submitted (:func:`validate_request`). Then:
 
-* ``backend="local"``: :func:`.local.trainer.train_locally` in this process;
+* ``backend="local"``: :func:`.local.trainer.train_locally` in this process (the trainer core of :mod:`.hf_trainer`);
 * ``backend="trainjob"``: the run directory on the workspace PVC receives the pod script, ``run_config.json`` and
   the dataset (:func:`.launch.write_run_config`); a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`,
-  run by :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub. The final
-  checkpoint and metrics are read back from the PVC.
+  run by :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub — or, with
+  ``training_backend="transformers"``, runs the project's own trainer under ``torchrun`` on the ``torch-distributed``
+  runtime (:mod:`.transformers_backend`). The final checkpoint and metrics are read back from the PVC.
 * ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`, from
   the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
 * ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers
@@ -35,17 +36,17 @@ from typing import Any
 
 from components._common.artifacts import find_artifact_file
 from components._common.masking import masked
-from components.training.finetuning import tracking
+from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.cluster.lifecycle import CLEANUP_POLICIES
 from components.training.finetuning.config import (
     BACKENDS,
     CLUSTER_BACKENDS,
+    TRANSFORMERS_BACKEND,
     TrainingConfig,
     TrainingConfigError,
     TrainModelRequest,
 )
 from components.training.finetuning.launch import pod_settings, require_training_image, train_on_cluster
-from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
@@ -96,7 +97,10 @@ def validate_request(request: TrainModelRequest, has_eval_data: bool) -> Trainin
     except ValueError as error:
         raise TrainingConfigError(str(error)) from None
     if backend in CLUSTER_BACKENDS:
-        problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
+        if config.hub_backend == TRANSFORMERS_BACKEND:
+            problems = transformers_backend.unsupported_settings(config.hyperparameters())
+        else:
+            problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
         if problems:
             raise TrainingConfigError(f"train_model (training_launcher={backend}): " + "; ".join(problems))
     if backend == "pytorchjob":
@@ -273,6 +277,16 @@ def _require_local_training_packages(algorithm: str) -> None:
 
 
 def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> BackendRun:
+    # Imported here: the in-process trainer needs torch and transformers (the runtime image, or kfp.local's complete
+    # environment); the cluster launchers never import it.
+    try:
+        from components.training.finetuning.local import trainer as local_backend
+    except ModuleNotFoundError:  # a bundle built to pip-install packages leaves local/ out (no torch there)
+        raise TrainingConfigError(
+            "train_model parameter training_launcher='local' needs the runtime image: compile with "
+            "KFP_FINETUNE_RUNTIME_IMAGE (see Containerfile) or use training_launcher='trainjob'"
+        ) from None
+
     config = plan.config
     source, model_facts = stage_base_model(plan, log)
     if source is None:

@@ -80,7 +80,7 @@ def osft_pipeline(
     phase_02_train_opt_cpu: str = "8",
     phase_02_train_opt_memory: str = "32Gi",
     phase_02_train_opt_env_vars: dict = {},
-    phase_02_train_opt_runtime: str = "training-hub",
+    phase_02_train_opt_runtime: str = "",
     phase_02_train_opt_runtime_kind: str = "ClusterTrainingRuntime",
     phase_02_train_opt_image: str = "",
     phase_02_train_opt_namespace: str = "",
@@ -180,12 +180,13 @@ def osft_pipeline(
             there; the local backend honours both.
         phase_02_train_opt_save_epoch: Checkpoint after every epoch (local: resumable state).
         phase_02_train_opt_save_final: Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`).
-        phase_02_train_opt_fsdp_sharding: `FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD` (SFT).
+        phase_02_train_opt_fsdp_sharding: `FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD`: SFT's FSDP
+            (Training Hub's, or FSDP2 in the `transformers` backend; its LoRA and OSFT use DDP).
         phase_02_train_opt_resume: Resume from the newest complete checkpoint of this run/task; False wipes the run
             directory first.
         phase_02_train_opt_max_steps: Stop after this many optimizer steps (0 = no limit).
-        phase_02_train_opt_checkpoint_interval: Local backend: also save a resumable checkpoint every N steps (0 = off);
-            SIGTERM always saves one.
+        phase_02_train_opt_checkpoint_interval: Local launcher and `transformers` backend: also save a resumable
+            checkpoint every N steps (0 = off); SIGTERM always saves one.
         phase_02_train_opt_mlflow_uri: MLflow tracking URI ('' = `MLFLOW_TRACKING_URI` if set, else no tracking):
             params, per-step metrics, model location; the run id goes to the model's `mlflow_run_id`.
         phase_02_train_opt_launcher: `trainjob` (Kubeflow Trainer v2) | `pytorchjob` (Training Operator v1; needs
@@ -194,14 +195,17 @@ def osft_pipeline(
             registries only); default verifies.
         phase_02_train_opt_oci_ca_bundle: oci:// base models: CA bundle (PEM file path in the task, or PEM text) that
             verifies the registry's TLS certificate; '' = the system CAs (or REQUESTS_CA_BUNDLE).
-        phase_02_train_opt_backend: Training Hub's backend: `instructlab-training` (SFT), `mini-trainer` (OSFT),
-            `unsloth` (LoRA); '' = the algorithm's default.
+        phase_02_train_opt_backend: What trains: Training Hub's backend `instructlab-training` (SFT), `mini-trainer`
+            (OSFT), `unsloth` (LoRA), '' = the algorithm's default; or `transformers`: the project's own
+            transformers/peft trainer (any algorithm) under torchrun in the job's pods (DDP; NCCL on GPUs, gloo on
+            CPU), on the `torch-distributed` runtime by default.
         phase_02_train_opt_gpu_resource: Extended resource name of the GPUs (e.g. nvidia.com/gpu, amd.com/gpu).
         phase_02_train_opt_cpu: CPU request per node ('' = the runtime's).
         phase_02_train_opt_memory: Memory request per node ('' = the runtime's).
         phase_02_train_opt_env_vars: Literal environment variables of the training pods (secrets: use the mounted
             secrets instead); SFT pipelines set `INSTRUCTLAB_NCCL_TIMEOUT_MS`.
-        phase_02_train_opt_runtime: The Trainer runtime the TrainJob references.
+        phase_02_train_opt_runtime: The Trainer runtime the TrainJob references; '' = the backend's:
+            `torch-distributed` for `training_backend='transformers'`, else `training-hub`.
         phase_02_train_opt_runtime_kind: ClusterTrainingRuntime | TrainingRuntime.
         phase_02_train_opt_image: Image override of the trainer ('' = the runtime's image); required for `pytorchjob`.
         phase_02_train_opt_namespace: TrainJob namespace; "" = the pipeline pod's namespace.
@@ -226,8 +230,9 @@ def osft_pipeline(
             page: annotates the job and serves it from the rank-0 pod.
         phase_02_train_opt_progress_port: Port of the rank-0 pod's progress server (1024-65535).
         phase_02_train_opt_progress_poll_interval: How often the dashboard's controller polls that server (5-300 s).
-        phase_02_train_opt_jit_checkpoint: Training Hub saves a just-in-time checkpoint on SIGTERM (pause/preemption); a
-            resumed job continues from it.
+        phase_02_train_opt_jit_checkpoint: The training pods (Training Hub, or the `transformers` backend at the end
+            of the running step) save a just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues
+            from it.
         phase_03_eval_man_eval_tasks: lm-eval task, group or tag names. Built-in names need their datasets (see
             *Disconnected clusters*). An entry that is a local directory (`/...` or `./...`) of task YAMLs evaluates
             every task they declare (staged like `custom_tasks`). May be empty when `eval_dataset` is given.

@@ -1,216 +1,41 @@
-"""The ``local`` backend: in-process CPU (or single-device) training with ``transformers`` (+ ``peft`` for LoRA).
+"""The ``local`` launcher: the trainer core (:mod:`..hf_trainer.loop`) in this process, on CPU (or one device).
 
-Same input as the cluster path (chat JSONL with a ``messages`` list per row), assistant-only loss from the chat
-template, seeded and reproducible. Layout of ``output_dir``::
-
-    metrics.jsonl                      one record per optimizer step (see .metrics)
-    checkpoints/step_<N>/state.pt      resumable state (model, optimizer, scheduler, RNG) after optimizer step N
-    checkpoints/step_<N>/done.json     written last: {"step", "epoch", "offset", "elapsed"} marks it complete
-    final/                             the trained model + tokenizer (save_pretrained layout; LoRA merged)
-    adapter/                           LoRA only: the adapter alone
-
-Checkpoints (:class:`.preemption.CheckpointWriter`: staged, marker last, renamed into place; the newest two kept) are
-written at the end of each epoch (``checkpoint_at_epoch``), every ``checkpoint_interval_steps`` steps, and on SIGTERM
-at the end of the running step (:func:`.preemption.save_on_sigterm`, exit 143). ``resume`` restarts from the newest
-complete one (:func:`.preemption.newest_complete_checkpoint`) at the same sample of the same epoch, so an interrupted
-and resumed run ends with the same steps and losses as an uninterrupted one. Older ``checkpoints/epoch_<e>`` ones
-(marker without ``offset``: the end of epoch ``e``) are resumed from too.
+This module only feeds the core: the chat rows read and checked by the project's chat-format reader, and a single
+process instead of a ``torchrun`` rank. The same core runs in the ``transformers`` backend's training pods
+(:mod:`..hf_trainer.pod_worker`). It needs ``torch`` and ``transformers`` (+ ``peft`` for LoRA) in the task's
+environment: the prebuilt runtime image (``KFP_FINETUNE_RUNTIME_IMAGE``, see ``Containerfile``) on a cluster, or the
+complete environment of ``kfp.local`` (the demo).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import random
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from components._common.files import replace_dir
-from components.training.finetuning.config import TrainingConfig
-from components.training.finetuning.local import osft, preemption
-from components.training.finetuning.local.data import (
-    IGNORE_INDEX,
-    Sample,
-    micro_batches,
-    summed_token_loss,
-    tokenize_dataset,
-)
-from components.training.finetuning.pod import metrics as metrics_module
+from components._common.chat_format import ChatFormatError, iter_chat_file
+from components.training.finetuning.hf_trainer import loop
+from components.training.finetuning.hf_trainer.data import LocalTrainingError
 
-FINAL_DIR = "final"
-ADAPTER_DIR = "adapter"
-CHECKPOINTS_DIR = "checkpoints"
-#: Complete checkpoints kept (older ones are deleted once a newer one is in place).
-KEEP_CHECKPOINTS = 2
+if TYPE_CHECKING:
+    from components.training.finetuning.config import TrainingConfig
+
+#: The in-process result (kept under the name callers know).
+LocalTrainingResult = loop.TrainingResult
+FINAL_DIR, ADAPTER_DIR, CHECKPOINTS_DIR = loop.FINAL_DIR, loop.ADAPTER_DIR, loop.CHECKPOINTS_DIR
 
 
-@dataclasses.dataclass
-class LocalTrainingResult:
-    """What a local run produced.
+def chat_rows(path: Path, label: str) -> Iterator[dict[str, Any]]:
+    """The checked rows of a chat JSONL file, list-of-parts contents joined (the dataset step's rules).
 
-    Attributes:
-        final_model_dir: The trained model in ``save_pretrained`` layout (merged for LoRA).
-        metrics_path: The per-step JSONL file.
-        records: The step records of the whole run (including steps before a resume).
-        train_seconds: Wall-clock seconds of this process's training loop.
-        resumed_from: The checkpoint training resumed from, or ``None``.
-        adapter_dir: LoRA only: the adapter directory.
-        eval_loss: Mean assistant-token loss on the eval data after training, when eval data was given.
-        base_eval_loss: The same loss of the base model before training (a fresh start only; ``None`` on resume),
-            so that a run shows whether training improved on the base model.
+    Raises:
+        LocalTrainingError: A row breaks a rule (names the file, the line and the rule).
     """
-
-    final_model_dir: Path
-    metrics_path: Path
-    records: list[dict[str, Any]]
-    train_seconds: float
-    resumed_from: Path | None = None
-    adapter_dir: Path | None = None
-    eval_loss: float | None = None
-    base_eval_loss: float | None = None
-
-
-def _seed_everything(seed: int) -> None:
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _load_model(config: TrainingConfig, model_source: str):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_source)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    _seed_everything(config.seed)
-    model = AutoModelForCausalLM.from_pretrained(model_source, dtype="float32")
-    if config.gradient_checkpointing and getattr(model, "supports_gradient_checkpointing", False):
-        # Non-reentrant: also right when only adapters (LoRA) or a subspace (OSFT) require gradients.
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.config.use_cache = False
-    if config.algorithm == "lora":
-        from peft import LoraConfig, get_peft_model
-
-        lora = LoraConfig(
-            r=config.lora_r,
-            lora_alpha=config.lora_alpha,
-            lora_dropout=config.lora_dropout,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        )
-        model = get_peft_model(model, lora)
-    elif config.algorithm == "osft":
-        osft.attach_osft(model, config.unfreeze_rank_ratio)
-    return model, tokenizer
-
-
-def _optimizer_and_scheduler(model: Any, config: TrainingConfig, total_steps: int):
-    import torch
-    from transformers import get_scheduler
-
-    parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    optimizer = torch.optim.AdamW(parameters, lr=config.learning_rate, weight_decay=0.0)
-    scheduler = get_scheduler(
-        config.lr_scheduler, optimizer, num_warmup_steps=config.warmup_steps, num_training_steps=total_steps
-    )
-    return optimizer, scheduler
-
-
-def _state_saver(model, optimizer, scheduler) -> Callable[[Path], None]:
-    """Writes the resumable state (model, optimizer, scheduler, both RNGs) of *now* into a checkpoint directory."""
-    import torch
-
-    def write(directory: Path) -> None:
-        state = {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": torch.get_rng_state(),
-            "python_rng": random.getstate(),
-        }
-        torch.save(state, directory / "state.pt")
-
-    return write
-
-
-def _restore_checkpoint(checkpoint: Path, model, optimizer, scheduler) -> dict[str, Any]:
-    """Loads a checkpoint's state; returns its marker (``step``, ``epoch``, ``offset`` when mid-epoch, ``elapsed``)."""
-    import torch
-
-    state = torch.load(checkpoint / "state.pt", weights_only=False)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["rng"])
-    random.setstate(state["python_rng"])
-    marker = preemption.read_marker(checkpoint)
-    assert marker is not None  # newest_complete_checkpoint only returns marked checkpoints
-    return marker
-
-
-@dataclasses.dataclass
-class _Position:
-    """Where the loop is: optimizer steps done, the epoch, and samples of that epoch's order done."""
-
-    step: int = 0
-    epoch: int = 0
-    offset: int = 0
-
-
-def _resume_position(marker: dict[str, Any], samples_per_epoch: int) -> _Position:
-    """The position after a checkpoint; an end-of-epoch one (or an old one without ``offset``) starts the next."""
-    offset = marker.get("offset")
-    if offset is None or offset >= samples_per_epoch:
-        return _Position(marker["step"], marker["epoch"] + 1, 0)
-    return _Position(marker["step"], marker["epoch"], offset)
-
-
-def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
-    """Drops records after ``step`` (logged after the checkpoint, about to be redone) and returns the rest."""
     try:
-        kept = [record for record in metrics_module.read_metrics(metrics_path) if record["step"] <= step]
-    except metrics_module.MetricsFileError:  # missing or without a complete line: nothing to keep
-        kept = []
-    metrics_path.unlink(missing_ok=True)
-    for record in kept:
-        metrics_module.append_record(metrics_path, record)
-    return kept
-
-
-def _epoch_order(sample_count: int, seed: int, epoch: int) -> list[int]:
-    order = list(range(sample_count))
-    random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    return order
-
-
-def _save_final(model: Any, tokenizer: Any, config: TrainingConfig, output_dir: Path) -> tuple[Path, Path | None]:
-    adapter_dir = None
-    if config.algorithm == "lora":
-        adapter_dir = replace_dir(output_dir / ADAPTER_DIR, model.save_pretrained)
-        model = model.merge_and_unload()
-    elif config.algorithm == "osft":
-        osft.merge_osft(model)
-
-    def save(directory: Path) -> None:
-        model.save_pretrained(directory)
-        tokenizer.save_pretrained(directory)
-
-    return replace_dir(output_dir / FINAL_DIR, save), adapter_dir
-
-
-def evaluate_loss(model: Any, samples: list[Sample], pad_token_id: int, max_tokens_per_gpu: int) -> float:
-    """Mean assistant-token cross-entropy of ``model`` on ``samples`` (no gradients)."""
-    import torch
-
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for batch in micro_batches(samples, max_tokens_per_gpu):
-            loss, tokens = summed_token_loss(model, batch, pad_token_id)
-            total, count = total + float(loss), count + tokens
-    return total / max(count, 1)
+        for _, row in iter_chat_file(Path(path), allow_trailing_user=True, label=label):
+            yield row
+    except ChatFormatError as error:
+        raise LocalTrainingError(str(error)) from None
 
 
 def train_locally(
@@ -221,7 +46,7 @@ def train_locally(
     eval_data: Path | None = None,
     log: Callable[[str], None] = print,
     on_step: Callable[[dict[str, Any]], None] | None = None,
-) -> LocalTrainingResult:
+) -> loop.TrainingResult:
     """Fine-tunes ``config.base_model`` on ``train_data`` in this process.
 
     A SIGTERM (preemption, KFP cancel) while training saves a checkpoint at the end of the running step and exits
@@ -230,7 +55,7 @@ def train_locally(
     Args:
         config: The validated training configuration.
         train_data: Chat JSONL file.
-        output_dir: Where metrics, checkpoints and the final model go (see module docstring).
+        output_dir: Where metrics, checkpoints and the final model go (see :mod:`..hf_trainer.loop`).
         model_source: Local directory or HF id to load (default ``config.base_model``; resolve URIs first).
         eval_data: Optional chat JSONL scored after training.
         log: Progress sink (one line per step).
@@ -242,112 +67,13 @@ def train_locally(
     Raises:
         SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).
     """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = _load_model(config, model_source or config.base_model)
-    samples = tokenize_dataset(tokenizer, Path(train_data), config.max_seq_len)
-    steps_per_epoch = math.ceil(len(samples) / config.effective_batch_size)
-    total_steps = steps_per_epoch * config.num_epochs
-    total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
-    optimizer, scheduler = _optimizer_and_scheduler(model, config, total_steps)
-    eval_samples = tokenize_dataset(tokenizer, Path(eval_data), config.max_seq_len) if eval_data is not None else None
-    metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
-    writer = preemption.CheckpointWriter(output_dir / CHECKPOINTS_DIR, keep_last=KEEP_CHECKPOINTS)
-    checkpoint = preemption.newest_complete_checkpoint(writer.root) if config.resume else None
-    position, elapsed_before = _Position(), 0.0
-    if checkpoint is not None:
-        marker = _restore_checkpoint(checkpoint, model, optimizer, scheduler)
-        position, elapsed_before = _resume_position(marker, len(samples)), marker.get("elapsed", 0.0)
-        log(f"resuming from {checkpoint} (epoch {position.epoch}, sample {position.offset}, step {position.step})")
-        records = _keep_records_up_to(metrics_path, position.step)
-    else:
-        metrics_path.unlink(missing_ok=True)
-        records = []
-    base_eval_loss = None
-    if eval_samples is not None and checkpoint is None:
-        model.eval()  # LoRA and OSFT start as the base model, so this is the base model's held-out loss
-        base_eval_loss = evaluate_loss(model, eval_samples, tokenizer.pad_token_id, config.max_tokens_per_gpu)
-        log(f"held-out loss of the base model: {base_eval_loss:.4f}")
-    started = time.perf_counter()
-    save_state = _state_saver(model, optimizer, scheduler)
-
-    def save() -> Path:
-        info = {
-            "epoch": position.epoch,
-            "offset": position.offset,
-            "elapsed": elapsed_before + time.perf_counter() - started,
-        }
-        return writer.write(position.step, save_state, info)
-
-    model.train()
-    with preemption.save_on_sigterm(save, at_step_boundary=True, log=log) as guard:
-        while position.epoch < config.num_epochs and position.step < total_steps:
-            order = _epoch_order(len(samples), config.seed, position.epoch)
-            while position.offset < len(order) and position.step < total_steps:
-                record = _run_step(
-                    model, samples, order, position, config, tokenizer.pad_token_id, optimizer, scheduler
-                )
-                record.update(time=elapsed_before + time.perf_counter() - started, total_steps=total_steps)
-                metrics_module.append_record(metrics_path, record)
-                records.append(record)
-                log(f"step {position.step}/{total_steps} " + _progress(record))
-                if on_step is not None:
-                    on_step(record)
-                interval = config.checkpoint_interval_steps
-                if interval and position.step % interval == 0 and position.step < total_steps:
-                    save()
-                guard.check()
-            if config.checkpoint_at_epoch and position.offset >= len(order):
-                save()
-            if position.offset >= len(order):
-                position.epoch, position.offset = position.epoch + 1, 0
-    train_seconds = time.perf_counter() - started
-    model.eval()
-    eval_loss = None
-    if eval_samples is not None:
-        eval_loss = evaluate_loss(model, eval_samples, tokenizer.pad_token_id, config.max_tokens_per_gpu)
-    final_dir, adapter_dir = _save_final(model, tokenizer, config, output_dir)
-    return LocalTrainingResult(
-        final_dir, metrics_path, records, train_seconds, checkpoint, adapter_dir, eval_loss, base_eval_loss
+    return loop.train(
+        config,
+        Path(output_dir),
+        model_source or config.base_model,
+        chat_rows(train_data, "train_dataset"),
+        chat_rows(eval_data, "eval_dataset") if eval_data is not None else None,
+        data_label=str(train_data),
+        log=log,
+        on_step=on_step,
     )
-
-
-def _progress(record: dict[str, Any]) -> str:
-    return f"epoch {record['epoch']:.2f} loss {record['loss']:.4f} lr {record['lr']:.3g}"
-
-
-def _run_step(model, samples, order, position: _Position, config: TrainingConfig, pad_token_id, optimizer, scheduler):
-    """Trains the next batch of the epoch's order, advances ``position``, returns the step's record (without time)."""
-    step_started = time.perf_counter()
-    batch = [samples[index] for index in order[position.offset : position.offset + config.effective_batch_size]]
-    loss, tokens = _train_step(model, batch, config, pad_token_id, optimizer, scheduler)
-    position.step += 1
-    position.offset += len(batch)
-    return {
-        "step": position.step,
-        "epoch": position.epoch + position.offset / len(order),
-        "loss": loss,
-        "lr": scheduler.get_last_lr()[0],
-        "tokens_per_second": tokens / max(time.perf_counter() - step_started, 1e-9),
-    }
-
-
-def _train_step(model, batch: list[Sample], config: TrainingConfig, pad_token_id: int, optimizer, scheduler):
-    """One optimizer step over ``batch`` with gradient accumulation; returns (mean token loss, input tokens)."""
-    import torch
-
-    label_tokens = sum(sum(1 for t in s.labels[1:] if t != IGNORE_INDEX) for s in batch)
-    total_loss = 0.0
-    for micro_batch in micro_batches(batch, config.max_tokens_per_gpu):
-        loss, _ = summed_token_loss(model, micro_batch, pad_token_id)
-        (loss / label_tokens).backward()
-        total_loss += float(loss.detach())
-    if config.algorithm == "osft":
-        osft.project_gradients(model)
-    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    if config.algorithm == "osft":
-        osft.project_parameters(model)
-    return total_loss / label_tokens, sum(len(sample.input_ids) for sample in batch)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning.hf_trainer import loop
 from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.run import validate_request
 from tests.harness.requests import train_model_request, training_config
@@ -23,7 +24,7 @@ def test_local_training_is_the_same_with_and_without_checkpointing(
         config = training_config(
             base_model=str(tiny_model_dir), algorithm=algorithm, gradient_checkpointing=enabled, **FAST, **extra
         )
-        model, _ = local_backend._load_model(config, str(tiny_model_dir))
+        model, _ = loop._load_model(config, str(tiny_model_dir))
         assert model.is_gradient_checkpointing is enabled
         result = local_backend.train_locally(config, demo_dataset_path, tmp_path / str(enabled), log=lambda _: None)
         losses[enabled] = [record["loss"] for record in result.records]
@@ -47,5 +48,7 @@ def test_training_hub_launchers_refuse_turning_it_off_with_the_reason():
         validate_request(request(), has_eval_data=False)
     assert validate_request(request(training_gradient_checkpointing=True), has_eval_data=False).gradient_checkpointing
     assert not validate_request(request(training_launcher="local"), has_eval_data=False).gradient_checkpointing
+    # The project's own trainer follows the setting in the pods too.
+    assert not validate_request(request(training_backend="transformers"), has_eval_data=False).gradient_checkpointing
     with pytest.raises(TrainingConfigError, match="training_gradient_checkpointing='yes': must be of type bool"):
         validate_request(request(training_gradient_checkpointing="yes"), has_eval_data=False)

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning.local import trainer as local_backend
-from components.training.finetuning.local.preemption import (
+from components.training.finetuning.hf_trainer.preemption import (
     COMPLETE_MARKER,
     SIGTERM_EXIT_CODE,
     CheckpointWriter,
@@ -24,6 +23,7 @@ from components.training.finetuning.local.preemption import (
     read_marker,
     save_on_sigterm,
 )
+from components.training.finetuning.local import trainer as local_backend
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 TOTAL_STEPS = 400
@@ -31,7 +31,7 @@ LOOP = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from components.training.finetuning.local.preemption import (
+    from components.training.finetuning.hf_trainer.preemption import (
         CheckpointWriter, newest_complete_checkpoint, save_on_sigterm,
     )
 

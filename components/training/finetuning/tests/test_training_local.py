@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from components.training.finetuning.config import TrainingConfig
-from components.training.finetuning.local import data as local_data
-from components.training.finetuning.local import osft, preemption
+from components.training.finetuning.hf_trainer import data as local_data
+from components.training.finetuning.hf_trainer import loop, osft, preemption
 from components.training.finetuning.local import trainer as local_backend
 from tests.harness.requests import training_config
 
@@ -108,7 +108,7 @@ def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_d
     assert any(line.startswith("resuming from") for line in lines)
     assert [r["step"] for r in resumed.records] == list(range(1, 9))
     assert [r["loss"] for r in resumed.records] == pytest.approx([r["loss"] for r in straight.records], rel=1e-5)
-    assert 123.0 not in [r["loss"] for r in local_backend.metrics_module.read_metrics(out)]
+    assert 123.0 not in [r["loss"] for r in loop.metrics_module.read_metrics(out)]
 
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
@@ -175,10 +175,10 @@ def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
 
 
 def test_an_end_of_epoch_checkpoint_resumes_at_the_next_epoch():
-    position = local_backend._resume_position
-    assert position({"step": 8, "epoch": 1, "elapsed": 2.0}, 64) == local_backend._Position(8, 2, 0)  # epoch_<e>
-    assert position({"step": 8, "epoch": 1, "offset": 64}, 64) == local_backend._Position(8, 2, 0)
-    assert position({"step": 5, "epoch": 1, "offset": 16}, 64) == local_backend._Position(5, 1, 16)
+    position = loop._resume_position
+    assert position({"step": 8, "epoch": 1, "elapsed": 2.0}, 64) == loop._Position(8, 2, 0)  # epoch_<e>
+    assert position({"step": 8, "epoch": 1, "offset": 64}, 64) == loop._Position(8, 2, 0)
+    assert position({"step": 5, "epoch": 1, "offset": 16}, 64) == loop._Position(5, 1, 16)
 
 
 def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):

@@ -1,13 +1,17 @@
-"""The local trainer's data: chat rows tokenized with assistant-only labels, and micro-batches within a token budget."""
+"""The trainer's data: chat rows tokenized with assistant-only labels, and micro-batches within a token budget.
+
+Rows come in already checked: in-process from the chat-format reader (``components._common.chat_format``), in a
+training pod from the run directory's JSONL, which ``train_model`` checked and wrote with plain string contents
+(:func:`read_jsonl_rows` reads it with the standard library, as the pod has no project dependencies).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
-
-from components.training.finetuning.pod.entrypoint import load_chat_rows
 
 IGNORE_INDEX = -100
 
@@ -62,13 +66,22 @@ def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> Sam
     return Sample(input_ids=input_ids, labels=labels)
 
 
-def tokenize_dataset(tokenizer: Any, path: Path, max_seq_len: int) -> list[Sample]:
-    """Tokenizes a chat JSONL file, dropping samples longer than ``max_seq_len`` or without assistant tokens.
+def read_jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """Yields the JSON object of each non-blank line of a JSONL file that ``train_model`` already checked."""
+    with Path(path).open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
+def tokenize_dataset(tokenizer: Any, rows: Iterable[dict[str, Any]], max_seq_len: int, path: Any = "") -> list[Sample]:
+    """Tokenizes chat rows, dropping samples longer than ``max_seq_len`` or without assistant tokens.
 
     Args:
         tokenizer: A tokenizer with a chat template.
-        path: The JSONL file (``messages`` rows).
+        rows: Checked ``{"messages": [...]}`` rows with string contents.
         max_seq_len: Longest kept sample, in tokens.
+        path: Where the rows come from, for the error message.
 
     Returns:
         The kept samples, in file order.
@@ -76,7 +89,7 @@ def tokenize_dataset(tokenizer: Any, path: Path, max_seq_len: int) -> list[Sampl
     Raises:
         LocalTrainingError: No sample is left.
     """
-    samples = [tokenize_conversation(tokenizer, row["messages"]) for row in load_chat_rows(path)]
+    samples = [tokenize_conversation(tokenizer, row["messages"]) for row in rows]
     kept = [s for s in samples if len(s.input_ids) <= max_seq_len and any(t != IGNORE_INDEX for t in s.labels)]
     if not kept:
         raise LocalTrainingError(
@@ -109,8 +122,11 @@ def micro_batches(samples: list[Sample], max_tokens_per_gpu: int) -> Iterator[li
         yield batch
 
 
-def collate(batch: list[Sample], pad_token_id: int):
-    """Right-padded ``input_ids``, ``labels`` (``IGNORE_INDEX`` in the padding) and the attention mask, as tensors."""
+def collate(batch: list[Sample], pad_token_id: int, device: Any = None):
+    """Right-padded ``input_ids``, ``labels`` (``IGNORE_INDEX`` in the padding) and the attention mask, as tensors.
+
+    ``device``: where the tensors go (``None``: the CPU).
+    """
     import torch
 
     width = max(len(sample.input_ids) for sample in batch)
@@ -122,14 +138,16 @@ def collate(batch: list[Sample], pad_token_id: int):
         input_ids[row, :length] = torch.tensor(sample.input_ids)
         labels[row, :length] = torch.tensor(sample.labels)
         attention[row, :length] = 1
+    if device is not None:
+        return input_ids.to(device), labels.to(device), attention.to(device)
     return input_ids, labels, attention
 
 
-def summed_token_loss(model: Any, batch: list[Sample], pad_token_id: int):
-    """Sum of next-token cross-entropy over the batch's label tokens, and their count."""
+def summed_token_loss(model: Any, batch: list[Sample], pad_token_id: int, device: Any = None):
+    """Sum of next-token cross-entropy over the batch's label tokens, and their count (tensors on ``device``)."""
     import torch
 
-    input_ids, labels, attention = collate(batch, pad_token_id)
+    input_ids, labels, attention = collate(batch, pad_token_id, device)
     logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float()
     targets = labels[:, 1:]
     loss = torch.nn.functional.cross_entropy(

@@ -1,0 +1,105 @@
+"""The ``transformers`` backend's pod command: start ``torchrun`` over this node's processes with the trainer worker.
+
+Staged by ``train_model`` at the root of the run directory's code tree (``<run_dir>/transformers/launch.py``, see
+:mod:`..transformers_backend`), so ``python launch.py --config <run_dir>/run_config.json`` imports the staged
+``components`` package beside it and nothing else of the project. Every pod of the job runs it:
+
+1. the base model is resolved on this node (``pvc://``, ``s3://`` into the shared cache, an HF id with ``HF_TOKEN``;
+   an ``oci://`` model was already pulled by ``train_model`` and arrives as ``model_path``);
+2. the torchrun arguments come from what the job controller injects (:func:`..pod.entrypoint.torchrun_kwargs`:
+   ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` of Kubeflow
+   Trainer's torch runtime, else Training Operator v1's ``WORLD_SIZE``/``RANK``/``MASTER_*``);
+3. this process becomes ``torchrun`` (``exec``), so the pod's SIGTERM (a paused TrainJob) reaches its agent, which
+   passes it to the workers (:mod:`.pod_worker`), which checkpoint and exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from components.training.finetuning.pod import entrypoint
+from components.training.finetuning.pod.run_config import load_run_config
+
+#: The worker script staged beside this one.
+WORKER_SCRIPT = "worker.py"
+
+
+class TrainingImageError(RuntimeError):
+    """The training image lacks a package the trainer needs; the message names it and the fix."""
+
+
+def check_image(algorithm: str) -> None:
+    """Fails (one line, before torchrun starts) unless torch, transformers and, for LoRA, peft are importable.
+
+    Raises:
+        TrainingImageError: A package is missing.
+    """
+    import importlib.util
+
+    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise TrainingImageError(
+            f"training_backend='transformers' needs {', '.join(missing)} in the training image ({sys.executable}): use "
+            "a runtime whose image has them (the PyTorch training images of RHOAI's torch-distributed runtimes do), "
+            "or set training_image"
+        )
+
+
+def torchrun_argv(
+    nproc_per_node: int, env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
+) -> list[str]:
+    """The ``torchrun`` command line (``python -m torch.distributed.run``) of this node.
+
+    Args:
+        nproc_per_node: The run config's processes per node, when the controller sets none.
+        env: The pod's environment.
+        worker: The staged worker script.
+        config_path: The run config file.
+        model_path: The resolved base model.
+
+    Returns:
+        The argv: a static rendezvous at the master address, no restarts (the job controller restarts pods).
+
+    Raises:
+        EntrypointError: A controller variable is malformed.
+    """
+    kwargs = entrypoint.torchrun_kwargs(env, nproc_per_node)
+    argv = [sys.executable, "-m", "torch.distributed.run", "--max-restarts=0"]
+    argv.append(f"--nnodes={kwargs.get('nnodes', 1)}")
+    argv.append(f"--nproc-per-node={kwargs.get('nproc_per_node', nproc_per_node or 1)}")
+    argv.append(f"--node-rank={kwargs.get('node_rank', 0)}")
+    if kwargs.get("rdzv_endpoint"):
+        address, _, port = str(kwargs["rdzv_endpoint"]).rpartition(":")
+        argv += [f"--master-addr={address}", f"--master-port={port}"]
+    return [*argv, str(worker), "--config", str(config_path), "--model-path", model_path]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Resolves the model, then replaces this process by ``torchrun`` running the worker."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, type=Path)
+    args = parser.parse_args(argv)
+    run_config = load_run_config(args.config)
+    try:
+        check_image(run_config.hyperparameters.algorithm)
+    except TrainingImageError as error:
+        print(f"ERROR: {error}", file=sys.stderr, flush=True)
+        return 1
+    env = dict(os.environ)
+    model_path = run_config.model_path or entrypoint.resolve_model_source(
+        run_config.base_model, Path(run_config.model_cache_dir), run_config.pvc_mounts, env
+    )
+    worker = Path(__file__).with_name(WORKER_SCRIPT)
+    command = torchrun_argv(run_config.nproc_per_node, env, worker, args.config, model_path)
+    print("transformers backend: " + " ".join(command[1:]), flush=True)
+    os.execv(command[0], command)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

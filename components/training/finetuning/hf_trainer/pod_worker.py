@@ -1,0 +1,136 @@
+"""One ``torchrun`` worker of the ``transformers`` backend: a rank of the data-parallel run of :func:`.loop.train`.
+
+Started by :mod:`.pod_launch` (staged as ``<run_dir>/transformers/worker.py``). It joins the process group
+(:mod:`.distributed`: NCCL on GPUs, gloo on CPU), reads the run config and the checked data ``train_model`` staged,
+and trains. Rank 0 alone writes: the metrics JSONL, the checkpoints and the final model under ``ckpt_output_dir``, the
+run's ``result.json`` (:data:`RESULT_FILE`: eval losses, resumed checkpoint) that ``train_model`` reads back, and
+MLflow (:class:`..tracking.MlflowLogger`, when the run config carries a tracking URI and ``mlflow`` is installed in the
+image). Rank 0 also serves
+progress to the OpenShift AI dashboard (:func:`..pod.progress_server.start_for_run`, from the metrics file) and
+writes the final progress JSON to the termination log. A SIGTERM (a paused or preempted job) saves a checkpoint at
+the end of the running step when the run config's ``jit_checkpoint`` is on; the resumed job continues from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from components._common.files import write_text_atomically
+from components.training.finetuning import tracking
+from components.training.finetuning.hf_trainer import distributed, loop
+from components.training.finetuning.hf_trainer.data import read_jsonl_rows
+from components.training.finetuning.pod import progress_server
+from components.training.finetuning.pod.run_config import RunConfig, load_run_config
+
+#: Written by rank 0 into ``ckpt_output_dir`` when training ends: what the metrics file does not say.
+RESULT_FILE = "result.json"
+
+
+def start_tracking(run_config: RunConfig, log: Callable[[str], None]) -> tracking.MlflowLogger:
+    """The pods' MLflow run (rank 0; a no-op elsewhere, without a tracking URI, or without ``mlflow`` in the image).
+
+    Named by the run config (``<job>-transformers``, beside the KFP step's own run, as Training Hub's) and keyed by
+    that name, so a resumed job continues the same run. A run that cannot start is a warning: the KFP step logs the
+    metrics too.
+    """
+    import importlib.util
+
+    settings = run_config.mlflow
+    uri = settings.tracking_uri
+    if uri and importlib.util.find_spec("mlflow") is None:
+        log("note: MLflow is configured but the training image has no mlflow package; the KFP step still logs")
+        uri = ""
+    name = settings.run_name
+    try:
+        return tracking.MlflowLogger(
+            uri, experiment_name=settings.experiment_name, run_name=name, run_key=name, log=log
+        )
+    except tracking.TrackingError as error:
+        log(f"WARNING: {error}; training goes on without the pods' MLflow run")
+        return tracking.MlflowLogger("", environ={}, log=log)
+
+
+def write_result(ckpt_dir: Path, result: loop.TrainingResult, device: Any = None) -> Path:
+    """Writes :data:`RESULT_FILE` (rank 0; with the peak GPU memory of this rank on CUDA) and returns it."""
+    facts: dict[str, Any] = {
+        "eval_loss": result.eval_loss,
+        "base_eval_loss": result.base_eval_loss,
+        "resumed_from": str(result.resumed_from or ""),
+        "adapter_path": str(result.adapter_dir or ""),
+        "train_seconds": result.train_seconds,
+        "final_model_dir": str(result.final_model_dir),
+    }
+    if device is not None and device.type == "cuda":
+        import torch
+
+        facts["peak_gpu_memory_bytes"] = torch.cuda.max_memory_allocated(device)
+    path = ckpt_dir / RESULT_FILE
+    write_text_atomically(path, json.dumps(facts, indent=1, sort_keys=True))
+    return path
+
+
+def run(run_config: RunConfig, model_path: str, log: Callable[[str], None] = print) -> int:
+    """Trains as this rank; returns the exit status (a SIGTERM leaves through ``SystemExit(143)``)."""
+    config = run_config.hyperparameters
+    ckpt_dir = Path(run_config.ckpt_output_dir)
+    eval_path = run_config.eval_data_path
+    with distributed.process_group() as group:
+
+        def say(line: str) -> None:
+            if group.is_main:
+                log(line)
+
+        say(
+            f"transformers backend: {config.algorithm} on {group.world_size} process(es), "
+            f"{group.backend or 'single process'} on {group.device}"
+        )
+        server = progress_server.start_for_run(run_config, group.rank, log=say)
+        tracker = start_tracking(run_config, say) if group.is_main else tracking.MlflowLogger("", environ={})
+        tracker.log_params({**dataclasses.asdict(config), "world_size": group.world_size})
+        succeeded = False
+        try:
+            result = loop.train(
+                config,
+                ckpt_dir,
+                model_path,
+                read_jsonl_rows(Path(run_config.data_path)),
+                read_jsonl_rows(Path(eval_path)) if eval_path else None,
+                data_label=run_config.data_path,
+                log=say,
+                on_step=tracker.log_step,
+                dist=group,
+                checkpoint_on_sigterm=run_config.jit_checkpoint,
+            )
+            if group.is_main:
+                write_result(ckpt_dir, result, group.device)
+            succeeded = True
+        finally:
+            if tracker.enabled:
+                tracker.finish("FINISHED" if succeeded else "KILLED" if _exiting() else "FAILED")
+            if server is not None:
+                server.stop(succeeded, run_config.progress.termination_log)
+    return 0
+
+
+def _exiting() -> bool:
+    """Whether the exception being handled is a ``SystemExit`` (the SIGTERM checkpoint's exit 143)."""
+    return isinstance(sys.exc_info()[1], SystemExit)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``worker.py --config <run_config.json> --model-path <model>`` (started by torchrun)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, type=Path)
+    parser.add_argument("--model-path", required=True)
+    args = parser.parse_args(argv)
+    return run(load_run_config(args.config), args.model_path, log=lambda line: print(line, flush=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

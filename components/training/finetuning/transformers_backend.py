@@ -1,0 +1,125 @@
+"""``training_backend="transformers"`` on a cluster: the project's trainer under ``torchrun`` in the job's pods.
+
+What ``train_model`` does differently from the Training Hub path (everything else — the run directory, the run
+config, the job, following it, publishing — is shared):
+
+* **Code.** :func:`stage_code` copies the trainer core (:mod:`.hf_trainer`) and the pod modules it uses into
+  ``<run_dir>/transformers/`` as an importable ``components`` tree (empty package ``__init__`` files, as in the
+  launcher's own bundle), with the pod command at its root: ``launch.py`` (:mod:`.hf_trainer.pod_launch`) and the
+  torchrun worker ``worker.py`` (:mod:`.hf_trainer.pod_worker`). The image needs ``torch`` and ``transformers``
+  (+ ``peft`` for LoRA), as the PyTorch training images of ``torch-distributed`` runtimes carry; nothing else.
+* **Data.** :func:`stage_data` writes the checked rows with plain string contents, so the pod reads them with
+  ``json`` alone.
+* **Job.** The TrainJob references the ``torch-distributed`` runtime unless ``training_runtime_name`` names
+  another (:func:`~.config.runtime_name_of`); the command is :func:`pod_command`.
+* **Results.** Rank 0 writes ``metrics.jsonl``, ``final/`` and ``result.json`` into the checkpoint directory
+  (:func:`read_result`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from components._common.chat_format import iter_chat_file
+from components._common.files import replace_dir
+from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE
+from components.training.finetuning.pod import metrics as metrics_module
+
+#: The code tree's directory in the run directory.
+CODE_DIR = "transformers"
+#: The modules the pods import, copied at their package paths (standard library, torch, transformers, peft only).
+STAGED_MODULES = (
+    "components._common.files",
+    "components._common.masking",
+    "components._common.s3",
+    "components.training.finetuning.hf_trainer.data",
+    "components.training.finetuning.hf_trainer.distributed",
+    "components.training.finetuning.hf_trainer.loop",
+    "components.training.finetuning.hf_trainer.osft",
+    "components.training.finetuning.hf_trainer.pod_launch",
+    "components.training.finetuning.hf_trainer.pod_worker",
+    "components.training.finetuning.hf_trainer.preemption",
+    "components.training.finetuning.pod.checkpoints",
+    "components.training.finetuning.pod.entrypoint",
+    "components.training.finetuning.pod.metrics",
+    "components.training.finetuning.pod.progress_server",
+    "components.training.finetuning.pod.run_config",
+    "components.training.finetuning.pod.trainer_status",
+    "components.training.finetuning.tracking",
+)
+#: The scripts at the root of the code tree: the pod command and the torchrun worker.
+ROOT_SCRIPTS = {
+    "launch.py": "components.training.finetuning.hf_trainer.pod_launch",
+    "worker.py": "components.training.finetuning.hf_trainer.pod_worker",
+}
+#: The per-step metrics file rank 0 writes into the checkpoint directory.
+METRICS_FILE = metrics_module.LOCAL_METRICS_FILE
+#: Settings this backend cannot honour: (parameter, the only accepted value, why).
+UNSUPPORTED_SETTINGS = (("use_liger", False, "Liger kernels are Training Hub's (instructlab-training, mini-trainer)"),)
+
+
+def unsupported_settings(hyperparameters: Mapping[str, Any]) -> list[str]:
+    """One message per setting the ``transformers`` backend would not apply (empty when all apply)."""
+    return [
+        f"{name}={hyperparameters[name]!r} is not supported by training_backend='transformers' ({why}); use "
+        f"{accepted!r}"
+        for name, accepted, why in UNSUPPORTED_SETTINGS
+        if hyperparameters.get(name, accepted) != accepted
+    ]
+
+
+def _module_file(module: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"module {module} is not importable here, so it cannot be staged for the pods")
+    return Path(spec.origin)
+
+
+def stage_code(run_dir: Path) -> Path:
+    """Writes the pods' code tree into ``<run_dir>/transformers`` (replacing an older one whole).
+
+    Returns:
+        The pod command's script (``launch.py``).
+    """
+
+    def write(root: Path) -> None:
+        for module in STAGED_MODULES:
+            parts = module.split(".")
+            target = root.joinpath(*parts[:-1], f"{parts[-1]}.py")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(_module_file(module), target)
+            for depth in range(1, len(parts)):
+                root.joinpath(*parts[:depth], "__init__.py").write_text('"""Staged for the training pods."""\n')
+        for script, module in ROOT_SCRIPTS.items():
+            shutil.copyfile(_module_file(module), root / script)
+
+    return replace_dir(Path(run_dir) / CODE_DIR, write) / "launch.py"
+
+
+def stage_data(source: Path, target: Path, label: str) -> Path:
+    """Writes the rows of a checked chat JSONL file to ``target`` with list-of-parts contents joined into strings."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        for _, row in iter_chat_file(Path(source), allow_trailing_user=True, label=label):
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    temporary.replace(target)
+    return target
+
+
+def pod_command(config_path: Path) -> tuple[list[str], list[str]]:
+    """The job's command and arguments: the staged ``launch.py`` with the run config."""
+    return ["python", str(Path(config_path).parent / CODE_DIR / "launch.py")], ["--config", str(config_path)]
+
+
+def read_result(ckpt_dir: Path) -> dict[str, Any]:
+    """Rank 0's ``result.json`` (``{}`` when it is missing or unreadable: the metrics and model still publish)."""
+    try:
+        value = json.loads((Path(ckpt_dir) / RESULT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
