@@ -1,7 +1,7 @@
 """A clone of this repository alone is the whole project: nothing reads outside it, no doc shows a machine path.
 
 Every tracked or new (not ignored) source, script and configuration file is scanned for a path that leaves the
-repository: ``../shared`` and friends, ``Path(__file__)`` climbing above the repository root (``parents[N]`` or a
+repository: a folder beside the checkout, ``Path(__file__)`` climbing above the repository root (``parents[N]`` or a
 ``.parent`` chain), and absolute paths of the machines the project was developed on. ``.ci/run`` also runs the suite
 from a copy of the checkout with nothing beside it, so a read that slips past this scan still fails in CI.
 """
@@ -57,9 +57,11 @@ def outside_reads(text: str, relative: Path) -> list[str]:
 
 def test_the_scanner_finds_a_reintroduced_shared_read():
     """The check can fail: the very lines this repository used to have are found."""
-    assert outside_reads('SPEC = Path(__file__).resolve().parents[3] / "shared" / "x.yaml"', Path("tests/harness/a.py"))
-    assert outside_reads('CRDS = Path(__file__).resolve().parents[2].parent / "shared"', Path("tests/harness/a.py"))
-    assert outside_reads("GUIDE = REPO_ROOT / '../shared/seeds/guide.md'", Path("tests/a.py"))
+    # The probes are assembled so that this file does not itself hold the lines it looks for.
+    beside, up = "shared", 2
+    assert outside_reads(f'SPEC = Path(__file__).resolve().parents[{up + 1}] / "{beside}"', Path("tests/harness/a.py"))
+    assert outside_reads(f'CRDS = Path(__file__).resolve().parents[{up}].parent / "x"', Path("tests/harness/a.py"))
+    assert outside_reads(f"GUIDE = REPO_ROOT / '../{beside}/seeds/guide.md'", Path("tests/a.py"))
     assert outside_reads("ROOT = Path(__file__).parent.parent.parent", Path("tests/a.py"))
     assert not outside_reads('ROOT = Path(__file__).resolve().parents[1] / "specs"', Path("tests/harness/a.py"))
     assert not outside_reads("ROOT = Path(__file__).parent.parent", Path("tests/harness/a.py"))
