@@ -21,7 +21,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from components.training.finetuning import train_locally
+    from components.training.finetuning.local.trainer import train_locally
     from pipelines.demo.demo_data import DEMO_DATASET_PATH
     from pipelines.demo.tiny_model import build_tiny_model
     from tests.harness.requests import training_config

@@ -1,4 +1,4 @@
-"""Fine-tuning component ``train_model`` (SFT, OSFT, LoRA) and its local CPU training entry point.
+"""Fine-tuning component ``train_model`` (SFT, OSFT, LoRA).
 
 Layout: ``component.py`` (the KFP wrapper) -> ``run.py`` (the orchestration) -> a launcher: ``local/`` (the CPU
 trainer, in this task) or ``launch.py`` (a ``TrainJob``/``PyTorchJob`` built in ``manifests/`` and run by
@@ -8,6 +8,7 @@ See the README for the map.
 
 from .component import train_model
 from .config import TrainingConfig
-from .local.trainer import train_locally
 
-__all__ = ["TrainingConfig", "train_locally", "train_model"]
+# The CPU trainer (``local/trainer.train_locally``) is imported from its module where it is used: importing this
+# package must need only kfp, as the RHOAI guide's compile environment has (``pip install kfp kfp-kubernetes``).
+__all__ = ["TrainingConfig", "train_model"]
