@@ -1,4 +1,4 @@
-"""The RHOAI guide's compile environment is a venv with only ``kfp`` and ``kfp-kubernetes``: the pipelines compile there.
+"""The RHOAI guide's compile environment has only ``kfp`` and ``kfp-kubernetes``: the pipelines compile there.
 
 The guide's step 1 is ``pip install kfp==2.15.2 kfp-kubernetes==2.15.2`` then
 ``PYTHONPATH=$(pwd) python pipelines/training/<name>/pipeline.py``. This test runs each pipeline module, and the guide's
