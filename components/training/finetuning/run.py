@@ -265,10 +265,9 @@ def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _require_local_training_packages(algorithm: str) -> None:
-    import importlib.util
+    from components.training.finetuning.hf_trainer.pod_launch import missing_trainer_packages
 
-    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
-    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    missing = missing_trainer_packages(algorithm)
     if missing:
         raise TrainingConfigError(
             f"train_model parameter training_launcher='local' needs {', '.join(missing)} in the task image: compile "

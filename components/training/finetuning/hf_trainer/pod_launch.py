@@ -32,16 +32,21 @@ class TrainingImageError(RuntimeError):
     """The training image lacks a package the trainer needs; the message names it and the fix."""
 
 
+def missing_trainer_packages(algorithm: str) -> list[str]:
+    """The packages the trainer core needs for ``algorithm`` (torch, transformers; peft for LoRA) that are absent."""
+    import importlib.util
+
+    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
+    return [name for name in needed if importlib.util.find_spec(name) is None]
+
+
 def check_image(algorithm: str) -> None:
     """Fails (one line, before torchrun starts) unless torch, transformers and, for LoRA, peft are importable.
 
     Raises:
         TrainingImageError: A package is missing.
     """
-    import importlib.util
-
-    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
-    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    missing = missing_trainer_packages(algorithm)
     if missing:
         raise TrainingImageError(
             f"training_backend='transformers' needs {', '.join(missing)} in the training image ({sys.executable}): use "
