@@ -9,6 +9,7 @@ compile time fails here as it fails for a user, instead of passing because the t
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -36,7 +37,8 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def kfp_closure() -> set[str]:
+@functools.cache
+def kfp_closure() -> frozenset[str]:
     """The distributions ``pip install kfp kfp-kubernetes`` installs (normalised names), from the installed metadata."""
     wanted, seen = ["kfp", "kfp-kubernetes"], set()
     while wanted:
@@ -48,9 +50,10 @@ def kfp_closure() -> set[str]:
             requirement = Requirement(line)
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 wanted.append(requirement.name)
-    return seen
+    return frozenset(seen)
 
 
+@functools.cache
 def blocked_modules() -> list[str]:
     """Top-level modules of installed distributions the guide's venv would not have (the project's own excepted)."""
     closure = kfp_closure()
