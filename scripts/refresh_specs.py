@@ -54,6 +54,30 @@ SPECS_PINNED = (
         "crds/kubeflow.org_pytorchjobs.yaml",
     ),
     Spec(
+        "opendatahub-io/trainer",
+        "085da3d171603e1a1e90eeebf8a9b4537576f993",
+        "charts/kubeflow-trainer/crds/trainer.kubeflow.org_trainjobs.yaml",
+        "crds/odh-3.3/trainer.kubeflow.org_trainjobs.yaml",
+    ),
+    Spec(
+        "opendatahub-io/trainer",
+        "085da3d171603e1a1e90eeebf8a9b4537576f993",
+        "charts/kubeflow-trainer/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+        "crds/odh-3.3/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+    ),
+    Spec(
+        "opendatahub-io/trainer",
+        "085da3d171603e1a1e90eeebf8a9b4537576f993",
+        "manifests/rhoai/runtimes/training_hub.yaml",
+        "crds/odh-3.3/training_hub.yaml",
+    ),
+    Spec(
+        "opendatahub-io/trainer",
+        "d063877c480bbd9a35512691ded96c97d8937b44",
+        "manifests/rhoai/runtimes/training_hub.yaml",
+        "crds/odh-3.5.0/training_hub.yaml",
+    ),
+    Spec(
         "kubeflow/model-registry",
         "bf4395a661eca40aa4833a2e900b09bee0ce3fff",
         "api/openapi/model-registry.yaml",
