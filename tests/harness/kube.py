@@ -16,8 +16,17 @@ behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a 
   rest; reviews are answered, never stored), ``create_storage_class``, ``put_node`` (:func:`make_node`: GPUs, labels,
   taints), ``create_quota`` (with its status) and ``create_secret`` (plain-text values, stored base64-encoded).
 
-:func:`validate_trainjob` validates a manifest against the Trainer v2.3.0 CRD in ``tests/specs/crds`` with objects
-closed (no unknown fields), as the API server's structural-schema pruning would reject them.
+Like a real API server (:mod:`.kube_schema`), the emulator prunes the fields a CRD-backed object's structural schema
+does not know (TrainJob per the served generation, PyTorchJob), stores the pruned object and answers with one
+``Warning: 299 - "unknown field \\"spec.x\\""`` header per field; under ``fieldValidation=Strict`` it refuses the
+request instead (``400 BadRequest``, ``strict decoding error: unknown field "spec.x"``). It serves one TrainJob API
+generation (``running_kube_api(generation)``; the fixture ``kube_api`` serves upstream Trainer 2.3 unless
+parametrized indirectly with :data:`~.kube_schema.ODH_3_3`) and publishes it through OpenAPI v3 discovery
+(``GET /openapi/v3/apis/trainer.kubeflow.org/v1alpha1``; ``openapi_v3(status=403)`` makes it refuse).
+``requests`` shows each body as the client sent it, before pruning.
+
+:func:`validate_trainjob` validates a manifest against a generation's vendored CRD in ``tests/specs/crds`` with
+objects closed (no unknown fields): what a Strict create would refuse.
 """
 
 from __future__ import annotations
@@ -38,6 +47,9 @@ from typing import Any
 import kmock
 import pytest
 from kmock._internal import enums
+
+from tests.harness import kube_schema
+from tests.harness.kube_schema import GENERATIONS, ODH_3_3, UPSTREAM_2_3  # noqa: F401 - re-exported for tests
 
 CRDS = Path(__file__).resolve().parents[1] / "specs" / "crds"  # vendored upstream CRDs (tests/specs/SOURCE.md)
 TRAINER = "trainer.kubeflow.org/v1alpha1"
@@ -113,10 +125,7 @@ def crd_schema(file_name: str = "trainer.kubeflow.org_trainjobs.yaml") -> dict[s
     Objects without ``properties`` (free-form), with ``additionalProperties`` or with
     ``x-kubernetes-preserve-unknown-fields`` stay open.
     """
-    import yaml
-
-    documents = [doc for doc in yaml.safe_load_all((CRDS / file_name).read_text()) if doc]
-    schema = copy.deepcopy(documents[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    schema = copy.deepcopy(kube_schema.crd_schema_of(file_name))
 
     def close(node: Any) -> None:
         if isinstance(node, dict):
@@ -137,8 +146,12 @@ def crd_schema(file_name: str = "trainer.kubeflow.org_trainjobs.yaml") -> dict[s
     return schema
 
 
-def validate_trainjob(manifest: dict[str, Any]) -> None:
-    """Validates a TrainJob manifest against the v2.3.0 CRD (closed objects) and checks its name is DNS-1035.
+def validate_trainjob(manifest: dict[str, Any], generation: str = UPSTREAM_2_3) -> None:
+    """Validates a TrainJob manifest against a generation's CRD (closed objects) and checks its name is DNS-1035.
+
+    Args:
+        manifest: The TrainJob.
+        generation: :data:`~.kube_schema.UPSTREAM_2_3` (Trainer v2.3.0) or :data:`~.kube_schema.ODH_3_3` (RHOAI 3.3).
 
     Raises:
         jsonschema.ValidationError: The manifest breaks the schema.
@@ -149,7 +162,7 @@ def validate_trainjob(manifest: dict[str, Any]) -> None:
     assert manifest["apiVersion"] == TRAINER and manifest["kind"] == "TrainJob", manifest
     name = manifest["metadata"]["name"]
     assert re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name) and len(name) <= 63, name
-    jsonschema.Draft7Validator(crd_schema()).validate(manifest)
+    jsonschema.Draft7Validator(crd_schema(GENERATIONS[generation])).validate(manifest)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -163,6 +176,12 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.scripted_watches: list[tuple[str, Callable[[kmock.Request], Any]]] = []
         #: (group, resource[/subresource], verb) triples a SelfSubjectAccessReview answers "denied" for.
         self.denied: set[tuple[str, str, str]] = set()
+        #: The TrainJob API generation served (:data:`~.kube_schema.GENERATIONS`).
+        self.generation: str = UPSTREAM_2_3
+        #: The status OpenAPI v3 discovery answers with instead of the document (0: serve it).
+        self.openapi_status: int = 0
+        #: The bodies of pruned requests as the client sent them, by ``id(request)``.
+        self.sent_bodies: dict[int, Any] = {}
         (self[kmock.subresource("log")] ** -1) << self._serve_log
 
     async def _handle(self, request: kmock.Request):  # noqa: D102
@@ -177,7 +196,52 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 raise rule["error"]
         if request.resource is not None and request.resource.plural == "selfsubjectaccessreviews":
             return self._review_access(request)
-        return await super()._handle(request)
+        if request.url.path.startswith("/openapi/"):
+            return self._serve_openapi(request)
+        warnings = self._prune(request)
+        response = await super()._handle(request)
+        if warnings and not response.prepared:
+            for warning in warnings:
+                response.headers.add("Warning", warning)
+        return response
+
+    def _prune(self, request: kmock.Request) -> list[str]:
+        """Structural pruning of a create/patch body (Strict: a 400 naming the fields); the Warning headers."""
+        if request.resource is None or request.action not in (enums.action.CREATE, enums.action.UPDATE):
+            return []
+        schema = kube_schema.schema_for(request.resource.plural, self.generation)
+        if schema is None or not isinstance(request.data, dict):
+            return []
+        pruned, fields = kube_schema.prune(request.data, schema)
+        if not fields:
+            return []
+        if request.params.get("fieldValidation") == "Strict":
+            kind = {"trainjobs": "TrainJob", "pytorchjobs": "PyTorchJob"}[request.resource.plural]
+            message = kube_schema.strict_error_message(kind, request.resource.version or "", fields)
+            raise kmock.KubernetesError(status=400, reason="BadRequest", message=message)
+        self.sent_bodies[id(request)] = request.data
+        object.__setattr__(request, "data", pruned)
+        return [kube_schema.warning_header(field) for field in fields]
+
+    def _serve_openapi(self, request: kmock.Request):
+        """OpenAPI v3 discovery: the index, and the served TrainJob generation's group-version document."""
+        import aiohttp.web
+
+        if self.openapi_status:
+            reason = {403: "Forbidden", 404: "NotFound"}.get(self.openapi_status, "InternalError")
+            raise kmock.KubernetesError(status=self.openapi_status, reason=reason, message=f"scripted {reason}")
+        trainer_path = f"/openapi/v3/apis/{TRAINER}"
+        served = any(
+            f"{resource.group}/{resource.version}" == TRAINER and resource.plural == "trainjobs"
+            for resource in list(self.resources)
+        )
+        if request.url.path == "/openapi/v3":
+            paths = {trainer_path[len("/openapi/v3/") :]: {"serverRelativeURL": trainer_path}} if served else {}
+            return aiohttp.web.json_response({"paths": paths})
+        if request.url.path == trainer_path and served:
+            return aiohttp.web.json_response(kube_schema.openapi_v3_document(self.generation))
+        missing = "the server could not find the requested resource"
+        raise kmock.KubernetesError(status=404, reason="NotFound", message=missing)
 
     def _review_access(self, request: kmock.Request):
         """Answers a SelfSubjectAccessReview (never stored, as the API server does) from :attr:`denied`."""
@@ -285,6 +349,15 @@ class KubeApi:
         self.custom = client.CustomObjectsApi(self._operator)
         self.core = client.CoreV1Api(self._operator)
 
+    @property
+    def generation(self) -> str:
+        """The TrainJob API generation served (:data:`~.kube_schema.GENERATIONS`)."""
+        return self.emulator.generation
+
+    def openapi_v3(self, status: int = 0) -> None:
+        """Makes OpenAPI v3 discovery answer ``status`` (e.g. 403, 404) instead of its documents (0: serve them)."""
+        self.call(lambda: setattr(self.emulator, "openapi_status", status))
+
     def _configuration(self):
         from kubernetes import client
 
@@ -317,7 +390,7 @@ class KubeApi:
                     namespace=request.namespace,
                     name=request.name,
                     subresource=request.subresource,
-                    body=request.data,
+                    body=self.emulator.sent_bodies.get(id(request), request.data),
                 )
             )
         return seen
@@ -729,21 +802,32 @@ def condition(type_: str, reason: str = "", message: str = "", status: str = "Tr
 
 
 @pytest.fixture
-def kube_api() -> Iterator[KubeApi]:
-    """A fresh Kubernetes API emulator on 127.0.0.1 (see :class:`KubeApi`); stopped after the test."""
-    with running_kube_api() as api:
+def kube_api(request: pytest.FixtureRequest) -> Iterator[KubeApi]:
+    """A fresh Kubernetes API emulator on 127.0.0.1 (see :class:`KubeApi`); stopped after the test.
+
+    It serves upstream Trainer 2.3's TrainJob API, or the generation an indirect parametrization names
+    (``@pytest.mark.parametrize("kube_api", [UPSTREAM_2_3, ODH_3_3], indirect=True)``).
+    """
+    with running_kube_api(getattr(request, "param", UPSTREAM_2_3)) as api:
         yield api
 
 
 @contextlib.contextmanager
-def running_kube_api() -> Iterator[KubeApi]:
-    """Starts a Kubernetes API emulator on 127.0.0.1 for the block (the fixture :func:`kube_api`, or a benchmark)."""
+def running_kube_api(generation: str = UPSTREAM_2_3) -> Iterator[KubeApi]:
+    """Starts a Kubernetes API emulator on 127.0.0.1 for the block (the fixture :func:`kube_api`, or a benchmark).
+
+    Args:
+        generation: The TrainJob API generation it serves (:data:`~.kube_schema.GENERATIONS`).
+    """
+    if generation not in GENERATIONS:
+        raise ValueError(f"generation={generation!r}: must be one of {sorted(GENERATIONS)}")
     ready = threading.Event()
     state: dict[str, Any] = {}
 
     async def serve() -> None:
         stop = asyncio.Event()
         async with KubeEmulator() as emulator, kmock.Server(emulator) as server:
+            emulator.generation = generation
             for resource in DECLARED_RESOURCES:
                 emulator.resources[resource] = {}
             state.update(emulator=emulator, url=str(server.url), loop=asyncio.get_running_loop(), stop=stop)

@@ -28,6 +28,7 @@ from components.training.finetuning.config import (
     TrainModelRequest,
     runtime_name_of,
 )
+from components.training.finetuning.manifests.api_generations import UPSTREAM_2_3, TrainJobApi, other_generation
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.spec import JobSpec, SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
@@ -162,6 +163,7 @@ def build_job_manifest(
     task_name: str,
     request: TrainModelRequest,
     owner: Any,
+    api: TrainJobApi = UPSTREAM_2_3,
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
 
@@ -173,6 +175,7 @@ def build_job_manifest(
         task_name: The KFP task name.
         request: The ``train_model`` arguments.
         owner: The run's owning object for the job's ``ownerReference`` (``None``: none).
+        api: The TrainJob API the cluster serves (:func:`.cluster.discovery.discover_trainjob_api`).
 
     Returns:
         The manifest.
@@ -182,7 +185,7 @@ def build_job_manifest(
     spec = build_job_spec(config_path, task_config, run_id, task_name, request, owner)
     if backend == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
-    return build_trainjob(spec)
+    return build_trainjob(spec, api)
 
 
 def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
@@ -218,6 +221,17 @@ def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None
     log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
 
 
+def discover(api_client: Any, log: Any, options: Mapping[str, Any]) -> TrainJobApi:
+    """The TrainJob API the cluster serves (:func:`.cluster.discovery.discover_trainjob_api`), logged in one line."""
+    from components.training.finetuning.cluster.api import Api
+    from components.training.finetuning.cluster.discovery import discover_trainjob_api, discovery_line
+
+    api = Api(api_client, options.get("sleep", time.sleep), log, 3, clock=options.get("clock"))
+    served = discover_trainjob_api(api)
+    log(discovery_line(served))
+    return served
+
+
 def train_on_cluster(
     plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
 ) -> BackendRun:
@@ -231,6 +245,7 @@ def train_on_cluster(
         settings: :func:`pod_settings` for the run config.
     """
     from components.training.finetuning.cluster.auth import load_api_client
+    from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
     from components.training.finetuning.cluster.state import cancel_budget
@@ -258,30 +273,45 @@ def train_on_cluster(
         log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
-    manifest = build_job_manifest(
-        backend, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner
-    )
-    name = manifest["metadata"]["name"]
+    served = discover(api_client, log, options) if backend == "trainjob" else UPSTREAM_2_3
     ckpt_dir = plan.run_dir / "checkpoints"
     epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
-    log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{name}")
+
+    def submit(api: TrainJobApi) -> dict[str, Any]:
+        manifest = build_job_manifest(
+            backend, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner, api
+        )
+        log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{manifest['metadata']['name']}")
+        run_job(
+            api_client,
+            manifest,
+            start_timeout_seconds=request.training_start_timeout_seconds,
+            timeout_seconds=request.training_timeout_seconds,
+            cleanup_policy=request.training_cleanup_policy,
+            delete_on_success=request.training_delete_on_success,
+            metrics_file=str(ckpt_dir / metrics_name),
+            metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
+            log=log,
+            timeout_counts_paused_time=request.training_timeout_counts_paused_time,
+            api_outage_tolerance_seconds=request.training_api_outage_tolerance_seconds,
+            cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
+            launcher_pod=(launcher.namespace, launcher.name),
+            active_deadline_served=api.active_deadline,
+            **options,
+        )
+        return manifest
+
     started = time.perf_counter()
-    run_job(
-        api_client,
-        manifest,
-        start_timeout_seconds=request.training_start_timeout_seconds,
-        timeout_seconds=request.training_timeout_seconds,
-        cleanup_policy=request.training_cleanup_policy,
-        delete_on_success=request.training_delete_on_success,
-        metrics_file=str(ckpt_dir / metrics_name),
-        metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
-        log=log,
-        timeout_counts_paused_time=request.training_timeout_counts_paused_time,
-        api_outage_tolerance_seconds=request.training_api_outage_tolerance_seconds,
-        cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
-        launcher_pod=(launcher.namespace, launcher.name),
-        **options,
-    )
+    try:
+        manifest = submit(served)
+    except FieldsRejected as error:
+        if served.discovered:
+            raise
+        # The assumed generation was refused by the Strict create (nothing stored): the cluster serves the other one.
+        served = other_generation(served, f"the cluster refused {', '.join(error.fields)}")
+        log(f"TrainJob API: {served.describe()} ({served.source}); building the job for it")
+        manifest = submit(served)
+    name = manifest["metadata"]["name"]
     records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir, epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
     result = transformers_backend.read_result(ckpt_dir) if transformers else {}

@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from components.training.finetuning.cluster import strict
 from components.training.finetuning.cluster.api import Api, Deadline, Retry
 from components.training.finetuning.cluster.api import rejected as _rejected
 from components.training.finetuning.cluster.api import status_of as _status
@@ -28,6 +29,28 @@ class NameBeingReleased(Exception):
 
 class CreateRejected(JobApiError):
     """The API refused the create with a final answer (not 409): nothing was created."""
+
+
+class FieldsRejected(CreateRejected):
+    """The Strict create was refused for fields the served API does not know (:mod:`.strict`); nothing was created.
+
+    Attributes:
+        fields: The unknown fields, as the API server names them (``spec.runtimePatches``).
+    """
+
+    def __init__(self, message: str, fields: list[str]) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
+def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: bool) -> JobApiError:
+    """The error of a refused create or patch: :class:`FieldsRejected` for unknown fields, else the API's message."""
+    fields = strict.unknown_fields(error)
+    if fields and create:
+        return FieldsRejected(strict.unknown_fields_message(what, fields, manifest), fields)
+    if fields:
+        return JobApiError(strict.unknown_fields_message(what, fields, manifest))
+    return CreateRejected(str(_rejected(what, error))) if create else _rejected(what, error)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +101,11 @@ class JobClient:
         return dataclasses.replace(self, api=self.api.bounded(deadline))
 
     def create_or_read(self, retry: Retry | None = None) -> tuple[dict[str, Any], bool]:
-        """Creates the job or, on 409, reads the existing one: ``(job, created)``.
+        """Creates the job (``fieldValidation=Strict``) or, on 409, reads the existing one: ``(job, created)``.
 
         Raises:
             NameBeingReleased: 409, then 404: the name is held by a job being deleted.
+            FieldsRejected: The served API does not know some of the manifest's fields (named, with the generation).
             CreateRejected: Any other final answer (named with the API's message).
         """
         from kubernetes.client import ApiException
@@ -96,12 +120,13 @@ class JobClient:
                 self.namespace,
                 self.kind.plural,
                 dict(self.manifest),
+                field_validation=strict.FIELD_VALIDATION,
                 retry=retry,
             )
             return created, True
         except ApiException as error:
             if _status(error) != 409:
-                raise CreateRejected(str(_rejected(what, error))) from None
+                raise _refused(what, error, self.manifest, create=True) from None
         existing = self.get_job(retry)
         if existing is None:
             raise NameBeingReleased("HTTP 409 AlreadyExists, then HTTP 404 reading it")
@@ -250,7 +275,7 @@ class JobClient:
 
     # -- writing -------------------------------------------------------------------------------------------------------
     def patch_job(self, body: dict[str, Any], doing: str, retry: Retry | None = None) -> dict[str, Any]:
-        """Merge-patches the job (``doing``: what for, named in errors)."""
+        """Merge-patches the job (``doing``: what for, named in errors), with ``fieldValidation=Strict``."""
         from kubernetes.client import ApiException
 
         what = f"{doing} {self.kind.kind} {self.namespace}/{self.name}"
@@ -264,10 +289,11 @@ class JobClient:
                 self.kind.plural,
                 self.name,
                 body,
+                field_validation=strict.FIELD_VALIDATION,
                 retry=retry,
             )
         except ApiException as error:
-            raise _rejected(what, error) from None
+            raise _refused(what, error, self.manifest, create=False) from None
 
     def delete_job(self, retry: Retry | None = None) -> bool:
         """Deletes the job and (in the background, by owner references) what it owns."""

@@ -84,14 +84,15 @@ class JobResult:
     deleted: bool
 
 
-def run(client: JobClient, state: JobState, settings: FollowSettings) -> JobResult:
+def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_served: bool = True) -> JobResult:
     """Check runtime, submit, follow; clean up per policy only for the job's failure or timeout, or a cancel."""
     try:
         with cancel_on_signals():
             if client.kind.checks_runtime:
                 runtimes.check_runtime(client.api, client.manifest, client.say)
             submit(client, state, settings)
-            settings.log(f"Job: {client.namespace}/{client.name}")
+            settings.log(f"Job: {client.name}")  # the RHOAI guide's troubleshooting looks for `Job: <job-name>`
+            settings.log(f"Namespace: {client.namespace}")
             outcome = follow(client, state, settings)
     except Cancelled as signal_name:
         state.cancelled_at = settings.clock()
@@ -127,6 +128,12 @@ def run(client: JobClient, state: JobState, settings: FollowSettings) -> JobResu
             client.say(f"stopped by an error ({type(error).__name__}); the job is left running, untouched")
             append_note(error, left_running_note(client))
         raise
+    if outcome == "Timeout" and launcher_enforces_deadline(client.manifest, settings, deadline_served):
+        client.say(
+            f"timeout_seconds={settings.timeout:g} passed and this TrainJob API has no activeDeadlineSeconds: "
+            "suspending the job (cleanup_policy=keep) so that its pods stop, as the Trainer's deadline would"
+        )
+        settings = dataclasses.replace(settings, cleanup_policy="suspend")
     if outcome != "Complete":
         raise wrap_up(client, state, settings, outcome)
     deleted = False
@@ -140,6 +147,21 @@ def run(client: JobClient, state: JobState, settings: FollowSettings) -> JobResu
         duration_seconds=settings.clock() - state.started_at,
         last_progress=progress_server.trainer_status(state.job) or dict(state.metrics.last),
         deleted=deleted,
+    )
+
+
+def launcher_enforces_deadline(manifest: Mapping[str, Any], settings: FollowSettings, deadline_served: bool) -> bool:
+    """Whether the launcher alone must stop a timed-out TrainJob: its API serves no ``activeDeadlineSeconds``.
+
+    Where it is served the Trainer fails the job at the deadline; where it is not (the ``podTemplateOverrides``
+    generation, RHOAI 3.3-3.5) a timed-out job kept by ``cleanup_policy=keep`` would go on holding its GPUs, so it is
+    suspended instead (pods removed, the job kept for inspection).
+    """
+    return (
+        manifest.get("kind") == "TrainJob"
+        and not deadline_served
+        and bool(settings.timeout)
+        and settings.cleanup_policy == "keep"
     )
 
 
@@ -168,6 +190,7 @@ def run_job(
     cancel_timeout_seconds: float | None = None,
     outage_policy: RetryPolicy = OUTAGE_POLICY,
     launcher_pod: tuple[str, str] = ("", ""),
+    active_deadline_served: bool = True,
 ) -> JobResult:
     """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
 
@@ -212,6 +235,9 @@ def run_job(
         launcher_pod: ``(namespace, name)`` of the launcher's own pod: after SIGTERM a ``DisruptionTarget``
             condition on it (evicted, preempted, node shutdown) means the launcher is disrupted, not the run
             cancelled, and the job is left running (:func:`~.launcher_pod.disruption`).
+        active_deadline_served: Whether the TrainJob API serves ``spec.activeDeadlineSeconds``; where it does not, a
+            job that exceeds ``timeout_seconds`` under ``cleanup_policy=keep`` is suspended rather than left running
+            (:func:`launcher_enforces_deadline`).
 
     Returns:
         A :class:`JobResult`.
@@ -304,4 +330,4 @@ def run_job(
         manifest=manifest,
         say=lambda message: log(f"[{kind} {name}] {message}"),
     )
-    return run(client, state, settings)
+    return run(client, state, settings, active_deadline_served)

@@ -16,6 +16,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from components.training.finetuning.manifests import kueue_safe
 from components.training.finetuning.manifests.spec import (
     JobSpec,
     JobSpecError,
@@ -57,7 +58,7 @@ def _container(spec: JobSpec) -> dict[str, Any]:
     }
     if spec.args:
         container["args"] = list(spec.args)
-    env = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
+    env = [kueue_safe.env_var(key, value) for key, value in sorted(spec.env.items())]
     env += [item.to_env_var() for item in spec.secret_env]
     if env:
         container["env"] = env
@@ -65,21 +66,24 @@ def _container(spec: JobSpec) -> dict[str, Any]:
     resources = resources_per_node(spec)
     if resources:
         container["resources"] = resources
-    if spec.volume_mounts:
-        container["volumeMounts"] = copy.deepcopy([dict(mount) for mount in spec.volume_mounts])
+    mounts = kueue_safe.without_empty(copy.deepcopy([dict(mount) for mount in spec.volume_mounts]))
+    if mounts:
+        container["volumeMounts"] = mounts
     return container
 
 
 def _pod_template(spec: JobSpec) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {"containers": [_container(spec)]}
     if spec.volumes:
-        pod_spec["volumes"] = copy.deepcopy([dict(volume) for volume in spec.volumes])
-    if spec.tolerations:
-        pod_spec["tolerations"] = copy.deepcopy([dict(toleration) for toleration in spec.tolerations])
+        pod_spec["volumes"] = [kueue_safe.volume(copy.deepcopy(dict(volume))) for volume in spec.volumes]
+    tolerations = kueue_safe.without_empty(copy.deepcopy([dict(toleration) for toleration in spec.tolerations]))
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
-    if spec.affinity:
-        pod_spec["affinity"] = copy.deepcopy(dict(spec.affinity))
+    affinity = kueue_safe.without_empty(copy.deepcopy(dict(spec.affinity)))
+    if affinity:
+        pod_spec["affinity"] = affinity
     template: dict[str, Any] = {}
     metadata = {"labels": dict(spec.pod_labels), "annotations": dict(spec.pod_annotations)}
     metadata = {key: value for key, value in metadata.items() if value}

@@ -1,14 +1,24 @@
-"""The pure builder of Kubeflow Trainer ``TrainJob`` manifests from a :class:`~.spec.JobSpec`.
+"""The pure builder of Kubeflow Trainer ``TrainJob`` manifests from a :class:`~.spec.JobSpec`, for either API.
 
 :func:`build_trainjob` turns a spec into a plain ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict (no client
-calls). Pod-level settings (volumes, mounts, tolerations, node selector, affinity, labels, annotations) travel in
-``spec.runtimePatches`` (Trainer >= 2.2), so they reach the training pods. Secrets are only ever referenced.
+calls) for the API the cluster serves (:mod:`.api_generations`). Pod-level settings (the workspace volume and mount,
+tolerations, node selector, affinity, pod labels including :data:`JOB_NAME_POD_LABEL`, annotations) travel in
+``spec.runtimePatches`` (Trainer >= 2.2, RHOAI >= 3.6) or in ``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI
+3.3-3.5): the same pod template patch either way, so they reach the training pods. ``spec.activeDeadlineSeconds``
+is written only where it is served. Secrets are only ever referenced (``trainer.env``, served by both). No explicit
+empty value is written (:mod:`.kueue_safe`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from components.training.finetuning.manifests import kueue_safe
+from components.training.finetuning.manifests.api_generations import (
+    POD_TEMPLATE_OVERRIDES,
+    UPSTREAM_2_3,
+    TrainJobApi,
+)
 from components.training.finetuning.manifests.names import (
     job_name,
 )
@@ -35,7 +45,7 @@ def _trainer(spec: JobSpec) -> dict[str, Any]:
     resources = resources_per_node(spec)
     if resources:
         trainer["resourcesPerNode"] = resources
-    env = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
+    env = [kueue_safe.env_var(key, value) for key, value in sorted(spec.env.items())]
     env += [item.to_env_var() for item in spec.secret_env]
     if env:
         trainer["env"] = env
@@ -43,59 +53,89 @@ def _trainer(spec: JobSpec) -> dict[str, Any]:
 
 
 #: The pod label the RHOAI guide's troubleshooting selects training pods by (``oc get pods -l ...=<job-name>``); the
-#: Training Operator sets it on PyTorchJob pods, this project sets it on TrainJob pods through ``runtimePatches``.
+#: Training Operator sets it on PyTorchJob pods, this project sets it on TrainJob pods through the pod template patch
+#: (``runtimePatches`` or ``podTemplateOverrides``).
 JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
 
 
-def _pod_patch(spec: JobSpec) -> dict[str, Any]:
+def _pod_spec(spec: JobSpec) -> dict[str, Any]:
+    """The pod spec patch: volumes, the trainer container's mounts, tolerations, node selector, affinity."""
     pod_spec: dict[str, Any] = {}
-    if spec.volumes:
-        pod_spec["volumes"] = [dict(volume) for volume in spec.volumes]
-    if spec.volume_mounts:
-        mounts = [dict(mount) for mount in spec.volume_mounts]
+    volumes = [kueue_safe.volume(volume) for volume in spec.volumes]
+    if volumes:
+        pod_spec["volumes"] = volumes
+    mounts = kueue_safe.without_empty([dict(mount) for mount in spec.volume_mounts])
+    if mounts:
         pod_spec["containers"] = [{"name": spec.trainer_container_name, "volumeMounts": mounts}]
-    if spec.tolerations:
-        pod_spec["tolerations"] = [dict(toleration) for toleration in spec.tolerations]
+    tolerations = kueue_safe.without_empty([dict(toleration) for toleration in spec.tolerations])
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
-    if spec.affinity:
-        pod_spec["affinity"] = dict(spec.affinity)
-    template: dict[str, Any] = {}
+    affinity = kueue_safe.without_empty(dict(spec.affinity))
+    if affinity:
+        pod_spec["affinity"] = affinity
+    return pod_spec
+
+
+def _pod_metadata(spec: JobSpec) -> dict[str, Any]:
+    """The pod template's labels (with :data:`JOB_NAME_POD_LABEL`) and annotations."""
     labels = {**dict(spec.pod_labels), JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)}
     metadata = {"labels": labels, "annotations": dict(spec.pod_annotations)}
-    metadata = {key: value for key, value in metadata.items() if value}
+    return {key: value for key, value in metadata.items() if value}
+
+
+def _pod_patch(spec: JobSpec) -> dict[str, Any]:
+    template: dict[str, Any] = {}
+    metadata = _pod_metadata(spec)
     if metadata:
         template["metadata"] = metadata
+    pod_spec = _pod_spec(spec)
     if pod_spec:
         template["spec"] = pod_spec
     return template
 
 
-def build_trainjob(spec: JobSpec) -> dict[str, Any]:
-    """Builds the ``TrainJob`` manifest of a spec (pure: no client calls, same spec → equal dict).
+def runtime_patches(spec: JobSpec) -> list[dict[str, Any]]:
+    """``spec.runtimePatches`` (Trainer >= 2.2): this project's patch of the trainer's replicated job."""
+    replicated_job = {"name": spec.trainer_job_name, "template": {"spec": {"template": _pod_patch(spec)}}}
+    return [
+        {
+            "manager": PATCH_MANAGER,
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated_job]}}},
+        }
+    ]
+
+
+def pod_template_overrides(spec: JobSpec) -> list[dict[str, Any]]:
+    """``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI 3.3-3.5): the same pod patch for the trainer's job."""
+    override: dict[str, Any] = {"targetJobs": [{"name": spec.trainer_job_name}]}
+    override.update(_pod_patch(spec))
+    return [override]
+
+
+def build_trainjob(spec: JobSpec, api: TrainJobApi = UPSTREAM_2_3) -> dict[str, Any]:
+    """Builds the ``TrainJob`` manifest of a spec for a served API (pure: same arguments → equal dict).
 
     Args:
         spec: The validated spec.
+        api: The API the cluster serves (:func:`~.api_generations.served_trainjob_api`); default upstream Trainer 2.3.
 
     Returns:
         A ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict named by :func:`job_name`, labelled with
-        :func:`ownership_labels`, with ``spec.runtimePatches`` holding the pod settings when there are any.
+        :func:`ownership_labels`, the pod settings in ``spec.runtimePatches`` or ``spec.podTemplateOverrides``
+        (always at least the pods' :data:`JOB_NAME_POD_LABEL`), ``spec.activeDeadlineSeconds`` where served.
     """
     labels = job_labels(spec)
     body: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": spec.runtime_kind, "name": spec.runtime_name},
         "trainer": _trainer(spec),
     }
-    pod_template = _pod_patch(spec)
-    if pod_template:
-        replicated_job = {"name": spec.trainer_job_name, "template": {"spec": {"template": pod_template}}}
-        body["runtimePatches"] = [
-            {
-                "manager": PATCH_MANAGER,
-                "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated_job]}}},
-            }
-        ]
-    if spec.active_deadline_seconds:
+    if api.generation == POD_TEMPLATE_OVERRIDES:
+        body["podTemplateOverrides"] = pod_template_overrides(spec)
+    else:
+        body["runtimePatches"] = runtime_patches(spec)
+    if spec.active_deadline_seconds and api.active_deadline:
         body["activeDeadlineSeconds"] = spec.active_deadline_seconds
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",

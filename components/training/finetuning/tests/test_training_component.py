@@ -323,9 +323,10 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
     assert annotations["trainer.opendatahub.io/progression-tracking"] == "true"
     assert annotations["trainer.opendatahub.io/metrics-port"] == str(PROGRESS_PORT)
     assert "[Kubeflow] Initializing Training Hub progression tracking" in seen["pod_output"]
-    # The guide's troubleshooting hooks: the "Job: <namespace>/<name>" log line and the pods' job-name label.
+    # The guide's troubleshooting hooks: the "Job: <job-name>" log line (the namespace on its own line) and the pods'
+    # job-name label.
     name = manifest["metadata"]["name"]
-    assert f"Job: {NS}/{name}" in logged
+    assert f"Job: {name}" in logged and f"Namespace: {NS}" in logged
     if manifest["kind"] == "TrainJob":
         (patch,) = manifest["spec"]["runtimePatches"]
         (replicated,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]

@@ -1,0 +1,80 @@
+"""Which ``TrainJob`` API generation the cluster serves, asked before the job is built.
+
+:func:`discover_trainjob_api` reads ``GET /openapi/v3/apis/trainer.kubeflow.org/v1alpha1`` (OpenAPI v3 discovery:
+every authenticated identity may read it through the ``system:discovery`` role; the CRD object itself usually may
+not be read) and hands the document to :func:`~..manifests.api_generations.served_trainjob_api`.
+
+When discovery cannot say (403, 404 — the group-version is not published, e.g. OpenAPI v3 turned off —, another
+refusal, no answer, or a document without a recognisable ``TrainJob`` schema) the generation is *assumed*:
+:data:`~..manifests.api_generations.ASSUMED_GENERATION`, the RHOAI guide's platform (RHOAI 3.3,
+``podTemplateOverrides``). That guess can never lose a field silently: every create is Strict (:mod:`.strict`), so a
+wrong guess is refused naming the unknown field, and the launcher then builds the other generation once.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from components.training.finetuning.cluster.api import Api, api_message, status_of
+from components.training.finetuning.cluster.errors import JobError
+from components.training.finetuning.manifests.api_generations import (
+    ASSUMED_GENERATION,
+    OPENAPI_V3_PATH,
+    TrainJobApi,
+    assumed,
+    served_trainjob_api,
+)
+
+
+def read_openapi_v3(api: Api) -> dict[str, Any]:
+    """The OpenAPI v3 document of ``trainer.kubeflow.org/v1alpha1`` (raises ``ApiException`` / ``JobError``)."""
+    client = api.custom.api_client
+    response = api.call(
+        f"reading {OPENAPI_V3_PATH}",
+        client.call_api,
+        OPENAPI_V3_PATH,
+        "GET",
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    return json.loads(response.data)
+
+
+def discover_trainjob_api(api: Api) -> TrainJobApi:
+    """The ``TrainJob`` API the cluster serves, or the assumed one (its ``source`` says why) when discovery cannot say.
+
+    Args:
+        api: The request layer (deadlines, retries of transient failures).
+
+    Returns:
+        The served API (``source="OpenAPI v3 discovery"``), or :func:`~..manifests.api_generations.assumed`.
+    """
+    from kubernetes.client import ApiException
+
+    try:
+        document = read_openapi_v3(api)
+    except ApiException as error:
+        status = status_of(error)
+        if status == 403:
+            why = f"OpenAPI v3 discovery ({OPENAPI_V3_PATH}) is forbidden to this identity (HTTP 403)"
+        elif status == 404:
+            why = f"OpenAPI v3 discovery does not publish {OPENAPI_V3_PATH} (HTTP 404)"
+        else:
+            why = f"OpenAPI v3 discovery failed: {api_message(error)}"
+        return assumed(ASSUMED_GENERATION, why)
+    except (JobError, ValueError) as error:  # no answer through the retries, or not JSON
+        return assumed(ASSUMED_GENERATION, f"OpenAPI v3 discovery failed: {error}")
+    served = served_trainjob_api(document)
+    if served is None:
+        why = f"{OPENAPI_V3_PATH} has no TrainJob schema with spec.runtimePatches or spec.podTemplateOverrides"
+        return assumed(ASSUMED_GENERATION, why)
+    return served
+
+
+def discovery_line(served: TrainJobApi) -> str:
+    """The launcher's log line about the API it builds for."""
+    how = "from OpenAPI v3 discovery" if served.discovered else f"{served.source}; a Strict create checks it"
+    return f"TrainJob API: {served.describe()} ({how}); {served.consequences()}"

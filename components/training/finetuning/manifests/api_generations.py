@@ -1,0 +1,145 @@
+"""The ``TrainJob`` API generations this project speaks, and reading which one a cluster serves.
+
+Kubeflow Trainer's ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` kept its version while its spec changed:
+
+* **runtimePatches** (upstream Trainer >= 2.2, RHOAI >= 3.6): pod settings travel in ``spec.runtimePatches``;
+  ``spec.activeDeadlineSeconds`` and ``status.trainerStatus`` (the Trainer's status server, whose URL it injects
+  into the pods) are served by 2.3.
+* **podTemplateOverrides** (upstream Trainer 2.0-2.1, RHOAI 3.3-3.5, Open Data Hub's fork): pod settings travel in
+  ``spec.podTemplateOverrides``; no ``activeDeadlineSeconds``, no ``status.trainerStatus``.
+
+A real API server prunes the fields of the other generation silently, so the generation is learned before the job
+is built: :func:`served_trainjob_api` reads it from the group-version's OpenAPI v3 document
+(``/openapi/v3/apis/trainer.kubeflow.org/v1alpha1``, readable by every authenticated identity), which carries the
+CRD's structural schema. Pure: no client calls (the request is :mod:`..cluster.discovery`'s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION
+
+RUNTIME_PATCHES = "runtimePatches"
+POD_TEMPLATE_OVERRIDES = "podTemplateOverrides"
+GENERATIONS = (RUNTIME_PATCHES, POD_TEMPLATE_OVERRIDES)
+#: Where each generation is served, for messages and doctor.
+SERVED_BY = {
+    RUNTIME_PATCHES: "Kubeflow Trainer >= 2.2, RHOAI >= 3.6",
+    POD_TEMPLATE_OVERRIDES: "Kubeflow Trainer 2.0-2.1, RHOAI 3.3-3.5",
+}
+#: The OpenAPI v3 discovery path of the TrainJob's group-version.
+OPENAPI_V3_PATH = f"/openapi/v3/apis/{API_GROUP}/{API_VERSION}"
+#: The generation assumed when discovery cannot say: the platform the RHOAI guide is written for (RHOAI 3.3). Every
+#: create asks for ``fieldValidation=Strict``, so a wrong guess is an error naming the field, never a pruned job;
+#: the launcher then retries once with the other generation.
+ASSUMED_GENERATION = POD_TEMPLATE_OVERRIDES
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainJobApi:
+    """What a cluster's ``TrainJob`` API serves.
+
+    Attributes:
+        generation: :data:`RUNTIME_PATCHES` or :data:`POD_TEMPLATE_OVERRIDES`.
+        active_deadline: ``spec.activeDeadlineSeconds`` is served (else the launcher alone enforces the timeout).
+        trainer_status: ``status.trainerStatus`` is served (the Trainer injects its status server into the pods).
+        source: How this was learned (``OpenAPI v3 discovery``, or ``assumed: <why>``).
+    """
+
+    generation: str
+    active_deadline: bool
+    trainer_status: bool
+    source: str = "OpenAPI v3 discovery"
+
+    def __post_init__(self) -> None:
+        if self.generation not in GENERATIONS:
+            raise ValueError(f"TrainJobApi.generation={self.generation!r}: must be one of {list(GENERATIONS)}")
+
+    @property
+    def discovered(self) -> bool:
+        """Whether the cluster said so (else the generation is a guess that a Strict create checks)."""
+        return not self.source.startswith("assumed")
+
+    def describe(self) -> str:
+        """E.g. ``TrainJob API with spec.podTemplateOverrides (Kubeflow Trainer 2.0-2.1, RHOAI 3.3-3.5)``."""
+        return f"TrainJob API with spec.{self.generation} ({SERVED_BY[self.generation]})"
+
+    def consequences(self) -> str:
+        """What follows for a run: the active deadline and the trainer status, one clause each."""
+        deadline = (
+            "spec.activeDeadlineSeconds served (the Trainer enforces training_timeout_seconds)"
+            if self.active_deadline
+            else "no spec.activeDeadlineSeconds (the launcher enforces training_timeout_seconds itself)"
+        )
+        status = (
+            "status.trainerStatus served (progress reported to the Trainer's status server)"
+            if self.trainer_status
+            else "no status.trainerStatus (no status server: the pods report none)"
+        )
+        return f"{deadline}; {status}"
+
+
+def assumed(generation: str, why: str) -> TrainJobApi:
+    """The API a generation implies when discovery cannot say (``why`` names the reason)."""
+    full = generation == RUNTIME_PATCHES
+    return TrainJobApi(generation, active_deadline=full, trainer_status=full, source=f"assumed: {why}")
+
+
+#: What the builders write when no cluster was asked (upstream Trainer 2.3, the project's reference).
+UPSTREAM_2_3 = TrainJobApi(RUNTIME_PATCHES, active_deadline=True, trainer_status=True, source="assumed: Trainer 2.3")
+
+
+def other_generation(api: TrainJobApi, why: str) -> TrainJobApi:
+    """The other generation, assumed (after a Strict create rejected this one's fields)."""
+    other = POD_TEMPLATE_OVERRIDES if api.generation == RUNTIME_PATCHES else RUNTIME_PATCHES
+    return assumed(other, why)
+
+
+def trainjob_schema(openapi: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``TrainJob`` schema in a group-version's OpenAPI v3 document (by ``x-kubernetes-group-version-kind``)."""
+    schemas = ((openapi.get("components") or {}).get("schemas")) or {}
+    for schema in schemas.values():
+        for gvk in (schema or {}).get("x-kubernetes-group-version-kind") or []:
+            if gvk.get("kind") == "TrainJob" and gvk.get("group") == API_GROUP and gvk.get("version") == API_VERSION:
+                return schema
+    return None
+
+
+def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
+    """The generation an OpenAPI v3 document of ``trainer.kubeflow.org/v1alpha1`` serves, or None when it cannot say.
+
+    Args:
+        openapi: The JSON of ``GET /openapi/v3/apis/trainer.kubeflow.org/v1alpha1``.
+
+    Returns:
+        The served API, or ``None`` when the document has no ``TrainJob`` schema or one with neither field.
+    """
+    schema = trainjob_schema(openapi)
+    if schema is None:
+        return None
+    properties = schema.get("properties") or {}
+    spec = (properties.get("spec") or {}).get("properties") or {}
+    status = (properties.get("status") or {}).get("properties") or {}
+    if RUNTIME_PATCHES in spec:
+        generation = RUNTIME_PATCHES
+    elif POD_TEMPLATE_OVERRIDES in spec:
+        generation = POD_TEMPLATE_OVERRIDES
+    else:
+        return None
+    return TrainJobApi(
+        generation, active_deadline="activeDeadlineSeconds" in spec, trainer_status="trainerStatus" in status
+    )
+
+
+def manifest_api(manifest: Mapping[str, Any]) -> str:
+    """The API a manifest is written for, for errors: ``TrainJob API with spec.runtimePatches (...)`` or its kind."""
+    spec = manifest.get("spec") or {}
+    if manifest.get("kind") == "TrainJob":
+        for generation in GENERATIONS:
+            if generation in spec:
+                return f"TrainJob API with spec.{generation} ({SERVED_BY[generation]})"
+        return f"TrainJob API {manifest.get('apiVersion')}"
+    return f"{manifest.get('kind')} API {manifest.get('apiVersion')}"

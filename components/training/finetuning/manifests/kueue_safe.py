@@ -1,0 +1,44 @@
+"""Kueue-safe manifests: no explicit empty or false values that a typed Go client would drop.
+
+Kueue reads a TrainJob or PyTorchJob into Go structs and writes it back to unsuspend it. Fields tagged ``omitempty``
+holding their zero value (``env[].value: ""``, ``volumeMounts[].readOnly: false``, empty lists and maps) vanish in
+that round trip, and the Trainer's CEL immutability rule then rejects the unsuspend (kubeflow/trainer#3888, fixed
+only in Open Data Hub's fork). The builders therefore never write such a value: :func:`without_empty` drops them
+from what a user hands in (task config volumes, mounts, tolerations, affinity), :func:`volume` keeps a volume's
+source even when it is ``{}`` (``emptyDir: {}`` is a pointer to an empty struct, which a typed client keeps).
+Pointer fields whose zero means something (``tolerationSeconds: 0``) are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: Values a typed client drops from an ``omitempty`` field.
+EMPTY: tuple[Any, ...] = ("", None, False, (), [], {})
+
+
+def is_empty(value: Any) -> bool:
+    """Whether a typed client would drop ``value`` from an ``omitempty`` field (``0`` is kept: pointer fields)."""
+    return value is None or value is False or (isinstance(value, (str, list, tuple, dict)) and len(value) == 0)
+
+
+def without_empty(value: Any) -> Any:
+    """``value`` with every empty entry removed, recursively (dict entries and list items that end up empty)."""
+    if isinstance(value, Mapping):
+        cleaned = {key: without_empty(item) for key, item in value.items()}
+        return {key: item for key, item in cleaned.items() if not is_empty(item)}
+    if isinstance(value, (list, tuple)):
+        items = [without_empty(item) for item in value]
+        return [item for item in items if not is_empty(item)]
+    return value
+
+
+def volume(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``Volume`` without empty values; its source is kept even when empty (``emptyDir: {}``)."""
+    return {key: (item if key == "name" else without_empty(item)) for key, item in value.items()}
+
+
+def env_var(name: str, value: str) -> dict[str, Any]:
+    """A literal ``EnvVar``; an empty value is left out (it means the same and survives a typed client)."""
+    return {"name": name, "value": value} if value else {"name": name}
