@@ -1,7 +1,10 @@
 """The job client layer against kmock's Kubernetes API on 127.0.0.1, driven by the official client.
 
-The lifecycle scenarios (fixture ``cluster``) run twice: for a Kubeflow Trainer ``TrainJob`` and for a Training
-Operator v1 ``PyTorchJob`` (:class:`Kind` writes out what differs, independently of ``job_kinds.JobKind``).
+The lifecycle scenarios (fixture ``cluster``) run three times: for a Kubeflow Trainer ``TrainJob`` against an API
+serving upstream Trainer 2.3 (``runtimePatches``), for one written for and served by RHOAI 3.3's TrainJob API
+(``podTemplateOverrides``, no ``activeDeadlineSeconds``), and for a Training Operator v1 ``PyTorchJob``
+(:class:`Kind` writes out what differs, independently of ``job_kinds.JobKind``). The emulator prunes unknown fields
+like a real API server, so a scenario also checks the stored job kept its pod settings.
 
 Poll-mode scenarios run on a fake clock whose ``sleep`` advances time and plays the cluster's part, so timeouts of
 minutes take milliseconds and every request is deterministic. Watch-mode scenarios run on the real clock with short
@@ -26,10 +29,11 @@ from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
 from components.training.finetuning.cluster.runtimes import RuntimeNotFoundError
 from components.training.finetuning.manifests import pytorchjob
+from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
-from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
+from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, condition, make_pod, make_pytorchjob_pod, running_kube_api
 from tests.harness.requests import job_spec, run_job
 
 NS = "team-a"
@@ -54,6 +58,10 @@ def _manifest(**overrides):
     return build_trainjob(_spec(**overrides))
 
 
+#: RHOAI 3.3's TrainJob API, as discovery reads it from the vendored odh-3.3 CRD.
+RHOAI_3_3 = TrainJobApi(POD_TEMPLATE_OVERRIDES, active_deadline=False, trainer_status=False)
+
+
 MANIFEST = _manifest()
 NAME = MANIFEST["metadata"]["name"]
 POD = make_pod(NS, NAME)["metadata"]["name"]
@@ -66,6 +74,7 @@ class Kind:
     name: str
     manifest: dict
     plural: str
+    generation: str
     group_version: tuple
     runtime_requests: tuple
     container: str
@@ -81,7 +90,7 @@ class Kind:
         return self.pod()["metadata"]["name"]
 
     def set_status(self, kube_api, status):
-        if self.name == "trainjob":
+        if self.plural == "trainjobs":
             return kube_api.set_trainjob_status(NS, NAME, status)
         return kube_api.set_pytorchjob_status(NS, NAME, status)
 
@@ -89,7 +98,7 @@ class Kind:
         return self.set_status(kube_api, {"conditions": [condition(self.complete_type)]})
 
     def create(self, kube_api, manifest):
-        if self.name == "trainjob":
+        if self.plural == "trainjobs":
             return kube_api.create_trainjob(manifest)
         return kube_api.create_pytorchjob(manifest)
 
@@ -119,6 +128,19 @@ KINDS = {
         "trainjob",
         MANIFEST,
         "trainjobs",
+        UPSTREAM_2_3,
+        ("trainer.kubeflow.org", "v1alpha1"),
+        ("get clustertrainingruntimes training-hub",),
+        "node",
+        make_pod,
+        "Complete",
+        ("suspend",),
+    ),
+    "trainjob-rhoai-3.3": Kind(
+        "trainjob",
+        build_trainjob(_spec(), RHOAI_3_3),
+        "trainjobs",
+        ODH_3_3,
         ("trainer.kubeflow.org", "v1alpha1"),
         ("get clustertrainingruntimes training-hub",),
         "node",
@@ -130,6 +152,7 @@ KINDS = {
         "pytorchjob",
         build_pytorchjob(_spec(image="quay.io/example/trainer:1")),
         "pytorchjobs",
+        UPSTREAM_2_3,
         ("kubeflow.org", "v1"),
         (),
         "pytorch",
@@ -148,14 +171,24 @@ def _backoff(sleeps):
 
 
 @pytest.fixture(params=list(KINDS))
-def cluster(kube_api, request):
-    """The emulator with the default runtime, once per job kind (``cluster.kind``); requests stay within rbac.yaml."""
-    kube_api.create_runtime("training-hub")
-    kube_api.kind = KINDS[request.param]
-    yield kube_api
-    granted = _rbac_permissions()
-    used = {(r.group, r.rbac_resource, r.verb) for r in kube_api.requests}
-    assert used <= granted, f"requests outside rbac.yaml: {used - granted}"
+def cluster(request):
+    """The emulator with the default runtime, once per job kind and TrainJob API generation (``cluster.kind``).
+
+    Afterwards: the requests stayed within rbac.yaml, every create and patch asked for ``fieldValidation=Strict``,
+    and a job still stored kept its pod settings (the workspace volume) through the server's pruning.
+    """
+    kind = KINDS[request.param]
+    with running_kube_api(kind.generation) as kube_api:
+        kube_api.create_runtime("training-hub")
+        kube_api.kind = kind
+        yield kube_api
+        granted = _rbac_permissions()
+        used = {(r.group, r.rbac_resource, r.verb) for r in kube_api.requests}
+        assert used <= granted, f"requests outside rbac.yaml: {used - granted}"
+        writes = [r for r in kube_api.requests if r.verb in ("create", "patch")]
+        assert all(r.params.get("fieldValidation") == "Strict" for r in writes), [str(r) for r in writes]
+        for job in kube_api.objects(kind.plural):
+            assert "claimName" in json.dumps(job["spec"]), f"the stored {kind.name} lost its workspace volume: {job}"
 
 
 def _rbac_permissions():
@@ -553,7 +586,15 @@ def test_watch_follow_to_success_with_trainer_status(cluster):
         _created(cluster)
         cluster.put_pod(cluster.kind.pod())
         time.sleep(0.15)
-        if cluster.kind.name == "trainjob":
+        if cluster.kind.generation == ODH_3_3:  # no status.trainerStatus: the ODH controller annotates the job
+            progress = {"progressPercentage": 40, "estimatedRemainingSeconds": 130, "currentStep": 4}
+            progress["trainMetrics"] = {"loss": 0.91}
+            annotations = {"trainer.opendatahub.io/trainerStatus": json.dumps(progress)}
+            group, version = cluster.kind.group_version
+            cluster.custom.patch_namespaced_custom_object(
+                group, version, NS, "trainjobs", NAME, {"metadata": {"annotations": annotations}}
+            )
+        elif cluster.kind.name == "trainjob":
             progress = {
                 "progressPercentage": 40,
                 "estimatedRemainingSeconds": 130,
@@ -573,6 +614,8 @@ def test_watch_follow_to_success_with_trainer_status(cluster):
     elapsed = time.monotonic() - began
     assert not result.reattached
     progress = " | 40% | loss 0.91 | ETA 2m10s" if cluster.kind.name == "trainjob" else ""
+    if cluster.kind.generation == ODH_3_3:
+        progress = " | step 4 | loss 0.9100 | ETA 2m10s"
     assert f"[{cluster.kind.name} {NAME}] Running{progress}" in log
     verbs = [r.verb for r in cluster.requests[1 + len(cluster.kind.runtime_requests) :]]
     assert set(verbs) <= {"watch", "list"} and "watch" in verbs and "get" not in verbs
