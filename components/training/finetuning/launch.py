@@ -28,7 +28,7 @@ from components.training.finetuning.config import (
     TrainModelRequest,
     runtime_name_of,
 )
-from components.training.finetuning.manifests.api_generations import UPSTREAM_2_3, TrainJobApi, other_generation
+from components.training.finetuning.manifests.api_generations import TRAINER_2_3, TrainJobApi, other_generation
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.spec import JobSpec, SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
@@ -163,7 +163,7 @@ def build_job_manifest(
     task_name: str,
     request: TrainModelRequest,
     owner: Any,
-    api: TrainJobApi = UPSTREAM_2_3,
+    api: TrainJobApi = TRAINER_2_3,
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
 
@@ -273,7 +273,7 @@ def train_on_cluster(
         log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
-    served = discover(api_client, log, options) if backend == "trainjob" else UPSTREAM_2_3
+    served = discover(api_client, log, options) if backend == "trainjob" else TRAINER_2_3
     ckpt_dir = plan.run_dir / "checkpoints"
     epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
 

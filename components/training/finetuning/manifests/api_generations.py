@@ -89,7 +89,7 @@ def assumed(generation: str, why: str) -> TrainJobApi:
 
 
 #: What the builders write when no cluster was asked (upstream Trainer 2.3, the project's reference).
-UPSTREAM_2_3 = TrainJobApi(RUNTIME_PATCHES, active_deadline=True, trainer_status=True, source="assumed: Trainer 2.3")
+TRAINER_2_3 = TrainJobApi(RUNTIME_PATCHES, active_deadline=True, trainer_status=True, source="assumed: Trainer 2.3")
 
 
 def other_generation(api: TrainJobApi, why: str) -> TrainJobApi:

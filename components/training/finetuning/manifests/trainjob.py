@@ -16,7 +16,7 @@ from typing import Any
 from components.training.finetuning.manifests import kueue_safe
 from components.training.finetuning.manifests.api_generations import (
     POD_TEMPLATE_OVERRIDES,
-    UPSTREAM_2_3,
+    TRAINER_2_3,
     TrainJobApi,
 )
 from components.training.finetuning.manifests.names import (
@@ -114,7 +114,7 @@ def pod_template_overrides(spec: JobSpec) -> list[dict[str, Any]]:
     return [override]
 
 
-def build_trainjob(spec: JobSpec, api: TrainJobApi = UPSTREAM_2_3) -> dict[str, Any]:
+def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, Any]:
     """Builds the ``TrainJob`` manifest of a spec for a served API (pure: same arguments → equal dict).
 
     Args:
