@@ -1,12 +1,13 @@
 """The Kubernetes emulator harness behaves like the API server where the project's client relies on it."""
 
+import json
 import threading
 import time
 
 import pytest
 from kubernetes import client, watch
 
-from tests.harness.kube import condition, make_pod, validate_trainjob
+from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, condition, make_pod, validate_trainjob
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 
@@ -198,3 +199,100 @@ def test_access_reviews_cluster_scoped_objects_and_served_resources(kube_api):
     kube_api.unserve(f"{GROUP}/{VERSION}/trainjobs")
     listing = custom.get_api_resources(GROUP, VERSION, _preload_content=False)
     assert "trainjobs" not in listing.data.decode()
+
+
+# -- like a real API server: structural pruning, Strict field validation, OpenAPI v3 discovery ------------------------
+def _runtime_patches_job(name):
+    job = _job(name)
+    job["spec"]["runtimePatches"] = [{"manager": "m", "trainingRuntimeSpec": {"template": {"spec": {}}}}]
+    job["spec"]["activeDeadlineSeconds"] = 60
+    return job
+
+
+@pytest.mark.parametrize("kube_api", [ODH_3_3], indirect=True)
+def test_unknown_fields_are_pruned_with_a_warning_by_default(kube_api):
+    """fieldValidation unset (Warn, the default since 1.23): 2xx, stored pruned, one Warning header per field."""
+    body = _runtime_patches_job("a")
+    _, status, headers = kube_api.api_client.call_api(
+        f"/apis/{GROUP}/{VERSION}/namespaces/team/trainjobs",
+        "POST",
+        body=body,
+        header_params={"Content-Type": "application/json"},
+        _preload_content=False,
+    )
+    assert status // 100 == 2
+    assert headers.getlist("Warning") == [
+        '299 - "unknown field \\"spec.runtimePatches\\""',
+        '299 - "unknown field \\"spec.activeDeadlineSeconds\\""',
+    ]
+    (stored,) = kube_api.objects("trainjobs")
+    assert stored["spec"] == {"runtimeRef": {"name": "training-hub"}}
+    assert kube_api.requests[0].body == body  # what the client sent, before pruning
+
+
+@pytest.mark.parametrize("kube_api", [ODH_3_3], indirect=True)
+def test_unknown_fields_are_refused_by_name_under_strict(kube_api):
+    api = client.CustomObjectsApi(kube_api.api_client)
+    with pytest.raises(client.ApiException) as refused:
+        api.create_namespaced_custom_object(
+            GROUP, VERSION, "team", "trainjobs", _runtime_patches_job("a"), field_validation="Strict"
+        )
+    assert refused.value.status == 400
+    assert json.loads(refused.value.body)["message"] == (
+        'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding error: '
+        'unknown field "spec.runtimePatches", unknown field "spec.activeDeadlineSeconds"'
+    )
+    assert kube_api.objects("trainjobs") == []
+    api.create_namespaced_custom_object(GROUP, VERSION, "team", "trainjobs", _job("a"), field_validation="Strict")
+    with pytest.raises(client.ApiException, match=r'unknown field \\"spec.podTemplateOverrides\[0\].bogus\\"'):
+        api.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            "team",
+            "trainjobs",
+            "a",
+            {"spec": {"podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "bogus": 1}]}},
+            field_validation="Strict",
+        )
+
+
+def test_upstream_2_3_keeps_what_rhoai_3_3_prunes(kube_api):
+    api = client.CustomObjectsApi(kube_api.api_client)
+    api.create_namespaced_custom_object(
+        GROUP, VERSION, "team", "trainjobs", _runtime_patches_job("a"), field_validation="Strict"
+    )
+    (stored,) = kube_api.objects("trainjobs")
+    assert stored["spec"]["activeDeadlineSeconds"] == 60 and stored["spec"]["runtimePatches"][0]["manager"] == "m"
+    kube_api.set_trainjob_status("team", "a", {"trainerStatus": {"progressPercentage": 5}, "bogus": 1})
+    (stored,) = kube_api.objects("trainjobs")
+    assert stored["status"] == {"trainerStatus": {"progressPercentage": 5}}  # pruned there too
+
+
+@pytest.mark.parametrize("kube_api", [UPSTREAM_2_3, ODH_3_3], indirect=True)
+def test_openapi_v3_discovery_publishes_the_served_generation(kube_api):
+    path = f"/openapi/v3/apis/{GROUP}/{VERSION}"
+    index = json.loads(kube_api.api_client.call_api("/openapi/v3", "GET", _preload_content=False)[0].data)
+    assert index["paths"] == {f"apis/{GROUP}/{VERSION}": {"serverRelativeURL": path}}
+    document = json.loads(kube_api.api_client.call_api(path, "GET", _preload_content=False)[0].data)
+    schema = document["components"]["schemas"]["io.kubeflow.trainer.v1alpha1.TrainJob"]
+    assert schema["x-kubernetes-group-version-kind"] == [{"group": GROUP, "kind": "TrainJob", "version": VERSION}]
+    expected = "runtimePatches" if kube_api.generation == UPSTREAM_2_3 else "podTemplateOverrides"
+    assert expected in schema["properties"]["spec"]["properties"]
+    kube_api.openapi_v3(403)
+    with pytest.raises(client.ApiException) as refused:
+        kube_api.api_client.call_api(path, "GET", _preload_content=False)
+    assert refused.value.status == 403
+    kube_api.openapi_v3(0)
+    kube_api.unserve(f"{GROUP}/{VERSION}/trainjobs")
+    with pytest.raises(client.ApiException) as missing:
+        kube_api.api_client.call_api(path, "GET", _preload_content=False)
+    assert missing.value.status == 404
+
+
+def test_validate_trainjob_checks_the_named_generation():
+    import jsonschema
+
+    job = _runtime_patches_job("a")
+    validate_trainjob(job, UPSTREAM_2_3)
+    with pytest.raises(jsonschema.ValidationError, match="runtimePatches"):
+        validate_trainjob(job, ODH_3_3)
