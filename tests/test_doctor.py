@@ -18,7 +18,7 @@ from pipelines.doctor import provisioners
 from pipelines.doctor.gpus import tolerates
 from pipelines.doctor.training import rbac_permissions
 from pipelines.training.finetuning.interface import parameter_feeding
-from tests.harness.kube import make_node
+from tests.harness.kube import ODH_3_3, make_node
 
 NS = "team"
 SECRET_VALUE = "pl4nted-S3CRET-value-0042"
@@ -562,3 +562,44 @@ def test_either_oci_pull_secret_key_serves_an_oci_base_model(cluster, capsys, ke
     [line] = problems(out)
     assert code == 1 and "lacks one of the keys OCI_PULL_SECRET_MODEL_DOWNLOAD / .dockerconfigjson" in line, line
     assert SECRET_VALUE not in out
+
+
+# -- the TrainJob API generation and the runtime's image -------------------------------------------------------------
+def test_doctor_names_upstream_trainer_2_3s_api(cluster, capsys):
+    code, out, _ = doctor(capsys, *S3_DATASET)
+    assert code == 0, out
+    (line,) = [line for line in out.splitlines() if "TrainJob API with" in line]
+    assert line.startswith("OK") and "spec.runtimePatches (Kubeflow Trainer >= 2.2, RHOAI >= 3.6)" in line
+    assert "activeDeadlineSeconds served" in line and "status.trainerStatus served" in line
+    assert "JIT checkpoints on pause: available where the runtime's Training Hub is >= 0.9" in line
+    assert line.endswith("(OpenAPI v3 discovery)")
+    assert "the runtime's image is unknown" not in out  # the harness runtime names no image: said so
+    assert "ClusterTrainingRuntime 'training-hub' names no image" in out
+
+
+@pytest.mark.parametrize("kube_api", [ODH_3_3], indirect=True)
+def test_doctor_names_rhoai_3_3s_api_and_its_runtime_image(cluster, capsys):
+    cluster.custom.delete_cluster_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
+    )
+    cluster.create_rhoai_runtime("odh-3.3")  # the runtime RHOAI 3.3 ships, vendored
+    code, out, _ = doctor(capsys, *S3_DATASET)
+    assert code == 0, out
+    (line,) = [line for line in out.splitlines() if "TrainJob API with" in line]
+    assert line.startswith("OK  ") and "spec.podTemplateOverrides (Kubeflow Trainer 2.0-2.1, RHOAI 3.3-3.5)" in line
+    assert "no spec.activeDeadlineSeconds (the launcher enforces training_timeout_seconds itself)" in line
+    assert "no status.trainerStatus (no status server: the pods report none)" in line
+    assert "JIT checkpoints on pause: not available (Training Hub 0.3.0 has no enable_jit_checkpoint" in line
+    assert (
+        "OK    training pods run quay.io/modh/training:py312-cuda128-torch280 (from ClusterTrainingRuntime "
+        "'training-hub') (RHOAI 3.3's image: Training Hub 0.3.0)"
+    ) in out.splitlines()
+
+
+def test_doctor_says_when_the_api_generation_is_only_assumed(cluster, capsys):
+    cluster.openapi_v3(403)
+    _, out, _ = doctor(capsys, *S3_DATASET)
+    (line,) = [line for line in out.splitlines() if "TrainJob API with" in line]
+    assert line.startswith("WARN") and "assumed: OpenAPI v3 discovery" in line and "(HTTP 403)" in line
+    assert "a Strict create corrects it once" in line and "system:discovery" in line
+    assert "OK    ClusterTrainingRuntime 'training-hub' names no image for its trainer container 'node'" in out

@@ -133,7 +133,10 @@ class Cluster:
             spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
         )
         answer = self._read(
-            f"reviewing access to {verb} {resource}", self.authorization.create_self_subject_access_review, body
+            f"reviewing access to {verb} {resource}",
+            self.authorization.create_self_subject_access_review,
+            body,
+            field_validation="Strict",  # every write this project sends refuses unknown fields
         )
         return bool((answer.get("status") or {}).get("allowed"))
 

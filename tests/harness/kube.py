@@ -446,6 +446,14 @@ class KubeApi:
             return self.custom.create_cluster_custom_object(group, version, "clustertrainingruntimes", body)
         return self.custom.create_namespaced_custom_object(group, version, namespace, "trainingruntimes", body)
 
+    def create_rhoai_runtime(self, release: str) -> dict[str, Any]:
+        """Creates the ``training-hub`` ClusterTrainingRuntime a RHOAI release ships (``odh-3.3``, ``odh-3.5.0``)."""
+        import yaml
+
+        body = yaml.safe_load((CRDS / release / "training_hub.yaml").read_text())
+        group, version = TRAINER.split("/")
+        return self.custom.create_cluster_custom_object(group, version, "clustertrainingruntimes", body)
+
     def create_trainjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Creates a TrainJob as someone else would (e.g. a previous attempt of the same task)."""
         group, version = TRAINER.split("/")
