@@ -219,3 +219,13 @@ def test_the_step_logs_the_progress_the_controller_stored_in_status_trainer_stat
         run_job(kube_api.api_client, manifest, start_timeout_seconds=20, timeout_seconds=30, poll_interval_seconds=0.05,
                 log=log)  # fmt: skip
     assert f"[trainjob {name}] Running | step 10/20 (50%) | epoch 1.00 | loss 1.2500 | lr 2.00e-05 | ETA 0m12s" in log
+
+
+def test_without_the_injected_status_server_no_status_reporting_is_attempted():
+    """RHOAI 3.3-3.5 serve no status.trainerStatus and inject no status server: rank 0 reports nothing to it."""
+    lines = []
+    rhoai_3_3_pod = {"PET_NODE_RANK": "0", "PATH": "/usr/bin"}  # no KUBEFLOW_TRAINER_SERVER_* variables
+    assert trainer_status.start_reporting(rhoai_3_3_pod, 0, lambda: STATUS, lines.append) is None
+    assert lines == []
+    upstream = {trainer_status.SERVER_URL_ENV: "https://127.0.0.1:9/status"}
+    assert trainer_status.start_reporting(upstream, 1, lambda: STATUS, lines.append) is None  # rank 1 never reports
