@@ -108,6 +108,16 @@ def trainjob_schema(openapi: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def _resolved(openapi: Mapping[str, Any], schema: Any) -> Mapping[str, Any]:
+    """A schema, or the one its ``$ref`` (``#/components/schemas/<name>``, or in ``allOf``) points to."""
+    if not isinstance(schema, Mapping):
+        return {}
+    ref = schema.get("$ref") or next((item.get("$ref") for item in schema.get("allOf") or [] if "$ref" in item), None)
+    if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+        return ((openapi.get("components") or {}).get("schemas") or {}).get(ref.rsplit("/", 1)[-1]) or {}
+    return schema
+
+
 def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
     """The generation an OpenAPI v3 document of ``trainer.kubeflow.org/v1alpha1`` serves, or None when it cannot say.
 
@@ -121,8 +131,8 @@ def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
     if schema is None:
         return None
     properties = schema.get("properties") or {}
-    spec = (properties.get("spec") or {}).get("properties") or {}
-    status = (properties.get("status") or {}).get("properties") or {}
+    spec = (_resolved(openapi, properties.get("spec")) or {}).get("properties") or {}
+    status = (_resolved(openapi, properties.get("status")) or {}).get("properties") or {}
     if RUNTIME_PATCHES in spec:
         generation = RUNTIME_PATCHES
     elif POD_TEMPLATE_OVERRIDES in spec:

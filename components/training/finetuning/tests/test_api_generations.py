@@ -124,6 +124,14 @@ def test_discovery_reads_the_generation_from_the_openapi_v3_document_of_each_crd
     assert served_trainjob_api(openapi_v3_document(UPSTREAM_2_3)) == TrainJobApi(RUNTIME_PATCHES, True, True)
     assert served_trainjob_api(openapi_v3_document(ODH_3_3)) == TrainJobApi(POD_TEMPLATE_OVERRIDES, False, False)
     assert served_trainjob_api({"components": {"schemas": {}}}) is None
+    # A published schema may reference its spec instead of inlining it (as built-in types do).
+    referenced = openapi_v3_document(ODH_3_3)
+    schemas = referenced["components"]["schemas"]
+    trainjob = schemas["io.kubeflow.trainer.v1alpha1.TrainJob"]
+    schemas["io.kubeflow.trainer.v1alpha1.TrainJobSpec"] = trainjob["properties"]["spec"]
+    ref = "#/components/schemas/io.kubeflow.trainer.v1alpha1.TrainJobSpec"
+    trainjob["properties"]["spec"] = {"allOf": [{"$ref": ref}]}
+    assert served_trainjob_api(referenced).generation == POD_TEMPLATE_OVERRIDES
     no_fields = openapi_v3_document(UPSTREAM_2_3)
     del no_fields["components"]["schemas"]["io.kubeflow.trainer.v1alpha1.TrainJob"]["properties"]["spec"]["properties"][
         "runtimePatches"
