@@ -7,7 +7,7 @@ import time
 import pytest
 from kubernetes import client, watch
 
-from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, condition, make_pod, validate_trainjob
+from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, condition, crd_schema, make_pod, validate_trainjob
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 
@@ -296,3 +296,18 @@ def test_validate_trainjob_checks_the_named_generation():
     validate_trainjob(job, UPSTREAM_2_3)
     with pytest.raises(jsonschema.ValidationError, match="runtimePatches"):
         validate_trainjob(job, ODH_3_3)
+
+
+def test_the_rhoai_runtimes_and_the_harness_runtime_fit_rhoai_3_3s_runtime_crd(kube_api):
+    """The vendored RHOAI runtimes (3.3, 3.5) and what ``create_runtime`` writes are valid ClusterTrainingRuntimes."""
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(crd_schema("odh-3.3/trainer.kubeflow.org_clustertrainingruntimes.yaml"))
+    for release in ("odh-3.3", "odh-3.5.0"):
+        kube_api.create_rhoai_runtime(release)
+        (runtime,) = kube_api.objects("clustertrainingruntimes")
+        validator.validate(runtime)
+        kube_api.custom.delete_cluster_custom_object(GROUP, VERSION, "clustertrainingruntimes", "training-hub")
+    kube_api.create_runtime("training-hub")
+    (runtime,) = kube_api.objects("clustertrainingruntimes")
+    validator.validate(runtime)
