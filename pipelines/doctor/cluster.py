@@ -140,6 +140,18 @@ class Cluster:
         )
         return bool((answer.get("status") or {}).get("allowed"))
 
+    def training_runtime(self, name: str, kind: str, namespace: str) -> dict[str, Any] | None:
+        """A ClusterTrainingRuntime, or a TrainingRuntime in ``namespace``; ``None`` when it does not exist."""
+        from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
+        from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION
+
+        what, custom = f"reading {kind} {name!r}", self.api.custom
+        if kind == "ClusterTrainingRuntime":
+            args = (custom.get_cluster_custom_object, API_GROUP, API_VERSION, RUNTIME_PLURALS[kind], name)
+        else:
+            args = (custom.get_namespaced_custom_object, API_GROUP, API_VERSION, namespace, RUNTIME_PLURALS[kind], name)
+        return self._read(what, *args, missing_ok=True)
+
     def storage_class(self, name: str) -> dict[str, Any] | None:
         """The StorageClass, or ``None`` when it does not exist."""
         return self._read(f"reading storage class {name!r}", self.storage.read_storage_class, name, missing_ok=True)

@@ -18,7 +18,6 @@ from components.training.finetuning.cluster.errors import JobError
 from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
 from components.training.finetuning.config import runtime_name_of
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
-from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION
 from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues
@@ -64,31 +63,6 @@ def runtime_image(runtime: Mapping[str, Any], job: str = "node") -> str:
     return ""
 
 
-def _read_runtime(cluster: Cluster, name: str, kind: str, namespace: str) -> dict[str, Any] | None:
-    plural = RUNTIME_PLURALS[kind]
-    custom = cluster.api.custom
-    if kind == "ClusterTrainingRuntime":
-        return cluster._read(
-            f"reading {kind} {name!r}",
-            custom.get_cluster_custom_object,
-            API_GROUP,
-            API_VERSION,
-            plural,
-            name,
-            missing_ok=True,
-        )
-    return cluster._read(
-        f"reading {kind} {name!r}",
-        custom.get_namespaced_custom_object,
-        API_GROUP,
-        API_VERSION,
-        namespace,
-        plural,
-        name,
-        missing_ok=True,
-    )
-
-
 def image_check(cluster: Cluster, values: RunValues) -> tuple[Check, str]:
     """The line naming the training pods' image, and the Training Hub version it is known to carry (``""``)."""
     image = str(values.get(keys.TRAINING_IMAGE) or "")
@@ -100,7 +74,7 @@ def image_check(cluster: Cluster, values: RunValues) -> tuple[Check, str]:
             return ok("backend", f"runtime kind {kind!r} is not a runtime kind: no image to name"), ""
         namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
         try:
-            runtime = _read_runtime(cluster, name, kind, namespace)
+            runtime = cluster.training_runtime(name, kind, namespace)
         except (Forbidden, ApiUnavailable) as error:
             return ok("backend", f"the runtime's image is unknown: {kind} {name!r} cannot be read ({error})"), ""
         if runtime is None:

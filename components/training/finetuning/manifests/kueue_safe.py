@@ -14,9 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-#: Values a typed client drops from an ``omitempty`` field.
-EMPTY: tuple[Any, ...] = ("", None, False, (), [], {})
-
 
 def is_empty(value: Any) -> bool:
     """Whether a typed client would drop ``value`` from an ``omitempty`` field (``0`` is kept: pointer fields)."""
