@@ -154,7 +154,8 @@ def validate_trainjob(manifest: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------------------------------------------------
 class KubeEmulator(kmock.KubernetesEmulator):
-    """kmock's emulator plus selectors, ``watch=True``, ``?timeoutSeconds`` on watches and scripted pod logs."""
+    """kmock's emulator plus selectors, ``watch=True``, ``?timeoutSeconds`` on watches, scripted pod logs, and uids
+    (assigned on create; a delete's or patch's uid precondition is enforced)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -177,7 +178,37 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 raise rule["error"]
         if request.resource is not None and request.resource.plural == "selfsubjectaccessreviews":
             return self._review_access(request)
+        self._check_identity(request)
         return await super()._handle(request)
+
+    def _check_identity(self, request: kmock.Request) -> None:
+        """As the API server: a created object gets a fresh ``metadata.uid``; a delete's ``preconditions.uid`` and a
+        patch's ``metadata.uid`` must be the object's, else ``409 Conflict`` and nothing is changed."""
+        import uuid
+
+        data = request.data if isinstance(request.data, dict) else {}
+        if request.resource is None or request.subresource:
+            return
+        if request.action == enums.action.CREATE and data:
+            data.setdefault("metadata", {})["uid"] = str(uuid.uuid4())
+            return
+        if request.action == enums.action.DELETE:
+            expected = (data.get("preconditions") or {}).get("uid")
+        elif request.action == enums.action.UPDATE:
+            expected = (data.get("metadata") or {}).get("uid")
+        else:
+            return
+        if not expected or not request.name:
+            return
+        for (resource, namespace, name), obj in list(self.objects.items()):
+            if (resource, namespace, name) == (request.resource, request.namespace, request.name) and not obj.deleted:
+                actual = (obj.get("metadata") or {}).get("uid")
+                if actual != expected:
+                    raise kmock.KubernetesError(
+                        status=409,
+                        reason="Conflict",
+                        message=f"Precondition failed: UID in precondition: {expected}, UID in object meta: {actual}",
+                    )
 
     def _review_access(self, request: kmock.Request):
         """Answers a SelfSubjectAccessReview (never stored, as the API server does) from :attr:`denied`."""
@@ -238,6 +269,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if tail:
             lines = lines[-int(tail) :]
         return ("\n".join(lines) + ("\n" if lines else "")).encode()
+
+
+def _sent_body(request: kmock.Request) -> Any:
+    """The body as the client sent it (before the emulator added what the server sets, e.g. the uid)."""
+    try:
+        return json.loads(request.body) if request.body else request.data
+    except ValueError:
+        return request.data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,7 +356,7 @@ class KubeApi:
                     namespace=request.namespace,
                     name=request.name,
                     subresource=request.subresource,
-                    body=request.data,
+                    body=_sent_body(request),
                 )
             )
         return seen
