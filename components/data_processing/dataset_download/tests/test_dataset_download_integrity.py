@@ -158,6 +158,18 @@ def small_disk(tmp_path: Path):
         subprocess.run(["umount", str(mount)], check=True)
 
 
+def test_a_full_scratch_folder_on_an_s3_download_is_one_line_too(s3_data_connection, small_disk):
+    client, bucket = s3_data_connection
+    body = LINE * 40_000
+    client.put_object(Bucket=bucket, Key="sets/big.jsonl", Body=body)
+    with pytest.raises(DatasetSourceError) as error:
+        fetch_dataset(f"s3://{bucket}/sets/big.jsonl", small_disk / "dl", http=FAST)
+    message = str(error.value)
+    assert "\n" not in message and "is full (No space left on device)" in message and str(small_disk) in message
+    assert f"needs {len(body)} bytes" in message and "TMPDIR" in message
+    assert [p for p in (small_disk / "dl").rglob("*") if p.is_file()] == []
+
+
 def test_a_full_scratch_folder_names_the_folder_the_need_and_what_to_set(http_file_server, small_disk):
     body = LINE * 40_000  # ~2.4 MiB: more than the 1 MiB scratch disk
     (http_file_server.root / "chat.jsonl").write_bytes(body)
@@ -168,3 +180,43 @@ def test_a_full_scratch_folder_names_the_folder_the_need_and_what_to_set(http_fi
     assert f"needs {len(body)} bytes" in message and "TMPDIR" in message
     assert len(http_file_server.requests) == 1  # a full disk is not retried
     assert list((small_disk / "dl").iterdir()) == []  # no partial file left on the full disk
+
+
+# --- rows that used to end in a raw error: one line naming file, row and rule; droppable ------------------------------
+GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
+LONE_SURROGATE_ROW = '{"messages":[{"role":"user","content":"hi \\ud800 there"},{"role":"assistant","content":"ok"}]}'
+BAD_CSV_CELL = '"[{""role"": ""user"", ""content"": ""hi""}, {""role"": ""assistant"" ""content"": ""x""}]"'
+
+
+def _bad_files(folder: Path) -> dict[str, tuple[str, str]]:
+    """name -> (where the bad row is, what the line says about it)."""
+    good = json.dumps(GOOD)
+    (folder / "rows.json").write_text(f"[{LONE_SURROGATE_ROW},\n{good}]")
+    cell = json.dumps(GOOD["messages"]).replace('"', '""')
+    (folder / "rows.csv").write_text(f'messages\n{BAD_CSV_CELL}\n"{cell}"\n')
+    return {
+        "rows.json": ("rows.json row 0 [invalid_json]", "lone UTF-16 surrogate"),
+        "rows.csv": ("rows.csv:2 [invalid_json]", "the CSV column 'messages' holds invalid JSON"),
+    }
+
+
+@pytest.mark.parametrize("name", ["rows.json", "rows.csv"])
+def test_a_bad_row_is_named_with_its_file_row_and_rule_and_can_be_dropped(tmp_path, name):
+    from components.data_processing.dataset_download.run import run_dataset_download
+    from components.data_processing.dataset_download.validate import DatasetValidationError
+    from tests.harness.requests import dataset_download_request
+
+    where, what = _bad_files(tmp_path)[name]
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(DatasetValidationError) as error:
+        run_dataset_download(dataset_download_request(str(tmp_path / name)), out / "train.jsonl", out / "eval.jsonl")
+    first = str(error.value).splitlines()[0]
+    assert where in first and what in first
+    assert list(out.iterdir()) == []  # nothing half-written
+    request = dataset_download_request(
+        str(tmp_path / name), on_invalid="drop", max_invalid_fraction=0.5, train_split_ratio=1.0
+    )
+    result = run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
+    assert result.validation.rows_valid == 1
+    assert [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()] == [GOOD]
