@@ -121,12 +121,18 @@ PRIVATE_KEY_BLOCK = re.compile(
     re.DOTALL,
 )
 
-#: Patterns for secrets never given by value: (regex, replacement keeping the part before the secret).
-PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
+#: Secrets whose shape alone says what they are (no ordinary data looks like them): masked in every output, artifacts
+#: and metadata included, like :data:`URL_PATTERNS`.
+UNMISTAKABLE_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     (PRIVATE_KEY_BLOCK, _mask_private_key),
-    (re.compile(r"hf_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), MASK),  # GitHub tokens
     (re.compile(r"\bgl(?:pat|dt|rt|ptt|soat|ft|imt|cbt|oas|agent)-[A-Za-z0-9_-]{20,}"), MASK),  # GitLab tokens
+)
+
+#: Patterns for secrets never given by value: (regex, replacement keeping the part before the secret).
+PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
+    *UNMISTAKABLE_PATTERNS,
+    (re.compile(r"hf_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),  # a JWT: header.payload.sig
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MASK),
     (
@@ -195,13 +201,13 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
 def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None, patterns: bool = True) -> str:
     """``text`` with every known secret value replaced by :data:`MASK`, then every :data:`PATTERNS` match.
 
-    ``patterns=False`` masks by value and :data:`URL_PATTERNS` only: for artifacts (reports, results, metadata),
-    where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
+    ``patterns=False`` masks by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts
+    (reports, results, metadata), where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
     """
     for value in secret_values(env, extra):
         if value in text:
             text = text.replace(value, MASK)
-    for pattern, replacement in PATTERNS if patterns else URL_PATTERNS:
+    for pattern, replacement in PATTERNS if patterns else (*UNMISTAKABLE_PATTERNS, *URL_PATTERNS):
         text = pattern.sub(replacement, text)
     return text
 

@@ -203,3 +203,10 @@ def test_a_private_key_printed_line_by_line_is_masked_across_writes(secrets):
         stream.write(line)
     assert PEM_BODY not in sink.getvalue() and "Q2hlY2sgbWU=" not in sink.getvalue()
     assert sink.getvalue().startswith("before\n") and sink.getvalue().endswith("-----END RSA PRIVATE KEY-----\nafter\n")
+
+
+def test_unmistakable_secrets_are_masked_in_artifacts_too_ordinary_data_is_not(secrets):
+    text = f'{{"note": "pushed with {GITHUB}", "key": "{PEM}", "pad_token": "<|pad|>", "gl": "{GITLAB}"}}'
+    masked_text = mask_text(text, patterns=False)
+    assert GITHUB not in masked_text and PEM_BODY not in masked_text and GITLAB not in masked_text
+    assert '"pad_token": "<|pad|>"' in masked_text

@@ -288,3 +288,5 @@ def test_a_cleanup_retries_until_the_end_of_its_budget(kube_api):
     assert failure.value.diagnosis.outcome == "Timeout"
     assert clock.now == pytest.approx(30 + 25)
     assert "could not be deleted" in str(failure.value)
+    assert "did not answer before cleanup_timeout_seconds=25 (" in str(failure.value)
+    assert "attempt(s) in 25.0s" in str(failure.value)  # the measured time
