@@ -145,7 +145,7 @@ PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ..
     (re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"), _mask_basic_credentials),
     (re.compile(r"(?i)(--" + _KEY + r"(?:=|\s+))(?!-)(\S+)"), _mask_value),
     (re.compile(r"(?i)(\\?['\"]" + _VALUE_KEY + r"\\?['\"]\s*:\s*\\?['\"])([^'\"\\]+)"), _mask_value),
-    (re.compile(r"(?i)(\b" + _VALUE_KEY + r"\s*[=:]\s*)(?!['\"]?\*\*\*)([^\s,;'\"}&]+)"), _mask_value),
+    (re.compile(r"(?i)(\b" + _VALUE_KEY + r"\s*[=:]\s*['\"]?)(?!\*\*\*)([^\s,;'\"}&]+)"), _mask_value),
     *URL_PATTERNS,
 )
 

@@ -154,6 +154,7 @@ DOCKER_AUTH = "YWxpY2U6czNjcjN0LXB1bGwtcGFzcw=="  # base64 of "alice:s3cr3t-pull
         (f"auths:\n  quay.io:\n    auth: {DOCKER_AUTH}\n", DOCKER_AUTH),
         ('JobFailed: {"password": "Xy12abcdef"}', "Xy12abcdef"),
         ("secret: s3cr3t-Value-9\n", "s3cr3t-Value-9"),
+        ('password: "s3cr3t-Value"\ntoken: \'abc123def456\'', "s3cr3t-Value"),
         (json.dumps(json.dumps({"client_secret": "Zz9-secret-value"})), "Zz9-secret-value"),
     ],
     ids=[
@@ -167,6 +168,7 @@ DOCKER_AUTH = "YWxpY2U6czNjcjN0LXB1bGwtcGFzcw=="  # base64 of "alice:s3cr3t-pull
         "docker-yaml",
         "json",
         "yaml",
+        "yaml-quoted",
         "escaped",
     ],
 )
@@ -188,6 +190,7 @@ def test_secrets_never_given_are_masked_in_pod_logs_and_job_failures(secrets, te
         "pad_token: <|pad|>",
         "secret_name: hf-token-secret",
         "the author: Jane",
+        'client_secret: "check"',
     ],
 )
 def test_ordinary_words_after_a_secrets_key_are_never_masked(secrets, text):

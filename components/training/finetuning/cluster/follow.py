@@ -20,13 +20,13 @@ from typing import Any
 
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster import diagnosis as diagnosis_module
-from components.training.finetuning.cluster.api import Retry
+from components.training.finetuning.cluster.api import Deadline, Retry
 from components.training.finetuning.cluster.errors import ApiUnavailable, JobError
 from components.training.finetuning.cluster.job_client import JobClient, uid_of
 from components.training.finetuning.cluster.job_kinds import queue_name
 from components.training.finetuning.cluster.outage import through_outage
 from components.training.finetuning.cluster.progress import format_duration, progress_line
-from components.training.finetuning.cluster.state import FollowSettings, JobState, paused_seconds
+from components.training.finetuning.cluster.state import FollowSettings, JobState, paused_seconds, run_deadline
 from components.training.finetuning.pod import progress_server
 
 #: Optional reads (pods while waiting) are tried once per poll: the next poll is their retry.
@@ -127,14 +127,17 @@ def note_pause(client: JobClient, state: JobState, settings: FollowSettings, pha
     return paused
 
 
-def optional_pods(client: JobClient, state: JobState) -> list[dict[str, Any]]:
-    """The job's pods, an optional read: one try; a refusal (403), an error or no answer only costs the diagnosis.
+def optional_pods(client: JobClient, state: JobState, settings: FollowSettings) -> list[dict[str, Any]]:
+    """The job's pods, an optional read: one try, within a poll interval; a failure only costs the diagnosis.
 
-    Following needs only the job's own status: a failed read logs one warning (once per run) and returns ``[]``, so
-    the loop reads the job again on time and never ends or abandons the job because of its pods.
+    Following needs only the job's own status: a refusal (403), an error or no answer logs one warning (once per run)
+    and returns ``[]``, so the loop reads the job again on time and never ends or abandons the job for its pods.
     """
+    cap = Deadline(settings.clock() + settings.poll_interval, f"poll_interval_seconds={settings.poll_interval:g}")
+    own = run_deadline(state, settings)
+    deadline = cap if own is None or cap.at < own.at else own  # a slow answer never delays the next read of the job
     try:
-        return client.list_pods(Retry(policy=ONE_TRY))
+        return client.list_pods(Retry(policy=ONE_TRY, deadline=deadline))
     except JobError as error:
         if _PODS_UNREADABLE not in state.reported:
             state.reported.add(_PODS_UNREADABLE)
@@ -152,7 +155,7 @@ def check_started(client: JobClient, state: JobState, settings: FollowSettings, 
     """
     if phase == "Running" or state.metrics.poll():
         return True
-    pods = optional_pods(client, state)
+    pods = optional_pods(client, state, settings)
     for pod in pods:
         for cause in diagnosis_module.pod_causes(pod):
             if cause.line() not in state.reported:
