@@ -298,3 +298,29 @@ def test_a_cleanup_retries_until_the_end_of_its_budget(kube_api):
     assert "could not be deleted" in str(failure.value)
     assert "did not answer before cleanup_timeout_seconds=25 (" in str(failure.value)
     assert "attempt(s) in 25.0s" in str(failure.value)  # the measured time
+
+
+def test_the_cleanup_after_sigterm_uses_its_whole_budget(kube_api):
+    # The run is cancelled at t=20 while every delete answers 503: the cleanup retries until the end of its 25 s
+    # budget (the last try at t=45), and the error names the job, the command and the measured time.
+    import os
+    import signal
+
+    from components.training.finetuning.cluster.errors import JobCancelled
+
+    kube_api.create_runtime("training-hub")
+    kube_api.put_pod(make_pod(NS, NAME))
+
+    def cancel(now):
+        if now == 20:
+            kube_api.fail("delete", "trainjobs", status=503, times=10_000)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    clock = FakeClock(cancel)
+    policy = RetryPolicy(attempts=UNTIL_DEADLINE, initial_delay_s=1.0, max_delay_s=30.0, jitter=0.1)
+    with pytest.raises(JobCancelled) as cancelled:
+        _poll(kube_api, clock, Log(), cancel_timeout_seconds=25, outage_policy=policy)
+    assert clock.now == pytest.approx(20 + 25)
+    message = str(cancelled.value)
+    assert "attempt(s) in 25.0s" in message and f"run `kubectl delete trainjob {NAME} -n {NS}`" in message
+    assert [name for name, _, _ in _jobs(kube_api)] == [NAME]
