@@ -207,7 +207,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         if name == "schedule":
             when = command.add_mutually_exclusive_group(required=True)
             when.add_argument("--cron", default="", help="6-field cron with seconds, e.g. '0 0 2 * * *'")
-            when.add_argument("--interval", type=int, default=0, metavar="SECONDS", help="run every N seconds")
+            when.add_argument("--interval", type=int, default=None, metavar="SECONDS", help="run every N seconds")
             command.add_argument("--max-concurrency", type=int, default=1)
     return parser
 

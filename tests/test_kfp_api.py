@@ -371,6 +371,7 @@ def test_valid_cron_expressions_pass(cron: str):
     [
         ({"cron": "0 0 2 * * *", "interval_seconds": 60}, "exactly one of --cron EXPR or --interval SECONDS; both"),
         ({"interval_seconds": -5}, r"interval -5 \(--interval\) must be a positive whole number of seconds"),
+        ({"interval_seconds": 0}, r"interval 0 \(--interval\) must be a positive whole number of seconds"),
         ({"interval_seconds": 60, "max_concurrency": 11}, "max concurrency 11 must be a whole number from 1 to 10"),
         ({"interval_seconds": 60, "max_concurrency": 0}, "max concurrency 0 must be"),
         ({"interval_seconds": 60, "job_name": " "}, r"the recurring run name \(--name\) is empty"),
@@ -380,6 +381,36 @@ def test_bad_schedule_options_are_refused(kfp_api_stub, package_path, options: d
     options = {"job_name": "j", **options}
     with pytest.raises(ValueError, match=message):
         kfp_api.schedule_run(_connection(kfp_api_stub), package_path, {"a": 1}, **options)
+    assert kfp_api_stub.requests == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary", r"'[^']*broken\.yaml' is not a text file \(not UTF-8 at byte \d+\)"),
+        (b"a: [1, 2\nb: 3\n", r"'[^']*broken\.yaml' is not valid YAML: "),
+    ],
+    ids=["binary", "bad-yaml"],
+)
+def test_a_package_that_is_not_yaml_is_one_line_naming_the_file(kfp_api_stub, tmp_path: Path, content, message):
+    package = tmp_path / "broken.yaml"
+    package.write_bytes(content)
+    with pytest.raises(ValueError, match=message) as error:
+        kfp_api.upload_pipeline(_connection(kfp_api_stub), str(package), "p")
+    assert "\n" not in str(error.value)
+    assert kfp_api_stub.requests == []
+
+
+def test_schedule_interval_zero_on_the_command_line_says_it_must_be_positive(kfp_api_stub, package_path):
+    from pipelines.cli import build_parser
+
+    parsed = build_parser().parse_args(["schedule", "sft", "--interval", "0"])
+    assert parsed.interval == 0 and parsed.cron == ""  # given, not "absent"
+    with pytest.raises(ValueError, match=r"interval 0 \(--interval\) must be a positive whole number of seconds"):
+        kfp_api.schedule_run(
+            _connection(kfp_api_stub), package_path, {"a": 1}, job_name="j", interval_seconds=parsed.interval
+        )
+    assert build_parser().parse_args(["schedule", "sft", "--cron", "@daily"]).interval is None
     assert kfp_api_stub.requests == []
 
 

@@ -116,13 +116,27 @@ def test_a_final_answer_is_raised_at_once():
     assert flaky.calls == 1
 
 
-def test_no_wait_reaches_past_the_deadline():
+def test_the_last_try_is_made_at_the_deadline_and_no_wait_passes_it():
+    # Waits 1 and 2 (t=3); the next backoff (4, with jitter) would pass t=5: it is cut to 2, the last try is at t=5.
     flaky = Flaky(*[TimeoutError("timed out")] * 10)
     clock = FakeTime()
+    tries_at = []
+
+    def timed():
+        tries_at.append(clock.now)
+        return flaky()
+
     with pytest.raises(GaveUp) as gave_up:
-        call_with_retries(flaky, RetryPolicy(attempts=10), sleep=clock.sleep, clock=lambda: clock.now, deadline=5.0)
-    assert gave_up.value.reason == "deadline" and flaky.calls == 3  # waits 1 and 2; the next (4) would pass t=5
-    assert clock.now < 5.0
+        call_with_retries(timed, RetryPolicy(attempts=10), sleep=clock.sleep, clock=lambda: clock.now, deadline=5.0)
+    assert gave_up.value.reason == "deadline" and flaky.calls == 4
+    assert tries_at[-1] == pytest.approx(5.0) and clock.now == pytest.approx(5.0)
+
+
+def test_a_call_that_succeeds_at_the_deadline_is_not_given_up():
+    flaky = Flaky(*[TimeoutError("timed out")] * 3)
+    clock = FakeTime()
+    assert call_with_retries(flaky, RetryPolicy(attempts=10), sleep=clock.sleep, clock=lambda: clock.now, deadline=5)
+    assert flaky.calls == 4 and clock.now == pytest.approx(5.0)
 
 
 def test_the_async_variant_retries_coroutines():

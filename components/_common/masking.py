@@ -4,8 +4,11 @@ A component knows its secrets: the environment variables mounted from Kubernetes
 and the tokens it reads or is passed (:func:`register_secret`). :func:`mask_text` replaces every occurrence of those
 values, whatever the surrounding format (a dict repr, a JSON object, ``--token X``, a URL), also in their JSON-escaped
 and URL-quoted spellings, and in the string leaves of a JSON-valued secret (a docker config). Then the patterns of
-:data:`PATTERNS` catch secrets it never saw (``hf_...``, ``Bearer ...``, ``Authorization: Basic ...``, a raw JWT,
-``token=...``, ``"password": "..."``, ``--token ...``). Signed URLs and URL credentials (:data:`URL_PATTERNS`: the
+:data:`PATTERNS` catch secrets it never saw (``hf_...``, GitHub ``ghp_...``/``github_pat_...`` and GitLab
+``glpat-...`` tokens, PEM private-key blocks, ``Bearer ...``, ``Authorization: Basic ...``, a raw JWT, and a
+token-like value (:func:`token_like`: never an ordinary word such as ``check``) after a ``token``, ``secret``,
+``password``, ``auth`` (a docker ``config.json``) or ``api_key`` key in JSON, YAML or ``key=value`` text, or after
+``--token``). Signed URLs and URL credentials (:data:`URL_PATTERNS`: the
 ``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``sig``, ``Signature``, ``token``... query
 parameters and ``scheme://user:password@``) are masked in every output, artifacts included, keeping the URL readable
 (``https://host/f.jsonl?X-Amz-Signature=***&X-Amz-Expires=3600``); :func:`mask_url` applies only those.
@@ -82,22 +85,67 @@ def _mask_basic_credentials(match: re.Match[str]) -> str:
     return match[1] + MASK if b":" in decoded else match[0]
 
 
+def token_like(value: str) -> bool:
+    """Whether a value after a secret's key looks like a secret, not an ordinary word (``check``, ``required``).
+
+    A secret has 6 characters or more and a digit, both cases, or a symbol, or is 16 characters or longer; a word of
+    lowercase (or uppercase) letters shorter than that is left as it is.
+    """
+    value = value.strip()
+    if len(value) < MIN_SECRET_CHARS or value.startswith(MASK):
+        return False
+    if len(value) >= 16:
+        return True
+    has_digit = any(c.isdigit() for c in value)
+    mixed_case = any(c.islower() for c in value) and any(c.isupper() for c in value)
+    has_symbol = any(c in "-_./+=~" for c in value)  # (a token's alphabet; ``<|pad|>`` is no secret)
+    return has_digit or mixed_case or has_symbol
+
+
+def _mask_value(match: re.Match[str]) -> str:
+    """``<key part><value>`` with the value masked when it is :func:`token_like` (group 1: key part, 2: value)."""
+    return match[1] + MASK if token_like(match[2]) else match[0]
+
+
+def _mask_private_key(match: re.Match[str]) -> str:
+    """A PEM private-key block (complete, or cut off at the end of the text) with its body masked."""
+    return f"{match[1]}{MASK}{match[2] or ''}"
+
+
+#: Keys whose value in JSON/YAML/``key=value`` text is a secret when it looks like one (:func:`token_like`).
+_VALUE_KEY = r"(?:[\w-]*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?|auth))"
+#: A PEM private-key block: ``-----BEGIN [RSA |EC |OPENSSH |ENCRYPTED ]PRIVATE KEY-----`` to its END line (also with
+#: JSON-escaped newlines), or to the end of the text when it was cut off.
+PRIVATE_KEY_BLOCK = re.compile(
+    r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?:.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)|[A-Za-z0-9+/=\s\\:,-]*)",
+    re.DOTALL,
+)
+
+#: Secrets whose shape alone says what they are (no ordinary data looks like them): masked in every output, artifacts
+#: and metadata included, like :data:`URL_PATTERNS`.
+UNMISTAKABLE_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
+    (PRIVATE_KEY_BLOCK, _mask_private_key),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), MASK),  # GitHub tokens
+    (re.compile(r"\bgl(?:pat|dt|rt|ptt|soat|ft|imt|cbt|oas|agent)-[A-Za-z0-9_-]{20,}"), MASK),  # GitLab tokens
+)
+
 #: Patterns for secrets never given by value: (regex, replacement keeping the part before the secret).
 PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
+    *UNMISTAKABLE_PATTERNS,
     (re.compile(r"hf_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), MASK),  # a JWT: header.payload.sig
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MASK),
     (
         re.compile(
             r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?(?:(?:basic|bearer|token|digest)\s+)?)"
-            r"(?!\*\*\*)(?!(?:basic|bearer|token|digest)\b)[^\s'\",;}]{4,}"
+            r"(?!\*\*\*)(?!(?:basic|bearer|token|digest)\b)([^\s'\",;}]{4,})"
         ),
-        r"\1" + MASK,
+        _mask_value,
     ),
     (re.compile(r"(?i)(\bbasic\s+)([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"), _mask_basic_credentials),
-    (re.compile(r"(?i)(--" + _KEY + r"(?:=|\s+))(?!-)\S+"), r"\1" + MASK),
-    (re.compile(r"(?i)(['\"]" + _KEY + r"['\"]\s*:\s*['\"])[^'\"]+"), r"\1" + MASK),
-    (re.compile(r"(?i)(\b" + _KEY + r"\s*[=:]\s*)(?!['\"]?\*\*\*)[^\s,;'\"}&]+"), r"\1" + MASK),
+    (re.compile(r"(?i)(--" + _KEY + r"(?:=|\s+))(?!-)(\S+)"), _mask_value),
+    (re.compile(r"(?i)(\\?['\"]" + _VALUE_KEY + r"\\?['\"]\s*:\s*\\?['\"])([^'\"\\]+)"), _mask_value),
+    (re.compile(r"(?i)(\b" + _VALUE_KEY + r"\s*[=:]\s*['\"]?)(?!\*\*\*)([^\s,;'\"}&]+)"), _mask_value),
     *URL_PATTERNS,
 )
 
@@ -153,13 +201,13 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
 def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None, patterns: bool = True) -> str:
     """``text`` with every known secret value replaced by :data:`MASK`, then every :data:`PATTERNS` match.
 
-    ``patterns=False`` masks by value and :data:`URL_PATTERNS` only: for artifacts (reports, results, metadata),
-    where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
+    ``patterns=False`` masks by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts
+    (reports, results, metadata), where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
     """
     for value in secret_values(env, extra):
         if value in text:
             text = text.replace(value, MASK)
-    for pattern, replacement in PATTERNS if patterns else URL_PATTERNS:
+    for pattern, replacement in PATTERNS if patterns else (*UNMISTAKABLE_PATTERNS, *URL_PATTERNS):
         text = pattern.sub(replacement, text)
     return text
 
@@ -209,16 +257,35 @@ class MaskingFilter(logging.Filter):
         return True
 
 
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+
+
 class MaskingStream:
-    """A text stream that masks what is written to it before passing it on (one ``write`` at a time)."""
+    """A text stream that masks what is written to it before passing it on (one ``write`` at a time).
+
+    A PEM private key printed line by line (one ``write`` per line) is masked across writes: after a BEGIN line
+    without its END, nothing is passed on until the END line.
+    """
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self._in_private_key = False
 
     def write(self, text: str) -> int:
         """Writes ``text``, masked; returns the length of ``text`` as given."""
+        given = len(text)
+        if self._in_private_key:
+            end = _PEM_END.search(text)
+            if end is None:
+                return given
+            self._in_private_key = False
+            text = text[end.start() :]
+        begins = list(_PEM_BEGIN.finditer(text))
+        if begins and not _PEM_END.search(text, begins[-1].end()):
+            self._in_private_key = True
         self._stream.write(mask_text(text))
-        return len(text)
+        return given
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -4,9 +4,10 @@ Built on ``tenacity``. A call is retried only when it failed transiently (:func:
 (connection refused or reset, DNS, a timeout) or an answer that says "try again" (408, 429, 500, 502, 503, 504). Any
 other answer, a 4xx such as 401/403/404/409/422 in particular, and TLS verification failures are final and reach the
 caller at once. A ``Retry-After`` the answer carries (seconds or an HTTP date) is honoured, bounded by
-:attr:`RetryPolicy.max_retry_after_s`. Retries stop after :attr:`RetryPolicy.attempts` tries or when the next wait
-would pass the deadline; then :class:`GaveUp` says why, with the last error, so that each caller words its own
-one-line message.
+:attr:`RetryPolicy.max_retry_after_s`. Retries stop after :attr:`RetryPolicy.attempts` tries or at the deadline: a
+wait that would pass it is cut to end at it, so the last try is made at the deadline (a ``Retry-After`` asking for
+more than is left ends the retries at once); then :class:`GaveUp` says why, with the last error, so that each
+caller words its own one-line message.
 
 Used by the Kubernetes client layer of ``train_model`` (which adds its own statuses and deadlines), every source of
 the dataset download (Hub metadata and files, S3 and HTTP(S) bodies) and the Model Registry client
@@ -68,16 +69,30 @@ class RetryPolicy:
 
 
 class _Wait(tenacity.wait.wait_base):
-    """tenacity's wait strategy for a :class:`RetryPolicy`."""
+    """tenacity's wait strategy for a :class:`RetryPolicy`: the backoff (or ``Retry-After``), cut to the deadline.
 
-    def __init__(self, policy: RetryPolicy) -> None:
+    A wait never passes the deadline: the last one ends at it, so the last try is made at the deadline (a budget is
+    used to its end, not given up one backoff early).
+    """
+
+    def __init__(self, policy: RetryPolicy, deadline: float | None = None, clock: Callable[[], float] = time.monotonic):
         self.policy = policy
+        self.deadline = deadline
+        self.clock = clock
+
+    def asked_s(self, retry_state: tenacity.RetryCallState) -> float | None:
+        """The wait the last answer's ``Retry-After`` asks for, bounded by the policy (``None``: none asked)."""
+        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        asked = retry_after_s(error) if error is not None else None
+        return None if asked is None else min(asked, self.policy.max_retry_after_s)
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         delay = self.policy.delay_s(retry_state.attempt_number - 1)
-        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
-        asked = retry_after_s(error) if error is not None else None
-        return delay if asked is None else max(delay, min(asked, self.policy.max_retry_after_s))
+        asked = self.asked_s(retry_state)
+        wait = delay if asked is None else max(delay, asked)
+        if self.deadline is not None:
+            wait = min(wait, max(self.deadline - self.clock(), 0.0))
+        return wait
 
 
 class GaveUp(Exception):
@@ -86,7 +101,8 @@ class GaveUp(Exception):
     Attributes:
         last: The last error.
         attempts: How many tries were made.
-        reason: ``"attempts"`` (all tries used) or ``"deadline"`` (the next wait would pass the deadline).
+        reason: ``"attempts"`` (all tries used) or ``"deadline"`` (the last try was made at the deadline, or the
+            server asked to wait past it).
     """
 
     def __init__(self, last: BaseException, attempts: int, reason: str) -> None:
@@ -235,8 +251,15 @@ def _retrying_kwargs(
     deadline: float | None,
     clock: Callable[[], float],
 ) -> dict[str, Any]:
+    wait = _Wait(policy, deadline, clock)
+
     def past_deadline(state: tenacity.RetryCallState) -> bool:
-        return deadline is not None and clock() + (state.upcoming_sleep or 0.0) >= deadline
+        """Stop at the deadline (the wait before it is cut to end there), or when the server asks to wait past it."""
+        if deadline is None:
+            return False
+        remaining = deadline - clock()
+        asked = wait.asked_s(state)
+        return remaining <= 0 or (asked is not None and asked > remaining)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         if on_retry is not None and state.outcome is not None:
@@ -244,7 +267,7 @@ def _retrying_kwargs(
 
     return {
         "stop": tenacity.stop_after_attempt(policy.attempts) | past_deadline,
-        "wait": _Wait(policy),
+        "wait": wait,
         "retry": tenacity.retry_if_exception(retryable),
         "before_sleep": before_sleep,
         "retry_error_callback": None,
@@ -280,13 +303,13 @@ def call_with_retries(
         on_retry: Called before each wait with (attempt number, seconds to wait, error), e.g. to log a line.
         sleep: The sleep function (tests inject a fake one).
         clock: The monotonic clock the deadline is measured on.
-        deadline: A ``clock()`` time no wait may reach (None: no deadline).
+        deadline: A ``clock()`` time no wait may pass: the last try is made at it (None: no deadline).
 
     Returns:
         What ``func`` returned.
 
     Raises:
-        GaveUp: Every try failed with a retryable error, or the next wait would pass the deadline.
+        GaveUp: Every try failed with a retryable error, or the try at the deadline failed too.
         Exception: The first non-retryable error, unchanged.
     """
     retrying = tenacity.Retrying(sleep=sleep, **_retrying_kwargs(policy, retryable, on_retry, deadline, clock))

@@ -97,8 +97,14 @@ def read_pipeline_spec(package_path: str) -> dict:
         documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
     except OSError as error:
         raise ValueError(f"cannot read the pipeline package {package_path!r}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"pipeline package {package_path!r} is not a text file (not UTF-8 at byte {error.start}): expected a "
+            "compiled pipeline YAML, e.g. from `kfp-finetune compile`"
+        ) from None
     except yaml.YAMLError as error:
-        raise ValueError(f"pipeline package {package_path!r} is not valid YAML: {error}") from None
+        text = " ".join(str(error).split())
+        raise ValueError(f"pipeline package {package_path!r} is not valid YAML: {text}") from None
     spec = documents[0] if documents else None
     if not isinstance(spec, dict) or not isinstance(spec.get("pipelineInfo"), dict) or "root" not in spec:
         raise ValueError(

@@ -168,7 +168,7 @@ def schedule_run(
     job_name: str,
     experiment_name: str = DEFAULT_EXPERIMENT,
     cron: str = "",
-    interval_seconds: int = 0,
+    interval_seconds: int | None = None,
     max_concurrency: int = 1,
     enabled: bool = True,
     no_catchup: bool = True,
@@ -183,7 +183,8 @@ def schedule_run(
         experiment_name: The experiment its runs go to (created when it does not exist).
         cron: A 6-field cron expression with seconds, ``second minute hour day-of-month month day-of-week``
             (e.g. ``0 0 2 * * *``: 02:00 every day), or ``@daily``/``@every 6h``-style descriptors.
-        interval_seconds: Seconds between runs (a periodic schedule). Exactly one of ``cron``/``interval_seconds``.
+        interval_seconds: Seconds between runs, > 0 (a periodic schedule; ``None``: none). Exactly one of
+            ``cron``/``interval_seconds``.
         max_concurrency: How many of its runs may run at once (1-10).
         enabled: Whether the schedule starts enabled.
         no_catchup: When True, a paused schedule does not backfill the runs it missed.
@@ -246,11 +247,13 @@ def _required_name(value: str, what: str) -> str:
     return value.strip()
 
 
-def _check_trigger(cron: str, interval_seconds: int) -> None:
-    """Exactly one trigger: a cron expression or a positive whole number of seconds."""
-    if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds < 0:
+def _check_trigger(cron: str, interval_seconds: int | None) -> None:
+    """Exactly one trigger: a cron expression or a positive whole number of seconds (``None``: no interval given)."""
+    if interval_seconds is not None and (
+        isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds <= 0
+    ):
         raise ValueError(f"interval {interval_seconds!r} (--interval) must be a positive whole number of seconds")
-    if bool(cron) == bool(interval_seconds):
+    if bool(cron) == (interval_seconds is not None):
         given = "both" if cron else "neither"
         raise ValueError(f"a schedule needs exactly one of --cron EXPR or --interval SECONDS; {given} was given")
 

@@ -167,7 +167,8 @@ def validate_trainjob(manifest: dict[str, Any], generation: str = UPSTREAM_2_3) 
 
 # --------------------------------------------------------------------------------------------------------------------
 class KubeEmulator(kmock.KubernetesEmulator):
-    """kmock's emulator plus selectors, ``watch=True``, ``?timeoutSeconds`` on watches and scripted pod logs."""
+    """kmock's emulator plus selectors, ``watch=True``, ``?timeoutSeconds`` on watches, scripted pod logs, and uids
+    (assigned on create; a delete's or patch's uid precondition is enforced)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -181,7 +182,6 @@ class KubeEmulator(kmock.KubernetesEmulator):
         #: The status OpenAPI v3 discovery answers with instead of the document (0: serve it).
         self.openapi_status: int = 0
         #: The bodies of pruned requests as the client sent them, by ``id(request)``.
-        self.sent_bodies: dict[int, Any] = {}
         (self[kmock.subresource("log")] ** -1) << self._serve_log
 
     async def _handle(self, request: kmock.Request):  # noqa: D102
@@ -198,6 +198,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return self._review_access(request)
         if request.url.path.startswith("/openapi/"):
             return self._serve_openapi(request)
+        self._check_identity(request)
         warnings = self._prune(request)
         response = await super()._handle(request)
         if warnings and not response.prepared:
@@ -219,7 +220,6 @@ class KubeEmulator(kmock.KubernetesEmulator):
             kind = {"trainjobs": "TrainJob", "pytorchjobs": "PyTorchJob"}[request.resource.plural]
             message = kube_schema.strict_error_message(kind, request.resource.version or "", fields)
             raise kmock.KubernetesError(status=400, reason="BadRequest", message=message)
-        self.sent_bodies[id(request)] = request.data
         object.__setattr__(request, "data", pruned)
         return [kube_schema.warning_header(field) for field in fields]
 
@@ -242,6 +242,35 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(kube_schema.openapi_v3_document(self.generation))
         missing = "the server could not find the requested resource"
         raise kmock.KubernetesError(status=404, reason="NotFound", message=missing)
+
+    def _check_identity(self, request: kmock.Request) -> None:
+        """As the API server: a created object gets a fresh ``metadata.uid``; a delete's ``preconditions.uid`` and a
+        patch's ``metadata.uid`` must be the object's, else ``409 Conflict`` and nothing is changed."""
+        import uuid
+
+        data = request.data if isinstance(request.data, dict) else {}
+        if request.resource is None or request.subresource:
+            return
+        if request.action == enums.action.CREATE and data:
+            data.setdefault("metadata", {})["uid"] = str(uuid.uuid4())
+            return
+        if request.action == enums.action.DELETE:
+            expected = (data.get("preconditions") or {}).get("uid")
+        elif request.action == enums.action.UPDATE:
+            expected = (data.get("metadata") or {}).get("uid")
+        else:
+            return
+        if not expected or not request.name:
+            return
+        for (resource, namespace, name), obj in list(self.objects.items()):
+            if (resource, namespace, name) == (request.resource, request.namespace, request.name) and not obj.deleted:
+                actual = (obj.get("metadata") or {}).get("uid")
+                if actual != expected:
+                    raise kmock.KubernetesError(
+                        status=409,
+                        reason="Conflict",
+                        message=f"Precondition failed: UID in precondition: {expected}, UID in object meta: {actual}",
+                    )
 
     def _review_access(self, request: kmock.Request):
         """Answers a SelfSubjectAccessReview (never stored, as the API server does) from :attr:`denied`."""
@@ -302,6 +331,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if tail:
             lines = lines[-int(tail) :]
         return ("\n".join(lines) + ("\n" if lines else "")).encode()
+
+
+def _sent_body(request: kmock.Request) -> Any:
+    """The body as the client sent it (before the emulator added what the server sets, e.g. the uid)."""
+    try:
+        return json.loads(request.body) if request.body else request.data
+    except ValueError:
+        return request.data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,7 +427,7 @@ class KubeApi:
                     namespace=request.namespace,
                     name=request.name,
                     subresource=request.subresource,
-                    body=self.emulator.sent_bodies.get(id(request), request.data),
+                    body=_sent_body(request),
                 )
             )
         return seen

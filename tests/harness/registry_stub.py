@@ -233,6 +233,7 @@ class RegistryStub:
         self.api_versions: tuple[str, ...] = API_VERSIONS
         self.token: str | None = None
         self._faults: list[_Fault] = []
+        self._hooks: list[tuple[Any, _Fault]] = []
         self._next_context_id = 1
         self._next_artifact_id = 1
         self.server: ThreadingHTTPServer | None = None
@@ -282,6 +283,12 @@ class RegistryStub:
         """
         with self.lock:
             self._faults.append(_Fault(times, status, method, path_contains, after_serving))
+
+    def before_next(self, action: Any, *, method: str | None = None, path_contains: str | None = None) -> None:
+        """Runs ``action(stub)`` once, just before serving the next matching request: e.g. another run's create
+        landing between this run's find and its create (a race, made deterministic)."""
+        with self.lock:
+            self._hooks.append((action, _Fault(1, None, method, path_contains)))
 
     def drop_next(self, times: int, *, method: str | None = None, path_contains: str | None = None) -> None:
         """Closes the connection of the next ``times`` matching requests without answering (a connection error)."""
@@ -342,6 +349,11 @@ class RegistryStub:
         handler = getattr(self, f"_op_{op.operation_id}", None)
         if handler is None:
             raise StubHTTPError(501, f"the stub does not implement {op.operation_id}")
+        with self.lock:
+            hooks = [hook for hook in self._hooks if hook[1].remaining and hook[1].matches(method, resource)]
+            for action, match in hooks[:1]:
+                match.remaining = 0
+                action(self)
         with self.lock:
             status, payload = handler(path_params=path_params, query=query, body=body)
         return status, payload, op

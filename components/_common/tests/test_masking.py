@@ -132,3 +132,84 @@ def test_oci_digest_references_are_not_mistaken_for_userinfo():
     assert mask_url(f"oci://127.0.0.1:40487/models/tiny@{digest}") == f"oci://127.0.0.1:40487/models/tiny@{digest}"
     masked = mask_url(f"oci://robot:pa/ss@quay.io/models/tiny@{digest}")
     assert masked == f"oci://robot:***@quay.io/models/tiny@{digest}"
+
+
+GITHUB = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+GITLAB = "glpat-Ab12Cd34Ef56Gh78Ij90"
+PEM_BODY = "MIIEowIBAAKCAQEAx3f9Tq1exampleKEYbody0123456789abcdefABCDEF+/=="
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\nQ2hlY2sgbWU=\n-----END RSA PRIVATE KEY-----"
+DOCKER_AUTH = "YWxpY2U6czNjcjN0LXB1bGwtcGFzcw=="  # base64 of "alice:s3cr3t-pull-pass"
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        (f"pod log: pushing with {GITHUB}", GITHUB),
+        (f"token github_pat_{'x1Y2' * 10} used", "github_pat_"),
+        (f"clone failed: {GITLAB}", GITLAB),
+        (f"container log:\n{PEM}\nstarting", PEM_BODY),
+        (json.dumps({"message": f"key {PEM}"}), PEM_BODY),  # quoted: JSON-escaped newlines
+        (f"last lines:\n-----BEGIN PRIVATE KEY-----\n{PEM_BODY}", PEM_BODY),  # a log tail cut in the middle
+        (json.dumps({"auths": {"quay.io": {"auth": DOCKER_AUTH}}}), DOCKER_AUTH),
+        (f"auths:\n  quay.io:\n    auth: {DOCKER_AUTH}\n", DOCKER_AUTH),
+        ('JobFailed: {"password": "Xy12abcdef"}', "Xy12abcdef"),
+        ("secret: s3cr3t-Value-9\n", "s3cr3t-Value-9"),
+        ("password: \"s3cr3t-Value\"\ntoken: 'abc123def456'", "s3cr3t-Value"),
+        (json.dumps(json.dumps({"client_secret": "Zz9-secret-value"})), "Zz9-secret-value"),
+    ],
+    ids=[
+        "github",
+        "github-pat",
+        "gitlab",
+        "pem",
+        "pem-quoted",
+        "pem-cut",
+        "docker-json",
+        "docker-yaml",
+        "json",
+        "yaml",
+        "yaml-quoted",
+        "escaped",
+    ],
+)
+def test_secrets_never_given_are_masked_in_pod_logs_and_job_failures(secrets, text, secret):
+    masked_text = mask_text(text)
+    assert secret not in masked_text and "***" in masked_text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "token check failed",
+        "authorization: check the service account",
+        "secret: check",
+        "token: check the value",
+        "--token check",
+        "password=required",
+        "auth: none",
+        "pad_token: <|pad|>",
+        "secret_name: hf-token-secret",
+        "the author: Jane",
+        'client_secret: "check"',
+    ],
+)
+def test_ordinary_words_after_a_secrets_key_are_never_masked(secrets, text):
+    assert mask_text(text) == text
+
+
+def test_a_private_key_printed_line_by_line_is_masked_across_writes(secrets):
+    import io
+
+    sink = io.StringIO()
+    stream = masking.MaskingStream(sink)
+    for line in ["before\n", *[line + "\n" for line in PEM.splitlines()], "after\n"]:
+        stream.write(line)
+    assert PEM_BODY not in sink.getvalue() and "Q2hlY2sgbWU=" not in sink.getvalue()
+    assert sink.getvalue().startswith("before\n") and sink.getvalue().endswith("-----END RSA PRIVATE KEY-----\nafter\n")
+
+
+def test_unmistakable_secrets_are_masked_in_artifacts_too_ordinary_data_is_not(secrets):
+    text = f'{{"note": "pushed with {GITHUB}", "key": "{PEM}", "pad_token": "<|pad|>", "gl": "{GITLAB}"}}'
+    masked_text = mask_text(text, patterns=False)
+    assert GITHUB not in masked_text and PEM_BODY not in masked_text and GITLAB not in masked_text
+    assert '"pad_token": "<|pad|>"' in masked_text

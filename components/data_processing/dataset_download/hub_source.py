@@ -16,7 +16,7 @@ from pathlib import Path
 from components._common.retry import GaveUp, is_transient, status_of
 
 from .deadlines import HttpOptions, deadline_error, hub_deadline, retried
-from .locations import DatasetSourceError, FetchedData, parse_hf_uri
+from .locations import DatasetSourceError, FetchedData, is_disk_full, parse_hf_uri, scratch_full_error
 
 
 def hub_transient(error: BaseException) -> bool:
@@ -119,6 +119,7 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
         )
 
     deadline = time.monotonic() + options.deadline_s
+    needed: int | None = None  # the selected files' bytes, once known
 
     def retried_download(filename: str, commit: str) -> Path:  # a retry resumes the .incomplete file (Range)
         return retried(lambda: download(filename, commit), options, deadline, hub_transient, f"Hub file {filename}")
@@ -138,12 +139,16 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
             readme = retried_download("README.md", info.sha) if "README.md" in sizes else None
             configs = card_configs(readme.read_text("utf-8")) if readme else []
             selected = select_hf_files(sorted(sizes), ref.subset, split, configs, uri)
-            total = sum(sizes[name] for name in selected)
+            total = needed = sum(sizes[name] for name in selected)
             if total > max_bytes:
                 raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
             files = [retried_download(name, info.sha) for name in selected]
     except DatasetSourceError:
         raise
+    except OSError as error:
+        if not is_disk_full(error):
+            raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
+        raise scratch_full_error(uri, local_dir, needed, None) from None
     except GaveUp as gave_up:
         if gave_up.reason == "deadline":
             raise deadline_error(uri, options.deadline_s, 0) from None

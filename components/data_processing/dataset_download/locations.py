@@ -32,6 +32,37 @@ class DatasetSourceError(ValueError):
     """The dataset cannot be read from its source (bad URI, access, missing data, size cap)."""
 
 
+def is_disk_full(error: BaseException) -> bool:
+    """Whether an error is a full disk (``ENOSPC``) or an exceeded disk quota (``EDQUOT``)."""
+    import errno
+
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def scratch_full_error(shown_uri: str, folder: Path, needed: int | None, written: int | None) -> DatasetSourceError:
+    """The one line for a download that filled its scratch folder: which folder, how much it needed, what to set.
+
+    Args:
+        shown_uri: The dataset URI as it may be shown (signed URLs masked).
+        folder: The folder the download was written to.
+        needed: The bytes the download needs in all (``None``: unknown, the server sent no size).
+        written: The bytes written when the disk filled up (``None``: unknown).
+    """
+    import shutil
+
+    try:
+        free = f"{shutil.disk_usage(folder).free} bytes free"
+    except OSError:
+        free = "free space unknown"
+    need = f"needs {needed} bytes" if needed is not None else "needs more (size unknown)"
+    after = f" after {written} bytes" if written is not None else ""
+    return DatasetSourceError(
+        f"dataset_uri={shown_uri!r}: the scratch folder {folder} is full (No space left on device){after}; the "
+        f"download {need} ({free} there); nothing was kept: give the step more ephemeral storage, or set "
+        "TMPDIR to a folder on a larger volume (e.g. the workspace PVC), or lower max_download_bytes"
+    )
+
+
 @dataclass
 class FetchedData:
     """Local data files of a dataset and the revision they were read at."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import IO
@@ -112,6 +113,7 @@ def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, o
     while True:
         next_char()
         while True:
+            start = position
             try:
                 value, position = decoder.raw_decode(buffer, position)
                 break
@@ -130,7 +132,11 @@ def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, o
                     yield index, Unreadable("invalid_json", f"invalid JSON: {error.msg}", excerpt(buffer[position:]))
                     return
                 buffer, position = buffer[position:] + more, 0
-        yield index, drop_nulls(value)
+        if _LONE_SURROGATE.search(buffer, start, position) and _has_lone_surrogate(value):
+            reason = "invalid JSON: a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair) in a string"
+            yield index, Unreadable("invalid_json", reason, excerpt(buffer[start:position]))
+        else:
+            yield index, drop_nulls(value)
         index += 1
         separator = next_char()
         if separator == "]":
@@ -140,6 +146,21 @@ def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, o
             yield index, Unreadable("invalid_json", "invalid JSON array: expected ',' or ']' after an element", found)
             return
         position += 1
+
+
+#: A ``\\uD800``-``\\uDFFF`` escape: Python's ``json`` decodes a lone one into a string UTF-8 cannot encode.
+_LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _has_lone_surrogate(value: object) -> bool:
+    """Whether a decoded JSON value holds a string (key or value) with an unpaired UTF-16 surrogate."""
+    if isinstance(value, str):
+        return any("\ud800" <= char <= "\udfff" for char in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(key) or _has_lone_surrogate(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(item) for item in value)
+    return False
 
 
 def _text_rows(path: Path, rows: Iterator[tuple[int, object]]) -> Iterator[tuple[int, object]]:
@@ -178,9 +199,12 @@ def _iter_json(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
 
 
 def _decode_csv_cell(column: str, cell: str) -> object:
+    """A CSV cell: JSON-decoded in a JSON column when it starts like JSON (an :class:`Unreadable` when it is not)."""
     if column in CSV_JSON_COLUMNS and cell[:1] in ("[", "{"):
         value = decode_json(cell)
-        return cell if type(value) is Unreadable else value
+        if type(value) is Unreadable:
+            return Unreadable(value.rule, f"the CSV column {column!r} holds {value.reason}", value.excerpt)
+        return value
     return cell
 
 
@@ -203,7 +227,8 @@ def _csv_records(text: IO[str], limit: int) -> Iterator[tuple[int, object]]:
         for row in reader:
             present = ((column, cell) for column, cell in row.items() if column is not None and cell is not None)
             cells = {column: _decode_csv_cell(column, cell) for column, cell in present}
-            yield reader.line_num, cells
+            unreadable = next((cell for cell in cells.values() if type(cell) is Unreadable), None)
+            yield reader.line_num, unreadable if unreadable is not None else cells
     except _LineTooLong as error:
         yield reader.line_num + 1, record_too_large(f"line {reader.line_num + 1}", limit, error.args[0])
     except csv.Error as error:

@@ -19,7 +19,7 @@ from components._common.retry import GaveUp, describe, is_transient
 from components._common.s3 import S3CredentialsMissing, s3_client
 
 from .deadlines import HttpOptions, deadline_error, retried
-from .locations import DatasetSourceError, FetchedData, parse_s3_uri
+from .locations import DatasetSourceError, FetchedData, is_disk_full, parse_s3_uri, scratch_full_error
 from .readers import data_format
 
 _COPY_CHUNK = 1 << 20
@@ -112,6 +112,11 @@ def _s3_download(
     try:
         retried(attempt, options, deadline, _transient, f"S3 GET {key}")
         os.replace(partial, target)
+    except OSError as error:
+        if not is_disk_full(error):
+            raise
+        written = partial.stat().st_size if partial.exists() else 0
+        raise scratch_full_error(uri, target.parent, size, written) from None
     except GaveUp as gave_up:
         if gave_up.reason == "deadline":
             raise deadline_error(uri, options.deadline_s, partial.stat().st_size if partial.exists() else 0) from None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from components._common.masking import mask_url
-from components._common.retry import GaveUp, is_tls_error, is_transient
+from components._common.retry import GaveUp, describe, is_tls_error, is_transient
 
 from .deadlines import (
     HttpOptions,
@@ -43,10 +43,12 @@ from .hub_source import fetch_hf
 from .locations import (
     DatasetSourceError,
     FetchedData,
+    is_disk_full,
     local_data_files,
     local_revision,
     resolve_local_uri,
     resolve_pvc_uri,
+    scratch_full_error,
     source_kind,
 )
 from .readers import data_format
@@ -57,6 +59,9 @@ __all__ = ["FetchedData", "HttpOptions", "check_deadline", "fetch_dataset", "fet
 #: HTTP statuses worth retrying (the server or a proxy may recover).
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _COPY_CHUNK = 1 << 20
+#: Schemes a download may be redirected to (never ``ftp://``, ``file://``, ``data:``), and at most how many times.
+REDIRECT_SCHEMES = ("http", "https")
+MAX_REDIRECTS = 5
 
 
 def fetch_dataset(
@@ -117,9 +122,48 @@ def _http_file_name(url: str) -> str:
     return name
 
 
-def _http_error(url: str, status: int, reason: str) -> DatasetSourceError:
+def _http_error(url: str, status: int, reason: str, final_url: str = "") -> DatasetSourceError:
     meaning = {401: "authentication required", 403: "access denied", 404: "not found"}.get(status, reason)
-    return DatasetSourceError(f"dataset_uri={mask_url(url)!r}: HTTP {status} ({meaning})")
+    where = f" at {mask_url(final_url)!r} (redirected)" if final_url and final_url != url else ""
+    return DatasetSourceError(f"dataset_uri={mask_url(url)!r}: HTTP {status} ({meaning}){where}")
+
+
+class SourceChanged(ConnectionError):
+    """A resumed download's file changed on the server (another validator): the attempt restarts from byte 0."""
+
+
+class CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects only to :data:`REDIRECT_SCHEMES`, at most :data:`MAX_REDIRECTS` times, each in one line.
+
+    urllib's default handler follows ``302 -> ftp://`` (and ``file://`` through the default opener's handlers) and
+    words a loop in three lines; here either ends the download with one line naming the original and the final URL.
+    """
+
+    max_redirections = max_repeats = MAX_REDIRECTS + 1  # (this handler's own count ends a loop first)
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.hops = 0
+
+    def http_error_302(self, req, fp, code, msg, headers):  # noqa: D102 - urllib's hook, for 301/302/303/307/308
+        location = headers.get("location") or headers.get("uri") or ""
+        target = urllib.parse.urljoin(req.full_url, location)
+        scheme = urllib.parse.urlsplit(target).scheme.lower()
+        self.hops += 1
+        problem = ""
+        if scheme not in REDIRECT_SCHEMES:
+            problem = f"only {'/'.join(REDIRECT_SCHEMES)} redirects are followed, not {scheme or '(no scheme)'}://"
+        elif self.hops > MAX_REDIRECTS:
+            problem = f"more than {MAX_REDIRECTS} redirects (a loop?)"
+        if problem:
+            fp.close()
+            raise DatasetSourceError(
+                f"dataset_uri={mask_url(self.url)!r}: HTTP {code} redirected to {mask_url(target)!r}: {problem}; "
+                "use the final http(s) URL"
+            )
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 @dataclass
@@ -127,6 +171,11 @@ class _Resume:
     """What a later attempt needs to ask for the rest of a body: its validator, when the server accepts ranges."""
 
     validator: str = ""
+
+
+def resume_shown(resume: _Resume, now: str) -> str:
+    """``"a" then "b"``: the validator the first part came with and the one of the resumed part."""
+    return f"{resume.validator or '(none)'} then {now or '(none)'}"
 
 
 def _download_once(
@@ -147,10 +196,10 @@ def _download_once(
     shown = mask_url(url)
     size = 0
     with Watchdog(deadline) as watchdog:
-        if url.lower().startswith("https://"):
-            opener = urllib.request.build_opener(WatchedHTTPSHandler(watchdog, tls_context()))
-        else:
-            opener = urllib.request.build_opener(WatchedHTTPHandler(watchdog))
+        # Both handlers: a redirect may cross from one scheme to the other (never to another: CheckedRedirects).
+        opener = urllib.request.build_opener(
+            WatchedHTTPSHandler(watchdog, tls_context()), WatchedHTTPHandler(watchdog), CheckedRedirects(url)
+        )
         stall = max(0.001, min(options.timeout_s, deadline - time.monotonic()))
         try:
             response = opener.open(request, timeout=stall)
@@ -159,11 +208,19 @@ def _download_once(
                 raise deadline_error(url, options.deadline_s, size) from None
             raise
         with response:
+            validator = response.headers.get("ETag") or response.headers.get("Last-Modified") or ""
             if response.status != 206 or not str(response.headers.get("Content-Range", "")).startswith(
                 f"bytes {offset}-"
             ):
                 offset = 0
-            validator = response.headers.get("ETag") or response.headers.get("Last-Modified") or ""
+            elif offset and validator != resume.validator:
+                # A server that ignores If-Range sent the rest of another version: never splice the two.
+                resume.validator = ""
+                target.unlink(missing_ok=True)
+                raise SourceChanged(
+                    f"the file changed on the server during the download (validator {resume_shown(resume, validator)})"
+                    "; starting again from byte 0"
+                )
             ranges = response.headers.get("Accept-Ranges", "").lower() == "bytes" or response.status == 206
             resume.validator = validator if ranges and not validator.startswith("W/") else ""
             declared = response.headers.get("Content-Length")
@@ -189,6 +246,8 @@ def _download_once(
                         if time.monotonic() > deadline:
                             raise deadline_error(url, options.deadline_s, size)
                 except (OSError, http.client.HTTPException) as error:
+                    if is_disk_full(error):
+                        raise scratch_full_error(shown, target.parent, expected, size) from None
                     if watchdog.expired:
                         raise deadline_error(url, options.deadline_s, size) from None
                     if isinstance(error, http.client.HTTPException):  # IncompleteRead: cut short, worth another try
@@ -222,7 +281,7 @@ def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOption
             download, options, deadline, lambda error: is_transient(error, RETRY_STATUSES), f"GET {mask_url(url)}"
         )
     except urllib.error.HTTPError as error:
-        raise _http_error(url, error.code, str(error.reason)) from None
+        raise _http_error(url, error.code, str(error.reason), error.geturl() or "") from None
     except GaveUp as gave_up:
         if gave_up.reason == "deadline":
             raise deadline_error(url, options.deadline_s, 0) from None
@@ -237,9 +296,9 @@ def _http_failure(url: str, error: BaseException, attempts: int) -> DatasetSourc
     """The one-line error of a download that got no usable answer (after ``attempts`` tries)."""
     shown = mask_url(url)
     if isinstance(error, urllib.error.HTTPError):
-        return _http_error(url, error.code, str(error.reason))
+        return _http_error(url, error.code, str(error.reason), error.geturl() or "")
     if is_tls_error(error):
         return DatasetSourceError(f"dataset_uri={shown!r}: TLS verification failed: {getattr(error, 'reason', error)}")
     if isinstance(error, urllib.error.URLError):
         return DatasetSourceError(f"dataset_uri={shown!r}: cannot connect after {attempts} attempts: {error.reason}")
-    return DatasetSourceError(f"dataset_uri={shown!r}: {error!r} after {attempts} attempts")
+    return DatasetSourceError(f"dataset_uri={shown!r}: {describe(error)} after {attempts} attempts")

@@ -1,7 +1,10 @@
 """Idempotent registration: registered model -> model version (with lineage) -> model artifact (the serving URI).
 
 Every step is find-then-create and retried as a whole, so running the step again (a retried task, a re-run of the
-same pipeline run) registers nothing twice: a version that already exists is reused when its artifact points at the
+same pipeline run) registers nothing twice. A version is adopted only when its recorded ``pipeline_run_id`` is this
+run's: one created at the same time by another run (the create answered 409) is never taken over; the step fails in
+one line naming that run, or, when the version name was left empty (derived), registers the next free name
+(``<derived>-2``...). Further, a version that already exists is reused when its artifact points at the
 same URI, completed when it has no artifact yet (an earlier try *of this same pipeline run* died half-way: its recorded
 ``pipeline_run_id`` must be this run's), and refused with a clear error when it points elsewhere or was left by
 another run (completing it would put this run's model under the other run's lineage).
@@ -26,6 +29,22 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+\-]{0,252}$")
 
 class VersionConflictError(ValueError):
     """The requested version already exists and points at a different model."""
+
+
+class VersionTakenError(VersionConflictError):
+    """The version name is another run's (it exists with another run's lineage, or was created at the same time).
+
+    Attributes:
+        other_run: The pipeline run recorded on the version (``""``: none recorded).
+    """
+
+    def __init__(self, message: str, other_run: str) -> None:
+        super().__init__(message)
+        self.other_run = other_run
+
+
+#: How many names an auto version tries (``<derived>``, ``<derived>-2``, ...) before giving up.
+MAX_AUTO_VERSION_NAMES = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,10 +234,17 @@ class Registrar:
         )
 
     async def create_version(self, request: VersionRequest, model: Any, version_name: str) -> Any:
-        """The version ``version_name`` of ``model``, created (with the lineage properties) when missing."""
+        """The version ``version_name`` of ``model``, created (with the lineage properties) when missing.
+
+        A version found instead (the create answered 409, or a retry found the create of a lost answer) is this run's
+        only when it records this run's ``pipeline_run_id``.
+
+        Raises:
+            VersionTakenError: Another run created the version at the same time (nothing of it was changed).
+        """
         from model_registry.types import ModelVersion
 
-        version, _ = await self._retry(
+        version, created = await self._retry(
             f"find or create model version {version_name!r}",
             lambda: self._find_or_create(
                 lambda: self.api.get_model_version_by_params(model.id, version_name),
@@ -233,6 +259,15 @@ class Registrar:
                 ),
             ),
         )
+        recorded = str((version.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
+        if not created and (not request.run.run_id or recorded != request.run.run_id):
+            raise VersionTakenError(
+                f"model {request.model_name!r} version {version_name!r} (id {version.id}) was created at the same "
+                f"time by pipeline run {recorded or '<none recorded>'}, not by this run "
+                f"{request.run.run_id or '<unknown>'}: it was left as it is; choose another model_version (or leave it "
+                "empty to derive one from the run)",
+                recorded,
+            )
         return version
 
     async def register(
@@ -258,7 +293,32 @@ class Registrar:
         """
         now = now or datetime.datetime.now(datetime.timezone.utc)
         model = await self.ensure_registered_model(request)
-        version_name = validate_name(await self.resolve_version_name(request, model, now), "model_version")
+        base = validate_name(await self.resolve_version_name(request, model, now), "model_version")
+        called: list[bool] = []
+
+        def once() -> None:  # the upload happens once, whichever name the version ends up with
+            if before_create is not None and not called:
+                called.append(True)
+                before_create()
+
+        for number in range(1, MAX_AUTO_VERSION_NAMES + 1):
+            version_name = base if number == 1 else f"{base}-{number}"
+            try:
+                return await self._register_as(request, model, version_name, once)
+            except VersionTakenError as taken:
+                ours = bool(request.run.run_id) and taken.other_run == request.run.run_id
+                if request.version_name or ours or number == MAX_AUTO_VERSION_NAMES:
+                    raise
+                self.log(
+                    f"version {version_name!r} is pipeline run {taken.other_run or '<none recorded>'}'s: trying "
+                    f"{base}-{number + 1!s}"
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _register_as(
+        self, request: VersionRequest, model: Any, version_name: str, before_create: Callable[[], None]
+    ) -> ModelRegistryResult:
+        """Registers ``request`` as ``version_name`` (see :meth:`register`)."""
         existing = await self._retry(
             f"find model version {version_name!r}",
             lambda: self.api.get_model_version_by_params(model.id, version_name),
@@ -266,31 +326,32 @@ class Registrar:
         if existing is not None:
             artifacts = await self.model_artifacts(existing.id)
             same = [a for a in artifacts if a.uri == request.uri]
+            recorded = str((existing.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
             if same:
                 self.log(f"{request.model_name}:{version_name} is already registered with {request.uri}: nothing to do")
                 return ModelRegistryResult(
                     "already_registered", model.id, existing.id, same[0].id, version_name, request.uri
                 )
             if artifacts:
-                raise VersionConflictError(
+                raise VersionTakenError(
                     f"model {request.model_name!r} version {version_name!r} (id {existing.id}) already exists and "
                     f"points at {', '.join(a.uri for a in artifacts)}, not {request.uri}: choose another model_version "
-                    "(or leave it empty to derive one from the run)"
+                    "(or leave it empty to derive one from the run)",
+                    recorded,
                 )
-            recorded = str((existing.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
             if not recorded or recorded != request.run.run_id:
-                raise VersionConflictError(
+                raise VersionTakenError(
                     f"model {request.model_name!r} version {version_name!r} (id {existing.id}) exists without a model "
                     f"artifact and was created by pipeline run {recorded or '<none recorded>'!s}, not by this run "
                     f"{request.run.run_id or '<unknown>'!s}: only the run that created it may complete it. Delete the "
-                    "version in the registry, or choose another model_version"
+                    "version in the registry, or choose another model_version",
+                    recorded,
                 )
             self.log(
                 f"version {version_name!r} exists without a model artifact (an earlier try of this run stopped): "
                 "completing"
             )
-        if before_create is not None:
-            before_create()
+        before_create()
         version = existing or await self.create_version(request, model, version_name)
         if existing is None:
             self.log(f"created model version {version_name!r} (id {version.id})")

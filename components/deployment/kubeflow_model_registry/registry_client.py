@@ -280,7 +280,54 @@ def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) 
             f"TLS verification of {where} failed while trying to {step}: {exc}. Pass ca_bundle_path with the CA "
             "that signed the registry's certificate (is_secure=False disables verification)."
         )
+    answer = _unreadable_answer(exc)
+    if answer is not None:
+        html = "<html" in answer.lower() or "<!doctype" in answer.lower()
+        hint = (
+            "an HTML page: a login page of an OAuth proxy or a dashboard route, not the registry's REST service; "
+            "check registry_address/registry_port and the bearer token"
+            if html
+            else "check registry_address/registry_port point at the registry's REST service"
+        )
+        shown = " ".join(answer.split())[:120]
+        return RegistryRequestError(
+            f"{where} answered while trying to {step}, but not with the registry's JSON ({type(exc).__name__}: "
+            f"{shown!r}): {hint}"
+        )
     return RegistryRequestError(f"{where} could not be reached while trying to {step}: {type(exc).__name__}: {exc}")
+
+
+def _unreadable_answer(exc: BaseException) -> str | None:
+    """The start of an answer the client could not read (not JSON, or JSON of another shape); ``None``: no answer.
+
+    pydantic's ``ValidationError`` (JSON of the wrong shape, or an HTML page read as a string), ``JSONDecodeError``
+    (a body that is not JSON) and the ``TypeError``/``AttributeError`` of a generated model fed something else mean
+    the server answered, but not as the registry does.
+    """
+    import json
+
+    if type(exc).__name__ == "ValidationError" and hasattr(exc, "errors"):
+        try:
+            first = exc.errors()[0]
+        except (IndexError, TypeError, ValueError):
+            return str(exc).splitlines()[0]
+        value = first.get("input")
+        return value if isinstance(value, str) else f"{first.get('msg', '')} at {first.get('loc', '')}"
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.doc or ""
+    if isinstance(exc, (TypeError, AttributeError, KeyError)) and _raised_in_client(exc):
+        return f"{exc}"
+    return None
+
+
+def _raised_in_client(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised in the registry client's generated code (reading an answer), not in ours."""
+    traceback = exc.__traceback__
+    while traceback is not None:
+        if any(part in traceback.tb_frame.f_code.co_filename for part in ("/mr_openapi/", "/model_registry/")):
+            return True
+        traceback = traceback.tb_next
+    return False
 
 
 async def with_retries(

@@ -191,6 +191,8 @@ class Api:
         policy = retry.policy or self.policy
         requested = kwargs.pop("_request_timeout", None)  # a caller's own timeout wins (e.g. doctor's probes)
 
+        began = self.clock()
+
         def attempt() -> Any:
             return func(*args, _request_timeout=requested or self.request_timeout(deadline=deadline), **kwargs)
 
@@ -214,7 +216,7 @@ class Api:
             assert deadline is not None
             raise ApiUnavailable(
                 f"{what}: the Kubernetes API did not answer before {deadline.reason} "
-                f"({gave_up.attempts} attempt(s), last: {last})",
+                f"({gave_up.attempts} attempt(s) in {self.clock() - began:.1f}s, last: {last})",
                 deadline,
                 last,
             ) from None

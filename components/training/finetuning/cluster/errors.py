@@ -17,6 +17,10 @@ class JobConflictError(JobError):
     """A job with the deterministic name exists but belongs to another run or task."""
 
 
+class NotOurJob(JobApiError):
+    """A delete or patch carrying our job's uid as precondition was refused: the name now holds another job."""
+
+
 class JobFailed(JobError):
     """The job failed, timed out or was cancelled; ``diagnosis`` says why."""
 

@@ -5,8 +5,12 @@ Gone), or one GET per window; progress lines from the trainer status or the metr
 not running, from Kueue admission) and the total timeout; a job a user suspends (pauses) is waited for and followed
 again once resumed, the pause counting against the total timeout only with ``timeout_counts_paused_time``.
 
-Every request goes through :func:`.outage.through_outage`: an unreachable or erroring API is ridden out (the job does
-not need its launcher). Functions of ``(client, state, settings)``: :class:`~.job_client.JobClient` makes the
+Only the job this run created or adopted is followed: its uid is recorded (``JobState.uid``); another job found
+under the name (after a re-list, on the next poll) means ours is gone (:func:`replaced`), never that it is ours.
+
+Every request for the job goes through :func:`.outage.through_outage` (its pods are an optional read: one try per
+poll, a failure costs only the diagnosis, :func:`optional_pods`): an unreachable or erroring API is ridden out (the
+job does not need its launcher). Functions of ``(client, state, settings)``: :class:`~.job_client.JobClient` makes the
 requests, :class:`~.state.JobState` keeps what the run learns.
 """
 
@@ -14,14 +18,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster import diagnosis as diagnosis_module
-from components.training.finetuning.cluster.errors import ApiUnavailable
-from components.training.finetuning.cluster.job_client import JobClient
+from components.training.finetuning.cluster.api import Deadline, Retry
+from components.training.finetuning.cluster.errors import ApiUnavailable, JobError
+from components.training.finetuning.cluster.job_client import JobClient, uid_of
 from components.training.finetuning.cluster.job_kinds import queue_name
 from components.training.finetuning.cluster.outage import through_outage
 from components.training.finetuning.cluster.progress import format_duration, progress_line
-from components.training.finetuning.cluster.state import FollowSettings, JobState, paused_seconds
+from components.training.finetuning.cluster.state import FollowSettings, JobState, paused_seconds, run_deadline
 from components.training.finetuning.pod import progress_server
+
+#: Optional reads (pods while waiting) are tried once per poll: the next poll is their retry.
+ONE_TRY = RetryPolicy(attempts=1)
+_PODS_UNREADABLE = "pods unreadable"
 
 
 def follow(client: JobClient, state: JobState, settings: FollowSettings) -> str:
@@ -62,9 +72,26 @@ def follow(client: JobClient, state: JobState, settings: FollowSettings) -> str:
             if error.deadline is not None:
                 settings.sleep(max(error.deadline.at - settings.clock(), 0.0))
             continue
-        if job is None:
+        if job is None or replaced(client, state, job):
             return "Deleted"
         state.job = job
+
+
+def replaced(client: JobClient, state: JobState, job: dict[str, Any]) -> bool:
+    """Whether ``job`` is another job under our job's name (another uid): ours is gone; that one is never ours.
+
+    Logs one line naming both uids and the other job's labels; ``state.replaced_by`` keeps its uid.
+    """
+    other = uid_of(job)
+    if not state.uid or not other or other == state.uid:
+        return False
+    state.replaced_by = other
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    client.say(
+        f"this run's {client.kind.kind} (uid {state.uid}) is gone: {client.namespace}/{client.name} now holds another "
+        f"job (uid {other}, labels {labels}); it is not followed, reported, patched or deleted by this run"
+    )
+    return True
 
 
 def observe_queue(client: JobClient, state: JobState, settings: FollowSettings) -> None:
@@ -100,11 +127,35 @@ def note_pause(client: JobClient, state: JobState, settings: FollowSettings, pha
     return paused
 
 
+def optional_pods(client: JobClient, state: JobState, settings: FollowSettings) -> list[dict[str, Any]]:
+    """The job's pods, an optional read: one try, within a poll interval; a failure only costs the diagnosis.
+
+    Following needs only the job's own status: a refusal (403), an error or no answer logs one warning (once per run)
+    and returns ``[]``, so the loop reads the job again on time and never ends or abandons the job for its pods.
+    """
+    cap = Deadline(settings.clock() + settings.poll_interval, f"poll_interval_seconds={settings.poll_interval:g}")
+    own = run_deadline(state, settings)
+    deadline = cap if own is None or cap.at < own.at else own  # a slow answer never delays the next read of the job
+    try:
+        return client.list_pods(Retry(policy=ONE_TRY, deadline=deadline))
+    except JobError as error:
+        if _PODS_UNREADABLE not in state.reported:
+            state.reported.add(_PODS_UNREADABLE)
+            client.say(
+                f"WARNING: {error}. Following the job's own status only: pod problems are not shown while it waits "
+                "(the start is judged on the job's status)"
+            )
+        return []
+
+
 def check_started(client: JobClient, state: JobState, settings: FollowSettings, phase: str) -> bool:
-    """Whether training has started (a pod running); logs pod problems once each while waiting."""
+    """Whether training has started (the job's status, the metrics file, a pod running).
+
+    Logs pod problems once each while waiting (pods are an optional read: :func:`optional_pods`).
+    """
     if phase == "Running" or state.metrics.poll():
         return True
-    pods = through_outage(client, state, settings, lambda retry: client.list_pods(retry))
+    pods = optional_pods(client, state, settings)
     for pod in pods:
         for cause in diagnosis_module.pod_causes(pod):
             if cause.line() not in state.reported:
@@ -143,7 +194,7 @@ def wait_for_change(
     if seen.deleted:
         return None
     if seen.expired:
-        client.say("watch expired (410 Gone): relisting")
+        client.say(f"{seen.reason or 'watch expired (410 Gone)'}: relisting")
         return through_outage(client, state, settings, lambda retry: client.get_job(retry))
     final = seen.job is not None and client.kind.phase(seen.job) in ("Complete", "Failed")
     spent = settings.clock() - began

@@ -19,12 +19,21 @@ from components.training.finetuning.cluster import strict
 from components.training.finetuning.cluster.api import Api, Deadline, Retry
 from components.training.finetuning.cluster.api import rejected as _rejected
 from components.training.finetuning.cluster.api import status_of as _status
-from components.training.finetuning.cluster.errors import JobApiError
+from components.training.finetuning.cluster.errors import JobApiError, NotOurJob
 from components.training.finetuning.cluster.job_kinds import JOB_KINDS, JobKind, selector_matches
+
+
+def uid_of(job: Mapping[str, Any] | None) -> str:
+    """A job's ``metadata.uid`` (``""``: none known): what tells our job from another one under the same name."""
+    return str(((job or {}).get("metadata") or {}).get("uid") or "")
 
 
 class NameBeingReleased(Exception):
     """Create answered 409 but the job reads 404: the name is held by a job being deleted (retried with backoff)."""
+
+
+class UnreadableWatchEvent(Exception):
+    """A watch line the client could not read (not JSON, or an ERROR event without its fields): the job is re-read."""
 
 
 class CreateRejected(JobApiError):
@@ -55,11 +64,16 @@ def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: b
 
 @dataclasses.dataclass(frozen=True)
 class WatchResult:
-    """What one watch window saw: the job's newest state (``None``: unchanged), or that it was deleted or expired."""
+    """What one watch window saw: the job's newest state (``None``: unchanged), or that it was deleted or expired.
+
+    ``expired`` (the caller re-reads the job) also covers an event the watch could not read (``reason`` says which):
+    a malformed line, an ``ERROR`` event without its code or reason.
+    """
 
     job: dict[str, Any] | None = None
     deleted: bool = False
     expired: bool = False
+    reason: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,8 +189,10 @@ class JobClient:
             )
         except ApiException as error:
             if _status(error) == 410:
-                return WatchResult(expired=True)
+                return WatchResult(expired=True, reason="watch expired (410 Gone)")
             raise _rejected(what, error) from None
+        except UnreadableWatchEvent as error:
+            return WatchResult(expired=True, reason=f"{what}: the API sent an unreadable event ({error})")
 
     def _watch_once(self, window: float, resource_version: str, _request_timeout: Any) -> WatchResult:
         import urllib3
@@ -215,6 +231,10 @@ class JobClient:
             if not answered:  # connected, but the API never answered: a transient failure
                 raise
             # else: the window ended on the client side, or the connection dropped: reconnect next time
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            # The official client's parsing of the stream: a line that is not JSON (JSONDecodeError), an ERROR event
+            # without code/reason/message (KeyError), an event without an object: not a reason to end the step.
+            raise UnreadableWatchEvent(f"{type(error).__name__}: {str(error)[:200]}") from None
         finally:
             stream.close()
         return WatchResult(job=job)
@@ -274,11 +294,21 @@ class JobClient:
             return ""
 
     # -- writing -------------------------------------------------------------------------------------------------------
-    def patch_job(self, body: dict[str, Any], doing: str, retry: Retry | None = None) -> dict[str, Any]:
-        """Merge-patches the job (``doing``: what for, named in errors), with ``fieldValidation=Strict``."""
+    def patch_job(self, body: dict[str, Any], doing: str, uid: str, retry: Retry | None = None) -> dict[str, Any]:
+        """Merge-patches the job (``doing``: what for, named in errors), only while it is the job with ``uid``.
+
+        Sent with ``fieldValidation=Strict``. The patch carries ``metadata.uid``: the API server refuses it (409
+        Conflict, or 422 for a changed immutable field) when the name now holds another job, so a job that is not ours
+        is never suspended or resumed.
+
+        Raises:
+            NotOurJob: The job under the name has another uid (nothing was changed).
+            JobApiError: Any other refusal.
+        """
         from kubernetes.client import ApiException
 
         what = f"{doing} {self.kind.kind} {self.namespace}/{self.name}"
+        guarded = {**body, "metadata": {**(body.get("metadata") or {}), "uid": uid}} if uid else body
         try:
             return self.api.call(
                 what,
@@ -288,18 +318,28 @@ class JobClient:
                 self.namespace,
                 self.kind.plural,
                 self.name,
-                body,
+                guarded,
                 field_validation=strict.FIELD_VALIDATION,
                 retry=retry,
             )
         except ApiException as error:
+            if uid and _status(error) in (409, 422) and "uid" in str(getattr(error, "body", "") or "").lower():
+                raise self._not_ours(what, uid) from None
             raise _refused(what, error, self.manifest, create=False) from None
 
-    def delete_job(self, retry: Retry | None = None) -> bool:
-        """Deletes the job and (in the background, by owner references) what it owns."""
+    def delete_job(self, uid: str, retry: Retry | None = None) -> bool:
+        """Deletes the job with ``uid`` and, in the background, what it owns; ``False`` when it is already gone.
+
+        The uid is a precondition: another job under the name is never deleted.
+
+        Raises:
+            NotOurJob: The name holds a job with another uid (nothing was deleted).
+            JobApiError: Any other refusal.
+        """
         from kubernetes.client import ApiException
 
         what = f"deleting {self.kind.kind} {self.namespace}/{self.name}"
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:
             self.api.call(
                 what,
@@ -310,11 +350,20 @@ class JobClient:
                 self.kind.plural,
                 self.name,
                 propagation_policy="Background",
+                body=options,
                 retry=retry,
             )
         except ApiException as error:
             if _status(error) == 404:
                 return False
+            if uid and _status(error) == 409:
+                raise self._not_ours(what, uid) from None
             raise _rejected(what, error) from None
         self.say(f"deleted (with {self.kind.children})")
         return True
+
+    def _not_ours(self, what: str, uid: str) -> NotOurJob:
+        return NotOurJob(
+            f"{what}: refused, as asked, because {self.namespace}/{self.name} is no longer this run's job (uid {uid}): "
+            "another job took the name; it was left untouched"
+        )

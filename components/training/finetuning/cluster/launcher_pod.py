@@ -57,9 +57,13 @@ class LauncherPod:
 
 
 def choose_owner(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The pod's controller owner, else its first owner (``None``: none)."""
+    """The pod's controller owner (``None``: none; an owner that is not the controller is never given to the job).
+
+    Only the controller (the KFP run's Workflow) stands for the run: another owner (a policy object, a cache) may
+    live longer or shorter than the run, and its deletion must not delete the job, nor keep it.
+    """
     owners = list((pod.get("metadata") or {}).get("ownerReferences") or [])
-    return next((owner for owner in owners if owner.get("controller")), owners[0] if owners else None)
+    return next((owner for owner in owners if owner.get("controller") is True), None)
 
 
 def read_launcher_pod(
@@ -148,7 +152,13 @@ def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: s
         return LauncherPod(None, grace, f"none: pod {namespace}/{name} has uid {metadata.get('uid')}, not {uid}")
     owner = choose_owner(pod)
     if owner is None:
-        why = f"none (the launcher pod {namespace}/{name} has no owner; the pod itself is never the owner)"
+        owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+        others = ", ".join(f"{o.get('kind')} {o.get('name')}" for o in owners if isinstance(o, Mapping))
+        why = (
+            f"none (the launcher pod {namespace}/{name} has no controller owner"
+            + (f": {others} is not its controller and is never given to the job" if others else "")
+            + "; the pod itself is never the owner)"
+        )
         return LauncherPod(None, grace, why)
     try:
         reference = OwnerReference(

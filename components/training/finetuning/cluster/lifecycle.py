@@ -29,8 +29,9 @@ from components.training.finetuning.cluster.errors import (
     JobConflictError,
     JobError,
     JobFailed,
+    NotOurJob,
 )
-from components.training.finetuning.cluster.job_client import CreateRejected, JobClient, NameBeingReleased
+from components.training.finetuning.cluster.job_client import CreateRejected, JobClient, NameBeingReleased, uid_of
 from components.training.finetuning.cluster.job_kinds import owned_by, queue_name
 from components.training.finetuning.cluster.outage import find_job_command, through_outage
 from components.training.finetuning.cluster.signals import signals_ignored
@@ -139,7 +140,7 @@ def submit(client: JobClient, state: JobState, settings: FollowSettings) -> None
             state.submitted = False  # refused: nothing was created
             raise
         if created:
-            state.job = existing
+            state.job, state.uid = existing, uid_of(existing)
             runtime = (client.manifest["spec"].get("runtimeRef") or {}).get("name")
             client.say(f"created in namespace {client.namespace}" + (f" (runtime {runtime})" if runtime else ""))
             return
@@ -163,7 +164,7 @@ def submit(client: JobClient, state: JobState, settings: FollowSettings) -> None
 def reattach(client: JobClient, state: JobState, existing: dict[str, Any]) -> None:
     """Follows this run/task's existing job (a retried KFP task); resumes it when suspended, unless Kueue queues."""
     state.reattached = True
-    state.job = existing
+    state.job, state.uid = existing, uid_of(existing)
     created = (existing.get("metadata") or {}).get("creationTimestamp", "earlier")
     client.say(
         f"re-attached to the existing {client.kind.kind} of this run/task (created {created}); no second job created"
@@ -174,7 +175,7 @@ def reattach(client: JobClient, state: JobState, existing: dict[str, Any]) -> No
             client.say(f"it is suspended and queued in Kueue LocalQueue {queue!r}: leaving its admission to Kueue")
         else:
             client.say("it is suspended: resuming it")
-            state.job = client.patch_job(client.kind.suspend_patch(False), "resuming")
+            state.job = client.patch_job(client.kind.suspend_patch(False), "resuming", state.uid)
 
 
 def diagnose(client: JobClient, state: JobState, settings: FollowSettings, outcome: str) -> Diagnosis:
@@ -183,10 +184,17 @@ def diagnose(client: JobClient, state: JobState, settings: FollowSettings, outco
     pods: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     logs: dict[str, str] = {}
-    if outcome != "Cancelled":
+    if outcome != "Cancelled" and not state.replaced_by:  # (another job's pods and events are not ours to report)
+        # Pods, events and logs are optional reads, each on its own: one that fails leaves the others.
         try:
             pods = client.list_pods()
+        except JobError as error:
+            client.say(f"diagnosis is incomplete: {error}")
+        try:
             events = client.list_events()
+        except JobError as error:
+            client.say(f"diagnosis is incomplete: {error}")
+        try:
             for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
                 text = client.read_log(pod, container, previous, settings.log_tail_lines)
                 if text:
@@ -232,9 +240,16 @@ def until(deadline: Deadline, settings: FollowSettings) -> Retry:
     return Retry(policy=settings.outage_policy, deadline=deadline)
 
 
-def delete_job(client: JobClient, settings: FollowSettings, deadline: Deadline) -> bool:
-    """Deletes the job within ``deadline``, retrying until then (``delete_on_success``, cleanup)."""
-    return client.bounded(deadline).delete_job(until(deadline, settings))
+def delete_job(client: JobClient, state: JobState, settings: FollowSettings, deadline: Deadline) -> bool:
+    """Deletes this run's job (by its uid) within ``deadline``, retrying until then (``delete_on_success``).
+
+    Another job under the name is never deleted: that is said in one line and ``False`` returned.
+    """
+    try:
+        return client.bounded(deadline).delete_job(state.uid, until(deadline, settings))
+    except NotOurJob as error:
+        client.say(str(error))
+        return False
 
 
 def clean_up(client: JobClient, state: JobState, settings: FollowSettings, deadline: Deadline) -> str:
@@ -251,16 +266,19 @@ def clean_up(client: JobClient, state: JobState, settings: FollowSettings, deadl
         return ""
     bounded, retry = client.bounded(deadline), until(deadline, settings)
     try:
-        if state.job is None:  # the create's answer never came: clean up only this run/task's job
+        if not state.uid:  # the create's answer never came: clean up only this run/task's job
             existing = bounded.get_job(retry)
-            if existing is None or not owned_by(existing, client.labels):
+            if existing is None or not owned_by(existing, client.labels) or not uid_of(existing):
                 return ""
-            state.job = existing
+            state.job, state.uid = existing, uid_of(existing)
         if policy == "delete":
-            bounded.delete_job(retry)
+            bounded.delete_job(state.uid, retry)
         else:
-            bounded.patch_job(kind.suspend_patch(True), "suspending", retry)
+            bounded.patch_job(kind.suspend_patch(True), "suspending", state.uid, retry)
             client.say("suspended (cleanup_policy=suspend): its pods are removed, the job stays for inspection")
+        return ""
+    except NotOurJob as error:  # our job is gone and another holds the name: nothing of ours is left to clean up
+        client.say(str(error))
         return ""
     except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
         text = str(error) if isinstance(error, JobError) else failure_text(error)
@@ -290,6 +308,12 @@ def wrap_up(client: JobClient, state: JobState, settings: FollowSettings, outcom
         client.say(found.text())
         note = clean_up(client, state, settings, deadline) if outcome != "Deleted" else ""
     failure = JobCancelled(found) if outcome == "Cancelled" else JobFailed(found)
+    if state.replaced_by:
+        append_note(
+            failure,
+            f"{client.kind.kind} {client.namespace}/{client.name} now holds another job (uid {state.replaced_by}), "
+            f"not this run's (uid {state.uid}): it was neither followed nor deleted",
+        )
     if note:
         append_note(failure, note)
     return failure

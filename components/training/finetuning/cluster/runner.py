@@ -139,7 +139,7 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
     deleted = False
     if settings.delete_on_success:
         reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
-        deleted = delete_job(client, settings, budget(settings, settings.cleanup_timeout, reason))
+        deleted = delete_job(client, state, settings, budget(settings, settings.cleanup_timeout, reason))
     return JobResult(
         name=client.name,
         namespace=client.namespace,

@@ -110,6 +110,9 @@ class JobState:
         started_at: ``clock()`` time of the submission; ``timeout_seconds`` counts from here.
         start_clock_at: ``start_timeout_seconds`` counts from here (reset while Kueue holds the job suspended).
         job: The job's last known state (``None`` until created or read).
+        uid: The uid of the job this run created or adopted (``""`` until then): the only job it follows, reports,
+            patches or deletes (every delete and patch carries it as a precondition).
+        replaced_by: The uid of another job found under the name after ours was gone (``""``: none seen).
         submitted: A create was sent: the job may exist and is this run/task's.
         reattached: An existing job of this run/task is followed instead of a new one.
         started: Training has started (a pod ran).
@@ -127,6 +130,8 @@ class JobState:
     started_at: float
     start_clock_at: float
     job: dict[str, Any] | None = None
+    uid: str = ""
+    replaced_by: str = ""
     submitted: bool = False
     reattached: bool = False
     started: bool = False

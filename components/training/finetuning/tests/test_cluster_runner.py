@@ -393,8 +393,9 @@ def test_start_timeout_without_pods_suspends_the_job(cluster):
     assert "start_timeout_seconds=45" in diagnosis.summary
     assert clock.sleeps == [10, 10, 10, 10, 5] and clock.now == 45
     assert cluster.requests_summary()[-1] == f"patch {cluster.kind.plural} {NAME}"
-    assert cluster.requests[-1].body == cluster.kind.suspend_body(True)
     (left,) = cluster.objects(cluster.kind.plural)
+    uid = {"metadata": {"uid": left["metadata"]["uid"]}}  # a precondition: only this very job is suspended
+    assert cluster.requests[-1].body == {**cluster.kind.suspend_body(True), **uid}
     assert cluster.kind.suspend_value(left) is True
 
 
@@ -456,7 +457,8 @@ def test_reattach_resumes_a_suspended_job(cluster):
     clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
     assert _poll(cluster, clock, Log()).reattached
     resume = [r for r in cluster.requests if r.verb == "patch"]
-    assert [r.body for r in resume] == [cluster.kind.suspend_body(False)]
+    uid = {"metadata": {"uid": cluster.objects(cluster.kind.plural)[0]["metadata"]["uid"]}}
+    assert [r.body for r in resume] == [{**cluster.kind.suspend_body(False), **uid}]
     assert cluster.kind.suspend_value(cluster.objects(cluster.kind.plural)[0]) is False
 
 
@@ -487,8 +489,8 @@ def test_server_errors_are_retried_with_backoff_then_succeed(cluster):
     log = Log()
     result = _poll(cluster, clock, log)
     assert result.reattached
-    # (runtime x2,) create x1, pods x1, then one poll interval
-    assert _backoff(clock.sleeps) == ([1, 2] if checks_runtime else []) + [1, 1, 10]
+    # (runtime x2,) create x1, then one poll interval (pods are an optional read: tried once per poll)
+    assert _backoff(clock.sleeps) == ([1, 2] if checks_runtime else []) + [1, 10]
     assert ("reading ClusterTrainingRuntime 'training-hub': HTTP 503" in log.text()) is checks_runtime
     assert cluster.requests_summary()[: 3 + 3 * checks_runtime] == [
         *(["get clustertrainingruntimes training-hub"] * 3 * checks_runtime),

@@ -218,14 +218,16 @@ def test_the_job_is_owned_by_the_runs_workflow_never_blocking_its_deletion(kube_
     ("case", "why"),
     [
         ("other-namespace", "never across namespaces"),
-        ("no-owner", "has no owner; the pod itself is never the owner"),
+        ("no-owner", "has no controller owner; the pod itself is never the owner"),
+        ("non-controller-owner", "Workflow my-pipeline-x7k2p is not its controller and is never given to the job"),
         ("uid-mismatch", "has uid"),
         ("forbidden", "HTTP 403"),
         ("not-kfp", "not in a KFP pod"),
     ],
 )
 def test_no_owner_reference_when_it_would_not_be_safe(kube_api, case, why):
-    name, uid = _launcher_pod(kube_api, owners=() if case == "no-owner" else (WORKFLOW,))
+    owners = {"no-owner": (), "non-controller-owner": ({**WORKFLOW, "controller": False},)}.get(case, (WORKFLOW,))
+    name, uid = _launcher_pod(kube_api, owners=owners)
     environ = _environ(name, uid)
     if case == "other-namespace":
         environ["POD_NAMESPACE"] = "pipelines"

@@ -1,0 +1,222 @@
+"""Downloads never splice two versions, never leave http(s) by a redirect, and a full scratch disk is one line.
+
+Against real loopback HTTP servers: one that changes the file between a cut and the resume and ignores ``If-Range``
+(answering ``206`` with the rest of the new version), the harness's file server scripted with redirects, and a real
+1 MiB tmpfs as the scratch folder (the suite runs as root; without mount permission that case is skipped). Each
+case asserts the end state: the bytes on disk, the requests made, no partial file, one line.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from components.data_processing.dataset_download.locations import DatasetSourceError
+from tests.harness.http_server import ScriptedResponse
+from tests.harness.requests import dataset_http_options, fetch_dataset
+
+ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
+LINE = json.dumps(ROW).encode() + b"\n"
+FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01, deadline_s=30.0)
+
+
+def _no_partial_files(root: Path) -> None:
+    leftovers = [p for p in root.rglob("*") if p.name.endswith((".part", ".tmp")) and p.is_file()]
+    assert not leftovers, leftovers
+
+
+class ChangingServer:
+    """Serves v1 (ETag "v1"), cut in the middle; then v2 (ETag "v2"), honouring Range but ignoring If-Range."""
+
+    def __init__(self, first: bytes, second: bytes) -> None:
+        self.first, self.second, self.cut = first, second, True
+        self.requests: list[dict[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                server.requests.append(dict(self.headers))
+                data, etag = (server.first, '"v1"') if server.cut else (server.second, '"v2"')
+                wanted = self.headers.get("Range", "")
+                start = int(wanted[len("bytes=") :].rstrip("-")) if wanted.startswith("bytes=") else 0
+                self.send_response(206 if start else 200)
+                self.send_header("ETag", etag)
+                self.send_header("Accept-Ranges", "bytes")
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                if server.cut:
+                    server.cut = False
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                self.wfile.write(data[start:])
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/chat.jsonl"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def changing_server() -> Iterator:
+    servers: list[ChangingServer] = []
+
+    def start(first: bytes, second: bytes) -> ChangingServer:
+        servers.append(ChangingServer(first, second))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+
+
+def test_a_resume_answered_with_another_version_restarts_from_zero_never_splicing(changing_server, tmp_path):
+    first = LINE * 4000
+    second = json.dumps({"messages": [{"role": "user", "content": "v2"}, {"role": "assistant", "content": "two"}]})
+    second = (second.encode() + b"\n") * 3000
+    server = changing_server(first, second)
+    fetched = fetch_dataset(server.url, tmp_path / "dl", http=FAST)
+    assert fetched.files[0].read_bytes() == second and fetched.revision == "v2"  # all of v2, nothing of v1
+    ranges = [request.get("Range") for request in server.requests]
+    assert ranges == [None, f"bytes={len(first) // 2}-", None]  # the spliced 206 was thrown away, then from byte 0
+    _no_partial_files(tmp_path / "dl")
+
+
+@pytest.mark.parametrize(
+    "location, problem",
+    [
+        ("ftp://files.example.com/chat.jsonl", "not ftp://"),
+        ("file:///etc/passwd.jsonl", "not file://"),
+    ],
+)
+def test_a_redirect_out_of_http_is_refused_in_one_line_naming_the_final_url(
+    http_file_server, tmp_path, location, problem
+):
+    (http_file_server.root / "chat.jsonl").write_bytes(LINE)
+    http_file_server.script("/chat.jsonl", ScriptedResponse(302, headers={"Location": location}))
+    with pytest.raises(DatasetSourceError) as error:
+        fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", http=FAST)
+    message = str(error.value)
+    assert "\n" not in message and f"redirected to '{location}'" in message and problem in message
+    assert len(http_file_server.requests) == 1  # refused, not retried
+    assert not (tmp_path / "dl").exists() or not list((tmp_path / "dl").iterdir())
+
+
+def test_a_redirect_loop_ends_in_one_line(http_file_server, tmp_path):
+    http_file_server.script("/a.jsonl", *[ScriptedResponse(302, headers={"Location": "/b.jsonl"})] * 20)
+    http_file_server.script("/b.jsonl", *[ScriptedResponse(302, headers={"Location": "/a.jsonl"})] * 20)
+    with pytest.raises(DatasetSourceError) as error:
+        fetch_dataset(http_file_server.url_for("a.jsonl"), tmp_path / "dl", http=FAST)
+    message = str(error.value)
+    assert "\n" not in message and "more than 5 redirects" in message
+    assert len(http_file_server.requests) == 6
+
+
+def test_an_error_after_a_redirect_names_the_final_url(http_file_server, tmp_path):
+    http_file_server.script("/chat.jsonl", ScriptedResponse(301, headers={"Location": "/moved/chat.jsonl"}))
+    with pytest.raises(DatasetSourceError) as error:
+        fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", http=FAST)
+    message = str(error.value)
+    assert "HTTP 404 (not found)" in message and f"at '{http_file_server.url_for('moved/chat.jsonl')}'" in message
+
+
+def test_a_redirect_within_http_is_followed(http_file_server, tmp_path):
+    (http_file_server.root / "moved").mkdir()
+    (http_file_server.root / "moved" / "chat.jsonl").write_bytes(LINE * 2)
+    http_file_server.script("/chat.jsonl", ScriptedResponse(307, headers={"Location": "/moved/chat.jsonl"}))
+    fetched = fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", http=FAST)
+    assert fetched.files[0].read_bytes() == LINE * 2
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()})")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_scratch_folder_on_an_s3_download_is_one_line_too(s3_data_connection, small_disk):
+    client, bucket = s3_data_connection
+    body = LINE * 40_000
+    client.put_object(Bucket=bucket, Key="sets/big.jsonl", Body=body)
+    with pytest.raises(DatasetSourceError) as error:
+        fetch_dataset(f"s3://{bucket}/sets/big.jsonl", small_disk / "dl", http=FAST)
+    message = str(error.value)
+    assert "\n" not in message and "is full (No space left on device)" in message and str(small_disk) in message
+    assert f"needs {len(body)} bytes" in message and "TMPDIR" in message
+    assert [p for p in (small_disk / "dl").rglob("*") if p.is_file()] == []
+
+
+def test_a_full_scratch_folder_names_the_folder_the_need_and_what_to_set(http_file_server, small_disk):
+    body = LINE * 40_000  # ~2.4 MiB: more than the 1 MiB scratch disk
+    (http_file_server.root / "chat.jsonl").write_bytes(body)
+    with pytest.raises(DatasetSourceError) as error:
+        fetch_dataset(http_file_server.url_for("chat.jsonl"), small_disk / "dl", http=FAST)
+    message = str(error.value)
+    assert "\n" not in message and f"the scratch folder {small_disk / 'dl'} is full" in message
+    assert f"needs {len(body)} bytes" in message and "TMPDIR" in message
+    assert len(http_file_server.requests) == 1  # a full disk is not retried
+    assert list((small_disk / "dl").iterdir()) == []  # no partial file left on the full disk
+
+
+# --- rows that used to end in a raw error: one line naming file, row and rule; droppable ------------------------------
+GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
+LONE_SURROGATE_ROW = '{"messages":[{"role":"user","content":"hi \\ud800 there"},{"role":"assistant","content":"ok"}]}'
+BAD_CSV_CELL = '"[{""role"": ""user"", ""content"": ""hi""}, {""role"": ""assistant"" ""content"": ""x""}]"'
+
+
+def _bad_files(folder: Path) -> dict[str, tuple[str, str]]:
+    """name -> (where the bad row is, what the line says about it)."""
+    good = json.dumps(GOOD)
+    (folder / "rows.json").write_text(f"[{LONE_SURROGATE_ROW},\n{good}]")
+    cell = json.dumps(GOOD["messages"]).replace('"', '""')
+    (folder / "rows.csv").write_text(f'messages\n{BAD_CSV_CELL}\n"{cell}"\n')
+    return {
+        "rows.json": ("rows.json row 0 [invalid_json]", "lone UTF-16 surrogate"),
+        "rows.csv": ("rows.csv:2 [invalid_json]", "the CSV column 'messages' holds invalid JSON"),
+    }
+
+
+@pytest.mark.parametrize("name", ["rows.json", "rows.csv"])
+def test_a_bad_row_is_named_with_its_file_row_and_rule_and_can_be_dropped(tmp_path, name):
+    from components.data_processing.dataset_download.run import run_dataset_download
+    from components.data_processing.dataset_download.validate import DatasetValidationError
+    from tests.harness.requests import dataset_download_request
+
+    where, what = _bad_files(tmp_path)[name]
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(DatasetValidationError) as error:
+        run_dataset_download(dataset_download_request(str(tmp_path / name)), out / "train.jsonl", out / "eval.jsonl")
+    first = str(error.value).splitlines()[0]
+    assert where in first and what in first
+    assert list(out.iterdir()) == []  # nothing half-written
+    request = dataset_download_request(
+        str(tmp_path / name), on_invalid="drop", max_invalid_fraction=0.5, train_split_ratio=1.0
+    )
+    result = run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
+    assert result.validation.rows_valid == 1
+    assert [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()] == [GOOD]

@@ -1,0 +1,46 @@
+"""A registry address that answers, but not as the registry does: one line saying so, never "could not be reached".
+
+An OAuth proxy's HTML login page, a body that is not JSON, and JSON of another shape, each served with ``200`` by a
+real loopback HTTP server where the registry's REST service should be.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
+from components.deployment.kubeflow_model_registry.registry_client import RegistryRequestError, RetryPolicy
+from components.deployment.kubeflow_model_registry.tests.test_model_registry_registration import register
+from tests.harness.http_server import ScriptedResponse
+
+LOGIN_PAGE = b"<!DOCTYPE html><html><head><title>Log in</title></head><body>Log in with OpenShift</body></html>"
+
+
+@pytest.mark.parametrize(
+    "body, content_type, expected",
+    [
+        (LOGIN_PAGE, "text/html", "an HTML page: a login page of an OAuth proxy"),
+        (b'{"items": [', "application/json", "JSONDecodeError"),
+        (b'{"items": 3, "size": "x"}', "application/json", "not with the registry's JSON"),
+    ],
+    ids=["oauth-login-page", "not-json", "other-shape"],
+)
+def test_an_answer_that_is_not_the_registrys_json_is_one_clear_line(
+    http_file_server, tmp_path, body, content_type, expected
+):
+    for version in ("v1", "v1alpha3"):
+        answer = ScriptedResponse(200, body=body, headers={"Content-Type": content_type})
+        http_file_server.script(f"/api/model_registry/{version}/registered_models", *[answer] * 3)
+    directory = tmp_path / "model"
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    trained = ArtifactInfo(uri=str(directory), path=str(directory), metadata={"base_model": "tiny"})
+    proxy = SimpleNamespace(address="http://127.0.0.1", port=int(http_file_server.url.rsplit(":", 1)[1]))
+    with pytest.raises(RegistryRequestError) as error:
+        register(proxy, tmp_path, trained, retry_policy=RetryPolicy(attempts=1))
+    message = str(error.value)
+    assert "\n" not in message and "could not be reached" not in message
+    assert "answered while trying to list registered models" in message and expected in message
