@@ -103,10 +103,10 @@ def test_todays_runtime_patches_job_on_rhoai_3_3_is_pruned_silently_unless_stric
 @pytest.mark.parametrize("kube_api", [ODH_3_3], indirect=True)
 def test_a_patch_with_an_unknown_field_is_refused_by_name(kube_api):
     manifest = build_trainjob(_spec(), RHOAI_3_3)
-    kube_api.create_trainjob(manifest)
+    created = kube_api.create_trainjob(manifest)
     client = JobClient(api=_api(kube_api), manifest=manifest, say=lambda line: None)
     with pytest.raises(JobApiError, match=r"does not serve field\(s\) spec.activeDeadlineSeconds of the TrainJob API"):
-        client.patch_job({"spec": {"activeDeadlineSeconds": 60}}, "extending")
+        client.patch_job({"spec": {"activeDeadlineSeconds": 60}}, "extending", created["metadata"]["uid"])
     (patch,) = [r for r in kube_api.requests if r.verb == "patch"]
     assert patch.params["fieldValidation"] == "Strict"
     (stored,) = kube_api.objects("trainjobs")
