@@ -62,7 +62,7 @@ class DeploySettings:
     runtime_image: str
     gpus: int
     timeout_seconds: float
-    poll_seconds: float = 5.0
+    poll_seconds: float = 2.0
     request_timeout: float = 30.0
 
 
