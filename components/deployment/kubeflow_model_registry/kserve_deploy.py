@@ -35,6 +35,16 @@ CA_FILES = (
     "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
 )
 SMOKE_PROMPT = "Say hello."
+#: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` beside this module grants exactly these.
+API_PERMISSIONS = frozenset(
+    {
+        (GROUP, "inferenceservices", "get"),
+        (GROUP, "inferenceservices", "create"),
+        (GROUP, "inferenceservices", "patch"),
+        (GROUP, "servingruntimes", "get"),
+        (GROUP, "servingruntimes", "create"),
+    }
+)
 
 
 class DeployError(ValueError):

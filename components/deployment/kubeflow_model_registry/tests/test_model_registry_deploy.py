@@ -195,3 +195,23 @@ def test_a_service_replaced_between_read_and_patch_is_refused(kserve):
     with pytest.raises(DeployError, match="Precondition failed: UID in precondition"):
         kserve_deploy._apply_service(api, mine, MODEL, print)
     assert _isvcs(kserve)[MODEL]["metadata"]["labels"] == owner_labels(MODEL)
+
+
+def test_rbac_yaml_grants_exactly_what_the_client_uses(kserve, openai_stub):
+    from pathlib import Path
+
+    import yaml
+
+    from components.deployment.kubeflow_model_registry import kserve_deploy
+
+    role = next(yaml.safe_load_all((Path(kserve_deploy.__file__).parent / "rbac.yaml").read_text()))
+    granted = {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
+    assert granted == kserve_deploy.API_PERMISSIONS
+    with _become_ready(kserve, openai_stub.url):
+        deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print)  # creates the runtime and the service
+    with _become_ready(kserve, openai_stub.url, after_generation=2):
+        deploy_model(kserve.api_client, _settings(), URI + "0", MODEL, "", print)  # updates its own service
+    used = {(r.group, r.rbac_resource, r.verb) for r in kserve.requests}
+    assert used == granted  # within rbac.yaml, and every rule of it used
