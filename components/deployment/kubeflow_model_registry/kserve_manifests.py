@@ -25,8 +25,6 @@ MODEL_LABEL = "kfp-finetune.opendatahub.io/registered-model"
 #: Shows the object in the OpenShift AI dashboard.
 DASHBOARD_LABEL = "opendatahub.io/dashboard"
 MODEL_FORMAT = "vLLM"
-#: The vLLM container image of a ServingRuntime the step creates (only when the named runtime does not exist).
-DEFAULT_RUNTIME_IMAGE = "docker.io/vllm/vllm-openai:v0.11.0"
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 #: KServe's own limit leaves room for the predictor suffixes of the generated Deployment and Route names.
 MAX_SERVICE_NAME = 45
