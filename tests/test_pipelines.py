@@ -181,7 +181,7 @@ WIRED = {
     "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name"}
     # issue 37: the pipelines expose the modelcar target and the deploy switch; the details keep the component's
     # defaults (pass them in the model_registry call to change them)
-    | {"modelcar_base_image", "modelcar_lora_weights", "modelcar_insecure", "deploy_service_name", "deploy_namespace"}
+    | {"modelcar_lora_weights", "deploy_service_name", "deploy_namespace"}
     | {"deploy_runtime", "deploy_runtime_image", "deploy_gpus", "deploy_timeout_seconds"},
 }
 
