@@ -143,3 +143,40 @@ def test_push_with_the_secret_as_docker_config_json_and_without_it(
 def test_unreachable_registry_is_one_line(tiny_model_dir, tmp_path):
     with pytest.raises(ModelcarError, match="cannot pull modelcar_base_image='127.0.0.1:9/base:1'"):
         publish_modelcar(tiny_model_dir, {}, "oci://127.0.0.1:9/x/y:1", "127.0.0.1:9/base:1", "as_trained", True, print)
+
+
+@pytest.fixture
+def lora_adapter(tiny_model_dir, tmp_path) -> Path:
+    """A peft LoRA adapter of the tiny model (with its tokenizer), as Training Hub's LoRA saves it."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir), LoraConfig(r=4, target_modules=["q_proj", "v_proj"])
+    )
+    adapter = tmp_path / "adapter"
+    model.save_pretrained(adapter)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(adapter)
+    return adapter
+
+
+def test_lora_adapter_published_merged_or_as_the_adapter_with_its_base(
+    oci_registry, lora_adapter, tiny_model_dir, tmp_path
+):
+    from transformers import AutoModelForCausalLM
+
+    from components.training.finetuning.oci.model import pull_model
+
+    base = _push_base(oci_registry, tmp_path)
+    target = f"oci://{oci_registry.host}/published/tiny-lora"
+    lora = {"algorithm": "lora"}
+    adapter = publish_modelcar(lora_adapter, lora, f"{target}:adapter", base, "as_trained", True, print)
+    assert (adapter.lora_weights, adapter.base_model) == ("adapter", str(tiny_model_dir))
+    files = _layer_files(oci_registry, "published/tiny-lora", adapter.digest)
+    assert "models/adapter_config.json" in files and "models/adapter_model.safetensors" in files
+    merged = publish_modelcar(lora_adapter, lora, f"{target}:merged", base, "merged", True, print)
+    assert (merged.lora_weights, merged.base_model) == ("merged", "")
+    files = _layer_files(oci_registry, "published/tiny-lora", merged.digest)
+    assert "models/adapter_config.json" not in files and "models/model.safetensors" in files
+    pulled = pull_model(merged.uri, tmp_path / "cache", {}, insecure=True, log=print, source="test")
+    assert AutoModelForCausalLM.from_pretrained(pulled.path).config.model_type == "llama"  # loads without peft
