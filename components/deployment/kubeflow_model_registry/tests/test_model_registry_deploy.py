@@ -215,3 +215,14 @@ def test_rbac_yaml_grants_exactly_what_the_client_uses(kserve, openai_stub):
         deploy_model(kserve.api_client, _settings(), URI + "0", MODEL, "", print)  # updates its own service
     used = {(r.group, r.rbac_resource, r.verb) for r in kserve.requests}
     assert used == granted  # within rbac.yaml, and every rule of it used
+
+
+def test_a_failed_smoke_request_is_one_line_and_the_service_stays(kserve, openai_stub):
+    openai_stub.served_name = "another-model"  # the predictor serves a name other than the service's
+    with _become_ready(kserve, openai_stub.url):
+        with pytest.raises(
+            DeployError, match=r"the smoke request to http://127\.0\.0\.1:\d+/v1/completions failed"
+        ) as e:
+            deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print)
+    assert len(str(e.value).splitlines()) == 1 and "404" in str(e.value)
+    assert MODEL in _isvcs(kserve)
