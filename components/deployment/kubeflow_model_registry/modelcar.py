@@ -5,7 +5,9 @@
 ``config.json``) reaches it as the environment variable it names, written to a temporary auth file by the client and
 removed after. This module gives it a ``skopeo`` backend (``custom_oci_backend``, a public hook of the client) that
 puts a deadline on every copy, keeps skopeo's output out of the logs and writes the pushed manifest's digest
-(``--digestfile``), so the registered URI is pinned: ``oci://registry/repository@sha256:...``.
+(``--digestfile``), so the registered URI is pinned: ``oci://registry/repository@sha256:...``. Before the push the
+times olot stamps on its history entries are set to the files' own (:func:`pin_layer_times`): the same files on the
+same base give the same digest, so a retried step finds its registration instead of conflicting with it.
 
 LoRA models are published as trained, merged (:mod:`.lora_merge`), or as the adapter with its base model's reference
 (``adapter_config.json``'s ``base_model_name_or_path``, recorded on the version), as ``modelcar_lora_weights`` says.
@@ -14,6 +16,8 @@ LoRA models are published as trained, merged (:mod:`.lora_merge`), or as the ada
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import hashlib
 import json
 import os
 import re
@@ -170,8 +174,57 @@ def _skopeo(arguments: list[str], what: str, timeout: float) -> None:
         raise ModelcarError(f"{what}: skopeo failed (exit {completed.returncode}): {reason[-1] if reason else ''}")
 
 
-def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIMEOUT_SECONDS) -> Any:
-    """A ``BackendDefinition`` for ``save_to_oci_registry``: skopeo with a deadline, TLS choice and ``--digestfile``."""
+def pin_layer_times(layout: Path, created: str) -> None:
+    """Sets the ``created`` time olot gives each history entry it adds (the moment of layering) to ``created``.
+
+    Then the same model files layered on the same base give the same image digest, so a retried or re-run step
+    registers the same pinned URI (``already_registered``) instead of a conflicting one. Only documents that change
+    are rewritten (config, manifest, and the indexes up to ``index.json`` that point at them).
+    """
+
+    def read(digest: str) -> dict[str, Any]:
+        return json.loads((layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes())
+
+    def write(document: dict[str, Any], descriptor: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(document, separators=(",", ":")).encode()
+        digest = hashlib.sha256(data).hexdigest()
+        (layout / "blobs" / "sha256" / digest).write_bytes(data)
+        return {**descriptor, "digest": f"sha256:{digest}", "size": len(data)}
+
+    def visit(descriptor: dict[str, Any]) -> dict[str, Any]:
+        document = read(descriptor["digest"])
+        if "manifests" in document:  # an image index
+            children = [visit(child) for child in document["manifests"]]
+            if children == document["manifests"]:
+                return descriptor
+            return write({**document, "manifests": children}, descriptor)
+        if "config" not in document:
+            return descriptor
+        config = read(document["config"]["digest"])
+        history = config.get("history") or []
+        olot = [item for item in history if str(item.get("created_by", "")).startswith("olot ")]
+        if all(item.get("created") == created for item in olot):
+            return descriptor
+        for item in olot:
+            item["created"] = created
+        return write({**document, "config": write(config, document["config"])}, descriptor)
+
+    index = json.loads((layout / "index.json").read_text())
+    index["manifests"] = [visit(descriptor) for descriptor in index.get("manifests") or []]
+    (layout / "index.json").write_text(json.dumps(index, separators=(",", ":")))
+
+
+def files_time(model_dir: Path) -> str:
+    """The newest modification time of the files under ``model_dir``, as RFC 3339 (UTC, seconds)."""
+    newest = max((path.stat().st_mtime for path in model_dir.rglob("*") if path.is_file()), default=0.0)
+    return datetime.datetime.fromtimestamp(int(newest), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIMEOUT_SECONDS, created: str = "") -> Any:
+    """A ``BackendDefinition`` for ``save_to_oci_registry``: skopeo with a deadline, TLS choice and ``--digestfile``.
+
+    ``created``: the time :func:`pin_layer_times` gives the added layers' history before the push ("" = olot's).
+    """
     from model_registry.utils import BackendDefinition
 
     tls = "false" if insecure else "true"
@@ -186,6 +239,8 @@ def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIME
         )
 
     def push(src: Path, oci_ref: str, **kwargs: str) -> None:
+        if created:
+            pin_layer_times(Path(src), created)
         auth = ["--dest-authfile", kwargs["authfile"]] if kwargs.get("authfile") else []
         arguments = [*auth, f"--dest-tls-verify={tls}", "--digestfile", str(digest_file)]
         _skopeo([*arguments, f"oci:{src}:latest", f"docker://{oci_ref}"], f"cannot push to oci://{oci_ref}", timeout)
@@ -248,7 +303,7 @@ def publish_modelcar(
                 oci_ref=target.reference,
                 model_files_path=str(files),
                 dest_dir=str(Path(work) / "layout"),
-                custom_oci_backend=skopeo_backend(insecure, digest_file),
+                custom_oci_backend=skopeo_backend(insecure, digest_file, created=files_time(files)),
                 oci_auth_env_var=variable or None,
             )
         except ModelcarError:

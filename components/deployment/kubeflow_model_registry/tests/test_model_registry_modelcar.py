@@ -19,6 +19,7 @@ import pytest
 from components.deployment.kubeflow_model_registry.modelcar import (
     PUSH_SECRET_ENV,
     ModelcarError,
+    files_time,
     lora_files,
     parse_modelcar_uri,
     publish_modelcar,
@@ -180,3 +181,19 @@ def test_lora_adapter_published_merged_or_as_the_adapter_with_its_base(
     assert "models/adapter_config.json" not in files and "models/model.safetensors" in files
     pulled = pull_model(merged.uri, tmp_path / "cache", {}, insecure=True, log=print, source="test")
     assert AutoModelForCausalLM.from_pretrained(pulled.path).config.model_type == "llama"  # loads without peft
+
+
+def test_the_same_files_on_the_same_base_give_the_same_digest(oci_registry, tiny_model_dir, tmp_path):
+    base = _push_base(oci_registry, tmp_path)
+    target = f"oci://{oci_registry.host}/published/tiny-again:1"
+    first = publish_modelcar(tiny_model_dir, {}, target, base, "as_trained", True, print)
+    import time
+
+    time.sleep(1.1)  # olot stamps its layering time (seconds): a second later it would differ
+    second = publish_modelcar(tiny_model_dir, {}, target, base, "as_trained", True, print)
+    assert second.uri == first.uri
+    manifest = json.loads(_get(oci_registry, f"published/tiny-again/manifests/{first.digest}", OCI_MANIFEST))
+    config = json.loads(_get(oci_registry, f"published/tiny-again/blobs/{manifest['config']['digest']}"))
+    olot = [item for item in config["history"] if item["created_by"].startswith("olot ")]
+    assert len(olot) == len(manifest["layers"]) - 1  # one per model file, on the base's one layer
+    assert {item["created"] for item in olot} == {files_time(tiny_model_dir)}

@@ -173,3 +173,25 @@ def test_deploy_of_a_run_scoped_uri_is_refused_before_anything_is_registered(reg
             deploy_inference_service=True,
         )
     assert registry_stub.versions_of("tiny-chat") == []
+
+
+def test_a_rerun_republishes_the_same_digest_and_registers_nothing_twice(
+    oci_registry, base_image, registry_stub, tiny_model_dir, tmp_path
+):
+    arguments = dict(
+        model=_model(tiny_model_dir),
+        registry_address=registry_stub.address,
+        registry_port=registry_stub.port,
+        model_name="tiny-chat",
+        model_version="rerun",
+        is_secure=False,
+        allow_token_over_http=True,
+        modelcar_uri=f"oci://{oci_registry.host}/published/tiny-chat:rerun",
+        modelcar_base_image=base_image,
+        modelcar_insecure=True,
+    )
+    first = _run(tmp_path, {"MODEL_REGISTRY_TOKEN": TOKEN}, **arguments)
+    second = _run(tmp_path, {"MODEL_REGISTRY_TOKEN": TOKEN}, **arguments)
+    assert (first.status, second.status) == ("registered", "already_registered")
+    assert second.uri == first.uri and PINNED.match(first.uri)
+    assert len(registry_stub.versions_of("tiny-chat")) == 1
