@@ -295,6 +295,9 @@ def publish_modelcar(
             files = Path(work) / "merged"
             log(f"merging the LoRA adapter into its base model for the modelcar: {files}")
             merge(model_dir, files)
+            newest = max(path.stat().st_mtime for path in model_dir.rglob("*") if path.is_file())
+            for path in files.rglob("*"):  # the adapter's time: the same adapter gives the same layers
+                os.utime(path, (newest, newest))
         digest_file = Path(work) / "digest"
         log(f"publishing modelcar {target.reference} on {base_image} (olot + skopeo)")
         try:

@@ -179,6 +179,8 @@ def test_lora_adapter_published_merged_or_as_the_adapter_with_its_base(
     assert (merged.lora_weights, merged.base_model) == ("merged", "")
     files = _layer_files(oci_registry, "published/tiny-lora", merged.digest)
     assert "models/adapter_config.json" not in files and "models/model.safetensors" in files
+    again = publish_modelcar(lora_adapter, lora, f"{target}:merged", base, "merged", True, print)
+    assert again.uri == merged.uri  # merged anew, the same image
     pulled = pull_model(merged.uri, tmp_path / "cache", {}, insecure=True, log=print, source="test")
     assert AutoModelForCausalLM.from_pretrained(pulled.path).config.model_type == "llama"  # loads without peft
 
