@@ -260,8 +260,8 @@ def run_model_registration(
         eval_values.setdefault(name, value)
     if eval_results is not None and eval_results.metadata.get("verdict"):
         eval_values.setdefault("verdict", eval_results.metadata["verdict"])
-    modelcar = publish(serving_request, model, log)
     if not registry_on:  # published only: nothing to register or deploy
+        modelcar = publish(serving_request, model, log)
         reason = f"registry_address is empty: modelcar {modelcar.uri} published, not registered"
         log(f"skipped: {reason}")
         write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason, serving_details(modelcar, None, "")))
@@ -276,6 +276,7 @@ def run_model_registration(
         allow_token_over_http=allow_token_over_http,
         log=log,
     )
+    modelcar = publish(serving_request, model, log)  # once the registry settings are known to be usable
     upload_source = None
     s3_uri = ""
     if s3_upload_prefix.strip():
