@@ -11,9 +11,18 @@ ISVC = "serving.kserve.io/v1beta1/inferenceservices"
 RUNTIMES = "serving.kserve.io/v1alpha1/servingruntimes"
 
 
-def _doctor(capsys, kube, *args):
+@pytest.fixture(scope="module")
+def sft_yaml(tmp_path_factory):
+    """The expert SFT pipeline compiled once for the module (doctor takes a compiled file as well as a name)."""
+    from pipelines.compile import compile_named
+    from pipelines.training.finetuning.settings import CompileSettings
+
+    return compile_named("sft", tmp_path_factory.mktemp("sft") / "sft.yaml", CompileSettings())
+
+
+def _doctor(capsys, sft_yaml, kube, *args):
     base = ["--param", f"{dash('train', 'training_base_model')}={kube}"]
-    code = main(["doctor", "sft", "--namespace", NS, *base, *S3_DATASET, *args])
+    code = main(["doctor", str(sft_yaml), "--namespace", NS, *base, *S3_DATASET, *args])
     captured = capsys.readouterr()
     return code, captured.out + captured.err
 
@@ -34,13 +43,13 @@ def kserve_cluster(cluster):  # noqa: F811 - the imported fixture
     return cluster
 
 
-def test_deploy_off_checks_nothing_of_kserve(kserve_cluster, capsys, tiny_model_dir):
-    code, out = _doctor(capsys, tiny_model_dir)
+def test_deploy_off_checks_nothing_of_kserve(kserve_cluster, capsys, sft_yaml, tiny_model_dir):
+    code, out = _doctor(capsys, sft_yaml, tiny_model_dir)
     assert "KServe" not in out and not [r for r in kserve_cluster.requests if r.group == "serving.kserve.io"]
 
 
-def test_deploy_on_with_kserve_and_every_permission_is_ok(kserve_cluster, capsys, tiny_model_dir):
-    code, out = _doctor(capsys, tiny_model_dir, *_deploy())
+def test_deploy_on_with_kserve_and_every_permission_is_ok(kserve_cluster, capsys, sft_yaml, tiny_model_dir):
+    code, out = _doctor(capsys, sft_yaml, tiny_model_dir, *_deploy())
     assert any(
         line.startswith("OK") and "KServe serves InferenceService and ServingRuntime" in line
         for line in out.splitlines()
@@ -66,7 +75,9 @@ def test_deploy_on_with_kserve_and_every_permission_is_ok(kserve_cluster, capsys
         ("no-modelcar", ["FAIL", "not published as a modelcar", "oci://registry/repository:tag"]),
     ],
 )
-def test_each_missing_serving_prerequisite_is_one_line(kserve_cluster, capsys, tiny_model_dir, scenario, fragments):
+def test_each_missing_serving_prerequisite_is_one_line(
+    kserve_cluster, capsys, sft_yaml, tiny_model_dir, scenario, fragments
+):
     args = _deploy()
     if scenario == "no-kserve":
         kserve_cluster.unserve(ISVC)
@@ -74,7 +85,7 @@ def test_each_missing_serving_prerequisite_is_one_line(kserve_cluster, capsys, t
         kserve_cluster.deny("serving.kserve.io", "inferenceservices", "patch")
     else:
         args = _deploy(modelcar="")
-    code, out = _doctor(capsys, tiny_model_dir, *args)
+    code, out = _doctor(capsys, sft_yaml, tiny_model_dir, *args)
     lines = [line for line in problems(out) if any(word in line for word in ("KServe", "kserve", "deploy_inference"))]
     assert code == 1 and len(lines) == 1, out
     assert all(fragment in lines[0] for fragment in fragments), lines
