@@ -91,7 +91,7 @@ def build_serving_runtime(name: str, namespace: str, image: str, model_name: str
                 {
                     "name": "kserve-container",
                     "image": image,
-                    "command": ["python", "-m", "vllm.entrypoints.openai.api_server"],
+                    "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],  # in both vLLM images
                     "args": ["--port=8080", "--model=/mnt/models", "--served-model-name={{.Name}}"],
                     "env": [{"name": "HF_HOME", "value": "/tmp/hf_home"}],
                     "ports": [{"containerPort": 8080, "protocol": "TCP"}],
