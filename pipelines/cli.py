@@ -145,6 +145,14 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     demo.add_argument("--dataset-uri", default="", help="training data (default: the shipped demo dataset)")
     demo.add_argument("--registry-address", default="", help="register the model there (default: skipped)")
     demo.add_argument(
+        "--modelcar-uri",
+        default="",
+        help="publish the model as an OCI modelcar there, e.g. oci://localhost:5000/demo/tiny:1",
+    )
+    demo.add_argument(
+        "--modelcar-base-image", default="", help="the image the modelcar is layered on (registry/repo:tag)"
+    )
+    demo.add_argument(
         "-v",
         "--verbose",
         action="store_true",

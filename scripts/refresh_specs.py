@@ -83,6 +83,18 @@ SPECS_PINNED = (
         "api/openapi/model-registry.yaml",
         "openapi/model-registry.yaml",
     ),
+    Spec(
+        "kserve/kserve",
+        "v0.15.2",
+        "config/crd/full/serving.kserve.io_inferenceservices.yaml",
+        "crds/serving.kserve.io_inferenceservices.yaml",
+    ),
+    Spec(
+        "kserve/kserve",
+        "v0.15.2",
+        "config/crd/full/serving.kserve.io_servingruntimes.yaml",
+        "crds/serving.kserve.io_servingruntimes.yaml",
+    ),
 )
 
 _ROW = re.compile(r"^\| `(?P<path>[^`]+)` \|.*\| `(?P<sha>[0-9a-f]{64})` \|$", re.M)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import tempfile
 from pathlib import Path
 
@@ -29,12 +30,45 @@ def private_tmpdir(tmp_path, monkeypatch):
     return system_tmp
 
 
+@pytest.fixture
+def modelcar_arguments(request, tmp_path) -> list[str]:
+    """``--modelcar-uri``/``--modelcar-base-image`` of a local ``docker-registry`` (none without the tools).
+
+    Requested before ``private_tmpdir``: the registry's session fixtures write to the real temporary directory.
+    """
+    import importlib.util
+
+    from tests.harness.oci_registry import missing_tools, write_image_layout
+
+    if missing_tools() or importlib.util.find_spec("olot") is None:
+        return []
+    registry = request.getfixturevalue("oci_registry")
+    write_image_layout(tmp_path / "base", [{"bin/sh": b"#!/bin/true\n"}], "1", history=True)
+    registry.push(tmp_path / "base", "1", "base/demo:1")
+    return [
+        "--modelcar-uri",
+        f"oci://{registry.host}/demo/tiny:1",
+        "--modelcar-base-image",
+        f"{registry.host}/base/demo:1",
+    ]
+
+
 @pytest.mark.slow
-def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(tmp_path, private_tmpdir, capsys):
+def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(
+    modelcar_arguments, tmp_path, private_tmpdir, capsys
+):
     output_dir = tmp_path / "demo"
-    assert main(["demo", "--algorithm", "lora", "--output-dir", str(output_dir)]) == 0
+    modelcar = modelcar_arguments
+    assert main(["demo", "--algorithm", "lora", "--output-dir", str(output_dir), *modelcar]) == 0
     printed = capsys.readouterr()
     lines = printed.out.splitlines()
+    # The run's story: registration (skipped: no registry given) -> modelcar -> served endpoint (no cluster).
+    (published,) = [line for line in lines if line.startswith("  modelcar:   ")]
+    if modelcar:
+        assert re.match(r"^  modelcar:   oci://127\.0\.0\.1:\d+/demo/tiny@sha256:[0-9a-f]{64}$", published), published
+    else:
+        assert published == "  modelcar:   skipped" and any(line.startswith("  modelcar: skipped (") for line in lines)
+    assert "  deployment: skipped: no cluster" in "\n".join(lines)
     assert len(lines) <= MAX_STORY_LINES, printed.out
     assert "executor_input" not in printed.out and "Traceback" not in printed.out + printed.err
     for task in STEP_TASKS.values():  # one line when each step starts, one with its duration when it ends

@@ -88,6 +88,7 @@ def assert_no_secret_reads_beyond_keys(kube_api):
     secret_requests = [r for r in kube_api.requests if r.plural == "secrets"]
     assert secret_requests, "the secrets were not checked"
     mounted = {"kubernetes-credentials", "s3-secret", "hf-token", "oci-pull-secret-model-download"}
+    mounted.add("oci-push-secret-model-upload")  # the registry step's modelcar push secret (issue 37)
     assert all(r.verb == "get" and r.name in mounted for r in secret_requests), kube_api.requests_summary()
     writes = [r for r in kube_api.requests if r.verb in ("create", "patch", "delete", "update")]
     assert {r.plural for r in writes} <= {"selfsubjectaccessreviews"}, kube_api.requests_summary()

@@ -178,7 +178,11 @@ WIRED = {
         "task_name",
     },
     "lm-eval": {"model_source", "skip_unusable_model_source"},
-    "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name"},
+    "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name"}
+    # issue 37: the pipelines expose the modelcar target and the deploy switch; the details keep the component's
+    # defaults (pass them in the model_registry call to change them)
+    | {"modelcar_lora_weights", "deploy_service_name", "deploy_namespace"}
+    | {"deploy_runtime", "deploy_runtime_image", "deploy_gpus", "deploy_timeout_seconds"},
 }
 
 

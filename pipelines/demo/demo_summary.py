@@ -184,6 +184,9 @@ def summary_lines(summary: dict[str, dict[str, Any]], run_dir: Path) -> list[str
         lines += delta_lines(_comparison(summary))
     if registry:
         lines.append(f"  registry:   {registry.get('status', '?')}")
+        modelcar = str(registry.get("model_uri") or "")
+        lines.append(f"  modelcar:   {modelcar if modelcar.startswith('oci://') else 'skipped'}")
+        lines.append("  deployment: skipped: no cluster (the demo runs locally; deploy_inference_service serves it)")
     lines.append("reports:")
     for task, produced in summary.items():
         label = f"{task} (base model)" if task == STEP_TASKS["base_eval"] else task

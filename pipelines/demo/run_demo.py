@@ -96,8 +96,19 @@ class DemoRun:
     files: list[Path]
 
 
-def demo_arguments(algorithm: str, base_model: Path, dataset_uri: str, registry_address: str) -> dict[str, Any]:
-    """The pipeline arguments of the demo run, by dashboard name (the expert pipeline's parameter feeding each)."""
+def demo_arguments(
+    algorithm: str,
+    base_model: Path,
+    dataset_uri: str,
+    registry_address: str,
+    modelcar_uri: str = "",
+    modelcar_base_image: str = "",
+) -> dict[str, Any]:
+    """The pipeline arguments of the demo run, by dashboard name (the expert pipeline's parameter feeding each).
+
+    With ``modelcar_uri`` the registry step publishes the model as a modelcar there (plain HTTP to a loopback
+    registry), layered on ``modelcar_base_image``.
+    """
     from pipelines.compile import pipeline_function
     from pipelines.training.finetuning.interface import parameter_feeding
 
@@ -108,6 +119,13 @@ def demo_arguments(algorithm: str, base_model: Path, dataset_uri: str, registry_
         "eval": DEMO_EVAL_ARGUMENTS,
         "registry": {"registry_address": registry_address, "model_name": "kfp-finetune-demo"},
     }
+    if modelcar_uri:
+        host = modelcar_uri.removeprefix("oci://").split("/", 1)[0].rsplit(":", 1)[0]
+        by_step["registry"].update(
+            modelcar_uri=modelcar_uri,
+            modelcar_base_image=modelcar_base_image,
+            modelcar_insecure=host in ("localhost", "127.0.0.1"),
+        )
     pipeline = pipeline_function(algorithm)
     arguments = {}
     for step, values in by_step.items():
@@ -155,6 +173,8 @@ def run_demo(
     registry_address: str = "",
     verbose: bool = False,
     out: TextIO | None = None,
+    modelcar_uri: str = "",
+    modelcar_base_image: str = "",
 ) -> DemoRun:
     """Runs the demo pipeline, tells its story on ``out`` and returns what it produced.
 
@@ -163,6 +183,8 @@ def run_demo(
         algorithm: ``sft``, ``osft`` or ``lora``.
         dataset_uri: Training data; default: the shipped demo dataset.
         registry_address: Model Registry host; empty = registration skipped.
+        modelcar_uri: ``oci://host:port/repository:tag`` to publish the model to (a local registry); empty = skipped.
+        modelcar_base_image: The image the modelcar is layered on (needed with ``modelcar_uri``: the demo is offline).
         verbose: Show every line the tasks print (they always go to ``demo.log``).
         out: Where the story goes (default: standard output).
 
@@ -178,12 +200,23 @@ def run_demo(
     output_dir.mkdir(parents=True, exist_ok=True)
     console = DemoConsole(output_dir / "demo.log", out=out, verbose=verbose)
     dataset_uri = dataset_uri or str(DEMO_DATASET_PATH)
+    if modelcar_uri and not modelcar_base_image:
+        raise DemoFailed(
+            f"--modelcar-uri {modelcar_uri}: give --modelcar-base-image too (an image in a registry this machine "
+            "reaches; the demo downloads nothing)"
+        )
     try:
         console.say(f"kfp-finetune demo: {algorithm.upper()} fine-tuning of a tiny model, every step run locally")
         console.say(f"  data: {dataset_uri}")
         console.say(f"  full output of every step: {console.log_path}")
+        console.say(
+            f"  modelcar: publishing to {modelcar_uri} (on {modelcar_base_image})"
+            if modelcar_uri
+            else "  modelcar: skipped (--modelcar-uri oci://localhost:5000/demo/tiny:1 publishes to a local registry)"
+        )
+        arguments = (registry_address, modelcar_uri, modelcar_base_image)
         with demo_environment(output_dir / "tmp"):
-            run_dir, types = _run_pipeline(console, output_dir, algorithm, dataset_uri, registry_address)
+            run_dir, types = _run_pipeline(console, output_dir, algorithm, dataset_uri, arguments)
         summary = summarize_run(run_dir, types)
         for line in summary_lines(summary, run_dir):
             console.say(line)
@@ -193,7 +226,7 @@ def run_demo(
 
 
 def _run_pipeline(
-    console: Any, output_dir: Path, algorithm: str, dataset_uri: str, registry_address: str
+    console: Any, output_dir: Path, algorithm: str, dataset_uri: str, registry_arguments: tuple[str, str, str]
 ) -> tuple[Path, dict[str, dict[str, str]]]:
     """Builds the base model and runs the pipeline under ``console``; returns the run folder and output types."""
     from kfp import local
@@ -221,7 +254,7 @@ def _run_pipeline(
             workspace_root=str(output_dir / "tmp" / "workspace"),
         )
         try:
-            pipeline(**demo_arguments(algorithm, base_model, dataset_uri, registry_address))
+            pipeline(**demo_arguments(algorithm, base_model, dataset_uri, *registry_arguments))
         except Exception as error:
             if console.failure is None:
                 raise

@@ -14,6 +14,7 @@ from pipelines.doctor.gpu_memory import check_gpu_memory
 from pipelines.doctor.gpus import check_gpus
 from pipelines.doctor.report import Check, Report, fail
 from pipelines.doctor.secret_mounts import check_secrets
+from pipelines.doctor.serving import check_serving
 from pipelines.doctor.storage import check_storage
 from pipelines.doctor.trainer_api import check_trainer_api
 from pipelines.doctor.training import check_backend, check_permissions
@@ -30,6 +31,7 @@ def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
     checks += check_gpus(cluster, values, launcher)
     if launcher != "local":
         checks += check_gpu_memory(cluster, values)
+    checks += check_serving(cluster, values)  # the registry step's KServe deploy, when on
     return checks
 
 

@@ -11,6 +11,8 @@ behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a 
 * ``objects(plural)``: the objects the server holds now (deleted ones excluded);
 * ``fail(...)``: scripted error responses (e.g. three 500s), ``in_background(fn)`` to run an operator script while the
   code under test follows, and ``wait_for(predicate)``;
+* ``track_metadata(plural)``: that resource's objects get a uid, resourceVersion and generation, and a patch's
+  ``uid``/``resourceVersion`` are enforced as preconditions (409), as the API server does;
 * cluster setup for preflight checks: ``serve``/``unserve`` a resource (a CRD installed or removed, as discovery sees
   it), ``deny(group, resource, verb)`` (SelfSubjectAccessReviews answer ``allowed: false`` for it, ``true`` for the
   rest; reviews are answered, never stored), ``create_storage_class``, ``put_node`` (:func:`make_node`: GPUs, labels,
@@ -40,6 +42,7 @@ import json
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -181,7 +184,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.generation: str = UPSTREAM_2_3
         #: The status OpenAPI v3 discovery answers with instead of the document (0: serve it).
         self.openapi_status: int = 0
-        #: The bodies of pruned requests as the client sent them, by ``id(request)``.
+        #: Plurals whose objects get the API server's uid/resourceVersion/generation and preconditions (opt-in:
+        #: :meth:`KubeApi.track_metadata`).
+        self.server_metadata: set[str] = set()
+        self.resource_version = 0
         (self[kmock.subresource("log")] ** -1) << self._serve_log
 
     async def _handle(self, request: kmock.Request):  # noqa: D102
@@ -200,7 +206,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return self._serve_openapi(request)
         self._check_identity(request)
         warnings = self._prune(request)
+        stamp = None
+        if request.resource is not None and request.resource.plural in self.server_metadata:
+            stamp = self._server_metadata(request)
         response = await super()._handle(request)
+        if stamp is not None and response.status < 300:
+            import aiohttp.web
+
+            response = aiohttp.web.json_response(stamp(), status=response.status)  # the stored object, as written
         if warnings and not response.prepared:
             for warning in warnings:
                 response.headers.add("Warning", warning)
@@ -271,6 +284,42 @@ class KubeEmulator(kmock.KubernetesEmulator):
                         reason="Conflict",
                         message=f"Precondition failed: UID in precondition: {expected}, UID in object meta: {actual}",
                     )
+
+    def _server_metadata(self, request: kmock.Request) -> Callable[[], dict[str, Any]] | None:
+        """As the API server: a uid, resourceVersion and generation on create; on a patch, the body's ``uid`` and
+        ``resourceVersion`` are preconditions (409 when they differ), the resourceVersion moves on and a spec change
+        raises the generation. Returns what writes them into the stored object once the request is served and returns
+        it (the request as sent stays untouched for :attr:`KubeApi.requests`)."""
+        data = request.data if isinstance(request.data, dict) else None
+        if data is None or request.action not in (enums.action.CREATE, enums.action.UPDATE):
+            return None
+        name = request.name or (data.get("metadata") or {}).get("name")
+        key = (request.resource, request.namespace or (data.get("metadata") or {}).get("namespace"), name)
+        self.resource_version += 1
+        version = str(self.resource_version)
+        if request.action == enums.action.CREATE:
+            stamp = {"uid": str(uuid.uuid4()), "resourceVersion": version, "generation": 1}
+            return functools.partial(self._stamp, key, stamp)
+        if key not in self._objects or self._objects[key].deleted:
+            return None
+        now, sent = dict(self._objects[key].get("metadata", {})), data.get("metadata") or {}
+        if sent.get("uid") and sent["uid"] != now.get("uid"):
+            message = f"Precondition failed: UID in precondition: {sent['uid']}, UID in object meta: {now.get('uid')}"
+            raise kmock.KubernetesError(status=409, reason="Conflict", message=message)
+        if sent.get("resourceVersion") and sent["resourceVersion"] != now.get("resourceVersion"):
+            raise kmock.KubernetesError(
+                status=409,
+                reason="Conflict",
+                message="the object has been modified; please apply your changes to the latest version and try again",
+            )
+        stamp = {"uid": now.get("uid"), "resourceVersion": version}
+        if request.subresource != "status" and "spec" in data:
+            stamp["generation"] = int(now.get("generation") or 0) + 1
+        return functools.partial(self._stamp, key, stamp)
+
+    def _stamp(self, key: Any, stamp: dict[str, Any]) -> dict[str, Any]:
+        self._objects[key].patch({"metadata": stamp})
+        return json.loads(json.dumps(self._objects[key].raw))
 
     def _review_access(self, request: kmock.Request):
         """Answers a SelfSubjectAccessReview (never stored, as the API server does) from :attr:`denied`."""
@@ -529,6 +578,11 @@ class KubeApi:
                 del self.emulator.resources[resource]
 
         self.call(remove)
+
+    def track_metadata(self, plural: str) -> None:
+        """Gives ``plural``'s objects the API server's uid, resourceVersion and generation, and enforces a patch's
+        ``uid``/``resourceVersion`` preconditions (409), as the real server does."""
+        self.call(lambda: self.emulator.server_metadata.add(plural))
 
     def deny(self, group: str, resource: str, verb: str) -> None:
         """Makes SelfSubjectAccessReviews answer ``allowed: false`` for ``(group, resource[/sub], verb)``."""

@@ -101,8 +101,11 @@ def model_files(model_dir: Path, prefix: str = "models") -> dict[str, bytes]:
     }
 
 
-def write_image_layout(layout: Path, layers: list[Mapping[str, bytes]], tag: str) -> str:
-    """Writes an OCI image layout with one gzip tar layer per mapping; returns the manifest digest."""
+def write_image_layout(layout: Path, layers: list[Mapping[str, bytes]], tag: str, history: bool = False) -> str:
+    """Writes an OCI image layout with one gzip tar layer per mapping; returns the manifest digest.
+
+    ``history``: give the config a ``history`` entry per layer, as image builders do (olot requires it of a base).
+    """
     layout.mkdir(parents=True, exist_ok=True)
     descriptors, diff_ids = [], []
     for files in layers:
@@ -115,6 +118,8 @@ def write_image_layout(layout: Path, layers: list[Mapping[str, bytes]], tag: str
         "config": {},
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     }
+    if history:
+        config["history"] = [{"created_by": f"test layer {number}"} for number in range(len(layers))]
     return _finish_layout(
         layout, {"mediaType": OCI_CONFIG, **_blob(layout, json.dumps(config).encode())}, descriptors, tag
     )

@@ -9,7 +9,9 @@ from components.deployment.kubeflow_model_registry.parameter_docs import PARAMET
 
 
 @runtime_component(
-    __file__, packages=["model-registry==0.3.18", "boto3==1.44.5", "tenacity==9.2.1"], parameter_docs=PARAMETER_DOCS
+    __file__,
+    packages=["model-registry==0.3.18", "olot==1.2.1", "boto3==1.44.5", "tenacity==9.2.1", "kubernetes==30.1.0"],
+    parameter_docs=PARAMETER_DOCS,
 )
 def model_registry(
     model: dsl.Input[dsl.Model],
@@ -40,15 +42,32 @@ def model_registry(
     storage_key: str = "",
     pipeline_run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     pipeline_run_name: str = dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-) -> NamedTuple("Outputs", [("status", str), ("model_id", str), ("version_id", str)]):
+    modelcar_uri: str = "",
+    modelcar_base_image: str = "registry.access.redhat.com/ubi9/ubi-micro:latest",
+    modelcar_lora_weights: str = "as_trained",
+    modelcar_insecure: bool = False,
+    deploy_inference_service: bool = False,
+    deploy_service_name: str = "",
+    deploy_namespace: str = "",
+    deploy_runtime: str = "vllm-runtime",
+    deploy_runtime_image: str = "docker.io/vllm/vllm-openai:v0.11.0",
+    deploy_gpus: int = 1,
+    deploy_timeout_seconds: int = 900,
+) -> NamedTuple(
+    "Outputs",
+    [("status", str), ("model_id", str), ("version_id", str), ("model_uri", str), ("endpoint_url", str)],
+):
     """Registers ``model`` (version + artifact + lineage) idempotently; skips without a registry, gates on metrics.
 
     The bearer token comes from the secret env var ``MODEL_REGISTRY_TOKEN``, a token file named by
     ``MODEL_REGISTRY_TOKEN_PATH``, or the pod's service-account token; never from a parameter. See README.md.
 
+    With ``modelcar_uri`` the model is pushed as an OCI modelcar first and registered pinned to its digest; with
+    ``deploy_inference_service`` the registered model is then served on KServe and smoke-tested.
+
     Returns:
         status (``registered``, ``already_registered``, ``gated_out`` or ``skipped``), model_id and version_id ("" when
-        not registered).
+        not registered), model_uri (the registered or published URI) and endpoint_url (the served endpoint, or "").
     """
     from collections import namedtuple
 
@@ -87,7 +106,18 @@ def model_registry(
         storage_key=storage_key,
         pipeline_run_id=pipeline_run_id,
         pipeline_run_name=pipeline_run_name,
+        modelcar_uri=modelcar_uri,
+        modelcar_base_image=modelcar_base_image,
+        modelcar_lora_weights=modelcar_lora_weights,
+        modelcar_insecure=modelcar_insecure,
+        deploy_inference_service=deploy_inference_service,
+        deploy_service_name=deploy_service_name,
+        deploy_namespace=deploy_namespace,
+        deploy_runtime=deploy_runtime,
+        deploy_runtime_image=deploy_runtime_image,
+        deploy_gpus=deploy_gpus,
+        deploy_timeout_seconds=deploy_timeout_seconds,
     )
     result = run_model_registration(request, with_extension(summary, ".md"))
-    outputs = namedtuple("Outputs", ["status", "model_id", "version_id"])
-    return outputs(result.status, result.model_id, result.version_id)
+    outputs = namedtuple("Outputs", ["status", "model_id", "version_id", "model_uri", "endpoint_url"])
+    return outputs(result.status, result.model_id, result.version_id, result.uri, result.endpoint_url)

@@ -73,4 +73,27 @@ PARAMETER_DOCS = {
         "version's REST resource, lineage table, base model → fine-tuned table with each gate's verdict) or why "
         "the step skipped or the model was gated out."
     ),
+    "modelcar_uri": (
+        "Push the model as an OCI modelcar (files under `/models`, one layer each, on `modelcar_base_image`) to "
+        '`oci://registry/repository[:tag]` and register it pinned, `oci://…@sha256:…` (`""` = no modelcar). '
+        "The push secret is a Docker `config.json` in the optional secret `oci-push-secret-model-upload` (key "
+        "`OCI_PUSH_SECRET_MODEL_UPLOAD`, or `.dockerconfigjson`). Published even without `registry_address`."
+    ),
+    "modelcar_base_image": ("The image the model files are layered on (`registry/repository:tag`, no scheme)."),
+    "modelcar_lora_weights": (
+        "LoRA models only: `as_trained` (what training saved), `merged` (the adapter merged into its base model "
+        "here) or `adapter` (the adapter alone; its base model is recorded as `modelcar_base_model`)."
+    ),
+    "modelcar_insecure": ("Plain HTTP or unverified TLS to the OCI registries (in-cluster or test registries only)."),
+    "deploy_inference_service": (
+        "After a registration that was not gated out, serve the registered `oci://` (or `s3://`) model with a "
+        "KServe InferenceService (vLLM), wait until Ready and send one completion as a smoke test. Never changes a "
+        "service this step did not create for the same registered model. RBAC: `rbac.yaml`."
+    ),
+    "deploy_service_name": ('The InferenceService\'s name (`""` = from `model_name`).'),
+    "deploy_namespace": ('Its namespace (`""` = the pipeline\'s).'),
+    "deploy_runtime": ("The ServingRuntime to serve with; created from the vLLM template when it does not exist."),
+    "deploy_runtime_image": ("The vLLM image of a ServingRuntime this step creates."),
+    "deploy_gpus": ("`nvidia.com/gpu` of the predictor."),
+    "deploy_timeout_seconds": ("How long to wait for the InferenceService to become Ready."),
 }

@@ -90,6 +90,8 @@ class ModelRegistryResult:
         uri: The registered URI ("" when skipped).
         reason: One line saying what happened.
         api_version: The registry API, ``v1`` or ``v1alpha3`` ("" when skipped).
+        endpoint_url: The served endpoint when ``deploy_inference_service`` deployed it, else "".
+        smoke_answer: The deployed model's answer to the smoke completion request, else "".
     """
 
     status: str
@@ -100,6 +102,8 @@ class ModelRegistryResult:
     uri: str = ""
     reason: str = ""
     api_version: str = ""
+    endpoint_url: str = ""
+    smoke_answer: str = ""
 
 
 def validate_name(value: str, parameter: str) -> str:

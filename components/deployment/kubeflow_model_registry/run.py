@@ -16,11 +16,21 @@ from components._common.s3 import s3_client
 
 from .delta_gate import DeltaGateDecision, comparison_properties, evaluate_delta_gate
 from .gate import GateDecision, evaluate_gate
+from .kserve_deploy import Deployment
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
-from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
+from .model_uri import ServingUri, model_files_dir, parse_s3_uri, resolve_serving_uri
 from .registration import ModelRegistryResult, Registrar, VersionRequest, validate_name
 from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
 from .s3_upload import upload_model_files
+from .serving import (
+    ServingRequest,
+    check_deployable,
+    check_serving_request,
+    deploy,
+    modelcar_properties,
+    publish,
+    serving_details,
+)
 from .summary import render_summary
 
 STATUS_SKIPPED = "skipped"
@@ -112,6 +122,9 @@ class ModelRegistryRequest:
         storage_key: Data-connection secret name recorded on the artifact for serving.
         pipeline_run_id: The run's id ("" or an unresolved placeholder = unknown).
         pipeline_run_name: The run's name.
+        modelcar_uri, modelcar_base_image, modelcar_lora_weights, modelcar_insecure, deploy_inference_service,
+        deploy_service_name, deploy_namespace, deploy_runtime, deploy_runtime_image, deploy_gpus,
+        deploy_timeout_seconds: The modelcar publish and the KServe deploy (:class:`.serving.ServingRequest`).
     """
 
     model: ArtifactInfo
@@ -141,6 +154,22 @@ class ModelRegistryRequest:
     storage_key: str
     pipeline_run_id: str
     pipeline_run_name: str
+    modelcar_uri: str
+    modelcar_base_image: str
+    modelcar_lora_weights: str
+    modelcar_insecure: bool
+    deploy_inference_service: bool
+    deploy_service_name: str
+    deploy_namespace: str
+    deploy_runtime: str
+    deploy_runtime_image: str
+    deploy_gpus: int
+    deploy_timeout_seconds: int
+
+    @property
+    def serving(self) -> ServingRequest:
+        """The publish and deploy parameters."""
+        return ServingRequest(**{f.name: getattr(self, f.name) for f in dataclasses.fields(ServingRequest)})
 
 
 @masked
@@ -200,17 +229,23 @@ def run_model_registration(
     pipeline_run_id = request.pipeline_run_id
     pipeline_run_name = request.pipeline_run_name
     environ = os.environ if environ is None else environ
-    if not registry_address.strip():
+    serving_request = request.serving
+    registry_on = bool(registry_address.strip())
+    if not registry_on and not serving_request.modelcar_uri.strip():
         return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)
-    if not model_name.strip():
-        raise ValueError("model_name is empty: it is required when registry_address is set")
-    validate_name(model_name, "model_name")
+    if registry_on or serving_request.deploy_inference_service:
+        if not model_name.strip():
+            raise ValueError("model_name is empty: it is required when registry_address is set")
+        validate_name(model_name, "model_name")
     if model_version:
         validate_name(model_version, "model_version")
     if not model_format_name.strip():
         raise ValueError("model_format_name is empty: serving runtimes select on it (e.g. 'pytorch', 'vLLM')")
     if model_uri.strip() and s3_upload_prefix.strip():
         raise ValueError("give either model_uri or s3_upload_prefix, not both: the upload decides the registered URI")
+    check_serving_request(serving_request, model_name, model_uri, s3_upload_prefix)
+    if serving_request.deploy_inference_service and not registry_on:
+        raise ValueError("deploy_inference_service needs registry_address: only a registered model is deployed")
 
     eval_values, train_values = metric_values(eval_metrics), metric_values(train_metrics)
     comparison, unavailable = _comparison(eval_results)
@@ -225,6 +260,12 @@ def run_model_registration(
         eval_values.setdefault(name, value)
     if eval_results is not None and eval_results.metadata.get("verdict"):
         eval_values.setdefault("verdict", eval_results.metadata["verdict"])
+    if not registry_on:  # published only: nothing to register or deploy
+        modelcar = publish(serving_request, model, log)
+        reason = f"registry_address is empty: modelcar {modelcar.uri} published, not registered"
+        log(f"skipped: {reason}")
+        write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason, serving_details(modelcar, None, "")))
+        return ModelRegistryResult(STATUS_SKIPPED, uri=modelcar.uri, reason=reason)
 
     endpoint = make_endpoint(
         registry_address,
@@ -235,13 +276,18 @@ def run_model_registration(
         allow_token_over_http=allow_token_over_http,
         log=log,
     )
+    modelcar = publish(serving_request, model, log)  # once the registry settings are known to be usable
     upload_source = None
     s3_uri = ""
     if s3_upload_prefix.strip():
         bucket, prefix = parse_s3_uri(s3_upload_prefix)
         s3_uri = f"s3://{bucket}/{prefix}"
         upload_source = model_files_dir(model)
-    serving = resolve_serving_uri(model, model_uri, s3_uri, environ)
+    if modelcar is not None:
+        serving = ServingUri(modelcar.uri, f"modelcar pushed as {modelcar.tag_uri}")
+    else:
+        serving = resolve_serving_uri(model, model_uri, s3_uri, environ)
+    check_deployable(serving_request, serving.uri)
     log(f"serving URI {serving.uri} (from {serving.source})")
 
     run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), pod_namespace(environ))
@@ -262,7 +308,8 @@ def run_model_registration(
                 train_metrics=train_values,
                 eval_metrics=eval_values,
                 library_versions=library_versions(),
-            ),
+            )
+            | modelcar_properties(modelcar),
             patterns=False,
         ),
         run=run,
@@ -299,8 +346,28 @@ def run_model_registration(
         ("Gate", decision.reason),
         *(("Gate", line) for line in delta_decision.reasons),
     ]
-    summary = render_summary(
-        registration.status, reason, details, request.custom_properties, link, checks=delta_decision.checks
+
+    def write_summary(deployed: Deployment | None, not_deployed: str) -> None:
+        rows = details + serving_details(modelcar, deployed, not_deployed)
+        summary = render_summary(
+            registration.status, reason, rows, request.custom_properties, link, checks=delta_decision.checks
+        )
+        write_text_atomically(summary_path, summary)
+
+    deployment = None
+    if serving_request.deploy_inference_service:
+        write_summary(None, "in progress")
+        try:
+            deployment = deploy(serving_request, serving.uri, model_name, storage_key, environ, log)
+        except ValueError as error:
+            write_summary(None, f"FAILED: {error}")
+            raise
+    write_summary(deployment, "off (deploy_inference_service is false)")
+    return dataclasses.replace(
+        registration,
+        uri=serving.uri,
+        reason=reason,
+        api_version=api_version,
+        endpoint_url=deployment.url if deployment else "",
+        smoke_answer=deployment.smoke_answer if deployment else "",
     )
-    write_text_atomically(summary_path, summary)
-    return dataclasses.replace(registration, uri=serving.uri, reason=reason, api_version=api_version)

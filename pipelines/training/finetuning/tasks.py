@@ -27,6 +27,12 @@ _OCI_PULL_SECRET_KEYS = {
     ".dockerconfigjson": "OCI_PULL_SECRET_DOCKERCONFIGJSON",
 }
 
+#: The modelcar push secret of ``model_registry`` (a Docker config.json), read the same two ways.
+_OCI_PUSH_SECRET_KEYS = {
+    "OCI_PUSH_SECRET_MODEL_UPLOAD": "OCI_PUSH_SECRET_MODEL_UPLOAD",
+    ".dockerconfigjson": "OCI_PUSH_SECRET_DOCKERCONFIGJSON",
+}
+
 
 def step_components(settings: CompileSettings) -> tuple[Any, Any, Any, Any]:
     """``(dataset_download, train_model, lm_eval, model_registry)``, each built for its step's image.
@@ -109,10 +115,17 @@ def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
 
 
 def set_up_registry(task: Any, settings: CompileSettings) -> None:
-    """The registry step: never cached, ``s3-secret`` mounted (for ``s3_upload_prefix``), its resources."""
+    """The registry step: never cached, its resources, and its secrets mounted as optional env vars.
+
+    ``s3-secret`` (for ``s3_upload_prefix``), the modelcar push secret (for ``modelcar_uri``) and
+    ``kubernetes-credentials`` (for ``deploy_inference_service``).
+    """
+    from components.deployment.kubeflow_model_registry.modelcar import PUSH_SECRET_NAME
+
     with fast_task_setters():
         task.set_caching_options(False)
-        _mount(task, [(settings.s3_secret, _s3_keys())])
+        secrets = [(settings.s3_secret, _s3_keys()), (PUSH_SECRET_NAME, _OCI_PUSH_SECRET_KEYS)]
+        _mount(task, [*secrets, (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS)])
         _set_resources(task, settings, "registry")
 
 

@@ -134,6 +134,10 @@ def osft_pipeline(
     phase_04_registry_opt_storage_key: str = "",
     phase_04_registry_opt_is_secure: bool = True,
     phase_04_registry_opt_allow_token_over_http: bool = False,
+    phase_04_registry_opt_modelcar_uri: str = "",
+    phase_04_registry_opt_modelcar_base_image: str = "registry.access.redhat.com/ubi9/ubi-micro:latest",
+    phase_04_registry_opt_modelcar_insecure: bool = False,
+    phase_04_registry_opt_deploy_inference_service: bool = False,
 ):
     r"""Orthogonal subspace fine-tuning (OSFT): continual learning without forgetting.
 
@@ -302,6 +306,19 @@ def osft_pipeline(
         phase_04_registry_opt_allow_token_over_http: Send the bearer token to a plain http:// registry address (default
             False: the token is withheld with a warning, since plain HTTP exposes it; only for a trusted in-cluster
             network or service mesh).
+        phase_04_registry_opt_modelcar_uri: Push the model as an OCI modelcar (files under `/models`, one layer each, on
+            `modelcar_base_image`) to `oci://registry/repository[:tag]` and register it pinned, `oci://…@sha256:…` (`""`
+            = no modelcar). The push secret is a Docker `config.json` in the optional secret
+            `oci-push-secret-model-upload` (key `OCI_PUSH_SECRET_MODEL_UPLOAD`, or `.dockerconfigjson`). Published even
+            without `registry_address`.
+        phase_04_registry_opt_modelcar_base_image: The image the model files are layered on (`registry/repository:tag`,
+            no scheme).
+        phase_04_registry_opt_modelcar_insecure: Plain HTTP or unverified TLS to the OCI registries (in-cluster or test
+            registries only).
+        phase_04_registry_opt_deploy_inference_service: After a registration that was not gated out, serve the
+            registered `oci://` (or `s3://`) model with a KServe InferenceService (vLLM), wait until Ready and send one
+            completion as a smoke test. Never changes a service this step did not create for the same registered model.
+            RBAC: `rbac.yaml`.
     """
     dataset_task = dataset_download(
         dataset_uri=phase_01_dataset_man_data_uri,
@@ -444,6 +461,10 @@ def osft_pipeline(
         storage_key=phase_04_registry_opt_storage_key,
         is_secure=phase_04_registry_opt_is_secure,
         allow_token_over_http=phase_04_registry_opt_allow_token_over_http,
+        modelcar_uri=phase_04_registry_opt_modelcar_uri,
+        modelcar_base_image=phase_04_registry_opt_modelcar_base_image,
+        modelcar_insecure=phase_04_registry_opt_modelcar_insecure,
+        deploy_inference_service=phase_04_registry_opt_deploy_inference_service,
         pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )

@@ -40,7 +40,8 @@ def test_compiled_spec_has_the_contract_and_no_secret(tmp_path, monkeypatch):
     assert params["pipeline_run_id"]["defaultValue"] == dsl.PIPELINE_JOB_ID_PLACEHOLDER
     gates = ("min_improvement_metric", "min_improvement", "max_regression", "max_regression_relative")
     assert [params[name]["defaultValue"] for name in gates] == ["", 0.0, -1.0, False]  # no gate by default
-    assert set(spec["root"]["outputDefinitions"]["parameters"]) == {"status", "model_id", "version_id"}
+    outputs = {"status", "model_id", "version_id", "model_uri", "endpoint_url"}
+    assert set(spec["root"]["outputDefinitions"]["parameters"]) == outputs
     assert set(spec["root"]["outputDefinitions"]["artifacts"]) == {"summary"}
     assert "token" not in {name.lower() for name in params}
     assert TOKEN not in text
@@ -84,7 +85,7 @@ def test_python_func_gate_failure_is_gated_out(registry_stub, tmp_path, model_ar
         min_metric_name="loss",
         min_metric_value=3.0,
     )
-    assert tuple(outputs) == ("gated_out", "", "") and registry_stub.requests == []
+    assert tuple(outputs) == ("gated_out", "", "", "", "") and registry_stub.requests == []
 
 
 def test_kfp_local_skips_without_address(kfp_local, tmp_path):
@@ -149,5 +150,5 @@ def test_python_func_regression_gate_reads_the_lm_eval_comparison(registry_stub,
         eval_results=dsl.Artifact(uri=str(tmp_path / "results"), metadata={"comparison": {"arc_easy/acc": record}}),
         max_regression=0.05,
     )
-    assert tuple(outputs) == ("gated_out", "", "") and registry_stub.requests == []
+    assert tuple(outputs) == ("gated_out", "", "", "", "") and registry_stub.requests == []
     assert "arc_easy/acc worse by 0.12" in (tmp_path / "summary.md").read_text()

@@ -1,0 +1,321 @@
+"""Deploys the registered model on KServe and smoke-tests it: create or update, wait until Ready, one completion.
+
+The client layer over :mod:`.kserve_manifests`, with the official ``kubernetes`` client. Every request has a deadline
+(``_request_timeout``), transient failures are retried with the project's one policy (:mod:`components._common.retry`),
+and every create and patch is sent with ``fieldValidation=Strict`` (an unknown field is an error, never dropped).
+
+Ownership: the ``InferenceService`` is created, or updated only when its labels say this step made it for the same
+registered model (:func:`.kserve_manifests.is_owned`); the update is a merge patch carrying the object's ``uid`` and
+``resourceVersion`` as preconditions, so a service deleted and re-created by someone else in between, or changed
+since it was read, is refused by the API server (409) rather than overwritten. A service of another owner is never
+touched: :class:`DeployError` says so. The ``ServingRuntime`` is used as it is when one of that name exists, else
+created from the vLLM template. Nothing is deleted: the service outlives the run (cleanup: ``oc delete
+inferenceservice <name>``; see the README and ``rbac.yaml``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import ssl
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from components._common.retry import GaveUp, RetryPolicy, call_with_retries, describe
+
+from .kserve_manifests import build_inference_service, build_serving_runtime, is_owned
+
+GROUP = "serving.kserve.io"
+#: The OpenShift service CA (in-cluster ``https`` routes of KServe), else the service account's CA.
+CA_FILES = (
+    "/var/run/secrets/kubernetes.io/serviceaccount/service-ca.crt",
+    "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+)
+SMOKE_PROMPT = "Say hello."
+#: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` beside this module grants exactly these.
+API_PERMISSIONS = frozenset(
+    {
+        (GROUP, "inferenceservices", "get"),
+        (GROUP, "inferenceservices", "create"),
+        (GROUP, "inferenceservices", "patch"),
+        (GROUP, "servingruntimes", "get"),
+        (GROUP, "servingruntimes", "create"),
+    }
+)
+
+
+class DeployError(ValueError):
+    """The deployment failed or was refused; the one-line message says what and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DeploySettings:
+    """Where and how to deploy.
+
+    Attributes:
+        namespace: The namespace of the InferenceService (and runtime).
+        service_name: The InferenceService's name.
+        runtime: The ServingRuntime's name (created from the vLLM template when absent).
+        runtime_image: The vLLM image of a runtime this step creates.
+        gpus: GPUs of the predictor.
+        timeout_seconds: How long to wait for ``Ready``.
+        poll_seconds: How often the service's status is read.
+        request_timeout: Deadline of one API or smoke request, in seconds.
+    """
+
+    namespace: str
+    service_name: str
+    runtime: str
+    runtime_image: str
+    gpus: int
+    timeout_seconds: float
+    poll_seconds: float = 2.0
+    request_timeout: float = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployment:
+    """A deployed, smoke-tested model.
+
+    Attributes:
+        service: ``namespace/name`` of the InferenceService.
+        uid: Its uid.
+        action: ``created`` or ``updated``.
+        runtime_created: Whether this step created the ServingRuntime.
+        url: The endpoint (``status.url``).
+        smoke_answer: The completion the smoke request got back.
+    """
+
+    service: str
+    uid: str
+    action: str
+    runtime_created: bool
+    url: str
+    smoke_answer: str
+
+
+def _status(error: BaseException) -> int | None:
+    status = getattr(error, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _why(error: BaseException) -> str:
+    """An API error as ``HTTP <status>: <the server's message>`` (the Status body), else :func:`describe`."""
+    status, body = _status(error), getattr(error, "body", None)
+    try:
+        message = json.loads(body).get("message") if body else ""
+    except (ValueError, AttributeError):
+        message = ""
+    return f"HTTP {status}: {message}" if status and message else describe(error)
+
+
+class _Api:
+    """The custom-objects calls this step makes: a deadline on each, transient errors retried, 403 explained."""
+
+    def __init__(self, api_client: Any, settings: DeploySettings, policy: RetryPolicy, sleep: Callable) -> None:
+        from kubernetes import client
+
+        self.objects = client.CustomObjectsApi(api_client)
+        self.settings, self.policy, self.sleep = settings, policy, sleep
+
+    def call(self, verb: str, plural: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        kwargs["_request_timeout"] = (10.0, self.settings.request_timeout)
+        where = f"{verb} {GROUP} {plural} in namespace {self.settings.namespace}"
+        try:
+            return call_with_retries(lambda: method(*args, **kwargs), self.policy, sleep=self.sleep)
+        except GaveUp as gave_up:
+            raise DeployError(f"cannot {where}: {gave_up}") from None
+        except Exception as error:
+            if _status(error) == 403:
+                raise DeployError(
+                    f"forbidden to {where}: grant the pipeline's service account the KServe rules of "
+                    "components/deployment/kubeflow_model_registry/rbac.yaml"
+                ) from None
+            if _status(error) in (404, 409):
+                raise
+            raise DeployError(f"cannot {where}: {_why(error)}") from None
+
+    def get(self, version: str, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.call(
+                "get",
+                plural,
+                self.objects.get_namespaced_custom_object,
+                GROUP,
+                version,
+                self.settings.namespace,
+                plural,
+                name,
+            )
+        except Exception as error:
+            if _status(error) == 404:
+                return None
+            raise
+
+    def create(self, version: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        create = self.objects.create_namespaced_custom_object
+        ns = self.settings.namespace
+        return self.call("create", plural, create, GROUP, version, ns, plural, body, field_validation="Strict")
+
+    def patch(self, version: str, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        patch = self.objects.patch_namespaced_custom_object
+        ns = self.settings.namespace
+        return self.call("patch", plural, patch, GROUP, version, ns, plural, name, body, field_validation="Strict")
+
+
+def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: Callable[[str], None]) -> bool:
+    """Uses the named ServingRuntime, or creates it from the vLLM template; whether it was created."""
+    if api.get("v1alpha1", "servingruntimes", settings.runtime) is not None:
+        log(f"ServingRuntime {settings.runtime} exists: used as it is")
+        return False
+    body = build_serving_runtime(settings.runtime, settings.namespace, settings.runtime_image, model_name)
+    try:
+        api.create("v1alpha1", "servingruntimes", body)
+    except Exception as error:
+        if _status(error) != 409:  # created in between by someone else: use theirs
+            raise DeployError(f"cannot create ServingRuntime {settings.runtime}: {_why(error)}") from None
+        return False
+    log(f"created ServingRuntime {settings.runtime} (vLLM, {settings.runtime_image})")
+    return True
+
+
+def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Callable[[str], None]) -> tuple[dict, str]:
+    """Creates the InferenceService, or updates it when this step owns it; ``(object, action)``."""
+    name = desired["metadata"]["name"]
+    where = f"InferenceService {desired['metadata']['namespace']}/{name}"
+    for _ in range(2):  # a create that loses a race reads the winner once
+        existing = api.get("v1beta1", "inferenceservices", name)
+        if existing is None:
+            try:
+                return api.create("v1beta1", "inferenceservices", desired), "created"
+            except Exception as error:
+                if _status(error) != 409:
+                    raise DeployError(f"cannot create {where}: {_why(error)}") from None
+                continue
+        if not is_owned(existing, model_name):
+            labels = (existing.get("metadata") or {}).get("labels") or {}
+            raise DeployError(
+                f"{where} exists and was not made by this pipeline for registered model {model_name!r} (labels "
+                f"{json.dumps(labels, sort_keys=True)}): it is never overwritten; set deploy_service_name to another "
+                "name or delete that service"
+            )
+        metadata = existing["metadata"]
+        patch = {
+            "metadata": {
+                "uid": metadata["uid"],  # preconditions: the same object, unchanged since it was read
+                "resourceVersion": metadata["resourceVersion"],
+                "labels": desired["metadata"]["labels"],
+                "annotations": desired["metadata"]["annotations"],
+            },
+            "spec": desired["spec"],
+        }
+        try:
+            updated = api.patch("v1beta1", "inferenceservices", name, patch)
+        except Exception as error:
+            raise DeployError(
+                f"cannot update {where}: {_why(error)} (it changed or was replaced since it was read; re-run)"
+            ) from None
+        log(f"updated {where} (uid {metadata['uid']})")
+        return updated, "updated"
+    raise DeployError(f"{where} keeps being created and deleted by someone else: re-run")
+
+
+def _ready(obj: dict[str, Any], generation: int) -> tuple[bool, str]:
+    """Whether the service is Ready for ``generation``, and the latest condition's words."""
+    status = obj.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready = conditions.get("Ready") or {}
+    observed = status.get("observedGeneration")
+    current = observed is None or observed >= generation
+    words = f"{ready.get('reason') or 'no Ready condition yet'} {ready.get('message') or ''}".strip()
+    return ready.get("status") == "True" and current and bool(status.get("url")), words
+
+
+def _wait_ready(api: _Api, obj: dict[str, Any], settings: DeploySettings, clock: Callable, log) -> dict[str, Any]:
+    name = obj["metadata"]["name"]
+    generation = int(obj["metadata"].get("generation") or 1)
+    deadline = clock() + settings.timeout_seconds
+    last = ""
+    while True:
+        current = api.get("v1beta1", "inferenceservices", name)
+        if current is None or current["metadata"].get("uid") != obj["metadata"].get("uid"):
+            raise DeployError(f"InferenceService {settings.namespace}/{name} was deleted or replaced while waiting")
+        ready, words = _ready(current, generation)
+        if ready:
+            return current
+        if words != last:
+            log(f"InferenceService {name}: not Ready yet ({words})")
+            last = words
+        if clock() >= deadline:
+            raise DeployError(
+                f"InferenceService {settings.namespace}/{name} did not become Ready within "
+                f"{settings.timeout_seconds:g} s (last: {words}); see `oc describe inferenceservice {name}` and its "
+                "predictor pod's events; it was left in place"
+            )
+        api.sleep(settings.poll_seconds)
+
+
+def smoke_request(url: str, served_name: str, timeout: float) -> str:
+    """One OpenAI-compatible ``POST <url>/v1/completions``; the first choice's text.
+
+    Raises:
+        DeployError: No answer, an error status, or an answer without ``choices[0].text``.
+    """
+    body = json.dumps({"model": served_name, "prompt": SMOKE_PROMPT, "max_tokens": 16, "temperature": 0}).encode()
+    request = urllib.request.Request(
+        f"{url.rstrip('/')}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    context = None
+    if url.startswith("https://"):
+        ca = next((path for path in CA_FILES if Path(path).is_file()), None)
+        context = ssl.create_default_context(cafile=ca)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+            answer = json.loads(response.read())
+        return str(answer["choices"][0]["text"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+        raise DeployError(f"the smoke request to {url}/v1/completions failed: {_why(error)}") from None
+
+
+def deploy_model(
+    api_client: Any,
+    settings: DeploySettings,
+    storage_uri: str,
+    model_name: str,
+    storage_key: str,
+    log: Callable[[str], None],
+    *,
+    policy: RetryPolicy = RetryPolicy(attempts=4),
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    smoke: Callable[[str, str, float], str] = smoke_request,
+) -> Deployment:
+    """Serves ``storage_uri`` with an InferenceService this step owns, waits until Ready, sends one completion.
+
+    Raises:
+        DeployError: Forbidden, refused, not owned, not Ready in time, or the smoke request failed.
+    """
+    api = _Api(api_client, settings, policy, sleep)
+    runtime_created = _ensure_runtime(api, settings, model_name, log)
+    desired = build_inference_service(
+        settings.service_name, settings.namespace, storage_uri, settings.runtime, model_name, settings.gpus, storage_key
+    )
+    obj, action = _apply_service(api, desired, model_name, log)
+    log(f"{action} InferenceService {settings.namespace}/{settings.service_name} serving {storage_uri}")
+    ready = _wait_ready(api, obj, settings, clock, log)
+    status = ready.get("status") or {}
+    url = str(status.get("url"))
+    internal = str((status.get("address") or {}).get("url") or url)
+    answer = smoke(internal, settings.service_name, settings.request_timeout)
+    log(f"InferenceService {settings.service_name} is Ready at {url}; smoke completion: {answer!r}")
+    return Deployment(
+        f"{settings.namespace}/{settings.service_name}",
+        str(ready["metadata"].get("uid")),
+        action,
+        runtime_created,
+        url,
+        answer,
+    )

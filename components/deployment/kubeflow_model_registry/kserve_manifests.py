@@ -1,0 +1,156 @@
+"""KServe objects serving the registered model: a vLLM ``ServingRuntime`` and an ``InferenceService`` (pure builders).
+
+The runtime follows OpenShift AI's vLLM ServingRuntime template (``vllm-cuda-runtime``: the OpenAI-compatible
+``vllm.entrypoints.openai.api_server`` on port 8080, the model at ``/mnt/models``, served under the service's name,
+model format ``vLLM``); the service is a single-model ``InferenceService`` whose predictor loads the modelcar
+(``storageUri: oci://...@sha256:...``) or the S3 data connection (``storage.key`` + ``path``) with that runtime.
+
+Both carry the ownership labels (:func:`owner_labels`): the deploy step changes only an object whose labels say it
+made it for the same registered model (:mod:`.kserve_deploy`). Validated in tests against the vendored KServe v0.15.2
+CRDs (``tests/specs/crds``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+ISVC_API_VERSION = "serving.kserve.io/v1beta1"
+RUNTIME_API_VERSION = "serving.kserve.io/v1alpha1"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "kfp-finetune"
+#: The registered model an object was made for (a label value: see :func:`label_value`).
+MODEL_LABEL = "kfp-finetune.opendatahub.io/registered-model"
+#: Shows the object in the OpenShift AI dashboard.
+DASHBOARD_LABEL = "opendatahub.io/dashboard"
+MODEL_FORMAT = "vLLM"
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+#: KServe's own limit leaves room for the predictor suffixes of the generated Deployment and Route names.
+MAX_SERVICE_NAME = 45
+
+
+def label_value(text: str) -> str:
+    """``text`` as a Kubernetes label value (63 characters of ``[A-Za-z0-9_.-]``, alphanumeric at both ends)."""
+    value = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+def owner_labels(model_name: str) -> dict[str, str]:
+    """The labels that mark an object as made by this step for ``model_name``."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, MODEL_LABEL: label_value(model_name), DASHBOARD_LABEL: "true"}
+
+
+def is_owned(obj: dict[str, Any], model_name: str) -> bool:
+    """Whether ``obj`` carries this step's ownership labels for ``model_name``."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(MODEL_LABEL) == label_value(model_name)
+
+
+def service_name(explicit: str, model_name: str) -> str:
+    """The InferenceService name: ``deploy_service_name``, else derived from the registered model's name.
+
+    Raises:
+        ValueError: The explicit name is not a DNS-1035 label of at most :data:`MAX_SERVICE_NAME` characters, or
+            nothing usable can be derived.
+    """
+    if explicit.strip():
+        name = explicit.strip()
+        if not _DNS_1035.match(name) or len(name) > MAX_SERVICE_NAME:
+            raise ValueError(
+                f"deploy_service_name={explicit!r}: must be a DNS-1035 label (lowercase letters, digits, '-', starting "
+                f"with a letter) of at most {MAX_SERVICE_NAME} characters"
+            )
+        return name
+    name = re.sub(r"[^a-z0-9-]+", "-", model_name.lower()).strip("-")
+    name = re.sub(r"^[^a-z]+", "", name)[:MAX_SERVICE_NAME].rstrip("-")
+    if not name:
+        raise ValueError(f"model_name={model_name!r} gives no InferenceService name: set deploy_service_name")
+    return name
+
+
+def build_serving_runtime(name: str, namespace: str, image: str, model_name: str) -> dict[str, Any]:
+    """The vLLM ``ServingRuntime`` of OpenShift AI's template, labelled as this step's."""
+    return {
+        "apiVersion": RUNTIME_API_VERSION,
+        "kind": "ServingRuntime",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": owner_labels(model_name),
+            "annotations": {
+                "openshift.io/display-name": "vLLM ServingRuntime for KServe (kfp-finetune)",
+                "opendatahub.io/recommended-accelerators": '["nvidia.com/gpu"]',
+            },
+        },
+        "spec": {
+            "annotations": {"prometheus.io/port": "8080", "prometheus.io/path": "/metrics"},
+            "multiModel": False,
+            "supportedModelFormats": [{"name": MODEL_FORMAT, "autoSelect": True}],
+            "containers": [
+                {
+                    "name": "kserve-container",
+                    "image": image,
+                    "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],  # in both vLLM images
+                    "args": ["--port=8080", "--model=/mnt/models", "--served-model-name={{.Name}}"],
+                    "env": [{"name": "HF_HOME", "value": "/tmp/hf_home"}],
+                    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                }
+            ],
+        },
+    }
+
+
+def _storage(storage_uri: str, storage_key: str) -> dict[str, Any]:
+    """``storageUri``, or for ``s3://`` with a data connection, ``storage: {key, path}`` as the dashboard writes it."""
+    parts = urlsplit(storage_uri)
+    if parts.scheme == "s3" and storage_key:
+        return {"storage": {"key": storage_key, "path": parts.path.lstrip("/")}}
+    return {"storageUri": storage_uri}
+
+
+def build_inference_service(
+    name: str,
+    namespace: str,
+    storage_uri: str,
+    runtime: str,
+    model_name: str,
+    gpus: int,
+    storage_key: str = "",
+) -> dict[str, Any]:
+    """A single-model ``InferenceService`` serving ``storage_uri`` with ``runtime``.
+
+    Args:
+        name: The service name (also the served model name of the vLLM runtime).
+        namespace: Its namespace.
+        storage_uri: ``oci://...`` (modelcar), ``s3://...`` or ``pvc://...``.
+        runtime: The ServingRuntime's name.
+        model_name: The registered model (ownership label, display name).
+        gpus: ``nvidia.com/gpu`` requested and limited (0 = none).
+        storage_key: The data connection for ``s3://`` ("" = credentials from the service account).
+    """
+    resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}}
+    if gpus:
+        resources["requests"]["nvidia.com/gpu"] = str(gpus)
+        resources["limits"]["nvidia.com/gpu"] = str(gpus)
+    return {
+        "apiVersion": ISVC_API_VERSION,
+        "kind": "InferenceService",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": owner_labels(model_name),
+            "annotations": {"openshift.io/display-name": model_name},
+        },
+        "spec": {
+            "predictor": {
+                "minReplicas": 1,
+                "model": {
+                    "modelFormat": {"name": MODEL_FORMAT},
+                    "runtime": runtime,
+                    **_storage(storage_uri, storage_key),
+                    "resources": resources,
+                },
+            }
+        },
+    }

@@ -1,0 +1,328 @@
+"""Publishes the model as an OCI modelcar through the Model Registry client's own upload path.
+
+``model_registry.utils.save_to_oci_registry`` pulls a base image, layers the model files on it under ``/models``
+(``olot``'s ``oci_layers_on_top``, one layer per file) and pushes the result; the registry-push secret (a Docker
+``config.json``) reaches it as the environment variable it names, written to a temporary auth file by the client and
+removed after. This module gives it a ``skopeo`` backend (``custom_oci_backend``, a public hook of the client) that
+puts a deadline on every copy, keeps skopeo's output out of the logs and writes the pushed manifest's digest
+(``--digestfile``), so the registered URI is pinned: ``oci://registry/repository@sha256:...``. Before the push the
+times olot stamps on its history entries are set to the files' own (:func:`pin_layer_times`): the same files on the
+same base give the same digest, so a retried step finds its registration instead of conflicting with it.
+
+LoRA models are published as trained, merged (:mod:`.lora_merge`), or as the adapter with its base model's reference
+(``adapter_config.json``'s ``base_model_name_or_path``, recorded on the version), as ``modelcar_lora_weights`` says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+#: The push secret (a Docker config.json) as an env var: the key the guide's form uses, then ``.dockerconfigjson``.
+PUSH_SECRET_ENV = "OCI_PUSH_SECRET_MODEL_UPLOAD"
+PUSH_DOCKERCONFIGJSON_ENV = "OCI_PUSH_SECRET_DOCKERCONFIGJSON"
+#: The Kubernetes secret mounted as those variables (optional).
+PUSH_SECRET_NAME = "oci-push-secret-model-upload"
+#: ``modelcar_lora_weights`` values.
+LORA_WEIGHTS = ("as_trained", "merged", "adapter")
+#: Deadline of one skopeo copy (the base image pull, the push), in seconds.
+COPY_TIMEOUT_SECONDS = 1800
+_REFERENCE = re.compile(
+    r"^(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/(?P<repository>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$"
+)
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class ModelcarError(ValueError):
+    """The modelcar cannot be published; the one-line message says what and what to fix (never a secret)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelcarTarget:
+    """Where the modelcar is pushed: ``oci://<registry>/<repository>[:<tag>]`` (``latest`` when no tag).
+
+    Attributes:
+        registry: ``host[:port]``.
+        repository: ``path/name`` inside the registry.
+        tag: The tag pushed.
+    """
+
+    registry: str
+    repository: str
+    tag: str
+
+    @property
+    def reference(self) -> str:
+        """``registry/repository:tag``, as skopeo's ``docker://`` transport takes it."""
+        return f"{self.registry}/{self.repository}:{self.tag}"
+
+    def pinned(self, digest: str) -> str:
+        """``oci://registry/repository@<digest>``."""
+        return f"oci://{self.registry}/{self.repository}@{digest}"
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedModelcar:
+    """A pushed modelcar.
+
+    Attributes:
+        uri: The pinned URI, ``oci://registry/repository@sha256:...`` (what is registered and served).
+        tag_uri: The tag it was pushed under, ``oci://registry/repository:tag``.
+        digest: The manifest digest.
+        lora_weights: ``merged``, ``adapter`` or ``""`` (not a LoRA model).
+        base_model: The adapter's base model reference (``lora_weights == "adapter"``), else ``""``.
+    """
+
+    uri: str
+    tag_uri: str
+    digest: str
+    lora_weights: str
+    base_model: str
+
+
+def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTarget:
+    """Parses the push target ``oci://<registry>[:port]/<repository>[:<tag>]``.
+
+    Raises:
+        ModelcarError: Not such a reference (a ``@sha256:`` digest cannot be pushed to: the push makes it).
+    """
+    text = uri.strip()
+    match = _REFERENCE.match(text[len("oci://") :]) if text.startswith("oci://") else None
+    if not match:
+        raise ModelcarError(
+            f"{parameter}={uri!r}: expected oci://<registry>[:port]/<repository>[:<tag>] with a lowercase repository "
+            "and no @digest (e.g. oci://quay.io/org/my-model:v1); the push decides the digest"
+        )
+    return ModelcarTarget(match["registry"], match["repository"], match["tag"] or "latest")
+
+
+def push_secret_variable(environ: Mapping[str, str]) -> str:
+    """The env var holding the push secret's Docker config.json, checked to be a JSON object; ``""`` when none.
+
+    Raises:
+        ModelcarError: The value is not a JSON object (names the variable, never the value).
+    """
+    for variable in (PUSH_SECRET_ENV, PUSH_DOCKERCONFIGJSON_ENV):
+        text = (environ.get(variable) or "").strip()
+        if not text:
+            continue
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as error:
+            config = error
+        if not isinstance(config, dict):
+            raise ModelcarError(
+                f"environment variable {variable} (from secret {PUSH_SECRET_NAME}): not a Docker config.json JSON "
+                "object; store the file's contents (oc create secret generic "
+                f"{PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json)"
+            )
+        return variable
+    return ""
+
+
+def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) -> tuple[str, str]:
+    """What a LoRA model is published as: ``(kind, base model)``; ``("", "")`` for other algorithms.
+
+    Args:
+        model_dir: The model files.
+        metadata: The model artifact's metadata (``algorithm``).
+        lora_weights: ``modelcar_lora_weights``.
+
+    Returns:
+        ``("merged", "")`` or ``("adapter", <base_model_name_or_path>)``.
+
+    Raises:
+        ModelcarError: An unknown choice, or an adapter asked of a model that was saved merged.
+    """
+    if lora_weights not in LORA_WEIGHTS:
+        raise ModelcarError(f"modelcar_lora_weights={lora_weights!r}: expected one of {', '.join(LORA_WEIGHTS)}")
+    if metadata.get("algorithm") != "lora":
+        return "", ""
+    adapter_config = model_dir / "adapter_config.json"
+    saved = "adapter" if adapter_config.is_file() else "merged"
+    wanted = saved if lora_weights == "as_trained" else lora_weights
+    if wanted == "adapter" and saved == "merged":
+        raise ModelcarError(
+            f"modelcar_lora_weights='adapter': the model in {model_dir} was saved with the LoRA weights merged (no "
+            "adapter_config.json); publish it 'merged' (or 'as_trained')"
+        )
+    base = ""
+    if wanted == "adapter":
+        base = str(json.loads(adapter_config.read_text()).get("base_model_name_or_path") or "")
+    return wanted, base
+
+
+def _skopeo(arguments: list[str], what: str, timeout: float) -> None:
+    command = ["skopeo", "--command-timeout", f"{int(timeout)}s", "copy", "--retry-times", "2", *arguments]
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 30, check=False)
+    except subprocess.TimeoutExpired:
+        raise ModelcarError(f"{what}: skopeo did not finish within {int(timeout)} s") from None
+    if completed.returncode != 0:
+        reason = (completed.stderr or completed.stdout).strip().splitlines()
+        raise ModelcarError(f"{what}: skopeo failed (exit {completed.returncode}): {reason[-1] if reason else ''}")
+
+
+def pin_layer_times(layout: Path, created: str) -> None:
+    """Sets the ``created`` time olot gives each history entry it adds (the moment of layering) to ``created``.
+
+    Then the same model files layered on the same base give the same image digest, so a retried or re-run step
+    registers the same pinned URI (``already_registered``) instead of a conflicting one. Only documents that change
+    are rewritten (config, manifest, and the indexes up to ``index.json`` that point at them).
+    """
+
+    def read(digest: str) -> dict[str, Any]:
+        return json.loads((layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes())
+
+    def write(document: dict[str, Any], descriptor: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(document, separators=(",", ":")).encode()
+        digest = hashlib.sha256(data).hexdigest()
+        (layout / "blobs" / "sha256" / digest).write_bytes(data)
+        return {**descriptor, "digest": f"sha256:{digest}", "size": len(data)}
+
+    def visit(descriptor: dict[str, Any]) -> dict[str, Any]:
+        document = read(descriptor["digest"])
+        if "manifests" in document:  # an image index
+            children = [visit(child) for child in document["manifests"]]
+            if children == document["manifests"]:
+                return descriptor
+            return write({**document, "manifests": children}, descriptor)
+        if "config" not in document:
+            return descriptor
+        config = read(document["config"]["digest"])
+        history = config.get("history") or []
+        olot = [item for item in history if str(item.get("created_by", "")).startswith("olot ")]
+        if all(item.get("created") == created for item in olot):
+            return descriptor
+        for item in olot:
+            item["created"] = created
+        return write({**document, "config": write(config, document["config"])}, descriptor)
+
+    index = json.loads((layout / "index.json").read_text())
+    index["manifests"] = [visit(descriptor) for descriptor in index.get("manifests") or []]
+    (layout / "index.json").write_text(json.dumps(index, separators=(",", ":")))
+
+
+def files_time(model_dir: Path) -> str:
+    """The newest modification time of the files under ``model_dir``, as RFC 3339 (UTC, seconds)."""
+    newest = max((path.stat().st_mtime for path in model_dir.rglob("*") if path.is_file()), default=0.0)
+    return datetime.datetime.fromtimestamp(int(newest), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIMEOUT_SECONDS, created: str = "") -> Any:
+    """A ``BackendDefinition`` for ``save_to_oci_registry``: skopeo with a deadline, TLS choice and ``--digestfile``.
+
+    ``created``: the time :func:`pin_layer_times` gives the added layers' history before the push ("" = olot's).
+    """
+    from model_registry.utils import BackendDefinition
+
+    tls = "false" if insecure else "true"
+
+    def pull(base_image: str, dest: Path, **kwargs: str) -> None:
+        auth = ["--src-authfile", kwargs["authfile"]] if kwargs.get("authfile") else []
+        source = f"modelcar_base_image={base_image!r}"
+        _skopeo(
+            [*auth, f"--src-tls-verify={tls}", "--remove-signatures", f"docker://{base_image}", f"oci:{dest}:latest"],
+            f"cannot pull {source}",
+            timeout,
+        )
+
+    def push(src: Path, oci_ref: str, **kwargs: str) -> None:
+        if created:
+            pin_layer_times(Path(src), created)
+        auth = ["--dest-authfile", kwargs["authfile"]] if kwargs.get("authfile") else []
+        arguments = [*auth, f"--dest-tls-verify={tls}", "--digestfile", str(digest_file)]
+        _skopeo([*arguments, f"oci:{src}:latest", f"docker://{oci_ref}"], f"cannot push to oci://{oci_ref}", timeout)
+
+    return BackendDefinition(is_available=lambda: shutil.which("skopeo") is not None, pull=pull, push=push)
+
+
+def publish_modelcar(
+    model_dir: Path,
+    metadata: Mapping[str, Any],
+    modelcar_uri: str,
+    base_image: str,
+    lora_weights: str,
+    insecure: bool,
+    log: Callable[[str], None],
+    merge: Callable[[Path, Path], None] | None = None,
+) -> PublishedModelcar:
+    """Layers ``model_dir`` on ``base_image`` under ``/models`` and pushes it to ``modelcar_uri``.
+
+    Args:
+        model_dir: The model files (a directory).
+        metadata: The model artifact's metadata.
+        modelcar_uri: ``oci://registry/repository[:tag]``.
+        base_image: The image the files are layered on (``registry/repository:tag``, no scheme).
+        lora_weights: ``as_trained``, ``merged`` or ``adapter`` (LoRA models only).
+        insecure: Plain HTTP / no TLS verification for both registries.
+        log: Progress lines (never a secret).
+        merge: ``merge(adapter_dir, target_dir)`` writes the merged model (default :func:`.lora_merge.merge_adapter`).
+
+    Returns:
+        The pinned modelcar.
+
+    Raises:
+        ModelcarError: Bad target or secret, the client without ``olot``/skopeo, or a failed pull or push.
+    """
+    target = parse_modelcar_uri(modelcar_uri)
+    if not base_image.strip() or base_image.strip().startswith(("oci://", "docker://")):
+        raise ModelcarError(f"modelcar_base_image={base_image!r}: give registry/repository:tag (no scheme)")
+    if not model_dir.is_dir():
+        raise ModelcarError(f"no model directory to publish at {model_dir}")
+    kind, base_model = lora_files(model_dir, metadata, lora_weights)
+    variable = push_secret_variable(os.environ)  # the client reads the secret from the process environment
+    try:
+        from model_registry.utils import save_to_oci_registry
+    except ImportError as error:  # pragma: no cover - model-registry is a pinned package of the step
+        raise ModelcarError(f"the Model Registry client is missing: {error}") from None
+    with tempfile.TemporaryDirectory(prefix="modelcar-") as work:
+        files = model_dir
+        if kind == "merged" and (model_dir / "adapter_config.json").is_file():
+            if merge is None:
+                from .lora_merge import merge_adapter as merge
+            files = Path(work) / "merged"
+            log(f"merging the LoRA adapter into its base model for the modelcar: {files}")
+            merge(model_dir, files)
+            newest = max(path.stat().st_mtime for path in model_dir.rglob("*") if path.is_file())
+            for path in files.rglob("*"):  # the adapter's time: the same adapter gives the same layers
+                os.utime(path, (newest, newest))
+        digest_file = Path(work) / "digest"
+        log(f"publishing modelcar {target.reference} on {base_image} (olot + skopeo)")
+        try:
+            save_to_oci_registry(
+                base_image=base_image.strip(),
+                oci_ref=target.reference,
+                model_files_path=str(files),
+                dest_dir=str(Path(work) / "layout"),
+                custom_oci_backend=skopeo_backend(insecure, digest_file, created=files_time(files)),
+                oci_auth_env_var=variable or None,
+            )
+        except ModelcarError:
+            raise
+        except ImportError as error:
+            raise ModelcarError(
+                f"modelcar_uri is set but the Model Registry client cannot layer images: {error} (install "
+                "model-registry[olot])"
+            ) from None
+        except (ValueError, RuntimeError, OSError) as error:
+            raise ModelcarError(f"cannot layer the model on modelcar_base_image={base_image!r}: {error}") from None
+        digest = digest_file.read_text().strip() if digest_file.is_file() else ""
+    if not _DIGEST.match(digest):
+        raise ModelcarError(f"pushed {target.reference} but skopeo reported no sha256 digest ({digest!r})")
+    published = PublishedModelcar(
+        target.pinned(digest), f"oci://{target.reference}", digest, kind, base_model if kind == "adapter" else ""
+    )
+    log(f"modelcar pushed: {published.uri} (tag {published.tag_uri})")
+    return published

@@ -1,0 +1,201 @@
+"""From registration to a served model: the modelcar publish and the optional KServe deploy of ``model_registry``.
+
+:func:`check_serving_request` validates the two steps' parameters before anything happens; :func:`publish` pushes the
+modelcar (:mod:`.modelcar`) once the gates passed, and its pinned ``oci://…@sha256:…`` becomes the registered URI;
+:func:`deploy` serves the registered URI on KServe (:mod:`.kserve_deploy`) after a registration that was not gated
+out. Kubernetes credentials: the ``kubernetes-credentials`` secret (``KUBERNETES_SERVER_URL`` +
+``KUBERNETES_AUTH_TOKEN``), else the pod's service account.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from components._common.namespace import pod_namespace
+
+from .kserve_deploy import Deployment, DeploySettings, deploy_model
+from .kserve_manifests import service_name
+from .lineage import ArtifactInfo
+from .model_uri import model_files_dir
+from .modelcar import LORA_WEIGHTS, PublishedModelcar, parse_modelcar_uri, publish_modelcar
+
+SERVER_URL_ENV = "KUBERNETES_SERVER_URL"
+AUTH_TOKEN_ENV = "KUBERNETES_AUTH_TOKEN"
+#: Storage a served InferenceService can outlive the run with (``pvc://`` of the run's workspace is deleted with it).
+DEPLOYABLE_SCHEMES = ("oci", "s3")
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingRequest:
+    """The publish and deploy parameters of ``model_registry`` (see its parameter docs).
+
+    Attributes:
+        modelcar_uri: ``oci://registry/repository[:tag]`` to push the modelcar to ("" = no modelcar).
+        modelcar_base_image: The image the model files are layered on.
+        modelcar_lora_weights: ``as_trained``, ``merged`` or ``adapter``.
+        modelcar_insecure: Plain HTTP / unverified TLS to the OCI registries.
+        deploy_inference_service: Serve the registered model on KServe after the registration.
+        deploy_service_name: The InferenceService's name ("" = from ``model_name``).
+        deploy_namespace: Its namespace ("" = the pipeline's).
+        deploy_runtime: The ServingRuntime (created from the vLLM template when absent).
+        deploy_runtime_image: The vLLM image of a ServingRuntime this step creates.
+        deploy_gpus: GPUs of the predictor.
+        deploy_timeout_seconds: How long to wait for ``Ready``.
+    """
+
+    modelcar_uri: str
+    modelcar_base_image: str
+    modelcar_lora_weights: str
+    modelcar_insecure: bool
+    deploy_inference_service: bool
+    deploy_service_name: str
+    deploy_namespace: str
+    deploy_runtime: str
+    deploy_runtime_image: str
+    deploy_gpus: int
+    deploy_timeout_seconds: int
+
+
+def check_serving_request(request: ServingRequest, model_name: str, model_uri: str, s3_upload_prefix: str) -> None:
+    """Checks the publish and deploy parameters (before anything is pushed, registered or deployed).
+
+    Raises:
+        ValueError: One line naming the parameter, its value and the rule.
+    """
+    if request.modelcar_uri.strip():
+        parse_modelcar_uri(request.modelcar_uri)
+        if model_uri.strip() or s3_upload_prefix.strip():
+            raise ValueError(
+                "give one of model_uri, s3_upload_prefix and modelcar_uri: each decides the registered URI"
+            )
+    if request.modelcar_lora_weights not in LORA_WEIGHTS:
+        raise ValueError(f"modelcar_lora_weights={request.modelcar_lora_weights!r}: expected one of {LORA_WEIGHTS}")
+    if not request.deploy_inference_service:
+        return
+    service_name(request.deploy_service_name, model_name)
+    if request.deploy_timeout_seconds < 1 or request.deploy_gpus < 0:
+        raise ValueError(
+            f"deploy_timeout_seconds={request.deploy_timeout_seconds} must be >= 1 and deploy_gpus="
+            f"{request.deploy_gpus} >= 0"
+        )
+    if not request.deploy_runtime.strip():
+        raise ValueError("deploy_runtime is empty: name the ServingRuntime to use (e.g. vllm-runtime)")
+
+
+def publish(request: ServingRequest, model: ArtifactInfo, log: Callable[[str], None]) -> PublishedModelcar | None:
+    """Pushes the modelcar when ``modelcar_uri`` is set; ``None`` otherwise."""
+    if not request.modelcar_uri.strip():
+        return None
+    return publish_modelcar(
+        model_files_dir(model),
+        model.metadata,
+        request.modelcar_uri,
+        request.modelcar_base_image,
+        request.modelcar_lora_weights,
+        request.modelcar_insecure,
+        log,
+    )
+
+
+def modelcar_properties(modelcar: PublishedModelcar | None) -> dict[str, str]:
+    """The modelcar's facts as version properties (``modelcar_*``)."""
+    if modelcar is None:
+        return {}
+    properties = {"modelcar_uri": modelcar.uri, "modelcar_tag": modelcar.tag_uri, "modelcar_digest": modelcar.digest}
+    if modelcar.lora_weights:
+        properties["modelcar_lora_weights"] = modelcar.lora_weights
+    if modelcar.base_model:
+        properties["modelcar_base_model"] = modelcar.base_model
+    return properties
+
+
+def check_deployable(request: ServingRequest, uri: str) -> None:
+    """With deploy on, ``uri`` must be storage a service outlives the run with (checked before registering).
+
+    Raises:
+        ValueError: Not ``oci://`` or ``s3://``.
+    """
+    if request.deploy_inference_service and urlsplit(uri).scheme not in DEPLOYABLE_SCHEMES:
+        raise ValueError(
+            f"deploy_inference_service: the model's URI {uri!r} is not oci:// or s3:// storage that a service "
+            "outlives the run with; set modelcar_uri (or s3_upload_prefix)"
+        )
+
+
+def kubernetes_client(environ: Mapping[str, str]) -> Any:
+    """An ``ApiClient`` from the ``kubernetes-credentials`` secret's env vars, else the pod's service account.
+
+    Raises:
+        ValueError: Only one of the two variables is set, or neither they nor a service account are there.
+    """
+    from kubernetes import client, config
+
+    server, token = environ.get(SERVER_URL_ENV, "").strip(), environ.get(AUTH_TOKEN_ENV, "").strip()
+    configuration = client.Configuration()
+    if server or token:
+        if not (server and token):
+            raise ValueError(f"deploy_inference_service: set both {SERVER_URL_ENV} and {AUTH_TOKEN_ENV} or neither")
+        configuration.host = server.rstrip("/")
+        configuration.api_key = {"authorization": token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        return client.ApiClient(configuration)
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException as error:
+        raise ValueError(
+            f"deploy_inference_service is on but there are no Kubernetes credentials ({error}): run in the cluster "
+            f"or set {SERVER_URL_ENV} and {AUTH_TOKEN_ENV} (kubernetes-credentials secret)"
+        ) from None
+    return client.ApiClient(configuration)
+
+
+def deploy(
+    request: ServingRequest,
+    registered_uri: str,
+    model_name: str,
+    storage_key: str,
+    environ: Mapping[str, str] | None,
+    log: Callable[[str], None],
+    **options: Any,
+) -> Deployment:
+    """Serves ``registered_uri`` (``oci://`` or ``s3://``) on KServe and smoke-tests it (``options``: for tests).
+
+    Raises:
+        ValueError: A URI that does not outlive the run, no credentials; :class:`.kserve_deploy.DeployError`.
+    """
+    environ = os.environ if environ is None else environ
+    check_deployable(request, registered_uri)
+    settings = DeploySettings(
+        namespace=request.deploy_namespace.strip() or pod_namespace(environ),
+        service_name=service_name(request.deploy_service_name, model_name),
+        runtime=request.deploy_runtime.strip(),
+        runtime_image=request.deploy_runtime_image.strip(),
+        gpus=request.deploy_gpus,
+        timeout_seconds=float(request.deploy_timeout_seconds),
+        **{k: options.pop(k) for k in ("poll_seconds", "request_timeout") if k in options},
+    )
+    api_client = kubernetes_client(environ)
+    try:
+        return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log, **options)
+    finally:
+        api_client.close()
+
+
+def serving_details(modelcar: PublishedModelcar | None, deployment: Deployment | None, skipped: str) -> list:
+    """Summary rows: the modelcar, then the served endpoint (or why it was not deployed)."""
+    rows: list[tuple[str, str]] = []
+    if modelcar is not None:
+        rows.append(("Modelcar", f"{modelcar.uri} (pushed as {modelcar.tag_uri})"))
+        if modelcar.base_model:
+            rows.append(("Modelcar base model", f"{modelcar.base_model} (LoRA adapter published without merging)"))
+    if deployment is not None:
+        rows.append(("InferenceService", f"{deployment.service} ({deployment.action}, uid {deployment.uid})"))
+        rows.append(("Endpoint", deployment.url))
+        rows.append(("Smoke completion", repr(deployment.smoke_answer)))
+    elif skipped:
+        rows.append(("Deployment", skipped))
+    return rows

@@ -1,0 +1,197 @@
+"""The whole step with a push target and deploy on: modelcar → registration → InferenceService → smoke answer.
+
+Real parts at every edge: ``docker-registry`` (pushed with olot + skopeo), the Model Registry stub (the real client),
+the Kubernetes emulator (the real ``kubernetes`` client; a background script plays the KServe controller) and the
+OpenAI-compatible predictor stub.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
+from components.deployment.kubeflow_model_registry.registry_client import RetryPolicy
+from components.deployment.kubeflow_model_registry.run import run_model_registration
+from tests.harness.oci_registry import write_image_layout
+from tests.harness.requests import model_registry_request
+
+pytest.importorskip("olot", reason="modelcar publishing needs model-registry[olot] (olot is in the lock)")
+TOKEN = "mr-token-serving-5d6e"
+NS = "team-a"
+PINNED = re.compile(r"^oci://127\.0\.0\.1:\d+/published/tiny-chat@sha256:[0-9a-f]{64}$")
+
+
+@pytest.fixture
+def base_image(oci_registry, tmp_path) -> str:
+    layout = tmp_path / "base"
+    write_image_layout(layout, [{"bin/sh": b"#!/bin/true\n"}], "1", history=True)
+    oci_registry.push(layout, "1", "base/micro:1")
+    return f"{oci_registry.host}/base/micro:1"
+
+
+@pytest.fixture
+def kserve(kube_api):
+    kube_api.serve("serving.kserve.io/v1beta1/inferenceservices")
+    kube_api.serve("serving.kserve.io/v1alpha1/servingruntimes")
+    kube_api.track_metadata("inferenceservices")
+    return kube_api
+
+
+def _model(tiny_model_dir: Path) -> ArtifactInfo:
+    metadata = {"checkpoint_path": str(tiny_model_dir), "base_model": "tiny", "algorithm": "sft"}
+    return ArtifactInfo(str(tiny_model_dir), str(tiny_model_dir), metadata)
+
+
+def _run(tmp_path, environ, **arguments):
+    return run_model_registration(
+        model_registry_request(**arguments),
+        str(tmp_path / "summary.md"),
+        environ=environ,
+        retry_policy=RetryPolicy(attempts=2, initial_delay_s=0.01, max_delay_s=0.05),
+        log=print,
+    )
+
+
+def _controller(kserve, url: str):
+    def script():
+        kserve.wait_for(lambda: kserve.objects("inferenceservices", NS), timeout=60)
+        status = {
+            "observedGeneration": 1,
+            "url": url,
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-26T10:00:00Z"}],
+        }
+        kserve.custom.patch_namespaced_custom_object_status(
+            "serving.kserve.io", "v1beta1", NS, "inferenceservices", "tiny-chat", {"status": status}
+        )
+
+    return kserve.in_background(script)
+
+
+def test_modelcar_registered_pinned_then_served_and_smoke_tested(
+    oci_registry, base_image, registry_stub, kserve, openai_stub, tiny_model_dir, tmp_path
+):
+    environ = {
+        "MODEL_REGISTRY_TOKEN": TOKEN,
+        "KUBERNETES_SERVER_URL": kserve.url,
+        "KUBERNETES_AUTH_TOKEN": "kube-token",
+        "POD_NAMESPACE": NS,
+    }
+    with _controller(kserve, openai_stub.url):
+        result = _run(
+            tmp_path,
+            environ,
+            model=_model(tiny_model_dir),
+            registry_address=registry_stub.address,
+            registry_port=registry_stub.port,
+            model_name="tiny-chat",
+            model_version="1",
+            is_secure=False,
+            allow_token_over_http=True,
+            modelcar_uri=f"oci://{oci_registry.host}/published/tiny-chat:1",
+            modelcar_base_image=base_image,
+            modelcar_insecure=True,
+            deploy_inference_service=True,
+        )
+    assert result.status == "registered" and PINNED.match(result.uri), result
+    digest = result.uri.split("@", 1)[1]
+    request = urllib.request.Request(
+        f"http://{oci_registry.host}/v2/published/tiny-chat/manifests/1",
+        method="HEAD",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.headers["Docker-Content-Digest"] == digest  # the tag is the pinned image
+    version = registry_stub.versions_of("tiny-chat")[0]
+    (artifact,) = registry_stub.artifacts_of(version["id"])
+    assert artifact["uri"] == result.uri
+    properties = version.get("customProperties") or {}
+    assert properties["modelcar_digest"]["string_value"] == digest
+    (isvc,) = kserve.objects("inferenceservices", NS)
+    assert isvc["spec"]["predictor"]["model"]["storageUri"] == result.uri
+    assert (result.endpoint_url, result.smoke_answer) == (openai_stub.url, openai_stub.answer)
+    summary = (tmp_path / "summary.md").read_text()
+    assert result.uri in summary and f"| Endpoint | {openai_stub.url} |" in summary
+    assert TOKEN not in summary and "kube-token" not in summary
+
+
+def test_gated_out_neither_publishes_nor_deploys(
+    oci_registry, base_image, registry_stub, kserve, tiny_model_dir, tmp_path
+):
+    result = _run(
+        tmp_path,
+        {"MODEL_REGISTRY_TOKEN": TOKEN, "KUBERNETES_SERVER_URL": kserve.url, "KUBERNETES_AUTH_TOKEN": "t"},
+        model=_model(tiny_model_dir),
+        registry_address=registry_stub.address,
+        registry_port=registry_stub.port,
+        model_name="tiny-chat",
+        train_metrics=ArtifactInfo("file:///m", "/tmp/m", {"loss": 2.0}),
+        min_metric_name="loss",
+        min_metric_value=3.0,
+        modelcar_uri=f"oci://{oci_registry.host}/published/gated:1",
+        modelcar_base_image=base_image,
+        modelcar_insecure=True,
+        deploy_inference_service=True,
+    )
+    assert result.status == "gated_out"
+    with urllib.request.urlopen(f"http://{oci_registry.host}/v2/_catalog", timeout=10) as response:
+        assert "published/gated" not in json.loads(response.read())["repositories"]
+    assert kserve.requests == [] and registry_stub.versions_of("tiny-chat") == []
+
+
+def test_without_a_registry_the_modelcar_is_published_and_not_registered(
+    oci_registry, base_image, tiny_model_dir, tmp_path
+):
+    result = _run(
+        tmp_path,
+        {},
+        model=_model(tiny_model_dir),
+        modelcar_uri=f"oci://{oci_registry.host}/published/tiny-chat:solo",
+        modelcar_base_image=base_image,
+        modelcar_insecure=True,
+    )
+    assert result.status == "skipped" and PINNED.match(result.uri)
+    assert "published, not registered" in (tmp_path / "summary.md").read_text()
+
+
+def test_deploy_of_a_run_scoped_uri_is_refused_before_anything_is_registered(registry_stub, tiny_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="'pvc://models/tiny/run-1' is not oci:// or s3://"):
+        _run(
+            tmp_path,
+            {"MODEL_REGISTRY_TOKEN": TOKEN},
+            model=_model(tiny_model_dir),
+            registry_address=registry_stub.address,
+            registry_port=registry_stub.port,
+            model_name="tiny-chat",
+            model_uri="pvc://models/tiny/run-1",
+            is_secure=False,
+            allow_token_over_http=True,
+            deploy_inference_service=True,
+        )
+    assert registry_stub.versions_of("tiny-chat") == []
+
+
+def test_a_rerun_republishes_the_same_digest_and_registers_nothing_twice(
+    oci_registry, base_image, registry_stub, tiny_model_dir, tmp_path
+):
+    arguments = dict(
+        model=_model(tiny_model_dir),
+        registry_address=registry_stub.address,
+        registry_port=registry_stub.port,
+        model_name="tiny-chat",
+        model_version="rerun",
+        is_secure=False,
+        allow_token_over_http=True,
+        modelcar_uri=f"oci://{oci_registry.host}/published/tiny-chat:rerun",
+        modelcar_base_image=base_image,
+        modelcar_insecure=True,
+    )
+    first = _run(tmp_path, {"MODEL_REGISTRY_TOKEN": TOKEN}, **arguments)
+    second = _run(tmp_path, {"MODEL_REGISTRY_TOKEN": TOKEN}, **arguments)
+    assert (first.status, second.status) == ("registered", "already_registered")
+    assert second.uri == first.uri and PINNED.match(first.uri)
+    assert len(registry_stub.versions_of("tiny-chat")) == 1

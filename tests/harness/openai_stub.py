@@ -1,0 +1,76 @@
+"""An OpenAI-compatible completions server on 127.0.0.1: what a vLLM predictor answers a smoke request with.
+
+Fixture ``openai_stub``: a :class:`CompletionServer` on a free loopback port answering ``POST /v1/completions`` as
+vLLM's ``api_server`` does (``{"object": "text_completion", "choices": [{"index": 0, "text": ...}], ...}``) for the
+served model name it was given, ``404`` with vLLM's error body for any other model; ``.requests`` records every body.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+
+class CompletionServer:
+    """A running stub; ``url`` is its base URL, ``served_name`` the model it serves, ``answer`` the text it returns."""
+
+    def __init__(self, served_name: str = "tiny-chat", answer: str = " Hello! How can I help?") -> None:
+        self.served_name, self.answer = served_name, answer
+        self.requests: list[dict] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+                return
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                stub.requests.append({"path": self.path, "body": body})
+                if self.path != "/v1/completions":
+                    status, answer = 404, {"detail": "Not Found"}
+                elif body.get("model") != stub.served_name:
+                    message = f"The model `{body.get('model')}` does not exist."
+                    status, answer = 404, {"object": "error", "message": message, "type": "NotFoundError", "code": 404}
+                else:
+                    status = 200
+                    answer = {
+                        "id": "cmpl-test",
+                        "object": "text_completion",
+                        "model": stub.served_name,
+                        "choices": [{"index": 0, "text": stub.answer, "finish_reason": "length", "logprobs": None}],
+                        "usage": {"prompt_tokens": 4, "completion_tokens": 8, "total_tokens": 12},
+                    }
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+    def stop(self) -> None:
+        """Stops the server."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def openai_stub() -> Iterator[CompletionServer]:
+    """A :class:`CompletionServer` serving ``tiny-chat``; stopped after the test."""
+    server = CompletionServer()
+    try:
+        yield server
+    finally:
+        server.stop()
