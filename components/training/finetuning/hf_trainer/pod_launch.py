@@ -33,10 +33,14 @@ class TrainingImageError(RuntimeError):
 
 
 def missing_trainer_packages(algorithm: str) -> list[str]:
-    """The packages the trainer core needs for ``algorithm`` (torch, transformers; peft for LoRA) that are absent."""
+    """The packages the trainer core needs for ``algorithm`` that are absent.
+
+    torch, transformers and accelerate (the Trainer's); peft for LoRA; mini-trainer (``rhai-innovation-mini-trainer``,
+    whose OSFT model is used) for OSFT.
+    """
     import importlib.util
 
-    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
+    needed = ("torch", "transformers", "accelerate", *{"lora": ("peft",), "osft": ("mini_trainer",)}.get(algorithm, ()))
     return [name for name in needed if importlib.util.find_spec(name) is None]
 
 
