@@ -77,12 +77,10 @@ def write_result(ckpt_dir: Path, result: training.TrainingResult, device: Any = 
 
 def run(run_config: RunConfig, model_path: str, log: Callable[[str], None] = print) -> int:
     """Trains as this rank; returns the exit status (a SIGTERM leaves through ``SystemExit(143)``)."""
-    from accelerate import PartialState
-
     config = run_config.hyperparameters
     ckpt_dir = Path(run_config.ckpt_output_dir)
     eval_path = run_config.eval_data_path
-    group = PartialState()
+    group = training.process_group()
 
     def say(line: str) -> None:
         if group.is_main_process:

@@ -49,8 +49,8 @@ ADAPTER_DIR = "adapter"
 CHECKPOINTS_DIR = "checkpoints"
 #: Complete checkpoints kept (older ones are deleted once a newer one is in place).
 KEEP_CHECKPOINTS = 2
-#: ``fsdp_sharding_strategy`` values that shard full fine-tuning (FSDP2); others replicate with DDP.
-SHARDING_STRATEGIES = {"FULL_SHARD": "full_shard", "SHARD_GRAD_OP": "shard_grad_op", "HYBRID_SHARD": "hybrid_shard"}
+#: ``fsdp_sharding_strategy`` values that shard full fine-tuning (FSDP2) on GPUs; others replicate with DDP.
+SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 
 
 @dataclasses.dataclass
@@ -125,12 +125,7 @@ def _arguments(config: TrainingConfig, staging: Path, total_steps: int, world_si
     from transformers import TrainingArguments
 
     micro, accumulation = batch_shape(config, world_size)
-    fsdp: dict[str, Any] = {}
-    if world_size > 1 and config.algorithm == "sft" and config.fsdp_sharding_strategy in SHARDING_STRATEGIES:
-        fsdp = {
-            "fsdp": f"{SHARDING_STRATEGIES[config.fsdp_sharding_strategy]} auto_wrap",
-            "fsdp_config": {"version": 2, "reshard_after_forward": config.fsdp_sharding_strategy != "SHARD_GRAD_OP"},
-        }
+    fsdp = _fsdp(config, world_size) if _cuda() else {}  # accelerate shards on GPUs only; on CPU ranks it uses DDP
     return TrainingArguments(
         output_dir=str(staging),
         per_device_train_batch_size=micro,
@@ -158,6 +153,28 @@ def _arguments(config: TrainingConfig, staging: Path, total_steps: int, world_si
     )
 
 
+def _fsdp(config: TrainingConfig, world_size: int) -> dict[str, Any]:
+    """FSDP2 for full fine-tuning (SFT and OSFT, as Training Hub's backends) over several GPUs, else nothing (DDP).
+
+    ``HYBRID_SHARD`` shards within a node and replicates across nodes (accelerate's ``dp_replicate`` x ``dp_shard``).
+    """
+    import os
+
+    strategy = config.fsdp_sharding_strategy
+    if world_size < 2 or config.algorithm == "lora" or strategy not in SHARDING_STRATEGIES:
+        return {}
+    fsdp: dict[str, Any] = {
+        "fsdp": True,
+        "fsdp_config": {"version": 2, "reshard_after_forward": strategy != "SHARD_GRAD_OP"},
+    }
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE") or world_size)
+    if strategy == "HYBRID_SHARD" and world_size > per_node:
+        from accelerate.parallelism_config import ParallelismConfig
+
+        fsdp["parallelism_config"] = ParallelismConfig(dp_replicate_size=world_size // per_node, dp_shard_size=per_node)
+    return fsdp
+
+
 def _checkpointing(enabled: bool) -> dict[str, Any]:
     """``training_gradient_checkpointing`` as TrainingArguments spells it.
 
@@ -174,6 +191,16 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def process_group() -> Any:
+    """Accelerate's ``PartialState``: joins torchrun's process group (gloo on CPU, NCCL on GPUs); alone, nothing.
+
+    ``cpu=True`` without CUDA: accelerate's default on CPU ignores torchrun and runs each rank as a lone process.
+    """
+    from accelerate import PartialState
+
+    return PartialState(cpu=not _cuda())
 
 
 def _resume_point(root: Path, resume: bool, log: Callable[[str], None]) -> Path | None:
@@ -249,10 +276,9 @@ def train(
         SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).
         LocalTrainingError: The data or the batch settings cannot be trained.
     """
-    from accelerate import PartialState
     from transformers import DataCollatorForSeq2Seq, PrinterCallback, Trainer
 
-    state = PartialState()  # joins torchrun's process group (gloo on CPU, NCCL on GPUs); nothing for one process
+    state = process_group()
     main = state.is_main_process
 
     def say(line: str) -> None:
@@ -271,9 +297,6 @@ def train(
     total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
     root = output_dir / CHECKPOINTS_DIR
     arguments = _arguments(config, root / ".trainer", total_steps, state.num_processes)
-    if state.num_processes > 1:
-        mode = f"FSDP2 {config.fsdp_sharding_strategy}" if arguments.fsdp else "DDP (every process holds the model)"
-        say(f"data-parallel over {state.num_processes} process(es): {mode}")
     checkpoint = _resume_point(root, config.resume, say)
     metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
     marker = preemption.read_marker(checkpoint) if checkpoint is not None else None
@@ -296,7 +319,12 @@ def train(
     publisher = callbacks.CheckpointPublisher(
         root, KEEP_CHECKPOINTS, steps_per_epoch, config.effective_batch_size, len(samples), progress.elapsed
     )
-    extra = [osft.ProjectionCallback()] if config.algorithm == "osft" else []
+    sharded = bool(arguments.fsdp)
+    if state.num_processes > 1:
+        mode = f"FSDP2 {config.fsdp_sharding_strategy}" if sharded else "DDP (every process holds the model)"
+        say(f"data-parallel over {state.num_processes} process(es): {mode}")
+    replicated = state.num_processes > 1 and not sharded
+    extra = [osft.ProjectionCallback(replicated)] if config.algorithm == "osft" else []
     trainer = Trainer(
         model=model,
         args=arguments,
