@@ -6,8 +6,8 @@ config, the job, following it, publishing — is shared):
 * **Code.** :func:`stage_code` copies the trainer core (:mod:`.hf_trainer`) and the pod modules it uses into
   ``<run_dir>/transformers/`` as an importable ``components`` tree (empty package ``__init__`` files, as in the
   launcher's own bundle), with the pod command at its root: ``launch.py`` (:mod:`.hf_trainer.pod_launch`) and the
-  torchrun worker ``worker.py`` (:mod:`.hf_trainer.pod_worker`). The image needs ``torch`` and ``transformers``
-  and ``accelerate`` (+ ``peft`` for LoRA, mini-trainer for OSFT), as the PyTorch training images of ``torch-distributed`` runtimes carry; nothing else.
+  torchrun worker ``worker.py`` (:mod:`.hf_trainer.pod_worker`). The image needs ``torch``, ``transformers`` and
+  ``accelerate`` (+ ``peft`` for LoRA, ``rhai-innovation-mini-trainer`` for OSFT); nothing else.
 * **Data.** :func:`stage_data` writes the checked rows with plain string contents, so the pod reads them with
   ``json`` alone.
 * **Job.** The TrainJob references the ``torch-distributed`` runtime unless ``training_runtime_name`` names

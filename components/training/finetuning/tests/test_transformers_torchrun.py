@@ -203,8 +203,8 @@ def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_
     """Two CPU nodes (DDP: accelerate shards on GPUs only) make the same steps as the in-process trainer.
 
     OSFT's projections of a replicated model must not be summed over the ranks (mini-trainer's are; see
-    ..hf_trainer.osft). Four samples per step and a micro-batch budget of one sample: each rank accumulates two micro-batches, and the
-    loss is normalised by the label tokens of all four samples.
+    ..hf_trainer.osft). Four samples per step and a micro-batch budget of one sample: each rank accumulates two
+    micro-batches, and the loss is normalised by the label tokens of all four samples.
     """
     from components.training.finetuning.local.trainer import train_locally
 
