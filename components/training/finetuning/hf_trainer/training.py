@@ -335,6 +335,9 @@ def train(
         callbacks=[progress, schedule, publisher, *extra, *([sigterm] if sigterm else [])],
     )
     trainer.remove_callback(PrinterCallback)  # the step lines are StepMetrics'
+    for callback in list(trainer.callback_handler.callbacks):
+        if type(callback).__name__ == "KubeflowCallback":  # rank 0's progress server posts the Trainer status
+            trainer.remove_callback(callback)
     base_eval_loss = None
     if eval_samples is not None and checkpoint is None:
         base_eval_loss = trainer.evaluate()["eval_loss"]  # LoRA and OSFT start as the base model
