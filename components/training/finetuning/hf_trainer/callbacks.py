@@ -139,12 +139,12 @@ class SigtermStop(TrainerCallback):
 
     def __init__(self, log: Callable[[str], None]) -> None:
         self.log = log
-        self.guard: preemption.SigtermGuard | None = None
+        self.flag: preemption.SigtermFlag | None = None
         self.stopped = False
 
     def on_step_end(self, args, state, control, **kwargs):
         """Save and stop when any rank got a SIGTERM (a collective: every rank calls it at every step)."""
-        if _any_rank(bool(self.guard and self.guard.requested)):
+        if _any_rank(bool(self.flag and self.flag.requested)):
             control.should_save = control.should_training_stop = True
             self.stopped = True
 
@@ -167,6 +167,6 @@ def sigterm_guard(stop: SigtermStop | None) -> Iterator[None]:
     if stop is None:
         yield
         return
-    with preemption.save_on_sigterm(lambda: None, at_step_boundary=True, log=stop.log) as guard:
-        stop.guard = guard
+    with preemption.sigterm_flag(log=stop.log) as flag:
+        stop.flag = flag
         yield
