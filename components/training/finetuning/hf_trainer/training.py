@@ -154,14 +154,14 @@ def _arguments(config: TrainingConfig, staging: Path, total_steps: int, world_si
 
 
 def _fsdp(config: TrainingConfig, world_size: int) -> dict[str, Any]:
-    """FSDP2 for full fine-tuning (SFT and OSFT, as Training Hub's backends) over several GPUs, else nothing (DDP).
+    """FSDP2 for full fine-tuning (SFT) over several GPUs, else nothing: DDP (LoRA, OSFT).
 
     ``HYBRID_SHARD`` shards within a node and replicates across nodes (accelerate's ``dp_replicate`` x ``dp_shard``).
     """
     import os
 
     strategy = config.fsdp_sharding_strategy
-    if world_size < 2 or config.algorithm == "lora" or strategy not in SHARDING_STRATEGIES:
+    if world_size < 2 or config.algorithm != "sft" or strategy not in SHARDING_STRATEGIES:
         return {}
     fsdp: dict[str, Any] = {
         "fsdp": True,

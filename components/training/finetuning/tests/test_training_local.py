@@ -186,6 +186,22 @@ def test_a_step_splits_into_micro_batches_within_the_token_budget_and_over_the_r
         shape(3, 1024, 2)
 
 
+def test_full_fine_tuning_is_sharded_with_fsdp2_as_the_strategy_says(monkeypatch):
+    """The TrainingArguments of several GPUs (built here, not run: accelerate shards on GPUs only)."""
+
+    def fsdp(strategy, world=4, algorithm="sft"):
+        config = training_config(base_model="m", algorithm=algorithm, fsdp_sharding_strategy=strategy)
+        return training._fsdp(config, world)
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert fsdp("FULL_SHARD") == {"fsdp": True, "fsdp_config": {"version": 2, "reshard_after_forward": True}}
+    assert fsdp("SHARD_GRAD_OP")["fsdp_config"]["reshard_after_forward"] is False
+    hybrid = fsdp("HYBRID_SHARD")["parallelism_config"]
+    assert (hybrid.dp_replicate_size, hybrid.dp_shard_size) == (2, 2)  # 2 nodes x 2 GPUs
+    assert fsdp("NO_SHARD") == fsdp("FULL_SHARD", world=1) == fsdp("FULL_SHARD", algorithm="lora") == {}
+    assert fsdp("FULL_SHARD", algorithm="osft") == {}
+
+
 def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
     data = tmp_path / "train.jsonl"
     too_long = [{"role": "user", "content": "hi " * 400}, {"role": "assistant", "content": "ok"}]
