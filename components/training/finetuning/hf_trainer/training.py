@@ -8,7 +8,7 @@ the optimizer, the scheduler and resumable checkpoints; :mod:`.callbacks` adapts
 What this module decides:
 
 * **Batches.** An optimizer step takes ``effective_batch_size`` samples, split over the ranks; each rank's share goes
-  in micro-batches of ``max_tokens_per_gpu // max_seq_len`` samples (at least 1; a divisor of the share), with
+  in micro-batches of ``max_tokens_per_gpu // <longest sample>`` samples (at least 1; a divisor of the share), with
   gradient accumulation over them. The loss is normalised by the label tokens of the whole step (the Trainer's
   ``num_items_in_batch``, summed over the ranks), so a step is the same step whatever the ranks and micro-batches.
 * **Data.** Assistant-only labels from the chat template (:mod:`.data`), padded by ``DataCollatorForSeq2Seq``.
@@ -104,8 +104,11 @@ def load_model(config: TrainingConfig, model_source: str):
     return model, tokenizer
 
 
-def batch_shape(config: TrainingConfig, world_size: int) -> tuple[int, int]:
+def batch_shape(config: TrainingConfig, world_size: int, longest: int) -> tuple[int, int]:
     """``(per-device micro-batch, gradient accumulation steps)`` for one step of ``effective_batch_size`` samples.
+
+    A micro-batch holds as many samples as ``max_tokens_per_gpu`` allows at the length of the longest sample
+    (``longest`` tokens), so no padded micro-batch exceeds the budget; it divides the rank's share of the step.
 
     Raises:
         LocalTrainingError: ``effective_batch_size`` does not split evenly over the ranks.
@@ -116,15 +119,15 @@ def batch_shape(config: TrainingConfig, world_size: int) -> tuple[int, int]:
             f"effective_batch_size={config.effective_batch_size} does not split over {world_size} process(es): use a "
             "multiple of num_nodes x processes per node"
         )
-    budget = max(1, config.max_tokens_per_gpu // config.max_seq_len)
+    budget = max(1, config.max_tokens_per_gpu // max(longest, 1))
     micro = max(size for size in range(1, min(budget, per_rank) + 1) if per_rank % size == 0)
     return micro, per_rank // micro
 
 
-def _arguments(config: TrainingConfig, staging: Path, total_steps: int, world_size: int):
+def _arguments(config: TrainingConfig, staging: Path, total_steps: int, world_size: int, longest: int):
     from transformers import TrainingArguments
 
-    micro, accumulation = batch_shape(config, world_size)
+    micro, accumulation = batch_shape(config, world_size, longest)
     fsdp = _fsdp(config, world_size) if _cuda() else {}  # accelerate shards on GPUs only; on CPU ranks it uses DDP
     return TrainingArguments(
         output_dir=str(staging),
@@ -296,7 +299,8 @@ def train(
     total_steps = steps_per_epoch * config.num_epochs
     total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
     root = output_dir / CHECKPOINTS_DIR
-    arguments = _arguments(config, root / ".trainer", total_steps, state.num_processes)
+    longest = max(len(sample["input_ids"]) for sample in samples)
+    arguments = _arguments(config, root / ".trainer", total_steps, state.num_processes, longest)
     checkpoint = _resume_point(root, config.resume, say)
     metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
     marker = preemption.read_marker(checkpoint) if checkpoint is not None else None

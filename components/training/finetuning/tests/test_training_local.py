@@ -174,12 +174,25 @@ def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
     assert resumed.records[-1]["loss"] == pytest.approx(straight.records[-1]["loss"], rel=1e-5)
 
 
+def test_accumulating_micro_batches_makes_the_same_steps_as_one_pass(tiny_model_dir, demo_dataset_path, tmp_path):
+    """16 micro-batches of one sample (the demo's longest has 39 tokens) vs the whole step at once: the same losses."""
+    one_pass = _config(tiny_model_dir, max_steps=3)
+    accumulated = _config(tiny_model_dir, max_steps=3, max_seq_len=40, max_tokens_per_gpu=40)
+    assert training.batch_shape(accumulated, 1, 39) == (1, 16) and training.batch_shape(one_pass, 1, 39) == (16, 1)
+    runs = [
+        local_backend.train_locally(config, demo_dataset_path, tmp_path / str(index), log=_quiet)
+        for index, config in enumerate((one_pass, accumulated))
+    ]
+    assert [r["loss"] for r in runs[1].records] == pytest.approx([r["loss"] for r in runs[0].records], rel=1e-5)
+
+
 def test_a_step_splits_into_micro_batches_within_the_token_budget_and_over_the_ranks():
-    def shape(batch, budget, world):
+    def shape(batch, budget, world, longest=256):
         config = training_config(base_model="m", effective_batch_size=batch, max_seq_len=256, max_tokens_per_gpu=budget)
-        return training.batch_shape(config, world)
+        return training.batch_shape(config, world, longest)
 
     assert shape(16, 1024, 1) == (4, 4)  # 4 samples of up to 256 tokens per micro-batch, 4 accumulated
+    assert shape(16, 1024, 1, longest=60) == (16, 1)  # short samples: the whole step in one pass
     assert shape(12, 1280, 2) == (3, 2)  # 6 per rank: the largest divisor within 5
     assert shape(4, 256, 2) == (1, 2)
     with pytest.raises(local_data.LocalTrainingError, match="effective_batch_size=3 does not split over 2 process"):

@@ -208,7 +208,8 @@ def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_
     """
     from components.training.finetuning.local.trainer import train_locally
 
-    settings = {**SETTINGS, "effective_batch_size": 4, "max_tokens_per_gpu": 256, "max_steps": 4}
+    # The demo's longest sample has 39 tokens: a budget of 40 makes micro-batches of one sample.
+    settings = {**SETTINGS, "effective_batch_size": 4, "max_seq_len": 40, "max_tokens_per_gpu": 40, "max_steps": 4}
     config = training_config(
         base_model=str(tiny_model_dir), algorithm=algorithm, fsdp_sharding_strategy=sharding, **settings
     )
