@@ -338,3 +338,22 @@ def test_an_image_without_transformers_fails_in_one_line(tmp_path, demo_dataset_
     assert run.returncode == 1, run.stderr[-2000:]
     assert "ERROR: training_backend='transformers' needs transformers in the training image" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "absent", "expected"),
+    [
+        ("osft", "mini_trainer", ["rhai-innovation-mini-trainer"]),
+        ("sft", "mini_trainer", []),
+        ("lora", "peft", ["peft"]),
+        ("sft", "accelerate", ["accelerate"]),
+    ],
+)
+def test_the_trainer_s_packages_are_named_as_pip_installs_them(algorithm, absent, expected, monkeypatch):
+    import importlib.util
+
+    from components.training.finetuning.hf_trainer.pod_launch import missing_trainer_packages
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == absent else real(name, *a))
+    assert missing_trainer_packages(algorithm) == expected
