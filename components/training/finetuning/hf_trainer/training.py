@@ -150,7 +150,7 @@ def _arguments(config: TrainingConfig, staging: Path, total_steps: int, world_si
         ddp_find_unused_parameters=False,
         use_cpu=not _cuda(),
         include_num_input_tokens_seen="non_padding",
-        enable_jit_checkpoint=False,  # :class:`.callbacks.SigtermStop` (the ranks agree on the step; see README)
+        average_tokens_across_devices=True,  # a step's loss over all its label tokens (the default from 5.x only)
         **_checkpointing(config.gradient_checkpointing),
         **fsdp,
     )
