@@ -92,7 +92,8 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
     """The final Hugging Face checkpoint the training pods left in ``ckpt_dir``.
 
     The newest ``hf_format/samples_<N>`` (Training Hub SFT and OSFT), else ``final/`` (the ``transformers`` backend,
-    :mod:`.hf_trainer.loop`), else ``ckpt_dir`` itself when it holds a model or adapter (Training Hub LoRA saves there).
+    :mod:`.hf_trainer.training`), else ``ckpt_dir`` itself when it holds a model or adapter (Training Hub LoRA saves
+    there).
 
     Raises:
         FileNotFoundError: No checkpoint.

@@ -6,8 +6,8 @@ config, the job, following it, publishing — is shared):
 * **Code.** :func:`stage_code` copies the trainer core (:mod:`.hf_trainer`) and the pod modules it uses into
   ``<run_dir>/transformers/`` as an importable ``components`` tree (empty package ``__init__`` files, as in the
   launcher's own bundle), with the pod command at its root: ``launch.py`` (:mod:`.hf_trainer.pod_launch`) and the
-  torchrun worker ``worker.py`` (:mod:`.hf_trainer.pod_worker`). The image needs ``torch`` and ``transformers``
-  (+ ``peft`` for LoRA), as the PyTorch training images of ``torch-distributed`` runtimes carry; nothing else.
+  torchrun worker ``worker.py`` (:mod:`.hf_trainer.pod_worker`). The image needs ``torch``, ``transformers`` and
+  ``accelerate`` (+ ``peft`` for LoRA, ``rhai-innovation-mini-trainer`` for OSFT); nothing else.
 * **Data.** :func:`stage_data` writes the checked rows with plain string contents, so the pod reads them with
   ``json`` alone.
 * **Job.** The TrainJob references the ``torch-distributed`` runtime unless ``training_runtime_name`` names
@@ -37,13 +37,13 @@ STAGED_MODULES = (
     "components._common.files",
     "components._common.masking",
     "components._common.s3",
+    "components.training.finetuning.hf_trainer.callbacks",
     "components.training.finetuning.hf_trainer.data",
-    "components.training.finetuning.hf_trainer.distributed",
-    "components.training.finetuning.hf_trainer.loop",
     "components.training.finetuning.hf_trainer.osft",
     "components.training.finetuning.hf_trainer.pod_launch",
     "components.training.finetuning.hf_trainer.pod_worker",
     "components.training.finetuning.hf_trainer.preemption",
+    "components.training.finetuning.hf_trainer.training",
     "components.training.finetuning.pod.checkpoints",
     "components.training.finetuning.pod.entrypoint",
     "components.training.finetuning.pod.metrics",

@@ -1,13 +1,18 @@
-"""The trainer's data: chat rows tokenized with assistant-only labels, and micro-batches within a token budget.
+"""The trainer's data: chat rows tokenized with assistant-only labels (``IGNORE_INDEX`` elsewhere).
 
 Rows come in already checked: in-process from the chat-format reader (``components._common.chat_format``), in a
 training pod from the run directory's JSONL, which ``train_model`` checked and wrote with plain string contents
 (:func:`read_jsonl_rows` reads it with the standard library, as the pod has no project dependencies).
+
+Why not TRL's ``SFTTrainer(assistant_only_loss=True)`` (TRL 1.16, in the lock): it takes the assistant tokens from
+``{% generation %}`` markers only, patching a training template in for the model families it knows
+(``trl.chat_template_utils.get_training_chat_template``), where :func:`tokenize_conversation` falls back to templating
+growing prefixes for any template; it truncates over-long samples instead of dropping them (a truncated answer is
+trained as if it ended there); and it would add TRL to what the training image must carry.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -20,12 +25,9 @@ class LocalTrainingError(ValueError):
     """The data or model cannot be trained as asked (no trainable samples, template without assistant turns...)."""
 
 
-@dataclasses.dataclass
-class Sample:
-    """One tokenized conversation: ``labels`` is ``IGNORE_INDEX`` outside assistant tokens."""
-
-    input_ids: list[int]
-    labels: list[int]
+#: One tokenized conversation: ``{"input_ids": [...], "labels": [...]}``, labels ``IGNORE_INDEX`` outside assistant
+#: tokens (what ``DataCollatorForSeq2Seq`` pads).
+Sample = dict[str, list[int]]
 
 
 def _assistant_mask_by_prefix(tokenizer: Any, messages: list[dict[str, Any]], input_ids: list[int]) -> list[int]:
@@ -63,7 +65,7 @@ def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> Sam
     if not any(mask):
         mask = _assistant_mask_by_prefix(tokenizer, messages, input_ids)
     labels = [token if flag else IGNORE_INDEX for token, flag in zip(input_ids, mask, strict=True)]
-    return Sample(input_ids=input_ids, labels=labels)
+    return {"input_ids": input_ids, "labels": labels}
 
 
 def read_jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -90,67 +92,10 @@ def tokenize_dataset(tokenizer: Any, rows: Iterable[dict[str, Any]], max_seq_len
         LocalTrainingError: No sample is left.
     """
     samples = [tokenize_conversation(tokenizer, row["messages"]) for row in rows]
-    kept = [s for s in samples if len(s.input_ids) <= max_seq_len and any(t != IGNORE_INDEX for t in s.labels)]
+    kept = [s for s in samples if len(s["input_ids"]) <= max_seq_len and any(t != IGNORE_INDEX for t in s["labels"])]
     if not kept:
         raise LocalTrainingError(
             f"{path}: none of {len(samples)} samples is trainable (each needs an assistant turn and at most "
             f"max_seq_len={max_seq_len} tokens); raise max_seq_len or check the data"
         )
     return kept
-
-
-def micro_batches(samples: list[Sample], max_tokens_per_gpu: int) -> Iterator[list[Sample]]:
-    """Splits one optimizer step's samples into micro-batches of at most ``max_tokens_per_gpu`` padded tokens.
-
-    Args:
-        samples: The samples of one step, in order.
-        max_tokens_per_gpu: Budget of ``len(batch) * longest sample`` per micro-batch.
-
-    Yields:
-        Non-empty lists of samples.
-    """
-    batch: list[Sample] = []
-    longest = 0
-    for sample in samples:
-        candidate = max(longest, len(sample.input_ids))
-        if batch and candidate * (len(batch) + 1) > max_tokens_per_gpu:
-            yield batch
-            batch, candidate = [], len(sample.input_ids)
-        batch.append(sample)
-        longest = candidate
-    if batch:
-        yield batch
-
-
-def collate(batch: list[Sample], pad_token_id: int, device: Any = None):
-    """Right-padded ``input_ids``, ``labels`` (``IGNORE_INDEX`` in the padding) and the attention mask, as tensors.
-
-    ``device``: where the tensors go (``None``: the CPU).
-    """
-    import torch
-
-    width = max(len(sample.input_ids) for sample in batch)
-    input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
-    labels = torch.full((len(batch), width), IGNORE_INDEX, dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, sample in enumerate(batch):
-        length = len(sample.input_ids)
-        input_ids[row, :length] = torch.tensor(sample.input_ids)
-        labels[row, :length] = torch.tensor(sample.labels)
-        attention[row, :length] = 1
-    if device is not None:
-        return input_ids.to(device), labels.to(device), attention.to(device)
-    return input_ids, labels, attention
-
-
-def summed_token_loss(model: Any, batch: list[Sample], pad_token_id: int, device: Any = None):
-    """Sum of next-token cross-entropy over the batch's label tokens, and their count (tensors on ``device``)."""
-    import torch
-
-    input_ids, labels, attention = collate(batch, pad_token_id, device)
-    logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1].float()
-    targets = labels[:, 1:]
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
-    )
-    return loss, int((targets != IGNORE_INDEX).sum())

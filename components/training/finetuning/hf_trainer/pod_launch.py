@@ -33,15 +33,19 @@ class TrainingImageError(RuntimeError):
 
 
 def missing_trainer_packages(algorithm: str) -> list[str]:
-    """The packages the trainer core needs for ``algorithm`` (torch, transformers; peft for LoRA) that are absent."""
+    """The packages (as ``pip`` names them) the trainer core needs for ``algorithm`` that are absent.
+
+    torch, transformers and accelerate (the Trainer's); peft for LoRA; mini-trainer (whose OSFT model is used) for OSFT.
+    """
     import importlib.util
 
-    needed = ("torch", "transformers", "peft") if algorithm == "lora" else ("torch", "transformers")
-    return [name for name in needed if importlib.util.find_spec(name) is None]
+    extra = {"lora": {"peft": "peft"}, "osft": {"mini_trainer": "rhai-innovation-mini-trainer"}}.get(algorithm, {})
+    needed = {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate", **extra}
+    return [package for module, package in needed.items() if importlib.util.find_spec(module) is None]
 
 
 def check_image(algorithm: str) -> None:
-    """Fails (one line, before torchrun starts) unless torch, transformers and, for LoRA, peft are importable.
+    """Fails (one line, before torchrun starts) unless :func:`missing_trainer_packages` finds nothing missing.
 
     Raises:
         TrainingImageError: A package is missing.

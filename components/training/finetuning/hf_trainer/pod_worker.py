@@ -1,14 +1,14 @@
-"""One ``torchrun`` worker of the ``transformers`` backend: a rank of the data-parallel run of :func:`.loop.train`.
+"""One ``torchrun`` worker of the ``transformers`` backend: a rank of the data-parallel run of :func:`.training.train`.
 
 Started by :mod:`.pod_launch` (staged as ``<run_dir>/transformers/worker.py``). It joins the process group
-(:mod:`.distributed`: NCCL on GPUs, gloo on CPU), reads the run config and the checked data ``train_model`` staged,
-and trains. Rank 0 alone writes: the metrics JSONL, the checkpoints and the final model under ``ckpt_output_dir``, the
-run's ``result.json`` (:data:`RESULT_FILE`: eval losses, resumed checkpoint) that ``train_model`` reads back, and
-MLflow (:class:`..tracking.MlflowLogger`, when the run config carries a tracking URI and ``mlflow`` is installed in the
-image). Rank 0 also serves
-progress to the OpenShift AI dashboard (:func:`..pod.progress_server.start_for_run`, from the metrics file) and
-writes the final progress JSON to the termination log. A SIGTERM (a paused or preempted job) saves a checkpoint at
-the end of the running step when the run config's ``jit_checkpoint`` is on; the resumed job continues from it.
+(accelerate's ``PartialState``: NCCL on GPUs, gloo on CPU), reads the run config and the checked data
+``train_model`` staged, and trains. Rank 0 alone writes: the metrics JSONL, the checkpoints and the final model under
+``ckpt_output_dir``, the run's ``result.json`` (:data:`RESULT_FILE`: eval losses, resumed checkpoint) that
+``train_model`` reads back, and MLflow (:class:`..tracking.MlflowLogger`, when the run config carries a tracking URI
+and ``mlflow`` is installed in the image). Rank 0 also serves progress to the OpenShift AI dashboard
+(:func:`..pod.progress_server.start_for_run`, from the metrics file) and writes the final progress JSON to the
+termination log. A SIGTERM (a paused or preempted job) saves a checkpoint at the end of the running step when the run
+config's ``jit_checkpoint`` is on; the resumed job continues from it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from components._common.files import write_text_atomically
 from components.training.finetuning import tracking
-from components.training.finetuning.hf_trainer import distributed, loop
+from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import read_jsonl_rows
 from components.training.finetuning.pod import progress_server
 from components.training.finetuning.pod.run_config import RunConfig, load_run_config
@@ -56,7 +56,7 @@ def start_tracking(run_config: RunConfig, log: Callable[[str], None]) -> trackin
         return tracking.MlflowLogger("", environ={}, log=log)
 
 
-def write_result(ckpt_dir: Path, result: loop.TrainingResult, device: Any = None) -> Path:
+def write_result(ckpt_dir: Path, result: training.TrainingResult, device: Any = None) -> Path:
     """Writes :data:`RESULT_FILE` (rank 0; with the peak GPU memory of this rank on CUDA) and returns it."""
     facts: dict[str, Any] = {
         "eval_loss": result.eval_loss,
@@ -80,41 +80,41 @@ def run(run_config: RunConfig, model_path: str, log: Callable[[str], None] = pri
     config = run_config.hyperparameters
     ckpt_dir = Path(run_config.ckpt_output_dir)
     eval_path = run_config.eval_data_path
-    with distributed.process_group() as group:
+    group = training.process_group()
 
-        def say(line: str) -> None:
-            if group.is_main:
-                log(line)
+    def say(line: str) -> None:
+        if group.is_main_process:
+            log(line)
 
-        say(
-            f"transformers backend: {config.algorithm} on {group.world_size} process(es), "
-            f"{group.backend or 'single process'} on {group.device}"
+    say(
+        f"transformers backend: {config.algorithm} on {group.num_processes} process(es), "
+        f"{group.backend or 'single process'} on {group.device}"
+    )
+    server = progress_server.start_for_run(run_config, group.process_index, log=say)
+    tracker = start_tracking(run_config, say) if group.is_main_process else tracking.MlflowLogger("", environ={})
+    tracker.log_params({**dataclasses.asdict(config), "world_size": group.num_processes})
+    succeeded = False
+    try:
+        result = training.train(
+            config,
+            ckpt_dir,
+            model_path,
+            read_jsonl_rows(Path(run_config.data_path)),
+            read_jsonl_rows(Path(eval_path)) if eval_path else None,
+            data_label=run_config.data_path,
+            log=say,
+            on_step=tracker.log_step,
+            checkpoint_on_sigterm=run_config.jit_checkpoint,
         )
-        server = progress_server.start_for_run(run_config, group.rank, log=say)
-        tracker = start_tracking(run_config, say) if group.is_main else tracking.MlflowLogger("", environ={})
-        tracker.log_params({**dataclasses.asdict(config), "world_size": group.world_size})
-        succeeded = False
-        try:
-            result = loop.train(
-                config,
-                ckpt_dir,
-                model_path,
-                read_jsonl_rows(Path(run_config.data_path)),
-                read_jsonl_rows(Path(eval_path)) if eval_path else None,
-                data_label=run_config.data_path,
-                log=say,
-                on_step=tracker.log_step,
-                dist=group,
-                checkpoint_on_sigterm=run_config.jit_checkpoint,
-            )
-            if group.is_main:
-                write_result(ckpt_dir, result, group.device)
-            succeeded = True
-        finally:
-            if tracker.enabled:
-                tracker.finish("FINISHED" if succeeded else "KILLED" if _exiting() else "FAILED")
-            if server is not None:
-                server.stop(succeeded, run_config.progress.termination_log)
+        if group.is_main_process:
+            write_result(ckpt_dir, result, group.device)
+        succeeded = True
+    finally:
+        if tracker.enabled:
+            tracker.finish("FINISHED" if succeeded else "KILLED" if _exiting() else "FAILED")
+        if server is not None:
+            server.stop(succeeded, run_config.progress.termination_log)
+        group.destroy_process_group()
     return 0
 
 

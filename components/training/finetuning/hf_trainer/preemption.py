@@ -1,11 +1,12 @@
-"""Preemption-safe checkpoints: save on SIGTERM, write checkpoints atomically, resume from the newest complete one.
+"""Preemption-safe checkpoints: a SIGTERM flag, checkpoints put in place whole, the newest complete one.
 
 A preempted or scaled-down node gives its pods a SIGTERM and a grace period (30 s by default) before SIGKILL.
-:func:`save_on_sigterm` turns that SIGTERM into "save a checkpoint, then exit with 143" (128 + SIGTERM, which the
-Training Operator's ``ExitCode`` restart policy and JobSet treat as retryable). :class:`CheckpointWriter` writes each
-checkpoint into a hidden staging directory, puts the completion marker in last and renames the directory into place,
-so a checkpoint is either complete or invisible. :func:`newest_complete_checkpoint` ignores anything without a valid
-marker.
+:func:`sigterm_flag` records it so that training saves at the end of the step and exits with 143 (128 + SIGTERM, which
+the Training Operator's ``ExitCode`` restart policy and JobSet treat as retryable). :class:`CheckpointWriter` writes
+each checkpoint into a hidden staging directory, puts the completion marker in last and renames the directory into
+place, so a checkpoint is either complete or invisible. :func:`newest_complete_checkpoint` ignores anything without a
+valid marker. (Transformers writes ``checkpoint-<N>`` in place and its ``get_last_checkpoint`` takes the highest
+number without looking inside, so a kill during a save would leave a broken newest checkpoint: hence this writer.)
 
 Layout under a checkpoint root (the marker name is the local backend's, so its ``checkpoints/epoch_<e>`` directories
 are found too)::
@@ -37,77 +38,44 @@ _STAGING_INFIX = ".partial-"
 
 
 @dataclasses.dataclass
-class SigtermGuard:
-    """What :func:`save_on_sigterm` yields.
+class SigtermFlag:
+    """What :func:`sigterm_flag` yields: ``requested`` turns true when a SIGTERM arrives (the handler only logs).
 
     Attributes:
-        at_step_boundary: Save at the next :meth:`check` instead of inside the signal handler.
         requested: Whether a SIGTERM arrived.
         installed: Whether the handler is installed (only possible on the main thread).
     """
 
-    save: Callable[[], None]
     log: Callable[[str], None]
-    at_step_boundary: bool = False
     requested: bool = False
     installed: bool = False
 
-    def check(self) -> None:
-        """Call between steps: when a SIGTERM arrived (``at_step_boundary=True``), saves and exits with 143."""
-        if self.requested:
-            self.save_and_exit()
-
-    def save_and_exit(self) -> None:
-        """Saves (a second SIGTERM is ignored meanwhile; a failing save is logged) and raises ``SystemExit(143)``."""
-        if self.installed:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            self.save()
-            self.log(f"SIGTERM: checkpoint saved; exiting with {SIGTERM_EXIT_CODE} so the job restarts and resumes")
-        except Exception as error:  # noqa: BLE001 - the process is being stopped either way: say why nothing was saved
-            self.log(f"SIGTERM: saving the checkpoint failed ({type(error).__name__}: {error}); exiting without it")
-        raise SystemExit(SIGTERM_EXIT_CODE)
-
     def _handle(self, signum: int, frame: Any) -> None:
-        self.requested = True
-        if self.at_step_boundary:
+        if not self.requested:
             self.log("SIGTERM: saving a checkpoint at the end of this step")
-            return
-        self.log("SIGTERM: saving a checkpoint now")
-        self.save_and_exit()
+        self.requested = True
 
 
 @contextlib.contextmanager
-def save_on_sigterm(
-    save: Callable[[], None], *, at_step_boundary: bool = False, log: Callable[[str], None] = print
-) -> Iterator[SigtermGuard]:
-    """Within the block, a SIGTERM saves a checkpoint (``save()``) and exits with status 143.
+def sigterm_flag(log: Callable[[str], None] = print) -> Iterator[SigtermFlag]:
+    """Within the block, a SIGTERM sets ``flag.requested`` instead of stopping the process.
 
-    The previous SIGTERM handler is restored when the block ends. With ``at_step_boundary=False`` (default) ``save``
-    runs inside the handler, so it must save a consistent state whatever line was interrupted (e.g. the state as of
-    the last finished step); with ``True`` the handler only records the signal and the loop calls
-    :meth:`SigtermGuard.check` after each step (a step must then end within the grace period).
-
-    Args:
-        save: Writes the checkpoint (e.g. ``lambda: writer.write(step, save_state)``).
-        at_step_boundary: Defer the save to the next :meth:`SigtermGuard.check`.
-        log: Where the SIGTERM lines go.
-
-    Yields:
-        The guard (``check()``, ``requested``). Off the main thread nothing can be installed: a warning is logged.
+    The training loop checks the flag between steps, saves and exits with :data:`SIGTERM_EXIT_CODE` (a step must end
+    within the pod's grace period). The previous handler is restored when the block ends. Off the main thread nothing
+    can be installed: a warning is logged.
     """
-    guard = SigtermGuard(save=save, log=log, at_step_boundary=at_step_boundary)
+    flag = SigtermFlag(log=log)
     if threading.current_thread() is not threading.main_thread():
-        log("WARNING: save_on_sigterm outside the main thread: no SIGTERM handler installed (no save on preemption)")
-        yield guard
+        log("WARNING: sigterm_flag outside the main thread: no SIGTERM handler installed (no save on preemption)")
+        yield flag
         return
-    previous = signal.signal(signal.SIGTERM, guard._handle)
-    guard.installed = True
+    previous = signal.signal(signal.SIGTERM, flag._handle)
+    flag.installed = True
     try:
-        yield guard
+        yield flag
     finally:
         signal.signal(signal.SIGTERM, previous)
-        guard.installed = False
+        flag.installed = False
 
 
 def read_marker(checkpoint: Path) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""The ``local`` launcher: the trainer core (:mod:`..hf_trainer.loop`) in this process, on CPU (or one device).
+"""The ``local`` launcher: the trainer core (:mod:`..hf_trainer.training`) in this process, on CPU (or one device).
 
 This module only feeds the core: the chat rows read and checked by the project's chat-format reader, and a single
 process instead of a ``torchrun`` rank. The same core runs in the ``transformers`` backend's training pods
@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components._common.chat_format import ChatFormatError, iter_chat_file
-from components.training.finetuning.hf_trainer import loop
+from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import LocalTrainingError
 
 if TYPE_CHECKING:
     from components.training.finetuning.config import TrainingConfig
 
 #: The in-process result (kept under the name callers know).
-LocalTrainingResult = loop.TrainingResult
-FINAL_DIR, ADAPTER_DIR, CHECKPOINTS_DIR = loop.FINAL_DIR, loop.ADAPTER_DIR, loop.CHECKPOINTS_DIR
+LocalTrainingResult = training.TrainingResult
+FINAL_DIR, ADAPTER_DIR, CHECKPOINTS_DIR = training.FINAL_DIR, training.ADAPTER_DIR, training.CHECKPOINTS_DIR
 
 
 def chat_rows(path: Path, label: str) -> Iterator[dict[str, Any]]:
@@ -46,7 +46,7 @@ def train_locally(
     eval_data: Path | None = None,
     log: Callable[[str], None] = print,
     on_step: Callable[[dict[str, Any]], None] | None = None,
-) -> loop.TrainingResult:
+) -> training.TrainingResult:
     """Fine-tunes ``config.base_model`` on ``train_data`` in this process.
 
     A SIGTERM (preemption, KFP cancel) while training saves a checkpoint at the end of the running step and exits
@@ -55,7 +55,7 @@ def train_locally(
     Args:
         config: The validated training configuration.
         train_data: Chat JSONL file.
-        output_dir: Where metrics, checkpoints and the final model go (see :mod:`..hf_trainer.loop`).
+        output_dir: Where metrics, checkpoints and the final model go (see :mod:`..hf_trainer.training`).
         model_source: Local directory or HF id to load (default ``config.base_model``; resolve URIs first).
         eval_data: Optional chat JSONL scored after training.
         log: Progress sink (one line per step).
@@ -67,7 +67,7 @@ def train_locally(
     Raises:
         SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).
     """
-    return loop.train(
+    return training.train(
         config,
         Path(output_dir),
         model_source or config.base_model,

@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from components.training.finetuning.config import TrainingConfigError
-from components.training.finetuning.hf_trainer import loop
 from components.training.finetuning.local import trainer as local_backend
 from components.training.finetuning.run import validate_request
 from tests.harness.requests import train_model_request, training_config
@@ -16,19 +15,28 @@ FAST = {"effective_batch_size": 8, "max_seq_len": 256, "max_tokens_per_gpu": 102
 
 @pytest.mark.parametrize(("algorithm", "extra"), [("sft", {}), ("lora", {"lora_r": 4})])
 def test_local_training_is_the_same_with_and_without_checkpointing(
-    algorithm, extra, tiny_model_dir, demo_dataset_path, tmp_path
+    algorithm, extra, tiny_model_dir, demo_dataset_path, tmp_path, monkeypatch
 ):
     """Recomputing activations changes memory, not the maths: identical losses, and it is really switched on."""
+    from transformers import Trainer
+
+    trained_with = []
+    train = Trainer.train
+
+    def recording_train(self, *args, **kwargs):
+        output = train(self, *args, **kwargs)
+        trained_with.append(self.model.is_gradient_checkpointing)
+        return output
+
+    monkeypatch.setattr(Trainer, "train", recording_train)
     losses = {}
     for enabled in (True, False):
         config = training_config(
             base_model=str(tiny_model_dir), algorithm=algorithm, gradient_checkpointing=enabled, **FAST, **extra
         )
-        model, _ = loop._load_model(config, str(tiny_model_dir))
-        assert model.is_gradient_checkpointing is enabled
         result = local_backend.train_locally(config, demo_dataset_path, tmp_path / str(enabled), log=lambda _: None)
         losses[enabled] = [record["loss"] for record in result.records]
-    assert len(losses[True]) == 3
+    assert len(losses[True]) == 3 and trained_with == [True, False]
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
 
 

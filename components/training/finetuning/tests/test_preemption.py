@@ -21,7 +21,7 @@ from components.training.finetuning.hf_trainer.preemption import (
     CheckpointWriter,
     newest_complete_checkpoint,
     read_marker,
-    save_on_sigterm,
+    sigterm_flag,
 )
 from components.training.finetuning.local import trainer as local_backend
 
@@ -32,42 +32,39 @@ LOOP = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     from components.training.finetuning.hf_trainer.preemption import (
-        CheckpointWriter, newest_complete_checkpoint, save_on_sigterm,
+        CheckpointWriter, newest_complete_checkpoint, sigterm_flag,
     )
 
-    root, total, at_boundary = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "boundary"
+    root, total = Path(sys.argv[1]), int(sys.argv[2])
     writer = CheckpointWriter(root, keep_last=2)
     state = {"step": 0, "sum": 0}
     checkpoint = newest_complete_checkpoint(root)
     if checkpoint is not None:
         state = json.loads((checkpoint / "state.json").read_text())
         print(f"resumed {state['step']}", flush=True)
-    done = dict(state)  # the state as of the last finished step: what a save inside the handler may write
-
-    def save_state(directory):
-        (directory / "state.json").write_text(json.dumps(done))
 
     def save():
-        writer.write(done["step"], save_state, {"sum": done["sum"]})
+        writer.write(state["step"], lambda d: (d / "state.json").write_text(json.dumps(state)), {"sum": state["sum"]})
 
-    with save_on_sigterm(save, at_step_boundary=at_boundary) as guard:
+    with sigterm_flag(log=lambda line: print(line, flush=True)) as flag:
         while state["step"] < total:
             state["step"] += 1
             time.sleep(0.002)
             state["sum"] += state["step"]
-            done = dict(state)
             if state["step"] % 50 == 0:
                 save()
             print(f"step {state['step']}", flush=True)
-            guard.check()
+            if flag.requested:
+                save()
+                sys.exit(143)
     print(f"finished {state['step']} {state['sum']}", flush=True)
     """
 )
 
 
-def _start(root, mode):
+def _start(root):
     return subprocess.Popen(
-        [sys.executable, "-c", LOOP, str(root), str(TOTAL_STEPS), mode],
+        [sys.executable, "-c", LOOP, str(root), str(TOTAL_STEPS)],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         stdout=subprocess.PIPE,
@@ -88,12 +85,11 @@ def _terminate_at(process, step):
     return lines + rest.split("\n"), process.returncode
 
 
-@pytest.mark.parametrize("mode", ["immediate", "boundary"])
-def test_sigterm_mid_run_leaves_a_complete_checkpoint_and_the_rerun_resumes_to_the_same_end(tmp_path, mode):
+def test_sigterm_mid_run_leaves_a_complete_checkpoint_and_the_rerun_resumes_to_the_same_end(tmp_path):
     root = tmp_path / "checkpoints"
-    output, status = _terminate_at(_start(root, mode), 77)
+    output, status = _terminate_at(_start(root), 77)
     assert status == SIGTERM_EXIT_CODE, output
-    assert "SIGTERM: checkpoint saved; exiting with 143 so the job restarts and resumes" in output
+    assert output.count("SIGTERM: saving a checkpoint at the end of this step") == 1
     checkpoint = newest_complete_checkpoint(root)
     state = json.loads((checkpoint / "state.json").read_text())
     marker = read_marker(checkpoint)
@@ -103,7 +99,7 @@ def test_sigterm_mid_run_leaves_a_complete_checkpoint_and_the_rerun_resumes_to_t
     assert [path.name for path in root.iterdir()] == [path.name for path in root.iterdir() if path.name[0] != "."]
     assert sorted(path.name for path in root.iterdir()) == ["step_000000050", checkpoint.name]
 
-    resumed = _start(root, mode)
+    resumed = _start(root)
     output, _ = resumed.communicate(timeout=60)
     assert resumed.returncode == 0, output
     lines = output.split("\n")
@@ -117,33 +113,23 @@ def test_the_previous_handler_is_restored_and_a_plain_block_does_nothing():
         raise AssertionError("not called")
 
     old = signal.signal(signal.SIGTERM, previous)
-    saved = []
     try:
-        with save_on_sigterm(lambda: saved.append(1), log=lambda line: None) as guard:
-            assert signal.getsignal(signal.SIGTERM) is not previous
-            guard.check()
+        with sigterm_flag(log=lambda line: None) as flag:
+            assert signal.getsignal(signal.SIGTERM) is not previous and flag.installed
         assert signal.getsignal(signal.SIGTERM) is previous
-        assert saved == [] and not guard.requested
+        assert not flag.requested and not flag.installed
     finally:
         signal.signal(signal.SIGTERM, old)
 
 
-def test_sigterm_in_this_process_saves_and_raises_system_exit_143():
-    saved, log = [], []
-    with pytest.raises(SystemExit) as exited:
-        with save_on_sigterm(lambda: saved.append("checkpoint"), log=log.append):
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)  # interrupted by the handler
-    assert exited.value.code == SIGTERM_EXIT_CODE and saved == ["checkpoint"]
-    assert log == [
-        "SIGTERM: saving a checkpoint now",
-        "SIGTERM: checkpoint saved; exiting with 143 so the job restarts and resumes",
-    ]
-    with pytest.raises(SystemExit):
-        with save_on_sigterm(lambda: 1 / 0, log=log.append):
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)
-    assert log[-1] == "SIGTERM: saving the checkpoint failed (ZeroDivisionError: division by zero); exiting without it"
+def test_sigterm_in_this_process_sets_the_flag_and_says_so_once():
+    log = []
+    with sigterm_flag(log=log.append) as flag:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # a second one (the grace period's reminder) changes nothing
+        time.sleep(0.1)
+        assert flag.requested
+    assert log == ["SIGTERM: saving a checkpoint at the end of this step"]
 
 
 def test_incomplete_checkpoints_are_ignored(tmp_path):

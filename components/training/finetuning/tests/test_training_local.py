@@ -13,7 +13,7 @@ import torch
 
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.hf_trainer import data as local_data
-from components.training.finetuning.hf_trainer import loop, osft, preemption
+from components.training.finetuning.hf_trainer import osft, preemption, training
 from components.training.finetuning.local import trainer as local_backend
 from tests.harness.requests import training_config
 
@@ -108,7 +108,7 @@ def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_d
     assert any(line.startswith("resuming from") for line in lines)
     assert [r["step"] for r in resumed.records] == list(range(1, 9))
     assert [r["loss"] for r in resumed.records] == pytest.approx([r["loss"] for r in straight.records], rel=1e-5)
-    assert 123.0 not in [r["loss"] for r in loop.metrics_module.read_metrics(out)]
+    assert 123.0 not in [r["loss"] for r in training.metrics_module.read_metrics(out)]
 
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
@@ -174,11 +174,56 @@ def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
     assert resumed.records[-1]["loss"] == pytest.approx(straight.records[-1]["loss"], rel=1e-5)
 
 
-def test_an_end_of_epoch_checkpoint_resumes_at_the_next_epoch():
-    position = loop._resume_position
-    assert position({"step": 8, "epoch": 1, "elapsed": 2.0}, 64) == loop._Position(8, 2, 0)  # epoch_<e>
-    assert position({"step": 8, "epoch": 1, "offset": 64}, 64) == loop._Position(8, 2, 0)
-    assert position({"step": 5, "epoch": 1, "offset": 16}, 64) == loop._Position(5, 1, 16)
+def test_accumulating_micro_batches_makes_the_same_steps_as_one_pass(tiny_model_dir, demo_dataset_path, tmp_path):
+    """16 micro-batches of one sample (the demo's longest has 39 tokens) vs the whole step at once: the same losses."""
+    one_pass = _config(tiny_model_dir, max_steps=3)
+    accumulated = _config(tiny_model_dir, max_steps=3, max_seq_len=40, max_tokens_per_gpu=40)
+    assert training.batch_shape(accumulated, 1, 39) == (1, 16) and training.batch_shape(one_pass, 1, 39) == (16, 1)
+    runs = [
+        local_backend.train_locally(config, demo_dataset_path, tmp_path / str(index), log=_quiet)
+        for index, config in enumerate((one_pass, accumulated))
+    ]
+    assert [r["loss"] for r in runs[1].records] == pytest.approx([r["loss"] for r in runs[0].records], rel=1e-5)
+
+
+def test_a_step_splits_into_micro_batches_within_the_token_budget_and_over_the_ranks():
+    def shape(batch, budget, world, longest=256):
+        config = training_config(base_model="m", effective_batch_size=batch, max_seq_len=256, max_tokens_per_gpu=budget)
+        return training.batch_shape(config, world, longest)
+
+    assert shape(16, 1024, 1) == (4, 4)  # 4 samples of up to 256 tokens per micro-batch, 4 accumulated
+    assert shape(16, 1024, 1, longest=60) == (16, 1)  # short samples: the whole step in one pass
+    assert shape(12, 1280, 2) == (3, 2)  # 6 per rank: the largest divisor within 5
+    assert shape(4, 256, 2) == (1, 2)
+    with pytest.raises(local_data.LocalTrainingError, match="effective_batch_size=3 does not split over 2 process"):
+        shape(3, 1024, 2)
+
+
+def test_full_fine_tuning_is_sharded_with_fsdp2_as_the_strategy_says(monkeypatch):
+    """The TrainingArguments of several GPUs (built here, not run: accelerate shards on GPUs only)."""
+
+    def fsdp(strategy, world=4, algorithm="sft"):
+        config = training_config(base_model="m", algorithm=algorithm, fsdp_sharding_strategy=strategy)
+        return training._fsdp(config, world)
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert fsdp("FULL_SHARD") == {"fsdp": True, "fsdp_config": {"version": 2, "reshard_after_forward": True}}
+    assert fsdp("SHARD_GRAD_OP")["fsdp_config"]["reshard_after_forward"] is False
+    hybrid = fsdp("HYBRID_SHARD")["parallelism_config"]
+    assert (hybrid.dp_replicate_size, hybrid.dp_shard_size) == (2, 2)  # 2 nodes x 2 GPUs
+    assert fsdp("NO_SHARD") == fsdp("FULL_SHARD", world=1) == fsdp("FULL_SHARD", algorithm="lora") == {}
+    assert fsdp("FULL_SHARD", algorithm="osft") == {}
+
+
+def test_a_checkpoint_of_the_former_trainer_is_not_resumed_from_and_the_run_says_so(tmp_path):
+    """A ``step_<N>`` with ``state.pt`` (the hand-written loop's) holds no Trainer state: start afresh, one line."""
+    old = preemption.CheckpointWriter(tmp_path).write(4, lambda d: (d / "state.pt").write_bytes(b"x"), {"epoch": 0})
+    lines = []
+    assert training._resume_point(tmp_path, True, lines.append) is None
+    assert lines == [f"note: {old} was written by an older version of the trainer; training starts afresh"]
+    (old / "trainer_state.json").write_text("{}")
+    assert training._resume_point(tmp_path, True, lines.append) == old
+    assert training._resume_point(tmp_path, False, lines.append) is None
 
 
 def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
@@ -198,44 +243,40 @@ def test_assistant_only_labels(tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     messages = [{"role": "user", "content": "What is 1 plus 1?"}, {"role": "assistant", "content": "1 + 1 = 2"}]
     sample = local_data.tokenize_conversation(tokenizer, messages)
-    labelled = tokenizer.decode([t for t in sample.labels if t != local_data.IGNORE_INDEX])
+    labelled = tokenizer.decode([t for t in sample["labels"] if t != local_data.IGNORE_INDEX])
     assert labelled == "1 + 1 = 2<|im_end|>"
     # Without {% generation %} markers the prefix fallback finds the same tokens.
-    mask = local_data._assistant_mask_by_prefix(tokenizer, messages, sample.input_ids)
-    assert [t for t, m in zip(sample.input_ids, mask) if m] == [t for t in sample.labels if t >= 0][: sum(mask)]
+    mask = local_data._assistant_mask_by_prefix(tokenizer, messages, sample["input_ids"])
+    assert [t for t, m in zip(sample["input_ids"], mask) if m] == [t for t in sample["labels"] if t >= 0][: sum(mask)]
 
 
-def test_micro_batches_respect_the_token_budget():
-    samples = [local_data.Sample([1] * n, [1] * n) for n in (3, 5, 2, 8, 1)]
-    batches = list(local_data.micro_batches(samples, max_tokens_per_gpu=10))
-    assert [[len(s.input_ids) for s in b] for b in batches] == [[3, 5], [2], [8], [1]]
-    assert all(len(b) * max(len(s.input_ids) for s in b) <= 10 for b in batches)
+# -- OSFT (mini-trainer's model) ---------------------------------------------------------------------------------------
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-# -- OSFT ------------------------------------------------------------------------------------------------------------
-def test_frozen_rank_follows_mini_trainer():
-    assert osft.frozen_rank((128, 64), 0.25) == 48
-    assert osft.frozen_rank((64, 64), 1.0) == 0
-    assert osft.frozen_rank((64, 64), 0.001) == 63  # at least one direction stays trainable
-    with pytest.raises(ValueError, match=r"must be in \(0, 1\]"):
-        osft.frozen_rank((4, 4), 0.0)
+def _frozen_rank(shape, unfreeze_rank_ratio):
+    """Training Hub's rule: the top floor(min(shape) * (1 - unfreeze_rank_ratio)) directions, at least one trained."""
+    return min(int(min(shape) * (1 - unfreeze_rank_ratio)), min(shape) - 1)
 
 
-def test_osft_decomposition_is_exact_and_merges_back(tiny_model_dir):
+def test_osft_decomposition_is_exact_and_saves_as_a_plain_model(tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     inputs = torch.tensor([[5, 17, 42, 99]])
-    before = model(input_ids=inputs).logits
-    ranks = osft.attach_osft(model, unfreeze_rank_ratio=0.25)
-    assert len(ranks) == 2 * 7 and ranks["model.layers.0.self_attn.q_proj"] == 48
+    before = base(input_ids=inputs).logits
+    model = osft.load_osft_model(str(tiny_model_dir), unfreeze_rank_ratio=0.25)
+    assert len(model.osft_config) == 2 * 7 and model.osft_config["model.layers.0.self_attn.q_proj.weight"] == 48
+    assert model.osft_config["model.layers.0.self_attn.q_proj.weight"] == _frozen_rank((64, 64), 0.25)
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-    assert "model.layers.0.self_attn.q_proj.U_low" in trainable
-    assert not any(name.endswith(("U_high", "S_high", "V_high")) for name in trainable)
+    assert "model.layers.0.self_attn.q_proj.osft_params.U_low" in trainable
+    assert not any("high" in name for name in trainable)
     torch.testing.assert_close(model(input_ids=inputs).logits, before, atol=1e-4, rtol=1e-4)
-    osft.merge_osft(model)
-    assert not osft.osft_modules(model)
-    torch.testing.assert_close(model(input_ids=inputs).logits, before, atol=1e-4, rtol=1e-4)
+    plain, _ = osft.plain_model(model, model.state_dict())
+    plain.save_pretrained(tmp_path / "plain")
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "plain")
+    assert type(reloaded) is type(base) and reloaded.config.architectures == [type(base).__name__]
+    torch.testing.assert_close(reloaded(input_ids=inputs).logits, before, atol=1e-4, rtol=1e-4)
 
 
 def test_osft_training_leaves_the_frozen_subspace_unchanged(tiny_model_dir, demo_dataset_path, tmp_path):
@@ -248,10 +289,10 @@ def test_osft_training_leaves_the_frozen_subspace_unchanged(tiny_model_dir, demo
     trained = load_file(result.final_model_dir / "model.safetensors")
     checked = 0
     for name, weight in original.items():
-        if not any(name.endswith(f"{pattern}.weight") for pattern in osft.DEFAULT_TARGET_PATTERNS):
+        if not any(name.endswith(f"{pattern}.weight") for pattern in TARGETS):
             continue
         u, s, vh = torch.linalg.svd(weight.double(), full_matrices=False)
-        k = osft.frozen_rank(weight.shape, ratio)
+        k = _frozen_rank(weight.shape, ratio)
         new = trained[name].double()
         assert (new - weight.double()).abs().max() > 1e-3, f"{name} did not train"
         # The top-k singular directions and values of W are exactly those of W': U_kᵀ W' V_k = diag(S_k) ...

@@ -132,16 +132,19 @@ def test_staging_writes_the_code_tree_and_plain_data(tmp_path):
 
 
 def test_the_staged_tree_needs_no_project_dependency(tmp_path, demo_dataset_path):
-    """The pod image has torch and transformers: msgspec, kfp, kubernetes, boto3 and mlflow must not be imported."""
+    """The pod image has torch and transformers: msgspec, kfp, kubernetes, boto3 and mlflow must not be imported.
+
+    (PyYAML is not blocked: transformers needs it, through huggingface_hub, so every image with transformers has it.)
+    """
     root = _staged(tmp_path, demo_dataset_path).parent / "transformers"
-    blocked = ["msgspec", "kfp", "kubernetes", "boto3", "mlflow", "yaml", "tenacity"]
+    blocked = ["msgspec", "kfp", "kubernetes", "boto3", "mlflow", "tenacity"]
     script = "; ".join(
         [
             "import sys",
             f"sys.modules.update(dict.fromkeys({blocked!r}))",
             "import launch, worker",
-            "import components.training.finetuning.hf_trainer.loop as loop",
-            "assert loop.__file__.startswith(sys.argv[1]), loop.__file__",
+            "import components.training.finetuning.hf_trainer.training as training",
+            "assert training.__file__.startswith(sys.argv[1]), training.__file__",
         ]
     )
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
@@ -335,3 +338,22 @@ def test_an_image_without_transformers_fails_in_one_line(tmp_path, demo_dataset_
     assert run.returncode == 1, run.stderr[-2000:]
     assert "ERROR: training_backend='transformers' needs transformers in the training image" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "absent", "expected"),
+    [
+        ("osft", "mini_trainer", ["rhai-innovation-mini-trainer"]),
+        ("sft", "mini_trainer", []),
+        ("lora", "peft", ["peft"]),
+        ("sft", "accelerate", ["accelerate"]),
+    ],
+)
+def test_the_trainer_s_packages_are_named_as_pip_installs_them(algorithm, absent, expected, monkeypatch):
+    import importlib.util
+
+    from components.training.finetuning.hf_trainer.pod_launch import missing_trainer_packages
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == absent else real(name, *a))
+    assert missing_trainer_packages(algorithm) == expected

@@ -1,0 +1,174 @@
+"""``transformers.Trainer`` callbacks that keep the project's contracts: metrics records, checkpoints, SIGTERM.
+
+* :class:`StepMetrics`: one :class:`~..pod.metrics.StepRecord` per optimizer step into ``metrics.jsonl`` (rank 0),
+  the file the pod's progress server and the launcher read, a progress line, and ``on_step`` (MLflow).
+* :class:`CheckpointSchedule`: asks the Trainer to save every ``checkpoint_interval_steps`` and at epoch ends.
+* :class:`CheckpointPublisher`: moves each Trainer checkpoint (written into a hidden staging directory) into
+  ``checkpoints/step_<N>`` with the completion marker last (:class:`.preemption.CheckpointWriter`), so a checkpoint
+  is complete or invisible, and keeps the newest two.
+* :class:`SigtermStop`: on SIGTERM, the ranks agree (an all-reduce at each step end) to save and stop at the end of
+  the same step; :func:`.training.train` then exits 143. Transformers' own ``enable_jit_checkpoint`` is not used
+  (measured, transformers 5.23, one process: SIGTERM at step 5 of 100; its handler waited 3 s, the run went on to
+  step 30, saved ``checkpoint-30`` in place, and ``train()`` returned as if finished, so the run saved a "final" model
+  at step 31 and exited 0: a paused job would complete). Its timer also runs in each process, so ranks could stop at
+  different steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from components.training.finetuning.hf_trainer import preemption
+from components.training.finetuning.pod import metrics as metrics_module
+
+
+class StepMetrics(TrainerCallback):
+    """Writes each step's record (rank 0), logs ``step N/T epoch E loss L lr R`` and calls ``on_step``."""
+
+    def __init__(
+        self,
+        path: Path,
+        records: list[dict[str, Any]],
+        total_steps: int,
+        *,
+        log: Callable[[str], None],
+        on_step: Callable[[dict[str, Any]], None] | None,
+        elapsed_before: float = 0.0,
+    ) -> None:
+        self.path, self.records, self.total_steps = path, records, total_steps
+        self.log, self.on_step = log, on_step
+        self.elapsed_before = elapsed_before
+        self._started = time.perf_counter()
+        self._step_started = self._started
+        self._tokens = 0
+
+    def elapsed(self) -> float:
+        """Training seconds of the whole run (before a resume included)."""
+        return self.elapsed_before + time.perf_counter() - self._started
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """Starts the clocks (and the token count, which a resumed Trainer restores)."""
+        self._started = self._step_started = time.perf_counter()
+        self._tokens = state.num_input_tokens_seen
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        """Turns the Trainer's step log (``loss``, ``learning_rate``) into the step record."""
+        if not logs or "loss" not in logs:  # eval lines and the final summary are not steps
+            return
+        now = time.perf_counter()
+        tokens, self._tokens = state.num_input_tokens_seen - self._tokens, state.num_input_tokens_seen
+        record = {
+            "step": state.global_step,
+            "epoch": state.epoch,
+            "loss": float(logs["loss"]),
+            "lr": float(logs.get("learning_rate", 0.0)),
+            "tokens_per_second": tokens / max(now - self._step_started, 1e-9),
+            "time": self.elapsed(),
+            "total_steps": self.total_steps,
+        }
+        self._step_started = now
+        self.records.append(record)
+        if state.is_world_process_zero:
+            metrics_module.append_record(self.path, record)
+            self.log(
+                f"step {record['step']}/{self.total_steps} epoch {record['epoch']:.2f} loss {record['loss']:.4f} "
+                f"lr {record['lr']:.3g}"
+            )
+            if self.on_step is not None:
+                self.on_step(record)
+
+
+class CheckpointSchedule(TrainerCallback):
+    """Saves every ``interval`` steps (not at the last) and, with ``at_epoch``, at the end of each epoch."""
+
+    def __init__(self, interval: int, at_epoch: bool, steps_per_epoch: int) -> None:
+        self.interval, self.at_epoch, self.steps_per_epoch = interval, at_epoch, steps_per_epoch
+
+    def on_step_end(self, args, state, control, **kwargs):
+        """Asks for a save when the step is due one."""
+        step = state.global_step
+        if self.interval and step % self.interval == 0 and step < state.max_steps:
+            control.should_save = True
+        if self.at_epoch and step % self.steps_per_epoch == 0:
+            control.should_save = True
+
+
+class CheckpointPublisher(TrainerCallback):
+    """Puts each checkpoint the Trainer saved into ``root/step_<N>`` whole, marker last (rank 0, once all saved)."""
+
+    def __init__(
+        self,
+        root: Path,
+        keep_last: int,
+        steps_per_epoch: int,
+        batch_size: int,
+        samples: int,
+        elapsed: Callable[[], float],
+    ) -> None:
+        self.writer = preemption.CheckpointWriter(root, keep_last=keep_last)
+        self.steps_per_epoch, self.batch_size, self.samples = steps_per_epoch, batch_size, samples
+        self.elapsed = elapsed
+
+    def on_save(self, args, state, control, **kwargs):
+        """Publishes ``checkpoint-<N>`` (every rank waits for all to have saved; rank 0 moves it)."""
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()  # every rank wrote its part (RNG states) of the checkpoint
+        if not state.is_world_process_zero:
+            return
+        step = state.global_step
+        source = Path(args.output_dir) / f"checkpoint-{step}"
+        epoch, done = divmod(step, self.steps_per_epoch)
+        info = {"epoch": epoch, "offset": min(done * self.batch_size, self.samples), "elapsed": self.elapsed()}
+
+        def move(directory: Path) -> None:
+            for path in source.iterdir():
+                path.rename(directory / path.name)
+
+        self.writer.write(step, move, info)
+        shutil.rmtree(source, ignore_errors=True)
+
+
+class SigtermStop(TrainerCallback):
+    """After a SIGTERM on any rank, every rank saves and stops at the end of the same step."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.flag: preemption.SigtermFlag | None = None
+        self.stopped = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        """Save and stop when any rank got a SIGTERM (a collective: every rank calls it at every step)."""
+        if _any_rank(bool(self.flag and self.flag.requested)):
+            control.should_save = control.should_training_stop = True
+            self.stopped = True
+
+
+def _any_rank(flag: bool) -> bool:
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return flag
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    value = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(value)
+    return bool(value.item())
+
+
+@contextlib.contextmanager
+def sigterm_guard(stop: SigtermStop | None) -> Iterator[None]:
+    """Within the block, a SIGTERM is recorded for ``stop`` (nothing is installed when ``stop`` is ``None``)."""
+    if stop is None:
+        yield
+        return
+    with preemption.sigterm_flag(log=stop.log) as flag:
+        stop.flag = flag
+        yield

@@ -1,0 +1,362 @@
+"""The trainer core: SFT, OSFT and LoRA with ``transformers.Trainer`` (+ ``peft``, + mini-trainer's OSFT model).
+
+Used in-process by the ``local`` launcher (:mod:`..local.trainer`) and, under ``torchrun``, by the ``transformers``
+backend's training pods (:mod:`.pod_worker`). ``Trainer`` and ``accelerate`` do the loop, gradient accumulation,
+data parallelism (DDP over gloo on CPU, NCCL on GPUs; FSDP2 for full fine-tuning with ``fsdp_sharding_strategy``),
+the optimizer, the scheduler and resumable checkpoints; :mod:`.callbacks` adapts them to the project's contracts.
+
+What this module decides:
+
+* **Batches.** An optimizer step takes ``effective_batch_size`` samples, split over the ranks; each rank's share goes
+  in micro-batches of ``max_tokens_per_gpu // <longest sample>`` samples (at least 1; a divisor of the share), with
+  gradient accumulation over them. The loss is normalised by the label tokens of the whole step (the Trainer's
+  ``num_items_in_batch``, summed over the ranks), so a step is the same step whatever the ranks and micro-batches.
+* **Data.** Assistant-only labels from the chat template (:mod:`.data`), padded by ``DataCollatorForSeq2Seq``.
+* **Outputs.** Rank 0 alone writes. Layout of ``output_dir``::
+
+      metrics.jsonl                      one record per optimizer step (see ..pod.metrics)
+      checkpoints/step_<N>/              the Trainer's checkpoint after step N (model, optimizer, scheduler, RNG,
+                                         trainer_state.json), put in place whole
+      checkpoints/step_<N>/done.json     written last: {"step", "epoch", "offset", "elapsed"} marks it complete
+      final/                             the trained model + tokenizer (save_pretrained layout; LoRA merged)
+      adapter/                           LoRA only: the adapter alone
+
+* **Preemption.** Checkpoints at epoch ends (``checkpoint_at_epoch``), every ``checkpoint_interval_steps`` and on
+  SIGTERM at the end of the running step (:class:`.callbacks.SigtermStop`); then exit 143. ``resume`` restarts the
+  Trainer from the newest complete checkpoint (``resume_from_checkpoint``: same sample of the same epoch, same RNG),
+  so an interrupted and resumed run ends with the same steps and losses as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from components._common.files import replace_dir
+from components.training.finetuning.hf_trainer import callbacks, osft, preemption
+from components.training.finetuning.hf_trainer.data import LocalTrainingError, tokenize_dataset
+from components.training.finetuning.pod import metrics as metrics_module
+
+if TYPE_CHECKING:
+    from components.training.finetuning.config import TrainingConfig
+
+FINAL_DIR = "final"
+ADAPTER_DIR = "adapter"
+CHECKPOINTS_DIR = "checkpoints"
+#: Complete checkpoints kept (older ones are deleted once a newer one is in place).
+KEEP_CHECKPOINTS = 2
+#: ``fsdp_sharding_strategy`` values that shard full fine-tuning (FSDP2) on GPUs; others replicate with DDP.
+SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """What a run produced.
+
+    Attributes:
+        final_model_dir: The trained model in ``save_pretrained`` layout (merged for LoRA).
+        metrics_path: The per-step JSONL file.
+        records: The step records of the whole run (including steps before a resume).
+        train_seconds: Wall-clock seconds of this process's training.
+        resumed_from: The checkpoint training resumed from, or ``None``.
+        adapter_dir: LoRA only: the adapter directory.
+        eval_loss: Mean assistant-token loss on the eval data after training, when eval data was given.
+        base_eval_loss: The same loss of the base model before training (a fresh start only; ``None`` on resume).
+    """
+
+    final_model_dir: Path
+    metrics_path: Path
+    records: list[dict[str, Any]]
+    train_seconds: float
+    resumed_from: Path | None = None
+    adapter_dir: Path | None = None
+    eval_loss: float | None = None
+    base_eval_loss: float | None = None
+
+
+def load_model(config: TrainingConfig, model_source: str):
+    """The model to train (LoRA adapters or OSFT factors attached) and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+
+    tokenizer = AutoTokenizer.from_pretrained(model_source)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    set_seed(config.seed)
+    if config.algorithm == "osft":
+        model = osft.load_osft_model(model_source, config.unfreeze_rank_ratio)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_source, dtype="float32")
+    if config.algorithm == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(
+            r=config.lora_r,
+            lora_alpha=config.lora_alpha,
+            lora_dropout=config.lora_dropout,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, lora)
+    return model, tokenizer
+
+
+def batch_shape(config: TrainingConfig, world_size: int, longest: int) -> tuple[int, int]:
+    """``(per-device micro-batch, gradient accumulation steps)`` for one step of ``effective_batch_size`` samples.
+
+    A micro-batch holds as many samples as ``max_tokens_per_gpu`` allows at the length of the longest sample
+    (``longest`` tokens), so no padded micro-batch exceeds the budget; it divides the rank's share of the step.
+
+    Raises:
+        LocalTrainingError: ``effective_batch_size`` does not split evenly over the ranks.
+    """
+    per_rank, remainder = divmod(config.effective_batch_size, world_size)
+    if remainder or not per_rank:
+        raise LocalTrainingError(
+            f"effective_batch_size={config.effective_batch_size} does not split over {world_size} process(es): use a "
+            "multiple of num_nodes x processes per node"
+        )
+    budget = max(1, config.max_tokens_per_gpu // max(longest, 1))
+    micro = max(size for size in range(1, min(budget, per_rank) + 1) if per_rank % size == 0)
+    return micro, per_rank // micro
+
+
+def _arguments(config: TrainingConfig, staging: Path, total_steps: int, world_size: int, longest: int):
+    from transformers import TrainingArguments
+
+    micro, accumulation = batch_shape(config, world_size, longest)
+    fsdp = _fsdp(config, world_size) if _cuda() else {}  # accelerate shards on GPUs only; on CPU ranks it uses DDP
+    return TrainingArguments(
+        output_dir=str(staging),
+        per_device_train_batch_size=micro,
+        per_device_eval_batch_size=micro,
+        gradient_accumulation_steps=accumulation,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type=config.lr_scheduler,
+        warmup_steps=config.warmup_steps,
+        max_steps=total_steps,
+        seed=config.seed,
+        data_seed=config.seed,
+        logging_strategy="steps",
+        logging_steps=1,
+        save_strategy="no",  # :class:`.callbacks.CheckpointSchedule` asks for the saves
+        report_to=[],
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        ddp_broadcast_buffers=False,  # buffers (OSFT's frozen factors) are equal on every rank
+        ddp_find_unused_parameters=False,
+        use_cpu=not _cuda(),
+        include_num_input_tokens_seen="non_padding",
+        average_tokens_across_devices=True,  # a step's loss over all its label tokens (the default from 5.x only)
+        **_checkpointing(config.gradient_checkpointing),
+        **fsdp,
+    )
+
+
+def _fsdp(config: TrainingConfig, world_size: int) -> dict[str, Any]:
+    """FSDP2 for full fine-tuning (SFT) over several GPUs, else nothing: DDP (LoRA, OSFT).
+
+    ``HYBRID_SHARD`` shards within a node and replicates across nodes (accelerate's ``dp_replicate`` x ``dp_shard``).
+    """
+    import os
+
+    strategy = config.fsdp_sharding_strategy
+    if world_size < 2 or config.algorithm != "sft" or strategy not in SHARDING_STRATEGIES:
+        return {}
+    fsdp: dict[str, Any] = {
+        "fsdp": True,
+        "fsdp_config": {"version": 2, "reshard_after_forward": strategy != "SHARD_GRAD_OP"},
+    }
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE") or world_size)
+    if strategy == "HYBRID_SHARD" and world_size > per_node:
+        from accelerate.parallelism_config import ParallelismConfig
+
+        fsdp["parallelism_config"] = ParallelismConfig(dp_replicate_size=world_size // per_node, dp_shard_size=per_node)
+    return fsdp
+
+
+def _checkpointing(enabled: bool) -> dict[str, Any]:
+    """``training_gradient_checkpointing`` as TrainingArguments spells it.
+
+    ``activation_checkpointing`` from transformers 5.x, ``gradient_checkpointing`` before; non-reentrant, which is
+    also right when only adapters (LoRA) or a subspace (OSFT) require gradients.
+    """
+    from transformers import TrainingArguments
+
+    name = "activation" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__ else "gradient"
+    return {f"{name}_checkpointing": enabled, f"{name}_checkpointing_kwargs": {"use_reentrant": False}}
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def process_group() -> Any:
+    """Accelerate's ``PartialState``: joins torchrun's process group (gloo on CPU, NCCL on GPUs); alone, nothing.
+
+    ``cpu=True`` without CUDA: accelerate's default on CPU ignores torchrun and runs each rank as a lone process.
+    """
+    from accelerate import PartialState
+
+    return PartialState(cpu=not _cuda())
+
+
+def _resume_point(root: Path, resume: bool, log: Callable[[str], None]) -> Path | None:
+    """The newest complete checkpoint the Trainer can resume from (one of an older trainer is skipped, said so)."""
+    checkpoint = preemption.newest_complete_checkpoint(root) if resume else None
+    if checkpoint is not None and not (checkpoint / "trainer_state.json").is_file():
+        log(f"note: {checkpoint} was written by an older version of the trainer; training starts afresh")
+        return None
+    return checkpoint
+
+
+def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
+    """Drops records after ``step`` (logged after the checkpoint, about to be redone) and returns the rest (rank 0)."""
+    try:
+        kept = [record for record in metrics_module.read_metrics(metrics_path) if record["step"] <= step]
+    except metrics_module.MetricsFileError:  # missing or without a complete line: nothing to keep
+        kept = []
+    metrics_path.unlink(missing_ok=True)
+    for record in kept:
+        metrics_module.append_record(metrics_path, record)
+    return kept
+
+
+def _save_final(trainer: Any, tokenizer: Any, config: TrainingConfig, output_dir: Path) -> tuple[Path, Path | None]:
+    """Every rank (a sharded model's state is gathered); rank 0 writes the final model and the LoRA adapter."""
+    state = trainer.accelerator.get_state_dict(trainer.model_wrapped)  # full state dict on rank 0 (FSDP: gathered)
+    if not trainer.is_world_process_zero():
+        return output_dir / FINAL_DIR, None
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    adapter_dir = None
+    if config.algorithm == "lora":
+        adapter_dir = replace_dir(output_dir / ADAPTER_DIR, model.save_pretrained)
+        model, state = model.merge_and_unload(), None
+    elif config.algorithm == "osft":
+        model, state = osft.plain_model(model, state)
+
+    def save(directory: Path) -> None:
+        model.save_pretrained(directory, **({"state_dict": state} if state is not None else {}))
+        tokenizer.save_pretrained(directory)
+
+    return replace_dir(output_dir / FINAL_DIR, save), adapter_dir
+
+
+def train(
+    config: TrainingConfig,
+    output_dir: Path,
+    model_source: str,
+    train_rows: Iterable[dict[str, Any]],
+    eval_rows: Iterable[dict[str, Any]] | None = None,
+    *,
+    data_label: str = "train_dataset",
+    log: Callable[[str], None] = print,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint_on_sigterm: bool = True,
+) -> TrainingResult:
+    """Fine-tunes the model at ``model_source`` on ``train_rows``, in this process or as one rank under torchrun.
+
+    Args:
+        config: The validated training configuration (a :class:`~..config.TrainingConfig`).
+        output_dir: Where metrics, checkpoints and the final model go (see module docstring); shared by the ranks.
+        model_source: Local directory or HF id to load.
+        train_rows: Checked chat rows (``{"messages": [...]}``, string contents).
+        eval_rows: Optional checked chat rows scored before (fresh start) and after training.
+        data_label: Names the training data in errors.
+        log: Progress sink (rank 0 only).
+        on_step: Called on rank 0 with each step's metrics record once it is written (e.g. MLflow logging).
+        checkpoint_on_sigterm: Save a checkpoint on SIGTERM (the just-in-time checkpoint of a paused job).
+
+    Returns:
+        The run's outputs (the files and the records are rank 0's).
+
+    Raises:
+        SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).
+        LocalTrainingError: The data or the batch settings cannot be trained.
+    """
+    from transformers import DataCollatorForSeq2Seq, PrinterCallback, Trainer
+
+    state = process_group()
+    main = state.is_main_process
+
+    def say(line: str) -> None:
+        if main:
+            log(line)
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model, tokenizer = load_model(config, model_source)
+    samples = tokenize_dataset(tokenizer, train_rows, config.max_seq_len, data_label)
+    eval_samples = None
+    if eval_rows is not None:
+        eval_samples = tokenize_dataset(tokenizer, eval_rows, config.max_seq_len, "eval_dataset")
+    steps_per_epoch = math.ceil(len(samples) / config.effective_batch_size)
+    total_steps = steps_per_epoch * config.num_epochs
+    total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
+    root = output_dir / CHECKPOINTS_DIR
+    longest = max(len(sample["input_ids"]) for sample in samples)
+    arguments = _arguments(config, root / ".trainer", total_steps, state.num_processes, longest)
+    checkpoint = _resume_point(root, config.resume, say)
+    metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
+    marker = preemption.read_marker(checkpoint) if checkpoint is not None else None
+    records: list[dict[str, Any]] = []
+    if marker is not None:
+        say(
+            f"resuming from {checkpoint} (epoch {marker.get('epoch', 0)}, sample {marker.get('offset', 0)}, "
+            f"step {marker['step']})"
+        )
+        records = _keep_records_up_to(metrics_path, marker["step"]) if main else []
+    elif main:
+        metrics_path.unlink(missing_ok=True)
+    state.wait_for_everyone()  # every rank chose its checkpoint before rank 0 may write a newer one
+    progress = callbacks.StepMetrics(
+        metrics_path, records, total_steps, log=say, on_step=on_step, elapsed_before=(marker or {}).get("elapsed", 0.0)
+    )
+    sigterm = callbacks.SigtermStop(log=say) if checkpoint_on_sigterm else None
+    interval, at_epoch = config.checkpoint_interval_steps, config.checkpoint_at_epoch
+    schedule = callbacks.CheckpointSchedule(interval, at_epoch, steps_per_epoch)
+    publisher = callbacks.CheckpointPublisher(
+        root, KEEP_CHECKPOINTS, steps_per_epoch, config.effective_batch_size, len(samples), progress.elapsed
+    )
+    sharded = bool(arguments.fsdp)
+    if state.num_processes > 1:
+        mode = f"FSDP2 {config.fsdp_sharding_strategy}" if sharded else "DDP (every process holds the model)"
+        say(f"data-parallel over {state.num_processes} process(es): {mode}")
+    replicated = state.num_processes > 1 and not sharded
+    extra = [osft.ProjectionCallback(replicated)] if config.algorithm == "osft" else []
+    trainer = Trainer(
+        model=model,
+        args=arguments,
+        train_dataset=samples,
+        eval_dataset=eval_samples,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
+        processing_class=tokenizer,
+        callbacks=[progress, schedule, publisher, *extra, *([sigterm] if sigterm else [])],
+    )
+    trainer.remove_callback(PrinterCallback)  # the step lines are StepMetrics'
+    for callback in list(trainer.callback_handler.callbacks):
+        if type(callback).__name__ == "KubeflowCallback":  # rank 0's progress server posts the Trainer status
+            trainer.remove_callback(callback)
+    base_eval_loss = None
+    if eval_samples is not None and checkpoint is None:
+        base_eval_loss = trainer.evaluate()["eval_loss"]  # LoRA and OSFT start as the base model
+        say(f"held-out loss of the base model: {base_eval_loss:.4f}")
+    started = time.perf_counter()
+    with callbacks.sigterm_guard(sigterm):
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+    train_seconds = time.perf_counter() - started
+    if sigterm is not None and sigterm.stopped:
+        say(f"SIGTERM: checkpoint saved; exiting with {preemption.SIGTERM_EXIT_CODE} so the job restarts and resumes")
+        raise SystemExit(preemption.SIGTERM_EXIT_CODE)
+    eval_loss = trainer.evaluate()["eval_loss"] if eval_samples is not None else None
+    final_dir, adapter_dir = _save_final(trainer, tokenizer, config, output_dir)
+    say(f"saved the final model to {final_dir}")
+    state.wait_for_everyone()
+    return TrainingResult(
+        final_dir, metrics_path, progress.records, train_seconds, checkpoint, adapter_dir, eval_loss, base_eval_loss
+    )
