@@ -186,7 +186,7 @@ def pipelines_readme() -> str:
         "",
         "Each `pipelines/training/<name>/pipeline.py` is one explicit `@dsl.pipeline` function wiring",
         "`dataset_download → train_model → lm_eval → model_registry` (plus a second `lm_eval` of the base model,",
-        "beside training, whose results are the fine-tuned evaluation's baseline), with its compile-time constants at",
+        "before training (training waits for its GPU), whose results are the fine-tuned evaluation's baseline), with its compile-time constants at",
         "the top;",
         "`tasks.py` here holds the task set-up they share (secrets, resources, images, GPU evaluation, caching) and",
         "`settings.py` the compile-time settings. `pipeline.yaml` beside each module is its compiled form",

@@ -83,7 +83,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(tmp_path, 
     assert summary["model-registry"]["parameters"]["status"] == "skipped"
     assert not (output_dir / "tmp").exists() and list(private_tmpdir.iterdir()) == []
 
-    # The base model was evaluated beside training on the same tasks, and its results fed the tuned evaluation:
+    # The base model was evaluated before training on the same tasks, and its results fed the tuned evaluation:
     # the story prints base -> fine-tuned for the held-out split and for the general-ability task, and whether the
     # model forgot, in agreement with the Metrics the fine-tuned evaluation logged.
     base, tuned = summary[STEP_TASKS["base_eval"]]["metrics"], summary[STEP_TASKS["eval"]]["metrics"]

@@ -562,3 +562,25 @@ def test_either_oci_pull_secret_key_serves_an_oci_base_model(cluster, capsys, ke
     [line] = problems(out)
     assert code == 1 and "lacks one of the keys OCI_PULL_SECRET_MODEL_DOWNLOAD / .dockerconfigjson" in line, line
     assert SECRET_VALUE not in out
+
+
+def test_peak_concurrent_gpu_demand_is_counted_against_the_cluster(cluster, capsys, tmp_path):
+    """The guide's OSFT row (one node, one GPU) holds the default run: the base evaluation runs before training."""
+    cluster.core.delete_node("gpu-1")
+    cluster.put_node(make_node("gpu-1", 1, labels=A100_LABELS))
+    code, out, _ = doctor(capsys, *S3_DATASET)
+    assert code == 0 and problems(out) == [], out
+    assert "peak 1 GPU(s) at once (lm-eval 1) of 1 allocatable" in out, out
+    # The same pipeline with the evaluation beside training would hold 2 GPUs at once: doctor says so before a run.
+    package = tmp_path / "overlapping.yaml"
+    assert main(["compile", "osft-minimal", "-o", str(package)]) == 0
+    documents = list(yaml.safe_load_all(package.read_text()))
+    train = documents[0]["root"]["dag"]["tasks"]["train-model"]
+    train["dependentTasks"] = [task for task in train["dependentTasks"] if task != "lm-eval"]
+    package.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    capsys.readouterr()
+    code = main(["doctor", str(package), "--namespace", NS, *BASE_MODEL, *S3_DATASET])
+    [line] = problems(capsys.readouterr().out)
+    assert code == 1 and line.startswith("FAIL"), line
+    assert "the run holds 2 GPU(s) at once (lm-eval 1, train-model 1); the GPU nodes have 1 nvidia.com/gpu" in line
+    assert ".after()" in line

@@ -128,7 +128,7 @@ def delta_lines(comparison: dict[str, dict[str, Any]]) -> list[str]:
     """
     if not comparison:
         return ["  base -> fine-tuned: not compared (the base model was not evaluated)"]
-    lines = ["  base -> fine-tuned (the same lm-eval tasks; the base model was evaluated beside training):"]
+    lines = ["  base -> fine-tuned (the same lm-eval tasks; the base model was evaluated before training):"]
     for name, label in HELDOUT_DELTAS.items():
         if name in comparison:
             lines.append(_base_to_tuned(label, comparison[name]))

@@ -1,8 +1,8 @@
 """``kfp-finetune demo``: a whole fine-tuning pipeline, locally, on the tiny model and the shipped demo data.
 
 The pipeline is the expert flavor of the chosen algorithm, run by ``kfp.local`` (subprocess runner, this
-environment) with ``backend="local"`` (in-process CPU training): download/validate → train, and beside it evaluate the
-base model → evaluate the fine-tuned model against it (the held-out split, and the demo's local ``general_sentences``
+environment) with ``backend="local"`` (in-process CPU training): download/validate → evaluate the base model → train →
+evaluate the fine-tuned model against the base model (the held-out split, and the demo's local ``general_sentences``
 task standing in for general ability) → register (skipped unless a registry address is given). The story ends with
 base → fine-tuned deltas and whether the model forgot what the base model could do.
 

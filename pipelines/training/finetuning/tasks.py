@@ -100,7 +100,7 @@ def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
 
 
 def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
-    """The base model's evaluation, beside training: as :func:`set_up_evaluation` (secret, resources, GPU), but cached.
+    """The base model's evaluation, before training: as :func:`set_up_evaluation` (secret, resources, GPU), but cached.
 
     A re-run with the same base model, held-out split and settings then costs nothing.
     """
