@@ -56,6 +56,10 @@ RULES: dict[str, str] = {
     "record_too_large": "a JSONL line, .json array element or CSV record may not be longer than max_line_bytes",
     "decompressed_too_large": "a .gz file may not expand past max_decompressed_bytes",
 }
+#: What a row without ``messages`` lacks (the RHOAI guide's troubleshooting string comes first).
+MESSAGES_NOT_FOUND = "messages field not found (no `messages` key)"
+#: How a failed dataset's error begins (the RHOAI guide's troubleshooting string).
+EXPECTED_CHAT_FORMAT = "Expected chat format"
 #: The rules only the held-out evaluation applies (it scores the final assistant turn against a prompt).
 HELDOUT_RULES = ("last_not_assistant", "no_user_turn")
 _EXCERPT_CHARS = 120
@@ -186,7 +190,7 @@ def check_row(row: object, allow_trailing_user: bool = False, heldout: bool = Fa
     if type(row) is not dict:
         return "not_an_object", f"row is {type(row).__name__}"
     if "messages" not in row:
-        return "missing_field", "no `messages` key"
+        return "missing_field", MESSAGES_NOT_FOUND
     return check_messages(row["messages"], allow_trailing_user, heldout)
 
 

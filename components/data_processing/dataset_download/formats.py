@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from components._common.chat_format import RowError
+from components._common.chat_format import MESSAGES_NOT_FOUND, RowError
 
 #: Formats accepted by ``input_format`` besides ``auto``.
 FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion")
@@ -113,7 +113,7 @@ def from_prompt_completion(row: dict) -> dict:
 def from_messages(row: dict) -> dict:
     """Keeps a ``messages`` row as it is."""
     if "messages" not in row:
-        raise RowError("missing_field", "no `messages` key")
+        raise RowError("missing_field", MESSAGES_NOT_FOUND)
     return row
 
 

@@ -249,3 +249,14 @@ def test_private_hub_repo_error_reaches_the_user_with_the_guides_string_and_word
     assert "401 Unauthorized" in message and "hf-token secret" in message, message
     assert "check the name" in message, message  # not "*** the name"
     assert "hf_wrongTOKENvalue" not in message
+
+
+def test_rows_that_are_not_chat_fail_with_the_guides_strings(tmp_path):
+    """The RHOAI guide's "Invalid dataset format": `Expected chat format` / `messages field not found`."""
+    data = tmp_path / "text.jsonl"
+    data.write_text('{"text": "hello"}\n{"text": "again"}\n')
+    with pytest.raises(DatasetValidationError) as error:
+        _run(tmp_path, dataset_uri=str(data), input_format="messages")
+    first_line = str(error.value).splitlines()[0]
+    assert first_line.startswith("Expected chat format: 2 of 2 rows of"), first_line
+    assert "[missing_field] messages field not found (no `messages` key)" in first_line, first_line

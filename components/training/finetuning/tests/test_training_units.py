@@ -313,7 +313,7 @@ def test_chat_rows_errors_name_file_and_line(tmp_path):
     with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2 \[content_not_string\] messages\[0\]"):
         entrypoint.count_chat_rows(path)
     path.write_text('{"text": "x"}\n')
-    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:1 \[missing_field\] no `messages` key"):
+    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:1 \[missing_field\] messages field not found"):
         entrypoint.count_chat_rows(path)
     path.write_bytes(good.encode() + b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n')
     with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2 \[invalid_utf8\] not valid UTF-8 at byte"):
