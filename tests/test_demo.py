@@ -118,7 +118,7 @@ def test_broken_dataset_line_ends_the_demo_with_the_steps_one_line_error(tmp_pat
     failed = printed.out.splitlines()[-1]
     assert "dataset-download FAILED after" in failed and str(output_dir / "demo.log") in failed
     last = printed.err.strip().splitlines()[-1]
-    assert last.startswith("kfp-finetune demo: failed: dataset-download: DatasetValidationError: 1 of 8 rows")
+    assert last.startswith("kfp-finetune demo: failed: dataset-download: DatasetValidationError: Expected chat format: 1 of 8 rows")
     assert "broken_line.jsonl:5 [invalid_json]" in last
     assert "Traceback" in (output_dir / "demo.log").read_text()  # the whole story stays in the log
     assert not (output_dir / "tmp").exists() and list(private_tmpdir.iterdir()) == []
