@@ -220,10 +220,13 @@ def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled, tmp_path):
         platform = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-lm-eval"]
         label, value = FACTS["troubleshooting"]["eval_gpu_node_label"].split("=")
         assert platform["nodeSelector"]["labels"] == {label: value}, name
+        # ... and fails with the guide's "No CUDA GPUs are available" when it sees none (not a silent CPU run).
+        assert {"name": "KFP_FINETUNE_REQUESTED_GPUS", "value": "1"} in executor["env"], name
     # --eval-gpus 0 (CPU-only clusters) turns both off.
     documents = list(yaml.safe_load_all(compile_named("sft", tmp_path / "cpu.yaml", {"eval_gpus": 0}).read_text()))
     executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
     assert "accelerator" not in executor.get("resources", {})
+    assert "KFP_FINETUNE_REQUESTED_GPUS" not in {env["name"] for env in executor.get("env", [])}
     assert "nodeSelector" not in documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-lm-eval"]
 
 

@@ -381,6 +381,21 @@ def test_chat_template_on_a_tokenizer_without_one_is_refused(tiny_model_dir, tmp
     )
 
 
+def test_a_pod_that_requested_a_gpu_and_sees_none_fails_with_the_guides_string(tiny_model_dir, tmp_path, monkeypatch):
+    """The guide's ``No CUDA GPUs are available``, not a slow CPU run; ``device='cpu'`` evaluates on CPU on purpose."""
+    from components.evaluation.lm_eval.devices import REQUESTED_GPUS_ENV
+
+    monkeypatch.setenv(REQUESTED_GPUS_ENV, "1")  # what the pipelines set on a GPU evaluation (this host has none)
+    with pytest.raises(
+        RuntimeError, match=r"^No CUDA GPUs are available: this evaluation pod requested 1 GPU"
+    ) as error:
+        _run(tmp_path / "gpu", tiny_model_dir)
+    assert "--eval-gpus 0" in str(error.value) and "device='cpu'" in str(error.value)
+    assert not (tmp_path / "gpu" / "results.json").exists()
+    on_cpu = _run(tmp_path / "cpu", tiny_model_dir, device="cpu")
+    assert on_cpu.results["results"], on_cpu.results
+
+
 def test_empty_eval_dataset_is_refused_unless_allowed(tiny_model_dir, tmp_path):
     empty = tmp_path / "eval.jsonl"
     empty.write_text("")

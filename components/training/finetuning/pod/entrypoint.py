@@ -437,8 +437,8 @@ def gpu_visible() -> bool:
 def no_gpu_message(algorithm: str) -> str:
     """The one line a GPU-less training pod ends with."""
     return (
-        f"Training Hub {algorithm.upper()} needs an NVIDIA GPU; this pod sees none — check the runtime image and "
-        "the `nvidia.com/gpu` request"
+        f"Training Hub {algorithm.upper()} needs an NVIDIA GPU; this pod sees none (No CUDA GPUs are available) — "
+        "check the runtime image and the `nvidia.com/gpu` request"
     )
 
 
