@@ -49,11 +49,18 @@ def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
     check_options(**{name: values[name] for name in inspect.signature(check_options).parameters})
 
 
+def _check_registry(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.deployment.kubeflow_model_registry.registration import check_registration_names
+
+    check_registration_names(values["registry_address"], values["model_name"], values["model_version"])
+
+
 #: The component checks by task name: ``check(task's values, every task's values)``.
 TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
     "dataset-download": _check_dataset,
     "train-model": _check_train,
     "lm-eval": _check_eval,
+    "model-registry": _check_registry,
 }
 #: Where a component's errors use other names than its arguments: ``{task: () -> {error name: argument}}``.
 TASK_ALIASES: dict[str, Callable[[], dict[str, str]]] = {}

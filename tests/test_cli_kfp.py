@@ -116,6 +116,14 @@ def test_run_arguments_break_the_components_rules_before_anything_is_sent(kfp_ap
         error = capsys.readouterr().err.strip()
         assert error.startswith("kfp-finetune run: error: pipeline 'sft', step ") and rule in error, error
         assert error.endswith(f"(pipeline parameter {parameter})")
+    # A registry address with a name the registry would refuse (an empty name is derived: fine).
+    address = f"{_dashboard('registry', 'registry_address')}=registry.example.com"
+    name = _dashboard("registry", "model_name")
+    argv = ["run", "sft", "--host", kfp_api_stub.url, "--param", dataset, "--param", address]
+    assert main([*argv, "--param", f"{name}=my model"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "step model-registry: model_name='my model': must start with a letter or digit" in error, error
+    assert error.endswith(f"(pipeline parameter {name})"), error
     # The same rules hold for a compiled file, and the error names the file as given.
     package = tmp_path / "sft.yaml"
     assert main(["compile", "sft", "-o", str(package)]) == 0

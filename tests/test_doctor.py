@@ -285,6 +285,12 @@ SCENARIOS = {
         "FAIL",
         ["GPU nodes that fit are tainted (gpu-1)", '{"effect": "NoSchedule", "key": "nvidia.com/gpu"'],
     ),
+    "registry-name": (
+        lambda k: None,
+        [*param("registry", "registry_address", "http://127.0.0.1:9"), *param("registry", "model_name", "my model")],
+        "FAIL",
+        ["Model Registry: model_name='my model': must start with a letter or digit", dash("registry", "model_name")],
+    ),
     "registry": (
         lambda k: None,
         "closed-port",

@@ -35,6 +35,8 @@ TOLERATIONS = ("train", "training_tolerations")
 NODE_SELECTOR = ("train", "training_node_selector")
 REGISTRY_ADDRESS = ("registry", "registry_address")
 REGISTRY_PORT = ("registry", "registry_port")
+REGISTRY_MODEL_NAME = ("registry", "model_name")
+REGISTRY_MODEL_VERSION = ("registry", "model_version")
 REGISTRY_IS_SECURE = ("registry", "is_secure")
 S3_UPLOAD_PREFIX = ("registry", "s3_upload_prefix")
 

@@ -18,7 +18,13 @@ from .delta_gate import DeltaGateDecision, comparison_properties, evaluate_delta
 from .gate import GateDecision, evaluate_gate
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
 from .model_uri import model_files_dir, parse_s3_uri, resolve_serving_uri
-from .registration import ModelRegistryResult, Registrar, VersionRequest, validate_name
+from .registration import (
+    ModelRegistryResult,
+    Registrar,
+    VersionRequest,
+    check_registration_names,
+    default_model_name,
+)
 from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
 from .s3_upload import upload_model_files
 from .summary import render_summary
@@ -202,11 +208,12 @@ def run_model_registration(
     environ = os.environ if environ is None else environ
     if not registry_address.strip():
         return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)
+    check_registration_names(registry_address, model_name, model_version)
     if not model_name.strip():
-        raise ValueError("model_name is empty: it is required when registry_address is set")
-    validate_name(model_name, "model_name")
-    if model_version:
-        validate_name(model_version, "model_version")
+        model_name = default_model_name(
+            str(model.metadata.get("algorithm", "")), str(model.metadata.get("base_model", ""))
+        )
+        log(f"model_name is empty: registering as {model_name!r} (the training algorithm and the base model)")
     if not model_format_name.strip():
         raise ValueError("model_format_name is empty: serving runtimes select on it (e.g. 'pytorch', 'vLLM')")
     if model_uri.strip() and s3_upload_prefix.strip():

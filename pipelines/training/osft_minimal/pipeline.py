@@ -89,8 +89,8 @@ def osft_minimal_pipeline(
             is skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
-        phase_04_registry_man_reg_name: Registered model name (required when `registry_address` is set). Letters,
-            digits, `. _ : + -`.
+        phase_04_registry_man_reg_name: Registered model name; `""`: `<algorithm>-<base model's last path part>` from
+            the model's metadata (e.g. `osft-Qwen2.5-1.5B-Instruct`). Letters, digits, `. _ : + -`.
         phase_04_registry_man_reg_version: Version name. `""`: the version this run registered before (matched on
             `pipeline_run_id`), else `<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`.
     """
