@@ -53,6 +53,7 @@ def test_auto_launcher_stays_on_the_cluster_when_there_is_one(monkeypatch):
     workspace = dsl.TaskConfig(volume_mounts=[{"name": "kfp-workspace", "mountPath": "/kfp-workspace"}])
     with_workspace = train_model_request(training_base_model="m", task_config=workspace)
     assert resolve_auto_launcher(with_workspace, {}, lines.append).training_launcher == "auto"
+    assert resolve_auto_launcher(request, {}, lines.append, api_client=object()).training_launcher == "auto"
     explicit = train_model_request(training_base_model="m", training_launcher="trainjob")
     assert resolve_auto_launcher(explicit, {}, lines.append) is explicit
     assert len(lines) == 1

@@ -132,12 +132,13 @@ def _unresolved(value: str) -> bool:
 
 
 def resolve_auto_launcher(
-    request: TrainModelRequest, environ: Mapping[str, str], log: Any = print
+    request: TrainModelRequest, environ: Mapping[str, str], log: Any = print, api_client: Any = None
 ) -> TrainModelRequest:
     """``training_launcher="auto"`` without a cluster (as under ``kfp.local``): the ``local`` launcher, said in a line.
 
-    No cluster: this task is not in a pod (no ``KUBERNETES_SERVICE_HOST``), no ``KUBERNETES_SERVER_URL`` names one,
-    and no volume of the task reaches a job's pods (KFP's workspace passthrough), so no TrainJob could read the data.
+    No cluster: no API client was given, this task is not in a pod (no ``KUBERNETES_SERVICE_HOST``), no
+    ``KUBERNETES_SERVER_URL`` names one, and no volume of the task reaches a job's pods (KFP's workspace
+    passthrough), so no TrainJob could read the data.
     Anything else, or another launcher, is left as it is.
     """
     from components.training.finetuning.cluster.auth import SERVER_URL_ENV
@@ -145,7 +146,7 @@ def resolve_auto_launcher(
     if request.training_launcher != "auto":
         return request
     mounts = [m.get("mountPath", "") for m in (getattr(request.task_config, "volume_mounts", None) or [])]
-    if any(mounts) or environ.get("KUBERNETES_SERVICE_HOST") or environ.get(SERVER_URL_ENV):
+    if api_client is not None or any(mounts) or environ.get("KUBERNETES_SERVICE_HOST") or environ.get(SERVER_URL_ENV):
         return request
     log(
         "training_launcher=auto: no cluster here (not in a pod, no KUBERNETES_SERVER_URL, no workspace volume for a "
@@ -181,7 +182,7 @@ def run_train_model(
     Returns:
         The run's outcome.
     """
-    request = resolve_auto_launcher(request, os.environ, log)
+    request = resolve_auto_launcher(request, os.environ, log, api_client)
     train_dataset = dataset_input(request.dataset, request.dataset_path, request.pvc_path)
     eval_file = eval_file_of(request.eval_dataset)
     config = validate_request(request, eval_file is not None)
