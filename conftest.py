@@ -19,4 +19,5 @@ pytest_plugins = [
     "tests.harness.tcp_proxy",
     "tests.harness.mlflow_server",
     "tests.harness.oci_registry",
+    "tests.harness.hub_stub",
 ]

@@ -142,7 +142,15 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run a whole pipeline locally on a tiny model (kfp.local, CPU)")
     demo.add_argument("--algorithm", choices=("sft", "osft", "lora"), default="sft")
     demo.add_argument("--output-dir", type=Path, default=Path("kfp-finetune-demo"))
-    demo.add_argument("--dataset-uri", default="", help="training data (default: the shipped demo dataset)")
+    demo.add_argument(
+        "--dataset-uri",
+        default="",
+        help="training data: a path, s3://, http(s):// or a Hub id such as LipengCS/Table-GPT:All (downloaded when "
+        "the Hub answers; default: the shipped demo dataset)",
+    )
+    demo.add_argument(
+        "--offline", action="store_true", help="never reach the Hugging Face Hub (a Hub dataset must be cached)"
+    )
     demo.add_argument("--registry-address", default="", help="register the model there (default: skipped)")
     demo.add_argument(
         "-v",

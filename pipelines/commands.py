@@ -72,7 +72,14 @@ def demo_command(args: argparse.Namespace) -> int:
     """``kfp-finetune demo``."""
     from pipelines.demo.run_demo import run_demo
 
-    run_demo(args.output_dir, args.algorithm, args.dataset_uri, args.registry_address, verbose=args.verbose)
+    run_demo(
+        args.output_dir,
+        args.algorithm,
+        args.dataset_uri,
+        args.registry_address,
+        verbose=args.verbose,
+        offline=args.offline,
+    )
     return 0
 
 
