@@ -186,6 +186,9 @@ def run_train_model(
     train_dataset = dataset_input(request.dataset, request.dataset_path, request.pvc_path)
     eval_file = eval_file_of(request.eval_dataset)
     config = validate_request(request, eval_file is not None)
+    if request.training_launcher in CLUSTER_BACKENDS and config.hub_backend != TRANSFORMERS_BACKEND:
+        for note in entrypoint.ignored_settings(config.hyperparameters()):
+            log(note)
     if request.training_launcher == "local":
         _require_local_training_packages(config.algorithm)
     data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")

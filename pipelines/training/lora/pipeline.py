@@ -181,8 +181,9 @@ def lora_pipeline(
         phase_02_train_opt_lora_dropout: LoRA dropout, in [0, 1).
         phase_02_train_opt_use_liger: Liger kernels (Training Hub SFT/OSFT).
         phase_02_train_opt_gradient_checkpointing: Recompute activations in the backward pass instead of keeping them
-            (less memory, ~30% more compute). Training Hub's backends always do (when the model supports it): only True
-            there; the local backend honours both.
+            (less memory, ~30% more compute). The local launcher and `training_backend=transformers` honour both;
+            Training Hub's backends always recompute (when the model supports it), so False there runs as True, with a
+            note in the log.
         phase_02_train_opt_save_epoch: Checkpoint after every epoch (local: resumable state).
         phase_02_train_opt_save_final: Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`).
         phase_02_train_opt_fsdp_sharding: `FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD`: SFT's FSDP
