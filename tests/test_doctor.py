@@ -447,7 +447,9 @@ def test_unreachable_api_server_is_one_fail(capsys, monkeypatch):
     monkeypatch.setenv(kube.AUTH_TOKEN_ENV, "t")
     code, out, _ = doctor(capsys, *S3_DATASET)
     [line] = problems(out)
-    assert code == 1 and "does not answer" in line and "oc login" in line, out
+    # Both credentials were set: the address is what to fix, not a login.
+    assert code == 1 and "does not answer" in line and "oc login" not in line, out
+    assert f"check {kube.SERVER_URL_ENV} (now http://127.0.0.1:" in line and "oc whoami --show-server" in line, line
 
 
 def test_permissions_reviewed_are_exactly_rbac_yaml_and_the_client_layer():
