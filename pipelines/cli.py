@@ -128,7 +128,13 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kfp-finetune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    compile_ = sub.add_parser("compile", help="compile pipelines to YAML")
+    compile_ = sub.add_parser(
+        "compile",
+        help="compile pipelines to YAML",
+        description="Compiles pipelines to KFP YAML for the RHOAI dashboard's Import pipeline, with the compile-time "
+        "settings (PVC, images, resources, secrets' names) from the pipeline.py constants, KFP_FINETUNE_* variables "
+        "and these flags, in that order.",
+    )
     compile_.add_argument("names", nargs="*", metavar="PIPELINE", help=f"one or more of: {', '.join(PIPELINES)}")
     compile_.add_argument("--all", action="store_true", help="compile all six pipelines")
     compile_.add_argument(
@@ -139,7 +145,14 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     )
     _add_compile_settings(compile_)
 
-    demo = sub.add_parser("demo", help="run a whole pipeline locally on a tiny model (kfp.local, CPU)")
+    demo = sub.add_parser(
+        "demo",
+        help="run a whole pipeline locally on a tiny model (kfp.local, CPU)",
+        description="Runs the expert pipeline of ALGORITHM through kfp.local on a tiny model built here: download and "
+        "validate the data, evaluate the base model, train on CPU, evaluate the fine-tuned model against it, "
+        "register (only with --registry-address); then tells what it gained and what it forgot. Offline unless the "
+        "dataset is a Hub id and the Hub answers.",
+    )
     demo.add_argument("--algorithm", choices=("sft", "osft", "lora"), default="sft")
     demo.add_argument("--output-dir", type=Path, default=Path("kfp-finetune-demo"))
     demo.add_argument(
@@ -162,6 +175,8 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     validate = sub.add_parser(
         "validate-dataset",
         help="run the dataset step locally (download, validate, split, token statistics); print its report",
+        description="Runs the pipelines' dataset step on this machine: downloads URI, converts it to the chat "
+        "format, checks every row, splits it, and prints the report; exit 1 when the rows fail the rules.",
     )
     validate.add_argument("uri", help="dataset URI (HF id, s3://, http(s)://, pvc:// or a local path)")
     if dataset_options:
@@ -192,12 +207,27 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     doctor.add_argument("--ca-bundle", default="", help="CA bundle for the KFP API and Model Registry certificates")
     _add_compile_settings(doctor)
 
-    for name, help_text in (
-        ("upload", "upload a pipeline to a KFP server"),
-        ("run", "start a run"),
-        ("schedule", "create a recurring run"),
+    for name, help_text, description in (
+        (
+            "upload",
+            "upload a pipeline to a KFP server",
+            "Compiles PIPELINE (or takes a compiled YAML) and uploads it to the KFP API at --host, as a new pipeline "
+            "or a new version of it.",
+        ),
+        (
+            "run",
+            "start a run",
+            "Checks the arguments against the pipeline and its components' rules, then starts one run of PIPELINE "
+            "on the KFP API at --host.",
+        ),
+        (
+            "schedule",
+            "create a recurring run",
+            "Checks the arguments as run does, then creates a recurring run of PIPELINE (--cron or --interval) on "
+            "the KFP API at --host.",
+        ),
     ):
-        command = sub.add_parser(name, help=help_text)
+        command = sub.add_parser(name, help=help_text, description=description)
         command.add_argument("pipeline", help="a pipeline name (e.g. osft-minimal) or a compiled YAML file")
         _add_connection(command)
         _add_compile_settings(command)

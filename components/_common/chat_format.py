@@ -18,6 +18,7 @@ time, ``max_line_bytes``, ``.gz`` with ``max_decompressed_bytes``) is :mod:`comp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -63,6 +64,7 @@ EXPECTED_CHAT_FORMAT = "Expected chat format"
 #: The rules only the held-out evaluation applies (it scores the final assistant turn against a prompt).
 HELDOUT_RULES = ("last_not_assistant", "no_user_turn")
 _EXCERPT_CHARS = 120
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class RowError(ValueError):
@@ -107,10 +109,14 @@ class Unreadable:
 
 
 def excerpt(text: str | bytes) -> str:
-    """A short, single-line excerpt of a record for error messages and reports."""
+    r"""A short, single-line excerpt of a record for error messages and reports.
+
+    Control characters (a binary file's bytes, terminal escapes) are written as ``\xNN``, so an excerpt never drives
+    the terminal that shows it.
+    """
     if isinstance(text, bytes):
         text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
-    text = " ".join(text[: _EXCERPT_CHARS * 4].split())
+    text = _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m[0]):02x}", " ".join(text[: _EXCERPT_CHARS * 4].split()))
     return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"
 
 
