@@ -122,6 +122,7 @@ def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: st
             parameter(s) that fed the broken input.
     """
     values, sources = task_values(spec, arguments)
+    problems = []  # one per step that fails its rules: every mistake at once
     for task, check in TASK_CHECKS.items():
         if task not in values:
             continue
@@ -134,4 +135,6 @@ def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: st
             arguments_named = named | {aliases[name] for name in named if name in aliases}
             fed_by = sorted({p for name, p in sources[task].items() if name in arguments_named})
             origin = f" (pipeline parameter {', '.join(fed_by)})" if fed_by else ""
-            raise ValueError(f"pipeline {pipeline!r}, step {task}: {text}{origin}") from None
+            problems.append(f"pipeline {pipeline!r}, step {task}: {text}{origin}")
+    if problems:
+        raise ValueError("; ".join(problems))

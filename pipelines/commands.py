@@ -180,18 +180,27 @@ def _default_name(args: argparse.Namespace) -> str:
 
 
 def _submit(args: argparse.Namespace, call: Callable[..., dict], with_arguments: bool, **options: Any) -> dict:
-    """Compiles or reads the package, then calls ``call(connection, package, [arguments,] **options)``."""
+    """Checks what it can cheaply, compiles or reads the package, then calls ``call(connection, package, ...)``.
+
+    The arguments file, the connection options (host, token file, CA bundle) and a schedule's trigger are checked
+    before anything is compiled (importing the components takes seconds); then the arguments against the pipeline.
+    """
     from pipelines import kfp_api
     from pipelines.argument_checks import check_component_rules
 
     leading = [kfp_api.load_arguments(args.param, args.params_file)] if with_arguments else []
+    connection = _connection(args)
+    if options.get("cron"):
+        options["cron"] = kfp_api.validate_cron(options["cron"])
+    if args.pipeline not in PIPELINES and not Path(args.pipeline).is_file():
+        _package(args, "")  # the error naming the pipelines, before compiling anything
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-") as workdir:
         package = _package(args, workdir)
         if with_arguments:  # checked here to name the pipeline as given, not the temporary package
             spec = kfp_api.read_pipeline_spec(package)
             kfp_api.check_arguments(spec, leading[0], args.pipeline)
             check_component_rules(spec, leading[0], args.pipeline)
-        return call(_connection(args), package, *leading, **options)
+        return call(connection, package, *leading, **options)
 
 
 def upload_command(args: argparse.Namespace) -> int:
