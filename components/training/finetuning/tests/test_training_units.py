@@ -134,6 +134,13 @@ def test_report_embeds_png_params_and_trainjob(tmp_path):
     image = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html).group(1)
     assert base64.b64decode(image).startswith(b"\x89PNG")
     assert "train-model-abc" in html and "lora_r" in html and "&lt;tiny&gt;" in html
+    # Only the chosen algorithm's knobs: no LoRA or OSFT settings in an SFT report.
+    settings = {"learning_rate": 1e-3, "lora_r": 8, "unfreeze_rank_ratio": 0.25, "fsdp_sharding_strategy": "FULL_SHARD"}
+    sft = report.render_report(
+        records, metrics.summarize(records, 1.0), settings, {"algorithm": "sft", "base_model": "m"}
+    )
+    assert "fsdp_sharding_strategy" in sft and "learning_rate" in sft
+    assert "lora_r" not in sft and "unfreeze_rank_ratio" not in sft
     target = tmp_path / "sub" / "report.html"
     write_text_atomically(target, html)
     assert target.read_text() == html and [p.name for p in target.parent.iterdir()] == ["report.html"]
