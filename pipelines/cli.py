@@ -97,19 +97,39 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", default="Default", help="experiment name")
 
 
+def dataset_step_defaults() -> dict[str, object]:
+    """The dataset component's parameters with defaults, read from its ``component.py`` source without running it.
+
+    Importing the component (KFP, the Kubernetes client, the component's build) takes seconds and ~130 MiB; the
+    ``validate-dataset`` CLI is measured against a bare ``json.loads`` loop (``benchmarks/validate_dataset.py``), so
+    it reads the one ``def dataset_download(...)`` signature with :mod:`ast` (literal defaults only).
+    ``tests/test_cli.py`` checks the result against the imported component's signature.
+    """
+    import ast
+
+    from components.data_processing.dataset_download import run as dataset_run
+
+    source = Path(dataset_run.__file__).with_name("component.py")
+    tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    [function] = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "dataset_download"]
+    arguments = function.args.args[len(function.args.args) - len(function.args.defaults) :]
+    defaults: dict[str, object] = {}
+    for argument, node in zip(arguments, function.args.defaults, strict=True):
+        try:
+            defaults[argument.arg] = ast.literal_eval(node)
+        except ValueError:  # a non-literal default (an artifact's None is literal): not a CLI option
+            continue
+    return {name: value for name, value in defaults.items() if isinstance(value, (bool, int, float, str))}
+
+
 def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
     """One flag per option of the dataset step (``dataset_download``), with the component's defaults and docs."""
-    import inspect
-
-    from components.data_processing.dataset_download import dataset_download
     from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
 
     described = {name: " ".join(text.split()) for name, text in PARAMETER_DOCS.items()}
     group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
-    for name, parameter in inspect.signature(dataset_download.python_func).parameters.items():
-        if parameter.default is inspect.Parameter.empty:
-            continue  # the URI and the outputs
-        flag, default = f"--{name.replace('_', '-')}", parameter.default
+    for name, default in dataset_step_defaults().items():
+        flag = f"--{name.replace('_', '-')}"
         help_text = f"{described.get(name, '')} (default: {default!r})".lstrip()
         if isinstance(default, bool):
             group.add_argument(flag, dest=name, action="store_true", default=default, help=help_text)

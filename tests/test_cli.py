@@ -187,3 +187,22 @@ def test_every_subcommand_has_a_description():
     (commands,) = [action.choices for action in build_parser()._actions if getattr(action, "choices", None)]
     for name, parser in commands.items():
         assert parser.description and len(parser.description) > 40, name
+
+
+def test_validate_dataset_reads_the_components_defaults_without_importing_it():
+    """The source-read defaults are the component's own (its signature is their one source)."""
+    import inspect
+    import subprocess
+    import sys
+
+    from components.data_processing.dataset_download import dataset_download
+    from pipelines.cli import dataset_step_defaults
+
+    signature = inspect.signature(dataset_download.python_func).parameters.items()
+    options = {n: p.default for n, p in signature if isinstance(p.default, (bool, int, float, str))}
+    assert dataset_step_defaults() == options
+    probe = "import sys; from pipelines.cli import build_parser; build_parser(); print('kfp' in sys.modules)"
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-c", probe]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True, cwd=repo)
+    assert done.stdout.strip() == "False"  # neither KFP nor the Kubernetes client on the validate-dataset path
