@@ -23,8 +23,8 @@ STEP_TASKS = {
 }
 #: The one loss convention of the summary: mean cross-entropy per token, in nats (perplexity = e^loss); each figure
 #: says which tokens it averages.
-TRAINING_LOSS = "per token over every assistant turn"
-EVAL_LOSS = "per token of the final answers, as lm-eval scores them"
+TRAINING_LOSS = "per token, every assistant turn"
+EVAL_LOSS = "per token, final answers only"
 #: The held-out metrics shown base -> fine-tuned, with their labels.
 HELDOUT_DELTAS = {
     "heldout_generation/chrf": "held-out chrF",
