@@ -262,7 +262,8 @@ def test_report_has_a_table_per_task_and_the_delta_vs_the_baseline(chat_run, bas
     assert "<th>Δ vs base</th>" in report
     delta = chat_run.metrics["heldout_perplexity/token_loss"] - base_run.metrics["heldout_perplexity/token_loss"]
     assert f"<td>token_loss</td><td>{chat_run.metrics['heldout_perplexity/token_loss']:.4f}</td>" in report
-    assert f"<td>{delta:+.4g}</td><td></td><td>better; no stderr</td>" in report  # perplexity has no stderr
+    shown = (f"{delta:+.1f}" if abs(delta) >= 1 else f"{delta:+.3g}").replace("-", "\u2212")  # as the verdict
+    assert f"<td>{shown}</td><td></td><td>better; no stderr</td>" in report  # perplexity has no stderr
     assert "<td>acc</td>" in report and "<td>n/a</td>" in report  # arith_choice is not in the baseline
     # The verdict leads the report, and the metadata carries it for the registry gate.
     assert report.index('<p class="verdict">') < report.index("<h2>")
