@@ -1,6 +1,17 @@
 """Test-suite wide settings: offline hubs, no run-time pip installs, shared fixtures from ``tests/harness``."""
 
+import atexit
 import os
+import shutil
+import tempfile
+
+# Every temporary file of the suite and of the processes it starts (kfp.local's `mktemp -d` folders, torchrun's
+# torchelastic_* folders, pytest's own tmp_path trees) goes under one folder of the system's temporary directory,
+# removed when the session ends: a run leaves nothing behind.
+SUITE_TMPDIR = tempfile.mkdtemp(prefix="kfp-finetune-tests-")
+os.environ["TMPDIR"] = SUITE_TMPDIR
+tempfile.tempdir = None  # re-read TMPDIR
+atexit.register(shutil.rmtree, SUITE_TMPDIR, ignore_errors=True)
 
 # A Hub call must fail loudly in tests and CI: nothing can be downloaded there.
 for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
@@ -20,4 +31,5 @@ pytest_plugins = [
     "tests.harness.mlflow_server",
     "tests.harness.oci_registry",
     "tests.harness.openai_stub",
+    "tests.harness.hub_stub",
 ]

@@ -16,7 +16,8 @@ time (user + system) of each process is printed too, and its ratio is the steadi
 Prints each median and the same-run ratios against the targets: the CLI >= 1.0x the bare ``json.loads`` loop, the
 validator >= 5x ``datasets``, the CLI <= 128 MiB peak RSS.
 
-Usage: ``python benchmarks/validate_dataset.py [--rows N] [--rounds R] [--keep PATH] [--with-datasets] [--repo DIR]``
+Usage: ``python benchmarks/validate_dataset.py [--rows N] [--rounds R] [--short] [--keep PATH] [--with-datasets]
+[--repo DIR]`` (``--short``: ~90-byte rows instead of the default ~400-byte ones).
 (``--repo``: run the CLI of another checkout, e.g. an older commit for a before/after figure).
 """
 
@@ -38,11 +39,20 @@ TOPICS = ["arithmetic", "geography", "cooking", "python", "history", "astronomy"
 BARE_LOOP = "import json,sys\nwith open(sys.argv[1],'rb') as f:\n    for line in f: json.loads(line)\n"
 
 
-def generate(path: Path, rows: int, seed: int = 0) -> None:
-    """Writes ``rows`` chat rows (system prompt on one in three, one or two exchanges) to ``path``."""
+def generate(path: Path, rows: int, seed: int = 0, short: bool = False) -> None:
+    """Writes ``rows`` chat rows (system prompt on one in three, one or two exchanges) to ``path``.
+
+    ``short``: one question of two words and a one-word answer per row (~90 bytes), where the fixed costs per row
+    weigh most against the bare ``json.loads`` loop.
+    """
     rng = random.Random(seed)
     with open(path, "w", encoding="utf-8") as handle:
         for index in range(rows):
+            if short:
+                question, answer = " ".join(rng.choices(TOPICS, k=2)), rng.choice(TOPICS)
+                messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+                handle.write(json.dumps({"messages": messages}) + "\n")
+                continue
             topic = rng.choice(TOPICS)
             messages = [{"role": "system", "content": f"You are an expert in {topic}."}] if index % 3 == 0 else []
             for turn in range(rng.randint(1, 2)):
@@ -112,6 +122,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--short", action="store_true", help="short rows (one two-word question, a one-word answer)")
     parser.add_argument("--keep", type=Path, help="write the generated JSONL here (default: a temporary file)")
     parser.add_argument("--with-datasets", action="store_true", help="also measure the datasets baseline (slow)")
     parser.add_argument("--repo", type=Path, default=REPO_ROOT, help="the checkout whose CLI runs (default: this one)")
@@ -125,7 +136,7 @@ def main(argv: list[str]) -> int:
         path = args.keep or Path(scratch) / "chat.jsonl"
         if not path.exists():
             started = time.perf_counter()
-            generate(path, args.rows)
+            generate(path, args.rows, short=args.short)
             print(f"generated {args.rows:,} rows in {time.perf_counter() - started:.1f} s")
         print(f"file: {path} ({path.stat().st_size / 2**20:.0f} MiB)")
         cli, bare = [], []

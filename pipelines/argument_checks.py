@@ -49,11 +49,18 @@ def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
     check_options(**{name: values[name] for name in inspect.signature(check_options).parameters})
 
 
+def _check_registry(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.deployment.kubeflow_model_registry.registration import check_registration_names
+
+    check_registration_names(values["registry_address"], values["model_name"], values["model_version"])
+
+
 #: The component checks by task name: ``check(task's values, every task's values)``.
 TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
     "dataset-download": _check_dataset,
     "train-model": _check_train,
     "lm-eval": _check_eval,
+    "model-registry": _check_registry,
 }
 #: Where a component's errors use other names than its arguments: ``{task: () -> {error name: argument}}``.
 TASK_ALIASES: dict[str, Callable[[], dict[str, str]]] = {}
@@ -115,6 +122,7 @@ def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: st
             parameter(s) that fed the broken input.
     """
     values, sources = task_values(spec, arguments)
+    problems = []  # one per step that fails its rules: every mistake at once
     for task, check in TASK_CHECKS.items():
         if task not in values:
             continue
@@ -127,4 +135,6 @@ def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: st
             arguments_named = named | {aliases[name] for name in named if name in aliases}
             fed_by = sorted({p for name, p in sources[task].items() if name in arguments_named})
             origin = f" (pipeline parameter {', '.join(fed_by)})" if fed_by else ""
-            raise ValueError(f"pipeline {pipeline!r}, step {task}: {text}{origin}") from None
+            problems.append(f"pipeline {pipeline!r}, step {task}: {text}{origin}")
+    if problems:
+        raise ValueError("; ".join(problems))

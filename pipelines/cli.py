@@ -97,19 +97,39 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", default="Default", help="experiment name")
 
 
+def dataset_step_defaults() -> dict[str, object]:
+    """The dataset component's parameters with defaults, read from its ``component.py`` source without running it.
+
+    Importing the component (KFP, the Kubernetes client, the component's build) takes seconds and ~130 MiB; the
+    ``validate-dataset`` CLI is measured against a bare ``json.loads`` loop (``benchmarks/validate_dataset.py``), so
+    it reads the one ``def dataset_download(...)`` signature with :mod:`ast` (literal defaults only).
+    ``tests/test_cli.py`` checks the result against the imported component's signature.
+    """
+    import ast
+
+    from components.data_processing.dataset_download import run as dataset_run
+
+    source = Path(dataset_run.__file__).with_name("component.py")
+    tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    [function] = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "dataset_download"]
+    arguments = function.args.args[len(function.args.args) - len(function.args.defaults) :]
+    defaults: dict[str, object] = {}
+    for argument, node in zip(arguments, function.args.defaults, strict=True):
+        try:
+            defaults[argument.arg] = ast.literal_eval(node)
+        except ValueError:  # a non-literal default (an artifact's None is literal): not a CLI option
+            continue
+    return {name: value for name, value in defaults.items() if isinstance(value, (bool, int, float, str))}
+
+
 def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
     """One flag per option of the dataset step (``dataset_download``), with the component's defaults and docs."""
-    import inspect
-
-    from components.data_processing.dataset_download import dataset_download
     from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
 
     described = {name: " ".join(text.split()) for name, text in PARAMETER_DOCS.items()}
     group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
-    for name, parameter in inspect.signature(dataset_download.python_func).parameters.items():
-        if parameter.default is inspect.Parameter.empty:
-            continue  # the URI and the outputs
-        flag, default = f"--{name.replace('_', '-')}", parameter.default
+    for name, default in dataset_step_defaults().items():
+        flag = f"--{name.replace('_', '-')}"
         help_text = f"{described.get(name, '')} (default: {default!r})".lstrip()
         if isinstance(default, bool):
             group.add_argument(flag, dest=name, action="store_true", default=default, help=help_text)
@@ -128,7 +148,13 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kfp-finetune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    compile_ = sub.add_parser("compile", help="compile pipelines to YAML")
+    compile_ = sub.add_parser(
+        "compile",
+        help="compile pipelines to YAML",
+        description="Compiles pipelines to KFP YAML for the RHOAI dashboard's Import pipeline, with the compile-time "
+        "settings (PVC, images, resources, secrets' names) from the pipeline.py constants, KFP_FINETUNE_* variables "
+        "and these flags, in that order.",
+    )
     compile_.add_argument("names", nargs="*", metavar="PIPELINE", help=f"one or more of: {', '.join(PIPELINES)}")
     compile_.add_argument("--all", action="store_true", help="compile all six pipelines")
     compile_.add_argument(
@@ -139,10 +165,25 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     )
     _add_compile_settings(compile_)
 
-    demo = sub.add_parser("demo", help="run a whole pipeline locally on a tiny model (kfp.local, CPU)")
+    demo = sub.add_parser(
+        "demo",
+        help="run a whole pipeline locally on a tiny model (kfp.local, CPU)",
+        description="Runs the expert pipeline of ALGORITHM through kfp.local on a tiny model built here: download and "
+        "validate the data, evaluate the base model, train on CPU, evaluate the fine-tuned model against it, "
+        "register (only with --registry-address); then tells what it gained and what it forgot. Offline unless the "
+        "dataset is a Hub id and the Hub answers.",
+    )
     demo.add_argument("--algorithm", choices=("sft", "osft", "lora"), default="sft")
     demo.add_argument("--output-dir", type=Path, default=Path("kfp-finetune-demo"))
-    demo.add_argument("--dataset-uri", default="", help="training data (default: the shipped demo dataset)")
+    demo.add_argument(
+        "--dataset-uri",
+        default="",
+        help="training data: a path, s3://, http(s):// or a Hub id such as LipengCS/Table-GPT:All (downloaded when "
+        "the Hub answers; default: the shipped demo dataset)",
+    )
+    demo.add_argument(
+        "--offline", action="store_true", help="never reach the Hugging Face Hub (a Hub dataset must be cached)"
+    )
     demo.add_argument("--registry-address", default="", help="register the model there (default: skipped)")
     demo.add_argument(
         "--modelcar-uri",
@@ -162,6 +203,8 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     validate = sub.add_parser(
         "validate-dataset",
         help="run the dataset step locally (download, validate, split, token statistics); print its report",
+        description="Runs the pipelines' dataset step on this machine: downloads URI, converts it to the chat "
+        "format, checks every row, splits it, and prints the report; exit 1 when the rows fail the rules.",
     )
     validate.add_argument("uri", help="dataset URI (HF id, s3://, http(s)://, pvc:// or a local path)")
     if dataset_options:
@@ -192,12 +235,27 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     doctor.add_argument("--ca-bundle", default="", help="CA bundle for the KFP API and Model Registry certificates")
     _add_compile_settings(doctor)
 
-    for name, help_text in (
-        ("upload", "upload a pipeline to a KFP server"),
-        ("run", "start a run"),
-        ("schedule", "create a recurring run"),
+    for name, help_text, description in (
+        (
+            "upload",
+            "upload a pipeline to a KFP server",
+            "Compiles PIPELINE (or takes a compiled YAML) and uploads it to the KFP API at --host, as a new pipeline "
+            "or a new version of it.",
+        ),
+        (
+            "run",
+            "start a run",
+            "Checks the arguments against the pipeline and its components' rules, then starts one run of PIPELINE "
+            "on the KFP API at --host.",
+        ),
+        (
+            "schedule",
+            "create a recurring run",
+            "Checks the arguments as run does, then creates a recurring run of PIPELINE (--cron or --interval) on "
+            "the KFP API at --host.",
+        ),
     ):
-        command = sub.add_parser(name, help=help_text)
+        command = sub.add_parser(name, help=help_text, description=description)
         command.add_argument("pipeline", help="a pipeline name (e.g. osft-minimal) or a compiled YAML file")
         _add_connection(command)
         _add_compile_settings(command)

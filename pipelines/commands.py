@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -80,6 +81,7 @@ def demo_command(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         modelcar_uri=args.modelcar_uri,
         modelcar_base_image=args.modelcar_base_image,
+        offline=args.offline,
     )
     return 0
 
@@ -113,12 +115,40 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
         except DatasetValidationError as error:
             if error.report is None:
                 raise
-            print(error.report.to_markdown())
+            print(_for_terminal(error.report.to_markdown(), _option_names(args)))
             return 1
-    print(prepared.to_markdown())
+    print(_for_terminal(prepared.to_markdown(), _option_names(args)))
     if args.output_dir:
         print(f"split written to {args.output_dir / 'train.jsonl'} and {args.output_dir / 'eval.jsonl'}")
     return 0
+
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _option_names(args: argparse.Namespace) -> list[str]:
+    """The dataset step's option names that ``validate-dataset`` has a flag for (``on_invalid`` -> ``--on-invalid``)."""
+    return [name for name in vars(args) if name not in ("command", "uri", "output_dir")]
+
+
+def _for_terminal(report: str, options: list[str]) -> str:
+    """The report as the CLI prints it: its ``Result:`` hint names the flags, control characters are escaped.
+
+    ``on_invalid='drop'`` becomes ``--on-invalid drop`` (what to type here); a binary file's bytes in an excerpt
+    become an escape such as ``x1b`` after a backslash rather than reaching the terminal.
+    """
+    names = "|".join(sorted(map(re.escape, options), key=len, reverse=True))
+    pattern = re.compile(rf"\b({names})\b(?:=('[^']*'|[^\s,;)]+))?")
+
+    def flag(match: re.Match[str]) -> str:
+        value = (match[2] or "").strip("'")
+        return f"--{match[1].replace('_', '-')}" + (f" {value}" if value else "")
+
+    lines = [
+        pattern.sub(flag, line) if line.startswith("- Result:") and names else line for line in report.splitlines()
+    ]
+    text = "\n".join(lines) + ("\n" if report.endswith("\n") else "")
+    return _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def _package(args: argparse.Namespace, workdir: str) -> str:
@@ -152,18 +182,27 @@ def _default_name(args: argparse.Namespace) -> str:
 
 
 def _submit(args: argparse.Namespace, call: Callable[..., dict], with_arguments: bool, **options: Any) -> dict:
-    """Compiles or reads the package, then calls ``call(connection, package, [arguments,] **options)``."""
+    """Checks what it can cheaply, compiles or reads the package, then calls ``call(connection, package, ...)``.
+
+    The arguments file, the connection options (host, token file, CA bundle) and a schedule's trigger are checked
+    before anything is compiled (importing the components takes seconds); then the arguments against the pipeline.
+    """
     from pipelines import kfp_api
     from pipelines.argument_checks import check_component_rules
 
     leading = [kfp_api.load_arguments(args.param, args.params_file)] if with_arguments else []
+    connection = _connection(args)
+    if options.get("cron"):
+        options["cron"] = kfp_api.validate_cron(options["cron"])
+    if args.pipeline not in PIPELINES and not Path(args.pipeline).is_file():
+        _package(args, "")  # the error naming the pipelines, before compiling anything
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-") as workdir:
         package = _package(args, workdir)
         if with_arguments:  # checked here to name the pipeline as given, not the temporary package
             spec = kfp_api.read_pipeline_spec(package)
             kfp_api.check_arguments(spec, leading[0], args.pipeline)
             check_component_rules(spec, leading[0], args.pipeline)
-        return call(_connection(args), package, *leading, **options)
+        return call(connection, package, *leading, **options)
 
 
 def upload_command(args: argparse.Namespace) -> int:

@@ -154,10 +154,14 @@ def test_validate_dataset_max_invalid_fraction_and_the_rule_that_failed(tmp_path
     bad.write_text(good * 3 + '{"messages": [{"role": "user", "content": "only a question"}]}\n')
     assert main(["validate-dataset", str(bad)]) == 1
     report = capsys.readouterr().out
-    assert "- Result: FAILED: 1 of 4 rows (25.00%) break the rules and on_invalid='fail' accepts none" in report
+    # The hint names the flags to type here, not the Python parameters.
+    assert (
+        "- Result: FAILED: 1 of 4 rows (25.00%) break the rules and --on-invalid fail accepts none "
+        "(--on-invalid drop with --max-invalid-fraction drops them instead)"
+    ) in report
     assert main(["validate-dataset", str(bad), "--on-invalid", "drop", "--max-invalid-fraction", "0.1"]) == 1
     report = capsys.readouterr().out
-    assert "- Result: FAILED: 1 of 4 rows (25.00%) break the rules, more than max_invalid_fraction=0.1" in report
+    assert "- Result: FAILED: 1 of 4 rows (25.00%) break the rules, more than --max-invalid-fraction 0.1" in report
     split = tmp_path / "split"
     argv = ["validate-dataset", str(bad), "--on-invalid", "drop", "--max-invalid-fraction", "0.25"]
     assert main([*argv, "--train-split-ratio", "0.5", "--output-dir", str(split)]) == 0
@@ -167,3 +171,38 @@ def test_validate_dataset_max_invalid_fraction_and_the_rule_that_failed(tmp_path
     assert [len((split / f"{name}.jsonl").read_text().splitlines()) for name in ("train", "eval")] == [1, 2]
     assert main(["validate-dataset", str(bad), "--max-invalid-fraction", "2"]) == 2
     assert "max_invalid_fraction=2.0 must be within [0, 1]" in capsys.readouterr().err
+
+
+def test_validate_dataset_on_a_binary_file_prints_no_control_characters(tmp_path, capsys):
+    binary = tmp_path / "image.jsonl"
+    binary.write_bytes(b"\x1b[31mRED\x00\x07 binary\n\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    assert main(["validate-dataset", str(binary)]) == 2
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert "invalid_json" in printed and "\\x1b[31mRED\\x00\\x07" in printed, printed
+    assert not [c for c in printed if c != "\n" and (ord(c) < 32 or 127 <= ord(c) < 160)], repr(printed)
+
+
+def test_every_subcommand_has_a_description():
+    (commands,) = [action.choices for action in build_parser()._actions if getattr(action, "choices", None)]
+    for name, parser in commands.items():
+        assert parser.description and len(parser.description) > 40, name
+
+
+def test_validate_dataset_reads_the_components_defaults_without_importing_it():
+    """The source-read defaults are the component's own (its signature is their one source)."""
+    import inspect
+    import subprocess
+    import sys
+
+    from components.data_processing.dataset_download import dataset_download
+    from pipelines.cli import dataset_step_defaults
+
+    signature = inspect.signature(dataset_download.python_func).parameters.items()
+    options = {n: p.default for n, p in signature if isinstance(p.default, (bool, int, float, str))}
+    assert dataset_step_defaults() == options
+    probe = "import sys; from pipelines.cli import build_parser; build_parser(); print('kfp' in sys.modules)"
+    repo = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-c", probe]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True, cwd=repo)
+    assert done.stdout.strip() == "False"  # neither KFP nor the Kubernetes client on the validate-dataset path

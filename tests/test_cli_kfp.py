@@ -116,6 +116,22 @@ def test_run_arguments_break_the_components_rules_before_anything_is_sent(kfp_ap
         error = capsys.readouterr().err.strip()
         assert error.startswith("kfp-finetune run: error: pipeline 'sft', step ") and rule in error, error
         assert error.endswith(f"(pipeline parameter {parameter})")
+    # A registry address with a name the registry would refuse (an empty name is derived: fine).
+    address = f"{_dashboard('registry', 'registry_address')}=registry.example.com"
+    name = _dashboard("registry", "model_name")
+    argv = ["run", "sft", "--host", kfp_api_stub.url, "--param", dataset, "--param", address]
+    assert main([*argv, "--param", f"{name}=my model"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "step model-registry: model_name='my model': must start with a letter or digit" in error, error
+    assert error.endswith(f"(pipeline parameter {name})"), error
+    # Every mistake at once: two steps' rules and two unknown names in one error each.
+    split, epochs_name = _dashboard("dataset", "train_split_ratio"), _dashboard("train", "training_num_epochs")
+    argv = ["run", "sft", "--host", kfp_api_stub.url, "--param", dataset]
+    assert main([*argv, "--param", f"{split}=1.5", "--param", f"{epochs_name}=0"]) == 2
+    error = capsys.readouterr().err
+    assert "step dataset-download: train_split_ratio=1.5" in error and "step train-model: " in error, error
+    assert main([*argv, "--param", "typo_one=1", "--param", "typo_two=2"]) == 2
+    assert "parameters 'typo_one', 'typo_two' are not parameters of pipeline 'sft'" in capsys.readouterr().err
     # The same rules hold for a compiled file, and the error names the file as given.
     package = tmp_path / "sft.yaml"
     assert main(["compile", "sft", "-o", str(package)]) == 0
@@ -155,3 +171,21 @@ def test_the_guides_quick_start_run_and_parameter_names_pass_the_cli_checks(kfp_
         assert code == 0, (name, capsys.readouterr().err)
         (run,) = stub.runs.values()
         assert run["runtime_config"]["parameters"] == guide_values, name
+
+
+def test_cheap_checks_come_before_compiling(kfp_api_stub, tmp_path, capsys, monkeypatch):
+    """A bad cron, token file or pipeline name costs no compile (importing the components takes seconds)."""
+    import pipelines.compile
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled before the cheap checks")
+
+    monkeypatch.setattr(pipelines.compile, "compile_named", no_compile)
+    base = ["--host", kfp_api_stub.url, "--param", f"{DATASET}=s3://b/k.jsonl"]
+    assert main(["schedule", "sft", *base, "--cron", "0 0 25 * * *"]) == 2
+    assert "cron" in capsys.readouterr().err
+    assert main(["run", "sft", *base, "--token-file", str(tmp_path / "missing-token")]) == 2
+    assert "missing-token" in capsys.readouterr().err
+    assert main(["run", "no-such-pipeline", *base]) == 2
+    assert "is neither a pipeline name" in capsys.readouterr().err
+    assert kfp_api_stub.requests == []

@@ -3,6 +3,7 @@
 import json
 import math
 import re
+import socket
 import tempfile
 from pathlib import Path
 
@@ -117,7 +118,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(
     assert summary["model-registry"]["parameters"]["status"] == "skipped"
     assert not (output_dir / "tmp").exists() and list(private_tmpdir.iterdir()) == []
 
-    # The base model was evaluated beside training on the same tasks, and its results fed the tuned evaluation:
+    # The base model was evaluated before training on the same tasks, and its results fed the tuned evaluation:
     # the story prints base -> fine-tuned for the held-out split and for the general-ability task, and whether the
     # model forgot, in agreement with the Metrics the fine-tuned evaluation logged.
     base, tuned = summary[STEP_TASKS["base_eval"]]["metrics"], summary[STEP_TASKS["eval"]]["metrics"]
@@ -152,10 +153,58 @@ def test_broken_dataset_line_ends_the_demo_with_the_steps_one_line_error(tmp_pat
     failed = printed.out.splitlines()[-1]
     assert "dataset-download FAILED after" in failed and str(output_dir / "demo.log") in failed
     last = printed.err.strip().splitlines()[-1]
-    assert last.startswith("kfp-finetune demo: failed: dataset-download: DatasetValidationError: 1 of 8 rows")
+    failure = "kfp-finetune demo: failed: dataset-download: DatasetValidationError: Expected chat format: 1 of 8 rows"
+    assert last.startswith(failure), last
     assert "broken_line.jsonl:5 [invalid_json]" in last
     assert "Traceback" in (output_dir / "demo.log").read_text()  # the whole story stays in the log
     assert not (output_dir / "tmp").exists() and list(private_tmpdir.iterdir()) == []
+
+
+@pytest.fixture
+def online(monkeypatch):
+    """The test suite's offline switches lifted (the Hub is the stub on 127.0.0.1)."""
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.slow
+def test_demo_downloads_a_hub_dataset_when_the_hub_answers_and_not_when_offline(
+    tmp_path, private_tmpdir, capsys, hub_stub, online
+):
+    """The guide's Quick Start dataset id, served by the Hub stub; a broken row keeps the run short."""
+    rows = Path("pipelines/demo/data/demo_chat.jsonl").read_text().splitlines()[:8]
+    rows[4] = '{"text": "not chat"}'
+    hub_stub.add("LipengCS/Table-GPT", {"All/train.jsonl": ("\n".join(rows) + "\n").encode()})
+    output_dir = tmp_path / "demo"
+    argv = ["demo", "--dataset-uri", "LipengCS/Table-GPT:All", "--output-dir", str(output_dir)]
+    assert main(argv) == 1
+    printed = capsys.readouterr()
+    assert f"  online: the dataset comes from {hub_stub.url}" in printed.out.splitlines()
+    assert any(method == "GET" and path.endswith("/All/train.jsonl") for method, path, _ in hub_stub.requests)
+    last = printed.err.strip().splitlines()[-1]
+    assert "Expected chat format: 1 of 8 rows of LipengCS/Table-GPT:All" in last, last
+    assert "[missing_field] messages field not found" in last, last
+    # --offline: nothing is asked of the Hub, and the dataset step says offline mode is on.
+    hub_stub.requests.clear()
+    assert main([*argv, "--offline"]) == 1
+    printed = capsys.readouterr()
+    assert "  offline: asked for (--offline)" in printed.out.splitlines()
+    assert "offline mode is on" in printed.err.strip().splitlines()[-1]
+    assert hub_stub.requests == []
+
+
+def test_demo_goes_offline_only_when_asked_or_without_a_hub(hub_stub, online, monkeypatch):
+    from pipelines.demo.hub_access import offline_reason
+
+    assert offline_reason("org/chat", offline=False) == ""  # the stub answers (404 is an answer)
+    assert offline_reason("org/chat", offline=True) == "asked for (--offline)"
+    assert offline_reason("org/chat", False, {"HF_HUB_OFFLINE": "1"}) == "asked for (HF_HUB_OFFLINE is set)"
+    assert offline_reason("pipelines/demo/data/demo_chat.jsonl", False).startswith("nothing to download")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    reason = offline_reason("org/chat", False, {"HF_ENDPOINT": closed})
+    assert reason.startswith(f"the Hub at {closed} does not answer"), reason
 
 
 def test_one_line_error_is_the_last_exception_of_the_output():

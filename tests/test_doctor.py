@@ -286,6 +286,12 @@ SCENARIOS = {
         "FAIL",
         ["GPU nodes that fit are tainted (gpu-1)", '{"effect": "NoSchedule", "key": "nvidia.com/gpu"'],
     ),
+    "registry-name": (
+        lambda k: None,
+        [*param("registry", "registry_address", "http://127.0.0.1:9"), *param("registry", "model_name", "my model")],
+        "FAIL",
+        ["Model Registry: model_name='my model': must start with a letter or digit", dash("registry", "model_name")],
+    ),
     "registry": (
         lambda k: None,
         "closed-port",
@@ -442,7 +448,9 @@ def test_unreachable_api_server_is_one_fail(capsys, monkeypatch):
     monkeypatch.setenv(kube.AUTH_TOKEN_ENV, "t")
     code, out, _ = doctor(capsys, *S3_DATASET)
     [line] = problems(out)
-    assert code == 1 and "does not answer" in line and "oc login" in line, out
+    # Both credentials were set: the address is what to fix, not a login.
+    assert code == 1 and "does not answer" in line and "oc login" not in line, out
+    assert f"check {kube.SERVER_URL_ENV} (now http://127.0.0.1:" in line and "oc whoami --show-server" in line, line
 
 
 def test_permissions_reviewed_are_exactly_rbac_yaml_and_the_client_layer():
@@ -604,3 +612,25 @@ def test_doctor_says_when_the_api_generation_is_only_assumed(cluster, capsys):
     assert line.startswith("WARN") and "assumed: OpenAPI v3 discovery" in line and "(HTTP 403)" in line
     assert "a Strict create corrects it once" in line and "system:discovery" in line
     assert "OK    ClusterTrainingRuntime 'training-hub' names no image for its trainer container 'node'" in out
+
+
+def test_peak_concurrent_gpu_demand_is_counted_against_the_cluster(cluster, capsys, tmp_path):
+    """The guide's OSFT row (one node, one GPU) holds the default run: the base evaluation runs before training."""
+    cluster.core.delete_node("gpu-1")
+    cluster.put_node(make_node("gpu-1", 1, labels=A100_LABELS))
+    code, out, _ = doctor(capsys, *S3_DATASET)
+    assert code == 0 and problems(out) == [], out
+    assert "peak 1 GPU(s) at once (lm-eval 1) of 1 allocatable" in out, out
+    # The same pipeline with the evaluation beside training would hold 2 GPUs at once: doctor says so before a run.
+    package = tmp_path / "overlapping.yaml"
+    assert main(["compile", "osft-minimal", "-o", str(package)]) == 0
+    documents = list(yaml.safe_load_all(package.read_text()))
+    train = documents[0]["root"]["dag"]["tasks"]["train-model"]
+    train["dependentTasks"] = [task for task in train["dependentTasks"] if task != "lm-eval"]
+    package.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    capsys.readouterr()
+    code = main(["doctor", str(package), "--namespace", NS, *BASE_MODEL, *S3_DATASET])
+    [line] = problems(capsys.readouterr().out)
+    assert code == 1 and line.startswith("FAIL"), line
+    assert "the run holds 2 GPU(s) at once (lm-eval 1, train-model 1); the GPU nodes have 1 nvidia.com/gpu" in line
+    assert ".after()" in line

@@ -220,10 +220,13 @@ def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled, tmp_path):
         platform = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-lm-eval"]
         label, value = FACTS["troubleshooting"]["eval_gpu_node_label"].split("=")
         assert platform["nodeSelector"]["labels"] == {label: value}, name
+        # ... and fails with the guide's "No CUDA GPUs are available" when it sees none (not a silent CPU run).
+        assert {"name": "KFP_FINETUNE_REQUESTED_GPUS", "value": "1"} in executor["env"], name
     # --eval-gpus 0 (CPU-only clusters) turns both off.
     documents = list(yaml.safe_load_all(compile_named("sft", tmp_path / "cpu.yaml", {"eval_gpus": 0}).read_text()))
     executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
     assert "accelerator" not in executor.get("resources", {})
+    assert "KFP_FINETUNE_REQUESTED_GPUS" not in {env["name"] for env in executor.get("env", [])}
     assert "nodeSelector" not in documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-lm-eval"]
 
 
@@ -260,3 +263,36 @@ def test_the_guides_troubleshooting_hooks_exist():
     prefix = hooks["job_log_line"].split("<")[0]
     sources = "\n".join(p.read_text() for p in (REPO_ROOT / "components/training/finetuning").rglob("*.py"))
     assert f'f"{prefix}{{' in sources, f"no {hooks['job_log_line']!r} log line in the training component"
+
+
+def test_each_troubleshooting_string_is_produced_by_the_error_it_describes(tmp_path, monkeypatch):
+    """The strings users search their logs for, from the failures the guide names (end-to-end tests beside each)."""
+    import httpx2
+    from botocore.exceptions import ClientError
+    from huggingface_hub import errors
+
+    from components.data_processing.dataset_download.hub_source import hf_error
+    from components.data_processing.dataset_download.s3_source import s3_error
+    from components.evaluation.lm_eval.devices import REQUESTED_GPUS_ENV, NoGpuError, resolve_device
+    from tests.harness.requests import validate_local_files
+
+    strings = FACTS["error_strings"]
+    request = httpx2.Request("GET", "https://huggingface.co/api/datasets/org/gated")
+    gated = errors.GatedRepoError("gated", response=httpx2.Response(401, request=request))
+    hub = str(hf_error("org/gated", "", gated))
+    assert all(text in hub for text in strings["hub_gated_or_private"]) and "hf-token secret" in hub, hub
+    denied = ClientError({"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetObject")
+    s3 = str(s3_error("s3://bucket/train.jsonl", denied))
+    assert all(text in s3 for text in strings["s3_access_denied"]) and "s3-secret" in s3, s3
+    data = tmp_path / "text.jsonl"
+    data.write_text('{"text": "not chat"}\n')
+    with pytest.raises(ValueError) as not_chat:  # the pipelines' input_format="auto"
+        validate_local_files([data], str(data), sink=lambda rows: None)
+    assert all(text in str(not_chat.value) for text in strings["invalid_dataset_format"]), not_chat.value
+    report = validate_local_files([data], str(data), sink=lambda rows: None, input_format="messages")
+    rows = report.failure_message()
+    assert all(text in rows for text in strings["invalid_dataset_format"]), rows
+    monkeypatch.setenv(REQUESTED_GPUS_ENV, "1")  # this host has no GPU
+    with pytest.raises(NoGpuError) as no_gpu:
+        resolve_device("", "hf")
+    assert all(text in str(no_gpu.value) for text in strings["no_gpu"])

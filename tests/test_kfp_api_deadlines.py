@@ -5,6 +5,7 @@ check hangs) or after the client was built (a later call hangs). Each case must 
 slack, with one line that says what did not answer and what to do, and without the token.
 """
 
+import socket
 import time
 
 import pytest
@@ -64,6 +65,20 @@ def test_a_health_check_that_never_answers_fails_within_the_timeout(package_path
     assert "Read timed out" in message and "no answer within 1 s" in message and "--request-timeout" in message
     assert "\n" not in message and TOKEN not in message
     assert proxy.connections == 1
+
+
+def test_a_refused_connection_says_it_was_refused_not_that_it_timed_out(package_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    connection = Connection(host=closed, token=TOKEN, timeout_seconds=60)
+    began = time.monotonic()
+    with pytest.raises(KfpApiError) as error:
+        kfp_api.upload_pipeline(connection, package_path, "p")
+    assert time.monotonic() - began < 10
+    message = str(error.value)
+    assert "the connection was refused at once: check --host and its port" in message, message
+    assert "no answer within" not in message and "--request-timeout" not in message
 
 
 def test_a_server_that_stops_answering_after_the_health_check_fails_the_call_within_the_timeout(

@@ -70,7 +70,7 @@ WIRED = {
     ("train", "task_name"),
     ("registry", "pipeline_run_id"),
     ("registry", "pipeline_run_name"),
-    # The base model's evaluation (lm-eval, beside training) evaluates the training base model, and skips rather than
+    # The base model's evaluation (lm-eval, before training) evaluates the training base model, and skips rather than
     # fails on an oci://, s3:// or pvc:// one; the fine-tuned evaluation (lm-eval-2) leaves both at their defaults.
     ("eval", "model_source"),
     ("eval", "skip_unusable_model_source"),
@@ -180,7 +180,7 @@ def test_one_concept_has_one_name_in_every_pipeline(specs):
                     arguments.setdefault((step_of_task(task), argument), set()).add(parameter)
     assert {name: targets for name, targets in names.items() if len(targets) > 1} == {
         "phase_02_train_opt_max_seq_len": {("train", "training_max_seq_len"), ("dataset", "max_seq_len")},
-        # the base model is trained, and evaluated beside training (the fine-tuned evaluation's baseline)
+        # the base model is trained, and evaluated before training (the fine-tuned evaluation's baseline)
         "phase_02_train_man_train_model": {("train", "training_base_model"), ("eval", "model_source")},
     }
     assert {argument: found for argument, found in arguments.items() if len(found) > 1} == {}

@@ -43,16 +43,18 @@ def test_all_six_pipelines_compile(compiled):
     assert set(compiled) == {"sft", "sft-minimal", "osft", "osft-minimal", "lora", "lora-minimal"}
     for documents in compiled.values():
         tasks = documents[0]["root"]["dag"]["tasks"]
-        # lm-eval: the base model's evaluation (beside training); lm-eval-2: the fine-tuned model's
+        # lm-eval: the base model's evaluation (before training); lm-eval-2: the fine-tuned model's
         assert set(tasks) == {"dataset-download", "train-model", "lm-eval", "lm-eval-2", "model-registry"}
 
 
-def test_base_model_is_evaluated_beside_training_and_feeds_the_tuned_evaluation(compiled):
+def test_base_model_is_evaluated_before_training_and_feeds_the_tuned_evaluation(compiled):
     for name, documents in compiled.items():
         tasks = documents[0]["root"]["dag"]["tasks"]
         base, tuned = tasks["lm-eval"], tasks["lm-eval-2"]
-        # Beside training: it needs only the base model (a parameter) and the held-out split.
+        # It needs only the base model (a parameter) and the held-out split; training waits for it (one GPU step at
+        # a time: the guide's hardware table, tests/test_gpu_demand.py).
         assert base.get("dependentTasks") == ["dataset-download"], name
+        assert "lm-eval" in tasks["train-model"]["dependentTasks"], name
         assert base["inputs"]["artifacts"]["eval_dataset"]["taskOutputArtifact"]["producerTask"] == "dataset-download"
         assert "model" not in base["inputs"].get("artifacts", {})
         source = base["inputs"]["parameters"]["model_source"]["componentInputParameter"]
@@ -123,6 +125,7 @@ def test_osft_minimal_golden_parameters(compiled):
     summary = {name: (spec["parameterType"], spec.get("defaultValue")) for name, spec in inputs.items()}
     assert summary == {
         "phase_01_dataset_man_data_uri": ("STRING", None),
+        "phase_01_dataset_opt_subset": ("NUMBER_INTEGER", 0.0),  # the guide's Quick Start subset (0 = all)
         "phase_02_train_man_train_model": ("STRING", "Qwen/Qwen2.5-1.5B-Instruct"),
         "phase_02_train_man_train_epochs": ("NUMBER_INTEGER", 1.0),  # the guide's osft_minimal_pipeline
         "phase_02_train_man_train_batch": ("NUMBER_INTEGER", 128.0),

@@ -18,6 +18,7 @@ time, ``max_line_bytes``, ``.gz`` with ``max_decompressed_bytes``) is :mod:`comp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -56,9 +57,14 @@ RULES: dict[str, str] = {
     "record_too_large": "a JSONL line, .json array element or CSV record may not be longer than max_line_bytes",
     "decompressed_too_large": "a .gz file may not expand past max_decompressed_bytes",
 }
+#: What a row without ``messages`` lacks (the RHOAI guide's troubleshooting string comes first).
+MESSAGES_NOT_FOUND = "messages field not found (no `messages` key)"
+#: How a failed dataset's error begins (the RHOAI guide's troubleshooting string).
+EXPECTED_CHAT_FORMAT = "Expected chat format"
 #: The rules only the held-out evaluation applies (it scores the final assistant turn against a prompt).
 HELDOUT_RULES = ("last_not_assistant", "no_user_turn")
 _EXCERPT_CHARS = 120
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class RowError(ValueError):
@@ -103,10 +109,14 @@ class Unreadable:
 
 
 def excerpt(text: str | bytes) -> str:
-    """A short, single-line excerpt of a record for error messages and reports."""
+    r"""A short, single-line excerpt of a record for error messages and reports.
+
+    Control characters (a binary file's bytes, terminal escapes) are written as ``\xNN``, so an excerpt never drives
+    the terminal that shows it.
+    """
     if isinstance(text, bytes):
         text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
-    text = " ".join(text[: _EXCERPT_CHARS * 4].split())
+    text = _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m[0]):02x}", " ".join(text[: _EXCERPT_CHARS * 4].split()))
     return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"
 
 
@@ -186,7 +196,7 @@ def check_row(row: object, allow_trailing_user: bool = False, heldout: bool = Fa
     if type(row) is not dict:
         return "not_an_object", f"row is {type(row).__name__}"
     if "messages" not in row:
-        return "missing_field", "no `messages` key"
+        return "missing_field", MESSAGES_NOT_FOUND
     return check_messages(row["messages"], allow_trailing_user, heldout)
 
 

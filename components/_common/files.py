@@ -11,6 +11,41 @@ from pathlib import Path
 from components._common.masking import mask_text
 
 
+def process_umask() -> int:
+    """The process's umask, read without changing it where Linux says it (``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: read by setting it back at once
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The mode ``open()`` gives a new file (``0o666`` less the umask: ``0o644`` under the usual ``022``).
+
+    ``tempfile.mkstemp`` creates its files ``0o600``; an output renamed from one would be readable by its owner only,
+    unlike every other file the step writes (and the group of an OpenShift pod's random UID could not read it).
+    """
+    return 0o666 & ~process_umask()
+
+
+def mkstemp_like_open(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, str]:
+    """``tempfile.mkstemp`` in ``directory`` with the mode of a file ``open()`` would create (:func:`new_file_mode`)."""
+    handle, name = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=suffix)
+    try:
+        os.fchmod(handle, new_file_mode())
+    except BaseException:
+        os.close(handle)
+        Path(name).unlink(missing_ok=True)
+        raise
+    return handle, name
+
+
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
 
@@ -24,7 +59,7 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     text = mask_text(text, patterns=False)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    handle, temporary = mkstemp_like_open(target.parent, prefix=f".{target.name}.")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
@@ -67,6 +102,7 @@ def replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
+        staging.chmod(0o777 & ~process_umask())  # mkdtemp's 0o700 would hide the directory from the group
         write(staging)
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)

@@ -21,6 +21,10 @@ STEP_TASKS = {
     "eval": "lm-eval-2",
     "registry": "model-registry",
 }
+#: The one loss convention of the summary: mean cross-entropy per token, in nats (perplexity = e^loss); each figure
+#: says which tokens it averages.
+TRAINING_LOSS = "per token, every assistant turn"
+EVAL_LOSS = "per token, final answers only"
 #: The held-out metrics shown base -> fine-tuned, with their labels.
 HELDOUT_DELTAS = {
     "heldout_generation/chrf": "held-out chrF",
@@ -85,11 +89,12 @@ def heldout_verdict(train_metrics: dict[str, Any]) -> tuple[bool | None, str]:
     after, before = train_metrics.get("eval_loss"), train_metrics.get("base_eval_loss")
     if after is None or before is None:
         return None, "held-out loss: not measured (no eval split, or a backend that does not score the base model)"
+    what = f"held-out loss {before:.3f} -> {after:.3f} (base model -> trained; {TRAINING_LOSS})"
     if math.isfinite(after) and after < before:
-        return True, f"held-out loss {before:.3f} -> {after:.3f} (base model -> trained): improved"
+        return True, f"{what}: improved"
     return False, (
-        f"WARNING: held-out loss {before:.3f} -> {after:.3f} (base model -> trained) did NOT improve: the model "
-        "learned nothing that carries over; raise the learning rate or epochs (LoRA: also lora_alpha)"
+        f"WARNING: {what} did NOT improve: the model learned nothing that carries over; raise the learning rate or "
+        "epochs (LoRA: also lora_alpha)"
     )
 
 
@@ -128,7 +133,7 @@ def delta_lines(comparison: dict[str, dict[str, Any]]) -> list[str]:
     """
     if not comparison:
         return ["  base -> fine-tuned: not compared (the base model was not evaluated)"]
-    lines = ["  base -> fine-tuned (the same lm-eval tasks; the base model was evaluated beside training):"]
+    lines = ["  base -> fine-tuned (the same lm-eval tasks; the base model was evaluated before training):"]
     for name, label in HELDOUT_DELTAS.items():
         if name in comparison:
             lines.append(_base_to_tuned(label, comparison[name]))
@@ -176,7 +181,8 @@ def summary_lines(summary: dict[str, dict[str, Any]], run_dir: Path) -> list[str
         lines.append(f"  {heldout_verdict(train)[1]}")
     if evaluation:
         lines.append(
-            f"  lm-eval:    held-out perplexity {_number(evaluation, 'heldout_perplexity/token_perplexity')}, "
+            f"  lm-eval:    held-out loss {_number(evaluation, 'heldout_perplexity/token_loss', '.3f')} ({EVAL_LOSS}; "
+            f"perplexity {_number(evaluation, 'heldout_perplexity/token_perplexity')} = e^loss), "
             f"exact match {_number(evaluation, 'heldout_generation/exact_match', '.2f')}, "
             f"chrF {_number(evaluation, 'heldout_generation/chrf', '.1f')}"
         )

@@ -5,7 +5,7 @@ A real base model arrives knowing many things that a fine-tune may make it forge
 instead: :func:`teach_general_sentences` trains it to complete 40 generic sentences ("The sun rises in the" →
 " east."), in the chat format the pipeline evaluates with. The lm-eval task ``general_sentences``, shipped with the
 demo in :data:`GENERAL_TASK_DIR`, asks for the true ending out of four; the pipeline evaluates it on the base model
-(beside training) and on the fine-tuned one, so the demo shows whether the fine-tune on arithmetic forgot it.
+(before training) and on the fine-tuned one, so the demo shows whether the fine-tune on arithmetic forgot it.
 """
 
 from __future__ import annotations

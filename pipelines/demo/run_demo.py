@@ -1,8 +1,8 @@
 """``kfp-finetune demo``: a whole fine-tuning pipeline, locally, on the tiny model and the shipped demo data.
 
 The pipeline is the expert flavor of the chosen algorithm, run by ``kfp.local`` (subprocess runner, this
-environment) with ``backend="local"`` (in-process CPU training): download/validate → train, and beside it evaluate the
-base model → evaluate the fine-tuned model against it (the held-out split, and the demo's local ``general_sentences``
+environment) with ``backend="local"`` (in-process CPU training): download/validate → evaluate the base model → train →
+evaluate the fine-tuned model against the base model (the held-out split, and the demo's local ``general_sentences``
 task standing in for general ability) → register (skipped unless a registry address is given). The story ends with
 base → fine-tuned deltas and whether the model forgot what the base model could do.
 
@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from pipelines.demo.demo_data import DEMO_DATASET_PATH
 from pipelines.demo.demo_summary import STEP_TASKS, output_types, summarize_run, summary_lines
 from pipelines.demo.general_ability import GENERAL_TASK, GENERAL_TASK_DIR, teach_general_sentences
+from pipelines.demo.hub_access import OFFLINE_ENVIRONMENT, hub_endpoint, offline_reason
 
 #: The demo's training settings, shared by the three algorithms. Small enough for 2 CPU cores, long enough
 #: (8 epochs of 45 steps) that the tiny model learns the answer format ``a op b = c``; it is too small to learn the
@@ -65,9 +66,6 @@ DEMO_EVAL_ARGUMENTS = {
 DEMO_BASE_MODEL = {"initializer_range": 0.1}
 #: Variables set while the demo runs (restored afterwards): offline hubs, no run-time installs, one torch thread.
 DEMO_ENVIRONMENT = {
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
     "KFP_FINETUNE_INSTALL_PACKAGES": "0",
     "TOKENIZERS_PARALLELISM": "false",
     # A ~100k-parameter model trains fastest on one thread; more threads only contend (4-40x slower on 2 cores).
@@ -142,14 +140,16 @@ def list_outputs(run_dir: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def demo_environment(scratch: Path) -> Iterator[None]:
+def demo_environment(scratch: Path, offline: bool = True) -> Iterator[None]:
     """Sets :data:`DEMO_ENVIRONMENT` and a private temporary directory; restores both and removes it afterwards.
+
+    ``offline`` adds :data:`~.hub_access.OFFLINE_ENVIRONMENT` (``HF_HUB_OFFLINE=1``, ...).
 
     ``kfp.local`` tasks unpack their code with ``mktemp -d`` and Python's ``tempfile``: with ``TMPDIR`` pointing at
     ``scratch`` nothing of the run stays behind in the system temporary directory.
     """
     scratch.mkdir(parents=True, exist_ok=True)
-    changes = {**DEMO_ENVIRONMENT, "TMPDIR": str(scratch)}
+    changes = {**DEMO_ENVIRONMENT, **(OFFLINE_ENVIRONMENT if offline else {}), "TMPDIR": str(scratch)}
     saved = {name: os.environ.get(name) for name in changes}
     saved_tempdir = tempfile.tempdir
     os.environ.update(changes)
@@ -175,6 +175,7 @@ def run_demo(
     out: TextIO | None = None,
     modelcar_uri: str = "",
     modelcar_base_image: str = "",
+    offline: bool = False,
 ) -> DemoRun:
     """Runs the demo pipeline, tells its story on ``out`` and returns what it produced.
 
@@ -187,6 +188,7 @@ def run_demo(
         modelcar_base_image: The image the modelcar is layered on (needed with ``modelcar_uri``: the demo is offline).
         verbose: Show every line the tasks print (they always go to ``demo.log``).
         out: Where the story goes (default: standard output).
+        offline: Never reach the Hub (else a Hub ``dataset_uri`` is downloaded when the Hub answers).
 
     Returns:
         The run's outputs, log and summary.
@@ -209,13 +211,16 @@ def run_demo(
         console.say(f"kfp-finetune demo: {algorithm.upper()} fine-tuning of a tiny model, every step run locally")
         console.say(f"  data: {dataset_uri}")
         console.say(f"  full output of every step: {console.log_path}")
+        reason = offline_reason(dataset_uri, offline)
+        online = f"  online: the dataset comes from {hub_endpoint(os.environ)}"
+        console.say(f"  offline: {reason}" if reason else online)
         console.say(
             f"  modelcar: publishing to {modelcar_uri} (on {modelcar_base_image})"
             if modelcar_uri
             else "  modelcar: skipped (--modelcar-uri oci://localhost:5000/demo/tiny:1 publishes to a local registry)"
         )
         arguments = (registry_address, modelcar_uri, modelcar_base_image)
-        with demo_environment(output_dir / "tmp"):
+        with demo_environment(output_dir / "tmp", offline=bool(reason)):
             run_dir, types = _run_pipeline(console, output_dir, algorithm, dataset_uri, arguments)
         summary = summarize_run(run_dir, types)
         for line in summary_lines(summary, run_dir):

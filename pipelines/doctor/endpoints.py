@@ -42,12 +42,19 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
     """The Model Registry at the run's address answers over HTTP(S) (an OK saying so when no address is set)."""
     import urllib3
 
+    from components.deployment.kubeflow_model_registry.registration import check_registration_names
     from components.deployment.kubeflow_model_registry.registry_client import API_ROOT, API_VERSIONS, registry_base_url
 
     address = str(values.get(keys.REGISTRY_ADDRESS) or "").strip()
     setting = values.label(keys.REGISTRY_ADDRESS)
     if not address:
         return ok("endpoints", f"Model Registry: no address set ({setting}); registration will be skipped")
+    names = {"model_name": keys.REGISTRY_MODEL_NAME, "model_version": keys.REGISTRY_MODEL_VERSION}
+    try:
+        check_registration_names(address, *(str(values.get(key) or "") for key in names.values()))
+    except ValueError as error:
+        wrong = next((key for name, key in names.items() if f"{name}=" in str(error)), keys.REGISTRY_MODEL_NAME)
+        return fail("endpoints", f"Model Registry: {error}", f"fix {values.label(wrong)} (or leave it empty)")
     is_secure = values.get(keys.REGISTRY_IS_SECURE) not in (False, "false", "False")
     try:
         base = registry_base_url(address, values.integer(keys.REGISTRY_PORT), is_secure)

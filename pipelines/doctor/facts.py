@@ -35,6 +35,8 @@ TOLERATIONS = ("train", "training_tolerations")
 NODE_SELECTOR = ("train", "training_node_selector")
 REGISTRY_ADDRESS = ("registry", "registry_address")
 REGISTRY_PORT = ("registry", "registry_port")
+REGISTRY_MODEL_NAME = ("registry", "model_name")
+REGISTRY_MODEL_VERSION = ("registry", "model_version")
 REGISTRY_IS_SECURE = ("registry", "is_secure")
 S3_UPLOAD_PREFIX = ("registry", "s3_upload_prefix")
 
@@ -73,6 +75,10 @@ class PipelineFacts:
         accelerators: ``{step: (resource name, count)}`` of steps compiled with an accelerator request.
         tolerations: ``{step: [toleration, ...]}`` compiled onto steps.
         node_selectors: ``{step: {label: value}}`` compiled onto steps.
+        task_steps: ``{task: step}`` of every task of the pipeline's DAG (``lm-eval-2`` -> ``eval``).
+        task_upstreams: ``{task: (task, ...)}``: the tasks each task waits for (``dependentTasks``: data and
+            ``.after()``).
+        task_accelerators: ``{task: (resource name, count)}`` of tasks compiled with an accelerator request.
     """
 
     name: str
@@ -87,6 +93,9 @@ class PipelineFacts:
     accelerators: dict[str, tuple[str, int]]
     tolerations: dict[str, list[dict[str, Any]]]
     node_selectors: dict[str, dict[str, str]]
+    task_steps: dict[str, str] = dataclasses.field(default_factory=dict)
+    task_upstreams: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    task_accelerators: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
 
 
 def _accelerator(container: Mapping[str, Any]) -> tuple[str, int] | None:
@@ -123,6 +132,9 @@ def read_package(path: str | Path) -> PipelineFacts:
     tolerations: dict[str, list[dict[str, Any]]] = {}
     node_selectors: dict[str, dict[str, str]] = {}
     secrets: dict[str, SecretMount] = {}
+    task_steps: dict[str, str] = {}
+    task_upstreams: dict[str, tuple[str, ...]] = {}
+    task_accelerators: dict[str, tuple[str, int]] = {}
     for task_name, task in ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).items():
         step = step_of_task(task_name)
         steps[step] = wiring[task_name]
@@ -131,6 +143,10 @@ def read_package(path: str | Path) -> PipelineFacts:
         component_defaults[step] = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
         executor = component.get("executorLabel", "")
         accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
+        task_steps[task_name] = step
+        task_upstreams[task_name] = tuple(task.get("dependentTasks") or ())
+        if accelerator:
+            task_accelerators[task_name] = accelerator
         if accelerator and accelerator[1] >= accelerators.get(step, ("", 0))[1]:
             accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger request
         if (executors.get(executor) or {}).get("tolerations"):
@@ -165,6 +181,9 @@ def read_package(path: str | Path) -> PipelineFacts:
         accelerators=accelerators,
         tolerations=tolerations,
         node_selectors=node_selectors,
+        task_steps=task_steps,
+        task_upstreams=task_upstreams,
+        task_accelerators=task_accelerators,
     )
 
 

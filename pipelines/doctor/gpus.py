@@ -14,6 +14,7 @@ from typing import Any
 from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues
+from pipelines.doctor.gpu_demand import gpu_demand
 from pipelines.doctor.report import Check, fail, ok, warn
 
 NVIDIA = "nvidia.com/gpu"
@@ -150,4 +151,14 @@ def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check
         return [fail("gpus", "; ".join(p.what for p in problems), "; ".join(p.remedy for p in problems))]
     if problems:
         return problems
-    return [ok("gpus", f"{len(nodes)} GPU node(s) fit {' and '.join(fits)} ({resource})")]
+    demand = gpu_demand(values, launcher)
+    total = sum(allocatable(n, resource) for n in nodes)
+    if demand.peak > total:
+        what = f"the run holds {demand.describe()}; the GPU nodes have {total} {resource} allocatable in all"
+        remedy = (
+            f"lower {values.label(keys.NUM_NODES)} / {values.label(keys.GPUS_PER_NODE)}, add GPU nodes, or keep "
+            "GPU steps from overlapping (`.after()` in pipeline.py)"
+        )
+        return [fail("gpus", what, remedy)]
+    peak = f"; peak {demand.describe()} of {total} allocatable"
+    return [ok("gpus", f"{len(nodes)} GPU node(s) fit {' and '.join(fits)} ({resource}){peak}")]

@@ -35,14 +35,23 @@ def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
     return checks
 
 
-def _reachable(cluster: Cluster, host: str) -> Check | None:
-    """A FAIL when the API server does not answer ``GET /version``, else None."""
+def _reachable(cluster: Cluster, host: str, source: str = "") -> Check | None:
+    """A FAIL when the API server does not answer ``GET /version``, else None; the remedy fits the credentials used."""
+    from components.training.finetuning.cluster.auth import AUTH_TOKEN_ENV, SERVER_URL_ENV
+
+    from_env = source.startswith(SERVER_URL_ENV)
     try:
         cluster.version()
     except Forbidden as error:
-        return fail("cluster", f"the Kubernetes API at {host} refuses these credentials: {error}", _LOGIN)
+        remedy = f"set {AUTH_TOKEN_ENV} to a valid token (`oc whoami -t`)" if from_env else _LOGIN
+        return fail("cluster", f"the Kubernetes API at {host} refuses these credentials: {error}", remedy)
     except ApiUnavailable as error:
-        return fail("cluster", f"the Kubernetes API at {host} does not answer: {error}", _LOGIN)
+        remedy = (
+            f"check {SERVER_URL_ENV} (now {host}): the API server's URL and port, e.g. `oc whoami --show-server`"
+            if from_env
+            else _LOGIN
+        )
+        return fail("cluster", f"the Kubernetes API at {host} does not answer: {error}", remedy)
     return None
 
 
@@ -95,7 +104,7 @@ def run_doctor(
         context.update(namespace=namespace, training_namespace=job_namespace, kubernetes=host, credentials=source)
         cluster = Cluster(api_client, namespace)
         try:
-            problem = _reachable(cluster, host)
+            problem = _reachable(cluster, host, source)
             checks += [problem] if problem else _cluster_checks(cluster, values)
         finally:
             api_client.close()

@@ -136,17 +136,26 @@ def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str)
         ValueError: An unknown parameter, a value of the wrong type, or a required parameter left out.
     """
     declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {}) or {}
+    problems = []  # every mistake at once, not one per attempt
+    unknown = [name for name in arguments if name not in declared]
+    if unknown:
+        known = ", ".join(sorted(declared)) or "none"
+        listed = ", ".join(repr(name) for name in unknown)
+        problems.append(
+            f"parameter {listed} is not a parameter of pipeline {package_path!r} (it has: {known})"
+            if len(unknown) == 1
+            else f"parameters {listed} are not parameters of pipeline {package_path!r} (it has: {known})"
+        )
     for name, value in arguments.items():
         if name not in declared:
-            known = ", ".join(sorted(declared)) or "none"
-            raise ValueError(f"parameter {name!r} is not a parameter of pipeline {package_path!r} (it has: {known})")
+            continue
         parameter_type = declared[name].get("parameterType", "")
         check, expected = _TYPE_CHECKS.get(parameter_type, (lambda _value: True, ""))
         if not check(value):
             hint = ""
             if parameter_type == "STRING":
                 hint = f"; to pass it as text, quote it: --param '{name}=\"{value}\"' or {name}: '{value}' in a file"
-            raise ValueError(
+            problems.append(
                 f"parameter {name!r} of pipeline {package_path!r} is {parameter_type} and needs {expected}, "
                 f"got {value!r} ({type(value).__name__}){hint}"
             )
@@ -156,4 +165,6 @@ def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str)
         if name not in arguments and "defaultValue" not in definition and not definition.get("isOptional")
     ]
     if missing:
-        raise ValueError(f"pipeline {package_path!r} needs a value for {', '.join(sorted(missing))}: pass --param")
+        problems.append(f"pipeline {package_path!r} needs a value for {', '.join(sorted(missing))}: pass --param")
+    if problems:
+        raise ValueError("; ".join(problems))

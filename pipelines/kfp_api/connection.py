@@ -259,6 +259,10 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
         hint = ""
         if isinstance(reason, urllib3.exceptions.SSLError) or "CERTIFICATE" in str(reason).upper():
             hint = "; to trust the server's certificate pass --ca-bundle FILE (or --insecure-skip-tls-verify)"
+        elif isinstance(reason, urllib3.exceptions.NameResolutionError):
+            hint = "; the host name does not resolve: check --host"
+        elif isinstance(reason, urllib3.exceptions.NewConnectionError):  # before TimeoutError: urllib3 subclasses it
+            hint = "; the connection was refused at once: check --host and its port, and that the KFP API is running"
         elif isinstance(reason, urllib3.exceptions.TimeoutError):
             hint = (
                 f"; no answer within {connection.timeout_seconds:g} s: check --host and the route, or allow longer "

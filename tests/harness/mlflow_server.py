@@ -3,7 +3,8 @@
 Fixture ``mlflow_server``: runs the ``mlflow`` CLI of the test venv (the full ``mlflow`` package of the test extra,
 the same version as the component's ``mlflow-skinny`` pin) with a SQLite backend store and an artifact directory in a
 session temporary directory, on a free loopback port; waits (bounded) for ``/health``; yields the tracking URI; at
-the end terminates the server's whole process group (it starts uvicorn workers) and kills it if it lingers.
+the end terminates the server's whole process group (it starts uvicorn workers) and kills it if it lingers; a
+watchdog (:mod:`tests.harness.processes`) does the same if pytest is killed before its teardown runs.
 MLflow's job runner is switched off (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``): its consumer processes would
 outlive the server.
 """
@@ -21,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.harness.processes import reap_when_gone, stop_watchdog
 
 STARTUP_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 15.0
@@ -82,6 +85,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = root / "server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    watchdog = reap_when_gone(process.pid)  # the server's group dies with pytest, even a killed pytest
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
         while not _healthy(url):
@@ -92,3 +96,4 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         _stop(process)
+        stop_watchdog(watchdog)

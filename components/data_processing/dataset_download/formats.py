@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from components._common.chat_format import RowError
+from components._common.chat_format import EXPECTED_CHAT_FORMAT, MESSAGES_NOT_FOUND, RowError
 
 #: Formats accepted by ``input_format`` besides ``auto``.
 FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion")
@@ -113,7 +113,7 @@ def from_prompt_completion(row: dict) -> dict:
 def from_messages(row: dict) -> dict:
     """Keeps a ``messages`` row as it is."""
     if "messages" not in row:
-        raise RowError("missing_field", "no `messages` key")
+        raise RowError("missing_field", MESSAGES_NOT_FOUND)
     return row
 
 
@@ -166,8 +166,9 @@ def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[
         raise ValueError(f"empty dataset: {source} has no readable rows")
     if not seen:
         raise ValueError(
-            f"input_format='auto': none of the first {looked} rows of {source} has the keys of a known format "
-            "(messages | conversations | instruction+output | prompt+completion); set input_format explicitly"
+            f"{EXPECTED_CHAT_FORMAT}: {MESSAGES_NOT_FOUND.split(' (')[0]} in the first {looked} rows of {source}, "
+            "nor the keys of another known format (input_format='auto' knows messages | conversations | "
+            "instruction+output | prompt+completion); convert the data, or set input_format explicitly"
         )
     if len(seen) > 1:
         raise ValueError(

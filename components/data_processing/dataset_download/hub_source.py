@@ -58,10 +58,11 @@ def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = 
     where = f"Hub dataset {repo_id!r} at revision {revision or 'main'!r}"
     host = endpoint or "https://huggingface.co"
     status = getattr(getattr(error, "response", None), "status_code", None)
+    denied = {401: "401 Unauthorized", 403: "403 Forbidden"}.get(status or 0, "")
     if isinstance(error, errors.GatedRepoError):
         text = (
-            f"access denied (403, gated dataset): accept its conditions on {host}/datasets/{repo_id} with the account "
-            f"whose token is in the hf-token secret (env HF_TOKEN)"
+            f"access denied, gated repo ({denied or 'no access'}): accept its conditions on "
+            f"{host}/datasets/{repo_id} with the account whose token is in the hf-token secret (env HF_TOKEN)"
         )
     elif isinstance(error, errors.OfflineModeIsEnabled) or isinstance(error, errors.LocalEntryNotFoundError):
         text = (
@@ -70,14 +71,19 @@ def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = 
         )
     elif isinstance(error, errors.RevisionNotFoundError):
         text = "revision not found (404): use an existing branch, tag or commit after '@'"
+    elif isinstance(error, errors.RepositoryNotFoundError) and status == 401:
+        text = (
+            f"401 Unauthorized: not found, or private or gated and the token is missing or invalid; check the name, "
+            f"or {HF_TOKEN_REMEDY}"
+        )
     elif isinstance(error, errors.RepositoryNotFoundError):
-        text = f"not found (404) or private without a valid HF_TOKEN: check the name, or {HF_TOKEN_REMEDY}"
+        text = f"not found (404), or private without a valid token; check the name, or {HF_TOKEN_REMEDY}"
     elif isinstance(error, errors.EntryNotFoundError):
         text = "file not found (404) in that revision"
     elif status == 401:
-        text = f"authentication failed (401): the token is invalid or expired; {HF_TOKEN_REMEDY}"
+        text = f"authentication failed (401 Unauthorized): the token is invalid or expired; {HF_TOKEN_REMEDY}"
     elif status == 403:
-        text = f"access denied (403): the token lacks access to this dataset; {HF_TOKEN_REMEDY}"
+        text = f"access denied (403 Forbidden): the token lacks access to this dataset; {HF_TOKEN_REMEDY}"
     elif status is not None:
         text = f"Hub answered HTTP {status}; retry later or check {host}"
     else:

@@ -35,7 +35,12 @@ def s3_error(uri: str, error: Exception) -> DatasetSourceError:
     code = str(response.get("Error", {}).get("Code", ""))
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     if status == 403 or code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
-        return DatasetSourceError(f"dataset_uri={uri!r}: access denied (403, {code}); check the data connection")
+        shown = code if code not in ("", "403") else "AccessDenied"
+        return DatasetSourceError(
+            f"dataset_uri={uri!r}: access denied ({shown}, 403 Forbidden): the data connection's "
+            "credentials may not read it; put valid AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_S3_ENDPOINT "
+            "for a non-AWS store) in the s3-secret"
+        )
     if status == 404 or code in ("NoSuchBucket", "NoSuchKey", "404"):
         return DatasetSourceError(f"dataset_uri={uri!r}: not found (404, {code})")
     if status == 412 or code == "PreconditionFailed":

@@ -17,11 +17,12 @@ import os
 import queue
 import random
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from components._common.files import mkstemp_like_open
 
 _WRITE_BUFFER = 1 << 20
 _READ_BLOCK = 1 << 20
@@ -148,7 +149,7 @@ class JsonlWriter:
     def __init__(self, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         self.target = target
-        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        handle, name = mkstemp_like_open(target.parent, prefix=f".{target.name}.")
         self._temp = Path(name)
         self._file = os.fdopen(handle, "wb", buffering=_WRITE_BUFFER)
         self._digest = hashlib.sha256()

@@ -23,6 +23,8 @@ from typing import IO
 
 from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
 from components._common.chat_format import (
+    EXPECTED_CHAT_FORMAT,
+    MESSAGES_NOT_FOUND,
     RULES,
     RowError,
     Unreadable,
@@ -177,11 +179,12 @@ class ValidationReport:
         """
         counts = ", ".join(f"{rule}={count}" for rule, count in sorted(self.rejects_by_rule.items()))
         if self.on_invalid == "fail":
-            head = f"{self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the rules"
-            head += " (on_invalid='fail')"
+            head = f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break "
+            head += "the rules (on_invalid='fail')"
         else:
             head = (
-                f"{self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the rules: "
+                f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the "
+                "rules: "
                 f"fraction {self.invalid_fraction:.4f} > max_invalid_fraction={self.max_invalid_fraction}"
             )
         first = f"; first: {self.first_rejects[0].describe()}" if self.first_rejects else ""
@@ -339,7 +342,7 @@ def _check_value(
     if convert is None:
         row = value
         if "messages" not in row:
-            report.add_reject(_reject(path, position, "missing_field", "no `messages` key", value, raw))
+            report.add_reject(_reject(path, position, "missing_field", MESSAGES_NOT_FOUND, value, raw))
             return
     else:
         try:

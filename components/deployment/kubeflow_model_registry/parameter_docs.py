@@ -6,7 +6,10 @@ PARAMETER_DOCS = {
         'Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the step (status `skipped`).'
     ),
     "registry_port": ("Port when the address has none."),
-    "model_name": ("Registered model name (required when `registry_address` is set). Letters, digits, `. _ : + -`."),
+    "model_name": (
+        "Registered model name; `\"\"`: `<algorithm>-<base model's last path part>` from the model's metadata "
+        "(e.g. `osft-Qwen2.5-1.5B-Instruct`). Letters, digits, `. _ : + -`."
+    ),
     "model_version": (
         'Version name. `""`: the version this run registered before (matched on `pipeline_run_id`), else '
         "`<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`."

@@ -120,6 +120,40 @@ def validate_name(value: str, parameter: str) -> str:
     return value
 
 
+#: The registered model's name when neither the run nor the model says more.
+FALLBACK_MODEL_NAME = "fine-tuned-model"
+
+
+def default_model_name(algorithm: str, base_model: str) -> str:
+    """The model name when ``model_name`` is empty: ``<algorithm>-<base model's last path part>``.
+
+    ``osft`` + ``Qwen/Qwen2.5-1.5B-Instruct`` -> ``osft-Qwen2.5-1.5B-Instruct``; characters the registry does not
+    accept become ``-``; :data:`FALLBACK_MODEL_NAME` when neither is known.
+    """
+    reference = base_model.strip().removeprefix("oci://").split("@")[0].rstrip("/")  # a digest is no name
+    tail = reference.rsplit("/", 1)[-1]
+    parts = [part for part in (algorithm.strip().lower(), tail) if part]
+    name = re.sub(r"[^A-Za-z0-9._:+\-]+", "-", "-".join(parts)).strip("-._:+")[:253]
+    return name if _NAME.match(name) else FALLBACK_MODEL_NAME
+
+
+def check_registration_names(registry_address: str, model_name: str, model_version: str) -> None:
+    """The names a run would register under, checked before it starts (nothing to check without an address).
+
+    An empty ``model_name`` / ``model_version`` is derived at registration (:func:`default_model_name`,
+    :func:`derived_version_name`).
+
+    Raises:
+        ValueError: A name the registry would refuse (names the parameter and the rule).
+    """
+    if not registry_address.strip():
+        return
+    if model_name.strip():
+        validate_name(model_name, "model_name")
+    if model_version.strip():
+        validate_name(model_version, "model_version")
+
+
 def derived_version_name(run: RunInfo, now: datetime.datetime) -> str:
     """``<UTC yyyymmdd-HHMMSS>-<first 8 characters of the run id>`` (just the timestamp when the run is unknown)."""
     stamp = now.astimezone(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")

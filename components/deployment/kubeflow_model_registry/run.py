@@ -19,7 +19,13 @@ from .gate import GateDecision, evaluate_gate
 from .kserve_deploy import Deployment
 from .lineage import ArtifactInfo, RunInfo, known_run_value, lineage_properties, metric_values
 from .model_uri import ServingUri, model_files_dir, parse_s3_uri, resolve_serving_uri
-from .registration import ModelRegistryResult, Registrar, VersionRequest, validate_name
+from .registration import (
+    ModelRegistryResult,
+    Registrar,
+    VersionRequest,
+    check_registration_names,
+    default_model_name,
+)
 from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
 from .s3_upload import upload_model_files
 from .serving import (
@@ -233,12 +239,12 @@ def run_model_registration(
     registry_on = bool(registry_address.strip())
     if not registry_on and not serving_request.modelcar_uri.strip():
         return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)
-    if registry_on or serving_request.deploy_inference_service:
-        if not model_name.strip():
-            raise ValueError("model_name is empty: it is required when registry_address is set")
-        validate_name(model_name, "model_name")
-    if model_version:
-        validate_name(model_version, "model_version")
+    check_registration_names(registry_address, model_name, model_version)
+    if not model_name.strip():
+        model_name = default_model_name(
+            str(model.metadata.get("algorithm", "")), str(model.metadata.get("base_model", ""))
+        )
+        log(f"model_name is empty: registering as {model_name!r} (the training algorithm and the base model)")
     if not model_format_name.strip():
         raise ValueError("model_format_name is empty: serving runtimes select on it (e.g. 'pytorch', 'vLLM')")
     if model_uri.strip() and s3_upload_prefix.strip():

@@ -123,7 +123,7 @@ def comparison_metrics(comparisons: Iterable[Comparison]) -> dict[str, float]:
     return metrics
 
 
-def _is_fraction(item: Comparison) -> bool:
+def is_fraction(item: Comparison) -> bool:
     """Whether both values lie in [0, 1] (accuracy-like metrics, shown in percentage points)."""
     return 0.0 <= item.base.value <= 1.0 and 0.0 <= item.tuned.value <= 1.0
 
@@ -132,7 +132,7 @@ def format_delta(item: Comparison) -> str:
     """The delta as the verdict shows it: ``+18.2``, or ``-0.4 pts`` for a 0-1 metric (percentage points)."""
     if not math.isfinite(item.delta):
         return str(item.delta)
-    if _is_fraction(item):
+    if is_fraction(item):
         return f"{item.delta * 100:+.1f} pts".replace("-", "\u2212")
     text = f"{item.delta:+.3g}" if abs(item.delta) < 1 else f"{item.delta:+.1f}"
     return text.replace("-", "\u2212")

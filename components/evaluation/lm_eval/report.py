@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.evaluation.lm_eval.comparison import Comparison, baseline_skip_reason, compare, qualifier, verdict
+from components.evaluation.lm_eval.comparison import (
+    Comparison,
+    baseline_skip_reason,
+    compare,
+    format_delta,
+    is_fraction,
+    qualifier,
+    verdict,
+)
 
 #: Generations shown per generative task in the report (when samples were logged).
 REPORT_EXAMPLES = 5
@@ -134,6 +142,30 @@ def _format(value: float | None) -> str:
     return f"{value:.4g}" if abs(value) >= 1e4 or (value != 0 and abs(value) < 1e-3) else f"{value:.4f}"
 
 
+def _stderr_of_delta(item: Comparison) -> str:
+    """The standard error of Δ in Δ's own unit (percentage points for a 0-1 metric, as :func:`format_delta`)."""
+    if item.stderr is None or not math.isfinite(item.stderr):
+        return _format(item.stderr)
+    return f"{item.stderr * 100:.1f} pts" if is_fraction(item) else _format(item.stderr)
+
+
+def model_name(model_args: Any) -> str:
+    """The model an lm-eval run evaluated, from its ``config.model_args`` (a dict or ``key=value,...`` text).
+
+    ``pretrained`` (plus ``peft`` for an adapter), else the whole value; ``(unknown model)`` when absent.
+    """
+    if isinstance(model_args, str):
+        pairs = dict(part.split("=", 1) for part in model_args.split(",") if "=" in part)
+        model_args = pairs or model_args
+    if isinstance(model_args, Mapping):
+        name = str(model_args.get("pretrained") or model_args.get("model") or "")
+        if model_args.get("peft"):
+            name = f"{model_args['peft']} (PEFT adapter on {name or 'its base'})"
+        if name:
+            return name
+    return str(model_args) if model_args else "(unknown model)"
+
+
 def _task_table(rows: Sequence[MetricRow], comparisons: Mapping[str, Comparison] | None) -> str:
     """Renders the rows of one task as an HTML table, with base-model columns when a baseline is given."""
     header = ["Metric", "Value", "± stderr", "Higher is better"]
@@ -149,7 +181,7 @@ def _task_table(rows: Sequence[MetricRow], comparisons: Mapping[str, Comparison]
             if item is None:
                 cells += ["n/a", "", "", ""]
             else:
-                cells += [_format(item.base.value), f"{item.delta:+.4g}", _format(item.stderr), qualifier(item)]
+                cells += [_format(item.base.value), format_delta(item), _stderr_of_delta(item), qualifier(item)]
         lines.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     lines.append("</table>")
     return "\n".join(lines)
@@ -178,7 +210,7 @@ def _comparison_section(
     if skipped:
         return [f"<p><strong>Base model not evaluated:</strong> {html.escape(skipped)}</p>"], None
     comparisons = compare(rows, metric_rows(baseline))
-    base_model = (baseline.get("config") or {}).get("model_args") or "(unknown model)"
+    base_model = model_name((baseline.get("config") or {}).get("model_args"))
     line = verdict(comparisons, tasks) or "no metric in common with the base model's run"
     return [
         f'<p class="verdict"><strong>Base → fine-tuned:</strong> {html.escape(line)}</p>',

@@ -28,6 +28,7 @@ from components.evaluation.lm_eval.custom_task import (
     stage_custom_tasks,
     write_heldout_tasks,
 )
+from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
 from components.evaluation.lm_eval.report import (
     kfp_metrics,
@@ -260,17 +261,6 @@ def ensure_writable_hf_cache() -> None:
     if not os.access(probe, os.W_OK):
         os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hf-home-")
         _log(f"{probe} is not writable: HF_HOME set to {os.environ['HF_HOME']}")
-
-
-def resolve_device(device: str, backend: str) -> str | None:
-    """The device for lm-eval: the given one, else ``cuda`` when a GPU is visible, else ``cpu`` (None for vLLM)."""
-    if backend == "vllm":
-        return None
-    if device:
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def continuation_token_counter(tokenizer: Any) -> Callable[[str, str], int]:

@@ -52,8 +52,8 @@ PARAMETER_DOCS = {
     "training_use_liger": ("Liger kernels (Training Hub SFT/OSFT)."),
     "training_gradient_checkpointing": (
         "Recompute activations in the backward pass instead of keeping them (less memory, ~30% more compute). "
-        "Training Hub's backends always do (when the model supports it): only True there; the local backend "
-        "honours both."
+        "The local launcher and `training_backend=transformers` honour both; Training Hub's backends always "
+        "recompute (when the model supports it), so False there runs as True, with a note in the log."
     ),
     "training_checkpoint_at_epoch": ("Checkpoint after every epoch (local: resumable state)."),
     "training_save_final_checkpoint": ("Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`)."),

@@ -49,6 +49,25 @@ def _table(rows: dict[str, Any]) -> str:
     return f"<table>{cells}</table>"
 
 
+#: Hyper-parameters that only one algorithm uses; the report leaves them out of the others'.
+ALGORITHM_ONLY_SETTINGS = {
+    "unfreeze_rank_ratio": "osft",
+    "lora_r": "lora",
+    "lora_alpha": "lora",
+    "lora_dropout": "lora",
+    "fsdp_sharding_strategy": "sft",
+}
+
+
+def algorithm_settings(hyperparameters: dict[str, Any], algorithm: str) -> dict[str, Any]:
+    """The hyper-parameters that apply to ``algorithm`` (another algorithm's knobs left out)."""
+    return {
+        name: value
+        for name, value in hyperparameters.items()
+        if ALGORITHM_ONLY_SETTINGS.get(name, algorithm) == algorithm
+    }
+
+
 def render_report(
     records: list[dict[str, Any]],
     summary: dict[str, float],
@@ -80,6 +99,6 @@ def render_report(
         f"<h2>Run</h2>{_table(run_facts)}"
         f"<h2>Loss curve</h2><img alt='loss curve' src='data:image/png;base64,{image}'>"
         f"<h2>Summary</h2>{_table({key: f'{value:.6g}' for key, value in summary.items()})}"
-        f"<h2>Hyper-parameters</h2>{_table(hyperparameters)}"
+        f"<h2>Hyper-parameters</h2>{_table(algorithm_settings(hyperparameters, str(run_facts['algorithm']).lower()))}"
         "</body></html>\n"
     )

@@ -27,6 +27,7 @@ model's metadata as ``mlflow_run_id``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -130,6 +131,30 @@ def _unresolved(value: str) -> bool:
     return not value or value.startswith("{{$")
 
 
+def resolve_auto_launcher(
+    request: TrainModelRequest, environ: Mapping[str, str], log: Any = print, api_client: Any = None
+) -> TrainModelRequest:
+    """``training_launcher="auto"`` without a cluster (as under ``kfp.local``): the ``local`` launcher, said in a line.
+
+    No cluster: no API client was given, this task is not in a pod (no ``KUBERNETES_SERVICE_HOST``), no
+    ``KUBERNETES_SERVER_URL`` names one, and no volume of the task reaches a job's pods (KFP's workspace
+    passthrough), so no TrainJob could read the data.
+    Anything else, or another launcher, is left as it is.
+    """
+    from components.training.finetuning.cluster.auth import SERVER_URL_ENV
+
+    if request.training_launcher != "auto":
+        return request
+    mounts = [m.get("mountPath", "") for m in (getattr(request.task_config, "volume_mounts", None) or [])]
+    if api_client is not None or any(mounts) or environ.get("KUBERNETES_SERVICE_HOST") or environ.get(SERVER_URL_ENV):
+        return request
+    log(
+        "training_launcher=auto: no cluster here (not in a pod, no KUBERNETES_SERVER_URL, no workspace volume for a "
+        "job's pods, as under kfp.local): training in this process with the local launcher"
+    )
+    return dataclasses.replace(request, training_launcher="local")
+
+
 @masked
 def run_train_model(
     request: TrainModelRequest,
@@ -157,9 +182,13 @@ def run_train_model(
     Returns:
         The run's outcome.
     """
+    request = resolve_auto_launcher(request, os.environ, log, api_client)
     train_dataset = dataset_input(request.dataset, request.dataset_path, request.pvc_path)
     eval_file = eval_file_of(request.eval_dataset)
     config = validate_request(request, eval_file is not None)
+    if request.training_launcher in CLUSTER_BACKENDS and config.hub_backend != TRANSFORMERS_BACKEND:
+        for note in entrypoint.ignored_settings(config.hyperparameters()):
+            log(note)
     if request.training_launcher == "local":
         _require_local_training_packages(config.algorithm)
     data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")

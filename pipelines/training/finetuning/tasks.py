@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from components._common.kfp_patches import fast_task_setters
+from components.evaluation.lm_eval.devices import REQUESTED_GPUS_ENV
 from pipelines.training.finetuning.settings import CompileSettings
 
 _AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_S3_BUCKET")
@@ -100,13 +101,15 @@ def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
         _set_resources(task, settings, "eval")
         if settings.eval_gpus:
             task.set_accelerator_type(settings.eval_gpu_resource).set_accelerator_limit(settings.eval_gpus)
+            # The pod fails with "No CUDA GPUs are available" if it sees none, rather than evaluating on CPU.
+            task.set_env_variable(REQUESTED_GPUS_ENV, str(settings.eval_gpus))
             selector = settings.eval_node_selector_pair
             if selector:
                 kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
 
 
 def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
-    """The base model's evaluation, beside training: as :func:`set_up_evaluation` (secret, resources, GPU), but cached.
+    """The base model's evaluation, before training: as :func:`set_up_evaluation` (secret, resources, GPU), but cached.
 
     A re-run with the same base model, held-out split and settings then costs nothing.
     """

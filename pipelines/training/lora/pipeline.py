@@ -185,8 +185,9 @@ def lora_pipeline(
         phase_02_train_opt_lora_dropout: LoRA dropout, in [0, 1).
         phase_02_train_opt_use_liger: Liger kernels (Training Hub SFT/OSFT).
         phase_02_train_opt_gradient_checkpointing: Recompute activations in the backward pass instead of keeping them
-            (less memory, ~30% more compute). Training Hub's backends always do (when the model supports it): only True
-            there; the local backend honours both.
+            (less memory, ~30% more compute). The local launcher and `training_backend=transformers` honour both;
+            Training Hub's backends always recompute (when the model supports it), so False there runs as True, with a
+            note in the log.
         phase_02_train_opt_save_epoch: Checkpoint after every epoch (local: resumable state).
         phase_02_train_opt_save_final: Keep the final checkpoint (OSFT: False needs `checkpoint_at_epoch`).
         phase_02_train_opt_fsdp_sharding: `FULL_SHARD`, `SHARD_GRAD_OP`, `NO_SHARD`, `HYBRID_SHARD`: SFT's FSDP
@@ -270,16 +271,16 @@ def lora_pipeline(
             (`dataset_download` with `train_split_ratio=1.0` writes an empty split). With no `task_names` either, the
             run writes empty outputs.
         phase_03_eval_opt_evaluate_base_model: Evaluate the base model too, on the same tasks with the same settings,
-            beside training (it needs only the base model and the held-out split, so it adds no wall time; it holds the
-            evaluation's GPU while it runs; cached on re-runs). The fine-tuned evaluation then reports base, fine-tuned
-            and delta per task and metric, whether each change is beyond noise, and feeds the registry's improvement and
-            regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the evaluation pod lacks, or a
-            base model without chat template while `phase_03_eval_opt_chat_template` is on is skipped (no deltas).
-            `False`: the task only writes a skipped result (its pod still starts, briefly).
+            before training (it holds the evaluation's GPU while it runs, so training waits for it: one GPU step at a
+            time, as the guide's hardware table sizes the cluster; cached on re-runs). The fine-tuned evaluation then
+            reports base, fine-tuned and delta per task and metric, whether each change is beyond noise, and feeds the
+            registry's improvement and regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the
+            evaluation pod lacks, or a base model without chat template while `phase_03_eval_opt_chat_template` is on
+            is skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
-        phase_04_registry_man_reg_name: Registered model name (required when `registry_address` is set). Letters,
-            digits, `. _ : + -`.
+        phase_04_registry_man_reg_name: Registered model name; `""`: `<algorithm>-<base model's last path part>` from
+            the model's metadata (e.g. `osft-Qwen2.5-1.5B-Instruct`). Letters, digits, `. _ : + -`.
         phase_04_registry_man_reg_version: Version name. `""`: the version this run registered before (matched on
             `pipeline_run_id`), else `<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`.
         phase_04_registry_man_reg_author: Author of the version (and owner of a newly created registered model).
@@ -424,7 +425,7 @@ def lora_pipeline(
         bootstrap_iters=phase_03_eval_opt_bootstrap_iters,
         allow_empty_eval_dataset=phase_03_eval_opt_allow_empty_eval,
     )
-    # The base model, beside training (it needs only the base model and the held-out split); its results are the
+    # The base model, before training (it needs only the base model and the held-out split); its results are the
     # fine-tuned evaluation's baseline. Cached: free on a re-run with the same base model, data and tasks.
     base_eval_task = lm_eval(
         model_source=phase_02_train_man_train_model,
@@ -434,6 +435,8 @@ def lora_pipeline(
     )
     base_eval_task.set_display_name("Evaluate base model (lm-eval)")
     tasks.set_up_base_evaluation(base_eval_task, SETTINGS)
+    # One GPU step at a time (the guide's hardware table): training starts once the base model's evaluation is done.
+    training_task.after(base_eval_task)
 
     eval_task = lm_eval(
         model=training_task.outputs["output_model"],

@@ -41,6 +41,7 @@ dataset_download, train_model, lm_eval, model_registry = tasks.step_components(S
 @dsl.pipeline(name=SETTINGS.pipeline_name, pipeline_config=tasks.pipeline_config(SETTINGS))
 def osft_minimal_pipeline(
     phase_01_dataset_man_data_uri: str,
+    phase_01_dataset_opt_subset: int = 0,
     phase_02_train_man_train_model: str = "Qwen/Qwen2.5-1.5B-Instruct",
     phase_02_train_man_train_epochs: int = 1,
     phase_02_train_man_train_batch: int = 128,
@@ -63,6 +64,7 @@ def osft_minimal_pipeline(
             `s3://bucket/key-or-prefix/` (RHOAI data-connection env vars), `http(s)://.../file.jsonl`,
             `pvc://claim/path` (under $KFP_FINETUNE_PVC_ROOT, default /mnt/pvc) or a local path. Files: .jsonl, .json,
             .parquet, .csv (+.gz).
+        phase_01_dataset_opt_subset: Rows to keep, drawn with `seed` (0 = all; more than available warns and keeps all).
         phase_02_train_man_train_model: HF id (downloaded with `HF_TOKEN`), local path, `pvc://<claim>/<path>` (claim
             mounted via the volumes passthrough), `s3://<bucket>/<prefix>` (RHOAI data-connection env), or
             `oci://<registry>/<repository>[:<tag>|@sha256:<digest>]` (a modelcar's `/models` or an ORAS artifact, pulled
@@ -79,21 +81,22 @@ def osft_minimal_pipeline(
             *Disconnected clusters*). An entry that is a local directory (`/...` or `./...`) of task YAMLs evaluates
             every task they declare (staged like `custom_tasks`). May be empty when `eval_dataset` is given.
         phase_03_eval_opt_evaluate_base_model: Evaluate the base model too, on the same tasks with the same settings,
-            beside training (it needs only the base model and the held-out split, so it adds no wall time; it holds the
-            evaluation's GPU while it runs; cached on re-runs). The fine-tuned evaluation then reports base, fine-tuned
-            and delta per task and metric, whether each change is beyond noise, and feeds the registry's improvement and
-            regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the evaluation pod lacks, or a
-            base model without chat template while `phase_03_eval_opt_chat_template` is on is skipped (no deltas).
-            `False`: the task only writes a skipped result (its pod still starts, briefly).
+            before training (it holds the evaluation's GPU while it runs, so training waits for it: one GPU step at a
+            time, as the guide's hardware table sizes the cluster; cached on re-runs). The fine-tuned evaluation then
+            reports base, fine-tuned and delta per task and metric, whether each change is beyond noise, and feeds the
+            registry's improvement and regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the
+            evaluation pod lacks, or a base model without chat template while `phase_03_eval_opt_chat_template` is on
+            is skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
-        phase_04_registry_man_reg_name: Registered model name (required when `registry_address` is set). Letters,
-            digits, `. _ : + -`.
+        phase_04_registry_man_reg_name: Registered model name; `""`: `<algorithm>-<base model's last path part>` from
+            the model's metadata (e.g. `osft-Qwen2.5-1.5B-Instruct`). Letters, digits, `. _ : + -`.
         phase_04_registry_man_reg_version: Version name. `""`: the version this run registered before (matched on
             `pipeline_run_id`), else `<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`.
     """
     dataset_task = dataset_download(
         dataset_uri=phase_01_dataset_man_data_uri,
+        subset_count=phase_01_dataset_opt_subset,
         max_seq_len=8192,  # train_model's training_max_seq_len, for the token statistics
     )
     dataset_task.set_display_name("Download and validate dataset")
@@ -127,7 +130,7 @@ def osft_minimal_pipeline(
         task_names=phase_03_eval_man_eval_tasks,
         allow_empty_eval_dataset=True,
     )
-    # The base model, beside training (it needs only the base model and the held-out split); its results are the
+    # The base model, before training (it needs only the base model and the held-out split); its results are the
     # fine-tuned evaluation's baseline. Cached: free on a re-run with the same base model, data and tasks.
     base_eval_task = lm_eval(
         model_source=phase_02_train_man_train_model,
@@ -137,6 +140,8 @@ def osft_minimal_pipeline(
     )
     base_eval_task.set_display_name("Evaluate base model (lm-eval)")
     tasks.set_up_base_evaluation(base_eval_task, SETTINGS)
+    # One GPU step at a time (the guide's hardware table): training starts once the base model's evaluation is done.
+    training_task.after(base_eval_task)
 
     eval_task = lm_eval(
         model=training_task.outputs["output_model"],

@@ -234,3 +234,29 @@ def test_prompt_completion_parquet_from_the_hub(tmp_path, hub_stub):
         {"role": "user", "content": f"Say {first['id']}."},
         {"role": "assistant", "content": str(first["id"])},
     ]
+
+
+def test_private_hub_repo_error_reaches_the_user_with_the_guides_string_and_words_intact(
+    tmp_path, hub_stub, monkeypatch
+):
+    """Through the component's masking: ordinary words (``check``) are not masked, the token's value is."""
+    hub_stub.add("org/private", {"train.jsonl": b'{"messages": []}\n'})
+    hub_stub.required_token = "hf_rightTOKENvalue0123456789"
+    monkeypatch.setenv("HF_TOKEN", "hf_wrongTOKENvalue0123456789")
+    with pytest.raises(Exception) as error:
+        _run(tmp_path, dataset_uri="org/private")
+    message = str(error.value)
+    assert "401 Unauthorized" in message and "hf-token secret" in message, message
+    assert "check the name" in message, message  # not "*** the name"
+    assert "hf_wrongTOKENvalue" not in message
+
+
+def test_rows_that_are_not_chat_fail_with_the_guides_strings(tmp_path):
+    """The RHOAI guide's "Invalid dataset format": `Expected chat format` / `messages field not found`."""
+    data = tmp_path / "text.jsonl"
+    data.write_text('{"text": "hello"}\n{"text": "again"}\n')
+    with pytest.raises(DatasetValidationError) as error:
+        _run(tmp_path, dataset_uri=str(data), input_format="messages")
+    first_line = str(error.value).splitlines()[0]
+    assert first_line.startswith("Expected chat format: 2 of 2 rows of"), first_line
+    assert "[missing_field] messages field not found (no `messages` key)" in first_line, first_line

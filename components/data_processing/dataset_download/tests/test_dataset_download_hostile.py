@@ -267,12 +267,13 @@ def test_hub_failures_name_repo_revision_and_remedy(hub_stub, tmp_path, monkeypa
     _one_line_naming(error, "'org/absent'", "'v2'", "not found (404)", "hf-token secret")
     with pytest.raises(DatasetSourceError) as error:
         fetch_dataset("org/gated", tmp_path / "dl")
-    _one_line_naming(error, "'org/gated'", "'main'", "gated", "accept its conditions", "hf-token secret")
+    _one_line_naming(error, "'org/gated'", "'main'", "gated repo", "accept its conditions", "hf-token secret")
     hub_stub.required_token = "hf_right"
     monkeypatch.setenv("HF_TOKEN", "hf_wrong")
     with pytest.raises(DatasetSourceError) as error:
         fetch_dataset("org/chat", tmp_path / "dl")
-    _one_line_naming(error, "'org/chat'", "HF_TOKEN")
+    # The guide's troubleshooting string, beside what to do and where the token comes from.
+    _one_line_naming(error, "'org/chat'", "401 Unauthorized", "check the name", "hf-token secret", "HF_TOKEN")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(DatasetSourceError) as error:
         fetch_dataset("org/chat", tmp_path / "dl")

@@ -169,7 +169,9 @@ def test_detection_of_each_format(row, expected):
 def test_detection_refuses_mixed_or_unknown_rows():
     with pytest.raises(ValueError, match="mix formats"):
         detect_format([{"messages": []}, {"prompt": "a", "completion": "b"}])
-    with pytest.raises(ValueError, match="none of the first 2 rows of data.jsonl"):
+    with pytest.raises(
+        ValueError, match=r"^Expected chat format: messages field not found in the first 2 rows of data.jsonl"
+    ):
         detect_format([{"text": "a"}, {"text": "b"}], "data.jsonl")
 
 

@@ -205,9 +205,12 @@ def test_s3_access_denied_names_the_data_connection(http_file_server, tmp_path, 
         "AWS_DEFAULT_REGION": "us-east-1",
     }.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(DatasetSourceError, match=r"access denied \(403") as error:
+    with pytest.raises(DatasetSourceError, match=r"access denied \(AccessDenied, 403 Forbidden\)") as error:
         fetch_dataset("s3://bucket/a.jsonl", tmp_path / "dl")
     assert "wrong-secret" not in str(error.value)
+    # The guide's troubleshooting strings, and the secret and keys to fix.
+    for part in ("AccessDenied", "403 Forbidden", "s3-secret", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert part in str(error.value), part
     assert http_file_server.requests[0].headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=wrong-id/")
 
 
@@ -258,7 +261,9 @@ def test_hub_download_at_a_pinned_commit_with_token(hub_stub, tmp_path, monkeypa
         {"README.md": b"# Chat\n", "data/train-00000.jsonl": ROW.encode() * 2, "data/test-00000.jsonl": ROW.encode()},
     )
     hub_stub.required_token = "hf_test_token"
-    with pytest.raises(DatasetSourceError, match=r"not found \(404\) or private without a valid HF_TOKEN"):
+    with pytest.raises(
+        DatasetSourceError, match=r"401 Unauthorized: not found, or private or gated and the token is missing"
+    ):
         fetch_dataset("org/chat", tmp_path / "dl")
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")
     fetched = fetch_dataset(f"org/chat@{repo.sha}", tmp_path / "dl", hf_split="test")
@@ -274,7 +279,7 @@ def test_hub_errors(hub_stub, tmp_path):
     hub_stub.add("org/big", {"train.jsonl": ROW.encode() * 100})
     with pytest.raises(DatasetSourceError, match=r"not found \(404\)"):
         fetch_dataset("org/absent", tmp_path / "dl")
-    with pytest.raises(DatasetSourceError, match=r"access denied \(403, gated"):
+    with pytest.raises(DatasetSourceError, match=r"access denied, gated repo \(403 Forbidden\)"):
         fetch_dataset("org/gated", tmp_path / "dl")
     with pytest.raises(DatasetSourceError, match="revision not found"):
         fetch_dataset("org/big@0123456789abcdef0123456789abcdef01234567", tmp_path / "dl")

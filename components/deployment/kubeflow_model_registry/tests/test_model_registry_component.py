@@ -72,6 +72,26 @@ def test_python_func_registers_in_process(registry_stub, tmp_path, model_artifac
     assert "pvc://models/tiny-chat/0.1.0" in (tmp_path / "summary.md").read_text()
 
 
+def test_an_address_without_a_name_registers_under_the_default_name_and_run_version(
+    registry_stub, tmp_path, model_artifact, capsys
+):
+    """As the peer does: the name from the algorithm and the base model, the version from the run."""
+    outputs = model_registry.python_func(
+        model=model_artifact,
+        summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
+        registry_address=registry_stub.address,
+        registry_port=registry_stub.port,
+        is_secure=False,
+        model_uri="pvc://models/tiny/1",
+        pipeline_run_id="3f2a9c1e-77aa-4b1c",
+    )
+    [model] = registry_stub.registered_models.values()
+    [version] = registry_stub.model_versions.values()
+    assert outputs.status == "registered" and model["name"] == "sft-tiny"
+    assert version["name"].endswith("-3f2a9c1e"), version["name"]
+    assert "model_name is empty: registering as 'sft-tiny'" in capsys.readouterr().out
+
+
 def test_python_func_gate_failure_is_gated_out(registry_stub, tmp_path, model_artifact):
     outputs = model_registry.python_func(
         model=model_artifact,

@@ -23,7 +23,12 @@ from components.deployment.kubeflow_model_registry.model_uri import (
     resolve_serving_uri,
     validate_serving_uri,
 )
-from components.deployment.kubeflow_model_registry.registration import derived_version_name, validate_name
+from components.deployment.kubeflow_model_registry.registration import (
+    check_registration_names,
+    default_model_name,
+    derived_version_name,
+    validate_name,
+)
 from components.deployment.kubeflow_model_registry.registry_client import (
     RegistryEndpoint,
     RetryPolicy,
@@ -303,6 +308,31 @@ def test_validate_name():
     for bad in ["", "-lead", "has space", "a/b"]:
         with pytest.raises(ValueError, match="model_name="):
             validate_name(bad, "model_name")
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "base_model", "expected"),
+    [
+        ("osft", "Qwen/Qwen2.5-1.5B-Instruct", "osft-Qwen2.5-1.5B-Instruct"),
+        ("SFT", "/mnt/models/granite 3b/", "sft-granite-3b"),
+        ("lora", "oci://quay.io/org/model:1.0", "lora-model:1.0"),
+        ("lora", "oci://quay.io/org/model@sha256:abc", "lora-model"),
+        ("", "", "fine-tuned-model"),
+        ("", "___", "fine-tuned-model"),
+    ],
+)
+def test_default_model_name_from_the_algorithm_and_the_base_model(algorithm, base_model, expected):
+    assert default_model_name(algorithm, base_model) == expected
+    assert validate_name(default_model_name(algorithm, base_model), "model_name")
+
+
+def test_registration_names_are_checked_only_with_an_address():
+    check_registration_names("", "has space", "a/b")  # skipped: nothing is registered
+    check_registration_names("https://registry", "", "")  # derived at registration
+    with pytest.raises(ValueError, match="model_name='has space': must start with a letter or digit"):
+        check_registration_names("https://registry", "has space", "")
+    with pytest.raises(ValueError, match="model_version='a/b'"):
+        check_registration_names("https://registry", "ok", "a/b")
 
 
 def test_summary_escapes_and_writes_atomically(tmp_path):

@@ -262,7 +262,8 @@ def test_report_has_a_table_per_task_and_the_delta_vs_the_baseline(chat_run, bas
     assert "<th>Δ vs base</th>" in report
     delta = chat_run.metrics["heldout_perplexity/token_loss"] - base_run.metrics["heldout_perplexity/token_loss"]
     assert f"<td>token_loss</td><td>{chat_run.metrics['heldout_perplexity/token_loss']:.4f}</td>" in report
-    assert f"<td>{delta:+.4g}</td><td></td><td>better; no stderr</td>" in report  # perplexity has no stderr
+    shown = (f"{delta:+.1f}" if abs(delta) >= 1 else f"{delta:+.3g}").replace("-", "\u2212")  # as the verdict
+    assert f"<td>{shown}</td><td></td><td>better; no stderr</td>" in report  # perplexity has no stderr
     assert "<td>acc</td>" in report and "<td>n/a</td>" in report  # arith_choice is not in the baseline
     # The verdict leads the report, and the metadata carries it for the registry gate.
     assert report.index('<p class="verdict">') < report.index("<h2>")
@@ -379,6 +380,21 @@ def test_chat_template_on_a_tokenizer_without_one_is_refused(tiny_model_dir, tmp
         f"model_source {str(base)!r} has no chat template and apply_chat_template is true "
         "(compare with it set to false)"
     )
+
+
+def test_a_pod_that_requested_a_gpu_and_sees_none_fails_with_the_guides_string(tiny_model_dir, tmp_path, monkeypatch):
+    """The guide's ``No CUDA GPUs are available``, not a slow CPU run; ``device='cpu'`` evaluates on CPU on purpose."""
+    from components.evaluation.lm_eval.devices import REQUESTED_GPUS_ENV
+
+    monkeypatch.setenv(REQUESTED_GPUS_ENV, "1")  # what the pipelines set on a GPU evaluation (this host has none)
+    with pytest.raises(
+        RuntimeError, match=r"^No CUDA GPUs are available: this evaluation pod requested 1 GPU"
+    ) as error:
+        _run(tmp_path / "gpu", tiny_model_dir)
+    assert "--eval-gpus 0" in str(error.value) and "device='cpu'" in str(error.value)
+    assert not (tmp_path / "gpu" / "results.json").exists()
+    on_cpu = _run(tmp_path / "cpu", tiny_model_dir, device="cpu")
+    assert on_cpu.results["results"], on_cpu.results
 
 
 def test_empty_eval_dataset_is_refused_unless_allowed(tiny_model_dir, tmp_path):

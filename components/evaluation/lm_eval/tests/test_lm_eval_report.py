@@ -65,17 +65,19 @@ def test_report_has_a_table_per_task_and_the_delta_vs_the_baseline():
     assert page.count("<h2>") == 4
     assert "<h2>arc_easy</h2>\n<p>100 documents</p>" in page
     assert "&lt;tuned&gt;" in page and "<tuned>" not in page
-    assert "Base model: {&#x27;pretrained&#x27;: &#x27;base-model&#x27;}" in page
-    # acc: +0.1 against a stderr of the delta of sqrt(0.01² + 0.01²) = 0.0141: beyond noise, better.
+    assert "Base model: base-model." in page  # named, not its model_args dict
+    # acc: +0.1 against a stderr of the delta of sqrt(0.01² + 0.01²) = 0.0141: beyond noise, better; a 0-1 metric's
+    # delta and its stderr in percentage points, as the verdict line and the demo's summary write them.
     acc_row = (
-        "<tr><td>acc</td><td>0.6000</td><td>0.0100</td><td>yes</td><td>0.5000</td><td>+0.1</td><td>0.0141</td>"
+        "<tr><td>acc</td><td>0.6000</td><td>0.0100</td><td>yes</td><td>0.5000</td><td>+10.0 pts</td><td>1.4 pts</td>"
         "<td>better</td>"
     )
     assert acc_row in page
-    loss_row = "<td>token_loss</td><td>2.0000</td><td></td><td>no</td><td>2.5000</td><td>-0.5</td><td></td>"
+    loss_row = "<td>token_loss</td><td>2.0000</td><td></td><td>no</td><td>2.5000</td><td>\u22120.5</td><td></td>"
     assert loss_row + "<td>better; no stderr</td>" in page
-    assert "<td>exact_match (strict-match)</td><td>0.5000</td>" in page and "<td>+0</td><td>0.0283</td><td>same" in page
-    assert "<td>inf</td><td>+nan</td><td></td><td>not comparable</td>" in page  # inf - inf
+    assert "<td>exact_match (strict-match)</td><td>0.5000</td>" in page
+    assert "<td>+0.0 pts</td><td>2.8 pts</td><td>same" in page
+    assert "<td>inf</td><td>nan</td><td></td><td>not comparable</td>" in page  # inf - inf
     # The verdict leads the page: the asked-for tasks' headline metrics, the new (held-out) task first.
     verdict = page.index('<p class="verdict">')
     assert verdict < page.index("<table>")
@@ -84,6 +86,21 @@ def test_report_has_a_table_per_task_and_the_delta_vs_the_baseline():
         "arc_easy acc +10.0 pts (better); gsm8k exact_match (strict-match) +0.0 pts (same); "
         "broken word_perplexity nan (not comparable)"
     )
+
+
+@pytest.mark.parametrize(
+    ("model_args", "expected"),
+    [
+        ({"pretrained": "Qwen/Qwen2.5-1.5B-Instruct", "dtype": "auto"}, "Qwen/Qwen2.5-1.5B-Instruct"),
+        ("pretrained=/models/base,dtype=bfloat16", "/models/base"),
+        ({"pretrained": "base", "peft": "/out/adapter"}, "/out/adapter (PEFT adapter on base)"),
+        (None, "(unknown model)"),
+    ],
+)
+def test_the_base_model_is_named(model_args, expected):
+    from components.evaluation.lm_eval.report import model_name
+
+    assert model_name(model_args) == expected
 
 
 def test_report_without_baseline_or_tasks():

@@ -70,11 +70,18 @@ TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft"}
 
 #: Settings Training Hub's backend for an algorithm cannot honour: (parameter, the only accepted value, why).
 _LOCAL_ONLY = ("checkpoint_interval_steps", 0, "step-interval checkpoints are the local backend's")
-_ALWAYS_CHECKPOINTS = ("gradient_checkpointing", True, "its backends always recompute activations (when supported)")
+#: Settings Training Hub's backends have no switch for: the run goes on with their behaviour, said in one line.
+ALWAYS_ON_SETTINGS = (
+    (
+        "gradient_checkpointing",
+        True,
+        "Training Hub's backends (instructlab-training, mini-trainer, Unsloth) always recompute activations when the "
+        "model supports it; more GPU memory is not used for speed",
+    ),
+)
 UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
     "sft": (
         _LOCAL_ONLY,
-        _ALWAYS_CHECKPOINTS,
         ("lr_scheduler", "cosine", "instructlab-training's launcher does not forward a scheduler (always cosine)"),
         ("max_steps", 0, "instructlab-training stops by epochs only"),
         (
@@ -85,12 +92,10 @@ UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
     ),
     "osft": (
         _LOCAL_ONLY,
-        _ALWAYS_CHECKPOINTS,
         ("fsdp_sharding_strategy", "FULL_SHARD", "mini-trainer always shards fully (FSDP2)"),
     ),
     "lora": (
         _LOCAL_ONLY,
-        _ALWAYS_CHECKPOINTS,
         ("use_liger", False, "the Unsloth backend has no Liger option"),
         ("checkpoint_at_epoch", False, "the Unsloth backend checkpoints by steps, not epochs"),
         ("fsdp_sharding_strategy", "FULL_SHARD", "the Unsloth backend does not use FSDP"),
@@ -124,6 +129,15 @@ def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has
         if not hyperparameters["checkpoint_at_epoch"]:
             problems.append("save_final_checkpoint=False needs checkpoint_at_epoch=True, else no model is saved")
     return problems
+
+
+def ignored_settings(hyperparameters: Mapping[str, Any]) -> list[str]:
+    """One note per setting of :data:`ALWAYS_ON_SETTINGS` turned off, which Training Hub leaves on."""
+    return [
+        f"note: training_{name}={hyperparameters[name]!r} has no effect on Training Hub: {why}"
+        for name, value, why in ALWAYS_ON_SETTINGS
+        if hyperparameters[name] != value
+    ]
 
 
 def _env_int(env: Mapping[str, str], variable: str) -> int:
@@ -437,8 +451,8 @@ def gpu_visible() -> bool:
 def no_gpu_message(algorithm: str) -> str:
     """The one line a GPU-less training pod ends with."""
     return (
-        f"Training Hub {algorithm.upper()} needs an NVIDIA GPU; this pod sees none — check the runtime image and "
-        "the `nvidia.com/gpu` request"
+        f"Training Hub {algorithm.upper()} needs an NVIDIA GPU; this pod sees none (No CUDA GPUs are available) — "
+        "check the runtime image and the `nvidia.com/gpu` request"
     )
 
 

@@ -1,10 +1,11 @@
-"""``training_gradient_checkpointing``: the local backend follows it exactly; Training Hub accepts only True."""
+"""``training_gradient_checkpointing``: the local and transformers backends follow it; Training Hub notes False."""
 
 import pytest
 import torch
 
 from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.local import trainer as local_backend
+from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.run import validate_request
 from tests.harness.requests import train_model_request, training_config
 
@@ -40,7 +41,9 @@ def test_local_training_is_the_same_with_and_without_checkpointing(
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)
 
 
-def test_training_hub_launchers_refuse_turning_it_off_with_the_reason():
+def test_training_hub_launchers_accept_turning_it_off_with_one_note():
+    """The guide's "Adding New Runtime Parameters" example with False: accepted everywhere, noted where it is moot."""
+
     def request(**changes):
         arguments = {
             "training_base_model": "m",
@@ -50,11 +53,17 @@ def test_training_hub_launchers_refuse_turning_it_off_with_the_reason():
         }
         return train_model_request(**{**arguments, **changes})
 
-    with pytest.raises(
-        TrainingConfigError, match=r"gradient_checkpointing=False is not supported by training-hub osft"
-    ):
-        validate_request(request(), has_eval_data=False)
-    assert validate_request(request(training_gradient_checkpointing=True), has_eval_data=False).gradient_checkpointing
+    for algorithm in ("sft", "osft", "lora"):
+        config = validate_request(request(training_algorithm=algorithm), has_eval_data=False)
+        assert config.gradient_checkpointing is False  # it reaches the run config as given
+        [note] = entrypoint.ignored_settings(config.hyperparameters())
+        assert note.startswith("note: training_gradient_checkpointing=False has no effect on Training Hub"), note
+    assert (
+        entrypoint.ignored_settings(
+            validate_request(request(training_gradient_checkpointing=True), False).hyperparameters()
+        )
+        == []
+    )
     assert not validate_request(request(training_launcher="local"), has_eval_data=False).gradient_checkpointing
     # The project's own trainer follows the setting in the pods too.
     assert not validate_request(request(training_backend="transformers"), has_eval_data=False).gradient_checkpointing

@@ -134,6 +134,13 @@ def test_report_embeds_png_params_and_trainjob(tmp_path):
     image = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html).group(1)
     assert base64.b64decode(image).startswith(b"\x89PNG")
     assert "train-model-abc" in html and "lora_r" in html and "&lt;tiny&gt;" in html
+    # Only the chosen algorithm's knobs: no LoRA or OSFT settings in an SFT report.
+    settings = {"learning_rate": 1e-3, "lora_r": 8, "unfreeze_rank_ratio": 0.25, "fsdp_sharding_strategy": "FULL_SHARD"}
+    sft = report.render_report(
+        records, metrics.summarize(records, 1.0), settings, {"algorithm": "sft", "base_model": "m"}
+    )
+    assert "fsdp_sharding_strategy" in sft and "learning_rate" in sft
+    assert "lora_r" not in sft and "unfreeze_rank_ratio" not in sft
     target = tmp_path / "sub" / "report.html"
     write_text_atomically(target, html)
     assert target.read_text() == html and [p.name for p in target.parent.iterdir()] == ["report.html"]
@@ -313,7 +320,7 @@ def test_chat_rows_errors_name_file_and_line(tmp_path):
     with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2 \[content_not_string\] messages\[0\]"):
         entrypoint.count_chat_rows(path)
     path.write_text('{"text": "x"}\n')
-    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:1 \[missing_field\] no `messages` key"):
+    with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:1 \[missing_field\] messages field not found"):
         entrypoint.count_chat_rows(path)
     path.write_bytes(good.encode() + b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n')
     with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2 \[invalid_utf8\] not valid UTF-8 at byte"):

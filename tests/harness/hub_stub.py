@@ -1,4 +1,4 @@
-"""Fixtures of the dataset_download tests: a stateful stub of the Hugging Face Hub API on 127.0.0.1."""
+"""A stateful stub of the Hugging Face Hub API on 127.0.0.1 (fixture ``hub_stub``): datasets, gated, private."""
 
 from __future__ import annotations
 

@@ -1,0 +1,50 @@
+"""The evaluation's torch device: the one asked for, else CUDA when visible; never CPU by surprise on a GPU pod.
+
+A pipeline that gives the evaluation step a GPU also sets :data:`REQUESTED_GPUS_ENV` on it
+(``pipelines/training/finetuning/tasks.py``); such a pod that sees no GPU fails with the RHOAI guide's
+``No CUDA GPUs are available`` rather than evaluating slowly on CPU. ``device="cpu"`` (or compiling with
+``--eval-gpus 0``) evaluates on CPU on purpose.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+#: The number of GPUs the pipeline requested for this pod (unset or ``0``: none).
+REQUESTED_GPUS_ENV = "KFP_FINETUNE_REQUESTED_GPUS"
+
+
+class NoGpuError(RuntimeError):
+    """The pod requested GPUs and sees none."""
+
+
+def resolve_device(device: str, backend: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The device for lm-eval: the given one, else ``cuda`` when a GPU is visible, else ``cpu`` (None for vLLM).
+
+    Args:
+        device: The ``device`` parameter (``""``: choose).
+        backend: ``hf`` or ``vllm``.
+        env: The environment (default ``os.environ``): :data:`REQUESTED_GPUS_ENV`.
+
+    Raises:
+        NoGpuError: No device was asked for, the pod requested GPUs, and torch sees none.
+    """
+    if backend == "vllm":
+        return None
+    if device:
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    requested = (os.environ if env is None else env).get(REQUESTED_GPUS_ENV, "").strip()
+    if requested not in ("", "0"):
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise NoGpuError(
+            f"No CUDA GPUs are available: this evaluation pod requested {requested} GPU(s) but torch "
+            f"{torch.__version__} ({build}) sees none; check that it ran on a GPU node (label "
+            "nvidia.com/gpu.present=true) with the NVIDIA device plugin and a CUDA image, or evaluate on CPU on "
+            "purpose: device='cpu', or compile with --eval-gpus 0"
+        )
+    return "cpu"

@@ -1,0 +1,59 @@
+"""The guide's Quick Start pipeline (OSFT-minimal), unmodified, runs under ``kfp.local`` on a machine without a cluster.
+
+``training_launcher`` keeps its default (``auto``); with no cluster the training step picks the local launcher and
+says so in one line. The guide's subset parameter keeps the given number of rows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from components.training.finetuning.run import resolve_auto_launcher
+from pipelines.compile import pipeline_function
+from pipelines.demo.demo_summary import output_types, summarize_run
+from tests.harness.requests import train_model_request
+
+NO_CLUSTER_LINE = "training_launcher=auto: no cluster here"
+
+
+@pytest.mark.slow
+def test_unmodified_osft_minimal_runs_under_kfp_local_with_the_local_launcher(
+    kfp_local, tiny_model_dir, demo_dataset_path, monkeypatch, capfd
+):
+    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVER_URL"):
+        monkeypatch.delenv(name, raising=False)
+    pipeline = pipeline_function("osft-minimal")
+    pipeline(
+        phase_01_dataset_man_data_uri=str(demo_dataset_path),
+        phase_01_dataset_opt_subset=60,  # the guide's "subset of the dataset"
+        phase_02_train_man_train_model=str(tiny_model_dir),
+        phase_03_eval_man_eval_tasks=[],  # the held-out split only (benchmarks need downloads)
+    )
+    output = capfd.readouterr()
+    assert output.out.count(NO_CLUSTER_LINE) + output.err.count(NO_CLUSTER_LINE) == 1
+    [run_dir] = [path for path in kfp_local.iterdir() if path.is_dir()]
+    summary = summarize_run(run_dir, output_types(pipeline.pipeline_spec))
+    data = summary["dataset-download"]["metrics"]
+    assert (data["train_rows"], data["eval_rows"]) == (54, 6), data
+    assert summary["train-model"]["metadata"]["output_model"]["backend"] == "local"
+    assert summary["train-model"]["metrics"]["steps"] >= 1
+    assert summary["model-registry"]["parameters"]["status"] == "skipped"
+
+
+def test_auto_launcher_stays_on_the_cluster_when_there_is_one(monkeypatch):
+    from kfp import dsl
+
+    lines: list[str] = []
+    request = train_model_request(training_base_model="m")
+    assert resolve_auto_launcher(request, {}, lines.append).training_launcher == "local"
+    assert len(lines) == 1 and lines[0].startswith(NO_CLUSTER_LINE)
+    # In a pod, with an API server named, or with the workspace reaching the job's pods: the cluster launchers.
+    for environ in ({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, {"KUBERNETES_SERVER_URL": "https://api:6443"}):
+        assert resolve_auto_launcher(request, environ, lines.append).training_launcher == "auto"
+    workspace = dsl.TaskConfig(volume_mounts=[{"name": "kfp-workspace", "mountPath": "/kfp-workspace"}])
+    with_workspace = train_model_request(training_base_model="m", task_config=workspace)
+    assert resolve_auto_launcher(with_workspace, {}, lines.append).training_launcher == "auto"
+    assert resolve_auto_launcher(request, {}, lines.append, api_client=object()).training_launcher == "auto"
+    explicit = train_model_request(training_base_model="m", training_launcher="trainjob")
+    assert resolve_auto_launcher(explicit, {}, lines.append) is explicit
+    assert len(lines) == 1
