@@ -68,7 +68,7 @@ class StepMetrics(TrainerCallback):
             "step": state.global_step,
             "epoch": state.epoch,
             "loss": float(logs["loss"]),
-            "lr": float(logs.get("learning_rate", 0.0)),
+            "lr": float(logs.get("learning_rate") or 0),  # absent only in logs that are not steps
             "tokens_per_second": tokens / max(now - self._step_started, 1e-9),
             "time": self.elapsed(),
             "total_steps": self.total_steps,
