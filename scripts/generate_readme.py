@@ -138,9 +138,9 @@ def parameter_table(pipeline: Any) -> list[str]:
 
 def pipeline_directory(name: str) -> Path:
     """The folder of pipeline ``name`` (``pipelines/training/<name>/``, the RHOAI guide's paths)."""
-    from pipelines.compile import checked_in_path
+    from pipelines.compile import default_output_path
 
-    return checked_in_path(name).parent
+    return default_output_path(name).parent
 
 
 def pipeline_readme(name: str) -> str:

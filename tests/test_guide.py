@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.compile import checked_in_path, compile_named, pipeline_function
+from pipelines.compile import compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import REQUIRED, fed_by, pipeline_parameters
+from tests.harness.compiled import normalised_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FACTS = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())
@@ -34,20 +35,20 @@ def _run_script(script: Path, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_quick_start_compile_command_writes_pipeline_yaml_beside_the_module(tmp_path):
+def test_quick_start_compile_command_writes_pipeline_yaml_beside_the_module(tmp_path, shipped_pipeline_yamls):
     """``PYTHONPATH=$(pwd) python pipelines/training/osft_minimal/pipeline.py`` → ``.../pipeline.yaml``."""
     quick_start = FACTS["quick_start"]
     script = quick_start["compile_command"].removeprefix("PYTHONPATH=$(pwd) python ")
     assert quick_start["compiled_path"] == str(Path(script).with_name("pipeline.yaml"))
     module = REPO_ROOT / script
-    copy = tmp_path / "osft_minimal" / "pipeline.py"  # a copy, so the checked-in YAML is not rewritten
+    copy = tmp_path / "osft_minimal" / "pipeline.py"  # a copy, so the clone's own pipeline.yaml is not rewritten
     copy.parent.mkdir()
     shutil.copyfile(module, copy)
     run = _run_script(copy, REPO_ROOT)
     assert run.returncode == 0, run.stderr
     written = copy.with_name("pipeline.yaml")
     assert str(written) in run.stdout
-    assert written.read_text() == checked_in_path("osft-minimal").read_text()
+    assert normalised_yaml(written.read_text()) == normalised_yaml(shipped_pipeline_yamls["osft-minimal"].read_text())
 
     # "Changing PVC Storage Class / Size": edit the constants at the top of pipeline.py and recompile.
     text = copy.read_text()

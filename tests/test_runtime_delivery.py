@@ -228,12 +228,12 @@ def test_parameter_docs_become_the_docstring_and_the_dashboard_descriptions(tmp_
         with_parameter_docs(step, {"typo": "x"})
 
 
-def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path):
+def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path, shipped_pipeline_yamls):
     """Each step's pod gets exactly the ``_common`` modules its code imports, and its modules import from there."""
     import subprocess
     import sys
 
-    pipeline = next(iter(yaml.safe_load_all((REPO_ROOT / "pipelines/training/sft/pipeline.yaml").read_text())))
+    pipeline = next(iter(yaml.safe_load_all(shipped_pipeline_yamls["sft"].read_text())))
     steps = {
         "exec-dataset-download": (
             "data_processing.dataset_download.run",

@@ -14,7 +14,7 @@ from components._common import runtime
 from components._common.images import PYTHON_IMAGE, TORCH_CUDA_IMAGE, python_version_of, torch_version_of
 from components.evaluation.lm_eval import component as lm_eval_component
 from pipelines.cli import main
-from pipelines.compile import checked_in_path, compile_named
+from pipelines.compile import compile_named
 from pipelines.executors import HEAVY, executor_installs, requirement_name
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.settings import STEPS, CompileSettings, constants_of
@@ -85,8 +85,8 @@ def test_image_helpers_read_the_tags():
 
 
 @pytest.mark.parametrize("name", list(PIPELINES))
-def test_checked_in_pipelines_install_no_torch_and_size_every_task(name):
-    documents = _documents(checked_in_path(name))
+def test_shipped_pipelines_install_no_torch_and_size_every_task(name, shipped_pipeline_yamls):
+    documents = _documents(shipped_pipeline_yamls[name])
     executors = executor_installs(documents[0])
     # exec-lm-eval-2: the second evaluation (the fine-tuned model; exec-lm-eval evaluates the base model)
     assert set(executors) == {*EXECUTOR_OF_STEP.values(), "exec-lm-eval-2"}
@@ -237,7 +237,7 @@ def test_a_routed_component_keeps_its_routing_when_built_for_another_image(tmp_p
         train_model.with_image("")
 
 
-def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path):
+def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path, shipped_pipeline_yamls):
     """The launcher's CPU/memory reach its TaskConfig (RESOURCES passthrough) but never the TrainJob's pods."""
     from kfp import dsl
 
@@ -255,7 +255,7 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path):
     spec = build_job_spec(config, task_config, "run-1", "train-model", request, owner=None)
     assert (spec.cpu_per_node, spec.memory_per_node) == ("", "32Gi")
     assert spec.env["A"] == "1"  # the rest of the task config still passes through
-    assert re.search("RESOURCES", checked_in_path("sft").read_text())
+    assert re.search("RESOURCES", shipped_pipeline_yamls["sft"].read_text())
 
 
 def test_fast_task_setters_keep_kfp_messages_and_restore_inspect():
