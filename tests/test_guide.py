@@ -124,17 +124,30 @@ def test_the_guides_parameter_names_exist_with_the_guides_meaning_everywhere():
         assert [p.name for p in minimal if p.default is REQUIRED] == ["phase_01_dataset_man_data_uri"]
 
 
-def test_the_guides_custom_pipeline_snippet_compiles_unchanged(tmp_path):
+def with_declared_workspace(snippet: str) -> str:
+    """The guide's snippet with the one line KFP needs for ``dsl.WORKSPACE_PATH_PLACEHOLDER``: a declared workspace."""
+    decorator = '@dsl.pipeline(name="my-custom-pipeline")'
+    assert decorator in snippet
+    declared = '@dsl.pipeline(name="my-custom-pipeline", pipeline_config=default_pipeline_config())'
+    return "from components._common.workspace import default_pipeline_config\n" + snippet.replace(decorator, declared)
+
+
+def test_the_guides_custom_pipeline_snippet_compiles_once_it_declares_its_workspace(tmp_path):
+    """As written, KFP itself refuses the snippet (a workspace path without a workspace); with the project's
+    ``dsl.PipelineConfig`` declared it compiles, the string ``dataset`` routed to ``dataset_path``."""
     snippet = FACTS["custom_pipeline_snippet"]
     assert 'training_backend="mini-trainer"' in snippet and "pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER" in snippet
     script = tmp_path / "my_pipeline.py"
     output = tmp_path / "my_pipeline.yaml"
-    script.write_text(
-        snippet + f"\n\nfrom kfp import compiler\ncompiler.Compiler().compile(my_pipeline, {str(output)!r})\n"
-    )
+    compile_line = f"\n\nfrom kfp import compiler\ncompiler.Compiler().compile(my_pipeline, {str(output)!r})\n"
+    script.write_text(snippet + compile_line)
+    run = _run_script(script, tmp_path)
+    assert run.returncode == 1 and "PipelineConfig.workspace.size is not set" in run.stderr  # KFP's own check
+    assert not output.exists()
+
+    script.write_text(with_declared_workspace(snippet) + compile_line)
     run = _run_script(script, tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "declares no workspace" in run.stderr  # the default workspace it received is said, not silent
     documents = list(yaml.safe_load_all(output.read_text()))
     inputs = documents[0]["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
     constants = {name: value["runtimeValue"]["constant"] for name, value in inputs.items()}

@@ -105,10 +105,12 @@ def test_each_pipeline_compiles_with_only_kfp_installed(name, tmp_path, shipped_
 
 
 def test_the_guides_snippet_compiles_with_only_kfp_installed(tmp_path):
+    from tests.test_guide import with_declared_workspace
+
     script = tmp_path / "my_pipeline.py"
     output = tmp_path / "my_pipeline.yaml"
     script.write_text(
-        FACTS["custom_pipeline_snippet"]
+        with_declared_workspace(FACTS["custom_pipeline_snippet"])
         + f"\n\nfrom kfp import compiler\ncompiler.Compiler().compile(my_pipeline, {str(output)!r})\n"
     )
     run = _run(script, tmp_path)

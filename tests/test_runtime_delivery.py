@@ -10,7 +10,6 @@ import yaml
 from kfp import compiler, dsl
 
 from components._common import runtime
-from components._common.kfp_patches import open_embedded_archive
 from components._common.runtime import (
     COMPONENTS_ROOT,
     _function_locals,
@@ -18,6 +17,7 @@ from components._common.runtime import (
     slim_source,
     stage_runtime_bundle,
 )
+from tests.harness.compiled import open_embedded_archive
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def _embedded_archive(component_yaml: dict) -> tarfile.TarFile:
     executor = next(iter(component_yaml["deploymentSpec"]["executors"].values()))
     source = executor["container"]["command"][-1]
     encoded = source.split("__KFP_EMBEDDED_ARCHIVE_B64 = '", 1)[1].split("'", 1)[0]
-    assert "mode='r:xz'" in source and "mode='r:gz'" not in source  # the extraction code opens what was packed
+    assert "mode='r:gz'" in source  # KFP's own packing and extraction code
     return open_embedded_archive(encoded)
 
 

@@ -256,23 +256,3 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path, shippe
     assert (spec.cpu_per_node, spec.memory_per_node) == ("", "32Gi")
     assert spec.env["A"] == "1"  # the rest of the task config still passes through
     assert re.search("RESOURCES", shipped_pipeline_yamls["sft"].read_text())
-
-
-def test_fast_task_setters_keep_kfp_messages_and_restore_inspect():
-    """KFP's setters still name themselves in their errors under the cheap stack, and inspect comes back after."""
-    import inspect
-
-    from kfp import dsl
-    from kfp.dsl import pipeline_task
-
-    from components._common.kfp_patches import fast_task_setters
-
-    @dsl.pipeline(name="outer")
-    def outer():
-        importer = dsl.importer(artifact_uri="s3://bucket/model", artifact_class=dsl.Model)
-        with fast_task_setters():
-            assert pipeline_task.inspect is not inspect
-            with pytest.raises(ValueError, match="^set_cpu_limit can only be used on single-step components"):
-                importer.set_cpu_limit("1")
-
-    assert outer is not None and pipeline_task.inspect is inspect

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from components._common.images import PYTHON_IMAGE
-from components._common.kfp_patches import reproducible_archive
 
 #: Base image of the components that name no image of their own (the python.org build of CPython 3.11 on Debian 12).
 DEFAULT_BASE_IMAGE = PYTHON_IMAGE
@@ -298,6 +297,7 @@ def runtime_component(
     parameter_docs: Mapping[str, str] | None = None,
     image: str = "",
     needs_full_environment: Sequence[str] = (),
+    string_routes: Mapping[str, str] | None = None,
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """A ``@dsl.component`` that ships the component's own modules into the pod.
@@ -313,14 +313,21 @@ def runtime_component(
         needs_full_environment: Sub-directories of the component's directory whose code runs only where every
             dependency is present (the prebuilt runtime image, or ``kfp.local`` with ``INSTALL_PACKAGES`` off): left
             out of bundles that pip-install ``packages``, which lack them (and Linux caps the bundle's size).
+        string_routes: ``{artifact input: string parameter input}``: a plain string (or string pipeline parameter)
+            given for the artifact input is passed to the parameter input instead.
         **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
 
     Returns:
-        A decorator turning the component function into a KFP ``PythonComponent``. The component has a
-        ``with_image(image, prebuilt=False)`` method returning the same component built for another image: with
+        A decorator turning the component function into a
+        :class:`~components._common.runtime_components.RuntimeComponent` (a KFP ``PythonComponent``)
+        whose ``with_image(image, prebuilt=False)`` returns the same component built for another image: with
         ``prebuilt=True`` the image is a complete runtime image (nothing embedded, nothing installed).
     """
     from kfp import dsl
+
+    from components._common.runtime_components import RuntimeComponent
+
+    routes = dict(string_routes or {})
 
     def decorate(func: Callable[..., Any]) -> Any:
         if parameter_docs:
@@ -332,90 +339,27 @@ def runtime_component(
                 raise ValueError(f"{func.__name__}: the image must name a container image, got ''")
             key = (step_image, prebuilt, INSTALL_PACKAGES)
             if key not in built:
-                built[key] = _decorate(func, step_image, prebuilt)
+                built[key] = RuntimeComponent(_decorate(func, step_image, prebuilt), build, routes)
             return built[key]
 
         def _decorate(target: Callable[..., Any], step_image: str, prebuilt: bool) -> Any:
             if prebuilt:
-                component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
-            else:
-                with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, reproducible_archive():
-                    component_dir = Path(component_file).parent
-                    excluded = [component_dir / name for name in needs_full_environment] if INSTALL_PACKAGES else []
-                    stage_runtime_bundle([component_dir, *extra_dirs], Path(staging), excluded)
-                    component = dsl.component(
-                        target,
-                        base_image=step_image,
-                        packages_to_install=list(packages) if INSTALL_PACKAGES else None,
-                        install_kfp_package=INSTALL_PACKAGES,
-                        embedded_artifact_path=staging,
-                        **component_kwargs,
-                    )
-            _install_workspace_hook_when_used(component)
-            component.with_image = build
-            return component
+                return dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
+            with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging:
+                component_dir = Path(component_file).parent
+                excluded = [component_dir / name for name in needs_full_environment] if INSTALL_PACKAGES else []
+                stage_runtime_bundle([component_dir, *extra_dirs], Path(staging), excluded)
+                return dsl.component(
+                    target,
+                    base_image=step_image,
+                    packages_to_install=list(packages) if INSTALL_PACKAGES else None,
+                    install_kfp_package=INSTALL_PACKAGES,
+                    embedded_artifact_path=staging,
+                    **component_kwargs,
+                )
 
         if RUNTIME_IMAGE:
             return build(RUNTIME_IMAGE, prebuilt=True)
         return build(image or BASE_IMAGE)
-
-    return decorate
-
-
-def _install_workspace_hook_when_used(component: Any) -> None:
-    """Makes a task of ``component`` given ``dsl.WORKSPACE_PATH_PLACEHOLDER`` install the workspace compile hook.
-
-    The hook (:func:`components._common.workspace.allow_default_workspace`) is applied by that call, the code path
-    that needs it, never on import.
-    """
-    from components._common.workspace import allow_default_workspace, uses_workspace_placeholder
-
-    base = type(component)
-
-    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
-        if uses_workspace_placeholder(kwargs):
-            allow_default_workspace()
-        return base.__call__(self, *args, **kwargs)
-
-    component.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
-
-
-def route_string_arguments(routes: Mapping[str, str]) -> Callable[[Any], Any]:
-    """Lets an artifact input also take a string, routed to a parameter input of the same component.
-
-    ``train_model(dataset="path/to/data.jsonl")`` (the RHOAI guide's form) and ``train_model(dataset=task.output)``
-    (an artifact, as the pipelines wire it) both work: a plain string or a string pipeline parameter given for
-    ``dataset`` is passed as ``dataset_path`` instead. Artifacts are passed unchanged.
-
-    Args:
-        routes: ``{artifact input: string parameter input}``.
-
-    Returns:
-        A decorator applied on top of :func:`runtime_component`; the component keeps its type and specification.
-    """
-
-    def is_string(value: Any) -> bool:
-        from kfp.dsl import pipeline_channel
-
-        if isinstance(value, str):
-            return True
-        return isinstance(value, pipeline_channel.PipelineParameterChannel) and value.channel_type == "String"
-
-    def decorate(component: Any) -> Any:
-        if getattr(component, "_routes_string_arguments", False):
-            return component
-        base = type(component)
-
-        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
-            for artifact_input, string_input in routes.items():
-                if is_string(kwargs.get(artifact_input)):
-                    kwargs[string_input] = kwargs.pop(artifact_input)
-            return base.__call__(self, *args, **kwargs)
-
-        component.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
-        component._routes_string_arguments = True
-        build = component.with_image
-        component.with_image = lambda image, prebuilt=False: decorate(build(image, prebuilt))
-        return component
 
     return decorate

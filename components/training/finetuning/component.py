@@ -8,7 +8,7 @@ they live here, once) and hands it to :func:`~components.training.finetuning.run
 
 from kfp import dsl
 
-from components._common.runtime import route_string_arguments, runtime_component
+from components._common.runtime import runtime_component
 from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 
 #: The cluster launchers need the Kubernetes client and matplotlib; launcher="local" on a cluster needs the runtime
@@ -29,9 +29,9 @@ PASSTHROUGHS = [
 ]
 
 
-@route_string_arguments({"dataset": "dataset_path"})
 @runtime_component(
     __file__,
+    string_routes={"dataset": "dataset_path"},  # the RHOAI guide's train_model(dataset="path/to/data.jsonl")
     packages=PACKAGES,
     parameter_docs=PARAMETER_DOCS,
     task_config_passthroughs=PASSTHROUGHS,

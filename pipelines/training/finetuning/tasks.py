@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from components._common.kfp_patches import fast_task_setters
 from pipelines.training.finetuning.settings import CompileSettings
 
 _AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_S3_BUCKET")
@@ -58,26 +57,24 @@ def pipeline_config(settings: CompileSettings) -> Any:
 
 def set_up_dataset(task: Any, settings: CompileSettings) -> None:
     """The dataset step: cached (same input, same output), ``hf-token`` and ``s3-secret`` mounted, its resources."""
-    with fast_task_setters():
-        task.set_caching_options(True)
-        _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _s3_keys())])
-        _set_resources(task, settings, "dataset")
+    task.set_caching_options(True)
+    _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _s3_keys())])
+    _set_resources(task, settings, "dataset")
 
 
 def set_up_training(task: Any, settings: CompileSettings) -> None:
     """The ``train_model`` task (the launcher): never cached, every secret it may need mounted, its resources."""
-    with fast_task_setters():
-        task.set_caching_options(False)
-        _mount(
-            task,
-            [
-                (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS),
-                (settings.hf_token_secret, _HF_KEYS),
-                (settings.s3_secret, _s3_keys()),
-                (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
-            ],
-        )
-        _set_resources(task, settings, "launcher")
+    task.set_caching_options(False)
+    _mount(
+        task,
+        [
+            (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS),
+            (settings.hf_token_secret, _HF_KEYS),
+            (settings.s3_secret, _s3_keys()),
+            (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
+        ],
+    )
+    _set_resources(task, settings, "launcher")
 
 
 def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
@@ -88,15 +85,14 @@ def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
     """
     from kfp import kubernetes
 
-    with fast_task_setters():
-        task.set_caching_options(False)
-        _mount(task, [(settings.hf_token_secret, _HF_KEYS)])
-        _set_resources(task, settings, "eval")
-        if settings.eval_gpus:
-            task.set_accelerator_type(settings.eval_gpu_resource).set_accelerator_limit(settings.eval_gpus)
-            selector = settings.eval_node_selector_pair
-            if selector:
-                kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
+    task.set_caching_options(False)
+    _mount(task, [(settings.hf_token_secret, _HF_KEYS)])
+    _set_resources(task, settings, "eval")
+    if settings.eval_gpus:
+        task.set_accelerator_type(settings.eval_gpu_resource).set_accelerator_limit(settings.eval_gpus)
+        selector = settings.eval_node_selector_pair
+        if selector:
+            kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
 
 
 def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
@@ -110,10 +106,9 @@ def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
 
 def set_up_registry(task: Any, settings: CompileSettings) -> None:
     """The registry step: never cached, ``s3-secret`` mounted (for ``s3_upload_prefix``), its resources."""
-    with fast_task_setters():
-        task.set_caching_options(False)
-        _mount(task, [(settings.s3_secret, _s3_keys())])
-        _set_resources(task, settings, "registry")
+    task.set_caching_options(False)
+    _mount(task, [(settings.s3_secret, _s3_keys())])
+    _set_resources(task, settings, "registry")
 
 
 def _s3_keys() -> dict[str, str]:
