@@ -21,10 +21,17 @@ from typing import Any
 def without_unconnected_optional_artifacts(spec: dict) -> dict:
     """A copy of a compiled pipeline spec whose tasks' components declare only the optional artifacts they get.
 
-    A component shared by tasks that connect different inputs is copied per task (``<name>-local-<task>``).
+    A component shared by several tasks is copied for each task that leaves one out (``<name>-local-<task>``).
     """
     spec = copy.deepcopy(spec)
     components = spec.get("components", {})
+    users: dict[str, int] = {}
+
+    def count(dag: dict) -> None:
+        for task in dag.get("tasks", {}).values():
+            reference = task.get("componentRef", {}).get("name")
+            users[reference] = users.get(reference, 0) + 1
+            count(components.get(reference, {}).get("dag", {}))
 
     def adjust(dag: dict) -> None:
         for task_name, task in dag.get("tasks", {}).items():
@@ -32,21 +39,23 @@ def without_unconnected_optional_artifacts(spec: dict) -> dict:
             component = components.get(reference)
             if component is None:
                 continue
+            if "dag" in component:
+                adjust(component["dag"])
             artifacts = component.get("inputDefinitions", {}).get("artifacts", {})
             given = set(task.get("inputs", {}).get("artifacts", {}))
             left_out = [name for name, definition in artifacts.items() if definition.get("isOptional")]
             left_out = [name for name in left_out if name not in given]
-            if left_out:
-                local_name = f"{reference}-local-{task_name}"
-                local_component = copy.deepcopy(component)
-                for name in left_out:
-                    del local_component["inputDefinitions"]["artifacts"][name]
-                components[local_name] = local_component
-                task["componentRef"]["name"] = local_name
-            if "dag" in component:
-                adjust(component["dag"])
+            if not left_out:
+                continue
+            if users[reference] > 1:  # shared: this task gets its own copy (kfp.local then logs the copy's name)
+                component = components[f"{reference}-local-{task_name}"] = copy.deepcopy(component)
+                task["componentRef"]["name"] = f"{reference}-local-{task_name}"
+            for name in left_out:
+                del component["inputDefinitions"]["artifacts"][name]
 
-    adjust(spec.get("root", {}).get("dag", {}))
+    root = spec.get("root", {}).get("dag", {})
+    count(root)
+    adjust(root)
     return spec
 
 
