@@ -260,3 +260,17 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path, shippe
     assert (spec.cpu_per_node, spec.memory_per_node) == ("", "32Gi")
     assert spec.env["A"] == "1"  # the rest of the task config still passes through
     assert re.search("RESOURCES", shipped_pipeline_yamls["sft"].read_text())
+
+
+def test_the_step_image_is_tagged_with_the_project_version():
+    """A clone compiles pipelines that reference the step image of its own release (scripts/build_step_image.sh)."""
+    import tomllib
+    from pathlib import Path
+
+    from components._common.images import PROJECT_VERSION, STEP_IMAGE_REPOSITORY
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert PROJECT_VERSION == pyproject["project"]["version"]
+    assert STEP_IMAGE == f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "build_step_image.sh").read_text()
+    assert "STEP_IMAGE" in script and "-f Containerfile" in script
