@@ -22,6 +22,7 @@ os.environ["KFP_FINETUNE_INSTALL_PACKAGES"] = "0"
 
 pytest_plugins = [
     "tests.harness.fixtures",
+    "tests.harness.compiled",
     "tests.harness.kube",
     "tests.harness.s3",
     "tests.harness.http_server",

@@ -128,7 +128,7 @@ def _heavy(packages: dict[str, tuple[str, int]]) -> str:
 def main() -> None:
     """Resolves every executor now and before and prints one row per step."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--now", type=Path, default=REPO_ROOT / "pipelines/training/sft/pipeline.yaml")
+    parser.add_argument("--now", type=Path, help="a compiled pipeline (default: sft compiled now, default settings)")
     parser.add_argument("--before-ref", default="e7b6ccb", help="git revision of the previous default")
     parser.add_argument("--before-path", default="pipelines/training/sft/pipeline.yaml")
     parser.add_argument("--index-url", default="https://pypi.org/simple")
@@ -138,6 +138,10 @@ def main() -> None:
     before_text = subprocess.run(
         ["git", "show", revision], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     ).stdout
+    if args.now is None:
+        from pipelines.compile import compile_named
+
+        args.now = compile_named("sft", Path(tempfile.mkdtemp(prefix="step-start-")) / "sft.yaml")
     now, before = executor_installs(args.now), executor_installs(before_text)
     print(
         "| step | image now | packages now | MB now | torch, nvidia-*, triton now | packages before | MB before "

@@ -33,7 +33,8 @@ def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--pvc-access-modes", help="comma-separated, e.g. ReadWriteMany")
     group.add_argument("--pipeline-name", help="name of the compiled pipeline")
     for step, meaning in STEP_MEANINGS.items():
-        group.add_argument(f"--{step}-image", help=f"image of the {meaning} step (its packages installed on top)")
+        how = "built from the Containerfile" if step == "launcher" else "its packages installed on top"
+        group.add_argument(f"--{step}-image", help=f"image of the {meaning} step ({how})")
     group.add_argument(
         "--runtime-image",
         help="prebuilt runtime image (see Containerfile) replacing every step's image; nothing installed at run time",

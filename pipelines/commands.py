@@ -51,7 +51,7 @@ def check_output_option(output: Path | None, names: list[str], all_pipelines: bo
 
 def compile_command(args: argparse.Namespace) -> int:
     """``kfp-finetune compile``."""
-    from pipelines.compile import checked_in_path, compile_named
+    from pipelines.compile import compile_named, default_output_path
 
     names = list(PIPELINES) if args.all else args.names
     if not names:
@@ -60,7 +60,7 @@ def compile_command(args: argparse.Namespace) -> int:
     settings = _settings(args)
     for index, name in enumerate(names, 1):
         if args.output is None:
-            target = checked_in_path(name) if name in PIPELINES else Path(f"{name}.yaml")
+            target = default_output_path(name) if name in PIPELINES else Path(f"{name}.yaml")
         elif len(names) == 1 and args.output.suffix in YAML_SUFFIXES:
             target = args.output
         else:

@@ -42,8 +42,11 @@ def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
         raise LookupError(f"{module.__file__} defines no pipeline function {attribute!r}") from None
 
 
-def checked_in_path(name: str) -> Path:
-    """Where the compiled YAML of pipeline ``name`` is checked in (beside its module)."""
+def default_output_path(name: str) -> Path:
+    """Where pipeline ``name`` compiles to by default: ``pipeline.yaml`` beside its module (generated, not committed).
+
+    ``kfp-finetune compile`` writes there, as the guide's ``python pipelines/training/<name>/pipeline.py`` does.
+    """
     return Path(importlib.util.find_spec(PIPELINES[name]).origin).with_name("pipeline.yaml")
 
 

@@ -1,21 +1,23 @@
-"""Checks that no single argument of any compiled component exceeds the limit (default 112 KiB).
+"""Checks that no single argument of any compiled component exceeds the limit (default 96 KiB).
 
 Linux rejects one ``execve`` argument over 128 KiB (``MAX_ARG_STRLEN``); a lightweight component's whole Python
 source, embedded code included, is one argument. Usage: ``python scripts/check_arg_size.py [YAML ...]``; with no
-files it checks every checked-in ``pipeline.yaml``. Exit code 1 lists the offenders.
+files it compiles the six pipelines with default settings into a temporary directory and checks those. Exit code 1
+lists the offenders.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
-#: 16 KiB under Linux's 128 KiB: train_model's bundle (cluster client with deadlines, retries and cleanup, progress,
-#: oci://) is ~107 KiB; past this, move code to the prebuilt runtime image (``KFP_FINETUNE_RUNTIME_IMAGE``).
-LIMIT_BYTES = 112 * 1024
+#: 32 KiB under Linux's 128 KiB (``MAX_ARG_STRLEN``): a component whose code outgrows it runs on the project's step
+#: image instead (as ``train_model`` does: ``benchmarks/component_delivery.py``, ``docs/architecture.md``).
+LIMIT_BYTES = 96 * 1024
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -44,9 +46,18 @@ def largest_argument(path: Path) -> int:
     return max(sizes, default=0)
 
 
+def compile_all(output_dir: Path) -> list[Path]:
+    """The six pipelines compiled with default settings into ``output_dir``."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from pipelines.compile import compile_named
+    from pipelines.training.finetuning import PIPELINES
+
+    return [compile_named(name, output_dir / f"{name}.yaml") for name in PIPELINES]
+
+
 def main(paths: list[str]) -> int:
-    """Checks ``paths`` (default: every checked-in pipeline.yaml) and prints the result."""
-    files = [Path(p) for p in paths] or sorted(REPO_ROOT.glob("pipelines/**/pipeline.yaml"))
+    """Checks ``paths`` (default: the six pipelines, compiled now with default settings) and prints the result."""
+    files = [Path(p) for p in paths] or compile_all(Path(tempfile.mkdtemp(prefix="check-arg-size-")))
     if not files:
         print("no compiled YAML found", file=sys.stderr)
         return 1

@@ -138,9 +138,9 @@ def parameter_table(pipeline: Any) -> list[str]:
 
 def pipeline_directory(name: str) -> Path:
     """The folder of pipeline ``name`` (``pipelines/training/<name>/``, the RHOAI guide's paths)."""
-    from pipelines.compile import checked_in_path
+    from pipelines.compile import default_output_path
 
-    return checked_in_path(name).parent
+    return default_output_path(name).parent
 
 
 def pipeline_readme(name: str) -> str:
@@ -189,9 +189,10 @@ def pipelines_readme() -> str:
         "before training (training waits for its GPU), whose results are the fine-tuned evaluation's baseline), with",
         "its compile-time constants at the top;",
         "`tasks.py` here holds the task set-up they share (secrets, resources, images, GPU evaluation, caching) and",
-        "`settings.py` the compile-time settings. `pipeline.yaml` beside each module is its compiled form",
-        "(`kfp-finetune compile --all`). A minimal pipeline passes what it does not list to the components as their",
-        "defaults (or as the constants written in its `pipeline.py`). Each pipeline folder has its own README.",
+        "`settings.py` the compile-time settings. `pipeline.yaml` beside each module is its compiled form, generated",
+        "(`kfp-finetune compile --all`), not committed. A minimal pipeline passes what it does not list to the",
+        "components as their defaults (or as the constants written in its `pipeline.py`). Each pipeline folder has its",
+        "own README.",
     ]
     for name in PIPELINES:
         pipeline = pipeline_function(name)

@@ -3,8 +3,8 @@
 # `pip install -e ".[local,test]"`) at the exact version resolved today, under the step images' own pins (the
 # `name==version` each compiled pipeline step installs at start), so that the tests run what the pods install.
 #   bash scripts/lock.sh            # then review `git diff constraints.txt`, run the tests, commit
-# To upgrade one package: raise its pin where it is declared (pyproject.toml, or a component's `packages=` list and
-# `kfp-finetune compile --all`), run this script, run the tests.
+# To upgrade one package: raise its pin where it is declared (pyproject.toml, or a component's `packages=` list), run
+# this script, run the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -13,11 +13,14 @@ trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" -m venv "$tmp/venv"
 pip=("$tmp/venv/bin/python" -m pip)
 "${pip[@]}" install -q --upgrade pip
-"${pip[@]}" install -q pyyaml packaging
-PYTHONPATH="$PWD" "$tmp/venv/bin/python" - >"$tmp/step-pins.txt" <<'PY'
+# The compiled pipelines are generated: compile them with the core install (kfp + kfp-kubernetes) to read the pins.
+"${pip[@]}" install -q -e . packaging
+PYTHONPATH="$PWD" "$tmp/venv/bin/python" -m pipelines.cli compile --all -o "$tmp/compiled" 2>/dev/null
+PYTHONPATH="$PWD" "$tmp/venv/bin/python" - "$tmp/compiled" >"$tmp/step-pins.txt" <<'PY'
+import sys
 from pathlib import Path
 from pipelines.executors import step_pins
-for name, version in sorted(step_pins(sorted(Path("pipelines/training").glob("*/pipeline.yaml"))).items()):
+for name, version in sorted(step_pins(sorted(Path(sys.argv[1]).glob("*.yaml"))).items()):
     print(f"{name}=={version}")
 PY
 "${pip[@]}" install -q "torch==2.13.0"

@@ -1,5 +1,5 @@
 """``kfp-finetune upload | run | schedule`` end to end: the CLI compiles a named pipeline and talks to a KFP API
-(the loopback v2beta1 stub) through the real ``kfp.Client``."""
+(the loopback v2beta1 stub) through the real ``kfp_server_api`` client."""
 
 import yaml
 

@@ -288,34 +288,35 @@ def test_delta_lines_say_whether_the_model_forgot():
     assert delta_lines({}) == ["  base -> fine-tuned: not compared (the base model was not evaluated)"]
 
 
-def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_the_log(tmp_path, monkeypatch):
-    """The story from a fake task that prints like kfp.local does (4-space indent, executor chatter, step lines)."""
+def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_the_log(tmp_path):
+    """The story from fake tasks that print what kfp.local prints (its log lines, 4-space indent, step lines)."""
     import io
-    import types
 
-    from kfp.local import task_dispatcher
+    import pytest
 
     from pipelines.demo.story import DemoConsole
 
-    def fake_task(**kwargs):
+    cyan, green, end = "\x1b[96m", "\x1b[92m", "\x1b[0m"
+
+    def fake_task(name: str, fails: bool = False) -> None:
+        print(f"12:00:01.001 - INFO - Executing task {cyan}'{name}'{end}")
         print("    [KFP Executor] Got executor_input: {...}")
         for step in range(1, 101):
             print(f"    step {step}/100 epoch 0.5 loss {5 - step / 50:.4f} lr 0.001")
-        if kwargs["component_name"] == "comp-broken":
+        if fails:
             print("    Traceback (most recent call last):")
             print('      File "x.py", line 1, in <module>')
             print("    ValueError: train_model parameter x=1: must be 2")
             print("    second line")
-            return {}, types.SimpleNamespace(name="FAILURE")
-        return {"out": 1}, types.SimpleNamespace(name="SUCCESS")
+            raise RuntimeError(f"Task {name!r} finished with status FAILURE")  # raise_on_error: no end line
+        print(f"12:00:02.002 - INFO - Task {cyan}'{name}'{end} finished with status {green}SUCCESS{end}")
 
-    monkeypatch.setattr(task_dispatcher, "run_single_task_implementation", fake_task)
     for verbose in (False, True):
         out = io.StringIO()
         console = DemoConsole(tmp_path / f"demo-{verbose}.log", out=out, verbose=verbose)
-        with console.capture(task_count=2):
-            task_dispatcher.run_single_task_implementation(component_name="comp-train-model")
-            task_dispatcher.run_single_task_implementation(component_name="comp-broken")
+        with pytest.raises(RuntimeError), console.capture(task_count=2):
+            fake_task("train-model")
+            fake_task("broken", fails=True)
         console.close()
         story = out.getvalue().splitlines()
         if not verbose:
@@ -328,4 +329,3 @@ def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_t
             assert "    [KFP Executor] Got executor_input: {...}" in story and len(story) > 200
         assert console.failure == ("broken", "ValueError: train_model parameter x=1: must be 2")
         assert "Got executor_input" in (tmp_path / f"demo-{verbose}.log").read_text()
-    assert task_dispatcher.run_single_task_implementation is fake_task  # the wrapper is removed afterwards

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.compile import checked_in_path, compile_named, pipeline_function
+from pipelines.compile import compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import REQUIRED, fed_by, pipeline_parameters
+from tests.harness.compiled import normalised_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FACTS = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())
@@ -34,20 +35,20 @@ def _run_script(script: Path, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_quick_start_compile_command_writes_pipeline_yaml_beside_the_module(tmp_path):
+def test_quick_start_compile_command_writes_pipeline_yaml_beside_the_module(tmp_path, shipped_pipeline_yamls):
     """``PYTHONPATH=$(pwd) python pipelines/training/osft_minimal/pipeline.py`` → ``.../pipeline.yaml``."""
     quick_start = FACTS["quick_start"]
     script = quick_start["compile_command"].removeprefix("PYTHONPATH=$(pwd) python ")
     assert quick_start["compiled_path"] == str(Path(script).with_name("pipeline.yaml"))
     module = REPO_ROOT / script
-    copy = tmp_path / "osft_minimal" / "pipeline.py"  # a copy, so the checked-in YAML is not rewritten
+    copy = tmp_path / "osft_minimal" / "pipeline.py"  # a copy, so the clone's own pipeline.yaml is not rewritten
     copy.parent.mkdir()
     shutil.copyfile(module, copy)
     run = _run_script(copy, REPO_ROOT)
     assert run.returncode == 0, run.stderr
     written = copy.with_name("pipeline.yaml")
     assert str(written) in run.stdout
-    assert written.read_text() == checked_in_path("osft-minimal").read_text()
+    assert normalised_yaml(written.read_text()) == normalised_yaml(shipped_pipeline_yamls["osft-minimal"].read_text())
 
     # "Changing PVC Storage Class / Size": edit the constants at the top of pipeline.py and recompile.
     text = copy.read_text()
@@ -123,17 +124,30 @@ def test_the_guides_parameter_names_exist_with_the_guides_meaning_everywhere():
         assert [p.name for p in minimal if p.default is REQUIRED] == ["phase_01_dataset_man_data_uri"]
 
 
-def test_the_guides_custom_pipeline_snippet_compiles_unchanged(tmp_path):
+def with_declared_workspace(snippet: str) -> str:
+    """The guide's snippet with the one line KFP needs for ``dsl.WORKSPACE_PATH_PLACEHOLDER``: a declared workspace."""
+    decorator = '@dsl.pipeline(name="my-custom-pipeline")'
+    assert decorator in snippet
+    declared = '@dsl.pipeline(name="my-custom-pipeline", pipeline_config=default_pipeline_config())'
+    return "from components._common.workspace import default_pipeline_config\n" + snippet.replace(decorator, declared)
+
+
+def test_the_guides_custom_pipeline_snippet_compiles_once_it_declares_its_workspace(tmp_path):
+    """As written, KFP itself refuses the snippet (a workspace path without a workspace); with the project's
+    ``dsl.PipelineConfig`` declared it compiles, the string ``dataset`` routed to ``dataset_path``."""
     snippet = FACTS["custom_pipeline_snippet"]
     assert 'training_backend="mini-trainer"' in snippet and "pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER" in snippet
     script = tmp_path / "my_pipeline.py"
     output = tmp_path / "my_pipeline.yaml"
-    script.write_text(
-        snippet + f"\n\nfrom kfp import compiler\ncompiler.Compiler().compile(my_pipeline, {str(output)!r})\n"
-    )
+    compile_line = f"\n\nfrom kfp import compiler\ncompiler.Compiler().compile(my_pipeline, {str(output)!r})\n"
+    script.write_text(snippet + compile_line)
+    run = _run_script(script, tmp_path)
+    assert run.returncode == 1 and "PipelineConfig.workspace.size is not set" in run.stderr  # KFP's own check
+    assert not output.exists()
+
+    script.write_text(with_declared_workspace(snippet) + compile_line)
     run = _run_script(script, tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "declares no workspace" in run.stderr  # the default workspace it received is said, not silent
     documents = list(yaml.safe_load_all(output.read_text()))
     inputs = documents[0]["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
     constants = {name: value["runtimeValue"]["constant"] for name, value in inputs.items()}

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.compile import checked_in_path
 from tests.test_parameter_sources import drift
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +65,7 @@ def _train_inputs(documents: list[dict]) -> dict:
     return documents[0]["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
 
 
-def test_making_a_runtime_parameter_compile_time(copy):
+def test_making_a_runtime_parameter_compile_time(copy, shipped_pipeline_yamls):
     """Remove ``phase_02_train_man_train_epochs`` from the signature and write ``training_num_epochs=2``."""
     snippet = RECIPES["make_compile_time"]
     before, after = snippet.split("# After", 1)
@@ -92,7 +91,7 @@ def test_making_a_runtime_parameter_compile_time(copy):
 
     assert "phase_02_train_man_train_epochs" not in documents[0]["root"]["inputDefinitions"]["parameters"]
     assert _train_inputs(documents)["training_num_epochs"] == {"runtimeValue": {"constant": 2}}
-    original = next(yaml.safe_load_all(checked_in_path("osft-minimal").read_text()))
+    original = next(yaml.safe_load_all(shipped_pipeline_yamls["osft-minimal"].read_text()))
     assert set(original["root"]["inputDefinitions"]["parameters"]) - set(
         documents[0]["root"]["inputDefinitions"]["parameters"]
     ) == {"phase_02_train_man_train_epochs"}
@@ -136,17 +135,17 @@ def test_adding_a_new_runtime_parameter(copy):
     ]
 
 
-def test_the_defaults_the_guide_states_are_the_compiled_defaults():
+def test_the_defaults_the_guide_states_are_the_compiled_defaults(shipped_pipeline_yamls):
     """``osft_minimal_pipeline(phase_02_train_man_train_epochs: int = 1)`` and the PVC constants, as compiled."""
     stated = dict(re.findall(r"(phase_\w+): \w+ = ([^,\s]+),", RECIPES["make_compile_time"]))
     assert stated == {"phase_02_train_man_train_epochs": "1"}
     assert FACTS["defaults"]["osft-minimal"] == {name: yaml.safe_load(value) for name, value in stated.items()}
     for pipeline, defaults in FACTS["defaults"].items():
-        documents = list(yaml.safe_load_all(checked_in_path(pipeline).read_text()))
+        documents = list(yaml.safe_load_all(shipped_pipeline_yamls[pipeline].read_text()))
         parameters = documents[0]["root"]["inputDefinitions"]["parameters"]
         for name, value in defaults.items():
             assert parameters[name]["defaultValue"] == value, (pipeline, name)
-    documents = list(yaml.safe_load_all(checked_in_path("osft-minimal").read_text()))
+    documents = list(yaml.safe_load_all(shipped_pipeline_yamls["osft-minimal"].read_text()))
     workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
     constants = {name: yaml.safe_load(value) for name, value in FACTS["pvc"]["constants"].items()}
     assert (workspace["size"], workspace["kubernetes"]["pvcSpecPatch"]) == (

@@ -1,23 +1,14 @@
-"""The runtime-delivery mechanism: project code embedded in the compiled component reaches the task and imports."""
+"""How code reaches each pod: KFP's embedding of the real source (three steps), the step image (train_model)."""
 
-import ast
-import io
 import tarfile
-import tokenize
 from pathlib import Path
 
 import yaml
 from kfp import compiler, dsl
 
 from components._common import runtime
-from components._common.kfp_patches import open_embedded_archive
-from components._common.runtime import (
-    COMPONENTS_ROOT,
-    _function_locals,
-    runtime_component,
-    slim_source,
-    stage_runtime_bundle,
-)
+from components._common.runtime import COMPONENTS_ROOT, runtime_component, stage_runtime_bundle
+from tests.harness.compiled import open_embedded_archive
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,11 +41,11 @@ def _embedded_archive(component_yaml: dict) -> tarfile.TarFile:
     executor = next(iter(component_yaml["deploymentSpec"]["executors"].values()))
     source = executor["container"]["command"][-1]
     encoded = source.split("__KFP_EMBEDDED_ARCHIVE_B64 = '", 1)[1].split("'", 1)[0]
-    assert "mode='r:xz'" in source and "mode='r:gz'" not in source  # the extraction code opens what was packed
+    assert "mode='r:gz'" in source  # KFP's own packing and extraction code
     return open_embedded_archive(encoded)
 
 
-def test_compiled_component_embeds_the_slimmed_bundle(tmp_path):
+def test_compiled_component_embeds_the_source_unchanged(tmp_path):
     path = tmp_path / "component.yaml"
     compiler.Compiler().compile(where_is_runtime_code, str(path))
     spec = yaml.safe_load(path.read_text())
@@ -62,126 +53,7 @@ def test_compiled_component_embeds_the_slimmed_bundle(tmp_path):
         names = tar.getnames()
         runtime_source = tar.extractfile("./components/_common/runtime.py").read().decode()
     assert "./components/_common/runtime.py" in names
-    assert runtime_source == slim_source(Path(runtime.__file__).read_text())
-
-
-def _definitions(source: str) -> list[tuple[str, int, str]]:
-    """(name, line, docstring summary) of every class and function."""
-    tree = ast.parse(source)
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return [
-        (node.name, node.lineno, (ast.get_docstring(node) or "").split("\n")[0])
-        for node in ast.walk(tree)
-        if isinstance(node, kinds)
-    ]
-
-
-def _as_assign(node):
-    if isinstance(node, ast.AnnAssign) and node.value is not None and node.simple:
-        return ast.Assign(targets=[node.target], value=node.value)
-    return node
-
-
-def _code_nodes(source: str) -> list[str]:
-    """The tree's node types without docstrings, other constants and function parameter and return annotations."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
-            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, (str, type(...))):
-                node.body = body[1:] or [ast.Pass()]
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for inner in [node, *_function_locals(node)]:  # x: T = v -> x = v
-                for field, value in ast.iter_fields(inner):
-                    if isinstance(value, list):
-                        setattr(inner, field, [_as_assign(item) for item in value])
-            node.returns = None
-            params = node.args
-            for arg in [*params.posonlyargs, *params.args, *params.kwonlyargs, params.vararg, params.kwarg]:
-                if arg is not None:
-                    arg.annotation = None
-    return [type(n).__name__ for n in ast.walk(tree) if not isinstance(n, (ast.Constant, ast.Pass))]
-
-
-def test_slim_source_drops_function_annotations_only():
-    source = (
-        "from dataclasses import dataclass\n"
-        "@dataclass\n"
-        "class Point:\n"
-        "    x: int = 1\n"
-        "def scale(point: Point, factor: float = 2.0, *rest: int, **named: str) -> dict[str, float]:\n"
-        "    total: float = point.x * factor\n"
-        "    return {'total': total}\n"
-        "def local_dataclass():\n"
-        "    @dataclass\n"
-        "    class Local:\n"
-        "        y: int = 2\n"
-        "    value: int = Local().y\n"
-        "    return value\n"
-        "def kept(\n"
-        "    value: dict[\n"
-        "        str, int\n"
-        "    ],\n"
-        ") -> int:\n"
-        "    return len(value)\n"
-    )
-    slimmed = slim_source(source)
-    assert slimmed.count("\n") == source.count("\n")
-    assert "def scale(point, factor = 2.0, *rest, **named):" in slimmed
-    assert "    x: int = 1" in slimmed and "    total = point.x * factor" in slimmed  # class annotations stay
-    assert "    value: dict[" in slimmed and ") -> int:" not in slimmed  # a multi-line annotation stays
-    namespace: dict = {}
-    exec(compile(slimmed, "m", "exec"), namespace)
-    assert namespace["scale"](namespace["Point"](3)) == {"total": 6.0} and namespace["scale"].__annotations__ == {}
-    assert namespace["kept"]({"a": 1}) == 1
-    assert "        y: int = 2" in slimmed and "    value = Local().y" in slimmed  # a local dataclass keeps its fields
-    assert namespace["local_dataclass"]() == 2
-
-
-def test_slim_source_keeps_code_lines_and_module_summaries_but_drops_the_rest():
-    """Every shipped module: same line count, same definitions on the same lines, no comments, inner docs gone."""
-    modules = [p for p in COMPONENTS_ROOT.rglob("*.py") if "tests" not in p.parts]
-    assert len(modules) > 20
-    saved = 0
-    for module in modules:
-        source = module.read_text()
-        slimmed = slim_source(source)
-        assert slimmed.count("\n") == source.count("\n"), module
-        assert [d[:2] for d in _definitions(slimmed)] == [d[:2] for d in _definitions(source)], module
-        assert not [d for d in _definitions(slimmed) if d[2]], module
-        summary = (ast.get_docstring(ast.parse(source)) or "").split("\n")[0] if "__doc__" in source else ""
-        assert (ast.get_docstring(ast.parse(slimmed)) or "") == summary, module
-        # The same code: equal trees once docstrings (constants) and signature annotations are set aside.
-        assert _code_nodes(source) == _code_nodes(slimmed), module
-        assert not [t for t in tokenize.generate_tokens(io.StringIO(slimmed).readline) if t.type == tokenize.COMMENT]
-        saved += len(source) - len(slimmed)
-    assert saved > 80_000
-
-
-def test_slim_source_behaves_the_same_and_keeps_line_numbers():
-    source = (
-        '"""Module doc.\n\nMore text."""\n'
-        "import inspect  # a comment\n"
-        "def f(x):\n"
-        '    """Doubles x.\n\n    Args:\n        x: a number.\n    """\n'
-        "    text = '# not a comment'\n"
-        "    return 2 * x, text, inspect.currentframe().f_lineno, __doc__\n"
-        "class Empty:\n"
-        '    """Only a docstring: it becomes `...`."""\n'
-    )
-    slimmed = slim_source(source)
-    original: dict = {}
-    exec(compile(source, "m", "exec"), original)
-    namespace: dict = {}
-    exec(compile(slimmed, "m", "exec"), namespace)
-    assert namespace["f"](3) == (6, "# not a comment", 12, "Module doc.")
-    assert original["f"](3)[:3] == (6, "# not a comment", 12)
-    assert namespace["__doc__"] == "Module doc." and namespace["f"].__doc__ is None and original["f"].__doc__
-    assert namespace["Empty"].__doc__ is None and "    ...\n" in slimmed
-    # A module that does not read its __doc__ loses the summary too.
-    assert slim_source('"""Summary."""\nX = 1\n') == "\nX = 1\n"
-    assert "# a comment" not in slimmed
-    assert slim_source("def broken(:\n") == "def broken(:\n"
+    assert runtime_source == Path(runtime.__file__).read_text()  # no rewriting: the file as it is in the repository
 
 
 def test_embedded_code_runs_through_kfp_local(kfp_local):
@@ -228,18 +100,17 @@ def test_parameter_docs_become_the_docstring_and_the_dashboard_descriptions(tmp_
         with_parameter_docs(step, {"typo": "x"})
 
 
-def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path):
+def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path, shipped_pipeline_yamls):
     """Each step's pod gets exactly the ``_common`` modules its code imports, and its modules import from there."""
     import subprocess
     import sys
 
-    pipeline = next(iter(yaml.safe_load_all((REPO_ROOT / "pipelines/training/sft/pipeline.yaml").read_text())))
+    pipeline = next(iter(yaml.safe_load_all(shipped_pipeline_yamls["sft"].read_text())))
     steps = {
         "exec-dataset-download": (
             "data_processing.dataset_download.run",
             {"chat_format", "masking", "termination"},
         ),
-        "exec-train-model": ("training.finetuning.run", {"chat_format", "masking"}),
         "exec-lm-eval": ("evaluation.lm_eval.custom_task", {"chat_format", "masking"}),
         "exec-model-registry": ("deployment.kubeflow_model_registry.run", {"masking"}),
     }
@@ -254,6 +125,12 @@ def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path):
         done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip().startswith(str(root)), done.stdout
+    # train_model runs on the versioned step image (its code does not fit an argument): nothing embedded or installed
+    from components._common.images import STEP_IMAGE
+
+    launcher = pipeline["deploymentSpec"]["executors"]["exec-train-model"]["container"]
+    assert launcher["image"] == STEP_IMAGE
+    assert not any("__KFP_EMBEDDED_ARCHIVE_B64" in part or "pip install" in part for part in launcher["command"])
 
 
 def test_only_the_imported_common_modules_are_staged(tmp_path):
@@ -266,8 +143,9 @@ def test_only_the_imported_common_modules_are_staged(tmp_path):
     assert (bundle / "components/_common/masking.py").is_file()
 
 
-def test_nested_packages_of_a_component_are_shipped_and_import_in_the_pod(tmp_path):
-    """train_model's subpackages (cluster/, manifests/, pod/, local/, oci/) reach the pod and import from the bundle."""
+def test_nested_packages_of_a_component_are_staged_and_import_from_the_bundle(tmp_path):
+    """A component's subpackages (train_model's cluster/, manifests/, pod/, local/, oci/) are staged whole and import
+    from the staged tree (train_model itself is not embedded: the same tree is what its step image carries)."""
     import subprocess
     import sys
 

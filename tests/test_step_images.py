@@ -11,10 +11,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from components._common import runtime
-from components._common.images import PYTHON_IMAGE, TORCH_CUDA_IMAGE, python_version_of, torch_version_of
+from components._common.images import PYTHON_IMAGE, STEP_IMAGE, TORCH_CUDA_IMAGE, python_version_of, torch_version_of
 from components.evaluation.lm_eval import component as lm_eval_component
 from pipelines.cli import main
-from pipelines.compile import checked_in_path, compile_named
+from pipelines.compile import compile_named
 from pipelines.executors import HEAVY, executor_installs, requirement_name
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.settings import STEPS, CompileSettings, constants_of
@@ -85,17 +85,20 @@ def test_image_helpers_read_the_tags():
 
 
 @pytest.mark.parametrize("name", list(PIPELINES))
-def test_checked_in_pipelines_install_no_torch_and_size_every_task(name):
-    documents = _documents(checked_in_path(name))
+def test_shipped_pipelines_install_no_torch_and_size_every_task(name, shipped_pipeline_yamls):
+    documents = _documents(shipped_pipeline_yamls[name])
     executors = executor_installs(documents[0])
     # exec-lm-eval-2: the second evaluation (the fine-tuned model; exec-lm-eval evaluates the base model)
     assert set(executors) == {*EXECUTOR_OF_STEP.values(), "exec-lm-eval-2"}
+    # the launcher runs on the project's step image (its code is too large to embed): it installs nothing at start
+    assert executors["exec-train-model"].image == STEP_IMAGE and not executors["exec-train-model"].installs
     for executor in executors.values():
-        assert executor.installs, f"{executor.name} installs nothing: compiled without packages?"
+        if executor.name != "exec-train-model":
+            assert executor.installs, f"{executor.name} installs nothing: compiled without packages?"
         heavy = [r for r in executor.requirements if HEAVY.match(requirement_name(r))]
         assert not heavy, f"{name}: {executor.name} pip-installs {heavy} at start"
     assert executors["exec-lm-eval"].image == executors["exec-lm-eval-2"].image == TORCH_CUDA_IMAGE
-    assert {executors[EXECUTOR_OF_STEP[s]].image for s in ("dataset", "launcher", "registry")} == {PYTHON_IMAGE}
+    assert {executors[EXECUTOR_OF_STEP[s]].image for s in ("dataset", "registry")} == {PYTHON_IMAGE}
     for executor_name, executor in documents[0]["deploymentSpec"]["executors"].items():
         resources = executor["container"]["resources"]
         for key in ("resourceCpuRequest", "resourceCpuLimit", "resourceMemoryRequest", "resourceMemoryLimit"):
@@ -167,7 +170,7 @@ def test_step_images_and_resources_come_from_settings_env_and_flags(tmp_path, mo
     images = {step: executors[e]["container"]["image"] for step, e in EXECUTOR_OF_STEP.items()}
     assert images == {
         "dataset": PYTHON_IMAGE,
-        "launcher": PYTHON_IMAGE,
+        "launcher": STEP_IMAGE,
         "eval": "mirror.local/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
         "registry": "mirror.local/library/python:3.11.11-slim-bookworm",
     }
@@ -220,8 +223,8 @@ def test_a_routed_component_keeps_its_routing_when_built_for_another_image(tmp_p
 
     from components.training.finetuning import train_model
 
-    variant = train_model.with_image("mirror.local/library/python:3.11.11-slim-bookworm")
-    assert variant is train_model.with_image("mirror.local/library/python:3.11.11-slim-bookworm")  # cached
+    variant = train_model.with_image("mirror.local/kfp-finetune/kfp-finetune:0.1.0")
+    assert variant is train_model.with_image("mirror.local/kfp-finetune/kfp-finetune:0.1.0")  # cached
 
     @dsl.pipeline(name="routed")
     def routed(path: str = "/data/train.jsonl"):
@@ -232,12 +235,13 @@ def test_a_routed_component_keeps_its_routing_when_built_for_another_image(tmp_p
     task = _documents(output)[0]["root"]["dag"]["tasks"]["train-model"]
     assert "dataset_path" in task["inputs"]["parameters"] and "dataset" not in task["inputs"].get("artifacts", {})
     image = _documents(output)[0]["deploymentSpec"]["executors"]["exec-train-model"]["container"]["image"]
-    assert image == "mirror.local/library/python:3.11.11-slim-bookworm"
+    assert image == "mirror.local/kfp-finetune/kfp-finetune:0.1.0"
+    assert "__KFP_EMBEDDED_ARCHIVE_B64" not in output.read_text()  # always a Containerfile image: nothing embedded
     with pytest.raises(ValueError, match="must name a container image"):
         train_model.with_image("")
 
 
-def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path):
+def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path, shipped_pipeline_yamls):
     """The launcher's CPU/memory reach its TaskConfig (RESOURCES passthrough) but never the TrainJob's pods."""
     from kfp import dsl
 
@@ -255,24 +259,18 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path):
     spec = build_job_spec(config, task_config, "run-1", "train-model", request, owner=None)
     assert (spec.cpu_per_node, spec.memory_per_node) == ("", "32Gi")
     assert spec.env["A"] == "1"  # the rest of the task config still passes through
-    assert re.search("RESOURCES", checked_in_path("sft").read_text())
+    assert re.search("RESOURCES", shipped_pipeline_yamls["sft"].read_text())
 
 
-def test_fast_task_setters_keep_kfp_messages_and_restore_inspect():
-    """KFP's setters still name themselves in their errors under the cheap stack, and inspect comes back after."""
-    import inspect
+def test_the_step_image_is_tagged_with_the_project_version():
+    """A clone compiles pipelines that reference the step image of its own release (scripts/build_step_image.sh)."""
+    import tomllib
+    from pathlib import Path
 
-    from kfp import dsl
-    from kfp.dsl import pipeline_task
+    from components._common.images import PROJECT_VERSION, STEP_IMAGE_REPOSITORY
 
-    from components._common.kfp_patches import fast_task_setters
-
-    @dsl.pipeline(name="outer")
-    def outer():
-        importer = dsl.importer(artifact_uri="s3://bucket/model", artifact_class=dsl.Model)
-        with fast_task_setters():
-            assert pipeline_task.inspect is not inspect
-            with pytest.raises(ValueError, match="^set_cpu_limit can only be used on single-step components"):
-                importer.set_cpu_limit("1")
-
-    assert outer is not None and pipeline_task.inspect is inspect
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert PROJECT_VERSION == pyproject["project"]["version"]
+    assert STEP_IMAGE == f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "build_step_image.sh").read_text()
+    assert "STEP_IMAGE" in script and "-f Containerfile" in script

@@ -3,7 +3,8 @@
 A step's image decides what its pod must ``pip install`` when it starts. Light steps (dataset, training launcher,
 registry) need a few pure-Python wheels and run on a slim CPython image. The evaluation step needs PyTorch with CUDA:
 it runs on a public PyTorch image that already carries torch, its ``nvidia-*`` CUDA wheels and ``triton``, so only
-the small remainder (lm-eval and its Hugging Face stack, pinned) is installed on top.
+the small remainder (lm-eval and its Hugging Face stack, pinned) is installed on top. The training launcher runs on the
+project's own versioned step image (:data:`STEP_IMAGE`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,17 @@ PYTHON_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
 #: pod sees them as satisfied and installs none of them again.
 TORCH_CUDA_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
 
+#: This project's version (``pyproject.toml``); the step image is published under it.
+PROJECT_VERSION = "0.1.0"
+#: Where the project's step image is published: built from the repository's ``Containerfile`` at each release
+#: (``scripts/build_step_image.sh``), as Google Cloud Pipeline Components publish theirs.
+STEP_IMAGE_REPOSITORY = "quay.io/kfp-finetune/kfp-finetune"
+#: The versioned step image: the project's code and every step's dependencies. ``train_model`` runs on it (its code
+#: is too large for KFP's embedded archive: ``docs/architecture.md``, "How code reaches each pod").
+STEP_IMAGE = f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
+
 #: The Python version (``major.minor``) of the images above, for resolving their install lists.
-IMAGE_PYTHON = {PYTHON_IMAGE: "3.11", TORCH_CUDA_IMAGE: "3.11"}
+IMAGE_PYTHON = {PYTHON_IMAGE: "3.11", TORCH_CUDA_IMAGE: "3.11", STEP_IMAGE: "3.11"}
 
 _PYTORCH_TAG = re.compile(r"(?:^|/)pytorch/pytorch:(?P<torch>\d+\.\d+\.\d+)-cuda")
 

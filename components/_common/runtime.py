@@ -1,18 +1,21 @@
-"""How a component's runtime code reaches the pod.
+"""How a component's code reaches its pod: KFP's own embedding of the real source, or the project's step image.
 
-Two delivery modes, chosen at compile time (module constants, overridable by environment variables):
+Two delivery modes, one per component, chosen at compile time:
 
-* **Embedded (default).** The component's pure modules (its directory minus ``tests/`` and ``component.py``,
-  plus the ``components/_common`` modules they import) are staged into a small ``components/`` tree and handed to KFP's
-  ``embedded_artifact_path`` (kfp >= 2.15). KFP packs it as a gzip+base64 tarball into the component's command and
-  puts the extraction root on ``sys.path`` in the pod, so ``import components.<category>.<name>.<module>`` works
-  there exactly as it does locally. The package ``__init__`` files in the bundle are replaced by empty ones so that
-  importing a pure module in the pod never imports ``kfp`` decorators again. Third-party packages come from
+* **Embedded** (``dataset_download``, ``lm_eval``, ``model_registry``). The component's modules (its directory minus
+  ``tests/``, ``component.py`` and ``parameter_docs.py``, plus the ``components/_common`` modules they import) are
+  copied unchanged, under their real package names, into a small ``components/`` tree handed to KFP's public
+  ``@dsl.component(embedded_artifact_path=...)``. KFP packs it (tar, gzip, base64) into the component's command and
+  puts the extraction root on ``sys.path`` in the pod, so ``import components.<category>.<name>.<module>`` works there
+  exactly as it does locally. The package ``__init__`` files in the bundle are replaced by empty ones so that
+  importing a module in the pod never imports the ``kfp`` decorators again. Third-party packages come from
   ``packages_to_install`` on top of the component's image (:data:`BASE_IMAGE` unless the component names one that
-  already carries its heavy dependencies, see ``components/_common/images.py``).
-* **Prebuilt runtime image.** With ``KFP_FINETUNE_RUNTIME_IMAGE`` set (an image built from the project's
-  ``Containerfile``, e.g. for disconnected clusters), components run on that image: nothing is embedded and nothing
-  is pip-installed at run time.
+  already carries its heavy dependencies, see ``components/_common/images.py``). Linux caps one ``execve`` argument
+  at 128 KiB and the whole bundle is one argument; the project's guard is 96 KiB (``scripts/check_arg_size.py``).
+* **Prebuilt image** (``train_model``, whose code does not fit: measured in ``docs/architecture.md``; or every
+  component with ``KFP_FINETUNE_RUNTIME_IMAGE``). The component runs on an image built from the project's
+  ``Containerfile`` (the versioned step image, ``components/_common/images.py``): nothing is embedded and nothing is
+  pip-installed at run time.
 
 The module-level components (``from components... import lm_eval``) are built with these defaults. A pipeline
 compiled with other images calls ``component.with_image(image, prebuilt=...)``, which re-decorates the same function
@@ -26,16 +29,14 @@ test-suite and ``kfp-finetune demo`` use it because ``kfp.local`` runs tasks in 
 from __future__ import annotations
 
 import ast
-import io
 import os
+import shutil
 import tempfile
-import tokenize
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from components._common.images import PYTHON_IMAGE
-from components._common.kfp_patches import reproducible_archive
 
 #: Base image of the components that name no image of their own (the python.org build of CPython 3.11 on Debian 12).
 DEFAULT_BASE_IMAGE = PYTHON_IMAGE
@@ -48,113 +49,10 @@ INSTALL_PACKAGES = os.environ.get("KFP_FINETUNE_INSTALL_PACKAGES", "1") != "0"
 
 #: The project's root package; runtime bundles are rooted here.
 COMPONENTS_ROOT = Path(__file__).resolve().parents[1]
-#: Fixed file time in bundles so that the packed tar is byte-stable from one compile to the next.
+#: Fixed file time in bundles, so that the packed tar's members do not change from one compile to the next.
 _BUNDLE_MTIME = 315532800  # 1980-01-01, the earliest time zip/tar tools agree on
 #: Not needed in the pod: tests, caches, the KFP wrapper and the (compile-time) parameter descriptions.
 _SKIPPED_NAMES = {"tests", "__pycache__", "component.py", "parameter_docs.py"}
-
-
-def _docstring_nodes(tree: ast.AST) -> list[tuple[ast.Constant, bool]]:
-    """The docstring literals of a module, its classes and functions, each with whether it is its body's only one."""
-    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, owners) and node.body and isinstance(node.body[0], ast.Expr):
-            value = node.body[0].value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                found.append((value, len(node.body) == 1))
-    return found
-
-
-def _function_locals(function: ast.AST) -> list[ast.AST]:
-    """The nodes of a function's own body: nested classes (their annotations are fields) and functions left out."""
-    found, pending = [], list(ast.iter_child_nodes(function))
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            continue
-        found.append(node)
-        pending.extend(ast.iter_child_nodes(node))
-    return found
-
-
-def _without_signature_annotations(source: str, tree: ast.AST) -> str:
-    """``source`` without one-line annotations of function parameters, returns and local variables (same lines).
-
-    Nothing in the pods reads a function's annotations (with ``from __future__ import annotations`` they are strings
-    anyway) and local ones are never evaluated; class and module annotations (dataclasses, structs) are kept.
-    """
-    lines = source.encode().splitlines(keepends=True)
-    cuts: list[tuple[int, int, int]] = []  # (line index, start byte, end byte)
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        params = node.args
-        for arg in [*params.posonlyargs, *params.args, *params.kwonlyargs, params.vararg, params.kwarg]:
-            if arg is None or arg.annotation is None or arg.annotation.end_lineno != arg.lineno:
-                continue
-            start = arg.col_offset + len(arg.arg.encode())
-            if lines[arg.lineno - 1][start : arg.annotation.col_offset].strip() == b":":
-                cuts.append((arg.lineno - 1, start, arg.annotation.end_col_offset))
-        for inner in _function_locals(node):  # local variables' annotations are never evaluated (PEP 526)
-            if isinstance(inner, ast.AnnAssign) and inner.value is not None and inner.simple:
-                target, annotation = inner.target, inner.annotation
-                if target.lineno == annotation.end_lineno:
-                    cuts.append((target.lineno - 1, target.end_col_offset, annotation.end_col_offset))
-        returns = node.returns
-        if returns is not None and returns.lineno == returns.end_lineno:
-            line = lines[returns.lineno - 1]
-            arrow = line.rfind(b"->", 0, returns.col_offset)
-            if arrow >= 0 and not line[arrow + 2 : returns.col_offset].strip():
-                cuts.append((returns.lineno - 1, len(line[:arrow].rstrip()), returns.end_col_offset))
-    for index, start, end in sorted(cuts, reverse=True):
-        lines[index] = lines[index][:start] + lines[index][end:]
-    return b"".join(lines).decode()
-
-
-def slim_source(source: str) -> str:
-    """``source`` without docstrings, comments and signature annotations, every line kept where it was.
-
-    The pod needs the code, not its documentation: this cuts a bundle by about a third (Linux caps one argument at
-    128 KiB, and the whole bundle is one argument). The module docstring keeps only its summary line where the module
-    reads its ``__doc__`` (a script's ``--help`` shows it), and goes elsewhere; a class or function docstring goes
-    (``...`` where it is the whole body; its ``__doc__`` is ``None`` in the pod); each leaves as many line breaks as it
-    spanned, and a comment is cut from its line, so line numbers in a pod's traceback still point at the source in the
-    repository. One-line annotations of function parameters and returns go too
-    (:func:`_without_signature_annotations`). Source that does not parse, before or after, is returned unchanged.
-    """
-    original = source
-    try:
-        source = _without_signature_annotations(source, ast.parse(source))
-        tree = ast.parse(source)
-    except SyntaxError:
-        return original
-    lines = source.encode().splitlines(keepends=True)
-    module_doc = tree.body[0].value if tree.body and isinstance(tree.body[0], ast.Expr) else None
-    reads_doc = "__doc__" in source
-    for node, alone in sorted(_docstring_nodes(tree), key=lambda n: (n[0].lineno, n[0].col_offset), reverse=True):
-        first, last = node.lineno - 1, node.end_lineno - 1
-        summary = (node.value.strip().splitlines() or [""])[0]
-        if node is module_doc:
-            kept = repr(summary).encode() if reads_doc else b""
-        else:
-            kept = b"..." if alone else b""
-        kept += b"\n" * (last - first)
-        lines[first : last + 1] = [lines[first][: node.col_offset] + kept + lines[last][node.end_col_offset :]]
-    text = b"".join(lines).decode()
-    text_lines = text.splitlines(keepends=True)
-    comments = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.COMMENT]
-    for token in reversed(comments):
-        row, column = token.start
-        line = text_lines[row - 1]
-        ending = line[len(line.rstrip("\r\n")) :]
-        text_lines[row - 1] = line[:column].rstrip() + ending
-    slimmed = "".join(text_lines)
-    try:
-        compile(slimmed, "<bundle>", "exec", dont_inherit=True)
-    except SyntaxError:
-        return original
-    return slimmed
 
 
 def _shipped_files(source: Path) -> list[Path]:
@@ -222,7 +120,7 @@ def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None, 
         if path.name == "__init__.py":
             destination.write_text('"""Runtime bundle package."""\n')
         else:
-            destination.write_text(slim_source(path.read_text(encoding="utf-8")), encoding="utf-8")
+            shutil.copyfile(path, destination)
 
 
 def _write_package_inits(bundle_root: Path, package_dir: Path) -> None:
@@ -297,7 +195,8 @@ def runtime_component(
     extra_dirs: Sequence[Path] = (),
     parameter_docs: Mapping[str, str] | None = None,
     image: str = "",
-    needs_full_environment: Sequence[str] = (),
+    prebuilt: bool = False,
+    string_routes: Mapping[str, str] | None = None,
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
     """A ``@dsl.component`` that ships the component's own modules into the pod.
@@ -310,17 +209,25 @@ def runtime_component(
             section (see :func:`with_parameter_docs`).
         image: The component's default image ("" = :data:`BASE_IMAGE`); it must carry whatever ``packages`` leaves
             out (e.g. torch).
-        needs_full_environment: Sub-directories of the component's directory whose code runs only where every
-            dependency is present (the prebuilt runtime image, or ``kfp.local`` with ``INSTALL_PACKAGES`` off): left
-            out of bundles that pip-install ``packages``, which lack them (and Linux caps the bundle's size).
+        prebuilt: Whether ``image`` is a complete image of the project (built from the ``Containerfile``): the
+            component's code is then not embedded and nothing is installed (for code too large to embed); every
+            image it is rebuilt for (``with_image``) must then be one too.
+        string_routes: ``{artifact input: string parameter input}``: a plain string (or string pipeline parameter)
+            given for the artifact input is passed to the parameter input instead.
         **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
 
     Returns:
-        A decorator turning the component function into a KFP ``PythonComponent``. The component has a
-        ``with_image(image, prebuilt=False)`` method returning the same component built for another image: with
+        A decorator turning the component function into a
+        :class:`~components._common.runtime_components.RuntimeComponent` (a KFP ``PythonComponent``)
+        whose ``with_image(image, prebuilt=False)`` returns the same component built for another image: with
         ``prebuilt=True`` the image is a complete runtime image (nothing embedded, nothing installed).
     """
     from kfp import dsl
+
+    from components._common.runtime_components import RuntimeComponent
+
+    routes = dict(string_routes or {})
+    declared_prebuilt = prebuilt
 
     def decorate(func: Callable[..., Any]) -> Any:
         if parameter_docs:
@@ -330,92 +237,28 @@ def runtime_component(
         def build(step_image: str, prebuilt: bool = False) -> Any:
             if not step_image:
                 raise ValueError(f"{func.__name__}: the image must name a container image, got ''")
+            prebuilt = prebuilt or declared_prebuilt  # code too large to embed runs on a Containerfile image only
             key = (step_image, prebuilt, INSTALL_PACKAGES)
             if key not in built:
-                built[key] = _decorate(func, step_image, prebuilt)
+                built[key] = RuntimeComponent(_decorate(func, step_image, prebuilt), build, routes)
             return built[key]
 
         def _decorate(target: Callable[..., Any], step_image: str, prebuilt: bool) -> Any:
             if prebuilt:
-                component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
-            else:
-                with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging, reproducible_archive():
-                    component_dir = Path(component_file).parent
-                    excluded = [component_dir / name for name in needs_full_environment] if INSTALL_PACKAGES else []
-                    stage_runtime_bundle([component_dir, *extra_dirs], Path(staging), excluded)
-                    component = dsl.component(
-                        target,
-                        base_image=step_image,
-                        packages_to_install=list(packages) if INSTALL_PACKAGES else None,
-                        install_kfp_package=INSTALL_PACKAGES,
-                        embedded_artifact_path=staging,
-                        **component_kwargs,
-                    )
-            _install_workspace_hook_when_used(component)
-            component.with_image = build
-            return component
+                return dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
+            with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging:
+                stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
+                return dsl.component(
+                    target,
+                    base_image=step_image,
+                    packages_to_install=list(packages) if INSTALL_PACKAGES else None,
+                    install_kfp_package=INSTALL_PACKAGES,
+                    embedded_artifact_path=staging,
+                    **component_kwargs,
+                )
 
         if RUNTIME_IMAGE:
             return build(RUNTIME_IMAGE, prebuilt=True)
-        return build(image or BASE_IMAGE)
-
-    return decorate
-
-
-def _install_workspace_hook_when_used(component: Any) -> None:
-    """Makes a task of ``component`` given ``dsl.WORKSPACE_PATH_PLACEHOLDER`` install the workspace compile hook.
-
-    The hook (:func:`components._common.workspace.allow_default_workspace`) is applied by that call, the code path
-    that needs it, never on import.
-    """
-    from components._common.workspace import allow_default_workspace, uses_workspace_placeholder
-
-    base = type(component)
-
-    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
-        if uses_workspace_placeholder(kwargs):
-            allow_default_workspace()
-        return base.__call__(self, *args, **kwargs)
-
-    component.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
-
-
-def route_string_arguments(routes: Mapping[str, str]) -> Callable[[Any], Any]:
-    """Lets an artifact input also take a string, routed to a parameter input of the same component.
-
-    ``train_model(dataset="path/to/data.jsonl")`` (the RHOAI guide's form) and ``train_model(dataset=task.output)``
-    (an artifact, as the pipelines wire it) both work: a plain string or a string pipeline parameter given for
-    ``dataset`` is passed as ``dataset_path`` instead. Artifacts are passed unchanged.
-
-    Args:
-        routes: ``{artifact input: string parameter input}``.
-
-    Returns:
-        A decorator applied on top of :func:`runtime_component`; the component keeps its type and specification.
-    """
-
-    def is_string(value: Any) -> bool:
-        from kfp.dsl import pipeline_channel
-
-        if isinstance(value, str):
-            return True
-        return isinstance(value, pipeline_channel.PipelineParameterChannel) and value.channel_type == "String"
-
-    def decorate(component: Any) -> Any:
-        if getattr(component, "_routes_string_arguments", False):
-            return component
-        base = type(component)
-
-        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
-            for artifact_input, string_input in routes.items():
-                if is_string(kwargs.get(artifact_input)):
-                    kwargs[string_input] = kwargs.pop(artifact_input)
-            return base.__call__(self, *args, **kwargs)
-
-        component.__class__ = type(base.__name__, (base,), {"__call__": __call__, "__module__": base.__module__})
-        component._routes_string_arguments = True
-        build = component.with_image
-        component.with_image = lambda image, prebuilt=False: decorate(build(image, prebuilt))
-        return component
+        return build(image or BASE_IMAGE, declared_prebuilt)
 
     return decorate

@@ -236,11 +236,10 @@ def _run_pipeline(
     """Builds the base model and runs the pipeline under ``console``; returns the run folder and output types."""
     from kfp import local
 
-    from components._common.kfp_patches import install_local_optional_artifacts
     from pipelines.compile import pipeline_function
     from pipelines.demo.tiny_model import build_tiny_model
+    from pipelines.local_pipeline import local_pipeline
 
-    install_local_optional_artifacts()
     pipeline = pipeline_function(algorithm)
     types = output_types(pipeline.pipeline_spec)
     pipeline_root = output_dir / "outputs"
@@ -259,7 +258,7 @@ def _run_pipeline(
             workspace_root=str(output_dir / "tmp" / "workspace"),
         )
         try:
-            pipeline(**demo_arguments(algorithm, base_model, dataset_uri, *registry_arguments))
+            local_pipeline(pipeline)(**demo_arguments(algorithm, base_model, dataset_uri, *registry_arguments))
         except Exception as error:
             if console.failure is None:
                 raise

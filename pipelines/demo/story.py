@@ -6,14 +6,15 @@ every training step) through the parent's ``sys.stdout``. :class:`DemoConsole` s
 ``--verbose``); the story keeps one line per task start and end with its duration, a throttled training progress line
 and, for a failed task, the task's own one-line error taken from its output (the last exception of its traceback).
 
-The task boundaries come from wrapping ``kfp.local.task_dispatcher.run_single_task_implementation`` (the function
-``kfp.local``'s DAG runner calls for each container task), so no log format has to be parsed for them.
+The task boundaries come from the two lines ``kfp.local`` logs around each task (through the same ``sys.stdout``):
+``Executing task 'NAME'`` and ``Task 'NAME' finished with status SUCCESS|FAILURE`` (:data:`TASK_STARTED`,
+:data:`TASK_FINISHED`); a task that fails with ``raise_on_error`` logs no end line, so the task still open when the
+run raises is the failed one. Nothing of ``kfp.local`` is replaced or wrapped.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import re
 import sys
@@ -21,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 #: A training step line of ``train_model`` (local backend): ``step 12/360 epoch 0.27 loss 4.7948 lr 0.003``.
 STEP_LINE = re.compile(r"^step (?P<step>\d+)/(?P<total>\d+) .*?loss (?P<loss>[-+0-9.eE]+|nan|inf)")
@@ -31,6 +32,10 @@ KEPT_TASK_LINES = 400
 PROGRESS_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 PROGRESS_SECONDS = 30.0
 _KFP_INDENT = " " * 4
+#: ``kfp.local``'s log line before a task runs (colours removed): ``12:00:01.123 - INFO - Executing task 'x'``.
+TASK_STARTED = re.compile(r"^\S+ - INFO - Executing task '(?P<task>[^']+)'$")
+#: ``kfp.local``'s log line after a task ran: ``... - INFO - Task 'x' finished with status SUCCESS``.
+TASK_FINISHED = re.compile(r"^\S+ - (?:INFO|ERROR) - Task '(?P<task>[^']+)' finished with status (?P<status>[A-Z]+)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TRACEBACK = "Traceback (most recent call last):"
 
@@ -123,6 +128,13 @@ class DemoConsole:
         self._log.write(line + "\n")
         if self.verbose:
             print(raw, file=self._out)
+        started, finished = TASK_STARTED.match(line), TASK_FINISHED.match(line)
+        if started:
+            self._task_started(started["task"])
+            return
+        if finished and finished["task"] == self._task:
+            self._task_finished(finished["task"], finished["status"])
+            return
         if self._task is None:
             return
         line = line.removeprefix(_KFP_INDENT)
@@ -168,37 +180,18 @@ class DemoConsole:
         Args:
             task_count: How many tasks the pipeline has (shown as ``[i/n]``).
         """
-        from components._common.kfp_patches import following_local_tasks
-
         self.task_count = task_count
-
-        def follow(original: Any) -> Any:
-            @functools.wraps(original)
-            def followed(*args: Any, **kwargs: Any) -> Any:
-                task = str(kwargs.get("component_name") or (args[1] if len(args) > 1 else "task"))
-                task = task.removeprefix("comp-")
-                self._task_started(task)
-                status = "FAILURE"
-                try:
-                    outputs, task_status = original(*args, **kwargs)
-                    status = getattr(task_status, "name", str(task_status))
-                    return outputs, task_status
-                finally:
-                    sys.stdout.flush()
-                    self._task_finished(task, status)
-
-            return followed
-
         sink = _LineSink(self._captured)
         saved = sys.stdout, sys.stderr
-        with following_local_tasks(follow):
-            sys.stdout = sys.stderr = sink
-            try:
-                yield
-            finally:
-                sink.flush_pending()
-                sys.stdout, sys.stderr = saved
-                self._log.flush()
+        sys.stdout = sys.stderr = sink
+        try:
+            yield
+        finally:
+            sink.flush_pending()
+            sys.stdout, sys.stderr = saved
+            if self._task is not None:  # it raised before kfp.local logged its end: the failed task
+                self._task_finished(self._task, "FAILURE")
+            self._log.flush()
 
     def close(self) -> None:
         """Closes the log file."""

@@ -1,10 +1,11 @@
-"""Upload, run and schedule compiled pipelines on a Kubeflow Pipelines API (v2beta1) through ``kfp.Client``.
+"""Upload, run and schedule compiled pipelines on a Kubeflow Pipelines API (v2beta1) through ``kfp_server_api``.
 
 The ``kfp-finetune upload|run|schedule`` commands are thin argparse wrappers of this package:
 
 * :mod:`.connection`: :func:`connection_from_options` turns flags and environment (``KFP_HOST``, ``KFP_TOKEN``) into a
-  :class:`Connection`; :func:`make_client` builds the real ``kfp.Client`` from it after a health check; every request
-  has a ``(connect, read)`` timeout (:func:`bounded_requests`).
+  :class:`Connection`; :func:`make_client` builds the API's services from it after a health check
+  (:class:`~.server.KfpServer`: ``kfp_server_api``'s generated classes); every request has a ``(connect, read)``
+  timeout and is tried once.
 * :mod:`.arguments`: :func:`load_arguments` merges ``--param KEY=VALUE`` flags over a YAML/JSON parameters file;
   :func:`check_arguments` checks them against the compiled pipeline.
 * :mod:`.cron`: :func:`validate_cron` (``croniter``).
@@ -26,7 +27,6 @@ from pipelines.kfp_api.connection import (
     Connection,
     KfpApiError,
     api_errors,
-    bounded_requests,
     check_health,
     client_session,
     connection_from_options,
@@ -56,7 +56,6 @@ __all__ = [
     "Connection",
     "KfpApiError",
     "api_errors",
-    "bounded_requests",
     "check_arguments",
     "check_health",
     "client_session",

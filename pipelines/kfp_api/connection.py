@@ -1,10 +1,11 @@
-"""Reaching the KFP API: the connection (host, token, TLS, timeout), the health check, bounded requests, errors.
+"""Reaching the KFP API: the connection (host, token, TLS, timeout), the health check, the server's services, errors.
 
-Every request carries a ``(connect, read)`` timeout (:attr:`Connection.request_timeout`): ``kfp_server_api``'s REST
-client honours only an int or such a tuple (a float is silently ignored) and ``kfp.Client``'s methods do not forward
-one, so :func:`bounded_requests` gives every request made within it the connection's timeout and turns urllib3's own
-retries off (they would repeat a timed-out read three more times). A server that accepts connections but never answers
-fails the command after ``timeout_seconds`` with one line that says so.
+Every request carries a ``(connect, read)`` timeout (:attr:`Connection.request_timeout`) and is tried once: the
+services of :class:`~.server.KfpServer` are ``kfp_server_api``'s generated API classes (what ``kfp.Client`` is built
+on), whose every method takes ``_request_timeout`` (an int or such a tuple; a float is silently ignored), and whose
+``Configuration.retries`` replaces urllib3's own retries (they would repeat a timed-out read three more times). A
+server that accepts connections but never answers fails the command after ``timeout_seconds`` with one line that says
+so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import contextlib
 import json
 import logging
 import os
-import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    import kfp
+    import kfp_server_api
+
+    from pipelines.kfp_api.server import KfpServer
 
 LOGGER = logging.getLogger("pipelines.kfp_api")
 
@@ -153,35 +155,41 @@ def _read_token_file(token_file: str) -> str:
     return token
 
 
-def make_client(connection: Connection) -> kfp.Client:
-    """Builds the real ``kfp.Client`` for a connection, after one health check of the API.
+def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
+    """The ``kfp_server_api.Configuration`` of a connection: host, bearer token, TLS settings, one try per request."""
+    import kfp_server_api
 
-    ``kfp.Client`` checks ``GET /apis/v2beta1/healthz`` itself but retries a failure for 25 s and takes an HTML page
-    (a dashboard or login page at the wrong URL) for a healthy answer; :func:`check_health` fails fast on both.
+    from components._common.retry import single_try_transport
+
+    configuration = kfp_server_api.Configuration(host=connection.host)
+    configuration.verify_ssl = connection.verify_ssl
+    configuration.ssl_ca_cert = connection.ca_bundle or None
+    if connection.token:
+        configuration.api_key["authorization"] = connection.token
+        configuration.api_key_prefix["authorization"] = "Bearer"
+    configuration.retries = single_try_transport()  # one try, bounded by the timeout (urllib3 would make 4)
+    return configuration
+
+
+def make_client(connection: Connection) -> KfpServer:
+    """The KFP API's services for a connection (:class:`~.server.KfpServer`), after one health check of the API.
+
+    The health check fails fast where the host is unreachable, refuses the token or answers with an HTML page (a
+    dashboard or login page at the wrong URL).
 
     Args:
-        connection: Host, bearer token, TLS settings and namespace.
+        connection: Host, bearer token, TLS settings, namespace and timeout.
 
     Returns:
-        The client; its configuration carries the token as ``Authorization: Bearer ...`` and the TLS settings.
+        The services; every request they send carries the bearer token, the TLS settings and the timeout.
 
     Raises:
         KfpApiError: The API cannot be reached (connection or TLS failure) or does not answer as a KFP API.
     """
-    import kfp
+    from pipelines.kfp_api.server import KfpServer
 
     check_health(connection)
-    with warnings.catch_warnings(), bounded_requests(connection):
-        # kfp.Client warns on every construction that it needs a KFP >= 2.0.0-beta.2 server: noise for a CLI.
-        warnings.filterwarnings("ignore", message="This client only works", category=FutureWarning)
-        with api_errors(connection, "connect (GET /apis/v2beta1/healthz)"):
-            return kfp.Client(
-                host=connection.host,
-                existing_token=connection.token or None,
-                namespace=connection.namespace or "kubeflow",  # kfp.Client's default, which means "none given"
-                ssl_ca_cert=connection.ca_bundle or None,
-                verify_ssl=connection.verify_ssl,
-            )
+    return KfpServer(connection, api_configuration(connection))
 
 
 def check_health(connection: Connection, timeout_seconds: float | tuple[float, float] | None = None) -> dict:
@@ -200,16 +208,8 @@ def check_health(connection: Connection, timeout_seconds: float | tuple[float, f
     """
     import kfp_server_api
 
-    from components._common.retry import single_try_transport
-
-    configuration = kfp_server_api.Configuration(host=connection.host)
-    configuration.verify_ssl = connection.verify_ssl
-    configuration.ssl_ca_cert = connection.ca_bundle or None
-    if connection.token:
-        configuration.api_key["authorization"] = connection.token
-        configuration.api_key_prefix["authorization"] = "Bearer"
+    configuration = api_configuration(connection)
     action = HEALTH_ACTION
-    configuration.retries = single_try_transport()  # one try, bounded by the timeout (urllib3 would make 4)
     if timeout_seconds is None:
         timeout = connection.request_timeout
     elif isinstance(timeout_seconds, tuple):
@@ -300,29 +300,11 @@ def _redact(text: str, token: str) -> str:
     return mask_text(text, extra=[token] if token else ())
 
 
-def _honoured_timeout(value: Any) -> bool:
-    """Whether ``kfp_server_api`` applies this ``_request_timeout`` (an int or a 2-tuple; not a float, not None)."""
-    return (isinstance(value, int) and not isinstance(value, bool) and value > 0) or (
-        isinstance(value, tuple) and len(value) == 2
-    )
-
-
 @contextlib.contextmanager
-def bounded_requests(connection: Connection) -> Iterator[None]:
-    """Within the block, every ``kfp_server_api`` request has the connection's timeout and no urllib3 retries.
-
-    ``kfp.Client`` takes no timeout per call, so it is added where every request passes (see
-    :func:`components._common.kfp_patches.bounded_kfp_requests`), for the duration of the block only.
-    """
-    from components._common.kfp_patches import bounded_kfp_requests
-    from components._common.retry import single_try_transport
-
-    with bounded_kfp_requests(connection.request_timeout, _honoured_timeout, single_try_transport()):
-        yield
-
-
-@contextlib.contextmanager
-def client_session(connection: Connection) -> Iterator[kfp.Client]:
-    """A health-checked ``kfp.Client`` (:func:`make_client`) whose every request within the block is bounded."""
-    with bounded_requests(connection):
-        yield make_client(connection)
+def client_session(connection: Connection) -> Iterator[KfpServer]:
+    """The health-checked services of the KFP API (:func:`make_client`), closed after the block."""
+    server = make_client(connection)
+    try:
+        yield server
+    finally:
+        server.close()

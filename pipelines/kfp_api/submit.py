@@ -1,14 +1,14 @@
 """Upload, run and schedule a compiled pipeline: the work of ``kfp-finetune upload|run|schedule``.
 
 Each call checks its input first (nothing is sent on bad input), then opens one bounded client session
-(:func:`~.connection.client_session`: health check, then every request with the connection's timeout).
+(:func:`~.connection.client_session`: health check, then :class:`~.server.KfpServer`, every request with the
+connection's timeout).
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,7 @@ from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_er
 from pipelines.kfp_api.cron import validate_cron
 
 if TYPE_CHECKING:
-    import kfp
+    from pipelines.kfp_api.server import KfpServer
 
 DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
@@ -65,15 +65,13 @@ def upload_pipeline(
             return _upload_new_pipeline(client, connection, package_path, pipeline_name, description, version_name)
         version_name = version_name.strip() or default_version_name(pipeline_name, package_path)
         with api_errors(connection, f"upload version {version_name!r} of pipeline {pipeline_name!r}"):
-            version = client.upload_pipeline_version(
-                package_path, version_name, pipeline_id=pipeline_id, description=description or None
-            )
+            version = client.upload_pipeline_version(package_path, version_name, pipeline_id, description)
     version_id = _returned_id(connection, version.pipeline_version_id, f"version {version_name!r}")
     return {"pipeline_id": pipeline_id, "version_id": version_id, "version_name": version_name}
 
 
 def _upload_new_pipeline(
-    client: kfp.Client,
+    client: KfpServer,
     connection: Connection,
     package_path: str,
     pipeline_name: str,
@@ -82,12 +80,7 @@ def _upload_new_pipeline(
 ) -> dict:
     """Uploads a pipeline that does not exist yet and finds the version the server created with it."""
     with api_errors(connection, f"upload pipeline {pipeline_name!r}"):
-        pipeline = client.upload_pipeline(
-            package_path,
-            pipeline_name=pipeline_name,
-            description=description or None,
-            namespace=connection.namespace or None,
-        )
+        pipeline = client.upload_pipeline(package_path, pipeline_name, description)
     pipeline_id = _returned_id(connection, pipeline.pipeline_id, f"pipeline {pipeline_name!r}")
     with api_errors(connection, f"list the versions of pipeline {pipeline_name!r}"):
         versions = client.list_pipeline_versions(pipeline_id, page_size=1, sort_by="created_at desc")
@@ -107,17 +100,14 @@ def _upload_new_pipeline(
     }
 
 
-def find_pipeline_id(client: kfp.Client, connection: Connection, pipeline_name: str) -> str | None:
+def find_pipeline_id(client: KfpServer, connection: Connection, pipeline_name: str) -> str | None:
     """The id of the pipeline with this display name, or None.
 
     Raises:
         KfpApiError: The API refused the listing, or more than one pipeline has this name.
     """
-    name_filter = json.dumps(
-        {"predicates": [{"operation": "EQUALS", "key": "display_name", "stringValue": pipeline_name}]}
-    )
     with api_errors(connection, f"look up pipeline {pipeline_name!r}"):
-        listing = client.list_pipelines(page_size=2, filter=name_filter, namespace=connection.namespace or None)
+        listing = client.list_pipelines(pipeline_name, page_size=2)
     pipelines = listing.pipelines or []
     if len(pipelines) > 1:
         raise KfpApiError(f"KFP API at {connection.host}: more than one pipeline is named {pipeline_name!r}")
@@ -155,9 +145,7 @@ def create_run(
     with client_session(connection) as client:
         experiment_id = ensure_experiment(client, connection, experiment_name)
         with api_errors(connection, f"create run {run_name!r}"):
-            run = client.run_pipeline(
-                experiment_id=experiment_id, job_name=run_name, pipeline_package_path=package_path, params=arguments
-            )
+            run = client.create_run(experiment_id, run_name, package_path, arguments)
     return {"run_id": _returned_id(connection, run.run_id, f"run {run_name!r}"), "experiment_id": experiment_id}
 
 
@@ -208,24 +196,23 @@ def schedule_run(
         experiment_id = ensure_experiment(client, connection, experiment_name)
         with api_errors(connection, f"create recurring run {job_name!r}"):
             recurring_run = client.create_recurring_run(
-                experiment_id=experiment_id,
-                job_name=job_name,
-                cron_expression=cron or None,
-                interval_second=interval_seconds or None,
+                experiment_id,
+                job_name,
+                package_path,
+                arguments,
+                trigger={"cron": cron} if cron else {"interval_second": interval_seconds},
                 max_concurrency=max_concurrency,
-                no_catchup=no_catchup,
-                params=arguments,
-                pipeline_package_path=package_path,
                 enabled=enabled,
+                no_catchup=no_catchup,
             )
     recurring_run_id = _returned_id(connection, recurring_run.recurring_run_id, f"recurring run {job_name!r}")
     return {"recurring_run_id": recurring_run_id, "experiment_id": experiment_id}
 
 
-def ensure_experiment(client: kfp.Client, connection: Connection, experiment_name: str) -> str:
+def ensure_experiment(client: KfpServer, connection: Connection, experiment_name: str) -> str:
     """The id of the experiment with this name, created when it does not exist."""
     with api_errors(connection, f"get or create experiment {experiment_name!r}"):
-        experiment = client.create_experiment(experiment_name, namespace=connection.namespace or None)
+        experiment = client.get_or_create_experiment(experiment_name)
     return _returned_id(connection, experiment.experiment_id, f"experiment {experiment_name!r}")
 
 

@@ -48,14 +48,14 @@ def _single_torch_thread():
 def kfp_local(tmp_path: Path):
     """Initialises ``kfp.local`` with the subprocess runner (current environment) and a fresh workspace.
 
+    A pipeline that leaves an optional input artifact unconnected runs as on the backend through
+    :func:`pipelines.local_pipeline.local_pipeline` (kfp 2.15's ``kfp.local`` cannot run it directly).
+
     Returns:
         The pipeline root directory, where task outputs are written.
     """
     from kfp import local
 
-    from components._common.kfp_patches import install_local_optional_artifacts
-
-    install_local_optional_artifacts()
     pipeline_root = tmp_path / "kfp-root"
     workspace_root = tmp_path / "kfp-workspace"
     workspace_root.mkdir()

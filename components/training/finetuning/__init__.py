@@ -6,9 +6,25 @@ trainer, in this task) or ``launch.py`` (a ``TrainJob``/``PyTorchJob`` built in 
 See the README for the map.
 """
 
-from .component import train_model
-from .config import TrainingConfig
+from __future__ import annotations
 
-# The CPU trainer (``local/trainer.train_locally``) is imported from its module where it is used: importing this
-# package must need only kfp, as the RHOAI guide's compile environment has (``pip install kfp kfp-kubernetes``).
+from typing import Any
+
 __all__ = ["TrainingConfig", "train_model"]
+
+
+def __getattr__(name: str) -> Any:
+    """The KFP component, imported on first use.
+
+    Importing a module of this package (as the step image's pod does, where kfp runs in its runtime mode) then never
+    imports the ``kfp.dsl`` decorators.
+    """
+    if name == "train_model":
+        from .component import train_model
+
+        return train_model
+    if name == "TrainingConfig":
+        from .config import TrainingConfig
+
+        return TrainingConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

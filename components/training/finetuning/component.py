@@ -8,11 +8,12 @@ they live here, once) and hands it to :func:`~components.training.finetuning.run
 
 from kfp import dsl
 
-from components._common.runtime import route_string_arguments, runtime_component
+from components._common.images import STEP_IMAGE
+from components._common.runtime import runtime_component
 from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 
-#: The cluster launchers need the Kubernetes client and matplotlib; launcher="local" on a cluster needs the runtime
-#: image (Containerfile: torch, transformers, peft), which is not pip-installed here to keep job launches light.
+#: What the launcher imports (the Kubernetes client, matplotlib, ...): installed in the step image (Containerfile) and
+#: pip-installed only where the component is rebuilt for another, non-prebuilt image (``with_image(image)``).
 PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0", "tenacity==9.2.1"]
 PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
 PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
@@ -29,13 +30,14 @@ PASSTHROUGHS = [
 ]
 
 
-@route_string_arguments({"dataset": "dataset_path"})
 @runtime_component(
     __file__,
+    string_routes={"dataset": "dataset_path"},  # the RHOAI guide's train_model(dataset="path/to/data.jsonl")
     packages=PACKAGES,
     parameter_docs=PARAMETER_DOCS,
     task_config_passthroughs=PASSTHROUGHS,
-    needs_full_environment=("local",),  # the in-process trainer: torch etc. (runtime image or kfp.local)
+    image=STEP_IMAGE,  # its code (~190 KiB packed) does not fit KFP's embedded archive: the versioned step image
+    prebuilt=True,
 )
 def train_model(
     output_model: dsl.Output[dsl.Model],

@@ -1,8 +1,8 @@
 """The cluster launchers: a ``TrainJob`` or ``PyTorchJob`` running the staged pod script, followed to its end.
 
 :func:`train_on_cluster` resolves ``auto`` (:func:`.cluster.backends.select_backend`), stages the run directory the
-pods start from (:func:`write_run_config`: the pod script with the standard-library modules it needs under
-:data:`~.pod.entrypoint.STAGED_MODULES` names, the datasets, and ``run_config.json``, a
+pods start from (:func:`write_run_config`: the pods' code under its real package names, :data:`POD_MODULES`, the
+datasets, and ``run_config.json``, a
 :class:`~.pod.run_config.RunConfig` carrying the hyper-parameters and :func:`pod_settings`), builds the job from one
 :class:`~.manifests.spec.JobSpec` (:func:`build_job_spec`, :func:`build_job_manifest`), runs it with
 :func:`.cluster.runner.run_job` and reads the checkpoint and metrics back from the workspace PVC.
@@ -11,7 +11,6 @@ pods start from (:func:`write_run_config`: the pod script with the standard-libr
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import shutil
 import time
 from collections.abc import Mapping
@@ -46,8 +45,19 @@ from components.training.finetuning.pod.run_config import (
     load_run_config,
 )
 from components.training.finetuning.publish import find_final_checkpoint
-from components.training.finetuning.staging import pvc_mounts, stage_base_model
+from components.training.finetuning.staging import pvc_mounts, script_running, stage_base_model, stage_code_tree
 
+#: The Training Hub pods' code (standard library only at import), staged under ``<run dir>/code/``.
+POD_MODULES = (
+    "components._common.s3",
+    "components.training.finetuning.pod.checkpoints",
+    "components.training.finetuning.pod.entrypoint",
+    "components.training.finetuning.pod.metrics",
+    "components.training.finetuning.pod.progress_server",
+    "components.training.finetuning.pod.run_config",
+    "components.training.finetuning.pod.trainer_status",
+)
+POD_CODE_DIR = "code"
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
 S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
@@ -371,15 +381,15 @@ def _pod_trainer(plan: RunPlan) -> str:
 
 
 def stage_pod_script(run_dir: Path) -> Path:
-    """Copies the pod script and the standard-library modules it imports (:data:`~.pod.entrypoint.STAGED_MODULES`).
+    """Stages the Training Hub pods' code (:data:`POD_MODULES` under ``code/``) and ``entrypoint.py``, which runs it.
 
     Returns:
         The staged ``entrypoint.py``; ``python entrypoint.py`` runs with nothing but the standard library.
     """
-    shutil.copyfile(entrypoint.__file__, run_dir / "entrypoint.py")
-    for module, staged in entrypoint.STAGED_MODULES.items():
-        shutil.copyfile(importlib.util.find_spec(module).origin, run_dir / f"{staged}.py")
-    return run_dir / "entrypoint.py"
+    stage_code_tree(run_dir / POD_CODE_DIR, POD_MODULES)
+    script = run_dir / "entrypoint.py"
+    write_text_atomically(script, script_running(entrypoint.__name__, POD_CODE_DIR))
+    return script
 
 
 def write_run_config(

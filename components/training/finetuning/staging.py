@@ -1,17 +1,24 @@
-"""What a run reads: its datasets (and their metadata), the PVC mounts, and an ``oci://`` base model pulled once.
+"""What a run reads: its datasets, the PVC mounts, an ``oci://`` base model pulled once, and the training pods' code.
 
-The run directory the cluster launchers' pods start from is staged by :mod:`.launch` (``write_run_config``).
+The run directory the cluster launchers' pods start from is staged by :mod:`.launch` (``write_run_config``). Code
+reaches the training pods one way: :func:`stage_code_tree` copies the modules they run, unchanged and under their real
+package names, into a ``components/`` tree on the workspace PVC (package ``__init__`` files empty, so nothing imports
+kfp there), and the pod command puts that tree first on ``sys.path`` (:func:`script_running`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from components._common.artifacts import find_artifact_file
 from components._common.dataset_metadata import read_dataset_metadata
+from components._common.files import replace_dir
 from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.plan import RunPlan
 
@@ -115,3 +122,47 @@ def dataset_input(dataset: Any, dataset_path: str, pvc_path: str) -> Any:
             + ("" if Path(path).is_absolute() else " (relative paths are read from pvc_path, the workspace)")
         )
     return types.SimpleNamespace(path=str(resolved), uri=str(resolved), metadata={})
+
+
+def module_file(module: str) -> Path:
+    """The source file of an importable module (raises ``FileNotFoundError`` naming it when it is not importable)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"module {module} is not importable here, so it cannot be staged for the pods")
+    return Path(spec.origin)
+
+
+def stage_code_tree(target: Path, modules: Iterable[str]) -> Path:
+    """Writes ``modules`` at their package paths under ``target`` (replacing an older tree whole).
+
+    Each package between the root and a module gets an empty ``__init__.py``: the pods import the modules they run,
+    never a package's ``__init__`` (which would import kfp).
+
+    Returns:
+        ``target``, the directory to put first on ``sys.path``.
+    """
+
+    def write(root: Path) -> None:
+        for module in modules:
+            parts = module.split(".")
+            destination = root.joinpath(*parts[:-1], f"{parts[-1]}.py")
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(module_file(module), destination)
+            for depth in range(1, len(parts)):
+                root.joinpath(*parts[:depth], "__init__.py").write_text('"""Staged for the training pods."""\n')
+
+    return replace_dir(Path(target), write)
+
+
+def script_running(module: str, code_dir_name: str) -> str:
+    """The source of a script that runs ``module`` as ``__main__`` from the code tree ``code_dir_name`` beside it.
+
+    ``python <script> ARGS`` in a pod is then ``python -m <module> ARGS`` with the staged tree first on ``sys.path``
+    (standard library only: the training images carry none of this project's code).
+    """
+    return (
+        f'"""Runs {module} from the code staged in ./{code_dir_name}/ (written by train_model)."""\n\n'
+        "import runpy\nimport sys\nfrom pathlib import Path\n\n"
+        f'sys.path.insert(0, str(Path(__file__).resolve().parent / "{code_dir_name}"))\n'
+        f'runpy.run_module("{module}", run_name="__main__", alter_sys=True)\n'
+    )

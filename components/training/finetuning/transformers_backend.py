@@ -18,7 +18,6 @@ config, the job, following it, publishing — is shared):
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from collections.abc import Mapping
@@ -26,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from components._common.chat_format import iter_chat_file
-from components._common.files import replace_dir
 from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.staging import module_file, stage_code_tree
 
 #: The code tree's directory in the run directory.
 CODE_DIR = "transformers"
@@ -73,32 +72,16 @@ def unsupported_settings(hyperparameters: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _module_file(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError(f"module {module} is not importable here, so it cannot be staged for the pods")
-    return Path(spec.origin)
-
-
 def stage_code(run_dir: Path) -> Path:
     """Writes the pods' code tree into ``<run_dir>/transformers`` (replacing an older one whole).
 
     Returns:
         The pod command's script (``launch.py``).
     """
-
-    def write(root: Path) -> None:
-        for module in STAGED_MODULES:
-            parts = module.split(".")
-            target = root.joinpath(*parts[:-1], f"{parts[-1]}.py")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(_module_file(module), target)
-            for depth in range(1, len(parts)):
-                root.joinpath(*parts[:depth], "__init__.py").write_text('"""Staged for the training pods."""\n')
-        for script, module in ROOT_SCRIPTS.items():
-            shutil.copyfile(_module_file(module), root / script)
-
-    return replace_dir(Path(run_dir) / CODE_DIR, write) / "launch.py"
+    root = stage_code_tree(Path(run_dir) / CODE_DIR, STAGED_MODULES)
+    for script, module in ROOT_SCRIPTS.items():
+        shutil.copyfile(module_file(module), root / script)
+    return root / "launch.py"
 
 
 def stage_data(source: Path, target: Path, label: str) -> Path:

@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 
-from components._common.images import PYTHON_IMAGE, TORCH_CUDA_IMAGE
+from components._common.images import PYTHON_IMAGE, STEP_IMAGE, TORCH_CUDA_IMAGE
 from components._common.workspace import PVC_ACCESS_MODES, PVC_SIZE, PVC_STORAGE_CLASS
 
 #: What KFP accepts for a task's CPU (cores, fractions or millicores) and memory (an integer with an optional suffix).
@@ -44,7 +44,7 @@ STEPS = ("dataset", "launcher", "eval", "registry")
 #: Each step's image: a slim Python for the light steps; a CUDA PyTorch image for evaluation, so that torch and its
 #: CUDA wheels are never pip-installed when the pod starts (see ``components/_common/images.py``).
 DATASET_IMAGE = PYTHON_IMAGE
-LAUNCHER_IMAGE = PYTHON_IMAGE
+LAUNCHER_IMAGE = STEP_IMAGE  # the project's versioned step image: train_model's code is too large to embed
 EVAL_IMAGE = TORCH_CUDA_IMAGE
 REGISTRY_IMAGE = PYTHON_IMAGE
 #: A prebuilt image from the project's ``Containerfile`` ("" = none): replaces every step's image, and then nothing
@@ -83,7 +83,8 @@ class CompileSettings:
         eval_node_selector: ``key=value`` node selector of the evaluation step when it requests accelerators
             ("" = none).
         dataset_image: Image of the dataset step (its packages are pip-installed on top at start).
-        launcher_image: Image of the ``train_model`` task (the launcher, not the training pods).
+        launcher_image: Image of the ``train_model`` task (the launcher, not the training pods): an image built from
+            the project's ``Containerfile`` (default: the versioned step image), since its code is not embedded.
         eval_image: Image of the evaluation step; it must carry torch (CUDA build) and Python >= 3.10: only lm-eval
             and its Hugging Face stack are pip-installed on top.
         registry_image: Image of the registry step.
@@ -174,10 +175,13 @@ class CompileSettings:
                     )
 
     def image_of(self, step: str) -> tuple[str, bool]:
-        """``(image, prebuilt)`` of ``step``: the runtime image (prebuilt) when set, else the step's own image."""
+        """``(image, prebuilt)`` of ``step``: the runtime image (prebuilt) when set, else the step's own image.
+
+        The launcher's image is always a prebuilt one (``Containerfile``): its code is not embedded.
+        """
         if self.runtime_image:
             return self.runtime_image, True
-        return getattr(self, f"{step}_image"), False
+        return getattr(self, f"{step}_image"), step == "launcher"
 
     def resources_of(self, step: str) -> dict[str, str]:
         """``{"cpu_request": ..., "cpu_limit": ..., "memory_request": ..., "memory_limit": ...}`` of ``step``."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from components._common.kfp_patches import fast_task_setters
 from components.evaluation.lm_eval.devices import REQUESTED_GPUS_ENV
 from pipelines.training.finetuning.settings import CompileSettings
 
@@ -65,26 +64,24 @@ def pipeline_config(settings: CompileSettings) -> Any:
 
 def set_up_dataset(task: Any, settings: CompileSettings) -> None:
     """The dataset step: cached (same input, same output), ``hf-token`` and ``s3-secret`` mounted, its resources."""
-    with fast_task_setters():
-        task.set_caching_options(True)
-        _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _s3_keys())])
-        _set_resources(task, settings, "dataset")
+    task.set_caching_options(True)
+    _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _s3_keys())])
+    _set_resources(task, settings, "dataset")
 
 
 def set_up_training(task: Any, settings: CompileSettings) -> None:
     """The ``train_model`` task (the launcher): never cached, every secret it may need mounted, its resources."""
-    with fast_task_setters():
-        task.set_caching_options(False)
-        _mount(
-            task,
-            [
-                (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS),
-                (settings.hf_token_secret, _HF_KEYS),
-                (settings.s3_secret, _s3_keys()),
-                (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
-            ],
-        )
-        _set_resources(task, settings, "launcher")
+    task.set_caching_options(False)
+    _mount(
+        task,
+        [
+            (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS),
+            (settings.hf_token_secret, _HF_KEYS),
+            (settings.s3_secret, _s3_keys()),
+            (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
+        ],
+    )
+    _set_resources(task, settings, "launcher")
 
 
 def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
@@ -95,17 +92,16 @@ def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
     """
     from kfp import kubernetes
 
-    with fast_task_setters():
-        task.set_caching_options(False)
-        _mount(task, [(settings.hf_token_secret, _HF_KEYS)])
-        _set_resources(task, settings, "eval")
-        if settings.eval_gpus:
-            task.set_accelerator_type(settings.eval_gpu_resource).set_accelerator_limit(settings.eval_gpus)
-            # The pod fails with "No CUDA GPUs are available" if it sees none, rather than evaluating on CPU.
-            task.set_env_variable(REQUESTED_GPUS_ENV, str(settings.eval_gpus))
-            selector = settings.eval_node_selector_pair
-            if selector:
-                kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
+    task.set_caching_options(False)
+    _mount(task, [(settings.hf_token_secret, _HF_KEYS)])
+    _set_resources(task, settings, "eval")
+    if settings.eval_gpus:
+        task.set_accelerator_type(settings.eval_gpu_resource).set_accelerator_limit(settings.eval_gpus)
+        # The pod fails with "No CUDA GPUs are available" if it sees none, rather than evaluating on CPU.
+        task.set_env_variable(REQUESTED_GPUS_ENV, str(settings.eval_gpus))
+        selector = settings.eval_node_selector_pair
+        if selector:
+            kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
 
 
 def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
@@ -125,11 +121,10 @@ def set_up_registry(task: Any, settings: CompileSettings) -> None:
     """
     from components.deployment.kubeflow_model_registry.modelcar import PUSH_SECRET_NAME
 
-    with fast_task_setters():
-        task.set_caching_options(False)
-        secrets = [(settings.s3_secret, _s3_keys()), (PUSH_SECRET_NAME, _OCI_PUSH_SECRET_KEYS)]
-        _mount(task, [*secrets, (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS)])
-        _set_resources(task, settings, "registry")
+    task.set_caching_options(False)
+    secrets = [(settings.s3_secret, _s3_keys()), (PUSH_SECRET_NAME, _OCI_PUSH_SECRET_KEYS)]
+    _mount(task, [*secrets, (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS)])
+    _set_resources(task, settings, "registry")
 
 
 def _s3_keys() -> dict[str, str]:

@@ -17,7 +17,7 @@ PIPELINE_NAME = "osft-pipeline"
 # Step images (COMPILE-TIME settings): mirror them for a disconnected cluster
 # =============================================================================
 DATASET_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-LAUNCHER_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
+LAUNCHER_IMAGE = "quay.io/kfp-finetune/kfp-finetune:0.1.0"  # the Containerfile's image: train_model's code
 EVAL_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"  # CUDA torch inside: not pip-installed
 REGISTRY_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
 RUNTIME_IMAGE = ""  # a Containerfile image here replaces all four and installs nothing at run time

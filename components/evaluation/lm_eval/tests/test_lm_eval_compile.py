@@ -4,8 +4,8 @@ import yaml
 from kfp import compiler
 
 from components._common import runtime
-from components._common.kfp_patches import open_embedded_archive
 from components.evaluation.lm_eval import component, lm_eval
+from tests.harness.compiled import open_embedded_archive
 
 
 def _compile(tmp_path, comp) -> dict:

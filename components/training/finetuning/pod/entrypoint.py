@@ -11,9 +11,10 @@ reuses :func:`load_chat_rows` and :func:`resolve_model_source`.
 Besides the Training Hub call, the entrypoint serves training progress to the OpenShift AI dashboard from the
 rank-0 pod (:mod:`.progress_server`), resumes from the newest complete checkpoint (:mod:`.checkpoints`), asks Training
 Hub for just-in-time checkpoints on SIGTERM (a paused TrainJob) and hands it the MLflow settings. Those modules are
-staged beside this file (:data:`STAGED_MODULES`).
+staged with this one, under their package names (``launch.POD_MODULES``, ``staging.stage_code_tree``).
 
-Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json``.
+Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json`` (the staged script that runs this
+module from the staged code tree).
 """
 
 from __future__ import annotations
@@ -31,36 +32,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-try:  # in the training pod: the modules staged beside this file (STAGED_MODULES) win over any installed copy
-    import kfp_finetune_checkpoints as checkpoints  # type: ignore[no-redef]
-    import kfp_finetune_progress_server as progress_server  # type: ignore[no-redef]
-    import kfp_finetune_s3 as s3  # type: ignore[no-redef]
-    from kfp_finetune_run_config import (  # type: ignore[no-redef]
-        Hyperparameters,
-        RunConfig,
-        RunConfigError,
-        load_run_config,
-    )
-except ImportError:
-    from components._common import s3
-    from components.training.finetuning.pod import checkpoints, progress_server
-    from components.training.finetuning.pod.run_config import (
-        Hyperparameters,
-        RunConfig,
-        RunConfigError,
-        load_run_config,
-    )
+from components._common import s3
+from components.training.finetuning.pod import checkpoints, progress_server
+from components.training.finetuning.pod.run_config import (
+    Hyperparameters,
+    RunConfig,
+    RunConfigError,
+    load_run_config,
+)
 
-#: Project modules the pod needs (standard library only at import), by the file name they are staged under beside
-#: this one.
-STAGED_MODULES = {
-    "components.training.finetuning.pod.metrics": "kfp_finetune_metrics",
-    "components.training.finetuning.pod.progress_server": "kfp_finetune_progress_server",
-    "components.training.finetuning.pod.trainer_status": "kfp_finetune_trainer_status",
-    "components.training.finetuning.pod.checkpoints": "kfp_finetune_checkpoints",
-    "components.training.finetuning.pod.run_config": "kfp_finetune_run_config",
-    "components._common.s3": "kfp_finetune_s3",
-}
 #: Keywords added by this project that a Training Hub older than the pinned 0.11.2 may not take as parameters: they are
 #: dropped (with a note) when the installed function does not name them, instead of failing in the backend.
 OPTIONAL_PARAMETERS = ("enable_jit_checkpoint", "mlflow_tracking_uri", "mlflow_experiment_name", "mlflow_run_name")

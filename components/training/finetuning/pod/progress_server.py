@@ -30,12 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-try:  # in the training pod: staged beside the entrypoint (see STAGED_MODULES), winning over any installed copy
-    import kfp_finetune_metrics as metrics_module  # type: ignore[no-redef]
-    import kfp_finetune_trainer_status as status_module  # type: ignore[no-redef]
-except ImportError:
-    from components.training.finetuning.pod import metrics as metrics_module
-    from components.training.finetuning.pod import trainer_status as status_module
+from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod import trainer_status as status_module
 
 #: The progress record and its readers live in :mod:`.trainer_status` (one contract for the pod and the KFP step).
 ProgressStatus = status_module.ProgressStatus

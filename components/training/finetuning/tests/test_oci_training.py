@@ -20,6 +20,7 @@ from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, 
 from components.training.finetuning import train_model
 from components.training.finetuning.oci.auth import OciModelError
 from components.training.finetuning.run import run_train_model
+from pipelines.local_pipeline import local_pipeline
 from tests.harness.kube import condition
 from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER
 from tests.harness.requests import train_model_request
@@ -127,7 +128,8 @@ def test_the_component_pulls_with_the_secret_through_kfp_local(
         )
         return trained.outputs["output_model"]
 
-    model = fine_tune(base_model=f"oci://{oci_registry_auth.host}/models/tiny:1", source=str(demo_dataset_path)).output
+    run = local_pipeline(fine_tune)  # eval_dataset left unconnected, as on the backend
+    model = run(base_model=f"oci://{oci_registry_auth.host}/models/tiny:1", source=str(demo_dataset_path)).output
     assert model.metadata["base_model_digest"] == digest
     assert model.metadata["base_model_resolved"].endswith(f"/models/tiny@{digest}")
     assert (Path(model.path) / "model.safetensors").is_file()

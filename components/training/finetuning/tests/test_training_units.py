@@ -297,19 +297,31 @@ def test_settings_training_hub_would_ignore_are_refused(algorithm, setting, mess
 
 
 def test_entrypoint_is_stdlib_only():
-    """The file runs in the training image, which has none of this project's packages."""
+    """The pods' code runs in the training image, which has none of this project's packages: each staged module
+    imports, at its top level, the standard library and the other staged modules only (by their real names)."""
     import ast
-
-    tree = ast.parse(Path(entrypoint.__file__).read_text())
-    top_level = {
-        alias.name.split(".")[0]
-        for node in tree.body
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
-    }
+    import importlib.util
     import sys
 
-    assert top_level <= set(sys.stdlib_module_names) | {"__future__"}, top_level
+    from components.training.finetuning.launch import POD_MODULES
+
+    assert entrypoint.__name__ in POD_MODULES
+    for module in POD_MODULES:
+        tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+        imported = set()
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                # "from package import module" names a module; "from module import name" names the module
+                imported |= {base if base in POD_MODULES else f"{base}.{alias.name}" for alias in node.names}
+        outside = {
+            name
+            for name in imported
+            if name.split(".")[0] not in {*sys.stdlib_module_names, "__future__"} and name not in POD_MODULES
+        }
+        assert not outside, (module, outside)
 
 
 # -- entrypoint: data and model sources ------------------------------------------------------------------------------

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The core install of the built wheel in a fresh venv: seconds, MiB added, distributions (issue 34: what importing
+# and compiling need, no torch / CUDA / lm-eval). Needs the package index. Not run in CI.
+#   bash benchmarks/core_install.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$PYTHON" -m pip wheel -q --no-deps -w "$tmp/wheel" . >/dev/null
+rm -rf build
+"$PYTHON" -m venv "$tmp/venv"
+"$tmp/venv/bin/python" -m pip install -q --upgrade pip
+before=$(du -sk "$tmp/venv" | cut -f1)
+start=$(date +%s.%N)
+"$tmp/venv/bin/python" -m pip install -q --no-cache-dir "$tmp"/wheel/kfp_finetune-*.whl
+end=$(date +%s.%N)
+after=$(du -sk "$tmp/venv" | cut -f1)
+count=$("$tmp/venv/bin/python" -m pip list --format=freeze | grep -vc '^pip==')
+heavy=$("$tmp/venv/bin/python" -m pip list --format=freeze | grep -ci '^torch==\|^nvidia-\|^triton==\|^lm.eval==' || true)
+printf 'core install: %.1f s, %d MiB added, %d distributions (kfp-finetune included), %d of torch/nvidia-*/triton/lm-eval\n' \
+  "$(echo "$end - $start" | bc)" $(( (after - before) / 1024 )) "$count" "$heavy"
+# The core install compiles every pipeline.
+PYTHONPATH="$PWD" "$tmp/venv/bin/python" -m pipelines.cli compile --all -o "$tmp/compiled" 2>/dev/null
+echo "core install: compiled $(ls "$tmp/compiled" | wc -l) pipelines"

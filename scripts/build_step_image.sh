@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds (and with --push, pushes) the project's versioned step image from the Containerfile: the image train_model
+# runs on (its code is too large for KFP's embedded archive; see docs/architecture.md, "How code reaches each pod").
+# The tag is the project's version (components/_common/images.py: STEP_IMAGE = STEP_IMAGE_REPOSITORY:PROJECT_VERSION),
+# so a clone compiles pipelines that reference the image of its own release, as Google Cloud Pipeline Components do.
+#   bash scripts/build_step_image.sh                 # builds quay.io/kfp-finetune/kfp-finetune:<version>
+#   bash scripts/build_step_image.sh --push          # ... and pushes it (a release step; needs registry credentials)
+#   IMAGE=registry.local/kfp-finetune:0.1.0 bash scripts/build_step_image.sh --push   # a mirror of your own, then
+#   compile with --launcher-image registry.local/kfp-finetune:0.1.0 (or KFP_FINETUNE_LAUNCHER_IMAGE)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+image="${IMAGE:-$(PYTHONPATH="$PWD" python3 -c 'from components._common.images import STEP_IMAGE; print(STEP_IMAGE)')}"
+engine="$(command -v podman || command -v docker || true)"
+if [ -z "$engine" ]; then
+  echo "build_step_image: neither podman nor docker is installed" >&2
+  exit 1
+fi
+"$engine" build -t "$image" -f Containerfile .
+if [ "${1:-}" = "--push" ]; then
+  "$engine" push "$image"
+fi
+echo "build_step_image: $image" >&2
