@@ -70,6 +70,9 @@ DEMO_ENVIRONMENT = {
     "TOKENIZERS_PARALLELISM": "false",
     # A ~100k-parameter model trains fastest on one thread; more threads only contend (4-40x slower on 2 cores).
     "OMP_NUM_THREADS": "1",
+    # Evaluate on CPU on purpose: compiled with a GPU request, the evaluation step refuses to run without one (kfp.local
+    # from 2.17 hands the task's env, KFP_FINETUNE_REQUESTED_GPUS included, to the step).
+    "KFP_FINETUNE_EVAL_GPUS": "0",
 }
 
 
