@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from components._common.chat_format import RULES, check_row, decode_json, fast_valid
+from components._common.chat_errors import RULES
+from components._common.chat_format import check_row, decode_json, fast_valid
 from components.evaluation.lm_eval.custom_task import EvalDatasetError, read_conversations
 from components.training.finetuning.pod.entrypoint import EntrypointError, count_chat_rows
 from tests.harness.requests import validate_local_files

@@ -21,17 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from components._common.chat_errors import RULES, RowError, Unreadable, excerpt
 from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
 from components._common.chat_format import (
     EXPECTED_CHAT_FORMAT,
     MESSAGES_NOT_FOUND,
-    RULES,
-    RowError,
-    Unreadable,
     check_messages,
     decode_json,
     encode_json,
-    excerpt,
     fast_valid_lines,
     normalize_row,
 )

@@ -33,11 +33,11 @@ from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, 
 from components.evaluation.lm_eval.report import (
     kfp_metrics,
     load_baseline,
-    metric_rows,
     render_report,
     render_skipped_report,
 )
 from components.evaluation.lm_eval.request import LmEvalRequest
+from components.evaluation.lm_eval.results import metric_rows
 from components.evaluation.lm_eval.task_dirs import stage_task_dirs
 
 #: Aliases of the generation length that lm-eval ranks below ``max_gen_toks`` (a task's own value would win).

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from components._common.chat_errors import ChatFormatError
 from components._common.chat_files import count_lines, iter_lines
-from components._common.chat_format import ChatFormatError
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.readers import iter_rows
 from components.data_processing.dataset_download.run import run_dataset_download

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components._common.chat_format import ChatFormatError, iter_chat_file
+from components._common.chat_errors import ChatFormatError
+from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import LocalTrainingError
 
