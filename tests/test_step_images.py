@@ -15,9 +15,9 @@ from components._common.images import PYTHON_IMAGE, STEP_IMAGE, TORCH_CUDA_IMAGE
 from components.evaluation.lm_eval import component as lm_eval_component
 from pipelines.cli import main
 from pipelines.compile import compile_named
-from pipelines.executors import HEAVY, executor_installs, requirement_name
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.settings import STEPS, CompileSettings, constants_of
+from tests.harness.executors import HEAVY, executor_installs, requirement_name
 
 RUNTIME = "quay.io/example/kfp-finetune-runtime:0.1.0"
 EXECUTOR_OF_STEP = {
