@@ -7,7 +7,8 @@ A row is a JSON object whose ``messages`` value is a non-empty list of message o
 in :data:`ROLES` and a ``content`` that is a non-blank string, or a list of text parts
 (``[{"type": "text", "text": "..."}]``, joined with a newline by :func:`message_text`); a system message may only come
 first; at least one assistant turn is present; the conversation does not end on a user turn unless that is allowed.
-The held-out evaluation adds two rules (:data:`HELDOUT_RULES`). Unknown keys, on the row or on a message, are kept.
+The held-out evaluation adds two rules (``last_not_assistant``, ``no_user_turn``). Unknown keys, on the row or on a
+message, are kept.
 
 JSON lines are decoded with ``msgspec``: straight into typed structs for the common, valid row (the fast path checks
 structure while parsing), and into plain Python values only to name the rule a row breaks. Hostile input never
@@ -34,8 +35,6 @@ ROLES = frozenset({"system", "user", "assistant", "tool"})
 MESSAGES_NOT_FOUND = "messages field not found (no `messages` key)"
 #: How a failed dataset's error begins (the RHOAI guide's troubleshooting string).
 EXPECTED_CHAT_FORMAT = "Expected chat format"
-#: The rules only the held-out evaluation applies (it scores the final assistant turn against a prompt).
-HELDOUT_RULES = ("last_not_assistant", "no_user_turn")
 
 
 # ---------------------------------------------------------------------------------------------------------- rules
@@ -68,7 +67,8 @@ def check_messages(
     Args:
         messages: The value of a row's ``messages`` key.
         allow_trailing_user: Accept conversations whose last message is a user turn.
-        heldout: Also apply :data:`HELDOUT_RULES` (the last message is the assistant's reference answer).
+        heldout: Also apply the held-out rules ``last_not_assistant`` and ``no_user_turn`` (the last message is the
+            assistant's reference answer).
 
     Returns:
         ``None`` when the conversation is usable, else ``(rule, detail)`` for the first rule it breaks.
@@ -219,7 +219,7 @@ def iter_chat_file(
         path: The JSONL file (``.gz`` allowed).
         allow_trailing_user: Accept conversations whose last message is a user turn (a reader's choice: the training
             step accepts what the dataset step let through; not the dataset step's parameter of the same name).
-        heldout: Also apply :data:`HELDOUT_RULES`.
+        heldout: Also apply the held-out rules (:func:`check_messages`).
         label: What the file is (e.g. ``train_dataset``), put before its name in messages.
         require_rows: Raise ``no_rows`` for a file without any row (else yield nothing).
 

@@ -21,8 +21,6 @@ from components.training.finetuning.hf_trainer.data import LocalTrainingError
 if TYPE_CHECKING:
     from components.training.finetuning.config import TrainingConfig
 
-#: The in-process result (kept under the name callers know).
-LocalTrainingResult = training.TrainingResult
 FINAL_DIR, ADAPTER_DIR, CHECKPOINTS_DIR = training.FINAL_DIR, training.ADAPTER_DIR, training.CHECKPOINTS_DIR
 
 
