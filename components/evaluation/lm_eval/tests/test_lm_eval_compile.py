@@ -72,6 +72,7 @@ def test_embeds_the_pure_modules_only(tmp_path):
             "model_spec.py",
             "report.py",
             "comparison.py",
+            "results.py",
             "task_dirs.py",
             "devices.py",
         )
