@@ -1,14 +1,12 @@
 """Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs.
 
 :func:`run_lm_eval` is what the component calls. Every parameter is checked before anything heavy is imported, so a
-bad value fails in a second with a message that names the parameter. Built-in benchmark tasks are indexed only when
-one is asked for (indexing lm-eval's ~15,000 task files takes ~15 s); custom and held-out tasks alone are loaded with
-``TaskManager(include_path=..., include_defaults=False)``.
+bad value fails in a second with a message that names the parameter (:mod:`.options`); the task names are checked
+against lm-eval's index by :mod:`.task_index`.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import tempfile
@@ -30,6 +28,7 @@ from components.evaluation.lm_eval.custom_task import (
 )
 from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
+from components.evaluation.lm_eval.options import check_options
 from components.evaluation.lm_eval.report import (
     kfp_metrics,
     load_baseline,
@@ -39,14 +38,7 @@ from components.evaluation.lm_eval.report import (
 from components.evaluation.lm_eval.request import LmEvalRequest
 from components.evaluation.lm_eval.results import metric_rows
 from components.evaluation.lm_eval.task_dirs import stage_task_dirs
-
-#: Aliases of the generation length that lm-eval ranks below ``max_gen_toks`` (a task's own value would win).
-_MAX_TOKEN_ALIASES = ("max_new_tokens", "max_tokens", "max_completion_tokens")
-_CLOSE_MATCHES = 5
-
-
-class UnknownTaskError(ValueError):
-    """A task name is neither a built-in lm-eval task nor a custom or held-out one."""
+from components.evaluation.lm_eval.task_index import build_task_manager, check_task_names
 
 
 class BenchmarkDataError(RuntimeError):
@@ -71,166 +63,6 @@ class LmEvalResult:
 def _log(message: str) -> None:
     """Prints a progress line (the KFP task log)."""
     print(f"[lm_eval] {message}", flush=True)
-
-
-def parse_batch_size(batch_size: str) -> str | int:
-    """Checks ``batch_size``: ``auto``, ``auto:N`` (N re-detections) or a positive integer.
-
-    Args:
-        batch_size: The parameter value.
-
-    Returns:
-        The value for lm-eval (an int, or the ``auto`` string).
-
-    Raises:
-        ValueError: Any other value.
-    """
-    text = str(batch_size).strip()
-    if text == "auto" or (text.startswith("auto:") and text[5:].isdigit() and int(text[5:]) > 0):
-        return text
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise ValueError(f"batch_size must be 'auto', 'auto:N' or a positive integer, got {batch_size!r}")
-
-
-def limit_arg(limit: int) -> int | None:
-    """Checks ``limit`` (documents per task): -1 = all, else a positive count.
-
-    Args:
-        limit: The parameter value.
-
-    Returns:
-        None for all documents, else the count.
-
-    Raises:
-        ValueError: 0 (would evaluate nothing) or another negative value.
-    """
-    if limit == -1:
-        return None
-    if limit == 0:
-        raise ValueError("limit must be -1 (all documents) or a positive count, got 0: it would evaluate nothing")
-    if limit < 0:
-        raise ValueError(f"limit must be -1 (all documents) or a positive count, got {limit}")
-    return int(limit)
-
-
-def num_fewshot_arg(num_fewshot: int) -> int | None:
-    """Checks ``num_fewshot``: -1 keeps each task's default, else 0 or more examples.
-
-    Raises:
-        ValueError: A negative value other than -1.
-    """
-    if num_fewshot == -1:
-        return None
-    if num_fewshot < 0:
-        raise ValueError(f"num_fewshot must be -1 (task default) or >= 0, got {num_fewshot}")
-    return int(num_fewshot)
-
-
-def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Makes the user's generation settings win over the tasks' own.
-
-    lm-eval merges ``gen_kwargs`` into each generative task's ``generation_kwargs`` but reads the length from
-    ``max_gen_toks`` first, so ``max_new_tokens`` (or ``max_tokens``) is renamed to ``max_gen_toks``; a positive
-    ``temperature`` without ``do_sample`` turns sampling on (tasks default to greedy decoding, which ignores it).
-
-    Args:
-        gen_kwargs: The ``gen_kwargs`` parameter.
-
-    Returns:
-        The kwargs for ``lm_eval.simple_evaluate``, or None when empty.
-
-    Raises:
-        ValueError: Not a dict, or a key is not a string.
-    """
-    if not isinstance(gen_kwargs, Mapping):
-        raise ValueError(f"gen_kwargs must be a dict, got {type(gen_kwargs).__name__}: {gen_kwargs!r}")
-    if not gen_kwargs:
-        return None
-    kwargs = dict(gen_kwargs)
-    for key in kwargs:
-        if not isinstance(key, str):
-            raise ValueError(f"gen_kwargs keys must be strings, got {key!r}")
-    for alias in _MAX_TOKEN_ALIASES:
-        if alias in kwargs and "max_gen_toks" not in kwargs:
-            kwargs["max_gen_toks"] = kwargs.pop(alias)
-    if "do_sample" not in kwargs and float(kwargs.get("temperature") or 0) > 0:
-        kwargs["do_sample"] = True
-    return kwargs
-
-
-def check_task_names(task_names: Sequence[str], heldout: bool) -> list[str]:
-    """Checks ``task_names`` and returns them without duplicates.
-
-    Args:
-        task_names: The ``task_names`` parameter.
-        heldout: Whether an ``eval_dataset`` provides the held-out tasks.
-
-    Returns:
-        The names in order, without duplicates.
-
-    Raises:
-        ValueError: Not a list of non-empty strings, or a held-out task is asked for without ``eval_dataset``.
-    """
-    if isinstance(task_names, str) or not isinstance(task_names, Sequence):
-        raise ValueError(f"task_names must be a list of lm-eval task names, got {task_names!r}")
-    names = []
-    for index, name in enumerate(task_names):
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"task_names[{index}] must be a non-empty string, got {name!r}")
-        if name in HELDOUT_TASKS and not heldout:
-            raise ValueError(f"task_names[{index}] = {name!r} is built from eval_dataset, which was not given")
-        names.append(name.strip())
-    return list(dict.fromkeys(names))
-
-
-def unknown_task_message(unknown: Sequence[str], known: Sequence[str]) -> str:
-    """The error text for unknown task names, with the closest known names.
-
-    Args:
-        unknown: Names found in no task index.
-        known: All task, group and tag names of the index.
-
-    Returns:
-        One sentence per unknown name.
-    """
-    lines = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, known, n=_CLOSE_MATCHES, cutoff=0.6)
-        hint = f"close matches: {', '.join(close)}" if close else "no close match"
-        lines.append(f"task_names: unknown lm-eval task {name!r} ({hint})")
-    return "; ".join(lines)
-
-
-def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path]) -> Any:
-    """Builds the lm-eval ``TaskManager`` and checks every name against its index.
-
-    Only custom/held-out tasks: ``include_defaults=False`` (fast). Any other name: the built-in index too.
-
-    Args:
-        task_names: All tasks to run.
-        include_paths: Directories of custom and held-out task YAMLs.
-
-    Returns:
-        A ``lm_eval.tasks.TaskManager`` that knows every name.
-
-    Raises:
-        UnknownTaskError: A name is in no index (the message lists close matches).
-    """
-    from lm_eval.tasks import TaskManager
-
-    include = [str(p) for p in include_paths] or None
-    if include:
-        local = TaskManager(include_path=include, include_defaults=False)
-        if all(name in local.all_tasks for name in task_names):
-            return local
-    _log("indexing lm-eval's built-in tasks (about 15 s)")
-    manager = TaskManager(include_path=include, include_defaults=True)
-    known = set(manager.all_tasks)
-    unknown = [name for name in task_names if name not in known]
-    if unknown:
-        raise UnknownTaskError(unknown_task_message(unknown, manager.all_tasks))
-    return manager
 
 
 def check_backend_available(backend: str) -> None:
@@ -330,45 +162,6 @@ def _evaluate(spec: ModelSpec, task_names: Sequence[str], manager: Any, options:
             "HF_DATASETS_OFFLINE=1 (see the component README), or evaluate a custom task from local files"
         ) from error
     return dict(results)
-
-
-def check_options(
-    batch_size: str,
-    limit: int,
-    num_fewshot: int,
-    gen_kwargs: Mapping[str, Any] | None,
-    apply_chat_template: bool,
-    seed: int,
-    max_samples: int,
-    max_new_tokens: int,
-    bootstrap_iters: int,
-) -> dict[str, Any]:
-    """Checks the run settings and converts them to lm-eval's arguments (see :func:`run_lm_eval` for each).
-
-    Returns:
-        ``batch_size``, ``limit``, ``num_fewshot``, ``gen_kwargs``, ``apply_chat_template``, ``seed``,
-        ``bootstrap_iters``, ``max_samples`` and ``max_new_tokens`` as lm-eval and the task writer take them.
-
-    Raises:
-        ValueError: A value is out of range (the message names the parameter and the value).
-    """
-    if max_samples == 0 or max_samples < -1:
-        raise ValueError(f"max_samples must be -1 (all rows) or a positive count, got {max_samples}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive number of tokens, got {max_new_tokens}")
-    if bootstrap_iters < 0:
-        raise ValueError(f"bootstrap_iters must be >= 0, got {bootstrap_iters}")
-    return {
-        "batch_size": parse_batch_size(batch_size),
-        "limit": limit_arg(limit),
-        "num_fewshot": num_fewshot_arg(num_fewshot),
-        "gen_kwargs": normalize_gen_kwargs(gen_kwargs or {}),
-        "apply_chat_template": bool(apply_chat_template),
-        "seed": int(seed),
-        "bootstrap_iters": int(bootstrap_iters),
-        "max_samples": int(max_samples),
-        "max_new_tokens": int(max_new_tokens),
-    }
 
 
 def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> int:
