@@ -9,7 +9,7 @@ from kfp import dsl
 from components._common.dataset_metadata import read_dataset_metadata
 from components.data_processing.dataset_download import dataset_download
 from components.data_processing.dataset_download.split import JsonlWriter, plan_split, write_split
-from components.data_processing.dataset_download.validate import DatasetValidationError
+from components.data_processing.dataset_download.validation_report import DatasetValidationError
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 
