@@ -245,7 +245,7 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path, shippe
     """The launcher's CPU/memory reach its TaskConfig (RESOURCES passthrough) but never the TrainJob's pods."""
     from kfp import dsl
 
-    from components.training.finetuning.launch import build_job_spec
+    from components.training.finetuning.job_from_request import build_job_spec
     from tests.harness.requests import train_model_request
 
     config = tmp_path / "run" / "config.json"
