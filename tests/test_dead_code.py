@@ -9,6 +9,9 @@ not docstrings or comments, so a function named only in its own docstring is dea
 TOML, YAML) count as a whole. A name defined in several modules is alive when it is used more often than it is
 defined. What is reached only from outside the repository (a KFP entry point, a CLI hook, a public name a user imports)
 goes into :data:`ALLOWED` with its reason.
+
+The same scan without the tests finds test-only code in the product: what only the tests use belongs in
+``tests/harness/`` (or the test), unless it is public API (:data:`TESTS_ONLY_ALLOWED`, with its reason).
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: entry points are used by the pipelines, the CLI's ``main`` by ``pyproject.toml``'s ``[project.scripts]``, the
 #: pytest hooks live in tests (not product), and the public names of each ``__init__`` are imported there.
 ALLOWED: dict[str, str] = {}
+#: Public API the product itself does not call (only the tests and the users' code do), by ``path:name``, with why.
+TESTS_ONLY_ALLOWED: dict[str, str] = {
+    "components/_common/workspace.py:default_pipeline_config": "README: a user's own @dsl.pipeline's PVC settings",
+    "components/data_processing/dataset_download/validate.py:validate_dataset_uri": (
+        "the dataset_download README's Python entry point (the CLI's validate-dataset runs the whole step)"
+    ),
+}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -86,8 +96,15 @@ def definitions(source: str) -> list[tuple[str, int]]:
     return found
 
 
-def unreferenced(root: Path, product: tuple[str, ...], referencing: tuple[str, ...]) -> list[str]:
-    """``path:line name`` of every product definition that nothing references, sorted."""
+def unreferenced(
+    root: Path, product: tuple[str, ...], referencing: tuple[str, ...], allowed: dict[str, str] | None = None
+) -> list[str]:
+    """``path:line name`` of every product definition that nothing in ``referencing`` uses, sorted.
+
+    A ``tests`` folder counts only where ``referencing`` names it (``tests``, or a folder above a component's
+    ``tests/``): leave ``tests`` out of ``referencing`` and the components' tests are left out too.
+    """
+    include_tests = "tests" in referencing
 
     def files(folders: tuple[str, ...]) -> list[Path]:
         return sorted(
@@ -95,10 +112,12 @@ def unreferenced(root: Path, product: tuple[str, ...], referencing: tuple[str, .
             for folder in folders
             for path in (root / folder).rglob("*")
             if path.is_file() and ".venv" not in path.parts and path.name != "pipeline.yaml"
+            if include_tests or "tests" not in path.relative_to(root).parts
         )
 
     uses: Counter[str] = Counter()
-    for path in [*files(referencing), root / "conftest.py", root / "pyproject.toml"]:
+    roots = [root / "conftest.py", root / "pyproject.toml"] if include_tests else [root / "pyproject.toml"]
+    for path in [*files(referencing), *roots]:
         if not path.is_file():
             continue
         if path.suffix == ".py":
@@ -113,16 +132,24 @@ def unreferenced(root: Path, product: tuple[str, ...], referencing: tuple[str, .
         for name, line in definitions(path.read_text(encoding="utf-8")):
             defined[name] += 1
             sites.append((name, f"{path.relative_to(root)}:{line}"))
+    allowed = ALLOWED if allowed is None else allowed
     return sorted(
         f"{site} {name}"
         for name, site in sites
-        if uses[name] <= defined[name] and f"{site.rsplit(':', 1)[0]}:{name}" not in ALLOWED
+        if uses[name] <= defined[name] and f"{site.rsplit(':', 1)[0]}:{name}" not in allowed
     )
 
 
 def test_no_unreferenced_functions_classes_or_constants_in_the_product():
     dead = unreferenced(ROOT, PRODUCT, REFERENCING)
     assert dead == [], "dead code (delete it, or put it in ALLOWED with the reason): " + ", ".join(dead)
+
+
+def test_no_product_code_only_the_tests_use():
+    """Test-only code lives in ``tests/`` (``tests/harness/``), not in the product: what the product, the scripts and
+    the benchmarks never use is either public API (:data:`TESTS_ONLY_ALLOWED`) or belongs to the tests."""
+    only_tests = unreferenced(ROOT, PRODUCT, (*PRODUCT, "scripts", "benchmarks"), {**ALLOWED, **TESTS_ONLY_ALLOWED})
+    assert only_tests == [], "product code only the tests use (move it to tests/harness/): " + ", ".join(only_tests)
 
 
 def test_every_allowed_name_still_exists():
@@ -132,7 +159,7 @@ def test_every_allowed_name_still_exists():
         for path in (ROOT / folder).rglob("*.py")
         for name, _ in definitions(path.read_text(encoding="utf-8"))
     }
-    assert set(ALLOWED) <= defined
+    assert set(ALLOWED) | set(TESTS_ONLY_ALLOWED) <= defined
 
 
 def test_the_check_finds_what_only_its_docstring_or_comment_names(tmp_path):
@@ -154,3 +181,14 @@ def test_the_check_finds_what_only_its_docstring_or_comment_names(tmp_path):
     (tmp_path / "scripts" / "run.sh").write_text("python -c 'from lib.mod import USED_IN_SCRIPT'\n")
     dead = unreferenced(tmp_path, ("lib",), ("lib", "scripts"))
     assert dead == ["lib/mod.py:12 DeadClass", "lib/mod.py:3 DEAD", "lib/mod.py:6 dead_function"]
+
+
+def test_the_check_finds_what_only_the_tests_use(tmp_path):
+    """Left out of ``referencing``, the tests (a component's own ``tests/`` included) keep nothing alive."""
+    (tmp_path / "lib" / "tests").mkdir(parents=True)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "lib" / "mod.py").write_text("def used():\n    return 1\ndef tested_only():\n    return used()\n")
+    (tmp_path / "lib" / "tests" / "test_mod.py").write_text("from lib.mod import tested_only\n")
+    (tmp_path / "tests" / "test_more.py").write_text("from lib.mod import tested_only\n")
+    assert unreferenced(tmp_path, ("lib",), ("lib", "tests"), {}) == []
+    assert unreferenced(tmp_path, ("lib",), ("lib",), {}) == ["lib/mod.py:3 tested_only"]

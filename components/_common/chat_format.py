@@ -170,20 +170,16 @@ def encode_json(value: object) -> bytes:
     return _ENCODE(value)
 
 
-def fast_valid(line: bytes, allow_trailing_user: bool = False) -> bool:
-    """Whether a JSON line is certainly a usable ``messages`` row with string contents, checked while parsing.
-
-    ``False`` means "not on the fast path": decode it with :func:`decode_json` and name the rule with
-    :func:`check_row` (list-of-parts contents, for instance, are usable but not fast).
-    """
-    return fast_valid_lines([line], allow_trailing_user)[0]
-
-
 _NOT_FAST = (msgspec.DecodeError, UnicodeDecodeError, RecursionError, TypeError)  # TypeError: not bytes (a reject)
 
 
 def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[bool]:
-    """:func:`fast_valid` of each line, in one call per block of lines (the validator's hot loop)."""
+    """Whether each JSON line is certainly a usable ``messages`` row with string contents, checked while parsing.
+
+    One call per block of lines (the validator's hot loop). ``False`` means "not on the fast path": decode the line
+    with :func:`decode_json` and name the rule with :func:`check_row` (list-of-parts contents, for instance, are
+    usable but not fast).
+    """
     decode = _TYPED.decode
     verdicts = []
     for line in lines:

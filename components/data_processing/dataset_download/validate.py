@@ -1,13 +1,13 @@
 """Validation of every row of a dataset, streamed, with a report: the rules, the rejects and the counts.
 
-:func:`validate_dataset_uri` is the plain entry point (used by ``kfp-finetune validate-dataset URI``): it fetches the
+:func:`validate_dataset_uri` is the plain Python entry point (see the component README): it fetches the
 data, converts each row to ``messages`` form, checks it against the chat-format rules and returns a
 :class:`~.validation_report.ValidationReport`. :func:`validate_files` is the streaming core, also used by the
 component, which passes a ``sink`` that receives the valid, converted rows as JSON documents (bytes), a list at a time.
 
 Speed: a ``messages`` JSON-lines file (the common case) goes through the typed fast path of
-:func:`~components._common.chat_format.fast_valid`: a valid row is checked while it is parsed and handed to the sink
-as its own bytes, never built as Python dicts, a block of lines at a time; only rows that break a rule (or use
+:func:`~components._common.chat_format.fast_valid_lines`: a valid row is checked while it is parsed and handed to the
+sink as its own bytes, never built as Python dicts, a block of lines at a time; only rows that break a rule (or use
 list-of-parts contents) are decoded again to name the rule. See ``benchmarks/validate_dataset.py``.
 """
 
