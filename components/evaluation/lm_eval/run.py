@@ -229,71 +229,58 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             dataset is empty or malformed, or a task name is unknown.
         BenchmarkDataError: A benchmark dataset cannot be reached.
     """
-    model_path = request.model_path
-    model_metadata = request.model_metadata
-    task_names = request.task_names
-    eval_dataset_path = request.eval_dataset_path
-    eval_dataset_metadata = request.eval_dataset_metadata
-    baseline_results_path = request.baseline_results_path
-    model_source = request.model_source
-    batch_size = request.batch_size
-    limit = request.limit
-    num_fewshot = request.num_fewshot
-    gen_kwargs = request.gen_kwargs
-    model_args = request.model_args
-    apply_chat_template = request.apply_chat_template
-    backend = request.backend
-    seed = request.seed
-    log_samples = request.log_samples
-    max_samples = request.max_samples
-    max_new_tokens = request.max_new_tokens
-    custom_tasks_path = request.custom_tasks_path
-    device = request.device
-    bootstrap_iters = request.bootstrap_iters
-    allow_empty_eval_dataset = request.allow_empty_eval_dataset
-    enabled = request.enabled
-    skip_unusable_model_source = request.skip_unusable_model_source
     options = check_options(
-        batch_size,
-        limit,
-        num_fewshot,
-        gen_kwargs,
-        apply_chat_template,
-        seed,
-        max_samples,
-        max_new_tokens,
-        bootstrap_iters,
+        request.batch_size,
+        request.limit,
+        request.num_fewshot,
+        request.gen_kwargs,
+        request.apply_chat_template,
+        request.seed,
+        request.max_samples,
+        request.max_new_tokens,
+        request.bootstrap_iters,
     )
-    if not enabled:
-        return _skipped(results_path, report_path, model_source or model_path, "turned off (enabled is false)")
-    if skip_unusable_model_source:
-        unusable = unusable_source_reason(model_source, backend, model_args, options["apply_chat_template"])
+    if not request.enabled:
+        return _skipped(
+            results_path, report_path, request.model_source or request.model_path, "turned off (enabled is false)"
+        )
+    if request.skip_unusable_model_source:
+        unusable = unusable_source_reason(
+            request.model_source, request.backend, request.model_args, options["apply_chat_template"]
+        )
         if unusable:
-            return _skipped(results_path, report_path, model_source, f"model_source {unusable}")
-    spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
-    check_backend_available(backend)
-    baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None
-    heldout = bool(eval_dataset_path)
-    if heldout and allow_empty_eval_dataset and is_empty_dataset(Path(eval_dataset_path)):
-        _log(f"eval_dataset {eval_dataset_path} is empty: the held-out tasks are skipped (allow_empty_eval_dataset)")
+            return _skipped(results_path, report_path, request.model_source, f"model_source {unusable}")
+    spec = resolve_model(
+        request.model_path, request.model_metadata, request.model_source, request.backend, request.model_args
+    )
+    check_backend_available(request.backend)
+    baseline = load_baseline(Path(request.baseline_results_path)) if request.baseline_results_path else None
+    heldout = bool(request.eval_dataset_path)
+    if heldout and request.allow_empty_eval_dataset and is_empty_dataset(Path(request.eval_dataset_path)):
+        _log(
+            f"eval_dataset {request.eval_dataset_path} is empty: the held-out tasks are skipped "
+            "(allow_empty_eval_dataset)"
+        )
         heldout = False
-    names = check_task_names(task_names, heldout)
-    if not names and not eval_dataset_path:
+    names = check_task_names(request.task_names, heldout)
+    if not names and not request.eval_dataset_path:
         raise ValueError("nothing to evaluate: task_names is empty and no eval_dataset was given")
-    options["device"] = resolve_device(device, backend)
+    options["device"] = resolve_device(request.device, request.backend)
     ensure_writable_hf_cache()
     _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
 
     with tempfile.TemporaryDirectory(prefix="lm-eval-tasks-") as staging:
         include_paths = (
-            [stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom")] if custom_tasks_path else []
+            [stage_custom_tasks(Path(request.custom_tasks_path), Path(staging) / "custom")]
+            if request.custom_tasks_path
+            else []
         )
         names, task_dirs = stage_task_dirs(names, Path(staging))
         include_paths += task_dirs
         heldout_rows = heldout_available = 0
         if heldout:
-            heldout_available = count_conversations(Path(eval_dataset_path))
-            heldout_rows = _write_heldout(spec, Path(eval_dataset_path), Path(staging) / "heldout", options)
+            heldout_available = count_conversations(Path(request.eval_dataset_path))
+            heldout_rows = _write_heldout(spec, Path(request.eval_dataset_path), Path(staging) / "heldout", options)
             include_paths.append(Path(staging) / "heldout")
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
         if names:
@@ -303,9 +290,9 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             results = {"results": {}, "configs": {}, "versions": {}}
 
     samples = results.pop("samples", None)
-    written = {**results, "samples": samples} if log_samples and samples else results
+    written = {**results, "samples": samples} if request.log_samples and samples else results
     write_text_atomically(Path(results_path), _results_json(written))
-    settings = _report_settings(spec, backend, names, (heldout_rows, heldout_available), options)
+    settings = _report_settings(spec, request.backend, names, (heldout_rows, heldout_available), options)
     report_results = {**results, "samples": samples} if samples else results
     write_text_atomically(Path(report_path), render_report(report_results, settings, baseline, names))
     compared, comparison_metadata = compare_with_baseline(results, baseline, names)
@@ -322,7 +309,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
     metadata = {
         "model": spec.source,
         "base_model": spec.base_model,
-        "backend": backend,
+        "backend": request.backend,
         "tasks": names,
         "apply_chat_template": options["apply_chat_template"],
         "heldout_rows": heldout_rows,
@@ -330,7 +317,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         "lm_eval_version": str(results.get("lm_eval_version", "")),
         **comparison_metadata,
     }
-    described = read_dataset_metadata(eval_dataset_metadata, "lm_eval input eval_dataset")
+    described = read_dataset_metadata(request.eval_dataset_metadata, "lm_eval input eval_dataset")
     if described is not None:
         metadata["dataset_uri"] = described.dataset_uri
     return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)
