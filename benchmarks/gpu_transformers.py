@@ -66,7 +66,7 @@ def build_model(target: Path, hidden: int, layers: int) -> Path:
 
 def stage(run_dir: Path, model: Path, algorithm: str, steps: int) -> list[str]:
     """Stages the run directory as ``train_model`` does; returns the TrainJob's command."""
-    from components.training.finetuning import launch, staging
+    from components.training.finetuning import job_from_request, staging
     from components.training.finetuning.config import TrainingConfig
     from pipelines.demo.demo_data import DEMO_DATASET_PATH
 
@@ -87,7 +87,9 @@ def stage(run_dir: Path, model: Path, algorithm: str, steps: int) -> list[str]:
         config, run_dir, DEMO_DATASET_PATH, None, None, 1, settings, hub_backend="transformers"
     )
     params = {"hub_backend": "transformers", "namespace": "bench", "gpus_per_node": 1}
-    trainer = launch.build_job_manifest("trainjob", config_path, None, "bench", algorithm, params)["spec"]["trainer"]
+    trainer = job_from_request.build_job_manifest("trainjob", config_path, None, "bench", algorithm, params)["spec"][
+        "trainer"
+    ]
     return [sys.executable, *trainer["command"][1:], *trainer["args"]]
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from components._common.images import python_version_of, torch_version_of  # noqa: E402
-from pipelines.executors import HEAVY, ExecutorInstall, executor_installs, requirement_name  # noqa: E402
+from tests.harness.executors import HEAVY, ExecutorInstall, executor_installs, requirement_name  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: manylinux tags a linux x86_64 node with glibc >= 2.35 (Debian 12, Ubuntu 22.04) accepts.

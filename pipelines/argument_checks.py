@@ -19,7 +19,7 @@ def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
     from components.data_processing.dataset_download.formats import check_input_format
     from components.data_processing.dataset_download.split import check_split_options
     from components.data_processing.dataset_download.tokens import check_token_options
-    from components.data_processing.dataset_download.validate import check_validation_options
+    from components.data_processing.dataset_download.validation_report import check_validation_options
 
     check_split_options(values["train_split_ratio"], values["subset_count"])
     check_validation_options(values["on_invalid"], values["max_invalid_fraction"])
@@ -44,7 +44,7 @@ def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
 def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
     import inspect
 
-    from components.evaluation.lm_eval.run import check_options
+    from components.evaluation.lm_eval.options import check_options
 
     check_options(**{name: values[name] for name in inspect.signature(check_options).parameters})
 

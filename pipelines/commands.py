@@ -89,7 +89,7 @@ def demo_command(args: argparse.Namespace) -> int:
 def validate_dataset_command(args: argparse.Namespace) -> int:
     """``kfp-finetune validate-dataset``: the dataset step, locally; exit 0 when it passes, 1 when the rows fail it."""
     from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
-    from components.data_processing.dataset_download.validate import DatasetValidationError
+    from components.data_processing.dataset_download.validation_report import DatasetValidationError
 
     request = DatasetDownloadRequest(
         dataset_uri=args.uri,

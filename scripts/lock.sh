@@ -19,7 +19,7 @@ PYTHONPATH="$PWD" "$tmp/venv/bin/python" -m pipelines.cli compile --all -o "$tmp
 PYTHONPATH="$PWD" "$tmp/venv/bin/python" - "$tmp/compiled" >"$tmp/step-pins.txt" <<'PY'
 import sys
 from pathlib import Path
-from pipelines.executors import step_pins
+from tests.harness.executors import step_pins
 for name, version in sorted(step_pins(sorted(Path(sys.argv[1]).glob("*.yaml"))).items()):
     print(f"{name}=={version}")
 PY

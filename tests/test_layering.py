@@ -211,3 +211,117 @@ def test_importing_the_components_patches_nothing_in_kfp():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+# ------------------------------------------------------------------------------------------------ import cycles
+
+
+def _imported_from(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` statement imports from, relative imports resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[: len(base) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _import_graph(root: Path, folders: tuple[str, ...]) -> dict[str, set[str]]:
+    """Which product modules each product module imports (anywhere in it, function bodies and TYPE_CHECKING too).
+
+    Only explicit imports count: ``import a.b`` and ``from a.b import c`` point at ``a.b``, or at ``a.b.c`` alone where
+    that is a module; the implicit import of a package's ``__init__`` (by its children, or by ``from a.b import c``
+    of a submodule ``c``) does not.
+    """
+    files = {
+        path: ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for folder in folders
+        for path in (root / folder).rglob("*.py")
+        if "tests" not in path.relative_to(root).parts and ".venv" not in path.parts
+    }
+    modules = set(files.values())
+    graph: dict[str, set[str]] = {}
+    for path, name in files.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = _imported_from(node, package)
+                names = {f"{base}.{alias.name}" for alias in node.names}
+                imported.update(names & modules)
+                if names - modules:  # a name defined in ``base`` itself
+                    imported.add(base)
+        graph[name] = (imported & modules) - {name}
+    return graph
+
+
+def _import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (each holds at least one cycle), sorted (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def test_no_import_cycles_among_product_modules():
+    graph = _import_graph(ROOT, ("components", "pipelines"))
+    assert len(graph) > 100 and sum(map(len, graph.values())) > 100  # the scan sees the product and its imports
+    assert _import_cycles(graph) == []
+
+
+def test_the_cycle_detector_sees_lazy_and_relative_cycles(tmp_path):
+    """Cycles closed by a function-level import or a ``TYPE_CHECKING`` import are caught (HEAD had three:
+    ``chat_files``/``chat_format``, lm_eval's ``report``/``comparison``, ``kfp_api``'s ``connection``/``server``);
+    a chain without a way back, and ``from a_package import a_submodule`` (no edge to its ``__init__``), are none."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "tests").mkdir()
+    files = {
+        "__init__.py": "",
+        "chat_format.py": "def iter_chat_file():\n    from pkg.chat_files import iter_lines  # lazy\n",
+        "chat_files.py": "from pkg.chat_format import ChatFormatError\n",
+        "sub/__init__.py": "from .report import render\n",
+        "sub/report.py": "from .comparison import compare\n",
+        "sub/comparison.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub import report\n",
+        "sub/leaf.py": "from pkg.sub import report\nimport pkg.chat_files\n",
+        "tests/test_x.py": "import pkg.sub.leaf\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    graph = _import_graph(tmp_path, ("pkg",))
+    assert "pkg.tests.test_x" not in graph
+    assert _import_cycles(graph) == [
+        ["pkg.chat_files", "pkg.chat_format"],
+        ["pkg.sub.comparison", "pkg.sub.report"],
+    ]
+    (package / "chat_format.py").write_text("def iter_chat_file():\n    return 1\n")
+    (package / "sub" / "comparison.py").write_text("def compare():\n    pass\n")
+    assert _import_cycles(_import_graph(tmp_path, ("pkg",))) == []

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from pipelines.executors import requirement_name, step_pins
 from pipelines.training.finetuning import PIPELINES
+from tests.harness.executors import requirement_name, step_pins
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCK = REPO_ROOT / "constraints.txt"

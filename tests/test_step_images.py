@@ -15,9 +15,9 @@ from components._common.images import PYTHON_IMAGE, STEP_IMAGE, TORCH_CUDA_IMAGE
 from components.evaluation.lm_eval import component as lm_eval_component
 from pipelines.cli import main
 from pipelines.compile import compile_named
-from pipelines.executors import HEAVY, executor_installs, requirement_name
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.settings import STEPS, CompileSettings, constants_of
+from tests.harness.executors import HEAVY, executor_installs, requirement_name
 
 RUNTIME = "quay.io/example/kfp-finetune-runtime:0.1.0"
 EXECUTOR_OF_STEP = {
@@ -245,7 +245,7 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path, shippe
     """The launcher's CPU/memory reach its TaskConfig (RESOURCES passthrough) but never the TrainJob's pods."""
     from kfp import dsl
 
-    from components.training.finetuning.launch import build_job_spec
+    from components.training.finetuning.job_from_request import build_job_spec
     from tests.harness.requests import train_model_request
 
     config = tmp_path / "run" / "config.json"

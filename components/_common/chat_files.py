@@ -1,11 +1,11 @@
 """Reading chat data files with bounds: lines a block at a time, size limits, ``.gz`` with a decompressed cap.
 
 Memory stays bounded whatever the file (see :class:`ReadLimits`): a line longer than ``max_line_bytes`` becomes an
-:class:`~components._common.chat_format.Unreadable` of rule ``record_too_large`` and is skipped without being held,
+:class:`~components._common.chat_errors.Unreadable` of rule ``record_too_large`` and is skipped without being held,
 and a ``.gz`` file that expands past ``max_decompressed_bytes`` ends in a ``decompressed_too_large`` error naming the
 file and the line it got to. Lines come a block (about 1 MiB) at a time (:func:`iter_line_blocks`), so that a caller
-can check a block per call; :func:`count_lines` counts them at C speed. The rules, the decoding and the messages live
-in :mod:`components._common.chat_format`.
+can check a block per call; :func:`count_lines` counts them at C speed. The rules and the decoding live in
+:mod:`components._common.chat_format`, the messages in :mod:`components._common.chat_errors`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from components._common.chat_format import UTF8_BOM, ChatFormatError, Unreadable, excerpt
+from components._common.chat_errors import ChatFormatError, Unreadable, excerpt
 
 _BLOCK = 1 << 20
+#: The UTF-8 byte order mark; accepted (and skipped) at the start of a file.
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)

@@ -7,117 +7,34 @@ A row is a JSON object whose ``messages`` value is a non-empty list of message o
 in :data:`ROLES` and a ``content`` that is a non-blank string, or a list of text parts
 (``[{"type": "text", "text": "..."}]``, joined with a newline by :func:`message_text`); a system message may only come
 first; at least one assistant turn is present; the conversation does not end on a user turn unless that is allowed.
-The held-out evaluation adds two rules (:data:`HELDOUT_RULES`). Unknown keys, on the row or on a message, are kept.
+The held-out evaluation adds two rules (``last_not_assistant``, ``no_user_turn``). Unknown keys, on the row or on a
+message, are kept.
 
 JSON lines are decoded with ``msgspec``: straight into typed structs for the common, valid row (the fast path checks
 structure while parsing), and into plain Python values only to name the rule a row breaks. Hostile input never
 escapes as a traceback: invalid UTF-8, JSON nested too deep, a truncated or fake ``.gz`` and a UTF-8 byte order mark
 each end in a message naming the file, the line and the rule. Reading files within size bounds (lines a block at a
-time, ``max_line_bytes``, ``.gz`` with ``max_decompressed_bytes``) is :mod:`components._common.chat_files`.
+time, ``max_line_bytes``, ``.gz`` with ``max_decompressed_bytes``) is :mod:`components._common.chat_files`; the rules'
+names and the error types are :mod:`components._common.chat_errors`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
+from components._common.chat_errors import ChatFormatError, RowError, Unreadable, excerpt
+from components._common.chat_files import ARTIFACT_READ_LIMITS, iter_lines
+
 #: Roles a chat message may have.
 ROLES = frozenset({"system", "user", "assistant", "tool"})
-#: The UTF-8 byte order mark; accepted (and skipped) at the start of a file.
-UTF8_BOM = b"\xef\xbb\xbf"
-
-#: Every rule a row or a file can break, by name, with what it requires (used in errors, reports and metrics).
-RULES: dict[str, str] = {
-    "invalid_json": "each line/record must be valid JSON",
-    "invalid_utf8": "the text must be valid UTF-8",
-    "nesting_too_deep": "JSON may not nest deeper than the parser's limit (about 1000 levels)",
-    "not_an_object": "each row must be a JSON object",
-    "missing_field": "the fields of the input format must be present",
-    "field_not_string": "the text fields of the input format must be strings",
-    "messages_not_list": "`messages` must be a list",
-    "messages_empty": "`messages` must not be empty",
-    "message_not_object": "each message must be an object",
-    "role_invalid": "each message `role` must be one of system, user, assistant, tool",
-    "content_not_string": "each message `content` must be a string or a list of text parts",
-    "content_part_invalid": 'each part of a list `content` must be {"type": "text", "text": "<string>"}',
-    "content_empty": "each message `content` must be non-empty (not only whitespace)",
-    "system_not_first": "a system message may only be the first message",
-    "no_assistant_turn": "a conversation needs at least one assistant message",
-    "trailing_user": "a conversation must not end on a user message (see allow_trailing_user)",
-    "last_not_assistant": "a held-out conversation must end with the assistant's reference answer",
-    "no_user_turn": "a held-out conversation needs a user message before the reference answer",
-    "bad_compression": "a .gz file must be a complete gzip stream",
-    "invalid_csv": "a .csv file must be readable by Python's csv module",
-    "bad_parquet": "a .parquet file must be a complete, readable Parquet file",
-    "no_rows": "a data file must hold at least one row",
-    "record_too_large": "a JSONL line, .json array element or CSV record may not be longer than max_line_bytes",
-    "decompressed_too_large": "a .gz file may not expand past max_decompressed_bytes",
-}
 #: What a row without ``messages`` lacks (the RHOAI guide's troubleshooting string comes first).
 MESSAGES_NOT_FOUND = "messages field not found (no `messages` key)"
 #: How a failed dataset's error begins (the RHOAI guide's troubleshooting string).
 EXPECTED_CHAT_FORMAT = "Expected chat format"
-#: The rules only the held-out evaluation applies (it scores the final assistant turn against a prompt).
-HELDOUT_RULES = ("last_not_assistant", "no_user_turn")
-_EXCERPT_CHARS = 120
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-class RowError(ValueError):
-    """A row breaks one of :data:`RULES`.
-
-    Attributes:
-        rule: The rule's name, a key of :data:`RULES`.
-        detail: What exactly is wrong, e.g. ``messages[2].role='bot'``.
-    """
-
-    def __init__(self, rule: str, detail: str) -> None:
-        super().__init__(f"{rule}: {detail}")
-        self.rule = rule
-        self.detail = detail
-
-
-class ChatFormatError(ValueError):
-    """A row or a file breaks a rule; the message is one line: ``where [rule] detail — excerpt``.
-
-    Attributes:
-        where: ``file:line`` (or the file alone for a file-level rule).
-        rule: The rule's name, a key of :data:`RULES`.
-        detail: What exactly is wrong.
-        excerpt: A short excerpt of the offending row ("" for file-level rules).
-    """
-
-    def __init__(self, where: str, rule: str, detail: str, excerpt: str = "") -> None:
-        tail = f" — {excerpt}" if excerpt else ""
-        super().__init__(f"{where} [{rule}] {detail} ({RULES[rule]}){tail}")
-        self.where, self.rule, self.detail, self.excerpt = where, rule, detail, excerpt
-
-
-class Unreadable:
-    """A record that could not be decoded: the rule it breaks, why, and a short excerpt of its text."""
-
-    __slots__ = ("rule", "reason", "excerpt")
-
-    def __init__(self, rule: str, reason: str, excerpt: str) -> None:
-        self.rule = rule
-        self.reason = reason
-        self.excerpt = excerpt
-
-
-def excerpt(text: str | bytes) -> str:
-    r"""A short, single-line excerpt of a record for error messages and reports.
-
-    Control characters (a binary file's bytes, terminal escapes) are written as ``\xNN``, so an excerpt never drives
-    the terminal that shows it.
-    """
-    if isinstance(text, bytes):
-        text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
-    text = _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m[0]):02x}", " ".join(text[: _EXCERPT_CHARS * 4].split()))
-    return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"
 
 
 # ---------------------------------------------------------------------------------------------------------- rules
@@ -150,7 +67,8 @@ def check_messages(
     Args:
         messages: The value of a row's ``messages`` key.
         allow_trailing_user: Accept conversations whose last message is a user turn.
-        heldout: Also apply :data:`HELDOUT_RULES` (the last message is the assistant's reference answer).
+        heldout: Also apply the held-out rules ``last_not_assistant`` and ``no_user_turn`` (the last message is the
+            assistant's reference answer).
 
     Returns:
         ``None`` when the conversation is usable, else ``(rule, detail)`` for the first rule it breaks.
@@ -252,20 +170,16 @@ def encode_json(value: object) -> bytes:
     return _ENCODE(value)
 
 
-def fast_valid(line: bytes, allow_trailing_user: bool = False) -> bool:
-    """Whether a JSON line is certainly a usable ``messages`` row with string contents, checked while parsing.
-
-    ``False`` means "not on the fast path": decode it with :func:`decode_json` and name the rule with
-    :func:`check_row` (list-of-parts contents, for instance, are usable but not fast).
-    """
-    return fast_valid_lines([line], allow_trailing_user)[0]
-
-
 _NOT_FAST = (msgspec.DecodeError, UnicodeDecodeError, RecursionError, TypeError)  # TypeError: not bytes (a reject)
 
 
 def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[bool]:
-    """:func:`fast_valid` of each line, in one call per block of lines (the validator's hot loop)."""
+    """Whether each JSON line is certainly a usable ``messages`` row with string contents, checked while parsing.
+
+    One call per block of lines (the validator's hot loop). ``False`` means "not on the fast path": decode the line
+    with :func:`decode_json` and name the rule with :func:`check_row` (list-of-parts contents, for instance, are
+    usable but not fast).
+    """
     decode = _TYPED.decode
     verdicts = []
     for line in lines:
@@ -301,7 +215,7 @@ def iter_chat_file(
         path: The JSONL file (``.gz`` allowed).
         allow_trailing_user: Accept conversations whose last message is a user turn (a reader's choice: the training
             step accepts what the dataset step let through; not the dataset step's parameter of the same name).
-        heldout: Also apply :data:`HELDOUT_RULES`.
+        heldout: Also apply the held-out rules (:func:`check_messages`).
         label: What the file is (e.g. ``train_dataset``), put before its name in messages.
         require_rows: Raise ``no_rows`` for a file without any row (else yield nothing).
 
@@ -309,11 +223,6 @@ def iter_chat_file(
         ChatFormatError: At the first row that breaks a rule (naming file, line and rule), or ``no_rows`` when the
             file holds no row at all.
     """
-    from components._common.chat_files import (
-        ARTIFACT_READ_LIMITS,
-        iter_lines,
-    )  # imported here: chat_files builds on this module
-
     where = f"{label} {path}" if label else str(path)
     rows = 0
     for line_number, line in iter_lines(path, ARTIFACT_READ_LIMITS):

@@ -43,7 +43,11 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
     import urllib3
 
     from components.deployment.kubeflow_model_registry.registration import check_registration_names
-    from components.deployment.kubeflow_model_registry.registry_client import API_ROOT, API_VERSIONS, registry_base_url
+    from components.deployment.kubeflow_model_registry.registry_endpoint import (
+        API_ROOT,
+        API_VERSIONS,
+        registry_base_url,
+    )
 
     address = str(values.get(keys.REGISTRY_ADDRESS) or "").strip()
     setting = values.label(keys.REGISTRY_ADDRESS)

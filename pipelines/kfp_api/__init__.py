@@ -3,9 +3,9 @@
 The ``kfp-finetune upload|run|schedule`` commands are thin argparse wrappers of this package:
 
 * :mod:`.connection`: :func:`connection_from_options` turns flags and environment (``KFP_HOST``, ``KFP_TOKEN``) into a
-  :class:`Connection`; :func:`make_client` builds the API's services from it after a health check
-  (:class:`~.server.KfpServer`: ``kfp_server_api``'s generated classes); every request has a ``(connect, read)``
-  timeout and is tried once.
+  :class:`Connection`; every request has a ``(connect, read)`` timeout and is tried once.
+* :mod:`.server`: :func:`make_client` builds the API's services from a connection after a health check
+  (:class:`~.server.KfpServer`: ``kfp_server_api``'s generated classes).
 * :mod:`.arguments`: :func:`load_arguments` merges ``--param KEY=VALUE`` flags over a YAML/JSON parameters file;
   :func:`check_arguments` checks them against the compiled pipeline.
 * :mod:`.cron`: :func:`validate_cron` (``croniter``).
@@ -28,11 +28,10 @@ from pipelines.kfp_api.connection import (
     KfpApiError,
     api_errors,
     check_health,
-    client_session,
     connection_from_options,
-    make_client,
 )
 from pipelines.kfp_api.cron import validate_cron
+from pipelines.kfp_api.server import client_session, make_client
 from pipelines.kfp_api.submit import (
     DEFAULT_EXPERIMENT,
     MAX_CONCURRENCY_RANGE,

@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     import kfp_server_api
 
-    from pipelines.kfp_api.server import KfpServer
 
 LOGGER = logging.getLogger("pipelines.kfp_api")
 
@@ -171,27 +170,6 @@ def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
     return configuration
 
 
-def make_client(connection: Connection) -> KfpServer:
-    """The KFP API's services for a connection (:class:`~.server.KfpServer`), after one health check of the API.
-
-    The health check fails fast where the host is unreachable, refuses the token or answers with an HTML page (a
-    dashboard or login page at the wrong URL).
-
-    Args:
-        connection: Host, bearer token, TLS settings, namespace and timeout.
-
-    Returns:
-        The services; every request they send carries the bearer token, the TLS settings and the timeout.
-
-    Raises:
-        KfpApiError: The API cannot be reached (connection or TLS failure) or does not answer as a KFP API.
-    """
-    from pipelines.kfp_api.server import KfpServer
-
-    check_health(connection)
-    return KfpServer(connection, api_configuration(connection))
-
-
 def check_health(connection: Connection, timeout_seconds: float | tuple[float, float] | None = None) -> dict:
     """Calls ``GET /apis/v2beta1/healthz`` once, with the connection's TLS settings, token and request timeout.
 
@@ -298,13 +276,3 @@ def _redact(text: str, token: str) -> str:
     from components._common.masking import mask_text
 
     return mask_text(text, extra=[token] if token else ())
-
-
-@contextlib.contextmanager
-def client_session(connection: Connection) -> Iterator[KfpServer]:
-    """The health-checked services of the KFP API (:func:`make_client`), closed after the block."""
-    server = make_client(connection)
-    try:
-        yield server
-    finally:
-        server.close()

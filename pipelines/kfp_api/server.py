@@ -8,14 +8,16 @@ calls ``kfp-finetune upload|run|schedule`` make, each with the connection's ``(c
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.kfp_api.connection import Connection, api_configuration, check_health
+
 if TYPE_CHECKING:
     import kfp_server_api
-
-    from pipelines.kfp_api.connection import Connection
 
 
 def pipeline_spec_body(package_path: str) -> dict:
@@ -159,3 +161,32 @@ class KfpServer:
         return self.recurring_runs.recurring_run_service_create_recurring_run(
             recurring_run, _request_timeout=self.timeout
         )
+
+
+def make_client(connection: Connection) -> KfpServer:
+    """The KFP API's services for a connection (:class:`~.server.KfpServer`), after one health check of the API.
+
+    The health check fails fast where the host is unreachable, refuses the token or answers with an HTML page (a
+    dashboard or login page at the wrong URL).
+
+    Args:
+        connection: Host, bearer token, TLS settings, namespace and timeout.
+
+    Returns:
+        The services; every request they send carries the bearer token, the TLS settings and the timeout.
+
+    Raises:
+        KfpApiError: The API cannot be reached (connection or TLS failure) or does not answer as a KFP API.
+    """
+    check_health(connection)
+    return KfpServer(connection, api_configuration(connection))
+
+
+@contextlib.contextmanager
+def client_session(connection: Connection) -> Iterator[KfpServer]:
+    """The health-checked services of the KFP API (:func:`make_client`), closed after the block."""
+    server = make_client(connection)
+    try:
+        yield server
+    finally:
+        server.close()

@@ -1,7 +1,7 @@
 """Upload, run and schedule a compiled pipeline: the work of ``kfp-finetune upload|run|schedule``.
 
 Each call checks its input first (nothing is sent on bad input), then opens one bounded client session
-(:func:`~.connection.client_session`: health check, then :class:`~.server.KfpServer`, every request with the
+(:func:`~.server.client_session`: health check, then :class:`~.server.KfpServer`, every request with the
 connection's timeout).
 """
 
@@ -10,14 +10,11 @@ from __future__ import annotations
 import datetime
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pipelines.kfp_api.arguments import check_arguments, read_pipeline_spec
-from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_errors, client_session
+from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_errors
 from pipelines.kfp_api.cron import validate_cron
-
-if TYPE_CHECKING:
-    from pipelines.kfp_api.server import KfpServer
+from pipelines.kfp_api.server import KfpServer, client_session
 
 DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run

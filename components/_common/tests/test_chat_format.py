@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from components._common.chat_format import RULES, check_row, decode_json, fast_valid
+from components._common.chat_errors import RULES
+from components._common.chat_format import check_row, decode_json, fast_valid_lines
 from components.evaluation.lm_eval.custom_task import EvalDatasetError, read_conversations
 from components.training.finetuning.pod.entrypoint import EntrypointError, count_chat_rows
 from tests.harness.requests import validate_local_files
@@ -62,7 +63,7 @@ def test_the_fast_path_never_disagrees_with_the_rules():
         for allow_trailing_user in (False, True):
             line = json.dumps({"messages": messages, "id": 1}).encode()
             slow = check_row(decode_json(line), allow_trailing_user) is None
-            assert fast_valid(line, allow_trailing_user) == slow, (messages, allow_trailing_user)
+            assert fast_valid_lines([line], allow_trailing_user) == [slow], (messages, allow_trailing_user)
             checked += slow
     assert checked > 50  # the sample holds valid rows too
 
@@ -78,7 +79,7 @@ def test_the_fast_path_never_disagrees_with_the_rules():
 )
 def test_undecodable_lines_name_their_rule(line, rule):
     value = decode_json(line)
-    assert value.rule == rule and not fast_valid(line)
+    assert value.rule == rule and fast_valid_lines([line]) == [False]
 
 
 def test_rules_are_unique_and_described():

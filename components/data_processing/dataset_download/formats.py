@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from components._common.chat_format import EXPECTED_CHAT_FORMAT, MESSAGES_NOT_FOUND, RowError
+from components._common.chat_errors import RowError
+from components._common.chat_format import EXPECTED_CHAT_FORMAT, MESSAGES_NOT_FOUND
 
 #: Formats accepted by ``input_format`` besides ``auto``.
 FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion")

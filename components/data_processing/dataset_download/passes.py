@@ -27,7 +27,8 @@ from components._common.chat_files import ReadLimits, count_lines
 from .locations import DatasetSourceError
 from .readers import data_format
 from .split import JsonlWriter, SplitPlan, SplitSink, WrittenFile, iter_row_blocks, plan_split
-from .validate import Sink, ValidationReport
+from .validate import Sink
+from .validation_report import ValidationReport
 
 #: Runs the validation, sending the valid rows to a sink; returns the filled-in report.
 Validate = Callable[[Sink], ValidationReport]

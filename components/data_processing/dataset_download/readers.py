@@ -7,7 +7,7 @@ decoded is yielded as an :class:`Unreadable` value naming its rule (``invalid_js
 (``.jsonl.gz``, ``.json.gz``, ``.csv.gz``); a damaged one raises ``ChatFormatError`` (``bad_compression``), one
 that expands past ``max_decompressed_bytes`` too (``decompressed_too_large``). A UTF-8 byte order mark is accepted.
 
-Memory stays bounded whatever the input (see :class:`~components._common.chat_format.ReadLimits`): a JSONL line, a
+Memory stays bounded whatever the input (see :class:`~components._common.chat_files.ReadLimits`): a JSONL line, a
 ``.json`` array element or a CSV record longer than ``max_line_bytes`` is a reject (``record_too_large``), skipped
 without being held; Parquet is read one 512-row batch at a time, and a row group larger than
 :data:`PARQUET_ROW_GROUP_LINES` lines' worth is refused. Values that Parquet, CSV and ``.json`` give as ``null`` for an
@@ -25,8 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import IO
 
+from components._common.chat_errors import ChatFormatError, Unreadable, excerpt
 from components._common.chat_files import (
     COMPRESSION_ERRORS,
+    UTF8_BOM,
     DecompressedLimitExceeded,
     ReadLimits,
     bad_compression,
@@ -36,7 +38,7 @@ from components._common.chat_files import (
     record_too_large,
     size_text,
 )
-from components._common.chat_format import UTF8_BOM, ChatFormatError, Unreadable, decode_json, excerpt
+from components._common.chat_format import decode_json
 
 __all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", "position_label"]
 

@@ -25,7 +25,8 @@ from .passes import SplitOptions, validate_and_split
 from .sources import HttpOptions, check_deadline, fetch_dataset
 from .split import SplitPlan, WrittenFile, check_split_options, write_error
 from .tokens import TokenStats, check_token_options, load_token_counter
-from .validate import ValidationReport, check_validation_options, choose_format, validate_files
+from .validate import choose_format, validate_files
+from .validation_report import ValidationReport, check_validation_options
 
 LOG = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
 
     Raises:
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
-            :class:`~.validate.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
+            :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
     dataset_uri, seed, max_seq_len = request.dataset_uri, request.seed, request.max_seq_len
     train_split_ratio, subset_count = request.train_split_ratio, request.subset_count

@@ -18,7 +18,7 @@ import queue
 import random
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -258,27 +258,3 @@ def iter_row_blocks(path: Path) -> Iterator[list[bytes]]:
             yield rows
         if head:
             yield [head]
-
-
-def write_split(
-    lines: Iterable[bytes],
-    plan: SplitPlan,
-    seed: int,
-    train: JsonlWriter,
-    eval_: JsonlWriter,
-    on_selected: Callable[[bytes], None] | None = None,
-) -> None:
-    """Routes each line to train, eval or nowhere according to ``plan`` and ``seed`` (see :class:`SplitSink`).
-
-    Args:
-        lines: The valid rows as JSONL lines, exactly ``plan.rows_available`` of them, in source order.
-        plan: From :func:`plan_split`.
-        seed: The seed; the same seed and input give the same files.
-        train: Receives the train rows.
-        eval_: Receives the eval rows.
-        on_selected: Called with every kept row (e.g. for token statistics).
-    """
-    sink = SplitSink(plan, seed, train, eval_, on_selected)
-    lines = iter(lines)
-    while block := [line.rstrip(b"\n") for line in itertools.islice(lines, 4096)]:
-        sink(block)

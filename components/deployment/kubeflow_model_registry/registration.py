@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .lineage import RunInfo
-from .registry_client import RegistryEndpoint, RetryPolicy, with_retries
+from .registry_client import RetryPolicy, with_retries
+from .registry_endpoint import RegistryEndpoint
 
 #: The custom property that ties a version to the pipeline run that registered it.
 RUN_ID_PROPERTY = "pipeline_run_id"

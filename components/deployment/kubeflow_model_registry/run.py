@@ -26,7 +26,8 @@ from .registration import (
     check_registration_names,
     default_model_name,
 )
-from .registry_client import API_ROOT, RetryPolicy, connect, make_endpoint
+from .registry_client import RetryPolicy, connect
+from .registry_endpoint import API_ROOT, make_endpoint
 from .s3_upload import upload_model_files
 from .serving import (
     ServingRequest,

@@ -7,7 +7,7 @@ a change noise). With only one of the two standard errors that one is used; with
 is unknown. A change counts as real when ``|delta| > stderr``.
 
 The KFP metric names are ``<name>/base`` and ``<name>/delta`` beside the tuned value ``<name>`` (see
-:func:`~.report.metric_name`), and the verdict is one short line such as
+:func:`~.results.metric_name`), and the verdict is one short line such as
 ``held-out chrF +18.2 (better); arc_easy acc -0.4 pts (within noise)``.
 """
 
@@ -16,12 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from components.evaluation.lm_eval.custom_task import HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK, HELDOUT_TASKS
-
-if TYPE_CHECKING:
-    from components.evaluation.lm_eval.report import MetricRow
+from components.evaluation.lm_eval.results import MetricRow, metric_rows
 
 #: The metric a task is summed up by in the verdict (else its first metric in lm-eval's order).
 HEADLINE_METRICS = {HELDOUT_GENERATION_TASK: "chrf", HELDOUT_PERPLEXITY_TASK: "token_perplexity"}
@@ -102,7 +100,7 @@ def compare(rows: Iterable[MetricRow], baseline_rows: Iterable[MetricRow]) -> li
     """Pairs each tuned metric with the base model's value of the same task, metric and filter.
 
     Args:
-        rows: The fine-tuned model's rows (:func:`~.report.metric_rows`).
+        rows: The fine-tuned model's rows (:func:`~.results.metric_rows`).
         baseline_rows: The base model's rows.
 
     Returns:
@@ -224,8 +222,6 @@ def compare_with_baseline(
         The metrics, and the metadata: ``comparison`` (:func:`comparison_records`), ``verdict`` and
         ``baseline_model``; or ``baseline_skipped`` with the reason.
     """
-    from components.evaluation.lm_eval.report import metric_rows
-
     if baseline is None:
         return {}, {}
     skipped = baseline_skip_reason(baseline)

@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from components._common.artifacts import ArtifactFileError, find_artifact_file
-from components._common.chat_format import ChatFormatError, iter_chat_file
+from components._common.chat_errors import ChatFormatError
+from components._common.chat_format import iter_chat_file
 from components._common.files import write_text_atomically
 
 #: Task scoring generations of the held-out split against the reference assistant turns.

@@ -10,7 +10,6 @@ import html
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,72 +22,10 @@ from components.evaluation.lm_eval.comparison import (
     qualifier,
     verdict,
 )
+from components.evaluation.lm_eval.results import MetricRow, metric_rows
 
 #: Generations shown per generative task in the report (when samples were logged).
 REPORT_EXAMPLES = 5
-
-
-@dataclass(frozen=True)
-class MetricRow:
-    """One metric of one task, as lm-eval reported it.
-
-    Attributes:
-        task: Task or group name.
-        metric: Metric name (``acc``, ``exact_match``, ...).
-        filter_name: lm-eval filter (``none`` for unfiltered).
-        value: The aggregated value.
-        stderr: Its standard error, or None where lm-eval gives none.
-        higher_is_better: Direction of the metric, None when unknown.
-    """
-
-    task: str
-    metric: str
-    filter_name: str
-    value: float
-    stderr: float | None
-    higher_is_better: bool | None
-
-    @property
-    def name(self) -> str:
-        """The metric's KFP name, :func:`metric_name`."""
-        return metric_name(self.task, self.metric, self.filter_name)
-
-
-def metric_name(task: str, metric: str, filter_name: str = "none") -> str:
-    """The KFP metric name of a task's metric: ``<task>/<metric>``, plus ``/<filter>`` for filtered metrics."""
-    return f"{task}/{metric}" if filter_name in ("", "none") else f"{task}/{metric}/{filter_name}"
-
-
-def _number(value: Any) -> float | None:
-    """``value`` as a float when it is a real number (not a bool, not "N/A"), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def metric_rows(results: Mapping[str, Any]) -> list[MetricRow]:
-    """Flattens lm-eval's ``results`` section into one row per task, metric and filter.
-
-    Args:
-        results: The dict returned by ``lm_eval.simple_evaluate`` (or loaded from its JSON).
-
-    Returns:
-        Rows in lm-eval's task order; entries that are not numbers (``alias``, ``N/A`` values) are left out.
-    """
-    rows = []
-    directions = results.get("higher_is_better") or {}
-    for task, entries in (results.get("results") or {}).items():
-        for key, raw in entries.items():
-            metric, separator, filter_name = key.partition(",")
-            value = _number(raw)
-            if not separator or metric.endswith("_stderr") or value is None:
-                continue
-            stderr = _number(entries.get(f"{metric}_stderr,{filter_name}"))
-            direction = (directions.get(task) or {}).get(metric)
-            rows.append(
-                MetricRow(task, metric, filter_name, value, stderr, None if direction is None else bool(direction))
-            )
-    return rows
 
 
 def kfp_metrics(rows: Iterable[MetricRow]) -> dict[str, float]:

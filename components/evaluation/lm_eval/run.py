@@ -1,14 +1,12 @@
 """Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs.
 
 :func:`run_lm_eval` is what the component calls. Every parameter is checked before anything heavy is imported, so a
-bad value fails in a second with a message that names the parameter. Built-in benchmark tasks are indexed only when
-one is asked for (indexing lm-eval's ~15,000 task files takes ~15 s); custom and held-out tasks alone are loaded with
-``TaskManager(include_path=..., include_defaults=False)``.
+bad value fails in a second with a message that names the parameter (:mod:`.options`); the task names are checked
+against lm-eval's index by :mod:`.task_index`.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import tempfile
@@ -30,23 +28,17 @@ from components.evaluation.lm_eval.custom_task import (
 )
 from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
+from components.evaluation.lm_eval.options import check_options
 from components.evaluation.lm_eval.report import (
     kfp_metrics,
     load_baseline,
-    metric_rows,
     render_report,
     render_skipped_report,
 )
 from components.evaluation.lm_eval.request import LmEvalRequest
+from components.evaluation.lm_eval.results import metric_rows
 from components.evaluation.lm_eval.task_dirs import stage_task_dirs
-
-#: Aliases of the generation length that lm-eval ranks below ``max_gen_toks`` (a task's own value would win).
-_MAX_TOKEN_ALIASES = ("max_new_tokens", "max_tokens", "max_completion_tokens")
-_CLOSE_MATCHES = 5
-
-
-class UnknownTaskError(ValueError):
-    """A task name is neither a built-in lm-eval task nor a custom or held-out one."""
+from components.evaluation.lm_eval.task_index import build_task_manager, check_task_names
 
 
 class BenchmarkDataError(RuntimeError):
@@ -71,166 +63,6 @@ class LmEvalResult:
 def _log(message: str) -> None:
     """Prints a progress line (the KFP task log)."""
     print(f"[lm_eval] {message}", flush=True)
-
-
-def parse_batch_size(batch_size: str) -> str | int:
-    """Checks ``batch_size``: ``auto``, ``auto:N`` (N re-detections) or a positive integer.
-
-    Args:
-        batch_size: The parameter value.
-
-    Returns:
-        The value for lm-eval (an int, or the ``auto`` string).
-
-    Raises:
-        ValueError: Any other value.
-    """
-    text = str(batch_size).strip()
-    if text == "auto" or (text.startswith("auto:") and text[5:].isdigit() and int(text[5:]) > 0):
-        return text
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise ValueError(f"batch_size must be 'auto', 'auto:N' or a positive integer, got {batch_size!r}")
-
-
-def limit_arg(limit: int) -> int | None:
-    """Checks ``limit`` (documents per task): -1 = all, else a positive count.
-
-    Args:
-        limit: The parameter value.
-
-    Returns:
-        None for all documents, else the count.
-
-    Raises:
-        ValueError: 0 (would evaluate nothing) or another negative value.
-    """
-    if limit == -1:
-        return None
-    if limit == 0:
-        raise ValueError("limit must be -1 (all documents) or a positive count, got 0: it would evaluate nothing")
-    if limit < 0:
-        raise ValueError(f"limit must be -1 (all documents) or a positive count, got {limit}")
-    return int(limit)
-
-
-def num_fewshot_arg(num_fewshot: int) -> int | None:
-    """Checks ``num_fewshot``: -1 keeps each task's default, else 0 or more examples.
-
-    Raises:
-        ValueError: A negative value other than -1.
-    """
-    if num_fewshot == -1:
-        return None
-    if num_fewshot < 0:
-        raise ValueError(f"num_fewshot must be -1 (task default) or >= 0, got {num_fewshot}")
-    return int(num_fewshot)
-
-
-def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Makes the user's generation settings win over the tasks' own.
-
-    lm-eval merges ``gen_kwargs`` into each generative task's ``generation_kwargs`` but reads the length from
-    ``max_gen_toks`` first, so ``max_new_tokens`` (or ``max_tokens``) is renamed to ``max_gen_toks``; a positive
-    ``temperature`` without ``do_sample`` turns sampling on (tasks default to greedy decoding, which ignores it).
-
-    Args:
-        gen_kwargs: The ``gen_kwargs`` parameter.
-
-    Returns:
-        The kwargs for ``lm_eval.simple_evaluate``, or None when empty.
-
-    Raises:
-        ValueError: Not a dict, or a key is not a string.
-    """
-    if not isinstance(gen_kwargs, Mapping):
-        raise ValueError(f"gen_kwargs must be a dict, got {type(gen_kwargs).__name__}: {gen_kwargs!r}")
-    if not gen_kwargs:
-        return None
-    kwargs = dict(gen_kwargs)
-    for key in kwargs:
-        if not isinstance(key, str):
-            raise ValueError(f"gen_kwargs keys must be strings, got {key!r}")
-    for alias in _MAX_TOKEN_ALIASES:
-        if alias in kwargs and "max_gen_toks" not in kwargs:
-            kwargs["max_gen_toks"] = kwargs.pop(alias)
-    if "do_sample" not in kwargs and float(kwargs.get("temperature") or 0) > 0:
-        kwargs["do_sample"] = True
-    return kwargs
-
-
-def check_task_names(task_names: Sequence[str], heldout: bool) -> list[str]:
-    """Checks ``task_names`` and returns them without duplicates.
-
-    Args:
-        task_names: The ``task_names`` parameter.
-        heldout: Whether an ``eval_dataset`` provides the held-out tasks.
-
-    Returns:
-        The names in order, without duplicates.
-
-    Raises:
-        ValueError: Not a list of non-empty strings, or a held-out task is asked for without ``eval_dataset``.
-    """
-    if isinstance(task_names, str) or not isinstance(task_names, Sequence):
-        raise ValueError(f"task_names must be a list of lm-eval task names, got {task_names!r}")
-    names = []
-    for index, name in enumerate(task_names):
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"task_names[{index}] must be a non-empty string, got {name!r}")
-        if name in HELDOUT_TASKS and not heldout:
-            raise ValueError(f"task_names[{index}] = {name!r} is built from eval_dataset, which was not given")
-        names.append(name.strip())
-    return list(dict.fromkeys(names))
-
-
-def unknown_task_message(unknown: Sequence[str], known: Sequence[str]) -> str:
-    """The error text for unknown task names, with the closest known names.
-
-    Args:
-        unknown: Names found in no task index.
-        known: All task, group and tag names of the index.
-
-    Returns:
-        One sentence per unknown name.
-    """
-    lines = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, known, n=_CLOSE_MATCHES, cutoff=0.6)
-        hint = f"close matches: {', '.join(close)}" if close else "no close match"
-        lines.append(f"task_names: unknown lm-eval task {name!r} ({hint})")
-    return "; ".join(lines)
-
-
-def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path]) -> Any:
-    """Builds the lm-eval ``TaskManager`` and checks every name against its index.
-
-    Only custom/held-out tasks: ``include_defaults=False`` (fast). Any other name: the built-in index too.
-
-    Args:
-        task_names: All tasks to run.
-        include_paths: Directories of custom and held-out task YAMLs.
-
-    Returns:
-        A ``lm_eval.tasks.TaskManager`` that knows every name.
-
-    Raises:
-        UnknownTaskError: A name is in no index (the message lists close matches).
-    """
-    from lm_eval.tasks import TaskManager
-
-    include = [str(p) for p in include_paths] or None
-    if include:
-        local = TaskManager(include_path=include, include_defaults=False)
-        if all(name in local.all_tasks for name in task_names):
-            return local
-    _log("indexing lm-eval's built-in tasks (about 15 s)")
-    manager = TaskManager(include_path=include, include_defaults=True)
-    known = set(manager.all_tasks)
-    unknown = [name for name in task_names if name not in known]
-    if unknown:
-        raise UnknownTaskError(unknown_task_message(unknown, manager.all_tasks))
-    return manager
 
 
 def check_backend_available(backend: str) -> None:
@@ -332,45 +164,6 @@ def _evaluate(spec: ModelSpec, task_names: Sequence[str], manager: Any, options:
     return dict(results)
 
 
-def check_options(
-    batch_size: str,
-    limit: int,
-    num_fewshot: int,
-    gen_kwargs: Mapping[str, Any] | None,
-    apply_chat_template: bool,
-    seed: int,
-    max_samples: int,
-    max_new_tokens: int,
-    bootstrap_iters: int,
-) -> dict[str, Any]:
-    """Checks the run settings and converts them to lm-eval's arguments (see :func:`run_lm_eval` for each).
-
-    Returns:
-        ``batch_size``, ``limit``, ``num_fewshot``, ``gen_kwargs``, ``apply_chat_template``, ``seed``,
-        ``bootstrap_iters``, ``max_samples`` and ``max_new_tokens`` as lm-eval and the task writer take them.
-
-    Raises:
-        ValueError: A value is out of range (the message names the parameter and the value).
-    """
-    if max_samples == 0 or max_samples < -1:
-        raise ValueError(f"max_samples must be -1 (all rows) or a positive count, got {max_samples}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive number of tokens, got {max_new_tokens}")
-    if bootstrap_iters < 0:
-        raise ValueError(f"bootstrap_iters must be >= 0, got {bootstrap_iters}")
-    return {
-        "batch_size": parse_batch_size(batch_size),
-        "limit": limit_arg(limit),
-        "num_fewshot": num_fewshot_arg(num_fewshot),
-        "gen_kwargs": normalize_gen_kwargs(gen_kwargs or {}),
-        "apply_chat_template": bool(apply_chat_template),
-        "seed": int(seed),
-        "bootstrap_iters": int(bootstrap_iters),
-        "max_samples": int(max_samples),
-        "max_new_tokens": int(max_new_tokens),
-    }
-
-
 def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> int:
     """Writes the held-out tasks with the model's tokenizer; returns the number of conversations evaluated."""
     tokenizer = load_tokenizer(spec)
@@ -436,71 +229,58 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             dataset is empty or malformed, or a task name is unknown.
         BenchmarkDataError: A benchmark dataset cannot be reached.
     """
-    model_path = request.model_path
-    model_metadata = request.model_metadata
-    task_names = request.task_names
-    eval_dataset_path = request.eval_dataset_path
-    eval_dataset_metadata = request.eval_dataset_metadata
-    baseline_results_path = request.baseline_results_path
-    model_source = request.model_source
-    batch_size = request.batch_size
-    limit = request.limit
-    num_fewshot = request.num_fewshot
-    gen_kwargs = request.gen_kwargs
-    model_args = request.model_args
-    apply_chat_template = request.apply_chat_template
-    backend = request.backend
-    seed = request.seed
-    log_samples = request.log_samples
-    max_samples = request.max_samples
-    max_new_tokens = request.max_new_tokens
-    custom_tasks_path = request.custom_tasks_path
-    device = request.device
-    bootstrap_iters = request.bootstrap_iters
-    allow_empty_eval_dataset = request.allow_empty_eval_dataset
-    enabled = request.enabled
-    skip_unusable_model_source = request.skip_unusable_model_source
     options = check_options(
-        batch_size,
-        limit,
-        num_fewshot,
-        gen_kwargs,
-        apply_chat_template,
-        seed,
-        max_samples,
-        max_new_tokens,
-        bootstrap_iters,
+        request.batch_size,
+        request.limit,
+        request.num_fewshot,
+        request.gen_kwargs,
+        request.apply_chat_template,
+        request.seed,
+        request.max_samples,
+        request.max_new_tokens,
+        request.bootstrap_iters,
     )
-    if not enabled:
-        return _skipped(results_path, report_path, model_source or model_path, "turned off (enabled is false)")
-    if skip_unusable_model_source:
-        unusable = unusable_source_reason(model_source, backend, model_args, options["apply_chat_template"])
+    if not request.enabled:
+        return _skipped(
+            results_path, report_path, request.model_source or request.model_path, "turned off (enabled is false)"
+        )
+    if request.skip_unusable_model_source:
+        unusable = unusable_source_reason(
+            request.model_source, request.backend, request.model_args, options["apply_chat_template"]
+        )
         if unusable:
-            return _skipped(results_path, report_path, model_source, f"model_source {unusable}")
-    spec = resolve_model(model_path, model_metadata, model_source, backend, model_args)
-    check_backend_available(backend)
-    baseline = load_baseline(Path(baseline_results_path)) if baseline_results_path else None
-    heldout = bool(eval_dataset_path)
-    if heldout and allow_empty_eval_dataset and is_empty_dataset(Path(eval_dataset_path)):
-        _log(f"eval_dataset {eval_dataset_path} is empty: the held-out tasks are skipped (allow_empty_eval_dataset)")
+            return _skipped(results_path, report_path, request.model_source, f"model_source {unusable}")
+    spec = resolve_model(
+        request.model_path, request.model_metadata, request.model_source, request.backend, request.model_args
+    )
+    check_backend_available(request.backend)
+    baseline = load_baseline(Path(request.baseline_results_path)) if request.baseline_results_path else None
+    heldout = bool(request.eval_dataset_path)
+    if heldout and request.allow_empty_eval_dataset and is_empty_dataset(Path(request.eval_dataset_path)):
+        _log(
+            f"eval_dataset {request.eval_dataset_path} is empty: the held-out tasks are skipped "
+            "(allow_empty_eval_dataset)"
+        )
         heldout = False
-    names = check_task_names(task_names, heldout)
-    if not names and not eval_dataset_path:
+    names = check_task_names(request.task_names, heldout)
+    if not names and not request.eval_dataset_path:
         raise ValueError("nothing to evaluate: task_names is empty and no eval_dataset was given")
-    options["device"] = resolve_device(device, backend)
+    options["device"] = resolve_device(request.device, request.backend)
     ensure_writable_hf_cache()
     _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
 
     with tempfile.TemporaryDirectory(prefix="lm-eval-tasks-") as staging:
         include_paths = (
-            [stage_custom_tasks(Path(custom_tasks_path), Path(staging) / "custom")] if custom_tasks_path else []
+            [stage_custom_tasks(Path(request.custom_tasks_path), Path(staging) / "custom")]
+            if request.custom_tasks_path
+            else []
         )
         names, task_dirs = stage_task_dirs(names, Path(staging))
         include_paths += task_dirs
         heldout_rows = heldout_available = 0
         if heldout:
-            heldout_available = count_conversations(Path(eval_dataset_path))
-            heldout_rows = _write_heldout(spec, Path(eval_dataset_path), Path(staging) / "heldout", options)
+            heldout_available = count_conversations(Path(request.eval_dataset_path))
+            heldout_rows = _write_heldout(spec, Path(request.eval_dataset_path), Path(staging) / "heldout", options)
             include_paths.append(Path(staging) / "heldout")
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
         if names:
@@ -510,9 +290,9 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             results = {"results": {}, "configs": {}, "versions": {}}
 
     samples = results.pop("samples", None)
-    written = {**results, "samples": samples} if log_samples and samples else results
+    written = {**results, "samples": samples} if request.log_samples and samples else results
     write_text_atomically(Path(results_path), _results_json(written))
-    settings = _report_settings(spec, backend, names, (heldout_rows, heldout_available), options)
+    settings = _report_settings(spec, request.backend, names, (heldout_rows, heldout_available), options)
     report_results = {**results, "samples": samples} if samples else results
     write_text_atomically(Path(report_path), render_report(report_results, settings, baseline, names))
     compared, comparison_metadata = compare_with_baseline(results, baseline, names)
@@ -529,7 +309,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
     metadata = {
         "model": spec.source,
         "base_model": spec.base_model,
-        "backend": backend,
+        "backend": request.backend,
         "tasks": names,
         "apply_chat_template": options["apply_chat_template"],
         "heldout_rows": heldout_rows,
@@ -537,7 +317,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         "lm_eval_version": str(results.get("lm_eval_version", "")),
         **comparison_metadata,
     }
-    described = read_dataset_metadata(eval_dataset_metadata, "lm_eval input eval_dataset")
+    described = read_dataset_metadata(request.eval_dataset_metadata, "lm_eval input eval_dataset")
     if described is not None:
         metadata["dataset_uri"] = described.dataset_uri
     return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)

@@ -25,7 +25,7 @@ PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_AFFINITY,
     dsl.TaskConfigField.ENV,
     # The launcher pod's own CPU/memory (compile-time settings): KFP accepts them on a task with passthroughs only
-    # when RESOURCES is one; applied to this task, and NOT handed to the training job (see launch.build_job_spec).
+    # when RESOURCES is one; applied to this task, and NOT handed to the training job (job_from_request.py).
     dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.RESOURCES, apply_to_task=True),
 ]
 

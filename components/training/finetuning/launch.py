@@ -4,7 +4,7 @@
 pods start from (:func:`write_run_config`: the pods' code under its real package names, :data:`POD_MODULES`, the
 datasets, and ``run_config.json``, a
 :class:`~.pod.run_config.RunConfig` carrying the hyper-parameters and :func:`pod_settings`), builds the job from one
-:class:`~.manifests.spec.JobSpec` (:func:`build_job_spec`, :func:`build_job_manifest`), runs it with
+:class:`~.manifests.spec.JobSpec` (:mod:`.job_from_request`), runs it with
 :func:`.cluster.runner.run_job` and reads the checkpoint and metrics back from the workspace PVC.
 """
 
@@ -18,20 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
-from components._common.namespace import pod_namespace
 from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.config import (
     TRANSFORMERS_BACKEND,
     TrainingConfig,
     TrainingConfigError,
-    TrainModelRequest,
     runtime_name_of,
 )
+from components.training.finetuning.job_from_request import build_job_manifest, job_namespace, require_training_image
 from components.training.finetuning.manifests.api_generations import TRAINER_2_3, TrainJobApi, other_generation
 from components.training.finetuning.manifests.names import job_name
-from components.training.finetuning.manifests.spec import JobSpec, SecretEnvVar
-from components.training.finetuning.manifests.task_config import spec_from_task_config
-from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import BackendRun, RunPlan
 from components.training.finetuning.pod import entrypoint, progress_server
 from components.training.finetuning.pod import metrics as metrics_module
@@ -58,23 +54,6 @@ POD_MODULES = (
     "components.training.finetuning.pod.trainer_status",
 )
 POD_CODE_DIR = "code"
-#: Secret keys turned into environment variables of the training pods (never literal values).
-HF_TOKEN_KEY = "HF_TOKEN"
-S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
-
-
-def require_training_image(backend: str, training_image: str) -> None:
-    """A PyTorchJob has no runtime to take the image from: ``training_image`` must name one.
-
-    Raises:
-        TrainingConfigError: ``training_image`` is empty (``backend`` names why it is needed).
-    """
-    if not training_image.strip():
-        raise TrainingConfigError(
-            "train_model parameter training_image='': required when the launcher is pytorchjob "
-            f"(training_launcher={backend!r}); a PyTorchJob has no training runtime to take the image from, so name "
-            "the Training Hub image"
-        )
 
 
 def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
@@ -86,116 +65,6 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
             f"TrainJob (task_config.volume_mounts: {mounts}); run it in a pipeline with a workspace and the "
             "KUBERNETES_VOLUMES passthrough, and pass pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER"
         )
-
-
-def job_namespace(request: TrainModelRequest) -> str:
-    """The job's namespace: ``training_namespace``, else the pod's own.
-
-    Raises:
-        TrainingConfigError: Neither is known (not running in a cluster).
-    """
-    if request.training_namespace:
-        return request.training_namespace
-    namespace = pod_namespace()
-    if namespace:
-        return namespace
-    raise TrainingConfigError(
-        "train_model parameter training_namespace='': not running in a cluster, so name the namespace"
-    )
-
-
-def without_launcher_resources(task_config: Any) -> Any:
-    """``task_config`` without ``resources``: those are the launcher pod's own, not the training pods'.
-
-    The training pods' CPU, memory and GPUs come from the ``training_*`` parameters only.
-    """
-    if task_config is None:
-        return None
-    if dataclasses.is_dataclass(task_config):
-        return dataclasses.replace(task_config, resources=None)
-    return {key: value for key, value in dict(task_config).items() if key != "resources"}
-
-
-def build_job_spec(
-    config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest, owner: Any
-) -> JobSpec:
-    """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied).
-
-    The command is Training Hub's entrypoint, or the ``transformers`` backend's ``launch.py``
-    (:func:`.transformers_backend.pod_command`); the runtime is ``training_runtime_name``, else the backend's
-    (:func:`~.config.runtime_name_of`: ``torch-distributed`` for ``transformers``, else ``training-hub``).
-    ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
-    """
-    if request.training_backend == TRANSFORMERS_BACKEND:
-        command, args = transformers_backend.pod_command(config_path)
-    else:
-        command, args = ["python", str(config_path.parent / "entrypoint.py")], ["--config", str(config_path)]
-    secret_env = []
-    if request.hf_token_secret_name:
-        secret_env.append(SecretEnvVar(HF_TOKEN_KEY, request.hf_token_secret_name, HF_TOKEN_KEY, True))
-    if request.s3_secret_name:
-        secret_env += [SecretEnvVar(k, request.s3_secret_name, k, True) for k in S3_SECRET_KEYS]
-    return spec_from_task_config(
-        without_launcher_resources(task_config),
-        run_id=run_id,
-        task_name=task_name,
-        namespace=job_namespace(request),
-        command=command,
-        args=args,
-        image=request.training_image,
-        runtime_name=runtime_name_of(request.training_runtime_name, request.training_backend),
-        runtime_kind=request.training_runtime_kind,
-        num_nodes=request.training_num_nodes,
-        gpus_per_node=request.training_gpus_per_node,
-        gpu_resource_name=request.training_gpu_resource_name,
-        cpu_per_node=request.training_cpu_per_node,
-        memory_per_node=request.training_memory_per_node,
-        env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(request.training_env_vars).items()}},
-        secret_env=tuple(secret_env),
-        tolerations=list(request.training_tolerations),
-        node_selector=dict(request.training_node_selector),
-        pod_labels=dict(request.training_pod_labels),
-        pod_annotations=dict(request.training_pod_annotations),
-        active_deadline_seconds=request.training_timeout_seconds,
-        queue_name=request.training_queue_name,
-        progress_tracking=request.training_progress_tracking,
-        metrics_port=request.training_progress_metrics_port,
-        metrics_poll_interval_seconds=request.training_progress_poll_interval_seconds,
-        owner=owner,
-    )
-
-
-def build_job_manifest(
-    backend: str,
-    config_path: Path,
-    task_config: Any,
-    run_id: str,
-    task_name: str,
-    request: TrainModelRequest,
-    owner: Any,
-    api: TrainJobApi = TRAINER_2_3,
-) -> dict[str, Any]:
-    """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
-
-    Args:
-        backend: ``trainjob`` or ``pytorchjob`` (``auto`` already resolved).
-        config_path: The staged ``run_config.json``.
-        task_config: The task's ``dsl.TaskConfig`` passthrough.
-        run_id: The KFP run id.
-        task_name: The KFP task name.
-        request: The ``train_model`` arguments.
-        owner: The run's owning object for the job's ``ownerReference`` (``None``: none).
-        api: The TrainJob API the cluster serves (:func:`.cluster.discovery.discover_trainjob_api`).
-
-    Returns:
-        The manifest.
-    """
-    from components.training.finetuning.manifests import pytorchjob
-
-    spec = build_job_spec(config_path, task_config, run_id, task_name, request, owner)
-    if backend == "pytorchjob":
-        return pytorchjob.build_pytorchjob(spec)
-    return build_trainjob(spec, api)
 
 
 def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:

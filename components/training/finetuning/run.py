@@ -47,7 +47,8 @@ from components.training.finetuning.config import (
     TrainingConfigError,
     TrainModelRequest,
 )
-from components.training.finetuning.launch import pod_settings, require_training_image, train_on_cluster
+from components.training.finetuning.job_from_request import require_training_image
+from components.training.finetuning.launch import pod_settings, train_on_cluster
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
@@ -247,7 +248,7 @@ def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
     if plan.backend in CLUSTER_BACKENDS and plan.run_dir.exists():
         from components.training.finetuning.cluster.auth import load_api_client
         from components.training.finetuning.cluster.live_job import find_live_job
-        from components.training.finetuning.launch import job_namespace
+        from components.training.finetuning.job_from_request import job_namespace
         from components.training.finetuning.manifests.names import ownership_labels
 
         api_client = api_client or load_api_client()

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from components._common.chat_errors import ChatFormatError
 from components._common.chat_files import count_lines, iter_lines
-from components._common.chat_format import ChatFormatError
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.readers import iter_rows
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.data_processing.dataset_download.validate import DatasetValidationError
+from components.data_processing.dataset_download.validation_report import DatasetValidationError
 from tests.harness.requests import dataset_download_request, dataset_read_limits, validate_local_files
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}

@@ -1,5 +1,6 @@
 """The split and the component end to end: in-process through ``python_func`` and through ``kfp.local``."""
 
+import itertools
 import json
 from pathlib import Path
 
@@ -8,8 +9,8 @@ from kfp import dsl
 
 from components._common.dataset_metadata import read_dataset_metadata
 from components.data_processing.dataset_download import dataset_download
-from components.data_processing.dataset_download.split import JsonlWriter, plan_split, write_split
-from components.data_processing.dataset_download.validate import DatasetValidationError
+from components.data_processing.dataset_download.split import JsonlWriter, SplitSink, plan_split
+from components.data_processing.dataset_download.validation_report import DatasetValidationError
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 
@@ -64,7 +65,10 @@ def test_split_plan_warnings_and_errors():
 
 def _split(tmp_path, name, lines, plan, seed):
     train, eval_ = JsonlWriter(tmp_path / f"{name}-train"), JsonlWriter(tmp_path / f"{name}-eval")
-    write_split(lines, plan, seed, train, eval_)
+    sink = SplitSink(plan, seed, train, eval_, None)
+    lines = iter(lines)
+    while block := [line.rstrip(b"\n") for line in itertools.islice(lines, 4096)]:  # as the component's passes do
+        sink(block)
     return train.commit(), eval_.commit()
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from components._common.chat_format import ChatFormatError
+from components._common.chat_errors import ChatFormatError
 from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.run import run_dataset_download

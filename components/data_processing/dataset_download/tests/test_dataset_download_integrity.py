@@ -203,7 +203,7 @@ def _bad_files(folder: Path) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("name", ["rows.json", "rows.csv"])
 def test_a_bad_row_is_named_with_its_file_row_and_rule_and_can_be_dropped(tmp_path, name):
     from components.data_processing.dataset_download.run import run_dataset_download
-    from components.data_processing.dataset_download.validate import DatasetValidationError
+    from components.data_processing.dataset_download.validation_report import DatasetValidationError
     from tests.harness.requests import dataset_download_request
 
     where, what = _bad_files(tmp_path)[name]

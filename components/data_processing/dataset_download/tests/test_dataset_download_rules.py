@@ -2,7 +2,8 @@
 
 import pytest
 
-from components._common.chat_format import RULES, RowError, check_messages, check_row
+from components._common.chat_errors import RULES, RowError
+from components._common.chat_format import check_messages, check_row
 from components.data_processing.dataset_download.formats import (
     check_input_format,
     detect_format,

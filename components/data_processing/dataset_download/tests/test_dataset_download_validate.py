@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from components.data_processing.dataset_download.readers import Unreadable, data_format, iter_rows, position_label
-from components.data_processing.dataset_download.validate import DatasetValidationError
+from components.data_processing.dataset_download.validation_report import DatasetValidationError
 from tests.harness.requests import dataset_read_limits, validate_dataset_uri, validate_local_files
 
 GOOD = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}

@@ -29,9 +29,9 @@ from components.deployment.kubeflow_model_registry.registration import (
     derived_version_name,
     validate_name,
 )
-from components.deployment.kubeflow_model_registry.registry_client import (
+from components.deployment.kubeflow_model_registry.registry_client import RetryPolicy
+from components.deployment.kubeflow_model_registry.registry_endpoint import (
     RegistryEndpoint,
-    RetryPolicy,
     make_endpoint,
     read_bearer_token,
     registry_base_url,
@@ -43,7 +43,7 @@ from tests.harness.requests import dataset_metadata
 NO_SA_TOKEN = "/nonexistent/serviceaccount/token"
 
 
-# ---- registry_client ---------------------------------------------------------------------------------------------
+# ---- registry_endpoint, registry_client ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from components.evaluation.lm_eval.comparison import (
     comparison_metrics,
     verdict,
 )
-from components.evaluation.lm_eval.report import MetricRow, metric_rows
+from components.evaluation.lm_eval.results import MetricRow, metric_rows
 
 
 def _run(chrf: float, acc: float, acc_stderr: float | None = 0.01, loss: float = 2.0) -> dict:

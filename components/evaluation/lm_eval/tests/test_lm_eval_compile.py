@@ -69,9 +69,12 @@ def test_embeds_the_pure_modules_only(tmp_path):
             "custom_task.py",
             "request.py",
             "run.py",
+            "options.py",
+            "task_index.py",
             "model_spec.py",
             "report.py",
             "comparison.py",
+            "results.py",
             "task_dirs.py",
             "devices.py",
         )

@@ -5,17 +5,15 @@ import os
 
 import pytest
 
-from components.evaluation.lm_eval.run import (
-    check_backend_available,
+from components.evaluation.lm_eval.options import (
     check_options,
-    check_task_names,
-    ensure_writable_hf_cache,
     limit_arg,
     normalize_gen_kwargs,
     num_fewshot_arg,
     parse_batch_size,
-    unknown_task_message,
 )
+from components.evaluation.lm_eval.run import check_backend_available, ensure_writable_hf_cache
+from components.evaluation.lm_eval.task_index import check_task_names, unknown_task_message
 
 
 @pytest.mark.parametrize(("value", "expected"), [("auto", "auto"), ("auto:4", "auto:4"), ("16", 16), (" 8 ", 8)])

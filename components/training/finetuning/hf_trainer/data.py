@@ -43,10 +43,6 @@ def _assistant_mask_by_prefix(tokenizer: Any, messages: list[dict[str, Any]], in
     return mask
 
 
-def _token_ids(value: Any) -> list[int]:
-    return list(value["input_ids"] if isinstance(value, dict) or hasattr(value, "keys") else value)
-
-
 def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> Sample:
     """Tokenizes one conversation with the chat template; labels only on assistant tokens.
 

@@ -13,15 +13,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components._common.chat_format import ChatFormatError, iter_chat_file
+from components._common.chat_errors import ChatFormatError
+from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import LocalTrainingError
 
 if TYPE_CHECKING:
     from components.training.finetuning.config import TrainingConfig
 
-#: The in-process result (kept under the name callers know).
-LocalTrainingResult = training.TrainingResult
 FINAL_DIR, ADAPTER_DIR, CHECKPOINTS_DIR = training.FINAL_DIR, training.ADAPTER_DIR, training.CHECKPOINTS_DIR
 
 

@@ -12,7 +12,7 @@ import pytest
 from kfp import dsl
 
 from components._common import runtime
-from components.training.finetuning import launch, transformers_backend
+from components.training.finetuning import job_from_request, launch, transformers_backend
 from components.training.finetuning.config import TrainingConfigError, runtime_name_of
 from components.training.finetuning.run import run_train_model, validate_request
 from components.training.finetuning.tests.test_transformers_torchrun import pod_settings
@@ -82,7 +82,7 @@ def _staged(tmp_path, demo_dataset_path, hub_backend="transformers"):
 
 def _manifest(kind, config_path, **arguments):
     request = train_model_request(training_namespace=NS, **arguments)
-    return launch.build_job_manifest(kind, config_path, None, "run-3", "train-model", request, None)
+    return job_from_request.build_job_manifest(kind, config_path, None, "run-3", "train-model", request, None)
 
 
 def test_the_trainjob_targets_torch_distributed_and_runs_the_staged_launcher(tmp_path, demo_dataset_path):

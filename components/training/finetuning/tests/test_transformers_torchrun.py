@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import launch
+from components.training.finetuning import job_from_request, launch
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
 from tests.harness.requests import train_model_request, training_config
@@ -50,7 +50,7 @@ def pod_settings(port: int = 28080, termination_log: str = "", enabled: bool = F
 def job_manifest(config_path: Path, **arguments) -> dict:
     """The TrainJob ``train_model`` submits for a staged run of the transformers backend."""
     request = train_model_request(training_backend="transformers", training_namespace="team-a", **arguments)
-    return launch.build_job_manifest("trainjob", config_path, None, "run-1", "train-model", request, None)
+    return job_from_request.build_job_manifest("trainjob", config_path, None, "run-1", "train-model", request, None)
 
 
 def _free_port() -> int:

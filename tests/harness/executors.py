@@ -2,7 +2,8 @@
 
 Read from the compiled YAML (``deploymentSpec.executors``): the image, and the requirements of every
 ``python3 -m pip install ...`` in the container command (KFP puts the component's ``packages_to_install`` there, then
-``kfp`` itself with ``--no-deps``). Used by the tests and by ``benchmarks/step_start.py``.
+``kfp`` itself with ``--no-deps``). Used by the tests, ``benchmarks/step_start.py`` and ``scripts/lock.sh`` (not
+product code: nothing in ``components/`` or ``pipelines/`` imports it).
 """
 
 from __future__ import annotations

@@ -1,0 +1,92 @@
+"""What a broken chat row or data file says: the rules by name, the two error types, the excerpt of a record.
+
+The piece both :mod:`components._common.chat_format` (the row rules, the decoding) and
+:mod:`components._common.chat_files` (reading files within bounds) build on, so neither imports the other's caller.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Every rule a row or a file can break, by name, with what it requires (used in errors, reports and metrics).
+RULES: dict[str, str] = {
+    "invalid_json": "each line/record must be valid JSON",
+    "invalid_utf8": "the text must be valid UTF-8",
+    "nesting_too_deep": "JSON may not nest deeper than the parser's limit (about 1000 levels)",
+    "not_an_object": "each row must be a JSON object",
+    "missing_field": "the fields of the input format must be present",
+    "field_not_string": "the text fields of the input format must be strings",
+    "messages_not_list": "`messages` must be a list",
+    "messages_empty": "`messages` must not be empty",
+    "message_not_object": "each message must be an object",
+    "role_invalid": "each message `role` must be one of system, user, assistant, tool",
+    "content_not_string": "each message `content` must be a string or a list of text parts",
+    "content_part_invalid": 'each part of a list `content` must be {"type": "text", "text": "<string>"}',
+    "content_empty": "each message `content` must be non-empty (not only whitespace)",
+    "system_not_first": "a system message may only be the first message",
+    "no_assistant_turn": "a conversation needs at least one assistant message",
+    "trailing_user": "a conversation must not end on a user message (see allow_trailing_user)",
+    "last_not_assistant": "a held-out conversation must end with the assistant's reference answer",
+    "no_user_turn": "a held-out conversation needs a user message before the reference answer",
+    "bad_compression": "a .gz file must be a complete gzip stream",
+    "invalid_csv": "a .csv file must be readable by Python's csv module",
+    "bad_parquet": "a .parquet file must be a complete, readable Parquet file",
+    "no_rows": "a data file must hold at least one row",
+    "record_too_large": "a JSONL line, .json array element or CSV record may not be longer than max_line_bytes",
+    "decompressed_too_large": "a .gz file may not expand past max_decompressed_bytes",
+}
+_EXCERPT_CHARS = 120
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class RowError(ValueError):
+    """A row breaks one of :data:`RULES`.
+
+    Attributes:
+        rule: The rule's name, a key of :data:`RULES`.
+        detail: What exactly is wrong, e.g. ``messages[2].role='bot'``.
+    """
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"{rule}: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+class ChatFormatError(ValueError):
+    """A row or a file breaks a rule; the message is one line: ``where [rule] detail — excerpt``.
+
+    Attributes:
+        where: ``file:line`` (or the file alone for a file-level rule).
+        rule: The rule's name, a key of :data:`RULES`.
+        detail: What exactly is wrong.
+        excerpt: A short excerpt of the offending row ("" for file-level rules).
+    """
+
+    def __init__(self, where: str, rule: str, detail: str, excerpt: str = "") -> None:
+        tail = f" — {excerpt}" if excerpt else ""
+        super().__init__(f"{where} [{rule}] {detail} ({RULES[rule]}){tail}")
+        self.where, self.rule, self.detail, self.excerpt = where, rule, detail, excerpt
+
+
+class Unreadable:
+    """A record that could not be decoded: the rule it breaks, why, and a short excerpt of its text."""
+
+    __slots__ = ("rule", "reason", "excerpt")
+
+    def __init__(self, rule: str, reason: str, excerpt: str) -> None:
+        self.rule = rule
+        self.reason = reason
+        self.excerpt = excerpt
+
+
+def excerpt(text: str | bytes) -> str:
+    r"""A short, single-line excerpt of a record for error messages and reports.
+
+    Control characters (a binary file's bytes, terminal escapes) are written as ``\xNN``, so an excerpt never drives
+    the terminal that shows it.
+    """
+    if isinstance(text, bytes):
+        text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
+    text = _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m[0]):02x}", " ".join(text[: _EXCERPT_CHARS * 4].split()))
+    return text if len(text) <= _EXCERPT_CHARS else text[: _EXCERPT_CHARS - 1] + "…"

@@ -1,0 +1,190 @@
+"""Where and how to reach a Model Registry: the base URL from the component's address parameters, TLS, the bearer token.
+
+:func:`make_endpoint` checks the connection parameters and finds the token (secret env var, token files, the pod's
+service-account token) before any request is sent; the token is registered as a secret (masked in every output) and
+never sent over plain HTTP unless asked. The requests themselves are :mod:`.registry_client`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from components._common.masking import register_secret
+
+API_ROOT = "/api/model_registry/"
+#: API versions in the order they are tried.
+API_VERSIONS = ("v1", "v1alpha3")
+#: The version the installed client's generated code is written for.
+CLIENT_API_VERSION = "v1"
+
+#: Secret env var holding a bearer token (e.g. injected from a Kubernetes secret).
+TOKEN_ENV = "MODEL_REGISTRY_TOKEN"
+#: Env var naming a file that holds the bearer token (e.g. a projected service-account token).
+TOKEN_PATH_ENV = "MODEL_REGISTRY_TOKEN_PATH"
+#: Env var KFP sets to the pipeline's service-account token file.
+KFP_TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
+#: The pod's mounted service-account token.
+SERVICE_ACCOUNT_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+@dataclasses.dataclass(frozen=True)
+class RegistryEndpoint:
+    """Where and how to reach the registry. The token is kept out of ``repr`` so it can never be logged by accident.
+
+    Attributes:
+        base_url: ``scheme://host:port`` of the registry's REST service.
+        is_secure: Whether the registry's TLS certificate is verified.
+        ca_bundle_path: PEM bundle to verify the certificate with ("" = the system trust store).
+        token: Bearer token, or ``None`` to send none.
+        token_source: Where the token came from, safe to log (never the token itself).
+    """
+
+    base_url: str
+    is_secure: bool
+    ca_bundle_path: str
+    token: str | None = dataclasses.field(repr=False)
+    token_source: str
+
+
+def registry_base_url(registry_address: str, registry_port: int, is_secure: bool) -> str:
+    """Builds ``scheme://host:port`` from the component's address parameters.
+
+    Args:
+        registry_address: Host name or URL (``https://host``); a port in the URL wins over ``registry_port``.
+        registry_port: Port used when the address carries none.
+        is_secure: Whether TLS is verified; a bare host then gets ``https://`` (``http://`` otherwise).
+
+    Returns:
+        The base URL, without a trailing slash or path.
+
+    Raises:
+        ValueError: The address has a path, an unknown scheme, or the port is out of range.
+    """
+    address = registry_address.strip().rstrip("/")
+    if "://" not in address:
+        address = ("https://" if is_secure else "http://") + address
+    parts = urlsplit(address)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"registry_address={registry_address!r}: expected a host name or an http(s):// URL of the Model Registry "
+            "REST service, e.g. 'https://model-registry-rest.apps.example.com'"
+        )
+    if parts.path or parts.query:
+        raise ValueError(
+            f"registry_address={registry_address!r}: give the host only; the API path {API_ROOT}<version> is added "
+            "by the client"
+        )
+    port = parts.port or registry_port
+    if not 0 < int(port) < 65536:
+        raise ValueError(f"registry_port={registry_port!r}: must be between 1 and 65535")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}:{port}"
+
+
+def read_bearer_token(
+    environ: Mapping[str, str] | None = None, service_account_token_path: str = SERVICE_ACCOUNT_TOKEN_PATH
+) -> tuple[str | None, str]:
+    """Finds the bearer token: secret env var, then token files, then the pod's service-account token.
+
+    Order: ``$MODEL_REGISTRY_TOKEN``; the file named by ``$MODEL_REGISTRY_TOKEN_PATH``; the file named by
+    ``$KF_PIPELINES_SA_TOKEN_PATH``; the mounted service-account token.
+
+    Args:
+        environ: Environment to read (default ``os.environ``).
+        service_account_token_path: The mounted service-account token file.
+
+    Returns:
+        ``(token or None, description of its source)``; the description never contains the token.
+
+    Raises:
+        ValueError: An env var names a token file that cannot be read, or the file is empty.
+    """
+    environ = os.environ if environ is None else environ
+    token = environ.get(TOKEN_ENV, "").strip()
+    if token:
+        return token, f"env var {TOKEN_ENV}"
+    for variable in (TOKEN_PATH_ENV, KFP_TOKEN_PATH_ENV):
+        path = environ.get(variable, "").strip()
+        if path:
+            return _read_token_file(Path(path), f"file {path} (from env var {variable})"), f"file {path}"
+    if Path(service_account_token_path).is_file():
+        source = f"service-account token {service_account_token_path}"
+        return _read_token_file(Path(service_account_token_path), source), source
+    return None, "none found (no token env var, token file or service-account token)"
+
+
+def _read_token_file(path: Path, source: str) -> str:
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"bearer token {source} cannot be read: {exc.strerror}") from None
+    if not token:
+        raise ValueError(f"bearer token {source} is empty")
+    return token
+
+
+def make_endpoint(
+    registry_address: str,
+    registry_port: int,
+    is_secure: bool,
+    ca_bundle_path: str,
+    environ: Mapping[str, str] | None = None,
+    service_account_token_path: str = SERVICE_ACCOUNT_TOKEN_PATH,
+    allow_token_over_http: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> RegistryEndpoint:
+    """Validates the connection parameters and finds the token.
+
+    Transport rules: ``is_secure=False`` with an ``https://`` address keeps TLS but skips certificate verification,
+    and says so in a warning; a token is never sent over plain ``http://`` unless ``allow_token_over_http`` asks for
+    it (it is withheld, with a warning naming its source; a registry that needs it then answers 401).
+
+    Args:
+        registry_address: See :func:`registry_base_url`.
+        registry_port: See :func:`registry_base_url`.
+        is_secure: Verify TLS (``https://`` required).
+        ca_bundle_path: PEM bundle to trust ("" = system trust store); must exist when given.
+        environ: Environment to read the token from (default ``os.environ``).
+        service_account_token_path: The mounted service-account token file.
+        allow_token_over_http: Send the token to a plain-HTTP address (e.g. inside a trusted service mesh).
+        log: Where the warnings go (default: printed).
+
+    Returns:
+        The endpoint.
+
+    Raises:
+        ValueError: Inconsistent parameters (http with ``is_secure``, missing CA bundle, no token for TLS).
+    """
+    base_url = registry_base_url(registry_address, registry_port, is_secure)
+    if is_secure and base_url.startswith("http://"):
+        raise ValueError(
+            f"registry_address={registry_address!r} is plain http but is_secure=True: use https:// (TLS verified) or "
+            "set is_secure=False for an in-cluster plain-HTTP registry"
+        )
+    if ca_bundle_path and not Path(ca_bundle_path).is_file():
+        raise ValueError(f"ca_bundle_path={ca_bundle_path!r}: no such file (mount the CA bundle, e.g. a ConfigMap)")
+    token, source = read_bearer_token(environ, service_account_token_path)
+    register_secret(token)
+    warn = log or (lambda message: print(f"[model_registry] {message}", flush=True))
+    if not is_secure and base_url.startswith("https://"):
+        warn(
+            f"WARNING: is_secure=False with {base_url}: TLS is used but the certificate is NOT verified, so the "
+            "bearer token goes to a server whose identity is unchecked; set is_secure=True (with ca_bundle_path for "
+            "a private CA)"
+        )
+    if token is not None and base_url.startswith("http://") and not allow_token_over_http:
+        warn(
+            f"WARNING: the bearer token ({source}) is NOT sent to {base_url}: plain HTTP would expose it; use "
+            "https://, or set allow_token_over_http=True for a trusted in-cluster network"
+        )
+        token, source = None, f"withheld ({source} found; plain HTTP and allow_token_over_http=False)"
+    if is_secure and token is None:
+        raise ValueError(
+            f"is_secure=True but no bearer token was found for {base_url}: set the secret env var {TOKEN_ENV}, "
+            f"point {TOKEN_PATH_ENV} at a token file, or run with a service-account token mounted"
+        )
+    return RegistryEndpoint(base_url, is_secure, ca_bundle_path, token, source)

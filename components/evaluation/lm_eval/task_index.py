@@ -1,0 +1,96 @@
+"""The task names of an lm_eval run, checked against lm-eval's task index.
+
+No duplicates, held-out tasks only with an eval_dataset, every name in an index. Built-in tasks are indexed only when
+one is asked for (indexing lm-eval's ~15,000 task files takes ~15 s); custom and held-out tasks alone are loaded with
+``TaskManager(include_path=..., include_defaults=False)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
+
+#: Close matches named for an unknown task.
+_CLOSE_MATCHES = 5
+
+
+class UnknownTaskError(ValueError):
+    """A task name is neither a built-in lm-eval task nor a custom or held-out one."""
+
+
+def check_task_names(task_names: Sequence[str], heldout: bool) -> list[str]:
+    """Checks ``task_names`` and returns them without duplicates.
+
+    Args:
+        task_names: The ``task_names`` parameter.
+        heldout: Whether an ``eval_dataset`` provides the held-out tasks.
+
+    Returns:
+        The names in order, without duplicates.
+
+    Raises:
+        ValueError: Not a list of non-empty strings, or a held-out task is asked for without ``eval_dataset``.
+    """
+    if isinstance(task_names, str) or not isinstance(task_names, Sequence):
+        raise ValueError(f"task_names must be a list of lm-eval task names, got {task_names!r}")
+    names = []
+    for index, name in enumerate(task_names):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"task_names[{index}] must be a non-empty string, got {name!r}")
+        if name in HELDOUT_TASKS and not heldout:
+            raise ValueError(f"task_names[{index}] = {name!r} is built from eval_dataset, which was not given")
+        names.append(name.strip())
+    return list(dict.fromkeys(names))
+
+
+def unknown_task_message(unknown: Sequence[str], known: Sequence[str]) -> str:
+    """The error text for unknown task names, with the closest known names.
+
+    Args:
+        unknown: Names found in no task index.
+        known: All task, group and tag names of the index.
+
+    Returns:
+        One sentence per unknown name.
+    """
+    lines = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=_CLOSE_MATCHES, cutoff=0.6)
+        hint = f"close matches: {', '.join(close)}" if close else "no close match"
+        lines.append(f"task_names: unknown lm-eval task {name!r} ({hint})")
+    return "; ".join(lines)
+
+
+def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path]) -> Any:
+    """Builds the lm-eval ``TaskManager`` and checks every name against its index.
+
+    Only custom/held-out tasks: ``include_defaults=False`` (fast). Any other name: the built-in index too.
+
+    Args:
+        task_names: All tasks to run.
+        include_paths: Directories of custom and held-out task YAMLs.
+
+    Returns:
+        A ``lm_eval.tasks.TaskManager`` that knows every name.
+
+    Raises:
+        UnknownTaskError: A name is in no index (the message lists close matches).
+    """
+    from lm_eval.tasks import TaskManager
+
+    include = [str(p) for p in include_paths] or None
+    if include:
+        local = TaskManager(include_path=include, include_defaults=False)
+        if all(name in local.all_tasks for name in task_names):
+            return local
+    print("[lm_eval] indexing lm-eval's built-in tasks (about 15 s)", flush=True)
+    manager = TaskManager(include_path=include, include_defaults=True)
+    known = set(manager.all_tasks)
+    unknown = [name for name in task_names if name not in known]
+    if unknown:
+        raise UnknownTaskError(unknown_task_message(unknown, manager.all_tasks))
+    return manager
