@@ -80,8 +80,12 @@ def model_registry_request(**arguments: Any) -> Any:
     """A ``ModelRegistryRequest``: ``model_registry``'s defaults and ``arguments`` (``model`` among them)."""
     from components.deployment.kubeflow_model_registry import model_registry
     from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest
+    from components.deployment.kubeflow_model_registry.serving import ServingRequest
 
-    return ModelRegistryRequest(**{**component_defaults(model_registry), **arguments})
+    values = {**component_defaults(model_registry), **arguments}
+    grouped = {field.name for field in dataclasses.fields(ServingRequest)}
+    serving = ServingRequest(**{name: values.pop(name) for name in grouped})
+    return ModelRegistryRequest(**values, serving=serving)
 
 
 def job_spec_settings(**fields: Any) -> dict[str, Any]:

@@ -74,6 +74,7 @@ def model_registry(
     from components._common.files import with_extension
     from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
     from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest, run_model_registration
+    from components.deployment.kubeflow_model_registry.serving import ServingRequest
 
     def info(artifact):
         return None if artifact is None else ArtifactInfo(artifact.uri, artifact.path, dict(artifact.metadata))
@@ -106,17 +107,19 @@ def model_registry(
         storage_key=storage_key,
         pipeline_run_id=pipeline_run_id,
         pipeline_run_name=pipeline_run_name,
-        modelcar_uri=modelcar_uri,
-        modelcar_base_image=modelcar_base_image,
-        modelcar_lora_weights=modelcar_lora_weights,
-        modelcar_insecure=modelcar_insecure,
-        deploy_inference_service=deploy_inference_service,
-        deploy_service_name=deploy_service_name,
-        deploy_namespace=deploy_namespace,
-        deploy_runtime=deploy_runtime,
-        deploy_runtime_image=deploy_runtime_image,
-        deploy_gpus=deploy_gpus,
-        deploy_timeout_seconds=deploy_timeout_seconds,
+        serving=ServingRequest(
+            modelcar_uri=modelcar_uri,
+            modelcar_base_image=modelcar_base_image,
+            modelcar_lora_weights=modelcar_lora_weights,
+            modelcar_insecure=modelcar_insecure,
+            deploy_inference_service=deploy_inference_service,
+            deploy_service_name=deploy_service_name,
+            deploy_namespace=deploy_namespace,
+            deploy_runtime=deploy_runtime,
+            deploy_runtime_image=deploy_runtime_image,
+            deploy_gpus=deploy_gpus,
+            deploy_timeout_seconds=deploy_timeout_seconds,
+        ),
     )
     result = run_model_registration(request, with_extension(summary, ".md"))
     outputs = namedtuple("Outputs", ["status", "model_id", "version_id", "model_uri", "endpoint_url"])

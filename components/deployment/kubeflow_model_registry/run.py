@@ -129,9 +129,7 @@ class ModelRegistryRequest:
         storage_key: Data-connection secret name recorded on the artifact for serving.
         pipeline_run_id: The run's id ("" or an unresolved placeholder = unknown).
         pipeline_run_name: The run's name.
-        modelcar_uri, modelcar_base_image, modelcar_lora_weights, modelcar_insecure, deploy_inference_service,
-        deploy_service_name, deploy_namespace, deploy_runtime, deploy_runtime_image, deploy_gpus,
-        deploy_timeout_seconds: The modelcar publish and the KServe deploy (:class:`.serving.ServingRequest`).
+        serving: The modelcar publish and the KServe deploy (one group of options).
     """
 
     model: ArtifactInfo
@@ -161,22 +159,7 @@ class ModelRegistryRequest:
     storage_key: str
     pipeline_run_id: str
     pipeline_run_name: str
-    modelcar_uri: str
-    modelcar_base_image: str
-    modelcar_lora_weights: str
-    modelcar_insecure: bool
-    deploy_inference_service: bool
-    deploy_service_name: str
-    deploy_namespace: str
-    deploy_runtime: str
-    deploy_runtime_image: str
-    deploy_gpus: int
-    deploy_timeout_seconds: int
-
-    @property
-    def serving(self) -> ServingRequest:
-        """The publish and deploy parameters."""
-        return ServingRequest(**{f.name: getattr(self, f.name) for f in dataclasses.fields(ServingRequest)})
+    serving: ServingRequest
 
 
 @masked
