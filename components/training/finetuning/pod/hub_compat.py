@@ -129,6 +129,8 @@ def keywords_taken(function_name: str, function: Callable[..., Any]) -> set[str]
     named = {name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return named
+    if not named:  # ``def sft(**kwargs)``: not a Training Hub release's signature (they name model_path, ...)
+        return None
     backend = _backend_keywords(function_name)
     return None if backend is None else named | backend
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import subprocess
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,10 @@ from components.training.finetuning import launch
 from components.training.finetuning.pod import entrypoint, hub_compat
 from components.training.finetuning.pod.run_config import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
 from tests.harness.requests import dataset_download_request, training_config
-from tests.harness.training_hub_envs import MAIN_VERSION, REPOSITORY, HubEnv, build_tiny_model_in, hub_env
+from tests.harness.training_hub_envs import MAIN_VERSION, HubEnv, build_tiny_model_in, hub_env
 
 VERSIONS = ["0.3.0", "0.6.0", "0.9.8"]
+ALGORITHMS = ("sft", "osft", "lora")
 
 #: What each release takes: its functions, and the keywords of the options and settings that differ between releases.
 #: (function, keyword): True where the function names it or its backend reads it.
@@ -99,68 +101,98 @@ def train_file(tmp_path_factory):
     return root / "train.jsonl", result.train.rows
 
 
-@pytest.fixture(scope="module")
-def model_for(tmp_path_factory, tiny_model_dir):
-    """The tiny model each release loads: the shared one, or one saved by the release's own transformers."""
-    built: dict[str, Path] = {}
-
-    def model(env: HubEnv) -> Path:
-        if not env.own_transformers:
-            return tiny_model_dir
-        if env.version not in built:
-            built[env.version] = build_tiny_model_in(env, tmp_path_factory.mktemp(f"model-{env.version}") / "model")
-        return built[env.version]
-
-    return model
-
-
-@pytest.fixture(scope="module")
-def facts_of():
+def _facts(env: HubEnv, home: Path) -> dict[str, list[str]]:
     """What a release takes, read in its environment: ``{function: [keywords]}`` (absent functions left out)."""
-    cache: dict[str, dict[str, list[str]]] = {}
+    if env.version == MAIN_VERSION:  # this process's own Training Hub
+        import training_hub
 
-    def facts(env: HubEnv) -> dict[str, list[str]]:
-        if env.version == MAIN_VERSION:  # this process's own Training Hub
-            import training_hub
+        from components.training.finetuning.tests.training_hub_keywords import backend_keywords, named_parameters
 
-            from components.training.finetuning.tests.training_hub_keywords import backend_keywords, named_parameters
-
-            names = [name for name in ("sft", "osft", "lora_sft") if hasattr(training_hub, name)]
-            return {name: sorted(named_parameters(name) | backend_keywords(name)) for name in names}
-        if env.version not in cache:
-            process = subprocess.run(
-                [str(env.python), "-c", _FACTS_SCRIPT, str(Path(__file__).parent)],
-                env=_pod_env(env, REPOSITORY),
-                capture_output=True,
-                text=True,
-                timeout=180,
-            )
-            assert process.returncode == 0, process.stderr[-3000:]
-            cache[env.version] = json.loads(process.stdout.splitlines()[-1])
-        return cache[env.version]
-
-    return facts
+        names = [name for name in ("sft", "osft", "lora_sft") if hasattr(training_hub, name)]
+        return {name: sorted(named_parameters(name) | backend_keywords(name)) for name in names}
+    process = subprocess.run(
+        [str(env.python), "-c", _FACTS_SCRIPT, str(Path(__file__).parent)],
+        env=_pod_env(env, home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    return json.loads(process.stdout.splitlines()[-1])
 
 
-def _run_pod(env: HubEnv, run_dir: Path, algorithm: str, model: Path, train: Path, mlflow: bool = False, **hp):
-    """Stages a run as ``train_model`` does and runs the pod command with the release's Python."""
+def _stage(run_dir: Path, algorithm: str, model: Path, train: Path, mlflow: bool) -> dict:
+    """Stages a run as ``train_model`` does (with an eval split and JIT checkpoints on); returns its run config."""
     run_dir.mkdir(parents=True)
-    config = training_config(base_model=str(model), algorithm=algorithm, effective_batch_size=8, num_epochs=1, **hp)
+    config = training_config(
+        base_model=str(model), algorithm=algorithm, effective_batch_size=8, num_epochs=1, max_seq_len=512,
+        max_tokens_per_gpu=1024,
+    )  # fmt: skip
     settings = launch.PodSettings(
         progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
         jit_checkpoint=True,
         mlflow=MlflowSettings(tracking_uri="http://127.0.0.1:9" if mlflow else "", experiment_name="", run_name=""),
     )
-    config_path = launch.write_run_config(config, run_dir, train, train, None, 1, settings)  # with an eval split
-    assert config_path == run_dir / RUN_CONFIG_FILE
-    process = subprocess.run(
-        [str(env.python), str(run_dir / "entrypoint.py"), "--config", str(config_path)],
+    return json.loads(launch.write_run_config(config, run_dir, train, train, None, 1, settings).read_text())
+
+
+def _run_pod(env: HubEnv, run_dir: Path) -> subprocess.CompletedProcess:
+    """The staged pod command, run with the release's Python as the runtime image would."""
+    return subprocess.run(
+        [str(env.python), str(run_dir / "entrypoint.py"), "--config", str(run_dir / RUN_CONFIG_FILE)],
         env=_pod_env(env, run_dir),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=420,
     )
-    return json.loads(config_path.read_text()), process
+
+
+class _Runs:
+    """Each release's facts and pod runs, all started on the first request for that release, two at a time.
+
+    The pod commands spend much of their time in single-threaded imports and in torchrun's waits: two processes at a
+    time keep both CI cores busy, so a release's four processes take about the time of two.
+    """
+
+    def __init__(self, root: Path, train: Path, shared_model: Path):
+        self.root, self.train, self.shared_model = root, train, shared_model
+        self.pool = ThreadPoolExecutor(max_workers=2)
+        self.started: dict[str, dict[str, Future]] = {}
+        self.configs: dict[tuple[str, str], dict] = {}
+
+    def _start(self, env: HubEnv) -> dict[str, Future]:
+        futures = {"facts": self.pool.submit(_facts, env, self.root)}
+        if env.version == MAIN_VERSION:
+            return futures  # its pod runs are test_training_hub_data.py's
+        model = self.shared_model
+        if env.own_transformers:
+            model = build_tiny_model_in(env, self.root / f"model-{env.version}")
+        for algorithm in ALGORITHMS:
+            run_dir = self.root / env.version / algorithm
+            mlflow = not FACTS[env.version]["mlflow"]  # asked for where the release lacks it: a note, not an error
+            self.configs[env.version, algorithm] = _stage(run_dir, algorithm, model, self.train, mlflow)
+            futures[algorithm] = self.pool.submit(_run_pod, env, run_dir)
+        return futures
+
+    def facts(self, env: HubEnv) -> dict[str, list[str]]:
+        """What ``env``'s release takes (see :func:`_facts`)."""
+        if env.version not in self.started:
+            self.started[env.version] = self._start(env)
+        return self.started[env.version]["facts"].result()
+
+    def pod(self, env: HubEnv, algorithm: str) -> tuple[dict, subprocess.CompletedProcess]:
+        """The run config and the finished pod command of ``algorithm`` on ``env``'s release."""
+        if env.version not in self.started:
+            self.started[env.version] = self._start(env)
+        return self.configs[env.version, algorithm], self.started[env.version][algorithm].result()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_model_dir, train_file):
+    """The module's runner (:class:`_Runs`)."""
+    runner = _Runs(tmp_path_factory.mktemp("versions"), train_file[0], tiny_model_dir)
+    yield runner
+    runner.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _called_keywords(stdout: str, function_name: str) -> set[str]:
@@ -190,24 +222,20 @@ def _keyword_facts(taken: dict[str, list[str]]) -> dict[str, bool]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("version", [*VERSIONS, MAIN_VERSION])
-def test_the_facts_table_holds(version, facts_of):
-    env = hub_env(version)
-    assert _keyword_facts(facts_of(env)) == FACTS[version]
+def test_the_facts_table_holds(version, runs):
+    assert _keyword_facts(runs.facts(hub_env(version))) == FACTS[version]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_the_pod_command_reaches_the_gpu_or_says_in_one_line_what_the_release_lacks(
-    version, algorithm, train_file, model_for, facts_of, tmp_path
+    version, algorithm, train_file, runs
 ):
     env = hub_env(version)
-    train, rows = train_file
+    rows = train_file[1]
     function_name = entrypoint.TRAINING_HUB_FUNCTIONS[algorithm]
-    run_config, process = _run_pod(
-        env, tmp_path / "run", algorithm, model_for(env), train, mlflow=not FACTS[version]["mlflow"],
-        max_seq_len=512, max_tokens_per_gpu=1024,
-    )  # fmt: skip
+    run_config, process = runs.pod(env, algorithm)
     output = process.stdout[-3000:] + process.stderr[-5000:]
     assert process.stdout.splitlines()[0].startswith(f"training-hub {version} (instructlab-training "), output
     assert process.returncode == 1, output
@@ -220,7 +248,7 @@ def test_the_pod_command_reaches_the_gpu_or_says_in_one_line_what_the_release_la
         return
     assert last == entrypoint.no_gpu_message(algorithm), output
     called = _called_keywords(process.stdout, function_name)
-    assert called <= set(facts_of(env)[function_name])  # every keyword is one the release takes
+    assert called <= set(runs.facts(env)[function_name])  # every keyword is one the release takes
     notes = [line for line in process.stdout.splitlines() if line.startswith("note: ")]
     if not FACTS[version]["jit"]:  # asked for (jit_checkpoint=True), left out with one note naming the version
         assert "enable_jit_checkpoint" not in called
