@@ -49,20 +49,20 @@ def _base(version: str) -> str:
     raise ValueError(f"training-hub {version} is not listed in {ENVS_LIST}")
 
 
-def hub_env(version: str) -> HubEnv:
+def hub_env(version: str, root: Path = ENVS_ROOT) -> HubEnv:
     """The environment of ``version``; skips with the set-up's reason where it could not be built.
 
     Fails (not skips) where neither the environment nor a reason is there: the set-up did not run.
     """
     if version == MAIN_VERSION:
         return HubEnv(version, Path(sys.executable), own_transformers=False)
-    python = ENVS_ROOT / version / "bin" / "python"
-    if (ENVS_ROOT / version / ".kfp-finetune-installed").is_file() and python.exists():
+    python = root / version / "bin" / "python"
+    if (root / version / ".kfp-finetune-installed").is_file() and python.exists():
         return HubEnv(version, python, own_transformers=_base(version) == "own")
-    reason = ENVS_ROOT / f"{version}.unavailable"
+    reason = root / f"{version}.unavailable"
     if reason.is_file():
         pytest.skip(f"training-hub {version}: the set-up could not build its environment: {reason.read_text().strip()}")
-    pytest.fail(f"training-hub {version}: {ENVS_ROOT / version} is missing; run `bash scripts/setup.sh`")
+    pytest.fail(f"training-hub {version}: {root / version} is missing; run `bash scripts/setup.sh`")
 
 
 def build_tiny_model_in(env: HubEnv, output_dir: Path) -> Path:

@@ -71,3 +71,13 @@ def test_a_function_whose_keywords_cannot_be_told_gets_every_keyword_with_a_note
     assert notes == [
         f"note: cannot tell which keywords training-hub 9.9 {name} takes; passing them all" for name in ("grpo", "sft")
     ]
+
+
+def test_a_release_environment_skips_only_with_the_set_ups_reason(tmp_path):
+    from tests.harness.training_hub_envs import hub_env
+
+    (tmp_path / "0.3.0.unavailable").write_text("Python 3.12 is not installed (training-hub 0.3.0 needs it)\n")
+    with pytest.raises(pytest.skip.Exception, match="0.3.0: the set-up could not build .*Python 3.12 is not installed"):
+        hub_env("0.3.0", tmp_path)
+    with pytest.raises(pytest.fail.Exception, match="0.6.0: .* is missing; run `bash scripts/setup.sh`"):
+        hub_env("0.6.0", tmp_path)  # no environment and no reason: the set-up did not run
