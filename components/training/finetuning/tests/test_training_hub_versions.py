@@ -31,37 +31,23 @@ from tests.harness.training_hub_envs import MAIN_VERSION, HubEnv, build_tiny_mod
 VERSIONS = ["0.3.0", "0.6.0", "0.9.8"]
 ALGORITHMS = ("sft", "osft", "lora")
 
-#: What each release takes: its functions, and the keywords of the options and settings that differ between releases.
-#: (function, keyword): True where the function names it or its backend reads it.
+#: What each release takes (the README's "Training Hub versions" table): its functions, and the options and settings
+#: that differ between releases, True where every function concerned names the keyword or its backend reads it:
+#: jit = enable_jit_checkpoint, mlflow = mlflow_tracking_uri, osft_eval = osft's validation_data_path, osft_max_steps =
+#: osft's max_steps and training_mode, lora_eval = lora_sft's eval_data_path.
+_FACT_NAMES = ("sft", "osft", "lora_sft", "jit", "mlflow", "osft_eval", "osft_max_steps", "lora_eval")
+# fmt: off
 FACTS: dict[str, dict[str, bool]] = {
-    #          sft    osft   lora_sft  jit (all)  mlflow (all) osft eval  osft max_steps  lora eval
-    "0.3.0": dict(
-        sft=True,
-        osft=True,
-        lora_sft=False,
-        jit=False,
-        mlflow=False,
-        osft_eval=False,
-        osft_max_steps=True,
-        lora_eval=False,
-    ),  # fmt: skip
-    "0.6.0": dict(
-        sft=True,
-        osft=True,
-        lora_sft=True,
-        jit=False,
-        mlflow=True,
-        osft_eval=False,
-        osft_max_steps=True,
-        lora_eval=False,
-    ),  # fmt: skip
-    "0.9.8": dict(
-        sft=True, osft=True, lora_sft=True, jit=False, mlflow=True, osft_eval=False, osft_max_steps=True, lora_eval=True
-    ),  # fmt: skip
-    "0.11.2": dict(
-        sft=True, osft=True, lora_sft=True, jit=True, mlflow=True, osft_eval=True, osft_max_steps=True, lora_eval=True
-    ),  # fmt: skip
+    version: dict(zip(_FACT_NAMES, row, strict=True))
+    for version, row in {
+        #          sft   osft  lora_sft jit    mlflow osft_eval osft_max_steps lora_eval
+        "0.3.0":  (True, True, False,   False, False, False,    True,          False),
+        "0.6.0":  (True, True, True,    False, True,  False,    True,          False),
+        "0.9.8":  (True, True, True,    False, True,  False,    True,          True),
+        "0.11.2": (True, True, True,    True,  True,  True,     True,          True),
+    }.items()
 }
+# fmt: on
 
 #: Reads, inside a release's environment, which functions it has and which keywords each takes (JSON on stdout).
 _FACTS_SCRIPT = """
