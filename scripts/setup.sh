@@ -43,7 +43,8 @@ if ! problems="$("${pip[@]}" check 2>&1)"; then
 fi
 echo "$wanted" > "$stamp"
 # The Training Hub releases RHOAI's runtime images carry (0.3.0, 0.6.0, 0.9.8), each in its own environment under
-# .venv-training-hub/ for the pod command's tests. Measured here (2 cores, cold pip cache): 0.3.0 (own Python 3.12
-# venv, CUDA torch 2.8.0) 243 s and 7.2 GB; 0.6.0 and 0.9.8 (overlays on .venv) 2 s and 1-2 MB each.
+# .venv-training-hub/ for the pod command's tests. Measured here (2 shared cores, no pip cache): 0.3.0 (own Python 3.12
+# venv, CUDA torch 2.8.0) 243-356 s and 7.2 GB; 0.6.0 and 0.9.8 (overlays on .venv) 2-3 s and 1-2 MB each; a re-run
+# with nothing changed 0.07 s.
 VENV="$VENV" bash scripts/setup_training_hub.sh
 echo "setup: done" >&2

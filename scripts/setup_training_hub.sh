@@ -12,10 +12,10 @@
 # An environment that cannot be built leaves .venv-training-hub/<version>.unavailable with the reason; its tests skip
 # with that reason (and fail when neither the environment nor a reason is there, i.e. the set-up did not run).
 #
-# Measured on the 2-core build machine (cold pip cache; see the report of issue 33):
+# Measured on the 2-core build machine (no pip cache; see the report of issue 33):
 #   0.3.0  own venv, Python 3.12 (0.3.0 imports typing.override), torch 2.8.0 as the RHOAI 3.3 image (the index
-#          serves only the CUDA build for 3.12; it runs on CPU): 243 s, 7.2 GB (4.1 GB of it the nvidia-* CUDA
-#          libraries torch loads at import)
+#          serves only the CUDA build for 3.12; it runs on CPU): 243 s (first resolve) / 356 s (from the lock, busy
+#          machine), 7.2 GB (4.1 GB of it the nvidia-* CUDA libraries torch loads at import)
 #   0.6.0  overlay on .venv: 2 s, 1.1 MB
 #   0.9.8  overlay on .venv: 2 s, 1.6 MB
 set -euo pipefail
