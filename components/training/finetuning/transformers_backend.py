@@ -45,6 +45,7 @@ STAGED_MODULES = (
     "components.training.finetuning.hf_trainer.training",
     "components.training.finetuning.pod.checkpoints",
     "components.training.finetuning.pod.entrypoint",
+    "components.training.finetuning.pod.hub_compat",
     "components.training.finetuning.pod.metrics",
     "components.training.finetuning.pod.progress_server",
     "components.training.finetuning.pod.run_config",

@@ -12,6 +12,8 @@ Besides the Training Hub call, the entrypoint serves training progress to the Op
 rank-0 pod (:mod:`.progress_server`), resumes from the newest complete checkpoint (:mod:`.checkpoints`), asks Training
 Hub for just-in-time checkpoints on SIGTERM (a paused TrainJob) and hands it the MLflow settings. Those modules are
 staged with this one, under their package names (``launch.POD_MODULES``, ``staging.stage_code_tree``).
+The runtime image decides the Training Hub release (RHOAI 3.3's carries 0.3.0): the first line printed names it,
+and only keywords it takes are passed (:mod:`.hub_compat`).
 
 Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json`` (the staged script that runs this
 module from the staged code tree).
@@ -23,7 +25,6 @@ import argparse
 import dataclasses
 import hashlib
 import importlib.util
-import inspect
 import os
 import shutil
 import sys
@@ -33,17 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from components._common import s3
-from components.training.finetuning.pod import checkpoints, progress_server
+from components.training.finetuning.pod import checkpoints, hub_compat, progress_server
 from components.training.finetuning.pod.run_config import (
     Hyperparameters,
     RunConfig,
     RunConfigError,
     load_run_config,
 )
-
-#: Keywords added by this project that a Training Hub older than the pinned 0.11.2 may not take as parameters: they are
-#: dropped (with a note) when the installed function does not name them, instead of failing in the backend.
-OPTIONAL_PARAMETERS = ("enable_jit_checkpoint", "mlflow_tracking_uri", "mlflow_experiment_name", "mlflow_run_name")
 
 #: ``train_model`` algorithm name -> Training Hub function.
 TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft"}
@@ -253,7 +250,7 @@ def training_hub_call(
     if hp.hub_backend:
         kwargs["backend"] = hp.hub_backend
     if run_config.jit_checkpoint:
-        kwargs["enable_jit_checkpoint"] = True  # save on SIGTERM (a paused TrainJob); training-hub >= 0.9
+        kwargs["enable_jit_checkpoint"] = True  # save on SIGTERM (a paused TrainJob); training-hub >= 0.11.0
     mlflow = run_config.mlflow
     for key, value in (
         ("tracking_uri", mlflow.tracking_uri),
@@ -264,30 +261,6 @@ def training_hub_call(
             kwargs[f"mlflow_{key}"] = value
     kwargs.update(torchrun_kwargs(env, run_config.nproc_per_node))
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
-
-
-def accepted_kwargs(function: Any, kwargs: dict[str, Any], log: Any = print) -> dict[str, Any]:
-    """``kwargs`` without the :data:`OPTIONAL_PARAMETERS` that the installed Training Hub function does not name.
-
-    Args:
-        function: The installed ``training_hub.sft`` / ``osft`` / ``lora_sft``.
-        kwargs: The keyword arguments of :func:`training_hub_call`.
-        log: Where a note about each dropped keyword goes.
-
-    Returns:
-        The keyword arguments to call it with.
-    """
-    try:
-        named = set(inspect.signature(function).parameters)
-    except (TypeError, ValueError):
-        return kwargs
-    dropped = [key for key in OPTIONAL_PARAMETERS if key in kwargs and key not in named]
-    if dropped:
-        log(
-            f"note: the installed training-hub {getattr(function, '__name__', function)} does not take {dropped} "
-            "(training-hub >= 0.11 does); running without them"
-        )
-    return {key: value for key, value in kwargs.items() if key not in dropped}
 
 
 def load_chat_rows(path: Path, label: str = "dataset") -> Iterator[dict[str, Any]]:
@@ -436,32 +409,48 @@ def no_gpu_message(algorithm: str) -> str:
     )
 
 
+def _training_hub_function(function_name: str, version: str) -> Any:
+    """The installed ``training_hub.<function_name>``; one line naming the version when this image lacks it."""
+    if version:
+        import training_hub
+
+        function = getattr(training_hub, function_name, None)
+        if function is not None:
+            return function
+    raise hub_compat.TrainingHubUnsupported(hub_compat.missing_function_message(version, function_name))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Reads the config, resolves the model and runs Training Hub (the TrainJob command).
 
+    The first line printed names the installed Training Hub stack (:func:`.hub_compat.version_line`); only keywords
+    the installed version takes are passed (:func:`.hub_compat.select_keywords`).
+
     Returns:
         0 when training returned; 1 when it failed on a pod without a GPU (after printing :func:`no_gpu_message`;
-        Training Hub's own output, data processing included, comes before it). Other failures raise.
+        Training Hub's own output, data processing included, comes before it). Other failures raise; an algorithm
+        or setting the installed Training Hub lacks raises :class:`.hub_compat.TrainingHubUnsupported` (one line).
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, type=Path)
     args = parser.parse_args(argv)
+    versions = hub_compat.installed_versions()
+    print(hub_compat.version_line(versions), flush=True)
     run_config = load_run_config(args.config)
     env = dict(os.environ)
+    hp = run_config.hyperparameters
+    if hp.algorithm in TRAINING_HUB_FUNCTIONS:  # else training_hub_call names the rule; checked before any download
+        function = _training_hub_function(TRAINING_HUB_FUNCTIONS[hp.algorithm], versions["training-hub"])
     model_path = run_config.model_path or resolve_model_source(
         run_config.base_model, Path(run_config.model_cache_dir), run_config.pvc_mounts, env
     )
     function_name, kwargs = training_hub_call(run_config, env, model_path=model_path)
-    hp = run_config.hyperparameters
     resume, message = checkpoints.resume_kwargs(hp.algorithm, Path(run_config.ckpt_output_dir), hp.resume)
     if message:
         print(message)
     kwargs.update(resume)
     kwargs.update(image_kwargs(function_name))
-    import training_hub
-
-    function = getattr(training_hub, function_name)
-    kwargs = accepted_kwargs(function, kwargs)
+    kwargs = hub_compat.select_keywords(function_name, function, kwargs, versions["training-hub"])
     print(f"training-hub {function_name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items())) + ")")
     progress = progress_server.start_for_run(run_config, kwargs.get("node_rank", 0), env=env)
     succeeded = False
@@ -483,5 +472,5 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except RunConfigError as error:  # one line naming the file and the field, not a traceback
+    except (RunConfigError, EntrypointError, hub_compat.TrainingHubUnsupported) as error:  # one line, no traceback
         sys.exit(f"entrypoint: {error}")

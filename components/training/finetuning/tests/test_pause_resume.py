@@ -160,11 +160,10 @@ STAND_IN_HUB = '''
 import json, os, shutil
 from pathlib import Path
 
-def osft(model_path, data_path, ckpt_output_dir, enable_jit_checkpoint=False, **kwargs):
-    kwargs.update(model_path=model_path, ckpt_output_dir=ckpt_output_dir, enable_jit_checkpoint=enable_jit_checkpoint)
+def osft(**kwargs):  # no named parameter: the pod cannot tell what it takes, so it passes every keyword (a note)
     Path(os.environ["FAKE_HUB_CALLS"]).write_text(json.dumps(kwargs))
-    out = Path(ckpt_output_dir)
-    shutil.copytree(model_path, out / "hf_format" / "samples_64.0")
+    out = Path(kwargs["ckpt_output_dir"])
+    shutil.copytree(kwargs["model_path"], out / "hf_format" / "samples_64.0")
     with open(out / "training_metrics_0.jsonl", "a") as handle:
         for step, loss in ((3, 1.25), (4, 1.2)):
             handle.write(json.dumps({"step": step, "epoch": 0, "steps_per_epoch": 4, "lr": 1e-5, "loss": loss}) + "\\n")

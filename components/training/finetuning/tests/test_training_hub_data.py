@@ -181,6 +181,9 @@ def test_the_pod_command_runs_the_real_training_hub_and_ends_in_one_clear_line_w
         timeout=240,
     )
     assert process.returncode == 1, process.stdout[-2000:] + process.stderr[-4000:]
+    # The first line names the installed Training Hub stack; 0.11.2 takes every keyword, so nothing is left out.
+    assert process.stdout.splitlines()[0].startswith("training-hub 0.11.2 (instructlab-training 0.16.2, ")
+    assert not [line for line in process.stdout.splitlines() if line.startswith("note: training-hub")]
     last = [line for line in process.stderr.splitlines() if line.strip()][-1]
     assert last == entrypoint.no_gpu_message(algorithm)
     assert last.startswith(f"Training Hub {algorithm.upper()} needs an NVIDIA GPU; this pod sees none")
