@@ -580,7 +580,7 @@ def test_doctor_names_upstream_trainer_2_3s_api(cluster, capsys):
     (line,) = [line for line in out.splitlines() if "TrainJob API with" in line]
     assert line.startswith("OK") and "spec.runtimePatches (Kubeflow Trainer >= 2.2, RHOAI >= 3.6)" in line
     assert "activeDeadlineSeconds served" in line and "status.trainerStatus served" in line
-    assert "JIT checkpoints on pause: available where the runtime's Training Hub is >= 0.9" in line
+    assert "JIT checkpoints on pause: available where the runtime's Training Hub is >= 0.11.0" in line
     assert line.endswith("(OpenAPI v3 discovery)")
     assert "the runtime's image is unknown" not in out  # the harness runtime names no image: said so
     assert "ClusterTrainingRuntime 'training-hub' names no image" in out

@@ -18,6 +18,7 @@ from components.training.finetuning.cluster.errors import JobError
 from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
 from components.training.finetuning.config import runtime_name_of
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
+from components.training.finetuning.pod import hub_compat
 from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues
@@ -28,8 +29,8 @@ KNOWN_IMAGES = {
     "quay.io/modh/training:py312-cuda128-torch280": ("RHOAI 3.3", "0.3.0"),
     "quay.io/opendatahub/odh-th06-cuda130-torch210-py312:odh-3.5-ea1": ("RHOAI 3.5", "0.6.0"),
 }
-#: Training Hub's ``enable_jit_checkpoint`` (a checkpoint on SIGTERM, i.e. when a job is paused) arrived in 0.9.
-JIT_CHECKPOINT_SINCE = (0, 9)
+#: Training Hub's ``enable_jit_checkpoint`` (a checkpoint on SIGTERM, when a job is paused): the pod command's fact.
+JIT_CHECKPOINT_SINCE = tuple(int(part) for part in hub_compat.JIT_CHECKPOINT_SINCE.split(".")[:2])
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -47,7 +48,10 @@ def jit_checkpoints(api: TrainJobApi, hub_version: str) -> str:
         )
     if api.generation == POD_TEMPLATE_OVERRIDES:
         return "JIT checkpoints on pause: not in RHOAI 3.3-3.5's runtime images (Training Hub 0.3.0 / 0.6.0)"
-    return "JIT checkpoints on pause: available where the runtime's Training Hub is >= 0.9 (RHOAI 3.6 images: 0.9.x)"
+    return (
+        f"JIT checkpoints on pause: available where the runtime's Training Hub is >= {hub_compat.JIT_CHECKPOINT_SINCE} "
+        "(not in RHOAI 3.6's images: 0.9.x)"
+    )
 
 
 def runtime_image(runtime: Mapping[str, Any], job: str = "node") -> str:

@@ -31,10 +31,12 @@ from typing import Any
 #: The distributions whose versions the pod prints first (the Training Hub stack of the runtime image).
 DISTRIBUTIONS = ("training-hub", "instructlab-training", "rhai-innovation-mini-trainer", "transformers", "torch")
 
+#: The first Training Hub release whose functions take ``enable_jit_checkpoint`` (read from the released wheels).
+JIT_CHECKPOINT_SINCE = "0.11.0"
 _JIT = (
     "just-in-time checkpoints on SIGTERM (training_jit_checkpoint): a paused or preempted job resumes from its last "
     "saved checkpoint instead",
-    "training-hub >= 0.11.0",
+    f"training-hub >= {JIT_CHECKPOINT_SINCE}",
 )
 _MLFLOW = ("MLflow tracking (the training run is not logged to MLflow)", "training-hub >= 0.6.0")
 _VALIDATION = "validation on the eval split during training (the pipeline's evaluation step still scores it)"
