@@ -277,13 +277,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             return
         for (resource, namespace, name), obj in list(self.objects.items()):
             if (resource, namespace, name) == (request.resource, request.namespace, request.name) and not obj.deleted:
-                actual = (obj.get("metadata") or {}).get("uid")
-                if actual != expected:
-                    raise kmock.KubernetesError(
-                        status=409,
-                        reason="Conflict",
-                        message=f"Precondition failed: UID in precondition: {expected}, UID in object meta: {actual}",
-                    )
+                _require_uid(expected, (obj.get("metadata") or {}).get("uid"))
 
     def _server_metadata(self, request: kmock.Request) -> Callable[[], dict[str, Any]] | None:
         """As the API server: a uid, resourceVersion and generation on create; on a patch, the body's ``uid`` and
@@ -298,14 +292,14 @@ class KubeEmulator(kmock.KubernetesEmulator):
         self.resource_version += 1
         version = str(self.resource_version)
         if request.action == enums.action.CREATE:
-            stamp = {"uid": str(uuid.uuid4()), "resourceVersion": version, "generation": 1}
+            uid = (data.get("metadata") or {}).get("uid") or str(uuid.uuid4())  # _check_identity's, when it ran
+            stamp = {"uid": uid, "resourceVersion": version, "generation": 1}
             return functools.partial(self._stamp, key, stamp)
         if key not in self._objects or self._objects[key].deleted:
             return None
         now, sent = dict(self._objects[key].get("metadata", {})), data.get("metadata") or {}
-        if sent.get("uid") and sent["uid"] != now.get("uid"):
-            message = f"Precondition failed: UID in precondition: {sent['uid']}, UID in object meta: {now.get('uid')}"
-            raise kmock.KubernetesError(status=409, reason="Conflict", message=message)
+        if sent.get("uid"):
+            _require_uid(sent["uid"], now.get("uid"))
         if sent.get("resourceVersion") and sent["resourceVersion"] != now.get("resourceVersion"):
             raise kmock.KubernetesError(
                 status=409,
@@ -380,6 +374,13 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if tail:
             lines = lines[-int(tail) :]
         return ("\n".join(lines) + ("\n" if lines else "")).encode()
+
+
+def _require_uid(expected: str, actual: str | None) -> None:
+    """A uid precondition as the API server checks it: ``409 Conflict`` (nothing changed) when the uids differ."""
+    if actual != expected:
+        message = f"Precondition failed: UID in precondition: {expected}, UID in object meta: {actual}"
+        raise kmock.KubernetesError(status=409, reason="Conflict", message=message)
 
 
 def _sent_body(request: kmock.Request) -> Any:
