@@ -270,7 +270,11 @@ def test_the_step_image_is_tagged_with_the_project_version():
     from components._common.images import PROJECT_VERSION, STEP_IMAGE_REPOSITORY
 
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
-    assert PROJECT_VERSION == pyproject["project"]["version"]
+    # The distribution's version is read from PROJECT_VERSION (the built wheel's: tests/test_wheel.py).
+    assert "version" in pyproject["project"]["dynamic"] and "version" not in pyproject["project"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "components._common.images.PROJECT_VERSION"
+    }
     assert STEP_IMAGE == f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
     script = (Path(__file__).resolve().parents[1] / "scripts" / "build_step_image.sh").read_text()
     assert "STEP_IMAGE" in script and "-f Containerfile" in script

@@ -47,8 +47,11 @@ RUNTIME_IMAGE = os.environ.get("KFP_FINETUNE_RUNTIME_IMAGE", "")
 #: Whether compiled components pip-install their packages (and kfp) at run time.
 INSTALL_PACKAGES = os.environ.get("KFP_FINETUNE_INSTALL_PACKAGES", "1") != "0"
 
-#: The project's root package; runtime bundles are rooted here.
+#: The project's root package directory; runtime bundles hold its modules.
 COMPONENTS_ROOT = Path(__file__).resolve().parents[1]
+#: Its import name, from this module's own (``components`` in a clone, ``kfp_finetune.components`` in the wheel, see
+#: ``setup.py``): a bundle puts the modules at this import path, so the code that imports them runs unchanged in a pod.
+COMPONENTS_PACKAGE = __name__.rsplit(".", 2)[0]
 #: Fixed file time in bundles, so that the packed tar's members do not change from one compile to the next.
 _BUNDLE_MTIME = 315532800  # 1980-01-01, the earliest time zip/tar tools agree on
 #: Not needed in the pod: tests, caches, the KFP wrapper and the (compile-time) parameter descriptions.
@@ -70,7 +73,8 @@ def _common_imports(path: Path, function_bodies_only: bool = False) -> set[str]:
     ``function_bodies_only``: count only imports inside functions (a ``component.py``, whose function body is what
     KFP runs in the pod; its module-level imports stay at compile time).
     """
-    prefix = f"{COMPONENTS_ROOT.name}._common"
+    prefix = f"{COMPONENTS_PACKAGE}._common"
+    depth = prefix.count(".") + 1  # the index of the _common module's name in a dotted import path
     tree = ast.parse(path.read_text(encoding="utf-8"))
     roots = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)] if function_bodies_only else [tree]
     found = set()
@@ -78,9 +82,9 @@ def _common_imports(path: Path, function_bodies_only: bool = False) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.module == prefix:
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix + "."):
-            found.add(node.module.split(".")[2])
+            found.add(node.module.split(".")[depth])
         elif isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[2] for alias in node.names if alias.name.startswith(prefix + ".")}
+            found |= {alias.name.split(".")[depth] for alias in node.names if alias.name.startswith(prefix + ".")}
     return found
 
 
@@ -145,14 +149,15 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excl
         excluded_dirs: Directories inside ``component_dirs`` left out (code that cannot run on the bundle's image).
 
     Returns:
-        ``bundle_root``, now holding ``components/__init__.py``, the ``components/_common`` modules the directories
-        import (transitively; all of them when ``_common`` itself is one of the directories) and the modules of each
-        directory at its usual import path.
+        ``bundle_root``, now holding ``components/__init__.py`` (``kfp_finetune/components/`` in the wheel), the
+        ``components/_common`` modules the directories import (transitively; all of them when ``_common`` itself is
+        one of the directories) and the modules of each directory at its usual import path.
 
     Raises:
         ValueError: A directory is not inside the ``components`` package.
     """
-    package_root = bundle_root / COMPONENTS_ROOT.name
+    package_root = bundle_root.joinpath(*COMPONENTS_PACKAGE.split("."))
+    top_package = bundle_root / COMPONENTS_PACKAGE.split(".")[0]
     common = COMPONENTS_ROOT / "_common"
     for directory in component_dirs:
         if COMPONENTS_ROOT not in Path(directory).resolve().parents:
@@ -163,7 +168,7 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excl
         source = Path(source).resolve()
         target = package_root / source.relative_to(COMPONENTS_ROOT)
         _copy_module_tree(source, target, only if source == common else None, excluded)
-        _write_package_inits(package_root, target)
+        _write_package_inits(top_package, target)
     for path in [bundle_root, *bundle_root.rglob("*")]:
         os.utime(path, (_BUNDLE_MTIME, _BUNDLE_MTIME))
     return bundle_root

@@ -27,6 +27,7 @@ from pipelines.demo.demo_data import DEMO_DATASET_PATH
 from pipelines.demo.demo_summary import STEP_TASKS, output_types, summarize_run, summary_lines
 from pipelines.demo.general_ability import GENERAL_TASK, GENERAL_TASK_DIR, teach_general_sentences
 from pipelines.demo.hub_access import OFFLINE_ENVIRONMENT, hub_endpoint, offline_reason
+from pipelines.demo.local_paths import check_step_arguments, steps_data_dir
 
 #: The demo's training settings, shared by the three algorithms. Small enough for 2 CPU cores, long enough
 #: (8 epochs of 45 steps) that the tiny model learns the answer format ``a op b = c``; it is too small to learn the
@@ -104,11 +105,13 @@ def demo_arguments(
     registry_address: str,
     modelcar_uri: str = "",
     modelcar_base_image: str = "",
+    general_task_dir: Path = GENERAL_TASK_DIR,
 ) -> dict[str, Any]:
     """The pipeline arguments of the demo run, by dashboard name (the expert pipeline's parameter feeding each).
 
     With ``modelcar_uri`` the registry step publishes the model as a modelcar there (plain HTTP to a loopback
-    registry), layered on ``modelcar_base_image``.
+    registry), layered on ``modelcar_base_image``. ``general_task_dir``: the ``general_sentences`` task's folder (a
+    copy of it where ``kfp.local`` would mangle the shipped one's path, see :mod:`.local_paths`).
     """
     from pipelines.compile import pipeline_function
     from pipelines.training.finetuning.interface import parameter_feeding
@@ -117,7 +120,7 @@ def demo_arguments(
     by_step = {
         "dataset": {"dataset_uri": dataset_uri, "train_split_ratio": 0.9, "tokenizer_source": str(base_model)},
         "train": {**train, "training_base_model": str(base_model), "training_launcher": "local"},
-        "eval": DEMO_EVAL_ARGUMENTS,
+        "eval": {**DEMO_EVAL_ARGUMENTS, "task_names": [str(general_task_dir)]},
         "registry": {"registry_address": registry_address, "model_name": "kfp-finetune-demo"},
     }
     if modelcar_uri:
@@ -204,7 +207,8 @@ def run_demo(
     output_dir = Path(output_dir).resolve()
     output_dir.mkdir(parents=True, exist_ok=True)
     console = DemoConsole(output_dir / "demo.log", out=out, verbose=verbose)
-    dataset_uri = dataset_uri or str(DEMO_DATASET_PATH)
+    data_dir = steps_data_dir(output_dir)
+    dataset_uri = dataset_uri or str(data_dir / DEMO_DATASET_PATH.name)
     if modelcar_uri and not modelcar_base_image:
         raise DemoFailed(
             f"--modelcar-uri {modelcar_uri}: give --modelcar-base-image too (an image in a registry this machine "
@@ -224,7 +228,7 @@ def run_demo(
         )
         arguments = (registry_address, modelcar_uri, modelcar_base_image)
         with demo_environment(output_dir / "tmp", offline=bool(reason)):
-            run_dir, types = _run_pipeline(console, output_dir, algorithm, dataset_uri, arguments)
+            run_dir, types = _run_pipeline(console, output_dir, algorithm, dataset_uri, arguments, data_dir)
         summary = summarize_run(run_dir, types)
         for line in summary_lines(summary, run_dir):
             console.say(line)
@@ -234,7 +238,12 @@ def run_demo(
 
 
 def _run_pipeline(
-    console: Any, output_dir: Path, algorithm: str, dataset_uri: str, registry_arguments: tuple[str, str, str]
+    console: Any,
+    output_dir: Path,
+    algorithm: str,
+    dataset_uri: str,
+    registry_arguments: tuple[str, str, str],
+    data_dir: Path,
 ) -> tuple[Path, dict[str, dict[str, str]]]:
     """Builds the base model and runs the pipeline under ``console``; returns the run folder and output types."""
     from kfp import local
@@ -260,8 +269,14 @@ def _run_pipeline(
             pipeline_root=str(pipeline_root),
             workspace_root=str(output_dir / "tmp" / "workspace"),
         )
+        general_task_dir = data_dir / GENERAL_TASK_DIR.name
+        arguments = demo_arguments(algorithm, base_model, dataset_uri, *registry_arguments, general_task_dir)
         try:
-            local_pipeline(pipeline)(**demo_arguments(algorithm, base_model, dataset_uri, *registry_arguments))
+            check_step_arguments({**arguments, "--output-dir": str(pipeline_root)})
+        except ValueError as error:
+            raise DemoFailed(str(error)) from None
+        try:
+            local_pipeline(pipeline)(**arguments)
         except Exception as error:
             if console.failure is None:
                 raise

@@ -1,0 +1,239 @@
+"""The built wheel, installed as a user installs it: a package of its own (``kfp_finetune``), beside a user's project.
+
+The wheel is built once per module (``pip wheel --no-deps --no-build-isolation`` of a copy of the sources, so the
+clone gets no ``build/``) and installed with ``--no-deps`` into a fresh venv that sees this environment's third-party
+packages through a ``.pth`` file. A directory a ``.pth`` file adds is not a site directory, so the ``.pth`` files in
+it (the editable install's finder among them) are not run: the venv sees the wheel's ``kfp_finetune`` and nothing of
+the clone (``test_the_venv_sees_the_wheel_not_the_clone``). The user's project has its own ``components`` and
+``pipelines`` packages, the names the clone uses.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: What the build needs from the clone (pyproject's readme included).
+SOURCES = ("components", "pipelines", "kfp_finetune", "setup.py", "pyproject.toml", "README.md")
+COMPONENTS = {
+    "dataset_download": "kfp_finetune.components.data_processing.dataset_download",
+    "train_model": "kfp_finetune.components.training.finetuning",
+    "lm_eval": "kfp_finetune.components.evaluation.lm_eval",
+    "model_registry": "kfp_finetune.components.deployment.kubeflow_model_registry",
+}
+#: The clone's top-level packages, which the wheel must not install.
+CLONE_PACKAGES = ("components", "pipelines")
+#: A module path of the clone's layout, as an import or a string (``"components.training.x"``).
+CLONE_MODULE_PATH = re.compile(r"^(components|pipelines)(\.[A-Za-z_]\w*)+$")
+
+
+def _load_setup_py():
+    spec = importlib.util.spec_from_file_location("kfp_finetune_setup", ROOT / "setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # setup() itself runs only as __main__
+    return module
+
+
+def _run(argv: list[str], cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")} | env
+    result = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{argv} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    source = tmp_path_factory.mktemp("source")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info")
+    for name in SOURCES:
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+        copy(ROOT / name, source / name, **({"ignore": ignore} if (ROOT / name).is_dir() else {}))
+    out = tmp_path_factory.mktemp("wheel")
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w"]
+    _run([*pip, str(out), str(source)], cwd=source)
+    (built,) = out.glob("kfp_finetune-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel installed (``--no-deps``) on this environment's third-party packages."""
+    venv = tmp_path_factory.mktemp("venv")
+    _run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv)
+    python = venv / "bin" / "python"
+    purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=venv)
+    Path(purelib.stdout.strip(), "zz-base-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        venv,
+    )
+    return venv
+
+
+@pytest.fixture(scope="module")
+def user_project(tmp_path_factory) -> Path:
+    """A user's project with its own ``components`` and ``pipelines`` packages."""
+    project = tmp_path_factory.mktemp("user-project")
+    for name in ("components", "pipelines"):
+        (project / name).mkdir()
+        (project / name / "__init__.py").write_text(f'OWNER = "the user\'s {name}"\n')
+    return project
+
+
+def test_rewrite_moves_imports_and_module_paths_only():
+    setup = _load_setup_py()
+    source = (
+        "from kfp import components\n"
+        "from kfp import compiler, components as c\n"
+        "from components.training.finetuning import train_model\n"
+        "import pipelines.cli as cli; from pipelines import demo\n"
+        'MODULES = ("components._common.s3", spec.get("components"), f"{x}.components.y", "pipelines. The end")\n'
+        "def f():\n"
+        "    from components._common import files  # components.x: a comment stays\n"
+    )
+    assert setup.rewrite_module_references(source) == (
+        "from kfp import components\n"
+        "from kfp import compiler, components as c\n"
+        "from kfp_finetune.components.training.finetuning import train_model\n"
+        "import kfp_finetune.pipelines.cli as cli; from kfp_finetune.pipelines import demo\n"
+        'MODULES = ("kfp_finetune.components._common.s3", spec.get("components"), f"{x}.components.y", '
+        '"pipelines. The end")\n'
+        "def f():\n"
+        "    from kfp_finetune.components._common import files  # components.x: a comment stays\n"
+    )
+    with pytest.raises(setup.UnsupportedImportError, match=r"<source>:1: 'import components\.\.\.' without 'as'"):
+        setup.rewrite_module_references("import components.training\n")
+
+
+def test_wheel_has_one_package_of_its_own_and_nothing_of_the_clone_layout(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        sources = {name: archive.read(name).decode() for name in names if name.endswith(".py")}
+        entry_points = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+        metadata = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+    assert {name.split("/")[0] for name in names} == {"kfp_finetune", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert not [name for name in names if "/tests/" in name or name.endswith("pipeline.yaml")]
+    left = []
+    for name, text in sources.items():
+        for node in ast.walk(ast.parse(text, name)):
+            if isinstance(node, ast.Import | ast.ImportFrom):  # `from components import x`, `import pipelines.cli`
+                modules = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+                modules += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+                left += [f"{name}:{node.lineno}: import {m}" for m in modules if m.split(".")[0] in CLONE_PACKAGES]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and CLONE_MODULE_PATH.match(node.value):
+                left += [f"{name}:{node.lineno}: {node.value!r}"]  # a module path in a string: staged, imported
+    assert not left, "module paths of the clone's layout left in the wheel:\n" + "\n".join(left)
+    assert re.search(r"^kfp-finetune = kfp_finetune:main$", entry_points, re.M)
+    # Every file the clone's packages hold besides the code (metadata, READMEs, RBAC, the demo's data) is shipped.
+    data = {
+        f"kfp_finetune/{path.relative_to(ROOT).as_posix()}"
+        for package in ("components", "pipelines")
+        for path in (ROOT / package).rglob("*")
+        if path.is_file()
+        and path.suffix not in (".py", ".pyc")
+        and path.name != "pipeline.yaml"
+        and "tests" not in path.relative_to(ROOT).parts
+    }
+    assert data and data <= set(names), f"not in the wheel: {sorted(data - set(names))}"
+    # The version is the step image's tag (one source of truth: components/_common/images.py).
+    from components._common.images import PROJECT_VERSION, STEP_IMAGE
+
+    assert re.search(rf"^Version: {re.escape(PROJECT_VERSION)}$", metadata, re.M)
+    assert STEP_IMAGE.endswith(f":{PROJECT_VERSION}") and wheel.name.startswith(f"kfp_finetune-{PROJECT_VERSION}-")
+    requires = re.findall(r"^Requires-Dist: (\S+?)(?:[<>=; ]|$)", metadata, re.M)
+    core = [
+        name
+        for name, line in zip(requires, re.findall(r"^Requires-Dist: .*$", metadata, re.M))
+        if "extra ==" not in line
+    ]
+    assert sorted(core) == ["croniter", "kfp", "kfp-kubernetes", "pyyaml"]
+
+
+def test_the_venv_sees_the_wheel_not_the_clone(venv, user_project):
+    probe = (
+        "import importlib.util, json, sys\n"
+        "import kfp_finetune, components, pipelines\n"
+        "print(json.dumps({'kfp_finetune': kfp_finetune.__file__, 'components': components.OWNER,"
+        " 'pipelines': pipelines.OWNER, 'finders': [type(f).__name__ for f in sys.meta_path],"
+        " 'clone': [p for p in sys.path if p == %r]}))\n" % str(ROOT)
+    )
+    seen = json.loads(_run([str(venv / "bin" / "python"), "-c", probe], cwd=user_project).stdout)
+    assert seen["kfp_finetune"].startswith(str(venv)) and not seen["clone"]
+    assert seen["components"] == "the user's components" and seen["pipelines"] == "the user's pipelines"
+    assert not [name for name in seen["finders"] if "Editable" in name or "editable" in name], seen["finders"]
+
+
+def test_a_user_project_with_its_own_components_imports_every_component_and_compiles_every_pipeline(
+    venv, user_project, tmp_path
+):
+    probe = (
+        "import importlib, json, sys\n"
+        f"components = {COMPONENTS!r}\n"
+        "kinds = {name: type(getattr(importlib.import_module(module), name)).__name__"
+        " for name, module in components.items()}\n"
+        "import components as mine, pipelines as theirs\n"
+        "clone = sorted(m for m in sys.modules if m.split('.')[0] in ('components', 'pipelines') and '.' in m)\n"
+        "print(json.dumps({'kinds': kinds, 'mine': [mine.OWNER, theirs.OWNER], 'clone_modules': clone}))\n"
+    )
+    seen = json.loads(_run([str(venv / "bin" / "python"), "-c", probe], cwd=user_project).stdout)
+    assert seen["kinds"] == dict.fromkeys(COMPONENTS, "RuntimeComponent")
+    assert seen["mine"] == ["the user's components", "the user's pipelines"] and seen["clone_modules"] == []
+    # The console script of the wheel compiles all six pipelines; their embedded code imports kfp_finetune's modules.
+    _run([str(venv / "bin" / "kfp-finetune"), "compile", "--all", "-o", str(tmp_path)], cwd=user_project)
+    compiled = {path.stem: path.read_text() for path in tmp_path.glob("*.yaml")}
+    assert sorted(compiled) == ["lora", "lora-minimal", "osft", "osft-minimal", "sft", "sft-minimal"]
+    for name, text in compiled.items():
+        assert "from kfp_finetune.components." in text, name
+        assert not re.search(r"(?<![\w.])(from|import) (components|pipelines)\.", text), name
+
+
+def test_the_training_pods_code_stages_from_the_wheel_and_imports_with_the_standard_library_only(venv, tmp_path):
+    stage = (
+        "import sys\nfrom pathlib import Path\n"
+        "from kfp_finetune.components.training.finetuning import launch, transformers_backend\n"
+        "from kfp_finetune.components.training.finetuning.staging import stage_code_tree\n"
+        "stage_code_tree(Path(sys.argv[1]) / 'code', launch.POD_MODULES)\n"
+        "stage_code_tree(Path(sys.argv[1]) / 'transformers', transformers_backend.STAGED_MODULES)\n"
+        "print(' '.join(launch.POD_MODULES))\n"
+    )
+    modules = _run([str(venv / "bin" / "python"), "-c", stage, str(tmp_path)], cwd=tmp_path).stdout.split()
+    assert modules and all(module.startswith("kfp_finetune.components.") for module in modules)
+    assert (
+        tmp_path / "transformers" / "kfp_finetune" / "components" / "training" / "finetuning" / "hf_trainer"
+    ).is_dir()
+    # As in a training pod: no site-packages at all, only the staged tree.
+    check = f"import sys; sys.path.insert(0, {str(tmp_path / 'code')!r}); import " + ", ".join(modules)
+    _run([sys._base_executable, "-I", "-S", "-c", check], cwd=tmp_path)
+
+
+def test_kfp_local_still_rewrites_python3_in_a_steps_arguments():
+    """kubeflow/pipelines#14459 (open): fails once the pinned kfp leaves the arguments alone; then drop
+    ``pipelines/demo/local_paths.py``'s copy of the demo data."""
+    from kfp.local.subprocess_task_handler import replace_python_executable
+
+    command = ["sh", "-c", "python3 -m kfp.dsl.executor_main", "--executor_input", '{"uri": "/lib/python3.11/x"}']
+    replaced = replace_python_executable(command, "/venv/bin/python")
+    assert replaced[-1] == '{"uri": "/lib//venv/bin/python.11/x"}'
+
+
+@pytest.mark.slow
+def test_kfp_finetune_demo_runs_from_the_installed_wheel(venv, user_project):
+    """``kfp-finetune demo`` from the wheel: kfp.local runs the components from site-packages (lib/python3.11/...)."""
+    result = _run([str(venv / "bin" / "kfp-finetune"), "demo"], cwd=user_project, timeout=300)
+    out = result.stdout
+    assert "[5/5] model-registry done" in out and "held-out loss" in out, out
+    assert f"data: {user_project}/kfp-finetune-demo/data/demo_chat.jsonl" in out
+    run_dirs = list((user_project / "kfp-finetune-demo" / "outputs").iterdir())
+    assert len(run_dirs) == 1 and (run_dirs[0] / "train-model" / "output_model").is_dir()
