@@ -20,6 +20,8 @@ count=$("$tmp/venv/bin/python" -m pip list --format=freeze | grep -vc '^pip==')
 heavy=$("$tmp/venv/bin/python" -m pip list --format=freeze | grep -ci '^torch==\|^nvidia-\|^triton==\|^lm.eval==' || true)
 printf 'core install: %.1f s, %d MiB added, %d distributions (kfp-finetune included), %d of torch/nvidia-*/triton/lm-eval\n' \
   "$(echo "$end - $start" | bc)" $(( (after - before) / 1024 )) "$count" "$heavy"
-# The core install compiles every pipeline.
-PYTHONPATH="$PWD" "$tmp/venv/bin/python" -m pipelines.cli compile --all -o "$tmp/compiled" 2>/dev/null
+printf 'core install: the wheel %d KiB, installed as %s\n' "$(( $(stat -c %s "$tmp"/wheel/kfp_finetune-*.whl) / 1024 ))" \
+  "$("$tmp/venv/bin/python" -c 'import kfp_finetune; print(kfp_finetune.__name__)')"
+# The core install compiles every pipeline: the wheel's console script, from a folder outside the clone.
+(cd "$tmp" && env -u PYTHONPATH "$tmp/venv/bin/kfp-finetune" compile --all -o "$tmp/compiled" 2>/dev/null)
 echo "core install: compiled $(ls "$tmp/compiled" | wc -l) pipelines"

@@ -7,9 +7,22 @@
 #   bash scripts/build_step_image.sh --push          # ... and pushes it (a release step; needs registry credentials)
 #   IMAGE=registry.local/kfp-finetune:0.1.0 bash scripts/build_step_image.sh --push   # a mirror of your own, then
 #   compile with --launcher-image registry.local/kfp-finetune:0.1.0 (or KFP_FINETUNE_LAUNCHER_IMAGE)
+#   bash scripts/build_step_image.sh --check-tag v0.1.0   # a release's git tag must be v<version>; prints the image
+# The release workflow (.github/workflows/release-step-image.yml) runs --check-tag, builds, pushes and inspects it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-image="${IMAGE:-$(PYTHONPATH="$PWD" python3 -c 'from components._common.images import STEP_IMAGE; print(STEP_IMAGE)')}"
+images_py() { PYTHONPATH="$PWD" python3 -c "from components._common.images import $1; print($1)"; }
+image="${IMAGE:-$(images_py STEP_IMAGE)}"
+if [ "${1:-}" = "--check-tag" ]; then
+  version="$(images_py PROJECT_VERSION)"
+  if [ "${2:-}" != "v$version" ]; then
+    echo "build_step_image: release tag '${2:-}' is not v$version (components/_common/images.py: PROJECT_VERSION," \
+      "the package's version and the step image's tag); set PROJECT_VERSION, commit, then tag v<it>" >&2
+    exit 1
+  fi
+  echo "$image"
+  exit 0
+fi
 engine="$(command -v podman || command -v docker || true)"
 if [ -z "$engine" ]; then
   echo "build_step_image: neither podman nor docker is installed" >&2

@@ -237,3 +237,31 @@ def test_kfp_finetune_demo_runs_from_the_installed_wheel(venv, user_project):
     assert f"data: {user_project}/kfp-finetune-demo/data/demo_chat.jsonl" in out
     run_dirs = list((user_project / "kfp-finetune-demo" / "outputs").iterdir())
     assert len(run_dirs) == 1 and (run_dirs[0] / "train-model" / "output_model").is_dir()
+
+
+def test_a_release_tag_must_be_the_version_the_step_image_is_tagged_with():
+    """The step image's release path: tag v<PROJECT_VERSION>, then build, push, inspect (the check needs no engine)."""
+    import yaml
+
+    from components._common.images import PROJECT_VERSION, STEP_IMAGE
+
+    script = [str(ROOT / "scripts" / "build_step_image.sh"), "--check-tag"]
+    assert _run(["bash", *script, f"v{PROJECT_VERSION}"], cwd=ROOT).stdout.strip() == STEP_IMAGE
+    wrong = subprocess.run(["bash", *script, f"v{PROJECT_VERSION}.1"], capture_output=True, text=True, timeout=30)
+    assert wrong.returncode == 1 and f"release tag 'v{PROJECT_VERSION}.1' is not v{PROJECT_VERSION}" in wrong.stderr
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release-step-image.yml").read_text())
+    assert workflow[True]["push"]["tags"] == ["v*"]  # YAML 1.1 reads the key `on` as True
+    (job,) = workflow["jobs"].values()
+    runs = [step.get("run", "") for step in job["steps"]]
+    # In this order: the tag is the version, the version is not published yet, build, push, inspect what was pushed.
+    needles = (
+        '--check-tag "$GITHUB_REF_NAME"',
+        "skopeo inspect",
+        "\nbash scripts/build_step_image.sh\n",
+        "podman push",
+    )
+    order = [next(i for i, run in enumerate(runs) if needle in f"\n{run}\n") for needle in (*needles, '["Digest"]')]
+    assert order == sorted(order) and len(set(order)) == len(order), runs
+    assert {"QUAY_ROBOT_USERNAME", "QUAY_ROBOT_TOKEN"} <= {
+        name for step in job["steps"] for name in (step.get("env") or {})
+    }
