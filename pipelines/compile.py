@@ -43,10 +43,14 @@ def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
 
 
 def default_output_path(name: str) -> Path:
-    """Where pipeline ``name`` compiles to by default: ``pipeline.yaml`` beside its module (generated, not committed).
+    """Where pipeline ``name`` compiles to by default.
 
-    ``kfp-finetune compile`` writes there, as the guide's ``python pipelines/training/<name>/pipeline.py`` does.
+    In a clone: ``pipeline.yaml`` beside its module (generated, not committed), where the guide's ``python
+    pipelines/training/<name>/pipeline.py`` writes it. Installed from the wheel (``kfp_finetune.pipelines``, see
+    ``setup.py``): ``./<name>.yaml`` in the current directory, never into the installed package.
     """
+    if __name__.split(".")[0] != "pipelines":
+        return Path(f"{name}.yaml")
     return Path(importlib.util.find_spec(PIPELINES[name]).origin).with_name("pipeline.yaml")
 
 

@@ -197,6 +197,11 @@ def test_a_user_project_with_its_own_components_imports_every_component_and_comp
     for name, text in compiled.items():
         assert "from kfp_finetune.components." in text, name
         assert not re.search(r"(?<![\w.])(from|import) (components|pipelines)\.", text), name
+    # Without -o: into the current directory, never into the installed package (as a clone does, beside pipeline.py).
+    _run([str(venv / "bin" / "kfp-finetune"), "compile", "sft-minimal"], cwd=user_project)
+    written = (user_project / "sft-minimal.yaml").read_text()
+    assert "from kfp_finetune.components." in written and "name: sft-minimal-pipeline" in written
+    assert not list(venv.rglob("pipeline.yaml"))
 
 
 def test_the_training_pods_code_stages_from_the_wheel_and_imports_with_the_standard_library_only(venv, tmp_path):
