@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates .venv and installs kfp-finetune with its local (CPU training) and test extras, at the exact versions of the
 # lock (constraints.txt; refresh with `bash scripts/lock.sh`). torch==2.13.0 (CPU build) goes in first so that no CUDA
-# wheels are pulled in. Idempotent: re-runs install only when pyproject.toml or the lock changed since the last
-# successful install.
+# wheels are pulled in. Idempotent: re-runs install only when pyproject.toml, setup.py or the lock changed since the
+# last successful install. The install is editable: the clone's top-level packages `components` and `pipelines` (the
+# wheel installs them as `kfp_finetune.components` ...: setup.py), and the `kfp-finetune` command (kfp_finetune:main).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The oci:// base-model tests run a real OCI registry (CNCF distribution, Debian's docker-registry), push with skopeo
@@ -25,7 +26,7 @@ VENV="${VENV:-.venv}"
 KFP_LATEST="2.17.3"
 LATEST_VENV="${VENV}-kfp-latest"
 stamp="$VENV/.kfp-finetune-installed"
-wanted="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)-kfp-$KFP_LATEST"
+wanted="$(cat pyproject.toml setup.py constraints.txt | sha256sum | cut -d' ' -f1)-kfp-$KFP_LATEST"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -x "$LATEST_VENV/bin/python" ]; then
   VENV="$VENV" exec bash scripts/setup_training_hub.sh  # the Training Hub releases of RHOAI's runtimes (idempotent)
 fi
