@@ -11,7 +11,9 @@ the clone (``test_the_venv_sees_the_wheel_not_the_clone``). The user's project h
 from __future__ import annotations
 
 import ast
+import base64
 import importlib.util
+import io
 import json
 import os
 import re
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -197,6 +200,15 @@ def test_a_user_project_with_its_own_components_imports_every_component_and_comp
     for name, text in compiled.items():
         assert "from kfp_finetune.components." in text, name
         assert not re.search(r"(?<![\w.])(from|import) (components|pipelines)\.", text), name
+    # The embedded code (dataset, evaluation, registry steps) is a kfp_finetune/components/ tree, nothing else.
+    archives = re.findall(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'", compiled["sft-minimal"])
+    assert len(archives) == 4  # dataset_download, lm_eval twice, model_registry; train_model runs on the step image
+    for archive in archives:
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(archive))) as bundle:
+            names = [name.removeprefix("./") for name in bundle.getnames() if name.endswith(".py")]
+        assert "kfp_finetune/__init__.py" in names and all(
+            n.startswith("kfp_finetune/components/") for n in names if n != "kfp_finetune/__init__.py"
+        )
     # Without -o: into the current directory, never into the installed package (as a clone does, beside pipeline.py).
     _run([str(venv / "bin" / "kfp-finetune"), "compile", "sft-minimal"], cwd=user_project)
     written = (user_project / "sft-minimal.yaml").read_text()
