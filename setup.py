@@ -9,6 +9,13 @@ vendors its dependencies (``pip._vendor``): every absolute import of ``component
 module path in a string literal (``"components.training.finetuning.pod.entrypoint"``, staged onto the training PVC;
 the pipeline registry's module names) gets the ``kfp_finetune.`` prefix. Names computed at run time come from
 ``__name__``/``__package__`` (``components/_common/runtime.py``), so they follow the rename without a rewrite.
+Why a rewrite rather than another layout: relative imports cannot cross from ``pipelines`` to ``components`` (two
+top-level packages), cannot run in the guide's ``python pipelines/training/<name>/pipeline.py`` (a script, no package)
+nor in a KFP component's function body (KFP runs its source as a module of its own), and leave the module paths in
+strings; a ``package_dir`` mapping alone renames the packages but not their absolute imports; pip's ``vendoring`` tool
+rewrites third-party packages it downloads, with import regexes only, not strings. The rewrite is token-based
+(``tokenize``), so comments and names that merely equal ``components`` (``from kfp import components``,
+``spec["components"]``) are left alone.
 ``tests/test_wheel.py`` builds the wheel and checks it: no top-level ``components``/``pipelines``, no module
 reference left unrewritten, and a user's project with its own ``components/`` imports every component and compiles
 every pipeline from it.
