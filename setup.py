@@ -13,7 +13,8 @@ Why a rewrite rather than another layout: relative imports cannot cross from ``p
 top-level packages), cannot run in the guide's ``python pipelines/training/<name>/pipeline.py`` (a script, no package)
 nor in a KFP component's function body (KFP runs its source as a module of its own), and leave the module paths in
 strings; a ``package_dir`` mapping alone renames the packages but not their absolute imports; pip's ``vendoring`` tool
-rewrites third-party packages it downloads, with import regexes only, not strings. The rewrite is token-based
+copies downloaded third-party packages into a source tree (a step before the build, with regex rewrites), not the
+project's own packages into a wheel at build time. The rewrite here is token-based
 (``tokenize``), so comments and names that merely equal ``components`` (``from kfp import components``,
 ``spec["components"]``) are left alone.
 ``tests/test_wheel.py`` builds the wheel and checks it: no top-level ``components``/``pipelines``, no module
