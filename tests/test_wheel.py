@@ -245,6 +245,22 @@ def test_kfp_local_still_rewrites_python3_in_a_steps_arguments():
     assert replaced[-1] == '{"uri": "/lib//venv/bin/python.11/x"}'
 
 
+def test_the_demo_hands_kfp_local_only_paths_it_leaves_alone(tmp_path):
+    from pipelines.demo.local_paths import check_step_arguments, steps_data_dir
+
+    installed = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "data"
+    (installed / "general_sentences").mkdir(parents=True)
+    (installed / "demo_chat.jsonl").write_text('{"messages": []}\n')
+    (installed / "general_sentences" / "general_sentences.yaml").write_text("task: general_sentences\n")
+    copy = steps_data_dir(tmp_path / "out", installed)
+    assert copy == tmp_path / "out" / "data" and "python3" not in str(copy)
+    assert (copy / "general_sentences" / "general_sentences.yaml").read_text() == "task: general_sentences\n"
+    assert steps_data_dir(tmp_path / "out", tmp_path / "clone" / "data") == tmp_path / "clone" / "data"
+    check_step_arguments({"phase_01_dataset_man_data_uri": str(copy / "demo_chat.jsonl"), "n": 3})
+    with pytest.raises(ValueError, match=r"^eval_tasks='/home/u/python3-work/t': kfp.local rewrites 'python3' .*14459"):
+        check_step_arguments({"n": 3, "eval_tasks": ["hellaswag", "/home/u/python3-work/t"]})
+
+
 @pytest.mark.slow
 def test_kfp_finetune_demo_runs_from_the_installed_wheel(venv, user_project):
     """``kfp-finetune demo`` from the wheel: kfp.local runs the components from site-packages (lib/python3.11/...)."""
