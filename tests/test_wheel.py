@@ -22,6 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -243,6 +244,25 @@ def test_kfp_local_still_rewrites_python3_in_a_steps_arguments():
     command = ["sh", "-c", "python3 -m kfp.dsl.executor_main", "--executor_input", '{"uri": "/lib/python3.11/x"}']
     replaced = replace_python_executable(command, "/venv/bin/python")
     assert replaced[-1] == '{"uri": "/lib//venv/bin/python.11/x"}'
+
+
+def test_from_a_clone_the_console_script_runs_the_clones_cli(tmp_path):
+    """``kfp-finetune`` is ``kfp_finetune:main`` in both layouts; in a clone (the editable install of scripts/setup.sh,
+    which maps ``kfp_finetune`` to the repository's folder) it runs ``pipelines.cli``."""
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"] == {
+        "kfp-finetune": "kfp_finetune:main"
+    }
+    probe = (
+        "import sys, kfp_finetune\n"
+        "try:\n    kfp_finetune.main(['compile', '--help'])\nexcept SystemExit as stop:\n    assert stop.code == 0\n"
+        "print(sorted(sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0 and "usage: kfp-finetune compile" in result.stdout, result.stderr[-2000:]
+    assert "'pipelines.cli'" in result.stdout and "kfp_finetune.pipelines" not in result.stdout
 
 
 def test_the_demo_hands_kfp_local_only_paths_it_leaves_alone(tmp_path):
