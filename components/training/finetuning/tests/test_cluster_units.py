@@ -42,6 +42,14 @@ def test_pod_rules():
     failed = pod_causes(make_pod("ns", "tm-1", phase="Failed", terminated=("Error", 3, "bad args\nusage: x")))
     assert _codes(failed) == ["ContainerFailed"] and failed[0].detail == "exited with code 3 (Error): usage: x"
     assert pod_causes(make_pod("ns", "tm-1")) == []
+    # Node-pressure eviction (the RHOAI guide's `Evicted`): named, with the node and the batch size as remedies.
+    evicted = make_pod("ns", "tm-1", phase="Failed", terminated=("ContainerStatusUnknown", 137, ""))
+    pressure = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi."
+    evicted["status"].update(reason="Evicted", message=pressure)
+    causes = pod_causes(evicted)
+    assert _codes(causes)[0] == "Evicted" and causes[0].detail == pressure, causes
+    assert "node" in causes[0].remedy and "batch size" in causes[0].remedy
+    assert "Evicted (pod tm-1-node-0-0" in diagnose("Failed", JOB, [evicted]).text()
     assert pod_causes(make_pod("ns", "tm-1", phase="Succeeded", terminated=("Completed", 0, ""))) == []
 
 
