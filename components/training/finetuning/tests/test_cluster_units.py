@@ -185,3 +185,26 @@ def test_metrics_tail_normalizes_training_hub_layouts(tmp_path):
     path.write_text(json.dumps({"params": 1}) + "\n" + json.dumps({"step": 4, "avg_loss": 1.5, "lr": 1e-5}) + "\n")
     tail = MetricsTail(str(path), normalize_records)
     assert tail.poll()["loss"] == 1.5 and tail.poll()["step"] == 4
+
+
+def test_the_pods_and_logs_hint_names_the_container_the_pods_run():
+    """The guide's `oc get pods -l training.kubeflow.org/job-name=<job>` / `oc logs <pod> -c pytorch`, per job kind."""
+    from components.training.finetuning.cluster.job_kinds import pods_and_logs_hint
+    from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TRAINER_2_3, assumed
+    from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
+    from components.training.finetuning.manifests.trainjob import build_trainjob
+    from tests.harness.requests import job_spec
+
+    mounts = dict(
+        volumes=[{"name": "ws", "persistentVolumeClaim": {"claimName": "c"}}],
+        volume_mounts=[{"name": "ws", "mountPath": "/ws"}],
+    )
+    fields = dict(run_id="run-1", task_name="train-model", namespace="team", command=["python", "x.py"], **mounts)
+    prefix = "Pods: oc get pods -n team -l training.kubeflow.org/job-name="
+    for api in (TRAINER_2_3, assumed(POD_TEMPLATE_OVERRIDES, "RHOAI 3.3")):
+        trainjob = build_trainjob(job_spec(**fields), api)
+        hint = pods_and_logs_hint(trainjob, "team")
+        assert hint == f"{prefix}{trainjob['metadata']['name']}; logs: oc logs <pod-name> -n team -c node", hint
+    pytorchjob = build_pytorchjob(job_spec(**fields, image="quay.io/x/trainer:1"))
+    hint = pods_and_logs_hint(pytorchjob, "team")
+    assert hint == f"{prefix}{pytorchjob['metadata']['name']}; logs: oc logs <pod-name> -n team -c pytorch", hint
