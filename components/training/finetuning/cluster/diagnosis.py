@@ -259,7 +259,9 @@ def log_causes(where: str, log_text: str) -> list[Cause]:
                 "GPUOutOfMemory",
                 where,
                 "the GPU ran out of memory",
-                "lower the batch size / max tokens per GPU, or use more GPUs (gpus_per_node, num_nodes)",
+                "lower the batch size / max tokens per GPU (training_effective_batch_size / "
+                "training_max_tokens_per_gpu: the pipelines' phase_02_train_man_train_batch / "
+                "phase_02_train_man_train_tokens), or use more GPUs (gpus_per_node, num_nodes)",
             )
         )
     return causes

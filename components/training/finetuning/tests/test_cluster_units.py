@@ -93,9 +93,10 @@ def test_event_rules_skip_normal_events():
 
 def test_log_rules():
     assert _codes(log_causes("pod p", "NCCL WARN Call to recv failed : Connection timed out")) == ["NCCLTimeout"]
-    assert _codes(log_causes("pod p", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")) == [
-        "GPUOutOfMemory"
-    ]
+    (oom,) = log_causes("pod p", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")
+    assert oom.code == "GPUOutOfMemory"
+    # The RHOAI guide's remedy, by the names its users set: the pipelines' batch and token parameters.
+    assert "phase_02_train_man_train_batch" in oom.remedy and "phase_02_train_man_train_tokens" in oom.remedy
     assert log_causes("pod p", "loss 0.5\nsaved checkpoint") == []
 
 
