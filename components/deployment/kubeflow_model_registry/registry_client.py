@@ -127,9 +127,10 @@ def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) 
 
 #: What to check when the registry does not answer (the RHOAI guide's *Model Registry Issues: Connection refused*).
 UNREACHABLE_REMEDY = (
-    "Check that the Model Registry is installed and running, that registry_address and registry_port (pipeline "
-    "parameters phase_04_registry_man_address, phase_04_registry_opt_port) name its REST service, and that the "
-    "namespace's network policies allow connections from the pipeline's pods"
+    "Check that the Model Registry is installed and running, that registry_address and registry_port name its REST "
+    "service (the pipelines' phase_04_registry_man_address, which may carry the port as in https://host:8443, and "
+    "phase_04_registry_opt_port), and that the namespace's network policies allow connections from the pipeline's "
+    "pods"
 )
 
 
