@@ -183,7 +183,12 @@ SCENARIOS = {
         lambda k: k.storage_api().delete_storage_class("nfs-csi"),
         [],
         "FAIL",
-        ["storage class 'nfs-csi'", "not found (available: gp3-csi (ebs.csi.aws.com))", "--pvc-storage-class"],
+        [
+            "storage class 'nfs-csi'",
+            "not found (available: gp3-csi (ebs.csi.aws.com))",
+            "--pvc-storage-class",
+            "PVC_STORAGE_CLASS at the top of the pipeline's pipeline.py",  # the guide's remedy
+        ],
     ),
     "rwx": (
         lambda k: (

@@ -17,8 +17,10 @@ RWX_MODE = "ReadWriteMany"
 
 
 def _recompile(flag: str, example: str) -> str:
+    constant = flag.upper().replace("-", "_")
     return (
-        f"recompile with `kfp-finetune compile --{flag} {example}` (or KFP_FINETUNE_{flag.upper().replace('-', '_')})"
+        f"recompile with `kfp-finetune compile --{flag} {example}` (or KFP_FINETUNE_{constant}, or {constant} at the "
+        "top of the pipeline's pipeline.py, as the RHOAI guide edits it)"
     )
 
 

@@ -118,7 +118,37 @@ def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) 
             f"{where} answered while trying to {step}, but not with the registry's JSON ({type(exc).__name__}: "
             f"{shown!r}): {hint}"
         )
-    return RegistryRequestError(f"{where} could not be reached while trying to {step}: {type(exc).__name__}: {exc}")
+    refused = "connection refused; " if _connection_refused(exc) else ""
+    return RegistryRequestError(
+        f"{where} could not be reached while trying to {step}: {refused}{type(exc).__name__}: {exc}. "
+        f"{UNREACHABLE_REMEDY}"
+    )
+
+
+#: What to check when the registry does not answer (the RHOAI guide's *Model Registry Issues: Connection refused*).
+UNREACHABLE_REMEDY = (
+    "Check that the Model Registry is installed and running, that registry_address and registry_port name its REST "
+    "service (the pipelines' phase_04_registry_man_address, which may carry the port as in https://host:8443, and "
+    "phase_04_registry_opt_port), and that the namespace's network policies allow connections from the pipeline's "
+    "pods"
+)
+
+
+def _connection_refused(exc: BaseException) -> bool:
+    """Whether the connection was refused (nothing listens at the address and port), through the exception's causes."""
+    import errno
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # the cause chain is short; bounded against cycles
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError) or getattr(seen, "errno", None) == errno.ECONNREFUSED:
+            return True
+        os_error = getattr(seen, "os_error", None)  # aiohttp.ClientConnectorError keeps the OSError here
+        if isinstance(os_error, OSError) and os_error.errno == errno.ECONNREFUSED:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _unreadable_answer(exc: BaseException) -> str | None:

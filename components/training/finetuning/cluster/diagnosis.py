@@ -33,6 +33,7 @@ _PRIORITY = (
     "ImagePullBackOff",
     "Unschedulable",
     "OOMKilled",
+    "Evicted",
     "GPUOutOfMemory",
     "NCCLTimeout",
     "CrashLoopBackOff",
@@ -48,7 +49,7 @@ class Cause:
     """One reason a job failed or did not start.
 
     Attributes:
-        code: A short name (``OOMKilled``, ``ImagePullBackOff``, ``Unschedulable``, ``CrashLoopBackOff``,
+        code: A short name (``OOMKilled``, ``Evicted``, ``ImagePullBackOff``, ``Unschedulable``, ``CrashLoopBackOff``,
             ``NCCLTimeout``, ``MissingSecret``, ``MissingPVC``, ``GPUOutOfMemory``, ``ContainerFailed``, ``Suspended``,
             ``NoPods``, ``Deleted``).
         where: The object it was seen on (``pod x, container node``; ``TrainJob x``, ``PyTorchJob x``).
@@ -184,7 +185,18 @@ def pod_causes(pod: Mapping[str, Any]) -> list[Cause]:
     """Causes visible in one pod's status (scheduling, image pulls, missing secrets, OOM, crash loops, exit codes)."""
     causes: list[Cause] = []
     name = _pod_name(pod)
-    for item in (pod.get("status") or {}).get("conditions") or []:
+    status = pod.get("status") or {}
+    if status.get("reason") == "Evicted":  # the kubelet's node-pressure eviction (the RHOAI guide's `Evicted`)
+        causes.append(
+            Cause(
+                "Evicted",
+                f"pod {name}",
+                status.get("message") or "the kubelet evicted the pod",
+                "the node ran short of memory or disk (node pressure): check the node's resources "
+                "(`oc describe node`), reduce the batch size, or request what the pod uses (memory_per_node)",
+            )
+        )
+    for item in status.get("conditions") or []:
         if item.get("type") == "PodScheduled" and item.get("status") == "False":
             causes.append(_scheduling_cause(f"pod {name}", item.get("message") or item.get("reason") or ""))
     for status in _container_statuses(pod):
@@ -247,7 +259,9 @@ def log_causes(where: str, log_text: str) -> list[Cause]:
                 "GPUOutOfMemory",
                 where,
                 "the GPU ran out of memory",
-                "lower the batch size / max tokens per GPU, or use more GPUs (gpus_per_node, num_nodes)",
+                "lower the batch size / max tokens per GPU (training_effective_batch_size / "
+                "training_max_tokens_per_gpu: the pipelines' phase_02_train_man_train_batch / "
+                "phase_02_train_man_train_tokens), or use more GPUs (gpus_per_node, num_nodes)",
             )
         )
     return causes

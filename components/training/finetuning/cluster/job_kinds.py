@@ -14,6 +14,7 @@ from typing import Any
 from components.training.finetuning.cluster import diagnosis as diagnosis_module
 from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION, QUEUE_NAME_LABEL, TRAINJOB_PLURAL
+from components.training.finetuning.manifests.trainjob import JOB_NAME_POD_LABEL
 
 #: JobSet labels the pods it creates with the JobSet's (= the TrainJob's) name.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -131,3 +132,38 @@ def selector_matches(selector: str, labels: Mapping[str, str]) -> bool:
     """Whether ``labels`` satisfy an equality-based label selector (``a=b,c=d``)."""
     pairs = [term.split("=", 1) for term in selector.split(",") if term]
     return all(labels.get(key) == value for key, value in pairs)
+
+
+def _trainer_container(node: Any) -> str:
+    """The first container named in a manifest's pod templates or pod patches (``""`` when it names none)."""
+    if isinstance(node, Mapping):
+        containers = node.get("containers")
+        if isinstance(containers, list) and containers and isinstance(containers[0], Mapping):
+            return str(containers[0].get("name") or "")
+        node = list(node.values())
+    if isinstance(node, list):
+        for item in node:
+            found = _trainer_container(item)
+            if found:
+                return found
+    return ""
+
+
+def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
+    """The RHOAI guide's troubleshooting commands for this job, with its trainer container's real name.
+
+    The guide's ``oc logs <pod-name> -c pytorch`` holds for a PyTorchJob; a TrainJob's pods run the runtime's
+    trainer container (``node`` in RHOAI's ``training-hub`` and ``torch-distributed`` runtimes), so the line names
+    the container the manifest patches.
+
+    Args:
+        manifest: The job as submitted.
+        namespace: Its namespace.
+
+    Returns:
+        One line: ``Pods: oc get pods -n NS -l training.kubeflow.org/job-name=NAME; logs: oc logs <pod-name> ...``.
+    """
+    name = (manifest.get("metadata") or {}).get("name", "")
+    container = _trainer_container(manifest.get("spec") or {})
+    logs = f"oc logs <pod-name> -n {namespace}" + (f" -c {container}" if container else "")
+    return f"Pods: oc get pods -n {namespace} -l {JOB_NAME_POD_LABEL}={name}; logs: {logs}"

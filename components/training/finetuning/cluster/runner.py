@@ -36,7 +36,7 @@ from components.training.finetuning.cluster.api import Api
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobCancelled, LauncherDisrupted
 from components.training.finetuning.cluster.follow import follow
 from components.training.finetuning.cluster.job_client import JobClient
-from components.training.finetuning.cluster.job_kinds import JOB_KINDS
+from components.training.finetuning.cluster.job_kinds import JOB_KINDS, pods_and_logs_hint
 from components.training.finetuning.cluster.launcher_pod import disruption
 from components.training.finetuning.cluster.lifecycle import (
     CLEANUP_POLICIES,
@@ -93,6 +93,7 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
             submit(client, state, settings)
             settings.log(f"Job: {client.name}")  # the RHOAI guide's troubleshooting looks for `Job: <job-name>`
             settings.log(f"Namespace: {client.namespace}")
+            settings.log(pods_and_logs_hint(client.manifest, client.namespace))
             outcome = follow(client, state, settings)
     except Cancelled as signal_name:
         state.cancelled_at = settings.clock()

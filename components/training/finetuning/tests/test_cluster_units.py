@@ -42,6 +42,14 @@ def test_pod_rules():
     failed = pod_causes(make_pod("ns", "tm-1", phase="Failed", terminated=("Error", 3, "bad args\nusage: x")))
     assert _codes(failed) == ["ContainerFailed"] and failed[0].detail == "exited with code 3 (Error): usage: x"
     assert pod_causes(make_pod("ns", "tm-1")) == []
+    # Node-pressure eviction (the RHOAI guide's `Evicted`): named, with the node and the batch size as remedies.
+    evicted = make_pod("ns", "tm-1", phase="Failed", terminated=("ContainerStatusUnknown", 137, ""))
+    pressure = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi."
+    evicted["status"].update(reason="Evicted", message=pressure)
+    causes = pod_causes(evicted)
+    assert _codes(causes)[0] == "Evicted" and causes[0].detail == pressure, causes
+    assert "node" in causes[0].remedy and "batch size" in causes[0].remedy
+    assert "Evicted (pod tm-1-node-0-0" in diagnose("Failed", JOB, [evicted]).text()
     assert pod_causes(make_pod("ns", "tm-1", phase="Succeeded", terminated=("Completed", 0, ""))) == []
 
 
@@ -85,9 +93,10 @@ def test_event_rules_skip_normal_events():
 
 def test_log_rules():
     assert _codes(log_causes("pod p", "NCCL WARN Call to recv failed : Connection timed out")) == ["NCCLTimeout"]
-    assert _codes(log_causes("pod p", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")) == [
-        "GPUOutOfMemory"
-    ]
+    (oom,) = log_causes("pod p", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")
+    assert oom.code == "GPUOutOfMemory"
+    # The RHOAI guide's remedy, by the names its users set: the pipelines' batch and token parameters.
+    assert "phase_02_train_man_train_batch" in oom.remedy and "phase_02_train_man_train_tokens" in oom.remedy
     assert log_causes("pod p", "loss 0.5\nsaved checkpoint") == []
 
 
@@ -177,3 +186,26 @@ def test_metrics_tail_normalizes_training_hub_layouts(tmp_path):
     path.write_text(json.dumps({"params": 1}) + "\n" + json.dumps({"step": 4, "avg_loss": 1.5, "lr": 1e-5}) + "\n")
     tail = MetricsTail(str(path), normalize_records)
     assert tail.poll()["loss"] == 1.5 and tail.poll()["step"] == 4
+
+
+def test_the_pods_and_logs_hint_names_the_container_the_pods_run():
+    """The guide's `oc get pods -l training.kubeflow.org/job-name=<job>` / `oc logs <pod> -c pytorch`, per job kind."""
+    from components.training.finetuning.cluster.job_kinds import pods_and_logs_hint
+    from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TRAINER_2_3, assumed
+    from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
+    from components.training.finetuning.manifests.trainjob import build_trainjob
+    from tests.harness.requests import job_spec
+
+    mounts = dict(
+        volumes=[{"name": "ws", "persistentVolumeClaim": {"claimName": "c"}}],
+        volume_mounts=[{"name": "ws", "mountPath": "/ws"}],
+    )
+    fields = dict(run_id="run-1", task_name="train-model", namespace="team", command=["python", "x.py"], **mounts)
+    prefix = "Pods: oc get pods -n team -l training.kubeflow.org/job-name="
+    for api in (TRAINER_2_3, assumed(POD_TEMPLATE_OVERRIDES, "RHOAI 3.3")):
+        trainjob = build_trainjob(job_spec(**fields), api)
+        hint = pods_and_logs_hint(trainjob, "team")
+        assert hint == f"{prefix}{trainjob['metadata']['name']}; logs: oc logs <pod-name> -n team -c node", hint
+    pytorchjob = build_pytorchjob(job_spec(**fields, image="quay.io/x/trainer:1"))
+    hint = pods_and_logs_hint(pytorchjob, "team")
+    assert hint == f"{prefix}{pytorchjob['metadata']['name']}; logs: oc logs <pod-name> -n team -c pytorch", hint

@@ -327,6 +327,11 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
     # job-name label.
     name = manifest["metadata"]["name"]
     assert f"Job: {name}" in logged and f"Namespace: {NS}" in logged
+    # ... and the guide's `oc get pods -l ...` / `oc logs <pod> -c <container>` with the container the pods really run
+    # (the guide's `-c pytorch` is a PyTorchJob's; RHOAI's runtimes name the TrainJob's trainer container `node`).
+    container = "node" if manifest["kind"] == "TrainJob" else "pytorch"
+    hint = f"Pods: oc get pods -n {NS} -l training.kubeflow.org/job-name={name}; logs: oc logs <pod-name> -n {NS}"
+    assert f"{hint} -c {container}" in logged, logged
     if manifest["kind"] == "TrainJob":
         (patch,) = manifest["spec"]["runtimePatches"]
         (replicated,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
