@@ -1,7 +1,7 @@
 """The validated training configuration shared by every backend (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
 
 :class:`TrainModelRequest` is ``train_model``'s arguments, one field per component parameter under the same name and
-without defaults (every default lives once, in the component's signature); ``component.py`` builds it and nothing
+without defaults (every default lives once, in the component's signature); ``request.py`` builds it and nothing
 else does. :class:`TrainingConfig` is the validated training setup taken from it (:meth:`TrainingConfig.from_request`):
 the pod contract's :class:`~.pod.run_config.Hyperparameters` plus ``base_model``; it is validated once, before
 anything is trained or submitted, and travels to the pods inside ``run_config.json`` (:mod:`.pod.run_config`).
@@ -63,8 +63,9 @@ def _fail(name: str, value: Any, rule: str, source: str) -> None:
 class TrainModelRequest:
     """``train_model``'s arguments, as the component received them (see the component for each one's meaning).
 
-    Built only in ``component.py``; no field has a default. ``dataset``, ``eval_dataset`` and ``task_config`` are the
-    KFP input artifacts and passthrough (artifact-like objects: ``path``, ``uri``, ``metadata``; or ``None``).
+    Built only by ``request.py`` from the wrapper's arguments; no field has a default. ``dataset``, ``eval_dataset``
+    and ``task_config`` are the KFP input artifacts and passthrough (artifact-like objects: ``path``, ``uri``,
+    ``metadata``; or ``None``).
     """
 
     task_config: Any
