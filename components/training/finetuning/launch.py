@@ -124,7 +124,7 @@ def train_on_cluster(
         options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
         settings: :func:`pod_settings` for the run config.
     """
-    from components.training.finetuning.cluster.auth import load_api_client
+    from components._common.kube_auth import load_api_client
     from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
