@@ -29,7 +29,7 @@ from components.training.finetuning.job_from_request import build_job_manifest, 
 from components.training.finetuning.manifests.api_generations import TRAINER_2_3, TrainJobApi, other_generation
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import BackendRun, RunPlan
-from components.training.finetuning.pod import entrypoint, progress_server
+from components.training.finetuning.pod import POD_MODULES, entrypoint, progress_server
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod.run_config import (
     RUN_CONFIG_FILE,
@@ -43,17 +43,6 @@ from components.training.finetuning.pod.run_config import (
 from components.training.finetuning.publish import find_final_checkpoint
 from components.training.finetuning.staging import pvc_mounts, script_running, stage_base_model, stage_code_tree
 
-#: The Training Hub pods' code (standard library only at import), staged under ``<run dir>/code/``.
-POD_MODULES = (
-    "components._common.s3",
-    "components.training.finetuning.pod.checkpoints",
-    "components.training.finetuning.pod.entrypoint",
-    "components.training.finetuning.pod.hub_compat",
-    "components.training.finetuning.pod.metrics",
-    "components.training.finetuning.pod.progress_server",
-    "components.training.finetuning.pod.run_config",
-    "components.training.finetuning.pod.trainer_status",
-)
 POD_CODE_DIR = "code"
 
 
