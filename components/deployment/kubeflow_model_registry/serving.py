@@ -29,21 +29,7 @@ DEPLOYABLE_SCHEMES = ("oci", "s3")
 
 @dataclasses.dataclass(frozen=True)
 class ServingRequest:
-    """The publish and deploy parameters of ``model_registry`` (see its parameter docs).
-
-    Attributes:
-        modelcar_uri: ``oci://registry/repository[:tag]`` to push the modelcar to ("" = no modelcar).
-        modelcar_base_image: The image the model files are layered on.
-        modelcar_lora_weights: ``as_trained``, ``merged`` or ``adapter``.
-        modelcar_insecure: Plain HTTP / unverified TLS to the OCI registries.
-        deploy_inference_service: Serve the registered model on KServe after the registration.
-        deploy_service_name: The InferenceService's name ("" = from ``model_name``).
-        deploy_namespace: Its namespace ("" = the pipeline's).
-        deploy_runtime: The ServingRuntime (created from the vLLM template when absent).
-        deploy_runtime_image: The vLLM image of a ServingRuntime this step creates.
-        deploy_gpus: GPUs of the predictor.
-        deploy_timeout_seconds: How long to wait for ``Ready``.
-    """
+    """The publish and deploy parameters of ``model_registry``, under their names (see its ``parameter_docs.py``)."""
 
     modelcar_uri: str
     modelcar_base_image: str

@@ -29,8 +29,9 @@ from components.training.finetuning.job_from_request import build_job_manifest, 
 from components.training.finetuning.manifests.api_generations import TRAINER_2_3, TrainJobApi, other_generation
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import BackendRun, RunPlan
-from components.training.finetuning.pod import POD_MODULES, entrypoint, progress_server
+from components.training.finetuning.pod import entrypoint, progress_server
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.modules import POD_MODULES
 from components.training.finetuning.pod.run_config import (
     RUN_CONFIG_FILE,
     RUN_CONFIG_VERSION,

@@ -26,8 +26,8 @@ from typing import Any
 
 from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE
-from components.training.finetuning.pod import POD_MODULES
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.modules import POD_MODULES
 from components.training.finetuning.staging import module_file, stage_code_tree
 
 #: The code tree's directory in the run directory.

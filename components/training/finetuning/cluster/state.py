@@ -93,12 +93,10 @@ class Outage:
 
     Attributes:
         since: ``clock()`` time of the first failure.
-        since_text: The wall-clock time of the first failure (UTC), for the log.
         reason: The first failure, one line.
     """
 
     since: float
-    since_text: str
     reason: str
 
 

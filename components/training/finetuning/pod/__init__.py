@@ -1,14 +1,1 @@
 """What runs in the training pods (standard library only; staged onto the workspace PVC by launch.py)."""
-
-#: The Training Hub pods' code (standard library only at import), staged under ``<run dir>/code/`` (``launch.py``);
-#: the ``transformers`` backend stages these and its trainer (``transformers_backend.STAGED_MODULES``).
-POD_MODULES = (
-    "components._common.s3",
-    "components.training.finetuning.pod.checkpoints",
-    "components.training.finetuning.pod.entrypoint",
-    "components.training.finetuning.pod.hub_compat",
-    "components.training.finetuning.pod.metrics",
-    "components.training.finetuning.pod.progress_server",
-    "components.training.finetuning.pod.run_config",
-    "components.training.finetuning.pod.trainer_status",
-)
