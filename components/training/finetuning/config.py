@@ -135,35 +135,8 @@ class TrainModelRequest:
 class TrainingConfig(Hyperparameters):
     """Every hyper-parameter of one fine-tuning run: :class:`~.pod.run_config.Hyperparameters` plus ``base_model``.
 
-    Attributes:
-        base_model: HF model id, local directory, ``pvc://<path>``, ``s3://bucket/prefix`` or
-            ``oci://registry/repository[:tag|@sha256:digest]`` (pulled by ``train_model``, see :mod:`.oci.model`).
-        algorithm: ``sft`` (full fine-tune), ``osft`` (orthogonal subspace fine-tune) or ``lora``.
-        num_epochs: Passes over the training data.
-        effective_batch_size: Samples per optimizer step (split into micro-batches by ``max_tokens_per_gpu``).
-        learning_rate: Peak learning rate.
-        max_seq_len: Samples longer than this many tokens are dropped.
-        max_tokens_per_gpu: Token budget of one micro-batch (padding included); at least ``max_seq_len``.
-        lr_scheduler: Learning-rate schedule, one of :data:`LR_SCHEDULERS`.
-        warmup_steps: Linear warm-up steps of the schedule.
-        seed: Seed of initialisation, data order and dropout.
-        unfreeze_rank_ratio: OSFT: fraction of each target matrix's rank that is trained, in (0, 1].
-        lora_r: LoRA rank.
-        lora_alpha: LoRA scaling numerator.
-        lora_dropout: LoRA dropout probability, in [0, 1).
-        use_liger: Use Liger kernels (GPU only; Training Hub SFT/OSFT).
-        gradient_checkpointing: Recompute activations in the backward pass (Training Hub's backends always do when
-            the model supports it; the local backend follows this setting).
-        checkpoint_at_epoch: Save a checkpoint after every epoch.
-        save_final_checkpoint: Save the final model (must stay true for ``sft`` on Training Hub, which always does).
-        fsdp_sharding_strategy: FSDP strategy of full fine-tuning (``sft``), one of :data:`FSDP_SHARDING_STRATEGIES`
-            (Training Hub's instructlab-training, or FSDP2 in the ``transformers`` backend).
-        resume: Continue from the newest complete checkpoint in the output directory when there is one.
-        max_steps: Stop after this many optimizer steps (0 = no limit).
-        checkpoint_interval_steps: Local backend: also save a resumable checkpoint every this many optimizer steps
-            (0 = off); a SIGTERM always saves one.
-        hub_backend: Training Hub's backend for the algorithm (:data:`HUB_BACKENDS`; ``""`` = its default), or
-            :data:`TRANSFORMERS_BACKEND` (the project's own trainer instead of Training Hub).
+    Each field is the ``train_model`` parameter ``training_<field>`` (``hub_backend``: ``training_backend``), described
+    once in ``parameter_docs.py``; :meth:`validate` holds the rules.
     """
 
     base_model: str
