@@ -25,8 +25,20 @@ def test_lines_and_modules_are_the_products(tmp_path):
 @pytest.mark.skipif(shutil.which("duplicates") is None, reason="the duplicates command is not installed")
 def test_duplicate_pairs_are_counted_in_product_code_only(tmp_path):
     root = _tree(tmp_path)
-    body = "import os\n\n\ndef home(user):\n    path = os.path.join('/home', user)\n    if not os.path.isdir(path):\n"
-    body += "        raise FileNotFoundError(path)\n    names = sorted(os.listdir(path))\n    return [n for n in names if n]\n"
+    body = "\n".join(
+        [
+            "import os",
+            "",
+            "",
+            "def home(user):",
+            "    path = os.path.join('/home', user)",
+            "    if not os.path.isdir(path):",
+            "        raise FileNotFoundError(path)",
+            "    names = sorted(os.listdir(path))",
+            "    return [n for n in names if n]",
+            "",
+        ]
+    )
     (root / "components/x/b.py").write_text(body)
     (root / "pipelines/c.py").write_text(body)
     (root / "components/x/tests/test_b.py").write_text(body)
