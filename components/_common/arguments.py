@@ -7,8 +7,11 @@ is one error line naming it, never a silently dropped value.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def require_arguments(component: str, arguments: Mapping[str, Any], expected: Iterable[str]) -> None:
@@ -24,6 +27,19 @@ def require_arguments(component: str, arguments: Mapping[str, Any], expected: It
             f"{component}: arguments {unknown} have no field in its request and {missing} are missing from its "
             "signature; add each parameter to both component.py and the request builder in request.py"
         )
+
+
+def request_from_arguments(
+    component: str, request_type: type[T], arguments: Mapping[str, Any], outputs: Iterable[str]
+) -> T:
+    """The request dataclass whose fields are the component's arguments but its ``outputs``, each under its name.
+
+    Raises:
+        TypeError: See :func:`require_arguments`.
+    """
+    names = [field.name for field in dataclasses.fields(request_type)]
+    require_arguments(component, arguments, [*names, *outputs])
+    return request_type(**{name: arguments[name] for name in names})
 
 
 def artifact_path(component: str, name: str, artifact: Any) -> str:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from components._common.arguments import require_arguments
+from components._common.arguments import request_from_arguments
 from components.data_processing.dataset_download.run import DatasetDownloadRequest
 
 #: The output artifacts: written by the wrapper from the prepared dataset, not part of the request.
@@ -19,6 +18,4 @@ def dataset_download_request(arguments: Mapping[str, Any]) -> DatasetDownloadReq
     Raises:
         TypeError: ``arguments`` lacks a field of the request, or has a name that is neither a field nor an output.
     """
-    names = [field.name for field in dataclasses.fields(DatasetDownloadRequest)]
-    require_arguments("dataset_download", arguments, [*names, *OUTPUTS])
-    return DatasetDownloadRequest(**{name: arguments[name] for name in names})
+    return request_from_arguments("dataset_download", DatasetDownloadRequest, arguments, OUTPUTS)

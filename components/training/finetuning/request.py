@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from components._common.arguments import require_arguments
+from components._common.arguments import request_from_arguments
 from components.training.finetuning.config import TrainModelRequest
 
 #: The output artifacts: handed to ``run_train_model`` by the wrapper, not part of the request.
@@ -19,6 +18,4 @@ def train_model_request(arguments: Mapping[str, Any]) -> TrainModelRequest:
     Raises:
         TypeError: ``arguments`` lacks a field of the request, or has a name that is neither a field nor an output.
     """
-    names = [field.name for field in dataclasses.fields(TrainModelRequest)]
-    require_arguments("train_model", arguments, [*names, *OUTPUTS])
-    return TrainModelRequest(**{name: arguments[name] for name in names})
+    return request_from_arguments("train_model", TrainModelRequest, arguments, OUTPUTS)
