@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -64,32 +65,53 @@ def build_model(target: Path, hidden: int, layers: int) -> Path:
     return target
 
 
+#: The ``train_model`` arguments of every benchmark run (the rest: the component's defaults).
+BENCH_ARGUMENTS = {
+    "training_backend": "transformers",
+    "training_effective_batch_size": 16,
+    "training_max_seq_len": 512,
+    "training_max_tokens_per_gpu": 8192,
+    "training_lr_scheduler": "constant",
+    "training_namespace": "bench",
+    "training_gpus_per_node": 1,
+}
+
+
+def bench_request(model: Path, algorithm: str, steps: int) -> Any:
+    """One run's ``TrainModelRequest``: the component's defaults and :data:`BENCH_ARGUMENTS`, built as it builds one."""
+    import inspect
+
+    from components.training.finetuning import train_model
+    from components.training.finetuning.request import train_model_request
+
+    parameters = inspect.signature(train_model.python_func).parameters
+    arguments = {name: None if p.default is inspect.Parameter.empty else p.default for name, p in parameters.items()}
+    arguments.update(
+        BENCH_ARGUMENTS,
+        training_base_model=str(model),
+        training_algorithm=algorithm,
+        training_learning_rate=3e-4 if algorithm == "sft" else 3e-3,
+        training_max_steps=steps,
+    )
+    return train_model_request(arguments)
+
+
 def stage(run_dir: Path, model: Path, algorithm: str, steps: int) -> list[str]:
-    """Stages the run directory as ``train_model`` does; returns the TrainJob's command."""
-    from components.training.finetuning import job_from_request, staging
+    """Stages the run directory as ``train_model`` does (``launch.write_run_config``); returns the pod command."""
+    from components.training.finetuning import job_from_request, launch
     from components.training.finetuning.config import TrainingConfig
+    from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
     from pipelines.demo.demo_data import DEMO_DATASET_PATH
 
-    config = TrainingConfig.from_params(
-        base_model=str(model),
-        algorithm=algorithm,
-        hub_backend="transformers",
-        effective_batch_size=16,
-        learning_rate=3e-4 if algorithm == "sft" else 3e-3,
-        max_seq_len=512,
-        max_tokens_per_gpu=8192,
-        lr_scheduler="constant",
-        max_steps=steps,
-    )
+    request = bench_request(model, algorithm, steps)
+    config = TrainingConfig.from_request(request)
+    config.validate("train_model")
     run_dir.mkdir(parents=True)
-    settings = {"progress": {"enabled": False, "port": 28080}, "jit_checkpoint": True, "mlflow": {}}
-    config_path = staging.write_run_config(
-        config, run_dir, DEMO_DATASET_PATH, None, None, 1, settings, hub_backend="transformers"
-    )
-    params = {"hub_backend": "transformers", "namespace": "bench", "gpus_per_node": 1}
-    trainer = job_from_request.build_job_manifest("trainjob", config_path, None, "bench", algorithm, params)["spec"][
-        "trainer"
-    ]
+    progress = ProgressSettings(enabled=False, port=28080, termination_log="/dev/termination-log")
+    settings = launch.PodSettings(progress=progress, jit_checkpoint=True, mlflow=MlflowSettings("", "", ""))
+    config_path = launch.write_run_config(config, run_dir, DEMO_DATASET_PATH, None, None, 1, settings)
+    manifest = job_from_request.build_job_manifest("trainjob", config_path, None, "bench", algorithm, request, None)
+    trainer = manifest["spec"]["trainer"]
     return [sys.executable, *trainer["command"][1:], *trainer["args"]]
 
 
@@ -123,12 +145,13 @@ def run_pod(command: list[str], log: Path, stop_at_step: int = 0, metrics: Path 
 def figures(ckpt_dir: Path, steps: int) -> dict[str, float]:
     """ms/step (after the first 3 steps), last tokens/s, first/last loss and peak GPU memory of a finished run."""
     from components.training.finetuning.pod import metrics as metrics_module
+    from components.training.finetuning.transformers_backend import read_result
 
     records = metrics_module.read_metrics(ckpt_dir / "metrics.jsonl")
     assert [r["step"] for r in records] == list(range(1, steps + 1)), [r["step"] for r in records]
     warm = records[3:] or records
     per_step = (warm[-1]["time"] - warm[0]["time"]) / max(len(warm) - 1, 1)
-    result = json.loads((ckpt_dir / "result.json").read_text())
+    result = read_result(ckpt_dir)
     return {
         "ms_per_step": per_step * 1000,
         "tokens_per_second": records[-1]["tokens_per_second"],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.training.finetuning.cluster import auth as kube
+from components._common import kube_auth as kube
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from pipelines.cli import main
 from pipelines.compile import pipeline_function

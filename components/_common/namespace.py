@@ -6,8 +6,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-#: Where Kubernetes mounts the pod's namespace with its service-account token.
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: Where Kubernetes mounts the pod's service-account token, CA and namespace.
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SERVICE_ACCOUNT_NAMESPACE = f"{SERVICE_ACCOUNT_DIR}/namespace"
 
 
 def pod_namespace(

@@ -1,6 +1,6 @@
 """The reads doctor makes from the Kubernetes API, through the training step's own client layer.
 
-Connection: :func:`connect` uses :func:`components.training.finetuning.cluster.auth.load_api_client`, as the training
+Connection: :func:`connect` uses :func:`components._common.kube_auth.load_api_client`, as the training
 step does (``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``, else the pod's service account), plus the kubeconfig's
 current context on a workstation. Every call has a short ``(connect, read)`` deadline and at most one retry.
 
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components._common import kube_auth as cluster_auth
 from components.training.finetuning.cluster import api as cluster_api
-from components.training.finetuning.cluster import auth as cluster_auth
 from components.training.finetuning.cluster.errors import JobError
 
 #: (connect, read) seconds of one API request (the Kubernetes client honours ints and 2-tuples).
@@ -45,7 +45,7 @@ def connect(ca_bundle: str = "") -> tuple[Any, str]:
     """A ``kubernetes.client.ApiClient`` as the training step would build it, and how it authenticated.
 
     Raises:
-        components.training.finetuning.cluster.auth.KubeAuthError: No usable credentials (the message says how to
+        components._common.kube_auth.KubeAuthError: No usable credentials (the message says how to
             add them).
     """
     source = (

@@ -37,7 +37,7 @@ def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
 
 def _reachable(cluster: Cluster, host: str, source: str = "") -> Check | None:
     """A FAIL when the API server does not answer ``GET /version``, else None; the remedy fits the credentials used."""
-    from components.training.finetuning.cluster.auth import AUTH_TOKEN_ENV, SERVER_URL_ENV
+    from components._common.kube_auth import AUTH_TOKEN_ENV, SERVER_URL_ENV
 
     from_env = source.startswith(SERVER_URL_ENV)
     try:
@@ -86,7 +86,7 @@ def run_doctor(
     Raises:
         ValueError: Unknown or mistyped run arguments, no namespace, or a bad ``kfp_host`` / ``token_file``.
     """
-    from components.training.finetuning.cluster.auth import KubeAuthError
+    from components._common.kube_auth import KubeAuthError
 
     values = RunValues(read_package(package), arguments)
     context: dict[str, Any] = {"pipeline": values.facts.name}

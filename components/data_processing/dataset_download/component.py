@@ -33,28 +33,14 @@ def dataset_download(
     download_deadline_s: float = 10800.0,
 ) -> None:
     """Downloads a chat dataset, validates every row, converts it to ``messages`` JSONL and splits it (seeded)."""
+    arguments = dict(locals())  # every argument by name, taken before the imports below add names
     from pathlib import Path
 
     from components._common.termination import sigterm_raises_exit
-    from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
+    from components.data_processing.dataset_download.request import dataset_download_request
+    from components.data_processing.dataset_download.run import run_dataset_download
 
-    request = DatasetDownloadRequest(
-        dataset_uri=dataset_uri,
-        train_split_ratio=train_split_ratio,
-        subset_count=subset_count,
-        seed=seed,
-        input_format=input_format,
-        hf_split=hf_split,
-        on_invalid=on_invalid,
-        max_invalid_fraction=max_invalid_fraction,
-        allow_trailing_user=allow_trailing_user,
-        max_seq_len=max_seq_len,
-        tokenizer_source=tokenizer_source,
-        max_download_bytes=max_download_bytes,
-        max_line_bytes=max_line_bytes,
-        max_decompressed_bytes=max_decompressed_bytes,
-        download_deadline_s=download_deadline_s,
-    )
+    request = dataset_download_request(arguments)
     with sigterm_raises_exit():  # a stopped pod still removes its partial downloads and temporary files
         prepared = run_dataset_download(request, Path(train_dataset.path), Path(eval_dataset.path))
     prepared.write_outputs(train_dataset, eval_dataset, report, metrics)

@@ -114,23 +114,7 @@ class DatasetDownloadResult:
 class DatasetDownloadRequest:
     """``dataset_download``'s arguments, as the component received them; no defaults (they live in the component).
 
-    Attributes:
-        dataset_uri: Hub id ``org/name[:subset][@revision]``, ``s3://``, ``http(s)://``, ``pvc://`` or a local path.
-        train_split_ratio: Fraction of the kept rows for training, in (0, 1].
-        subset_count: Rows to keep, drawn with ``seed`` (0 = all).
-        seed: Seed of the subset and the split.
-        input_format: ``auto`` | ``messages`` | ``alpaca`` | ``sharegpt`` | ``prompt_completion``.
-        hf_split: The split of a Hub dataset to read.
-        on_invalid: ``fail`` on any bad row, or ``drop`` bad rows (failing above ``max_invalid_fraction``).
-        max_invalid_fraction: With ``drop``, the largest rejected fraction accepted.
-        allow_trailing_user: Accept conversations that end on a user turn.
-        max_seq_len: With ``tokenizer_source``, compute token statistics and count rows longer than this (0 = off).
-        tokenizer_source: HF id or local directory of the tokenizer for token statistics.
-        max_download_bytes: Refuse remote downloads larger than this.
-        max_line_bytes: The largest JSONL line, ``.json`` element or CSV record; longer ones are rejected
-            (``record_too_large``) without being held in memory.
-        max_decompressed_bytes: The most one ``.gz`` file may expand to (``decompressed_too_large``).
-        download_deadline_s: Deadline of the whole download, every attempt and file included.
+    One field per parameter, under its name; each is described once, in ``parameter_docs.py``.
     """
 
     dataset_uri: str

@@ -69,58 +69,10 @@ def model_registry(
         status (``registered``, ``already_registered``, ``gated_out`` or ``skipped``), model_id and version_id ("" when
         not registered), model_uri (the registered or published URI) and endpoint_url (the served endpoint, or "").
     """
-    from collections import namedtuple
-
+    arguments = dict(locals())  # every argument by name, taken before the imports below add names
     from components._common.files import with_extension
-    from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
-    from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest, run_model_registration
-    from components.deployment.kubeflow_model_registry.serving import ServingRequest
+    from components.deployment.kubeflow_model_registry.request import component_outputs, model_registry_request
+    from components.deployment.kubeflow_model_registry.run import run_model_registration
 
-    def info(artifact):
-        return None if artifact is None else ArtifactInfo(artifact.uri, artifact.path, dict(artifact.metadata))
-
-    request = ModelRegistryRequest(
-        model=info(model),
-        registry_address=registry_address,
-        registry_port=registry_port,
-        model_name=model_name,
-        model_version=model_version,
-        author=author,
-        description=description,
-        model_format_name=model_format_name,
-        model_format_version=model_format_version,
-        eval_metrics=info(eval_metrics),
-        train_metrics=info(train_metrics),
-        dataset=info(dataset),
-        min_metric_name=min_metric_name,
-        min_metric_value=min_metric_value,
-        eval_results=info(eval_results),
-        min_improvement_metric=min_improvement_metric,
-        min_improvement=min_improvement,
-        max_regression=max_regression,
-        max_regression_relative=max_regression_relative,
-        model_uri=model_uri,
-        s3_upload_prefix=s3_upload_prefix,
-        is_secure=is_secure,
-        ca_bundle_path=ca_bundle_path,
-        allow_token_over_http=allow_token_over_http,
-        storage_key=storage_key,
-        pipeline_run_id=pipeline_run_id,
-        pipeline_run_name=pipeline_run_name,
-        serving=ServingRequest(
-            modelcar_uri=modelcar_uri,
-            modelcar_base_image=modelcar_base_image,
-            modelcar_lora_weights=modelcar_lora_weights,
-            modelcar_insecure=modelcar_insecure,
-            deploy_inference_service=deploy_inference_service,
-            deploy_service_name=deploy_service_name,
-            deploy_namespace=deploy_namespace,
-            deploy_runtime=deploy_runtime,
-            deploy_runtime_image=deploy_runtime_image,
-            deploy_gpus=deploy_gpus,
-            deploy_timeout_seconds=deploy_timeout_seconds,
-        ),
-    )
-    result = run_model_registration(request, with_extension(summary, ".md"))
-    outputs = namedtuple("Outputs", ["status", "model_id", "version_id", "model_uri", "endpoint_url"])
-    return outputs(result.status, result.model_id, result.version_id, result.uri, result.endpoint_url)
+    result = run_model_registration(model_registry_request(arguments), with_extension(summary, ".md"))
+    return component_outputs(result)

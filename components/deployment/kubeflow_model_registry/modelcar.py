@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common.oci_reference import docker_config_from_env, parse_oci_uri
+
 #: The push secret (a Docker config.json) as an env var: the key the guide's form uses, then ``.dockerconfigjson``.
 PUSH_SECRET_ENV = "OCI_PUSH_SECRET_MODEL_UPLOAD"
 PUSH_DOCKERCONFIGJSON_ENV = "OCI_PUSH_SECRET_DOCKERCONFIGJSON"
@@ -37,10 +39,6 @@ PUSH_SECRET_NAME = "oci-push-secret-model-upload"
 LORA_WEIGHTS = ("as_trained", "merged", "adapter")
 #: Deadline of one skopeo copy (the base image pull, the push), in seconds.
 COPY_TIMEOUT_SECONDS = 1800
-_REFERENCE = re.compile(
-    r"^(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/(?P<repository>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$"
-)
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -97,14 +95,10 @@ def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTar
     Raises:
         ModelcarError: Not such a reference (a ``@sha256:`` digest cannot be pushed to: the push makes it).
     """
-    text = uri.strip()
-    match = _REFERENCE.match(text[len("oci://") :]) if text.startswith("oci://") else None
-    if not match:
-        raise ModelcarError(
-            f"{parameter}={uri!r}: expected oci://<registry>[:port]/<repository>[:<tag>] with a lowercase repository "
-            "and no @digest (e.g. oci://quay.io/org/my-model:v1); the push decides the digest"
-        )
-    return ModelcarTarget(match["registry"], match["repository"], match["tag"] or "latest")
+    target = parse_oci_uri(uri.strip(), parameter, ModelcarError, "oci://quay.io/org/my-model:v1")
+    if target.digest:
+        raise ModelcarError(f"{parameter}={uri!r}: a push target has no @digest (the push decides it); drop it")
+    return ModelcarTarget(target.registry, target.repository, target.tag)
 
 
 def push_secret_variable(environ: Mapping[str, str]) -> str:
@@ -113,22 +107,10 @@ def push_secret_variable(environ: Mapping[str, str]) -> str:
     Raises:
         ModelcarError: The value is not a JSON object (names the variable, never the value).
     """
-    for variable in (PUSH_SECRET_ENV, PUSH_DOCKERCONFIGJSON_ENV):
-        text = (environ.get(variable) or "").strip()
-        if not text:
-            continue
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as error:
-            config = error
-        if not isinstance(config, dict):
-            raise ModelcarError(
-                f"environment variable {variable} (from secret {PUSH_SECRET_NAME}): not a Docker config.json JSON "
-                "object; store the file's contents (oc create secret generic "
-                f"{PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json)"
-            )
-        return variable
-    return ""
+    remedy = f"oc create secret generic {PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json"
+    hint = f"secret {PUSH_SECRET_NAME}"
+    variables = (PUSH_SECRET_ENV, PUSH_DOCKERCONFIGJSON_ENV)
+    return docker_config_from_env(environ, variables, ModelcarError, hint, remedy)[1]
 
 
 def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) -> tuple[str, str]:

@@ -98,38 +98,11 @@ def _gates(
 
 @dataclasses.dataclass(frozen=True)
 class ModelRegistryRequest:
-    """``model_registry``'s arguments as the component received them (artifacts as :class:`ArtifactInfo`); no defaults.
+    """``model_registry``'s arguments as the component received them; no defaults.
 
-    Attributes:
-        model: The trained model artifact.
-        registry_address: Registry host or URL ("" = skip the step).
-        registry_port: Registry port (when the address has none).
-        model_name: Registered model name (required unless skipped).
-        model_version: Version name ("" = this run's version or ``<UTC timestamp>-<short run id>``).
-        author: Author of the version.
-        description: Description of the version.
-        model_format_name: Model format for serving.
-        model_format_version: Its version.
-        eval_metrics: Evaluation metrics artifact (recorded, and usable by the gate).
-        train_metrics: Training metrics artifact (recorded, and usable by the gate).
-        dataset: Training dataset artifact (lineage).
-        min_metric_name: Gate metric ("" = no gate).
-        min_metric_value: Gate threshold (register when metric >= threshold).
-        eval_results: ``lm_eval``'s results artifact; its ``comparison`` metadata (fine-tuned vs base model) feeds
-            the improvement/regression gate, the summary and the lineage.
-        min_improvement_metric: The new task's metric that must improve over the base model ("" = no such gate).
-        min_improvement: Least improvement of that metric, in its units (direction-aware).
-        max_regression: Most any other task's metric may get worse than the base model's (negative = no gate).
-        max_regression_relative: ``max_regression`` is a fraction of the base value (0.05 = 5 %).
-        model_uri: Explicit serving URI ("" = derive).
-        s3_upload_prefix: ``s3://bucket/prefix`` to upload the model files to and register ("" = no upload).
-        is_secure: Verify the registry's TLS certificate.
-        ca_bundle_path: CA bundle for that verification.
-        allow_token_over_http: Send the bearer token to a plain ``http://`` address (withheld otherwise).
-        storage_key: Data-connection secret name recorded on the artifact for serving.
-        pipeline_run_id: The run's id ("" or an unresolved placeholder = unknown).
-        pipeline_run_name: The run's name.
-        serving: The modelcar publish and the KServe deploy (one group of options).
+    One field per parameter, under its name (described once, in ``parameter_docs.py``); input artifacts as
+    :class:`ArtifactInfo` (``None`` when absent); the modelcar and deploy parameters grouped in ``serving``
+    (:class:`~.serving.ServingRequest`).
     """
 
     model: ArtifactInfo

@@ -3,8 +3,7 @@
 :func:`check_serving_request` validates the two steps' parameters before anything happens; :func:`publish` pushes the
 modelcar (:mod:`.modelcar`) once the gates passed, and its pinned ``oci://…@sha256:…`` becomes the registered URI;
 :func:`deploy` serves the registered URI on KServe (:mod:`.kserve_deploy`) after a registration that was not gated
-out. Kubernetes credentials: the ``kubernetes-credentials`` secret (``KUBERNETES_SERVER_URL`` +
-``KUBERNETES_AUTH_TOKEN``), else the pod's service account.
+out. Kubernetes credentials: :func:`components._common.kube_auth.load_api_client`, as for ``train_model``.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from components._common.kube_auth import KubeAuthError, load_api_client
 from components._common.namespace import pod_namespace
 
 from .kserve_deploy import Deployment, DeploySettings, deploy_model
@@ -23,29 +23,13 @@ from .lineage import ArtifactInfo
 from .model_uri import model_files_dir
 from .modelcar import LORA_WEIGHTS, PublishedModelcar, parse_modelcar_uri, publish_modelcar
 
-SERVER_URL_ENV = "KUBERNETES_SERVER_URL"
-AUTH_TOKEN_ENV = "KUBERNETES_AUTH_TOKEN"
 #: Storage a served InferenceService can outlive the run with (``pvc://`` of the run's workspace is deleted with it).
 DEPLOYABLE_SCHEMES = ("oci", "s3")
 
 
 @dataclasses.dataclass(frozen=True)
 class ServingRequest:
-    """The publish and deploy parameters of ``model_registry`` (see its parameter docs).
-
-    Attributes:
-        modelcar_uri: ``oci://registry/repository[:tag]`` to push the modelcar to ("" = no modelcar).
-        modelcar_base_image: The image the model files are layered on.
-        modelcar_lora_weights: ``as_trained``, ``merged`` or ``adapter``.
-        modelcar_insecure: Plain HTTP / unverified TLS to the OCI registries.
-        deploy_inference_service: Serve the registered model on KServe after the registration.
-        deploy_service_name: The InferenceService's name ("" = from ``model_name``).
-        deploy_namespace: Its namespace ("" = the pipeline's).
-        deploy_runtime: The ServingRuntime (created from the vLLM template when absent).
-        deploy_runtime_image: The vLLM image of a ServingRuntime this step creates.
-        deploy_gpus: GPUs of the predictor.
-        deploy_timeout_seconds: How long to wait for ``Ready``.
-    """
+    """The publish and deploy parameters of ``model_registry``, under their names (see its ``parameter_docs.py``)."""
 
     modelcar_uri: str
     modelcar_base_image: str
@@ -126,33 +110,6 @@ def check_deployable(request: ServingRequest, uri: str) -> None:
         )
 
 
-def kubernetes_client(environ: Mapping[str, str]) -> Any:
-    """An ``ApiClient`` from the ``kubernetes-credentials`` secret's env vars, else the pod's service account.
-
-    Raises:
-        ValueError: Only one of the two variables is set, or neither they nor a service account are there.
-    """
-    from kubernetes import client, config
-
-    server, token = environ.get(SERVER_URL_ENV, "").strip(), environ.get(AUTH_TOKEN_ENV, "").strip()
-    configuration = client.Configuration()
-    if server or token:
-        if not (server and token):
-            raise ValueError(f"deploy_inference_service: set both {SERVER_URL_ENV} and {AUTH_TOKEN_ENV} or neither")
-        configuration.host = server.rstrip("/")
-        configuration.api_key = {"authorization": token}
-        configuration.api_key_prefix = {"authorization": "Bearer"}
-        return client.ApiClient(configuration)
-    try:
-        config.load_incluster_config(client_configuration=configuration)
-    except config.ConfigException as error:
-        raise ValueError(
-            f"deploy_inference_service is on but there are no Kubernetes credentials ({error}): run in the cluster "
-            f"or set {SERVER_URL_ENV} and {AUTH_TOKEN_ENV} (kubernetes-credentials secret)"
-        ) from None
-    return client.ApiClient(configuration)
-
-
 def deploy(
     request: ServingRequest,
     registered_uri: str,
@@ -165,7 +122,8 @@ def deploy(
     """Serves ``registered_uri`` (``oci://`` or ``s3://``) on KServe and smoke-tests it (``options``: for tests).
 
     Raises:
-        ValueError: A URI that does not outlive the run, no credentials; :class:`.kserve_deploy.DeployError`.
+        ValueError: A URI that does not outlive the run; ``KubeAuthError`` (no usable credentials);
+            :class:`.kserve_deploy.DeployError`.
     """
     environ = os.environ if environ is None else environ
     check_deployable(request, registered_uri)
@@ -178,7 +136,10 @@ def deploy(
         timeout_seconds=float(request.deploy_timeout_seconds),
         **{k: options.pop(k) for k in ("poll_seconds", "request_timeout") if k in options},
     )
-    api_client = kubernetes_client(environ)
+    try:
+        api_client = load_api_client(environ=environ, log=log)
+    except KubeAuthError as error:
+        raise KubeAuthError(f"deploy_inference_service: {error}") from None
     try:
         return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log, **options)
     finally:

@@ -51,37 +51,12 @@ def lm_eval(
     skip_unusable_model_source: bool = False,
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
+    arguments = dict(locals())  # every argument by name, taken before the imports below add names
     from components._common.files import with_extension
-    from components.evaluation.lm_eval.request import LmEvalRequest
+    from components.evaluation.lm_eval.request import lm_eval_request
     from components.evaluation.lm_eval.run import run_lm_eval
 
-    request = LmEvalRequest(
-        model_path=model.path if model else "",
-        model_metadata=dict(model.metadata) if model else {},
-        task_names=task_names,
-        eval_dataset_path=eval_dataset.path if eval_dataset else "",
-        eval_dataset_metadata=dict(eval_dataset.metadata) if eval_dataset else {},
-        baseline_results_path=baseline_results.path if baseline_results else "",
-        model_source=model_source,
-        batch_size=batch_size,
-        limit=limit,
-        num_fewshot=num_fewshot,
-        gen_kwargs=gen_kwargs,
-        model_args=model_args,
-        apply_chat_template=apply_chat_template,
-        backend=backend,
-        seed=seed,
-        log_samples=log_samples,
-        max_samples=max_samples,
-        max_new_tokens=max_new_tokens,
-        custom_tasks_path=custom_tasks.path if custom_tasks else "",
-        device=device,
-        bootstrap_iters=bootstrap_iters,
-        allow_empty_eval_dataset=allow_empty_eval_dataset,
-        enabled=enabled,
-        skip_unusable_model_source=skip_unusable_model_source,
-    )
-    outcome = run_lm_eval(request, results.path, with_extension(report, ".html"))
+    outcome = run_lm_eval(lm_eval_request(arguments), results.path, with_extension(report, ".html"))
     for name, value in outcome.metrics.items():
         metrics.log_metric(name, value)
     results.metadata.update(outcome.results_metadata)

@@ -1,9 +1,10 @@
 """KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA) as a Kubeflow Trainer TrainJob, a PyTorchJob or on CPU.
 
-The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body puts each one,
-under its own name, into one :class:`~components.training.finetuning.config.TrainModelRequest` (no defaults there:
-they live here, once) and hands it to :func:`~components.training.finetuning.run.run_train_model`. The README's
-"Layout" section follows ``training_num_epochs`` from here to Training Hub.
+The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body hands them all
+to ``request.py``, which puts each one, under its own name, into one
+:class:`~components.training.finetuning.config.TrainModelRequest` (no defaults there: they live here, once), and passes
+that to :func:`~components.training.finetuning.run.run_train_model`. The README's "Layout" section follows
+``training_num_epochs`` from here to Training Hub.
 """
 
 from kfp import dsl
@@ -106,70 +107,9 @@ def train_model(
     task_name: str = dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
 ):
     """Fine-tunes ``training_base_model`` on ``dataset``; parameters and outputs are described in the README."""
-    from components.training.finetuning.config import TrainModelRequest
+    arguments = dict(locals())  # every argument by name, taken before the imports below add names
+    from components.training.finetuning.request import train_model_request
     from components.training.finetuning.run import run_train_model
 
-    request = TrainModelRequest(
-        task_config=task_config,
-        pvc_path=pvc_path,
-        dataset=dataset,
-        dataset_path=dataset_path,
-        eval_dataset=eval_dataset,
-        training_base_model=training_base_model,
-        training_algorithm=training_algorithm,
-        training_backend=training_backend,
-        training_launcher=training_launcher,
-        training_num_epochs=training_num_epochs,
-        training_effective_batch_size=training_effective_batch_size,
-        training_max_tokens_per_gpu=training_max_tokens_per_gpu,
-        training_learning_rate=training_learning_rate,
-        training_max_seq_len=training_max_seq_len,
-        training_lr_scheduler=training_lr_scheduler,
-        training_warmup_steps=training_warmup_steps,
-        training_seed=training_seed,
-        training_unfreeze_rank_ratio=training_unfreeze_rank_ratio,
-        training_lora_r=training_lora_r,
-        training_lora_alpha=training_lora_alpha,
-        training_lora_dropout=training_lora_dropout,
-        training_use_liger=training_use_liger,
-        training_gradient_checkpointing=training_gradient_checkpointing,
-        training_checkpoint_at_epoch=training_checkpoint_at_epoch,
-        training_save_final_checkpoint=training_save_final_checkpoint,
-        training_fsdp_sharding_strategy=training_fsdp_sharding_strategy,
-        training_resume=training_resume,
-        training_max_steps=training_max_steps,
-        training_checkpoint_interval_steps=training_checkpoint_interval_steps,
-        training_mlflow_tracking_uri=training_mlflow_tracking_uri,
-        training_num_nodes=training_num_nodes,
-        training_gpus_per_node=training_gpus_per_node,
-        training_gpu_resource_name=training_gpu_resource_name,
-        training_cpu_per_node=training_cpu_per_node,
-        training_memory_per_node=training_memory_per_node,
-        training_env_vars=training_env_vars,
-        training_runtime_name=training_runtime_name,
-        training_runtime_kind=training_runtime_kind,
-        training_image=training_image,
-        training_namespace=training_namespace,
-        training_tolerations=training_tolerations,
-        training_node_selector=training_node_selector,
-        training_pod_labels=training_pod_labels,
-        training_pod_annotations=training_pod_annotations,
-        training_queue_name=training_queue_name,
-        training_cleanup_policy=training_cleanup_policy,
-        training_delete_on_success=training_delete_on_success,
-        training_start_timeout_seconds=training_start_timeout_seconds,
-        training_timeout_seconds=training_timeout_seconds,
-        training_timeout_counts_paused_time=training_timeout_counts_paused_time,
-        training_api_outage_tolerance_seconds=training_api_outage_tolerance_seconds,
-        training_progress_tracking=training_progress_tracking,
-        training_progress_metrics_port=training_progress_metrics_port,
-        training_progress_poll_interval_seconds=training_progress_poll_interval_seconds,
-        training_jit_checkpoint=training_jit_checkpoint,
-        training_oci_insecure=training_oci_insecure,
-        training_oci_ca_bundle=training_oci_ca_bundle,
-        hf_token_secret_name=hf_token_secret_name,
-        s3_secret_name=s3_secret_name,
-        run_id=run_id,
-        task_name=task_name,
-    )
+    request = train_model_request(arguments)
     run_train_model(request, model=output_model, metrics=output_metrics, report=output_loss_chart)

@@ -1,7 +1,7 @@
 """The validated training configuration shared by every backend (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
 
 :class:`TrainModelRequest` is ``train_model``'s arguments, one field per component parameter under the same name and
-without defaults (every default lives once, in the component's signature); ``component.py`` builds it and nothing
+without defaults (every default lives once, in the component's signature); ``request.py`` builds it and nothing
 else does. :class:`TrainingConfig` is the validated training setup taken from it (:meth:`TrainingConfig.from_request`):
 the pod contract's :class:`~.pod.run_config.Hyperparameters` plus ``base_model``; it is validated once, before
 anything is trained or submitted, and travels to the pods inside ``run_config.json`` (:mod:`.pod.run_config`).
@@ -63,8 +63,9 @@ def _fail(name: str, value: Any, rule: str, source: str) -> None:
 class TrainModelRequest:
     """``train_model``'s arguments, as the component received them (see the component for each one's meaning).
 
-    Built only in ``component.py``; no field has a default. ``dataset``, ``eval_dataset`` and ``task_config`` are the
-    KFP input artifacts and passthrough (artifact-like objects: ``path``, ``uri``, ``metadata``; or ``None``).
+    Built only by ``request.py`` from the wrapper's arguments; no field has a default. ``dataset``, ``eval_dataset``
+    and ``task_config`` are the KFP input artifacts and passthrough (artifact-like objects: ``path``, ``uri``,
+    ``metadata``; or ``None``).
     """
 
     task_config: Any
@@ -134,35 +135,8 @@ class TrainModelRequest:
 class TrainingConfig(Hyperparameters):
     """Every hyper-parameter of one fine-tuning run: :class:`~.pod.run_config.Hyperparameters` plus ``base_model``.
 
-    Attributes:
-        base_model: HF model id, local directory, ``pvc://<path>``, ``s3://bucket/prefix`` or
-            ``oci://registry/repository[:tag|@sha256:digest]`` (pulled by ``train_model``, see :mod:`.oci.model`).
-        algorithm: ``sft`` (full fine-tune), ``osft`` (orthogonal subspace fine-tune) or ``lora``.
-        num_epochs: Passes over the training data.
-        effective_batch_size: Samples per optimizer step (split into micro-batches by ``max_tokens_per_gpu``).
-        learning_rate: Peak learning rate.
-        max_seq_len: Samples longer than this many tokens are dropped.
-        max_tokens_per_gpu: Token budget of one micro-batch (padding included); at least ``max_seq_len``.
-        lr_scheduler: Learning-rate schedule, one of :data:`LR_SCHEDULERS`.
-        warmup_steps: Linear warm-up steps of the schedule.
-        seed: Seed of initialisation, data order and dropout.
-        unfreeze_rank_ratio: OSFT: fraction of each target matrix's rank that is trained, in (0, 1].
-        lora_r: LoRA rank.
-        lora_alpha: LoRA scaling numerator.
-        lora_dropout: LoRA dropout probability, in [0, 1).
-        use_liger: Use Liger kernels (GPU only; Training Hub SFT/OSFT).
-        gradient_checkpointing: Recompute activations in the backward pass (Training Hub's backends always do when
-            the model supports it; the local backend follows this setting).
-        checkpoint_at_epoch: Save a checkpoint after every epoch.
-        save_final_checkpoint: Save the final model (must stay true for ``sft`` on Training Hub, which always does).
-        fsdp_sharding_strategy: FSDP strategy of full fine-tuning (``sft``), one of :data:`FSDP_SHARDING_STRATEGIES`
-            (Training Hub's instructlab-training, or FSDP2 in the ``transformers`` backend).
-        resume: Continue from the newest complete checkpoint in the output directory when there is one.
-        max_steps: Stop after this many optimizer steps (0 = no limit).
-        checkpoint_interval_steps: Local backend: also save a resumable checkpoint every this many optimizer steps
-            (0 = off); a SIGTERM always saves one.
-        hub_backend: Training Hub's backend for the algorithm (:data:`HUB_BACKENDS`; ``""`` = its default), or
-            :data:`TRANSFORMERS_BACKEND` (the project's own trainer instead of Training Hub).
+    Each field is the ``train_model`` parameter ``training_<field>`` (``hub_backend``: ``training_backend``), described
+    once in ``parameter_docs.py``; :meth:`validate` holds the rules.
     """
 
     base_model: str

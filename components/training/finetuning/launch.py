@@ -31,6 +31,7 @@ from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import BackendRun, RunPlan
 from components.training.finetuning.pod import entrypoint, progress_server
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.modules import POD_MODULES
 from components.training.finetuning.pod.run_config import (
     RUN_CONFIG_FILE,
     RUN_CONFIG_VERSION,
@@ -43,17 +44,6 @@ from components.training.finetuning.pod.run_config import (
 from components.training.finetuning.publish import find_final_checkpoint
 from components.training.finetuning.staging import pvc_mounts, script_running, stage_base_model, stage_code_tree
 
-#: The Training Hub pods' code (standard library only at import), staged under ``<run dir>/code/``.
-POD_MODULES = (
-    "components._common.s3",
-    "components.training.finetuning.pod.checkpoints",
-    "components.training.finetuning.pod.entrypoint",
-    "components.training.finetuning.pod.hub_compat",
-    "components.training.finetuning.pod.metrics",
-    "components.training.finetuning.pod.progress_server",
-    "components.training.finetuning.pod.run_config",
-    "components.training.finetuning.pod.trainer_status",
-)
 POD_CODE_DIR = "code"
 
 
@@ -124,7 +114,7 @@ def train_on_cluster(
         options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
         settings: :func:`pod_settings` for the run config.
     """
-    from components.training.finetuning.cluster.auth import load_api_client
+    from components._common.kube_auth import load_api_client
     from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job

@@ -142,7 +142,7 @@ def resolve_auto_launcher(
     passthrough), so no TrainJob could read the data.
     Anything else, or another launcher, is left as it is.
     """
-    from components.training.finetuning.cluster.auth import SERVER_URL_ENV
+    from components._common.kube_auth import SERVER_URL_ENV
 
     if request.training_launcher != "auto":
         return request
@@ -246,7 +246,7 @@ def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
         JobApiError: The API could not be asked whether such a job exists (nothing was deleted).
     """
     if plan.backend in CLUSTER_BACKENDS and plan.run_dir.exists():
-        from components.training.finetuning.cluster.auth import load_api_client
+        from components._common.kube_auth import load_api_client
         from components.training.finetuning.cluster.live_job import find_live_job
         from components.training.finetuning.job_from_request import job_namespace
         from components.training.finetuning.manifests.names import ownership_labels

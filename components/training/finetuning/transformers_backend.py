@@ -27,15 +27,16 @@ from typing import Any
 from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.modules import POD_MODULES
 from components.training.finetuning.staging import module_file, stage_code_tree
 
 #: The code tree's directory in the run directory.
 CODE_DIR = "transformers"
 #: The modules the pods import, copied at their package paths (standard library, torch, transformers, peft only).
 STAGED_MODULES = (
+    *POD_MODULES,
     "components._common.files",
     "components._common.masking",
-    "components._common.s3",
     "components.training.finetuning.hf_trainer.callbacks",
     "components.training.finetuning.hf_trainer.data",
     "components.training.finetuning.hf_trainer.osft",
@@ -43,13 +44,6 @@ STAGED_MODULES = (
     "components.training.finetuning.hf_trainer.pod_worker",
     "components.training.finetuning.hf_trainer.preemption",
     "components.training.finetuning.hf_trainer.training",
-    "components.training.finetuning.pod.checkpoints",
-    "components.training.finetuning.pod.entrypoint",
-    "components.training.finetuning.pod.hub_compat",
-    "components.training.finetuning.pod.metrics",
-    "components.training.finetuning.pod.progress_server",
-    "components.training.finetuning.pod.run_config",
-    "components.training.finetuning.pod.trainer_status",
     "components.training.finetuning.tracking",
 )
 #: The scripts at the root of the code tree: the pod command and the torchrun worker.

@@ -195,3 +195,21 @@ def test_a_rerun_republishes_the_same_digest_and_registers_nothing_twice(
     assert (first.status, second.status) == ("registered", "already_registered")
     assert second.uri == first.uri and PINNED.match(first.uri)
     assert len(registry_stub.versions_of("tiny-chat")) == 1
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"KUBERNETES_SERVER_URL": "api.x:6443", "KUBERNETES_AUTH_TOKEN": "t"}, "must be an http(s):// URL"),
+        ({"KUBERNETES_AUTH_TOKEN": "t"}, "KUBERNETES_AUTH_TOKEN is set but KUBERNETES_SERVER_URL is not"),
+    ],
+)
+def test_deploy_credentials_are_the_training_steps(environ, message):
+    """The deploy builds its client with ``kube_auth.load_api_client`` (URL checked), one line naming the step."""
+    from components._common.kube_auth import KubeAuthError
+    from components.deployment.kubeflow_model_registry.serving import deploy
+
+    serving = model_registry_request(model=None, deploy_inference_service=True, deploy_namespace=NS).serving
+    with pytest.raises(KubeAuthError, match=rf"^deploy_inference_service: .*{re.escape(message)}") as raised:
+        deploy(serving, "oci://quay.io/x/m@sha256:" + "0" * 64, "m", "", environ, print)
+    assert "\n" not in str(raised.value)

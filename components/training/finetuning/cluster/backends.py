@@ -111,7 +111,7 @@ def select_backend(
     """The backend ``backend="auto"`` resolves to on the cluster behind ``api_client``.
 
     Args:
-        api_client: A ``kubernetes.client.ApiClient`` (see :func:`~.auth.load_api_client`).
+        api_client: A ``kubernetes.client.ApiClient`` (see :func:`components._common.kube_auth.load_api_client`).
         runtime_name: The Trainer runtime a TrainJob would reference.
         runtime_kind: ``ClusterTrainingRuntime`` or ``TrainingRuntime`` (looked up in ``namespace``).
         namespace: The namespace the job would run in.

@@ -91,6 +91,15 @@ def read_launcher_pod(
     return found
 
 
+def _read_pod(api: Api, namespace: str, name: str, timeout: tuple[float, float], **options: Any) -> dict[str, Any]:
+    """The launcher pod as JSON (``options``: for :meth:`Api.call`, e.g. ``retry``)."""
+    what = f"reading the launcher pod {namespace}/{name}"
+    call = api.call(
+        what, api.core.read_namespaced_pod, name, namespace, _preload_content=False, _request_timeout=timeout, **options
+    )
+    return json.loads(call.data)
+
+
 def disruption(api: Api, namespace: str, name: str) -> str:
     """Why the launcher pod is being disrupted (its ``DisruptionTarget`` condition's reason), ``""`` when it is not.
 
@@ -101,16 +110,7 @@ def disruption(api: Api, namespace: str, name: str) -> str:
     if not name or not namespace:
         return ""
     try:
-        response = api.call(
-            f"reading the launcher pod {namespace}/{name}",
-            api.core.read_namespaced_pod,
-            name,
-            namespace,
-            _preload_content=False,
-            _request_timeout=(1, 2),
-            retry=Retry(policy=RetryPolicy(attempts=1)),
-        )
-        pod = json.loads(response.data)
+        pod = _read_pod(api, namespace, name, (1, 2), retry=Retry(policy=RetryPolicy(attempts=1)))
     except (ApiException, JobError, OSError, ValueError):
         return ""
     for condition in (pod.get("status") or {}).get("conditions") or []:
@@ -132,15 +132,7 @@ def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: s
         return LauncherPod(None, None, why)
     api = Api(api_client, lambda seconds: None, lambda line: None, 2)
     try:
-        pod = api.call(
-            f"reading the launcher pod {namespace}/{name}",
-            api.core.read_namespaced_pod,
-            name,
-            namespace,
-            _preload_content=False,
-            _request_timeout=(5, 10),
-        )
-        pod = json.loads(pod.data)
+        pod = _read_pod(api, namespace, name, (5, 10))
     except (ApiException, JobError, OSError, ValueError) as error:
         text = str(error) if isinstance(error, JobError) else failure_text(error)
         hint = " (grant `get pods`, see rbac.yaml)" if getattr(error, "status", None) == 403 else ""

@@ -42,7 +42,7 @@ def _began(client: JobClient, state: JobState, settings: FollowSettings, reason:
     if state.outage is not None:
         return
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    state.outage = Outage(settings.clock(), now, reason)
+    state.outage = Outage(settings.clock(), reason)
     limit = (
         f"up to api_outage_tolerance_seconds={settings.api_outage_tolerance:g}"
         if settings.api_outage_tolerance

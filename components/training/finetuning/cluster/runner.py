@@ -201,7 +201,7 @@ def run_job(
     with ``spec.runPolicy.suspend``.
 
     Args:
-        api_client: A ``kubernetes.client.ApiClient`` (see :func:`load_api_client`).
+        api_client: A ``kubernetes.client.ApiClient`` (see :func:`components._common.kube_auth.load_api_client`).
         manifest: The TrainJob (from :func:`~..manifests.trainjob.build_trainjob`) or PyTorchJob (from
             :func:`~..manifests.pytorchjob.build_pytorchjob`); its labels identify this run/task.
         start_timeout_seconds: How long the pods may take to start running (0: no limit).

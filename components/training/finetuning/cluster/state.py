@@ -8,7 +8,6 @@ run learns on the way lives in :class:`JobState`, so a reader finds it in one pl
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,55 +35,33 @@ def cancel_budget(grace_seconds: float | None) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class FollowSettings:
-    """How :func:`~.runner.run_job` submits, follows and cleans up (validated there; see its arguments).
+    """How :func:`~.runner.run_job` submits, follows and cleans up: its keyword arguments, validated there.
 
-    Attributes:
-        start_timeout: ``start_timeout_seconds`` (0: no limit).
-        timeout: ``timeout_seconds`` (0: no limit).
-        cleanup_policy: ``delete``, ``keep`` or ``suspend``.
-        delete_on_success: Delete the job after it completes.
-        metrics_file: The JSONL metrics file the training code writes on the shared volume.
-        poll_interval: Length of one watch request / poll, in seconds.
-        log: Where progress and diagnosis lines go.
-        use_watch: Follow with watch requests (or with GET polling).
-        clock: Monotonic clock in seconds.
-        sleep: Sleep function.
-        attempts: Attempts per API call on transient errors, outside following (runtime check, diagnosis).
-        log_tail_lines: Log lines of the failed container read into the diagnosis.
-        connect_timeout: TCP connect timeout of every request.
-        read_timeout: Read timeout of every request but watches.
-        cleanup_timeout: How long the diagnosis, and then the cleanup, may take after the job failed or timed out.
-        metrics_normalizer: Maps raw metrics-file records to step records (``None``: records with a numeric step).
-        timeout_counts_paused_time: Whether a pause counts against ``timeout``.
-        api_outage_tolerance: How long following rides out an unreachable or erroring API (0: as long as the run's
-            own timeouts allow); then the step fails, leaving the job running.
-        cancel_timeout: How long the cleanup after SIGTERM may take (within the pod's termination grace period).
-        outage_policy: Backoff of requests while the API is unreachable (retried until a deadline).
-        launcher_pod: ``(namespace, name)`` of the launcher's own pod, read after SIGTERM to tell a disrupted
-            launcher (evicted, preempted: the job is left running) from a cancelled run (``("", "")``: unknown).
+    Each field is the ``run_job`` argument of the same name (times in seconds, without the ``_seconds`` suffix;
+    ``attempts`` is ``api_attempts``), described once in ``run_job``'s docstring.
     """
 
     start_timeout: float
     timeout: float
     cleanup_policy: str
     api_outage_tolerance: float
-    delete_on_success: bool = False
-    metrics_file: str = ""
-    poll_interval: float = 10.0
-    log: Callable[[str], None] = print
-    use_watch: bool = True
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-    attempts: int = 5
-    log_tail_lines: int = 20
-    connect_timeout: float = 10.0
-    read_timeout: float = 30.0
-    cleanup_timeout: float = 60.0
-    metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
-    timeout_counts_paused_time: bool = False
-    cancel_timeout: float = DEFAULT_TERMINATION_GRACE_SECONDS - TERMINATION_MARGIN_SECONDS
-    outage_policy: RetryPolicy = OUTAGE_POLICY
-    launcher_pod: tuple[str, str] = ("", "")
+    delete_on_success: bool
+    metrics_file: str
+    poll_interval: float
+    log: Callable[[str], None]
+    use_watch: bool
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    attempts: int
+    log_tail_lines: int
+    connect_timeout: float
+    read_timeout: float
+    cleanup_timeout: float
+    metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None
+    timeout_counts_paused_time: bool
+    cancel_timeout: float
+    outage_policy: RetryPolicy
+    launcher_pod: tuple[str, str]
 
 
 @dataclasses.dataclass
@@ -93,12 +70,10 @@ class Outage:
 
     Attributes:
         since: ``clock()`` time of the first failure.
-        since_text: The wall-clock time of the first failure (UTC), for the log.
         reason: The first failure, one line.
     """
 
     since: float
-    since_text: str
     reason: str
 
 

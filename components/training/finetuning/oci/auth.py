@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
-import json
 import re
 from collections.abc import Mapping
+
+from components._common import oci_reference
+from components._common.oci_reference import OciReference
 
 #: The env var holding the pull secret's Docker config.json: the guide's key ``OCI_PULL_SECRET_MODEL_DOWNLOAD``.
 PULL_SECRET_ENV = "OCI_PULL_SECRET_MODEL_DOWNLOAD"
@@ -28,14 +29,6 @@ SECRET_HINT = (
     f"secret {PULL_SECRET_NAME!r} (or the one named at compile time), key {PULL_SECRET_ENV!r} (or '.dockerconfigjson')"
 )
 
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REFERENCE = re.compile(
-    r"^(?P<registry>(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
-    r"(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?)"
-    rf"/(?P<repository>{_COMPONENT}(?:/{_COMPONENT})*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
-    r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
-)
 _DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 
 
@@ -43,86 +36,25 @@ class OciModelError(ValueError):
     """An ``oci://`` base model cannot be used; the one-line message says what and what to fix (never a secret)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class OciReference:
-    """A parsed ``oci://`` reference.
-
-    Attributes:
-        registry: ``host[:port]``.
-        repository: ``path/name`` inside the registry.
-        tag: The tag (``latest`` when neither tag nor digest is given; ``""`` when only a digest is).
-        digest: ``sha256:<hex>`` when pinned, else ``""``.
-    """
-
-    registry: str
-    repository: str
-    tag: str
-    digest: str
-
-    @property
-    def reference(self) -> str:
-        """What the manifest is fetched by: the digest when pinned, else the tag."""
-        return self.digest or self.tag
-
-    def uri(self, digest: str = "") -> str:
-        """``oci://registry/repository`` with the tag, or pinned to ``digest`` (or the given digest) when known."""
-        base = f"oci://{self.registry}/{self.repository}"
-        pinned = digest or self.digest
-        return f"{base}@{pinned}" if pinned else f"{base}:{self.tag}"
-
-
 def parse_oci_uri(uri: str, source: str = "training_base_model") -> OciReference:
-    """Parses ``oci://<registry>/<repository>[:<tag>|@sha256:<digest>]``.
-
-    Args:
-        uri: The reference.
-        source: The parameter it came from (named in the error).
-
-    Returns:
-        The parsed reference.
+    """Parses an ``oci://`` base model reference (:func:`components._common.oci_reference.parse_oci_uri`).
 
     Raises:
         OciModelError: Not an ``oci://`` URI or not a valid OCI reference.
     """
-    if not uri.startswith("oci://"):
-        raise OciModelError(f"{source}={uri!r}: not an oci:// reference")
-    match = _REFERENCE.match(uri[len("oci://") :])
-    if not match:
-        raise OciModelError(
-            f"{source}={uri!r}: not a valid OCI reference; expected oci://<registry>[:port]/<repository>"
-            "[:<tag>|@sha256:<64 hex digits>] with a lowercase repository (e.g. oci://quay.io/org/granite:1.0)"
-        )
-    tag, digest = match["tag"] or "", match["digest"] or ""
-    return OciReference(match["registry"], match["repository"], tag or ("" if digest else "latest"), digest)
+    return oci_reference.parse_oci_uri(uri, source, OciModelError, "oci://quay.io/org/granite:1.0")
 
 
 def docker_config_from_env(env: Mapping[str, str]) -> tuple[dict | None, str]:
-    """The pull secret's Docker config.json, and the env var it came from.
+    """The pull secret's config.json (:data:`PULL_SECRET_ENV`, else :data:`DOCKERCONFIGJSON_ENV`) and its variable.
 
-    Args:
-        env: The environment (:data:`PULL_SECRET_ENV` first, then :data:`DOCKERCONFIGJSON_ENV`).
-
-    Returns:
-        ``(config, variable)``; ``(None, "")`` when neither is set.
+    ``(None, "")`` when neither is set.
 
     Raises:
         OciModelError: The value is not a JSON object (the message names the variable, never the value).
     """
-    for variable in (PULL_SECRET_ENV, DOCKERCONFIGJSON_ENV):
-        text = (env.get(variable) or "").strip()
-        if not text:
-            continue
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise OciModelError(
-                f"environment variable {variable} (from {SECRET_HINT}): not a Docker config.json "
-                f"(invalid JSON at line {error.lineno} column {error.colno}); store the file's contents"
-            ) from None
-        if not isinstance(config, dict):
-            raise OciModelError(f"environment variable {variable} (from {SECRET_HINT}): not a JSON object")
-        return config, variable
-    return None, ""
+    variables = (PULL_SECRET_ENV, DOCKERCONFIGJSON_ENV)
+    return oci_reference.docker_config_from_env(env, variables, OciModelError, SECRET_HINT)
 
 
 def _host_of(key: str) -> str:

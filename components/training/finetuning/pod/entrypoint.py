@@ -11,7 +11,7 @@ reuses :func:`load_chat_rows` and :func:`resolve_model_source`.
 Besides the Training Hub call, the entrypoint serves training progress to the OpenShift AI dashboard from the
 rank-0 pod (:mod:`.progress_server`), resumes from the newest complete checkpoint (:mod:`.checkpoints`), asks Training
 Hub for just-in-time checkpoints on SIGTERM (a paused TrainJob) and hands it the MLflow settings. Those modules are
-staged with this one, under their package names (``launch.POD_MODULES``, ``staging.stage_code_tree``).
+staged with this one, under their package names (``pod.modules.POD_MODULES``, ``staging.stage_code_tree``).
 The runtime image decides the Training Hub release (RHOAI 3.3's carries 0.3.0): the first line printed names it,
 and only keywords it takes are passed (:mod:`.hub_compat`).
 

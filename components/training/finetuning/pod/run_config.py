@@ -7,7 +7,7 @@ file and the field, so a launcher and a pod script of different releases never h
 
 The training image (Training Hub's runtime) has none of this project's dependencies: ``msgspec`` is not among
 training-hub's requirements, so this module uses the standard library only (dataclasses and an explicit decoder), and
-is staged with the entrypoint under its package name (``launch.POD_MODULES``).
+is staged with the entrypoint under its package name (``pod.modules.POD_MODULES``).
 """
 
 from __future__ import annotations

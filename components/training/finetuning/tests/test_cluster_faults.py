@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from components.training.finetuning.cluster.auth import load_api_client
+from components._common.kube_auth import load_api_client
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobApiError, JobFailed
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
+from components._common.kube_auth import load_api_client
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster.api import UNTIL_DEADLINE
-from components.training.finetuning.cluster.auth import load_api_client
 from components.training.finetuning.cluster.errors import ApiOutageTooLong
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob

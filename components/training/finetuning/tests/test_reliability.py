@@ -159,7 +159,7 @@ def test_resume_false_deletes_nothing_when_the_api_cannot_say(tmp_path):
     plan = _plan(tmp_path, backend="auto")
     (plan.run_dir / "checkpoints").mkdir(parents=True)
     (plan.run_dir / "checkpoints" / "model.bin").write_bytes(b"precious")
-    from components.training.finetuning.cluster.auth import load_api_client
+    from components._common.kube_auth import load_api_client
 
     with tcp_proxy(mode="status", status=403) as proxy:
         client = load_api_client(environ={"KUBERNETES_SERVER_URL": proxy.url, "KUBERNETES_AUTH_TOKEN": "t"}, log=Log())

@@ -1,4 +1,4 @@
-"""Kubernetes credentials of ``train_model``: the ``kubernetes-credentials`` secret, else the pod's service account."""
+"""Kubernetes credentials of ``train_model`` and the registry's deploy: the secret's env, else the service account."""
 
 from __future__ import annotations
 
@@ -7,16 +7,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.cluster.errors import JobError
+from components._common.namespace import SERVICE_ACCOUNT_DIR
 
 #: Env vars of the ``kubernetes-credentials`` secret (RHOAI guide) for out-of-cluster or cross-cluster access.
 SERVER_URL_ENV = "KUBERNETES_SERVER_URL"
 AUTH_TOKEN_ENV = "KUBERNETES_AUTH_TOKEN"
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-class KubeAuthError(JobError):
-    """No usable Kubernetes credentials."""
+class KubeAuthError(ValueError):
+    """No usable Kubernetes credentials (a setting to fix: the message says which)."""
 
 
 def load_api_client(

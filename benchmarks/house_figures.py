@@ -1,0 +1,94 @@
+"""The size of the house (issue 34): product lines, product duplicate pairs, product modules over 400 lines.
+
+Product code is every ``.py`` file under ``components/`` and ``pipelines/`` outside a ``tests/`` folder (the issue's
+count: ``find components pipelines -name '*.py' -not -path '*/tests/*' | xargs cat | wc -l``). Duplicate pairs are
+what the ``duplicates`` command (when it is on ``PATH``) finds in a copy of just those files; its first line and rows
+are printed. Targets: <= 20,000 lines, <= 25 pairs, no module over 400 lines (``tests/test_module_size.py`` holds
+the exceptions).
+
+Usage: ``python benchmarks/house_figures.py [--rev REV] [--rows N]`` from the repository root; ``--rev`` measures a
+commit (``git archive``) instead of the working tree, e.g. ``--rev main`` for the figures before a change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("components", "pipelines")
+MAX_LINES = 400
+
+
+def product_files(root: Path) -> list[Path]:
+    """The product modules under ``root``, relative to it, sorted."""
+    return sorted(
+        path.relative_to(root)
+        for folder in PRODUCT
+        for path in (root / folder).rglob("*.py")
+        if "tests" not in path.relative_to(root).parts and path.is_file()
+    )
+
+
+def line_counts(root: Path) -> dict[str, int]:
+    """Lines of each product module (newline characters, as ``wc -l`` counts them), by path."""
+    return {str(path): (root / path).read_bytes().count(b"\n") for path in product_files(root)}
+
+
+def duplicate_pairs(root: Path, rows: int) -> tuple[int | None, list[str]]:
+    """The number of product duplicate pairs and the first ``rows`` lines of ``duplicates``' report.
+
+    Returns ``(None, [why])`` when ``duplicates`` is not on ``PATH``.
+    """
+    command = shutil.which("duplicates")
+    if command is None:
+        return None, ["duplicates: not on PATH, pairs not counted"]
+    with tempfile.TemporaryDirectory(prefix="house-figures-") as copy:
+        for path in product_files(root):
+            (Path(copy) / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / path, Path(copy) / path)
+        done = subprocess.run(
+            [command, "--most", "200", "--seconds", "300"], cwd=copy, capture_output=True, text=True, timeout=600
+        )
+    lines = done.stdout.splitlines()
+    first = lines[0] if lines else ""
+    found = re.match(r"(\d+) pairs? ", first)
+    count = int(found.group(1)) if found else (0 if first.startswith("no duplicates") else None)
+    return count, lines[: rows + 1]
+
+
+def _tree(rev: str, target: Path) -> Path:
+    """The product folders of commit ``rev``, extracted under ``target``."""
+    archive = subprocess.run(["git", "archive", rev, *PRODUCT], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", default="", help="a commit to measure instead of the working tree")
+    parser.add_argument("--rows", type=int, default=0, help="duplicate rows to print below the count")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="house-tree-") as scratch:
+        root = _tree(args.rev, Path(scratch)) if args.rev else REPO_ROOT
+        counts = line_counts(root)
+        pairs, report = duplicate_pairs(root, args.rows)
+    long = {name: lines for name, lines in counts.items() if lines > MAX_LINES}
+    print(f"tree: {args.rev or 'working tree'}")
+    print(f"product lines: {sum(counts.values())} in {len(counts)} modules (target <= 20000)")
+    print(f"product duplicate pairs: {pairs if pairs is not None else 'unknown'} (target <= 25)")
+    print(*(f"  {line}" for line in report), sep="\n")
+    print(f"modules over {MAX_LINES} lines: {len(long)}")
+    print(*(f"  {lines:5d} {name}" for name, lines in sorted(long.items(), key=lambda item: -item[1])), sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""``request.py``: every ``model_registry`` argument reaches the request (artifacts as ``ArtifactInfo``, the serving
+group nested); a mismatch or a bad artifact is one line; the result becomes the component's outputs."""
+
+import dataclasses
+import inspect
+from types import SimpleNamespace
+
+import pytest
+
+from components.deployment.kubeflow_model_registry import model_registry
+from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
+from components.deployment.kubeflow_model_registry.registration import ModelRegistryResult
+from components.deployment.kubeflow_model_registry.request import (
+    ARTIFACTS,
+    OUTPUTS,
+    Outputs,
+    component_outputs,
+    model_registry_request,
+)
+from components.deployment.kubeflow_model_registry.serving import ServingRequest
+
+SIGNATURE = inspect.signature(model_registry.python_func)
+PARAMETERS = SIGNATURE.parameters
+
+
+def _arguments() -> dict[str, object]:
+    artifact = {
+        name: SimpleNamespace(uri=f"s3://b/{name}", path=f"/in/{name}", metadata={"of": name}) for name in ARTIFACTS
+    }
+    return {name: artifact.get(name, object()) for name in PARAMETERS}
+
+
+def test_the_artifact_and_output_names_are_the_components():
+    inputs = {name for name, p in PARAMETERS.items() if "InputAnnotation" in str(p.annotation)}
+    outputs = {name for name, p in PARAMETERS.items() if "Output" in str(p.annotation)}
+    assert (inputs, outputs) == (set(ARTIFACTS), set(OUTPUTS))
+    assert list(Outputs._fields) == list(SIGNATURE.return_annotation._fields)
+
+
+def test_every_argument_lands_in_the_request_under_its_name():
+    arguments = _arguments()
+    request = model_registry_request(arguments)
+    serving = {field.name for field in dataclasses.fields(ServingRequest)}
+    landed = {}
+    for field in dataclasses.fields(request):
+        if field.name != "serving":
+            landed[field.name] = getattr(request, field.name)
+    landed.update({name: getattr(request.serving, name) for name in serving})
+    assert set(landed) == set(PARAMETERS) - set(OUTPUTS)
+    for name in set(landed) - set(ARTIFACTS):
+        assert landed[name] is arguments[name], name
+    for name in ARTIFACTS:
+        assert landed[name] == ArtifactInfo(f"s3://b/{name}", f"/in/{name}", {"of": name})
+
+
+def test_absent_artifacts_are_none():
+    request = model_registry_request({**_arguments(), **dict.fromkeys(ARTIFACTS[1:])})
+    assert (request.eval_metrics, request.train_metrics, request.dataset, request.eval_results) == (None,) * 4
+
+
+def test_an_argument_that_is_no_artifact_is_one_line():
+    with pytest.raises(TypeError, match=r"^model_registry argument dataset='x': expected a KFP input artifact"):
+        model_registry_request({**_arguments(), "dataset": "x"})
+
+
+def test_an_unknown_argument_is_one_line_naming_it():
+    with pytest.raises(TypeError, match=r"^model_registry: arguments \['deploy_gpu'\] have no field") as raised:
+        model_registry_request({**_arguments(), "deploy_gpu": 2})
+    assert "\n" not in str(raised.value)
+
+
+def test_the_outputs_come_from_the_result_in_order():
+    result = ModelRegistryResult(**{f.name: f"<{f.name}>" for f in dataclasses.fields(ModelRegistryResult)})
+    outputs = component_outputs(result)
+    assert tuple(outputs) == ("<status>", "<model_id>", "<version_id>", "<uri>", "<endpoint_url>")

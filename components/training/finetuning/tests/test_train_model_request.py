@@ -1,0 +1,55 @@
+"""``request.py``: every ``train_model`` argument lands in the request under its own name; a mismatch is one line."""
+
+import dataclasses
+import inspect
+
+import pytest
+
+from components.training.finetuning import train_model
+from components.training.finetuning.config import TrainModelRequest
+from components.training.finetuning.request import OUTPUTS, train_model_request
+
+
+def _arguments() -> dict[str, object]:
+    """One distinct value per argument of the component, so a value landing under another name shows."""
+    return {name: object() for name in inspect.signature(train_model.python_func).parameters}
+
+
+def test_every_argument_lands_under_its_own_name():
+    arguments = _arguments()
+    request = train_model_request(arguments)
+    assert isinstance(request, TrainModelRequest)
+    landed = {field.name: getattr(request, field.name) for field in dataclasses.fields(request)}
+    assert set(landed) == set(arguments) - set(OUTPUTS)
+    assert all(landed[name] is arguments[name] for name in landed)
+
+
+def test_outputs_are_the_components_output_artifacts():
+    outputs = [name for name, p in inspect.signature(train_model.python_func).parameters.items() if "Output" in str(p)]
+    assert sorted(outputs) == sorted(OUTPUTS)
+
+
+def test_wrapper_hands_its_real_arguments_through(monkeypatch):
+    """The component's own body (``dict(locals())`` first) builds the request the run gets, defaults included."""
+    seen = {}
+    monkeypatch.setattr(
+        "components.training.finetuning.run.run_train_model", lambda request, **_: seen.update(r=request)
+    )
+    train_model.python_func(output_model=None, output_metrics=None, output_loss_chart=None, task_config=None)
+    defaults = {n: p.default for n, p in inspect.signature(train_model.python_func).parameters.items()}
+    assert seen["r"].training_num_epochs == defaults["training_num_epochs"] == 3
+    assert seen["r"].training_base_model == defaults["training_base_model"]
+
+
+@pytest.mark.parametrize("change", ["missing", "unknown"])
+def test_a_mismatch_is_one_line_naming_the_argument(change):
+    arguments = _arguments()
+    if change == "missing":
+        del arguments["training_seed"]
+    else:
+        arguments["training_sead"] = 1
+    with pytest.raises(TypeError) as raised:
+        train_model_request(arguments)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("train_model: ")
+    assert ("'training_seed'" if change == "missing" else "'training_sead'") in message

@@ -1,0 +1,47 @@
+"""``benchmarks/house_figures.py`` counts what the issue counts: product lines and modules, tests left out."""
+
+import shutil
+
+import pytest
+
+from benchmarks import house_figures
+
+
+def _tree(tmp_path):
+    (tmp_path / "components/x/tests").mkdir(parents=True)
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "components/x/a.py").write_text("a = 1\nb = 2\n")
+    (tmp_path / "components/x/tests/test_a.py").write_text("x\n" * 50)
+    (tmp_path / "pipelines/long.py").write_text("".join(f"v{i} = {i}\n" for i in range(401)))
+    (tmp_path / "notes.py").write_text("outside\n")
+    return tmp_path
+
+
+def test_lines_and_modules_are_the_products(tmp_path):
+    counts = house_figures.line_counts(_tree(tmp_path))
+    assert counts == {"components/x/a.py": 2, "pipelines/long.py": 401}
+
+
+@pytest.mark.skipif(shutil.which("duplicates") is None, reason="the duplicates command is not installed")
+def test_duplicate_pairs_are_counted_in_product_code_only(tmp_path):
+    root = _tree(tmp_path)
+    body = "\n".join(
+        [
+            "import os",
+            "",
+            "",
+            "def home(user):",
+            "    path = os.path.join('/home', user)",
+            "    if not os.path.isdir(path):",
+            "        raise FileNotFoundError(path)",
+            "    names = sorted(os.listdir(path))",
+            "    return [n for n in names if n]",
+            "",
+        ]
+    )
+    (root / "components/x/b.py").write_text(body)
+    (root / "pipelines/c.py").write_text(body)
+    (root / "components/x/tests/test_b.py").write_text(body)
+    count, report = house_figures.duplicate_pairs(root, rows=5)
+    assert count == 1, report
+    assert "tests" not in "\n".join(report)
