@@ -1,8 +1,9 @@
 """The pod command on one NVIDIA GPU with the real Training Hub: SFT, OSFT and LoRA, offline, end to end.
 
-For each algorithm it stages a run directory exactly as ``train_model`` does (``staging.write_run_config``: the pod
-entrypoint, its modules, ``run_config.json``, the data), runs the pod command (``python entrypoint.py --config ...``,
-as the TrainJob's container does) for a few hundred optimizer steps on a small Llama built offline, and checks:
+For each algorithm it stages a run directory exactly as ``train_model`` does (the request from the component's
+defaults, ``TrainingConfig.from_request``, ``launch.write_run_config``: the pod entrypoint, its modules,
+``run_config.json``, the data), runs the TrainJob's command (``python entrypoint.py --config ...``, from
+``job_from_request.build_job_manifest``) for a few hundred optimizer steps on a small Llama built offline, and checks:
 
 * the loss falls (mean of the last 10 steps below 0.8 x the mean of the first 10, from the metrics file Training Hub
   wrote, read by the pod's own reader);
@@ -32,12 +33,14 @@ Usage (from the repository root): ``python benchmarks/gpu_training_hub.py --out 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -75,29 +78,68 @@ def _dataset(path: Path, rows: int) -> int:
     return sum(len(item["input_ids"]) for item in encoded)
 
 
-def _stage(algorithm: str, work: Path, epochs: int, backend: str = "") -> dict:
-    from components.training.finetuning import staging
-    from components.training.finetuning.config import TrainingConfig
+#: The ``train_model`` arguments of every benchmark run (the rest: the component's defaults).
+BENCH_ARGUMENTS = {
+    "training_effective_batch_size": BATCH,
+    "training_max_seq_len": 512,
+    "training_max_tokens_per_gpu": 8192,
+    "training_warmup_steps": 10,
+    "training_checkpoint_at_epoch": False,
+    "training_resume": False,
+    "training_jit_checkpoint": False,
+    "training_progress_tracking": False,
+    "training_namespace": "bench",
+    "training_gpus_per_node": 1,
+}
 
+
+def bench_request(model: Path, algorithm: str, epochs: int, backend: str = "") -> Any:
+    """One run's ``TrainModelRequest``: the component's defaults and :data:`BENCH_ARGUMENTS`, built as it builds one."""
+    import inspect
+
+    from components.training.finetuning import train_model
+    from components.training.finetuning.request import train_model_request
+
+    parameters = inspect.signature(train_model.python_func).parameters
+    arguments = {name: None if p.default is inspect.Parameter.empty else p.default for name, p in parameters.items()}
+    arguments.update(
+        BENCH_ARGUMENTS,
+        training_base_model=str(model),
+        training_algorithm=algorithm,
+        training_learning_rate=LEARNING_RATE[algorithm],
+        training_num_epochs=epochs,
+        training_lr_scheduler="linear" if algorithm == "lora" else "cosine",
+        training_backend=backend,
+    )
+    return train_model_request(arguments)
+
+
+def stage(algorithm: str, work: Path, epochs: int, backend: str = "") -> tuple[Any, list[str]]:
+    """Stages a run directory as ``train_model`` does (``launch.write_run_config``).
+
+    Returns:
+        The staged run config (a ``RunConfig``) and the pod command: the TrainJob's command and arguments, with this
+        Python in place of the image's ``python``.
+    """
+    from components.training.finetuning import job_from_request, launch
+    from components.training.finetuning.config import TrainingConfig
+    from components.training.finetuning.pod.progress_server import TERMINATION_LOG
+    from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings, load_run_config
+
+    request = bench_request(work / "model", algorithm, epochs, backend)
+    config = TrainingConfig.from_request(request)
     run_dir = work / f"{algorithm}{'-' + backend if backend else ''}" / "train-model-benchmark"
     run_dir.mkdir(parents=True)
-    config = TrainingConfig.from_params(
-        base_model=str(work / "model"),
-        algorithm=algorithm,
-        effective_batch_size=BATCH,
-        learning_rate=LEARNING_RATE[algorithm],
-        max_seq_len=512,
-        max_tokens_per_gpu=8192,
-        num_epochs=epochs,
-        warmup_steps=10,
-        lr_scheduler="linear" if algorithm == "lora" else "cosine",
-        checkpoint_at_epoch=False,
-        resume=False,
-        hub_backend=backend,
+    progress = ProgressSettings(
+        enabled=request.training_progress_tracking,
+        port=request.training_progress_metrics_port,
+        termination_log=TERMINATION_LOG,
     )
-    settings = {"progress": {"enabled": False}, "jit_checkpoint": False, "mlflow": {}}
-    path = staging.write_run_config(config, run_dir, work / "train.jsonl", None, None, 1, settings, hub_backend=backend)
-    return json.loads(path.read_text())
+    settings = launch.PodSettings(progress, request.training_jit_checkpoint, MlflowSettings("", "", ""))
+    path = launch.write_run_config(config, run_dir, work / "train.jsonl", None, None, 1, settings)
+    manifest = job_from_request.build_job_manifest("trainjob", path, None, "bench", algorithm, request, None)
+    trainer = manifest["spec"]["trainer"]
+    return load_run_config(path), [sys.executable, *trainer["command"][1:], *trainer["args"]]
 
 
 def _timed(command: list[str], log: Path) -> tuple[int, float]:
@@ -107,18 +149,23 @@ def _timed(command: list[str], log: Path) -> tuple[int, float]:
     return code, time.perf_counter() - started
 
 
-def _direct(run_config: dict, work: Path, tag: str) -> tuple[int, float]:
+def direct_script(run_config: Any, work: Path, tag: str) -> Path:
     """The same call without the pod command: a plain script calling ``training_hub.<function>(**kwargs)``."""
     from components.training.finetuning.pod import entrypoint
 
-    direct = {**run_config, "ckpt_output_dir": str(work / f"{tag}-direct")}
+    direct = dataclasses.replace(run_config, ckpt_output_dir=str(work / f"{tag}-direct"))
     name, kwargs = entrypoint.training_hub_call(direct, {"PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": "0"})
     kwargs.update(entrypoint.image_kwargs(name, log=lambda line: None))  # what the pod adds for this image
     script = work / f"{tag}-direct.py"
     script.write_text(
         f"import json, training_hub\ntraining_hub.{name}(**json.loads({json.dumps(json.dumps(kwargs))}))\n"
     )
-    return _timed([sys.executable, str(script)], work / f"{tag}-direct.log")
+    return script
+
+
+def _direct(run_config: Any, work: Path, tag: str) -> tuple[int, float]:
+    """Times :func:`direct_script`."""
+    return _timed([sys.executable, str(direct_script(run_config, work, tag))], work / f"{tag}-direct.log")
 
 
 def _loss_falls(ckpt: Path, epochs: int) -> tuple[bool, list[float]]:
@@ -150,14 +197,19 @@ def _generate(checkpoint: Path, base: Path) -> str:
     return tokenizer.decode(output[0, prompt.shape[1] :], skip_special_tokens=True)
 
 
+def evaluation_spec(checkpoint: Path, base: Path) -> Any:
+    """The evaluation step's model resolution (``lm_eval`` ``resolve_model``) of the trained checkpoint."""
+    from components.evaluation.lm_eval.model_spec import resolve_model
+
+    return resolve_model(str(checkpoint), {"base_model": str(base)}, model_source="", backend="hf")
+
+
 def _evaluation_loads(checkpoint: Path, base: Path) -> str:
-    """The evaluation step's model resolution, then lm-eval's ``hf`` model on the GPU scoring one continuation."""
+    """:func:`evaluation_spec`, then lm-eval's ``hf`` model on the GPU scoring one continuation."""
     from lm_eval.api.instance import Instance
     from lm_eval.api.registry import get_model
 
-    from components.evaluation.lm_eval.model_spec import resolve_model
-
-    spec = resolve_model(str(checkpoint), {"base_model": str(base)}, model_source="", backend="hf")
+    spec = evaluation_spec(checkpoint, base)
     lm = get_model(spec.lm_eval_model).create_from_arg_obj({**spec.model_args, "device": "cuda", "batch_size": 1})
     request = Instance("loglikelihood", {}, ("12 + 7 =", " 19"), 0)
     [(logprob, _)] = lm.loglikelihood([request])
@@ -169,19 +221,16 @@ def run(algorithm: str, work: Path, steps: int, tokens: int, rows: int, backend:
     from components.training.finetuning.publish import find_final_checkpoint
 
     epochs = max(1, round(steps * BATCH / rows))
-    run_config = _stage(algorithm, work, epochs, backend)
-    run_dir = Path(run_config["ckpt_output_dir"]).parent
-    entry = run_dir / "transformers" / "launch.py" if backend else run_dir / "entrypoint.py"
+    run_config, command = stage(algorithm, work, epochs, backend)
     tag = f"{algorithm}-{backend}" if backend else algorithm
-    code, seconds = _timed([sys.executable, str(entry), "--config", str(run_dir / "run_config.json")],
-                           work / f"{tag}-pod.log")  # fmt: skip
+    code, seconds = _timed(command, work / f"{tag}-pod.log")
     result: dict = {"algorithm": algorithm, "exit_code": code, "pod_seconds": round(seconds, 1), "epochs": epochs}
     result["backend"] = backend or "training-hub"
     if code != 0:
         tail = (work / f"{tag}-pod.log").read_text()[-1500:]
         result["error"] = tail
         return result
-    ckpt = Path(run_config["ckpt_output_dir"])
+    ckpt = Path(run_config.ckpt_output_dir)
     result["loss_falls"], losses = _loss_falls(ckpt, epochs)
     result["steps"], result["loss_first"], result["loss_last"] = len(losses), losses[0], losses[-1]
     checkpoint = find_final_checkpoint(ckpt)
