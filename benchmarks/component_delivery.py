@@ -4,7 +4,8 @@ For each component, in a fresh interpreter: the seconds ``from components... imp
 itself is imported (kfp's own import, ~1.5 s here, is measured first in the same process and printed beside it;
 target < 0.5 s for the component), and how it is delivered: the size of its one embedded ``execve`` argument
 (KFP's tar + gzip + base64 of the real source, guard 96 KiB) or the step image it runs on. For ``train_model`` it
-also prints what its code would weigh if it were embedded (the figure that decided its step image).
+also prints what its code would weigh if it were embedded (the figure that decided its step image), and without the
+folders the launcher does not run itself (``pod/``, ``hf_trainer/``, ``local/``).
 
 Usage: ``python benchmarks/component_delivery.py`` from the repository root (not run in CI).
 """
@@ -16,6 +17,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -29,6 +31,8 @@ COMPONENTS = {
     "lm_eval": "components.evaluation.lm_eval",
     "model_registry": "components.deployment.kubeflow_model_registry",
 }
+#: ``train_model``'s folders the launcher itself does not run (the training pods' code, the CPU trainer).
+LAUNCHER_ONLY_WITHOUT = ("pod", "hf_trainer", "local")
 _PROBE = """
 import json, sys, time
 started = time.perf_counter()
@@ -57,13 +61,19 @@ def probe(module: str, name: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def packed_size(component_dir: Path) -> tuple[int, int, int]:
-    """``(files, source bytes, tar+gzip+base64 bytes)`` of a component's code as KFP would embed it."""
+def packed_size(component_dir: Path, without: tuple[str, ...] = ()) -> tuple[int, int, int]:
+    """``(files, source bytes, tar+gzip+base64 bytes)`` of a component's code as KFP would embed it.
+
+    ``without``: sub-folders of the component left out (e.g. the training pods' code, which the launcher stages).
+    """
     sys.path.insert(0, str(REPO_ROOT))
     from components._common.runtime import stage_runtime_bundle
 
     with tempfile.TemporaryDirectory() as staging:
         stage_runtime_bundle([component_dir], Path(staging))
+        staged = Path(staging) / component_dir.relative_to(REPO_ROOT)
+        for folder in without:
+            shutil.rmtree(staged / folder)
         files = [p.stat().st_size for p in Path(staging).rglob("*.py")]
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -88,6 +98,11 @@ def main() -> None:
     print(
         f"\ntrain_model's code if embedded: {files} files, {source / 1024:.1f} KiB of source, "
         f"{packed / 1024:.1f} KiB packed (tar + gzip + base64) vs the 96 KiB guard (Linux: 128 KiB per argument)"
+    )
+    files, source, packed = packed_size(REPO_ROOT / "components/training/finetuning", LAUNCHER_ONLY_WITHOUT)
+    print(
+        f"without the training pods' code and the CPU trainer ({', '.join(f'{f}/' for f in LAUNCHER_ONLY_WITHOUT)}): "
+        f"{files} files, {source / 1024:.1f} KiB of source, {packed / 1024:.1f} KiB packed"
     )
 
 
