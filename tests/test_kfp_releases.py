@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from scripts.check_arg_size import LIMIT_BYTES, container_arguments
+from tests.conftest import DEMO_ROWS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LATEST_PYTHON = REPO_ROOT / ".venv-kfp-latest" / "bin" / "python"
@@ -94,25 +95,16 @@ def test_components_import_and_the_six_pipelines_compile_with_the_newest_kfp(tmp
     _assert_six_pipelines_of(LATEST_KFP, sorted(tmp_path.glob("*.yaml")))
 
 
-#: Rows of the shipped demo dataset the newest kfp's demo run trains on: 72 train / 8 held-out, 72 steps instead of
-#: 360 (the full run and its figures are ``tests/test_demo.py``'s); LoRA still improves the held-out loss (7.3 -> 3.2).
-DEMO_ROWS = 80
-
-
 @pytest.mark.slow
-def test_the_demo_pipeline_runs_under_kfp_local_with_the_newest_kfp(tmp_path):
+def test_the_demo_pipeline_runs_under_kfp_local_with_the_newest_kfp(newest_kfp_demo):
     """``kfp-finetune demo --algorithm lora`` (the whole pipeline, every step through ``kfp.local``) with kfp 2.17.x,
-    as ``tests/test_demo.py`` runs it with the guide's 2.15.2, on the first ``DEMO_ROWS`` rows of the demo data."""
-    from pipelines.demo.demo_data import DEMO_DATASET_PATH
-
-    dataset = tmp_path / "demo_chat.jsonl"
-    dataset.write_text("".join(DEMO_DATASET_PATH.read_text().splitlines(keepends=True)[:DEMO_ROWS]))
-    demo = ["demo", "--algorithm", "lora", "--dataset-uri", str(dataset), "--output-dir", str(tmp_path / "demo")]
-    run = _run(_python(LATEST_KFP), ["-m", "pipelines.cli", *demo], tmp_path, timeout=600)
+    as ``tests/test_demo.py`` runs it with the guide's 2.15.2, on the first ``DEMO_ROWS`` rows of the demo data
+    (``tests/conftest.py`` starts it with the first test of ``tests/``)."""
+    run = newest_kfp_demo.wait()
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     story = run.stdout
     assert f"{DEMO_ROWS} valid rows, 0 rejected" in story, story
     for task in ("dataset-download", "lm-eval", "train-model", "lm-eval-2", "model-registry"):
         assert re.search(rf"^\[[1-5]/5\] {task} done in ", story, re.MULTILINE), story
     assert "held-out loss" in story and "improved" in story
-    assert "did NOT improve" not in story and "Traceback" not in (tmp_path / "demo" / "demo.log").read_text()
+    assert "did NOT improve" not in story and "Traceback" not in (newest_kfp_demo.output_dir / "demo.log").read_text()
