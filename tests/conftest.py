@@ -1,13 +1,15 @@
-"""The newest kfp's demo run (``test_kfp_releases.py``), started in the background with the first test of ``tests/``.
+"""The two demo runs of ``tests/``, started in the background with the first test of the folder.
 
-It is a whole pipeline in another interpreter (``.venv-kfp-latest``), its steps one after another on one core: started
-early, it runs beside the in-process tests on the other core, and the test that asserts on it waits for what is left.
+``test_demo.py``'s LoRA demo (the guide's kfp, this venv) and ``test_kfp_releases.py``'s (the newest kfp,
+``.venv-kfp-latest``) are whole pipelines in other interpreters, their steps one after another on one core: started
+early, they run beside the in-process tests, and the test that asserts on a run waits for what is left of it.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,18 +23,21 @@ _DEMO_TEST = "test_the_demo_pipeline_runs_under_kfp_local_with_the_newest_kfp"
 
 
 class DemoRun:
-    """``kfp-finetune demo --algorithm lora`` on the first ``DEMO_ROWS`` demo rows, run by the newest kfp's Python."""
+    """``kfp-finetune demo`` run by ``python`` in ``root`` (``root/demo`` its output directory), in the background.
 
-    def __init__(self, root: Path):
-        from pipelines.demo.demo_data import DEMO_DATASET_PATH
+    Args:
+        python: The interpreter (its venv's kfp runs the pipeline).
+        root: A fresh folder; the run's ``TMPDIR`` is ``root/system-tmp`` (left empty by a good run).
+        arguments: The ``demo`` command's arguments besides ``--output-dir``.
+        env: The environment (this checkout first on ``PYTHONPATH``).
+    """
 
-        self.root, self.output_dir = root, root / "demo"
-        dataset = root / "demo_chat.jsonl"
-        dataset.write_text("".join(DEMO_DATASET_PATH.read_text().splitlines(keepends=True)[:DEMO_ROWS]))
-        command = [str(NEWEST_KFP_PYTHON), "-m", "pipelines.cli", "demo", "--algorithm", "lora"]
-        command += ["--dataset-uri", str(dataset), "--output-dir", str(self.output_dir)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
-        env["PYTHONPATH"] = str(REPO_ROOT)
+    def __init__(self, python: Path, root: Path, arguments: list[str], env: dict[str, str]):
+        self.root, self.output_dir, self.tmpdir = root, root / "demo", root / "system-tmp"
+        self.modelcar: list[str] = []  # the --modelcar-* arguments among ``arguments``
+        self.tmpdir.mkdir()
+        command = [str(python), "-m", "pipelines.cli", "demo", *arguments, "--output-dir", str(self.output_dir)]
+        env = {**env, "PYTHONPATH": str(REPO_ROOT), "TMPDIR": str(self.tmpdir)}
         self.stdout, self.stderr = root / "stdout", root / "stderr"
         with self.stdout.open("w") as out, self.stderr.open("w") as err:
             self.process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=err, text=True)
@@ -44,26 +49,71 @@ class DemoRun:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            pytest.fail(f"the newest kfp's demo did not end in {timeout}s: {self.stdout.read_text()[-2000:]}")
+            pytest.fail(f"the demo did not end in {timeout}s: {self.stdout.read_text()[-2000:]}")
         return subprocess.CompletedProcess(
             self.process.args, returncode, self.stdout.read_text(), self.stderr.read_text()
         )
 
+    def stop(self) -> None:
+        """Kills the run if it still goes (a session that ends early)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def _first_rows(root: Path, rows: int) -> Path:
+    from pipelines.demo.demo_data import DEMO_DATASET_PATH
+
+    dataset = root / "demo_chat.jsonl"
+    dataset.write_text("".join(DEMO_DATASET_PATH.read_text().splitlines(keepends=True)[:rows]))
+    return dataset
+
 
 @pytest.fixture(scope="session")
 def newest_kfp_demo(tmp_path_factory):
-    """The session's :class:`DemoRun` (fails where ``.venv-kfp-latest`` is missing)."""
+    """The newest kfp's LoRA demo on the first ``DEMO_ROWS`` rows (fails where ``.venv-kfp-latest`` is missing)."""
     if not NEWEST_KFP_PYTHON.exists():
         pytest.fail(f"{NEWEST_KFP_PYTHON} is missing: run `bash scripts/setup.sh` (it builds the newest kfp's venv)")
-    run = DemoRun(tmp_path_factory.mktemp("newest-kfp-demo"))
+    root = tmp_path_factory.mktemp("newest-kfp-demo")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
+    arguments = ["--algorithm", "lora", "--dataset-uri", str(_first_rows(root, DEMO_ROWS))]
+    run = DemoRun(NEWEST_KFP_PYTHON, root, arguments, env)
     yield run
-    if run.process.poll() is None:
-        run.process.kill()
-        run.process.wait()
+    run.stop()
+
+
+@pytest.fixture(scope="session")
+def lora_demo(request, tmp_path_factory):
+    """The guide's kfp's LoRA demo on the whole demo data, publishing a modelcar where ``docker-registry`` and olot
+    are here (:attr:`DemoRun.modelcar` holds those arguments, empty without them)."""
+    import importlib.util
+
+    from tests.harness.oci_registry import missing_tools, write_image_layout
+
+    root = tmp_path_factory.mktemp("lora-demo")
+    modelcar: list[str] = []
+    if not missing_tools() and importlib.util.find_spec("olot") is not None:
+        registry = request.getfixturevalue("oci_registry")
+        write_image_layout(root / "base", [{"bin/sh": b"#!/bin/true\n"}], "1", history=True)
+        registry.push(root / "base", "1", "base/demo:1")
+        modelcar = ["--modelcar-uri", f"oci://{registry.host}/demo/tiny:1"]
+        modelcar += ["--modelcar-base-image", f"{registry.host}/base/demo:1"]
+    run = DemoRun(Path(sys.executable), root, ["--algorithm", "lora", *modelcar], dict(os.environ))
+    run.modelcar = modelcar
+    yield run
+    run.stop()
+
+
+_EARLY = {
+    "test_lora_demo_tells_a_short_story_and_improves_on_the_base_model": "lora_demo",
+    _DEMO_TEST: "newest_kfp_demo",
+}
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _newest_kfp_demo_starts_early(request):
-    """Where the session runs the newest kfp's demo test, the run starts with the first test of this folder."""
-    if NEWEST_KFP_PYTHON.exists() and any(item.name == _DEMO_TEST for item in request.session.items):
-        request.getfixturevalue("newest_kfp_demo")
+def _demos_start_early(request):
+    """Where the session runs a demo test, its run starts with the first test of this folder."""
+    names = {item.name for item in request.session.items}
+    for test, fixture in _EARLY.items():
+        if test in names and (fixture != "newest_kfp_demo" or NEWEST_KFP_PYTHON.exists()):
+            request.getfixturevalue(fixture)
