@@ -6,6 +6,7 @@ import re
 import socket
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -31,37 +32,14 @@ def private_tmpdir(tmp_path, monkeypatch):
     return system_tmp
 
 
-@pytest.fixture
-def modelcar_arguments(request, tmp_path) -> list[str]:
-    """``--modelcar-uri``/``--modelcar-base-image`` of a local ``docker-registry`` (none without the tools).
-
-    Requested before ``private_tmpdir``: the registry's session fixtures write to the real temporary directory.
-    """
-    import importlib.util
-
-    from tests.harness.oci_registry import missing_tools, write_image_layout
-
-    if missing_tools() or importlib.util.find_spec("olot") is None:
-        return []
-    registry = request.getfixturevalue("oci_registry")
-    write_image_layout(tmp_path / "base", [{"bin/sh": b"#!/bin/true\n"}], "1", history=True)
-    registry.push(tmp_path / "base", "1", "base/demo:1")
-    return [
-        "--modelcar-uri",
-        f"oci://{registry.host}/demo/tiny:1",
-        "--modelcar-base-image",
-        f"{registry.host}/base/demo:1",
-    ]
-
-
 @pytest.mark.slow
-def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(
-    modelcar_arguments, tmp_path, private_tmpdir, capsys
-):
-    output_dir = tmp_path / "demo"
-    modelcar = modelcar_arguments
-    assert main(["demo", "--algorithm", "lora", "--output-dir", str(output_dir), *modelcar]) == 0
-    printed = capsys.readouterr()
+def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo):
+    """``kfp-finetune demo --algorithm lora`` (publishing a modelcar to a local ``docker-registry`` where the tools are
+    here), run by ``tests/conftest.py`` in the background from the first test of ``tests/``."""
+    run = lora_demo.wait()
+    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
+    output_dir, modelcar, private_tmpdir = lora_demo.output_dir, lora_demo.modelcar, lora_demo.tmpdir
+    printed = SimpleNamespace(out=run.stdout, err=run.stderr)
     lines = printed.out.splitlines()
     # The run's story: registration (skipped: no registry given) -> modelcar -> served endpoint (no cluster).
     (published,) = [line for line in lines if line.startswith("  modelcar:   ")]

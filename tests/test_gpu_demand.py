@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.compile import compile_named
 from pipelines.doctor.facts import RunValues, read_package
 from pipelines.doctor.gpu_demand import gpu_demand, peak_of
 from pipelines.training.finetuning import PIPELINES
@@ -24,9 +23,9 @@ TABLE = {name: HARDWARE.get(name, HARDWARE.get(name.replace("lora", "osft"))) fo
 
 
 @pytest.fixture(scope="module")
-def packages(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demand")
-    return {name: compile_named(name, out / f"{name}.yaml") for name in PIPELINES}
+def packages(environment_settings_yamls):
+    """Every pipeline compiled with the suite's settings (the session's compile): name -> YAML path."""
+    return environment_settings_yamls
 
 
 def _quantity(value: str) -> float:

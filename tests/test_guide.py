@@ -173,9 +173,9 @@ def test_a_string_dataset_is_resolved_against_the_workspace(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
-    out = tmp_path_factory.mktemp("guide")
-    return {name: list(yaml.safe_load_all(compile_named(name, out / f"{name}.yaml").read_text())) for name in PIPELINES}
+def compiled(environment_settings_yamls):
+    """Every pipeline compiled with the suite's settings (the session's compile): name -> YAML documents."""
+    return {name: list(yaml.safe_load_all(path.read_text())) for name, path in environment_settings_yamls.items()}
 
 
 def _defaults(documents) -> dict:

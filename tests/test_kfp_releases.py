@@ -1,8 +1,10 @@
 """The guide's kfp (2.15.2) and the newest (2.17.x) both import every component, compile the six pipelines and run
 the demo pipeline under ``kfp.local``: the project uses kfp's public API only, so no release is refused.
 
-The newest kfp lives in ``.venv-kfp-latest`` (``scripts/setup.sh``: kfp and kfp-kubernetes layered on ``.venv``). Each
-check runs in a fresh interpreter of the venv under test, with this checkout first on ``sys.path``.
+The newest kfp lives in ``.venv-kfp-latest`` (``scripts/setup.sh``: kfp and kfp-kubernetes layered on ``.venv``); its
+checks run in a fresh interpreter of that venv, with this checkout first on ``sys.path``. The guide's kfp is the
+suite's own: its compile is the session's ``kfp-finetune compile --all`` (``shipped_pipeline_yamls``), its demo run
+``tests/test_demo.py``'s.
 """
 
 from __future__ import annotations
@@ -10,19 +12,19 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from scripts.check_arg_size import LIMIT_BYTES, container_arguments
+from tests.conftest import DEMO_ROWS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LATEST_PYTHON = REPO_ROOT / ".venv-kfp-latest" / "bin" / "python"
 GUIDE_KFP = "2.15.2"
 LATEST_KFP = "2.17.3"
-PYTHONS = {GUIDE_KFP: Path(sys.executable), LATEST_KFP: LATEST_PYTHON}
+PYTHONS = {LATEST_KFP: LATEST_PYTHON}
 
 _IMPORT_AND_COMPILE = """
 import sys
@@ -58,34 +60,51 @@ def _run(python: Path, args: list[str], cwd: Path, timeout: int) -> subprocess.C
     return subprocess.run([str(python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("version", [GUIDE_KFP, LATEST_KFP])
-def test_components_import_and_the_six_pipelines_compile(version, tmp_path):
-    run = _run(_python(version), ["-c", _IMPORT_AND_COMPILE, str(tmp_path)], REPO_ROOT, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == [version, version]  # kfp and kfp-kubernetes of that release
-    for path in sorted(tmp_path.glob("*.yaml")):
+def _assert_six_pipelines_of(version: str, paths: list[Path]) -> None:
+    """The six YAMLs were compiled by kfp ``version``, each with the five tasks and no over-long container argument."""
+    assert len(paths) == 6, paths
+    for path in paths:
         documents = list(yaml.safe_load_all(path.read_text()))
         assert documents[0]["sdkVersion"] == f"kfp-{version}"
         tasks = set(documents[0]["root"]["dag"]["tasks"])
         assert tasks == {"dataset-download", "train-model", "lm-eval", "lm-eval-2", "model-registry"}, path
         for executor, argument in container_arguments(documents[0]):
             assert len(argument.encode()) < LIMIT_BYTES, (path.name, executor)
-    assert len(list(tmp_path.glob("*.yaml"))) == 6
+
+
+def test_components_import_and_the_six_pipelines_compile_with_the_guides_kfp(shipped_pipeline_yamls):
+    """The guide's kfp is this interpreter's: the session's ``kfp-finetune compile --all`` (a fresh process, no
+    ``KFP_FINETUNE_*`` variables) is the compile under test, not a second one."""
+    import kfp
+    from kfp.kubernetes import __version__ as kubernetes_version
+
+    from components.data_processing.dataset_download import dataset_download
+    from components.deployment.kubeflow_model_registry import model_registry
+    from components.evaluation.lm_eval import lm_eval
+    from components.training.finetuning import train_model
+
+    assert (kfp.__version__, kubernetes_version) == (GUIDE_KFP, GUIDE_KFP)  # kfp and kfp-kubernetes of that release
+    assert all(c.component_spec.name for c in (dataset_download, train_model, lm_eval, model_registry))
+    _assert_six_pipelines_of(GUIDE_KFP, sorted(shipped_pipeline_yamls.values()))
+
+
+def test_components_import_and_the_six_pipelines_compile_with_the_newest_kfp(tmp_path):
+    run = _run(_python(LATEST_KFP), ["-c", _IMPORT_AND_COMPILE, str(tmp_path)], REPO_ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == [LATEST_KFP, LATEST_KFP]  # kfp and kfp-kubernetes of that release
+    _assert_six_pipelines_of(LATEST_KFP, sorted(tmp_path.glob("*.yaml")))
 
 
 @pytest.mark.slow
-def test_the_demo_pipeline_runs_under_kfp_local_with_the_newest_kfp(tmp_path):
+def test_the_demo_pipeline_runs_under_kfp_local_with_the_newest_kfp(newest_kfp_demo):
     """``kfp-finetune demo --algorithm lora`` (the whole pipeline, every step through ``kfp.local``) with kfp 2.17.x,
-    as ``tests/test_demo.py`` runs it with the guide's 2.15.2."""
-    run = _run(
-        _python(LATEST_KFP),
-        ["-m", "pipelines.cli", "demo", "--algorithm", "lora", "--output-dir", str(tmp_path / "demo")],
-        tmp_path,
-        timeout=600,
-    )
+    as ``tests/test_demo.py`` runs it with the guide's 2.15.2, on the first ``DEMO_ROWS`` rows of the demo data
+    (``tests/conftest.py`` starts it with the first test of ``tests/``)."""
+    run = newest_kfp_demo.wait()
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     story = run.stdout
+    assert f"{DEMO_ROWS} valid rows, 0 rejected" in story, story
     for task in ("dataset-download", "lm-eval", "train-model", "lm-eval-2", "model-registry"):
         assert re.search(rf"^\[[1-5]/5\] {task} done in ", story, re.MULTILINE), story
     assert "held-out loss" in story and "improved" in story
-    assert "did NOT improve" not in story and "Traceback" not in (tmp_path / "demo" / "demo.log").read_text()
+    assert "did NOT improve" not in story and "Traceback" not in (newest_kfp_demo.output_dir / "demo.log").read_text()

@@ -21,13 +21,9 @@ NAME_PATTERN = re.compile(r"^phase_(\d\d)_(dataset|train|eval|registry)_(man|opt
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory) -> dict[str, list[dict]]:
-    """Every pipeline compiled with default settings: name -> YAML documents."""
-    out = tmp_path_factory.mktemp("compiled")
-    return {
-        name: list(yaml.safe_load_all(compile_named(name, out / f"{name}.yaml", CompileSettings()).read_text()))
-        for name in PIPELINES
-    }
+def compiled(default_settings_yamls) -> dict[str, list[dict]]:
+    """Every pipeline compiled with default settings (the session's compile): name -> YAML documents."""
+    return {name: list(yaml.safe_load_all(path.read_text())) for name, path in default_settings_yamls.items()}
 
 
 def _inputs(documents: list[dict]) -> dict[str, dict]:

@@ -5,10 +5,6 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from pipelines.compile import compile_named
-from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.settings import CompileSettings
-
 OCI_MODEL = "oci://quay.io/org/granite-modelcar:1.0"
 
 
@@ -21,12 +17,9 @@ def _base_model_parameter(documents: list[dict]) -> str:
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory) -> dict[str, list[dict]]:
-    out = tmp_path_factory.mktemp("compiled-oci")
-    return {
-        name: list(yaml.safe_load_all(compile_named(name, out / f"{name}.yaml", CompileSettings()).read_text()))
-        for name in PIPELINES
-    }
+def compiled(default_settings_yamls) -> dict[str, list[dict]]:
+    """Every pipeline compiled with default settings (the session's compile): name -> YAML documents."""
+    return {name: list(yaml.safe_load_all(path.read_text())) for name, path in default_settings_yamls.items()}
 
 
 def test_every_pipeline_passes_an_oci_base_model_to_train_model_and_it_validates(compiled):

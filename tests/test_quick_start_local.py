@@ -13,29 +13,20 @@ import pytest
 from components.training.finetuning.run import resolve_auto_launcher
 from pipelines.compile import pipeline_function
 from pipelines.demo.demo_summary import output_types, summarize_run
-from pipelines.local_pipeline import local_pipeline
 from tests.harness.requests import train_model_request
 
 NO_CLUSTER_LINE = "training_launcher=auto: no cluster here"
 
 
 @pytest.mark.slow
-def test_unmodified_osft_minimal_runs_under_kfp_local_with_the_local_launcher(
-    kfp_local, tiny_model_dir, demo_dataset_path, monkeypatch, capfd
-):
-    for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVER_URL"):
-        monkeypatch.delenv(name, raising=False)
-    pipeline = pipeline_function("osft-minimal")
-    local_pipeline(pipeline)(
-        phase_01_dataset_man_data_uri=str(demo_dataset_path),
-        phase_01_dataset_opt_subset=60,  # the guide's "subset of the dataset"
-        phase_02_train_man_train_model=str(tiny_model_dir),
-        phase_03_eval_man_eval_tasks=[],  # the held-out split only (benchmarks need downloads)
-    )
-    output = capfd.readouterr()
-    assert output.out.count(NO_CLUSTER_LINE) + output.err.count(NO_CLUSTER_LINE) == 1
-    [run_dir] = [path for path in kfp_local.iterdir() if path.is_dir()]
-    summary = summarize_run(run_dir, output_types(pipeline.pipeline_spec))
+def test_unmodified_osft_minimal_runs_under_kfp_local_with_the_local_launcher(quick_start_run):
+    """Run by ``tests/conftest.py`` (``_QUICK_START``) in another interpreter of this venv, in the background from the
+    first test of ``tests/``, with no ``KUBERNETES_*`` address in its environment."""
+    run = quick_start_run.wait()
+    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-3000:])
+    assert run.stdout.count(NO_CLUSTER_LINE) + run.stderr.count(NO_CLUSTER_LINE) == 1
+    [run_dir] = [path for path in (quick_start_run.root / "kfp-root").iterdir() if path.is_dir()]
+    summary = summarize_run(run_dir, output_types(pipeline_function("osft-minimal").pipeline_spec))
     data = summary["dataset-download"]["metrics"]
     assert (data["train_rows"], data["eval_rows"]) == (54, 6), data
     assert summary["train-model"]["metadata"]["output_model"]["backend"] == "local"

@@ -44,6 +44,27 @@ def shipped_pipeline_yamls(tmp_path_factory: pytest.TempPathFactory) -> dict[str
     return compile_shipped(tmp_path_factory.mktemp("shipped-pipelines"))
 
 
+@pytest.fixture(scope="session")
+def default_settings_yamls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Pipeline name -> its YAML compiled in this process with ``CompileSettings()``, once per session (read-only)."""
+    from pipelines.compile import CompileSettings, compile_named
+    from pipelines.training.finetuning import PIPELINES
+
+    out = tmp_path_factory.mktemp("compiled-default")
+    return {name: compile_named(name, out / f"{name}.yaml", CompileSettings()) for name in PIPELINES}
+
+
+@pytest.fixture(scope="session")
+def environment_settings_yamls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Pipeline name -> its YAML compiled in this process with the suite's ``KFP_FINETUNE_*`` variables, as
+    ``compile_named`` does without settings, once per session (read-only)."""
+    from pipelines.compile import compile_named
+    from pipelines.training.finetuning import PIPELINES
+
+    out = tmp_path_factory.mktemp("compiled-environment")
+    return {name: compile_named(name, out / f"{name}.yaml") for name in PIPELINES}
+
+
 #: An embedded code archive in a compiled component (KFP's ``embedded_artifact_path``).
 EMBEDDED_ARCHIVE = re.compile(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'")
 

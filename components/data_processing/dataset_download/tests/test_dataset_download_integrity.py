@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -143,19 +142,6 @@ def test_a_redirect_within_http_is_followed(http_file_server, tmp_path):
     http_file_server.script("/chat.jsonl", ScriptedResponse(307, headers={"Location": "/moved/chat.jsonl"}))
     fetched = fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", http=FAST)
     assert fetched.files[0].read_bytes() == LINE * 2
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()})")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def test_a_full_scratch_folder_on_an_s3_download_is_one_line_too(s3_data_connection, small_disk):

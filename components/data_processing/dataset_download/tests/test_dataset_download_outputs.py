@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,19 +23,6 @@ from tests.harness.requests import dataset_download_request
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW, separators=(",", ":")).encode() + b"\n"
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); EIO is injected instead below")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def _artifacts(root: Path) -> list:

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,8 +26,9 @@ import pytest
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.training.finetuning import launch
 from components.training.finetuning.pod import entrypoint
-from components.training.finetuning.pod.run_config import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
+from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
 from tests.harness.requests import dataset_download_request, training_config
+from tests.harness.training_hub_envs import MAIN_VERSION
 
 MIN_SEQ_LEN = 20  # instructlab-training's filter_samples_by_length default
 
@@ -157,29 +155,11 @@ def test_lora_renders_every_row_through_the_chat_template(staged, tiny_model_dir
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
 def test_the_pod_command_runs_the_real_training_hub_and_ends_in_one_clear_line_without_a_gpu(
-    algorithm, staged, tiny_model_dir
+    algorithm, hub_train_file, hub_runs
 ):
-    run_dir, rows = staged
-    run_dir = run_dir.parent / f"{run_dir.name}-{algorithm}"
-    run_dir.mkdir()
-    run_config = _stage(run_dir, algorithm, tiny_model_dir, max_seq_len=512, max_tokens_per_gpu=1024)
-    config_path = run_dir / RUN_CONFIG_FILE
-    env = {
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # torchrun, as in the training image
-        "HOME": str(run_dir),
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "CUDA_VISIBLE_DEVICES": "",
-        "PET_NODE_RANK": "0",
-    }
-    process = subprocess.run(
-        [sys.executable, str(run_dir / "entrypoint.py"), "--config", str(config_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    """The session's run (``hub_runs.py``) of the pod command on the same train split, staged as above."""
+    rows = hub_train_file[1]
+    run_config, process = hub_runs.pod(MAIN_VERSION, algorithm)
     assert process.returncode == 1, process.stdout[-2000:] + process.stderr[-4000:]
     # The first line names the installed Training Hub stack; 0.11.2 takes every keyword, so nothing is left out.
     assert process.stdout.splitlines()[0].startswith("training-hub 0.11.2 (instructlab-training 0.16.2, ")

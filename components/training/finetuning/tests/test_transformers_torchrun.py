@@ -213,7 +213,6 @@ def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_
     config = training_config(
         base_model=str(tiny_model_dir), algorithm=algorithm, fsdp_sharding_strategy=sharding, **settings
     )
-    alone = train_locally(config, demo_dataset_path, tmp_path / "alone", log=lambda line: None)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     config_path = launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, pod_settings())
@@ -223,6 +222,7 @@ def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_
     pods = _start_pods(
         [*trainer["spec"]["trainer"]["command"], *trainer["spec"]["trainer"]["args"]], cwd, tmp_path, "dp"
     )
+    alone = train_locally(config, demo_dataset_path, tmp_path / "alone", log=lambda line: None)  # while they start
     codes = _wait(pods, 120)
     node0 = pods[0][1].read_text()
     assert codes == [0, 0], node0[-3000:]
