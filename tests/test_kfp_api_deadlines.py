@@ -6,6 +6,7 @@ slack, with one line that says what did not answer and what to do, and without t
 """
 
 import socket
+import threading
 import time
 
 import pytest
@@ -84,37 +85,34 @@ def test_a_refused_connection_says_it_was_refused_not_that_it_timed_out(package_
 def test_a_server_that_stops_answering_after_the_health_check_fails_the_call_within_the_timeout(
     kfp_api_stub, package_path
 ):
-    with tcp_proxy(_upstream(kfp_api_stub)) as proxy:
+    """The health check answers, then the server holds every request unanswered: the first call after it (the
+    pipeline lookup) fails within its 1 s timeout, in one line naming that call, and nothing is uploaded.
 
-        def stop_answering_after_health_checks():
-            paths = [r.path for r in kfp_api_stub.requests]
-            if paths.count(f"{API}/healthz") >= 1:  # the health check answered
-                proxy.set_mode("blackhole")
-                return True
-            return False
+    The stub's handler itself stops answering (no watcher thread racing the client, which a loaded machine lost:
+    the switch came after the lookup and the upload had gone through)."""
+    answer = kfp_api_stub.handle
+    release = threading.Event()
 
-        import threading
+    def stop_answering_after_the_health_check(request):
+        if request.path != f"{API}/healthz":
+            release.wait(30)  # until the test has its answer: a server that stopped answering
+        return answer(request)
 
-        done = threading.Event()
-
-        def watch() -> None:
-            while not done.is_set() and not stop_answering_after_health_checks():
-                done.wait(0.005)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        began = time.monotonic()
+    kfp_api_stub.handle = stop_answering_after_the_health_check
+    began = time.monotonic()
+    try:
         with pytest.raises(KfpApiError) as error:
-            kfp_api.upload_pipeline(Connection(host=proxy.url, token=TOKEN, timeout_seconds=1), package_path, "p")
+            kfp_api.upload_pipeline(
+                Connection(host=kfp_api_stub.url, token=TOKEN, timeout_seconds=1), package_path, "p"
+            )
         elapsed = time.monotonic() - began
-        done.set()
-        watcher.join(timeout=5)
+    finally:
+        release.set()
     assert elapsed < 1 + 1 + 3, elapsed
     message = str(error.value)
-    # Whichever call comes after the switch hangs: the lookup or the upload.
-    actions = ("look up pipeline 'p'", "upload pipeline 'p'")
-    assert any(message.startswith(f"cannot reach the KFP API at {proxy.url} to {a}: ") for a in actions), message
+    assert message.startswith(f"cannot reach the KFP API at {kfp_api_stub.url} to look up pipeline 'p': "), message
     assert "no answer within 1 s" in message and "\n" not in message and TOKEN not in message
+    assert [r.path for r in kfp_api_stub.requests][0] == f"{API}/healthz"
     assert kfp_api_stub.pipelines == {}
 
 
@@ -125,7 +123,7 @@ def test_the_cli_reports_a_hung_api_in_one_line(package_path, capsys, monkeypatc
         code = main(["upload", package_path, "--host", proxy.url, "--request-timeout", "1"])
         elapsed = time.monotonic() - began
     err = capsys.readouterr().err
-    assert code == 1 and elapsed < 1 + 1 + 1.5
+    assert code == 1 and elapsed < 1 + 1 + 3, elapsed  # (slack: the first import of kfp.Client falls in the window)
     assert err.startswith("kfp-finetune upload: failed: cannot reach the KFP API") and err.count("\n") == 1
     assert TOKEN not in err
 
