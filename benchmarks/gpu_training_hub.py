@@ -95,15 +95,13 @@ BENCH_ARGUMENTS = {
 
 def bench_request(model: Path, algorithm: str, epochs: int, backend: str = "") -> Any:
     """One run's ``TrainModelRequest``: the component's defaults and :data:`BENCH_ARGUMENTS`, built as it builds one."""
-    import inspect
-
     from components.training.finetuning import train_model
     from components.training.finetuning.request import train_model_request
+    from tests.harness.requests import wrapper_arguments
 
-    parameters = inspect.signature(train_model.python_func).parameters
-    arguments = {name: None if p.default is inspect.Parameter.empty else p.default for name, p in parameters.items()}
-    arguments.update(
-        BENCH_ARGUMENTS,
+    arguments = wrapper_arguments(
+        train_model,
+        **BENCH_ARGUMENTS,
         training_base_model=str(model),
         training_algorithm=algorithm,
         training_learning_rate=LEARNING_RATE[algorithm],

@@ -17,6 +17,13 @@ def component_defaults(component: Any) -> dict[str, Any]:
     return {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
 
 
+def wrapper_arguments(component: Any, **arguments: Any) -> dict[str, Any]:
+    """Every parameter of a KFP component as its wrapper's ``dict(locals())`` holds it: its default (``None`` where it
+    has none: outputs, task config) with ``arguments`` changed; for the ``request.py`` builders."""
+    parameters = inspect.signature(component.python_func).parameters
+    return {name: None for name in parameters} | component_defaults(component) | arguments
+
+
 def train_model_request(**arguments: Any) -> Any:
     """A ``TrainModelRequest``: ``train_model``'s defaults, no task config, and ``arguments`` (component names)."""
     from components.training.finetuning.component import train_model
