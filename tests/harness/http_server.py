@@ -9,6 +9,7 @@ served; ``server.requests`` records every request (method, path, headers) in ord
 from __future__ import annotations
 
 import hashlib
+import socket
 import threading
 import time
 from collections import defaultdict, deque
@@ -147,3 +148,78 @@ def http_file_server(tmp_path: Path) -> Iterator[FileServer]:
         yield server
     finally:
         server.stop()
+
+
+class CuttingServer:
+    """Serves ``/chat.jsonl``; its first GET sends half the body and hangs up (``requests``: each GET's headers).
+
+    Args:
+        versions: ``(body, ETag)`` served by each GET in turn, the last one from then on (two: the file changed between
+            the cut and the resume).
+        ranges: Whether ``Range`` is honoured (and ``Accept-Ranges: bytes`` said).
+        checks_if_range: Whether a ``Range`` counts only while ``If-Range`` names the ETag served now (a correct
+            server); without, a changed file is answered ``206`` from the new version at the old offset.
+    """
+
+    def __init__(self, versions: list[tuple[bytes, str]], ranges: bool = True, checks_if_range: bool = True) -> None:
+        self.requests: list[dict[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+                """Silent: tests read ``server.requests`` instead."""
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                served = len(server.requests)
+                server.requests.append(dict(self.headers))
+                data, etag = versions[min(served, len(versions) - 1)]
+                wanted = self.headers.get("Range", "")
+                start = 0
+                if (
+                    ranges
+                    and wanted.startswith("bytes=")
+                    and (not checks_if_range or self.headers.get("If-Range") == etag)
+                ):
+                    start = int(wanted[len("bytes=") :].rstrip("-"))
+                self.send_response(206 if start else 200)
+                self.send_header("ETag", etag)
+                if ranges:
+                    self.send_header("Accept-Ranges", "bytes")
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                if served == 0:
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                self.wfile.write(data[start:])
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/chat.jsonl"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        """Stops the server and closes its socket."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def cutting_server() -> Iterator:
+    """Starts :class:`CuttingServer` s: ``cutting_server(versions, ranges=..., checks_if_range=...)``; all closed at the
+    end of the test."""
+    servers: list[CuttingServer] = []
+
+    def start(versions: list[tuple[bytes, str]], ranges: bool = True, checks_if_range: bool = True) -> CuttingServer:
+        servers.append(CuttingServer(versions, ranges, checks_if_range))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()

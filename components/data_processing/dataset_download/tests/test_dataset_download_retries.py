@@ -10,8 +10,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -67,71 +65,10 @@ def test_hub_retry_after_is_bounded_and_attempts_end_in_one_line(hub_stub, tmp_p
 # --- HTTP(S) bodies cut short ----------------------------------------------------------------------------------------
 
 
-class CuttingServer:
-    """Serves one file; the first GET sends half the body and hangs up. Ranges are honoured when ``ranges``."""
-
-    def __init__(self, data: bytes, ranges: bool) -> None:
-        self.data, self.ranges, self.cuts_left = data, ranges, 1
-        self.requests: list[dict[str, str]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                server.requests.append(dict(self.headers))
-                etag = '"v1"'
-                start = 0
-                wanted = self.headers.get("Range", "")
-                if server.ranges and wanted.startswith("bytes=") and self.headers.get("If-Range") == etag:
-                    start = int(wanted[len("bytes=") :].rstrip("-"))
-                self.send_response(206 if start else 200)
-                self.send_header("ETag", etag)
-                if server.ranges:
-                    self.send_header("Accept-Ranges", "bytes")
-                if start:
-                    self.send_header("Content-Range", f"bytes {start}-{len(server.data) - 1}/{len(server.data)}")
-                self.send_header("Content-Length", str(len(server.data) - start))
-                self.end_headers()
-                if server.cuts_left:
-                    server.cuts_left -= 1
-                    self.wfile.write(server.data[: len(server.data) // 2])
-                    self.wfile.flush()
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    self.close_connection = True
-                    return
-                self.wfile.write(server.data[start:])
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/chat.jsonl"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def cutting_server() -> Iterator:
-    servers: list[CuttingServer] = []
-
-    def start(data: bytes, ranges: bool) -> CuttingServer:
-        servers.append(CuttingServer(data, ranges))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
-
-
 @pytest.mark.parametrize("ranges", [True, False])
 def test_an_http_body_cut_short_is_resumed_with_a_range_or_fetched_again(cutting_server, tmp_path, ranges):
     data = LINE * 4000
-    server = cutting_server(data, ranges)
+    server = cutting_server([(data, '"v1"')], ranges)
     fetched = fetch_dataset(server.url, tmp_path / "dl", http=FAST)
     assert fetched.files[0].read_bytes() == data and fetched.revision == "v1"
     assert len(server.requests) == 2
