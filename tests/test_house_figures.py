@@ -45,3 +45,14 @@ def test_duplicate_pairs_are_counted_in_product_code_only(tmp_path):
     count, report = house_figures.duplicate_pairs(root, rows=5)
     assert count == 1, report
     assert "tests" not in "\n".join(report)
+
+
+def test_wiring_rows_are_the_pairs_of_two_pipelines_or_components():
+    report = [
+        "3 pairs of places (9 files read), ...",
+        "  D1 pipelines/training/osft/pipeline.py:175-351 ~ pipelines/training/sft/pipeline.py:176-352 (+6 more runs)",
+        "  D2 components/x/component.py:45-51 ~ pipelines/training/lora/pipeline.py:134-140 shape",
+        "  D3 components/x/validate.py:270-275 ~ pipelines/training/lora/pipeline.py:396-401 shape",
+        "  left out: 6 runs of 6 lines that stand in more than 8 places each (too common to list)",
+    ]
+    assert house_figures.wiring_rows(report) == report[1:3]
