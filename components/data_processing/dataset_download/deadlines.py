@@ -1,7 +1,7 @@
 """Time limits and retries of downloads: the options, a watchdog for the overall deadline, and Hub transports.
 
 :class:`HttpOptions` holds the limits every source shares: the stall timeout, the overall deadline (the component's
-``download_deadline_s``) and the retry policy (:func:`retry_policy`: attempts, doubling backoff, ``Retry-After``
+``download_deadline_s``) and the retry policy (:func:`retried`: attempts, doubling backoff, ``Retry-After``
 honoured up to a bound), so that the Hub, S3 and HTTP(S) retry the same faults the same way.
 
 A per-read socket timeout (the *stall* timeout) cannot bound a server that sends one byte just often enough: the
@@ -66,20 +66,10 @@ def check_deadline(download_deadline_s: float) -> float:
     return float(download_deadline_s)
 
 
-def retry_policy(options: HttpOptions) -> RetryPolicy:
-    """The one retry policy of every source, from the download options."""
-    return RetryPolicy(
-        attempts=options.attempts,
-        initial_delay_s=options.backoff_s,
-        max_delay_s=30.0,
-        max_retry_after_s=options.max_retry_after_s,
-    )
-
-
 def retried(
     call: Callable[[], T], options: HttpOptions, deadline: float, retryable: Callable[[BaseException], bool], what: str
 ) -> T:
-    """``call()`` under :func:`retry_policy` and the overall deadline, logging each retry with ``what`` it was.
+    """``call()`` under the options' retry policy and the overall deadline, logging each retry with ``what`` it was.
 
     Raises:
         GaveUp: Every attempt failed transiently, or the next wait would pass the deadline.
@@ -88,7 +78,8 @@ def retried(
     def log(attempt: int, wait_s: float, error: BaseException) -> None:
         LOG.warning("%s: attempt %d failed (%s); retrying in %.1f s", what, attempt, describe(error), wait_s)
 
-    return call_with_retries(call, retry_policy(options), retryable=retryable, on_retry=log, deadline=deadline)
+    policy = RetryPolicy(options.attempts, options.backoff_s, max_retry_after_s=options.max_retry_after_s)
+    return call_with_retries(call, policy, retryable=retryable, on_retry=log, deadline=deadline)
 
 
 class DownloadDeadlineExceeded(DatasetSourceError):

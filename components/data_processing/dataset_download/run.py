@@ -150,24 +150,18 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
             :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
-    dataset_uri, seed, max_seq_len = request.dataset_uri, request.seed, request.max_seq_len
-    train_split_ratio, subset_count = request.train_split_ratio, request.subset_count
-    on_invalid, max_invalid_fraction = request.on_invalid, request.max_invalid_fraction
-    tokenizer_source, hf_split, input_format = request.tokenizer_source, request.hf_split, request.input_format
-    allow_trailing_user, max_download_bytes = request.allow_trailing_user, request.max_download_bytes
-    max_line_bytes, max_decompressed_bytes = request.max_line_bytes, request.max_decompressed_bytes
-    download_deadline_s = request.download_deadline_s
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    check_dataset_uri(dataset_uri)
-    check_split_options(train_split_ratio, subset_count)
-    check_validation_options(on_invalid, max_invalid_fraction)
-    limits = ReadLimits(max_line_bytes, max_decompressed_bytes)
-    http = HttpOptions(deadline_s=check_deadline(download_deadline_s))
+    check_dataset_uri(request.dataset_uri)
+    check_split_options(request.train_split_ratio, request.subset_count)
+    check_validation_options(request.on_invalid, request.max_invalid_fraction)
+    limits = ReadLimits(request.max_line_bytes, request.max_decompressed_bytes)
+    http = HttpOptions(deadline_s=check_deadline(request.download_deadline_s))
+    max_seq_len, tokenizer_source = request.max_seq_len, request.tokenizer_source
     with_token_stats = check_token_options(max_seq_len, tokenizer_source)
     if not with_token_stats and (tokenizer_source or max_seq_len):
         LOG.info("token statistics need both max_seq_len > 0 and tokenizer_source: none computed")
-    shown_uri = mask_url(dataset_uri)  # signed URLs keep their signatures out of the report and the metadata
+    shown_uri = mask_url(request.dataset_uri)  # signed URLs keep their signatures out of the report and the metadata
     token_stats: TokenStats | None = None
 
     def on_selected() -> Callable[[bytes], None] | None:
@@ -180,8 +174,9 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
         return lambda line: stats.add(count_tokens(json.loads(line)["messages"]))
 
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
-        fetched = fetch_dataset(dataset_uri, Path(scratch) / "download", hf_split, max_download_bytes, http)
-        chosen, reason = choose_format(fetched.files, input_format, shown_uri, limits)
+        download = Path(scratch) / "download"
+        fetched = fetch_dataset(request.dataset_uri, download, request.hf_split, request.max_download_bytes, http)
+        chosen, reason = choose_format(fetched.files, request.input_format, shown_uri, limits)
 
         def validate(sink: Callable[[list[bytes]], None]) -> ValidationReport:
             report = ValidationReport(
@@ -190,12 +185,13 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
                 input_format=chosen,
                 format_reason=reason,
                 files=[path.name for path in fetched.files],
-                on_invalid=on_invalid,
-                max_invalid_fraction=max_invalid_fraction,
+                on_invalid=request.on_invalid,
+                max_invalid_fraction=request.max_invalid_fraction,
             )
-            return validate_files(fetched.files, report, allow_trailing_user, sink, limits)
+            return validate_files(fetched.files, report, request.allow_trailing_user, sink, limits)
 
-        options = SplitOptions(train_path, eval_path, train_split_ratio, subset_count, seed, Path(scratch))
+        split = (request.train_split_ratio, request.subset_count, request.seed)
+        options = SplitOptions(train_path, eval_path, *split, Path(scratch))
         outcome = validate_and_split(
             fetched.files, chosen, validate, options, limits, on_selected, not with_token_stats
         )
@@ -206,4 +202,4 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
     warnings = list(plan.warnings)
     if token_stats is not None and token_stats.rows_over_max_seq_len:
         warnings.append(f"{token_stats.rows_over_max_seq_len} rows are longer than max_seq_len={max_seq_len} tokens")
-    return DatasetDownloadResult(report, plan, outcome.train, outcome.eval, seed, token_stats, warnings)
+    return DatasetDownloadResult(report, plan, outcome.train, outcome.eval, request.seed, token_stats, warnings)

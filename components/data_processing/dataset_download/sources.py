@@ -56,8 +56,6 @@ from .s3_source import fetch_s3
 
 __all__ = ["FetchedData", "HttpOptions", "check_deadline", "fetch_dataset", "fetch_http"]
 
-#: HTTP statuses worth retrying (the server or a proxy may recover).
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _COPY_CHUNK = 1 << 20
 #: Schemes a download may be redirected to (never ``ftp://``, ``file://``, ``data:``), and at most how many times.
 REDIRECT_SCHEMES = ("http", "https")
@@ -173,11 +171,6 @@ class _Resume:
     validator: str = ""
 
 
-def resume_shown(resume: _Resume, now: str) -> str:
-    """``"a" then "b"``: the validator the first part came with and the one of the resumed part."""
-    return f"{resume.validator or '(none)'} then {now or '(none)'}"
-
-
 def _download_once(
     url: str, target: Path, max_bytes: int, options: HttpOptions, deadline: float, resume: _Resume
 ) -> str:
@@ -215,11 +208,12 @@ def _download_once(
                 offset = 0
             elif offset and validator != resume.validator:
                 # A server that ignores If-Range sent the rest of another version: never splice the two.
+                shown_validators = f"{resume.validator or '(none)'} then {validator or '(none)'}"
                 resume.validator = ""
                 target.unlink(missing_ok=True)
                 raise SourceChanged(
-                    f"the file changed on the server during the download (validator {resume_shown(resume, validator)})"
-                    "; starting again from byte 0"
+                    f"the file changed on the server during the download (validator {shown_validators}); starting "
+                    "again from byte 0"
                 )
             ranges = response.headers.get("Accept-Ranges", "").lower() == "bytes" or response.status == 206
             resume.validator = validator if ranges and not validator.startswith("W/") else ""
@@ -277,16 +271,12 @@ def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOption
         return FetchedData([target], revision)
 
     try:
-        return retried(
-            download, options, deadline, lambda error: is_transient(error, RETRY_STATUSES), f"GET {mask_url(url)}"
-        )
-    except urllib.error.HTTPError as error:
-        raise _http_error(url, error.code, str(error.reason), error.geturl() or "") from None
+        return retried(download, options, deadline, is_transient, f"GET {mask_url(url)}")
     except GaveUp as gave_up:
         if gave_up.reason == "deadline":
             raise deadline_error(url, options.deadline_s, 0) from None
         raise _http_failure(url, gave_up.last, gave_up.attempts) from None
-    except urllib.error.URLError as error:
+    except urllib.error.URLError as error:  # HTTPError included: an answer that is not retried
         raise _http_failure(url, error, 1) from None
     finally:
         partial.unlink(missing_ok=True)

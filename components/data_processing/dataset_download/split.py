@@ -38,11 +38,6 @@ class SplitPlan:
     eval_rows: int
     warnings: tuple[str, ...] = ()
 
-    @property
-    def train_rows(self) -> int:
-        """Rows that go to the train split."""
-        return self.rows_selected - self.eval_rows
-
 
 def check_split_options(train_split_ratio: float, subset_count: int) -> None:
     """Raises ``ValueError`` naming the parameter when the ratio is outside (0, 1] or the subset count negative."""
@@ -87,10 +82,6 @@ class _Sampler:
         self._rng = random.Random(seed)
         self._left_to_take = k
         self._left_to_see = n
-
-    def take(self) -> bool:
-        """Whether the next row is picked."""
-        return self.take_many(1)[0]
 
     def take_many(self, count: int) -> list[bool]:
         """Whether each of the next ``count`` rows is picked (one call per block of rows, not per row)."""
@@ -179,10 +170,6 @@ class JsonlWriter:
             self._blocks.put(b"\n".join(rows) + b"\n")
             self.rows += len(rows)
 
-    def write(self, line: bytes) -> None:
-        """Appends one JSONL line (with its newline)."""
-        self.write_rows([line.rstrip(b"\n")])
-
     def _finish(self) -> None:
         if self._thread.is_alive():
             self._blocks.put(None)
@@ -217,8 +204,8 @@ class JsonlWriter:
 class SplitSink:
     """Routes the valid rows, block by block and in source order, to train, eval or nowhere (see :func:`plan_split`).
 
-    Called with lists of rows (JSON documents without line breaks); :attr:`rows_seen` counts them. The subset is
-    drawn first, then the eval rows among the subset, each with its own ``random.Random`` seeded from ``seed``.
+    Called with lists of rows (JSON documents without line breaks). The subset is drawn first, then the eval rows
+    among the subset, each with its own ``random.Random`` seeded from ``seed``.
     """
 
     def __init__(
@@ -232,11 +219,9 @@ class SplitSink:
         self._subset = _Sampler(plan.rows_selected, plan.rows_available, f"{seed}:subset")
         self._eval = _Sampler(plan.eval_rows, plan.rows_selected, f"{seed}:eval")
         self._train, self._eval_writer, self._on_selected = train, eval_, on_selected
-        self.rows_seen = 0
 
     def __call__(self, rows: list[bytes]) -> None:
         """Takes the next valid rows, in source order."""
-        self.rows_seen += len(rows)
         rows = list(itertools.compress(rows, self._subset.take_many(len(rows))))
         if self._on_selected is not None:
             for row in rows:

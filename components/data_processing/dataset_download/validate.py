@@ -18,6 +18,7 @@ import json
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from components._common.chat_errors import RowError, Unreadable, excerpt
 from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
@@ -198,13 +199,13 @@ def validate_local_files(
     Args:
         files: Local data files, read in this order.
         source_uri: Where they came from, for messages and the report (URL signatures and credentials masked).
-        revision: The revision of the source, for the report.
         input_format: ``auto`` or one of :data:`formats.FORMATS`.
         on_invalid: ``fail`` (any reject fails) or ``drop`` (rejects are dropped and counted).
         max_invalid_fraction: With ``drop``, the largest rejected fraction that still passes.
         allow_trailing_user: Accept conversations whose last message is a user turn.
-        sink: Called with the valid rows in ``messages`` form, as JSON bytes (see :func:`validate_files`).
         limits: The record and decompressed size limits.
+        revision: The revision of the source, for the report.
+        sink: Called with the valid rows in ``messages`` form, as JSON bytes (see :func:`validate_files`).
 
     Returns:
         The filled-in report (check :attr:`ValidationReport.passed` or call ``raise_for_rejects``).
@@ -227,30 +228,23 @@ def validate_local_files(
 def validate_dataset_uri(
     uri: str,
     *,
-    input_format: str,
-    on_invalid: str,
-    max_invalid_fraction: float,
-    allow_trailing_user: bool,
     hf_split: str,
     max_download_bytes: int,
     download_deadline_s: float,
-    limits: ReadLimits,
     download_dir: str | Path | None = None,
+    **options: Any,
 ) -> ValidationReport:
     """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
 
     Args:
         uri: ``org/name[:subset][@revision]`` (HF Hub), ``s3://bucket/key-or-prefix``, ``http(s)://...``,
             ``pvc://claim/path`` or a local path.
-        input_format: ``auto`` | ``messages`` | ``alpaca`` | ``sharegpt`` | ``prompt_completion``.
-        on_invalid: ``fail`` or ``drop``; decides :attr:`ValidationReport.passed`.
-        max_invalid_fraction: With ``drop``, the largest rejected fraction that still passes.
-        allow_trailing_user: Accept conversations whose last message is a user turn.
         hf_split: The split to read from a Hub dataset.
         max_download_bytes: Refuse downloads larger than this.
         download_deadline_s: Deadline of the whole download, every attempt and file included.
         download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
-        limits: The record and decompressed size limits.
+        **options: The validation options of :func:`validate_local_files`, each required: ``input_format``,
+            ``on_invalid``, ``max_invalid_fraction``, ``allow_trailing_user``, ``limits``.
 
     Returns:
         The report; ``report.to_markdown()`` renders it, ``report.raise_for_rejects()`` turns failure into an error.
@@ -264,13 +258,4 @@ def validate_dataset_uri(
     http = HttpOptions(deadline_s=check_deadline(download_deadline_s))
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
         fetched = fetch_dataset(uri, Path(download_dir or scratch), hf_split, max_download_bytes, http)
-        return validate_local_files(
-            fetched.files,
-            uri,
-            input_format=input_format,
-            on_invalid=on_invalid,
-            max_invalid_fraction=max_invalid_fraction,
-            allow_trailing_user=allow_trailing_user,
-            limits=limits,
-            revision=fetched.revision,
-        )
+        return validate_local_files(fetched.files, uri, revision=fetched.revision, **options)

@@ -23,15 +23,7 @@ _KEPT_REJECTS = 50
 
 
 class DatasetValidationError(ValueError):
-    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow.
-
-    Attributes:
-        report: The :class:`ValidationReport` that failed (``None`` when raised without one).
-    """
-
-    def __init__(self, message: str, report: ValidationReport | None = None) -> None:
-        super().__init__(message)
-        self.report = report
+    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow."""
 
 
 @dataclass(frozen=True)
@@ -150,15 +142,12 @@ class ValidationReport:
         and the first rejected row with its location and rule.
         """
         counts = ", ".join(f"{rule}={count}" for rule, count in sorted(self.rejects_by_rule.items()))
+        head = f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break "
+        head += "the rules"
         if self.on_invalid == "fail":
-            head = f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break "
-            head += "the rules (on_invalid='fail')"
+            head += " (on_invalid='fail')"
         else:
-            head = (
-                f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the "
-                "rules: "
-                f"fraction {self.invalid_fraction:.4f} > max_invalid_fraction={self.max_invalid_fraction}"
-            )
+            head += f": fraction {self.invalid_fraction:.4f} > max_invalid_fraction={self.max_invalid_fraction}"
         first = f"; first: {self.first_rejects[0].describe()}" if self.first_rejects else ""
         quoted = "\n".join(f"  {reject.describe()}" for reject in self.first_rejects[:QUOTED_REJECTS])
         rules = "\n".join(f"  {rule}: {RULES[rule]}" for rule in sorted(self.rejects_by_rule))
@@ -167,7 +156,7 @@ class ValidationReport:
     def raise_for_rejects(self) -> None:
         """Raises :class:`DatasetValidationError` with :meth:`failure_message` unless :attr:`passed`."""
         if not self.passed:
-            raise DatasetValidationError(self.failure_message(), report=self)
+            raise DatasetValidationError(self.failure_message())
 
     def to_markdown(self) -> str:
         """The report as Markdown: source, format, counts, counts per rule and every reject."""

@@ -164,8 +164,8 @@ def _evaluate(spec: ModelSpec, task_names: Sequence[str], manager: Any, options:
     return dict(results)
 
 
-def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> int:
-    """Writes the held-out tasks with the model's tokenizer; returns the number of conversations evaluated."""
+def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> tuple[int, int]:
+    """Writes the held-out tasks with the model's tokenizer; returns the conversations evaluated and available."""
     tokenizer = load_tokenizer(spec)
     rows = write_heldout_tasks(
         dataset_path,
@@ -175,8 +175,9 @@ def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options:
         max_samples=options["max_samples"],
         max_new_tokens=options["max_new_tokens"],
     )
-    _log(f"held-out split: {_heldout_count(rows, count_conversations(dataset_path), options)} from {dataset_path}")
-    return rows
+    available = count_conversations(dataset_path)
+    _log(f"held-out split: {_heldout_count(rows, available, options)} from {dataset_path}")
+    return rows, available
 
 
 def _heldout_count(evaluated: int, available: int, options: Mapping[str, Any]) -> str:
@@ -279,8 +280,9 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         include_paths += task_dirs
         heldout_rows = heldout_available = 0
         if heldout:
-            heldout_available = count_conversations(Path(request.eval_dataset_path))
-            heldout_rows = _write_heldout(spec, Path(request.eval_dataset_path), Path(staging) / "heldout", options)
+            heldout_rows, heldout_available = _write_heldout(
+                spec, Path(request.eval_dataset_path), Path(staging) / "heldout", options
+            )
             include_paths.append(Path(staging) / "heldout")
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
         if names:
