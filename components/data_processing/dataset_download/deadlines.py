@@ -149,25 +149,20 @@ class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
     pass
 
 
-class WatchedHTTPHandler(urllib.request.HTTPHandler):
-    """A ``urllib`` handler whose HTTP connections register their sockets with a :class:`Watchdog`."""
+class WatchedHandler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+    """A ``urllib`` handler whose HTTP and HTTPS (verified with ``context``) connections register with a watchdog.
 
-    def __init__(self, watchdog: Watchdog) -> None:
-        super().__init__()
+    One handler for both: a redirect may cross from one scheme to the other.
+    """
+
+    def __init__(self, watchdog: Watchdog, context: ssl.SSLContext) -> None:
+        urllib.request.HTTPSHandler.__init__(self, context=context)
         self._watchdog = watchdog
+        self._ssl_context = context
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         """Opens ``req`` on a watched connection."""
         return self.do_open(functools.partial(_WatchedHTTPConnection, watchdog=self._watchdog), req)
-
-
-class WatchedHTTPSHandler(urllib.request.HTTPSHandler):
-    """A ``urllib`` handler whose HTTPS connections (verified with ``context``) register with a :class:`Watchdog`."""
-
-    def __init__(self, watchdog: Watchdog, context: ssl.SSLContext) -> None:
-        super().__init__(context=context)
-        self._watchdog = watchdog
-        self._ssl_context = context
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         """Opens ``req`` on a watched TLS connection."""

@@ -90,8 +90,8 @@ def validate_and_split(
 
 
 def _written(
-    options: SplitOptions, fill: Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
-) -> tuple[ValidationReport, WrittenFile, WrittenFile] | None:
+    options: SplitOptions, plan: SplitPlan, fill: Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
+) -> SplitOutcome | None:
     """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (or neither).
 
     ``fill`` returning ``None`` discards both files and returns ``None``.
@@ -106,7 +106,7 @@ def _written(
             return None
         committed.append(train.commit())
         committed.append(eval_.commit())
-        return report, committed[0], committed[1]
+        return SplitOutcome(report, plan, *committed)
     except BaseException:
         train.discard()
         eval_.discard()
@@ -128,11 +128,7 @@ def _one_pass(
         report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
         return None  # rows dropped or blank lines: the plan counted them, split again
 
-    written = _written(options, fill)
-    if written is None:
-        return None
-    report, train, eval_ = written
-    return SplitOutcome(report, plan, train, eval_)
+    return _written(options, plan, fill)
 
 
 def _two_passes(
@@ -161,6 +157,6 @@ def _two_passes(
                 sink(block)
             return report
 
-        written = _written(options, fill)
-    assert written is not None  # fill never discards here
-    return SplitOutcome(report, plan, written[1], written[2])
+        outcome = _written(options, plan, fill)
+    assert outcome is not None  # fill never discards here
+    return outcome

@@ -211,7 +211,7 @@ def _decode_csv_cell(column: str, cell: str) -> object:
 
 
 class _LineTooLong(Exception):
-    pass
+    """A CSV line longer than the bound (its start in ``args[0]``)."""
 
 
 def _bounded_lines(text: IO[str], limit: int) -> Iterator[str]:
@@ -280,14 +280,7 @@ def _check_row_groups(path: Path, metadata: object, limits: ReadLimits) -> None:
 
 
 def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
-    """Yields ``(position, row)`` for every record of a data file, streaming.
-
-    Args:
-        path: A file whose format :func:`data_format` knows.
-        limits: The record and decompressed size limits.
-
-    Returns:
-        An iterator of positions (see :func:`position_label`) and decoded rows or :class:`Unreadable` markers.
+    """Yields ``(position, row)`` (see :func:`position_label`) for every record of a data file, streaming.
 
     Raises:
         ValueError: The file's suffix is not a supported data format; ``ChatFormatError`` (a ``ValueError``) for a

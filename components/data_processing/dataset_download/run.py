@@ -1,9 +1,4 @@
-"""The component's work end to end: fetch, validate every row, split, count tokens, and describe the result.
-
-:func:`run_dataset_download` writes the train and eval JSONL files (temporary names, renamed only when everything
-succeeded) and returns a :class:`DatasetDownloadResult` from which the component takes artifact metadata, metrics
-and the Markdown report.
-"""
+"""The component's work end to end: fetch, validate every row, split, count tokens, and describe the result."""
 
 from __future__ import annotations
 
@@ -72,14 +67,7 @@ class DatasetDownloadResult:
         return values
 
     def write_outputs(self, train_dataset: Any, eval_dataset: Any, report: Any, metrics: Any) -> None:
-        """Fills the component's output artifacts: dataset metadata, the Markdown report file and the metrics.
-
-        Args:
-            train_dataset: The ``Output[Dataset]`` of the train split (its file is already written).
-            eval_dataset: The ``Output[Dataset]`` of the eval split.
-            report: The ``Output[Markdown]``; :meth:`to_markdown` is written to its path.
-            metrics: The ``Output[Metrics]``; each of :meth:`metrics` is logged.
-        """
+        """Fills the output artifacts: dataset metadata, the report (:meth:`to_markdown`) and :meth:`metrics`."""
         for artifact, written, split in ((train_dataset, self.train, "train"), (eval_dataset, self.eval, "eval")):
             artifact.metadata.update(mask_data(self.artifact_metadata(written, split).to_metadata(), patterns=False))
         report_path = with_extension(report, ".md")
@@ -138,13 +126,8 @@ class DatasetDownloadRequest:
 def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval_path: Path) -> DatasetDownloadResult:
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
 
-    Args:
-        request: The component's arguments.
-        train_path: Where the train JSONL goes.
-        eval_path: Where the eval JSONL goes (an empty file when ``train_split_ratio`` is 1.0).
-
-    Returns:
-        The validation report, split plan, written files and token statistics.
+    Both files are written under temporary names, renamed only when everything succeeded (the eval file is empty when
+    ``train_split_ratio`` is 1.0).
 
     Raises:
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;

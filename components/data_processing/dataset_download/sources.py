@@ -2,16 +2,10 @@
 
 This module picks the source and holds the HTTP(S) one; :mod:`.s3_source` and :mod:`.hub_source` hold the others.
 
-Secrets come only from the environment (``HF_TOKEN``; the RHOAI data-connection variables ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_S3_ENDPOINT``, ``AWS_DEFAULT_REGION``, ``AWS_S3_BUCKET``) and are never logged or
+Secrets come only from the environment (``HF_TOKEN``; the RHOAI data-connection variables) and are never logged or
 put in errors. Downloads land in a temporary name and are renamed when complete; remote sources are capped at
-``max_bytes``.
-
-Every download has two time limits (see :class:`HttpOptions`): a *stall* timeout (no byte for that long fails the
-attempt) and an overall *deadline* for the whole fetch, retries included, enforced by a watchdog that shuts the socket
-down (so a server trickling one byte a second fails at the deadline, not never). Partial files are removed on every
-exit: errors, the deadline, and SIGTERM (the component turns SIGTERM into ``SystemExit``, see
-:mod:`components._common.termination`, so that ``finally`` blocks run).
+``max_bytes`` and bounded in time (:mod:`.deadlines`). Partial files are removed on every exit: errors, the deadline,
+and SIGTERM (turned into ``SystemExit`` by :mod:`components._common.termination`, so that ``finally`` blocks run).
 """
 
 from __future__ import annotations
@@ -30,15 +24,7 @@ from pathlib import Path, PurePosixPath
 from components._common.masking import mask_url
 from components._common.retry import GaveUp, describe, is_tls_error, is_transient
 
-from .deadlines import (
-    HttpOptions,
-    Watchdog,
-    WatchedHTTPHandler,
-    WatchedHTTPSHandler,
-    check_deadline,
-    deadline_error,
-    retried,
-)
+from .deadlines import HttpOptions, Watchdog, WatchedHandler, check_deadline, deadline_error, retried
 from .hub_source import fetch_hf
 from .locations import (
     DatasetSourceError,
@@ -69,14 +55,7 @@ def fetch_dataset(
     max_bytes: int,
     http: HttpOptions,
 ) -> FetchedData:
-    """Makes a dataset's data files available locally.
-
-    Args:
-        uri: See :mod:`.locations` for the accepted forms.
-        download_dir: Where remote files are downloaded (created if needed).
-        hf_split: The split to read from a Hub dataset.
-        max_bytes: Refuse to download more than this many bytes.
-        http: HTTP(S) timeout and retry settings.
+    """Makes a dataset's data files (``uri``: :mod:`.locations`) available locally, remote ones in ``download_dir``.
 
     Returns:
         The local files, in reading order, and the revision (HF commit, S3 ETag, HTTP ETag, mtime+size).
@@ -189,10 +168,7 @@ def _download_once(
     shown = mask_url(url)
     size = 0
     with Watchdog(deadline) as watchdog:
-        # Both handlers: a redirect may cross from one scheme to the other (never to another: CheckedRedirects).
-        opener = urllib.request.build_opener(
-            WatchedHTTPSHandler(watchdog, tls_context()), WatchedHTTPHandler(watchdog), CheckedRedirects(url)
-        )
+        opener = urllib.request.build_opener(WatchedHandler(watchdog, tls_context()), CheckedRedirects(url))
         stall = max(0.001, min(options.timeout_s, deadline - time.monotonic()))
         try:
             response = opener.open(request, timeout=stall)

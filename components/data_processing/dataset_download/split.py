@@ -16,13 +16,14 @@ import operator
 import os
 import queue
 import random
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from components._common.files import mkstemp_like_open
+
+from .locations import free_space
 
 _WRITE_BUFFER = 1 << 20
 _READ_BLOCK = 1 << 20
@@ -117,10 +118,7 @@ class OutputWriteError(OSError):
 
 def write_error(path: Path, error: OSError) -> OutputWriteError:
     """A one-line error for a failed write of ``path``: the reason, the free space there and what to do."""
-    try:
-        free = f"{shutil.disk_usage(path.parent).free} bytes free"
-    except OSError:
-        free = "free space unknown"
+    free = free_space(path.parent)
     reason = errno.errorcode.get(error.errno or 0, "error")
     return OutputWriteError(
         error.errno,

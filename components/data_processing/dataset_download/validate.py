@@ -1,14 +1,8 @@
 """Validation of every row of a dataset, streamed, with a report: the rules, the rejects and the counts.
 
-:func:`validate_dataset_uri` is the plain Python entry point (see the component README): it fetches the
-data, converts each row to ``messages`` form, checks it against the chat-format rules and returns a
-:class:`~.validation_report.ValidationReport`. :func:`validate_files` is the streaming core, also used by the
-component, which passes a ``sink`` that receives the valid, converted rows as JSON documents (bytes), a list at a time.
-
-Speed: a ``messages`` JSON-lines file (the common case) goes through the typed fast path of
-:func:`~components._common.chat_format.fast_valid_lines`: a valid row is checked while it is parsed and handed to the
-sink as its own bytes, never built as Python dicts, a block of lines at a time; only rows that break a rule (or use
-list-of-parts contents) are decoded again to name the rule. See ``benchmarks/validate_dataset.py``.
+:func:`validate_dataset_uri` is the plain Python entry point (see the component README); :func:`validate_files` is
+the streaming core the component uses too. ``messages`` JSON lines take the typed fast path of
+:func:`~components._common.chat_format.fast_valid_lines` (README, "Speed").
 """
 
 from __future__ import annotations
@@ -80,16 +74,9 @@ def validate_files(
 ) -> ValidationReport:
     """Reads, converts and checks every row of some data files, streaming; fills ``report``.
 
-    Args:
-        files: Local data files, read in this order.
-        report: A report whose ``input_format`` is set (see :func:`choose_format`); counts and rejects are added.
-        allow_trailing_user: Accept conversations whose last message is a user turn.
-        sink: Called with the valid rows in source order, a list at a time, each converted to ``messages`` form
-            (extra keys kept, list-of-parts contents joined) as one JSON document in UTF-8 bytes without a line break.
-        limits: The record and decompressed size limits.
-
-    Returns:
-        ``report``, filled in.
+    ``report`` has its ``input_format`` set (see :func:`choose_format`); counts and rejects are added to it. ``sink``
+    gets the valid rows in source order, a list at a time, each converted to ``messages`` form (extra keys kept,
+    list-of-parts contents joined) as one JSON document in UTF-8 bytes without a line break.
 
     Raises:
         ValueError: A file is unsupported, or (``ChatFormatError``, rule ``bad_compression``) a ``.gz`` is damaged.
@@ -196,19 +183,8 @@ def validate_local_files(
 ) -> ValidationReport:
     """Validates local data files: chooses the format, then checks every row (see :func:`validate_files`).
 
-    Args:
-        files: Local data files, read in this order.
-        source_uri: Where they came from, for messages and the report (URL signatures and credentials masked).
-        input_format: ``auto`` or one of :data:`formats.FORMATS`.
-        on_invalid: ``fail`` (any reject fails) or ``drop`` (rejects are dropped and counted).
-        max_invalid_fraction: With ``drop``, the largest rejected fraction that still passes.
-        allow_trailing_user: Accept conversations whose last message is a user turn.
-        limits: The record and decompressed size limits.
-        revision: The revision of the source, for the report.
-        sink: Called with the valid rows in ``messages`` form, as JSON bytes (see :func:`validate_files`).
-
-    Returns:
-        The filled-in report (check :attr:`ValidationReport.passed` or call ``raise_for_rejects``).
+    The options are the component's parameters of the same names; ``source_uri`` is shown masked; ``sink`` is
+    :func:`validate_files`'. Check :attr:`ValidationReport.passed` of the report, or call ``raise_for_rejects``.
     """
     check_validation_options(on_invalid, max_invalid_fraction)
     source_uri = mask_url(source_uri)

@@ -77,7 +77,6 @@ def looks_like_path(source: str) -> bool:
 
 
 def _has_any(directory: Path, names: tuple[str, ...]) -> bool:
-    """Whether ``directory`` holds a file matching any of the names or glob patterns."""
     return any(next(directory.glob(name), None) is not None for name in names)
 
 
@@ -137,9 +136,6 @@ def _adapter_spec(directory: Path, metadata: Mapping[str, Any], backend: str, wh
 
 def check_model_args(model_args: Mapping[str, Any]) -> None:
     """Rejects ``model_args`` keys the component owns or that would carry a secret.
-
-    Args:
-        model_args: The user's extra lm-eval model arguments.
 
     Raises:
         ValueError: A key selects the model (use ``model`` / ``model_source``) or holds a credential.
