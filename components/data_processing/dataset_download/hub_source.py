@@ -102,7 +102,6 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
     the stall timeout of each request and ``options.deadline_s`` the deadline of the whole fetch.
     """
     from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError
 
     from .hf_files import card_configs, select_hf_files
 
@@ -151,19 +150,16 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
             files = [retried_download(name, info.sha) for name in selected]
     except DatasetSourceError:
         raise
-    except OSError as error:
-        if not is_disk_full(error):
-            raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
-        raise scratch_full_error(uri, local_dir, needed, None) from None
     except GaveUp as gave_up:
         if gave_up.reason == "deadline":
             raise deadline_error(uri, options.deadline_s, 0) from None
         error = hf_error(ref.repo_id, ref.revision, gave_up.last, endpoint or "")
         raise DatasetSourceError(f"{error} (after {gave_up.attempts} attempts)") from None
-    except (HfHubHTTPError, OSError, ValueError) as error:  # ValueError: huggingface_hub's offline/entry errors
-        raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
-    except Exception as error:  # the network library's own errors (httpx.ConnectError, timeouts...)
-        if type(error).__module__.split(".")[0] not in _NETWORK_MODULES:
+    except Exception as error:  # huggingface_hub's and its network library's errors (httpx.ConnectError...)
+        if is_disk_full(error):
+            raise scratch_full_error(uri, local_dir, needed, None) from None
+        network = type(error).__module__.split(".")[0] in _NETWORK_MODULES
+        if not network and not isinstance(error, (OSError, ValueError)):  # ValueError: offline/entry errors
             raise
         raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
     downloaded = sum(file.stat().st_size for file in files)

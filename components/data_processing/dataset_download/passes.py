@@ -1,18 +1,10 @@
-"""Validation and split in as few passes over the data as the rules allow.
+"""Validation and split in as few passes over the data as the rules allow (README, "Split").
 
-The split needs the number of valid rows before the first row is routed (exactly ``k`` of ``n``, see
-:mod:`.split`). Two ways to know it:
-
-* **One pass** (JSON lines in ``messages`` form, the common case): the lines are counted first with a quick,
-  C-speed scan of the line breaks, the split is planned on the assumption that every line is a valid row, and each
-  valid row goes straight from the validator into the train or eval file. When that holds (``on_invalid='fail'``
-  requires every row to be valid) that is the whole work: one parse, one write, the hash computed while writing.
-  When fewer valid rows arrive (rows dropped with ``on_invalid='drop'``, or blank lines the quick count could not
-  see), the files are discarded and the two passes below run instead.
-* **Two passes** (other formats and conversions, or dropped rows): the valid rows, converted, are written to a
-  scratch file, then that file is split.
-
-Either way the same input and seed give byte-identical files, and nothing half-written survives a failure.
+The split needs the number of valid rows before the first row is routed (exactly ``k`` of ``n``, see :mod:`.split`).
+JSON lines in ``messages`` form count their lines first and validate straight into the planned split (**one pass**);
+when fewer valid rows arrive (dropped rows, blank lines) those files are discarded and the **two passes** run: the
+valid rows, converted, go to a scratch file, which is then split. Same input and seed, byte-identical files; nothing
+half-written survives a failure.
 """
 
 from __future__ import annotations

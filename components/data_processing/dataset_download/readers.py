@@ -1,18 +1,11 @@
 """Streaming readers: one decoded row at a time from ``.jsonl``, ``.json``, ``.parquet`` and ``.csv`` files.
 
-Every reader yields ``(position, value)`` pairs in file order. ``position`` is a 1-based line number for JSON lines
-and CSV, a 0-based row index for JSON arrays and Parquet (see :func:`position_label`). A record that cannot be
+Every reader yields ``(position, value)`` pairs in file order (see :func:`position_label`). A record that cannot be
 decoded is yielded as an :class:`Unreadable` value naming its rule (``invalid_json``, ``invalid_utf8``,
-``nesting_too_deep``), so that the caller counts it and goes on. ``.gz`` files are read through ``gzip``
-(``.jsonl.gz``, ``.json.gz``, ``.csv.gz``); a damaged one raises ``ChatFormatError`` (``bad_compression``), one
-that expands past ``max_decompressed_bytes`` too (``decompressed_too_large``). A UTF-8 byte order mark is accepted.
-
-Memory stays bounded whatever the input (see :class:`~components._common.chat_files.ReadLimits`): a JSONL line, a
-``.json`` array element or a CSV record longer than ``max_line_bytes`` is a reject (``record_too_large``), skipped
-without being held; Parquet is read one 512-row batch at a time, and a row group larger than
-:data:`PARQUET_ROW_GROUP_LINES` lines' worth is refused. Values that Parquet, CSV and ``.json`` give as ``null`` for an
-absent optional field (Arrow fills every column in every row) are dropped, not written as ``"name": null``. The
-decoding and the rules live in :mod:`components._common.chat_format`.
+``nesting_too_deep``), so that the caller counts it and goes on; a damaged or too large ``.gz`` raises
+``ChatFormatError``. Memory stays bounded whatever the input (:class:`~components._common.chat_files.ReadLimits`;
+the formats and the bounds are described in the component README). The decoding and the rules live in
+:mod:`components._common.chat_format`.
 """
 
 from __future__ import annotations

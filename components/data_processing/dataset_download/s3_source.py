@@ -25,10 +25,6 @@ from .readers import data_format
 _COPY_CHUNK = 1 << 20
 
 
-def _transient(error: BaseException) -> bool:
-    return not isinstance(error, DatasetSourceError) and is_transient(error)
-
-
 def s3_error(uri: str, error: Exception) -> DatasetSourceError:
     """The one-line error of an S3 answer: access denied, not found, changed while downloaded, or its code."""
     response = getattr(error, "response", {}) or {}
@@ -115,7 +111,7 @@ def _s3_download(
             raise ConnectionError(f"the body of {key!r} ended after {received} of {size} bytes")
 
     try:
-        retried(attempt, options, deadline, _transient, f"S3 GET {key}")
+        retried(attempt, options, deadline, is_transient, f"S3 GET {key}")
         os.replace(partial, target)
     except OSError as error:
         if not is_disk_full(error):
@@ -177,7 +173,7 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions)
     deadline = time.monotonic() + options.deadline_s
     try:
         prefix, objects = retried(
-            lambda: _s3_objects(client, uri, location.bucket, location.key), options, deadline, _transient, "S3 list"
+            lambda: _s3_objects(client, uri, location.bucket, location.key), options, deadline, is_transient, "S3 list"
         )
         total = sum(size for _, size, _ in objects)
         if total > max_bytes:

@@ -49,16 +49,10 @@ def check_split_options(train_split_ratio: float, subset_count: int) -> None:
 
 
 def plan_split(rows_available: int, train_split_ratio: float, subset_count: int) -> SplitPlan:
-    """Decides the subset size and the number of eval rows.
+    """Decides the subset size (``subset_count`` rows, 0 = all) and the number of eval rows.
 
-    Args:
-        rows_available: Valid rows in the dataset (> 0).
-        train_split_ratio: Fraction of the kept rows that go to train; 1.0 means no eval split.
-        subset_count: Rows to keep (0 = all); more than available warns and keeps all.
-
-    Returns:
-        The plan. With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most
-        ``kept - 1`` when there are two rows or more.
+    With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most ``kept - 1`` when there
+    are two rows or more; a subset larger than the ``rows_available`` warns and keeps all.
     """
     check_split_options(train_split_ratio, subset_count)
     warnings = []

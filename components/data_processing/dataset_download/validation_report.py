@@ -53,16 +53,9 @@ class ValidationReport:
     """The outcome of validating every row of a dataset.
 
     Attributes:
-        source_uri: The dataset URI as given.
         revision: The revision read (HF commit, S3/HTTP ETag, or file mtime+size).
-        input_format: The format the rows were read as.
         format_reason: How the format was chosen (given, or auto-detected from which rows).
-        files: The data files read, in order.
-        on_invalid: ``fail`` or ``drop``.
-        max_invalid_fraction: The largest rejected fraction ``drop`` accepts.
         rows_read: Records read, valid or not.
-        rows_valid: Records that pass every rule.
-        rejects_by_rule: Rejected records per rule name.
         first_rejects: The first rejects, in order (the full list is in :meth:`iter_rejects`).
     """
 

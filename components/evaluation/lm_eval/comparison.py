@@ -178,10 +178,7 @@ def compare_with_baseline(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Compares a run with the base model's: the ``/base`` and ``/delta`` metrics and the results metadata.
 
-    Args:
-        results: The fine-tuned model's lm-eval results.
-        baseline: The base model's (None: no comparison; a ``skipped`` baseline: only the reason is recorded).
-        tasks: The tasks asked for, in order (for the verdict).
+    A ``skipped`` baseline records only the reason; none (None) compares nothing.
 
     Returns:
         The metrics, and the metadata: ``comparison`` (:meth:`Comparison.as_record` by metric name), ``verdict`` and

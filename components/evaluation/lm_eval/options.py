@@ -95,11 +95,7 @@ def check_options(
     max_new_tokens: int,
     bootstrap_iters: int,
 ) -> dict[str, Any]:
-    """Checks the run settings and converts them to lm-eval's arguments (see :func:`~.run.run_lm_eval` for each).
-
-    Returns:
-        ``batch_size``, ``limit``, ``num_fewshot``, ``gen_kwargs``, ``apply_chat_template``, ``seed``,
-        ``bootstrap_iters``, ``max_samples`` and ``max_new_tokens`` as lm-eval and the task writer take them.
+    """Checks the run settings and returns each, by name, as lm-eval and the task writer take it.
 
     Raises:
         ValueError: A value is out of range (the message names the parameter and the value).

@@ -250,13 +250,9 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
     _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
 
     with tempfile.TemporaryDirectory(prefix="lm-eval-tasks-") as staging:
-        include_paths = (
-            [stage_custom_tasks(Path(request.custom_tasks_path), Path(staging) / "custom")]
-            if request.custom_tasks_path
-            else []
-        )
-        names, task_dirs = stage_task_dirs(names, Path(staging))
-        include_paths += task_dirs
+        names, include_paths = stage_task_dirs(names, Path(staging))
+        if request.custom_tasks_path:
+            include_paths.insert(0, stage_custom_tasks(Path(request.custom_tasks_path), Path(staging) / "custom"))
         heldout_rows = heldout_available = 0
         if heldout:
             heldout_rows, heldout_available = _write_heldout(

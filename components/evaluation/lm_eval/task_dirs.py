@@ -36,15 +36,8 @@ def declared_tasks(directory: Path) -> list[str]:
 def stage_task_dirs(task_names: Sequence[str], staging: Path) -> tuple[list[str], list[Path]]:
     """Replaces the directories in ``task_names`` by the tasks they declare, staged under ``staging``.
 
-    Args:
-        task_names: Checked ``task_names`` (task names and task directories).
-        staging: A directory to stage copies in.
-
     Returns:
         The task names (directories replaced in place by their tasks) and the staged directories to include.
-
-    Raises:
-        ValueError: A directory holds no task YAML.
     """
     names: list[str] = []
     include: list[Path] = []
