@@ -8,6 +8,7 @@ component README ("The held-out tasks").
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from collections.abc import Callable, Iterator, Sequence
@@ -79,11 +80,9 @@ def read_conversations(path: Path, max_samples: int) -> Iterator[tuple[int, list
             held-out rules: the last turn is the assistant's reference answer, after a user turn); the message names
             the file, the line and the rule.
     """
-    rows = iter_chat_file(Path(path), allow_trailing_user=True, heldout=True, label="eval_dataset", require_rows=False)
+    rows = iter_chat_file(path, allow_trailing_user=True, heldout=True, label="eval_dataset", require_rows=False)
     try:
-        for read, (line, row) in enumerate(rows):
-            if max_samples != -1 and read >= max_samples:
-                return
+        for line, row in itertools.islice(rows, None if max_samples == -1 else max_samples):
             yield line, row["messages"]
     except ChatFormatError as error:
         raise EvalDatasetError(str(error)) from None
@@ -249,7 +248,6 @@ def write_heldout_tasks(
             f"eval_dataset {source}: no conversations (the file is empty); pass a held-out split with rows, "
             "or set allow_empty_eval_dataset to skip the held-out tasks"
         )
-    task_dir = Path(task_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
     docs_file = task_dir / _DOCS_FILE
     apply_chat_template = render_chat is not None
@@ -287,15 +285,14 @@ def stage_custom_tasks(source: Path, target: Path) -> Path:
     Raises:
         ValueError: ``source`` is not a directory or holds no ``*.yaml``/``*.yml`` file.
     """
-    source = Path(source)
     if not source.is_dir():
         raise ValueError(f"custom_tasks: {source} must be a directory of lm-eval task YAML files")
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-    yamls = sorted([*Path(target).rglob("*.yaml"), *Path(target).rglob("*.yml")])
+    yamls = sorted([*target.rglob("*.yaml"), *target.rglob("*.yml")])
     if not yamls:
         raise ValueError(f"custom_tasks: {source} holds no *.yaml task file")
     for path in yamls:
         text = path.read_text(encoding="utf-8")
         if TASK_DIR_PLACEHOLDER in text:
-            path.write_text(text.replace(TASK_DIR_PLACEHOLDER, str(Path(target).resolve())), encoding="utf-8")
-    return Path(target)
+            path.write_text(text.replace(TASK_DIR_PLACEHOLDER, str(target.resolve())), encoding="utf-8")
+    return target
