@@ -87,16 +87,16 @@ class DownloadDeadlineExceeded(DatasetSourceError):
 
 
 class Watchdog:
-    """Shuts down the sockets of a download at its deadline, waking up any read blocked on them.
+    """Shuts down the streams of a download at its deadline, waking up any read blocked on them.
 
-    A per-read socket timeout cannot bound a server that sends one byte just often enough; shutting the socket down
+    A per-read socket timeout cannot bound a server that sends one byte just often enough; shutting the stream down
     from a timer thread can. :attr:`expired` tells the reader why its stream ended.
     """
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.expired = False
-        self._sockets: list[socket.socket] = []
+        self._shutdowns: list[Callable[[], object]] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
         self._timer.daemon = True
@@ -108,25 +108,20 @@ class Watchdog:
     def __exit__(self, *exc_info: object) -> None:
         self._timer.cancel()
 
-    def watch(self, sock: socket.socket) -> None:
-        """Adds a socket to shut down at the deadline (at once if it has passed)."""
+    def watch(self, shutdown: Callable[[], object]) -> None:
+        """Adds a stream's ``shutdown`` to call at the deadline (at once if it has passed)."""
         with self._lock:
-            self._sockets.append(sock)
+            self._shutdowns.append(shutdown)
             if self.expired:
-                self._shutdown(sock)
+                with contextlib.suppress(OSError):
+                    shutdown()
 
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
-            for sock in self._sockets:
-                self._shutdown(sock)
-
-    @staticmethod
-    def _shutdown(sock: socket.socket) -> None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+            for shutdown in self._shutdowns:
+                with contextlib.suppress(OSError):
+                    shutdown()
 
 
 class _Watched:
@@ -138,7 +133,7 @@ class _Watched:
 
     def connect(self) -> None:
         super().connect()
-        self._watchdog.watch(self.sock)
+        self._watchdog.watch(functools.partial(self.sock.shutdown, socket.SHUT_RDWR))
 
 
 class _WatchedHTTPConnection(_Watched, http.client.HTTPConnection):

@@ -1,9 +1,8 @@
 """Hugging Face Hub sources: the files of one subset/split of a dataset repository, at a pinned commit.
 
-``dataset_info`` and every file download follow the download's one retry policy (:func:`~.deadlines.retried`:
-408/429/5xx and connection errors, ``Retry-After`` honoured up to a bound, within the overall deadline); a retried
-file download resumes its ``.incomplete`` file with a ranged GET (``huggingface_hub`` does). Failures are one line
-naming the repo, the revision and the remedy (:func:`hf_error`).
+``dataset_info`` and every file download follow the download's one retry policy (:func:`~.deadlines.retried`); a
+retried file download resumes its ``.incomplete`` file with a ranged GET (``huggingface_hub`` does). Failures are one
+line naming the repo, the revision and the remedy (:func:`hf_error`).
 """
 
 from __future__ import annotations
@@ -45,13 +44,9 @@ HF_TOKEN_REMEDY = "put a token with read access in the hf-token secret (env HF_T
 
 
 def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = "") -> DatasetSourceError:
-    """One line naming the repo, the revision and the remedy for any Hub failure (HTTP, offline, DNS, timeout).
+    """One line naming the repo, the revision ("": the default branch) and the remedy for any Hub failure.
 
-    Args:
-        repo_id: The dataset (``org/name``).
-        revision: The revision asked for ("" = the default branch).
-        error: What ``huggingface_hub`` (or the network below it) raised.
-        endpoint: The Hub endpoint used ("" = huggingface.co).
+    ``error`` is what ``huggingface_hub`` (or the network below it) raised; ``endpoint`` "" is huggingface.co.
     """
     from huggingface_hub import errors
 

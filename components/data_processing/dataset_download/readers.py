@@ -149,12 +149,10 @@ _LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 def _has_lone_surrogate(value: object) -> bool:
     """Whether a decoded JSON value holds a string (key or value) with an unpaired UTF-16 surrogate."""
-    if isinstance(value, str):
-        return any("\ud800" <= char <= "\udfff" for char in value)
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(key) or _has_lone_surrogate(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(item) for item in value)
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
     return False
 
 

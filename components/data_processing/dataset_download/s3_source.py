@@ -1,24 +1,22 @@
 """S3 sources: one object or every data file under a prefix, through the RHOAI data connection.
 
-Every request (head, list, get) follows the download's one retry policy (:func:`~.deadlines.retried`: 408/429/5xx
-and connection errors, ``Retry-After`` honoured, bounded, within the overall deadline); botocore's own retries are
-off so that the limits are the same as the Hub's and HTTP's. A body cut short mid-way (``IncompleteReadError``, a
-reset connection, a read timeout) is resumed from the byte where it stopped with a ranged GET, ``If-Match`` its ETag
-so that a changed object is never stitched together.
+Every request (head, list, get) follows the download's one retry policy (:func:`~.deadlines.retried`); botocore's
+own retries are off so that the limits are the same as the Hub's and HTTP's. A body cut short mid-way is resumed from
+the byte where it stopped with a ranged GET, ``If-Match`` its ETag so that a changed object is never stitched
+together.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import threading
 import time
 from pathlib import Path, PurePosixPath
 
 from components._common.retry import GaveUp, describe, is_transient
 from components._common.s3 import S3CredentialsMissing, s3_client
 
-from .deadlines import HttpOptions, deadline_error, retried
+from .deadlines import HttpOptions, Watchdog, deadline_error, retried
 from .locations import DatasetSourceError, FetchedData, is_disk_full, parse_s3_uri, scratch_full_error
 from .readers import data_format
 
@@ -134,12 +132,10 @@ def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, de
     A watchdog ends it at the deadline (:class:`~.deadlines.DownloadDeadlineExceeded`, never retried).
     """
     raw = getattr(body, "_raw_stream", body)
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), getattr(raw, "shutdown", raw.close))
-    timer.daemon = True
-    timer.start()
     written = 0
     try:
-        with open(partial, "r+b" if offset else "wb") as handle:
+        with Watchdog(deadline) as watchdog, open(partial, "r+b" if offset else "wb") as handle:
+            watchdog.watch(getattr(raw, "shutdown", raw.close))
             handle.seek(offset)
             handle.truncate()
             for chunk in body.iter_chunks(_COPY_CHUNK):
@@ -151,7 +147,6 @@ def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, de
         if time.monotonic() < deadline:
             raise
     finally:
-        timer.cancel()
         body.close()
     if time.monotonic() > deadline:
         raise deadline_error(uri, options.deadline_s, offset + written)
