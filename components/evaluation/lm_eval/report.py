@@ -1,7 +1,6 @@
 """lm-eval results as KFP metrics and as an HTML report (a table per task, with the delta vs a baseline).
 
-A metric is named ``<task>/<metric>`` (``<task>/<metric>/<filter>`` when lm-eval applied a filter other than
-``none``, e.g. gsm8k's ``strict-match``); its standard error, where lm-eval computed one, is ``<name>_stderr``.
+Metrics are named by :func:`~.results.metric_name`, their standard errors (where lm-eval computed one) ``_stderr``.
 """
 
 from __future__ import annotations
