@@ -1,7 +1,7 @@
 """Time limits and retries of downloads: the options, a watchdog for the overall deadline, and Hub transports.
 
 :class:`HttpOptions` holds the limits every source shares: the stall timeout, the overall deadline (the component's
-``download_deadline_s``) and the retry policy (:func:`retry_policy`: attempts, doubling backoff, ``Retry-After``
+``download_deadline_s``) and the retry policy (:func:`retried`: attempts, doubling backoff, ``Retry-After``
 honoured up to a bound), so that the Hub, S3 and HTTP(S) retry the same faults the same way.
 
 A per-read socket timeout (the *stall* timeout) cannot bound a server that sends one byte just often enough: the
@@ -66,20 +66,10 @@ def check_deadline(download_deadline_s: float) -> float:
     return float(download_deadline_s)
 
 
-def retry_policy(options: HttpOptions) -> RetryPolicy:
-    """The one retry policy of every source, from the download options."""
-    return RetryPolicy(
-        attempts=options.attempts,
-        initial_delay_s=options.backoff_s,
-        max_delay_s=30.0,
-        max_retry_after_s=options.max_retry_after_s,
-    )
-
-
 def retried(
     call: Callable[[], T], options: HttpOptions, deadline: float, retryable: Callable[[BaseException], bool], what: str
 ) -> T:
-    """``call()`` under :func:`retry_policy` and the overall deadline, logging each retry with ``what`` it was.
+    """``call()`` under the options' retry policy and the overall deadline, logging each retry with ``what`` it was.
 
     Raises:
         GaveUp: Every attempt failed transiently, or the next wait would pass the deadline.
@@ -88,7 +78,8 @@ def retried(
     def log(attempt: int, wait_s: float, error: BaseException) -> None:
         LOG.warning("%s: attempt %d failed (%s); retrying in %.1f s", what, attempt, describe(error), wait_s)
 
-    return call_with_retries(call, retry_policy(options), retryable=retryable, on_retry=log, deadline=deadline)
+    policy = RetryPolicy(options.attempts, options.backoff_s, max_retry_after_s=options.max_retry_after_s)
+    return call_with_retries(call, policy, retryable=retryable, on_retry=log, deadline=deadline)
 
 
 class DownloadDeadlineExceeded(DatasetSourceError):
@@ -96,16 +87,16 @@ class DownloadDeadlineExceeded(DatasetSourceError):
 
 
 class Watchdog:
-    """Shuts down the sockets of a download at its deadline, waking up any read blocked on them.
+    """Shuts down the streams of a download at its deadline, waking up any read blocked on them.
 
-    A per-read socket timeout cannot bound a server that sends one byte just often enough; shutting the socket down
+    A per-read socket timeout cannot bound a server that sends one byte just often enough; shutting the stream down
     from a timer thread can. :attr:`expired` tells the reader why its stream ended.
     """
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.expired = False
-        self._sockets: list[socket.socket] = []
+        self._shutdowns: list[Callable[[], object]] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._expire)
         self._timer.daemon = True
@@ -117,25 +108,20 @@ class Watchdog:
     def __exit__(self, *exc_info: object) -> None:
         self._timer.cancel()
 
-    def watch(self, sock: socket.socket) -> None:
-        """Adds a socket to shut down at the deadline (at once if it has passed)."""
+    def watch(self, shutdown: Callable[[], object]) -> None:
+        """Adds a stream's ``shutdown`` to call at the deadline (at once if it has passed)."""
         with self._lock:
-            self._sockets.append(sock)
+            self._shutdowns.append(shutdown)
             if self.expired:
-                self._shutdown(sock)
+                with contextlib.suppress(OSError):
+                    shutdown()
 
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
-            for sock in self._sockets:
-                self._shutdown(sock)
-
-    @staticmethod
-    def _shutdown(sock: socket.socket) -> None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+            for shutdown in self._shutdowns:
+                with contextlib.suppress(OSError):
+                    shutdown()
 
 
 class _Watched:
@@ -147,7 +133,7 @@ class _Watched:
 
     def connect(self) -> None:
         super().connect()
-        self._watchdog.watch(self.sock)
+        self._watchdog.watch(functools.partial(self.sock.shutdown, socket.SHUT_RDWR))
 
 
 class _WatchedHTTPConnection(_Watched, http.client.HTTPConnection):
@@ -158,25 +144,20 @@ class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
     pass
 
 
-class WatchedHTTPHandler(urllib.request.HTTPHandler):
-    """A ``urllib`` handler whose HTTP connections register their sockets with a :class:`Watchdog`."""
+class WatchedHandler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+    """A ``urllib`` handler whose HTTP and HTTPS (verified with ``context``) connections register with a watchdog.
 
-    def __init__(self, watchdog: Watchdog) -> None:
-        super().__init__()
+    One handler for both: a redirect may cross from one scheme to the other.
+    """
+
+    def __init__(self, watchdog: Watchdog, context: ssl.SSLContext) -> None:
+        urllib.request.HTTPSHandler.__init__(self, context=context)
         self._watchdog = watchdog
+        self._ssl_context = context
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         """Opens ``req`` on a watched connection."""
         return self.do_open(functools.partial(_WatchedHTTPConnection, watchdog=self._watchdog), req)
-
-
-class WatchedHTTPSHandler(urllib.request.HTTPSHandler):
-    """A ``urllib`` handler whose HTTPS connections (verified with ``context``) register with a :class:`Watchdog`."""
-
-    def __init__(self, watchdog: Watchdog, context: ssl.SSLContext) -> None:
-        super().__init__(context=context)
-        self._watchdog = watchdog
-        self._ssl_context = context
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         """Opens ``req`` on a watched TLS connection."""

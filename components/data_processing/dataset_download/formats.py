@@ -48,7 +48,6 @@ def _text_field(row: dict, key: str, required: bool = True) -> str:
 
 
 def _extras(row: dict, consumed: frozenset[str]) -> dict:
-    """The keys of ``row`` that a converter did not consume."""
     return {key: value for key, value in row.items() if key not in consumed}
 
 
@@ -143,14 +142,7 @@ def row_format(row: object) -> str | None:
 
 
 def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[str, str]:
-    """Detects the input format from the first rows.
-
-    Args:
-        rows: Decoded rows from the start of the dataset (only the first :data:`DETECTION_ROWS` are read).
-        source: Where the rows came from, for error messages.
-
-    Returns:
-        ``(format, reason)``: the chosen format and a sentence saying why.
+    """Detects the input format from the first :data:`DETECTION_ROWS` rows: ``(format, a sentence saying why)``.
 
     Raises:
         ValueError: No row matches a known format, or the first rows look like different formats.

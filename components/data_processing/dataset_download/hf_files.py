@@ -69,17 +69,9 @@ def _pick_config(configs: list[dict], subset: str, where: str) -> dict:
 
 
 def select_hf_files(paths: Sequence[str], subset: str, split: str, configs: Sequence[dict], where: str) -> list[str]:
-    """The repository files holding ``subset``/``split``, sorted.
+    """The supported data files among a repository's ``paths`` holding ``subset`` (``""``: the default)/``split``.
 
-    Args:
-        paths: Every file path in the repository at the chosen revision.
-        subset: The subset (config) name, ``""`` for the default.
-        split: The split name (``hf_split``).
-        configs: The dataset card's ``configs`` (see :func:`card_configs`), possibly empty.
-        where: The dataset URI, for messages.
-
-    Returns:
-        Paths of supported data files (see :func:`readers.data_format`).
+    ``configs`` are the dataset card's (:func:`card_configs`), possibly empty; ``where`` is the URI, for messages.
 
     Raises:
         DatasetSourceError: The subset or split does not exist, or holds no supported data file.

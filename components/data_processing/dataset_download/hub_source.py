@@ -1,9 +1,8 @@
 """Hugging Face Hub sources: the files of one subset/split of a dataset repository, at a pinned commit.
 
-``dataset_info`` and every file download follow the download's one retry policy (:func:`~.deadlines.retried`:
-408/429/5xx and connection errors, ``Retry-After`` honoured up to a bound, within the overall deadline); a retried
-file download resumes its ``.incomplete`` file with a ranged GET (``huggingface_hub`` does). Failures are one line
-naming the repo, the revision and the remedy (:func:`hf_error`).
+``dataset_info`` and every file download follow the download's one retry policy (:func:`~.deadlines.retried`); a
+retried file download resumes its ``.incomplete`` file with a ranged GET (``huggingface_hub`` does). Failures are one
+line naming the repo, the revision and the remedy (:func:`hf_error`).
 """
 
 from __future__ import annotations
@@ -45,13 +44,9 @@ HF_TOKEN_REMEDY = "put a token with read access in the hf-token secret (env HF_T
 
 
 def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = "") -> DatasetSourceError:
-    """One line naming the repo, the revision and the remedy for any Hub failure (HTTP, offline, DNS, timeout).
+    """One line naming the repo, the revision ("": the default branch) and the remedy for any Hub failure.
 
-    Args:
-        repo_id: The dataset (``org/name``).
-        revision: The revision asked for ("" = the default branch).
-        error: What ``huggingface_hub`` (or the network below it) raised.
-        endpoint: The Hub endpoint used ("" = huggingface.co).
+    ``error`` is what ``huggingface_hub`` (or the network below it) raised; ``endpoint`` "" is huggingface.co.
     """
     from huggingface_hub import errors
 
@@ -102,7 +97,6 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
     the stall timeout of each request and ``options.deadline_s`` the deadline of the whole fetch.
     """
     from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError
 
     from .hf_files import card_configs, select_hf_files
 
@@ -151,19 +145,16 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
             files = [retried_download(name, info.sha) for name in selected]
     except DatasetSourceError:
         raise
-    except OSError as error:
-        if not is_disk_full(error):
-            raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
-        raise scratch_full_error(uri, local_dir, needed, None) from None
     except GaveUp as gave_up:
         if gave_up.reason == "deadline":
             raise deadline_error(uri, options.deadline_s, 0) from None
         error = hf_error(ref.repo_id, ref.revision, gave_up.last, endpoint or "")
         raise DatasetSourceError(f"{error} (after {gave_up.attempts} attempts)") from None
-    except (HfHubHTTPError, OSError, ValueError) as error:  # ValueError: huggingface_hub's offline/entry errors
-        raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
-    except Exception as error:  # the network library's own errors (httpx.ConnectError, timeouts...)
-        if type(error).__module__.split(".")[0] not in _NETWORK_MODULES:
+    except Exception as error:  # huggingface_hub's and its network library's errors (httpx.ConnectError...)
+        if is_disk_full(error):
+            raise scratch_full_error(uri, local_dir, needed, None) from None
+        network = type(error).__module__.split(".")[0] in _NETWORK_MODULES
+        if not network and not isinstance(error, (OSError, ValueError)):  # ValueError: offline/entry errors
             raise
         raise hf_error(ref.repo_id, ref.revision, error, endpoint or "") from None
     downloaded = sum(file.stat().st_size for file in files)

@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -34,26 +36,23 @@ class DatasetSourceError(ValueError):
 
 def is_disk_full(error: BaseException) -> bool:
     """Whether an error is a full disk (``ENOSPC``) or an exceeded disk quota (``EDQUOT``)."""
-    import errno
-
     return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def free_space(folder: Path) -> str:
+    """``"<n> bytes free"`` in ``folder``, or ``"free space unknown"``."""
+    try:
+        return f"{shutil.disk_usage(folder).free} bytes free"
+    except OSError:
+        return "free space unknown"
 
 
 def scratch_full_error(shown_uri: str, folder: Path, needed: int | None, written: int | None) -> DatasetSourceError:
     """The one line for a download that filled its scratch folder: which folder, how much it needed, what to set.
 
-    Args:
-        shown_uri: The dataset URI as it may be shown (signed URLs masked).
-        folder: The folder the download was written to.
-        needed: The bytes the download needs in all (``None``: unknown, the server sent no size).
-        written: The bytes written when the disk filled up (``None``: unknown).
+    ``needed`` (all the download needs) and ``written`` (when the disk filled up) are ``None`` when unknown.
     """
-    import shutil
-
-    try:
-        free = f"{shutil.disk_usage(folder).free} bytes free"
-    except OSError:
-        free = "free space unknown"
+    free = free_space(folder)
     need = f"needs {needed} bytes" if needed is not None else "needs more (size unknown)"
     after = f" after {written} bytes" if written is not None else ""
     return DatasetSourceError(
@@ -89,13 +88,7 @@ class S3Location:
 
 
 def check_dataset_uri(uri: object) -> str:
-    """Refuses an empty, blank or whitespace-padded ``dataset_uri`` before anything is read.
-
-    (``Path("")`` is the working directory: an empty URI would otherwise read every data file under it.)
-
-    Raises:
-        DatasetSourceError: The URI is not a string, is empty or only whitespace, or has surrounding whitespace.
-    """
+    """Refuses an empty, blank or whitespace-padded ``dataset_uri`` (``Path("")`` would read the working directory)."""
     if not isinstance(uri, str) or not uri.strip():
         raise DatasetSourceError(
             f"dataset_uri={uri!r} is empty: name the dataset (a Hub id org/name, s3://, http(s)://, pvc:// or a path)"
@@ -106,12 +99,7 @@ def check_dataset_uri(uri: object) -> str:
 
 
 def source_kind(uri: str) -> str:
-    """Which source a URI names: ``hf``, ``s3``, ``http``, ``pvc`` or ``local``.
-
-    Raises:
-        DatasetSourceError: An empty URI, an unknown scheme, or a string that is neither an existing path nor
-            ``org/name``.
-    """
+    """Which source a URI names: ``hf``, ``s3``, ``http``, ``pvc`` or ``local`` (else :class:`DatasetSourceError`)."""
     check_dataset_uri(uri)
     scheme, sep, _ = uri.partition("://")
     if sep:
@@ -156,11 +144,7 @@ def _reject_parent_parts(path: str, uri: str) -> None:
 
 
 def resolve_pvc_uri(uri: str) -> tuple[Path, Path]:
-    """Maps ``pvc://claim/path`` to ``(file_or_dir, claim_mount)`` under ``$KFP_FINETUNE_PVC_ROOT``, confined.
-
-    Raises:
-        DatasetSourceError: A bad claim name, ``..`` in the path, or a symlink leading out of the claim's mount.
-    """
+    """Maps ``pvc://claim/path`` to ``(file_or_dir, claim_mount)`` under ``$KFP_FINETUNE_PVC_ROOT``, confined."""
     claim, _, path = uri[len("pvc://") :].partition("/")
     if not _CLAIM_PATTERN.match(claim):
         raise DatasetSourceError(f"dataset_uri={uri!r}: {claim!r} is not a valid PVC name")
@@ -189,13 +173,7 @@ def confine(path: Path, root: Path, uri: str) -> None:
 def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Path]:
     """The data files at a local path: the file itself, or every supported file under a directory, sorted.
 
-    Args:
-        path: A file or a directory.
-        uri: The dataset URI, for messages.
-        root: When given, every file must resolve inside it (no symlink escape).
-
-    Raises:
-        DatasetSourceError: Nothing there, an unsupported file, or no data file in the directory.
+    With ``root``, every file must resolve inside it (no symlink escape); ``uri`` is named in the errors.
     """
     if not path.exists():
         raise DatasetSourceError(f"dataset_uri={uri!r}: {path} does not exist (404)")

@@ -1,18 +1,10 @@
-"""Validation and split in as few passes over the data as the rules allow.
+"""Validation and split in as few passes over the data as the rules allow (README, "Split").
 
-The split needs the number of valid rows before the first row is routed (exactly ``k`` of ``n``, see
-:mod:`.split`). Two ways to know it:
-
-* **One pass** (JSON lines in ``messages`` form, the common case): the lines are counted first with a quick,
-  C-speed scan of the line breaks, the split is planned on the assumption that every line is a valid row, and each
-  valid row goes straight from the validator into the train or eval file. When that holds (``on_invalid='fail'``
-  requires every row to be valid) that is the whole work: one parse, one write, the hash computed while writing.
-  When fewer valid rows arrive (rows dropped with ``on_invalid='drop'``, or blank lines the quick count could not
-  see), the files are discarded and the two passes below run instead.
-* **Two passes** (other formats and conversions, or dropped rows): the valid rows, converted, are written to a
-  scratch file, then that file is split.
-
-Either way the same input and seed give byte-identical files, and nothing half-written survives a failure.
+The split needs the number of valid rows before the first row is routed (exactly ``k`` of ``n``, see :mod:`.split`).
+JSON lines in ``messages`` form count their lines first and validate straight into the planned split (**one pass**);
+when fewer valid rows arrive (dropped rows, blank lines) those files are discarded and the **two passes** run: the
+valid rows, converted, go to a scratch file, which is then split. Same input and seed, byte-identical files; nothing
+half-written survives a failure.
 """
 
 from __future__ import annotations
@@ -90,8 +82,8 @@ def validate_and_split(
 
 
 def _written(
-    options: SplitOptions, fill: Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
-) -> tuple[ValidationReport, WrittenFile, WrittenFile] | None:
+    options: SplitOptions, plan: SplitPlan, fill: Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
+) -> SplitOutcome | None:
     """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (or neither).
 
     ``fill`` returning ``None`` discards both files and returns ``None``.
@@ -106,7 +98,7 @@ def _written(
             return None
         committed.append(train.commit())
         committed.append(eval_.commit())
-        return report, committed[0], committed[1]
+        return SplitOutcome(report, plan, *committed)
     except BaseException:
         train.discard()
         eval_.discard()
@@ -128,11 +120,7 @@ def _one_pass(
         report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
         return None  # rows dropped or blank lines: the plan counted them, split again
 
-    written = _written(options, fill)
-    if written is None:
-        return None
-    report, train, eval_ = written
-    return SplitOutcome(report, plan, train, eval_)
+    return _written(options, plan, fill)
 
 
 def _two_passes(
@@ -161,6 +149,6 @@ def _two_passes(
                 sink(block)
             return report
 
-        written = _written(options, fill)
-    assert written is not None  # fill never discards here
-    return SplitOutcome(report, plan, written[1], written[2])
+        outcome = _written(options, plan, fill)
+    assert outcome is not None  # fill never discards here
+    return outcome

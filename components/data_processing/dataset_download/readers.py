@@ -1,18 +1,11 @@
 """Streaming readers: one decoded row at a time from ``.jsonl``, ``.json``, ``.parquet`` and ``.csv`` files.
 
-Every reader yields ``(position, value)`` pairs in file order. ``position`` is a 1-based line number for JSON lines
-and CSV, a 0-based row index for JSON arrays and Parquet (see :func:`position_label`). A record that cannot be
+Every reader yields ``(position, value)`` pairs in file order (see :func:`position_label`). A record that cannot be
 decoded is yielded as an :class:`Unreadable` value naming its rule (``invalid_json``, ``invalid_utf8``,
-``nesting_too_deep``), so that the caller counts it and goes on. ``.gz`` files are read through ``gzip``
-(``.jsonl.gz``, ``.json.gz``, ``.csv.gz``); a damaged one raises ``ChatFormatError`` (``bad_compression``), one
-that expands past ``max_decompressed_bytes`` too (``decompressed_too_large``). A UTF-8 byte order mark is accepted.
-
-Memory stays bounded whatever the input (see :class:`~components._common.chat_files.ReadLimits`): a JSONL line, a
-``.json`` array element or a CSV record longer than ``max_line_bytes`` is a reject (``record_too_large``), skipped
-without being held; Parquet is read one 512-row batch at a time, and a row group larger than
-:data:`PARQUET_ROW_GROUP_LINES` lines' worth is refused. Values that Parquet, CSV and ``.json`` give as ``null`` for an
-absent optional field (Arrow fills every column in every row) are dropped, not written as ``"name": null``. The
-decoding and the rules live in :mod:`components._common.chat_format`.
+``nesting_too_deep``), so that the caller counts it and goes on; a damaged or too large ``.gz`` raises
+``ChatFormatError``. Memory stays bounded whatever the input (:class:`~components._common.chat_files.ReadLimits`;
+the formats and the bounds are described in the component README). The decoding and the rules live in
+:mod:`components._common.chat_format`.
 """
 
 from __future__ import annotations
@@ -156,12 +149,10 @@ _LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 def _has_lone_surrogate(value: object) -> bool:
     """Whether a decoded JSON value holds a string (key or value) with an unpaired UTF-16 surrogate."""
-    if isinstance(value, str):
-        return any("\ud800" <= char <= "\udfff" for char in value)
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(key) or _has_lone_surrogate(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(item) for item in value)
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
     return False
 
 
@@ -211,7 +202,7 @@ def _decode_csv_cell(column: str, cell: str) -> object:
 
 
 class _LineTooLong(Exception):
-    pass
+    """A CSV line longer than the bound (its start in ``args[0]``)."""
 
 
 def _bounded_lines(text: IO[str], limit: int) -> Iterator[str]:
@@ -280,14 +271,7 @@ def _check_row_groups(path: Path, metadata: object, limits: ReadLimits) -> None:
 
 
 def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
-    """Yields ``(position, row)`` for every record of a data file, streaming.
-
-    Args:
-        path: A file whose format :func:`data_format` knows.
-        limits: The record and decompressed size limits.
-
-    Returns:
-        An iterator of positions (see :func:`position_label`) and decoded rows or :class:`Unreadable` markers.
+    """Yields ``(position, row)`` (see :func:`position_label`) for every record of a data file, streaming.
 
     Raises:
         ValueError: The file's suffix is not a supported data format; ``ChatFormatError`` (a ``ValueError``) for a

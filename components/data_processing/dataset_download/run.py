@@ -1,9 +1,4 @@
-"""The component's work end to end: fetch, validate every row, split, count tokens, and describe the result.
-
-:func:`run_dataset_download` writes the train and eval JSONL files (temporary names, renamed only when everything
-succeeded) and returns a :class:`DatasetDownloadResult` from which the component takes artifact metadata, metrics
-and the Markdown report.
-"""
+"""The component's work end to end: fetch, validate every row, split, count tokens, and describe the result."""
 
 from __future__ import annotations
 
@@ -72,14 +67,7 @@ class DatasetDownloadResult:
         return values
 
     def write_outputs(self, train_dataset: Any, eval_dataset: Any, report: Any, metrics: Any) -> None:
-        """Fills the component's output artifacts: dataset metadata, the Markdown report file and the metrics.
-
-        Args:
-            train_dataset: The ``Output[Dataset]`` of the train split (its file is already written).
-            eval_dataset: The ``Output[Dataset]`` of the eval split.
-            report: The ``Output[Markdown]``; :meth:`to_markdown` is written to its path.
-            metrics: The ``Output[Metrics]``; each of :meth:`metrics` is logged.
-        """
+        """Fills the output artifacts: dataset metadata, the report (:meth:`to_markdown`) and :meth:`metrics`."""
         for artifact, written, split in ((train_dataset, self.train, "train"), (eval_dataset, self.eval, "eval")):
             artifact.metadata.update(mask_data(self.artifact_metadata(written, split).to_metadata(), patterns=False))
         report_path = with_extension(report, ".md")
@@ -138,36 +126,25 @@ class DatasetDownloadRequest:
 def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval_path: Path) -> DatasetDownloadResult:
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
 
-    Args:
-        request: The component's arguments.
-        train_path: Where the train JSONL goes.
-        eval_path: Where the eval JSONL goes (an empty file when ``train_split_ratio`` is 1.0).
-
-    Returns:
-        The validation report, split plan, written files and token statistics.
+    Both files are written under temporary names, renamed only when everything succeeded (the eval file is empty when
+    ``train_split_ratio`` is 1.0).
 
     Raises:
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
             :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
-    dataset_uri, seed, max_seq_len = request.dataset_uri, request.seed, request.max_seq_len
-    train_split_ratio, subset_count = request.train_split_ratio, request.subset_count
-    on_invalid, max_invalid_fraction = request.on_invalid, request.max_invalid_fraction
-    tokenizer_source, hf_split, input_format = request.tokenizer_source, request.hf_split, request.input_format
-    allow_trailing_user, max_download_bytes = request.allow_trailing_user, request.max_download_bytes
-    max_line_bytes, max_decompressed_bytes = request.max_line_bytes, request.max_decompressed_bytes
-    download_deadline_s = request.download_deadline_s
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    check_dataset_uri(dataset_uri)
-    check_split_options(train_split_ratio, subset_count)
-    check_validation_options(on_invalid, max_invalid_fraction)
-    limits = ReadLimits(max_line_bytes, max_decompressed_bytes)
-    http = HttpOptions(deadline_s=check_deadline(download_deadline_s))
+    check_dataset_uri(request.dataset_uri)
+    check_split_options(request.train_split_ratio, request.subset_count)
+    check_validation_options(request.on_invalid, request.max_invalid_fraction)
+    limits = ReadLimits(request.max_line_bytes, request.max_decompressed_bytes)
+    http = HttpOptions(deadline_s=check_deadline(request.download_deadline_s))
+    max_seq_len, tokenizer_source = request.max_seq_len, request.tokenizer_source
     with_token_stats = check_token_options(max_seq_len, tokenizer_source)
     if not with_token_stats and (tokenizer_source or max_seq_len):
         LOG.info("token statistics need both max_seq_len > 0 and tokenizer_source: none computed")
-    shown_uri = mask_url(dataset_uri)  # signed URLs keep their signatures out of the report and the metadata
+    shown_uri = mask_url(request.dataset_uri)  # signed URLs keep their signatures out of the report and the metadata
     token_stats: TokenStats | None = None
 
     def on_selected() -> Callable[[bytes], None] | None:
@@ -180,8 +157,9 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
         return lambda line: stats.add(count_tokens(json.loads(line)["messages"]))
 
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
-        fetched = fetch_dataset(dataset_uri, Path(scratch) / "download", hf_split, max_download_bytes, http)
-        chosen, reason = choose_format(fetched.files, input_format, shown_uri, limits)
+        download = Path(scratch) / "download"
+        fetched = fetch_dataset(request.dataset_uri, download, request.hf_split, request.max_download_bytes, http)
+        chosen, reason = choose_format(fetched.files, request.input_format, shown_uri, limits)
 
         def validate(sink: Callable[[list[bytes]], None]) -> ValidationReport:
             report = ValidationReport(
@@ -190,12 +168,13 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
                 input_format=chosen,
                 format_reason=reason,
                 files=[path.name for path in fetched.files],
-                on_invalid=on_invalid,
-                max_invalid_fraction=max_invalid_fraction,
+                on_invalid=request.on_invalid,
+                max_invalid_fraction=request.max_invalid_fraction,
             )
-            return validate_files(fetched.files, report, allow_trailing_user, sink, limits)
+            return validate_files(fetched.files, report, request.allow_trailing_user, sink, limits)
 
-        options = SplitOptions(train_path, eval_path, train_split_ratio, subset_count, seed, Path(scratch))
+        split = (request.train_split_ratio, request.subset_count, request.seed)
+        options = SplitOptions(train_path, eval_path, *split, Path(scratch))
         outcome = validate_and_split(
             fetched.files, chosen, validate, options, limits, on_selected, not with_token_stats
         )
@@ -206,4 +185,4 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
     warnings = list(plan.warnings)
     if token_stats is not None and token_stats.rows_over_max_seq_len:
         warnings.append(f"{token_stats.rows_over_max_seq_len} rows are longer than max_seq_len={max_seq_len} tokens")
-    return DatasetDownloadResult(report, plan, outcome.train, outcome.eval, seed, token_stats, warnings)
+    return DatasetDownloadResult(report, plan, outcome.train, outcome.eval, request.seed, token_stats, warnings)

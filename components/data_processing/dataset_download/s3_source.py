@@ -1,32 +1,26 @@
 """S3 sources: one object or every data file under a prefix, through the RHOAI data connection.
 
-Every request (head, list, get) follows the download's one retry policy (:func:`~.deadlines.retried`: 408/429/5xx
-and connection errors, ``Retry-After`` honoured, bounded, within the overall deadline); botocore's own retries are
-off so that the limits are the same as the Hub's and HTTP's. A body cut short mid-way (``IncompleteReadError``, a
-reset connection, a read timeout) is resumed from the byte where it stopped with a ranged GET, ``If-Match`` its ETag
-so that a changed object is never stitched together.
+Every request (head, list, get) follows the download's one retry policy (:func:`~.deadlines.retried`); botocore's
+own retries are off so that the limits are the same as the Hub's and HTTP's. A body cut short mid-way is resumed from
+the byte where it stopped with a ranged GET, ``If-Match`` its ETag so that a changed object is never stitched
+together.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import threading
 import time
 from pathlib import Path, PurePosixPath
 
 from components._common.retry import GaveUp, describe, is_transient
 from components._common.s3 import S3CredentialsMissing, s3_client
 
-from .deadlines import HttpOptions, deadline_error, retried
+from .deadlines import HttpOptions, Watchdog, deadline_error, retried
 from .locations import DatasetSourceError, FetchedData, is_disk_full, parse_s3_uri, scratch_full_error
 from .readers import data_format
 
 _COPY_CHUNK = 1 << 20
-
-
-def _transient(error: BaseException) -> bool:
-    return not isinstance(error, DatasetSourceError) and is_transient(error)
 
 
 def s3_error(uri: str, error: Exception) -> DatasetSourceError:
@@ -115,7 +109,7 @@ def _s3_download(
             raise ConnectionError(f"the body of {key!r} ended after {received} of {size} bytes")
 
     try:
-        retried(attempt, options, deadline, _transient, f"S3 GET {key}")
+        retried(attempt, options, deadline, is_transient, f"S3 GET {key}")
         os.replace(partial, target)
     except OSError as error:
         if not is_disk_full(error):
@@ -138,12 +132,10 @@ def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, de
     A watchdog ends it at the deadline (:class:`~.deadlines.DownloadDeadlineExceeded`, never retried).
     """
     raw = getattr(body, "_raw_stream", body)
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), getattr(raw, "shutdown", raw.close))
-    timer.daemon = True
-    timer.start()
     written = 0
     try:
-        with open(partial, "r+b" if offset else "wb") as handle:
+        with Watchdog(deadline) as watchdog, open(partial, "r+b" if offset else "wb") as handle:
+            watchdog.watch(getattr(raw, "shutdown", raw.close))
             handle.seek(offset)
             handle.truncate()
             for chunk in body.iter_chunks(_COPY_CHUNK):
@@ -155,7 +147,6 @@ def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, de
         if time.monotonic() < deadline:
             raise
     finally:
-        timer.cancel()
         body.close()
     if time.monotonic() > deadline:
         raise deadline_error(uri, options.deadline_s, offset + written)
@@ -177,7 +168,7 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions)
     deadline = time.monotonic() + options.deadline_s
     try:
         prefix, objects = retried(
-            lambda: _s3_objects(client, uri, location.bucket, location.key), options, deadline, _transient, "S3 list"
+            lambda: _s3_objects(client, uri, location.bucket, location.key), options, deadline, is_transient, "S3 list"
         )
         total = sum(size for _, size, _ in objects)
         if total > max_bytes:

@@ -2,16 +2,10 @@
 
 This module picks the source and holds the HTTP(S) one; :mod:`.s3_source` and :mod:`.hub_source` hold the others.
 
-Secrets come only from the environment (``HF_TOKEN``; the RHOAI data-connection variables ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_S3_ENDPOINT``, ``AWS_DEFAULT_REGION``, ``AWS_S3_BUCKET``) and are never logged or
+Secrets come only from the environment (``HF_TOKEN``; the RHOAI data-connection variables) and are never logged or
 put in errors. Downloads land in a temporary name and are renamed when complete; remote sources are capped at
-``max_bytes``.
-
-Every download has two time limits (see :class:`HttpOptions`): a *stall* timeout (no byte for that long fails the
-attempt) and an overall *deadline* for the whole fetch, retries included, enforced by a watchdog that shuts the socket
-down (so a server trickling one byte a second fails at the deadline, not never). Partial files are removed on every
-exit: errors, the deadline, and SIGTERM (the component turns SIGTERM into ``SystemExit``, see
-:mod:`components._common.termination`, so that ``finally`` blocks run).
+``max_bytes`` and bounded in time (:mod:`.deadlines`). Partial files are removed on every exit: errors, the deadline,
+and SIGTERM (turned into ``SystemExit`` by :mod:`components._common.termination`, so that ``finally`` blocks run).
 """
 
 from __future__ import annotations
@@ -30,15 +24,7 @@ from pathlib import Path, PurePosixPath
 from components._common.masking import mask_url
 from components._common.retry import GaveUp, describe, is_tls_error, is_transient
 
-from .deadlines import (
-    HttpOptions,
-    Watchdog,
-    WatchedHTTPHandler,
-    WatchedHTTPSHandler,
-    check_deadline,
-    deadline_error,
-    retried,
-)
+from .deadlines import HttpOptions, Watchdog, WatchedHandler, check_deadline, deadline_error, retried
 from .hub_source import fetch_hf
 from .locations import (
     DatasetSourceError,
@@ -56,8 +42,6 @@ from .s3_source import fetch_s3
 
 __all__ = ["FetchedData", "HttpOptions", "check_deadline", "fetch_dataset", "fetch_http"]
 
-#: HTTP statuses worth retrying (the server or a proxy may recover).
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _COPY_CHUNK = 1 << 20
 #: Schemes a download may be redirected to (never ``ftp://``, ``file://``, ``data:``), and at most how many times.
 REDIRECT_SCHEMES = ("http", "https")
@@ -71,14 +55,7 @@ def fetch_dataset(
     max_bytes: int,
     http: HttpOptions,
 ) -> FetchedData:
-    """Makes a dataset's data files available locally.
-
-    Args:
-        uri: See :mod:`.locations` for the accepted forms.
-        download_dir: Where remote files are downloaded (created if needed).
-        hf_split: The split to read from a Hub dataset.
-        max_bytes: Refuse to download more than this many bytes.
-        http: HTTP(S) timeout and retry settings.
+    """Makes a dataset's data files (``uri``: :mod:`.locations`) available locally, remote ones in ``download_dir``.
 
     Returns:
         The local files, in reading order, and the revision (HF commit, S3 ETag, HTTP ETag, mtime+size).
@@ -173,11 +150,6 @@ class _Resume:
     validator: str = ""
 
 
-def resume_shown(resume: _Resume, now: str) -> str:
-    """``"a" then "b"``: the validator the first part came with and the one of the resumed part."""
-    return f"{resume.validator or '(none)'} then {now or '(none)'}"
-
-
 def _download_once(
     url: str, target: Path, max_bytes: int, options: HttpOptions, deadline: float, resume: _Resume
 ) -> str:
@@ -196,10 +168,7 @@ def _download_once(
     shown = mask_url(url)
     size = 0
     with Watchdog(deadline) as watchdog:
-        # Both handlers: a redirect may cross from one scheme to the other (never to another: CheckedRedirects).
-        opener = urllib.request.build_opener(
-            WatchedHTTPSHandler(watchdog, tls_context()), WatchedHTTPHandler(watchdog), CheckedRedirects(url)
-        )
+        opener = urllib.request.build_opener(WatchedHandler(watchdog, tls_context()), CheckedRedirects(url))
         stall = max(0.001, min(options.timeout_s, deadline - time.monotonic()))
         try:
             response = opener.open(request, timeout=stall)
@@ -215,11 +184,12 @@ def _download_once(
                 offset = 0
             elif offset and validator != resume.validator:
                 # A server that ignores If-Range sent the rest of another version: never splice the two.
+                shown_validators = f"{resume.validator or '(none)'} then {validator or '(none)'}"
                 resume.validator = ""
                 target.unlink(missing_ok=True)
                 raise SourceChanged(
-                    f"the file changed on the server during the download (validator {resume_shown(resume, validator)})"
-                    "; starting again from byte 0"
+                    f"the file changed on the server during the download (validator {shown_validators}); starting "
+                    "again from byte 0"
                 )
             ranges = response.headers.get("Accept-Ranges", "").lower() == "bytes" or response.status == 206
             resume.validator = validator if ranges and not validator.startswith("W/") else ""
@@ -277,16 +247,12 @@ def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOption
         return FetchedData([target], revision)
 
     try:
-        return retried(
-            download, options, deadline, lambda error: is_transient(error, RETRY_STATUSES), f"GET {mask_url(url)}"
-        )
-    except urllib.error.HTTPError as error:
-        raise _http_error(url, error.code, str(error.reason), error.geturl() or "") from None
+        return retried(download, options, deadline, is_transient, f"GET {mask_url(url)}")
     except GaveUp as gave_up:
         if gave_up.reason == "deadline":
             raise deadline_error(url, options.deadline_s, 0) from None
         raise _http_failure(url, gave_up.last, gave_up.attempts) from None
-    except urllib.error.URLError as error:
+    except urllib.error.URLError as error:  # HTTPError included: an answer that is not retried
         raise _http_failure(url, error, 1) from None
     finally:
         partial.unlink(missing_ok=True)

@@ -16,13 +16,14 @@ import operator
 import os
 import queue
 import random
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from components._common.files import mkstemp_like_open
+
+from .locations import free_space
 
 _WRITE_BUFFER = 1 << 20
 _READ_BLOCK = 1 << 20
@@ -38,11 +39,6 @@ class SplitPlan:
     eval_rows: int
     warnings: tuple[str, ...] = ()
 
-    @property
-    def train_rows(self) -> int:
-        """Rows that go to the train split."""
-        return self.rows_selected - self.eval_rows
-
 
 def check_split_options(train_split_ratio: float, subset_count: int) -> None:
     """Raises ``ValueError`` naming the parameter when the ratio is outside (0, 1] or the subset count negative."""
@@ -53,16 +49,10 @@ def check_split_options(train_split_ratio: float, subset_count: int) -> None:
 
 
 def plan_split(rows_available: int, train_split_ratio: float, subset_count: int) -> SplitPlan:
-    """Decides the subset size and the number of eval rows.
+    """Decides the subset size (``subset_count`` rows, 0 = all) and the number of eval rows.
 
-    Args:
-        rows_available: Valid rows in the dataset (> 0).
-        train_split_ratio: Fraction of the kept rows that go to train; 1.0 means no eval split.
-        subset_count: Rows to keep (0 = all); more than available warns and keeps all.
-
-    Returns:
-        The plan. With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most
-        ``kept - 1`` when there are two rows or more.
+    With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most ``kept - 1`` when there
+    are two rows or more; a subset larger than the ``rows_available`` warns and keeps all.
     """
     check_split_options(train_split_ratio, subset_count)
     warnings = []
@@ -87,10 +77,6 @@ class _Sampler:
         self._rng = random.Random(seed)
         self._left_to_take = k
         self._left_to_see = n
-
-    def take(self) -> bool:
-        """Whether the next row is picked."""
-        return self.take_many(1)[0]
 
     def take_many(self, count: int) -> list[bool]:
         """Whether each of the next ``count`` rows is picked (one call per block of rows, not per row)."""
@@ -126,10 +112,7 @@ class OutputWriteError(OSError):
 
 def write_error(path: Path, error: OSError) -> OutputWriteError:
     """A one-line error for a failed write of ``path``: the reason, the free space there and what to do."""
-    try:
-        free = f"{shutil.disk_usage(path.parent).free} bytes free"
-    except OSError:
-        free = "free space unknown"
+    free = free_space(path.parent)
     reason = errno.errorcode.get(error.errno or 0, "error")
     return OutputWriteError(
         error.errno,
@@ -179,10 +162,6 @@ class JsonlWriter:
             self._blocks.put(b"\n".join(rows) + b"\n")
             self.rows += len(rows)
 
-    def write(self, line: bytes) -> None:
-        """Appends one JSONL line (with its newline)."""
-        self.write_rows([line.rstrip(b"\n")])
-
     def _finish(self) -> None:
         if self._thread.is_alive():
             self._blocks.put(None)
@@ -217,8 +196,8 @@ class JsonlWriter:
 class SplitSink:
     """Routes the valid rows, block by block and in source order, to train, eval or nowhere (see :func:`plan_split`).
 
-    Called with lists of rows (JSON documents without line breaks); :attr:`rows_seen` counts them. The subset is
-    drawn first, then the eval rows among the subset, each with its own ``random.Random`` seeded from ``seed``.
+    Called with lists of rows (JSON documents without line breaks). The subset is drawn first, then the eval rows
+    among the subset, each with its own ``random.Random`` seeded from ``seed``.
     """
 
     def __init__(
@@ -232,11 +211,9 @@ class SplitSink:
         self._subset = _Sampler(plan.rows_selected, plan.rows_available, f"{seed}:subset")
         self._eval = _Sampler(plan.eval_rows, plan.rows_selected, f"{seed}:eval")
         self._train, self._eval_writer, self._on_selected = train, eval_, on_selected
-        self.rows_seen = 0
 
     def __call__(self, rows: list[bytes]) -> None:
         """Takes the next valid rows, in source order."""
-        self.rows_seen += len(rows)
         rows = list(itertools.compress(rows, self._subset.take_many(len(rows))))
         if self._on_selected is not None:
             for row in rows:

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 def check_token_options(max_seq_len: int, tokenizer_source: str) -> bool:
     """Whether token statistics are computed: both ``max_seq_len`` > 0 and a ``tokenizer_source`` are needed.
 
-    A pipeline passes the training ``max_seq_len`` to this step always; only a tokenizer turns the statistics on.
-
     Raises:
         ValueError: ``max_seq_len`` is negative.
     """

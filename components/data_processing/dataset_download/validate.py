@@ -1,14 +1,8 @@
 """Validation of every row of a dataset, streamed, with a report: the rules, the rejects and the counts.
 
-:func:`validate_dataset_uri` is the plain Python entry point (see the component README): it fetches the
-data, converts each row to ``messages`` form, checks it against the chat-format rules and returns a
-:class:`~.validation_report.ValidationReport`. :func:`validate_files` is the streaming core, also used by the
-component, which passes a ``sink`` that receives the valid, converted rows as JSON documents (bytes), a list at a time.
-
-Speed: a ``messages`` JSON-lines file (the common case) goes through the typed fast path of
-:func:`~components._common.chat_format.fast_valid_lines`: a valid row is checked while it is parsed and handed to the
-sink as its own bytes, never built as Python dicts, a block of lines at a time; only rows that break a rule (or use
-list-of-parts contents) are decoded again to name the rule. See ``benchmarks/validate_dataset.py``.
+:func:`validate_dataset_uri` is the plain Python entry point (see the component README); :func:`validate_files` is
+the streaming core the component uses too. ``messages`` JSON lines take the typed fast path of
+:func:`~components._common.chat_format.fast_valid_lines` (README, "Speed").
 """
 
 from __future__ import annotations
@@ -18,6 +12,7 @@ import json
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from components._common.chat_errors import RowError, Unreadable, excerpt
 from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
@@ -79,16 +74,9 @@ def validate_files(
 ) -> ValidationReport:
     """Reads, converts and checks every row of some data files, streaming; fills ``report``.
 
-    Args:
-        files: Local data files, read in this order.
-        report: A report whose ``input_format`` is set (see :func:`choose_format`); counts and rejects are added.
-        allow_trailing_user: Accept conversations whose last message is a user turn.
-        sink: Called with the valid rows in source order, a list at a time, each converted to ``messages`` form
-            (extra keys kept, list-of-parts contents joined) as one JSON document in UTF-8 bytes without a line break.
-        limits: The record and decompressed size limits.
-
-    Returns:
-        ``report``, filled in.
+    ``report`` has its ``input_format`` set (see :func:`choose_format`); counts and rejects are added to it. ``sink``
+    gets the valid rows in source order, a list at a time, each converted to ``messages`` form (extra keys kept,
+    list-of-parts contents joined) as one JSON document in UTF-8 bytes without a line break.
 
     Raises:
         ValueError: A file is unsupported, or (``ChatFormatError``, rule ``bad_compression``) a ``.gz`` is damaged.
@@ -195,19 +183,8 @@ def validate_local_files(
 ) -> ValidationReport:
     """Validates local data files: chooses the format, then checks every row (see :func:`validate_files`).
 
-    Args:
-        files: Local data files, read in this order.
-        source_uri: Where they came from, for messages and the report (URL signatures and credentials masked).
-        revision: The revision of the source, for the report.
-        input_format: ``auto`` or one of :data:`formats.FORMATS`.
-        on_invalid: ``fail`` (any reject fails) or ``drop`` (rejects are dropped and counted).
-        max_invalid_fraction: With ``drop``, the largest rejected fraction that still passes.
-        allow_trailing_user: Accept conversations whose last message is a user turn.
-        sink: Called with the valid rows in ``messages`` form, as JSON bytes (see :func:`validate_files`).
-        limits: The record and decompressed size limits.
-
-    Returns:
-        The filled-in report (check :attr:`ValidationReport.passed` or call ``raise_for_rejects``).
+    The options are the component's parameters of the same names; ``source_uri`` is shown masked; ``sink`` is
+    :func:`validate_files`'. Check :attr:`ValidationReport.passed` of the report, or call ``raise_for_rejects``.
     """
     check_validation_options(on_invalid, max_invalid_fraction)
     source_uri = mask_url(source_uri)
@@ -227,30 +204,23 @@ def validate_local_files(
 def validate_dataset_uri(
     uri: str,
     *,
-    input_format: str,
-    on_invalid: str,
-    max_invalid_fraction: float,
-    allow_trailing_user: bool,
     hf_split: str,
     max_download_bytes: int,
     download_deadline_s: float,
-    limits: ReadLimits,
     download_dir: str | Path | None = None,
+    **options: Any,
 ) -> ValidationReport:
     """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
 
     Args:
         uri: ``org/name[:subset][@revision]`` (HF Hub), ``s3://bucket/key-or-prefix``, ``http(s)://...``,
             ``pvc://claim/path`` or a local path.
-        input_format: ``auto`` | ``messages`` | ``alpaca`` | ``sharegpt`` | ``prompt_completion``.
-        on_invalid: ``fail`` or ``drop``; decides :attr:`ValidationReport.passed`.
-        max_invalid_fraction: With ``drop``, the largest rejected fraction that still passes.
-        allow_trailing_user: Accept conversations whose last message is a user turn.
         hf_split: The split to read from a Hub dataset.
         max_download_bytes: Refuse downloads larger than this.
         download_deadline_s: Deadline of the whole download, every attempt and file included.
         download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
-        limits: The record and decompressed size limits.
+        **options: The validation options of :func:`validate_local_files`, each required: ``input_format``,
+            ``on_invalid``, ``max_invalid_fraction``, ``allow_trailing_user``, ``limits``.
 
     Returns:
         The report; ``report.to_markdown()`` renders it, ``report.raise_for_rejects()`` turns failure into an error.
@@ -264,13 +234,4 @@ def validate_dataset_uri(
     http = HttpOptions(deadline_s=check_deadline(download_deadline_s))
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
         fetched = fetch_dataset(uri, Path(download_dir or scratch), hf_split, max_download_bytes, http)
-        return validate_local_files(
-            fetched.files,
-            uri,
-            input_format=input_format,
-            on_invalid=on_invalid,
-            max_invalid_fraction=max_invalid_fraction,
-            allow_trailing_user=allow_trailing_user,
-            limits=limits,
-            revision=fetched.revision,
-        )
+        return validate_local_files(fetched.files, uri, revision=fetched.revision, **options)

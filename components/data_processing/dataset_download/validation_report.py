@@ -61,16 +61,9 @@ class ValidationReport:
     """The outcome of validating every row of a dataset.
 
     Attributes:
-        source_uri: The dataset URI as given.
         revision: The revision read (HF commit, S3/HTTP ETag, or file mtime+size).
-        input_format: The format the rows were read as.
         format_reason: How the format was chosen (given, or auto-detected from which rows).
-        files: The data files read, in order.
-        on_invalid: ``fail`` or ``drop``.
-        max_invalid_fraction: The largest rejected fraction ``drop`` accepts.
         rows_read: Records read, valid or not.
-        rows_valid: Records that pass every rule.
-        rejects_by_rule: Rejected records per rule name.
         first_rejects: The first rejects, in order (the full list is in :meth:`iter_rejects`).
     """
 
@@ -150,15 +143,12 @@ class ValidationReport:
         and the first rejected row with its location and rule.
         """
         counts = ", ".join(f"{rule}={count}" for rule, count in sorted(self.rejects_by_rule.items()))
+        head = f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break "
+        head += "the rules"
         if self.on_invalid == "fail":
-            head = f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break "
-            head += "the rules (on_invalid='fail')"
+            head += " (on_invalid='fail')"
         else:
-            head = (
-                f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break the "
-                "rules: "
-                f"fraction {self.invalid_fraction:.4f} > max_invalid_fraction={self.max_invalid_fraction}"
-            )
+            head += f": fraction {self.invalid_fraction:.4f} > max_invalid_fraction={self.max_invalid_fraction}"
         first = f"; first: {self.first_rejects[0].describe()}" if self.first_rejects else ""
         quoted = "\n".join(f"  {reject.describe()}" for reject in self.first_rejects[:QUOTED_REJECTS])
         rules = "\n".join(f"  {rule}: {RULES[rule]}" for rule in sorted(self.rejects_by_rule))

@@ -1,14 +1,6 @@
 """The fine-tuned model against the base model: per task and metric, base, tuned, delta and whether it is noise.
 
-lm-eval gives each mean-type metric a standard error (``acc_stderr``...). Base and tuned are two estimates, so the
-standard error of their difference is taken as ``sqrt(se_base² + se_tuned²)`` (the two runs treated as independent;
-both score the same documents, whose paired scores usually correlate positively, so this errs on the side of calling
-a change noise). With only one of the two standard errors that one is used; with none, whether the change is noise
-is unknown. A change counts as real when ``|delta| > stderr``.
-
-The KFP metric names are ``<name>/base`` and ``<name>/delta`` beside the tuned value ``<name>`` (see
-:func:`~.results.metric_name`), and the verdict is one short line such as
-``held-out chrF +18.2 (better); arc_easy acc -0.4 pts (within noise)``.
+The standard error of a delta and the verdict are described in the component README ("Base model → fine-tuned").
 """
 
 from __future__ import annotations
@@ -27,27 +19,14 @@ HEADLINE_METRICS = {HELDOUT_GENERATION_TASK: "chrf", HELDOUT_PERPLEXITY_TASK: "t
 METRIC_LABELS = {"chrf": "chrF"}
 #: Tasks named in the verdict at most (the rest are counted).
 VERDICT_TASKS = 6
-#: Suffixes of the comparison metrics logged beside a metric's tuned value.
-BASE_SUFFIX = "/base"
-DELTA_SUFFIX = "/delta"
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One metric of one task, evaluated on the base model and on the fine-tuned model.
-
-    Attributes:
-        tuned: The fine-tuned model's row.
-        base: The base model's row.
-    """
+    """One metric of one task, evaluated on the fine-tuned model (``tuned``: its name is the KFP one) and the base."""
 
     tuned: MetricRow
     base: MetricRow
-
-    @property
-    def name(self) -> str:
-        """The metric's KFP name (``<task>/<metric>``)."""
-        return self.tuned.name
 
     @property
     def delta(self) -> float:
@@ -82,8 +61,8 @@ class Comparison:
         return "better" if (self.delta > 0) == self.higher_is_better else "worse"
 
     def as_record(self) -> dict[str, Any]:
-        """The comparison as plain values (the ``results`` artifact's ``comparison`` metadata; read by the gate)."""
-        return {
+        """The comparison as plain values, non-finite ones as text (the ``comparison`` metadata the gate reads)."""
+        record = {
             "task": self.tuned.task,
             "metric": self.tuned.metric,
             "base": self.base.value,
@@ -94,14 +73,14 @@ class Comparison:
             "higher_is_better": self.higher_is_better,
             "change": self.change,
         }
+        return {
+            key: str(value) if isinstance(value, float) and not math.isfinite(value) else value
+            for key, value in record.items()
+        }
 
 
 def compare(rows: Iterable[MetricRow], baseline_rows: Iterable[MetricRow]) -> list[Comparison]:
     """Pairs each tuned metric with the base model's value of the same task, metric and filter.
-
-    Args:
-        rows: The fine-tuned model's rows (:func:`~.results.metric_rows`).
-        baseline_rows: The base model's rows.
 
     Returns:
         One :class:`Comparison` per metric present in both, in the tuned rows' order.
@@ -115,9 +94,9 @@ def comparison_metrics(comparisons: Iterable[Comparison]) -> dict[str, float]:
     metrics: dict[str, float] = {}
     for item in comparisons:
         if math.isfinite(item.base.value):
-            metrics[item.name + BASE_SUFFIX] = item.base.value
+            metrics[item.tuned.name + "/base"] = item.base.value
         if math.isfinite(item.delta):
-            metrics[item.name + DELTA_SUFFIX] = item.delta
+            metrics[item.tuned.name + "/delta"] = item.delta
     return metrics
 
 
@@ -189,22 +168,8 @@ def verdict(comparisons: Sequence[Comparison], tasks: Sequence[str] = ()) -> str
     return "; ".join(parts)
 
 
-def comparison_records(comparisons: Iterable[Comparison]) -> dict[str, dict[str, Any]]:
-    """``{"<task>/<metric>": record}`` of :meth:`Comparison.as_record` (non-finite numbers as strings)."""
-    records = {}
-    for item in comparisons:
-        record = item.as_record()
-        records[item.name] = {
-            key: (str(value) if isinstance(value, float) and not math.isfinite(value) else value)
-            for key, value in record.items()
-        }
-    return records
-
-
-def baseline_skip_reason(baseline: Mapping[str, Any] | None) -> str:
+def baseline_skip_reason(baseline: Mapping[str, Any]) -> str:
     """Why the baseline run evaluated nothing (its ``skipped`` entry), or "" for a real baseline."""
-    if not baseline:
-        return ""
     return str(baseline.get("skipped") or "")
 
 
@@ -213,13 +178,10 @@ def compare_with_baseline(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Compares a run with the base model's: the ``/base`` and ``/delta`` metrics and the results metadata.
 
-    Args:
-        results: The fine-tuned model's lm-eval results.
-        baseline: The base model's (None: no comparison; a ``skipped`` baseline: only the reason is recorded).
-        tasks: The tasks asked for, in order (for the verdict).
+    A ``skipped`` baseline records only the reason; none (None) compares nothing.
 
     Returns:
-        The metrics, and the metadata: ``comparison`` (:func:`comparison_records`), ``verdict`` and
+        The metrics, and the metadata: ``comparison`` (:meth:`Comparison.as_record` by metric name), ``verdict`` and
         ``baseline_model``; or ``baseline_skipped`` with the reason.
     """
     if baseline is None:
@@ -230,5 +192,6 @@ def compare_with_baseline(
     comparisons = compare(metric_rows(results), metric_rows(baseline))
     line = verdict(comparisons, tasks) or "no metric in common with the base model's run"
     base_model = (baseline.get("config") or {}).get("model_args") or ""
-    metadata = {"comparison": comparison_records(comparisons), "verdict": line, "baseline_model": str(base_model)}
+    records = {item.tuned.name: item.as_record() for item in comparisons}
+    metadata = {"comparison": records, "verdict": line, "baseline_model": str(base_model)}
     return comparison_metrics(comparisons), metadata

@@ -1,23 +1,14 @@
 """The held-out split as lm-eval tasks, and the staging of user-supplied task directories.
 
-A chat JSONL (rows ``{"messages": [...]}``, the last turn from the assistant) becomes two lm-eval YAML tasks written to
-a directory that ``lm_eval.tasks.TaskManager(include_path=...)`` indexes:
-
-* :data:`HELDOUT_GENERATION_TASK` (``generate_until``): the model answers the conversation; the answer is scored
-  against the reference assistant turn with ``exact_match`` (surrounding whitespace ignored) and ``chrf``.
-* :data:`HELDOUT_PERPLEXITY_TASK` (``loglikelihood``): the log-likelihood of the reference assistant turn given the
-  prompt, reported per token as ``token_loss`` (mean negative log-likelihood in nats) and ``token_perplexity``. The
-  token count of each reference is computed when the task is written, with the model's tokenizer, exactly over the
-  tokens lm-eval scores.
-
-With the chat template, the system turn becomes lm-eval's per-document ``description`` (rendered as the system
-message) and the final user turn the user message, so lm-eval renders exactly the model's own chat format. Earlier
-turns of a multi-turn conversation are folded into that user message as ``Role: text`` paragraphs. Without the chat
-template the prompt is plain text: ``System: ...``/``User: ...`` paragraphs followed by ``Assistant:``.
+A chat JSONL (rows ``{"messages": [...]}``, the last turn from the assistant) becomes two lm-eval YAML tasks,
+:data:`HELDOUT_GENERATION_TASK` and :data:`HELDOUT_PERPLEXITY_TASK`, in a directory that
+``lm_eval.tasks.TaskManager(include_path=...)`` indexes; how each prompt is built and scored is described in the
+component README ("The held-out tasks").
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from collections.abc import Callable, Iterator, Sequence
@@ -52,16 +43,12 @@ class EvalDatasetError(ValueError):
 
 @dataclass(frozen=True)
 class HeldoutDoc:
-    """One held-out conversation, split into prompt parts and the reference answer.
+    """One held-out conversation, split into prompt parts and the reference answer (see :func:`build_doc`).
 
     Attributes:
-        system: Content of the leading system turn ("" when there is none).
-        prompt: The final user turn, preceded by any earlier turns as ``Role: text`` paragraphs.
         plain_prompt: The whole prompt as plain text for runs without the chat template, ending in ``Assistant:``.
-        reference: Content of the final assistant turn.
         plain_reference: ``reference`` after a space, the continuation scored after ``plain_prompt``.
         reference_tokens: Number of tokens lm-eval scores for ``reference`` (see :func:`scored_pair`).
-        source_line: 1-based line of the row in the dataset file.
     """
 
     system: str
@@ -86,25 +73,16 @@ def find_dataset_file(path: Path) -> Path:
 
 
 def read_conversations(path: Path, max_samples: int) -> Iterator[tuple[int, list[dict]]]:
-    """Yields ``(line, messages)`` for the first ``max_samples`` conversations of a chat JSONL file.
-
-    Args:
-        path: The JSONL file (rows ``{"messages": [...]}``); blank lines are skipped.
-        max_samples: Most conversations to read; -1 reads all.
-
-    Yields:
-        The 1-based line number and the validated ``messages`` list.
+    """Yields ``(line, messages)`` for the first ``max_samples`` (-1: all) conversations of a chat JSONL file.
 
     Raises:
         EvalDatasetError: A row breaks a rule of the chat format (:mod:`components._common.chat_format`, with its
             held-out rules: the last turn is the assistant's reference answer, after a user turn); the message names
             the file, the line and the rule.
     """
-    rows = iter_chat_file(Path(path), allow_trailing_user=True, heldout=True, label="eval_dataset", require_rows=False)
+    rows = iter_chat_file(path, allow_trailing_user=True, heldout=True, label="eval_dataset", require_rows=False)
     try:
-        for read, (line, row) in enumerate(rows):
-            if max_samples != -1 and read >= max_samples:
-                return
+        for line, row in itertools.islice(rows, None if max_samples == -1 else max_samples):
             yield line, row["messages"]
     except ChatFormatError as error:
         raise EvalDatasetError(str(error)) from None
@@ -113,21 +91,11 @@ def read_conversations(path: Path, max_samples: int) -> Iterator[tuple[int, list
 
 
 def _labelled(messages: Sequence[dict]) -> list[str]:
-    """Renders turns as ``Role: content`` paragraphs."""
     return [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
 
 
 def build_doc(messages: Sequence[dict], source_line: int, reference_tokens: int = 0) -> HeldoutDoc:
-    """Splits a conversation into the prompt parts and the reference answer.
-
-    Args:
-        messages: A validated conversation whose last turn is the assistant's.
-        source_line: 1-based line of the row, kept for error messages and samples.
-        reference_tokens: Number of tokens lm-eval scores for the reference (0 until counted).
-
-    Returns:
-        The :class:`HeldoutDoc`.
-    """
+    """Splits a validated conversation (the last turn the assistant's) into the prompt parts and the reference."""
     *prompt_turns, answer = messages
     system = prompt_turns[0]["content"] if prompt_turns[0]["role"] == "system" else ""
     dialogue = prompt_turns[1:] if system else prompt_turns
@@ -147,15 +115,10 @@ def chat_turns(doc: HeldoutDoc) -> list[dict[str, str]]:
 
 
 def scored_pair(doc: HeldoutDoc, render_chat: Callable[[list[dict]], str] | None) -> tuple[str, str]:
-    """The ``(context, continuation)`` that lm-eval scores for a document's reference answer.
+    """The ``(context, continuation)`` lm-eval scores for a document's reference answer (no delimiter between them).
 
-    Args:
-        doc: The held-out document.
-        render_chat: Renders chat messages with the model's chat template and the generation prompt; None for runs
-            without the chat template.
-
-    Returns:
-        The context and the continuation (lm-eval adds no delimiter between them for ``loglikelihood`` tasks).
+    ``render_chat`` renders chat messages with the model's chat template and the generation prompt; None for runs
+    without the chat template.
     """
     if render_chat is not None:
         return render_chat(chat_turns(doc)), doc.reference
@@ -163,29 +126,14 @@ def scored_pair(doc: HeldoutDoc, render_chat: Callable[[list[dict]], str] | None
 
 
 def perplexity_process_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict[str, tuple[float, int]]:
-    """lm-eval ``process_results`` of :data:`HELDOUT_PERPLEXITY_TASK`: pairs the log-likelihood with the token count.
-
-    Args:
-        doc: The held-out document (a :class:`HeldoutDoc` as a dict).
-        results: lm-eval's ``[(loglikelihood, is_greedy)]`` for the reference answer.
-
-    Returns:
-        ``{"token_loss": (loglikelihood, tokens), "token_perplexity": (loglikelihood, tokens)}``.
-    """
+    """lm-eval ``process_results`` of :data:`HELDOUT_PERPLEXITY_TASK`: ``(loglikelihood, tokens)`` for both metrics."""
     loglikelihood = float(results[0][0])
     tokens = int(doc["reference_tokens"])
     return {"token_loss": (loglikelihood, tokens), "token_perplexity": (loglikelihood, tokens)}
 
 
 def token_loss(items: Sequence[tuple[float, int]]) -> float:
-    """lm-eval aggregation: mean negative log-likelihood per reference token, in nats.
-
-    Args:
-        items: ``(loglikelihood, tokens)`` per document.
-
-    Returns:
-        ``-sum(loglikelihood) / sum(tokens)``.
-    """
+    """lm-eval aggregation of ``(loglikelihood, tokens)`` pairs: mean negative log-likelihood per token, in nats."""
     return -sum(ll for ll, _ in items) / sum(tokens for _, tokens in items)
 
 
@@ -260,7 +208,7 @@ def _to_yaml(config: dict) -> str:
     import yaml
 
     class TaskDumper(yaml.SafeDumper):
-        """A safe dumper that knows :class:`_FunctionRef`."""
+        pass
 
     TaskDumper.add_representer(_FunctionRef, lambda dumper, ref: dumper.represent_scalar("!function", str(ref)))
     return yaml.dump(config, Dumper=TaskDumper, sort_keys=False, allow_unicode=True)
@@ -279,10 +227,8 @@ def write_heldout_tasks(
     Args:
         dataset_path: ``eval_dataset.path`` (a chat JSONL file, or a directory holding one).
         task_dir: Directory to write into (created if needed); pass it to ``TaskManager(include_path=...)``.
-        count_tokens: Counts the tokens of a continuation after a context, as lm-eval splits them (trailing
-            whitespace of the context moves to the continuation; the pair is encoded whole).
-        render_chat: Renders chat messages with the model's chat template (see :func:`scored_pair`); None when the
-            run does not apply the chat template.
+        count_tokens: Counts the tokens of a continuation after a context, as lm-eval splits them.
+        render_chat: See :func:`scored_pair`.
         max_samples: Most conversations to use (the first ones of the file); -1 uses all.
         max_new_tokens: Most tokens generated per answer.
 
@@ -302,7 +248,6 @@ def write_heldout_tasks(
             f"eval_dataset {source}: no conversations (the file is empty); pass a held-out split with rows, "
             "or set allow_empty_eval_dataset to skip the held-out tasks"
         )
-    task_dir = Path(task_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
     docs_file = task_dir / _DOCS_FILE
     apply_chat_template = render_chat is not None
@@ -318,25 +263,16 @@ def write_heldout_tasks(
 
 def count_conversations(dataset_path: Path) -> int:
     """How many conversations (non-blank lines) a dataset artifact holds, before ``max_samples`` applies."""
-    with find_dataset_file(dataset_path).open(encoding="utf-8") as handle:
+    with find_dataset_file(dataset_path).open("rb") as handle:
         return sum(1 for line in handle if line.strip())
 
 
 def is_empty_dataset(dataset_path: Path) -> bool:
-    """Whether a dataset artifact holds no conversation (a missing, empty or all-blank file).
-
-    Args:
-        dataset_path: ``eval_dataset.path``.
-
-    Returns:
-        True when there is nothing to evaluate.
-    """
+    """Whether a dataset artifact's file holds no conversation (False when there is no file: that error comes later)."""
     try:
-        source = find_dataset_file(dataset_path)
+        return count_conversations(dataset_path) == 0
     except EvalDatasetError:
         return False
-    with source.open("rb") as handle:
-        return not any(line.strip() for line in handle)
 
 
 def stage_custom_tasks(source: Path, target: Path) -> Path:
@@ -346,25 +282,17 @@ def stage_custom_tasks(source: Path, target: Path) -> Path:
     :data:`TASK_DIR_PLACEHOLDER` (e.g. ``data_files: {test: ${TASK_DIR}/questions.jsonl}``); it is replaced by the
     absolute path of the staged copy.
 
-    Args:
-        source: The ``custom_tasks`` artifact directory.
-        target: Where to copy it (must not exist).
-
-    Returns:
-        ``target``.
-
     Raises:
         ValueError: ``source`` is not a directory or holds no ``*.yaml``/``*.yml`` file.
     """
-    source = Path(source)
     if not source.is_dir():
         raise ValueError(f"custom_tasks: {source} must be a directory of lm-eval task YAML files")
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-    yamls = sorted([*Path(target).rglob("*.yaml"), *Path(target).rglob("*.yml")])
+    yamls = sorted([*target.rglob("*.yaml"), *target.rglob("*.yml")])
     if not yamls:
         raise ValueError(f"custom_tasks: {source} holds no *.yaml task file")
     for path in yamls:
         text = path.read_text(encoding="utf-8")
         if TASK_DIR_PLACEHOLDER in text:
-            path.write_text(text.replace(TASK_DIR_PLACEHOLDER, str(Path(target).resolve())), encoding="utf-8")
-    return Path(target)
+            path.write_text(text.replace(TASK_DIR_PLACEHOLDER, str(target.resolve())), encoding="utf-8")
+    return target

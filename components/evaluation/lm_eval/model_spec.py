@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Model backends this component knows, mapped to lm-eval's model names.
-BACKENDS = {"hf": "hf", "vllm": "vllm"}
+#: Model backends this component knows: lm-eval's model names.
+BACKENDS = ("hf", "vllm")
 
 _WEIGHT_GLOBS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
 _ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
@@ -77,7 +77,6 @@ def looks_like_path(source: str) -> bool:
 
 
 def _has_any(directory: Path, names: tuple[str, ...]) -> bool:
-    """Whether ``directory`` holds a file matching any of the names or glob patterns."""
     return any(next(directory.glob(name), None) is not None for name in names)
 
 
@@ -120,31 +119,23 @@ def _adapter_spec(directory: Path, metadata: Mapping[str, Any], backend: str, wh
         )
     config = json.loads((directory / "adapter_config.json").read_text(encoding="utf-8"))
     base = _adapter_base(config, metadata, where, directory)
-    if _has_any(directory, _TOKENIZER_FILES):
-        tokenizer = str(directory)
-    elif looks_like_path(base):
-        if not _has_any(Path(base), _TOKENIZER_FILES):
-            raise ModelSourceError(
-                f"{where}: no tokenizer in the adapter {directory} nor in its base model {base} "
-                f"({' or '.join(_TOKENIZER_FILES)})"
-            )
-        tokenizer = base
-    else:
-        tokenizer = base
+    tokenizer = str(directory) if _has_any(directory, _TOKENIZER_FILES) else base
+    if tokenizer == base and looks_like_path(base) and not _has_any(Path(base), _TOKENIZER_FILES):
+        raise ModelSourceError(
+            f"{where}: no tokenizer in the adapter {directory} nor in its base model {base} "
+            f"({' or '.join(_TOKENIZER_FILES)})"
+        )
     if backend == "vllm":
         args = {"pretrained": base, "tokenizer": tokenizer, "lora_local_path": str(directory)}
         if int(config.get("r") or 0) > 16:
             args["max_lora_rank"] = int(config["r"])
     else:
         args = {"pretrained": base, "peft": str(directory), "tokenizer": tokenizer}
-    return ModelSpec(BACKENDS[backend], args, tokenizer, str(directory), base)
+    return ModelSpec(backend, args, tokenizer, str(directory), base)
 
 
 def check_model_args(model_args: Mapping[str, Any]) -> None:
     """Rejects ``model_args`` keys the component owns or that would carry a secret.
-
-    Args:
-        model_args: The user's extra lm-eval model arguments.
 
     Raises:
         ValueError: A key selects the model (use ``model`` / ``model_source``) or holds a credential.
@@ -197,10 +188,11 @@ def resolve_model(
     source = model_source or model_path
     if not source:
         raise ModelSourceError("model: no path given (the model artifact has no path and model_source is empty)")
-    if unloadable_source_reason(source):
-        raise ModelSourceError(f"{where}: {unloadable_source_reason(source)}")
+    unloadable = unloadable_source_reason(source)
+    if unloadable:
+        raise ModelSourceError(f"{where}: {unloadable}")
     if not looks_like_path(source):
-        spec = ModelSpec(BACKENDS[backend], {"pretrained": source}, source, source)
+        spec = ModelSpec(backend, {"pretrained": source}, source, source)
     else:
         directory = Path(source).expanduser()
         if not directory.is_dir():
@@ -209,7 +201,7 @@ def resolve_model(
             spec = _adapter_spec(directory, model_metadata if not model_source else {}, backend, where)
         else:
             _check_full_model(directory, where)
-            spec = ModelSpec(BACKENDS[backend], {"pretrained": str(directory)}, str(directory), str(directory))
+            spec = ModelSpec(backend, {"pretrained": str(directory)}, str(directory), str(directory))
     merged = {**spec.model_args, **model_args}
     return ModelSpec(
         spec.lm_eval_model, merged, str(merged.get("tokenizer") or spec.tokenizer_source), spec.source, spec.base_model

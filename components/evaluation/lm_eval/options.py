@@ -14,13 +14,7 @@ _MAX_TOKEN_ALIASES = ("max_new_tokens", "max_tokens", "max_completion_tokens")
 
 
 def parse_batch_size(batch_size: str) -> str | int:
-    """Checks ``batch_size``: ``auto``, ``auto:N`` (N re-detections) or a positive integer.
-
-    Args:
-        batch_size: The parameter value.
-
-    Returns:
-        The value for lm-eval (an int, or the ``auto`` string).
+    """Checks ``batch_size``: ``auto``, ``auto:N`` (N re-detections) or a positive integer (returned as an int).
 
     Raises:
         ValueError: Any other value.
@@ -34,13 +28,7 @@ def parse_batch_size(batch_size: str) -> str | int:
 
 
 def limit_arg(limit: int) -> int | None:
-    """Checks ``limit`` (documents per task): -1 = all, else a positive count.
-
-    Args:
-        limit: The parameter value.
-
-    Returns:
-        None for all documents, else the count.
+    """Checks ``limit`` (documents per task): -1 = all (None for lm-eval), else a positive count.
 
     Raises:
         ValueError: 0 (would evaluate nothing) or another negative value.
@@ -73,9 +61,6 @@ def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any]) -> dict[str, Any] | None
     lm-eval merges ``gen_kwargs`` into each generative task's ``generation_kwargs`` but reads the length from
     ``max_gen_toks`` first, so ``max_new_tokens`` (or ``max_tokens``) is renamed to ``max_gen_toks``; a positive
     ``temperature`` without ``do_sample`` turns sampling on (tasks default to greedy decoding, which ignores it).
-
-    Args:
-        gen_kwargs: The ``gen_kwargs`` parameter.
 
     Returns:
         The kwargs for ``lm_eval.simple_evaluate``, or None when empty.
@@ -110,11 +95,7 @@ def check_options(
     max_new_tokens: int,
     bootstrap_iters: int,
 ) -> dict[str, Any]:
-    """Checks the run settings and converts them to lm-eval's arguments (see :func:`~.run.run_lm_eval` for each).
-
-    Returns:
-        ``batch_size``, ``limit``, ``num_fewshot``, ``gen_kwargs``, ``apply_chat_template``, ``seed``,
-        ``bootstrap_iters``, ``max_samples`` and ``max_new_tokens`` as lm-eval and the task writer take them.
+    """Checks the run settings and returns each, by name, as lm-eval and the task writer take it.
 
     Raises:
         ValueError: A value is out of range (the message names the parameter and the value).

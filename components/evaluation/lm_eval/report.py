@@ -1,7 +1,6 @@
 """lm-eval results as KFP metrics and as an HTML report (a table per task, with the delta vs a baseline).
 
-A metric is named ``<task>/<metric>`` (``<task>/<metric>/<filter>`` when lm-eval applied a filter other than
-``none``, e.g. gsm8k's ``strict-match``); its standard error, where lm-eval computed one, is ``<name>_stderr``.
+Metrics are named by :func:`~.results.metric_name`, their standard errors (where lm-eval computed one) ``_stderr``.
 """
 
 from __future__ import annotations
@@ -29,14 +28,7 @@ REPORT_EXAMPLES = 5
 
 
 def kfp_metrics(rows: Iterable[MetricRow]) -> dict[str, float]:
-    """The values to log as KFP ``Metrics``: each metric and its ``_stderr``; non-finite values are left out.
-
-    Args:
-        rows: Rows from :func:`metric_rows`.
-
-    Returns:
-        ``{name: value}`` in row order.
-    """
+    """The values to log as KFP ``Metrics``, in row order: each metric and its ``_stderr``; non-finite ones left out."""
     metrics: dict[str, float] = {}
     for row in rows:
         if math.isfinite(row.value):
@@ -49,16 +41,9 @@ def kfp_metrics(rows: Iterable[MetricRow]) -> dict[str, float]:
 def load_baseline(path: Path) -> dict[str, Any]:
     """Reads a baseline lm-eval results JSON (this component's ``results`` output, or lm-eval's own file).
 
-    Args:
-        path: ``baseline_results.path``.
-
-    Returns:
-        The parsed results.
-
     Raises:
         ValueError: The file is missing, not JSON, or has no ``results`` object.
     """
-    path = Path(path)
     if not path.is_file():
         raise ValueError(f"baseline_results: {path} does not exist")
     try:
@@ -153,7 +138,7 @@ def _comparison_section(
         f'<p class="verdict"><strong>Base → fine-tuned:</strong> {html.escape(line)}</p>',
         f"<p>Base model: {html.escape(str(base_model))}. A change is <em>within noise</em> when |Δ| is at most "
         "the standard error of Δ, sqrt(stderr_base² + stderr_tuned²).</p>",
-    ], {item.name: item for item in comparisons}
+    ], {item.tuned.name: item for item in comparisons}
 
 
 def render_report(
@@ -168,10 +153,7 @@ def render_report(
         results: lm-eval results (``samples`` are used for examples when present).
         settings: Run settings shown at the top (model, backend, chat template, limits, ...).
         baseline: The base model's lm-eval results to compare against, if any.
-        tasks: The tasks asked for, in order (the verdict names these; empty = every compared task).
-
-    Returns:
-        A complete HTML document.
+        tasks: The tasks asked for, in order (see :func:`~.comparison.verdict`).
     """
     rows = metric_rows(results)
     verdict_parts, comparisons = _comparison_section(rows, baseline, tasks)

@@ -13,15 +13,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class MetricRow:
-    """One metric of one task, as lm-eval reported it.
+    """One metric of one task (or group) and lm-eval filter (``none``: unfiltered), as lm-eval reported it.
 
-    Attributes:
-        task: Task or group name.
-        metric: Metric name (``acc``, ``exact_match``, ...).
-        filter_name: lm-eval filter (``none`` for unfiltered).
-        value: The aggregated value.
-        stderr: Its standard error, or None where lm-eval gives none.
-        higher_is_better: Direction of the metric, None when unknown.
+    ``stderr`` and ``higher_is_better`` are None where lm-eval gives none.
     """
 
     task: str
@@ -50,13 +44,9 @@ def _number(value: Any) -> float | None:
 
 
 def metric_rows(results: Mapping[str, Any]) -> list[MetricRow]:
-    """Flattens lm-eval's ``results`` section into one row per task, metric and filter.
+    """Flattens the ``results`` section of lm-eval's results into one row per task, metric and filter.
 
-    Args:
-        results: The dict returned by ``lm_eval.simple_evaluate`` (or loaded from its JSON).
-
-    Returns:
-        Rows in lm-eval's task order; entries that are not numbers (``alias``, ``N/A`` values) are left out.
+    Rows come in lm-eval's task order; entries that are not numbers (``alias``, ``N/A`` values) are left out.
     """
     rows = []
     directions = results.get("higher_is_better") or {}

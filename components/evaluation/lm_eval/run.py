@@ -1,8 +1,6 @@
 """Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs.
 
-:func:`run_lm_eval` is what the component calls. Every parameter is checked before anything heavy is imported, so a
-bad value fails in a second with a message that names the parameter (:mod:`.options`); the task names are checked
-against lm-eval's index by :mod:`.task_index`.
+Every parameter is checked before anything heavy is imported (:mod:`.options`, :mod:`.task_index`).
 """
 
 from __future__ import annotations
@@ -47,13 +45,7 @@ class BenchmarkDataError(RuntimeError):
 
 @dataclass(frozen=True)
 class LmEvalResult:
-    """What the component publishes.
-
-    Attributes:
-        metrics: KFP metrics ``{"<task>/<metric>": value, "<task>/<metric>_stderr": stderr}``.
-        results_metadata: Metadata for the ``results`` artifact.
-        results: The lm-eval results as written to the ``results`` artifact.
-    """
+    """What the component publishes: KFP metrics, the ``results`` artifact's metadata and the results written."""
 
     metrics: dict[str, float]
     results_metadata: dict[str, Any]
@@ -61,16 +53,11 @@ class LmEvalResult:
 
 
 def _log(message: str) -> None:
-    """Prints a progress line (the KFP task log)."""
     print(f"[lm_eval] {message}", flush=True)
 
 
 def check_backend_available(backend: str) -> None:
-    """Fails early when the ``vllm`` backend is asked for in an image without vLLM.
-
-    Raises:
-        ValueError: ``backend`` is ``vllm`` and the ``vllm`` package is not installed.
-    """
+    """Fails early (``ValueError``) when the ``vllm`` backend is asked for in an image without vLLM."""
     import importlib.util
 
     if backend == "vllm" and importlib.util.find_spec("vllm") is None:
@@ -164,8 +151,8 @@ def _evaluate(spec: ModelSpec, task_names: Sequence[str], manager: Any, options:
     return dict(results)
 
 
-def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> int:
-    """Writes the held-out tasks with the model's tokenizer; returns the number of conversations evaluated."""
+def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> tuple[int, int]:
+    """Writes the held-out tasks with the model's tokenizer; returns the conversations evaluated and available."""
     tokenizer = load_tokenizer(spec)
     rows = write_heldout_tasks(
         dataset_path,
@@ -175,8 +162,9 @@ def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options:
         max_samples=options["max_samples"],
         max_new_tokens=options["max_new_tokens"],
     )
-    _log(f"held-out split: {_heldout_count(rows, count_conversations(dataset_path), options)} from {dataset_path}")
-    return rows
+    available = count_conversations(dataset_path)
+    _log(f"held-out split: {_heldout_count(rows, available, options)} from {dataset_path}")
+    return rows, available
 
 
 def _heldout_count(evaluated: int, available: int, options: Mapping[str, Any]) -> str:
@@ -215,14 +203,6 @@ def _skipped(results_path: str, report_path: str, source: str, reason: str) -> L
 @masked
 def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> LmEvalResult:
     """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
-
-    Args:
-        request: The component's arguments.
-        results_path: Where to write the full lm-eval results JSON.
-        report_path: Where to write the HTML report.
-
-    Returns:
-        The :class:`LmEvalResult` (metrics to log, metadata for the results artifact).
 
     Raises:
         ValueError: A parameter is invalid (the message names it), the model directory misses files, the held-out
@@ -270,17 +250,14 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
     _log(f"model {spec.source}" + (f" (PEFT adapter on {spec.base_model})" if spec.is_adapter else ""))
 
     with tempfile.TemporaryDirectory(prefix="lm-eval-tasks-") as staging:
-        include_paths = (
-            [stage_custom_tasks(Path(request.custom_tasks_path), Path(staging) / "custom")]
-            if request.custom_tasks_path
-            else []
-        )
-        names, task_dirs = stage_task_dirs(names, Path(staging))
-        include_paths += task_dirs
+        names, include_paths = stage_task_dirs(names, Path(staging))
+        if request.custom_tasks_path:
+            include_paths.insert(0, stage_custom_tasks(Path(request.custom_tasks_path), Path(staging) / "custom"))
         heldout_rows = heldout_available = 0
         if heldout:
-            heldout_available = count_conversations(Path(request.eval_dataset_path))
-            heldout_rows = _write_heldout(spec, Path(request.eval_dataset_path), Path(staging) / "heldout", options)
+            heldout_rows, heldout_available = _write_heldout(
+                spec, Path(request.eval_dataset_path), Path(staging) / "heldout", options
+            )
             include_paths.append(Path(staging) / "heldout")
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
         if names:

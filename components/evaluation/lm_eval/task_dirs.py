@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from components.evaluation.lm_eval.custom_task import stage_custom_tasks
 
@@ -19,50 +18,26 @@ def is_task_dir(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) and Path(name).expanduser().is_dir()
 
 
-def _load_yaml(path: Path) -> Any:
-    """Parses a task YAML, reading lm-eval's ``!function`` tags (and any other tag) as plain values."""
-    import yaml
-
-    class TaskLoader(yaml.SafeLoader):
-        """A safe loader that accepts every tag."""
-
-    TaskLoader.add_multi_constructor("", lambda loader, suffix, node: None)
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=TaskLoader)
-
-
 def declared_tasks(directory: Path) -> list[str]:
-    """The task names the YAMLs of a directory declare: each ``task`` string, or the ``group`` of a group config.
+    """The groups and tasks the YAMLs of a directory declare, as lm-eval's own task index reads them.
 
     Raises:
         ValueError: No YAML declares a task.
     """
-    names = []
-    for path in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
-        config = _load_yaml(path)
-        if not isinstance(config, dict):
-            continue
-        task, group = config.get("task"), config.get("group")
-        if isinstance(task, str):
-            names.append(task)
-        elif isinstance(group, str):
-            names.append(group)
+    from lm_eval.tasks import TaskManager
+
+    index = TaskManager(include_path=[str(directory)], include_defaults=False)
+    names = [*index.all_groups, *index.all_subtasks]
     if not names:
         raise ValueError(f"task_names: {directory} holds no task YAML declaring a `task:` name")
-    return list(dict.fromkeys(names))
+    return names
 
 
 def stage_task_dirs(task_names: Sequence[str], staging: Path) -> tuple[list[str], list[Path]]:
     """Replaces the directories in ``task_names`` by the tasks they declare, staged under ``staging``.
 
-    Args:
-        task_names: Checked ``task_names`` (task names and task directories).
-        staging: A directory to stage copies in.
-
     Returns:
         The task names (directories replaced in place by their tasks) and the staged directories to include.
-
-    Raises:
-        ValueError: A directory holds no task YAML.
     """
     names: list[str] = []
     include: list[Path] = []

@@ -23,14 +23,7 @@ class UnknownTaskError(ValueError):
 
 
 def check_task_names(task_names: Sequence[str], heldout: bool) -> list[str]:
-    """Checks ``task_names`` and returns them without duplicates.
-
-    Args:
-        task_names: The ``task_names`` parameter.
-        heldout: Whether an ``eval_dataset`` provides the held-out tasks.
-
-    Returns:
-        The names in order, without duplicates.
+    """Checks ``task_names`` and returns them in order without duplicates (``heldout``: an ``eval_dataset`` is given).
 
     Raises:
         ValueError: Not a list of non-empty strings, or a held-out task is asked for without ``eval_dataset``.
@@ -48,15 +41,7 @@ def check_task_names(task_names: Sequence[str], heldout: bool) -> list[str]:
 
 
 def unknown_task_message(unknown: Sequence[str], known: Sequence[str]) -> str:
-    """The error text for unknown task names, with the closest known names.
-
-    Args:
-        unknown: Names found in no task index.
-        known: All task, group and tag names of the index.
-
-    Returns:
-        One sentence per unknown name.
-    """
+    """The error text for unknown task names: one sentence per name, with the closest ``known`` names."""
     lines = []
     for name in unknown:
         close = difflib.get_close_matches(name, known, n=_CLOSE_MATCHES, cutoff=0.6)
@@ -66,16 +51,9 @@ def unknown_task_message(unknown: Sequence[str], known: Sequence[str]) -> str:
 
 
 def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path]) -> Any:
-    """Builds the lm-eval ``TaskManager`` and checks every name against its index.
+    """Builds the lm-eval ``TaskManager`` that knows every name (the built-in index only when a name needs it).
 
-    Only custom/held-out tasks: ``include_defaults=False`` (fast). Any other name: the built-in index too.
-
-    Args:
-        task_names: All tasks to run.
-        include_paths: Directories of custom and held-out task YAMLs.
-
-    Returns:
-        A ``lm_eval.tasks.TaskManager`` that knows every name.
+    ``include_paths`` are the directories of custom and held-out task YAMLs.
 
     Raises:
         UnknownTaskError: A name is in no index (the message lists close matches).
