@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import json
 import random
 import ssl
 import time
@@ -157,7 +158,7 @@ def retry_after_s(error: BaseException, now: Callable[[], float] = time.time) ->
     return max(0.0, when.timestamp() - now())
 
 
-def _causes(error: BaseException) -> Iterable[BaseException]:
+def error_chain(error: BaseException) -> Iterable[BaseException]:
     """The error, the errors it wraps (``reason``, ``os_error``, ``__cause__``, ``__context__``), depth-first."""
     seen: set[int] = set()
     stack = [error]
@@ -173,7 +174,9 @@ def _causes(error: BaseException) -> Iterable[BaseException]:
 
 def is_tls_error(error: BaseException) -> bool:
     """Whether the error is (or wraps) a TLS failure, e.g. an unverified certificate: final, never retried."""
-    return any(isinstance(cause, ssl.SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(cause) for cause in _causes(error))
+    return any(
+        isinstance(cause, ssl.SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(cause) for cause in error_chain(error)
+    )
 
 
 def _is_transport_error(error: BaseException) -> bool:
@@ -222,6 +225,15 @@ def is_transient(error: BaseException, statuses: frozenset[int] = TRANSIENT_STAT
     if is_tls_error(error):
         return False
     return _is_transport_error(error)
+
+
+def answer_message(error: BaseException) -> str:
+    """The server's own words in an error's answer: its JSON body's ``message``, else the body (500 characters)."""
+    body = getattr(error, "body", None) or ""
+    try:
+        return str(json.loads(body).get("message", body))[:500]
+    except (ValueError, AttributeError, TypeError):
+        return str(body)[:500]
 
 
 def describe(error: BaseException) -> str:

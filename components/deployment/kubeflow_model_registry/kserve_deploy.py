@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components._common.retry import GaveUp, RetryPolicy, call_with_retries, describe
+from components._common.retry import GaveUp, RetryPolicy, answer_message, call_with_retries, describe, status_of
 
 from .kserve_manifests import build_inference_service, build_serving_runtime, is_owned
 
@@ -97,18 +97,9 @@ class Deployment:
     smoke_answer: str
 
 
-def _status(error: BaseException) -> int | None:
-    status = getattr(error, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def _why(error: BaseException) -> str:
     """An API error as ``HTTP <status>: <the server's message>`` (the Status body), else :func:`describe`."""
-    status, body = _status(error), getattr(error, "body", None)
-    try:
-        message = json.loads(body).get("message") if body else ""
-    except (ValueError, AttributeError):
-        message = ""
+    status, message = status_of(error), answer_message(error)
     return f"HTTP {status}: {message}" if status and message else describe(error)
 
 
@@ -129,12 +120,12 @@ class _Api:
         except GaveUp as gave_up:
             raise DeployError(f"cannot {where}: {gave_up}") from None
         except Exception as error:
-            if _status(error) == 403:
+            if status_of(error) == 403:
                 raise DeployError(
                     f"forbidden to {where}: grant the pipeline's service account the KServe rules of "
                     "components/deployment/kubeflow_model_registry/rbac.yaml"
                 ) from None
-            if _status(error) in (404, 409):
+            if status_of(error) in (404, 409):
                 raise
             raise DeployError(f"cannot {where}: {_why(error)}") from None
 
@@ -151,7 +142,7 @@ class _Api:
                 name,
             )
         except Exception as error:
-            if _status(error) == 404:
+            if status_of(error) == 404:
                 return None
             raise
 
@@ -175,7 +166,7 @@ def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: C
     try:
         api.create("v1alpha1", "servingruntimes", body)
     except Exception as error:
-        if _status(error) != 409:  # created in between by someone else: use theirs
+        if status_of(error) != 409:  # created in between by someone else: use theirs
             raise DeployError(f"cannot create ServingRuntime {settings.runtime}: {_why(error)}") from None
         return False
     log(f"created ServingRuntime {settings.runtime} (vLLM, {settings.runtime_image})")
@@ -192,7 +183,7 @@ def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Cal
             try:
                 return api.create("v1beta1", "inferenceservices", desired), "created"
             except Exception as error:
-                if _status(error) != 409:
+                if status_of(error) != 409:
                     raise DeployError(f"cannot create {where}: {_why(error)}") from None
                 continue
         if not is_owned(existing, model_name):

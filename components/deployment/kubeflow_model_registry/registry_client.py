@@ -8,12 +8,18 @@ falls back to ``v1alpha3`` when the server has no ``v1`` API, and reports which 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from components._common.retry import GaveUp, call_with_retries_async
+from components._common.retry import (
+    GaveUp,
+    answer_message,
+    call_with_retries_async,
+    describe,
+    error_chain,
+    is_tls_error,
+)
 from components._common.retry import RetryPolicy as SharedRetryPolicy
 
 from .registry_endpoint import API_ROOT, API_VERSIONS, CLIENT_API_VERSION, TOKEN_ENV, RegistryEndpoint
@@ -35,43 +41,6 @@ class RetryPolicy(SharedRetryPolicy):
 
     initial_delay_s: float = 0.5
     max_delay_s: float = 8.0
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Error classification and retries
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _is_tls_error(exc: BaseException) -> bool:
-    import ssl
-
-    import aiohttp
-
-    return isinstance(exc, (ssl.SSLError, aiohttp.ClientSSLError)) or isinstance(
-        getattr(exc, "os_error", None), ssl.SSLError
-    )
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether a failed request is worth retrying: a 5xx/429 answer, a dropped connection or a timeout."""
-    import aiohttp
-    from mr_openapi.exceptions import ApiException
-
-    if isinstance(exc, ApiException):
-        return exc.status is not None and (int(exc.status) >= 500 or int(exc.status) == 429)
-    if _is_tls_error(exc):
-        return False
-    return isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError))
-
-
-def _server_message(exc: Any) -> str:
-    import json
-
-    body = getattr(exc, "body", None) or ""
-    try:
-        return str(json.loads(body).get("message", body))[:500]
-    except (ValueError, AttributeError):
-        return str(body)[:500]
 
 
 def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) -> RegistryRequestError:
@@ -97,9 +66,9 @@ def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) 
         )
     if isinstance(exc, ApiException):
         return RegistryRequestError(
-            f"{where} answered HTTP {exc.status} {exc.reason or ''} while trying to {step}: {_server_message(exc)}"
+            f"{where} answered HTTP {exc.status} {exc.reason or ''} while trying to {step}: {answer_message(exc)}"
         )
-    if _is_tls_error(exc):
+    if is_tls_error(exc):
         return RegistryRequestError(
             f"TLS verification of {where} failed while trying to {step}: {exc}. Pass ca_bundle_path with the CA "
             "that signed the registry's certificate (is_secure=False disables verification)."
@@ -138,17 +107,7 @@ def _connection_refused(exc: BaseException) -> bool:
     """Whether the connection was refused (nothing listens at the address and port), through the exception's causes."""
     import errno
 
-    seen: BaseException | None = exc
-    for _ in range(8):  # the cause chain is short; bounded against cycles
-        if seen is None:
-            return False
-        if isinstance(seen, ConnectionRefusedError) or getattr(seen, "errno", None) == errno.ECONNREFUSED:
-            return True
-        os_error = getattr(seen, "os_error", None)  # aiohttp.ClientConnectorError keeps the OSError here
-        if isinstance(os_error, OSError) and os_error.errno == errno.ECONNREFUSED:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(getattr(cause, "errno", None) == errno.ECONNREFUSED for cause in error_chain(exc))
 
 
 def _unreadable_answer(exc: BaseException) -> str | None:
@@ -211,20 +170,15 @@ async def with_retries(
     """
 
     def on_retry(number: int, delay: float, exc: BaseException) -> None:
-        log(f"{step}: transient failure ({_short(exc)}); retry {number}/{policy.attempts - 1} in {delay:.1f}s")
+        log(f"{step}: transient failure ({describe(exc)}); retry {number}/{policy.attempts - 1} in {delay:.1f}s")
 
     try:
-        return await call_with_retries_async(call, policy, retryable=is_transient, on_retry=on_retry)
+        return await call_with_retries_async(call, policy, on_retry=on_retry)
     except GaveUp as gave_up:
         error = describe_failure(gave_up.last, step, endpoint)
         raise RegistryRequestError(f"{error} (gave up after {gave_up.attempts} tries)") from gave_up.last
     except Exception as exc:  # noqa: BLE001 - not transient: re-raised as a clear error
         raise describe_failure(exc, step, endpoint) from exc
-
-
-def _short(exc: BaseException) -> str:
-    status = getattr(exc, "status", None)
-    return f"HTTP {status}" if status else type(exc).__name__
 
 
 # --------------------------------------------------------------------------------------------------------------------
