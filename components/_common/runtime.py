@@ -107,46 +107,12 @@ def needed_common_modules(component_dirs: Sequence[Path]) -> set[str]:
     return needed
 
 
-def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None, excluded: Sequence[Path] = ()) -> None:
-    """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need.
-
-    ``only``: module names (without ``.py``) to copy besides ``__init__.py``; ``None`` copies every module.
-    ``excluded``: directories whose files are left out.
-    """
-    for path in _shipped_files(source):
-        relative = path.relative_to(source)
-        if only is not None and path.name != "__init__.py" and path.stem not in only:
-            continue
-        if any(path.is_relative_to(directory) for directory in excluded):
-            continue
-        destination = target / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        if path.name == "__init__.py":
-            destination.write_text('"""Runtime bundle package."""\n')
-        else:
-            shutil.copyfile(path, destination)
-
-
-def _write_package_inits(bundle_root: Path, package_dir: Path) -> None:
-    """Writes an empty ``__init__.py`` in every package between ``bundle_root`` and ``package_dir``."""
-    current = package_dir
-    while True:
-        init = current / "__init__.py"
-        if not init.exists():
-            current.mkdir(parents=True, exist_ok=True)
-            init.write_text('"""Runtime bundle package."""\n')
-        if current == bundle_root:
-            return
-        current = current.parent
-
-
-def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excluded_dirs: Sequence[Path] = ()) -> Path:
+def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> Path:
     """Stages the runtime code of some component directories as an importable ``components`` tree.
 
     Args:
         component_dirs: Directories under ``components/`` whose pure modules the component imports at run time.
         bundle_root: An empty directory; it becomes the root put on ``sys.path`` in the pod.
-        excluded_dirs: Directories inside ``component_dirs`` left out (code that cannot run on the bundle's image).
 
     Returns:
         ``bundle_root``, now holding ``components/__init__.py`` (``kfp_finetune/components/`` in the wheel), the
@@ -163,12 +129,17 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excl
         if COMPONENTS_ROOT not in Path(directory).resolve().parents:
             raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {Path(directory).resolve()}")
     only = None if common in {Path(d).resolve() for d in component_dirs} else needed_common_modules(component_dirs)
-    excluded = [Path(directory).resolve() for directory in excluded_dirs]
     for source in [common, *component_dirs]:
         source = Path(source).resolve()
-        target = package_root / source.relative_to(COMPONENTS_ROOT)
-        _copy_module_tree(source, target, only if source == common else None, excluded)
-        _write_package_inits(top_package, target)
+        for path in _shipped_files(source):
+            if path.name == "__init__.py" or (source == common and only is not None and path.stem not in only):
+                continue
+            destination = package_root / path.relative_to(COMPONENTS_ROOT)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, destination)
+    for package in [top_package, *top_package.rglob("*")]:
+        if package.is_dir():  # every package's __init__ empty: importing a module never runs a kfp decorator
+            (package / "__init__.py").write_text('"""Runtime bundle package."""\n')
     for path in [bundle_root, *bundle_root.rglob("*")]:
         os.utime(path, (_BUNDLE_MTIME, _BUNDLE_MTIME))
     return bundle_root

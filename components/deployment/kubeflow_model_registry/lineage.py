@@ -188,18 +188,10 @@ def lineage_properties(
     Raises:
         ValueError: ``hyperparameters`` in the model metadata is not a mapping.
     """
-    props: dict[str, Any] = {}
-    if run.run_id:
-        props["pipeline_run_id"] = run.run_id
-    if run.run_name:
-        props["pipeline_run_name"] = run.run_name
-    if run.namespace:
-        props["pipeline_namespace"] = run.namespace
-    props["model_artifact_uri"] = model.uri
-    for key, name in MODEL_METADATA_KEYS.items():
-        if model.metadata.get(key) not in (None, ""):
-            props[name] = model.metadata[key]
-    props.update(_dataset_properties(model, dataset))
+    run_values = {"pipeline_run_id": run.run_id, "pipeline_run_name": run.run_name, "pipeline_namespace": run.namespace}
+    recorded = {name: model.metadata.get(key) for key, name in MODEL_METADATA_KEYS.items()}
+    props = {name: value for name, value in {**run_values, **recorded}.items() if value not in (None, "")}
+    props.update(model_artifact_uri=model.uri, **_dataset_properties(model, dataset))
     flat = flatten_properties("", props)
     flat.update(flatten_properties("hyperparameter", _hyperparameters(model.metadata)))
     flat.update(flatten_properties("train", train_metrics or {}))

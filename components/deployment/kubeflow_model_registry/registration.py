@@ -70,11 +70,11 @@ class VersionRequest:
     uri: str
     model_format_name: str
     model_format_version: str
-    author: str = ""
-    description: str = ""
-    storage_key: str = ""
-    custom_properties: dict[str, Any] = dataclasses.field(default_factory=dict)
-    run: RunInfo = RunInfo()
+    author: str
+    description: str
+    storage_key: str
+    custom_properties: dict[str, Any]
+    run: RunInfo
 
 
 @dataclasses.dataclass(frozen=True)
