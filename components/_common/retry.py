@@ -69,33 +69,6 @@ class RetryPolicy:
         return base * (1.0 + self.jitter * random.random())
 
 
-class _Wait(tenacity.wait.wait_base):
-    """tenacity's wait strategy for a :class:`RetryPolicy`: the backoff (or ``Retry-After``), cut to the deadline.
-
-    A wait never passes the deadline: the last one ends at it, so the last try is made at the deadline (a budget is
-    used to its end, not given up one backoff early).
-    """
-
-    def __init__(self, policy: RetryPolicy, deadline: float | None = None, clock: Callable[[], float] = time.monotonic):
-        self.policy = policy
-        self.deadline = deadline
-        self.clock = clock
-
-    def asked_s(self, retry_state: tenacity.RetryCallState) -> float | None:
-        """The wait the last answer's ``Retry-After`` asks for, bounded by the policy (``None``: none asked)."""
-        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
-        asked = retry_after_s(error) if error is not None else None
-        return None if asked is None else min(asked, self.policy.max_retry_after_s)
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        delay = self.policy.delay_s(retry_state.attempt_number - 1)
-        asked = self.asked_s(retry_state)
-        wait = delay if asked is None else max(delay, asked)
-        if self.deadline is not None:
-            wait = min(wait, max(self.deadline - self.clock(), 0.0))
-        return wait
-
-
 class GaveUp(Exception):
     """Every try of a call failed transiently, or the deadline came first.
 
@@ -114,19 +87,15 @@ class GaveUp(Exception):
 
 
 def status_of(error: BaseException) -> int | None:
-    """The HTTP status an error carries (``status``, ``code``, ``status_code`` or botocore's response), if any."""
-    for attribute in ("status", "code", "status_code"):
-        value = getattr(error, attribute, None)
+    """The HTTP status an error carries (``status``, ``code``, ``status_code`` or its response's), if any."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):  # botocore
+        answered = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    else:  # httpx and requests responses (huggingface_hub's errors)
+        answered = getattr(response, "status_code", None)
+    for value in (*(getattr(error, name, None) for name in ("status", "code", "status_code")), answered):
         if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             return value
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        value = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-        if isinstance(value, int):
-            return value
-    value = getattr(response, "status_code", None)  # httpx and requests responses (huggingface_hub's errors)
-    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
-        return value
     return None
 
 
@@ -263,14 +232,25 @@ def _retrying_kwargs(
     deadline: float | None,
     clock: Callable[[], float],
 ) -> dict[str, Any]:
-    wait = _Wait(policy, deadline, clock)
+    def asked_s(state: tenacity.RetryCallState) -> float | None:
+        """The wait the last answer's ``Retry-After`` asks for, bounded by the policy (``None``: none asked)."""
+        error = state.outcome.exception() if state.outcome is not None else None
+        asked = retry_after_s(error) if error is not None else None
+        return None if asked is None else min(asked, policy.max_retry_after_s)
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        """The backoff (or a longer ``Retry-After``), cut to end at the deadline: the last try is made at it."""
+        delay = policy.delay_s(state.attempt_number - 1)
+        asked = asked_s(state)
+        wait_s = delay if asked is None else max(delay, asked)
+        return wait_s if deadline is None else min(wait_s, max(deadline - clock(), 0.0))
 
     def past_deadline(state: tenacity.RetryCallState) -> bool:
         """Stop at the deadline (the wait before it is cut to end there), or when the server asks to wait past it."""
         if deadline is None:
             return False
         remaining = deadline - clock()
-        asked = wait.asked_s(state)
+        asked = asked_s(state)
         return remaining <= 0 or (asked is not None and asked > remaining)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
@@ -282,8 +262,6 @@ def _retrying_kwargs(
         "wait": wait,
         "retry": tenacity.retry_if_exception(retryable),
         "before_sleep": before_sleep,
-        "retry_error_callback": None,
-        "reraise": False,
     }
 
 
