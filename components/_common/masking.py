@@ -48,7 +48,8 @@ SECRET_ENV_VARS = (
 MASK = "***"
 #: Values shorter than this are not masked by value (masking "1" would garble every number); patterns still apply.
 MIN_SECRET_CHARS = 6
-_KEY = r"(?:[\w-]*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?))"
+_SECRET_WORDS = r"token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?"
+_KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}))"
 #: Query parameters of signed URLs that carry a signature or a credential (S3 and GCS presigned URLs, Azure SAS,
 #: CloudFront, OAuth), matched whatever their case.
 SIGNED_URL_PARAMETERS = (
@@ -107,13 +108,8 @@ def _mask_value(match: re.Match[str]) -> str:
     return match[1] + MASK if token_like(match[2]) else match[0]
 
 
-def _mask_private_key(match: re.Match[str]) -> str:
-    """A PEM private-key block (complete, or cut off at the end of the text) with its body masked."""
-    return f"{match[1]}{MASK}{match[2] or ''}"
-
-
 #: Keys whose value in JSON/YAML/``key=value`` text is a secret when it looks like one (:func:`token_like`).
-_VALUE_KEY = r"(?:[\w-]*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?|auth))"
+_VALUE_KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}|auth))"
 #: A PEM private-key block: ``-----BEGIN [RSA |EC |OPENSSH |ENCRYPTED ]PRIVATE KEY-----`` to its END line (also with
 #: JSON-escaped newlines), or to the end of the text when it was cut off.
 PRIVATE_KEY_BLOCK = re.compile(
@@ -124,7 +120,7 @@ PRIVATE_KEY_BLOCK = re.compile(
 #: Secrets whose shape alone says what they are (no ordinary data looks like them): masked in every output, artifacts
 #: and metadata included, like :data:`URL_PATTERNS`.
 UNMISTAKABLE_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
-    (PRIVATE_KEY_BLOCK, _mask_private_key),
+    (PRIVATE_KEY_BLOCK, r"\1" + MASK + r"\2"),  # a block cut off has no END: its group is ""
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), MASK),  # GitHub tokens
     (re.compile(r"\bgl(?:pat|dt|rt|ptt|soat|ft|imt|cbt|oas|agent)-[A-Za-z0-9_-]{20,}"), MASK),  # GitLab tokens
 )
@@ -170,11 +166,8 @@ def _spellings(value: str) -> set[str]:
 def _json_leaves(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _json_leaves(item)
-    elif isinstance(value, list):
-        for item in value:
+    elif isinstance(value, (Mapping, list)):
+        for item in value.values() if isinstance(value, Mapping) else value:
             yield from _json_leaves(item)
 
 
@@ -311,11 +304,5 @@ def masked_output() -> Iterator[None]:
 
 
 def masked(func: Callable[..., T]) -> Callable[..., T]:
-    """Decorates a component's entry function so that it runs within :func:`masked_output`."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        with masked_output():
-            return func(*args, **kwargs)
-
-    return wrapper
+    """Decorates a component's entry function so that each call runs within :func:`masked_output`."""
+    return masked_output()(func)
