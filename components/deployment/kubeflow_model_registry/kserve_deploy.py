@@ -112,11 +112,17 @@ class _Api:
         self.objects = client.CustomObjectsApi(api_client)
         self.settings, self.policy, self.sleep = settings, policy, sleep
 
-    def call(self, verb: str, plural: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def call(self, verb: str, version: str, plural: str, *args: Any, **kwargs: Any) -> Any:
+        """``<verb>_namespaced_custom_object`` of ``plural`` in the namespace; 404 and 409 raised as they are."""
+        method = getattr(self.objects, f"{verb}_namespaced_custom_object")
         kwargs["_request_timeout"] = (10.0, self.settings.request_timeout)
         where = f"{verb} {GROUP} {plural} in namespace {self.settings.namespace}"
         try:
-            return call_with_retries(lambda: method(*args, **kwargs), self.policy, sleep=self.sleep)
+            return call_with_retries(
+                lambda: method(GROUP, version, self.settings.namespace, plural, *args, **kwargs),
+                self.policy,
+                sleep=self.sleep,
+            )
         except GaveUp as gave_up:
             raise DeployError(f"cannot {where}: {gave_up}") from None
         except Exception as error:
@@ -131,30 +137,17 @@ class _Api:
 
     def get(self, version: str, plural: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.call(
-                "get",
-                plural,
-                self.objects.get_namespaced_custom_object,
-                GROUP,
-                version,
-                self.settings.namespace,
-                plural,
-                name,
-            )
+            return self.call("get", version, plural, name)
         except Exception as error:
             if status_of(error) == 404:
                 return None
             raise
 
     def create(self, version: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        create = self.objects.create_namespaced_custom_object
-        ns = self.settings.namespace
-        return self.call("create", plural, create, GROUP, version, ns, plural, body, field_validation="Strict")
+        return self.call("create", version, plural, body, field_validation="Strict")
 
     def patch(self, version: str, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        patch = self.objects.patch_namespaced_custom_object
-        ns = self.settings.namespace
-        return self.call("patch", plural, patch, GROUP, version, ns, plural, name, body, field_validation="Strict")
+        return self.call("patch", version, plural, name, body, field_validation="Strict")
 
 
 def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: Callable[[str], None]) -> bool:

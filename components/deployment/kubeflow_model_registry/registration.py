@@ -245,12 +245,6 @@ class Registrar:
         self.log(f"model_version empty: derived {name!r} from the run")
         return name
 
-    async def model_artifacts(self, version_id: str) -> list[Any]:
-        """The model artifacts linked to a version."""
-        return await self._retry(
-            f"list artifacts of model version {version_id}", lambda: self.api.get_model_artifacts(version_id)
-        )
-
     async def attach_artifact(self, request: VersionRequest, version_id: str) -> Any:
         """Links a model artifact with the serving URI to the version (an upsert: safe to repeat)."""
         from model_registry.types import ModelArtifact
@@ -363,7 +357,9 @@ class Registrar:
             lambda: self.api.get_model_version_by_params(model.id, version_name),
         )
         if existing is not None:
-            artifacts = await self.model_artifacts(existing.id)
+            artifacts = await self._retry(
+                f"list artifacts of model version {existing.id}", lambda: self.api.get_model_artifacts(existing.id)
+            )
             same = [a for a in artifacts if a.uri == request.uri]
             recorded = str((existing.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
             if same:
