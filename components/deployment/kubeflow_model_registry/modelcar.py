@@ -101,18 +101,6 @@ def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTar
     return ModelcarTarget(target.registry, target.repository, target.tag)
 
 
-def push_secret_variable(environ: Mapping[str, str]) -> str:
-    """The env var holding the push secret's Docker config.json, checked to be a JSON object; ``""`` when none.
-
-    Raises:
-        ModelcarError: The value is not a JSON object (names the variable, never the value).
-    """
-    remedy = f"oc create secret generic {PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json"
-    hint = f"secret {PUSH_SECRET_NAME}"
-    variables = (PUSH_SECRET_ENV, PUSH_DOCKERCONFIGJSON_ENV)
-    return docker_config_from_env(environ, variables, ModelcarError, hint, remedy)[1]
-
-
 def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) -> tuple[str, str]:
     """What a LoRA model is published as: ``(kind, base model)``; ``("", "")`` for other algorithms.
 
@@ -264,11 +252,15 @@ def publish_modelcar(
     if not model_dir.is_dir():
         raise ModelcarError(f"no model directory to publish at {model_dir}")
     kind, base_model = lora_files(model_dir, metadata, lora_weights)
-    variable = push_secret_variable(os.environ)  # the client reads the secret from the process environment
-    try:
-        from model_registry.utils import save_to_oci_registry
-    except ImportError as error:  # pragma: no cover - model-registry is a pinned package of the step
-        raise ModelcarError(f"the Model Registry client is missing: {error}") from None
+    from model_registry.utils import save_to_oci_registry
+
+    _, variable = docker_config_from_env(  # checked here: the client reads it from the process environment
+        os.environ,
+        (PUSH_SECRET_ENV, PUSH_DOCKERCONFIGJSON_ENV),
+        ModelcarError,
+        f"secret {PUSH_SECRET_NAME}",
+        f"oc create secret generic {PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json",
+    )
     with tempfile.TemporaryDirectory(prefix="modelcar-") as work:
         files = model_dir
         if kind == "merged" and (model_dir / "adapter_config.json").is_file():
