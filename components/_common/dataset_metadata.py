@@ -81,17 +81,13 @@ def read_dataset_metadata(metadata: Mapping[str, Any] | None, label: str) -> Dat
         )
     fields = dataclasses.fields(DatasetMetadata)
     names = [field.name for field in fields]
-    unknown = sorted(set(values) - set(names))
-    if unknown:
+    wrong = [f"unknown field {name!r}" for name in sorted(set(values) - set(names))]
+    wrong += [f"missing field {name!r}" for name in names if name not in values]
+    if wrong:
         raise DatasetMetadataError(
-            f"{label} metadata: unknown field {unknown[0]!r} (dataset metadata version {DATASET_METADATA_VERSION} "
-            f"has {', '.join(names)})"
+            f"{label} metadata: {wrong[0]} (dataset metadata version {DATASET_METADATA_VERSION} has {', '.join(names)})"
         )
     for field in fields:
-        if field.name not in values:
-            raise DatasetMetadataError(
-                f"{label} metadata: missing field {field.name!r} (dataset metadata version {DATASET_METADATA_VERSION})"
-            )
         value = values[field.name]
         if field.type == "int" and isinstance(value, float) and value.is_integer():
             # KFP keeps artifact metadata in a protobuf Struct: its numbers come back as doubles
