@@ -222,5 +222,5 @@ def iter_lines(path: Path, limits: ReadLimits) -> Iterator[tuple[int, bytes | Un
     """
     for first, lines in iter_line_blocks(path, limits):
         for number, line in enumerate(lines, first):
-            if type(line) is not bytes or (line and not line.isspace()):
+            if is_record(line):
                 yield number, line
