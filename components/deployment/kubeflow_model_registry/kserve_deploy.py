@@ -37,13 +37,8 @@ CA_FILES = (
 SMOKE_PROMPT = "Say hello."
 #: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` beside this module grants exactly these.
 API_PERMISSIONS = frozenset(
-    {
-        (GROUP, "inferenceservices", "get"),
-        (GROUP, "inferenceservices", "create"),
-        (GROUP, "inferenceservices", "patch"),
-        (GROUP, "servingruntimes", "get"),
-        (GROUP, "servingruntimes", "create"),
-    }
+    {(GROUP, "inferenceservices", verb) for verb in ("get", "create", "patch")}
+    | {(GROUP, "servingruntimes", verb) for verb in ("get", "create")}
 )
 
 
