@@ -44,12 +44,7 @@ class RetryPolicy(SharedRetryPolicy):
 
 
 def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) -> RegistryRequestError:
-    """Turns a client exception into an error that says what failed, where, and what to do. Never shows the token.
-
-    Args:
-        exc: What the client raised.
-        step: What was being done (e.g. "create model version 'v1'").
-        endpoint: The registry.
+    """What failed while trying to ``step``, where, and what to do (never the token).
 
     Returns:
         A :class:`RegistryAuthError` for 401/403, a :class:`RegistryRequestError` otherwise.
@@ -135,12 +130,10 @@ def _unreadable_answer(exc: BaseException) -> str | None:
 
 def _raised_in_client(exc: BaseException) -> bool:
     """Whether ``exc`` was raised in the registry client's generated code (reading an answer), not in ours."""
-    traceback = exc.__traceback__
-    while traceback is not None:
-        if any(part in traceback.tb_frame.f_code.co_filename for part in ("/mr_openapi/", "/model_registry/")):
-            return True
-        traceback = traceback.tb_next
-    return False
+    import traceback
+
+    files = [frame.f_code.co_filename for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    return any(part in file for file in files for part in ("/mr_openapi/", "/model_registry/"))
 
 
 async def with_retries(
@@ -150,20 +143,10 @@ async def with_retries(
     policy: RetryPolicy,
     log: Callable[[str], None],
 ) -> T:
-    """Runs ``call`` and retries it with backoff while it fails transiently.
+    """Runs ``call`` (a fresh coroutine each try) and retries it with backoff while it fails transiently.
 
     ``call`` must be safe to repeat: callers pass idempotent find-or-create steps, so a create whose answer got lost
-    is found on the next try instead of being made twice.
-
-    Args:
-        step: What the call does, for log lines and errors.
-        call: Makes a fresh coroutine for each try.
-        endpoint: The registry (for error messages).
-        policy: How often and how long to retry.
-        log: Where progress lines go.
-
-    Returns:
-        The call's result.
+    is found on the next try instead of being made twice. ``step`` says what it does in log lines and errors.
 
     Raises:
         RegistryRequestError: A permanent failure, or transient failures on every try.
@@ -229,15 +212,7 @@ def _versioned_api_class():
 
 
 def make_api(endpoint: RegistryEndpoint, api_version: str) -> Any:
-    """A ``model_registry.core.ModelRegistryAPIClient`` for ``endpoint`` speaking ``api_version``.
-
-    Args:
-        endpoint: The registry.
-        api_version: ``v1`` or ``v1alpha3``.
-
-    Returns:
-        The API client (its methods are coroutines).
-    """
+    """A ``model_registry.core.ModelRegistryAPIClient`` for ``endpoint`` speaking ``api_version`` (``v1``...)."""
     api_class = _versioned_api_class()
     if endpoint.is_secure:
         api = api_class.secure_connection(
@@ -251,11 +226,6 @@ def make_api(endpoint: RegistryEndpoint, api_version: str) -> Any:
 
 async def connect(endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]) -> tuple[Any, str]:
     """Finds the API version the registry speaks (``v1`` first) with one cheap list call.
-
-    Args:
-        endpoint: The registry.
-        policy: Retries for transient failures.
-        log: Where progress lines go.
 
     Returns:
         ``(api client, api version)``; close the client with ``await api.close()``.
