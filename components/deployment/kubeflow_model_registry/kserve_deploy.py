@@ -1,16 +1,9 @@
 """Deploys the registered model on KServe and smoke-tests it: create or update, wait until Ready, one completion.
 
-The client layer over :mod:`.kserve_manifests`, with the official ``kubernetes`` client. Every request has a deadline
-(``_request_timeout``), transient failures are retried with the project's one policy (:mod:`components._common.retry`),
-and every create and patch is sent with ``fieldValidation=Strict`` (an unknown field is an error, never dropped).
-
-Ownership: the ``InferenceService`` is created, or updated only when its labels say this step made it for the same
-registered model (:func:`.kserve_manifests.is_owned`); the update is a merge patch carrying the object's ``uid`` and
-``resourceVersion`` as preconditions, so a service deleted and re-created by someone else in between, or changed
-since it was read, is refused by the API server (409) rather than overwritten. A service of another owner is never
-touched: :class:`DeployError` says so. The ``ServingRuntime`` is used as it is when one of that name exists, else
-created from the vLLM template. Nothing is deleted: the service outlives the run (cleanup: ``oc delete
-inferenceservice <name>``; see the README and ``rbac.yaml``).
+The client layer over :mod:`.kserve_manifests` with the official ``kubernetes`` client: a deadline on every request,
+transient failures retried by the shared policy, every create and patch ``fieldValidation=Strict``. An
+InferenceService is updated only when it is this step's for the same model (:func:`.kserve_manifests.is_owned`), with
+its ``uid`` and ``resourceVersion`` as preconditions; nothing is deleted (the README's *Deploy* and *Ownership*).
 """
 
 from __future__ import annotations

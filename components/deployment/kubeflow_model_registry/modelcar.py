@@ -1,16 +1,9 @@
-"""Publishes the model as an OCI modelcar through the Model Registry client's own upload path.
+"""Publishes the model as an OCI modelcar through the Model Registry client's own upload path (README: *Modelcar*).
 
-``model_registry.utils.save_to_oci_registry`` pulls a base image, layers the model files on it under ``/models``
-(``olot``'s ``oci_layers_on_top``, one layer per file) and pushes the result; the registry-push secret (a Docker
-``config.json``) reaches it as the environment variable it names, written to a temporary auth file by the client and
-removed after. This module gives it a ``skopeo`` backend (``custom_oci_backend``, a public hook of the client) that
-puts a deadline on every copy, keeps skopeo's output out of the logs and writes the pushed manifest's digest
-(``--digestfile``), so the registered URI is pinned: ``oci://registry/repository@sha256:...``. Before the push the
-times olot stamps on its history entries are set to the files' own (:func:`pin_layer_times`): the same files on the
-same base give the same digest, so a retried step finds its registration instead of conflicting with it.
-
-LoRA models are published as trained, merged (:mod:`.lora_merge`), or as the adapter with its base model's reference
-(``adapter_config.json``'s ``base_model_name_or_path``, recorded on the version), as ``modelcar_lora_weights`` says.
+``model_registry.utils.save_to_oci_registry`` layers the files on a base image (``olot``) and pushes it; this module
+gives it a ``skopeo`` backend (``custom_oci_backend``) with a deadline per copy, quiet logs and ``--digestfile``, so
+the registered URI is pinned (``oci://registry/repository@sha256:...``), and makes the digest reproducible
+(:func:`pin_layer_times`). LoRA models go as trained, merged (:mod:`.lora_merge`) or as the adapter.
 """
 
 from __future__ import annotations

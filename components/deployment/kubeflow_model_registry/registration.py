@@ -1,13 +1,10 @@
 """Idempotent registration: registered model -> model version (with lineage) -> model artifact (the serving URI).
 
 Every step is find-then-create and retried as a whole, so running the step again (a retried task, a re-run of the
-same pipeline run) registers nothing twice. A version is adopted only when its recorded ``pipeline_run_id`` is this
-run's: one created at the same time by another run (the create answered 409) is never taken over; the step fails in
-one line naming that run, or, when the version name was left empty (derived), registers the next free name
-(``<derived>-2``...). Further, a version that already exists is reused when its artifact points at the
-same URI, completed when it has no artifact yet (an earlier try *of this same pipeline run* died half-way: its recorded
-``pipeline_run_id`` must be this run's), and refused with a clear error when it points elsewhere or was left by
-another run (completing it would put this run's model under the other run's lineage).
+same pipeline run) registers nothing twice. An existing version is reused when its artifact points at the same URI,
+completed when it has no artifact yet and records this run's ``pipeline_run_id`` (an earlier try died half-way), and
+otherwise refused (it is another run's, or points elsewhere): in one line naming that run, or, for a derived version
+name, by registering the next free name (``<derived>-2``...).
 """
 
 from __future__ import annotations
@@ -311,14 +308,8 @@ class Registrar:
     ) -> ModelRegistryResult:
         """Registers ``request`` unless it is already there.
 
-        Args:
-            request: What to register.
-            before_create: Called once before anything new points at ``request.uri`` (e.g. the S3 upload); not
-                called when the registration already exists.
-            now: Clock for derived version names (default: now).
-
-        Returns:
-            The registration.
+        ``before_create`` is called once before anything new points at ``request.uri`` (e.g. the S3 upload), never
+        when the registration already exists; ``now`` is the clock of derived version names.
 
         Raises:
             VersionConflictError: The version exists and points at another URI.
