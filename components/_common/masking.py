@@ -1,20 +1,15 @@
 """Secrets masked by value: whatever a component prints, raises or writes never holds a secret it was given.
 
 A component knows its secrets: the environment variables mounted from Kubernetes secrets (:data:`SECRET_ENV_VARS`)
-and the tokens it reads or is passed (:func:`register_secret`). :func:`mask_text` replaces every occurrence of those
-values, whatever the surrounding format (a dict repr, a JSON object, ``--token X``, a URL), also in their JSON-escaped
-and URL-quoted spellings, and in the string leaves of a JSON-valued secret (a docker config). Then the patterns of
-:data:`PATTERNS` catch secrets it never saw (``hf_...``, GitHub ``ghp_...``/``github_pat_...`` and GitLab
-``glpat-...`` tokens, PEM private-key blocks, ``Bearer ...``, ``Authorization: Basic ...``, a raw JWT, and a
-token-like value (:func:`token_like`: never an ordinary word such as ``check``) after a ``token``, ``secret``,
-``password``, ``auth`` (a docker ``config.json``) or ``api_key`` key in JSON, YAML or ``key=value`` text, or after
-``--token``). Signed URLs and URL credentials (:data:`URL_PATTERNS`: the
-``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``sig``, ``Signature``, ``token``... query
-parameters and ``scheme://user:password@``) are masked in every output, artifacts included, keeping the URL readable
-(``https://host/f.jsonl?X-Amz-Signature=***&X-Amz-Expires=3600``); :func:`mask_url` applies only those.
+and the tokens it reads or is passed (:func:`register_secret`). :func:`mask_text` replaces every spelling of those
+values (as they are, JSON-escaped, URL-quoted, the string leaves of a JSON secret such as a docker config), then
+:data:`PATTERNS` catch secrets it never saw (token formats, PEM private keys, ``Bearer``/``Basic`` credentials, JWTs,
+a :func:`token_like` value after a secret's key or ``--token``). Signed-URL parameters and URL userinfo
+(:data:`URL_PATTERNS`) are masked in every output, artifacts included, keeping the URL readable
+(``https://host/f.jsonl?X-Amz-Signature=***&X-Amz-Expires=3600``).
 
-:func:`masked` decorates a component's entry function: while it runs, ``sys.stdout``/``sys.stderr`` are masked, and
-an exception leaving it has its message (and the messages it chains) masked. Standard library only.
+:func:`masked` decorates a component's entry function: while it runs, ``sys.stdout``/``sys.stderr`` and the root
+logger are masked, and so is an exception leaving it (with the ones it chains). Standard library only.
 """
 
 from __future__ import annotations

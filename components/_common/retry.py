@@ -1,17 +1,10 @@
 """One retry policy for every outbound call: bounded attempts, exponential backoff with jitter, transient errors only.
 
 Built on ``tenacity``. A call is retried only when it failed transiently (:func:`is_transient`): no answer
-(connection refused or reset, DNS, a timeout) or an answer that says "try again" (408, 429, 500, 502, 503, 504). Any
-other answer, a 4xx such as 401/403/404/409/422 in particular, and TLS verification failures are final and reach the
-caller at once. A ``Retry-After`` the answer carries (seconds or an HTTP date) is honoured, bounded by
-:attr:`RetryPolicy.max_retry_after_s`. Retries stop after :attr:`RetryPolicy.attempts` tries or at the deadline: a
-wait that would pass it is cut to end at it, so the last try is made at the deadline (a ``Retry-After`` asking for
-more than is left ends the retries at once); then :class:`GaveUp` says why, with the last error, so that each
-caller words its own one-line message.
-
-Used by the Kubernetes client layer of ``train_model`` (which adds its own statuses and deadlines), every source of
-the dataset download (Hub metadata and files, S3 and HTTP(S) bodies) and the Model Registry client
-(:func:`call_with_retries_async`).
+(connection refused or reset, DNS, a timeout) or an answer that says "try again" (:data:`TRANSIENT_STATUSES`); any
+other answer and TLS verification failures reach the caller at once. A ``Retry-After`` (seconds or an HTTP date) is
+honoured up to :attr:`RetryPolicy.max_retry_after_s`. No wait passes the deadline: the last try is made at it. Then
+:class:`GaveUp` says why, with the last error, so that each caller words its own one-line message.
 """
 
 from __future__ import annotations
