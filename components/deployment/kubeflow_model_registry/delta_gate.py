@@ -98,16 +98,9 @@ def evaluate_delta_gate(
 ) -> DeltaGateDecision:
     """Decides the continual-learning gate.
 
-    Args:
-        comparison: ``{"<task>/<metric>": record}`` from the ``lm_eval`` results' metadata (None: not given).
-        min_improvement_metric: The new task's metric that must improve ("" = no improvement gate).
-        min_improvement: Least improvement of that metric, in its units (direction-aware).
-        max_regression: Most any other task's metric may get worse (negative = no regression gate).
-        max_regression_relative: ``max_regression`` is a fraction of the base value rather than metric units.
-        unavailable: Why there is no comparison, when known (e.g. the base model was not evaluated).
-
-    Returns:
-        The decision; every compared metric is in ``checks`` even without a gate (the summary shows them).
+    ``comparison`` is ``{"<task>/<metric>": record}`` from the ``lm_eval`` results' metadata; ``unavailable`` says
+    why there is none, when known. The gates: module docstring (an empty ``min_improvement_metric`` or a negative
+    ``max_regression`` sets none). Every compared metric is in the decision's ``checks`` (the summary shows them).
 
     Raises:
         ValueError: ``max_regression`` is NaN or infinite, a gate is set but there is no comparison, or

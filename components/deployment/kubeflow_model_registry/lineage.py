@@ -77,13 +77,9 @@ def known_run_value(value: str) -> str:
 
 
 def scalar_property(value: Any) -> bool | int | float | str | None:
-    """A value as a custom-property scalar (``None`` for values not worth recording).
+    """A JSON-like value as a custom-property scalar (``None`` for ``None``).
 
-    Args:
-        value: Any JSON-like value.
-
-    Returns:
-        bools/int32/finite floats/strings as-is; big ints, non-finite floats and containers as (JSON) strings.
+    bools, int32s, finite floats and strings as they are; big ints, non-finite floats and containers as (JSON) strings.
     """
     if value is None:
         return None
@@ -100,15 +96,7 @@ def scalar_property(value: Any) -> bool | int | float | str | None:
 
 
 def flatten_properties(prefix: str, values: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
-    """Flattens a (nested) mapping into dotted custom-property keys, dropping credential-like keys.
-
-    Args:
-        prefix: Key prefix (e.g. ``hyperparameter``); "" for none.
-        values: The mapping.
-
-    Returns:
-        ``{"<prefix>.<key>[.<subkey>]": scalar}``.
-    """
+    """``{"<prefix>.<key>[.<subkey>]": scalar}`` of a (nested) mapping, credential-like keys dropped."""
     flat: dict[str, bool | int | float | str] = {}
     for key, value in values.items():
         name = f"{prefix}.{key}" if prefix else str(key)
@@ -173,17 +161,8 @@ def lineage_properties(
 ) -> dict[str, bool | int | float | str]:
     """The custom properties of a model version: where it came from and how good it is.
 
-    Args:
-        model: The model artifact (its metadata may carry base_model, algorithm, hyperparameters, dataset_uri,
-            dataset_sha256, job_name, job_kind (older models: trainjob_name), backend, checkpoint_path).
-        run: The pipeline run.
-        dataset: The training dataset artifact, if wired.
-        train_metrics: Training metrics (``train.<name>`` properties).
-        eval_metrics: Evaluation metrics (``eval.<name>`` properties).
-        library_versions: Versions of the libraries involved (``library_version.<name>`` properties).
-
-    Returns:
-        A flat mapping of scalars, ready for ``customProperties``.
+    The run, the model's metadata (:data:`MODEL_METADATA_KEYS`), the dataset, then ``hyperparameter.*``,
+    ``train.*``, ``eval.*`` and ``library_version.*``: a flat mapping of scalars, ready for ``customProperties``.
 
     Raises:
         ValueError: ``hyperparameters`` in the model metadata is not a mapping.

@@ -95,15 +95,7 @@ def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTar
 
 
 def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) -> tuple[str, str]:
-    """What a LoRA model is published as: ``(kind, base model)``; ``("", "")`` for other algorithms.
-
-    Args:
-        model_dir: The model files.
-        metadata: The model artifact's metadata (``algorithm``).
-        lora_weights: ``modelcar_lora_weights``.
-
-    Returns:
-        ``("merged", "")`` or ``("adapter", <base_model_name_or_path>)``.
+    """What a LoRA model is published as: ``("merged", "")`` or ``("adapter", <its base model>)``; else ``("", "")``.
 
     Raises:
         ModelcarError: An unknown choice, or an adapter asked of a model that was saved merged.
@@ -223,18 +215,8 @@ def publish_modelcar(
 ) -> PublishedModelcar:
     """Layers ``model_dir`` on ``base_image`` under ``/models`` and pushes it to ``modelcar_uri``.
 
-    Args:
-        model_dir: The model files (a directory).
-        metadata: The model artifact's metadata.
-        modelcar_uri: ``oci://registry/repository[:tag]``.
-        base_image: The image the files are layered on (``registry/repository:tag``, no scheme).
-        lora_weights: ``as_trained``, ``merged`` or ``adapter`` (LoRA models only).
-        insecure: Plain HTTP / no TLS verification for both registries.
-        log: Progress lines (never a secret).
-        merge: ``merge(adapter_dir, target_dir)`` writes the merged model (default :func:`.lora_merge.merge_adapter`).
-
-    Returns:
-        The pinned modelcar.
+    ``insecure``: plain HTTP / no TLS verification for both registries; ``merge(adapter_dir, target_dir)`` writes a
+    merged LoRA model (default :func:`.lora_merge.merge_adapter`).
 
     Raises:
         ModelcarError: Bad target or secret, the client without ``olot``/skopeo, or a failed pull or push.

@@ -29,12 +29,6 @@ def upload_model_files(source: Path, s3_upload_prefix: str, log: Callable[[str],
     Objects are written one by one (each S3 write is atomic); the caller registers the URI only after this returns,
     so a registry never points at a half-uploaded model.
 
-    Args:
-        source: Directory (or single file) to upload.
-        s3_upload_prefix: ``s3://bucket/prefix``.
-        log: Where progress lines go.
-        client: A boto3 S3 client (:func:`components._common.s3.s3_client`).
-
     Raises:
         ValueError: Bad prefix, nothing to upload, or no credentials.
         RuntimeError: The upload failed or an object is missing/short afterwards.
