@@ -306,13 +306,10 @@ async def call_with_retries_async(
     func: Callable[[], Awaitable[T]],
     policy: RetryPolicy = RetryPolicy(),
     *,
-    retryable: Callable[[BaseException], bool] = is_transient,
     on_retry: Callable[[int, float, BaseException], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    deadline: float | None = None,
 ) -> T:
-    """:func:`call_with_retries` for a coroutine function (waits with ``asyncio.sleep``)."""
-    retrying = tenacity.AsyncRetrying(**_retrying_kwargs(policy, retryable, on_retry, deadline, clock))
+    """:func:`call_with_retries` (transient errors, no deadline) for a coroutine function, waiting with asyncio."""
+    retrying = tenacity.AsyncRetrying(**_retrying_kwargs(policy, is_transient, on_retry, None, time.monotonic))
 
     async def attempt() -> T:  # tenacity awaits only coroutine functions, not lambdas returning a coroutine
         return await func()

@@ -147,16 +147,8 @@ def run_model_registration(
 ) -> ModelRegistryResult:
     """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
 
-    Args:
-        request: The component's arguments.
-        summary_path: Where the Markdown summary goes.
-        environ: Environment for the token, PVC and S3 settings (default ``os.environ``).
-        retry_policy: Retries for transient registry failures.
-        log: Where progress lines go (never receives a secret).
-        now: Clock for derived version names.
-
-    Returns:
-        The outputs; status ``gated_out`` (nothing registered, the summary says why) when a gate is not met.
+    ``environ`` holds the token, PVC and S3 settings (default ``os.environ``); ``now`` is the clock of derived version
+    names. Status ``gated_out`` (nothing registered, the summary says why) when a gate is not met.
 
     Raises:
         ValueError: Bad parameters or metadata (names the parameter and the rule), or a gate that cannot be
