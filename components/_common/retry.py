@@ -173,13 +173,8 @@ def _is_transport_error(error: BaseException) -> bool:
 def is_transient(error: BaseException, statuses: frozenset[int] = TRANSIENT_STATUSES) -> bool:
     """Whether a failed call is worth retrying.
 
-    Args:
-        error: What the call raised.
-        statuses: The HTTP statuses that count as transient.
-
-    Returns:
-        True for an answer with one of ``statuses`` and for no answer at all (connection errors, timeouts); False
-        for any other answer (4xx), TLS verification failures and everything else.
+    True for an answer with one of ``statuses`` and for no answer at all (connection errors, timeouts); False for any
+    other answer (4xx), TLS verification failures and everything else.
     """
     status = status_of(error)
     if status is not None:

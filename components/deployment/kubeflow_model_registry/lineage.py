@@ -42,13 +42,7 @@ MODEL_METADATA_KEYS = {
 
 @dataclasses.dataclass(frozen=True)
 class ArtifactInfo:
-    """What the component knows about one input artifact, without KFP types.
-
-    Attributes:
-        uri: The artifact's URI (remote, e.g. ``s3://...``, or a local path under ``kfp.local``).
-        path: Where its content is in this container.
-        metadata: Its metadata.
-    """
+    """An input artifact without KFP types: URI (remote, or a path under ``kfp.local``), local path, metadata."""
 
     uri: str
     path: str
@@ -57,13 +51,7 @@ class ArtifactInfo:
 
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
-    """The pipeline run that produced the model.
-
-    Attributes:
-        run_id: The run's id ("" when unknown).
-        run_name: The run's name ("" when unknown).
-        namespace: The namespace it ran in ("" when unknown).
-    """
+    """The pipeline run that produced the model: its id, name and namespace ("" when unknown)."""
 
     run_id: str = ""
     run_name: str = ""

@@ -25,12 +25,7 @@ _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 @dataclasses.dataclass(frozen=True)
 class ServingUri:
-    """The URI to register and how it was found.
-
-    Attributes:
-        uri: ``s3://``, ``pvc://``, ``oci://``, ... URI.
-        source: Where it came from, for the logs and the summary.
-    """
+    """The URI to register (``s3://``, ``pvc://``, ``oci://``...) and where it came from (for the log and summary)."""
 
     uri: str
     source: str

@@ -160,14 +160,7 @@ def derived_version_name(run: RunInfo, now: datetime.datetime) -> str:
 
 
 class Registrar:
-    """Runs the find-or-create steps against one registry API client.
-
-    Args:
-        api: A ``model_registry.core.ModelRegistryAPIClient`` (see ``registry_client.connect``).
-        endpoint: The registry (for error messages).
-        policy: Retries for transient failures.
-        log: Where progress lines go.
-    """
+    """Runs the find-or-create steps against one ``ModelRegistryAPIClient`` (``registry_client.connect``)."""
 
     def __init__(self, api: Any, endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]):
         self.api = api
