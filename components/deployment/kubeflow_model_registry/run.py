@@ -62,10 +62,13 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> ModelRegistryResult:
-    log(f"skipped: {reason}")
-    write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason))
-    return ModelRegistryResult(STATUS_SKIPPED, reason=reason)
+def _unregistered(
+    status: str, reason: str, summary_path: str, log: Callable[[str], None], details=(), uri: str = "", checks=()
+) -> ModelRegistryResult:
+    """Ends the step without registering (``skipped`` or ``gated_out``): logs why, writes the summary."""
+    log(f"{'skipped' if status == STATUS_SKIPPED else 'gated out (not registered)'}: {reason}")
+    write_text_atomically(summary_path, render_summary(status, reason, details, checks=checks))
+    return ModelRegistryResult(status, uri=uri, reason=reason)
 
 
 def _comparison(eval_results: ArtifactInfo | None) -> tuple[dict, str]:
@@ -90,10 +93,8 @@ def _gates(
         return None
     failed = ([] if metric_gate.passed else [metric_gate.reason]) + list(delta_gate.failures)
     reason = f"gate not met: {'; '.join(failed)}"
-    log(f"gated out (not registered): {reason}")
     details = [("Gate", line) for line in reasons]
-    write_text_atomically(summary_path, render_summary(STATUS_GATED_OUT, reason, details, checks=delta_gate.checks))
-    return ModelRegistryResult(STATUS_GATED_OUT, reason=reason)
+    return _unregistered(STATUS_GATED_OUT, reason, summary_path, log, details, checks=delta_gate.checks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +161,8 @@ def run_model_registration(
     environ = os.environ if environ is None else environ
     registry_on = bool(request.registry_address.strip())
     if not registry_on and not serving_request.modelcar_uri.strip():
-        return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)
+        reason = "registry_address is empty, so no Model Registry is configured"
+        return _unregistered(STATUS_SKIPPED, reason, summary_path, log)
     check_registration_names(request.registry_address, model_name, request.model_version)
     if not model_name.strip():
         model_name = default_model_name(
@@ -196,9 +198,8 @@ def run_model_registration(
     if not registry_on:  # published only: nothing to register or deploy
         modelcar = publish(serving_request, model, log)
         reason = f"registry_address is empty: modelcar {modelcar.uri} published, not registered"
-        log(f"skipped: {reason}")
-        write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason, serving_details(modelcar, None, "")))
-        return ModelRegistryResult(STATUS_SKIPPED, uri=modelcar.uri, reason=reason)
+        details = serving_details(modelcar, None, "")
+        return _unregistered(STATUS_SKIPPED, reason, summary_path, log, details, modelcar.uri)
 
     endpoint = make_endpoint(
         request.registry_address,
