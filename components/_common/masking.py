@@ -23,7 +23,7 @@ import os
 import re
 import sys
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO, TypeVar
 
 #: Environment variables that hold secrets (mounted from Kubernetes secrets by the pipelines).
@@ -166,18 +166,6 @@ def _json_leaves(value: Any) -> Iterator[str]:
             yield from _json_leaves(item)
 
 
-def secret_values(env: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> list[str]:
-    """Every spelling of every known secret, longest first.
-
-    Args:
-        env: The environment to read :data:`SECRET_ENV_VARS` from (default ``os.environ``, read at call time).
-        extra: Further secret values.
-    """
-    env = os.environ if env is None else env
-    values = {env.get(name, "") for name in SECRET_ENV_VARS} | set(_registered) | set(extra)
-    return list(_all_spellings(frozenset(value for value in values if value and len(value) >= MIN_SECRET_CHARS)))
-
-
 @functools.lru_cache(maxsize=16)
 def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
     spellings: set[str] = set()
@@ -186,13 +174,15 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(spellings, key=len, reverse=True))
 
 
-def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None, patterns: bool = True) -> str:
-    """``text`` with every known secret value replaced by :data:`MASK`, then every :data:`PATTERNS` match.
+def mask_text(text: str, patterns: bool = True) -> str:
+    """``text`` with every spelling of every known secret replaced by :data:`MASK`, then every :data:`PATTERNS` match.
 
-    ``patterns=False`` masks by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts
-    (reports, results, metadata), where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
+    The known secrets: :data:`SECRET_ENV_VARS` (read at call time) and the registered ones. ``patterns=False`` masks
+    by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts (reports, results,
+    metadata), where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
     """
-    for value in secret_values(env, extra):
+    values = {os.environ.get(name, "") for name in SECRET_ENV_VARS} | _registered
+    for value in _all_spellings(frozenset(value for value in values if len(value) >= MIN_SECRET_CHARS)):
         if value in text:
             text = text.replace(value, MASK)
     for pattern, replacement in PATTERNS if patterns else (*UNMISTAKABLE_PATTERNS, *URL_PATTERNS):
@@ -207,15 +197,14 @@ def mask_url(text: str) -> str:
     return text
 
 
-def mask_data(value: T, extra: Iterable[str] = (), patterns: bool = True) -> T:
+def mask_data(value: T, patterns: bool = True) -> T:
     """A copy of a JSON-like value (dicts, lists, strings) with :func:`mask_text` applied to every string in it."""
     if isinstance(value, str):
-        return mask_text(value, extra, patterns=patterns)  # type: ignore[return-value]
+        return mask_text(value, patterns)  # type: ignore[return-value]
     if isinstance(value, Mapping):
-        items = ((key, mask_data(item, extra, patterns)) for key, item in value.items())
-        return type(value)(items)  # type: ignore[call-arg]
+        return type(value)((key, mask_data(item, patterns)) for key, item in value.items())  # type: ignore[call-arg]
     if isinstance(value, (list, tuple)):
-        return type(value)(mask_data(item, extra, patterns) for item in value)  # type: ignore[return-value]
+        return type(value)(mask_data(item, patterns) for item in value)  # type: ignore[return-value]
     return value
 
 
