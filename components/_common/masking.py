@@ -23,7 +23,7 @@ import os
 import re
 import sys
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO, TypeVar
 
 #: Environment variables that hold secrets (mounted from Kubernetes secrets by the pipelines).
@@ -174,14 +174,14 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(spellings, key=len, reverse=True))
 
 
-def mask_text(text: str, patterns: bool = True) -> str:
+def mask_text(text: str, extra: Iterable[str] = (), patterns: bool = True) -> str:
     """``text`` with every spelling of every known secret replaced by :data:`MASK`, then every :data:`PATTERNS` match.
 
-    The known secrets: :data:`SECRET_ENV_VARS` (read at call time) and the registered ones. ``patterns=False`` masks
-    by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts (reports, results,
-    metadata), where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
+    The known secrets: :data:`SECRET_ENV_VARS` (read at call time), the registered ones and ``extra``.
+    ``patterns=False`` masks by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts
+    (reports, results, metadata), where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
     """
-    values = {os.environ.get(name, "") for name in SECRET_ENV_VARS} | _registered
+    values = {os.environ.get(name, "") for name in SECRET_ENV_VARS} | _registered | set(extra)
     for value in _all_spellings(frozenset(value for value in values if len(value) >= MIN_SECRET_CHARS)):
         if value in text:
             text = text.replace(value, MASK)
@@ -200,7 +200,7 @@ def mask_url(text: str) -> str:
 def mask_data(value: T, patterns: bool = True) -> T:
     """A copy of a JSON-like value (dicts, lists, strings) with :func:`mask_text` applied to every string in it."""
     if isinstance(value, str):
-        return mask_text(value, patterns)  # type: ignore[return-value]
+        return mask_text(value, patterns=patterns)  # type: ignore[return-value]
     if isinstance(value, Mapping):
         return type(value)((key, mask_data(item, patterns)) for key, item in value.items())  # type: ignore[call-arg]
     if isinstance(value, (list, tuple)):
