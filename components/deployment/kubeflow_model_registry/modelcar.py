@@ -41,13 +41,7 @@ class ModelcarError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ModelcarTarget:
-    """Where the modelcar is pushed: ``oci://<registry>/<repository>[:<tag>]`` (``latest`` when no tag).
-
-    Attributes:
-        registry: ``host[:port]``.
-        repository: ``path/name`` inside the registry.
-        tag: The tag pushed.
-    """
+    """Where the modelcar is pushed: ``oci://<registry>/<repository>[:<tag>]`` (``latest`` when no tag)."""
 
     registry: str
     repository: str

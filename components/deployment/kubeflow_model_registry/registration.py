@@ -47,19 +47,9 @@ MAX_AUTO_VERSION_NAMES = 10
 
 @dataclasses.dataclass(frozen=True)
 class VersionRequest:
-    """What to register.
+    """What to register: names, serving ``uri``, lineage (``custom_properties``) and the run.
 
-    Attributes:
-        model_name: Registered model name.
-        version_name: Version name ("" = reuse this run's version or derive ``<UTC timestamp>-<short run id>``).
-        uri: Serving URI of the model files.
-        author: Author of the version ("" = none).
-        description: Description of the version ("" = none).
-        model_format_name: Model format for serving (e.g. ``pytorch``).
-        model_format_version: Version of that format.
-        storage_key: Data-connection secret the serving runtime reads ``uri`` with ("" = none).
-        custom_properties: Lineage custom properties of the version.
-        run: The pipeline run.
+    An empty ``version_name`` reuses this run's version or derives one (:func:`derived_version_name`).
     """
 
     model_name: str
