@@ -41,17 +41,10 @@ class DeployError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DeploySettings:
-    """Where and how to deploy.
+    """Where and how to deploy: the ``deploy_*`` parameters, and how often and how long requests and waits go.
 
-    Attributes:
-        namespace: The namespace of the InferenceService (and runtime).
-        service_name: The InferenceService's name.
-        runtime: The ServingRuntime's name (created from the vLLM template when absent).
-        runtime_image: The vLLM image of a runtime this step creates.
-        gpus: GPUs of the predictor.
-        timeout_seconds: How long to wait for ``Ready``.
-        poll_seconds: How often the service's status is read.
-        request_timeout: Deadline of one API or smoke request, in seconds.
+    ``poll_seconds``: how often the status is read while waiting ``timeout_seconds`` for ``Ready``;
+    ``request_timeout``: the deadline of one API or smoke request.
     """
 
     namespace: str
@@ -66,16 +59,7 @@ class DeploySettings:
 
 @dataclasses.dataclass(frozen=True)
 class Deployment:
-    """A deployed, smoke-tested model.
-
-    Attributes:
-        service: ``namespace/name`` of the InferenceService.
-        uid: Its uid.
-        action: ``created`` or ``updated``.
-        runtime_created: Whether this step created the ServingRuntime.
-        url: The endpoint (``status.url``).
-        smoke_answer: The completion the smoke request got back.
-    """
+    """A deployed, smoke-tested model (``service``: ``namespace/name``; ``action``: ``created`` or ``updated``)."""
 
     service: str
     uid: str

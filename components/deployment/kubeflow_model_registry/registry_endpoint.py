@@ -33,14 +33,10 @@ SERVICE_ACCOUNT_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/toke
 
 @dataclasses.dataclass(frozen=True)
 class RegistryEndpoint:
-    """Where and how to reach the registry. The token is kept out of ``repr`` so it can never be logged by accident.
+    """Where and how to reach the registry (``base_url``: ``scheme://host:port``).
 
-    Attributes:
-        base_url: ``scheme://host:port`` of the registry's REST service.
-        is_secure: Whether the registry's TLS certificate is verified.
-        ca_bundle_path: PEM bundle to verify the certificate with ("" = the system trust store).
-        token: Bearer token, or ``None`` to send none.
-        token_source: Where the token came from, safe to log (never the token itself).
+    The bearer token (``None``: none sent) is kept out of ``repr`` so it can never be logged by accident;
+    ``token_source`` says where it came from, safe to log.
     """
 
     base_url: str
