@@ -9,17 +9,10 @@ class ArtifactFileError(ValueError):
     """The artifact path does not exist, or its folder holds no (or an ambiguous) file of the kind asked for."""
 
 
-def find_artifact_file(path: str | Path, label: str, suffix: str = ".jsonl", prefer: str = "") -> Path:
-    """The ``suffix`` file of an artifact: ``path`` itself, or the one such file in the folder ``path``.
+def find_artifact_file(path: str | Path, label: str, prefer: str = "") -> Path:
+    """The ``.jsonl`` file of an artifact: ``path`` itself, or the one such file in the folder ``path``.
 
-    Args:
-        path: The artifact's path (a file or a folder).
-        label: What the artifact is (e.g. ``eval_dataset``), for messages.
-        suffix: The file kind looked for in a folder.
-        prefer: A stem chosen when a folder holds several such files (e.g. ``train``); "" = none.
-
-    Returns:
-        The file.
+    ``label`` names the artifact in messages; ``prefer`` is the stem chosen when there are several (e.g. ``train``).
 
     Raises:
         ArtifactFileError: ``path`` does not exist, or its folder holds no such file, or several without ``prefer``.
@@ -29,11 +22,11 @@ def find_artifact_file(path: str | Path, label: str, suffix: str = ".jsonl", pre
         return path
     if not path.is_dir():
         raise ArtifactFileError(f"{label}: {path} does not exist")
-    candidates = sorted(path.glob(f"*{suffix}"))
+    candidates = sorted(path.glob("*.jsonl"))
     preferred = [candidate for candidate in candidates if prefer and candidate.stem == prefer]
     if len(candidates) == 1 or len(preferred) == 1:
         return (preferred or candidates)[0]
-    wanted = f"exactly one *{suffix} file" + (f" (or one named {prefer}{suffix})" if prefer else "")
+    wanted = "exactly one *.jsonl file" + (f" (or one named {prefer}.jsonl)" if prefer else "")
     raise ArtifactFileError(
         f"{label}: directory {path} must hold {wanted}, found {len(candidates)}: {[c.name for c in candidates]}"
     )

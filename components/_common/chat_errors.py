@@ -6,6 +6,7 @@ The piece both :mod:`components._common.chat_format` (the row rules, the decodin
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 #: Every rule a row or a file can break, by name, with what it requires (used in errors, reports and metrics).
@@ -69,15 +70,13 @@ class ChatFormatError(ValueError):
         self.where, self.rule, self.detail, self.excerpt = where, rule, detail, excerpt
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class Unreadable:
     """A record that could not be decoded: the rule it breaks, why, and a short excerpt of its text."""
 
-    __slots__ = ("rule", "reason", "excerpt")
-
-    def __init__(self, rule: str, reason: str, excerpt: str) -> None:
-        self.rule = rule
-        self.reason = reason
-        self.excerpt = excerpt
+    rule: str
+    reason: str
+    excerpt: str
 
 
 def excerpt(text: str | bytes) -> str:

@@ -1,11 +1,7 @@
 """Reading chat data files with bounds: lines a block at a time, size limits, ``.gz`` with a decompressed cap.
 
-Memory stays bounded whatever the file (see :class:`ReadLimits`): a line longer than ``max_line_bytes`` becomes an
-:class:`~components._common.chat_errors.Unreadable` of rule ``record_too_large`` and is skipped without being held,
-and a ``.gz`` file that expands past ``max_decompressed_bytes`` ends in a ``decompressed_too_large`` error naming the
-file and the line it got to. Lines come a block (about 1 MiB) at a time (:func:`iter_line_blocks`), so that a caller
-can check a block per call; :func:`count_lines` counts them at C speed. The rules and the decoding live in
-:mod:`components._common.chat_format`, the messages in :mod:`components._common.chat_errors`.
+Memory stays bounded whatever the file (:class:`ReadLimits`, :func:`iter_line_blocks`); the rules and the decoding
+live in :mod:`components._common.chat_format`, the messages in :mod:`components._common.chat_errors`.
 """
 
 from __future__ import annotations
@@ -222,5 +218,5 @@ def iter_lines(path: Path, limits: ReadLimits) -> Iterator[tuple[int, bytes | Un
     """
     for first, lines in iter_line_blocks(path, limits):
         for number, line in enumerate(lines, first):
-            if type(line) is not bytes or (line and not line.isspace()):
+            if is_record(line):
                 yield number, line

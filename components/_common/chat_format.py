@@ -1,21 +1,11 @@
 """The chat-format rules, once: what a usable ``{"messages": [...]}`` row is, how JSON lines decode, what errors say.
 
-Used by the dataset step (every row of every input file), by ``train_model`` (the train/eval JSONL before training or
-submitting) and by lm-eval's held-out tasks, so all three accept and refuse the same rows with the same words.
-
-A row is a JSON object whose ``messages`` value is a non-empty list of message objects. Each message has a ``role``
-in :data:`ROLES` and a ``content`` that is a non-blank string, or a list of text parts
-(``[{"type": "text", "text": "..."}]``, joined with a newline by :func:`message_text`); a system message may only come
-first; at least one assistant turn is present; the conversation does not end on a user turn unless that is allowed.
-The held-out evaluation adds two rules (``last_not_assistant``, ``no_user_turn``). Unknown keys, on the row or on a
-message, are kept.
-
-JSON lines are decoded with ``msgspec``: straight into typed structs for the common, valid row (the fast path checks
-structure while parsing), and into plain Python values only to name the rule a row breaks. Hostile input never
-escapes as a traceback: invalid UTF-8, JSON nested too deep, a truncated or fake ``.gz`` and a UTF-8 byte order mark
-each end in a message naming the file, the line and the rule. Reading files within size bounds (lines a block at a
-time, ``max_line_bytes``, ``.gz`` with ``max_decompressed_bytes``) is :mod:`components._common.chat_files`; the rules'
-names and the error types are :mod:`components._common.chat_errors`.
+Used by the dataset step, ``train_model`` and lm-eval's held-out tasks, so all three accept and refuse the same rows
+with the same words. The rules are :func:`check_messages`'s (their names and texts: :mod:`.chat_errors`); unknown keys,
+on the row or on a message, are kept. JSON lines are decoded with ``msgspec``: into typed structs for the common,
+valid row (:func:`fast_valid_lines`), into plain values only to name the rule a row breaks; hostile input (invalid
+UTF-8, JSON nested too deep) ends in a message naming the file, the line and the rule, never a traceback. Reading
+files within size bounds is :mod:`.chat_files`'.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The dataset artifact's metadata: one versioned schema, one name per fact, ``dataset_uri`` everywhere.
 
-``dataset_download`` writes it on its ``train_dataset`` and ``eval_dataset`` outputs
-(:meth:`DatasetMetadata.to_metadata`); ``train_model`` (model metadata, MLflow parameters) and ``model_registry``
-(lineage) read it back with :func:`read_dataset_metadata`. The same names travel on: the model's metadata carries
-``dataset_uri`` and ``dataset_sha256``, and the registry records ``dataset_uri``, ``dataset_revision``,
-``dataset_sha256`` and ``dataset_rows``.
-
-A dataset artifact that another component produced carries no :data:`VERSION_KEY`: readers then know only its
-artifact URI and file (``None`` here). One that carries the key is decoded strictly: a missing or unknown field, a
-wrong type or another version fails with one line naming the artifact and the field.
+``dataset_download`` writes it on its ``train_dataset`` and ``eval_dataset`` outputs; ``train_model`` (model metadata,
+MLflow parameters) and ``model_registry`` (lineage) read it back with :func:`read_dataset_metadata`, strictly.
 """
 
 from __future__ import annotations
@@ -63,9 +56,8 @@ class DatasetMetadata:
 def read_dataset_metadata(metadata: Mapping[str, Any] | None, label: str) -> DatasetMetadata | None:
     """Decodes a dataset artifact's metadata strictly, or ``None`` when it does not carry this schema.
 
-    Args:
-        metadata: The artifact's metadata.
-        label: What the artifact is, for messages (e.g. ``train_model input dataset``).
+    ``None`` means another component produced the artifact; ``label`` names it in messages (``train_model input
+    dataset``).
 
     Raises:
         DatasetMetadataError: It carries :data:`VERSION_KEY` but another version, or a missing, unknown or
@@ -81,17 +73,13 @@ def read_dataset_metadata(metadata: Mapping[str, Any] | None, label: str) -> Dat
         )
     fields = dataclasses.fields(DatasetMetadata)
     names = [field.name for field in fields]
-    unknown = sorted(set(values) - set(names))
-    if unknown:
+    wrong = [f"unknown field {name!r}" for name in sorted(set(values) - set(names))]
+    wrong += [f"missing field {name!r}" for name in names if name not in values]
+    if wrong:
         raise DatasetMetadataError(
-            f"{label} metadata: unknown field {unknown[0]!r} (dataset metadata version {DATASET_METADATA_VERSION} "
-            f"has {', '.join(names)})"
+            f"{label} metadata: {wrong[0]} (dataset metadata version {DATASET_METADATA_VERSION} has {', '.join(names)})"
         )
     for field in fields:
-        if field.name not in values:
-            raise DatasetMetadataError(
-                f"{label} metadata: missing field {field.name!r} (dataset metadata version {DATASET_METADATA_VERSION})"
-            )
         value = values[field.name]
         if field.type == "int" and isinstance(value, float) and value.is_integer():
             # KFP keeps artifact metadata in a protobuf Struct: its numbers come back as doubles

@@ -50,11 +50,7 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
 
     Readers never see a half-written file; on error the temporary file is removed and ``path`` is left as it was.
-    Every secret value the process knows is masked first (see :mod:`components._common.masking`; by value only).
-
-    Args:
-        path: Target file; its directory is created when missing.
-        text: Content (UTF-8).
+    Its directory is created when missing. Every secret value the process knows is masked first (by value only).
     """
     text = mask_text(text, patterns=False)
     target = Path(path)
@@ -74,14 +70,7 @@ def with_extension(artifact: object, extension: str) -> str:
 
     KFP names an output file after the output (``.../report``); the KFP UI and browsers choose how to show a file
     from its extension. Changing ``artifact.uri`` before writing is how KFP lets a component choose the name: the
-    executor records the new URI and the launcher uploads the file from the path that matches it.
-
-    Args:
-        artifact: A KFP output artifact (``dsl.Output[dsl.HTML]``, ``dsl.Output[dsl.Markdown]``, ...).
-        extension: ``.html``, ``.md``, ...
-
-    Returns:
-        ``artifact.path`` after the change (idempotent: an URI that already ends with ``extension`` is kept).
+    executor records the new URI and the launcher uploads the file from the path that matches it. Idempotent.
     """
     if not artifact.uri.endswith(extension):
         artifact.uri = artifact.uri + extension
@@ -89,14 +78,9 @@ def with_extension(artifact: object, extension: str) -> str:
 
 
 def replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
-    """Writes a directory through a sibling temporary directory, then swaps it in (never a half-written directory).
+    """Writes ``target`` through a sibling temporary directory that ``write`` fills, then swaps it in; ``target``.
 
-    Args:
-        target: The directory to (re)place; its parent is created when missing.
-        write: Fills the temporary directory it is given.
-
-    Returns:
-        ``target``. On error the temporary directory is removed and ``target`` is left as it was.
+    Never a half-written directory: on error the temporary one is removed and ``target`` is left as it was.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,20 +1,15 @@
 """Secrets masked by value: whatever a component prints, raises or writes never holds a secret it was given.
 
 A component knows its secrets: the environment variables mounted from Kubernetes secrets (:data:`SECRET_ENV_VARS`)
-and the tokens it reads or is passed (:func:`register_secret`). :func:`mask_text` replaces every occurrence of those
-values, whatever the surrounding format (a dict repr, a JSON object, ``--token X``, a URL), also in their JSON-escaped
-and URL-quoted spellings, and in the string leaves of a JSON-valued secret (a docker config). Then the patterns of
-:data:`PATTERNS` catch secrets it never saw (``hf_...``, GitHub ``ghp_...``/``github_pat_...`` and GitLab
-``glpat-...`` tokens, PEM private-key blocks, ``Bearer ...``, ``Authorization: Basic ...``, a raw JWT, and a
-token-like value (:func:`token_like`: never an ordinary word such as ``check``) after a ``token``, ``secret``,
-``password``, ``auth`` (a docker ``config.json``) or ``api_key`` key in JSON, YAML or ``key=value`` text, or after
-``--token``). Signed URLs and URL credentials (:data:`URL_PATTERNS`: the
-``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``sig``, ``Signature``, ``token``... query
-parameters and ``scheme://user:password@``) are masked in every output, artifacts included, keeping the URL readable
-(``https://host/f.jsonl?X-Amz-Signature=***&X-Amz-Expires=3600``); :func:`mask_url` applies only those.
+and the tokens it reads or is passed (:func:`register_secret`). :func:`mask_text` replaces every spelling of those
+values (as they are, JSON-escaped, URL-quoted, the string leaves of a JSON secret such as a docker config), then
+:data:`PATTERNS` catch secrets it never saw (token formats, PEM private keys, ``Bearer``/``Basic`` credentials, JWTs,
+a :func:`token_like` value after a secret's key or ``--token``). Signed-URL parameters and URL userinfo
+(:data:`URL_PATTERNS`) are masked in every output, artifacts included, keeping the URL readable
+(``https://host/f.jsonl?X-Amz-Signature=***&X-Amz-Expires=3600``).
 
-:func:`masked` decorates a component's entry function: while it runs, ``sys.stdout``/``sys.stderr`` are masked, and
-an exception leaving it has its message (and the messages it chains) masked. Standard library only.
+:func:`masked` decorates a component's entry function: while it runs, ``sys.stdout``/``sys.stderr`` and the root
+logger are masked, and so is an exception leaving it (with the ones it chains). Standard library only.
 """
 
 from __future__ import annotations
@@ -48,7 +43,8 @@ SECRET_ENV_VARS = (
 MASK = "***"
 #: Values shorter than this are not masked by value (masking "1" would garble every number); patterns still apply.
 MIN_SECRET_CHARS = 6
-_KEY = r"(?:[\w-]*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?))"
+_SECRET_WORDS = r"token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?"
+_KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}))"
 #: Query parameters of signed URLs that carry a signature or a credential (S3 and GCS presigned URLs, Azure SAS,
 #: CloudFront, OAuth), matched whatever their case.
 SIGNED_URL_PARAMETERS = (
@@ -107,13 +103,8 @@ def _mask_value(match: re.Match[str]) -> str:
     return match[1] + MASK if token_like(match[2]) else match[0]
 
 
-def _mask_private_key(match: re.Match[str]) -> str:
-    """A PEM private-key block (complete, or cut off at the end of the text) with its body masked."""
-    return f"{match[1]}{MASK}{match[2] or ''}"
-
-
 #: Keys whose value in JSON/YAML/``key=value`` text is a secret when it looks like one (:func:`token_like`).
-_VALUE_KEY = r"(?:[\w-]*(?:token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?|auth))"
+_VALUE_KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}|auth))"
 #: A PEM private-key block: ``-----BEGIN [RSA |EC |OPENSSH |ENCRYPTED ]PRIVATE KEY-----`` to its END line (also with
 #: JSON-escaped newlines), or to the end of the text when it was cut off.
 PRIVATE_KEY_BLOCK = re.compile(
@@ -124,7 +115,7 @@ PRIVATE_KEY_BLOCK = re.compile(
 #: Secrets whose shape alone says what they are (no ordinary data looks like them): masked in every output, artifacts
 #: and metadata included, like :data:`URL_PATTERNS`.
 UNMISTAKABLE_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
-    (PRIVATE_KEY_BLOCK, _mask_private_key),
+    (PRIVATE_KEY_BLOCK, r"\1" + MASK + r"\2"),  # a block cut off has no END: its group is ""
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), MASK),  # GitHub tokens
     (re.compile(r"\bgl(?:pat|dt|rt|ptt|soat|ft|imt|cbt|oas|agent)-[A-Za-z0-9_-]{20,}"), MASK),  # GitLab tokens
 )
@@ -170,24 +161,9 @@ def _spellings(value: str) -> set[str]:
 def _json_leaves(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
+    elif isinstance(value, (Mapping, list)):
+        for item in value.values() if isinstance(value, Mapping) else value:
             yield from _json_leaves(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _json_leaves(item)
-
-
-def secret_values(env: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> list[str]:
-    """Every spelling of every known secret, longest first.
-
-    Args:
-        env: The environment to read :data:`SECRET_ENV_VARS` from (default ``os.environ``, read at call time).
-        extra: Further secret values.
-    """
-    env = os.environ if env is None else env
-    values = {env.get(name, "") for name in SECRET_ENV_VARS} | set(_registered) | set(extra)
-    return list(_all_spellings(frozenset(value for value in values if value and len(value) >= MIN_SECRET_CHARS)))
 
 
 @functools.lru_cache(maxsize=16)
@@ -198,13 +174,15 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(spellings, key=len, reverse=True))
 
 
-def mask_text(text: str, extra: Iterable[str] = (), env: Mapping[str, str] | None = None, patterns: bool = True) -> str:
-    """``text`` with every known secret value replaced by :data:`MASK`, then every :data:`PATTERNS` match.
+def mask_text(text: str, extra: Iterable[str] = (), patterns: bool = True) -> str:
+    """``text`` with every spelling of every known secret replaced by :data:`MASK`, then every :data:`PATTERNS` match.
 
+    The known secrets: :data:`SECRET_ENV_VARS` (read at call time), the registered ones and ``extra``.
     ``patterns=False`` masks by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts
     (reports, results, metadata), where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
     """
-    for value in secret_values(env, extra):
+    values = {os.environ.get(name, "") for name in SECRET_ENV_VARS} | _registered | set(extra)
+    for value in _all_spellings(frozenset(value for value in values if len(value) >= MIN_SECRET_CHARS)):
         if value in text:
             text = text.replace(value, MASK)
     for pattern, replacement in PATTERNS if patterns else (*UNMISTAKABLE_PATTERNS, *URL_PATTERNS):
@@ -219,15 +197,14 @@ def mask_url(text: str) -> str:
     return text
 
 
-def mask_data(value: T, extra: Iterable[str] = (), patterns: bool = True) -> T:
+def mask_data(value: T, patterns: bool = True) -> T:
     """A copy of a JSON-like value (dicts, lists, strings) with :func:`mask_text` applied to every string in it."""
     if isinstance(value, str):
-        return mask_text(value, extra, patterns=patterns)  # type: ignore[return-value]
+        return mask_text(value, patterns=patterns)  # type: ignore[return-value]
     if isinstance(value, Mapping):
-        items = ((key, mask_data(item, extra, patterns)) for key, item in value.items())
-        return type(value)(items)  # type: ignore[call-arg]
+        return type(value)((key, mask_data(item, patterns)) for key, item in value.items())  # type: ignore[call-arg]
     if isinstance(value, (list, tuple)):
-        return type(value)(mask_data(item, extra, patterns) for item in value)  # type: ignore[return-value]
+        return type(value)(mask_data(item, patterns) for item in value)  # type: ignore[return-value]
     return value
 
 
@@ -311,11 +288,5 @@ def masked_output() -> Iterator[None]:
 
 
 def masked(func: Callable[..., T]) -> Callable[..., T]:
-    """Decorates a component's entry function so that it runs within :func:`masked_output`."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        with masked_output():
-            return func(*args, **kwargs)
-
-    return wrapper
+    """Decorates a component's entry function so that each call runs within :func:`masked_output`."""
+    return masked_output()(func)

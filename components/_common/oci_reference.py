@@ -54,13 +54,7 @@ class OciReference:
 
 
 def parse_oci_uri(uri: str, source: str, error: type[ValueError] = ValueError, example: str = "") -> OciReference:
-    """Parses ``oci://<registry>/<repository>[:<tag>][@sha256:<digest>]``.
-
-    Args:
-        uri: The reference.
-        source: The parameter it came from (named in the error).
-        error: The error type raised (each step's own).
-        example: A valid reference shown in the error.
+    """Parses ``oci://<registry>/<repository>[:<tag>][@sha256:<digest>]`` (``source``: the parameter it came from).
 
     Raises:
         error: Not an ``oci://`` URI or not a valid OCI reference (one line naming ``source`` and the form).
@@ -80,17 +74,9 @@ def docker_config_from_env(
     hint: str,
     remedy: str = "store the file's contents",
 ) -> tuple[dict | None, str]:
-    """A secret's Docker ``config.json`` from the first of ``variables`` set in ``env``, and that variable.
+    """``(config, variable)``: a Docker ``config.json`` from the first of ``variables`` set, else ``(None, "")``.
 
-    Args:
-        env: The environment.
-        variables: The variables to read, in order.
-        error: The error type raised (each step's own).
-        hint: Where the variable comes from (in the error).
-        remedy: What to do about a bad value (in the error).
-
-    Returns:
-        ``(config, variable)``; ``(None, "")`` when none is set.
+    ``hint`` (where the variable comes from) and ``remedy`` (what to do about a bad value) go into the error.
 
     Raises:
         error: The value is not a JSON object (the message names the variable, never the value).

@@ -1,23 +1,17 @@
 """One retry policy for every outbound call: bounded attempts, exponential backoff with jitter, transient errors only.
 
 Built on ``tenacity``. A call is retried only when it failed transiently (:func:`is_transient`): no answer
-(connection refused or reset, DNS, a timeout) or an answer that says "try again" (408, 429, 500, 502, 503, 504). Any
-other answer, a 4xx such as 401/403/404/409/422 in particular, and TLS verification failures are final and reach the
-caller at once. A ``Retry-After`` the answer carries (seconds or an HTTP date) is honoured, bounded by
-:attr:`RetryPolicy.max_retry_after_s`. Retries stop after :attr:`RetryPolicy.attempts` tries or at the deadline: a
-wait that would pass it is cut to end at it, so the last try is made at the deadline (a ``Retry-After`` asking for
-more than is left ends the retries at once); then :class:`GaveUp` says why, with the last error, so that each
-caller words its own one-line message.
-
-Used by the Kubernetes client layer of ``train_model`` (which adds its own statuses and deadlines), every source of
-the dataset download (Hub metadata and files, S3 and HTTP(S) bodies) and the Model Registry client
-(:func:`call_with_retries_async`).
+(connection refused or reset, DNS, a timeout) or an answer that says "try again" (:data:`TRANSIENT_STATUSES`); any
+other answer and TLS verification failures reach the caller at once. A ``Retry-After`` (seconds or an HTTP date) is
+honoured up to :attr:`RetryPolicy.max_retry_after_s`. No wait passes the deadline: the last try is made at it. Then
+:class:`GaveUp` says why, with the last error, so that each caller words its own one-line message.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import email.utils
+import json
 import random
 import ssl
 import time
@@ -68,33 +62,6 @@ class RetryPolicy:
         return base * (1.0 + self.jitter * random.random())
 
 
-class _Wait(tenacity.wait.wait_base):
-    """tenacity's wait strategy for a :class:`RetryPolicy`: the backoff (or ``Retry-After``), cut to the deadline.
-
-    A wait never passes the deadline: the last one ends at it, so the last try is made at the deadline (a budget is
-    used to its end, not given up one backoff early).
-    """
-
-    def __init__(self, policy: RetryPolicy, deadline: float | None = None, clock: Callable[[], float] = time.monotonic):
-        self.policy = policy
-        self.deadline = deadline
-        self.clock = clock
-
-    def asked_s(self, retry_state: tenacity.RetryCallState) -> float | None:
-        """The wait the last answer's ``Retry-After`` asks for, bounded by the policy (``None``: none asked)."""
-        error = retry_state.outcome.exception() if retry_state.outcome is not None else None
-        asked = retry_after_s(error) if error is not None else None
-        return None if asked is None else min(asked, self.policy.max_retry_after_s)
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        delay = self.policy.delay_s(retry_state.attempt_number - 1)
-        asked = self.asked_s(retry_state)
-        wait = delay if asked is None else max(delay, asked)
-        if self.deadline is not None:
-            wait = min(wait, max(self.deadline - self.clock(), 0.0))
-        return wait
-
-
 class GaveUp(Exception):
     """Every try of a call failed transiently, or the deadline came first.
 
@@ -113,19 +80,15 @@ class GaveUp(Exception):
 
 
 def status_of(error: BaseException) -> int | None:
-    """The HTTP status an error carries (``status``, ``code``, ``status_code`` or botocore's response), if any."""
-    for attribute in ("status", "code", "status_code"):
-        value = getattr(error, attribute, None)
+    """The HTTP status an error carries (``status``, ``code``, ``status_code`` or its response's), if any."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):  # botocore
+        answered = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    else:  # httpx and requests responses (huggingface_hub's errors)
+        answered = getattr(response, "status_code", None)
+    for value in (*(getattr(error, name, None) for name in ("status", "code", "status_code")), answered):
         if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             return value
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        value = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-        if isinstance(value, int):
-            return value
-    value = getattr(response, "status_code", None)  # httpx and requests responses (huggingface_hub's errors)
-    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
-        return value
     return None
 
 
@@ -157,7 +120,7 @@ def retry_after_s(error: BaseException, now: Callable[[], float] = time.time) ->
     return max(0.0, when.timestamp() - now())
 
 
-def _causes(error: BaseException) -> Iterable[BaseException]:
+def error_chain(error: BaseException) -> Iterable[BaseException]:
     """The error, the errors it wraps (``reason``, ``os_error``, ``__cause__``, ``__context__``), depth-first."""
     seen: set[int] = set()
     stack = [error]
@@ -173,7 +136,9 @@ def _causes(error: BaseException) -> Iterable[BaseException]:
 
 def is_tls_error(error: BaseException) -> bool:
     """Whether the error is (or wraps) a TLS failure, e.g. an unverified certificate: final, never retried."""
-    return any(isinstance(cause, ssl.SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(cause) for cause in _causes(error))
+    return any(
+        isinstance(cause, ssl.SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(cause) for cause in error_chain(error)
+    )
 
 
 def _is_transport_error(error: BaseException) -> bool:
@@ -208,13 +173,8 @@ def _is_transport_error(error: BaseException) -> bool:
 def is_transient(error: BaseException, statuses: frozenset[int] = TRANSIENT_STATUSES) -> bool:
     """Whether a failed call is worth retrying.
 
-    Args:
-        error: What the call raised.
-        statuses: The HTTP statuses that count as transient.
-
-    Returns:
-        True for an answer with one of ``statuses`` and for no answer at all (connection errors, timeouts); False
-        for any other answer (4xx), TLS verification failures and everything else.
+    True for an answer with one of ``statuses`` and for no answer at all (connection errors, timeouts); False for any
+    other answer (4xx), TLS verification failures and everything else.
     """
     status = status_of(error)
     if status is not None:
@@ -222,6 +182,15 @@ def is_transient(error: BaseException, statuses: frozenset[int] = TRANSIENT_STAT
     if is_tls_error(error):
         return False
     return _is_transport_error(error)
+
+
+def answer_message(error: BaseException) -> str:
+    """The server's own words in an error's answer: its JSON body's ``message``, else the body (500 characters)."""
+    body = getattr(error, "body", None) or ""
+    try:
+        return str(json.loads(body).get("message", body))[:500]
+    except (ValueError, AttributeError, TypeError):
+        return str(body)[:500]
 
 
 def describe(error: BaseException) -> str:
@@ -251,14 +220,25 @@ def _retrying_kwargs(
     deadline: float | None,
     clock: Callable[[], float],
 ) -> dict[str, Any]:
-    wait = _Wait(policy, deadline, clock)
+    def asked_s(state: tenacity.RetryCallState) -> float | None:
+        """The wait the last answer's ``Retry-After`` asks for, bounded by the policy (``None``: none asked)."""
+        error = state.outcome.exception() if state.outcome is not None else None
+        asked = retry_after_s(error) if error is not None else None
+        return None if asked is None else min(asked, policy.max_retry_after_s)
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        """The backoff (or a longer ``Retry-After``), cut to end at the deadline: the last try is made at it."""
+        delay = policy.delay_s(state.attempt_number - 1)
+        asked = asked_s(state)
+        wait_s = delay if asked is None else max(delay, asked)
+        return wait_s if deadline is None else min(wait_s, max(deadline - clock(), 0.0))
 
     def past_deadline(state: tenacity.RetryCallState) -> bool:
         """Stop at the deadline (the wait before it is cut to end there), or when the server asks to wait past it."""
         if deadline is None:
             return False
         remaining = deadline - clock()
-        asked = wait.asked_s(state)
+        asked = asked_s(state)
         return remaining <= 0 or (asked is not None and asked > remaining)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
@@ -270,8 +250,6 @@ def _retrying_kwargs(
         "wait": wait,
         "retry": tenacity.retry_if_exception(retryable),
         "before_sleep": before_sleep,
-        "retry_error_callback": None,
-        "reraise": False,
     }
 
 
@@ -323,13 +301,10 @@ async def call_with_retries_async(
     func: Callable[[], Awaitable[T]],
     policy: RetryPolicy = RetryPolicy(),
     *,
-    retryable: Callable[[BaseException], bool] = is_transient,
     on_retry: Callable[[int, float, BaseException], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    deadline: float | None = None,
 ) -> T:
-    """:func:`call_with_retries` for a coroutine function (waits with ``asyncio.sleep``)."""
-    retrying = tenacity.AsyncRetrying(**_retrying_kwargs(policy, retryable, on_retry, deadline, clock))
+    """:func:`call_with_retries` (transient errors, no deadline) for a coroutine function, waiting with asyncio."""
+    retrying = tenacity.AsyncRetrying(**_retrying_kwargs(policy, is_transient, on_retry, None, time.monotonic))
 
     async def attempt() -> T:  # tenacity awaits only coroutine functions, not lambdas returning a coroutine
         return await func()

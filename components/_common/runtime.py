@@ -1,29 +1,19 @@
 """How a component's code reaches its pod: KFP's own embedding of the real source, or the project's step image.
 
-Two delivery modes, one per component, chosen at compile time:
+One delivery mode per component, chosen at compile time (the why and the measured sizes: ``docs/architecture.md``,
+*How code reaches each pod*):
 
-* **Embedded** (``dataset_download``, ``lm_eval``, ``model_registry``). The component's modules (its directory minus
-  ``tests/``, ``component.py`` and ``parameter_docs.py``, plus the ``components/_common`` modules they import) are
-  copied unchanged, under their real package names, into a small ``components/`` tree handed to KFP's public
-  ``@dsl.component(embedded_artifact_path=...)``. KFP packs it (tar, gzip, base64) into the component's command and
-  puts the extraction root on ``sys.path`` in the pod, so ``import components.<category>.<name>.<module>`` works there
-  exactly as it does locally. The package ``__init__`` files in the bundle are replaced by empty ones so that
-  importing a module in the pod never imports the ``kfp`` decorators again. Third-party packages come from
-  ``packages_to_install`` on top of the component's image (:data:`BASE_IMAGE` unless the component names one that
-  already carries its heavy dependencies, see ``components/_common/images.py``). Linux caps one ``execve`` argument
-  at 128 KiB and the whole bundle is one argument; the project's guard is 96 KiB (``scripts/check_arg_size.py``).
-* **Prebuilt image** (``train_model``, whose code does not fit: measured in ``docs/architecture.md``; or every
-  component with ``KFP_FINETUNE_RUNTIME_IMAGE``). The component runs on an image built from the project's
-  ``Containerfile`` (the versioned step image, ``components/_common/images.py``): nothing is embedded and nothing is
-  pip-installed at run time.
+* **Embedded** (``dataset_download``, ``lm_eval``, ``model_registry``): the component's modules and the
+  ``components/_common`` modules they import are copied unchanged, under their real package names and with empty
+  package ``__init__`` files (:func:`stage_runtime_bundle`), into the tree KFP's public
+  ``@dsl.component(embedded_artifact_path=...)`` packs into the command; ``packages_to_install`` adds the third-party
+  packages on the component's image. The bundle is one ``execve`` argument (guard: ``scripts/check_arg_size.py``).
+* **Prebuilt image** (``train_model``, or every component with ``KFP_FINETUNE_RUNTIME_IMAGE``): the versioned step
+  image built from the ``Containerfile`` (``components/_common/images.py``); nothing embedded, nothing installed.
 
-The module-level components (``from components... import lm_eval``) are built with these defaults. A pipeline
-compiled with other images calls ``component.with_image(image, prebuilt=...)``, which re-decorates the same function
-for that compile (the image and the install list are part of the executor's command, so they cannot be swapped on a
-built component); results are cached per image.
-
-``KFP_FINETUNE_INSTALL_PACKAGES=0`` compiles components that install nothing at run time (no ``kfp`` either); the
-test-suite and ``kfp-finetune demo`` use it because ``kfp.local`` runs tasks in the current, complete environment.
+``component.with_image(image, prebuilt=...)`` re-decorates the same function for another image (the image and the
+install list are part of the executor's command); results are cached per image. ``KFP_FINETUNE_INSTALL_PACKAGES=0``
+compiles components that install nothing at run time, for ``kfp.local`` in a complete environment (tests, demo).
 """
 
 from __future__ import annotations
@@ -107,51 +97,16 @@ def needed_common_modules(component_dirs: Sequence[Path]) -> set[str]:
     return needed
 
 
-def _copy_module_tree(source: Path, target: Path, only: set[str] | None = None, excluded: Sequence[Path] = ()) -> None:
-    """Copies the ``.py`` files under ``source`` to ``target``, skipping what the pod does not need.
-
-    ``only``: module names (without ``.py``) to copy besides ``__init__.py``; ``None`` copies every module.
-    ``excluded``: directories whose files are left out.
-    """
-    for path in _shipped_files(source):
-        relative = path.relative_to(source)
-        if only is not None and path.name != "__init__.py" and path.stem not in only:
-            continue
-        if any(path.is_relative_to(directory) for directory in excluded):
-            continue
-        destination = target / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        if path.name == "__init__.py":
-            destination.write_text('"""Runtime bundle package."""\n')
-        else:
-            shutil.copyfile(path, destination)
-
-
-def _write_package_inits(bundle_root: Path, package_dir: Path) -> None:
-    """Writes an empty ``__init__.py`` in every package between ``bundle_root`` and ``package_dir``."""
-    current = package_dir
-    while True:
-        init = current / "__init__.py"
-        if not init.exists():
-            current.mkdir(parents=True, exist_ok=True)
-            init.write_text('"""Runtime bundle package."""\n')
-        if current == bundle_root:
-            return
-        current = current.parent
-
-
-def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excluded_dirs: Sequence[Path] = ()) -> Path:
+def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> Path:
     """Stages the runtime code of some component directories as an importable ``components`` tree.
 
     Args:
         component_dirs: Directories under ``components/`` whose pure modules the component imports at run time.
         bundle_root: An empty directory; it becomes the root put on ``sys.path`` in the pod.
-        excluded_dirs: Directories inside ``component_dirs`` left out (code that cannot run on the bundle's image).
 
     Returns:
-        ``bundle_root``, now holding ``components/__init__.py`` (``kfp_finetune/components/`` in the wheel), the
-        ``components/_common`` modules the directories import (transitively; all of them when ``_common`` itself is
-        one of the directories) and the modules of each directory at its usual import path.
+        ``bundle_root``, holding the modules of each directory and the ``_common`` modules they import (transitively;
+        all of them when ``_common`` is one of the directories) at their import paths (:data:`COMPONENTS_PACKAGE`).
 
     Raises:
         ValueError: A directory is not inside the ``components`` package.
@@ -163,12 +118,17 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path, excl
         if COMPONENTS_ROOT not in Path(directory).resolve().parents:
             raise ValueError(f"runtime code must live under {COMPONENTS_ROOT}, got {Path(directory).resolve()}")
     only = None if common in {Path(d).resolve() for d in component_dirs} else needed_common_modules(component_dirs)
-    excluded = [Path(directory).resolve() for directory in excluded_dirs]
     for source in [common, *component_dirs]:
         source = Path(source).resolve()
-        target = package_root / source.relative_to(COMPONENTS_ROOT)
-        _copy_module_tree(source, target, only if source == common else None, excluded)
-        _write_package_inits(top_package, target)
+        for path in _shipped_files(source):
+            if path.name == "__init__.py" or (source == common and only is not None and path.stem not in only):
+                continue
+            destination = package_root / path.relative_to(COMPONENTS_ROOT)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, destination)
+    for package in [top_package, *top_package.rglob("*")]:
+        if package.is_dir():  # every package's __init__ empty: importing a module never runs a kfp decorator
+            (package / "__init__.py").write_text('"""Runtime bundle package."""\n')
     for path in [bundle_root, *bundle_root.rglob("*")]:
         os.utime(path, (_BUNDLE_MTIME, _BUNDLE_MTIME))
     return bundle_root
@@ -197,7 +157,6 @@ def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, s
 def runtime_component(
     component_file: str,
     packages: Sequence[str] = (),
-    extra_dirs: Sequence[Path] = (),
     parameter_docs: Mapping[str, str] | None = None,
     image: str = "",
     prebuilt: bool = False,
@@ -209,7 +168,6 @@ def runtime_component(
     Args:
         component_file: ``__file__`` of the ``component.py`` being decorated; its directory is bundled.
         packages: Pinned third-party packages the component needs at run time on top of its image.
-        extra_dirs: Further directories under ``components/`` the runtime code imports.
         parameter_docs: Descriptions of the parameters, by name, when the function's docstring has no ``Args:``
             section (see :func:`with_parameter_docs`).
         image: The component's default image ("" = :data:`BASE_IMAGE`); it must carry whatever ``packages`` leaves
@@ -222,10 +180,8 @@ def runtime_component(
         **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
 
     Returns:
-        A decorator turning the component function into a
-        :class:`~components._common.runtime_components.RuntimeComponent` (a KFP ``PythonComponent``)
-        whose ``with_image(image, prebuilt=False)`` returns the same component built for another image: with
-        ``prebuilt=True`` the image is a complete runtime image (nothing embedded, nothing installed).
+        A decorator turning the function into a :class:`~components._common.runtime_components.RuntimeComponent`
+        (a KFP ``PythonComponent`` with ``with_image``, see the module docstring).
     """
     from kfp import dsl
 
@@ -252,7 +208,7 @@ def runtime_component(
             if prebuilt:
                 return dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
             with tempfile.TemporaryDirectory(prefix="kfp-finetune-bundle-") as staging:
-                stage_runtime_bundle([Path(component_file).parent, *extra_dirs], Path(staging))
+                stage_runtime_bundle([Path(component_file).parent], Path(staging))
                 return dsl.component(
                     target,
                     base_image=step_image,

@@ -27,10 +27,7 @@ class RuntimeComponent(PythonComponent):
       (``train_model(dataset="path/to/data.jsonl")``, the RHOAI guide's form, and ``train_model(dataset=task.output)``
       both work).
 
-    Args:
-        built: The component ``kfp.dsl.component`` built.
-        build: ``build(image, prebuilt)``: this component built for another image.
-        string_routes: ``{artifact input: string parameter input}``.
+    ``built`` is what ``kfp.dsl.component`` built; ``build(image, prebuilt)`` builds it for another image.
     """
 
     def __init__(self, built: Any, build: Callable[[str, bool], Any], string_routes: Mapping[str, str]) -> None:

@@ -1,4 +1,8 @@
-"""Kubeflow Model Registry component: registers a fine-tuned model with its lineage."""
+"""Kubeflow Model Registry component: registers a fine-tuned model with its lineage.
+
+``model_registry`` (the KFP component) is imported on first use, so that importing a module of this package (as the
+step's pod does, where kfp runs in its runtime mode) never imports the ``kfp.dsl`` decorators.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,6 @@ __all__ = ["model_registry"]
 
 
 def __getattr__(name: str) -> Any:
-    """The KFP component, imported on first use.
-
-    Importing a module of this package (as the step image's pod does, where kfp runs in its runtime mode) then never
-    imports the ``kfp.dsl`` decorators.
-    """
     if name == "model_registry":
         from .component import model_registry
 

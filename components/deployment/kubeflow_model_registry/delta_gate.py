@@ -88,18 +88,6 @@ def regression(record: Mapping[str, Any], relative: bool) -> float | None:
     return worse / base if base else (math.inf if worse else 0.0)
 
 
-def check_gate_settings(min_improvement_metric: str, max_regression: float) -> None:
-    """Rejects settings no run could meet sensibly.
-
-    Raises:
-        ValueError: ``max_regression`` is NaN or infinite.
-    """
-    if not math.isfinite(max_regression):
-        raise ValueError(
-            f"max_regression must be a finite number (negative = no regression gate), got {max_regression}"
-        )
-
-
 def evaluate_delta_gate(
     comparison: Mapping[str, Mapping[str, Any]] | None,
     min_improvement_metric: str,
@@ -110,22 +98,19 @@ def evaluate_delta_gate(
 ) -> DeltaGateDecision:
     """Decides the continual-learning gate.
 
-    Args:
-        comparison: ``{"<task>/<metric>": record}`` from the ``lm_eval`` results' metadata (None: not given).
-        min_improvement_metric: The new task's metric that must improve ("" = no improvement gate).
-        min_improvement: Least improvement of that metric, in its units (direction-aware).
-        max_regression: Most any other task's metric may get worse (negative = no regression gate).
-        max_regression_relative: ``max_regression`` is a fraction of the base value rather than metric units.
-        unavailable: Why there is no comparison, when known (e.g. the base model was not evaluated).
-
-    Returns:
-        The decision; every compared metric is in ``checks`` even without a gate (the summary shows them).
+    ``comparison`` is ``{"<task>/<metric>": record}`` from the ``lm_eval`` results' metadata; ``unavailable`` says
+    why there is none, when known. The gates: module docstring (an empty ``min_improvement_metric`` or a negative
+    ``max_regression`` sets none). Every compared metric is in the decision's ``checks`` (the summary shows them).
 
     Raises:
-        ValueError: A gate is set but there is no comparison, or ``min_improvement_metric`` was not compared (the
-            message lists the metrics that were): a misconfigured gate must neither block nor pass silently.
+        ValueError: ``max_regression`` is NaN or infinite, a gate is set but there is no comparison, or
+            ``min_improvement_metric`` was not compared (the message lists the metrics that were): a misconfigured
+            gate must neither block nor pass silently.
     """
-    check_gate_settings(min_improvement, max_regression)
+    if not math.isfinite(max_regression):
+        raise ValueError(
+            f"max_regression must be a finite number (negative = no regression gate), got {max_regression}"
+        )
     name = min_improvement_metric.strip()
     gated = bool(name) or max_regression >= 0
     records = dict(comparison or {})
@@ -164,7 +149,9 @@ def evaluate_delta_gate(
         worse = regression(record, max_regression_relative)
         verdict = "not checked" if worse is None else ("FAILED" if worse > max_regression else "ok")
         if verdict == "FAILED":
-            regressed.append(f"{metric} {_format_worse(worse, max_regression_relative)}")
+            regressed.append(
+                f"{metric} worse by {worse:.1%}" if max_regression_relative else f"{metric} worse by {worse:.4g}"
+            )
         checks.append(MetricCheck(metric, record, "regression", verdict))
     if max_regression >= 0:
         limit = f"{max_regression:.1%} of the base value" if max_regression_relative else f"{max_regression:g}"
@@ -174,10 +161,6 @@ def evaluate_delta_gate(
         else:
             reasons.append(f"no other task regressed beyond max_regression {limit}")
     return DeltaGateDecision(tuple(reasons), tuple(failures), tuple(checks))
-
-
-def _format_worse(worse: float, relative: bool) -> str:
-    return f"worse by {worse:.1%}" if relative else f"worse by {worse:.4g}"
 
 
 def comparison_properties(comparison: Mapping[str, Mapping[str, Any]] | None) -> dict[str, float]:

@@ -41,14 +41,7 @@ def evaluate_gate(
 ) -> GateDecision:
     """Checks ``metric >= min_metric_value``, looking the metric up in the eval metrics first, then training metrics.
 
-    Args:
-        min_metric_name: The metric's name ("" = no gate).
-        min_metric_value: The threshold.
-        eval_metrics: Evaluation metrics by name.
-        train_metrics: Training metrics by name.
-
-    Returns:
-        The decision.
+    No gate when ``min_metric_name`` is empty.
 
     Raises:
         ValueError: The metric is in neither set (a typo must not silently block or pass), or is not a number.

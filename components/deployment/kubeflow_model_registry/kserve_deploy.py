@@ -1,16 +1,9 @@
 """Deploys the registered model on KServe and smoke-tests it: create or update, wait until Ready, one completion.
 
-The client layer over :mod:`.kserve_manifests`, with the official ``kubernetes`` client. Every request has a deadline
-(``_request_timeout``), transient failures are retried with the project's one policy (:mod:`components._common.retry`),
-and every create and patch is sent with ``fieldValidation=Strict`` (an unknown field is an error, never dropped).
-
-Ownership: the ``InferenceService`` is created, or updated only when its labels say this step made it for the same
-registered model (:func:`.kserve_manifests.is_owned`); the update is a merge patch carrying the object's ``uid`` and
-``resourceVersion`` as preconditions, so a service deleted and re-created by someone else in between, or changed
-since it was read, is refused by the API server (409) rather than overwritten. A service of another owner is never
-touched: :class:`DeployError` says so. The ``ServingRuntime`` is used as it is when one of that name exists, else
-created from the vLLM template. Nothing is deleted: the service outlives the run (cleanup: ``oc delete
-inferenceservice <name>``; see the README and ``rbac.yaml``).
+The client layer over :mod:`.kserve_manifests` with the official ``kubernetes`` client: a deadline on every request,
+transient failures retried by the shared policy, every create and patch ``fieldValidation=Strict``. An
+InferenceService is updated only when it is this step's for the same model (:func:`.kserve_manifests.is_owned`), with
+its ``uid`` and ``resourceVersion`` as preconditions; nothing is deleted (the README's *Deploy* and *Ownership*).
 """
 
 from __future__ import annotations
@@ -24,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components._common.retry import GaveUp, RetryPolicy, call_with_retries, describe
+from components._common.retry import GaveUp, RetryPolicy, answer_message, call_with_retries, describe, status_of
 
 from .kserve_manifests import build_inference_service, build_serving_runtime, is_owned
 
@@ -37,13 +30,8 @@ CA_FILES = (
 SMOKE_PROMPT = "Say hello."
 #: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` beside this module grants exactly these.
 API_PERMISSIONS = frozenset(
-    {
-        (GROUP, "inferenceservices", "get"),
-        (GROUP, "inferenceservices", "create"),
-        (GROUP, "inferenceservices", "patch"),
-        (GROUP, "servingruntimes", "get"),
-        (GROUP, "servingruntimes", "create"),
-    }
+    {(GROUP, "inferenceservices", verb) for verb in ("get", "create", "patch")}
+    | {(GROUP, "servingruntimes", verb) for verb in ("get", "create")}
 )
 
 
@@ -53,17 +41,10 @@ class DeployError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DeploySettings:
-    """Where and how to deploy.
+    """Where and how to deploy: the ``deploy_*`` parameters, and how often and how long requests and waits go.
 
-    Attributes:
-        namespace: The namespace of the InferenceService (and runtime).
-        service_name: The InferenceService's name.
-        runtime: The ServingRuntime's name (created from the vLLM template when absent).
-        runtime_image: The vLLM image of a runtime this step creates.
-        gpus: GPUs of the predictor.
-        timeout_seconds: How long to wait for ``Ready``.
-        poll_seconds: How often the service's status is read.
-        request_timeout: Deadline of one API or smoke request, in seconds.
+    ``poll_seconds``: how often the status is read while waiting ``timeout_seconds`` for ``Ready``;
+    ``request_timeout``: the deadline of one API or smoke request.
     """
 
     namespace: str
@@ -78,16 +59,7 @@ class DeploySettings:
 
 @dataclasses.dataclass(frozen=True)
 class Deployment:
-    """A deployed, smoke-tested model.
-
-    Attributes:
-        service: ``namespace/name`` of the InferenceService.
-        uid: Its uid.
-        action: ``created`` or ``updated``.
-        runtime_created: Whether this step created the ServingRuntime.
-        url: The endpoint (``status.url``).
-        smoke_answer: The completion the smoke request got back.
-    """
+    """A deployed, smoke-tested model (``service``: ``namespace/name``; ``action``: ``created`` or ``updated``)."""
 
     service: str
     uid: str
@@ -97,18 +69,9 @@ class Deployment:
     smoke_answer: str
 
 
-def _status(error: BaseException) -> int | None:
-    status = getattr(error, "status", None)
-    return status if isinstance(status, int) else None
-
-
 def _why(error: BaseException) -> str:
     """An API error as ``HTTP <status>: <the server's message>`` (the Status body), else :func:`describe`."""
-    status, body = _status(error), getattr(error, "body", None)
-    try:
-        message = json.loads(body).get("message") if body else ""
-    except (ValueError, AttributeError):
-        message = ""
+    status, message = status_of(error), answer_message(error)
     return f"HTTP {status}: {message}" if status and message else describe(error)
 
 
@@ -121,49 +84,42 @@ class _Api:
         self.objects = client.CustomObjectsApi(api_client)
         self.settings, self.policy, self.sleep = settings, policy, sleep
 
-    def call(self, verb: str, plural: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def call(self, verb: str, version: str, plural: str, *args: Any, **kwargs: Any) -> Any:
+        """``<verb>_namespaced_custom_object`` of ``plural`` in the namespace; 404 and 409 raised as they are."""
+        method = getattr(self.objects, f"{verb}_namespaced_custom_object")
         kwargs["_request_timeout"] = (10.0, self.settings.request_timeout)
         where = f"{verb} {GROUP} {plural} in namespace {self.settings.namespace}"
         try:
-            return call_with_retries(lambda: method(*args, **kwargs), self.policy, sleep=self.sleep)
+            return call_with_retries(
+                lambda: method(GROUP, version, self.settings.namespace, plural, *args, **kwargs),
+                self.policy,
+                sleep=self.sleep,
+            )
         except GaveUp as gave_up:
             raise DeployError(f"cannot {where}: {gave_up}") from None
         except Exception as error:
-            if _status(error) == 403:
+            if status_of(error) == 403:
                 raise DeployError(
                     f"forbidden to {where}: grant the pipeline's service account the KServe rules of "
                     "components/deployment/kubeflow_model_registry/rbac.yaml"
                 ) from None
-            if _status(error) in (404, 409):
+            if status_of(error) in (404, 409):
                 raise
             raise DeployError(f"cannot {where}: {_why(error)}") from None
 
     def get(self, version: str, plural: str, name: str) -> dict[str, Any] | None:
         try:
-            return self.call(
-                "get",
-                plural,
-                self.objects.get_namespaced_custom_object,
-                GROUP,
-                version,
-                self.settings.namespace,
-                plural,
-                name,
-            )
+            return self.call("get", version, plural, name)
         except Exception as error:
-            if _status(error) == 404:
+            if status_of(error) == 404:
                 return None
             raise
 
     def create(self, version: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        create = self.objects.create_namespaced_custom_object
-        ns = self.settings.namespace
-        return self.call("create", plural, create, GROUP, version, ns, plural, body, field_validation="Strict")
+        return self.call("create", version, plural, body, field_validation="Strict")
 
     def patch(self, version: str, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        patch = self.objects.patch_namespaced_custom_object
-        ns = self.settings.namespace
-        return self.call("patch", plural, patch, GROUP, version, ns, plural, name, body, field_validation="Strict")
+        return self.call("patch", version, plural, name, body, field_validation="Strict")
 
 
 def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: Callable[[str], None]) -> bool:
@@ -175,7 +131,7 @@ def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: C
     try:
         api.create("v1alpha1", "servingruntimes", body)
     except Exception as error:
-        if _status(error) != 409:  # created in between by someone else: use theirs
+        if status_of(error) != 409:  # created in between by someone else: use theirs
             raise DeployError(f"cannot create ServingRuntime {settings.runtime}: {_why(error)}") from None
         return False
     log(f"created ServingRuntime {settings.runtime} (vLLM, {settings.runtime_image})")
@@ -192,7 +148,7 @@ def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Cal
             try:
                 return api.create("v1beta1", "inferenceservices", desired), "created"
             except Exception as error:
-                if _status(error) != 409:
+                if status_of(error) != 409:
                     raise DeployError(f"cannot create {where}: {_why(error)}") from None
                 continue
         if not is_owned(existing, model_name):

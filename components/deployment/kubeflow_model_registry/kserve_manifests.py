@@ -118,16 +118,9 @@ def build_inference_service(
     gpus: int,
     storage_key: str = "",
 ) -> dict[str, Any]:
-    """A single-model ``InferenceService`` serving ``storage_uri`` with ``runtime``.
+    """A single-model ``InferenceService`` serving ``storage_uri`` with ``runtime``, labelled for ``model_name``.
 
-    Args:
-        name: The service name (also the served model name of the vLLM runtime).
-        namespace: Its namespace.
-        storage_uri: ``oci://...`` (modelcar), ``s3://...`` or ``pvc://...``.
-        runtime: The ServingRuntime's name.
-        model_name: The registered model (ownership label, display name).
-        gpus: ``nvidia.com/gpu`` requested and limited (0 = none).
-        storage_key: The data connection for ``s3://`` ("" = credentials from the service account).
+    ``name`` is also the served model's name; ``storage_key`` the data connection of an ``s3://`` URI.
     """
     resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}}
     if gpus:

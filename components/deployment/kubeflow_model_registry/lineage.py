@@ -42,13 +42,7 @@ MODEL_METADATA_KEYS = {
 
 @dataclasses.dataclass(frozen=True)
 class ArtifactInfo:
-    """What the component knows about one input artifact, without KFP types.
-
-    Attributes:
-        uri: The artifact's URI (remote, e.g. ``s3://...``, or a local path under ``kfp.local``).
-        path: Where its content is in this container.
-        metadata: Its metadata.
-    """
+    """An input artifact without KFP types: URI (remote, or a path under ``kfp.local``), local path, metadata."""
 
     uri: str
     path: str
@@ -57,13 +51,7 @@ class ArtifactInfo:
 
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
-    """The pipeline run that produced the model.
-
-    Attributes:
-        run_id: The run's id ("" when unknown).
-        run_name: The run's name ("" when unknown).
-        namespace: The namespace it ran in ("" when unknown).
-    """
+    """The pipeline run that produced the model: its id, name and namespace ("" when unknown)."""
 
     run_id: str = ""
     run_name: str = ""
@@ -77,13 +65,9 @@ def known_run_value(value: str) -> str:
 
 
 def scalar_property(value: Any) -> bool | int | float | str | None:
-    """A value as a custom-property scalar (``None`` for values not worth recording).
+    """A JSON-like value as a custom-property scalar (``None`` for ``None``).
 
-    Args:
-        value: Any JSON-like value.
-
-    Returns:
-        bools/int32/finite floats/strings as-is; big ints, non-finite floats and containers as (JSON) strings.
+    bools, int32s, finite floats and strings as they are; big ints, non-finite floats and containers as (JSON) strings.
     """
     if value is None:
         return None
@@ -100,15 +84,7 @@ def scalar_property(value: Any) -> bool | int | float | str | None:
 
 
 def flatten_properties(prefix: str, values: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
-    """Flattens a (nested) mapping into dotted custom-property keys, dropping credential-like keys.
-
-    Args:
-        prefix: Key prefix (e.g. ``hyperparameter``); "" for none.
-        values: The mapping.
-
-    Returns:
-        ``{"<prefix>.<key>[.<subkey>]": scalar}``.
-    """
+    """``{"<prefix>.<key>[.<subkey>]": scalar}`` of a (nested) mapping, credential-like keys dropped."""
     flat: dict[str, bool | int | float | str] = {}
     for key, value in values.items():
         name = f"{prefix}.{key}" if prefix else str(key)
@@ -173,33 +149,16 @@ def lineage_properties(
 ) -> dict[str, bool | int | float | str]:
     """The custom properties of a model version: where it came from and how good it is.
 
-    Args:
-        model: The model artifact (its metadata may carry base_model, algorithm, hyperparameters, dataset_uri,
-            dataset_sha256, job_name, job_kind (older models: trainjob_name), backend, checkpoint_path).
-        run: The pipeline run.
-        dataset: The training dataset artifact, if wired.
-        train_metrics: Training metrics (``train.<name>`` properties).
-        eval_metrics: Evaluation metrics (``eval.<name>`` properties).
-        library_versions: Versions of the libraries involved (``library_version.<name>`` properties).
-
-    Returns:
-        A flat mapping of scalars, ready for ``customProperties``.
+    The run, the model's metadata (:data:`MODEL_METADATA_KEYS`), the dataset, then ``hyperparameter.*``,
+    ``train.*``, ``eval.*`` and ``library_version.*``: a flat mapping of scalars, ready for ``customProperties``.
 
     Raises:
         ValueError: ``hyperparameters`` in the model metadata is not a mapping.
     """
-    props: dict[str, Any] = {}
-    if run.run_id:
-        props["pipeline_run_id"] = run.run_id
-    if run.run_name:
-        props["pipeline_run_name"] = run.run_name
-    if run.namespace:
-        props["pipeline_namespace"] = run.namespace
-    props["model_artifact_uri"] = model.uri
-    for key, name in MODEL_METADATA_KEYS.items():
-        if model.metadata.get(key) not in (None, ""):
-            props[name] = model.metadata[key]
-    props.update(_dataset_properties(model, dataset))
+    run_values = {"pipeline_run_id": run.run_id, "pipeline_run_name": run.run_name, "pipeline_namespace": run.namespace}
+    recorded = {name: model.metadata.get(key) for key, name in MODEL_METADATA_KEYS.items()}
+    props = {name: value for name, value in {**run_values, **recorded}.items() if value not in (None, "")}
+    props.update(model_artifact_uri=model.uri, **_dataset_properties(model, dataset))
     flat = flatten_properties("", props)
     flat.update(flatten_properties("hyperparameter", _hyperparameters(model.metadata)))
     flat.update(flatten_properties("train", train_metrics or {}))

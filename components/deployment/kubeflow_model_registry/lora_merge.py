@@ -9,9 +9,8 @@ from pathlib import Path
 def merge_adapter(adapter_dir: Path, target: Path) -> None:
     """Loads the adapter's base model (``adapter_config.json``'s ``base_model_name_or_path``), merges, saves.
 
-    Args:
-        adapter_dir: A peft adapter directory (with the tokenizer, as the training step saves it).
-        target: Where the merged model and tokenizer are written (``save_pretrained`` layout).
+    ``adapter_dir`` is a peft adapter with its tokenizer, as the training step saves it; the merged model and the
+    tokenizer go to ``target`` (``save_pretrained`` layout).
 
     Raises:
         ValueError: peft/transformers are not installed here, or the base model cannot be loaded from this step.

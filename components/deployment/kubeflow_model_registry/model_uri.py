@@ -25,12 +25,7 @@ _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 @dataclasses.dataclass(frozen=True)
 class ServingUri:
-    """The URI to register and how it was found.
-
-    Attributes:
-        uri: ``s3://``, ``pvc://``, ``oci://``, ... URI.
-        source: Where it came from, for the logs and the summary.
-    """
+    """The URI to register (``s3://``, ``pvc://``, ``oci://``...) and where it came from (for the log and summary)."""
 
     uri: str
     source: str
@@ -38,13 +33,6 @@ class ServingUri:
 
 def parse_s3_uri(s3_uri: str, parameter: str = "s3_upload_prefix") -> tuple[str, str]:
     """Splits ``s3://bucket/prefix`` into bucket and key prefix (without surrounding slashes).
-
-    Args:
-        s3_uri: The URI.
-        parameter: The parameter it came from, for errors.
-
-    Returns:
-        ``(bucket, prefix)``.
 
     Raises:
         ValueError: Not ``s3://``, an invalid bucket name, or no prefix (uploading to a bucket's root is refused).
@@ -64,14 +52,7 @@ def parse_s3_uri(s3_uri: str, parameter: str = "s3_upload_prefix") -> tuple[str,
 
 
 def validate_serving_uri(uri: str, parameter: str) -> str:
-    """Checks that ``uri`` is a storage URI a serving runtime can use.
-
-    Args:
-        uri: The URI.
-        parameter: Where it came from (parameter or metadata key), for errors.
-
-    Returns:
-        The URI, stripped.
+    """``uri`` stripped, checked to be a storage URI a serving runtime can use (``parameter``: named in errors).
 
     Raises:
         ValueError: A local path, an unknown scheme, or a malformed ``pvc://``/``s3://`` URI.
@@ -94,16 +75,7 @@ def validate_serving_uri(uri: str, parameter: str) -> str:
 
 
 def pvc_uri(checkpoint_path: str, claim: str, mount_path: str, where: str) -> str:
-    """Maps a path on a mounted PVC to ``pvc://<claim>/<path inside the claim>``.
-
-    Args:
-        checkpoint_path: Absolute path of the model in the pod that wrote it.
-        claim: The PVC's name.
-        mount_path: Where that pod mounted the PVC.
-        where: Where ``checkpoint_path`` came from, for errors.
-
-    Returns:
-        The ``pvc://`` URI.
+    """Maps ``checkpoint_path`` on PVC ``claim`` mounted at ``mount_path`` to ``pvc://<claim>/<path in the claim>``.
 
     Raises:
         ValueError: The path is not absolute, escapes the mount, or the claim name is invalid.
@@ -136,15 +108,6 @@ def resolve_serving_uri(
     ``pvc://<claim>/<path>`` with the claim from metadata ``pvc_claim`` or ``$MODEL_PVC_CLAIM`` and the mount path
     from metadata ``pvc_mount_path``, ``$MODEL_PVC_MOUNT_PATH`` or KFP's workspace mount ``/kfp-workspace``; 5. the
     model artifact's own URI when the artifact store is ``s3://``/``gs://``.
-
-    Args:
-        model: The model artifact.
-        model_uri: The ``model_uri`` parameter ("" = derive).
-        s3_upload_uri: The S3 URI the files are (to be) uploaded to ("" = no upload).
-        environ: Environment (default ``os.environ``).
-
-    Returns:
-        The URI and its source.
 
     Raises:
         ValueError: No serving URI can be derived, or the one given/derived is not one.

@@ -1,16 +1,9 @@
-"""Publishes the model as an OCI modelcar through the Model Registry client's own upload path.
+"""Publishes the model as an OCI modelcar through the Model Registry client's own upload path (README: *Modelcar*).
 
-``model_registry.utils.save_to_oci_registry`` pulls a base image, layers the model files on it under ``/models``
-(``olot``'s ``oci_layers_on_top``, one layer per file) and pushes the result; the registry-push secret (a Docker
-``config.json``) reaches it as the environment variable it names, written to a temporary auth file by the client and
-removed after. This module gives it a ``skopeo`` backend (``custom_oci_backend``, a public hook of the client) that
-puts a deadline on every copy, keeps skopeo's output out of the logs and writes the pushed manifest's digest
-(``--digestfile``), so the registered URI is pinned: ``oci://registry/repository@sha256:...``. Before the push the
-times olot stamps on its history entries are set to the files' own (:func:`pin_layer_times`): the same files on the
-same base give the same digest, so a retried step finds its registration instead of conflicting with it.
-
-LoRA models are published as trained, merged (:mod:`.lora_merge`), or as the adapter with its base model's reference
-(``adapter_config.json``'s ``base_model_name_or_path``, recorded on the version), as ``modelcar_lora_weights`` says.
+``model_registry.utils.save_to_oci_registry`` layers the files on a base image (``olot``) and pushes it; this module
+gives it a ``skopeo`` backend (``custom_oci_backend``) with a deadline per copy, quiet logs and ``--digestfile``, so
+the registered URI is pinned (``oci://registry/repository@sha256:...``), and makes the digest reproducible
+(:func:`pin_layer_times`). LoRA models go as trained, merged (:mod:`.lora_merge`) or as the adapter.
 """
 
 from __future__ import annotations
@@ -48,13 +41,7 @@ class ModelcarError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ModelcarTarget:
-    """Where the modelcar is pushed: ``oci://<registry>/<repository>[:<tag>]`` (``latest`` when no tag).
-
-    Attributes:
-        registry: ``host[:port]``.
-        repository: ``path/name`` inside the registry.
-        tag: The tag pushed.
-    """
+    """Where the modelcar is pushed: ``oci://<registry>/<repository>[:<tag>]`` (``latest`` when no tag)."""
 
     registry: str
     repository: str
@@ -101,28 +88,8 @@ def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTar
     return ModelcarTarget(target.registry, target.repository, target.tag)
 
 
-def push_secret_variable(environ: Mapping[str, str]) -> str:
-    """The env var holding the push secret's Docker config.json, checked to be a JSON object; ``""`` when none.
-
-    Raises:
-        ModelcarError: The value is not a JSON object (names the variable, never the value).
-    """
-    remedy = f"oc create secret generic {PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json"
-    hint = f"secret {PUSH_SECRET_NAME}"
-    variables = (PUSH_SECRET_ENV, PUSH_DOCKERCONFIGJSON_ENV)
-    return docker_config_from_env(environ, variables, ModelcarError, hint, remedy)[1]
-
-
 def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) -> tuple[str, str]:
-    """What a LoRA model is published as: ``(kind, base model)``; ``("", "")`` for other algorithms.
-
-    Args:
-        model_dir: The model files.
-        metadata: The model artifact's metadata (``algorithm``).
-        lora_weights: ``modelcar_lora_weights``.
-
-    Returns:
-        ``("merged", "")`` or ``("adapter", <base_model_name_or_path>)``.
+    """What a LoRA model is published as: ``("merged", "")`` or ``("adapter", <its base model>)``; else ``("", "")``.
 
     Raises:
         ModelcarError: An unknown choice, or an adapter asked of a model that was saved merged.
@@ -242,18 +209,8 @@ def publish_modelcar(
 ) -> PublishedModelcar:
     """Layers ``model_dir`` on ``base_image`` under ``/models`` and pushes it to ``modelcar_uri``.
 
-    Args:
-        model_dir: The model files (a directory).
-        metadata: The model artifact's metadata.
-        modelcar_uri: ``oci://registry/repository[:tag]``.
-        base_image: The image the files are layered on (``registry/repository:tag``, no scheme).
-        lora_weights: ``as_trained``, ``merged`` or ``adapter`` (LoRA models only).
-        insecure: Plain HTTP / no TLS verification for both registries.
-        log: Progress lines (never a secret).
-        merge: ``merge(adapter_dir, target_dir)`` writes the merged model (default :func:`.lora_merge.merge_adapter`).
-
-    Returns:
-        The pinned modelcar.
+    ``insecure``: plain HTTP / no TLS verification for both registries; ``merge(adapter_dir, target_dir)`` writes a
+    merged LoRA model (default :func:`.lora_merge.merge_adapter`).
 
     Raises:
         ModelcarError: Bad target or secret, the client without ``olot``/skopeo, or a failed pull or push.
@@ -264,11 +221,15 @@ def publish_modelcar(
     if not model_dir.is_dir():
         raise ModelcarError(f"no model directory to publish at {model_dir}")
     kind, base_model = lora_files(model_dir, metadata, lora_weights)
-    variable = push_secret_variable(os.environ)  # the client reads the secret from the process environment
-    try:
-        from model_registry.utils import save_to_oci_registry
-    except ImportError as error:  # pragma: no cover - model-registry is a pinned package of the step
-        raise ModelcarError(f"the Model Registry client is missing: {error}") from None
+    from model_registry.utils import save_to_oci_registry
+
+    _, variable = docker_config_from_env(  # checked here: the client reads it from the process environment
+        os.environ,
+        (PUSH_SECRET_ENV, PUSH_DOCKERCONFIGJSON_ENV),
+        ModelcarError,
+        f"secret {PUSH_SECRET_NAME}",
+        f"oc create secret generic {PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json",
+    )
     with tempfile.TemporaryDirectory(prefix="modelcar-") as work:
         files = model_dir
         if kind == "merged" and (model_dir / "adapter_config.json").is_file():

@@ -1,13 +1,10 @@
 """Idempotent registration: registered model -> model version (with lineage) -> model artifact (the serving URI).
 
 Every step is find-then-create and retried as a whole, so running the step again (a retried task, a re-run of the
-same pipeline run) registers nothing twice. A version is adopted only when its recorded ``pipeline_run_id`` is this
-run's: one created at the same time by another run (the create answered 409) is never taken over; the step fails in
-one line naming that run, or, when the version name was left empty (derived), registers the next free name
-(``<derived>-2``...). Further, a version that already exists is reused when its artifact points at the
-same URI, completed when it has no artifact yet (an earlier try *of this same pipeline run* died half-way: its recorded
-``pipeline_run_id`` must be this run's), and refused with a clear error when it points elsewhere or was left by
-another run (completing it would put this run's model under the other run's lineage).
+same pipeline run) registers nothing twice. An existing version is reused when its artifact points at the same URI,
+completed when it has no artifact yet and records this run's ``pipeline_run_id`` (an earlier try died half-way), and
+otherwise refused (it is another run's, or points elsewhere): in one line naming that run, or, for a derived version
+name, by registering the next free name (``<derived>-2``...).
 """
 
 from __future__ import annotations
@@ -50,19 +47,9 @@ MAX_AUTO_VERSION_NAMES = 10
 
 @dataclasses.dataclass(frozen=True)
 class VersionRequest:
-    """What to register.
+    """What to register: names, serving ``uri``, lineage (``custom_properties``) and the run.
 
-    Attributes:
-        model_name: Registered model name.
-        version_name: Version name ("" = reuse this run's version or derive ``<UTC timestamp>-<short run id>``).
-        uri: Serving URI of the model files.
-        author: Author of the version ("" = none).
-        description: Description of the version ("" = none).
-        model_format_name: Model format for serving (e.g. ``pytorch``).
-        model_format_version: Version of that format.
-        storage_key: Data-connection secret the serving runtime reads ``uri`` with ("" = none).
-        custom_properties: Lineage custom properties of the version.
-        run: The pipeline run.
+    An empty ``version_name`` reuses this run's version or derives one (:func:`derived_version_name`).
     """
 
     model_name: str
@@ -70,11 +57,11 @@ class VersionRequest:
     uri: str
     model_format_name: str
     model_format_version: str
-    author: str = ""
-    description: str = ""
-    storage_key: str = ""
-    custom_properties: dict[str, Any] = dataclasses.field(default_factory=dict)
-    run: RunInfo = RunInfo()
+    author: str
+    description: str
+    storage_key: str
+    custom_properties: dict[str, Any]
+    run: RunInfo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,14 +150,7 @@ def derived_version_name(run: RunInfo, now: datetime.datetime) -> str:
 
 
 class Registrar:
-    """Runs the find-or-create steps against one registry API client.
-
-    Args:
-        api: A ``model_registry.core.ModelRegistryAPIClient`` (see ``registry_client.connect``).
-        endpoint: The registry (for error messages).
-        policy: Retries for transient failures.
-        log: Where progress lines go.
-    """
+    """Runs the find-or-create steps against one ``ModelRegistryAPIClient`` (``registry_client.connect``)."""
 
     def __init__(self, api: Any, endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]):
         self.api = api
@@ -245,12 +225,6 @@ class Registrar:
         self.log(f"model_version empty: derived {name!r} from the run")
         return name
 
-    async def model_artifacts(self, version_id: str) -> list[Any]:
-        """The model artifacts linked to a version."""
-        return await self._retry(
-            f"list artifacts of model version {version_id}", lambda: self.api.get_model_artifacts(version_id)
-        )
-
     async def attach_artifact(self, request: VersionRequest, version_id: str) -> Any:
         """Links a model artifact with the serving URI to the version (an upsert: safe to repeat)."""
         from model_registry.types import ModelArtifact
@@ -317,14 +291,8 @@ class Registrar:
     ) -> ModelRegistryResult:
         """Registers ``request`` unless it is already there.
 
-        Args:
-            request: What to register.
-            before_create: Called once before anything new points at ``request.uri`` (e.g. the S3 upload); not
-                called when the registration already exists.
-            now: Clock for derived version names (default: now).
-
-        Returns:
-            The registration.
+        ``before_create`` is called once before anything new points at ``request.uri`` (e.g. the S3 upload), never
+        when the registration already exists; ``now`` is the clock of derived version names.
 
         Raises:
             VersionConflictError: The version exists and points at another URI.
@@ -363,7 +331,9 @@ class Registrar:
             lambda: self.api.get_model_version_by_params(model.id, version_name),
         )
         if existing is not None:
-            artifacts = await self.model_artifacts(existing.id)
+            artifacts = await self._retry(
+                f"list artifacts of model version {existing.id}", lambda: self.api.get_model_artifacts(existing.id)
+            )
             same = [a for a in artifacts if a.uri == request.uri]
             recorded = str((existing.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
             if same:

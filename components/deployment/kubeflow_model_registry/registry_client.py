@@ -8,12 +8,18 @@ falls back to ``v1alpha3`` when the server has no ``v1`` API, and reports which 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from components._common.retry import GaveUp, call_with_retries_async
+from components._common.retry import (
+    GaveUp,
+    answer_message,
+    call_with_retries_async,
+    describe,
+    error_chain,
+    is_tls_error,
+)
 from components._common.retry import RetryPolicy as SharedRetryPolicy
 
 from .registry_endpoint import API_ROOT, API_VERSIONS, CLIENT_API_VERSION, TOKEN_ENV, RegistryEndpoint
@@ -37,50 +43,8 @@ class RetryPolicy(SharedRetryPolicy):
     max_delay_s: float = 8.0
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Error classification and retries
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _is_tls_error(exc: BaseException) -> bool:
-    import ssl
-
-    import aiohttp
-
-    return isinstance(exc, (ssl.SSLError, aiohttp.ClientSSLError)) or isinstance(
-        getattr(exc, "os_error", None), ssl.SSLError
-    )
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether a failed request is worth retrying: a 5xx/429 answer, a dropped connection or a timeout."""
-    import aiohttp
-    from mr_openapi.exceptions import ApiException
-
-    if isinstance(exc, ApiException):
-        return exc.status is not None and (int(exc.status) >= 500 or int(exc.status) == 429)
-    if _is_tls_error(exc):
-        return False
-    return isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError))
-
-
-def _server_message(exc: Any) -> str:
-    import json
-
-    body = getattr(exc, "body", None) or ""
-    try:
-        return str(json.loads(body).get("message", body))[:500]
-    except (ValueError, AttributeError):
-        return str(body)[:500]
-
-
 def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) -> RegistryRequestError:
-    """Turns a client exception into an error that says what failed, where, and what to do. Never shows the token.
-
-    Args:
-        exc: What the client raised.
-        step: What was being done (e.g. "create model version 'v1'").
-        endpoint: The registry.
+    """What failed while trying to ``step``, where, and what to do (never the token).
 
     Returns:
         A :class:`RegistryAuthError` for 401/403, a :class:`RegistryRequestError` otherwise.
@@ -97,9 +61,9 @@ def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) 
         )
     if isinstance(exc, ApiException):
         return RegistryRequestError(
-            f"{where} answered HTTP {exc.status} {exc.reason or ''} while trying to {step}: {_server_message(exc)}"
+            f"{where} answered HTTP {exc.status} {exc.reason or ''} while trying to {step}: {answer_message(exc)}"
         )
-    if _is_tls_error(exc):
+    if is_tls_error(exc):
         return RegistryRequestError(
             f"TLS verification of {where} failed while trying to {step}: {exc}. Pass ca_bundle_path with the CA "
             "that signed the registry's certificate (is_secure=False disables verification)."
@@ -138,17 +102,7 @@ def _connection_refused(exc: BaseException) -> bool:
     """Whether the connection was refused (nothing listens at the address and port), through the exception's causes."""
     import errno
 
-    seen: BaseException | None = exc
-    for _ in range(8):  # the cause chain is short; bounded against cycles
-        if seen is None:
-            return False
-        if isinstance(seen, ConnectionRefusedError) or getattr(seen, "errno", None) == errno.ECONNREFUSED:
-            return True
-        os_error = getattr(seen, "os_error", None)  # aiohttp.ClientConnectorError keeps the OSError here
-        if isinstance(os_error, OSError) and os_error.errno == errno.ECONNREFUSED:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(getattr(cause, "errno", None) == errno.ECONNREFUSED for cause in error_chain(exc))
 
 
 def _unreadable_answer(exc: BaseException) -> str | None:
@@ -176,12 +130,10 @@ def _unreadable_answer(exc: BaseException) -> str | None:
 
 def _raised_in_client(exc: BaseException) -> bool:
     """Whether ``exc`` was raised in the registry client's generated code (reading an answer), not in ours."""
-    traceback = exc.__traceback__
-    while traceback is not None:
-        if any(part in traceback.tb_frame.f_code.co_filename for part in ("/mr_openapi/", "/model_registry/")):
-            return True
-        traceback = traceback.tb_next
-    return False
+    import traceback
+
+    files = [frame.f_code.co_filename for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    return any(part in file for file in files for part in ("/mr_openapi/", "/model_registry/"))
 
 
 async def with_retries(
@@ -191,40 +143,25 @@ async def with_retries(
     policy: RetryPolicy,
     log: Callable[[str], None],
 ) -> T:
-    """Runs ``call`` and retries it with backoff while it fails transiently.
+    """Runs ``call`` (a fresh coroutine each try) and retries it with backoff while it fails transiently.
 
     ``call`` must be safe to repeat: callers pass idempotent find-or-create steps, so a create whose answer got lost
-    is found on the next try instead of being made twice.
-
-    Args:
-        step: What the call does, for log lines and errors.
-        call: Makes a fresh coroutine for each try.
-        endpoint: The registry (for error messages).
-        policy: How often and how long to retry.
-        log: Where progress lines go.
-
-    Returns:
-        The call's result.
+    is found on the next try instead of being made twice. ``step`` says what it does in log lines and errors.
 
     Raises:
         RegistryRequestError: A permanent failure, or transient failures on every try.
     """
 
     def on_retry(number: int, delay: float, exc: BaseException) -> None:
-        log(f"{step}: transient failure ({_short(exc)}); retry {number}/{policy.attempts - 1} in {delay:.1f}s")
+        log(f"{step}: transient failure ({describe(exc)}); retry {number}/{policy.attempts - 1} in {delay:.1f}s")
 
     try:
-        return await call_with_retries_async(call, policy, retryable=is_transient, on_retry=on_retry)
+        return await call_with_retries_async(call, policy, on_retry=on_retry)
     except GaveUp as gave_up:
         error = describe_failure(gave_up.last, step, endpoint)
         raise RegistryRequestError(f"{error} (gave up after {gave_up.attempts} tries)") from gave_up.last
     except Exception as exc:  # noqa: BLE001 - not transient: re-raised as a clear error
         raise describe_failure(exc, step, endpoint) from exc
-
-
-def _short(exc: BaseException) -> str:
-    status = getattr(exc, "status", None)
-    return f"HTTP {status}" if status else type(exc).__name__
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -275,15 +212,7 @@ def _versioned_api_class():
 
 
 def make_api(endpoint: RegistryEndpoint, api_version: str) -> Any:
-    """A ``model_registry.core.ModelRegistryAPIClient`` for ``endpoint`` speaking ``api_version``.
-
-    Args:
-        endpoint: The registry.
-        api_version: ``v1`` or ``v1alpha3``.
-
-    Returns:
-        The API client (its methods are coroutines).
-    """
+    """A ``model_registry.core.ModelRegistryAPIClient`` for ``endpoint`` speaking ``api_version`` (``v1``...)."""
     api_class = _versioned_api_class()
     if endpoint.is_secure:
         api = api_class.secure_connection(
@@ -297,11 +226,6 @@ def make_api(endpoint: RegistryEndpoint, api_version: str) -> Any:
 
 async def connect(endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]) -> tuple[Any, str]:
     """Finds the API version the registry speaks (``v1`` first) with one cheap list call.
-
-    Args:
-        endpoint: The registry.
-        policy: Retries for transient failures.
-        log: Where progress lines go.
 
     Returns:
         ``(api client, api version)``; close the client with ``await api.close()``.

@@ -33,14 +33,10 @@ SERVICE_ACCOUNT_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/toke
 
 @dataclasses.dataclass(frozen=True)
 class RegistryEndpoint:
-    """Where and how to reach the registry. The token is kept out of ``repr`` so it can never be logged by accident.
+    """Where and how to reach the registry (``base_url``: ``scheme://host:port``).
 
-    Attributes:
-        base_url: ``scheme://host:port`` of the registry's REST service.
-        is_secure: Whether the registry's TLS certificate is verified.
-        ca_bundle_path: PEM bundle to verify the certificate with ("" = the system trust store).
-        token: Bearer token, or ``None`` to send none.
-        token_source: Where the token came from, safe to log (never the token itself).
+    The bearer token (``None``: none sent) is kept out of ``repr`` so it can never be logged by accident;
+    ``token_source`` says where it came from, safe to log.
     """
 
     base_url: str
@@ -51,15 +47,9 @@ class RegistryEndpoint:
 
 
 def registry_base_url(registry_address: str, registry_port: int, is_secure: bool) -> str:
-    """Builds ``scheme://host:port`` from the component's address parameters.
+    """``scheme://host:port`` of a host name or URL.
 
-    Args:
-        registry_address: Host name or URL (``https://host``); a port in the URL wins over ``registry_port``.
-        registry_port: Port used when the address carries none.
-        is_secure: Whether TLS is verified; a bare host then gets ``https://`` (``http://`` otherwise).
-
-    Returns:
-        The base URL, without a trailing slash or path.
+    A port in the URL wins over ``registry_port``; a bare host gets ``https://`` when ``is_secure``, else ``http://``.
 
     Raises:
         ValueError: The address has a path, an unknown scheme, or the port is out of range.
@@ -88,17 +78,10 @@ def registry_base_url(registry_address: str, registry_port: int, is_secure: bool
 def read_bearer_token(
     environ: Mapping[str, str] | None = None, service_account_token_path: str = SERVICE_ACCOUNT_TOKEN_PATH
 ) -> tuple[str | None, str]:
-    """Finds the bearer token: secret env var, then token files, then the pod's service-account token.
+    """``(bearer token or None, its source)``; the source, safe to log, never holds the token.
 
-    Order: ``$MODEL_REGISTRY_TOKEN``; the file named by ``$MODEL_REGISTRY_TOKEN_PATH``; the file named by
-    ``$KF_PIPELINES_SA_TOKEN_PATH``; the mounted service-account token.
-
-    Args:
-        environ: Environment to read (default ``os.environ``).
-        service_account_token_path: The mounted service-account token file.
-
-    Returns:
-        ``(token or None, description of its source)``; the description never contains the token.
+    In this order: ``$MODEL_REGISTRY_TOKEN``, the file named by ``$MODEL_REGISTRY_TOKEN_PATH`` or
+    ``$KF_PIPELINES_SA_TOKEN_PATH``, the mounted service-account token.
 
     Raises:
         ValueError: An env var names a token file that cannot be read, or the file is empty.
@@ -142,19 +125,6 @@ def make_endpoint(
     Transport rules: ``is_secure=False`` with an ``https://`` address keeps TLS but skips certificate verification,
     and says so in a warning; a token is never sent over plain ``http://`` unless ``allow_token_over_http`` asks for
     it (it is withheld, with a warning naming its source; a registry that needs it then answers 401).
-
-    Args:
-        registry_address: See :func:`registry_base_url`.
-        registry_port: See :func:`registry_base_url`.
-        is_secure: Verify TLS (``https://`` required).
-        ca_bundle_path: PEM bundle to trust ("" = system trust store); must exist when given.
-        environ: Environment to read the token from (default ``os.environ``).
-        service_account_token_path: The mounted service-account token file.
-        allow_token_over_http: Send the token to a plain-HTTP address (e.g. inside a trusted service mesh).
-        log: Where the warnings go (default: printed).
-
-    Returns:
-        The endpoint.
 
     Raises:
         ValueError: Inconsistent parameters (http with ``is_secure``, missing CA bundle, no token for TLS).

@@ -62,10 +62,13 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def _skip(summary_path: str, reason: str, log: Callable[[str], None]) -> ModelRegistryResult:
-    log(f"skipped: {reason}")
-    write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason))
-    return ModelRegistryResult(STATUS_SKIPPED, reason=reason)
+def _unregistered(
+    status: str, reason: str, summary_path: str, log: Callable[[str], None], details=(), uri: str = "", checks=()
+) -> ModelRegistryResult:
+    """Ends the step without registering (``skipped`` or ``gated_out``): logs why, writes the summary."""
+    log(f"{'skipped' if status == STATUS_SKIPPED else 'gated out (not registered)'}: {reason}")
+    write_text_atomically(summary_path, render_summary(status, reason, details, checks=checks))
+    return ModelRegistryResult(status, uri=uri, reason=reason)
 
 
 def _comparison(eval_results: ArtifactInfo | None) -> tuple[dict, str]:
@@ -90,10 +93,8 @@ def _gates(
         return None
     failed = ([] if metric_gate.passed else [metric_gate.reason]) + list(delta_gate.failures)
     reason = f"gate not met: {'; '.join(failed)}"
-    log(f"gated out (not registered): {reason}")
     details = [("Gate", line) for line in reasons]
-    write_text_atomically(summary_path, render_summary(STATUS_GATED_OUT, reason, details, checks=delta_gate.checks))
-    return ModelRegistryResult(STATUS_GATED_OUT, reason=reason)
+    return _unregistered(STATUS_GATED_OUT, reason, summary_path, log, details, checks=delta_gate.checks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,16 +148,8 @@ def run_model_registration(
 ) -> ModelRegistryResult:
     """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
 
-    Args:
-        request: The component's arguments.
-        summary_path: Where the Markdown summary goes.
-        environ: Environment for the token, PVC and S3 settings (default ``os.environ``).
-        retry_policy: Retries for transient registry failures.
-        log: Where progress lines go (never receives a secret).
-        now: Clock for derived version names.
-
-    Returns:
-        The outputs; status ``gated_out`` (nothing registered, the summary says why) when a gate is not met.
+    ``environ`` holds the token, PVC and S3 settings (default ``os.environ``); ``now`` is the clock of derived version
+    names. Status ``gated_out`` (nothing registered, the summary says why) when a gate is not met.
 
     Raises:
         ValueError: Bad parameters or metadata (names the parameter and the rule), or a gate that cannot be
@@ -164,110 +157,90 @@ def run_model_registration(
         VersionConflictError: The version exists and points elsewhere.
         RegistryRequestError: The registry failed, is unreachable or refused the token.
     """
-    model = request.model
-    registry_address = request.registry_address
-    registry_port = request.registry_port
-    model_name = request.model_name
-    model_version = request.model_version
-    author = request.author
-    description = request.description
-    model_format_name = request.model_format_name
-    model_format_version = request.model_format_version
-    eval_metrics = request.eval_metrics
-    train_metrics = request.train_metrics
-    dataset = request.dataset
-    min_metric_name = request.min_metric_name
-    min_metric_value = request.min_metric_value
-    eval_results = request.eval_results
-    min_improvement_metric = request.min_improvement_metric
-    min_improvement = request.min_improvement
-    max_regression = request.max_regression
-    max_regression_relative = request.max_regression_relative
-    model_uri = request.model_uri
-    s3_upload_prefix = request.s3_upload_prefix
-    is_secure = request.is_secure
-    ca_bundle_path = request.ca_bundle_path
-    allow_token_over_http = request.allow_token_over_http
-    storage_key = request.storage_key
-    pipeline_run_id = request.pipeline_run_id
-    pipeline_run_name = request.pipeline_run_name
+    model, model_name, serving_request = request.model, request.model_name, request.serving
     environ = os.environ if environ is None else environ
-    serving_request = request.serving
-    registry_on = bool(registry_address.strip())
+    registry_on = bool(request.registry_address.strip())
     if not registry_on and not serving_request.modelcar_uri.strip():
-        return _skip(summary_path, "registry_address is empty, so no Model Registry is configured", log)
-    check_registration_names(registry_address, model_name, model_version)
+        reason = "registry_address is empty, so no Model Registry is configured"
+        return _unregistered(STATUS_SKIPPED, reason, summary_path, log)
+    check_registration_names(request.registry_address, model_name, request.model_version)
     if not model_name.strip():
         model_name = default_model_name(
             str(model.metadata.get("algorithm", "")), str(model.metadata.get("base_model", ""))
         )
         log(f"model_name is empty: registering as {model_name!r} (the training algorithm and the base model)")
-    if not model_format_name.strip():
+    if not request.model_format_name.strip():
         raise ValueError("model_format_name is empty: serving runtimes select on it (e.g. 'pytorch', 'vLLM')")
-    if model_uri.strip() and s3_upload_prefix.strip():
+    if request.model_uri.strip() and request.s3_upload_prefix.strip():
         raise ValueError("give either model_uri or s3_upload_prefix, not both: the upload decides the registered URI")
-    check_serving_request(serving_request, model_name, model_uri, s3_upload_prefix)
+    check_serving_request(serving_request, model_name, request.model_uri, request.s3_upload_prefix)
     if serving_request.deploy_inference_service and not registry_on:
         raise ValueError("deploy_inference_service needs registry_address: only a registered model is deployed")
 
-    eval_values, train_values = metric_values(eval_metrics), metric_values(train_metrics)
-    comparison, unavailable = _comparison(eval_results)
-    decision = evaluate_gate(min_metric_name, min_metric_value, eval_values, train_values)
+    eval_values, train_values = metric_values(request.eval_metrics), metric_values(request.train_metrics)
+    comparison, unavailable = _comparison(request.eval_results)
+    decision = evaluate_gate(request.min_metric_name, request.min_metric_value, eval_values, train_values)
     delta_decision = evaluate_delta_gate(
-        comparison, min_improvement_metric, min_improvement, max_regression, max_regression_relative, unavailable
+        comparison,
+        request.min_improvement_metric,
+        request.min_improvement,
+        request.max_regression,
+        request.max_regression_relative,
+        unavailable,
     )
     gated_out = _gates(decision, delta_decision, summary_path, log)
     if gated_out is not None:
         return gated_out
     for name, value in comparison_properties(comparison).items():
         eval_values.setdefault(name, value)
-    if eval_results is not None and eval_results.metadata.get("verdict"):
-        eval_values.setdefault("verdict", eval_results.metadata["verdict"])
+    if request.eval_results is not None and request.eval_results.metadata.get("verdict"):
+        eval_values.setdefault("verdict", request.eval_results.metadata["verdict"])
     if not registry_on:  # published only: nothing to register or deploy
         modelcar = publish(serving_request, model, log)
         reason = f"registry_address is empty: modelcar {modelcar.uri} published, not registered"
-        log(f"skipped: {reason}")
-        write_text_atomically(summary_path, render_summary(STATUS_SKIPPED, reason, serving_details(modelcar, None, "")))
-        return ModelRegistryResult(STATUS_SKIPPED, uri=modelcar.uri, reason=reason)
+        details = serving_details(modelcar, None, "")
+        return _unregistered(STATUS_SKIPPED, reason, summary_path, log, details, modelcar.uri)
 
     endpoint = make_endpoint(
-        registry_address,
-        registry_port,
-        is_secure,
-        ca_bundle_path,
+        request.registry_address,
+        request.registry_port,
+        request.is_secure,
+        request.ca_bundle_path,
         environ,
-        allow_token_over_http=allow_token_over_http,
+        allow_token_over_http=request.allow_token_over_http,
         log=log,
     )
     modelcar = publish(serving_request, model, log)  # once the registry settings are known to be usable
     upload_source = None
     s3_uri = ""
-    if s3_upload_prefix.strip():
-        bucket, prefix = parse_s3_uri(s3_upload_prefix)
+    if request.s3_upload_prefix.strip():
+        bucket, prefix = parse_s3_uri(request.s3_upload_prefix)
         s3_uri = f"s3://{bucket}/{prefix}"
         upload_source = model_files_dir(model)
     if modelcar is not None:
         serving = ServingUri(modelcar.uri, f"modelcar pushed as {modelcar.tag_uri}")
     else:
-        serving = resolve_serving_uri(model, model_uri, s3_uri, environ)
+        serving = resolve_serving_uri(model, request.model_uri, s3_uri, environ)
     check_deployable(serving_request, serving.uri)
     log(f"serving URI {serving.uri} (from {serving.source})")
 
-    run = RunInfo(known_run_value(pipeline_run_id), known_run_value(pipeline_run_name), pod_namespace(environ))
-    request = VersionRequest(
+    run = RunInfo(
+        known_run_value(request.pipeline_run_id), known_run_value(request.pipeline_run_name), pod_namespace(environ)
+    )
+    version = VersionRequest(
         model_name=model_name,
-        version_name=model_version,
+        version_name=request.model_version,
         uri=serving.uri,
-        author=author,
-        description=description,
-        model_format_name=model_format_name,
-        model_format_version=model_format_version,
-        storage_key=storage_key,
+        author=request.author,
+        description=request.description,
+        model_format_name=request.model_format_name,
+        model_format_version=request.model_format_version,
+        storage_key=request.storage_key,
         custom_properties=mask_data(  # metadata sent to the registry: secret values masked
             lineage_properties(
                 model,
                 run,
-                dataset=dataset,
+                dataset=request.dataset,
                 train_metrics=train_values,
                 eval_metrics=eval_values,
                 library_versions=library_versions(),
@@ -281,13 +254,13 @@ def run_model_registration(
     def upload() -> None:
         if upload_source is not None:
             upload_model_files(
-                upload_source, s3_upload_prefix, log, s3_client(environ, purpose="s3_upload_prefix is set")
+                upload_source, request.s3_upload_prefix, log, s3_client(environ, purpose="s3_upload_prefix is set")
             )
 
     async def register():
         api, api_version = await connect(endpoint, retry_policy, log)
         try:
-            registration = await Registrar(api, endpoint, retry_policy, log).register(request, upload, now)
+            registration = await Registrar(api, endpoint, retry_policy, log).register(version, upload, now)
         finally:
             await api.close()
         return registration, api_version
@@ -304,7 +277,7 @@ def run_model_registration(
         ("Version", f"{registration.version_name} (id {registration.version_id})"),
         ("Model artifact", f"id {registration.artifact_id}"),
         ("URI", f"{serving.uri} (from {serving.source})"),
-        ("Model format", f"{model_format_name} {model_format_version}"),
+        ("Model format", f"{request.model_format_name} {request.model_format_version}"),
         ("Registry", f"{endpoint.base_url}, API {API_ROOT}{api_version}"),
         ("Gate", decision.reason),
         *(("Gate", line) for line in delta_decision.reasons),
@@ -313,7 +286,7 @@ def run_model_registration(
     def write_summary(deployed: Deployment | None, not_deployed: str) -> None:
         rows = details + serving_details(modelcar, deployed, not_deployed)
         summary = render_summary(
-            registration.status, reason, rows, request.custom_properties, link, checks=delta_decision.checks
+            registration.status, reason, rows, version.custom_properties, link, checks=delta_decision.checks
         )
         write_text_atomically(summary_path, summary)
 
@@ -321,7 +294,7 @@ def run_model_registration(
     if serving_request.deploy_inference_service:
         write_summary(None, "in progress")
         try:
-            deployment = deploy(serving_request, serving.uri, model_name, storage_key, environ, log)
+            deployment = deploy(serving_request, serving.uri, model_name, request.storage_key, environ, log)
         except ValueError as error:
             write_summary(None, f"FAILED: {error}")
             raise

@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-
-from components._common.s3 import s3_client
+from typing import Any
 
 from .model_uri import parse_s3_uri
-
-
-@dataclasses.dataclass(frozen=True)
-class S3Upload:
-    """What was uploaded.
-
-    Attributes:
-        uri: ``s3://bucket/prefix`` holding the files.
-        files: Number of files.
-        total_bytes: Their total size.
-    """
-
-    uri: str
-    files: int
-    total_bytes: int
 
 
 def files_to_upload(source: Path) -> list[tuple[Path, str]]:
@@ -40,25 +23,11 @@ def files_to_upload(source: Path) -> list[tuple[Path, str]]:
     return [(p, p.relative_to(source).as_posix()) for p in files]
 
 
-def upload_model_files(
-    source: Path,
-    s3_upload_prefix: str,
-    log: Callable[[str], None],
-    client=None,
-) -> S3Upload:
+def upload_model_files(source: Path, s3_upload_prefix: str, log: Callable[[str], None], client: Any) -> None:
     """Uploads the model files under ``s3://bucket/prefix/`` and checks every object landed with its size.
 
     Objects are written one by one (each S3 write is atomic); the caller registers the URI only after this returns,
     so a registry never points at a half-uploaded model.
-
-    Args:
-        source: Directory (or single file) to upload.
-        s3_upload_prefix: ``s3://bucket/prefix``.
-        log: Where progress lines go.
-        client: A boto3 S3 client (default: :func:`components._common.s3.s3_client`).
-
-    Returns:
-        What was uploaded.
 
     Raises:
         ValueError: Bad prefix, nothing to upload, or no credentials.
@@ -68,7 +37,6 @@ def upload_model_files(
 
     bucket, prefix = parse_s3_uri(s3_upload_prefix)
     files = files_to_upload(source)
-    client = client or s3_client(purpose="s3_upload_prefix is set")
     total = 0
     try:
         for path, relative in files:
@@ -82,6 +50,4 @@ def upload_model_files(
     for path, relative in files:
         if stored.get(f"{prefix}/{relative}") != path.stat().st_size:
             raise RuntimeError(f"after upload, s3://{bucket}/{prefix}/{relative} is missing or has the wrong size")
-    uri = f"s3://{bucket}/{prefix}"
-    log(f"uploaded {len(files)} files ({total} bytes) from {source} to {uri}")
-    return S3Upload(uri, len(files), total)
+    log(f"uploaded {len(files)} files ({total} bytes) from {source} to s3://{bucket}/{prefix}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 from components._common.kube_auth import KubeAuthError, load_api_client
@@ -117,16 +116,14 @@ def deploy(
     storage_key: str,
     environ: Mapping[str, str] | None,
     log: Callable[[str], None],
-    **options: Any,
 ) -> Deployment:
-    """Serves ``registered_uri`` (``oci://`` or ``s3://``) on KServe and smoke-tests it (``options``: for tests).
+    """Serves ``registered_uri`` (``oci://`` or ``s3://``: :func:`check_deployable`) on KServe and smoke-tests it.
 
     Raises:
-        ValueError: A URI that does not outlive the run; ``KubeAuthError`` (no usable credentials);
-            :class:`.kserve_deploy.DeployError`.
+        KubeAuthError: No usable Kubernetes credentials.
+        DeployError: See :func:`.kserve_deploy.deploy_model`.
     """
     environ = os.environ if environ is None else environ
-    check_deployable(request, registered_uri)
     settings = DeploySettings(
         namespace=request.deploy_namespace.strip() or pod_namespace(environ),
         service_name=service_name(request.deploy_service_name, model_name),
@@ -134,14 +131,13 @@ def deploy(
         runtime_image=request.deploy_runtime_image.strip(),
         gpus=request.deploy_gpus,
         timeout_seconds=float(request.deploy_timeout_seconds),
-        **{k: options.pop(k) for k in ("poll_seconds", "request_timeout") if k in options},
     )
     try:
         api_client = load_api_client(environ=environ, log=log)
     except KubeAuthError as error:
         raise KubeAuthError(f"deploy_inference_service: {error}") from None
     try:
-        return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log, **options)
+        return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log)
     finally:
         api_client.close()
 

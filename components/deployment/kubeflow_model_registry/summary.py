@@ -52,18 +52,9 @@ def render_summary(
     link: str = "",
     checks: Sequence[Any] = (),
 ) -> str:
-    """The summary document.
+    """The summary (Markdown): status and why, facts, the version's link, the comparison, the version's lineage.
 
-    Args:
-        status: ``registered``, ``already_registered``, ``gated_out`` or ``skipped``.
-        reason: One line saying why / what happened.
-        details: Key facts (model, version, ids, URI, API version...).
-        lineage: The custom properties recorded on the version.
-        link: REST URL of the registered version ("" = none).
-        checks: The comparison with the base model, metric by metric (:class:`~.delta_gate.MetricCheck`).
-
-    Returns:
-        Markdown text.
+    ``checks``: the comparison with the base model, one :class:`~.delta_gate.MetricCheck` per metric.
     """
     parts = ["# Model Registry", "", f"**Status:** `{status}` — {reason}", ""]
     if details:

@@ -1,4 +1,8 @@
-"""The ``lm_eval`` component: lm-eval benchmarks and the held-out split, as Metrics, a results JSON and a report."""
+"""The ``lm_eval`` component: lm-eval benchmarks and the held-out split, as Metrics, a results JSON and a report.
+
+``lm_eval`` (the KFP component) is imported on first use, so that importing a module of this package (as the step's
+pod does, where kfp runs in its runtime mode) never imports the ``kfp.dsl`` decorators.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,6 @@ __all__ = ["lm_eval"]
 
 
 def __getattr__(name: str) -> Any:
-    """The KFP component, imported on first use.
-
-    Importing a module of this package (as the step image's pod does, where kfp runs in its runtime mode) then never
-    imports the ``kfp.dsl`` decorators.
-    """
     if name == "lm_eval":
         from .component import lm_eval
 
