@@ -143,11 +143,6 @@ class Api:
         self.read_timeout = read_timeout
         self._deadline: Callable[[], Deadline | None] = lambda: None
 
-    @property
-    def attempts(self) -> int:
-        """Tries per request on transient failures."""
-        return self.policy.attempts
-
     def bounded(self, deadline: Deadline | Callable[[], Deadline | None] | None) -> Api:
         """A copy whose requests never outlive ``deadline`` (a fixed one, or a function returning the current one)."""
         bound = copy.copy(self)
@@ -158,17 +153,12 @@ class Api:
         """The deadline requests are bounded by now (None: none)."""
         return self._deadline()
 
-    def remaining(self, deadline: Deadline | None = None) -> float | None:
-        """Seconds left before ``deadline`` (default: the current one; None: no deadline)."""
-        deadline = deadline or self.deadline()
-        return None if deadline is None else deadline.at - self.clock()
-
     def request_timeout(self, read: float | None = None, deadline: Deadline | None = None) -> tuple[float, float]:
         """The ``(connect, read)`` timeout of the next request: the defaults (or ``read``), cut to the deadline."""
         connect, read = self.connect_timeout, self.read_timeout if read is None else read
-        remaining = self.remaining(deadline)
-        if remaining is not None:
-            remaining = max(remaining, MIN_TIMEOUT_SECONDS)
+        deadline = deadline or self.deadline()
+        if deadline is not None:
+            remaining = max(deadline.at - self.clock(), MIN_TIMEOUT_SECONDS)
             connect, read = min(connect, remaining), min(read, remaining)
         return (connect, read)
 

@@ -110,6 +110,12 @@ class JobClient:
         """This run/task's ownership labels (an existing job carrying them is ours)."""
         return dict(self.manifest["metadata"].get("labels") or {})
 
+    def _custom(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Calls ``CustomObjectsApi.<method>`` for this job's kind and namespace (``args`` follow the plural)."""
+        call = getattr(self.api.custom, method)
+        kind = self.kind
+        return self.api.call(what, call, kind.group, kind.version, self.namespace, kind.plural, *args, **kwargs)
+
     def bounded(self, deadline: Deadline) -> JobClient:
         """A copy whose requests never outlive ``deadline`` (e.g. a cleanup budget)."""
         return dataclasses.replace(self, api=self.api.bounded(deadline))
@@ -126,13 +132,9 @@ class JobClient:
 
         what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
         try:
-            created = self.api.call(
+            created = self._custom(
                 what,
-                self.api.custom.create_namespaced_custom_object,
-                self.kind.group,
-                self.kind.version,
-                self.namespace,
-                self.kind.plural,
+                "create_namespaced_custom_object",
                 dict(self.manifest),
                 field_validation=strict.FIELD_VALIDATION,
                 retry=retry,
@@ -153,16 +155,7 @@ class JobClient:
 
         what = f"reading {self.kind.kind} {self.namespace}/{self.name}"
         try:
-            return self.api.call(
-                what,
-                self.api.custom.get_namespaced_custom_object,
-                self.kind.group,
-                self.kind.version,
-                self.namespace,
-                self.kind.plural,
-                self.name,
-                retry=retry,
-            )
+            return self._custom(what, "get_namespaced_custom_object", self.name, retry=retry)
         except ApiException as error:
             if _status(error) == 404:
                 return None
@@ -310,13 +303,9 @@ class JobClient:
         what = f"{doing} {self.kind.kind} {self.namespace}/{self.name}"
         guarded = {**body, "metadata": {**(body.get("metadata") or {}), "uid": uid}} if uid else body
         try:
-            return self.api.call(
+            return self._custom(
                 what,
-                self.api.custom.patch_namespaced_custom_object,
-                self.kind.group,
-                self.kind.version,
-                self.namespace,
-                self.kind.plural,
+                "patch_namespaced_custom_object",
                 self.name,
                 guarded,
                 field_validation=strict.FIELD_VALIDATION,
@@ -341,13 +330,9 @@ class JobClient:
         what = f"deleting {self.kind.kind} {self.namespace}/{self.name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:
-            self.api.call(
+            self._custom(
                 what,
-                self.api.custom.delete_namespaced_custom_object,
-                self.kind.group,
-                self.kind.version,
-                self.namespace,
-                self.kind.plural,
+                "delete_namespaced_custom_object",
                 self.name,
                 propagation_policy="Background",
                 body=options,

@@ -61,27 +61,6 @@ def manual_command(kind: str, name: str, namespace: str, policy: str, suspend_pa
     return f"kubectl delete {kind.lower()} {name} -n {namespace}"
 
 
-def cleanup_failed_note(kind: str, name: str, namespace: str, policy: str, command: str, failure: str) -> str:
-    """The line that says a cleanup could not be done, and the command that does it.
-
-    Args:
-        kind: The job's kind.
-        name: Its name.
-        namespace: Its namespace.
-        policy: The cleanup policy that failed.
-        command: :func:`manual_command`'s result.
-        failure: Why the cleanup failed (one line).
-
-    Returns:
-        One line naming the job, the failure and the command.
-    """
-    doing = "deleted" if policy == "delete" else "suspended"
-    return (
-        f"{kind} {namespace}/{name} could not be {doing} (cleanup_policy={policy}: {failure}); it may still hold its "
-        f"GPUs: run `{command}`"
-    )
-
-
 def left_running_note(client: JobClient) -> str:
     """The line that says the job was left running after the launcher's own trouble, and how to find or stop it."""
     kind = client.kind.kind
@@ -186,21 +165,17 @@ def diagnose(client: JobClient, state: JobState, settings: FollowSettings, outco
     logs: dict[str, str] = {}
     if outcome != "Cancelled" and not state.replaced_by:  # (another job's pods and events are not ours to report)
         # Pods, events and logs are optional reads, each on its own: one that fails leaves the others.
-        try:
-            pods = client.list_pods()
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
-        try:
-            events = client.list_events()
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
-        try:
+        def read_logs() -> None:
             for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
                 text = client.read_log(pod, container, previous, settings.log_tail_lines)
                 if text:
                     logs[f"pod {pod}, container {container}"] = text
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
+
+        for read in (lambda: pods.extend(client.list_pods()), lambda: events.extend(client.list_events()), read_logs):
+            try:
+                read()
+            except JobError as error:
+                client.say(f"diagnosis is incomplete: {error}")
     return diagnosis_module.diagnose(
         outcome,
         job,
@@ -230,9 +205,11 @@ def failed_containers(pods: list[dict[str, Any]]) -> list[tuple[str, str, bool]]
     return found
 
 
-def budget(settings: FollowSettings, seconds: float, reason: str) -> Deadline:
-    """A deadline ``seconds`` from now (a cleanup budget)."""
-    return Deadline(settings.clock() + seconds, reason)
+def cleanup_budget(settings: FollowSettings) -> Deadline:
+    """The deadline of a diagnosis or a cleanup: ``cleanup_timeout_seconds`` from now."""
+    return Deadline(
+        settings.clock() + settings.cleanup_timeout, f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
+    )
 
 
 def until(deadline: Deadline, settings: FollowSettings) -> Retry:
@@ -282,7 +259,11 @@ def clean_up(client: JobClient, state: JobState, settings: FollowSettings, deadl
         return ""
     except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
         text = str(error) if isinstance(error, JobError) else failure_text(error)
-        note = cleanup_failed_note(kind.kind, client.name, client.namespace, policy, command, text)
+        doing = "deleted" if policy == "delete" else "suspended"
+        note = (
+            f"{kind.kind} {client.namespace}/{client.name} could not be {doing} (cleanup_policy={policy}: {text}); "
+            f"it may still hold its GPUs: run `{command}`"
+        )
         client.say(f"WARNING: {note}")
         return note
 
@@ -300,11 +281,8 @@ def wrap_up(client: JobClient, state: JobState, settings: FollowSettings, outcom
             deadline = Deadline(began + settings.cancel_timeout, reason)
             found = diagnose(client, state, settings, outcome)  # (no request: the job was not at fault)
         else:
-            reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
-            found = diagnose(
-                client.bounded(budget(settings, settings.cleanup_timeout, reason)), state, settings, outcome
-            )
-            deadline = budget(settings, settings.cleanup_timeout, reason)
+            found = diagnose(client.bounded(cleanup_budget(settings)), state, settings, outcome)
+            deadline = cleanup_budget(settings)
         client.say(found.text())
         note = clean_up(client, state, settings, deadline) if outcome != "Deleted" else ""
     failure = JobCancelled(found) if outcome == "Cancelled" else JobFailed(found)

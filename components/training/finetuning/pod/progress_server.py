@@ -60,14 +60,6 @@ _ETA_WINDOW = 20
 _KEPT_LINES = 2000
 
 
-def _number(raw: Mapping[str, Any], *keys: str) -> float | None:
-    for key in keys:
-        value = raw.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return value
-    return None
-
-
 class ProgressTracker:
     """Follows Training Hub's metrics JSONL incrementally and turns it into the dashboard's progress JSON.
 
@@ -135,7 +127,9 @@ class ProgressTracker:
             return self.max_steps
         if record.get("total_steps"):
             return int(record["total_steps"])
-        rows = _number(self._raw[-1], "total_samples") if self._raw else None  # instructlab-training: the dataset
+        rows = (
+            metrics_module.first_number(self._raw[-1], "total_samples") if self._raw else None
+        )  # instructlab-training: the dataset
         if not rows and self.dataset_path and self.dataset_rows is None:
             self.dataset_rows = _rows(self.dataset_path)  # once, on the first poll (never delays training's start)
         rows = rows or self.dataset_rows
@@ -156,11 +150,11 @@ class ProgressTracker:
 
     def _note_extra_metrics(self, raw: Mapping[str, Any]) -> None:
         for name, keys in _TRAIN_METRIC_SOURCES.items():
-            if (value := _number(raw, *keys)) is not None:
+            if (value := metrics_module.first_number(raw, *keys)) is not None:
                 self._train_extra[name] = value
         for key in raw:
             name = _EVAL_ALIASES.get(key, key)
-            if name.startswith("eval_") and (value := _number(raw, key)) is not None:
+            if name.startswith("eval_") and (value := metrics_module.first_number(raw, key)) is not None:
                 self._eval[name] = value
 
     def status(self) -> ProgressStatus:
