@@ -20,10 +20,7 @@ from components.training.finetuning.manifests import kueue_safe
 from components.training.finetuning.manifests.spec import (
     JobSpec,
     JobSpecError,
-    container_env,
     job_metadata,
-    pod_metadata,
-    pod_settings,
     resources_per_node,
 )
 from components.training.finetuning.manifests.status import condition
@@ -61,7 +58,7 @@ def _container(spec: JobSpec) -> dict[str, Any]:
     }
     if spec.args:
         container["args"] = list(spec.args)
-    env = container_env(spec)
+    env = kueue_safe.container_env(spec)
     if env:
         container["env"] = env
     container["ports"] = [{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}]
@@ -76,10 +73,10 @@ def _container(spec: JobSpec) -> dict[str, Any]:
 
 def _pod_template(spec: JobSpec) -> dict[str, Any]:
     template: dict[str, Any] = {}
-    metadata = pod_metadata(spec, {})
+    metadata = kueue_safe.pod_metadata(spec, {})
     if metadata:
         template["metadata"] = metadata
-    template["spec"] = {"containers": [_container(spec)], **pod_settings(spec)}
+    template["spec"] = {"containers": [_container(spec)], **kueue_safe.pod_settings(spec)}
     return template
 
 

@@ -7,13 +7,11 @@ reach the training pods. Secrets are only ever referenced (``valueFrom.secretKey
 :func:`spec_from_task_config` merges KFP's ``dsl.TaskConfig`` passthrough with explicit settings.
 """
 
-import copy
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.training.finetuning.manifests import kueue_safe
 from components.training.finetuning.manifests.names import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -368,29 +366,6 @@ def resources_per_node(spec: JobSpec) -> dict[str, Any]:
     if spec.gpus_per_node:
         quantities[spec.gpu_resource_name] = str(spec.gpus_per_node)
     return {"requests": dict(quantities), "limits": dict(quantities)} if quantities else {}
-
-
-def container_env(spec: JobSpec) -> list[dict[str, Any]]:
-    """The trainer container's ``env``: the literal variables (sorted by name), then the secret references."""
-    env = [kueue_safe.env_var(key, value) for key, value in sorted(spec.env.items())]
-    return env + [item.to_env_var() for item in spec.secret_env]
-
-
-def pod_settings(spec: JobSpec) -> dict[str, Any]:
-    """The training pods' ``volumes``, ``tolerations``, ``nodeSelector`` and ``affinity`` (those set, Kueue-safe)."""
-    settings = {
-        "volumes": [kueue_safe.volume(copy.deepcopy(dict(volume))) for volume in spec.volumes],
-        "tolerations": kueue_safe.without_empty(copy.deepcopy([dict(toleration) for toleration in spec.tolerations])),
-        "nodeSelector": dict(spec.node_selector),
-        "affinity": kueue_safe.without_empty(copy.deepcopy(dict(spec.affinity))),
-    }
-    return {key: value for key, value in settings.items() if value}
-
-
-def pod_metadata(spec: JobSpec, labels: Mapping[str, str]) -> dict[str, Any]:
-    """The pod template's ``labels`` (``spec.pod_labels`` and ``labels``) and ``annotations``, those not empty."""
-    metadata = {"labels": {**dict(spec.pod_labels), **labels}, "annotations": dict(spec.pod_annotations)}
-    return {key: value for key, value in metadata.items() if value}
 
 
 def job_labels(spec: JobSpec) -> dict[str, str]:

@@ -25,11 +25,8 @@ from components.training.finetuning.manifests.spec import (
     API_VERSION,
     PATCH_MANAGER,
     JobSpec,
-    container_env,
     job_labels,
     job_metadata,
-    pod_metadata,
-    pod_settings,
     resources_per_node,
 )
 
@@ -46,7 +43,7 @@ def _trainer(spec: JobSpec) -> dict[str, Any]:
     resources = resources_per_node(spec)
     if resources:
         trainer["resourcesPerNode"] = resources
-    env = container_env(spec)
+    env = kueue_safe.container_env(spec)
     if env:
         trainer["env"] = env
     return trainer
@@ -61,10 +58,10 @@ JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
     """The pod template patch: labels (with :data:`JOB_NAME_POD_LABEL`), annotations, the trainer's mounts, the rest."""
     template: dict[str, Any] = {}
-    metadata = pod_metadata(spec, {JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)})
+    metadata = kueue_safe.pod_metadata(spec, {JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)})
     if metadata:
         template["metadata"] = metadata
-    pod_spec = pod_settings(spec)
+    pod_spec = kueue_safe.pod_settings(spec)
     mounts = kueue_safe.without_empty([dict(mount) for mount in spec.volume_mounts])
     if mounts:
         pod_spec["containers"] = [{"name": spec.trainer_container_name, "volumeMounts": mounts}]
