@@ -232,36 +232,29 @@ class JobClient:
             stream.close()
         return WatchResult(job=job)
 
-    def list_pods(self, retry: Retry | None = None) -> list[dict[str, Any]]:
-        """The job's pods (JobSet, or the Training Operator, labels them with the job's name)."""
+    def _core_list(self, what: str, method: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """The items of ``CoreV1Api.<method>`` in the job's namespace, as JSON."""
         from kubernetes.client import ApiException
 
-        what = f"listing pods of {self.kind.kind} {self.name}"
-        selector = self.kind.pod_selector(self.name)
         try:
             result = self.api.call(
-                what,
-                self.api.core.list_namespaced_pod,
-                self.namespace,
-                label_selector=selector,
-                _preload_content=False,
-                retry=retry,
+                what, getattr(self.api.core, method), self.namespace, _preload_content=False, **kwargs
             )
         except ApiException as error:
             raise _rejected(what, error) from None
-        items = json.loads(result.data).get("items") or []
+        return json.loads(result.data).get("items") or []
+
+    def list_pods(self, retry: Retry | None = None) -> list[dict[str, Any]]:
+        """The job's pods (JobSet, or the Training Operator, labels them with the job's name)."""
+        selector = self.kind.pod_selector(self.name)
+        items = self._core_list(
+            f"listing pods of {self.kind.kind} {self.name}", "list_namespaced_pod", label_selector=selector, retry=retry
+        )
         return [pod for pod in items if selector_matches(selector, (pod.get("metadata") or {}).get("labels") or {})]
 
     def list_events(self) -> list[dict[str, Any]]:
         """Events about the job and what it owns (JobSet, Jobs, pods: their names start with the job's)."""
-        from kubernetes.client import ApiException
-
-        what = f"listing events of {self.kind.kind} {self.name}"
-        try:
-            result = self.api.call(what, self.api.core.list_namespaced_event, self.namespace, _preload_content=False)
-        except ApiException as error:
-            raise _rejected(what, error) from None
-        items = json.loads(result.data).get("items") or []
+        items = self._core_list(f"listing events of {self.kind.kind} {self.name}", "list_namespaced_event")
         mine = []
         for event in items:
             involved = str((event.get("involvedObject") or {}).get("name", ""))

@@ -5,8 +5,7 @@ A preempted or scaled-down node gives its pods a SIGTERM and a grace period (30 
 the Training Operator's ``ExitCode`` restart policy and JobSet treat as retryable). :class:`CheckpointWriter` writes
 each checkpoint into a hidden staging directory, puts the completion marker in last and renames the directory into
 place, so a checkpoint is either complete or invisible. :func:`newest_complete_checkpoint` ignores anything without a
-valid marker. (Transformers writes ``checkpoint-<N>`` in place and its ``get_last_checkpoint`` takes the highest
-number without looking inside, so a kill during a save would leave a broken newest checkpoint: hence this writer.)
+valid marker (transformers' ``get_last_checkpoint`` would take a half-written one).
 
 Layout under a checkpoint root (the marker name is the local backend's, so its ``checkpoints/epoch_<e>`` directories
 are found too)::
