@@ -1,9 +1,7 @@
 """The requests about one job: create (or read on 409), read, watch, list its pods and events, read logs, patch, delete.
 
-:class:`JobClient` is stateless: it knows which job (kind, name, namespace, the manifest and its ownership labels) and
-the :class:`.api.Api` it talks through, and returns what the API answered; what the run learns is kept by the caller
-(:class:`.state.JobState`). Every call goes through :class:`.api.Api` (timeouts, retries, deadline; a
-:class:`.api.Retry` to retry differently); a refusal becomes a :class:`.errors.JobApiError` naming the job's real kind.
+:class:`JobClient` is stateless (what the run learns is :class:`.state.JobState`'s); every call goes through
+:class:`.api.Api`, and a refusal becomes a :class:`.errors.JobApiError` naming the job's real kind.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """A job's lifecycle around the follow loop: idempotent submit, diagnosis and cleanup, as functions.
 
-* **Submit**: create (riding out an API outage until the start timeout); on 409 re-attach when the existing job
-  carries this run/task's labels (a retried KFP task never creates a second job; a suspended one is resumed unless
-  Kueue queues it), otherwise fail.
-* **Diagnose** on failure/timeout: conditions, pods, events and the failed container's last log lines become one-line
-  causes with a remedy (:mod:`.diagnosis`).
-* **Clean up** per ``cleanup_policy`` (``delete`` | ``keep`` | ``suspend``) only for the reasons that are the job's
-  or the user's: the job failed or exceeded its own timeouts, the run was cancelled (SIGTERM), or the job completed
-  (``delete_on_success``). Requests are retried until the budget ends (``cleanup_timeout_seconds``, or after SIGTERM
-  the pod's termination grace period less a margin), best effort, never masking the original error; what could not
-  be done is reported with the exact ``kubectl`` command that does it. The launcher's own trouble (an API outage, a
-  refused request, a bug) never deletes a job: :func:`left_running_note` says where it is.
+A retried KFP task re-attaches to its run/task's job instead of creating a second one (:func:`submit`). The cleanup
+policy is applied best effort within a budget, never masking the original error; what could not be done is reported
+with the ``kubectl`` command that does it (:func:`clean_up`).
 """
 
 from __future__ import annotations
