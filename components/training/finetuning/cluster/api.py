@@ -1,13 +1,9 @@
 """Every Kubernetes API request of ``train_model``: deadlines, retries and the errors they end in.
 
-:class:`Api` wraps the official client's ``CustomObjectsApi`` / ``CoreV1Api``. Each request carries
-``_request_timeout=(connect, read)`` (the official client waits forever without one), the read timeout cut to what is
-left of the current deadline (:meth:`Api.deadline`), so that a request blocked on an API that accepts connections but
-never answers cannot outlive ``start_timeout_seconds`` / ``timeout_seconds``. Transient failures (no answer, 408, 429,
-500, 502, 503, 504) are retried by the shared policy (:mod:`components._common.retry`: bounded attempts, exponential
-backoff with jitter, never past the deadline); any other answer is raised at once for the caller to judge (404 and 409
-mean something; 403/422 become :class:`JobApiError` with the API's own message). urllib3's own retries are turned
-off so that the deadline holds (they would repeat a timed-out read three more times).
+Each request carries ``_request_timeout=(connect, read)`` (the official client waits forever without one), cut to what
+is left of the current deadline; transient failures are retried by the shared policy (:mod:`components._common.retry`),
+never past the deadline; any other answer is raised at once for the caller to judge. urllib3's own retries are off
+(they would repeat a timed-out read three more times).
 """
 
 from __future__ import annotations

@@ -140,18 +140,10 @@ def _trainer_container(node: Any) -> str:
 
 
 def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
-    """The RHOAI guide's troubleshooting commands for this job, with its trainer container's real name.
+    """The RHOAI guide's troubleshooting commands for this job, naming the container the manifest patches.
 
-    The guide's ``oc logs <pod-name> -c pytorch`` holds for a PyTorchJob; a TrainJob's pods run the runtime's
-    trainer container (``node`` in RHOAI's ``training-hub`` and ``torch-distributed`` runtimes), so the line names
-    the container the manifest patches.
-
-    Args:
-        manifest: The job as submitted.
-        namespace: Its namespace.
-
-    Returns:
-        One line: ``Pods: oc get pods -n NS -l training.kubeflow.org/job-name=NAME; logs: oc logs <pod-name> ...``.
+    The guide's ``oc logs <pod-name> -c pytorch`` holds for a PyTorchJob; a TrainJob's pods run the runtime's trainer
+    container (``node`` in RHOAI's runtimes). One line: ``Pods: oc get pods -n NS -l ...; logs: oc logs <pod> ...``.
     """
     name = (manifest.get("metadata") or {}).get("name", "")
     container = _trainer_container(manifest.get("spec") or {})

@@ -37,16 +37,8 @@ _MAX_LOGGED_PODS = 2
 def manual_command(kind: str, name: str, namespace: str, policy: str, suspend_patch: Mapping[str, Any]) -> str:
     """The ``kubectl`` command that applies ``policy`` by hand (``keep``: the delete command, for later).
 
-    Args:
-        kind: The job's kind (``TrainJob``, ``PyTorchJob``).
-        name: Its name.
-        namespace: Its namespace.
-        policy: ``delete``, ``keep`` or ``suspend``.
-        suspend_patch: The merge patch that suspends a job of this kind.
-
-    Returns:
-        E.g. ``kubectl delete trainjob tj-1 -n team-a`` or
-        ``kubectl patch pytorchjob tj-1 -n team-a --type=merge -p '{"spec": {"runPolicy": {"suspend": true}}}'``.
+    E.g. ``kubectl delete trainjob tj-1 -n team-a`` or
+    ``kubectl patch pytorchjob tj-1 -n team-a --type=merge -p '{"spec": {"runPolicy": {"suspend": true}}}'``.
     """
     if policy == "suspend":
         return f"kubectl patch {kind.lower()} {name} -n {namespace} --type=merge -p '{json.dumps(dict(suspend_patch))}'"

@@ -1,17 +1,11 @@
 """Training progress for the OpenShift AI dashboard: a small HTTP server in the rank-0 training pod.
 
-How RHOAI fills its Training Jobs page: a TrainJob annotated ``trainer.opendatahub.io/progression-tracking: "true"``
-(set by :mod:`..manifests.progress`) is polled by the ODH controller every ``metrics-poll-interval`` seconds at
-``http://<rank-0 pod IP>:<metrics-port>/metrics``; the JSON it gets is copied into the TrainJob's annotation
-``trainer.opendatahub.io/trainerStatus``. :class:`ProgressTracker` builds that JSON from the metrics JSONL Training Hub
-writes into ``ckpt_output_dir`` (the layouts of :mod:`.metrics`, read with its normaliser):
-
-``{progressPercentage, estimatedRemainingSeconds, currentStep, totalSteps, currentEpoch, totalEpochs,
-trainMetrics{loss, learning_rate, grad_norm, train_loss, throughput_samples_sec}, evalMetrics{eval_*}}``
-
-The percentage stays at most 99 until training has returned (then 100); the ETA comes from the measured time per
-step. :class:`ProgressServer` serves it on any GET path from a daemon thread. Nothing here may break training: a
-server that cannot start (port taken) or a status that cannot be built is logged once and training goes on.
+The ODH controller polls the rank-0 pod of a job annotated for progress tracking (:mod:`..manifests.progress`) and
+copies the JSON into the TrainJob's ``trainer.opendatahub.io/trainerStatus`` annotation. :class:`ProgressTracker`
+builds that JSON (:class:`~.trainer_status.ProgressStatus`) from the metrics JSONL Training Hub writes into
+``ckpt_output_dir`` (the layouts of :mod:`.metrics`); the percentage stays at most 99 until training has returned.
+:class:`ProgressServer` serves it on any GET path from a daemon thread. Nothing here may break training: a failure is
+logged once and training goes on.
 
 Standard library only: ``train_model`` stages this file beside the entrypoint on the workspace PVC.
 """
