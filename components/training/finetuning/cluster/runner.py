@@ -112,7 +112,14 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
             client.say(f"stopped by an error ({type(error).__name__}); the job is left running, untouched")
             append_note(error, left_running_note(client))
         raise
-    if outcome == "Timeout" and launcher_enforces_deadline(client.manifest, settings, deadline_served):
+    if (
+        outcome == "Timeout"
+        and client.kind.kind == "TrainJob"
+        and not deadline_served
+        and settings.cleanup_policy == "keep"
+    ):
+        # Where the API serves activeDeadlineSeconds the Trainer fails the job at the deadline; where it does not
+        # (podTemplateOverrides, RHOAI 3.3-3.5) a kept job would go on holding its GPUs: suspend it instead.
         client.say(
             f"timeout_seconds={settings.timeout:g} passed and this TrainJob API has no activeDeadlineSeconds: "
             "suspending the job (cleanup_policy=keep) so that its pods stop, as the Trainer's deadline would"
@@ -130,21 +137,6 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
         duration_seconds=settings.clock() - state.started_at,
         last_progress=progress_server.trainer_status(state.job) or dict(state.metrics.last),
         deleted=deleted,
-    )
-
-
-def launcher_enforces_deadline(manifest: Mapping[str, Any], settings: FollowSettings, deadline_served: bool) -> bool:
-    """Whether the launcher alone must stop a timed-out TrainJob: its API serves no ``activeDeadlineSeconds``.
-
-    Where it is served the Trainer fails the job at the deadline; where it is not (the ``podTemplateOverrides``
-    generation, RHOAI 3.3-3.5) a timed-out job kept by ``cleanup_policy=keep`` would go on holding its GPUs, so it is
-    suspended instead (pods removed, the job kept for inspection).
-    """
-    return (
-        manifest.get("kind") == "TrainJob"
-        and not deadline_served
-        and bool(settings.timeout)
-        and settings.cleanup_policy == "keep"
     )
 
 
@@ -220,7 +212,7 @@ def run_job(
             cancelled, and the job is left running (:func:`~.launcher_pod.disruption`).
         active_deadline_served: Whether the TrainJob API serves ``spec.activeDeadlineSeconds``; where it does not, a
             job that exceeds ``timeout_seconds`` under ``cleanup_policy=keep`` is suspended rather than left running
-            (:func:`launcher_enforces_deadline`).
+            (the Trainer would have stopped it).
 
     Returns:
         A :class:`JobResult`.
