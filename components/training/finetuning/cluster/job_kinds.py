@@ -131,12 +131,8 @@ def _trainer_container(node: Any) -> str:
         if isinstance(containers, list) and containers and isinstance(containers[0], Mapping):
             return str(containers[0].get("name") or "")
         node = list(node.values())
-    if isinstance(node, list):
-        for item in node:
-            found = _trainer_container(item)
-            if found:
-                return found
-    return ""
+    items = node if isinstance(node, list) else []
+    return next((found for item in items if (found := _trainer_container(item))), "")
 
 
 def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
