@@ -263,7 +263,8 @@ class ProgressServer:
         try:
             final = self.tracker.finish() if succeeded else self.tracker.status()
             self.last = final
-            write_termination_log(final, termination_log)
+            if os.path.isfile(termination_log) and os.access(termination_log, os.W_OK):  # the container's own file
+                Path(termination_log).write_text(json.dumps(final), encoding="utf-8")
         except Exception as error:  # noqa: BLE001
             self.warn_once("writing the final progress failed", error)
         if self.httpd is not None:
@@ -273,33 +274,11 @@ class ProgressServer:
         return self.last
 
 
-def write_termination_log(status: Mapping[str, Any], path: str = TERMINATION_LOG) -> bool:
-    """Writes the final progress JSON to the container's termination log when that file exists and is writable."""
-    if not (os.path.isfile(path) and os.access(path, os.W_OK)):
-        return False
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(status))
-    return True
-
-
 def _rows(path: str | None) -> int:
     if not path or not os.path.isfile(path):
         return 0
     with open(path, "rb") as handle:
         return sum(1 for line in handle if line.strip())
-
-
-def tracker_for_run(run_config: Any) -> ProgressTracker:
-    """The run's tracker (a :class:`~.run_config.RunConfig`): epochs, ``max_steps``, batch size, training-file rows."""
-    hp = run_config.hyperparameters
-    return ProgressTracker(
-        Path(run_config.ckpt_output_dir),
-        hp.algorithm,
-        hp.num_epochs,
-        hp.effective_batch_size,
-        max_steps=hp.max_steps,
-        dataset_path=run_config.data_path,
-    )
 
 
 class RunProgress:
@@ -347,7 +326,15 @@ def start_for_run(
     if node_rank != 0 or not (settings.enabled or wants_kubeflow):
         return None
     try:
-        tracker = tracker_for_run(run_config)
+        hp = run_config.hyperparameters
+        tracker = ProgressTracker(
+            Path(run_config.ckpt_output_dir),
+            hp.algorithm,
+            hp.num_epochs,
+            hp.effective_batch_size,
+            max_steps=hp.max_steps,
+            dataset_path=run_config.data_path,
+        )
         server = None
         if settings.enabled:
             server = ProgressServer(tracker, settings.port, log)
