@@ -76,12 +76,7 @@ class MetricsFileError(ValueError):
 
 
 def append_record(path: Path, record: StepRecord | dict[str, Any]) -> None:
-    """Appends one record as a JSON line and flushes it (readers may follow the file while training runs).
-
-    Args:
-        path: The JSONL file; created when missing.
-        record: A dict with the keys of :data:`RECORD_KEYS`.
-    """
+    """Appends one record (the keys of :data:`RECORD_KEYS`) as a JSON line and flushes it: readers follow the file."""
     with Path(path).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps({key: record.get(key) for key in RECORD_KEYS}) + "\n")
         handle.flush()
@@ -89,13 +84,7 @@ def append_record(path: Path, record: StepRecord | dict[str, Any]) -> None:
 
 
 def find_metrics_file(directory: Path) -> Path:
-    """Finds the rank-0 metrics file of any known layout under ``directory`` (searched recursively).
-
-    Args:
-        directory: A checkpoint output directory.
-
-    Returns:
-        The file of the first matching layout in :data:`_LAYOUTS` order, lowest rank first.
+    """The rank-0 metrics file under ``directory`` (recursively): the first known layout's, lowest rank first.
 
     Raises:
         MetricsFileError: No known metrics file is there.
