@@ -149,17 +149,21 @@ def diagnose(client: JobClient, state: JobState, settings: FollowSettings, outco
     logs: dict[str, str] = {}
     if outcome != "Cancelled" and not state.replaced_by:  # (another job's pods and events are not ours to report)
         # Pods, events and logs are optional reads, each on its own: one that fails leaves the others.
-        def read_logs() -> None:
+        try:
+            pods = client.list_pods()
+        except JobError as error:
+            client.say(f"diagnosis is incomplete: {error}")
+        try:
+            events = client.list_events()
+        except JobError as error:
+            client.say(f"diagnosis is incomplete: {error}")
+        try:
             for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
                 text = client.read_log(pod, container, previous, settings.log_tail_lines)
                 if text:
                     logs[f"pod {pod}, container {container}"] = text
-
-        for read in (lambda: pods.extend(client.list_pods()), lambda: events.extend(client.list_events()), read_logs):
-            try:
-                read()
-            except JobError as error:
-                client.say(f"diagnosis is incomplete: {error}")
+        except JobError as error:
+            client.say(f"diagnosis is incomplete: {error}")
     return diagnosis_module.diagnose(
         outcome,
         job,
