@@ -7,11 +7,8 @@ activations), ``LoRAEstimator`` for LoRA. Left alone, an estimator loads an unkn
 package. Here it gets a meta-device model built from the configuration (:class:`transformers.AutoConfig`, no weight
 is read or downloaded) and writes nothing.
 
-Used by ``kfp-finetune doctor`` (the user's machine) and by ``train_model`` before it submits a job. The launcher's
-image has neither torch nor Training Hub, so this module is deliberately outside ``train_model``'s embedded bundle
-(``components/training/finetuning/``; the bundle's size is capped): there ``train_model`` cannot import it and logs a
-one-line skip; where it runs with the project installed (``kfp.local``, a prebuilt runtime image) it estimates, and
-:class:`EstimateUnavailable` says in one line why not when torch, Training Hub or the model's config are missing.
+Used by ``kfp-finetune doctor`` (the user's machine) and by ``train_model`` before it submits a job; where torch,
+Training Hub or the model's config are missing, :class:`EstimateUnavailable` says in one line why it is skipped.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """MLflow tracking of a training run: parameters, per-step metrics and the final model location (rank 0 only).
 
-:class:`MlflowLogger` is a no-op unless a tracking URI is given or ``MLFLOW_TRACKING_URI`` is set, and in every
-process but the rank-0 one (:func:`is_rank_zero`), so the training code can call it unconditionally. ``mlflow`` (the
-``mlflow-skinny`` client) is imported only when tracking is on. Authentication is MLflow's own
+``mlflow`` (the ``mlflow-skinny`` client) is imported only when tracking is on; authentication is MLflow's own
 (``MLFLOW_TRACKING_TOKEN`` / ``MLFLOW_TRACKING_USERNAME`` + ``MLFLOW_TRACKING_PASSWORD`` from a secret); user info in
 the URI is masked in every message, and parameters whose names look like secrets are never logged.
-
-Records are the training code's per-step metric records (:data:`~.metrics.RECORD_KEYS`: step, epoch, loss, lr,
-tokens_per_second, time, total_steps): every numeric key but ``step`` and ``total_steps`` becomes a metric at that step.
-A ``run_key`` (e.g. the KFP run id + task name) makes a resumed or re-attached job continue the same MLflow run.
 """
 
 from __future__ import annotations

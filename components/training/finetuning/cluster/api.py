@@ -1,13 +1,9 @@
 """Every Kubernetes API request of ``train_model``: deadlines, retries and the errors they end in.
 
-:class:`Api` wraps the official client's ``CustomObjectsApi`` / ``CoreV1Api``. Each request carries
-``_request_timeout=(connect, read)`` (the official client waits forever without one), the read timeout cut to what is
-left of the current deadline (:meth:`Api.deadline`), so that a request blocked on an API that accepts connections but
-never answers cannot outlive ``start_timeout_seconds`` / ``timeout_seconds``. Transient failures (no answer, 408, 429,
-500, 502, 503, 504) are retried by the shared policy (:mod:`components._common.retry`: bounded attempts, exponential
-backoff with jitter, never past the deadline); any other answer is raised at once for the caller to judge (404 and 409
-mean something; 403/422 become :class:`JobApiError` with the API's own message). urllib3's own retries are turned
-off so that the deadline holds (they would repeat a timed-out read three more times).
+Each request carries ``_request_timeout=(connect, read)`` (the official client waits forever without one), cut to what
+is left of the current deadline; transient failures are retried by the shared policy (:mod:`components._common.retry`),
+never past the deadline; any other answer is raised at once for the caller to judge. urllib3's own retries are off
+(they would repeat a timed-out read three more times).
 """
 
 from __future__ import annotations
@@ -143,11 +139,6 @@ class Api:
         self.read_timeout = read_timeout
         self._deadline: Callable[[], Deadline | None] = lambda: None
 
-    @property
-    def attempts(self) -> int:
-        """Tries per request on transient failures."""
-        return self.policy.attempts
-
     def bounded(self, deadline: Deadline | Callable[[], Deadline | None] | None) -> Api:
         """A copy whose requests never outlive ``deadline`` (a fixed one, or a function returning the current one)."""
         bound = copy.copy(self)
@@ -158,17 +149,12 @@ class Api:
         """The deadline requests are bounded by now (None: none)."""
         return self._deadline()
 
-    def remaining(self, deadline: Deadline | None = None) -> float | None:
-        """Seconds left before ``deadline`` (default: the current one; None: no deadline)."""
-        deadline = deadline or self.deadline()
-        return None if deadline is None else deadline.at - self.clock()
-
     def request_timeout(self, read: float | None = None, deadline: Deadline | None = None) -> tuple[float, float]:
         """The ``(connect, read)`` timeout of the next request: the defaults (or ``read``), cut to the deadline."""
         connect, read = self.connect_timeout, self.read_timeout if read is None else read
-        remaining = self.remaining(deadline)
-        if remaining is not None:
-            remaining = max(remaining, MIN_TIMEOUT_SECONDS)
+        deadline = deadline or self.deadline()
+        if deadline is not None:
+            remaining = max(deadline.at - self.clock(), MIN_TIMEOUT_SECONDS)
             connect, read = min(connect, remaining), min(read, remaining)
         return (connect, read)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from components.training.finetuning.cluster.api import Api, api_message
 from components.training.finetuning.cluster.errors import JobError
-from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
+from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS, runtime_request
 from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests import spec as trainjob
 
@@ -72,13 +72,9 @@ def runtime_state(api: Api, runtime_name: str, runtime_kind: str, namespace: str
     plural = RUNTIME_PLURALS.get(runtime_kind)
     if plural is None:
         raise ValueError(f"runtime_kind={runtime_kind!r}: must be one of {sorted(RUNTIME_PLURALS)}")
-    group, version = trainjob.API_GROUP, trainjob.API_VERSION
     what = f"reading {runtime_kind} {runtime_name!r}"
     try:
-        if runtime_kind == "ClusterTrainingRuntime":
-            api.call(what, api.custom.get_cluster_custom_object, group, version, plural, runtime_name)
-        else:
-            api.call(what, api.custom.get_namespaced_custom_object, group, version, namespace, plural, runtime_name)
+        runtime_request(api, what, "get", runtime_kind, namespace, runtime_name)
         return "found"
     except ApiException as error:
         if error.status == 403:
@@ -86,12 +82,7 @@ def runtime_state(api: Api, runtime_name: str, runtime_kind: str, namespace: str
         if error.status != 404:
             raise BackendSelectionError(f"{what} was rejected by the Kubernetes API: {api_message(error)}") from None
     try:
-        if runtime_kind == "ClusterTrainingRuntime":
-            listed = api.call(f"listing {plural}", api.custom.list_cluster_custom_object, group, version, plural)
-        else:
-            listed = api.call(
-                f"listing {plural}", api.custom.list_namespaced_custom_object, group, version, namespace, plural
-            )
+        listed = runtime_request(api, f"listing {plural}", "list", runtime_kind, namespace)
         names = sorted(item["metadata"]["name"] for item in listed.get("items") or [])
     except ApiException as error:
         return f"missing (available: cannot list, {api_message(error)})"

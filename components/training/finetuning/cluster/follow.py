@@ -1,17 +1,9 @@
 """Following a submitted job: watch (or poll) until it completes, fails, vanishes or a timeout expires.
 
 One watch request per ``poll_interval_seconds`` window, resumed from the last resourceVersion seen (re-list on 410
-Gone), or one GET per window; progress lines from the trainer status or the metrics file; the start timeout (pods
-not running, from Kueue admission) and the total timeout; a job a user suspends (pauses) is waited for and followed
-again once resumed, the pause counting against the total timeout only with ``timeout_counts_paused_time``.
-
-Only the job this run created or adopted is followed: its uid is recorded (``JobState.uid``); another job found
-under the name (after a re-list, on the next poll) means ours is gone (:func:`replaced`), never that it is ours.
-
-Every request for the job goes through :func:`.outage.through_outage` (its pods are an optional read: one try per
-poll, a failure costs only the diagnosis, :func:`optional_pods`): an unreachable or erroring API is ridden out (the
-job does not need its launcher). Functions of ``(client, state, settings)``: :class:`~.job_client.JobClient` makes the
-requests, :class:`~.state.JobState` keeps what the run learns.
+Gone), or one GET per window. Only the job with this run's uid is followed: another job under the name means ours is
+gone (:func:`replaced`). Every request for the job rides out API outages (:func:`.outage.through_outage`); its pods
+are an optional read (:func:`optional_pods`).
 """
 
 from __future__ import annotations

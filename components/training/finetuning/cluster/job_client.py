@@ -1,9 +1,7 @@
 """The requests about one job: create (or read on 409), read, watch, list its pods and events, read logs, patch, delete.
 
-:class:`JobClient` is stateless: it knows which job (kind, name, namespace, the manifest and its ownership labels) and
-the :class:`.api.Api` it talks through, and returns what the API answered; what the run learns is kept by the caller
-(:class:`.state.JobState`). Every call goes through :class:`.api.Api` (timeouts, retries, deadline; a
-:class:`.api.Retry` to retry differently); a refusal becomes a :class:`.errors.JobApiError` naming the job's real kind.
+:class:`JobClient` is stateless (what the run learns is :class:`.state.JobState`'s); every call goes through
+:class:`.api.Api`, and a refusal becomes a :class:`.errors.JobApiError` naming the job's real kind.
 """
 
 from __future__ import annotations
@@ -110,6 +108,12 @@ class JobClient:
         """This run/task's ownership labels (an existing job carrying them is ours)."""
         return dict(self.manifest["metadata"].get("labels") or {})
 
+    def _custom(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Calls ``CustomObjectsApi.<method>`` for this job's kind and namespace (``args`` follow the plural)."""
+        call = getattr(self.api.custom, method)
+        kind = self.kind
+        return self.api.call(what, call, kind.group, kind.version, self.namespace, kind.plural, *args, **kwargs)
+
     def bounded(self, deadline: Deadline) -> JobClient:
         """A copy whose requests never outlive ``deadline`` (e.g. a cleanup budget)."""
         return dataclasses.replace(self, api=self.api.bounded(deadline))
@@ -126,13 +130,9 @@ class JobClient:
 
         what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
         try:
-            created = self.api.call(
+            created = self._custom(
                 what,
-                self.api.custom.create_namespaced_custom_object,
-                self.kind.group,
-                self.kind.version,
-                self.namespace,
-                self.kind.plural,
+                "create_namespaced_custom_object",
                 dict(self.manifest),
                 field_validation=strict.FIELD_VALIDATION,
                 retry=retry,
@@ -153,16 +153,7 @@ class JobClient:
 
         what = f"reading {self.kind.kind} {self.namespace}/{self.name}"
         try:
-            return self.api.call(
-                what,
-                self.api.custom.get_namespaced_custom_object,
-                self.kind.group,
-                self.kind.version,
-                self.namespace,
-                self.kind.plural,
-                self.name,
-                retry=retry,
-            )
+            return self._custom(what, "get_namespaced_custom_object", self.name, retry=retry)
         except ApiException as error:
             if _status(error) == 404:
                 return None
@@ -239,36 +230,29 @@ class JobClient:
             stream.close()
         return WatchResult(job=job)
 
-    def list_pods(self, retry: Retry | None = None) -> list[dict[str, Any]]:
-        """The job's pods (JobSet, or the Training Operator, labels them with the job's name)."""
+    def _core_list(self, what: str, method: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """The items of ``CoreV1Api.<method>`` in the job's namespace, as JSON."""
         from kubernetes.client import ApiException
 
-        what = f"listing pods of {self.kind.kind} {self.name}"
-        selector = self.kind.pod_selector(self.name)
         try:
             result = self.api.call(
-                what,
-                self.api.core.list_namespaced_pod,
-                self.namespace,
-                label_selector=selector,
-                _preload_content=False,
-                retry=retry,
+                what, getattr(self.api.core, method), self.namespace, _preload_content=False, **kwargs
             )
         except ApiException as error:
             raise _rejected(what, error) from None
-        items = json.loads(result.data).get("items") or []
+        return json.loads(result.data).get("items") or []
+
+    def list_pods(self, retry: Retry | None = None) -> list[dict[str, Any]]:
+        """The job's pods (JobSet, or the Training Operator, labels them with the job's name)."""
+        selector = self.kind.pod_selector(self.name)
+        items = self._core_list(
+            f"listing pods of {self.kind.kind} {self.name}", "list_namespaced_pod", label_selector=selector, retry=retry
+        )
         return [pod for pod in items if selector_matches(selector, (pod.get("metadata") or {}).get("labels") or {})]
 
     def list_events(self) -> list[dict[str, Any]]:
         """Events about the job and what it owns (JobSet, Jobs, pods: their names start with the job's)."""
-        from kubernetes.client import ApiException
-
-        what = f"listing events of {self.kind.kind} {self.name}"
-        try:
-            result = self.api.call(what, self.api.core.list_namespaced_event, self.namespace, _preload_content=False)
-        except ApiException as error:
-            raise _rejected(what, error) from None
-        items = json.loads(result.data).get("items") or []
+        items = self._core_list(f"listing events of {self.kind.kind} {self.name}", "list_namespaced_event")
         mine = []
         for event in items:
             involved = str((event.get("involvedObject") or {}).get("name", ""))
@@ -310,13 +294,9 @@ class JobClient:
         what = f"{doing} {self.kind.kind} {self.namespace}/{self.name}"
         guarded = {**body, "metadata": {**(body.get("metadata") or {}), "uid": uid}} if uid else body
         try:
-            return self.api.call(
+            return self._custom(
                 what,
-                self.api.custom.patch_namespaced_custom_object,
-                self.kind.group,
-                self.kind.version,
-                self.namespace,
-                self.kind.plural,
+                "patch_namespaced_custom_object",
                 self.name,
                 guarded,
                 field_validation=strict.FIELD_VALIDATION,
@@ -341,13 +321,9 @@ class JobClient:
         what = f"deleting {self.kind.kind} {self.namespace}/{self.name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:
-            self.api.call(
+            self._custom(
                 what,
-                self.api.custom.delete_namespaced_custom_object,
-                self.kind.group,
-                self.kind.version,
-                self.namespace,
-                self.kind.plural,
+                "delete_namespaced_custom_object",
                 self.name,
                 propagation_policy="Background",
                 body=options,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from components.training.finetuning.cluster import diagnosis as diagnosis_module
+from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
 from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION, QUEUE_NAME_LABEL, TRAINJOB_PLURAL
 from components.training.finetuning.manifests.trainjob import JOB_NAME_POD_LABEL
@@ -20,21 +21,10 @@ from components.training.finetuning.manifests.trainjob import JOB_NAME_POD_LABEL
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 #: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` grants exactly these.
 API_PERMISSIONS = frozenset(
-    {
-        (API_GROUP, "trainjobs", "create"),
-        (API_GROUP, "trainjobs", "get"),
-        (API_GROUP, "trainjobs", "watch"),
-        (API_GROUP, "trainjobs", "patch"),
-        (API_GROUP, "trainjobs", "delete"),
-        (API_GROUP, "clustertrainingruntimes", "get"),
-        (API_GROUP, "clustertrainingruntimes", "list"),
-        (API_GROUP, "trainingruntimes", "get"),
-        (API_GROUP, "trainingruntimes", "list"),
-        ("", "pods", "list"),
-        ("", "pods", "get"),  # the launcher's own pod: the run's owner for the job's ownerReference
-        ("", "pods/log", "get"),
-        ("", "events", "list"),
-    }
+    {(API_GROUP, TRAINJOB_PLURAL, verb) for verb in ("create", "get", "watch", "patch", "delete")}
+    | {(API_GROUP, plural, verb) for plural in RUNTIME_PLURALS.values() for verb in ("get", "list")}
+    # pods "get": the launcher's own pod, the run's owner for the job's ownerReference
+    | {("", "pods", "list"), ("", "pods", "get"), ("", "pods/log", "get"), ("", "events", "list")}
     | pytorchjob.API_PERMISSIONS
 )
 
@@ -141,27 +131,15 @@ def _trainer_container(node: Any) -> str:
         if isinstance(containers, list) and containers and isinstance(containers[0], Mapping):
             return str(containers[0].get("name") or "")
         node = list(node.values())
-    if isinstance(node, list):
-        for item in node:
-            found = _trainer_container(item)
-            if found:
-                return found
-    return ""
+    items = node if isinstance(node, list) else []
+    return next((found for item in items if (found := _trainer_container(item))), "")
 
 
 def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
-    """The RHOAI guide's troubleshooting commands for this job, with its trainer container's real name.
+    """The RHOAI guide's troubleshooting commands for this job, naming the container the manifest patches.
 
-    The guide's ``oc logs <pod-name> -c pytorch`` holds for a PyTorchJob; a TrainJob's pods run the runtime's
-    trainer container (``node`` in RHOAI's ``training-hub`` and ``torch-distributed`` runtimes), so the line names
-    the container the manifest patches.
-
-    Args:
-        manifest: The job as submitted.
-        namespace: Its namespace.
-
-    Returns:
-        One line: ``Pods: oc get pods -n NS -l training.kubeflow.org/job-name=NAME; logs: oc logs <pod-name> ...``.
+    The guide's ``oc logs <pod-name> -c pytorch`` holds for a PyTorchJob; a TrainJob's pods run the runtime's trainer
+    container (``node`` in RHOAI's runtimes). One line: ``Pods: oc get pods -n NS -l ...; logs: oc logs <pod> ...``.
     """
     name = (manifest.get("metadata") or {}).get("name", "")
     container = _trainer_container(manifest.get("spec") or {})

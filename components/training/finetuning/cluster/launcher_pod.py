@@ -1,23 +1,12 @@
 """What the launcher learns from its own pod: the run's owning object (for the job's ownerReference) and its grace.
 
-KFP sets ``KFP_POD_NAME`` and ``KFP_POD_UID`` in every task's pod (the downward API). :func:`read_launcher_pod` reads
-that pod (``get pods``, in ``rbac.yaml``) in its own namespace and returns:
-
-* **the owner** for the job's ``ownerReference`` (:mod:`..manifests.owner`): the pod's controller owner (under Argo
-  Workflows, which runs KFP, the run's ``Workflow``; deleting the run deletes it, and the garbage collector then
-  deletes the job). Never the pod itself: a retried or restarted launcher pod is a new pod, and the job does not need
-  its launcher. A pod without an owner (run by hand), a pod in another namespace than the job (an owner across
-  namespaces makes the garbage collector delete the dependent), a pod that cannot be read, or one whose uid does not
-  match ``KFP_POD_UID`` gives no owner: the job is then only removed by the cleanup policy or by hand;
-* **its termination grace period** (``spec.terminationGracePeriodSeconds``), which bounds the cleanup after SIGTERM
-  (:func:`~.state.cancel_budget`).
-
-After SIGTERM, :func:`disruption` tells a cancelled run from a disrupted launcher pod: Kubernetes marks a pod it
-evicts, preempts or stops with its node with the ``DisruptionTarget`` condition (1.26+); a run cancelled from KFP
-(Argo stops or deletes its pods) does not carry it. A disrupted launcher is the launcher's trouble, not the run's:
-the job is left running, and the retried task re-attaches to it.
-
-Nothing here ever fails the run: a missing safety net is logged, and the run goes on.
+:func:`read_launcher_pod` reads the task's pod (``KFP_POD_NAME``/``KFP_POD_UID``, ``get pods``) and returns **the
+owner** for the job's ``ownerReference``: the pod's controller owner (the run's Argo ``Workflow``: deleting the run
+deletes the job), never the pod itself (a retried launcher is a new pod; the job does not need it), and none across
+namespaces, for an unreadable pod or a uid mismatch; and **its termination grace period**, which bounds the cleanup
+after SIGTERM (:func:`~.state.cancel_budget`). After SIGTERM, :func:`disruption` tells a cancelled run from a
+disrupted launcher pod (its ``DisruptionTarget`` condition: evicted, preempted, node shutdown), whose job is left
+running. Nothing here ever fails the run: a missing safety net is logged.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """A job's lifecycle around the follow loop: idempotent submit, diagnosis and cleanup, as functions.
 
-* **Submit**: create (riding out an API outage until the start timeout); on 409 re-attach when the existing job
-  carries this run/task's labels (a retried KFP task never creates a second job; a suspended one is resumed unless
-  Kueue queues it), otherwise fail.
-* **Diagnose** on failure/timeout: conditions, pods, events and the failed container's last log lines become one-line
-  causes with a remedy (:mod:`.diagnosis`).
-* **Clean up** per ``cleanup_policy`` (``delete`` | ``keep`` | ``suspend``) only for the reasons that are the job's
-  or the user's: the job failed or exceeded its own timeouts, the run was cancelled (SIGTERM), or the job completed
-  (``delete_on_success``). Requests are retried until the budget ends (``cleanup_timeout_seconds``, or after SIGTERM
-  the pod's termination grace period less a margin), best effort, never masking the original error; what could not
-  be done is reported with the exact ``kubectl`` command that does it. The launcher's own trouble (an API outage, a
-  refused request, a bug) never deletes a job: :func:`left_running_note` says where it is.
+A retried KFP task re-attaches to its run/task's job instead of creating a second one (:func:`submit`). The cleanup
+policy is applied best effort within a budget, never masking the original error; what could not be done is reported
+with the ``kubectl`` command that does it (:func:`clean_up`).
 """
 
 from __future__ import annotations
@@ -45,41 +37,12 @@ _MAX_LOGGED_PODS = 2
 def manual_command(kind: str, name: str, namespace: str, policy: str, suspend_patch: Mapping[str, Any]) -> str:
     """The ``kubectl`` command that applies ``policy`` by hand (``keep``: the delete command, for later).
 
-    Args:
-        kind: The job's kind (``TrainJob``, ``PyTorchJob``).
-        name: Its name.
-        namespace: Its namespace.
-        policy: ``delete``, ``keep`` or ``suspend``.
-        suspend_patch: The merge patch that suspends a job of this kind.
-
-    Returns:
-        E.g. ``kubectl delete trainjob tj-1 -n team-a`` or
-        ``kubectl patch pytorchjob tj-1 -n team-a --type=merge -p '{"spec": {"runPolicy": {"suspend": true}}}'``.
+    E.g. ``kubectl delete trainjob tj-1 -n team-a`` or
+    ``kubectl patch pytorchjob tj-1 -n team-a --type=merge -p '{"spec": {"runPolicy": {"suspend": true}}}'``.
     """
     if policy == "suspend":
         return f"kubectl patch {kind.lower()} {name} -n {namespace} --type=merge -p '{json.dumps(dict(suspend_patch))}'"
     return f"kubectl delete {kind.lower()} {name} -n {namespace}"
-
-
-def cleanup_failed_note(kind: str, name: str, namespace: str, policy: str, command: str, failure: str) -> str:
-    """The line that says a cleanup could not be done, and the command that does it.
-
-    Args:
-        kind: The job's kind.
-        name: Its name.
-        namespace: Its namespace.
-        policy: The cleanup policy that failed.
-        command: :func:`manual_command`'s result.
-        failure: Why the cleanup failed (one line).
-
-    Returns:
-        One line naming the job, the failure and the command.
-    """
-    doing = "deleted" if policy == "delete" else "suspended"
-    return (
-        f"{kind} {namespace}/{name} could not be {doing} (cleanup_policy={policy}: {failure}); it may still hold its "
-        f"GPUs: run `{command}`"
-    )
 
 
 def left_running_note(client: JobClient) -> str:
@@ -230,9 +193,11 @@ def failed_containers(pods: list[dict[str, Any]]) -> list[tuple[str, str, bool]]
     return found
 
 
-def budget(settings: FollowSettings, seconds: float, reason: str) -> Deadline:
-    """A deadline ``seconds`` from now (a cleanup budget)."""
-    return Deadline(settings.clock() + seconds, reason)
+def cleanup_budget(settings: FollowSettings) -> Deadline:
+    """The deadline of a diagnosis or a cleanup: ``cleanup_timeout_seconds`` from now."""
+    return Deadline(
+        settings.clock() + settings.cleanup_timeout, f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
+    )
 
 
 def until(deadline: Deadline, settings: FollowSettings) -> Retry:
@@ -282,7 +247,11 @@ def clean_up(client: JobClient, state: JobState, settings: FollowSettings, deadl
         return ""
     except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
         text = str(error) if isinstance(error, JobError) else failure_text(error)
-        note = cleanup_failed_note(kind.kind, client.name, client.namespace, policy, command, text)
+        doing = "deleted" if policy == "delete" else "suspended"
+        note = (
+            f"{kind.kind} {client.namespace}/{client.name} could not be {doing} (cleanup_policy={policy}: {text}); "
+            f"it may still hold its GPUs: run `{command}`"
+        )
         client.say(f"WARNING: {note}")
         return note
 
@@ -300,11 +269,8 @@ def wrap_up(client: JobClient, state: JobState, settings: FollowSettings, outcom
             deadline = Deadline(began + settings.cancel_timeout, reason)
             found = diagnose(client, state, settings, outcome)  # (no request: the job was not at fault)
         else:
-            reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
-            found = diagnose(
-                client.bounded(budget(settings, settings.cleanup_timeout, reason)), state, settings, outcome
-            )
-            deadline = budget(settings, settings.cleanup_timeout, reason)
+            found = diagnose(client.bounded(cleanup_budget(settings)), state, settings, outcome)
+            deadline = cleanup_budget(settings)
         client.say(found.text())
         note = clean_up(client, state, settings, deadline) if outcome != "Deleted" else ""
     failure = JobCancelled(found) if outcome == "Cancelled" else JobFailed(found)

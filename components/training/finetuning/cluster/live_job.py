@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from components.training.finetuning.cluster.api import Api
-from components.training.finetuning.cluster.api import rejected as _rejected
 from components.training.finetuning.cluster.errors import JobApiError
-from components.training.finetuning.cluster.job_kinds import JOB_KINDS, owned_by
+from components.training.finetuning.cluster.job_client import JobClient
+from components.training.finetuning.cluster.job_kinds import owned_by
 
 
 def find_live_job(
@@ -28,22 +28,13 @@ def find_live_job(
     Raises:
         JobApiError: The API could not be asked (the message says nothing was deleted).
     """
-    from kubernetes.client import ApiException
-
     api = Api(api_client, time.sleep, lambda line: None, 3)
-    for kind_name in kinds:
-        kind = JOB_KINDS[kind_name]
-        what = f"reading {kind.kind} {namespace}/{name} (is a job of this run/task still there?)"
+    for kind in kinds:
+        manifest = {"kind": kind, "metadata": {"name": name, "namespace": namespace}}
         try:
-            job = api.call(
-                what, api.custom.get_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, name
-            )
-        except ApiException as error:
-            if getattr(error, "status", None) == 404:
-                continue
-            raise JobApiError(f"{_rejected(what, error)}; nothing was deleted") from None
+            job = JobClient(api, manifest, say=lambda line: None).get_job()
         except JobApiError as error:
-            raise JobApiError(f"{error}; nothing was deleted") from None
-        if owned_by(job, labels) and not (job.get("metadata") or {}).get("deletionTimestamp"):
+            raise JobApiError(f"{error} (is a job of this run/task still there?); nothing was deleted") from None
+        if job is not None and owned_by(job, labels) and not (job.get("metadata") or {}).get("deletionTimestamp"):
             return job
     return None

@@ -1,26 +1,10 @@
 """Runs one TrainJob or PyTorchJob to its end: check the runtime, submit, follow, diagnose, clean up.
 
-:func:`run_job` is the whole lifecycle, for a Kubeflow Trainer v2 ``TrainJob`` and for a Training Operator v1
-``PyTorchJob`` alike: a :class:`~.job_kinds.JobKind` (picked from the manifest's ``kind``) says where the job lives,
-how its phase is read, how its pods are found, whether a runtime is checked and how it is suspended; everything else
-is shared. It is composed of a stateless API client (:class:`~.job_client.JobClient` over :class:`~.api.Api`), one
-state dataclass (:class:`~.state.JobState`) and functions of the two:
-
-1. **Runtime discovery** (:mod:`.runtimes`): the referenced (Cluster)TrainingRuntime must exist (else the error lists
-   those that do) and hold the replicated job the runtime patch targets (TrainJob only).
-2. **Idempotent submit** (:func:`.lifecycle.submit`).
-3. **Follow** (:func:`.follow.follow`): watch or poll, progress lines, start and total timeouts, pauses, Kueue;
-   through API outages (:mod:`.outage`) for as long as ``api_outage_tolerance_seconds`` and the timeouts allow.
-4. **Diagnose and clean up** per ``cleanup_policy`` (:mod:`.lifecycle`) only when the job failed or exceeded its
-   own timeouts, or the run was cancelled (SIGTERM from KFP, :mod:`.signals`: within the pod's termination grace
-   period). **The job does not need its launcher**: the launcher's own trouble (the API unreachable, slow or
-   erroring, a refused request, a bug) never deletes it; the error says it was left running and how to find it. On
-   success delete only with ``delete_on_success``.
-
-Every request has a (connect, read) timeout and none outlives the run's deadline (:mod:`.api`); transient failures are
-retried with backoff by the shared policy (:mod:`components._common.retry`), never other 4xx (the API's message is
-shown). A job carrying Kueue's queue label is never resumed by this code: Kueue admits it. Time (``clock``/``sleep``)
-is injectable; the settings are one frozen :class:`~.state.FollowSettings`.
+:func:`run_job` is the whole lifecycle for both kinds (a :class:`~.job_kinds.JobKind` holds what differs), composed of
+a stateless :class:`~.job_client.JobClient`, one :class:`~.state.JobState` and the functions of :mod:`.runtimes`,
+:mod:`.lifecycle` (submit, diagnose, clean up), :mod:`.follow` and :mod:`.outage`. **The job does not need its
+launcher**: the cleanup policy applies only when the job failed or exceeded its own timeouts, or the run was cancelled
+(SIGTERM from KFP, :mod:`.signals`); the launcher's own trouble never deletes it, and the error says where it runs.
 """
 
 from __future__ import annotations
@@ -41,8 +25,8 @@ from components.training.finetuning.cluster.launcher_pod import disruption
 from components.training.finetuning.cluster.lifecycle import (
     CLEANUP_POLICIES,
     append_note,
-    budget,
     clean_up,
+    cleanup_budget,
     delete_job,
     diagnose,
     left_running_note,
@@ -120,16 +104,22 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
             client.say(
                 f"stopped before the job was confirmed ({type(error).__name__}): applying cleanup_policy={policy}"
             )
-            reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
             with signals_ignored():
-                note = clean_up(client, state, settings, budget(settings, settings.cleanup_timeout, reason))
+                note = clean_up(client, state, settings, cleanup_budget(settings))
             if note:
                 append_note(error, note)
         elif state.submitted and not isinstance(error, ApiOutageTooLong):
             client.say(f"stopped by an error ({type(error).__name__}); the job is left running, untouched")
             append_note(error, left_running_note(client))
         raise
-    if outcome == "Timeout" and launcher_enforces_deadline(client.manifest, settings, deadline_served):
+    if (
+        outcome == "Timeout"
+        and client.kind.kind == "TrainJob"
+        and not deadline_served
+        and settings.cleanup_policy == "keep"
+    ):
+        # Where the API serves activeDeadlineSeconds the Trainer fails the job at the deadline; where it does not
+        # (podTemplateOverrides, RHOAI 3.3-3.5) a kept job would go on holding its GPUs: suspend it instead.
         client.say(
             f"timeout_seconds={settings.timeout:g} passed and this TrainJob API has no activeDeadlineSeconds: "
             "suspending the job (cleanup_policy=keep) so that its pods stop, as the Trainer's deadline would"
@@ -139,8 +129,7 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
         raise wrap_up(client, state, settings, outcome)
     deleted = False
     if settings.delete_on_success:
-        reason = f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
-        deleted = delete_job(client, state, settings, budget(settings, settings.cleanup_timeout, reason))
+        deleted = delete_job(client, state, settings, cleanup_budget(settings))
     return JobResult(
         name=client.name,
         namespace=client.namespace,
@@ -148,21 +137,6 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
         duration_seconds=settings.clock() - state.started_at,
         last_progress=progress_server.trainer_status(state.job) or dict(state.metrics.last),
         deleted=deleted,
-    )
-
-
-def launcher_enforces_deadline(manifest: Mapping[str, Any], settings: FollowSettings, deadline_served: bool) -> bool:
-    """Whether the launcher alone must stop a timed-out TrainJob: its API serves no ``activeDeadlineSeconds``.
-
-    Where it is served the Trainer fails the job at the deadline; where it is not (the ``podTemplateOverrides``
-    generation, RHOAI 3.3-3.5) a timed-out job kept by ``cleanup_policy=keep`` would go on holding its GPUs, so it is
-    suspended instead (pods removed, the job kept for inspection).
-    """
-    return (
-        manifest.get("kind") == "TrainJob"
-        and not deadline_served
-        and bool(settings.timeout)
-        and settings.cleanup_policy == "keep"
     )
 
 
@@ -238,7 +212,7 @@ def run_job(
             cancelled, and the job is left running (:func:`~.launcher_pod.disruption`).
         active_deadline_served: Whether the TrainJob API serves ``spec.activeDeadlineSeconds``; where it does not, a
             job that exceeds ``timeout_seconds`` under ``cleanup_policy=keep`` is suspended rather than left running
-            (:func:`launcher_enforces_deadline`).
+            (the Trainer would have stopped it).
 
     Returns:
         A :class:`JobResult`.
@@ -256,30 +230,23 @@ def run_job(
     """
     if cleanup_policy not in CLEANUP_POLICIES:
         raise ValueError(f"cleanup_policy={cleanup_policy!r}: must be one of {list(CLEANUP_POLICIES)}")
-    for name, value in (("start_timeout_seconds", start_timeout_seconds), ("timeout_seconds", timeout_seconds)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"{name}={value!r}: must be a number of seconds >= 0 (0 = no limit)")
-    if not isinstance(poll_interval_seconds, (int, float)) or poll_interval_seconds <= 0:
-        raise ValueError(f"poll_interval_seconds={poll_interval_seconds!r}: must be > 0")
+    cancel_timeout_seconds = cancel_budget(None) if cancel_timeout_seconds is None else cancel_timeout_seconds
+    seconds = {  # name: (value, what 0 means; "": 0 is refused)
+        "start_timeout_seconds": (start_timeout_seconds, "no limit"),
+        "timeout_seconds": (timeout_seconds, "no limit"),
+        "api_outage_tolerance_seconds": (api_outage_tolerance_seconds, "as long as timeout_seconds allows"),
+        "poll_interval_seconds": (poll_interval_seconds, ""),
+        "connect_timeout_seconds": (connect_timeout_seconds, ""),
+        "read_timeout_seconds": (read_timeout_seconds, ""),
+        "cleanup_timeout_seconds": (cleanup_timeout_seconds, ""),
+        "cancel_timeout_seconds": (cancel_timeout_seconds, ""),
+    }
+    for name, (value, zero_means) in seconds.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not (value or zero_means):
+            rule = f">= 0 (0 = {zero_means})" if zero_means else "> 0"
+            raise ValueError(f"{name}={value!r}: must be a number of seconds {rule}")
     if api_attempts < 1:
         raise ValueError(f"api_attempts={api_attempts!r}: must be >= 1")
-    for name, value in (
-        ("connect_timeout_seconds", connect_timeout_seconds),
-        ("read_timeout_seconds", read_timeout_seconds),
-        ("cleanup_timeout_seconds", cleanup_timeout_seconds),
-        ("cancel_timeout_seconds", cancel_budget(None) if cancel_timeout_seconds is None else cancel_timeout_seconds),
-    ):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"{name}={value!r}: must be a number of seconds > 0")
-    if (
-        isinstance(api_outage_tolerance_seconds, bool)
-        or not isinstance(api_outage_tolerance_seconds, (int, float))
-        or api_outage_tolerance_seconds < 0
-    ):
-        raise ValueError(
-            f"api_outage_tolerance_seconds={api_outage_tolerance_seconds!r}: must be a number of seconds >= 0 "
-            "(0 = as long as timeout_seconds allows)"
-        )
     metadata = manifest.get("metadata") or {}
     if manifest.get("kind") not in JOB_KINDS or not metadata.get("name") or not metadata.get("namespace"):
         raise ValueError(
@@ -305,7 +272,7 @@ def run_job(
         metrics_normalizer=metrics_normalizer,
         timeout_counts_paused_time=bool(timeout_counts_paused_time),
         api_outage_tolerance=float(api_outage_tolerance_seconds),
-        cancel_timeout=float(cancel_budget(None) if cancel_timeout_seconds is None else cancel_timeout_seconds),
+        cancel_timeout=float(cancel_timeout_seconds),
         outage_policy=outage_policy,
         launcher_pod=(str(launcher_pod[0]), str(launcher_pod[1])),
     )

@@ -20,6 +20,14 @@ class RuntimeNotFoundError(JobError):
     """The referenced training runtime does not exist, or lacks the replicated job the TrainJob patches."""
 
 
+def runtime_request(api: Api, what: str, verb: str, kind: str, namespace: str, *name: str) -> Any:
+    """``get`` (with ``name``) or ``list`` runtimes of ``kind``: cluster-scoped, or in ``namespace``."""
+    scope = "cluster" if kind == "ClusterTrainingRuntime" else "namespaced"
+    where = () if scope == "cluster" else (namespace,)
+    method = getattr(api.custom, f"{verb}_{scope}_custom_object")
+    return api.call(what, method, API_GROUP, API_VERSION, *where, RUNTIME_PLURALS[kind], *name)
+
+
 def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], None]) -> None:
     """Fails unless the TrainJob's referenced runtime exists and has the replicated job its runtime patch targets.
 
@@ -39,20 +47,7 @@ def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], No
     kind, name = ref.get("kind", "ClusterTrainingRuntime"), ref["name"]
     what = f"reading {kind} {name!r}"
     try:
-        if kind == "ClusterTrainingRuntime":
-            runtime = api.call(
-                what, api.custom.get_cluster_custom_object, API_GROUP, API_VERSION, RUNTIME_PLURALS[kind], name
-            )
-        else:
-            runtime = api.call(
-                what,
-                api.custom.get_namespaced_custom_object,
-                API_GROUP,
-                API_VERSION,
-                namespace,
-                RUNTIME_PLURALS[kind],
-                name,
-            )
+        runtime = runtime_request(api, what, "get", kind, namespace, name)
     except ApiException as error:
         if status_of(error) == 403:
             say(
@@ -76,22 +71,9 @@ def available_runtimes(api: Api, namespace: str) -> str:
 
     found = []
     for kind, plural in RUNTIME_PLURALS.items():
+        label = kind if kind == "ClusterTrainingRuntime" else f"TrainingRuntime in {namespace}"
         try:
-            if kind == "ClusterTrainingRuntime":
-                listed = api.call(
-                    f"listing {plural}", api.custom.list_cluster_custom_object, API_GROUP, API_VERSION, plural
-                )
-                label = "ClusterTrainingRuntime"
-            else:
-                listed = api.call(
-                    f"listing {plural}",
-                    api.custom.list_namespaced_custom_object,
-                    API_GROUP,
-                    API_VERSION,
-                    namespace,
-                    plural,
-                )
-                label = f"TrainingRuntime in {namespace}"
+            listed = runtime_request(api, f"listing {plural}", "list", kind, namespace)
         except ApiException as error:
             found.append(f"{kind}: cannot list ({api_message(error)})")
             continue

@@ -1,9 +1,4 @@
-"""What one :func:`~.runner.run_job` call knows: its settings (frozen) and the state of its job (one dataclass).
-
-The job client (:class:`~.job_client.JobClient`) is stateless; following (:mod:`.follow`), outage handling
-(:mod:`.outage`) and the lifecycle (:mod:`.lifecycle`) are functions of ``(client, state, settings)``. Everything a
-run learns on the way lives in :class:`JobState`, so a reader finds it in one place.
-"""
+"""What one :func:`~.runner.run_job` call knows: its settings (frozen) and everything it learns (:class:`JobState`)."""
 
 from __future__ import annotations
 

@@ -7,11 +7,8 @@
   ``checkpoints/step_<N>`` with the completion marker last (:class:`.preemption.CheckpointWriter`), so a checkpoint
   is complete or invisible, and keeps the newest two.
 * :class:`SigtermStop`: on SIGTERM, the ranks agree (an all-reduce at each step end) to save and stop at the end of
-  the same step; :func:`.training.train` then exits 143. Transformers' own ``enable_jit_checkpoint`` is not used
-  (measured, transformers 5.23, one process: SIGTERM at step 5 of 100; its handler waited 3 s, the run went on to
-  step 30, saved ``checkpoint-30`` in place, and ``train()`` returned as if finished, so the run saved a "final" model
-  at step 31 and exited 0: a paused job would complete). Its timer also runs in each process, so ranks could stop at
-  different steps.
+  the same step; :func:`.training.train` then exits 143. (Why not transformers' ``enable_jit_checkpoint``: measured,
+  in the component README.)
 """
 
 from __future__ import annotations

@@ -4,11 +4,8 @@ Rows come in already checked: in-process from the chat-format reader (``componen
 training pod from the run directory's JSONL, which ``train_model`` checked and wrote with plain string contents
 (:func:`read_jsonl_rows` reads it with the standard library, as the pod has no project dependencies).
 
-Why not TRL's ``SFTTrainer(assistant_only_loss=True)`` (TRL 1.16, in the lock): it takes the assistant tokens from
-``{% generation %}`` markers only, patching a training template in for the model families it knows
-(``trl.chat_template_utils.get_training_chat_template``), where :func:`tokenize_conversation` falls back to templating
-growing prefixes for any template; it truncates over-long samples instead of dropping them (a truncated answer is
-trained as if it ended there); and it would add TRL to what the training image must carry.
+Why not TRL's ``SFTTrainer(assistant_only_loss=True)``: see the component README (markers only for the model
+families it knows, truncation instead of dropping; and TRL in every training image).
 """
 
 from __future__ import annotations

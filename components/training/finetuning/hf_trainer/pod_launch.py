@@ -28,10 +28,6 @@ from components.training.finetuning.pod.run_config import load_run_config
 WORKER_SCRIPT = "worker.py"
 
 
-class TrainingImageError(RuntimeError):
-    """The training image lacks a package the trainer needs; the message names it and the fix."""
-
-
 def missing_trainer_packages(algorithm: str) -> list[str]:
     """The packages (as ``pip`` names them) the trainer core needs for ``algorithm`` that are absent.
 
@@ -42,21 +38,6 @@ def missing_trainer_packages(algorithm: str) -> list[str]:
     extra = {"lora": {"peft": "peft"}, "osft": {"mini_trainer": "rhai-innovation-mini-trainer"}}.get(algorithm, {})
     needed = {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate", **extra}
     return [package for module, package in needed.items() if importlib.util.find_spec(module) is None]
-
-
-def check_image(algorithm: str) -> None:
-    """Fails (one line, before torchrun starts) unless :func:`missing_trainer_packages` finds nothing missing.
-
-    Raises:
-        TrainingImageError: A package is missing.
-    """
-    missing = missing_trainer_packages(algorithm)
-    if missing:
-        raise TrainingImageError(
-            f"training_backend='transformers' needs {', '.join(missing)} in the training image ({sys.executable}): use "
-            "a runtime whose image has them (the PyTorch training images of RHOAI's torch-distributed runtimes do), "
-            "or set training_image"
-        )
 
 
 def torchrun_argv(
@@ -94,10 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, type=Path)
     args = parser.parse_args(argv)
     run_config = load_run_config(args.config)
-    try:
-        check_image(run_config.hyperparameters.algorithm)
-    except TrainingImageError as error:
-        print(f"ERROR: {error}", file=sys.stderr, flush=True)
+    missing = missing_trainer_packages(run_config.hyperparameters.algorithm)
+    if missing:  # one line before torchrun starts
+        print(
+            f"ERROR: training_backend='transformers' needs {', '.join(missing)} in the training image "
+            f"({sys.executable}): use a runtime whose image has them (the PyTorch training images of RHOAI's "
+            "torch-distributed runtimes do), or set training_image",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     env = dict(os.environ)
     model_path = run_config.model_path or entrypoint.resolve_model_source(

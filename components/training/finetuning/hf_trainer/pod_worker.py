@@ -95,32 +95,26 @@ def run(run_config: RunConfig, model_path: str, log: Callable[[str], None] = pri
     tracker.log_params({**dataclasses.asdict(config), "world_size": group.num_processes})
     succeeded = False
     try:
-        result = training.train(
-            config,
-            ckpt_dir,
-            model_path,
-            read_jsonl_rows(Path(run_config.data_path)),
-            read_jsonl_rows(Path(eval_path)) if eval_path else None,
-            data_label=run_config.data_path,
-            log=say,
-            on_step=tracker.log_step,
-            checkpoint_on_sigterm=run_config.jit_checkpoint,
-        )
-        if group.is_main_process:
-            write_result(ckpt_dir, result, group.device)
+        with tracker:  # ends the MLflow run: FINISHED, KILLED (SIGTERM's exit 143) or FAILED
+            result = training.train(
+                config,
+                ckpt_dir,
+                model_path,
+                read_jsonl_rows(Path(run_config.data_path)),
+                read_jsonl_rows(Path(eval_path)) if eval_path else None,
+                data_label=run_config.data_path,
+                log=say,
+                on_step=tracker.log_step,
+                checkpoint_on_sigterm=run_config.jit_checkpoint,
+            )
+            if group.is_main_process:
+                write_result(ckpt_dir, result, group.device)
         succeeded = True
     finally:
-        if tracker.enabled:
-            tracker.finish("FINISHED" if succeeded else "KILLED" if _exiting() else "FAILED")
         if server is not None:
             server.stop(succeeded, run_config.progress.termination_log)
         group.destroy_process_group()
     return 0
-
-
-def _exiting() -> bool:
-    """Whether the exception being handled is a ``SystemExit`` (the SIGTERM checkpoint's exit 143)."""
-    return isinstance(sys.exc_info()[1], SystemExit)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,8 +5,7 @@ A preempted or scaled-down node gives its pods a SIGTERM and a grace period (30 
 the Training Operator's ``ExitCode`` restart policy and JobSet treat as retryable). :class:`CheckpointWriter` writes
 each checkpoint into a hidden staging directory, puts the completion marker in last and renames the directory into
 place, so a checkpoint is either complete or invisible. :func:`newest_complete_checkpoint` ignores anything without a
-valid marker. (Transformers writes ``checkpoint-<N>`` in place and its ``get_last_checkpoint`` takes the highest
-number without looking inside, so a kill during a save would leave a broken newest checkpoint: hence this writer.)
+valid marker (transformers' ``get_last_checkpoint`` would take a half-written one).
 
 Layout under a checkpoint root (the marker name is the local backend's, so its ``checkpoints/epoch_<e>`` directories
 are found too)::
@@ -92,26 +91,22 @@ def read_marker(checkpoint: Path) -> dict[str, Any] | None:
 def newest_complete_checkpoint(root: Path) -> Path | None:
     """The complete checkpoint with the highest step under ``root`` (ties: the later name), or ``None``.
 
-    A checkpoint is complete when its :data:`COMPLETE_MARKER` holds a JSON object with an integer ``step``; hidden
-    directories (staging) and directories without a valid marker are ignored.
-
-    Args:
-        root: The directory holding checkpoint directories (e.g. ``<output_dir>/checkpoints``).
-
-    Returns:
-        The checkpoint directory, or ``None`` when there is none (or ``root`` does not exist).
+    Complete: its :data:`COMPLETE_MARKER` holds a JSON object with an integer ``step``; hidden (staging) directories
+    are ignored.
     """
-    root = Path(root)
+    found = _complete_checkpoints(Path(root))
+    return found[-1] if found else None
+
+
+def _complete_checkpoints(root: Path) -> list[Path]:
+    """The complete checkpoints under ``root``, oldest first (by step, then name); ``[]`` when there is no ``root``."""
     if not root.is_dir():
-        return None
-    found = []
+        return []
+    complete = []
     for path in root.iterdir():
-        if path.name.startswith(".") or not path.is_dir():
-            continue
-        marker = read_marker(path)
-        if marker is not None:
-            found.append((marker["step"], path.name, path))
-    return max(found)[2] if found else None
+        if not path.name.startswith(".") and path.is_dir() and (marker := read_marker(path)) is not None:
+            complete.append((marker["step"], path.name, path))
+    return [path for _, _, path in sorted(complete)]
 
 
 class CheckpointWriter:
@@ -180,12 +175,7 @@ class CheckpointWriter:
     def _prune(self) -> None:
         if not self.keep_last:
             return
-        complete = sorted(
-            (marker["step"], path.name, path)
-            for path in self.root.iterdir()
-            if not path.name.startswith(".") and path.is_dir() and (marker := read_marker(path)) is not None
-        )
-        for _, _, path in complete[: -self.keep_last]:
+        for path in _complete_checkpoints(self.root)[: -self.keep_last]:
             # Invalidate first (marker gone = incomplete), so a half-deleted directory is never taken for complete.
             (path / COMPLETE_MARKER).unlink(missing_ok=True)
             shutil.rmtree(path, ignore_errors=True)

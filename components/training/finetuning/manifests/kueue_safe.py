@@ -6,13 +6,18 @@ that round trip, and the Trainer's CEL immutability rule then rejects the unsusp
 only in Open Data Hub's fork). The builders therefore never write such a value: :func:`without_empty` drops them
 from what a user hands in (task config volumes, mounts, tolerations, affinity), :func:`volume` keeps a volume's
 source even when it is ``{}`` (``emptyDir: {}`` is a pointer to an empty struct, which a typed client keeps).
-Pointer fields whose zero means something (``tolerationSeconds: 0``) are kept.
+Pointer fields whose zero means something (``tolerationSeconds: 0``) are kept. The pod pieces both builders write
+(container env, pod settings, pod metadata) are built here, that way.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from components.training.finetuning.manifests.spec import JobSpec
 
 
 def is_empty(value: Any) -> bool:
@@ -39,3 +44,26 @@ def volume(value: Mapping[str, Any]) -> dict[str, Any]:
 def env_var(name: str, value: str) -> dict[str, Any]:
     """A literal ``EnvVar``; an empty value is left out (it means the same and survives a typed client)."""
     return {"name": name, "value": value} if value else {"name": name}
+
+
+def container_env(spec: JobSpec) -> list[dict[str, Any]]:
+    """The trainer container's ``env``: the literal variables (sorted by name), then the secret references."""
+    env = [env_var(key, value) for key, value in sorted(spec.env.items())]
+    return env + [item.to_env_var() for item in spec.secret_env]
+
+
+def pod_settings(spec: JobSpec) -> dict[str, Any]:
+    """The training pods' ``volumes``, ``tolerations``, ``nodeSelector`` and ``affinity`` (those set, Kueue-safe)."""
+    settings = {
+        "volumes": [volume(copy.deepcopy(dict(item))) for item in spec.volumes],
+        "tolerations": without_empty(copy.deepcopy([dict(toleration) for toleration in spec.tolerations])),
+        "nodeSelector": dict(spec.node_selector),
+        "affinity": without_empty(copy.deepcopy(dict(spec.affinity))),
+    }
+    return {key: value for key, value in settings.items() if value}
+
+
+def pod_metadata(spec: JobSpec, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The pod template's ``labels`` (``spec.pod_labels`` and ``labels``) and ``annotations``, those not empty."""
+    metadata = {"labels": {**dict(spec.pod_labels), **labels}, "annotations": dict(spec.pod_annotations)}
+    return {key: value for key, value in metadata.items() if value}

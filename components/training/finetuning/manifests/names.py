@@ -40,14 +40,8 @@ def _slug(text: str) -> str:
 def job_name(run_id: str, task_name: str) -> str:
     """The deterministic job name of a KFP run's task (TrainJob or PyTorchJob): DNS-1035, <= :data:`MAX_NAME_LENGTH`.
 
-    A retried task gets the same name (so it re-attaches); another run or task gets another one.
-
-    Args:
-        run_id: The KFP run id.
-        task_name: The KFP task name.
-
-    Returns:
-        ``<task-slug>-<10 hex chars of sha256(run_id/task_name)>``, e.g. ``train-model-3f2a9c1b7d``.
+    ``<task-slug>-<10 hex chars of sha256(run_id/task_name)>``, e.g. ``train-model-3f2a9c1b7d``: a retried task gets
+    the same name (so it re-attaches); another run or task gets another one.
     """
     digest = hashlib.sha256(f"{run_id}/{task_name}".encode()).hexdigest()[:10]
     slug = _slug(task_name)
@@ -60,14 +54,7 @@ def job_name(run_id: str, task_name: str) -> str:
 
 
 def label_value(text: str) -> str:
-    """A valid label value standing for ``text``: itself when valid, else a readable slug plus a hash.
-
-    Args:
-        text: Any string (a run id, a task name).
-
-    Returns:
-        A label value of at most 63 chars; the same ``text`` always gives the same value.
-    """
+    """A valid label value (<= 63 chars) standing for ``text``: itself when valid, else a readable slug plus a hash."""
     if len(text) <= 63 and LABEL_VALUE.match(text):
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]

@@ -58,8 +58,7 @@ def _container(spec: JobSpec) -> dict[str, Any]:
     }
     if spec.args:
         container["args"] = list(spec.args)
-    env = [kueue_safe.env_var(key, value) for key, value in sorted(spec.env.items())]
-    env += [item.to_env_var() for item in spec.secret_env]
+    env = kueue_safe.container_env(spec)
     if env:
         container["env"] = env
     container["ports"] = [{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}]
@@ -73,23 +72,11 @@ def _container(spec: JobSpec) -> dict[str, Any]:
 
 
 def _pod_template(spec: JobSpec) -> dict[str, Any]:
-    pod_spec: dict[str, Any] = {"containers": [_container(spec)]}
-    if spec.volumes:
-        pod_spec["volumes"] = [kueue_safe.volume(copy.deepcopy(dict(volume))) for volume in spec.volumes]
-    tolerations = kueue_safe.without_empty(copy.deepcopy([dict(toleration) for toleration in spec.tolerations]))
-    if tolerations:
-        pod_spec["tolerations"] = tolerations
-    if spec.node_selector:
-        pod_spec["nodeSelector"] = dict(spec.node_selector)
-    affinity = kueue_safe.without_empty(copy.deepcopy(dict(spec.affinity)))
-    if affinity:
-        pod_spec["affinity"] = affinity
     template: dict[str, Any] = {}
-    metadata = {"labels": dict(spec.pod_labels), "annotations": dict(spec.pod_annotations)}
-    metadata = {key: value for key, value in metadata.items() if value}
+    metadata = kueue_safe.pod_metadata(spec, {})
     if metadata:
         template["metadata"] = metadata
-    template["spec"] = pod_spec
+    template["spec"] = {"containers": [_container(spec)], **kueue_safe.pod_settings(spec)}
     return template
 
 

@@ -358,13 +358,8 @@ def _check_label(field: str, key: Any, value: Any) -> None:
 
 def resources_per_node(spec: JobSpec) -> dict[str, Any]:
     """The container resources of one node (GPU count, CPU, memory) as ``requests``/``limits``; ``{}`` when none."""
-    quantities: dict[str, str] = {}
-    if spec.cpu_per_node:
-        quantities["cpu"] = spec.cpu_per_node
-    if spec.memory_per_node:
-        quantities["memory"] = spec.memory_per_node
-    if spec.gpus_per_node:
-        quantities[spec.gpu_resource_name] = str(spec.gpus_per_node)
+    asked = {"cpu": spec.cpu_per_node, "memory": spec.memory_per_node, spec.gpu_resource_name: spec.gpus_per_node}
+    quantities = {name: str(value) for name, value in asked.items() if value}
     return {"requests": dict(quantities), "limits": dict(quantities)} if quantities else {}
 
 

@@ -19,9 +19,7 @@ from components.training.finetuning.manifests.api_generations import (
     TRAINER_2_3,
     TrainJobApi,
 )
-from components.training.finetuning.manifests.names import (
-    job_name,
-)
+from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.spec import (
     API_GROUP,
     API_VERSION,
@@ -45,8 +43,7 @@ def _trainer(spec: JobSpec) -> dict[str, Any]:
     resources = resources_per_node(spec)
     if resources:
         trainer["resourcesPerNode"] = resources
-    env = [kueue_safe.env_var(key, value) for key, value in sorted(spec.env.items())]
-    env += [item.to_env_var() for item in spec.secret_env]
+    env = kueue_safe.container_env(spec)
     if env:
         trainer["env"] = env
     return trainer
@@ -58,39 +55,16 @@ def _trainer(spec: JobSpec) -> dict[str, Any]:
 JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
 
 
-def _pod_spec(spec: JobSpec) -> dict[str, Any]:
-    """The pod spec patch: volumes, the trainer container's mounts, tolerations, node selector, affinity."""
-    pod_spec: dict[str, Any] = {}
-    volumes = [kueue_safe.volume(volume) for volume in spec.volumes]
-    if volumes:
-        pod_spec["volumes"] = volumes
+def _pod_patch(spec: JobSpec) -> dict[str, Any]:
+    """The pod template patch: labels (with :data:`JOB_NAME_POD_LABEL`), annotations, the trainer's mounts, the rest."""
+    template: dict[str, Any] = {}
+    metadata = kueue_safe.pod_metadata(spec, {JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)})
+    if metadata:
+        template["metadata"] = metadata
+    pod_spec = kueue_safe.pod_settings(spec)
     mounts = kueue_safe.without_empty([dict(mount) for mount in spec.volume_mounts])
     if mounts:
         pod_spec["containers"] = [{"name": spec.trainer_container_name, "volumeMounts": mounts}]
-    tolerations = kueue_safe.without_empty([dict(toleration) for toleration in spec.tolerations])
-    if tolerations:
-        pod_spec["tolerations"] = tolerations
-    if spec.node_selector:
-        pod_spec["nodeSelector"] = dict(spec.node_selector)
-    affinity = kueue_safe.without_empty(dict(spec.affinity))
-    if affinity:
-        pod_spec["affinity"] = affinity
-    return pod_spec
-
-
-def _pod_metadata(spec: JobSpec) -> dict[str, Any]:
-    """The pod template's labels (with :data:`JOB_NAME_POD_LABEL`) and annotations."""
-    labels = {**dict(spec.pod_labels), JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)}
-    metadata = {"labels": labels, "annotations": dict(spec.pod_annotations)}
-    return {key: value for key, value in metadata.items() if value}
-
-
-def _pod_patch(spec: JobSpec) -> dict[str, Any]:
-    template: dict[str, Any] = {}
-    metadata = _pod_metadata(spec)
-    if metadata:
-        template["metadata"] = metadata
-    pod_spec = _pod_spec(spec)
     if pod_spec:
         template["spec"] = pod_spec
     return template

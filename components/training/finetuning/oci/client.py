@@ -2,9 +2,9 @@
 
 :func:`connect` probes ``/v2/``, picks the SDK's auth backend from the registry's challenge (``Bearer``: the
 ``WWW-Authenticate`` token flow; ``Basic``) and logs in with the pull secret's credentials; :func:`fetch_manifest`
-and :func:`download_blob` verify every byte against its digest. Per-request timeouts and at most :data:`ATTEMPTS` tries
-on connection errors, 429 and 5xx replace the SDK's own retry loop (5 tries sleeping up to 83 s each). Errors are one
-line naming the reference and what to fix; credentials never reach a message.
+and :func:`download_blob` verify every byte against its digest. Per-request timeouts and urllib3's retries (at most
+:data:`ATTEMPTS` tries on connection errors, 429 and 5xx) replace the SDK's own retry loop (5 tries sleeping up to 83 s
+each). Errors are one line naming the reference and what to fix; credentials never reach a message.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,30 +40,33 @@ INDEX_TYPES = (
 
 def _registry_class() -> type:
     import oras.provider
-    import requests
-
-    unwrapped = oras.provider.Registry.do_request.__wrapped__  # the SDK's request without its slow retry decorator
 
     class Registry(oras.provider.Registry):
-        """oras' registry client with bounded retries (:data:`ATTEMPTS`, short back-off)."""
+        """oras' registry client without its slow retry decorator: the session retries (:func:`retry_transient`)."""
 
-        def do_request(self, *args: Any, **kwargs: Any) -> Any:
-            for attempt in range(1, ATTEMPTS + 1):
-                try:
-                    response = unwrapped(self, *args, **kwargs)
-                except requests.exceptions.SSLError:
-                    raise
-                except (requests.ConnectionError, requests.Timeout):
-                    if attempt == ATTEMPTS:
-                        raise
-                else:
-                    if response.status_code not in (429, 500, 502, 503, 504) or attempt == ATTEMPTS:
-                        return response
-                    response.close()
-                time.sleep(0.5 * attempt)
-            raise AssertionError("unreachable")
+        do_request = oras.provider.Registry.do_request.__wrapped__
 
     return Registry
+
+
+def retry_transient(session: Any) -> None:
+    """Makes ``session`` retry connection errors, 429 and 5xx: :data:`ATTEMPTS` tries, short back-off (urllib3).
+
+    A TLS failure is final; the last answer is returned when every try got a 429 or 5xx.
+    """
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    retry = Retry(
+        total=ATTEMPTS - 1,
+        other=0,
+        status_forcelist=(429, 500, 502, 503, 504),
+        backoff_factor=0.5,
+        raise_on_status=False,
+        respect_retry_after_header=False,
+    )
+    for prefix in ("https://", "http://"):
+        session.mount(prefix, HTTPAdapter(max_retries=retry))
 
 
 def _session(verify: bool | str) -> Any:
@@ -166,6 +168,7 @@ def connect(ref: OciReference, env: Mapping[str, str], insecure: bool, ca_bundle
         registry = _registry_class()(
             hostname=ref.registry, insecure=scheme == "http", tls_verify=verify, auth_backend=backend
         )
+        retry_transient(session)  # after the probe, which is tried once per scheme
         registry.session = registry.auth.session = session
         connection = _Connection(registry, ref, source, credentials is not None, variable)
         if credentials:

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -76,12 +76,7 @@ class MetricsFileError(ValueError):
 
 
 def append_record(path: Path, record: StepRecord | dict[str, Any]) -> None:
-    """Appends one record as a JSON line and flushes it (readers may follow the file while training runs).
-
-    Args:
-        path: The JSONL file; created when missing.
-        record: A dict with the keys of :data:`RECORD_KEYS`.
-    """
+    """Appends one record (the keys of :data:`RECORD_KEYS`) as a JSON line and flushes it: readers follow the file."""
     with Path(path).open("a", encoding="utf-8") as handle:
         handle.write(json.dumps({key: record.get(key) for key in RECORD_KEYS}) + "\n")
         handle.flush()
@@ -89,13 +84,7 @@ def append_record(path: Path, record: StepRecord | dict[str, Any]) -> None:
 
 
 def find_metrics_file(directory: Path) -> Path:
-    """Finds the rank-0 metrics file of any known layout under ``directory`` (searched recursively).
-
-    Args:
-        directory: A checkpoint output directory.
-
-    Returns:
-        The file of the first matching layout in :data:`_LAYOUTS` order, lowest rank first.
+    """The rank-0 metrics file under ``directory`` (recursively): the first known layout's, lowest rank first.
 
     Raises:
         MetricsFileError: No known metrics file is there.
@@ -110,7 +99,8 @@ def find_metrics_file(directory: Path) -> Path:
     raise MetricsFileError(f"no metrics file ({names}) under {directory}: did training start and log a step?")
 
 
-def _first(raw: dict[str, Any], *keys: str) -> Any:
+def first_number(raw: Mapping[str, Any], *keys: str) -> Any:
+    """The value of the first of ``keys`` in ``raw`` that is a finite number (not a bool), else None."""
     for key in keys:
         value = raw.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
@@ -149,28 +139,28 @@ def normalize_records(raw_records: Iterable[dict[str, Any]], num_epochs: int | N
     start: float | None = None
     elapsed = 0.0
     for raw in raw_records:
-        loss = _first(raw, "loss", "avg_loss", "total_loss")
-        step = _first(raw, "step")
+        loss = first_number(raw, "loss", "avg_loss", "total_loss")
+        step = first_number(raw, "step")
         if loss is None or step is None:
             continue
-        seconds = _first(raw, "time")
+        seconds = first_number(raw, "time")
         if seconds is None and (stamp := _timestamp(raw)) is not None:
             start = stamp if start is None else start
             seconds = stamp - start
-        if seconds is None and (batch_time := _first(raw, "time_per_batch")) is not None:
+        if seconds is None and (batch_time := first_number(raw, "time_per_batch")) is not None:
             elapsed += batch_time
             seconds = elapsed
-        total_steps = _first(raw, "total_steps", "max_steps")
-        per_epoch = _first(raw, "steps_per_epoch", "num_epoch_steps")
+        total_steps = first_number(raw, "total_steps", "max_steps")
+        per_epoch = first_number(raw, "steps_per_epoch", "num_epoch_steps")
         if total_steps is None and per_epoch is not None and num_epochs:
             total_steps = per_epoch * num_epochs
-        tokens_per_second = _first(raw, "tokens_per_second")
+        tokens_per_second = first_number(raw, "tokens_per_second")
         records.append(
             {
                 "step": int(step),
-                "epoch": _first(raw, "epoch"),
+                "epoch": first_number(raw, "epoch"),
                 "loss": float(loss),
-                "lr": _first(raw, "lr", "learning_rate"),
+                "lr": first_number(raw, "lr", "learning_rate"),
                 "tokens_per_second": tokens_per_second,
                 "time": seconds,
                 "total_steps": None if total_steps is None else int(total_steps),

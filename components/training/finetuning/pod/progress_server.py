@@ -1,17 +1,11 @@
 """Training progress for the OpenShift AI dashboard: a small HTTP server in the rank-0 training pod.
 
-How RHOAI fills its Training Jobs page: a TrainJob annotated ``trainer.opendatahub.io/progression-tracking: "true"``
-(set by :mod:`..manifests.progress`) is polled by the ODH controller every ``metrics-poll-interval`` seconds at
-``http://<rank-0 pod IP>:<metrics-port>/metrics``; the JSON it gets is copied into the TrainJob's annotation
-``trainer.opendatahub.io/trainerStatus``. :class:`ProgressTracker` builds that JSON from the metrics JSONL Training Hub
-writes into ``ckpt_output_dir`` (the layouts of :mod:`.metrics`, read with its normaliser):
-
-``{progressPercentage, estimatedRemainingSeconds, currentStep, totalSteps, currentEpoch, totalEpochs,
-trainMetrics{loss, learning_rate, grad_norm, train_loss, throughput_samples_sec}, evalMetrics{eval_*}}``
-
-The percentage stays at most 99 until training has returned (then 100); the ETA comes from the measured time per
-step. :class:`ProgressServer` serves it on any GET path from a daemon thread. Nothing here may break training: a
-server that cannot start (port taken) or a status that cannot be built is logged once and training goes on.
+The ODH controller polls the rank-0 pod of a job annotated for progress tracking (:mod:`..manifests.progress`) and
+copies the JSON into the TrainJob's ``trainer.opendatahub.io/trainerStatus`` annotation. :class:`ProgressTracker`
+builds that JSON (:class:`~.trainer_status.ProgressStatus`) from the metrics JSONL Training Hub writes into
+``ckpt_output_dir`` (the layouts of :mod:`.metrics`); the percentage stays at most 99 until training has returned.
+:class:`ProgressServer` serves it on any GET path from a daemon thread. Nothing here may break training: a failure is
+logged once and training goes on.
 
 Standard library only: ``train_model`` stages this file beside the entrypoint on the workspace PVC.
 """
@@ -58,14 +52,6 @@ _EVAL_ALIASES = {"val_loss": "eval_loss", "validation_loss": "eval_loss"}
 _ETA_WINDOW = 20
 #: Metrics lines kept in memory.
 _KEPT_LINES = 2000
-
-
-def _number(raw: Mapping[str, Any], *keys: str) -> float | None:
-    for key in keys:
-        value = raw.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return value
-    return None
 
 
 class ProgressTracker:
@@ -135,7 +121,9 @@ class ProgressTracker:
             return self.max_steps
         if record.get("total_steps"):
             return int(record["total_steps"])
-        rows = _number(self._raw[-1], "total_samples") if self._raw else None  # instructlab-training: the dataset
+        rows = (
+            metrics_module.first_number(self._raw[-1], "total_samples") if self._raw else None
+        )  # instructlab-training: the dataset
         if not rows and self.dataset_path and self.dataset_rows is None:
             self.dataset_rows = _rows(self.dataset_path)  # once, on the first poll (never delays training's start)
         rows = rows or self.dataset_rows
@@ -156,11 +144,11 @@ class ProgressTracker:
 
     def _note_extra_metrics(self, raw: Mapping[str, Any]) -> None:
         for name, keys in _TRAIN_METRIC_SOURCES.items():
-            if (value := _number(raw, *keys)) is not None:
+            if (value := metrics_module.first_number(raw, *keys)) is not None:
                 self._train_extra[name] = value
         for key in raw:
             name = _EVAL_ALIASES.get(key, key)
-            if name.startswith("eval_") and (value := _number(raw, key)) is not None:
+            if name.startswith("eval_") and (value := metrics_module.first_number(raw, key)) is not None:
                 self._eval[name] = value
 
     def status(self) -> ProgressStatus:
@@ -275,7 +263,8 @@ class ProgressServer:
         try:
             final = self.tracker.finish() if succeeded else self.tracker.status()
             self.last = final
-            write_termination_log(final, termination_log)
+            if os.path.isfile(termination_log) and os.access(termination_log, os.W_OK):  # the container's own file
+                Path(termination_log).write_text(json.dumps(final), encoding="utf-8")
         except Exception as error:  # noqa: BLE001
             self.warn_once("writing the final progress failed", error)
         if self.httpd is not None:
@@ -285,33 +274,11 @@ class ProgressServer:
         return self.last
 
 
-def write_termination_log(status: Mapping[str, Any], path: str = TERMINATION_LOG) -> bool:
-    """Writes the final progress JSON to the container's termination log when that file exists and is writable."""
-    if not (os.path.isfile(path) and os.access(path, os.W_OK)):
-        return False
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(status))
-    return True
-
-
 def _rows(path: str | None) -> int:
     if not path or not os.path.isfile(path):
         return 0
     with open(path, "rb") as handle:
         return sum(1 for line in handle if line.strip())
-
-
-def tracker_for_run(run_config: Any) -> ProgressTracker:
-    """The run's tracker (a :class:`~.run_config.RunConfig`): epochs, ``max_steps``, batch size, training-file rows."""
-    hp = run_config.hyperparameters
-    return ProgressTracker(
-        Path(run_config.ckpt_output_dir),
-        hp.algorithm,
-        hp.num_epochs,
-        hp.effective_batch_size,
-        max_steps=hp.max_steps,
-        dataset_path=run_config.data_path,
-    )
 
 
 class RunProgress:
@@ -359,7 +326,15 @@ def start_for_run(
     if node_rank != 0 or not (settings.enabled or wants_kubeflow):
         return None
     try:
-        tracker = tracker_for_run(run_config)
+        hp = run_config.hyperparameters
+        tracker = ProgressTracker(
+            Path(run_config.ckpt_output_dir),
+            hp.algorithm,
+            hp.num_epochs,
+            hp.effective_batch_size,
+            max_steps=hp.max_steps,
+            dataset_path=run_config.data_path,
+        )
         server = None
         if settings.enabled:
             server = ProgressServer(tracker, settings.port, log)
