@@ -28,7 +28,8 @@ from components.training.finetuning.manifests.spec import JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import BackendRun, RunPlan
 from components.training.finetuning.publish import PublishError, publish_outputs
-from components.training.finetuning.run import clear_previous_run, run_train_model
+from components.training.finetuning.run import run_train_model
+from components.training.finetuning.staging import clear_previous_run
 from tests.harness.follow_doubles import Log
 from tests.harness.kube import condition, validate_trainjob
 from tests.harness.requests import dataset_metadata, job_spec, train_model_request
