@@ -11,6 +11,7 @@ with :func:`.cluster.runner.run_job` and reads the checkpoint and metrics back f
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 from components._common.files import write_text_atomically
 from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.config import (
+    CLUSTER_BACKENDS,
     TRANSFORMERS_BACKEND,
     TrainingConfigError,
     runtime_name_of,
@@ -239,3 +241,35 @@ def stage_pod_script(run_dir: Path) -> Path:
     script = run_dir / "entrypoint.py"
     write_text_atomically(script, script_running(entrypoint.__name__, POD_CODE_DIR))
     return script
+
+
+def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
+    """``training_resume=False``: clears the run directory of earlier attempts, unless a job of this run/task lives.
+
+    A retried launcher re-attaches to the job of this run and task when there is one; that job's checkpoints and
+    metrics are in the run directory, so it is then kept and the run re-attaches (never a wipe under a live job).
+
+    Returns:
+        The API client (loaded here for a cluster launcher that had to ask the API), or ``api_client``.
+
+    Raises:
+        JobApiError: The API could not be asked whether such a job exists (nothing was deleted).
+    """
+    if plan.backend in CLUSTER_BACKENDS and plan.run_dir.exists():
+        from components._common.kube_auth import load_api_client
+        from components.training.finetuning.cluster.live_job import find_live_job
+        from components.training.finetuning.manifests.names import ownership_labels
+
+        api_client = api_client or load_api_client()
+        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.backend, ["TrainJob", "PyTorchJob"])
+        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
+        live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
+        if live is not None:
+            log(
+                f"training_resume=False: the {live.get('kind', 'job')} {namespace}/{name} of this run/task still "
+                f"exists, so this attempt re-attaches to it and keeps its checkpoints and metrics in {plan.run_dir} "
+                "(nothing is cleared under a live job)"
+            )
+            return api_client
+    shutil.rmtree(plan.run_dir, ignore_errors=True)
+    return api_client

@@ -54,6 +54,7 @@ from components.training.finetuning.job_from_request import require_training_ima
 from components.training.finetuning.launch import (
     PodSettings,
     check_workspace_reaches_pods,
+    clear_previous_run,
     pod_settings,
     resolve_backend,
     run_cluster_job,
@@ -71,7 +72,6 @@ from components.training.finetuning.pod.run_config import (
 )
 from components.training.finetuning.publish import publish_outputs
 from components.training.finetuning.staging import (
-    clear_previous_run,
     dataset_facts,
     dataset_input,
     eval_file_of,

@@ -1,7 +1,7 @@
 """A run's directory and what it reads: datasets, the PVC mounts, an ``oci://`` base model pulled once, the pods' code.
 
 The run directory the cluster launchers' pods start from is staged by :func:`.run.write_run_config` (and cleared by
-:func:`clear_previous_run`). Code
+:func:`.launch.clear_previous_run`). Code
 reaches the training pods one way: :func:`stage_code_tree` copies the modules they run, unchanged and under their real
 package names, into a ``components/`` tree on the workspace PVC (package ``__init__`` files empty, so nothing imports
 kfp there), and the pod command puts that tree first on ``sys.path`` (:func:`script_running`).
@@ -20,8 +20,7 @@ from typing import Any
 from components._common.artifacts import find_artifact_file
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import replace_dir
-from components.training.finetuning.config import CLUSTER_BACKENDS, TrainingConfigError
-from components.training.finetuning.manifests.names import job_name
+from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.plan import RunPlan
 
 
@@ -168,36 +167,3 @@ def script_running(module: str, code_dir_name: str) -> str:
         f'sys.path.insert(0, str(Path(__file__).resolve().parent / "{code_dir_name}"))\n'
         f'runpy.run_module("{module}", run_name="__main__", alter_sys=True)\n'
     )
-
-
-def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
-    """``training_resume=False``: clears the run directory of earlier attempts, unless a job of this run/task lives.
-
-    A retried launcher re-attaches to the job of this run and task when there is one; that job's checkpoints and
-    metrics are in the run directory, so it is then kept and the run re-attaches (never a wipe under a live job).
-
-    Returns:
-        The API client (loaded here for a cluster launcher that had to ask the API), or ``api_client``.
-
-    Raises:
-        JobApiError: The API could not be asked whether such a job exists (nothing was deleted).
-    """
-    if plan.backend in CLUSTER_BACKENDS and plan.run_dir.exists():
-        from components._common.kube_auth import load_api_client
-        from components.training.finetuning.cluster.live_job import find_live_job
-        from components.training.finetuning.job_from_request import job_namespace
-        from components.training.finetuning.manifests.names import ownership_labels
-
-        api_client = api_client or load_api_client()
-        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.backend, ["TrainJob", "PyTorchJob"])
-        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
-        live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
-        if live is not None:
-            log(
-                f"training_resume=False: the {live.get('kind', 'job')} {namespace}/{name} of this run/task still "
-                f"exists, so this attempt re-attaches to it and keeps its checkpoints and metrics in {plan.run_dir} "
-                "(nothing is cleared under a live job)"
-            )
-            return api_client
-    shutil.rmtree(plan.run_dir, ignore_errors=True)
-    return api_client
