@@ -74,7 +74,7 @@ def dataset_download_request(dataset_uri: str, **arguments: Any) -> Any:
 def lm_eval_request(**arguments: Any) -> Any:
     """An ``LmEvalRequest``: ``lm_eval``'s defaults, no input artifacts (empty paths), and ``arguments``."""
     from components.evaluation.lm_eval import lm_eval
-    from components.evaluation.lm_eval.request import LmEvalRequest
+    from components.evaluation.lm_eval.run import LmEvalRequest
 
     names = {field.name for field in dataclasses.fields(LmEvalRequest)}
     defaults = {name: value for name, value in component_defaults(lm_eval).items() if name in names}
