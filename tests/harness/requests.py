@@ -19,7 +19,7 @@ def component_defaults(component: Any) -> dict[str, Any]:
 
 def wrapper_arguments(component: Any, **arguments: Any) -> dict[str, Any]:
     """Every parameter of a KFP component as its wrapper's ``dict(locals())`` holds it: its default (``None`` where it
-    has none: outputs, task config) with ``arguments`` changed; for the ``request.py`` builders."""
+    has none: outputs, task config) with ``arguments`` changed; for the ``*_request`` builders."""
     parameters = inspect.signature(component.python_func).parameters
     return {name: None for name in parameters} | component_defaults(component) | arguments
 
