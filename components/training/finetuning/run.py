@@ -305,14 +305,10 @@ def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> Backen
 def train_on_cluster(
     plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
 ) -> BackendRun:
-    """Stages the run directory (:func:`write_run_config`) and runs it as a TrainJob or PyTorchJob.
+    """Stages the run directory (:func:`write_run_config`, with ``settings``) and runs it as a TrainJob or PyTorchJob.
 
-    Args:
-        plan: The validated run.
-        api_client: A ``kubernetes.client.ApiClient`` (``None``: in-cluster credentials or kubeconfig).
-        log: Progress sink.
-        options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
-        settings: :func:`.launch.pod_settings` for the run config.
+    ``api_client`` ``None`` means in-cluster credentials or the kubeconfig; the other arguments are
+    :func:`.launch.run_cluster_job`'s.
     """
     from components._common.kube_auth import load_api_client
 
