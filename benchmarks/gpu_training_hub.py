@@ -1,7 +1,7 @@
 """The pod command on one NVIDIA GPU with the real Training Hub: SFT, OSFT and LoRA, offline, end to end.
 
 For each algorithm it stages a run directory exactly as ``train_model`` does (the request from the component's
-defaults, ``TrainingConfig.from_request``, ``launch.write_run_config``: the pod entrypoint, its modules,
+defaults, ``TrainingConfig.from_request``, ``run.write_run_config``: the pod entrypoint, its modules,
 ``run_config.json``, the data), runs the TrainJob's command (``python entrypoint.py --config ...``, from
 ``job_from_request.build_job_manifest``) for a few hundred optimizer steps on a small Llama built offline, and checks:
 
@@ -96,7 +96,7 @@ BENCH_ARGUMENTS = {
 def bench_request(model: Path, algorithm: str, epochs: int, backend: str = "") -> Any:
     """One run's ``TrainModelRequest``: the component's defaults and :data:`BENCH_ARGUMENTS`, built as it builds one."""
     from components.training.finetuning import train_model
-    from components.training.finetuning.request import train_model_request
+    from components.training.finetuning.config import train_model_request
     from tests.harness.requests import wrapper_arguments
 
     arguments = wrapper_arguments(
@@ -113,13 +113,13 @@ def bench_request(model: Path, algorithm: str, epochs: int, backend: str = "") -
 
 
 def stage(algorithm: str, work: Path, epochs: int, backend: str = "") -> tuple[Any, list[str]]:
-    """Stages a run directory as ``train_model`` does (``launch.write_run_config``).
+    """Stages a run directory as ``train_model`` does (``run.write_run_config``).
 
     Returns:
         The staged run config (a ``RunConfig``) and the pod command: the TrainJob's command and arguments, with this
         Python in place of the image's ``python``.
     """
-    from components.training.finetuning import job_from_request, launch
+    from components.training.finetuning import job_from_request, launch, run
     from components.training.finetuning.config import TrainingConfig
     from components.training.finetuning.pod.progress_server import TERMINATION_LOG
     from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings, load_run_config
@@ -134,7 +134,7 @@ def stage(algorithm: str, work: Path, epochs: int, backend: str = "") -> tuple[A
         termination_log=TERMINATION_LOG,
     )
     settings = launch.PodSettings(progress, request.training_jit_checkpoint, MlflowSettings("", "", ""))
-    path = launch.write_run_config(config, run_dir, work / "train.jsonl", None, None, 1, settings)
+    path = run.write_run_config(config, run_dir, work / "train.jsonl", None, None, 1, settings)
     manifest = job_from_request.build_job_manifest("trainjob", path, None, "bench", algorithm, request, None)
     trainer = manifest["spec"]["trainer"]
     return load_run_config(path), [sys.executable, *trainer["command"][1:], *trainer["args"]]

@@ -80,7 +80,7 @@ BENCH_ARGUMENTS = {
 def bench_request(model: Path, algorithm: str, steps: int) -> Any:
     """One run's ``TrainModelRequest``: the component's defaults and :data:`BENCH_ARGUMENTS`, built as it builds one."""
     from components.training.finetuning import train_model
-    from components.training.finetuning.request import train_model_request
+    from components.training.finetuning.config import train_model_request
     from tests.harness.requests import wrapper_arguments
 
     arguments = wrapper_arguments(
@@ -95,8 +95,8 @@ def bench_request(model: Path, algorithm: str, steps: int) -> Any:
 
 
 def stage(run_dir: Path, model: Path, algorithm: str, steps: int) -> list[str]:
-    """Stages the run directory as ``train_model`` does (``launch.write_run_config``); returns the pod command."""
-    from components.training.finetuning import job_from_request, launch
+    """Stages the run directory as ``train_model`` does (``run.write_run_config``); returns the pod command."""
+    from components.training.finetuning import job_from_request, launch, run
     from components.training.finetuning.config import TrainingConfig
     from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
     from pipelines.demo.demo_data import DEMO_DATASET_PATH
@@ -107,7 +107,7 @@ def stage(run_dir: Path, model: Path, algorithm: str, steps: int) -> list[str]:
     run_dir.mkdir(parents=True)
     progress = ProgressSettings(enabled=False, port=28080, termination_log="/dev/termination-log")
     settings = launch.PodSettings(progress=progress, jit_checkpoint=True, mlflow=MlflowSettings("", "", ""))
-    config_path = launch.write_run_config(config, run_dir, DEMO_DATASET_PATH, None, None, 1, settings)
+    config_path = run.write_run_config(config, run_dir, DEMO_DATASET_PATH, None, None, 1, settings)
     manifest = job_from_request.build_job_manifest("trainjob", config_path, None, "bench", algorithm, request, None)
     trainer = manifest["spec"]["trainer"]
     return [sys.executable, *trainer["command"][1:], *trainer["args"]]

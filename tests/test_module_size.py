@@ -12,8 +12,6 @@ ALLOWED = {
     "pipelines/training/sft/pipeline.py": 600,
     "pipelines/training/osft/pipeline.py": 600,
     "pipelines/training/lora/pipeline.py": 600,
-    # The Training Hub pod entrypoint: being reworked for the Training Hub versions (issue 33b); split it there.
-    "components/training/finetuning/pod/entrypoint.py": 600,
 }
 
 

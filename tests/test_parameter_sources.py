@@ -224,8 +224,8 @@ def test_the_declared_differences_do_differ():
 )
 def test_each_wrapper_maps_every_argument_explicitly(folder):
     """No argument is dropped: each is read by name in the body, or the body's first statement takes them all
-    (``arguments = dict(locals())``, before its imports add names) and hands them to the ``*_request`` builder of its
-    ``request.py``, which rejects a missing or unknown name (tested beside each component)."""
+    (``arguments = dict(locals())``, before its imports add names) and hands them to the ``*_request`` builder beside
+    its request type, which rejects a missing or unknown name (tested beside each component)."""
     import ast
     from pathlib import Path
 

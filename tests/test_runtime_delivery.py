@@ -112,8 +112,8 @@ def test_compiled_pipelines_ship_the_shared_modules_each_step_imports(tmp_path, 
             {"chat_format", "masking", "termination"},
         ),
         "exec-lm-eval": ("evaluation.lm_eval.custom_task", {"chat_format", "masking", "arguments"}),
-        # request.py (the wrapper's request builder) imports run.py, serving.py and through it _common/kube_auth.py
-        "exec-model-registry": ("deployment.kubeflow_model_registry.request", {"masking", "kube_auth", "arguments"}),
+        # run.py (the orchestrator and the wrapper's request builder) imports serving.py and through it kube_auth.py
+        "exec-model-registry": ("deployment.kubeflow_model_registry.run", {"masking", "kube_auth", "arguments"}),
     }
     for executor, (module, shared) in steps.items():
         executors = {executor: pipeline["deploymentSpec"]["executors"][executor]}

@@ -26,8 +26,7 @@ from components.data_processing.dataset_download.run import DatasetDownloadReque
 from components.deployment.kubeflow_model_registry import model_registry
 from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest, run_model_registration
 from components.evaluation.lm_eval import lm_eval
-from components.evaluation.lm_eval.request import LmEvalRequest
-from components.evaluation.lm_eval.run import run_lm_eval
+from components.evaluation.lm_eval.run import LmEvalRequest, run_lm_eval
 from components.training.finetuning import train_model
 from components.training.finetuning.config import TrainingConfig, TrainModelRequest
 from components.training.finetuning.launch import PodSettings

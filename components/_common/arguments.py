@@ -1,17 +1,15 @@
 """A component's arguments as its wrapper received them (``dict(locals())``), checked against what its request takes.
 
-Each ``component.py`` hands all its arguments, by name, to one builder in the ``request.py`` beside it; the builder
-calls :func:`require_arguments` first, so a parameter added to the signature but not to the request (or the reverse)
-is one error line naming it, never a silently dropped value.
+Each ``component.py`` hands all its arguments, by name, to the one builder of its request, defined beside the request
+type (``config.py`` for ``train_model``, ``run.py`` for the others); the builder calls :func:`require_arguments`
+first, so a parameter added to the signature but not to the request (or the reverse) is one error line naming it,
+never a silently dropped value.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 
 def require_arguments(component: str, arguments: Mapping[str, Any], expected: Iterable[str]) -> None:
@@ -25,21 +23,8 @@ def require_arguments(component: str, arguments: Mapping[str, Any], expected: It
     if missing or unknown:
         raise TypeError(
             f"{component}: arguments {unknown} have no field in its request and {missing} are missing from its "
-            "signature; add each parameter to both component.py and the request builder in request.py"
+            "signature; add each parameter to both component.py and its request type"
         )
-
-
-def request_from_arguments(
-    component: str, request_type: type[T], arguments: Mapping[str, Any], outputs: Iterable[str]
-) -> T:
-    """The request dataclass whose fields are the component's arguments but its ``outputs``, each under its name.
-
-    Raises:
-        TypeError: See :func:`require_arguments`.
-    """
-    names = [field.name for field in dataclasses.fields(request_type)]
-    require_arguments(component, arguments, [*names, *outputs])
-    return request_type(**{name: arguments[name] for name in names})
 
 
 def artifact_path(component: str, name: str, artifact: Any) -> str:

@@ -19,7 +19,7 @@ def component_defaults(component: Any) -> dict[str, Any]:
 
 def wrapper_arguments(component: Any, **arguments: Any) -> dict[str, Any]:
     """Every parameter of a KFP component as its wrapper's ``dict(locals())`` holds it: its default (``None`` where it
-    has none: outputs, task config) with ``arguments`` changed; for the ``request.py`` builders."""
+    has none: outputs, task config) with ``arguments`` changed; for the ``*_request`` builders."""
     parameters = inspect.signature(component.python_func).parameters
     return {name: None for name in parameters} | component_defaults(component) | arguments
 
@@ -74,7 +74,7 @@ def dataset_download_request(dataset_uri: str, **arguments: Any) -> Any:
 def lm_eval_request(**arguments: Any) -> Any:
     """An ``LmEvalRequest``: ``lm_eval``'s defaults, no input artifacts (empty paths), and ``arguments``."""
     from components.evaluation.lm_eval import lm_eval
-    from components.evaluation.lm_eval.request import LmEvalRequest
+    from components.evaluation.lm_eval.run import LmEvalRequest
 
     names = {field.name for field in dataclasses.fields(LmEvalRequest)}
     defaults = {name: value for name, value in component_defaults(lm_eval).items() if name in names}

@@ -11,7 +11,7 @@ import pytest
 from components._common.chat_errors import RULES
 from components._common.chat_format import check_row, decode_json, fast_valid_lines
 from components.evaluation.lm_eval.custom_task import EvalDatasetError, read_conversations
-from components.training.finetuning.pod.entrypoint import EntrypointError, count_chat_rows
+from components.training.finetuning.pod.inputs import EntrypointError, count_chat_rows
 from tests.harness.requests import validate_local_files
 
 U, A, S = ({"role": r, "content": f"{r} says hi"} for r in ("user", "assistant", "system"))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from components._common.arguments import require_arguments
 from components._common.chat_files import ReadLimits
 from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
@@ -24,6 +25,8 @@ from .validate import choose_format, validate_files
 from .validation_report import ValidationReport, check_validation_options
 
 LOG = logging.getLogger(__name__)
+#: The output artifacts: written by the wrapper from the prepared dataset, not part of the request.
+OUTPUTS = ("train_dataset", "eval_dataset", "report", "metrics")
 
 
 @dataclass
@@ -120,6 +123,17 @@ class DatasetDownloadRequest:
     max_line_bytes: int
     max_decompressed_bytes: int
     download_deadline_s: float
+
+
+def dataset_download_request(arguments: Mapping[str, Any]) -> DatasetDownloadRequest:
+    """``dataset_download``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each under its own name.
+
+    Raises:
+        TypeError: ``arguments`` lacks a field of the request, or has a name that is neither a field nor an output.
+    """
+    names = [item.name for item in fields(DatasetDownloadRequest)]
+    require_arguments("dataset_download", arguments, [*names, *OUTPUTS])
+    return DatasetDownloadRequest(**{name: arguments[name] for name in names})
 
 
 @masked

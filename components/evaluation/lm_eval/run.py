@@ -1,6 +1,7 @@
 """Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs.
 
-Every parameter is checked before anything heavy is imported (:mod:`.options`, :mod:`.task_index`).
+:func:`run_lm_eval` is what the component calls, with the request :func:`lm_eval_request` builds from its
+arguments. Every parameter is checked before anything heavy is imported (:mod:`.options`, :mod:`.task_index`).
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from components._common.arguments import artifact_path, require_arguments
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
@@ -33,10 +35,76 @@ from components.evaluation.lm_eval.report import (
     render_report,
     render_skipped_report,
 )
-from components.evaluation.lm_eval.request import LmEvalRequest
 from components.evaluation.lm_eval.results import metric_rows
 from components.evaluation.lm_eval.task_dirs import stage_task_dirs
 from components.evaluation.lm_eval.task_index import build_task_manager, check_task_names
+
+#: The input artifacts, by argument name: the request fields their path and (for some) metadata go to.
+ARTIFACT_FIELDS = {
+    "model": ("model_path", "model_metadata"),
+    "eval_dataset": ("eval_dataset_path", "eval_dataset_metadata"),
+    "baseline_results": ("baseline_results_path", ""),
+    "custom_tasks": ("custom_tasks_path", ""),
+}
+#: The output artifacts: written by the wrapper from the outcome, not part of the request.
+OUTPUTS = ("metrics", "results", "report")
+
+
+@dataclass(frozen=True)
+class LmEvalRequest:
+    """``lm_eval``'s arguments as the component received them; no defaults here.
+
+    One field per parameter, under its name (described once, in ``parameter_docs.py``), but for the input artifacts:
+    each is its path (``model_path``, ``eval_dataset_path``, ``baseline_results_path``, ``custom_tasks_path``; ``""``
+    = none) and, for the model and the eval dataset, its metadata (``model_metadata``: ``base_model`` locates an
+    adapter's base; ``eval_dataset_metadata``: its ``dataset_uri`` is recorded). See :data:`ARTIFACT_FIELDS`.
+    """
+
+    model_path: str
+    model_metadata: Mapping[str, Any]
+    task_names: Sequence[str]
+    eval_dataset_path: str
+    eval_dataset_metadata: Mapping[str, Any]
+    baseline_results_path: str
+    model_source: str
+    batch_size: str
+    limit: int
+    num_fewshot: int
+    gen_kwargs: Mapping[str, Any]
+    model_args: Mapping[str, Any]
+    apply_chat_template: bool
+    backend: str
+    seed: int
+    log_samples: bool
+    max_samples: int
+    max_new_tokens: int
+    custom_tasks_path: str
+    device: str
+    bootstrap_iters: int
+    allow_empty_eval_dataset: bool
+    enabled: bool
+    skip_unusable_model_source: bool
+
+
+def lm_eval_request(arguments: Mapping[str, Any]) -> LmEvalRequest:
+    """``lm_eval``'s arguments (the wrapper's ``dict(locals())``) as its request.
+
+    Parameters keep their names; each input artifact becomes its path (``""`` when absent) and, for the model and the
+    eval dataset, its metadata (``{}`` when absent).
+
+    Raises:
+        TypeError: A name is missing or unknown, or an input artifact is not artifact-like.
+    """
+    derived = {name for names in ARTIFACT_FIELDS.values() for name in names if name}
+    parameters = [item.name for item in fields(LmEvalRequest) if item.name not in derived]
+    require_arguments("lm_eval", arguments, [*parameters, *ARTIFACT_FIELDS, *OUTPUTS])
+    values = {name: arguments[name] for name in parameters}
+    for name, (path_field, metadata_field) in ARTIFACT_FIELDS.items():
+        artifact = arguments[name]
+        values[path_field] = artifact_path("lm_eval", name, artifact)
+        if metadata_field:
+            values[metadata_field] = dict(artifact.metadata) if artifact is not None else {}
+    return LmEvalRequest(**values)
 
 
 class BenchmarkDataError(RuntimeError):

@@ -1,9 +1,9 @@
 """KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA) as a Kubeflow Trainer TrainJob, a PyTorchJob or on CPU.
 
 The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body hands them all
-to ``request.py``, which puts each one, under its own name, into one
-:class:`~components.training.finetuning.config.TrainModelRequest` (no defaults there: they live here, once), and passes
-that to :func:`~components.training.finetuning.run.run_train_model`. The README's "Layout" section follows
+to :func:`~components.training.finetuning.config.train_model_request`, which puts each one, under its own name, into
+one :class:`~components.training.finetuning.config.TrainModelRequest` (no defaults there: they live here, once), and
+passes that to :func:`~components.training.finetuning.run.run_train_model`. The README's "Layout" section follows
 ``training_num_epochs`` from here to Training Hub.
 """
 
@@ -108,7 +108,7 @@ def train_model(
 ):
     """Fine-tunes ``training_base_model`` on ``dataset``; parameters and outputs are described in the README."""
     arguments = dict(locals())  # every argument by name, taken before the imports below add names
-    from components.training.finetuning.request import train_model_request
+    from components.training.finetuning.config import train_model_request
     from components.training.finetuning.run import run_train_model
 
     request = train_model_request(arguments)

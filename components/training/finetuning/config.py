@@ -1,18 +1,21 @@
 """The validated training configuration shared by every backend (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
 
 :class:`TrainModelRequest` is ``train_model``'s arguments, one field per component parameter under the same name and
-without defaults (every default lives once, in the component's signature); ``request.py`` builds it and nothing
-else does. :class:`TrainingConfig` is the validated training setup taken from it (:meth:`TrainingConfig.from_request`):
-the pod contract's :class:`~.pod.run_config.Hyperparameters` plus ``base_model``; it is validated once, before
-anything is trained or submitted, and travels to the pods inside ``run_config.json`` (:mod:`.pod.run_config`).
+without defaults (every default lives once, in the component's signature); :func:`train_model_request` builds it
+from the wrapper's arguments and nothing else does. :class:`TrainingConfig` is the validated training setup taken
+from it (:meth:`TrainingConfig.from_request`): the pod contract's :class:`~.pod.run_config.Hyperparameters` plus
+``base_model``; it is validated once, before anything is trained or submitted, and travels to the pods inside
+``run_config.json`` (:mod:`.pod.run_config`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
+from components._common.arguments import require_arguments
 from components.training.finetuning.pod.run_config import Hyperparameters
 
 ALGORITHMS = ("sft", "osft", "lora")
@@ -63,9 +66,9 @@ def _fail(name: str, value: Any, rule: str, source: str) -> None:
 class TrainModelRequest:
     """``train_model``'s arguments, as the component received them (see the component for each one's meaning).
 
-    Built only by ``request.py`` from the wrapper's arguments; no field has a default. ``dataset``, ``eval_dataset``
-    and ``task_config`` are the KFP input artifacts and passthrough (artifact-like objects: ``path``, ``uri``,
-    ``metadata``; or ``None``).
+    Built only by :func:`train_model_request` from the wrapper's arguments; no field has a default. ``dataset``,
+    ``eval_dataset`` and ``task_config`` are the KFP input artifacts and passthrough (artifact-like objects:
+    ``path``, ``uri``, ``metadata``; or ``None``).
     """
 
     task_config: Any
@@ -129,6 +132,21 @@ class TrainModelRequest:
     s3_secret_name: str
     run_id: str
     task_name: str
+
+
+#: The output artifacts: handed to ``run_train_model`` by the wrapper, not part of the request.
+OUTPUTS = ("output_model", "output_metrics", "output_loss_chart")
+
+
+def train_model_request(arguments: Mapping[str, Any]) -> TrainModelRequest:
+    """``train_model``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each under its own name.
+
+    Raises:
+        TypeError: ``arguments`` lacks a field of the request, or has a name that is neither a field nor an output.
+    """
+    names = [field.name for field in dataclasses.fields(TrainModelRequest)]
+    require_arguments("train_model", arguments, [*names, *OUTPUTS])
+    return TrainModelRequest(**{name: arguments[name] for name in names})
 
 
 @dataclasses.dataclass(frozen=True)

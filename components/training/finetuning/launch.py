@@ -1,11 +1,11 @@
 """The cluster launchers: a ``TrainJob`` or ``PyTorchJob`` running the staged pod script, followed to its end.
 
-:func:`train_on_cluster` resolves ``auto`` (:func:`.cluster.backends.select_backend`), stages the run directory the
-pods start from (:func:`write_run_config`: the pods' code under its real package names, :data:`POD_MODULES`, the
-datasets, and ``run_config.json``, a
-:class:`~.pod.run_config.RunConfig` carrying the hyper-parameters and :func:`pod_settings`), builds the job from one
-:class:`~.manifests.spec.JobSpec` (:mod:`.job_from_request`), runs it with
-:func:`.cluster.runner.run_job` and reads the checkpoint and metrics back from the workspace PVC.
+:func:`.run.train_on_cluster` stages the run directory the pods start from (the pods' code under its real package
+names, :data:`POD_MODULES` via :func:`stage_pod_script`, the datasets, and ``run_config.json``: see
+:func:`.run.write_run_config`) with the backend this module resolves (:func:`resolve_backend`) and the settings it
+gives the pods (:func:`pod_settings`); then :func:`run_cluster_job` builds the job from one
+:class:`~.manifests.spec.JobSpec` (:mod:`.job_from_request`) whose command names only the run config's path, runs it
+with :func:`.cluster.runner.run_job` and reads the checkpoint and metrics back from the workspace PVC.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 from components._common.files import write_text_atomically
 from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.config import (
+    CLUSTER_BACKENDS,
     TRANSFORMERS_BACKEND,
-    TrainingConfig,
     TrainingConfigError,
     runtime_name_of,
 )
@@ -33,16 +33,12 @@ from components.training.finetuning.pod import entrypoint, progress_server
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod.modules import POD_MODULES
 from components.training.finetuning.pod.run_config import (
-    RUN_CONFIG_FILE,
-    RUN_CONFIG_VERSION,
     MlflowSettings,
     ProgressSettings,
-    RunConfig,
-    encode_run_config,
     load_run_config,
 )
 from components.training.finetuning.publish import find_final_checkpoint
-from components.training.finetuning.staging import pvc_mounts, script_running, stage_base_model, stage_code_tree
+from components.training.finetuning.staging import script_running, stage_code_tree
 
 POD_CODE_DIR = "code"
 
@@ -102,39 +98,34 @@ def discover(api_client: Any, log: Any, options: Mapping[str, Any]) -> TrainJobA
     return served
 
 
-def train_on_cluster(
-    plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
+def run_cluster_job(
+    plan: RunPlan,
+    api_client: Any,
+    backend: str,
+    config_path: Path,
+    model_path: str | None,
+    model_facts: Mapping[str, Any],
+    log: Any,
+    options: Mapping[str, Any],
 ) -> BackendRun:
-    """Runs the plan as a TrainJob or PyTorchJob and returns the final checkpoint and step records.
+    """Runs the staged run directory as a TrainJob or PyTorchJob; returns the final checkpoint and step records.
 
     Args:
         plan: The validated run.
-        api_client: A ``kubernetes.client.ApiClient`` (``None``: in-cluster credentials or kubeconfig).
+        api_client: A ``kubernetes.client.ApiClient``.
+        backend: ``trainjob`` or ``pytorchjob`` (:func:`resolve_backend`).
+        config_path: The pods' ``run_config.json`` (:func:`.run.write_run_config`); the job's command names it.
+        model_path: The base model staged on the workspace (an ``oci://`` pull), or ``None``.
+        model_facts: Facts about the staged base model, for the model's metadata.
         log: Progress sink.
         options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
-        settings: :func:`pod_settings` for the run config.
     """
-    from components._common.kube_auth import load_api_client
     from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
     from components.training.finetuning.cluster.state import cancel_budget
 
     request = plan.request
-    check_workspace_reaches_pods(plan.task_config, plan.run_dir)
-    api_client = api_client or load_api_client()
-    backend = resolve_backend(plan, api_client, log)
-    model_path, model_facts = stage_base_model(plan, log)
-    config_path = write_run_config(
-        plan.config,
-        plan.run_dir,
-        plan.data_file,
-        plan.eval_file,
-        plan.task_config,
-        max(request.training_gpus_per_node, 1),
-        settings,
-        model_path=model_path,
-    )
     transformers = plan.config.hub_backend == TRANSFORMERS_BACKEND
     if transformers:
         metrics_name = transformers_backend.METRICS_FILE
@@ -252,55 +243,33 @@ def stage_pod_script(run_dir: Path) -> Path:
     return script
 
 
-def write_run_config(
-    config: TrainingConfig,
-    run_dir: Path,
-    data_file: Path,
-    eval_file: Path | None,
-    task_config: Any,
-    nproc_per_node: int,
-    settings: PodSettings,
-    model_path: str | None = None,
-) -> Path:
-    """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
+def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
+    """``training_resume=False``: clears the run directory of earlier attempts, unless a job of this run/task lives.
 
-    ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
-    controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`pod_settings`) add
-    ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the workspace
-    (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``. With
-    ``training_backend="transformers"`` the project's trainer and the data with string contents are staged
-    (:mod:`.transformers_backend`) instead of the Training Hub entrypoint.
+    A retried launcher re-attaches to the job of this run and task when there is one; that job's checkpoints and
+    metrics are in the run directory, so it is then kept and the run re-attaches (never a wipe under a live job).
 
     Returns:
-        The config file (a :class:`~.pod.run_config.RunConfig`).
+        The API client (loaded here for a cluster launcher that had to ask the API), or ``api_client``.
+
+    Raises:
+        JobApiError: The API could not be asked whether such a job exists (nothing was deleted).
     """
-    data_dir = run_dir / "data"
-    data_dir.mkdir(exist_ok=True)
-    if config.hub_backend == TRANSFORMERS_BACKEND:
-        transformers_backend.stage_code(run_dir)
-        transformers_backend.stage_data(data_file, data_dir / "train.jsonl", "train_dataset")
-        if eval_file is not None:
-            transformers_backend.stage_data(eval_file, data_dir / "eval.jsonl", "eval_dataset")
-    else:
-        stage_pod_script(run_dir)
-        shutil.copyfile(data_file, data_dir / "train.jsonl")
-        if eval_file is not None:
-            shutil.copyfile(eval_file, data_dir / "eval.jsonl")
-    run_config = RunConfig(
-        version=RUN_CONFIG_VERSION,
-        base_model=config.base_model,
-        model_path=model_path or "",
-        data_path=str(data_dir / "train.jsonl"),
-        eval_data_path=str(data_dir / "eval.jsonl") if eval_file is not None else "",
-        ckpt_output_dir=str(run_dir / "checkpoints"),
-        model_cache_dir=str(run_dir.parent / "model_cache"),
-        pvc_mounts=pvc_mounts(task_config),
-        nproc_per_node=nproc_per_node,
-        hyperparameters=config.training_settings(),
-        progress=settings.progress,
-        jit_checkpoint=settings.jit_checkpoint,
-        mlflow=settings.mlflow,
-    )
-    path = run_dir / RUN_CONFIG_FILE
-    write_text_atomically(path, encode_run_config(run_config))
-    return path
+    if plan.backend in CLUSTER_BACKENDS and plan.run_dir.exists():
+        from components._common.kube_auth import load_api_client
+        from components.training.finetuning.cluster.live_job import find_live_job
+        from components.training.finetuning.manifests.names import ownership_labels
+
+        api_client = api_client or load_api_client()
+        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.backend, ["TrainJob", "PyTorchJob"])
+        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
+        live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
+        if live is not None:
+            log(
+                f"training_resume=False: the {live.get('kind', 'job')} {namespace}/{name} of this run/task still "
+                f"exists, so this attempt re-attaches to it and keeps its checkpoints and metrics in {plan.run_dir} "
+                "(nothing is cleared under a live job)"
+            )
+            return api_client
+    shutil.rmtree(plan.run_dir, ignore_errors=True)
+    return api_client

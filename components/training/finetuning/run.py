@@ -1,12 +1,14 @@
 """Orchestration of ``train_model`` for every launcher: validate, train, publish -> :class:`~.plan.TrainModelResult`.
 
-Everything is checked before anything trains or is submitted (:func:`validate_request`). Then:
+Everything is checked before anything trains or is submitted (:func:`validate_request`: the request's
+:class:`~.config.TrainingConfig` and the launcher's settings). Then:
 
-* ``backend="local"``: :func:`.local.trainer.train_locally` in this process (the trainer core of :mod:`.hf_trainer`);
-* ``backend="trainjob"``: the run directory on the workspace PVC receives the pod script, ``run_config.json`` and
-  the dataset (:func:`.launch.write_run_config`); a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`,
-  run by :func:`.cluster.runner.run_job`, both driven by :mod:`.launch`) runs it, and it calls Training Hub — or, with
-  ``training_backend="transformers"``, runs the project's own trainer under ``torchrun`` on the ``torch-distributed``
+* ``backend="local"``: :func:`.local.trainer.train_plan` in this process (the trainer core of :mod:`.hf_trainer`);
+* ``backend="trainjob"``: :func:`train_on_cluster` stages the run directory on the workspace PVC (the pod script, the
+  dataset and ``run_config.json``, the pods' :class:`~.pod.run_config.RunConfig`: :func:`write_run_config`) and
+  :func:`.launch.run_cluster_job` runs a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`, run by
+  :func:`.cluster.runner.run_job`) whose command names only that file. The pods call Training Hub — or, with
+  ``training_backend="transformers"``, run the project's own trainer under ``torchrun`` on the ``torch-distributed``
   runtime (:mod:`.transformers_backend`). The final checkpoint and metrics are read back from the PVC.
 * ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`, from
   the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.artifacts import find_artifact_file
+from components._common.files import write_text_atomically
 from components._common.masking import masked
 from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.cluster.lifecycle import CLEANUP_POLICIES
@@ -48,11 +51,25 @@ from components.training.finetuning.config import (
     TrainModelRequest,
 )
 from components.training.finetuning.job_from_request import require_training_image
-from components.training.finetuning.launch import pod_settings, train_on_cluster
+from components.training.finetuning.launch import (
+    PodSettings,
+    check_workspace_reaches_pods,
+    clear_previous_run,
+    pod_settings,
+    resolve_backend,
+    run_cluster_job,
+    stage_pod_script,
+)
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
-from components.training.finetuning.pod import entrypoint
+from components.training.finetuning.pod import entrypoint, inputs
+from components.training.finetuning.pod.run_config import (
+    RUN_CONFIG_FILE,
+    RUN_CONFIG_VERSION,
+    RunConfig,
+    encode_run_config,
+)
 from components.training.finetuning.publish import publish_outputs
 from components.training.finetuning.staging import (
     dataset_facts,
@@ -193,9 +210,9 @@ def run_train_model(
     if request.training_launcher == "local":
         _require_local_training_packages(config.algorithm)
     data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")
-    entrypoint.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
+    inputs.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
     if eval_file is not None:
-        entrypoint.count_chat_rows(eval_file, "eval_dataset")
+        inputs.count_chat_rows(eval_file, "eval_dataset")
     temporary = None if request.pvc_path else tempfile.mkdtemp(prefix="train-model-")
     plan = RunPlan(
         request=request,
@@ -231,39 +248,6 @@ def run_train_model(
     finally:
         if temporary:
             shutil.rmtree(temporary, ignore_errors=True)
-
-
-def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
-    """``training_resume=False``: clears the run directory of earlier attempts, unless a job of this run/task lives.
-
-    A retried launcher re-attaches to the job of this run and task when there is one; that job's checkpoints and
-    metrics are in the run directory, so it is then kept and the run re-attaches (never a wipe under a live job).
-
-    Returns:
-        The API client (loaded here for a cluster launcher that had to ask the API), or ``api_client``.
-
-    Raises:
-        JobApiError: The API could not be asked whether such a job exists (nothing was deleted).
-    """
-    if plan.backend in CLUSTER_BACKENDS and plan.run_dir.exists():
-        from components._common.kube_auth import load_api_client
-        from components.training.finetuning.cluster.live_job import find_live_job
-        from components.training.finetuning.job_from_request import job_namespace
-        from components.training.finetuning.manifests.names import ownership_labels
-
-        api_client = api_client or load_api_client()
-        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.backend, ["TrainJob", "PyTorchJob"])
-        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
-        live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
-        if live is not None:
-            log(
-                f"training_resume=False: the {live.get('kind', 'job')} {namespace}/{name} of this run/task still "
-                f"exists, so this attempt re-attaches to it and keeps its checkpoints and metrics in {plan.run_dir} "
-                "(nothing is cleared under a live job)"
-            )
-            return api_client
-    shutil.rmtree(plan.run_dir, ignore_errors=True)
-    return api_client
 
 
 def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
@@ -309,32 +293,85 @@ def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> Backen
     # Imported here: the in-process trainer needs torch and transformers (the runtime image, or kfp.local's complete
     # environment); the cluster launchers never import it.
     try:
-        from components.training.finetuning.local import trainer as local_backend
+        from components.training.finetuning.local.trainer import train_plan
     except ModuleNotFoundError:  # a bundle built to pip-install packages leaves local/ out (no torch there)
         raise TrainingConfigError(
             "train_model parameter training_launcher='local' needs the runtime image: compile with "
             "KFP_FINETUNE_RUNTIME_IMAGE (see Containerfile) or use training_launcher='trainjob'"
         ) from None
+    return train_plan(plan, on_step=on_step, log=log)
 
-    config = plan.config
-    source, model_facts = stage_base_model(plan, log)
-    if source is None:
-        source = entrypoint.resolve_model_source(
-            config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
-        )
-    result = local_backend.train_locally(
-        config, plan.data_file, plan.run_dir / "output", model_source=source, eval_data=plan.eval_file, on_step=on_step
+
+def train_on_cluster(
+    plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
+) -> BackendRun:
+    """Stages the run directory (:func:`write_run_config`, with ``settings``) and runs it as a TrainJob or PyTorchJob.
+
+    ``api_client`` ``None`` means in-cluster credentials or the kubeconfig; the other arguments are
+    :func:`.launch.run_cluster_job`'s.
+    """
+    from components._common.kube_auth import load_api_client
+
+    check_workspace_reaches_pods(plan.task_config, plan.run_dir)
+    api_client = api_client or load_api_client()
+    backend = resolve_backend(plan, api_client, log)
+    model_path, model_facts = stage_base_model(plan, log)
+    gpus = max(plan.request.training_gpus_per_node, 1)
+    config_path = write_run_config(
+        plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config, gpus, settings, model_path
     )
-    extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or ""), **model_facts}
-    if result.adapter_dir is not None:
-        extra["adapter_path"] = str(result.adapter_dir)
-    return BackendRun(
-        result.final_model_dir,
-        result.records,
-        result.train_seconds,
-        "",
-        extra,
-        result.eval_loss,
-        "local",
-        base_eval_loss=result.base_eval_loss,
+    return run_cluster_job(plan, api_client, backend, config_path, model_path, model_facts, log, options)
+
+
+def write_run_config(
+    config: TrainingConfig,
+    run_dir: Path,
+    data_file: Path,
+    eval_file: Path | None,
+    task_config: Any,
+    nproc_per_node: int,
+    settings: PodSettings,
+    model_path: str | None = None,
+) -> Path:
+    """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
+
+    ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
+    controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`.launch.pod_settings`)
+    add ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the
+    workspace (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``. With
+    ``training_backend="transformers"`` the project's trainer and the data with string contents are staged
+    (:mod:`.transformers_backend`) instead of the Training Hub entrypoint.
+
+    Returns:
+        The config file (a :class:`~.pod.run_config.RunConfig`).
+    """
+    data_dir = run_dir / "data"
+    data_dir.mkdir(exist_ok=True)
+    if config.hub_backend == TRANSFORMERS_BACKEND:
+        transformers_backend.stage_code(run_dir)
+        transformers_backend.stage_data(data_file, data_dir / "train.jsonl", "train_dataset")
+        if eval_file is not None:
+            transformers_backend.stage_data(eval_file, data_dir / "eval.jsonl", "eval_dataset")
+    else:
+        stage_pod_script(run_dir)
+        shutil.copyfile(data_file, data_dir / "train.jsonl")
+        if eval_file is not None:
+            shutil.copyfile(eval_file, data_dir / "eval.jsonl")
+    run_config = RunConfig(
+        version=RUN_CONFIG_VERSION,
+        base_model=config.base_model,
+        model_path=model_path or "",
+        data_path=str(data_dir / "train.jsonl"),
+        eval_data_path=str(data_dir / "eval.jsonl") if eval_file is not None else "",
+        ckpt_output_dir=str(run_dir / "checkpoints"),
+        model_cache_dir=str(run_dir.parent / "model_cache"),
+        pvc_mounts=pvc_mounts(task_config),
+        nproc_per_node=nproc_per_node,
+        hyperparameters=config.training_settings(),
+        progress=settings.progress,
+        jit_checkpoint=settings.jit_checkpoint,
+        mlflow=settings.mlflow,
     )
+    path = run_dir / RUN_CONFIG_FILE
+    write_text_atomically(path, encode_run_config(run_config))
+    return path

@@ -1,6 +1,7 @@
-"""What a run reads: its datasets, the PVC mounts, an ``oci://`` base model pulled once, and the training pods' code.
+"""A run's directory and what it reads: datasets, the PVC mounts, an ``oci://`` base model pulled once, the pods' code.
 
-The run directory the cluster launchers' pods start from is staged by :mod:`.launch` (``write_run_config``). Code
+The run directory the cluster launchers' pods start from is staged by :func:`.run.write_run_config` (and cleared by
+:func:`.launch.clear_previous_run`). Code
 reaches the training pods one way: :func:`stage_code_tree` copies the modules they run, unchanged and under their real
 package names, into a ``components/`` tree on the workspace PVC (package ``__init__`` files empty, so nothing imports
 kfp there), and the pod command puts that tree first on ``sys.path`` (:func:`script_running`).

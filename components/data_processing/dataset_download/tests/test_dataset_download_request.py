@@ -1,4 +1,4 @@
-"""``request.py``: every ``dataset_download`` argument lands in the request under its name; a mismatch is one line."""
+"""``run.dataset_download_request``: every ``dataset_download`` argument lands in the request under its name."""
 
 import dataclasses
 import inspect
@@ -6,7 +6,7 @@ import inspect
 import pytest
 
 from components.data_processing.dataset_download import dataset_download
-from components.data_processing.dataset_download.request import OUTPUTS, dataset_download_request
+from components.data_processing.dataset_download.run import OUTPUTS, dataset_download_request
 
 PARAMETERS = inspect.signature(dataset_download.python_func).parameters
 

@@ -1,5 +1,6 @@
-"""``request.py``: every ``model_registry`` argument reaches the request (artifacts as ``ArtifactInfo``, the serving
-group nested); a mismatch or a bad artifact is one line; the result becomes the component's outputs."""
+"""``run.model_registry_request``: every ``model_registry`` argument reaches the request (artifacts as
+``ArtifactInfo``, the serving group nested); a mismatch or a bad artifact is one line; the result becomes the
+component's outputs."""
 
 import dataclasses
 import inspect
@@ -10,7 +11,7 @@ import pytest
 from components.deployment.kubeflow_model_registry import model_registry
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registration import ModelRegistryResult
-from components.deployment.kubeflow_model_registry.request import (
+from components.deployment.kubeflow_model_registry.run import (
     ARTIFACTS,
     OUTPUTS,
     Outputs,

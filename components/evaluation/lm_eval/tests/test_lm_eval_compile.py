@@ -67,7 +67,6 @@ def test_embeds_the_pure_modules_only(tmp_path):
         for name in (
             "__init__.py",
             "custom_task.py",
-            "request.py",
             "run.py",
             "options.py",
             "task_index.py",

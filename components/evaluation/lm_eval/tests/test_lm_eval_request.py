@@ -1,4 +1,4 @@
-"""``request.py``: every ``lm_eval`` argument reaches the request (artifacts as path, metadata); bad ones: one line."""
+"""``run.lm_eval_request``: every ``lm_eval`` argument reaches the request (artifacts as path, metadata)."""
 
 import dataclasses
 import inspect
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from components.evaluation.lm_eval import lm_eval
-from components.evaluation.lm_eval.request import ARTIFACT_FIELDS, OUTPUTS, lm_eval_request
+from components.evaluation.lm_eval.run import ARTIFACT_FIELDS, OUTPUTS, lm_eval_request
 
 PARAMETERS = inspect.signature(lm_eval.python_func).parameters
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from components.training.finetuning.pod import entrypoint
+from components.training.finetuning.pod import entrypoint, inputs
 from components.training.finetuning.pod.run_config import load_run_config
 
 #: The worker script staged beside this one.
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     env = dict(os.environ)
-    model_path = run_config.model_path or entrypoint.resolve_model_source(
+    model_path = run_config.model_path or inputs.resolve_model_source(
         run_config.base_model, Path(run_config.model_cache_dir), run_config.pvc_mounts, env
     )
     worker = Path(__file__).with_name(WORKER_SCRIPT)

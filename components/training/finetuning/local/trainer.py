@@ -9,6 +9,7 @@ complete environment of ``kfp.local`` (the demo).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,9 @@ from components._common.chat_errors import ChatFormatError
 from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import LocalTrainingError
+from components.training.finetuning.plan import BackendRun, RunPlan
+from components.training.finetuning.pod.inputs import resolve_model_source
+from components.training.finetuning.staging import pvc_mounts, stage_base_model
 
 if TYPE_CHECKING:
     from components.training.finetuning.config import TrainingConfig
@@ -75,4 +79,33 @@ def train_locally(
         data_label=str(train_data),
         log=log,
         on_step=on_step,
+    )
+
+
+def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None = None, log: Any = print) -> BackendRun:
+    """Runs a validated ``train_model`` plan with the ``local`` launcher (:func:`train_locally`, ``<run dir>/output``).
+
+    The base model is the one staged on the workspace (an ``oci://`` pull) or the resolved ``base_model``.
+    """
+    config = plan.config
+    source, model_facts = stage_base_model(plan, log)
+    if source is None:
+        source = resolve_model_source(
+            config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
+        )
+    result = train_locally(
+        config, plan.data_file, plan.run_dir / "output", model_source=source, eval_data=plan.eval_file, on_step=on_step
+    )
+    extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or ""), **model_facts}
+    if result.adapter_dir is not None:
+        extra["adapter_path"] = str(result.adapter_dir)
+    return BackendRun(
+        result.final_model_dir,
+        result.records,
+        result.train_seconds,
+        "",
+        extra,
+        result.eval_loss,
+        "local",
+        base_eval_loss=result.base_eval_loss,
     )

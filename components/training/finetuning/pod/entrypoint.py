@@ -3,10 +3,8 @@
 Delivery: ``train_model`` copies this file, the JSON config and the dataset onto the pipeline's workspace PVC, which
 the TrainJob pods mount at the same path. The training image (Training Hub's runtime) has none of this project's
 code, and a PVC file is visible to every node at once, survives pod restarts (so a retried pod resumes from the
-same checkpoint directory) and needs no image build. Hence this module uses only the standard library (``boto3`` /
-``huggingface_hub`` are imported lazily for ``s3://`` and Hub models). An ``oci://`` base model is pulled onto the
-PVC by ``train_model`` before the job is submitted and arrives as the run config's ``model_path``. The local backend
-reuses :func:`load_chat_rows` and :func:`resolve_model_source`.
+same checkpoint directory) and needs no image build. Hence this module uses only the standard library; the base
+model's location is resolved by :mod:`.inputs`.
 
 Besides the Training Hub call, the entrypoint serves training progress to the OpenShift AI dashboard from the
 rank-0 pod (:mod:`.progress_server`), resumes from the newest complete checkpoint (:mod:`.checkpoints`), asks Training
@@ -23,18 +21,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import importlib.util
 import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components._common import s3
 from components.training.finetuning.pod import checkpoints, hub_compat, progress_server
+from components.training.finetuning.pod.inputs import EntrypointError, resolve_model_source
 from components.training.finetuning.pod.run_config import (
     Hyperparameters,
     RunConfig,
@@ -79,10 +74,6 @@ UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
         ("max_steps", 0, "the Unsloth backend stops by epochs only"),
     ),
 }
-
-
-class EntrypointError(ValueError):
-    """The run config, data or model location is unusable; the message says which and where."""
 
 
 def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has_eval_data: bool) -> list[str]:
@@ -261,123 +252,6 @@ def training_hub_call(
             kwargs[f"mlflow_{key}"] = value
     kwargs.update(torchrun_kwargs(env, run_config.nproc_per_node))
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
-
-
-def load_chat_rows(path: Path, label: str = "dataset") -> Iterator[dict[str, Any]]:
-    """Yields the chat JSONL rows (``{"messages": [{"role", "content"}, ...]}``) of a file, checking each, streaming.
-
-    The rules are the project's one chat format (:mod:`components._common.chat_format`, the dataset step's rules;
-    a trailing user turn is accepted since the dataset step decides about it); list-of-parts contents come back
-    joined into strings. Memory stays at one row whatever the file size. Not used in the pod itself, so the pod
-    script still needs only the standard library (the import is deferred).
-
-    Args:
-        path: The JSONL file.
-        label: What the file is, for messages (e.g. ``train_dataset``).
-
-    Yields:
-        The rows, in file order.
-
-    Raises:
-        EntrypointError: A row breaks a rule (names the file, the line and the rule) or the file holds no row.
-    """
-    from components._common.chat_format import ChatFormatError, iter_chat_file
-
-    try:
-        for _, row in iter_chat_file(Path(path), allow_trailing_user=True, label=label):
-            yield row
-    except ChatFormatError as error:
-        raise EntrypointError(str(error)) from None
-
-
-def count_chat_rows(path: Path, label: str = "dataset") -> int:
-    """Checks every row of a chat JSONL file (see :func:`load_chat_rows`) and returns how many there are."""
-    return sum(1 for _ in load_chat_rows(path, label))
-
-
-def _download_s3(uri: str, target: Path, env: Mapping[str, str]) -> Path:
-    bucket, _, prefix = uri[len("s3://") :].partition("/")
-    try:
-        client = s3.s3_client(env, purpose=f"base_model={uri!r}")
-    except s3.S3CredentialsMissing as error:
-        raise EntrypointError(str(error)) from None
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    found = 0
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/"):
-        for item in page.get("Contents", []):
-            relative = item["Key"][len(prefix.rstrip("/")) + 1 :]
-            if relative and not relative.endswith("/"):
-                (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-                client.download_file(bucket, item["Key"], str(staging / relative))
-                found += 1
-    if not found:
-        shutil.rmtree(staging)
-        raise EntrypointError(f"base_model={uri!r}: no objects under that S3 prefix")
-    try:
-        staging.rename(target)
-    except OSError:  # another node finished first: keep its copy
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-def resolve_model_source(
-    base_model: str, cache_dir: Path, pvc_mounts: Mapping[str, str], env: Mapping[str, str]
-) -> str:
-    """Turns ``base_model`` into something ``from_pretrained`` loads: a local directory or a Hub id.
-
-    Args:
-        base_model: Local path, ``pvc://<claim>/<path>``, ``s3://<bucket>/<prefix>`` or a Hugging Face id
-            (downloaded with ``HF_TOKEN`` from the environment when ``huggingface_hub`` is installed).
-        cache_dir: Where ``s3://`` and Hub models are downloaded (a shared volume in the TrainJob).
-        pvc_mounts: Mount path by PVC claim name, for ``pvc://`` URIs.
-        env: Environment with ``AWS_*`` (S3) and ``HF_TOKEN`` values; never logged.
-
-    Returns:
-        The model location.
-
-    Raises:
-        EntrypointError: Unsupported scheme, unknown claim or missing path.
-    """
-    cache_dir = Path(cache_dir)
-    if base_model.startswith("pvc://"):
-        claim, _, relative = base_model[len("pvc://") :].partition("/")
-        if claim not in pvc_mounts:
-            raise EntrypointError(
-                f"base_model={base_model!r}: PVC {claim!r} is not mounted (mounted: {sorted(pvc_mounts)}); "
-                "add it to the task's volumes"
-            )
-        local = Path(pvc_mounts[claim]) / relative
-    elif base_model.startswith("s3://"):
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        local = cache_dir / f"s3-{hashlib.sha256(base_model.encode()).hexdigest()[:16]}"
-        if not local.is_dir():
-            _download_s3(base_model, local, env)
-    elif base_model.startswith("oci://"):
-        raise EntrypointError(
-            f"base_model={base_model!r}: oci:// models are pulled by train_model before training starts "
-            "(run config 'model_path'); this run config has none, so re-run train_model rather than the pod alone"
-        )
-    elif "://" in base_model:
-        scheme = base_model.split("://", 1)[0]
-        raise EntrypointError(
-            f"base_model={base_model!r}: scheme {scheme}:// is not supported; use a path, pvc://, s3://, oci:// or "
-            "an HF id"
-        )
-    elif base_model.startswith(("/", ".")) or Path(base_model).exists():
-        local = Path(base_model)
-    else:
-        return _hub_model(base_model, cache_dir, env)
-    if not local.exists():
-        raise EntrypointError(f"base_model={base_model!r}: {local} does not exist")
-    return str(local)
-
-
-def _hub_model(repo_id: str, cache_dir: Path, env: Mapping[str, str]) -> str:
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        return repo_id
-    return snapshot_download(repo_id, cache_dir=str(cache_dir), token=env.get("HF_TOKEN") or None)
 
 
 def image_kwargs(function_name: str, log: Any = print) -> dict[str, Any]:

@@ -7,6 +7,7 @@ POD_MODULES = (
     "components.training.finetuning.pod.checkpoints",
     "components.training.finetuning.pod.entrypoint",
     "components.training.finetuning.pod.hub_compat",
+    "components.training.finetuning.pod.inputs",
     "components.training.finetuning.pod.metrics",
     "components.training.finetuning.pod.progress_server",
     "components.training.finetuning.pod.run_config",

@@ -1,6 +1,6 @@
 """The launcher -> pod contract: ``run_config.json``, written by ``train_model`` and read by every training pod.
 
-One versioned type, :class:`RunConfig`, imported by both sides: :func:`.launch.write_run_config` builds and writes it
+One versioned type, :class:`RunConfig`, imported by both sides: :func:`.run.write_run_config` builds and writes it
 (:func:`encode_run_config`), the pod's :mod:`.entrypoint` reads it back (:func:`load_run_config`). Decoding is strict:
 a missing field, an unknown field, a wrong type or another :data:`RUN_CONFIG_VERSION` fails with one line naming the
 file and the field, so a launcher and a pod script of different releases never half-agree.

@@ -23,6 +23,7 @@ from pathlib import Path
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.training.finetuning import launch
 from components.training.finetuning.pod.run_config import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
+from components.training.finetuning.run import write_run_config
 from tests.harness.requests import dataset_download_request, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION, HubEnv, build_tiny_model_in, hub_env
 
@@ -99,7 +100,7 @@ def _stage(run_dir: Path, algorithm: str, model: Path, train: Path, mlflow: bool
         jit_checkpoint=True,
         mlflow=MlflowSettings(tracking_uri="http://127.0.0.1:9" if mlflow else "", experiment_name="", run_name=""),
     )
-    return json.loads(launch.write_run_config(config, run_dir, train, train, None, 1, settings).read_text())
+    return json.loads(write_run_config(config, run_dir, train, train, None, 1, settings).read_text())
 
 
 def _run_pod(env: HubEnv, run_dir: Path) -> subprocess.CompletedProcess:

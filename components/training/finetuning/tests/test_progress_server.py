@@ -27,6 +27,7 @@ from components.training.finetuning.plan import RunPlan
 from components.training.finetuning.pod import checkpoints, metrics, progress_server
 from components.training.finetuning.pod.progress_server import INIT_LINE, ProgressTracker
 from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings, load_run_config
+from components.training.finetuning.run import write_run_config
 from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
 from tests.harness.requests import train_model_request, training_config
 
@@ -121,7 +122,7 @@ def _stage(tmp_path: Path, algorithm: str, port: int, demo_dataset_path: Path) -
         jit_checkpoint=True,
         mlflow=MlflowSettings(tracking_uri="http://mlflow.example:5000", experiment_name="team-a", run_name="tm-th"),
     )
-    return launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
+    return write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
 
 
 def _launch(tmp_path, config_path, algorithm, gate=None, **env):

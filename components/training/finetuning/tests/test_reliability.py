@@ -21,6 +21,7 @@ from components.training.finetuning.cluster.errors import JobApiError
 from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
 from components.training.finetuning.cluster.state import cancel_budget
 from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.launch import clear_previous_run
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.owner import OwnerReference
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
@@ -28,7 +29,7 @@ from components.training.finetuning.manifests.spec import JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import BackendRun, RunPlan
 from components.training.finetuning.publish import PublishError, publish_outputs
-from components.training.finetuning.run import clear_previous_run, run_train_model
+from components.training.finetuning.run import run_train_model
 from tests.harness.follow_doubles import Log
 from tests.harness.kube import condition, validate_trainjob
 from tests.harness.requests import dataset_metadata, job_spec, train_model_request

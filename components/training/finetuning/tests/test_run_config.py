@@ -15,11 +15,13 @@ from components.training.finetuning.pod.run_config import (
     RUN_CONFIG_VERSION,
     MlflowSettings,
     ProgressSettings,
+    RunConfig,
     RunConfigError,
     decode_run_config,
     encode_run_config,
     load_run_config,
 )
+from components.training.finetuning.run import write_run_config
 from tests.harness.requests import training_config
 
 SETTINGS = launch.PodSettings(
@@ -34,7 +36,7 @@ def staged(tmp_path, demo_dataset_path):
     run_dir = tmp_path / "ws" / "train_model" / "train-model-abc"
     run_dir.mkdir(parents=True)
     config = training_config(base_model="org/model", algorithm="osft", num_epochs=7)
-    return launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 2, SETTINGS)
+    return write_run_config(config, run_dir, demo_dataset_path, None, None, 2, SETTINGS)
 
 
 def test_what_staging_writes_is_what_the_pod_reads(staged):
@@ -99,7 +101,7 @@ def test_the_writer_refuses_what_the_pod_would_refuse():
     bad = dataclasses.replace(config.training_settings(), num_epochs="3")
     with pytest.raises(RunConfigError, match="num_epochs='3' must be of type int"):
         encode_run_config(
-            launch.RunConfig(
+            RunConfig(
                 version=RUN_CONFIG_VERSION,
                 base_model="m",
                 model_path="",

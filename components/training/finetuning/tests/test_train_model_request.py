@@ -1,4 +1,4 @@
-"""``request.py``: every ``train_model`` argument lands in the request under its own name; a mismatch is one line."""
+"""``config.train_model_request``: every ``train_model`` argument lands in the request under its own name."""
 
 import dataclasses
 import inspect
@@ -6,8 +6,7 @@ import inspect
 import pytest
 
 from components.training.finetuning import train_model
-from components.training.finetuning.config import TrainModelRequest
-from components.training.finetuning.request import OUTPUTS, train_model_request
+from components.training.finetuning.config import OUTPUTS, TrainModelRequest, train_model_request
 
 
 def _arguments() -> dict[str, object]:

@@ -1,7 +1,7 @@
 """The real Training Hub on CPU, up to the GPU boundary: each backend's data processing, then the pod command itself.
 
 The input is the dataset step's output (``run_dataset_download`` on the demo data) as the training step stages it
-(``launch.write_run_config``); the model is the tiny Llama fixture, whose chat template marks assistant turns with
+(``run.write_run_config``); the model is the tiny Llama fixture, whose chat template marks assistant turns with
 ``{% generation %}`` so ``apply_chat_template(..., return_assistant_tokens_mask=True)`` says which tokens a fine-tune
 must learn. What each backend does with it:
 
@@ -27,6 +27,7 @@ from components.data_processing.dataset_download.run import run_dataset_download
 from components.training.finetuning import launch
 from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
+from components.training.finetuning.run import write_run_config
 from tests.harness.requests import dataset_download_request, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION
 
@@ -55,9 +56,7 @@ def _stage(run_dir: Path, algorithm: str, tiny_model_dir: Path, **hyperparameter
         jit_checkpoint=True,
         mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
     )
-    path = launch.write_run_config(
-        config, run_dir, run_dir.parent.parent.parent / "train.jsonl", None, None, 1, settings
-    )
+    path = write_run_config(config, run_dir, run_dir.parent.parent.parent / "train.jsonl", None, None, 1, settings)
     return json.loads(path.read_text())
 
 

@@ -10,7 +10,7 @@ import pytest
 from components._common.files import write_text_atomically
 from components.training.finetuning import report
 from components.training.finetuning.config import TrainingConfigError
-from components.training.finetuning.pod import entrypoint, metrics
+from components.training.finetuning.pod import entrypoint, inputs, metrics
 from components.training.finetuning.pod.run_config import (
     RUN_CONFIG_VERSION,
     Hyperparameters,
@@ -330,16 +330,16 @@ def test_chat_rows_errors_name_file_and_line(tmp_path):
     good = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
     path.write_text(good + '{"messages": [{"role": "user"}]}\n')
     with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2 \[content_not_string\] messages\[0\]"):
-        entrypoint.count_chat_rows(path)
+        inputs.count_chat_rows(path)
     path.write_text('{"text": "x"}\n')
     with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:1 \[missing_field\] messages field not found"):
-        entrypoint.count_chat_rows(path)
+        inputs.count_chat_rows(path)
     path.write_bytes(good.encode() + b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n')
     with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl:2 \[invalid_utf8\] not valid UTF-8 at byte"):
-        entrypoint.count_chat_rows(path, "train_dataset")
+        inputs.count_chat_rows(path, "train_dataset")
     path.write_text("\n \n")
     with pytest.raises(entrypoint.EntrypointError, match=r"train.jsonl \[no_rows\]"):
-        entrypoint.count_chat_rows(path)
+        inputs.count_chat_rows(path)
 
 
 def test_load_chat_rows_streams_with_constant_memory(tmp_path):
@@ -352,7 +352,7 @@ def test_load_chat_rows_streams_with_constant_memory(tmp_path):
             handle.write(json.dumps(row) + "\n")
     tracemalloc.start()
     try:
-        assert entrypoint.count_chat_rows(path) == 40_000
+        assert inputs.count_chat_rows(path) == 40_000
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -360,7 +360,7 @@ def test_load_chat_rows_streams_with_constant_memory(tmp_path):
     from components._common.chat_files import _BLOCK
 
     assert peak < 5 * _BLOCK < path.stat().st_size / 3, f"peak {peak} bytes for an {path.stat().st_size} byte file"
-    rows = entrypoint.load_chat_rows(path)
+    rows = inputs.load_chat_rows(path)
     assert next(rows) == row  # lazy: the first row comes before the rest is read
 
 
@@ -370,7 +370,7 @@ def test_training_accepts_list_of_parts_like_the_dataset_step(tmp_path):
     path.write_text(
         json.dumps({"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "4"}]})
     )
-    assert list(entrypoint.load_chat_rows(path))[0]["messages"][0] == {"role": "user", "content": "2+2?"}
+    assert list(inputs.load_chat_rows(path))[0]["messages"][0] == {"role": "user", "content": "2+2?"}
 
 
 def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
@@ -392,17 +392,17 @@ def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
 def test_model_sources(tmp_path):
     (tmp_path / "claim-root" / "models" / "m").mkdir(parents=True)
     mounts = {"models-pvc": str(tmp_path / "claim-root")}
-    resolved = entrypoint.resolve_model_source("pvc://models-pvc/models/m", tmp_path / "cache", mounts, {})
+    resolved = inputs.resolve_model_source("pvc://models-pvc/models/m", tmp_path / "cache", mounts, {})
     assert resolved == str(tmp_path / "claim-root" / "models" / "m")
     with pytest.raises(entrypoint.EntrypointError, match="PVC 'other' is not mounted"):
-        entrypoint.resolve_model_source("pvc://other/m", tmp_path, mounts, {})
+        inputs.resolve_model_source("pvc://other/m", tmp_path, mounts, {})
     # oci:// is pulled by train_model before the job starts; a pod without the staged model_path says so.
     with pytest.raises(entrypoint.EntrypointError, match="oci:// models are pulled by train_model before training"):
-        entrypoint.resolve_model_source("oci://quay.io/x/y:1", tmp_path, mounts, {})
+        inputs.resolve_model_source("oci://quay.io/x/y:1", tmp_path, mounts, {})
     with pytest.raises(entrypoint.EntrypointError, match="scheme gs:// is not supported"):
-        entrypoint.resolve_model_source("gs://bucket/m", tmp_path, mounts, {})
+        inputs.resolve_model_source("gs://bucket/m", tmp_path, mounts, {})
     with pytest.raises(entrypoint.EntrypointError, match="does not exist"):
-        entrypoint.resolve_model_source(str(tmp_path / "missing"), tmp_path, mounts, {})
+        inputs.resolve_model_source(str(tmp_path / "missing"), tmp_path, mounts, {})
 
 
 def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_dir):
@@ -411,18 +411,16 @@ def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_di
     client, bucket = s3_data_connection
     for file in tiny_model_dir.iterdir():
         client.upload_file(str(file), bucket, f"models/tiny/{file.name}")
-    resolved = Path(entrypoint.resolve_model_source(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)))
+    resolved = Path(inputs.resolve_model_source(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)))
     assert sorted(p.name for p in resolved.iterdir()) == sorted(p.name for p in tiny_model_dir.iterdir())
     assert (resolved / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
     client.delete_object(Bucket=bucket, Key="models/tiny/config.json")
-    assert entrypoint.resolve_model_source(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)) == str(
-        resolved
-    )
+    assert inputs.resolve_model_source(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)) == str(resolved)
     with pytest.raises(entrypoint.EntrypointError, match="no objects under that S3 prefix"):
-        entrypoint.resolve_model_source(f"s3://{bucket}/models/none", tmp_path, {}, dict(os.environ))
+        inputs.resolve_model_source(f"s3://{bucket}/models/none", tmp_path, {}, dict(os.environ))
     env = {k: v for k, v in os.environ.items() if k != "AWS_SECRET_ACCESS_KEY"}  # the secret lacks a key
     with pytest.raises(entrypoint.EntrypointError, match=r"^base_model='s3://.*S3 credentials missing: set AWS_SECRET"):
-        entrypoint.resolve_model_source(f"s3://{bucket}/models/other", tmp_path, {}, env)
+        inputs.resolve_model_source(f"s3://{bucket}/models/other", tmp_path, {}, env)
     assert not (tmp_path / "models").exists() or not any("other" in p.name for p in tmp_path.rglob("*"))
 
 

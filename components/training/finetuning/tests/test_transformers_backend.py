@@ -12,9 +12,9 @@ import pytest
 from kfp import dsl
 
 from components._common import runtime
-from components.training.finetuning import job_from_request, launch, transformers_backend
+from components.training.finetuning import job_from_request, transformers_backend
 from components.training.finetuning.config import TrainingConfigError, runtime_name_of
-from components.training.finetuning.run import run_train_model, validate_request
+from components.training.finetuning.run import run_train_model, validate_request, write_run_config
 from components.training.finetuning.tests.test_transformers_torchrun import pod_settings
 from tests.harness.kube import condition, validate_trainjob
 from tests.harness.requests import train_model_request, training_config
@@ -77,7 +77,7 @@ def _staged(tmp_path, demo_dataset_path, hub_backend="transformers"):
     config = training_config(base_model="org/model", hub_backend=hub_backend, **FAST)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    return launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, pod_settings())
+    return write_run_config(config, run_dir, demo_dataset_path, None, None, 1, pod_settings())
 
 
 def _manifest(kind, config_path, **arguments):

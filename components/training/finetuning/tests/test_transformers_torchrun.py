@@ -24,6 +24,7 @@ import pytest
 from components.training.finetuning import job_from_request, launch
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
+from components.training.finetuning.run import write_run_config
 from tests.harness.requests import train_model_request, training_config
 
 pytestmark = pytest.mark.slow
@@ -121,7 +122,7 @@ def staged_job(tiny_model_dir, demo_dataset_path, tmp_path):
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
     settings = pod_settings(progress_port, str(termination_log), enabled=True)
-    config_path = launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
+    config_path = write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
     manifest = job_manifest(config_path, training_num_nodes=2, training_gpus_per_node=0)
     return run_dir, manifest, progress_port, termination_log
 
@@ -215,7 +216,7 @@ def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_
     )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    config_path = launch.write_run_config(config, run_dir, demo_dataset_path, None, None, 1, pod_settings())
+    config_path = write_run_config(config, run_dir, demo_dataset_path, None, None, 1, pod_settings())
     trainer = job_manifest(config_path)
     cwd = tmp_path / "pod-cwd"
     cwd.mkdir()
