@@ -115,7 +115,7 @@ def check_kfp(host: str, token_file: str = "", ca_bundle: str = "", namespace: s
         "check that the pipeline server is running (OpenShift AI: Pipelines > Configure pipeline server) and --kfp-host"
     )
     try:
-        answer = kfp_api.check_health(connection, timeout_seconds=PROBE_TIMEOUT)
+        answer = kfp_api.check_health(connection, timeout=PROBE_TIMEOUT)
     except kfp_api.KfpApiError as error:
         return fail("endpoints", str(error), remedy)
     multi_user = answer.get("multi_user", answer.get("multiUser"))

@@ -8,9 +8,7 @@ calls ``kfp-finetune upload|run|schedule`` make, each with the connection's ``(c
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,13 +178,3 @@ def make_client(connection: Connection) -> KfpServer:
     """
     check_health(connection)
     return KfpServer(connection, api_configuration(connection))
-
-
-@contextlib.contextmanager
-def client_session(connection: Connection) -> Iterator[KfpServer]:
-    """The health-checked services of the KFP API (:func:`make_client`), closed after the block."""
-    server = make_client(connection)
-    try:
-        yield server
-    finally:
-        server.close()
