@@ -20,11 +20,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
     from pipelines.training.finetuning.settings import CompileSettings
 
-    values = {field.name: getattr(args, field.name, None) for field in dataclasses.fields(CompileSettings)}
-    modes = values["pvc_access_modes"]
-    if modes is not None:
-        values["pvc_access_modes"] = tuple(m.strip() for m in modes.split(",") if m.strip())
-    return values
+    return {field.name: getattr(args, field.name, None) for field in dataclasses.fields(CompileSettings)}
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
