@@ -30,6 +30,13 @@ _ACCESS_MODES = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnc
 
 #: The steps with their own image and resources, in pipeline order.
 STEPS = ("dataset", "launcher", "eval", "registry")
+#: Each step's image: a slim Python for the light steps; a CUDA PyTorch image for evaluation, so that torch and its
+#: CUDA wheels are never pip-installed when the pod starts (see ``components/_common/images.py``). A pipeline.py
+#: overrides them with constants of the same names.
+DATASET_IMAGE = PYTHON_IMAGE
+LAUNCHER_IMAGE = STEP_IMAGE  # the project's versioned step image: train_model's code is too large to embed
+EVAL_IMAGE = TORCH_CUDA_IMAGE
+REGISTRY_IMAGE = PYTHON_IMAGE
 _RESOURCE_KINDS = ("cpu_request", "cpu_limit", "memory_request", "memory_limit")
 
 
@@ -76,12 +83,10 @@ class CompileSettings:
     eval_gpus: int = 1
     eval_gpu_resource: str = "nvidia.com/gpu"
     eval_node_selector: str = "nvidia.com/gpu.present=true"
-    # A slim Python for the light steps; a CUDA PyTorch image for evaluation, so that torch and its CUDA wheels are
-    # never pip-installed when the pod starts (see components/_common/images.py).
-    dataset_image: str = PYTHON_IMAGE
-    launcher_image: str = STEP_IMAGE
-    eval_image: str = TORCH_CUDA_IMAGE
-    registry_image: str = PYTHON_IMAGE
+    dataset_image: str = DATASET_IMAGE
+    launcher_image: str = LAUNCHER_IMAGE
+    eval_image: str = EVAL_IMAGE
+    registry_image: str = REGISTRY_IMAGE
     runtime_image: str = ""
     # Each step's resources, from what it does: the dataset step holds a tokenizer and a dataset in memory; the
     # launcher only talks to the Kubernetes API and draws a chart; the evaluation step loads the model (a 1.5B model
