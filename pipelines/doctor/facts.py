@@ -143,18 +143,19 @@ def read_package(path: str | Path) -> PipelineFacts:
         component_defaults[step] = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
         executor = component.get("executorLabel", "")
         accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
+        kubernetes_executor = executors.get(executor) or {}
         task_steps[task_name] = step
         task_upstreams[task_name] = tuple(task.get("dependentTasks") or ())
         if accelerator:
             task_accelerators[task_name] = accelerator
-        if accelerator and accelerator[1] >= accelerators.get(step, ("", 0))[1]:
-            accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger request
-        if (executors.get(executor) or {}).get("tolerations"):
-            tolerations[step] = list(executors[executor]["tolerations"])
-        labels = ((executors.get(executor) or {}).get("nodeSelector") or {}).get("labels") or {}
+            if accelerator[1] >= accelerators.get(step, ("", 0))[1]:
+                accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger request
+        if kubernetes_executor.get("tolerations"):
+            tolerations[step] = list(kubernetes_executor["tolerations"])
+        labels = (kubernetes_executor.get("nodeSelector") or {}).get("labels") or {}
         if labels:
             node_selectors[step] = {str(key): str(value) for key, value in labels.items()}
-        for mount in (executors.get(executor) or {}).get("secretAsEnv") or []:
+        for mount in kubernetes_executor.get("secretAsEnv") or []:
             name = mount.get("secretName") or ((mount.get("secretNameParameter") or {}).get("runtimeValue") or {}).get(
                 "constant", ""
             )
