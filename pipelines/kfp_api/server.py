@@ -1,9 +1,7 @@
 """The KFP API's services, through ``kfp_server_api`` (the generated v2beta1 client ``kfp.Client`` is built on).
 
-``kfp.Client`` takes no timeout per call and retries what urllib3 retries; the generated service classes take
-``_request_timeout`` on every method and ``Configuration.retries``, both public. :class:`KfpServer` is the handful of
-calls ``kfp-finetune upload|run|schedule`` make, each with the connection's ``(connect, read)`` timeout, sent as
-``kfp.Client`` sends them (the pipeline spec of a package: its first YAML document, the platform spec the others).
+:class:`KfpServer` is the handful of calls ``kfp-finetune upload|run|schedule`` make, each with the connection's
+``(connect, read)`` timeout (see :mod:`.connection`), sent as ``kfp.Client`` sends them.
 """
 
 from __future__ import annotations
