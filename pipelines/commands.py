@@ -87,23 +87,8 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
     from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
     from components.data_processing.dataset_download.validation_report import DatasetValidationError
 
-    request = DatasetDownloadRequest(
-        dataset_uri=args.uri,
-        train_split_ratio=args.train_split_ratio,
-        subset_count=args.subset_count,
-        seed=args.seed,
-        input_format=args.input_format,
-        hf_split=args.hf_split,
-        on_invalid=args.on_invalid,
-        max_invalid_fraction=args.max_invalid_fraction,
-        allow_trailing_user=args.allow_trailing_user,
-        max_seq_len=args.max_seq_len,
-        tokenizer_source=args.tokenizer_source,
-        max_download_bytes=args.max_download_bytes,
-        max_line_bytes=args.max_line_bytes,
-        max_decompressed_bytes=args.max_decompressed_bytes,
-        download_deadline_s=args.download_deadline_s,
-    )
+    names = _option_names(args)
+    request = DatasetDownloadRequest(dataset_uri=args.uri, **{name: getattr(args, name) for name in names})
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-validate-") as scratch:
         output_dir = args.output_dir or Path(scratch)
         try:
@@ -111,9 +96,9 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
         except DatasetValidationError as error:
             if error.report is None:
                 raise
-            print(_for_terminal(error.report.to_markdown(), _option_names(args)))
+            print(_for_terminal(error.report.to_markdown(), names))
             return 1
-    print(_for_terminal(prepared.to_markdown(), _option_names(args)))
+    print(_for_terminal(prepared.to_markdown(), names))
     if args.output_dir:
         print(f"split written to {args.output_dir / 'train.jsonl'} and {args.output_dir / 'eval.jsonl'}")
     return 0

@@ -3,9 +3,8 @@
 :func:`read_package` reads the workspace PVC (size, storage class, access modes), the secrets each step mounts
 (names and keys), each step's inputs (wired to a pipeline parameter or a constant) and GPU/toleration settings a step
 may carry. :class:`RunValues` answers "what will this run use for (step, component argument)?" from the compiled
-pipeline alone: the run's argument under the pipeline parameter wired to that argument, else that parameter's default,
-else the constant the compiled step was given, else the component's own default. Doctor never spells a dashboard name
-itself, so renaming them (or editing a pipeline.py) changes nothing here.
+pipeline alone. Doctor never spells a dashboard name itself, so renaming them (or editing a pipeline.py) changes
+nothing here.
 """
 
 from __future__ import annotations

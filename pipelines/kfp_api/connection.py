@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from pipelines.kfp_api.arguments import read_option_file
+
 if TYPE_CHECKING:
     import kfp_server_api
 
@@ -137,11 +139,7 @@ def connection_from_options(
 
 def _read_token_file(token_file: str) -> str:
     """The token in ``token_file`` (surrounding whitespace removed); the errors never quote its content."""
-    try:
-        token = Path(token_file).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise ValueError(f"cannot read the bearer token file {token_file!r} (--token-file): {reason}") from None
+    token = read_option_file(token_file, "the bearer token file", "--token-file").strip()
     if not token:
         raise ValueError(f"the bearer token file {token_file!r} (--token-file) is empty: write it with `oc whoami -t`")
     if any(character.isspace() for character in token):
