@@ -62,8 +62,6 @@ TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
     "lm-eval": _check_eval,
     "model-registry": _check_registry,
 }
-#: Where a component's errors use other names than its arguments: ``{task: () -> {error name: argument}}``.
-TASK_ALIASES: dict[str, Callable[[], dict[str, str]]] = {}
 
 
 def _typed(value: Any, parameter_type: str) -> Any:
@@ -84,25 +82,24 @@ def task_values(spec: dict, arguments: Mapping[str, Any]) -> tuple[dict[str, Val
         ``({task: {input: value}}, {task: {input: pipeline parameter feeding it}})``; inputs fed by other tasks'
         outputs are left out.
     """
+    from pipelines.training.finetuning.interface import task_wiring
+
     root = spec.get("root", {})
     root_parameters = root.get("inputDefinitions", {}).get("parameters", {}) or {}
     values: dict[str, Values] = {}
     sources: dict[str, dict[str, str]] = {}
-    for task, task_spec in (root.get("dag", {}).get("tasks", {}) or {}).items():
-        component = spec.get("components", {}).get(task_spec.get("componentRef", {}).get("name", ""), {})
+    for task, wiring in task_wiring(spec).items():
+        reference = root["dag"]["tasks"][task].get("componentRef", {}).get("name", "")
+        component = spec.get("components", {}).get(reference, {})
         declared = component.get("inputDefinitions", {}).get("parameters", {}) or {}
         given: Values = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
-        sources[task] = {}
-        for name, wiring in (task_spec.get("inputs", {}).get("parameters", {}) or {}).items():
-            if "runtimeValue" in wiring:
-                given[name] = wiring["runtimeValue"].get("constant")
-            elif "componentInputParameter" in wiring:
-                parameter = wiring["componentInputParameter"]
-                sources[task][name] = parameter
-                if parameter in arguments:
-                    given[name] = arguments[parameter]
-                elif "defaultValue" in root_parameters.get(parameter, {}):
-                    given[name] = root_parameters[parameter]["defaultValue"]
+        sources[task] = {name: value for name, (kind, value) in wiring.items() if kind == "parameter"}
+        given.update({name: value for name, (kind, value) in wiring.items() if kind == "constant"})
+        for name, parameter in sources[task].items():
+            if parameter in arguments:
+                given[name] = arguments[parameter]
+            elif "defaultValue" in root_parameters.get(parameter, {}):
+                given[name] = root_parameters[parameter]["defaultValue"]
         values[task] = {
             name: _typed(value, declared.get(name, {}).get("parameterType", "")) for name, value in given.items()
         }
@@ -130,10 +127,7 @@ def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: st
             check(values[task], values)
         except (ValueError, KeyError) as error:
             text = str(error) if isinstance(error, ValueError) else f"input {error} is missing"
-            aliases = TASK_ALIASES.get(task, dict)()
-            named = {name for name in [*sources[task], *aliases] if re.search(rf"\b{re.escape(name)}\b", text)}
-            arguments_named = named | {aliases[name] for name in named if name in aliases}
-            fed_by = sorted({p for name, p in sources[task].items() if name in arguments_named})
+            fed_by = sorted({p for name, p in sources[task].items() if re.search(rf"\b{re.escape(name)}\b", text)})
             origin = f" (pipeline parameter {', '.join(fed_by)})" if fed_by else ""
             problems.append(f"pipeline {pipeline!r}, step {task}: {text}{origin}")
     if problems:

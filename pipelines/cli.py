@@ -92,12 +92,6 @@ def _add_parameter_values(parser: argparse.ArgumentParser, what: str = "a pipeli
     parser.add_argument("--params-file", default="", help="YAML or JSON file of pipeline arguments")
 
 
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags giving pipeline arguments."""
-    _add_parameter_values(parser)
-    parser.add_argument("--experiment", default="Default", help="experiment name")
-
-
 def dataset_step_defaults() -> dict[str, object]:
     """The dataset component's parameters with defaults, read from its ``component.py`` source without running it.
 
@@ -265,7 +259,8 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
             command.add_argument("--version", default="", help="version name (default: a timestamp)")
             command.add_argument("--description", default="")
         else:
-            _add_arguments(command)
+            _add_parameter_values(command)
+            command.add_argument("--experiment", default="Default", help="experiment name")
             command.add_argument(
                 "--run-name" if name == "run" else "--name",
                 default="",

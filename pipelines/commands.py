@@ -20,11 +20,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
     from pipelines.training.finetuning.settings import CompileSettings
 
-    values = {field.name: getattr(args, field.name, None) for field in dataclasses.fields(CompileSettings)}
-    modes = values["pvc_access_modes"]
-    if modes is not None:
-        values["pvc_access_modes"] = tuple(m.strip() for m in modes.split(",") if m.strip())
-    return values
+    return {field.name: getattr(args, field.name, None) for field in dataclasses.fields(CompileSettings)}
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -91,23 +87,8 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
     from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
     from components.data_processing.dataset_download.validation_report import DatasetValidationError
 
-    request = DatasetDownloadRequest(
-        dataset_uri=args.uri,
-        train_split_ratio=args.train_split_ratio,
-        subset_count=args.subset_count,
-        seed=args.seed,
-        input_format=args.input_format,
-        hf_split=args.hf_split,
-        on_invalid=args.on_invalid,
-        max_invalid_fraction=args.max_invalid_fraction,
-        allow_trailing_user=args.allow_trailing_user,
-        max_seq_len=args.max_seq_len,
-        tokenizer_source=args.tokenizer_source,
-        max_download_bytes=args.max_download_bytes,
-        max_line_bytes=args.max_line_bytes,
-        max_decompressed_bytes=args.max_decompressed_bytes,
-        download_deadline_s=args.download_deadline_s,
-    )
+    names = _option_names(args)
+    request = DatasetDownloadRequest(dataset_uri=args.uri, **{name: getattr(args, name) for name in names})
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-validate-") as scratch:
         output_dir = args.output_dir or Path(scratch)
         try:
@@ -115,9 +96,9 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
         except DatasetValidationError as error:
             if error.report is None:
                 raise
-            print(_for_terminal(error.report.to_markdown(), _option_names(args)))
+            print(_for_terminal(error.report.to_markdown(), names))
             return 1
-    print(_for_terminal(prepared.to_markdown(), _option_names(args)))
+    print(_for_terminal(prepared.to_markdown(), names))
     if args.output_dir:
         print(f"split written to {args.output_dir / 'train.jsonl'} and {args.output_dir / 'eval.jsonl'}")
     return 0
@@ -164,25 +145,8 @@ def _package(args: argparse.Namespace, workdir: str) -> str:
     return args.pipeline
 
 
-def _connection(args: argparse.Namespace):
-    from pipelines import kfp_api
-
-    return kfp_api.connection_from_options(
-        host=args.host,
-        token_file=args.token_file,
-        insecure_skip_tls_verify=args.insecure_skip_tls_verify,
-        ca_bundle=args.ca_bundle,
-        namespace=args.namespace,
-        timeout_seconds=args.request_timeout,
-    )
-
-
-def _default_name(args: argparse.Namespace) -> str:
-    return args.pipeline if args.pipeline in PIPELINES else Path(args.pipeline).stem
-
-
-def _submit(args: argparse.Namespace, call: Callable[..., dict], with_arguments: bool, **options: Any) -> dict:
-    """Checks what it can cheaply, compiles or reads the package, then calls ``call(connection, package, ...)``.
+def kfp_api_command(args: argparse.Namespace) -> int:
+    """``kfp-finetune upload|run|schedule``: check what can be checked cheaply, compile, then call the KFP API.
 
     The arguments file, the connection options (host, token file, CA bundle) and a schedule's trigger are checked
     before anything is compiled (importing the components takes seconds); then the arguments against the pipeline.
@@ -190,61 +154,40 @@ def _submit(args: argparse.Namespace, call: Callable[..., dict], with_arguments:
     from pipelines import kfp_api
     from pipelines.argument_checks import check_component_rules
 
-    leading = [kfp_api.load_arguments(args.param, args.params_file)] if with_arguments else []
-    connection = _connection(args)
-    if options.get("cron"):
-        options["cron"] = kfp_api.validate_cron(options["cron"])
+    name = args.pipeline if args.pipeline in PIPELINES else Path(args.pipeline).stem
+    if args.command == "upload":
+        call, arguments = kfp_api.upload_pipeline, []
+        options = {"pipeline_name": args.name or name, "description": args.description, "version_name": args.version}
+        done, ids = "uploaded", ("pipeline_id", "version_id")
+    else:
+        arguments = [kfp_api.load_arguments(args.param, args.params_file)]
+        options = {"experiment_name": args.experiment}
+        if args.command == "run":
+            call, done, ids = kfp_api.create_run, "run started", ("run_id", "experiment_id")
+            options["run_name"] = args.run_name
+        else:
+            call, done, ids = kfp_api.schedule_run, "scheduled", ("recurring_run_id", "experiment_id")
+            cron = kfp_api.validate_cron(args.cron) if args.cron else args.cron
+            options.update(job_name=args.name or name, cron=cron, interval_seconds=args.interval)
+            options["max_concurrency"] = args.max_concurrency
+    connection = kfp_api.connection_from_options(
+        host=args.host,
+        token_file=args.token_file,
+        insecure_skip_tls_verify=args.insecure_skip_tls_verify,
+        ca_bundle=args.ca_bundle,
+        namespace=args.namespace,
+        timeout_seconds=args.request_timeout,
+    )
     if args.pipeline not in PIPELINES and not Path(args.pipeline).is_file():
         _package(args, "")  # the error naming the pipelines, before compiling anything
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-") as workdir:
         package = _package(args, workdir)
-        if with_arguments:  # checked here to name the pipeline as given, not the temporary package
+        if arguments:  # checked here to name the pipeline as given, not the temporary package
             spec = kfp_api.read_pipeline_spec(package)
-            kfp_api.check_arguments(spec, leading[0], args.pipeline)
-            check_component_rules(spec, leading[0], args.pipeline)
-        return call(connection, package, *leading, **options)
-
-
-def upload_command(args: argparse.Namespace) -> int:
-    """``kfp-finetune upload``."""
-    from pipelines import kfp_api
-
-    result = _submit(
-        args,
-        kfp_api.upload_pipeline,
-        False,
-        pipeline_name=args.name or _default_name(args),
-        description=args.description,
-        version_name=args.version,
-    )
-    print(f"uploaded: pipeline_id={result['pipeline_id']} version_id={result['version_id']}")
-    return 0
-
-
-def run_command(args: argparse.Namespace) -> int:
-    """``kfp-finetune run``."""
-    from pipelines import kfp_api
-
-    result = _submit(args, kfp_api.create_run, True, run_name=args.run_name, experiment_name=args.experiment)
-    print(f"run started: run_id={result['run_id']} experiment_id={result['experiment_id']}")
-    return 0
-
-
-def schedule_command(args: argparse.Namespace) -> int:
-    """``kfp-finetune schedule``."""
-    from pipelines import kfp_api
-
-    result = _submit(
-        args,
-        kfp_api.schedule_run,
-        True,
-        job_name=args.name or _default_name(args),
-        experiment_name=args.experiment,
-        cron=args.cron,
-        interval_seconds=args.interval,
-        max_concurrency=args.max_concurrency,
-    )
-    print(f"scheduled: recurring_run_id={result['recurring_run_id']} experiment_id={result['experiment_id']}")
+            kfp_api.check_arguments(spec, arguments[0], args.pipeline)
+            check_component_rules(spec, arguments[0], args.pipeline)
+        result = call(connection, package, *arguments, **options)
+    print(f"{done}: " + " ".join(f"{key}={result[key]}" for key in ids))
     return 0
 
 
@@ -274,7 +217,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": demo_command,
     "validate-dataset": validate_dataset_command,
     "doctor": doctor_command,
-    "upload": upload_command,
-    "run": run_command,
-    "schedule": schedule_command,
+    "upload": kfp_api_command,
+    "run": kfp_api_command,
+    "schedule": kfp_api_command,
 }

@@ -13,15 +13,15 @@ from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.settings import CompileSettings, compile_overrides
 
 
-def pipeline_module(name: str) -> ModuleType:
-    """Imports the module of pipeline ``name`` (``pipelines/training/<name>/pipeline.py``), compiled as it declares.
+def _module_name(name: str) -> str:
+    """The module of pipeline ``name`` (``pipelines/training/<name>/pipeline.py``).
 
     Raises:
         ValueError: ``name`` is not one of :data:`PIPELINES`, with the list of names.
     """
     if name not in PIPELINES:
         raise ValueError(f"unknown pipeline {name!r}; choose one of {', '.join(PIPELINES)}")
-    return importlib.import_module(PIPELINES[name])
+    return PIPELINES[name]
 
 
 def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
@@ -29,12 +29,12 @@ def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
 
     Args:
         name: One of :data:`PIPELINES`.
-        module: The module to read it from (default: :func:`pipeline_module`).
+        module: The module to read it from (default: the imported module, compiled as it declares).
 
     Raises:
         LookupError: The module defines no such function.
     """
-    module = module or pipeline_module(name)
+    module = module or importlib.import_module(_module_name(name))
     attribute = f"{name.replace('-', '_')}_pipeline"
     try:
         return getattr(module, attribute)
@@ -64,10 +64,9 @@ def build_pipeline(name: str, settings: CompileSettings | Mapping[str, Any] | No
         name: One of :data:`PIPELINES`.
         settings: Complete settings, or overrides of the module's constants (``None`` values ignored).
     """
-    if name not in PIPELINES:
-        raise ValueError(f"unknown pipeline {name!r}; choose one of {', '.join(PIPELINES)}")
-    spec = importlib.util.find_spec(PIPELINES[name])
-    fresh = importlib.util.spec_from_file_location(f"{PIPELINES[name]}__compiled", spec.origin)
+    module_name = _module_name(name)
+    spec = importlib.util.find_spec(module_name)
+    fresh = importlib.util.spec_from_file_location(f"{module_name}__compiled", spec.origin)
     module = importlib.util.module_from_spec(fresh)
     with compile_overrides(settings):
         fresh.loader.exec_module(module)

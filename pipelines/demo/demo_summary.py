@@ -54,9 +54,8 @@ def summarize_run(run_dir: Path, types: dict[str, dict[str, str]]) -> dict[str, 
         types: :func:`output_types` of the pipeline.
 
     Returns:
-        ``{task: {"metrics": {...}, "artifacts": {name: uri}, "reports": {name: uri}, "models": {name: uri},
-        "metadata": {name: {...}}, "parameters": {...}}}`` in task order (``artifacts`` holds every non-metrics
-        output, ``metadata`` the metadata of each).
+        ``{task: {"metrics": {...}, "reports": {name: uri}, "models": {name: uri}, "metadata": {name: {...}},
+        "parameters": {...}}}`` in task order (``metadata``: that of every output but the metrics).
     """
     summary: dict[str, dict[str, Any]] = {}
     for output_file in sorted(run_dir.glob("*/executor_output.json"), key=lambda p: p.stat().st_mtime):
@@ -70,7 +69,6 @@ def summarize_run(run_dir: Path, types: dict[str, dict[str, str]]) -> dict[str, 
                 metrics.update(artifact.get("metadata", {}))
         summary[task] = {
             "metrics": metrics,
-            "artifacts": {n: a["uri"] for n, a in artifacts.items() if kinds.get(n) != METRICS_TYPE},
             "reports": {n: a["uri"] for n, a in artifacts.items() if kinds.get(n) in REPORT_TYPES},
             "models": {n: a["uri"] for n, a in artifacts.items() if kinds.get(n) == MODEL_TYPE},
             "metadata": {n: a.get("metadata", {}) for n, a in artifacts.items() if kinds.get(n) != METRICS_TYPE},

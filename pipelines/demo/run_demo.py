@@ -14,7 +14,6 @@ output directory and are removed when the run ends, failed or not.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -81,23 +80,6 @@ class DemoFailed(RuntimeError):
     """A demo step failed; the message is ``<task>: <the task's one-line error>``."""
 
 
-@dataclasses.dataclass
-class DemoRun:
-    """What a demo run left behind.
-
-    Attributes:
-        run_dir: The run's outputs (one folder per task).
-        log_path: The whole output of the run.
-        summary: :func:`~pipelines.demo.demo_summary.summarize_run` of ``run_dir``.
-        files: Every artifact file of the run.
-    """
-
-    run_dir: Path
-    log_path: Path
-    summary: dict[str, dict[str, Any]]
-    files: list[Path]
-
-
 def demo_arguments(
     algorithm: str,
     base_model: Path,
@@ -140,11 +122,6 @@ def demo_arguments(
     return arguments
 
 
-def list_outputs(run_dir: Path) -> list[Path]:
-    """Every artifact file a run left under ``run_dir``, sorted."""
-    return sorted(path for path in run_dir.rglob("*") if path.is_file())
-
-
 @contextlib.contextmanager
 def demo_environment(scratch: Path, offline: bool = True) -> Iterator[None]:
     """Sets :data:`DEMO_ENVIRONMENT` and a private temporary directory; restores both and removes it afterwards.
@@ -182,8 +159,8 @@ def run_demo(
     modelcar_uri: str = "",
     modelcar_base_image: str = "",
     offline: bool = False,
-) -> DemoRun:
-    """Runs the demo pipeline, tells its story on ``out`` and returns what it produced.
+) -> None:
+    """Runs the demo pipeline and tells its story on ``out``; every step's whole output goes to ``demo.log``.
 
     Args:
         output_dir: Where the tiny base model, the run's outputs and ``demo.log`` go (created).
@@ -195,9 +172,6 @@ def run_demo(
         verbose: Show every line the tasks print (they always go to ``demo.log``).
         out: Where the story goes (default: standard output).
         offline: Never reach the Hub (else a Hub ``dataset_uri`` is downloaded when the Hub answers).
-
-    Returns:
-        The run's outputs, log and summary.
 
     Raises:
         DemoFailed: A step failed; the message is the step and its one-line error (the log has everything).
@@ -229,10 +203,8 @@ def run_demo(
         arguments = (registry_address, modelcar_uri, modelcar_base_image)
         with demo_environment(output_dir / "tmp", offline=bool(reason)):
             run_dir, types = _run_pipeline(console, output_dir, algorithm, dataset_uri, arguments, data_dir)
-        summary = summarize_run(run_dir, types)
-        for line in summary_lines(summary, run_dir):
+        for line in summary_lines(summarize_run(run_dir, types), run_dir):
             console.say(line)
-        return DemoRun(run_dir, console.log_path, summary, list_outputs(run_dir))
     finally:
         console.close()
 

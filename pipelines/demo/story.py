@@ -145,11 +145,10 @@ class DemoConsole:
 
     def _training_progress(self, step: int, total: int, loss: float) -> None:
         now = self._clock()
-        due = self._next_fraction < len(PROGRESS_FRACTIONS) and step >= PROGRESS_FRACTIONS[self._next_fraction] * total
-        if not due and now - self._progress_at < PROGRESS_SECONDS:
+        passed = sum(step >= fraction * total for fraction in PROGRESS_FRACTIONS)  # the fractions are increasing
+        if passed <= self._next_fraction and now - self._progress_at < PROGRESS_SECONDS:
             return
-        while self._next_fraction < len(PROGRESS_FRACTIONS) and step >= PROGRESS_FRACTIONS[self._next_fraction] * total:
-            self._next_fraction += 1
+        self._next_fraction = max(self._next_fraction, passed)
         self._progress_at = now
         self.say(f"      {self._task}: step {step}/{total} ({step / total:.0%}) loss {loss:.4f}")
 

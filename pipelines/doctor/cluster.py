@@ -41,7 +41,7 @@ class _DeadlineApi(cluster_api.Api):
         return super().call(what, func, *args, **kwargs)
 
 
-def connect(ca_bundle: str = "") -> tuple[Any, str]:
+def connect() -> tuple[Any, str]:
     """A ``kubernetes.client.ApiClient`` as the training step would build it, and how it authenticated.
 
     Raises:
@@ -55,7 +55,7 @@ def connect(ca_bundle: str = "") -> tuple[Any, str]:
         if Path(cluster_auth.SERVICE_ACCOUNT_DIR, "token").is_file()
         else "kubeconfig"
     )
-    return cluster_auth.load_api_client(ca_bundle=ca_bundle, kubeconfig=True), source
+    return cluster_auth.load_api_client(kubeconfig=True), source
 
 
 def default_namespace() -> str:
@@ -80,15 +80,14 @@ class Cluster:
     Args:
         api_client: A configured ``kubernetes.client.ApiClient``.
         namespace: The pipeline's namespace (secrets, PVC, quota).
-        sleep: Sleep between retries (tests).
     """
 
-    def __init__(self, api_client: Any, namespace: str, sleep: Callable[[float], None] | None = None) -> None:
+    def __init__(self, api_client: Any, namespace: str) -> None:
         import time
 
         from kubernetes import client
 
-        self.api = _DeadlineApi(api_client, sleep or time.sleep, lambda line: None, API_ATTEMPTS)
+        self.api = _DeadlineApi(api_client, time.sleep, lambda line: None, API_ATTEMPTS)
         self.namespace = namespace
         self.storage = client.StorageV1Api(api_client)
         self.authorization = client.AuthorizationV1Api(api_client)

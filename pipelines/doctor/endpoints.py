@@ -23,11 +23,8 @@ def _pool(verify: bool, ca_bundle: str):
     import urllib3
 
     timeout = urllib3.Timeout(connect=PROBE_TIMEOUT[0], read=PROBE_TIMEOUT[1])
-    if not verify:
-        return urllib3.PoolManager(cert_reqs="CERT_NONE", retries=False, timeout=timeout)
-    return urllib3.PoolManager(
-        cert_reqs="CERT_REQUIRED", ca_certs=ca_bundle or certifi.where(), retries=False, timeout=timeout
-    )
+    verified = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle or certifi.where()}
+    return urllib3.PoolManager(retries=False, timeout=timeout, **(verified if verify else {"cert_reqs": "CERT_NONE"}))
 
 
 def _resolvable(host: str) -> bool:
@@ -65,14 +62,11 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
     except ValueError as error:
         return fail("endpoints", f"Model Registry address: {error}", f"fix {setting}")
     pool = _pool(is_secure and base.startswith("https://"), ca_bundle)
-    statuses = []
     try:
         for version in API_VERSIONS:
-            response = pool.request(
-                "GET", f"{base}{API_ROOT}{version}/registered_models?pageSize=1", preload_content=True
-            )
-            statuses.append(response.status)
-            if response.status != 404:
+            url = f"{base}{API_ROOT}{version}/registered_models?pageSize=1"
+            status = pool.request("GET", url, preload_content=True).status
+            if status != 404:
                 break
     except urllib3.exceptions.SSLError as error:
         remedy = "pass --ca-bundle FILE with the CA that signed it, or fix the route's certificate"
@@ -92,7 +86,6 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
             f"{values.label(keys.REGISTRY_PORT)} are right, and that network policies allow the namespace"
         )
         return fail("endpoints", f"Model Registry at {base} is unreachable: {reason}", remedy)
-    status = statuses[-1]
     tls = "" if base.startswith("https://") and is_secure else " (TLS not verified: plain HTTP or is_secure=false)"
     if status >= 500:
         return warn(
@@ -115,7 +108,7 @@ def check_kfp(host: str, token_file: str = "", ca_bundle: str = "", namespace: s
         "check that the pipeline server is running (OpenShift AI: Pipelines > Configure pipeline server) and --kfp-host"
     )
     try:
-        answer = kfp_api.check_health(connection, timeout_seconds=PROBE_TIMEOUT)
+        answer = kfp_api.check_health(connection, timeout=PROBE_TIMEOUT)
     except kfp_api.KfpApiError as error:
         return fail("endpoints", str(error), remedy)
     multi_user = answer.get("multi_user", answer.get("multiUser"))

@@ -3,9 +3,8 @@
 :func:`read_package` reads the workspace PVC (size, storage class, access modes), the secrets each step mounts
 (names and keys), each step's inputs (wired to a pipeline parameter or a constant) and GPU/toleration settings a step
 may carry. :class:`RunValues` answers "what will this run use for (step, component argument)?" from the compiled
-pipeline alone: the run's argument under the pipeline parameter wired to that argument, else that parameter's default,
-else the constant the compiled step was given, else the component's own default. Doctor never spells a dashboard name
-itself, so renaming them (or editing a pipeline.py) changes nothing here.
+pipeline alone. Doctor never spells a dashboard name itself, so renaming them (or editing a pipeline.py) changes
+nothing here.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.training.finetuning.interface import step_of_task, task_wiring
+from pipelines.training.finetuning.interface import step_of_task
 
 #: The run parameters doctor reads, as (step, component argument) keys.
 DATASET_URI = ("dataset", "dataset_uri")
@@ -70,8 +69,7 @@ class PipelineFacts:
         access_modes: The workspace PVC's access modes.
         secrets: The mounted secrets, by name.
         parameters: ``root.inputDefinitions.parameters`` (dashboard name -> definition).
-        step_inputs: ``{step: {component argument: ("parameter", dashboard name) | ("constant", value)}}``.
-        component_defaults: ``{step: {component argument: default}}`` of each step's component.
+        spec: The pipeline spec (the YAML's first document).
         accelerators: ``{step: (resource name, count)}`` of steps compiled with an accelerator request.
         tolerations: ``{step: [toleration, ...]}`` compiled onto steps.
         node_selectors: ``{step: {label: value}}`` compiled onto steps.
@@ -88,8 +86,7 @@ class PipelineFacts:
     access_modes: tuple[str, ...]
     secrets: dict[str, SecretMount]
     parameters: dict[str, dict[str, Any]]
-    step_inputs: dict[str, dict[str, tuple[str, Any]]]
-    component_defaults: dict[str, dict[str, Any]]
+    spec: dict[str, Any]
     accelerators: dict[str, tuple[str, int]]
     tolerations: dict[str, list[dict[str, Any]]]
     node_selectors: dict[str, dict[str, str]]
@@ -125,9 +122,6 @@ def read_package(path: str | Path) -> PipelineFacts:
     kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
     executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}
     containers = (spec.get("deploymentSpec") or {}).get("executors") or {}
-    steps: dict[str, dict[str, tuple[str, Any]]] = {}
-    component_defaults: dict[str, dict[str, Any]] = {}
-    wiring = task_wiring(spec)
     accelerators: dict[str, tuple[str, int]] = {}
     tolerations: dict[str, list[dict[str, Any]]] = {}
     node_selectors: dict[str, dict[str, str]] = {}
@@ -137,24 +131,22 @@ def read_package(path: str | Path) -> PipelineFacts:
     task_accelerators: dict[str, tuple[str, int]] = {}
     for task_name, task in ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).items():
         step = step_of_task(task_name)
-        steps[step] = wiring[task_name]
         component = (spec.get("components") or {}).get((task.get("componentRef") or {}).get("name", ""), {})
-        declared = (component.get("inputDefinitions") or {}).get("parameters") or {}
-        component_defaults[step] = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
         executor = component.get("executorLabel", "")
         accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
+        kubernetes_executor = executors.get(executor) or {}
         task_steps[task_name] = step
         task_upstreams[task_name] = tuple(task.get("dependentTasks") or ())
         if accelerator:
             task_accelerators[task_name] = accelerator
-        if accelerator and accelerator[1] >= accelerators.get(step, ("", 0))[1]:
-            accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger request
-        if (executors.get(executor) or {}).get("tolerations"):
-            tolerations[step] = list(executors[executor]["tolerations"])
-        labels = ((executors.get(executor) or {}).get("nodeSelector") or {}).get("labels") or {}
+            if accelerator[1] >= accelerators.get(step, ("", 0))[1]:
+                accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger request
+        if kubernetes_executor.get("tolerations"):
+            tolerations[step] = list(kubernetes_executor["tolerations"])
+        labels = (kubernetes_executor.get("nodeSelector") or {}).get("labels") or {}
         if labels:
             node_selectors[step] = {str(key): str(value) for key, value in labels.items()}
-        for mount in (executors.get(executor) or {}).get("secretAsEnv") or []:
+        for mount in kubernetes_executor.get("secretAsEnv") or []:
             name = mount.get("secretName") or ((mount.get("secretNameParameter") or {}).get("runtimeValue") or {}).get(
                 "constant", ""
             )
@@ -176,8 +168,7 @@ def read_package(path: str | Path) -> PipelineFacts:
         access_modes=tuple(patch.get("accessModes") or ()),
         secrets=secrets,
         parameters=dict(((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}),
-        step_inputs=steps,
-        component_defaults=component_defaults,
+        spec=spec,
         accelerators=accelerators,
         tolerations=tolerations,
         node_selectors=node_selectors,
@@ -190,6 +181,9 @@ def read_package(path: str | Path) -> PipelineFacts:
 class RunValues:
     """The values a run of a compiled pipeline will use, by (step, component argument) of the parameters table.
 
+    Each is what the step's task gets (:func:`pipelines.argument_checks.task_values`); a step of two tasks (the
+    evaluations) answers for its last.
+
     Args:
         facts: The compiled pipeline.
         arguments: The run's arguments by dashboard name (``--param`` / ``--params-file``).
@@ -200,28 +194,21 @@ class RunValues:
 
     def __init__(self, facts: PipelineFacts, arguments: Mapping[str, Any]) -> None:
         from pipelines import kfp_api
+        from pipelines.argument_checks import task_values
 
         relaxed = {name: {**definition, "isOptional": True} for name, definition in facts.parameters.items()}
         kfp_api.check_arguments({"root": {"inputDefinitions": {"parameters": relaxed}}}, arguments, facts.source)
         self.facts = facts
-        self.arguments = dict(arguments)
+        self.values, self.sources = task_values(facts.spec, arguments)
+        self.tasks = {step: task for task, step in facts.task_steps.items()}
 
     def parameter(self, key: tuple[str, str]) -> str | None:
         """The pipeline parameter wired to ``(step, component argument)``, or None when the pipeline fixes it."""
-        kind, value = self.facts.step_inputs.get(key[0], {}).get(key[1], ("", None))
-        return value if kind == "parameter" else None
+        return self.sources.get(self.tasks.get(key[0], ""), {}).get(key[1])
 
     def get(self, key: tuple[str, str]) -> Any:
         """The value of ``(step, component argument)`` for this run (``None``: required and not given)."""
-        name = self.parameter(key)
-        if name is not None:
-            if name in self.arguments:
-                return self.arguments[name]
-            return self.facts.parameters.get(name, {}).get("defaultValue")
-        kind, value = self.facts.step_inputs.get(key[0], {}).get(key[1], ("", None))
-        if kind == "constant":
-            return value
-        return self.facts.component_defaults.get(key[0], {}).get(key[1])
+        return self.values.get(self.tasks.get(key[0], ""), {}).get(key[1])
 
     def integer(self, key: tuple[str, str]) -> int:
         """:meth:`get` as an int (KFP writes integer defaults as floats, e.g. ``1.0``)."""

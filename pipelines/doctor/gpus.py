@@ -114,39 +114,26 @@ def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check
         found = f"no schedulable nodes labelled {GPU_PRESENT_LABEL}" if selector else f"no nodes with {resource}"
         remedy = "install the NVIDIA GPU Operator (it labels and advertises GPU nodes) or add GPU nodes"
         return [fail("gpus", f"{found} with allocatable {resource}", remedy)]
-    tolerations = list(values.get(keys.TOLERATIONS) or [])
+    facts = values.facts
+    knobs = f"{values.label(keys.NUM_NODES)} / {values.label(keys.GPUS_PER_NODE)}"
+    # (what, resource, GPUs per pod, pods, tolerations, node selector, remedy's end for taints, for the rest)
+    demands = []
+    if per_node > 0:
+        training = (resource, per_node, pods, list(values.get(keys.TOLERATIONS) or []), values.get(keys.NODE_SELECTOR))
+        tainted = f" with {values.label(keys.TOLERATIONS)}"
+        demands.append((f"training ({pods} node(s) x {per_node} GPU)", *training, tainted, f" ({knobs})"))
+    if eval_gpus > 0:
+        evaluation = (eval_resource, eval_gpus, 1, facts.tolerations.get("eval", []), facts.node_selectors.get("eval"))
+        tainted = " to the evaluation step (compile time), or keep a GPU node untainted"
+        demands.append((f"evaluation ({eval_gpus} GPU)", *evaluation, tainted, " (compile time: --eval-gpus)"))
     problems: list[Check] = []
     fits: list[str] = []
-    training_what = f"training ({pods} node(s) x {per_node} GPU)"
-    if per_node > 0:
-        selector_labels = dict(values.get(keys.NODE_SELECTOR) or {})
-        problem, taints = _fit(nodes, resource, per_node, pods, tolerations, selector_labels, training_what)
-        if problem and taints:
-            problems.append(fail("gpus", problem.what, f"{problem.remedy} with {values.label(keys.TOLERATIONS)}"))
-        elif problem:
-            knobs = f"{values.label(keys.NUM_NODES)} / {values.label(keys.GPUS_PER_NODE)}"
-            problems.append(fail("gpus", problem.what, f"{problem.remedy} ({knobs})"))
+    for what, gpu_resource, per_pod, count, tolerations, node_selector, tainted, other in demands:
+        problem, taints = _fit(nodes, gpu_resource, per_pod, count, tolerations, dict(node_selector or {}), what)
+        if problem:
+            problems.append(fail("gpus", problem.what, problem.remedy + (tainted if taints else other)))
         else:
-            fits.append(training_what)
-    if eval_gpus > 0:
-        facts = values.facts
-        eval_what = f"evaluation ({eval_gpus} GPU)"
-        problem, taints = _fit(
-            nodes,
-            eval_resource,
-            eval_gpus,
-            1,
-            facts.tolerations.get("eval", []),
-            facts.node_selectors.get("eval", {}),
-            eval_what,
-        )
-        if problem and taints:
-            remedy = f"{problem.remedy} to the evaluation step (compile time), or keep a GPU node untainted"
-            problems.append(fail("gpus", problem.what, remedy))
-        elif problem:
-            problems.append(fail("gpus", problem.what, f"{problem.remedy} (compile time: --eval-gpus)"))
-        else:
-            fits.append(eval_what)
+            fits.append(what)
     if len(problems) > 1:  # one cause (no fitting GPU node, taints) usually stops both steps: one line
         return [fail("gpus", "; ".join(p.what for p in problems), "; ".join(p.remedy for p in problems))]
     if problems:
@@ -155,10 +142,7 @@ def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check
     total = sum(allocatable(n, resource) for n in nodes)
     if demand.peak > total:
         what = f"the run holds {demand.describe()}; the GPU nodes have {total} {resource} allocatable in all"
-        remedy = (
-            f"lower {values.label(keys.NUM_NODES)} / {values.label(keys.GPUS_PER_NODE)}, add GPU nodes, or keep "
-            "GPU steps from overlapping (`.after()` in pipeline.py)"
-        )
+        remedy = f"lower {knobs}, add GPU nodes, or keep GPU steps from overlapping (`.after()` in pipeline.py)"
         return [fail("gpus", what, remedy)]
     peak = f"; peak {demand.describe()} of {total} allocatable"
     return [ok("gpus", f"{len(nodes)} GPU node(s) fit {' and '.join(fits)} ({resource}){peak}")]

@@ -35,7 +35,7 @@ def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
     return checks
 
 
-def _reachable(cluster: Cluster, host: str, source: str = "") -> Check | None:
+def _reachable(cluster: Cluster, host: str, source: str) -> Check | None:
     """A FAIL when the API server does not answer ``GET /version``, else None; the remedy fits the credentials used."""
     from components._common.kube_auth import AUTH_TOKEN_ENV, SERVER_URL_ENV
 

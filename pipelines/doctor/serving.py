@@ -11,6 +11,7 @@ from __future__ import annotations
 from components.deployment.kubeflow_model_registry import kserve_deploy
 from components.training.finetuning.cluster import backends
 from components.training.finetuning.cluster.errors import JobError
+from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues
 from pipelines.doctor.report import Check, fail, ok, warn
@@ -19,7 +20,6 @@ DEPLOY = ("registry", "deploy_inference_service")
 DEPLOY_NAMESPACE = ("registry", "deploy_namespace")
 MODELCAR_URI = ("registry", "modelcar_uri")
 MODEL_URI = ("registry", "model_uri")
-S3_UPLOAD_PREFIX = ("registry", "s3_upload_prefix")
 CRDS = (("v1beta1", "inferenceservices"), ("v1alpha1", "servingruntimes"))
 RBAC = "apply components/deployment/kubeflow_model_registry/rbac.yaml (edit its namespace and service account)"
 
@@ -29,7 +29,7 @@ def check_serving(cluster: Cluster, values: RunValues) -> list[Check]:
     if str(values.get(DEPLOY)).lower() not in ("true", "1"):
         return []
     namespace = values.get(DEPLOY_NAMESPACE) or cluster.namespace
-    stored = [values.get(key) or "" for key in (MODELCAR_URI, S3_UPLOAD_PREFIX, MODEL_URI)]
+    stored = [values.get(key) or "" for key in (MODELCAR_URI, keys.S3_UPLOAD_PREFIX, MODEL_URI)]
     checks = []
     if not any(uri.startswith(("oci://", "s3://")) for uri in stored):
         what = "deploy_inference_service is on but the model is not published as a modelcar nor uploaded to s3://"

@@ -116,34 +116,21 @@ def check_storage(cluster: Cluster, facts: PipelineFacts) -> list[Check]:
     """Check 3: the storage class exists, RWX is judged from its provisioner, quota has room for the PVC size."""
     if not facts.pvc_size:
         return [ok("storage", "the pipeline has no workspace PVC")]
-    checks: list[Check] = []
+    storage_class = None
     try:
         storage_class, problem = _find_class(cluster, facts)
-        checks.append(problem if problem else _rwx(storage_class, facts))
+        checks = [problem or _rwx(storage_class, facts)]
     except Forbidden as error:
-        what = f"cannot read storage classes ({error})"
-        checks.append(
-            warn(
-                "storage",
-                what,
-                f"ask an admin whether {facts.storage_class or 'the default class'} exists and gives RWX",
-            )
-        )
-        storage_class = None
+        remedy = f"ask an admin whether {facts.storage_class or 'the default class'} exists and gives RWX"
+        checks = [warn("storage", f"cannot read storage classes ({error})", remedy)]
     except ApiUnavailable as error:
-        checks.append(warn("storage", f"could not read storage classes: {error}", "check the API server"))
-        storage_class = None
+        checks = [warn("storage", f"could not read storage classes: {error}", "check the API server")]
     class_name = facts.storage_class or ((storage_class or {}).get("metadata") or {}).get("name", "")
     try:
         checks.append(_quota(cluster, facts, class_name))
     except Forbidden as error:
-        checks.append(
-            warn(
-                "storage",
-                f"cannot read ResourceQuotas in {cluster.namespace} ({error})",
-                "check `oc describe quota` for storage headroom",
-            )
-        )
+        what = f"cannot read ResourceQuotas in {cluster.namespace} ({error})"
+        checks.append(warn("storage", what, "check `oc describe quota` for storage headroom"))
     except ApiUnavailable as error:
         checks.append(warn("storage", f"could not read ResourceQuotas: {error}", "check the API server"))
     return checks

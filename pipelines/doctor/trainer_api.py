@@ -29,12 +29,14 @@ KNOWN_IMAGES = {
     "quay.io/modh/training:py312-cuda128-torch280": ("RHOAI 3.3", "0.3.0"),
     "quay.io/opendatahub/odh-th06-cuda130-torch210-py312:odh-3.5-ea1": ("RHOAI 3.5", "0.6.0"),
 }
-#: Training Hub's ``enable_jit_checkpoint`` (a checkpoint on SIGTERM, when a job is paused): the pod command's fact.
-JIT_CHECKPOINT_SINCE = tuple(int(part) for part in hub_compat.JIT_CHECKPOINT_SINCE.split(".")[:2])
 
 
 def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+
+
+#: Training Hub's ``enable_jit_checkpoint`` (a checkpoint on SIGTERM, when a job is paused): the pod command's fact.
+JIT_CHECKPOINT_SINCE = _version(hub_compat.JIT_CHECKPOINT_SINCE)
 
 
 def jit_checkpoints(api: TrainJobApi, hub_version: str) -> str:

@@ -46,8 +46,10 @@ class Permission:
     verb: str
     cluster: bool
 
-    def __str__(self) -> str:
-        return f"{self.verb} {self.resource}{'.' + self.group if self.group else ''}"
+
+def _named(permissions: list[Permission]) -> str:
+    """``create trainjobs.trainer.kubeflow.org, get pods``."""
+    return ", ".join(f"{p.verb} {p.resource}{'.' + p.group if p.group else ''}" for p in permissions)
 
 
 def rbac_permissions(path: Path = RBAC_FILE) -> list[Permission]:
@@ -169,15 +171,14 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
     role = [p for p in denied if not p.cluster and p not in optional]
     cluster_role = [p for p in denied if p.cluster]
     if role:
-        names = ", ".join(str(p) for p in role)
-        checks.append(fail("permissions", f"{identity} may not {names} in namespace {namespace}", rbac))
+        checks.append(fail("permissions", f"{identity} may not {_named(role)} in namespace {namespace}", rbac))
     if cluster_role:
-        names = ", ".join(str(p) for p in cluster_role)
-        what = f"{identity} may not {names} (cluster-wide): the training step cannot check the runtime exists"
-        checks.append(warn("permissions", what, rbac + " (its ClusterRole part)"))
+        what = f"{identity} may not {_named(cluster_role)} (cluster-wide)"
+        consequence = "the training step cannot check the runtime exists"
+        checks.append(warn("permissions", f"{what}: {consequence}", rbac + " (its ClusterRole part)"))
     for permission in optional:
         consequence = OPTIONAL[(permission.group, permission.resource, permission.verb)]
-        what = f"{identity} may not {permission} in namespace {namespace}: {consequence}"
+        what = f"{identity} may not {_named([permission])} in namespace {namespace}: {consequence}"
         checks.append(warn("permissions", what, rbac))
     if not denied:
         what = (

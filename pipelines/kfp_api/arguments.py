@@ -51,13 +51,18 @@ def _parse_flag_value(raw_value: str) -> Any:
         return raw_value
 
 
-def _read_params_file(params_file: str) -> dict:
-    """The mapping in a YAML/JSON parameters file; errors name the file (and line)."""
+def read_option_file(path: str, what: str, flag: str) -> str:
+    """The text of a file an option names; the error says which option and why, never quoting the content."""
     try:
-        text = Path(params_file).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise ValueError(f"cannot read the parameters file {params_file!r} (--params-file): {reason}") from None
+        raise ValueError(f"cannot read {what} {path!r} ({flag}): {reason}") from None
+
+
+def _read_params_file(params_file: str) -> dict:
+    """The mapping in a YAML/JSON parameters file; errors name the file (and line)."""
+    text = read_option_file(params_file, "the parameters file", "--params-file")
     try:
         content = yaml.safe_load(text)
     except yaml.YAMLError as error:

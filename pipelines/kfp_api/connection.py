@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from pipelines.kfp_api.arguments import read_option_file
+
 if TYPE_CHECKING:
     import kfp_server_api
 
@@ -74,8 +76,6 @@ class Connection:
             f"Connection(host={self.host!r}, token={token}, verify_ssl={self.verify_ssl}, "
             f"ca_bundle={self.ca_bundle!r}, namespace={self.namespace!r}, timeout_seconds={self.timeout_seconds:g})"
         )
-
-    __str__ = __repr__
 
 
 def connection_from_options(
@@ -139,11 +139,7 @@ def connection_from_options(
 
 def _read_token_file(token_file: str) -> str:
     """The token in ``token_file`` (surrounding whitespace removed); the errors never quote its content."""
-    try:
-        token = Path(token_file).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
-        raise ValueError(f"cannot read the bearer token file {token_file!r} (--token-file): {reason}") from None
+    token = read_option_file(token_file, "the bearer token file", "--token-file").strip()
     if not token:
         raise ValueError(f"the bearer token file {token_file!r} (--token-file) is empty: write it with `oc whoami -t`")
     if any(character.isspace() for character in token):
@@ -170,13 +166,12 @@ def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
     return configuration
 
 
-def check_health(connection: Connection, timeout_seconds: float | tuple[float, float] | None = None) -> dict:
+def check_health(connection: Connection, timeout: tuple[float, float] | None = None) -> dict:
     """Calls ``GET /apis/v2beta1/healthz`` once, with the connection's TLS settings, token and request timeout.
 
     Args:
         connection: Host, bearer token, TLS settings and timeout.
-        timeout_seconds: Overrides the connection's timeout: ``(connect, read)`` seconds, or seconds (connecting: at
-            most :data:`CONNECT_TIMEOUT_SECONDS`).
+        timeout: ``(connect, read)`` seconds overriding the connection's timeout.
 
     Returns:
         The health answer (e.g. ``{"multi_user": false}``).
@@ -188,12 +183,7 @@ def check_health(connection: Connection, timeout_seconds: float | tuple[float, f
 
     configuration = api_configuration(connection)
     action = HEALTH_ACTION
-    if timeout_seconds is None:
-        timeout = connection.request_timeout
-    elif isinstance(timeout_seconds, tuple):
-        timeout = timeout_seconds
-    else:
-        timeout = (min(CONNECT_TIMEOUT_SECONDS, timeout_seconds), timeout_seconds)
+    timeout = timeout or connection.request_timeout
     with kfp_server_api.ApiClient(configuration) as api_client, api_errors(connection, action):
         healthz = kfp_server_api.HealthzServiceApi(api_client)
         response = healthz.healthz_service_get_healthz(_preload_content=False, _request_timeout=timeout)

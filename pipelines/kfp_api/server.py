@@ -1,16 +1,12 @@
 """The KFP API's services, through ``kfp_server_api`` (the generated v2beta1 client ``kfp.Client`` is built on).
 
-``kfp.Client`` takes no timeout per call and retries what urllib3 retries; the generated service classes take
-``_request_timeout`` on every method and ``Configuration.retries``, both public. :class:`KfpServer` is the handful of
-calls ``kfp-finetune upload|run|schedule`` make, each with the connection's ``(connect, read)`` timeout, sent as
-``kfp.Client`` sends them (the pipeline spec of a package: its first YAML document, the platform spec the others).
+:class:`KfpServer` is the handful of calls ``kfp-finetune upload|run|schedule`` make, each with the connection's
+``(connect, read)`` timeout (see :mod:`.connection`), sent as ``kfp.Client`` sends them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,13 +176,3 @@ def make_client(connection: Connection) -> KfpServer:
     """
     check_health(connection)
     return KfpServer(connection, api_configuration(connection))
-
-
-@contextlib.contextmanager
-def client_session(connection: Connection) -> Iterator[KfpServer]:
-    """The health-checked services of the KFP API (:func:`make_client`), closed after the block."""
-    server = make_client(connection)
-    try:
-        yield server
-    finally:
-        server.close()

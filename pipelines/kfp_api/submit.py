@@ -1,12 +1,12 @@
 """Upload, run and schedule a compiled pipeline: the work of ``kfp-finetune upload|run|schedule``.
 
-Each call checks its input first (nothing is sent on bad input), then opens one bounded client session
-(:func:`~.server.client_session`: health check, then :class:`~.server.KfpServer`, every request with the
-connection's timeout).
+Each call checks its input first (nothing is sent on bad input), then opens one health-checked
+:class:`~.server.KfpServer` (:func:`~.server.make_client`), every request with the connection's timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 from pathlib import Path
@@ -14,17 +14,20 @@ from pathlib import Path
 from pipelines.kfp_api.arguments import check_arguments, read_pipeline_spec
 from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_errors
 from pipelines.kfp_api.cron import validate_cron
-from pipelines.kfp_api.server import KfpServer, client_session
+from pipelines.kfp_api.server import KfpServer, make_client
 
 DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
 
 
-def default_version_name(pipeline_name: str, package_path: str, now: datetime.datetime | None = None) -> str:
+def _stamped(name: str) -> str:
+    """``<name> <UTC time>``: the default name of a run, and the start of a version's."""
+    return f"{name} {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
+
+
+def default_version_name(pipeline_name: str, package_path: str) -> str:
     """A version name that tells uploads apart: ``<pipeline> <UTC time> <first 8 hex of the package's sha256>``."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    digest = hashlib.sha256(Path(package_path).read_bytes()).hexdigest()[:8]
-    return f"{pipeline_name} {now:%Y-%m-%d %H:%M:%S} {digest}"
+    return f"{_stamped(pipeline_name)} {hashlib.sha256(Path(package_path).read_bytes()).hexdigest()[:8]}"
 
 
 def upload_pipeline(
@@ -56,7 +59,7 @@ def upload_pipeline(
     pipeline_name = pipeline_name.strip()
     if not pipeline_name:
         raise ValueError("the pipeline name (--name) is empty")
-    with client_session(connection) as client:
+    with contextlib.closing(make_client(connection)) as client:
         pipeline_id = find_pipeline_id(client, connection, pipeline_name)
         if pipeline_id is None:
             return _upload_new_pipeline(client, connection, package_path, pipeline_name, description, version_name)
@@ -138,8 +141,8 @@ def create_run(
     spec = read_pipeline_spec(package_path)
     check_arguments(spec, arguments, package_path)
     experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
-    run_name = run_name.strip() or _default_run_name(spec)
-    with client_session(connection) as client:
+    run_name = run_name.strip() or _stamped(spec["pipelineInfo"].get("name", "pipeline"))
+    with contextlib.closing(make_client(connection)) as client:
         experiment_id = ensure_experiment(client, connection, experiment_name)
         with api_errors(connection, f"create run {run_name!r}"):
             run = client.create_run(experiment_id, run_name, package_path, arguments)
@@ -189,7 +192,7 @@ def schedule_run(
     experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
     spec = read_pipeline_spec(package_path)
     check_arguments(spec, arguments, package_path)
-    with client_session(connection) as client:
+    with contextlib.closing(make_client(connection)) as client:
         experiment_id = ensure_experiment(client, connection, experiment_name)
         with api_errors(connection, f"create recurring run {job_name!r}"):
             recurring_run = client.create_recurring_run(
@@ -218,11 +221,6 @@ def _returned_id(connection: Connection, resource_id: str | None, what: str) -> 
     if not resource_id:
         raise KfpApiError(f"KFP API at {connection.host} returned no id for {what}: is --host the pipelines API route?")
     return resource_id
-
-
-def _default_run_name(spec: dict) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return f"{spec['pipelineInfo'].get('name', 'pipeline')} {now:%Y-%m-%d %H:%M:%S}"
 
 
 def _required_name(value: str, what: str) -> str:

@@ -28,38 +28,15 @@ _CPU = re.compile(r"^([0-9]*\.)?[0-9]+m?$")
 _MEMORY = re.compile(r"^[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$")
 _ACCESS_MODES = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
 
-#: Secret names (RHOAI conventions). The pipeline mounts them as env vars; optional ones may be absent.
-KUBERNETES_CREDENTIALS_SECRET = "kubernetes-credentials"
-S3_SECRET = "s3-secret"
-HF_TOKEN_SECRET = "hf-token"
-OCI_PULL_SECRET = "oci-pull-secret-model-download"
-#: The evaluation step's accelerator: the guide's evaluation "needs ~1 GPU" on nodes labelled
-#: ``nvidia.com/gpu.present=true``. ``EVAL_GPUS = 0`` compiles a CPU-only evaluation step (no request, no selector).
-EVAL_GPUS = 1
-EVAL_GPU_RESOURCE = "nvidia.com/gpu"
-EVAL_NODE_SELECTOR = "nvidia.com/gpu.present=true"
-
 #: The steps with their own image and resources, in pipeline order.
 STEPS = ("dataset", "launcher", "eval", "registry")
 #: Each step's image: a slim Python for the light steps; a CUDA PyTorch image for evaluation, so that torch and its
-#: CUDA wheels are never pip-installed when the pod starts (see ``components/_common/images.py``).
+#: CUDA wheels are never pip-installed when the pod starts (see ``components/_common/images.py``). A pipeline.py
+#: overrides them with constants of the same names.
 DATASET_IMAGE = PYTHON_IMAGE
 LAUNCHER_IMAGE = STEP_IMAGE  # the project's versioned step image: train_model's code is too large to embed
 EVAL_IMAGE = TORCH_CUDA_IMAGE
 REGISTRY_IMAGE = PYTHON_IMAGE
-#: A prebuilt image from the project's ``Containerfile`` ("" = none): replaces every step's image, and then nothing
-#: is embedded or pip-installed when a pod starts (the disconnected-cluster setup).
-RUNTIME_IMAGE = ""
-#: ``(cpu request, cpu limit, memory request, memory limit)`` of each step, from what it does: the dataset step
-#: holds a tokenizer and a dataset in memory; the launcher only talks to the Kubernetes API and draws a chart; the
-#: evaluation step loads the model (a 1.5B model is ~3 GB in bf16, more while loading) next to lm-eval; the registry
-#: step makes a few API calls (and may copy small files to S3).
-STEP_RESOURCES = {
-    "dataset": ("1", "4", "4Gi", "16Gi"),
-    "launcher": ("250m", "1", "512Mi", "2Gi"),
-    "eval": ("2", "8", "16Gi", "48Gi"),
-    "registry": ("250m", "1", "512Mi", "2Gi"),
-}
 _RESOURCE_KINDS = ("cpu_request", "cpu_limit", "memory_request", "memory_limit")
 
 
@@ -97,34 +74,40 @@ class CompileSettings:
     pvc_storage_class: str = PVC_STORAGE_CLASS
     pvc_access_modes: tuple[str, ...] = PVC_ACCESS_MODES
     pipeline_name: str = ""
-    kubernetes_credentials_secret: str = KUBERNETES_CREDENTIALS_SECRET
-    s3_secret: str = S3_SECRET
-    hf_token_secret: str = HF_TOKEN_SECRET
-    oci_pull_secret: str = OCI_PULL_SECRET
-    eval_gpus: int = EVAL_GPUS
-    eval_gpu_resource: str = EVAL_GPU_RESOURCE
-    eval_node_selector: str = EVAL_NODE_SELECTOR
+    # Secret names (RHOAI conventions); the pipeline mounts them as optional env vars.
+    kubernetes_credentials_secret: str = "kubernetes-credentials"
+    s3_secret: str = "s3-secret"
+    hf_token_secret: str = "hf-token"
+    oci_pull_secret: str = "oci-pull-secret-model-download"
+    # The guide's evaluation "needs ~1 GPU" on nodes labelled nvidia.com/gpu.present=true.
+    eval_gpus: int = 1
+    eval_gpu_resource: str = "nvidia.com/gpu"
+    eval_node_selector: str = "nvidia.com/gpu.present=true"
     dataset_image: str = DATASET_IMAGE
     launcher_image: str = LAUNCHER_IMAGE
     eval_image: str = EVAL_IMAGE
     registry_image: str = REGISTRY_IMAGE
-    runtime_image: str = RUNTIME_IMAGE
-    dataset_cpu_request: str = STEP_RESOURCES["dataset"][0]
-    dataset_cpu_limit: str = STEP_RESOURCES["dataset"][1]
-    dataset_memory_request: str = STEP_RESOURCES["dataset"][2]
-    dataset_memory_limit: str = STEP_RESOURCES["dataset"][3]
-    launcher_cpu_request: str = STEP_RESOURCES["launcher"][0]
-    launcher_cpu_limit: str = STEP_RESOURCES["launcher"][1]
-    launcher_memory_request: str = STEP_RESOURCES["launcher"][2]
-    launcher_memory_limit: str = STEP_RESOURCES["launcher"][3]
-    eval_cpu_request: str = STEP_RESOURCES["eval"][0]
-    eval_cpu_limit: str = STEP_RESOURCES["eval"][1]
-    eval_memory_request: str = STEP_RESOURCES["eval"][2]
-    eval_memory_limit: str = STEP_RESOURCES["eval"][3]
-    registry_cpu_request: str = STEP_RESOURCES["registry"][0]
-    registry_cpu_limit: str = STEP_RESOURCES["registry"][1]
-    registry_memory_request: str = STEP_RESOURCES["registry"][2]
-    registry_memory_limit: str = STEP_RESOURCES["registry"][3]
+    runtime_image: str = ""
+    # Each step's resources, from what it does: the dataset step holds a tokenizer and a dataset in memory; the
+    # launcher only talks to the Kubernetes API and draws a chart; the evaluation step loads the model (a 1.5B model
+    # is ~3 GB in bf16, more while loading) next to lm-eval; the registry step makes a few API calls (and may copy
+    # small files to S3).
+    dataset_cpu_request: str = "1"
+    dataset_cpu_limit: str = "4"
+    dataset_memory_request: str = "4Gi"
+    dataset_memory_limit: str = "16Gi"
+    launcher_cpu_request: str = "250m"
+    launcher_cpu_limit: str = "1"
+    launcher_memory_request: str = "512Mi"
+    launcher_memory_limit: str = "2Gi"
+    eval_cpu_request: str = "2"
+    eval_cpu_limit: str = "8"
+    eval_memory_request: str = "16Gi"
+    eval_memory_limit: str = "48Gi"
+    registry_cpu_request: str = "250m"
+    registry_cpu_limit: str = "1"
+    registry_memory_request: str = "512Mi"
+    registry_memory_limit: str = "2Gi"
 
     def __post_init__(self) -> None:
         """Validates the settings, naming the offending setting and value."""
@@ -202,9 +185,11 @@ class CompileSettings:
         """``base`` (a ``pipeline.py``'s constants), then ``KFP_FINETUNE_<FIELD>`` variables, then ``overrides``.
 
         Args:
-            environ: The environment to read (default ``os.environ``); access modes are comma-separated.
+            environ: The environment to read (default ``os.environ``).
             base: Field values that replace the built-in defaults (see :func:`constants_of`).
             **overrides: Field values that win over the environment (``None`` values are ignored).
+
+        Access modes given as a string (a variable, a flag) are comma-separated.
 
         Returns:
             The validated settings.
@@ -219,9 +204,7 @@ class CompileSettings:
             raw = environ.get(variable)
             if raw is None:
                 continue
-            if "modes" in field.name:
-                values[field.name] = tuple(m.strip() for m in raw.split(",") if m.strip())
-            elif field.type == "int":
+            if field.type == "int":
                 try:
                     values[field.name] = int(raw)
                 except ValueError:
@@ -229,8 +212,11 @@ class CompileSettings:
             else:
                 values[field.name] = raw
         values.update({key: value for key, value in overrides.items() if value is not None})
-        if "pvc_access_modes" in values:
-            values["pvc_access_modes"] = tuple(values["pvc_access_modes"])
+        modes = values.get("pvc_access_modes")
+        if isinstance(modes, str):  # comma-separated, as a variable or a flag gives them
+            values["pvc_access_modes"] = tuple(mode.strip() for mode in modes.split(",") if mode.strip())
+        elif modes is not None:
+            values["pvc_access_modes"] = tuple(modes)
         return cls(**values)
 
     def workspace_pvc_patch(self) -> dict:

@@ -1,13 +1,9 @@
 """Cross-cutting set-up of the fine-tuning pipelines' tasks, called from each ``pipelines/training/<name>/pipeline.py``.
 
 A pipeline module wires its four components explicitly; what is the same for every pipeline and comes from the
-compile-time settings (:class:`~pipelines.training.finetuning.settings.CompileSettings`) lives here, once:
-
-* :func:`step_components`: the four components built for their step images (or the prebuilt runtime image);
-* :func:`pipeline_config`: the run's workspace PVC (size, storage class, access modes);
-* ``set_up_*``: per step, caching, the RHOAI secrets mounted as optional env vars (values never reach the YAML),
-  CPU/memory requests and limits, ``imagePullPolicy: IfNotPresent`` and, for evaluation (the fine-tuned model's and
-  the base model's), the GPU and its node selector.
+compile-time settings (:class:`~pipelines.training.finetuning.settings.CompileSettings`) lives here, once: the
+components built for their step images, the workspace PVC, and per step (``set_up_*``) caching, the RHOAI secrets
+mounted as optional env vars (values never reach the YAML), resources and the evaluation's GPU.
 """
 
 from __future__ import annotations
@@ -17,9 +13,13 @@ from typing import Any
 from components.evaluation.lm_eval.devices import REQUESTED_GPUS_ENV
 from pipelines.training.finetuning.settings import CompileSettings
 
-_AWS_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_S3_BUCKET")
+#: ``{secret key: env var}`` of each secret.
+_S3_KEYS = {
+    key: key
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION", "AWS_S3_BUCKET")
+}
 _HF_KEYS = {"HF_TOKEN": "HF_TOKEN"}
-_KUBERNETES_KEYS = {"KUBERNETES_SERVER_URL": "KUBERNETES_SERVER_URL", "KUBERNETES_AUTH_TOKEN": "KUBERNETES_AUTH_TOKEN"}
+_KUBERNETES_KEYS = {key: key for key in ("KUBERNETES_SERVER_URL", "KUBERNETES_AUTH_TOKEN")}
 #: The OCI pull secret: the guide's key, and ``.dockerconfigjson`` of a kubernetes.io/dockerconfigjson pull secret
 #: (``oc create secret docker-registry``), each optional; train_model reads the first that is set.
 _OCI_PULL_SECRET_KEYS = {
@@ -65,7 +65,7 @@ def pipeline_config(settings: CompileSettings) -> Any:
 def set_up_dataset(task: Any, settings: CompileSettings) -> None:
     """The dataset step: cached (same input, same output), ``hf-token`` and ``s3-secret`` mounted, its resources."""
     task.set_caching_options(True)
-    _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _s3_keys())])
+    _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _S3_KEYS)])
     _set_resources(task, settings, "dataset")
 
 
@@ -77,7 +77,7 @@ def set_up_training(task: Any, settings: CompileSettings) -> None:
         [
             (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS),
             (settings.hf_token_secret, _HF_KEYS),
-            (settings.s3_secret, _s3_keys()),
+            (settings.s3_secret, _S3_KEYS),
             (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
         ],
     )
@@ -122,13 +122,9 @@ def set_up_registry(task: Any, settings: CompileSettings) -> None:
     from components.deployment.kubeflow_model_registry.modelcar import PUSH_SECRET_NAME
 
     task.set_caching_options(False)
-    secrets = [(settings.s3_secret, _s3_keys()), (PUSH_SECRET_NAME, _OCI_PUSH_SECRET_KEYS)]
+    secrets = [(settings.s3_secret, _S3_KEYS), (PUSH_SECRET_NAME, _OCI_PUSH_SECRET_KEYS)]
     _mount(task, [*secrets, (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS)])
     _set_resources(task, settings, "registry")
-
-
-def _s3_keys() -> dict[str, str]:
-    return {key: key for key in _AWS_KEYS}
 
 
 def _mount(task: Any, secrets: list[tuple[str, dict[str, str]]]) -> None:
