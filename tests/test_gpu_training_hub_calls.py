@@ -36,7 +36,7 @@ def test_training_hub_runs_the_trainjobs_entrypoint_with_the_bench_settings(algo
     hp = run_config.hyperparameters
     assert (hp.algorithm, hp.num_epochs, hp.effective_batch_size, hp.warmup_steps) == (algorithm, 3, 16, 10)
     assert hp.learning_rate == gpu_training_hub.LEARNING_RATE[algorithm]
-    assert hp.lr_scheduler == ("linear" if algorithm == "lora" else "cosine") and hp.hub_backend == ""
+    assert hp.lr_scheduler == ("linear" if algorithm == "lora" else "cosine") and hp.backend == ""
     assert run_config.base_model == str(work / "model") and run_config.ckpt_output_dir == str(run_dir / "checkpoints")
     assert not run_config.jit_checkpoint and not run_config.progress.enabled
 
@@ -46,7 +46,7 @@ def test_the_transformers_backend_runs_its_launcher(work: Path) -> None:
     run_dir = work / "sft-transformers" / "train-model-benchmark"
     launcher = run_dir / "transformers" / "launch.py"
     assert command == [sys.executable, str(launcher), "--config", str(run_dir / "run_config.json")]
-    assert launcher.is_file() and run_config.hyperparameters.hub_backend == "transformers"
+    assert launcher.is_file() and run_config.hyperparameters.backend == "transformers"
 
 
 @pytest.mark.parametrize("algorithm, function", [("sft", "sft"), ("osft", "osft")])

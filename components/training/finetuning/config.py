@@ -1,4 +1,4 @@
-"""The validated training configuration shared by every backend (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
+"""The validated training configuration shared by every launcher (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
 
 :class:`TrainModelRequest` is ``train_model``'s arguments, one field per component parameter under the same name and
 without defaults (every default lives once, in the component's signature); :func:`train_model_request` builds it
@@ -20,12 +20,12 @@ from components.training.finetuning.pod.run_config import Hyperparameters
 
 ALGORITHMS = ("sft", "osft", "lora")
 #: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.cluster.backends.select_backend`).
-BACKENDS = ("trainjob", "local", "pytorchjob", "auto")
-#: The backends that run the entrypoint in cluster pods.
-CLUSTER_BACKENDS = ("trainjob", "pytorchjob", "auto")
-#: Scheduler names accepted by both the local backend (``transformers.get_scheduler``) and Training Hub's backends.
+LAUNCHERS = ("trainjob", "local", "pytorchjob", "auto")
+#: The launchers that run the training in cluster pods.
+CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob", "auto")
+#: Scheduler names accepted by both the local launcher (``transformers.get_scheduler``) and Training Hub's backends.
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
-#: Training Hub's backends per algorithm (training-hub 0.11.2); ``hub_backend=""`` takes the first.
+#: Training Hub's backends per algorithm (training-hub 0.11.2); ``backend=""`` takes the first.
 HUB_BACKENDS = {"sft": ("instructlab-training",), "osft": ("mini-trainer",), "lora": ("unsloth",)}
 #: ``training_backend`` of the project's own trainer (:mod:`.hf_trainer`, every algorithm) instead of Training Hub:
 #: in-process for ``training_launcher="local"``, under ``torchrun`` in the job's pods otherwise.
@@ -42,23 +42,18 @@ class TrainingConfigError(ValueError):
     """A training parameter breaks a rule; the message names the parameter, the value and the rule."""
 
 
-def component_argument(name: str) -> str:
-    """The ``train_model`` argument (the name a user sets) of a :class:`TrainingConfig` field."""
-    return "training_backend" if name == "hub_backend" else f"training_{name}"
-
-
-def default_runtime_name(hub_backend: str) -> str:
+def default_runtime_name(backend: str) -> str:
     """The runtime of a ``training_backend``: ``torch-distributed`` for ``transformers``, else ``training-hub``."""
-    return TORCH_DISTRIBUTED_RUNTIME if hub_backend == TRANSFORMERS_BACKEND else TRAINING_HUB_RUNTIME
+    return TORCH_DISTRIBUTED_RUNTIME if backend == TRANSFORMERS_BACKEND else TRAINING_HUB_RUNTIME
 
 
-def runtime_name_of(runtime_name: str, hub_backend: str) -> str:
+def runtime_name_of(runtime_name: str, backend: str) -> str:
     """The runtime a TrainJob references: ``training_runtime_name``, or the backend's when it is ``""``."""
-    return str(runtime_name or "").strip() or default_runtime_name(hub_backend)
+    return str(runtime_name or "").strip() or default_runtime_name(backend)
 
 
 def _fail(name: str, value: Any, rule: str, source: str) -> None:
-    shown = component_argument(name) if source == "train_model" else name
+    shown = f"training_{name}" if source == "train_model" else name
     raise TrainingConfigError(f"{source} parameter {shown}={value!r}: {rule}")
 
 
@@ -153,8 +148,8 @@ def train_model_request(arguments: Mapping[str, Any]) -> TrainModelRequest:
 class TrainingConfig(Hyperparameters):
     """Every hyper-parameter of one fine-tuning run: :class:`~.pod.run_config.Hyperparameters` plus ``base_model``.
 
-    Each field is the ``train_model`` parameter ``training_<field>`` (``hub_backend``: ``training_backend``), described
-    once in ``parameter_docs.py``; :meth:`validate` holds the rules.
+    Each field is the ``train_model`` parameter ``training_<field>``, described once in ``parameter_docs.py``;
+    :meth:`validate` holds the rules.
     """
 
     base_model: str
@@ -189,7 +184,7 @@ class TrainingConfig(Hyperparameters):
             resume=request.training_resume,
             max_steps=request.training_max_steps,
             checkpoint_interval_steps=request.training_checkpoint_interval_steps,
-            hub_backend=request.training_backend,
+            backend=request.training_backend,
         )
         config.validate("train_model")
         return config
@@ -235,8 +230,8 @@ class TrainingConfig(Hyperparameters):
             ("max_steps", self.max_steps >= 0, "must be >= 0 (0 = no limit)"),
             ("checkpoint_interval_steps", self.checkpoint_interval_steps >= 0, "must be >= 0 (0 = off)"),
             (
-                "hub_backend",
-                self.hub_backend in ("", TRANSFORMERS_BACKEND, *HUB_BACKENDS.get(self.algorithm, ())),
+                "backend",
+                self.backend in ("", TRANSFORMERS_BACKEND, *HUB_BACKENDS.get(self.algorithm, ())),
                 f"must be Training Hub's {self.algorithm} backend ({', '.join(HUB_BACKENDS.get(self.algorithm, ()))}"
                 f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (the project's own trainer under torchrun)",
             ),

@@ -28,16 +28,16 @@ HF_TOKEN_KEY = "HF_TOKEN"
 S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
 
 
-def require_training_image(backend: str, training_image: str) -> None:
+def require_training_image(launcher: str, training_image: str) -> None:
     """A PyTorchJob has no runtime to take the image from: ``training_image`` must name one.
 
     Raises:
-        TrainingConfigError: ``training_image`` is empty (``backend`` names why it is needed).
+        TrainingConfigError: ``training_image`` is empty (``launcher`` names why it is needed).
     """
     if not training_image.strip():
         raise TrainingConfigError(
             "train_model parameter training_image='': required when the launcher is pytorchjob "
-            f"(training_launcher={backend!r}); a PyTorchJob has no training runtime to take the image from, so name "
+            f"(training_launcher={launcher!r}); a PyTorchJob has no training runtime to take the image from, so name "
             "the Training Hub image"
         )
 
@@ -120,7 +120,7 @@ def build_job_spec(
 
 
 def build_job_manifest(
-    backend: str,
+    launcher: str,
     config_path: Path,
     task_config: Any,
     run_id: str,
@@ -129,10 +129,10 @@ def build_job_manifest(
     owner: Any,
     api: TrainJobApi = TRAINER_2_3,
 ) -> dict[str, Any]:
-    """The ``TrainJob`` (``backend="trainjob"``) or ``PyTorchJob`` (``backend="pytorchjob"``) running the entrypoint.
+    """The ``TrainJob`` (``launcher="trainjob"``) or ``PyTorchJob`` (``launcher="pytorchjob"``) running the entrypoint.
 
     Args:
-        backend: ``trainjob`` or ``pytorchjob`` (``auto`` already resolved).
+        launcher: ``trainjob`` or ``pytorchjob`` (``auto`` already resolved).
         config_path: The staged ``run_config.json``.
         task_config: The task's ``dsl.TaskConfig`` passthrough.
         run_id: The KFP run id.
@@ -147,6 +147,6 @@ def build_job_manifest(
     from components.training.finetuning.manifests import pytorchjob
 
     spec = build_job_spec(config_path, task_config, run_id, task_name, request, owner)
-    if backend == "pytorchjob":
+    if launcher == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
     return build_trainjob(spec, api)

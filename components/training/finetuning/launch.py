@@ -2,7 +2,7 @@
 
 :func:`.run.train_on_cluster` stages the run directory the pods start from (the pods' code under its real package
 names, :data:`POD_MODULES` via :func:`stage_pod_script`, the datasets, and ``run_config.json``: see
-:func:`.run.write_run_config`) with the backend this module resolves (:func:`resolve_backend`) and the settings it
+:func:`.run.write_run_config`) with the launcher this module resolves (:func:`resolve_launcher`) and the settings it
 gives the pods (:func:`pod_settings`); then :func:`run_cluster_job` builds the job from one
 :class:`~.manifests.spec.JobSpec` (:mod:`.job_from_request`) whose command names only the run config's path, runs it
 with :func:`.cluster.runner.run_job` and reads the checkpoint and metrics back from the workspace PVC.
@@ -20,7 +20,7 @@ from typing import Any
 from components._common.files import write_text_atomically
 from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.config import (
-    CLUSTER_BACKENDS,
+    CLUSTER_LAUNCHERS,
     TRANSFORMERS_BACKEND,
     TrainingConfigError,
     runtime_name_of,
@@ -28,7 +28,7 @@ from components.training.finetuning.config import (
 from components.training.finetuning.job_from_request import build_job_manifest, job_namespace, require_training_image
 from components.training.finetuning.manifests.api_generations import TRAINER_2_3, TrainJobApi, other_generation
 from components.training.finetuning.manifests.names import job_name
-from components.training.finetuning.plan import BackendRun, RunPlan
+from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.pod import entrypoint, progress_server
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod.modules import POD_MODULES
@@ -54,25 +54,25 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
         )
 
 
-def resolve_backend(plan: RunPlan, api_client: Any, log: Any) -> str:
-    """``trainjob`` or ``pytorchjob``: the ``backend`` parameter, or for ``auto`` what the cluster offers.
+def resolve_launcher(plan: RunPlan, api_client: Any, log: Any) -> str:
+    """``trainjob`` or ``pytorchjob``: the ``training_launcher`` argument, or for ``auto`` what the cluster offers.
 
     Raises:
-        TrainingConfigError: The resolved backend is pytorchjob and ``training_image`` is empty.
-        BackendSelectionError: ``auto`` found neither backend usable.
+        TrainingConfigError: The resolved launcher is pytorchjob and ``training_image`` is empty.
+        BackendSelectionError: ``auto`` found neither launcher usable.
     """
-    backend = plan.backend
-    if backend == "auto":
+    launcher = plan.launcher
+    if launcher == "auto":
         from components.training.finetuning.cluster import backends
 
         request = plan.request
         runtime_name = runtime_name_of(request.training_runtime_name, request.training_backend)
-        backend = backends.select_backend(
+        launcher = backends.select_backend(
             api_client, runtime_name, request.training_runtime_kind, job_namespace(request), log=log
         )
-        if backend == "pytorchjob":
+        if launcher == "pytorchjob":
             require_training_image("auto", request.training_image)
-    return backend
+    return launcher
 
 
 def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None:
@@ -101,19 +101,19 @@ def discover(api_client: Any, log: Any, options: Mapping[str, Any]) -> TrainJobA
 def run_cluster_job(
     plan: RunPlan,
     api_client: Any,
-    backend: str,
+    job_launcher: str,
     config_path: Path,
     model_path: str | None,
     model_facts: Mapping[str, Any],
     log: Any,
     options: Mapping[str, Any],
-) -> BackendRun:
+) -> LauncherRun:
     """Runs the staged run directory as a TrainJob or PyTorchJob; returns the final checkpoint and step records.
 
     Args:
         plan: The validated run.
         api_client: A ``kubernetes.client.ApiClient``.
-        backend: ``trainjob`` or ``pytorchjob`` (:func:`resolve_backend`).
+        job_launcher: ``trainjob`` or ``pytorchjob`` (:func:`resolve_launcher`).
         config_path: The pods' ``run_config.json`` (:func:`.run.write_run_config`); the job's command names it.
         model_path: The base model staged on the workspace (an ``oci://`` pull), or ``None``.
         model_facts: Facts about the staged base model, for the model's metadata.
@@ -126,7 +126,7 @@ def run_cluster_job(
     from components.training.finetuning.cluster.state import cancel_budget
 
     request = plan.request
-    transformers = plan.config.hub_backend == TRANSFORMERS_BACKEND
+    transformers = plan.config.backend == TRANSFORMERS_BACKEND
     if transformers:
         metrics_name = transformers_backend.METRICS_FILE
     else:
@@ -134,13 +134,13 @@ def run_cluster_job(
         log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
-    served = discover(api_client, log, options) if backend == "trainjob" else TRAINER_2_3
+    served = discover(api_client, log, options) if job_launcher == "trainjob" else TRAINER_2_3
     ckpt_dir = plan.run_dir / "checkpoints"
     epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
 
     def submit(api: TrainJobApi) -> dict[str, Any]:
         manifest = build_job_manifest(
-            backend, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner, api
+            job_launcher, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner, api
         )
         log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{manifest['metadata']['name']}")
         run_job(
@@ -176,14 +176,14 @@ def run_cluster_job(
     records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir, epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
     result = transformers_backend.read_result(ckpt_dir) if transformers else {}
-    return BackendRun(
+    return LauncherRun(
         find_final_checkpoint(ckpt_dir),
         records,
         seconds,
         name,
         {**model_facts, **{key: result[key] for key in ("resumed_from", "adapter_path") if result.get(key)}},
         eval_loss=result.get("eval_loss"),
-        backend=backend,
+        launcher=job_launcher,
         base_eval_loss=result.get("base_eval_loss"),
         job_kind=manifest["kind"],
     )
@@ -228,7 +228,7 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> Pod
 
 def _pod_trainer(plan: RunPlan) -> str:
     """What trains in the pods, naming their MLflow run: ``transformers`` or ``training-hub``."""
-    return TRANSFORMERS_BACKEND if plan.config.hub_backend == TRANSFORMERS_BACKEND else "training-hub"
+    return TRANSFORMERS_BACKEND if plan.config.backend == TRANSFORMERS_BACKEND else "training-hub"
 
 
 def stage_pod_script(run_dir: Path) -> Path:
@@ -255,13 +255,13 @@ def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
     Raises:
         JobApiError: The API could not be asked whether such a job exists (nothing was deleted).
     """
-    if plan.backend in CLUSTER_BACKENDS and plan.run_dir.exists():
+    if plan.launcher in CLUSTER_LAUNCHERS and plan.run_dir.exists():
         from components._common.kube_auth import load_api_client
         from components.training.finetuning.cluster.live_job import find_live_job
         from components.training.finetuning.manifests.names import ownership_labels
 
         api_client = api_client or load_api_client()
-        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.backend, ["TrainJob", "PyTorchJob"])
+        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.launcher, ["TrainJob", "PyTorchJob"])
         name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
         live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
         if live is not None:

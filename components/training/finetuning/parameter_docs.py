@@ -131,7 +131,7 @@ PARAMETER_DOCS = {
         "The training pods (Training Hub, or the `transformers` backend at the end of the running step) save a "
         "just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues from it."
     ),
-    "pvc_path": ('Pass `dsl.WORKSPACE_PATH_PLACEHOLDER`; "" = a temporary directory (local backend only).'),
+    "pvc_path": ('Pass `dsl.WORKSPACE_PATH_PLACEHOLDER`; "" = a temporary directory (local launcher only).'),
     "training_mlflow_tracking_uri": (
         "MLflow tracking URI ('' = `MLFLOW_TRACKING_URI` if set, else no tracking): params, per-step metrics, model "
         "location; the run id goes to the model's `mlflow_run_id`."
@@ -142,8 +142,8 @@ PARAMETER_DOCS = {
         "The final model in Hugging Face save_pretrained layout (weights + tokenizer); metadata: "
         "checkpoint_path (its real location on the workspace PVC), base_model, algorithm, "
         "hyperparameters, dataset_uri, dataset_sha256, job_name and job_kind (the TrainJob or PyTorchJob; empty "
-        "for the local launcher), "
-        "backend (the one used), mlflow_run_id ('' without tracking); for an oci:// base model also "
+        "for the local launcher), backend (the launcher used: `trainjob`, `pytorchjob` or `local`), "
+        "mlflow_run_id ('' without tracking); for an oci:// base model also "
         "base_model_digest (the manifest digest it resolved to), base_model_resolved (the reference pinned to it) "
         "and base_model_path (the pulled copy on the workspace)."
     ),

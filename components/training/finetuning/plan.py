@@ -1,4 +1,4 @@
-"""A validated ``train_model`` run, and what it produces: the backend's checkpoint, then the component's result."""
+"""A validated ``train_model`` run, and what it produces: the launcher's checkpoint, then the component's result."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class RunPlan:
     workspace: Path
 
     @property
-    def backend(self) -> str:
+    def launcher(self) -> str:
         """The ``training_launcher`` argument: ``trainjob``, ``pytorchjob``, ``auto`` or ``local``."""
         return self.request.training_launcher
 
@@ -70,7 +70,7 @@ class RunPlan:
 
 
 @dataclasses.dataclass
-class BackendRun:
+class LauncherRun:
     """What a launcher produced (internal): the final checkpoint, the step records and facts for the metadata."""
 
     final_dir: Path
@@ -79,7 +79,7 @@ class BackendRun:
     job_name: str = ""
     extra_metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_loss: float | None = None
-    backend: str = ""
+    launcher: str = ""
     base_eval_loss: float | None = None
 
     job_kind: str = ""

@@ -14,7 +14,7 @@ from typing import Any
 
 from components._common.files import replace_dir, with_extension, write_text_atomically
 from components._common.masking import mask_data
-from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
+from components.training.finetuning.plan import LauncherRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.report import render_report
 
@@ -110,7 +110,7 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
 
 def publish_outputs(
     plan: RunPlan,
-    trained: BackendRun,
+    trained: LauncherRun,
     model: Any,
     metrics: Any,
     report: Any,
@@ -118,7 +118,7 @@ def publish_outputs(
     temporary: str | None,
 ) -> TrainModelResult:
     """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
-    config, final_dir, backend = plan.config, trained.final_dir, trained.backend or plan.backend
+    config, final_dir, launcher = plan.config, trained.final_dir, trained.launcher or plan.launcher
     target = Path(model.path)
     model_dir = write_output(
         "the model",
@@ -126,9 +126,9 @@ def publish_outputs(
         tree_bytes(final_dir),
         lambda: replace_dir(target, lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)),
     )
-    # The local backend trains in this task: its run directory is scratch (a temporary directory, or a pipeline
+    # The local launcher trains in this task: its run directory is scratch (a temporary directory, or a pipeline
     # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
-    checkpoint_path = str(model.uri if temporary or backend == "local" else final_dir)
+    checkpoint_path = str(model.uri if temporary or launcher == "local" else final_dir)
     lora_weights = ""
     if config.algorithm == "lora":
         lora_weights = "adapter" if (final_dir / "adapter_config.json").is_file() else "merged"
@@ -140,7 +140,7 @@ def publish_outputs(
         **facts,
         "job_name": trained.job_name,
         "job_kind": trained.job_kind,
-        "backend": backend,
+        "backend": launcher,
         "model_format": "huggingface",
         "lora_weights": lora_weights,
         **trained.extra_metadata,

@@ -80,8 +80,8 @@ def render_report(
         records: Normalised step records.
         summary: Output of :func:`.pod.metrics.summarize`.
         hyperparameters: The run's hyper-parameters.
-        run_facts: Other facts to show; ``algorithm`` and ``base_model`` (the title) are required, then backend,
-            TrainJob name, checkpoint path, ...
+        run_facts: Other facts to show; ``algorithm`` and ``base_model`` (the title) are required, then backend
+            (the launcher), TrainJob name, checkpoint path, ...
 
     Returns:
         The HTML text (the PNG inlined as a ``data:`` URI).

@@ -3,16 +3,18 @@
 Everything is checked before anything trains or is submitted (:func:`validate_request`: the request's
 :class:`~.config.TrainingConfig` and the launcher's settings). Then:
 
-* ``backend="local"``: :func:`.local.trainer.train_plan` in this process (the trainer core of :mod:`.hf_trainer`);
-* ``backend="trainjob"``: :func:`train_on_cluster` stages the run directory on the workspace PVC (the pod script, the
-  dataset and ``run_config.json``, the pods' :class:`~.pod.run_config.RunConfig`: :func:`write_run_config`) and
-  :func:`.launch.run_cluster_job` runs a Kubeflow Trainer ``TrainJob`` (built in :mod:`.manifests.trainjob`, run by
-  :func:`.cluster.runner.run_job`) whose command names only that file. The pods call Training Hub — or, with
-  ``training_backend="transformers"``, run the project's own trainer under ``torchrun`` on the ``torch-distributed``
-  runtime (:mod:`.transformers_backend`). The final checkpoint and metrics are read back from the PVC.
-* ``backend="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`, from
-  the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
-* ``backend="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers
+* ``training_launcher="local"``: :func:`.local.trainer.train_plan` in this process (the trainer core of
+  :mod:`.hf_trainer`);
+* ``training_launcher="trainjob"``: :func:`train_on_cluster` stages the run directory on the workspace PVC (the pod
+  script, the dataset and ``run_config.json``, the pods' :class:`~.pod.run_config.RunConfig`:
+  :func:`write_run_config`) and :func:`.launch.run_cluster_job` runs a Kubeflow Trainer ``TrainJob`` (built in
+  :mod:`.manifests.trainjob`, run by :func:`.cluster.runner.run_job`) whose command names only that file.
+  The pods call Training Hub — or, with ``training_backend="transformers"``, run the project's own trainer under
+  ``torchrun`` on the ``torch-distributed`` runtime (:mod:`.transformers_backend`). The final checkpoint and
+  metrics are read back from the PVC.
+* ``training_launcher="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`,
+  from the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
+* ``training_launcher="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers
   (:func:`.cluster.backends.select_backend`).
 
 An ``oci://`` base model is pulled into the workspace by this task first (:func:`.staging.stage_base_model`,
@@ -43,8 +45,8 @@ from components._common.masking import masked
 from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.cluster.lifecycle import CLEANUP_POLICIES
 from components.training.finetuning.config import (
-    BACKENDS,
-    CLUSTER_BACKENDS,
+    CLUSTER_LAUNCHERS,
+    LAUNCHERS,
     TRANSFORMERS_BACKEND,
     TrainingConfig,
     TrainingConfigError,
@@ -56,13 +58,13 @@ from components.training.finetuning.launch import (
     check_workspace_reaches_pods,
     clear_previous_run,
     pod_settings,
-    resolve_backend,
+    resolve_launcher,
     run_cluster_job,
     stage_pod_script,
 )
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
-from components.training.finetuning.plan import BackendRun, RunPlan, TrainModelResult
+from components.training.finetuning.plan import LauncherRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import entrypoint, inputs
 from components.training.finetuning.pod.run_config import (
     RUN_CONFIG_FILE,
@@ -94,10 +96,10 @@ def validate_request(request: TrainModelRequest, has_eval_data: bool) -> Trainin
         TrainingConfigError: The first broken rule, naming the parameter and value.
     """
     config = TrainingConfig.from_request(request)
-    backend = request.training_launcher
-    if backend not in BACKENDS:
+    launcher = request.training_launcher
+    if launcher not in LAUNCHERS:
         raise TrainingConfigError(
-            f"train_model parameter training_launcher={backend!r}: must be one of {', '.join(BACKENDS)}"
+            f"train_model parameter training_launcher={launcher!r}: must be one of {', '.join(LAUNCHERS)}"
         )
     if request.training_cleanup_policy not in CLEANUP_POLICIES:
         raise TrainingConfigError(
@@ -115,14 +117,14 @@ def validate_request(request: TrainModelRequest, has_eval_data: bool) -> Trainin
         progress.check_settings(request.training_progress_metrics_port, request.training_progress_poll_interval_seconds)
     except ValueError as error:
         raise TrainingConfigError(str(error)) from None
-    if backend in CLUSTER_BACKENDS:
-        if config.hub_backend == TRANSFORMERS_BACKEND:
+    if launcher in CLUSTER_LAUNCHERS:
+        if config.backend == TRANSFORMERS_BACKEND:
             problems = transformers_backend.unsupported_settings(config.hyperparameters())
         else:
             problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
         if problems:
-            raise TrainingConfigError(f"train_model (training_launcher={backend}): " + "; ".join(problems))
-    if backend == "pytorchjob":
+            raise TrainingConfigError(f"train_model (training_launcher={launcher}): " + "; ".join(problems))
+    if launcher == "pytorchjob":
         require_training_image("pytorchjob", request.training_image)
     _validate_oci_arguments(config.base_model, request)
     return config
@@ -189,7 +191,7 @@ def run_train_model(
     Args:
         request: The component's arguments (``dataset`` a chat JSONL artifact or ``dataset_path`` a path).
         model: ``Output[Model]``: receives the trained model; metadata names checkpoint, base model, algorithm,
-            hyper-parameters, dataset, TrainJob and backend.
+            hyper-parameters, dataset, TrainJob and launcher.
         metrics: ``Output[Metrics]``: final_loss, min_loss, steps, train_seconds, tokens_per_second (+ eval_loss,
             base_eval_loss).
         report: ``Output[HTML]``: loss curve, hyper-parameters, TrainJob name.
@@ -204,7 +206,7 @@ def run_train_model(
     train_dataset = dataset_input(request.dataset, request.dataset_path, request.pvc_path)
     eval_file = eval_file_of(request.eval_dataset)
     config = validate_request(request, eval_file is not None)
-    if request.training_launcher in CLUSTER_BACKENDS and config.hub_backend != TRANSFORMERS_BACKEND:
+    if request.training_launcher in CLUSTER_LAUNCHERS and config.backend != TRANSFORMERS_BACKEND:
         for note in entrypoint.ignored_settings(config.hyperparameters()):
             log(note)
     if request.training_launcher == "local":
@@ -231,14 +233,14 @@ def run_train_model(
     try:
         with start_tracking(plan, log) as tracker:
             tracker.log_params(tracking_params(plan, facts))
-            if plan.backend == "local":
+            if plan.launcher == "local":
                 trained = _train_local(plan, on_step=tracker.log_step, log=log)
             else:
                 settings = pod_settings(plan, tracker, log)
                 trained = train_on_cluster(plan, api_client, log, job_options or {}, settings)
                 for record in trained.records:
                     tracker.log_step(record)
-            tracker.log_params({"backend_used": trained.backend})
+            tracker.log_params({"backend_used": trained.launcher})
             if trained.extra_metadata.get("base_model_digest"):
                 tracker.log_params({"base_model_digest": trained.extra_metadata["base_model_digest"]})
             trained.extra_metadata["mlflow_run_id"] = tracker.run_id
@@ -266,12 +268,12 @@ def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
 
 
 def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
-    """The MLflow parameters of a run: hyper-parameters, base model, algorithm, backend and dataset."""
+    """The MLflow parameters of a run: hyper-parameters, base model, algorithm, launcher and dataset."""
     config = plan.config
     return {
         **config.hyperparameters(),
         "base_model": config.base_model,
-        "backend": plan.backend,
+        "backend": plan.launcher,
         "num_nodes": plan.request.training_num_nodes,
         "gpus_per_node": plan.request.training_gpus_per_node,
         **facts,
@@ -289,7 +291,7 @@ def _require_local_training_packages(algorithm: str) -> None:
         )
 
 
-def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> BackendRun:
+def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> LauncherRun:
     # Imported here: the in-process trainer needs torch and transformers (the runtime image, or kfp.local's complete
     # environment); the cluster launchers never import it.
     try:
@@ -304,7 +306,7 @@ def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> Backen
 
 def train_on_cluster(
     plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
-) -> BackendRun:
+) -> LauncherRun:
     """Stages the run directory (:func:`write_run_config`, with ``settings``) and runs it as a TrainJob or PyTorchJob.
 
     ``api_client`` ``None`` means in-cluster credentials or the kubeconfig; the other arguments are
@@ -314,13 +316,13 @@ def train_on_cluster(
 
     check_workspace_reaches_pods(plan.task_config, plan.run_dir)
     api_client = api_client or load_api_client()
-    backend = resolve_backend(plan, api_client, log)
+    launcher = resolve_launcher(plan, api_client, log)
     model_path, model_facts = stage_base_model(plan, log)
     gpus = max(plan.request.training_gpus_per_node, 1)
     config_path = write_run_config(
         plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config, gpus, settings, model_path
     )
-    return run_cluster_job(plan, api_client, backend, config_path, model_path, model_facts, log, options)
+    return run_cluster_job(plan, api_client, launcher, config_path, model_path, model_facts, log, options)
 
 
 def write_run_config(
@@ -347,7 +349,7 @@ def write_run_config(
     """
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)
-    if config.hub_backend == TRANSFORMERS_BACKEND:
+    if config.backend == TRANSFORMERS_BACKEND:
         transformers_backend.stage_code(run_dir)
         transformers_backend.stage_data(data_file, data_dir / "train.jsonl", "train_dataset")
         if eval_file is not None:

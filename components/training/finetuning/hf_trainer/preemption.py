@@ -7,7 +7,7 @@ each checkpoint into a hidden staging directory, puts the completion marker in l
 place, so a checkpoint is either complete or invisible. :func:`newest_complete_checkpoint` ignores anything without a
 valid marker (transformers' ``get_last_checkpoint`` would take a half-written one).
 
-Layout under a checkpoint root (the marker name is the local backend's, so its ``checkpoints/epoch_<e>`` directories
+Layout under a checkpoint root (the marker name is the local launcher's, so its ``checkpoints/epoch_<e>`` directories
 are found too)::
 
     step_000000040/            one checkpoint: whatever ``save(directory)`` wrote, plus
@@ -31,7 +31,7 @@ from typing import Any
 
 #: Exit status after a SIGTERM-triggered save (128 + SIGTERM), retryable for Kubernetes job controllers.
 SIGTERM_EXIT_CODE = 143
-#: The completion marker, written last into a checkpoint (same name as the local backend's).
+#: The completion marker, written last into a checkpoint (same name as the local launcher's).
 COMPLETE_MARKER = "done.json"
 _STAGING_INFIX = ".partial-"
 

@@ -18,7 +18,7 @@ from components._common.chat_errors import ChatFormatError
 from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import LocalTrainingError
-from components.training.finetuning.plan import BackendRun, RunPlan
+from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.pod.inputs import resolve_model_source
 from components.training.finetuning.staging import pvc_mounts, stage_base_model
 
@@ -82,7 +82,7 @@ def train_locally(
     )
 
 
-def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None = None, log: Any = print) -> BackendRun:
+def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None = None, log: Any = print) -> LauncherRun:
     """Runs a validated ``train_model`` plan with the ``local`` launcher (:func:`train_locally`, ``<run dir>/output``).
 
     The base model is the one staged on the workspace (an ``oci://`` pull) or the resolved ``base_model``.
@@ -99,7 +99,7 @@ def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None =
     extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or ""), **model_facts}
     if result.adapter_dir is not None:
         extra["adapter_path"] = str(result.adapter_dir)
-    return BackendRun(
+    return LauncherRun(
         result.final_model_dir,
         result.records,
         result.train_seconds,

@@ -84,7 +84,7 @@ def _check_options(spec: JobSpec, clean_pod_policy: str, restart_policy: str, ba
     if not spec.image:
         raise JobSpecError(
             "JobSpec.image='': a PyTorchJob has no training runtime to take the image from; "
-            "set the trainer image (training_image) when backend is pytorchjob"
+            "set the trainer image (training_image) when training_launcher is pytorchjob"
         )
     if clean_pod_policy not in CLEAN_POD_POLICIES:
         raise ValueError(f"clean_pod_policy={clean_pod_policy!r}: must be one of {list(CLEAN_POD_POLICIES)}")

@@ -41,7 +41,7 @@ from components.training.finetuning.pod.run_config import (
 TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft"}
 
 #: Settings Training Hub's backend for an algorithm cannot honour: (parameter, the only accepted value, why).
-_LOCAL_ONLY = ("checkpoint_interval_steps", 0, "step-interval checkpoints are the local backend's")
+_LOCAL_ONLY = ("checkpoint_interval_steps", 0, "step-interval checkpoints are the project's trainer's")
 #: Settings Training Hub's backends have no switch for: the run goes on with their behaviour, said in one line.
 ALWAYS_ON_SETTINGS = (
     (
@@ -238,8 +238,8 @@ def training_hub_call(
     if algorithm != "lora":
         kwargs["data_output_dir"] = os.path.join(run_config.ckpt_output_dir, "_data")
     kwargs.update(_algorithm_kwargs(algorithm, hp, eval_data_path))
-    if hp.hub_backend:
-        kwargs["backend"] = hp.hub_backend
+    if hp.backend:
+        kwargs["backend"] = hp.backend
     if run_config.jit_checkpoint:
         kwargs["enable_jit_checkpoint"] = True  # save on SIGTERM (a paused TrainJob); training-hub >= 0.11.0
     mlflow = run_config.mlflow

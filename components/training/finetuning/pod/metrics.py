@@ -1,4 +1,4 @@
-"""Per-step training metrics: one typed record, the writer of the local backend, and readers of Training Hub's logs.
+"""Per-step training metrics: one typed record, the writer of the project's trainer, and readers of Training Hub's logs.
 
 The record (:class:`StepRecord`, keys :data:`RECORD_KEYS`) is the one contract between the training code's metrics
 files and everything that reads them: the pod's progress server, the launcher's progress lines and loss chart, the
@@ -55,7 +55,7 @@ class StepRecord(TypedDict):
 
 
 RECORD_KEYS = tuple(StepRecord.__annotations__)
-#: The local backend's own metrics file name.
+#: The project's trainer's own metrics file name (``local`` launcher, ``transformers`` backend).
 LOCAL_METRICS_FILE = "metrics.jsonl"
 #: The rank-0 metrics file Training Hub writes into ``ckpt_output_dir``, by ``train_model`` algorithm.
 TRAINING_HUB_METRICS_FILES = {

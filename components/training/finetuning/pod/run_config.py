@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 #: The version written into, and required of, every ``run_config.json``; raise it when a field changes.
-RUN_CONFIG_VERSION = 1
+RUN_CONFIG_VERSION = 2
 RUN_CONFIG_FILE = "run_config.json"
 
 
@@ -55,7 +55,7 @@ class Hyperparameters:
     resume: bool
     max_steps: int
     checkpoint_interval_steps: int
-    hub_backend: str
+    backend: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,7 @@ from components.training.finetuning.manifests.owner import OwnerReference
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.plan import BackendRun, RunPlan
+from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.publish import PublishError, publish_outputs
 from components.training.finetuning.run import run_train_model
 from tests.harness.follow_doubles import Log
@@ -122,9 +122,9 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     assert outcome.summary["steps"] == 4.0 and Path(outcome.model_dir, "config.json").is_file()
 
 
-def _plan(tmp_path, backend="trainjob"):
+def _plan(tmp_path, launcher="trainjob"):
     request = train_model_request(
-        training_base_model="org/model", training_resume=False, training_launcher=backend, training_namespace=NS
+        training_base_model="org/model", training_resume=False, training_launcher=launcher, training_namespace=NS
     )
     return RunPlan(
         request=request,
@@ -157,7 +157,7 @@ def test_resume_false_clears_old_files_when_no_live_job_of_this_run_task_exists(
 
 
 def test_resume_false_deletes_nothing_when_the_api_cannot_say(tmp_path):
-    plan = _plan(tmp_path, backend="auto")
+    plan = _plan(tmp_path, launcher="auto")
     (plan.run_dir / "checkpoints").mkdir(parents=True)
     (plan.run_dir / "checkpoints" / "model.bin").write_bytes(b"precious")
     from components._common.kube_auth import load_api_client
@@ -267,7 +267,7 @@ def _tiny_disk(path: Path, size: str = "1m", read_only: bool = False):
 
 def _publish(tmp_path, final_dir, out_dir):
     plan = _plan(tmp_path)
-    trained = BackendRun(final_dir, [{"step": 1, "loss": 1.0, "time": 1.0}], 1.0, NAME, backend="trainjob")
+    trained = LauncherRun(final_dir, [{"step": 1, "loss": 1.0, "time": 1.0}], 1.0, NAME, launcher="trainjob")
     outputs = {
         n: c(uri=str(out_dir / n)) for n, c in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))
     }

@@ -52,7 +52,10 @@ def test_what_staging_writes_is_what_the_pod_reads(staged):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda c: c.update(extra=1), r"unknown field extra \(run config version 1 has version, base_model"),
+        (
+            lambda c: c.update(extra=1),
+            rf"unknown field extra \(run config version {RUN_CONFIG_VERSION} has version, base_model",
+        ),
         (lambda c: c.pop("data_path"), "missing field data_path"),
         (lambda c: c["hyperparameters"].update(lr=1.0), "unknown field hyperparameters.lr "),
         (lambda c: c["hyperparameters"].pop("num_epochs"), "missing field hyperparameters.num_epochs"),
@@ -62,7 +65,10 @@ def test_what_staging_writes_is_what_the_pod_reads(staged):
         ),
         (lambda c: c["progress"].update(enabled=1), "field progress.enabled=1 must be of type bool"),
         (lambda c: c["pvc_mounts"].update(ws=1), "field pvc_mounts=.* must be of type dict"),
-        (lambda c: c.update(version=2), r"field version=2: this entrypoint reads run config version 1"),
+        (
+            lambda c: c.update(version=RUN_CONFIG_VERSION + 1),
+            f"field version={RUN_CONFIG_VERSION + 1}: this entrypoint reads run config version {RUN_CONFIG_VERSION}",
+        ),
         (lambda c: c.update(mlflow=[]), "mlflow must be a JSON object"),
     ],
 )

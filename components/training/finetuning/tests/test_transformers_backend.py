@@ -43,12 +43,12 @@ def test_transformers_is_a_backend_of_every_algorithm(algorithm):
         training_base_model="m", training_algorithm=algorithm, training_backend="transformers"
     )
     config = validate_request(request, False)
-    assert config.hub_backend == "transformers"
+    assert config.backend == "transformers"
 
 
 def test_an_unknown_backend_names_the_choices():
     with pytest.raises(TrainingConfigError) as error:
-        training_config(base_model="m", algorithm="osft", hub_backend="transformer")
+        training_config(base_model="m", algorithm="osft", backend="transformer")
     message = str(error.value)
     assert "training_backend='transformer'" in message and "mini-trainer" in message and "'transformers'" in message
 
@@ -73,8 +73,8 @@ def test_the_runtime_follows_the_backend_unless_named():
     assert runtime_name_of(" training-hub ", "transformers") == "training-hub"
 
 
-def _staged(tmp_path, demo_dataset_path, hub_backend="transformers"):
-    config = training_config(base_model="org/model", hub_backend=hub_backend, **FAST)
+def _staged(tmp_path, demo_dataset_path, backend="transformers"):
+    config = training_config(base_model="org/model", backend=backend, **FAST)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     return write_run_config(config, run_dir, demo_dataset_path, None, None, 1, pod_settings())
@@ -128,7 +128,7 @@ def test_staging_writes_the_code_tree_and_plain_data(tmp_path):
     files = {str(path.relative_to(root)) for path in root.rglob("*.py") if path.name != "__init__.py"}
     expected = {module.replace(".", "/") + ".py" for module in transformers_backend.STAGED_MODULES}
     assert files == expected | set(transformers_backend.ROOT_SCRIPTS)
-    assert json.loads(config_path.read_text())["hyperparameters"]["hub_backend"] == "transformers"
+    assert json.loads(config_path.read_text())["hyperparameters"]["backend"] == "transformers"
 
 
 def test_the_staged_tree_needs_no_project_dependency(tmp_path, demo_dataset_path):

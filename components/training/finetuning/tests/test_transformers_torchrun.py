@@ -38,7 +38,7 @@ SETTINGS = {
     "lr_scheduler": "constant",
     "max_steps": MAX_STEPS,
     "num_epochs": 1,
-    "hub_backend": "transformers",
+    "backend": "transformers",
 }
 
 
