@@ -41,6 +41,8 @@ from components.training.finetuning.publish import find_final_checkpoint
 from components.training.finetuning.staging import script_running, stage_code_tree
 
 POD_CODE_DIR = "code"
+#: The run config's ``ckpt_output_dir`` under the run directory: checkpoints, metrics and the final model.
+CKPT_OUTPUT_DIR = "checkpoints"
 
 
 def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
@@ -135,7 +137,7 @@ def run_cluster_job(
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
     served = discover(api_client, log, options) if job_launcher == "trainjob" else TRAINER_2_3
-    ckpt_dir = plan.run_dir / "checkpoints"
+    ckpt_dir = plan.run_dir / CKPT_OUTPUT_DIR
     epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
 
     def submit(api: TrainJobApi) -> dict[str, Any]:

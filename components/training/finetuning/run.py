@@ -54,6 +54,7 @@ from components.training.finetuning.config import (
 )
 from components.training.finetuning.job_from_request import require_training_image
 from components.training.finetuning.launch import (
+    CKPT_OUTPUT_DIR,
     PodSettings,
     check_workspace_reaches_pods,
     clear_previous_run,
@@ -365,7 +366,7 @@ def write_run_config(
         model_path=model_path or "",
         data_path=str(data_dir / "train.jsonl"),
         eval_data_path=str(data_dir / "eval.jsonl") if eval_file is not None else "",
-        ckpt_output_dir=str(run_dir / "checkpoints"),
+        ckpt_output_dir=str(run_dir / CKPT_OUTPUT_DIR),
         model_cache_dir=str(run_dir.parent / "model_cache"),
         pvc_mounts=pvc_mounts(task_config),
         nproc_per_node=nproc_per_node,

@@ -16,15 +16,15 @@ from typing import Any
 from transformers import TrainerCallback
 
 
-def load_osft_model(model_source: str, unfreeze_rank_ratio: float) -> Any:
-    """The causal LM at ``model_source`` as mini-trainer's OSFT model (float32, factors initialised)."""
+def load_osft_model(model_path: str, unfreeze_rank_ratio: float) -> Any:
+    """The causal LM at ``model_path`` as mini-trainer's OSFT model (float32, factors initialised)."""
     import torch
     from mini_trainer.osft_utils import create_osft_model_class
     from mini_trainer.utils import get_model_class_from_config
 
-    osft_class = create_osft_model_class(get_model_class_from_config(str(model_source)))
+    osft_class = create_osft_model_class(get_model_class_from_config(str(model_path)))
     return osft_class.from_pretrained(
-        str(model_source), rank_ratio=1.0 - unfreeze_rank_ratio, initialize_osft=True, dtype=torch.float32
+        str(model_path), rank_ratio=1.0 - unfreeze_rank_ratio, initialize_osft=True, dtype=torch.float32
     )
 
 

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     env = dict(os.environ)
-    model_path = run_config.model_path or inputs.resolve_model_source(
+    model_path = run_config.model_path or inputs.resolve_base_model(
         run_config.base_model, Path(run_config.model_cache_dir), run_config.pvc_mounts, env
     )
     worker = Path(__file__).with_name(WORKER_SCRIPT)

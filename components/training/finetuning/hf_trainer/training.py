@@ -78,18 +78,18 @@ class TrainingResult:
     base_eval_loss: float | None = None
 
 
-def load_model(config: TrainingConfig, model_source: str):
+def load_model(config: TrainingConfig, model_path: str):
     """The model to train (LoRA adapters or OSFT factors attached) and its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
-    tokenizer = AutoTokenizer.from_pretrained(model_source)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     set_seed(config.seed)
     if config.algorithm == "osft":
-        model = osft.load_osft_model(model_source, config.unfreeze_rank_ratio)
+        model = osft.load_osft_model(model_path, config.unfreeze_rank_ratio)
     else:
-        model = AutoModelForCausalLM.from_pretrained(model_source, dtype="float32")
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
     if config.algorithm == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -250,7 +250,7 @@ def _save_final(trainer: Any, tokenizer: Any, config: TrainingConfig, output_dir
 def train(
     config: TrainingConfig,
     output_dir: Path,
-    model_source: str,
+    model_path: str,
     train_rows: Iterable[dict[str, Any]],
     eval_rows: Iterable[dict[str, Any]] | None = None,
     *,
@@ -259,12 +259,12 @@ def train(
     on_step: Callable[[dict[str, Any]], None] | None = None,
     checkpoint_on_sigterm: bool = True,
 ) -> TrainingResult:
-    """Fine-tunes the model at ``model_source`` on ``train_rows``, in this process or as one rank under torchrun.
+    """Fine-tunes the model at ``model_path`` on ``train_rows``, in this process or as one rank under torchrun.
 
     Args:
         config: The validated training configuration (a :class:`~..config.TrainingConfig`).
         output_dir: Where metrics, checkpoints and the final model go (see module docstring); shared by the ranks.
-        model_source: Local directory or HF id to load.
+        model_path: Local directory or HF id to load.
         train_rows: Checked chat rows (``{"messages": [...]}``, string contents).
         eval_rows: Optional checked chat rows scored before (fresh start) and after training.
         data_label: Names the training data in errors.
@@ -290,7 +290,7 @@ def train(
 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_model(config, model_source)
+    model, tokenizer = load_model(config, model_path)
     samples = tokenize_dataset(tokenizer, train_rows, config.max_seq_len, data_label)
     eval_samples = None
     if eval_rows is not None:

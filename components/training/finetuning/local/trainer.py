@@ -19,7 +19,7 @@ from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import LocalTrainingError
 from components.training.finetuning.plan import LauncherRun, RunPlan
-from components.training.finetuning.pod.inputs import resolve_model_source
+from components.training.finetuning.pod.inputs import resolve_base_model
 from components.training.finetuning.staging import pvc_mounts, stage_base_model
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def train_locally(
     config: TrainingConfig,
     train_data: Path,
     output_dir: Path,
-    model_source: str | None = None,
+    model_path: str | None = None,
     eval_data: Path | None = None,
     log: Callable[[str], None] = print,
     on_step: Callable[[dict[str, Any]], None] | None = None,
@@ -59,7 +59,7 @@ def train_locally(
         config: The validated training configuration.
         train_data: Chat JSONL file.
         output_dir: Where metrics, checkpoints and the final model go (see :mod:`..hf_trainer.training`).
-        model_source: Local directory or HF id to load (default ``config.base_model``; resolve URIs first).
+        model_path: Local directory or HF id to load (default ``config.base_model``; resolve URIs first).
         eval_data: Optional chat JSONL scored after training.
         log: Progress sink (one line per step).
         on_step: Called with each step's metrics record once it is written (e.g. MLflow logging).
@@ -73,7 +73,7 @@ def train_locally(
     return training.train(
         config,
         Path(output_dir),
-        model_source or config.base_model,
+        model_path or config.base_model,
         chat_rows(train_data, "train_dataset"),
         chat_rows(eval_data, "eval_dataset") if eval_data is not None else None,
         data_label=str(train_data),
@@ -88,13 +88,18 @@ def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None =
     The base model is the one staged on the workspace (an ``oci://`` pull) or the resolved ``base_model``.
     """
     config = plan.config
-    source, model_facts = stage_base_model(plan, log)
-    if source is None:
-        source = resolve_model_source(
+    model_path, model_facts = stage_base_model(plan, log)
+    if model_path is None:
+        model_path = resolve_base_model(
             config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
         )
     result = train_locally(
-        config, plan.data_file, plan.run_dir / "output", model_source=source, eval_data=plan.eval_file, on_step=on_step
+        config,
+        plan.data_file,
+        plan.run_dir / "output",
+        model_path=model_path,
+        eval_data=plan.eval_file,
+        on_step=on_step,
     )
     extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or ""), **model_facts}
     if result.adapter_dir is not None:

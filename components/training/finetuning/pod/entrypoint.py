@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from components.training.finetuning.pod import checkpoints, hub_compat, progress_server
-from components.training.finetuning.pod.inputs import EntrypointError, resolve_model_source
+from components.training.finetuning.pod.inputs import EntrypointError, resolve_base_model
 from components.training.finetuning.pod.run_config import (
     Hyperparameters,
     RunConfig,
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     hp = run_config.hyperparameters
     if hp.algorithm in TRAINING_HUB_FUNCTIONS:  # else training_hub_call names the rule; checked before any download
         function = _training_hub_function(TRAINING_HUB_FUNCTIONS[hp.algorithm], versions["training-hub"])
-    model_path = run_config.model_path or resolve_model_source(
+    model_path = run_config.model_path or resolve_base_model(
         run_config.base_model, Path(run_config.model_cache_dir), run_config.pvc_mounts, env
     )
     function_name, kwargs = training_hub_call(run_config, env, model_path=model_path)

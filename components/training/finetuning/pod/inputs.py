@@ -3,7 +3,7 @@
 Standard library only at import, like everything in the pods (``boto3`` / ``huggingface_hub`` are imported lazily
 for ``s3://`` and Hub models; the chat-format reader only by the launcher's row checks). An ``oci://`` base model is
 pulled onto the PVC by ``train_model`` before the job is submitted and arrives as the run config's ``model_path``.
-The local launcher reuses :func:`resolve_model_source`.
+The local launcher reuses :func:`resolve_base_model`.
 """
 
 from __future__ import annotations
@@ -79,9 +79,7 @@ def _download_s3(uri: str, target: Path, env: Mapping[str, str]) -> Path:
     return target
 
 
-def resolve_model_source(
-    base_model: str, cache_dir: Path, pvc_mounts: Mapping[str, str], env: Mapping[str, str]
-) -> str:
+def resolve_base_model(base_model: str, cache_dir: Path, pvc_mounts: Mapping[str, str], env: Mapping[str, str]) -> str:
     """Turns ``base_model`` into something ``from_pretrained`` loads: a local directory or a Hub id.
 
     Args:

@@ -392,17 +392,17 @@ def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
 def test_model_sources(tmp_path):
     (tmp_path / "claim-root" / "models" / "m").mkdir(parents=True)
     mounts = {"models-pvc": str(tmp_path / "claim-root")}
-    resolved = inputs.resolve_model_source("pvc://models-pvc/models/m", tmp_path / "cache", mounts, {})
+    resolved = inputs.resolve_base_model("pvc://models-pvc/models/m", tmp_path / "cache", mounts, {})
     assert resolved == str(tmp_path / "claim-root" / "models" / "m")
     with pytest.raises(entrypoint.EntrypointError, match="PVC 'other' is not mounted"):
-        inputs.resolve_model_source("pvc://other/m", tmp_path, mounts, {})
+        inputs.resolve_base_model("pvc://other/m", tmp_path, mounts, {})
     # oci:// is pulled by train_model before the job starts; a pod without the staged model_path says so.
     with pytest.raises(entrypoint.EntrypointError, match="oci:// models are pulled by train_model before training"):
-        inputs.resolve_model_source("oci://quay.io/x/y:1", tmp_path, mounts, {})
+        inputs.resolve_base_model("oci://quay.io/x/y:1", tmp_path, mounts, {})
     with pytest.raises(entrypoint.EntrypointError, match="scheme gs:// is not supported"):
-        inputs.resolve_model_source("gs://bucket/m", tmp_path, mounts, {})
+        inputs.resolve_base_model("gs://bucket/m", tmp_path, mounts, {})
     with pytest.raises(entrypoint.EntrypointError, match="does not exist"):
-        inputs.resolve_model_source(str(tmp_path / "missing"), tmp_path, mounts, {})
+        inputs.resolve_base_model(str(tmp_path / "missing"), tmp_path, mounts, {})
 
 
 def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_dir):
@@ -411,16 +411,16 @@ def test_s3_model_is_downloaded_once(tmp_path, s3_data_connection, tiny_model_di
     client, bucket = s3_data_connection
     for file in tiny_model_dir.iterdir():
         client.upload_file(str(file), bucket, f"models/tiny/{file.name}")
-    resolved = Path(inputs.resolve_model_source(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)))
+    resolved = Path(inputs.resolve_base_model(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)))
     assert sorted(p.name for p in resolved.iterdir()) == sorted(p.name for p in tiny_model_dir.iterdir())
     assert (resolved / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
     client.delete_object(Bucket=bucket, Key="models/tiny/config.json")
-    assert inputs.resolve_model_source(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)) == str(resolved)
+    assert inputs.resolve_base_model(f"s3://{bucket}/models/tiny", tmp_path, {}, dict(os.environ)) == str(resolved)
     with pytest.raises(entrypoint.EntrypointError, match="no objects under that S3 prefix"):
-        inputs.resolve_model_source(f"s3://{bucket}/models/none", tmp_path, {}, dict(os.environ))
+        inputs.resolve_base_model(f"s3://{bucket}/models/none", tmp_path, {}, dict(os.environ))
     env = {k: v for k, v in os.environ.items() if k != "AWS_SECRET_ACCESS_KEY"}  # the secret lacks a key
     with pytest.raises(entrypoint.EntrypointError, match=r"^base_model='s3://.*S3 credentials missing: set AWS_SECRET"):
-        inputs.resolve_model_source(f"s3://{bucket}/models/other", tmp_path, {}, env)
+        inputs.resolve_base_model(f"s3://{bucket}/models/other", tmp_path, {}, env)
     assert not (tmp_path / "models").exists() or not any("other" in p.name for p in tmp_path.rglob("*"))
 
 
