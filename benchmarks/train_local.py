@@ -1,4 +1,4 @@
-"""Times the local CPU backend on the tiny model: seconds per optimizer step and tokens/s for SFT, LoRA and OSFT.
+"""Times the local CPU launcher on the tiny model: seconds per optimizer step and tokens/s for SFT, LoRA and OSFT.
 
 Usage: ``python benchmarks/train_local.py [--steps 50] [--threads 1]``. Target: 50 steps of 16 samples in < 5 s per
 algorithm on one core, OSFT within 1.5x of SFT. Prints one line per algorithm and the ratios.
