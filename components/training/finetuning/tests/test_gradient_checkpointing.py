@@ -1,4 +1,4 @@
-"""``training_gradient_checkpointing``: the local and transformers backends follow it; Training Hub notes False."""
+"""``training_gradient_checkpointing``: local launcher and transformers backend follow it; Training Hub notes False."""
 
 import pytest
 import torch

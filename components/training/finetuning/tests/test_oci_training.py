@@ -1,4 +1,4 @@
-"""``train_model`` from an ``oci://`` base model on a real registry: local backend, TrainJob and PyTorchJob (kmock).
+"""``train_model`` from an ``oci://`` base model on a real registry: local launcher, TrainJob and PyTorchJob (kmock).
 
 The pull runs in the ``train_model`` task before anything is submitted; the job's pods read the copy on the
 workspace (``run_config.json``'s ``model_path``), and the model's metadata and registry lineage carry the digest.
@@ -69,7 +69,7 @@ def _secret(host):
     return json.dumps({"auths": {host: {"auth": auth}}})
 
 
-def test_local_backend_trains_from_an_oci_modelcar(oci_registry, demo_dataset_path, tmp_path):
+def test_local_launcher_trains_from_an_oci_modelcar(oci_registry, demo_dataset_path, tmp_path):
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     workspace = tmp_path / "ws"
     uri = f"oci://{oci_registry.host}/models/tiny:1"

@@ -173,8 +173,8 @@ def test_a_failing_save_leaves_nothing_behind_and_old_checkpoints_are_pruned(tmp
         CheckpointWriter(tmp_path, keep_last=-1)
 
 
-def test_finds_the_local_backends_epoch_checkpoints_like_it_does(tmp_path):
-    """The local backend's older ``epoch_<e>`` checkpoints (same marker) are found too, so they still resume."""
+def test_finds_the_local_launchers_epoch_checkpoints_like_it_does(tmp_path):
+    """The local launcher's older ``epoch_<e>`` checkpoints (same marker) are found too, so they still resume."""
     root = tmp_path / local_backend.CHECKPOINTS_DIR
     for epoch, step, complete in ((0, 12, True), (1, 24, True), (2, 36, False)):
         directory = root / f"epoch_{epoch}"

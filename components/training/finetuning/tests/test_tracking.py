@@ -200,7 +200,7 @@ def test_rank_rules_and_record_rules():
 
 @pytest.mark.slow
 def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, demo_dataset_path, tmp_path):
-    """The records the local backend really writes (and its hyper-parameters) go through unchanged."""
+    """The records the local launcher really writes (and its hyper-parameters) go through unchanged."""
     from components.training.finetuning.local import trainer as local_backend
     from tests.harness.requests import training_config
 

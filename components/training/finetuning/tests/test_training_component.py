@@ -82,7 +82,7 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
     assert meta["base_model"] == str(tiny_model_dir) and meta["job_name"] == ""
     assert meta["dataset_uri"] == "hf://org/demo" and meta["dataset_sha256"] == "abc123"
     assert meta["hyperparameters"]["lora_r"] == 4 and meta["hyperparameters"]["max_steps"] == 4
-    # The local backend's run directory is scratch: the model artifact is the lasting copy the metadata names.
+    # The local launcher's run directory is scratch: the model artifact is the lasting copy the metadata names.
     assert meta["checkpoint_path"] == out["model"].uri
     (checkpoint,) = workspace.glob("train_model/*/output/final")  # the run directory, stable for this run and task
     assert (checkpoint / "model.safetensors").is_file()
@@ -103,7 +103,7 @@ def test_python_func_trains_lora_locally_and_fills_the_outputs(
     assert metrics["tokens_per_second"] == records[-1]["tokens_per_second"]
     html = Path(out["report"].path).read_text()
     assert "data:image/png;base64," in html and "lora_r" in html and "local launcher: no cluster job" in html
-    # The MLflow run: parameters, every step's metrics as the backend logged them, the model location, its id.
+    # The MLflow run: parameters, every step's metrics as the trainer logged them, the model location, its id.
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=store)
@@ -275,9 +275,9 @@ def _play_the_cluster(kube_api, tmp_path, seen, kind="trainjob"):
         kube_api.set_pytorchjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Succeeded")]})
 
 
-@pytest.mark.parametrize("backend", ["trainjob", "auto"])
+@pytest.mark.parametrize("launcher", ["trainjob", "auto"])
 def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
-    backend, kube_api, tiny_model_dir, demo_dataset_path, tmp_path
+    launcher, kube_api, tiny_model_dir, demo_dataset_path, tmp_path
 ):
     kube_api.create_runtime("training-hub")
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
@@ -296,7 +296,7 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
                 task_config=task_config,
                 training_base_model=str(tiny_model_dir),
                 training_algorithm="osft",
-                training_launcher=backend,
+                training_launcher=launcher,
                 training_namespace=NS,
                 pvc_path=str(workspace),
                 run_id="run-7",

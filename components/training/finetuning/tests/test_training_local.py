@@ -1,4 +1,4 @@
-"""The local backend and OSFT, for real: the tiny model is trained on CPU, reloaded and asked to generate."""
+"""The local launcher and OSFT, for real: the tiny model is trained on CPU, reloaded and asked to generate."""
 
 import json
 import os
