@@ -49,9 +49,10 @@ def test_compile_one_with_compile_time_flags(tmp_path):
     assert workspace["kubernetes"]["pvcSpecPatch"]["accessModes"] == ["ReadWriteMany", "ReadOnlyMany"]
 
 
-def test_compile_all_into_a_directory(tmp_path):
-    assert main(["compile", "--all", "-o", str(tmp_path)]) == 0
-    assert sorted(p.stem for p in tmp_path.glob("*.yaml")) == sorted(PIPELINES)
+def test_compile_all_into_a_directory(shipped_pipeline_yamls):
+    """``kfp-finetune compile --all -o <directory>``: the session's run of it (``tests/harness/compiled.py``)."""
+    (directory,) = {path.parent for path in shipped_pipeline_yamls.values()}
+    assert sorted(p.stem for p in directory.glob("*.yaml")) == sorted(PIPELINES)
 
 
 def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys):
