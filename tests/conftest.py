@@ -181,4 +181,7 @@ def _demos_start_early(request):
     names = {item.name for item in request.session.items}
     for test, fixture in _EARLY.items():
         if test in names and (fixture != "newest_kfp_demo" or NEWEST_KFP_PYTHON.exists()):
-            request.getfixturevalue(fixture)
+            try:
+                request.getfixturevalue(fixture)
+            except (Exception, pytest.fail.Exception):
+                pass  # a run that cannot start (the wheel does not build, say) fails its own tests, not all of them
