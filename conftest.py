@@ -33,4 +33,5 @@ pytest_plugins = [
     "tests.harness.oci_registry",
     "tests.harness.openai_stub",
     "tests.harness.hub_stub",
+    "tests.harness.installed_wheel",
 ]

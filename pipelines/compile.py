@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 from pipelines.training.finetuning import PIPELINES
@@ -54,6 +56,16 @@ def default_output_path(name: str) -> Path:
     return Path(importlib.util.find_spec(PIPELINES[name]).origin).with_name("pipeline.yaml")
 
 
+def _execute_as_imported(code: CodeType, module: ModuleType, settings: CompileSettings | Mapping[str, Any] | None):
+    """Executes a pipeline module's ``code`` in ``module`` under ``settings``, in ``sys.modules`` meanwhile."""
+    sys.modules[module.__name__] = module
+    try:
+        with compile_overrides(settings):
+            exec(code, module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+
+
 def build_pipeline(name: str, settings: CompileSettings | Mapping[str, Any] | None = None) -> Any:
     """Pipeline ``name`` built with ``settings``: its module executed afresh under :func:`compile_overrides`.
 
@@ -68,8 +80,11 @@ def build_pipeline(name: str, settings: CompileSettings | Mapping[str, Any] | No
     spec = importlib.util.find_spec(module_name)
     fresh = importlib.util.spec_from_file_location(f"{module_name}__compiled", spec.origin)
     module = importlib.util.module_from_spec(fresh)
-    with compile_overrides(settings):
-        fresh.loader.exec_module(module)
+    # In a thread of its own: kfp's resource setters call inspect.stack(), which reads every frame of the stack and
+    # looks up a frozen frame's module (the import machinery's, `python -m`'s runpy) by scanning all of sys.modules.
+    # From a fresh, short stack a compile takes 0.3 s, not 1.3 s, in a process that has imported torch.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(_execute_as_imported, fresh.loader.get_code(fresh.name), module, settings).result()
     return pipeline_function(name, module)
 
 

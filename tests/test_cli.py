@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pipelines.cli import build_parser, main
 from pipelines.training.finetuning import PIPELINES
+from tests.harness.compiled import pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUBCOMMANDS = ["compile", "demo", "validate-dataset", "doctor", "upload", "run", "schedule"]
@@ -42,16 +42,17 @@ def test_compile_one_with_compile_time_flags(tmp_path):
         ]
     )
     assert code == 0
-    documents = list(yaml.safe_load_all(output.read_text()))
+    documents = pipeline_documents(output)
     assert documents[0]["pipelineInfo"]["name"] == "my-osft"
     workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
     assert workspace["size"] == "120Gi"
     assert workspace["kubernetes"]["pvcSpecPatch"]["accessModes"] == ["ReadWriteMany", "ReadOnlyMany"]
 
 
-def test_compile_all_into_a_directory(tmp_path):
-    assert main(["compile", "--all", "-o", str(tmp_path)]) == 0
-    assert sorted(p.stem for p in tmp_path.glob("*.yaml")) == sorted(PIPELINES)
+def test_compile_all_into_a_directory(shipped_pipeline_yamls):
+    """``kfp-finetune compile --all -o <directory>``: the session's run of it (``tests/harness/compiled.py``)."""
+    (directory,) = {path.parent for path in shipped_pipeline_yamls.values()}
+    assert sorted(p.stem for p in directory.glob("*.yaml")) == sorted(PIPELINES)
 
 
 def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys):
@@ -86,9 +87,7 @@ def test_runtime_image_flag_switches_delivery_mode(tmp_path):
     text = output.read_text()
     assert "__KFP_EMBEDDED_ARCHIVE_B64" not in text
     assert "pip install" not in text
-    images = {
-        e["container"]["image"] for e in yaml.safe_load_all(text).__next__()["deploymentSpec"]["executors"].values()
-    }
+    images = {e["container"]["image"] for e in pipeline_documents(text)[0]["deploymentSpec"]["executors"].values()}
     assert images == {"quay.io/example/kfp-finetune-runtime:0.1.0"}
 
 
@@ -111,7 +110,7 @@ def test_secret_names_are_compile_time_flags(tmp_path):
     assert (
         main(["compile", "sft", "-o", str(output), "--hf-token-secret", "my-hf", "--s3-secret", "my-bucket-conn"]) == 0
     )
-    documents = list(yaml.safe_load_all(output.read_text()))
+    documents = pipeline_documents(output)
     executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     train_secrets = {entry["secretName"] for entry in executors["exec-train-model"]["secretAsEnv"]}
     assert {"my-hf", "my-bucket-conn", "kubernetes-credentials"} <= train_secrets

@@ -1,9 +1,8 @@
 """``kfp-finetune upload | run | schedule`` end to end: the CLI compiles a named pipeline and talks to a KFP API
 (the loopback v2beta1 stub) through the real ``kfp_server_api`` client."""
 
-import yaml
-
 from pipelines.cli import main
+from tests.harness.compiled import pipeline_documents
 
 DATASET = "phase_01_dataset_man_data_uri"
 
@@ -17,7 +16,7 @@ def test_upload_a_named_pipeline_compiled_with_cli_settings(kfp_api_stub, monkey
     (upload,) = [r for r in kfp_api_stub.requests if r.method == "POST" and r.path.endswith("/pipelines/upload")]
     assert upload.headers.get("authorization") == "Bearer sha256~cli-token"
     (_, package), *_ = upload.multipart_files().values()
-    documents = list(yaml.safe_load_all(package))
+    documents = pipeline_documents(package)
     assert DATASET in documents[0]["root"]["inputDefinitions"]["parameters"]
     assert documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["size"] == "80Gi"
     printed = capsys.readouterr()

@@ -15,6 +15,7 @@ import yaml
 from pipelines.doctor.facts import RunValues, read_package
 from pipelines.doctor.gpu_demand import gpu_demand, peak_of
 from pipelines.training.finetuning import PIPELINES
+from tests.harness.compiled import pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HARDWARE = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())["hardware"]
@@ -50,7 +51,7 @@ def test_default_run_peak_gpu_demand_fits_the_guides_table(packages, name):
 def test_every_step_pod_fits_the_tables_cpu_and_memory_per_pod(packages, name):
     """Each step pod's requests fit a node of the row (the training pods' own figures are the row's: test_guide)."""
     row = TABLE[name]
-    documents = list(yaml.safe_load_all(packages[name].read_text()))
+    documents = pipeline_documents(packages[name])
     for executor, spec in documents[0]["deploymentSpec"]["executors"].items():
         resources = spec["container"].get("resources", {})
         assert _quantity(resources["resourceCpuRequest"]) <= _quantity(row["cpu"]), (name, executor)

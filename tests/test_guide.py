@@ -21,7 +21,7 @@ import yaml
 from pipelines.compile import compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import REQUIRED, fed_by, pipeline_parameters
-from tests.harness.compiled import normalised_yaml
+from tests.harness.compiled import normalised_yaml, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FACTS = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())
@@ -62,7 +62,7 @@ def test_quick_start_compile_command_writes_pipeline_yaml_beside_the_module(tmp_
     copy.write_text(edited)
     run = _run_script(copy, REPO_ROOT)
     assert run.returncode == 0, run.stderr
-    documents = list(yaml.safe_load_all(written.read_text()))
+    documents = pipeline_documents(written)
     workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
     assert workspace["size"] == "100Gi"
     assert workspace["kubernetes"]["pvcSpecPatch"]["storageClassName"] == "ocs-storagecluster-cephfs"
@@ -103,11 +103,11 @@ def test_the_guides_kfp_pins_and_venv_are_the_projects():
 
 def test_constants_are_overridden_by_env_and_cli_flags(tmp_path, monkeypatch):
     monkeypatch.setenv("KFP_FINETUNE_PVC_STORAGE_CLASS", "efs-sc")
-    documents = list(yaml.safe_load_all(compile_named("sft", tmp_path / "env.yaml").read_text()))
+    documents = pipeline_documents(compile_named("sft", tmp_path / "env.yaml"))
     patch = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["kubernetes"]["pvcSpecPatch"]
     assert patch["storageClassName"] == "efs-sc"
     flags = {"pvc_storage_class": "azurefile-csi"}
-    documents = list(yaml.safe_load_all(compile_named("sft", tmp_path / "flag.yaml", flags).read_text()))
+    documents = pipeline_documents(compile_named("sft", tmp_path / "flag.yaml", flags))
     patch = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["kubernetes"]["pvcSpecPatch"]
     assert patch["storageClassName"] == "azurefile-csi"
 
@@ -148,7 +148,7 @@ def test_the_guides_custom_pipeline_snippet_compiles_once_it_declares_its_worksp
     script.write_text(with_declared_workspace(snippet) + compile_line)
     run = _run_script(script, tmp_path)
     assert run.returncode == 0, run.stderr
-    documents = list(yaml.safe_load_all(output.read_text()))
+    documents = pipeline_documents(output)
     inputs = documents[0]["root"]["dag"]["tasks"]["train-model"]["inputs"]["parameters"]
     constants = {name: value["runtimeValue"]["constant"] for name, value in inputs.items()}
     assert constants["dataset_path"] == "path/to/dataset.jsonl"  # a string `dataset` is routed to the path input
@@ -175,7 +175,7 @@ def test_a_string_dataset_is_resolved_against_the_workspace(tmp_path):
 @pytest.fixture(scope="module")
 def compiled(environment_settings_yamls):
     """Every pipeline compiled with the suite's settings (the session's compile): name -> YAML documents."""
-    return {name: list(yaml.safe_load_all(path.read_text())) for name, path in environment_settings_yamls.items()}
+    return {name: pipeline_documents(path) for name, path in environment_settings_yamls.items()}
 
 
 def _defaults(documents) -> dict:
@@ -237,7 +237,7 @@ def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled, tmp_path):
         # ... and fails with the guide's "No CUDA GPUs are available" when it sees none (not a silent CPU run).
         assert {"name": "KFP_FINETUNE_REQUESTED_GPUS", "value": "1"} in executor["env"], name
     # --eval-gpus 0 (CPU-only clusters) turns both off.
-    documents = list(yaml.safe_load_all(compile_named("sft", tmp_path / "cpu.yaml", {"eval_gpus": 0}).read_text()))
+    documents = pipeline_documents(compile_named("sft", tmp_path / "cpu.yaml", {"eval_gpus": 0}))
     executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
     assert "accelerator" not in executor.get("resources", {})
     assert "KFP_FINETUNE_REQUESTED_GPUS" not in {env["name"] for env in executor.get("env", [])}

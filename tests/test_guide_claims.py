@@ -22,6 +22,7 @@ import yaml
 
 from pipelines.compile import pipeline_function
 from pipelines.training.finetuning.interface import REQUIRED, pipeline_parameters
+from tests.harness.compiled import pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = REPO_ROOT / "docs/guide-claims.md"
@@ -120,7 +121,7 @@ SECRET_USERS = {
 
 @pytest.mark.parametrize("name", sorted(FACTS["pipelines"]))
 def test_each_secret_reaches_the_steps_the_guide_names_with_its_keys(name, shipped_pipeline_yamls):
-    documents = list(yaml.safe_load_all(shipped_pipeline_yamls[name].read_text()))
+    documents = pipeline_documents(shipped_pipeline_yamls[name])
     executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert set(SECRET_USERS) == set(FACTS["secrets"])
     for secret, users in SECRET_USERS.items():

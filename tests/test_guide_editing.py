@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.harness.compiled import pipeline_documents
 from tests.test_parameter_sources import drift
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ def _compile(copy: Path) -> list[dict]:
     assert run.returncode == 0, run.stderr
     written = copy.with_name("pipeline.yaml")
     assert str(written) in run.stdout
-    return list(yaml.safe_load_all(written.read_text()))
+    return pipeline_documents(written)
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_making_a_runtime_parameter_compile_time(copy, shipped_pipeline_yamls):
 
     assert "phase_02_train_man_train_epochs" not in documents[0]["root"]["inputDefinitions"]["parameters"]
     assert _train_inputs(documents)["training_num_epochs"] == {"runtimeValue": {"constant": 2}}
-    original = next(yaml.safe_load_all(shipped_pipeline_yamls["osft-minimal"].read_text()))
+    original = pipeline_documents(shipped_pipeline_yamls["osft-minimal"])[0]
     assert set(original["root"]["inputDefinitions"]["parameters"]) - set(
         documents[0]["root"]["inputDefinitions"]["parameters"]
     ) == {"phase_02_train_man_train_epochs"}
@@ -141,11 +142,11 @@ def test_the_defaults_the_guide_states_are_the_compiled_defaults(shipped_pipelin
     assert stated == {"phase_02_train_man_train_epochs": "1"}
     assert FACTS["defaults"]["osft-minimal"] == {name: yaml.safe_load(value) for name, value in stated.items()}
     for pipeline, defaults in FACTS["defaults"].items():
-        documents = list(yaml.safe_load_all(shipped_pipeline_yamls[pipeline].read_text()))
+        documents = pipeline_documents(shipped_pipeline_yamls[pipeline])
         parameters = documents[0]["root"]["inputDefinitions"]["parameters"]
         for name, value in defaults.items():
             assert parameters[name]["defaultValue"] == value, (pipeline, name)
-    documents = list(yaml.safe_load_all(shipped_pipeline_yamls["osft-minimal"].read_text()))
+    documents = pipeline_documents(shipped_pipeline_yamls["osft-minimal"])
     workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
     constants = {name: yaml.safe_load(value) for name, value in FACTS["pvc"]["constants"].items()}
     assert (workspace["size"], workspace["kubernetes"]["pvcSpecPatch"]) == (

@@ -13,7 +13,7 @@ from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import pipeline_parameters, task_wiring
 from pipelines.training.finetuning.settings import CompileSettings
 from scripts.check_arg_size import LIMIT_BYTES, container_arguments
-from tests.harness.compiled import normalised_yaml
+from tests.harness.compiled import normalised_yaml, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STEPS = {"dataset": 1, "train": 2, "eval": 3, "registry": 4}
@@ -23,7 +23,13 @@ NAME_PATTERN = re.compile(r"^phase_(\d\d)_(dataset|train|eval|registry)_(man|opt
 @pytest.fixture(scope="module")
 def compiled(default_settings_yamls) -> dict[str, list[dict]]:
     """Every pipeline compiled with default settings (the session's compile): name -> YAML documents."""
-    return {name: list(yaml.safe_load_all(path.read_text())) for name, path in default_settings_yamls.items()}
+    return {name: pipeline_documents(path) for name, path in default_settings_yamls.items()}
+
+
+def test_the_fast_loader_reads_a_compiled_pipeline_as_pyyaml_does(default_settings_yamls):
+    """``pipeline_documents`` (and the CLI's ``read_pipeline_spec``) parse with libyaml: the same documents."""
+    text = default_settings_yamls["osft"].read_text()
+    assert pipeline_documents(text) == list(yaml.safe_load_all(text))
 
 
 def _inputs(documents: list[dict]) -> dict[str, dict]:
@@ -204,7 +210,7 @@ def test_expert_pipelines_expose_every_component_knob(compiled):
 
 def test_workspace_pvc_is_a_compile_time_setting(tmp_path):
     settings = CompileSettings(pvc_size="200Gi", pvc_storage_class="ocs-cephfs", pvc_access_modes=("ReadWriteMany",))
-    documents = list(yaml.safe_load_all(compile_named("sft", tmp_path / "sft.yaml", settings).read_text()))
+    documents = pipeline_documents(compile_named("sft", tmp_path / "sft.yaml", settings))
     workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
     assert workspace["size"] == "200Gi"
     assert workspace["kubernetes"]["pvcSpecPatch"] == {

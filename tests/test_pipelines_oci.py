@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import yaml
+
+from tests.harness.compiled import pipeline_documents
 
 OCI_MODEL = "oci://quay.io/org/granite-modelcar:1.0"
 
@@ -19,7 +20,7 @@ def _base_model_parameter(documents: list[dict]) -> str:
 @pytest.fixture(scope="module")
 def compiled(default_settings_yamls) -> dict[str, list[dict]]:
     """Every pipeline compiled with default settings (the session's compile): name -> YAML documents."""
-    return {name: list(yaml.safe_load_all(path.read_text())) for name, path in default_settings_yamls.items()}
+    return {name: pipeline_documents(path) for name, path in default_settings_yamls.items()}
 
 
 def test_every_pipeline_passes_an_oci_base_model_to_train_model_and_it_validates(compiled):

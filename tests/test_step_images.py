@@ -5,7 +5,6 @@ import re
 from importlib import metadata
 
 import pytest
-import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -17,6 +16,7 @@ from pipelines.cli import main
 from pipelines.compile import compile_named
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.settings import STEPS, CompileSettings, constants_of
+from tests.harness.compiled import pipeline_documents
 from tests.harness.executors import HEAVY, executor_installs, requirement_name
 
 RUNTIME = "quay.io/example/kfp-finetune-runtime:0.1.0"
@@ -35,7 +35,7 @@ def installing(monkeypatch):
 
 
 def _documents(path) -> list[dict]:
-    return list(yaml.safe_load_all(path.read_text()))
+    return pipeline_documents(path)
 
 
 def _platform_executors(documents: list[dict]) -> dict:

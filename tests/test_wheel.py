@@ -1,11 +1,9 @@
 """The built wheel, installed as a user installs it: a package of its own (``kfp_finetune``), beside a user's project.
 
-The wheel is built once per module (``pip wheel --no-deps --no-build-isolation`` of a copy of the sources, so the
-clone gets no ``build/``) and installed with ``--no-deps`` into a fresh venv that sees this environment's third-party
-packages through a ``.pth`` file. A directory a ``.pth`` file adds is not a site directory, so the ``.pth`` files in
-it (the editable install's finder among them) are not run: the venv sees the wheel's ``kfp_finetune`` and nothing of
-the clone (``test_the_venv_sees_the_wheel_not_the_clone``). The user's project has its own ``components`` and
-``pipelines`` packages, the names the clone uses.
+The fixtures (``wheel``, ``venv``, ``user_project``) are ``tests/harness/installed_wheel.py``'s: the venv sees the
+wheel's ``kfp_finetune`` and nothing of the clone (``test_the_venv_sees_the_wheel_not_the_clone``); the user's project
+has its own ``components`` and ``pipelines`` packages, the names the clone uses. The wheel's demo runs in the
+background from the start of the session (``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -17,10 +15,8 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import tomllib
 import zipfile
@@ -28,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.installed_wheel import run_checked as _run
+
 ROOT = Path(__file__).resolve().parents[1]
-#: What the build needs from the clone (pyproject's readme included).
-SOURCES = ("components", "pipelines", "kfp_finetune", "setup.py", "pyproject.toml", "README.md")
 COMPONENTS = {
     "dataset_download": "kfp_finetune.components.data_processing.dataset_download",
     "train_model": "kfp_finetune.components.training.finetuning",
@@ -48,52 +44,6 @@ def _load_setup_py():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # setup() itself runs only as __main__
     return module
-
-
-def _run(argv: list[str], cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")} | env
-    result = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, f"{argv} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    source = tmp_path_factory.mktemp("source")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info")
-    for name in SOURCES:
-        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
-        copy(ROOT / name, source / name, **({"ignore": ignore} if (ROOT / name).is_dir() else {}))
-    out = tmp_path_factory.mktemp("wheel")
-    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w"]
-    _run([*pip, str(out), str(source)], cwd=source)
-    (built,) = out.glob("kfp_finetune-*.whl")
-    return built
-
-
-@pytest.fixture(scope="module")
-def venv(wheel, tmp_path_factory) -> Path:
-    """A fresh venv with the wheel installed (``--no-deps``) on this environment's third-party packages."""
-    venv = tmp_path_factory.mktemp("venv")
-    _run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv)
-    python = venv / "bin" / "python"
-    purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=venv)
-    Path(purelib.stdout.strip(), "zz-base-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        venv,
-    )
-    return venv
-
-
-@pytest.fixture(scope="module")
-def user_project(tmp_path_factory) -> Path:
-    """A user's project with its own ``components`` and ``pipelines`` packages."""
-    project = tmp_path_factory.mktemp("user-project")
-    for name in ("components", "pipelines"):
-        (project / name).mkdir()
-        (project / name / "__init__.py").write_text(f'OWNER = "the user\'s {name}"\n')
-    return project
 
 
 def test_rewrite_moves_imports_and_module_paths_only():
@@ -282,10 +232,11 @@ def test_the_demo_hands_kfp_local_only_paths_it_leaves_alone(tmp_path):
 
 
 @pytest.mark.slow
-def test_kfp_finetune_demo_runs_from_the_installed_wheel(venv, user_project):
+def test_kfp_finetune_demo_runs_from_the_installed_wheel(wheel_demo, user_project):
     """``kfp-finetune demo`` from the wheel: kfp.local runs the components from site-packages (lib/python3.11/...)."""
-    result = _run([str(venv / "bin" / "kfp-finetune"), "demo"], cwd=user_project, timeout=300)
+    result = wheel_demo.wait(timeout=300)
     out = result.stdout
+    assert result.returncode == 0, f"{result.args} failed:\n{out[-3000:]}\n{result.stderr[-3000:]}"
     assert "[5/5] model-registry done" in out and "held-out loss" in out, out
     assert f"data: {user_project}/kfp-finetune-demo/data/demo_chat.jsonl" in out
     run_dirs = list((user_project / "kfp-finetune-demo" / "outputs").iterdir())

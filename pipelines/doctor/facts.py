@@ -115,9 +115,11 @@ def read_package(path: str | Path) -> PipelineFacts:
         ValueError: The file is not a compiled KFP pipeline.
     """
     from pipelines import kfp_api
+    from pipelines.kfp_api.arguments import FAST_SAFE_LOADER
 
     spec = kfp_api.read_pipeline_spec(str(path))
-    documents = [doc for doc in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")) if doc]
+    text = Path(path).read_text(encoding="utf-8")
+    documents = [doc for doc in yaml.load_all(text, Loader=FAST_SAFE_LOADER) if doc]
     platform = next((doc for doc in documents[1:] if "platforms" in doc), {})
     kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
     executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.kfp_api.arguments import FAST_SAFE_LOADER
 from pipelines.kfp_api.connection import Connection, api_configuration, check_health
 
 if TYPE_CHECKING:
@@ -26,7 +27,8 @@ def pipeline_spec_body(package_path: str) -> dict:
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
 
-    documents = [document for document in yaml.safe_load_all(Path(package_path).read_text()) if document]
+    text = Path(package_path).read_text()
+    documents = [document for document in yaml.load_all(text, Loader=FAST_SAFE_LOADER) if document]
     pipeline_spec = json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec())
     platform: dict = {}
     for document in documents[1:]:

@@ -21,6 +21,17 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def pipeline_documents(source: Path | str | bytes) -> list:
+    """The YAML documents of a compiled pipeline (a path, or its text), parsed as ``yaml.safe_load_all`` parses them,
+    by libyaml where PyYAML has it (the product's ``FAST_SAFE_LOADER``; ``test_pipelines.py`` checks they agree)."""
+    import yaml
+
+    from pipelines.kfp_api.arguments import FAST_SAFE_LOADER
+
+    text = source.read_text() if isinstance(source, Path) else source
+    return list(yaml.load_all(text, Loader=FAST_SAFE_LOADER))
+
+
 def compile_shipped(output_dir: Path) -> dict[str, Path]:
     """Runs ``kfp-finetune compile --all -o output_dir`` with default settings; returns pipeline name -> YAML."""
     from pipelines.training.finetuning import PIPELINES
