@@ -83,6 +83,7 @@ def build_pipeline(name: str, settings: CompileSettings | Mapping[str, Any] | No
     # In a thread of its own: kfp's resource setters call inspect.stack(), which reads every frame of the stack and
     # looks up a frozen frame's module (the import machinery's, `python -m`'s runpy) by scanning all of sys.modules.
     # From a fresh, short stack a compile takes 0.3 s, not 1.3 s, in a process that has imported torch.
+    # tests/test_pipelines.py::test_kfp_resource_setters_still_read_the_whole_stack fails once kfp stops doing so.
     with ThreadPoolExecutor(max_workers=1) as pool:
         pool.submit(_execute_as_imported, fresh.loader.get_code(fresh.name), module, settings).result()
     return pipeline_function(name, module)
