@@ -9,7 +9,7 @@ and the identity doctor runs as may make each call of ``kserve_deploy.API_PERMIS
 from __future__ import annotations
 
 from components.deployment.kubeflow_model_registry import kserve_deploy
-from components.training.finetuning.cluster import backends
+from components.training.finetuning.cluster.discovery import resource_served
 from components.training.finetuning.cluster.errors import JobError
 from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
@@ -38,7 +38,7 @@ def check_serving(cluster: Cluster, values: RunValues) -> list[Check]:
         missing = [
             f"{kserve_deploy.GROUP}/{version} {plural}"
             for version, plural in CRDS
-            if not backends.resource_served(cluster.api, kserve_deploy.GROUP, version, plural)
+            if not resource_served(cluster.api, kserve_deploy.GROUP, version, plural)
         ]
         denied = [
             f"{verb} {resource}"

@@ -1,7 +1,7 @@
 """Checks 1 and 2: the training backend the run will launch on, and the permissions the training step needs.
 
 Backend: the same discovery and runtime lookup the training step's ``auto`` launcher uses
-(:mod:`components.training.finetuning.cluster.backends`). Permissions: every rule of ``rbac.yaml`` (the one list
+(:mod:`components.training.finetuning.cluster.launchers`). Permissions: every rule of ``rbac.yaml`` (the one list
 of what the training step calls) that applies to the resolved launcher, asked of the API with a
 ``SelfSubjectAccessReview``.
 """
@@ -81,7 +81,7 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
     runtime is ``training_runtime_name``, else the backend's: ``torch-distributed`` for
     ``training_backend="transformers"``, ``training-hub`` otherwise.
     """
-    from components.training.finetuning.cluster import backends
+    from components.training.finetuning.cluster import discovery, launchers
 
     launcher = str(values.get(keys.LAUNCHER) or AUTO)
     setting = values.label(keys.LAUNCHER)
@@ -96,19 +96,19 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
     runtime_name = runtime_name_of(str(values.get(keys.RUNTIME_NAME) or ""), str(values.get(keys.BACKEND) or ""))
     runtime_kind = str(values.get(keys.RUNTIME_KIND))
     namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
-    trainer = backends.BACKEND_RESOURCES[TRAINJOB]
-    operator = backends.BACKEND_RESOURCES[PYTORCHJOB]
+    trainer = launchers.LAUNCHER_RESOURCES[TRAINJOB]
+    operator = launchers.LAUNCHER_RESOURCES[PYTORCHJOB]
     runtime_setting = f"{values.label(keys.RUNTIME_NAME)} / {values.label(keys.RUNTIME_KIND)}"
     if runtime_kind not in RUNTIME_PLURALS:
         remedy = f"set {values.label(keys.RUNTIME_KIND)} to one of {sorted(RUNTIME_PLURALS)}"
         return [fail("backend", f"runtime kind {runtime_kind!r} is not a training runtime kind", remedy)], launcher
     try:
         trainer_served = launcher != PYTORCHJOB and all(
-            backends.resource_served(cluster.api, trainer[0], trainer[1], plural)
+            discovery.resource_served(cluster.api, trainer[0], trainer[1], plural)
             for plural in (trainer[2], RUNTIME_PLURALS[runtime_kind])
         )
-        runtime = backends.runtime_state(cluster.api, runtime_name, runtime_kind, namespace) if trainer_served else ""
-        operator_served = launcher != TRAINJOB and backends.resource_served(cluster.api, *operator)
+        runtime = launchers.runtime_state(cluster.api, runtime_name, runtime_kind, namespace) if trainer_served else ""
+        operator_served = launcher != TRAINJOB and discovery.resource_served(cluster.api, *operator)
     except (JobError, ApiUnavailable) as error:
         return [warn("backend", f"could not discover the training APIs: {error}", "check the API server")], launcher
     trainer_crds = f"Kubeflow Trainer v2 CRDs ({trainer[2]}, {RUNTIME_PLURALS[runtime_kind]}.{trainer[0]})"

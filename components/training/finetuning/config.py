@@ -19,7 +19,7 @@ from components._common.arguments import require_arguments
 from components.training.finetuning.pod.run_config import Hyperparameters
 
 ALGORITHMS = ("sft", "osft", "lora")
-#: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.cluster.backends.select_backend`).
+#: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.cluster.launchers.select_launcher`).
 LAUNCHERS = ("trainjob", "local", "pytorchjob", "auto")
 #: The launchers that run the training in cluster pods.
 CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob", "auto")

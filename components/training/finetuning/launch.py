@@ -61,15 +61,15 @@ def resolve_launcher(plan: RunPlan, api_client: Any, log: Any) -> str:
 
     Raises:
         TrainingConfigError: The resolved launcher is pytorchjob and ``training_image`` is empty.
-        BackendSelectionError: ``auto`` found neither launcher usable.
+        LauncherSelectionError: ``auto`` found neither launcher usable.
     """
     launcher = plan.launcher
     if launcher == "auto":
-        from components.training.finetuning.cluster import backends
+        from components.training.finetuning.cluster import launchers
 
         request = plan.request
         runtime_name = runtime_name_of(request.training_runtime_name, request.training_backend)
-        launcher = backends.select_backend(
+        launcher = launchers.select_launcher(
             api_client, runtime_name, request.training_runtime_kind, job_namespace(request), log=log
         )
         if launcher == "pytorchjob":

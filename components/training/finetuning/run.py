@@ -15,7 +15,7 @@ Everything is checked before anything trains or is submitted (:func:`validate_re
 * ``training_launcher="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`,
   from the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
 * ``training_launcher="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers
-  (:func:`.cluster.backends.select_backend`).
+  (:func:`.cluster.launchers.select_launcher`).
 
 An ``oci://`` base model is pulled into the workspace by this task first (:func:`.staging.stage_base_model`,
 :mod:`.oci.model`), so every launcher and every node reads a local, digest-verified copy.

@@ -9,11 +9,16 @@ refusal, no answer, or a document without a recognisable ``TrainJob`` schema) th
 :data:`~..manifests.api_generations.ASSUMED_GENERATION`, the RHOAI guide's platform (RHOAI 3.3,
 ``podTemplateOverrides``). That guess can never lose a field silently: every create is Strict (:mod:`.strict`), so a
 wrong guess is refused naming the unknown field, and the launcher then builds the other generation once.
+
+:func:`resource_served` and :func:`served_versions` ask the API discovery endpoints (``GET /apis``,
+``GET /apis/<group>/<version>``, also readable by every authenticated identity) whether a resource is served: for
+``training_launcher="auto"`` (:mod:`.launchers`) and for doctor's checks.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from components.training.finetuning.cluster.api import Api, api_message, status_of
@@ -78,3 +83,35 @@ def discovery_line(served: TrainJobApi) -> str:
     """The launcher's log line about the API it builds for."""
     how = "from OpenAPI v3 discovery" if served.discovered else f"{served.source}; a Strict create checks it"
     return f"TrainJob API: {served.describe()} ({how}); {served.consequences()}"
+
+
+def _discover(api: Api, what: str, func: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
+    """Calls a discovery endpoint of the official client; its JSON, or ``None`` on 404 (not served)."""
+    from kubernetes.client import ApiException
+
+    try:
+        response = api.call(what, func, *args, _preload_content=False)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise JobError(f"{what} was rejected by the Kubernetes API: {api_message(error)}") from None
+    return json.loads(response.data)
+
+
+def served_versions(api: Api, group: str) -> list[str]:
+    """The versions of an API group the server serves (``[]`` when the group is unknown)."""
+    from kubernetes import client
+
+    apis = client.ApisApi(api.custom.api_client)
+    groups = (_discover(api, "listing API groups", apis.get_api_versions) or {}).get("groups") or []
+    for item in groups:
+        if item.get("name") == group:
+            return sorted(str(version.get("version")) for version in item.get("versions") or [])
+    return []
+
+
+def resource_served(api: Api, group: str, version: str, plural: str) -> bool:
+    """Whether the server lists the resource ``plural`` under ``/apis/<group>/<version>``."""
+    what = f"discovering {group}/{version}"
+    listing = _discover(api, what, api.custom.get_api_resources, group, version) or {}
+    return any(item.get("name") == plural for item in listing.get("resources") or [])

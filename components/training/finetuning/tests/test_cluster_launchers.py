@@ -1,8 +1,8 @@
-"""``backend="auto"`` against kmock's Kubernetes API: each combination of served resources and runtimes."""
+"""``training_launcher="auto"`` against kmock's Kubernetes API: each combination of served resources and runtimes."""
 
 import pytest
 
-from components.training.finetuning.cluster.backends import BackendSelectionError, select_backend
+from components.training.finetuning.cluster.launchers import LauncherSelectionError, select_launcher
 from tests.harness.follow_doubles import Log
 
 NS = "team-a"
@@ -23,17 +23,17 @@ def _unserve(kube_api, resource):
 
 def _select(kube_api, runtime_name="training-hub", runtime_kind="ClusterTrainingRuntime"):
     log = Log()
-    backend = select_backend(kube_api.api_client, runtime_name, runtime_kind, NS, log=log, sleep=lambda s: None)
-    return backend, log
+    launcher = select_launcher(kube_api.api_client, runtime_name, runtime_kind, NS, log=log, sleep=lambda s: None)
+    return launcher, log
 
 
 def test_trainer_with_the_runtime_wins_even_when_pytorchjobs_are_served(kube_api):
     kube_api.create_runtime("training-hub")
     _serve(kube_api, PYTORCHJOBS)
-    backend, log = _select(kube_api)
-    assert backend == "trainjob"
+    launcher, log = _select(kube_api)
+    assert launcher == "trainjob"
     assert log == [
-        "backend=auto: trainjobs.trainer.kubeflow.org/v1alpha1 is served and "
+        "training_launcher=auto: trainjobs.trainer.kubeflow.org/v1alpha1 is served and "
         "ClusterTrainingRuntime 'training-hub' exists"
     ]
     # Discovery plus one runtime read; nothing is listed or created.
@@ -48,18 +48,18 @@ def test_namespaced_runtime_is_looked_up_in_the_namespace(kube_api):
     assert _select(kube_api, "team-runtime", "TrainingRuntime")[0] == "trainjob"
     kube_api.create_runtime("elsewhere", kind="TrainingRuntime", namespace="team-b")
     _serve(kube_api, PYTORCHJOBS)
-    backend, log = _select(kube_api, "elsewhere", "TrainingRuntime")
-    assert backend == "pytorchjob"
+    launcher, log = _select(kube_api, "elsewhere", "TrainingRuntime")
+    assert launcher == "pytorchjob"
     assert "TrainingRuntime 'elsewhere' is missing (available: team-runtime)" in log[0]
 
 
 def test_missing_runtime_falls_back_to_pytorchjob_and_says_why(kube_api):
     kube_api.create_runtime("other-runtime")
     _serve(kube_api, PYTORCHJOBS)
-    backend, log = _select(kube_api)
-    assert backend == "pytorchjob"
+    launcher, log = _select(kube_api)
+    assert launcher == "pytorchjob"
     assert log == [
-        "backend=auto: using pytorchjobs.kubeflow.org/v1 (Training Operator v1) because "
+        "training_launcher=auto: using pytorchjobs.kubeflow.org/v1 (Training Operator v1) because "
         "trainjobs.trainer.kubeflow.org/v1alpha1: served, but ClusterTrainingRuntime 'training-hub' is missing "
         "(available: other-runtime)"
     ]
@@ -68,17 +68,17 @@ def test_missing_runtime_falls_back_to_pytorchjob_and_says_why(kube_api):
 def test_training_operator_only_cluster_picks_pytorchjob(kube_api):
     _unserve(kube_api, TRAINJOBS)
     _serve(kube_api, PYTORCHJOBS)
-    backend, log = _select(kube_api)
-    assert backend == "pytorchjob"
+    launcher, log = _select(kube_api)
+    assert launcher == "pytorchjob"
     assert "trainjobs.trainer.kubeflow.org/v1alpha1: not served" in log[0]
     # The runtime is not even looked up when trainjobs are not served.
     assert not any("runtimes" in line for line in kube_api.requests_summary())
 
 
-def test_neither_backend_fails_listing_what_was_found(kube_api):
+def test_neither_launcher_fails_listing_what_was_found(kube_api):
     kube_api.create_runtime("other-runtime")
     _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
-    with pytest.raises(BackendSelectionError) as error:
+    with pytest.raises(LauncherSelectionError) as error:
         _select(kube_api)
     message = str(error.value)
     assert "trainjobs.trainer.kubeflow.org/v1alpha1: served, but ClusterTrainingRuntime 'training-hub' is missing" in (
@@ -86,13 +86,13 @@ def test_neither_backend_fails_listing_what_was_found(kube_api):
     )
     assert "(available: other-runtime)" in message
     assert "pytorchjobs.kubeflow.org/v1: not served (group versions served: none)" in message
-    assert "backend='local'" in message
+    assert "training_launcher='local'" in message
 
 
 def test_empty_cluster_fails_naming_both_resources(kube_api):
     _unserve(kube_api, TRAINJOBS)
     _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
-    with pytest.raises(BackendSelectionError, match=r"trainjobs.*not served.*pytorchjobs.*not served"):
+    with pytest.raises(LauncherSelectionError, match=r"trainjobs.*not served.*pytorchjobs.*not served"):
         _select(kube_api)
 
 
@@ -101,16 +101,16 @@ def test_only_the_builders_version_counts(kube_api):
     _unserve(kube_api, TRAINJOBS)
     _serve(kube_api, "kubeflow.org/v2/pytorchjobs")
     _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
-    with pytest.raises(BackendSelectionError, match=r"pytorchjobs.kubeflow.org/v1: not served \(group versions .*v2"):
+    with pytest.raises(LauncherSelectionError, match=r"pytorchjobs.kubeflow.org/v1: not served \(group versions .*v2"):
         _select(kube_api)
 
 
 def test_unreadable_runtime_is_assumed_present_and_other_errors_are_clear(kube_api):
     kube_api.fail("fetch", "clustertrainingruntimes", status=403)
-    backend, log = _select(kube_api)
-    assert backend == "trainjob" and "cannot be read (forbidden)" in log[0]
+    launcher, log = _select(kube_api)
+    assert launcher == "trainjob" and "cannot be read (forbidden)" in log[0]
     kube_api.fail("fetch", "clustertrainingruntimes", status=401)
-    with pytest.raises(BackendSelectionError, match=r"reading ClusterTrainingRuntime 'training-hub'.*HTTP 401"):
+    with pytest.raises(LauncherSelectionError, match=r"reading ClusterTrainingRuntime 'training-hub'.*HTTP 401"):
         _select(kube_api)
     with pytest.raises(ValueError, match="runtime_kind='PyTorchJob'"):
         _select(kube_api, runtime_kind="PyTorchJob")
@@ -119,6 +119,6 @@ def test_unreadable_runtime_is_assumed_present_and_other_errors_are_clear(kube_a
 def test_transient_discovery_errors_are_retried(kube_api):
     kube_api.create_runtime("training-hub")
     kube_api.fail("fetch", "clustertrainingruntimes", status=503, times=2)
-    backend, log = _select(kube_api)
-    assert backend == "trainjob"
+    launcher, log = _select(kube_api)
+    assert launcher == "trainjob"
     assert sum("retry" in line for line in log) == 2
