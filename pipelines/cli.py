@@ -211,7 +211,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     doctor = sub.add_parser(
         "doctor",
         help="check a cluster and namespace before a run: print what is missing and how to fix it",
-        description="Checks the training backend, permissions, storage, secrets, GPUs and endpoints one run of "
+        description="Checks the training launcher, permissions, storage, secrets, GPUs and endpoints one run of "
         "PIPELINE needs; one line per check, 'OK | WARN | FAIL  <what>  — <remedy>'. Exit 0 when nothing FAILs.",
     )
     doctor.add_argument(

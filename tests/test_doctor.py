@@ -386,7 +386,7 @@ def test_a_parameter_the_pipeline_lacks_is_bad_input(cluster, capsys):
     assert dash("dataset", "dataset_uri") in err  # the known names are listed
 
 
-def test_local_launcher_needs_no_backend_permissions_or_gpus(cluster, capsys, tmp_path):
+def test_local_launcher_needs_no_trainer_permissions_or_gpus(cluster, capsys, tmp_path):
     cluster.unserve(TRAINJOBS)
     cluster.deny("trainer.kubeflow.org", "trainjobs", "create")
     cluster.core.delete_node("gpu-1")

@@ -9,7 +9,7 @@ from typing import Any
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 STATUSES = (OK, WARN, FAIL)
 #: The areas, in report order.
-AREAS = ("cluster", "backend", "permissions", "storage", "secrets", "gpus", "serving", "endpoints")
+AREAS = ("cluster", "launcher", "permissions", "storage", "secrets", "gpus", "serving", "endpoints")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,12 +17,12 @@ from pipelines.doctor.secret_mounts import check_secrets
 from pipelines.doctor.serving import check_serving
 from pipelines.doctor.storage import check_storage
 from pipelines.doctor.trainer_api import check_trainer_api
-from pipelines.doctor.training import check_backend, check_permissions
+from pipelines.doctor.training import check_launcher, check_permissions
 
 
 def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
     """Checks 1-6, in order; the launcher check 1 resolves decides what 2 and 5 look at."""
-    checks, launcher = check_backend(cluster, values)
+    checks, launcher = check_launcher(cluster, values)
     if all(check.status != "FAIL" for check in checks):  # the TrainJob API of a served Trainer
         checks += check_trainer_api(cluster, values, launcher)
     checks += check_permissions(cluster, values, launcher)

@@ -77,20 +77,20 @@ def image_check(cluster: Cluster, values: RunValues) -> tuple[Check, str]:
         name = runtime_name_of(str(values.get(keys.RUNTIME_NAME) or ""), str(values.get(keys.BACKEND) or ""))
         kind = str(values.get(keys.RUNTIME_KIND))
         if kind not in RUNTIME_PLURALS:
-            return ok("backend", f"runtime kind {kind!r} is not a runtime kind: no image to name"), ""
+            return ok("launcher", f"runtime kind {kind!r} is not a runtime kind: no image to name"), ""
         namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
         try:
             runtime = cluster.training_runtime(name, kind, namespace)
         except (Forbidden, ApiUnavailable) as error:
-            return ok("backend", f"the runtime's image is unknown: {kind} {name!r} cannot be read ({error})"), ""
+            return ok("launcher", f"the runtime's image is unknown: {kind} {name!r} cannot be read ({error})"), ""
         if runtime is None:
-            return ok("backend", f"the runtime's image is unknown: {kind} {name!r} does not exist"), ""
+            return ok("launcher", f"the runtime's image is unknown: {kind} {name!r} does not exist"), ""
         image, source = runtime_image(runtime), f"{kind} {name!r}"
         if not image:
-            return ok("backend", f"{source} names no image for its trainer container 'node'"), ""
+            return ok("launcher", f"{source} names no image for its trainer container 'node'"), ""
     release, hub = KNOWN_IMAGES.get(image, ("", ""))
     carries = f" ({release}'s image: Training Hub {hub})" if hub else ""
-    return ok("backend", f"training pods run {image} (from {source}){carries}"), hub
+    return ok("launcher", f"training pods run {image} (from {source}){carries}"), hub
 
 
 def check_trainer_api(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
@@ -100,13 +100,13 @@ def check_trainer_api(cluster: Cluster, values: RunValues, launcher: str) -> lis
     try:
         served = discover_trainjob_api(cluster.api)
     except JobError as error:  # (discovery turns refusals into an assumption; this is a bug's safety net)
-        return [warn("backend", f"could not learn the TrainJob API: {error}", "check the API server")]
+        return [warn("launcher", f"could not learn the TrainJob API: {error}", "check the API server")]
     image_line, hub = image_check(cluster, values)
     what = f"{served.describe()}: {served.consequences()}; {jit_checkpoints(served, hub)}"
     if served.discovered:
-        return [ok("backend", f"{what} (OpenAPI v3 discovery)"), image_line]
+        return [ok("launcher", f"{what} (OpenAPI v3 discovery)"), image_line]
     remedy = (
         "the training step makes the same assumption and a Strict create corrects it once; to let it ask, allow GET "
         "on /openapi/v3/* (the system:discovery ClusterRole)"
     )
-    return [warn("backend", f"{what} ({served.source})", remedy), image_line]
+    return [warn("launcher", f"{what} ({served.source})", remedy), image_line]

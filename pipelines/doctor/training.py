@@ -1,6 +1,6 @@
-"""Checks 1 and 2: the training backend the run will launch on, and the permissions the training step needs.
+"""Checks 1 and 2: the launcher (and runtime) the run will train with, and the permissions the training step needs.
 
-Backend: the same discovery and runtime lookup the training step's ``auto`` launcher uses
+Launcher: the same discovery and runtime lookup the training step's ``auto`` launcher uses
 (:mod:`components.training.finetuning.cluster.launchers`). Permissions: every rule of ``rbac.yaml`` (the one list
 of what the training step calls) that applies to the resolved launcher, asked of the API with a
 ``SelfSubjectAccessReview``.
@@ -73,7 +73,7 @@ def _launcher_groups(launcher: str) -> set[str]:
     return {TRAINJOB: {trainjob.API_GROUP}, PYTORCHJOB: {pytorchjob.API_GROUP}}.get(launcher, set())
 
 
-def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str]:
+def check_launcher(cluster: Cluster, values: RunValues) -> tuple[list[Check], str]:
     """Check 1: the launcher's CRDs are served and the referenced runtime exists; returns the resolved launcher.
 
     The launcher ``auto`` resolves as the training step resolves it: ``trainjob`` when Kubeflow Trainer serves
@@ -87,11 +87,10 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
     setting = values.label(keys.LAUNCHER)
     if launcher not in (AUTO, TRAINJOB, PYTORCHJOB, LOCAL):
         remedy = f"set {setting} to one of {AUTO}, {TRAINJOB}, {PYTORCHJOB}, {LOCAL}"
-        return [fail("backend", f"launcher {launcher!r} is not a launcher", remedy)], TRAINJOB
+        return [fail("launcher", f"launcher {launcher!r} is not a launcher", remedy)], TRAINJOB
     if launcher == LOCAL:
-        return [
-            ok("backend", "launcher 'local': training runs in the pipeline step's pod (CPU); no backend needed")
-        ], LOCAL
+        what = "launcher 'local': training runs in the pipeline step's pod (CPU); no Trainer nor Operator needed"
+        return [ok("launcher", what)], LOCAL
     # The runtime the step references: training_runtime_name, else the backend's (torch-distributed for transformers).
     runtime_name = runtime_name_of(str(values.get(keys.RUNTIME_NAME) or ""), str(values.get(keys.BACKEND) or ""))
     runtime_kind = str(values.get(keys.RUNTIME_KIND))
@@ -101,7 +100,7 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
     runtime_setting = f"{values.label(keys.RUNTIME_NAME)} / {values.label(keys.RUNTIME_KIND)}"
     if runtime_kind not in RUNTIME_PLURALS:
         remedy = f"set {values.label(keys.RUNTIME_KIND)} to one of {sorted(RUNTIME_PLURALS)}"
-        return [fail("backend", f"runtime kind {runtime_kind!r} is not a training runtime kind", remedy)], launcher
+        return [fail("launcher", f"runtime kind {runtime_kind!r} is not a training runtime kind", remedy)], launcher
     try:
         trainer_served = launcher != PYTORCHJOB and all(
             discovery.resource_served(cluster.api, trainer[0], trainer[1], plural)
@@ -110,18 +109,18 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
         runtime = launchers.runtime_state(cluster.api, runtime_name, runtime_kind, namespace) if trainer_served else ""
         operator_served = launcher != TRAINJOB and discovery.resource_served(cluster.api, *operator)
     except (JobError, ApiUnavailable) as error:
-        return [warn("backend", f"could not discover the training APIs: {error}", "check the API server")], launcher
+        return [warn("launcher", f"could not discover the training APIs: {error}", "check the API server")], launcher
     trainer_crds = f"Kubeflow Trainer v2 CRDs ({trainer[2]}, {RUNTIME_PLURALS[runtime_kind]}.{trainer[0]})"
     operator_crd = f"PyTorchJob CRD ({operator[2]}.{operator[0]}/{operator[1]})"
     runtime_what = f"{runtime_kind} {runtime_name!r}"
     if launcher == PYTORCHJOB:
         if operator_served:
-            return [ok("backend", f"launcher 'pytorchjob': {operator_crd} is served")], PYTORCHJOB
+            return [ok("launcher", f"launcher 'pytorchjob': {operator_crd} is served")], PYTORCHJOB
         remedy = f"install the Kubeflow Training Operator v1, or set {setting} to trainjob or auto"
-        return [fail("backend", f"launcher 'pytorchjob': {operator_crd} is not served", remedy)], PYTORCHJOB
+        return [fail("launcher", f"launcher 'pytorchjob': {operator_crd} is not served", remedy)], PYTORCHJOB
     if trainer_served and runtime in ("found", "forbidden"):
         note = "exists" if runtime == "found" else "exists or cannot be read (forbidden; see the permissions lines)"
-        return [ok("backend", f"launcher {launcher!r}: {trainer_crds} are served and {runtime_what} {note}")], TRAINJOB
+        return [ok("launcher", f"launcher {launcher!r}: {trainer_crds} are served and {runtime_what} {note}")], TRAINJOB
     if not trainer_served:
         problem = f"{trainer_crds} are not served"
         remedy = "enable Kubeflow Trainer (OpenShift AI: the trainer component of the DataScienceCluster)"
@@ -134,12 +133,12 @@ def check_backend(cluster: Cluster, values: RunValues) -> tuple[list[Check], str
         if not image:
             remedy = f"{remedy}; or set {values.label(keys.TRAINING_IMAGE)} (a PyTorchJob needs an image)"
             return [
-                fail("backend", fallback + f", but {values.label(keys.TRAINING_IMAGE)} is empty", remedy)
+                fail("launcher", fallback + f", but {values.label(keys.TRAINING_IMAGE)} is empty", remedy)
             ], PYTORCHJOB
-        return [warn("backend", fallback, remedy)], PYTORCHJOB
+        return [warn("launcher", fallback, remedy)], PYTORCHJOB
     if launcher == AUTO:
         remedy += f"; or install the Training Operator v1 (PyTorchJob), or set {setting} to local for a CPU run"
-    return [fail("backend", f"launcher {launcher!r}: {problem}", remedy)], TRAINJOB
+    return [fail("launcher", f"launcher {launcher!r}: {problem}", remedy)], TRAINJOB
 
 
 def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
