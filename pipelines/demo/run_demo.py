@@ -1,10 +1,10 @@
 """``kfp-finetune demo``: a whole fine-tuning pipeline, locally, on the tiny model and the shipped demo data.
 
 The pipeline is the expert flavor of the chosen algorithm, run by ``kfp.local`` (subprocess runner, this
-environment) with ``backend="local"`` (in-process CPU training): download/validate → evaluate the base model → train →
-evaluate the fine-tuned model against the base model (the held-out split, and the demo's local ``general_sentences``
-task standing in for general ability) → register (skipped unless a registry address is given). The story ends with
-base → fine-tuned deltas and whether the model forgot what the base model could do.
+environment) with ``training_launcher="local"`` (in-process CPU training): download/validate → evaluate the base
+model → train → evaluate the fine-tuned model against the base model (the held-out split, and the demo's local
+``general_sentences`` task standing in for general ability) → register (skipped unless a registry address is given).
+The story ends with base → fine-tuned deltas and whether the model forgot what the base model could do.
 
 The terminal shows a short story (:mod:`pipelines.demo.story`); the tasks' whole output goes to
 ``<output-dir>/demo.log``. The run's scratch files (``kfp.local``'s ``mktemp`` folders, the workspace) live under the

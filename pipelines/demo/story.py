@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-#: A training step line of ``train_model`` (local backend): ``step 12/360 epoch 0.27 loss 4.7948 lr 0.003``.
+#: A training step line of ``train_model`` (local launcher): ``step 12/360 epoch 0.27 loss 4.7948 lr 0.003``.
 STEP_LINE = re.compile(r"^step (?P<step>\d+)/(?P<total>\d+) .*?loss (?P<loss>[-+0-9.eE]+|nan|inf)")
 #: How many of a task's last output lines are kept to find its error.
 KEPT_TASK_LINES = 400
