@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from components.training.finetuning.config import TrainingConfigError
-from components.training.finetuning.local import trainer as local_backend
+from components.training.finetuning.local import trainer as local_trainer
 from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.run import validate_request
 from tests.harness.requests import train_model_request, training_config
@@ -35,7 +35,7 @@ def test_local_training_is_the_same_with_and_without_checkpointing(
         config = training_config(
             base_model=str(tiny_model_dir), algorithm=algorithm, gradient_checkpointing=enabled, **FAST, **extra
         )
-        result = local_backend.train_locally(config, demo_dataset_path, tmp_path / str(enabled), log=lambda _: None)
+        result = local_trainer.train_locally(config, demo_dataset_path, tmp_path / str(enabled), log=lambda _: None)
         losses[enabled] = [record["loss"] for record in result.records]
     assert len(losses[True]) == 3 and trained_with == [True, False]
     assert losses[True] == pytest.approx(losses[False], rel=1e-5)

@@ -23,7 +23,7 @@ from components.training.finetuning.hf_trainer.preemption import (
     read_marker,
     sigterm_flag,
 )
-from components.training.finetuning.local import trainer as local_backend
+from components.training.finetuning.local import trainer as local_trainer
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 TOTAL_STEPS = 400
@@ -175,7 +175,7 @@ def test_a_failing_save_leaves_nothing_behind_and_old_checkpoints_are_pruned(tmp
 
 def test_finds_the_local_launchers_epoch_checkpoints_like_it_does(tmp_path):
     """The local launcher's older ``epoch_<e>`` checkpoints (same marker) are found too, so they still resume."""
-    root = tmp_path / local_backend.CHECKPOINTS_DIR
+    root = tmp_path / local_trainer.CHECKPOINTS_DIR
     for epoch, step, complete in ((0, 12, True), (1, 24, True), (2, 36, False)):
         directory = root / f"epoch_{epoch}"
         directory.mkdir(parents=True)

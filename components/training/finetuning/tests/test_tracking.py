@@ -201,7 +201,7 @@ def test_rank_rules_and_record_rules():
 @pytest.mark.slow
 def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, demo_dataset_path, tmp_path):
     """The records the local launcher really writes (and its hyper-parameters) go through unchanged."""
-    from components.training.finetuning.local import trainer as local_backend
+    from components.training.finetuning.local import trainer as local_trainer
     from tests.harness.requests import training_config
 
     config = training_config(
@@ -212,10 +212,10 @@ def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, d
         max_steps=3,
         num_epochs=1,
     )
-    result = local_backend.train_locally(config, demo_dataset_path, tmp_path / "out", log=lambda line: None)
+    result = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "out", log=lambda line: None)
     with MlflowLogger(store, run_key="run-1/train-model", log=Log()) as logger:
         logger.log_params(config.hyperparameters())
-        for record in local_backend_records(result.metrics_path):
+        for record in local_trainer_records(result.metrics_path):
             logger.log_step(record)
         logger.log_model_location(str(result.final_model_dir))
     run = _client(store).get_run(logger.run_id)
@@ -226,7 +226,7 @@ def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, d
     ]
 
 
-def local_backend_records(path):
+def local_trainer_records(path):
     from components.training.finetuning.pod import metrics
 
     return metrics.read_metrics(path)

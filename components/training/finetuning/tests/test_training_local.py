@@ -14,7 +14,7 @@ import torch
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.hf_trainer import data as local_data
 from components.training.finetuning.hf_trainer import osft, preemption, training
-from components.training.finetuning.local import trainer as local_backend
+from components.training.finetuning.local import trainer as local_trainer
 from tests.harness.requests import training_config
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def _generate(model_dir: Path) -> str:
 )
 def test_algorithm_trains_reloads_and_generates(algorithm, overrides, tiny_model_dir, demo_dataset_path, tmp_path):
     config = _config(tiny_model_dir, algorithm=algorithm, **overrides)
-    result = local_backend.train_locally(config, demo_dataset_path, tmp_path / "out", log=_quiet)
+    result = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "out", log=_quiet)
     losses = [record["loss"] for record in result.records]
     assert len(losses) == 12 and [r["step"] for r in result.records] == list(range(1, 13))
     # Loss goes down (LoRA less: on a random-init base it cannot move the tied embeddings).
@@ -79,9 +79,9 @@ def test_algorithm_trains_reloads_and_generates(algorithm, overrides, tiny_model
 
 def test_seeded_runs_repeat_exactly_and_seed_matters(tiny_model_dir, demo_dataset_path, tmp_path):
     config = _config(tiny_model_dir, max_steps=4)
-    first = local_backend.train_locally(config, demo_dataset_path, tmp_path / "a", log=_quiet)
-    again = local_backend.train_locally(config, demo_dataset_path, tmp_path / "b", log=_quiet)
-    other = local_backend.train_locally(
+    first = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "a", log=_quiet)
+    again = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "b", log=_quiet)
+    other = local_trainer.train_locally(
         _config(tiny_model_dir, max_steps=4, seed=7), demo_dataset_path, tmp_path / "c", log=_quiet
     )
     assert [r["loss"] for r in first.records] == [r["loss"] for r in again.records]
@@ -93,17 +93,17 @@ def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_d
     data = tmp_path / "train.jsonl"
     data.write_text("\n".join(rows) + "\n")
     settings = {"num_epochs": 2, "checkpoint_at_epoch": True, "max_steps": 0}
-    straight = local_backend.train_locally(_config(tiny_model_dir, **settings), data, tmp_path / "straight", log=_quiet)
+    straight = local_trainer.train_locally(_config(tiny_model_dir, **settings), data, tmp_path / "straight", log=_quiet)
     # A run interrupted in epoch 2: epoch 0's checkpoint is complete, epoch 1's was never finished.
     out = tmp_path / "resumed"
-    local_backend.train_locally(
+    local_trainer.train_locally(
         _config(tiny_model_dir, num_epochs=1, checkpoint_at_epoch=True, max_steps=0), data, out, log=_quiet
     )
     (out / "checkpoints" / "epoch_1").mkdir()  # half-written: no done.json
     with (out / "metrics.jsonl").open("a") as handle:
         handle.write(json.dumps({"step": 5, "loss": 123.0}) + "\n")  # a step logged after the checkpoint
     lines = []
-    resumed = local_backend.train_locally(_config(tiny_model_dir, **settings), data, out, log=lines.append)
+    resumed = local_trainer.train_locally(_config(tiny_model_dir, **settings), data, out, log=lines.append)
     assert resumed.resumed_from == out / "checkpoints" / "step_000000004"  # the end of epoch 0
     assert any(line.startswith("resuming from") for line in lines)
     assert [r["step"] for r in resumed.records] == list(range(1, 9))
@@ -117,12 +117,12 @@ CHILD = textwrap.dedent(
     import json, sys
     import torch
     from pathlib import Path
-    from components.training.finetuning.local import trainer as local_backend
+    from components.training.finetuning.local import trainer as local_trainer
     from tests.harness.requests import training_config
 
     torch.set_num_threads(1)
     config = training_config(**json.loads(sys.argv[1]))
-    local_backend.train_locally(config, Path(sys.argv[2]), Path(sys.argv[3]), log=lambda line: print(line, flush=True))
+    local_trainer.train_locally(config, Path(sys.argv[2]), Path(sys.argv[3]), log=lambda line: print(line, flush=True))
     print("finished", flush=True)
     """
 )
@@ -136,7 +136,7 @@ def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
     data.write_text("\n".join(rows) + "\n")
     settings = {**FAST, "num_epochs": 2, "max_steps": 0, "checkpoint_interval_steps": 3}
     seen = []
-    straight = local_backend.train_locally(
+    straight = local_trainer.train_locally(
         _config(tiny_model_dir, **settings), data, tmp_path / "straight", log=_quiet, on_step=seen.append
     )
     assert seen == straight.records and [r["step"] for r in seen] == list(range(1, 9))
@@ -160,14 +160,14 @@ def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
     lines += rest.splitlines()
     assert child.returncode == preemption.SIGTERM_EXIT_CODE, lines
     assert "finished" not in lines and any(line.startswith("SIGTERM: checkpoint saved") for line in lines)
-    checkpoint = preemption.newest_complete_checkpoint(out / local_backend.CHECKPOINTS_DIR)
+    checkpoint = preemption.newest_complete_checkpoint(out / local_trainer.CHECKPOINTS_DIR)
     marker = preemption.read_marker(checkpoint)
     # Saved at the end of the step the signal interrupted (5, or 6 if it landed during step 6), mid epoch 1.
     assert marker["step"] in (5, 6) and marker["epoch"] == 1 and marker["offset"] == 16 * (marker["step"] - 4)
-    assert not (out / local_backend.FINAL_DIR).exists()
+    assert not (out / local_trainer.FINAL_DIR).exists()
 
     log = []
-    resumed = local_backend.train_locally(_config(tiny_model_dir, **settings), data, out, log=log.append)
+    resumed = local_trainer.train_locally(_config(tiny_model_dir, **settings), data, out, log=log.append)
     assert resumed.resumed_from == checkpoint and log[0].startswith(f"resuming from {checkpoint}")
     assert [r["step"] for r in resumed.records] == list(range(1, 9))
     assert [r["loss"] for r in resumed.records] == pytest.approx([r["loss"] for r in straight.records], rel=1e-5)
@@ -180,7 +180,7 @@ def test_accumulating_micro_batches_makes_the_same_steps_as_one_pass(tiny_model_
     accumulated = _config(tiny_model_dir, max_steps=3, max_seq_len=40, max_tokens_per_gpu=40)
     assert training.batch_shape(accumulated, 1, 39) == (1, 16) and training.batch_shape(one_pass, 1, 39) == (16, 1)
     runs = [
-        local_backend.train_locally(config, demo_dataset_path, tmp_path / str(index), log=_quiet)
+        local_trainer.train_locally(config, demo_dataset_path, tmp_path / str(index), log=_quiet)
         for index, config in enumerate((one_pass, accumulated))
     ]
     assert [r["loss"] for r in runs[1].records] == pytest.approx([r["loss"] for r in runs[0].records], rel=1e-5)
@@ -231,10 +231,10 @@ def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
     too_long = [{"role": "user", "content": "hi " * 400}, {"role": "assistant", "content": "ok"}]
     data.write_text(json.dumps({"messages": too_long}) + "\n")
     with pytest.raises(local_data.LocalTrainingError, match="none of 1 samples is trainable"):
-        local_backend.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
+        local_trainer.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
     data.write_text(json.dumps({"messages": too_long[:1]}) + "\n")  # the chat format refuses it first
     with pytest.raises(ValueError, match=r"train.jsonl:1 \[no_assistant_turn\]"):
-        local_backend.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
+        local_trainer.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
 
 
 def test_assistant_only_labels(tiny_model_dir):
@@ -284,7 +284,7 @@ def test_osft_training_leaves_the_frozen_subspace_unchanged(tiny_model_dir, demo
 
     ratio = 0.25
     config = _config(tiny_model_dir, algorithm="osft", unfreeze_rank_ratio=ratio)
-    result = local_backend.train_locally(config, demo_dataset_path, tmp_path / "out", log=_quiet)
+    result = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "out", log=_quiet)
     original = load_file(tiny_model_dir / "model.safetensors")
     trained = load_file(result.final_model_dir / "model.safetensors")
     checked = 0
