@@ -921,6 +921,10 @@ def running_kube_api(generation: str = UPSTREAM_2_3) -> Iterator[KubeApi]:
     """
     if generation not in GENERATIONS:
         raise ValueError(f"generation={generation!r}: must be one of {sorted(GENERATIONS)}")
+    for plural in ("trainjobs", *kube_schema.OTHER_CRDS):
+        # The CRDs are loaded before the first request, as an API server has them: parsed inside the first create,
+        # they cost it ~0.1 s (several times that under CPU load), past the 0.2 s read timeouts of the outage tests.
+        kube_schema.schema_for(plural, generation)
     ready = threading.Event()
     state: dict[str, Any] = {}
 

@@ -208,18 +208,37 @@ def validate_dataset_uri(uri: str, **arguments: Any) -> Any:
     return validate.validate_dataset_uri(uri, **{**values, **arguments})
 
 
-def run_job(api_client: Any, manifest: Any, **options: Any) -> Any:
-    """``cluster.runner.run_job`` as ``train_model`` calls it, at the component's defaults unless ``options`` say.
+def job_settings(**options: Any) -> Any:
+    """``cluster.state.JobSettings`` as ``train_model`` builds it, at the component's defaults unless ``options`` say.
 
-    ``run_job`` has no default for ``cleanup_policy`` or ``api_outage_tolerance_seconds`` (``train_model``'s request
-    always passes them); tests not about those take them from the component's signature here.
+    ``options`` are fields of ``JobSettings`` (``metrics``, ``launcher_pod``, ``log``, ``clock``, ``sleep``) or of its
+    ``Deadlines``, ``JobPolicy`` and ``ApiOptions`` groups (e.g. ``timeout_seconds``, ``use_watch``), each given to
+    the group that has it. The fields that are ``training_*`` component parameters (``cleanup_policy``,
+    ``timeout_seconds`` & co) default to the component's, the others to their own.
     """
     from components.training.finetuning import train_model
-    from components.training.finetuning.cluster.runner import run_job as run
+    from components.training.finetuning.cluster.state import ApiOptions, Deadlines, JobPolicy, JobSettings
 
     defaults = component_defaults(train_model)
-    settings = {
-        "cleanup_policy": defaults["training_cleanup_policy"],
-        "api_outage_tolerance_seconds": defaults["training_api_outage_tolerance_seconds"],
-    }
-    return run(api_client, manifest, **{**settings, **options})
+    groups = {"deadlines": Deadlines, "policy": JobPolicy, "api": ApiOptions}
+    values = {group: {} for group in groups}
+    for name, parameter in defaults.items():
+        field = name.removeprefix("training_")
+        for group, cls in groups.items():
+            if name.startswith("training_") and field in {f.name for f in dataclasses.fields(cls)}:
+                values[group][field] = parameter
+    top = {}
+    for name, value in options.items():
+        owner = [group for group, cls in groups.items() if name in {f.name for f in dataclasses.fields(cls)}]
+        if owner:
+            values[owner[0]][name] = value
+        else:
+            top[name] = value
+    return JobSettings(**{group: groups[group](**values[group]) for group in groups}, **top)
+
+
+def run_job(api_client: Any, manifest: Any, **options: Any) -> Any:
+    """``cluster.runner.run_job`` with the settings :func:`job_settings` builds from ``options``."""
+    from components.training.finetuning.cluster.runner import run_job as run
+
+    return run(api_client, manifest, job_settings(**options))

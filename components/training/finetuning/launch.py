@@ -89,12 +89,12 @@ def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None
     log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
 
 
-def discover(api_client: Any, log: Any, options: Mapping[str, Any]) -> TrainJobApi:
+def discover(api_client: Any, log: Any) -> TrainJobApi:
     """The TrainJob API the cluster serves (:func:`.cluster.discovery.discover_trainjob_api`), logged in one line."""
     from components.training.finetuning.cluster.api import Api
     from components.training.finetuning.cluster.discovery import discover_trainjob_api, discovery_line
 
-    api = Api(api_client, options.get("sleep", time.sleep), log, 3, clock=options.get("clock"))
+    api = Api(api_client, time.sleep, log, 3)
     served = discover_trainjob_api(api)
     log(discovery_line(served))
     return served
@@ -120,12 +120,19 @@ def run_cluster_job(
         model_path: The base model staged on the workspace (an ``oci://`` pull), or ``None``.
         model_facts: Facts about the staged base model, for the model's metadata.
         log: Progress sink.
-        options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
+        options: Keyword arguments of :class:`.cluster.state.ApiOptions` (e.g. ``poll_interval_seconds``).
     """
     from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
-    from components.training.finetuning.cluster.state import cancel_budget
+    from components.training.finetuning.cluster.state import (
+        ApiOptions,
+        Deadlines,
+        JobPolicy,
+        JobSettings,
+        MetricsSource,
+        cancel_budget,
+    )
 
     request = plan.request
     transformers = plan.config.backend == TRANSFORMERS_BACKEND
@@ -136,32 +143,39 @@ def run_cluster_job(
         log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
-    served = discover(api_client, log, options) if job_launcher == "trainjob" else TRAINER_2_3
+    served = discover(api_client, log) if job_launcher == "trainjob" else TRAINER_2_3
     ckpt_dir = plan.run_dir / CKPT_OUTPUT_DIR
     epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
+    deadlines = Deadlines(
+        start_timeout_seconds=request.training_start_timeout_seconds,
+        timeout_seconds=request.training_timeout_seconds,
+        api_outage_tolerance_seconds=request.training_api_outage_tolerance_seconds,
+        timeout_counts_paused_time=request.training_timeout_counts_paused_time,
+        cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
+    )
+    metrics = MetricsSource(
+        file=str(ckpt_dir / metrics_name), normalizer=lambda raw: metrics_module.normalize_records(raw, epochs)
+    )
 
     def submit(api: TrainJobApi) -> dict[str, Any]:
         manifest = build_job_manifest(
             job_launcher, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner, api
         )
         log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{manifest['metadata']['name']}")
-        run_job(
-            api_client,
-            manifest,
-            start_timeout_seconds=request.training_start_timeout_seconds,
-            timeout_seconds=request.training_timeout_seconds,
+        policy = JobPolicy(
             cleanup_policy=request.training_cleanup_policy,
             delete_on_success=request.training_delete_on_success,
-            metrics_file=str(ckpt_dir / metrics_name),
-            metrics_normalizer=lambda raw: metrics_module.normalize_records(raw, epochs),
-            log=log,
-            timeout_counts_paused_time=request.training_timeout_counts_paused_time,
-            api_outage_tolerance_seconds=request.training_api_outage_tolerance_seconds,
-            cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
-            launcher_pod=(launcher.namespace, launcher.name),
             active_deadline_served=api.active_deadline,
-            **options,
         )
+        settings = JobSettings(
+            deadlines,
+            policy,
+            ApiOptions(**options),
+            metrics,
+            launcher_pod=(launcher.namespace, launcher.name),
+            log=log,
+        )
+        run_job(api_client, manifest, settings)
         return manifest
 
     started = time.perf_counter()

@@ -43,7 +43,7 @@ from components._common.artifacts import find_artifact_file
 from components._common.files import write_text_atomically
 from components._common.masking import masked
 from components.training.finetuning import tracking, transformers_backend
-from components.training.finetuning.cluster.lifecycle import CLEANUP_POLICIES
+from components.training.finetuning.cluster.state import CLEANUP_POLICIES
 from components.training.finetuning.config import (
     CLUSTER_LAUNCHERS,
     LAUNCHERS,
@@ -198,7 +198,7 @@ def run_train_model(
         report: ``Output[HTML]``: loss curve, hyper-parameters, TrainJob name.
         api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); cluster launchers only.
         log: Progress sink.
-        job_options: Extra keyword arguments of :func:`.cluster.runner.run_job` (e.g. ``poll_interval_seconds``).
+        job_options: Keyword arguments of :class:`.cluster.state.ApiOptions` (e.g. ``poll_interval_seconds``).
 
     Returns:
         The run's outcome.

@@ -18,7 +18,7 @@ from components.training.finetuning.cluster.job_client import JobClient, uid_of
 from components.training.finetuning.cluster.job_kinds import queue_name
 from components.training.finetuning.cluster.outage import through_outage
 from components.training.finetuning.cluster.progress import format_duration, progress_line
-from components.training.finetuning.cluster.state import FollowSettings, JobState, paused_seconds, run_deadline
+from components.training.finetuning.cluster.state import JobSettings, JobState, paused_seconds, run_deadline
 from components.training.finetuning.pod import progress_server
 
 #: Optional reads (pods while waiting) are tried once per poll: the next poll is their retry.
@@ -26,7 +26,7 @@ ONE_TRY = RetryPolicy(attempts=1)
 _PODS_UNREADABLE = "pods unreadable"
 
 
-def follow(client: JobClient, state: JobState, settings: FollowSettings) -> str:
+def follow(client: JobClient, state: JobState, settings: JobSettings) -> str:
     """Follows the job until it completes, fails, is deleted or a timeout expires; returns the outcome.
 
     Returns:
@@ -46,15 +46,16 @@ def follow(client: JobClient, state: JobState, settings: FollowSettings) -> str:
         report(client, state, state.last_phase)
         elapsed = settings.clock() - state.started_at - paused_seconds(state, settings)
         start_elapsed = settings.clock() - state.start_clock_at
-        if settings.timeout and elapsed >= settings.timeout:
+        deadlines = settings.deadlines
+        if deadlines.timeout_seconds and elapsed >= deadlines.timeout_seconds:
             return "Timeout"
-        if not state.started and settings.start_timeout and start_elapsed >= settings.start_timeout:
+        if not state.started and deadlines.start_timeout_seconds and start_elapsed >= deadlines.start_timeout_seconds:
             return "StartTimeout"
-        window = settings.poll_interval
-        clock_stopped = paused and not settings.timeout_counts_paused_time  # no deadline comes closer while paused
+        window = settings.api.poll_interval_seconds
+        clock_stopped = paused and not deadlines.timeout_counts_paused_time  # no deadline comes closer while paused
         for limit, spent in (
-            (settings.timeout, elapsed),
-            (0 if state.started else settings.start_timeout, start_elapsed),
+            (deadlines.timeout_seconds, elapsed),
+            (0 if state.started else deadlines.start_timeout_seconds, start_elapsed),
         ):
             if limit and not clock_stopped:
                 window = min(window, max(limit - spent, 0.001))
@@ -86,7 +87,7 @@ def replaced(client: JobClient, state: JobState, job: dict[str, Any]) -> bool:
     return True
 
 
-def observe_queue(client: JobClient, state: JobState, settings: FollowSettings) -> None:
+def observe_queue(client: JobClient, state: JobState, settings: JobSettings) -> None:
     """Logs a Kueue-queued job's state when it changes; while Kueue holds it suspended the start timeout waits."""
     queue = queue_name(state.job or {})
     if not queue:
@@ -101,13 +102,13 @@ def observe_queue(client: JobClient, state: JobState, settings: FollowSettings) 
         client.say(f"Kueue LocalQueue {queue!r}: " + (waiting if suspended else "admitted"))
 
 
-def note_pause(client: JobClient, state: JobState, settings: FollowSettings, phase: str) -> bool:
+def note_pause(client: JobClient, state: JobState, settings: JobSettings, phase: str) -> bool:
     """Whether a started job is paused now (a user suspended it); logs when a pause begins and ends (one line each)."""
     paused = state.started and (phase == "Suspended" or client.kind.is_suspended(state.job or {}))
     now = settings.clock()
     if paused and state.paused_since is None:
         state.paused_since = now
-        counted = "counts" if settings.timeout_counts_paused_time else "does not count"
+        counted = "counts" if settings.deadlines.timeout_counts_paused_time else "does not count"
         client.say(
             "paused: the job was suspended (its pods stop after a just-in-time checkpoint); waiting for it to be "
             f"resumed (the pause {counted} against timeout_seconds)"
@@ -119,13 +120,16 @@ def note_pause(client: JobClient, state: JobState, settings: FollowSettings, pha
     return paused
 
 
-def optional_pods(client: JobClient, state: JobState, settings: FollowSettings) -> list[dict[str, Any]]:
+def optional_pods(client: JobClient, state: JobState, settings: JobSettings) -> list[dict[str, Any]]:
     """The job's pods, an optional read: one try, within a poll interval; a failure only costs the diagnosis.
 
     Following needs only the job's own status: a refusal (403), an error or no answer logs one warning (once per run)
     and returns ``[]``, so the loop reads the job again on time and never ends or abandons the job for its pods.
     """
-    cap = Deadline(settings.clock() + settings.poll_interval, f"poll_interval_seconds={settings.poll_interval:g}")
+    cap = Deadline(
+        settings.clock() + settings.api.poll_interval_seconds,
+        f"poll_interval_seconds={settings.api.poll_interval_seconds:g}",
+    )
     own = run_deadline(state, settings)
     deadline = cap if own is None or cap.at < own.at else own  # a slow answer never delays the next read of the job
     try:
@@ -140,7 +144,7 @@ def optional_pods(client: JobClient, state: JobState, settings: FollowSettings) 
         return []
 
 
-def check_started(client: JobClient, state: JobState, settings: FollowSettings, phase: str) -> bool:
+def check_started(client: JobClient, state: JobState, settings: JobSettings, phase: str) -> bool:
     """Whether training has started (the job's status, the metrics file, a pod running).
 
     Logs pod problems once each while waiting (pods are an optional read: :func:`optional_pods`).
@@ -170,15 +174,13 @@ def report(client: JobClient, state: JobState, phase: str) -> None:
         client.say(line)
 
 
-def wait_for_change(
-    client: JobClient, state: JobState, settings: FollowSettings, window: float
-) -> dict[str, Any] | None:
+def wait_for_change(client: JobClient, state: JobState, settings: JobSettings, window: float) -> dict[str, Any] | None:
     """Waits up to ``window`` seconds (one watch request, or one sleep + GET); returns the job's newest state.
 
     Returns:
         The job (unchanged when a watch saw nothing), or ``None`` when it was deleted.
     """
-    if not settings.use_watch:
+    if not settings.api.use_watch:
         settings.sleep(window)
         return through_outage(client, state, settings, lambda retry: client.get_job(retry))
     began = settings.clock()

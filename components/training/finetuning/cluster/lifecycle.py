@@ -27,9 +27,8 @@ from components.training.finetuning.cluster.job_client import CreateRejected, Jo
 from components.training.finetuning.cluster.job_kinds import owned_by, queue_name
 from components.training.finetuning.cluster.outage import find_job_command, through_outage
 from components.training.finetuning.cluster.signals import signals_ignored
-from components.training.finetuning.cluster.state import FollowSettings, JobState
+from components.training.finetuning.cluster.state import JobSettings, JobState
 
-CLEANUP_POLICIES = ("delete", "keep", "suspend")
 #: Pods whose failed containers' log tails go into a diagnosis.
 _MAX_LOGGED_PODS = 2
 
@@ -67,7 +66,7 @@ def append_note(error: BaseException, note: str) -> None:
         error.add_note(note)
 
 
-def submit(client: JobClient, state: JobState, settings: FollowSettings) -> None:
+def submit(client: JobClient, state: JobState, settings: JobSettings) -> None:
     """Creates the job, or re-attaches to this run/task's existing one (``state.job`` holds it after).
 
     The create rides out an API outage until the start timeout; a 409 for a job that then reads 404 (one being
@@ -75,7 +74,7 @@ def submit(client: JobClient, state: JobState, settings: FollowSettings) -> None
     (``deletionTimestamp``) is waited for until the deadline.
     """
     kind, what = client.kind.kind, f"creating {client.kind.kind} {client.namespace}/{client.name}"
-    deadline = settings.clock() + max(settings.start_timeout, 60.0)
+    deadline = settings.clock() + max(settings.deadlines.start_timeout_seconds, 60.0)
 
     def create_or_read() -> tuple[dict[str, Any], bool]:
         return through_outage(
@@ -118,7 +117,7 @@ def submit(client: JobClient, state: JobState, settings: FollowSettings) -> None
             if settings.clock() > deadline:
                 raise JobError(f"{kind} {client.namespace}/{client.name} is still being deleted; retry later")
             client.say(f"a previous attempt's {kind} is being deleted; waiting to create a new one")
-            settings.sleep(settings.poll_interval)
+            settings.sleep(settings.api.poll_interval_seconds)
             continue
         reattach(client, state, existing)
         return
@@ -141,7 +140,7 @@ def reattach(client: JobClient, state: JobState, existing: dict[str, Any]) -> No
             state.job = client.patch_job(client.kind.suspend_patch(False), "resuming", state.uid)
 
 
-def diagnose(client: JobClient, state: JobState, settings: FollowSettings, outcome: str) -> Diagnosis:
+def diagnose(client: JobClient, state: JobState, settings: JobSettings, outcome: str) -> Diagnosis:
     """Collects conditions, pods, events and failed containers' log tails into a diagnosis (never raises)."""
     job = state.job or {"metadata": {"name": client.name, "namespace": client.namespace}}
     pods: list[dict[str, Any]] = []
@@ -159,7 +158,7 @@ def diagnose(client: JobClient, state: JobState, settings: FollowSettings, outco
             client.say(f"diagnosis is incomplete: {error}")
         try:
             for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
-                text = client.read_log(pod, container, previous, settings.log_tail_lines)
+                text = client.read_log(pod, container, previous, settings.policy.log_tail_lines)
                 if text:
                     logs[f"pod {pod}, container {container}"] = text
         except JobError as error:
@@ -170,9 +169,9 @@ def diagnose(client: JobClient, state: JobState, settings: FollowSettings, outco
         pods,
         events,
         logs,
-        start_timeout=settings.start_timeout,
-        timeout=settings.timeout,
-        tail_lines=settings.log_tail_lines,
+        start_timeout=settings.deadlines.start_timeout_seconds,
+        timeout=settings.deadlines.timeout_seconds,
+        tail_lines=settings.policy.log_tail_lines,
         kind=client.kind.kind,
     )
 
@@ -193,19 +192,18 @@ def failed_containers(pods: list[dict[str, Any]]) -> list[tuple[str, str, bool]]
     return found
 
 
-def cleanup_budget(settings: FollowSettings) -> Deadline:
+def cleanup_budget(settings: JobSettings) -> Deadline:
     """The deadline of a diagnosis or a cleanup: ``cleanup_timeout_seconds`` from now."""
-    return Deadline(
-        settings.clock() + settings.cleanup_timeout, f"cleanup_timeout_seconds={settings.cleanup_timeout:g}"
-    )
+    budget = settings.deadlines.cleanup_timeout_seconds
+    return Deadline(settings.clock() + budget, f"cleanup_timeout_seconds={budget:g}")
 
 
-def until(deadline: Deadline, settings: FollowSettings) -> Retry:
+def until(deadline: Deadline, settings: JobSettings) -> Retry:
     """Retries a cleanup request with backoff until ``deadline``, using the whole budget (not a count)."""
-    return Retry(policy=settings.outage_policy, deadline=deadline)
+    return Retry(policy=settings.api.outage_policy, deadline=deadline)
 
 
-def delete_job(client: JobClient, state: JobState, settings: FollowSettings, deadline: Deadline) -> bool:
+def delete_job(client: JobClient, state: JobState, settings: JobSettings, deadline: Deadline) -> bool:
     """Deletes this run's job (by its uid) within ``deadline``, retrying until then (``delete_on_success``).
 
     Another job under the name is never deleted: that is said in one line and ``False`` returned.
@@ -217,13 +215,13 @@ def delete_job(client: JobClient, state: JobState, settings: FollowSettings, dea
         return False
 
 
-def clean_up(client: JobClient, state: JobState, settings: FollowSettings, deadline: Deadline) -> str:
+def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline: Deadline) -> str:
     """Applies the cleanup policy, best effort, retrying until ``deadline`` (the whole budget).
 
     Returns:
         ``""``, or when the API could not do it, the note naming the job and the ``kubectl`` command that does.
     """
-    policy = settings.cleanup_policy
+    policy = settings.policy.cleanup_policy
     kind = client.kind
     command = manual_command(kind.kind, client.name, client.namespace, policy, kind.suspend_patch(True))
     if policy == "keep":
@@ -256,17 +254,18 @@ def clean_up(client: JobClient, state: JobState, settings: FollowSettings, deadl
         return note
 
 
-def wrap_up(client: JobClient, state: JobState, settings: FollowSettings, outcome: str) -> JobFailed:
+def wrap_up(client: JobClient, state: JobState, settings: JobSettings, outcome: str) -> JobFailed:
     """Diagnoses a failed, timed-out, cancelled or vanished job and applies the cleanup policy (signals ignored).
 
-    After SIGTERM (``Cancelled``) everything fits in ``cancel_timeout`` (the pod's termination grace period less a
-    margin); otherwise the diagnosis and then the cleanup each get ``cleanup_timeout``.
+    After SIGTERM (``Cancelled``) everything fits in ``cancel_timeout_seconds`` (the pod's termination grace period
+    less a margin); otherwise the diagnosis and then the cleanup each get ``cleanup_timeout_seconds``.
     """
     with signals_ignored():  # a SIGTERM now must not skip the cleanup
         if outcome == "Cancelled":
-            reason = f"the {settings.cancel_timeout:g} s left of the pod's termination grace period after SIGTERM"
+            budget = settings.deadlines.cancel_timeout_seconds
+            reason = f"the {budget:g} s left of the pod's termination grace period after SIGTERM"
             began = settings.clock() if state.cancelled_at is None else state.cancelled_at
-            deadline = Deadline(began + settings.cancel_timeout, reason)
+            deadline = Deadline(began + budget, reason)
             found = diagnose(client, state, settings, outcome)  # (no request: the job was not at fault)
         else:
             found = diagnose(client.bounded(cleanup_budget(settings)), state, settings, outcome)

@@ -18,19 +18,18 @@ from components.training.finetuning.cluster.api import Deadline, Retry, failure_
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, ApiUnavailable
 from components.training.finetuning.cluster.job_client import JobClient
 from components.training.finetuning.cluster.progress import format_duration
-from components.training.finetuning.cluster.state import FollowSettings, JobState, Outage, run_deadline
+from components.training.finetuning.cluster.state import JobSettings, JobState, Outage, run_deadline
 
 T = TypeVar("T")
 
 
-def tolerance_deadline(state: JobState, settings: FollowSettings) -> Deadline | None:
+def tolerance_deadline(state: JobState, settings: JobSettings) -> Deadline | None:
     """When an outage (ongoing, or starting with the next request) exceeds ``api_outage_tolerance_seconds``."""
-    if not settings.api_outage_tolerance:
+    tolerance = settings.deadlines.api_outage_tolerance_seconds
+    if not tolerance:
         return None
     since = state.outage.since if state.outage is not None else settings.clock()
-    return Deadline(
-        since + settings.api_outage_tolerance, f"api_outage_tolerance_seconds={settings.api_outage_tolerance:g}"
-    )
+    return Deadline(since + tolerance, f"api_outage_tolerance_seconds={tolerance:g}")
 
 
 def find_job_command(client: JobClient) -> str:
@@ -38,14 +37,14 @@ def find_job_command(client: JobClient) -> str:
     return f"kubectl get {client.kind.kind.lower()} {client.name} -n {client.namespace}"
 
 
-def _began(client: JobClient, state: JobState, settings: FollowSettings, reason: str) -> None:
+def _began(client: JobClient, state: JobState, settings: JobSettings, reason: str) -> None:
     if state.outage is not None:
         return
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     state.outage = Outage(settings.clock(), reason)
     limit = (
-        f"up to api_outage_tolerance_seconds={settings.api_outage_tolerance:g}"
-        if settings.api_outage_tolerance
+        f"up to api_outage_tolerance_seconds={settings.deadlines.api_outage_tolerance_seconds:g}"
+        if settings.deadlines.api_outage_tolerance_seconds
         else "as long as the run's timeouts allow"
     )
     client.say(
@@ -54,7 +53,7 @@ def _began(client: JobClient, state: JobState, settings: FollowSettings, reason:
     )
 
 
-def _ended(client: JobClient, state: JobState, settings: FollowSettings) -> None:
+def _ended(client: JobClient, state: JobState, settings: JobSettings) -> None:
     if state.outage is None:
         return
     seconds = settings.clock() - state.outage.since
@@ -62,7 +61,7 @@ def _ended(client: JobClient, state: JobState, settings: FollowSettings) -> None
     client.say(f"Kubernetes API reachable again after {seconds:.0f}s ({format_duration(seconds)}); following on")
 
 
-def too_long(client: JobClient, state: JobState, settings: FollowSettings, last: str) -> ApiOutageTooLong:
+def too_long(client: JobClient, state: JobState, settings: JobSettings, last: str) -> ApiOutageTooLong:
     """The error ending the step after an outage longer than the tolerance; it says the job keeps running."""
     since = state.outage.since if state.outage is not None else settings.clock()
     seconds = settings.clock() - since
@@ -74,9 +73,10 @@ def too_long(client: JobClient, state: JobState, settings: FollowSettings, last:
         else f"{kind} {client.namespace}/{client.name} may have been created (the create got no answer); nothing was "
         "deleted"
     )
+    tolerance = settings.deadlines.api_outage_tolerance_seconds
     return ApiOutageTooLong(
         f"the Kubernetes API was unreachable for {seconds:.0f}s, longer than "
-        f"api_outage_tolerance_seconds={settings.api_outage_tolerance:g} (last: {last}). {where}. Find it with "
+        f"api_outage_tolerance_seconds={tolerance:g} (last: {last}). {where}. Find it with "
         f"`{find_job_command(client)}`; retrying this task re-attaches to it (no second job); "
         f"`kubectl delete {kind.lower()} {client.name} -n {client.namespace}` stops it"
     )
@@ -85,7 +85,7 @@ def too_long(client: JobClient, state: JobState, settings: FollowSettings, last:
 def through_outage(
     client: JobClient,
     state: JobState,
-    settings: FollowSettings,
+    settings: JobSettings,
     request: Callable[[Retry], T],
     *,
     start_timeout_counts: bool = False,
@@ -105,7 +105,7 @@ def through_outage(
     own = run_deadline(state, settings, start=start_timeout_counts)
     deadlines = [deadline for deadline in (own, tolerance) if deadline is not None]
     retry = Retry(
-        policy=settings.outage_policy,
+        policy=settings.api.outage_policy,
         on_retry=lambda number, delay, error: _began(client, state, settings, failure_text(error)),
         deadline=min(deadlines, key=lambda deadline: deadline.at) if deadlines else None,
     )

@@ -10,11 +10,9 @@ launcher**: the cleanup policy applies only when the job failed or exceeded its 
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster import runtimes
 from components.training.finetuning.cluster.api import Api
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobCancelled, LauncherDisrupted
@@ -23,7 +21,6 @@ from components.training.finetuning.cluster.job_client import JobClient
 from components.training.finetuning.cluster.job_kinds import JOB_KINDS, pods_and_logs_hint
 from components.training.finetuning.cluster.launcher_pod import disruption
 from components.training.finetuning.cluster.lifecycle import (
-    CLEANUP_POLICIES,
     append_note,
     clean_up,
     cleanup_budget,
@@ -35,16 +32,10 @@ from components.training.finetuning.cluster.lifecycle import (
 )
 from components.training.finetuning.cluster.progress import MetricsTail
 from components.training.finetuning.cluster.signals import Cancelled, cancel_on_signals, signals_ignored
-from components.training.finetuning.cluster.state import (
-    OUTAGE_POLICY,
-    FollowSettings,
-    JobState,
-    cancel_budget,
-    run_deadline,
-)
+from components.training.finetuning.cluster.state import JobSettings, JobState, run_deadline
 from components.training.finetuning.pod import progress_server
 
-__all__ = ["FollowSettings", "JobResult", "run_job"]
+__all__ = ["JobResult", "run_job"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +59,7 @@ class JobResult:
     deleted: bool
 
 
-def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_served: bool = True) -> JobResult:
+def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
     """Check runtime, submit, follow; clean up per policy only for the job's failure or timeout, or a cancel."""
     try:
         with cancel_on_signals():
@@ -90,8 +81,8 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
                 f"(DisruptionTarget: {disrupted}), not because the run was cancelled.\n{left_running_note(client)}"
             ) from None
         client.say(
-            f"cancelled ({signal_name}): applying cleanup_policy={settings.cleanup_policy} within "
-            f"{settings.cancel_timeout:g} s (the pod's termination grace period less a margin)"
+            f"cancelled ({signal_name}): applying cleanup_policy={settings.policy.cleanup_policy} within "
+            f"{settings.deadlines.cancel_timeout_seconds:g} s (the pod's termination grace period less a margin)"
         )
         if not state.submitted:
             raise JobCancelled(diagnose(client, state, settings, "Cancelled")) from None
@@ -100,7 +91,7 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
         if state.submitted and state.job is None and not isinstance(error, ApiOutageTooLong):
             # The create was sent but never confirmed before the start timeout: whatever exists was never seen
             # running; apply the policy to this run/task's job, if there is one.
-            policy = settings.cleanup_policy
+            policy = settings.policy.cleanup_policy
             client.say(
                 f"stopped before the job was confirmed ({type(error).__name__}): applying cleanup_policy={policy}"
             )
@@ -115,20 +106,21 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
     if (
         outcome == "Timeout"
         and client.kind.kind == "TrainJob"
-        and not deadline_served
-        and settings.cleanup_policy == "keep"
+        and not settings.policy.active_deadline_served
+        and settings.policy.cleanup_policy == "keep"
     ):
         # Where the API serves activeDeadlineSeconds the Trainer fails the job at the deadline; where it does not
         # (podTemplateOverrides, RHOAI 3.3-3.5) a kept job would go on holding its GPUs: suspend it instead.
         client.say(
-            f"timeout_seconds={settings.timeout:g} passed and this TrainJob API has no activeDeadlineSeconds: "
-            "suspending the job (cleanup_policy=keep) so that its pods stop, as the Trainer's deadline would"
+            f"timeout_seconds={settings.deadlines.timeout_seconds:g} passed and this TrainJob API has no "
+            "activeDeadlineSeconds: suspending the job (cleanup_policy=keep) so that its pods stop, as the Trainer's "
+            "deadline would"
         )
-        settings = dataclasses.replace(settings, cleanup_policy="suspend")
+        settings = dataclasses.replace(settings, policy=dataclasses.replace(settings.policy, cleanup_policy="suspend"))
     if outcome != "Complete":
         raise wrap_up(client, state, settings, outcome)
     deleted = False
-    if settings.delete_on_success:
+    if settings.policy.delete_on_success:
         deleted = delete_job(client, state, settings, cleanup_budget(settings))
     return JobResult(
         name=client.name,
@@ -140,33 +132,7 @@ def run(client: JobClient, state: JobState, settings: FollowSettings, deadline_s
     )
 
 
-def run_job(
-    api_client: Any,
-    manifest: Mapping[str, Any],
-    *,
-    start_timeout_seconds: float,
-    timeout_seconds: float,
-    cleanup_policy: str,
-    api_outage_tolerance_seconds: float,
-    delete_on_success: bool = False,
-    metrics_file: str = "",
-    poll_interval_seconds: float = 10.0,
-    log: Callable[[str], None] = print,
-    use_watch: bool = True,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    api_attempts: int = 5,
-    log_tail_lines: int = 20,
-    connect_timeout_seconds: float = 10.0,
-    read_timeout_seconds: float = 30.0,
-    cleanup_timeout_seconds: float = 60.0,
-    metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
-    timeout_counts_paused_time: bool = False,
-    cancel_timeout_seconds: float | None = None,
-    outage_policy: RetryPolicy = OUTAGE_POLICY,
-    launcher_pod: tuple[str, str] = ("", ""),
-    active_deadline_served: bool = True,
-) -> JobResult:
+def run_job(api_client: Any, manifest: Mapping[str, Any], settings: JobSettings) -> JobResult:
     """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
 
     The kind comes from the manifest (:data:`JOB_KINDS`): a ``PyTorchJob`` has no runtime to check, its phase is read
@@ -178,47 +144,13 @@ def run_job(
         api_client: A ``kubernetes.client.ApiClient`` (see :func:`components._common.kube_auth.load_api_client`).
         manifest: The TrainJob (from :func:`~..manifests.trainjob.build_trainjob`) or PyTorchJob (from
             :func:`~..manifests.pytorchjob.build_pytorchjob`); its labels identify this run/task.
-        start_timeout_seconds: How long the pods may take to start running (0: no limit).
-        timeout_seconds: How long the whole run may take, from submission (0: no limit).
-        cleanup_policy: ``delete``, ``keep`` or ``suspend``, applied when the job failed or exceeded its timeouts,
-            or the run was cancelled; never for the launcher's own trouble (API outage, refused request).
-        api_outage_tolerance_seconds: How long following rides out an unreachable or erroring API (0: as long as
-            ``timeout_seconds`` allows); then the step fails with :class:`ApiOutageTooLong`, the job left running.
-        delete_on_success: Delete the job after it completes.
-        metrics_file: The JSONL metrics file the training code writes on the shared volume (progress lines).
-        poll_interval_seconds: Length of one watch request / poll; steady state is one API request per interval.
-        log: Where progress and diagnosis lines go.
-        use_watch: Follow with watch requests (default) or with GET polling.
-        clock: Monotonic clock in seconds (tests inject a fake one).
-        sleep: Sleep function (tests inject a fake one).
-        api_attempts: Attempts per API call on transient errors (5xx, 429, connection errors) outside following
-            (runtime check, diagnosis); following and cleanup retry until their deadlines instead.
-        log_tail_lines: Log lines of the failed container to read into the diagnosis.
-        connect_timeout_seconds: TCP connect timeout of every request.
-        read_timeout_seconds: Read timeout of every request but watches (those wait one window plus a margin); a
-            request is also never given longer than what is left of the start or total timeout.
-        cleanup_timeout_seconds: How long the diagnosis, and then the cleanup, may take after the job failed or
-            timed out (and the delete of ``delete_on_success``).
-        metrics_normalizer: Maps the raw metrics-file records read so far to step records (e.g.
-            ``metrics.normalize_records`` for Training Hub's layouts); default: records with a numeric ``step``.
-        timeout_counts_paused_time: Whether time the running job spends suspended by a user (paused from the
-            dashboard) counts against ``timeout_seconds``; by default a pause stops the clock and is waited out.
-        cancel_timeout_seconds: How long the cleanup after SIGTERM may take (default: the default 30 s termination
-            grace period less a 5 s margin, :func:`~.state.cancel_budget`).
-        outage_policy: The backoff of requests retried until a deadline, through an outage or a cleanup (capped
-            exponential with jitter, :data:`~.state.OUTAGE_POLICY`; tests scale it down with their timings).
-        launcher_pod: ``(namespace, name)`` of the launcher's own pod: after SIGTERM a ``DisruptionTarget``
-            condition on it (evicted, preempted, node shutdown) means the launcher is disrupted, not the run
-            cancelled, and the job is left running (:func:`~.launcher_pod.disruption`).
-        active_deadline_served: Whether the TrainJob API serves ``spec.activeDeadlineSeconds``; where it does not, a
-            job that exceeds ``timeout_seconds`` under ``cleanup_policy=keep`` is suspended rather than left running
-            (the Trainer would have stopped it).
+        settings: Deadlines, cleanup policy, API options, metrics source and launcher pod (:class:`JobSettings`).
 
     Returns:
         A :class:`JobResult`.
 
     Raises:
-        ValueError: A bad argument (named).
+        ValueError: A manifest that is no job of a known kind.
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do).
         JobConflictError: The name is taken by another run/task's job.
         JobApiError: The API rejected a call, stayed unavailable, or did not answer before a timeout. After the
@@ -228,74 +160,32 @@ def run_job(
         LauncherDisrupted: SIGTERM because the launcher pod was evicted or preempted (the job left running).
         JobFailed: The job failed or timed out (``.diagnosis``); :class:`JobCancelled` on SIGTERM/SIGINT.
     """
-    if cleanup_policy not in CLEANUP_POLICIES:
-        raise ValueError(f"cleanup_policy={cleanup_policy!r}: must be one of {list(CLEANUP_POLICIES)}")
-    cancel_timeout_seconds = cancel_budget(None) if cancel_timeout_seconds is None else cancel_timeout_seconds
-    seconds = {  # name: (value, what 0 means; "": 0 is refused)
-        "start_timeout_seconds": (start_timeout_seconds, "no limit"),
-        "timeout_seconds": (timeout_seconds, "no limit"),
-        "api_outage_tolerance_seconds": (api_outage_tolerance_seconds, "as long as timeout_seconds allows"),
-        "poll_interval_seconds": (poll_interval_seconds, ""),
-        "connect_timeout_seconds": (connect_timeout_seconds, ""),
-        "read_timeout_seconds": (read_timeout_seconds, ""),
-        "cleanup_timeout_seconds": (cleanup_timeout_seconds, ""),
-        "cancel_timeout_seconds": (cancel_timeout_seconds, ""),
-    }
-    for name, (value, zero_means) in seconds.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not (value or zero_means):
-            rule = f">= 0 (0 = {zero_means})" if zero_means else "> 0"
-            raise ValueError(f"{name}={value!r}: must be a number of seconds {rule}")
-    if api_attempts < 1:
-        raise ValueError(f"api_attempts={api_attempts!r}: must be >= 1")
     metadata = manifest.get("metadata") or {}
     if manifest.get("kind") not in JOB_KINDS or not metadata.get("name") or not metadata.get("namespace"):
         raise ValueError(
             f"manifest: must be a {' or '.join(JOB_KINDS)} with metadata.name and metadata.namespace "
             f"(see build_trainjob / build_pytorchjob), got kind {manifest.get('kind')!r}"
         )
-    settings = FollowSettings(
-        start_timeout=float(start_timeout_seconds),
-        timeout=float(timeout_seconds),
-        cleanup_policy=cleanup_policy,
-        delete_on_success=delete_on_success,
-        metrics_file=metrics_file,
-        poll_interval=float(poll_interval_seconds),
-        log=log,
-        use_watch=use_watch,
-        clock=clock,
-        sleep=sleep,
-        attempts=api_attempts,
-        log_tail_lines=log_tail_lines,
-        connect_timeout=float(connect_timeout_seconds),
-        read_timeout=float(read_timeout_seconds),
-        cleanup_timeout=float(cleanup_timeout_seconds),
-        metrics_normalizer=metrics_normalizer,
-        timeout_counts_paused_time=bool(timeout_counts_paused_time),
-        api_outage_tolerance=float(api_outage_tolerance_seconds),
-        cancel_timeout=float(cancel_timeout_seconds),
-        outage_policy=outage_policy,
-        launcher_pod=(str(launcher_pod[0]), str(launcher_pod[1])),
-    )
-    started_at = clock()
+    started_at = settings.clock()
     state = JobState(
         started_at=started_at,
         start_clock_at=started_at,
-        metrics=MetricsTail(metrics_file, metrics_normalizer),
+        metrics=MetricsTail(settings.metrics.file, settings.metrics.normalizer),
     )
     kind = JOB_KINDS[manifest["kind"]].kind.lower()
     name = metadata["name"]
     api = Api(
         api_client,
-        sleep,
-        log,
-        api_attempts,
-        clock=clock,
-        connect_timeout=float(connect_timeout_seconds),
-        read_timeout=float(read_timeout_seconds),
+        settings.sleep,
+        settings.log,
+        settings.api.attempts,
+        clock=settings.clock,
+        connect_timeout=settings.api.connect_timeout_seconds,
+        read_timeout=settings.api.read_timeout_seconds,
     )
     client = JobClient(
         api=api.bounded(lambda: run_deadline(state, settings)),
         manifest=manifest,
-        say=lambda message: log(f"[{kind} {name}] {message}"),
+        say=lambda message: settings.log(f"[{kind} {name}] {message}"),
     )
-    return run(client, state, settings, active_deadline_served)
+    return run(client, state, settings)

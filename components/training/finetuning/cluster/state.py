@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
 from components._common.retry import RetryPolicy
-from components.training.finetuning.cluster.api import UNTIL_DEADLINE, Deadline
+from components.training.finetuning.cluster.api import (
+    DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_READ_TIMEOUT_SECONDS,
+    UNTIL_DEADLINE,
+    Deadline,
+)
 from components.training.finetuning.cluster.progress import MetricsTail
 
 #: The default termination grace period of a pod (``terminationGracePeriodSeconds``).
@@ -16,6 +22,8 @@ DEFAULT_TERMINATION_GRACE_SECONDS = 30.0
 TERMINATION_MARGIN_SECONDS = 5.0
 #: Requests while the API is unreachable: capped exponential backoff with jitter, until a deadline (never a count).
 OUTAGE_POLICY = RetryPolicy(attempts=UNTIL_DEADLINE, initial_delay_s=1.0, max_delay_s=30.0, jitter=0.1)
+#: What :class:`JobPolicy` may do with a job that failed, timed out or was cancelled.
+CLEANUP_POLICIES = ("delete", "keep", "suspend")
 
 
 def cancel_budget(grace_seconds: float | None) -> float:
@@ -28,35 +36,142 @@ def cancel_budget(grace_seconds: float | None) -> float:
     return max(grace - TERMINATION_MARGIN_SECONDS, grace / 2, 1.0)
 
 
-@dataclasses.dataclass(frozen=True)
-class FollowSettings:
-    """How :func:`~.runner.run_job` submits, follows and cleans up: its keyword arguments, validated there.
+def check_seconds(name: str, value: Any, zero_means: str = "") -> None:
+    """Refuses ``value`` unless it is a number of seconds >= 0 (``zero_means`` says what 0 means; ``""``: > 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not (value or zero_means):
+        rule = f">= 0 (0 = {zero_means})" if zero_means else "> 0"
+        raise ValueError(f"{name}={value!r}: must be a number of seconds {rule}")
 
-    Each field is the ``run_job`` argument of the same name (times in seconds, without the ``_seconds`` suffix;
-    ``attempts`` is ``api_attempts``), described once in ``run_job``'s docstring.
+
+@dataclasses.dataclass(frozen=True)
+class Deadlines:
+    """How long the run and each of its parts may take.
+
+    Attributes:
+        start_timeout_seconds: How long the pods may take to start running (0: no limit).
+        timeout_seconds: How long the whole run may take, from submission (0: no limit).
+        api_outage_tolerance_seconds: How long following rides out an unreachable or erroring API (0: as long as
+            ``timeout_seconds`` allows); then the step fails with ``ApiOutageTooLong``, the job left running.
+        timeout_counts_paused_time: Whether time the running job spends suspended by a user (paused from the
+            dashboard) counts against ``timeout_seconds``; if not, a pause stops the clock and is waited out.
+        cleanup_timeout_seconds: How long the diagnosis, and then the cleanup, may take after the job failed or
+            timed out (and the delete of ``delete_on_success``).
+        cancel_timeout_seconds: How long the cleanup after SIGTERM may take (:func:`cancel_budget` of the
+            launcher pod's termination grace period).
     """
 
-    start_timeout: float
-    timeout: float
-    cleanup_policy: str
-    api_outage_tolerance: float
-    delete_on_success: bool
-    metrics_file: str
-    poll_interval: float
-    log: Callable[[str], None]
-    use_watch: bool
-    clock: Callable[[], float]
-    sleep: Callable[[float], None]
-    attempts: int
-    log_tail_lines: int
-    connect_timeout: float
-    read_timeout: float
-    cleanup_timeout: float
-    metrics_normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None
+    start_timeout_seconds: float
+    timeout_seconds: float
+    api_outage_tolerance_seconds: float
     timeout_counts_paused_time: bool
-    cancel_timeout: float
-    outage_policy: RetryPolicy
-    launcher_pod: tuple[str, str]
+    cleanup_timeout_seconds: float = 60.0
+    cancel_timeout_seconds: float = cancel_budget(None)
+
+    def __post_init__(self) -> None:
+        check_seconds("start_timeout_seconds", self.start_timeout_seconds, "no limit")
+        check_seconds("timeout_seconds", self.timeout_seconds, "no limit")
+        check_seconds(
+            "api_outage_tolerance_seconds", self.api_outage_tolerance_seconds, "as long as timeout_seconds allows"
+        )
+        check_seconds("cleanup_timeout_seconds", self.cleanup_timeout_seconds)
+        check_seconds("cancel_timeout_seconds", self.cancel_timeout_seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPolicy:
+    """What happens to the job when it ends.
+
+    Attributes:
+        cleanup_policy: ``delete``, ``keep`` or ``suspend`` (:data:`CLEANUP_POLICIES`), applied when the job failed
+            or exceeded its timeouts, or the run was cancelled; never for the launcher's own trouble (API outage,
+            refused request).
+        delete_on_success: Delete the job after it completes.
+        active_deadline_served: Whether the TrainJob API serves ``spec.activeDeadlineSeconds``; where it does not, a
+            job that exceeds ``timeout_seconds`` under ``cleanup_policy=keep`` is suspended rather than left running
+            (the Trainer would have stopped it).
+        log_tail_lines: Log lines of the failed container to read into the diagnosis.
+    """
+
+    cleanup_policy: str
+    delete_on_success: bool
+    active_deadline_served: bool = True
+    log_tail_lines: int = 20
+
+    def __post_init__(self) -> None:
+        if self.cleanup_policy not in CLEANUP_POLICIES:
+            raise ValueError(f"cleanup_policy={self.cleanup_policy!r}: must be one of {list(CLEANUP_POLICIES)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiOptions:
+    """How the run talks to the Kubernetes API.
+
+    Attributes:
+        connect_timeout_seconds: TCP connect timeout of every request.
+        read_timeout_seconds: Read timeout of every request but watches (those wait one window plus a margin); a
+            request is also never given longer than what is left of the start or total timeout.
+        attempts: Attempts per API call on transient errors (5xx, 429, connection errors) outside following
+            (runtime check, diagnosis); following and cleanup retry until their deadlines instead.
+        use_watch: Follow with watch requests, or with GET polling.
+        poll_interval_seconds: Length of one watch request / poll; steady state is one API request per interval.
+        outage_policy: The backoff of requests retried until a deadline, through an outage or a cleanup (capped
+            exponential with jitter; tests scale it down with their timings).
+    """
+
+    connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+    read_timeout_seconds: float = DEFAULT_READ_TIMEOUT_SECONDS
+    attempts: int = 5
+    use_watch: bool = True
+    poll_interval_seconds: float = 10.0
+    outage_policy: RetryPolicy = OUTAGE_POLICY
+
+    def __post_init__(self) -> None:
+        check_seconds("connect_timeout_seconds", self.connect_timeout_seconds)
+        check_seconds("read_timeout_seconds", self.read_timeout_seconds)
+        check_seconds("poll_interval_seconds", self.poll_interval_seconds)
+        if self.attempts < 1:
+            raise ValueError(f"attempts={self.attempts!r}: must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricsSource:
+    """Where the training code's progress records are read from.
+
+    Attributes:
+        file: The JSONL metrics file the training code writes on the shared volume (``""``: none).
+        normalizer: Maps the raw records read so far to step records (e.g. ``metrics.normalize_records`` for Training
+            Hub's layouts); ``None``: the records with a numeric ``step``.
+    """
+
+    file: str = ""
+    normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSettings:
+    """How :func:`~.runner.run_job` submits, follows and cleans up: built once by the caller, validated by each group.
+
+    Attributes:
+        deadlines: How long the run and its parts may take.
+        policy: What happens to the job when it ends.
+        api: How to talk to the Kubernetes API.
+        metrics: Where progress records come from.
+        launcher_pod: ``(namespace, name)`` of the launcher's own pod: after SIGTERM a ``DisruptionTarget``
+            condition on it (evicted, preempted, node shutdown) means the launcher is disrupted, not the run
+            cancelled, and the job is left running (:func:`~.launcher_pod.disruption`).
+        log: Where progress and diagnosis lines go.
+        clock: Monotonic clock in seconds (tests inject a fake one).
+        sleep: Sleep function (tests inject a fake one).
+    """
+
+    deadlines: Deadlines
+    policy: JobPolicy
+    api: ApiOptions = ApiOptions()
+    metrics: MetricsSource = MetricsSource()
+    launcher_pod: tuple[str, str] = ("", "")
+    log: Callable[[str], None] = print
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
 
 
 @dataclasses.dataclass
@@ -121,15 +236,15 @@ class JobState:
         return str(((self.job or {}).get("metadata") or {}).get("resourceVersion") or "")
 
 
-def paused_seconds(state: JobState, settings: FollowSettings) -> float:
+def paused_seconds(state: JobState, settings: JobSettings) -> float:
     """Time spent paused that does not count against ``timeout_seconds`` (0 when pauses count)."""
-    if settings.timeout_counts_paused_time:
+    if settings.deadlines.timeout_counts_paused_time:
         return 0.0
     ongoing = settings.clock() - state.paused_since if state.paused_since is not None else 0.0
     return state.paused_total + ongoing
 
 
-def run_deadline(state: JobState, settings: FollowSettings, start: bool = True) -> Deadline | None:
+def run_deadline(state: JobState, settings: JobSettings, start: bool = True) -> Deadline | None:
     """When the run must end: ``timeout_seconds`` from submission, ``start_timeout_seconds`` until pods run.
 
     Args:
@@ -139,10 +254,13 @@ def run_deadline(state: JobState, settings: FollowSettings, start: bool = True) 
             started is judged on what the API says once it answers again, never on its silence.
     """
     found = []
-    if settings.timeout:
-        at = state.started_at + settings.timeout + paused_seconds(state, settings)  # an uncounted pause moves it
-        found.append(Deadline(at, f"timeout_seconds={settings.timeout:g}"))
-    if start and settings.start_timeout and not state.started:
-        reason = f"start_timeout_seconds={settings.start_timeout:g}"
-        found.append(Deadline(state.start_clock_at + settings.start_timeout, reason))
+    deadlines = settings.deadlines
+    if deadlines.timeout_seconds:
+        at = (
+            state.started_at + deadlines.timeout_seconds + paused_seconds(state, settings)
+        )  # an uncounted pause moves it
+        found.append(Deadline(at, f"timeout_seconds={deadlines.timeout_seconds:g}"))
+    if start and deadlines.start_timeout_seconds and not state.started:
+        reason = f"start_timeout_seconds={deadlines.start_timeout_seconds:g}"
+        found.append(Deadline(state.start_clock_at + deadlines.start_timeout_seconds, reason))
     return min(found, key=lambda deadline: deadline.at) if found else None

@@ -16,6 +16,7 @@ import pytest
 
 from components._common.kube_auth import load_api_client
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobApiError, JobFailed
+from components.training.finetuning.cluster.state import MetricsSource
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
@@ -167,7 +168,7 @@ def test_watch_errors_are_ridden_out_and_the_job_never_suspended(kube_api):
             start_timeout_seconds=60,
             timeout_seconds=60,
             poll_interval_seconds=0.05,
-            api_attempts=3,
+            attempts=3,
             cleanup_policy="suspend",
             log=log,
         )
@@ -184,7 +185,7 @@ def test_polling_through_server_errors_follows_the_job_to_its_end(kube_api):
     done = {"conditions": [condition("Succeeded")]}
     clock = FakeClock(lambda now: kube_api.set_pytorchjob_status(NS, NAME, done) if now >= 200 else None)
     log = Log()
-    result = _poll(kube_api, PYTORCHJOB, clock, log, api_attempts=4)
+    result = _poll(kube_api, PYTORCHJOB, clock, log, attempts=4)
     assert result.name == NAME and clock.now >= 200
     assert "reading PyTorchJob" not in log.text()  # no line per retry: one when it began, one when it ended
     assert log.text().count("Kubernetes API unreachable since") == 1
@@ -200,7 +201,7 @@ def test_an_unexpected_error_leaves_the_job_and_is_raised_with_a_note(kube_api):
 
     clock = FakeClock()
     with pytest.raises(KeyError, match="a bug in the metrics reader") as error:
-        _poll(kube_api, PYTORCHJOB, clock, Log(), metrics_normalizer=broken_normalizer, metrics_file=__file__)
+        _poll(kube_api, PYTORCHJOB, clock, Log(), metrics=MetricsSource(__file__, broken_normalizer))
     assert f"`kubectl get pytorchjob {NAME} -n {NS}`" in error.value.__notes__[0]
     _untouched(kube_api, "pytorchjobs", PYTORCHJOB)
 
@@ -225,7 +226,7 @@ def test_conflict_on_a_job_being_deleted_backs_off_a_bounded_number_of_times(kub
     kube_api.fail("create", "pytorchjobs", status=409, times=100)
     clock = FakeClock()
     with pytest.raises(JobApiError, match="HTTP 409 AlreadyExists, then HTTP 404 .* on each of 4 attempts"):
-        _poll(kube_api, PYTORCHJOB, clock, Log(), api_attempts=4)
+        _poll(kube_api, PYTORCHJOB, clock, Log(), attempts=4)
     assert kube_api.requests_summary() == ["create pytorchjobs", f"get pytorchjobs {NAME}"] * 4
     assert len(clock.sleeps) == 3 and all(a < b for a, b in zip(clock.sleeps, clock.sleeps[1:]))
     assert 1 <= clock.sleeps[0] <= 1.1 and 4 <= clock.sleeps[2] <= 4.4
@@ -302,7 +303,7 @@ def test_an_api_answering_errors_to_everything_while_following_never_deletes_the
                 timeout_seconds=3600,
                 poll_interval_seconds=10,
                 use_watch=False,
-                api_attempts=3,
+                attempts=3,
                 api_outage_tolerance_seconds=600,
                 clock=clock,
                 sleep=clock.sleep,

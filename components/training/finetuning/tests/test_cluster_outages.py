@@ -2,9 +2,11 @@
 
 kmock's Kubernetes API sits behind the TCP proxy (``tests/harness/tcp_proxy.py``); the outage switches it to
 ``blackhole`` (connections accepted, never answered) or ``refuse`` (nothing listens) while the job runs, then back.
-Poll mode runs on a fake clock that plays the outage at exact times (the requests themselves are real, with 0.2 s
-timeouts), so a 300 s outage takes about a second. Watch mode needs real time (a watch is a long request): its
+Poll mode runs on a fake clock that plays the outage at exact times (the requests themselves are real, with 0.5 s
+timeouts), so a 300 s outage takes a few seconds. Watch mode needs real time (a watch is a long request): its
 timings are scaled down 100 times (10 s poll interval -> 0.1 s, a 300 s outage -> 3 s, backoff 1..30 s -> 0.01..0.3 s).
+The timeouts of the other requests leave room for a machine under CPU load: a request answered late at a time the proxy
+forwards would be an outage of its own, a second log line.
 
 Every case asserts the end state: the job present and untouched (not deleted, not patched, spec unchanged), one log
 line when the API became unreachable and one when it answered again, and the step following the job to its end.
@@ -36,6 +38,12 @@ OUTAGES = [30, 60, 90, 300]
 SCALE = 100  # watch mode: real seconds = the case's seconds / SCALE
 GROUP_VERSION = ("trainer.kubeflow.org", "v1alpha1")
 STAMP = {"metadata": {"resourceVersion": "1001"}}
+#: Real timeouts of the requests: short, since each blackholed request waits one out (poll mode: on the real clock,
+#: while the outage plays on the fake one), yet long enough for an answer of a machine under CPU load.
+REQUEST_TIMEOUT = 0.5
+#: Watch mode: the read timeout of the requests before and after the outage (the runtime check, the create); the
+#: watches through the outage wait one window plus a margin instead.
+SETUP_READ_TIMEOUT = 5.0
 SCALED_BACKOFF = RetryPolicy(attempts=UNTIL_DEADLINE, initial_delay_s=1 / SCALE, max_delay_s=30 / SCALE)
 
 
@@ -102,8 +110,8 @@ def test_poll_mode_follows_through_an_outage_and_the_job_finishes(kube_api, mode
             timeout_seconds=3600,
             poll_interval_seconds=10,
             use_watch=False,
-            connect_timeout_seconds=0.2,
-            read_timeout_seconds=0.2,
+            connect_timeout_seconds=REQUEST_TIMEOUT,
+            read_timeout_seconds=REQUEST_TIMEOUT,
             clock=clock,
             sleep=clock.sleep,
             log=log,
@@ -154,8 +162,8 @@ def test_watch_mode_follows_through_an_outage_and_the_job_finishes(kube_api, mod
                 start_timeout_seconds=60,
                 timeout_seconds=120,
                 poll_interval_seconds=10 / SCALE,
-                connect_timeout_seconds=0.2,
-                read_timeout_seconds=0.2,
+                connect_timeout_seconds=REQUEST_TIMEOUT,
+                read_timeout_seconds=SETUP_READ_TIMEOUT,
                 outage_policy=SCALED_BACKOFF,
                 log=log,
             )

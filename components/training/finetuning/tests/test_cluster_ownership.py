@@ -16,12 +16,12 @@ from components.training.finetuning.cluster.api import UNTIL_DEADLINE, Api, Dead
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobFailed, NotOurJob
 from components.training.finetuning.cluster.job_client import JobClient
 from components.training.finetuning.cluster.lifecycle import clean_up
-from components.training.finetuning.cluster.state import OUTAGE_POLICY, FollowSettings, JobState
+from components.training.finetuning.cluster.state import JobState
 from components.training.finetuning.manifests.names import RUN_ID_LABEL
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod
-from tests.harness.requests import job_spec, run_job
+from tests.harness.requests import job_settings, job_spec, run_job
 
 NS = "team-a"
 RUN_ID = "0c6a3e1e-57a4-4a8c-b1a7-4d1f6f0e9b21"
@@ -164,25 +164,12 @@ def test_cleanup_carries_our_uid_and_leaves_a_job_that_took_the_name(kube_api, p
     log = Log()
     clock = FakeClock()
     state = JobState(started_at=0.0, start_clock_at=0.0, job={"metadata": {"uid": ours}}, uid=ours, submitted=True)
-    settings = FollowSettings(
-        **dict.fromkeys(("start_timeout", "timeout", "api_outage_tolerance"), 0.0),
-        **dict.fromkeys(("delete_on_success", "timeout_counts_paused_time"), False),
+    settings = job_settings(
+        **dict.fromkeys(("start_timeout_seconds", "timeout_seconds", "api_outage_tolerance_seconds"), 0),
         cleanup_policy=policy,
-        metrics_file="",
-        poll_interval=10.0,
         log=log,
-        use_watch=True,
         clock=clock,
         sleep=clock.sleep,
-        attempts=5,
-        log_tail_lines=20,
-        connect_timeout=10.0,
-        read_timeout=30.0,
-        cleanup_timeout=60.0,
-        cancel_timeout=25.0,
-        metrics_normalizer=None,
-        outage_policy=OUTAGE_POLICY,
-        launcher_pod=("", ""),
     )
     note = clean_up(_client(kube_api, log), state, settings, Deadline(5.0, "cleanup_timeout_seconds=5"))
     assert note == ""  # nothing left to do by hand: our job is gone

@@ -27,6 +27,7 @@ from components.training.finetuning.cluster.errors import JobApiError, JobCancel
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
 from components.training.finetuning.cluster.runtimes import RuntimeNotFoundError
+from components.training.finetuning.cluster.state import MetricsSource
 from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
@@ -249,7 +250,7 @@ def test_success_by_polling_logs_progress_and_keeps_one_request_per_interval(clu
         ],
     )
     log = Log()
-    result = _poll(cluster, clock, log, metrics_file=str(metrics))
+    result = _poll(cluster, clock, log, metrics=MetricsSource(file=str(metrics)))
     assert (result.name, result.namespace, result.reattached, result.deleted) == (NAME, NS, False, False)
     assert result.duration_seconds == 60 and result.last_progress["step"] == 2
     assert cluster.requests_summary() == [
@@ -518,7 +519,7 @@ def test_api_down_through_every_retry_is_a_clear_error(cluster):
     clock = FakeClock()
     log = Log()
     with pytest.raises(JobApiError) as error:
-        _poll(cluster, clock, log, api_attempts=3, start_timeout_seconds=120)
+        _poll(cluster, clock, log, attempts=3, start_timeout_seconds=120)
     if cluster.kind.runtime_requests:
         assert "failed 3 times, last: HTTP 500" in str(error.value)
         assert _backoff(clock.sleeps) == [1, 2]
