@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pipelines.training.finetuning.interface import step_of_task
 
 #: The run parameters doctor reads, as (step, component argument) keys.
@@ -114,12 +112,10 @@ def read_package(path: str | Path) -> PipelineFacts:
     Raises:
         ValueError: The file is not a compiled KFP pipeline.
     """
-    from pipelines import kfp_api
-    from pipelines.kfp_api.arguments import FAST_SAFE_LOADER
+    from pipelines.kfp_api.arguments import read_pipeline_documents
 
-    spec = kfp_api.read_pipeline_spec(str(path))
-    text = Path(path).read_text(encoding="utf-8")
-    documents = [doc for doc in yaml.load_all(text, Loader=FAST_SAFE_LOADER) if doc]
+    documents = read_pipeline_documents(str(path))
+    spec = documents[0]
     platform = next((doc for doc in documents[1:] if "platforms" in doc), {})
     kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
     executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}

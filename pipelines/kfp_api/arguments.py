@@ -86,13 +86,18 @@ def _read_params_file(params_file: str) -> dict:
 
 
 def read_pipeline_spec(package_path: str) -> dict:
-    """The pipeline spec (first YAML document) of a compiled pipeline package.
+    """The pipeline spec (first YAML document) of a compiled pipeline package (:func:`read_pipeline_documents`)."""
+    return read_pipeline_documents(package_path)[0]
+
+
+def read_pipeline_documents(package_path: str) -> list[dict]:
+    """The YAML documents of a compiled pipeline package: the pipeline spec first, then the platform specs.
 
     Args:
         package_path: A pipeline compiled by ``kfp.compiler.Compiler`` (``.yaml``/``.yml``).
 
     Returns:
-        The spec as a dict (``pipelineInfo``, ``root``, ...).
+        The documents that are not empty, the spec (``pipelineInfo``, ``root``, ...) first.
 
     Raises:
         ValueError: The file is missing, not YAML, or not a compiled pipeline.
@@ -118,7 +123,7 @@ def read_pipeline_spec(package_path: str) -> dict:
             f"{package_path!r} is not a compiled KFP pipeline (no pipelineInfo/root): compile it first, "
             "e.g. `kfp-finetune compile`"
         )
-    return spec
+    return [document for document in documents if document]
 
 
 _TYPE_CHECKS = {

@@ -7,10 +7,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines.kfp_api.arguments import FAST_SAFE_LOADER
+from pipelines.kfp_api.arguments import read_pipeline_documents
 from pipelines.kfp_api.connection import Connection, api_configuration, check_health
 
 if TYPE_CHECKING:
@@ -23,12 +22,10 @@ def pipeline_spec_body(package_path: str) -> dict:
     The first YAML document is the pipeline spec, the others (merged) the platform spec; both pass through their
     protobuf messages (``kfp_pipeline_spec``) so the JSON has the API's field names and value forms.
     """
-    import yaml
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
 
-    text = Path(package_path).read_text()
-    documents = [document for document in yaml.load_all(text, Loader=FAST_SAFE_LOADER) if document]
+    documents = read_pipeline_documents(package_path)
     pipeline_spec = json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec())
     platform: dict = {}
     for document in documents[1:]:
