@@ -219,22 +219,20 @@ def job_settings(**options: Any) -> Any:
     from components.training.finetuning import train_model
     from components.training.finetuning.cluster.state import ApiOptions, Deadlines, JobPolicy, JobSettings
 
-    defaults = component_defaults(train_model)
     groups = {"deadlines": Deadlines, "policy": JobPolicy, "api": ApiOptions}
-    values = {group: {} for group in groups}
-    for name, parameter in defaults.items():
+    owners = {field.name: group for group, cls in groups.items() for field in dataclasses.fields(cls)}
+    values: dict[str, dict[str, Any]] = {group: {} for group in groups}
+    for name, parameter in component_defaults(train_model).items():
         field = name.removeprefix("training_")
-        for group, cls in groups.items():
-            if name.startswith("training_") and field in {f.name for f in dataclasses.fields(cls)}:
-                values[group][field] = parameter
+        if name.startswith("training_") and field in owners:
+            values[owners[field]][field] = parameter
     top = {}
     for name, value in options.items():
-        owner = [group for group, cls in groups.items() if name in {f.name for f in dataclasses.fields(cls)}]
-        if owner:
-            values[owner[0]][name] = value
+        if name in owners:
+            values[owners[name]][name] = value
         else:
             top[name] = value
-    return JobSettings(**{group: groups[group](**values[group]) for group in groups}, **top)
+    return JobSettings(**{group: cls(**values[group]) for group, cls in groups.items()}, **top)
 
 
 def run_job(api_client: Any, manifest: Any, **options: Any) -> Any:
