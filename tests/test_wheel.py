@@ -24,15 +24,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import component_delivery
 from tests.harness.installed_wheel import run_checked as _run
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPONENTS = {
-    "dataset_download": "kfp_finetune.components.data_processing.dataset_download",
-    "train_model": "kfp_finetune.components.training.finetuning",
-    "lm_eval": "kfp_finetune.components.evaluation.lm_eval",
-    "model_registry": "kfp_finetune.components.deployment.kubeflow_model_registry",
-}
+#: Each component's package as the wheel installs it: the clone's (``benchmarks/component_delivery.py``'s table) under
+#: ``kfp_finetune``.
+COMPONENTS = {name: f"kfp_finetune.{module}" for name, module in component_delivery.COMPONENTS.items()}
 #: The clone's top-level packages, which the wheel must not install.
 CLONE_PACKAGES = ("components", "pipelines")
 #: A module path of the clone's layout, as an import or a string (``"components.training.x"``).
