@@ -154,9 +154,11 @@ def direct_script(run_config: Any, work: Path, tag: str) -> Path:
     direct = dataclasses.replace(run_config, ckpt_output_dir=str(work / f"{tag}-direct"))
     name, kwargs = entrypoint.training_hub_call(direct, {"PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": "0"})
     kwargs.update(entrypoint.image_kwargs(name, log=lambda line: None))  # what the pod adds for this image
+    environment = entrypoint.image_environment(name, log=lambda line: None)
     script = work / f"{tag}-direct.py"
     script.write_text(
-        f"import json, training_hub\ntraining_hub.{name}(**json.loads({json.dumps(json.dumps(kwargs))}))\n"
+        f"import json, os, training_hub\nos.environ.update({environment!r})\n"
+        f"training_hub.{name}(**json.loads({json.dumps(json.dumps(kwargs))}))\n"
     )
     return script
 
@@ -280,7 +282,8 @@ def main() -> int:
         print(_line(result, ok))
     (work / f"results{'-' + backend if backend else ''}.json").write_text(json.dumps(results, indent=2))
     if backend and (work / "results.json").is_file():  # same machine, same data: transformers vs Training Hub
-        hub = {r["algorithm"]: r for r in json.loads((work / "results.json").read_text()) if "pod_seconds" in r}
+        hub_results = json.loads((work / "results.json").read_text())
+        hub = {r["algorithm"]: r for r in hub_results if r.get("exit_code") == 0}  # a failed run has no throughput
         for result in results:
             if result.get("exit_code") == 0 and result["algorithm"] in hub:
                 ratio = hub[result["algorithm"]]["pod_seconds"] / result["pod_seconds"]

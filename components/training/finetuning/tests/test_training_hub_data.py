@@ -169,6 +169,8 @@ def test_the_pod_command_runs_the_real_training_hub_and_ends_in_one_clear_line_w
     assert f"training-hub {entrypoint.TRAINING_HUB_FUNCTIONS[algorithm]}(" in process.stdout
     if algorithm == "sft":  # no flash-attn here: SDPA, else instructlab-training would refuse before processing data
         assert "disable_flash_attn=True" in process.stdout
+    if algorithm == "osft":  # and mini-trainer would stop at its model set-up (test_flash_attn_fallback.py)
+        assert "OSFT runs with PyTorch SDPA attention (TESTING=true)" in process.stdout
     if algorithm != "lora":  # every row was processed in the pod before torchrun met the missing GPU
         processed = Path(run_config["ckpt_output_dir"]) / "_data" / "data.jsonl"
         assert len(processed.read_text().splitlines()) == rows

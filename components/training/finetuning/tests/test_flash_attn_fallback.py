@@ -1,0 +1,59 @@
+"""Training images without flash-attn: SFT and OSFT run with PyTorch SDPA, each backend through its own switch.
+
+Seen on an H100 (README "GPU run", 2026-11-27): OSFT through mini-trainer 0.9.0 stopped with ``No module named
+'flash_attn'`` in an image without it, after the data processing. The pod now sets mini-trainer's ``TESTING``
+variable there; the last test here fails once mini-trainer falls back to SDPA by itself (then drop the variable).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from components.training.finetuning.pod import entrypoint
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed: no fallback to check"
+)
+
+
+def test_sft_without_flash_attn_asks_instructlab_training_for_sdpa():
+    lines: list[str] = []
+    assert entrypoint.image_kwargs("sft", log=lines.append) == {"disable_flash_attn": True}
+    assert entrypoint.image_environment("sft", log=lines.append) == {}
+    assert lines == ["note: flash-attn is not installed in this image: SFT runs with PyTorch SDPA attention"]
+
+
+def test_osft_without_flash_attn_sets_mini_trainers_sdpa_switch_and_says_so():
+    lines: list[str] = []
+    assert entrypoint.image_kwargs("osft", log=lines.append) == {}
+    assert entrypoint.image_environment("osft", log=lines.append) == {"TESTING": "true"}
+    assert lines == [
+        "note: flash-attn is not installed in this image: OSFT runs with PyTorch SDPA attention (TESTING=true)"
+    ]
+
+
+def test_lora_needs_neither_switch():
+    lines: list[str] = []
+    assert entrypoint.image_kwargs("lora_sft", log=lines.append) == {}
+    assert entrypoint.image_environment("lora_sft", log=lines.append) == {}
+    assert lines == []
+
+
+def test_mini_trainer_still_needs_flash_attn_outside_testing(tiny_model_dir, monkeypatch):
+    """mini-trainer's model set-up (the OSFT training process) on CPU, up to its attention choice.
+
+    Without ``TESTING`` it re-raises flash-attn's ImportError; with ``TESTING=true`` it gets past that point (whatever
+    stops it later on a CPU is not flash-attn). Once the first half fails, mini-trainer falls back by itself.
+    """
+    from mini_trainer.setup_model_for_training import setup_model
+
+    monkeypatch.delenv("TESTING", raising=False)
+    with pytest.raises(ImportError, match="flash_attn"):
+        setup_model(str(tiny_model_dir), osft=True, osft_rank_ratio=0.25)
+    monkeypatch.setenv("TESTING", "true")
+    try:
+        setup_model(str(tiny_model_dir), osft=True, osft_rank_ratio=0.25)
+    except Exception as error:  # noqa: BLE001 - on CPU without a process group it may stop later, not at flash-attn
+        assert "flash_attn" not in repr(error), repr(error)
