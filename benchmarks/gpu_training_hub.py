@@ -21,7 +21,7 @@ Training Hub's ``lora`` extra (unsloth, trl; ``scripts/gpu_wheels.sh --lora``), 
 No network: the model and tokenizer are built locally, Hugging Face is forced offline.
 
 ``--backend transformers`` runs the same checks on the ``transformers`` backend (``training_backend="transformers"``:
-the project's own trainer under torchrun, NCCL, FSDP2 for SFT; the pod command is ``<run dir>/transformers/launch.py``;
+``transformers.Trainer`` under torchrun with NCCL (peft for LoRA); the pod command is ``<run dir>/transformers/launch.py``;
 no Training Hub wheels needed, LoRA included), where the throughput reference is the Training Hub result of a
 ``--backend training-hub`` run of the same ``--out`` (the ratio printed when both are in ``results.json``).
 
