@@ -1,9 +1,7 @@
-"""Deploys the registered model on KServe and smoke-tests it: create or update, wait until Ready, one completion.
+"""Deploys the registered model on KServe and smoke-tests it (the README's *Deploy* and *Ownership*).
 
-The client layer over :mod:`.kserve_manifests` with the official ``kubernetes`` client: a deadline on every request,
-transient failures retried by the shared policy, every create and patch ``fieldValidation=Strict``. An
-InferenceService is updated only when it is this step's for the same model (:func:`.kserve_manifests.is_owned`), with
-its ``uid`` and ``resourceVersion`` as preconditions; nothing is deleted (the README's *Deploy* and *Ownership*).
+The client layer over :mod:`.kserve_manifests` with the ``kubernetes`` client: a deadline on every request, transient
+failures retried, every create and patch ``fieldValidation=Strict``, nothing deleted.
 """
 
 from __future__ import annotations
@@ -17,16 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components._common.namespace import SERVICE_ACCOUNT_DIR
 from components._common.retry import GaveUp, RetryPolicy, answer_message, call_with_retries, describe, status_of
 
 from .kserve_manifests import build_inference_service, build_serving_runtime, is_owned
 
 GROUP = "serving.kserve.io"
 #: The OpenShift service CA (in-cluster ``https`` routes of KServe), else the service account's CA.
-CA_FILES = (
-    "/var/run/secrets/kubernetes.io/serviceaccount/service-ca.crt",
-    "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
-)
+CA_FILES = (f"{SERVICE_ACCOUNT_DIR}/service-ca.crt", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
 SMOKE_PROMPT = "Say hello."
 #: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` beside this module grants exactly these.
 API_PERMISSIONS = frozenset(

@@ -1,16 +1,13 @@
 """Idempotent registration: registered model -> model version (with lineage) -> model artifact (the serving URI).
 
-Every step is find-then-create and retried as a whole, so running the step again (a retried task, a re-run of the
-same pipeline run) registers nothing twice. An existing version is reused when its artifact points at the same URI,
-completed when it has no artifact yet and records this run's ``pipeline_run_id`` (an earlier try died half-way), and
-otherwise refused (it is another run's, or points elsewhere): in one line naming that run, or, for a derived version
-name, by registering the next free name (``<derived>-2``...).
+Every step is find-then-create and retried as a whole (the README's *Overview* says what is reused and refused).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -126,10 +123,7 @@ def default_model_name(algorithm: str, base_model: str) -> str:
 
 
 def check_registration_names(registry_address: str, model_name: str, model_version: str) -> None:
-    """The names a run would register under, checked before it starts (nothing to check without an address).
-
-    An empty ``model_name`` / ``model_version`` is derived at registration (:func:`default_model_name`,
-    :func:`derived_version_name`).
+    """The names a run would register under, checked before it starts (an empty one is derived at registration).
 
     Raises:
         ValueError: A name the registry would refuse (names the parameter and the rule).
@@ -301,13 +295,7 @@ class Registrar:
         now = now or datetime.datetime.now(datetime.timezone.utc)
         model = await self.ensure_registered_model(request)
         base = validate_name(await self.resolve_version_name(request, model, now), "model_version")
-        called: list[bool] = []
-
-        def once() -> None:  # the upload happens once, whichever name the version ends up with
-            if before_create is not None and not called:
-                called.append(True)
-                before_create()
-
+        once = functools.cache(before_create or (lambda: None))  # once, whichever name the version ends up with
         for number in range(1, MAX_AUTO_VERSION_NAMES + 1):
             version_name = base if number == 1 else f"{base}-{number}"
             try:

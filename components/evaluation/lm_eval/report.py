@@ -12,16 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from components.evaluation.lm_eval.comparison import (
-    Comparison,
-    baseline_skip_reason,
-    compare,
-    format_delta,
-    is_fraction,
-    qualifier,
-    verdict,
-)
-from components.evaluation.lm_eval.results import MetricRow, metric_rows
+from .comparison import Comparison, baseline_comparison, format_delta, is_fraction, qualifier
+from .results import MetricRow, metric_rows
 
 #: Generations shown per generative task in the report (when samples were logged).
 REPORT_EXAMPLES = 5
@@ -128,12 +120,10 @@ def _comparison_section(
     """The verdict paragraphs at the top of the report, and the comparisons by metric name (None: no baseline)."""
     if baseline is None:
         return [], None
-    skipped = baseline_skip_reason(baseline)
+    skipped, comparisons, line = baseline_comparison(rows, baseline, tasks)
     if skipped:
         return [f"<p><strong>Base model not evaluated:</strong> {html.escape(skipped)}</p>"], None
-    comparisons = compare(rows, metric_rows(baseline))
     base_model = model_name((baseline.get("config") or {}).get("model_args"))
-    line = verdict(comparisons, tasks) or "no metric in common with the base model's run"
     return [
         f'<p class="verdict"><strong>Base → fine-tuned:</strong> {html.escape(line)}</p>',
         f"<p>Base model: {html.escape(str(base_model))}. A change is <em>within noise</em> when |Δ| is at most "
