@@ -80,12 +80,20 @@ def model_name(model_args: Any) -> str:
     return str(model_args) if model_args else "(unknown model)"
 
 
+def _html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], cell: str = "{}") -> str:
+    """An HTML table, every value escaped (``cell``: the format of a data cell's content)."""
+    lines = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    for cells in rows:
+        lines.append("<tr>" + "".join(f"<td>{cell.format(html.escape(str(c)))}</td>" for c in cells) + "</tr>")
+    return "\n".join([*lines, "</table>"])
+
+
 def _task_table(rows: Sequence[MetricRow], comparisons: Mapping[str, Comparison] | None) -> str:
     """Renders the rows of one task as an HTML table, with base-model columns when a baseline is given."""
     header = ["Metric", "Value", "± stderr", "Higher is better"]
     if comparisons is not None:
         header += ["Base model", "Δ vs base", "± stderr of Δ", "Change"]
-    lines = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    table = []
     for row in rows:
         label = row.metric if row.filter_name == "none" else f"{row.metric} ({row.filter_name})"
         direction = {True: "yes", False: "no", None: ""}[row.higher_is_better]
@@ -96,22 +104,18 @@ def _task_table(rows: Sequence[MetricRow], comparisons: Mapping[str, Comparison]
                 cells += ["n/a", "", "", ""]
             else:
                 cells += [_format(item.base.value), format_delta(item), _stderr_of_delta(item), qualifier(item)]
-        lines.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    lines.append("</table>")
-    return "\n".join(lines)
+        table.append(cells)
+    return _html_table(header, table)
 
 
 def _examples(samples: Sequence[Mapping[str, Any]]) -> str:
     """Renders the first generations of a generative task (prompt, reference, generation)."""
-    lines = ["<table>", "<tr><th>Prompt</th><th>Reference</th><th>Generation</th></tr>"]
+    rows = []
     for sample in samples[:REPORT_EXAMPLES]:
         arguments = sample.get("arguments") or [[""]]
         prompt = arguments[0][0] if arguments and arguments[0] else ""
-        generation = (sample.get("filtered_resps") or [""])[0]
-        cells = [prompt, sample.get("target", ""), generation]
-        lines.append("<tr>" + "".join(f"<td><pre>{html.escape(str(c))}</pre></td>" for c in cells) + "</tr>")
-    lines.append("</table>")
-    return "\n".join(lines)
+        rows.append([prompt, sample.get("target", ""), (sample.get("filtered_resps") or [""])[0]])
+    return _html_table(["Prompt", "Reference", "Generation"], rows, "<pre>{}</pre>")
 
 
 def _comparison_section(
