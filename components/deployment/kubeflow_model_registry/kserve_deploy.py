@@ -80,10 +80,12 @@ class _Api:
         self.objects = client.CustomObjectsApi(api_client)
         self.settings, self.policy, self.sleep = settings, policy, sleep
 
-    def call(self, verb: str, version: str, plural: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, verb: str, version: str, plural: str, *args: Any) -> Any:
         """``<verb>_namespaced_custom_object`` of ``plural`` in the namespace; 404 and 409 raised as they are."""
         method = getattr(self.objects, f"{verb}_namespaced_custom_object")
-        kwargs["_request_timeout"] = (10.0, self.settings.request_timeout)
+        kwargs: dict[str, Any] = {"_request_timeout": (10.0, self.settings.request_timeout)}
+        if verb != "get":
+            kwargs["field_validation"] = "Strict"
         where = f"{verb} {GROUP} {plural} in namespace {self.settings.namespace}"
         try:
             return call_with_retries(
@@ -111,12 +113,6 @@ class _Api:
                 return None
             raise
 
-    def create(self, version: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.call("create", version, plural, body, field_validation="Strict")
-
-    def patch(self, version: str, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.call("patch", version, plural, name, body, field_validation="Strict")
-
 
 def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: Callable[[str], None]) -> bool:
     """Uses the named ServingRuntime, or creates it from the vLLM template; whether it was created."""
@@ -125,7 +121,7 @@ def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: C
         return False
     body = build_serving_runtime(settings.runtime, settings.namespace, settings.runtime_image, model_name)
     try:
-        api.create("v1alpha1", "servingruntimes", body)
+        api.call("create", "v1alpha1", "servingruntimes", body)
     except Exception as error:
         if status_of(error) != 409:  # created in between by someone else: use theirs
             raise DeployError(f"cannot create ServingRuntime {settings.runtime}: {_why(error)}") from None
@@ -142,7 +138,7 @@ def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Cal
         existing = api.get("v1beta1", "inferenceservices", name)
         if existing is None:
             try:
-                return api.create("v1beta1", "inferenceservices", desired), "created"
+                return api.call("create", "v1beta1", "inferenceservices", desired), "created"
             except Exception as error:
                 if status_of(error) != 409:
                     raise DeployError(f"cannot create {where}: {_why(error)}") from None
@@ -165,7 +161,7 @@ def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Cal
             "spec": desired["spec"],
         }
         try:
-            updated = api.patch("v1beta1", "inferenceservices", name, patch)
+            updated = api.call("patch", "v1beta1", "inferenceservices", name, patch)
         except Exception as error:
             raise DeployError(
                 f"cannot update {where}: {_why(error)} (it changed or was replaced since it was read; re-run)"
