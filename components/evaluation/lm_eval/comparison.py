@@ -1,7 +1,4 @@
-"""The fine-tuned model against the base model: per task and metric, base, tuned, delta and whether it is noise.
-
-The standard error of a delta and the verdict are described in the component README ("Base model → fine-tuned").
-"""
+"""The fine-tuned model against the base model, per task and metric (the README's *Base model → fine-tuned*)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""lm-eval results as KFP metrics and as an HTML report (a table per task, with the delta vs a baseline).
-
-Metrics are named by :func:`~.results.metric_name`, their standard errors (where lm-eval computed one) ``_stderr``.
-"""
+"""lm-eval results as KFP metrics and as an HTML report (a table per task, with the delta vs a baseline)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs.
-
-:func:`run_lm_eval` is what the component calls, with the request :func:`lm_eval_request` builds from its
-arguments. Every parameter is checked before anything heavy is imported (:mod:`.options`, :mod:`.task_index`).
-"""
+"""Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs."""
 
 from __future__ import annotations
 
