@@ -88,11 +88,7 @@ def evaluate_delta_gate(
     max_regression_relative: bool,
     unavailable: str = "",
 ) -> DeltaGateDecision:
-    """Decides the continual-learning gate.
-
-    ``comparison`` is ``{"<task>/<metric>": record}`` from the ``lm_eval`` results' metadata; ``unavailable`` says
-    why there is none, when known. The gates: module docstring (an empty ``min_improvement_metric`` or a negative
-    ``max_regression`` sets none). Every compared metric is in the decision's ``checks`` (the summary shows them).
+    """Decides the continual-learning gate on ``comparison`` (``unavailable``: why there is none, when known).
 
     Raises:
         ValueError: ``max_regression`` is NaN or infinite, a gate is set but there is no comparison, or

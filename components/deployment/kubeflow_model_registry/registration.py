@@ -241,10 +241,7 @@ class Registrar:
         )
 
     async def create_version(self, request: VersionRequest, model: Any, version_name: str) -> Any:
-        """The version ``version_name`` of ``model``, created (with the lineage properties) when missing.
-
-        A version found instead (the create answered 409, or a retry found the create of a lost answer) is this run's
-        only when it records this run's ``pipeline_run_id``.
+        """The version ``version_name`` of ``model``, created when missing; one found instead must record this run.
 
         Raises:
             VersionTakenError: Another run created the version at the same time (nothing of it was changed).
@@ -283,10 +280,7 @@ class Registrar:
         before_create: Callable[[], None] | None = None,
         now: datetime.datetime | None = None,
     ) -> ModelRegistryResult:
-        """Registers ``request`` unless it is already there.
-
-        ``before_create`` is called once before anything new points at ``request.uri`` (e.g. the S3 upload), never
-        when the registration already exists; ``now`` is the clock of derived version names.
+        """Registers ``request`` unless it is already there; ``before_create`` (the upload) runs once, only if needed.
 
         Raises:
             VersionConflictError: The version exists and points at another URI.
