@@ -37,7 +37,9 @@ class ServingRequest:
     deploy_timeout_seconds: int
 
 
-def check_serving_request(request: ServingRequest, model_name: str, model_uri: str, s3_upload_prefix: str) -> None:
+def check_serving_request(
+    request: ServingRequest, model_name: str, model_uri: str, s3_upload_prefix: str, registry_on: bool
+) -> None:
     """Checks the URI, publish and deploy parameters (before anything is pushed, registered or deployed).
 
     Raises:
@@ -51,6 +53,8 @@ def check_serving_request(request: ServingRequest, model_name: str, model_uri: s
         raise ValueError(f"modelcar_lora_weights={request.modelcar_lora_weights!r}: expected one of {LORA_WEIGHTS}")
     if not request.deploy_inference_service:
         return
+    if not registry_on:
+        raise ValueError("deploy_inference_service needs registry_address: only a registered model is deployed")
     service_name(request.deploy_service_name, model_name)
     if request.deploy_timeout_seconds < 1 or request.deploy_gpus < 0:
         raise ValueError(
