@@ -330,12 +330,10 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         else:
             results = {"results": {}, "configs": {}, "versions": {}}
 
-    samples = results.pop("samples", None)
-    written = {**results, "samples": samples} if request.log_samples and samples else results
+    written = results if request.log_samples else {key: value for key, value in results.items() if key != "samples"}
     write_text_atomically(Path(results_path), _results_json(written))
     settings = _report_settings(spec, request.backend, names, (heldout_rows, heldout_available), options)
-    report_results = {**results, "samples": samples} if samples else results
-    write_text_atomically(Path(report_path), render_report(report_results, settings, baseline, names))
+    write_text_atomically(Path(report_path), render_report(results, settings, baseline, names))
     compared, comparison_metadata = compare_with_baseline(results, baseline, names)
     if baseline is not None:
         skipped = comparison_metadata.get("baseline_skipped")
