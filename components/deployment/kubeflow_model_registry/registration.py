@@ -63,18 +63,12 @@ class VersionRequest:
 
 @dataclasses.dataclass(frozen=True)
 class ModelRegistryResult:
-    """What the ``model_registry`` step did, and what the registry holds now.
+    """What the ``model_registry`` step did, and what the registry holds now (ids and names "" when not registered).
 
     Attributes:
-        status: ``registered`` (created now), ``already_registered`` (found from an earlier try, nothing created) or
-            ``skipped``.
-        model_id: Registered model id ("" when skipped).
-        version_id: Model version id ("" when skipped).
-        artifact_id: Model artifact id ("" when skipped).
-        version_name: The version's name ("" when skipped).
-        uri: The registered URI ("" when skipped).
+        status: ``registered``, ``already_registered``, ``gated_out`` or ``skipped`` (the README's *Outputs*).
         reason: One line saying what happened.
-        api_version: The registry API, ``v1`` or ``v1alpha3`` ("" when skipped).
+        api_version: The registry API, ``v1`` or ``v1alpha3``.
         endpoint_url: The served endpoint when ``deploy_inference_service`` deployed it, else "".
         smoke_answer: The deployed model's answer to the smoke completion request, else "".
     """
