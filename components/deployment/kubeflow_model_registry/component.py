@@ -59,11 +59,7 @@ def model_registry(
 ):
     """Registers ``model`` (version + artifact + lineage) idempotently; skips without a registry, gates on metrics.
 
-    The bearer token comes from the secret env var ``MODEL_REGISTRY_TOKEN``, a token file named by
-    ``MODEL_REGISTRY_TOKEN_PATH``, or the pod's service-account token; never from a parameter. See README.md.
-
-    With ``modelcar_uri`` the model is pushed as an OCI modelcar first and registered pinned to its digest; with
-    ``deploy_inference_service`` the registered model is then served on KServe and smoke-tested.
+    The bearer token never comes from a parameter (README.md: *Environment*).
 
     Returns:
         status (``registered``, ``already_registered``, ``gated_out`` or ``skipped``), model_id and version_id ("" when

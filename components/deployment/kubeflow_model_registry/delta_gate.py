@@ -1,14 +1,6 @@
-"""The continual-learning gate: register only when the new task improved enough and no other task regressed too much.
+"""The continual-learning gate on ``lm_eval``'s ``comparison`` metadata (README: *Overview*; the parameters).
 
-Its input is the ``comparison`` metadata of ``lm_eval``'s ``results`` output (the fine-tuned model against the base
-model, per task and metric: base, tuned, delta, stderr, direction). Improvement and regression follow each metric's
-direction (``higher_is_better``), so a lower perplexity is an improvement.
-
-* ``min_improvement_metric`` (e.g. ``heldout_generation/chrf``) must improve by at least ``min_improvement`` (in the
-  metric's units).
-* Every metric of every *other* task (not ``lm_eval``'s held-out tasks, not the improvement metric's task) may get
-  worse by at most ``max_regression``: in the metric's units, or, with ``max_regression_relative``, as a fraction of
-  the base model's value (0.05 = 5 %). A metric without a known direction cannot be judged and is listed as such.
+Improvement and regression follow each metric's direction (``higher_is_better``): a lower perplexity improves.
 """
 
 from __future__ import annotations
@@ -96,11 +88,7 @@ def evaluate_delta_gate(
     max_regression_relative: bool,
     unavailable: str = "",
 ) -> DeltaGateDecision:
-    """Decides the continual-learning gate.
-
-    ``comparison`` is ``{"<task>/<metric>": record}`` from the ``lm_eval`` results' metadata; ``unavailable`` says
-    why there is none, when known. The gates: module docstring (an empty ``min_improvement_metric`` or a negative
-    ``max_regression`` sets none). Every compared metric is in the decision's ``checks`` (the summary shows them).
+    """Decides the continual-learning gate on ``comparison`` (``unavailable``: why there is none, when known).
 
     Raises:
         ValueError: ``max_regression`` is NaN or infinite, a gate is set but there is no comparison, or

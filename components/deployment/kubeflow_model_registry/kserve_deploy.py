@@ -1,9 +1,7 @@
-"""Deploys the registered model on KServe and smoke-tests it: create or update, wait until Ready, one completion.
+"""Deploys the registered model on KServe and smoke-tests it (the README's *Deploy* and *Ownership*).
 
-The client layer over :mod:`.kserve_manifests` with the official ``kubernetes`` client: a deadline on every request,
-transient failures retried by the shared policy, every create and patch ``fieldValidation=Strict``. An
-InferenceService is updated only when it is this step's for the same model (:func:`.kserve_manifests.is_owned`), with
-its ``uid`` and ``resourceVersion`` as preconditions; nothing is deleted (the README's *Deploy* and *Ownership*).
+The client layer over :mod:`.kserve_manifests` with the ``kubernetes`` client: a deadline on every request, transient
+failures retried, every create and patch ``fieldValidation=Strict``, nothing deleted.
 """
 
 from __future__ import annotations
@@ -17,16 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components._common.namespace import SERVICE_ACCOUNT_DIR
 from components._common.retry import GaveUp, RetryPolicy, answer_message, call_with_retries, describe, status_of
 
 from .kserve_manifests import build_inference_service, build_serving_runtime, is_owned
 
 GROUP = "serving.kserve.io"
 #: The OpenShift service CA (in-cluster ``https`` routes of KServe), else the service account's CA.
-CA_FILES = (
-    "/var/run/secrets/kubernetes.io/serviceaccount/service-ca.crt",
-    "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
-)
+CA_FILES = (f"{SERVICE_ACCOUNT_DIR}/service-ca.crt", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
 SMOKE_PROMPT = "Say hello."
 #: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` beside this module grants exactly these.
 API_PERMISSIONS = frozenset(
@@ -84,10 +80,12 @@ class _Api:
         self.objects = client.CustomObjectsApi(api_client)
         self.settings, self.policy, self.sleep = settings, policy, sleep
 
-    def call(self, verb: str, version: str, plural: str, *args: Any, **kwargs: Any) -> Any:
+    def call(self, verb: str, version: str, plural: str, *args: Any) -> Any:
         """``<verb>_namespaced_custom_object`` of ``plural`` in the namespace; 404 and 409 raised as they are."""
         method = getattr(self.objects, f"{verb}_namespaced_custom_object")
-        kwargs["_request_timeout"] = (10.0, self.settings.request_timeout)
+        kwargs: dict[str, Any] = {"_request_timeout": (10.0, self.settings.request_timeout)}
+        if verb != "get":
+            kwargs["field_validation"] = "Strict"
         where = f"{verb} {GROUP} {plural} in namespace {self.settings.namespace}"
         try:
             return call_with_retries(
@@ -115,12 +113,6 @@ class _Api:
                 return None
             raise
 
-    def create(self, version: str, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.call("create", version, plural, body, field_validation="Strict")
-
-    def patch(self, version: str, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.call("patch", version, plural, name, body, field_validation="Strict")
-
 
 def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: Callable[[str], None]) -> bool:
     """Uses the named ServingRuntime, or creates it from the vLLM template; whether it was created."""
@@ -129,7 +121,7 @@ def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: C
         return False
     body = build_serving_runtime(settings.runtime, settings.namespace, settings.runtime_image, model_name)
     try:
-        api.create("v1alpha1", "servingruntimes", body)
+        api.call("create", "v1alpha1", "servingruntimes", body)
     except Exception as error:
         if status_of(error) != 409:  # created in between by someone else: use theirs
             raise DeployError(f"cannot create ServingRuntime {settings.runtime}: {_why(error)}") from None
@@ -146,7 +138,7 @@ def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Cal
         existing = api.get("v1beta1", "inferenceservices", name)
         if existing is None:
             try:
-                return api.create("v1beta1", "inferenceservices", desired), "created"
+                return api.call("create", "v1beta1", "inferenceservices", desired), "created"
             except Exception as error:
                 if status_of(error) != 409:
                     raise DeployError(f"cannot create {where}: {_why(error)}") from None
@@ -169,7 +161,7 @@ def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Cal
             "spec": desired["spec"],
         }
         try:
-            updated = api.patch("v1beta1", "inferenceservices", name, patch)
+            updated = api.call("patch", "v1beta1", "inferenceservices", name, patch)
         except Exception as error:
             raise DeployError(
                 f"cannot update {where}: {_why(error)} (it changed or was replaced since it was read; re-run)"

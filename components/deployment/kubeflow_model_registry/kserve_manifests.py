@@ -1,13 +1,6 @@
-"""KServe objects serving the registered model: a vLLM ``ServingRuntime`` and an ``InferenceService`` (pure builders).
+"""KServe objects serving the registered model (pure builders), labelled as this step's (:func:`owner_labels`).
 
-The runtime follows OpenShift AI's vLLM ServingRuntime template (``vllm-cuda-runtime``: the OpenAI-compatible
-``vllm.entrypoints.openai.api_server`` on port 8080, the model at ``/mnt/models``, served under the service's name,
-model format ``vLLM``); the service is a single-model ``InferenceService`` whose predictor loads the modelcar
-(``storageUri: oci://...@sha256:...``) or the S3 data connection (``storage.key`` + ``path``) with that runtime.
-
-Both carry the ownership labels (:func:`owner_labels`): the deploy step changes only an object whose labels say it
-made it for the same registered model (:mod:`.kserve_deploy`). Validated in tests against the vendored KServe v0.15.2
-CRDs (``tests/specs/crds``).
+A ``ServingRuntime`` of OpenShift AI's vLLM template (``vllm-cuda-runtime``) and a single-model ``InferenceService``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Lineage recorded on the model version: run, data, base model, training setup and metrics as custom properties.
-
-Model Registry custom properties hold scalars only (string, int32, double, bool). Nested values are flattened with
-dotted keys (``hyperparameter.learning_rate``), ints outside int32 and anything else become strings, and keys that
-look like credentials are dropped so a secret can never reach the registry.
-"""
+"""Lineage recorded on the model version as custom properties (README: *Lineage*): scalars only, no credentials."""
 
 from __future__ import annotations
 
@@ -65,10 +60,7 @@ def known_run_value(value: str) -> str:
 
 
 def scalar_property(value: Any) -> bool | int | float | str | None:
-    """A JSON-like value as a custom-property scalar (``None`` for ``None``).
-
-    bools, int32s, finite floats and strings as they are; big ints, non-finite floats and containers as (JSON) strings.
-    """
+    """A JSON-like value as a custom-property scalar: big ints, non-finite floats and containers as (JSON) text."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -114,12 +106,7 @@ def _hyperparameters(model_metadata: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _dataset_properties(model: ArtifactInfo, dataset: ArtifactInfo | None) -> dict[str, Any]:
-    """Dataset lineage under the names of :mod:`components._common.dataset_metadata`.
-
-    ``dataset_uri`` is the dataset as the user named it: from the dataset artifact's metadata (``dataset_download``),
-    else the model's metadata (``train_model`` copies it), else the dataset artifact's URI. ``dataset_artifact_uri``
-    is where the wired dataset artifact is stored.
-    """
+    """Dataset lineage under the names of :mod:`components._common.dataset_metadata` (README: *Lineage*)."""
     described = read_dataset_metadata(dataset.metadata, "model_registry input dataset") if dataset else None
     props: dict[str, Any] = {"dataset_artifact_uri": dataset.uri} if dataset and dataset.uri else {}
     if described is not None:
@@ -147,10 +134,7 @@ def lineage_properties(
     eval_metrics: Mapping[str, Any] | None = None,
     library_versions: Mapping[str, str] | None = None,
 ) -> dict[str, bool | int | float | str]:
-    """The custom properties of a model version: where it came from and how good it is.
-
-    The run, the model's metadata (:data:`MODEL_METADATA_KEYS`), the dataset, then ``hyperparameter.*``,
-    ``train.*``, ``eval.*`` and ``library_version.*``: a flat mapping of scalars, ready for ``customProperties``.
+    """The custom properties of a model version: where it came from and how good it is, as flat scalars.
 
     Raises:
         ValueError: ``hyperparameters`` in the model metadata is not a mapping.

@@ -101,13 +101,7 @@ def resolve_serving_uri(
     s3_upload_uri: str = "",
     environ: Mapping[str, str] | None = None,
 ) -> ServingUri:
-    """Chooses the URI to register, in this order.
-
-    1. ``model_uri`` (explicit); 2. ``s3_upload_uri`` (where this step uploads the files); 3. the model metadata's
-    ``checkpoint_path`` when it is already a serving URI; 4. ``checkpoint_path`` on a PVC, mapped to
-    ``pvc://<claim>/<path>`` with the claim from metadata ``pvc_claim`` or ``$MODEL_PVC_CLAIM`` and the mount path
-    from metadata ``pvc_mount_path``, ``$MODEL_PVC_MOUNT_PATH`` or KFP's workspace mount ``/kfp-workspace``; 5. the
-    model artifact's own URI when the artifact store is ``s3://``/``gs://``.
+    """Chooses the URI to register, in the order of the README's *Which URI is registered*.
 
     Raises:
         ValueError: No serving URI can be derived, or the one given/derived is not one.

@@ -1,9 +1,6 @@
 """Publishes the model as an OCI modelcar through the Model Registry client's own upload path (README: *Modelcar*).
 
-``model_registry.utils.save_to_oci_registry`` layers the files on a base image (``olot``) and pushes it; this module
-gives it a ``skopeo`` backend (``custom_oci_backend``) with a deadline per copy, quiet logs and ``--digestfile``, so
-the registered URI is pinned (``oci://registry/repository@sha256:...``), and makes the digest reproducible
-(:func:`pin_layer_times`). LoRA models go as trained, merged (:mod:`.lora_merge`) or as the adapter.
+``model_registry.utils.save_to_oci_registry`` with a ``skopeo`` backend that records the pushed digest.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """Idempotent registration: registered model -> model version (with lineage) -> model artifact (the serving URI).
 
-Every step is find-then-create and retried as a whole, so running the step again (a retried task, a re-run of the
-same pipeline run) registers nothing twice. An existing version is reused when its artifact points at the same URI,
-completed when it has no artifact yet and records this run's ``pipeline_run_id`` (an earlier try died half-way), and
-otherwise refused (it is another run's, or points elsewhere): in one line naming that run, or, for a derived version
-name, by registering the next free name (``<derived>-2``...).
+Every step is find-then-create and retried as a whole (the README's *Overview* says what is reused and refused).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -66,18 +63,12 @@ class VersionRequest:
 
 @dataclasses.dataclass(frozen=True)
 class ModelRegistryResult:
-    """What the ``model_registry`` step did, and what the registry holds now.
+    """What the ``model_registry`` step did, and what the registry holds now (ids and names "" when not registered).
 
     Attributes:
-        status: ``registered`` (created now), ``already_registered`` (found from an earlier try, nothing created) or
-            ``skipped``.
-        model_id: Registered model id ("" when skipped).
-        version_id: Model version id ("" when skipped).
-        artifact_id: Model artifact id ("" when skipped).
-        version_name: The version's name ("" when skipped).
-        uri: The registered URI ("" when skipped).
+        status: ``registered``, ``already_registered``, ``gated_out`` or ``skipped`` (the README's *Outputs*).
         reason: One line saying what happened.
-        api_version: The registry API, ``v1`` or ``v1alpha3`` ("" when skipped).
+        api_version: The registry API, ``v1`` or ``v1alpha3``.
         endpoint_url: The served endpoint when ``deploy_inference_service`` deployed it, else "".
         smoke_answer: The deployed model's answer to the smoke completion request, else "".
     """
@@ -126,10 +117,7 @@ def default_model_name(algorithm: str, base_model: str) -> str:
 
 
 def check_registration_names(registry_address: str, model_name: str, model_version: str) -> None:
-    """The names a run would register under, checked before it starts (nothing to check without an address).
-
-    An empty ``model_name`` / ``model_version`` is derived at registration (:func:`default_model_name`,
-    :func:`derived_version_name`).
+    """The names a run would register under, checked before it starts (an empty one is derived at registration).
 
     Raises:
         ValueError: A name the registry would refuse (names the parameter and the rule).
@@ -247,10 +235,7 @@ class Registrar:
         )
 
     async def create_version(self, request: VersionRequest, model: Any, version_name: str) -> Any:
-        """The version ``version_name`` of ``model``, created (with the lineage properties) when missing.
-
-        A version found instead (the create answered 409, or a retry found the create of a lost answer) is this run's
-        only when it records this run's ``pipeline_run_id``.
+        """The version ``version_name`` of ``model``, created when missing; one found instead must record this run.
 
         Raises:
             VersionTakenError: Another run created the version at the same time (nothing of it was changed).
@@ -289,10 +274,7 @@ class Registrar:
         before_create: Callable[[], None] | None = None,
         now: datetime.datetime | None = None,
     ) -> ModelRegistryResult:
-        """Registers ``request`` unless it is already there.
-
-        ``before_create`` is called once before anything new points at ``request.uri`` (e.g. the S3 upload), never
-        when the registration already exists; ``now`` is the clock of derived version names.
+        """Registers ``request`` unless it is already there; ``before_create`` (the upload) runs once, only if needed.
 
         Raises:
             VersionConflictError: The version exists and points at another URI.
@@ -301,13 +283,7 @@ class Registrar:
         now = now or datetime.datetime.now(datetime.timezone.utc)
         model = await self.ensure_registered_model(request)
         base = validate_name(await self.resolve_version_name(request, model, now), "model_version")
-        called: list[bool] = []
-
-        def once() -> None:  # the upload happens once, whichever name the version ends up with
-            if before_create is not None and not called:
-                called.append(True)
-                before_create()
-
+        once = functools.cache(before_create or (lambda: None))  # once, whichever name the version ends up with
         for number in range(1, MAX_AUTO_VERSION_NAMES + 1):
             version_name = base if number == 1 else f"{base}-{number}"
             try:

@@ -1,9 +1,4 @@
-"""Where and how to reach a Model Registry: the base URL from the component's address parameters, TLS, the bearer token.
-
-:func:`make_endpoint` checks the connection parameters and finds the token (secret env var, token files, the pod's
-service-account token) before any request is sent; the token is registered as a secret (masked in every output) and
-never sent over plain HTTP unless asked. The requests themselves are :mod:`.registry_client`'s.
-"""
+"""Where and how to reach a Model Registry: the base URL, TLS and the bearer token, checked before any request."""
 
 from __future__ import annotations
 
@@ -14,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from components._common.masking import register_secret
+from components._common.namespace import SERVICE_ACCOUNT_DIR
 
 API_ROOT = "/api/model_registry/"
 #: API versions in the order they are tried.
@@ -28,7 +24,7 @@ TOKEN_PATH_ENV = "MODEL_REGISTRY_TOKEN_PATH"
 #: Env var KFP sets to the pipeline's service-account token file.
 KFP_TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
 #: The pod's mounted service-account token.
-SERVICE_ACCOUNT_TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+SERVICE_ACCOUNT_TOKEN_PATH = f"{SERVICE_ACCOUNT_DIR}/token"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,11 +116,7 @@ def make_endpoint(
     allow_token_over_http: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> RegistryEndpoint:
-    """Validates the connection parameters and finds the token.
-
-    Transport rules: ``is_secure=False`` with an ``https://`` address keeps TLS but skips certificate verification,
-    and says so in a warning; a token is never sent over plain ``http://`` unless ``allow_token_over_http`` asks for
-    it (it is withheld, with a warning naming its source; a registry that needs it then answers 401).
+    """Validates the connection parameters and finds the token (registered as a secret; the README's transport rules).
 
     Raises:
         ValueError: Inconsistent parameters (http with ``is_secure``, missing CA bundle, no token for TLS).

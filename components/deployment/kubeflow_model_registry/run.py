@@ -1,12 +1,9 @@
-"""The whole ``model_registry`` step: skip or gate, find the serving URI, upload, register, summarise.
-
-:func:`model_registry_request` builds its request from the wrapper's arguments; :func:`component_outputs` turns its
-result into the component's outputs.
-"""
+"""The whole ``model_registry`` step: skip or gate, find the serving URI, upload, register, summarise."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -75,10 +72,8 @@ def library_versions() -> dict[str, str]:
     """Versions of :data:`RECORDED_LIBRARIES` that are installed here."""
     versions = {}
     for name in RECORDED_LIBRARIES:
-        try:
+        with contextlib.suppress(importlib_metadata.PackageNotFoundError):
             versions[name] = importlib_metadata.version(name)
-        except importlib_metadata.PackageNotFoundError:
-            continue
     return versions
 
 
@@ -217,11 +212,7 @@ def run_model_registration(
         log(f"model_name is empty: registering as {model_name!r} (the training algorithm and the base model)")
     if not request.model_format_name.strip():
         raise ValueError("model_format_name is empty: serving runtimes select on it (e.g. 'pytorch', 'vLLM')")
-    if request.model_uri.strip() and request.s3_upload_prefix.strip():
-        raise ValueError("give either model_uri or s3_upload_prefix, not both: the upload decides the registered URI")
-    check_serving_request(serving_request, model_name, request.model_uri, request.s3_upload_prefix)
-    if serving_request.deploy_inference_service and not registry_on:
-        raise ValueError("deploy_inference_service needs registry_address: only a registered model is deployed")
+    check_serving_request(serving_request, model_name, request.model_uri, request.s3_upload_prefix, registry_on)
 
     eval_values, train_values = metric_values(request.eval_metrics), metric_values(request.train_metrics)
     comparison, unavailable = _comparison(request.eval_results)

@@ -26,9 +26,6 @@ def files_to_upload(source: Path) -> list[tuple[Path, str]]:
 def upload_model_files(source: Path, s3_upload_prefix: str, log: Callable[[str], None], client: Any) -> None:
     """Uploads the model files under ``s3://bucket/prefix/`` and checks every object landed with its size.
 
-    Objects are written one by one (each S3 write is atomic); the caller registers the URI only after this returns,
-    so a registry never points at a half-uploaded model.
-
     Raises:
         ValueError: Bad prefix, nothing to upload, or no credentials.
         RuntimeError: The upload failed or an object is missing/short afterwards.

@@ -1,10 +1,4 @@
-"""From registration to a served model: the modelcar publish and the optional KServe deploy of ``model_registry``.
-
-:func:`check_serving_request` validates the two steps' parameters before anything happens; :func:`publish` pushes the
-modelcar (:mod:`.modelcar`) once the gates passed, and its pinned ``oci://…@sha256:…`` becomes the registered URI;
-:func:`deploy` serves the registered URI on KServe (:mod:`.kserve_deploy`) after a registration that was not gated
-out. Kubernetes credentials: :func:`components._common.kube_auth.load_api_client`, as for ``train_model``.
-"""
+"""From registration to a served model: the modelcar publish and the optional KServe deploy (README: *Modelcar*)."""
 
 from __future__ import annotations
 
@@ -43,22 +37,24 @@ class ServingRequest:
     deploy_timeout_seconds: int
 
 
-def check_serving_request(request: ServingRequest, model_name: str, model_uri: str, s3_upload_prefix: str) -> None:
-    """Checks the publish and deploy parameters (before anything is pushed, registered or deployed).
+def check_serving_request(
+    request: ServingRequest, model_name: str, model_uri: str, s3_upload_prefix: str, registry_on: bool
+) -> None:
+    """Checks the URI, publish and deploy parameters (before anything is pushed, registered or deployed).
 
     Raises:
         ValueError: One line naming the parameter, its value and the rule.
     """
+    if len([uri for uri in (model_uri, s3_upload_prefix, request.modelcar_uri) if uri.strip()]) > 1:
+        raise ValueError("give one of model_uri, s3_upload_prefix and modelcar_uri: each decides the registered URI")
     if request.modelcar_uri.strip():
         parse_modelcar_uri(request.modelcar_uri)
-        if model_uri.strip() or s3_upload_prefix.strip():
-            raise ValueError(
-                "give one of model_uri, s3_upload_prefix and modelcar_uri: each decides the registered URI"
-            )
     if request.modelcar_lora_weights not in LORA_WEIGHTS:
         raise ValueError(f"modelcar_lora_weights={request.modelcar_lora_weights!r}: expected one of {LORA_WEIGHTS}")
     if not request.deploy_inference_service:
         return
+    if not registry_on:
+        raise ValueError("deploy_inference_service needs registry_address: only a registered model is deployed")
     service_name(request.deploy_service_name, model_name)
     if request.deploy_timeout_seconds < 1 or request.deploy_gpus < 0:
         raise ValueError(

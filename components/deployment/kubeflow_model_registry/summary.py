@@ -6,15 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(rows: Sequence[tuple[str, Any]], header: tuple[str, str] = ("", "")) -> str:
-    """A two-column Markdown table (pipes and newlines in values escaped)."""
-    lines = [f"| {header[0]} | {header[1]} |", "|---|---|"]
-    lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in rows]
-    return "\n".join(lines)
+def markdown_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """A Markdown table (pipes and newlines in cells escaped)."""
+    lines = ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *lines])
 
 
 def _number(value: Any) -> str:
@@ -23,25 +18,23 @@ def _number(value: Any) -> str:
 
 def comparison_table(checks: Sequence[Any]) -> str:
     """The base → fine-tuned comparison as a Markdown table (one row per :class:`~.delta_gate.MetricCheck`)."""
-    lines = [
-        "| metric | base | fine-tuned | Δ | ± stderr of Δ | beyond noise | gate |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    header = ["metric", "base", "fine-tuned", "Δ", "± stderr of Δ", "beyond noise", "gate"]
+    rows = []
     for check in checks:
         record = check.record
-        noise = {True: "yes", False: "no (within noise)", None: "unknown"}[record.get("beyond_noise")]
         delta = record.get("delta")
-        cells = [
-            check.name,
-            _number(record.get("base")),
-            _number(record.get("tuned")),
-            f"{delta:+.4g}" if isinstance(delta, (int, float)) else str(delta),
-            _number(record.get("stderr")),
-            noise,
-            f"{check.role}: {check.verdict}" if check.verdict else check.role,
-        ]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return "\n".join(lines)
+        rows.append(
+            [
+                check.name,
+                _number(record.get("base")),
+                _number(record.get("tuned")),
+                f"{delta:+.4g}" if isinstance(delta, (int, float)) else str(delta),
+                _number(record.get("stderr")),
+                {True: "yes", False: "no (within noise)", None: "unknown"}[record.get("beyond_noise")],
+                f"{check.role}: {check.verdict}" if check.verdict else check.role,
+            ]
+        )
+    return markdown_table(rows, header)
 
 
 def render_summary(

@@ -1,7 +1,4 @@
-"""The fine-tuned model against the base model: per task and metric, base, tuned, delta and whether it is noise.
-
-The standard error of a delta and the verdict are described in the component README ("Base model → fine-tuned").
-"""
+"""The fine-tuned model against the base model, per task and metric (the README's *Base model → fine-tuned*)."""
 
 from __future__ import annotations
 
@@ -168,9 +165,13 @@ def verdict(comparisons: Sequence[Comparison], tasks: Sequence[str] = ()) -> str
     return "; ".join(parts)
 
 
-def baseline_skip_reason(baseline: Mapping[str, Any]) -> str:
-    """Why the baseline run evaluated nothing (its ``skipped`` entry), or "" for a real baseline."""
-    return str(baseline.get("skipped") or "")
+def baseline_comparison(
+    rows: Iterable[MetricRow], baseline: Mapping[str, Any], tasks: Sequence[str]
+) -> tuple[str, list[Comparison], str]:
+    """``(why the baseline run evaluated nothing, or "", the comparisons, the verdict line)`` of a run's rows."""
+    skipped = str(baseline.get("skipped") or "")
+    comparisons = [] if skipped else compare(rows, metric_rows(baseline))
+    return skipped, comparisons, verdict(comparisons, tasks) or "no metric in common with the base model's run"
 
 
 def compare_with_baseline(
@@ -178,20 +179,15 @@ def compare_with_baseline(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Compares a run with the base model's: the ``/base`` and ``/delta`` metrics and the results metadata.
 
-    A ``skipped`` baseline records only the reason; none (None) compares nothing.
-
     Returns:
         The metrics, and the metadata: ``comparison`` (:meth:`Comparison.as_record` by metric name), ``verdict`` and
-        ``baseline_model``; or ``baseline_skipped`` with the reason.
+        ``baseline_model``; or ``baseline_skipped`` with the reason; nothing without a baseline.
     """
     if baseline is None:
         return {}, {}
-    skipped = baseline_skip_reason(baseline)
+    skipped, comparisons, line = baseline_comparison(metric_rows(results), baseline, tasks)
     if skipped:
         return {}, {"baseline_skipped": skipped}
-    comparisons = compare(metric_rows(results), metric_rows(baseline))
-    line = verdict(comparisons, tasks) or "no metric in common with the base model's run"
-    base_model = (baseline.get("config") or {}).get("model_args") or ""
     records = {item.tuned.name: item.as_record() for item in comparisons}
-    metadata = {"comparison": records, "verdict": line, "baseline_model": str(base_model)}
-    return comparison_metrics(comparisons), metadata
+    base_model = str((baseline.get("config") or {}).get("model_args") or "")
+    return comparison_metrics(comparisons), {"comparison": records, "verdict": line, "baseline_model": base_model}

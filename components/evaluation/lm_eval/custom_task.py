@@ -1,10 +1,4 @@
-"""The held-out split as lm-eval tasks, and the staging of user-supplied task directories.
-
-A chat JSONL (rows ``{"messages": [...]}``, the last turn from the assistant) becomes two lm-eval YAML tasks,
-:data:`HELDOUT_GENERATION_TASK` and :data:`HELDOUT_PERPLEXITY_TASK`, in a directory that
-``lm_eval.tasks.TaskManager(include_path=...)`` indexes; how each prompt is built and scored is described in the
-component README ("The held-out tasks").
-"""
+"""The held-out split as lm-eval tasks (the README's *The held-out tasks*), and the staging of user task directories."""
 
 from __future__ import annotations
 

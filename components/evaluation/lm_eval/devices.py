@@ -1,9 +1,6 @@
 """The evaluation's torch device: the one asked for, else CUDA when visible; never CPU by surprise on a GPU pod.
 
-A pipeline that gives the evaluation step a GPU also sets :data:`REQUESTED_GPUS_ENV` on it
-(``pipelines/training/finetuning/tasks.py``); such a pod that sees no GPU fails with the RHOAI guide's
-``No CUDA GPUs are available`` rather than evaluating slowly on CPU. ``device="cpu"`` (or compiling with
-``--eval-gpus 0``) evaluates on CPU on purpose.
+A pod given GPUs by the pipeline carries :data:`REQUESTED_GPUS_ENV` (``pipelines/training/finetuning/tasks.py``).
 """
 
 from __future__ import annotations
@@ -21,11 +18,6 @@ class NoGpuError(RuntimeError):
 
 def resolve_device(device: str, backend: str, env: Mapping[str, str] | None = None) -> str | None:
     """The device for lm-eval: the given one, else ``cuda`` when a GPU is visible, else ``cpu`` (None for vLLM).
-
-    Args:
-        device: The ``device`` parameter (``""``: choose).
-        backend: ``hf`` or ``vllm``.
-        env: The environment (default ``os.environ``): :data:`REQUESTED_GPUS_ENV`.
 
     Raises:
         NoGpuError: No device was asked for, the pod requested GPUs, and torch sees none.

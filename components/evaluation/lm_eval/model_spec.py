@@ -1,8 +1,4 @@
-"""Which model lm-eval loads, and how: a full checkpoint, a PEFT adapter on its base model, or a Hub id.
-
-``resolve_model`` checks a local model directory before any heavy import (weights and tokenizer present; for an
-adapter, its weights and a reachable base model) and returns the lm-eval model name and ``model_args``.
-"""
+"""Which model lm-eval loads, and how: a full checkpoint, a PEFT adapter on its base model, or a Hub id."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The lm_eval component's run settings checked and turned into lm-eval's arguments, before anything heavy is imported.
-
-A bad value fails in a second with a message that names the parameter and the value (the pipelines' argument check,
-``pipelines/argument_checks.py``, calls :func:`check_options` before compiling).
-"""
+"""The lm_eval run settings checked and turned into lm-eval's arguments, before anything heavy is imported."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""lm-eval results as KFP metrics and as an HTML report (a table per task, with the delta vs a baseline).
-
-Metrics are named by :func:`~.results.metric_name`, their standard errors (where lm-eval computed one) ``_stderr``.
-"""
+"""lm-eval results as KFP metrics and as an HTML report (a table per task, with the delta vs a baseline)."""
 
 from __future__ import annotations
 
@@ -12,16 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from components.evaluation.lm_eval.comparison import (
-    Comparison,
-    baseline_skip_reason,
-    compare,
-    format_delta,
-    is_fraction,
-    qualifier,
-    verdict,
-)
-from components.evaluation.lm_eval.results import MetricRow, metric_rows
+from .comparison import Comparison, baseline_comparison, format_delta, is_fraction, qualifier
+from .results import MetricRow, metric_rows
 
 #: Generations shown per generative task in the report (when samples were logged).
 REPORT_EXAMPLES = 5
@@ -88,12 +77,20 @@ def model_name(model_args: Any) -> str:
     return str(model_args) if model_args else "(unknown model)"
 
 
+def _html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], cell: str = "{}") -> str:
+    """An HTML table, every value escaped (``cell``: the format of a data cell's content)."""
+    lines = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    for cells in rows:
+        lines.append("<tr>" + "".join(f"<td>{cell.format(html.escape(str(c)))}</td>" for c in cells) + "</tr>")
+    return "\n".join([*lines, "</table>"])
+
+
 def _task_table(rows: Sequence[MetricRow], comparisons: Mapping[str, Comparison] | None) -> str:
     """Renders the rows of one task as an HTML table, with base-model columns when a baseline is given."""
     header = ["Metric", "Value", "± stderr", "Higher is better"]
     if comparisons is not None:
         header += ["Base model", "Δ vs base", "± stderr of Δ", "Change"]
-    lines = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    table = []
     for row in rows:
         label = row.metric if row.filter_name == "none" else f"{row.metric} ({row.filter_name})"
         direction = {True: "yes", False: "no", None: ""}[row.higher_is_better]
@@ -104,22 +101,18 @@ def _task_table(rows: Sequence[MetricRow], comparisons: Mapping[str, Comparison]
                 cells += ["n/a", "", "", ""]
             else:
                 cells += [_format(item.base.value), format_delta(item), _stderr_of_delta(item), qualifier(item)]
-        lines.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    lines.append("</table>")
-    return "\n".join(lines)
+        table.append(cells)
+    return _html_table(header, table)
 
 
 def _examples(samples: Sequence[Mapping[str, Any]]) -> str:
     """Renders the first generations of a generative task (prompt, reference, generation)."""
-    lines = ["<table>", "<tr><th>Prompt</th><th>Reference</th><th>Generation</th></tr>"]
+    rows = []
     for sample in samples[:REPORT_EXAMPLES]:
         arguments = sample.get("arguments") or [[""]]
         prompt = arguments[0][0] if arguments and arguments[0] else ""
-        generation = (sample.get("filtered_resps") or [""])[0]
-        cells = [prompt, sample.get("target", ""), generation]
-        lines.append("<tr>" + "".join(f"<td><pre>{html.escape(str(c))}</pre></td>" for c in cells) + "</tr>")
-    lines.append("</table>")
-    return "\n".join(lines)
+        rows.append([prompt, sample.get("target", ""), (sample.get("filtered_resps") or [""])[0]])
+    return _html_table(["Prompt", "Reference", "Generation"], rows, "<pre>{}</pre>")
 
 
 def _comparison_section(
@@ -128,12 +121,10 @@ def _comparison_section(
     """The verdict paragraphs at the top of the report, and the comparisons by metric name (None: no baseline)."""
     if baseline is None:
         return [], None
-    skipped = baseline_skip_reason(baseline)
+    skipped, comparisons, line = baseline_comparison(rows, baseline, tasks)
     if skipped:
         return [f"<p><strong>Base model not evaluated:</strong> {html.escape(skipped)}</p>"], None
-    comparisons = compare(rows, metric_rows(baseline))
     base_model = model_name((baseline.get("config") or {}).get("model_args"))
-    line = verdict(comparisons, tasks) or "no metric in common with the base model's run"
     return [
         f'<p class="verdict"><strong>Base → fine-tuned:</strong> {html.escape(line)}</p>',
         f"<p>Base model: {html.escape(str(base_model))}. A change is <em>within noise</em> when |Δ| is at most "

@@ -1,8 +1,4 @@
-"""lm-eval's results as rows: one per task, metric and filter, with the metric's KFP name and standard error.
-
-What the report (:mod:`~components.evaluation.lm_eval.report`) and the comparison with the base model
-(:mod:`~components.evaluation.lm_eval.comparison`) both read.
-"""
+"""lm-eval's results as rows: one per task, metric and filter, with the metric's KFP name and standard error."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs.
-
-:func:`run_lm_eval` is what the component calls, with the request :func:`lm_eval_request` builds from its
-arguments. Every parameter is checked before anything heavy is imported (:mod:`.options`, :mod:`.task_index`).
-"""
+"""Runs lm-eval for the ``lm_eval`` component: checks the inputs, builds the tasks, evaluates, writes the outputs."""
 
 from __future__ import annotations
 
@@ -334,12 +330,10 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         else:
             results = {"results": {}, "configs": {}, "versions": {}}
 
-    samples = results.pop("samples", None)
-    written = {**results, "samples": samples} if request.log_samples and samples else results
+    written = results if request.log_samples else {key: value for key, value in results.items() if key != "samples"}
     write_text_atomically(Path(results_path), _results_json(written))
     settings = _report_settings(spec, request.backend, names, (heldout_rows, heldout_available), options)
-    report_results = {**results, "samples": samples} if samples else results
-    write_text_atomically(Path(report_path), render_report(report_results, settings, baseline, names))
+    write_text_atomically(Path(report_path), render_report(results, settings, baseline, names))
     compared, comparison_metadata = compare_with_baseline(results, baseline, names)
     if baseline is not None:
         skipped = comparison_metadata.get("baseline_skipped")

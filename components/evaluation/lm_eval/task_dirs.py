@@ -1,9 +1,4 @@
-"""Task directories named in ``task_names``: a local directory of lm-eval task YAMLs, as lm-eval's ``--tasks`` takes.
-
-``task_names=["arc_easy", "/mnt/tasks/general"]`` evaluates ``arc_easy`` and every task the YAMLs of
-``/mnt/tasks/general`` declare (a directory baked into the image, on a mounted volume, or shipped with a local run).
-The directory is staged like the ``custom_tasks`` artifact (``${TASK_DIR}`` in a YAML becomes its staged path).
-"""
+"""Task directories named in ``task_names`` (a local directory of lm-eval task YAMLs), staged like ``custom_tasks``."""
 
 from __future__ import annotations
 
