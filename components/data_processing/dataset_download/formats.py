@@ -110,16 +110,8 @@ def from_prompt_completion(row: dict) -> dict:
     return {"messages": messages, **_extras(row, _PROMPT_COMPLETION_KEYS)}
 
 
-def from_messages(row: dict) -> dict:
-    """Keeps a ``messages`` row as it is."""
-    if "messages" not in row:
-        raise RowError("missing_field", MESSAGES_NOT_FOUND)
-    return row
-
-
-#: The converter of each format.
+#: The converter of each format but ``messages`` (whose rows are kept as they are).
 CONVERTERS: dict[str, Callable[[dict], dict]] = {
-    "messages": from_messages,
     "alpaca": from_alpaca,
     "sharegpt": from_sharegpt,
     "prompt_completion": from_prompt_completion,

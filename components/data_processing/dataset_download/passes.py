@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from components._common.chat_files import ReadLimits, count_lines
+from components._common.chat_files import ARTIFACT_READ_LIMITS, ReadLimits, count_lines, iter_line_blocks
 
 from .locations import DatasetSourceError
 from .readers import data_format
-from .split import JsonlWriter, SplitPlan, SplitSink, WrittenFile, iter_row_blocks, plan_split
+from .split import JsonlWriter, SplitPlan, SplitSink, WrittenFile, plan_split
 from .validate import Sink
 from .validation_report import ValidationReport
 
@@ -145,7 +145,7 @@ def _two_passes(
 
         def fill(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport:
             sink = SplitSink(plan, options.seed, train, eval_, callback)
-            for block in iter_row_blocks(valid.path):
+            for _, block in iter_line_blocks(valid.path, ARTIFACT_READ_LIMITS):
                 sink(block)
             return report
 

@@ -17,7 +17,7 @@ import os
 import queue
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +26,6 @@ from components._common.files import mkstemp_like_open
 from .locations import free_space
 
 _WRITE_BUFFER = 1 << 20
-_READ_BLOCK = 1 << 20
 _QUEUED_BLOCKS = 8
 
 
@@ -223,15 +222,3 @@ class SplitSink:
             self._eval_writer.write_rows(list(itertools.compress(rows, picks)))
             rows = list(itertools.compress(rows, map(operator.not_, picks)))
         self._train.write_rows(rows)
-
-
-def iter_row_blocks(path: Path) -> Iterator[list[bytes]]:
-    """The rows of a JSONL file this module wrote (one row per line, no blank line), in blocks of about 1 MiB."""
-    with open(path, "rb") as handle:
-        head = b""
-        while block := handle.read(_READ_BLOCK):
-            rows = (head + block).split(b"\n")
-            head = rows.pop()
-            yield rows
-        if head:
-            yield [head]

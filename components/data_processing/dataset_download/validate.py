@@ -81,7 +81,7 @@ def validate_files(
     Raises:
         ValueError: A file is unsupported, or (``ChatFormatError``, rule ``bad_compression``) a ``.gz`` is damaged.
     """
-    convert = None if report.input_format == "messages" else CONVERTERS[report.input_format]
+    convert = CONVERTERS.get(report.input_format)
     sink = sink or (lambda rows: None)
     for path in files:
         if convert is None and data_format(path) == "jsonl":

@@ -1,8 +1,4 @@
-"""What validating a dataset found: the counts, the rejects (a few quoted, all counted), the verdict and the report.
-
-:class:`ValidationReport` is filled by :mod:`.validate` row by row; it decides whether the dataset passes under
-``on_invalid`` and ``max_invalid_fraction`` (:func:`check_validation_options`) and renders the Markdown report.
-"""
+"""What validating a dataset found: the counts, the rejects (a few quoted, all counted), the verdict and the report."""
 
 from __future__ import annotations
 
@@ -23,15 +19,7 @@ _KEPT_REJECTS = 50
 
 
 class DatasetValidationError(ValueError):
-    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow.
-
-    Attributes:
-        report: The :class:`ValidationReport` that failed (``None`` when raised without one).
-    """
-
-    def __init__(self, message: str, report: ValidationReport | None = None) -> None:
-        super().__init__(message)
-        self.report = report
+    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow."""
 
 
 @dataclass(frozen=True)
@@ -137,11 +125,7 @@ class ValidationReport:
         )
 
     def failure_message(self) -> str:
-        """Why the dataset fails: the option, the first reject, the counts per rule, then the first rejects.
-
-        The first line stands alone (it is what a pipeline run shows): the counts, the option that failed the run
-        and the first rejected row with its location and rule.
-        """
+        """Why the dataset fails; the first line stands alone (a pipeline run shows it), then the first rejects."""
         counts = ", ".join(f"{rule}={count}" for rule, count in sorted(self.rejects_by_rule.items()))
         head = f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break "
         head += "the rules"
@@ -157,7 +141,7 @@ class ValidationReport:
     def raise_for_rejects(self) -> None:
         """Raises :class:`DatasetValidationError` with :meth:`failure_message` unless :attr:`passed`."""
         if not self.passed:
-            raise DatasetValidationError(self.failure_message(), report=self)
+            raise DatasetValidationError(self.failure_message())
 
     def to_markdown(self) -> str:
         """The report as Markdown: source, format, counts, counts per rule and every reject."""
