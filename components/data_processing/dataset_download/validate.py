@@ -169,6 +169,34 @@ def _reject(path: Path, position: int, rule: str, detail: str, value: object, ra
     return Reject(position_label(path, position), rule, detail, excerpt(raw))
 
 
+def start_report(
+    files: Sequence[Path],
+    source_uri: str,
+    *,
+    input_format: str,
+    on_invalid: str,
+    max_invalid_fraction: float,
+    limits: ReadLimits,
+    revision: str = "",
+) -> ValidationReport:
+    """The empty report of some data files: options checked, ``source_uri`` masked, the format chosen.
+
+    The options are the component's parameters of the same names (see :func:`choose_format`).
+    """
+    check_validation_options(on_invalid, max_invalid_fraction)
+    source_uri = mask_url(source_uri)
+    chosen, reason = choose_format(files, input_format, source_uri, limits)
+    return ValidationReport(
+        source_uri=source_uri,
+        revision=revision,
+        input_format=chosen,
+        format_reason=reason,
+        files=[path.name for path in files],
+        on_invalid=on_invalid,
+        max_invalid_fraction=max_invalid_fraction,
+    )
+
+
 def validate_local_files(
     files: Sequence[Path],
     source_uri: str,
@@ -181,23 +209,9 @@ def validate_local_files(
     revision: str = "",
     sink: Sink | None = None,
 ) -> ValidationReport:
-    """Validates local data files: chooses the format, then checks every row (see :func:`validate_files`).
-
-    The options are the component's parameters of the same names; ``source_uri`` is shown masked; ``sink`` is
-    :func:`validate_files`'. Check :attr:`ValidationReport.passed` of the report, or call ``raise_for_rejects``.
-    """
-    check_validation_options(on_invalid, max_invalid_fraction)
-    source_uri = mask_url(source_uri)
-    chosen, reason = choose_format(files, input_format, source_uri, limits)
-    report = ValidationReport(
-        source_uri=source_uri,
-        revision=revision,
-        input_format=chosen,
-        format_reason=reason,
-        files=[path.name for path in files],
-        on_invalid=on_invalid,
-        max_invalid_fraction=max_invalid_fraction,
-    )
+    """Validates local data files: :func:`start_report`, then :func:`validate_files` (check the report's ``passed``)."""
+    options = dict(on_invalid=on_invalid, max_invalid_fraction=max_invalid_fraction, limits=limits, revision=revision)
+    report = start_report(files, source_uri, input_format=input_format, **options)
     return validate_files(files, report, allow_trailing_user, sink, limits)
 
 
