@@ -1,8 +1,4 @@
-"""Reading chat data files with bounds: lines a block at a time, size limits, ``.gz`` with a decompressed cap.
-
-Memory stays bounded whatever the file (:class:`ReadLimits`, :func:`iter_line_blocks`); the rules and the decoding
-live in :mod:`components._common.chat_format`, the messages in :mod:`components._common.chat_errors`.
-"""
+"""Reading chat data files with bounds: lines a block at a time, size limits, ``.gz`` with a decompressed cap."""
 
 from __future__ import annotations
 
@@ -41,10 +37,8 @@ class ReadLimits:
                 raise ValueError(f"{name}={value!r} must be a positive number of bytes")
 
 
-#: The bounds of reading a dataset *artifact* (the training step, lm-eval): its rows already passed the dataset
-#: step's own ``max_line_bytes`` (whatever a user set there), so these are no validation rule, only a bound on the
-#: memory a corrupt or foreign file can take: a 1 GiB line, a ``.gz`` expanding to 1 TiB. The dataset step's limits
-#: are its parameters (``dataset_download``'s signature), never these.
+#: The bounds of reading a dataset *artifact* (already validated by the dataset step with its own limits): no rule,
+#: only a bound on the memory a corrupt or foreign file can take.
 ARTIFACT_READ_LIMITS = ReadLimits(max_line_bytes=1 << 30, max_decompressed_bytes=1 << 40)
 
 
@@ -134,12 +128,10 @@ def iter_line_blocks(path: Path, limits: ReadLimits) -> Iterator[tuple[int, list
     """Yields ``(first_line_number, lines)``: the lines of a (possibly gzipped) file, about 1 MiB at a time.
 
     Every line is there, blank ones included, without its line break; a line longer than ``limits.max_line_bytes``
-    is an :class:`Unreadable` (rule ``record_too_large``), skipped without being held, so memory stays below about
-    ``max_line_bytes`` plus two blocks whatever the file. A UTF-8 byte order mark at the start is skipped.
+    is an :class:`Unreadable` (rule ``record_too_large``), skipped without being held. A leading UTF-8 BOM is skipped.
 
     Raises:
-        ChatFormatError: ``bad_compression`` for a truncated, corrupt or fake ``.gz`` file;
-            ``decompressed_too_large`` for one that expands past ``limits.max_decompressed_bytes``.
+        ChatFormatError: A damaged ``.gz`` file, or one that expands too far (:func:`gzip_errors`).
     """
     limit = limits.max_line_bytes
     number = 1  # of the next line
@@ -205,10 +197,7 @@ def count_lines(path: Path, limits: ReadLimits) -> int:
 
 
 def iter_lines(path: Path, limits: ReadLimits) -> Iterator[tuple[int, bytes | Unreadable]]:
-    """Yields ``(line_number, line)`` for the records of a (possibly gzipped) file (see :func:`iter_line_blocks`).
-
-    Lines come without their line break; one longer than ``limits.max_line_bytes`` is an :class:`Unreadable`.
-    """
+    """Yields ``(line_number, line)`` for the records of a (possibly gzipped) file (see :func:`iter_line_blocks`)."""
     for first, lines in iter_line_blocks(path, limits):
         for number, line in enumerate(lines, first):
             if is_record(line):
