@@ -1,11 +1,4 @@
-"""Input formats and their conversion to chat ``messages`` rows, plus detection of the format from the first rows.
-
-Formats:
-
-* ``messages``: ``{"messages": [{"role": ..., "content": ...}, ...]}`` (kept as it is);
-* ``alpaca``: ``{"instruction", "input" (optional), "output", "system" (optional)}``;
-* ``sharegpt``: ``{"conversations": [{"from": "human" | "gpt" | ..., "value": ...}], "system" (optional)}``;
-* ``prompt_completion``: ``{"prompt", "completion"}``, each a string or a list of messages.
+"""Input formats (component README) and their conversion to chat ``messages`` rows, and their detection.
 
 Converters keep every key they do not consume, on the row and on each message.
 """

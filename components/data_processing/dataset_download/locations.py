@@ -48,10 +48,7 @@ def free_space(folder: Path) -> str:
 
 
 def scratch_full_error(shown_uri: str, folder: Path, needed: int | None, written: int | None) -> DatasetSourceError:
-    """The one line for a download that filled its scratch folder: which folder, how much it needed, what to set.
-
-    ``needed`` (all the download needs) and ``written`` (when the disk filled up) are ``None`` when unknown.
-    """
+    """The one line for a download that filled its scratch folder (``needed``, ``written``: ``None`` when unknown)."""
     free = free_space(folder)
     need = f"needs {needed} bytes" if needed is not None else "needs more (size unknown)"
     after = f" after {written} bytes" if written is not None else ""
@@ -173,7 +170,7 @@ def confine(path: Path, root: Path, uri: str) -> None:
 def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Path]:
     """The data files at a local path: the file itself, or every supported file under a directory, sorted.
 
-    With ``root``, every file must resolve inside it (no symlink escape); ``uri`` is named in the errors.
+    With ``root``, every file must resolve inside it (no symlink escape).
     """
     if not path.exists():
         raise DatasetSourceError(f"dataset_uri={uri!r}: {path} does not exist (404)")

@@ -64,10 +64,9 @@ def validate_and_split(
         input_format: The format the rows are read as (after auto-detection).
         validate: Runs the validation into a sink.
         options: The split options and the output paths.
-        limits: The record and decompressed size limits (for counting the lines).
+        limits: The size limits (for counting the lines).
         on_selected: Makes a fresh callback for every kept row (token statistics), or ``None``; called per attempt.
-        one_pass: Allow the one-pass path (``False`` with token statistics: the tokenizer loads only for rows that
-            passed).
+        one_pass: Allow the one-pass path (``False`` with token statistics: the tokenizer loads after validation).
 
     Raises:
         DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
@@ -84,10 +83,7 @@ def validate_and_split(
 def _written(
     options: SplitOptions, plan: SplitPlan, fill: Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
 ) -> SplitOutcome | None:
-    """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (or neither).
-
-    ``fill`` returning ``None`` discards both files and returns ``None``.
-    """
+    """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (``None``: neither)."""
     train, eval_ = JsonlWriter(options.train_path), JsonlWriter(options.eval_path)
     committed: list[WrittenFile] = []
     try:

@@ -74,8 +74,7 @@ def _iter_json_lines(path: Path, limits: ReadLimits, nulls: bool = True) -> Iter
 def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, object]]:
     """Decodes the elements of a top-level JSON array one by one with ``raw_decode`` on a sliding buffer.
 
-    An element longer than ``limits.max_line_bytes`` characters is a ``record_too_large`` reject that ends the file
-    (the parser cannot find the next element without decoding this one).
+    An element longer than ``limits.max_line_bytes`` characters is a ``record_too_large`` reject that ends the file.
     """
     decoder = json.JSONDecoder()
     buffer, position = text.read(_CHUNK_CHARS), 0
@@ -259,9 +258,8 @@ def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     """Yields ``(position, row)`` (see :func:`position_label`) for every record of a data file, streaming.
 
     Raises:
-        ValueError: The file's suffix is not a supported data format; ``ChatFormatError`` (a ``ValueError``) for a
-            damaged ``.gz`` file (rule ``bad_compression``), one that expands too far (``decompressed_too_large``) or a
-            Parquet row group too large to decode (``record_too_large``).
+        ValueError: The file's suffix is not a supported data format; ``ChatFormatError`` for a damaged or too large
+            ``.gz`` file, or a Parquet row group too large to decode.
     """
     kind = data_format(path)
     if kind == "jsonl":

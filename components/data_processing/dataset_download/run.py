@@ -104,10 +104,7 @@ class DatasetDownloadResult:
 
 @dataclass(frozen=True)
 class DatasetDownloadRequest:
-    """``dataset_download``'s arguments, as the component received them; no defaults (they live in the component).
-
-    One field per parameter, under its name; each is described once, in ``parameter_docs.py``.
-    """
+    """``dataset_download``'s arguments, one field per parameter (described in ``parameter_docs.py``), no defaults."""
 
     dataset_uri: str
     train_split_ratio: float
@@ -140,9 +137,6 @@ def dataset_download_request(arguments: Mapping[str, Any]) -> DatasetDownloadReq
 @masked
 def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval_path: Path) -> DatasetDownloadResult:
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
-
-    Both files are written under temporary names, renamed only when everything succeeded (the eval file is empty when
-    ``train_split_ratio`` is 1.0).
 
     Raises:
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;

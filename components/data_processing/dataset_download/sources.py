@@ -1,11 +1,7 @@
-"""Fetching a dataset from its source to local data files: Hub, S3, HTTP(S), PVC or a local path.
+"""Fetching a dataset from its source to local data files: picks the source, and holds the HTTP(S) one.
 
-This module picks the source and holds the HTTP(S) one; :mod:`.s3_source` and :mod:`.hub_source` hold the others.
-
-Secrets come only from the environment (``HF_TOKEN``; the RHOAI data-connection variables) and are never logged or
-put in errors. Downloads land in a temporary name and are renamed when complete; remote sources are capped at
-``max_bytes`` and bounded in time (:mod:`.deadlines`). Partial files are removed on every exit: errors, the deadline,
-and SIGTERM (turned into ``SystemExit`` by :mod:`components._common.termination`, so that ``finally`` blocks run).
+Downloads land in a temporary name, renamed when complete; partial files are removed on every exit (errors, the
+deadline, SIGTERM through :mod:`components._common.termination`).
 """
 
 from __future__ import annotations
@@ -57,9 +53,6 @@ def fetch_dataset(
 ) -> FetchedData:
     """Makes a dataset's data files (``uri``: :mod:`.locations`) available locally, remote ones in ``download_dir``.
 
-    Returns:
-        The local files, in reading order, and the revision (HF commit, S3 ETag, HTTP ETag, mtime+size).
-
     Raises:
         DatasetSourceError: Unknown scheme, missing credentials, 401/403/404, size cap, or no data files.
     """
@@ -110,10 +103,9 @@ class SourceChanged(ConnectionError):
 
 
 class CheckedRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows redirects only to :data:`REDIRECT_SCHEMES`, at most :data:`MAX_REDIRECTS` times, each in one line.
+    """Follows redirects only to :data:`REDIRECT_SCHEMES` (urllib's follows ``ftp://``), at most :data:`MAX_REDIRECTS`.
 
-    urllib's default handler follows ``302 -> ftp://`` (and ``file://`` through the default opener's handlers) and
-    words a loop in three lines; here either ends the download with one line naming the original and the final URL.
+    Either refusal ends the download with one line naming the original and the final URL.
     """
 
     max_redirections = max_repeats = MAX_REDIRECTS + 1  # (this handler's own count ends a loop first)
@@ -157,8 +149,6 @@ def _download_once(
 
     When ``target`` holds the start of the body from an earlier attempt and the server said it accepts ranges, only
     the rest is asked for (``Range``, ``If-Range`` the validator); a ``200`` answer starts again from byte 0.
-    ``timeout_s`` bounds each wait for bytes (the stall timeout); ``deadline`` (``time.monotonic()``) the whole
-    attempt, headers included, through a :class:`~.deadlines.Watchdog`.
     """
     headers = {"User-Agent": "kfp-finetune-dataset-download"}
     offset = target.stat().st_size if target.exists() and resume.validator else 0

@@ -1,8 +1,6 @@
 """Validation of every row of a dataset, streamed, with a report: the rules, the rejects and the counts.
 
-:func:`validate_dataset_uri` is the plain Python entry point (see the component README); :func:`validate_files` is
-the streaming core the component uses too. ``messages`` JSON lines take the typed fast path of
-:func:`~components._common.chat_format.fast_valid_lines` (README, "Speed").
+:func:`validate_dataset_uri` is the plain Python entry point (see the component README).
 """
 
 from __future__ import annotations
@@ -42,11 +40,10 @@ def _all_rows(files: Sequence[Path], limits: ReadLimits) -> Iterator[tuple[Path,
 
 
 def choose_format(files: Sequence[Path], input_format: str, source: str, limits: ReadLimits) -> tuple[str, str]:
-    """The format to read the rows as: ``input_format`` itself, or the one detected from the first rows.
+    """The format to read the rows as, and why: ``input_format`` itself, or the one detected from the first rows.
 
     Raises:
-        ValueError: No readable row among the first ones (the message lists the first bad records and their rules),
-            or no row looks like a known format.
+        ValueError: No readable row among the first ones, or no row looks like a known format.
     """
     check_input_format(input_format)
     if input_format != "auto":
@@ -72,14 +69,12 @@ def validate_files(
     sink: Sink | None,
     limits: ReadLimits,
 ) -> ValidationReport:
-    """Reads, converts and checks every row of some data files, streaming; fills ``report``.
+    """Reads, converts and checks every row of some data files, streaming; counts them into ``report``.
 
-    ``report`` has its ``input_format`` set (see :func:`choose_format`); counts and rejects are added to it. ``sink``
-    gets the valid rows in source order, a list at a time, each converted to ``messages`` form (extra keys kept,
-    list-of-parts contents joined) as one JSON document in UTF-8 bytes without a line break.
+    ``sink`` gets the valid rows (:data:`Sink`) in source order, list-of-parts contents joined.
 
     Raises:
-        ValueError: A file is unsupported, or (``ChatFormatError``, rule ``bad_compression``) a ``.gz`` is damaged.
+        ValueError: A file is unsupported, or (``ChatFormatError``) a ``.gz`` is damaged.
     """
     convert = CONVERTERS.get(report.input_format)
     sink = sink or (lambda rows: None)
@@ -227,17 +222,12 @@ def validate_dataset_uri(
     """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
 
     Args:
-        uri: ``org/name[:subset][@revision]`` (HF Hub), ``s3://bucket/key-or-prefix``, ``http(s)://...``,
-            ``pvc://claim/path`` or a local path.
+        uri: The component's ``dataset_uri`` (Hub id, ``s3://``, ``http(s)://``, ``pvc://`` or a local path).
         hf_split: The split to read from a Hub dataset.
         max_download_bytes: Refuse downloads larger than this.
         download_deadline_s: Deadline of the whole download, every attempt and file included.
         download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
-        **options: The validation options of :func:`validate_local_files`, each required: ``input_format``,
-            ``on_invalid``, ``max_invalid_fraction``, ``allow_trailing_user``, ``limits``.
-
-    Returns:
-        The report; ``report.to_markdown()`` renders it, ``report.raise_for_rejects()`` turns failure into an error.
+        **options: The validation options of :func:`validate_local_files`, each required.
 
     Raises:
         ValueError: Bad options, an unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.
