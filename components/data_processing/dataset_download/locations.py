@@ -28,6 +28,13 @@ _HF_PATTERN = re.compile(
     r"^(?:hf://(?:datasets/)?)?(?P<repo_id>[A-Za-z0-9][\w.-]*/[\w.-]+)(?::(?P<subset>[\w.-]+))?(?:@(?P<revision>[\w./-]+))?$"
 )
 _CLAIM_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+#: What a file that is neither a regular file nor a directory is, in words, by its type.
+_SPECIAL_FILES = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 class DatasetSourceError(ValueError):
@@ -174,7 +181,7 @@ def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Pat
     """
     if not path.exists():
         raise DatasetSourceError(f"dataset_uri={uri!r}: {path} does not exist (404)")
-    kind = _special_file_kind(path.stat().st_mode)
+    kind = _SPECIAL_FILES.get(stat.S_IFMT(path.stat().st_mode))
     if kind:
         raise DatasetSourceError(
             f"dataset_uri={uri!r}: {path} is {kind}, not a data file or a directory: copy the data into a regular "
@@ -196,17 +203,6 @@ def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Pat
         for file in files:
             confine(file, root, uri)
     return files
-
-
-def _special_file_kind(mode: int) -> str:
-    """What a non-regular, non-directory file is, in words ("" for a regular file or a directory)."""
-    kinds = (
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((words for test, words in kinds if test(mode)), "")
 
 
 def local_revision(files: list[Path]) -> str:

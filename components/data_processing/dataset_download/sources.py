@@ -59,11 +59,8 @@ def fetch_dataset(
     kind = source_kind(uri)
     if max_bytes <= 0:
         raise DatasetSourceError(f"max_download_bytes={max_bytes} must be positive")
-    if kind == "local":
-        files = local_data_files(resolve_local_uri(uri), uri)
-        return FetchedData(files, local_revision(files))
-    if kind == "pvc":
-        target, mount = resolve_pvc_uri(uri)
+    if kind in ("local", "pvc"):
+        target, mount = resolve_pvc_uri(uri) if kind == "pvc" else (resolve_local_uri(uri), None)
         files = local_data_files(target, uri, root=mount)
         return FetchedData(files, local_revision(files))
     download_dir.mkdir(parents=True, exist_ok=True)

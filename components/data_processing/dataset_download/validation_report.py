@@ -19,7 +19,15 @@ _KEPT_REJECTS = 50
 
 
 class DatasetValidationError(ValueError):
-    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow."""
+    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow.
+
+    Attributes:
+        report: The :class:`ValidationReport` that failed (``None`` when raised without one).
+    """
+
+    def __init__(self, message: str, report: ValidationReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 @dataclass(frozen=True)
@@ -141,7 +149,7 @@ class ValidationReport:
     def raise_for_rejects(self) -> None:
         """Raises :class:`DatasetValidationError` with :meth:`failure_message` unless :attr:`passed`."""
         if not self.passed:
-            raise DatasetValidationError(self.failure_message())
+            raise DatasetValidationError(self.failure_message(), report=self)
 
     def to_markdown(self) -> str:
         """The report as Markdown: source, format, counts, counts per rule and every reject."""
