@@ -142,8 +142,7 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
             :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # no-op once configured
     check_dataset_uri(request.dataset_uri)
     check_split_options(request.train_split_ratio, request.subset_count)
     check_validation_options(request.on_invalid, request.max_invalid_fraction)

@@ -89,12 +89,6 @@ def _http_file_name(url: str) -> str:
     return name
 
 
-def _http_error(url: str, status: int, reason: str, final_url: str = "") -> DatasetSourceError:
-    meaning = {401: "authentication required", 403: "access denied", 404: "not found"}.get(status, reason)
-    where = f" at {mask_url(final_url)!r} (redirected)" if final_url and final_url != url else ""
-    return DatasetSourceError(f"dataset_uri={mask_url(url)!r}: HTTP {status} ({meaning}){where}")
-
-
 class SourceChanged(ConnectionError):
     """A resumed download's file changed on the server (another validator): the attempt restarts from byte 0."""
 
@@ -249,7 +243,10 @@ def _http_failure(url: str, error: BaseException, attempts: int) -> DatasetSourc
     """The one-line error of a download that got no usable answer (after ``attempts`` tries)."""
     shown = mask_url(url)
     if isinstance(error, urllib.error.HTTPError):
-        return _http_error(url, error.code, str(error.reason), error.geturl() or "")
+        meaning = {401: "authentication required", 403: "access denied", 404: "not found"}.get(error.code, error.reason)
+        final_url = error.geturl() or ""
+        where = f" at {mask_url(final_url)!r} (redirected)" if final_url and final_url != url else ""
+        return DatasetSourceError(f"dataset_uri={shown!r}: HTTP {error.code} ({meaning}){where}")
     if is_tls_error(error):
         return DatasetSourceError(f"dataset_uri={shown!r}: TLS verification failed: {getattr(error, 'reason', error)}")
     if isinstance(error, urllib.error.URLError):
