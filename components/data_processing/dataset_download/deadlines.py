@@ -184,23 +184,13 @@ def hub_deadline(uri: str, deadline: float, deadline_s: float, stall_timeout_s: 
         def close(self) -> None:
             self._inner.close()
 
-    class DeadlineTransport(httpx2.BaseTransport):
-        def __init__(self) -> None:
-            self._inner = httpx2.HTTPTransport()
-
+    class DeadlineTransport(httpx2.HTTPTransport):
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
             if time.monotonic() > deadline:
                 raise deadline_error(uri, deadline_s, 0)
-            response = self._inner.handle_request(request)
-            return httpx2.Response(
-                response.status_code,
-                headers=response.headers,
-                stream=DeadlineStream(response.stream),
-                extensions=response.extensions,
-            )
-
-        def close(self) -> None:
-            self._inner.close()
+            response = super().handle_request(request)
+            response.stream = DeadlineStream(response.stream)
+            return response
 
     def factory() -> httpx2.Client:
         return httpx2.Client(
