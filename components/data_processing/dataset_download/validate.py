@@ -15,8 +15,7 @@ from typing import Any
 from components._common.chat_errors import RowError, Unreadable, excerpt
 from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
 from components._common.chat_format import (
-    MESSAGES_NOT_FOUND,
-    check_messages,
+    check_row,
     decode_json,
     encode_json,
     fast_valid_lines,
@@ -132,21 +131,14 @@ def _check_value(
     if type(value) is Unreadable:
         report.add_reject(Reject(position_label(path, position), value.rule, value.reason, value.excerpt))
         return
-    if type(value) is not dict:
-        report.add_reject(_reject(path, position, "not_an_object", f"row is {type(value).__name__}", value, raw))
-        return
-    if convert is None:
-        row = value
-        if "messages" not in row:
-            report.add_reject(_reject(path, position, "missing_field", MESSAGES_NOT_FOUND, value, raw))
-            return
-    else:
+    row = value
+    if convert is not None and type(value) is dict:
         try:
             row = convert(value)
         except RowError as error:
             report.add_reject(_reject(path, position, error.rule, error.detail, value, raw))
             return
-    problem = check_messages(row["messages"], allow_trailing_user)
+    problem = check_row(row, allow_trailing_user)
     if problem is not None:
         report.add_reject(_reject(path, position, *problem, value, raw))
         return
