@@ -1,11 +1,6 @@
-"""Dataset URIs: which kind of source a URI names, parsed, and the local-path rules (confinement, data files).
+"""Dataset URIs: which source a URI names, parsed, and the local-path rules (confinement, data files).
 
-* ``org/name[:subset][@revision]`` (or ``hf://org/name...``): a Hugging Face Hub dataset;
-* ``s3://bucket/key`` or ``s3://bucket/prefix/`` (``s3:///key`` takes the bucket from ``AWS_S3_BUCKET``);
-* ``http://...`` / ``https://...``: one file;
-* ``pvc://claim/path``: ``$KFP_FINETUNE_PVC_ROOT/claim/path`` (default root ``/mnt/pvc``; the pipeline mounts claim
-  ``claim`` at ``<root>/claim``), confined to the claim's mount;
-* a local path: absolute, ``./relative``, ``file://`` or an existing path.
+The forms are the component README's sources table.
 """
 
 from __future__ import annotations

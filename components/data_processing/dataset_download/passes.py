@@ -1,10 +1,8 @@
-"""Validation and split in as few passes over the data as the rules allow (README, "Split").
+"""Validation and split in as few passes over the data as the rules allow (the component README, "Split").
 
-The split needs the number of valid rows before the first row is routed (exactly ``k`` of ``n``, see :mod:`.split`).
-JSON lines in ``messages`` form count their lines first and validate straight into the planned split (**one pass**);
-when fewer valid rows arrive (dropped rows, blank lines) those files are discarded and the **two passes** run: the
-valid rows, converted, go to a scratch file, which is then split. Same input and seed, byte-identical files; nothing
-half-written survives a failure.
+The split needs the number of valid rows before the first row is routed: JSON lines in ``messages`` form count their
+lines and validate straight into the planned split (**one pass**); else, or when fewer valid rows arrive, the valid
+rows go to a scratch file, which is then split (**two passes**).
 """
 
 from __future__ import annotations
