@@ -1,10 +1,4 @@
-"""A component's arguments as its wrapper received them (``dict(locals())``), checked against what its request takes.
-
-Each ``component.py`` hands all its arguments, by name, to the one builder of its request, defined beside the request
-type (``config.py`` for ``train_model``, ``run.py`` for the others); the builder calls :func:`require_arguments`
-first, so a parameter added to the signature but not to the request (or the reverse) is one error line naming it,
-never a silently dropped value.
-"""
+"""A component's arguments as its wrapper received them (``dict(locals())``), checked against what its request takes."""
 
 from __future__ import annotations
 

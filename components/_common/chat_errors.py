@@ -1,8 +1,4 @@
-"""What a broken chat row or data file says: the rules by name, the two error types, the excerpt of a record.
-
-The piece both :mod:`components._common.chat_format` (the row rules, the decoding) and
-:mod:`components._common.chat_files` (reading files within bounds) build on, so neither imports the other's caller.
-"""
+"""What a broken chat row or data file says: the rules by name, the two error types, the excerpt of a record."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
-"""Reading chat data files with bounds: lines a block at a time, size limits, ``.gz`` with a decompressed cap.
-
-Memory stays bounded whatever the file (:class:`ReadLimits`, :func:`iter_line_blocks`); the rules and the decoding
-live in :mod:`components._common.chat_format`, the messages in :mod:`components._common.chat_errors`.
-"""
+"""Reading chat data files with bounds: lines a block at a time, size limits, ``.gz`` with a decompressed cap."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -40,10 +37,8 @@ class ReadLimits:
                 raise ValueError(f"{name}={value!r} must be a positive number of bytes")
 
 
-#: The bounds of reading a dataset *artifact* (the training step, lm-eval): its rows already passed the dataset
-#: step's own ``max_line_bytes`` (whatever a user set there), so these are no validation rule, only a bound on the
-#: memory a corrupt or foreign file can take: a 1 GiB line, a ``.gz`` expanding to 1 TiB. The dataset step's limits
-#: are its parameters (``dataset_download``'s signature), never these.
+#: The bounds of reading a dataset *artifact* (already validated by the dataset step with its own limits): no rule,
+#: only a bound on the memory a corrupt or foreign file can take.
 ARTIFACT_READ_LIMITS = ReadLimits(max_line_bytes=1 << 30, max_decompressed_bytes=1 << 40)
 
 
@@ -99,81 +94,75 @@ def open_binary(path: Path, max_decompressed_bytes: int) -> IO[bytes]:
     return open(path, "rb")
 
 
-def bad_compression(path: Path, after_line: int, error: BaseException) -> ChatFormatError:
-    """The file-level error for a truncated, corrupt or fake ``.gz`` file."""
-    where = f"after line {after_line}" if after_line else "at its start"
-    return ChatFormatError(
-        Path(path).name,
-        "bad_compression",
-        f"the gzip stream breaks {where} ({type(error).__name__}: {error}); re-create or re-download the file",
-    )
-
-
-def decompressed_too_large(path: Path, after: str, limit: int) -> ChatFormatError:
-    """The file-level error for a ``.gz`` file that expands past ``max_decompressed_bytes`` (``after line 12``)."""
-    return ChatFormatError(
-        Path(path).name,
-        "decompressed_too_large",
-        f"expands past max_decompressed_bytes={size_text(limit)} {after}: a gzip bomb, or a file that needs a larger "
-        "max_decompressed_bytes",
-    )
-
-
 def record_too_large(what: str, limit: int, start: bytes | str) -> Unreadable:
     """The reject of a line, element or record longer than ``max_line_bytes`` (``what``: ``line 7``)."""
     return Unreadable("record_too_large", f"{what} is longer than max_line_bytes={size_text(limit)}", excerpt(start))
 
 
-#: What a damaged ``.gz`` raises while it is read.
-COMPRESSION_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+@contextlib.contextmanager
+def gzip_errors(path: Path, where: Callable[[], str]) -> Iterator[None]:
+    """Within the block, a damaged ``.gz`` or one expanding past its cap raises its one-line ``ChatFormatError``.
+
+    ``where()`` says where in the file it happened (``after line 12``, ``at its start``).
+    """
+    try:
+        yield
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        detail = f"the gzip stream breaks {where()} ({type(error).__name__}: {error}); re-create or re-download"
+        detail += " the file"
+        raise ChatFormatError(Path(path).name, "bad_compression", detail) from None
+    except DecompressedLimitExceeded as error:
+        detail = (
+            f"expands past max_decompressed_bytes={size_text(error.limit)} {where()}: a gzip bomb, or a file that "
+            "needs a larger max_decompressed_bytes"
+        )
+        raise ChatFormatError(Path(path).name, "decompressed_too_large", detail) from None
+
+
+def after(position: int, unit: str = "line") -> str:
+    """``after line 3`` (``unit`` 3), or ``at its start`` for position 0: where a file broke, for messages."""
+    return f"after {unit} {position}" if position else "at its start"
 
 
 def iter_line_blocks(path: Path, limits: ReadLimits) -> Iterator[tuple[int, list[bytes | Unreadable]]]:
     """Yields ``(first_line_number, lines)``: the lines of a (possibly gzipped) file, about 1 MiB at a time.
 
     Every line is there, blank ones included, without its line break; a line longer than ``limits.max_line_bytes``
-    is an :class:`Unreadable` (rule ``record_too_large``), skipped without being held, so memory stays below about
-    ``max_line_bytes`` plus two blocks whatever the file. A UTF-8 byte order mark at the start is skipped.
+    is an :class:`Unreadable` (rule ``record_too_large``), skipped without being held. A leading UTF-8 BOM is skipped.
 
     Raises:
-        ChatFormatError: ``bad_compression`` for a truncated, corrupt or fake ``.gz`` file;
-            ``decompressed_too_large`` for one that expands past ``limits.max_decompressed_bytes``.
+        ChatFormatError: A damaged ``.gz`` file, or one that expands too far (:func:`gzip_errors`).
     """
     limit = limits.max_line_bytes
     number = 1  # of the next line
-    try:
-        with open_binary(path, limits.max_decompressed_bytes) as handle:
-            head, skipped_start, first = b"", b"", True  # head: the start of a line that goes on in the next block
-            while block := handle.read(_BLOCK):
-                if first:
-                    block, first = block.removeprefix(UTF8_BOM), False
-                lines: list = block.split(b"\n")
-                tail = lines.pop()
-                if lines:
-                    longest_possible = len(head) + len(block)
-                    if skipped_start:
-                        lines[0] = record_too_large(f"line {number}", limit, skipped_start)
-                    elif head:
-                        lines[0] = head + lines[0]
-                    if longest_possible > limit:
-                        for index, line in enumerate(lines):
-                            if type(line) is bytes and len(line) > limit:
-                                lines[index] = record_too_large(f"line {number + index}", limit, line[:1024])
-                    yield number, lines
-                    number += len(lines)
-                    head, skipped_start = b"", b""
-                if not skipped_start:
-                    head += tail
-                    if len(head) > limit:
-                        head, skipped_start = b"", head[:1024]
-            if skipped_start:
-                yield number, [record_too_large(f"line {number}", limit, skipped_start)]
-            elif head:
-                yield number, [head]
-    except COMPRESSION_ERRORS as error:
-        raise bad_compression(path, number - 1, error) from None
-    except DecompressedLimitExceeded as error:
-        raise decompressed_too_large(path, f"after line {number - 1}" if number > 1 else "at its start", error.limit)
+    with gzip_errors(path, lambda: after(number - 1)), open_binary(path, limits.max_decompressed_bytes) as handle:
+        head, skipped_start, first = b"", b"", True  # head: the start of a line that goes on in the next block
+        while block := handle.read(_BLOCK):
+            if first:
+                block, first = block.removeprefix(UTF8_BOM), False
+            lines: list = block.split(b"\n")
+            tail = lines.pop()
+            if lines:
+                longest_possible = len(head) + len(block)
+                if skipped_start:
+                    lines[0] = record_too_large(f"line {number}", limit, skipped_start)
+                elif head:
+                    lines[0] = head + lines[0]
+                if longest_possible > limit:
+                    for index, line in enumerate(lines):
+                        if type(line) is bytes and len(line) > limit:
+                            lines[index] = record_too_large(f"line {number + index}", limit, line[:1024])
+                yield number, lines
+                number += len(lines)
+                head, skipped_start = b"", b""
+            if not skipped_start:
+                head += tail
+                if len(head) > limit:
+                    head, skipped_start = b"", head[:1024]
+        if skipped_start:
+            yield number, [record_too_large(f"line {number}", limit, skipped_start)]
+        elif head:
+            yield number, [head]
 
 
 def is_record(line: bytes | Unreadable) -> bool:
@@ -191,17 +180,13 @@ def count_lines(path: Path, limits: ReadLimits) -> int:
         ChatFormatError: As :func:`iter_line_blocks`.
     """
     lines, last, first = 0, b"", True
-    try:
-        with open_binary(path, limits.max_decompressed_bytes) as handle:
-            while block := handle.read(_BLOCK):
-                if first:
-                    block, first = block.removeprefix(UTF8_BOM), False
-                lines += block.count(b"\n")
-                last = block or last
-    except COMPRESSION_ERRORS as error:
-        raise bad_compression(path, 0, error) from None
-    except DecompressedLimitExceeded as error:
-        raise decompressed_too_large(path, "while counting its lines", error.limit) from None
+    counting = gzip_errors(path, lambda: "while counting its lines")
+    with counting, open_binary(path, limits.max_decompressed_bytes) as handle:
+        while block := handle.read(_BLOCK):
+            if first:
+                block, first = block.removeprefix(UTF8_BOM), False
+            lines += block.count(b"\n")
+            last = block or last
     if last and not last.endswith(b"\n"):
         lines += 1  # the last line has no line break
     content = last.rstrip()
@@ -212,10 +197,7 @@ def count_lines(path: Path, limits: ReadLimits) -> int:
 
 
 def iter_lines(path: Path, limits: ReadLimits) -> Iterator[tuple[int, bytes | Unreadable]]:
-    """Yields ``(line_number, line)`` for the records of a (possibly gzipped) file (see :func:`iter_line_blocks`).
-
-    Lines come without their line break; one longer than ``limits.max_line_bytes`` is an :class:`Unreadable`.
-    """
+    """Yields ``(line_number, line)`` for the records of a (possibly gzipped) file (see :func:`iter_line_blocks`)."""
     for first, lines in iter_line_blocks(path, limits):
         for number, line in enumerate(lines, first):
             if is_record(line):

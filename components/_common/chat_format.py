@@ -1,11 +1,8 @@
 """The chat-format rules, once: what a usable ``{"messages": [...]}`` row is, how JSON lines decode, what errors say.
 
-Used by the dataset step, ``train_model`` and lm-eval's held-out tasks, so all three accept and refuse the same rows
-with the same words. The rules are :func:`check_messages`'s (their names and texts: :mod:`.chat_errors`); unknown keys,
-on the row or on a message, are kept. JSON lines are decoded with ``msgspec``: into typed structs for the common,
-valid row (:func:`fast_valid_lines`), into plain values only to name the rule a row breaks; hostile input (invalid
-UTF-8, JSON nested too deep) ends in a message naming the file, the line and the rule, never a traceback. Reading
-files within size bounds is :mod:`.chat_files`'.
+The dataset step, ``train_model`` and lm-eval's held-out tasks accept and refuse the same rows with the same words.
+JSON lines are decoded with ``msgspec``: into typed structs for the common, valid row (:func:`fast_valid_lines`),
+into plain values only to name the rule a row breaks.
 """
 
 from __future__ import annotations
@@ -52,16 +49,10 @@ def message_text(content: object) -> str:
 def check_messages(
     messages: object, allow_trailing_user: bool = False, heldout: bool = False
 ) -> tuple[str, str] | None:
-    """Checks a ``messages`` value against the conversation rules.
+    """Checks a ``messages`` value against the conversation rules: ``None`` if usable, else ``(rule, detail)``.
 
-    Args:
-        messages: The value of a row's ``messages`` key.
-        allow_trailing_user: Accept conversations whose last message is a user turn.
-        heldout: Also apply the held-out rules ``last_not_assistant`` and ``no_user_turn`` (the last message is the
-            assistant's reference answer).
-
-    Returns:
-        ``None`` when the conversation is usable, else ``(rule, detail)`` for the first rule it breaks.
+    ``heldout`` also applies the held-out rules ``last_not_assistant`` and ``no_user_turn`` (the last message is the
+    assistant's reference answer).
     """
     if type(messages) is not list:
         return "messages_not_list", f"messages is {type(messages).__name__}, not a list"
@@ -166,9 +157,8 @@ _NOT_FAST = (msgspec.DecodeError, UnicodeDecodeError, RecursionError, TypeError)
 def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[bool]:
     """Whether each JSON line is certainly a usable ``messages`` row with string contents, checked while parsing.
 
-    One call per block of lines (the validator's hot loop). ``False`` means "not on the fast path": decode the line
-    with :func:`decode_json` and name the rule with :func:`check_row` (list-of-parts contents, for instance, are
-    usable but not fast).
+    ``False`` means "not on the fast path": decode the line with :func:`decode_json` and name the rule with
+    :func:`check_row` (list-of-parts contents, for instance, are usable but not fast).
     """
     decode = _TYPED.decode
     verdicts = []
@@ -197,9 +187,7 @@ def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[boo
 def iter_chat_file(
     path: Path, *, allow_trailing_user: bool, heldout: bool = False, label: str = "", require_rows: bool = True
 ) -> Iterator[tuple[int, dict]]:
-    """Yields ``(line_number, row)`` for every row of a chat JSONL file, streaming (memory: one row).
-
-    Rows come back checked, with list-of-parts contents joined (:func:`normalize_row`).
+    """Yields ``(line_number, row)`` for every row of a chat JSONL file, streaming, checked and normalized.
 
     Args:
         path: The JSONL file (``.gz`` allowed).

@@ -28,14 +28,9 @@ class DatasetMetadata:
     """What ``dataset_download`` knows about one split it wrote.
 
     Attributes:
-        dataset_metadata_version: :data:`DATASET_METADATA_VERSION` of the writer.
-        dataset_uri: The dataset as the user named it (``dataset_download``'s ``dataset_uri``: Hub id, ``s3://``,
-            ``http(s)://``, ``pvc://`` or a path).
+        dataset_uri: The dataset as the user named it (``dataset_download``'s ``dataset_uri``).
         dataset_revision: What was read: the Hub commit, the object's ETag/version, or the file's mtime.
-        dataset_sha256: SHA-256 of this split's JSONL file.
-        dataset_rows: Rows in this split.
         dataset_format: The input format the rows were converted from (``messages``, ``alpaca``, ...).
-        dataset_split: ``train`` or ``eval``.
         dataset_split_seed: The seed of the subset and the split.
     """
 
@@ -54,10 +49,7 @@ class DatasetMetadata:
 
 
 def read_dataset_metadata(metadata: Mapping[str, Any] | None, label: str) -> DatasetMetadata | None:
-    """Decodes a dataset artifact's metadata strictly, or ``None`` when it does not carry this schema.
-
-    ``None`` means another component produced the artifact; ``label`` names it in messages (``train_model input
-    dataset``).
+    """Decodes a dataset artifact's metadata strictly, or ``None`` when another component produced it.
 
     Raises:
         DatasetMetadataError: It carries :data:`VERSION_KEY` but another version, or a missing, unknown or

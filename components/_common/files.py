@@ -26,11 +26,7 @@ def process_umask() -> int:
 
 
 def new_file_mode() -> int:
-    """The mode ``open()`` gives a new file (``0o666`` less the umask: ``0o644`` under the usual ``022``).
-
-    ``tempfile.mkstemp`` creates its files ``0o600``; an output renamed from one would be readable by its owner only,
-    unlike every other file the step writes (and the group of an OpenShift pod's random UID could not read it).
-    """
+    """The mode ``open()`` gives a new file (``0o666`` less the umask), not ``mkstemp``'s owner-only ``0o600``."""
     return 0o666 & ~process_umask()
 
 
@@ -47,11 +43,7 @@ def mkstemp_like_open(directory: Path, prefix: str, suffix: str = ".tmp") -> tup
 
 
 def write_text_atomically(path: str | os.PathLike, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``.
-
-    Readers never see a half-written file; on error the temporary file is removed and ``path`` is left as it was.
-    Its directory is created when missing. Every secret value the process knows is masked first (by value only).
-    """
+    """Writes ``text`` (secrets masked by value) to ``path`` through a temporary file beside it and ``os.replace``."""
     text = mask_text(text, patterns=False)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -66,11 +58,9 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
 
 
 def with_extension(artifact: object, extension: str) -> str:
-    """Gives an output artifact's file an extension and returns the path to write.
+    """Gives an output artifact's file an extension (the KFP UI shows a file by it); returns the path to write.
 
-    KFP names an output file after the output (``.../report``); the KFP UI and browsers choose how to show a file
-    from its extension. Changing ``artifact.uri`` before writing is how KFP lets a component choose the name: the
-    executor records the new URI and the launcher uploads the file from the path that matches it. Idempotent.
+    Changing ``artifact.uri`` before writing is how KFP lets a component choose the name. Idempotent.
     """
     if not artifact.uri.endswith(extension):
         artifact.uri = artifact.uri + extension
@@ -78,10 +68,7 @@ def with_extension(artifact: object, extension: str) -> str:
 
 
 def replace_dir(target: Path, write: Callable[[Path], None]) -> Path:
-    """Writes ``target`` through a sibling temporary directory that ``write`` fills, then swaps it in; ``target``.
-
-    Never a half-written directory: on error the temporary one is removed and ``target`` is left as it was.
-    """
+    """Writes ``target`` through a sibling temporary directory that ``write`` fills, then swaps it in; ``target``."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))

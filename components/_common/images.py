@@ -1,10 +1,7 @@
 """The container images the components run on by default, and what each one already contains.
 
-A step's image decides what its pod must ``pip install`` when it starts. Light steps (dataset, training launcher,
-registry) need a few pure-Python wheels and run on a slim CPython image. The evaluation step needs PyTorch with CUDA:
-it runs on a public PyTorch image that already carries torch, its ``nvidia-*`` CUDA wheels and ``triton``, so only
-the small remainder (lm-eval and its Hugging Face stack, pinned) is installed on top. The training launcher runs on the
-project's own versioned step image (:data:`STEP_IMAGE`).
+Light steps run on a slim CPython image; the evaluation step on a public PyTorch image that already carries torch
+and its CUDA wheels; the training launcher on the project's own versioned step image (:data:`STEP_IMAGE`).
 """
 
 from __future__ import annotations

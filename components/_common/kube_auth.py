@@ -27,11 +27,7 @@ def load_api_client(
     log: Callable[[str], None] = print,
     kubeconfig: bool = False,
 ) -> Any:
-    """A ``kubernetes.client.ApiClient`` for the pod running this code (or, with ``kubeconfig``, a workstation).
-
-    ``KUBERNETES_SERVER_URL`` + ``KUBERNETES_AUTH_TOKEN`` (the ``kubernetes-credentials`` secret of the RHOAI guide)
-    win when set; otherwise the pod's service account is used (in-cluster config); otherwise, with ``kubeconfig``,
-    the current context of ``$KUBECONFIG`` / ``~/.kube/config`` (``kfp-finetune doctor`` on a workstation).
+    """A ``kubernetes.client.ApiClient``: the secret's env when set, else the service account, else the kubeconfig.
 
     Args:
         verify_ssl: Verify the API server's certificate (default). ``False`` is an explicit, logged opt-out.
@@ -40,9 +36,6 @@ def load_api_client(
         service_account_dir: Where the service account token and CA are mounted (tests).
         log: Where the TLS opt-out warning goes.
         kubeconfig: Fall back to the kubeconfig's current context when no service account is mounted.
-
-    Returns:
-        A configured ``ApiClient`` (the token never appears in logs).
 
     Raises:
         KubeAuthError: Only one of the two env vars is set, the URL is not http(s), no service account is mounted (and

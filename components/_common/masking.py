@@ -1,15 +1,9 @@
 """Secrets masked by value: whatever a component prints, raises or writes never holds a secret it was given.
 
-A component knows its secrets: the environment variables mounted from Kubernetes secrets (:data:`SECRET_ENV_VARS`)
-and the tokens it reads or is passed (:func:`register_secret`). :func:`mask_text` replaces every spelling of those
-values (as they are, JSON-escaped, URL-quoted, the string leaves of a JSON secret such as a docker config), then
-:data:`PATTERNS` catch secrets it never saw (token formats, PEM private keys, ``Bearer``/``Basic`` credentials, JWTs,
-a :func:`token_like` value after a secret's key or ``--token``). Signed-URL parameters and URL userinfo
-(:data:`URL_PATTERNS`) are masked in every output, artifacts included, keeping the URL readable
-(``https://host/f.jsonl?X-Amz-Signature=***&X-Amz-Expires=3600``).
-
-:func:`masked` decorates a component's entry function: while it runs, ``sys.stdout``/``sys.stderr`` and the root
-logger are masked, and so is an exception leaving it (with the ones it chains). Standard library only.
+:func:`mask_text` replaces every spelling of the known secrets (:data:`SECRET_ENV_VARS`, :func:`register_secret`),
+then :data:`PATTERNS` catch secrets it never saw; signed-URL parameters and URL userinfo (:data:`URL_PATTERNS`) are
+masked in every output, keeping the URL readable. :func:`masked` masks a component's entry function's stdout, stderr,
+root logger and leaving exception. Standard library only.
 """
 
 from __future__ import annotations
@@ -45,8 +39,7 @@ MASK = "***"
 MIN_SECRET_CHARS = 6
 _SECRET_WORDS = r"token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?"
 _KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}))"
-#: Query parameters of signed URLs that carry a signature or a credential (S3 and GCS presigned URLs, Azure SAS,
-#: CloudFront, OAuth), matched whatever their case.
+#: Query parameters of signed URLs that carry a signature or a credential, matched whatever their case.
 SIGNED_URL_PARAMETERS = (
     "X-Amz-Signature",
     "X-Amz-Credential",
@@ -62,9 +55,8 @@ SIGNED_URL_PARAMETERS = (
 _SIGNED = "|".join(re.escape(name) for name in SIGNED_URL_PARAMETERS)
 #: An OCI digest after an ``@`` (``repo@sha256:<hex>``): a reference, not the end of a URL's userinfo.
 _NOT_A_DIGEST = r"(?![a-z][a-z0-9+._-]*:[0-9a-f]{32,})"
-#: URL patterns, applied to every output (artifacts too): signed query parameters and ``user:password@`` userinfo
-#: (any characters up to the last ``@`` of the URL that is not a digest's), or a lone userinfo of 6 characters or more
-#: (a token).
+#: Signed query parameters and ``user:password@`` userinfo (up to the URL's last ``@`` that is not a digest's), or a
+#: lone userinfo of 6 characters or more (a token).
 URL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)([?&](?:" + _SIGNED + r")=)(?!\*\*\*)[^&#\s'\"<>]+"), r"\1" + MASK),
     (re.compile(r"(?i)(://[^/\s:@'\"]*:)(?!\*\*\*@)[^\s'\"]+(@)" + _NOT_A_DIGEST), r"\1" + MASK + r"\2"),
@@ -82,11 +74,7 @@ def _mask_basic_credentials(match: re.Match[str]) -> str:
 
 
 def token_like(value: str) -> bool:
-    """Whether a value after a secret's key looks like a secret, not an ordinary word (``check``, ``required``).
-
-    A secret has 6 characters or more and a digit, both cases, or a symbol, or is 16 characters or longer; a word of
-    lowercase (or uppercase) letters shorter than that is left as it is.
-    """
+    """Whether a value after a secret's key looks like a secret, not an ordinary word (``check``, ``required``)."""
     value = value.strip()
     if len(value) < MIN_SECRET_CHARS or value.startswith(MASK):
         return False
@@ -105,15 +93,13 @@ def _mask_value(match: re.Match[str]) -> str:
 
 #: Keys whose value in JSON/YAML/``key=value`` text is a secret when it looks like one (:func:`token_like`).
 _VALUE_KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}|auth))"
-#: A PEM private-key block: ``-----BEGIN [RSA |EC |OPENSSH |ENCRYPTED ]PRIVATE KEY-----`` to its END line (also with
-#: JSON-escaped newlines), or to the end of the text when it was cut off.
+#: A PEM private-key block to its END line (also with JSON-escaped newlines), or to the end of a text cut off.
 PRIVATE_KEY_BLOCK = re.compile(
     r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?:.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)|[A-Za-z0-9+/=\s\\:,-]*)",
     re.DOTALL,
 )
 
-#: Secrets whose shape alone says what they are (no ordinary data looks like them): masked in every output, artifacts
-#: and metadata included, like :data:`URL_PATTERNS`.
+#: Secrets whose shape alone says what they are: masked in every output, artifacts included, like :data:`URL_PATTERNS`.
 UNMISTAKABLE_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     (PRIVATE_KEY_BLOCK, r"\1" + MASK + r"\2"),  # a block cut off has no END: its group is ""
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), MASK),  # GitHub tokens
@@ -175,11 +161,10 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
 
 
 def mask_text(text: str, extra: Iterable[str] = (), patterns: bool = True) -> str:
-    """``text`` with every spelling of every known secret replaced by :data:`MASK`, then every :data:`PATTERNS` match.
+    """``text`` with every spelling of every known secret (and ``extra``) masked, then every :data:`PATTERNS` match.
 
-    The known secrets: :data:`SECRET_ENV_VARS` (read at call time), the registered ones and ``extra``.
-    ``patterns=False`` masks by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts
-    (reports, results, metadata), where a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
+    ``patterns=False`` masks by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts, where
+    a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
     """
     values = {os.environ.get(name, "") for name in SECRET_ENV_VARS} | _registered | set(extra)
     for value in _all_spellings(frozenset(value for value in values if len(value) >= MIN_SECRET_CHARS)):
@@ -239,11 +224,7 @@ _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
 
 
 class MaskingStream:
-    """A text stream that masks what is written to it before passing it on (one ``write`` at a time).
-
-    A PEM private key printed line by line (one ``write`` per line) is masked across writes: after a BEGIN line
-    without its END, nothing is passed on until the END line.
-    """
+    """A text stream that masks each ``write``; after a PEM BEGIN line without its END, nothing passes until the END."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream

@@ -1,10 +1,4 @@
-"""``oci://`` references and Docker ``config.json`` secrets, for ``oci://`` base models and modelcar push targets.
-
-* :func:`parse_oci_uri`: ``oci://<registry>/<repository>[:<tag>][@sha256:<digest>]`` checked against the OCI
-  distribution grammar, so a typo fails before anything is pulled, pushed or submitted.
-* :func:`docker_config_from_env`: a secret's Docker ``config.json`` from the first of some environment variables that
-  is set; the message of a bad one names the variable, never the value.
-"""
+"""``oci://`` references and Docker ``config.json`` secrets, for ``oci://`` base models and modelcar push targets."""
 
 from __future__ import annotations
 
@@ -75,8 +69,6 @@ def docker_config_from_env(
     remedy: str = "store the file's contents",
 ) -> tuple[dict | None, str]:
     """``(config, variable)``: a Docker ``config.json`` from the first of ``variables`` set, else ``(None, "")``.
-
-    ``hint`` (where the variable comes from) and ``remedy`` (what to do about a bad value) go into the error.
 
     Raises:
         error: The value is not a JSON object (the message names the variable, never the value).

@@ -1,10 +1,8 @@
 """One retry policy for every outbound call: bounded attempts, exponential backoff with jitter, transient errors only.
 
-Built on ``tenacity``. A call is retried only when it failed transiently (:func:`is_transient`): no answer
-(connection refused or reset, DNS, a timeout) or an answer that says "try again" (:data:`TRANSIENT_STATUSES`); any
-other answer and TLS verification failures reach the caller at once. A ``Retry-After`` (seconds or an HTTP date) is
-honoured up to :attr:`RetryPolicy.max_retry_after_s`. No wait passes the deadline: the last try is made at it. Then
-:class:`GaveUp` says why, with the last error, so that each caller words its own one-line message.
+Built on ``tenacity``. Only :func:`is_transient` failures are retried; a ``Retry-After`` is honoured up to
+:attr:`RetryPolicy.max_retry_after_s`; no wait passes the deadline. Then :class:`GaveUp` says why, with the last
+error, so that each caller words its own one-line message.
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ class RetryPolicy:
         initial_delay_s: Wait before the second try.
         max_delay_s: Upper bound of one wait (before jitter).
         factor: Growth of the wait from one try to the next.
-        jitter: Each wait is lengthened by a random fraction of itself, up to this (0.1 = up to +10%), so that many
-            clients failing together do not retry in step.
+        jitter: Each wait is lengthened by a random fraction of itself, up to this (0.1 = up to +10%).
         max_retry_after_s: The longest ``Retry-After`` honoured (a longer one is cut to this).
     """
 
@@ -205,8 +202,7 @@ def describe(error: BaseException) -> str:
 def single_try_transport() -> Any:
     """A urllib3 ``Retry`` that tries each request once (redirects still followed), for clients this policy retries.
 
-    urllib3's default repeats a failed connect or a timed-out read three more times, which would multiply a request's
-    timeout by four. Errors keep their usual shape (``MaxRetryError`` with the cause in ``reason``).
+    (urllib3's default would multiply a request's timeout by four.) Errors keep their shape (``MaxRetryError``).
     """
     import urllib3
 
@@ -220,21 +216,18 @@ def _retrying_kwargs(
     deadline: float | None,
     clock: Callable[[], float],
 ) -> dict[str, Any]:
-    def asked_s(state: tenacity.RetryCallState) -> float | None:
-        """The wait the last answer's ``Retry-After`` asks for, bounded by the policy (``None``: none asked)."""
+    def asked_s(state: tenacity.RetryCallState) -> float | None:  # the answer's Retry-After, bounded
         error = state.outcome.exception() if state.outcome is not None else None
         asked = retry_after_s(error) if error is not None else None
         return None if asked is None else min(asked, policy.max_retry_after_s)
 
-    def wait(state: tenacity.RetryCallState) -> float:
-        """The backoff (or a longer ``Retry-After``), cut to end at the deadline: the last try is made at it."""
+    def wait(state: tenacity.RetryCallState) -> float:  # cut to end at the deadline: the last try is made at it
         delay = policy.delay_s(state.attempt_number - 1)
         asked = asked_s(state)
         wait_s = delay if asked is None else max(delay, asked)
         return wait_s if deadline is None else min(wait_s, max(deadline - clock(), 0.0))
 
-    def past_deadline(state: tenacity.RetryCallState) -> bool:
-        """Stop at the deadline (the wait before it is cut to end there), or when the server asks to wait past it."""
+    def past_deadline(state: tenacity.RetryCallState) -> bool:  # or the server asks to wait past it
         if deadline is None:
             return False
         remaining = deadline - clock()
@@ -270,9 +263,7 @@ def call_with_retries(
     clock: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
 ) -> T:
-    """Calls ``func()`` until it succeeds, fails for good, or the policy or deadline says stop.
-
-    ``func`` must be safe to repeat (an idempotent read, or a create whose "already exists" the caller handles).
+    """Calls ``func()`` (safe to repeat) until it succeeds, fails for good, or the policy or deadline says stop.
 
     Args:
         func: The call (no arguments: bind them with a lambda or ``functools.partial``).

@@ -1,19 +1,9 @@
 """How a component's code reaches its pod: KFP's own embedding of the real source, or the project's step image.
 
-One delivery mode per component, chosen at compile time (the why and the measured sizes: ``docs/architecture.md``,
-*How code reaches each pod*):
-
-* **Embedded** (``dataset_download``, ``lm_eval``, ``model_registry``): the component's modules and the
-  ``components/_common`` modules they import are copied unchanged, under their real package names and with empty
-  package ``__init__`` files (:func:`stage_runtime_bundle`), into the tree KFP's public
-  ``@dsl.component(embedded_artifact_path=...)`` packs into the command; ``packages_to_install`` adds the third-party
-  packages on the component's image. The bundle is one ``execve`` argument (guard: ``scripts/check_arg_size.py``).
-* **Prebuilt image** (``train_model``, or every component with ``KFP_FINETUNE_RUNTIME_IMAGE``): the versioned step
-  image built from the ``Containerfile`` (``components/_common/images.py``); nothing embedded, nothing installed.
-
-``component.with_image(image, prebuilt=...)`` re-decorates the same function for another image (the image and the
-install list are part of the executor's command); results are cached per image. ``KFP_FINETUNE_INSTALL_PACKAGES=0``
-compiles components that install nothing at run time, for ``kfp.local`` in a complete environment (tests, demo).
+One delivery mode per component, chosen at compile time (``docs/architecture.md``, *How code reaches each pod*):
+**embedded** (:func:`stage_runtime_bundle` into KFP's ``embedded_artifact_path``, ``packages_to_install`` on top), or
+the **prebuilt** step image (``train_model``, or every component with ``KFP_FINETUNE_RUNTIME_IMAGE``).
+``KFP_FINETUNE_INSTALL_PACKAGES=0`` compiles components that install nothing, for ``kfp.local`` (tests, demo).
 """
 
 from __future__ import annotations
@@ -39,8 +29,7 @@ INSTALL_PACKAGES = os.environ.get("KFP_FINETUNE_INSTALL_PACKAGES", "1") != "0"
 
 #: The project's root package directory; runtime bundles hold its modules.
 COMPONENTS_ROOT = Path(__file__).resolve().parents[1]
-#: Its import name, from this module's own (``components`` in a clone, ``kfp_finetune.components`` in the wheel, see
-#: ``setup.py``): a bundle puts the modules at this import path, so the code that imports them runs unchanged in a pod.
+#: Its import name (``components`` in a clone, ``kfp_finetune.components`` in the wheel): a bundle's import path.
 COMPONENTS_PACKAGE = __name__.rsplit(".", 2)[0]
 #: Fixed file time in bundles, so that the packed tar's members do not change from one compile to the next.
 _BUNDLE_MTIME = 315532800  # 1980-01-01, the earliest time zip/tar tools agree on
@@ -58,11 +47,7 @@ def _shipped_files(source: Path) -> list[Path]:
 
 
 def _common_imports(path: Path, function_bodies_only: bool = False) -> set[str]:
-    """The ``components._common`` modules a source file imports (at any depth: lazy imports count).
-
-    ``function_bodies_only``: count only imports inside functions (a ``component.py``, whose function body is what
-    KFP runs in the pod; its module-level imports stay at compile time).
-    """
+    """The ``components._common`` modules a source file imports (lazy imports count; or only those in functions)."""
     prefix = f"{COMPONENTS_PACKAGE}._common"
     depth = prefix.count(".") + 1  # the index of the _common module's name in a dotted import path
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -105,8 +90,8 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> P
         bundle_root: An empty directory; it becomes the root put on ``sys.path`` in the pod.
 
     Returns:
-        ``bundle_root``, holding the modules of each directory and the ``_common`` modules they import (transitively;
-        all of them when ``_common`` is one of the directories) at their import paths (:data:`COMPONENTS_PACKAGE`).
+        ``bundle_root``, holding the modules of each directory and the ``_common`` modules they import (all of them
+        when ``_common`` is one of the directories), with empty package ``__init__`` files.
 
     Raises:
         ValueError: A directory is not inside the ``components`` package.
@@ -135,10 +120,7 @@ def stage_runtime_bundle(component_dirs: Sequence[Path], bundle_root: Path) -> P
 
 
 def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, str]) -> Callable[..., Any]:
-    """Appends a Google ``Args:`` section built from ``parameter_docs`` to ``func``'s docstring.
-
-    KFP turns that section into the parameter descriptions shown in the dashboard, and the README generator into the
-    parameters table, while ``component.py`` stays a short wrapper.
+    """Appends a Google ``Args:`` section built from ``parameter_docs`` to ``func``'s docstring (KFP's descriptions).
 
     Raises:
         ValueError: ``parameter_docs`` names a parameter ``func`` does not have.
@@ -168,20 +150,15 @@ def runtime_component(
     Args:
         component_file: ``__file__`` of the ``component.py`` being decorated; its directory is bundled.
         packages: Pinned third-party packages the component needs at run time on top of its image.
-        parameter_docs: Descriptions of the parameters, by name, when the function's docstring has no ``Args:``
-            section (see :func:`with_parameter_docs`).
-        image: The component's default image ("" = :data:`BASE_IMAGE`); it must carry whatever ``packages`` leaves
-            out (e.g. torch).
-        prebuilt: Whether ``image`` is a complete image of the project (built from the ``Containerfile``): the
-            component's code is then not embedded and nothing is installed (for code too large to embed); every
-            image it is rebuilt for (``with_image``) must then be one too.
-        string_routes: ``{artifact input: string parameter input}``: a plain string (or string pipeline parameter)
-            given for the artifact input is passed to the parameter input instead.
-        **component_kwargs: Passed through to ``kfp.dsl.component`` (e.g. ``task_config_passthroughs``).
+        parameter_docs: Descriptions of the parameters, by name (see :func:`with_parameter_docs`).
+        image: The component's default image ("" = :data:`BASE_IMAGE`); it must carry what ``packages`` leaves out.
+        prebuilt: Whether ``image`` is a complete image of the project (``Containerfile``): nothing is embedded or
+            installed, and every image it is rebuilt for (``with_image``) must be one too.
+        string_routes: ``{artifact input: string parameter input}``, see ``RuntimeComponent``.
+        **component_kwargs: Passed through to ``kfp.dsl.component``.
 
     Returns:
-        A decorator turning the function into a :class:`~components._common.runtime_components.RuntimeComponent`
-        (a KFP ``PythonComponent`` with ``with_image``, see the module docstring).
+        A decorator turning the function into a :class:`~components._common.runtime_components.RuntimeComponent`.
     """
     from kfp import dsl
 

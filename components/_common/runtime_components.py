@@ -1,7 +1,6 @@
 """The class of this project's components: KFP's own ``PythonComponent`` with a per-image rebuild and string routes.
 
-Kept apart from :mod:`components._common.runtime` so that the runtime bundler imports no kfp until it builds a
-component (kfp's modules import each other in an order that only ``kfp.dsl`` first gets right).
+Apart from :mod:`components._common.runtime` so that the bundler imports no kfp until it builds a component.
 """
 
 from __future__ import annotations
@@ -19,15 +18,11 @@ def _is_string(value: Any) -> bool:
 
 
 class RuntimeComponent(PythonComponent):
-    """A component of this project: KFP's own ``PythonComponent`` (public class and constructor) with two additions.
+    """KFP's own ``PythonComponent`` with :meth:`with_image` and ``string_routes``.
 
-    * :meth:`with_image`: the same function built for another step image (the image and the install list are part
-      of the executor's command, so they cannot be swapped on a built component);
-    * ``string_routes``: an artifact input that also takes a string, routed to a parameter input
-      (``train_model(dataset="path/to/data.jsonl")``, the RHOAI guide's form, and ``train_model(dataset=task.output)``
-      both work).
-
-    ``built`` is what ``kfp.dsl.component`` built; ``build(image, prebuilt)`` builds it for another image.
+    ``string_routes`` route a string given for an artifact input to a parameter input (the RHOAI guide's
+    ``train_model(dataset="x.jsonl")`` and ``train_model(dataset=task.output)`` both work). ``built`` is what
+    ``kfp.dsl.component`` built; ``build(image, prebuilt)`` builds it for another image.
     """
 
     def __init__(self, built: Any, build: Callable[[str, bool], Any], string_routes: Mapping[str, str]) -> None:

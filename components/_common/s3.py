@@ -1,8 +1,6 @@
-"""The one S3 client factory: a boto3 client for the OpenShift AI data connection in the environment.
+"""The one S3 client factory: a boto3 client for the OpenShift AI data connection in the environment (its env vars).
 
-A data connection's secret, mounted as env vars, gives ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_S3_ENDPOINT`` (MinIO / ODF / any S3-compatible endpoint) and ``AWS_DEFAULT_REGION``. Standard library only at
-import (``boto3`` is imported when a client is made), so the training pod can stage this file beside its entrypoint.
+Standard library only at import (``boto3`` is imported when a client is made).
 """
 
 from __future__ import annotations

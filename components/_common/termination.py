@@ -1,9 +1,4 @@
-"""SIGTERM as an exception, so that ``finally`` blocks and context managers run when a pod is stopped.
-
-Python's default SIGTERM action ends the process at once: temporary directories and ``.part`` files stay behind.
-Inside :func:`sigterm_raises_exit`, SIGTERM raises ``SystemExit(143)`` (128 + 15, what a shell reports) in the main
-thread instead; everything unwinds, then the process exits with that status. Standard library only.
-"""
+"""SIGTERM as ``SystemExit(143)``, so that ``finally`` blocks and context managers run when a pod is stopped."""
 
 from __future__ import annotations
 

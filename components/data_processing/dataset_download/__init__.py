@@ -1,7 +1,6 @@
 """Dataset component: download, convert, validate every row and split, with a report.
 
-``dataset_download`` (the KFP component) is imported on first use, so that the pure modules (``run``,
-``validate``...) import without ``kfp``: ``kfp-finetune validate-dataset`` starts in a fraction of the time.
+``dataset_download`` is imported on first use, so that the pure modules import without ``kfp``.
 """
 
 from __future__ import annotations

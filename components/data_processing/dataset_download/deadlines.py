@@ -1,14 +1,7 @@
-"""Time limits and retries of downloads: the options, a watchdog for the overall deadline, and Hub transports.
+"""Time limits and retries of downloads, the same for the Hub, S3 and HTTP(S): the options, the deadline's enforcers.
 
-:class:`HttpOptions` holds the limits every source shares: the stall timeout, the overall deadline (the component's
-``download_deadline_s``) and the retry policy (:func:`retried`: attempts, doubling backoff, ``Retry-After``
-honoured up to a bound), so that the Hub, S3 and HTTP(S) retry the same faults the same way.
-
-A per-read socket timeout (the *stall* timeout) cannot bound a server that sends one byte just often enough: the
-overall *deadline* needs a clock outside the read. For ``urllib`` (HTTP/S) :class:`Watchdog` shuts the sockets of a
-fetch down at the deadline, waking up any blocked read; for the Hub, :func:`hub_deadline` installs an ``httpx2``
-transport (``huggingface_hub``'s client) that checks the deadline before each request and each received chunk, with
-the stall timeout as the client's read timeout.
+A per-read (*stall*) timeout cannot bound a server that sends one byte just often enough: the overall *deadline*
+needs a clock outside the read (:class:`Watchdog` for sockets, :func:`hub_deadline` for ``huggingface_hub``).
 """
 
 from __future__ import annotations
@@ -37,16 +30,13 @@ LOG = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class HttpOptions:
-    """How downloads behave: stall timeout, overall deadline, attempts, backoff between them (doubling).
+    """How downloads behave: overall deadline, stall timeout, attempts, backoff between them (doubling).
 
     Attributes:
-        deadline_s: Overall deadline of the fetch, every attempt and file included (the component's
-            ``download_deadline_s``).
+        deadline_s: Overall deadline of the fetch, every attempt and file included (``download_deadline_s``).
         timeout_s: Stall timeout: an attempt fails when no byte arrives for this long (connect included).
-        attempts: Attempts of each request or body (retryable statuses 408/429/5xx and connection errors); a body
-            cut short is resumed with a ranged GET where the server supports it, else fetched again.
-        backoff_s: First pause between attempts, doubled after each (a longer ``Retry-After`` is honoured, up to
-            ``max_retry_after_s``).
+        attempts: Attempts of each request or body (:func:`~components._common.retry.is_transient` failures).
+        backoff_s: First pause between attempts, doubled after each.
         max_retry_after_s: The longest ``Retry-After`` a server may ask for.
     """
 
@@ -89,8 +79,7 @@ class DownloadDeadlineExceeded(DatasetSourceError):
 class Watchdog:
     """Shuts down the streams of a download at its deadline, waking up any read blocked on them.
 
-    A per-read socket timeout cannot bound a server that sends one byte just often enough; shutting the stream down
-    from a timer thread can. :attr:`expired` tells the reader why its stream ended.
+    :attr:`expired` tells the reader why its stream ended.
     """
 
     def __init__(self, deadline: float) -> None:
@@ -145,10 +134,7 @@ class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
 
 
 class WatchedHandler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
-    """A ``urllib`` handler whose HTTP and HTTPS (verified with ``context``) connections register with a watchdog.
-
-    One handler for both: a redirect may cross from one scheme to the other.
-    """
+    """A ``urllib`` handler whose HTTP and HTTPS connections (a redirect may cross) register with a watchdog."""
 
     def __init__(self, watchdog: Watchdog, context: ssl.SSLContext) -> None:
         urllib.request.HTTPSHandler.__init__(self, context=context)
@@ -177,8 +163,8 @@ def deadline_error(uri: str, deadline_s: float, size: int) -> DownloadDeadlineEx
 def hub_deadline(uri: str, deadline: float, deadline_s: float, stall_timeout_s: float) -> Iterator[None]:
     """Bounds ``huggingface_hub``'s requests within the block: by a stall timeout and by an overall deadline.
 
-    A request waits at most ``stall_timeout_s`` for bytes; once ``deadline`` (``time.monotonic()``) has passed, the
-    next request or received chunk raises :class:`DownloadDeadlineExceeded` (``deadline_s`` is named in it).
+    Once ``deadline`` (``time.monotonic()``) has passed, the next request or received chunk raises
+    :class:`DownloadDeadlineExceeded`.
     """
     import httpx2
     from huggingface_hub.utils import _http as hub_http
@@ -198,23 +184,13 @@ def hub_deadline(uri: str, deadline: float, deadline_s: float, stall_timeout_s: 
         def close(self) -> None:
             self._inner.close()
 
-    class DeadlineTransport(httpx2.BaseTransport):
-        def __init__(self) -> None:
-            self._inner = httpx2.HTTPTransport()
-
+    class DeadlineTransport(httpx2.HTTPTransport):
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
             if time.monotonic() > deadline:
                 raise deadline_error(uri, deadline_s, 0)
-            response = self._inner.handle_request(request)
-            return httpx2.Response(
-                response.status_code,
-                headers=response.headers,
-                stream=DeadlineStream(response.stream),
-                extensions=response.extensions,
-            )
-
-        def close(self) -> None:
-            self._inner.close()
+            response = super().handle_request(request)
+            response.stream = DeadlineStream(response.stream)
+            return response
 
     def factory() -> httpx2.Client:
         return httpx2.Client(

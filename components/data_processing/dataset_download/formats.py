@@ -1,11 +1,4 @@
-"""Input formats and their conversion to chat ``messages`` rows, plus detection of the format from the first rows.
-
-Formats:
-
-* ``messages``: ``{"messages": [{"role": ..., "content": ...}, ...]}`` (kept as it is);
-* ``alpaca``: ``{"instruction", "input" (optional), "output", "system" (optional)}``;
-* ``sharegpt``: ``{"conversations": [{"from": "human" | "gpt" | ..., "value": ...}], "system" (optional)}``;
-* ``prompt_completion``: ``{"prompt", "completion"}``, each a string or a list of messages.
+"""Input formats (component README) and their conversion to chat ``messages`` rows, and their detection.
 
 Converters keep every key they do not consume, on the row and on each message.
 """
@@ -110,16 +103,8 @@ def from_prompt_completion(row: dict) -> dict:
     return {"messages": messages, **_extras(row, _PROMPT_COMPLETION_KEYS)}
 
 
-def from_messages(row: dict) -> dict:
-    """Keeps a ``messages`` row as it is."""
-    if "messages" not in row:
-        raise RowError("missing_field", MESSAGES_NOT_FOUND)
-    return row
-
-
-#: The converter of each format.
+#: The converter of each format but ``messages`` (whose rows are kept as they are).
 CONVERTERS: dict[str, Callable[[dict], dict]] = {
-    "messages": from_messages,
     "alpaca": from_alpaca,
     "sharegpt": from_sharegpt,
     "prompt_completion": from_prompt_completion,

@@ -1,8 +1,6 @@
 """Hugging Face Hub sources: the files of one subset/split of a dataset repository, at a pinned commit.
 
-``dataset_info`` and every file download follow the download's one retry policy (:func:`~.deadlines.retried`); a
-retried file download resumes its ``.incomplete`` file with a ranged GET (``huggingface_hub`` does). Failures are one
-line naming the repo, the revision and the remedy (:func:`hf_error`).
+A retried file download resumes its ``.incomplete`` file with a ranged GET (``huggingface_hub`` does).
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ import shutil
 import time
 from pathlib import Path
 
-from components._common.retry import GaveUp, is_transient, status_of
+from components._common.retry import GaveUp, error_chain, is_transient, status_of
 
 from .deadlines import HttpOptions, deadline_error, hub_deadline, retried
 from .locations import DatasetSourceError, FetchedData, is_disk_full, parse_hf_uri, scratch_full_error
@@ -25,15 +23,11 @@ def hub_transient(error: BaseException) -> bool:
     """
     from huggingface_hub.errors import OfflineModeIsEnabled
 
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, (DatasetSourceError, OfflineModeIsEnabled)):  # offline: a ConnectionError, but final
+    for cause in error_chain(error):
+        if isinstance(cause, (DatasetSourceError, OfflineModeIsEnabled)):  # offline: a ConnectionError, but final
             return False
-        if status_of(current) is not None or is_transient(current):
-            return is_transient(current)
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        if status_of(cause) is not None or is_transient(cause):
+            return is_transient(cause)
     return False
 
 
@@ -44,10 +38,7 @@ HF_TOKEN_REMEDY = "put a token with read access in the hf-token secret (env HF_T
 
 
 def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = "") -> DatasetSourceError:
-    """One line naming the repo, the revision ("": the default branch) and the remedy for any Hub failure.
-
-    ``error`` is what ``huggingface_hub`` (or the network below it) raised; ``endpoint`` "" is huggingface.co.
-    """
+    """One line naming the repo, the revision ("": the default branch) and the remedy for any Hub failure."""
     from huggingface_hub import errors
 
     where = f"Hub dataset {repo_id!r} at revision {revision or 'main'!r}"
@@ -93,8 +84,7 @@ def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = 
 def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: HttpOptions) -> FetchedData:
     """Downloads the files of one subset/split of a Hub dataset at a pinned commit (token from ``HF_TOKEN``).
 
-    The endpoint is ``HF_ENDPOINT`` read at call time (a mirror, or a local stub in tests). ``options.timeout_s`` is
-    the stall timeout of each request and ``options.deadline_s`` the deadline of the whole fetch.
+    The endpoint is ``HF_ENDPOINT`` read at call time (a mirror, or a local stub in tests).
     """
     from huggingface_hub import HfApi, hf_hub_download
 

@@ -1,11 +1,6 @@
-"""Dataset URIs: which kind of source a URI names, parsed, and the local-path rules (confinement, data files).
+"""Dataset URIs: which source a URI names, parsed, and the local-path rules (confinement, data files).
 
-* ``org/name[:subset][@revision]`` (or ``hf://org/name...``): a Hugging Face Hub dataset;
-* ``s3://bucket/key`` or ``s3://bucket/prefix/`` (``s3:///key`` takes the bucket from ``AWS_S3_BUCKET``);
-* ``http://...`` / ``https://...``: one file;
-* ``pvc://claim/path``: ``$KFP_FINETUNE_PVC_ROOT/claim/path`` (default root ``/mnt/pvc``; the pipeline mounts claim
-  ``claim`` at ``<root>/claim``), confined to the claim's mount;
-* a local path: absolute, ``./relative``, ``file://`` or an existing path.
+The forms are the component README's sources table.
 """
 
 from __future__ import annotations
@@ -28,6 +23,13 @@ _HF_PATTERN = re.compile(
     r"^(?:hf://(?:datasets/)?)?(?P<repo_id>[A-Za-z0-9][\w.-]*/[\w.-]+)(?::(?P<subset>[\w.-]+))?(?:@(?P<revision>[\w./-]+))?$"
 )
 _CLAIM_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+#: What a file that is neither a regular file nor a directory is, in words, by its type.
+_SPECIAL_FILES = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 class DatasetSourceError(ValueError):
@@ -48,10 +50,7 @@ def free_space(folder: Path) -> str:
 
 
 def scratch_full_error(shown_uri: str, folder: Path, needed: int | None, written: int | None) -> DatasetSourceError:
-    """The one line for a download that filled its scratch folder: which folder, how much it needed, what to set.
-
-    ``needed`` (all the download needs) and ``written`` (when the disk filled up) are ``None`` when unknown.
-    """
+    """The one line for a download that filled its scratch folder (``needed``, ``written``: ``None`` when unknown)."""
     free = free_space(folder)
     need = f"needs {needed} bytes" if needed is not None else "needs more (size unknown)"
     after = f" after {written} bytes" if written is not None else ""
@@ -173,11 +172,11 @@ def confine(path: Path, root: Path, uri: str) -> None:
 def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Path]:
     """The data files at a local path: the file itself, or every supported file under a directory, sorted.
 
-    With ``root``, every file must resolve inside it (no symlink escape); ``uri`` is named in the errors.
+    With ``root``, every file must resolve inside it (no symlink escape).
     """
     if not path.exists():
         raise DatasetSourceError(f"dataset_uri={uri!r}: {path} does not exist (404)")
-    kind = _special_file_kind(path.stat().st_mode)
+    kind = _SPECIAL_FILES.get(stat.S_IFMT(path.stat().st_mode))
     if kind:
         raise DatasetSourceError(
             f"dataset_uri={uri!r}: {path} is {kind}, not a data file or a directory: copy the data into a regular "
@@ -199,17 +198,6 @@ def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Pat
         for file in files:
             confine(file, root, uri)
     return files
-
-
-def _special_file_kind(mode: int) -> str:
-    """What a non-regular, non-directory file is, in words ("" for a regular file or a directory)."""
-    kinds = (
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((words for test, words in kinds if test(mode)), "")
 
 
 def local_revision(files: list[Path]) -> str:

@@ -1,10 +1,8 @@
-"""Validation and split in as few passes over the data as the rules allow (README, "Split").
+"""Validation and split in as few passes over the data as the rules allow (the component README, "Split").
 
-The split needs the number of valid rows before the first row is routed (exactly ``k`` of ``n``, see :mod:`.split`).
-JSON lines in ``messages`` form count their lines first and validate straight into the planned split (**one pass**);
-when fewer valid rows arrive (dropped rows, blank lines) those files are discarded and the **two passes** run: the
-valid rows, converted, go to a scratch file, which is then split. Same input and seed, byte-identical files; nothing
-half-written survives a failure.
+The split needs the number of valid rows before the first row is routed: JSON lines in ``messages`` form count their
+lines and validate straight into the planned split (**one pass**); else, or when fewer valid rows arrive, the valid
+rows go to a scratch file, which is then split (**two passes**).
 """
 
 from __future__ import annotations
@@ -14,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from components._common.chat_files import ReadLimits, count_lines
+from components._common.chat_files import ARTIFACT_READ_LIMITS, ReadLimits, count_lines, iter_line_blocks
 
 from .locations import DatasetSourceError
 from .readers import data_format
-from .split import JsonlWriter, SplitPlan, SplitSink, WrittenFile, iter_row_blocks, plan_split
+from .split import JsonlWriter, SplitPlan, SplitSink, WrittenFile, plan_split
 from .validate import Sink
 from .validation_report import ValidationReport
 
@@ -64,10 +62,9 @@ def validate_and_split(
         input_format: The format the rows are read as (after auto-detection).
         validate: Runs the validation into a sink.
         options: The split options and the output paths.
-        limits: The record and decompressed size limits (for counting the lines).
+        limits: The size limits (for counting the lines).
         on_selected: Makes a fresh callback for every kept row (token statistics), or ``None``; called per attempt.
-        one_pass: Allow the one-pass path (``False`` with token statistics: the tokenizer loads only for rows that
-            passed).
+        one_pass: Allow the one-pass path (``False`` with token statistics: the tokenizer loads after validation).
 
     Raises:
         DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
@@ -84,10 +81,7 @@ def validate_and_split(
 def _written(
     options: SplitOptions, plan: SplitPlan, fill: Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
 ) -> SplitOutcome | None:
-    """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (or neither).
-
-    ``fill`` returning ``None`` discards both files and returns ``None``.
-    """
+    """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (``None``: neither)."""
     train, eval_ = JsonlWriter(options.train_path), JsonlWriter(options.eval_path)
     committed: list[WrittenFile] = []
     try:
@@ -145,7 +139,7 @@ def _two_passes(
 
         def fill(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport:
             sink = SplitSink(plan, options.seed, train, eval_, callback)
-            for block in iter_row_blocks(valid.path):
+            for _, block in iter_line_blocks(valid.path, ARTIFACT_READ_LIMITS):
                 sink(block)
             return report
 

@@ -1,11 +1,7 @@
 """Streaming readers: one decoded row at a time from ``.jsonl``, ``.json``, ``.parquet`` and ``.csv`` files.
 
-Every reader yields ``(position, value)`` pairs in file order (see :func:`position_label`). A record that cannot be
-decoded is yielded as an :class:`Unreadable` value naming its rule (``invalid_json``, ``invalid_utf8``,
-``nesting_too_deep``), so that the caller counts it and goes on; a damaged or too large ``.gz`` raises
-``ChatFormatError``. Memory stays bounded whatever the input (:class:`~components._common.chat_files.ReadLimits`;
-the formats and the bounds are described in the component README). The decoding and the rules live in
-:mod:`components._common.chat_format`.
+A record that cannot be decoded is yielded as an :class:`Unreadable` naming its rule, so that the caller counts it
+and goes on. Memory stays bounded whatever the input (:class:`~components._common.chat_files.ReadLimits`).
 """
 
 from __future__ import annotations
@@ -20,12 +16,10 @@ from typing import IO
 
 from components._common.chat_errors import ChatFormatError, Unreadable, excerpt
 from components._common.chat_files import (
-    COMPRESSION_ERRORS,
     UTF8_BOM,
-    DecompressedLimitExceeded,
     ReadLimits,
-    bad_compression,
-    decompressed_too_large,
+    after,
+    gzip_errors,
     iter_lines,
     open_binary,
     record_too_large,
@@ -80,8 +74,7 @@ def _iter_json_lines(path: Path, limits: ReadLimits, nulls: bool = True) -> Iter
 def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, object]]:
     """Decodes the elements of a top-level JSON array one by one with ``raw_decode`` on a sliding buffer.
 
-    An element longer than ``limits.max_line_bytes`` characters is a ``record_too_large`` reject that ends the file
-    (the parser cannot find the next element without decoding this one).
+    An element longer than ``limits.max_line_bytes`` characters is a ``record_too_large`` reject that ends the file.
     """
     decoder = json.JSONDecoder()
     buffer, position = text.read(_CHUNK_CHARS), 0
@@ -157,19 +150,15 @@ def _has_lone_surrogate(value: object) -> bool:
 
 
 def _text_rows(path: Path, rows: Iterator[tuple[int, object]]) -> Iterator[tuple[int, object]]:
-    """``rows`` read from a text stream, with a damaged ``.gz`` or invalid UTF-8 turned into a message naming the rule.
+    """``rows`` read from a text stream; invalid UTF-8 is one :class:`Unreadable` record that ends the file.
 
-    Invalid UTF-8 in a JSON array or a CSV file is yielded as one :class:`Unreadable` record and ends the file (the
-    decoder cannot resynchronize on records there, unlike JSON lines).
+    (The decoder cannot resynchronize on records there, unlike JSON lines.)
     """
     position = 0
     try:
-        for position, value in rows:
-            yield position, value
-    except COMPRESSION_ERRORS as error:
-        raise bad_compression(path, position, error) from None
-    except DecompressedLimitExceeded as error:
-        raise decompressed_too_large(path, f"after record {position}", error.limit) from None
+        with gzip_errors(path, lambda: after(position, "record")):
+            for position, value in rows:
+                yield position, value
     except UnicodeDecodeError as error:
         reason = f"not valid UTF-8 after record {position} (byte {error.start} of a read chunk: {error.reason})"
         yield position + 1, Unreadable("invalid_utf8", reason, excerpt(error.object[error.start : error.start + 40]))
@@ -177,13 +166,8 @@ def _text_rows(path: Path, rows: Iterator[tuple[int, object]]) -> Iterator[tuple
 
 def _iter_json(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     """A ``.json`` file: a top-level array of rows, or JSON lines (as ``datasets`` also accepts)."""
-    try:
-        with open_binary(path, limits.max_decompressed_bytes) as handle:
-            head = handle.read(4096)
-    except COMPRESSION_ERRORS as error:
-        raise bad_compression(path, 0, error) from None
-    except DecompressedLimitExceeded as error:
-        raise decompressed_too_large(path, "at its start", error.limit) from None
+    with gzip_errors(path, lambda: after(0)), open_binary(path, limits.max_decompressed_bytes) as handle:
+        head = handle.read(4096)
     if head.removeprefix(UTF8_BOM).lstrip().startswith(b"["):
         with io.TextIOWrapper(open_binary(path, limits.max_decompressed_bytes), encoding="utf-8-sig") as text:
             yield from _text_rows(path, _iter_json_array(text, limits))
@@ -274,9 +258,8 @@ def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     """Yields ``(position, row)`` (see :func:`position_label`) for every record of a data file, streaming.
 
     Raises:
-        ValueError: The file's suffix is not a supported data format; ``ChatFormatError`` (a ``ValueError``) for a
-            damaged ``.gz`` file (rule ``bad_compression``), one that expands too far (``decompressed_too_large``) or a
-            Parquet row group too large to decode (``record_too_large``).
+        ValueError: The file's suffix is not a supported data format; ``ChatFormatError`` for a damaged or too large
+            ``.gz`` file, or a Parquet row group too large to decode.
     """
     kind = data_format(path)
     if kind == "jsonl":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import tempfile
@@ -14,14 +15,14 @@ from components._common.arguments import require_arguments
 from components._common.chat_files import ReadLimits
 from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
-from components._common.masking import mask_data, mask_url, masked
+from components._common.masking import mask_data, masked
 
 from .locations import check_dataset_uri
 from .passes import SplitOptions, validate_and_split
 from .sources import HttpOptions, check_deadline, fetch_dataset
 from .split import SplitPlan, WrittenFile, check_split_options, write_error
 from .tokens import TokenStats, check_token_options, load_token_counter
-from .validate import choose_format, validate_files
+from .validate import start_report, validate_files
 from .validation_report import ValidationReport, check_validation_options
 
 LOG = logging.getLogger(__name__)
@@ -103,10 +104,7 @@ class DatasetDownloadResult:
 
 @dataclass(frozen=True)
 class DatasetDownloadRequest:
-    """``dataset_download``'s arguments, as the component received them; no defaults (they live in the component).
-
-    One field per parameter, under its name; each is described once, in ``parameter_docs.py``.
-    """
+    """``dataset_download``'s arguments, one field per parameter (described in ``parameter_docs.py``), no defaults."""
 
     dataset_uri: str
     train_split_ratio: float
@@ -140,15 +138,11 @@ def dataset_download_request(arguments: Mapping[str, Any]) -> DatasetDownloadReq
 def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval_path: Path) -> DatasetDownloadResult:
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
 
-    Both files are written under temporary names, renamed only when everything succeeded (the eval file is empty when
-    ``train_split_ratio`` is 1.0).
-
     Raises:
         ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
             :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # no-op once configured
     check_dataset_uri(request.dataset_uri)
     check_split_options(request.train_split_ratio, request.subset_count)
     check_validation_options(request.on_invalid, request.max_invalid_fraction)
@@ -158,7 +152,6 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
     with_token_stats = check_token_options(max_seq_len, tokenizer_source)
     if not with_token_stats and (tokenizer_source or max_seq_len):
         LOG.info("token statistics need both max_seq_len > 0 and tokenizer_source: none computed")
-    shown_uri = mask_url(request.dataset_uri)  # signed URLs keep their signatures out of the report and the metadata
     token_stats: TokenStats | None = None
 
     def on_selected() -> Callable[[bytes], None] | None:
@@ -173,27 +166,28 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
         download = Path(scratch) / "download"
         fetched = fetch_dataset(request.dataset_uri, download, request.hf_split, request.max_download_bytes, http)
-        chosen, reason = choose_format(fetched.files, request.input_format, shown_uri, limits)
+        empty = start_report(  # the URI masked: signed URLs keep their signatures out of the report and the metadata
+            fetched.files,
+            request.dataset_uri,
+            input_format=request.input_format,
+            on_invalid=request.on_invalid,
+            max_invalid_fraction=request.max_invalid_fraction,
+            limits=limits,
+            revision=fetched.revision,
+        )
 
         def validate(sink: Callable[[list[bytes]], None]) -> ValidationReport:
-            report = ValidationReport(
-                source_uri=shown_uri,
-                revision=fetched.revision,
-                input_format=chosen,
-                format_reason=reason,
-                files=[path.name for path in fetched.files],
-                on_invalid=request.on_invalid,
-                max_invalid_fraction=request.max_invalid_fraction,
-            )
-            return validate_files(fetched.files, report, request.allow_trailing_user, sink, limits)
+            return validate_files(fetched.files, copy.deepcopy(empty), request.allow_trailing_user, sink, limits)
 
         split = (request.train_split_ratio, request.subset_count, request.seed)
         options = SplitOptions(train_path, eval_path, *split, Path(scratch))
         outcome = validate_and_split(
-            fetched.files, chosen, validate, options, limits, on_selected, not with_token_stats
+            fetched.files, empty.input_format, validate, options, limits, on_selected, not with_token_stats
         )
     report, plan = outcome.report, outcome.plan
-    LOG.info("%s: %s; %d rows read, %d valid", shown_uri, report.format_reason, report.rows_read, report.rows_valid)
+    LOG.info(
+        "%s: %s; %d rows read, %d valid", report.source_uri, report.format_reason, report.rows_read, report.rows_valid
+    )
     for warning in plan.warnings:
         LOG.warning(warning)
     warnings = list(plan.warnings)

@@ -1,9 +1,6 @@
 """S3 sources: one object or every data file under a prefix, through the RHOAI data connection.
 
-Every request (head, list, get) follows the download's one retry policy (:func:`~.deadlines.retried`); botocore's
-own retries are off so that the limits are the same as the Hub's and HTTP's. A body cut short mid-way is resumed from
-the byte where it stopped with a ranged GET, ``If-Match`` its ETag so that a changed object is never stitched
-together.
+A body cut short is resumed with a ranged GET, ``If-Match`` its ETag so that a changed object is never stitched.
 """
 
 from __future__ import annotations
@@ -43,10 +40,7 @@ def s3_error(uri: str, error: Exception) -> DatasetSourceError:
 
 
 def _s3_objects(client, uri: str, bucket: str, key: str) -> tuple[str, list[tuple[str, int, str]]]:
-    """The object ``key`` or the data files under prefix ``key``: ``(prefix, [(key, size, etag), ...])``.
-
-    ``prefix`` is ``""`` for a single object.
-    """
+    """The object ``key`` or the data files under prefix ``key``: ``(prefix or "", [(key, size, etag), ...])``."""
     from botocore.exceptions import ClientError
 
     if key and not key.endswith("/"):
@@ -88,10 +82,9 @@ def _s3_download(
     options: HttpOptions,
     deadline: float,
 ) -> None:
-    """Streams one object into ``target`` through a ``.part`` file (removed on any exit), within ``deadline``.
+    """Streams one object (``expected``: its listed size and etag) into ``target`` through a ``.part`` file.
 
-    ``expected`` is the object's ``(size, etag)`` from the listing. A failed attempt keeps what arrived, and the next
-    one asks only for the rest (``Range``, ``If-Match``); a server that ignores the range sends everything again.
+    A failed attempt keeps what arrived, and the next one asks only for the rest (``Range``, ``If-Match``).
     """
     size, etag = expected
     partial = target.with_name(f".{target.name}.part")
@@ -127,10 +120,7 @@ def _s3_download(
 
 
 def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, deadline: float) -> int:
-    """Writes a response body into ``partial`` from ``offset``; returns the bytes written.
-
-    A watchdog ends it at the deadline (:class:`~.deadlines.DownloadDeadlineExceeded`, never retried).
-    """
+    """Writes a response body into ``partial`` from ``offset`` until the deadline; returns the bytes written."""
     raw = getattr(body, "_raw_stream", body)
     written = 0
     try:
@@ -154,10 +144,7 @@ def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, de
 
 
 def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions) -> FetchedData:
-    """Downloads an S3 object, or every data file under a prefix, through the data-connection endpoint.
-
-    ``options.timeout_s`` is the stall timeout of each read and ``options.deadline_s`` the deadline of the whole fetch.
-    """
+    """Downloads an S3 object, or every data file under a prefix, through the data-connection endpoint."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     location = parse_s3_uri(uri, os.environ.get("AWS_S3_BUCKET", ""))

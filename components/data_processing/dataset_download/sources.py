@@ -1,11 +1,7 @@
-"""Fetching a dataset from its source to local data files: Hub, S3, HTTP(S), PVC or a local path.
+"""Fetching a dataset from its source to local data files: picks the source, and holds the HTTP(S) one.
 
-This module picks the source and holds the HTTP(S) one; :mod:`.s3_source` and :mod:`.hub_source` hold the others.
-
-Secrets come only from the environment (``HF_TOKEN``; the RHOAI data-connection variables) and are never logged or
-put in errors. Downloads land in a temporary name and are renamed when complete; remote sources are capped at
-``max_bytes`` and bounded in time (:mod:`.deadlines`). Partial files are removed on every exit: errors, the deadline,
-and SIGTERM (turned into ``SystemExit`` by :mod:`components._common.termination`, so that ``finally`` blocks run).
+Downloads land in a temporary name, renamed when complete; partial files are removed on every exit (errors, the
+deadline, SIGTERM through :mod:`components._common.termination`).
 """
 
 from __future__ import annotations
@@ -57,20 +53,14 @@ def fetch_dataset(
 ) -> FetchedData:
     """Makes a dataset's data files (``uri``: :mod:`.locations`) available locally, remote ones in ``download_dir``.
 
-    Returns:
-        The local files, in reading order, and the revision (HF commit, S3 ETag, HTTP ETag, mtime+size).
-
     Raises:
         DatasetSourceError: Unknown scheme, missing credentials, 401/403/404, size cap, or no data files.
     """
     kind = source_kind(uri)
     if max_bytes <= 0:
         raise DatasetSourceError(f"max_download_bytes={max_bytes} must be positive")
-    if kind == "local":
-        files = local_data_files(resolve_local_uri(uri), uri)
-        return FetchedData(files, local_revision(files))
-    if kind == "pvc":
-        target, mount = resolve_pvc_uri(uri)
+    if kind in ("local", "pvc"):
+        target, mount = resolve_pvc_uri(uri) if kind == "pvc" else (resolve_local_uri(uri), None)
         files = local_data_files(target, uri, root=mount)
         return FetchedData(files, local_revision(files))
     download_dir.mkdir(parents=True, exist_ok=True)
@@ -99,21 +89,14 @@ def _http_file_name(url: str) -> str:
     return name
 
 
-def _http_error(url: str, status: int, reason: str, final_url: str = "") -> DatasetSourceError:
-    meaning = {401: "authentication required", 403: "access denied", 404: "not found"}.get(status, reason)
-    where = f" at {mask_url(final_url)!r} (redirected)" if final_url and final_url != url else ""
-    return DatasetSourceError(f"dataset_uri={mask_url(url)!r}: HTTP {status} ({meaning}){where}")
-
-
 class SourceChanged(ConnectionError):
     """A resumed download's file changed on the server (another validator): the attempt restarts from byte 0."""
 
 
 class CheckedRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows redirects only to :data:`REDIRECT_SCHEMES`, at most :data:`MAX_REDIRECTS` times, each in one line.
+    """Follows redirects only to :data:`REDIRECT_SCHEMES` (urllib's follows ``ftp://``), at most :data:`MAX_REDIRECTS`.
 
-    urllib's default handler follows ``302 -> ftp://`` (and ``file://`` through the default opener's handlers) and
-    words a loop in three lines; here either ends the download with one line naming the original and the final URL.
+    Either refusal ends the download with one line naming the original and the final URL.
     """
 
     max_redirections = max_repeats = MAX_REDIRECTS + 1  # (this handler's own count ends a loop first)
@@ -157,8 +140,6 @@ def _download_once(
 
     When ``target`` holds the start of the body from an earlier attempt and the server said it accepts ranges, only
     the rest is asked for (``Range``, ``If-Range`` the validator); a ``200`` answer starts again from byte 0.
-    ``timeout_s`` bounds each wait for bytes (the stall timeout); ``deadline`` (``time.monotonic()``) the whole
-    attempt, headers included, through a :class:`~.deadlines.Watchdog`.
     """
     headers = {"User-Agent": "kfp-finetune-dataset-download"}
     offset = target.stat().st_size if target.exists() and resume.validator else 0
@@ -262,7 +243,10 @@ def _http_failure(url: str, error: BaseException, attempts: int) -> DatasetSourc
     """The one-line error of a download that got no usable answer (after ``attempts`` tries)."""
     shown = mask_url(url)
     if isinstance(error, urllib.error.HTTPError):
-        return _http_error(url, error.code, str(error.reason), error.geturl() or "")
+        meaning = {401: "authentication required", 403: "access denied", 404: "not found"}.get(error.code, error.reason)
+        final_url = error.geturl() or ""
+        where = f" at {mask_url(final_url)!r} (redirected)" if final_url and final_url != url else ""
+        return DatasetSourceError(f"dataset_uri={shown!r}: HTTP {error.code} ({meaning}){where}")
     if is_tls_error(error):
         return DatasetSourceError(f"dataset_uri={shown!r}: TLS verification failed: {getattr(error, 'reason', error)}")
     if isinstance(error, urllib.error.URLError):

@@ -1,9 +1,7 @@
 """Seeded, streaming subset and train/eval split with exact sizes, written as JSONL with a running sha256.
 
 Selection sampling (Knuth's algorithm S) picks exactly ``k`` of ``n`` rows in one pass and O(1) memory, keeping the
-source order: row ``i`` is taken with probability ``(k - taken) / (n - i)``. The subset is drawn first, then the eval
-rows among the subset, each from its own ``random.Random`` seeded from ``seed``, so that the same input and seed
-give byte-identical files.
+source order: row ``i`` is taken with probability ``(k - taken) / (n - i)``.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import os
 import queue
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +24,6 @@ from components._common.files import mkstemp_like_open
 from .locations import free_space
 
 _WRITE_BUFFER = 1 << 20
-_READ_BLOCK = 1 << 20
 _QUEUED_BLOCKS = 8
 
 
@@ -51,8 +48,7 @@ def check_split_options(train_split_ratio: float, subset_count: int) -> None:
 def plan_split(rows_available: int, train_split_ratio: float, subset_count: int) -> SplitPlan:
     """Decides the subset size (``subset_count`` rows, 0 = all) and the number of eval rows.
 
-    With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most ``kept - 1`` when there
-    are two rows or more; a subset larger than the ``rows_available`` warns and keeps all.
+    With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most ``kept - 1``.
     """
     check_split_options(train_split_ratio, subset_count)
     warnings = []
@@ -124,9 +120,8 @@ def write_error(path: Path, error: OSError) -> OutputWriteError:
 class JsonlWriter:
     """Writes rows to a temporary file beside ``target``, hashing as it goes; :meth:`commit` renames it.
 
-    Hashing and writing happen on a background thread, block by block (both release the GIL), so that they overlap
-    with the parsing of the next rows. Any failure (ENOSPC, EIO, ...) leaves no temporary file behind and is raised
-    as :class:`OutputWriteError` naming the path and the free space.
+    Hashing and writing happen on a background thread (both release the GIL), overlapping the parsing of the next rows.
+    Any failure leaves no temporary file behind and is raised as :class:`OutputWriteError`.
     """
 
     def __init__(self, target: Path) -> None:
@@ -196,8 +191,7 @@ class JsonlWriter:
 class SplitSink:
     """Routes the valid rows, block by block and in source order, to train, eval or nowhere (see :func:`plan_split`).
 
-    Called with lists of rows (JSON documents without line breaks). The subset is drawn first, then the eval rows
-    among the subset, each with its own ``random.Random`` seeded from ``seed``.
+    The subset is drawn first, then the eval rows among it, each with its own ``random.Random`` seeded from ``seed``.
     """
 
     def __init__(
@@ -223,15 +217,3 @@ class SplitSink:
             self._eval_writer.write_rows(list(itertools.compress(rows, picks)))
             rows = list(itertools.compress(rows, map(operator.not_, picks)))
         self._train.write_rows(rows)
-
-
-def iter_row_blocks(path: Path) -> Iterator[list[bytes]]:
-    """The rows of a JSONL file this module wrote (one row per line, no blank line), in blocks of about 1 MiB."""
-    with open(path, "rb") as handle:
-        head = b""
-        while block := handle.read(_READ_BLOCK):
-            rows = (head + block).split(b"\n")
-            head = rows.pop()
-            yield rows
-        if head:
-            yield [head]

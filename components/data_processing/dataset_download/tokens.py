@@ -24,16 +24,11 @@ def load_token_counter(tokenizer_source: str) -> Callable[[list[dict]], int]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, token=os.environ.get("HF_TOKEN") or None)
-    if tokenizer.chat_template:
 
-        def count(messages: list[dict]) -> int:
+    def count(messages: list[dict]) -> int:
+        if tokenizer.chat_template:
             return len(tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"])
-
-    else:
-
-        def count(messages: list[dict]) -> int:
-            text = "\n".join(str(message.get("content", "")) for message in messages)
-            return len(tokenizer(text)["input_ids"])
+        return len(tokenizer("\n".join(str(message.get("content", "")) for message in messages))["input_ids"])
 
     return count
 

@@ -1,8 +1,6 @@
 """Validation of every row of a dataset, streamed, with a report: the rules, the rejects and the counts.
 
-:func:`validate_dataset_uri` is the plain Python entry point (see the component README); :func:`validate_files` is
-the streaming core the component uses too. ``messages`` JSON lines take the typed fast path of
-:func:`~components._common.chat_format.fast_valid_lines` (README, "Speed").
+:func:`validate_dataset_uri` is the plain Python entry point (see the component README).
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ from typing import Any
 from components._common.chat_errors import RowError, Unreadable, excerpt
 from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
 from components._common.chat_format import (
-    MESSAGES_NOT_FOUND,
-    check_messages,
+    check_row,
     decode_json,
     encode_json,
     fast_valid_lines,
@@ -42,11 +39,10 @@ def _all_rows(files: Sequence[Path], limits: ReadLimits) -> Iterator[tuple[Path,
 
 
 def choose_format(files: Sequence[Path], input_format: str, source: str, limits: ReadLimits) -> tuple[str, str]:
-    """The format to read the rows as: ``input_format`` itself, or the one detected from the first rows.
+    """The format to read the rows as, and why: ``input_format`` itself, or the one detected from the first rows.
 
     Raises:
-        ValueError: No readable row among the first ones (the message lists the first bad records and their rules),
-            or no row looks like a known format.
+        ValueError: No readable row among the first ones, or no row looks like a known format.
     """
     check_input_format(input_format)
     if input_format != "auto":
@@ -72,16 +68,14 @@ def validate_files(
     sink: Sink | None,
     limits: ReadLimits,
 ) -> ValidationReport:
-    """Reads, converts and checks every row of some data files, streaming; fills ``report``.
+    """Reads, converts and checks every row of some data files, streaming; counts them into ``report``.
 
-    ``report`` has its ``input_format`` set (see :func:`choose_format`); counts and rejects are added to it. ``sink``
-    gets the valid rows in source order, a list at a time, each converted to ``messages`` form (extra keys kept,
-    list-of-parts contents joined) as one JSON document in UTF-8 bytes without a line break.
+    ``sink`` gets the valid rows (:data:`Sink`) in source order, list-of-parts contents joined.
 
     Raises:
-        ValueError: A file is unsupported, or (``ChatFormatError``, rule ``bad_compression``) a ``.gz`` is damaged.
+        ValueError: A file is unsupported, or (``ChatFormatError``) a ``.gz`` is damaged.
     """
-    convert = None if report.input_format == "messages" else CONVERTERS[report.input_format]
+    convert = CONVERTERS.get(report.input_format)
     sink = sink or (lambda rows: None)
     for path in files:
         if convert is None and data_format(path) == "jsonl":
@@ -137,21 +131,14 @@ def _check_value(
     if type(value) is Unreadable:
         report.add_reject(Reject(position_label(path, position), value.rule, value.reason, value.excerpt))
         return
-    if type(value) is not dict:
-        report.add_reject(_reject(path, position, "not_an_object", f"row is {type(value).__name__}", value, raw))
-        return
-    if convert is None:
-        row = value
-        if "messages" not in row:
-            report.add_reject(_reject(path, position, "missing_field", MESSAGES_NOT_FOUND, value, raw))
-            return
-    else:
+    row = value
+    if convert is not None and type(value) is dict:
         try:
             row = convert(value)
         except RowError as error:
             report.add_reject(_reject(path, position, error.rule, error.detail, value, raw))
             return
-    problem = check_messages(row["messages"], allow_trailing_user)
+    problem = check_row(row, allow_trailing_user)
     if problem is not None:
         report.add_reject(_reject(path, position, *problem, value, raw))
         return
@@ -169,6 +156,34 @@ def _reject(path: Path, position: int, rule: str, detail: str, value: object, ra
     return Reject(position_label(path, position), rule, detail, excerpt(raw))
 
 
+def start_report(
+    files: Sequence[Path],
+    source_uri: str,
+    *,
+    input_format: str,
+    on_invalid: str,
+    max_invalid_fraction: float,
+    limits: ReadLimits,
+    revision: str = "",
+) -> ValidationReport:
+    """The empty report of some data files: options checked, ``source_uri`` masked, the format chosen.
+
+    The options are the component's parameters of the same names (see :func:`choose_format`).
+    """
+    check_validation_options(on_invalid, max_invalid_fraction)
+    source_uri = mask_url(source_uri)
+    chosen, reason = choose_format(files, input_format, source_uri, limits)
+    return ValidationReport(
+        source_uri=source_uri,
+        revision=revision,
+        input_format=chosen,
+        format_reason=reason,
+        files=[path.name for path in files],
+        on_invalid=on_invalid,
+        max_invalid_fraction=max_invalid_fraction,
+    )
+
+
 def validate_local_files(
     files: Sequence[Path],
     source_uri: str,
@@ -181,23 +196,9 @@ def validate_local_files(
     revision: str = "",
     sink: Sink | None = None,
 ) -> ValidationReport:
-    """Validates local data files: chooses the format, then checks every row (see :func:`validate_files`).
-
-    The options are the component's parameters of the same names; ``source_uri`` is shown masked; ``sink`` is
-    :func:`validate_files`'. Check :attr:`ValidationReport.passed` of the report, or call ``raise_for_rejects``.
-    """
-    check_validation_options(on_invalid, max_invalid_fraction)
-    source_uri = mask_url(source_uri)
-    chosen, reason = choose_format(files, input_format, source_uri, limits)
-    report = ValidationReport(
-        source_uri=source_uri,
-        revision=revision,
-        input_format=chosen,
-        format_reason=reason,
-        files=[path.name for path in files],
-        on_invalid=on_invalid,
-        max_invalid_fraction=max_invalid_fraction,
-    )
+    """Validates local data files: :func:`start_report`, then :func:`validate_files` (check the report's ``passed``)."""
+    options = dict(on_invalid=on_invalid, max_invalid_fraction=max_invalid_fraction, limits=limits, revision=revision)
+    report = start_report(files, source_uri, input_format=input_format, **options)
     return validate_files(files, report, allow_trailing_user, sink, limits)
 
 
@@ -213,17 +214,12 @@ def validate_dataset_uri(
     """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
 
     Args:
-        uri: ``org/name[:subset][@revision]`` (HF Hub), ``s3://bucket/key-or-prefix``, ``http(s)://...``,
-            ``pvc://claim/path`` or a local path.
+        uri: The component's ``dataset_uri`` (Hub id, ``s3://``, ``http(s)://``, ``pvc://`` or a local path).
         hf_split: The split to read from a Hub dataset.
         max_download_bytes: Refuse downloads larger than this.
         download_deadline_s: Deadline of the whole download, every attempt and file included.
         download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
-        **options: The validation options of :func:`validate_local_files`, each required: ``input_format``,
-            ``on_invalid``, ``max_invalid_fraction``, ``allow_trailing_user``, ``limits``.
-
-    Returns:
-        The report; ``report.to_markdown()`` renders it, ``report.raise_for_rejects()`` turns failure into an error.
+        **options: The validation options of :func:`validate_local_files`, each required.
 
     Raises:
         ValueError: Bad options, an unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.

@@ -1,8 +1,4 @@
-"""What validating a dataset found: the counts, the rejects (a few quoted, all counted), the verdict and the report.
-
-:class:`ValidationReport` is filled by :mod:`.validate` row by row; it decides whether the dataset passes under
-``on_invalid`` and ``max_invalid_fraction`` (:func:`check_validation_options`) and renders the Markdown report.
-"""
+"""What validating a dataset found: the counts, the rejects (a few quoted, all counted), the verdict and the report."""
 
 from __future__ import annotations
 
@@ -137,11 +133,7 @@ class ValidationReport:
         )
 
     def failure_message(self) -> str:
-        """Why the dataset fails: the option, the first reject, the counts per rule, then the first rejects.
-
-        The first line stands alone (it is what a pipeline run shows): the counts, the option that failed the run
-        and the first rejected row with its location and rule.
-        """
+        """Why the dataset fails; the first line stands alone (a pipeline run shows it), then the first rejects."""
         counts = ", ".join(f"{rule}={count}" for rule, count in sorted(self.rejects_by_rule.items()))
         head = f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break "
         head += "the rules"
