@@ -1,8 +1,4 @@
-"""The training job from the request: a ``TrainJob`` or ``PyTorchJob`` running the staged pod command.
-
-:func:`build_job_spec` makes the :class:`~.manifests.spec.JobSpec` (secrets referenced, never copied; the launcher's
-own resources left out), :func:`build_job_manifest` the job from it (:mod:`.manifests`).
-"""
+"""The training job from the request: a ``TrainJob`` or ``PyTorchJob`` running the staged pod command."""
 
 from __future__ import annotations
 

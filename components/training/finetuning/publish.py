@@ -1,8 +1,6 @@
 """Publishing a run: the model into the ``Model`` artifact (with metadata), the KFP metrics and the HTML report.
 
-A full disk or an unwritable output ends the step with one line naming the path, the cause and the free space
-(:class:`PublishError`); nothing half-written is left: the model is copied into a sibling temporary directory that is
-swapped in only when complete (and removed otherwise), the report through a temporary file.
+A full disk or an unwritable output is one :class:`PublishError` line; nothing half-written is left.
 """
 
 from __future__ import annotations

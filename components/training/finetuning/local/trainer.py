@@ -1,10 +1,6 @@
 """The ``local`` launcher: the trainer core (:mod:`..hf_trainer.training`) in this process, on CPU (or one device).
 
-This module only feeds the core: the chat rows read and checked by the project's chat-format reader, and a single
-process instead of a ``torchrun`` rank. The same core runs in the ``transformers`` backend's training pods
-(:mod:`..hf_trainer.pod_worker`). It needs ``torch`` and ``transformers`` (+ ``peft`` for LoRA) in the task's
-environment: the prebuilt runtime image (``KFP_FINETUNE_RUNTIME_IMAGE``, see ``Containerfile``) on a cluster, or the
-complete environment of ``kfp.local`` (the demo).
+It needs ``torch`` and ``transformers`` (+ ``peft`` for LoRA): the runtime image, or ``kfp.local``'s environment.
 """
 
 from __future__ import annotations

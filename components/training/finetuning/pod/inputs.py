@@ -1,9 +1,6 @@
 """The run's inputs as the training pods (and the launcher) read them: the base model's location and the chat rows.
 
-Standard library only at import, like everything in the pods (``boto3`` / ``huggingface_hub`` are imported lazily
-for ``s3://`` and Hub models; the chat-format reader only by the launcher's row checks). An ``oci://`` base model is
-pulled onto the PVC by ``train_model`` before the job is submitted and arrives as the run config's ``model_path``.
-The local launcher reuses :func:`resolve_base_model`.
+Standard library only at import (``boto3`` / ``huggingface_hub`` are imported for ``s3://`` and Hub models only).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Training progress for the OpenShift AI dashboard: a small HTTP server in the rank-0 training pod.
 
-The ODH controller polls the rank-0 pod of a job annotated for progress tracking (:mod:`..manifests.progress`) and
-copies the JSON into the TrainJob's ``trainer.opendatahub.io/trainerStatus`` annotation. :class:`ProgressTracker`
-builds that JSON (:class:`~.trainer_status.ProgressStatus`) from the metrics JSONL Training Hub writes into
-``ckpt_output_dir`` (the layouts of :mod:`.metrics`); the percentage stays at most 99 until training has returned.
-:class:`ProgressServer` serves it on any GET path from a daemon thread. Nothing here may break training: a failure is
-logged once and training goes on.
-
-Standard library only: ``train_model`` stages this file beside the entrypoint on the workspace PVC.
+The ODH controller polls it and copies the JSON (:class:`ProgressTracker`, from the metrics files of :mod:`.metrics`)
+into the TrainJob's annotation; the percentage stays at most 99 until training has returned. Nothing here may break
+training: a failure is logged once and training goes on. Standard library only.
 """
 
 from __future__ import annotations
