@@ -69,21 +69,21 @@ def write_output(what: str, target: Path, needed: int, write: Any) -> Any:
     Raises:
         PublishError: ``train_model: cannot write <what> to <target>: <cause>; <free> free there, <needed> needed``.
     """
+
+    def space() -> str:
+        return f"{_mib(free_bytes(target.parent))} free there, {_mib(needed)} needed; nothing half-written was left"
+
     free = free_bytes(target.parent)
-    space = f"{_mib(free)} free there, {_mib(needed)} needed; nothing half-written was left"
     if free is not None and needed > free:
         raise PublishError(
-            f"train_model: cannot write {what} to {target}: not enough space ({space}); free space on that volume "
+            f"train_model: cannot write {what} to {target}: not enough space ({space()}); free space on that volume "
             "or give the output a larger one"
         )
     try:
         return write()
     except (OSError, shutil.Error) as error:
-        free = free_bytes(target.parent)
-        space = f"{_mib(free)} free there, {_mib(needed)} needed; nothing half-written was left"
-        raise PublishError(
-            f"train_model: cannot write {what} to {target}: {_first_os_error(error)} ({space})"
-        ) from None
+        cause = _first_os_error(error)
+        raise PublishError(f"train_model: cannot write {what} to {target}: {cause} ({space()})") from None
 
 
 def find_final_checkpoint(ckpt_dir: Path) -> Path:

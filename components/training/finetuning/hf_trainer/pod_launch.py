@@ -34,17 +34,9 @@ def missing_trainer_packages(algorithm: str) -> list[str]:
 def torchrun_argv(
     nproc_per_node: int, env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
 ) -> list[str]:
-    """The ``torchrun`` command line (``python -m torch.distributed.run``) of this node.
+    """This node's ``torchrun`` argv: a static rendezvous at the master address, no restarts (the controller's job).
 
-    Args:
-        nproc_per_node: The run config's processes per node, when the controller sets none.
-        env: The pod's environment.
-        worker: The staged worker script.
-        config_path: The run config file.
-        model_path: The resolved base model.
-
-    Returns:
-        The argv: a static rendezvous at the master address, no restarts (the job controller restarts pods).
+    ``nproc_per_node`` is the run config's, used when the controller sets none.
 
     Raises:
         EntrypointError: A controller variable is malformed.

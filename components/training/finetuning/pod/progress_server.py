@@ -22,8 +22,7 @@ from typing import Any
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod import trainer_status as status_module
 
-#: The progress record and its readers live in :mod:`.trainer_status` (one contract for the pod and the KFP step).
-ProgressStatus = status_module.ProgressStatus
+#: The progress record's readers, from :mod:`.trainer_status` (the cluster client reads them through this module).
 trainer_status = status_module.trainer_status
 status_record = status_module.status_record
 TRAINER_STATUS_ANNOTATION = status_module.TRAINER_STATUS_ANNOTATION
@@ -146,7 +145,7 @@ class ProgressTracker:
             if name.startswith("eval_") and (value := metrics_module.first_number(raw, key)) is not None:
                 self._eval[name] = value
 
-    def status(self) -> ProgressStatus:
+    def status(self) -> status_module.ProgressStatus:
         """The progress JSON now (reads what was appended since the last call)."""
         with self._lock:
             self._read_new_lines()
@@ -181,7 +180,7 @@ class ProgressTracker:
                 "evalMetrics": dict(self._eval),
             }
 
-    def finish(self) -> ProgressStatus:
+    def finish(self) -> status_module.ProgressStatus:
         """Marks training as returned (100 %, no time left) and returns the final JSON."""
         self.finished = True
         return self.status()
