@@ -22,10 +22,7 @@ from components.training.finetuning.plan import RunPlan
 
 
 def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str]]:
-    """Pulls an ``oci://`` base model into the workspace (once per run; a retry reuses the verified copy).
-
-    The pull runs here, in the ``train_model`` task, before any training pod exists: see the README's
-    "Base models from OCI registries" for why.
+    """Pulls an ``oci://`` base model into the workspace, in this task (once per run; a retry reuses the copy).
 
     Returns:
         ``(local model directory, lineage facts)``, or ``(None, {})`` when the base model is not ``oci://``.

@@ -27,9 +27,7 @@ RESULT_FILE = "result.json"
 def start_tracking(run_config: RunConfig, log: Callable[[str], None]) -> tracking.MlflowLogger:
     """The pods' MLflow run (rank 0; a no-op elsewhere, without a tracking URI, or without ``mlflow`` in the image).
 
-    Named by the run config (``<job>-transformers``, beside the KFP step's own run, as Training Hub's) and keyed by
-    that name, so a resumed job continues the same run. A run that cannot start is a warning: the KFP step logs the
-    metrics too.
+    Keyed by its name, so a resumed job continues the same run; a run that cannot start is a warning only.
     """
     import importlib.util
 
