@@ -45,9 +45,8 @@ def runtime_name_of(runtime_name: str, backend: str) -> str:
     return str(runtime_name or "").strip() or default
 
 
-def _fail(name: str, value: Any, rule: str, source: str) -> None:
-    shown = f"training_{name}" if source == "train_model" else name
-    raise TrainingConfigError(f"{source} parameter {shown}={value!r}: {rule}")
+def _fail(name: str, value: Any, rule: str) -> None:
+    raise TrainingConfigError(f"train_model parameter training_{name}={value!r}: {rule}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,19 +178,16 @@ class TrainingConfig(Hyperparameters):
             checkpoint_interval_steps=request.training_checkpoint_interval_steps,
             backend=request.training_backend,
         )
-        config.validate("train_model")
+        config.validate()
         return config
 
-    def validate(self, source: str = "train_model") -> None:
+    def validate(self) -> None:
         """Checks types and ranges of every field.
 
-        Args:
-            source: Named in error messages as the origin of the parameters.
-
         Raises:
-            TrainingConfigError: The first field that breaks a rule.
+            TrainingConfigError: The first field that breaks a rule (names the ``train_model`` parameter).
         """
-        self._check_types(source)
+        self._check_types()
         checks = [
             (
                 "base_model",
@@ -231,12 +227,12 @@ class TrainingConfig(Hyperparameters):
         ]
         for name, ok, rule in checks:
             if not ok:
-                _fail(name, getattr(self, name), rule, source)
+                _fail(name, getattr(self, name), rule)
 
-    def _check_types(self, source: str) -> None:
+    def _check_types(self) -> None:
         for field in dataclasses.fields(self):
             if not has_field_type(getattr(self, field.name), field.type):
-                _fail(field.name, getattr(self, field.name), f"must be of type {field.type}", source)
+                _fail(field.name, getattr(self, field.name), f"must be of type {field.type}")
 
     def training_settings(self) -> Hyperparameters:
         """The fields that shape training (``base_model`` left out), as the run config carries them to the pods."""
