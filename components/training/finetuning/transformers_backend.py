@@ -17,6 +17,7 @@ from typing import Any
 from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.entrypoint import settings_not_supported
 from components.training.finetuning.pod.modules import POD_MODULES
 from components.training.finetuning.staging import module_file, stage_code_tree
 
@@ -49,12 +50,7 @@ UNSUPPORTED_SETTINGS = (("use_liger", False, "Liger kernels are Training Hub's (
 
 def unsupported_settings(hyperparameters: Mapping[str, Any]) -> list[str]:
     """One message per setting the ``transformers`` backend would not apply (empty when all apply)."""
-    return [
-        f"{name}={hyperparameters[name]!r} is not supported by training_backend='transformers' ({why}); use "
-        f"{accepted!r}"
-        for name, accepted, why in UNSUPPORTED_SETTINGS
-        if hyperparameters.get(name, accepted) != accepted
-    ]
+    return settings_not_supported(UNSUPPORTED_SETTINGS, hyperparameters, "training_backend='transformers'")
 
 
 def stage_code(run_dir: Path) -> Path:

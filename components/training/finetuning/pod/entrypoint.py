@@ -64,6 +64,17 @@ UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
 }
 
 
+def settings_not_supported(
+    table: tuple[tuple[str, Any, str], ...], hyperparameters: Mapping[str, Any], trainer: str
+) -> list[str]:
+    """One message per ``(parameter, the only accepted value, why)`` of ``table`` that ``hyperparameters`` break."""
+    return [
+        f"{name}={hyperparameters[name]!r} is not supported by {trainer} ({why}); use {accepted!r}"
+        for name, accepted, why in table
+        if hyperparameters[name] != accepted
+    ]
+
+
 def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has_eval_data: bool) -> list[str]:
     """Lists the settings that Training Hub would silently ignore for ``algorithm`` (empty when all reach it).
 
@@ -76,11 +87,8 @@ def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has
     Returns:
         One message per offending parameter.
     """
-    problems = [
-        f"{name}={hyperparameters[name]!r} is not supported by training-hub {algorithm} ({why}); use {accepted!r}"
-        for name, accepted, why in UNSUPPORTED_SETTINGS.get(algorithm, ())
-        if hyperparameters[name] != accepted
-    ]
+    table = UNSUPPORTED_SETTINGS.get(algorithm, ())
+    problems = settings_not_supported(table, hyperparameters, f"training-hub {algorithm}")
     if algorithm == "osft" and not hyperparameters["save_final_checkpoint"]:
         if not hyperparameters["checkpoint_at_epoch"]:
             problems.append("save_final_checkpoint=False needs checkpoint_at_epoch=True, else no model is saved")
