@@ -1,14 +1,7 @@
 """GPU memory per GPU for a run, from Training Hub's own estimator, fed from the model's ``config.json`` only.
 
-``training_hub.profiling.memory_estimator`` estimates what a Training Hub run needs per GPU: ``BasicEstimator`` for
-SFT, its ``OSFTEstimator`` subclass for OSFT (the unfrozen share of ``unfreeze_rank_ratio`` changes gradients and
-activations), ``LoRAEstimator`` for LoRA. Left alone, an estimator loads an unknown model with
-``AutoModel.from_pretrained`` (downloading the weights) and writes what it learnt into a CSV inside the installed
-package. Here it gets a meta-device model built from the configuration (:class:`transformers.AutoConfig`, no weight
-is read or downloaded) and writes nothing.
-
-Used by ``kfp-finetune doctor`` (the user's machine) and by ``train_model`` before it submits a job; where torch,
-Training Hub or the model's config are missing, :class:`EstimateUnavailable` says in one line why it is skipped.
+The estimator gets a meta-device model built from the configuration (no weight is read or downloaded) and writes
+nothing into its package; where torch, Training Hub or the config are missing, :class:`EstimateUnavailable` says why.
 """
 
 from __future__ import annotations

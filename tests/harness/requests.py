@@ -42,7 +42,7 @@ def training_config(**fields: Any) -> Any:
 
     defaults = TrainingConfig.from_request(train_model_request(training_base_model=fields.get("base_model", "m")))
     config = dataclasses.replace(defaults, **fields)
-    config.validate("train_model")
+    config.validate()
     return config
 
 

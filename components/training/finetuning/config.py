@@ -1,11 +1,8 @@
-"""The validated training configuration shared by every launcher (``local``, ``trainjob``, ``pytorchjob``, ``auto``).
+"""``train_model``'s request (:class:`TrainModelRequest`) and the validated training setup (:class:`TrainingConfig`).
 
-:class:`TrainModelRequest` is ``train_model``'s arguments, one field per component parameter under the same name and
-without defaults (every default lives once, in the component's signature); :func:`train_model_request` builds it
-from the wrapper's arguments and nothing else does. :class:`TrainingConfig` is the validated training setup taken
-from it (:meth:`TrainingConfig.from_request`): the pod contract's :class:`~.pod.run_config.Hyperparameters` plus
-``base_model``; it is validated once, before anything is trained or submitted, and travels to the pods inside
-``run_config.json`` (:mod:`.pod.run_config`).
+The request has one field per component parameter, without defaults (they live once, in the component's signature);
+the configuration is the pod contract's :class:`~.pod.run_config.Hyperparameters` plus ``base_model``, validated once
+before anything trains or is submitted.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components._common.arguments import require_arguments
-from components.training.finetuning.pod.run_config import Hyperparameters
+from components.training.finetuning.pod.run_config import Hyperparameters, has_field_type
 
 ALGORITHMS = ("sft", "osft", "lora")
 #: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.cluster.launchers.select_launcher`).
@@ -42,19 +39,14 @@ class TrainingConfigError(ValueError):
     """A training parameter breaks a rule; the message names the parameter, the value and the rule."""
 
 
-def default_runtime_name(backend: str) -> str:
-    """The runtime of a ``training_backend``: ``torch-distributed`` for ``transformers``, else ``training-hub``."""
-    return TORCH_DISTRIBUTED_RUNTIME if backend == TRANSFORMERS_BACKEND else TRAINING_HUB_RUNTIME
-
-
 def runtime_name_of(runtime_name: str, backend: str) -> str:
     """The runtime a TrainJob references: ``training_runtime_name``, or the backend's when it is ``""``."""
-    return str(runtime_name or "").strip() or default_runtime_name(backend)
+    default = TORCH_DISTRIBUTED_RUNTIME if backend == TRANSFORMERS_BACKEND else TRAINING_HUB_RUNTIME
+    return str(runtime_name or "").strip() or default
 
 
-def _fail(name: str, value: Any, rule: str, source: str) -> None:
-    shown = f"training_{name}" if source == "train_model" else name
-    raise TrainingConfigError(f"{source} parameter {shown}={value!r}: {rule}")
+def _fail(name: str, value: Any, rule: str) -> None:
+    raise TrainingConfigError(f"train_model parameter training_{name}={value!r}: {rule}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,19 +178,16 @@ class TrainingConfig(Hyperparameters):
             checkpoint_interval_steps=request.training_checkpoint_interval_steps,
             backend=request.training_backend,
         )
-        config.validate("train_model")
+        config.validate()
         return config
 
-    def validate(self, source: str = "train_model") -> None:
+    def validate(self) -> None:
         """Checks types and ranges of every field.
 
-        Args:
-            source: Named in error messages as the origin of the parameters.
-
         Raises:
-            TrainingConfigError: The first field that breaks a rule.
+            TrainingConfigError: The first field that breaks a rule (names the ``train_model`` parameter).
         """
-        self._check_types(source)
+        self._check_types()
         checks = [
             (
                 "base_model",
@@ -238,15 +227,12 @@ class TrainingConfig(Hyperparameters):
         ]
         for name, ok, rule in checks:
             if not ok:
-                _fail(name, getattr(self, name), rule, source)
+                _fail(name, getattr(self, name), rule)
 
-    def _check_types(self, source: str) -> None:
+    def _check_types(self) -> None:
         for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            expected = {"str": str, "int": int, "float": (int, float), "bool": bool}[field.type]
-            wrong_bool = isinstance(value, bool) and field.type in ("int", "float")
-            if not isinstance(value, expected) or wrong_bool:
-                _fail(field.name, value, f"must be of type {field.type}", source)
+            if not has_field_type(getattr(self, field.name), field.type):
+                _fail(field.name, getattr(self, field.name), f"must be of type {field.type}")
 
     def training_settings(self) -> Hyperparameters:
         """The fields that shape training (``base_model`` left out), as the run config carries them to the pods."""
@@ -257,7 +243,3 @@ class TrainingConfig(Hyperparameters):
     def hyperparameters(self) -> dict[str, Any]:
         """The fields that shape training, for metadata and reports (``base_model`` left out)."""
         return dataclasses.asdict(self.training_settings())
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields as a JSON-ready dict."""
-        return dataclasses.asdict(self)

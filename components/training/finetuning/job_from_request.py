@@ -1,8 +1,4 @@
-"""The training job from the request: a ``TrainJob`` or ``PyTorchJob`` running the staged pod command.
-
-:func:`build_job_spec` makes the :class:`~.manifests.spec.JobSpec` (secrets referenced, never copied; the launcher's
-own resources left out), :func:`build_job_manifest` the job from it (:mod:`.manifests`).
-"""
+"""The training job from the request: a ``TrainJob`` or ``PyTorchJob`` running the staged pod command."""
 
 from __future__ import annotations
 
@@ -131,18 +127,8 @@ def build_job_manifest(
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``launcher="trainjob"``) or ``PyTorchJob`` (``launcher="pytorchjob"``) running the entrypoint.
 
-    Args:
-        launcher: ``trainjob`` or ``pytorchjob`` (``auto`` already resolved).
-        config_path: The staged ``run_config.json``.
-        task_config: The task's ``dsl.TaskConfig`` passthrough.
-        run_id: The KFP run id.
-        task_name: The KFP task name.
-        request: The ``train_model`` arguments.
-        owner: The run's owning object for the job's ``ownerReference`` (``None``: none).
-        api: The TrainJob API the cluster serves (:func:`.cluster.discovery.discover_trainjob_api`).
-
-    Returns:
-        The manifest.
+    The arguments are :func:`build_job_spec`'s, and ``api``: the TrainJob API the cluster serves
+    (:func:`.cluster.discovery.discover_trainjob_api`).
     """
     from components.training.finetuning.manifests import pytorchjob
 

@@ -1,12 +1,4 @@
-"""The cluster launchers: a ``TrainJob`` or ``PyTorchJob`` running the staged pod script, followed to its end.
-
-:func:`.run.train_on_cluster` stages the run directory the pods start from (the pods' code under its real package
-names, :data:`POD_MODULES` via :func:`stage_pod_script`, the datasets, and ``run_config.json``: see
-:func:`.run.write_run_config`) with the launcher this module resolves (:func:`resolve_launcher`) and the settings it
-gives the pods (:func:`pod_settings`); then :func:`run_cluster_job` builds the job from one
-:class:`~.manifests.spec.JobSpec` (:mod:`.job_from_request`) whose command names only the run config's path, runs it
-with :func:`.cluster.runner.run_job` and reads the checkpoint and metrics back from the workspace PVC.
-"""
+"""The cluster launchers: a ``TrainJob`` or ``PyTorchJob`` running the staged pod script, followed to its end."""
 
 from __future__ import annotations
 
@@ -116,11 +108,11 @@ def run_cluster_job(
         plan: The validated run.
         api_client: A ``kubernetes.client.ApiClient``.
         job_launcher: ``trainjob`` or ``pytorchjob`` (:func:`resolve_launcher`).
-        config_path: The pods' ``run_config.json`` (:func:`.run.write_run_config`); the job's command names it.
+        config_path: The pods' ``run_config.json``; the job's command names it.
         model_path: The base model staged on the workspace (an ``oci://`` pull), or ``None``.
         model_facts: Facts about the staged base model, for the model's metadata.
         log: Progress sink.
-        options: Keyword arguments of :class:`.cluster.state.ApiOptions` (e.g. ``poll_interval_seconds``).
+        options: Keyword arguments of :class:`.cluster.state.ApiOptions`.
     """
     from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
@@ -215,16 +207,14 @@ class PodSettings:
 
 
 def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> PodSettings:
-    """What the run config tells the training pods beyond the hyper-parameters.
+    """What the run config tells the training pods beyond the hyper-parameters (:class:`PodSettings`).
 
-    ``progress``: the dashboard progress server (``training_progress_tracking``, ``training_progress_metrics_port``);
-    ``jit_checkpoint``: the pods' just-in-time checkpoint on SIGTERM; ``mlflow``: the tracking URI, experiment and a
-    run name (``<job name>-training-hub`` or ``-transformers``, beside this step's own run) for the pods' own MLflow
-    logging. A URI with credentials in it is not handed to the pods (the run config lies on the PVC); use a token
-    secret instead.
+    The pods' MLflow run is ``<job name>-training-hub`` (or ``-transformers``); a tracking URI with credentials in it
+    is not handed to the pods (the run config lies on the PVC).
     """
     request = plan.request
     mlflow = MlflowSettings(tracking_uri="", experiment_name="", run_name="")
+    pod_trainer = TRANSFORMERS_BACKEND if plan.config.backend == TRANSFORMERS_BACKEND else "training-hub"
     if tracker.tracking_uri:
         if tracking.mask_uri(tracker.tracking_uri) != tracker.tracking_uri:
             log("MLflow: the tracking URI carries credentials: not handing it to Training Hub in the pods")
@@ -232,7 +222,7 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> Pod
             mlflow = MlflowSettings(
                 tracking_uri=tracker.tracking_uri,
                 experiment_name=tracker.experiment_name,
-                run_name=f"{job_name(plan.run_id, plan.task_name)}-{_pod_trainer(plan)}",
+                run_name=f"{job_name(plan.run_id, plan.task_name)}-{pod_trainer}",
             )
     progress = ProgressSettings(
         enabled=request.training_progress_tracking,
@@ -240,11 +230,6 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> Pod
         termination_log=progress_server.TERMINATION_LOG,
     )
     return PodSettings(progress=progress, jit_checkpoint=request.training_jit_checkpoint, mlflow=mlflow)
-
-
-def _pod_trainer(plan: RunPlan) -> str:
-    """What trains in the pods, naming their MLflow run: ``transformers`` or ``training-hub``."""
-    return TRANSFORMERS_BACKEND if plan.config.backend == TRANSFORMERS_BACKEND else "training-hub"
 
 
 def stage_pod_script(run_dir: Path) -> Path:
@@ -262,11 +247,10 @@ def stage_pod_script(run_dir: Path) -> Path:
 def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
     """``training_resume=False``: clears the run directory of earlier attempts, unless a job of this run/task lives.
 
-    A retried launcher re-attaches to the job of this run and task when there is one; that job's checkpoints and
-    metrics are in the run directory, so it is then kept and the run re-attaches (never a wipe under a live job).
+    A live job's checkpoints and metrics are in the run directory: the retried launcher re-attaches and keeps them.
 
     Returns:
-        The API client (loaded here for a cluster launcher that had to ask the API), or ``api_client``.
+        The API client (loaded here when the API had to be asked), or ``api_client``.
 
     Raises:
         JobApiError: The API could not be asked whether such a job exists (nothing was deleted).

@@ -1,8 +1,6 @@
 """Publishing a run: the model into the ``Model`` artifact (with metadata), the KFP metrics and the HTML report.
 
-A full disk or an unwritable output ends the step with one line naming the path, the cause and the free space
-(:class:`PublishError`); nothing half-written is left: the model is copied into a sibling temporary directory that is
-swapped in only when complete (and removed otherwise), the report through a temporary file.
+A full disk or an unwritable output is one :class:`PublishError` line; nothing half-written is left.
 """
 
 from __future__ import annotations
@@ -71,21 +69,21 @@ def write_output(what: str, target: Path, needed: int, write: Any) -> Any:
     Raises:
         PublishError: ``train_model: cannot write <what> to <target>: <cause>; <free> free there, <needed> needed``.
     """
+
+    def space() -> str:
+        return f"{_mib(free_bytes(target.parent))} free there, {_mib(needed)} needed; nothing half-written was left"
+
     free = free_bytes(target.parent)
-    space = f"{_mib(free)} free there, {_mib(needed)} needed; nothing half-written was left"
     if free is not None and needed > free:
         raise PublishError(
-            f"train_model: cannot write {what} to {target}: not enough space ({space}); free space on that volume "
+            f"train_model: cannot write {what} to {target}: not enough space ({space()}); free space on that volume "
             "or give the output a larger one"
         )
     try:
         return write()
     except (OSError, shutil.Error) as error:
-        free = free_bytes(target.parent)
-        space = f"{_mib(free)} free there, {_mib(needed)} needed; nothing half-written was left"
-        raise PublishError(
-            f"train_model: cannot write {what} to {target}: {_first_os_error(error)} ({space})"
-        ) from None
+        cause = _first_os_error(error)
+        raise PublishError(f"train_model: cannot write {what} to {target}: {cause} ({space()})") from None
 
 
 def find_final_checkpoint(ckpt_dir: Path) -> Path:

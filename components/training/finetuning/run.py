@@ -1,32 +1,9 @@
 """Orchestration of ``train_model`` for every launcher: validate, train, publish -> :class:`~.plan.TrainModelResult`.
 
-Everything is checked before anything trains or is submitted (:func:`validate_request`: the request's
-:class:`~.config.TrainingConfig` and the launcher's settings). Then:
-
-* ``training_launcher="local"``: :func:`.local.trainer.train_plan` in this process (the trainer core of
-  :mod:`.hf_trainer`);
-* ``training_launcher="trainjob"``: :func:`train_on_cluster` stages the run directory on the workspace PVC (the pod
-  script, the dataset and ``run_config.json``, the pods' :class:`~.pod.run_config.RunConfig`:
-  :func:`write_run_config`) and :func:`.launch.run_cluster_job` runs a Kubeflow Trainer ``TrainJob`` (built in
-  :mod:`.manifests.trainjob`, run by :func:`.cluster.runner.run_job`) whose command names only that file.
-  The pods call Training Hub — or, with ``training_backend="transformers"``, run the project's own trainer under
-  ``torchrun`` on the ``torch-distributed`` runtime (:mod:`.transformers_backend`). The final checkpoint and
-  metrics are read back from the PVC.
-* ``training_launcher="pytorchjob"``: the same, as a Training Operator v1 ``PyTorchJob`` (:mod:`.manifests.pytorchjob`,
-  from the same :class:`~.manifests.spec.JobSpec`; needs ``training_image``).
-* ``training_launcher="auto"``: ``trainjob`` or ``pytorchjob``, whichever the cluster offers
-  (:func:`.cluster.launchers.select_launcher`).
-
-An ``oci://`` base model is pulled into the workspace by this task first (:func:`.staging.stage_base_model`,
-:mod:`.oci.model`), so every launcher and every node reads a local, digest-verified copy.
-
-Finally :mod:`.publish` copies the model into the ``Model`` artifact (HF ``save_pretrained`` layout) with metadata
-naming the real checkpoint location and the job (``job_name``, ``job_kind``), and writes ``Metrics`` and the report.
-
-MLflow (:mod:`.tracking`, on when ``mlflow_tracking_uri`` or ``MLFLOW_TRACKING_URI`` is set): one run per KFP run and
-task (continued when the task is retried) gets the parameters, every step's metrics (live from the local launcher,
-read back from the metrics file for the cluster launchers) and the final model location; its id goes into the
-model's metadata as ``mlflow_run_id``.
+Everything is checked first (:func:`validate_request`); then the ``local`` launcher trains in this process
+(:mod:`.local.trainer`) or :func:`train_on_cluster` stages the run directory on the workspace PVC and runs it as a
+TrainJob or PyTorchJob (:mod:`.launch`); :mod:`.publish` writes the three outputs. The README's "Layout" follows one
+parameter through these steps.
 """
 
 from __future__ import annotations
@@ -157,10 +134,7 @@ def resolve_auto_launcher(
 ) -> TrainModelRequest:
     """``training_launcher="auto"`` without a cluster (as under ``kfp.local``): the ``local`` launcher, said in a line.
 
-    No cluster: no API client was given, this task is not in a pod (no ``KUBERNETES_SERVICE_HOST``), no
-    ``KUBERNETES_SERVER_URL`` names one, and no volume of the task reaches a job's pods (KFP's workspace
-    passthrough), so no TrainJob could read the data.
-    Anything else, or another launcher, is left as it is.
+    No cluster: no API client, not in a pod, no ``KUBERNETES_SERVER_URL`` and no workspace volume for a job's pods.
     """
     from components._common.kube_auth import SERVER_URL_ENV
 
@@ -235,7 +209,9 @@ def run_train_model(
         with start_tracking(plan, log) as tracker:
             tracker.log_params(tracking_params(plan, facts))
             if plan.launcher == "local":
-                trained = _train_local(plan, on_step=tracker.log_step, log=log)
+                from components.training.finetuning.local.trainer import train_plan  # needs torch: imported here
+
+                trained = train_plan(plan, on_step=tracker.log_step, log=log)
             else:
                 settings = pod_settings(plan, tracker, log)
                 trained = train_on_cluster(plan, api_client, log, job_options or {}, settings)
@@ -292,27 +268,10 @@ def _require_local_training_packages(algorithm: str) -> None:
         )
 
 
-def _train_local(plan: RunPlan, on_step: Any = None, log: Any = print) -> LauncherRun:
-    # Imported here: the in-process trainer needs torch and transformers (the runtime image, or kfp.local's complete
-    # environment); the cluster launchers never import it.
-    try:
-        from components.training.finetuning.local.trainer import train_plan
-    except ModuleNotFoundError:  # a bundle built to pip-install packages leaves local/ out (no torch there)
-        raise TrainingConfigError(
-            "train_model parameter training_launcher='local' needs the runtime image: compile with "
-            "KFP_FINETUNE_RUNTIME_IMAGE (see Containerfile) or use training_launcher='trainjob'"
-        ) from None
-    return train_plan(plan, on_step=on_step, log=log)
-
-
 def train_on_cluster(
     plan: RunPlan, api_client: Any, log: Any, options: Mapping[str, Any], settings: PodSettings
 ) -> LauncherRun:
-    """Stages the run directory (:func:`write_run_config`, with ``settings``) and runs it as a TrainJob or PyTorchJob.
-
-    ``api_client`` ``None`` means in-cluster credentials or the kubeconfig; the other arguments are
-    :func:`.launch.run_cluster_job`'s.
-    """
+    """Stages the run directory and runs it as a TrainJob or PyTorchJob (``api_client`` None: the default client)."""
     from components._common.kube_auth import load_api_client
 
     check_workspace_reaches_pods(plan.task_config, plan.run_dir)
@@ -336,17 +295,12 @@ def write_run_config(
     settings: PodSettings,
     model_path: str | None = None,
 ) -> Path:
-    """Stages the entrypoint (with its modules), the data and ``run_config.json`` in the run directory for the pods.
+    """Stages the pods' code, the data and ``run_config.json`` (a :class:`~.pod.run_config.RunConfig`) in ``run_dir``.
 
-    ``nproc_per_node`` (GPUs per node) lets the entrypoint derive the node count from ``WORLD_SIZE`` where the job
-    controller injects no ``PET_*`` variables (older Training Operator v1). ``settings`` (:func:`.launch.pod_settings`)
-    add ``progress``, ``jit_checkpoint`` and ``mlflow``. ``model_path`` is a base model already staged on the
-    workspace (an ``oci://`` pull); the pods then load it instead of resolving ``base_model``. With
-    ``training_backend="transformers"`` the project's trainer and the data with string contents are staged
-    (:mod:`.transformers_backend`) instead of the Training Hub entrypoint.
+    ``model_path`` is a base model already staged on the workspace (an ``oci://`` pull), else ``None``.
 
     Returns:
-        The config file (a :class:`~.pod.run_config.RunConfig`).
+        The config file.
     """
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)

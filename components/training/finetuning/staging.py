@@ -1,10 +1,7 @@
 """A run's directory and what it reads: datasets, the PVC mounts, an ``oci://`` base model pulled once, the pods' code.
 
-The run directory the cluster launchers' pods start from is staged by :func:`.run.write_run_config` (and cleared by
-:func:`.launch.clear_previous_run`). Code
-reaches the training pods one way: :func:`stage_code_tree` copies the modules they run, unchanged and under their real
-package names, into a ``components/`` tree on the workspace PVC (package ``__init__`` files empty, so nothing imports
-kfp there), and the pod command puts that tree first on ``sys.path`` (:func:`script_running`).
+Code reaches the training pods one way: :func:`stage_code_tree` copies their modules, unchanged and under their real
+package names, onto the workspace PVC, and the pod command puts that tree first on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -25,10 +22,7 @@ from components.training.finetuning.plan import RunPlan
 
 
 def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str]]:
-    """Pulls an ``oci://`` base model into the workspace (once per run; a retry reuses the verified copy).
-
-    The pull runs here, in the ``train_model`` task, before any training pod exists: see the README's
-    "Base models from OCI registries" for why.
+    """Pulls an ``oci://`` base model into the workspace, in this task (once per run; a retry reuses the copy).
 
     Returns:
         ``(local model directory, lineage facts)``, or ``(None, {})`` when the base model is not ``oci://``.

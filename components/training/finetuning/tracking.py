@@ -1,8 +1,7 @@
 """MLflow tracking of a training run: parameters, per-step metrics and the final model location (rank 0 only).
 
-``mlflow`` (the ``mlflow-skinny`` client) is imported only when tracking is on; authentication is MLflow's own
-(``MLFLOW_TRACKING_TOKEN`` / ``MLFLOW_TRACKING_USERNAME`` + ``MLFLOW_TRACKING_PASSWORD`` from a secret); user info in
-the URI is masked in every message, and parameters whose names look like secrets are never logged.
+``mlflow`` is imported only when tracking is on; user info in the URI is masked in every message, and parameters whose
+names look like secrets are never logged.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """``training_backend="transformers"`` on a cluster: the project's trainer under ``torchrun`` in the job's pods.
 
-What ``train_model`` does differently from the Training Hub path (everything else — the run directory, the run
-config, the job, following it, publishing — is shared):
-
-* **Code.** :func:`stage_code` copies the trainer core (:mod:`.hf_trainer`) and the pod modules it uses into
-  ``<run_dir>/transformers/`` as an importable ``components`` tree (empty package ``__init__`` files, as in the
-  launcher's own bundle), with the pod command at its root: ``launch.py`` (:mod:`.hf_trainer.pod_launch`) and the
-  torchrun worker ``worker.py`` (:mod:`.hf_trainer.pod_worker`). The image needs ``torch``, ``transformers`` and
-  ``accelerate`` (+ ``peft`` for LoRA, ``rhai-innovation-mini-trainer`` for OSFT); nothing else.
-* **Data.** :func:`stage_data` writes the checked rows with plain string contents, so the pod reads them with
-  ``json`` alone.
-* **Job.** The TrainJob references the ``torch-distributed`` runtime unless ``training_runtime_name`` names
-  another (:func:`~.config.runtime_name_of`); the command is :func:`pod_command`.
-* **Results.** Rank 0 writes ``metrics.jsonl``, ``final/`` and ``result.json`` into the checkpoint directory
-  (:func:`read_result`).
+What differs from the Training Hub path: the code tree staged (:func:`stage_code`), the data with string contents
+(:func:`stage_data`), the pod command (:func:`pod_command`) on the ``torch-distributed`` runtime, and rank 0's
+``result.json`` (:func:`read_result`). The image needs ``torch``, ``transformers`` and ``accelerate`` (+ ``peft`` for
+LoRA, ``rhai-innovation-mini-trainer`` for OSFT).
 """
 
 from __future__ import annotations
@@ -27,6 +17,7 @@ from typing import Any
 from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE
 from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.entrypoint import settings_not_supported
 from components.training.finetuning.pod.modules import POD_MODULES
 from components.training.finetuning.staging import module_file, stage_code_tree
 
@@ -59,12 +50,7 @@ UNSUPPORTED_SETTINGS = (("use_liger", False, "Liger kernels are Training Hub's (
 
 def unsupported_settings(hyperparameters: Mapping[str, Any]) -> list[str]:
     """One message per setting the ``transformers`` backend would not apply (empty when all apply)."""
-    return [
-        f"{name}={hyperparameters[name]!r} is not supported by training_backend='transformers' ({why}); use "
-        f"{accepted!r}"
-        for name, accepted, why in UNSUPPORTED_SETTINGS
-        if hyperparameters.get(name, accepted) != accepted
-    ]
+    return settings_not_supported(UNSUPPORTED_SETTINGS, hyperparameters, "training_backend='transformers'")
 
 
 def stage_code(run_dir: Path) -> Path:

@@ -1,14 +1,6 @@
 """``transformers.Trainer`` callbacks that keep the project's contracts: metrics records, checkpoints, SIGTERM.
 
-* :class:`StepMetrics`: one :class:`~..pod.metrics.StepRecord` per optimizer step into ``metrics.jsonl`` (rank 0),
-  the file the pod's progress server and the launcher read, a progress line, and ``on_step`` (MLflow).
-* :class:`CheckpointSchedule`: asks the Trainer to save every ``checkpoint_interval_steps`` and at epoch ends.
-* :class:`CheckpointPublisher`: moves each Trainer checkpoint (written into a hidden staging directory) into
-  ``checkpoints/step_<N>`` with the completion marker last (:class:`.preemption.CheckpointWriter`), so a checkpoint
-  is complete or invisible, and keeps the newest two.
-* :class:`SigtermStop`: on SIGTERM, the ranks agree (an all-reduce at each step end) to save and stop at the end of
-  the same step; :func:`.training.train` then exits 143. (Why not transformers' ``enable_jit_checkpoint``: measured,
-  in the component README.)
+(Why not transformers' ``enable_jit_checkpoint``: measured, in the component README.)
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The trainer's data: chat rows tokenized with assistant-only labels (``IGNORE_INDEX`` elsewhere).
 
-Rows come in already checked: in-process from the chat-format reader (``components._common.chat_format``), in a
-training pod from the run directory's JSONL, which ``train_model`` checked and wrote with plain string contents
-(:func:`read_jsonl_rows` reads it with the standard library, as the pod has no project dependencies).
-
-Why not TRL's ``SFTTrainer(assistant_only_loss=True)``: see the component README (markers only for the model
-families it knows, truncation instead of dropping; and TRL in every training image).
+Why not TRL's ``SFTTrainer(assistant_only_loss=True)``: see the component README.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Orthogonal Subspace Fine-Tuning (OSFT, Nayak et al., arXiv:2504.07097) with mini-trainer's implementation.
+"""Orthogonal Subspace Fine-Tuning (OSFT, arXiv:2504.07097): mini-trainer's implementation on ``transformers.Trainer``.
 
-Training Hub's OSFT backend, ``rhai-innovation-mini-trainer``, builds the model (:func:`load_osft_model`: each target
-weight ``W = U S Vᵀ`` split into its frozen top ``k`` singular directions and the trained rest, ``k =
-floor(min(out, in) * (1 - unfreeze_rank_ratio))``), projects the gradients before and the parameters after each
-optimizer step (its ``optim_wrapper``, installed by :class:`ProjectionCallback`), and folds the factors back into
-dense weights for saving (:func:`plain_model`). This module connects it to ``transformers.Trainer``; the one piece of
-its own is the projection of a model replicated over DDP ranks, which mini-trainer gets wrong (measured, see
-:class:`ProjectionCallback`).
+mini-trainer builds the model (:func:`load_osft_model`), projects gradients and parameters around each optimizer step
+(:class:`ProjectionCallback`) and folds the factors back into dense weights (:func:`plain_model`); the one piece of
+our own is the projection of a model replicated over DDP ranks, which mini-trainer gets wrong (measured, below).
 """
 
 from __future__ import annotations

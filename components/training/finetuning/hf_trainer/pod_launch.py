@@ -1,16 +1,7 @@
 """The ``transformers`` backend's pod command: start ``torchrun`` over this node's processes with the trainer worker.
 
-Staged by ``train_model`` at the root of the run directory's code tree (``<run_dir>/transformers/launch.py``, see
-:mod:`..transformers_backend`), so ``python launch.py --config <run_dir>/run_config.json`` imports the staged
-``components`` package beside it and nothing else of the project. Every pod of the job runs it:
-
-1. the base model is resolved on this node (``pvc://``, ``s3://`` into the shared cache, an HF id with ``HF_TOKEN``;
-   an ``oci://`` model was already pulled by ``train_model`` and arrives as ``model_path``);
-2. the torchrun arguments come from what the job controller injects (:func:`..pod.entrypoint.torchrun_kwargs`:
-   ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` of Kubeflow
-   Trainer's torch runtime, else Training Operator v1's ``WORLD_SIZE``/``RANK``/``MASTER_*``);
-3. this process becomes ``torchrun`` (``exec``), so the pod's SIGTERM (a paused TrainJob) reaches its agent, which
-   passes it to the workers (:mod:`.pod_worker`), which checkpoint and exit.
+Staged as ``<run_dir>/transformers/launch.py``: it resolves the base model, then becomes ``torchrun`` (``exec``), so
+the pod's SIGTERM reaches the agent and through it the workers, which checkpoint and exit.
 """
 
 from __future__ import annotations
@@ -43,17 +34,9 @@ def missing_trainer_packages(algorithm: str) -> list[str]:
 def torchrun_argv(
     nproc_per_node: int, env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
 ) -> list[str]:
-    """The ``torchrun`` command line (``python -m torch.distributed.run``) of this node.
+    """This node's ``torchrun`` argv: a static rendezvous at the master address, no restarts (the controller's job).
 
-    Args:
-        nproc_per_node: The run config's processes per node, when the controller sets none.
-        env: The pod's environment.
-        worker: The staged worker script.
-        config_path: The run config file.
-        model_path: The resolved base model.
-
-    Returns:
-        The argv: a static rendezvous at the master address, no restarts (the job controller restarts pods).
+    ``nproc_per_node`` is the run config's, used when the controller sets none.
 
     Raises:
         EntrypointError: A controller variable is malformed.

@@ -1,14 +1,6 @@
 """One ``torchrun`` worker of the ``transformers`` backend: a rank of the data-parallel run of :func:`.training.train`.
 
-Started by :mod:`.pod_launch` (staged as ``<run_dir>/transformers/worker.py``). It joins the process group
-(accelerate's ``PartialState``: NCCL on GPUs, gloo on CPU), reads the run config and the checked data
-``train_model`` staged, and trains. Rank 0 alone writes: the metrics JSONL, the checkpoints and the final model under
-``ckpt_output_dir``, the run's ``result.json`` (:data:`RESULT_FILE`: eval losses, resumed checkpoint) that
-``train_model`` reads back, and MLflow (:class:`..tracking.MlflowLogger`, when the run config carries a tracking URI
-and ``mlflow`` is installed in the image). Rank 0 also serves progress to the OpenShift AI dashboard
-(:func:`..pod.progress_server.start_for_run`, from the metrics file) and writes the final progress JSON to the
-termination log. A SIGTERM (a paused or preempted job) saves a checkpoint at the end of the running step when the run
-config's ``jit_checkpoint`` is on; the resumed job continues from it.
+Rank 0 alone writes the metrics, checkpoints, final model, :data:`RESULT_FILE` and MLflow, and serves progress.
 """
 
 from __future__ import annotations
@@ -35,9 +27,7 @@ RESULT_FILE = "result.json"
 def start_tracking(run_config: RunConfig, log: Callable[[str], None]) -> tracking.MlflowLogger:
     """The pods' MLflow run (rank 0; a no-op elsewhere, without a tracking URI, or without ``mlflow`` in the image).
 
-    Named by the run config (``<job>-transformers``, beside the KFP step's own run, as Training Hub's) and keyed by
-    that name, so a resumed job continues the same run. A run that cannot start is a warning: the KFP step logs the
-    metrics too.
+    Keyed by its name, so a resumed job continues the same run; a run that cannot start is a warning only.
     """
     import importlib.util
 

@@ -1,14 +1,7 @@
 """Preemption-safe checkpoints: a SIGTERM flag, checkpoints put in place whole, the newest complete one.
 
-A preempted or scaled-down node gives its pods a SIGTERM and a grace period (30 s by default) before SIGKILL.
-:func:`sigterm_flag` records it so that training saves at the end of the step and exits with 143 (128 + SIGTERM, which
-the Training Operator's ``ExitCode`` restart policy and JobSet treat as retryable). :class:`CheckpointWriter` writes
-each checkpoint into a hidden staging directory, puts the completion marker in last and renames the directory into
-place, so a checkpoint is either complete or invisible. :func:`newest_complete_checkpoint` ignores anything without a
-valid marker (transformers' ``get_last_checkpoint`` would take a half-written one).
-
-Layout under a checkpoint root (the marker name is the local launcher's, so its ``checkpoints/epoch_<e>`` directories
-are found too)::
+A checkpoint is written into a hidden staging directory, its completion marker last, then renamed into place, so it
+is complete or invisible (transformers' ``get_last_checkpoint`` would take a half-written one)::
 
     step_000000040/            one checkpoint: whatever ``save(directory)`` wrote, plus
     step_000000040/done.json   the completion marker: {"step": 40, ...}, written last

@@ -1,30 +1,17 @@
 """The trainer core: SFT, OSFT and LoRA with ``transformers.Trainer`` (+ ``peft``, + mini-trainer's OSFT model).
 
-Used in-process by the ``local`` launcher (:mod:`..local.trainer`) and, under ``torchrun``, by the ``transformers``
-backend's training pods (:mod:`.pod_worker`). ``Trainer`` and ``accelerate`` do the loop, gradient accumulation,
-data parallelism (DDP over gloo on CPU, NCCL on GPUs; FSDP2 for full fine-tuning with ``fsdp_sharding_strategy``),
-the optimizer, the scheduler and resumable checkpoints; :mod:`.callbacks` adapts them to the project's contracts.
-
-What this module decides:
-
-* **Batches.** An optimizer step takes ``effective_batch_size`` samples, split over the ranks; each rank's share goes
-  in micro-batches of ``max_tokens_per_gpu // <longest sample>`` samples (at least 1; a divisor of the share), with
-  gradient accumulation over them. The loss is normalised by the label tokens of the whole step (the Trainer's
-  ``num_items_in_batch``, summed over the ranks), so a step is the same step whatever the ranks and micro-batches.
-* **Data.** Assistant-only labels from the chat template (:mod:`.data`), padded by ``DataCollatorForSeq2Seq``.
-* **Outputs.** Rank 0 alone writes. Layout of ``output_dir``::
+Used in-process by the ``local`` launcher and, under ``torchrun``, by the ``transformers`` backend's pods. An optimizer
+step takes ``effective_batch_size`` samples, split over the ranks, in micro-batches bounded by ``max_tokens_per_gpu``;
+its loss is normalised over all its label tokens. Rank 0 alone writes ``output_dir``::
 
       metrics.jsonl                      one record per optimizer step (see ..pod.metrics)
-      checkpoints/step_<N>/              the Trainer's checkpoint after step N (model, optimizer, scheduler, RNG,
-                                         trainer_state.json), put in place whole
-      checkpoints/step_<N>/done.json     written last: {"step", "epoch", "offset", "elapsed"} marks it complete
-      final/                             the trained model + tokenizer (save_pretrained layout; LoRA merged)
+      checkpoints/step_<N>/              the Trainer's checkpoint after step N, put in place whole
+      checkpoints/step_<N>/done.json     written last: {"step", "epoch", "offset", "elapsed"}
+      final/                             the trained model + tokenizer (LoRA merged)
       adapter/                           LoRA only: the adapter alone
 
-* **Preemption.** Checkpoints at epoch ends (``checkpoint_at_epoch``), every ``checkpoint_interval_steps`` and on
-  SIGTERM at the end of the running step (:class:`.callbacks.SigtermStop`); then exit 143. ``resume`` restarts the
-  Trainer from the newest complete checkpoint (``resume_from_checkpoint``: same sample of the same epoch, same RNG),
-  so an interrupted and resumed run ends with the same steps and losses as an uninterrupted one.
+A SIGTERM saves at the end of the running step and exits 143; ``resume`` continues from the newest complete
+checkpoint with the same steps and losses as an uninterrupted run.
 """
 
 from __future__ import annotations

@@ -1,44 +1,24 @@
 """The ``local`` launcher: the trainer core (:mod:`..hf_trainer.training`) in this process, on CPU (or one device).
 
-This module only feeds the core: the chat rows read and checked by the project's chat-format reader, and a single
-process instead of a ``torchrun`` rank. The same core runs in the ``transformers`` backend's training pods
-(:mod:`..hf_trainer.pod_worker`). It needs ``torch`` and ``transformers`` (+ ``peft`` for LoRA) in the task's
-environment: the prebuilt runtime image (``KFP_FINETUNE_RUNTIME_IMAGE``, see ``Containerfile``) on a cluster, or the
-complete environment of ``kfp.local`` (the demo).
+It needs ``torch`` and ``transformers`` (+ ``peft`` for LoRA): the runtime image, or ``kfp.local``'s environment.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components._common.chat_errors import ChatFormatError
-from components._common.chat_format import iter_chat_file
 from components.training.finetuning.hf_trainer import training
-from components.training.finetuning.hf_trainer.data import LocalTrainingError
 from components.training.finetuning.plan import LauncherRun, RunPlan
-from components.training.finetuning.pod.inputs import resolve_base_model
+from components.training.finetuning.pod.inputs import load_chat_rows, resolve_base_model
 from components.training.finetuning.staging import pvc_mounts, stage_base_model
 
 if TYPE_CHECKING:
     from components.training.finetuning.config import TrainingConfig
 
-FINAL_DIR, ADAPTER_DIR, CHECKPOINTS_DIR = training.FINAL_DIR, training.ADAPTER_DIR, training.CHECKPOINTS_DIR
-
-
-def chat_rows(path: Path, label: str) -> Iterator[dict[str, Any]]:
-    """The checked rows of a chat JSONL file, list-of-parts contents joined (the dataset step's rules).
-
-    Raises:
-        LocalTrainingError: A row breaks a rule (names the file, the line and the rule).
-    """
-    try:
-        for _, row in iter_chat_file(Path(path), allow_trailing_user=True, label=label):
-            yield row
-    except ChatFormatError as error:
-        raise LocalTrainingError(str(error)) from None
+FINAL_DIR, CHECKPOINTS_DIR = training.FINAL_DIR, training.CHECKPOINTS_DIR
 
 
 def train_locally(
@@ -50,32 +30,17 @@ def train_locally(
     log: Callable[[str], None] = print,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> training.TrainingResult:
-    """Fine-tunes ``config.base_model`` on ``train_data`` in this process.
+    """Fine-tunes ``config.base_model`` on the chat JSONL ``train_data`` in this process (:func:`.training.train`).
 
-    A SIGTERM (preemption, KFP cancel) while training saves a checkpoint at the end of the running step and exits
-    with status 143 (``SystemExit``); the next run with ``resume`` continues from it.
-
-    Args:
-        config: The validated training configuration.
-        train_data: Chat JSONL file.
-        output_dir: Where metrics, checkpoints and the final model go (see :mod:`..hf_trainer.training`).
-        model_path: Local directory or HF id to load (default ``config.base_model``; resolve URIs first).
-        eval_data: Optional chat JSONL scored after training.
-        log: Progress sink (one line per step).
-        on_step: Called with each step's metrics record once it is written (e.g. MLflow logging).
-
-    Returns:
-        The run's outputs.
-
-    Raises:
-        SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).
+    ``model_path`` defaults to ``config.base_model`` (resolve URIs first); a SIGTERM while training saves a
+    checkpoint at the end of the running step and exits with status 143 (``SystemExit``).
     """
     return training.train(
         config,
         Path(output_dir),
         model_path or config.base_model,
-        chat_rows(train_data, "train_dataset"),
-        chat_rows(eval_data, "eval_dataset") if eval_data is not None else None,
+        load_chat_rows(train_data, "train_dataset"),
+        load_chat_rows(eval_data, "eval_dataset") if eval_data is not None else None,
         data_label=str(train_data),
         log=log,
         on_step=on_step,

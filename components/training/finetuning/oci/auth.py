@@ -1,11 +1,7 @@
 """OCI references and registry credentials for ``oci://`` base models.
 
-* :func:`parse_oci_uri`: ``oci://<registry>/<repository>[:<tag>|@sha256:<digest>]`` checked against the OCI
-  distribution grammar, so a typo fails before anything is pulled or submitted.
-* :func:`docker_config_from_env` / :func:`credentials_for`: the pull secret, a Docker ``config.json``
-  (``{"auths": {"<host>": {"auth": base64("user:pass")}}}`` or ``username``/``password``), from the environment
-  variable the pipelines fill from the ``oci-pull-secret-model-download`` secret. Credentials are returned to the
-  caller only; nothing here logs or formats them into a message.
+Credentials (a Docker ``config.json`` from the pull secret's environment variable) are returned to the caller only;
+nothing here logs or formats them into a message.
 """
 
 from __future__ import annotations

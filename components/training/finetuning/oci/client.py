@@ -1,10 +1,7 @@
 """The registry side of ``oci://`` pulls: the `oras <https://pypi.org/project/oras/>`_ SDK's client, bounded.
 
-:func:`connect` probes ``/v2/``, picks the SDK's auth backend from the registry's challenge (``Bearer``: the
-``WWW-Authenticate`` token flow; ``Basic``) and logs in with the pull secret's credentials; :func:`fetch_manifest`
-and :func:`download_blob` verify every byte against its digest. Per-request timeouts and urllib3's retries (at most
-:data:`ATTEMPTS` tries on connection errors, 429 and 5xx) replace the SDK's own retry loop (5 tries sleeping up to 83 s
-each). Errors are one line naming the reference and what to fix; credentials never reach a message.
+Per-request timeouts and urllib3's retries (at most :data:`ATTEMPTS` tries on connection errors, 429 and 5xx) replace
+the SDK's own retry loop (5 tries sleeping up to 83 s each); every byte is verified against its digest.
 """
 
 from __future__ import annotations

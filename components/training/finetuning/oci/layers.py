@@ -1,10 +1,7 @@
 """The model side of ``oci://`` pulls: what to take from an image's layers.
 
-A *modelcar* image keeps the model under ``/models`` (KServe's convention): its tar layers are applied in order,
-whiteouts honoured, and only ``models/...`` entries extracted, each through :mod:`tarfile`'s ``data`` filter (no
-absolute paths, no ``..``, no links leaving the directory, no device files). An ORAS-style artifact has one layer per
-file, named by its ``org.opencontainers.image.title`` annotation (a directory tarball when annotated
-``io.deis.oras.content.unpack``).
+A *modelcar* image's tar layers are applied in order (whiteouts honoured) and only ``models/...`` entries extracted,
+through :mod:`tarfile`'s ``data`` filter; an ORAS artifact has one layer per file, named by its title annotation.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Pulls an ``oci://`` base model into the workspace: once per run, verified by digest, never half-written.
 
-:func:`pull_model` resolves the reference (:mod:`.client`, the ``oras`` SDK), downloads and checks every layer,
-takes the model out of them (:mod:`.layers`) and keeps it in ``<cache_root>/oci/sha256-<manifest digest>/``. That
-directory is staged as a hidden ``.partial-*`` sibling on the same filesystem and renamed into place only when
-complete, with ``pull.json`` (digest, file sizes) inside; any error removes the partial copy. A retried task reuses a
-complete copy after checking the digest and the sizes (a pinned ``@sha256:`` reference needs no registry call at
-all).
+The model lands in ``<cache_root>/oci/sha256-<manifest digest>/`` with ``pull.json`` (digest, file sizes), staged as a
+hidden sibling and renamed into place when complete; a retried task reuses a complete copy after checking it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Resumable checkpoints of Training Hub's backends: find the newest complete one of each algorithm's layout.
+"""Resumable checkpoints of Training Hub's backends: the newest complete one of each layout (:data:`LAYOUTS`).
 
-A paused (suspended) or preempted TrainJob's pods get SIGTERM; with ``enable_jit_checkpoint=True`` Training Hub's
-backends then save their full state on demand before exiting. When the job is resumed, the entrypoint runs again in
-the same ``ckpt_output_dir`` and continues from the newest *complete* checkpoint:
-
-* ``sft`` (instructlab-training): ``full_state/epoch_<N>`` (Accelerate state at epoch ends) and the on-demand state;
-  the backend finds and loads them itself, so nothing is passed; the one found is logged.
-* ``osft`` (mini-trainer): ``full_state_checkpoints/step_<N>/`` is complete once ``training_state.pt`` is written;
-  the newest is passed as ``resume_from_full_state_checkpoint``.
-* ``lora`` (Transformers Trainer via Unsloth): ``checkpoint-<N>/`` is complete when ``trainer_state.json`` is there
-  and Transformers' in-progress marker ``checkpoint-is-incomplete.txt`` is not. training-hub 0.11.2's ``lora_sft``
-  takes no argument to resume from it, so the run restarts; the checkpoint found is only reported.
-
-Standard library only: ``train_model`` stages this file beside the entrypoint on the workspace PVC.
+SFT's backend finds its own state (nothing is passed); OSFT's newest is passed as
+``resume_from_full_state_checkpoint``; training-hub 0.11.2's ``lora_sft`` takes no resume argument, so the one found
+is only reported. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Runs in every TrainJob pod: reads the run's JSON config and calls Training Hub's ``sft``, ``osft`` or ``lora_sft``.
 
-Delivery: ``train_model`` copies this file, the JSON config and the dataset onto the pipeline's workspace PVC, which
-the TrainJob pods mount at the same path. The training image (Training Hub's runtime) has none of this project's
-code, and a PVC file is visible to every node at once, survives pod restarts (so a retried pod resumes from the
-same checkpoint directory) and needs no image build. Hence this module uses only the standard library; the base
-model's location is resolved by :mod:`.inputs`.
-
-Besides the Training Hub call, the entrypoint serves training progress to the OpenShift AI dashboard from the
-rank-0 pod (:mod:`.progress_server`), resumes from the newest complete checkpoint (:mod:`.checkpoints`), asks Training
-Hub for just-in-time checkpoints on SIGTERM (a paused TrainJob) and hands it the MLflow settings. Those modules are
-staged with this one, under their package names (``pod.modules.POD_MODULES``, ``staging.stage_code_tree``).
-The runtime image decides the Training Hub release (RHOAI 3.3's carries 0.3.0): the first line printed names it,
-and only keywords it takes are passed (:mod:`.hub_compat`).
-
-Usage in the pod: ``python entrypoint.py --config /workspace/.../run_config.json`` (the staged script that runs this
-module from the staged code tree).
+Standard library only (the training image has none of this project's code); the rank-0 pod also serves progress
+(:mod:`.progress_server`), and a resumed job continues from the newest complete checkpoint (:mod:`.checkpoints`).
+Usage: ``python entrypoint.py --config /workspace/.../run_config.json``.
 """
 
 from __future__ import annotations
@@ -76,6 +64,17 @@ UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
 }
 
 
+def settings_not_supported(
+    table: tuple[tuple[str, Any, str], ...], hyperparameters: Mapping[str, Any], trainer: str
+) -> list[str]:
+    """One message per ``(parameter, the only accepted value, why)`` of ``table`` that ``hyperparameters`` break."""
+    return [
+        f"{name}={hyperparameters[name]!r} is not supported by {trainer} ({why}); use {accepted!r}"
+        for name, accepted, why in table
+        if hyperparameters[name] != accepted
+    ]
+
+
 def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has_eval_data: bool) -> list[str]:
     """Lists the settings that Training Hub would silently ignore for ``algorithm`` (empty when all reach it).
 
@@ -88,11 +87,8 @@ def unsupported_settings(algorithm: str, hyperparameters: Mapping[str, Any], has
     Returns:
         One message per offending parameter.
     """
-    problems = [
-        f"{name}={hyperparameters[name]!r} is not supported by training-hub {algorithm} ({why}); use {accepted!r}"
-        for name, accepted, why in UNSUPPORTED_SETTINGS.get(algorithm, ())
-        if hyperparameters[name] != accepted
-    ]
+    table = UNSUPPORTED_SETTINGS.get(algorithm, ())
+    problems = settings_not_supported(table, hyperparameters, f"training-hub {algorithm}")
     if algorithm == "osft" and not hyperparameters["save_final_checkpoint"]:
         if not hyperparameters["checkpoint_at_epoch"]:
             problems.append("save_final_checkpoint=False needs checkpoint_at_epoch=True, else no model is saved")

@@ -1,21 +1,10 @@
 """What the Training Hub in the training image can do: its version, and the keywords each of its functions takes.
 
-RHOAI's ``training-hub`` runtimes carry different Training Hub releases: RHOAI 3.3's image pins 0.3.0 (``sft`` and
-``osft``, no ``lora_sft``), RHOAI 3.5's carries 0.6.0, 3.6's 0.9.x; this project pins 0.11.2. The pod command prints
-the installed versions first (:func:`version_line`), then passes only the keywords the installed function takes
-(:func:`select_keywords`):
-
-* an option the run can do without (:data:`OPTIONAL_KEYWORDS`: just-in-time checkpoints, MLflow tracking, validation
-  during training) is left out with one note line naming the version, what is missing and what to do;
-* an algorithm (:func:`missing_function_message`) or a training setting the installed version lacks ends the pod with
-  one :class:`TrainingHubUnsupported` line, never a ``TypeError`` or a silently ignored setting.
-
-"Takes" means: the function names the keyword, or it has ``**kwargs`` and its backend reads the key (instructlab-
-training's ``TrainingArgs`` for SFT, mini-trainer's ``TrainingArgs`` / ``TorchrunArgs`` for OSFT, which silently drop
-any other key, the Unsloth backend's ``params`` lookups for LoRA).
-
-Standard library only at import: this file is staged beside the entrypoint on the workspace PVC; Training Hub and its
-backends are imported inside the functions, in the training image.
+RHOAI's runtimes carry different releases (3.3: 0.3.0 without ``lora_sft``; 3.5: 0.6.0; this project pins 0.11.2).
+An option the run can do without (:data:`OPTIONAL_KEYWORDS`) is left out with one note line; a missing algorithm or
+training setting ends the pod with one :class:`TrainingHubUnsupported` line. "Takes" means the function names the
+keyword, or has ``**kwargs`` and its backend reads the key (instructlab-training's and mini-trainer's ``TrainingArgs``
+silently drop any other). Standard library only at import.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The run's inputs as the training pods (and the launcher) read them: the base model's location and the chat rows.
 
-Standard library only at import, like everything in the pods (``boto3`` / ``huggingface_hub`` are imported lazily
-for ``s3://`` and Hub models; the chat-format reader only by the launcher's row checks). An ``oci://`` base model is
-pulled onto the PVC by ``train_model`` before the job is submitted and arrives as the run config's ``model_path``.
-The local launcher reuses :func:`resolve_base_model`.
+Standard library only at import (``boto3`` / ``huggingface_hub`` are imported for ``s3://`` and Hub models only).
 """
 
 from __future__ import annotations
@@ -23,19 +20,10 @@ class EntrypointError(ValueError):
 
 
 def load_chat_rows(path: Path, label: str = "dataset") -> Iterator[dict[str, Any]]:
-    """Yields the chat JSONL rows (``{"messages": [{"role", "content"}, ...]}``) of a file, checking each, streaming.
+    """Yields the checked rows of a chat JSONL file, streaming (list-of-parts contents joined into strings).
 
-    The rules are the project's one chat format (:mod:`components._common.chat_format`, the dataset step's rules;
-    a trailing user turn is accepted since the dataset step decides about it); list-of-parts contents come back
-    joined into strings. Memory stays at one row whatever the file size. Not used in the pod itself, so the pod
-    script still needs only the standard library (the import is deferred).
-
-    Args:
-        path: The JSONL file.
-        label: What the file is, for messages (e.g. ``train_dataset``).
-
-    Yields:
-        The rows, in file order.
+    The rules are the dataset step's (:mod:`components._common.chat_format`; a trailing user turn is accepted),
+    imported here so that the pod's own modules stay standard library only.
 
     Raises:
         EntrypointError: A row breaks a rule (names the file, the line and the rule) or the file holds no row.

@@ -1,23 +1,14 @@
-"""Per-step training metrics: one typed record, the writer of the project's trainer, and readers of Training Hub's logs.
+"""Per-step training metrics: one typed record (:class:`StepRecord`), its writer, and readers of Training Hub's logs.
 
-The record (:class:`StepRecord`, keys :data:`RECORD_KEYS`) is the one contract between the training code's metrics
-files and everything that reads them: the pod's progress server, the launcher's progress lines and loss chart, the
-KFP metrics and MLflow. Training Hub writes three layouts, all read here; the field names are the ones the real
-writers emit (pinned: instructlab-training 0.16, mini-trainer 0.9, training-hub 0.11):
+Training Hub writes three layouts, all read here (field names as the pinned writers emit them):
 
-* ``training_params_and_metrics_global<rank>.jsonl`` (SFT): instructlab-training's ``AsyncStructuredHandler``;
-  parameter lines, then per step ``epoch`` (0-based), ``step`` (1-based, global), ``avg_loss``, ``lr``,
-  ``overall_throughput`` (samples/s), ``num_tokens_rank0``, ``samples_seen``, ``total_samples`` (the dataset's
-  rows), ``num_epoch_steps`` and ``gradnorm``, with an ISO ``timestamp`` added by the writer;
-* ``training_metrics_<node rank>.jsonl`` (OSFT): mini-trainer's ``AsyncStructuredLogger``; per step ``step``
-  (1-based, global), ``epoch`` (0-based), ``steps_per_epoch``, ``loss``, ``lr``, ``grad_norm``,
-  ``tokens_per_second``, ``time_per_batch``, ``val_loss`` (None until validated) and ``timestamp``;
-* ``training_metrics.jsonl`` (LoRA): Training Hub's ``JSONLLoggingCallback`` on the HF Trainer; ``step``, ``epoch``
-  (fractional), ``max_steps`` (the Trainer's own total), then the Trainer's logs (``loss``, ``learning_rate``,
-  ``grad_norm``; ``eval_loss`` lines; a final ``train_loss`` / ``train_runtime`` line).
+* ``training_params_and_metrics_global<rank>.jsonl`` (SFT, instructlab-training): ``epoch`` (0-based), ``step``,
+  ``avg_loss``, ``lr``, ``overall_throughput``, ``total_samples``, ``num_epoch_steps``, ``gradnorm``, ``timestamp``;
+* ``training_metrics_<node rank>.jsonl`` (OSFT, mini-trainer): ``step``, ``epoch``, ``steps_per_epoch``, ``loss``,
+  ``lr``, ``grad_norm``, ``tokens_per_second``, ``time_per_batch``, ``val_loss``, ``timestamp``;
+* ``training_metrics.jsonl`` (LoRA, the HF Trainer): ``step``, fractional ``epoch``, ``max_steps`` and its logs.
 
-Neither SFT's nor OSFT's line says how many epochs the run has, so a step total needs the run's ``num_epochs``
-(:func:`normalize_records`'s ``num_epochs``; the progress server passes the run config's).
+Neither SFT's nor OSFT's line says how many epochs the run has: a step total needs the run's ``num_epochs``.
 """
 
 from __future__ import annotations

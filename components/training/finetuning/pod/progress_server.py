@@ -1,13 +1,8 @@
 """Training progress for the OpenShift AI dashboard: a small HTTP server in the rank-0 training pod.
 
-The ODH controller polls the rank-0 pod of a job annotated for progress tracking (:mod:`..manifests.progress`) and
-copies the JSON into the TrainJob's ``trainer.opendatahub.io/trainerStatus`` annotation. :class:`ProgressTracker`
-builds that JSON (:class:`~.trainer_status.ProgressStatus`) from the metrics JSONL Training Hub writes into
-``ckpt_output_dir`` (the layouts of :mod:`.metrics`); the percentage stays at most 99 until training has returned.
-:class:`ProgressServer` serves it on any GET path from a daemon thread. Nothing here may break training: a failure is
-logged once and training goes on.
-
-Standard library only: ``train_model`` stages this file beside the entrypoint on the workspace PVC.
+The ODH controller polls it and copies the JSON (:class:`ProgressTracker`, from the metrics files of :mod:`.metrics`)
+into the TrainJob's annotation; the percentage stays at most 99 until training has returned. Nothing here may break
+training: a failure is logged once and training goes on. Standard library only.
 """
 
 from __future__ import annotations
@@ -27,8 +22,7 @@ from typing import Any
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod import trainer_status as status_module
 
-#: The progress record and its readers live in :mod:`.trainer_status` (one contract for the pod and the KFP step).
-ProgressStatus = status_module.ProgressStatus
+#: The progress record's readers, from :mod:`.trainer_status` (the cluster client reads them through this module).
 trainer_status = status_module.trainer_status
 status_record = status_module.status_record
 TRAINER_STATUS_ANNOTATION = status_module.TRAINER_STATUS_ANNOTATION
@@ -151,7 +145,7 @@ class ProgressTracker:
             if name.startswith("eval_") and (value := metrics_module.first_number(raw, key)) is not None:
                 self._eval[name] = value
 
-    def status(self) -> ProgressStatus:
+    def status(self) -> status_module.ProgressStatus:
         """The progress JSON now (reads what was appended since the last call)."""
         with self._lock:
             self._read_new_lines()
@@ -186,7 +180,7 @@ class ProgressTracker:
                 "evalMetrics": dict(self._eval),
             }
 
-    def finish(self) -> ProgressStatus:
+    def finish(self) -> status_module.ProgressStatus:
         """Marks training as returned (100 %, no time left) and returns the final JSON."""
         self.finished = True
         return self.status()

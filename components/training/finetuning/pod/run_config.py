@@ -1,13 +1,8 @@
 """The launcher -> pod contract: ``run_config.json``, written by ``train_model`` and read by every training pod.
 
-One versioned type, :class:`RunConfig`, imported by both sides: :func:`.run.write_run_config` builds and writes it
-(:func:`encode_run_config`), the pod's :mod:`.entrypoint` reads it back (:func:`load_run_config`). Decoding is strict:
-a missing field, an unknown field, a wrong type or another :data:`RUN_CONFIG_VERSION` fails with one line naming the
-file and the field, so a launcher and a pod script of different releases never half-agree.
-
-The training image (Training Hub's runtime) has none of this project's dependencies: ``msgspec`` is not among
-training-hub's requirements, so this module uses the standard library only (dataclasses and an explicit decoder), and
-is staged with the entrypoint under its package name (``pod.modules.POD_MODULES``).
+Decoding is strict: a missing, unknown or mistyped field, or another :data:`RUN_CONFIG_VERSION`, fails with one line
+naming the file and the field, so a launcher and a pod script of different releases never half-agree. Standard library
+only: the training images carry none of the project's dependencies.
 """
 
 from __future__ import annotations
@@ -127,6 +122,16 @@ _SCALARS: dict[str, Any] = {"str": str, "int": int, "float": (int, float), "bool
 _NESTED = {"Hyperparameters": Hyperparameters, "ProgressSettings": ProgressSettings, "MlflowSettings": MlflowSettings}
 
 
+def has_field_type(value: Any, type_name: str) -> bool:
+    """Whether ``value`` is of the annotated type ``type_name`` (``str``, ``int``, ``float``, ``bool``, or a str map).
+
+    JSON's ``true`` is no ``int``; an ``int`` is a ``float``.
+    """
+    if type_name == "dict[str, str]":
+        return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    return isinstance(value, _SCALARS[type_name]) and not (isinstance(value, bool) and type_name in ("int", "float"))
+
+
 def _decode(cls: Any, data: Any, source: str, prefix: str) -> Any:
     where = prefix.rstrip(".") or "the run config"
     if not isinstance(data, dict):
@@ -151,12 +156,7 @@ def _decode(cls: Any, data: Any, source: str, prefix: str) -> Any:
         if field.type in _NESTED:
             values[field.name] = _decode(_NESTED[field.type], value, source, f"{prefix}{field.name}.")
             continue
-        if field.type == "dict[str, str]":
-            ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-        else:
-            wrong_bool = isinstance(value, bool) and field.type in ("int", "float")
-            ok = isinstance(value, _SCALARS[field.type]) and not wrong_bool
-        if not ok:
+        if not has_field_type(value, field.type):
             raise RunConfigError(f"{source}: field {prefix}{field.name}={value!r} must be of type {field.type}")
         values[field.name] = value
     return cls(**values)

@@ -1,19 +1,10 @@
 """Training progress as the cluster sees it: the progress record, Kubeflow Trainer's status endpoint, reading it back.
 
-Two ways progress leaves a training pod, both built from one :class:`ProgressStatus` (made by
-``progress_server.ProgressTracker`` from the metrics files Training Hub writes):
-
-* RHOAI's: the ODH controller polls the rank-0 pod's progress server and copies the JSON into the TrainJob's
-  ``trainer.opendatahub.io/trainerStatus`` annotation (:mod:`.progress_server`);
-* upstream Kubeflow Trainer's (>= 2.2, feature gate ``TrainJobRuntimeStatus``): the controller injects
-  :data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV` and :data:`TOKEN_ENV` into the pods, and what rank 0 POSTs there fills
-  ``status.trainerStatus`` (``kubectl get trainjob`` shows it). :class:`KubeflowStatusReporter` sends it through the
-  Kubeflow SDK's ``update_trainjob_status`` where the image has ``kubeflow``, else the same payload with the standard
-  library (bearer token, CA-verified TLS, at most one update per :data:`MIN_INTERVAL_SECONDS`). Reporting never
-  fails the training: errors are logged once.
-
-The KFP step reads either back with :func:`trainer_status` and turns it into a step record with :func:`status_record`
-for its progress lines. Standard library only: staged beside the pod entrypoint.
+RHOAI's controller polls the rank-0 pod's progress server (:mod:`.progress_server`) into the
+``trainer.opendatahub.io/trainerStatus`` annotation; upstream Kubeflow Trainer (>= 2.2, ``TrainJobRuntimeStatus``)
+injects :data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV` and :data:`TOKEN_ENV`, and what rank 0 POSTs there
+(:class:`KubeflowStatusReporter`, through the Kubeflow SDK where the image has it) fills ``status.trainerStatus``.
+The KFP step reads either back (:func:`trainer_status`, :func:`status_record`). Standard library only.
 """
 
 from __future__ import annotations
