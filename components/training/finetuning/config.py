@@ -24,7 +24,7 @@ CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob", "auto")
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 #: Training Hub's backends per algorithm (training-hub 0.11.2); ``backend=""`` takes the first.
 HUB_BACKENDS = {"sft": ("instructlab-training",), "osft": ("mini-trainer",), "lora": ("unsloth",)}
-#: ``training_backend`` of the project's own trainer (:mod:`.hf_trainer`, every algorithm) instead of Training Hub:
+#: ``training_backend`` of transformers.Trainer (:mod:`.hf_trainer`, every algorithm) instead of Training Hub:
 #: in-process for ``training_launcher="local"``, under ``torchrun`` in the job's pods otherwise.
 TRANSFORMERS_BACKEND = "transformers"
 #: The Trainer runtime a TrainJob references when ``training_runtime_name`` is ``""``, by backend: Training Hub's
@@ -222,7 +222,7 @@ class TrainingConfig(Hyperparameters):
                 "backend",
                 self.backend in ("", TRANSFORMERS_BACKEND, *HUB_BACKENDS.get(self.algorithm, ())),
                 f"must be Training Hub's {self.algorithm} backend ({', '.join(HUB_BACKENDS.get(self.algorithm, ()))}"
-                f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (the project's own trainer under torchrun)",
+                f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (transformers.Trainer under torchrun)",
             ),
         ]
         for name, ok, rule in checks:

@@ -49,10 +49,10 @@ FIRST_RELEASE_WITH_FUNCTION = {"sft": "0.1.0", "osft": "0.1.0", "lora_sft": "0.4
 #: The Training Hub release this project is built and tested against (the pyproject pin).
 NEWEST_TESTED = "0.11.2"
 
-#: What to do instead, in every message: another runtime, or the project's own trainer.
+#: What to do instead, in every message: another runtime, or transformers.Trainer.
 REMEDY = (
     "use a training runtime whose image carries {needs} (this project is tested with training-hub 0.3.0, 0.6.0, 0.9.8 "
-    "and 0.11.2), or train_model's training_backend='transformers' (the project's own trainer on the "
+    "and 0.11.2), or train_model's training_backend='transformers' (transformers.Trainer on the "
     "torch-distributed runtime)"
 )
 

@@ -65,7 +65,7 @@ def test_training_hub_launchers_accept_turning_it_off_with_one_note():
         == []
     )
     assert not validate_request(request(training_launcher="local"), has_eval_data=False).gradient_checkpointing
-    # The project's own trainer follows the setting in the pods too.
+    # The transformers backend follows the setting in the pods too.
     assert not validate_request(request(training_backend="transformers"), has_eval_data=False).gradient_checkpointing
     with pytest.raises(TrainingConfigError, match="training_gradient_checkpointing='yes': must be of type bool"):
         validate_request(request(training_gradient_checkpointing="yes"), has_eval_data=False)
