@@ -1,9 +1,5 @@
 """Upload, run and schedule compiled pipelines on a Kubeflow Pipelines API (v2beta1) through ``kfp_server_api``.
 
-The ``kfp-finetune upload|run|schedule`` commands are thin argparse wrappers of this package: :mod:`.connection`
-(flags and ``KFP_HOST``/``KFP_TOKEN`` to a :class:`Connection`, errors), :mod:`.server` (the API's services),
-:mod:`.arguments` (a run's arguments, checked against the compiled pipeline), :mod:`.cron` and :mod:`.submit`.
-
 Bad input is refused before any request is sent (:class:`ValueError` naming the rule, the value and where it came
 from); a refusal by the API server, or no answer in time, becomes a :class:`KfpApiError`. The bearer token is never
 printed, logged or put in an error message.

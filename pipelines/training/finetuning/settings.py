@@ -170,14 +170,6 @@ class CompileSettings:
         """``{"cpu_request": ..., "cpu_limit": ..., "memory_request": ..., "memory_limit": ...}`` of ``step``."""
         return {kind: getattr(self, f"{step}_{kind}") for kind in _RESOURCE_KINDS}
 
-    @property
-    def eval_node_selector_pair(self) -> tuple[str, str] | None:
-        """The evaluation step's node selector as ``(key, value)``, or None."""
-        if not self.eval_gpus or not self.eval_node_selector:
-            return None
-        key, value = self.eval_node_selector.split("=", 1)
-        return key.strip(), value.strip()
-
     @classmethod
     def from_env(
         cls, environ: dict[str, str] | None = None, base: dict[str, object] | None = None, **overrides: object
