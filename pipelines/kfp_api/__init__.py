@@ -5,7 +5,7 @@ from); a refusal by the API server, or no answer in time, becomes a :class:`KfpA
 printed, logged or put in an error message.
 """
 
-from pipelines.kfp_api.arguments import check_arguments, load_arguments, read_pipeline_spec
+from pipelines.kfp_api.arguments import check_arguments, load_arguments, read_pipeline_documents
 from pipelines.kfp_api.connection import HOST_ENV, Connection, KfpApiError, check_health, connection_from_options
 from pipelines.kfp_api.cron import validate_cron
 from pipelines.kfp_api.server import make_client
@@ -21,7 +21,7 @@ __all__ = [
     "create_run",
     "load_arguments",
     "make_client",
-    "read_pipeline_spec",
+    "read_pipeline_documents",
     "schedule_run",
     "upload_pipeline",
     "validate_cron",

@@ -85,11 +85,6 @@ def _read_params_file(params_file: str) -> dict:
     return dict(content)
 
 
-def read_pipeline_spec(package_path: str) -> dict:
-    """The pipeline spec (first YAML document) of a compiled pipeline package (:func:`read_pipeline_documents`)."""
-    return read_pipeline_documents(package_path)[0]
-
-
 def read_pipeline_documents(package_path: str) -> list[dict]:
     """The YAML documents of a compiled pipeline package: the pipeline spec first, then the platform specs.
 
@@ -140,7 +135,7 @@ def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str)
     """Checks run arguments against the pipeline's declared parameters, before anything is sent.
 
     Args:
-        spec: The pipeline spec (:func:`read_pipeline_spec`).
+        spec: The pipeline spec (the first of :func:`read_pipeline_documents`).
         arguments: Parameter name to value.
         package_path: The package's path, named in errors.
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import kfp_server_api
 
-from pipelines.kfp_api.arguments import check_arguments, read_pipeline_spec
+from pipelines.kfp_api.arguments import check_arguments, read_pipeline_documents
 from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_errors
 from pipelines.kfp_api.cron import validate_cron
 from pipelines.kfp_api.server import KfpServer, make_client, name_filter, pipeline_spec_body
@@ -57,7 +57,7 @@ def upload_pipeline(
         ValueError: An empty name or a package that is not a compiled pipeline.
         KfpApiError: The API refused a call (e.g. 409 for a version name that exists) or could not be reached.
     """
-    read_pipeline_spec(package_path)
+    read_pipeline_documents(package_path)
     pipeline_name = pipeline_name.strip()
     if not pipeline_name:
         raise ValueError("the pipeline name (--name) is empty")
@@ -152,7 +152,7 @@ def create_run(
             wrong type, a required parameter left out, or an empty experiment name.
         KfpApiError: The API refused a call or could not be reached.
     """
-    spec = read_pipeline_spec(package_path)
+    spec = read_pipeline_documents(package_path)[0]
     check_arguments(spec, arguments, package_path)
     experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
     run_name = run_name.strip() or _stamped(spec["pipelineInfo"].get("name", "pipeline"))
@@ -189,8 +189,7 @@ def schedule_run(
         arguments: Pipeline parameter values (:func:`load_arguments`); checked against the pipeline's parameters.
         job_name: The recurring run's display name.
         experiment_name: The experiment its runs go to (created when it does not exist).
-        cron: A 6-field cron expression with seconds, ``second minute hour day-of-month month day-of-week``
-            (e.g. ``0 0 2 * * *``: 02:00 every day), or ``@daily``/``@every 6h``-style descriptors.
+        cron: A 6-field cron expression with seconds, or a descriptor (:func:`~.cron.validate_cron`).
         interval_seconds: Seconds between runs, > 0 (a periodic schedule; ``None``: none). Exactly one of
             ``cron``/``interval_seconds``.
         max_concurrency: How many of its runs may run at once (1-10).
@@ -210,7 +209,7 @@ def schedule_run(
     _check_max_concurrency(max_concurrency)
     job_name = _required_name(job_name, "recurring run name (--name)")
     experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
-    spec = read_pipeline_spec(package_path)
+    spec = read_pipeline_documents(package_path)[0]
     check_arguments(spec, arguments, package_path)
     if cron:
         trigger = kfp_server_api.V2beta1Trigger(cron_schedule=kfp_server_api.V2beta1CronSchedule(cron=cron))
