@@ -66,13 +66,6 @@ def rbac_permissions(path: Path = RBAC_FILE) -> list[Permission]:
     return found
 
 
-def _launcher_groups(launcher: str) -> set[str]:
-    from components.training.finetuning.manifests import pytorchjob
-    from components.training.finetuning.manifests import spec as trainjob
-
-    return {TRAINJOB: {trainjob.API_GROUP}, PYTORCHJOB: {pytorchjob.API_GROUP}}.get(launcher, set())
-
-
 def check_launcher(cluster: Cluster, values: RunValues) -> tuple[list[Check], str]:
     """Check 1: the launcher's CRDs are served and the referenced runtime exists; returns the resolved launcher.
 
@@ -149,8 +142,10 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
     """
     if launcher == LOCAL:
         return [ok("permissions", "launcher 'local': the training step makes no Kubernetes API calls")]
-    other_launcher_groups = _launcher_groups(PYTORCHJOB if launcher == TRAINJOB else TRAINJOB)
-    needed = [p for p in rbac_permissions() if p.group not in other_launcher_groups]
+    from components.training.finetuning.cluster.launchers import LAUNCHER_RESOURCES
+
+    other_launcher_group = LAUNCHER_RESOURCES[PYTORCHJOB if launcher == TRAINJOB else TRAINJOB][0]
+    needed = [p for p in rbac_permissions() if p.group != other_launcher_group]
     namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
     denied: list[Permission] = []
     try:
