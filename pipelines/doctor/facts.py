@@ -1,10 +1,7 @@
 """What a compiled pipeline fixes at compile time, read back from its YAML, and the run's parameter values.
 
-:func:`read_package` reads the workspace PVC (size, storage class, access modes), the secrets each step mounts
-(names and keys), each step's inputs (wired to a pipeline parameter or a constant) and GPU/toleration settings a step
-may carry. :class:`RunValues` answers "what will this run use for (step, component argument)?" from the compiled
-pipeline alone. Doctor never spells a dashboard name itself, so renaming them (or editing a pipeline.py) changes
-nothing here.
+Doctor never spells a dashboard name itself: :class:`RunValues` answers by (step, component argument), so renaming
+the parameters (or editing a pipeline.py) changes nothing here.
 """
 
 from __future__ import annotations

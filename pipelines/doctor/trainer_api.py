@@ -1,11 +1,7 @@
-"""The TrainJob API generation the cluster serves, what follows from it, and the runtime's image.
+"""The TrainJob API generation the cluster serves, what follows from it, and the image the training pods run.
 
-The same discovery the training step makes (:func:`components.training.finetuning.cluster.discovery
-.discover_trainjob_api`: OpenAPI v3, else an assumption a Strict create checks), one line: the generation, whether
-``activeDeadlineSeconds`` and ``status.trainerStatus`` (the Trainer's status server) are served, and whether
-just-in-time checkpoints on pause are available. A second line names the image the training pods run: the
-``training_image`` parameter, else the referenced runtime's trainer container (when the runtime can be read), with the
-Training Hub version the known RHOAI images carry.
+The generation comes from the training step's own discovery; the image from ``training_image``, else the runtime's
+trainer container, with the Training Hub version the known RHOAI images carry.
 """
 
 from __future__ import annotations

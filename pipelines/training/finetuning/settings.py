@@ -5,10 +5,6 @@ be run-time parameters. Each is a constant at the top of a ``pipelines/training/
 ``EVAL_IMAGE``, ...; the defaults below where a module declares none), overridable by an environment variable
 (``KFP_FINETUNE_<NAME>``) and by the matching ``kfp-finetune compile`` flag: the module calls
 :func:`pipeline_settings` with its ``globals()``.
-
-The steps are ``dataset`` (download, validate, tokenizer statistics), ``launcher`` (the ``train_model`` task: it
-submits and watches the TrainJob / PyTorchJob; the training pods themselves use the run-time ``training_image``
-parameter), ``eval`` (lm-eval on the trained model, on a GPU) and ``registry`` (Model Registry registration).
 """
 
 from __future__ import annotations
