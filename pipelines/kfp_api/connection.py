@@ -207,8 +207,7 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
         action: What was being done, e.g. ``"upload pipeline 'x'"``.
 
     Raises:
-        KfpApiError: In place of ``kfp_server_api.ApiException``, urllib3 connection errors and kfp's healthz
-            ``TimeoutError``.
+        KfpApiError: In place of ``kfp_server_api.ApiException`` and urllib3 connection errors.
     """
     import kfp_server_api
     import urllib3
@@ -237,9 +236,6 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
                 "with --request-timeout"
             )
         text = f"cannot reach the KFP API at {connection.host} to {action}: {reason}{hint}"
-        raise KfpApiError(_redact(text, connection.token)) from None
-    except TimeoutError as error:
-        text = f"the KFP API at {connection.host} is not healthy ({action}): {error}; check --host"
         raise KfpApiError(_redact(text, connection.token)) from None
 
 
