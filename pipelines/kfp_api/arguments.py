@@ -40,17 +40,12 @@ def load_arguments(params: list[str], params_file: str = "") -> dict:
             )
         if key in from_flags:
             raise ValueError(f"--param #{index} {entry!r}: parameter {key!r} is given twice")
-        from_flags[key] = _parse_flag_value(raw_value)
+        try:
+            from_flags[key] = json.loads(raw_value)
+        except ValueError:  # not JSON: the string itself
+            from_flags[key] = raw_value
     arguments.update(from_flags)
     return arguments
-
-
-def _parse_flag_value(raw_value: str) -> Any:
-    """The JSON value of ``raw_value`` when it is JSON, else the string itself."""
-    try:
-        return json.loads(raw_value)
-    except ValueError:
-        return raw_value
 
 
 def read_option_file(path: str, what: str, flag: str) -> str:
