@@ -29,12 +29,11 @@ def general_sentences() -> list[tuple[str, str]]:
     return [(doc["context"], doc["choices"][doc["answer"]]) for doc in documents]
 
 
-def teach_general_sentences(model_dir: Path, epochs: int = TEACHING["epochs"]) -> float:
+def teach_general_sentences(model_dir: Path) -> float:
     """Trains the model in ``model_dir`` on the general sentences (chat format, every token) and saves it in place.
 
     Args:
         model_dir: A model directory in ``save_pretrained`` layout with its tokenizer (the tiny base model).
-        epochs: Passes over the 40 sentences.
 
     Returns:
         The mean loss of the last epoch.
@@ -57,7 +56,7 @@ def teach_general_sentences(model_dir: Path, epochs: int = TEACHING["epochs"]) -
     optimizer = torch.optim.AdamW(model.parameters(), lr=TEACHING["learning_rate"])
     model.train()
     losses: list[float] = []
-    for epoch in range(epochs):
+    for epoch in range(TEACHING["epochs"]):
         order = list(range(len(sequences)))
         random.Random(TEACHING["seed"] + epoch).shuffle(order)
         losses = []
