@@ -51,8 +51,9 @@ def jit_checkpoints(api: TrainJobApi, hub_version: str) -> str:
     )
 
 
-def runtime_image(runtime: Mapping[str, Any], job: str = "node") -> str:
-    """The trainer container's image in a (Cluster)TrainingRuntime (``""`` when it has none)."""
+def runtime_image(runtime: Mapping[str, Any]) -> str:
+    """The image of the trainer container ``node`` of job ``node`` in a (Cluster)TrainingRuntime (``""``: none)."""
+    job = "node"
     jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
     for replicated in jobs:
         if replicated.get("name") != job:

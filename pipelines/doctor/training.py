@@ -52,10 +52,10 @@ def _named(permissions: list[Permission]) -> str:
     return ", ".join(f"{p.verb} {p.resource}{'.' + p.group if p.group else ''}" for p in permissions)
 
 
-def rbac_permissions(path: Path = RBAC_FILE) -> list[Permission]:
+def rbac_permissions() -> list[Permission]:
     """Every (group, resource, verb) the Roles and ClusterRoles of ``rbac.yaml`` grant, in file order."""
     found: list[Permission] = []
-    for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+    for document in yaml.safe_load_all(RBAC_FILE.read_text(encoding="utf-8")):
         if not document or document.get("kind") not in ("Role", "ClusterRole"):
             continue
         for rule in document.get("rules") or []:
