@@ -178,12 +178,10 @@ def kfp_api_command(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         timeout_seconds=args.request_timeout,
     )
-    if args.pipeline not in PIPELINES and not Path(args.pipeline).is_file():
-        _package(args, "")  # the error naming the pipelines, before compiling anything
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-") as workdir:
         package = _package(args, workdir)
         if arguments:  # checked here to name the pipeline as given, not the temporary package
-            spec = kfp_api.read_pipeline_spec(package)
+            spec = kfp_api.read_pipeline_documents(package)[0]
             kfp_api.check_arguments(spec, arguments[0], args.pipeline)
             check_component_rules(spec, arguments[0], args.pipeline)
         result = call(connection, package, *arguments, **options)

@@ -43,8 +43,7 @@ def without_unconnected_optional_artifacts(spec: dict) -> dict:
                 adjust(component["dag"])
             artifacts = component.get("inputDefinitions", {}).get("artifacts", {})
             given = set(task.get("inputs", {}).get("artifacts", {}))
-            left_out = [name for name, definition in artifacts.items() if definition.get("isOptional")]
-            left_out = [name for name in left_out if name not in given]
+            left_out = [name for name, item in artifacts.items() if item.get("isOptional") and name not in given]
             if not left_out:
                 continue
             if users[reference] > 1:  # shared: this task gets its own copy (kfp.local then logs the copy's name)

@@ -53,10 +53,10 @@ def demo_conversations(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED) -> It
         yield _conversation(rng)
 
 
-def write_demo_dataset(path: Path = DEMO_DATASET_PATH, rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED) -> Path:
-    """Writes the demo conversations as JSONL and returns the path."""
+def write_demo_dataset(path: Path = DEMO_DATASET_PATH) -> Path:
+    """Writes the demo conversations (the default rows and seed) as JSONL and returns the path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as handle:
-        for row in demo_conversations(rows, seed):
+        for row in demo_conversations():
             handle.write(json.dumps(row, sort_keys=True) + "\n")
     return path

@@ -29,18 +29,17 @@ def general_sentences() -> list[tuple[str, str]]:
     return [(doc["context"], doc["choices"][doc["answer"]]) for doc in documents]
 
 
-def teach_general_sentences(model_dir: Path, epochs: int = TEACHING["epochs"]) -> float:
+def teach_general_sentences(model_dir: Path) -> float:
     """Trains the model in ``model_dir`` on the general sentences (chat format, every token) and saves it in place.
 
     Args:
         model_dir: A model directory in ``save_pretrained`` layout with its tokenizer (the tiny base model).
-        epochs: Passes over the 40 sentences.
 
     Returns:
         The mean loss of the last epoch.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
@@ -52,24 +51,18 @@ def teach_general_sentences(model_dir: Path, epochs: int = TEACHING["epochs"]) -
         )["input_ids"]
         for beginning, ending in general_sentences()
     ]
+    collate = DataCollatorForSeq2Seq(tokenizer)  # pads right: input ids with the pad id, labels with -100
     torch.manual_seed(TEACHING["seed"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=TEACHING["learning_rate"])
     model.train()
     losses: list[float] = []
-    for epoch in range(epochs):
+    for epoch in range(TEACHING["epochs"]):
         order = list(range(len(sequences)))
         random.Random(TEACHING["seed"] + epoch).shuffle(order)
         losses = []
         for start in range(0, len(order), TEACHING["batch_size"]):
             batch = [sequences[i] for i in order[start : start + TEACHING["batch_size"]]]
-            width = max(len(ids) for ids in batch)
-            input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
-            labels = torch.full((len(batch), width), -100)
-            attention = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, ids in enumerate(batch):
-                input_ids[row, : len(ids)] = labels[row, : len(ids)] = torch.tensor(ids)
-                attention[row, : len(ids)] = 1
-            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+            loss = model(**collate([{"input_ids": ids, "labels": ids} for ids in batch])).loss
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()

@@ -25,11 +25,11 @@ def hub_endpoint(environ: Mapping[str, str]) -> str:
     return (environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
 
 
-def hub_answers(endpoint: str, repo_id: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+def hub_answers(endpoint: str, repo_id: str) -> bool:
     """Whether the Hub answers a dataset's info request at all (any HTTP status: 401 and 404 are answers too)."""
     request = urllib.request.Request(f"{endpoint}/api/datasets/{repo_id}", method="HEAD")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s):  # noqa: S310 - the user's Hub endpoint
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S):  # noqa: S310 - the user's Hub endpoint
             return True
     except urllib.error.HTTPError:
         return True

@@ -181,13 +181,11 @@ class DemoConsole:
         """
         self.task_count = task_count
         sink = _LineSink(self._captured)
-        saved = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = sink
         try:
-            yield
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                yield
         finally:
             sink.flush_pending()
-            sys.stdout, sys.stderr = saved
             if self._task is not None:  # it raised before kfp.local logged its end: the failed task
                 self._task_finished(self._task, "FAILURE")
             self._log.flush()

@@ -37,19 +37,15 @@ TINY_DIMENSIONS = {
 }
 
 
-def _training_texts(rows: int) -> Iterable[str]:
-    """Yields the role names and message texts the tokenizer is trained on."""
-    for row in demo_conversations(rows=rows, seed=1):
+def _training_texts() -> Iterable[str]:
+    """Yields the role names and message texts the tokenizer is trained on (400 generated conversations)."""
+    for row in demo_conversations(rows=400, seed=1):
         for message in row["messages"]:
             yield f"{message['role']}\n{message['content']}"
 
 
-def build_tokenizer(vocab_size: int = 600, rows: int = 400):
-    """Trains the byte-level BPE tokenizer and wraps it as a ``PreTrainedTokenizerFast`` with the chat template.
-
-    Args:
-        vocab_size: Target vocabulary size, special tokens included.
-        rows: Number of generated conversations to train on.
+def build_tokenizer():
+    """Trains the byte-level BPE tokenizer (600 tokens) and wraps it with the chat template.
 
     Returns:
         A ``transformers.PreTrainedTokenizerFast``.
@@ -61,12 +57,12 @@ def build_tokenizer(vocab_size: int = 600, rows: int = 400):
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
+        vocab_size=600,  # special tokens included
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_training_texts(rows), trainer=trainer)
+    tokenizer.train_from_iterator(_training_texts(), trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token="<|pad|>",

@@ -33,14 +33,6 @@ class ApiUnavailable(Exception):
     """The call failed for another reason (5xx through the retry, a connection error, an unexpected 4xx)."""
 
 
-class _DeadlineApi(cluster_api.Api):
-    """The training step's retrying API wrapper, with a deadline on every request."""
-
-    def call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: D102
-        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
-        return super().call(what, func, *args, **kwargs)
-
-
 def connect() -> tuple[Any, str]:
     """A ``kubernetes.client.ApiClient`` as the training step would build it, and how it authenticated.
 
@@ -87,7 +79,10 @@ class Cluster:
 
         from kubernetes import client
 
-        self.api = _DeadlineApi(api_client, time.sleep, lambda line: None, API_ATTEMPTS)
+        connect, read = REQUEST_TIMEOUT
+        self.api = cluster_api.Api(
+            api_client, time.sleep, lambda line: None, API_ATTEMPTS, connect_timeout=connect, read_timeout=read
+        )
         self.namespace = namespace
         self.storage = client.StorageV1Api(api_client)
         self.authorization = client.AuthorizationV1Api(api_client)
@@ -110,7 +105,7 @@ class Cluster:
 
     def version(self) -> dict[str, Any]:
         """``GET /version`` (open to every authenticated user): the probe that the API server answers at all."""
-        client = self.api.core.api_client
+        client = self.api.core.api_client  # (VersionApi.get_code asks for /version/, with a slash)
         return self._read(
             "reading the server version",
             client.call_api,

@@ -1,10 +1,7 @@
 """What a compiled pipeline fixes at compile time, read back from its YAML, and the run's parameter values.
 
-:func:`read_package` reads the workspace PVC (size, storage class, access modes), the secrets each step mounts
-(names and keys), each step's inputs (wired to a pipeline parameter or a constant) and GPU/toleration settings a step
-may carry. :class:`RunValues` answers "what will this run use for (step, component argument)?" from the compiled
-pipeline alone. Doctor never spells a dashboard name itself, so renaming them (or editing a pipeline.py) changes
-nothing here.
+Doctor never spells a dashboard name itself: :class:`RunValues` answers by (step, component argument), so renaming
+the parameters (or editing a pipeline.py) changes nothing here.
 """
 
 from __future__ import annotations
@@ -85,9 +82,9 @@ class PipelineFacts:
     secrets: dict[str, SecretMount]
     parameters: dict[str, dict[str, Any]]
     spec: dict[str, Any]
-    accelerators: dict[str, tuple[str, int]]
-    tolerations: dict[str, list[dict[str, Any]]]
-    node_selectors: dict[str, dict[str, str]]
+    accelerators: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    tolerations: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    node_selectors: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     task_steps: dict[str, str] = dataclasses.field(default_factory=dict)
     task_upstreams: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     task_accelerators: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
@@ -120,30 +117,36 @@ def read_package(path: str | Path) -> PipelineFacts:
     kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
     executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}
     containers = (spec.get("deploymentSpec") or {}).get("executors") or {}
-    accelerators: dict[str, tuple[str, int]] = {}
-    tolerations: dict[str, list[dict[str, Any]]] = {}
-    node_selectors: dict[str, dict[str, str]] = {}
-    secrets: dict[str, SecretMount] = {}
-    task_steps: dict[str, str] = {}
-    task_upstreams: dict[str, tuple[str, ...]] = {}
-    task_accelerators: dict[str, tuple[str, int]] = {}
+    workspace = (kubernetes.get("pipelineConfig") or {}).get("workspace") or {}
+    patch = ((workspace.get("kubernetes") or {}).get("pvcSpecPatch")) or {}
+    facts = PipelineFacts(
+        name=str((spec.get("pipelineInfo") or {}).get("name", "")),
+        source=str(path),
+        pvc_size=str(workspace.get("size", "")),
+        storage_class=str(patch.get("storageClassName", "")),
+        access_modes=tuple(patch.get("accessModes") or ()),
+        secrets={},
+        parameters=dict(((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}),
+        spec=spec,
+    )
+    secrets = facts.secrets
     for task_name, task in ((spec.get("root") or {}).get("dag") or {}).get("tasks", {}).items():
         step = step_of_task(task_name)
         component = (spec.get("components") or {}).get((task.get("componentRef") or {}).get("name", ""), {})
         executor = component.get("executorLabel", "")
         accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
         kubernetes_executor = executors.get(executor) or {}
-        task_steps[task_name] = step
-        task_upstreams[task_name] = tuple(task.get("dependentTasks") or ())
+        facts.task_steps[task_name] = step
+        facts.task_upstreams[task_name] = tuple(task.get("dependentTasks") or ())
         if accelerator:
-            task_accelerators[task_name] = accelerator
-            if accelerator[1] >= accelerators.get(step, ("", 0))[1]:
-                accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger request
+            facts.task_accelerators[task_name] = accelerator
+            if accelerator[1] >= facts.accelerators.get(step, ("", 0))[1]:
+                facts.accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger
         if kubernetes_executor.get("tolerations"):
-            tolerations[step] = list(kubernetes_executor["tolerations"])
+            facts.tolerations[step] = list(kubernetes_executor["tolerations"])
         labels = (kubernetes_executor.get("nodeSelector") or {}).get("labels") or {}
         if labels:
-            node_selectors[step] = {str(key): str(value) for key, value in labels.items()}
+            facts.node_selectors[step] = {str(key): str(value) for key, value in labels.items()}
         for mount in kubernetes_executor.get("secretAsEnv") or []:
             name = mount.get("secretName") or ((mount.get("secretNameParameter") or {}).get("runtimeValue") or {}).get(
                 "constant", ""
@@ -156,24 +159,7 @@ def read_package(path: str | Path) -> PipelineFacts:
                 (*(known.steps if known else ()), step),
                 bool(mount.get("optional")) and (known.optional if known else True),
             )
-    workspace = (kubernetes.get("pipelineConfig") or {}).get("workspace") or {}
-    patch = ((workspace.get("kubernetes") or {}).get("pvcSpecPatch")) or {}
-    return PipelineFacts(
-        name=str((spec.get("pipelineInfo") or {}).get("name", "")),
-        source=str(path),
-        pvc_size=str(workspace.get("size", "")),
-        storage_class=str(patch.get("storageClassName", "")),
-        access_modes=tuple(patch.get("accessModes") or ()),
-        secrets=secrets,
-        parameters=dict(((spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}),
-        spec=spec,
-        accelerators=accelerators,
-        tolerations=tolerations,
-        node_selectors=node_selectors,
-        task_steps=task_steps,
-        task_upstreams=task_upstreams,
-        task_accelerators=task_accelerators,
-    )
+    return facts
 
 
 class RunValues:

@@ -10,6 +10,7 @@ is the largest total of tasks no two of which wait for each other.
 from __future__ import annotations
 
 import dataclasses
+import graphlib
 import itertools
 from collections.abc import Mapping
 
@@ -39,21 +40,13 @@ class GpuDemand:
 
 def ancestors(upstreams: Mapping[str, tuple[str, ...]]) -> dict[str, set[str]]:
     """``{task: every task it waits for, directly or not}``."""
+    try:
+        order = list(graphlib.TopologicalSorter(upstreams).static_order())
+    except graphlib.CycleError as error:
+        raise ValueError(f"the pipeline's tasks wait for each other in a cycle: {' -> '.join(error.args[1])}") from None
     found: dict[str, set[str]] = {}
-
-    def visit(task: str, path: tuple[str, ...]) -> set[str]:
-        if task in found:
-            return found[task]
-        if task in path:
-            raise ValueError(f"the pipeline's tasks wait for each other in a cycle: {' -> '.join((*path, task))}")
-        result: set[str] = set()
-        for upstream in upstreams.get(task, ()):
-            result |= {upstream, *visit(upstream, (*path, task))}
-        found[task] = result
-        return result
-
-    for task in upstreams:
-        visit(task, ())
+    for task in order:  # upstream tasks first
+        found[task] = set().union(*({upstream, *found[upstream]} for upstream in upstreams.get(task, ())))
     return found
 
 

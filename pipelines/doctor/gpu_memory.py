@@ -13,7 +13,7 @@ from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues
 from pipelines.doctor.gpus import GPU_PRESENT_LABEL
-from pipelines.doctor.report import Check, fail, ok, warn
+from pipelines.doctor.report import Check, ok, warn
 
 ALGORITHM = ("train", "training_algorithm")
 MAX_TOKENS_PER_GPU = ("train", "training_max_tokens_per_gpu")
@@ -65,4 +65,4 @@ def check_gpu_memory(cluster: Cluster, values: RunValues) -> list[Check]:
     except memory_estimate.EstimateUnavailable as error:  # not a finding about the cluster: a note, not a WARN
         return [ok("gpus", f"GPU memory not estimated here: {error}", _ESTIMATE_NEEDS)]
     level, what, remedy = memory_estimate.verdict(shape, result, *advertised)
-    return [{"OK": ok, "WARN": warn, "FAIL": fail}[level]("gpus", what, remedy)] if remedy else [ok("gpus", what)]
+    return [Check(level, "gpus", what, remedy)]

@@ -12,13 +12,10 @@ import fnmatch
 #: Provisioners of shared filesystems (``ReadWriteMany`` filesystem volumes), with the storage they provide.
 RWX_PROVISIONERS: dict[str, str] = {
     "nfs.csi.k8s.io": "NFS (csi-driver-nfs)",
-    "cluster.local/nfs-subdir-external-provisioner": "NFS (nfs-subdir-external-provisioner)",
     "*nfs-subdir-external-provisioner*": "NFS (nfs-subdir-external-provisioner)",
     "*nfs-provisioner*": "NFS",
-    "k8s-sigs.io/nfs-subdir-external-provisioner": "NFS (nfs-subdir-external-provisioner)",
     "*.cephfs.csi.ceph.com": "CephFS (Ceph CSI / OpenShift Data Foundation)",
     "cephfs.csi.ceph.com": "CephFS (Ceph CSI)",
-    "openshift-storage.cephfs.csi.ceph.com": "CephFS (OpenShift Data Foundation)",
     "kubernetes.io/cephfs": "CephFS (in-tree)",
     "efs.csi.aws.com": "Amazon EFS",
     "fsx.csi.aws.com": "Amazon FSx for Lustre",

@@ -1,15 +1,7 @@
 """Check 4: the secrets the pipeline mounts exist with the keys the steps read; the run's URIs make some necessary.
 
 Only key names are compared: :meth:`~pipelines.doctor.cluster.Cluster.secret_keys` keeps nothing else, and no value
-reaches a finding. A secret's role is known from the env vars it feeds (stable across secret renames):
-
-* ``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``: both or neither (the training step falls back to the pipeline's
-  service account without them);
-* ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``: necessary when a dataset, base model or upload prefix is
-  ``s3://``;
-* ``OCI_PULL_SECRET_MODEL_DOWNLOAD`` or ``.dockerconfigjson`` (either key): necessary when the base model is
-  ``oci://``;
-* ``HF_TOKEN``: optional (gated or private Hugging Face models and datasets).
+reaches a finding. A secret's role (:data:`ROLES`) is known from the env vars it feeds, stable across secret renames.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The TrainJob API generation the cluster serves, what follows from it, and the runtime's image.
+"""The TrainJob API generation the cluster serves, what follows from it, and the image the training pods run.
 
-The same discovery the training step makes (:func:`components.training.finetuning.cluster.discovery
-.discover_trainjob_api`: OpenAPI v3, else an assumption a Strict create checks), one line: the generation, whether
-``activeDeadlineSeconds`` and ``status.trainerStatus`` (the Trainer's status server) are served, and whether
-just-in-time checkpoints on pause are available. A second line names the image the training pods run: the
-``training_image`` parameter, else the referenced runtime's trainer container (when the runtime can be read), with the
-Training Hub version the known RHOAI images carry.
+The generation comes from the training step's own discovery; the image from ``training_image``, else the runtime's
+trainer container, with the Training Hub version the known RHOAI images carry.
 """
 
 from __future__ import annotations
@@ -14,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.training.finetuning.cluster.discovery import discover_trainjob_api
-from components.training.finetuning.cluster.errors import JobError
 from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
 from components.training.finetuning.config import runtime_name_of
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
@@ -56,8 +51,9 @@ def jit_checkpoints(api: TrainJobApi, hub_version: str) -> str:
     )
 
 
-def runtime_image(runtime: Mapping[str, Any], job: str = "node") -> str:
-    """The trainer container's image in a (Cluster)TrainingRuntime (``""`` when it has none)."""
+def runtime_image(runtime: Mapping[str, Any]) -> str:
+    """The image of the trainer container ``node`` of job ``node`` in a (Cluster)TrainingRuntime (``""``: none)."""
+    job = "node"
     jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
     for replicated in jobs:
         if replicated.get("name") != job:
@@ -97,10 +93,7 @@ def check_trainer_api(cluster: Cluster, values: RunValues, launcher: str) -> lis
     """The TrainJob API generation and what follows, then the training pods' image (TrainJob launchers only)."""
     if launcher != "trainjob":
         return []
-    try:
-        served = discover_trainjob_api(cluster.api)
-    except JobError as error:  # (discovery turns refusals into an assumption; this is a bug's safety net)
-        return [warn("launcher", f"could not learn the TrainJob API: {error}", "check the API server")]
+    served = discover_trainjob_api(cluster.api)  # a failed discovery answers the assumed generation
     image_line, hub = image_check(cluster, values)
     what = f"{served.describe()}: {served.consequences()}; {jit_checkpoints(served, hub)}"
     if served.discovered:

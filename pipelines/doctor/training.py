@@ -52,10 +52,10 @@ def _named(permissions: list[Permission]) -> str:
     return ", ".join(f"{p.verb} {p.resource}{'.' + p.group if p.group else ''}" for p in permissions)
 
 
-def rbac_permissions(path: Path = RBAC_FILE) -> list[Permission]:
+def rbac_permissions() -> list[Permission]:
     """Every (group, resource, verb) the Roles and ClusterRoles of ``rbac.yaml`` grant, in file order."""
     found: list[Permission] = []
-    for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+    for document in yaml.safe_load_all(RBAC_FILE.read_text(encoding="utf-8")):
         if not document or document.get("kind") not in ("Role", "ClusterRole"):
             continue
         for rule in document.get("rules") or []:
@@ -64,13 +64,6 @@ def rbac_permissions(path: Path = RBAC_FILE) -> list[Permission]:
                     for verb in rule.get("verbs") or []:
                         found.append(Permission(group, resource, verb, document["kind"] == "ClusterRole"))
     return found
-
-
-def _launcher_groups(launcher: str) -> set[str]:
-    from components.training.finetuning.manifests import pytorchjob
-    from components.training.finetuning.manifests import spec as trainjob
-
-    return {TRAINJOB: {trainjob.API_GROUP}, PYTORCHJOB: {pytorchjob.API_GROUP}}.get(launcher, set())
 
 
 def check_launcher(cluster: Cluster, values: RunValues) -> tuple[list[Check], str]:
@@ -149,8 +142,10 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
     """
     if launcher == LOCAL:
         return [ok("permissions", "launcher 'local': the training step makes no Kubernetes API calls")]
-    other_launcher_groups = _launcher_groups(PYTORCHJOB if launcher == TRAINJOB else TRAINJOB)
-    needed = [p for p in rbac_permissions() if p.group not in other_launcher_groups]
+    from components.training.finetuning.cluster.launchers import LAUNCHER_RESOURCES
+
+    other_launcher_group = LAUNCHER_RESOURCES[PYTORCHJOB if launcher == TRAINJOB else TRAINJOB][0]
+    needed = [p for p in rbac_permissions() if p.group != other_launcher_group]
     namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
     denied: list[Permission] = []
     try:

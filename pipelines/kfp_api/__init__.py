@@ -1,15 +1,11 @@
 """Upload, run and schedule compiled pipelines on a Kubeflow Pipelines API (v2beta1) through ``kfp_server_api``.
 
-The ``kfp-finetune upload|run|schedule`` commands are thin argparse wrappers of this package: :mod:`.connection`
-(flags and ``KFP_HOST``/``KFP_TOKEN`` to a :class:`Connection`, errors), :mod:`.server` (the API's services),
-:mod:`.arguments` (a run's arguments, checked against the compiled pipeline), :mod:`.cron` and :mod:`.submit`.
-
 Bad input is refused before any request is sent (:class:`ValueError` naming the rule, the value and where it came
 from); a refusal by the API server, or no answer in time, becomes a :class:`KfpApiError`. The bearer token is never
 printed, logged or put in an error message.
 """
 
-from pipelines.kfp_api.arguments import check_arguments, load_arguments, read_pipeline_spec
+from pipelines.kfp_api.arguments import check_arguments, load_arguments, read_pipeline_documents
 from pipelines.kfp_api.connection import HOST_ENV, Connection, KfpApiError, check_health, connection_from_options
 from pipelines.kfp_api.cron import validate_cron
 from pipelines.kfp_api.server import make_client
@@ -25,7 +21,7 @@ __all__ = [
     "create_run",
     "load_arguments",
     "make_client",
-    "read_pipeline_spec",
+    "read_pipeline_documents",
     "schedule_run",
     "upload_pipeline",
     "validate_cron",

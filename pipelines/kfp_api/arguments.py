@@ -40,17 +40,12 @@ def load_arguments(params: list[str], params_file: str = "") -> dict:
             )
         if key in from_flags:
             raise ValueError(f"--param #{index} {entry!r}: parameter {key!r} is given twice")
-        from_flags[key] = _parse_flag_value(raw_value)
+        try:
+            from_flags[key] = json.loads(raw_value)
+        except ValueError:  # not JSON: the string itself
+            from_flags[key] = raw_value
     arguments.update(from_flags)
     return arguments
-
-
-def _parse_flag_value(raw_value: str) -> Any:
-    """The JSON value of ``raw_value`` when it is JSON, else the string itself."""
-    try:
-        return json.loads(raw_value)
-    except ValueError:
-        return raw_value
 
 
 def read_option_file(path: str, what: str, flag: str) -> str:
@@ -83,11 +78,6 @@ def _read_params_file(params_file: str) -> dict:
         if not isinstance(key, str):
             raise ValueError(f"{params_file}: parameter name {key!r} (--params-file) must be a string")
     return dict(content)
-
-
-def read_pipeline_spec(package_path: str) -> dict:
-    """The pipeline spec (first YAML document) of a compiled pipeline package (:func:`read_pipeline_documents`)."""
-    return read_pipeline_documents(package_path)[0]
 
 
 def read_pipeline_documents(package_path: str) -> list[dict]:
@@ -140,7 +130,7 @@ def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str)
     """Checks run arguments against the pipeline's declared parameters, before anything is sent.
 
     Args:
-        spec: The pipeline spec (:func:`read_pipeline_spec`).
+        spec: The pipeline spec (the first of :func:`read_pipeline_documents`).
         arguments: Parameter name to value.
         package_path: The package's path, named in errors.
 

@@ -87,17 +87,17 @@ def connection_from_options(
     environ: Mapping[str, str] | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> Connection:
-    """Builds a :class:`Connection` from command-line options and the environment.
+    """Builds a :class:`Connection` (whose attributes say what each option means) from the options and environment.
 
     Args:
-        host: The KFP API URL (``--host``); when empty, ``KFP_HOST`` from the environment.
-        token_file: A file holding the bearer token (``--token-file``, e.g. written by ``oc whoami -t > F``); it
+        host: ``--host``; when empty, ``KFP_HOST`` from the environment.
+        token_file: ``--token-file``, a file holding the bearer token (e.g. written by ``oc whoami -t > F``); it
             wins over ``KFP_TOKEN`` from the environment. No token at all is allowed (unauthenticated API).
-        insecure_skip_tls_verify: Do not verify the server's TLS certificate (``--insecure-skip-tls-verify``).
-        ca_bundle: A PEM file of CA certificates to verify the server with (``--ca-bundle``).
-        namespace: The Kubernetes namespace for multi-user deployments (``--namespace``).
+        insecure_skip_tls_verify: ``--insecure-skip-tls-verify``.
+        ca_bundle: ``--ca-bundle``.
+        namespace: ``--namespace``.
         environ: The environment to read ``KFP_HOST`` / ``KFP_TOKEN`` from; ``os.environ`` when None.
-        timeout_seconds: How long one request may wait for an answer (``--request-timeout``).
+        timeout_seconds: ``--request-timeout``.
 
     Returns:
         The connection (``repr`` hides the token).
@@ -207,8 +207,7 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
         action: What was being done, e.g. ``"upload pipeline 'x'"``.
 
     Raises:
-        KfpApiError: In place of ``kfp_server_api.ApiException``, urllib3 connection errors and kfp's healthz
-            ``TimeoutError``.
+        KfpApiError: In place of ``kfp_server_api.ApiException`` and urllib3 connection errors.
     """
     import kfp_server_api
     import urllib3
@@ -237,9 +236,6 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
                 "with --request-timeout"
             )
         text = f"cannot reach the KFP API at {connection.host} to {action}: {reason}{hint}"
-        raise KfpApiError(_redact(text, connection.token)) from None
-    except TimeoutError as error:
-        text = f"the KFP API at {connection.host} is not healthy ({action}): {error}; check --host"
         raise KfpApiError(_redact(text, connection.token)) from None
 
 

@@ -11,10 +11,12 @@ import datetime
 import hashlib
 from pathlib import Path
 
-from pipelines.kfp_api.arguments import check_arguments, read_pipeline_spec
+import kfp_server_api
+
+from pipelines.kfp_api.arguments import check_arguments, read_pipeline_documents
 from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_errors
 from pipelines.kfp_api.cron import validate_cron
-from pipelines.kfp_api.server import KfpServer, make_client
+from pipelines.kfp_api.server import KfpServer, make_client, name_filter, pipeline_spec_body
 
 DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
@@ -55,35 +57,45 @@ def upload_pipeline(
         ValueError: An empty name or a package that is not a compiled pipeline.
         KfpApiError: The API refused a call (e.g. 409 for a version name that exists) or could not be reached.
     """
-    read_pipeline_spec(package_path)
+    read_pipeline_documents(package_path)
     pipeline_name = pipeline_name.strip()
     if not pipeline_name:
         raise ValueError("the pipeline name (--name) is empty")
     with contextlib.closing(make_client(connection)) as client:
-        pipeline_id = find_pipeline_id(client, connection, pipeline_name)
+        pipeline_id = find_pipeline_id(client, pipeline_name)
         if pipeline_id is None:
-            return _upload_new_pipeline(client, connection, package_path, pipeline_name, description, version_name)
+            return _upload_new_pipeline(client, package_path, pipeline_name, description, version_name)
         version_name = version_name.strip() or default_version_name(pipeline_name, package_path)
         with api_errors(connection, f"upload version {version_name!r} of pipeline {pipeline_name!r}"):
-            version = client.upload_pipeline_version(package_path, version_name, pipeline_id, description)
+            version = client.uploads.upload_pipeline_version(
+                package_path,
+                name=version_name,
+                pipelineid=pipeline_id,
+                _request_timeout=client.timeout,
+                **({"description": description} if description else {}),
+            )
     version_id = _returned_id(connection, version.pipeline_version_id, f"version {version_name!r}")
     return {"pipeline_id": pipeline_id, "version_id": version_id, "version_name": version_name}
 
 
 def _upload_new_pipeline(
-    client: KfpServer,
-    connection: Connection,
-    package_path: str,
-    pipeline_name: str,
-    description: str,
-    version_name: str,
+    client: KfpServer, package_path: str, pipeline_name: str, description: str, version_name: str
 ) -> dict:
     """Uploads a pipeline that does not exist yet and finds the version the server created with it."""
+    connection = client.connection
     with api_errors(connection, f"upload pipeline {pipeline_name!r}"):
-        pipeline = client.upload_pipeline(package_path, pipeline_name, description)
+        pipeline = client.uploads.upload_pipeline(
+            package_path,
+            name=pipeline_name,
+            _request_timeout=client.timeout,
+            **({"description": description} if description else {}),
+            **client.namespace,
+        )
     pipeline_id = _returned_id(connection, pipeline.pipeline_id, f"pipeline {pipeline_name!r}")
     with api_errors(connection, f"list the versions of pipeline {pipeline_name!r}"):
-        versions = client.list_pipeline_versions(pipeline_id, page_size=1, sort_by="created_at desc")
+        versions = client.pipelines.pipeline_service_list_pipeline_versions(
+            pipeline_id, page_size=1, sort_by="created_at desc", _request_timeout=client.timeout
+        )
     if not versions.pipeline_versions:
         raise KfpApiError(f"KFP API at {connection.host}: pipeline {pipeline_name!r} was uploaded without a version")
     version = versions.pipeline_versions[0]
@@ -100,17 +112,19 @@ def _upload_new_pipeline(
     }
 
 
-def find_pipeline_id(client: KfpServer, connection: Connection, pipeline_name: str) -> str | None:
-    """The id of the pipeline with this display name, or None.
+def find_pipeline_id(client: KfpServer, pipeline_name: str) -> str | None:
+    """The id of the pipeline with this display name (in the connection's namespace), or None.
 
     Raises:
         KfpApiError: The API refused the listing, or more than one pipeline has this name.
     """
-    with api_errors(connection, f"look up pipeline {pipeline_name!r}"):
-        listing = client.list_pipelines(pipeline_name, page_size=2)
+    with api_errors(client.connection, f"look up pipeline {pipeline_name!r}"):
+        listing = client.pipelines.pipeline_service_list_pipelines(
+            page_size=2, filter=name_filter(pipeline_name), _request_timeout=client.timeout, **client.namespace
+        )
     pipelines = listing.pipelines or []
     if len(pipelines) > 1:
-        raise KfpApiError(f"KFP API at {connection.host}: more than one pipeline is named {pipeline_name!r}")
+        raise KfpApiError(f"KFP API at {client.connection.host}: more than one pipeline is named {pipeline_name!r}")
     return pipelines[0].pipeline_id if pipelines else None
 
 
@@ -138,14 +152,20 @@ def create_run(
             wrong type, a required parameter left out, or an empty experiment name.
         KfpApiError: The API refused a call or could not be reached.
     """
-    spec = read_pipeline_spec(package_path)
+    spec = read_pipeline_documents(package_path)[0]
     check_arguments(spec, arguments, package_path)
     experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
     run_name = run_name.strip() or _stamped(spec["pipelineInfo"].get("name", "pipeline"))
     with contextlib.closing(make_client(connection)) as client:
-        experiment_id = ensure_experiment(client, connection, experiment_name)
+        experiment_id = ensure_experiment(client, experiment_name)
+        run = kfp_server_api.V2beta1Run(
+            experiment_id=experiment_id,
+            display_name=run_name,
+            pipeline_spec=pipeline_spec_body(package_path),
+            runtime_config=kfp_server_api.V2beta1RuntimeConfig(parameters=arguments),
+        )
         with api_errors(connection, f"create run {run_name!r}"):
-            run = client.create_run(experiment_id, run_name, package_path, arguments)
+            run = client.runs.run_service_create_run(run, _request_timeout=client.timeout)
     return {"run_id": _returned_id(connection, run.run_id, f"run {run_name!r}"), "experiment_id": experiment_id}
 
 
@@ -169,8 +189,7 @@ def schedule_run(
         arguments: Pipeline parameter values (:func:`load_arguments`); checked against the pipeline's parameters.
         job_name: The recurring run's display name.
         experiment_name: The experiment its runs go to (created when it does not exist).
-        cron: A 6-field cron expression with seconds, ``second minute hour day-of-month month day-of-week``
-            (e.g. ``0 0 2 * * *``: 02:00 every day), or ``@daily``/``@every 6h``-style descriptors.
+        cron: A 6-field cron expression with seconds, or a descriptor (:func:`~.cron.validate_cron`).
         interval_seconds: Seconds between runs, > 0 (a periodic schedule; ``None``: none). Exactly one of
             ``cron``/``interval_seconds``.
         max_concurrency: How many of its runs may run at once (1-10).
@@ -190,30 +209,47 @@ def schedule_run(
     _check_max_concurrency(max_concurrency)
     job_name = _required_name(job_name, "recurring run name (--name)")
     experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
-    spec = read_pipeline_spec(package_path)
+    spec = read_pipeline_documents(package_path)[0]
     check_arguments(spec, arguments, package_path)
+    if cron:
+        trigger = kfp_server_api.V2beta1Trigger(cron_schedule=kfp_server_api.V2beta1CronSchedule(cron=cron))
+    else:
+        periodic = kfp_server_api.V2beta1PeriodicSchedule(interval_second=interval_seconds)
+        trigger = kfp_server_api.V2beta1Trigger(periodic_schedule=periodic)
     with contextlib.closing(make_client(connection)) as client:
-        experiment_id = ensure_experiment(client, connection, experiment_name)
+        recurring_run = kfp_server_api.V2beta1RecurringRun(
+            experiment_id=ensure_experiment(client, experiment_name),
+            display_name=job_name,
+            mode=kfp_server_api.RecurringRunMode.ENABLE if enabled else kfp_server_api.RecurringRunMode.DISABLE,
+            pipeline_spec=pipeline_spec_body(package_path),
+            runtime_config=kfp_server_api.V2beta1RuntimeConfig(parameters=arguments),
+            trigger=trigger,
+            max_concurrency=max_concurrency,
+            no_catchup=no_catchup,
+        )
         with api_errors(connection, f"create recurring run {job_name!r}"):
-            recurring_run = client.create_recurring_run(
-                experiment_id,
-                job_name,
-                package_path,
-                arguments,
-                trigger={"cron": cron} if cron else {"interval_second": interval_seconds},
-                max_concurrency=max_concurrency,
-                enabled=enabled,
-                no_catchup=no_catchup,
+            created = client.recurring_runs.recurring_run_service_create_recurring_run(
+                recurring_run, _request_timeout=client.timeout
             )
-    recurring_run_id = _returned_id(connection, recurring_run.recurring_run_id, f"recurring run {job_name!r}")
-    return {"recurring_run_id": recurring_run_id, "experiment_id": experiment_id}
+    recurring_run_id = _returned_id(connection, created.recurring_run_id, f"recurring run {job_name!r}")
+    return {"recurring_run_id": recurring_run_id, "experiment_id": recurring_run.experiment_id}
 
 
-def ensure_experiment(client: KfpServer, connection: Connection, experiment_name: str) -> str:
-    """The id of the experiment with this name, created when it does not exist."""
-    with api_errors(connection, f"get or create experiment {experiment_name!r}"):
-        experiment = client.get_or_create_experiment(experiment_name)
-    return _returned_id(connection, experiment.experiment_id, f"experiment {experiment_name!r}")
+def ensure_experiment(client: KfpServer, experiment_name: str) -> str:
+    """The id of the experiment with this name (in the connection's namespace), created when there is none."""
+    experiments = client.experiments
+    with api_errors(client.connection, f"get or create experiment {experiment_name!r}"):
+        found = experiments.experiment_service_list_experiments(
+            filter=name_filter(experiment_name), _request_timeout=client.timeout, **client.namespace
+        )
+        if found.experiments:
+            experiment = found.experiments[0]
+        else:
+            new = kfp_server_api.V2beta1Experiment(
+                display_name=experiment_name, namespace=client.connection.namespace or None
+            )
+            experiment = experiments.experiment_service_create_experiment(new, _request_timeout=client.timeout)
+    return _returned_id(client.connection, experiment.experiment_id, f"experiment {experiment_name!r}")
 
 
 def _returned_id(connection: Connection, resource_id: str | None, what: str) -> str:

@@ -5,10 +5,6 @@ be run-time parameters. Each is a constant at the top of a ``pipelines/training/
 ``EVAL_IMAGE``, ...; the defaults below where a module declares none), overridable by an environment variable
 (``KFP_FINETUNE_<NAME>``) and by the matching ``kfp-finetune compile`` flag: the module calls
 :func:`pipeline_settings` with its ``globals()``.
-
-The steps are ``dataset`` (download, validate, tokenizer statistics), ``launcher`` (the ``train_model`` task: it
-submits and watches the TrainJob / PyTorchJob; the training pods themselves use the run-time ``training_image``
-parameter), ``eval`` (lm-eval on the trained model, on a GPU) and ``registry`` (Model Registry registration).
 """
 
 from __future__ import annotations
@@ -169,14 +165,6 @@ class CompileSettings:
     def resources_of(self, step: str) -> dict[str, str]:
         """``{"cpu_request": ..., "cpu_limit": ..., "memory_request": ..., "memory_limit": ...}`` of ``step``."""
         return {kind: getattr(self, f"{step}_{kind}") for kind in _RESOURCE_KINDS}
-
-    @property
-    def eval_node_selector_pair(self) -> tuple[str, str] | None:
-        """The evaluation step's node selector as ``(key, value)``, or None."""
-        if not self.eval_gpus or not self.eval_node_selector:
-            return None
-        key, value = self.eval_node_selector.split("=", 1)
-        return key.strip(), value.strip()
 
     @classmethod
     def from_env(

@@ -99,9 +99,9 @@ def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
         task.set_accelerator_type(settings.eval_gpu_resource).set_accelerator_limit(settings.eval_gpus)
         # The pod fails with "No CUDA GPUs are available" if it sees none, rather than evaluating on CPU.
         task.set_env_variable(REQUESTED_GPUS_ENV, str(settings.eval_gpus))
-        selector = settings.eval_node_selector_pair
-        if selector:
-            kubernetes.add_node_selector(task, label_key=selector[0], label_value=selector[1])
+        if settings.eval_node_selector:
+            key, value = settings.eval_node_selector.split("=", 1)
+            kubernetes.add_node_selector(task, label_key=key.strip(), label_value=value.strip())
 
 
 def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
