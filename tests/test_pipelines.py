@@ -27,7 +27,7 @@ def compiled(default_settings_yamls) -> dict[str, list[dict]]:
 
 
 def test_the_fast_loader_reads_a_compiled_pipeline_as_pyyaml_does(default_settings_yamls):
-    """``pipeline_documents`` (and the CLI's ``read_pipeline_spec``) parse with libyaml: the same documents."""
+    """``pipeline_documents`` (and the CLI's ``read_pipeline_documents``) parse with libyaml: the same documents."""
     text = default_settings_yamls["osft"].read_text()
     assert pipeline_documents(text) == list(yaml.safe_load_all(text))
 
