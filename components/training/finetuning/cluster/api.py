@@ -87,21 +87,8 @@ def status_of(error: Exception) -> int | None:
     return getattr(error, "status", None)
 
 
-def disable_transport_retries(api_client: Any) -> None:
-    """Turns urllib3's own retries off for ``api_client`` (this layer retries, within its deadline)."""
-    api_client.configuration.retries = single_try_transport()
-    pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
-    if pool_manager is not None and hasattr(pool_manager, "connection_pool_kw"):
-        pool_manager.connection_pool_kw["retries"] = api_client.configuration.retries
-        pool_manager.clear()
-
-
 class Api:
-    """The requests the job runner makes: each with a (connect, read) timeout, retried within bounds.
-
-    An ``Api`` is configuration only: it holds no state of a run. :meth:`bounded` returns a copy whose requests never
-    outlive a deadline (the run's timeouts, a cleanup budget); :meth:`call` takes a :class:`Retry` for a request that
-    is retried differently (through an outage, until the deadline).
+    """The requests the job runner makes: each with a (connect, read) timeout, retried within bounds; no run state.
 
     Args:
         api_client: A ``kubernetes.client.ApiClient``.
@@ -128,7 +115,11 @@ class Api:
 
         from kubernetes import client
 
-        disable_transport_retries(api_client)
+        api_client.configuration.retries = single_try_transport()  # urllib3's own retries off: this layer retries
+        pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool_manager is not None and hasattr(pool_manager, "connection_pool_kw"):
+            pool_manager.connection_pool_kw["retries"] = api_client.configuration.retries
+            pool_manager.clear()
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
         self.sleep = sleep
@@ -140,19 +131,15 @@ class Api:
         self._deadline: Callable[[], Deadline | None] = lambda: None
 
     def bounded(self, deadline: Deadline | Callable[[], Deadline | None] | None) -> Api:
-        """A copy whose requests never outlive ``deadline`` (a fixed one, or a function returning the current one)."""
+        """A copy whose requests never outlive ``deadline`` (fixed, or a function returning the current one)."""
         bound = copy.copy(self)
         bound._deadline = deadline if callable(deadline) else (lambda: deadline)
         return bound
 
-    def deadline(self) -> Deadline | None:
-        """The deadline requests are bounded by now (None: none)."""
-        return self._deadline()
-
     def request_timeout(self, read: float | None = None, deadline: Deadline | None = None) -> tuple[float, float]:
         """The ``(connect, read)`` timeout of the next request: the defaults (or ``read``), cut to the deadline."""
         connect, read = self.connect_timeout, self.read_timeout if read is None else read
-        deadline = deadline or self.deadline()
+        deadline = deadline or self._deadline()
         if deadline is not None:
             remaining = max(deadline.at - self.clock(), MIN_TIMEOUT_SECONDS)
             connect, read = min(connect, remaining), min(read, remaining)
@@ -173,7 +160,7 @@ class Api:
             kubernetes.client.ApiException: Any other answer (the caller judges 404, 409, 403...).
         """
         retry = retry or Retry()
-        deadline = retry.deadline or self.deadline()
+        deadline = retry.deadline or self._deadline()
         policy = retry.policy or self.policy
         requested = kwargs.pop("_request_timeout", None)  # a caller's own timeout wins (e.g. doctor's probes)
 
@@ -206,3 +193,7 @@ class Api:
                 deadline,
                 last,
             ) from None
+
+    def read_json(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """:meth:`call` of a client method unparsed (``_preload_content=False``), its answer read as JSON."""
+        return json.loads(self.call(what, func, *args, _preload_content=False, **kwargs).data)

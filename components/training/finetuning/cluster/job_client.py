@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,7 +17,7 @@ from components.training.finetuning.cluster.api import Api, Deadline, Retry
 from components.training.finetuning.cluster.api import rejected as _rejected
 from components.training.finetuning.cluster.api import status_of as _status
 from components.training.finetuning.cluster.errors import JobApiError, NotOurJob
-from components.training.finetuning.cluster.job_kinds import JOB_KINDS, JobKind, selector_matches
+from components.training.finetuning.cluster.job_kinds import JOB_KINDS, JobKind
 
 
 def uid_of(job: Mapping[str, Any] | None) -> str:
@@ -64,8 +63,7 @@ def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: b
 class WatchResult:
     """What one watch window saw: the job's newest state (``None``: unchanged), or that it was deleted or expired.
 
-    ``expired`` (the caller re-reads the job) also covers an event the watch could not read (``reason`` says which):
-    a malformed line, an ``ERROR`` event without its code or reason.
+    ``expired`` (the caller re-reads the job) also covers an event the watch could not read (``reason`` says which).
     """
 
     job: dict[str, Any] | None = None
@@ -76,7 +74,7 @@ class WatchResult:
 
 @dataclasses.dataclass(frozen=True)
 class JobClient:
-    """The API requests about one job (see the module docstring).
+    """The API requests about one job.
 
     Attributes:
         api: The request layer (bounded by the run's deadlines).
@@ -235,30 +233,24 @@ class JobClient:
         from kubernetes.client import ApiException
 
         try:
-            result = self.api.call(
-                what, getattr(self.api.core, method), self.namespace, _preload_content=False, **kwargs
-            )
+            return self.api.read_json(what, getattr(self.api.core, method), self.namespace, **kwargs).get("items") or []
         except ApiException as error:
             raise _rejected(what, error) from None
-        return json.loads(result.data).get("items") or []
 
     def list_pods(self, retry: Retry | None = None) -> list[dict[str, Any]]:
         """The job's pods (JobSet, or the Training Operator, labels them with the job's name)."""
-        selector = self.kind.pod_selector(self.name)
-        items = self._core_list(
-            f"listing pods of {self.kind.kind} {self.name}", "list_namespaced_pod", label_selector=selector, retry=retry
+        return self._core_list(
+            f"listing pods of {self.kind.kind} {self.name}",
+            "list_namespaced_pod",
+            label_selector=self.kind.pod_selector(self.name),
+            retry=retry,
         )
-        return [pod for pod in items if selector_matches(selector, (pod.get("metadata") or {}).get("labels") or {})]
 
     def list_events(self) -> list[dict[str, Any]]:
         """Events about the job and what it owns (JobSet, Jobs, pods: their names start with the job's)."""
         items = self._core_list(f"listing events of {self.kind.kind} {self.name}", "list_namespaced_event")
-        mine = []
-        for event in items:
-            involved = str((event.get("involvedObject") or {}).get("name", ""))
-            if involved == self.name or involved.startswith(f"{self.name}-"):
-                mine.append(event)
-        return mine
+        involved = [str((event.get("involvedObject") or {}).get("name", "")) for event in items]
+        return [event for event, name in zip(items, involved) if name == self.name or name.startswith(f"{self.name}-")]
 
     def read_log(self, pod: str, container: str, previous: bool, tail_lines: int) -> str:
         """The last lines of a container's log (``""`` when there is none)."""

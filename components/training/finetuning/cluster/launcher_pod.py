@@ -1,18 +1,13 @@
-"""What the launcher learns from its own pod: the run's owning object (for the job's ownerReference) and its grace.
+"""What the launcher learns from its own pod: the job's owner (the run's Workflow) and its termination grace period.
 
-:func:`read_launcher_pod` reads the task's pod (``KFP_POD_NAME``/``KFP_POD_UID``, ``get pods``) and returns **the
-owner** for the job's ``ownerReference``: the pod's controller owner (the run's Argo ``Workflow``: deleting the run
-deletes the job), never the pod itself (a retried launcher is a new pod; the job does not need it), and none across
-namespaces, for an unreadable pod or a uid mismatch; and **its termination grace period**, which bounds the cleanup
-after SIGTERM (:func:`~.state.cancel_budget`). After SIGTERM, :func:`disruption` tells a cancelled run from a
-disrupted launcher pod (its ``DisruptionTarget`` condition: evicted, preempted, node shutdown), whose job is left
-running. Nothing here ever fails the run: a missing safety net is logged.
+The owner is the pod's controller owner, never the pod itself (a retried launcher is a new pod) and never across
+namespaces; after SIGTERM, :func:`disruption` tells a cancelled run from a disrupted launcher pod. Nothing here ever
+fails the run: a missing safety net is logged.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,12 +25,14 @@ POD_UID_ENV = "KFP_POD_UID"
 
 @dataclasses.dataclass(frozen=True)
 class LauncherPod:
-    """What the launcher's pod says (see the module docstring).
+    """What the launcher's pod says.
 
     Attributes:
         owner: The job's owner, or ``None`` (``why`` says why not).
         grace_seconds: The pod's termination grace period (``None``: unknown; 30 s is assumed).
         why: One line for the log: the owner chosen, or why there is none.
+        namespace: The pod's namespace.
+        name: The pod's name.
     """
 
     owner: OwnerReference | None
@@ -43,16 +40,6 @@ class LauncherPod:
     why: str
     namespace: str = ""
     name: str = ""
-
-
-def choose_owner(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The pod's controller owner (``None``: none; an owner that is not the controller is never given to the job).
-
-    Only the controller (the KFP run's Workflow) stands for the run: another owner (a policy object, a cache) may
-    live longer or shorter than the run, and its deletion must not delete the job, nor keep it.
-    """
-    owners = list((pod.get("metadata") or {}).get("ownerReferences") or [])
-    return next((owner for owner in owners if owner.get("controller") is True), None)
 
 
 def read_launcher_pod(
@@ -83,10 +70,7 @@ def read_launcher_pod(
 def _read_pod(api: Api, namespace: str, name: str, timeout: tuple[float, float], **options: Any) -> dict[str, Any]:
     """The launcher pod as JSON (``options``: for :meth:`Api.call`, e.g. ``retry``)."""
     what = f"reading the launcher pod {namespace}/{name}"
-    call = api.call(
-        what, api.core.read_namespaced_pod, name, namespace, _preload_content=False, _request_timeout=timeout, **options
-    )
-    return json.loads(call.data)
+    return api.read_json(what, api.core.read_namespaced_pod, name, namespace, _request_timeout=timeout, **options)
 
 
 def disruption(api: Api, namespace: str, name: str) -> str:
@@ -131,9 +115,11 @@ def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: s
     grace = float(grace) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else None
     if uid and metadata.get("uid") != uid:
         return LauncherPod(None, grace, f"none: pod {namespace}/{name} has uid {metadata.get('uid')}, not {uid}")
-    owner = choose_owner(pod)
+    # Only the controller (the KFP run's Workflow) stands for the run: another owner (a policy object, a cache) may live
+    # longer or shorter than the run, and its deletion must not delete the job, nor keep it.
+    owners = list(metadata.get("ownerReferences") or [])
+    owner = next((owner for owner in owners if owner.get("controller") is True), None)
     if owner is None:
-        owners = (pod.get("metadata") or {}).get("ownerReferences") or []
         others = ", ".join(f"{o.get('kind')} {o.get('name')}" for o in owners if isinstance(o, Mapping))
         why = (
             f"none (the launcher pod {namespace}/{name} has no controller owner"

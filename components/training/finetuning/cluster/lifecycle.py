@@ -1,14 +1,9 @@
-"""A job's lifecycle around the follow loop: idempotent submit, diagnosis and cleanup, as functions.
-
-A retried KFP task re-attaches to its run/task's job instead of creating a second one (:func:`submit`). The cleanup
-policy is applied best effort within a budget, never masking the original error; what could not be done is reported
-with the ``kubectl`` command that does it (:func:`clean_up`).
-"""
+"""A job's lifecycle around the follow loop: idempotent submit (a retried task re-attaches), diagnosis, cleanup."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 from components._common.retry import GaveUp, call_with_retries
@@ -25,7 +20,7 @@ from components.training.finetuning.cluster.errors import (
 )
 from components.training.finetuning.cluster.job_client import CreateRejected, JobClient, NameBeingReleased, uid_of
 from components.training.finetuning.cluster.job_kinds import owned_by, queue_name
-from components.training.finetuning.cluster.outage import find_job_command, through_outage
+from components.training.finetuning.cluster.outage import find_it, find_job_command, through_outage
 from components.training.finetuning.cluster.signals import signals_ignored
 from components.training.finetuning.cluster.state import JobSettings, JobState
 
@@ -33,33 +28,24 @@ from components.training.finetuning.cluster.state import JobSettings, JobState
 _MAX_LOGGED_PODS = 2
 
 
-def manual_command(kind: str, name: str, namespace: str, policy: str, suspend_patch: Mapping[str, Any]) -> str:
-    """The ``kubectl`` command that applies ``policy`` by hand (``keep``: the delete command, for later).
-
-    E.g. ``kubectl delete trainjob tj-1 -n team-a`` or
-    ``kubectl patch pytorchjob tj-1 -n team-a --type=merge -p '{"spec": {"runPolicy": {"suspend": true}}}'``.
-    """
+def manual_command(client: JobClient, policy: str) -> str:
+    """The ``kubectl`` command that applies ``policy`` by hand (``keep``: the delete command, for later)."""
+    where = f"{client.kind.kind.lower()} {client.name} -n {client.namespace}"
     if policy == "suspend":
-        return f"kubectl patch {kind.lower()} {name} -n {namespace} --type=merge -p '{json.dumps(dict(suspend_patch))}'"
-    return f"kubectl delete {kind.lower()} {name} -n {namespace}"
+        return f"kubectl patch {where} --type=merge -p '{json.dumps(client.kind.suspend_patch(True))}'"
+    return f"kubectl delete {where}"
 
 
 def left_running_note(client: JobClient) -> str:
     """The line that says the job was left running after the launcher's own trouble, and how to find or stop it."""
-    kind = client.kind.kind
     return (
-        f"{kind} {client.namespace}/{client.name} was left running: this step's trouble is no reason to stop it. Find "
-        f"it with `{find_job_command(client)}`; retrying this task re-attaches to it (no second job); "
-        f"`{manual_command(kind, client.name, client.namespace, 'delete', {})}` stops it"
+        f"{client.kind.kind} {client.namespace}/{client.name} was left running: this step's trouble is no reason to "
+        f"stop it. {find_it(client)}"
     )
 
 
 def append_note(error: BaseException, note: str) -> None:
-    """Adds ``note`` to an error's message (``str(error)``) without replacing it; other errors get a traceback note.
-
-    The cluster layer's own errors carry their message in ``args[0]``; for anything else (an unexpected error) the
-    note is attached with :meth:`BaseException.add_note`, shown with its traceback.
-    """
+    """Adds ``note`` to a cluster error's message (``args[0]``); any other error gets it as a traceback note."""
     if isinstance(error, JobError) and error.args and isinstance(error.args[0], str):
         error.args = (f"{error.args[0]}\n{note}", *error.args[1:])
     else:
@@ -143,26 +129,27 @@ def reattach(client: JobClient, state: JobState, existing: dict[str, Any]) -> No
 def diagnose(client: JobClient, state: JobState, settings: JobSettings, outcome: str) -> Diagnosis:
     """Collects conditions, pods, events and failed containers' log tails into a diagnosis (never raises)."""
     job = state.job or {"metadata": {"name": client.name, "namespace": client.namespace}}
-    pods: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    logs: dict[str, str] = {}
+
+    def optional(read: Callable[[], Any], empty: Any) -> Any:  # one failed read leaves the others
+        try:
+            return read()
+        except JobError as error:
+            client.say(f"diagnosis is incomplete: {error}")
+            return empty
+
+    def logs_of(pods: list[dict[str, Any]]) -> dict[str, str]:
+        found = {}
+        for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
+            text = client.read_log(pod, container, previous, settings.policy.log_tail_lines)
+            if text:
+                found[f"pod {pod}, container {container}"] = text
+        return found
+
+    pods, events, logs = [], [], {}
     if outcome != "Cancelled" and not state.replaced_by:  # (another job's pods and events are not ours to report)
-        # Pods, events and logs are optional reads, each on its own: one that fails leaves the others.
-        try:
-            pods = client.list_pods()
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
-        try:
-            events = client.list_events()
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
-        try:
-            for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
-                text = client.read_log(pod, container, previous, settings.policy.log_tail_lines)
-                if text:
-                    logs[f"pod {pod}, container {container}"] = text
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
+        pods = optional(client.list_pods, [])
+        events = optional(client.list_events, [])
+        logs = optional(lambda: logs_of(pods), {})
     return diagnosis_module.diagnose(
         outcome,
         job,
@@ -223,7 +210,7 @@ def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline
     """
     policy = settings.policy.cleanup_policy
     kind = client.kind
-    command = manual_command(kind.kind, client.name, client.namespace, policy, kind.suspend_patch(True))
+    command = manual_command(client, policy)
     if policy == "keep":
         client.say(f"kept (cleanup_policy=keep): `{command}`")
         return ""
