@@ -1,8 +1,4 @@
-"""Why did a job fail (TrainJob, PyTorchJob)? One-line causes with a remedy, from conditions, pods, events and logs.
-
-Pure functions over plain Kubernetes dicts (as the API returns them), so they are tested without a cluster; the client
-layer (:mod:`.runner`, :mod:`.lifecycle`) only fetches the inputs.
-"""
+"""Why did a job fail? One-line causes with a remedy, from conditions, pods, events and logs (pure, over API dicts)."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from components._common.masking import mask_text
+from components._common.masking import mask_text as redact  # noqa: F401 - the diagnosis' redaction of log lines
 from components.training.finetuning.manifests.status import condition
 
 #: Outcomes of a job run that end in a :class:`Diagnosis`.
@@ -49,9 +45,7 @@ class Cause:
     """One reason a job failed or did not start.
 
     Attributes:
-        code: A short name (``OOMKilled``, ``Evicted``, ``ImagePullBackOff``, ``Unschedulable``, ``CrashLoopBackOff``,
-            ``NCCLTimeout``, ``MissingSecret``, ``MissingPVC``, ``GPUOutOfMemory``, ``ContainerFailed``, ``Suspended``,
-            ``NoPods``, ``Deleted``).
+        code: A short name (``OOMKilled``, ``Unschedulable``, ...: the causes' report order lists them all).
         where: The object it was seen on (``pod x, container node``; ``TrainJob x``, ``PyTorchJob x``).
         detail: What happened, in the cluster's words.
         remedy: What to change.
@@ -110,18 +104,12 @@ class Diagnosis:
         return tuple(cause.code for cause in self.causes)
 
 
-def redact(text: str) -> str:
-    """Masks the secrets in log text: every secret value the component knows, then token/password patterns."""
-    return mask_text(text)
-
-
-def _pod_name(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name", "?"))
-
-
-def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    status = pod.get("status") or {}
-    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+def _missing_secret(where: str, message: str, remedy: str) -> Cause | None:
+    missing = _SECRET_MISSING.search(message)
+    if not missing:
+        return None
+    secret = (missing.group(1) or missing.group(3)).split("/")[-1]
+    return Cause("MissingSecret", where, message, f"create secret '{secret}'{remedy} or fix secret_env")
 
 
 def _scheduling_cause(where: str, message: str) -> Cause:
@@ -152,11 +140,9 @@ def _waiting_cause(where: str, waiting: Mapping[str, Any], last: Mapping[str, An
             "check the image name and tag, and that the namespace may pull it (pull secret, mirror)",
         )
     if reason == "CreateContainerConfigError":
-        missing = _SECRET_MISSING.search(message)
-        if missing:
-            secret = (missing.group(1) or missing.group(3)).split("/")[-1]
-            return Cause("MissingSecret", where, message, f"create secret '{secret}' (with the key) or fix secret_env")
-        return Cause("ContainerFailed", where, f"{reason}: {message}", "fix the container's env/volume configuration")
+        return _missing_secret(where, message, " (with the key)") or Cause(
+            "ContainerFailed", where, f"{reason}: {message}", "fix the container's env/volume configuration"
+        )
     if reason == "CrashLoopBackOff":
         exit_code = last.get("exitCode")
         detail = f"the container keeps exiting (last exit code {exit_code}, {last.get('reason') or 'Error'})"
@@ -184,7 +170,7 @@ def _terminated_cause(where: str, terminated: Mapping[str, Any]) -> Cause | None
 def pod_causes(pod: Mapping[str, Any]) -> list[Cause]:
     """Causes visible in one pod's status (scheduling, image pulls, missing secrets, OOM, crash loops, exit codes)."""
     causes: list[Cause] = []
-    name = _pod_name(pod)
+    name = str((pod.get("metadata") or {}).get("name", "?"))
     status = pod.get("status") or {}
     if status.get("reason") == "Evicted":  # the kubelet's node-pressure eviction (the RHOAI guide's `Evicted`)
         causes.append(
@@ -199,7 +185,7 @@ def pod_causes(pod: Mapping[str, Any]) -> list[Cause]:
     for item in status.get("conditions") or []:
         if item.get("type") == "PodScheduled" and item.get("status") == "False":
             causes.append(_scheduling_cause(f"pod {name}", item.get("message") or item.get("reason") or ""))
-    for status in _container_statuses(pod):
+    for status in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
         where = f"pod {name}, container {status.get('name', '?')}"
         state = status.get("state") or {}
         last = (status.get("lastState") or {}).get("terminated") or {}
@@ -226,10 +212,9 @@ def event_causes(events: Iterable[Mapping[str, Any]]) -> list[Cause]:
         where = f"{str(involved.get('kind', 'object')).lower()} {involved.get('name', '?')}"
         message = event.get("message") or ""
         reason = event.get("reason") or ""
-        if _SECRET_MISSING.search(message):
-            missing = _SECRET_MISSING.search(message)
-            secret = (missing.group(1) or missing.group(3)).split("/")[-1]
-            causes.append(Cause("MissingSecret", where, message, f"create secret '{secret}' or fix secret_env"))
+        missing_secret = _missing_secret(where, message, "")
+        if missing_secret:
+            causes.append(missing_secret)
         elif _PVC_MISSING.search(message) or reason == "FailedScheduling":
             causes.append(_scheduling_cause(where, message))
         elif "ImagePull" in message or "pull image" in message or reason == "ErrImagePull":
@@ -290,15 +275,6 @@ def _summary(outcome: str, job: Mapping[str, Any], kind: str, waited: Mapping[st
     return f"the {kind} failed"
 
 
-#: How a fact of a job that could not be read (``job`` is ``{}``) is shown in a diagnosis.
-UNKNOWN = "?"
-
-
-def _shown(metadata: Mapping[str, Any], field: str) -> str:
-    """``metadata[field]`` for display, :data:`UNKNOWN` when absent (a placeholder, not a component setting)."""
-    return str(metadata.get(field) or UNKNOWN)
-
-
 def diagnose(
     outcome: str,
     job: Mapping[str, Any],
@@ -334,7 +310,7 @@ def diagnose(
         raise ValueError(f"outcome={outcome!r}: must be one of {list(OUTCOMES)}")
     kind = kind or str(job.get("kind") or "TrainJob")
     metadata = job.get("metadata") or {}
-    name, namespace = _shown(metadata, "name"), _shown(metadata, "namespace")
+    name, namespace = str(metadata.get("name") or "?"), str(metadata.get("namespace") or "?")  # "?": unread job
     causes: list[Cause] = []
     for pod in pods:
         causes += pod_causes(pod)

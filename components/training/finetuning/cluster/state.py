@@ -27,10 +27,9 @@ CLEANUP_POLICIES = ("delete", "keep", "suspend")
 
 
 def cancel_budget(grace_seconds: float | None) -> float:
-    """Seconds the cleanup after SIGTERM may take: the pod's grace period less a margin (``None``: the default 30 s).
+    """Seconds the cleanup after SIGTERM may take before SIGKILL: the pod's grace period (``None``: 30 s) less a margin.
 
-    Kubernetes sends SIGKILL ``terminationGracePeriodSeconds`` after SIGTERM; the cleanup uses what is left before it
-    minus :data:`TERMINATION_MARGIN_SECONDS` (at least half the grace period, at least 1 s).
+    At least half the grace period, at least 1 s.
     """
     grace = DEFAULT_TERMINATION_GRACE_SECONDS if grace_seconds is None else float(grace_seconds)
     return max(grace - TERMINATION_MARGIN_SECONDS, grace / 2, 1.0)
@@ -176,12 +175,7 @@ class JobSettings:
 
 @dataclasses.dataclass
 class Outage:
-    """The API is unreachable (or erroring) since ``since``.
-
-    Attributes:
-        since: ``clock()`` time of the first failure.
-        reason: The first failure, one line.
-    """
+    """The API is unreachable (or erroring) since ``since`` (``clock()`` time); ``reason``: the first failure."""
 
     since: float
     reason: str
@@ -189,7 +183,7 @@ class Outage:
 
 @dataclasses.dataclass
 class JobState:
-    """What one run knows about its job, updated as it goes (see the module docstring).
+    """What one run knows about its job, updated as it goes.
 
     Attributes:
         started_at: ``clock()`` time of the submission; ``timeout_seconds`` counts from here.
@@ -247,18 +241,13 @@ def paused_seconds(state: JobState, settings: JobSettings) -> float:
 def run_deadline(state: JobState, settings: JobSettings, start: bool = True) -> Deadline | None:
     """When the run must end: ``timeout_seconds`` from submission, ``start_timeout_seconds`` until pods run.
 
-    Args:
-        state: The run's state.
-        settings: Its settings.
-        start: Whether the start timeout counts. Following through an API outage leaves it out: whether the pods
-            started is judged on what the API says once it answers again, never on its silence.
+    ``start=False`` leaves the start timeout out (following through an outage: whether the pods started is judged on
+    what the API says once it answers again, never on its silence).
     """
     found = []
     deadlines = settings.deadlines
     if deadlines.timeout_seconds:
-        at = (
-            state.started_at + deadlines.timeout_seconds + paused_seconds(state, settings)
-        )  # an uncounted pause moves it
+        at = state.started_at + deadlines.timeout_seconds + paused_seconds(state, settings)  # an uncounted pause
         found.append(Deadline(at, f"timeout_seconds={deadlines.timeout_seconds:g}"))
     if start and deadlines.start_timeout_seconds and not state.started:
         reason = f"start_timeout_seconds={deadlines.start_timeout_seconds:g}"

@@ -1,17 +1,10 @@
-"""The ``TrainJob`` API generations this project speaks, and reading which one a cluster serves.
+"""The ``TrainJob`` API generations this project speaks, and reading which one a cluster serves (pure).
 
-Kubeflow Trainer's ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` kept its version while its spec changed:
-
-* **runtimePatches** (upstream Trainer >= 2.2, RHOAI >= 3.6): pod settings travel in ``spec.runtimePatches``;
-  ``spec.activeDeadlineSeconds`` and ``status.trainerStatus`` (the Trainer's status server, whose URL it injects
-  into the pods) are served by 2.3.
-* **podTemplateOverrides** (upstream Trainer 2.0-2.1, RHOAI 3.3-3.5, Open Data Hub's fork): pod settings travel in
-  ``spec.podTemplateOverrides``; no ``activeDeadlineSeconds``, no ``status.trainerStatus``.
-
-A real API server prunes the fields of the other generation silently, so the generation is learned before the job
-is built: :func:`served_trainjob_api` reads it from the group-version's OpenAPI v3 document
-(``/openapi/v3/apis/trainer.kubeflow.org/v1alpha1``, readable by every authenticated identity), which carries the
-CRD's structural schema. Pure: no client calls (the request is :mod:`..cluster.discovery`'s).
+``trainer.kubeflow.org/v1alpha1`` kept its version while its spec changed: pod settings travel in
+``spec.runtimePatches`` (Trainer >= 2.2, RHOAI >= 3.6; 2.3 also serves ``spec.activeDeadlineSeconds`` and
+``status.trainerStatus``) or in ``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI 3.3-3.5: neither). A real API
+server silently prunes the other generation's fields, so the generation is read from the group-version's OpenAPI v3
+document before the job is built (the request is :mod:`..cluster.discovery`'s).
 """
 
 from __future__ import annotations

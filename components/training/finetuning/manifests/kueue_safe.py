@@ -1,13 +1,8 @@
 """Kueue-safe manifests: no explicit empty or false values that a typed Go client would drop.
 
-Kueue reads a TrainJob or PyTorchJob into Go structs and writes it back to unsuspend it. Fields tagged ``omitempty``
-holding their zero value (``env[].value: ""``, ``volumeMounts[].readOnly: false``, empty lists and maps) vanish in
-that round trip, and the Trainer's CEL immutability rule then rejects the unsuspend (kubeflow/trainer#3888, fixed
-only in Open Data Hub's fork). The builders therefore never write such a value: :func:`without_empty` drops them
-from what a user hands in (task config volumes, mounts, tolerations, affinity), :func:`volume` keeps a volume's
-source even when it is ``{}`` (``emptyDir: {}`` is a pointer to an empty struct, which a typed client keeps).
-Pointer fields whose zero means something (``tolerationSeconds: 0``) are kept. The pod pieces both builders write
-(container env, pod settings, pod metadata) are built here, that way.
+Kueue writes a job back from Go structs to unsuspend it: ``omitempty`` fields holding their zero value vanish, and the
+Trainer's CEL immutability rule then rejects the unsuspend (kubeflow/trainer#3888). So the builders never write one;
+a volume's source is kept even when ``{}`` (a pointer), as are pointer fields whose zero means something.
 """
 
 from __future__ import annotations

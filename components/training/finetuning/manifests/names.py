@@ -1,8 +1,4 @@
-"""Kubernetes names and labels of the jobs: DNS-name checks, the deterministic job name, ownership labels.
-
-No library checks Kubernetes names without a cluster (``kubernetes`` validates only quantities), so the DNS-1035,
-DNS-1123 and label-value rules are the API server's own regular expressions, in one place.
-"""
+"""Kubernetes names and labels of the jobs: the API server's DNS-name rules, the job name, ownership labels."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """The pure builder of Kubeflow Training Operator v1 ``PyTorchJob`` manifests, and the reading of their status.
 
-:func:`build_pytorchjob` turns the same validated :class:`~.spec.JobSpec` the TrainJob path uses into a
-``kubeflow.org/v1`` ``PyTorchJob`` dict (no client calls): one ``Master`` replica plus ``num_nodes - 1`` ``Worker``
-replicas running the same container, with the same name (:func:`~.names.job_name`) and ownership labels as the
-TrainJob would have, so a retried task re-attaches the same way. A PyTorchJob has no runtime, so ``spec.image`` is
-required. The operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK`` and (v1.7+) ``PET_*``.
-
-:func:`pytorchjob_phase` maps the job's conditions (``Created``, ``Running``, ``Restarting``, ``Succeeded``,
-``Failed``, ``Suspended``) onto the phase vocabulary of :func:`~..cluster.job_kinds.trainjob_phase`.
+The same validated :class:`~.spec.JobSpec` as a TrainJob: one ``Master`` plus ``num_nodes - 1`` ``Worker`` replicas,
+the same name and ownership labels (a retried task re-attaches the same way); no runtime, so ``spec.image`` is needed.
 """
 
 from __future__ import annotations
@@ -113,24 +107,16 @@ def build_pytorchjob(
         restart_policy: The replicas' ``restartPolicy``; ``ExitCode`` (default) recreates preempted pods.
         backoff_limit: ``runPolicy.backoffLimit``: pod restarts before the job is marked failed.
 
-    Returns:
-        A ``kubeflow.org/v1`` ``PyTorchJob`` dict named by :func:`~.names.job_name`, labelled with
-        :func:`~.trainjob.ownership_labels`.
-
     Raises:
         JobSpecError: ``spec.image`` is empty.
         ValueError: An option is not one of its allowed values (named).
     """
     _check_options(spec, clean_pod_policy, restart_policy, backoff_limit)
-    replica_specs: dict[str, Any] = {
-        "Master": {"replicas": 1, "restartPolicy": restart_policy, "template": _pod_template(spec)},
+    replica_specs = {
+        role: {"replicas": replicas, "restartPolicy": restart_policy, "template": _pod_template(spec)}
+        for role, replicas in (("Master", 1), ("Worker", spec.num_nodes - 1))
+        if replicas
     }
-    if spec.num_nodes > 1:
-        replica_specs["Worker"] = {
-            "replicas": spec.num_nodes - 1,
-            "restartPolicy": restart_policy,
-            "template": _pod_template(spec),
-        }
     run_policy: dict[str, Any] = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": backoff_limit}
     if spec.active_deadline_seconds:
         run_policy["activeDeadlineSeconds"] = spec.active_deadline_seconds
@@ -147,17 +133,9 @@ def build_pytorchjob(
 
 
 def pytorchjob_phase(pytorchjob: Mapping[str, Any]) -> str:
-    """The phase of a PyTorchJob in the vocabulary of :func:`~..cluster.job_kinds.trainjob_phase`.
+    """The phase of a PyTorchJob (``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending``).
 
-    ``Succeeded`` → ``Complete``; ``Failed`` → ``Failed``; ``Suspended`` → ``Suspended``; ``Running`` → ``Running``;
-    ``Restarting`` (pods being recreated, e.g. after a preemption; none running now) and ``Created`` (or no
-    condition yet) → ``Pending``. Only conditions with ``status: "True"`` count; the terminal ones win.
-
-    Args:
-        pytorchjob: The PyTorchJob as the API returns it.
-
-    Returns:
-        ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending``.
+    ``Restarting`` (pods being recreated, none running now) and ``Created`` are ``Pending``; the terminal ones win.
     """
     for type_, phase in (
         ("Succeeded", "Complete"),

@@ -1,11 +1,4 @@
-"""A typed TrainJob spec and the pure builder of Kubeflow Trainer ``TrainJob`` manifests.
-
-:class:`JobSpec` validates every field when it is made; :func:`build_trainjob` turns it into a plain
-``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict (no client calls). Pod-level settings (volumes, mounts,
-tolerations, node selector, affinity, labels, annotations) travel in ``spec.runtimePatches`` (Trainer >= 2.2), so they
-reach the training pods. Secrets are only ever referenced (``valueFrom.secretKeyRef``), never copied.
-:func:`spec_from_task_config` merges KFP's ``dsl.TaskConfig`` passthrough with explicit settings.
-"""
+"""A typed job spec (:class:`JobSpec`, every field validated when made) and the metadata both job kinds share."""
 
 import dataclasses
 import re
@@ -363,31 +356,21 @@ def resources_per_node(spec: JobSpec) -> dict[str, Any]:
     return {"requests": dict(quantities), "limits": dict(quantities)} if quantities else {}
 
 
-def job_labels(spec: JobSpec) -> dict[str, str]:
-    """The job's labels: :func:`ownership_labels`, plus Kueue's queue label when ``spec.queue_name`` is set."""
+def job_metadata(spec: JobSpec) -> dict[str, Any]:
+    """The job's ``metadata``: name, namespace, labels (ownership, Kueue's queue), annotations, owner reference."""
     labels = ownership_labels(spec.run_id, spec.task_name)
     if spec.queue_name:
         labels[QUEUE_NAME_LABEL] = spec.queue_name
-    return labels
-
-
-def job_metadata(spec: JobSpec, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The job's ``metadata``: name, namespace, labels (default :func:`job_labels`), annotations, owner reference."""
-    metadata: dict[str, Any] = {
-        "name": job_name(spec.run_id, spec.task_name),
-        "namespace": spec.namespace,
-        "labels": dict(job_labels(spec) if labels is None else labels),
-        "annotations": job_annotations(spec),
-    }
-    if spec.owner is not None:
-        metadata["ownerReferences"] = [spec.owner.to_dict()]
-    return metadata
-
-
-def job_annotations(spec: JobSpec) -> dict[str, str]:
-    """The job's annotations: the KFP task and run, and RHOAI's progress-tracking switches when enabled."""
     annotations = {TASK_NAME_ANNOTATION: spec.task_name, RUN_ID_LABEL: spec.run_id}
     annotations.update(
         progression_annotations(spec.progress_tracking, spec.metrics_port, spec.metrics_poll_interval_seconds)
     )
-    return annotations
+    metadata: dict[str, Any] = {
+        "name": job_name(spec.run_id, spec.task_name),
+        "namespace": spec.namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+    if spec.owner is not None:
+        metadata["ownerReferences"] = [spec.owner.to_dict()]
+    return metadata

@@ -1,12 +1,7 @@
 """The pure builder of Kubeflow Trainer ``TrainJob`` manifests from a :class:`~.spec.JobSpec`, for either API.
 
-:func:`build_trainjob` turns a spec into a plain ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict (no client
-calls) for the API the cluster serves (:mod:`.api_generations`). Pod-level settings (the workspace volume and mount,
-tolerations, node selector, affinity, pod labels including :data:`JOB_NAME_POD_LABEL`, annotations) travel in
-``spec.runtimePatches`` (Trainer >= 2.2, RHOAI >= 3.6) or in ``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI
-3.3-3.5): the same pod template patch either way, so they reach the training pods. ``spec.activeDeadlineSeconds``
-is written only where it is served. Secrets are only ever referenced (``trainer.env``, served by both). No explicit
-empty value is written (:mod:`.kueue_safe`).
+Pod-level settings travel in the same pod template patch in ``spec.runtimePatches`` or ``spec.podTemplateOverrides``
+(:mod:`.api_generations`); secrets are only referenced; no explicit empty value is written (:mod:`.kueue_safe`).
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ from components.training.finetuning.manifests.spec import (
     API_VERSION,
     PATCH_MANAGER,
     JobSpec,
-    job_labels,
     job_metadata,
     resources_per_node,
 )
@@ -95,12 +89,7 @@ def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, A
         spec: The validated spec.
         api: The API the cluster serves (:func:`~.api_generations.served_trainjob_api`); default upstream Trainer 2.3.
 
-    Returns:
-        A ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict named by :func:`job_name`, labelled with
-        :func:`ownership_labels`, the pod settings in ``spec.runtimePatches`` or ``spec.podTemplateOverrides``
-        (always at least the pods' :data:`JOB_NAME_POD_LABEL`), ``spec.activeDeadlineSeconds`` where served.
     """
-    labels = job_labels(spec)
     body: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": spec.runtime_kind, "name": spec.runtime_name},
         "trainer": _trainer(spec),
@@ -114,6 +103,6 @@ def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, A
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "TrainJob",
-        "metadata": job_metadata(spec, labels),
+        "metadata": job_metadata(spec),
         "spec": body,
     }
