@@ -1,9 +1,7 @@
-"""Following a submitted job: watch (or poll) until it completes, fails, vanishes or a timeout expires.
+"""Following a submitted job: one watch (or GET) per ``poll_interval_seconds`` until it ends or a timeout expires.
 
-One watch request per ``poll_interval_seconds`` window, resumed from the last resourceVersion seen (re-list on 410
-Gone), or one GET per window. Only the job with this run's uid is followed: another job under the name means ours is
-gone (:func:`replaced`). Every request for the job rides out API outages (:func:`.outage.through_outage`); its pods
-are an optional read (:func:`optional_pods`).
+Only the job with this run's uid is followed (:func:`replaced`); every request for it rides out API outages
+(:func:`.outage.through_outage`); its pods are an optional read (:func:`optional_pods`).
 """
 
 from __future__ import annotations
@@ -27,11 +25,7 @@ _PODS_UNREADABLE = "pods unreadable"
 
 
 def follow(client: JobClient, state: JobState, settings: JobSettings) -> str:
-    """Follows the job until it completes, fails, is deleted or a timeout expires; returns the outcome.
-
-    Returns:
-        ``Complete``, ``Failed``, ``Deleted``, ``Timeout`` or ``StartTimeout``.
-    """
+    """Follows the job to its outcome: ``Complete``, ``Failed``, ``Deleted``, ``Timeout`` or ``StartTimeout``."""
     assert state.job is not None
     while True:
         phase = client.kind.phase(state.job)
@@ -71,10 +65,7 @@ def follow(client: JobClient, state: JobState, settings: JobSettings) -> str:
 
 
 def replaced(client: JobClient, state: JobState, job: dict[str, Any]) -> bool:
-    """Whether ``job`` is another job under our job's name (another uid): ours is gone; that one is never ours.
-
-    Logs one line naming both uids and the other job's labels; ``state.replaced_by`` keeps its uid.
-    """
+    """Whether ``job`` is another job (another uid) under our job's name: ours is gone (``state.replaced_by``)."""
     other = uid_of(job)
     if not state.uid or not other or other == state.uid:
         return False
@@ -121,10 +112,9 @@ def note_pause(client: JobClient, state: JobState, settings: JobSettings, phase:
 
 
 def optional_pods(client: JobClient, state: JobState, settings: JobSettings) -> list[dict[str, Any]]:
-    """The job's pods, an optional read: one try, within a poll interval; a failure only costs the diagnosis.
+    """The job's pods, an optional read: one try within a poll interval; a failure warns once and returns ``[]``.
 
-    Following needs only the job's own status: a refusal (403), an error or no answer logs one warning (once per run)
-    and returns ``[]``, so the loop reads the job again on time and never ends or abandons the job for its pods.
+    Following needs only the job's own status: it never ends or abandons the job for its pods.
     """
     cap = Deadline(
         settings.clock() + settings.api.poll_interval_seconds,
@@ -145,10 +135,7 @@ def optional_pods(client: JobClient, state: JobState, settings: JobSettings) -> 
 
 
 def check_started(client: JobClient, state: JobState, settings: JobSettings, phase: str) -> bool:
-    """Whether training has started (the job's status, the metrics file, a pod running).
-
-    Logs pod problems once each while waiting (pods are an optional read: :func:`optional_pods`).
-    """
+    """Whether training has started (the job's status, the metrics file, a pod running); logs pod problems once."""
     if phase == "Running" or state.metrics.poll():
         return True
     pods = optional_pods(client, state, settings)
@@ -175,11 +162,7 @@ def report(client: JobClient, state: JobState, phase: str) -> None:
 
 
 def wait_for_change(client: JobClient, state: JobState, settings: JobSettings, window: float) -> dict[str, Any] | None:
-    """Waits up to ``window`` seconds (one watch request, or one sleep + GET); returns the job's newest state.
-
-    Returns:
-        The job (unchanged when a watch saw nothing), or ``None`` when it was deleted.
-    """
+    """Waits up to ``window`` seconds (one watch, or a sleep + GET): the job's newest state, ``None``: deleted."""
     if not settings.api.use_watch:
         settings.sleep(window)
         return through_outage(client, state, settings, lambda retry: client.get_job(retry))

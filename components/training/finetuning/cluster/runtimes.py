@@ -1,8 +1,4 @@
-"""Before a TrainJob is submitted: its (Cluster)TrainingRuntime must exist and hold the replicated job it patches.
-
-A missing runtime fails with the runtimes that do exist; a runtime the service account may not read (403) is assumed to
-exist, with a warning pointing at ``rbac.yaml``.
-"""
+"""Before a TrainJob is submitted: its (Cluster)TrainingRuntime must exist and hold the replicated job it patches."""
 
 from __future__ import annotations
 
@@ -26,6 +22,12 @@ def runtime_request(api: Api, what: str, verb: str, kind: str, namespace: str, *
     where = () if scope == "cluster" else (namespace,)
     method = getattr(api.custom, f"{verb}_{scope}_custom_object")
     return api.call(what, method, API_GROUP, API_VERSION, *where, RUNTIME_PLURALS[kind], *name)
+
+
+def runtime_names(api: Api, kind: str, namespace: str) -> list[str]:
+    """The names of the runtimes of ``kind`` (cluster-scoped, or in ``namespace``); raises ``ApiException``."""
+    listed = runtime_request(api, f"listing {RUNTIME_PLURALS[kind]}", "list", kind, namespace)
+    return sorted(item["metadata"]["name"] for item in listed.get("items") or [])
 
 
 def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], None]) -> None:
@@ -70,14 +72,13 @@ def available_runtimes(api: Api, namespace: str) -> str:
     from kubernetes.client import ApiException
 
     found = []
-    for kind, plural in RUNTIME_PLURALS.items():
+    for kind in RUNTIME_PLURALS:
         label = kind if kind == "ClusterTrainingRuntime" else f"TrainingRuntime in {namespace}"
         try:
-            listed = runtime_request(api, f"listing {plural}", "list", kind, namespace)
+            names = runtime_names(api, kind, namespace)
         except ApiException as error:
             found.append(f"{kind}: cannot list ({api_message(error)})")
             continue
-        names = sorted(item["metadata"]["name"] for item in listed.get("items") or [])
         found.append(f"{label}: {', '.join(names) if names else '(none)'}")
     return "; ".join(found)
 
