@@ -146,14 +146,9 @@ class Api:
         return (connect, read)
 
     def call(self, what: str, func: Callable[..., Any], *args: Any, retry: Retry | None = None, **kwargs: Any) -> Any:
-        """Calls ``func`` with a request timeout; retries transient failures; re-raises other ``ApiException``.
+        """Calls ``func(*args, **kwargs)`` with a request timeout; retries transient failures (per ``retry``).
 
-        Args:
-            what: What the request does, named in retry lines and errors.
-            func: The client method.
-            *args: Its arguments.
-            retry: How to retry this request (default: the Api's policy, within its deadline).
-            **kwargs: Its keyword arguments (a ``_request_timeout`` given here wins over the computed one).
+        A ``_request_timeout`` in ``kwargs`` wins over the computed one; ``what`` is named in retry lines and errors.
 
         Raises:
             ApiUnavailable: Transient failures on every attempt, or no answer before the deadline.

@@ -287,7 +287,7 @@ def diagnose(
     tail_lines: int = 20,
     kind: str = "",
 ) -> Diagnosis:
-    """Turns what the cluster says about a TrainJob or PyTorchJob into a :class:`Diagnosis`.
+    """Turns what the cluster says about a TrainJob or PyTorchJob into a :class:`Diagnosis` (causes deduplicated).
 
     Args:
         outcome: One of :data:`OUTCOMES`.
@@ -299,9 +299,6 @@ def diagnose(
         timeout: The total timeout that applied (for the headline).
         tail_lines: How many log lines to keep.
         kind: The job's kind (default: the job's own ``kind``, else ``TrainJob``).
-
-    Returns:
-        The diagnosis; its causes are deduplicated and ordered most specific first.
 
     Raises:
         ValueError: ``outcome`` is not one of :data:`OUTCOMES`.

@@ -160,9 +160,8 @@ class JobClient:
     def watch(self, window: float, resource_version: str, retry: Retry | None = None) -> WatchResult:
         """One watch request of about ``window`` seconds from ``resource_version``; ends early on a final phase.
 
-        A read timeout or a dropped connection after the API answered only ends the window (the next one reconnects
-        from the last resourceVersion); no answer at all is a transient failure, retried per ``retry``. An expired
-        resourceVersion (410 Gone) is returned as ``expired``: the caller re-lists.
+        A read timeout or dropped connection after the API answered only ends the window; no answer is retried per
+        ``retry``; 410 Gone is returned as ``expired`` (the caller re-lists).
         """
         from kubernetes.client import ApiException
 
@@ -271,11 +270,9 @@ class JobClient:
 
     # -- writing -------------------------------------------------------------------------------------------------------
     def patch_job(self, body: dict[str, Any], doing: str, uid: str, retry: Retry | None = None) -> dict[str, Any]:
-        """Merge-patches the job (``doing``: what for, named in errors), only while it is the job with ``uid``.
+        """Merge-patches (Strict) the job while it is the one with ``uid`` (``doing``: what for, named in errors).
 
-        Sent with ``fieldValidation=Strict``. The patch carries ``metadata.uid``: the API server refuses it (409
-        Conflict, or 422 for a changed immutable field) when the name now holds another job, so a job that is not ours
-        is never suspended or resumed.
+        The patch carries ``metadata.uid``: the API server refuses it (409, or 422) when the name now holds another job.
 
         Raises:
             NotOurJob: The job under the name has another uid (nothing was changed).
@@ -300,9 +297,7 @@ class JobClient:
             raise _refused(what, error, self.manifest, create=False) from None
 
     def delete_job(self, uid: str, retry: Retry | None = None) -> bool:
-        """Deletes the job with ``uid`` and, in the background, what it owns; ``False`` when it is already gone.
-
-        The uid is a precondition: another job under the name is never deleted.
+        """Deletes the job with ``uid`` (a precondition) and, in the background, what it owns; ``False``: already gone.
 
         Raises:
             NotOurJob: The name holds a job with another uid (nothing was deleted).

@@ -50,12 +50,12 @@ def read_launcher_pod(
     log: Callable[[str], None] = print,
     namespace_path: str | None = None,
 ) -> LauncherPod:
-    """Reads the launcher's pod and returns the job's owner and the grace period (never raises; logs one line).
+    """Reads the launcher's pod: the job's owner and the grace period (never raises; logs one line).
 
     Args:
         api_client: A ``kubernetes.client.ApiClient``.
         job_namespace: Where the job is created.
-        environ: Environment to read (tests); defaults to ``os.environ``.
+        environ: Environment to read (default ``os.environ``).
         log: Where the line goes.
         namespace_path: The service-account namespace file (tests).
     """

@@ -62,24 +62,20 @@ def select_launcher(
     api_attempts: int = 5,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
-    """The launcher ``training_launcher="auto"`` resolves to on the cluster behind ``api_client``.
+    """The launcher ``training_launcher="auto"`` resolves to, ``"trainjob"`` or ``"pytorchjob"``, logging why.
 
     Args:
-        api_client: A ``kubernetes.client.ApiClient`` (see :func:`components._common.kube_auth.load_api_client`).
+        api_client: A ``kubernetes.client.ApiClient``.
         runtime_name: The Trainer runtime a TrainJob would reference.
         runtime_kind: ``ClusterTrainingRuntime`` or ``TrainingRuntime`` (looked up in ``namespace``).
         namespace: The namespace the job would run in.
         log: Where the choice and its reason go.
-        api_attempts: Attempts per API call on transient errors (5xx, 429, connection errors).
+        api_attempts: Attempts per API call on transient errors.
         sleep: Sleep between retries (tests).
 
-    Returns:
-        ``"trainjob"`` or ``"pytorchjob"``.
-
     Raises:
-        LauncherSelectionError: Neither launcher is usable (the message lists the served versions and the runtime's
-            state), or reading the runtime was rejected.
-        JobError: A discovery call was rejected (:mod:`.discovery`).
+        LauncherSelectionError: Neither launcher is usable (the message lists what was found).
+        JobError: A discovery call was rejected.
         ValueError: ``runtime_kind`` is not a runtime kind.
     """
     api = Api(api_client, sleep, log, api_attempts)

@@ -20,10 +20,7 @@ from components.training.finetuning.cluster.job_kinds import owned_by
 def find_live_job(
     api_client: Any, namespace: str, name: str, labels: Mapping[str, str], kinds: Iterable[str]
 ) -> dict[str, Any] | None:
-    """This run/task's job of one of ``kinds`` (``TrainJob``, ``PyTorchJob``) that is not being deleted, or ``None``.
-
-    A job of another run/task under the name, one being deleted, or a kind the cluster does not serve (404) count as
-    none. A completed or failed job counts: its files are still the run's.
+    """This run/task's job of one of ``kinds`` that is not being deleted (completed or failed counts), or ``None``.
 
     Raises:
         JobApiError: The API could not be asked (the message says nothing was deleted).

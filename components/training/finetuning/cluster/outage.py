@@ -94,11 +94,10 @@ def through_outage(
     *,
     start_timeout_counts: bool = False,
 ) -> T:
-    """Makes ``request`` (given the :class:`~.api.Retry` to pass to its API call) until the API answers.
+    """Makes ``request`` (given the :class:`~.api.Retry` for its API call) until the API answers.
 
-    The retries end at ``timeout_seconds`` or at the tolerance; at ``start_timeout_seconds`` only with
-    ``start_timeout_counts`` (the create: nothing runs yet), as while following the job may well have started
-    unseen.
+    The retries end at ``timeout_seconds``, at the tolerance, and at ``start_timeout_seconds`` only with
+    ``start_timeout_counts`` (the create: while following, the job may well have started unseen).
 
     Raises:
         ApiOutageTooLong: The outage outlasted ``api_outage_tolerance_seconds`` (the job is left running).

@@ -14,8 +14,7 @@ class MetricsTail:
 
     Args:
         path: The file (``""``: none).
-        normalize: Maps all raw records read so far to step records (e.g. ``metrics.normalize_records`` for Training
-            Hub's layouts); default: the records that have a numeric ``step``.
+        normalize: Maps all raw records read so far to step records (default: those with a numeric ``step``).
     """
 
     def __init__(self, path: str, normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None):
@@ -47,21 +46,10 @@ def format_duration(seconds: float) -> str:
 
 
 def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
-    """One progress line: phase, then step/total, epoch, loss, lr, tokens/s and ETA where known.
+    """One progress line, e.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | ETA 3m12s``.
 
-    The cluster's trainer status wins over the metrics-file record when it carries steps (RHOAI's JSON, see
-    :func:`~..pod.progress_server.status_record`); upstream Kubeflow Trainer's shape (percentage, ``metrics`` list) is
-    shown only when there is no record.
-
-    Args:
-        phase: ``Pending``, ``Running``, ``Suspended``, ``Complete`` or ``Failed``.
-        trainer_status: :func:`~..pod.progress_server.trainer_status` of the job (RHOAI's ``trainerStatus``
-            annotation, or ``status.trainerStatus``: ``progressPercentage``, ``estimatedRemainingSeconds``,
-            ``metrics``).
-        record: The newest metrics-file record (keys step, epoch, loss, lr, tokens_per_second, time, total_steps).
-
-    Returns:
-        E.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | 1520 tok/s | ETA 3m12s``.
+    The trainer status (:func:`~..pod.progress_server.trainer_status`) wins over the metrics-file ``record`` when it
+    carries steps; upstream Kubeflow Trainer's shape (percentage, ``metrics``) is shown only when there is no record.
     """
     parts = [phase]
     record = progress_server.status_record(trainer_status) or record

@@ -31,12 +31,7 @@ def runtime_names(api: Api, kind: str, namespace: str) -> list[str]:
 
 
 def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], None]) -> None:
-    """Fails unless the TrainJob's referenced runtime exists and has the replicated job its runtime patch targets.
-
-    Args:
-        api: The request layer.
-        manifest: The TrainJob.
-        say: Where the warning for an unreadable (403) runtime goes.
+    """Fails unless the TrainJob's runtime exists with the replicated job it patches; a 403 only warns (``say``).
 
     Raises:
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do) or lacks the patched job.

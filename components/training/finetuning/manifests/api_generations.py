@@ -112,14 +112,7 @@ def _resolved(openapi: Mapping[str, Any], schema: Any) -> Mapping[str, Any]:
 
 
 def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
-    """The generation an OpenAPI v3 document of ``trainer.kubeflow.org/v1alpha1`` serves, or None when it cannot say.
-
-    Args:
-        openapi: The JSON of ``GET /openapi/v3/apis/trainer.kubeflow.org/v1alpha1``.
-
-    Returns:
-        The served API, or ``None`` when the document has no ``TrainJob`` schema or one with neither field.
-    """
+    """The generation a ``trainer.kubeflow.org/v1alpha1`` OpenAPI v3 document serves, ``None`` when it cannot say."""
     schema = trainjob_schema(openapi)
     if schema is None:
         return None
