@@ -47,6 +47,14 @@ _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 _TOLERATION_OPERATORS = {"Exists", "Equal"}
 _TOLERATION_EFFECTS = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"}
 _AFFINITY_KEYS = {"nodeAffinity", "podAffinity", "podAntiAffinity"}
+#: The integer fields and their (lowest, highest) value (``None``: unbounded).
+_INTEGERS = {
+    "num_nodes": (1, None),
+    "gpus_per_node": (0, None),
+    "active_deadline_seconds": (0, None),
+    "metrics_port": METRICS_PORT_RANGE,
+    "metrics_poll_interval_seconds": POLL_INTERVAL_RANGE,
+}
 _MOUNT_KEYS = {"name", "mountPath", "subPath", "subPathExpr", "readOnly", "mountPropagation", "recursiveReadOnly"}
 
 
@@ -63,6 +71,11 @@ def is_quantity(text: str) -> bool:
     except (ValueError, TypeError, ArithmeticError):
         return False
     return text == text.strip()
+
+
+def _is_label(value: Any) -> bool:
+    """Whether ``value`` is a DNS-1123 label (lowercase alphanumerics and '-', at most 63 characters)."""
+    return isinstance(value, str) and len(value) <= 63 and bool(DNS1123_LABEL.match(value))
 
 
 def fail(field: str, value: Any, rule: str) -> JobSpecError:
@@ -187,38 +200,32 @@ class JobSpec:
         for name in ("env", "node_selector", "affinity", "pod_labels", "pod_annotations"):
             if not isinstance(getattr(self, name), Mapping):
                 raise fail(name, getattr(self, name), "must be a dict")
+        if not isinstance(self.progress_tracking, bool):
+            raise fail("progress_tracking", self.progress_tracking, "must be a bool")
+        for name, (low, high) in _INTEGERS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low or value > (high or value):
+                raise fail(name, value, "must be an integer " + (f"in [{low}, {high}]" if high else f">= {low}"))
         self._check_identity()
         self._check_trainer()
         self._check_env()
         self._check_volumes()
         self._check_scheduling()
         self._check_metadata()
-        self._check_progress()
-
-    def _check_progress(self) -> None:
-        if not isinstance(self.progress_tracking, bool):
-            raise fail("progress_tracking", self.progress_tracking, "must be a bool")
-        for name, (low, high) in (
-            ("metrics_port", METRICS_PORT_RANGE),
-            ("metrics_poll_interval_seconds", POLL_INTERVAL_RANGE),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise fail(name, value, f"must be an integer in [{low}, {high}]")
 
     def _check_identity(self) -> None:
         for name in ("run_id", "task_name"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise fail(name, value, "must be a non-empty string")
-        if not isinstance(self.namespace, str) or not DNS1123_LABEL.match(self.namespace) or len(self.namespace) > 63:
+        if not _is_label(self.namespace):
             raise fail("namespace", self.namespace, "must be a DNS-1123 label (lowercase, digits, '-', <= 63)")
         if self.runtime_kind not in RUNTIME_KINDS:
             raise fail("runtime_kind", self.runtime_kind, f"must be one of {list(RUNTIME_KINDS)}")
         if not isinstance(self.runtime_name, str) or not DNS1123_SUBDOMAIN.match(self.runtime_name):
             raise fail("runtime_name", self.runtime_name, "must be a DNS-1123 name of an existing runtime")
         for name in ("trainer_job_name", "trainer_container_name"):
-            if not isinstance(getattr(self, name), str) or not DNS1123_LABEL.match(getattr(self, name)):
+            if not _is_label(getattr(self, name)):
                 raise fail(name, getattr(self, name), "must be a DNS-1123 label")
 
     def _check_trainer(self) -> None:
@@ -230,10 +237,6 @@ class JobSpec:
                     raise fail(f"{name}[{index}]", item, "must be a string")
         if not isinstance(self.image, str) or any(ch.isspace() for ch in self.image):
             raise fail("image", self.image, "must be an image reference without spaces ('' = the runtime's image)")
-        for name, minimum in (("num_nodes", 1), ("gpus_per_node", 0), ("active_deadline_seconds", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise fail(name, value, f"must be an integer >= {minimum}")
         if not isinstance(self.gpu_resource_name, str) or not _RESOURCE_NAME.match(self.gpu_resource_name):
             raise fail("gpu_resource_name", self.gpu_resource_name, "must be a resource name like nvidia.com/gpu")
         for name in ("cpu_per_node", "memory_per_node"):
@@ -263,7 +266,7 @@ class JobSpec:
             where = f"volumes[{index}]"
             if not isinstance(volume, Mapping) or not isinstance(volume.get("name"), str):
                 raise fail(where, volume, "must be a Volume dict with a 'name'")
-            if not DNS1123_LABEL.match(volume["name"]):
+            if not _is_label(volume["name"]):
                 raise fail(f"{where}.name", volume["name"], "must be a DNS-1123 label")
             if volume["name"] in volume_names:
                 raise fail(f"{where}.name", volume["name"], "volume names must be unique")
@@ -331,22 +334,16 @@ class JobSpec:
                 f"must be an OwnerReference in the job's namespace {self.namespace!r}: across namespaces the garbage "
                 "collector would delete the job",
             )
-        if not isinstance(self.queue_name, str) or (
-            self.queue_name and (len(self.queue_name) > 63 or not DNS1123_LABEL.match(self.queue_name))
-        ):
+        if self.queue_name != "" and not _is_label(self.queue_name):
             raise fail("queue_name", self.queue_name, "must be a Kueue LocalQueue name (DNS-1123 label) or ''")
         for key, value in self.pod_labels.items():
-            _check_label("pod_labels", key, value)
+            if not isinstance(key, str) or not qualified_name_ok(key):
+                raise fail("pod_labels", key, "label keys must be qualified names ([prefix/]name, name <= 63 chars)")
+            if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+                raise fail(f"pod_labels[{key}]", value, "label values must be <= 63 alphanumerics, '-', '_' or '.'")
         for key, value in self.pod_annotations.items():
             if not isinstance(key, str) or not qualified_name_ok(key) or not isinstance(value, str):
                 raise fail("pod_annotations", {key: value}, "keys must be qualified names, values strings")
-
-
-def _check_label(field: str, key: Any, value: Any) -> None:
-    if not isinstance(key, str) or not qualified_name_ok(key):
-        raise fail(field, key, "label keys must be qualified names ([prefix/]name, name <= 63 chars)")
-    if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
-        raise fail(f"{field}[{key}]", value, "label values must be <= 63 alphanumerics, '-', '_' or '.'")
 
 
 def resources_per_node(spec: JobSpec) -> dict[str, Any]:
