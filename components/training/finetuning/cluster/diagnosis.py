@@ -22,22 +22,26 @@ _CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|HIP
 _SECRET_MISSING = re.compile(r'secrets? "([^"]+)" not found|couldn\'t find key (\S+) in Secret (\S+)')
 _PVC_MISSING = re.compile(r'persistentvolumeclaims? "([^"]+)" not found')
 _INSUFFICIENT = re.compile(r"Insufficient ([\w./-]*\w)")
-#: Order in which causes are reported (the most specific first).
-_PRIORITY = (
-    "MissingSecret",
-    "MissingPVC",
-    "ImagePullBackOff",
-    "Unschedulable",
-    "OOMKilled",
-    "Evicted",
-    "GPUOutOfMemory",
-    "NCCLTimeout",
-    "CrashLoopBackOff",
-    "ContainerFailed",
-    "Suspended",
-    "NoPods",
-    "Deleted",
-)
+#: Each cause's code and usual remedy, in the order causes are reported (the most specific first).
+_REMEDIES = {
+    "MissingSecret": "",  # (names the secret)
+    "MissingPVC": "",  # (names the claim)
+    "ImagePullBackOff": "check the image name and tag, and that the namespace may pull it (pull secret, mirror)",
+    "Unschedulable": "check the requested resources, tolerations and node selector against the nodes",
+    "OOMKilled": "raise memory_per_node, or lower the batch size / max sequence length",
+    "Evicted": "the node ran short of memory or disk (node pressure): check the node's resources (`oc describe node`), "
+    "reduce the batch size, or request what the pod uses (memory_per_node)",
+    "GPUOutOfMemory": "lower the batch size / max tokens per GPU (training_effective_batch_size / "
+    "training_max_tokens_per_gpu: the pipelines' phase_02_train_man_train_batch / phase_02_train_man_train_tokens), "
+    "or use more GPUs (gpus_per_node, num_nodes)",
+    "NCCLTimeout": "raise INSTRUCTLAB_NCCL_TIMEOUT_MS (env, milliseconds) and check the network between the nodes "
+    "(NCCL_SOCKET_IFNAME, NCCL_DEBUG=INFO)",
+    "CrashLoopBackOff": "see the log lines below for the error the trainer reports",
+    "ContainerFailed": "see the log lines below",
+    "Suspended": "resume it or check Kueue quota",
+    "NoPods": "",  # (names the controllers of the kind)
+    "Deleted": "re-run the task",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +49,7 @@ class Cause:
     """One reason a job failed or did not start.
 
     Attributes:
-        code: A short name (``OOMKilled``, ``Unschedulable``, ...: the causes' report order lists them all).
+        code: A short name (``OOMKilled``, ``Unschedulable``, ...: the keys of ``_REMEDIES``).
         where: The object it was seen on (``pod x, container node``; ``TrainJob x``, ``PyTorchJob x``).
         detail: What happened, in the cluster's words.
         remedy: What to change.
@@ -104,6 +108,10 @@ class Diagnosis:
         return tuple(cause.code for cause in self.causes)
 
 
+def _cause(code: str, where: str, detail: str, remedy: str = "") -> Cause:
+    return Cause(code, where, detail, remedy or _REMEDIES[code])
+
+
 def _missing_secret(where: str, message: str, remedy: str) -> Cause | None:
     missing = _SECRET_MISSING.search(message)
     if not missing:
@@ -125,20 +133,14 @@ def _scheduling_cause(where: str, message: str) -> Cause:
         remedies.append("add tolerations for the nodes' taints")
     if "affinity" in message or "selector" in message:
         remedies.append("check node_selector / affinity")
-    remedy = "; ".join(remedies) or "check the requested resources, tolerations and node selector against the nodes"
-    return Cause("Unschedulable", where, message, remedy)
+    return _cause("Unschedulable", where, message, "; ".join(remedies))
 
 
 def _waiting_cause(where: str, waiting: Mapping[str, Any], last: Mapping[str, Any]) -> Cause | None:
     reason = waiting.get("reason") or ""
     message = waiting.get("message") or ""
     if reason in _IMAGE_REASONS:
-        return Cause(
-            "ImagePullBackOff",
-            where,
-            f"{reason}: {message}".rstrip(": "),
-            "check the image name and tag, and that the namespace may pull it (pull secret, mirror)",
-        )
+        return _cause("ImagePullBackOff", where, f"{reason}: {message}".rstrip(": "))
     if reason == "CreateContainerConfigError":
         return _missing_secret(where, message, " (with the key)") or Cause(
             "ContainerFailed", where, f"{reason}: {message}", "fix the container's env/volume configuration"
@@ -146,7 +148,7 @@ def _waiting_cause(where: str, waiting: Mapping[str, Any], last: Mapping[str, An
     if reason == "CrashLoopBackOff":
         exit_code = last.get("exitCode")
         detail = f"the container keeps exiting (last exit code {exit_code}, {last.get('reason') or 'Error'})"
-        return Cause("CrashLoopBackOff", where, detail, "see the log lines below for the error the trainer reports")
+        return _cause("CrashLoopBackOff", where, detail)
     return None
 
 
@@ -154,16 +156,11 @@ def _terminated_cause(where: str, terminated: Mapping[str, Any]) -> Cause | None
     reason = terminated.get("reason") or ""
     exit_code = terminated.get("exitCode")
     if reason == "OOMKilled":
-        return Cause(
-            "OOMKilled",
-            where,
-            f"the container used more memory than its limit (exit code {exit_code})",
-            "raise memory_per_node, or lower the batch size / max sequence length",
-        )
+        return _cause("OOMKilled", where, f"the container used more memory than its limit (exit code {exit_code})")
     if exit_code not in (None, 0):
         message = (terminated.get("message") or "").strip().splitlines()
         detail = f"exited with code {exit_code} ({reason or 'Error'})" + (f": {message[-1]}" if message else "")
-        return Cause("ContainerFailed", where, detail, "see the log lines below")
+        return _cause("ContainerFailed", where, detail)
     return None
 
 
@@ -173,15 +170,7 @@ def pod_causes(pod: Mapping[str, Any]) -> list[Cause]:
     name = str((pod.get("metadata") or {}).get("name", "?"))
     status = pod.get("status") or {}
     if status.get("reason") == "Evicted":  # the kubelet's node-pressure eviction (the RHOAI guide's `Evicted`)
-        causes.append(
-            Cause(
-                "Evicted",
-                f"pod {name}",
-                status.get("message") or "the kubelet evicted the pod",
-                "the node ran short of memory or disk (node pressure): check the node's resources "
-                "(`oc describe node`), reduce the batch size, or request what the pod uses (memory_per_node)",
-            )
-        )
+        causes.append(_cause("Evicted", f"pod {name}", status.get("message") or "the kubelet evicted the pod"))
     for item in status.get("conditions") or []:
         if item.get("type") == "PodScheduled" and item.get("status") == "False":
             causes.append(_scheduling_cause(f"pod {name}", item.get("message") or item.get("reason") or ""))
@@ -219,7 +208,7 @@ def event_causes(events: Iterable[Mapping[str, Any]]) -> list[Cause]:
             causes.append(_scheduling_cause(where, message))
         elif "ImagePull" in message or "pull image" in message or reason == "ErrImagePull":
             causes.append(
-                Cause("ImagePullBackOff", where, message, "check the image name and tag, and the pull credentials")
+                _cause("ImagePullBackOff", where, message, "check the image name and tag, and the pull credentials")
             )
     return causes
 
@@ -229,26 +218,9 @@ def log_causes(where: str, log_text: str) -> list[Cause]:
     causes = []
     nccl = _NCCL_TIMEOUT.search(log_text)
     if nccl:
-        causes.append(
-            Cause(
-                "NCCLTimeout",
-                where,
-                f"a collective operation timed out: {nccl.group(0)[:160]}",
-                "raise INSTRUCTLAB_NCCL_TIMEOUT_MS (env, milliseconds) and check the network between the nodes "
-                "(NCCL_SOCKET_IFNAME, NCCL_DEBUG=INFO)",
-            )
-        )
+        causes.append(_cause("NCCLTimeout", where, f"a collective operation timed out: {nccl.group(0)[:160]}"))
     if _CUDA_OOM.search(log_text):
-        causes.append(
-            Cause(
-                "GPUOutOfMemory",
-                where,
-                "the GPU ran out of memory",
-                "lower the batch size / max tokens per GPU (training_effective_batch_size / "
-                "training_max_tokens_per_gpu: the pipelines' phase_02_train_man_train_batch / "
-                "phase_02_train_man_train_tokens), or use more GPUs (gpus_per_node, num_nodes)",
-            )
-        )
+        causes.append(_cause("GPUOutOfMemory", where, "the GPU ran out of memory"))
     return causes
 
 
@@ -256,7 +228,7 @@ def _ordered(causes: Iterable[Cause]) -> tuple[Cause, ...]:
     unique: dict[tuple[str, str], Cause] = {}
     for cause in causes:
         unique.setdefault((cause.code, cause.detail), cause)
-    rank = {code: index for index, code in enumerate(_PRIORITY)}
+    rank = {code: index for index, code in enumerate(_REMEDIES)}
     return tuple(sorted(unique.values(), key=lambda cause: rank.get(cause.code, len(rank))))
 
 
@@ -322,9 +294,7 @@ def diagnose(
     suspended = condition(job, "Suspended")
     if suspended and outcome != "Cancelled":
         detail = f"{suspended.get('reason', '')}: {suspended.get('message', '')}".strip(": ")
-        causes.append(
-            Cause("Suspended", f"{kind} {name}", detail or f"{suspend_field} is true", "resume it or check Kueue quota")
-        )
+        causes.append(_cause("Suspended", f"{kind} {name}", detail or f"{suspend_field} is true"))
     if outcome == "StartTimeout" and not pods and not causes:
         causes.append(
             Cause(
@@ -336,7 +306,7 @@ def diagnose(
             )
         )
     if outcome == "Deleted":
-        causes.append(Cause("Deleted", f"{kind} {name}", "deleted by someone else", "re-run the task"))
+        causes.append(_cause("Deleted", f"{kind} {name}", "deleted by someone else"))
     return Diagnosis(
         namespace=namespace,
         name=name,
