@@ -21,6 +21,7 @@ from components._common.retry import (
     describe,
     is_transient,
     single_try_transport,
+    status_of,
 )
 from components.training.finetuning.cluster.errors import ApiUnavailable, JobApiError
 
@@ -82,17 +83,12 @@ def rejected(what: str, error: Exception) -> JobApiError:
     return JobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}{hint}")
 
 
-def status_of(error: Exception) -> int | None:
-    """The HTTP status of an ``ApiException`` (None for other errors)."""
-    return getattr(error, "status", None)
-
-
 class Api:
     """The requests the job runner makes: each with a (connect, read) timeout, retried within bounds; no run state.
 
     Args:
         api_client: A ``kubernetes.client.ApiClient``.
-        sleep: Sleep between retries (tests inject a fake one).
+        sleep: Sleep between retries.
         log: Where retry lines go.
         attempts: Tries per request on transient failures.
         clock: The monotonic clock deadlines are measured on.

@@ -48,17 +48,13 @@ def owned_by(trainjob: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class JobKind:
-    """What differs between the job kinds :func:`run_job` runs; everything else is shared.
+    """What differs between the job kinds :func:`~.runner.run_job` runs (``kind``, ``group``, ``version``, ``plural``).
 
     Attributes:
-        kind: The manifest's ``kind`` (``TrainJob``, ``PyTorchJob``).
-        group: The API group.
-        version: The API version.
-        plural: The resource name.
         phase: Reads ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending`` from the job.
         pod_selector: The label selector of the job's pods, from its name.
         checks_runtime: Whether a training runtime is referenced and checked before submitting.
-        suspend_path: Where ``suspend`` lives under ``spec`` (``("suspend",)`` or ``("runPolicy", "suspend")``).
+        suspend_path: Where ``suspend`` lives under ``spec``.
         children: What deleting the job removes with it (for the log).
     """
 
@@ -136,10 +132,10 @@ def _trainer_container(node: Any) -> str:
 
 
 def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
-    """The RHOAI guide's troubleshooting commands for this job, naming the container the manifest patches.
+    """The RHOAI guide's troubleshooting commands for this job (``Pods: oc get pods ...; logs: oc logs ...``).
 
-    The guide's ``oc logs <pod-name> -c pytorch`` holds for a PyTorchJob; a TrainJob's pods run the runtime's trainer
-    container (``node`` in RHOAI's runtimes). One line: ``Pods: oc get pods -n NS -l ...; logs: oc logs <pod> ...``.
+    The container named is the one the manifest patches (``pytorch`` for a PyTorchJob, the runtime's trainer, e.g.
+    ``node``, for a TrainJob).
     """
     name = (manifest.get("metadata") or {}).get("name", "")
     container = _trainer_container(manifest.get("spec") or {})

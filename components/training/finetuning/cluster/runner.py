@@ -37,7 +37,7 @@ __all__ = ["JobResult", "run_job"]
 
 @dataclasses.dataclass(frozen=True)
 class JobResult:
-    """How a successful job run went (the cluster launchers' internal result; see ``run.TrainModelResult``).
+    """How a successful job run went.
 
     Attributes:
         name: The job's name.

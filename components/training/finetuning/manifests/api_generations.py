@@ -33,13 +33,9 @@ ASSUMED_GENERATION = POD_TEMPLATE_OVERRIDES
 
 @dataclasses.dataclass(frozen=True)
 class TrainJobApi:
-    """What a cluster's ``TrainJob`` API serves.
+    """What a cluster's ``TrainJob`` API serves: generation, ``spec.activeDeadlineSeconds``, ``status.trainerStatus``.
 
-    Attributes:
-        generation: :data:`RUNTIME_PATCHES` or :data:`POD_TEMPLATE_OVERRIDES`.
-        active_deadline: ``spec.activeDeadlineSeconds`` is served (else the launcher alone enforces the timeout).
-        trainer_status: ``status.trainerStatus`` is served (the Trainer injects its status server into the pods).
-        source: How this was learned (``OpenAPI v3 discovery``, or ``assumed: <why>``).
+    ``source`` says how this was learned (``OpenAPI v3 discovery``, or ``assumed: <why>``).
     """
 
     generation: str

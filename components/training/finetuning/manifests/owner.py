@@ -15,14 +15,9 @@ _UID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 
 @dataclasses.dataclass(frozen=True)
 class OwnerReference:
-    """The object that owns the run, as read from the launcher pod's ``ownerReferences``.
+    """The object that owns the run (e.g. the ``argoproj.io/v1alpha1`` ``Workflow``), from the launcher pod.
 
-    Attributes:
-        api_version: The owner's ``apiVersion`` (e.g. ``argoproj.io/v1alpha1``).
-        kind: Its kind (e.g. ``Workflow``).
-        name: Its name.
-        uid: Its uid (the garbage collector matches it, not the name).
-        namespace: Its namespace (not written: an owner must be in the job's namespace, checked by ``JobSpec``).
+    ``namespace`` is not written: an owner must be in the job's namespace (checked by ``JobSpec``).
     """
 
     api_version: str

@@ -95,16 +95,12 @@ def build_pytorchjob(
     restart_policy: str = "ExitCode",
     backoff_limit: int = 3,
 ) -> dict[str, Any]:
-    """Builds the ``PyTorchJob`` manifest of a spec (pure: no client calls, same arguments → equal dict).
-
-    ``runtime_name``, ``runtime_kind``, ``trainer_job_name`` and ``trainer_container_name`` of the spec do not apply
-    (a PyTorchJob has no runtime; its container must be called :data:`CONTAINER_NAME`).
+    """Builds the ``PyTorchJob`` manifest of a spec (pure; the runtime and trainer-job fields of the spec do not apply).
 
     Args:
-        spec: The validated spec (the one :func:`~.trainjob.build_trainjob` takes); ``image`` must be set.
-        clean_pod_policy: ``runPolicy.cleanPodPolicy`` once the job ends: ``Running`` (default: stop pods still
-            holding GPUs, keep finished ones for their logs), ``All`` or ``None``.
-        restart_policy: The replicas' ``restartPolicy``; ``ExitCode`` (default) recreates preempted pods.
+        spec: The validated spec; ``image`` must be set.
+        clean_pod_policy: ``runPolicy.cleanPodPolicy``: ``Running`` (stop pods still holding GPUs), ``All`` or ``None``.
+        restart_policy: The replicas' ``restartPolicy``; ``ExitCode`` recreates preempted pods.
         backoff_limit: ``runPolicy.backoffLimit``: pod restarts before the job is marked failed.
 
     Raises:
