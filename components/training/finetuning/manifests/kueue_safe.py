@@ -7,7 +7,6 @@ a volume's source is kept even when ``{}`` (a pointer), as are pointer fields wh
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,29 +30,21 @@ def without_empty(value: Any) -> Any:
     return value
 
 
-def volume(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``Volume`` without empty values; its source is kept even when empty (``emptyDir: {}``)."""
-    return {key: (item if key == "name" else without_empty(item)) for key, item in value.items()}
-
-
-def env_var(name: str, value: str) -> dict[str, Any]:
-    """A literal ``EnvVar``; an empty value is left out (it means the same and survives a typed client)."""
-    return {"name": name, "value": value} if value else {"name": name}
-
-
 def container_env(spec: JobSpec) -> list[dict[str, Any]]:
     """The trainer container's ``env``: the literal variables (sorted by name), then the secret references."""
-    env = [env_var(key, value) for key, value in sorted(spec.env.items())]
+    env = [{"name": key, "value": value} if value else {"name": key} for key, value in sorted(spec.env.items())]
     return env + [item.to_env_var() for item in spec.secret_env]
 
 
 def pod_settings(spec: JobSpec) -> dict[str, Any]:
     """The training pods' ``volumes``, ``tolerations``, ``nodeSelector`` and ``affinity`` (those set, Kueue-safe)."""
-    settings = {
-        "volumes": [volume(copy.deepcopy(dict(item))) for item in spec.volumes],
-        "tolerations": without_empty(copy.deepcopy([dict(toleration) for toleration in spec.tolerations])),
+    settings = {  # (without_empty builds new containers: nothing of the spec is shared with the manifest)
+        "volumes": [  # a source is kept even when empty: ``emptyDir: {}``
+            {key: item if key == "name" else without_empty(item) for key, item in v.items()} for v in spec.volumes
+        ],
+        "tolerations": without_empty(spec.tolerations),
         "nodeSelector": dict(spec.node_selector),
-        "affinity": without_empty(copy.deepcopy(dict(spec.affinity))),
+        "affinity": without_empty(spec.affinity),
     }
     return {key: value for key, value in settings.items() if value}
 

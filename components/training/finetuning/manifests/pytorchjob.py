@@ -6,7 +6,6 @@ the same name and ownership labels (a retried task re-attaches the same way); no
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,7 +58,7 @@ def _container(spec: JobSpec) -> dict[str, Any]:
     resources = resources_per_node(spec)
     if resources:
         container["resources"] = resources
-    mounts = kueue_safe.without_empty(copy.deepcopy([dict(mount) for mount in spec.volume_mounts]))
+    mounts = kueue_safe.without_empty(spec.volume_mounts)
     if mounts:
         container["volumeMounts"] = mounts
     return container

@@ -56,7 +56,7 @@ def _pod_patch(spec: JobSpec) -> dict[str, Any]:
     if metadata:
         template["metadata"] = metadata
     pod_spec = kueue_safe.pod_settings(spec)
-    mounts = kueue_safe.without_empty([dict(mount) for mount in spec.volume_mounts])
+    mounts = kueue_safe.without_empty(spec.volume_mounts)
     if mounts:
         pod_spec["containers"] = [{"name": spec.trainer_container_name, "volumeMounts": mounts}]
     if pod_spec:
