@@ -46,13 +46,9 @@ def follow(client: JobClient, state: JobState, settings: JobSettings) -> str:
         if not state.started and deadlines.start_timeout_seconds and start_elapsed >= deadlines.start_timeout_seconds:
             return "StartTimeout"
         window = settings.api.poll_interval_seconds
-        clock_stopped = paused and not deadlines.timeout_counts_paused_time  # no deadline comes closer while paused
-        for limit, spent in (
-            (deadlines.timeout_seconds, elapsed),
-            (0 if state.started else deadlines.start_timeout_seconds, start_elapsed),
-        ):
-            if limit and not clock_stopped:
-                window = min(window, max(limit - spent, 0.001))
+        own = run_deadline(state, settings)
+        if own is not None and not (paused and not deadlines.timeout_counts_paused_time):  # (a stopped clock: none)
+            window = min(window, max(own.at - settings.clock(), 0.001))
         try:
             job = wait_for_change(client, state, settings, window)
         except ApiUnavailable as error:  # the API stayed silent until the run's own deadline: let the loop end it

@@ -67,13 +67,14 @@ class Deadlines:
     cancel_timeout_seconds: float = cancel_budget(None)
 
     def __post_init__(self) -> None:
-        check_seconds("start_timeout_seconds", self.start_timeout_seconds, "no limit")
-        check_seconds("timeout_seconds", self.timeout_seconds, "no limit")
-        check_seconds(
-            "api_outage_tolerance_seconds", self.api_outage_tolerance_seconds, "as long as timeout_seconds allows"
-        )
-        check_seconds("cleanup_timeout_seconds", self.cleanup_timeout_seconds)
-        check_seconds("cancel_timeout_seconds", self.cancel_timeout_seconds)
+        for name, zero_means in (
+            ("start_timeout_seconds", "no limit"),
+            ("timeout_seconds", "no limit"),
+            ("api_outage_tolerance_seconds", "as long as timeout_seconds allows"),
+            ("cleanup_timeout_seconds", ""),
+            ("cancel_timeout_seconds", ""),
+        ):
+            check_seconds(name, getattr(self, name), zero_means)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -129,9 +129,7 @@ def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
 def manifest_api(manifest: Mapping[str, Any]) -> str:
     """The API a manifest is written for, for errors: ``TrainJob API with spec.runtimePatches (...)`` or its kind."""
     spec = manifest.get("spec") or {}
-    if manifest.get("kind") == "TrainJob":
-        for generation in GENERATIONS:
-            if generation in spec:
-                return f"TrainJob API with spec.{generation} ({SERVED_BY[generation]})"
-        return f"TrainJob API {manifest.get('apiVersion')}"
-    return f"{manifest.get('kind')} API {manifest.get('apiVersion')}"
+    generation = next((name for name in GENERATIONS if name in spec), "") if manifest.get("kind") == "TrainJob" else ""
+    return (
+        assumed(generation, "").describe() if generation else f"{manifest.get('kind')} API {manifest.get('apiVersion')}"
+    )
