@@ -23,7 +23,7 @@ from components._common.retry import (
     single_try_transport,
     status_of,
 )
-from components.training.finetuning.cluster.errors import ApiUnavailable, JobApiError
+from components.training.finetuning.cluster.errors import ApiUnavailable, JobApiError, JobError
 
 #: What every request waits at most, unless a deadline is closer: TCP connect, then each read of the answer.
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
@@ -73,7 +73,9 @@ def api_message(error: Exception) -> str:
 
 
 def failure_text(error: BaseException) -> str:
-    """One line for a failed request: the API's message for an answer, the error's type and text for none."""
+    """One line for a failed request: the API's message for an answer, ours for ours, else the error's type and text."""
+    if isinstance(error, JobError):
+        return str(error)
     return api_message(error) if getattr(error, "body", None) is not None else describe(error)
 
 

@@ -12,6 +12,10 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import urllib3
+from kubernetes import watch
+from kubernetes.client import ApiException
+
 from components.training.finetuning.cluster import strict
 from components.training.finetuning.cluster.api import Api, Deadline, Retry
 from components.training.finetuning.cluster.api import rejected as _rejected
@@ -124,8 +128,6 @@ class JobClient:
             FieldsRejected: The served API does not know some of the manifest's fields (named, with the generation).
             CreateRejected: Any other final answer (named with the API's message).
         """
-        from kubernetes.client import ApiException
-
         what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
         try:
             created = self._custom(
@@ -147,8 +149,6 @@ class JobClient:
     # -- reading -------------------------------------------------------------------------------------------------------
     def get_job(self, retry: Retry | None = None) -> dict[str, Any] | None:
         """The job now, or None when it does not exist."""
-        from kubernetes.client import ApiException
-
         what = f"reading {self.kind.kind} {self.namespace}/{self.name}"
         try:
             return self._custom(what, "get_namespaced_custom_object", self.name, retry=retry)
@@ -163,8 +163,6 @@ class JobClient:
         A read timeout or dropped connection after the API answered only ends the window; no answer is retried per
         ``retry``; 410 Gone is returned as ``expired`` (the caller re-lists).
         """
-        from kubernetes.client import ApiException
-
         what = f"watching {self.kind.kind} {self.namespace}/{self.name}"
         try:
             return self.api.call(
@@ -183,9 +181,6 @@ class JobClient:
             return WatchResult(expired=True, reason=f"{what}: the API sent an unreadable event ({error})")
 
     def _watch_once(self, window: float, resource_version: str, _request_timeout: Any) -> WatchResult:
-        import urllib3
-        from kubernetes import watch
-
         kwargs: dict[str, Any] = {
             "field_selector": f"metadata.name={self.name}",
             "timeout_seconds": max(1, math.ceil(window)),
@@ -229,8 +224,6 @@ class JobClient:
 
     def _core_list(self, what: str, method: str, **kwargs: Any) -> list[dict[str, Any]]:
         """The items of ``CoreV1Api.<method>`` in the job's namespace, as JSON."""
-        from kubernetes.client import ApiException
-
         try:
             return self.api.read_json(what, getattr(self.api.core, method), self.namespace, **kwargs).get("items") or []
         except ApiException as error:
@@ -253,8 +246,6 @@ class JobClient:
 
     def read_log(self, pod: str, container: str, previous: bool, tail_lines: int) -> str:
         """The last lines of a container's log (``""`` when there is none)."""
-        from kubernetes.client import ApiException
-
         try:
             return self.api.call(
                 f"reading log of {pod}/{container}",
@@ -278,8 +269,6 @@ class JobClient:
             NotOurJob: The job under the name has another uid (nothing was changed).
             JobApiError: Any other refusal.
         """
-        from kubernetes.client import ApiException
-
         what = f"{doing} {self.kind.kind} {self.namespace}/{self.name}"
         guarded = {**body, "metadata": {**(body.get("metadata") or {}), "uid": uid}} if uid else body
         try:
@@ -303,8 +292,6 @@ class JobClient:
             NotOurJob: The name holds a job with another uid (nothing was deleted).
             JobApiError: Any other refusal.
         """
-        from kubernetes.client import ApiException
-
         what = f"deleting {self.kind.kind} {self.namespace}/{self.name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubernetes.client import ApiException
+
 from components._common.namespace import pod_namespace
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster.api import Api, Retry, failure_text
@@ -78,8 +80,6 @@ def disruption(api: Api, namespace: str, name: str) -> str:
 
     One short read (never raises): an unreadable pod counts as not disrupted (the SIGTERM is then a cancellation).
     """
-    from kubernetes.client import ApiException
-
     if not name or not namespace:
         return ""
     try:
@@ -93,8 +93,6 @@ def disruption(api: Api, namespace: str, name: str) -> str:
 
 
 def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: str) -> LauncherPod:
-    from kubernetes.client import ApiException
-
     if not name or not namespace:
         return LauncherPod(None, None, f"none (not in a KFP pod: {POD_NAME_ENV} or the pod's namespace unknown)")
     if namespace != job_namespace:
@@ -107,9 +105,9 @@ def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: s
     try:
         pod = _read_pod(api, namespace, name, (5, 10))
     except (ApiException, JobError, OSError, ValueError) as error:
-        text = str(error) if isinstance(error, JobError) else failure_text(error)
         hint = " (grant `get pods`, see rbac.yaml)" if getattr(error, "status", None) == 403 else ""
-        return LauncherPod(None, None, f"none: cannot read the launcher pod {namespace}/{name}: {text}{hint}")
+        why = f"none: cannot read the launcher pod {namespace}/{name}: {failure_text(error)}{hint}"
+        return LauncherPod(None, None, why)
     metadata = pod.get("metadata") or {}
     grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     grace = float(grace) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else None
@@ -128,13 +126,8 @@ def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: s
         )
         return LauncherPod(None, grace, why)
     try:
-        reference = OwnerReference(
-            api_version=str(owner.get("apiVersion") or ""),
-            kind=str(owner.get("kind") or ""),
-            name=str(owner.get("name") or ""),
-            uid=str(owner.get("uid") or ""),
-            namespace=namespace,
-        )
+        fields = (str(owner.get(key) or "") for key in ("apiVersion", "kind", "name", "uid"))
+        reference = OwnerReference(*fields, namespace=namespace)
     except ValueError as error:
         return LauncherPod(None, grace, f"none: the launcher pod's owner is unusable ({error})")
     why = f"{reference.kind} {namespace}/{reference.name} (the launcher pod's owner): deleting the run deletes the job"

@@ -231,7 +231,7 @@ def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline
         client.say(str(error))
         return ""
     except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
-        text = str(error) if isinstance(error, JobError) else failure_text(error)
+        text = failure_text(error)
         doing = "deleted" if policy == "delete" else "suspended"
         note = (
             f"{kind.kind} {client.namespace}/{client.name} could not be {doing} (cleanup_policy={policy}: {text}); "
