@@ -114,12 +114,6 @@ def queue_name(job: Mapping[str, Any]) -> str:
     return str(((job.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME_LABEL) or "")
 
 
-def selector_matches(selector: str, labels: Mapping[str, str]) -> bool:
-    """Whether ``labels`` satisfy an equality-based label selector (``a=b,c=d``)."""
-    pairs = [term.split("=", 1) for term in selector.split(",") if term]
-    return all(labels.get(key) == value for key, value in pairs)
-
-
 def _trainer_container(node: Any) -> str:
     """The first container named in a manifest's pod templates or pod patches (``""`` when it names none)."""
     if isinstance(node, Mapping):
