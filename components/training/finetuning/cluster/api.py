@@ -1,9 +1,8 @@
 """Every Kubernetes API request of ``train_model``: deadlines, retries and the errors they end in.
 
-Each request carries ``_request_timeout=(connect, read)`` (the official client waits forever without one), cut to what
-is left of the current deadline; transient failures are retried by the shared policy (:mod:`components._common.retry`),
-never past the deadline; any other answer is raised at once for the caller to judge. urllib3's own retries are off
-(they would repeat a timed-out read three more times).
+Each request carries ``_request_timeout=(connect, read)``, cut to what is left of the current deadline; transient
+failures are retried by the shared policy (:mod:`components._common.retry`), never past the deadline; urllib3's own
+retries are off (they would repeat a timed-out read three more times).
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The requests about one job: create (or read on 409), read, watch, list its pods and events, read logs, patch, delete.
-
-:class:`JobClient` is stateless (what the run learns is :class:`.state.JobState`'s); every call goes through
-:class:`.api.Api`, and a refusal becomes a :class:`.errors.JobApiError` naming the job's real kind.
-"""
+"""The requests about one job (stateless): create, read, watch, list its pods and events, read logs, patch, delete."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The job kinds ``train_model`` runs, and what differs between them: where a job lives, its phase, its pods, suspend.
+"""The job kinds ``train_model`` runs (TrainJob, PyTorchJob) and what differs between them (:class:`JobKind`).
 
-A Kubeflow Trainer v2 ``TrainJob`` and a Training Operator v1 ``PyTorchJob`` are followed by the same code
-(:mod:`.runner`); a :class:`JobKind` (:data:`JOB_KINDS`, picked from the manifest's ``kind``) holds what differs.
 :data:`API_PERMISSIONS` lists every API call's RBAC verb; ``rbac.yaml`` grants exactly these.
 """
 

@@ -1,9 +1,4 @@
-"""Whether a job of this run/task still exists: ``training_resume=False`` never wipes the files of a live job.
-
-A retried launcher (KFP retry, a restarted pod) runs the same run and task, so it re-attaches to the job of the first
-attempt (:func:`.lifecycle.submit`). That job writes its checkpoints and metrics into the run directory; clearing the
-directory for a fresh start (``resume=False``) must therefore wait until no job of this run/task exists.
-"""
+"""Whether a job of this run/task still exists: ``training_resume=False`` never wipes the files of a live job."""
 
 from __future__ import annotations
 

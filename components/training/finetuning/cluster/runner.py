@@ -85,20 +85,20 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
             raise JobCancelled(diagnose(client, state, settings, "Cancelled")) from None
         raise wrap_up(client, state, settings, "Cancelled") from None
     except BaseException as error:
-        if state.submitted and state.job is None and not isinstance(error, ApiOutageTooLong):
-            # The create was sent but never confirmed before the start timeout: whatever exists was never seen
-            # running; apply the policy to this run/task's job, if there is one.
+        if not state.submitted or isinstance(error, ApiOutageTooLong):  # (that error says where the job runs)
+            raise
+        if state.job is None:  # the create was never confirmed: apply the policy to this run/task's job, if any
             policy = settings.policy.cleanup_policy
             client.say(
                 f"stopped before the job was confirmed ({type(error).__name__}): applying cleanup_policy={policy}"
             )
             with signals_ignored():
                 note = clean_up(client, state, settings, cleanup_budget(settings))
-            if note:
-                append_note(error, note)
-        elif state.submitted and not isinstance(error, ApiOutageTooLong):
+        else:
             client.say(f"stopped by an error ({type(error).__name__}); the job is left running, untouched")
-            append_note(error, left_running_note(client))
+            note = left_running_note(client)
+        if note:
+            append_note(error, note)
         raise
     if (
         outcome == "Timeout"

@@ -79,24 +79,19 @@ def available_runtimes(api: Api, namespace: str) -> str:
 
 
 def _check_patched_jobs(manifest: Mapping[str, Any], kind: str, name: str, runtime: Mapping[str, Any]) -> None:
+    """Fails unless the runtime has every replicated job the manifest's pod patch targets."""
     jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
     available = [job.get("name") for job in jobs]
-    namespace, job_name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    for job in patched_jobs(manifest):
-        if job not in available:
-            raise RuntimeNotFoundError(
-                f"TrainJob {namespace}/{job_name}: {kind} {name!r} has no replicated job "
-                f"{job!r} to patch (it has {available}); set trainer_job_name to one of them"
-            )
-
-
-def patched_jobs(manifest: Mapping[str, Any]) -> list[str]:
-    """The replicated jobs this project's pod patch targets (``runtimePatches`` or ``podTemplateOverrides``)."""
     spec = manifest.get("spec") or {}
-    names = []
+    patched = [
+        target["name"] for override in spec.get("podTemplateOverrides") or [] for target in override["targetJobs"]
+    ]
     for patch in spec.get("runtimePatches") or []:
         if patch.get("manager") == PATCH_MANAGER:
-            names += [job["name"] for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]]
-    for override in spec.get("podTemplateOverrides") or []:
-        names += [target["name"] for target in override.get("targetJobs") or []]
-    return names
+            patched += [job["name"] for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]]
+    for job in patched:
+        if job not in available:
+            raise RuntimeNotFoundError(
+                f"TrainJob {manifest['metadata']['namespace']}/{manifest['metadata']['name']}: {kind} {name!r} has no "
+                f"replicated job {job!r} to patch (it has {available}); set trainer_job_name to one of them"
+            )
