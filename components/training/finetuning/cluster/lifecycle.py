@@ -185,18 +185,13 @@ def cleanup_budget(settings: JobSettings) -> Deadline:
     return Deadline(settings.clock() + budget, f"cleanup_timeout_seconds={budget:g}")
 
 
-def until(deadline: Deadline, settings: JobSettings) -> Retry:
-    """Retries a cleanup request with backoff until ``deadline``, using the whole budget (not a count)."""
-    return Retry(policy=settings.api.outage_policy, deadline=deadline)
-
-
 def delete_job(client: JobClient, state: JobState, settings: JobSettings, deadline: Deadline) -> bool:
     """Deletes this run's job (by its uid) within ``deadline``, retrying until then (``delete_on_success``).
 
     Another job under the name is never deleted: that is said in one line and ``False`` returned.
     """
     try:
-        return client.bounded(deadline).delete_job(state.uid, until(deadline, settings))
+        return client.bounded(deadline).delete_job(state.uid, Retry(settings.api.outage_policy, deadline=deadline))
     except NotOurJob as error:
         client.say(str(error))
         return False
@@ -214,7 +209,8 @@ def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline
     if policy == "keep":
         client.say(f"kept (cleanup_policy=keep): `{command}`")
         return ""
-    bounded, retry = client.bounded(deadline), until(deadline, settings)
+    # Each request is retried with backoff until the deadline, using the whole budget (not a count).
+    bounded, retry = client.bounded(deadline), Retry(settings.api.outage_policy, deadline=deadline)
     try:
         if not state.uid:  # the create's answer never came: clean up only this run/task's job
             existing = bounded.get_job(retry)

@@ -45,6 +45,10 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
+#: The record's numbers a progress line shows, and how.
+_SHOWN = {"epoch": "epoch {:.2f}", "loss": "loss {:.4f}", "lr": "lr {:.2e}", "tokens_per_second": "{:.0f} tok/s"}
+
+
 def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     """One progress line, e.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | ETA 3m12s``.
 
@@ -61,11 +65,9 @@ def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping
             parts.append(f"step {step}/{total} ({shown:.0f}%)")
         else:
             parts.append(f"step {step}")
-        for key, fmt in (("epoch", "epoch {:.2f}"), ("loss", "loss {:.4f}"), ("lr", "lr {:.2e}")):
+        for key, fmt in _SHOWN.items():
             if isinstance(record.get(key), (int, float)):
                 parts.append(fmt.format(record[key]))
-        if isinstance(record.get("tokens_per_second"), (int, float)):
-            parts.append(f"{record['tokens_per_second']:.0f} tok/s")
         elapsed, eta = record.get("time"), record.get("eta_seconds")
         if isinstance(eta, (int, float)) and eta > 0:
             parts.append(f"ETA {format_duration(eta)}")
@@ -74,8 +76,7 @@ def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping
     elif trainer_status:
         if trainer_status.get("progressPercentage") is not None:
             parts.append(f"{trainer_status['progressPercentage']}%")
-        for metric in trainer_status.get("metrics") or []:
-            parts.append(f"{metric.get('name')} {metric.get('value')}")
+        parts += [f"{metric.get('name')} {metric.get('value')}" for metric in trainer_status.get("metrics") or []]
         if trainer_status.get("estimatedRemainingSeconds") is not None:
             parts.append(f"ETA {format_duration(trainer_status['estimatedRemainingSeconds'])}")
     return " | ".join(parts)
