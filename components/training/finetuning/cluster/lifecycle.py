@@ -137,13 +137,22 @@ def diagnose(client: JobClient, state: JobState, settings: JobSettings, outcome:
             client.say(f"diagnosis is incomplete: {error}")
             return empty
 
-    def logs_of(pods: list[dict[str, Any]]) -> dict[str, str]:
-        found = {}
-        for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
-            text = client.read_log(pod, container, previous, settings.policy.log_tail_lines)
-            if text:
-                found[f"pod {pod}, container {container}"] = text
-        return found
+    def logs_of(pods: list[dict[str, Any]]) -> dict[str, str]:  # of containers that exited non-zero or crash-loop
+        failed = []  # (pod, container, previous), in pod order
+        for pod in pods:
+            for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                now, last = status.get("state") or {}, (status.get("lastState") or {}).get("terminated") or {}
+                if (now.get("terminated") or {}).get("exitCode") not in (None, 0):
+                    failed.append((pod["metadata"]["name"], status["name"], False))
+                elif now.get("waiting") and last.get("exitCode") not in (None, 0):
+                    failed.append((pod["metadata"]["name"], status["name"], True))
+        tails = {
+            f"pod {pod}, container {container}": client.read_log(
+                pod, container, previous, settings.policy.log_tail_lines
+            )
+            for pod, container, previous in failed[:_MAX_LOGGED_PODS]
+        }
+        return {source: text for source, text in tails.items() if text}
 
     pods, events, logs = [], [], {}
     if outcome != "Cancelled" and not state.replaced_by:  # (another job's pods and events are not ours to report)
@@ -161,22 +170,6 @@ def diagnose(client: JobClient, state: JobState, settings: JobSettings, outcome:
         tail_lines=settings.policy.log_tail_lines,
         kind=client.kind.kind,
     )
-
-
-def failed_containers(pods: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
-    """(pod, container, previous) of containers that exited non-zero or crash-loop, in pod order."""
-    found = []
-    for pod in pods:
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            state = status.get("state") or {}
-            last = (status.get("lastState") or {}).get("terminated") or {}
-            terminated = state.get("terminated") or {}
-            name = pod["metadata"]["name"]
-            if terminated.get("exitCode") not in (None, 0):
-                found.append((name, status["name"], False))
-            elif state.get("waiting") and last.get("exitCode") not in (None, 0):
-                found.append((name, status["name"], True))
-    return found
 
 
 def cleanup_budget(settings: JobSettings) -> Deadline:
