@@ -38,11 +38,7 @@ class CreateRejected(JobApiError):
 
 
 class FieldsRejected(CreateRejected):
-    """The Strict create was refused for fields the served API does not know (:mod:`.strict`); nothing was created.
-
-    Attributes:
-        fields: The unknown fields, as the API server names them (``spec.runtimePatches``).
-    """
+    """The Strict create was refused for ``fields`` the served API does not know (as the server names them)."""
 
     def __init__(self, message: str, fields: list[str]) -> None:
         super().__init__(message)
@@ -52,10 +48,9 @@ class FieldsRejected(CreateRejected):
 def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: bool) -> JobApiError:
     """The error of a refused create or patch: :class:`FieldsRejected` for unknown fields, else the API's message."""
     fields = strict.unknown_fields(error)
-    if fields and create:
-        return FieldsRejected(strict.unknown_fields_message(what, fields, manifest), fields)
     if fields:
-        return JobApiError(strict.unknown_fields_message(what, fields, manifest))
+        message = strict.unknown_fields_message(what, fields, manifest)
+        return FieldsRejected(message, fields) if create else JobApiError(message)
     return CreateRejected(str(_rejected(what, error))) if create else _rejected(what, error)
 
 

@@ -126,9 +126,8 @@ class ApiOptions:
     outage_policy: RetryPolicy = OUTAGE_POLICY
 
     def __post_init__(self) -> None:
-        check_seconds("connect_timeout_seconds", self.connect_timeout_seconds)
-        check_seconds("read_timeout_seconds", self.read_timeout_seconds)
-        check_seconds("poll_interval_seconds", self.poll_interval_seconds)
+        for name in ("connect_timeout_seconds", "read_timeout_seconds", "poll_interval_seconds"):
+            check_seconds(name, getattr(self, name))
         if self.attempts < 1:
             raise ValueError(f"attempts={self.attempts!r}: must be >= 1")
 

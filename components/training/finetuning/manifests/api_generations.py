@@ -113,13 +113,10 @@ def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
     if schema is None:
         return None
     properties = schema.get("properties") or {}
-    spec = (_resolved(openapi, properties.get("spec")) or {}).get("properties") or {}
-    status = (_resolved(openapi, properties.get("status")) or {}).get("properties") or {}
-    if RUNTIME_PATCHES in spec:
-        generation = RUNTIME_PATCHES
-    elif POD_TEMPLATE_OVERRIDES in spec:
-        generation = POD_TEMPLATE_OVERRIDES
-    else:
+    spec = _resolved(openapi, properties.get("spec")).get("properties") or {}
+    status = _resolved(openapi, properties.get("status")).get("properties") or {}
+    generation = next((name for name in GENERATIONS if name in spec), None)  # (runtimePatches first)
+    if generation is None:
         return None
     return TrainJobApi(
         generation, active_deadline="activeDeadlineSeconds" in spec, trainer_status="trainerStatus" in status
