@@ -11,6 +11,9 @@ MANAGED_BY_VALUE = "kfp-finetune"
 RUN_ID_LABEL = "kfp-finetune.kubeflow.org/run-id"
 TASK_NAME_LABEL = "kfp-finetune.kubeflow.org/task-name"
 TASK_NAME_ANNOTATION = "kfp-finetune.kubeflow.org/task-name"
+#: The pod label the RHOAI guide's troubleshooting selects training pods by (``oc get pods -l ...=<job-name>``): the
+#: Training Operator sets it on PyTorchJob pods, the TrainJob builder on TrainJob pods (through its pod patch).
+JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
 #: Job names are kept this short so that JobSet's derived names (``<name>-node-<job>-<pod>``) fit in 63 chars.
 MAX_NAME_LENGTH = 47
 

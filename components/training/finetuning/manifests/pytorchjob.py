@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.training.finetuning.manifests import kueue_safe
+from components.training.finetuning.manifests.names import JOB_NAME_POD_LABEL
 from components.training.finetuning.manifests.spec import (
     JobSpec,
     JobSpecError,
@@ -26,8 +27,6 @@ CONTAINER_NAME = "pytorch"
 #: The port name and default port the operator reads the master's rendezvous port from.
 PORT_NAME = "pytorchjob-port"
 DEFAULT_PORT = 23456
-#: The label the operator puts on every pod of a PyTorchJob (to list its pods).
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 CLEAN_POD_POLICIES = ("Running", "All", "None")
 #: ``ExitCode`` recreates pods that exit with a retryable code (130, 137, 143: SIGINT/SIGKILL/SIGTERM, e.g. a
 #: preempted node) and fails the job on others, so a preempted replica resumes from its last checkpoint.
@@ -40,7 +39,7 @@ API_PERMISSIONS = frozenset(
 
 def pod_label_selector(name: str) -> str:
     """The label selector of a PyTorchJob's pods (the counterpart of JobSet's ``jobset-name`` label)."""
-    return f"{JOB_NAME_LABEL}={name}"
+    return f"{JOB_NAME_POD_LABEL}={name}"
 
 
 def _container(spec: JobSpec) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from components.training.finetuning.manifests.api_generations import (
     TRAINER_2_3,
     TrainJobApi,
 )
-from components.training.finetuning.manifests.names import job_name
+from components.training.finetuning.manifests.names import JOB_NAME_POD_LABEL, job_name
 from components.training.finetuning.manifests.spec import (
     API_GROUP,
     API_VERSION,
@@ -41,12 +41,6 @@ def _trainer(spec: JobSpec) -> dict[str, Any]:
     if env:
         trainer["env"] = env
     return trainer
-
-
-#: The pod label the RHOAI guide's troubleshooting selects training pods by (``oc get pods -l ...=<job-name>``); the
-#: Training Operator sets it on PyTorchJob pods, this project sets it on TrainJob pods through the pod template patch
-#: (``runtimePatches`` or ``podTemplateOverrides``).
-JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
 
 
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
