@@ -13,16 +13,15 @@ from typing import Any
 from components.training.finetuning.cluster.api import Api, api_message
 from components.training.finetuning.cluster.discovery import resource_served, served_versions
 from components.training.finetuning.cluster.errors import JobError
+from components.training.finetuning.cluster.job_kinds import PYTORCHJOB_KIND, TRAINJOB_KIND
 from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS, runtime_names, runtime_request
-from components.training.finetuning.manifests import pytorchjob
-from components.training.finetuning.manifests import spec as trainjob
 
 LAUNCHER_TRAINJOB = "trainjob"
 LAUNCHER_PYTORCHJOB = "pytorchjob"
 #: (group, version, plural) of each launcher's resource, as its builder writes it.
 LAUNCHER_RESOURCES = {
-    LAUNCHER_TRAINJOB: (trainjob.API_GROUP, trainjob.API_VERSION, trainjob.TRAINJOB_PLURAL),
-    LAUNCHER_PYTORCHJOB: (pytorchjob.API_GROUP, pytorchjob.API_VERSION, pytorchjob.PYTORCHJOB_PLURAL),
+    launcher: (kind.group, kind.version, kind.plural)
+    for launcher, kind in ((LAUNCHER_TRAINJOB, TRAINJOB_KIND), (LAUNCHER_PYTORCHJOB, PYTORCHJOB_KIND))
 }
 
 
