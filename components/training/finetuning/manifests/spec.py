@@ -78,6 +78,11 @@ def _is_label(value: Any) -> bool:
     return isinstance(value, str) and len(value) <= 63 and bool(DNS1123_LABEL.match(value))
 
 
+def _known_keys(field: str, value: Mapping[str, Any], allowed: set[str]) -> None:
+    if set(value) - allowed:
+        raise fail(field, dict(value), f"unknown keys {sorted(set(value) - allowed)}; allowed: {sorted(allowed)}")
+
+
 def fail(field: str, value: Any, rule: str) -> JobSpecError:
     """The error naming a spec field, its value and the rule it breaks."""
     return JobSpecError(f"JobSpec.{field}={value!r}: {rule}")
@@ -284,9 +289,7 @@ class JobSpec:
                 raise fail(where, mount, "must be a VolumeMount dict with a 'name'")
             if mount["name"] not in volume_names:
                 raise fail(f"{where}.name", mount["name"], f"must name one of volumes {sorted(volume_names)}")
-            unknown = set(mount) - _MOUNT_KEYS
-            if unknown:
-                raise fail(where, mount, f"unknown keys {sorted(unknown)}")
+            _known_keys(where, mount, _MOUNT_KEYS)
             path = mount.get("mountPath")
             if not isinstance(path, str) or not path.startswith("/"):
                 raise fail(f"{where}.mountPath", path, "must be an absolute path")
@@ -299,11 +302,7 @@ class JobSpec:
             where = f"tolerations[{index}]"
             if not isinstance(toleration, Mapping) or not toleration:
                 raise fail(where, toleration, "must be a non-empty Toleration dict")
-            unknown = set(toleration) - _TOLERATION_KEYS
-            if unknown:
-                raise fail(
-                    where, dict(toleration), f"unknown keys {sorted(unknown)}; allowed: {sorted(_TOLERATION_KEYS)}"
-                )
+            _known_keys(where, toleration, _TOLERATION_KEYS)
             if toleration.get("operator", "Equal") not in _TOLERATION_OPERATORS:
                 raise fail(
                     f"{where}.operator", toleration["operator"], f"must be one of {sorted(_TOLERATION_OPERATORS)}"
@@ -318,11 +317,7 @@ class JobSpec:
         for key, value in self.node_selector.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise fail("node_selector", {key: value}, "keys and values must be strings")
-        unknown = set(self.affinity) - _AFFINITY_KEYS
-        if unknown:
-            raise fail(
-                "affinity", dict(self.affinity), f"unknown keys {sorted(unknown)}; allowed {sorted(_AFFINITY_KEYS)}"
-            )
+        _known_keys("affinity", self.affinity, _AFFINITY_KEYS)
 
     def _check_metadata(self) -> None:
         if self.owner is not None and (
