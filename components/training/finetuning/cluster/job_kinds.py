@@ -9,10 +9,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from components.training.finetuning.cluster import diagnosis as diagnosis_module
 from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
 from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION, QUEUE_NAME_LABEL, TRAINJOB_PLURAL
+from components.training.finetuning.manifests.status import condition
 from components.training.finetuning.manifests.trainjob import JOB_NAME_POD_LABEL
 
 #: JobSet labels the pods it creates with the JobSet's (= the TrainJob's) name.
@@ -30,7 +30,7 @@ API_PERMISSIONS = frozenset(
 def trainjob_phase(trainjob: Mapping[str, Any]) -> str:
     """``Complete``, ``Failed``, ``Suspended``, ``Running`` (a pod ready / progress reported) or ``Pending``."""
     for type_ in ("Complete", "Failed", "Suspended"):
-        if diagnosis_module.condition(trainjob, type_):
+        if condition(trainjob, type_):
             return type_
     status = trainjob.get("status") or {}
     if status.get("trainerStatus") or any((job.get("ready") or 0) > 0 for job in status.get("jobsStatus") or []):

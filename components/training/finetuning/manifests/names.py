@@ -17,7 +17,6 @@ JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
 #: Job names are kept this short so that JobSet's derived names (``<name>-node-<job>-<pod>``) fit in 63 chars.
 MAX_NAME_LENGTH = 47
 
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -47,9 +46,7 @@ def job_name(run_id: str, task_name: str) -> str:
     if not slug or not slug[0].isalpha():
         slug = f"tj-{slug}".rstrip("-")
     slug = slug[: MAX_NAME_LENGTH - len(digest) - 1].rstrip("-")
-    name = f"{slug}-{digest}"
-    assert DNS1035.match(name) and len(name) <= MAX_NAME_LENGTH, name
-    return name
+    return f"{slug}-{digest}"
 
 
 def label_value(text: str) -> str:
