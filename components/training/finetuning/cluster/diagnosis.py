@@ -178,16 +178,12 @@ def pod_causes(pod: Mapping[str, Any]) -> list[Cause]:
         where = f"pod {name}, container {status.get('name', '?')}"
         state = status.get("state") or {}
         last = (status.get("lastState") or {}).get("terminated") or {}
-        if state.get("waiting"):
-            cause = _waiting_cause(where, state["waiting"], last)
-            if cause:
-                causes.append(cause)
-        if last.get("reason") == "OOMKilled" or (state.get("terminated") or {}).get("reason") == "OOMKilled":
-            causes.append(_terminated_cause(where, {"reason": "OOMKilled", "exitCode": 137}))
+        found = [_waiting_cause(where, state["waiting"], last) if state.get("waiting") else None]
+        if "OOMKilled" in (last.get("reason"), (state.get("terminated") or {}).get("reason")):
+            found.append(_terminated_cause(where, {"reason": "OOMKilled", "exitCode": 137}))
         elif state.get("terminated"):
-            cause = _terminated_cause(where, state["terminated"])
-            if cause:
-                causes.append(cause)
+            found.append(_terminated_cause(where, state["terminated"]))
+        causes += [cause for cause in found if cause]
     return causes
 
 

@@ -140,13 +140,12 @@ def check_started(client: JobClient, state: JobState, settings: JobSettings, pha
             if cause.line() not in state.reported:
                 state.reported.add(cause.line())
                 client.say(f"waiting: {cause.line()}")
-    for pod in pods:
-        statuses = (pod.get("status") or {}).get("containerStatuses") or []
-        if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded") or any(
-            "running" in (status.get("state") or {}) for status in statuses
-        ):
-            return True
-    return False
+    statuses = [pod.get("status") or {} for pod in pods]
+    return any(
+        status.get("phase") in ("Running", "Succeeded")
+        or any("running" in (container.get("state") or {}) for container in status.get("containerStatuses") or [])
+        for status in statuses
+    )
 
 
 def report(client: JobClient, state: JobState, phase: str) -> None:
