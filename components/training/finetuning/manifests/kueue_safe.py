@@ -30,6 +30,11 @@ def without_empty(value: Any) -> Any:
     return value
 
 
+def set_fields(**fields: Any) -> dict[str, Any]:
+    """The fields that hold a value, in order (an empty one is left out: a typed client would drop it)."""
+    return {key: value for key, value in fields.items() if not is_empty(value)}
+
+
 def container_env(spec: JobSpec) -> list[dict[str, Any]]:
     """The trainer container's ``env``: the literal variables (sorted by name), then the secret references."""
     env = [{"name": key, "value": value} if value else {"name": key} for key, value in sorted(spec.env.items())]
@@ -38,18 +43,16 @@ def container_env(spec: JobSpec) -> list[dict[str, Any]]:
 
 def pod_settings(spec: JobSpec) -> dict[str, Any]:
     """The training pods' ``volumes``, ``tolerations``, ``nodeSelector`` and ``affinity`` (those set, Kueue-safe)."""
-    settings = {  # (without_empty builds new containers: nothing of the spec is shared with the manifest)
-        "volumes": [  # a source is kept even when empty: ``emptyDir: {}``
+    return set_fields(  # (without_empty builds new containers: nothing of the spec is shared with the manifest)
+        volumes=[  # a source is kept even when empty: ``emptyDir: {}``
             {key: item if key == "name" else without_empty(item) for key, item in v.items()} for v in spec.volumes
         ],
-        "tolerations": without_empty(spec.tolerations),
-        "nodeSelector": dict(spec.node_selector),
-        "affinity": without_empty(spec.affinity),
-    }
-    return {key: value for key, value in settings.items() if value}
+        tolerations=without_empty(spec.tolerations),
+        nodeSelector=dict(spec.node_selector),
+        affinity=without_empty(spec.affinity),
+    )
 
 
 def pod_metadata(spec: JobSpec, labels: Mapping[str, str]) -> dict[str, Any]:
     """The pod template's ``labels`` (``spec.pod_labels`` and ``labels``) and ``annotations``, those not empty."""
-    metadata = {"labels": {**dict(spec.pod_labels), **labels}, "annotations": dict(spec.pod_annotations)}
-    return {key: value for key, value in metadata.items() if value}
+    return set_fields(labels={**dict(spec.pod_labels), **labels}, annotations=dict(spec.pod_annotations))

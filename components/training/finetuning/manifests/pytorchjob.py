@@ -43,33 +43,21 @@ def pod_label_selector(name: str) -> str:
 
 
 def _container(spec: JobSpec) -> dict[str, Any]:
-    container: dict[str, Any] = {
-        "name": CONTAINER_NAME,
-        "image": spec.image,
-        "command": list(spec.command),
-    }
-    if spec.args:
-        container["args"] = list(spec.args)
-    env = kueue_safe.container_env(spec)
-    if env:
-        container["env"] = env
-    container["ports"] = [{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}]
-    resources = resources_per_node(spec)
-    if resources:
-        container["resources"] = resources
-    mounts = kueue_safe.without_empty(spec.volume_mounts)
-    if mounts:
-        container["volumeMounts"] = mounts
-    return container
+    return kueue_safe.set_fields(
+        name=CONTAINER_NAME,
+        image=spec.image,
+        command=list(spec.command),
+        args=list(spec.args),
+        env=kueue_safe.container_env(spec),
+        ports=[{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}],
+        resources=resources_per_node(spec),
+        volumeMounts=kueue_safe.without_empty(spec.volume_mounts),
+    )
 
 
 def _pod_template(spec: JobSpec) -> dict[str, Any]:
-    template: dict[str, Any] = {}
-    metadata = kueue_safe.pod_metadata(spec, {})
-    if metadata:
-        template["metadata"] = metadata
-    template["spec"] = {"containers": [_container(spec)], **kueue_safe.pod_settings(spec)}
-    return template
+    pod_spec = {"containers": [_container(spec)], **kueue_safe.pod_settings(spec)}
+    return kueue_safe.set_fields(metadata=kueue_safe.pod_metadata(spec, {}), spec=pod_spec)
 
 
 def _check_options(spec: JobSpec, clean_pod_policy: str, restart_policy: str, backoff_limit: int) -> None:

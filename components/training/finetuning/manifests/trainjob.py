@@ -26,36 +26,27 @@ from components.training.finetuning.manifests.spec import (
 
 
 def _trainer(spec: JobSpec) -> dict[str, Any]:
-    trainer: dict[str, Any] = {}
-    if spec.image:
-        trainer["image"] = spec.image
-    trainer["command"] = list(spec.command)
-    if spec.args:
-        trainer["args"] = list(spec.args)
-    trainer["numNodes"] = spec.num_nodes
-    trainer["numProcPerNode"] = max(spec.gpus_per_node, 1)
-    resources = resources_per_node(spec)
-    if resources:
-        trainer["resourcesPerNode"] = resources
-    env = kueue_safe.container_env(spec)
-    if env:
-        trainer["env"] = env
-    return trainer
+    return kueue_safe.set_fields(
+        image=spec.image,
+        command=list(spec.command),
+        args=list(spec.args),
+        numNodes=spec.num_nodes,
+        numProcPerNode=max(spec.gpus_per_node, 1),
+        resourcesPerNode=resources_per_node(spec),
+        env=kueue_safe.container_env(spec),
+    )
 
 
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
     """The pod template patch: labels (with :data:`JOB_NAME_POD_LABEL`), annotations, the trainer's mounts, the rest."""
-    template: dict[str, Any] = {}
-    metadata = kueue_safe.pod_metadata(spec, {JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)})
-    if metadata:
-        template["metadata"] = metadata
     pod_spec = kueue_safe.pod_settings(spec)
     mounts = kueue_safe.without_empty(spec.volume_mounts)
     if mounts:
         pod_spec["containers"] = [{"name": spec.trainer_container_name, "volumeMounts": mounts}]
-    if pod_spec:
-        template["spec"] = pod_spec
-    return template
+    return kueue_safe.set_fields(
+        metadata=kueue_safe.pod_metadata(spec, {JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)}),
+        spec=pod_spec,
+    )
 
 
 def runtime_patches(spec: JobSpec) -> list[dict[str, Any]]:
