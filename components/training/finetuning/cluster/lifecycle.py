@@ -220,11 +220,10 @@ def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline
         client.say(str(error))
         return ""
     except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
-        text = failure_text(error)
         doing = "deleted" if policy == "delete" else "suspended"
         note = (
-            f"{kind.kind} {client.namespace}/{client.name} could not be {doing} (cleanup_policy={policy}: {text}); "
-            f"it may still hold its GPUs: run `{command}`"
+            f"{kind.kind} {client.namespace}/{client.name} could not be {doing} (cleanup_policy={policy}: "
+            f"{failure_text(error)}); it may still hold its GPUs: run `{command}`"
         )
         client.say(f"WARNING: {note}")
         return note
