@@ -46,7 +46,7 @@ _REMEDIES = {
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
-    """One reason a job failed or did not start.
+    """One reason a job failed or did not start; ``str()`` of it is its line ``code (where): detail -> remedy``.
 
     Attributes:
         code: A short name (``OOMKilled``, ``Unschedulable``, ...: the keys of ``_REMEDIES``).
@@ -60,8 +60,7 @@ class Cause:
     detail: str
     remedy: str
 
-    def line(self) -> str:
-        """The cause on one line: ``code (where): detail -> remedy``."""
+    def __str__(self) -> str:
         return f"{self.code} ({self.where}): {self.detail} -> {self.remedy}"
 
 
@@ -92,7 +91,7 @@ class Diagnosis:
     def text(self) -> str:
         """A multi-line report: headline, one line per cause, then the log tail."""
         lines = [f"{self.kind} {self.namespace}/{self.name}: {self.outcome}: {self.summary}"]
-        lines += [f"  cause: {cause.line()}" for cause in self.causes]
+        lines += [f"  cause: {cause}" for cause in self.causes]
         if not self.causes:
             lines.append(
                 f"  cause: unknown -> run `kubectl describe {self.kind.lower()} {self.name} -n {self.namespace}`"

@@ -137,9 +137,9 @@ def check_started(client: JobClient, state: JobState, settings: JobSettings, pha
     pods = optional_pods(client, state, settings)
     for pod in pods:
         for cause in diagnosis_module.pod_causes(pod):
-            if cause.line() not in state.reported:
-                state.reported.add(cause.line())
-                client.say(f"waiting: {cause.line()}")
+            if str(cause) not in state.reported:
+                state.reported.add(str(cause))
+                client.say(f"waiting: {cause}")
     statuses = [pod.get("status") or {} for pod in pods]
     return any(
         status.get("phase") in ("Running", "Succeeded")
