@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -104,12 +105,10 @@ class Api:
         log: Callable[[str], None],
         attempts: int,
         *,
-        clock: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
         read_timeout: float = DEFAULT_READ_TIMEOUT_SECONDS,
     ):
-        import time
-
         from kubernetes import client
 
         api_client.configuration.retries = single_try_transport()  # urllib3's own retries off: this layer retries
@@ -121,7 +120,7 @@ class Api:
         self.core = client.CoreV1Api(api_client)
         self.sleep = sleep
         self.log = log
-        self.clock = clock or time.monotonic
+        self.clock = clock
         self.policy = RetryPolicy(attempts=attempts, initial_delay_s=1.0, max_delay_s=30.0)
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
