@@ -32,9 +32,6 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PATCH_MANAGER = "kfp-finetune.kubeflow.org/train-model"
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-_RESOURCE_NAME = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
 #: Env names whose values are secrets: they must come from a Kubernetes secret (``secret_env``), never a literal.
 _SECRET_ENV_NAME = re.compile(
     r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|KUBERNETES_AUTH_TOKEN)$"
@@ -242,7 +239,7 @@ class JobSpec:
                     raise fail(f"{name}[{index}]", item, "must be a string")
         if not isinstance(self.image, str) or any(ch.isspace() for ch in self.image):
             raise fail("image", self.image, "must be an image reference without spaces ('' = the runtime's image)")
-        if not isinstance(self.gpu_resource_name, str) or not _RESOURCE_NAME.match(self.gpu_resource_name):
+        if not isinstance(self.gpu_resource_name, str) or not qualified_name_ok(self.gpu_resource_name):
             raise fail("gpu_resource_name", self.gpu_resource_name, "must be a resource name like nvidia.com/gpu")
         for name in ("cpu_per_node", "memory_per_node"):
             value = getattr(self, name)
