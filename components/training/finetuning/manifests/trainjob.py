@@ -62,9 +62,7 @@ def runtime_patches(spec: JobSpec) -> list[dict[str, Any]]:
 
 def pod_template_overrides(spec: JobSpec) -> list[dict[str, Any]]:
     """``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI 3.3-3.5): the same pod patch for the trainer's job."""
-    override: dict[str, Any] = {"targetJobs": [{"name": spec.trainer_job_name}]}
-    override.update(_pod_patch(spec))
-    return [override]
+    return [{"targetJobs": [{"name": spec.trainer_job_name}], **_pod_patch(spec)}]
 
 
 def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, Any]:
@@ -73,7 +71,6 @@ def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, A
     Args:
         spec: The validated spec.
         api: The API the cluster serves (:func:`~.api_generations.served_trainjob_api`); default upstream Trainer 2.3.
-
     """
     body: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": spec.runtime_kind, "name": spec.runtime_name},
