@@ -160,14 +160,14 @@ def wait_for_change(client: JobClient, state: JobState, settings: JobSettings, w
     """Waits up to ``window`` seconds (one watch, or a sleep + GET): the job's newest state, ``None``: deleted."""
     if not settings.api.use_watch:
         settings.sleep(window)
-        return through_outage(client, state, settings, lambda retry: client.get_job(retry))
+        return through_outage(client, state, settings, client.get_job)
     began = settings.clock()
     seen = through_outage(client, state, settings, lambda retry: client.watch(window, state.resource_version, retry))
     if seen.deleted:
         return None
     if seen.expired:
         client.say(f"{seen.reason or 'watch expired (410 Gone)'}: relisting")
-        return through_outage(client, state, settings, lambda retry: client.get_job(retry))
+        return through_outage(client, state, settings, client.get_job)
     final = seen.job is not None and client.kind.phase(seen.job) in ("Complete", "Failed")
     spent = settings.clock() - began
     if not final and spent < window / 2:

@@ -62,16 +62,11 @@ def submit(client: JobClient, state: JobState, settings: JobSettings) -> None:
     kind, what = client.kind.kind, f"creating {client.kind.kind} {client.namespace}/{client.name}"
     deadline = settings.clock() + max(settings.deadlines.start_timeout_seconds, 60.0)
 
-    def create_or_read() -> tuple[dict[str, Any], bool]:
-        return through_outage(
-            client, state, settings, lambda retry: client.create_or_read(retry), start_timeout_counts=True
-        )
-
     while True:
         state.submitted = True  # from the first create on, the job may exist and is this run/task's
         try:
             existing, created = call_with_retries(
-                create_or_read,
+                lambda: through_outage(client, state, settings, client.create_or_read, start_timeout_counts=True),
                 client.api.policy,
                 retryable=lambda error: isinstance(error, NameBeingReleased),
                 on_retry=lambda number, delay, error: client.say(f"{what}: {error}; retry {number} in {delay:.1f}s"),
