@@ -227,19 +227,16 @@ def _ordered(causes: Iterable[Cause]) -> tuple[Cause, ...]:
     return tuple(sorted(unique.values(), key=lambda cause: rank.get(cause.code, len(rank))))
 
 
-def _summary(outcome: str, job: Mapping[str, Any], kind: str, waited: Mapping[str, float]) -> str:
+def _summary(outcome: str, job: Mapping[str, Any], kind: str, start_timeout: float, timeout: float) -> str:
     failed = condition(job, "Failed")
     if outcome == "Failed" and failed:
         return f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": ")
-    if outcome == "StartTimeout":
-        return f"the training pods did not start within start_timeout_seconds={waited.get('start_timeout', 0):g}"
-    if outcome == "Timeout":
-        return f"training did not finish within timeout_seconds={waited.get('timeout', 0):g}"
-    if outcome == "Cancelled":
-        return "the pipeline task was cancelled (SIGTERM)"
-    if outcome == "Deleted":
-        return f"the {kind} was deleted while it was being followed"
-    return f"the {kind} failed"
+    return {
+        "StartTimeout": f"the training pods did not start within start_timeout_seconds={start_timeout:g}",
+        "Timeout": f"training did not finish within timeout_seconds={timeout:g}",
+        "Cancelled": "the pipeline task was cancelled (SIGTERM)",
+        "Deleted": f"the {kind} was deleted while it was being followed",
+    }.get(outcome, f"the {kind} failed")
 
 
 def diagnose(
@@ -291,22 +288,17 @@ def diagnose(
         detail = f"{suspended.get('reason', '')}: {suspended.get('message', '')}".strip(": ")
         causes.append(_cause("Suspended", f"{kind} {name}", detail or f"{suspend_field} is true"))
     if outcome == "StartTimeout" and not pods and not causes:
-        causes.append(
-            Cause(
-                "NoPods",
-                f"{kind} {name}",
-                "no training pods were created",
-                f"check the {controllers}, queue admission (Kueue){' and the runtime' if kind == 'TrainJob' else ''} "
-                f"(`kubectl describe {kind.lower()} {name} -n {namespace}`)",
-            )
-        )
+        runtime = " and the runtime" if kind == "TrainJob" else ""
+        describe = f"kubectl describe {kind.lower()} {name} -n {namespace}"
+        remedy = f"check the {controllers}, queue admission (Kueue){runtime} (`{describe}`)"
+        causes.append(_cause("NoPods", f"{kind} {name}", "no training pods were created", remedy))
     if outcome == "Deleted":
         causes.append(_cause("Deleted", f"{kind} {name}", "deleted by someone else"))
     return Diagnosis(
         namespace=namespace,
         name=name,
         outcome=outcome,
-        summary=_summary(outcome, job, kind, {"start_timeout": start_timeout, "timeout": timeout}),
+        summary=_summary(outcome, job, kind, start_timeout, timeout),
         causes=_ordered(causes),
         log_source=log_source,
         log_tail=log_tail,
