@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from components.training.finetuning.cluster.api import Api, api_message, rejected, status_of
+from components.training.finetuning.cluster.api import Api, api_message, status_of
 from components.training.finetuning.cluster.errors import JobError
 from components.training.finetuning.manifests.api_generations import (
     ASSUMED_GENERATION,
@@ -72,7 +72,7 @@ def _discover(api: Api, what: str, func: Callable[..., Any], *args: Any) -> dict
     except ApiException as error:
         if error.status == 404:
             return None
-        raise rejected(what, error) from None
+        raise JobError(f"{what} was rejected by the Kubernetes API: {api_message(error)}") from None
 
 
 def served_versions(api: Api, group: str) -> list[str]:

@@ -132,7 +132,7 @@ def diagnose(client: JobClient, state: JobState, settings: JobSettings, outcome:
             client.say(f"diagnosis is incomplete: {error}")
             return empty
 
-    def logs_of(pods: list[dict[str, Any]]) -> dict[str, str]:  # of containers that exited non-zero or crash-loop
+    def read_logs(pods: list[dict[str, Any]]) -> None:  # of containers that exited non-zero or crash-loop
         failed = []  # (pod, container, previous), in pod order
         for pod in pods:
             for status in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -141,19 +141,18 @@ def diagnose(client: JobClient, state: JobState, settings: JobSettings, outcome:
                     failed.append((pod["metadata"]["name"], status["name"], False))
                 elif now.get("waiting") and last.get("exitCode") not in (None, 0):
                     failed.append((pod["metadata"]["name"], status["name"], True))
-        tails = {
-            f"pod {pod}, container {container}": client.read_log(
-                pod, container, previous, settings.policy.log_tail_lines
-            )
-            for pod, container, previous in failed[:_MAX_LOGGED_PODS]
-        }
-        return {source: text for source, text in tails.items() if text}
+        for pod, container, previous in failed[:_MAX_LOGGED_PODS]:
+            text = client.read_log(pod, container, previous, settings.policy.log_tail_lines)
+            if text:
+                logs[f"pod {pod}, container {container}"] = text  # (kept when a later read fails)
 
-    pods, events, logs = [], [], {}
+    pods: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    logs: dict[str, str] = {}
     if outcome != "Cancelled" and not state.replaced_by:  # (another job's pods and events are not ours to report)
         pods = optional(client.list_pods, [])
         events = optional(client.list_events, [])
-        logs = optional(lambda: logs_of(pods), {})
+        optional(lambda: read_logs(pods), None)
     return diagnosis_module.diagnose(
         outcome,
         job,
