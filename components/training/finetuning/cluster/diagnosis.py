@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from components._common.masking import mask_text as redact  # noqa: F401 - the diagnosis' redaction of log lines
+from components._common.masking import mask_text as redact
 from components.training.finetuning.manifests.status import condition
 
 #: Outcomes of a job run that end in a :class:`Diagnosis`.
