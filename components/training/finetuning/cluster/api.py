@@ -1,9 +1,8 @@
 """Every Kubernetes API request of ``train_model``: deadlines, retries and the errors they end in.
 
-Each request carries ``_request_timeout=(connect, read)`` (the official client waits forever without one), cut to what
-is left of the current deadline; transient failures are retried by the shared policy (:mod:`components._common.retry`),
-never past the deadline; any other answer is raised at once for the caller to judge. urllib3's own retries are off
-(they would repeat a timed-out read three more times).
+Each request carries ``_request_timeout=(connect, read)``, cut to what is left of the current deadline; transient
+failures are retried by the shared policy (:mod:`components._common.retry`), never past the deadline; urllib3's own
+retries are off (they would repeat a timed-out read three more times).
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,8 +21,9 @@ from components._common.retry import (
     describe,
     is_transient,
     single_try_transport,
+    status_of,
 )
-from components.training.finetuning.cluster.errors import ApiUnavailable, JobApiError
+from components.training.finetuning.cluster.errors import ApiUnavailable, JobApiError, JobError
 
 #: What every request waits at most, unless a deadline is closer: TCP connect, then each read of the answer.
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
@@ -72,7 +73,9 @@ def api_message(error: Exception) -> str:
 
 
 def failure_text(error: BaseException) -> str:
-    """One line for a failed request: the API's message for an answer, the error's type and text for none."""
+    """One line for a failed request: the API's message for an answer, ours for ours, else the error's type and text."""
+    if isinstance(error, JobError):
+        return str(error)
     return api_message(error) if getattr(error, "body", None) is not None else describe(error)
 
 
@@ -82,30 +85,12 @@ def rejected(what: str, error: Exception) -> JobApiError:
     return JobApiError(f"{what} was rejected by the Kubernetes API: {api_message(error)}{hint}")
 
 
-def status_of(error: Exception) -> int | None:
-    """The HTTP status of an ``ApiException`` (None for other errors)."""
-    return getattr(error, "status", None)
-
-
-def disable_transport_retries(api_client: Any) -> None:
-    """Turns urllib3's own retries off for ``api_client`` (this layer retries, within its deadline)."""
-    api_client.configuration.retries = single_try_transport()
-    pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
-    if pool_manager is not None and hasattr(pool_manager, "connection_pool_kw"):
-        pool_manager.connection_pool_kw["retries"] = api_client.configuration.retries
-        pool_manager.clear()
-
-
 class Api:
-    """The requests the job runner makes: each with a (connect, read) timeout, retried within bounds.
-
-    An ``Api`` is configuration only: it holds no state of a run. :meth:`bounded` returns a copy whose requests never
-    outlive a deadline (the run's timeouts, a cleanup budget); :meth:`call` takes a :class:`Retry` for a request that
-    is retried differently (through an outage, until the deadline).
+    """The requests the job runner makes: each with a (connect, read) timeout, retried within bounds; no run state.
 
     Args:
         api_client: A ``kubernetes.client.ApiClient``.
-        sleep: Sleep between retries (tests inject a fake one).
+        sleep: Sleep between retries.
         log: Where retry lines go.
         attempts: Tries per request on transient failures.
         clock: The monotonic clock deadlines are measured on.
@@ -120,60 +105,53 @@ class Api:
         log: Callable[[str], None],
         attempts: int,
         *,
-        clock: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
         read_timeout: float = DEFAULT_READ_TIMEOUT_SECONDS,
     ):
-        import time
-
         from kubernetes import client
 
-        disable_transport_retries(api_client)
+        api_client.configuration.retries = single_try_transport()  # urllib3's own retries off: this layer retries
+        pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool_manager is not None and hasattr(pool_manager, "connection_pool_kw"):
+            pool_manager.connection_pool_kw["retries"] = api_client.configuration.retries
+            pool_manager.clear()
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
         self.sleep = sleep
         self.log = log
-        self.clock = clock or time.monotonic
+        self.clock = clock
         self.policy = RetryPolicy(attempts=attempts, initial_delay_s=1.0, max_delay_s=30.0)
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self._deadline: Callable[[], Deadline | None] = lambda: None
 
     def bounded(self, deadline: Deadline | Callable[[], Deadline | None] | None) -> Api:
-        """A copy whose requests never outlive ``deadline`` (a fixed one, or a function returning the current one)."""
+        """A copy whose requests never outlive ``deadline`` (fixed, or a function returning the current one)."""
         bound = copy.copy(self)
         bound._deadline = deadline if callable(deadline) else (lambda: deadline)
         return bound
 
-    def deadline(self) -> Deadline | None:
-        """The deadline requests are bounded by now (None: none)."""
-        return self._deadline()
-
     def request_timeout(self, read: float | None = None, deadline: Deadline | None = None) -> tuple[float, float]:
         """The ``(connect, read)`` timeout of the next request: the defaults (or ``read``), cut to the deadline."""
         connect, read = self.connect_timeout, self.read_timeout if read is None else read
-        deadline = deadline or self.deadline()
+        deadline = deadline or self._deadline()
         if deadline is not None:
             remaining = max(deadline.at - self.clock(), MIN_TIMEOUT_SECONDS)
             connect, read = min(connect, remaining), min(read, remaining)
         return (connect, read)
 
     def call(self, what: str, func: Callable[..., Any], *args: Any, retry: Retry | None = None, **kwargs: Any) -> Any:
-        """Calls ``func`` with a request timeout; retries transient failures; re-raises other ``ApiException``.
+        """Calls ``func(*args, **kwargs)`` with a request timeout; retries transient failures (per ``retry``).
 
-        Args:
-            what: What the request does, named in retry lines and errors.
-            func: The client method.
-            *args: Its arguments.
-            retry: How to retry this request (default: the Api's policy, within its deadline).
-            **kwargs: Its keyword arguments (a ``_request_timeout`` given here wins over the computed one).
+        A ``_request_timeout`` in ``kwargs`` wins over the computed one; ``what`` is named in retry lines and errors.
 
         Raises:
             ApiUnavailable: Transient failures on every attempt, or no answer before the deadline.
             kubernetes.client.ApiException: Any other answer (the caller judges 404, 409, 403...).
         """
         retry = retry or Retry()
-        deadline = retry.deadline or self.deadline()
+        deadline = retry.deadline or self._deadline()
         policy = retry.policy or self.policy
         requested = kwargs.pop("_request_timeout", None)  # a caller's own timeout wins (e.g. doctor's probes)
 
@@ -206,3 +184,7 @@ class Api:
                 deadline,
                 last,
             ) from None
+
+    def read_json(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """:meth:`call` of a client method unparsed (``_preload_content=False``), its answer read as JSON."""
+        return json.loads(self.call(what, func, *args, _preload_content=False, **kwargs).data)

@@ -1,8 +1,4 @@
-"""Why did a job fail (TrainJob, PyTorchJob)? One-line causes with a remedy, from conditions, pods, events and logs.
-
-Pure functions over plain Kubernetes dicts (as the API returns them), so they are tested without a cluster; the client
-layer (:mod:`.runner`, :mod:`.lifecycle`) only fetches the inputs.
-"""
+"""Why did a job fail? One-line causes with a remedy, from conditions, pods, events and logs (pure, over API dicts)."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from components._common.masking import mask_text
+from components._common.masking import mask_text as redact
 from components.training.finetuning.manifests.status import condition
 
 #: Outcomes of a job run that end in a :class:`Diagnosis`.
@@ -26,32 +22,34 @@ _CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError|HIP
 _SECRET_MISSING = re.compile(r'secrets? "([^"]+)" not found|couldn\'t find key (\S+) in Secret (\S+)')
 _PVC_MISSING = re.compile(r'persistentvolumeclaims? "([^"]+)" not found')
 _INSUFFICIENT = re.compile(r"Insufficient ([\w./-]*\w)")
-#: Order in which causes are reported (the most specific first).
-_PRIORITY = (
-    "MissingSecret",
-    "MissingPVC",
-    "ImagePullBackOff",
-    "Unschedulable",
-    "OOMKilled",
-    "Evicted",
-    "GPUOutOfMemory",
-    "NCCLTimeout",
-    "CrashLoopBackOff",
-    "ContainerFailed",
-    "Suspended",
-    "NoPods",
-    "Deleted",
-)
+#: Each cause's code and usual remedy, in the order causes are reported (the most specific first).
+_REMEDIES = {
+    "MissingSecret": "",  # (names the secret)
+    "MissingPVC": "",  # (names the claim)
+    "ImagePullBackOff": "check the image name and tag, and that the namespace may pull it (pull secret, mirror)",
+    "Unschedulable": "check the requested resources, tolerations and node selector against the nodes",
+    "OOMKilled": "raise memory_per_node, or lower the batch size / max sequence length",
+    "Evicted": "the node ran short of memory or disk (node pressure): check the node's resources (`oc describe node`), "
+    "reduce the batch size, or request what the pod uses (memory_per_node)",
+    "GPUOutOfMemory": "lower the batch size / max tokens per GPU (training_effective_batch_size / "
+    "training_max_tokens_per_gpu: the pipelines' phase_02_train_man_train_batch / phase_02_train_man_train_tokens), "
+    "or use more GPUs (gpus_per_node, num_nodes)",
+    "NCCLTimeout": "raise INSTRUCTLAB_NCCL_TIMEOUT_MS (env, milliseconds) and check the network between the nodes "
+    "(NCCL_SOCKET_IFNAME, NCCL_DEBUG=INFO)",
+    "CrashLoopBackOff": "see the log lines below for the error the trainer reports",
+    "ContainerFailed": "see the log lines below",
+    "Suspended": "resume it or check Kueue quota",
+    "NoPods": "",  # (names the controllers of the kind)
+    "Deleted": "re-run the task",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
-    """One reason a job failed or did not start.
+    """One reason a job failed or did not start; ``str()`` of it is its line ``code (where): detail -> remedy``.
 
     Attributes:
-        code: A short name (``OOMKilled``, ``Evicted``, ``ImagePullBackOff``, ``Unschedulable``, ``CrashLoopBackOff``,
-            ``NCCLTimeout``, ``MissingSecret``, ``MissingPVC``, ``GPUOutOfMemory``, ``ContainerFailed``, ``Suspended``,
-            ``NoPods``, ``Deleted``).
+        code: A short name (``OOMKilled``, ``Unschedulable``, ...: the keys of ``_REMEDIES``).
         where: The object it was seen on (``pod x, container node``; ``TrainJob x``, ``PyTorchJob x``).
         detail: What happened, in the cluster's words.
         remedy: What to change.
@@ -62,8 +60,7 @@ class Cause:
     detail: str
     remedy: str
 
-    def line(self) -> str:
-        """The cause on one line: ``code (where): detail -> remedy``."""
+    def __str__(self) -> str:
         return f"{self.code} ({self.where}): {self.detail} -> {self.remedy}"
 
 
@@ -94,7 +91,7 @@ class Diagnosis:
     def text(self) -> str:
         """A multi-line report: headline, one line per cause, then the log tail."""
         lines = [f"{self.kind} {self.namespace}/{self.name}: {self.outcome}: {self.summary}"]
-        lines += [f"  cause: {cause.line()}" for cause in self.causes]
+        lines += [f"  cause: {cause}" for cause in self.causes]
         if not self.causes:
             lines.append(
                 f"  cause: unknown -> run `kubectl describe {self.kind.lower()} {self.name} -n {self.namespace}`"
@@ -110,18 +107,16 @@ class Diagnosis:
         return tuple(cause.code for cause in self.causes)
 
 
-def redact(text: str) -> str:
-    """Masks the secrets in log text: every secret value the component knows, then token/password patterns."""
-    return mask_text(text)
+def _cause(code: str, where: str, detail: str, remedy: str = "") -> Cause:
+    return Cause(code, where, detail, remedy or _REMEDIES[code])
 
 
-def _pod_name(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name", "?"))
-
-
-def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    status = pod.get("status") or {}
-    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+def _missing_secret(where: str, message: str, remedy: str) -> Cause | None:
+    missing = _SECRET_MISSING.search(message)
+    if not missing:
+        return None
+    secret = (missing.group(1) or missing.group(3)).split("/")[-1]
+    return Cause("MissingSecret", where, message, f"create secret '{secret}'{remedy} or fix secret_env")
 
 
 def _scheduling_cause(where: str, message: str) -> Cause:
@@ -137,30 +132,22 @@ def _scheduling_cause(where: str, message: str) -> Cause:
         remedies.append("add tolerations for the nodes' taints")
     if "affinity" in message or "selector" in message:
         remedies.append("check node_selector / affinity")
-    remedy = "; ".join(remedies) or "check the requested resources, tolerations and node selector against the nodes"
-    return Cause("Unschedulable", where, message, remedy)
+    return _cause("Unschedulable", where, message, "; ".join(remedies))
 
 
 def _waiting_cause(where: str, waiting: Mapping[str, Any], last: Mapping[str, Any]) -> Cause | None:
     reason = waiting.get("reason") or ""
     message = waiting.get("message") or ""
     if reason in _IMAGE_REASONS:
-        return Cause(
-            "ImagePullBackOff",
-            where,
-            f"{reason}: {message}".rstrip(": "),
-            "check the image name and tag, and that the namespace may pull it (pull secret, mirror)",
-        )
+        return _cause("ImagePullBackOff", where, f"{reason}: {message}".rstrip(": "))
     if reason == "CreateContainerConfigError":
-        missing = _SECRET_MISSING.search(message)
-        if missing:
-            secret = (missing.group(1) or missing.group(3)).split("/")[-1]
-            return Cause("MissingSecret", where, message, f"create secret '{secret}' (with the key) or fix secret_env")
-        return Cause("ContainerFailed", where, f"{reason}: {message}", "fix the container's env/volume configuration")
+        return _missing_secret(where, message, " (with the key)") or Cause(
+            "ContainerFailed", where, f"{reason}: {message}", "fix the container's env/volume configuration"
+        )
     if reason == "CrashLoopBackOff":
         exit_code = last.get("exitCode")
         detail = f"the container keeps exiting (last exit code {exit_code}, {last.get('reason') or 'Error'})"
-        return Cause("CrashLoopBackOff", where, detail, "see the log lines below for the error the trainer reports")
+        return _cause("CrashLoopBackOff", where, detail)
     return None
 
 
@@ -168,51 +155,34 @@ def _terminated_cause(where: str, terminated: Mapping[str, Any]) -> Cause | None
     reason = terminated.get("reason") or ""
     exit_code = terminated.get("exitCode")
     if reason == "OOMKilled":
-        return Cause(
-            "OOMKilled",
-            where,
-            f"the container used more memory than its limit (exit code {exit_code})",
-            "raise memory_per_node, or lower the batch size / max sequence length",
-        )
+        return _cause("OOMKilled", where, f"the container used more memory than its limit (exit code {exit_code})")
     if exit_code not in (None, 0):
         message = (terminated.get("message") or "").strip().splitlines()
         detail = f"exited with code {exit_code} ({reason or 'Error'})" + (f": {message[-1]}" if message else "")
-        return Cause("ContainerFailed", where, detail, "see the log lines below")
+        return _cause("ContainerFailed", where, detail)
     return None
 
 
 def pod_causes(pod: Mapping[str, Any]) -> list[Cause]:
     """Causes visible in one pod's status (scheduling, image pulls, missing secrets, OOM, crash loops, exit codes)."""
     causes: list[Cause] = []
-    name = _pod_name(pod)
+    name = str((pod.get("metadata") or {}).get("name", "?"))
     status = pod.get("status") or {}
     if status.get("reason") == "Evicted":  # the kubelet's node-pressure eviction (the RHOAI guide's `Evicted`)
-        causes.append(
-            Cause(
-                "Evicted",
-                f"pod {name}",
-                status.get("message") or "the kubelet evicted the pod",
-                "the node ran short of memory or disk (node pressure): check the node's resources "
-                "(`oc describe node`), reduce the batch size, or request what the pod uses (memory_per_node)",
-            )
-        )
+        causes.append(_cause("Evicted", f"pod {name}", status.get("message") or "the kubelet evicted the pod"))
     for item in status.get("conditions") or []:
         if item.get("type") == "PodScheduled" and item.get("status") == "False":
             causes.append(_scheduling_cause(f"pod {name}", item.get("message") or item.get("reason") or ""))
-    for status in _container_statuses(pod):
+    for status in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
         where = f"pod {name}, container {status.get('name', '?')}"
         state = status.get("state") or {}
         last = (status.get("lastState") or {}).get("terminated") or {}
-        if state.get("waiting"):
-            cause = _waiting_cause(where, state["waiting"], last)
-            if cause:
-                causes.append(cause)
-        if last.get("reason") == "OOMKilled" or (state.get("terminated") or {}).get("reason") == "OOMKilled":
-            causes.append(_terminated_cause(where, {"reason": "OOMKilled", "exitCode": 137}))
+        found = [_waiting_cause(where, state["waiting"], last) if state.get("waiting") else None]
+        if "OOMKilled" in (last.get("reason"), (state.get("terminated") or {}).get("reason")):
+            found.append(_terminated_cause(where, {"reason": "OOMKilled", "exitCode": 137}))
         elif state.get("terminated"):
-            cause = _terminated_cause(where, state["terminated"])
-            if cause:
-                causes.append(cause)
+            found.append(_terminated_cause(where, state["terminated"]))
+        causes += [cause for cause in found if cause]
     return causes
 
 
@@ -226,15 +196,14 @@ def event_causes(events: Iterable[Mapping[str, Any]]) -> list[Cause]:
         where = f"{str(involved.get('kind', 'object')).lower()} {involved.get('name', '?')}"
         message = event.get("message") or ""
         reason = event.get("reason") or ""
-        if _SECRET_MISSING.search(message):
-            missing = _SECRET_MISSING.search(message)
-            secret = (missing.group(1) or missing.group(3)).split("/")[-1]
-            causes.append(Cause("MissingSecret", where, message, f"create secret '{secret}' or fix secret_env"))
+        missing_secret = _missing_secret(where, message, "")
+        if missing_secret:
+            causes.append(missing_secret)
         elif _PVC_MISSING.search(message) or reason == "FailedScheduling":
             causes.append(_scheduling_cause(where, message))
         elif "ImagePull" in message or "pull image" in message or reason == "ErrImagePull":
             causes.append(
-                Cause("ImagePullBackOff", where, message, "check the image name and tag, and the pull credentials")
+                _cause("ImagePullBackOff", where, message, "check the image name and tag, and the pull credentials")
             )
     return causes
 
@@ -244,26 +213,9 @@ def log_causes(where: str, log_text: str) -> list[Cause]:
     causes = []
     nccl = _NCCL_TIMEOUT.search(log_text)
     if nccl:
-        causes.append(
-            Cause(
-                "NCCLTimeout",
-                where,
-                f"a collective operation timed out: {nccl.group(0)[:160]}",
-                "raise INSTRUCTLAB_NCCL_TIMEOUT_MS (env, milliseconds) and check the network between the nodes "
-                "(NCCL_SOCKET_IFNAME, NCCL_DEBUG=INFO)",
-            )
-        )
+        causes.append(_cause("NCCLTimeout", where, f"a collective operation timed out: {nccl.group(0)[:160]}"))
     if _CUDA_OOM.search(log_text):
-        causes.append(
-            Cause(
-                "GPUOutOfMemory",
-                where,
-                "the GPU ran out of memory",
-                "lower the batch size / max tokens per GPU (training_effective_batch_size / "
-                "training_max_tokens_per_gpu: the pipelines' phase_02_train_man_train_batch / "
-                "phase_02_train_man_train_tokens), or use more GPUs (gpus_per_node, num_nodes)",
-            )
-        )
+        causes.append(_cause("GPUOutOfMemory", where, "the GPU ran out of memory"))
     return causes
 
 
@@ -271,32 +223,20 @@ def _ordered(causes: Iterable[Cause]) -> tuple[Cause, ...]:
     unique: dict[tuple[str, str], Cause] = {}
     for cause in causes:
         unique.setdefault((cause.code, cause.detail), cause)
-    rank = {code: index for index, code in enumerate(_PRIORITY)}
+    rank = {code: index for index, code in enumerate(_REMEDIES)}
     return tuple(sorted(unique.values(), key=lambda cause: rank.get(cause.code, len(rank))))
 
 
-def _summary(outcome: str, job: Mapping[str, Any], kind: str, waited: Mapping[str, float]) -> str:
+def _summary(outcome: str, job: Mapping[str, Any], kind: str, start_timeout: float, timeout: float) -> str:
     failed = condition(job, "Failed")
     if outcome == "Failed" and failed:
         return f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": ")
-    if outcome == "StartTimeout":
-        return f"the training pods did not start within start_timeout_seconds={waited.get('start_timeout', 0):g}"
-    if outcome == "Timeout":
-        return f"training did not finish within timeout_seconds={waited.get('timeout', 0):g}"
-    if outcome == "Cancelled":
-        return "the pipeline task was cancelled (SIGTERM)"
-    if outcome == "Deleted":
-        return f"the {kind} was deleted while it was being followed"
-    return f"the {kind} failed"
-
-
-#: How a fact of a job that could not be read (``job`` is ``{}``) is shown in a diagnosis.
-UNKNOWN = "?"
-
-
-def _shown(metadata: Mapping[str, Any], field: str) -> str:
-    """``metadata[field]`` for display, :data:`UNKNOWN` when absent (a placeholder, not a component setting)."""
-    return str(metadata.get(field) or UNKNOWN)
+    return {
+        "StartTimeout": f"the training pods did not start within start_timeout_seconds={start_timeout:g}",
+        "Timeout": f"training did not finish within timeout_seconds={timeout:g}",
+        "Cancelled": "the pipeline task was cancelled (SIGTERM)",
+        "Deleted": f"the {kind} was deleted while it was being followed",
+    }.get(outcome, f"the {kind} failed")
 
 
 def diagnose(
@@ -311,7 +251,7 @@ def diagnose(
     tail_lines: int = 20,
     kind: str = "",
 ) -> Diagnosis:
-    """Turns what the cluster says about a TrainJob or PyTorchJob into a :class:`Diagnosis`.
+    """Turns what the cluster says about a TrainJob or PyTorchJob into a :class:`Diagnosis` (causes deduplicated).
 
     Args:
         outcome: One of :data:`OUTCOMES`.
@@ -324,9 +264,6 @@ def diagnose(
         tail_lines: How many log lines to keep.
         kind: The job's kind (default: the job's own ``kind``, else ``TrainJob``).
 
-    Returns:
-        The diagnosis; its causes are deduplicated and ordered most specific first.
-
     Raises:
         ValueError: ``outcome`` is not one of :data:`OUTCOMES`.
     """
@@ -334,7 +271,7 @@ def diagnose(
         raise ValueError(f"outcome={outcome!r}: must be one of {list(OUTCOMES)}")
     kind = kind or str(job.get("kind") or "TrainJob")
     metadata = job.get("metadata") or {}
-    name, namespace = _shown(metadata, "name"), _shown(metadata, "namespace")
+    name, namespace = str(metadata.get("name") or "?"), str(metadata.get("namespace") or "?")  # "?": unread job
     causes: list[Cause] = []
     for pod in pods:
         causes += pod_causes(pod)
@@ -349,26 +286,19 @@ def diagnose(
     suspended = condition(job, "Suspended")
     if suspended and outcome != "Cancelled":
         detail = f"{suspended.get('reason', '')}: {suspended.get('message', '')}".strip(": ")
-        causes.append(
-            Cause("Suspended", f"{kind} {name}", detail or f"{suspend_field} is true", "resume it or check Kueue quota")
-        )
+        causes.append(_cause("Suspended", f"{kind} {name}", detail or f"{suspend_field} is true"))
     if outcome == "StartTimeout" and not pods and not causes:
-        causes.append(
-            Cause(
-                "NoPods",
-                f"{kind} {name}",
-                "no training pods were created",
-                f"check the {controllers}, queue admission (Kueue){' and the runtime' if kind == 'TrainJob' else ''} "
-                f"(`kubectl describe {kind.lower()} {name} -n {namespace}`)",
-            )
-        )
+        runtime = " and the runtime" if kind == "TrainJob" else ""
+        describe = f"kubectl describe {kind.lower()} {name} -n {namespace}"
+        remedy = f"check the {controllers}, queue admission (Kueue){runtime} (`{describe}`)"
+        causes.append(_cause("NoPods", f"{kind} {name}", "no training pods were created", remedy))
     if outcome == "Deleted":
-        causes.append(Cause("Deleted", f"{kind} {name}", "deleted by someone else", "re-run the task"))
+        causes.append(_cause("Deleted", f"{kind} {name}", "deleted by someone else"))
     return Diagnosis(
         namespace=namespace,
         name=name,
         outcome=outcome,
-        summary=_summary(outcome, job, kind, {"start_timeout": start_timeout, "timeout": timeout}),
+        summary=_summary(outcome, job, kind, start_timeout, timeout),
         causes=_ordered(causes),
         log_source=log_source,
         log_tail=log_tail,

@@ -1,23 +1,12 @@
-"""Which ``TrainJob`` API generation the cluster serves, asked before the job is built.
+"""Which ``TrainJob`` API generation the cluster serves (OpenAPI v3 discovery), and whether a resource is served.
 
-:func:`discover_trainjob_api` reads ``GET /openapi/v3/apis/trainer.kubeflow.org/v1alpha1`` (OpenAPI v3 discovery:
-every authenticated identity may read it through the ``system:discovery`` role; the CRD object itself usually may
-not be read) and hands the document to :func:`~..manifests.api_generations.served_trainjob_api`.
-
-When discovery cannot say (403, 404 — the group-version is not published, e.g. OpenAPI v3 turned off —, another
-refusal, no answer, or a document without a recognisable ``TrainJob`` schema) the generation is *assumed*:
-:data:`~..manifests.api_generations.ASSUMED_GENERATION`, the RHOAI guide's platform (RHOAI 3.3,
-``podTemplateOverrides``). That guess can never lose a field silently: every create is Strict (:mod:`.strict`), so a
-wrong guess is refused naming the unknown field, and the launcher then builds the other generation once.
-
-:func:`resource_served` and :func:`served_versions` ask the API discovery endpoints (``GET /apis``,
-``GET /apis/<group>/<version>``, also readable by every authenticated identity) whether a resource is served: for
-``training_launcher="auto"`` (:mod:`.launchers`) and for doctor's checks.
+When discovery cannot say (403, 404, no answer, no recognisable ``TrainJob`` schema) the generation is assumed
+(:data:`~..manifests.api_generations.ASSUMED_GENERATION`); every create is Strict (:mod:`.strict`), so a wrong guess
+is refused naming the unknown field, never a silently pruned job.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -32,35 +21,24 @@ from components.training.finetuning.manifests.api_generations import (
 )
 
 
-def read_openapi_v3(api: Api) -> dict[str, Any]:
-    """The OpenAPI v3 document of ``trainer.kubeflow.org/v1alpha1`` (raises ``ApiException`` / ``JobError``)."""
-    client = api.custom.api_client
-    response = api.call(
-        f"reading {OPENAPI_V3_PATH}",
-        client.call_api,
-        OPENAPI_V3_PATH,
-        "GET",
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
-    )
-    return json.loads(response.data)
-
-
 def discover_trainjob_api(api: Api) -> TrainJobApi:
     """The ``TrainJob`` API the cluster serves, or the assumed one (its ``source`` says why) when discovery cannot say.
 
     Args:
         api: The request layer (deadlines, retries of transient failures).
-
-    Returns:
-        The served API (``source="OpenAPI v3 discovery"``), or :func:`~..manifests.api_generations.assumed`.
     """
     from kubernetes.client import ApiException
 
     try:
-        document = read_openapi_v3(api)
+        document = api.read_json(
+            f"reading {OPENAPI_V3_PATH}",
+            api.custom.api_client.call_api,
+            OPENAPI_V3_PATH,
+            "GET",
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
     except ApiException as error:
         status = status_of(error)
         if status == 403:
@@ -90,12 +68,11 @@ def _discover(api: Api, what: str, func: Callable[..., Any], *args: Any) -> dict
     from kubernetes.client import ApiException
 
     try:
-        response = api.call(what, func, *args, _preload_content=False)
+        return api.read_json(what, func, *args)
     except ApiException as error:
         if error.status == 404:
             return None
         raise JobError(f"{what} was rejected by the Kubernetes API: {api_message(error)}") from None
-    return json.loads(response.data)
 
 
 def served_versions(api: Api, group: str) -> list[str]:

@@ -34,11 +34,9 @@ class JobCancelled(JobFailed):
 
 
 class ApiUnavailable(JobApiError):
-    """No answer (or only "try again" answers) through every retry, or before a deadline.
+    """No answer (or only "try again" answers) through every retry (``deadline`` ``None``), or before ``deadline``.
 
-    Attributes:
-        deadline: The deadline that came first (``None``: the attempts ran out).
-        last: The last failure, one line.
+    ``last``: the last failure, one line.
     """
 
     def __init__(self, message: str, deadline: object | None, last: str) -> None:

@@ -1,9 +1,7 @@
-"""Following a submitted job: watch (or poll) until it completes, fails, vanishes or a timeout expires.
+"""Following a submitted job: one watch (or GET) per ``poll_interval_seconds`` until it ends or a timeout expires.
 
-One watch request per ``poll_interval_seconds`` window, resumed from the last resourceVersion seen (re-list on 410
-Gone), or one GET per window. Only the job with this run's uid is followed: another job under the name means ours is
-gone (:func:`replaced`). Every request for the job rides out API outages (:func:`.outage.through_outage`); its pods
-are an optional read (:func:`optional_pods`).
+Only the job with this run's uid is followed (:func:`replaced`); every request for it rides out API outages
+(:func:`.outage.through_outage`); its pods are an optional read (:func:`optional_pods`).
 """
 
 from __future__ import annotations
@@ -27,11 +25,7 @@ _PODS_UNREADABLE = "pods unreadable"
 
 
 def follow(client: JobClient, state: JobState, settings: JobSettings) -> str:
-    """Follows the job until it completes, fails, is deleted or a timeout expires; returns the outcome.
-
-    Returns:
-        ``Complete``, ``Failed``, ``Deleted``, ``Timeout`` or ``StartTimeout``.
-    """
+    """Follows the job to its outcome: ``Complete``, ``Failed``, ``Deleted``, ``Timeout`` or ``StartTimeout``."""
     assert state.job is not None
     while True:
         phase = client.kind.phase(state.job)
@@ -52,13 +46,9 @@ def follow(client: JobClient, state: JobState, settings: JobSettings) -> str:
         if not state.started and deadlines.start_timeout_seconds and start_elapsed >= deadlines.start_timeout_seconds:
             return "StartTimeout"
         window = settings.api.poll_interval_seconds
-        clock_stopped = paused and not deadlines.timeout_counts_paused_time  # no deadline comes closer while paused
-        for limit, spent in (
-            (deadlines.timeout_seconds, elapsed),
-            (0 if state.started else deadlines.start_timeout_seconds, start_elapsed),
-        ):
-            if limit and not clock_stopped:
-                window = min(window, max(limit - spent, 0.001))
+        own = run_deadline(state, settings)
+        if own is not None and not (paused and not deadlines.timeout_counts_paused_time):  # (a stopped clock: none)
+            window = min(window, max(own.at - settings.clock(), 0.001))
         try:
             job = wait_for_change(client, state, settings, window)
         except ApiUnavailable as error:  # the API stayed silent until the run's own deadline: let the loop end it
@@ -71,10 +61,7 @@ def follow(client: JobClient, state: JobState, settings: JobSettings) -> str:
 
 
 def replaced(client: JobClient, state: JobState, job: dict[str, Any]) -> bool:
-    """Whether ``job`` is another job under our job's name (another uid): ours is gone; that one is never ours.
-
-    Logs one line naming both uids and the other job's labels; ``state.replaced_by`` keeps its uid.
-    """
+    """Whether ``job`` is another job (another uid) under our job's name: ours is gone (``state.replaced_by``)."""
     other = uid_of(job)
     if not state.uid or not other or other == state.uid:
         return False
@@ -121,10 +108,9 @@ def note_pause(client: JobClient, state: JobState, settings: JobSettings, phase:
 
 
 def optional_pods(client: JobClient, state: JobState, settings: JobSettings) -> list[dict[str, Any]]:
-    """The job's pods, an optional read: one try, within a poll interval; a failure only costs the diagnosis.
+    """The job's pods, an optional read: one try within a poll interval; a failure warns once and returns ``[]``.
 
-    Following needs only the job's own status: a refusal (403), an error or no answer logs one warning (once per run)
-    and returns ``[]``, so the loop reads the job again on time and never ends or abandons the job for its pods.
+    Following needs only the job's own status: it never ends or abandons the job for its pods.
     """
     cap = Deadline(
         settings.clock() + settings.api.poll_interval_seconds,
@@ -145,25 +131,21 @@ def optional_pods(client: JobClient, state: JobState, settings: JobSettings) -> 
 
 
 def check_started(client: JobClient, state: JobState, settings: JobSettings, phase: str) -> bool:
-    """Whether training has started (the job's status, the metrics file, a pod running).
-
-    Logs pod problems once each while waiting (pods are an optional read: :func:`optional_pods`).
-    """
+    """Whether training has started (the job's status, the metrics file, a pod running); logs pod problems once."""
     if phase == "Running" or state.metrics.poll():
         return True
     pods = optional_pods(client, state, settings)
     for pod in pods:
         for cause in diagnosis_module.pod_causes(pod):
-            if cause.line() not in state.reported:
-                state.reported.add(cause.line())
-                client.say(f"waiting: {cause.line()}")
-    for pod in pods:
-        statuses = (pod.get("status") or {}).get("containerStatuses") or []
-        if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded") or any(
-            "running" in (status.get("state") or {}) for status in statuses
-        ):
-            return True
-    return False
+            if str(cause) not in state.reported:
+                state.reported.add(str(cause))
+                client.say(f"waiting: {cause}")
+    statuses = [pod.get("status") or {} for pod in pods]
+    return any(
+        status.get("phase") in ("Running", "Succeeded")
+        or any("running" in (container.get("state") or {}) for container in status.get("containerStatuses") or [])
+        for status in statuses
+    )
 
 
 def report(client: JobClient, state: JobState, phase: str) -> None:
@@ -175,21 +157,17 @@ def report(client: JobClient, state: JobState, phase: str) -> None:
 
 
 def wait_for_change(client: JobClient, state: JobState, settings: JobSettings, window: float) -> dict[str, Any] | None:
-    """Waits up to ``window`` seconds (one watch request, or one sleep + GET); returns the job's newest state.
-
-    Returns:
-        The job (unchanged when a watch saw nothing), or ``None`` when it was deleted.
-    """
+    """Waits up to ``window`` seconds (one watch, or a sleep + GET): the job's newest state, ``None``: deleted."""
     if not settings.api.use_watch:
         settings.sleep(window)
-        return through_outage(client, state, settings, lambda retry: client.get_job(retry))
+        return through_outage(client, state, settings, client.get_job)
     began = settings.clock()
     seen = through_outage(client, state, settings, lambda retry: client.watch(window, state.resource_version, retry))
     if seen.deleted:
         return None
     if seen.expired:
         client.say(f"{seen.reason or 'watch expired (410 Gone)'}: relisting")
-        return through_outage(client, state, settings, lambda retry: client.get_job(retry))
+        return through_outage(client, state, settings, client.get_job)
     final = seen.job is not None and client.kind.phase(seen.job) in ("Complete", "Failed")
     spent = settings.clock() - began
     if not final and spent < window / 2:

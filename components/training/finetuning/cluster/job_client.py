@@ -1,24 +1,23 @@
-"""The requests about one job: create (or read on 409), read, watch, list its pods and events, read logs, patch, delete.
-
-:class:`JobClient` is stateless (what the run learns is :class:`.state.JobState`'s); every call goes through
-:class:`.api.Api`, and a refusal becomes a :class:`.errors.JobApiError` naming the job's real kind.
-"""
+"""The requests about one job (stateless): create, read, watch, list its pods and events, read logs, patch, delete."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import urllib3
+from kubernetes import watch
+from kubernetes.client import ApiException
 
 from components.training.finetuning.cluster import strict
 from components.training.finetuning.cluster.api import Api, Deadline, Retry
 from components.training.finetuning.cluster.api import rejected as _rejected
 from components.training.finetuning.cluster.api import status_of as _status
 from components.training.finetuning.cluster.errors import JobApiError, NotOurJob
-from components.training.finetuning.cluster.job_kinds import JOB_KINDS, JobKind, selector_matches
+from components.training.finetuning.cluster.job_kinds import JOB_KINDS, JobKind
 
 
 def uid_of(job: Mapping[str, Any] | None) -> str:
@@ -39,11 +38,7 @@ class CreateRejected(JobApiError):
 
 
 class FieldsRejected(CreateRejected):
-    """The Strict create was refused for fields the served API does not know (:mod:`.strict`); nothing was created.
-
-    Attributes:
-        fields: The unknown fields, as the API server names them (``spec.runtimePatches``).
-    """
+    """The Strict create was refused for ``fields`` the served API does not know (as the server names them)."""
 
     def __init__(self, message: str, fields: list[str]) -> None:
         super().__init__(message)
@@ -53,10 +48,9 @@ class FieldsRejected(CreateRejected):
 def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: bool) -> JobApiError:
     """The error of a refused create or patch: :class:`FieldsRejected` for unknown fields, else the API's message."""
     fields = strict.unknown_fields(error)
-    if fields and create:
-        return FieldsRejected(strict.unknown_fields_message(what, fields, manifest), fields)
     if fields:
-        return JobApiError(strict.unknown_fields_message(what, fields, manifest))
+        message = strict.unknown_fields_message(what, fields, manifest)
+        return FieldsRejected(message, fields) if create else JobApiError(message)
     return CreateRejected(str(_rejected(what, error))) if create else _rejected(what, error)
 
 
@@ -64,8 +58,7 @@ def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: b
 class WatchResult:
     """What one watch window saw: the job's newest state (``None``: unchanged), or that it was deleted or expired.
 
-    ``expired`` (the caller re-reads the job) also covers an event the watch could not read (``reason`` says which):
-    a malformed line, an ``ERROR`` event without its code or reason.
+    ``expired`` (the caller re-reads the job) also covers an event the watch could not read (``reason`` says which).
     """
 
     job: dict[str, Any] | None = None
@@ -76,7 +69,7 @@ class WatchResult:
 
 @dataclasses.dataclass(frozen=True)
 class JobClient:
-    """The API requests about one job (see the module docstring).
+    """The API requests about one job.
 
     Attributes:
         api: The request layer (bounded by the run's deadlines).
@@ -126,8 +119,6 @@ class JobClient:
             FieldsRejected: The served API does not know some of the manifest's fields (named, with the generation).
             CreateRejected: Any other final answer (named with the API's message).
         """
-        from kubernetes.client import ApiException
-
         what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
         try:
             created = self._custom(
@@ -149,8 +140,6 @@ class JobClient:
     # -- reading -------------------------------------------------------------------------------------------------------
     def get_job(self, retry: Retry | None = None) -> dict[str, Any] | None:
         """The job now, or None when it does not exist."""
-        from kubernetes.client import ApiException
-
         what = f"reading {self.kind.kind} {self.namespace}/{self.name}"
         try:
             return self._custom(what, "get_namespaced_custom_object", self.name, retry=retry)
@@ -162,12 +151,9 @@ class JobClient:
     def watch(self, window: float, resource_version: str, retry: Retry | None = None) -> WatchResult:
         """One watch request of about ``window`` seconds from ``resource_version``; ends early on a final phase.
 
-        A read timeout or a dropped connection after the API answered only ends the window (the next one reconnects
-        from the last resourceVersion); no answer at all is a transient failure, retried per ``retry``. An expired
-        resourceVersion (410 Gone) is returned as ``expired``: the caller re-lists.
+        A read timeout or dropped connection after the API answered only ends the window; no answer is retried per
+        ``retry``; 410 Gone is returned as ``expired`` (the caller re-lists).
         """
-        from kubernetes.client import ApiException
-
         what = f"watching {self.kind.kind} {self.namespace}/{self.name}"
         try:
             return self.api.call(
@@ -186,9 +172,6 @@ class JobClient:
             return WatchResult(expired=True, reason=f"{what}: the API sent an unreadable event ({error})")
 
     def _watch_once(self, window: float, resource_version: str, _request_timeout: Any) -> WatchResult:
-        import urllib3
-        from kubernetes import watch
-
         kwargs: dict[str, Any] = {
             "field_selector": f"metadata.name={self.name}",
             "timeout_seconds": max(1, math.ceil(window)),
@@ -232,38 +215,28 @@ class JobClient:
 
     def _core_list(self, what: str, method: str, **kwargs: Any) -> list[dict[str, Any]]:
         """The items of ``CoreV1Api.<method>`` in the job's namespace, as JSON."""
-        from kubernetes.client import ApiException
-
         try:
-            result = self.api.call(
-                what, getattr(self.api.core, method), self.namespace, _preload_content=False, **kwargs
-            )
+            return self.api.read_json(what, getattr(self.api.core, method), self.namespace, **kwargs).get("items") or []
         except ApiException as error:
             raise _rejected(what, error) from None
-        return json.loads(result.data).get("items") or []
 
     def list_pods(self, retry: Retry | None = None) -> list[dict[str, Any]]:
         """The job's pods (JobSet, or the Training Operator, labels them with the job's name)."""
-        selector = self.kind.pod_selector(self.name)
-        items = self._core_list(
-            f"listing pods of {self.kind.kind} {self.name}", "list_namespaced_pod", label_selector=selector, retry=retry
+        return self._core_list(
+            f"listing pods of {self.kind.kind} {self.name}",
+            "list_namespaced_pod",
+            label_selector=self.kind.pod_selector(self.name),
+            retry=retry,
         )
-        return [pod for pod in items if selector_matches(selector, (pod.get("metadata") or {}).get("labels") or {})]
 
     def list_events(self) -> list[dict[str, Any]]:
         """Events about the job and what it owns (JobSet, Jobs, pods: their names start with the job's)."""
         items = self._core_list(f"listing events of {self.kind.kind} {self.name}", "list_namespaced_event")
-        mine = []
-        for event in items:
-            involved = str((event.get("involvedObject") or {}).get("name", ""))
-            if involved == self.name or involved.startswith(f"{self.name}-"):
-                mine.append(event)
-        return mine
+        involved = [str((event.get("involvedObject") or {}).get("name", "")) for event in items]
+        return [event for event, name in zip(items, involved) if name == self.name or name.startswith(f"{self.name}-")]
 
     def read_log(self, pod: str, container: str, previous: bool, tail_lines: int) -> str:
         """The last lines of a container's log (``""`` when there is none)."""
-        from kubernetes.client import ApiException
-
         try:
             return self.api.call(
                 f"reading log of {pod}/{container}",
@@ -279,18 +252,14 @@ class JobClient:
 
     # -- writing -------------------------------------------------------------------------------------------------------
     def patch_job(self, body: dict[str, Any], doing: str, uid: str, retry: Retry | None = None) -> dict[str, Any]:
-        """Merge-patches the job (``doing``: what for, named in errors), only while it is the job with ``uid``.
+        """Merge-patches (Strict) the job while it is the one with ``uid`` (``doing``: what for, named in errors).
 
-        Sent with ``fieldValidation=Strict``. The patch carries ``metadata.uid``: the API server refuses it (409
-        Conflict, or 422 for a changed immutable field) when the name now holds another job, so a job that is not ours
-        is never suspended or resumed.
+        The patch carries ``metadata.uid``: the API server refuses it (409, or 422) when the name now holds another job.
 
         Raises:
             NotOurJob: The job under the name has another uid (nothing was changed).
             JobApiError: Any other refusal.
         """
-        from kubernetes.client import ApiException
-
         what = f"{doing} {self.kind.kind} {self.namespace}/{self.name}"
         guarded = {**body, "metadata": {**(body.get("metadata") or {}), "uid": uid}} if uid else body
         try:
@@ -308,16 +277,12 @@ class JobClient:
             raise _refused(what, error, self.manifest, create=False) from None
 
     def delete_job(self, uid: str, retry: Retry | None = None) -> bool:
-        """Deletes the job with ``uid`` and, in the background, what it owns; ``False`` when it is already gone.
-
-        The uid is a precondition: another job under the name is never deleted.
+        """Deletes the job with ``uid`` (a precondition) and, in the background, what it owns; ``False``: already gone.
 
         Raises:
             NotOurJob: The name holds a job with another uid (nothing was deleted).
             JobApiError: Any other refusal.
         """
-        from kubernetes.client import ApiException
-
         what = f"deleting {self.kind.kind} {self.namespace}/{self.name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:

@@ -1,7 +1,5 @@
-"""The job kinds ``train_model`` runs, and what differs between them: where a job lives, its phase, its pods, suspend.
+"""The job kinds ``train_model`` runs (TrainJob, PyTorchJob) and what differs between them (:class:`JobKind`).
 
-A Kubeflow Trainer v2 ``TrainJob`` and a Training Operator v1 ``PyTorchJob`` are followed by the same code
-(:mod:`.runner`); a :class:`JobKind` (:data:`JOB_KINDS`, picked from the manifest's ``kind``) holds what differs.
 :data:`API_PERMISSIONS` lists every API call's RBAC verb; ``rbac.yaml`` grants exactly these.
 """
 
@@ -11,10 +9,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from components.training.finetuning.cluster import diagnosis as diagnosis_module
 from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
 from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.spec import API_GROUP, API_VERSION, QUEUE_NAME_LABEL, TRAINJOB_PLURAL
+from components.training.finetuning.manifests.status import condition
 from components.training.finetuning.manifests.trainjob import JOB_NAME_POD_LABEL
 
 #: JobSet labels the pods it creates with the JobSet's (= the TrainJob's) name.
@@ -32,7 +30,7 @@ API_PERMISSIONS = frozenset(
 def trainjob_phase(trainjob: Mapping[str, Any]) -> str:
     """``Complete``, ``Failed``, ``Suspended``, ``Running`` (a pod ready / progress reported) or ``Pending``."""
     for type_ in ("Complete", "Failed", "Suspended"):
-        if diagnosis_module.condition(trainjob, type_):
+        if condition(trainjob, type_):
             return type_
     status = trainjob.get("status") or {}
     if status.get("trainerStatus") or any((job.get("ready") or 0) > 0 for job in status.get("jobsStatus") or []):
@@ -48,17 +46,13 @@ def owned_by(trainjob: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class JobKind:
-    """What differs between the job kinds :func:`run_job` runs; everything else is shared.
+    """What differs between the job kinds :func:`~.runner.run_job` runs (``kind``, ``group``, ``version``, ``plural``).
 
     Attributes:
-        kind: The manifest's ``kind`` (``TrainJob``, ``PyTorchJob``).
-        group: The API group.
-        version: The API version.
-        plural: The resource name.
         phase: Reads ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending`` from the job.
         pod_selector: The label selector of the job's pods, from its name.
         checks_runtime: Whether a training runtime is referenced and checked before submitting.
-        suspend_path: Where ``suspend`` lives under ``spec`` (``("suspend",)`` or ``("runPolicy", "suspend")``).
+        suspend_path: Where ``suspend`` lives under ``spec``.
         children: What deleting the job removes with it (for the log).
     """
 
@@ -118,12 +112,6 @@ def queue_name(job: Mapping[str, Any]) -> str:
     return str(((job.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME_LABEL) or "")
 
 
-def selector_matches(selector: str, labels: Mapping[str, str]) -> bool:
-    """Whether ``labels`` satisfy an equality-based label selector (``a=b,c=d``)."""
-    pairs = [term.split("=", 1) for term in selector.split(",") if term]
-    return all(labels.get(key) == value for key, value in pairs)
-
-
 def _trainer_container(node: Any) -> str:
     """The first container named in a manifest's pod templates or pod patches (``""`` when it names none)."""
     if isinstance(node, Mapping):
@@ -136,10 +124,10 @@ def _trainer_container(node: Any) -> str:
 
 
 def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
-    """The RHOAI guide's troubleshooting commands for this job, naming the container the manifest patches.
+    """The RHOAI guide's troubleshooting commands for this job (``Pods: oc get pods ...; logs: oc logs ...``).
 
-    The guide's ``oc logs <pod-name> -c pytorch`` holds for a PyTorchJob; a TrainJob's pods run the runtime's trainer
-    container (``node`` in RHOAI's runtimes). One line: ``Pods: oc get pods -n NS -l ...; logs: oc logs <pod> ...``.
+    The container named is the one the manifest patches (``pytorch`` for a PyTorchJob, the runtime's trainer, e.g.
+    ``node``, for a TrainJob).
     """
     name = (manifest.get("metadata") or {}).get("name", "")
     container = _trainer_container(manifest.get("spec") or {})

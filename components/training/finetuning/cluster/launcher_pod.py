@@ -1,21 +1,18 @@
-"""What the launcher learns from its own pod: the run's owning object (for the job's ownerReference) and its grace.
+"""What the launcher learns from its own pod: the job's owner (the run's Workflow) and its termination grace period.
 
-:func:`read_launcher_pod` reads the task's pod (``KFP_POD_NAME``/``KFP_POD_UID``, ``get pods``) and returns **the
-owner** for the job's ``ownerReference``: the pod's controller owner (the run's Argo ``Workflow``: deleting the run
-deletes the job), never the pod itself (a retried launcher is a new pod; the job does not need it), and none across
-namespaces, for an unreadable pod or a uid mismatch; and **its termination grace period**, which bounds the cleanup
-after SIGTERM (:func:`~.state.cancel_budget`). After SIGTERM, :func:`disruption` tells a cancelled run from a
-disrupted launcher pod (its ``DisruptionTarget`` condition: evicted, preempted, node shutdown), whose job is left
-running. Nothing here ever fails the run: a missing safety net is logged.
+The owner is the pod's controller owner, never the pod itself (a retried launcher is a new pod) and never across
+namespaces; after SIGTERM, :func:`disruption` tells a cancelled run from a disrupted launcher pod. Nothing here ever
+fails the run: a missing safety net is logged.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from kubernetes.client import ApiException
 
 from components._common.namespace import pod_namespace
 from components._common.retry import RetryPolicy
@@ -30,12 +27,14 @@ POD_UID_ENV = "KFP_POD_UID"
 
 @dataclasses.dataclass(frozen=True)
 class LauncherPod:
-    """What the launcher's pod says (see the module docstring).
+    """What the launcher's pod says.
 
     Attributes:
         owner: The job's owner, or ``None`` (``why`` says why not).
         grace_seconds: The pod's termination grace period (``None``: unknown; 30 s is assumed).
         why: One line for the log: the owner chosen, or why there is none.
+        namespace: The pod's namespace.
+        name: The pod's name.
     """
 
     owner: OwnerReference | None
@@ -43,16 +42,6 @@ class LauncherPod:
     why: str
     namespace: str = ""
     name: str = ""
-
-
-def choose_owner(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The pod's controller owner (``None``: none; an owner that is not the controller is never given to the job).
-
-    Only the controller (the KFP run's Workflow) stands for the run: another owner (a policy object, a cache) may
-    live longer or shorter than the run, and its deletion must not delete the job, nor keep it.
-    """
-    owners = list((pod.get("metadata") or {}).get("ownerReferences") or [])
-    return next((owner for owner in owners if owner.get("controller") is True), None)
 
 
 def read_launcher_pod(
@@ -63,12 +52,12 @@ def read_launcher_pod(
     log: Callable[[str], None] = print,
     namespace_path: str | None = None,
 ) -> LauncherPod:
-    """Reads the launcher's pod and returns the job's owner and the grace period (never raises; logs one line).
+    """Reads the launcher's pod: the job's owner and the grace period (never raises; logs one line).
 
     Args:
         api_client: A ``kubernetes.client.ApiClient``.
         job_namespace: Where the job is created.
-        environ: Environment to read (tests); defaults to ``os.environ``.
+        environ: Environment to read (default ``os.environ``).
         log: Where the line goes.
         namespace_path: The service-account namespace file (tests).
     """
@@ -83,10 +72,7 @@ def read_launcher_pod(
 def _read_pod(api: Api, namespace: str, name: str, timeout: tuple[float, float], **options: Any) -> dict[str, Any]:
     """The launcher pod as JSON (``options``: for :meth:`Api.call`, e.g. ``retry``)."""
     what = f"reading the launcher pod {namespace}/{name}"
-    call = api.call(
-        what, api.core.read_namespaced_pod, name, namespace, _preload_content=False, _request_timeout=timeout, **options
-    )
-    return json.loads(call.data)
+    return api.read_json(what, api.core.read_namespaced_pod, name, namespace, _request_timeout=timeout, **options)
 
 
 def disruption(api: Api, namespace: str, name: str) -> str:
@@ -94,8 +80,6 @@ def disruption(api: Api, namespace: str, name: str) -> str:
 
     One short read (never raises): an unreadable pod counts as not disrupted (the SIGTERM is then a cancellation).
     """
-    from kubernetes.client import ApiException
-
     if not name or not namespace:
         return ""
     try:
@@ -109,8 +93,6 @@ def disruption(api: Api, namespace: str, name: str) -> str:
 
 
 def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: str) -> LauncherPod:
-    from kubernetes.client import ApiException
-
     if not name or not namespace:
         return LauncherPod(None, None, f"none (not in a KFP pod: {POD_NAME_ENV} or the pod's namespace unknown)")
     if namespace != job_namespace:
@@ -123,17 +105,19 @@ def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: s
     try:
         pod = _read_pod(api, namespace, name, (5, 10))
     except (ApiException, JobError, OSError, ValueError) as error:
-        text = str(error) if isinstance(error, JobError) else failure_text(error)
         hint = " (grant `get pods`, see rbac.yaml)" if getattr(error, "status", None) == 403 else ""
-        return LauncherPod(None, None, f"none: cannot read the launcher pod {namespace}/{name}: {text}{hint}")
+        why = f"none: cannot read the launcher pod {namespace}/{name}: {failure_text(error)}{hint}"
+        return LauncherPod(None, None, why)
     metadata = pod.get("metadata") or {}
     grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     grace = float(grace) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else None
     if uid and metadata.get("uid") != uid:
         return LauncherPod(None, grace, f"none: pod {namespace}/{name} has uid {metadata.get('uid')}, not {uid}")
-    owner = choose_owner(pod)
+    # Only the controller (the KFP run's Workflow) stands for the run: another owner (a policy object, a cache) may live
+    # longer or shorter than the run, and its deletion must not delete the job, nor keep it.
+    owners = list(metadata.get("ownerReferences") or [])
+    owner = next((owner for owner in owners if owner.get("controller") is True), None)
     if owner is None:
-        owners = (pod.get("metadata") or {}).get("ownerReferences") or []
         others = ", ".join(f"{o.get('kind')} {o.get('name')}" for o in owners if isinstance(o, Mapping))
         why = (
             f"none (the launcher pod {namespace}/{name} has no controller owner"
@@ -142,13 +126,8 @@ def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: s
         )
         return LauncherPod(None, grace, why)
     try:
-        reference = OwnerReference(
-            api_version=str(owner.get("apiVersion") or ""),
-            kind=str(owner.get("kind") or ""),
-            name=str(owner.get("name") or ""),
-            uid=str(owner.get("uid") or ""),
-            namespace=namespace,
-        )
+        fields = (str(owner.get(key) or "") for key in ("apiVersion", "kind", "name", "uid"))
+        reference = OwnerReference(*fields, namespace=namespace)
     except ValueError as error:
         return LauncherPod(None, grace, f"none: the launcher pod's owner is unusable ({error})")
     why = f"{reference.kind} {namespace}/{reference.name} (the launcher pod's owner): deleting the run deletes the job"

@@ -1,10 +1,7 @@
 """``training_launcher="auto"``: Kubeflow Trainer v2 (``TrainJob``) or Training Operator v1 (``PyTorchJob``).
 
-Rule (:func:`select_launcher`): ``trainjob`` when the API serves ``trainjobs.trainer.kubeflow.org`` (the version the
-builder writes) **and** the referenced runtime exists; else ``pytorchjob`` when it serves ``pytorchjobs.kubeflow.org``;
-else fail, listing what was found. Discovery (:mod:`.discovery`) uses ``GET /apis`` and
-``GET /apis/<group>/<version>``, which every authenticated user may read (the ``system:discovery`` role); the runtime
-check needs ``get`` (and ``list`` for the error message) on runtimes, which ``rbac.yaml`` already grants.
+``trainjob`` when the API serves ``trainjobs.trainer.kubeflow.org`` **and** the referenced runtime exists; else
+``pytorchjob`` when it serves ``pytorchjobs.kubeflow.org``; else fail, listing what was found.
 """
 
 from __future__ import annotations
@@ -16,16 +13,15 @@ from typing import Any
 from components.training.finetuning.cluster.api import Api, api_message
 from components.training.finetuning.cluster.discovery import resource_served, served_versions
 from components.training.finetuning.cluster.errors import JobError
-from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS, runtime_request
-from components.training.finetuning.manifests import pytorchjob
-from components.training.finetuning.manifests import spec as trainjob
+from components.training.finetuning.cluster.job_kinds import PYTORCHJOB_KIND, TRAINJOB_KIND
+from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS, runtime_names, runtime_request
 
 LAUNCHER_TRAINJOB = "trainjob"
 LAUNCHER_PYTORCHJOB = "pytorchjob"
 #: (group, version, plural) of each launcher's resource, as its builder writes it.
 LAUNCHER_RESOURCES = {
-    LAUNCHER_TRAINJOB: (trainjob.API_GROUP, trainjob.API_VERSION, trainjob.TRAINJOB_PLURAL),
-    LAUNCHER_PYTORCHJOB: (pytorchjob.API_GROUP, pytorchjob.API_VERSION, pytorchjob.PYTORCHJOB_PLURAL),
+    launcher: (kind.group, kind.version, kind.plural)
+    for launcher, kind in ((LAUNCHER_TRAINJOB, TRAINJOB_KIND), (LAUNCHER_PYTORCHJOB, PYTORCHJOB_KIND))
 }
 
 
@@ -37,8 +33,7 @@ def runtime_state(api: Api, runtime_name: str, runtime_kind: str, namespace: str
     """``found``, ``forbidden`` or ``missing (available: ...)`` for the referenced runtime."""
     from kubernetes.client import ApiException
 
-    plural = RUNTIME_PLURALS.get(runtime_kind)
-    if plural is None:
+    if runtime_kind not in RUNTIME_PLURALS:
         raise ValueError(f"runtime_kind={runtime_kind!r}: must be one of {sorted(RUNTIME_PLURALS)}")
     what = f"reading {runtime_kind} {runtime_name!r}"
     try:
@@ -50,8 +45,7 @@ def runtime_state(api: Api, runtime_name: str, runtime_kind: str, namespace: str
         if error.status != 404:
             raise LauncherSelectionError(f"{what} was rejected by the Kubernetes API: {api_message(error)}") from None
     try:
-        listed = runtime_request(api, f"listing {plural}", "list", runtime_kind, namespace)
-        names = sorted(item["metadata"]["name"] for item in listed.get("items") or [])
+        names = runtime_names(api, runtime_kind, namespace)
     except ApiException as error:
         return f"missing (available: cannot list, {api_message(error)})"
     return f"missing (available: {', '.join(names) if names else 'none'})"
@@ -67,46 +61,38 @@ def select_launcher(
     api_attempts: int = 5,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
-    """The launcher ``training_launcher="auto"`` resolves to on the cluster behind ``api_client``.
+    """The launcher ``training_launcher="auto"`` resolves to, ``"trainjob"`` or ``"pytorchjob"``, logging why.
 
     Args:
-        api_client: A ``kubernetes.client.ApiClient`` (see :func:`components._common.kube_auth.load_api_client`).
+        api_client: A ``kubernetes.client.ApiClient``.
         runtime_name: The Trainer runtime a TrainJob would reference.
         runtime_kind: ``ClusterTrainingRuntime`` or ``TrainingRuntime`` (looked up in ``namespace``).
         namespace: The namespace the job would run in.
         log: Where the choice and its reason go.
-        api_attempts: Attempts per API call on transient errors (5xx, 429, connection errors).
+        api_attempts: Attempts per API call on transient errors.
         sleep: Sleep between retries (tests).
 
-    Returns:
-        ``"trainjob"`` or ``"pytorchjob"``.
-
     Raises:
-        LauncherSelectionError: Neither launcher is usable (the message lists the served versions and the runtime's
-            state), or reading the runtime was rejected.
-        JobError: A discovery call was rejected (:mod:`.discovery`).
+        LauncherSelectionError: Neither launcher is usable (the message lists what was found).
+        JobError: A discovery call was rejected.
         ValueError: ``runtime_kind`` is not a runtime kind.
     """
     api = Api(api_client, sleep, log, api_attempts)
     found: list[str] = []
-    group, version, plural = LAUNCHER_RESOURCES[LAUNCHER_TRAINJOB]
-    if resource_served(api, group, version, plural):
+    for launcher, (group, version, plural) in LAUNCHER_RESOURCES.items():
+        resource = f"{plural}.{group}/{version}"
+        if not resource_served(api, group, version, plural):
+            found.append(f"{resource}: not served (group versions served: {served_versions(api, group) or 'none'})")
+            continue
+        if launcher == LAUNCHER_PYTORCHJOB:
+            log(f"training_launcher=auto: using {resource} (Training Operator v1) because {found[0]}")
+            return launcher
         state = runtime_state(api, runtime_name, runtime_kind, namespace)
         if state in ("found", "forbidden"):
             reason = "exists" if state == "found" else "cannot be read (forbidden), assumed to exist"
-            served = f"{plural}.{group}/{version} is served"
-            log(f"training_launcher=auto: {served} and {runtime_kind} {runtime_name!r} {reason}")
-            return LAUNCHER_TRAINJOB
-        found.append(f"{plural}.{group}/{version}: served, but {runtime_kind} {runtime_name!r} is {state}")
-    else:
-        versions = served_versions(api, group)
-        found.append(f"{plural}.{group}/{version}: not served (group versions served: {versions or 'none'})")
-    group, version, plural = LAUNCHER_RESOURCES[LAUNCHER_PYTORCHJOB]
-    if resource_served(api, group, version, plural):
-        log(f"training_launcher=auto: using {plural}.{group}/{version} (Training Operator v1) because {found[0]}")
-        return LAUNCHER_PYTORCHJOB
-    versions = served_versions(api, group)
-    found.append(f"{plural}.{group}/{version}: not served (group versions served: {versions or 'none'})")
+            log(f"training_launcher=auto: {resource} is served and {runtime_kind} {runtime_name!r} {reason}")
+            return launcher
+        found.append(f"{resource}: served, but {runtime_kind} {runtime_name!r} is {state}")
     raise LauncherSelectionError(
         "training_launcher=auto: no usable launcher in this cluster: "
         + "; ".join(found)

@@ -1,14 +1,9 @@
-"""A job's lifecycle around the follow loop: idempotent submit, diagnosis and cleanup, as functions.
-
-A retried KFP task re-attaches to its run/task's job instead of creating a second one (:func:`submit`). The cleanup
-policy is applied best effort within a budget, never masking the original error; what could not be done is reported
-with the ``kubectl`` command that does it (:func:`clean_up`).
-"""
+"""A job's lifecycle around the follow loop: idempotent submit (a retried task re-attaches), diagnosis, cleanup."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 from components._common.retry import GaveUp, call_with_retries
@@ -25,7 +20,7 @@ from components.training.finetuning.cluster.errors import (
 )
 from components.training.finetuning.cluster.job_client import CreateRejected, JobClient, NameBeingReleased, uid_of
 from components.training.finetuning.cluster.job_kinds import owned_by, queue_name
-from components.training.finetuning.cluster.outage import find_job_command, through_outage
+from components.training.finetuning.cluster.outage import find_it, find_job_command, through_outage
 from components.training.finetuning.cluster.signals import signals_ignored
 from components.training.finetuning.cluster.state import JobSettings, JobState
 
@@ -33,33 +28,24 @@ from components.training.finetuning.cluster.state import JobSettings, JobState
 _MAX_LOGGED_PODS = 2
 
 
-def manual_command(kind: str, name: str, namespace: str, policy: str, suspend_patch: Mapping[str, Any]) -> str:
-    """The ``kubectl`` command that applies ``policy`` by hand (``keep``: the delete command, for later).
-
-    E.g. ``kubectl delete trainjob tj-1 -n team-a`` or
-    ``kubectl patch pytorchjob tj-1 -n team-a --type=merge -p '{"spec": {"runPolicy": {"suspend": true}}}'``.
-    """
+def manual_command(client: JobClient, policy: str) -> str:
+    """The ``kubectl`` command that applies ``policy`` by hand (``keep``: the delete command, for later)."""
+    where = f"{client.kind.kind.lower()} {client.name} -n {client.namespace}"
     if policy == "suspend":
-        return f"kubectl patch {kind.lower()} {name} -n {namespace} --type=merge -p '{json.dumps(dict(suspend_patch))}'"
-    return f"kubectl delete {kind.lower()} {name} -n {namespace}"
+        return f"kubectl patch {where} --type=merge -p '{json.dumps(client.kind.suspend_patch(True))}'"
+    return f"kubectl delete {where}"
 
 
 def left_running_note(client: JobClient) -> str:
     """The line that says the job was left running after the launcher's own trouble, and how to find or stop it."""
-    kind = client.kind.kind
     return (
-        f"{kind} {client.namespace}/{client.name} was left running: this step's trouble is no reason to stop it. Find "
-        f"it with `{find_job_command(client)}`; retrying this task re-attaches to it (no second job); "
-        f"`{manual_command(kind, client.name, client.namespace, 'delete', {})}` stops it"
+        f"{client.kind.kind} {client.namespace}/{client.name} was left running: this step's trouble is no reason to "
+        f"stop it. {find_it(client)}"
     )
 
 
 def append_note(error: BaseException, note: str) -> None:
-    """Adds ``note`` to an error's message (``str(error)``) without replacing it; other errors get a traceback note.
-
-    The cluster layer's own errors carry their message in ``args[0]``; for anything else (an unexpected error) the
-    note is attached with :meth:`BaseException.add_note`, shown with its traceback.
-    """
+    """Adds ``note`` to a cluster error's message (``args[0]``); any other error gets it as a traceback note."""
     if isinstance(error, JobError) and error.args and isinstance(error.args[0], str):
         error.args = (f"{error.args[0]}\n{note}", *error.args[1:])
     else:
@@ -76,16 +62,11 @@ def submit(client: JobClient, state: JobState, settings: JobSettings) -> None:
     kind, what = client.kind.kind, f"creating {client.kind.kind} {client.namespace}/{client.name}"
     deadline = settings.clock() + max(settings.deadlines.start_timeout_seconds, 60.0)
 
-    def create_or_read() -> tuple[dict[str, Any], bool]:
-        return through_outage(
-            client, state, settings, lambda retry: client.create_or_read(retry), start_timeout_counts=True
-        )
-
     while True:
         state.submitted = True  # from the first create on, the job may exist and is this run/task's
         try:
             existing, created = call_with_retries(
-                create_or_read,
+                lambda: through_outage(client, state, settings, client.create_or_read, start_timeout_counts=True),
                 client.api.policy,
                 retryable=lambda error: isinstance(error, NameBeingReleased),
                 on_retry=lambda number, delay, error: client.say(f"{what}: {error}; retry {number} in {delay:.1f}s"),
@@ -143,26 +124,35 @@ def reattach(client: JobClient, state: JobState, existing: dict[str, Any]) -> No
 def diagnose(client: JobClient, state: JobState, settings: JobSettings, outcome: str) -> Diagnosis:
     """Collects conditions, pods, events and failed containers' log tails into a diagnosis (never raises)."""
     job = state.job or {"metadata": {"name": client.name, "namespace": client.namespace}}
+
+    def optional(read: Callable[[], Any], empty: Any) -> Any:  # one failed read leaves the others
+        try:
+            return read()
+        except JobError as error:
+            client.say(f"diagnosis is incomplete: {error}")
+            return empty
+
+    def read_logs(pods: list[dict[str, Any]]) -> None:  # of containers that exited non-zero or crash-loop
+        failed = []  # (pod, container, previous), in pod order
+        for pod in pods:
+            for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                now, last = status.get("state") or {}, (status.get("lastState") or {}).get("terminated") or {}
+                if (now.get("terminated") or {}).get("exitCode") not in (None, 0):
+                    failed.append((pod["metadata"]["name"], status["name"], False))
+                elif now.get("waiting") and last.get("exitCode") not in (None, 0):
+                    failed.append((pod["metadata"]["name"], status["name"], True))
+        for pod, container, previous in failed[:_MAX_LOGGED_PODS]:
+            text = client.read_log(pod, container, previous, settings.policy.log_tail_lines)
+            if text:
+                logs[f"pod {pod}, container {container}"] = text  # (kept when a later read fails)
+
     pods: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     logs: dict[str, str] = {}
     if outcome != "Cancelled" and not state.replaced_by:  # (another job's pods and events are not ours to report)
-        # Pods, events and logs are optional reads, each on its own: one that fails leaves the others.
-        try:
-            pods = client.list_pods()
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
-        try:
-            events = client.list_events()
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
-        try:
-            for pod, container, previous in failed_containers(pods)[:_MAX_LOGGED_PODS]:
-                text = client.read_log(pod, container, previous, settings.policy.log_tail_lines)
-                if text:
-                    logs[f"pod {pod}, container {container}"] = text
-        except JobError as error:
-            client.say(f"diagnosis is incomplete: {error}")
+        pods = optional(client.list_pods, [])
+        events = optional(client.list_events, [])
+        optional(lambda: read_logs(pods), None)
     return diagnosis_module.diagnose(
         outcome,
         job,
@@ -176,31 +166,10 @@ def diagnose(client: JobClient, state: JobState, settings: JobSettings, outcome:
     )
 
 
-def failed_containers(pods: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
-    """(pod, container, previous) of containers that exited non-zero or crash-loop, in pod order."""
-    found = []
-    for pod in pods:
-        for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            state = status.get("state") or {}
-            last = (status.get("lastState") or {}).get("terminated") or {}
-            terminated = state.get("terminated") or {}
-            name = pod["metadata"]["name"]
-            if terminated.get("exitCode") not in (None, 0):
-                found.append((name, status["name"], False))
-            elif state.get("waiting") and last.get("exitCode") not in (None, 0):
-                found.append((name, status["name"], True))
-    return found
-
-
 def cleanup_budget(settings: JobSettings) -> Deadline:
     """The deadline of a diagnosis or a cleanup: ``cleanup_timeout_seconds`` from now."""
     budget = settings.deadlines.cleanup_timeout_seconds
     return Deadline(settings.clock() + budget, f"cleanup_timeout_seconds={budget:g}")
-
-
-def until(deadline: Deadline, settings: JobSettings) -> Retry:
-    """Retries a cleanup request with backoff until ``deadline``, using the whole budget (not a count)."""
-    return Retry(policy=settings.api.outage_policy, deadline=deadline)
 
 
 def delete_job(client: JobClient, state: JobState, settings: JobSettings, deadline: Deadline) -> bool:
@@ -209,7 +178,7 @@ def delete_job(client: JobClient, state: JobState, settings: JobSettings, deadli
     Another job under the name is never deleted: that is said in one line and ``False`` returned.
     """
     try:
-        return client.bounded(deadline).delete_job(state.uid, until(deadline, settings))
+        return client.bounded(deadline).delete_job(state.uid, Retry(settings.api.outage_policy, deadline=deadline))
     except NotOurJob as error:
         client.say(str(error))
         return False
@@ -223,11 +192,12 @@ def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline
     """
     policy = settings.policy.cleanup_policy
     kind = client.kind
-    command = manual_command(kind.kind, client.name, client.namespace, policy, kind.suspend_patch(True))
+    command = manual_command(client, policy)
     if policy == "keep":
         client.say(f"kept (cleanup_policy=keep): `{command}`")
         return ""
-    bounded, retry = client.bounded(deadline), until(deadline, settings)
+    # Each request is retried with backoff until the deadline, using the whole budget (not a count).
+    bounded, retry = client.bounded(deadline), Retry(settings.api.outage_policy, deadline=deadline)
     try:
         if not state.uid:  # the create's answer never came: clean up only this run/task's job
             existing = bounded.get_job(retry)
@@ -244,11 +214,10 @@ def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline
         client.say(str(error))
         return ""
     except Exception as error:  # noqa: BLE001 - best effort: a failed cleanup never masks the original error
-        text = str(error) if isinstance(error, JobError) else failure_text(error)
         doing = "deleted" if policy == "delete" else "suspended"
         note = (
-            f"{kind.kind} {client.namespace}/{client.name} could not be {doing} (cleanup_policy={policy}: {text}); "
-            f"it may still hold its GPUs: run `{command}`"
+            f"{kind.kind} {client.namespace}/{client.name} could not be {doing} (cleanup_policy={policy}: "
+            f"{failure_text(error)}); it may still hold its GPUs: run `{command}`"
         )
         client.say(f"WARNING: {note}")
         return note

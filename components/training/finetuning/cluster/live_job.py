@@ -1,9 +1,4 @@
-"""Whether a job of this run/task still exists: ``training_resume=False`` never wipes the files of a live job.
-
-A retried launcher (KFP retry, a restarted pod) runs the same run and task, so it re-attaches to the job of the first
-attempt (:func:`.lifecycle.submit`). That job writes its checkpoints and metrics into the run directory; clearing the
-directory for a fresh start (``resume=False``) must therefore wait until no job of this run/task exists.
-"""
+"""Whether a job of this run/task still exists: ``training_resume=False`` never wipes the files of a live job."""
 
 from __future__ import annotations
 
@@ -20,10 +15,7 @@ from components.training.finetuning.cluster.job_kinds import owned_by
 def find_live_job(
     api_client: Any, namespace: str, name: str, labels: Mapping[str, str], kinds: Iterable[str]
 ) -> dict[str, Any] | None:
-    """This run/task's job of one of ``kinds`` (``TrainJob``, ``PyTorchJob``) that is not being deleted, or ``None``.
-
-    A job of another run/task under the name, one being deleted, or a kind the cluster does not serve (404) count as
-    none. A completed or failed job counts: its files are still the run's.
+    """This run/task's job of one of ``kinds`` that is not being deleted (completed or failed counts), or ``None``.
 
     Raises:
         JobApiError: The API could not be asked (the message says nothing was deleted).

@@ -1,11 +1,9 @@
 """Riding out an unreachable or erroring Kubernetes API while a job runs: the job does not need its launcher.
 
-Every request made while following (and the create) goes through :func:`through_outage`: a transient failure (no
-answer, 408/429/5xx) is retried with the shared capped exponential backoff and jitter (:data:`.state.OUTAGE_POLICY`,
-:mod:`components._common.retry`) until the API answers again, for as long as the run's own deadlines
-(``timeout_seconds``, ``start_timeout_seconds``) and ``api_outage_tolerance_seconds`` allow. One line is logged when
-the API becomes unreachable and one when it answers again, nothing in between. Past the tolerance the step fails with
-:class:`~.errors.ApiOutageTooLong`, naming the job and how to find it; the job is never deleted for it.
+Every request while following (and the create) goes through :func:`through_outage`: transient failures are retried
+with backoff (:data:`.state.OUTAGE_POLICY`) within the run's deadlines and ``api_outage_tolerance_seconds``; one line
+when the API becomes unreachable, one when it answers again. Past the tolerance: :class:`~.errors.ApiOutageTooLong`,
+the job never deleted for it.
 """
 
 from __future__ import annotations
@@ -35,6 +33,14 @@ def tolerance_deadline(state: JobState, settings: JobSettings) -> Deadline | Non
 def find_job_command(client: JobClient) -> str:
     """``kubectl get trainjob <name> -n <namespace>``: how a user finds the job the step left running."""
     return f"kubectl get {client.kind.kind.lower()} {client.name} -n {client.namespace}"
+
+
+def find_it(client: JobClient) -> str:
+    """How a user finds the job the step left running, re-attaches to it, or stops it (one sentence)."""
+    return (
+        f"Find it with `{find_job_command(client)}`; retrying this task re-attaches to it (no second job); "
+        f"`kubectl delete {client.kind.kind.lower()} {client.name} -n {client.namespace}` stops it"
+    )
 
 
 def _began(client: JobClient, state: JobState, settings: JobSettings, reason: str) -> None:
@@ -76,9 +82,7 @@ def too_long(client: JobClient, state: JobState, settings: JobSettings, last: st
     tolerance = settings.deadlines.api_outage_tolerance_seconds
     return ApiOutageTooLong(
         f"the Kubernetes API was unreachable for {seconds:.0f}s, longer than "
-        f"api_outage_tolerance_seconds={tolerance:g} (last: {last}). {where}. Find it with "
-        f"`{find_job_command(client)}`; retrying this task re-attaches to it (no second job); "
-        f"`kubectl delete {kind.lower()} {client.name} -n {client.namespace}` stops it"
+        f"api_outage_tolerance_seconds={tolerance:g} (last: {last}). {where}. {find_it(client)}"
     )
 
 
@@ -90,11 +94,10 @@ def through_outage(
     *,
     start_timeout_counts: bool = False,
 ) -> T:
-    """Makes ``request`` (given the :class:`~.api.Retry` to pass to its API call) until the API answers.
+    """Makes ``request`` (given the :class:`~.api.Retry` for its API call) until the API answers.
 
-    The retries end at ``timeout_seconds`` or at the tolerance; at ``start_timeout_seconds`` only with
-    ``start_timeout_counts`` (the create: nothing runs yet), as while following the job may well have started
-    unseen.
+    The retries end at ``timeout_seconds``, at the tolerance, and at ``start_timeout_seconds`` only with
+    ``start_timeout_counts`` (the create: while following, the job may well have started unseen).
 
     Raises:
         ApiOutageTooLong: The outage outlasted ``api_outage_tolerance_seconds`` (the job is left running).

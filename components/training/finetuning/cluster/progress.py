@@ -14,8 +14,7 @@ class MetricsTail:
 
     Args:
         path: The file (``""``: none).
-        normalize: Maps all raw records read so far to step records (e.g. ``metrics.normalize_records`` for Training
-            Hub's layouts); default: the records that have a numeric ``step``.
+        normalize: Maps all raw records read so far to step records (default: those with a numeric ``step``).
     """
 
     def __init__(self, path: str, normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None):
@@ -46,22 +45,15 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
+#: The record's numbers a progress line shows, and how.
+_SHOWN = {"epoch": "epoch {:.2f}", "loss": "loss {:.4f}", "lr": "lr {:.2e}", "tokens_per_second": "{:.0f} tok/s"}
+
+
 def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
-    """One progress line: phase, then step/total, epoch, loss, lr, tokens/s and ETA where known.
+    """One progress line, e.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | ETA 3m12s``.
 
-    The cluster's trainer status wins over the metrics-file record when it carries steps (RHOAI's JSON, see
-    :func:`~..pod.progress_server.status_record`); upstream Kubeflow Trainer's shape (percentage, ``metrics`` list) is
-    shown only when there is no record.
-
-    Args:
-        phase: ``Pending``, ``Running``, ``Suspended``, ``Complete`` or ``Failed``.
-        trainer_status: :func:`~..pod.progress_server.trainer_status` of the job (RHOAI's ``trainerStatus``
-            annotation, or ``status.trainerStatus``: ``progressPercentage``, ``estimatedRemainingSeconds``,
-            ``metrics``).
-        record: The newest metrics-file record (keys step, epoch, loss, lr, tokens_per_second, time, total_steps).
-
-    Returns:
-        E.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | 1520 tok/s | ETA 3m12s``.
+    The trainer status (:func:`~..pod.progress_server.trainer_status`) wins over the metrics-file ``record`` when it
+    carries steps; upstream Kubeflow Trainer's shape (percentage, ``metrics``) is shown only when there is no record.
     """
     parts = [phase]
     record = progress_server.status_record(trainer_status) or record
@@ -73,11 +65,9 @@ def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping
             parts.append(f"step {step}/{total} ({shown:.0f}%)")
         else:
             parts.append(f"step {step}")
-        for key, fmt in (("epoch", "epoch {:.2f}"), ("loss", "loss {:.4f}"), ("lr", "lr {:.2e}")):
+        for key, fmt in _SHOWN.items():
             if isinstance(record.get(key), (int, float)):
                 parts.append(fmt.format(record[key]))
-        if isinstance(record.get("tokens_per_second"), (int, float)):
-            parts.append(f"{record['tokens_per_second']:.0f} tok/s")
         elapsed, eta = record.get("time"), record.get("eta_seconds")
         if isinstance(eta, (int, float)) and eta > 0:
             parts.append(f"ETA {format_duration(eta)}")
@@ -86,8 +76,7 @@ def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping
     elif trainer_status:
         if trainer_status.get("progressPercentage") is not None:
             parts.append(f"{trainer_status['progressPercentage']}%")
-        for metric in trainer_status.get("metrics") or []:
-            parts.append(f"{metric.get('name')} {metric.get('value')}")
+        parts += [f"{metric.get('name')} {metric.get('value')}" for metric in trainer_status.get("metrics") or []]
         if trainer_status.get("estimatedRemainingSeconds") is not None:
             parts.append(f"ETA {format_duration(trainer_status['estimatedRemainingSeconds'])}")
     return " | ".join(parts)

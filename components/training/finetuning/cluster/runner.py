@@ -1,10 +1,7 @@
 """Runs one TrainJob or PyTorchJob to its end: check the runtime, submit, follow, diagnose, clean up.
 
-:func:`run_job` is the whole lifecycle for both kinds (a :class:`~.job_kinds.JobKind` holds what differs), composed of
-a stateless :class:`~.job_client.JobClient`, one :class:`~.state.JobState` and the functions of :mod:`.runtimes`,
-:mod:`.lifecycle` (submit, diagnose, clean up), :mod:`.follow` and :mod:`.outage`. **The job does not need its
-launcher**: the cleanup policy applies only when the job failed or exceeded its own timeouts, or the run was cancelled
-(SIGTERM from KFP, :mod:`.signals`); the launcher's own trouble never deletes it, and the error says where it runs.
+**The job does not need its launcher**: the cleanup policy applies only when the job failed or exceeded its own
+timeouts, or the run was cancelled (SIGTERM); the launcher's own trouble never deletes it, and the error says where.
 """
 
 from __future__ import annotations
@@ -40,7 +37,7 @@ __all__ = ["JobResult", "run_job"]
 
 @dataclasses.dataclass(frozen=True)
 class JobResult:
-    """How a successful job run went (the cluster launchers' internal result; see ``run.TrainModelResult``).
+    """How a successful job run went.
 
     Attributes:
         name: The job's name.
@@ -88,20 +85,20 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
             raise JobCancelled(diagnose(client, state, settings, "Cancelled")) from None
         raise wrap_up(client, state, settings, "Cancelled") from None
     except BaseException as error:
-        if state.submitted and state.job is None and not isinstance(error, ApiOutageTooLong):
-            # The create was sent but never confirmed before the start timeout: whatever exists was never seen
-            # running; apply the policy to this run/task's job, if there is one.
+        if not state.submitted or isinstance(error, ApiOutageTooLong):  # (that error says where the job runs)
+            raise
+        if state.job is None:  # the create was never confirmed: apply the policy to this run/task's job, if any
             policy = settings.policy.cleanup_policy
             client.say(
                 f"stopped before the job was confirmed ({type(error).__name__}): applying cleanup_policy={policy}"
             )
             with signals_ignored():
                 note = clean_up(client, state, settings, cleanup_budget(settings))
-            if note:
-                append_note(error, note)
-        elif state.submitted and not isinstance(error, ApiOutageTooLong):
+        else:
             client.say(f"stopped by an error ({type(error).__name__}); the job is left running, untouched")
-            append_note(error, left_running_note(client))
+            note = left_running_note(client)
+        if note:
+            append_note(error, note)
         raise
     if (
         outcome == "Timeout"
@@ -133,12 +130,7 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
 
 
 def run_job(api_client: Any, manifest: Mapping[str, Any], settings: JobSettings) -> JobResult:
-    """Runs a TrainJob or PyTorchJob to completion: check runtime, submit (or re-attach), follow, diagnose, clean up.
-
-    The kind comes from the manifest (:data:`JOB_KINDS`): a ``PyTorchJob`` has no runtime to check, its phase is read
-    by :func:`~..manifests.pytorchjob.pytorchjob_phase`, its pods by
-    :func:`~..manifests.pytorchjob.pod_label_selector`, and it is suspended
-    with ``spec.runPolicy.suspend``.
+    """Runs a TrainJob or PyTorchJob (the manifest's kind) to completion: submit (or re-attach), follow, clean up.
 
     Args:
         api_client: A ``kubernetes.client.ApiClient`` (see :func:`components._common.kube_auth.load_api_client`).
@@ -153,9 +145,8 @@ def run_job(api_client: Any, manifest: Mapping[str, Any], settings: JobSettings)
         ValueError: A manifest that is no job of a known kind.
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do).
         JobConflictError: The name is taken by another run/task's job.
-        JobApiError: The API rejected a call, stayed unavailable, or did not answer before a timeout. After the
-            job was seen, the message ends saying it was left running and how to find it; when a cleanup the policy
-            asked for could not be done, with the ``kubectl`` command that does it.
+        JobApiError: The API rejected a call, stayed unavailable, or did not answer before a timeout (the message
+            says whether the job was left running, and how to find or clean it up).
         ApiOutageTooLong: The API stayed unreachable past ``api_outage_tolerance_seconds`` (the job left running).
         LauncherDisrupted: SIGTERM because the launcher pod was evicted or preempted (the job left running).
         JobFailed: The job failed or timed out (``.diagnosis``); :class:`JobCancelled` on SIGTERM/SIGINT.
@@ -172,8 +163,6 @@ def run_job(api_client: Any, manifest: Mapping[str, Any], settings: JobSettings)
         start_clock_at=started_at,
         metrics=MetricsTail(settings.metrics.file, settings.metrics.normalizer),
     )
-    kind = JOB_KINDS[manifest["kind"]].kind.lower()
-    name = metadata["name"]
     api = Api(
         api_client,
         settings.sleep,
@@ -186,6 +175,6 @@ def run_job(api_client: Any, manifest: Mapping[str, Any], settings: JobSettings)
     client = JobClient(
         api=api.bounded(lambda: run_deadline(state, settings)),
         manifest=manifest,
-        say=lambda message: settings.log(f"[{kind} {name}] {message}"),
+        say=lambda message: settings.log(f"[{manifest['kind'].lower()} {metadata['name']}] {message}"),
     )
     return run(client, state, settings)

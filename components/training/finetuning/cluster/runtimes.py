@@ -1,8 +1,4 @@
-"""Before a TrainJob is submitted: its (Cluster)TrainingRuntime must exist and hold the replicated job it patches.
-
-A missing runtime fails with the runtimes that do exist; a runtime the service account may not read (403) is assumed to
-exist, with a warning pointing at ``rbac.yaml``.
-"""
+"""Before a TrainJob is submitted: its (Cluster)TrainingRuntime must exist and hold the replicated job it patches."""
 
 from __future__ import annotations
 
@@ -28,13 +24,14 @@ def runtime_request(api: Api, what: str, verb: str, kind: str, namespace: str, *
     return api.call(what, method, API_GROUP, API_VERSION, *where, RUNTIME_PLURALS[kind], *name)
 
 
-def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], None]) -> None:
-    """Fails unless the TrainJob's referenced runtime exists and has the replicated job its runtime patch targets.
+def runtime_names(api: Api, kind: str, namespace: str) -> list[str]:
+    """The names of the runtimes of ``kind`` (cluster-scoped, or in ``namespace``); raises ``ApiException``."""
+    listed = runtime_request(api, f"listing {RUNTIME_PLURALS[kind]}", "list", kind, namespace)
+    return sorted(item["metadata"]["name"] for item in listed.get("items") or [])
 
-    Args:
-        api: The request layer.
-        manifest: The TrainJob.
-        say: Where the warning for an unreadable (403) runtime goes.
+
+def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], None]) -> None:
+    """Fails unless the TrainJob's runtime exists with the replicated job it patches; a 403 only warns (``say``).
 
     Raises:
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do) or lacks the patched job.
@@ -70,37 +67,31 @@ def available_runtimes(api: Api, namespace: str) -> str:
     from kubernetes.client import ApiException
 
     found = []
-    for kind, plural in RUNTIME_PLURALS.items():
+    for kind in RUNTIME_PLURALS:
         label = kind if kind == "ClusterTrainingRuntime" else f"TrainingRuntime in {namespace}"
         try:
-            listed = runtime_request(api, f"listing {plural}", "list", kind, namespace)
+            names = runtime_names(api, kind, namespace)
         except ApiException as error:
             found.append(f"{kind}: cannot list ({api_message(error)})")
             continue
-        names = sorted(item["metadata"]["name"] for item in listed.get("items") or [])
         found.append(f"{label}: {', '.join(names) if names else '(none)'}")
     return "; ".join(found)
 
 
 def _check_patched_jobs(manifest: Mapping[str, Any], kind: str, name: str, runtime: Mapping[str, Any]) -> None:
+    """Fails unless the runtime has every replicated job the manifest's pod patch targets."""
     jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
     available = [job.get("name") for job in jobs]
-    namespace, job_name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    for job in patched_jobs(manifest):
-        if job not in available:
-            raise RuntimeNotFoundError(
-                f"TrainJob {namespace}/{job_name}: {kind} {name!r} has no replicated job "
-                f"{job!r} to patch (it has {available}); set trainer_job_name to one of them"
-            )
-
-
-def patched_jobs(manifest: Mapping[str, Any]) -> list[str]:
-    """The replicated jobs this project's pod patch targets (``runtimePatches`` or ``podTemplateOverrides``)."""
     spec = manifest.get("spec") or {}
-    names = []
+    patched = [
+        target["name"] for override in spec.get("podTemplateOverrides") or [] for target in override["targetJobs"]
+    ]
     for patch in spec.get("runtimePatches") or []:
         if patch.get("manager") == PATCH_MANAGER:
-            names += [job["name"] for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]]
-    for override in spec.get("podTemplateOverrides") or []:
-        names += [target["name"] for target in override.get("targetJobs") or []]
-    return names
+            patched += [job["name"] for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]]
+    for job in patched:
+        if job not in available:
+            raise RuntimeNotFoundError(
+                f"TrainJob {manifest['metadata']['namespace']}/{manifest['metadata']['name']}: {kind} {name!r} has no "
+                f"replicated job {job!r} to patch (it has {available}); set trainer_job_name to one of them"
+            )

@@ -27,10 +27,9 @@ CLEANUP_POLICIES = ("delete", "keep", "suspend")
 
 
 def cancel_budget(grace_seconds: float | None) -> float:
-    """Seconds the cleanup after SIGTERM may take: the pod's grace period less a margin (``None``: the default 30 s).
+    """Seconds the cleanup after SIGTERM may take before SIGKILL: the pod's grace period (``None``: 30 s) less a margin.
 
-    Kubernetes sends SIGKILL ``terminationGracePeriodSeconds`` after SIGTERM; the cleanup uses what is left before it
-    minus :data:`TERMINATION_MARGIN_SECONDS` (at least half the grace period, at least 1 s).
+    At least half the grace period, at least 1 s.
     """
     grace = DEFAULT_TERMINATION_GRACE_SECONDS if grace_seconds is None else float(grace_seconds)
     return max(grace - TERMINATION_MARGIN_SECONDS, grace / 2, 1.0)
@@ -68,13 +67,14 @@ class Deadlines:
     cancel_timeout_seconds: float = cancel_budget(None)
 
     def __post_init__(self) -> None:
-        check_seconds("start_timeout_seconds", self.start_timeout_seconds, "no limit")
-        check_seconds("timeout_seconds", self.timeout_seconds, "no limit")
-        check_seconds(
-            "api_outage_tolerance_seconds", self.api_outage_tolerance_seconds, "as long as timeout_seconds allows"
-        )
-        check_seconds("cleanup_timeout_seconds", self.cleanup_timeout_seconds)
-        check_seconds("cancel_timeout_seconds", self.cancel_timeout_seconds)
+        for name, zero_means in (
+            ("start_timeout_seconds", "no limit"),
+            ("timeout_seconds", "no limit"),
+            ("api_outage_tolerance_seconds", "as long as timeout_seconds allows"),
+            ("cleanup_timeout_seconds", ""),
+            ("cancel_timeout_seconds", ""),
+        ):
+            check_seconds(name, getattr(self, name), zero_means)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,9 +126,8 @@ class ApiOptions:
     outage_policy: RetryPolicy = OUTAGE_POLICY
 
     def __post_init__(self) -> None:
-        check_seconds("connect_timeout_seconds", self.connect_timeout_seconds)
-        check_seconds("read_timeout_seconds", self.read_timeout_seconds)
-        check_seconds("poll_interval_seconds", self.poll_interval_seconds)
+        for name in ("connect_timeout_seconds", "read_timeout_seconds", "poll_interval_seconds"):
+            check_seconds(name, getattr(self, name))
         if self.attempts < 1:
             raise ValueError(f"attempts={self.attempts!r}: must be >= 1")
 
@@ -176,12 +175,7 @@ class JobSettings:
 
 @dataclasses.dataclass
 class Outage:
-    """The API is unreachable (or erroring) since ``since``.
-
-    Attributes:
-        since: ``clock()`` time of the first failure.
-        reason: The first failure, one line.
-    """
+    """The API is unreachable (or erroring) since ``since`` (``clock()`` time); ``reason``: the first failure."""
 
     since: float
     reason: str
@@ -189,7 +183,7 @@ class Outage:
 
 @dataclasses.dataclass
 class JobState:
-    """What one run knows about its job, updated as it goes (see the module docstring).
+    """What one run knows about its job, updated as it goes.
 
     Attributes:
         started_at: ``clock()`` time of the submission; ``timeout_seconds`` counts from here.
@@ -247,18 +241,13 @@ def paused_seconds(state: JobState, settings: JobSettings) -> float:
 def run_deadline(state: JobState, settings: JobSettings, start: bool = True) -> Deadline | None:
     """When the run must end: ``timeout_seconds`` from submission, ``start_timeout_seconds`` until pods run.
 
-    Args:
-        state: The run's state.
-        settings: Its settings.
-        start: Whether the start timeout counts. Following through an API outage leaves it out: whether the pods
-            started is judged on what the API says once it answers again, never on its silence.
+    ``start=False`` leaves the start timeout out (following through an outage: whether the pods started is judged on
+    what the API says once it answers again, never on its silence).
     """
     found = []
     deadlines = settings.deadlines
     if deadlines.timeout_seconds:
-        at = (
-            state.started_at + deadlines.timeout_seconds + paused_seconds(state, settings)
-        )  # an uncounted pause moves it
+        at = state.started_at + deadlines.timeout_seconds + paused_seconds(state, settings)  # an uncounted pause
         found.append(Deadline(at, f"timeout_seconds={deadlines.timeout_seconds:g}"))
     if start and deadlines.start_timeout_seconds and not state.started:
         reason = f"start_timeout_seconds={deadlines.start_timeout_seconds:g}"

@@ -1,17 +1,10 @@
-"""The ``TrainJob`` API generations this project speaks, and reading which one a cluster serves.
+"""The ``TrainJob`` API generations this project speaks, and reading which one a cluster serves (pure).
 
-Kubeflow Trainer's ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` kept its version while its spec changed:
-
-* **runtimePatches** (upstream Trainer >= 2.2, RHOAI >= 3.6): pod settings travel in ``spec.runtimePatches``;
-  ``spec.activeDeadlineSeconds`` and ``status.trainerStatus`` (the Trainer's status server, whose URL it injects
-  into the pods) are served by 2.3.
-* **podTemplateOverrides** (upstream Trainer 2.0-2.1, RHOAI 3.3-3.5, Open Data Hub's fork): pod settings travel in
-  ``spec.podTemplateOverrides``; no ``activeDeadlineSeconds``, no ``status.trainerStatus``.
-
-A real API server prunes the fields of the other generation silently, so the generation is learned before the job
-is built: :func:`served_trainjob_api` reads it from the group-version's OpenAPI v3 document
-(``/openapi/v3/apis/trainer.kubeflow.org/v1alpha1``, readable by every authenticated identity), which carries the
-CRD's structural schema. Pure: no client calls (the request is :mod:`..cluster.discovery`'s).
+``trainer.kubeflow.org/v1alpha1`` kept its version while its spec changed: pod settings travel in
+``spec.runtimePatches`` (Trainer >= 2.2, RHOAI >= 3.6; 2.3 also serves ``spec.activeDeadlineSeconds`` and
+``status.trainerStatus``) or in ``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI 3.3-3.5: neither). A real API
+server silently prunes the other generation's fields, so the generation is read from the group-version's OpenAPI v3
+document before the job is built (the request is :mod:`..cluster.discovery`'s).
 """
 
 from __future__ import annotations
@@ -40,13 +33,9 @@ ASSUMED_GENERATION = POD_TEMPLATE_OVERRIDES
 
 @dataclasses.dataclass(frozen=True)
 class TrainJobApi:
-    """What a cluster's ``TrainJob`` API serves.
+    """What a cluster's ``TrainJob`` API serves: generation, ``spec.activeDeadlineSeconds``, ``status.trainerStatus``.
 
-    Attributes:
-        generation: :data:`RUNTIME_PATCHES` or :data:`POD_TEMPLATE_OVERRIDES`.
-        active_deadline: ``spec.activeDeadlineSeconds`` is served (else the launcher alone enforces the timeout).
-        trainer_status: ``status.trainerStatus`` is served (the Trainer injects its status server into the pods).
-        source: How this was learned (``OpenAPI v3 discovery``, or ``assumed: <why>``).
+    ``source`` says how this was learned (``OpenAPI v3 discovery``, or ``assumed: <why>``).
     """
 
     generation: str
@@ -119,25 +108,15 @@ def _resolved(openapi: Mapping[str, Any], schema: Any) -> Mapping[str, Any]:
 
 
 def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
-    """The generation an OpenAPI v3 document of ``trainer.kubeflow.org/v1alpha1`` serves, or None when it cannot say.
-
-    Args:
-        openapi: The JSON of ``GET /openapi/v3/apis/trainer.kubeflow.org/v1alpha1``.
-
-    Returns:
-        The served API, or ``None`` when the document has no ``TrainJob`` schema or one with neither field.
-    """
+    """The generation a ``trainer.kubeflow.org/v1alpha1`` OpenAPI v3 document serves, ``None`` when it cannot say."""
     schema = trainjob_schema(openapi)
     if schema is None:
         return None
     properties = schema.get("properties") or {}
-    spec = (_resolved(openapi, properties.get("spec")) or {}).get("properties") or {}
-    status = (_resolved(openapi, properties.get("status")) or {}).get("properties") or {}
-    if RUNTIME_PATCHES in spec:
-        generation = RUNTIME_PATCHES
-    elif POD_TEMPLATE_OVERRIDES in spec:
-        generation = POD_TEMPLATE_OVERRIDES
-    else:
+    spec = _resolved(openapi, properties.get("spec")).get("properties") or {}
+    status = _resolved(openapi, properties.get("status")).get("properties") or {}
+    generation = next((name for name in GENERATIONS if name in spec), None)  # (runtimePatches first)
+    if generation is None:
         return None
     return TrainJobApi(
         generation, active_deadline="activeDeadlineSeconds" in spec, trainer_status="trainerStatus" in status
@@ -147,9 +126,7 @@ def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
 def manifest_api(manifest: Mapping[str, Any]) -> str:
     """The API a manifest is written for, for errors: ``TrainJob API with spec.runtimePatches (...)`` or its kind."""
     spec = manifest.get("spec") or {}
-    if manifest.get("kind") == "TrainJob":
-        for generation in GENERATIONS:
-            if generation in spec:
-                return f"TrainJob API with spec.{generation} ({SERVED_BY[generation]})"
-        return f"TrainJob API {manifest.get('apiVersion')}"
-    return f"{manifest.get('kind')} API {manifest.get('apiVersion')}"
+    generation = next((name for name in GENERATIONS if name in spec), "") if manifest.get("kind") == "TrainJob" else ""
+    return (
+        assumed(generation, "").describe() if generation else f"{manifest.get('kind')} API {manifest.get('apiVersion')}"
+    )

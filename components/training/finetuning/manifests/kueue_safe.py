@@ -1,18 +1,12 @@
 """Kueue-safe manifests: no explicit empty or false values that a typed Go client would drop.
 
-Kueue reads a TrainJob or PyTorchJob into Go structs and writes it back to unsuspend it. Fields tagged ``omitempty``
-holding their zero value (``env[].value: ""``, ``volumeMounts[].readOnly: false``, empty lists and maps) vanish in
-that round trip, and the Trainer's CEL immutability rule then rejects the unsuspend (kubeflow/trainer#3888, fixed
-only in Open Data Hub's fork). The builders therefore never write such a value: :func:`without_empty` drops them
-from what a user hands in (task config volumes, mounts, tolerations, affinity), :func:`volume` keeps a volume's
-source even when it is ``{}`` (``emptyDir: {}`` is a pointer to an empty struct, which a typed client keeps).
-Pointer fields whose zero means something (``tolerationSeconds: 0``) are kept. The pod pieces both builders write
-(container env, pod settings, pod metadata) are built here, that way.
+Kueue writes a job back from Go structs to unsuspend it: ``omitempty`` fields holding their zero value vanish, and the
+Trainer's CEL immutability rule then rejects the unsuspend (kubeflow/trainer#3888). So the builders never write one;
+a volume's source is kept even when ``{}`` (a pointer), as are pointer fields whose zero means something.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -36,34 +30,29 @@ def without_empty(value: Any) -> Any:
     return value
 
 
-def volume(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``Volume`` without empty values; its source is kept even when empty (``emptyDir: {}``)."""
-    return {key: (item if key == "name" else without_empty(item)) for key, item in value.items()}
-
-
-def env_var(name: str, value: str) -> dict[str, Any]:
-    """A literal ``EnvVar``; an empty value is left out (it means the same and survives a typed client)."""
-    return {"name": name, "value": value} if value else {"name": name}
+def set_fields(**fields: Any) -> dict[str, Any]:
+    """The fields that hold a value, in order (an empty one is left out: a typed client would drop it)."""
+    return {key: value for key, value in fields.items() if not is_empty(value)}
 
 
 def container_env(spec: JobSpec) -> list[dict[str, Any]]:
     """The trainer container's ``env``: the literal variables (sorted by name), then the secret references."""
-    env = [env_var(key, value) for key, value in sorted(spec.env.items())]
+    env = [{"name": key, "value": value} if value else {"name": key} for key, value in sorted(spec.env.items())]
     return env + [item.to_env_var() for item in spec.secret_env]
 
 
 def pod_settings(spec: JobSpec) -> dict[str, Any]:
     """The training pods' ``volumes``, ``tolerations``, ``nodeSelector`` and ``affinity`` (those set, Kueue-safe)."""
-    settings = {
-        "volumes": [volume(copy.deepcopy(dict(item))) for item in spec.volumes],
-        "tolerations": without_empty(copy.deepcopy([dict(toleration) for toleration in spec.tolerations])),
-        "nodeSelector": dict(spec.node_selector),
-        "affinity": without_empty(copy.deepcopy(dict(spec.affinity))),
-    }
-    return {key: value for key, value in settings.items() if value}
+    return set_fields(  # (without_empty builds new containers: nothing of the spec is shared with the manifest)
+        volumes=[  # a source is kept even when empty: ``emptyDir: {}``
+            {key: item if key == "name" else without_empty(item) for key, item in v.items()} for v in spec.volumes
+        ],
+        tolerations=without_empty(spec.tolerations),
+        nodeSelector=dict(spec.node_selector),
+        affinity=without_empty(spec.affinity),
+    )
 
 
 def pod_metadata(spec: JobSpec, labels: Mapping[str, str]) -> dict[str, Any]:
     """The pod template's ``labels`` (``spec.pod_labels`` and ``labels``) and ``annotations``, those not empty."""
-    metadata = {"labels": {**dict(spec.pod_labels), **labels}, "annotations": dict(spec.pod_annotations)}
-    return {key: value for key, value in metadata.items() if value}
+    return set_fields(labels={**dict(spec.pod_labels), **labels}, annotations=dict(spec.pod_annotations))

@@ -1,8 +1,4 @@
-"""Kubernetes names and labels of the jobs: DNS-name checks, the deterministic job name, ownership labels.
-
-No library checks Kubernetes names without a cluster (``kubernetes`` validates only quantities), so the DNS-1035,
-DNS-1123 and label-value rules are the API server's own regular expressions, in one place.
-"""
+"""Kubernetes names and labels of the jobs: the API server's DNS-name rules, the job name, ownership labels."""
 
 from __future__ import annotations
 
@@ -15,10 +11,12 @@ MANAGED_BY_VALUE = "kfp-finetune"
 RUN_ID_LABEL = "kfp-finetune.kubeflow.org/run-id"
 TASK_NAME_LABEL = "kfp-finetune.kubeflow.org/task-name"
 TASK_NAME_ANNOTATION = "kfp-finetune.kubeflow.org/task-name"
+#: The pod label the RHOAI guide's troubleshooting selects training pods by (``oc get pods -l ...=<job-name>``): the
+#: Training Operator sets it on PyTorchJob pods, the TrainJob builder on TrainJob pods (through its pod patch).
+JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
 #: Job names are kept this short so that JobSet's derived names (``<name>-node-<job>-<pod>``) fit in 63 chars.
 MAX_NAME_LENGTH = 47
 
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -48,9 +46,7 @@ def job_name(run_id: str, task_name: str) -> str:
     if not slug or not slug[0].isalpha():
         slug = f"tj-{slug}".rstrip("-")
     slug = slug[: MAX_NAME_LENGTH - len(digest) - 1].rstrip("-")
-    name = f"{slug}-{digest}"
-    assert DNS1035.match(name) and len(name) <= MAX_NAME_LENGTH, name
-    return name
+    return f"{slug}-{digest}"
 
 
 def label_value(text: str) -> str:

@@ -1,12 +1,7 @@
 """The ``ownerReference`` a job gets to the object that owns the KFP run, so that deleting the run deletes the job.
 
-Kubernetes' garbage collector deletes a dependent once its owners are gone. The owner is the launcher pod's own owner
-(under Argo Workflows, the run's ``Workflow``), never the launcher pod itself: a retried or restarted launcher pod
-must not take the job with it. The reference is written with ``controller: false`` (the job's controller is the
-Trainer or the Training Operator, not the run) and ``blockOwnerDeletion: false`` (deleting the run never waits on the
-job, and no ``finalizers`` permission on the owner is needed). An owner must live in the job's namespace: a namespaced
-dependent whose owner is in another namespace is treated by the garbage collector as having an absent owner and is
-deleted. :class:`~.spec.JobSpec` refuses such an owner.
+The owner is the launcher pod's own owner (the run's Argo ``Workflow``), never the pod itself; it must live in the
+job's namespace (across namespaces the garbage collector deletes the dependent), which :class:`~.spec.JobSpec` checks.
 """
 
 from __future__ import annotations
@@ -20,14 +15,9 @@ _UID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 
 @dataclasses.dataclass(frozen=True)
 class OwnerReference:
-    """The object that owns the run, as read from the launcher pod's ``ownerReferences``.
+    """The object that owns the run (e.g. the ``argoproj.io/v1alpha1`` ``Workflow``), from the launcher pod.
 
-    Attributes:
-        api_version: The owner's ``apiVersion`` (e.g. ``argoproj.io/v1alpha1``).
-        kind: Its kind (e.g. ``Workflow``).
-        name: Its name.
-        uid: Its uid (the garbage collector matches it, not the name).
-        namespace: Its namespace (not written: an owner must be in the job's namespace, checked by ``JobSpec``).
+    ``namespace`` is not written: an owner must be in the job's namespace (checked by ``JobSpec``).
     """
 
     api_version: str

@@ -1,9 +1,4 @@
-"""RHOAI's progress tracking as the job manifest declares it: the annotations and the ranges of their values.
-
-A TrainJob or PyTorchJob annotated ``trainer.opendatahub.io/progression-tracking: "true"`` is polled by the ODH
-controller every ``metrics-poll-interval`` seconds at ``http://<rank-0 pod IP>:<metrics-port>/metrics``, where the
-rank-0 training pod serves its progress (:mod:`..pod.progress_server`).
-"""
+"""RHOAI's progress tracking as the job manifest declares it (the ODH controller polls the rank-0 pod's server)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,16 @@
 """The pure builder of Kubeflow Training Operator v1 ``PyTorchJob`` manifests, and the reading of their status.
 
-:func:`build_pytorchjob` turns the same validated :class:`~.spec.JobSpec` the TrainJob path uses into a
-``kubeflow.org/v1`` ``PyTorchJob`` dict (no client calls): one ``Master`` replica plus ``num_nodes - 1`` ``Worker``
-replicas running the same container, with the same name (:func:`~.names.job_name`) and ownership labels as the
-TrainJob would have, so a retried task re-attaches the same way. A PyTorchJob has no runtime, so ``spec.image`` is
-required. The operator injects ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK`` and (v1.7+) ``PET_*``.
-
-:func:`pytorchjob_phase` maps the job's conditions (``Created``, ``Running``, ``Restarting``, ``Succeeded``,
-``Failed``, ``Suspended``) onto the phase vocabulary of :func:`~..cluster.job_kinds.trainjob_phase`.
+The same validated :class:`~.spec.JobSpec` as a TrainJob: one ``Master`` plus ``num_nodes - 1`` ``Worker`` replicas,
+the same name and ownership labels (a retried task re-attaches the same way); no runtime, so ``spec.image`` is needed.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 from components.training.finetuning.manifests import kueue_safe
+from components.training.finetuning.manifests.names import JOB_NAME_POD_LABEL
 from components.training.finetuning.manifests.spec import (
     JobSpec,
     JobSpecError,
@@ -33,8 +27,6 @@ CONTAINER_NAME = "pytorch"
 #: The port name and default port the operator reads the master's rendezvous port from.
 PORT_NAME = "pytorchjob-port"
 DEFAULT_PORT = 23456
-#: The label the operator puts on every pod of a PyTorchJob (to list its pods).
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 CLEAN_POD_POLICIES = ("Running", "All", "None")
 #: ``ExitCode`` recreates pods that exit with a retryable code (130, 137, 143: SIGINT/SIGKILL/SIGTERM, e.g. a
 #: preempted node) and fails the job on others, so a preempted replica resumes from its last checkpoint.
@@ -47,37 +39,25 @@ API_PERMISSIONS = frozenset(
 
 def pod_label_selector(name: str) -> str:
     """The label selector of a PyTorchJob's pods (the counterpart of JobSet's ``jobset-name`` label)."""
-    return f"{JOB_NAME_LABEL}={name}"
+    return f"{JOB_NAME_POD_LABEL}={name}"
 
 
 def _container(spec: JobSpec) -> dict[str, Any]:
-    container: dict[str, Any] = {
-        "name": CONTAINER_NAME,
-        "image": spec.image,
-        "command": list(spec.command),
-    }
-    if spec.args:
-        container["args"] = list(spec.args)
-    env = kueue_safe.container_env(spec)
-    if env:
-        container["env"] = env
-    container["ports"] = [{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}]
-    resources = resources_per_node(spec)
-    if resources:
-        container["resources"] = resources
-    mounts = kueue_safe.without_empty(copy.deepcopy([dict(mount) for mount in spec.volume_mounts]))
-    if mounts:
-        container["volumeMounts"] = mounts
-    return container
+    return kueue_safe.set_fields(
+        name=CONTAINER_NAME,
+        image=spec.image,
+        command=list(spec.command),
+        args=list(spec.args),
+        env=kueue_safe.container_env(spec),
+        ports=[{"name": PORT_NAME, "containerPort": DEFAULT_PORT, "protocol": "TCP"}],
+        resources=resources_per_node(spec),
+        volumeMounts=kueue_safe.without_empty(spec.volume_mounts),
+    )
 
 
 def _pod_template(spec: JobSpec) -> dict[str, Any]:
-    template: dict[str, Any] = {}
-    metadata = kueue_safe.pod_metadata(spec, {})
-    if metadata:
-        template["metadata"] = metadata
-    template["spec"] = {"containers": [_container(spec)], **kueue_safe.pod_settings(spec)}
-    return template
+    pod_spec = {"containers": [_container(spec)], **kueue_safe.pod_settings(spec)}
+    return kueue_safe.set_fields(metadata=kueue_safe.pod_metadata(spec, {}), spec=pod_spec)
 
 
 def _check_options(spec: JobSpec, clean_pod_policy: str, restart_policy: str, backoff_limit: int) -> None:
@@ -101,36 +81,24 @@ def build_pytorchjob(
     restart_policy: str = "ExitCode",
     backoff_limit: int = 3,
 ) -> dict[str, Any]:
-    """Builds the ``PyTorchJob`` manifest of a spec (pure: no client calls, same arguments → equal dict).
-
-    ``runtime_name``, ``runtime_kind``, ``trainer_job_name`` and ``trainer_container_name`` of the spec do not apply
-    (a PyTorchJob has no runtime; its container must be called :data:`CONTAINER_NAME`).
+    """Builds the ``PyTorchJob`` manifest of a spec (pure; the runtime and trainer-job fields of the spec do not apply).
 
     Args:
-        spec: The validated spec (the one :func:`~.trainjob.build_trainjob` takes); ``image`` must be set.
-        clean_pod_policy: ``runPolicy.cleanPodPolicy`` once the job ends: ``Running`` (default: stop pods still
-            holding GPUs, keep finished ones for their logs), ``All`` or ``None``.
-        restart_policy: The replicas' ``restartPolicy``; ``ExitCode`` (default) recreates preempted pods.
+        spec: The validated spec; ``image`` must be set.
+        clean_pod_policy: ``runPolicy.cleanPodPolicy``: ``Running`` (stop pods still holding GPUs), ``All`` or ``None``.
+        restart_policy: The replicas' ``restartPolicy``; ``ExitCode`` recreates preempted pods.
         backoff_limit: ``runPolicy.backoffLimit``: pod restarts before the job is marked failed.
-
-    Returns:
-        A ``kubeflow.org/v1`` ``PyTorchJob`` dict named by :func:`~.names.job_name`, labelled with
-        :func:`~.trainjob.ownership_labels`.
 
     Raises:
         JobSpecError: ``spec.image`` is empty.
         ValueError: An option is not one of its allowed values (named).
     """
     _check_options(spec, clean_pod_policy, restart_policy, backoff_limit)
-    replica_specs: dict[str, Any] = {
-        "Master": {"replicas": 1, "restartPolicy": restart_policy, "template": _pod_template(spec)},
+    replica_specs = {
+        role: {"replicas": replicas, "restartPolicy": restart_policy, "template": _pod_template(spec)}
+        for role, replicas in (("Master", 1), ("Worker", spec.num_nodes - 1))
+        if replicas
     }
-    if spec.num_nodes > 1:
-        replica_specs["Worker"] = {
-            "replicas": spec.num_nodes - 1,
-            "restartPolicy": restart_policy,
-            "template": _pod_template(spec),
-        }
     run_policy: dict[str, Any] = {"cleanPodPolicy": clean_pod_policy, "backoffLimit": backoff_limit}
     if spec.active_deadline_seconds:
         run_policy["activeDeadlineSeconds"] = spec.active_deadline_seconds
@@ -147,17 +115,9 @@ def build_pytorchjob(
 
 
 def pytorchjob_phase(pytorchjob: Mapping[str, Any]) -> str:
-    """The phase of a PyTorchJob in the vocabulary of :func:`~..cluster.job_kinds.trainjob_phase`.
+    """The phase of a PyTorchJob (``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending``).
 
-    ``Succeeded`` → ``Complete``; ``Failed`` → ``Failed``; ``Suspended`` → ``Suspended``; ``Running`` → ``Running``;
-    ``Restarting`` (pods being recreated, e.g. after a preemption; none running now) and ``Created`` (or no
-    condition yet) → ``Pending``. Only conditions with ``status: "True"`` count; the terminal ones win.
-
-    Args:
-        pytorchjob: The PyTorchJob as the API returns it.
-
-    Returns:
-        ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending``.
+    ``Restarting`` (pods being recreated, none running now) and ``Created`` are ``Pending``; the terminal ones win.
     """
     for type_, phase in (
         ("Succeeded", "Complete"),

@@ -1,11 +1,4 @@
-"""A typed TrainJob spec and the pure builder of Kubeflow Trainer ``TrainJob`` manifests.
-
-:class:`JobSpec` validates every field when it is made; :func:`build_trainjob` turns it into a plain
-``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict (no client calls). Pod-level settings (volumes, mounts,
-tolerations, node selector, affinity, labels, annotations) travel in ``spec.runtimePatches`` (Trainer >= 2.2), so they
-reach the training pods. Secrets are only ever referenced (``valueFrom.secretKeyRef``), never copied.
-:func:`spec_from_task_config` merges KFP's ``dsl.TaskConfig`` passthrough with explicit settings.
-"""
+"""A typed job spec (:class:`JobSpec`, every field validated when made) and the metadata both job kinds share."""
 
 import dataclasses
 import re
@@ -39,9 +32,6 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PATCH_MANAGER = "kfp-finetune.kubeflow.org/train-model"
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-_RESOURCE_NAME = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
 #: Env names whose values are secrets: they must come from a Kubernetes secret (``secret_env``), never a literal.
 _SECRET_ENV_NAME = re.compile(
     r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|AWS_SECRET_ACCESS_KEY|AWS_SESSION_TOKEN|KUBERNETES_AUTH_TOKEN)$"
@@ -54,6 +44,14 @@ _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 _TOLERATION_OPERATORS = {"Exists", "Equal"}
 _TOLERATION_EFFECTS = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"}
 _AFFINITY_KEYS = {"nodeAffinity", "podAffinity", "podAntiAffinity"}
+#: The integer fields and their (lowest, highest) value (``None``: unbounded).
+_INTEGERS = {
+    "num_nodes": (1, None),
+    "gpus_per_node": (0, None),
+    "active_deadline_seconds": (0, None),
+    "metrics_port": METRICS_PORT_RANGE,
+    "metrics_poll_interval_seconds": POLL_INTERVAL_RANGE,
+}
 _MOUNT_KEYS = {"name", "mountPath", "subPath", "subPathExpr", "readOnly", "mountPropagation", "recursiveReadOnly"}
 
 
@@ -70,6 +68,16 @@ def is_quantity(text: str) -> bool:
     except (ValueError, TypeError, ArithmeticError):
         return False
     return text == text.strip()
+
+
+def _is_label(value: Any) -> bool:
+    """Whether ``value`` is a DNS-1123 label (lowercase alphanumerics and '-', at most 63 characters)."""
+    return isinstance(value, str) and len(value) <= 63 and bool(DNS1123_LABEL.match(value))
+
+
+def _known_keys(field: str, value: Mapping[str, Any], allowed: set[str]) -> None:
+    if set(value) - allowed:
+        raise fail(field, dict(value), f"unknown keys {sorted(set(value) - allowed)}; allowed: {sorted(allowed)}")
 
 
 def fail(field: str, value: Any, rule: str) -> JobSpecError:
@@ -194,38 +202,32 @@ class JobSpec:
         for name in ("env", "node_selector", "affinity", "pod_labels", "pod_annotations"):
             if not isinstance(getattr(self, name), Mapping):
                 raise fail(name, getattr(self, name), "must be a dict")
+        if not isinstance(self.progress_tracking, bool):
+            raise fail("progress_tracking", self.progress_tracking, "must be a bool")
+        for name, (low, high) in _INTEGERS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low or value > (high or value):
+                raise fail(name, value, "must be an integer " + (f"in [{low}, {high}]" if high else f">= {low}"))
         self._check_identity()
         self._check_trainer()
         self._check_env()
         self._check_volumes()
         self._check_scheduling()
         self._check_metadata()
-        self._check_progress()
-
-    def _check_progress(self) -> None:
-        if not isinstance(self.progress_tracking, bool):
-            raise fail("progress_tracking", self.progress_tracking, "must be a bool")
-        for name, (low, high) in (
-            ("metrics_port", METRICS_PORT_RANGE),
-            ("metrics_poll_interval_seconds", POLL_INTERVAL_RANGE),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise fail(name, value, f"must be an integer in [{low}, {high}]")
 
     def _check_identity(self) -> None:
         for name in ("run_id", "task_name"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise fail(name, value, "must be a non-empty string")
-        if not isinstance(self.namespace, str) or not DNS1123_LABEL.match(self.namespace) or len(self.namespace) > 63:
+        if not _is_label(self.namespace):
             raise fail("namespace", self.namespace, "must be a DNS-1123 label (lowercase, digits, '-', <= 63)")
         if self.runtime_kind not in RUNTIME_KINDS:
             raise fail("runtime_kind", self.runtime_kind, f"must be one of {list(RUNTIME_KINDS)}")
         if not isinstance(self.runtime_name, str) or not DNS1123_SUBDOMAIN.match(self.runtime_name):
             raise fail("runtime_name", self.runtime_name, "must be a DNS-1123 name of an existing runtime")
         for name in ("trainer_job_name", "trainer_container_name"):
-            if not isinstance(getattr(self, name), str) or not DNS1123_LABEL.match(getattr(self, name)):
+            if not _is_label(getattr(self, name)):
                 raise fail(name, getattr(self, name), "must be a DNS-1123 label")
 
     def _check_trainer(self) -> None:
@@ -237,11 +239,7 @@ class JobSpec:
                     raise fail(f"{name}[{index}]", item, "must be a string")
         if not isinstance(self.image, str) or any(ch.isspace() for ch in self.image):
             raise fail("image", self.image, "must be an image reference without spaces ('' = the runtime's image)")
-        for name, minimum in (("num_nodes", 1), ("gpus_per_node", 0), ("active_deadline_seconds", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise fail(name, value, f"must be an integer >= {minimum}")
-        if not isinstance(self.gpu_resource_name, str) or not _RESOURCE_NAME.match(self.gpu_resource_name):
+        if not isinstance(self.gpu_resource_name, str) or not qualified_name_ok(self.gpu_resource_name):
             raise fail("gpu_resource_name", self.gpu_resource_name, "must be a resource name like nvidia.com/gpu")
         for name in ("cpu_per_node", "memory_per_node"):
             value = getattr(self, name)
@@ -270,7 +268,7 @@ class JobSpec:
             where = f"volumes[{index}]"
             if not isinstance(volume, Mapping) or not isinstance(volume.get("name"), str):
                 raise fail(where, volume, "must be a Volume dict with a 'name'")
-            if not DNS1123_LABEL.match(volume["name"]):
+            if not _is_label(volume["name"]):
                 raise fail(f"{where}.name", volume["name"], "must be a DNS-1123 label")
             if volume["name"] in volume_names:
                 raise fail(f"{where}.name", volume["name"], "volume names must be unique")
@@ -288,9 +286,7 @@ class JobSpec:
                 raise fail(where, mount, "must be a VolumeMount dict with a 'name'")
             if mount["name"] not in volume_names:
                 raise fail(f"{where}.name", mount["name"], f"must name one of volumes {sorted(volume_names)}")
-            unknown = set(mount) - _MOUNT_KEYS
-            if unknown:
-                raise fail(where, mount, f"unknown keys {sorted(unknown)}")
+            _known_keys(where, mount, _MOUNT_KEYS)
             path = mount.get("mountPath")
             if not isinstance(path, str) or not path.startswith("/"):
                 raise fail(f"{where}.mountPath", path, "must be an absolute path")
@@ -303,11 +299,7 @@ class JobSpec:
             where = f"tolerations[{index}]"
             if not isinstance(toleration, Mapping) or not toleration:
                 raise fail(where, toleration, "must be a non-empty Toleration dict")
-            unknown = set(toleration) - _TOLERATION_KEYS
-            if unknown:
-                raise fail(
-                    where, dict(toleration), f"unknown keys {sorted(unknown)}; allowed: {sorted(_TOLERATION_KEYS)}"
-                )
+            _known_keys(where, toleration, _TOLERATION_KEYS)
             if toleration.get("operator", "Equal") not in _TOLERATION_OPERATORS:
                 raise fail(
                     f"{where}.operator", toleration["operator"], f"must be one of {sorted(_TOLERATION_OPERATORS)}"
@@ -322,11 +314,7 @@ class JobSpec:
         for key, value in self.node_selector.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise fail("node_selector", {key: value}, "keys and values must be strings")
-        unknown = set(self.affinity) - _AFFINITY_KEYS
-        if unknown:
-            raise fail(
-                "affinity", dict(self.affinity), f"unknown keys {sorted(unknown)}; allowed {sorted(_AFFINITY_KEYS)}"
-            )
+        _known_keys("affinity", self.affinity, _AFFINITY_KEYS)
 
     def _check_metadata(self) -> None:
         if self.owner is not None and (
@@ -338,22 +326,16 @@ class JobSpec:
                 f"must be an OwnerReference in the job's namespace {self.namespace!r}: across namespaces the garbage "
                 "collector would delete the job",
             )
-        if not isinstance(self.queue_name, str) or (
-            self.queue_name and (len(self.queue_name) > 63 or not DNS1123_LABEL.match(self.queue_name))
-        ):
+        if self.queue_name != "" and not _is_label(self.queue_name):
             raise fail("queue_name", self.queue_name, "must be a Kueue LocalQueue name (DNS-1123 label) or ''")
         for key, value in self.pod_labels.items():
-            _check_label("pod_labels", key, value)
+            if not isinstance(key, str) or not qualified_name_ok(key):
+                raise fail("pod_labels", key, "label keys must be qualified names ([prefix/]name, name <= 63 chars)")
+            if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+                raise fail(f"pod_labels[{key}]", value, "label values must be <= 63 alphanumerics, '-', '_' or '.'")
         for key, value in self.pod_annotations.items():
             if not isinstance(key, str) or not qualified_name_ok(key) or not isinstance(value, str):
                 raise fail("pod_annotations", {key: value}, "keys must be qualified names, values strings")
-
-
-def _check_label(field: str, key: Any, value: Any) -> None:
-    if not isinstance(key, str) or not qualified_name_ok(key):
-        raise fail(field, key, "label keys must be qualified names ([prefix/]name, name <= 63 chars)")
-    if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
-        raise fail(f"{field}[{key}]", value, "label values must be <= 63 alphanumerics, '-', '_' or '.'")
 
 
 def resources_per_node(spec: JobSpec) -> dict[str, Any]:
@@ -363,31 +345,21 @@ def resources_per_node(spec: JobSpec) -> dict[str, Any]:
     return {"requests": dict(quantities), "limits": dict(quantities)} if quantities else {}
 
 
-def job_labels(spec: JobSpec) -> dict[str, str]:
-    """The job's labels: :func:`ownership_labels`, plus Kueue's queue label when ``spec.queue_name`` is set."""
+def job_metadata(spec: JobSpec) -> dict[str, Any]:
+    """The job's ``metadata``: name, namespace, labels (ownership, Kueue's queue), annotations, owner reference."""
     labels = ownership_labels(spec.run_id, spec.task_name)
     if spec.queue_name:
         labels[QUEUE_NAME_LABEL] = spec.queue_name
-    return labels
-
-
-def job_metadata(spec: JobSpec, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The job's ``metadata``: name, namespace, labels (default :func:`job_labels`), annotations, owner reference."""
-    metadata: dict[str, Any] = {
-        "name": job_name(spec.run_id, spec.task_name),
-        "namespace": spec.namespace,
-        "labels": dict(job_labels(spec) if labels is None else labels),
-        "annotations": job_annotations(spec),
-    }
-    if spec.owner is not None:
-        metadata["ownerReferences"] = [spec.owner.to_dict()]
-    return metadata
-
-
-def job_annotations(spec: JobSpec) -> dict[str, str]:
-    """The job's annotations: the KFP task and run, and RHOAI's progress-tracking switches when enabled."""
     annotations = {TASK_NAME_ANNOTATION: spec.task_name, RUN_ID_LABEL: spec.run_id}
     annotations.update(
         progression_annotations(spec.progress_tracking, spec.metrics_port, spec.metrics_poll_interval_seconds)
     )
-    return annotations
+    metadata: dict[str, Any] = {
+        "name": job_name(spec.run_id, spec.task_name),
+        "namespace": spec.namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+    if spec.owner is not None:
+        metadata["ownerReferences"] = [spec.owner.to_dict()]
+    return metadata

@@ -88,15 +88,11 @@ def spec_from_task_config(task_config: Any = None, **explicit: Any) -> JobSpec:
 
     Lists (volumes, mounts, tolerations) are joined, task config first (a name given twice must mean the same thing);
     dicts (env, node selector) are merged with explicit keys winning; an explicit affinity or resource replaces the
-    task config's. Task-config env entries with ``secretKeyRef`` become :class:`SecretEnvVar`, except the task's own
-    (:data:`LAUNCHER_ONLY_SECRET_ENV`).
+    task config's. Task-config ``secretKeyRef`` env entries become :class:`SecretEnvVar`, except the task's own.
 
     Args:
         task_config: A ``dsl.TaskConfig``, its dict form (``nodeSelector``/``volumeMounts`` keys accepted) or None.
         **explicit: :class:`JobSpec` fields; ``None`` or ``""`` count as not given.
-
-    Returns:
-        The validated spec.
 
     Raises:
         JobSpecError: Unknown fields, conflicting entries or any spec rule broken.

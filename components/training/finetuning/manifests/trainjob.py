@@ -1,12 +1,7 @@
 """The pure builder of Kubeflow Trainer ``TrainJob`` manifests from a :class:`~.spec.JobSpec`, for either API.
 
-:func:`build_trainjob` turns a spec into a plain ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict (no client
-calls) for the API the cluster serves (:mod:`.api_generations`). Pod-level settings (the workspace volume and mount,
-tolerations, node selector, affinity, pod labels including :data:`JOB_NAME_POD_LABEL`, annotations) travel in
-``spec.runtimePatches`` (Trainer >= 2.2, RHOAI >= 3.6) or in ``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI
-3.3-3.5): the same pod template patch either way, so they reach the training pods. ``spec.activeDeadlineSeconds``
-is written only where it is served. Secrets are only ever referenced (``trainer.env``, served by both). No explicit
-empty value is written (:mod:`.kueue_safe`).
+Pod-level settings travel in the same pod template patch in ``spec.runtimePatches`` or ``spec.podTemplateOverrides``
+(:mod:`.api_generations`); secrets are only referenced; no explicit empty value is written (:mod:`.kueue_safe`).
 """
 
 from __future__ import annotations
@@ -19,55 +14,39 @@ from components.training.finetuning.manifests.api_generations import (
     TRAINER_2_3,
     TrainJobApi,
 )
-from components.training.finetuning.manifests.names import job_name
+from components.training.finetuning.manifests.names import JOB_NAME_POD_LABEL, job_name
 from components.training.finetuning.manifests.spec import (
     API_GROUP,
     API_VERSION,
     PATCH_MANAGER,
     JobSpec,
-    job_labels,
     job_metadata,
     resources_per_node,
 )
 
 
 def _trainer(spec: JobSpec) -> dict[str, Any]:
-    trainer: dict[str, Any] = {}
-    if spec.image:
-        trainer["image"] = spec.image
-    trainer["command"] = list(spec.command)
-    if spec.args:
-        trainer["args"] = list(spec.args)
-    trainer["numNodes"] = spec.num_nodes
-    trainer["numProcPerNode"] = max(spec.gpus_per_node, 1)
-    resources = resources_per_node(spec)
-    if resources:
-        trainer["resourcesPerNode"] = resources
-    env = kueue_safe.container_env(spec)
-    if env:
-        trainer["env"] = env
-    return trainer
-
-
-#: The pod label the RHOAI guide's troubleshooting selects training pods by (``oc get pods -l ...=<job-name>``); the
-#: Training Operator sets it on PyTorchJob pods, this project sets it on TrainJob pods through the pod template patch
-#: (``runtimePatches`` or ``podTemplateOverrides``).
-JOB_NAME_POD_LABEL = "training.kubeflow.org/job-name"
+    return kueue_safe.set_fields(
+        image=spec.image,
+        command=list(spec.command),
+        args=list(spec.args),
+        numNodes=spec.num_nodes,
+        numProcPerNode=max(spec.gpus_per_node, 1),
+        resourcesPerNode=resources_per_node(spec),
+        env=kueue_safe.container_env(spec),
+    )
 
 
 def _pod_patch(spec: JobSpec) -> dict[str, Any]:
     """The pod template patch: labels (with :data:`JOB_NAME_POD_LABEL`), annotations, the trainer's mounts, the rest."""
-    template: dict[str, Any] = {}
-    metadata = kueue_safe.pod_metadata(spec, {JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)})
-    if metadata:
-        template["metadata"] = metadata
     pod_spec = kueue_safe.pod_settings(spec)
-    mounts = kueue_safe.without_empty([dict(mount) for mount in spec.volume_mounts])
+    mounts = kueue_safe.without_empty(spec.volume_mounts)
     if mounts:
         pod_spec["containers"] = [{"name": spec.trainer_container_name, "volumeMounts": mounts}]
-    if pod_spec:
-        template["spec"] = pod_spec
-    return template
+    return kueue_safe.set_fields(
+        metadata=kueue_safe.pod_metadata(spec, {JOB_NAME_POD_LABEL: job_name(spec.run_id, spec.task_name)}),
+        spec=pod_spec,
+    )
 
 
 def runtime_patches(spec: JobSpec) -> list[dict[str, Any]]:
@@ -83,9 +62,7 @@ def runtime_patches(spec: JobSpec) -> list[dict[str, Any]]:
 
 def pod_template_overrides(spec: JobSpec) -> list[dict[str, Any]]:
     """``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI 3.3-3.5): the same pod patch for the trainer's job."""
-    override: dict[str, Any] = {"targetJobs": [{"name": spec.trainer_job_name}]}
-    override.update(_pod_patch(spec))
-    return [override]
+    return [{"targetJobs": [{"name": spec.trainer_job_name}], **_pod_patch(spec)}]
 
 
 def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, Any]:
@@ -94,13 +71,7 @@ def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, A
     Args:
         spec: The validated spec.
         api: The API the cluster serves (:func:`~.api_generations.served_trainjob_api`); default upstream Trainer 2.3.
-
-    Returns:
-        A ``trainer.kubeflow.org/v1alpha1`` ``TrainJob`` dict named by :func:`job_name`, labelled with
-        :func:`ownership_labels`, the pod settings in ``spec.runtimePatches`` or ``spec.podTemplateOverrides``
-        (always at least the pods' :data:`JOB_NAME_POD_LABEL`), ``spec.activeDeadlineSeconds`` where served.
     """
-    labels = job_labels(spec)
     body: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": spec.runtime_kind, "name": spec.runtime_name},
         "trainer": _trainer(spec),
@@ -114,6 +85,6 @@ def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, A
     return {
         "apiVersion": f"{API_GROUP}/{API_VERSION}",
         "kind": "TrainJob",
-        "metadata": job_metadata(spec, labels),
+        "metadata": job_metadata(spec),
         "spec": body,
     }
