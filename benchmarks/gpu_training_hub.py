@@ -21,9 +21,10 @@ Training Hub's ``lora`` extra (unsloth, trl; ``scripts/gpu_wheels.sh --lora``), 
 No network: the model and tokenizer are built locally, Hugging Face is forced offline.
 
 ``--backend transformers`` runs the same checks on the ``transformers`` backend (``training_backend="transformers"``:
-``transformers.Trainer`` under torchrun with NCCL (peft for LoRA); the pod command is ``<run dir>/transformers/launch.py``;
-no Training Hub wheels needed, LoRA included), where the throughput reference is the Training Hub result of a
-``--backend training-hub`` run of the same ``--out`` (the ratio printed when both are in ``results.json``).
+``transformers.Trainer`` under torchrun with NCCL, peft for LoRA; the pod command is
+``<run dir>/transformers/launch.py``; no Training Hub wheels needed, LoRA included), where the throughput reference
+is the Training Hub result of a ``--backend training-hub`` run of the same ``--out`` (the ratio printed when both are
+in ``results.json``).
 
 Usage (from the repository root): ``python benchmarks/gpu_training_hub.py --out DIR [--steps 300]
 [--algorithms sft,osft,lora] [--backend training-hub|transformers]``. Prints one line per algorithm and writes
