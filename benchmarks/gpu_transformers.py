@@ -103,7 +103,7 @@ def stage(run_dir: Path, model: Path, algorithm: str, steps: int) -> list[str]:
 
     request = bench_request(model, algorithm, steps)
     config = TrainingConfig.from_request(request)
-    config.validate("train_model")
+    config.validate()
     run_dir.mkdir(parents=True)
     progress = ProgressSettings(enabled=False, port=28080, termination_log="/dev/termination-log")
     settings = launch.PodSettings(progress=progress, jit_checkpoint=True, mlflow=MlflowSettings("", "", ""))
