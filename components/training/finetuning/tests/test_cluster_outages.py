@@ -25,7 +25,7 @@ import pytest
 from components._common.kube_auth import load_api_client
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster.api import UNTIL_DEADLINE
-from components.training.finetuning.cluster.errors import ApiOutageTooLong
+from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobFailed
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
@@ -254,4 +254,34 @@ def test_after_an_outage_an_expired_watch_is_relisted(kube_api):
     expired = max(i for i, line in enumerate(seen) if line.startswith("get pytorchjobs"))
     assert seen[expired - 1] == "watch pytorchjobs"  # the 410 watch, then the re-list (one GET of the job)
     _assert_one_line_each(log)
+    _assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
+
+
+def test_a_watch_cut_to_a_sliver_by_the_start_deadline_is_no_outage(kube_api):
+    """Near start_timeout_seconds the watch window is cut to what is left of it; a sliver of a window must still leave
+    the watch a read timeout an API can meet (MIN_TIMEOUT_SECONDS), or its silence is taken for an outage and retried
+    past the start timeout, until timeout_seconds or the tolerance.
+
+    On a fake clock: the first two watches drop at once (the loop sleeps out their windows, 10 s each), so the third is
+    cut to the last microsecond before the 20.000001 s start timeout; the API answers in 50 ms.
+    """
+    for _ in range(2):
+        kube_api.end_watch_after("pytorchjobs", 1)
+    log = Log()
+    clock = FakeClock()
+    with tcp_proxy(_upstream(kube_api), latency=0.05) as proxy, pytest.raises(JobFailed) as failure:
+        run_job(
+            _client(proxy),
+            PYTORCHJOB,
+            start_timeout_seconds=20.000001,
+            timeout_seconds=3600,
+            poll_interval_seconds=10,
+            cleanup_policy="keep",
+            clock=clock,
+            sleep=clock.sleep,
+            log=log,
+        )
+    assert failure.value.diagnosis.outcome == "StartTimeout", log.text()
+    assert "unreachable" not in log.text()
+    assert clock.sleeps[:2] == [10, 10] and clock.now <= 20.000001 + 1  # (a watch outlives its deadline by < 1 s)
     _assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
