@@ -748,7 +748,11 @@ class KubeApi:
 
     @contextlib.contextmanager
     def in_background(self, script: Callable[[], None]) -> Iterator[None]:
-        """Runs ``script`` (e.g. an operator scenario) on a thread; its exception, if any, fails the test."""
+        """Runs ``script`` (e.g. an operator scenario) on a thread; its exception, if any, fails the test.
+
+        When the block fails too, the script's exception is added as a note to the block's: a run that timed out
+        because the script died before finishing the job says why.
+        """
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -761,8 +765,12 @@ class KubeApi:
         thread.start()
         try:
             yield
-        finally:
+        except BaseException as error:
             thread.join(timeout=30)
+            if errors:
+                error.add_note(f"the background script failed too: {errors[0]!r}")
+            raise
+        thread.join(timeout=30)
         if errors:
             raise errors[0]
 

@@ -10,6 +10,8 @@ Put it in front of a loopback server (kmock's Kubernetes API, the KFP API stub) 
 * ``status``: answers every HTTP request itself with one status (``503``, ``403``, ``409``, ``410``...) and a
   Kubernetes ``Status`` JSON body, keeping the connection alive.
 
+In ``forward`` mode every answer can be held back ``latency`` seconds (an API server some network away, or busy).
+
 Switching to ``refuse`` or ``status`` closes the connections already open (as a restarting server does), so pooled
 keep-alive connections see the new mode too; switching to ``blackhole`` leaves them open but stalled, as a hung server
 does: answers already on their way still arrive, new requests never reach the server and nothing is closed.
@@ -23,6 +25,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -38,12 +41,16 @@ class TcpProxy:
         upstream: ``(host, port)`` of the server behind the proxy (``None``: only the failing modes make sense).
         mode: The initial mode.
         status: The status answered in ``status`` mode.
+        latency: Seconds each chunk of an answer is held back in ``forward`` mode.
     """
 
-    def __init__(self, upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503) -> None:
+    def __init__(
+        self, upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503, latency: float = 0.0
+    ) -> None:
         self.upstream = upstream
         self.mode = mode
         self.status = status
+        self.latency = latency
         self.connections = 0
         self.answered = 0
         self.port = 0
@@ -158,6 +165,8 @@ class TcpProxy:
         def pump(source: socket.socket, sink: socket.socket, requests: bool) -> None:
             with contextlib.suppress(OSError):
                 while data := source.recv(65536):
+                    if self.latency and not requests:
+                        time.sleep(self.latency)
                     if self.mode == "forward" or not requests:
                         sink.sendall(data)  # else: the hung server never sees the request
             if self.mode != "forward":
@@ -211,9 +220,11 @@ class TcpProxy:
 
 
 @contextlib.contextmanager
-def tcp_proxy(upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503) -> Iterator[TcpProxy]:
+def tcp_proxy(
+    upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503, latency: float = 0.0
+) -> Iterator[TcpProxy]:
     """A started :class:`TcpProxy`, stopped when the block ends."""
-    proxy = TcpProxy(upstream, mode, status).start()
+    proxy = TcpProxy(upstream, mode, status, latency).start()
     try:
         yield proxy
     finally:

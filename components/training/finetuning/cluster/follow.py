@@ -10,7 +10,7 @@ from typing import Any
 
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster import diagnosis as diagnosis_module
-from components.training.finetuning.cluster.api import Deadline, Retry
+from components.training.finetuning.cluster.api import MIN_TIMEOUT_SECONDS, Deadline, Retry
 from components.training.finetuning.cluster.errors import ApiUnavailable, JobError
 from components.training.finetuning.cluster.job_client import JobClient, uid_of
 from components.training.finetuning.cluster.job_kinds import queue_name
@@ -161,6 +161,10 @@ def wait_for_change(client: JobClient, state: JobState, settings: JobSettings, w
     if not settings.api.use_watch:
         settings.sleep(window)
         return through_outage(client, state, settings, client.get_job)
+    # A watch's read timeout is twice its window (JobClient.watch): a window cut to a sliver by a deadline must still
+    # leave the API MIN_TIMEOUT_SECONDS to answer, as every request gets, or its silence is taken for an outage (and
+    # retried past the start timeout). Only a poll interval shorter than that makes shorter watches.
+    window = max(window, min(settings.api.poll_interval_seconds, MIN_TIMEOUT_SECONDS / 2))
     began = settings.clock()
     seen = through_outage(client, state, settings, lambda retry: client.watch(window, state.resource_version, retry))
     if seen.deleted:

@@ -4,9 +4,14 @@ kmock's Kubernetes API sits behind the TCP proxy (``tests/harness/tcp_proxy.py``
 ``blackhole`` (connections accepted, never answered) or ``refuse`` (nothing listens) while the job runs, then back.
 Poll mode runs on a fake clock that plays the outage at exact times (the requests themselves are real, with 0.5 s
 timeouts), so a 300 s outage takes a few seconds. Watch mode needs real time (a watch is a long request): its
-timings are scaled down 100 times (10 s poll interval -> 0.1 s, a 300 s outage -> 3 s, backoff 1..30 s -> 0.01..0.3 s).
-The timeouts of the other requests leave room for a machine under CPU load: a request answered late at a time the proxy
-forwards would be an outage of its own, a second log line.
+timings are scaled down 100 times (a 300 s outage -> 3 s, backoff 1..30 s -> 0.01..0.3 s), but for the watch window
+(:data:`WATCH_WINDOW`). The timeouts of every request leave room for a machine under CPU load: a request answered late
+at a time the proxy forwards would be an outage of its own, a second log line.
+
+The launcher meets an outage only when it sends a request into it: a watch answered just before a blackhole begins
+(kmock's watches are answered at once) runs on, silent, until its read timeout (two windows, see
+``JobClient.watch``); a blackhole shorter than that is never seen, and rightly never logged. So a watch-mode outage
+lasts its length and at least until the launcher has logged meeting it.
 
 Every case asserts the end state: the job present and untouched (not deleted, not patched, spec unchanged), one log
 line when the API became unreachable and one when it answered again, and the step following the job to its end.
@@ -20,7 +25,7 @@ import pytest
 from components._common.kube_auth import load_api_client
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster.api import UNTIL_DEADLINE
-from components.training.finetuning.cluster.errors import ApiOutageTooLong
+from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobFailed
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.follow_doubles import FakeClock, Log
@@ -44,6 +49,9 @@ REQUEST_TIMEOUT = 0.5
 #: Watch mode: the read timeout of the requests before and after the outage (the runtime check, the create); the
 #: watches through the outage wait one window plus a margin instead.
 SETUP_READ_TIMEOUT = 5.0
+#: Watch mode: the poll interval, so a watch's read timeout is 0.5 s (the window plus the same again): a watch answered
+#: in 0.2 s on a loaded 2-core machine is no outage. (0.1 s, the 10 s default scaled, left the watches 0.2 s.)
+WATCH_WINDOW = 0.25
 SCALED_BACKOFF = RetryPolicy(attempts=UNTIL_DEADLINE, initial_delay_s=1 / SCALE, max_delay_s=30 / SCALE)
 
 
@@ -147,12 +155,12 @@ def test_watch_mode_follows_through_an_outage_and_the_job_finishes(kube_api, mod
             outage_began.append(len(watches()))
             proxy.set_mode(mode)
             time.sleep(seconds / SCALE)
+            kube_api.wait_for(lambda: "unreachable since" in log.text(), timeout=30)  # (see the module docstring)
             proxy.set_mode("forward")
             kube_api.wait_for(lambda: "reachable again" in log.text(), timeout=30)
-            kube_api.wait_for(lambda: len(watches()) >= seen_before + 2)
+            kube_api.wait_for(lambda: len(watches()) >= outage_began[0] + 2)  # two watches after the outage
             kube_api.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]})
 
-        seen_before = 3
         outage_began = []
         began = time.monotonic()
         with kube_api.in_background(cluster):
@@ -161,7 +169,7 @@ def test_watch_mode_follows_through_an_outage_and_the_job_finishes(kube_api, mod
                 TRAINJOB,
                 start_timeout_seconds=60,
                 timeout_seconds=120,
-                poll_interval_seconds=10 / SCALE,
+                poll_interval_seconds=WATCH_WINDOW,
                 connect_timeout_seconds=REQUEST_TIMEOUT,
                 read_timeout_seconds=SETUP_READ_TIMEOUT,
                 outage_policy=SCALED_BACKOFF,
@@ -224,6 +232,7 @@ def test_after_an_outage_an_expired_watch_is_relisted(kube_api):
             proxy.set_mode("refuse")
             kube_api.expire_next_watch("pytorchjobs")  # the resourceVersion is too old once the API is back
             time.sleep(0.5)
+            kube_api.wait_for(lambda: "unreachable since" in log.text(), timeout=30)
             proxy.set_mode("forward")
             kube_api.wait_for(lambda: "relisting" in log.text(), timeout=30)
             kube_api.set_pytorchjob_status(NS, NAME, {"conditions": [condition("Succeeded")]})
@@ -235,8 +244,8 @@ def test_after_an_outage_an_expired_watch_is_relisted(kube_api):
                 PYTORCHJOB,
                 start_timeout_seconds=60,
                 timeout_seconds=120,
-                poll_interval_seconds=0.1,
-                connect_timeout_seconds=0.2,
+                poll_interval_seconds=WATCH_WINDOW,
+                connect_timeout_seconds=REQUEST_TIMEOUT,
                 outage_policy=SCALED_BACKOFF,
                 log=log,
             )
@@ -245,4 +254,34 @@ def test_after_an_outage_an_expired_watch_is_relisted(kube_api):
     expired = max(i for i, line in enumerate(seen) if line.startswith("get pytorchjobs"))
     assert seen[expired - 1] == "watch pytorchjobs"  # the 410 watch, then the re-list (one GET of the job)
     _assert_one_line_each(log)
+    _assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
+
+
+def test_a_watch_cut_to_a_sliver_by_the_start_deadline_is_no_outage(kube_api):
+    """Near start_timeout_seconds the watch window is cut to what is left of it; a sliver of a window must still leave
+    the watch a read timeout an API can meet (MIN_TIMEOUT_SECONDS), or its silence is taken for an outage and retried
+    past the start timeout, until timeout_seconds or the tolerance.
+
+    On a fake clock: the first two watches drop at once (the loop sleeps out their windows, 10 s each), so the third is
+    cut to the last microsecond before the 20.000001 s start timeout; the API answers in 50 ms.
+    """
+    for _ in range(2):
+        kube_api.end_watch_after("pytorchjobs", 1)
+    log = Log()
+    clock = FakeClock()
+    with tcp_proxy(_upstream(kube_api), latency=0.05) as proxy, pytest.raises(JobFailed) as failure:
+        run_job(
+            _client(proxy),
+            PYTORCHJOB,
+            start_timeout_seconds=20.000001,
+            timeout_seconds=3600,
+            poll_interval_seconds=10,
+            cleanup_policy="keep",
+            clock=clock,
+            sleep=clock.sleep,
+            log=log,
+        )
+    assert failure.value.diagnosis.outcome == "StartTimeout", log.text()
+    assert "unreachable" not in log.text()
+    assert clock.sleeps[:2] == [10, 10] and clock.now <= 20.000001 + 1  # (a watch outlives its deadline by < 1 s)
     _assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
