@@ -154,8 +154,8 @@ def direct_script(run_config: Any, work: Path, tag: str) -> Path:
 
     direct = dataclasses.replace(run_config, ckpt_output_dir=str(work / f"{tag}-direct"))
     name, kwargs = entrypoint.training_hub_call(direct, {"PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": "0"})
-    kwargs.update(entrypoint.image_kwargs(name, log=lambda line: None))  # what the pod adds for this image
-    environment = entrypoint.image_environment(name, log=lambda line: None)
+    keywords, environment = entrypoint.image_settings(name, log=lambda line: None)  # what the pod adds for this image
+    kwargs.update(keywords)
     script = work / f"{tag}-direct.py"
     script.write_text(
         f"import json, os, training_hub\nos.environ.update({environment!r})\n"

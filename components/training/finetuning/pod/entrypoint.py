@@ -250,28 +250,29 @@ def training_hub_call(
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
 
 
-def image_kwargs(function_name: str, log: Any = print) -> dict[str, Any]:
-    """Keywords the training image calls for: SFT without flash-attn runs with SDPA (``disable_flash_attn``).
+#: Where the image lacks flash-attn, each backend's own switch to PyTorch SDPA: (keywords, environment, note).
+#: instructlab-training (SFT) refuses to start without flash-attn unless told (``disable_flash_attn``). mini-trainer
+#: (OSFT, 0.5.1 to 0.9.0, ``setup_model_for_training.setup_model``) picks flash-attn for every model it does not know
+#: to need SDPA and re-raises the ImportError unless ``TESTING=true``, its only switch (seen on an H100, 2026-11-27;
+#: ``test_mini_trainer_still_needs_flash_attn_outside_testing`` fails once it falls back by itself).
+_SDPA_SWITCHES: dict[str, tuple[dict[str, Any], dict[str, str], str]] = {
+    "sft": ({"disable_flash_attn": True}, {}, "SFT runs with PyTorch SDPA attention"),
+    "osft": ({}, {"TESTING": "true"}, "OSFT runs with PyTorch SDPA attention (TESTING=true)"),
+}
 
-    instructlab-training refuses to start without flash-attn unless told; for OSFT see :func:`image_environment`.
+
+def image_settings(function_name: str, log: Any = print) -> tuple[dict[str, Any], dict[str, str]]:
+    """The keywords and environment variables the training image calls for (:data:`_SDPA_SWITCHES`).
+
+    Returns:
+        ``(keywords for the Training Hub call, variables for the processes it starts)``; both empty with flash-attn.
     """
-    if function_name != "sft" or importlib.util.find_spec("flash_attn") is not None:
-        return {}
-    log("note: flash-attn is not installed in this image: SFT runs with PyTorch SDPA attention")
-    return {"disable_flash_attn": True}
-
-
-def image_environment(function_name: str, log: Any = print) -> dict[str, str]:
-    """Variables the training image calls for: OSFT without flash-attn runs with SDPA (mini-trainer's ``TESTING``).
-
-    mini-trainer (0.5.1 to 0.9.0, ``setup_model_for_training.setup_model``) picks flash-attn for every model it does not
-    know to need SDPA and re-raises the ImportError unless ``TESTING=true``, its only switch to SDPA (seen on an H100,
-    2026-11-27). ``test_mini_trainer_still_needs_flash_attn_outside_testing`` fails once it falls back by itself.
-    """
-    if function_name != "osft" or importlib.util.find_spec("flash_attn") is not None:
-        return {}
-    log("note: flash-attn is not installed in this image: OSFT runs with PyTorch SDPA attention (TESTING=true)")
-    return {"TESTING": "true"}
+    switch = _SDPA_SWITCHES.get(function_name)
+    if switch is None or importlib.util.find_spec("flash_attn") is not None:
+        return {}, {}
+    keywords, environment, note = switch
+    log(f"note: flash-attn is not installed in this image: {note}")
+    return dict(keywords), dict(environment)
 
 
 def gpu_visible() -> bool:
@@ -332,8 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     if message:
         print(message)
     kwargs.update(resume)
-    kwargs.update(image_kwargs(function_name))
-    os.environ.update(image_environment(function_name))  # inherited by the training processes Training Hub starts
+    image_keywords, image_environment = image_settings(function_name)
+    kwargs.update(image_keywords)
+    os.environ.update(image_environment)  # inherited by the training processes Training Hub starts
     kwargs = hub_compat.select_keywords(function_name, function, kwargs, versions["training-hub"])
     print(f"training-hub {function_name}(" + ", ".join(f"{k}={v!r}" for k, v in sorted(kwargs.items())) + ")")
     progress = progress_server.start_for_run(run_config, kwargs.get("node_rank", 0), env=env)

@@ -23,15 +23,13 @@ pytestmark = pytest.mark.skipif(
 
 def test_sft_without_flash_attn_asks_instructlab_training_for_sdpa():
     lines: list[str] = []
-    assert entrypoint.image_kwargs("sft", log=lines.append) == {"disable_flash_attn": True}
-    assert entrypoint.image_environment("sft", log=lines.append) == {}
+    assert entrypoint.image_settings("sft", log=lines.append) == ({"disable_flash_attn": True}, {})
     assert lines == ["note: flash-attn is not installed in this image: SFT runs with PyTorch SDPA attention"]
 
 
 def test_osft_without_flash_attn_sets_mini_trainers_sdpa_switch_and_says_so():
     lines: list[str] = []
-    assert entrypoint.image_kwargs("osft", log=lines.append) == {}
-    assert entrypoint.image_environment("osft", log=lines.append) == {"TESTING": "true"}
+    assert entrypoint.image_settings("osft", log=lines.append) == ({}, {"TESTING": "true"})
     assert lines == [
         "note: flash-attn is not installed in this image: OSFT runs with PyTorch SDPA attention (TESTING=true)"
     ]
@@ -39,8 +37,7 @@ def test_osft_without_flash_attn_sets_mini_trainers_sdpa_switch_and_says_so():
 
 def test_lora_needs_neither_switch():
     lines: list[str] = []
-    assert entrypoint.image_kwargs("lora_sft", log=lines.append) == {}
-    assert entrypoint.image_environment("lora_sft", log=lines.append) == {}
+    assert entrypoint.image_settings("lora_sft", log=lines.append) == ({}, {})
     assert lines == []
 
 
