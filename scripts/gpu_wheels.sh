@@ -53,10 +53,11 @@ HUB_030=(training-hub==0.3.0 instructlab-training==0.13.0 rhai-innovation-mini-t
          tokenizers==0.22.2 huggingface_hub==0.36.2 datasets==5.0.1)
 
 PACKAGES=("${CORE[@]}")
+WITH_HUB_030=no
 for option in "$@"; do
   case "$option" in
     --lora) PACKAGES+=("${LORA[@]}") ;;
-    --hub-0.3.0) ;;
+    --hub-0.3.0) WITH_HUB_030=yes ;;
     *) echo "gpu_wheels.sh: unknown option $option (expected --lora, --hub-0.3.0)" >&2; exit 2 ;;
   esac
 done
@@ -67,16 +68,19 @@ for package in "${PACKAGES[@]}"; do
   [[ "$package" == \#* ]] || REQUIREMENTS+=("$package")
 done
 
-python3 -m pip download --no-deps --only-binary=:all: \
-  --implementation cp --python-version 3.12 --abi cp312 --abi abi3 --abi none \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  --platform any \
-  -d "$DEST" "${REQUIREMENTS[@]}"
-python3 -m pip download --no-deps --no-binary=:all: -d "$DEST" "${SOURCE_ONLY[@]}"
-if [[ " $* " == *" --hub-0.3.0 "* ]]; then
+wheels() {  # wheels DEST PACKAGES...: CPython 3.12 manylinux x86_64 wheels, no dependencies resolved
+  local dest="$1"
+  shift
   python3 -m pip download --no-deps --only-binary=:all: \
     --implementation cp --python-version 3.12 --abi cp312 --abi abi3 --abi none \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    --platform any -d "$DEST-0.3.0" "${HUB_030[@]}"
+    --platform any \
+    -d "$dest" "$@"
+}
+
+wheels "$DEST" "${REQUIREMENTS[@]}"
+python3 -m pip download --no-deps --no-binary=:all: -d "$DEST" "${SOURCE_ONLY[@]}"
+if [[ "$WITH_HUB_030" == yes ]]; then
+  wheels "$DEST-0.3.0" "${HUB_030[@]}"
 fi
 echo "wheels in $DEST: $(ls "$DEST" | wc -l)"
