@@ -1,6 +1,6 @@
 """The class of this project's components: KFP's own ``PythonComponent`` with a per-image rebuild and string routes.
 
-Apart from :mod:`components._common.runtime` so that the bundler imports no kfp until it builds a component.
+Apart from :mod:`components._common.runtime` so that importing that module imports no kfp until it builds one.
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ class RuntimeComponent(PythonComponent):
 
     ``string_routes`` route a string given for an artifact input to a parameter input (the RHOAI guide's
     ``train_model(dataset="x.jsonl")`` and ``train_model(dataset=task.output)`` both work). ``built`` is what
-    ``kfp.dsl.component`` built; ``build(image, prebuilt)`` builds it for another image.
+    ``kfp.dsl.component`` built; ``build(image)`` builds it for another image.
     """
 
-    def __init__(self, built: Any, build: Callable[[str, bool], Any], string_routes: Mapping[str, str]) -> None:
+    def __init__(self, built: Any, build: Callable[[str], Any], string_routes: Mapping[str, str]) -> None:
         super().__init__(component_spec=built.component_spec, python_func=built.python_func)
         self._build = build
         self.string_routes = dict(string_routes)
 
-    def with_image(self, image: str, prebuilt: bool = False) -> Any:
-        """This component built for ``image`` (``prebuilt``: a complete runtime image); cached per image."""
-        return self._build(image, prebuilt)
+    def with_image(self, image: str) -> Any:
+        """This component built for ``image`` (one built from the project's ``Containerfile``); cached per image."""
+        return self._build(image)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for artifact_input, string_input in self.string_routes.items():

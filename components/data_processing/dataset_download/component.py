@@ -5,12 +5,8 @@ from kfp import dsl
 from components._common.runtime import runtime_component
 from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
 
-PACKAGES = ["huggingface-hub==2.0.0", "boto3==1.44.5", "pyarrow==25.0.1", "pyyaml==6.0.3", "transformers==5.23.0"]
-PACKAGES += ["tenacity==9.2.1"]  # the shared retry policy (components/_common/retry.py)
-PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
 
-
-@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS)
+@runtime_component(parameter_docs=PARAMETER_DOCS)
 def dataset_download(
     dataset_uri: str,
     train_dataset: dsl.Output[dsl.Dataset],

@@ -14,13 +14,10 @@ PVC_ACCESS_MODES = ["ReadWriteMany"]
 PIPELINE_NAME = "lora-pipeline"
 
 # =============================================================================
-# Step images (COMPILE-TIME settings): mirror them for a disconnected cluster
+# Step images (COMPILE-TIME settings): every step runs on the project's image, built from the Containerfile
 # =============================================================================
-DATASET_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-LAUNCHER_IMAGE = "quay.io/kfp-finetune/kfp-finetune:0.1.0"  # the Containerfile's image: train_model's code
-EVAL_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"  # CUDA torch inside: not pip-installed
-REGISTRY_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-RUNTIME_IMAGE = ""  # a Containerfile image here replaces all four and installs nothing at run time
+IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
+EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
 
 # The steps' other settings are compile-time too (e.g. EVAL_CPU_LIMIT = "8", DATASET_MEMORY_REQUEST = "4Gi"); see
 # pipelines/training/finetuning/settings.py for every name. KFP_FINETUNE_<NAME> environment variables and
@@ -34,7 +31,7 @@ from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E4
 
 #: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
 SETTINGS = pipeline_settings(globals())
-#: The four components, each built for its step image above (RUNTIME_IMAGE replaces all four).
+#: The four components, each built for the step images above.
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
