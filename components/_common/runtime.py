@@ -33,6 +33,19 @@ def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, s
     return func
 
 
+def without_parameter_docs(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A copy of ``func`` whose docstring is its summary only: KFP then gives its parameters no description."""
+    import inspect
+    import types
+
+    copy = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    copy.__kwdefaults__ = func.__kwdefaults__
+    copy.__annotations__ = dict(func.__annotations__)
+    copy.__module__, copy.__qualname__ = func.__module__, func.__qualname__
+    copy.__doc__ = inspect.cleandoc(func.__doc__ or func.__name__).split("\n\nArgs:\n", 1)[0]
+    return copy
+
+
 def runtime_component(
     parameter_docs: Mapping[str, str] | None = None,
     image: str = STEP_IMAGE,
@@ -60,16 +73,17 @@ def runtime_component(
     def decorate(func: Callable[..., Any]) -> Any:
         if parameter_docs:
             with_parameter_docs(func, parameter_docs)
-        built: dict[str, Any] = {}
+        built: dict[tuple[str, bool], Any] = {}
 
-        def build(step_image: str) -> Any:
+        def build(step_image: str, described: bool) -> Any:
             if not step_image:
                 raise ValueError(f"{func.__name__}: the image must name a container image, got ''")
-            if step_image not in built:
-                component = dsl.component(func, base_image=step_image, install_kfp_package=False, **component_kwargs)
-                built[step_image] = RuntimeComponent(component, build, routes)
-            return built[step_image]
+            if (step_image, described) not in built:
+                target = func if described else without_parameter_docs(func)
+                component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
+                built[step_image, described] = RuntimeComponent(component, build, routes)
+            return built[step_image, described]
 
-        return build(image)
+        return build(image, True)
 
     return decorate
