@@ -12,8 +12,7 @@ from pipelines.compile import compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import pipeline_parameters, task_wiring
 from pipelines.training.finetuning.settings import CompileSettings
-from scripts.check_arg_size import LIMIT_BYTES, container_arguments
-from tests.harness.compiled import normalised_yaml, pipeline_documents
+from tests.harness.compiled import CONTAINER_SPEC_LIMIT_BYTES, container_spec_sizes, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STEPS = {"dataset": 1, "train": 2, "eval": 3, "registry": 4}
@@ -252,18 +251,22 @@ def test_training_step_does_not_cache_and_data_step_does(compiled):
         assert not tasks[task]["cachingOptions"].get("enableCache")
 
 
-def test_every_compiled_argument_is_under_the_limit(compiled):
+def test_every_tasks_container_spec_is_at_most_16_kib_and_installs_nothing(compiled):
+    """One delivery: each task names the project's image and runs the wrapper's source; nothing embedded, installed."""
     for name, documents in compiled.items():
-        for document in documents:
-            for executor, argument in container_arguments(document):
-                assert len(argument.encode()) < LIMIT_BYTES, f"{name}: {executor}"
+        sizes = container_spec_sizes(documents[0])
+        assert set(sizes) == {f"exec-{t}" for t in documents[0]["root"]["dag"]["tasks"]}, name
+        assert all(0 < size <= CONTAINER_SPEC_LIMIT_BYTES for size in sizes.values()), (name, sizes)
+        for executor in documents[0]["deploymentSpec"]["executors"].values():
+            command = "\n".join(executor["container"]["command"])
+            assert "pip install" not in command and "__KFP_EMBEDDED_ARCHIVE_B64" not in command, name
 
 
 def test_compile_is_reproducible(tmp_path):
-    """Two compiles of the same code give the same YAML, but for KFP's archive headers (time stamp, user)."""
+    """Two compiles of the same code give the same YAML, byte for byte (nothing embedded: no archive time stamps)."""
     first = compile_named("lora", tmp_path / "a.yaml", CompileSettings()).read_text()
     second = compile_named("lora", tmp_path / "b.yaml", CompileSettings()).read_text()
-    assert normalised_yaml(first) == normalised_yaml(second)
+    assert first == second
 
 
 def test_compile_settings_validate_and_read_the_environment():
