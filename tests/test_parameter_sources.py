@@ -89,9 +89,27 @@ def _text(text: str) -> str:
     return _COLLAPSE.sub(" ", text or "").strip()
 
 
+#: The module-level component of each step: its own spec carries the parameters' descriptions (a pipeline embeds the
+#: component without them: ``RuntimeComponent.with_image``).
+_STEP_COMPONENTS = {
+    "dataset": ("components.data_processing.dataset_download", "dataset_download"),
+    "train": ("components.training.finetuning", "train_model"),
+    "eval": ("components.evaluation.lm_eval", "lm_eval"),
+    "registry": ("components.deployment.kubeflow_model_registry", "model_registry"),
+}
+
+
 def _component_inputs(spec: dict, task: str) -> dict[str, dict]:
+    """The parameters of ``task``'s component as the pipeline embeds it, with the component's own descriptions."""
+    import importlib
+
     component = spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
-    return spec["components"][component]["inputDefinitions"].get("parameters", {})
+    embedded = spec["components"][component]["inputDefinitions"].get("parameters", {})
+    module, name = _STEP_COMPONENTS[step_of_task(task)]
+    own = getattr(importlib.import_module(module), name).component_spec.inputs
+    return {
+        argument: dict(definition, description=own[argument].description) for argument, definition in embedded.items()
+    }
 
 
 def drift(name: str, spec: dict) -> list[str]:
