@@ -126,8 +126,8 @@ def check_backend_available(backend: str) -> None:
 
     if backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ValueError(
-            "backend 'vllm' needs the vllm package, which this image lacks: run the component on a runtime image "
-            "with vLLM (KFP_FINETUNE_RUNTIME_IMAGE) or use backend 'hf'"
+            "backend 'vllm' needs the vllm package, which this image lacks: build an image from the Containerfile "
+            "with vLLM added and compile with --eval-image <it>, or use backend 'hf'"
         )
 
 

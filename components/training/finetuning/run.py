@@ -263,8 +263,8 @@ def _require_local_training_packages(algorithm: str) -> None:
     missing = missing_trainer_packages(algorithm)
     if missing:
         raise TrainingConfigError(
-            f"train_model parameter training_launcher='local' needs {', '.join(missing)} in the task image: compile "
-            "with the runtime image (KFP_FINETUNE_RUNTIME_IMAGE, see Containerfile) or use training_launcher='trainjob'"
+            f"train_model parameter training_launcher='local' needs {', '.join(missing)} in the task image: run it on "
+            "the project's step image (Containerfile; compile --image) or use training_launcher='trainjob'"
         )
 
 
