@@ -48,7 +48,7 @@ def without_parameter_docs(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def runtime_component(
     parameter_docs: Mapping[str, str] | None = None,
-    image: str = STEP_IMAGE,
+    base_image: str = STEP_IMAGE,
     string_routes: Mapping[str, str] | None = None,
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
@@ -56,8 +56,8 @@ def runtime_component(
 
     Args:
         parameter_docs: Descriptions of the parameters, by name (see :func:`with_parameter_docs`).
-        image: The component's default image (:data:`~components._common.images.STEP_IMAGE`); a pipeline picks
-            another per compile with ``with_image``. It must be built from the project's ``Containerfile``.
+        base_image: The component's default image (:data:`~components._common.images.STEP_IMAGE`); a pipeline
+            picks another per compile with ``with_image``. It must be built from the project's ``Containerfile``.
         string_routes: ``{artifact input: string parameter input}``, see ``RuntimeComponent``.
         **component_kwargs: Passed through to ``kfp.dsl.component``.
 
@@ -84,6 +84,6 @@ def runtime_component(
                 built[step_image, described] = RuntimeComponent(component, build, routes)
             return built[step_image, described]
 
-        return build(image, True)
+        return build(base_image, True)
 
     return decorate
