@@ -18,6 +18,3 @@ STEP_IMAGE = f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
 #: The same ``Containerfile`` built with a CUDA torch (``--build-arg TORCH_INDEX=<a CUDA wheel index>``): ``lm_eval``'s
 #: image when it requests GPUs (``settings.eval_gpus`` > 0, the default).
 STEP_IMAGE_CUDA = f"{STEP_IMAGE}-cuda"
-#: The public base the ``Containerfile`` builds on by default (its ``ARG BASE_IMAGE``): the python.org build of
-#: CPython 3.11 on Debian 12, pinned by exact tag.
-PYTHON_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"

@@ -26,6 +26,10 @@ _ACCESS_MODES = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnc
 
 #: The steps with their own resources, in pipeline order.
 STEPS = ("dataset", "launcher", "eval", "registry")
+#: The image of every step and of the evaluations ("" = the project's published images of this version: see
+#: :meth:`CompileSettings.image_of`). A pipeline.py overrides them with constants of the same names.
+IMAGE = ""
+EVAL_IMAGE = ""
 _RESOURCE_KINDS = ("cpu_request", "cpu_limit", "memory_request", "memory_limit")
 
 
@@ -71,8 +75,8 @@ class CompileSettings:
     eval_gpus: int = 1
     eval_gpu_resource: str = "nvidia.com/gpu"
     eval_node_selector: str = "nvidia.com/gpu.present=true"
-    image: str = ""
-    eval_image: str = ""
+    image: str = IMAGE
+    eval_image: str = EVAL_IMAGE
     # Each step's resources, from what it does: the dataset step holds a tokenizer and a dataset in memory; the
     # launcher only talks to the Kubernetes API and draws a chart; the evaluation step loads the model (a 1.5B model
     # is ~3 GB in bf16, more while loading) next to lm-eval; the registry step makes a few API calls (and may copy
