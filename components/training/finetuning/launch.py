@@ -18,7 +18,12 @@ from components.training.finetuning.config import (
     runtime_name_of,
 )
 from components.training.finetuning.job_from_request import build_job_manifest, job_namespace, require_training_image
-from components.training.finetuning.manifests.api_generations import TRAINER_2_3, TrainJobApi, other_generation
+from components.training.finetuning.manifests.api_generations import (
+    TRAINER_2_3,
+    TrainJobApi,
+    other_generation,
+    refuses_generation,
+)
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.pod import entrypoint, progress_server
@@ -174,8 +179,8 @@ def run_cluster_job(
     try:
         manifest = submit(served)
     except FieldsRejected as error:
-        if served.discovered:
-            raise
+        if served.discovered or not refuses_generation(served.generation, error.fields):
+            raise  # (a refused field that is not the assumed generation's own says nothing about the generation)
         # The assumed generation was refused by the Strict create (nothing stored): the cluster serves the other one.
         served = other_generation(served, f"the cluster refused {', '.join(error.fields)}")
         log(f"TrainJob API: {served.describe()} ({served.source}); building the job for it")
