@@ -136,7 +136,8 @@ def run_cluster_job(
     if transformers:
         metrics_name = transformers_backend.METRICS_FILE
     else:
-        entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
+        if config_path.is_file():  # (absent only under a live job this attempt re-attaches to, staged by another)
+            entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
         log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
@@ -262,19 +263,29 @@ def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
     """
     if plan.launcher in CLUSTER_LAUNCHERS and plan.run_dir.exists():
         from components._common.kube_auth import load_api_client
-        from components.training.finetuning.cluster.live_job import find_live_job
-        from components.training.finetuning.manifests.names import ownership_labels
 
         api_client = api_client or load_api_client()
-        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.launcher, ["TrainJob", "PyTorchJob"])
-        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
-        live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
+        live = live_job_of(plan, api_client)
         if live is not None:
             log(
-                f"training_resume=False: the {live.get('kind', 'job')} {namespace}/{name} of this run/task still "
-                f"exists, so this attempt re-attaches to it and keeps its checkpoints and metrics in {plan.run_dir} "
-                "(nothing is cleared under a live job)"
+                f"training_resume=False: the {live.get('kind', 'job')} {job_namespace(plan.request)}/"
+                f"{job_name(plan.run_id, plan.task_name)} of this run/task still exists, so this attempt re-attaches "
+                f"to it and keeps its checkpoints and metrics in {plan.run_dir} (nothing is cleared under a live job)"
             )
             return api_client
     shutil.rmtree(plan.run_dir, ignore_errors=True)
     return api_client
+
+
+def live_job_of(plan: RunPlan, api_client: Any) -> dict[str, Any] | None:
+    """The job of this run/task that still exists (a retried launcher re-attaches to it), or ``None``.
+
+    Raises:
+        JobApiError: The API could not be asked.
+    """
+    from components.training.finetuning.cluster.live_job import find_live_job
+    from components.training.finetuning.manifests.names import ownership_labels
+
+    kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.launcher, ["TrainJob", "PyTorchJob"])
+    name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
+    return find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)

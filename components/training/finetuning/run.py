@@ -35,6 +35,7 @@ from components.training.finetuning.launch import (
     PodSettings,
     check_workspace_reaches_pods,
     clear_previous_run,
+    live_job_of,
     pod_settings,
     resolve_launcher,
     run_cluster_job,
@@ -279,9 +280,13 @@ def train_on_cluster(
     launcher = resolve_launcher(plan, api_client, log)
     model_path, model_facts = stage_base_model(plan, log)
     gpus = max(plan.request.training_gpus_per_node, 1)
-    config_path = write_run_config(
-        plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config, gpus, settings, model_path
-    )
+    if live_job_of(plan, api_client) is not None:  # its pods read the run directory: nothing is written under it
+        log(f"a job of this run/task is live: re-attaching without staging anything in {plan.run_dir}")
+        config_path = plan.run_dir / RUN_CONFIG_FILE
+    else:
+        config_path = write_run_config(
+            plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config, gpus, settings, model_path
+        )
     return run_cluster_job(plan, api_client, launcher, config_path, model_path, model_facts, log, options)
 
 
