@@ -136,8 +136,7 @@ def run_cluster_job(
     if transformers:
         metrics_name = transformers_backend.METRICS_FILE
     else:
-        if config_path.is_file():  # (absent only under a live job this attempt re-attaches to, staged by another)
-            entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
+        entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
         log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)

@@ -195,3 +195,42 @@ def test_sigterm_during_a_create_the_server_stores_later_finds_and_deletes_the_j
     assert kube_api.objects("trainjobs") == []  # stored ~2 s after the cancel, then found by its labels and deleted
     assert any(r.verb == "delete" for r in kube_api.requests)
     assert "cancelled (SIGTERM): applying cleanup_policy=delete within 5 s" in "\n".join(lines)
+
+
+# -- secrets under ordinary names in training_env_vars ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("MY_TOKEN_FOR_DOWNLOADS", "hf_" + "AbCdEfGhIjKlMnOpQrStUv12"),
+        ("DATABASE_URL", "postgresql://app:S3cretPassw0rd@db.example:5432/metrics"),
+        ("STORAGE", "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4==;EndpointSuffix=x"),
+        ("UPSTREAM_HEADER", "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwaXBlbGluZSJ9.c2lnbmF0dXJlLXZhbHVl"),
+        ("GIT_CREDENTIAL", "ghp_" + "Zz9" * 12),
+    ],
+)
+def test_a_secret_value_under_an_ordinary_name_in_training_env_vars_is_refused_before_any_job(
+    name, value, tiny_model_dir, demo_dataset_path, tmp_path, kube_api
+):
+    from components.training.finetuning.config import TrainingConfigError
+    from components.training.finetuning.run import run_train_model
+    from components.training.finetuning.tests.test_training_component import _artifacts
+    from tests.harness.requests import train_model_request
+
+    dataset, out = _artifacts(tmp_path, demo_dataset_path)
+    with pytest.raises(TrainingConfigError) as refused:
+        run_train_model(
+            train_model_request(
+                dataset=dataset,
+                training_base_model=str(tiny_model_dir),
+                training_launcher="trainjob",
+                pvc_path=str(tmp_path / "ws"),
+                training_namespace=NS,
+                training_env_vars={"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000", name: value},
+            ),
+            **out,
+            api_client=kube_api.api_client,
+        )
+    message = str(refused.value)
+    assert "\n" not in message and f"training_env_vars[{name!r}]: the value looks like a secret" in message
+    assert "hf_token_secret_name, s3_secret_name" in message and value not in message
+    assert kube_api.requests == [] and kube_api.objects("trainjobs") == []

@@ -30,11 +30,12 @@ from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import LauncherRun, RunPlan
+from components.training.finetuning.pod.run_config import encode_run_config
 from components.training.finetuning.publish import PublishError, publish_outputs
 from components.training.finetuning.run import run_train_model
 from tests.harness.follow_doubles import Log
 from tests.harness.kube import condition, validate_trainjob
-from tests.harness.requests import dataset_metadata, job_spec, train_model_request
+from tests.harness.requests import dataset_metadata, job_spec, pod_run_config, train_model_request
 from tests.harness.tcp_proxy import tcp_proxy
 
 NS = "team-a"
@@ -78,6 +79,8 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     run_dir = workspace / "train_model" / NAME
     checkpoints = _first_attempts_files(run_dir, tiny_model_dir)
     before = _digest(checkpoints)
+    run_config = pod_run_config("osft", base_model=str(tiny_model_dir), ckpt_output_dir=str(checkpoints))
+    (run_dir / "run_config.json").write_text(encode_run_config(run_config))  # staged by the first attempt
     staged = _digest(run_dir)  # everything under the live job's run directory
     data = tmp_path / "in" / "train"
     data.parent.mkdir(parents=True)
