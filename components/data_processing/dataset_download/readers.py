@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import IO
 
-from components._common.chat_errors import ChatFormatError, Unreadable, excerpt
+from components._common.chat_errors import Unreadable, excerpt
 from components._common.chat_files import (
     UTF8_BOM,
     ReadLimits,
@@ -23,9 +23,10 @@ from components._common.chat_files import (
     iter_lines,
     open_binary,
     record_too_large,
-    size_text,
 )
 from components._common.chat_format import decode_json
+
+from .parquet_rows import iter_parquet_rows
 
 __all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", "position_label"]
 
@@ -33,8 +34,6 @@ __all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", 
 DATA_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 #: CSV columns whose cells are decoded as JSON when they hold a JSON list or object.
 CSV_JSON_COLUMNS = frozenset({"messages", "conversations", "prompt", "completion"})
-#: A Parquet row group may hold at most this many times ``max_line_bytes`` uncompressed (it is decoded whole).
-PARQUET_ROW_GROUP_LINES = 64
 _CHUNK_CHARS = 1 << 20
 _EXCERPT_CHARS = 120
 
@@ -175,13 +174,16 @@ def _iter_json(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
         yield from _iter_json_lines(path, limits, nulls=False)
 
 
-def _decode_csv_cell(column: str, cell: str) -> object:
-    """A CSV cell: JSON-decoded in a JSON column when it starts like JSON (an :class:`Unreadable` when it is not)."""
-    if column in CSV_JSON_COLUMNS and cell[:1] in ("[", "{"):
+def _decode_json_cell(column: str, cell: object, source: str = "Parquet") -> object:
+    """A string cell of a JSON column (``messages``...), JSON-decoded when it starts like JSON; others as they are.
+
+    The same for CSV and Parquet cells; an :class:`Unreadable` when the JSON is not valid.
+    """
+    if column in CSV_JSON_COLUMNS and type(cell) is str and cell[:1] in ("[", "{"):
         value = decode_json(cell)
         if type(value) is Unreadable:
-            return Unreadable(value.rule, f"the CSV column {column!r} holds {value.reason}", value.excerpt)
-        return value
+            return Unreadable(value.rule, f"the {source} column {column!r} holds {value.reason}", value.excerpt)
+        return drop_nulls(value) if source == "Parquet" else value
     return cell
 
 
@@ -203,7 +205,7 @@ def _csv_records(text: IO[str], limit: int) -> Iterator[tuple[int, object]]:
     try:
         for row in reader:
             present = ((column, cell) for column, cell in row.items() if column is not None and cell is not None)
-            cells = {column: _decode_csv_cell(column, cell) for column, cell in present}
+            cells = {column: _decode_json_cell(column, cell, "CSV") for column, cell in present}
             unreadable = next((cell for cell in cells.values() if type(cell) is Unreadable), None)
             yield reader.line_num, unreadable if unreadable is not None else cells
     except _LineTooLong as error:
@@ -222,36 +224,14 @@ def _iter_csv(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
 
 
 def _iter_parquet(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
-    import pyarrow
-    import pyarrow.parquet as pq
-
-    index = 0
-    try:
-        with pq.ParquetFile(path) as parquet:
-            _check_row_groups(path, parquet.metadata, limits)
-            for batch in parquet.iter_batches(batch_size=512):
-                for row in batch.to_pylist():
-                    yield index, drop_nulls(row)
-                    index += 1
-    except (pyarrow.ArrowException, OSError) as error:
-        where = f"after row {index - 1}" if index else "at its start"
-        raise ChatFormatError(
-            path.name, "bad_parquet", f"unreadable {where} ({type(error).__name__}: {str(error)[:200]}); re-create it"
-        ) from None
-
-
-def _check_row_groups(path: Path, metadata: object, limits: ReadLimits) -> None:
-    """Refuses a Parquet file with a row group too large to decode within the step's memory."""
-    bound = PARQUET_ROW_GROUP_LINES * limits.max_line_bytes
-    for number in range(metadata.num_row_groups):
-        size = metadata.row_group(number).total_byte_size
-        if size > bound:
-            raise ChatFormatError(
-                path.name,
-                "record_too_large",
-                f"row group {number} holds {size_text(size)} uncompressed, over {PARQUET_ROW_GROUP_LINES} x "
-                f"max_line_bytes={size_text(bound)}; rewrite it with smaller row groups (pyarrow row_group_size)",
-            )
+    """Parquet rows within their decoded bounds (:mod:`.parquet_rows`); JSON-column strings decoded as CSV cells are."""
+    for index, row in iter_parquet_rows(path, limits):
+        if type(row) is dict:
+            cells = {column: _decode_json_cell(column, cell) for column, cell in drop_nulls(row).items()}
+            unreadable = next((cell for cell in cells.values() if type(cell) is Unreadable), None)
+            yield index, unreadable if unreadable is not None else cells
+        else:
+            yield index, row
 
 
 def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
