@@ -119,7 +119,10 @@ def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, o
                     yield index, Unreadable("invalid_json", f"invalid JSON: {error.msg}", excerpt(buffer[position:]))
                     return
                 buffer, position = buffer[position:] + more, 0
-        if _LONE_SURROGATE.search(buffer, start, position) and _has_lone_surrogate(value):
+        if _UNDECODABLE.search(buffer, start, position):  # invalid UTF-8 in this element only: the next ones are read
+            raw = buffer[start:position].encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            yield index, Unreadable("invalid_utf8", f"not valid UTF-8 in element {index}", excerpt(raw))
+        elif _LONE_SURROGATE.search(buffer, start, position) and _has_lone_surrogate(value):
             reason = "invalid JSON: a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair) in a string"
             yield index, Unreadable("invalid_json", reason, excerpt(buffer[start:position]))
         else:
@@ -135,6 +138,8 @@ def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, o
         position += 1
 
 
+#: The characters ``surrogateescape`` decodes invalid UTF-8 bytes to (a real character, not a ``\\u`` escape).
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
 #: A ``\\uD800``-``\\uDFFF`` escape: Python's ``json`` decodes a lone one into a string UTF-8 cannot encode.
 _LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -168,7 +173,8 @@ def _iter_json(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     with gzip_errors(path, lambda: after(0)), open_binary(path, limits.max_decompressed_bytes) as handle:
         head = handle.read(4096)
     if head.removeprefix(UTF8_BOM).lstrip().startswith(b"["):
-        with io.TextIOWrapper(open_binary(path, limits.max_decompressed_bytes), encoding="utf-8-sig") as text:
+        binary = open_binary(path, limits.max_decompressed_bytes)  # invalid UTF-8 kept, judged per element
+        with io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape") as text:
             yield from _text_rows(path, _iter_json_array(text, limits))
     else:
         yield from _iter_json_lines(path, limits, nulls=False)
