@@ -28,16 +28,16 @@ from components.training.finetuning.manifests.api_generations import (
 DISCOVERY_TIMEOUT_SECONDS = 20.0
 
 
-def discover_trainjob_api(api: Api, timeout_seconds: float = DISCOVERY_TIMEOUT_SECONDS) -> TrainJobApi:
+def discover_trainjob_api(api: Api, deadline_seconds: float = DISCOVERY_TIMEOUT_SECONDS) -> TrainJobApi:
     """The ``TrainJob`` API the cluster serves, or the assumed one (its ``source`` says why) when discovery cannot say.
 
     Args:
         api: The request layer (deadlines, retries of transient failures).
-        timeout_seconds: The overall deadline of discovery (a hanging endpoint costs this, not a timeout per try).
+        deadline_seconds: The overall deadline of discovery (a hanging endpoint costs this, not a timeout per try).
     """
     from kubernetes.client import ApiException
 
-    deadline = Deadline(api.clock() + timeout_seconds, f"discovery's {timeout_seconds:g} s deadline")
+    deadline = Deadline(api.clock() + deadline_seconds, f"discovery's {deadline_seconds:g} s deadline")
     bounded = api.bounded(deadline)
     try:
         response = bounded.call(

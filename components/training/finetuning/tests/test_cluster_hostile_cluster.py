@@ -83,7 +83,7 @@ def test_discovery_answered_by_an_html_page_names_the_page_not_a_json_position(k
 def test_a_hanging_discovery_endpoint_costs_its_deadline_not_three_read_timeouts(kube_api):
     kube_api.behave(openapi_delay=120)
     began = time.monotonic()
-    served = discover_trainjob_api(_api(kube_api), timeout_seconds=2)
+    served = discover_trainjob_api(_api(kube_api), deadline_seconds=2)
     elapsed = time.monotonic() - began
     assert elapsed < 2 + 1 + 1.5, elapsed  # the deadline, the 1 s minimum request timeout, slack
     assert not served.discovered and "did not answer before discovery's 2 s deadline" in served.source
