@@ -19,8 +19,8 @@ from components._common.chat_files import ReadLimits, size_text
 
 #: A Parquet row group may hold at most this many times ``max_line_bytes`` uncompressed (it is decoded whole).
 PARQUET_ROW_GROUP_LINES = 64
-#: Rows decoded at a time (each within ``max_line_bytes``).
-BATCH_ROWS = 64
+#: Rows read at a time: materialised together when their decoded total is within ``max_line_bytes``, else one by one.
+BATCH_ROWS = 512
 #: Bytes counted per value besides its data (offsets, indices), so that empty values still count.
 _PER_VALUE = 4
 #: Byte widths of Parquet's fixed-size physical types (an estimate of the decoded size before reading).
@@ -86,24 +86,29 @@ def iter_parquet_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, obj
         strings = [schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "BYTE_ARRAY"]
         with pq.ParquetFile(path, read_dictionary=strings) as parquet:
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
-                sizes = [
-                    sum(decoded_bytes(column.slice(row, 1)) for column in batch.columns) for row in range(len(batch))
-                ]
-                total += sum(sizes)
+                size = sum(decoded_bytes(column) for column in batch.columns)
+                total += size
                 if total > limits.max_decompressed_bytes:
                     raise ChatFormatError(
                         path.name,
                         "decompressed_too_large",
                         f"decodes to more than max_decompressed_bytes={size_text(limits.max_decompressed_bytes)} by "
-                        f"row {index + len(sizes) - 1} ({size_text(path.stat().st_size)} on disk: dictionary-encoded "
-                        "values repeated); split it or raise max_decompressed_bytes",
+                        f"row {index + batch.num_rows - 1} ({size_text(path.stat().st_size)} on disk: "
+                        "dictionary-encoded values repeated); split it or raise max_decompressed_bytes",
                     )
-                for row, size in enumerate(sizes):
-                    if size > limits.max_line_bytes:
-                        reason = f"row {index} decodes to {size_text(size)}, over max_line_bytes"
+                if size <= limits.max_line_bytes:  # the whole batch is within one row's bound: every row is
+                    for row in batch.to_pylist():
+                        yield index, row
+                        index += 1
+                    continue
+                for row in range(batch.num_rows):  # one row at a time, each measured before it is materialised
+                    one = batch.slice(row, 1)
+                    row_size = sum(decoded_bytes(column) for column in one.columns)
+                    if row_size > limits.max_line_bytes:
+                        reason = f"row {index} decodes to {size_text(row_size)}, over max_line_bytes"
                         yield index, Unreadable("record_too_large", f"{reason}={size_text(limits.max_line_bytes)}", "")
                     else:
-                        yield index, batch.slice(row, 1).to_pylist()[0]
+                        yield index, one.to_pylist()[0]
                     index += 1
     except (pyarrow.ArrowException, OSError) as error:
         where = f"after row {index - 1}" if index else "at its start"
