@@ -83,7 +83,12 @@ def iter_parquet_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, obj
         metadata = pq.ParquetFile(path).metadata
         _check_row_groups(path, metadata, limits)
         schema = metadata.schema
-        strings = [schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "BYTE_ARRAY"]
+        groups = [metadata.row_group(number) for number in range(metadata.num_row_groups)]
+        strings = [  # the string columns a dictionary may repeat (plain pages hold every value's bytes: no repetition)
+            schema.column(i).path
+            for i in range(len(schema))
+            if schema.column(i).physical_type == "BYTE_ARRAY" and any(g.column(i).has_dictionary_page for g in groups)
+        ]
         with pq.ParquetFile(path, read_dictionary=strings) as parquet:
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
                 size = sum(decoded_bytes(column) for column in batch.columns)
