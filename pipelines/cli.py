@@ -285,14 +285,22 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.commands import COMMANDS
 
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(dataset_options=bool(argv) and argv[0] == "validate-dataset").parse_args(argv)
+    command = argv[0] if argv else ""
     try:
-        return COMMANDS[args.command](args)
+        args = build_parser(dataset_options=command == "validate-dataset").parse_args(argv)
+        command = args.command
+        return COMMANDS[command](args)
+    except ModuleNotFoundError as error:  # an extra's package in the core install: say which extra, no traceback
+        from pipelines.commands import missing_extra_message
+
+        message = str(error) if str(error).startswith("kfp-finetune ") else missing_extra_message(command, error.name)
+        print(message, file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError) as error:  # bad input: usage, parameters, files
-        print(f"kfp-finetune {args.command}: error: {error}", file=sys.stderr)
+        print(f"kfp-finetune {command}: error: {error}", file=sys.stderr)
         return 2
     except RuntimeError as error:  # the work failed: a server refused, a local run failed
-        print(f"kfp-finetune {args.command}: failed: {error}", file=sys.stderr)
+        print(f"kfp-finetune {command}: failed: {error}", file=sys.stderr)
         return 1
 
 

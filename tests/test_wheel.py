@@ -108,7 +108,7 @@ def test_wheel_has_one_package_of_its_own_and_nothing_of_the_clone_layout(wheel)
         for name, line in zip(requires, re.findall(r"^Requires-Dist: .*$", metadata, re.M))
         if "extra ==" not in line
     ]
-    assert sorted(core) == ["croniter", "kfp", "kfp-kubernetes", "pyyaml"]
+    assert sorted(core) == ["croniter", "kfp", "kfp-kubernetes", "msgspec", "pyyaml", "tenacity"]
 
 
 def test_the_venv_sees_the_wheel_not_the_clone(venv, user_project):

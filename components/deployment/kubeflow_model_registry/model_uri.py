@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from components._common.masking import mask_url
+
 from .lineage import ArtifactInfo
 
 #: Storage schemes a KServe / OpenShift AI serving runtime can load a model from.
@@ -59,6 +61,12 @@ def validate_serving_uri(uri: str, parameter: str) -> str:
     """
     uri = uri.strip()
     parts = urlsplit(uri)
+    if parts.username is not None or parts.password is not None or mask_url(uri) != uri:
+        raise ValueError(
+            f"{parameter}={mask_url(_without_userinfo(uri))!r}: carries credentials (user info or a signed query); "
+            "a registered URI is stored and shown in plain text: give the location without them (the serving "
+            "runtime reads storage credentials from the data connection named by storage_key)"
+        )
     if parts.scheme not in SERVING_SCHEMES:
         raise ValueError(
             f"{parameter}={uri!r}: not a serving URI; expected one of "
@@ -72,6 +80,14 @@ def validate_serving_uri(uri: str, parameter: str) -> str:
     if parts.scheme == "s3":
         parse_s3_uri(uri, parameter)
     return uri
+
+
+def _without_userinfo(uri: str) -> str:
+    """``uri`` with any ``user:password@`` replaced by ``***@`` (shown in errors)."""
+    parts = urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri
+    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
 def pvc_uri(checkpoint_path: str, claim: str, mount_path: str, where: str) -> str:

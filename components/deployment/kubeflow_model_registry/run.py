@@ -331,7 +331,7 @@ def run_model_registration(
     if serving_request.deploy_inference_service:
         write_summary(None, "in progress")
         try:
-            deployment = deploy(serving_request, serving.uri, model_name, request.storage_key, environ, log)
+            deployment = deploy(serving_request, serving.uri, model_name, request.storage_key, environ, log, run.run_id)
         except ValueError as error:
             write_summary(None, f"FAILED: {error}")
             raise

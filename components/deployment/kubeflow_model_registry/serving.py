@@ -112,8 +112,11 @@ def deploy(
     storage_key: str,
     environ: Mapping[str, str] | None,
     log: Callable[[str], None],
+    run_id: str = "",
 ) -> Deployment:
     """Serves ``registered_uri`` (``oci://`` or ``s3://``: :func:`check_deployable`) on KServe and smoke-tests it.
+
+    ``run_id``: the pipeline run's id, recorded on the service (only this run updates it later).
 
     Raises:
         KubeAuthError: No usable Kubernetes credentials.
@@ -133,7 +136,7 @@ def deploy(
     except KubeAuthError as error:
         raise KubeAuthError(f"deploy_inference_service: {error}") from None
     try:
-        return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log)
+        return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log, run_id=run_id)
     finally:
         api_client.close()
 
