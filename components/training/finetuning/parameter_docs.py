@@ -103,11 +103,11 @@ PARAMETER_DOCS = {
         "certificate; '' = the system CAs (or REQUESTS_CA_BUNDLE)."
     ),
     "training_copy_model_to_artifact": (
-        "Also copy the trained weights into the `output_model` artifact (the pipeline root's object store), as before "
-        "issue 44. Costs the model's size three times per run: the launcher pod's disk (evicted without ephemeral "
-        "storage), the upload, and each reading step's download; and it stays in the object store for every run. "
-        "Off: the artifact holds a manifest and the steps read the weights on the workspace, which is deleted when "
-        "the run succeeds (keep the model with the registry's modelcar_uri or s3_upload_prefix)."
+        "Also copy the trained weights into the `output_model` artifact (the pipeline root's object store), as "
+        "every run did before. Costs the model's size three times per run: the launcher pod's disk (evicted "
+        "without ephemeral storage), the upload, and each reading step's download; and it stays in the object store "
+        "for every run. Off: the artifact holds a manifest and the steps read the weights on the workspace, which is "
+        "deleted when the run succeeds (keep the model with the registry's modelcar_uri or s3_upload_prefix)."
     ),
     "training_queue_name": (
         "Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue admits it, the step waits "
