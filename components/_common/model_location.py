@@ -33,8 +33,6 @@ HASHED_BYTES = 8 * 2**20
 #: Where the weights are: on the run's workspace PVC (read in place), or in the artifact itself.
 STORAGE_WORKSPACE = "workspace"
 STORAGE_ARTIFACT = "artifact"
-#: Model metadata keys written from the manifest (``weights_*``), so the dashboard shows them.
-METADATA_KEYS = ("weights_path", "weights_storage", "weights_bytes", "weights_digest", "weights_in_artifact")
 
 
 class ModelLocationError(ValueError):
@@ -64,7 +62,7 @@ class ModelManifest:
     in_artifact: bool
 
     def metadata(self) -> dict[str, Any]:
-        """The manifest's facts as ``Model`` metadata (:data:`METADATA_KEYS`)."""
+        """The manifest's facts as ``Model`` metadata (``weights_*``: the dashboard shows them)."""
         return {
             "weights_path": self.weights_path,
             "weights_storage": self.storage,
