@@ -120,8 +120,10 @@ def stage_base_model(
     cache.mkdir(parents=True, exist_ok=True)
     facts: dict[str, str] = {}
     if source.startswith("oci://"):
-        from components.training.finetuning.oci.model import OciModelError, pull_model
-
+        try:
+            from components.training.finetuning.oci.model import OciModelError, pull_model
+        except ImportError as error:
+            raise BaseModelError(f"{parameter}={source!r}: this image cannot pull oci:// models ({error})") from None
         try:
             pulled = pull_model(
                 source, cache, environ, insecure=oci_insecure, ca_bundle=oci_ca_bundle, log=log, source=parameter
@@ -136,6 +138,8 @@ def stage_base_model(
         log(f"{parameter}={source!r}: downloading into the workspace ({cache})")
         try:
             path = Path(resolve_base_model(source, cache, {}, environ))
+        except ImportError as error:
+            raise BaseModelError(f"{parameter}={source!r}: this image cannot download it ({error})") from None
         except (EntrypointError, OSError, ValueError) as error:
             raise BaseModelError(f"{parameter}={source!r}: cannot download it into {cache}: {error}") from None
         if not path.is_dir():  # huggingface_hub missing: resolve_base_model hands the id back

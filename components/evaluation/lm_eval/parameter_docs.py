@@ -79,7 +79,8 @@ PARAMETER_DOCS = {
     "skip_unusable_model_source": (
         "Write *skipped* outputs instead of failing when `model_source` cannot be evaluated as asked: a URI lm-eval "
         "cannot load (`oci://`, `s3://` without `pvc_path`; `pvc://`), a local path that is no directory in this "
-        "pod, or a tokenizer without chat template while `apply_chat_template` is true. The pipelines' base-model "
+        "pod, a download into the workspace that failed, or a tokenizer without chat template while "
+        "`apply_chat_template` is true. The pipelines' base-model "
         "evaluation sets it, so a run on such a base model still trains and registers (without deltas)."
     ),
     "allow_empty_eval_dataset": (

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.arguments import artifact_path, require_arguments
-from components._common.base_model import stage_base_model
+from components._common.base_model import BaseModelError, stage_base_model
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
@@ -305,7 +305,12 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         return _skipped(
             results_path, report_path, request.model_source or request.model_path, "turned off (enabled is false)"
         )
-    model_source = located_model_source(request)
+    try:
+        model_source = located_model_source(request)
+    except BaseModelError as error:
+        if not request.skip_unusable_model_source:
+            raise
+        return _skipped(results_path, report_path, request.model_source, f"model_source not staged: {error}")
     if request.skip_unusable_model_source:
         template = options["apply_chat_template"]
         unusable = unusable_source_reason(model_source, request.backend, request.model_args, template)

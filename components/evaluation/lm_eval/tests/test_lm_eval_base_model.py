@@ -27,3 +27,21 @@ def test_without_a_workspace_or_for_a_local_path_nothing_is_staged(tmp_path, tin
     local = str(tiny_model_dir)
     assert located_model_source(lm_eval_request(model_source=local, pvc_path=str(tmp_path))) == local
     assert not model_cache_dir(tmp_path).exists()
+
+
+def test_a_failed_download_skips_the_base_evaluation_only_when_asked(tmp_path, s3_data_connection):
+    import json
+
+    import pytest
+
+    from components._common.base_model import BaseModelError
+    from components.evaluation.lm_eval.run import run_lm_eval
+
+    _, bucket = s3_data_connection
+    arguments = {"model_source": f"s3://{bucket}/missing", "pvc_path": str(tmp_path / "ws"), "task_names": ["x"]}
+    results, report = tmp_path / "results.json", tmp_path / "report.html"
+    outcome = run_lm_eval(lm_eval_request(**arguments, skip_unusable_model_source=True), str(results), str(report))
+    assert outcome.results_metadata["skipped"].startswith("model_source not staged: model_source='s3://")
+    assert json.loads(results.read_text())["skipped"] == outcome.results_metadata["skipped"]
+    with pytest.raises(BaseModelError, match="no objects under that S3 prefix"):
+        run_lm_eval(lm_eval_request(**arguments), str(tmp_path / "r2.json"), str(tmp_path / "r2.html"))
