@@ -38,6 +38,7 @@ def check_workspace(pvc_path: str, step: str) -> None:
         return
     probe = os.path.join(pvc_path, f".{step}-probe-{os.getpid()}")
     try:
+        os.makedirs(pvc_path, exist_ok=True)  # kfp.local creates its workspace directory lazily; a mount exists
         with open(probe, "w", encoding="utf-8") as handle:
             handle.write("ok\n")
         os.remove(probe)
