@@ -61,6 +61,10 @@ DECLARED: dict[str, dict[tuple[str, str], object]] = {
 }
 #: Component arguments the pipelines fill themselves (the workspace, upstream outputs, secrets' names, run ids).
 WIRED = {
+    # Every task mounts the run's workspace (issue 44): dsl.WORKSPACE_PATH_PLACEHOLDER, never a run-time parameter.
+    ("dataset", "pvc_path"),
+    ("eval", "pvc_path"),
+    ("registry", "pvc_path"),
     ("train", "pvc_path"),
     ("train", "dataset_path"),
     ("train", "training_algorithm"),

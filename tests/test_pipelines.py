@@ -165,7 +165,7 @@ def _component_inputs(documents: list[dict], component: str) -> set[str]:
 
 WIRED = {
     # max_seq_len is wired from training; the three size/time bounds (issue 28) are component-level settings only
-    "dataset-download": {"max_seq_len", "max_line_bytes", "max_decompressed_bytes", "download_deadline_s"},
+    "dataset-download": {"max_seq_len", "max_line_bytes", "max_decompressed_bytes", "download_deadline_s", "pvc_path"},
     "train-model": {
         "training_algorithm",
         "pvc_path",
@@ -176,8 +176,8 @@ WIRED = {
         "run_id",
         "task_name",
     },
-    "lm-eval": {"model_source", "skip_unusable_model_source"},
-    "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name"}
+    "lm-eval": {"model_source", "skip_unusable_model_source", "pvc_path"},
+    "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name", "pvc_path"}
     # issue 37: the pipelines expose the modelcar target and the deploy switch; the details keep the component's
     # defaults (pass them in the model_registry call to change them)
     | {"modelcar_lora_weights", "deploy_service_name", "deploy_namespace"}
@@ -217,6 +217,19 @@ def test_workspace_pvc_is_a_compile_time_setting(tmp_path):
         "storageClassName": "ocs-cephfs",
     }
     assert not any("pvc" in parameter for parameter in _inputs(documents))
+
+
+def test_every_task_of_every_pipeline_mounts_the_workspace(compiled):
+    """Each task gets ``{{$.workspace_path}}`` as ``pvc_path``: KFP's driver mounts the run's workspace PVC in a task
+    whose inputs hold it (kubeflow/pipelines 2.16.0 backend/src/v2/driver/driver.go:475-486), so a PVC that cannot
+    be provisioned or mounted stops the first step, not the third."""
+    for name, documents in compiled.items():
+        tasks = documents[0]["root"]["dag"]["tasks"]
+        assert len(tasks) == 5, name  # dataset, base evaluation, training, evaluation, registry
+        for task, definition in tasks.items():
+            pvc_path = definition["inputs"]["parameters"].get("pvc_path", {})
+            assert pvc_path.get("runtimeValue", {}).get("constant") == "{{$.workspace_path}}", (name, task)
+        assert documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["size"], name
 
 
 def test_secrets_are_mounted_as_optional_env_on_the_right_steps(compiled):

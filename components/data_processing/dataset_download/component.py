@@ -27,6 +27,7 @@ def dataset_download(
     max_line_bytes: int = 16777216,
     max_decompressed_bytes: int = 34359738368,
     download_deadline_s: float = 10800.0,
+    pvc_path: str = "",
 ) -> None:
     """Downloads a chat dataset, validates every row, converts it to ``messages`` JSONL and splits it (seeded)."""
     arguments = dict(locals())  # every argument by name, taken before the imports below add names

@@ -243,11 +243,13 @@ def publish_modelcar(
     insecure: bool,
     log: Callable[[str], None],
     merge: Callable[[Path, Path], None] | None = None,
+    scratch: Path | None = None,
 ) -> PublishedModelcar:
     """Layers ``model_dir`` on ``base_image`` under ``/models`` and pushes it to ``modelcar_uri``.
 
     ``insecure``: plain HTTP / no TLS verification for both registries; ``merge(adapter_dir, target_dir)`` writes a
-    merged LoRA model (default :func:`.lora_merge.merge_adapter`).
+    merged LoRA model (default :func:`.lora_merge.merge_adapter`); ``scratch``: where the image layout (the model's
+    size) and a merged model are built (the workspace in the pipelines; default a temporary directory).
 
     Raises:
         ModelcarError: Bad target or secret, the client without ``olot``/skopeo, or a failed pull or push.
@@ -267,7 +269,7 @@ def publish_modelcar(
         f"secret {PUSH_SECRET_NAME}",
         f"oc create secret generic {PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json",
     )
-    with tempfile.TemporaryDirectory(prefix="modelcar-") as work:
+    with tempfile.TemporaryDirectory(prefix="modelcar-", dir=scratch) as work:
         files = model_dir
         if kind == "merged" and (model_dir / "adapter_config.json").is_file():
             if merge is None:

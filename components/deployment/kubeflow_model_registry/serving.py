@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from components._common.kube_auth import KubeAuthError, load_api_client
@@ -65,8 +66,10 @@ def check_serving_request(
         raise ValueError("deploy_runtime is empty: name the ServingRuntime to use (e.g. vllm-runtime)")
 
 
-def publish(request: ServingRequest, model: ArtifactInfo, log: Callable[[str], None]) -> PublishedModelcar | None:
-    """Pushes the modelcar when ``modelcar_uri`` is set; ``None`` otherwise."""
+def publish(
+    request: ServingRequest, model: ArtifactInfo, log: Callable[[str], None], scratch: Path | None = None
+) -> PublishedModelcar | None:
+    """Pushes the modelcar when ``modelcar_uri`` is set (its layout built under ``scratch``); ``None`` otherwise."""
     if not request.modelcar_uri.strip():
         return None
     return publish_modelcar(
@@ -77,6 +80,7 @@ def publish(request: ServingRequest, model: ArtifactInfo, log: Callable[[str], N
         request.modelcar_lora_weights,
         request.modelcar_insecure,
         log,
+        scratch=scratch,
     )
 
 

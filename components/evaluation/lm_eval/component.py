@@ -36,6 +36,7 @@ def lm_eval(
     allow_empty_eval_dataset: bool = False,
     enabled: bool = True,
     skip_unusable_model_source: bool = False,
+    pvc_path: str = "",
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
     arguments = dict(locals())  # every argument by name, taken before the imports below add names

@@ -90,6 +90,7 @@ def train_model(
     training_jit_checkpoint: bool = True,
     training_oci_insecure: bool = False,
     training_oci_ca_bundle: str = "",
+    training_copy_model_to_artifact: bool = False,
     hf_token_secret_name: str = "hf-token",
     s3_secret_name: str = "",
     run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,

@@ -115,6 +115,7 @@ class TrainModelRequest:
     training_jit_checkpoint: bool
     training_oci_insecure: bool
     training_oci_ca_bundle: str
+    training_copy_model_to_artifact: bool
     hf_token_secret_name: str
     s3_secret_name: str
     run_id: str

@@ -98,6 +98,7 @@ def lora_pipeline(
     phase_02_train_opt_progress_port: int = 28080,
     phase_02_train_opt_progress_poll_interval: int = 30,
     phase_02_train_opt_jit_checkpoint: bool = True,
+    phase_02_train_opt_copy_model_to_artifact: bool = False,
     phase_03_eval_man_eval_tasks: list = ["arc_easy"],
     phase_03_eval_opt_batch: str = "auto",
     phase_03_eval_opt_limit: int = -1,
@@ -240,6 +241,12 @@ def lora_pipeline(
         phase_02_train_opt_jit_checkpoint: The training pods (Training Hub, or the `transformers` backend at the end
             of the running step) save a just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues
             from it.
+        phase_02_train_opt_copy_model_to_artifact: Also copy the trained weights into the `output_model` artifact (the
+            pipeline root's object store), as every run did before. Costs the model's size three times per run: the
+            launcher pod's disk (evicted without ephemeral storage), the upload, and each reading step's download; and
+            it stays in the object store for every run. Off: the artifact holds a manifest and the steps read the
+            weights on the workspace, which is deleted when the run succeeds (keep the model with the registry's
+            modelcar_uri or s3_upload_prefix).
         phase_03_eval_man_eval_tasks: lm-eval task, group or tag names. Built-in names need their datasets (see
             *Disconnected clusters*). An entry that is a local directory (`/...` or `./...`) of task YAMLs evaluates
             every task they declare (staged like `custom_tasks`). May be empty when `eval_dataset` is given.
@@ -299,9 +306,10 @@ def lora_pipeline(
         phase_04_registry_opt_max_regression_relative: `max_regression` is a fraction of the base model's value instead
             of metric units.
         phase_04_registry_opt_model_uri: Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`,
-            `hf://`, `http(s)://`), overriding the derived one.
+            `hf://`, `http(s)://`), overriding the derived one. A `pvc://` of the run's own workspace claim
+            (`…-kfp-workspace`, deleted with the run) is refused: use `modelcar_uri` or `s3_upload_prefix`.
         phase_04_registry_opt_s3_upload_prefix: `s3://bucket/prefix`: upload the model files there (data-connection env
-            credentials) and register that URI. Exclusive with `model_uri`.
+            credentials; one streamed copy from the workspace) and register that URI. Exclusive with `model_uri`.
         phase_04_registry_opt_storage_key: Data-connection secret name recorded on the artifact, for serving to read an
             `s3://` URI.
         phase_04_registry_opt_is_secure: Verify the registry's TLS certificate (needs `https://` and a token). `False`
@@ -324,6 +332,7 @@ def lora_pipeline(
             RBAC: `rbac.yaml`.
     """
     dataset_task = dataset_download(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         dataset_uri=phase_01_dataset_man_data_uri,
         train_split_ratio=phase_01_dataset_man_data_split,
         subset_count=phase_01_dataset_opt_subset,
@@ -395,6 +404,7 @@ def lora_pipeline(
         training_progress_metrics_port=phase_02_train_opt_progress_port,
         training_progress_poll_interval_seconds=phase_02_train_opt_progress_poll_interval,
         training_jit_checkpoint=phase_02_train_opt_jit_checkpoint,
+        training_copy_model_to_artifact=phase_02_train_opt_copy_model_to_artifact,
         hf_token_secret_name=SETTINGS.hf_token_secret,
         s3_secret_name=SETTINGS.s3_secret,
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
@@ -405,6 +415,7 @@ def lora_pipeline(
 
     # The same tasks and settings for the base model and the fine-tuned model (edit them here, once).
     evaluation_settings = dict(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         eval_dataset=dataset_task.outputs["eval_dataset"],
         task_names=phase_03_eval_man_eval_tasks,
         batch_size=phase_03_eval_opt_batch,
@@ -444,6 +455,7 @@ def lora_pipeline(
     tasks.set_up_evaluation(eval_task, SETTINGS)
 
     registry_task = model_registry(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         model=training_task.outputs["output_model"],
         eval_metrics=eval_task.outputs["metrics"],
         eval_results=eval_task.outputs["results"],

@@ -90,6 +90,7 @@ def sft_minimal_pipeline(
             `pipeline_run_id`), else `<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`.
     """
     dataset_task = dataset_download(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         dataset_uri=phase_01_dataset_man_data_uri,
         subset_count=phase_01_dataset_opt_subset,
         max_seq_len=8192,  # train_model's training_max_seq_len, for the token statistics
@@ -122,6 +123,7 @@ def sft_minimal_pipeline(
 
     # The same tasks and settings for the base model and the fine-tuned model (edit them here, once).
     evaluation_settings = dict(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         eval_dataset=dataset_task.outputs["eval_dataset"],
         task_names=phase_03_eval_man_eval_tasks,
         allow_empty_eval_dataset=True,
@@ -148,6 +150,7 @@ def sft_minimal_pipeline(
     tasks.set_up_evaluation(eval_task, SETTINGS)
 
     registry_task = model_registry(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         model=training_task.outputs["output_model"],
         eval_metrics=eval_task.outputs["metrics"],
         eval_results=eval_task.outputs["results"],

@@ -45,6 +45,7 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
         "allow_empty_eval_dataset": False,
         "enabled": True,
         "skip_unusable_model_source": False,
+        "pvc_path": "",
     }
     outputs = spec["root"]["outputDefinitions"]["artifacts"]
     assert {name: o["artifactType"]["schemaTitle"] for name, o in outputs.items()} == {

@@ -135,9 +135,13 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     assert outcome.summary["steps"] == 4.0 and Path(outcome.model_dir, "config.json").is_file()
 
 
-def _plan(tmp_path, launcher="trainjob"):
+def _plan(tmp_path, launcher="trainjob", copy_to_artifact=False):
     request = train_model_request(
-        training_base_model="org/model", training_resume=False, training_launcher=launcher, training_namespace=NS
+        training_base_model="org/model",
+        training_resume=False,
+        training_launcher=launcher,
+        training_namespace=NS,
+        training_copy_model_to_artifact=copy_to_artifact,
     )
     return RunPlan(
         request=request,
@@ -279,7 +283,8 @@ def _tiny_disk(path: Path, size: str = "1m", read_only: bool = False):
 
 
 def _publish(tmp_path, final_dir, out_dir):
-    plan = _plan(tmp_path)
+    """Publishes with the opt-in copy into the artifact (the path that writes the model's size to the output)."""
+    plan = _plan(tmp_path, copy_to_artifact=True)
     trained = LauncherRun(final_dir, [{"step": 1, "loss": 1.0, "time": 1.0}], 1.0, NAME, launcher="trainjob")
     outputs = {
         n: c(uri=str(out_dir / n)) for n, c in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kfp import dsl
 
+from components._common.model_location import resolve_model_dir
 from components.training.finetuning import job_from_request, transformers_backend
 from components.training.finetuning.config import TrainingConfigError, runtime_name_of
 from components.training.finetuning.run import run_train_model, validate_request, write_run_config
@@ -271,7 +272,9 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(
     meta = out["model"].metadata
     assert meta["checkpoint_path"] == str(run_dir / "checkpoints" / "final")
     assert meta["backend"] == "trainjob" and meta["job_kind"] == "TrainJob"
-    assert (Path(out["model"].path) / "config.json").is_file()
+    # The artifact is the manifest of the weights the job wrote on the workspace (issue 44), read there in place.
+    assert (resolve_model_dir(out["model"].path) / "config.json").is_file()
+    assert resolve_model_dir(out["model"].path) == run_dir / "checkpoints" / "final"
     metrics = out["metrics"].metadata
     assert metrics["steps"] == 6.0 and metrics["eval_loss"] < metrics["base_eval_loss"]
     assert [record["step"] for record in outcome.records] == [1, 2, 3, 4, 5, 6]
