@@ -10,6 +10,7 @@ POD_MODULES = (
     "components.training.finetuning.pod.inputs",
     "components.training.finetuning.pod.metrics",
     "components.training.finetuning.pod.progress_server",
+    "components.training.finetuning.pod.rewards",
     "components.training.finetuning.pod.run_config",
     "components.training.finetuning.pod.trainer_status",
 )
