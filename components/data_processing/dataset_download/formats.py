@@ -149,7 +149,8 @@ def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[
         raise ValueError(
             f"{EXPECTED_CHAT_FORMAT}: {MESSAGES_NOT_FOUND.split(' (')[0]} in the first {looked} rows of {source}, "
             "nor the keys of another known format (input_format='auto' knows messages | conversations | "
-            "instruction+output | prompt+completion | ground_truth | target_tool_name); convert the data, or set input_format explicitly"
+            "instruction+output | prompt+completion | ground_truth | target_tool_name); convert the data, or set "
+            "input_format explicitly"
         )
     if len(seen) > 1:
         raise ValueError(

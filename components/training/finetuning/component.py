@@ -1,4 +1,4 @@
-"""KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA, GRPO) as a Kubeflow Trainer TrainJob, a PyTorchJob or on CPU.
+"""KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA, GRPO) as a Kubeflow TrainJob, a PyTorchJob or on CPU.
 
 The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body hands them all
 to :func:`~components.training.finetuning.config.train_model_request`, which puts each one, under its own name, into

@@ -293,6 +293,13 @@ class TrainingConfig(Hyperparameters):
                 f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (transformers.Trainer under torchrun)",
             ),
         ]
+        if self.algorithm in GRPO_ALGORITHMS and self.backend == TRANSFORMERS_BACKEND:
+            _fail(
+                "backend",
+                self.backend,
+                f"{self.algorithm} trains through Training Hub ({', '.join(HUB_BACKENDS[self.algorithm])}) in the "
+                "cluster, or with training_launcher='local' (TRL's GRPOTrainer); the transformers backend has no GRPO",
+            )
         for name, ok, rule in checks:
             if not ok:
                 _fail(name, getattr(self, name), rule)
