@@ -191,7 +191,11 @@ def run_cluster_job(
         records,
         seconds,
         name,
-        {**model_facts, **{key: result[key] for key in ("resumed_from", "adapter_path") if result.get(key)}},
+        {
+            **model_facts,
+            **{key: result[key] for key in ("resumed_from", "adapter_path") if result.get(key)},
+            **({"reward_history": [round(value, 4) for value in rewards]} if rewards else {}),
+        },
         eval_loss=result.get("eval_loss"),
         launcher=job_launcher,
         base_eval_loss=result.get("base_eval_loss"),

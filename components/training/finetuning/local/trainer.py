@@ -99,7 +99,7 @@ def _train_grpo_plan(
         log=log,
         on_step=on_step,
     )
-    extra: dict[str, Any] = {**model_facts}
+    extra: dict[str, Any] = {**model_facts, "reward_history": [round(value, 4) for value in rewards]}
     if result.adapter_dir is not None:
         extra["adapter_path"] = str(result.adapter_dir)
     return LauncherRun(result.final_model_dir, result.records, result.train_seconds, "", extra, launcher="local",
