@@ -1,13 +1,13 @@
 """OSFT's defining property, on the tiny model trained by the local launcher: the update avoids the preserved subspace.
 
-For every targeted matrix ``W`` (the attention and MLP projections), OSFT freezes the top
-``k = floor(min(shape) * (1 - unfreeze_rank_ratio))`` singular directions ``U_k``, ``V_k`` of the base weights and
-trains only in their orthogonal complement. So the update ``dW = W' - W`` has no component in the preserved subspace:
-``||U_kᵀ dW|| / ||dW||`` and ``||dW V_k|| / ||dW||`` stay at float32 round-off (measured after 6 steps: 2.0e-5 to
-5.4e-5), below :data:`TOLERANCE`. SFT's update has no such structure: a random direction would put ``sqrt(k / m)`` of
-its norm there (0.87 for ``k = 48`` of 64, by the smaller side of each matrix), and the trained one puts
-0.52 to 0.90 there (same run), far above :data:`SFT_AT_LEAST`. The same test body runs both, so the property check itself is shown to fail when the
-property is absent.
+For every targeted matrix ``W`` (the attention and MLP projections), OSFT freezes the top ``k = floor(min(shape) *
+(1 - unfreeze_rank_ratio))`` singular directions ``U_k``, ``V_k`` of the base weights and trains only in their
+orthogonal complement. So the update ``dW = W' - W`` has no component in the preserved subspace: ``||U_kᵀ dW|| /
+||dW||`` and ``||dW V_k|| / ||dW||`` stay at float32 round-off (measured after 6 steps: 2.0e-5 to 5.4e-5), below
+:data:`TOLERANCE`. SFT's update has no such structure: a random direction would put ``sqrt(k / m)`` of its norm
+there (0.87 for ``k = 48`` of 64, by the smaller side of each matrix), and the trained one puts 0.52 to 0.90 there
+(same run), far above :data:`SFT_AT_LEAST`. The same test body runs both, so the property check itself is shown to
+fail when the property is absent.
 """
 
 from __future__ import annotations
