@@ -187,6 +187,10 @@ def run_train_model(
             log(note)
     if request.training_launcher == "local":
         _require_local_training_packages(config.algorithm)
+        if config.algorithm == "lora" and (config.lora_load_in_4bit or config.lora_load_in_8bit):
+            from components.training.finetuning.hf_trainer.training import quantization_config
+
+            quantization_config(config)  # QLoRA needs CUDA: one line here, before anything is staged
     data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")
     count_rows = count_reward_rows if config.algorithm in GRPO_ALGORITHMS else inputs.count_chat_rows
     count_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting

@@ -6,6 +6,7 @@ POD_MODULES = (
     "components._common.s3",
     "components.training.finetuning.pod.checkpoints",
     "components.training.finetuning.pod.entrypoint",
+    "components.training.finetuning.pod.grpo_call",
     "components.training.finetuning.pod.hub_compat",
     "components.training.finetuning.pod.inputs",
     "components.training.finetuning.pod.metrics",
