@@ -1,4 +1,4 @@
-"""The six fine-tuning pipelines: compile, parameter names and order, compiled-YAML facts, reproducible compiles."""
+"""The fine-tuning pipelines (the guide's six and the two GRPO ones): compile, parameter names and order, compiled-YAML facts, reproducible compiles."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipelines.compile import compile_named, pipeline_function
-from pipelines.training.finetuning import PIPELINES
+from pipelines.training.finetuning import GRPO_PIPELINES, PIPELINES
 from pipelines.training.finetuning.interface import pipeline_parameters, task_wiring
 from pipelines.training.finetuning.settings import CompileSettings
 from scripts.check_arg_size import LIMIT_BYTES, container_arguments
@@ -193,10 +193,6 @@ WIRED = {
 
 
 #: Component arguments only one algorithm's pipelines expose.
-#: The reinforcement-learning pipelines: no lm-eval step (their registry gates on the reward gate).
-GRPO_PIPELINES = ("grpo", "lora-grpo")
-
-
 ALGORITHM_ONLY = {
     "training_unfreeze_rank_ratio": "osft",
     "training_lora_r": "lora",

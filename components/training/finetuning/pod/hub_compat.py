@@ -98,7 +98,7 @@ def missing_function_message(version: str, function_name: str) -> str:
 
 
 def _read_keys(backend: type) -> set[str]:
-    """The ``params.get("key")`` / ``params["key"]`` keys a Training Hub backend's source reads."""
+    """The keys a Training Hub backend's source reads from its parameters dict (by ``.get`` or by subscript)."""
     return set(re.findall(r"params(?:\.get\(|\[)['\"]([a-z0-9_]+)['\"]", inspect.getsource(backend)))
 
 
