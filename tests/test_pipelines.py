@@ -1,4 +1,4 @@
-"""The fine-tuning pipelines (the guide's six and the two GRPO ones): compile, parameter names and order, compiled-YAML facts, reproducible compiles."""
+"""The fine-tuning pipelines (the guide's six, grpo, lora-grpo): compile, names and order, YAML facts, reproducibility."""
 
 from __future__ import annotations
 
