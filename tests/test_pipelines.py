@@ -1,4 +1,4 @@
-"""The fine-tuning pipelines (the guide's six, grpo, lora-grpo): compile, names and order, YAML facts, reproducibility."""
+"""The fine-tuning pipelines (the guide's six, grpo, lora-grpo): compile, names, order, YAML facts, repeatability."""
 
 from __future__ import annotations
 
