@@ -293,6 +293,11 @@ class TrainingConfig(Hyperparameters):
                 f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (transformers.Trainer under torchrun)",
             ),
         ]
+        variants = {"lora_use_dora": False, "lora_use_rslora": False, "lora_init_weights": "true"}
+        variants |= {"lora_load_in_4bit": False, "lora_load_in_8bit": False}
+        for name, default in variants.items():
+            if self.algorithm not in LORA_ALGORITHMS and getattr(self, name) != default:
+                _fail(name, getattr(self, name), f"a LoRA setting: algorithm {self.algorithm!r} trains no adapter")
         if self.algorithm in GRPO_ALGORITHMS and self.backend == TRANSFORMERS_BACKEND:
             _fail(
                 "backend",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from components._common.files import replace_dir
 from components._common.reward_rows import REWARD_TOOL_CALL, prompt_messages, reward_row_format
 from components.training.finetuning.hf_trainer import callbacks
-from components.training.finetuning.hf_trainer.training import ADAPTER_DIR, FINAL_DIR, TrainingResult
+from components.training.finetuning.hf_trainer.training import ADAPTER_DIR, FINAL_DIR, TrainingResult, lora_config
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod.rewards import compute_score
 
@@ -55,15 +55,49 @@ def answer_reward(completions: list[Any], ground_truth: list[Any], **kwargs: Any
 
 
 def tool_call_reward(
-    completions: list[Any], target_tool_name: list[str], target_arguments: list[dict], **kwargs: Any
+    completions: list[Any], target_tool_name: list[str], target_arguments: list[str], **kwargs: Any
 ) -> list[float]:
-    """TRL reward function of ``reward_tool_call`` rows: Training Hub's ``tool_call_reward`` per completion."""
+    """TRL reward function of ``reward_tool_call`` rows: Training Hub's ``tool_call_reward`` per completion.
+
+    ``target_arguments`` arrive as JSON text (a dataset column of objects with different keys would not be one type).
+    """
     from training_hub.algorithms.rewards import tool_call_reward as hub_tool_call_reward
 
     return [
-        hub_tool_call_reward({"role": "assistant", "content": _text(completion)}, name, arguments)
+        hub_tool_call_reward(tool_call_message(_text(completion)), name, json.loads(arguments))
         for completion, name, arguments in zip(completions, target_tool_name, target_arguments)
     ]
+
+
+def tool_call_message(text: str) -> dict[str, Any]:
+    """A text completion as the assistant message Training Hub's ``tool_call_reward`` reads.
+
+    The prompt asks for ``{"name": ..., "arguments": {...}}`` (as verl's data preparation does, training-hub 0.11.2
+    ``lora_grpo_verl.py``); the first JSON object of the text with a ``name`` becomes the message's ``tool_calls``
+    (vLLM's parser does that in the cluster), anything else stays plain content (no tool call: reward 0).
+    """
+    decoder = json.JSONDecoder()
+    for start in (index for index, character in enumerate(text) if character == "{"):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            call = {"name": value["name"], "arguments": value.get("arguments") or {}}
+            return {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
+    return {"role": "assistant", "content": text}
+
+
+def _tool_prompt(row: dict[str, Any]) -> list[dict[str, str]]:
+    """A tool-call row's prompt with its tools in the system turn, worded as verl's data preparation words it."""
+    instruction = (
+        "\n\nYou have access to the following tools. To call a tool, respond with a JSON object in this format: "
+        '{"name": "tool_name", "arguments": {"arg1": "value1"}}\n\nTools:\n' + json.dumps(row["tools"], indent=2)
+    )
+    messages = prompt_messages(row)
+    if messages[0]["role"] == "system":
+        return [{"role": "system", "content": messages[0]["content"] + instruction}, *messages[1:]]
+    return [{"role": "system", "content": instruction.lstrip()}, *messages]
 
 
 def _text(completion: Any) -> str:
@@ -80,29 +114,16 @@ def _dataset(rows: Iterable[dict[str, Any]]) -> tuple[Any, Callable[..., list[fl
     rows = list(rows)
     if reward_row_format(rows[0]) == REWARD_TOOL_CALL:
         columns = {
-            "prompt": [prompt_messages(row) for row in rows],
+            "prompt": [_tool_prompt(row) for row in rows],
             "target_tool_name": [row["target_tool_name"] for row in rows],
             "target_arguments": [json.dumps(row["target_arguments"]) for row in rows],
         }
-        dataset = Dataset.from_dict(columns)
-
-        def reward(completions: list[Any], target_tool_name: list[str], target_arguments: list[str], **kwargs: Any):
-            arguments = [json.loads(value) for value in target_arguments]
-            return tool_call_reward(completions, target_tool_name, arguments)
-
-        return dataset, reward
+        return Dataset.from_dict(columns), tool_call_reward
     columns = {
         "prompt": [prompt_messages(row) for row in rows],
         "ground_truth": [str(row["ground_truth"]) for row in rows],
     }
     return Dataset.from_dict(columns), answer_reward
-
-
-def peft_config(config: TrainingConfig) -> Any:
-    """The LoRA adapter of ``lora_grpo`` (the same settings as :func:`.training.lora_config`)."""
-    from components.training.finetuning.hf_trainer.training import lora_config
-
-    return lora_config(config)
 
 
 def train_grpo(
@@ -159,7 +180,7 @@ def train_grpo(
         args=arguments,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=peft_config(config) if config.algorithm == "lora_grpo" else None,
+        peft_config=lora_config(config) if config.algorithm == "lora_grpo" else None,
         callbacks=[progress],
     )
     trainer.remove_callback(PrinterCallback)

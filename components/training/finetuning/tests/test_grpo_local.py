@@ -99,6 +99,19 @@ def test_the_gate_is_welchs_one_sided_test_of_the_last_against_the_first_quarter
     assert student_t_upper_tail(2.0, 5) == pytest.approx(stats.t.sf(2.0, 5), rel=1e-12)
 
 
+def test_local_tool_call_rows_are_scored_by_training_hubs_tool_call_reward():
+    from components.training.finetuning.hf_trainer.grpo import tool_call_reward
+
+    completions = [
+        'Calling: {"name": "weather", "arguments": {"city": "Paris"}}',
+        '{"name": "weather", "arguments": {"city": "Rome"}}',
+        '{"name": "news", "arguments": {}}',
+        "It is sunny.",
+    ]
+    rewards = tool_call_reward(completions, ["weather"] * 4, ['{"city": "Paris"}'] * 4)
+    assert rewards == [1.0, 0.5, 0.0, 0.0]
+
+
 def test_one_noisy_iteration_does_not_pass_the_gate():
     """The peer's rule ("final > first") passes this flat, noisy history; the gate does not."""
     flat = [0.31, 0.28, 0.35, 0.22, 0.30, 0.27, 0.33, 0.25, 0.29, 0.36]
