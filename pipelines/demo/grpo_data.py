@@ -3,7 +3,8 @@
 Each row asks for the result of ``a op b`` as a bare number and carries it as ``ground_truth``; the reward
 (:func:`components.training.finetuning.pod.rewards.compute_score`) gives 1.0 for the right number and up to 0.5 of
 format credit for answering with a number at all. The shipped file ``pipelines/demo/data/demo_grpo.jsonl`` is
-:func:`write_grpo_dataset`'s output with the default arguments; a test checks that it is current.
+:func:`write_grpo_dataset`'s output with the default arguments (``scripts/build_demo_dataset.py`` regenerates it); a
+test checks that it is current.
 """
 
 from __future__ import annotations
