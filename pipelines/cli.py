@@ -174,7 +174,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         "register (only with --registry-address); then tells what it gained and what it forgot. Offline unless the "
         "dataset is a Hub id and the Hub answers.",
     )
-    demo.add_argument("--algorithm", choices=("sft", "osft", "lora"), default="sft")
+    demo.add_argument("--algorithm", choices=("sft", "osft", "lora", "grpo", "lora_grpo"), default="sft")
     demo.add_argument("--output-dir", type=Path, default=Path("kfp-finetune-demo"))
     demo.add_argument(
         "--dataset-uri",
