@@ -14,8 +14,8 @@ import yaml
 
 from pipelines.doctor.facts import RunValues, read_package
 from pipelines.doctor.gpu_demand import gpu_demand, peak_of
-from pipelines.training.finetuning import GRPO_PIPELINES, PIPELINES
-from tests.harness.compiled import pipeline_documents
+from pipelines.training.finetuning import PIPELINES
+from tests.harness.compiled import GRPO_PIPELINES, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HARDWARE = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())["hardware"]

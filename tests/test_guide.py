@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from pipelines.compile import compile_named, pipeline_function
-from pipelines.training.finetuning import GRPO_PIPELINES, PIPELINES
+from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import REQUIRED, fed_by, pipeline_parameters
-from tests.harness.compiled import pipeline_documents
+from tests.harness.compiled import GRPO_PIPELINES, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FACTS = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.training.finetuning import GRPO_PIPELINES
 from tests.conftest import DEMO_ROWS
-from tests.harness.compiled import CONTAINER_SPEC_LIMIT_BYTES, container_spec_sizes
+from tests.harness.compiled import CONTAINER_SPEC_LIMIT_BYTES, GRPO_PIPELINES, container_spec_sizes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LATEST_PYTHON = REPO_ROOT / ".venv-kfp-latest" / "bin" / "python"

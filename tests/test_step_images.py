@@ -12,9 +12,9 @@ import pytest
 from components._common.images import PROJECT_VERSION, STEP_IMAGE, STEP_IMAGE_CUDA, STEP_IMAGE_REPOSITORY
 from pipelines.cli import main
 from pipelines.compile import compile_named
-from pipelines.training.finetuning import GRPO_PIPELINES, PIPELINES
+from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.settings import STEPS, CompileSettings, constants_of
-from tests.harness.compiled import pipeline_documents
+from tests.harness.compiled import GRPO_PIPELINES, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIRROR = "image-registry.openshift-image-registry.svc:5000/team/kfp-finetune:latest"

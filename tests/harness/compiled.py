@@ -86,3 +86,8 @@ def container_spec_sizes(spec: dict) -> dict[str, int]:
         name: len(json.dumps(executor["container"], separators=(",", ":")).encode())
         for name, executor in executors.items()
     }
+
+
+#: The reinforcement-learning pipelines: one flavour each, no lm-eval step (the reward gate decides), and the
+#: single-GPU shape of the guide's hardware table (OSFT's row).
+GRPO_PIPELINES = ("grpo", "lora-grpo")

@@ -16,8 +16,8 @@ from components._common.chat_files import ReadLimits
 from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
-from components._common.workspace import check_workspace
 from components._common.reward_rows import REWARD_FORMATS, prompt_messages
+from components._common.workspace import check_workspace
 
 from .locations import check_dataset_uri
 from .passes import SplitOptions, validate_and_split

@@ -14,6 +14,3 @@ PIPELINES = {
     "grpo": "pipelines.training.grpo.pipeline",
     "lora-grpo": "pipelines.training.lora_grpo.pipeline",
 }
-#: The reinforcement-learning pipelines: one flavour each, no lm-eval step (the reward gate decides), and the
-#: single-GPU shape of the guide's hardware table (OSFT's row).
-GRPO_PIPELINES = ("grpo", "lora-grpo")

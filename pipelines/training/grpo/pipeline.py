@@ -14,13 +14,10 @@ PVC_ACCESS_MODES = ["ReadWriteMany"]
 PIPELINE_NAME = "grpo-pipeline"
 
 # =============================================================================
-# Step images (COMPILE-TIME settings): mirror them for a disconnected cluster
+# Step images (COMPILE-TIME settings): every step runs on the project's image, built from the Containerfile
 # =============================================================================
-DATASET_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-LAUNCHER_IMAGE = "quay.io/kfp-finetune/kfp-finetune:0.1.0"  # the Containerfile's image: train_model's code
-EVAL_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"  # CUDA torch inside: not pip-installed
-REGISTRY_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-RUNTIME_IMAGE = ""  # a Containerfile image here replaces all four and installs nothing at run time
+IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
+EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
 
 # The steps' other settings are compile-time too (e.g. EVAL_CPU_LIMIT = "8", DATASET_MEMORY_REQUEST = "4Gi"); see
 # pipelines/training/finetuning/settings.py for every name. KFP_FINETUNE_<NAME> environment variables and
@@ -34,7 +31,7 @@ from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E4
 
 #: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
 SETTINGS = pipeline_settings(globals())
-#: The four components, each built for its step image above (RUNTIME_IMAGE replaces all four).
+#: The four components, each built for the step images above.
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
@@ -222,9 +219,10 @@ def grpo_pipeline(
             an error, not a silent skip.
         phase_04_registry_opt_min_metric_value: Register only when the metric is `>=` this.
         phase_04_registry_opt_model_uri: Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`,
-            `hf://`, `http(s)://`), overriding the derived one.
+            `hf://`, `http(s)://`), overriding the derived one. A `pvc://` of the run's own workspace claim
+            (`…-kfp-workspace`, deleted with the run) is refused: use `modelcar_uri` or `s3_upload_prefix`.
         phase_04_registry_opt_s3_upload_prefix: `s3://bucket/prefix`: upload the model files there (data-connection env
-            credentials) and register that URI. Exclusive with `model_uri`.
+            credentials; one streamed copy from the workspace) and register that URI. Exclusive with `model_uri`.
         phase_04_registry_opt_storage_key: Data-connection secret name recorded on the artifact, for serving to read an
             `s3://` URI.
         phase_04_registry_opt_is_secure: Verify the registry's TLS certificate (needs `https://` and a token). `False`
@@ -247,6 +245,7 @@ def grpo_pipeline(
             RBAC: `rbac.yaml`.
     """
     dataset_task = dataset_download(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         dataset_uri=phase_01_dataset_man_data_uri,
         train_split_ratio=phase_01_dataset_man_data_split,
         subset_count=phase_01_dataset_opt_subset,
@@ -318,6 +317,7 @@ def grpo_pipeline(
     tasks.set_up_training(training_task, SETTINGS)
 
     registry_task = model_registry(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         model=training_task.outputs["output_model"],
         train_metrics=training_task.outputs["output_metrics"],
         dataset=dataset_task.outputs["train_dataset"],

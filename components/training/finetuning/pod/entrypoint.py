@@ -21,6 +21,7 @@ from typing import Any
 from components.training.finetuning.pod import checkpoints, hub_compat, progress_server
 from components.training.finetuning.pod.grpo_call import grpo_kwargs
 from components.training.finetuning.pod.inputs import EntrypointError, resolve_base_model
+from components.training.finetuning.pod.lora_variants import LORA_VARIANTS_OFF, lora_variant_kwargs
 from components.training.finetuning.pod.run_config import (
     Hyperparameters,
     RunConfig,
@@ -36,14 +37,6 @@ TRAINING_HUB_FUNCTIONS = {
     "grpo": "grpo",
     "lora_grpo": "lora_grpo",
 }
-#: The LoRA variants (QLoRA, DoRA, rsLoRA, init) at their defaults: what an algorithm without them must keep.
-_LORA_VARIANTS_OFF = (
-    ("lora_use_dora", False, "DoRA is a lora_sft option"),
-    ("lora_use_rslora", False, "rsLoRA is a lora_sft option"),
-    ("lora_init_weights", "true", "the LoRA init is a lora_sft option"),
-    ("lora_load_in_4bit", False, "QLoRA is a lora_sft option"),
-    ("lora_load_in_8bit", False, "QLoRA is a lora_sft option"),
-)
 #: Training Hub's GRPO (verl, ART) runs by iterations and has none of these switches.
 _GRPO_UNSUPPORTED = (
     ("use_liger", False, "Training Hub's GRPO backends have no Liger option"),
@@ -52,7 +45,7 @@ _GRPO_UNSUPPORTED = (
     ("max_steps", 0, "GRPO stops after grpo_iterations"),
     ("lr_scheduler", "cosine", "Training Hub's GRPO does not forward a scheduler"),
     ("warmup_steps", 0, "Training Hub's GRPO does not forward warm-up steps"),
-    *_LORA_VARIANTS_OFF,
+    *LORA_VARIANTS_OFF,
 )
 
 #: Settings Training Hub's backend for an algorithm cannot honour: (parameter, the only accepted value, why).
@@ -224,32 +217,6 @@ def _algorithm_kwargs(algorithm: str, hp: Hyperparameters, eval_data_path: str) 
     if eval_data_path:
         kwargs["eval_data_path"] = eval_data_path
     kwargs.update(lora_variant_kwargs(hp))
-    return kwargs
-
-
-def lora_variant_kwargs(hp: Hyperparameters) -> dict[str, Any]:
-    """``lora_sft``'s QLoRA, DoRA, rsLoRA and init keywords, each only when set (an older release need not take them).
-
-    training-hub 0.11.2's ``UnslothLoRABackend`` reads them from ``**kwargs`` (``algorithms/lora.py``: ``load_in_4bit``,
-    ``load_in_8bit``, ``bnb_4bit_*``, ``use_rslora``, ``use_dora``, ``init_lora_weights``).
-    """
-    kwargs: dict[str, Any] = {}
-    if hp.lora_use_dora:
-        kwargs["use_dora"] = True
-    if hp.lora_use_rslora:
-        kwargs["use_rslora"] = True
-    if hp.lora_init_weights != "true":
-        init = hp.lora_init_weights
-        kwargs["init_lora_weights"] = False if init == "false" else init
-    if hp.lora_load_in_8bit:
-        kwargs["load_in_8bit"] = True
-    if hp.lora_load_in_4bit:
-        kwargs.update(
-            load_in_4bit=True,
-            bnb_4bit_quant_type=hp.lora_bnb_4bit_quant_type,
-            bnb_4bit_compute_dtype=hp.lora_bnb_4bit_compute_dtype,
-            bnb_4bit_use_double_quant=hp.lora_bnb_4bit_use_double_quant,
-        )
     return kwargs
 
 

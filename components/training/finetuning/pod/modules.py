@@ -9,6 +9,7 @@ POD_MODULES = (
     "components.training.finetuning.pod.grpo_call",
     "components.training.finetuning.pod.hub_compat",
     "components.training.finetuning.pod.inputs",
+    "components.training.finetuning.pod.lora_variants",
     "components.training.finetuning.pod.metrics",
     "components.training.finetuning.pod.progress_server",
     "components.training.finetuning.pod.rewards",
