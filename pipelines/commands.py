@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipelines.images.commands import docker_config_of, images_command, pipeline_images_pullable
+from pipelines.images.commands import docker_config_of, pipeline_images_pullable, print_images
 from pipelines.training.finetuning import PIPELINES
 
 
@@ -67,6 +67,11 @@ def compile_command(args: argparse.Namespace) -> int:
         print(f"[{index}/{len(names)}] {name} -> {compiled[-1]}", file=sys.stderr)
     # Written either way (the image may be built next); exit 1 when a step's image is missing: a run would fail.
     return 0 if pipeline_images_pullable(compiled, args) else 1
+
+
+def images_command(args: argparse.Namespace) -> int:
+    """``kfp-finetune images``."""
+    return print_images(args, _settings(args))
 
 
 def demo_command(args: argparse.Namespace) -> int:

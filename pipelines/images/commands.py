@@ -39,9 +39,13 @@ def pipeline_images_pullable(packages: Iterable[Path], args: argparse.Namespace)
     return not report_findings(findings, args.command, sys.stderr)
 
 
-def images_command(args: argparse.Namespace) -> int:
-    """``kfp-finetune images``: every image of the pipelines (and runtimes), as a list or an ImageSetConfiguration."""
-    from pipelines.commands import _settings
+def print_images(args: argparse.Namespace, settings: dict) -> int:
+    """``kfp-finetune images``: every image of the pipelines (and runtimes), as a list or an ImageSetConfiguration.
+
+    Args:
+        args: The parsed arguments.
+        settings: The compile-time settings the flags give (``pipelines.commands``).
+    """
     from pipelines.compile import compile_named
     from pipelines.images.pipeline_images import (
         distinct,
@@ -57,7 +61,7 @@ def images_command(args: argparse.Namespace) -> int:
         files = []
         for name in names:
             if name in PIPELINES:
-                files.append(compile_named(name, Path(workdir) / f"{name}.yaml", _settings(args)))
+                files.append(compile_named(name, Path(workdir) / f"{name}.yaml", settings))
             elif Path(name).is_file():
                 files.append(Path(name))
             else:

@@ -8,11 +8,14 @@ cannot set rlimits there); chroot isolation shares the host's network, so the st
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 STORAGE = ("--storage-driver", "vfs")
+#: A Python exception line (``ModuleNotFoundError: No module named 'x'``, ``pkg.mod.SomeError: ...``).
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b: ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +28,7 @@ class Finished:
     def last_error(self) -> str:
         """The last line that names an error (``ModuleNotFoundError: No module named 'x'``), else the last line."""
         lines = [line.strip() for line in self.output.splitlines() if line.strip()]
-        errors = [line for line in lines if "Error" in line.split(":", 1)[0] or line.startswith("error")]
+        errors = [line for line in lines if _PYTHON_ERROR.match(line)]  # the exception that ended the step
         return (errors or lines or ["(no output)"])[-1]
 
 
@@ -36,7 +39,7 @@ class WorkingContainer:
         self.image, self.name = image, name
 
     def __enter__(self) -> WorkingContainer:
-        subprocess.run(["buildah", *STORAGE, "rm", self.name], capture_output=True, check=False, timeout=120)
+        subprocess.run(["buildah", *STORAGE, "rm", self.name], capture_output=True, check=False, timeout=900)
         subprocess.run(
             ["buildah", *STORAGE, "from", "--pull-never", "--name", self.name, self.image],
             capture_output=True,
@@ -46,7 +49,7 @@ class WorkingContainer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        subprocess.run(["buildah", *STORAGE, "rm", self.name], capture_output=True, check=False, timeout=120)
+        subprocess.run(["buildah", *STORAGE, "rm", self.name], capture_output=True, check=False, timeout=900)
 
     def run(
         self,

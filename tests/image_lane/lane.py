@@ -172,7 +172,6 @@ def train_step(lane: Lane, base_model: Path) -> None:
         "task_config": task_config,
         "run_id": RUN_ID,
         "task_name": "train-model",
-        "training_max_steps": 4,
     }
     seen: dict[str, Any] = {}
     with running_kube_api() as kube_api:
@@ -294,7 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         steps = compiled_steps(pipeline_yaml)
         check_compiled(steps, args.image, pipeline_yaml)
         base_model = build_tiny_model(work / "base-model")
+        prepared = time.monotonic()
         with WorkingContainer(args.image, "kfp-finetune-image-lane") as container:
+            print(
+                f"image lane: compiled, tiny model built in {prepared - started:.0f}s; working container in "
+                f"{time.monotonic() - prepared:.0f}s",
+                file=sys.stderr,
+            )
             lane = Lane(container, work, steps)
             dataset_step(lane)
             train_step(lane, base_model)

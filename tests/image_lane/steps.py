@@ -54,10 +54,17 @@ def resolved_command(step: CompiledStep, arguments: Mapping[str, Any], pipeline_
 
     task_root = pipeline_root / step.component
     task_root.mkdir(parents=True, exist_ok=True)
+    # An optional input artifact left out is absent from the executor input, as KFP's driver leaves it (kfp.local
+    # 2.15 would look every declared artifact up in the arguments).
+    spec = type(step.spec)()
+    spec.CopyFrom(step.spec)
+    for name in list(spec.input_definitions.artifacts):
+        if name not in arguments:
+            del spec.input_definitions.artifacts[name]
     executor_input = executor_input_utils.construct_executor_input(
-        step.spec, dict(arguments), str(task_root), block_input_artifact=False
+        spec, dict(arguments), str(task_root), block_input_artifact=False
     )
-    as_dict = executor_input_utils.executor_input_to_dict(executor_input, step.spec)
+    as_dict = executor_input_utils.executor_input_to_dict(executor_input, spec)
     command = placeholder_utils.replace_placeholders(
         [*step.command, *step.args], as_dict, PIPELINE_NAME, step.component, str(pipeline_root), RUN_ID
     )
