@@ -236,6 +236,24 @@ def test_doctor_accepts_an_image_stream_that_imported_an_external_image(kube_api
 
 
 #: A registry host, a path and a tag or digest (every image here is pinned; ``nvidia.com/gpu`` is not an image).
+def test_doctor_reports_a_missing_step_image_in_its_images_area(
+    kube_api, oci_registry, image_check_on, monkeypatch, capsys
+):
+    from components._common import kube_auth
+
+    monkeypatch.setenv(kube_auth.SERVER_URL_ENV, kube_api.url)
+    monkeypatch.setenv(kube_auth.AUTH_TOKEN_ENV, "doctor-test-token")
+    missing = f"{oci_registry.host}/kfp-finetune/absent:0.1.0"
+    code = main(["doctor", "osft-minimal", "--namespace", NS, "--runtime-image", missing, "--json"])
+    report = json.loads(capsys.readouterr().out)
+    [image] = [check for check in report["checks"] if check["area"] == "images"]
+    assert code == 1 and image["status"] == "FAIL" and image["what"].startswith(f"image {missing}: not found")
+    assert main(
+        ["doctor", "osft-minimal", "--namespace", NS, "--runtime-image", missing, "--json", "--no-image-check"]
+    ) in (0, 1)
+    assert all(check["area"] != "images" for check in json.loads(capsys.readouterr().out)["checks"])
+
+
 _IMAGE = re.compile(r"^[a-z0-9.-]+\.[a-z]+(?::\d+)?/[a-z0-9._/-]+(?::[A-Za-z0-9_.-]+|@sha256:[0-9a-f]{64})$")
 
 
