@@ -4,7 +4,7 @@ A compiled pipeline names images in two places: each executor's ``container.imag
 defaults of the parameters whose name ends in ``image`` (``modelcar_base_image``, the registry step's vLLM
 ``deploy_runtime_image``, ``training_image``), in the root's and every component's ``inputDefinitions``. The training
 pods run the Trainer runtime's image, which the cluster holds: for a mirror list those are the images of the runtimes
-this project targets (:data:`TRAINING_RUNTIME_IMAGES`).
+this project targets (:func:`runtime_images`).
 
 :func:`image_set_configuration` writes them as an oc-mirror v2 ``ImageSetConfiguration`` (``apiVersion:
 mirror.openshift.io/v2alpha1``, ``mirror.additionalImages[].name``; oc-mirror's ``v2/docs`` and its
@@ -20,17 +20,9 @@ from typing import Any
 
 from components._common.images import TORCH_CUDA_IMAGE
 
-#: The training pods' images of the Trainer runtimes the pipelines use (``training-hub`` and ``torch-distributed``):
-#: RHOAI 3.3 and 3.5's ClusterTrainingRuntimes (``tests/specs/crds/odh-*/training_hub.yaml``,
-#: ``torch_distributed.yaml``; the same image in both runtimes of a release) and upstream Kubeflow Trainer's
-#: ``torch-distributed`` (``components/_common/images.py: TORCH_CUDA_IMAGE``).
-TRAINING_RUNTIME_IMAGES = {
-    "quay.io/modh/training:py312-cuda128-torch280": "training-hub / torch-distributed runtime, RHOAI 3.3",
-    "quay.io/opendatahub/odh-th06-cuda130-torch210-py312:odh-3.5-ea1": (
-        "training-hub / torch-distributed runtime, RHOAI 3.5"
-    ),
-    TORCH_CUDA_IMAGE: "torch-distributed runtime, upstream Kubeflow Trainer",
-}
+#: The training pods' image of upstream Kubeflow Trainer's ``torch-distributed`` runtime (RHOAI's runtimes' images:
+#: ``pipelines.doctor.trainer_api.KNOWN_IMAGES``, read from ``tests/specs/crds/odh-*/``).
+UPSTREAM_RUNTIME_IMAGES = {TORCH_CUDA_IMAGE: "torch-distributed runtime, upstream Kubeflow Trainer"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +100,19 @@ def images_of_files(paths: Iterable[Path]) -> list[NamedImage]:
 
 
 def runtime_images() -> list[NamedImage]:
-    """The Trainer runtimes' images (:data:`TRAINING_RUNTIME_IMAGES`)."""
-    return [NamedImage(image, where) for image, where in TRAINING_RUNTIME_IMAGES.items()]
+    """The training pods' images of the Trainer runtimes the pipelines use (``training-hub``, ``torch-distributed``).
+
+    RHOAI's two runtimes of a release run one image (``tests/specs/crds/odh-*/training_hub.yaml``,
+    ``torch_distributed.yaml``), the one doctor knows the Training Hub version of; upstream's ``torch-distributed``
+    runs :data:`UPSTREAM_RUNTIME_IMAGES`.
+    """
+    from pipelines.doctor.trainer_api import KNOWN_IMAGES
+
+    named = [
+        NamedImage(image, f"training-hub / torch-distributed runtime, {release} (Training Hub {hub})")
+        for image, (release, hub) in KNOWN_IMAGES.items()
+    ]
+    return named + [NamedImage(image, where) for image, where in UPSTREAM_RUNTIME_IMAGES.items()]
 
 
 def distinct(named: Iterable[NamedImage]) -> dict[str, list[str]]:
