@@ -192,7 +192,3 @@ def report_findings(findings: Iterable[ImageFinding], command: str, stream) -> b
         failed = failed or finding.failed
         print(f"kfp-finetune {command}: {'error' if finding.failed else 'warning'}: {finding.line}", file=stream)
     return failed
-
-
-# Re-exported for callers that only need the statuses.
-__all__ = ["DENIED", "FOUND", "MISSING", "UNREACHABLE", "ImageFinding", "check_images", "report_findings"]
