@@ -15,7 +15,7 @@ pip=("$tmp/venv/bin/python" -m pip)
 "${pip[@]}" install -q --upgrade pip
 # The compiled pipelines are generated: compile them with the core install (kfp + kfp-kubernetes) to read the pins.
 "${pip[@]}" install -q -e . packaging
-PYTHONPATH="$PWD" "$tmp/venv/bin/python" -m pipelines.cli compile --all -o "$tmp/compiled" 2>/dev/null
+PYTHONPATH="$PWD" "$tmp/venv/bin/python" -m pipelines.cli compile --all -o "$tmp/compiled" --no-image-check 2>/dev/null
 PYTHONPATH="$PWD" "$tmp/venv/bin/python" - "$tmp/compiled" >"$tmp/step-pins.txt" <<'PY'
 import sys
 from pathlib import Path
