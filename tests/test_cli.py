@@ -78,6 +78,7 @@ def test_runtime_image_flag_switches_delivery_mode(tmp_path):
             str(output),
             "--runtime-image",
             "quay.io/example/kfp-finetune-runtime:0.1.0",
+            "--no-image-check",  # an example name: no registry holds it
         ],
         cwd=REPO_ROOT,
         env=env,
