@@ -8,7 +8,8 @@ this project targets (:func:`runtime_images`).
 
 :func:`image_set_configuration` writes them as an oc-mirror v2 ``ImageSetConfiguration`` (``apiVersion:
 mirror.openshift.io/v2alpha1``, ``mirror.additionalImages[].name``: openshift/oc-mirror
-``v2/internal/pkg/api/v2alpha1/type_config.go`` and ``type_image.go``), pinned by digest where the digest is known.
+``v2/internal/pkg/api/v2alpha1/type_config.go``: ``Mirror.AdditionalImages []Image``, ``Image.Name``), pinned by
+digest where the digest is known.
 """
 
 from __future__ import annotations
