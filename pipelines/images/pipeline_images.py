@@ -22,7 +22,7 @@ from typing import Any
 #: The training pods' image of upstream Kubeflow Trainer's ``torch-distributed`` runtime (RHOAI's runtimes' images:
 #: ``pipelines.doctor.trainer_api.KNOWN_IMAGES``, read from ``tests/specs/crds/odh-*/``).
 #: The image of the ``torch-distributed`` ClusterTrainingRuntime (``manifests/base/runtimes/torch_distributed.yaml``,
-#: Trainer v2.1.0 as carried by opendatahub-io/trainer): the training pods' image of ``training_backend="transformers"``.
+#: Trainer v2.1.0 as carried by opendatahub-io/trainer): the pods' image of ``training_backend="transformers"``.
 TORCH_DISTRIBUTED_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
 UPSTREAM_RUNTIME_IMAGES = {TORCH_DISTRIBUTED_IMAGE: "torch-distributed runtime, upstream Kubeflow Trainer"}
 

@@ -2,7 +2,7 @@
 
     python -m tests.image_lane.lane --image localhost/kfp-finetune:lane --work DIR
 
-1. ``KFP_FINETUNE_IMAGE=<image> KFP_FINETUNE_EVAL_IMAGE=<image> kfp-finetune compile sft``: every step on the image, nothing embedded;
+1. ``KFP_FINETUNE_IMAGE=<image> KFP_FINETUNE_EVAL_IMAGE=<image> kfp-finetune compile sft``: every step on the image;
    the lane checks each executor names the image and carries no embedded archive and no ``pip install``.
 2. ``dataset_download`` on the shipped demo dataset (a local file): train and eval JSONL written.
 3. ``train_model`` with ``training_launcher=trainjob`` against the Kubernetes emulator (kmock, ``tests/harness``): a
@@ -68,7 +68,7 @@ def _check(condition: bool, message: str) -> None:
 
 
 def compile_pipeline(image: str, work: Path) -> Path:
-    """``sft`` compiled with every step on ``image`` (KFP_FINETUNE_IMAGE and KFP_FINETUNE_EVAL_IMAGE), image check off (a local image)."""
+    """``sft`` compiled with every step on ``image`` (KFP_FINETUNE_IMAGE, KFP_FINETUNE_EVAL_IMAGE), no image check."""
     target = work / "sft.yaml"
     env = {
         **os.environ,
