@@ -79,6 +79,26 @@ PARAMETER_DOCS = {
         "with `train_split_ratio=1.0` writes an empty split). With no `task_names` either, the run writes "
         "empty outputs."
     ),
+    "eval_backend": (
+        "Where the evaluation runs: `lm-eval` (in this step), `lmevaljob` (a TrustyAI `LMEvalJob` reading the model "
+        "and the held-out task from the workspace PVC; RHOAI >= 2.16) or `evalhub` (EvalHub's REST API at "
+        "`evalhub_url`, the namespace as tenant; RHOAI >= 3.4). Same results JSON, comparison and report."
+    ),
+    "hardware_profile": (
+        "A RHOAI Hardware Profile (`infrastructure.opendatahub.io`) read at run time from the namespace, then "
+        "`redhat-ods-applications`/`opendatahub`: applied to the LMEvalJob (resources, node affinity, Kueue queue) "
+        'or passed to EvalHub (`hardware_config`); for `lm-eval` compared with this pod and recorded. `""`: none.'
+    ),
+    "evalhub_url": ("EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`."),
+    "workspace_path": (
+        "The workspace PVC's mount path (`dsl.WORKSPACE_PATH_PLACEHOLDER`): where `lmevaljob` and `evalhub` find the "
+        "model and write the held-out task."
+    ),
+    "eval_timeout_seconds": ("How long a remote evaluation may take (`lmevaljob`, `evalhub`; `0` = no limit)."),
+    "eval_cleanup_policy": (
+        "What happens to the LMEvalJob once its results are read, or when it fails or the run is cancelled: "
+        "`delete`, `keep` or `suspend` (as `train_model`'s `training_cleanup_policy`)."
+    ),
     "metrics": (
         "One entry per task and metric, `<task>/<metric>` (`<task>/<metric>/<filter>` for filtered "
         "metrics such as gsm8k's `strict-match`), and `<name>_stderr` where lm-eval computes a standard "

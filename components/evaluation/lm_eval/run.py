@@ -25,6 +25,7 @@ from components.evaluation.lm_eval.custom_task import (
 from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
 from components.evaluation.lm_eval.options import check_options
+from components.evaluation.lm_eval.remote_evaluation import LOCAL_BACKEND, check_backend
 from components.evaluation.lm_eval.report import (
     kfp_metrics,
     load_baseline,
@@ -80,6 +81,12 @@ class LmEvalRequest:
     allow_empty_eval_dataset: bool
     enabled: bool
     skip_unusable_model_source: bool
+    eval_backend: str
+    hardware_profile: str
+    evalhub_url: str
+    workspace_path: str
+    eval_timeout_seconds: int
+    eval_cleanup_policy: str
 
 
 def lm_eval_request(arguments: Mapping[str, Any]) -> LmEvalRequest:
@@ -294,10 +301,12 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         )
         if unusable:
             return _skipped(results_path, report_path, request.model_source, f"model_source {unusable}")
+    check_backend(request.eval_backend, request.custom_tasks_path, request.evalhub_url, request.workspace_path)
     spec = resolve_model(
         request.model_path, request.model_metadata, request.model_source, request.backend, request.model_args
     )
-    check_backend_available(request.backend)
+    if request.eval_backend == LOCAL_BACKEND:
+        check_backend_available(request.backend)
     baseline = load_baseline(Path(request.baseline_results_path)) if request.baseline_results_path else None
     heldout = bool(request.eval_dataset_path)
     if heldout and request.allow_empty_eval_dataset and is_empty_dataset(Path(request.eval_dataset_path)):
@@ -324,10 +333,16 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             )
             include_paths.append(Path(staging) / "heldout")
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
-        if names:
+        lineage: dict[str, Any] = {}
+        if names and (request.eval_backend != LOCAL_BACKEND or request.hardware_profile):
+            from components.evaluation.lm_eval.backend_dispatch import evaluate_on_backend
+
+            staged = Path(staging) / "heldout" if heldout else None
+            results, lineage = evaluate_on_backend(request, spec, names, staged, options, _log)  # type: ignore[assignment]
+        if names and request.eval_backend == LOCAL_BACKEND:
             _log(f"evaluating {', '.join(names)}")
             results = _evaluate(spec, names, build_task_manager(names, include_paths), options)
-        else:
+        elif not names:
             results = {"results": {}, "configs": {}, "versions": {}}
 
     written = results if request.log_samples else {key: value for key, value in results.items() if key != "samples"}
@@ -355,6 +370,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
         **comparison_metadata,
+        **lineage,
     }
     described = read_dataset_metadata(request.eval_dataset_metadata, "lm_eval input eval_dataset")
     if described is not None:
