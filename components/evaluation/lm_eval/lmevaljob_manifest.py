@@ -13,7 +13,7 @@ Source: trustyai-service-operator ``api/lmes/v1alpha1/lmevaljob_types.go`` and t
 * ``status.state`` ``New``/``Scheduled``/``Running``/``Complete``/``Cancelled``/``Suspended`` with ``reason``
   ``Succeeded``/``Failed``/``Cancelled`` and ``message``; ``status.results``: lm-eval's results JSON, as a string.
 
-Task names must match ``^[a-zA-Z0-9._-]+$`` and model argument values ``^[a-zA-Z0-9._/:\\- ]*$`` (the CRD's patterns).
+Task names and model argument values must match the CRD's patterns (:data:`_TASK_NAME`, :data:`_ARG_VALUE`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def build_lmevaljob(
         options: ``limit`` (None: all), ``num_fewshot`` (None: task default), ``batch_size``, ``apply_chat_template``,
             ``gen_kwargs`` (from ``options.check_options``) and ``log_samples``.
         labels: The job's labels (this run/task's ownership labels; Kueue's queue label).
-        pod: ``spec.pod`` from the hardware profile (:func:`~components._common.hardware_profiles.lmevaljob_pod_settings`).
+        pod: ``spec.pod`` from the hardware profile (``hardware_profiles.lmevaljob_pod_settings``).
 
     Raises:
         ValueError: A task name or model path the CRD's patterns refuse (named).
