@@ -72,6 +72,8 @@ DECLARED_RESOURCES = (
     f"{TRAINER}/trainingruntimes",
     f"{TRAINER}/clustertrainingruntimes",
     f"{TRAINING_OPERATOR}/pytorchjobs",
+    "trustyai.opendatahub.io/v1alpha1/lmevaljobs",
+    "infrastructure.opendatahub.io/v1/hardwareprofiles",
     "v1/pods",
     "v1/events",
     "v1/secrets",
@@ -230,7 +232,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if not fields:
             return []
         if request.params.get("fieldValidation") == "Strict":
-            kind = {"trainjobs": "TrainJob", "pytorchjobs": "PyTorchJob"}[request.resource.plural]
+            kind = kube_schema.KINDS[request.resource.plural]
             message = kube_schema.strict_error_message(kind, request.resource.version or "", fields)
             raise kmock.KubernetesError(status=400, reason="BadRequest", message=message)
         object.__setattr__(request, "data", pruned)

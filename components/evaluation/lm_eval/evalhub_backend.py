@@ -25,6 +25,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from components._common.hardware_profiles import HardwareProfile
@@ -78,18 +79,55 @@ def build_job_request(
     return body
 
 
-def lm_eval_results(job: Mapping[str, Any]) -> dict[str, Any]:
+def metric_directions(task_dir: Path | None) -> Callable[[str, str], bool | None]:
+    """Whether higher is better, by (task, metric): the held-out YAMLs' ``metric_list``, else lm-eval's registry.
+
+    EvalHub's results carry no direction per metric; lm-eval's results do (``higher_is_better``), and the
+    comparison needs it.
+    """
+    import yaml
+
+    class TaskLoader(yaml.SafeLoader):
+        pass
+
+    TaskLoader.add_multi_constructor("!", lambda loader, suffix, node: loader.construct_scalar(node))
+    known: dict[tuple[str, str], bool] = {}
+    for task_file in sorted(task_dir.glob("*.yaml")) if task_dir is not None else []:
+        config = yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskLoader) or {}
+        for entry in config.get("metric_list") or []:
+            if "higher_is_better" in entry:
+                known[(str(config.get("task")), str(entry["metric"]))] = bool(entry["higher_is_better"])
+
+    def direction(task: str, metric: str) -> bool | None:
+        if (task, metric) in known:
+            return known[(task, metric)]
+        from lm_eval.api.registry import is_higher_better
+
+        try:
+            return is_higher_better(metric)
+        except Exception:  # noqa: BLE001 - a metric lm-eval does not know: no direction
+            return None
+
+    return direction
+
+
+def lm_eval_results(job: Mapping[str, Any], direction: Callable[[str, str], bool | None]) -> dict[str, Any]:
     """The job's ``results.benchmarks[].metrics`` as lm-eval's results dict (``acc`` → ``acc,none``).
 
-    EvalHub's own verdict (``results.test``) and MLflow link are kept under ``evalhub``.
+    ``higher_is_better`` comes from ``direction`` (:func:`metric_directions`). EvalHub's own verdict
+    (``results.test``) and MLflow link are kept under ``evalhub``.
     """
     results = job.get("results") or {}
-    converted: dict[str, Any] = {"results": {}, "configs": {}, "versions": {}}
+    converted: dict[str, Any] = {"results": {}, "configs": {}, "versions": {}, "higher_is_better": {}}
     for benchmark in results.get("benchmarks") or []:
-        metrics = {}
+        task, metrics, directions = str(benchmark.get("id")), {}, {}
         for key, value in (benchmark.get("metrics") or {}).items():
             metrics[key if "," in key else f"{key},none"] = value
-        converted["results"][str(benchmark.get("id"))] = metrics
+            metric = key.partition(",")[0]
+            if not metric.endswith("_stderr") and direction(task, metric) is not None:
+                directions[metric] = direction(task, metric)
+        converted["results"][task] = metrics
+        converted["higher_is_better"][task] = directions
     converted["evalhub"] = {
         "job_id": (job.get("resource") or {}).get("id", ""),
         "state": (job.get("status") or {}).get("state", ""),

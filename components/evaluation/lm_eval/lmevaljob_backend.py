@@ -78,7 +78,9 @@ def make_tasks_portable(task_dir: Path, pod_dir: str) -> None:
     YAMLs, which lm-eval's loader reads first) and the documents file is named by its path in the pod.
     """
     functions = [custom_task.perplexity_process_results, custom_task.token_loss]
-    module = "import math\n\n\n" + "\n\n".join(inspect.getsource(function) for function in functions)
+    module = "from __future__ import annotations\n\nimport math\n\n\n" + "\n\n".join(
+        inspect.getsource(function) for function in functions
+    )
     (task_dir / f"{HELDOUT_FUNCTIONS_MODULE}.py").write_text(module, encoding="utf-8")
     for yaml_file in task_dir.glob("*.yaml"):
         text = yaml_file.read_text(encoding="utf-8")
@@ -105,8 +107,9 @@ def evaluate_with_lmevaljob(
     profile: HardwareProfile | None,
     settings: RemoteJobSettings,
     log: Callable[[str], None],
+    name: str,
 ) -> tuple[dict[str, Any], str]:
-    """Runs the LMEvalJob to its end and returns ``(lm-eval results, the model location it evaluated)``.
+    """Runs the LMEvalJob ``name`` to its end and returns ``(lm-eval results, the model location it evaluated)``.
 
     Raises:
         WorkspaceError: The model or the held-out tasks are not on the workspace.
@@ -133,7 +136,6 @@ def evaluate_with_lmevaljob(
         tasks_relative = relative_to_workspace(heldout_dir, workspace, "the held-out task directory")
         make_tasks_portable(heldout_dir, TASKS_PATH)
     pod, labels = lmevaljob_pod_settings(profile) if profile is not None else ({}, {})
-    name = evaluation_job_name(model_relative, task_names)
     manifest = build_lmevaljob(
         name,
         namespace,

@@ -115,7 +115,7 @@ def evaluate_remotely(
     if backend == "lmevaljob":
         return lmevaljob_backend.evaluate_with_lmevaljob(
             api_client, namespace, pvc_name, workspace, model_dir, task_names, heldout_dir, options, profile,
-            settings, log,
+            settings, log, name,
         )  # fmt: skip
     from components.evaluation.lm_eval.model_identity import check_same_location
 
@@ -135,7 +135,7 @@ def evaluate_remotely(
     check_same_location(submitted, str(echoed.get("pretrained") or ""), f"EvalHub job {name}")
     if echoed.get("model_digest") != model_digest:
         check_same_location(model_digest, str(echoed.get("model_digest") or ""), f"EvalHub job {name} (digest)")
-    return evalhub_backend.lm_eval_results(job), submitted
+    return evalhub_backend.lm_eval_results(job, evalhub_backend.metric_directions(heldout_dir)), submitted
 
 
 def _on_workspace(model_dir: Path, workspace: Path, name: str, log: Callable[[str], None]) -> Path:

@@ -1,0 +1,195 @@
+"""``eval_backend`` lmevaljob and evalhub against emulated services give what the in-step lm-eval gives.
+
+The tiny model is evaluated (held-out split, base and fine-tuned) by the in-step backend, then through an
+``LMEvalJob`` on the Kubernetes emulator whose emulated TrustyAI controller runs the real ``lm_eval``
+(``tests/harness/trustyai_controller.py``), then through the EvalHub server on 127.0.0.1
+(``tests/harness/evalhub_server.py``) which runs the real ``lm_eval`` too. The metrics, the base-versus-tuned
+comparison and the registry's gate decisions must be the same.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from components.deployment.kubeflow_model_registry.delta_gate import evaluate_delta_gate
+from components.evaluation.lm_eval.model_identity import directory_digest
+from components.evaluation.lm_eval.tests.test_lm_eval_component import _run, _train
+from tests.harness.evalhub_server import running_evalhub
+from tests.harness.trustyai_controller import TrustyAIController
+
+pytestmark = pytest.mark.slow
+
+NAMESPACE = "team-a"
+POD = "lm-eval-pod"
+CLAIM = "run-workspace"
+
+
+@pytest.fixture(scope="module")
+def workspace(tiny_model_dir, tmp_path_factory) -> Path:
+    """The run's workspace PVC (a local directory): the fine-tuned model where train_model leaves it."""
+    root = tmp_path_factory.mktemp("workspace")
+    _train(tiny_model_dir, root / "train_model" / "run-1" / "final")
+    return root
+
+
+@pytest.fixture(scope="module")
+def local_runs(workspace, tiny_model_dir, tmp_path_factory):
+    """The in-step lm-eval's base and fine-tuned runs (the reference)."""
+    return _pair(tmp_path_factory.mktemp("local"), workspace, tiny_model_dir, eval_backend="lm-eval")
+
+
+def _pair(out: Path, workspace: Path, base_model: Path, **params):
+    """Evaluates the base model (no baseline), then the fine-tuned one against it."""
+    base = _run(out / "base", None, model_source=str(base_model), **params)
+    baseline = out / "baseline.json"
+    baseline.write_text(json.dumps(base.results))
+    tuned = _run(out / "tuned", workspace / "train_model" / "run-1" / "final", baseline=baseline, **params)
+    return base, tuned
+
+
+def _step_pod(workspace: Path) -> dict:
+    """The lm_eval step's own pod: the workspace PVC mounted at ``workspace``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": POD, "namespace": NAMESPACE},
+        "spec": {
+            "containers": [{"name": "main", "volumeMounts": [{"name": "ws", "mountPath": str(workspace)}]}],
+            "volumes": [{"name": "ws", "persistentVolumeClaim": {"claimName": CLAIM}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+@pytest.fixture
+def in_cluster(kube_api, workspace, monkeypatch):
+    """The step as it runs in its pod: namespace, pod name, credentials of the emulated API server."""
+    kube_api.track_metadata("lmevaljobs")
+    kube_api.put_pod(_step_pod(workspace))
+    for name, value in {
+        "POD_NAMESPACE": NAMESPACE,
+        "KFP_POD_NAME": POD,
+        "HOSTNAME": POD,
+        "KUBERNETES_SERVER_URL": kube_api.url,
+        "KUBERNETES_AUTH_TOKEN": "test-token",
+        "KFP_FINETUNE_EVAL_POLL_SECONDS": "0.2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return kube_api
+
+
+def _same_outcome(local, remote) -> None:
+    """The same metrics, comparison and gate decisions (values to float precision)."""
+    (local_base, local_tuned), (remote_base, remote_tuned) = local, remote
+    for local_run, remote_run in ((local_base, remote_base), (local_tuned, remote_tuned)):
+        assert set(remote_run.metrics) == set(local_run.metrics)
+        for name, value in local_run.metrics.items():
+            assert remote_run.metrics[name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
+    local_comparison = local_tuned.results_metadata["comparison"]
+    remote_comparison = remote_tuned.results_metadata["comparison"]
+    assert set(remote_comparison) == set(local_comparison)
+    for name, record in local_comparison.items():
+        assert remote_comparison[name]["change"] == record["change"], name
+        assert remote_comparison[name]["beyond_noise"] == record["beyond_noise"], name
+    assert remote_tuned.results_metadata["verdict"] == local_tuned.results_metadata["verdict"]
+    for gate in (("heldout_perplexity/token_loss", 0.0, -1.0), ("heldout_generation/chrf", 1e6, -1.0)):
+        local_gate = evaluate_delta_gate(local_comparison, gate[0], gate[1], gate[2], False)
+        remote_gate = evaluate_delta_gate(remote_comparison, gate[0], gate[1], gate[2], False)
+        assert remote_gate.passed == local_gate.passed, gate
+
+
+def test_lmevaljob_backend_gives_the_in_step_comparison_and_gates(
+    in_cluster, workspace, tiny_model_dir, local_runs, tmp_path
+):
+    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
+        remote = _pair(tmp_path, workspace, tiny_model_dir, eval_backend="lmevaljob", workspace_path=str(workspace))
+    _same_outcome(local_runs, remote)
+    tuned = remote[1].results_metadata
+    assert tuned["eval_backend"] == "lmevaljob"
+    assert tuned["evaluated_model_location"] == "/opt/app-root/src/hf_home/train_model/run-1/final"
+    assert tuned["evaluated_model_digest"] == directory_digest(workspace / "train_model" / "run-1" / "final")
+    # the controller ran lm_eval with the held-out tasks from the PVC, offline, as the TrustyAI driver does
+    assert all(
+        "--include_path" in command and "heldout_perplexity" in ",".join(command) for command in controller.commands
+    )
+    assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete once the results are read
+
+
+def test_evalhub_backend_gives_the_in_step_comparison_and_gates(
+    workspace, tiny_model_dir, local_runs, in_cluster, tmp_path
+):
+    with running_evalhub({CLAIM: workspace}) as evalhub:
+        remote = _pair(
+            tmp_path,
+            workspace,
+            tiny_model_dir,
+            eval_backend="evalhub",
+            evalhub_url=evalhub.url,
+            workspace_path=str(workspace),
+        )
+    _same_outcome(local_runs, remote)
+    tuned = remote[1].results_metadata
+    assert tuned["eval_backend"] == "evalhub"
+    assert tuned["evalhub"]["state"] == "completed"
+    assert tuned["evaluated_model_digest"] == directory_digest(workspace / "train_model" / "run-1" / "final")
+    assert {request.tenant for request in evalhub.requests} == {NAMESPACE}
+
+
+def test_a_wrong_model_is_refused_in_one_line(in_cluster, workspace, tmp_path):
+    model = workspace / "train_model" / "run-1" / "final"
+    with pytest.raises(ValueError) as refused:
+        _run(
+            tmp_path,
+            model,
+            metadata={"model_digest": "sha256:" + "0" * 64},
+            eval_backend="lmevaljob",
+            workspace_path=str(workspace),
+        )
+    message = str(refused.value)
+    assert "\n" not in message and "refusing to evaluate" in message and "model_digest" in message
+    assert in_cluster.objects("lmevaljobs") == []  # nothing submitted
+
+
+def test_results_that_are_not_json_fail_in_one_line(in_cluster, workspace, tmp_path):
+    from components.evaluation.lm_eval.lmevaljob_manifest import LmEvalJobResultsError
+
+    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
+        controller.results_text = "<html>proxy error</html>"
+        with pytest.raises(LmEvalJobResultsError, match="status.results is not JSON"):
+            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
+                 workspace_path=str(workspace))  # fmt: skip
+
+
+def test_a_failed_lmevaljob_names_its_message(in_cluster, workspace, tmp_path):
+    from components.training.finetuning.cluster.errors import JobFailed
+
+    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
+        controller.fail_with = "pod OOMKilled"
+        with pytest.raises(JobFailed):
+            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
+                 workspace_path=str(workspace))  # fmt: skip
+
+
+def test_an_lmevaljob_that_never_completes_hits_the_timeout(in_cluster, workspace, tmp_path):
+    from components.training.finetuning.cluster.errors import JobFailed
+
+    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
+        controller.never_complete = True
+        with pytest.raises(JobFailed, match="timeout_seconds=3"):
+            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
+                 workspace_path=str(workspace), eval_timeout_seconds=3)  # fmt: skip
+    assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
+
+
+def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_path):
+    from components.training.finetuning.cluster.errors import JobApiError
+
+    in_cluster.fail("create", "lmevaljobs", status=403)
+    with pytest.raises(JobApiError, match="403"):
+        _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
+             workspace_path=str(workspace))  # fmt: skip
+    shutil.rmtree(tmp_path, ignore_errors=True)
