@@ -113,6 +113,10 @@ def _execute(hub: EvalHub, job_id: str) -> None:
     job["status"] = {"state": "running", "message": {"message": "Evaluation job running.", "message_code": "running"}}
     if hub.never_complete:
         return
+    if hub.partially_failed:
+        message = "1 of 1 benchmarks failed"
+        job["status"] = {"state": "partially_failed", "message": {"message": message, "message_code": "partial"}}
+        return
     try:
         results = _run_lm_eval(hub, job)
     except Exception as error:  # noqa: BLE001 - the job's failure
@@ -136,7 +140,7 @@ def _execute(hub: EvalHub, job_id: str) -> None:
                 "metrics": metrics,
             }
         )
-    state = "partially_failed" if hub.partially_failed else "completed"
+    state = "completed"
     job["results"] = {
         "benchmarks": benchmark_results,
         "test": {"score": 1.0, "threshold": 0.5, "pass": True},
