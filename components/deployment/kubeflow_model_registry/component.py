@@ -53,6 +53,7 @@ def model_registry(
     deploy_runtime_image: str = "docker.io/vllm/vllm-openai:v0.11.0",
     deploy_gpus: int = 1,
     deploy_timeout_seconds: int = 900,
+    deploy_hardware_profile: str = "",
 ) -> NamedTuple(
     "Outputs",
     [("status", str), ("model_id", str), ("version_id", str), ("model_uri", str), ("endpoint_url", str)],

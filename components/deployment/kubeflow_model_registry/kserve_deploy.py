@@ -51,6 +51,7 @@ class DeploySettings:
     timeout_seconds: float
     poll_seconds: float = 2.0
     request_timeout: float = 30.0
+    hardware_profile: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +250,14 @@ def deploy_model(
     api = _Api(api_client, settings, policy, sleep)
     runtime_created = _ensure_runtime(api, settings, model_name, log)
     desired = build_inference_service(
-        settings.service_name, settings.namespace, storage_uri, settings.runtime, model_name, settings.gpus, storage_key
+        settings.service_name,
+        settings.namespace,
+        storage_uri,
+        settings.runtime,
+        model_name,
+        settings.gpus,
+        storage_key,
+        profile=settings.hardware_profile,
     )
     obj, action = _apply_service(api, desired, model_name, log)
     log(f"{action} InferenceService {settings.namespace}/{settings.service_name} serving {storage_uri}")

@@ -99,4 +99,10 @@ PARAMETER_DOCS = {
     "deploy_runtime_image": ("The vLLM image of a ServingRuntime this step creates."),
     "deploy_gpus": ("`nvidia.com/gpu` of the predictor."),
     "deploy_timeout_seconds": ("How long to wait for the InferenceService to become Ready."),
+    "deploy_hardware_profile": (
+        "A RHOAI Hardware Profile (`infrastructure.opendatahub.io`) read at deploy time from the namespace, then "
+        "`redhat-ods-applications`/`opendatahub`: its resources, node selector, tolerations and Kueue queue go into "
+        "the InferenceService's predictor (replacing `deploy_gpus`), its name into the dashboard's annotations. "
+        "'' = none."
+    ),
 }
