@@ -74,6 +74,8 @@ WIRED = {
     # fails on an oci://, s3:// or pvc:// one; the fine-tuned evaluation (lm-eval-2) leaves both at their defaults.
     ("eval", "model_source"),
     ("eval", "skip_unusable_model_source"),
+    # The remote evaluation backends (lmevaljob, evalhub) read the model and the held-out task from the workspace PVC.
+    ("eval", "workspace_path"),
 }
 #: Run-time parameters whose dashboard description is the pipeline's own, not the component argument's, and why.
 OWN_DESCRIPTIONS = {

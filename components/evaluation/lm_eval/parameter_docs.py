@@ -87,7 +87,7 @@ PARAMETER_DOCS = {
     "hardware_profile": (
         "A RHOAI Hardware Profile (`infrastructure.opendatahub.io`) read at run time from the namespace, then "
         "`redhat-ods-applications`/`opendatahub`: applied to the LMEvalJob (resources, node affinity, Kueue queue) "
-        'or passed to EvalHub (`hardware_config`); for `lm-eval` compared with this pod and recorded. `""`: none.'
+        "or passed to EvalHub (`hardware_config`); for `lm-eval` compared with this pod and recorded. '' = none."
     ),
     "evalhub_url": ("EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`."),
     "workspace_path": (
