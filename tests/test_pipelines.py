@@ -177,7 +177,8 @@ WIRED = {
         "run_id",
         "task_name",
     },
-    "lm-eval": {"model_source", "skip_unusable_model_source"},
+    # workspace_path: the workspace placeholder, where the remote evaluation backends find the model
+    "lm-eval": {"model_source", "skip_unusable_model_source", "workspace_path"},
     "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name"}
     # issue 37: the pipelines expose the modelcar target and the deploy switch; the details keep the component's
     # defaults (pass them in the model_registry call to change them)

@@ -1,5 +1,7 @@
-"""Doctor's Hardware Profiles: the profiles the namespace and the platform offer, which steps each fits, and the
-run's chosen profiles (``training_hardware_profile``, lm_eval's ``hardware_profile``, ``deploy_hardware_profile``).
+"""Doctor's Hardware Profiles: those offered, which steps each fits, and the run's chosen ones.
+
+The profiles of the namespace and the platform's (``redhat-ods-applications``, ``opendatahub``); the run's choices:
+``training_hardware_profile``, lm_eval's ``hardware_profile``, ``deploy_hardware_profile``.
 
 Nothing is printed when the cluster has no profile and the run names none.
 """

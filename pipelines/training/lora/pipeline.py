@@ -121,6 +121,8 @@ def lora_pipeline(
     phase_03_eval_opt_eval_backend: str = "lm-eval",
     phase_03_eval_opt_hardware_profile: str = "",
     phase_03_eval_opt_evalhub_url: str = "",
+    phase_03_eval_opt_timeout: int = 14400,
+    phase_03_eval_opt_cleanup_policy: str = "delete",
     phase_04_registry_man_address: str = "",
     phase_04_registry_man_reg_name: str = "",
     phase_04_registry_man_reg_version: str = "",
@@ -295,6 +297,9 @@ def lora_pipeline(
             affinity, Kueue queue) or passed to EvalHub (`hardware_config`); for `lm-eval` compared with this pod and
             recorded. '' = none.
         phase_03_eval_opt_evalhub_url: EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`.
+        phase_03_eval_opt_timeout: How long a remote evaluation may take (`lmevaljob`, `evalhub`; `0` = no limit).
+        phase_03_eval_opt_cleanup_policy: What happens to the LMEvalJob once its results are read, or when it fails or
+            the run is cancelled: `delete`, `keep` or `suspend` (as `train_model`'s `training_cleanup_policy`).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
         phase_04_registry_man_reg_name: Registered model name; `""`: `<algorithm>-<base model's last path part>` from
@@ -450,6 +455,8 @@ def lora_pipeline(
         eval_backend=phase_03_eval_opt_eval_backend,
         hardware_profile=phase_03_eval_opt_hardware_profile,
         evalhub_url=phase_03_eval_opt_evalhub_url,
+        eval_timeout_seconds=phase_03_eval_opt_timeout,
+        eval_cleanup_policy=phase_03_eval_opt_cleanup_policy,
         workspace_path=dsl.WORKSPACE_PATH_PLACEHOLDER,  # lmevaljob/evalhub read the model from it
     )
     # The base model, before training (it needs only the base model and the held-out split); its results are the
