@@ -35,6 +35,8 @@ TENANT_HEADER = "X-Tenant"
 PROVIDER = "lm_evaluation_harness"
 TEST_DATA_PATH = "/test_data"
 FINAL_STATES = ("completed", "failed", "cancelled", "partially_failed")
+#: Seconds the cancel request may take (after the deadline, or within the pod's termination grace period).
+CANCEL_BUDGET_SECONDS = 10.0
 _TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105 - a path, not a secret
 
 
@@ -149,13 +151,15 @@ class EvalHubClient:
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, deadline: float | None = None, **kwargs: Any) -> Any:
         import requests
 
         from components._common.retry import RetryPolicy, call_with_retries
 
+        deadline = self.deadline if deadline is None else deadline
+
         def once() -> Any:
-            left = self.deadline - time.monotonic()
+            left = deadline - time.monotonic()
             if left <= 0:
                 raise EvalHubError(f"{method} {self.url}{path}: the evaluation's deadline passed")
             response = self.session.request(
@@ -192,8 +196,11 @@ class EvalHubClient:
         return self._call("GET", f"{JOBS_PATH}/{job_id}")
 
     def cancel(self, job_id: str) -> None:
-        """``DELETE /api/v1/evaluations/jobs/{id}`` (cancel, kept for inspection)."""
-        self._call("DELETE", f"{JOBS_PATH}/{job_id}")
+        """``DELETE /api/v1/evaluations/jobs/{id}`` (cancel, kept for inspection), with its own short budget.
+
+        It runs when the deadline has passed or SIGTERM came: :data:`CANCEL_BUDGET_SECONDS` from now, never more.
+        """
+        self._call("DELETE", f"{JOBS_PATH}/{job_id}", deadline=time.monotonic() + CANCEL_BUDGET_SECONDS)
 
 
 def _message(response: Any) -> str:
@@ -220,7 +227,7 @@ def run_evalhub_job(
     Raises:
         EvalHubError: The job ended ``failed``/``cancelled``/``partially_failed``, or the deadline passed.
     """
-    from components.training.finetuning.cluster.signals import Cancelled, cancel_on_signals
+    from components.training.finetuning.cluster.signals import Cancelled, cancel_on_signals, signals_ignored
 
     job = client.submit(body)
     job_id = str((job.get("resource") or {}).get("id") or "")
@@ -240,7 +247,8 @@ def run_evalhub_job(
                 job = seen
     except Cancelled as signal_name:
         log(f"cancelled ({signal_name}): cancelling EvalHub job {job_id}")
-        client.cancel(job_id)
+        with signals_ignored():  # a second SIGTERM must not interrupt the cancel
+            client.cancel(job_id)
         raise
     if _state(job) != "completed":
         message = ((job.get("status") or {}).get("message") or {}).get("message", "")

@@ -46,6 +46,12 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
         "allow_empty_eval_dataset": False,
         "enabled": True,
         "skip_unusable_model_source": False,
+        "eval_backend": "lm-eval",
+        "hardware_profile": "",
+        "evalhub_url": "",
+        "workspace_path": "",
+        "eval_timeout_seconds": 14400.0,
+        "eval_cleanup_policy": "delete",
     }
     outputs = spec["root"]["outputDefinitions"]["artifacts"]
     assert {name: o["artifactType"]["schemaTitle"] for name, o in outputs.items()} == {
@@ -76,6 +82,13 @@ def test_embeds_the_pure_modules_only(tmp_path):
             "results.py",
             "task_dirs.py",
             "devices.py",
+            # the evaluation backends (issue 46); the cluster layer they use comes with the project's step image
+            "backend_dispatch.py",
+            "remote_evaluation.py",
+            "lmevaljob_manifest.py",
+            "lmevaljob_backend.py",
+            "evalhub_backend.py",
+            "model_identity.py",
         )
     }
     assert len(command) < 128 * 1024
