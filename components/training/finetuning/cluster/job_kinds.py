@@ -162,6 +162,9 @@ def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
     ``node``, for a TrainJob).
     """
     name = (manifest.get("metadata") or {}).get("name", "")
+    if manifest.get("kind") == LMEVALJOB_KIND.kind:  # one pod, named after the job
+        selector = LMEVALJOB_KIND.pod_selector(name)
+        return f"Pods: oc get pods -n {namespace} -l {selector}; logs: oc logs {name} -n {namespace}"
     container = _trainer_container(manifest.get("spec") or {})
     logs = f"oc logs <pod-name> -n {namespace}" + (f" -c {container}" if container else "")
     return f"Pods: oc get pods -n {namespace} -l {JOB_NAME_POD_LABEL}={name}; logs: {logs}"
