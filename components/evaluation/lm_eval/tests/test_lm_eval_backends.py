@@ -193,3 +193,31 @@ def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_pa
         _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
              workspace_path=str(workspace))  # fmt: skip
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in_cluster, workspace, tmp_path):
+    """A job of this run/task (re-attached to) that evaluates another model: its results are refused."""
+    from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
+    from components.evaluation.lm_eval.lmevaljob_backend import evaluation_job_name
+    from components.evaluation.lm_eval.lmevaljob_manifest import build_lmevaljob
+    from components.evaluation.lm_eval.model_identity import WrongModelError
+    from components.training.finetuning.manifests.names import ownership_labels
+
+    model = workspace / "train_model" / "run-1" / "final"
+    name = evaluation_job_name(str(model), list(HELDOUT_TASKS))
+    options = {"batch_size": "8", "apply_chat_template": True}
+    other = build_lmevaljob(name, NAMESPACE, CLAIM, "train_model/run-0/final", list(HELDOUT_TASKS), "", options,
+                            ownership_labels(POD, name))  # fmt: skip
+    in_cluster.custom.create_namespaced_custom_object(
+        "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", other
+    )
+    results = json.dumps({"results": {"heldout_perplexity": {"token_loss,none": 1.0}}})
+    status = {"state": "Complete", "reason": "Succeeded", "message": "done", "results": results}
+    in_cluster.custom.patch_namespaced_custom_object_status(
+        "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", name, {"status": status}
+    )
+    with pytest.raises(WrongModelError) as refused:
+        _run(tmp_path, model, eval_backend="lmevaljob", workspace_path=str(workspace))
+    message = str(refused.value)
+    assert "\n" not in message and "it evaluated /opt/app-root/src/hf_home/train_model/run-0/final" in message
+    assert not (tmp_path / "results.json").exists()  # nothing written
