@@ -78,6 +78,12 @@ def evaluate_on_backend(
                 log(f"this step's pod lacks what hardware profile {profile.name} sets: {'; '.join(missing)}")
                 lineage["hardware_profile_missing"] = missing
         return None, lineage
+    if spec.is_adapter:
+        raise ValueError(
+            f"eval_backend={request.eval_backend!r}: {spec.source} is a PEFT adapter on {spec.base_model}; the "
+            "LMEvalJob and EvalHub load one full model (pretrained=<path>): evaluate it with eval_backend='lm-eval', "
+            "or train with merged LoRA weights"
+        )
     model_dir = Path(request.model_path or spec.source)
     if not model_dir.is_dir():
         raise ValueError(
