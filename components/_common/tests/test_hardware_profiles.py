@@ -181,3 +181,32 @@ def test_step_fit_says_which_steps_a_profile_fits():
     cpu_only = _profile("cpu", {"type": "Node", "node": {}})
     cpu_only["spec"]["identifiers"] = cpu_only["spec"]["identifiers"][:2]
     assert step_fit(parse_profile(cpu_only))["serving"].startswith("no accelerator")
+
+
+def test_the_in_step_evaluation_records_what_its_pod_lacks_of_the_profile(profiles, monkeypatch):
+    """eval_backend=lm-eval cannot change its own pod: the profile is compared with it and the gaps recorded."""
+    import types
+
+    from components.evaluation.lm_eval.backend_dispatch import evaluate_on_backend
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "lm-eval-pod", "namespace": NAMESPACE},
+        "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "8", "memory": "32Gi"}}}]},
+        "status": {"phase": "Running"},
+    }
+    profiles.put_pod(pod)
+    monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
+    monkeypatch.setenv("KFP_POD_NAME", "lm-eval-pod")
+    request = types.SimpleNamespace(eval_backend="lm-eval", hardware_profile="a100")
+    lines: list[str] = []
+    results, lineage = evaluate_on_backend(request, None, ["heldout_generation"], None, {}, lines.append,
+                                           api_client=profiles.api_client)  # fmt: skip
+    assert results is None and lineage["hardware_profile"] == "a100"
+    assert lineage["hardware_profile_missing"] == [
+        "nvidia.com/gpu=1",
+        f"toleration {TOLERATION}",
+        "nodeSelector nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB",
+    ]
+    assert any("this step's pod lacks what hardware profile a100 sets" in line for line in lines)
