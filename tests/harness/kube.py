@@ -19,7 +19,8 @@ behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a 
   taints), ``create_quota`` (with its status) and ``create_secret`` (plain-text values, stored base64-encoded).
 
 Like a real API server (:mod:`.kube_schema`), the emulator prunes the fields a CRD-backed object's structural schema
-does not know (TrainJob per the served generation, PyTorchJob), stores the pruned object and answers with one
+does not know (TrainJob per the served generation, PyTorchJob, LMEvalJob, HardwareProfile), stores the pruned object
+and answers with one
 ``Warning: 299 - "unknown field \\"spec.x\\""`` header per field; under ``fieldValidation=Strict`` it refuses the
 request instead (``400 BadRequest``, ``strict decoding error: unknown field "spec.x"``). It serves one TrainJob API
 generation (``running_kube_api(generation)``; the fixture ``kube_api`` serves upstream Trainer 2.3 unless
