@@ -1,4 +1,4 @@
-"""Test-suite wide settings: offline hubs, no run-time pip installs, shared fixtures from ``tests/harness``."""
+"""Test-suite wide settings: offline hubs, one temporary folder, shared fixtures from ``tests/harness``."""
 
 import atexit
 import os
@@ -17,8 +17,6 @@ atexit.register(shutil.rmtree, SUITE_TMPDIR, ignore_errors=True)
 for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ[_name] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# kfp.local runs tasks in this (complete) environment: compile components that install nothing at run time.
-os.environ["KFP_FINETUNE_INSTALL_PACKAGES"] = "0"
 
 pytest_plugins = [
     "tests.harness.fixtures",

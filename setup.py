@@ -8,7 +8,7 @@ in editable mode) moves both packages under ``kfp_finetune/`` and rewrites their
 vendors its dependencies (``pip._vendor``): every absolute import of ``components``/``pipelines`` and every dotted
 module path in a string literal (``"components.training.finetuning.pod.entrypoint"``, staged onto the training PVC;
 the pipeline registry's module names) gets the ``kfp_finetune.`` prefix. Names computed at run time come from
-``__name__``/``__package__`` (``components/_common/runtime.py``), so they follow the rename without a rewrite.
+``__name__``/``__package__`` (``pipelines/compile.py``), so they follow the rename without a rewrite.
 Why a rewrite rather than another layout: relative imports cannot cross from ``pipelines`` to ``components`` (two
 top-level packages), cannot run in the guide's ``python pipelines/training/<name>/pipeline.py`` (a script, no package)
 nor in a KFP component's function body (KFP runs its source as a module of its own), and leave the module paths in

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from pipelines.training.finetuning import PIPELINES
 
-#: The steps with their own image and resources (``--<step>-image``, ``--<step>-cpu-request`` ...).
+#: The steps with their own resources (``--<step>-cpu-request`` ...).
 STEP_MEANINGS = {
     "dataset": "dataset download/validation",
     "launcher": "training launcher (train_model, not the training pods)",
-    "eval": "evaluation (must carry CUDA torch)",
+    "eval": "evaluation",
     "registry": "model registry",
 }
 #: The pipeline ``kfp-finetune doctor`` checks when none is named (the guide's quick start).
@@ -32,12 +32,18 @@ def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--pvc-storage-class", help="workspace PVC storage class ('' = cluster default)")
     group.add_argument("--pvc-access-modes", help="comma-separated, e.g. ReadWriteMany")
     group.add_argument("--pipeline-name", help="name of the compiled pipeline")
-    for step, meaning in STEP_MEANINGS.items():
-        how = "built from the Containerfile" if step == "launcher" else "its packages installed on top"
-        group.add_argument(f"--{step}-image", help=f"image of the {meaning} step ({how})")
     group.add_argument(
-        "--runtime-image",
-        help="prebuilt runtime image (see Containerfile) replacing every step's image; nothing installed at run time",
+        "--image",
+        metavar="REF",
+        help="image of every step, built from the Containerfile (e.g. your ImageStream: "
+        "image-registry.openshift-image-registry.svc:5000/<namespace>/kfp-finetune:latest); "
+        "default: the project's published step image of this version",
+    )
+    group.add_argument(
+        "--eval-image",
+        metavar="REF",
+        help="image of the evaluation step (a Containerfile build with CUDA torch when it requests GPUs); "
+        "default: --image if given, else the published CUDA step image (the CPU one with --eval-gpus 0)",
     )
     for step in STEP_MEANINGS:
         for kind in ("cpu-request", "cpu-limit", "memory-request", "memory-limit"):
@@ -136,9 +142,9 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     """The ``kfp-finetune`` argument parser.
 
     Args:
-        dataset_options: Add ``validate-dataset``'s options, read from the dataset component's code. That imports
-            the components, after which the image settings of ``compile``/``upload``/... can no longer change, so
-            :func:`main` asks for them only when the command is ``validate-dataset``.
+        dataset_options: Add ``validate-dataset``'s options, read from the dataset component's code (its parameter
+            descriptions import part of the components), so :func:`main` asks for them only when the command is
+            ``validate-dataset``.
     """
     parser = argparse.ArgumentParser(prog="kfp-finetune", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -279,14 +285,22 @@ def main(argv: list[str] | None = None) -> int:
     from pipelines.commands import COMMANDS
 
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(dataset_options=bool(argv) and argv[0] == "validate-dataset").parse_args(argv)
+    command = argv[0] if argv else ""
     try:
-        return COMMANDS[args.command](args)
+        args = build_parser(dataset_options=command == "validate-dataset").parse_args(argv)
+        command = args.command
+        return COMMANDS[command](args)
+    except ModuleNotFoundError as error:  # an extra's package in the core install: say which extra, no traceback
+        from pipelines.commands import missing_extra_message
+
+        message = str(error) if str(error).startswith("kfp-finetune ") else missing_extra_message(command, error.name)
+        print(message, file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError) as error:  # bad input: usage, parameters, files
-        print(f"kfp-finetune {args.command}: error: {error}", file=sys.stderr)
+        print(f"kfp-finetune {command}: error: {error}", file=sys.stderr)
         return 2
     except RuntimeError as error:  # the work failed: a server refused, a local run failed
-        print(f"kfp-finetune {args.command}: failed: {error}", file=sys.stderr)
+        print(f"kfp-finetune {command}: failed: {error}", file=sys.stderr)
         return 1
 
 

@@ -65,8 +65,30 @@ def compile_command(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The extra each command needs beyond the core install (``pip install kfp-finetune``); the others need none for
+#: their common use (``validate-dataset`` of a Hub, S3 or Parquet dataset: ``steps``).
+COMMAND_EXTRAS = {"demo": "demo", "validate-dataset": "steps", "doctor": "steps"}
+#: What ``demo`` runs the steps with: checked before it starts anything.
+DEMO_PACKAGES = ("torch", "transformers", "peft", "datasets", "lm_eval", "docker")
+
+
+def missing_extra_message(command: str, module: str) -> str:
+    """One line: the command, the package the core install lacks, and the extra to install."""
+    extra = COMMAND_EXTRAS.get(command, "steps")
+    torch = " (torch==2.13.0 from the CPU wheel index first, see README)" if extra in ("demo", "local") else ""
+    return (
+        f"kfp-finetune {command}: needs the Python package {module!r}, which the core install does not carry: "
+        f"pip install 'kfp-finetune[{extra}]'{torch}"
+    )
+
+
 def demo_command(args: argparse.Namespace) -> int:
     """``kfp-finetune demo``."""
+    import importlib.util
+
+    missing = next((name for name in DEMO_PACKAGES if importlib.util.find_spec(name) is None), None)
+    if missing is not None:
+        raise ModuleNotFoundError(missing_extra_message("demo", missing), name=missing)
     from pipelines.demo.run_demo import run_demo
 
     run_demo(

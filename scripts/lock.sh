@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates constraints.txt, the project's lock: every distribution of the set-up (`pip install torch==2.13.0`, then
-# `pip install -e ".[local,test]"`) at the exact version resolved today, under the step images' own pins (the
-# `name==version` each compiled pipeline step installs at start), so that the tests run what the pods install.
+# `pip install -e ".[local,test]"`) at the exact version resolved today. The step images install the same lock
+# (Containerfile: `pip install -c constraints.txt ".[local]"`), so the tests run what the pods run.
 #   bash scripts/lock.sh            # then review `git diff constraints.txt`, run the tests, commit
-# To upgrade one package: raise its pin where it is declared (pyproject.toml, or a component's `packages=` list), run
-# this script, run the tests.
+# To upgrade one package: raise its pin where it is declared (pyproject.toml), run this script, run the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -13,18 +12,8 @@ trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" -m venv "$tmp/venv"
 pip=("$tmp/venv/bin/python" -m pip)
 "${pip[@]}" install -q --upgrade pip
-# The compiled pipelines are generated: compile them with the core install (kfp + kfp-kubernetes) to read the pins.
-"${pip[@]}" install -q -e . packaging
-PYTHONPATH="$PWD" "$tmp/venv/bin/python" -m pipelines.cli compile --all -o "$tmp/compiled" 2>/dev/null
-PYTHONPATH="$PWD" "$tmp/venv/bin/python" - "$tmp/compiled" >"$tmp/step-pins.txt" <<'PY'
-import sys
-from pathlib import Path
-from tests.harness.executors import step_pins
-for name, version in sorted(step_pins(sorted(Path(sys.argv[1]).glob("*.yaml"))).items()):
-    print(f"{name}=={version}")
-PY
 "${pip[@]}" install -q "torch==2.13.0"
-"${pip[@]}" install -q -c "$tmp/step-pins.txt" -e ".[local,test]"
+"${pip[@]}" install -q -e ".[local,test]"
 # torchvision (pulled by training-hub -> timm) has no CPU build: its CUDA wheel breaks transformers' imports on CPU
 # torch, and nothing here uses it. scripts/setup.sh removes it the same way.
 "${pip[@]}" uninstall -q -y torchvision

@@ -25,9 +25,14 @@ VENV="${VENV:-.venv}"
 # pin kfp adds (requests==2.33.0) installed on top (about 10 s and 32 MB; measured in docs/architecture.md).
 KFP_LATEST="2.17.3"
 LATEST_VENV="${VENV}-kfp-latest"
+# The core install (the wheel without extras: `pip install kfp-finetune`): a venv of its own with only the project's
+# declared core dependencies, at the lock's versions; tests/test_core_install.py installs the freshly built wheel
+# --no-deps on an overlay of it (tests never download).
+CORE_VENV="${VENV}-core"
 stamp="$VENV/.kfp-finetune-installed"
 wanted="$(cat pyproject.toml setup.py constraints.txt | sha256sum | cut -d' ' -f1)-kfp-$KFP_LATEST"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -x "$LATEST_VENV/bin/python" ]; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -x "$LATEST_VENV/bin/python" ] \
+  && [ -x "$CORE_VENV/bin/python" ]; then
   VENV="$VENV" exec bash scripts/setup_training_hub.sh  # the Training Hub releases of RHOAI's runtimes (idempotent)
 fi
 echo "setup: creating $VENV and installing kfp-finetune from the lock (a few minutes the first time)..." >&2
@@ -56,6 +61,8 @@ rm -rf "$LATEST_VENV"
 "$LATEST_VENV/bin/python" -m pip install -q "kfp==$KFP_LATEST" "kfp-kubernetes==$KFP_LATEST" 2>&1 \
   | grep -v "requires kfp==\|requires kfp-kubernetes==\|dependency resolver\|incompatible\|WARNING: Location" >&2 || true
 "$LATEST_VENV/bin/python" -c "import kfp; assert kfp.__version__ == '$KFP_LATEST', kfp.__version__"
+echo "setup: $CORE_VENV: the core dependencies only (pyproject's dependencies, from the lock)..." >&2
+bash scripts/setup_core_venv.sh "$CORE_VENV"
 echo "$wanted" > "$stamp"
 # The Training Hub releases RHOAI's runtime images carry (0.3.0, 0.6.0, 0.9.8), each in its own environment under
 # .venv-training-hub/ for the pod command's tests. Measured here (2 shared cores, no pip cache): 0.3.0 (own Python 3.12

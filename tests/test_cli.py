@@ -63,32 +63,25 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys):
     assert main(["compile"]) == 2
 
 
-def test_runtime_image_flag_switches_delivery_mode(tmp_path):
-    """With a prebuilt runtime image nothing is embedded or pip-installed (checked in a fresh process)."""
+def test_image_flags_put_the_image_on_every_task_and_the_eval_image_on_the_evaluations(tmp_path):
+    """``compile --image X`` (the cluster-build path of the README) runs every step on X; ``--eval-image`` wins for the
+    two evaluations (checked in a fresh process, as a user runs it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
-    output = tmp_path / "sft.yaml"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipelines.cli",
-            "compile",
-            "sft",
-            "-o",
-            str(output),
-            "--runtime-image",
-            "quay.io/example/kfp-finetune-runtime:0.1.0",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    text = output.read_text()
-    assert "__KFP_EMBEDDED_ARCHIVE_B64" not in text
-    assert "pip install" not in text
-    images = {e["container"]["image"] for e in pipeline_documents(text)[0]["deploymentSpec"]["executors"].values()}
-    assert images == {"quay.io/example/kfp-finetune-runtime:0.1.0"}
+    image = "image-registry.openshift-image-registry.svc:5000/team/kfp-finetune:latest"
+    runs = {"sft.yaml": ["--image", image], "lora.yaml": ["--image", image, "--eval-image", f"{image}-cuda"]}
+    for name, flags in runs.items():
+        command = [sys.executable, "-m", "pipelines.cli", "compile", name[:-5], "-o", str(tmp_path / name), *flags]
+        subprocess.run(command, cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=300)
+    for name, evaluation in (("sft.yaml", image), ("lora.yaml", f"{image}-cuda")):
+        executors = pipeline_documents(tmp_path / name)[0]["deploymentSpec"]["executors"]
+        images = {executor: spec["container"]["image"] for executor, spec in executors.items()}
+        assert images == {
+            "exec-dataset-download": image,
+            "exec-train-model": image,
+            "exec-lm-eval": evaluation,
+            "exec-lm-eval-2": evaluation,
+            "exec-model-registry": image,
+        }, name
 
 
 def test_validate_dataset_prints_the_report_and_exits_by_result(tmp_path, demo_dataset_path, capsys):

@@ -61,6 +61,10 @@ DECLARED: dict[str, dict[tuple[str, str], object]] = {
 }
 #: Component arguments the pipelines fill themselves (the workspace, upstream outputs, secrets' names, run ids).
 WIRED = {
+    # Every task mounts the run's workspace (issue 44): dsl.WORKSPACE_PATH_PLACEHOLDER, never a run-time parameter.
+    ("dataset", "pvc_path"),
+    ("eval", "pvc_path"),
+    ("registry", "pvc_path"),
     ("train", "pvc_path"),
     ("train", "dataset_path"),
     ("train", "training_algorithm"),
@@ -74,8 +78,6 @@ WIRED = {
     # fails on an oci://, s3:// or pvc:// one; the fine-tuned evaluation (lm-eval-2) leaves both at their defaults.
     ("eval", "model_source"),
     ("eval", "skip_unusable_model_source"),
-    # The remote evaluation backends (lmevaljob, evalhub) read the model and the held-out task from the workspace PVC.
-    ("eval", "workspace_path"),
 }
 #: Run-time parameters whose dashboard description is the pipeline's own, not the component argument's, and why.
 OWN_DESCRIPTIONS = {
@@ -91,9 +93,27 @@ def _text(text: str) -> str:
     return _COLLAPSE.sub(" ", text or "").strip()
 
 
+#: The module-level component of each step: its own spec carries the parameters' descriptions (a pipeline embeds the
+#: component without them: ``RuntimeComponent.with_image``).
+_STEP_COMPONENTS = {
+    "dataset": ("components.data_processing.dataset_download", "dataset_download"),
+    "train": ("components.training.finetuning", "train_model"),
+    "eval": ("components.evaluation.lm_eval", "lm_eval"),
+    "registry": ("components.deployment.kubeflow_model_registry", "model_registry"),
+}
+
+
 def _component_inputs(spec: dict, task: str) -> dict[str, dict]:
+    """The parameters of ``task``'s component as the pipeline embeds it, with the component's own descriptions."""
+    import importlib
+
     component = spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
-    return spec["components"][component]["inputDefinitions"].get("parameters", {})
+    embedded = spec["components"][component]["inputDefinitions"].get("parameters", {})
+    module, name = _STEP_COMPONENTS[step_of_task(task)]
+    own = getattr(importlib.import_module(module), name).component_spec.inputs
+    return {
+        argument: dict(definition, description=own[argument].description) for argument, definition in embedded.items()
+    }
 
 
 def drift(name: str, spec: dict) -> list[str]:

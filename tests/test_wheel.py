@@ -9,15 +9,12 @@ background from the start of the session (``tests/conftest.py``).
 from __future__ import annotations
 
 import ast
-import base64
 import importlib.util
-import io
 import json
 import os
 import re
 import subprocess
 import sys
-import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
@@ -25,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import component_delivery
+from tests.harness.compiled import pipeline_documents
 from tests.harness.installed_wheel import run_checked as _run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +108,7 @@ def test_wheel_has_one_package_of_its_own_and_nothing_of_the_clone_layout(wheel)
         for name, line in zip(requires, re.findall(r"^Requires-Dist: .*$", metadata, re.M))
         if "extra ==" not in line
     ]
-    assert sorted(core) == ["croniter", "kfp", "kfp-kubernetes", "pyyaml"]
+    assert sorted(core) == ["croniter", "kfp", "kfp-kubernetes", "msgspec", "pyyaml", "tenacity"]
 
 
 def test_the_venv_sees_the_wheel_not_the_clone(venv, user_project):
@@ -142,22 +140,22 @@ def test_a_user_project_with_its_own_components_imports_every_component_and_comp
     seen = json.loads(_run([str(venv / "bin" / "python"), "-c", probe], cwd=user_project).stdout)
     assert seen["kinds"] == dict.fromkeys(COMPONENTS, "RuntimeComponent")
     assert seen["mine"] == ["the user's components", "the user's pipelines"] and seen["clone_modules"] == []
-    # The console script of the wheel compiles all six pipelines; their embedded code imports kfp_finetune's modules.
+    # The console script of the wheel compiles all six pipelines; each step's command imports kfp_finetune's modules.
     _run([str(venv / "bin" / "kfp-finetune"), "compile", "--all", "-o", str(tmp_path)], cwd=user_project)
     compiled = {path.stem: path.read_text() for path in tmp_path.glob("*.yaml")}
     assert sorted(compiled) == ["lora", "lora-minimal", "osft", "osft-minimal", "sft", "sft-minimal"]
     for name, text in compiled.items():
         assert "from kfp_finetune.components." in text, name
         assert not re.search(r"(?<![\w.])(from|import) (components|pipelines)\.", text), name
-    # The embedded code (dataset, evaluation, registry steps) is a kfp_finetune/components/ tree, nothing else.
-    archives = re.findall(r"__KFP_EMBEDDED_ARCHIVE_B64 = '([A-Za-z0-9+/=]+)'", compiled["sft-minimal"])
-    assert len(archives) == 4  # dataset_download, lm_eval twice, model_registry; train_model runs on the step image
-    for archive in archives:
-        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(archive))) as bundle:
-            names = [name.removeprefix("./") for name in bundle.getnames() if name.endswith(".py")]
-        assert "kfp_finetune/__init__.py" in names and all(
-            n.startswith("kfp_finetune/components/") for n in names if n != "kfp_finetune/__init__.py"
-        )
+    # Nothing embedded: every step runs on the project's images, which carry the wheel's layout too (Containerfile).
+    from components._common.images import STEP_IMAGE, STEP_IMAGE_CUDA
+
+    executors = pipeline_documents(compiled["sft-minimal"])[0]["deploymentSpec"]["executors"]
+    assert {e["container"]["image"] for e in executors.values()} == {STEP_IMAGE, STEP_IMAGE_CUDA}
+    for executor in executors.values():
+        command = "\n".join(executor["container"]["command"])
+        assert "__KFP_EMBEDDED_ARCHIVE_B64" not in command and "pip install" not in command
+        assert "from kfp_finetune.components." in command
     # Without -o: into the current directory, never into the installed package (as a clone does, beside pipeline.py).
     _run([str(venv / "bin" / "kfp-finetune"), "compile", "sft-minimal"], cwd=user_project)
     written = (user_project / "sft-minimal.yaml").read_text()
@@ -241,29 +239,42 @@ def test_kfp_finetune_demo_runs_from_the_installed_wheel(wheel_demo, user_projec
     assert len(run_dirs) == 1 and (run_dirs[0] / "train-model" / "output_model").is_dir()
 
 
-def test_a_release_tag_must_be_the_version_the_step_image_is_tagged_with():
-    """The step image's release path: tag v<PROJECT_VERSION>, then build, push, inspect (the check needs no engine)."""
+def test_a_release_tag_must_be_the_version_the_images_and_the_wheel_are_published_under():
+    """The release: tag v<PROJECT_VERSION>, then both step images (built, checked, pushed, inspected), then the wheel
+    through PyPI trusted publishing (the checks need no engine; the workflow's steps are checked in order)."""
     import yaml
 
-    from components._common.images import PROJECT_VERSION, STEP_IMAGE
+    from components._common.images import PROJECT_VERSION, STEP_IMAGE, STEP_IMAGE_CUDA
 
     script = [str(ROOT / "scripts" / "build_step_image.sh"), "--check-tag"]
     assert _run(["bash", *script, f"v{PROJECT_VERSION}"], cwd=ROOT).stdout.strip() == STEP_IMAGE
     wrong = subprocess.run(["bash", *script, f"v{PROJECT_VERSION}.1"], capture_output=True, text=True, timeout=30)
     assert wrong.returncode == 1 and f"release tag 'v{PROJECT_VERSION}.1' is not v{PROJECT_VERSION}" in wrong.stderr
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release-step-image.yml").read_text())
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
     assert workflow[True]["push"]["tags"] == ["v*"]  # YAML 1.1 reads the key `on` as True
-    (job,) = workflow["jobs"].values()
-    runs = [step.get("run", "") for step in job["steps"]]
-    # In this order: the tag is the version, the version is not published yet, build, push, inspect what was pushed.
+    images, wheel = workflow["jobs"]["step-images"], workflow["jobs"]["wheel"]
+    runs = [step.get("run", "") for step in images["steps"]]
+    # In this order: the tag is the version, not published yet, build both, check both, push, inspect what was pushed.
     needles = (
         '--check-tag "$GITHUB_REF_NAME"',
+        "STEP_IMAGE_CUDA",
         "skopeo inspect",
         "\nbash scripts/build_step_image.sh\n",
-        "podman push",
+        '--build-arg "TORCH_INDEX=$CUDA_TORCH_INDEX" -t "$IMAGE_CUDA" -f Containerfile',
+        "torch.version.cuda",
+        'podman push --digestfile pushed-cuda.digest "$IMAGE_CUDA"',
+        '["Digest"]',
     )
-    order = [next(i for i, run in enumerate(runs) if needle in f"\n{run}\n") for needle in (*needles, '["Digest"]')]
-    assert order == sorted(order) and len(set(order)) == len(order), runs
+    order = [next(i for i, run in enumerate(runs) if needle in f"\n{run}\n") for needle in needles]
+    assert order == sorted(order) and len(set(order[2:])) == len(order[2:]), runs
+    assert STEP_IMAGE_CUDA == f"{STEP_IMAGE}-cuda"
     assert {"QUAY_ROBOT_USERNAME", "QUAY_ROBOT_TOKEN"} <= {
-        name for step in job["steps"] for name in (step.get("env") or {})
+        name for step in images["steps"] for name in (step.get("env") or {})
     }
+    # The wheel only after the images; OIDC for PyPI in that job alone; the same tag check first, then the build.
+    assert wheel["needs"] == "step-images" and wheel["permissions"]["id-token"] == "write"
+    assert "id-token" not in workflow["permissions"] and wheel["environment"] == "pypi"
+    steps = [step.get("run", "") + step.get("uses", "") for step in wheel["steps"]]
+    needles = ('--check-tag "$GITHUB_REF_NAME"', "pypi.org/pypi/kfp-finetune", "python -m build", "py3-none-any.whl")
+    order = [next(i for i, step in enumerate(steps) if needle in step) for needle in needles]
+    assert order == sorted(order) and steps[-1] == "pypa/gh-action-pypi-publish@release/v1", steps

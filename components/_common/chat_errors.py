@@ -30,7 +30,7 @@ RULES: dict[str, str] = {
     "bad_parquet": "a .parquet file must be a complete, readable Parquet file",
     "no_rows": "a data file must hold at least one row",
     "record_too_large": "a JSONL line, .json array element or CSV record may not be longer than max_line_bytes",
-    "decompressed_too_large": "a .gz file may not expand past max_decompressed_bytes",
+    "decompressed_too_large": "a .gz file (or a Parquet file, decoded) may not expand past max_decompressed_bytes",
 }
 _EXCERPT_CHARS = 120
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")

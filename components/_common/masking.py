@@ -51,6 +51,19 @@ SIGNED_URL_PARAMETERS = (
     "sig",
     "token",
     "access_token",
+    "jwt",
+    "hf_token",
+    "api_key",
+    "apikey",
+    "key",
+    "code",
+    "password",
+    "passwd",
+    "secret",
+    "client_secret",
+    "refresh_token",
+    "id_token",
+    "auth",
 )
 _SIGNED = "|".join(re.escape(name) for name in SIGNED_URL_PARAMETERS)
 #: An OCI digest after an ``@`` (``repo@sha256:<hex>``): a reference, not the end of a URL's userinfo.
@@ -125,6 +138,21 @@ PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ..
     (re.compile(r"(?i)(\b" + _VALUE_KEY + r"\s*[=:]\s*['\"]?)(?!\*\*\*)([^\s,;'\"}&]+)"), _mask_value),
     *URL_PATTERNS,
 )
+
+#: Secrets in connection strings (Azure storage and Service Bus keys, SAS signatures): ``AccountKey=...;``.
+CONNECTION_STRING_SECRET = re.compile(
+    r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)=[^;\s]{4,}"
+)
+
+
+def looks_like_secret(value: str) -> bool:
+    """Whether ``value`` holds something shaped like a secret: what :data:`PATTERNS` would mask, or a key.
+
+    Tokens, JWTs, bearer headers, a URL's password (:data:`PATTERNS`), a connection string's key
+    (:data:`CONNECTION_STRING_SECRET`).
+    """
+    return bool(CONNECTION_STRING_SECRET.search(value)) or mask_text(value, patterns=True) != value
+
 
 _registered: set[str] = set()
 T = TypeVar("T")

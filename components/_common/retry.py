@@ -293,9 +293,13 @@ async def call_with_retries_async(
     policy: RetryPolicy = RetryPolicy(),
     *,
     on_retry: Callable[[int, float, BaseException], None] | None = None,
+    deadline: float | None = None,
 ) -> T:
-    """:func:`call_with_retries` (transient errors, no deadline) for a coroutine function, waiting with asyncio."""
-    retrying = tenacity.AsyncRetrying(**_retrying_kwargs(policy, is_transient, on_retry, None, time.monotonic))
+    """:func:`call_with_retries` (transient errors) for a coroutine function, waiting with asyncio.
+
+    ``deadline``: a ``time.monotonic()`` time no wait may pass (each try's own timeout is the caller's).
+    """
+    retrying = tenacity.AsyncRetrying(**_retrying_kwargs(policy, is_transient, on_retry, deadline, time.monotonic))
 
     async def attempt() -> T:  # tenacity awaits only coroutine functions, not lambdas returning a coroutine
         return await func()

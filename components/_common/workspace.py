@@ -23,6 +23,33 @@ PVC_STORAGE_CLASS = "nfs-csi"
 PVC_ACCESS_MODES = ("ReadWriteMany",)
 
 
+def check_workspace(pvc_path: str, step: str) -> None:
+    """Fails in one line when the run's workspace (``pvc_path``) is not a writable directory here ("" = no workspace).
+
+    Every task of the fine-tuning pipelines mounts the workspace, so a PVC that cannot be provisioned or mounted
+    keeps the first step's pod from starting, and one that is mounted but unusable (read-only, full) stops the first
+    step here, before any download, rather than the training step an hour later.
+
+    Raises:
+        OSError: ``<step> parameter pvc_path=<path>: the run's workspace is not writable here (<cause>); check the
+        PVC settings (PVC_SIZE, PVC_STORAGE_CLASS, PVC_ACCESS_MODES)``.
+    """
+    if not pvc_path.strip():
+        return
+    probe = os.path.join(pvc_path, f".{step}-probe-{os.getpid()}")
+    try:
+        os.makedirs(pvc_path, exist_ok=True)  # kfp.local creates its workspace directory lazily; a mount exists
+        with open(probe, "w", encoding="utf-8") as handle:
+            handle.write("ok\n")
+        os.remove(probe)
+    except OSError as error:
+        cause = error.strerror or type(error).__name__
+        raise OSError(
+            f"{step} parameter pvc_path={pvc_path!r}: the run's workspace is not writable here ({cause}); check the "
+            "workspace PVC settings (PVC_SIZE, PVC_STORAGE_CLASS, PVC_ACCESS_MODES: ReadWriteMany)"
+        ) from None
+
+
 def default_workspace_config() -> Any:
     """A ``dsl.WorkspaceConfig`` from ``KFP_FINETUNE_PVC_SIZE`` / ``_STORAGE_CLASS`` / ``_ACCESS_MODES`` or defaults."""
     from kfp import dsl

@@ -64,9 +64,8 @@ DEMO_EVAL_ARGUMENTS = {
 #: near +-1.3, so an algorithm that cannot retrain the embedding (LoRA) cannot make a confident prediction however it
 #: adapts the layers; 0.1 leaves room for that, as a pretrained model's embedding does.
 DEMO_BASE_MODEL = {"initializer_range": 0.1}
-#: Variables set while the demo runs (restored afterwards): offline hubs, no run-time installs, one torch thread.
+#: Variables set while the demo runs (restored afterwards): offline hubs, one torch thread, a CPU evaluation.
 DEMO_ENVIRONMENT = {
-    "KFP_FINETUNE_INSTALL_PACKAGES": "0",
     "TOKENIZERS_PARALLELISM": "false",
     # A ~100k-parameter model trains fastest on one thread; more threads only contend (4-40x slower on 2 cores).
     "OMP_NUM_THREADS": "1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.demo.demo_data import DEMO_DATASET_PATH
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -56,12 +59,15 @@ def kfp_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     A pipeline that leaves an optional input artifact unconnected runs as on the backend through
     :func:`pipelines.local_pipeline.local_pipeline` (kfp 2.15's ``kfp.local`` cannot run it directly).
 
+    Its tasks import this checkout's ``components`` (``PYTHONPATH``), as a pod imports the code its image carries.
+
     Returns:
         The pipeline root directory, where task outputs are written.
     """
     from kfp import local
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     pipeline_root = tmp_path / "kfp-root"
     workspace_root = tmp_path / "kfp-workspace"
     workspace_root.mkdir()

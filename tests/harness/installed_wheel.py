@@ -74,3 +74,28 @@ def user_project(tmp_path_factory) -> Path:
         (project / name).mkdir()
         (project / name / "__init__.py").write_text(f'OWNER = "the user\'s {name}"\n')
     return project
+
+
+#: The core install's dependencies only (``scripts/setup_core_venv.sh``, run by ``scripts/setup.sh``).
+CORE_VENV = REPO_ROOT / ".venv-core"
+
+
+@pytest.fixture(scope="session")
+def core_venv(wheel, tmp_path_factory) -> Path:
+    """A fresh venv with the wheel installed ``--no-deps`` on :data:`CORE_VENV`'s packages (the core dependencies,
+    nothing of an extra): what ``pip install kfp-finetune`` gives a user."""
+    core_python = CORE_VENV / "bin" / "python"
+    if not core_python.exists():
+        pytest.fail(f"{core_python} is missing: run `bash scripts/setup.sh` (it builds the core install's venv)")
+    venv = tmp_path_factory.mktemp("core-venv")
+    run_checked([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv)
+    python = venv / "bin" / "python"
+    paths = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    purelib = run_checked([str(python), "-c", paths], cwd=venv).stdout.strip()
+    core_purelib = run_checked([str(core_python), "-c", paths], cwd=venv).stdout.strip()
+    Path(purelib, "zz-core-environment.pth").write_text(core_purelib + "\n")
+    run_checked(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        venv,
+    )
+    return venv

@@ -191,6 +191,17 @@ class KubeEmulator(kmock.KubernetesEmulator):
         #: :meth:`KubeApi.track_metadata`).
         self.server_metadata: set[str] = set()
         self.resource_version = 0
+        #: OpenAPI v3 discovery's answer instead of the document: ``(status, content type, body)``; and its delay (s).
+        self.openapi_answer: tuple[int, str, bytes] | None = None
+        self.openapi_delay: float = 0.0
+        #: A server that ignores ``fieldValidation`` (an old or broken one): it prunes silently, even under Strict.
+        self.ignores_field_validation: bool = False
+        #: Fields (dotted, e.g. ``spec.trainer.numProcPerNode``) a Strict create or patch is refused for when present.
+        self.refused_fields: list[str] = []
+        #: Mutating admission webhooks: ``plural -> function(body) -> body`` applied to every create.
+        self.create_webhooks: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+        #: The next create of these plurals is stored that many seconds later (its answer comes only then).
+        self.create_delays: dict[str, float] = {}
         (self[kmock.subresource("log")] ** -1) << self._serve_log
 
     async def _handle(self, request: kmock.Request):  # noqa: D102
@@ -206,13 +217,23 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if request.resource is not None and request.resource.plural == "selfsubjectaccessreviews":
             return self._review_access(request)
         if request.url.path.startswith("/openapi/"):
+            if self.openapi_delay:
+                await asyncio.sleep(self.openapi_delay)
             return self._serve_openapi(request)
         self._check_identity(request)
         warnings = self._prune(request)
+        creating = request.resource is not None and request.action == enums.action.CREATE
+        webhook = self.create_webhooks.get(request.resource.plural) if creating else None
+        if webhook is not None and isinstance(request.data, dict):
+            object.__setattr__(request, "data", webhook(copy.deepcopy(request.data)))
         stamp = None
         if request.resource is not None and request.resource.plural in self.server_metadata:
             stamp = self._server_metadata(request)
-        response = await super()._handle(request)
+        delay = self.create_delays.pop(request.resource.plural, 0.0) if creating else 0.0
+        if delay:  # stored later, whether or not the client still waits (shielded from its disconnect)
+            response = await asyncio.shield(asyncio.ensure_future(self._handle_later(delay, request)))
+        else:
+            response = await super()._handle(request)
         if stamp is not None and response.status < 300:
             import aiohttp.web
 
@@ -222,6 +243,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 response.headers.add("Warning", warning)
         return response
 
+    async def _handle_later(self, delay: float, request: kmock.Request):
+        await asyncio.sleep(delay)
+        return await super()._handle(request)
+
     def _prune(self, request: kmock.Request) -> list[str]:
         """Structural pruning of a create/patch body (Strict: a 400 naming the fields); the Warning headers."""
         if request.resource is None or request.action not in (enums.action.CREATE, enums.action.UPDATE):
@@ -230,9 +255,10 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if schema is None or not isinstance(request.data, dict):
             return []
         pruned, fields = kube_schema.prune(request.data, schema)
+        fields += [field for field in self.refused_fields if _field(request.data, field) is not None]
         if not fields:
             return []
-        if request.params.get("fieldValidation") == "Strict":
+        if request.params.get("fieldValidation") == "Strict" and not self.ignores_field_validation:
             kind = kube_schema.KINDS[request.resource.plural]
             message = kube_schema.strict_error_message(kind, request.resource.version or "", fields)
             raise kmock.KubernetesError(status=400, reason="BadRequest", message=message)
@@ -243,6 +269,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
         """OpenAPI v3 discovery: the index, and the served TrainJob generation's group-version document."""
         import aiohttp.web
 
+        if self.openapi_answer is not None:
+            status, content_type, body = self.openapi_answer
+            return aiohttp.web.Response(status=status, body=body, headers={"Content-Type": content_type})
         if self.openapi_status:
             reason = {403: "Forbidden", 404: "NotFound"}.get(self.openapi_status, "InternalError")
             raise kmock.KubernetesError(status=self.openapi_status, reason=reason, message=f"scripted {reason}")
@@ -447,6 +476,13 @@ class KubeApi:
     def openapi_v3(self, status: int = 0) -> None:
         """Makes OpenAPI v3 discovery answer ``status`` (e.g. 403, 404) instead of its documents (0: serve them)."""
         self.call(lambda: setattr(self.emulator, "openapi_status", status))
+
+    def behave(self, **attributes: Any) -> None:
+        """Sets emulator behaviours (``openapi_answer``, ``openapi_delay``, ``ignores_field_validation``,
+        ``refused_fields``, ``create_webhooks``, ``create_delays``: see :class:`KubeEmulator`)."""
+        for name in attributes:
+            assert hasattr(self.emulator, name), name
+        self.call(lambda: [setattr(self.emulator, name, value) for name, value in attributes.items()])
 
     def _configuration(self):
         from kubernetes import client

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +22,8 @@ class CompletionServer:
     def __init__(self, served_name: str = "tiny-chat", answer: str = " Hello! How can I help?") -> None:
         self.served_name, self.answer = served_name, answer
         self.requests: list[dict] = []
+        #: Seconds between the bytes of an answer's body (0: sent at once): a server that trickles its answer.
+        self.trickle_s = 0.0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -55,7 +58,16 @@ class CompletionServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not stub.trickle_s:
+                    self.wfile.write(data)
+                    return
+                for index in range(len(data)):  # one byte at a time, until the client gives up
+                    try:
+                        self.wfile.write(data[index : index + 1])
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    time.sleep(stub.trickle_s)
 
         return Handler
 

@@ -5,12 +5,8 @@ from kfp import dsl
 from components._common.runtime import runtime_component
 from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
 
-PACKAGES = ["huggingface-hub==2.0.0", "boto3==1.44.5", "pyarrow==25.0.1", "pyyaml==6.0.3", "transformers==5.23.0"]
-PACKAGES += ["tenacity==9.2.1"]  # the shared retry policy (components/_common/retry.py)
-PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
 
-
-@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS)
+@runtime_component(parameter_docs=PARAMETER_DOCS)
 def dataset_download(
     dataset_uri: str,
     train_dataset: dsl.Output[dsl.Dataset],
@@ -31,6 +27,7 @@ def dataset_download(
     max_line_bytes: int = 16777216,
     max_decompressed_bytes: int = 34359738368,
     download_deadline_s: float = 10800.0,
+    pvc_path: str = "",
 ) -> None:
     """Downloads a chat dataset, validates every row, converts it to ``messages`` JSONL and splits it (seeded)."""
     arguments = dict(locals())  # every argument by name, taken before the imports below add names

@@ -33,4 +33,8 @@ PARAMETER_DOCS = {
         "fails naming the file and the limit (rule decompressed_too_large)."
     ),
     "download_deadline_s": "Deadline of the whole download in seconds, every attempt and file included (default 3 h).",
+    "pvc_path": (
+        "The run's workspace: pass `dsl.WORKSPACE_PATH_PLACEHOLDER` (the pipelines do), so that this first step "
+        'mounts it and fails at once, in one line, when it is not writable; "" = none.'
+    ),
 }

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import IO
 
-from components._common.chat_errors import ChatFormatError, Unreadable, excerpt
+from components._common.chat_errors import Unreadable, excerpt
 from components._common.chat_files import (
     UTF8_BOM,
     ReadLimits,
@@ -23,9 +23,10 @@ from components._common.chat_files import (
     iter_lines,
     open_binary,
     record_too_large,
-    size_text,
 )
 from components._common.chat_format import decode_json
+
+from .parquet_rows import iter_parquet_rows
 
 __all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", "position_label"]
 
@@ -33,8 +34,6 @@ __all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", 
 DATA_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 #: CSV columns whose cells are decoded as JSON when they hold a JSON list or object.
 CSV_JSON_COLUMNS = frozenset({"messages", "conversations", "prompt", "completion"})
-#: A Parquet row group may hold at most this many times ``max_line_bytes`` uncompressed (it is decoded whole).
-PARQUET_ROW_GROUP_LINES = 64
 _CHUNK_CHARS = 1 << 20
 _EXCERPT_CHARS = 120
 
@@ -120,7 +119,10 @@ def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, o
                     yield index, Unreadable("invalid_json", f"invalid JSON: {error.msg}", excerpt(buffer[position:]))
                     return
                 buffer, position = buffer[position:] + more, 0
-        if _LONE_SURROGATE.search(buffer, start, position) and _has_lone_surrogate(value):
+        if _UNDECODABLE.search(buffer, start, position):  # invalid UTF-8 in this element only: the next ones are read
+            raw = buffer[start:position].encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            yield index, Unreadable("invalid_utf8", f"not valid UTF-8 in element {index}", excerpt(raw))
+        elif _LONE_SURROGATE.search(buffer, start, position) and _has_lone_surrogate(value):
             reason = "invalid JSON: a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair) in a string"
             yield index, Unreadable("invalid_json", reason, excerpt(buffer[start:position]))
         else:
@@ -136,6 +138,8 @@ def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, o
         position += 1
 
 
+#: The characters ``surrogateescape`` decodes invalid UTF-8 bytes to (a real character, not a ``\\u`` escape).
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
 #: A ``\\uD800``-``\\uDFFF`` escape: Python's ``json`` decodes a lone one into a string UTF-8 cannot encode.
 _LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -169,19 +173,23 @@ def _iter_json(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     with gzip_errors(path, lambda: after(0)), open_binary(path, limits.max_decompressed_bytes) as handle:
         head = handle.read(4096)
     if head.removeprefix(UTF8_BOM).lstrip().startswith(b"["):
-        with io.TextIOWrapper(open_binary(path, limits.max_decompressed_bytes), encoding="utf-8-sig") as text:
+        binary = open_binary(path, limits.max_decompressed_bytes)  # invalid UTF-8 kept, judged per element
+        with io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape") as text:
             yield from _text_rows(path, _iter_json_array(text, limits))
     else:
         yield from _iter_json_lines(path, limits, nulls=False)
 
 
-def _decode_csv_cell(column: str, cell: str) -> object:
-    """A CSV cell: JSON-decoded in a JSON column when it starts like JSON (an :class:`Unreadable` when it is not)."""
-    if column in CSV_JSON_COLUMNS and cell[:1] in ("[", "{"):
+def _decode_json_cell(column: str, cell: object, source: str = "Parquet") -> object:
+    """A string cell of a JSON column (``messages``...), JSON-decoded when it starts like JSON; others as they are.
+
+    The same for CSV and Parquet cells; an :class:`Unreadable` when the JSON is not valid.
+    """
+    if column in CSV_JSON_COLUMNS and type(cell) is str and cell[:1] in ("[", "{"):
         value = decode_json(cell)
         if type(value) is Unreadable:
-            return Unreadable(value.rule, f"the CSV column {column!r} holds {value.reason}", value.excerpt)
-        return value
+            return Unreadable(value.rule, f"the {source} column {column!r} holds {value.reason}", value.excerpt)
+        return drop_nulls(value) if source == "Parquet" else value
     return cell
 
 
@@ -203,7 +211,7 @@ def _csv_records(text: IO[str], limit: int) -> Iterator[tuple[int, object]]:
     try:
         for row in reader:
             present = ((column, cell) for column, cell in row.items() if column is not None and cell is not None)
-            cells = {column: _decode_csv_cell(column, cell) for column, cell in present}
+            cells = {column: _decode_json_cell(column, cell, "CSV") for column, cell in present}
             unreadable = next((cell for cell in cells.values() if type(cell) is Unreadable), None)
             yield reader.line_num, unreadable if unreadable is not None else cells
     except _LineTooLong as error:
@@ -222,36 +230,14 @@ def _iter_csv(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
 
 
 def _iter_parquet(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
-    import pyarrow
-    import pyarrow.parquet as pq
-
-    index = 0
-    try:
-        with pq.ParquetFile(path) as parquet:
-            _check_row_groups(path, parquet.metadata, limits)
-            for batch in parquet.iter_batches(batch_size=512):
-                for row in batch.to_pylist():
-                    yield index, drop_nulls(row)
-                    index += 1
-    except (pyarrow.ArrowException, OSError) as error:
-        where = f"after row {index - 1}" if index else "at its start"
-        raise ChatFormatError(
-            path.name, "bad_parquet", f"unreadable {where} ({type(error).__name__}: {str(error)[:200]}); re-create it"
-        ) from None
-
-
-def _check_row_groups(path: Path, metadata: object, limits: ReadLimits) -> None:
-    """Refuses a Parquet file with a row group too large to decode within the step's memory."""
-    bound = PARQUET_ROW_GROUP_LINES * limits.max_line_bytes
-    for number in range(metadata.num_row_groups):
-        size = metadata.row_group(number).total_byte_size
-        if size > bound:
-            raise ChatFormatError(
-                path.name,
-                "record_too_large",
-                f"row group {number} holds {size_text(size)} uncompressed, over {PARQUET_ROW_GROUP_LINES} x "
-                f"max_line_bytes={size_text(bound)}; rewrite it with smaller row groups (pyarrow row_group_size)",
-            )
+    """Parquet rows within their decoded bounds (:mod:`.parquet_rows`); JSON-column strings decoded as CSV cells are."""
+    for index, row in iter_parquet_rows(path, limits):
+        if type(row) is dict:
+            cells = {column: _decode_json_cell(column, cell) for column, cell in drop_nulls(row).items()}
+            unreadable = next((cell for cell in cells.values() if type(cell) is Unreadable), None)
+            yield index, unreadable if unreadable is not None else cells
+        else:
+            yield index, row
 
 
 def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:

@@ -16,6 +16,7 @@ from components._common.chat_files import ReadLimits
 from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
+from components._common.workspace import check_workspace
 
 from .locations import check_dataset_uri
 from .passes import SplitOptions, validate_and_split
@@ -121,6 +122,7 @@ class DatasetDownloadRequest:
     max_line_bytes: int
     max_decompressed_bytes: int
     download_deadline_s: float
+    pvc_path: str
 
 
 def dataset_download_request(arguments: Mapping[str, Any]) -> DatasetDownloadRequest:
@@ -143,6 +145,7 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
             :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # no-op once configured
+    check_workspace(request.pvc_path, "dataset_download")
     check_dataset_uri(request.dataset_uri)
     check_split_options(request.train_split_ratio, request.subset_count)
     check_validation_options(request.on_invalid, request.max_invalid_fraction)

@@ -131,6 +131,8 @@ class _Resume:
     """What a later attempt needs to ask for the rest of a body: its validator, when the server accepts ranges."""
 
     validator: str = ""
+    #: The answer's ``Content-Encoding`` (lower case; ``""``: none or ``identity``).
+    encoding: str = ""
 
 
 def _download_once(
@@ -158,6 +160,7 @@ def _download_once(
                 raise deadline_error(url, options.deadline_s, size) from None
             raise
         with response:
+            resume.encoding = _content_encoding(url, response.headers.get("Content-Encoding", ""))
             validator = response.headers.get("ETag") or response.headers.get("Last-Modified") or ""
             if response.status != 206 or not str(response.headers.get("Content-Range", "")).startswith(
                 f"bytes {offset}-"
@@ -224,8 +227,11 @@ def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOption
 
     def download() -> FetchedData:
         revision = _download_once(url, partial, max_bytes, options, deadline, resume)
-        os.replace(partial, target)
-        return FetchedData([target], revision)
+        stored = target
+        if resume.encoding == "gzip" and not name.lower().endswith(".gz"):  # decompressed by the readers, capped
+            stored = download_dir / f"{name}.gz"
+        os.replace(partial, stored)
+        return FetchedData([stored], revision)
 
     try:
         return retried(download, options, deadline, is_transient, f"GET {mask_url(url)}")
@@ -237,6 +243,21 @@ def fetch_http(url: str, download_dir: Path, max_bytes: int, options: HttpOption
         raise _http_failure(url, error, 1) from None
     finally:
         partial.unlink(missing_ok=True)
+
+
+#: The ``Content-Encoding`` values a body is accepted in: gzip is read as a ``.gz`` file (``max_decompressed_bytes``).
+CONTENT_ENCODINGS = ("", "identity", "gzip", "x-gzip")
+
+
+def _content_encoding(url: str, header: str) -> str:
+    """``gzip`` or ``""`` for the answer's ``Content-Encoding``; any other encoding is refused in one line."""
+    encoding = header.strip().lower()
+    if encoding not in CONTENT_ENCODINGS:
+        raise DatasetSourceError(
+            f"dataset_uri={mask_url(url)!r}: the server sent the file with Content-Encoding: {header.strip()}, which "
+            "this step does not decode (only gzip); serve it uncompressed or gzip-compressed"
+        )
+    return "gzip" if encoding in ("gzip", "x-gzip") else ""
 
 
 def _http_failure(url: str, error: BaseException, attempts: int) -> DatasetSourceError:

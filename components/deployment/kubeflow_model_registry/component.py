@@ -8,11 +8,7 @@ from components._common.runtime import runtime_component
 from components.deployment.kubeflow_model_registry.parameter_docs import PARAMETER_DOCS
 
 
-@runtime_component(
-    __file__,
-    packages=["model-registry==0.3.18", "olot==1.2.1", "boto3==1.44.5", "tenacity==9.2.1", "kubernetes==30.1.0"],
-    parameter_docs=PARAMETER_DOCS,
-)
+@runtime_component(parameter_docs=PARAMETER_DOCS)
 def model_registry(
     model: dsl.Input[dsl.Model],
     summary: dsl.Output[dsl.Markdown],
@@ -54,6 +50,7 @@ def model_registry(
     deploy_gpus: int = 1,
     deploy_timeout_seconds: int = 900,
     deploy_hardware_profile: str = "",
+    pvc_path: str = "",
 ) -> NamedTuple(
     "Outputs",
     [("status", str), ("model_id", str), ("version_id", str), ("model_uri", str), ("endpoint_url", str)],

@@ -7,6 +7,7 @@ failures retried, every create and patch ``fieldValidation=Strict``, nothing del
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import ssl
 import time
@@ -16,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from components._common.namespace import SERVICE_ACCOUNT_DIR
-from components._common.retry import GaveUp, RetryPolicy, answer_message, call_with_retries, describe, status_of
+from components._common.retry import (
+    GaveUp,
+    RetryPolicy,
+    answer_message,
+    call_with_retries,
+    describe,
+    single_try_transport,
+    status_of,
+)
 
 from .kserve_manifests import build_inference_service, build_serving_runtime, is_owned
 
@@ -24,6 +33,8 @@ GROUP = "serving.kserve.io"
 #: The OpenShift service CA (in-cluster ``https`` routes of KServe), else the service account's CA.
 CA_FILES = (f"{SERVICE_ACCOUNT_DIR}/service-ca.crt", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
 SMOKE_PROMPT = "Say hello."
+#: The pipeline run that made an InferenceService: what makes it this run's (the labels are every run's).
+RUN_ANNOTATION = "kfp-finetune.opendatahub.io/pipeline-run-id"
 #: Every API call made here as (apiGroup, resource, verb); ``rbac.yaml`` beside this module grants exactly these.
 API_PERMISSIONS = frozenset(
     {(GROUP, "inferenceservices", verb) for verb in ("get", "create", "patch")}
@@ -40,7 +51,8 @@ class DeploySettings:
     """Where and how to deploy: the ``deploy_*`` parameters, and how often and how long requests and waits go.
 
     ``poll_seconds``: how often the status is read while waiting ``timeout_seconds`` for ``Ready``;
-    ``request_timeout``: the deadline of one API or smoke request.
+    ``request_timeout``: the timeout of one API request (connect, then each read) and the deadline of the smoke
+    request, its answer's body included; ``api_deadline_seconds``: the most one API call may take, every try included.
     """
 
     namespace: str
@@ -52,6 +64,7 @@ class DeploySettings:
     poll_seconds: float = 2.0
     request_timeout: float = 30.0
     hardware_profile: Any = None
+    api_deadline_seconds: float = 120.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,27 +88,45 @@ def _why(error: BaseException) -> str:
 class _Api:
     """The custom-objects calls this step makes: a deadline on each, transient errors retried, 403 explained."""
 
-    def __init__(self, api_client: Any, settings: DeploySettings, policy: RetryPolicy, sleep: Callable) -> None:
+    def __init__(
+        self, api_client: Any, settings: DeploySettings, policy: RetryPolicy, sleep: Callable, clock: Callable
+    ) -> None:
         from kubernetes import client
 
+        api_client.configuration.retries = single_try_transport()  # urllib3's own retries off: this layer retries
+        pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool_manager is not None and hasattr(pool_manager, "connection_pool_kw"):
+            pool_manager.connection_pool_kw["retries"] = api_client.configuration.retries
+            pool_manager.clear()
         self.objects = client.CustomObjectsApi(api_client)
-        self.settings, self.policy, self.sleep = settings, policy, sleep
+        self.settings, self.policy, self.sleep, self.clock = settings, policy, sleep, clock
 
     def call(self, verb: str, version: str, plural: str, *args: Any) -> Any:
-        """``<verb>_namespaced_custom_object`` of ``plural`` in the namespace; 404 and 409 raised as they are."""
+        """``<verb>_namespaced_custom_object`` of ``plural`` in the namespace; 404 and 409 raised as they are.
+
+        Each try has a (connect, read) timeout; the tries together end by ``api_deadline_seconds``.
+        """
         method = getattr(self.objects, f"{verb}_namespaced_custom_object")
-        kwargs: dict[str, Any] = {"_request_timeout": (10.0, self.settings.request_timeout)}
+        deadline = self.clock() + self.settings.api_deadline_seconds
+        kwargs: dict[str, Any] = {}
         if verb != "get":
             kwargs["field_validation"] = "Strict"
         where = f"{verb} {GROUP} {plural} in namespace {self.settings.namespace}"
+
+        def attempt() -> Any:
+            left = max(deadline - self.clock(), 0.5)
+            timeout = (min(10.0, left), min(self.settings.request_timeout, left))
+            return method(GROUP, version, self.settings.namespace, plural, *args, _request_timeout=timeout, **kwargs)
+
         try:
-            return call_with_retries(
-                lambda: method(GROUP, version, self.settings.namespace, plural, *args, **kwargs),
-                self.policy,
-                sleep=self.sleep,
-            )
+            return call_with_retries(attempt, self.policy, sleep=self.sleep, clock=self.clock, deadline=deadline)
         except GaveUp as gave_up:
-            raise DeployError(f"cannot {where}: {gave_up}") from None
+            within = f" within api_deadline_seconds={self.settings.api_deadline_seconds:g}" * (
+                gave_up.reason == "deadline"
+            )
+            raise DeployError(
+                f"cannot {where}: no answer{within} ({gave_up.attempts} tries, last: {describe(gave_up.last)})"
+            ) from None
         except Exception as error:
             if status_of(error) == 403:
                 raise DeployError(
@@ -131,8 +162,24 @@ def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: C
     return True
 
 
-def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Callable[[str], None]) -> tuple[dict, str]:
-    """Creates the InferenceService, or updates it when this step owns it; ``(object, action)``."""
+def owned_by_run(obj: dict[str, Any], model_name: str, run_id: str) -> bool:
+    """Whether ``obj`` is this step's for ``model_name`` (labels) *and* was made by this pipeline run (annotation).
+
+    The labels are the same for every run that deploys the model; the run's id is this run's alone (a retried task
+    of the same run updates its service, another run never does). Without a known run id nothing is owned.
+    """
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return bool(run_id) and is_owned(obj, model_name) and annotations.get(RUN_ANNOTATION) == run_id
+
+
+def _apply_service(
+    api: _Api, desired: dict[str, Any], model_name: str, run_id: str, log: Callable[[str], None]
+) -> tuple[dict, str]:
+    """Creates the InferenceService, or updates it when this run made it (:func:`owned_by_run`).
+
+    Returns:
+        ``(object, action)``.
+    """
     name = desired["metadata"]["name"]
     where = f"InferenceService {desired['metadata']['namespace']}/{name}"
     for _ in range(2):  # a create that loses a race reads the winner once
@@ -144,12 +191,14 @@ def _apply_service(api: _Api, desired: dict[str, Any], model_name: str, log: Cal
                 if status_of(error) != 409:
                     raise DeployError(f"cannot create {where}: {_why(error)}") from None
                 continue
-        if not is_owned(existing, model_name):
+        if not owned_by_run(existing, model_name, run_id):
             labels = (existing.get("metadata") or {}).get("labels") or {}
+            made_by = ((existing.get("metadata") or {}).get("annotations") or {}).get(RUN_ANNOTATION, "")
+            run = f"pipeline run {made_by!r}" if made_by else "no recorded pipeline run"
             raise DeployError(
-                f"{where} exists and was not made by this pipeline for registered model {model_name!r} (labels "
-                f"{json.dumps(labels, sort_keys=True)}): it is never overwritten; set deploy_service_name to another "
-                "name or delete that service"
+                f"{where} exists and was not made by this pipeline run ({run_id or 'unknown run id'}) for registered "
+                f"model {model_name!r} (labels {json.dumps(labels, sort_keys=True)}, made by {run}): it is never "
+                "overwritten; set deploy_service_name to another name or delete that service"
             )
         metadata = existing["metadata"]
         patch = {
@@ -221,12 +270,29 @@ def smoke_request(url: str, served_name: str, timeout: float) -> str:
     if url.startswith("https://"):
         ca = next((path for path in CA_FILES if Path(path).is_file()), None)
         context = ssl.create_default_context(cafile=ca)
+    deadline = time.monotonic() + timeout
     try:
         with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-            answer = json.loads(response.read())
+            answer = json.loads(_read_until(response, deadline, timeout))
         return str(answer["choices"][0]["text"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+    except (OSError, ValueError, KeyError, IndexError, TypeError, http.client.HTTPException) as error:
         raise DeployError(f"the smoke request to {url}/v1/completions failed: {_why(error)}") from None
+
+
+def _read_until(response: Any, deadline: float, timeout: float) -> bytes:
+    """The body as it arrives, until ``deadline``: a server that trickles it cannot hold the step.
+
+    Raises:
+        TimeoutError: The body was not complete at the deadline (``timeout`` seconds after the request).
+    """
+    chunks: list[bytes] = []
+    while chunk := response.read1(64 * 1024):
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"the answer was not complete within {timeout:g} s ({sum(map(len, chunks))} bytes so far)"
+            )
+    return b"".join(chunks)
 
 
 def deploy_model(
@@ -237,17 +303,20 @@ def deploy_model(
     storage_key: str,
     log: Callable[[str], None],
     *,
+    run_id: str = "",
     policy: RetryPolicy = RetryPolicy(attempts=4),
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     smoke: Callable[[str, str, float], str] = smoke_request,
 ) -> Deployment:
-    """Serves ``storage_uri`` with an InferenceService this step owns, waits until Ready, sends one completion.
+    """Serves ``storage_uri`` with an InferenceService this run owns, waits until Ready, sends one completion.
+
+    ``run_id`` (the pipeline run's id) is recorded on the service: only this run updates it later.
 
     Raises:
         DeployError: Forbidden, refused, not owned, not Ready in time, or the smoke request failed.
     """
-    api = _Api(api_client, settings, policy, sleep)
+    api = _Api(api_client, settings, policy, sleep, clock)
     runtime_created = _ensure_runtime(api, settings, model_name, log)
     desired = build_inference_service(
         settings.service_name,
@@ -259,7 +328,9 @@ def deploy_model(
         storage_key,
         profile=settings.hardware_profile,
     )
-    obj, action = _apply_service(api, desired, model_name, log)
+    if run_id:
+        desired["metadata"].setdefault("annotations", {})[RUN_ANNOTATION] = run_id
+    obj, action = _apply_service(api, desired, model_name, run_id, log)
     log(f"{action} InferenceService {settings.namespace}/{settings.service_name} serving {storage_uri}")
     ready = _wait_ready(api, obj, settings, clock, log)
     status = ready.get("status") or {}

@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from components._common.masking import mask_url
+from components._common.model_location import STORAGE_WORKSPACE, read_manifest, resolve_model_dir
+
 from .lineage import ArtifactInfo
 
 #: Storage schemes a KServe / OpenShift AI serving runtime can load a model from.
@@ -19,6 +22,9 @@ KFP_WORKSPACE_MOUNT_PATH = "/kfp-workspace"
 #: Env vars naming the PVC that holds the model and where it is mounted in the training pod.
 PVC_CLAIM_ENV = "MODEL_PVC_CLAIM"
 PVC_MOUNT_PATH_ENV = "MODEL_PVC_MOUNT_PATH"
+#: The name KFP gives the run's workspace claim: ``<workflow name>-kfp-workspace`` (kubeflow/pipelines
+#: backend/src/v2/compiler/argocompiler/argo.go, ``workspaceVolumeName``; 2.16.0 line 63, importer.go line 123).
+WORKSPACE_CLAIM_SUFFIX = "-kfp-workspace"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -59,6 +65,12 @@ def validate_serving_uri(uri: str, parameter: str) -> str:
     """
     uri = uri.strip()
     parts = urlsplit(uri)
+    if parts.username is not None or parts.password is not None or mask_url(uri) != uri:
+        raise ValueError(
+            f"{parameter}={mask_url(_without_userinfo(uri))!r}: carries credentials (user info or a signed query); "
+            "a registered URI is stored and shown in plain text: give the location without them (the serving "
+            "runtime reads storage credentials from the data connection named by storage_key)"
+        )
     if parts.scheme not in SERVING_SCHEMES:
         raise ValueError(
             f"{parameter}={uri!r}: not a serving URI; expected one of "
@@ -72,6 +84,14 @@ def validate_serving_uri(uri: str, parameter: str) -> str:
     if parts.scheme == "s3":
         parse_s3_uri(uri, parameter)
     return uri
+
+
+def _without_userinfo(uri: str) -> str:
+    """``uri`` with any ``user:password@`` replaced by ``***@`` (shown in errors)."""
+    parts = urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri
+    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
 
 
 def pvc_uri(checkpoint_path: str, claim: str, mount_path: str, where: str) -> str:
@@ -95,6 +115,32 @@ def pvc_uri(checkpoint_path: str, claim: str, mount_path: str, where: str) -> st
     return f"pvc://{claim}/{relative}"
 
 
+def run_workspace_refusal(where: str) -> str:
+    """The one line refusing to register ``where``, a location on the run's workspace PVC, which the run deletes."""
+    return (
+        f"{where} is on the run's workspace PVC, which KFP deletes when the run succeeds (Argo's default "
+        "volumeClaimGC OnWorkflowSuccess; README: *What outlives the run*): registering it would point the registry "
+        "at nothing; set modelcar_uri (an oci://...@sha256 image) or s3_upload_prefix (one streamed copy to S3), "
+        "or give model_uri=pvc://<your claim>/<path> for a copy on a claim of your own"
+    )
+
+
+def _refuse_run_workspace(uri: str, parameter: str) -> str:
+    """``uri``, unless it is a ``pvc://`` of a run's workspace claim (refused: :func:`run_workspace_refusal`)."""
+    parts = urlsplit(uri)
+    if parts.scheme == "pvc" and parts.netloc.endswith(WORKSPACE_CLAIM_SUFFIX):
+        raise ValueError(run_workspace_refusal(f"{parameter}={uri!r}"))
+    return uri
+
+
+def weights_in_artifact(model: ArtifactInfo) -> bool:
+    """Whether the ``Model`` artifact holds the model files (no manifest, or one with the opt-in copy)."""
+    manifest = read_manifest(model.path) if model.path else None
+    if manifest is not None:
+        return manifest.in_artifact
+    return model.metadata.get("weights_in_artifact", True) is not False
+
+
 def resolve_serving_uri(
     model: ArtifactInfo,
     model_uri: str = "",
@@ -108,21 +154,26 @@ def resolve_serving_uri(
     """
     environ = os.environ if environ is None else environ
     if model_uri.strip():
-        return ServingUri(validate_serving_uri(model_uri, "model_uri"), "parameter model_uri")
+        uri = _refuse_run_workspace(validate_serving_uri(model_uri, "model_uri"), "model_uri")
+        return ServingUri(uri, "parameter model_uri")
     if s3_upload_uri:
         return ServingUri(validate_serving_uri(s3_upload_uri, "s3_upload_prefix"), "S3 upload (s3_upload_prefix)")
     checkpoint = str(model.metadata.get("checkpoint_path") or "").strip()
     if urlsplit(checkpoint).scheme in SERVING_SCHEMES:
-        uri = validate_serving_uri(checkpoint, "model metadata checkpoint_path")
-        return ServingUri(uri, "model metadata checkpoint_path")
+        where = "model metadata checkpoint_path"
+        return ServingUri(_refuse_run_workspace(validate_serving_uri(checkpoint, where), where), where)
+    on_workspace = str(model.metadata.get("weights_storage") or "") == STORAGE_WORKSPACE
+    if on_workspace and not weights_in_artifact(model):
+        raise ValueError(run_workspace_refusal(f"the model (weights at {checkpoint or '?'})"))
     claim = str(model.metadata.get("pvc_claim") or environ.get(PVC_CLAIM_ENV, "")).strip()
     if checkpoint.startswith("/") and claim:
         mount = str(
             model.metadata.get("pvc_mount_path") or environ.get(PVC_MOUNT_PATH_ENV, "") or KFP_WORKSPACE_MOUNT_PATH
         )
         uri = pvc_uri(checkpoint, claim, mount, "model metadata checkpoint_path")
+        uri = _refuse_run_workspace(uri, f"the URI derived from PVC {claim}")
         return ServingUri(uri, f"model metadata checkpoint_path on PVC {claim} (mounted at {mount})")
-    if urlsplit(model.uri).scheme in ("s3", "gs"):
+    if urlsplit(model.uri).scheme in ("s3", "gs") and weights_in_artifact(model):
         return ServingUri(validate_serving_uri(model.uri, "model artifact uri"), "model artifact uri")
     if not checkpoint:
         why = "its metadata has no checkpoint_path"
@@ -140,11 +191,17 @@ def resolve_serving_uri(
 
 
 def model_files_dir(model: ArtifactInfo) -> Path:
-    """The local directory (or file) holding the model's files: ``checkpoint_path`` if mounted here, else the artifact.
+    """The local directory (or file) holding the model's files.
+
+    A ``Model`` artifact with a manifest: the weights it names, on the workspace this step mounts (checked:
+    :func:`components._common.model_location.resolve_model_dir`). Otherwise ``checkpoint_path`` if mounted here, else
+    the artifact.
 
     Raises:
-        ValueError: Neither exists in this container.
+        ValueError: Neither exists in this container, or the manifest's weights are missing or changed.
     """
+    if model.path and read_manifest(model.path) is not None:
+        return resolve_model_dir(model.path)
     candidates = []
     checkpoint = str(model.metadata.get("checkpoint_path") or "")
     if checkpoint and not urlsplit(checkpoint).scheme:

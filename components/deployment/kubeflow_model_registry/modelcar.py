@@ -109,15 +109,52 @@ def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) 
     return wanted, base
 
 
-def _skopeo(arguments: list[str], what: str, timeout: float) -> None:
-    command = ["skopeo", "--command-timeout", f"{int(timeout)}s", "copy", "--retry-times", "2", *arguments]
+def _skopeo(arguments: list[str], what: str, timeout: float, command: str = "copy") -> bytes:
+    """Runs ``skopeo <command> <arguments>`` within ``timeout``; its standard output.
+
+    Raises:
+        ModelcarError: It failed or outlived ``timeout`` (``what`` names the action).
+    """
+    line = ["skopeo", "--command-timeout", f"{int(timeout)}s", command, "--retry-times", "2", *arguments]
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout + 30, check=False)
+        completed = subprocess.run(line, capture_output=True, timeout=timeout + 30, check=False)
     except subprocess.TimeoutExpired:
         raise ModelcarError(f"{what}: skopeo did not finish within {int(timeout)} s") from None
     if completed.returncode != 0:
-        reason = (completed.stderr or completed.stdout).strip().splitlines()
+        output = completed.stderr or completed.stdout
+        reason = output.decode("utf-8", "replace").strip().splitlines()
         raise ModelcarError(f"{what}: skopeo failed (exit {completed.returncode}): {reason[-1] if reason else ''}")
+    return completed.stdout
+
+
+def verify_served_digest(oci_ref: str, digest: str, auth: list[str], tls: str, timeout: float) -> None:
+    """Checks that the registry serves the manifest ``digest`` under ``oci_ref``'s repository, byte for byte.
+
+    The digest skopeo reports is not taken on trust: the manifest is read back by digest (``skopeo inspect --raw``)
+    and its SHA-256 must be that digest, or nothing is registered.
+
+    Raises:
+        ModelcarError: The registry does not serve it, or serves other bytes under it.
+    """
+    repository = oci_ref.rsplit(":", 1)[0] if ":" in oci_ref.rsplit("/", 1)[-1] else oci_ref
+    what = f"the pushed modelcar {oci_ref} reported as {digest}"
+    if not _DIGEST.match(digest):
+        raise ModelcarError(f"pushed {oci_ref} but skopeo reported no sha256 digest ({digest!r})")
+    try:
+        raw = _skopeo(
+            [*auth, f"--tls-verify={tls}", "--raw", f"docker://{repository}@{digest}"], what, timeout, "inspect"
+        )
+    except ModelcarError as error:
+        raise ModelcarError(
+            f"{error}: the registry does not serve that digest, so it is not registered; check the registry (a "
+            "proxy or cache in front of it?) and re-run"
+        ) from None
+    served = "sha256:" + hashlib.sha256(raw).hexdigest()
+    if served != digest:
+        raise ModelcarError(
+            f"{what}: the registry serves a manifest of digest {served} under it, so it is not registered; check "
+            "the registry and re-run"
+        )
 
 
 def pin_layer_times(layout: Path, created: str) -> None:
@@ -190,6 +227,9 @@ def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIME
         auth = ["--dest-authfile", kwargs["authfile"]] if kwargs.get("authfile") else []
         arguments = [*auth, f"--dest-tls-verify={tls}", "--digestfile", str(digest_file)]
         _skopeo([*arguments, f"oci:{src}:latest", f"docker://{oci_ref}"], f"cannot push to oci://{oci_ref}", timeout)
+        digest = digest_file.read_text().strip() if digest_file.is_file() else ""
+        read_auth = ["--authfile", kwargs["authfile"]] if kwargs.get("authfile") else []
+        verify_served_digest(oci_ref, digest, read_auth, tls, timeout)  # (the auth file is gone after the push)
 
     return BackendDefinition(is_available=lambda: shutil.which("skopeo") is not None, pull=pull, push=push)
 
@@ -203,11 +243,13 @@ def publish_modelcar(
     insecure: bool,
     log: Callable[[str], None],
     merge: Callable[[Path, Path], None] | None = None,
+    scratch: Path | None = None,
 ) -> PublishedModelcar:
     """Layers ``model_dir`` on ``base_image`` under ``/models`` and pushes it to ``modelcar_uri``.
 
     ``insecure``: plain HTTP / no TLS verification for both registries; ``merge(adapter_dir, target_dir)`` writes a
-    merged LoRA model (default :func:`.lora_merge.merge_adapter`).
+    merged LoRA model (default :func:`.lora_merge.merge_adapter`); ``scratch``: where the image layout (the model's
+    size) and a merged model are built (the workspace in the pipelines; default a temporary directory).
 
     Raises:
         ModelcarError: Bad target or secret, the client without ``olot``/skopeo, or a failed pull or push.
@@ -227,7 +269,7 @@ def publish_modelcar(
         f"secret {PUSH_SECRET_NAME}",
         f"oc create secret generic {PUSH_SECRET_NAME} --from-file={PUSH_SECRET_ENV}=$HOME/.docker/config.json",
     )
-    with tempfile.TemporaryDirectory(prefix="modelcar-") as work:
+    with tempfile.TemporaryDirectory(prefix="modelcar-", dir=scratch) as work:
         files = model_dir
         if kind == "merged" and (model_dir / "adapter_config.json").is_file():
             if merge is None:

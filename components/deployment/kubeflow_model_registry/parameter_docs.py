@@ -1,7 +1,10 @@
 """Descriptions of the ``model_registry`` parameters: the component docstring, the dashboard and the README."""
 
 PARAMETER_DOCS = {
-    "model": ("The trained model. Its metadata feeds the lineage and the URI (see below)."),
+    "model": (
+        "The trained model: `train_model`'s manifest of weights on the workspace (read in place, checked) or the "
+        "files themselves. Its metadata feeds the lineage and the URI (see below)."
+    ),
     "registry_address": (
         'Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the step (status `skipped`).'
     ),
@@ -50,11 +53,12 @@ PARAMETER_DOCS = {
     "max_regression_relative": ("`max_regression` is a fraction of the base model's value instead of metric units."),
     "model_uri": (
         "Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`, `hf://`, `http(s)://`), "
-        "overriding the derived one."
+        "overriding the derived one. A `pvc://` of the run's own workspace claim (`…-kfp-workspace`, deleted with "
+        "the run) is refused: use `modelcar_uri` or `s3_upload_prefix`."
     ),
     "s3_upload_prefix": (
-        "`s3://bucket/prefix`: upload the model files there (data-connection env credentials) and "
-        "register that URI. Exclusive with `model_uri`."
+        "`s3://bucket/prefix`: upload the model files there (data-connection env credentials; one streamed copy "
+        "from the workspace) and register that URI. Exclusive with `model_uri`."
     ),
     "is_secure": (
         "Verify the registry's TLS certificate (needs `https://` and a token). `False` for an in-cluster "
@@ -104,5 +108,10 @@ PARAMETER_DOCS = {
         "`redhat-ods-applications`/`opendatahub`: its resources, node selector, tolerations and Kueue queue go into "
         "the InferenceService's predictor (replacing `deploy_gpus`), its name into the dashboard's annotations. "
         "'' = none."
+    ),
+    "pvc_path": (
+        "The run's workspace: pass `dsl.WORKSPACE_PATH_PLACEHOLDER` (the pipelines do). `train_model`'s weights are "
+        "read there in place, the S3 upload streams from there and the modelcar's layout is built there; the "
+        'workspace itself is never registered (it is deleted when the run succeeds). "" = none.'
     ),
 }

@@ -8,7 +8,9 @@ falls back to ``v1alpha3`` when the server has no ``v1`` API, and reports which 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -37,10 +39,17 @@ class RegistryAuthError(RegistryRequestError):
 
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy(SharedRetryPolicy):
-    """The shared retry policy (:mod:`components._common.retry`) with the registry's short waits."""
+    """The shared retry policy (:mod:`components._common.retry`) with the registry's short waits, and its deadlines.
+
+    Attributes:
+        request_timeout_s: The most one request may take, its answer's body included.
+        deadline_s: The most one step may take (every try and wait): a registry that never answers ends it then.
+    """
 
     initial_delay_s: float = 0.5
     max_delay_s: float = 8.0
+    request_timeout_s: float = 30.0
+    deadline_s: float = 120.0
 
 
 def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) -> RegistryRequestError:
@@ -155,11 +164,23 @@ async def with_retries(
     def on_retry(number: int, delay: float, exc: BaseException) -> None:
         log(f"{step}: transient failure ({describe(exc)}); retry {number}/{policy.attempts - 1} in {delay:.1f}s")
 
+    deadline = time.monotonic() + policy.deadline_s
+
+    async def attempt() -> T:  # each try within its request timeout, and none past the step's deadline
+        timeout = max(min(policy.request_timeout_s, deadline - time.monotonic()), 0.1)
+        try:
+            return await asyncio.wait_for(call(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no complete answer within {timeout:.1f} s") from None
+
     try:
-        return await call_with_retries_async(call, policy, on_retry=on_retry)
+        return await call_with_retries_async(attempt, policy, on_retry=on_retry, deadline=deadline)
     except GaveUp as gave_up:
         error = describe_failure(gave_up.last, step, endpoint)
-        raise RegistryRequestError(f"{error} (gave up after {gave_up.attempts} tries)") from gave_up.last
+        why = f"within its {policy.deadline_s:g} s deadline" if gave_up.reason == "deadline" else ""
+        raise RegistryRequestError(
+            f"{error} (gave up after {gave_up.attempts} tries{' ' + why if why else ''})"
+        ) from gave_up.last
     except Exception as exc:  # noqa: BLE001 - not transient: re-raised as a clear error
         raise describe_failure(exc, step, endpoint) from exc
 

@@ -9,6 +9,7 @@ import datetime
 import os
 from collections.abc import Callable, Mapping
 from importlib import metadata as importlib_metadata
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from components._common.arguments import artifact_path, require_arguments
@@ -150,6 +151,7 @@ class ModelRegistryRequest:
     storage_key: str
     pipeline_run_id: str
     pipeline_run_name: str
+    pvc_path: str
     serving: ServingRequest
 
 
@@ -172,6 +174,18 @@ def model_registry_request(arguments: Mapping[str, Any]) -> ModelRegistryRequest
     require_arguments("model_registry", arguments, [*fields, *serving, *OUTPUTS])
     values = {name: _artifact_info(name, arguments[name]) if name in ARTIFACTS else arguments[name] for name in fields}
     return ModelRegistryRequest(**values, serving=ServingRequest(**{name: arguments[name] for name in serving}))
+
+
+def scratch_root(pvc_path: str) -> Path | None:
+    """Where the modelcar's image layout is built: ``<workspace>/model_registry/`` (``None``: a temporary directory).
+
+    On the workspace, the layout (the model's size) does not fill this pod's disk.
+    """
+    if not pvc_path.strip():
+        return None
+    root = Path(pvc_path) / "model_registry"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
 
 
 def component_outputs(result: ModelRegistryResult) -> Outputs:
@@ -238,7 +252,7 @@ def run_model_registration(
         if request.eval_results is not None and request.eval_results.metadata.get(key):
             eval_values.setdefault(key, request.eval_results.metadata[key])
     if not registry_on:  # published only: nothing to register or deploy
-        modelcar = publish(serving_request, model, log)
+        modelcar = publish(serving_request, model, log, scratch_root(request.pvc_path))
         reason = f"registry_address is empty: modelcar {modelcar.uri} published, not registered"
         details = serving_details(modelcar, None, "")
         return _unregistered(STATUS_SKIPPED, reason, summary_path, log, details, modelcar.uri)
@@ -252,7 +266,8 @@ def run_model_registration(
         allow_token_over_http=request.allow_token_over_http,
         log=log,
     )
-    modelcar = publish(serving_request, model, log)  # once the registry settings are known to be usable
+    # once the registry settings are known to be usable
+    modelcar = publish(serving_request, model, log, scratch_root(request.pvc_path))
     upload_source = None
     s3_uri = ""
     if request.s3_upload_prefix.strip():
@@ -336,7 +351,7 @@ def run_model_registration(
     if serving_request.deploy_inference_service:
         write_summary(None, "in progress")
         try:
-            deployment = deploy(serving_request, serving.uri, model_name, request.storage_key, environ, log)
+            deployment = deploy(serving_request, serving.uri, model_name, request.storage_key, environ, log, run.run_id)
         except ValueError as error:
             write_summary(None, f"FAILED: {error}")
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from components._common.kube_auth import KubeAuthError, load_api_client
@@ -66,8 +67,10 @@ def check_serving_request(
         raise ValueError("deploy_runtime is empty: name the ServingRuntime to use (e.g. vllm-runtime)")
 
 
-def publish(request: ServingRequest, model: ArtifactInfo, log: Callable[[str], None]) -> PublishedModelcar | None:
-    """Pushes the modelcar when ``modelcar_uri`` is set; ``None`` otherwise."""
+def publish(
+    request: ServingRequest, model: ArtifactInfo, log: Callable[[str], None], scratch: Path | None = None
+) -> PublishedModelcar | None:
+    """Pushes the modelcar when ``modelcar_uri`` is set (its layout built under ``scratch``); ``None`` otherwise."""
     if not request.modelcar_uri.strip():
         return None
     return publish_modelcar(
@@ -78,6 +81,7 @@ def publish(request: ServingRequest, model: ArtifactInfo, log: Callable[[str], N
         request.modelcar_lora_weights,
         request.modelcar_insecure,
         log,
+        scratch=scratch,
     )
 
 
@@ -113,8 +117,11 @@ def deploy(
     storage_key: str,
     environ: Mapping[str, str] | None,
     log: Callable[[str], None],
+    run_id: str = "",
 ) -> Deployment:
     """Serves ``registered_uri`` (``oci://`` or ``s3://``: :func:`check_deployable`) on KServe and smoke-tests it.
+
+    ``run_id``: the pipeline run's id, recorded on the service (only this run updates it later).
 
     Raises:
         KubeAuthError: No usable Kubernetes credentials.
@@ -125,27 +132,27 @@ def deploy(
         api_client = load_api_client(environ=environ, log=log)
     except KubeAuthError as error:
         raise KubeAuthError(f"deploy_inference_service: {error}") from None
-    namespace = request.deploy_namespace.strip() or pod_namespace(environ)
-    profile = None
-    if request.deploy_hardware_profile.strip():
-        from components._common.hardware_profiles import PLATFORM_NAMESPACES, read_hardware_profile
-
-        profile = read_hardware_profile(
-            api_client, request.deploy_hardware_profile.strip(), [namespace, *PLATFORM_NAMESPACES],
-            "deploy_hardware_profile",
-        )  # fmt: skip
-        log(f"hardware profile {profile.summary()}")
-    settings = DeploySettings(
-        namespace=namespace,
-        service_name=service_name(request.deploy_service_name, model_name),
-        runtime=request.deploy_runtime.strip(),
-        runtime_image=request.deploy_runtime_image.strip(),
-        gpus=request.deploy_gpus,
-        timeout_seconds=float(request.deploy_timeout_seconds),
-        hardware_profile=profile,
-    )
     try:
-        return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log)
+        namespace = request.deploy_namespace.strip() or pod_namespace(environ)
+        profile = None
+        if request.deploy_hardware_profile.strip():
+            from components._common.hardware_profiles import PLATFORM_NAMESPACES, read_hardware_profile
+
+            profile = read_hardware_profile(
+                api_client, request.deploy_hardware_profile.strip(), [namespace, *PLATFORM_NAMESPACES],
+                "deploy_hardware_profile",
+            )  # fmt: skip
+            log(f"hardware profile {profile.summary()}")
+        settings = DeploySettings(
+            namespace=namespace,
+            service_name=service_name(request.deploy_service_name, model_name),
+            runtime=request.deploy_runtime.strip(),
+            runtime_image=request.deploy_runtime_image.strip(),
+            gpus=request.deploy_gpus,
+            timeout_seconds=float(request.deploy_timeout_seconds),
+            hardware_profile=profile,
+        )
+        return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log, run_id=run_id)
     finally:
         api_client.close()
 

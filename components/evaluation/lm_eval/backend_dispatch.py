@@ -53,7 +53,7 @@ def evaluate_on_backend(
     from components._common.kube_auth import load_api_client
     from components._common.namespace import pod_namespace
     from components.evaluation.lm_eval.lmevaljob_backend import RemoteJobSettings
-    from components.evaluation.lm_eval.model_identity import check_digest
+    from components.evaluation.lm_eval.model_identity import trained_model_digest
     from components.evaluation.lm_eval.remote_evaluation import (
         evaluate_remotely,
         profile_mismatches,
@@ -84,15 +84,18 @@ def evaluate_on_backend(
             "LMEvalJob and EvalHub load one full model (pretrained=<path>): evaluate it with eval_backend='lm-eval', "
             "or train with merged LoRA weights"
         )
-    model_dir = Path(request.model_path or spec.source)
+    # the model where run.py found it: resolve_model_dir's weights on the workspace (checked against the manifest,
+    # read in place), or model_source's directory (a Hub id, s3:// or oci:// one staged on the workspace)
+    model_dir = Path(spec.source)
     if not model_dir.is_dir():
         raise ValueError(
             f"eval_backend={request.eval_backend!r}: the model {spec.source} is not a local directory; the remote "
-            "backends evaluate a model on the workspace (wire train_model's output_model)"
+            "backends evaluate a model on the workspace (wire train_model's output_model, pass pvc_path)"
         )
-    digest = check_digest(model_dir, request.model_metadata)
-    workspace = Path(request.workspace_path)
-    pvc_name = workspace_claim(pod, request.workspace_path)
+    artifact = "" if request.model_source else request.model_path
+    digest = trained_model_digest(artifact, model_dir, request.model_metadata)
+    workspace = Path(request.pvc_path)
+    pvc_name = workspace_claim(pod, request.pvc_path)
     settings = RemoteJobSettings(
         start_timeout_seconds=START_TIMEOUT_SECONDS,
         timeout_seconds=float(request.eval_timeout_seconds),

@@ -2,27 +2,14 @@
 
 from kfp import dsl
 
-from components._common.images import TORCH_CUDA_IMAGE
+from components._common.images import STEP_IMAGE_CUDA
 from components._common.runtime import runtime_component
 from components.evaluation.lm_eval.parameter_docs import PARAMETER_DOCS
 
-#: The image: a CUDA PyTorch build, so torch, its ``nvidia-*`` wheels and triton come with the image, never from pip
-#: when the pod starts (``tests/test_step_images.py`` checks its torch against what the pins below require).
-IMAGE = TORCH_CUDA_IMAGE
-#: Pinned runtime packages installed on top of :data:`IMAGE` (lm-eval with its Hugging Face backend; torch is not
-#: listed: the image's satisfies every requirement on it, so pip keeps it).
-PACKAGES = [
-    "lm-eval[hf]==0.4.13",
-    "transformers==5.23.0",
-    "peft==0.21.2",
-    "accelerate==1.15.0",
-    "datasets==5.2.0",
-    "sacrebleu==2.6.0",
-    "msgspec==0.22.0",
-]
 
-
-@runtime_component(__file__, packages=PACKAGES, parameter_docs=PARAMETER_DOCS, image=IMAGE)
+# The CUDA build of the step image (the evaluation requests a GPU by default); the pipelines put the CPU step image
+# here when the evaluation requests none (``pipelines/training/finetuning/settings.py``, ``eval_gpus=0``).
+@runtime_component(parameter_docs=PARAMETER_DOCS, base_image=STEP_IMAGE_CUDA)
 def lm_eval(
     metrics: dsl.Output[dsl.Metrics],
     results: dsl.Output[dsl.Artifact],
@@ -49,10 +36,10 @@ def lm_eval(
     allow_empty_eval_dataset: bool = False,
     enabled: bool = True,
     skip_unusable_model_source: bool = False,
+    pvc_path: str = "",
     eval_backend: str = "lm-eval",
     hardware_profile: str = "",
     evalhub_url: str = "",
-    workspace_path: str = "",
     eval_timeout_seconds: int = 14400,
     eval_cleanup_policy: str = "delete",
 ) -> None:

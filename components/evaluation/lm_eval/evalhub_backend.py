@@ -72,7 +72,10 @@ def build_job_request(
         if task in heldout_tasks:
             benchmark["parameters"]["include_path"] = f"{TEST_DATA_PATH}/{tasks_relative.strip('/')}"
         benchmarks.append(benchmark)
-    model: dict[str, Any] = {"name": model_path, "parameters": {"pretrained": model_path, "model_digest": model_digest}}
+    model: dict[str, Any] = {
+        "name": model_path,
+        "parameters": {"pretrained": model_path, "weights_digest": model_digest},
+    }
     if model_url:
         model["url"] = model_url
     body: dict[str, Any] = {"name": name, "tags": ["kfp-finetune"], "model": model, "benchmarks": benchmarks}

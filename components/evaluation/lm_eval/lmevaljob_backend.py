@@ -67,7 +67,7 @@ def relative_to_workspace(path: Path, workspace: Path, what: str) -> str:
     except ValueError:
         raise WorkspaceError(
             f"{what} {path} is not on the workspace {workspace}: eval_backend=lmevaljob/evalhub read it from the "
-            "workspace PVC; give workspace_path (the pipeline's dsl.WORKSPACE_PATH_PLACEHOLDER)"
+            "workspace PVC; give pvc_path (the pipeline's dsl.WORKSPACE_PATH_PLACEHOLDER)"
         ) from None
 
 

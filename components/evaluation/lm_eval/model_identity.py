@@ -1,53 +1,56 @@
 """Never evaluate the wrong model: the evaluated model's location and digest against the trained model's.
 
-The trained model is identified by its directory's digest (:func:`directory_digest`: SHA-256 over each file's
-relative path and contents, in path order) and, where the Model artifact's metadata records one (``model_digest``),
-that digest must match what is evaluated. A remote backend echoes the model it evaluates (the LMEvalJob's
-``pretrained`` argument, EvalHub's ``model``); it must be the location submitted. Both end up in the results' metadata
-(``evaluated_model_location``, ``evaluated_model_digest``) and so in the registry's lineage.
+One identity, issue 44's (``components/_common/model_location.py``): ``train_model``'s ``Model`` artifact carries a
+manifest (:data:`~components._common.model_location.MANIFEST_FILE`: where the weights are, each file's fingerprint,
+``digest`` = ``sha256:`` of that list) and records the same digest in its metadata as ``weights_digest``.
+:func:`~components._common.model_location.resolve_model_dir` (called before any backend runs) refuses weights that
+are missing or changed since the manifest was written; :func:`trained_model_digest` then checks that the manifest is
+the trained model's (its digest equals the artifact's ``weights_digest``) and returns the digest. A remote backend
+echoes the model it evaluates (the LMEvalJob's ``pretrained`` argument, EvalHub's ``model``); it must be the location
+submitted (:func:`check_same_location`). Both end up in the results' metadata (``evaluated_model_location``,
+``evaluated_model_digest``) and so in the registry's lineage.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-#: The Model artifact's metadata key that records the trained model's digest (``sha256:<hex>``).
-DIGEST_KEY = "model_digest"
+from components._common.model_location import STORAGE_ARTIFACT, build_manifest, read_manifest
+
+#: The Model artifact's metadata key that records the trained model's manifest digest (``sha256:<hex>``).
+DIGEST_KEY = "weights_digest"
 
 
 class WrongModelError(ValueError):
     """The model evaluated is not the trained one (one line)."""
 
 
-def directory_digest(path: Path) -> str:
-    """``sha256:<hex>`` over every file's path (relative, POSIX) and bytes, in sorted order; a file: its bytes."""
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for file in files:
-        relative = file.name if file == path else file.relative_to(path).as_posix()
-        digest.update(relative.encode() + b"\0")
-        with file.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        digest.update(b"\0")
-    return f"sha256:{digest.hexdigest()}"
+def trained_model_digest(model_path: str, model_dir: Path, metadata: Mapping[str, Any]) -> str:
+    """The manifest digest of the model evaluated, checked against the Model artifact's ``weights_digest``.
 
+    Args:
+        model_path: The ``Model`` artifact's directory ("" when a path or ``model_source`` is evaluated instead).
+        model_dir: Where the weights are (``resolve_model_dir(model_path)``, already checked against the manifest).
+        metadata: The ``Model`` artifact's metadata.
 
-def check_digest(model_dir: Path, metadata: Mapping[str, Any]) -> str:
-    """The digest of ``model_dir``, checked against the Model artifact's ``model_digest`` when it records one.
+    Without a manifest (the ``local`` launcher's artifact holds the files; a base model's directory) the digest is
+    computed by the same scheme (:func:`~components._common.model_location.build_manifest`: SHA-256 of the small
+    files, size and modification time of the weights).
 
     Raises:
         WrongModelError: The digests differ.
+        ModelLocationError: The manifest is unreadable.
     """
-    actual = directory_digest(model_dir)
+    manifest = read_manifest(model_path) if model_path else None
+    actual = (manifest or build_manifest(model_dir, STORAGE_ARTIFACT, in_artifact=True)).digest
     expected = str(metadata.get(DIGEST_KEY) or "")
     if expected and expected != actual:
         raise WrongModelError(
-            f"refusing to evaluate {model_dir}: its digest {actual} is not the trained model's {DIGEST_KEY} "
-            f"{expected} (Model artifact metadata); the workspace holds another model than the one train_model wrote"
+            f"refusing to evaluate {model_dir}: its manifest digest {actual} is not the trained model's {DIGEST_KEY} "
+            f"{expected} (Model artifact metadata); the artifact or the workspace holds another model than the one "
+            "train_model wrote"
         )
     return actual
 

@@ -92,11 +92,17 @@ def _check_full_model(directory: Path, where: str) -> None:
 
 
 def _adapter_base(adapter_config: dict, metadata: Mapping[str, Any], where: str, directory: Path) -> str:
-    """Picks the base model of an adapter: its ``base_model_name_or_path``, else ``metadata['base_model']``."""
+    """Picks an adapter's base: the first reachable here (a directory of this pod, or a Hub id) of these.
+
+    ``metadata['base_model_path']`` (the base model's copy on the workspace), the adapter's
+    ``base_model_name_or_path``, ``metadata['base_model']``.
+    """
     candidates = [
         ("adapter_config.json base_model_name_or_path", str(adapter_config.get("base_model_name_or_path") or "")),
         ("model.metadata['base_model']", str(metadata.get("base_model") or "")),
     ]
+    if metadata.get("base_model_path"):  # the copy staged on the workspace once per run (components/_common)
+        candidates.insert(0, ("model.metadata['base_model_path']", str(metadata["base_model_path"])))
     for _, value in candidates:
         if value and (not looks_like_path(value) or Path(value).expanduser().is_dir()):
             return str(Path(value).expanduser()) if looks_like_path(value) else value

@@ -2,7 +2,9 @@
 
 PARAMETER_DOCS = {
     "model": (
-        "Optional when `model_source` is given. Directory in Hugging Face `save_pretrained` layout: a full "
+        "Optional when `model_source` is given. `train_model`'s manifest of weights on the workspace (read in place "
+        "and checked: `components/_common/model_location.py`; mount the workspace with `pvc_path`), or a "
+        "directory in Hugging Face `save_pretrained` layout: a full "
         "model (`config.json`, weights, "
         "tokenizer) or a PEFT adapter (`adapter_config.json` + `adapter_model.*`), loaded on its base "
         "model through lm-eval's `peft=` argument. The base is the adapter's `base_model_name_or_path` "
@@ -26,7 +28,14 @@ PARAMETER_DOCS = {
         "verdict. A baseline that was skipped (its `results` has a `skipped` reason) is reported as such."
     ),
     "model_source": (
-        "A local path or Hub id evaluated **instead of** `model` (e.g. the base model, to produce a baseline)."
+        "A local path or Hub id evaluated **instead of** `model` (e.g. the base model, to produce a baseline). With "
+        "`pvc_path`, a Hub id, `s3://` prefix or `oci://` reference is first downloaded once per run into the "
+        "workspace (`<pvc_path>/train_model/model_cache/`), where training and the fine-tuned evaluation reuse it."
+    ),
+    "pvc_path": (
+        'The run\'s workspace: pass `dsl.WORKSPACE_PATH_PLACEHOLDER` (the pipelines do); "" = none (the model '
+        "must then be in the artifact or a path of this pod). `lmevaljob` and `evalhub` need it: they read the model "
+        "in place there and the held-out task written there, through the PVC mounted at this path."
     ),
     "batch_size": ("`auto`, `auto:N` (re-detect N times) or a positive integer."),
     "limit": ("Documents per task; `-1` = all. `0` is refused."),
@@ -70,9 +79,10 @@ PARAMETER_DOCS = {
     ),
     "skip_unusable_model_source": (
         "Write *skipped* outputs instead of failing when `model_source` cannot be evaluated as asked: a URI lm-eval "
-        "cannot load (`oci://`, `s3://`, `pvc://`), a local path that is no directory in this pod, or a tokenizer "
-        "without chat template while `apply_chat_template` is true. The pipelines' base-model evaluation sets it, so "
-        "a run on such a base model still trains and registers (without deltas)."
+        "cannot load (`oci://`, `s3://` without `pvc_path`; `pvc://`), a local path that is no directory in this "
+        "pod, a download into the workspace that failed, or a tokenizer without chat template while "
+        "`apply_chat_template` is true. The pipelines' base-model "
+        "evaluation sets it, so a run on such a base model still trains and registers (without deltas)."
     ),
     "allow_empty_eval_dataset": (
         "Skip the held-out tasks instead of failing when `eval_dataset` has no rows (`dataset_download` "
@@ -90,10 +100,6 @@ PARAMETER_DOCS = {
         "or passed to EvalHub (`hardware_config`); for `lm-eval` compared with this pod and recorded. '' = none."
     ),
     "evalhub_url": ("EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`."),
-    "workspace_path": (
-        "The workspace PVC's mount path (`dsl.WORKSPACE_PATH_PLACEHOLDER`): where `lmevaljob` and `evalhub` find the "
-        "model and write the held-out task."
-    ),
     "eval_timeout_seconds": ("How long a remote evaluation may take (`lmevaljob`, `evalhub`; `0` = no limit)."),
     "eval_cleanup_policy": (
         "What happens to the LMEvalJob once its results are read, or when it fails or the run is cancelled: "

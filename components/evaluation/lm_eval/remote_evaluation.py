@@ -29,7 +29,7 @@ EVAL_BACKENDS = (LOCAL_BACKEND, "lmevaljob", "evalhub")
 WORKSPACE_DIR = "lm_eval"
 
 
-def check_backend(eval_backend: str, custom_tasks_path: str, evalhub_url: str, workspace_path: str) -> None:
+def check_backend(eval_backend: str, custom_tasks_path: str, evalhub_url: str, pvc_path: str) -> None:
     """Refuses a backend setting in one line (the rule, the value, what to do).
 
     Raises:
@@ -41,17 +41,17 @@ def check_backend(eval_backend: str, custom_tasks_path: str, evalhub_url: str, w
         return
     if custom_tasks_path:
         raise ValueError(f"custom_tasks: only eval_backend='lm-eval' runs them (got eval_backend={eval_backend!r})")
-    if not workspace_path:
+    if not pvc_path:
         raise ValueError(
             f"eval_backend={eval_backend!r} reads the model and the held-out task from the workspace PVC: pass "
-            "workspace_path=dsl.WORKSPACE_PATH_PLACEHOLDER"
+            "pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER"
         )
     if eval_backend == "evalhub" and not evalhub_url.startswith(("http://", "https://")):
         raise ValueError(f"evalhub_url={evalhub_url!r}: eval_backend='evalhub' needs EvalHub's http(s) URL")
 
 
-def workspace_claim(pod: Mapping[str, Any], workspace_path: str) -> str:
-    """The PVC mounted at ``workspace_path`` in a pod (its first container's mounts).
+def workspace_claim(pod: Mapping[str, Any], pvc_path: str) -> str:
+    """The PVC mounted at ``pvc_path`` in a pod (its first container's mounts).
 
     Raises:
         ValueError: Nothing of the pod's is mounted there, or it is not a PVC.
@@ -60,11 +60,11 @@ def workspace_claim(pod: Mapping[str, Any], workspace_path: str) -> str:
     volumes = {v.get("name"): v for v in spec.get("volumes") or []}
     for container in spec.get("containers") or []:
         for mount in container.get("volumeMounts") or []:
-            if mount.get("mountPath", "").rstrip("/") == workspace_path.rstrip("/"):
+            if mount.get("mountPath", "").rstrip("/") == pvc_path.rstrip("/"):
                 claim = (volumes.get(mount.get("name")) or {}).get("persistentVolumeClaim") or {}
                 if claim.get("claimName"):
                     return str(claim["claimName"])
-    raise ValueError(f"workspace_path={workspace_path!r}: no PVC of this step's pod is mounted there")
+    raise ValueError(f"pvc_path={pvc_path!r}: no PVC of this step's pod is mounted there")
 
 
 def profile_mismatches(profile: Any, pod: Mapping[str, Any]) -> list[str]:
@@ -133,8 +133,8 @@ def evaluate_remotely(
     submitted = f"{evalhub_backend.TEST_DATA_PATH}/{model_relative}"
     echoed = (job.get("model") or {}).get("parameters") or {}
     check_same_location(submitted, str(echoed.get("pretrained") or ""), f"EvalHub job {name}")
-    if echoed.get("model_digest") != model_digest:
-        check_same_location(model_digest, str(echoed.get("model_digest") or ""), f"EvalHub job {name} (digest)")
+    if echoed.get("weights_digest") != model_digest:
+        check_same_location(model_digest, str(echoed.get("weights_digest") or ""), f"EvalHub job {name} (digest)")
     return evalhub_backend.lm_eval_results(job, evalhub_backend.metric_directions(heldout_dir)), submitted
 
 

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from components._common.arguments import artifact_path, require_arguments
+from components._common.base_model import BaseModelError, stage_base_model
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import write_text_atomically
 from components._common.masking import mask_data, masked
+from components._common.model_location import resolve_model_dir
 from components.evaluation.lm_eval.comparison import compare_with_baseline
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
@@ -81,10 +83,10 @@ class LmEvalRequest:
     allow_empty_eval_dataset: bool
     enabled: bool
     skip_unusable_model_source: bool
+    pvc_path: str
     eval_backend: str
     hardware_profile: str
     evalhub_url: str
-    workspace_path: str
     eval_timeout_seconds: int
     eval_cleanup_policy: str
 
@@ -133,8 +135,8 @@ def check_backend_available(backend: str) -> None:
 
     if backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ValueError(
-            "backend 'vllm' needs the vllm package, which this image lacks: run the component on a runtime image "
-            "with vLLM (KFP_FINETUNE_RUNTIME_IMAGE) or use backend 'hf'"
+            "backend 'vllm' needs the vllm package, which this image lacks: build an image from the Containerfile "
+            "with vLLM added and compile with --eval-image <it>, or use backend 'hf'"
         )
 
 
@@ -271,6 +273,20 @@ def _skipped(results_path: str, report_path: str, source: str, reason: str) -> L
     return LmEvalResult(metrics={}, results_metadata={"model": source, "skipped": reason}, results=results)
 
 
+def located_model_source(request: LmEvalRequest) -> str:
+    """``model_source``, or its copy on the workspace: a Hub id, ``s3://`` or ``oci://`` downloaded there once per run.
+
+    Without ``pvc_path`` (no workspace) ``model_source`` is returned as given.
+
+    Raises:
+        BaseModelError: The download failed.
+    """
+    if not request.model_source or not request.pvc_path.strip():
+        return request.model_source
+    staged = stage_base_model(request.model_source, request.pvc_path, os.environ, parameter="model_source", log=_log)
+    return str(staged.path) if staged is not None else request.model_source
+
+
 @masked
 def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> LmEvalResult:
     """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
@@ -295,16 +311,20 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         return _skipped(
             results_path, report_path, request.model_source or request.model_path, "turned off (enabled is false)"
         )
+    try:
+        model_source = located_model_source(request)
+    except BaseModelError as error:
+        if not request.skip_unusable_model_source:
+            raise
+        return _skipped(results_path, report_path, request.model_source, f"model_source not staged: {error}")
     if request.skip_unusable_model_source:
-        unusable = unusable_source_reason(
-            request.model_source, request.backend, request.model_args, options["apply_chat_template"]
-        )
+        template = options["apply_chat_template"]
+        unusable = unusable_source_reason(model_source, request.backend, request.model_args, template)
         if unusable:
             return _skipped(results_path, report_path, request.model_source, f"model_source {unusable}")
-    check_backend(request.eval_backend, request.custom_tasks_path, request.evalhub_url, request.workspace_path)
-    spec = resolve_model(
-        request.model_path, request.model_metadata, request.model_source, request.backend, request.model_args
-    )
+    check_backend(request.eval_backend, request.custom_tasks_path, request.evalhub_url, request.pvc_path)
+    model_dir = str(resolve_model_dir(request.model_path)) if request.model_path and not model_source else ""
+    spec = resolve_model(model_dir, request.model_metadata, model_source, request.backend, request.model_args)
     if request.eval_backend == LOCAL_BACKEND:
         check_backend_available(request.backend)
     baseline = load_baseline(Path(request.baseline_results_path)) if request.baseline_results_path else None

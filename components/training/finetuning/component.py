@@ -9,16 +9,9 @@ passes that to :func:`~components.training.finetuning.run.run_train_model`. The 
 
 from kfp import dsl
 
-from components._common.images import STEP_IMAGE
 from components._common.runtime import runtime_component
 from components.training.finetuning.parameter_docs import PARAMETER_DOCS
 
-#: What the launcher imports (the Kubernetes client, matplotlib, ...): installed in the step image (Containerfile) and
-#: pip-installed only where the component is rebuilt for another, non-prebuilt image (``with_image(image)``).
-PACKAGES = ["kubernetes==30.1.0", "matplotlib==3.11.2", "boto3==1.44.5", "huggingface-hub==2.0.0", "tenacity==9.2.1"]
-PACKAGES += ["mlflow-skinny==3.17.2"]  # MLflow tracking: imported only when a tracking URI is set
-PACKAGES += ["msgspec==0.22.0"]  # the chat-format decoder (components/_common/chat_format.py)
-PACKAGES += ["oras==0.2.43"]  # oci:// base models: the registry client (imported only for oci:// models)
 PASSTHROUGHS = [
     dsl.TaskConfigField.KUBERNETES_VOLUMES,
     dsl.TaskConfigField.KUBERNETES_TOLERATIONS,
@@ -32,13 +25,9 @@ PASSTHROUGHS = [
 
 
 @runtime_component(
-    __file__,
     string_routes={"dataset": "dataset_path"},  # the RHOAI guide's train_model(dataset="path/to/data.jsonl")
-    packages=PACKAGES,
     parameter_docs=PARAMETER_DOCS,
     task_config_passthroughs=PASSTHROUGHS,
-    image=STEP_IMAGE,  # its code (~190 KiB packed) does not fit KFP's embedded archive: the versioned step image
-    prebuilt=True,
 )
 def train_model(
     output_model: dsl.Output[dsl.Model],
@@ -102,6 +91,7 @@ def train_model(
     training_jit_checkpoint: bool = True,
     training_oci_insecure: bool = False,
     training_oci_ca_bundle: str = "",
+    training_copy_model_to_artifact: bool = False,
     hf_token_secret_name: str = "hf-token",
     s3_secret_name: str = "",
     run_id: str = dsl.PIPELINE_JOB_ID_PLACEHOLDER,

@@ -116,6 +116,7 @@ class TrainModelRequest:
     training_jit_checkpoint: bool
     training_oci_insecure: bool
     training_oci_ca_bundle: str
+    training_copy_model_to_artifact: bool
     hf_token_secret_name: str
     s3_secret_name: str
     run_id: str
@@ -244,3 +245,21 @@ class TrainingConfig(Hyperparameters):
     def hyperparameters(self) -> dict[str, Any]:
         """The fields that shape training, for metadata and reports (``base_model`` left out)."""
         return dataclasses.asdict(self.training_settings())
+
+
+def check_env_vars(env_vars: Mapping[str, Any]) -> None:
+    """Refuses a ``training_env_vars`` value shaped like a secret: it would be written into the job in plain text.
+
+    Raises:
+        TrainingConfigError: One line naming the variable (never its value) and the secret parameters to use.
+    """
+    from components._common.masking import looks_like_secret
+
+    for name, value in dict(env_vars).items():
+        if looks_like_secret(str(value)):
+            raise TrainingConfigError(
+                f"train_model parameter training_env_vars[{str(name)!r}]: the value looks like a secret (a token, a "
+                "password in a URL, a key in a connection string) and would be written into the training job in "
+                "plain text: put it in a Kubernetes secret and pass the secret's name instead (hf_token_secret_name, "
+                "s3_secret_name, or the task's kubernetes.use_secret_as_env)"
+            )

@@ -18,7 +18,12 @@ from components.training.finetuning.config import (
     runtime_name_of,
 )
 from components.training.finetuning.job_from_request import build_job_manifest, job_namespace, require_training_image
-from components.training.finetuning.manifests.api_generations import TRAINER_2_3, TrainJobApi, other_generation
+from components.training.finetuning.manifests.api_generations import (
+    TRAINER_2_3,
+    TrainJobApi,
+    other_generation,
+    refuses_generation,
+)
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.pod import entrypoint, progress_server
@@ -184,8 +189,8 @@ def run_cluster_job(
     try:
         manifest = submit(served)
     except FieldsRejected as error:
-        if served.discovered:
-            raise
+        if served.discovered or not refuses_generation(served.generation, error.fields):
+            raise  # (a refused field that is not the assumed generation's own says nothing about the generation)
         # The assumed generation was refused by the Strict create (nothing stored): the cluster serves the other one.
         served = other_generation(served, f"the cluster refused {', '.join(error.fields)}")
         log(f"TrainJob API: {served.describe()} ({served.source}); building the job for it")
@@ -267,19 +272,29 @@ def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
     """
     if plan.launcher in CLUSTER_LAUNCHERS and plan.run_dir.exists():
         from components._common.kube_auth import load_api_client
-        from components.training.finetuning.cluster.live_job import find_live_job
-        from components.training.finetuning.manifests.names import ownership_labels
 
         api_client = api_client or load_api_client()
-        kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.launcher, ["TrainJob", "PyTorchJob"])
-        name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
-        live = find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
+        live = live_job_of(plan, api_client)
         if live is not None:
             log(
-                f"training_resume=False: the {live.get('kind', 'job')} {namespace}/{name} of this run/task still "
-                f"exists, so this attempt re-attaches to it and keeps its checkpoints and metrics in {plan.run_dir} "
-                "(nothing is cleared under a live job)"
+                f"training_resume=False: the {live.get('kind', 'job')} {job_namespace(plan.request)}/"
+                f"{job_name(plan.run_id, plan.task_name)} of this run/task still exists, so this attempt re-attaches "
+                f"to it and keeps its checkpoints and metrics in {plan.run_dir} (nothing is cleared under a live job)"
             )
             return api_client
     shutil.rmtree(plan.run_dir, ignore_errors=True)
     return api_client
+
+
+def live_job_of(plan: RunPlan, api_client: Any) -> dict[str, Any] | None:
+    """The job of this run/task that still exists (a retried launcher re-attaches to it), or ``None``.
+
+    Raises:
+        JobApiError: The API could not be asked.
+    """
+    from components.training.finetuning.cluster.live_job import find_live_job
+    from components.training.finetuning.manifests.names import ownership_labels
+
+    kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.launcher, ["TrainJob", "PyTorchJob"])
+    name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
+    return find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)

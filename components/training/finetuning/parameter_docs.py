@@ -102,6 +102,13 @@ PARAMETER_DOCS = {
         "oci:// base models: CA bundle (PEM file path in the task, or PEM text) that verifies the registry's TLS "
         "certificate; '' = the system CAs (or REQUESTS_CA_BUNDLE)."
     ),
+    "training_copy_model_to_artifact": (
+        "Also copy the trained weights into the `output_model` artifact (the pipeline root's object store), as "
+        "every run did before. Costs the model's size three times per run: the launcher pod's disk (evicted "
+        "without ephemeral storage), the upload, and each reading step's download; and it stays in the object store "
+        "for every run. Off: the artifact holds a manifest and the steps read the weights on the workspace, which is "
+        "deleted when the run succeeds (keep the model with the registry's modelcar_uri or s3_upload_prefix)."
+    ),
     "training_queue_name": (
         "Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue admits it, the step waits "
         "logging the queue state and never resumes it itself; '' = no queue."
@@ -145,8 +152,13 @@ PARAMETER_DOCS = {
     "run_id": ("The KFP run id (a placeholder by default): names the run directory and the TrainJob; leave as is."),
     "task_name": ("The KFP task name (a placeholder by default); leave as is."),
     "output_model": (
-        "The final model in Hugging Face save_pretrained layout (weights + tokenizer); metadata: "
-        "checkpoint_path (its real location on the workspace PVC), base_model, algorithm, "
+        "The final model. From a cluster job: a manifest (`kfp_finetune_model.json`: the weights' directory on "
+        "the workspace PVC, each file's size and fingerprint, their digest), not the weights, which the evaluation "
+        "and registry steps read in place (`components/_common/model_location.py`); with "
+        "training_copy_model_to_artifact or the local launcher, also the files in Hugging Face save_pretrained "
+        "layout. Metadata: weights_path, weights_storage (`workspace` or `artifact`), weights_bytes, "
+        "weights_digest, weights_in_artifact, checkpoint_path (its real location on the workspace PVC), "
+        "base_model, algorithm, "
         "hyperparameters, dataset_uri, dataset_sha256, job_name and job_kind (the TrainJob or PyTorchJob; empty "
         "for the local launcher), backend (the launcher used: `trainjob`, `pytorchjob` or `local`), "
         "mlflow_run_id ('' without tracking); for an oci:// base model also "

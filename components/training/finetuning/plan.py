@@ -15,7 +15,7 @@ class TrainModelResult:
     """What a ``train_model`` run produced.
 
     Attributes:
-        model_dir: The model copied into the ``Model`` artifact.
+        model_dir: The directory holding the model: on the workspace (cluster jobs), or the artifact's copy (local).
         checkpoint_path: Where the final checkpoint really lives (on the workspace PVC when there is one).
         summary: The KFP metrics written.
         records: The per-step records.

@@ -1,4 +1,4 @@
-"""Publishing a run: the model into the ``Model`` artifact (with metadata), the KFP metrics and the HTML report.
+"""Publishing a run: the ``Model`` artifact (a manifest, or the model), its metadata, the KFP metrics, the report.
 
 A full disk or an unwritable output is one :class:`PublishError` line; nothing half-written is left.
 """
@@ -12,6 +12,13 @@ from typing import Any
 
 from components._common.files import replace_dir, with_extension, write_text_atomically
 from components._common.masking import mask_data
+from components._common.model_location import (
+    STORAGE_ARTIFACT,
+    STORAGE_WORKSPACE,
+    ModelManifest,
+    build_manifest,
+    write_manifest,
+)
 from components.training.finetuning.plan import LauncherRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.report import render_report
@@ -106,6 +113,36 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
     raise FileNotFoundError(f"no final checkpoint (hf_format/* or a model) under {ckpt_dir}")
 
 
+def publish_model(
+    model: Any, final_dir: Path, on_workspace: bool, copy_to_artifact: bool
+) -> tuple[Path, ModelManifest]:
+    """Writes the ``Model`` artifact: the manifest, and the files themselves only when they must travel.
+
+    A cluster job wrote the weights once, onto the workspace PVC: the artifact gets the manifest (where they are, each
+    file's size and fingerprint) and the next steps read them there (:mod:`~components._common.model_location`),
+    unless ``copy_to_artifact`` (``training_copy_model_to_artifact``) asks for the copy as well. Not
+    ``on_workspace``: the ``local`` launcher trained in this task, in a directory that does not outlive it (a
+    temporary directory, or kfp.local's workspace, deleted when the local run ends): the model is copied into the
+    artifact, which is what lasts.
+
+    Returns:
+        ``(the directory holding the model, the manifest written)``.
+    """
+    target = Path(model.path)
+    in_artifact = copy_to_artifact or not on_workspace
+    storage = STORAGE_WORKSPACE if on_workspace else STORAGE_ARTIFACT
+    manifest = build_manifest(final_dir, storage, in_artifact)
+
+    def write(staging: Path) -> None:
+        if in_artifact:
+            shutil.copytree(final_dir, staging, dirs_exist_ok=True)
+        write_manifest(staging, manifest)
+
+    needed = manifest.total_bytes if in_artifact else 2**16
+    write_output("the model", target, needed, lambda: replace_dir(target, write))
+    return (target if storage == STORAGE_ARTIFACT else final_dir), manifest
+
+
 def publish_outputs(
     plan: RunPlan,
     trained: LauncherRun,
@@ -115,18 +152,13 @@ def publish_outputs(
     facts: dict[str, str],
     temporary: str | None,
 ) -> TrainModelResult:
-    """Copies the model into the artifact and writes its metadata, the KFP metrics and the HTML report."""
+    """Writes the ``Model`` artifact (:func:`publish_model`) with its metadata, the KFP metrics and the HTML report."""
     config, final_dir, launcher = plan.config, trained.final_dir, trained.launcher or plan.launcher
-    target = Path(model.path)
-    model_dir = write_output(
-        "the model",
-        target,
-        tree_bytes(final_dir),
-        lambda: replace_dir(target, lambda staging: shutil.copytree(final_dir, staging, dirs_exist_ok=True)),
-    )
     # The local launcher trains in this task: its run directory is scratch (a temporary directory, or a pipeline
     # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
-    checkpoint_path = str(model.uri if temporary or launcher == "local" else final_dir)
+    scratch = bool(temporary) or launcher == "local"
+    model_dir, manifest = publish_model(model, final_dir, not scratch, plan.request.training_copy_model_to_artifact)
+    checkpoint_path = str(model.uri if scratch else final_dir)
     lora_weights = ""
     if config.algorithm == "lora":
         lora_weights = "adapter" if (final_dir / "adapter_config.json").is_file() else "merged"
@@ -142,6 +174,7 @@ def publish_outputs(
         "model_format": "huggingface",
         "lora_weights": lora_weights,
         **trained.extra_metadata,
+        **manifest.metadata(),
     }
     model.metadata.update(mask_data(metadata, patterns=False))
     summary = metrics_module.summarize(trained.records, trained.train_seconds)

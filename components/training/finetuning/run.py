@@ -28,6 +28,7 @@ from components.training.finetuning.config import (
     TrainingConfig,
     TrainingConfigError,
     TrainModelRequest,
+    check_env_vars,
 )
 from components.training.finetuning.job_from_request import require_training_image
 from components.training.finetuning.launch import (
@@ -35,6 +36,7 @@ from components.training.finetuning.launch import (
     PodSettings,
     check_workspace_reaches_pods,
     clear_previous_run,
+    live_job_of,
     pod_settings,
     resolve_launcher,
     run_cluster_job,
@@ -74,6 +76,7 @@ def validate_request(request: TrainModelRequest, has_eval_data: bool) -> Trainin
         TrainingConfigError: The first broken rule, naming the parameter and value.
     """
     config = TrainingConfig.from_request(request)
+    check_env_vars(request.training_env_vars)
     launcher = request.training_launcher
     if launcher not in LAUNCHERS:
         raise TrainingConfigError(
@@ -263,8 +266,8 @@ def _require_local_training_packages(algorithm: str) -> None:
     missing = missing_trainer_packages(algorithm)
     if missing:
         raise TrainingConfigError(
-            f"train_model parameter training_launcher='local' needs {', '.join(missing)} in the task image: compile "
-            "with the runtime image (KFP_FINETUNE_RUNTIME_IMAGE, see Containerfile) or use training_launcher='trainjob'"
+            f"train_model parameter training_launcher='local' needs {', '.join(missing)} in the task image: run it on "
+            "the project's step image (Containerfile; compile --image) or use training_launcher='trainjob'"
         )
 
 
@@ -279,9 +282,13 @@ def train_on_cluster(
     launcher = resolve_launcher(plan, api_client, log)
     model_path, model_facts = stage_base_model(plan, log)
     gpus = max(plan.request.training_gpus_per_node, 1)
-    config_path = write_run_config(
-        plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config, gpus, settings, model_path
-    )
+    config_path = plan.run_dir / RUN_CONFIG_FILE
+    if config_path.is_file() and live_job_of(plan, api_client) is not None:  # an earlier attempt's job, still live
+        log(f"a job of this run/task is live: re-attaching without staging anything in {plan.run_dir}")
+    else:
+        config_path = write_run_config(
+            plan.config, plan.run_dir, plan.data_file, plan.eval_file, plan.task_config, gpus, settings, model_path
+        )
     return run_cluster_job(plan, api_client, launcher, config_path, model_path, model_facts, log, options)
 
 

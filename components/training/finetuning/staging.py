@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.artifacts import find_artifact_file
+from components._common.base_model import model_cache_dir, staged_base_model
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import replace_dir
 from components.training.finetuning.config import TrainingConfigError
@@ -22,22 +23,30 @@ from components.training.finetuning.plan import RunPlan
 
 
 def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str]]:
-    """Pulls an ``oci://`` base model into the workspace, in this task (once per run; a retry reuses the copy).
+    """The base model's copy on the workspace for the training pods, when there is one (no copy: they download it).
+
+    A copy an earlier step of the run staged (the base model's evaluation, :mod:`components._common.base_model`) is
+    used as it is; an ``oci://`` base model is pulled here, in this task, otherwise (once per run; a retry reuses the
+    copy). A Hub id or ``s3://`` prefix no step staged is downloaded by the pods into the same workspace cache.
 
     Returns:
-        ``(local model directory, lineage facts)``, or ``(None, {})`` when the base model is not ``oci://``.
+        ``(local model directory, lineage facts)``, or ``(None, {})`` when the pods resolve the base model.
 
     Raises:
         oci_model.OciModelError: The model cannot be pulled (one line naming the reference and the fix).
     """
     base_model = plan.config.base_model
+    staged = staged_base_model(base_model, plan.workspace)
+    if staged is not None:
+        log(f"training_base_model={base_model!r}: using the copy staged on the workspace at {staged.path}")
+        return str(staged.path), staged.facts
     if not base_model.startswith("oci://"):
         return None, {}
     from components.training.finetuning.oci import model as oci_model
 
     pulled = oci_model.pull_model(
         base_model,
-        plan.workspace / "train_model" / "model_cache",
+        model_cache_dir(plan.workspace),
         os.environ,
         insecure=plan.request.training_oci_insecure,
         ca_bundle=plan.request.training_oci_ca_bundle,

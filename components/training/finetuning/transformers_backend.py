@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from components._common.chat_format import iter_chat_file
-from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod.entrypoint import settings_not_supported
 from components.training.finetuning.pod.modules import POD_MODULES
@@ -82,6 +81,8 @@ def pod_command(config_path: Path) -> tuple[list[str], list[str]]:
 
 def read_result(ckpt_dir: Path) -> dict[str, Any]:
     """Rank 0's ``result.json`` (``{}`` when it is missing or unreadable: the metrics and model still publish)."""
+    from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE  # (imports transformers: here)
+
     try:
         value = json.loads((Path(ckpt_dir) / RESULT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -1,8 +1,8 @@
 """Compile-time settings of the fine-tuning pipelines.
 
-They shape the compiled YAML itself (the workspace PVC, secret names, each step's image and resources) and so cannot
+They shape the compiled YAML itself (the workspace PVC, secret names, the steps' image and resources) and so cannot
 be run-time parameters. Each is a constant at the top of a ``pipelines/training/<name>/pipeline.py`` (``PVC_SIZE``,
-``EVAL_IMAGE``, ...; the defaults below where a module declares none), overridable by an environment variable
+``IMAGE``, ...; the defaults below where a module declares none), overridable by an environment variable
 (``KFP_FINETUNE_<NAME>``) and by the matching ``kfp-finetune compile`` flag: the module calls
 :func:`pipeline_settings` with its ``globals()``.
 """
@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 
-from components._common.images import PYTHON_IMAGE, STEP_IMAGE, TORCH_CUDA_IMAGE
+from components._common.images import STEP_IMAGE, STEP_IMAGE_CUDA
 from components._common.workspace import PVC_ACCESS_MODES, PVC_SIZE, PVC_STORAGE_CLASS
 
 #: What KFP accepts for a task's CPU (cores, fractions or millicores) and memory (an integer with an optional suffix).
@@ -24,15 +24,12 @@ _CPU = re.compile(r"^([0-9]*\.)?[0-9]+m?$")
 _MEMORY = re.compile(r"^[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$")
 _ACCESS_MODES = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
 
-#: The steps with their own image and resources, in pipeline order.
+#: The steps with their own resources, in pipeline order.
 STEPS = ("dataset", "launcher", "eval", "registry")
-#: Each step's image: a slim Python for the light steps; a CUDA PyTorch image for evaluation, so that torch and its
-#: CUDA wheels are never pip-installed when the pod starts (see ``components/_common/images.py``). A pipeline.py
-#: overrides them with constants of the same names.
-DATASET_IMAGE = PYTHON_IMAGE
-LAUNCHER_IMAGE = STEP_IMAGE  # the project's versioned step image: train_model's code is too large to embed
-EVAL_IMAGE = TORCH_CUDA_IMAGE
-REGISTRY_IMAGE = PYTHON_IMAGE
+#: The image of every step and of the evaluations ("" = the project's published images of this version: see
+#: :meth:`CompileSettings.image_of`). A pipeline.py overrides them with constants of the same names.
+IMAGE = ""
+EVAL_IMAGE = ""
 _RESOURCE_KINDS = ("cpu_request", "cpu_limit", "memory_request", "memory_limit")
 
 
@@ -55,13 +52,12 @@ class CompileSettings:
         eval_gpu_resource: Extended resource name of the evaluation step's accelerator.
         eval_node_selector: ``key=value`` node selector of the evaluation step when it requests accelerators
             ("" = none).
-        dataset_image: Image of the dataset step (its packages are pip-installed on top at start).
-        launcher_image: Image of the ``train_model`` task (the launcher, not the training pods): an image built from
-            the project's ``Containerfile`` (default: the versioned step image), since its code is not embedded.
-        eval_image: Image of the evaluation step; it must carry torch (CUDA build) and Python >= 3.10: only lm-eval
-            and its Hugging Face stack are pip-installed on top.
-        registry_image: Image of the registry step.
-        runtime_image: Prebuilt image (``Containerfile``) replacing all four; nothing is installed at start.
+        image: Image of every step (an image built from the project's ``Containerfile``: an ImageStream of the
+            cluster, a mirror); "" = the project's published step image of this version
+            (``components/_common/images.py``: ``STEP_IMAGE``).
+        eval_image: Image of the evaluation step (a ``Containerfile`` build with CUDA torch when it requests GPUs);
+            "" = ``image`` when that is set, else the published ``STEP_IMAGE_CUDA`` when ``eval_gpus`` > 0 and
+            ``STEP_IMAGE`` when the evaluation runs on CPU.
         <step>_cpu_request, <step>_cpu_limit, <step>_memory_request, <step>_memory_limit: Kubernetes quantities
             of each step's container (``step`` one of :data:`STEPS`); limits must not be below requests.
     """
@@ -79,11 +75,8 @@ class CompileSettings:
     eval_gpus: int = 1
     eval_gpu_resource: str = "nvidia.com/gpu"
     eval_node_selector: str = "nvidia.com/gpu.present=true"
-    dataset_image: str = DATASET_IMAGE
-    launcher_image: str = LAUNCHER_IMAGE
+    image: str = IMAGE
     eval_image: str = EVAL_IMAGE
-    registry_image: str = REGISTRY_IMAGE
-    runtime_image: str = ""
     # Each step's resources, from what it does: the dataset step holds a tokenizer and a dataset in memory; the
     # launcher only talks to the Kubernetes API and draws a chart; the evaluation step loads the model (a 1.5B model
     # is ~3 GB in bf16, more while loading) next to lm-eval; the registry step makes a few API calls (and may copy
@@ -127,9 +120,10 @@ class CompileSettings:
                 "eval_node_selector must be 'key=value' (e.g. nvidia.com/gpu.present=true), "
                 f"got {self.eval_node_selector!r}"
             )
-        for step in STEPS:
-            if not getattr(self, f"{step}_image"):
-                raise ValueError(f"{step}_image must name a container image, got ''")
+        for field in ("image", "eval_image"):
+            value = getattr(self, field)
+            if not isinstance(value, str) or value != value.strip() or any(c.isspace() for c in value):
+                raise ValueError(f"{field} must be a container image reference without spaces (or ''), got {value!r}")
         self._check_resources()
 
     def _check_resources(self) -> None:
@@ -153,14 +147,21 @@ class CompileSettings:
                         f"{step}_{resource}_request ({getattr(self, f'{step}_{resource}_request')})"
                     )
 
-    def image_of(self, step: str) -> tuple[str, bool]:
-        """``(image, prebuilt)`` of ``step``: the runtime image (prebuilt) when set, else the step's own image.
+    def image_of(self, step: str) -> str:
+        """The image ``step`` (one of :data:`STEPS`) runs on; see :attr:`image` and :attr:`eval_image`.
 
-        The launcher's image is always a prebuilt one (``Containerfile``): its code is not embedded.
+        Raises:
+            ValueError: ``step`` is not one of :data:`STEPS`.
         """
-        if self.runtime_image:
-            return self.runtime_image, True
-        return getattr(self, f"{step}_image"), step == "launcher"
+        if step not in STEPS:
+            raise ValueError(f"unknown step {step!r}: one of {list(STEPS)}")
+        if step != "eval":
+            return self.image or STEP_IMAGE
+        if self.eval_image:
+            return self.eval_image
+        if self.image:
+            return self.image
+        return STEP_IMAGE_CUDA if self.eval_gpus else STEP_IMAGE
 
     def resources_of(self, step: str) -> dict[str, str]:
         """``{"cpu_request": ..., "cpu_limit": ..., "memory_request": ..., "memory_limit": ...}`` of ``step``."""

@@ -37,7 +37,8 @@ _OCI_PUSH_SECRET_KEYS = {
 def step_components(settings: CompileSettings) -> tuple[Any, Any, Any, Any]:
     """``(dataset_download, train_model, lm_eval, model_registry)``, each built for its step's image.
 
-    With ``settings.runtime_image`` set, all four use that prebuilt image and install nothing when a pod starts.
+    Every step runs on the project's step image (``settings.image``); the evaluation on its CUDA build when it
+    requests GPUs (``settings.image_of``). Nothing is embedded in the YAML or installed when a pod starts.
     """
     from components.data_processing.dataset_download import dataset_download
     from components.deployment.kubeflow_model_registry import model_registry
@@ -45,10 +46,10 @@ def step_components(settings: CompileSettings) -> tuple[Any, Any, Any, Any]:
     from components.training.finetuning import train_model
 
     return (
-        dataset_download.with_image(*settings.image_of("dataset")),
-        train_model.with_image(*settings.image_of("launcher")),
-        lm_eval.with_image(*settings.image_of("eval")),
-        model_registry.with_image(*settings.image_of("registry")),
+        dataset_download.with_image(settings.image_of("dataset")),
+        train_model.with_image(settings.image_of("launcher")),
+        lm_eval.with_image(settings.image_of("eval")),
+        model_registry.with_image(settings.image_of("registry")),
     )
 
 

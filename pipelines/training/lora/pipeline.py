@@ -14,13 +14,10 @@ PVC_ACCESS_MODES = ["ReadWriteMany"]
 PIPELINE_NAME = "lora-pipeline"
 
 # =============================================================================
-# Step images (COMPILE-TIME settings): mirror them for a disconnected cluster
+# Step images (COMPILE-TIME settings): every step runs on the project's image, built from the Containerfile
 # =============================================================================
-DATASET_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-LAUNCHER_IMAGE = "quay.io/kfp-finetune/kfp-finetune:0.1.0"  # the Containerfile's image: train_model's code
-EVAL_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"  # CUDA torch inside: not pip-installed
-REGISTRY_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-RUNTIME_IMAGE = ""  # a Containerfile image here replaces all four and installs nothing at run time
+IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
+EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
 
 # The steps' other settings are compile-time too (e.g. EVAL_CPU_LIMIT = "8", DATASET_MEMORY_REQUEST = "4Gi"); see
 # pipelines/training/finetuning/settings.py for every name. KFP_FINETUNE_<NAME> environment variables and
@@ -34,7 +31,7 @@ from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E4
 
 #: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
 SETTINGS = pipeline_settings(globals())
-#: The four components, each built for its step image above (RUNTIME_IMAGE replaces all four).
+#: The four components, each built for the step images above.
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
@@ -102,6 +99,7 @@ def lora_pipeline(
     phase_02_train_opt_progress_port: int = 28080,
     phase_02_train_opt_progress_poll_interval: int = 30,
     phase_02_train_opt_jit_checkpoint: bool = True,
+    phase_02_train_opt_copy_model_to_artifact: bool = False,
     phase_03_eval_man_eval_tasks: list = ["arc_easy"],
     phase_03_eval_opt_batch: str = "auto",
     phase_03_eval_opt_limit: int = -1,
@@ -254,6 +252,12 @@ def lora_pipeline(
         phase_02_train_opt_jit_checkpoint: The training pods (Training Hub, or the `transformers` backend at the end
             of the running step) save a just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues
             from it.
+        phase_02_train_opt_copy_model_to_artifact: Also copy the trained weights into the `output_model` artifact (the
+            pipeline root's object store), as every run did before. Costs the model's size three times per run: the
+            launcher pod's disk (evicted without ephemeral storage), the upload, and each reading step's download; and
+            it stays in the object store for every run. Off: the artifact holds a manifest and the steps read the
+            weights on the workspace, which is deleted when the run succeeds (keep the model with the registry's
+            modelcar_uri or s3_upload_prefix).
         phase_03_eval_man_eval_tasks: lm-eval task, group or tag names. Built-in names need their datasets (see
             *Disconnected clusters*). An entry that is a local directory (`/...` or `./...`) of task YAMLs evaluates
             every task they declare (staged like `custom_tasks`). May be empty when `eval_dataset` is given.
@@ -325,9 +329,10 @@ def lora_pipeline(
         phase_04_registry_opt_max_regression_relative: `max_regression` is a fraction of the base model's value instead
             of metric units.
         phase_04_registry_opt_model_uri: Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`,
-            `hf://`, `http(s)://`), overriding the derived one.
+            `hf://`, `http(s)://`), overriding the derived one. A `pvc://` of the run's own workspace claim
+            (`…-kfp-workspace`, deleted with the run) is refused: use `modelcar_uri` or `s3_upload_prefix`.
         phase_04_registry_opt_s3_upload_prefix: `s3://bucket/prefix`: upload the model files there (data-connection env
-            credentials) and register that URI. Exclusive with `model_uri`.
+            credentials; one streamed copy from the workspace) and register that URI. Exclusive with `model_uri`.
         phase_04_registry_opt_storage_key: Data-connection secret name recorded on the artifact, for serving to read an
             `s3://` URI.
         phase_04_registry_opt_is_secure: Verify the registry's TLS certificate (needs `https://` and a token). `False`
@@ -354,6 +359,7 @@ def lora_pipeline(
             its name into the dashboard's annotations. '' = none.
     """
     dataset_task = dataset_download(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         dataset_uri=phase_01_dataset_man_data_uri,
         train_split_ratio=phase_01_dataset_man_data_split,
         subset_count=phase_01_dataset_opt_subset,
@@ -426,6 +432,7 @@ def lora_pipeline(
         training_progress_metrics_port=phase_02_train_opt_progress_port,
         training_progress_poll_interval_seconds=phase_02_train_opt_progress_poll_interval,
         training_jit_checkpoint=phase_02_train_opt_jit_checkpoint,
+        training_copy_model_to_artifact=phase_02_train_opt_copy_model_to_artifact,
         hf_token_secret_name=SETTINGS.hf_token_secret,
         s3_secret_name=SETTINGS.s3_secret,
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
@@ -436,6 +443,7 @@ def lora_pipeline(
 
     # The same tasks and settings for the base model and the fine-tuned model (edit them here, once).
     evaluation_settings = dict(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         eval_dataset=dataset_task.outputs["eval_dataset"],
         task_names=phase_03_eval_man_eval_tasks,
         batch_size=phase_03_eval_opt_batch,
@@ -457,7 +465,6 @@ def lora_pipeline(
         evalhub_url=phase_03_eval_opt_evalhub_url,
         eval_timeout_seconds=phase_03_eval_opt_timeout,
         eval_cleanup_policy=phase_03_eval_opt_cleanup_policy,
-        workspace_path=dsl.WORKSPACE_PATH_PLACEHOLDER,  # lmevaljob/evalhub read the model from it
     )
     # The base model, before training (it needs only the base model and the held-out split); its results are the
     # fine-tuned evaluation's baseline. Cached: free on a re-run with the same base model, data and tasks.
@@ -481,6 +488,7 @@ def lora_pipeline(
     tasks.set_up_evaluation(eval_task, SETTINGS)
 
     registry_task = model_registry(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         model=training_task.outputs["output_model"],
         eval_metrics=eval_task.outputs["metrics"],
         eval_results=eval_task.outputs["results"],

@@ -14,13 +14,10 @@ PVC_ACCESS_MODES = ["ReadWriteMany"]
 PIPELINE_NAME = "osft-minimal-pipeline"
 
 # =============================================================================
-# Step images (COMPILE-TIME settings): mirror them for a disconnected cluster
+# Step images (COMPILE-TIME settings): every step runs on the project's image, built from the Containerfile
 # =============================================================================
-DATASET_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-LAUNCHER_IMAGE = "quay.io/kfp-finetune/kfp-finetune:0.1.0"  # the Containerfile's image: train_model's code
-EVAL_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"  # CUDA torch inside: not pip-installed
-REGISTRY_IMAGE = "docker.io/library/python:3.11.11-slim-bookworm"
-RUNTIME_IMAGE = ""  # a Containerfile image here replaces all four and installs nothing at run time
+IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
+EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
 
 # The steps' other settings are compile-time too (e.g. EVAL_CPU_LIMIT = "8", DATASET_MEMORY_REQUEST = "4Gi"); see
 # pipelines/training/finetuning/settings.py for every name. KFP_FINETUNE_<NAME> environment variables and
@@ -34,7 +31,7 @@ from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E4
 
 #: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
 SETTINGS = pipeline_settings(globals())
-#: The four components, each built for its step image above (RUNTIME_IMAGE replaces all four).
+#: The four components, each built for the step images above.
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
@@ -95,6 +92,7 @@ def osft_minimal_pipeline(
             `pipeline_run_id`), else `<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`.
     """
     dataset_task = dataset_download(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         dataset_uri=phase_01_dataset_man_data_uri,
         subset_count=phase_01_dataset_opt_subset,
         max_seq_len=8192,  # train_model's training_max_seq_len, for the token statistics
@@ -126,6 +124,7 @@ def osft_minimal_pipeline(
 
     # The same tasks and settings for the base model and the fine-tuned model (edit them here, once).
     evaluation_settings = dict(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         eval_dataset=dataset_task.outputs["eval_dataset"],
         task_names=phase_03_eval_man_eval_tasks,
         allow_empty_eval_dataset=True,
@@ -152,6 +151,7 @@ def osft_minimal_pipeline(
     tasks.set_up_evaluation(eval_task, SETTINGS)
 
     registry_task = model_registry(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         model=training_task.outputs["output_model"],
         eval_metrics=eval_task.outputs["metrics"],
         eval_results=eval_task.outputs["results"],

@@ -198,16 +198,19 @@ def test_sharegpt_prefix_from_s3_keeps_secrets_out_of_outputs(tmp_path, s3_data_
     assert "test-secret-access-key" not in everything and "part-0.jsonl" in everything
 
 
-def test_compiled_component_embeds_the_pure_modules_within_the_argument_limit(tmp_path):
+def test_compiled_component_runs_on_the_step_image_with_its_wrapper_only(tmp_path):
     import yaml
     from kfp import compiler
 
+    from components._common.images import STEP_IMAGE
+
     compiler.Compiler().compile(dataset_download, str(tmp_path / "component.yaml"))
     spec = yaml.safe_load((tmp_path / "component.yaml").read_text())
-    executor = next(iter(spec["deploymentSpec"]["executors"].values()))
-    source = executor["container"]["command"][-1]
-    assert len(source.encode()) < 100 * 1024
-    assert "run_dataset_download" in source and "__KFP_EMBEDDED_ARCHIVE_B64" in source
+    container = next(iter(spec["deploymentSpec"]["executors"].values()))["container"]
+    source = container["command"][-1]
+    assert container["image"] == STEP_IMAGE and len(source.encode()) < 8 * 1024
+    assert "run_dataset_download" in source and "__KFP_EMBEDDED_ARCHIVE_B64" not in source
+    assert "pip install" not in " ".join(container["command"])
 
 
 def test_prompt_completion_parquet_from_the_hub(tmp_path, hub_stub):

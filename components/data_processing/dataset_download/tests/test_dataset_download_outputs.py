@@ -138,3 +138,34 @@ def test_url_signatures_reach_no_output_and_the_url_stays_readable(http_file_ser
     assert "HTTP 404" in str(error.value) and "X-Amz-Signature=***" in str(error.value)
     assert not [secret for secret in SECRETS if secret in str(error.value) + out + err + caplog.text]
     assert not (tmp_path / "x").exists()
+
+
+ROUND5_QUERY = "?jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJl&hf_token=hfsecretvalue1&api_key=apikeyvalue2" + (
+    "&key=plainkeyvalue3&code=oauthcodevalue4&password=passwordvalue5&page=2"
+)
+ROUND5_SECRETS = (
+    "eyJhbGciOiJIUzI1NiJ9",
+    "hfsecretvalue1",
+    "apikeyvalue2",
+    "plainkeyvalue3",
+    "oauthcodevalue4",
+    "passwordvalue5",
+)
+
+
+def test_query_secrets_of_any_common_name_reach_no_artifact_metadata_nor_return_value(http_file_server, tmp_path):
+    """``jwt``, ``hf_token``, ``api_key``, ``key``, ``code``, ``password``: masked in metadata, report and result."""
+    (http_file_server.root / "chat.jsonl").write_bytes(LINE * 10)
+    url = http_file_server.url_for("chat.jsonl") + ROUND5_QUERY
+    done = run_dataset_download(
+        dataset_download_request(url, train_split_ratio=0.8), tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    )
+    artifacts = _artifacts(tmp_path)
+    done.write_outputs(*artifacts)
+    everything = json.dumps([artifact.metadata for artifact in artifacts[:3]]) + (tmp_path / "r.md").read_text()
+    everything += repr(done)
+    assert not [secret for secret in ROUND5_SECRETS if secret in everything]
+    shown = artifacts[0].metadata["dataset_uri"]
+    assert shown == http_file_server.url_for("chat.jsonl") + (
+        "?jwt=***&hf_token=***&api_key=***&key=***&code=***&password=***&page=2"
+    )

@@ -12,7 +12,12 @@ import time
 import jsonschema
 import pytest
 
-from components.deployment.kubeflow_model_registry.kserve_deploy import DeployError, DeploySettings, deploy_model
+from components.deployment.kubeflow_model_registry.kserve_deploy import (
+    RUN_ANNOTATION,
+    DeployError,
+    DeploySettings,
+    deploy_model,
+)
 from components.deployment.kubeflow_model_registry.kserve_manifests import (
     MODEL_LABEL,
     build_inference_service,
@@ -27,6 +32,13 @@ MODEL = "tiny-chat"
 URI = "oci://quay.io/org/tiny@sha256:" + "a" * 64
 ISVC = "serving.kserve.io/v1beta1/inferenceservices"
 RUNTIMES = "serving.kserve.io/v1alpha1/servingruntimes"
+RUN_ID = "5e1f0c2a-run-of-this-pipeline"
+
+
+def _this_runs(manifest):
+    """``manifest`` as this run's earlier (retried) task created it: the run's id recorded."""
+    manifest["metadata"].setdefault("annotations", {})[RUN_ANNOTATION] = RUN_ID
+    return manifest
 
 
 def _settings(**changes) -> DeploySettings:
@@ -121,10 +133,10 @@ def test_updates_its_own_service_with_uid_and_resource_version_preconditions(kse
     )
     previous = build_inference_service(MODEL, NS, "oci://quay.io/org/tiny@sha256:" + "b" * 64, "vllm-runtime", MODEL, 1)
     created = kserve.custom.create_namespaced_custom_object(
-        "serving.kserve.io", "v1beta1", NS, "inferenceservices", previous
+        "serving.kserve.io", "v1beta1", NS, "inferenceservices", _this_runs(previous)
     )
     with _become_ready(kserve, openai_stub.url, after_generation=2):
-        deployment = deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print)
+        deployment = deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print, run_id=RUN_ID)
     isvc = _isvcs(kserve)[MODEL]
     assert (deployment.action, deployment.runtime_created) == ("updated", False)
     assert isvc["metadata"]["uid"] == created["metadata"]["uid"] == deployment.uid
@@ -143,7 +155,7 @@ def test_a_service_of_another_owner_is_never_touched(kserve):
     )
     other_model = build_inference_service(MODEL + "-b", NS, URI, "vllm-runtime", "other-model", 0)
     kserve.custom.create_namespaced_custom_object("serving.kserve.io", "v1beta1", NS, "inferenceservices", other_model)
-    with pytest.raises(DeployError, match="was not made by this pipeline .* never overwritten") as refused:
+    with pytest.raises(DeployError, match="was not made by this pipeline run .* never overwritten") as refused:
         deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print)
     assert len(str(refused.value).splitlines()) == 1
     with pytest.raises(DeployError, match="never overwritten"):  # our labels, but for another registered model
@@ -162,7 +174,7 @@ def test_never_ready_times_out_and_leaves_the_service(kserve, openai_stub):
 
 
 def test_ready_for_an_older_generation_is_not_ready(kserve, openai_stub):
-    stale = build_inference_service(MODEL, NS, URI, "vllm-runtime", MODEL, 1)
+    stale = _this_runs(build_inference_service(MODEL, NS, URI, "vllm-runtime", MODEL, 1))
     created = kserve.custom.create_namespaced_custom_object(
         "serving.kserve.io", "v1beta1", NS, "inferenceservices", stale
     )
@@ -171,7 +183,7 @@ def test_ready_for_an_older_generation_is_not_ready(kserve, openai_stub):
         "serving.kserve.io", "v1beta1", NS, "inferenceservices", MODEL, {"status": status}
     )
     with pytest.raises(DeployError, match="did not become Ready"):
-        deploy_model(kserve.api_client, _settings(timeout_seconds=0.3), URI, MODEL, "", print)
+        deploy_model(kserve.api_client, _settings(timeout_seconds=0.3), URI, MODEL, "", print, run_id=RUN_ID)
     assert _isvcs(kserve)[MODEL]["metadata"]["uid"] == created["metadata"]["uid"]
 
 
@@ -183,17 +195,19 @@ def test_forbidden_is_one_line_naming_the_rbac_file(kserve):
 
 
 def test_a_service_replaced_between_read_and_patch_is_refused(kserve):
-    mine = build_inference_service(MODEL, NS, URI, "vllm-runtime", MODEL, 1)
+    mine = _this_runs(build_inference_service(MODEL, NS, URI, "vllm-runtime", MODEL, 1))
     kserve.custom.create_namespaced_custom_object("serving.kserve.io", "v1beta1", NS, "inferenceservices", mine)
     stale = copy.deepcopy(_isvcs(kserve)[MODEL])
     stale["metadata"]["uid"] = "0000-replaced"  # what a read before a delete + re-create would have seen
     from components.deployment.kubeflow_model_registry import kserve_deploy
 
-    api = kserve_deploy._Api(kserve.api_client, _settings(), kserve_deploy.RetryPolicy(attempts=1), time.sleep)
+    api = kserve_deploy._Api(
+        kserve.api_client, _settings(), kserve_deploy.RetryPolicy(attempts=1), time.sleep, time.monotonic
+    )
     real_get = api.get
     api.get = lambda version, plural, name: stale if plural == "inferenceservices" else real_get(version, plural, name)
     with pytest.raises(DeployError, match="Precondition failed: UID in precondition"):
-        kserve_deploy._apply_service(api, mine, MODEL, print)
+        kserve_deploy._apply_service(api, mine, MODEL, RUN_ID, print)
     assert _isvcs(kserve)[MODEL]["metadata"]["labels"] == owner_labels(MODEL)
 
 
@@ -209,10 +223,10 @@ def test_rbac_yaml_grants_exactly_what_the_client_uses(kserve, openai_stub):
         (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
     }
     assert granted == kserve_deploy.API_PERMISSIONS
-    with _become_ready(kserve, openai_stub.url):
-        deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print)  # creates the runtime and the service
-    with _become_ready(kserve, openai_stub.url, after_generation=2):
-        deploy_model(kserve.api_client, _settings(), URI + "0", MODEL, "", print)  # updates its own service
+    with _become_ready(kserve, openai_stub.url):  # creates the runtime and the service
+        deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print, run_id=RUN_ID)
+    with _become_ready(kserve, openai_stub.url, after_generation=2):  # updates its own service
+        deploy_model(kserve.api_client, _settings(), URI + "0", MODEL, "", print, run_id=RUN_ID)
     used = {(r.group, r.rbac_resource, r.verb) for r in kserve.requests}
     assert used == granted  # within rbac.yaml, and every rule of it used
 

@@ -199,3 +199,40 @@ def test_the_same_files_on_the_same_base_give_the_same_digest(oci_registry, tiny
     olot = [item for item in config["history"] if item["created_by"].startswith("olot ")]
     assert len(olot) == len(manifest["layers"]) - 1  # one per model file, on the base's one layer
     assert {item["created"] for item in olot} == {files_time(tiny_model_dir)}
+
+
+def test_a_digest_skopeo_reports_that_the_registry_does_not_serve_is_never_returned(
+    oci_registry, tiny_model_dir, tmp_path, monkeypatch
+):
+    """skopeo (a wrapper around the real one) reports another digest than the push made: refused, not published."""
+    import os
+    import shutil
+    import stat
+
+    real = shutil.which("skopeo")
+    wrong = "sha256:" + "e" * 64
+    wrapper = tmp_path / "bin" / "skopeo"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'"{real}" "$@" || exit $?\n'
+        'prev=""; for arg in "$@"; do if [ "$prev" = "--digestfile" ]; then '
+        f'printf "%s" "{wrong}" > "$arg"; fi; prev="$arg"; done\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    base = _push_base(oci_registry, tmp_path)
+    lines: list[str] = []
+    with pytest.raises(ModelcarError) as refused:
+        publish_modelcar(
+            tiny_model_dir,
+            {"algorithm": "sft"},
+            f"oci://{oci_registry.host}/published/tiny:v2",
+            base,
+            "as_trained",
+            True,
+            lines.append,
+        )
+    message = str(refused.value)
+    assert f"reported as {wrong}" in message and "the registry does not serve that digest" in message
+    assert "\n" not in message and not any("modelcar pushed" in line for line in lines)

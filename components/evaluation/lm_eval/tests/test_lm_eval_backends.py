@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from components._common.model_location import read_manifest
 from components.deployment.kubeflow_model_registry.delta_gate import evaluate_delta_gate
-from components.evaluation.lm_eval.model_identity import directory_digest
-from components.evaluation.lm_eval.tests.test_lm_eval_component import _run, _train
+from components.evaluation.lm_eval.tests.test_lm_eval_component import _manifest_artifact, _run, _train
 from tests.harness.evalhub_server import running_evalhub
 from tests.harness.trustyai_controller import TrustyAIController
 
@@ -37,17 +37,29 @@ def workspace(tiny_model_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_runs(workspace, tiny_model_dir, tmp_path_factory):
+def model_artifact(workspace, tmp_path_factory) -> Path:
+    """train_model's ``Model`` artifact for a cluster job: the manifest of the weights on the workspace (issue 44)."""
+    return _manifest_artifact(workspace / "train_model" / "run-1" / "final", tmp_path_factory.mktemp("root") / "model")
+
+
+def _trained(artifact: Path) -> dict:
+    """The ``Model`` artifact's metadata as train_model records it (``weights_digest``...)."""
+    return read_manifest(artifact).metadata()
+
+
+@pytest.fixture(scope="module")
+def local_runs(workspace, model_artifact, tiny_model_dir, tmp_path_factory):
     """The in-step lm-eval's base and fine-tuned runs (the reference)."""
-    return _pair(tmp_path_factory.mktemp("local"), workspace, tiny_model_dir, eval_backend="lm-eval")
+    return _pair(tmp_path_factory.mktemp("local"), workspace, model_artifact, tiny_model_dir, eval_backend="lm-eval")
 
 
-def _pair(out: Path, workspace: Path, base_model: Path, **params):
-    """Evaluates the base model (no baseline), then the fine-tuned one against it."""
+def _pair(out: Path, workspace: Path, artifact: Path, base_model: Path, **params):
+    """Evaluates the base model (no baseline), then the fine-tuned one (its manifest artifact) against it."""
+    params["pvc_path"] = str(workspace)
     base = _run(out / "base", None, model_source=str(base_model), **params)
     baseline = out / "baseline.json"
     baseline.write_text(json.dumps(base.results))
-    tuned = _run(out / "tuned", workspace / "train_model" / "run-1" / "final", baseline=baseline, **params)
+    tuned = _run(out / "tuned", artifact, metadata=_trained(artifact), baseline=baseline, **params)
     return base, tuned
 
 
@@ -103,15 +115,16 @@ def _same_outcome(local, remote) -> None:
 
 
 def test_lmevaljob_backend_gives_the_in_step_comparison_and_gates(
-    in_cluster, workspace, tiny_model_dir, local_runs, tmp_path
+    in_cluster, workspace, model_artifact, tiny_model_dir, local_runs, tmp_path
 ):
     with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
-        remote = _pair(tmp_path, workspace, tiny_model_dir, eval_backend="lmevaljob", workspace_path=str(workspace))
+        remote = _pair(tmp_path, workspace, model_artifact, tiny_model_dir, eval_backend="lmevaljob")
     _same_outcome(local_runs, remote)
     tuned = remote[1].results_metadata
     assert tuned["eval_backend"] == "lmevaljob"
+    # read in place where train_model left it (no copy under lm_eval/<job>/model), identified by its manifest
     assert tuned["evaluated_model_location"] == "/opt/app-root/src/hf_home/train_model/run-1/final"
-    assert tuned["evaluated_model_digest"] == directory_digest(workspace / "train_model" / "run-1" / "final")
+    assert tuned["evaluated_model_digest"] == _trained(model_artifact)["weights_digest"]
     # the controller ran lm_eval with the held-out tasks from the PVC, offline, as the TrustyAI driver does
     assert all(
         "--include_path" in command and "heldout_perplexity" in ",".join(command) for command in controller.commands
@@ -120,37 +133,50 @@ def test_lmevaljob_backend_gives_the_in_step_comparison_and_gates(
 
 
 def test_evalhub_backend_gives_the_in_step_comparison_and_gates(
-    workspace, tiny_model_dir, local_runs, in_cluster, tmp_path
+    workspace, model_artifact, tiny_model_dir, local_runs, in_cluster, tmp_path
 ):
     with running_evalhub({CLAIM: workspace}) as evalhub:
         remote = _pair(
-            tmp_path,
-            workspace,
-            tiny_model_dir,
-            eval_backend="evalhub",
-            evalhub_url=evalhub.url,
-            workspace_path=str(workspace),
+            tmp_path, workspace, model_artifact, tiny_model_dir, eval_backend="evalhub", evalhub_url=evalhub.url
         )
     _same_outcome(local_runs, remote)
     tuned = remote[1].results_metadata
     assert tuned["eval_backend"] == "evalhub"
     assert tuned["evalhub"]["state"] == "completed"
-    assert tuned["evaluated_model_digest"] == directory_digest(workspace / "train_model" / "run-1" / "final")
+    assert tuned["evaluated_model_location"] == "/test_data/train_model/run-1/final"
+    assert tuned["evaluated_model_digest"] == _trained(model_artifact)["weights_digest"]
     assert {request.tenant for request in evalhub.requests} == {NAMESPACE}
 
 
-def test_a_wrong_model_is_refused_in_one_line(in_cluster, workspace, tmp_path):
-    model = workspace / "train_model" / "run-1" / "final"
+def test_a_wrong_model_is_refused_in_one_line(in_cluster, workspace, model_artifact, tmp_path):
+    """The manifest found is not the trained model's (its digest is not the artifact's ``weights_digest``)."""
     with pytest.raises(ValueError) as refused:
         _run(
             tmp_path,
-            model,
-            metadata={"model_digest": "sha256:" + "0" * 64},
+            model_artifact,
+            metadata={**_trained(model_artifact), "weights_digest": "sha256:" + "0" * 64},
             eval_backend="lmevaljob",
-            workspace_path=str(workspace),
+            pvc_path=str(workspace),
         )
     message = str(refused.value)
-    assert "\n" not in message and "refusing to evaluate" in message and "model_digest" in message
+    assert "\n" not in message and "refusing to evaluate" in message and "weights_digest" in message
+    assert in_cluster.objects("lmevaljobs") == []  # nothing submitted
+
+
+def test_changed_weights_on_the_workspace_are_refused_in_one_line(in_cluster, workspace, tmp_path):
+    """Weights rewritten since train_model wrote the manifest (issue 44's check) are never submitted."""
+    from components._common.model_location import ModelLocationError
+
+    weights = Path(shutil.copytree(workspace / "train_model" / "run-1" / "final", workspace / "train_model" / "x"))
+    try:
+        artifact = _manifest_artifact(weights, tmp_path / "root" / "model")
+        (weights / "config.json").write_text((weights / "config.json").read_text().replace(" ", "\t"))
+        with pytest.raises(ModelLocationError) as refused:
+            _run(tmp_path / "out", artifact, metadata=_trained(artifact), eval_backend="lmevaljob",
+                 pvc_path=str(workspace))  # fmt: skip
+    finally:
+        shutil.rmtree(weights)
+    assert "\n" not in str(refused.value) and "refusing to use changed weights" in str(refused.value)
     assert in_cluster.objects("lmevaljobs") == []  # nothing submitted
 
 
@@ -161,7 +187,7 @@ def test_results_that_are_not_json_fail_in_one_line(in_cluster, workspace, tmp_p
         controller.results_text = "<html>proxy error</html>"
         with pytest.raises(LmEvalJobResultsError, match="status.results is not JSON"):
             _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 workspace_path=str(workspace))  # fmt: skip
+                 pvc_path=str(workspace))  # fmt: skip
 
 
 def test_a_failed_lmevaljob_names_its_message(in_cluster, workspace, tmp_path):
@@ -171,7 +197,7 @@ def test_a_failed_lmevaljob_names_its_message(in_cluster, workspace, tmp_path):
         controller.fail_with = "pod OOMKilled"
         with pytest.raises(JobFailed):
             _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 workspace_path=str(workspace))  # fmt: skip
+                 pvc_path=str(workspace))  # fmt: skip
 
 
 def test_an_lmevaljob_that_never_completes_hits_the_timeout(in_cluster, workspace, tmp_path):
@@ -181,7 +207,7 @@ def test_an_lmevaljob_that_never_completes_hits_the_timeout(in_cluster, workspac
         controller.never_complete = True
         with pytest.raises(JobFailed, match="timeout_seconds=3"):
             _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 workspace_path=str(workspace), eval_timeout_seconds=3)  # fmt: skip
+                 pvc_path=str(workspace), eval_timeout_seconds=3)  # fmt: skip
     assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
 
 
@@ -191,7 +217,7 @@ def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_pa
     in_cluster.fail("create", "lmevaljobs", status=403)
     with pytest.raises(JobApiError, match="403"):
         _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-             workspace_path=str(workspace))  # fmt: skip
+             pvc_path=str(workspace))  # fmt: skip
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
@@ -217,7 +243,7 @@ def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in
         "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", name, {"status": status}
     )
     with pytest.raises(WrongModelError) as refused:
-        _run(tmp_path, model, eval_backend="lmevaljob", workspace_path=str(workspace))
+        _run(tmp_path, model, eval_backend="lmevaljob", pvc_path=str(workspace))
     message = str(refused.value)
     assert "\n" not in message and "it evaluated /opt/app-root/src/hf_home/train_model/run-0/final" in message
     assert not (tmp_path / "results.json").exists()  # nothing written

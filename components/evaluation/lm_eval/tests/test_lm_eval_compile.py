@@ -1,11 +1,10 @@
-"""The compiled lm_eval component: its interface, its pinned packages and the runtime code it embeds."""
+"""The compiled lm_eval component: its interface, and the CUDA step image it runs on with nothing installed."""
 
 import yaml
 from kfp import compiler
 
-from components._common import runtime
-from components.evaluation.lm_eval import component, lm_eval
-from tests.harness.compiled import open_embedded_archive
+from components._common.images import STEP_IMAGE, STEP_IMAGE_CUDA
+from components.evaluation.lm_eval import lm_eval
 
 
 def _compile(tmp_path, comp) -> dict:
@@ -46,10 +45,10 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
         "allow_empty_eval_dataset": False,
         "enabled": True,
         "skip_unusable_model_source": False,
+        "pvc_path": "",
         "eval_backend": "lm-eval",
         "hardware_profile": "",
         "evalhub_url": "",
-        "workspace_path": "",
         "eval_timeout_seconds": 14400.0,
         "eval_cleanup_policy": "delete",
     }
@@ -61,51 +60,22 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
     }
 
 
-def test_embeds_the_pure_modules_only(tmp_path):
+def test_runs_on_the_cuda_step_image_and_installs_nothing(tmp_path):
+    """By default on the CUDA build of the step image (the pipelines pick the CPU one for a CPU evaluation)."""
     spec = _compile(tmp_path, lm_eval)
-    command = next(iter(spec["deploymentSpec"]["executors"].values()))["container"]["command"][-1]
-    encoded = command.split("__KFP_EMBEDDED_ARCHIVE_B64 = '", 1)[1].split("'", 1)[0]
-    with open_embedded_archive(encoded) as tar:
-        names = {n.removeprefix("./") for n in tar.getnames() if n.endswith(".py")}
-    package = "components/evaluation/lm_eval/"
-    assert {n for n in names if n.startswith(package)} == {
-        package + name
-        for name in (
-            "__init__.py",
-            "custom_task.py",
-            "run.py",
-            "options.py",
-            "task_index.py",
-            "model_spec.py",
-            "report.py",
-            "comparison.py",
-            "results.py",
-            "task_dirs.py",
-            "devices.py",
-            # the evaluation backends (issue 46); the cluster layer they use comes with the project's step image
-            "backend_dispatch.py",
-            "remote_evaluation.py",
-            "lmevaljob_manifest.py",
-            "lmevaljob_backend.py",
-            "evalhub_backend.py",
-            "model_identity.py",
-        )
-    }
-    assert len(command) < 128 * 1024
-
-
-def test_packages_are_pinned_and_installed_on_the_torch_image_when_compiled_for_a_cluster(tmp_path, monkeypatch):
-    assert all("==" in p for p in component.PACKAGES)
-    assert "lm-eval[hf]==0.4.13" in component.PACKAGES
-    monkeypatch.setattr(runtime, "INSTALL_PACKAGES", True)
-    for_cluster = runtime.runtime_component(component.__file__, packages=component.PACKAGES, image=component.IMAGE)(
-        lm_eval.python_func
-    )
-    spec = _compile(tmp_path, for_cluster)
     container = next(iter(spec["deploymentSpec"]["executors"].values()))["container"]
-    command = " ".join(container["command"])
-    for package in component.PACKAGES:
-        assert package in command
-    assert "torch" not in " ".join(component.PACKAGES)  # torch and its CUDA wheels come with the image
-    assert container["image"] == component.IMAGE
-    assert lm_eval.component_spec.implementation.container.image == component.IMAGE  # the module-level default
+    assert container["image"] == STEP_IMAGE_CUDA and STEP_IMAGE_CUDA.startswith(STEP_IMAGE)
+    command = "\n".join(container["command"])
+    assert "pip install" not in command and "__KFP_EMBEDDED_ARCHIVE_B64" not in command
+    assert "from components.evaluation.lm_eval." in command and len(command.encode()) < 8 * 1024
+
+
+def test_the_step_image_installs_lm_eval_and_its_hugging_face_stack():
+    """What the image installs (pyproject's ``steps`` and ``local`` extras, the Containerfile's ``.[local]``)."""
+    import tomllib
+    from pathlib import Path
+
+    extras = tomllib.loads((Path(__file__).resolve().parents[4] / "pyproject.toml").read_text())
+    extras = extras["project"]["optional-dependencies"]
+    assert "lm-eval[hf]==0.4.13" in extras["steps"] and "kfp-finetune[steps]" in extras["local"]
+    assert {"transformers", "peft", "accelerate"} <= {r.split(">")[0].split("=")[0] for r in extras["local"]}

@@ -470,3 +470,31 @@ def test_turned_off_or_unloadable_base_model_writes_skipped_outputs(tmp_path, tr
     assert tuned.results_metadata["baseline_skipped"] == "turned off (enabled is false)"
     assert not any(name.endswith("/delta") for name in tuned.metrics)
     assert "Base model not evaluated:</strong> turned off" in tuned.report
+
+
+def _manifest_artifact(weights: Path, artifact: Path) -> Path:
+    """``train_model``'s ``Model`` artifact for a cluster job: the manifest of ``weights`` (on the workspace) only."""
+    from components._common.model_location import STORAGE_WORKSPACE, build_manifest, write_manifest
+
+    write_manifest(artifact, build_manifest(weights, STORAGE_WORKSPACE, in_artifact=False))
+    return artifact
+
+
+def test_the_weights_are_read_in_place_on_the_workspace(trained_model_dir, tmp_path):
+    """A manifest-only artifact evaluates the weights on the workspace: the same scores as the files themselves."""
+    weights = Path(shutil.copytree(trained_model_dir, tmp_path / "kfp-workspace" / "train_model" / "run" / "final"))
+    artifact = _manifest_artifact(weights, tmp_path / "root" / "output_model")
+    run = _run(tmp_path / "out", artifact, pvc_path=str(tmp_path / "kfp-workspace"), max_samples=4)
+    assert run.results_metadata["model"] == str(weights)
+    assert run.metrics and run.metrics == _run(tmp_path / "direct", trained_model_dir, max_samples=4).metrics
+
+
+def test_changed_weights_on_the_workspace_are_refused_before_evaluating(tiny_model_dir, tmp_path):
+    from components._common.model_location import ModelLocationError
+
+    weights = Path(shutil.copytree(tiny_model_dir, tmp_path / "kfp-workspace" / "final"))
+    artifact = _manifest_artifact(weights, tmp_path / "root" / "output_model")
+    (weights / "config.json").write_text((weights / "config.json").read_text().replace(" ", "\t"))
+    with pytest.raises(ModelLocationError, match="config.json changed .*refusing to use changed weights"):
+        _run(tmp_path / "out", artifact)
+    assert not (tmp_path / "out" / "results.json").exists()

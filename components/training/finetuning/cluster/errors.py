@@ -51,3 +51,7 @@ class ApiOutageTooLong(JobApiError):
 
 class LauncherDisrupted(JobError):
     """SIGTERM came because the launcher pod is evicted, preempted or stopped with its node; the job is left running."""
+
+
+class JobIncomplete(JobApiError):
+    """The stored (or adopted) job lacks fields this step sent: it is not followed; the cleanup policy was applied."""

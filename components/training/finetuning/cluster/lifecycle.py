@@ -16,6 +16,7 @@ from components.training.finetuning.cluster.errors import (
     JobConflictError,
     JobError,
     JobFailed,
+    JobIncomplete,
     NotOurJob,
 )
 from components.training.finetuning.cluster.job_client import CreateRejected, JobClient, NameBeingReleased, uid_of
@@ -23,6 +24,7 @@ from components.training.finetuning.cluster.job_kinds import owned_by, queue_nam
 from components.training.finetuning.cluster.outage import find_it, find_job_command, through_outage
 from components.training.finetuning.cluster.signals import signals_ignored
 from components.training.finetuning.cluster.state import JobSettings, JobState
+from components.training.finetuning.cluster.stored import lost_fields, lost_fields_message
 
 #: Pods whose failed containers' log tails go into a diagnosis.
 _MAX_LOGGED_PODS = 2
@@ -86,6 +88,7 @@ def submit(client: JobClient, state: JobState, settings: JobSettings) -> None:
             state.job, state.uid = existing, uid_of(existing)
             runtime = (client.manifest["spec"].get("runtimeRef") or {}).get("name")
             client.say(f"created in namespace {client.namespace}" + (f" (runtime {runtime})" if runtime else ""))
+            refuse_incomplete(client, state, settings, existing, adopted=False)
             return
         if not owned_by(existing, client.labels):
             state.submitted = False  # the name is someone else's job: never clean it up
@@ -100,8 +103,33 @@ def submit(client: JobClient, state: JobState, settings: JobSettings) -> None:
             client.say(f"a previous attempt's {kind} is being deleted; waiting to create a new one")
             settings.sleep(settings.api.poll_interval_seconds)
             continue
+        state.job, state.uid = existing, uid_of(existing)
+        refuse_incomplete(client, state, settings, existing, adopted=True)
         reattach(client, state, existing)
         return
+
+
+def refuse_incomplete(
+    client: JobClient, state: JobState, settings: JobSettings, stored: dict[str, Any], adopted: bool
+) -> None:
+    """Raises :class:`JobIncomplete`, after applying the cleanup policy, when ``stored`` lost fields that were sent.
+
+    Raises:
+        JobIncomplete: The job lacks (or holds changed) fields of the manifest; it is not followed.
+    """
+    lost = lost_fields(client.manifest, stored)
+    if not lost:
+        return
+    message = lost_fields_message(client.kind.kind, f"{client.namespace}/{client.name}", lost, adopted)
+    client.say(message)
+    with signals_ignored():
+        note = clean_up(client, state, settings, cleanup_budget(settings))
+    policy = settings.policy.cleanup_policy
+    done = {"delete": "deleted", "suspend": "suspended", "keep": "kept"}[policy]
+    tail = f"; {note}" if note else f"; it was {done} (cleanup_policy={policy})"
+    if policy == "keep" and not note:
+        tail += f": `{manual_command(client, 'delete')}` removes it"
+    raise JobIncomplete(message + tail)
 
 
 def reattach(client: JobClient, state: JobState, existing: dict[str, Any]) -> None:
@@ -184,8 +212,14 @@ def delete_job(client: JobClient, state: JobState, settings: JobSettings, deadli
         return False
 
 
-def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline: Deadline) -> str:
+def clean_up(
+    client: JobClient, state: JobState, settings: JobSettings, deadline: Deadline, wait_for_job: bool = False
+) -> str:
     """Applies the cleanup policy, best effort, retrying until ``deadline`` (the whole budget).
+
+    Without the create's answer (no uid) the job is looked up by its name and this run/task's labels; with
+    ``wait_for_job`` (a cancel while the create was in flight) it is looked for until ``deadline``, since the API
+    server may store it after the step stopped waiting.
 
     Returns:
         ``""``, or when the API could not do it, the note naming the job and the ``kubectl`` command that does.
@@ -200,8 +234,8 @@ def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline
     bounded, retry = client.bounded(deadline), Retry(settings.api.outage_policy, deadline=deadline)
     try:
         if not state.uid:  # the create's answer never came: clean up only this run/task's job
-            existing = bounded.get_job(retry)
-            if existing is None or not owned_by(existing, client.labels) or not uid_of(existing):
+            existing = find_own_job(bounded, settings, deadline, retry, wait_for_job)
+            if existing is None:
                 return ""
             state.job, state.uid = existing, uid_of(existing)
         if policy == "delete":
@@ -223,6 +257,20 @@ def clean_up(client: JobClient, state: JobState, settings: JobSettings, deadline
         return note
 
 
+def find_own_job(
+    client: JobClient, settings: JobSettings, deadline: Deadline, retry: Retry, wait: bool
+) -> dict[str, Any] | None:
+    """This run/task's job under the name (its labels), looked for once or, with ``wait``, until ``deadline``."""
+    while True:
+        existing = client.get_job(retry)
+        if existing is not None and owned_by(existing, client.labels) and uid_of(existing):
+            return existing
+        pause = min(settings.api.poll_interval_seconds, 0.5)
+        if not wait or settings.clock() + pause > deadline.at:
+            return None
+        settings.sleep(pause)
+
+
 def wrap_up(client: JobClient, state: JobState, settings: JobSettings, outcome: str) -> JobFailed:
     """Diagnoses a failed, timed-out, cancelled or vanished job and applies the cleanup policy (signals ignored).
 
@@ -240,7 +288,8 @@ def wrap_up(client: JobClient, state: JobState, settings: JobSettings, outcome: 
             found = diagnose(client.bounded(cleanup_budget(settings)), state, settings, outcome)
             deadline = cleanup_budget(settings)
         client.say(found.text())
-        note = clean_up(client, state, settings, deadline) if outcome != "Deleted" else ""
+        waiting = outcome == "Cancelled" and not state.uid  # cancelled while the create was in flight
+        note = clean_up(client, state, settings, deadline, wait_for_job=waiting) if outcome != "Deleted" else ""
     failure = JobCancelled(found) if outcome == "Cancelled" else JobFailed(found)
     if state.replaced_by:
         append_note(

@@ -12,7 +12,12 @@ from typing import Any
 
 from components.training.finetuning.cluster import runtimes
 from components.training.finetuning.cluster.api import Api
-from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobCancelled, LauncherDisrupted
+from components.training.finetuning.cluster.errors import (
+    ApiOutageTooLong,
+    JobCancelled,
+    JobIncomplete,
+    LauncherDisrupted,
+)
 from components.training.finetuning.cluster.follow import follow
 from components.training.finetuning.cluster.job_client import JobClient
 from components.training.finetuning.cluster.job_kinds import JOB_KINDS, pods_and_logs_hint
@@ -85,7 +90,7 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
             raise JobCancelled(diagnose(client, state, settings, "Cancelled")) from None
         raise wrap_up(client, state, settings, "Cancelled") from None
     except BaseException as error:
-        if not state.submitted or isinstance(error, ApiOutageTooLong):  # (that error says where the job runs)
+        if not state.submitted or isinstance(error, (ApiOutageTooLong, JobIncomplete)):  # (they say where it is)
             raise
         if state.job is None:  # the create was never confirmed: apply the policy to this run/task's job, if any
             policy = settings.policy.cleanup_policy

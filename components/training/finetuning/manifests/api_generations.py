@@ -87,40 +87,75 @@ def other_generation(api: TrainJobApi, why: str) -> TrainJobApi:
     return assumed(other, why)
 
 
-def trainjob_schema(openapi: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``TrainJob`` schema in a group-version's OpenAPI v3 document (by ``x-kubernetes-group-version-kind``)."""
-    schemas = ((openapi.get("components") or {}).get("schemas")) or {}
-    for schema in schemas.values():
-        for gvk in (schema or {}).get("x-kubernetes-group-version-kind") or []:
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else ``{}`` (a hostile or broken answer may hold any JSON type anywhere)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array, else ``[]``."""
+    return value if isinstance(value, list) else []
+
+
+def _schemas(openapi: Any) -> Mapping[str, Any]:
+    return _mapping(_mapping(_mapping(openapi).get("components")).get("schemas"))
+
+
+def trainjob_schema(openapi: Any) -> Mapping[str, Any] | None:
+    """The ``TrainJob`` schema in a group-version's OpenAPI v3 document (by ``x-kubernetes-group-version-kind``).
+
+    Any JSON may come back (``[]``, ``null``, a field of another type): what is not of the expected shape is skipped.
+    """
+    for schema in _schemas(openapi).values():
+        for gvk in _items(_mapping(schema).get("x-kubernetes-group-version-kind")):
+            gvk = _mapping(gvk)
             if gvk.get("kind") == "TrainJob" and gvk.get("group") == API_GROUP and gvk.get("version") == API_VERSION:
-                return schema
+                return _mapping(schema)
     return None
 
 
-def _resolved(openapi: Mapping[str, Any], schema: Any) -> Mapping[str, Any]:
+def _resolved(openapi: Any, schema: Any) -> Mapping[str, Any]:
     """A schema, or the one its ``$ref`` (``#/components/schemas/<name>``, or in ``allOf``) points to."""
     if not isinstance(schema, Mapping):
         return {}
-    ref = schema.get("$ref") or next((item.get("$ref") for item in schema.get("allOf") or [] if "$ref" in item), None)
+    refs = [_mapping(item).get("$ref") for item in _items(schema.get("allOf"))]
+    ref = schema.get("$ref") or next((ref for ref in refs if ref), None)
     if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
-        return ((openapi.get("components") or {}).get("schemas") or {}).get(ref.rsplit("/", 1)[-1]) or {}
+        return _mapping(_schemas(openapi).get(ref.rsplit("/", 1)[-1]))
     return schema
 
 
-def served_trainjob_api(openapi: Mapping[str, Any]) -> TrainJobApi | None:
+def served_trainjob_api(openapi: Any) -> TrainJobApi | None:
     """The generation a ``trainer.kubeflow.org/v1alpha1`` OpenAPI v3 document serves, ``None`` when it cannot say."""
     schema = trainjob_schema(openapi)
     if schema is None:
         return None
-    properties = schema.get("properties") or {}
-    spec = _resolved(openapi, properties.get("spec")).get("properties") or {}
-    status = _resolved(openapi, properties.get("status")).get("properties") or {}
+    properties = _mapping(schema.get("properties"))
+    spec = _mapping(_resolved(openapi, properties.get("spec")).get("properties"))
+    status = _mapping(_resolved(openapi, properties.get("status")).get("properties"))
     generation = next((name for name in GENERATIONS if name in spec), None)  # (runtimePatches first)
     if generation is None:
         return None
     return TrainJobApi(
         generation, active_deadline="activeDeadlineSeconds" in spec, trainer_status="trainerStatus" in status
     )
+
+
+def own_fields(generation: str) -> tuple[str, ...]:
+    """The fields only ``generation`` serves: a Strict refusal of one of these says the other generation is served."""
+    if generation == RUNTIME_PATCHES:
+        return (f"spec.{generation}", "spec.activeDeadlineSeconds")
+    return (f"spec.{generation}",)
+
+
+def refuses_generation(generation: str, fields: list[str]) -> bool:
+    """Whether a Strict refusal of ``fields`` names one of ``generation``'s own fields (:func:`own_fields`).
+
+    Any other refused field (e.g. ``spec.trainer.numProcPerNode``) says nothing about the generation: flipping to the
+    other one would only build a job for an API the cluster may not serve.
+    """
+    own = own_fields(generation)
+    return any(field == name or field.startswith((f"{name}.", f"{name}[")) for field in fields for name in own)
 
 
 def manifest_api(manifest: Mapping[str, Any]) -> str:

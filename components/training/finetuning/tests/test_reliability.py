@@ -21,24 +21,28 @@ from components.training.finetuning.cluster.errors import JobApiError
 from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
 from components.training.finetuning.cluster.state import cancel_budget
 from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.job_from_request import build_job_manifest
 from components.training.finetuning.launch import clear_previous_run
+from components.training.finetuning.manifests.api_generations import RUNTIME_PATCHES, TrainJobApi
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.owner import OwnerReference
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import LauncherRun, RunPlan
+from components.training.finetuning.pod.run_config import encode_run_config
 from components.training.finetuning.publish import PublishError, publish_outputs
 from components.training.finetuning.run import run_train_model
 from tests.harness.follow_doubles import Log
 from tests.harness.kube import condition, validate_trainjob
-from tests.harness.requests import dataset_metadata, job_spec, train_model_request
+from tests.harness.requests import dataset_metadata, job_spec, pod_run_config, train_model_request
 from tests.harness.tcp_proxy import tcp_proxy
 
 NS = "team-a"
 RUN_ID = "run-reattach"
 TASK = "train-model"
 NAME = job_name(RUN_ID, TASK)
+UPSTREAM_API = TrainJobApi(RUNTIME_PATCHES, active_deadline=True, trainer_status=True)
 WORKFLOW = {
     "apiVersion": "argoproj.io/v1alpha1",
     "kind": "Workflow",
@@ -75,15 +79,36 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     run_dir = workspace / "train_model" / NAME
     checkpoints = _first_attempts_files(run_dir, tiny_model_dir)
     before = _digest(checkpoints)
-    first = build_trainjob(job_spec(run_id=RUN_ID, task_name=TASK, namespace=NS, command=["python", "first.py"]))
-    kube_api.create_trainjob(first)  # the first launcher's job, still running
-    ready = [{"name": "node", "ready": 1, "active": 1, "failed": 0, "succeeded": 0, "suspended": 0}]
-    kube_api.set_trainjob_status(NS, NAME, {"jobsStatus": ready})
+    run_config = pod_run_config("osft", base_model=str(tiny_model_dir), ckpt_output_dir=str(checkpoints))
+    (run_dir / "run_config.json").write_text(encode_run_config(run_config))  # staged by the first attempt
+    staged = _digest(run_dir)  # everything under the live job's run directory
     data = tmp_path / "in" / "train"
     data.parent.mkdir(parents=True)
     shutil.copyfile(demo_dataset_path, data)
     outputs = {n: c(uri=str(tmp_path / "out" / n)) for n, c in (("model", dsl.Model), ("metrics", dsl.Metrics))}
     outputs["report"] = dsl.HTML(uri=str(tmp_path / "out" / "report"))
+    request = train_model_request(
+        dataset=dsl.Dataset(uri=str(data), metadata=dataset_metadata("hf://org/demo")),
+        task_config=dsl.TaskConfig(
+            volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "ws"}}],
+            volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+        ),
+        training_base_model=str(tiny_model_dir),
+        training_algorithm="osft",
+        training_launcher="trainjob",
+        training_resume=False,
+        training_namespace=NS,
+        pvc_path=str(workspace),
+        run_id=RUN_ID,
+        task_name=TASK,
+    )
+    # The first launcher's job, still running: the one this request builds (a retried task builds the same).
+    first = build_job_manifest(
+        "trainjob", run_dir / "run_config.json", request.task_config, RUN_ID, TASK, request, None, UPSTREAM_API
+    )
+    kube_api.create_trainjob(first)
+    ready = [{"name": "node", "ready": 1, "active": 1, "failed": 0, "succeeded": 0, "suspended": 0}]
+    kube_api.set_trainjob_status(NS, NAME, {"jobsStatus": ready})
 
     def the_job_finishes():
         kube_api.wait_for(lambda: [r for r in kube_api.requests if r.verb == "create" and r.plural == "trainjobs"])
@@ -92,21 +117,7 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     log = Log()
     with kube_api.in_background(the_job_finishes):
         outcome = run_train_model(
-            train_model_request(
-                dataset=dsl.Dataset(uri=str(data), metadata=dataset_metadata("hf://org/demo")),
-                task_config=dsl.TaskConfig(
-                    volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "ws"}}],
-                    volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-                ),
-                training_base_model=str(tiny_model_dir),
-                training_algorithm="osft",
-                training_launcher="trainjob",
-                training_resume=False,
-                training_namespace=NS,
-                pvc_path=str(workspace),
-                run_id=RUN_ID,
-                task_name=TASK,
-            ),
+            request,
             **outputs,
             api_client=kube_api.api_client,
             log=log,
@@ -116,15 +127,21 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     assert f"training_resume=False: the TrainJob {NS}/{NAME} of this run/task still exists" in text
     assert "re-attached to the existing TrainJob of this run/task" in text
     assert {k: v for k, v in _digest(checkpoints).items() if k in before} == before  # nothing lost or changed
+    assert _digest(run_dir) == staged  # nothing staged under the live job (no code/, data/, run_config.json)
+    assert f"re-attaching without staging anything in {run_dir}" in text
     (job,) = kube_api.objects("trainjobs")
     assert job["spec"] == first["spec"]  # the live job untouched: no second job, no patch, no delete
     assert not [r for r in kube_api.requests if r.verb in ("delete", "patch")]
     assert outcome.summary["steps"] == 4.0 and Path(outcome.model_dir, "config.json").is_file()
 
 
-def _plan(tmp_path, launcher="trainjob"):
+def _plan(tmp_path, launcher="trainjob", copy_to_artifact=False):
     request = train_model_request(
-        training_base_model="org/model", training_resume=False, training_launcher=launcher, training_namespace=NS
+        training_base_model="org/model",
+        training_resume=False,
+        training_launcher=launcher,
+        training_namespace=NS,
+        training_copy_model_to_artifact=copy_to_artifact,
     )
     return RunPlan(
         request=request,
@@ -266,7 +283,8 @@ def _tiny_disk(path: Path, size: str = "1m", read_only: bool = False):
 
 
 def _publish(tmp_path, final_dir, out_dir):
-    plan = _plan(tmp_path)
+    """Publishes with the opt-in copy into the artifact (the path that writes the model's size to the output)."""
+    plan = _plan(tmp_path, copy_to_artifact=True)
     trained = LauncherRun(final_dir, [{"step": 1, "loss": 1.0, "time": 1.0}], 1.0, NAME, launcher="trainjob")
     outputs = {
         n: c(uri=str(out_dir / n)) for n, c in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))

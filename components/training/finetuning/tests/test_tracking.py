@@ -237,10 +237,9 @@ def test_the_component_pins_the_mlflow_client_the_server_tests_use():
     from importlib.metadata import version
     from pathlib import Path
 
-    from components.training.finetuning.component import PACKAGES
-
-    assert f"mlflow-skinny=={version('mlflow-skinny')}" in PACKAGES
-    assert version("mlflow") == version("mlflow-skinny")  # the server and the client are one release
     pyproject = tomllib.loads((Path(__file__).resolve().parents[4] / "pyproject.toml").read_text())
+    # the steps' extra is what the step image installs (Containerfile: ".[local]", which includes it)
+    assert f"mlflow-skinny=={version('mlflow-skinny')}" in pyproject["project"]["optional-dependencies"]["steps"]
+    assert version("mlflow") == version("mlflow-skinny")  # the server and the client are one release
     test_extra = pyproject["project"]["optional-dependencies"]["test"]
     assert f"mlflow=={version('mlflow')}" in test_extra and f"mlflow-skinny=={version('mlflow')}" in test_extra

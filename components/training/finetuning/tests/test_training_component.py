@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kfp import dsl
 
+from components._common.model_location import MANIFEST_FILE, resolve_model_dir
 from components.training.finetuning import train_model
 from components.training.finetuning.config import TrainingConfigError
 from components.training.finetuning.run import run_train_model
@@ -361,7 +362,11 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
     assert meta["checkpoint_path"] == str(run_dir / "checkpoints/hf_format/samples_64.0")
     assert meta["job_name"] == manifest["metadata"]["name"] == outcome.job_name
     assert meta["backend"] == "trainjob"
-    assert (Path(out["model"].path) / "model.safetensors").is_file()
+    # Issue 44: the artifact holds the manifest, not the weights; they are read in place on the workspace.
+    assert sorted(p.name for p in Path(out["model"].path).iterdir()) == [MANIFEST_FILE]
+    assert resolve_model_dir(out["model"].path) == run_dir / "checkpoints/hf_format/samples_64.0" == outcome.model_dir
+    assert meta["weights_storage"] == "workspace" and meta["weights_in_artifact"] is False
+    assert meta["weights_bytes"] == sum(p.stat().st_size for p in outcome.model_dir.rglob("*") if p.is_file())
     assert out["metrics"].metadata == {
         "final_loss": 1.4,
         "min_loss": 1.25,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from kfp import dsl
 
-from components._common import runtime
+from components._common.model_location import resolve_model_dir
 from components.training.finetuning import job_from_request, transformers_backend
 from components.training.finetuning.config import TrainingConfigError, runtime_name_of
 from components.training.finetuning.run import run_train_model, validate_request, write_run_config
@@ -154,11 +154,13 @@ def test_the_staged_tree_needs_no_project_dependency(tmp_path, demo_dataset_path
     assert run.returncode == 0, run.stderr[-2000:]
 
 
-def test_the_launchers_bundle_carries_what_staging_copies(tmp_path):
-    """Staging copies the pods' code from the launcher's own (embedded) bundle: every staged module must be in it."""
-    bundle = runtime.stage_runtime_bundle([FINETUNING], tmp_path / "bundle")
+def test_the_launchers_package_carries_what_staging_copies():
+    """Staging copies the pods' code from the launcher's own package (the step image's): every staged module is a
+    product module of this checkout (not a test module, which the wheel and the image leave out)."""
+    components_root = FINETUNING.parents[1]
     for module in transformers_backend.STAGED_MODULES:
-        assert (bundle / (module.replace(".", "/") + ".py")).is_file(), module
+        path = components_root.parent / (module.replace(".", "/") + ".py")
+        assert path.is_file() and "tests" not in path.relative_to(components_root).parts, module
 
 
 def test_auto_looks_for_the_backends_runtime(kube_api, tiny_model_dir, demo_dataset_path, tmp_path):
@@ -270,7 +272,9 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(
     meta = out["model"].metadata
     assert meta["checkpoint_path"] == str(run_dir / "checkpoints" / "final")
     assert meta["backend"] == "trainjob" and meta["job_kind"] == "TrainJob"
-    assert (Path(out["model"].path) / "config.json").is_file()
+    # The artifact is the manifest of the weights the job wrote on the workspace (issue 44), read there in place.
+    assert (resolve_model_dir(out["model"].path) / "config.json").is_file()
+    assert resolve_model_dir(out["model"].path) == run_dir / "checkpoints" / "final"
     metrics = out["metrics"].metadata
     assert metrics["steps"] == 6.0 and metrics["eval_loss"] < metrics["base_eval_loss"]
     assert [record["step"] for record in outcome.records] == [1, 2, 3, 4, 5, 6]

@@ -1,0 +1,132 @@
+"""Hostile servers, round 5: a KServe API that accepts TCP and never answers, a predictor that trickles its smoke
+answer, an InferenceService of another run under our labels, a Model Registry that never answers, credentials in
+``model_uri``.
+
+Each server is real and on 127.0.0.1 (kmock, the OpenAI-compatible stub, the TCP proxy in ``blackhole`` mode, the
+registry stub); each test bounds the step's time and asserts the end state and its one line.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from components._common.kube_auth import load_api_client
+from components.deployment.kubeflow_model_registry.kserve_deploy import (
+    RUN_ANNOTATION,
+    DeployError,
+    deploy_model,
+    smoke_request,
+)
+from components.deployment.kubeflow_model_registry.kserve_manifests import build_inference_service
+from components.deployment.kubeflow_model_registry.registry_client import RegistryRequestError, RetryPolicy
+from components.deployment.kubeflow_model_registry.tests.test_model_registry_deploy import (
+    MODEL,
+    NS,
+    URI,
+    _isvcs,
+    _settings,
+    kserve,  # noqa: F401 - the fixture
+)
+from components.deployment.kubeflow_model_registry.tests.test_model_registry_registration import (
+    FAST_RETRIES,
+    model,  # noqa: F401 - the fixture
+    model_files,  # noqa: F401 - the fixture
+    register,
+)
+from tests.harness.tcp_proxy import tcp_proxy
+
+
+# -- KServe ---------------------------------------------------------------------------------------------------------
+def test_a_kserve_api_that_never_answers_gets_one_connection_per_try_and_ends_at_its_deadline():
+    with tcp_proxy(mode="blackhole") as proxy:
+        environ = {"KUBERNETES_SERVER_URL": proxy.url, "KUBERNETES_AUTH_TOKEN": "sha256~test-token"}
+        api_client = load_api_client(environ=environ, log=lambda line: None)
+        began = time.monotonic()
+        with pytest.raises(DeployError) as refused:
+            deploy_model(
+                api_client,
+                _settings(request_timeout=0.5, api_deadline_seconds=2.0),
+                URI,
+                MODEL,
+                "",
+                lambda line: None,
+                run_id="run-1",
+            )
+        elapsed = time.monotonic() - began
+    message = str(refused.value)
+    assert elapsed < 2.0 + 0.5 + 1.5, elapsed  # the deadline, one request timeout, slack
+    assert proxy.connections <= 4  # one per try of the policy (urllib3's own retries off), not 4 x 4
+    assert message.startswith("cannot get serving.kserve.io servingruntimes in namespace team-a: no answer within")
+    assert "\n" not in message
+
+
+def test_a_smoke_endpoint_that_trickles_a_byte_a_second_ends_at_the_request_deadline(openai_stub):
+    openai_stub.trickle_s = 1.0
+    began = time.monotonic()
+    with pytest.raises(DeployError) as failed:
+        smoke_request(openai_stub.url, openai_stub.served_name, 2.0)
+    elapsed = time.monotonic() - began
+    assert elapsed < 2.0 + 1.0 + 1.0, elapsed  # the deadline, one more byte, slack
+    message = str(failed.value)
+    assert message.startswith(f"the smoke request to {openai_stub.url}/v1/completions failed: TimeoutError")
+    assert "not complete within 2 s" in message and "IncompleteRead" not in message
+
+
+def test_an_inference_service_of_another_run_with_our_two_labels_is_never_updated(kserve):  # noqa: F811
+    theirs = build_inference_service(MODEL, NS, "oci://quay.io/org/tiny@sha256:" + "c" * 64, "vllm-runtime", MODEL, 1)
+    theirs["metadata"]["annotations"][RUN_ANNOTATION] = "another-run"  # the same labels, another run's service
+    before = kserve.custom.create_namespaced_custom_object(
+        "serving.kserve.io", "v1beta1", NS, "inferenceservices", theirs
+    )
+    with pytest.raises(DeployError) as refused:
+        deploy_model(kserve.api_client, _settings(), URI, MODEL, "", lambda line: None, run_id="this-run")
+    message = str(refused.value)
+    assert "was not made by this pipeline run (this-run)" in message and "made by pipeline run 'another-run'" in message
+    assert _isvcs(kserve)[MODEL] == before
+    assert not [r for r in kserve.requests if r.verb == "patch"]
+
+
+# -- Model Registry -------------------------------------------------------------------------------------------------
+def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_path, model):  # noqa: F811
+    import model_registry.core  # noqa: F401 - imported before the clock starts (a cold import takes seconds)
+    import model_registry.types  # noqa: F401
+
+    from components.deployment.kubeflow_model_registry.run import library_versions
+
+    library_versions()
+    with tcp_proxy(mode="blackhole") as proxy:
+        stub = type("Blackhole", (), {"address": "http://127.0.0.1", "port": proxy.port})()
+        policy = RetryPolicy(attempts=4, initial_delay_s=0.01, max_delay_s=0.05, request_timeout_s=0.5, deadline_s=2)
+        began = time.monotonic()
+        with pytest.raises(RegistryRequestError) as failed:
+            register(stub, tmp_path, model, retry_policy=policy)
+        elapsed = time.monotonic() - began
+    assert elapsed < 2 + 0.5 + 2, elapsed  # (a registry that never answered held the step ~25 minutes)
+    message = str(failed.value)
+    assert f"Model Registry at http://127.0.0.1:{proxy.port} could not be reached" in message
+    assert "TimeoutError: no complete answer within" in message
+
+
+# -- credentials in model_uri -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "uri, secret",
+    [
+        ("s3://AKIAEXAMPLEKEY:wJalrXUtnFEMIsecret@models/tiny/1", "wJalrXUtnFEMIsecret"),
+        ("https://storage.example/models/tiny?X-Amz-Signature=5d672d79c15b13162d92&X-Amz-Expires=60", "5d672d79c15"),
+        ("https://storage.example/models/tiny?sig=azuresasvalue123&sv=2024", "azuresasvalue123"),
+    ],
+)
+def test_a_model_uri_with_credentials_is_refused_before_anything_is_registered(
+    registry_stub,
+    tmp_path,
+    model,  # noqa: F811
+    uri,
+    secret,
+):
+    with pytest.raises(ValueError) as refused:
+        register(registry_stub, tmp_path, model, model_uri=uri, retry_policy=FAST_RETRIES)
+    message = str(refused.value)
+    assert message.startswith("model_uri=") and "carries credentials" in message and secret not in message
+    assert registry_stub.model_versions == {} and registry_stub.artifacts == {}
