@@ -104,10 +104,8 @@ PARAMETER_DOCS = {
     "deploy_gpus": ("`nvidia.com/gpu` of the predictor."),
     "deploy_timeout_seconds": ("How long to wait for the InferenceService to become Ready."),
     "deploy_hardware_profile": (
-        "A RHOAI Hardware Profile (`infrastructure.opendatahub.io`) read at deploy time from the namespace, then "
-        "`redhat-ods-applications`/`opendatahub`: its resources, node selector, tolerations and Kueue queue go into "
-        "the InferenceService's predictor (replacing `deploy_gpus`), its name into the dashboard's annotations. "
-        "'' = none."
+        "A RHOAI Hardware Profile's name, read at deploy time: its resources, node selector, tolerations and "
+        "Kueue queue go into the predictor (replacing `deploy_gpus`). '' = none."
     ),
     "pvc_path": (
         "The run's workspace: pass `dsl.WORKSPACE_PATH_PLACEHOLDER` (the pipelines do). `train_model`'s weights are "

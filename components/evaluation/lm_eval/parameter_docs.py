@@ -90,14 +90,12 @@ PARAMETER_DOCS = {
         "empty outputs."
     ),
     "eval_backend": (
-        "Where the evaluation runs: `lm-eval` (in this step), `lmevaljob` (a TrustyAI `LMEvalJob` reading the model "
-        "and the held-out task from the workspace PVC; RHOAI >= 2.16) or `evalhub` (EvalHub's REST API at "
-        "`evalhub_url`, the namespace as tenant; RHOAI >= 3.4). Same results JSON, comparison and report."
+        "Where the evaluation runs: `lm-eval` (in this step), `lmevaljob` (a TrustyAI `LMEvalJob`; RHOAI >= 2.16) "
+        "or `evalhub` (EvalHub at `evalhub_url`; RHOAI >= 3.4). Same results, comparison and report."
     ),
     "hardware_profile": (
-        "A RHOAI Hardware Profile (`infrastructure.opendatahub.io`) read at run time from the namespace, then "
-        "`redhat-ods-applications`/`opendatahub`: applied to the LMEvalJob (resources, node affinity, Kueue queue) "
-        "or passed to EvalHub (`hardware_config`); for `lm-eval` compared with this pod and recorded. '' = none."
+        "A RHOAI Hardware Profile's name, read at run time: applied to the LMEvalJob, passed to EvalHub, compared "
+        "with this pod and recorded for `lm-eval`. '' = none."
     ),
     "evalhub_url": ("EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`."),
     "eval_timeout_seconds": ("How long a remote evaluation may take (`lmevaljob`, `evalhub`; `0` = no limit)."),

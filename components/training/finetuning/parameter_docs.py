@@ -114,10 +114,9 @@ PARAMETER_DOCS = {
         "logging the queue state and never resumes it itself; '' = no queue."
     ),
     "training_hardware_profile": (
-        "A RHOAI Hardware Profile (`infrastructure.opendatahub.io`, RHOAI >= 2.19) read at run time from the job's "
-        "namespace, then `redhat-ods-applications`/`opendatahub`: its resources (default counts), node selector, "
-        "tolerations and Kueue queue go into the job's pods; its accelerator count must equal "
-        "`training_gpus_per_node`. '' = none."
+        "A RHOAI Hardware Profile's name (RHOAI >= 2.19), read at run time: its resources, node selector, "
+        "tolerations and Kueue queue go into the job's pods (its accelerator count must equal "
+        "`training_gpus_per_node`). '' = none."
     ),
     "training_cleanup_policy": (
         "When the job failed or timed out, or the run was cancelled: `delete` | `keep` | `suspend` the "

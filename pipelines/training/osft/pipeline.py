@@ -117,8 +117,6 @@ def osft_pipeline(
     phase_03_eval_opt_eval_backend: str = "lm-eval",
     phase_03_eval_opt_hardware_profile: str = "",
     phase_03_eval_opt_evalhub_url: str = "",
-    phase_03_eval_opt_timeout: int = 14400,
-    phase_03_eval_opt_cleanup_policy: str = "delete",
     phase_04_registry_man_address: str = "",
     phase_04_registry_man_reg_name: str = "",
     phase_04_registry_man_reg_version: str = "",
@@ -225,10 +223,9 @@ def osft_pipeline(
         phase_02_train_opt_annotations: Extra annotations of the training pods.
         phase_02_train_opt_queue_name: Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue
             admits it, the step waits logging the queue state and never resumes it itself; '' = no queue.
-        phase_02_train_opt_hardware_profile: A RHOAI Hardware Profile (`infrastructure.opendatahub.io`, RHOAI >= 2.19)
-            read at run time from the job's namespace, then `redhat-ods-applications`/`opendatahub`: its resources
-            (default counts), node selector, tolerations and Kueue queue go into the job's pods; its accelerator count
-            must equal `training_gpus_per_node`. '' = none.
+        phase_02_train_opt_hardware_profile: A RHOAI Hardware Profile's name (RHOAI >= 2.19), read at run time: its
+            resources, node selector, tolerations and Kueue queue go into the job's pods (its accelerator count must
+            equal `training_gpus_per_node`). '' = none.
         phase_02_train_opt_cleanup_policy: When the job failed or timed out, or the run was cancelled: `delete` |
             `keep` | `suspend` the TrainJob/PyTorchJob (never for the launcher's own trouble, e.g. an API outage); when
             the API cannot be reached the error names the `kubectl` command.
@@ -288,17 +285,11 @@ def osft_pipeline(
             evaluation pod lacks, or a base model without chat template while `phase_03_eval_opt_chat_template` is on
             is skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
         phase_03_eval_opt_eval_backend: Where the evaluation runs: `lm-eval` (in this step), `lmevaljob` (a TrustyAI
-            `LMEvalJob` reading the model and the held-out task from the workspace PVC; RHOAI >= 2.16) or `evalhub`
-            (EvalHub's REST API at `evalhub_url`, the namespace as tenant; RHOAI >= 3.4). Same results JSON, comparison
+            `LMEvalJob`; RHOAI >= 2.16) or `evalhub` (EvalHub at `evalhub_url`; RHOAI >= 3.4). Same results, comparison
             and report.
-        phase_03_eval_opt_hardware_profile: A RHOAI Hardware Profile (`infrastructure.opendatahub.io`) read at run time
-            from the namespace, then `redhat-ods-applications`/`opendatahub`: applied to the LMEvalJob (resources, node
-            affinity, Kueue queue) or passed to EvalHub (`hardware_config`); for `lm-eval` compared with this pod and
-            recorded. '' = none.
+        phase_03_eval_opt_hardware_profile: A RHOAI Hardware Profile's name, read at run time: applied to the LMEvalJob,
+            passed to EvalHub, compared with this pod and recorded for `lm-eval`. '' = none.
         phase_03_eval_opt_evalhub_url: EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`.
-        phase_03_eval_opt_timeout: How long a remote evaluation may take (`lmevaljob`, `evalhub`; `0` = no limit).
-        phase_03_eval_opt_cleanup_policy: What happens to the LMEvalJob once its results are read, or when it fails or
-            the run is cancelled: `delete`, `keep` or `suspend` (as `train_model`'s `training_cleanup_policy`).
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
         phase_04_registry_man_reg_name: Registered model name; `""`: `<algorithm>-<base model's last path part>` from
@@ -348,10 +339,9 @@ def osft_pipeline(
             registered `oci://` (or `s3://`) model with a KServe InferenceService (vLLM), wait until Ready and send one
             completion as a smoke test. Never changes a service this step did not create for the same registered model.
             RBAC: `rbac.yaml`.
-        phase_04_registry_opt_deploy_hardware_profile: A RHOAI Hardware Profile (`infrastructure.opendatahub.io`) read
-            at deploy time from the namespace, then `redhat-ods-applications`/`opendatahub`: its resources, node
-            selector, tolerations and Kueue queue go into the InferenceService's predictor (replacing `deploy_gpus`),
-            its name into the dashboard's annotations. '' = none.
+        phase_04_registry_opt_deploy_hardware_profile: A RHOAI Hardware Profile's name, read at deploy time: its
+            resources, node selector, tolerations and Kueue queue go into the predictor (replacing `deploy_gpus`). '' =
+            none.
     """
     dataset_task = dataset_download(
         pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
@@ -456,8 +446,6 @@ def osft_pipeline(
         eval_backend=phase_03_eval_opt_eval_backend,
         hardware_profile=phase_03_eval_opt_hardware_profile,
         evalhub_url=phase_03_eval_opt_evalhub_url,
-        eval_timeout_seconds=phase_03_eval_opt_timeout,
-        eval_cleanup_policy=phase_03_eval_opt_cleanup_policy,
     )
     # The base model, before training (it needs only the base model and the held-out split); its results are the
     # fine-tuned evaluation's baseline. Cached: free on a re-run with the same base model, data and tasks.
