@@ -36,7 +36,7 @@ from tests.harness.trustyai_controller import TrustyAIController
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-NAMESPACE, POD, CLAIM = "team-a", "sft-run-lm-eval", "sft-run-workspace"
+NAMESPACE, CLAIM = "team-a", "sft-run-workspace"
 RUN_TIMEOUT_S = 900
 #: The arguments on top of the demo's, by step and component argument (the pipeline parameter feeding each is looked
 #: up): a short, CPU-only run of the held-out evaluation.
@@ -133,12 +133,12 @@ def _outcome(run: dict) -> dict:
     }
 
 
-def _step_pod(workspace: Path) -> dict:
+def _step_pod(name: str, workspace: Path) -> dict:
     """The lm_eval steps' pod: the run's workspace PVC mounted at ``workspace`` (what ``pvc_path`` becomes)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": POD, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {
             "containers": [{"name": "main", "volumeMounts": [{"name": "ws", "mountPath": str(workspace)}]}],
             "volumes": [{"name": "ws", "persistentVolumeClaim": {"claimName": CLAIM}}],
@@ -147,12 +147,14 @@ def _step_pod(workspace: Path) -> dict:
     }
 
 
-def _cluster_environment(kube_api) -> dict[str, str]:
+def _in_cluster(kube_api, run: str, workspace: Path) -> dict[str, str]:
+    """Puts the run's lm_eval pod on the emulator; the environment its steps reach the API server with."""
+    kube_api.put_pod(_step_pod(f"{run}-lm-eval", workspace))
     return {
         "KUBERNETES_SERVER_URL": kube_api.url,
         "KUBERNETES_AUTH_TOKEN": "test-token",
         "POD_NAMESPACE": NAMESPACE,
-        "KFP_POD_NAME": POD,
+        "KFP_POD_NAME": f"{run}-lm-eval",
         "KFP_FINETUNE_EVAL_POLL_SECONDS": "0.2",
     }
 
@@ -175,11 +177,9 @@ def test_the_sft_pipeline_decides_the_same_on_every_evaluation_backend(tiny_mode
 
     kube_api.track_metadata("lmevaljobs")
     workspace = tmp_path / "lmevaljob" / "kfp-workspace"
-    kube_api.put_pod(_step_pod(workspace))
+    environment = _in_cluster(kube_api, "lmevaljob", workspace)
     with TrustyAIController(kube_api, {CLAIM: workspace}, timeout=300) as controller:
-        lmevaljob = _outcome(
-            _run_sft(tmp_path / "lmevaljob", tiny_model_dir, _cluster_environment(kube_api), eval_backend="lmevaljob")
-        )
+        lmevaljob = _outcome(_run_sft(tmp_path / "lmevaljob", tiny_model_dir, environment, eval_backend="lmevaljob"))
     _same_decisions(reference, lmevaljob)
     assert lmevaljob["results"]["eval_backend"] == "lmevaljob"
     assert lmevaljob["results"]["evaluated_model_digest"] == lmevaljob["trained_digest"]
@@ -187,16 +187,10 @@ def test_the_sft_pipeline_decides_the_same_on_every_evaluation_backend(tiny_mode
     assert kube_api.objects("lmevaljobs") == []  # eval_cleanup_policy=delete once the results were read
 
     workspace = tmp_path / "evalhub" / "kfp-workspace"
-    kube_api.put_pod(_step_pod(workspace))
+    environment = _in_cluster(kube_api, "evalhub", workspace)
     with running_evalhub({CLAIM: workspace}) as evalhub:
         hub = _outcome(
-            _run_sft(
-                tmp_path / "evalhub",
-                tiny_model_dir,
-                _cluster_environment(kube_api),
-                eval_backend="evalhub",
-                evalhub_url=evalhub.url,
-            )
+            _run_sft(tmp_path / "evalhub", tiny_model_dir, environment, eval_backend="evalhub", evalhub_url=evalhub.url)
         )
     _same_decisions(reference, hub)
     assert hub["results"]["eval_backend"] == "evalhub" and hub["results"]["evalhub"]["state"] == "completed"
