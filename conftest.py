@@ -17,6 +17,9 @@ atexit.register(shutil.rmtree, SUITE_TMPDIR, ignore_errors=True)
 for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ[_name] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The suite compiles offline: `compile`/`upload`/`run`/`doctor` do not ask registries for the images (the image-check
+# tests, tests/test_image_check.py, turn it on against registries on 127.0.0.1).
+os.environ["KFP_FINETUNE_NO_IMAGE_CHECK"] = "1"
 
 pytest_plugins = [
     "tests.harness.fixtures",

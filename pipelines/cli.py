@@ -65,6 +65,23 @@ def _add_compile_settings(parser: argparse.ArgumentParser) -> None:
         group.add_argument(f"--{secret}", help=f"name of the (optional) secret with {meaning}")
 
 
+def _add_image_check(parser: argparse.ArgumentParser) -> None:
+    """Flags of the check that every image the pipeline names can be pulled (``pipelines/images/pull_check.py``)."""
+    group = parser.add_argument_group("image check (the registries' manifest endpoints; unreachable = a warning)")
+    group.add_argument(
+        "--no-image-check",
+        action="store_true",
+        help="do not ask the registries whether the pipeline's images exist (also: KFP_FINETUNE_NO_IMAGE_CHECK=1)",
+    )
+    group.add_argument(
+        "--pull-secret-file",
+        default="",
+        metavar="CONFIG_JSON",
+        help="Docker config.json (or podman auth.json) with credentials for private registries, as the cluster's "
+        "pull secret holds them",
+    )
+
+
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     """Flags of the KFP server connection."""
     group = parser.add_argument_group("KFP server")
@@ -157,7 +174,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         "and these flags, in that order.",
     )
     compile_.add_argument("names", nargs="*", metavar="PIPELINE", help=f"one or more of: {', '.join(PIPELINES)}")
-    compile_.add_argument("--all", action="store_true", help="compile all six pipelines")
+    compile_.add_argument("--all", action="store_true", help="compile every pipeline")
     compile_.add_argument(
         "-o",
         "--output",
@@ -165,6 +182,32 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         help="output file (one pipeline) or directory (several); default: pipeline.yaml beside each pipeline module",
     )
     _add_compile_settings(compile_)
+    _add_image_check(compile_)
+
+    images = sub.add_parser(
+        "images",
+        help="list every image the pipelines and their training runtimes use (an oc-mirror ImageSetConfiguration)",
+        description="Compiles the pipelines (all six, or those named; or reads compiled YAMLs) with the compile-time "
+        "settings and prints every image they and the Trainer runtimes they target use, for mirroring into a "
+        "disconnected cluster.",
+    )
+    images.add_argument(
+        "pipelines", nargs="*", metavar="PIPELINE", help="pipeline names or compiled YAML files (default: all six)"
+    )
+    images.add_argument(
+        "--format",
+        choices=("imageset", "list"),
+        default="imageset",
+        help="an oc-mirror v2 ImageSetConfiguration (default) or one image per line",
+    )
+    images.add_argument(
+        "--resolve-digests",
+        action="store_true",
+        help="ask each registry for the image's digest and pin it (default: only the digests the references carry)",
+    )
+    images.add_argument("--no-runtimes", action="store_true", help="leave out the Trainer runtimes' images")
+    images.add_argument("--pull-secret-file", default="", metavar="CONFIG_JSON", help="credentials for the digests")
+    _add_compile_settings(images)
 
     demo = sub.add_parser(
         "demo",
@@ -174,7 +217,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         "register (only with --registry-address); then tells what it gained and what it forgot. Offline unless the "
         "dataset is a Hub id and the Hub answers.",
     )
-    demo.add_argument("--algorithm", choices=("sft", "osft", "lora"), default="sft")
+    demo.add_argument("--algorithm", choices=("sft", "osft", "lora", "grpo", "lora_grpo"), default="sft")
     demo.add_argument("--output-dir", type=Path, default=Path("kfp-finetune-demo"))
     demo.add_argument(
         "--dataset-uri",
@@ -235,6 +278,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     doctor.add_argument("--token-file", default="", help="file with the KFP bearer token (default: KFP_TOKEN)")
     doctor.add_argument("--ca-bundle", default="", help="CA bundle for the KFP API and Model Registry certificates")
     _add_compile_settings(doctor)
+    _add_image_check(doctor)
 
     for name, help_text, description in (
         (
@@ -260,6 +304,7 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         command.add_argument("pipeline", help="a pipeline name (e.g. osft-minimal) or a compiled YAML file")
         _add_connection(command)
         _add_compile_settings(command)
+        _add_image_check(command)
         if name == "upload":
             command.add_argument("--name", default="", help="pipeline name on the server (default: PIPELINE)")
             command.add_argument("--version", default="", help="version name (default: a timestamp)")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipelines.images.commands import docker_config_of, pipeline_images_pullable, print_images
 from pipelines.training.finetuning import PIPELINES
 
 
@@ -54,6 +55,7 @@ def compile_command(args: argparse.Namespace) -> int:
         raise ValueError("name a pipeline or pass --all")
     check_output_option(args.output, names, args.all)
     settings = _settings(args)
+    compiled = []
     for index, name in enumerate(names, 1):
         if args.output is None:
             target = default_output_path(name) if name in PIPELINES else Path(f"{name}.yaml")
@@ -61,8 +63,15 @@ def compile_command(args: argparse.Namespace) -> int:
             target = args.output
         else:
             target = args.output / f"{name}.yaml"
-        print(f"[{index}/{len(names)}] {name} -> {compile_named(name, target, settings)}", file=sys.stderr)
-    return 0
+        compiled.append(compile_named(name, target, settings))
+        print(f"[{index}/{len(names)}] {name} -> {compiled[-1]}", file=sys.stderr)
+    # Written either way (the image may be built next); exit 1 when a step's image is missing: a run would fail.
+    return 0 if pipeline_images_pullable(compiled, args) else 1
+
+
+def images_command(args: argparse.Namespace) -> int:
+    """``kfp-finetune images``."""
+    return print_images(args, _settings(args))
 
 
 #: The extra each command needs beyond the core install (``pip install kfp-finetune``); the others need none for
@@ -202,6 +211,9 @@ def kfp_api_command(args: argparse.Namespace) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-") as workdir:
         package = _package(args, workdir)
+        if not pipeline_images_pullable([Path(package)], args):
+            print(f"kfp-finetune {args.command}: nothing sent: a step's image cannot be pulled", file=sys.stderr)
+            return 1
         if arguments:  # checked here to name the pipeline as given, not the temporary package
             spec = kfp_api.read_pipeline_documents(package)[0]
             kfp_api.check_arguments(spec, arguments[0], args.pipeline)
@@ -214,6 +226,7 @@ def kfp_api_command(args: argparse.Namespace) -> int:
 def doctor_command(args: argparse.Namespace) -> int:
     """``kfp-finetune doctor``: exit 0 when no check fails, 1 otherwise."""
     from pipelines import kfp_api
+    from pipelines.images.pull_check import check_disabled
 
     arguments = kfp_api.load_arguments(args.param, args.params_file)
     with tempfile.TemporaryDirectory() as workdir:
@@ -227,6 +240,8 @@ def doctor_command(args: argparse.Namespace) -> int:
             kfp_host=args.kfp_host or os.environ.get(kfp_api.HOST_ENV, ""),
             token_file=args.token_file,
             ca_bundle=args.ca_bundle,
+            image_check=not check_disabled(args.no_image_check),
+            docker_config=docker_config_of(args),
         )
     print(report.to_json() if args.json else report.text())
     return report.exit_code
@@ -234,6 +249,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compile": compile_command,
+    "images": images_command,
     "demo": demo_command,
     "validate-dataset": validate_dataset_command,
     "doctor": doctor_command,

@@ -185,6 +185,31 @@ def test_demo_goes_offline_only_when_asked_or_without_a_hub(hub_stub, online, mo
     assert reason.startswith(f"the Hub at {closed} does not answer"), reason
 
 
+@pytest.mark.slow
+def test_grpo_demo_shows_the_mean_reward_rising_and_the_gates_decision(tmp_path, private_tmpdir, capsys):
+    """``kfp-finetune demo --algorithm grpo``: the toy arithmetic prompts, TRL's GRPO on the tiny model, the gate."""
+    output_dir = tmp_path / "demo"
+    assert main(["demo", "--algorithm", "grpo", "--output-dir", str(output_dir)]) == 0
+    printed = capsys.readouterr()
+    lines = printed.out.splitlines()
+    assert len(lines) <= MAX_STORY_LINES and "Traceback" not in printed.out + printed.err
+    (curve,) = [line for line in lines if line.startswith("  mean reward per iteration: ")]
+    rewards = [float(value) for value in curve.split(": ", 1)[1].split()]
+    assert len(rewards) == 20 and sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5 + 0.1, rewards
+    (gate,) = [line for line in lines if line.startswith("  reward gate ")]
+    decision = r"^  reward gate PASSED: last 5 iterations 0\.\d{3} vs first 5 0\.\d{3} \(gain \+0\.\d{3} "
+    assert re.match(decision, gate), gate
+    (run_dir,) = (output_dir / "outputs").iterdir()
+    pipeline = pipeline_function("grpo")
+    summary = summarize_run(run_dir, output_types(pipeline.pipeline_spec))
+    assert set(summary) == {"dataset-download", "train-model", "model-registry"}
+    train = summary["train-model"]["metrics"]
+    assert train["reward_gate_passed"] == 1.0 and train["reward_gate_p_value"] < 0.05 and train["reward_gain"] > 0
+    assert f"p={train['reward_gate_p_value']:.4f}" in gate
+    assert summary["model-registry"]["parameters"]["status"] == "skipped"
+    assert not (output_dir / "tmp").exists() and list(private_tmpdir.iterdir()) == []
+
+
 def test_one_line_error_is_the_last_exception_of_the_output():
     lines = [
         "[lm_eval] model /x",
@@ -221,6 +246,12 @@ def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
         assert arguments[parameter_feeding(pipeline, "train", "training_launcher")] == "local"
         assert arguments[parameter_feeding(pipeline, "train", "training_num_epochs")] == 8
         assert json.dumps(arguments)
+    for algorithm in ("grpo", "lora_grpo"):
+        pipeline = pipeline_function(algorithm.replace("_", "-"))
+        arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
+        assert set(arguments) <= {p.name for p in pipeline_parameters(pipeline)}
+        assert arguments[parameter_feeding(pipeline, "train", "training_grpo_iterations")] == 20
+        assert arguments[parameter_feeding(pipeline, "train", "training_launcher")] == "local"
     lora, pipeline = demo_arguments("lora", tmp_path / "model", "data.jsonl", ""), pipeline_function("lora")
     rank, alpha = (parameter_feeding(pipeline, "train", name) for name in ("training_lora_r", "training_lora_alpha"))
     assert (lora[rank], lora[alpha]) == (8, 64)

@@ -21,7 +21,7 @@ import yaml
 from pipelines.compile import compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import REQUIRED, fed_by, pipeline_parameters
-from tests.harness.compiled import pipeline_documents
+from tests.harness.compiled import GRPO_PIPELINES, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FACTS = yaml.safe_load((REPO_ROOT / "tests/specs/guide/rhoai_guide_facts.yaml").read_text())
@@ -206,8 +206,11 @@ def test_training_artifacts_carry_the_guides_names(compiled):
 
 def test_default_hardware_follows_the_guides_table(compiled):
     hardware = FACTS["hardware"]
-    # LoRA is not in the guide's table; it runs on OSFT's single-GPU shape.
-    table = {name: hardware.get(name, hardware[name.replace("lora", "osft")]) for name in compiled}
+    # LoRA and GRPO are not in the guide's table; they run on OSFT's single-GPU shape.
+    table = {
+        name: hardware["osft"] if name in GRPO_PIPELINES else hardware.get(name, hardware[name.replace("lora", "osft")])
+        for name in compiled
+    }
     for name, documents in compiled.items():
         algorithm = name.split("-")[0]
         row = table[name]
@@ -228,6 +231,8 @@ def test_default_hardware_follows_the_guides_table(compiled):
 
 def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled, tmp_path):
     for name, documents in compiled.items():
+        if name in GRPO_PIPELINES:  # no evaluation step
+            continue
         executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
         accelerator = executor["resources"]["accelerator"]
         assert (accelerator["resourceCount"], accelerator["resourceType"]) == ("1", "nvidia.com/gpu"), name

@@ -52,3 +52,14 @@ def test_shipped_demo_dataset_is_current_and_well_formed(tmp_path):
     assert all(row["messages"][-1]["role"] == "assistant" for row in rows)
     assert list(demo_conversations(3, seed=1)) == list(demo_conversations(3, seed=1))
     assert list(demo_conversations(3, seed=1)) != list(demo_conversations(3, seed=2))
+
+
+def test_shipped_grpo_dataset_is_current_and_every_answer_is_right(tmp_path):
+    from pipelines.demo.grpo_data import GRPO_DATASET_PATH, write_grpo_dataset
+
+    assert write_grpo_dataset(tmp_path / "grpo.jsonl").read_bytes() == GRPO_DATASET_PATH.read_bytes()
+    rows = [json.loads(line) for line in GRPO_DATASET_PATH.read_text().splitlines()]
+    assert len(rows) == 200
+    for row in rows:  # "Compute a op b. Answer with the number only." carries a op b as its ground truth
+        left, symbol, right = row["question"].removeprefix("Compute ").split(".")[0].split()
+        assert int(row["ground_truth"]) == eval(f"{int(left)} {symbol} {int(right)}")  # noqa: S307 - digits and +-*

@@ -59,6 +59,18 @@ DECLARED: dict[str, dict[tuple[str, str], object]] = {
         ("train", "training_learning_rate"): 0.0002,  # adapters train at a higher rate (Training Hub's LoRA examples)
     },
 }
+#: GRPO: no lm-eval step (the reward gate decides); the registry registers only a model whose reward rose beyond noise
+#: (train_model's reward_gate_passed, components/training/finetuning/reward_gate.py). Training Hub's GRPO rate.
+_GRPO = {
+    ("dataset", "max_seq_len"): 8192,
+    ("train", "training_learning_rate"): 1e-05,  # training_hub.grpo / lora_grpo's default learning_rate
+    ("train", "training_cpu_per_node"): "8",  # as LoRA and OSFT: one GPU node
+    ("train", "training_memory_per_node"): "32Gi",
+    ("registry", "min_metric_name"): "reward_gate_passed",
+    ("registry", "min_metric_value"): 1.0,
+}
+DECLARED["grpo"] = _GRPO
+DECLARED["lora-grpo"] = _GRPO
 #: Component arguments the pipelines fill themselves (the workspace, upstream outputs, secrets' names, run ids).
 WIRED = {
     # Every task mounts the run's workspace (issue 44): dsl.WORKSPACE_PATH_PLACEHOLDER, never a run-time parameter.
@@ -118,8 +130,7 @@ def _component_inputs(spec: dict, task: str) -> dict[str, dict]:
 
 def drift(name: str, spec: dict) -> list[str]:
     """Every way pipeline ``name`` (its spec as a dict) departs from its components and :data:`DECLARED`."""
-    algorithm = name.split("-")[0]
-    declared = DECLARED[algorithm]
+    declared = DECLARED[name.removesuffix("-minimal")]
     root = spec["root"]["inputDefinitions"]["parameters"]
     found, fed = [], {}
     for task, inputs in task_wiring(spec).items():

@@ -1,4 +1,4 @@
-"""The six fine-tuning pipelines: compile, parameter names and order, compiled-YAML facts, reproducible compiles."""
+"""The fine-tuning pipelines (the guide's six, grpo, lora-grpo): compile, names, order, YAML facts, repeatability."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pipelines.compile import compile_named, pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import pipeline_parameters, task_wiring
 from pipelines.training.finetuning.settings import CompileSettings
-from tests.harness.compiled import CONTAINER_SPEC_LIMIT_BYTES, container_spec_sizes, pipeline_documents
+from tests.harness.compiled import CONTAINER_SPEC_LIMIT_BYTES, GRPO_PIPELINES, container_spec_sizes, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STEPS = {"dataset": 1, "train": 2, "eval": 3, "registry": 4}
@@ -36,15 +36,20 @@ def _inputs(documents: list[dict]) -> dict[str, dict]:
 
 
 def test_all_six_pipelines_compile(compiled):
-    assert set(compiled) == {"sft", "sft-minimal", "osft", "osft-minimal", "lora", "lora-minimal"}
-    for documents in compiled.values():
+    assert set(compiled) == {"sft", "sft-minimal", "osft", "osft-minimal", "lora", "lora-minimal", "grpo", "lora-grpo"}
+    for name, documents in compiled.items():
         tasks = documents[0]["root"]["dag"]["tasks"]
+        if name in GRPO_PIPELINES:  # the reward gate decides, not an evaluation (tests/test_grpo_pipelines.py)
+            assert set(tasks) == {"dataset-download", "train-model", "model-registry"}, name
+            continue
         # lm-eval: the base model's evaluation (before training); lm-eval-2: the fine-tuned model's
         assert set(tasks) == {"dataset-download", "train-model", "lm-eval", "lm-eval-2", "model-registry"}
 
 
 def test_base_model_is_evaluated_before_training_and_feeds_the_tuned_evaluation(compiled):
     for name, documents in compiled.items():
+        if name in GRPO_PIPELINES:
+            continue
         tasks = documents[0]["root"]["dag"]["tasks"]
         base, tuned = tasks["lm-eval"], tasks["lm-eval-2"]
         # It needs only the base model (a parameter) and the held-out split; training waits for it (one GPU step at
@@ -156,6 +161,7 @@ def test_algorithm_specific_knobs_appear_only_in_their_pipelines(compiled):
         inputs = set(_inputs(documents))
         assert ("phase_02_train_man_train_unfreeze" in inputs) == name.startswith("osft")
         assert ("phase_02_train_man_train_lora_r" in inputs) == name.startswith("lora")
+        assert ("phase_02_train_man_train_group_size" in inputs) == (name in GRPO_PIPELINES)
 
 
 def _component_inputs(documents: list[dict], component: str) -> set[str]:
@@ -199,6 +205,11 @@ ALGORITHM_ONLY = {
     "training_lora_r": "lora",
     "training_lora_alpha": "lora",
     "training_lora_dropout": "lora",
+    **{f"training_lora_{name}": "lora" for name in ("use_dora", "use_rslora", "init_weights", "load_in_4bit")},
+    **{f"training_lora_{name}": "lora" for name in ("load_in_8bit", "bnb_4bit_quant_type", "bnb_4bit_compute_dtype")},
+    "training_lora_bnb_4bit_use_double_quant": "lora",
+    # GRPO's knobs: the grpo and lora-grpo pipelines (tests/test_grpo_pipelines.py)
+    **{f"training_grpo_{name}": "grpo" for name in ("iterations", "group_size", "temperature", "max_new_tokens")},
 }
 
 
@@ -233,7 +244,8 @@ def test_every_task_of_every_pipeline_mounts_the_workspace(compiled):
     be provisioned or mounted stops the first step, not the third."""
     for name, documents in compiled.items():
         tasks = documents[0]["root"]["dag"]["tasks"]
-        assert len(tasks) == 5, name  # dataset, base evaluation, training, evaluation, registry
+        # dataset, base evaluation, training, evaluation, registry (GRPO: no evaluations, the reward gate decides)
+        assert len(tasks) == (3 if name in GRPO_PIPELINES else 5), name
         for task, definition in tasks.items():
             pvc_path = definition["inputs"]["parameters"].get("pvc_path", {})
             assert pvc_path.get("runtimeValue", {}).get("constant") == "{{$.workspace_path}}", (name, task)

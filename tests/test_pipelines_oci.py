@@ -27,9 +27,9 @@ def test_every_pipeline_passes_an_oci_base_model_to_train_model_and_it_validates
     from components.training.finetuning.run import validate_request
     from tests.harness.requests import train_model_request
 
-    assert len(compiled) == 6
+    assert len(compiled) == 8  # the guide's six and the two GRPO pipelines
     names = {_base_model_parameter(documents) for documents in compiled.values()}
-    assert len(names) == 1  # one name in all six pipelines
+    assert len(names) == 1  # one name in every pipeline
     for name, documents in compiled.items():
         parameter = _base_model_parameter(documents)
         inputs = documents[0]["root"]["inputDefinitions"]["parameters"]

@@ -140,10 +140,12 @@ def test_a_user_project_with_its_own_components_imports_every_component_and_comp
     seen = json.loads(_run([str(venv / "bin" / "python"), "-c", probe], cwd=user_project).stdout)
     assert seen["kinds"] == dict.fromkeys(COMPONENTS, "RuntimeComponent")
     assert seen["mine"] == ["the user's components", "the user's pipelines"] and seen["clone_modules"] == []
-    # The console script of the wheel compiles all six pipelines; each step's command imports kfp_finetune's modules.
+    # The console script of the wheel compiles every pipeline; each step's command imports kfp_finetune's modules.
     _run([str(venv / "bin" / "kfp-finetune"), "compile", "--all", "-o", str(tmp_path)], cwd=user_project)
     compiled = {path.stem: path.read_text() for path in tmp_path.glob("*.yaml")}
-    assert sorted(compiled) == ["lora", "lora-minimal", "osft", "osft-minimal", "sft", "sft-minimal"]
+    assert sorted(compiled) == sorted(
+        ["lora", "lora-minimal", "osft", "osft-minimal", "sft", "sft-minimal", "grpo", "lora-grpo"]
+    )
     for name, text in compiled.items():
         assert "from kfp_finetune.components." in text, name
         assert not re.search(r"(?<![\w.])(from|import) (components|pipelines)\.", text), name

@@ -31,6 +31,13 @@ RULES: dict[str, str] = {
     "no_rows": "a data file must hold at least one row",
     "record_too_large": "a JSONL line, .json array element or CSV record may not be longer than max_line_bytes",
     "decompressed_too_large": "a .gz file (or a Parquet file, decoded) may not expand past max_decompressed_bytes",
+    # GRPO's prompt rows (components/_common/reward_rows.py)
+    "prompt_missing": "a reward row needs a non-empty `question` string or a `messages` prompt ending on a user turn",
+    "ground_truth_invalid": "a `reward_answer` row's `ground_truth` must be a non-empty string or a number",
+    "tool_call_invalid": (
+        "a `reward_tool_call` row needs `tools` (a list of objects), `target_tool_name` (a non-empty string) and "
+        "`target_arguments` (an object)"
+    ),
 }
 _EXCERPT_CHARS = 120
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")

@@ -36,6 +36,7 @@ class RunShape:
         unfreeze_rank_ratio: OSFT's unfrozen share.
         lora_r: LoRA's rank.
         use_liger: Liger kernels (smaller logits memory).
+        quantization: LoRA's base model loaded in ``"4bit"`` or ``"8bit"`` (QLoRA), else ``""``.
     """
 
     algorithm: str
@@ -47,6 +48,7 @@ class RunShape:
     unfreeze_rank_ratio: float
     lora_r: int
     use_liger: bool = False
+    quantization: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +82,9 @@ def config_directory(base_model: str, env: Mapping[str, str] | None = None) -> P
     return Path(path).parent
 
 
-def _estimator_class(algorithm: str):
+def _estimator_class(algorithm: str, quantization: str = ""):
+    if algorithm not in ("sft", "osft", "lora"):
+        raise EstimateUnavailable(f"Training Hub has no memory estimator for {algorithm} (training plus vLLM rollouts)")
     try:
         from training_hub.profiling import memory_estimator
     except Exception as error:  # noqa: BLE001 - e.g. the launcher's image: no torch
@@ -88,8 +92,10 @@ def _estimator_class(algorithm: str):
     base = {
         "sft": memory_estimator.BasicEstimator,
         "osft": memory_estimator.OSFTEstimator,
-        "lora": memory_estimator.LoRAEstimator,
+        "lora": memory_estimator.QLoRAEstimator if quantization else memory_estimator.LoRAEstimator,
     }[algorithm]
+    # QLoRA: Training Hub's QLoRAEstimator keeps the frozen weights in 4 bits; 8-bit loading keeps them in 8.
+    weight_bytes = {"4bit": None, "8bit": memory_estimator.FLOAT8_BYTES_N}.get(quantization)
 
     class FromConfig(base):
         """The estimator with a meta-device model from ``config.json``, writing nothing into its package."""
@@ -111,6 +117,11 @@ def _estimator_class(algorithm: str):
         def _update_model_storage(self) -> None:
             return None
 
+        def _calc_subtotal(self):  # noqa: ANN202 - the estimator's own return tuple
+            if weight_bytes is not None:
+                self.model_bytes = weight_bytes
+            return super()._calc_subtotal()
+
     return FromConfig
 
 
@@ -120,7 +131,7 @@ def estimate(shape: RunShape, config_dir: Path) -> Estimate:
     Raises:
         EstimateUnavailable: Training Hub (or torch) is not installed, or the config cannot be read.
     """
-    estimator_class = _estimator_class(shape.algorithm)
+    estimator_class = _estimator_class(shape.algorithm, shape.quantization)
     estimator_class.config_dir = Path(config_dir)
     common = {
         "num_gpus": max(shape.num_gpus, 1),
@@ -163,8 +174,9 @@ def verdict(shape: RunShape, result: Estimate, gpu_bytes: int, product: str) -> 
 
     OK when even the upper bound fits, WARN when only part of the range fits, FAIL when the lower bound does not.
     """
+    method = ("Q" if shape.quantization else "") + shape.algorithm.upper()
     what = (
-        f"{shape.algorithm.upper()} of {shape.base_model} on {shape.num_gpus} GPU(s): estimated "
+        f"{method} of {shape.base_model} on {shape.num_gpus} GPU(s): estimated "
         f"{_gib(result.expected)} GiB per GPU ({_gib(result.low)}–{_gib(result.high)}) vs "
         f"{_gib(gpu_bytes)} GiB on {product}"
     )
@@ -217,4 +229,5 @@ def run_shape(config: Any, gpus_per_node: int, num_nodes: int, model_path: str |
         unfreeze_rank_ratio=float(hp["unfreeze_rank_ratio"]),
         lora_r=int(hp["lora_r"]),
         use_liger=bool(hp["use_liger"]),
+        quantization="4bit" if hp["lora_load_in_4bit"] else "8bit" if hp["lora_load_in_8bit"] else "",
     )

@@ -96,6 +96,25 @@ def heldout_verdict(train_metrics: dict[str, Any]) -> tuple[bool | None, str]:
     )
 
 
+def reward_lines(train_metrics: dict[str, Any], metadata: dict[str, dict[str, Any]]) -> list[str]:
+    """GRPO: the mean reward per iteration (the model's ``reward_history`` metadata) and the reward gate's decision."""
+    history = next((m["reward_history"] for m in metadata.values() if "reward_history" in m), [])
+    lines = []
+    if history:
+        lines.append("  mean reward per iteration: " + " ".join(f"{value:.2f}" for value in history))
+    window = int(train_metrics.get("reward_gate_window", 0))
+    verdict = "PASSED" if train_metrics.get("reward_gate_passed") else "NOT PASSED"
+    if "reward_gain" not in train_metrics:
+        return [*lines, f"  reward gate {verdict}: too few iterations to tell"]
+    lines.append(
+        f"  reward gate {verdict}: last {window} iterations {train_metrics['reward_last_mean']:.3f} vs first {window} "
+        f"{train_metrics['reward_first_mean']:.3f} (gain {train_metrics['reward_gain']:+.3f} +- "
+        f"{train_metrics['reward_gain_standard_error']:.3f} s.e., one-sided Welch p="
+        f"{train_metrics['reward_gate_p_value']:.4f}, alpha 0.05); the registry registers only a model that passed"
+    )
+    return lines
+
+
 def _comparison(summary: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The fine-tuned evaluation's comparison with the base model (its results' ``comparison`` metadata)."""
     for metadata in summary.get(STEP_TASKS["eval"], {}).get("metadata", {}).values():
@@ -176,7 +195,10 @@ def summary_lines(summary: dict[str, dict[str, Any]], run_dir: Path) -> list[str
             f"  training:   {train.get('steps', 0):.0f} steps in {train.get('train_seconds', 0):.1f}s, "
             f"final train loss {_number(train, 'final_loss', '.3f')} (lowest {_number(train, 'min_loss', '.3f')})"
         )
-        lines.append(f"  {heldout_verdict(train)[1]}")
+        if "reward_iterations" in train:  # GRPO: the reward, not a held-out loss
+            lines += reward_lines(train, summary.get(STEP_TASKS["train"], {}).get("metadata", {}))
+        else:
+            lines.append(f"  {heldout_verdict(train)[1]}")
     if evaluation:
         lines.append(
             f"  lm-eval:    held-out loss {_number(evaluation, 'heldout_perplexity/token_loss', '.3f')} ({EVAL_LOSS}; "

@@ -1,9 +1,10 @@
 """Check 6: the run's GPU memory per GPU (Training Hub's estimator) against what the GPU nodes advertise.
 
-The estimate (:mod:`components.training.memory_estimate`) uses the run's algorithm, GPUs,
-``max_tokens_per_gpu``, ``max_seq_len``, ``effective_batch_size``, ``unfreeze_rank_ratio`` and ``lora_r``, and the
-base model's ``config.json`` only. The nodes' GPU memory comes from GPU Feature Discovery's ``nvidia.com/gpu.memory``
-label (MiB); the smallest GPU among the labelled nodes is the one compared (a pod may land on any of them).
+The estimate (:mod:`components.training.memory_estimate`) uses the run's algorithm, GPUs, ``max_tokens_per_gpu``,
+``max_seq_len``, ``effective_batch_size``, ``unfreeze_rank_ratio``, ``lora_r`` and QLoRA's 4-/8-bit loading
+(Training Hub's ``QLoRAEstimator``), and the base model's ``config.json`` only. The nodes' GPU memory comes from GPU
+Feature Discovery's ``nvidia.com/gpu.memory`` label (MiB); the smallest GPU among the labelled nodes is the one
+compared (a pod may land on any of them).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ EFFECTIVE_BATCH_SIZE = ("train", "training_effective_batch_size")
 UNFREEZE_RANK_RATIO = ("train", "training_unfreeze_rank_ratio")
 LORA_R = ("train", "training_lora_r")
 USE_LIGER = ("train", "training_use_liger")
+LOAD_IN_4BIT = ("train", "training_lora_load_in_4bit")
+LOAD_IN_8BIT = ("train", "training_lora_load_in_8bit")
 _ESTIMATE_NEEDS = "the estimate needs training-hub installed and the model's config.json (a local directory or HF id)"
 
 
@@ -41,6 +44,7 @@ def run_shape(values: RunValues) -> memory_estimate.RunShape | None:
         unfreeze_rank_ratio=float(values.get(UNFREEZE_RANK_RATIO)),
         lora_r=values.integer(LORA_R),
         use_liger=bool(values.get(USE_LIGER)),
+        quantization="4bit" if values.get(LOAD_IN_4BIT) else "8bit" if values.get(LOAD_IN_8BIT) else "",
     )
 
 

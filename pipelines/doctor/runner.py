@@ -13,6 +13,7 @@ from pipelines.doctor.facts import RunValues, read_package
 from pipelines.doctor.gpu_memory import check_gpu_memory
 from pipelines.doctor.gpus import check_gpus
 from pipelines.doctor.hardware import check_hardware_profiles
+from pipelines.doctor.images import check_images_in_namespace
 from pipelines.doctor.report import Check, Report, fail
 from pipelines.doctor.secret_mounts import check_secrets
 from pipelines.doctor.serving import check_serving
@@ -57,6 +58,13 @@ def _reachable(cluster: Cluster, host: str, source: str) -> Check | None:
     return None
 
 
+def _spec(package: str | Path) -> dict[str, Any]:
+    """The compiled pipeline spec (the package's first YAML document)."""
+    from pipelines.images.pipeline_images import first_document
+
+    return first_document(Path(package))
+
+
 _LOGIN = (
     "log in (`oc login`), or set KUBERNETES_SERVER_URL and KUBERNETES_AUTH_TOKEN (as in the kubernetes-credentials "
     "secret)"
@@ -71,6 +79,8 @@ def run_doctor(
     kfp_host: str = "",
     token_file: str = "",
     ca_bundle: str = "",
+    image_check: bool = True,
+    docker_config: Mapping | None = None,
 ) -> Report:
     """Runs every check and returns the report.
 
@@ -81,6 +91,8 @@ def run_doctor(
         kfp_host: The KFP API URL to health-check (``""``: not checked).
         token_file: A file with the KFP bearer token (default: ``KFP_TOKEN``).
         ca_bundle: A CA bundle for the Model Registry and KFP API certificates.
+        image_check: Check that the namespace can pull every step's image (:mod:`pipelines.doctor.images`).
+        docker_config: A Docker config.json with registry credentials (``--pull-secret-file``).
 
     Returns:
         The report (its ``exit_code`` is 1 when a check failed).
@@ -97,6 +109,8 @@ def run_doctor(
         api_client, source = connect()
     except KubeAuthError as error:
         checks.append(fail("cluster", f"cannot connect to Kubernetes: {error}", _LOGIN))
+        if image_check:
+            checks += check_images_in_namespace(None, _spec(package), docker_config)
     else:
         namespace = namespace or default_namespace()
         if not namespace:
@@ -108,6 +122,8 @@ def run_doctor(
         try:
             problem = _reachable(cluster, host, source)
             checks += [problem] if problem else _cluster_checks(cluster, values)
+            if image_check and not problem:
+                checks += check_images_in_namespace(cluster, _spec(package), docker_config)
         finally:
             api_client.close()
     checks.append(check_registry(values, ca_bundle))

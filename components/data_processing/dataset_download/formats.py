@@ -9,9 +9,10 @@ from collections.abc import Callable, Iterable
 
 from components._common.chat_errors import RowError
 from components._common.chat_format import EXPECTED_CHAT_FORMAT, MESSAGES_NOT_FOUND
+from components._common.reward_rows import REWARD_FORMATS, reward_row_format
 
-#: Formats accepted by ``input_format`` besides ``auto``.
-FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion")
+#: Formats accepted by ``input_format`` besides ``auto``; the reward formats are GRPO's prompt rows, kept as they are.
+FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion", *REWARD_FORMATS)
 #: How many leading rows :func:`detect_format` looks at.
 DETECTION_ROWS = 100
 #: ShareGPT speaker names and the chat roles they become (unknown names are kept, and fail the role rule).
@@ -115,6 +116,8 @@ def row_format(row: object) -> str | None:
     """The format a single row looks like, judged by its keys, or ``None``."""
     if type(row) is not dict:
         return None
+    if reward_row_format(row):  # before `messages`: a reward row's prompt may be messages
+        return reward_row_format(row)
     if "messages" in row:
         return "messages"
     if "conversations" in row:
@@ -146,7 +149,8 @@ def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[
         raise ValueError(
             f"{EXPECTED_CHAT_FORMAT}: {MESSAGES_NOT_FOUND.split(' (')[0]} in the first {looked} rows of {source}, "
             "nor the keys of another known format (input_format='auto' knows messages | conversations | "
-            "instruction+output | prompt+completion); convert the data, or set input_format explicitly"
+            "instruction+output | prompt+completion | ground_truth | target_tool_name); convert the data, or set "
+            "input_format explicitly"
         )
     if len(seen) > 1:
         raise ValueError(

@@ -16,7 +16,10 @@ PARAMETER_DOCS = {
     "train_split_ratio": "Fraction of the kept rows used for training, in (0, 1]; 1.0 = no eval split.",
     "subset_count": "Rows to keep, drawn with `seed` (0 = all; more than available warns and keeps all).",
     "seed": "Seed of the subset and the split; same input and seed give byte-identical files.",
-    "input_format": "auto | messages | alpaca | sharegpt | prompt_completion (auto detects from the first rows).",
+    "input_format": (
+        "auto | messages | alpaca | sharegpt | prompt_completion (auto detects from the first rows); GRPO's prompt "
+        "rows: reward_answer | reward_tool_call."
+    ),
     "hf_split": "Split of a Hub dataset to read.",
     "on_invalid": "fail (any bad row fails the task) | drop (drop and count bad rows).",
     "max_invalid_fraction": "With on_invalid=drop, the largest rejected fraction accepted, in [0, 1].",

@@ -16,6 +16,7 @@ from components._common.chat_files import ReadLimits
 from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
+from components._common.reward_rows import REWARD_FORMATS, prompt_messages
 from components._common.workspace import check_workspace
 
 from .locations import check_dataset_uri
@@ -164,6 +165,8 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
             return None
         count_tokens = load_token_counter(tokenizer_source)
         stats = token_stats = TokenStats(max_seq_len)
+        if empty.input_format in REWARD_FORMATS:  # GRPO's prompt rows: the prompt's tokens
+            return lambda line: stats.add(count_tokens(prompt_messages(json.loads(line))))
         return lambda line: stats.add(count_tokens(json.loads(line)["messages"]))
 
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:

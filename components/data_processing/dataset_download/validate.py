@@ -22,6 +22,7 @@ from components._common.chat_format import (
     normalize_row,
 )
 from components._common.masking import mask_url
+from components._common.reward_rows import REWARD_FORMATS, check_reward_row
 
 from .formats import CONVERTERS, check_input_format, detect_format
 from .readers import data_format, iter_rows, position_label
@@ -78,7 +79,7 @@ def validate_files(
     convert = CONVERTERS.get(report.input_format)
     sink = sink or (lambda rows: None)
     for path in files:
-        if convert is None and data_format(path) == "jsonl":
+        if convert is None and data_format(path) == "jsonl" and report.input_format not in REWARD_FORMATS:
             _validate_json_lines(path, report, allow_trailing_user, sink, limits)
             continue
         rows: list[bytes] = []
@@ -138,12 +139,15 @@ def _check_value(
         except RowError as error:
             report.add_reject(_reject(path, position, error.rule, error.detail, value, raw))
             return
-    problem = check_row(row, allow_trailing_user)
+    if report.input_format in REWARD_FORMATS:  # GRPO's prompt rows: their own rules, kept as they are
+        problem = check_reward_row(row, report.input_format)
+    else:
+        problem = check_row(row, allow_trailing_user)
     if problem is not None:
         report.add_reject(_reject(path, position, *problem, value, raw))
         return
     report.rows_valid += 1
-    keep(encode_json(normalize_row(row)))
+    keep(encode_json(row if report.input_format in REWARD_FORMATS else normalize_row(row)))
 
 
 def _reject(path: Path, position: int, rule: str, detail: str, value: object, raw: object = None) -> Reject:

@@ -1,4 +1,4 @@
-"""KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA) as a Kubeflow Trainer TrainJob, a PyTorchJob or on CPU.
+"""KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA, GRPO) as a Kubeflow TrainJob, a PyTorchJob or on CPU.
 
 The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body hands them all
 to :func:`~components.training.finetuning.config.train_model_request`, which puts each one, under its own name, into
@@ -54,6 +54,18 @@ def train_model(
     training_lora_r: int = 16,
     training_lora_alpha: int = 32,
     training_lora_dropout: float = 0.05,
+    training_lora_use_dora: bool = False,
+    training_lora_use_rslora: bool = False,
+    training_lora_init_weights: str = "true",
+    training_lora_load_in_4bit: bool = False,
+    training_lora_load_in_8bit: bool = False,
+    training_lora_bnb_4bit_quant_type: str = "nf4",
+    training_lora_bnb_4bit_compute_dtype: str = "bfloat16",
+    training_lora_bnb_4bit_use_double_quant: bool = True,
+    training_grpo_iterations: int = 15,
+    training_grpo_group_size: int = 8,
+    training_grpo_temperature: float = 0.7,
+    training_grpo_max_new_tokens: int = 512,
     training_use_liger: bool = False,
     training_gradient_checkpointing: bool = True,
     training_checkpoint_at_epoch: bool = False,

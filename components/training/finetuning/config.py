@@ -15,7 +15,11 @@ from typing import Any
 from components._common.arguments import require_arguments
 from components.training.finetuning.pod.run_config import Hyperparameters, has_field_type
 
-ALGORITHMS = ("sft", "osft", "lora")
+ALGORITHMS = ("sft", "osft", "lora", "grpo", "lora_grpo")
+#: The reinforcement-learning algorithms (GRPO: a prompt dataset with a verifiable reward, not chat rows).
+GRPO_ALGORITHMS = ("grpo", "lora_grpo")
+#: The algorithms that train LoRA adapters (their LoRA settings apply).
+LORA_ALGORITHMS = ("lora", "lora_grpo")
 #: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.cluster.launchers.select_launcher`).
 LAUNCHERS = ("trainjob", "local", "pytorchjob", "auto")
 #: The launchers that run the training in cluster pods.
@@ -23,7 +27,19 @@ CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob", "auto")
 #: Scheduler names accepted by both the local launcher (``transformers.get_scheduler``) and Training Hub's backends.
 LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 #: Training Hub's backends per algorithm (training-hub 0.11.2); ``backend=""`` takes the first.
-HUB_BACKENDS = {"sft": ("instructlab-training",), "osft": ("mini-trainer",), "lora": ("unsloth",)}
+HUB_BACKENDS = {
+    "sft": ("instructlab-training",),
+    "osft": ("mini-trainer",),
+    "lora": ("unsloth",),
+    "grpo": ("verl",),  # training_hub.grpo: verl only (full fine-tuning)
+    "lora_grpo": ("verl", "art"),  # training_hub.lora_grpo's default is verl; art: one GPU with co-located vLLM
+}
+#: peft's ``init_lora_weights`` values train_model accepts (``"true"``: peft's default, B = 0; ``"false"``: random
+#: B, for tests only). ``loftq`` needs a LoftQ config and is left out.
+LORA_INIT_WEIGHTS = ("true", "false", "gaussian", "pissa", "olora", "eva", "orthogonal")
+#: bitsandbytes 4-bit types and compute dtypes (transformers' ``BitsAndBytesConfig``).
+BNB_4BIT_QUANT_TYPES = ("nf4", "fp4")
+BNB_COMPUTE_DTYPES = ("bfloat16", "float16", "float32")
 #: ``training_backend`` of transformers.Trainer (:mod:`.hf_trainer`, every algorithm) instead of Training Hub:
 #: in-process for ``training_launcher="local"``, under ``torchrun`` in the job's pods otherwise.
 TRANSFORMERS_BACKEND = "transformers"
@@ -79,6 +95,18 @@ class TrainModelRequest:
     training_lora_r: int
     training_lora_alpha: int
     training_lora_dropout: float
+    training_lora_use_dora: bool
+    training_lora_use_rslora: bool
+    training_lora_init_weights: str
+    training_lora_load_in_4bit: bool
+    training_lora_load_in_8bit: bool
+    training_lora_bnb_4bit_quant_type: str
+    training_lora_bnb_4bit_compute_dtype: str
+    training_lora_bnb_4bit_use_double_quant: bool
+    training_grpo_iterations: int
+    training_grpo_group_size: int
+    training_grpo_temperature: float
+    training_grpo_max_new_tokens: int
     training_use_liger: bool
     training_gradient_checkpointing: bool
     training_checkpoint_at_epoch: bool
@@ -170,6 +198,18 @@ class TrainingConfig(Hyperparameters):
             lora_r=request.training_lora_r,
             lora_alpha=request.training_lora_alpha,
             lora_dropout=request.training_lora_dropout,
+            lora_use_dora=request.training_lora_use_dora,
+            lora_use_rslora=request.training_lora_use_rslora,
+            lora_init_weights=request.training_lora_init_weights.strip().lower(),
+            lora_load_in_4bit=request.training_lora_load_in_4bit,
+            lora_load_in_8bit=request.training_lora_load_in_8bit,
+            lora_bnb_4bit_quant_type=request.training_lora_bnb_4bit_quant_type,
+            lora_bnb_4bit_compute_dtype=request.training_lora_bnb_4bit_compute_dtype,
+            lora_bnb_4bit_use_double_quant=request.training_lora_bnb_4bit_use_double_quant,
+            grpo_iterations=request.training_grpo_iterations,
+            grpo_group_size=request.training_grpo_group_size,
+            grpo_temperature=request.training_grpo_temperature,
+            grpo_max_new_tokens=request.training_grpo_max_new_tokens,
             use_liger=request.training_use_liger,
             gradient_checkpointing=request.training_gradient_checkpointing,
             checkpoint_at_epoch=request.training_checkpoint_at_epoch,
@@ -213,6 +253,34 @@ class TrainingConfig(Hyperparameters):
             ("lora_r", self.lora_r >= 1, "LoRA rank must be >= 1"),
             ("lora_alpha", self.lora_alpha >= 1, "must be >= 1"),
             ("lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)"),
+            ("lora_init_weights", self.lora_init_weights in LORA_INIT_WEIGHTS, f"must be one of {LORA_INIT_WEIGHTS}"),
+            (
+                "lora_load_in_8bit",
+                not (self.lora_load_in_4bit and self.lora_load_in_8bit),
+                "QLoRA loads the base model in 4 or in 8 bits, not both: turn one of lora_load_in_4bit/8bit off",
+            ),
+            (
+                "lora_bnb_4bit_quant_type",
+                self.lora_bnb_4bit_quant_type in BNB_4BIT_QUANT_TYPES,
+                f"must be one of {', '.join(BNB_4BIT_QUANT_TYPES)}",
+            ),
+            (
+                "lora_bnb_4bit_compute_dtype",
+                self.lora_bnb_4bit_compute_dtype in BNB_COMPUTE_DTYPES,
+                f"must be one of {', '.join(BNB_COMPUTE_DTYPES)}",
+            ),
+            ("grpo_iterations", self.grpo_iterations >= 1, "must be >= 1"),
+            (
+                "grpo_group_size",
+                self.grpo_group_size >= 2,
+                "must be >= 2: GRPO's advantage compares the completions of one prompt with each other",
+            ),
+            (
+                "grpo_temperature",
+                math.isfinite(self.grpo_temperature) and self.grpo_temperature > 0,
+                "must be finite and > 0 (GRPO samples several different completions per prompt)",
+            ),
+            ("grpo_max_new_tokens", self.grpo_max_new_tokens >= 1, "must be >= 1"),
             (
                 "fsdp_sharding_strategy",
                 self.fsdp_sharding_strategy in FSDP_SHARDING_STRATEGIES,
@@ -227,6 +295,18 @@ class TrainingConfig(Hyperparameters):
                 f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (transformers.Trainer under torchrun)",
             ),
         ]
+        variants = {"lora_use_dora": False, "lora_use_rslora": False, "lora_init_weights": "true"}
+        variants |= {"lora_load_in_4bit": False, "lora_load_in_8bit": False}
+        for name, default in variants.items():
+            if self.algorithm not in LORA_ALGORITHMS and getattr(self, name) != default:
+                _fail(name, getattr(self, name), f"a LoRA setting: algorithm {self.algorithm!r} trains no adapter")
+        if self.algorithm in GRPO_ALGORITHMS and self.backend == TRANSFORMERS_BACKEND:
+            _fail(
+                "backend",
+                self.backend,
+                f"{self.algorithm} trains through Training Hub ({', '.join(HUB_BACKENDS[self.algorithm])}) in the "
+                "cluster, or with training_launcher='local' (TRL's GRPOTrainer); the transformers backend has no GRPO",
+            )
         for name, ok, rule in checks:
             if not ok:
                 _fail(name, getattr(self, name), rule)

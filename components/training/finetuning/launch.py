@@ -13,6 +13,7 @@ from components._common.files import write_text_atomically
 from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.config import (
     CLUSTER_LAUNCHERS,
+    GRPO_ALGORITHMS,
     TRANSFORMERS_BACKEND,
     TrainingConfigError,
     runtime_name_of,
@@ -199,16 +200,22 @@ def run_cluster_job(
     records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir, epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
     result = transformers_backend.read_result(ckpt_dir) if transformers else {}
+    rewards = metrics_module.read_reward_history(ckpt_dir) if plan.config.algorithm in GRPO_ALGORITHMS else []
     return LauncherRun(
         find_final_checkpoint(ckpt_dir),
         records,
         seconds,
         name,
-        {**model_facts, **{key: result[key] for key in ("resumed_from", "adapter_path") if result.get(key)}},
+        {
+            **model_facts,
+            **{key: result[key] for key in ("resumed_from", "adapter_path") if result.get(key)},
+            **({"reward_history": [round(value, 4) for value in rewards]} if rewards else {}),
+        },
         eval_loss=result.get("eval_loss"),
         launcher=job_launcher,
         base_eval_loss=result.get("base_eval_loss"),
         job_kind=manifest["kind"],
+        rewards=rewards,
     )
 
 

@@ -22,7 +22,10 @@ PARAMETER_DOCS = {
     "task_config": (
         "Volumes (workspace PVC), tolerations, node selector, affinity, env of the task, handed to the TrainJob."
     ),
-    "training_algorithm": ("`sft` | `osft` | `lora` (case-insensitive: the guide's `OSFT` works)."),
+    "training_algorithm": (
+        "`sft` | `osft` | `lora` | `grpo` | `lora_grpo` (case-insensitive: the guide's `OSFT` works). GRPO trains on "
+        "a prompt dataset with a verifiable reward (`dataset_download`'s `reward_answer` / `reward_tool_call` rows)."
+    ),
     "training_backend": (
         "What trains: Training Hub's backend `instructlab-training` (SFT), `mini-trainer` (OSFT), `unsloth` (LoRA), "
         "'' = the algorithm's default; or `transformers`: the project's own transformers/peft trainer (any "
@@ -49,6 +52,35 @@ PARAMETER_DOCS = {
     "training_lora_r": ("LoRA rank (>= 1)."),
     "training_lora_alpha": ("LoRA scaling alpha."),
     "training_lora_dropout": ("LoRA dropout, in [0, 1)."),
+    "training_lora_use_dora": (
+        "LoRA: DoRA (weight-decomposed LoRA: a trained magnitude per output row besides the low-rank direction); "
+        "peft's `use_dora`, Training Hub `lora_sft`'s `use_dora` (training-hub >= 0.6.0)."
+    ),
+    "training_lora_use_rslora": (
+        "LoRA: rank-stabilised scaling `lora_alpha / sqrt(lora_r)` instead of `lora_alpha / lora_r` (peft's and "
+        "Training Hub `lora_sft`'s `use_rslora`)."
+    ),
+    "training_lora_init_weights": (
+        "LoRA: peft's `init_lora_weights`: `true` (B = 0, the adapter starts as the base model), `gaussian`, "
+        "`pissa`, `olora`, `eva`, `orthogonal`, or `false` (random B: tests only)."
+    ),
+    "training_lora_load_in_4bit": (
+        "QLoRA: load the frozen base model in 4 bits (bitsandbytes; needs a CUDA GPU); Training Hub `lora_sft`'s "
+        "`load_in_4bit`."
+    ),
+    "training_lora_load_in_8bit": ("QLoRA: load the frozen base model in 8 bits (bitsandbytes; needs a CUDA GPU)."),
+    "training_lora_bnb_4bit_quant_type": ("QLoRA 4-bit: `nf4` | `fp4`."),
+    "training_lora_bnb_4bit_compute_dtype": ("QLoRA 4-bit: compute dtype `bfloat16` | `float16` | `float32`."),
+    "training_lora_bnb_4bit_use_double_quant": ("QLoRA 4-bit: also quantise the quantisation constants."),
+    "training_grpo_iterations": (
+        "GRPO: training iterations (Training Hub's `num_iterations`; the local launcher's optimizer steps); each one "
+        "samples `effective_batch_size` prompts."
+    ),
+    "training_grpo_group_size": (
+        "GRPO: completions sampled per prompt (>= 2); each one's advantage is its reward against its group's mean."
+    ),
+    "training_grpo_temperature": ("GRPO: sampling temperature of the completions (> 0)."),
+    "training_grpo_max_new_tokens": ("GRPO: most tokens per completion (Training Hub's `max_tokens`)."),
     "training_use_liger": ("Liger kernels (Training Hub SFT/OSFT)."),
     "training_gradient_checkpointing": (
         "Recompute activations in the backward pass instead of keeping them (less memory, ~30% more compute). "

@@ -83,3 +83,4 @@ class LauncherRun:
     base_eval_loss: float | None = None
 
     job_kind: str = ""
+    rewards: list[float] = dataclasses.field(default_factory=list)  # GRPO: the mean reward of each iteration

@@ -19,9 +19,11 @@ from components._common.model_location import (
     build_manifest,
     write_manifest,
 )
+from components.training.finetuning.config import GRPO_ALGORITHMS
 from components.training.finetuning.plan import LauncherRun, RunPlan, TrainModelResult
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.report import render_report
+from components.training.finetuning.reward_gate import reward_gate
 
 
 def _samples_seen(name: str) -> float:
@@ -182,6 +184,10 @@ def publish_outputs(
         summary["eval_loss"] = float(trained.eval_loss)
     if trained.base_eval_loss is not None:
         summary["base_eval_loss"] = float(trained.base_eval_loss)
+    if config.algorithm in GRPO_ALGORITHMS:  # the reward gate's decision and numbers (the registry gates on them)
+        gate = reward_gate(trained.rewards)
+        print(gate.line(), flush=True)
+        summary.update(gate.metrics())
     for name, value in summary.items():
         metrics.log_metric(name, value)
     shown = {key: metadata[key] for key in ("base_model", "algorithm", "backend", "checkpoint_path")}

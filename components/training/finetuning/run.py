@@ -23,6 +23,7 @@ from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.cluster.state import CLEANUP_POLICIES
 from components.training.finetuning.config import (
     CLUSTER_LAUNCHERS,
+    GRPO_ALGORITHMS,
     LAUNCHERS,
     TRANSFORMERS_BACKEND,
     TrainingConfig,
@@ -189,10 +190,15 @@ def run_train_model(
             log(note)
     if request.training_launcher == "local":
         _require_local_training_packages(config.algorithm)
+        if config.algorithm == "lora" and (config.lora_load_in_4bit or config.lora_load_in_8bit):
+            from components.training.finetuning.hf_trainer.training import quantization_config
+
+            quantization_config(config)  # QLoRA needs CUDA: one line here, before anything is staged
     data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")
-    inputs.count_chat_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
+    count_rows = count_reward_rows if config.algorithm in GRPO_ALGORITHMS else inputs.count_chat_rows
+    count_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
     if eval_file is not None:
-        inputs.count_chat_rows(eval_file, "eval_dataset")
+        count_rows(eval_file, "eval_dataset")
     temporary = None if request.pvc_path else tempfile.mkdtemp(prefix="train-model-")
     plan = RunPlan(
         request=request,
@@ -258,6 +264,20 @@ def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
         "gpus_per_node": plan.request.training_gpus_per_node,
         **facts,
     }
+
+
+def count_reward_rows(path: Path, label: str) -> int:
+    """Checks every row of a GRPO reward JSONL file (:mod:`components._common.reward_rows`) and counts them.
+
+    Raises:
+        TrainingConfigError: A row breaks a rule (one line: file, line, rule).
+    """
+    from components._common.reward_rows import RewardRowError, iter_reward_rows
+
+    try:
+        return sum(1 for _ in iter_reward_rows(path, label))
+    except RewardRowError as error:
+        raise TrainingConfigError(str(error)) from None
 
 
 def _require_local_training_packages(algorithm: str) -> None:

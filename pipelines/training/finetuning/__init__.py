@@ -1,4 +1,4 @@
-"""Fine-tuning pipelines: six explicit ``@dsl.pipeline`` modules in ``pipelines/training/<name>/pipeline.py``.
+"""Fine-tuning pipelines: eight explicit ``@dsl.pipeline`` modules in ``pipelines/training/<name>/pipeline.py``.
 
 ``PIPELINES`` maps each pipeline's name to its module; :mod:`.tasks` holds the task set-up they share and
 :mod:`.settings` their compile-time settings.
@@ -11,4 +11,6 @@ PIPELINES = {
     "osft-minimal": "pipelines.training.osft_minimal.pipeline",
     "lora": "pipelines.training.lora.pipeline",
     "lora-minimal": "pipelines.training.lora_minimal.pipeline",
+    "grpo": "pipelines.training.grpo.pipeline",
+    "lora-grpo": "pipelines.training.lora_grpo.pipeline",
 }

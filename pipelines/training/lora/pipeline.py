@@ -62,6 +62,14 @@ def lora_pipeline(
     phase_02_train_opt_seed: int = 42,
     phase_02_train_opt_lora_alpha: int = 32,
     phase_02_train_opt_lora_dropout: float = 0.05,
+    phase_02_train_opt_lora_use_dora: bool = False,
+    phase_02_train_opt_lora_use_rslora: bool = False,
+    phase_02_train_opt_lora_init_weights: str = "true",
+    phase_02_train_opt_lora_load_in_4bit: bool = False,
+    phase_02_train_opt_lora_load_in_8bit: bool = False,
+    phase_02_train_opt_lora_bnb_4bit_quant_type: str = "nf4",
+    phase_02_train_opt_lora_bnb_4bit_compute_dtype: str = "bfloat16",
+    phase_02_train_opt_lora_bnb_4bit_double_quant: bool = True,
     phase_02_train_opt_use_liger: bool = False,
     phase_02_train_opt_gradient_checkpointing: bool = True,
     phase_02_train_opt_save_epoch: bool = False,
@@ -158,7 +166,7 @@ def lora_pipeline(
         phase_01_dataset_opt_subset: Rows to keep, drawn with `seed` (0 = all; more than available warns and keeps all).
         phase_01_dataset_opt_seed: Seed of the subset and the split; same input and seed give byte-identical files.
         phase_01_dataset_opt_format: auto | messages | alpaca | sharegpt | prompt_completion (auto detects from the
-            first rows).
+            first rows); GRPO's prompt rows: reward_answer | reward_tool_call.
         phase_01_dataset_opt_hf_split: Split of a Hub dataset to read.
         phase_01_dataset_opt_on_invalid: fail (any bad row fails the task) | drop (drop and count bad rows).
         phase_01_dataset_opt_max_invalid_fraction: With on_invalid=drop, the largest rejected fraction accepted, in [0,
@@ -186,6 +194,21 @@ def lora_pipeline(
         phase_02_train_opt_seed: Seed of init, data order and dropout (reaches every algorithm: `random_seed` for SFT).
         phase_02_train_opt_lora_alpha: LoRA scaling alpha.
         phase_02_train_opt_lora_dropout: LoRA dropout, in [0, 1).
+        phase_02_train_opt_lora_use_dora: LoRA: DoRA (weight-decomposed LoRA: a trained magnitude per output row
+            besides the low-rank direction); peft's `use_dora`, Training Hub `lora_sft`'s `use_dora` (training-hub >=
+            0.6.0).
+        phase_02_train_opt_lora_use_rslora: LoRA: rank-stabilised scaling `lora_alpha / sqrt(lora_r)` instead of
+            `lora_alpha / lora_r` (peft's and Training Hub `lora_sft`'s `use_rslora`).
+        phase_02_train_opt_lora_init_weights: LoRA: peft's `init_lora_weights`: `true` (B = 0, the adapter starts as
+            the base model), `gaussian`, `pissa`, `olora`, `eva`, `orthogonal`, or `false` (random B: tests only).
+        phase_02_train_opt_lora_load_in_4bit: QLoRA: load the frozen base model in 4 bits (bitsandbytes; needs a CUDA
+            GPU); Training Hub `lora_sft`'s `load_in_4bit`.
+        phase_02_train_opt_lora_load_in_8bit: QLoRA: load the frozen base model in 8 bits (bitsandbytes; needs a CUDA
+            GPU).
+        phase_02_train_opt_lora_bnb_4bit_quant_type: QLoRA 4-bit: `nf4` | `fp4`.
+        phase_02_train_opt_lora_bnb_4bit_compute_dtype: QLoRA 4-bit: compute dtype `bfloat16` | `float16` |
+            `float32`.
+        phase_02_train_opt_lora_bnb_4bit_double_quant: QLoRA 4-bit: also quantise the quantisation constants.
         phase_02_train_opt_use_liger: Liger kernels (Training Hub SFT/OSFT).
         phase_02_train_opt_gradient_checkpointing: Recompute activations in the backward pass instead of keeping them
             (less memory, ~30% more compute). The local launcher and `training_backend=transformers` honour both;
@@ -385,6 +408,14 @@ def lora_pipeline(
         training_seed=phase_02_train_opt_seed,
         training_lora_alpha=phase_02_train_opt_lora_alpha,
         training_lora_dropout=phase_02_train_opt_lora_dropout,
+        training_lora_use_dora=phase_02_train_opt_lora_use_dora,
+        training_lora_use_rslora=phase_02_train_opt_lora_use_rslora,
+        training_lora_init_weights=phase_02_train_opt_lora_init_weights,
+        training_lora_load_in_4bit=phase_02_train_opt_lora_load_in_4bit,
+        training_lora_load_in_8bit=phase_02_train_opt_lora_load_in_8bit,
+        training_lora_bnb_4bit_quant_type=phase_02_train_opt_lora_bnb_4bit_quant_type,
+        training_lora_bnb_4bit_compute_dtype=phase_02_train_opt_lora_bnb_4bit_compute_dtype,
+        training_lora_bnb_4bit_use_double_quant=phase_02_train_opt_lora_bnb_4bit_double_quant,
         training_use_liger=phase_02_train_opt_use_liger,
         training_gradient_checkpointing=phase_02_train_opt_gradient_checkpointing,
         training_checkpoint_at_epoch=phase_02_train_opt_save_epoch,

@@ -157,7 +157,7 @@ def sft_pipeline(
         phase_01_dataset_opt_subset: Rows to keep, drawn with `seed` (0 = all; more than available warns and keeps all).
         phase_01_dataset_opt_seed: Seed of the subset and the split; same input and seed give byte-identical files.
         phase_01_dataset_opt_format: auto | messages | alpaca | sharegpt | prompt_completion (auto detects from the
-            first rows).
+            first rows); GRPO's prompt rows: reward_answer | reward_tool_call.
         phase_01_dataset_opt_hf_split: Split of a Hub dataset to read.
         phase_01_dataset_opt_on_invalid: fail (any bad row fails the task) | drop (drop and count bad rows).
         phase_01_dataset_opt_max_invalid_fraction: With on_invalid=drop, the largest rejected fraction accepted, in [0,

@@ -22,11 +22,17 @@ WORKER_SCRIPT = "worker.py"
 def missing_trainer_packages(algorithm: str) -> list[str]:
     """The packages (as ``pip`` names them) the trainer core needs for ``algorithm`` that are absent.
 
-    torch, transformers and accelerate (the Trainer's); peft for LoRA; mini-trainer (whose OSFT model is used) for OSFT.
+    torch, transformers and accelerate (the Trainer's); peft for LoRA; mini-trainer (whose OSFT model is used) for OSFT;
+    trl and datasets for GRPO (the local launcher's ``GRPOTrainer``).
     """
     import importlib.util
 
-    extra = {"lora": {"peft": "peft"}, "osft": {"mini_trainer": "rhai-innovation-mini-trainer"}}.get(algorithm, {})
+    extra = {
+        "lora": {"peft": "peft"},
+        "osft": {"mini_trainer": "rhai-innovation-mini-trainer"},
+        "grpo": {"trl": "trl", "datasets": "datasets"},
+        "lora_grpo": {"trl": "trl", "datasets": "datasets", "peft": "peft"},
+    }.get(algorithm, {})
     needed = {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate", **extra}
     return [package for module, package in needed.items() if importlib.util.find_spec(module) is None]
 

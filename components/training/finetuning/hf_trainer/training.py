@@ -75,20 +75,61 @@ def load_model(config: TrainingConfig, model_path: str):
     set_seed(config.seed)
     if config.algorithm == "osft":
         model = osft.load_osft_model(model_path, config.unfreeze_rank_ratio)
+    elif config.algorithm == "lora" and (config.lora_load_in_4bit or config.lora_load_in_8bit):
+        from peft import prepare_model_for_kbit_training
+
+        model = AutoModelForCausalLM.from_pretrained(model_path, quantization_config=quantization_config(config))
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=config.gradient_checkpointing)
     else:
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
     if config.algorithm == "lora":
-        from peft import LoraConfig, get_peft_model
+        from peft import get_peft_model
 
-        lora = LoraConfig(
-            r=config.lora_r,
-            lora_alpha=config.lora_alpha,
-            lora_dropout=config.lora_dropout,
-            target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        )
-        model = get_peft_model(model, lora)
+        model = get_peft_model(model, lora_config(config))
     return model, tokenizer
+
+
+def lora_config(config: TrainingConfig) -> Any:
+    """The run's peft ``LoraConfig``: rank, alpha, dropout, DoRA, rsLoRA and the init, on every linear layer."""
+    from peft import LoraConfig
+
+    init = {"true": True, "false": False}.get(config.lora_init_weights, config.lora_init_weights)
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        use_dora=config.lora_use_dora,
+        use_rslora=config.lora_use_rslora,
+        init_lora_weights=init,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
+
+
+def quantization_config(config: TrainingConfig) -> Any:
+    """QLoRA's ``BitsAndBytesConfig`` (4 or 8 bits); bitsandbytes quantises on a CUDA device only.
+
+    Raises:
+        LocalTrainingError: No CUDA device (one line: what to do instead).
+    """
+    if not _cuda():
+        bits = 4 if config.lora_load_in_4bit else 8
+        raise LocalTrainingError(
+            f"train_model parameter training_lora_load_in_{bits}bit=True: QLoRA loads the base model with "
+            "bitsandbytes, which needs a CUDA GPU and this process sees none; train without quantisation here "
+            "(training_lora_load_in_4bit/8bit=False) or on a GPU (training_launcher='trainjob')"
+        )
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if config.lora_load_in_8bit:
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type=config.lora_bnb_4bit_quant_type,
+        bnb_4bit_compute_dtype=getattr(torch, config.lora_bnb_4bit_compute_dtype),
+        bnb_4bit_use_double_quant=config.lora_bnb_4bit_use_double_quant,
+    )
 
 
 def batch_shape(config: TrainingConfig, world_size: int, longest: int) -> tuple[int, int]:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from components._common.reward_rows import load_reward_rows
+from components.training.finetuning.config import GRPO_ALGORITHMS
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.pod.inputs import load_chat_rows, resolve_base_model
@@ -58,6 +60,8 @@ def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None =
         model_path = resolve_base_model(
             config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
         )
+    if config.algorithm in GRPO_ALGORITHMS:
+        return _train_grpo_plan(plan, model_path, model_facts, on_step, log)
     result = train_locally(
         config,
         plan.data_file,
@@ -79,3 +83,24 @@ def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None =
         "local",
         base_eval_loss=result.base_eval_loss,
     )
+
+
+def _train_grpo_plan(
+    plan: RunPlan, model_path: str, model_facts: dict[str, Any], on_step: Any, log: Any
+) -> LauncherRun:
+    """GRPO / LoRA-GRPO with TRL's ``GRPOTrainer`` (:mod:`..hf_trainer.grpo`) on the checked reward rows."""
+    from components.training.finetuning.hf_trainer import grpo
+
+    result, rewards = grpo.train_grpo(
+        plan.config,
+        plan.run_dir / "output",
+        model_path,
+        load_reward_rows(plan.data_file, "train_dataset"),
+        log=log,
+        on_step=on_step,
+    )
+    extra: dict[str, Any] = {**model_facts, "reward_history": [round(value, 4) for value in rewards]}
+    if result.adapter_dir is not None:
+        extra["adapter_path"] = str(result.adapter_dir)
+    return LauncherRun(result.final_model_dir, result.records, result.train_seconds, "", extra, launcher="local",
+                       rewards=rewards)  # fmt: skip

@@ -63,7 +63,7 @@ def resume_kwargs(algorithm: str, ckpt_dir: Path, resume: bool) -> tuple[dict[st
     Returns:
         ``(kwargs, message)``: the arguments to add, and one line saying what happens (``""`` when nothing was found).
     """
-    if not resume:
+    if not resume or algorithm not in LAYOUTS:  # GRPO: verl and ART resume from their own state in ckpt_dir
         return {}, ""
     checkpoint = newest_complete_checkpoint(algorithm, ckpt_dir)
     if checkpoint is None:

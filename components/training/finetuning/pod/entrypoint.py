@@ -1,4 +1,6 @@
-"""Runs in every TrainJob pod: reads the run's JSON config and calls Training Hub's ``sft``, ``osft`` or ``lora_sft``.
+"""Runs in every TrainJob pod: reads the run's JSON config and calls Training Hub's training function.
+
+The function is ``sft``, ``osft``, ``lora_sft``, ``grpo`` or ``lora_grpo`` (:data:`TRAINING_HUB_FUNCTIONS`).
 
 Standard library only (the training image has none of this project's code); the rank-0 pod also serves progress
 (:mod:`.progress_server`), and a resumed job continues from the newest complete checkpoint (:mod:`.checkpoints`).
@@ -17,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from components.training.finetuning.pod import checkpoints, hub_compat, progress_server
+from components.training.finetuning.pod.grpo_call import grpo_kwargs
 from components.training.finetuning.pod.inputs import EntrypointError, resolve_base_model
+from components.training.finetuning.pod.lora_variants import LORA_VARIANTS_OFF, lora_variant_kwargs
 from components.training.finetuning.pod.run_config import (
     Hyperparameters,
     RunConfig,
@@ -26,7 +30,23 @@ from components.training.finetuning.pod.run_config import (
 )
 
 #: ``train_model`` algorithm name -> Training Hub function.
-TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft"}
+TRAINING_HUB_FUNCTIONS = {
+    "sft": "sft",
+    "osft": "osft",
+    "lora": "lora_sft",
+    "grpo": "grpo",
+    "lora_grpo": "lora_grpo",
+}
+#: Training Hub's GRPO (verl, ART) runs by iterations and has none of these switches.
+_GRPO_UNSUPPORTED = (
+    ("use_liger", False, "Training Hub's GRPO backends have no Liger option"),
+    ("checkpoint_at_epoch", False, "GRPO checkpoints per iteration, not per epoch"),
+    ("fsdp_sharding_strategy", "FULL_SHARD", "verl shards fully; ART does not use FSDP"),
+    ("max_steps", 0, "GRPO stops after grpo_iterations"),
+    ("lr_scheduler", "cosine", "Training Hub's GRPO does not forward a scheduler"),
+    ("warmup_steps", 0, "Training Hub's GRPO does not forward warm-up steps"),
+    *LORA_VARIANTS_OFF,
+)
 
 #: Settings Training Hub's backend for an algorithm cannot honour: (parameter, the only accepted value, why).
 _LOCAL_ONLY = ("checkpoint_interval_steps", 0, "step-interval checkpoints are the project's trainer's")
@@ -61,6 +81,8 @@ UNSUPPORTED_SETTINGS: dict[str, tuple[tuple[str, Any, str], ...]] = {
         ("fsdp_sharding_strategy", "FULL_SHARD", "the Unsloth backend does not use FSDP"),
         ("max_steps", 0, "the Unsloth backend stops by epochs only"),
     ),
+    "grpo": (_LOCAL_ONLY, *_GRPO_UNSUPPORTED),
+    "lora_grpo": (_LOCAL_ONLY, *_GRPO_UNSUPPORTED),
 }
 
 
@@ -194,6 +216,7 @@ def _algorithm_kwargs(algorithm: str, hp: Hyperparameters, eval_data_path: str) 
     }
     if eval_data_path:
         kwargs["eval_data_path"] = eval_data_path
+    kwargs.update(lora_variant_kwargs(hp))
     return kwargs
 
 
@@ -221,6 +244,9 @@ def training_hub_call(
     problems = unsupported_settings(algorithm, dataclasses.asdict(hp), bool(eval_data_path))
     if problems:
         raise EntrypointError("; ".join(problems))
+    if algorithm in ("grpo", "lora_grpo"):
+        resolved = model_path or run_config.model_path or run_config.base_model
+        return TRAINING_HUB_FUNCTIONS[algorithm], grpo_kwargs(run_config, resolved, env)
     kwargs = {
         "model_path": model_path or run_config.model_path or run_config.base_model,
         "data_path": run_config.data_path,

@@ -44,7 +44,13 @@ OPTIONAL_KEYWORDS: dict[str, tuple[str, str]] = {
 }
 
 #: The first Training Hub release with each function, read from the released wheels (0.3.0 has sft and osft only).
-FIRST_RELEASE_WITH_FUNCTION = {"sft": "0.1.0", "osft": "0.1.0", "lora_sft": "0.4.0"}
+FIRST_RELEASE_WITH_FUNCTION = {
+    "sft": "0.1.0",
+    "osft": "0.1.0",
+    "lora_sft": "0.4.0",
+    "grpo": "0.9.2",  # training_hub.grpo and lora_grpo (verl, art) with tool_call_reward / binary_reward
+    "lora_grpo": "0.9.2",
+}
 
 #: The Training Hub release this project is built and tested against (the pyproject pin).
 NEWEST_TESTED = "0.11.2"
@@ -91,6 +97,11 @@ def missing_function_message(version: str, function_name: str) -> str:
     )
 
 
+def _read_keys(backend: type) -> set[str]:
+    """The keys a Training Hub backend's source reads from its parameters dict (by ``.get`` or by subscript)."""
+    return set(re.findall(r"params(?:\.get\(|\[)['\"]([a-z0-9_]+)['\"]", inspect.getsource(backend)))
+
+
 def _backend_keywords(function_name: str) -> set[str] | None:
     """The ``**kwargs`` keys the backend of ``training_hub.<function_name>`` reads; None when that cannot be told."""
     try:
@@ -105,7 +116,12 @@ def _backend_keywords(function_name: str) -> set[str] | None:
         if function_name == "lora_sft":
             from training_hub.algorithms.lora import UnslothLoRABackend
 
-            return set(re.findall(r"params(?:\.get\(|\[)['\"]([a-z0-9_]+)['\"]", inspect.getsource(UnslothLoRABackend)))
+            return _read_keys(UnslothLoRABackend)
+        if function_name in ("grpo", "lora_grpo"):  # the keys verl's and ART's backends read from **kwargs
+            from training_hub.algorithms.lora_grpo import ARTLoRAGRPOBackend
+            from training_hub.algorithms.lora_grpo_verl import VeRLLoRAGRPOBackend
+
+            return _read_keys(VeRLLoRAGRPOBackend) | _read_keys(ARTLoRAGRPOBackend)
     except Exception:  # noqa: BLE001 - a backend that does not import here (or moved): do not guess
         return None
     return None

@@ -53,7 +53,11 @@ TRAINING_HUB_METRICS_FILES = {
     "sft": "training_params_and_metrics_global0.jsonl",
     "osft": "training_metrics_0.jsonl",
     "lora": "training_metrics.jsonl",
+    "grpo": "training_metrics.jsonl",  # verl: step, loss (actor/pg_loss), mean_reward, ...
+    "lora_grpo": "training_metrics.jsonl",
 }
+#: ART's results file (``lora_grpo`` backend ``art``): ``reward_history``, one mean reward per iteration.
+GRPO_RESULTS_FILE = "training_results.json"
 _LAYOUTS = (
     re.compile(r"training_params_and_metrics_global(\d+)\.jsonl"),
     re.compile(r"training_metrics_(\d+)\.jsonl"),
@@ -254,3 +258,19 @@ def summarize(records: list[StepRecord], train_seconds: float | None = None) -> 
     if rates:
         summary["tokens_per_second"] = float(rates[-1])
     return summary
+
+
+def read_reward_history(ckpt_dir: Path) -> list[float]:
+    """The mean reward per iteration of a Training Hub GRPO run (``[]`` when it wrote none).
+
+    ART writes :data:`GRPO_RESULTS_FILE` (``reward_history``); verl writes ``mean_reward`` on each line of
+    ``training_metrics.jsonl`` (training-hub 0.11.2, ``lora_grpo.py`` and ``lora_grpo_verl.py``).
+    """
+    results = Path(ckpt_dir) / GRPO_RESULTS_FILE
+    if results.is_file():
+        history = json.loads(results.read_text(encoding="utf-8")).get("reward_history") or []
+        return [float(value) for value in history]
+    lines = Path(ckpt_dir) / TRAINING_HUB_METRICS_FILES["grpo"]
+    if not lines.is_file():
+        return []
+    return [float(raw["mean_reward"]) for raw in _parse_lines(lines) if first_number(raw, "mean_reward") is not None]

@@ -6,10 +6,13 @@ POD_MODULES = (
     "components._common.s3",
     "components.training.finetuning.pod.checkpoints",
     "components.training.finetuning.pod.entrypoint",
+    "components.training.finetuning.pod.grpo_call",
     "components.training.finetuning.pod.hub_compat",
     "components.training.finetuning.pod.inputs",
+    "components.training.finetuning.pod.lora_variants",
     "components.training.finetuning.pod.metrics",
     "components.training.finetuning.pod.progress_server",
+    "components.training.finetuning.pod.rewards",
     "components.training.finetuning.pod.run_config",
     "components.training.finetuning.pod.trainer_status",
 )

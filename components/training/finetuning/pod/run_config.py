@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 #: The version written into, and required of, every ``run_config.json``; raise it when a field changes.
-RUN_CONFIG_VERSION = 2
+RUN_CONFIG_VERSION = 3
 RUN_CONFIG_FILE = "run_config.json"
 
 
@@ -42,6 +42,18 @@ class Hyperparameters:
     lora_r: int
     lora_alpha: int
     lora_dropout: float
+    lora_use_dora: bool
+    lora_use_rslora: bool
+    lora_init_weights: str
+    lora_load_in_4bit: bool
+    lora_load_in_8bit: bool
+    lora_bnb_4bit_quant_type: str
+    lora_bnb_4bit_compute_dtype: str
+    lora_bnb_4bit_use_double_quant: bool
+    grpo_iterations: int
+    grpo_group_size: int
+    grpo_temperature: float
+    grpo_max_new_tokens: int
     use_liger: bool
     gradient_checkpointing: bool
     checkpoint_at_epoch: bool

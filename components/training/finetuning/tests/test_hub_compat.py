@@ -58,7 +58,7 @@ def test_a_missing_algorithm_names_the_release_it_arrived_in():
 
 
 def test_a_function_whose_keywords_cannot_be_told_gets_every_keyword_with_a_note():
-    def grpo(model_path, **kwargs):  # a function whose backend's keys this module cannot read
+    def embedding_sft(model_path, **kwargs):  # a function whose backend's keys this module cannot read
         return kwargs
 
     def sft(**kwargs):  # no named parameter: not a Training Hub release's signature
@@ -66,10 +66,11 @@ def test_a_function_whose_keywords_cannot_be_told_gets_every_keyword_with_a_note
 
     notes = []
     kwargs = {"model_path": "m", "anything": 1}
-    assert hub_compat.select_keywords("grpo", grpo, kwargs, "9.9", notes.append) == kwargs
+    assert hub_compat.select_keywords("embedding_sft", embedding_sft, kwargs, "9.9", notes.append) == kwargs
     assert hub_compat.select_keywords("sft", sft, kwargs, "9.9", notes.append) == kwargs
     assert notes == [
-        f"note: cannot tell which keywords training-hub 9.9 {name} takes; passing them all" for name in ("grpo", "sft")
+        f"note: cannot tell which keywords training-hub 9.9 {name} takes; passing them all"
+        for name in ("embedding_sft", "sft")
     ]
 
 

@@ -47,6 +47,19 @@ def test_each_algorithm_is_estimated_from_the_config_alone_and_nothing_is_writte
     assert sharded.expected < results["sft"].expected
 
 
+def test_quantised_loading_shrinks_the_lora_estimate_and_grpo_has_none(config_only):
+    """QLoRA keeps the frozen weights in 4 (Training Hub's QLoRAEstimator) or 8 bits: less memory than 16-bit LoRA."""
+    small = {"effective_batch_size": 1, "max_seq_len": 16}
+    full, eight, four = (
+        memory.estimate(_shape("lora", config_only, quantization=bits, **small), config_only)
+        for bits in ("", "8bit", "4bit")
+    )
+    assert four.expected < eight.expected < full.expected
+    assert memory.presubmit_line(_shape("grpo", config_only), []).startswith(
+        "GPU memory estimate skipped: Training Hub has no memory estimator for grpo"
+    )
+
+
 def test_the_line_before_submitting_compares_with_the_smallest_labelled_gpu(config_only):
     line = memory.presubmit_line(_shape("osft", config_only), [A100, {"metadata": {"labels": {}}}])
     assert line.startswith("OK: OSFT of ") and "vs 80.0 GiB on NVIDIA-A100-SXM4-80GB" in line

@@ -1,0 +1,203 @@
+"""GRPO on the project's trainer: TRL's ``GRPOTrainer`` on a prompt dataset with a verifiable reward.
+
+The ``local`` launcher's ``grpo`` and ``lora_grpo`` (Training Hub's run on GPUs with vLLM: verl or ART; this one runs
+anywhere, CPU included, with ``transformers`` generation). Each optimizer step samples ``effective_batch_size``
+prompts and ``grpo_group_size`` completions of each (``temperature``, at most ``grpo_max_new_tokens`` tokens), scores
+them with the rows' reward (:func:`..pod.rewards.compute_score` for ``reward_answer`` rows, Training Hub's
+``tool_call_reward`` for ``reward_tool_call`` rows) and moves the policy towards the completions that beat their
+group's mean. ``grpo_iterations`` steps in all. Writes, like :mod:`.training`::
+
+      metrics.jsonl     one record per step (the GRPO loss)
+      rewards.json      the mean reward of every step (the reward gate's history)
+      final/            the trained model + tokenizer (lora_grpo: the adapter merged)
+      adapter/          lora_grpo only: the adapter alone
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from components._common.files import replace_dir
+from components._common.reward_rows import REWARD_TOOL_CALL, prompt_messages, reward_row_format
+from components.training.finetuning.hf_trainer import callbacks
+from components.training.finetuning.hf_trainer.training import ADAPTER_DIR, FINAL_DIR, TrainingResult, lora_config
+from components.training.finetuning.pod import metrics as metrics_module
+from components.training.finetuning.pod.rewards import compute_score
+
+if TYPE_CHECKING:
+    from components.training.finetuning.config import TrainingConfig
+
+REWARDS_FILE = "rewards.json"
+
+
+class RewardMetrics(callbacks.StepMetrics):
+    """:class:`.callbacks.StepMetrics` plus each step's mean reward (TRL's ``reward`` log)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rewards: list[float] = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        """Records the step (loss) and its mean reward."""
+        super().on_log(args, state, control, logs=logs, **kwargs)
+        if logs and "reward" in logs:
+            self.rewards.append(float(logs["reward"]))
+            self.log(f"step {state.global_step}/{self.total_steps} mean reward {logs['reward']:.3f}")
+
+
+def answer_reward(completions: list[Any], ground_truth: list[Any], **kwargs: Any) -> list[float]:
+    """TRL reward function of ``reward_answer`` rows: :func:`..pod.rewards.compute_score` per completion."""
+    return [compute_score("local", _text(completion), truth) for completion, truth in zip(completions, ground_truth)]
+
+
+def tool_call_reward(
+    completions: list[Any], target_tool_name: list[str], target_arguments: list[str], **kwargs: Any
+) -> list[float]:
+    """TRL reward function of ``reward_tool_call`` rows: Training Hub's ``tool_call_reward`` per completion.
+
+    ``target_arguments`` arrive as JSON text (a dataset column of objects with different keys would not be one type).
+    """
+    from training_hub.algorithms.rewards import tool_call_reward as hub_tool_call_reward
+
+    return [
+        hub_tool_call_reward(tool_call_message(_text(completion)), name, json.loads(arguments))
+        for completion, name, arguments in zip(completions, target_tool_name, target_arguments)
+    ]
+
+
+def tool_call_message(text: str) -> dict[str, Any]:
+    """A text completion as the assistant message Training Hub's ``tool_call_reward`` reads.
+
+    The prompt asks for ``{"name": ..., "arguments": {...}}`` (as verl's data preparation does, training-hub 0.11.2
+    ``lora_grpo_verl.py``); the first JSON object of the text with a ``name`` becomes the message's ``tool_calls``
+    (vLLM's parser does that in the cluster), anything else stays plain content (no tool call: reward 0).
+    """
+    decoder = json.JSONDecoder()
+    for start in (index for index, character in enumerate(text) if character == "{"):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            call = {"name": value["name"], "arguments": value.get("arguments") or {}}
+            return {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
+    return {"role": "assistant", "content": text}
+
+
+def _tool_prompt(row: dict[str, Any]) -> list[dict[str, str]]:
+    """A tool-call row's prompt with its tools in the system turn, worded as verl's data preparation words it."""
+    instruction = (
+        "\n\nYou have access to the following tools. To call a tool, respond with a JSON object in this format: "
+        '{"name": "tool_name", "arguments": {"arg1": "value1"}}\n\nTools:\n' + json.dumps(row["tools"], indent=2)
+    )
+    messages = prompt_messages(row)
+    if messages[0]["role"] == "system":
+        return [{"role": "system", "content": messages[0]["content"] + instruction}, *messages[1:]]
+    return [{"role": "system", "content": instruction.lstrip()}, *messages]
+
+
+def _text(completion: Any) -> str:
+    """A TRL completion (a string, or conversational: a list of messages) as its text."""
+    if isinstance(completion, list):
+        return "".join(str(message.get("content", "")) for message in completion)
+    return str(completion)
+
+
+def _dataset(rows: Iterable[dict[str, Any]]) -> tuple[Any, Callable[..., list[float]]]:
+    """TRL's conversational prompt dataset of the checked rows, and the reward function of their format."""
+    from datasets import Dataset
+
+    rows = list(rows)
+    if reward_row_format(rows[0]) == REWARD_TOOL_CALL:
+        columns = {
+            "prompt": [_tool_prompt(row) for row in rows],
+            "target_tool_name": [row["target_tool_name"] for row in rows],
+            "target_arguments": [json.dumps(row["target_arguments"]) for row in rows],
+        }
+        return Dataset.from_dict(columns), tool_call_reward
+    columns = {
+        "prompt": [prompt_messages(row) for row in rows],
+        "ground_truth": [str(row["ground_truth"]) for row in rows],
+    }
+    return Dataset.from_dict(columns), answer_reward
+
+
+def train_grpo(
+    config: TrainingConfig,
+    output_dir: Path,
+    model_path: str,
+    rows: Iterable[dict[str, Any]],
+    *,
+    log: Callable[[str], None] = print,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[TrainingResult, list[float]]:
+    """Trains ``grpo`` / ``lora_grpo`` on checked reward rows in this process.
+
+    Returns:
+        The run's outputs and the mean reward of every step.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, set_seed
+    from trl import GRPOConfig, GRPOTrainer
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    set_seed(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
+    dataset, reward = _dataset(rows)
+    arguments = GRPOConfig(
+        output_dir=str(output_dir / "checkpoints" / ".trainer"),
+        per_device_train_batch_size=config.effective_batch_size * config.grpo_group_size,
+        num_generations=config.grpo_group_size,
+        max_completion_length=config.grpo_max_new_tokens,
+        temperature=config.grpo_temperature,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type=config.lr_scheduler,
+        warmup_steps=config.warmup_steps,
+        max_steps=config.grpo_iterations,
+        seed=config.seed,
+        data_seed=config.seed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        use_cpu=not torch.cuda.is_available(),
+        gradient_checkpointing=config.gradient_checkpointing,
+    )
+    metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
+    metrics_path.unlink(missing_ok=True)
+    progress = RewardMetrics(metrics_path, [], config.grpo_iterations, log=log, on_step=on_step)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=arguments,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora_config(config) if config.algorithm == "lora_grpo" else None,
+        callbacks=[progress],
+    )
+    trainer.remove_callback(PrinterCallback)
+    started = time.perf_counter()
+    trainer.train()
+    train_seconds = time.perf_counter() - started
+    (output_dir / REWARDS_FILE).write_text(json.dumps(progress.rewards), encoding="utf-8")
+    trained, adapter_dir = trainer.model, None
+    if config.algorithm == "lora_grpo":
+        adapter_dir = replace_dir(output_dir / ADAPTER_DIR, trained.save_pretrained)
+        trained = trained.merge_and_unload()
+
+    def save(directory: Path) -> None:
+        trained.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+
+    final_dir = replace_dir(output_dir / FINAL_DIR, save)
+    log(f"saved the final model to {final_dir}")
+    result = TrainingResult(final_dir, metrics_path, progress.records, train_seconds, adapter_dir=adapter_dir)
+    return result, progress.rewards

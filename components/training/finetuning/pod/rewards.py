@@ -1,0 +1,48 @@
+"""GRPO's verifiable reward for ``reward_answer`` rows: the completion against the row's ``ground_truth``.
+
+:func:`compute_score` has verl's custom-reward signature, which Training Hub's GRPO calls for generic rows
+(training-hub 0.11.2: ``lora_grpo_verl.py`` ``_write_custom_reward_function`` serialises the function with
+``inspect.getsource`` into a file verl loads, so it must be self-contained: its imports are inside it; the ART
+backend's generic mode calls it with the same keywords, ``lora_grpo.py`` ``_generic_rollout``). The ``local``
+launcher's TRL trainer calls it too. Standard library only.
+"""
+
+from __future__ import annotations
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):  # noqa: ANN001, ANN201
+    """Scores one completion in [0, 1]: 1.0 when its answer is right, else at most 0.5 of format credit.
+
+    The answer is the completion's last number when ``ground_truth`` is a number (compared as numbers), else its
+    last non-empty line (compared without case and surrounding spaces and full stops). A wrong answer earns format
+    credit: half the share of the completion's non-space characters that belong to a number (digits, ``-``, ``.``),
+    so a completion that answers with a number scores above one that rambles, and only the right number scores 1.
+
+    Args:
+        data_source: The row's source name (unused; verl passes it).
+        solution_str: The model's completion.
+        ground_truth: The row's ``ground_truth`` (a string; numbers arrive as their text).
+        extra_info: verl's per-row extras (unused).
+        **kwargs: Anything else the caller passes (unused).
+
+    Returns:
+        The reward.
+    """
+    import re
+
+    text = str(solution_str or "")
+    truth = str(ground_truth).strip()
+    number = r"-?\d+(?:\.\d+)?"
+    numbers = re.findall(number, text)
+    if re.fullmatch(number, truth):
+        if numbers and float(numbers[-1]) == float(truth):
+            return 1.0
+    else:
+        lines = [line.strip().strip(".").lower() for line in text.splitlines() if line.strip()]
+        if lines and lines[-1] == truth.strip(".").lower():
+            return 1.0
+    visible = [character for character in text if not character.isspace()]
+    if not visible:
+        return 0.0
+    numeric = sum(1 for character in visible if character.isdigit() or character in "-.")
+    return 0.5 * numeric / len(visible)

@@ -1,0 +1,176 @@
+"""Doctor's image checks: can the namespace pull every image the pipeline's steps run on?
+
+An image in the OpenShift internal registry (``image-registry.openshift-image-registry.svc:5000/<ns>/<name>:<tag>``,
+what ``oc new-build`` + ``oc start-build`` produce) is there when its ImageStream (``image.openshift.io/v1``) has the
+tag with an image. Any other image is asked of its registry (:mod:`pipelines.images.registry`), first anonymously,
+then with the credentials of the pull secrets the pipeline pods' service account names (``imagePullSecrets`` of
+``pipeline-runner-*``, else ``default``; only the ``.dockerconfigjson`` hosts are kept, the values are sent to the
+registry and dropped); an ImageStream of the namespace that imported the image (``spec.tags[].from``) also provides it.
+A registry that does not answer from here is a WARN, not a FAIL.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
+from pipelines.doctor.report import Check, fail, ok, warn
+from pipelines.images.pipeline_images import distinct, step_images
+from pipelines.images.pull_check import check_images, credentials_for, fix_for
+from pipelines.images.reference import ImageReference, parse_image
+from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, check_manifest
+
+AREA = "images"
+INTERNAL_REGISTRY = "image-registry.openshift-image-registry.svc:5000"
+IMAGE_API = ("image.openshift.io", "v1", "imagestreams")
+
+
+def _image_streams(cluster: Cluster) -> list[dict[str, Any]] | None:
+    """The namespace's ImageStreams (``None``: the API does not serve them, i.e. not OpenShift)."""
+    group, version, plural = IMAGE_API
+    try:
+        answer = cluster._read(
+            f"listing ImageStreams in {cluster.namespace}",
+            cluster.api.custom.list_namespaced_custom_object,
+            group,
+            version,
+            cluster.namespace,
+            plural,
+            missing_ok=True,
+        )
+    except (Forbidden, ApiUnavailable):
+        return None
+    return None if answer is None else answer.get("items") or []
+
+
+def _tag_image(stream: Mapping[str, Any], tag: str) -> str:
+    """The image (digest) an ImageStream's ``status.tags[tag]`` points to (``""``: no such tag, or no image yet)."""
+    for entry in (stream.get("status") or {}).get("tags") or []:
+        if entry.get("tag") == tag and entry.get("items"):
+            return str(entry["items"][0].get("image") or entry["items"][0].get("dockerImageReference") or "?")
+    return ""
+
+
+def _imported_by(streams: list[dict[str, Any]], image: str) -> str:
+    """The ``name:tag`` of an ImageStream tag that imported ``image`` (``spec.tags[].from.name``), or ``""``."""
+    for stream in streams:
+        for entry in (stream.get("spec") or {}).get("tags") or []:
+            source = entry.get("from") or {}
+            if (
+                source.get("kind") == "DockerImage"
+                and source.get("name") == image
+                and _tag_image(stream, entry["name"])
+            ):
+                return f"{stream['metadata']['name']}:{entry['name']}"
+    return ""
+
+
+def _pull_secret_config(cluster: Cluster) -> tuple[dict[str, Any], list[str]]:
+    """The merged ``.dockerconfigjson`` auths of the pipeline pods' service account's pull secrets, and their names."""
+    try:
+        accounts = (
+            cluster._read(
+                f"listing service accounts in {cluster.namespace}",
+                cluster.api.core.list_namespaced_service_account,
+                cluster.namespace,
+            ).get("items")
+            or []
+        )
+    except (Forbidden, ApiUnavailable):
+        return {}, []
+    runners = [a for a in accounts if a["metadata"]["name"].startswith("pipeline-runner")]
+    runners = runners or [a for a in accounts if a["metadata"]["name"] == "default"]
+    names = [ref["name"] for account in runners for ref in account.get("imagePullSecrets") or [] if ref.get("name")]
+    auths: dict[str, Any] = {}
+    for name in dict.fromkeys(names):
+        try:
+            secret = cluster._read(
+                f"reading pull secret {name!r}",
+                cluster.api.core.read_namespaced_secret,
+                name,
+                cluster.namespace,
+                missing_ok=True,
+            )
+        except (Forbidden, ApiUnavailable):
+            continue
+        data = (secret or {}).get("data") or {}
+        raw = data.get(".dockerconfigjson") or data.get(".dockercfg") or ""
+        try:
+            config = json.loads(base64.b64decode(raw)) if raw else {}
+        except (ValueError, TypeError):
+            config = {}
+        if isinstance(config, dict):
+            auths.update(config.get("auths") if isinstance(config.get("auths"), dict) else config)
+        if secret:
+            secret.clear()
+    return {"auths": auths}, list(dict.fromkeys(names))
+
+
+def _internal_image(cluster: Cluster, streams: list[dict[str, Any]] | None, image: ImageReference) -> Check:
+    namespace, _, name = image.repository.partition("/")
+    build = (
+        f"`oc new-build --binary --strategy=docker --name {name} -n {namespace}` then `oc start-build {name} "
+        f"--from-dir . --follow -n {namespace}` in a clone, and compile with --image {image.text}"
+    )
+    if namespace != cluster.namespace:
+        return warn(AREA, f"image {image.text}: an ImageStream of namespace {namespace}, not checked from here", build)
+    if streams is None:
+        return fail(AREA, f"image {image.text}: this cluster serves no ImageStreams (image.openshift.io/v1)", build)
+    stream = next((s for s in streams if s["metadata"]["name"] == name), None)
+    if stream is None:
+        return fail(AREA, f"image {image.text}: no ImageStream {name!r} in {namespace}", build)
+    digest = _tag_image(stream, image.tag)
+    if not digest:
+        return fail(AREA, f"image {image.text}: ImageStream {name!r} has no image under tag {image.tag!r}", build)
+    return ok(AREA, f"image {image.text}: ImageStream {name!r} tag {image.tag!r} holds {digest}")
+
+
+def check_images_in_namespace(
+    cluster: Cluster | None, spec: Mapping[str, Any], docker_config: Mapping | None
+) -> list[Check]:
+    """One line per image of the pipeline's steps, plus one WARN per registry doctor cannot reach.
+
+    Args:
+        cluster: The namespace's view (``None``: no cluster connection; only the registries are asked).
+        spec: The compiled pipeline spec.
+        docker_config: A Docker config.json given on the command line (``--pull-secret-file``).
+    """
+    images = list(distinct(step_images(spec, "")))
+    streams = _image_streams(cluster) if cluster else None
+    checks: list[Check] = []
+    external = []
+    for text in images:
+        image = parse_image(text)
+        if image.registry == INTERNAL_REGISTRY and cluster is not None:
+            checks.append(_internal_image(cluster, streams, image))
+        elif streams and _imported_by(streams, text):
+            checks.append(ok(AREA, f"image {text}: imported by ImageStream {_imported_by(streams, text)}"))
+        else:
+            external.append(text)
+    findings = check_images(external, docker_config)
+    secret_config, secret_names = ({}, [])
+    if cluster is not None and any(f.status in (DENIED, MISSING) for f in findings):
+        secret_config, secret_names = _pull_secret_config(cluster)
+    for finding in findings:
+        if finding.status == FOUND:
+            checks.append(
+                ok(AREA, f"image {finding.images[0]}: in its registry ({finding.digest or 'no digest given'})")
+            )
+        elif finding.status == UNREACHABLE:
+            checks.append(warn(AREA, finding.line, ""))
+        else:
+            image = parse_image(finding.images[0])
+            credentials = credentials_for(secret_config, image.registry)
+            if credentials is not None:
+                answer = check_manifest(image, credentials)
+                where = f"pull secret(s) {', '.join(secret_names)} of the pipeline's service account"
+                if answer.status == FOUND:
+                    checks.append(ok(AREA, f"image {image.text}: pulled with {where} ({answer.digest or 'found'})"))
+                    continue
+                checks.append(fail(AREA, f"image {image.text}: {answer.detail} with {where}", fix_for(image)))
+                continue
+            checks.append(fail(AREA, finding.line, ""))
+    return checks

@@ -1,0 +1,1 @@
+"""The container images a compiled pipeline names: which ones, whether each can be pulled, and their mirror list."""

@@ -1,0 +1,171 @@
+"""Every image a compiled pipeline names, and every image a disconnected cluster must mirror for it.
+
+A compiled pipeline names images in two places: each executor's ``container.image`` (the steps' pods), and the
+defaults of the parameters whose name ends in ``image`` (``modelcar_base_image``, the registry step's vLLM
+``deploy_runtime_image``, ``training_image``), in the root's and every component's ``inputDefinitions``. The training
+pods run the Trainer runtime's image, which the cluster holds: for a mirror list those are the images of the runtimes
+this project targets (:func:`runtime_images`).
+
+:func:`image_set_configuration` writes them as an oc-mirror v2 ``ImageSetConfiguration`` (``apiVersion:
+mirror.openshift.io/v2alpha1``, ``mirror.additionalImages[].name``: openshift/oc-mirror
+``v2/internal/pkg/api/v2alpha1/type_config.go``: ``Mirror.AdditionalImages []Image``, ``Image.Name``), pinned by
+digest where the digest is known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+#: The training pods' image of upstream Kubeflow Trainer's ``torch-distributed`` runtime (RHOAI's runtimes' images:
+#: ``pipelines.doctor.trainer_api.KNOWN_IMAGES``, read from ``tests/specs/crds/odh-*/``).
+#: The image of the ``torch-distributed`` ClusterTrainingRuntime (``manifests/base/runtimes/torch_distributed.yaml``,
+#: Trainer v2.1.0 as carried by opendatahub-io/trainer): the pods' image of ``training_backend="transformers"``.
+TORCH_DISTRIBUTED_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
+UPSTREAM_RUNTIME_IMAGES = {TORCH_DISTRIBUTED_IMAGE: "torch-distributed runtime, upstream Kubeflow Trainer"}
+
+
+@dataclasses.dataclass(frozen=True)
+class NamedImage:
+    """An image and where it is named.
+
+    Attributes:
+        image: The reference as written.
+        where: What uses it (``sft: exec-train-model``, ``sft: modelcar_base_image``, a runtime).
+    """
+
+    image: str
+    where: str
+
+
+def first_document(path: Path) -> dict[str, Any]:
+    """The compiled pipeline spec: the first YAML document of ``path``.
+
+    Raises:
+        ValueError: The document is not a compiled pipeline.
+    """
+    import yaml
+
+    from pipelines.kfp_api.arguments import FAST_SAFE_LOADER
+
+    with path.open(encoding="utf-8") as handle:
+        document = next(yaml.load_all(handle, Loader=FAST_SAFE_LOADER), None)
+    if not isinstance(document, dict) or "deploymentSpec" not in document:
+        raise ValueError(f"{path}: not a compiled pipeline (no deploymentSpec in its first YAML document)")
+    return document
+
+
+def _image_defaults(definitions: Mapping[str, Any] | None) -> Iterable[tuple[str, str]]:
+    parameters = (definitions or {}).get("parameters") or {}
+    for name, spec in parameters.items():
+        default = (spec or {}).get("defaultValue")
+        if name.endswith("image") and isinstance(default, str) and default.strip():
+            yield name, default.strip()
+
+
+def step_images(spec: Mapping[str, Any], label: str) -> list[NamedImage]:
+    """The executor images of a compiled pipeline spec (``label``: the pipeline's name in ``where``)."""
+    executors = (spec.get("deploymentSpec") or {}).get("executors") or {}
+    return [
+        NamedImage(str(executor["container"]["image"]), f"{label}: {name}")
+        for name, executor in executors.items()
+        if (executor.get("container") or {}).get("image")
+    ]
+
+
+def pipeline_images(spec: Mapping[str, Any], label: str) -> list[NamedImage]:
+    """Every image a compiled pipeline spec names: executors, then image parameters' defaults."""
+    named = step_images(spec, label)
+    named += [
+        NamedImage(image, f"{label}: {name}")
+        for name, image in _image_defaults(spec.get("root", {}).get("inputDefinitions"))
+    ]
+    for component in (spec.get("components") or {}).values():
+        named += [
+            NamedImage(image, f"{label}: {name}") for name, image in _image_defaults(component.get("inputDefinitions"))
+        ]
+    return named
+
+
+def images_of_files(paths: Iterable[Path]) -> list[NamedImage]:
+    """Every image the compiled pipeline files name (the file's stem labels each).
+
+    Raises:
+        ValueError: A file is not a compiled pipeline.
+    """
+    named: list[NamedImage] = []
+    for path in paths:
+        named += pipeline_images(first_document(Path(path)), Path(path).stem)
+    return named
+
+
+def runtime_images() -> list[NamedImage]:
+    """The training pods' images of the Trainer runtimes the pipelines use (``training-hub``, ``torch-distributed``).
+
+    RHOAI's two runtimes of a release run one image (``tests/specs/crds/odh-*/training_hub.yaml``,
+    ``torch_distributed.yaml``), the one doctor knows the Training Hub version of; upstream's ``torch-distributed``
+    runs :data:`UPSTREAM_RUNTIME_IMAGES`.
+    """
+    from pipelines.doctor.trainer_api import KNOWN_IMAGES
+
+    named = [
+        NamedImage(image, f"training-hub / torch-distributed runtime, {release} (Training Hub {hub})")
+        for image, (release, hub) in KNOWN_IMAGES.items()
+    ]
+    return named + [NamedImage(image, where) for image, where in UPSTREAM_RUNTIME_IMAGES.items()]
+
+
+def distinct(named: Iterable[NamedImage]) -> dict[str, list[str]]:
+    """``{image: [where, ...]}`` in first-seen order."""
+    found: dict[str, list[str]] = {}
+    for item in named:
+        found.setdefault(item.image, []).append(item.where)
+    return found
+
+
+def describe(where: list[str]) -> str:
+    """``where`` in short: ``exec-lm-eval, exec-lm-eval-2 in sft, osft; <a runtime>``."""
+    uses: dict[str, list[str]] = {}
+    for item in where:
+        label, _, use = item.rpartition(": ")
+        uses.setdefault(use, [])
+        if label and label not in uses[use]:
+            uses[use].append(label)
+    by_labels: dict[tuple[str, ...], list[str]] = {}
+    for use, labels in uses.items():
+        by_labels.setdefault(tuple(labels), []).append(use)
+    return "; ".join(
+        ", ".join(names) + (f" in {', '.join(labels)}" if labels else "") for labels, names in by_labels.items()
+    )
+
+
+def pinned(image: str, digest: str) -> str:
+    """``registry/repository@<digest>``, the tag dropped (oc-mirror takes a tag or a digest).
+
+    ``image`` unchanged when it is already pinned or the digest is unknown.
+    """
+    if "@" in image or not digest:
+        return image
+    path, _, last = image.rpartition("/")
+    return f"{path}/{last.split(':', 1)[0]}@{digest}" if path else f"{last.split(':', 1)[0]}@{digest}"
+
+
+def image_set_configuration(images: Mapping[str, list[str]], digests: Mapping[str, str] | None = None) -> str:
+    """An oc-mirror v2 ``ImageSetConfiguration`` mirroring ``images`` (pinned by ``digests`` where known).
+
+    Each entry is preceded by a comment saying what uses it (and the tag it was pinned from).
+    """
+    lines = [
+        "# oc-mirror v2: oc-mirror -c imageset-config.yaml --workspace file://<dir> docker://<your registry> --v2",
+        "kind: ImageSetConfiguration",
+        "apiVersion: mirror.openshift.io/v2alpha1",
+        "mirror:",
+        "  additionalImages:",
+    ]
+    for image, where in images.items():
+        name = pinned(image, (digests or {}).get(image, ""))
+        lines.append(f"  # {image}: {describe(where)}" if name != image else f"  # {describe(where)}")
+        lines.append(f"  - name: {name}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,194 @@
+"""``compile``/``upload``/``run``/``doctor``: can every image the pipeline names be pulled? One line per problem.
+
+Each image is asked of its registry (:func:`pipelines.images.registry.check_manifest`), concurrently, under one
+deadline. A missing image is an error naming it and the command that fixes it (build the project's image, or mirror a
+public one); a registry that does not answer is one warning line for all its images (an offline compile still works).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from components._common.images import STEP_IMAGE_REPOSITORY
+from pipelines.images.reference import DOCKER_HUB, ImageReference, parse_image
+from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, ManifestAnswer, check_manifest
+
+#: Set to ``1`` to skip the check (what ``--no-image-check`` does; the test suite sets it, as it compiles offline).
+NO_CHECK_ENV = "KFP_FINETUNE_NO_IMAGE_CHECK"
+#: The whole check's deadline in seconds.
+DEADLINE_SECONDS = 20.0
+#: The flag that compiles every step onto another build of the project's image.
+IMAGE_FLAG = "--image"
+_DOCKER_HUB_HOSTS = (DOCKER_HUB, "index.docker.io", "registry-1.docker.io")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFinding:
+    """One image's (or one unreachable registry's) result.
+
+    Attributes:
+        images: The image references as the pipeline names them (several only for an unreachable registry).
+        status: ``found``, ``missing``, ``denied`` or ``unreachable``.
+        line: The one line to print (``""`` for a found image).
+        digest: The manifest digest when found.
+    """
+
+    images: tuple[str, ...]
+    status: str
+    line: str
+    digest: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """Whether a run would fail on it (missing or refused); unreachable is a warning."""
+        return self.status in (MISSING, DENIED)
+
+
+def check_disabled(flag: bool = False) -> bool:
+    """Whether the check is off: ``--no-image-check``, or ``KFP_FINETUNE_NO_IMAGE_CHECK=1``."""
+    return flag or os.environ.get(NO_CHECK_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def load_docker_config(path: str | Path) -> dict:
+    """A Docker ``config.json`` / podman ``auth.json`` (a pull secret's ``.dockerconfigjson``).
+
+    Raises:
+        ValueError: The file is missing or not a JSON object (names the file, never its content).
+    """
+    path = Path(path).expanduser()
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ValueError(f"--pull-secret-file {str(path)!r}: cannot read it ({error.strerror})") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"--pull-secret-file {str(path)!r}: not JSON (line {error.lineno}); give a config.json"
+        ) from None
+    if not isinstance(config, dict):
+        raise ValueError(f"--pull-secret-file {str(path)!r}: not a Docker config.json (a JSON object with 'auths')")
+    return config
+
+
+def credentials_for(config: Mapping | None, registry: str) -> tuple[str, str] | None:
+    """``(username, password)`` of ``registry`` in a Docker config (keys may be URLs; Docker Hub by any of its names).
+
+    An entry that is not usable (no ``auth`` and no ``username``/``password``) counts as none.
+    """
+    if not config:
+        return None
+    auths = config.get("auths") if isinstance(config.get("auths"), dict) else config
+    wanted = _DOCKER_HUB_HOSTS if registry in _DOCKER_HUB_HOSTS else (registry,)
+    for key, entry in auths.items():
+        host = re.sub(r"^[a-z]+://", "", str(key).strip().lower()).split("/", 1)[0]
+        if host not in wanted or not isinstance(entry, dict):
+            continue
+        if entry.get("auth"):
+            try:
+                user, separator, password = base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                continue
+            if separator:
+                return user, password
+        if entry.get("username") and entry.get("password"):
+            return str(entry["username"]), str(entry["password"])
+    return None
+
+
+def is_project_image(image: ImageReference) -> bool:
+    """Whether the image is a build of this project's ``Containerfile`` (its published repository)."""
+    return image.name == STEP_IMAGE_REPOSITORY
+
+
+def fix_for(image: ImageReference) -> str:
+    """The command(s) that make a missing image available."""
+    if is_project_image(image):
+        return (
+            f"build and push it (`podman build -t {image.text} -f Containerfile . && podman push {image.text}`; on "
+            "OpenShift without a registry account: `oc new-build --binary --strategy=docker --name kfp-finetune && "
+            "oc start-build kfp-finetune --from-dir . --follow`), then compile with "
+            f"`{IMAGE_FLAG} <the image you built>`; or wait for the release that publishes it"
+        )
+    return (
+        f"publish or mirror it to a registry the cluster can pull from (`skopeo copy docker://<source> "
+        f"docker://{image.text}`), or compile with the matching --<step>-image flag naming an image that exists"
+    )
+
+
+def _line(image: ImageReference, answer: ManifestAnswer) -> str:
+    where = f"registry {image.registry}"
+    if answer.status == MISSING:
+        return f"image {image.text}: not found in {where} ({answer.detail}): {fix_for(image)}"
+    if answer.authenticated:
+        return (
+            f"image {image.text}: {where} refuses the pull secret's credentials ({answer.detail}): give credentials "
+            f"with pull access to {image.repository}, or {fix_for(image)}"
+        )
+    return (
+        f"image {image.text}: {where} refuses an anonymous pull ({answer.detail}; a private or missing image): name "
+        f"a pull secret (--pull-secret-file <config.json>; in the cluster `oc secrets link pipeline-runner-dspa "
+        f"<secret> --for=pull`), or {fix_for(image)}"
+    )
+
+
+def check_images(
+    images: Iterable[str],
+    docker_config: Mapping | None = None,
+    *,
+    deadline_seconds: float = DEADLINE_SECONDS,
+    request_timeout: float | None = None,
+) -> list[ImageFinding]:
+    """Checks each distinct image; one finding per image, plus one per unreachable registry (its images together).
+
+    Args:
+        images: Image references as the pipeline names them.
+        docker_config: A Docker config.json whose ``auths`` hold credentials by registry.
+        deadline_seconds: How long the whole check may take (the registries are asked concurrently).
+        request_timeout: How long one request may take (default: the registry client's).
+
+    Raises:
+        ValueError: An image is not a valid reference.
+    """
+    references = [parse_image(text) for text in dict.fromkeys(images)]
+    options = {"deadline_seconds": deadline_seconds}
+    if request_timeout is not None:
+        options["request_timeout"] = request_timeout
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(references)))) as pool:
+        answers = list(
+            pool.map(
+                lambda ref: check_manifest(ref, credentials_for(docker_config, ref.registry), **options), references
+            )
+        )
+    findings, unreachable = [], {}
+    for reference, answer in zip(references, answers, strict=True):
+        if answer.status == UNREACHABLE:
+            unreachable.setdefault(reference.registry, ([], answer.detail))[0].append(reference.text)
+        elif answer.status == FOUND:
+            findings.append(ImageFinding((reference.text,), FOUND, "", answer.digest))
+        else:
+            findings.append(ImageFinding((reference.text,), answer.status, _line(reference, answer)))
+    for registry, (texts, detail) in unreachable.items():
+        line = (
+            f"registry {registry} cannot be reached from here ({detail}): not checked: {', '.join(texts)} (check them "
+            "where the cluster pulls from, e.g. `kfp-finetune doctor`)"
+        )
+        findings.append(ImageFinding(tuple(texts), UNREACHABLE, line))
+    return findings
+
+
+def report_findings(findings: Iterable[ImageFinding], command: str, stream) -> bool:
+    """Prints one line per problem (``error:`` or ``warning:``); returns whether an image is missing or refused."""
+    failed = False
+    for finding in findings:
+        if finding.status == FOUND:
+            continue
+        failed = failed or finding.failed
+        print(f"kfp-finetune {command}: {'error' if finding.failed else 'warning'}: {finding.line}", file=stream)
+    return failed

@@ -1,0 +1,169 @@
+"""Whether a registry serves an image: the OCI distribution API's manifest endpoint, as a container runtime asks.
+
+``HEAD /v2/<repository>/manifests/<tag|digest>`` with the manifest media types in ``Accept`` (OCI distribution spec,
+"Pulling manifests"; a ``405`` falls back to ``GET``). An answer ``401`` with ``WWW-Authenticate: Bearer realm=...,
+service=...`` is the token flow quay.io and Docker Hub use (distribution's ``docs/spec/auth/token.md``): ``GET
+<realm>?service=<service>&scope=repository:<repository>:pull``, with HTTP basic credentials when the pull secret has
+some for that registry, then the manifest again with the token; a ``Basic`` challenge is answered with the credentials.
+A loopback registry is asked over plain HTTP (as Docker treats ``localhost``), every other one over HTTPS with the
+system's CA bundle (``SSL_CERT_FILE`` honoured).
+
+Every request has a timeout, and all requests of one check share a deadline. Credentials are sent, never logged or put
+into a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from pipelines.images.reference import ImageReference
+
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+#: Seconds one request may take.
+REQUEST_TIMEOUT = 5.0
+
+FOUND, MISSING, DENIED, UNREACHABLE = "found", "missing", "denied", "unreachable"
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifestAnswer:
+    """What the registry said about one image.
+
+    Attributes:
+        status: :data:`FOUND`, :data:`MISSING` (404: no such repository or tag), :data:`DENIED` (401/403 after
+            the authentication flow) or :data:`UNREACHABLE` (no answer, TLS failure, a 5xx, the deadline).
+        detail: A short reason (``HTTP 404``, ``[Errno 111] Connection refused``); never a credential.
+        digest: The manifest's digest (``Docker-Content-Digest``) when found and given.
+        authenticated: Whether credentials from a pull secret were sent.
+    """
+
+    status: str
+    detail: str
+    digest: str = ""
+    authenticated: bool = False
+
+
+class _Deadline:
+    def __init__(self, seconds: float, timeout: float) -> None:
+        self.end, self.timeout = time.monotonic() + seconds, timeout
+
+    def next_timeout(self) -> float:
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the check's deadline passed")
+        return min(self.timeout, left)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:  # a manifest answers in place
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _send(method: str, url: str, headers: Mapping[str, str], deadline: _Deadline) -> tuple[int, Any]:
+    request = urllib.request.Request(url, method=method, headers=dict(headers))
+    try:
+        with _OPENER.open(request, timeout=deadline.next_timeout()) as response:
+            return response.status, response
+    except urllib.error.HTTPError as error:
+        error.close()
+        return error.code, error
+
+
+def _read_json(url: str, headers: Mapping[str, str], deadline: _Deadline) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, headers=dict(headers))
+    try:
+        with _OPENER.open(request, timeout=deadline.next_timeout()) as response:
+            return response.status, json.loads(response.read(1 << 20) or b"{}")
+    except urllib.error.HTTPError as error:
+        error.close()
+        return error.code, {}
+
+
+def _challenge(header: str) -> tuple[str, dict[str, str]]:
+    """``Bearer realm="...",service="..."`` -> ``("bearer", {"realm": ..., "service": ...})``."""
+    scheme, _, rest = header.strip().partition(" ")
+    return scheme.lower(), dict(re.findall(r'(\w+)="([^"]*)"', rest))
+
+
+def _basic(credentials: tuple[str, str]) -> str:
+    return "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+
+
+def _reason(error: BaseException) -> str:
+    reason = getattr(error, "reason", None) or error
+    return (str(reason) or type(error).__name__)[:200]
+
+
+def check_manifest(
+    image: ImageReference,
+    credentials: tuple[str, str] | None = None,
+    *,
+    deadline_seconds: float = 20.0,
+    request_timeout: float = REQUEST_TIMEOUT,
+) -> ManifestAnswer:
+    """Asks the image's registry for its manifest (no layer is downloaded).
+
+    Args:
+        image: The image.
+        credentials: ``(username, password)`` from the pull secret for this registry, if any.
+        deadline_seconds: How long the whole check may take.
+        request_timeout: How long one request may take.
+
+    Returns:
+        The registry's answer; never raises for a network problem (that is :data:`UNREACHABLE`).
+    """
+    deadline = _Deadline(deadline_seconds, request_timeout)
+    scheme = "http" if image.loopback else "https"
+    url = f"{scheme}://{image.api_host}/v2/{image.repository}/manifests/{image.manifest_reference}"
+    headers = {"Accept": ", ".join(MANIFEST_TYPES), "User-Agent": "kfp-finetune-image-check"}
+    try:
+        status, response = _send("HEAD", url, headers, deadline)
+        if status == 401:
+            scheme_name, params = _challenge(response.headers.get("WWW-Authenticate", ""))
+            if scheme_name == "bearer" and params.get("realm"):
+                query = {"scope": f"repository:{image.repository}:pull"}
+                if params.get("service"):
+                    query["service"] = params["service"]
+                token_headers = {"User-Agent": headers["User-Agent"]}
+                if credentials:
+                    token_headers["Authorization"] = _basic(credentials)
+                separator = "&" if "?" in params["realm"] else "?"
+                token_url = params["realm"] + separator + urllib.parse.urlencode(query)
+                token_status, answer = _read_json(token_url, token_headers, deadline)
+                token = answer.get("token") or answer.get("access_token")
+                if token_status != 200 or not token:
+                    return ManifestAnswer(DENIED, f"token service HTTP {token_status}", "", bool(credentials))
+                headers["Authorization"] = f"Bearer {token}"
+                status, response = _send("HEAD", url, headers, deadline)
+            elif scheme_name == "basic" and credentials:
+                headers["Authorization"] = _basic(credentials)
+                status, response = _send("HEAD", url, headers, deadline)
+        if status == 405:  # a registry without HEAD on manifests
+            status, response = _send("GET", url, headers, deadline)
+    except (urllib.error.URLError, OSError, TimeoutError, ValueError) as error:
+        return ManifestAnswer(UNREACHABLE, _reason(error), "", bool(credentials))
+    sent = bool(credentials)
+    if status == 200:
+        return ManifestAnswer(FOUND, "HTTP 200", response.headers.get("Docker-Content-Digest", "") or "", sent)
+    if status == 404:
+        return ManifestAnswer(MISSING, "HTTP 404", "", sent)
+    if status in (401, 403):
+        return ManifestAnswer(DENIED, f"HTTP {status}", "", sent)
+    return ManifestAnswer(UNREACHABLE, f"HTTP {status}", "", sent)

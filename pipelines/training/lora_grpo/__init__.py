@@ -1,0 +1,1 @@
+"""The ``lora_grpo`` pipeline."""
