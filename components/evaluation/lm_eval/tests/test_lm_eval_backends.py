@@ -222,11 +222,16 @@ def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_pa
 
 
 def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in_cluster, workspace, tmp_path):
-    """A job of this run/task (re-attached to) that evaluates another model: its results are refused."""
+    """A job of this run/task (re-attached to) that evaluates another model: refused before it is followed.
+
+    Issue 45's stored-job comparison (``cluster/stored.py``) sees the stored job's ``pretrained`` differ from the one
+    sent and refuses it in one line (``JobIncomplete``), applying the cleanup policy; the location check of
+    ``model_identity.check_same_location`` stays behind it for a job whose results name another model.
+    """
     from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
     from components.evaluation.lm_eval.lmevaljob_backend import evaluation_job_name
     from components.evaluation.lm_eval.lmevaljob_manifest import build_lmevaljob
-    from components.evaluation.lm_eval.model_identity import WrongModelError
+    from components.training.finetuning.cluster.errors import JobIncomplete
     from components.training.finetuning.manifests.names import ownership_labels
 
     model = workspace / "train_model" / "run-1" / "final"
@@ -242,8 +247,10 @@ def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in
     in_cluster.custom.patch_namespaced_custom_object_status(
         "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", name, {"status": status}
     )
-    with pytest.raises(WrongModelError) as refused:
+    with pytest.raises(JobIncomplete) as refused:
         _run(tmp_path, model, eval_backend="lmevaljob", pvc_path=str(workspace))
     message = str(refused.value)
-    assert "\n" not in message and "it evaluated /opt/app-root/src/hf_home/train_model/run-0/final" in message
+    assert "\n" not in message and f"LMEvalJob {NAMESPACE}/{name}" in message
+    assert "spec.modelArgs[name=pretrained].value" in message  # the other model's path, not the one sent
     assert not (tmp_path / "results.json").exists()  # nothing written
+    assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete
