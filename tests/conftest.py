@@ -110,7 +110,7 @@ def _first_rows(root: Path, rows: int) -> Path:
 def newest_kfp_demo(tmp_path_factory):
     """The newest kfp's LoRA demo on the first ``DEMO_ROWS`` rows (fails where ``.venv-kfp-latest`` is missing)."""
     if not NEWEST_KFP_PYTHON.exists():
-        pytest.fail(f"{NEWEST_KFP_PYTHON} is missing: run `bash scripts/setup.sh` (it builds the newest kfp's venv)")
+        pytest.fail(f"{NEWEST_KFP_PYTHON} is missing: run `bash scripts/setup.sh --test` (it builds it)")
     root = tmp_path_factory.mktemp("newest-kfp-demo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
     arguments = ["--algorithm", "lora", "--dataset-uri", str(_first_rows(root, DEMO_ROWS))]

@@ -50,7 +50,7 @@ print(kfp.__version__, kubernetes_version)
 def _python(version: str) -> Path:
     python = PYTHONS[version]
     if not python.exists():
-        pytest.fail(f"{python} is missing: run `bash scripts/setup.sh` (it builds the kfp {version} venv)")
+        pytest.fail(f"{python} is missing: run `bash scripts/setup.sh --test` (it builds the kfp {version} venv)")
     return python
 
 

@@ -63,7 +63,7 @@ def test_the_installed_environment_is_the_lock():
         have = installed.get(name)
         if have is None or have.split("+")[0] != version:
             wrong[name] = (version, have)
-    assert not wrong, f"locked vs installed (re-run `bash scripts/setup.sh`): {wrong}"
+    assert not wrong, f"locked vs installed (re-run `bash scripts/setup.sh --test`): {wrong}"
     unlocked = set(installed) - set(lock) - {"kfp-finetune", "pip", "setuptools", "wheel"} - NOT_INSTALLED
     assert not unlocked, f"installed but not in the lock (run scripts/lock.sh): {sorted(unlocked)}"
     assert not NOT_INSTALLED & set(installed), f"{NOT_INSTALLED} must be removed after the install (scripts/setup.sh)"

@@ -86,7 +86,7 @@ def core_venv(wheel, tmp_path_factory) -> Path:
     nothing of an extra): what ``pip install kfp-finetune`` gives a user."""
     core_python = CORE_VENV / "bin" / "python"
     if not core_python.exists():
-        pytest.fail(f"{core_python} is missing: run `bash scripts/setup.sh` (it builds the core install's venv)")
+        pytest.fail(f"{core_python} is missing: run `bash scripts/setup.sh --test` (it builds the core install's venv)")
     venv = tmp_path_factory.mktemp("core-venv")
     run_checked([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv)
     python = venv / "bin" / "python"

@@ -62,7 +62,7 @@ def hub_env(version: str, root: Path = ENVS_ROOT) -> HubEnv:
     reason = root / f"{version}.unavailable"
     if reason.is_file():
         pytest.skip(f"training-hub {version}: the set-up could not build its environment: {reason.read_text().strip()}")
-    pytest.fail(f"training-hub {version}: {root / version} is missing; run `bash scripts/setup.sh`")
+    pytest.fail(f"training-hub {version}: {root / version} is missing; run `bash scripts/setup.sh --test`")
 
 
 def build_tiny_model_in(env: HubEnv, output_dir: Path) -> Path:

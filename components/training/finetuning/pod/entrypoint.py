@@ -264,14 +264,7 @@ def training_hub_call(
         kwargs["backend"] = hp.backend
     if run_config.jit_checkpoint:
         kwargs["enable_jit_checkpoint"] = True  # save on SIGTERM (a paused TrainJob); training-hub >= 0.11.0
-    mlflow = run_config.mlflow
-    for key, value in (
-        ("tracking_uri", mlflow.tracking_uri),
-        ("experiment_name", mlflow.experiment_name),
-        ("run_name", mlflow.run_name),
-    ):
-        if value:
-            kwargs[f"mlflow_{key}"] = value
+    kwargs.update(run_config.mlflow.training_hub_kwargs())
     kwargs.update(torchrun_kwargs(env, run_config.nproc_per_node))
     return TRAINING_HUB_FUNCTIONS[algorithm], kwargs
 

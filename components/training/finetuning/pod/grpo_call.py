@@ -56,12 +56,5 @@ def grpo_kwargs(run_config: RunConfig, model_path: str, env: Mapping[str, str]) 
         kwargs.update(lora_r=hp.lora_r, lora_alpha=hp.lora_alpha)
     if hp.backend and hp.algorithm == "lora_grpo":  # grpo() refuses a backend keyword: verl only
         kwargs["backend"] = hp.backend
-    mlflow = run_config.mlflow
-    for key, value in (
-        ("tracking_uri", mlflow.tracking_uri),
-        ("experiment_name", mlflow.experiment_name),
-        ("run_name", mlflow.run_name),
-    ):
-        if value:
-            kwargs[f"mlflow_{key}"] = value
+    kwargs.update(run_config.mlflow.training_hub_kwargs())
     return kwargs

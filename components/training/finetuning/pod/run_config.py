@@ -94,6 +94,11 @@ class MlflowSettings:
     experiment_name: str
     run_name: str
 
+    def training_hub_kwargs(self) -> dict[str, str]:
+        """Training Hub's ``mlflow_tracking_uri`` / ``mlflow_experiment_name`` / ``mlflow_run_name``, each when set."""
+        values = {"tracking_uri": self.tracking_uri, "experiment_name": self.experiment_name, "run_name": self.run_name}
+        return {f"mlflow_{key}": value for key, value in values.items() if value}
+
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:

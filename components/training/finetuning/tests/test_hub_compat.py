@@ -80,5 +80,5 @@ def test_a_release_environment_skips_only_with_the_set_ups_reason(tmp_path):
     (tmp_path / "0.3.0.unavailable").write_text("Python 3.12 is not installed (training-hub 0.3.0 needs it)\n")
     with pytest.raises(pytest.skip.Exception, match="0.3.0: the set-up could not build .*Python 3.12 is not installed"):
         hub_env("0.3.0", tmp_path)
-    with pytest.raises(pytest.fail.Exception, match="0.6.0: .* is missing; run `bash scripts/setup.sh`"):
+    with pytest.raises(pytest.fail.Exception, match="0.6.0: .* is missing; run `bash scripts/setup.sh --test`"):
         hub_env("0.6.0", tmp_path)  # no environment and no reason: the set-up did not run
