@@ -207,7 +207,7 @@ def test_an_lmevaljob_that_never_completes_hits_the_timeout(in_cluster, workspac
         controller.never_complete = True
         with pytest.raises(JobFailed, match="timeout_seconds=3"):
             _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 pvc_path=str(workspace), eval_timeout_seconds=3)  # fmt: skip
+                 pvc_path=str(workspace), eval_backend_options={"timeout_seconds": 3})  # fmt: skip
     assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
 
 
