@@ -184,7 +184,7 @@ def test_the_sft_pipeline_decides_the_same_on_every_evaluation_backend(tiny_mode
     assert lmevaljob["results"]["eval_backend"] == "lmevaljob"
     assert lmevaljob["results"]["evaluated_model_digest"] == lmevaljob["trained_digest"]
     assert len(controller.commands) == 2  # the base model's and the fine-tuned model's LMEvalJob
-    assert kube_api.objects("lmevaljobs") == []  # cleanup_policy=delete (the default) once read
+    assert kube_api.objects("lmevaljobs") == []  # eval_cleanup_policy=delete once the results were read
 
     workspace = tmp_path / "evalhub" / "kfp-workspace"
     environment = _in_cluster(kube_api, "evalhub", workspace)

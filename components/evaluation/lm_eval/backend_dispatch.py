@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from components.evaluation.lm_eval.remote_evaluation import LOCAL_BACKEND, remote_options
+from components.evaluation.lm_eval.remote_evaluation import LOCAL_BACKEND
 
 #: Seconds the evaluation may take to start, and the Kubernetes API may stay unreachable while it is followed.
 START_TIMEOUT_SECONDS = 1800.0
@@ -96,12 +96,11 @@ def evaluate_on_backend(
     digest = trained_model_digest(artifact, model_dir, request.model_metadata)
     workspace = Path(request.pvc_path)
     pvc_name = workspace_claim(pod, request.pvc_path)
-    remote = remote_options(request.eval_backend_options)
     settings = RemoteJobSettings(
         start_timeout_seconds=START_TIMEOUT_SECONDS,
-        timeout_seconds=float(remote.timeout_seconds),
+        timeout_seconds=float(request.eval_timeout_seconds),
         api_outage_tolerance_seconds=API_OUTAGE_TOLERANCE_SECONDS,
-        cleanup_policy=remote.cleanup_policy,
+        cleanup_policy=request.eval_cleanup_policy,
         poll_seconds=float(os.environ.get(POLL_SECONDS_ENV) or 10.0),
     )
     results, location = evaluate_remotely(

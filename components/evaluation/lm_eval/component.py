@@ -40,7 +40,8 @@ def lm_eval(
     eval_backend: str = "lm-eval",
     hardware_profile: str = "",
     evalhub_url: str = "",
-    eval_backend_options: dict = {},
+    eval_timeout_seconds: int = 14400,
+    eval_cleanup_policy: str = "delete",
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
     arguments = dict(locals())  # every argument by name, taken before the imports below add names

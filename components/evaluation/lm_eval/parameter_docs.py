@@ -98,11 +98,10 @@ PARAMETER_DOCS = {
         "with this pod and recorded for `lm-eval`. '' = none."
     ),
     "evalhub_url": ("EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`."),
-    "eval_backend_options": (
-        "Remote evaluation settings (`lmevaljob`, `evalhub`), each key optional: `timeout_seconds` (how long it may "
-        "take; default 14400, `0` = no limit) and `cleanup_policy` (what happens to the LMEvalJob once its results "
-        "are read, or when it fails or the run is cancelled: `delete` (default), `keep` or `suspend`, as "
-        "`train_model`'s `training_cleanup_policy`). An unknown key or value is refused."
+    "eval_timeout_seconds": ("How long a remote evaluation may take (`lmevaljob`, `evalhub`; `0` = no limit)."),
+    "eval_cleanup_policy": (
+        "What happens to the LMEvalJob once its results are read, or when it fails or the run is cancelled: "
+        "`delete`, `keep` or `suspend` (as `train_model`'s `training_cleanup_policy`)."
     ),
     "metrics": (
         "One entry per task and metric, `<task>/<metric>` (`<task>/<metric>/<filter>` for filtered "

@@ -18,7 +18,6 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,49 +27,6 @@ LOCAL_BACKEND = "lm-eval"
 EVAL_BACKENDS = (LOCAL_BACKEND, "lmevaljob", "evalhub")
 #: Where the remote backends' inputs go on the workspace.
 WORKSPACE_DIR = "lm_eval"
-
-
-#: What happens to an LMEvalJob once its results are read, or when it fails or the run is cancelled (the launcher's).
-CLEANUP_POLICIES = ("delete", "keep", "suspend")
-
-
-@dataclass(frozen=True)
-class RemoteOptions:
-    """``eval_backend_options``: how a remote evaluation (``lmevaljob``, ``evalhub``) is followed and cleaned up.
-
-    One dict parameter rather than one parameter per setting: KFP's Argo backend copies every component parameter
-    five times per task (``benchmarks/workflow_size.py``), and these settings are rarely changed.
-
-    Attributes:
-        timeout_seconds: How long the remote evaluation may take in all (``0``: no limit).
-        cleanup_policy: ``delete``, ``keep`` or ``suspend`` the LMEvalJob once its results are read, or when it fails
-            or the run is cancelled (as ``train_model``'s ``training_cleanup_policy``).
-    """
-
-    timeout_seconds: int = 14400
-    cleanup_policy: str = "delete"
-
-
-def remote_options(options: Mapping[str, Any]) -> RemoteOptions:
-    """``eval_backend_options`` checked into :class:`RemoteOptions` (missing keys keep their defaults).
-
-    Raises:
-        ValueError: An unknown key, a timeout that is not a whole number of seconds >= 0, or an unknown cleanup policy
-            (one line naming the key, the value and what is allowed).
-    """
-    keys = [item.name for item in fields(RemoteOptions)]
-    unknown = sorted(set(options) - set(keys))
-    if unknown:
-        raise ValueError(f"eval_backend_options: unknown key {unknown[0]!r}; the keys are {keys}")
-    timeout = options.get("timeout_seconds", RemoteOptions.timeout_seconds)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0 or timeout != int(timeout):
-        raise ValueError(
-            f"eval_backend_options.timeout_seconds={timeout!r}: must be a whole number of seconds >= 0 (0 = no limit)"
-        )
-    policy = options.get("cleanup_policy", RemoteOptions.cleanup_policy)
-    if policy not in CLEANUP_POLICIES:
-        raise ValueError(f"eval_backend_options.cleanup_policy={policy!r}: must be one of {list(CLEANUP_POLICIES)}")
-    return RemoteOptions(timeout_seconds=int(timeout), cleanup_policy=policy)
 
 
 def check_backend(eval_backend: str, custom_tasks_path: str, evalhub_url: str, pvc_path: str) -> None:

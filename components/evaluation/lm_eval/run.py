@@ -27,7 +27,7 @@ from components.evaluation.lm_eval.custom_task import (
 from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
 from components.evaluation.lm_eval.options import check_options
-from components.evaluation.lm_eval.remote_evaluation import LOCAL_BACKEND, check_backend, remote_options
+from components.evaluation.lm_eval.remote_evaluation import LOCAL_BACKEND, check_backend
 from components.evaluation.lm_eval.report import (
     kfp_metrics,
     load_baseline,
@@ -87,7 +87,8 @@ class LmEvalRequest:
     eval_backend: str
     hardware_profile: str
     evalhub_url: str
-    eval_backend_options: Mapping[str, Any]
+    eval_timeout_seconds: int
+    eval_cleanup_policy: str
 
 
 def lm_eval_request(arguments: Mapping[str, Any]) -> LmEvalRequest:
@@ -322,7 +323,6 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         if unusable:
             return _skipped(results_path, report_path, request.model_source, f"model_source {unusable}")
     check_backend(request.eval_backend, request.custom_tasks_path, request.evalhub_url, request.pvc_path)
-    remote_options(request.eval_backend_options)
     model_dir = str(resolve_model_dir(request.model_path)) if request.model_path and not model_source else ""
     spec = resolve_model(model_dir, request.model_metadata, model_source, request.backend, request.model_args)
     if request.eval_backend == LOCAL_BACKEND:

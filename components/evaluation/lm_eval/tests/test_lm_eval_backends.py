@@ -10,7 +10,6 @@ comparison and the registry's gate decisions must be the same.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -208,7 +207,7 @@ def test_an_lmevaljob_that_never_completes_hits_the_timeout(in_cluster, workspac
         controller.never_complete = True
         with pytest.raises(JobFailed, match="timeout_seconds=3"):
             _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 pvc_path=str(workspace), eval_backend_options={"timeout_seconds": 3})  # fmt: skip
+                 pvc_path=str(workspace), eval_timeout_seconds=3)  # fmt: skip
     assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
 
 
@@ -255,23 +254,3 @@ def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in
     assert "spec.modelArgs[name=pretrained].value" in message  # the other model's path, not the one sent
     assert not (tmp_path / "results.json").exists()  # nothing written
     assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete
-
-
-def test_eval_backend_options_are_checked_into_one_typed_group_with_one_error_per_bad_key():
-    from components.evaluation.lm_eval.remote_evaluation import RemoteOptions, remote_options
-
-    assert remote_options({}) == RemoteOptions(timeout_seconds=14400, cleanup_policy="delete")
-    # KFP hands a dict parameter's numbers over as JSON numbers (3.0 from the protobuf Struct)
-    assert remote_options({"timeout_seconds": 3.0, "cleanup_policy": "keep"}) == RemoteOptions(3, "keep")
-    refused = {
-        "timeout": "eval_backend_options: unknown key 'timeout'; the keys are ['timeout_seconds', 'cleanup_policy']",
-        "timeout_seconds": "eval_backend_options.timeout_seconds=-1: must be a whole number of seconds >= 0",
-        "cleanup_policy": "eval_backend_options.cleanup_policy='remove': must be one of ['delete', 'keep', 'suspend']",
-    }
-    bad = {"timeout": 60, "timeout_seconds": -1, "cleanup_policy": "remove"}
-    for key, message in refused.items():
-        with pytest.raises(ValueError, match=re.escape(message)):
-            remote_options({key: bad[key]})
-    for wrong in (1.5, "60", True):
-        with pytest.raises(ValueError, match="timeout_seconds"):
-            remote_options({"timeout_seconds": wrong})

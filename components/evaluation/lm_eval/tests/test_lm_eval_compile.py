@@ -49,7 +49,8 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
         "eval_backend": "lm-eval",
         "hardware_profile": "",
         "evalhub_url": "",
-        "eval_backend_options": {},
+        "eval_timeout_seconds": 14400.0,
+        "eval_cleanup_policy": "delete",
     }
     outputs = spec["root"]["outputDefinitions"]["artifacts"]
     assert {name: o["artifactType"]["schemaTitle"] for name, o in outputs.items()} == {
