@@ -95,6 +95,24 @@ SPECS_PINNED = (
         "config/crd/full/serving.kserve.io_servingruntimes.yaml",
         "crds/serving.kserve.io_servingruntimes.yaml",
     ),
+    Spec(
+        "trustyai-explainability/trustyai-service-operator",
+        "11c335b879fcfcbd2acd9c572d12a06976d985d8",
+        "config/components/lmes/crd/trustyai.opendatahub.io_lmevaljobs.yaml",
+        "crds/trustyai.opendatahub.io_lmevaljobs.yaml",
+    ),
+    Spec(
+        "opendatahub-io/opendatahub-operator",
+        "v3.0.0",
+        "config/crd/bases/infrastructure.opendatahub.io_hardwareprofiles.yaml",
+        "crds/infrastructure.opendatahub.io_hardwareprofiles.yaml",
+    ),
+    Spec(
+        "eval-hub/eval-hub",
+        "v1.0.1",
+        "docs/openapi.yaml",
+        "openapi/eval-hub.yaml",
+    ),
 )
 
 _ROW = re.compile(r"^\| `(?P<path>[^`]+)` \|.*\| `(?P<sha>[0-9a-f]{64})` \|$", re.M)

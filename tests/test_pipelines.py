@@ -182,7 +182,15 @@ WIRED = {
         "run_id",
         "task_name",
     },
-    "lm-eval": {"model_source", "skip_unusable_model_source", "pvc_path"},
+    # pvc_path: the workspace placeholder, where the remote evaluation backends find the model too; a remote
+    # evaluation's timeout and cleanup policy keep the component's defaults (issue 43a's Workflow size budget)
+    "lm-eval": {
+        "model_source",
+        "skip_unusable_model_source",
+        "pvc_path",
+        "eval_timeout_seconds",
+        "eval_cleanup_policy",
+    },
     "model-registry": {"ca_bundle_path", "pipeline_run_id", "pipeline_run_name", "pvc_path"}
     # issue 37: the pipelines expose the modelcar target and the deploy switch; the details keep the component's
     # defaults (pass them in the model_registry call to change them)

@@ -84,6 +84,7 @@ class Cluster:
             api_client, time.sleep, lambda line: None, API_ATTEMPTS, connect_timeout=connect, read_timeout=read
         )
         self.namespace = namespace
+        self.api_client = api_client
         self.storage = client.StorageV1Api(api_client)
         self.authorization = client.AuthorizationV1Api(api_client)
 

@@ -17,7 +17,7 @@ class Check:
     Attributes:
         status: ``OK``, ``WARN`` (the run may still work, or doctor could not tell) or ``FAIL`` (the run will fail).
         area: ``cluster``, ``launcher``, ``permissions``, ``storage``, ``secrets``, ``gpus``, ``serving``,
-            ``images`` or ``endpoints``.
+            ``hardware``, ``images`` or ``endpoints``.
         what: What was checked and found, naming the object (``storage class 'nfs-csi' not found``).
         remedy: What to do about it (``""`` for an OK without advice).
     """

@@ -12,6 +12,7 @@ from pipelines.doctor.endpoints import check_kfp, check_registry
 from pipelines.doctor.facts import RunValues, read_package
 from pipelines.doctor.gpu_memory import check_gpu_memory
 from pipelines.doctor.gpus import check_gpus
+from pipelines.doctor.hardware import check_hardware_profiles
 from pipelines.doctor.images import check_images_in_namespace
 from pipelines.doctor.report import Check, Report, fail
 from pipelines.doctor.secret_mounts import check_secrets
@@ -33,6 +34,7 @@ def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
     if launcher != "local":
         checks += check_gpu_memory(cluster, values)
     checks += check_serving(cluster, values)  # the registry step's KServe deploy, when on
+    checks += check_hardware_profiles(cluster, values)  # the profiles and which steps each fits
     return checks
 
 

@@ -19,7 +19,8 @@ behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a 
   taints), ``create_quota`` (with its status) and ``create_secret`` (plain-text values, stored base64-encoded).
 
 Like a real API server (:mod:`.kube_schema`), the emulator prunes the fields a CRD-backed object's structural schema
-does not know (TrainJob per the served generation, PyTorchJob), stores the pruned object and answers with one
+does not know (TrainJob per the served generation, PyTorchJob, LMEvalJob, HardwareProfile), stores the pruned object
+and answers with one
 ``Warning: 299 - "unknown field \\"spec.x\\""`` header per field; under ``fieldValidation=Strict`` it refuses the
 request instead (``400 BadRequest``, ``strict decoding error: unknown field "spec.x"``). It serves one TrainJob API
 generation (``running_kube_api(generation)``; the fixture ``kube_api`` serves upstream Trainer 2.3 unless
@@ -72,6 +73,8 @@ DECLARED_RESOURCES = (
     f"{TRAINER}/trainingruntimes",
     f"{TRAINER}/clustertrainingruntimes",
     f"{TRAINING_OPERATOR}/pytorchjobs",
+    "trustyai.opendatahub.io/v1alpha1/lmevaljobs",
+    "infrastructure.opendatahub.io/v1/hardwareprofiles",
     "v1/pods",
     "v1/events",
     "v1/secrets",
@@ -256,7 +259,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         if not fields:
             return []
         if request.params.get("fieldValidation") == "Strict" and not self.ignores_field_validation:
-            kind = {"trainjobs": "TrainJob", "pytorchjobs": "PyTorchJob"}[request.resource.plural]
+            kind = kube_schema.KINDS[request.resource.plural]
             message = kube_schema.strict_error_message(kind, request.resource.version or "", fields)
             raise kmock.KubernetesError(status=400, reason="BadRequest", message=message)
         object.__setattr__(request, "data", pruned)

@@ -31,7 +31,18 @@ GENERATIONS = {
 }
 TRAINJOB_SCHEMA = "io.kubeflow.trainer.v1alpha1.TrainJob"
 #: The CRD files of the other CRD-backed resources the emulator prunes, by plural.
-OTHER_CRDS = {"pytorchjobs": "kubeflow.org_pytorchjobs.yaml"}
+OTHER_CRDS = {
+    "pytorchjobs": "kubeflow.org_pytorchjobs.yaml",
+    "lmevaljobs": "trustyai.opendatahub.io_lmevaljobs.yaml",
+    "hardwareprofiles": "infrastructure.opendatahub.io_hardwareprofiles.yaml",
+}
+#: The kind of each CRD-backed plural, as a strict decoding error names it.
+KINDS = {
+    "trainjobs": "TrainJob",
+    "pytorchjobs": "PyTorchJob",
+    "lmevaljobs": "LMEvalJob",
+    "hardwareprofiles": "HardwareProfile",
+}
 
 
 @functools.lru_cache(maxsize=None)

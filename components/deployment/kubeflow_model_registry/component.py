@@ -49,6 +49,7 @@ def model_registry(
     deploy_runtime_image: str = "docker.io/vllm/vllm-openai:v0.11.0",
     deploy_gpus: int = 1,
     deploy_timeout_seconds: int = 900,
+    deploy_hardware_profile: str = "",
     pvc_path: str = "",
 ) -> NamedTuple(
     "Outputs",

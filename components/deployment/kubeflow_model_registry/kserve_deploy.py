@@ -63,6 +63,7 @@ class DeploySettings:
     timeout_seconds: float
     poll_seconds: float = 2.0
     request_timeout: float = 30.0
+    hardware_profile: Any = None
     api_deadline_seconds: float = 120.0
 
 
@@ -318,7 +319,14 @@ def deploy_model(
     api = _Api(api_client, settings, policy, sleep, clock)
     runtime_created = _ensure_runtime(api, settings, model_name, log)
     desired = build_inference_service(
-        settings.service_name, settings.namespace, storage_uri, settings.runtime, model_name, settings.gpus, storage_key
+        settings.service_name,
+        settings.namespace,
+        storage_uri,
+        settings.runtime,
+        model_name,
+        settings.gpus,
+        storage_key,
+        profile=settings.hardware_profile,
     )
     if run_id:
         desired["metadata"].setdefault("annotations", {})[RUN_ANNOTATION] = run_id

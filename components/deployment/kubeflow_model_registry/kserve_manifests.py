@@ -110,16 +110,20 @@ def build_inference_service(
     model_name: str,
     gpus: int,
     storage_key: str = "",
+    profile: Any = None,
 ) -> dict[str, Any]:
     """A single-model ``InferenceService`` serving ``storage_uri`` with ``runtime``, labelled for ``model_name``.
 
-    ``name`` is also the served model's name; ``storage_key`` the data connection of an ``s3://`` URI.
+    ``name`` is also the served model's name; ``storage_key`` the data connection of an ``s3://`` URI; ``profile`` a
+    :class:`~components._common.hardware_profiles.HardwareProfile` whose resources (replacing the defaults and
+    ``gpus``), node selector, tolerations, Kueue queue and annotations are applied
+    (:func:`~components._common.hardware_profiles.apply_to_inference_service`).
     """
     resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}}
     if gpus:
         resources["requests"]["nvidia.com/gpu"] = str(gpus)
         resources["limits"]["nvidia.com/gpu"] = str(gpus)
-    return {
+    isvc = {
         "apiVersion": ISVC_API_VERSION,
         "kind": "InferenceService",
         "metadata": {
@@ -140,3 +144,8 @@ def build_inference_service(
             }
         },
     }
+    if profile is not None:
+        from components._common.hardware_profiles import apply_to_inference_service
+
+        return apply_to_inference_service(isvc, profile)
+    return isvc

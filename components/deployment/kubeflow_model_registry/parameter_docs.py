@@ -103,6 +103,10 @@ PARAMETER_DOCS = {
     "deploy_runtime_image": ("The vLLM image of a ServingRuntime this step creates."),
     "deploy_gpus": ("`nvidia.com/gpu` of the predictor."),
     "deploy_timeout_seconds": ("How long to wait for the InferenceService to become Ready."),
+    "deploy_hardware_profile": (
+        "A RHOAI Hardware Profile's name, read at deploy time: its resources, node selector, tolerations and "
+        "Kueue queue go into the predictor (replacing `deploy_gpus`). '' = none."
+    ),
     "pvc_path": (
         "The run's workspace: pass `dsl.WORKSPACE_PATH_PLACEHOLDER` (the pipelines do). `train_model`'s weights are "
         "read there in place, the S3 upload streams from there and the modelcar's layout is built there; the "

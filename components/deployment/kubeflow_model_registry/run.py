@@ -51,6 +51,8 @@ STATUS_GATED_OUT = "gated_out"
 RECORDED_LIBRARIES = ("kfp-finetune", "kfp", "model-registry")
 #: The input artifacts: each becomes an :class:`ArtifactInfo` under its own name.
 ARTIFACTS = ("model", "eval_metrics", "train_metrics", "dataset", "eval_results")
+#: lm_eval's results metadata recorded as ``eval.<key>`` properties of the model version (the evaluation's lineage).
+EVALUATION_LINEAGE = ("eval_backend", "evaluated_model_location", "evaluated_model_digest", "hardware_profile")
 #: The output artifact: the summary file, written by ``run_model_registration``, not part of the request.
 OUTPUTS = ("summary",)
 
@@ -246,6 +248,9 @@ def run_model_registration(
         eval_values.setdefault(name, value)
     if request.eval_results is not None and request.eval_results.metadata.get("verdict"):
         eval_values.setdefault("verdict", request.eval_results.metadata["verdict"])
+    for key in EVALUATION_LINEAGE:  # which model the evaluation evaluated, and where (lm_eval's model_identity.py)
+        if request.eval_results is not None and request.eval_results.metadata.get(key):
+            eval_values.setdefault(key, request.eval_results.metadata[key])
     if not registry_on:  # published only: nothing to register or deploy
         modelcar = publish(serving_request, model, log, scratch_root(request.pvc_path))
         reason = f"registry_address is empty: modelcar {modelcar.uri} published, not registered"

@@ -36,6 +36,7 @@ class ServingRequest:
     deploy_runtime_image: str
     deploy_gpus: int
     deploy_timeout_seconds: int
+    deploy_hardware_profile: str
 
 
 def check_serving_request(
@@ -127,19 +128,30 @@ def deploy(
         DeployError: See :func:`.kserve_deploy.deploy_model`.
     """
     environ = os.environ if environ is None else environ
-    settings = DeploySettings(
-        namespace=request.deploy_namespace.strip() or pod_namespace(environ),
-        service_name=service_name(request.deploy_service_name, model_name),
-        runtime=request.deploy_runtime.strip(),
-        runtime_image=request.deploy_runtime_image.strip(),
-        gpus=request.deploy_gpus,
-        timeout_seconds=float(request.deploy_timeout_seconds),
-    )
     try:
         api_client = load_api_client(environ=environ, log=log)
     except KubeAuthError as error:
         raise KubeAuthError(f"deploy_inference_service: {error}") from None
     try:
+        namespace = request.deploy_namespace.strip() or pod_namespace(environ)
+        profile = None
+        if request.deploy_hardware_profile.strip():
+            from components._common.hardware_profiles import PLATFORM_NAMESPACES, read_hardware_profile
+
+            profile = read_hardware_profile(
+                api_client, request.deploy_hardware_profile.strip(), [namespace, *PLATFORM_NAMESPACES],
+                "deploy_hardware_profile",
+            )  # fmt: skip
+            log(f"hardware profile {profile.summary()}")
+        settings = DeploySettings(
+            namespace=namespace,
+            service_name=service_name(request.deploy_service_name, model_name),
+            runtime=request.deploy_runtime.strip(),
+            runtime_image=request.deploy_runtime_image.strip(),
+            gpus=request.deploy_gpus,
+            timeout_seconds=float(request.deploy_timeout_seconds),
+            hardware_profile=profile,
+        )
         return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log, run_id=run_id)
     finally:
         api_client.close()

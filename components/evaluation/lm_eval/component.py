@@ -37,6 +37,11 @@ def lm_eval(
     enabled: bool = True,
     skip_unusable_model_source: bool = False,
     pvc_path: str = "",
+    eval_backend: str = "lm-eval",
+    hardware_profile: str = "",
+    evalhub_url: str = "",
+    eval_timeout_seconds: int = 14400,
+    eval_cleanup_policy: str = "delete",
 ) -> None:
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
     arguments = dict(locals())  # every argument by name, taken before the imports below add names

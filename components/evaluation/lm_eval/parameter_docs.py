@@ -34,7 +34,8 @@ PARAMETER_DOCS = {
     ),
     "pvc_path": (
         'The run\'s workspace: pass `dsl.WORKSPACE_PATH_PLACEHOLDER` (the pipelines do); "" = none (the model '
-        "must then be in the artifact or a path of this pod)."
+        "must then be in the artifact or a path of this pod). `lmevaljob` and `evalhub` need it: they read the model "
+        "in place there and the held-out task written there, through the PVC mounted at this path."
     ),
     "batch_size": ("`auto`, `auto:N` (re-detect N times) or a positive integer."),
     "limit": ("Documents per task; `-1` = all. `0` is refused."),
@@ -87,6 +88,20 @@ PARAMETER_DOCS = {
         "Skip the held-out tasks instead of failing when `eval_dataset` has no rows (`dataset_download` "
         "with `train_split_ratio=1.0` writes an empty split). With no `task_names` either, the run writes "
         "empty outputs."
+    ),
+    "eval_backend": (
+        "Where the evaluation runs: `lm-eval` (in this step), `lmevaljob` (a TrustyAI `LMEvalJob`; RHOAI >= 2.16) "
+        "or `evalhub` (EvalHub at `evalhub_url`; RHOAI >= 3.4). Same results, comparison and report."
+    ),
+    "hardware_profile": (
+        "A RHOAI Hardware Profile's name, read at run time: applied to the LMEvalJob, passed to EvalHub, compared "
+        "with this pod and recorded for `lm-eval`. '' = none."
+    ),
+    "evalhub_url": ("EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`."),
+    "eval_timeout_seconds": ("How long a remote evaluation may take (`lmevaljob`, `evalhub`; `0` = no limit)."),
+    "eval_cleanup_policy": (
+        "What happens to the LMEvalJob once its results are read, or when it fails or the run is cancelled: "
+        "`delete`, `keep` or `suspend` (as `train_model`'s `training_cleanup_policy`)."
     ),
     "metrics": (
         "One entry per task and metric, `<task>/<metric>` (`<task>/<metric>/<filter>` for filtered "

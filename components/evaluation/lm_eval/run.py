@@ -27,6 +27,7 @@ from components.evaluation.lm_eval.custom_task import (
 from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
 from components.evaluation.lm_eval.options import check_options
+from components.evaluation.lm_eval.remote_evaluation import LOCAL_BACKEND, check_backend
 from components.evaluation.lm_eval.report import (
     kfp_metrics,
     load_baseline,
@@ -83,6 +84,11 @@ class LmEvalRequest:
     enabled: bool
     skip_unusable_model_source: bool
     pvc_path: str
+    eval_backend: str
+    hardware_profile: str
+    evalhub_url: str
+    eval_timeout_seconds: int
+    eval_cleanup_policy: str
 
 
 def lm_eval_request(arguments: Mapping[str, Any]) -> LmEvalRequest:
@@ -316,9 +322,11 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         unusable = unusable_source_reason(model_source, request.backend, request.model_args, template)
         if unusable:
             return _skipped(results_path, report_path, request.model_source, f"model_source {unusable}")
+    check_backend(request.eval_backend, request.custom_tasks_path, request.evalhub_url, request.pvc_path)
     model_dir = str(resolve_model_dir(request.model_path)) if request.model_path and not model_source else ""
     spec = resolve_model(model_dir, request.model_metadata, model_source, request.backend, request.model_args)
-    check_backend_available(request.backend)
+    if request.eval_backend == LOCAL_BACKEND:
+        check_backend_available(request.backend)
     baseline = load_baseline(Path(request.baseline_results_path)) if request.baseline_results_path else None
     heldout = bool(request.eval_dataset_path)
     if heldout and request.allow_empty_eval_dataset and is_empty_dataset(Path(request.eval_dataset_path)):
@@ -345,10 +353,16 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             )
             include_paths.append(Path(staging) / "heldout")
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
-        if names:
+        lineage: dict[str, Any] = {}
+        if names and (request.eval_backend != LOCAL_BACKEND or request.hardware_profile):
+            from components.evaluation.lm_eval.backend_dispatch import evaluate_on_backend
+
+            staged = Path(staging) / "heldout" if heldout else None
+            results, lineage = evaluate_on_backend(request, spec, names, staged, options, _log)  # type: ignore[assignment]
+        if names and request.eval_backend == LOCAL_BACKEND:
             _log(f"evaluating {', '.join(names)}")
             results = _evaluate(spec, names, build_task_manager(names, include_paths), options)
-        else:
+        elif not names:
             results = {"results": {}, "configs": {}, "versions": {}}
 
     written = results if request.log_samples else {key: value for key, value in results.items() if key != "samples"}
@@ -376,6 +390,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
         **comparison_metadata,
+        **lineage,
     }
     described = read_dataset_metadata(request.eval_dataset_metadata, "lm_eval input eval_dataset")
     if described is not None:

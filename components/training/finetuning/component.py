@@ -90,6 +90,7 @@ def train_model(
     training_pod_labels: dict = {},
     training_pod_annotations: dict = {},
     training_queue_name: str = "",
+    training_hardware_profile: str = "",
     training_cleanup_policy: str = "delete",
     training_delete_on_success: bool = False,
     training_start_timeout_seconds: int = 1800,

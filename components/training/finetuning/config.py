@@ -131,6 +131,7 @@ class TrainModelRequest:
     training_pod_labels: dict
     training_pod_annotations: dict
     training_queue_name: str
+    training_hardware_profile: str
     training_cleanup_policy: str
     training_delete_on_success: bool
     training_start_timeout_seconds: int

@@ -124,15 +124,20 @@ def build_job_manifest(
     request: TrainModelRequest,
     owner: Any,
     api: TrainJobApi = TRAINER_2_3,
+    profile: Any = None,
 ) -> dict[str, Any]:
     """The ``TrainJob`` (``launcher="trainjob"``) or ``PyTorchJob`` (``launcher="pytorchjob"``) running the entrypoint.
 
     The arguments are :func:`build_job_spec`'s, and ``api``: the TrainJob API the cluster serves
-    (:func:`.cluster.discovery.discover_trainjob_api`).
+    (:func:`.cluster.discovery.discover_trainjob_api`), and ``profile``: the ``training_hardware_profile`` read from
+    the cluster (:func:`.manifests.hardware_profile.apply_hardware_profile`), or ``None``.
     """
     from components.training.finetuning.manifests import pytorchjob
+    from components.training.finetuning.manifests.hardware_profile import apply_hardware_profile
 
     spec = build_job_spec(config_path, task_config, run_id, task_name, request, owner)
+    if profile is not None:
+        spec = apply_hardware_profile(spec, profile)
     if launcher == "pytorchjob":
         return pytorchjob.build_pytorchjob(spec)
     return build_trainjob(spec, api)

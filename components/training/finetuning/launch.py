@@ -141,6 +141,15 @@ def run_cluster_job(
         log_memory_estimate(plan, model_path, log)
         metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
+    profile = None
+    if request.training_hardware_profile:
+        from components._common.hardware_profiles import PLATFORM_NAMESPACES, read_hardware_profile
+
+        namespaces = [job_namespace(request), *PLATFORM_NAMESPACES]
+        profile = read_hardware_profile(
+            api_client, request.training_hardware_profile, namespaces, "training_hardware_profile"
+        )
+        log(f"hardware profile {profile.summary()}")
     served = discover(api_client, log) if job_launcher == "trainjob" else TRAINER_2_3
     ckpt_dir = plan.run_dir / CKPT_OUTPUT_DIR
     epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
@@ -157,8 +166,9 @@ def run_cluster_job(
 
     def submit(api: TrainJobApi) -> dict[str, Any]:
         manifest = build_job_manifest(
-            job_launcher, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner, api
-        )
+            job_launcher, config_path, plan.task_config, plan.run_id, plan.task_name, request, launcher.owner, api,
+            profile,
+        )  # fmt: skip
         log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{manifest['metadata']['name']}")
         policy = JobPolicy(
             cleanup_policy=request.training_cleanup_policy,

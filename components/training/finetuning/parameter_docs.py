@@ -145,6 +145,11 @@ PARAMETER_DOCS = {
         "Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue admits it, the step waits "
         "logging the queue state and never resumes it itself; '' = no queue."
     ),
+    "training_hardware_profile": (
+        "A RHOAI Hardware Profile's name (RHOAI >= 2.19), read at run time: its resources, node selector, "
+        "tolerations and Kueue queue go into the job's pods (its accelerator count must equal "
+        "`training_gpus_per_node`). '' = none."
+    ),
     "training_cleanup_policy": (
         "When the job failed or timed out, or the run was cancelled: `delete` | `keep` | `suspend` the "
         "TrainJob/PyTorchJob (never for the launcher's own trouble, e.g. an API outage); when the API cannot be "

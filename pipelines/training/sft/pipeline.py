@@ -87,6 +87,7 @@ def sft_pipeline(
     phase_02_train_opt_labels: dict = {},
     phase_02_train_opt_annotations: dict = {},
     phase_02_train_opt_queue_name: str = "",
+    phase_02_train_opt_hardware_profile: str = "",
     phase_02_train_opt_cleanup_policy: str = "delete",
     phase_02_train_opt_delete_on_success: bool = False,
     phase_02_train_opt_start_timeout: int = 1800,
@@ -114,6 +115,9 @@ def sft_pipeline(
     phase_03_eval_opt_bootstrap_iters: int = 100000,
     phase_03_eval_opt_allow_empty_eval: bool = True,
     phase_03_eval_opt_evaluate_base_model: bool = True,
+    phase_03_eval_opt_eval_backend: str = "lm-eval",
+    phase_03_eval_opt_hardware_profile: str = "",
+    phase_03_eval_opt_evalhub_url: str = "",
     phase_04_registry_man_address: str = "",
     phase_04_registry_man_reg_name: str = "",
     phase_04_registry_man_reg_version: str = "",
@@ -137,6 +141,7 @@ def sft_pipeline(
     phase_04_registry_opt_modelcar_base_image: str = "registry.access.redhat.com/ubi9/ubi-micro:latest",
     phase_04_registry_opt_modelcar_insecure: bool = False,
     phase_04_registry_opt_deploy_inference_service: bool = False,
+    phase_04_registry_opt_deploy_hardware_profile: str = "",
 ):
     r"""Supervised fine-tuning (SFT) of a chat model with Training Hub on Kubeflow Trainer v2.
 
@@ -219,6 +224,9 @@ def sft_pipeline(
         phase_02_train_opt_annotations: Extra annotations of the training pods.
         phase_02_train_opt_queue_name: Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue
             admits it, the step waits logging the queue state and never resumes it itself; '' = no queue.
+        phase_02_train_opt_hardware_profile: A RHOAI Hardware Profile's name (RHOAI >= 2.19), read at run time: its
+            resources, node selector, tolerations and Kueue queue go into the job's pods (its accelerator count must
+            equal `training_gpus_per_node`). '' = none.
         phase_02_train_opt_cleanup_policy: When the job failed or timed out, or the run was cancelled: `delete` |
             `keep` | `suspend` the TrainJob/PyTorchJob (never for the launcher's own trouble, e.g. an API outage); when
             the API cannot be reached the error names the `kubectl` command.
@@ -277,6 +285,12 @@ def sft_pipeline(
             registry's improvement and regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the
             evaluation pod lacks, or a base model without chat template while `phase_03_eval_opt_chat_template` is on
             is skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
+        phase_03_eval_opt_eval_backend: Where the evaluation runs: `lm-eval` (in this step), `lmevaljob` (a TrustyAI
+            `LMEvalJob`; RHOAI >= 2.16) or `evalhub` (EvalHub at `evalhub_url`; RHOAI >= 3.4). Same results, comparison
+            and report.
+        phase_03_eval_opt_hardware_profile: A RHOAI Hardware Profile's name, read at run time: applied to the LMEvalJob,
+            passed to EvalHub, compared with this pod and recorded for `lm-eval`. '' = none.
+        phase_03_eval_opt_evalhub_url: EvalHub's URL (`https://evalhub...`), for `eval_backend=evalhub`.
         phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
             step (status `skipped`).
         phase_04_registry_man_reg_name: Registered model name; `""`: `<algorithm>-<base model's last path part>` from
@@ -326,6 +340,9 @@ def sft_pipeline(
             registered `oci://` (or `s3://`) model with a KServe InferenceService (vLLM), wait until Ready and send one
             completion as a smoke test. Never changes a service this step did not create for the same registered model.
             RBAC: `rbac.yaml`.
+        phase_04_registry_opt_deploy_hardware_profile: A RHOAI Hardware Profile's name, read at deploy time: its
+            resources, node selector, tolerations and Kueue queue go into the predictor (replacing `deploy_gpus`). '' =
+            none.
     """
     dataset_task = dataset_download(
         pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
@@ -387,6 +404,7 @@ def sft_pipeline(
         training_pod_labels=phase_02_train_opt_labels,
         training_pod_annotations=phase_02_train_opt_annotations,
         training_queue_name=phase_02_train_opt_queue_name,
+        training_hardware_profile=phase_02_train_opt_hardware_profile,
         training_cleanup_policy=phase_02_train_opt_cleanup_policy,
         training_delete_on_success=phase_02_train_opt_delete_on_success,
         training_start_timeout_seconds=phase_02_train_opt_start_timeout,
@@ -425,6 +443,9 @@ def sft_pipeline(
         device=phase_03_eval_opt_device,
         bootstrap_iters=phase_03_eval_opt_bootstrap_iters,
         allow_empty_eval_dataset=phase_03_eval_opt_allow_empty_eval,
+        eval_backend=phase_03_eval_opt_eval_backend,
+        hardware_profile=phase_03_eval_opt_hardware_profile,
+        evalhub_url=phase_03_eval_opt_evalhub_url,
     )
     # The base model, before training (it needs only the base model and the held-out split); its results are the
     # fine-tuned evaluation's baseline. Cached: free on a re-run with the same base model, data and tasks.
@@ -477,6 +498,7 @@ def sft_pipeline(
         modelcar_base_image=phase_04_registry_opt_modelcar_base_image,
         modelcar_insecure=phase_04_registry_opt_modelcar_insecure,
         deploy_inference_service=phase_04_registry_opt_deploy_inference_service,
+        deploy_hardware_profile=phase_04_registry_opt_deploy_hardware_profile,
         pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )

@@ -205,3 +205,20 @@ def test_gate_without_a_base_model_evaluation_says_why(registry_stub, tmp_path, 
     with pytest.raises(ValueError, match="eval_results is not wired"):
         _register(registry_stub, tmp_path, model, min_improvement_metric="heldout_generation/chrf")
     assert registry_stub.requests == [] and not (tmp_path / "summary.md").exists()
+
+
+def test_the_evaluated_model_is_recorded_in_the_lineage(registry_stub, tmp_path, model):
+    """Which model the evaluation evaluated, where and on which backend (issue 46) become eval.* properties."""
+    registry_stub.require_token(TOKEN)
+    digest = "sha256:" + "c" * 64
+    evaluated = {
+        "eval_backend": "lmevaljob",
+        "evaluated_model_location": "/opt/app-root/src/hf_home/train_model/run-1/final",
+        "evaluated_model_digest": digest,
+        "hardware_profile": "a100-queued",
+    }
+    result = _register(registry_stub, tmp_path, model, eval_results=_results(_comparison(), **evaluated))
+    assert result.status == "registered"
+    [version] = registry_stub.model_versions.values()
+    props = {k: next(v[f] for f in v if f.endswith("_value")) for k, v in version["customProperties"].items()}
+    assert {key: props[f"eval.{key}"] for key in evaluated} == evaluated

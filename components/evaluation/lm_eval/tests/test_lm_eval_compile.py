@@ -46,6 +46,11 @@ def test_interface_optional_inputs_and_defaults(tmp_path):
         "enabled": True,
         "skip_unusable_model_source": False,
         "pvc_path": "",
+        "eval_backend": "lm-eval",
+        "hardware_profile": "",
+        "evalhub_url": "",
+        "eval_timeout_seconds": 14400.0,
+        "eval_cleanup_policy": "delete",
     }
     outputs = spec["root"]["outputDefinitions"]["artifacts"]
     assert {name: o["artifactType"]["schemaTitle"] for name, o in outputs.items()} == {

@@ -281,7 +281,7 @@ def diagnose(
         causes += log_causes(source, text)
         if not log_tail and text.strip():
             log_source, log_tail = source, tuple(redact(line) for line in text.rstrip("\n").splitlines()[-tail_lines:])
-    suspend_field = "spec.suspend" if kind == "TrainJob" else "spec.runPolicy.suspend"
+    suspend_field = "spec.runPolicy.suspend" if kind == "PyTorchJob" else "spec.suspend"
     controllers = "Trainer and JobSet controllers" if kind == "TrainJob" else "Training Operator"
     suspended = condition(job, "Suspended")
     if suspended and outcome != "Cancelled":
@@ -294,6 +294,10 @@ def diagnose(
         causes.append(_cause("NoPods", f"{kind} {name}", "no training pods were created", remedy))
     if outcome == "Deleted":
         causes.append(_cause("Deleted", f"{kind} {name}", "deleted by someone else"))
+    status = job.get("status") or {}
+    if kind == "LMEvalJob" and status.get("reason") in ("Failed", "Cancelled") and status.get("message"):
+        remedy = f"the evaluation's pod logs: `oc logs {name} -n {namespace}`"
+        causes.append(_cause(str(status["reason"]), f"{kind} {name}", redact(str(status["message"])), remedy))
     return Diagnosis(
         namespace=namespace,
         name=name,

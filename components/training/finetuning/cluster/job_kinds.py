@@ -1,4 +1,4 @@
-"""The job kinds ``train_model`` runs (TrainJob, PyTorchJob) and what differs between them (:class:`JobKind`).
+"""The job kinds the launchers run (TrainJob, PyTorchJob; ``lm_eval``'s LMEvalJob) and what differs (:class:`JobKind`).
 
 :data:`API_PERMISSIONS` lists every API call's RBAC verb; ``rbac.yaml`` grants exactly these.
 """
@@ -103,8 +103,40 @@ PYTORCHJOB_KIND = JobKind(
     suspend_path=("runPolicy", "suspend"),
     children="its pods",
 )
+
+
+def lmevaljob_phase(job: Mapping[str, Any]) -> str:
+    """An LMEvalJob's phase from ``status.state``/``reason`` (trustyai-service-operator ``lmevaljob_types.go``).
+
+    ``Complete`` with reason ``Succeeded`` is ``Complete``; ``Complete`` otherwise and ``Cancelled`` are ``Failed``;
+    ``New``/``Scheduled`` are ``Pending``.
+    """
+    status = job.get("status") or {}
+    state = status.get("state")
+    if state == "Complete":
+        return "Complete" if status.get("reason") == "Succeeded" else "Failed"
+    if state == "Cancelled":
+        return "Failed"
+    if state == "Suspended" or (job.get("spec") or {}).get("suspend") is True:
+        return "Suspended"
+    return "Running" if state == "Running" else "Pending"
+
+
+#: TrustyAI's LMEvalJob (``lm_eval`` with ``eval_backend=lmevaljob``): one pod named after the job, labelled with the
+#: job's labels (``kfp-finetune.io/lmevaljob=<name>`` selects it).
+LMEVALJOB_KIND = JobKind(
+    kind="LMEvalJob",
+    group="trustyai.opendatahub.io",
+    version="v1alpha1",
+    plural="lmevaljobs",
+    phase=lmevaljob_phase,
+    pod_selector=lambda name: f"kfp-finetune.io/lmevaljob={name}",
+    checks_runtime=False,
+    suspend_path=("suspend",),
+    children="its pod",
+)
 #: The job kinds :func:`run_job` runs, by manifest ``kind``.
-JOB_KINDS = {job_kind.kind: job_kind for job_kind in (TRAINJOB_KIND, PYTORCHJOB_KIND)}
+JOB_KINDS = {job_kind.kind: job_kind for job_kind in (TRAINJOB_KIND, PYTORCHJOB_KIND, LMEVALJOB_KIND)}
 
 
 def queue_name(job: Mapping[str, Any]) -> str:
@@ -130,6 +162,9 @@ def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
     ``node``, for a TrainJob).
     """
     name = (manifest.get("metadata") or {}).get("name", "")
+    if manifest.get("kind") == LMEVALJOB_KIND.kind:  # one pod, named after the job
+        selector = LMEVALJOB_KIND.pod_selector(name)
+        return f"Pods: oc get pods -n {namespace} -l {selector}; logs: oc logs {name} -n {namespace}"
     container = _trainer_container(manifest.get("spec") or {})
     logs = f"oc logs <pod-name> -n {namespace}" + (f" -c {container}" if container else "")
     return f"Pods: oc get pods -n {namespace} -l {JOB_NAME_POD_LABEL}={name}; logs: {logs}"

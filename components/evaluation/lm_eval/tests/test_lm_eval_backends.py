@@ -1,0 +1,256 @@
+"""``eval_backend`` lmevaljob and evalhub against emulated services give what the in-step lm-eval gives.
+
+The tiny model is evaluated (held-out split, base and fine-tuned) by the in-step backend, then through an
+``LMEvalJob`` on the Kubernetes emulator whose emulated TrustyAI controller runs the real ``lm_eval``
+(``tests/harness/trustyai_controller.py``), then through the EvalHub server on 127.0.0.1
+(``tests/harness/evalhub_server.py``) which runs the real ``lm_eval`` too. The metrics, the base-versus-tuned
+comparison and the registry's gate decisions must be the same.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from components._common.model_location import read_manifest
+from components.deployment.kubeflow_model_registry.delta_gate import evaluate_delta_gate
+from components.evaluation.lm_eval.tests.test_lm_eval_component import _manifest_artifact, _run, _train
+from tests.harness.evalhub_server import running_evalhub
+from tests.harness.trustyai_controller import TrustyAIController
+
+pytestmark = pytest.mark.slow
+
+NAMESPACE = "team-a"
+POD = "lm-eval-pod"
+CLAIM = "run-workspace"
+
+
+@pytest.fixture(scope="module")
+def workspace(tiny_model_dir, tmp_path_factory) -> Path:
+    """The run's workspace PVC (a local directory): the fine-tuned model where train_model leaves it."""
+    root = tmp_path_factory.mktemp("workspace")
+    _train(tiny_model_dir, root / "train_model" / "run-1" / "final")
+    return root
+
+
+@pytest.fixture(scope="module")
+def model_artifact(workspace, tmp_path_factory) -> Path:
+    """train_model's ``Model`` artifact for a cluster job: the manifest of the weights on the workspace (issue 44)."""
+    return _manifest_artifact(workspace / "train_model" / "run-1" / "final", tmp_path_factory.mktemp("root") / "model")
+
+
+def _trained(artifact: Path) -> dict:
+    """The ``Model`` artifact's metadata as train_model records it (``weights_digest``...)."""
+    return read_manifest(artifact).metadata()
+
+
+@pytest.fixture(scope="module")
+def local_runs(workspace, model_artifact, tiny_model_dir, tmp_path_factory):
+    """The in-step lm-eval's base and fine-tuned runs (the reference)."""
+    return _pair(tmp_path_factory.mktemp("local"), workspace, model_artifact, tiny_model_dir, eval_backend="lm-eval")
+
+
+def _pair(out: Path, workspace: Path, artifact: Path, base_model: Path, **params):
+    """Evaluates the base model (no baseline), then the fine-tuned one (its manifest artifact) against it."""
+    params["pvc_path"] = str(workspace)
+    base = _run(out / "base", None, model_source=str(base_model), **params)
+    baseline = out / "baseline.json"
+    baseline.write_text(json.dumps(base.results))
+    tuned = _run(out / "tuned", artifact, metadata=_trained(artifact), baseline=baseline, **params)
+    return base, tuned
+
+
+def _step_pod(workspace: Path) -> dict:
+    """The lm_eval step's own pod: the workspace PVC mounted at ``workspace``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": POD, "namespace": NAMESPACE},
+        "spec": {
+            "containers": [{"name": "main", "volumeMounts": [{"name": "ws", "mountPath": str(workspace)}]}],
+            "volumes": [{"name": "ws", "persistentVolumeClaim": {"claimName": CLAIM}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+@pytest.fixture
+def in_cluster(kube_api, workspace, monkeypatch):
+    """The step as it runs in its pod: namespace, pod name, credentials of the emulated API server."""
+    kube_api.track_metadata("lmevaljobs")
+    kube_api.put_pod(_step_pod(workspace))
+    for name, value in {
+        "POD_NAMESPACE": NAMESPACE,
+        "KFP_POD_NAME": POD,
+        "HOSTNAME": POD,
+        "KUBERNETES_SERVER_URL": kube_api.url,
+        "KUBERNETES_AUTH_TOKEN": "test-token",
+        "KFP_FINETUNE_EVAL_POLL_SECONDS": "0.2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return kube_api
+
+
+def _same_outcome(local, remote) -> None:
+    """The same metrics, comparison and gate decisions (values to float precision)."""
+    (local_base, local_tuned), (remote_base, remote_tuned) = local, remote
+    for local_run, remote_run in ((local_base, remote_base), (local_tuned, remote_tuned)):
+        assert set(remote_run.metrics) == set(local_run.metrics)
+        for name, value in local_run.metrics.items():
+            assert remote_run.metrics[name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
+    local_comparison = local_tuned.results_metadata["comparison"]
+    remote_comparison = remote_tuned.results_metadata["comparison"]
+    assert set(remote_comparison) == set(local_comparison)
+    for name, record in local_comparison.items():
+        assert remote_comparison[name]["change"] == record["change"], name
+        assert remote_comparison[name]["beyond_noise"] == record["beyond_noise"], name
+    assert remote_tuned.results_metadata["verdict"] == local_tuned.results_metadata["verdict"]
+    for gate in (("heldout_perplexity/token_loss", 0.0, -1.0), ("heldout_generation/chrf", 1e6, -1.0)):
+        local_gate = evaluate_delta_gate(local_comparison, gate[0], gate[1], gate[2], False)
+        remote_gate = evaluate_delta_gate(remote_comparison, gate[0], gate[1], gate[2], False)
+        assert remote_gate.passed == local_gate.passed, gate
+
+
+def test_lmevaljob_backend_gives_the_in_step_comparison_and_gates(
+    in_cluster, workspace, model_artifact, tiny_model_dir, local_runs, tmp_path
+):
+    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
+        remote = _pair(tmp_path, workspace, model_artifact, tiny_model_dir, eval_backend="lmevaljob")
+    _same_outcome(local_runs, remote)
+    tuned = remote[1].results_metadata
+    assert tuned["eval_backend"] == "lmevaljob"
+    # read in place where train_model left it (no copy under lm_eval/<job>/model), identified by its manifest
+    assert tuned["evaluated_model_location"] == "/opt/app-root/src/hf_home/train_model/run-1/final"
+    assert tuned["evaluated_model_digest"] == _trained(model_artifact)["weights_digest"]
+    # the controller ran lm_eval with the held-out tasks from the PVC, offline, as the TrustyAI driver does
+    assert all(
+        "--include_path" in command and "heldout_perplexity" in ",".join(command) for command in controller.commands
+    )
+    assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete once the results are read
+
+
+def test_evalhub_backend_gives_the_in_step_comparison_and_gates(
+    workspace, model_artifact, tiny_model_dir, local_runs, in_cluster, tmp_path
+):
+    with running_evalhub({CLAIM: workspace}) as evalhub:
+        remote = _pair(
+            tmp_path, workspace, model_artifact, tiny_model_dir, eval_backend="evalhub", evalhub_url=evalhub.url
+        )
+    _same_outcome(local_runs, remote)
+    tuned = remote[1].results_metadata
+    assert tuned["eval_backend"] == "evalhub"
+    assert tuned["evalhub"]["state"] == "completed"
+    assert tuned["evaluated_model_location"] == "/test_data/train_model/run-1/final"
+    assert tuned["evaluated_model_digest"] == _trained(model_artifact)["weights_digest"]
+    assert {request.tenant for request in evalhub.requests} == {NAMESPACE}
+
+
+def test_a_wrong_model_is_refused_in_one_line(in_cluster, workspace, model_artifact, tmp_path):
+    """The manifest found is not the trained model's (its digest is not the artifact's ``weights_digest``)."""
+    with pytest.raises(ValueError) as refused:
+        _run(
+            tmp_path,
+            model_artifact,
+            metadata={**_trained(model_artifact), "weights_digest": "sha256:" + "0" * 64},
+            eval_backend="lmevaljob",
+            pvc_path=str(workspace),
+        )
+    message = str(refused.value)
+    assert "\n" not in message and "refusing to evaluate" in message and "weights_digest" in message
+    assert in_cluster.objects("lmevaljobs") == []  # nothing submitted
+
+
+def test_changed_weights_on_the_workspace_are_refused_in_one_line(in_cluster, workspace, tmp_path):
+    """Weights rewritten since train_model wrote the manifest (issue 44's check) are never submitted."""
+    from components._common.model_location import ModelLocationError
+
+    weights = Path(shutil.copytree(workspace / "train_model" / "run-1" / "final", workspace / "train_model" / "x"))
+    try:
+        artifact = _manifest_artifact(weights, tmp_path / "root" / "model")
+        (weights / "config.json").write_text((weights / "config.json").read_text().replace(" ", "\t"))
+        with pytest.raises(ModelLocationError) as refused:
+            _run(tmp_path / "out", artifact, metadata=_trained(artifact), eval_backend="lmevaljob",
+                 pvc_path=str(workspace))  # fmt: skip
+    finally:
+        shutil.rmtree(weights)
+    assert "\n" not in str(refused.value) and "refusing to use changed weights" in str(refused.value)
+    assert in_cluster.objects("lmevaljobs") == []  # nothing submitted
+
+
+def test_results_that_are_not_json_fail_in_one_line(in_cluster, workspace, tmp_path):
+    from components.evaluation.lm_eval.lmevaljob_manifest import LmEvalJobResultsError
+
+    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
+        controller.results_text = "<html>proxy error</html>"
+        with pytest.raises(LmEvalJobResultsError, match="status.results is not JSON"):
+            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
+                 pvc_path=str(workspace))  # fmt: skip
+
+
+def test_a_failed_lmevaljob_names_its_message(in_cluster, workspace, tmp_path):
+    from components.training.finetuning.cluster.errors import JobFailed
+
+    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
+        controller.fail_with = "pod OOMKilled"
+        with pytest.raises(JobFailed):
+            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
+                 pvc_path=str(workspace))  # fmt: skip
+
+
+def test_an_lmevaljob_that_never_completes_hits_the_timeout(in_cluster, workspace, tmp_path):
+    from components.training.finetuning.cluster.errors import JobFailed
+
+    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
+        controller.never_complete = True
+        with pytest.raises(JobFailed, match="timeout_seconds=3"):
+            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
+                 pvc_path=str(workspace), eval_timeout_seconds=3)  # fmt: skip
+    assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
+
+
+def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_path):
+    from components.training.finetuning.cluster.errors import JobApiError
+
+    in_cluster.fail("create", "lmevaljobs", status=403)
+    with pytest.raises(JobApiError, match="403"):
+        _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
+             pvc_path=str(workspace))  # fmt: skip
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in_cluster, workspace, tmp_path):
+    """A job of this run/task (re-attached to) that evaluates another model: refused before it is followed.
+
+    Issue 45's stored-job comparison (``cluster/stored.py``) sees the stored job's ``pretrained`` differ from the one
+    sent and refuses it in one line (``JobIncomplete``), applying the cleanup policy; the location check of
+    ``model_identity.check_same_location`` stays behind it for a job whose results name another model.
+    """
+    from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
+    from components.evaluation.lm_eval.lmevaljob_backend import evaluation_job_name
+    from components.evaluation.lm_eval.lmevaljob_manifest import build_lmevaljob
+    from components.training.finetuning.cluster.errors import JobIncomplete
+    from components.training.finetuning.manifests.names import ownership_labels
+
+    model = workspace / "train_model" / "run-1" / "final"
+    name = evaluation_job_name(str(model), list(HELDOUT_TASKS))
+    options = {"batch_size": "8", "apply_chat_template": True}
+    other = build_lmevaljob(name, NAMESPACE, CLAIM, "train_model/run-0/final", list(HELDOUT_TASKS), "", options,
+                            ownership_labels(POD, name))  # fmt: skip
+    in_cluster.custom.create_namespaced_custom_object(
+        "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", other
+    )
+    results = json.dumps({"results": {"heldout_perplexity": {"token_loss,none": 1.0}}})
+    status = {"state": "Complete", "reason": "Succeeded", "message": "done", "results": results}
+    in_cluster.custom.patch_namespaced_custom_object_status(
+        "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", name, {"status": status}
+    )
+    with pytest.raises(JobIncomplete) as refused:
+        _run(tmp_path, model, eval_backend="lmevaljob", pvc_path=str(workspace))
+    message = str(refused.value)
+    assert "\n" not in message and f"LMEvalJob {NAMESPACE}/{name}" in message
+    assert "spec.modelArgs[name=pretrained].value" in message  # the other model's path, not the one sent
+    assert not (tmp_path / "results.json").exists()  # nothing written
+    assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete

@@ -1,0 +1,247 @@
+"""An EvalHub server on 127.0.0.1 that follows its OpenAPI document and runs the REAL ``lm_eval``.
+
+It serves the three job endpoints of EvalHub ``v1.0.1`` (``tests/specs/openapi/eval-hub.yaml``): ``POST
+/api/v1/evaluations/jobs`` (the body validated against ``EvaluationJobConfig``; ``202`` with an
+``EvaluationJobResource``), ``GET /api/v1/evaluations/jobs/{id}`` and ``DELETE`` (cancel: ``cancelled``; ``204``).
+Every answer it sends is validated against the document too. Requests without the tenant header ``X-Tenant`` get
+``400`` (``missing_tenant_header``, as ``internal/eval_hub/server/server.go``), and a job is visible only to its tenant
+(``404`` otherwise).
+
+A job goes ``pending`` → ``running`` → ``completed`` (each benchmark's metrics from lm-eval's results: ``acc,none`` →
+``acc``), ``failed`` (lm_eval failed) or ``partially_failed`` (scripted). The benchmarks' ``test_data_ref.pvc`` claim
+is a local directory (``claims``) mounted at ``/test_data``: model and task paths under ``/test_data`` are mapped
+there, and the held-out task directory (``parameters.include_path``) is copied with its paths mapped, as the mount
+would show them. Scripted: ``forbidden`` (``403``), ``never_complete`` (stays ``running``), ``partially_failed``,
+``blackhole`` (accepts connections, never answers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SPEC = Path(__file__).resolve().parents[1] / "specs" / "openapi" / "eval-hub.yaml"
+JOBS = "/api/v1/evaluations/jobs"
+TEST_DATA = "/test_data"
+
+
+def _validator(schema_name: str) -> Any:
+    import jsonschema
+
+    document = yaml.safe_load(SPEC.read_text())
+    schema = {"$ref": f"#/components/schemas/{schema_name}", "components": document["components"]}
+    return jsonschema.Draft202012Validator(schema)
+
+
+@dataclass
+class SeenRequest:
+    """One request: method, path, tenant header, JSON body."""
+
+    method: str
+    path: str
+    tenant: str
+    body: Any
+
+
+@dataclass
+class EvalHub:
+    """The running server: its URL, the jobs by id, the requests seen, and the scripted behaviours."""
+
+    url: str
+    claims: dict[str, Path]
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[SeenRequest] = field(default_factory=list)
+    forbidden: bool = False
+    never_complete: bool = False
+    partially_failed: bool = False
+    blackhole: bool = False
+    commands: list[list[str]] = field(default_factory=list)
+
+
+def _local(value: str, root: Path) -> str:
+    return value.replace(TEST_DATA, str(root))
+
+
+def _run_lm_eval(hub: EvalHub, job: dict[str, Any]) -> dict[str, Any]:
+    """Runs every benchmark of the job in one real ``lm_eval`` (same model and parameters); lm-eval's results."""
+    benchmarks = job["benchmarks"]
+    claim = benchmarks[0]["test_data_ref"]["pvc"]
+    root = hub.claims[claim["claim_name"]] / claim.get("sub_path", "")
+    parameters = benchmarks[0].get("parameters") or {}
+    with tempfile.TemporaryDirectory(prefix="evalhub-job-") as scratch:
+        tasks = Path(scratch) / "tasks"
+        tasks.mkdir()
+        for benchmark in benchmarks:
+            include = (benchmark.get("parameters") or {}).get("include_path")
+            if include:
+                shutil.copytree(_local(include, root), tasks, dirs_exist_ok=True)
+        for yaml_file in tasks.glob("*.yaml"):
+            yaml_file.write_text(_local(yaml_file.read_text(), root))
+        model = _local(job["model"]["parameters"]["pretrained"], root)
+        command = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={model}"]
+        command += ["--tasks", ",".join(b["id"] for b in benchmarks), "--include_path", str(tasks)]
+        command += ["--batch_size", str(parameters.get("batch_size", "1")), "--output_path", f"{scratch}/out"]
+        for key, flag in (("limit", "--limit"), ("num_fewshot", "--num_fewshot")):
+            if key in parameters:
+                command += [flag, str(parameters[key])]
+        if parameters.get("apply_chat_template"):
+            command.append("--apply_chat_template")
+        hub.commands.append(command)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+        done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode:
+            raise RuntimeError(done.stderr[-300:])
+        return json.loads(sorted(Path(scratch, "out").rglob("results_*.json"))[-1].read_text())
+
+
+def _execute(hub: EvalHub, job_id: str) -> None:
+    job = hub.jobs[job_id]
+    job["status"] = {"state": "running", "message": {"message": "Evaluation job running.", "message_code": "running"}}
+    if hub.never_complete:
+        return
+    if hub.partially_failed:
+        message = "1 of 1 benchmarks failed"
+        job["status"] = {"state": "partially_failed", "message": {"message": message, "message_code": "partial"}}
+        return
+    try:
+        results = _run_lm_eval(hub, job)
+    except Exception as error:  # noqa: BLE001 - the job's failure
+        job["status"] = {"state": "failed", "message": {"message": str(error), "message_code": "evaluation_failed"}}
+        return
+    if job["status"]["state"] == "cancelled":
+        return
+    benchmark_results = []
+    for index, benchmark in enumerate(job["benchmarks"]):
+        raw = results["results"].get(benchmark["id"]) or {}
+        metrics = {
+            key.removesuffix(",none"): value
+            for key, value in raw.items()
+            if "," in key and isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
+        benchmark_results.append(
+            {
+                "id": benchmark["id"],
+                "provider_id": benchmark["provider_id"],
+                "benchmark_index": index,
+                "metrics": metrics,
+            }
+        )
+    state = "completed"
+    job["results"] = {
+        "benchmarks": benchmark_results,
+        "test": {"score": 1.0, "threshold": 0.5, "pass": True},
+        "mlflow_experiment_url": f"http://mlflow.example/#/experiments/{job_id}",
+    }
+    job["status"] = {"state": state, "message": {"message": f"Evaluation job {state}.", "message_code": state}}
+
+
+def _handler(hub: EvalHub) -> type[BaseHTTPRequestHandler]:
+    config, resource = _validator("EvaluationJobConfig"), _validator("EvaluationJobResource")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+            pass
+
+        def _send(self, status: int, body: Any = None) -> None:
+            if isinstance(body, dict) and "resource" in body:
+                resource.validate(body)  # what this server answers follows the document
+            data = b"" if body is None else json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, code: str, message: str) -> None:
+            self._send(status, {"message_code": code, "message": message})
+
+        def _begin(self, method: str) -> tuple[str, Any] | None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            tenant = self.headers.get("X-Tenant", "")
+            hub.requests.append(SeenRequest(method, self.path, tenant, body))
+            if hub.blackhole:
+                threading.Event().wait(30)
+                return None
+            if hub.forbidden:
+                self._error(403, "forbidden", "the user may not create evaluation jobs in this tenant")
+                return None
+            if not tenant:
+                self._error(400, "missing_tenant_header", "The request is missing a required header X-Tenant.")
+                return None
+            return tenant, body
+
+        def _job(self, tenant: str) -> dict[str, Any] | None:
+            job = hub.jobs.get(self.path.rsplit("/", 1)[-1].split("?")[0])
+            if job is None or job["resource"]["tenant"] != tenant:
+                self._error(404, "not_found", "The evaluation job was not found.")
+                return None
+            return job
+
+        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            begun = self._begin("POST")
+            if begun is None:
+                return
+            tenant, body = begun
+            errors = sorted(config.iter_errors(body), key=str)
+            if self.path != JOBS or errors:
+                self._error(400, "bad_request", errors[0].message if errors else f"no route {self.path}")
+                return
+            job_id = str(uuid.uuid4())
+            now = "2026-12-06T10:00:00Z"
+            job = {
+                **body,
+                "resource": {"id": job_id, "tenant": tenant, "created_at": now, "updated_at": now, "owner": "step"},
+                "status": {"state": "pending", "message": {"message": "created", "message_code": "created"}},
+            }
+            hub.jobs[job_id] = job
+            self._send(202, job)
+            threading.Thread(target=_execute, args=(hub, job_id), daemon=True).start()
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            begun = self._begin("GET")
+            if begun is not None and (job := self._job(begun[0])) is not None:
+                self._send(200, job)
+
+        def do_DELETE(self) -> None:  # noqa: N802 - stdlib name
+            begun = self._begin("DELETE")
+            if begun is not None and (job := self._job(begun[0])) is not None:
+                if job["status"]["state"] in ("completed", "failed", "cancelled", "partially_failed"):
+                    self._error(409, "conflict", "The evaluation job already finished.")
+                    return
+                job["status"] = {"state": "cancelled", "message": {"message": "cancelled", "message_code": "cancelled"}}
+                self._send(204)
+
+    return Handler
+
+
+@contextlib.contextmanager
+def running_evalhub(claims: dict[str, Path]) -> Iterator[EvalHub]:
+    """Starts the server for the block."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    hub = EvalHub(url=f"http://127.0.0.1:{server.server_address[1]}", claims=claims)
+    server.RequestHandlerClass = _handler(hub)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="evalhub", daemon=True)
+    thread.start()
+    try:
+        yield hub
+    finally:
+        hub.blackhole = False
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
