@@ -201,7 +201,13 @@ def train_step(lane: Lane, base_model: Path) -> None:
         model.metadata.get("job_name") == job["metadata"]["name"],
         f"train-model: model metadata job_name {model.metadata.get('job_name')!r} is not the TrainJob's",
     )
-    _check(any(Path(model.uri).rglob("config.json")), f"train-model: no model files under {model.uri}")
+    from components._common.model_location import resolve_model_dir
+
+    weights = resolve_model_dir(model.uri)  # the artifact holds the manifest; the weights stay on the workspace
+    _check(
+        lane.workspace in weights.parents and (weights / "config.json").is_file(),
+        f"train-model: the model artifact {model.uri} does not point at weights on the workspace ({weights})",
+    )
 
 
 def eval_step(lane: Lane) -> None:
@@ -209,6 +215,7 @@ def eval_step(lane: Lane) -> None:
     arguments = {
         "model": typed(model, "Model"),
         "eval_dataset": typed(lane.results["dataset-download"]["artifacts"]["eval_dataset"], "Dataset"),
+        "pvc_path": str(lane.workspace),  # read the weights in place, as the pipeline's task does
         "max_samples": 6,
         "max_new_tokens": 12,
         "batch_size": "8",
@@ -242,7 +249,8 @@ def registry_step(lane: Lane) -> None:
             "is_secure": False,
             "model_name": "image-lane-tiny",
             "model_version": "1",
-            "model_uri": "pvc://models/image-lane-tiny/1",
+            "model_uri": "pvc://models/image-lane-tiny/1",  # a claim of the user's own: registered as given
+            "pvc_path": str(lane.workspace),
             "pipeline_run_id": RUN_ID,
         }
         result = lane.run_step("model-registry", arguments)
