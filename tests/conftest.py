@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.workers import running_in_a_worker
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NEWEST_KFP_PYTHON = REPO_ROOT / ".venv-kfp-latest" / "bin" / "python"
 #: Rows of the shipped demo dataset the run trains on: 72 train / 8 held-out, 72 steps instead of 360 (the full run and
@@ -177,7 +179,10 @@ _EARLY = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _demos_start_early(request):
-    """Where the session runs a demo test, its run starts with the first test of this folder."""
+    """Where the session runs a demo test, its run starts with the first test of this folder (in a single process; a
+    ``pytest-xdist`` worker starts it when its test asks, the other worker running tests beside it)."""
+    if running_in_a_worker():
+        return
     names = {item.name for item in request.session.items}
     for test, fixture in _EARLY.items():
         if test in names and (fixture != "newest_kfp_demo" or NEWEST_KFP_PYTHON.exists()):

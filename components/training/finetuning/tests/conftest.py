@@ -6,6 +6,7 @@ import pytest
 
 from components.training.finetuning.tests.hub_runs import HUB_TEST_FILES, HubRuns, write_train_split
 from tests.harness.training_hub_envs import MAIN_VERSION
+from tests.harness.workers import running_in_a_worker
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +28,10 @@ def hub_runs(tmp_path_factory, tiny_model_dir, hub_train_file):
 
 @pytest.fixture(scope="session", autouse=True)
 def _training_hub_runs_start_early(request):
-    """Where the session runs a Training Hub test, its runs start with the first test of this folder."""
+    """Where the session runs a Training Hub test, its runs start with the first test of this folder (not in a
+    ``pytest-xdist`` worker: there the test that asks starts them)."""
+    if running_in_a_worker():
+        return
     files = {item.path.name for item in request.session.items} & HUB_TEST_FILES
     if not files:
         return
