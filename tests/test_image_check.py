@@ -84,6 +84,19 @@ def _docker_config(host, user, password):
     return {"auths": {f"https://{host}/v1/": {"auth": base64.b64encode(f"{user}:{password}".encode()).decode()}}}
 
 
+@pytest.mark.parametrize(
+    "entry", [{"auth": "%%%"}, {"auth": base64.b64encode(b"no-colon").decode()}, {"username": "only-user"}]
+)
+def test_the_image_check_skips_a_malformed_config_entry(entry):
+    """The image check's policy (the base-model pull refuses the same entries: test_oci_units.py)."""
+    from components._common.oci_reference import credentials_for
+
+    assert credentials_for({"auths": {"quay.io": entry}}, "quay.io") is None
+    assert credentials_for(
+        {"auths": {"https://quay.io/v1/": entry, "quay.io": {"username": "u", "password": "p"}}}, "Quay.io"
+    ) == ("u", "p")
+
+
 def test_findings_name_each_missing_image_and_one_warning_per_unreachable_registry(oci_registry, oci_registry_token):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))

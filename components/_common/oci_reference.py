@@ -1,11 +1,16 @@
-"""``oci://`` references and Docker ``config.json`` secrets, for ``oci://`` base models and modelcar push targets."""
+"""``oci://`` references and Docker ``config.json`` secrets: reading them, and the credentials they hold.
+
+Used by ``oci://`` base models, modelcar push targets, and the CLI's and doctor's image checks.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REFERENCE = re.compile(
@@ -87,3 +92,55 @@ def docker_config_from_env(
             why = "not a JSON object"
         raise error(f"environment variable {variable} (from {hint}): not a Docker config.json ({why}); {remedy}")
     return None, ""
+
+
+#: Docker Hub's names: an entry for any of them serves all of them.
+DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+
+def auths_of(config: Mapping | None) -> dict:
+    """The host entries of a Docker ``config.json`` (its ``auths``), or of a legacy ``.dockercfg`` (the top level)."""
+    if not isinstance(config, Mapping):
+        return {}
+    return dict(config["auths"] if isinstance(config.get("auths"), Mapping) else config)
+
+
+def credentials_for(
+    config: Mapping | None, registry: str, malformed: Callable[[str, str], Exception] | None = None
+) -> tuple[str, str] | None:
+    """The ``(username, password)`` a Docker config.json holds for ``registry``, or ``None``.
+
+    Entries are matched by host (``quay.io``, ``https://quay.io``, ``quay.io/v1/`` all match ``quay.io``; Docker Hub
+    by any of :data:`DOCKER_HUB_ALIASES`); an entry has ``auth`` (base64 ``user:password``) or ``username`` and
+    ``password``.
+
+    Args:
+        config: A config.json or legacy ``.dockercfg`` (:func:`auths_of`); ``None`` for none.
+        registry: ``host[:port]``.
+        malformed: The policy for a matching entry that is malformed: ``None`` skips it (as if absent); else it is
+            called with the entry (``auths['quay.io']``) and the problem (naming the key, never the value) and what
+            it returns is raised.
+    """
+    registry = registry.lower()
+    wanted = DOCKER_HUB_ALIASES if registry in DOCKER_HUB_ALIASES else (registry,)
+    for key, entry in auths_of(config).items():
+        host = re.sub(r"^[a-z]+://", "", str(key).strip().lower()).split("/", 1)[0]
+        if host not in wanted or not isinstance(entry, Mapping):
+            continue
+        problem = "needs 'auth' (base64 user:password) or 'username' and 'password'"
+        if entry.get("auth"):
+            try:
+                username, separator, password = (
+                    base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
+                )
+            except (binascii.Error, UnicodeDecodeError):
+                separator, problem = "", "'auth' is not base64 of 'user:password'"
+            else:
+                problem = "'auth' decodes to no 'user:password' pair"
+            if separator:
+                return username, password
+        elif entry.get("username") and entry.get("password"):
+            return str(entry["username"]), str(entry["password"])
+        if malformed is not None:
+            raise malformed(f"auths[{key!r}]", problem)
+    return None

@@ -16,10 +16,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from components._common.oci_reference import auths_of, credentials_for
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.report import Check, fail, ok, warn
 from pipelines.images.pipeline_images import distinct, step_images
-from pipelines.images.pull_check import check_images, credentials_for, fix_for
+from pipelines.images.pull_check import check_images, fix_for
 from pipelines.images.reference import ImageReference, parse_image
 from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, check_manifest
 
@@ -102,8 +103,7 @@ def _pull_secret_config(cluster: Cluster) -> tuple[dict[str, Any], list[str]]:
             config = json.loads(base64.b64decode(raw)) if raw else {}
         except (ValueError, TypeError):
             config = {}
-        if isinstance(config, dict):
-            auths.update(config.get("auths") if isinstance(config.get("auths"), dict) else config)
+        auths.update(auths_of(config))
         if secret:
             secret.clear()
     return {"auths": auths}, list(dict.fromkeys(names))

@@ -58,13 +58,6 @@ def _reachable(cluster: Cluster, host: str, source: str) -> Check | None:
     return None
 
 
-def _spec(package: str | Path) -> dict[str, Any]:
-    """The compiled pipeline spec (the package's first YAML document)."""
-    from pipelines.images.pipeline_images import first_document
-
-    return first_document(Path(package))
-
-
 _LOGIN = (
     "log in (`oc login`), or set KUBERNETES_SERVER_URL and KUBERNETES_AUTH_TOKEN (as in the kubernetes-credentials "
     "secret)"
@@ -110,7 +103,7 @@ def run_doctor(
     except KubeAuthError as error:
         checks.append(fail("cluster", f"cannot connect to Kubernetes: {error}", _LOGIN))
         if image_check:
-            checks += check_images_in_namespace(None, _spec(package), docker_config)
+            checks += check_images_in_namespace(None, values.facts.spec, docker_config)
     else:
         namespace = namespace or default_namespace()
         if not namespace:
@@ -123,7 +116,7 @@ def run_doctor(
             problem = _reachable(cluster, host, source)
             checks += [problem] if problem else _cluster_checks(cluster, values)
             if image_check and not problem:
-                checks += check_images_in_namespace(cluster, _spec(package), docker_config)
+                checks += check_images_in_namespace(cluster, values.facts.spec, docker_config)
         finally:
             api_client.close()
     checks.append(check_registry(values, ca_bundle))

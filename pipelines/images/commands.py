@@ -28,13 +28,15 @@ def pipeline_images_pullable(packages: Iterable[Path], args: argparse.Namespace)
 
     Off with ``--no-image-check`` or ``KFP_FINETUNE_NO_IMAGE_CHECK=1`` (then True, silently).
     """
-    from pipelines.images.pipeline_images import distinct, first_document, step_images
+    from pipelines.images.pipeline_images import distinct, step_images
     from pipelines.images.pull_check import check_disabled, check_images, report_findings
+    from pipelines.kfp_api.arguments import read_pipeline_documents
 
     if check_disabled(getattr(args, "no_image_check", False)):
         return True
     config = docker_config_of(args)
-    images = distinct(item for path in packages for item in step_images(first_document(Path(path)), Path(path).stem))
+    specs = [(read_pipeline_documents(str(path))[0], Path(path).stem) for path in packages]
+    images = distinct(item for spec, label in specs for item in step_images(spec, label))
     findings = check_images(images, config)
     return not report_findings(findings, args.command, sys.stderr)
 

@@ -40,23 +40,6 @@ class NamedImage:
     where: str
 
 
-def first_document(path: Path) -> dict[str, Any]:
-    """The compiled pipeline spec: the first YAML document of ``path``.
-
-    Raises:
-        ValueError: The document is not a compiled pipeline.
-    """
-    import yaml
-
-    from pipelines.kfp_api.arguments import FAST_SAFE_LOADER
-
-    with path.open(encoding="utf-8") as handle:
-        document = next(yaml.load_all(handle, Loader=FAST_SAFE_LOADER), None)
-    if not isinstance(document, dict) or "deploymentSpec" not in document:
-        raise ValueError(f"{path}: not a compiled pipeline (no deploymentSpec in its first YAML document)")
-    return document
-
-
 def _image_defaults(definitions: Mapping[str, Any] | None) -> Iterable[tuple[str, str]]:
     parameters = (definitions or {}).get("parameters") or {}
     for name, spec in parameters.items():
@@ -95,9 +78,11 @@ def images_of_files(paths: Iterable[Path]) -> list[NamedImage]:
     Raises:
         ValueError: A file is not a compiled pipeline.
     """
+    from pipelines.kfp_api.arguments import read_pipeline_documents
+
     named: list[NamedImage] = []
     for path in paths:
-        named += pipeline_images(first_document(Path(path)), Path(path).stem)
+        named += pipeline_images(read_pipeline_documents(str(path))[0], Path(path).stem)
     return named
 
 

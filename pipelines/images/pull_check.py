@@ -7,18 +7,16 @@ public one); a registry that does not answer is one warning line for all its ima
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from components._common.images import STEP_IMAGE_REPOSITORY
-from pipelines.images.reference import DOCKER_HUB, ImageReference, parse_image
+from components._common.oci_reference import credentials_for
+from pipelines.images.reference import ImageReference, parse_image
 from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, ManifestAnswer, check_manifest
 
 #: Set to ``1`` to skip the check (what ``--no-image-check`` does; the test suite sets it, as it compiles offline).
@@ -27,7 +25,6 @@ NO_CHECK_ENV = "KFP_FINETUNE_NO_IMAGE_CHECK"
 DEADLINE_SECONDS = 20.0
 #: The flag that compiles every step onto another build of the project's image.
 IMAGE_FLAG = "--image"
-_DOCKER_HUB_HOSTS = (DOCKER_HUB, "index.docker.io", "registry-1.docker.io")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,31 +72,6 @@ def load_docker_config(path: str | Path) -> dict:
     if not isinstance(config, dict):
         raise ValueError(f"--pull-secret-file {str(path)!r}: not a Docker config.json (a JSON object with 'auths')")
     return config
-
-
-def credentials_for(config: Mapping | None, registry: str) -> tuple[str, str] | None:
-    """``(username, password)`` of ``registry`` in a Docker config (keys may be URLs; Docker Hub by any of its names).
-
-    An entry that is not usable (no ``auth`` and no ``username``/``password``) counts as none.
-    """
-    if not config:
-        return None
-    auths = config.get("auths") if isinstance(config.get("auths"), dict) else config
-    wanted = _DOCKER_HUB_HOSTS if registry in _DOCKER_HUB_HOSTS else (registry,)
-    for key, entry in auths.items():
-        host = re.sub(r"^[a-z]+://", "", str(key).strip().lower()).split("/", 1)[0]
-        if host not in wanted or not isinstance(entry, dict):
-            continue
-        if entry.get("auth"):
-            try:
-                user, separator, password = base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                continue
-            if separator:
-                return user, password
-        if entry.get("username") and entry.get("password"):
-            return str(entry["username"]), str(entry["password"])
-    return None
 
 
 def is_project_image(image: ImageReference) -> bool:

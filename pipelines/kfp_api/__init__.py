@@ -8,8 +8,7 @@ printed, logged or put in an error message.
 from pipelines.kfp_api.arguments import check_arguments, load_arguments, read_pipeline_documents
 from pipelines.kfp_api.connection import HOST_ENV, Connection, KfpApiError, check_health, connection_from_options
 from pipelines.kfp_api.cron import validate_cron
-from pipelines.kfp_api.server import make_client
-from pipelines.kfp_api.submit import create_run, schedule_run, upload_pipeline
+from pipelines.kfp_api.submit import create_run, make_client, schedule_run, upload_pipeline
 
 __all__ = [
     "HOST_ENV",

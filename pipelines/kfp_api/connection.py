@@ -1,11 +1,9 @@
-"""Reaching the KFP API: the connection (host, token, TLS, timeout), the health check, the server's services, errors.
+"""Reaching the KFP API: the connection (host, token, TLS, timeout), the health check, errors.
 
-Every request carries a ``(connect, read)`` timeout (:attr:`Connection.request_timeout`) and is tried once: the
-services of :class:`~.server.KfpServer` are ``kfp_server_api``'s generated API classes (what ``kfp.Client`` is built
-on), whose every method takes ``_request_timeout`` (an int or such a tuple; a float is silently ignored), and whose
-``Configuration.retries`` replaces urllib3's own retries (they would repeat a timed-out read three more times). A
-server that accepts connections but never answers fails the command after ``timeout_seconds`` with one line that says
-so.
+Every request carries a ``(connect, read)`` timeout (:attr:`Connection.request_timeout`) and is tried once:
+``kfp_server_api``'s generated services (what ``kfp.Client`` is built on) take ``_request_timeout`` (an int or such a
+tuple; a float is silently ignored), and ``Configuration.retries`` replaces urllib3's own retries (they would repeat a
+timed-out read three more times). ``kfp.Client``'s methods pass no timeout: the measurement is in docs/running.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Upload, run and schedule a compiled pipeline: the work of ``kfp-finetune upload|run|schedule``.
 
-Each call checks its input first (nothing is sent on bad input), then opens one health-checked
-:class:`~.server.KfpServer` (:func:`~.server.make_client`), every request with the connection's timeout.
+Each call checks its input first (nothing is sent on bad input), then opens one health-checked :class:`KfpServer`
+(:func:`make_client`) whose every request carries the connection's timeout.
 """
 
 from __future__ import annotations
@@ -9,17 +9,84 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import kfp_server_api
 
 from pipelines.kfp_api.arguments import check_arguments, read_pipeline_documents
-from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_errors
+from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_configuration, api_errors, check_health
 from pipelines.kfp_api.cron import validate_cron
-from pipelines.kfp_api.server import KfpServer, make_client, name_filter, pipeline_spec_body
 
 DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
+
+
+class KfpServer:
+    """The KFP API services upload, run and schedule use (``kfp_server_api``'s generated v2beta1 classes).
+
+    Args:
+        connection: Host, token, TLS settings, namespace (sent where the API takes one) and timeout.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.namespace = {"namespace": connection.namespace} if connection.namespace else {}
+        self.api_client = kfp_server_api.ApiClient(api_configuration(connection))
+        self.pipelines = kfp_server_api.PipelineServiceApi(self.api_client)
+        self.uploads = kfp_server_api.PipelineUploadServiceApi(self.api_client)
+        self.experiments = kfp_server_api.ExperimentServiceApi(self.api_client)
+        self.runs = kfp_server_api.RunServiceApi(self.api_client)
+        self.recurring_runs = kfp_server_api.RecurringRunServiceApi(self.api_client)
+
+    def call(self, action: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` with the request timeout; a failure: a :class:`KfpApiError` naming ``action``."""
+        with api_errors(self.connection, action):
+            return method(*args, _request_timeout=self.connection.request_timeout, **kwargs)
+
+    def close(self) -> None:
+        """Releases the connection pool."""
+        self.api_client.close()
+
+
+def make_client(connection: Connection) -> KfpServer:
+    """The KFP API's services, after one health check of the API.
+
+    The health check fails fast where the host is unreachable, refuses the token or answers with an HTML page (a
+    dashboard or login page at the wrong URL).
+
+    Raises:
+        KfpApiError: The API cannot be reached (connection or TLS failure) or does not answer as a KFP API.
+    """
+    check_health(connection)
+    return KfpServer(connection)
+
+
+def pipeline_spec_body(package_path: str) -> dict:
+    """The ``pipeline_spec`` of a run (or recurring run) of a compiled pipeline YAML, as ``kfp.Client`` sends it.
+
+    The first YAML document is the pipeline spec, the others (merged) the platform spec; both pass through their
+    protobuf messages (``kfp_pipeline_spec``) so the JSON has the API's field names and value forms.
+    """
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    documents = read_pipeline_documents(package_path)
+    pipeline_spec = json_format.MessageToDict(json_format.ParseDict(documents[0], pipeline_spec_pb2.PipelineSpec()))
+    platform: dict = {}
+    for document in documents[1:]:
+        platform.update(document)
+    platform_spec = json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+    if platform_spec == pipeline_spec_pb2.PlatformSpec():
+        return pipeline_spec
+    return {"pipeline_spec": pipeline_spec, "platform_spec": json_format.MessageToDict(platform_spec)}
+
+
+def name_filter(display_name: str) -> str:
+    """A v2beta1 list filter matching one display name."""
+    return json.dumps({"predicates": [{"operation": "EQUALS", "key": "display_name", "stringValue": display_name}]})
 
 
 def _stamped(name: str) -> str:
@@ -66,14 +133,14 @@ def upload_pipeline(
         if pipeline_id is None:
             return _upload_new_pipeline(client, package_path, pipeline_name, description, version_name)
         version_name = version_name.strip() or default_version_name(pipeline_name, package_path)
-        with api_errors(connection, f"upload version {version_name!r} of pipeline {pipeline_name!r}"):
-            version = client.uploads.upload_pipeline_version(
-                package_path,
-                name=version_name,
-                pipelineid=pipeline_id,
-                _request_timeout=client.timeout,
-                **({"description": description} if description else {}),
-            )
+        version = client.call(
+            f"upload version {version_name!r} of pipeline {pipeline_name!r}",
+            client.uploads.upload_pipeline_version,
+            package_path,
+            name=version_name,
+            pipelineid=pipeline_id,
+            **({"description": description} if description else {}),
+        )
     version_id = _returned_id(connection, version.pipeline_version_id, f"version {version_name!r}")
     return {"pipeline_id": pipeline_id, "version_id": version_id, "version_name": version_name}
 
@@ -83,19 +150,22 @@ def _upload_new_pipeline(
 ) -> dict:
     """Uploads a pipeline that does not exist yet and finds the version the server created with it."""
     connection = client.connection
-    with api_errors(connection, f"upload pipeline {pipeline_name!r}"):
-        pipeline = client.uploads.upload_pipeline(
-            package_path,
-            name=pipeline_name,
-            _request_timeout=client.timeout,
-            **({"description": description} if description else {}),
-            **client.namespace,
-        )
+    pipeline = client.call(
+        f"upload pipeline {pipeline_name!r}",
+        client.uploads.upload_pipeline,
+        package_path,
+        name=pipeline_name,
+        **({"description": description} if description else {}),
+        **client.namespace,
+    )
     pipeline_id = _returned_id(connection, pipeline.pipeline_id, f"pipeline {pipeline_name!r}")
-    with api_errors(connection, f"list the versions of pipeline {pipeline_name!r}"):
-        versions = client.pipelines.pipeline_service_list_pipeline_versions(
-            pipeline_id, page_size=1, sort_by="created_at desc", _request_timeout=client.timeout
-        )
+    versions = client.call(
+        f"list the versions of pipeline {pipeline_name!r}",
+        client.pipelines.pipeline_service_list_pipeline_versions,
+        pipeline_id,
+        page_size=1,
+        sort_by="created_at desc",
+    )
     if not versions.pipeline_versions:
         raise KfpApiError(f"KFP API at {connection.host}: pipeline {pipeline_name!r} was uploaded without a version")
     version = versions.pipeline_versions[0]
@@ -118,10 +188,13 @@ def find_pipeline_id(client: KfpServer, pipeline_name: str) -> str | None:
     Raises:
         KfpApiError: The API refused the listing, or more than one pipeline has this name.
     """
-    with api_errors(client.connection, f"look up pipeline {pipeline_name!r}"):
-        listing = client.pipelines.pipeline_service_list_pipelines(
-            page_size=2, filter=name_filter(pipeline_name), _request_timeout=client.timeout, **client.namespace
-        )
+    listing = client.call(
+        f"look up pipeline {pipeline_name!r}",
+        client.pipelines.pipeline_service_list_pipelines,
+        page_size=2,
+        filter=name_filter(pipeline_name),
+        **client.namespace,
+    )
     pipelines = listing.pipelines or []
     if len(pipelines) > 1:
         raise KfpApiError(f"KFP API at {client.connection.host}: more than one pipeline is named {pipeline_name!r}")
@@ -164,8 +237,7 @@ def create_run(
             pipeline_spec=pipeline_spec_body(package_path),
             runtime_config=kfp_server_api.V2beta1RuntimeConfig(parameters=arguments),
         )
-        with api_errors(connection, f"create run {run_name!r}"):
-            run = client.runs.run_service_create_run(run, _request_timeout=client.timeout)
+        run = client.call(f"create run {run_name!r}", client.runs.run_service_create_run, run)
     return {"run_id": _returned_id(connection, run.run_id, f"run {run_name!r}"), "experiment_id": experiment_id}
 
 
@@ -227,28 +299,27 @@ def schedule_run(
             max_concurrency=max_concurrency,
             no_catchup=no_catchup,
         )
-        with api_errors(connection, f"create recurring run {job_name!r}"):
-            created = client.recurring_runs.recurring_run_service_create_recurring_run(
-                recurring_run, _request_timeout=client.timeout
-            )
+        created = client.call(
+            f"create recurring run {job_name!r}",
+            client.recurring_runs.recurring_run_service_create_recurring_run,
+            recurring_run,
+        )
     recurring_run_id = _returned_id(connection, created.recurring_run_id, f"recurring run {job_name!r}")
     return {"recurring_run_id": recurring_run_id, "experiment_id": recurring_run.experiment_id}
 
 
 def ensure_experiment(client: KfpServer, experiment_name: str) -> str:
     """The id of the experiment with this name (in the connection's namespace), created when there is none."""
+    action = f"get or create experiment {experiment_name!r}"
     experiments = client.experiments
-    with api_errors(client.connection, f"get or create experiment {experiment_name!r}"):
-        found = experiments.experiment_service_list_experiments(
-            filter=name_filter(experiment_name), _request_timeout=client.timeout, **client.namespace
-        )
-        if found.experiments:
-            experiment = found.experiments[0]
-        else:
-            new = kfp_server_api.V2beta1Experiment(
-                display_name=experiment_name, namespace=client.connection.namespace or None
-            )
-            experiment = experiments.experiment_service_create_experiment(new, _request_timeout=client.timeout)
+    by_name = {"filter": name_filter(experiment_name), **client.namespace}
+    found = client.call(action, experiments.experiment_service_list_experiments, **by_name)
+    if found.experiments:
+        experiment = found.experiments[0]
+    else:
+        namespace = client.connection.namespace or None
+        new = kfp_server_api.V2beta1Experiment(display_name=experiment_name, namespace=namespace)
+        experiment = client.call(action, experiments.experiment_service_create_experiment, new)
     return _returned_id(client.connection, experiment.experiment_id, f"experiment {experiment_name!r}")
 
 

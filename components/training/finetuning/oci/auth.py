@@ -6,9 +6,6 @@ nothing here logs or formats them into a message.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Mapping
 
 from components._common import oci_reference
@@ -24,8 +21,6 @@ PULL_SECRET_NAME = "oci-pull-secret-model-download"
 SECRET_HINT = (
     f"secret {PULL_SECRET_NAME!r} (or the one named at compile time), key {PULL_SECRET_ENV!r} (or '.dockerconfigjson')"
 )
-
-_DOCKER_HUB_ALIASES = ("docker.io", "index.docker.io", "registry-1.docker.io")
 
 
 class OciModelError(ValueError):
@@ -53,46 +48,14 @@ def docker_config_from_env(env: Mapping[str, str]) -> tuple[dict | None, str]:
     return oci_reference.docker_config_from_env(env, variables, OciModelError, SECRET_HINT)
 
 
-def _host_of(key: str) -> str:
-    """``https://quay.io/v1/`` -> ``quay.io``: config.json keys may be URLs."""
-    host = re.sub(r"^[a-z]+://", "", key.strip().lower())
-    return host.split("/", 1)[0]
-
-
-def _hosts(registry: str) -> tuple[str, ...]:
-    registry = registry.lower()
-    return _DOCKER_HUB_ALIASES if registry in _DOCKER_HUB_ALIASES else (registry,)
-
-
 def credentials_for(config: Mapping | None, registry: str, variable: str = PULL_SECRET_ENV) -> tuple[str, str] | None:
-    """The ``(username, password)`` a Docker config.json holds for ``registry``, or ``None``.
-
-    Entries are matched by host (``quay.io``, ``https://quay.io``, ``quay.io/v1/`` all match ``quay.io``); an entry
-    has ``auth`` (base64 ``user:password``) or ``username`` and ``password``. A config without ``auths`` is read as a
-    legacy ``.dockercfg`` (the host entries at the top level).
+    """The ``(username, password)`` a Docker config.json holds for ``registry`` (:func:`oci_reference.credentials_for`).
 
     Raises:
         OciModelError: The matching entry is malformed (names the host and variable, never the value).
     """
-    if not config:
-        return None
-    auths = config.get("auths") if isinstance(config.get("auths"), dict) else config
-    wanted = _hosts(registry)
-    for key, entry in auths.items():
-        if _host_of(str(key)) not in wanted or not isinstance(entry, dict):
-            continue
-        where = f"auths[{key!r}] in {variable} (from {SECRET_HINT})"
-        if entry.get("auth"):
-            try:
-                username, separator, password = (
-                    base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
-                )
-            except (binascii.Error, UnicodeDecodeError):
-                raise OciModelError(f"{where}: 'auth' is not base64 of 'user:password'") from None
-            if not separator:
-                raise OciModelError(f"{where}: 'auth' decodes to no 'user:password' pair")
-            return username, password
-        if entry.get("username") and entry.get("password"):
-            return str(entry["username"]), str(entry["password"])
-        raise OciModelError(f"{where}: needs 'auth' (base64 user:password) or 'username' and 'password'")
-    return None
+
+    def refuse(entry: str, problem: str) -> OciModelError:
+        return OciModelError(f"{entry} in {variable} (from {SECRET_HINT}): {problem}")
+
+    return oci_reference.credentials_for(config, registry, malformed=refuse)
