@@ -218,16 +218,12 @@ def test_s3_access_denied_names_the_data_connection(http_file_server, tmp_path, 
 
 
 def test_hub_file_selection_by_layout():
-    """``datasets``' conventions, as ``load_dataset`` reads the repository (sharded names, split words, dirs)."""
     paths = ["README.md", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/x.jsonl"]
     assert select_hf_files(paths, "", "train", "", "x") == paths[1:3]  # the shards name the splits: x.jsonl is none
     with pytest.raises(DatasetSourceError, match="no split 'test' .*available: train$"):
         select_hf_files(paths, "", "test", "", "x")
-    split_words = ["data/train.jsonl", "data/test.jsonl", "data/dev-1.csv", "notes.txt"]
-    assert select_hf_files(split_words, "", "test", "", "x") == ["data/test.jsonl"]
-    assert select_hf_files(split_words, "", "validation", "", "x") == ["data/dev-1.csv"]  # dev: the validation split
-    with pytest.raises(DatasetSourceError, match="no split 'eval' .*available: test, train, validation"):
-        select_hf_files(split_words, "", "eval", "", "x")
+    split_words = ["data/train.jsonl", "data/test.jsonl", "data/dev-1.csv", "notes.txt"]  # dev: validation
+    assert select_hf_files(split_words, "", "validation", "", "x") == ["data/dev-1.csv"]
     subsets = ["en/train.jsonl", "en/test.jsonl", "fr/train.jsonl"]
     assert select_hf_files(subsets, "fr", "train", "", "x") == ["fr/train.jsonl"]
     with pytest.raises(DatasetSourceError, match="no data files under subset directory 'de/'"):
