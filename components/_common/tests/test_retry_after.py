@@ -15,12 +15,10 @@ def _http_error(status: int, retry_after: str) -> urllib.error.HTTPError:
     return urllib.error.HTTPError("http://127.0.0.1/x", status, "busy", {"Retry-After": retry_after}, None)
 
 
-def test_retry_after_is_read_from_urllib_httpx_and_botocore_errors():
+def test_retry_after_is_read_from_urllib_and_httpx_errors():
     assert retry_after_s(_http_error(429, "7")) == 7.0
     httpx_like = SimpleNamespace(response=SimpleNamespace(status_code=503, headers={"Retry-After": "3"}))
     assert retry_after_s(httpx_like) == 3.0
-    botocore_like = SimpleNamespace(response={"ResponseMetadata": {"HTTPHeaders": {"retry-after": "2"}}})
-    assert retry_after_s(botocore_like) == 2.0
     later = email.utils.formatdate(1_000_010.0, usegmt=True)
     assert retry_after_s(_http_error(503, later), now=lambda: 1_000_000.0) == pytest.approx(10.0)
     assert retry_after_s(_http_error(503, "soon")) is None and retry_after_s(ValueError("x")) is None

@@ -1,7 +1,9 @@
-"""Time limits and retries of downloads, the same for the Hub, S3 and HTTP(S): the options, the deadline's enforcers.
+"""Time limits and retries of downloads: the options, the retries of the calls whose client has none, the deadline.
 
-A per-read (*stall*) timeout cannot bound a server that sends one byte just often enough: the overall *deadline*
-needs a clock outside the read (:class:`Watchdog` for sockets, :func:`hub_deadline` for ``huggingface_hub``).
+Each client retries with its own settings where it has them (``huggingface_hub``'s file downloads, botocore);
+:func:`retried` covers the others (``dataset_info``, urllib). A per-read (*stall*) timeout cannot bound a server that
+sends one byte just often enough: the one overall *deadline* needs a clock outside the read (:class:`Watchdog` for
+sockets, :func:`hub_deadline` for ``huggingface_hub``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class HttpOptions:
     Attributes:
         deadline_s: Overall deadline of the fetch, every attempt and file included (``download_deadline_s``).
         timeout_s: Stall timeout: an attempt fails when no byte arrives for this long (connect included).
-        attempts: Attempts of each request or body (:func:`~components._common.retry.is_transient` failures).
+        attempts: Attempts of each request or body (botocore's ``max_attempts`` too).
         backoff_s: First pause between attempts, doubled after each.
         max_retry_after_s: The longest ``Retry-After`` a server may ask for.
     """
@@ -184,21 +186,16 @@ def hub_deadline(uri: str, deadline: float, deadline_s: float, stall_timeout_s: 
         def close(self) -> None:
             self._inner.close()
 
-    class DeadlineTransport(httpx2.HTTPTransport):
-        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-            if time.monotonic() > deadline:
-                raise deadline_error(uri, deadline_s, 0)
-            response = super().handle_request(request)
-            response.stream = DeadlineStream(response.stream)
-            return response
+    def before(request: httpx2.Request) -> None:
+        if time.monotonic() > deadline:
+            raise deadline_error(uri, deadline_s, 0)
+
+    def watched(response: httpx2.Response) -> None:
+        response.stream = DeadlineStream(response.stream)
 
     def factory() -> httpx2.Client:
-        return httpx2.Client(
-            transport=DeadlineTransport(),
-            event_hooks={"request": [hub_http.hf_request_event_hook]},
-            follow_redirects=True,
-            timeout=httpx2.Timeout(stall_timeout_s),
-        )
+        hooks = {"request": [hub_http.hf_request_event_hook, before], "response": [watched]}
+        return httpx2.Client(event_hooks=hooks, follow_redirects=True, timeout=httpx2.Timeout(stall_timeout_s))
 
     hub_http.set_client_factory(factory)
     try:

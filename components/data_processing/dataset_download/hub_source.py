@@ -1,38 +1,90 @@
 """Hugging Face Hub sources: the files of one subset/split of a dataset repository, at a pinned commit.
 
-A retried file download resumes its ``.incomplete`` file with a ranged GET (``huggingface_hub`` does).
+``datasets`` resolves which files hold the subset and split (:func:`select_hf_files`); ``huggingface_hub`` downloads
+them with its own retries, which resume a cut file (its ``.incomplete`` part) with a ranged GET. ``dataset_info`` has
+no retries of its own in ``huggingface_hub`` 2.0: it runs under the download policy (:func:`.deadlines.retried`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
-from pathlib import Path
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
 
-from components._common.retry import GaveUp, error_chain, is_transient, status_of
+from components._common.retry import TRANSIENT_STATUSES, GaveUp, error_chain, status_of
 
 from .deadlines import HttpOptions, deadline_error, hub_deadline, retried
 from .locations import DatasetSourceError, FetchedData, is_disk_full, parse_hf_uri, scratch_full_error
+from .readers import data_format
 
 
 def hub_transient(error: BaseException) -> bool:
-    """Whether a Hub call is worth retrying: 408/429/5xx, or no answer (also inside ``LocalEntryNotFoundError``).
-
-    Never our own deadline, nor any other answer (401/403/404...).
-    """
+    """Whether a Hub call is worth retrying: 408/429/5xx, or no answer; never our own deadline, nor offline mode."""
+    import httpx2
     from huggingface_hub.errors import OfflineModeIsEnabled
 
     for cause in error_chain(error):
         if isinstance(cause, (DatasetSourceError, OfflineModeIsEnabled)):  # offline: a ConnectionError, but final
             return False
-        if status_of(cause) is not None or is_transient(cause):
-            return is_transient(cause)
+        if status_of(cause) is not None:
+            return status_of(cause) in TRANSIENT_STATUSES
+        if isinstance(cause, (httpx2.TransportError, ConnectionError, TimeoutError)):
+            return True
     return False
 
 
+def select_hf_files(paths: Sequence[str], subset: str, split: str, readme: str, where: str) -> list[str]:
+    """The data files among a repository's ``paths`` that hold ``subset`` (``""``: the default) and ``split``.
+
+    ``datasets`` decides, as ``load_dataset`` would: the ``configs`` of the dataset card (``readme``, possibly
+    ``""``), else its file-layout conventions (``data/train-00000-of-00002.parquet``, ``test.jsonl``, ``valid/``...),
+    matched on empty stand-ins of the files. Without a card, a subset is the directory ``<subset>/``.
+
+    Raises:
+        DatasetSourceError: The subset or split does not exist, or holds no supported data file.
+    """
+    from datasets.data_files import DataFilesDict, get_data_patterns, sanitize_patterns
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCard
+
+    configs = MetadataConfigs.from_dataset_card_data(DatasetCard(readme).data) if readme else MetadataConfigs()
+    safe = [p for p in paths if data_format(PurePosixPath(p)) and ".." not in p.split("/") and not p.startswith("/")]
+    with tempfile.TemporaryDirectory(prefix="hub-layout-") as layout:
+        for path in safe:
+            (Path(layout) / path).parent.mkdir(parents=True, exist_ok=True)
+            (Path(layout) / path).touch()
+        if configs:
+            name = subset or configs.get_default_config_name()
+            if name not in configs:
+                problem = f"no subset {subset!r}; available" if subset else "several subsets, name one: org/name:subset"
+                raise DatasetSourceError(f"{where}: {problem}: {', '.join(configs)}")
+            base, patterns = layout, sanitize_patterns(configs[name].get("data_files") or "**")
+        else:
+            base = os.path.join(layout, subset)
+            if subset and not os.path.isdir(base):
+                raise DatasetSourceError(f"{where}: no data files under subset directory {subset + '/'!r}")
+            try:
+                patterns = get_data_patterns(base)
+            except FileNotFoundError:
+                patterns = {}
+        if split not in patterns:
+            available = ", ".join(sorted(map(str, patterns))) or "none (no .jsonl/.json/.parquet/.csv(.gz) files)"
+            raise DatasetSourceError(f"{where}: no split {split!r} (hf_split); available: {available}")
+        try:
+            files = DataFilesDict.from_patterns({split: patterns[split]}, base)[split]
+        except FileNotFoundError:
+            files = []
+        selected = sorted(os.path.relpath(file, layout) for file in files)
+    if not selected:
+        raise DatasetSourceError(f"{where}: no .jsonl/.json/.parquet/.csv(.gz) files for split {split!r}")
+    return selected
+
+
 #: Top-level modules whose exceptions a Hub call may leak (the HTTP stack below ``huggingface_hub``).
-_NETWORK_MODULES = ("httpx", "httpx2", "httpcore", "requests", "urllib3", "huggingface_hub")
+_NETWORK_MODULES = ("httpx2", "httpcore", "huggingface_hub")
 #: What fixes each kind of Hub failure (the messages name the secret the token comes from).
 HF_TOKEN_REMEDY = "put a token with read access in the hf-token secret (env HF_TOKEN)"
 
@@ -88,51 +140,31 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
     """
     from huggingface_hub import HfApi, hf_hub_download
 
-    from .hf_files import card_configs, select_hf_files
-
     ref = parse_hf_uri(uri)
     endpoint = os.environ.get("HF_ENDPOINT") or None
     token = os.environ.get("HF_TOKEN") or False
     local_dir = download_dir / "hf"
-
-    def download(filename: str, commit: str) -> Path:
-        return Path(
-            hf_hub_download(
-                ref.repo_id,
-                filename,
-                repo_type="dataset",
-                revision=commit,
-                local_dir=local_dir,
-                endpoint=endpoint,
-                token=token,
-            )
-        )
-
     deadline = time.monotonic() + options.deadline_s
     needed: int | None = None  # the selected files' bytes, once known
 
-    def retried_download(filename: str, commit: str) -> Path:  # a retry resumes the .incomplete file (Range)
-        return retried(lambda: download(filename, commit), options, deadline, hub_transient, f"Hub file {filename}")
+    def download(filename: str, commit: str) -> Path:  # retried and resumed by huggingface_hub itself
+        kwargs = {"repo_type": "dataset", "revision": commit, "endpoint": endpoint, "token": token}
+        return Path(hf_hub_download(ref.repo_id, filename, local_dir=local_dir, **kwargs))
+
+    def info():  # noqa: ANN202 - huggingface_hub's DatasetInfo
+        api = HfApi(endpoint=endpoint, token=token)
+        return api.dataset_info(ref.repo_id, revision=ref.revision or None, files_metadata=True)
 
     try:
         with hub_deadline(uri, deadline, options.deadline_s, options.timeout_s):
-            info = retried(
-                lambda: HfApi(endpoint=endpoint, token=token).dataset_info(
-                    ref.repo_id, revision=ref.revision or None, files_metadata=True
-                ),
-                options,
-                deadline,
-                hub_transient,
-                f"Hub dataset_info {ref.repo_id}",
-            )
-            sizes = {sibling.rfilename: sibling.size or 0 for sibling in info.siblings or []}
-            readme = retried_download("README.md", info.sha) if "README.md" in sizes else None
-            configs = card_configs(readme.read_text("utf-8")) if readme else []
-            selected = select_hf_files(sorted(sizes), ref.subset, split, configs, uri)
-            total = needed = sum(sizes[name] for name in selected)
-            if total > max_bytes:
-                raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
-            files = [retried_download(name, info.sha) for name in selected]
+            dataset = retried(info, options, deadline, hub_transient, f"Hub dataset_info {ref.repo_id}")
+            sizes = {sibling.rfilename: sibling.size or 0 for sibling in dataset.siblings or []}
+            readme = download("README.md", dataset.sha).read_text("utf-8") if "README.md" in sizes else ""
+            selected = select_hf_files(sorted(sizes), ref.subset, split, readme, uri)
+            needed = sum(sizes[name] for name in selected)
+            if needed > max_bytes:
+                raise DatasetSourceError(f"dataset_uri={uri!r}: {needed} bytes exceed max_download_bytes={max_bytes}")
+            files = [download(name, dataset.sha) for name in selected]
     except DatasetSourceError:
         raise
     except GaveUp as gave_up:
@@ -140,7 +172,7 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
             raise deadline_error(uri, options.deadline_s, 0) from None
         error = hf_error(ref.repo_id, ref.revision, gave_up.last, endpoint or "")
         raise DatasetSourceError(f"{error} (after {gave_up.attempts} attempts)") from None
-    except Exception as error:  # huggingface_hub's and its network library's errors (httpx.ConnectError...)
+    except Exception as error:  # huggingface_hub's and its network library's errors (httpx2.ConnectError...)
         if is_disk_full(error):
             raise scratch_full_error(uri, local_dir, needed, None) from None
         network = type(error).__module__.split(".")[0] in _NETWORK_MODULES
@@ -151,4 +183,4 @@ def fetch_hf(uri: str, download_dir: Path, split: str, max_bytes: int, options: 
     if downloaded > max_bytes:
         shutil.rmtree(local_dir, ignore_errors=True)
         raise DatasetSourceError(f"dataset_uri={uri!r}: {downloaded} bytes exceed max_download_bytes={max_bytes}")
-    return FetchedData(files, info.sha)
+    return FetchedData(files, dataset.sha)

@@ -1,6 +1,9 @@
 """S3 sources: one object or every data file under a prefix, through the RHOAI data connection.
 
-A body cut short is resumed with a ranged GET, ``If-Match`` its ETag so that a changed object is never stitched.
+Requests are retried by botocore itself (standard mode: connection errors, 5xx, throttling, ``attempts`` tries; its
+connect and read timeouts are the stall timeout), each send checked against the overall deadline. A body cut short
+is resumed here with a ranged GET, ``If-Match`` its ETag so that a changed object is never stitched: boto3's managed
+download (``s3transfer``) fetches the whole object again instead (measured in the README).
 """
 
 from __future__ import annotations
@@ -10,10 +13,9 @@ import os
 import time
 from pathlib import Path, PurePosixPath
 
-from components._common.retry import GaveUp, describe, is_transient
 from components._common.s3 import S3CredentialsMissing, s3_client
 
-from .deadlines import HttpOptions, Watchdog, deadline_error, retried
+from .deadlines import HttpOptions, Watchdog, deadline_error
 from .locations import DatasetSourceError, FetchedData, is_disk_full, parse_s3_uri, scratch_full_error
 from .readers import data_format
 
@@ -73,56 +75,50 @@ def _s3_target(download_dir: Path, prefix: str, key: str, uri: str) -> Path:
 
 
 def _s3_download(
-    client,
-    bucket: str,
-    key: str,
-    expected: tuple[int, str],
-    target: Path,
-    uri: str,
-    options: HttpOptions,
-    deadline: float,
+    client, bucket: str, key: str, etag: str, size: int, target: Path, uri: str, options: HttpOptions, deadline: float
 ) -> None:
-    """Streams one object (``expected``: its listed size and etag) into ``target`` through a ``.part`` file.
+    """Streams one object into ``target`` through a ``.part`` file; a body cut short is resumed where it stopped.
 
-    A failed attempt keeps what arrived, and the next one asks only for the rest (``Range``, ``If-Match``).
+    Each GET (botocore retries it) asks only for the bytes still missing (``Range``, ``If-Match`` the listed ETag).
     """
-    size, etag = expected
+    from botocore.exceptions import BotoCoreError
+
     partial = target.with_name(f".{target.name}.part")
-
-    def attempt() -> None:
-        offset = partial.stat().st_size if partial.exists() else 0
-        request = {"Bucket": bucket, "Key": key}
-        if offset:
-            request.update(Range=f"bytes={offset}-", IfMatch=f'"{etag}"')
-        response = client.get_object(**request)
-        if offset and not str(response.get("ContentRange", "")).startswith(f"bytes {offset}-"):
-            offset = 0  # the whole object came back
-        received = offset + _stream(response["Body"], partial, offset, uri, options, deadline)
-        if received != size:
-            raise ConnectionError(f"the body of {key!r} ended after {received} of {size} bytes")
-
+    attempts = options.attempts
     try:
-        retried(attempt, options, deadline, is_transient, f"S3 GET {key}")
-        os.replace(partial, target)
-    except OSError as error:
-        if not is_disk_full(error):
-            raise
+        for attempt in range(1, attempts + 1):
+            offset = partial.stat().st_size if partial.exists() else 0
+            request = {"Bucket": bucket, "Key": key}
+            if offset:
+                request.update(Range=f"bytes={offset}-", IfMatch=f'"{etag}"')
+            response = client.get_object(**request)
+            if offset and not str(response.get("ContentRange", "")).startswith(f"bytes {offset}-"):
+                offset = 0  # the whole object came back
+            try:
+                _stream(response["Body"], partial, offset, uri, (deadline, options.deadline_s))
+            except (BotoCoreError, OSError) as error:  # the body broke off: the next GET resumes it
+                if is_disk_full(error) or attempt == attempts:
+                    raise
+            if partial.stat().st_size == size:
+                os.replace(partial, target)
+                return
+        received = partial.stat().st_size
+        raise DatasetSourceError(f"dataset_uri={uri!r}: object {key!r} ended after {received} of {size} bytes")
+    except (BotoCoreError, OSError) as error:
         written = partial.stat().st_size if partial.exists() else 0
-        raise scratch_full_error(uri, target.parent, size, written) from None
-    except GaveUp as gave_up:
-        if gave_up.reason == "deadline":
-            raise deadline_error(uri, options.deadline_s, partial.stat().st_size if partial.exists() else 0) from None
+        if is_disk_full(error):
+            raise scratch_full_error(uri, target.parent, size, written) from None
         raise DatasetSourceError(
-            f"dataset_uri={uri!r}: object {key!r}: {describe(gave_up.last)} after {gave_up.attempts} attempts"
+            f"dataset_uri={uri!r}: object {key!r}: {type(error).__name__} after {attempts} attempts ({written} bytes)"
         ) from None
     finally:
         partial.unlink(missing_ok=True)
 
 
-def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, deadline: float) -> int:
-    """Writes a response body into ``partial`` from ``offset`` until the deadline; returns the bytes written."""
+def _stream(body, partial: Path, offset: int, uri: str, limit: tuple[float, float]) -> None:
+    """Writes a body into ``partial`` from ``offset``, ended at the deadline (``limit``: its monotonic time, length)."""
     raw = getattr(body, "_raw_stream", body)
-    written = 0
+    deadline, written = limit[0], 0
     try:
         with Watchdog(deadline) as watchdog, open(partial, "r+b" if offset else "wb") as handle:
             watchdog.watch(getattr(raw, "shutdown", raw.close))
@@ -139,8 +135,7 @@ def _stream(body, partial: Path, offset: int, uri: str, options: HttpOptions, de
     finally:
         body.close()
     if time.monotonic() > deadline:
-        raise deadline_error(uri, options.deadline_s, offset + written)
-    return written
+        raise deadline_error(uri, limit[1], offset + written)
 
 
 def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions) -> FetchedData:
@@ -149,14 +144,18 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions)
 
     location = parse_s3_uri(uri, os.environ.get("AWS_S3_BUCKET", ""))
     try:
-        client = s3_client(stall_timeout_s=options.timeout_s, attempts=1)  # retried here, by the one policy
+        client = s3_client(stall_timeout_s=options.timeout_s, attempts=options.attempts)
     except S3CredentialsMissing as error:
         raise DatasetSourceError(str(error)) from None
     deadline = time.monotonic() + options.deadline_s
+
+    def before_send(**_: object) -> None:  # every request botocore sends, its own retries included
+        if time.monotonic() > deadline:
+            raise deadline_error(uri, options.deadline_s, 0)
+
+    client.meta.events.register("before-send.s3", before_send)
     try:
-        prefix, objects = retried(
-            lambda: _s3_objects(client, uri, location.bucket, location.key), options, deadline, is_transient, "S3 list"
-        )
+        prefix, objects = _s3_objects(client, uri, location.bucket, location.key)
         total = sum(size for _, size, _ in objects)
         if total > max_bytes:
             raise DatasetSourceError(f"dataset_uri={uri!r}: {total} bytes exceed max_download_bytes={max_bytes}")
@@ -164,20 +163,15 @@ def fetch_s3(uri: str, download_dir: Path, max_bytes: int, options: HttpOptions)
         for key, size, etag in objects:
             target = _s3_target(download_dir, prefix, key, uri)
             target.parent.mkdir(parents=True, exist_ok=True)
-            _s3_download(client, location.bucket, key, (size, etag), target, uri, options, deadline)
+            _s3_download(client, location.bucket, key, etag, size, target, uri, options, deadline)
             files.append(target)
-    except GaveUp as gave_up:
-        if gave_up.reason == "deadline":
-            raise deadline_error(uri, options.deadline_s, 0) from None
-        if isinstance(gave_up.last, ClientError):
-            raise s3_error(uri, gave_up.last) from None
-        raise DatasetSourceError(
-            f"dataset_uri={uri!r}: S3 endpoint error after {gave_up.attempts} attempts: {describe(gave_up.last)}"
-        ) from None
     except ClientError as error:
         raise s3_error(uri, error) from None
     except BotoCoreError as error:
-        raise DatasetSourceError(f"dataset_uri={uri!r}: S3 endpoint error: {type(error).__name__}: {error}") from None
+        attempts = f" after {options.attempts} attempts" if options.attempts > 1 else ""
+        raise DatasetSourceError(
+            f"dataset_uri={uri!r}: S3 endpoint error{attempts}: {type(error).__name__}: {error}"
+        ) from None
     if not prefix:
         return FetchedData(files, objects[0][2])
     listing = "\n".join(f"{key}:{etag}" for key, _, etag in objects)

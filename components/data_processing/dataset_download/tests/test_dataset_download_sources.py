@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from components.data_processing.dataset_download.hf_files import card_configs, select_hf_files
+from components.data_processing.dataset_download.hub_source import select_hf_files
 from components.data_processing.dataset_download.locations import (
     DatasetSourceError,
     parse_hf_uri,
@@ -218,18 +218,21 @@ def test_s3_access_denied_names_the_data_connection(http_file_server, tmp_path, 
 
 
 def test_hub_file_selection_by_layout():
-    paths = ["README.md", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test.jsonl"]
-    assert select_hf_files(paths, "", "train", [], "x") == paths[1:3]
-    assert select_hf_files(paths, "", "test", [], "x") == ["data/test.jsonl"]
-    with pytest.raises(DatasetSourceError, match="no split 'validation' .*available: test, train"):
-        select_hf_files(paths, "", "validation", [], "x")
+    paths = ["README.md", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/x.jsonl"]
+    assert select_hf_files(paths, "", "train", "", "x") == paths[1:3]  # the shards name the splits: x.jsonl is none
+    with pytest.raises(DatasetSourceError, match="no split 'test' .*available: train$"):
+        select_hf_files(paths, "", "test", "", "x")
+    split_words = ["data/train.jsonl", "data/test.jsonl", "data/dev-1.csv", "notes.txt"]  # dev: validation
+    assert select_hf_files(split_words, "", "validation", "", "x") == ["data/dev-1.csv"]
     subsets = ["en/train.jsonl", "en/test.jsonl", "fr/train.jsonl"]
-    assert select_hf_files(subsets, "fr", "train", [], "x") == ["fr/train.jsonl"]
+    assert select_hf_files(subsets, "fr", "train", "", "x") == ["fr/train.jsonl"]
     with pytest.raises(DatasetSourceError, match="no data files under subset directory 'de/'"):
-        select_hf_files(subsets, "de", "train", [], "x")
-    assert select_hf_files(["chat.jsonl", "more.jsonl"], "", "train", [], "x") == ["chat.jsonl", "more.jsonl"]
-    with pytest.raises(DatasetSourceError, match="only hf_split='train' exists"):
-        select_hf_files(["chat.jsonl"], "", "test", [], "x")
+        select_hf_files(subsets, "de", "train", "", "x")
+    assert select_hf_files(["chat.jsonl", "more.jsonl"], "", "train", "", "x") == ["chat.jsonl", "more.jsonl"]
+    with pytest.raises(DatasetSourceError, match="no split 'test' .*available: train$"):
+        select_hf_files(["chat.jsonl"], "", "test", "", "x")
+    with pytest.raises(DatasetSourceError, match="no split 'train' .*available: none"):
+        select_hf_files(["../up.jsonl", "/abs.jsonl", "model.bin"], "", "train", "", "x")
 
 
 def test_hub_file_selection_by_dataset_card():
@@ -246,13 +249,12 @@ configs:
 ---
 # Card
 """
-    configs = card_configs(card)
     paths = ["sft/train_0.jsonl", "sft/train_1.jsonl", "sft/test.jsonl", "raw/a.csv", "raw/b.csv"]
-    assert select_hf_files(paths, "", "train", configs, "x") == ["sft/train_0.jsonl", "sft/train_1.jsonl"]
-    assert select_hf_files(paths, "raw", "train", configs, "x") == ["raw/a.csv", "raw/b.csv"]
+    assert select_hf_files(paths, "", "train", card, "x") == ["sft/train_0.jsonl", "sft/train_1.jsonl"]
+    assert select_hf_files(paths, "raw", "train", card, "x") == ["raw/a.csv", "raw/b.csv"]
     with pytest.raises(DatasetSourceError, match="no subset 'de'; available: default, raw"):
-        select_hf_files(paths, "de", "train", configs, "x")
-    assert card_configs("# no header") == []
+        select_hf_files(paths, "de", "train", card, "x")
+    assert select_hf_files(["a.jsonl"], "", "train", "# no header", "x") == ["a.jsonl"]
 
 
 def test_hub_download_at_a_pinned_commit_with_token(hub_stub, tmp_path, monkeypatch):
