@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from components.training.finetuning import launch
+from components.training.finetuning.cluster import progress as cluster_progress
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
@@ -277,14 +278,14 @@ def test_settings_are_checked_with_the_rule_and_the_value():
 def test_the_trainer_status_annotation_wins_over_the_status_field():
     odh = {"currentStep": 3, "totalSteps": 6, "trainMetrics": {"loss": 0.5}, "progressPercentage": 50}
     job = {
-        "metadata": {"annotations": {progress_server.TRAINER_STATUS_ANNOTATION: json.dumps(odh)}},
+        "metadata": {"annotations": {cluster_progress.TRAINER_STATUS_ANNOTATION: json.dumps(odh)}},
         "status": {"trainerStatus": {"progressPercentage": 10}},
     }
-    assert progress_server.trainer_status(job) == odh
-    assert progress_server.status_record(odh)["step"] == 3 and progress_server.status_record(odh)["percent"] == 50
-    job["metadata"]["annotations"][progress_server.TRAINER_STATUS_ANNOTATION] = "not json"
-    assert progress_server.trainer_status(job) == {"progressPercentage": 10}
-    assert progress_server.status_record({"progressPercentage": 10}) == {}
+    assert cluster_progress.trainer_status(job) == odh
+    assert cluster_progress.status_record(odh)["step"] == 3 and cluster_progress.status_record(odh)["percent"] == 50
+    job["metadata"]["annotations"][cluster_progress.TRAINER_STATUS_ANNOTATION] = "not json"
+    assert cluster_progress.trainer_status(job) == {"progressPercentage": 10}
+    assert cluster_progress.status_record({"progressPercentage": 10}) == {}
 
 
 # -- resume from the newest complete checkpoint --------------------------------------------------------------------
