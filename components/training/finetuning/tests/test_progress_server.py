@@ -364,33 +364,22 @@ def test_the_step_total_is_the_runs_own(tmp_path):
 
 
 def test_training_hubs_callbacks_lack_the_step_total_so_progress_follows_the_metrics_file(tmp_path):
-    """What a ``TrainingHubCallback`` receives (training-hub 0.11.2; 0.9.8's adapters build it the same way), as each
-    backend's loop fills it: SFT's context has no steps per epoch, gradient norm or throughput; LoRA's has no
-    ``max_steps`` and a whole-number epoch. The dashboard's record needs them (the step total from the first step),
-    so the tracker follows the metrics files. This fails once Training Hub hands them over: then a callback can
-    replace the file readers for those releases (component README, "Progress records")."""
+    """A ``TrainingHubCallback``'s context, built by Training Hub's own adapters (0.11.2; 0.9.8's alike): SFT's lacks
+    the steps per epoch, gradient norm and throughput, LoRA's ``max_steps`` (and its epoch is a whole number). Fails
+    once they are there: then a callback can replace the file readers (component README, "Progress records")."""
     from instructlab.training.callbacks import TrainingContext
     from training_hub import TrainingHubCallback
     from training_hub.adapters.distributed import build_hub_context_from_native
     from training_hub.adapters.unsloth import UnslothCallbackAdapter
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
-    # instructlab-training's main_ds.py sets these before firing on_log; its metrics line also has num_epoch_steps.
-    batch = {"total_samples": 16, "total_length": 1000, "num_loss_counted_tokens": 400, "grad_accum_steps": 1}
     native = TrainingContext(step=3, loss=1.3, learning_rate=1e-5, grad_norm=1.5, overall_throughput=12.5)
-    native.batch_metrics = {**batch, "num_minibatches": 1}
+    native.batch_metrics = {"total_samples": 16, "total_length": 1000, "num_loss_counted_tokens": 400}  # main_ds.py
     sft = build_hub_context_from_native(native)
     assert {*vars(sft), *sft.metrics} & {"num_epoch_steps", "total_steps", "grad_norm", "overall_throughput"} == set()
-
     seen = []
-
-    class Recorder(TrainingHubCallback):
-        def on_log(self, context):
-            seen.append(context)
-
-    state = TrainerState(max_steps=4, is_world_process_zero=True)
-    state.global_step, state.epoch = 1, 0.5
+    recorder = type("Recorder", (TrainingHubCallback,), {"on_log": lambda self, context: seen.append(context)})
+    state = TrainerState(max_steps=4, is_world_process_zero=True, global_step=1, epoch=0.5)
     args = TrainingArguments(output_dir=str(tmp_path), report_to="none")
-    UnslothCallbackAdapter(Recorder()).on_log(args, state, TrainerControl(), logs={"loss": 2.0, "learning_rate": 1e-4})
-    (lora,) = seen
-    assert {*vars(lora), *lora.metrics} & {"max_steps", "total_steps"} == set() and lora.epoch == 0
+    UnslothCallbackAdapter(recorder()).on_log(args, state, TrainerControl(), logs={"loss": 2.0, "learning_rate": 1e-4})
+    assert {*vars(seen[0]), *seen[0].metrics} & {"max_steps", "total_steps"} == set() and seen[0].epoch == 0
