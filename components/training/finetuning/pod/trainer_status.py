@@ -108,7 +108,6 @@ class KubeflowStatusReporter:
         self.clock = clock
         self.log = log
         self.warned = False
-        self.sent = 0
         self._last_sent: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -169,7 +168,6 @@ class KubeflowStatusReporter:
         if force and not accepted and self.sdk is not None:  # the SDK's process-wide throttle may drop the final one
             accepted = self._post(status)
         self._last_sent = self.clock()
-        self.sent += accepted
         return accepted
 
     def start(self, source: Callable[[], Mapping[str, Any]]) -> KubeflowStatusReporter:
