@@ -21,8 +21,7 @@ from components._common.model_location import (
 )
 from components.training.finetuning.config import GRPO_ALGORITHMS
 from components.training.finetuning.plan import LauncherRun, RunPlan, TrainModelResult
-from components.training.finetuning.pod import metrics as metrics_module
-from components.training.finetuning.report import render_report
+from components.training.finetuning.report import render_report, summarize
 from components.training.finetuning.reward_gate import reward_gate
 
 
@@ -179,7 +178,7 @@ def publish_outputs(
         **manifest.metadata(),
     }
     model.metadata.update(mask_data(metadata, patterns=False))
-    summary = metrics_module.summarize(trained.records, trained.train_seconds)
+    summary = summarize(trained.records, trained.train_seconds)
     if trained.eval_loss is not None:
         summary["eval_loss"] = float(trained.eval_loss)
     if trained.base_eval_loss is not None:

@@ -1,4 +1,4 @@
-"""The HTML training report: loss curve (matplotlib PNG, embedded), summary metrics, hyper-parameters, TrainJob."""
+"""The training report: the summary metrics, and the HTML page (loss curve PNG, summary, hyper-parameters, TrainJob)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,33 @@ import base64
 import html
 import io
 from typing import Any
+
+
+def summarize(records: list[dict[str, Any]], train_seconds: float | None = None) -> dict[str, float]:
+    """The KFP metrics of a run: final and minimum loss, steps, training time and the last tokens/s.
+
+    Args:
+        records: Normalised step records (non-empty; see :mod:`.pod.metrics`).
+        train_seconds: Wall-clock training time measured by the caller; defaults to the last record's ``time``.
+
+    Returns:
+        ``final_loss``, ``min_loss``, ``steps``, ``train_seconds`` and, when any record has it,
+        ``tokens_per_second`` (the last value logged, not the first).
+    """
+    if not records:
+        raise ValueError("no step records to summarise")
+    summary = {
+        "final_loss": float(records[-1]["loss"]),
+        "min_loss": float(min(record["loss"] for record in records)),
+        "steps": float(max(record["step"] for record in records)),
+    }
+    seconds = train_seconds if train_seconds is not None else records[-1].get("time")
+    if seconds is not None:
+        summary["train_seconds"] = float(seconds)
+    rates = [record["tokens_per_second"] for record in records if record.get("tokens_per_second") is not None]
+    if rates:
+        summary["tokens_per_second"] = float(rates[-1])
+    return summary
 
 
 def loss_curve_png(records: list[dict[str, Any]], title: str = "Training loss") -> bytes:
@@ -78,7 +105,7 @@ def render_report(
 
     Args:
         records: Normalised step records.
-        summary: Output of :func:`.pod.metrics.summarize`.
+        summary: Output of :func:`summarize`.
         hyperparameters: The run's hyper-parameters.
         run_facts: Other facts to show; ``algorithm`` and ``base_model`` (the title) are required, then backend
             (the launcher), TrainJob name, checkpoint path, ...

@@ -15,9 +15,8 @@ from components.training.finetuning.cluster.errors import ApiUnavailable, JobErr
 from components.training.finetuning.cluster.job_client import JobClient, uid_of
 from components.training.finetuning.cluster.job_kinds import queue_name
 from components.training.finetuning.cluster.outage import through_outage
-from components.training.finetuning.cluster.progress import format_duration, progress_line
+from components.training.finetuning.cluster.progress import format_duration, progress_line, trainer_status
 from components.training.finetuning.cluster.state import JobSettings, JobState, paused_seconds, run_deadline
-from components.training.finetuning.pod import progress_server
 
 #: Optional reads (pods while waiting) are tried once per poll: the next poll is their retry.
 ONE_TRY = RetryPolicy(attempts=1)
@@ -150,7 +149,7 @@ def check_started(client: JobClient, state: JobState, settings: JobSettings, pha
 
 def report(client: JobClient, state: JobState, phase: str) -> None:
     """Logs a progress line when it changed."""
-    line = progress_line(phase, progress_server.trainer_status(state.job), state.metrics.poll())
+    line = progress_line(phase, trainer_status(state.job), state.metrics.poll())
     if line != state.last_line:
         state.last_line = line
         client.say(line)

@@ -1,12 +1,19 @@
-"""What the job runner logs while it follows a job: the metrics file it tails and the one-line progress it prints."""
+"""What the job runner logs while it follows a job: the metrics file it tails, the cluster's progress, one line.
+
+The cluster's progress is the ODH controller's annotation or ``status.trainerStatus`` (:mod:`..pod.trainer_status`).
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.pod import metrics, progress_server
+from components.training.finetuning.pod import metrics
+
+#: Where the ODH controller copies the JSON the rank-0 pod serves (:mod:`..pod.progress_server`).
+TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
 
 
 class MetricsTail:
@@ -38,6 +45,66 @@ class MetricsTail:
         return self.last
 
 
+def trainer_status(job: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The job's progress as the cluster reports it: the ODH annotation's JSON, else ``status.trainerStatus``.
+
+    Args:
+        job: The TrainJob (or PyTorchJob) as the API returns it.
+
+    Returns:
+        The progress dict (``{}`` when neither is present or the annotation is not a JSON object).
+    """
+    job = job or {}
+    text = ((job.get("metadata") or {}).get("annotations") or {}).get(TRAINER_STATUS_ANNOTATION)
+    if text:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and value:
+            return value
+    return dict((job.get("status") or {}).get("trainerStatus") or {})
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def status_record(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A :func:`trainer_status` result as a step record plus ``percent`` and ``eta_seconds`` (``{}`` without a step).
+
+    Reads both shapes: RHOAI's :class:`~..pod.trainer_status.ProgressStatus` and upstream Kubeflow Trainer's
+    ``status.trainerStatus`` (``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics`` as name/value
+    strings, named as :func:`~..pod.trainer_status.kubeflow_metrics` and transformers' ``KubeflowCallback`` name them).
+
+    Returns:
+        Keys ``step``, ``total_steps``, ``epoch``, ``loss``, ``lr``, ``percent``, ``eta_seconds`` (None when unknown).
+    """
+    if isinstance(status.get("currentStep"), (int, float)):
+        train = status.get("trainMetrics") or {}
+        step, total, epoch = status["currentStep"], status.get("totalSteps"), status.get("currentEpoch")
+        loss, lr = train.get("loss"), train.get("learning_rate")
+    else:
+        named = {str(m.get("name")): m.get("value") for m in status.get("metrics") or [] if isinstance(m, Mapping)}
+        step = _float(named.get("current_step"))
+        if step is None:
+            return {}
+        total, epoch = _float(named.get("total_steps")), _float(named.get("current_epoch"))
+        loss, lr = _float(named.get("loss")), _float(named.get("learning_rate"))
+    return {
+        "step": int(step),
+        "total_steps": int(total) if total else None,
+        "epoch": epoch,
+        "loss": loss,
+        "lr": lr,
+        "percent": status.get("progressPercentage"),
+        "eta_seconds": status.get("estimatedRemainingSeconds"),
+    }
+
+
 def format_duration(seconds: float) -> str:
     """``1h02m03s`` or ``2m03s``."""
     seconds = int(max(seconds, 0))
@@ -49,14 +116,14 @@ def format_duration(seconds: float) -> str:
 _SHOWN = {"epoch": "epoch {:.2f}", "loss": "loss {:.4f}", "lr": "lr {:.2e}", "tokens_per_second": "{:.0f} tok/s"}
 
 
-def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
+def progress_line(phase: str, status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     """One progress line, e.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | ETA 3m12s``.
 
-    The trainer status (:func:`~..pod.progress_server.trainer_status`) wins over the metrics-file ``record`` when it
+    The trainer ``status`` (:func:`trainer_status`) wins over the metrics-file ``record`` when it
     carries steps; upstream Kubeflow Trainer's shape (percentage, ``metrics``) is shown only when there is no record.
     """
     parts = [phase]
-    record = progress_server.status_record(trainer_status) or record
+    record = status_record(status) or record
     if record:
         step, total = record.get("step"), record.get("total_steps")
         percent = record.get("percent")
@@ -73,10 +140,10 @@ def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping
             parts.append(f"ETA {format_duration(eta)}")
         elif total and step and isinstance(elapsed, (int, float)) and step < total:
             parts.append(f"ETA {format_duration(elapsed / step * (total - step))}")
-    elif trainer_status:
-        if trainer_status.get("progressPercentage") is not None:
-            parts.append(f"{trainer_status['progressPercentage']}%")
-        parts += [f"{metric.get('name')} {metric.get('value')}" for metric in trainer_status.get("metrics") or []]
-        if trainer_status.get("estimatedRemainingSeconds") is not None:
-            parts.append(f"ETA {format_duration(trainer_status['estimatedRemainingSeconds'])}")
+    elif status:
+        if status.get("progressPercentage") is not None:
+            parts.append(f"{status['progressPercentage']}%")
+        parts += [f"{metric.get('name')} {metric.get('value')}" for metric in status.get("metrics") or []]
+        if status.get("estimatedRemainingSeconds") is not None:
+            parts.append(f"ETA {format_duration(status['estimatedRemainingSeconds'])}")
     return " | ".join(parts)

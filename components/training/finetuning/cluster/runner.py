@@ -32,10 +32,9 @@ from components.training.finetuning.cluster.lifecycle import (
     submit,
     wrap_up,
 )
-from components.training.finetuning.cluster.progress import MetricsTail
+from components.training.finetuning.cluster.progress import MetricsTail, trainer_status
 from components.training.finetuning.cluster.signals import Cancelled, cancel_on_signals, signals_ignored
 from components.training.finetuning.cluster.state import JobSettings, JobState, run_deadline
-from components.training.finetuning.pod import progress_server
 
 __all__ = ["JobResult", "run_job"]
 
@@ -129,7 +128,7 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
         namespace=client.namespace,
         reattached=state.reattached,
         duration_seconds=settings.clock() - state.started_at,
-        last_progress=progress_server.trainer_status(state.job) or dict(state.metrics.last),
+        last_progress=trainer_status(state.job) or dict(state.metrics.last),
         deleted=deleted,
     )
 

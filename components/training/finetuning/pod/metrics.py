@@ -233,33 +233,6 @@ def read_metrics(path: Path, num_epochs: int | None = None) -> list[StepRecord]:
     return records
 
 
-def summarize(records: list[StepRecord], train_seconds: float | None = None) -> dict[str, float]:
-    """The KFP metrics of a run: final and minimum loss, steps, training time and the last tokens/s.
-
-    Args:
-        records: Normalised step records (non-empty).
-        train_seconds: Wall-clock training time measured by the caller; defaults to the last record's ``time``.
-
-    Returns:
-        ``final_loss``, ``min_loss``, ``steps``, ``train_seconds`` and, when any record has it,
-        ``tokens_per_second`` (the last value logged, not the first).
-    """
-    if not records:
-        raise MetricsFileError("no step records to summarise")
-    summary = {
-        "final_loss": float(records[-1]["loss"]),
-        "min_loss": float(min(record["loss"] for record in records)),
-        "steps": float(max(record["step"] for record in records)),
-    }
-    seconds = train_seconds if train_seconds is not None else records[-1].get("time")
-    if seconds is not None:
-        summary["train_seconds"] = float(seconds)
-    rates = [record["tokens_per_second"] for record in records if record.get("tokens_per_second") is not None]
-    if rates:
-        summary["tokens_per_second"] = float(rates[-1])
-    return summary
-
-
 def read_reward_history(ckpt_dir: Path) -> list[float]:
     """The mean reward per iteration of a Training Hub GRPO run (``[]`` when it wrote none).
 

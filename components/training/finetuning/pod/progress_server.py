@@ -1,14 +1,17 @@
-"""Training progress for the OpenShift AI dashboard: a small HTTP server in the rank-0 training pod.
+"""Training progress for the OpenShift AI dashboard and Kubeflow Trainer, published by the rank-0 training pod.
 
-The ODH controller polls it and copies the JSON (:class:`ProgressTracker`, from the metrics files of :mod:`.metrics`)
-into the TrainJob's annotation; the percentage stays at most 99 until training has returned. Nothing here may break
-training: a failure is logged once and training goes on. Standard library only.
+:class:`ProgressTracker` follows Training Hub's metrics file (:mod:`.metrics`) into the progress record
+(:class:`~.trainer_status.ProgressStatus`); :class:`ProgressServer` serves it over HTTP, where the ODH controller
+polls it into the TrainJob's ``trainer.opendatahub.io/trainerStatus`` annotation, and hands it to Kubeflow Trainer's
+status endpoint where the pod has one (:mod:`.trainer_status`). The percentage stays at most 99 until training has
+returned. Nothing here may break training: a failure is logged once and training goes on. Standard library only.
+
+Why the metrics file and not Training Hub's callbacks (0.9.8+): the component README, "Progress".
 """
 
 from __future__ import annotations
 
 import collections
-import functools
 import json
 import math
 import os
@@ -22,18 +25,13 @@ from typing import Any
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod import trainer_status as status_module
 
-#: The progress record's readers, from :mod:`.trainer_status` (the cluster client reads them through this module).
-trainer_status = status_module.trainer_status
-status_record = status_module.status_record
-TRAINER_STATUS_ANNOTATION = status_module.TRAINER_STATUS_ANNOTATION
-
 TERMINATION_LOG = "/dev/termination-log"
 INIT_LINE = "[Kubeflow] Initializing Training Hub progression tracking"
 #: Raw metric names (any Training Hub backend) -> the ``trainMetrics`` key they fill; the first one present wins.
+#: instructlab-training's ``overall_throughput`` is samples per second too.
 _TRAIN_METRIC_SOURCES = {
     "grad_norm": ("grad_norm", "gradnorm", "total_grad_norm"),
     "train_loss": ("train_loss",),
-    # instructlab-training's overall_throughput is samples per second too
     "throughput_samples_sec": (
         "throughput_samples_sec",
         "train_samples_per_second",
@@ -49,7 +47,7 @@ _KEPT_LINES = 2000
 
 
 class ProgressTracker:
-    """Follows Training Hub's metrics JSONL incrementally and turns it into the dashboard's progress JSON.
+    """Follows Training Hub's metrics JSONL incrementally and turns it into the progress record.
 
     The step total is the run's own: ``max_steps`` when the run stops by steps, else the backend's total (LoRA's
     ``max_steps``) or its steps per epoch times the run's ``num_epochs``; before the first step is logged it is
@@ -85,47 +83,43 @@ class ProgressTracker:
         self.clock = clock
         self.finished = False
         self._tail = metrics_module.JsonlTail()
-        # Recent lines only (a long run's log would otherwise stay in the training process's memory); the ETA needs
-        # no more, and the latest extra metrics are kept as lines arrive.
+        # Recent lines only (a long run's log would otherwise stay in the training process's memory); the extra
+        # metrics are kept as lines arrive.
         self._raw: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEPT_LINES)
         self._train_extra: dict[str, float] = {}
         self._eval: dict[str, float] = {}
         self._seen: collections.deque[tuple[float, int]] = collections.deque(maxlen=_ETA_WINDOW)
         self._lock = threading.Lock()
 
-    def _metrics_file(self) -> Path | None:
-        if self.path.is_file():
-            return self.path
-        try:
-            self.path = metrics_module.find_metrics_file(self.ckpt_dir)
-        except metrics_module.MetricsFileError:
-            return None
-        return self.path
-
     def _read_new_lines(self) -> None:
-        path = self._metrics_file()
-        if path is None:
-            return
-        for value in self._tail.read_new(path):
-            self._raw.append(value)
-            self._note_extra_metrics(value)
+        if not self.path.is_file():
+            try:
+                self.path = metrics_module.find_metrics_file(self.ckpt_dir)
+            except metrics_module.MetricsFileError:
+                return
+        for raw in self._tail.read_new(self.path):
+            self._raw.append(raw)
+            for name, keys in _TRAIN_METRIC_SOURCES.items():
+                if (value := metrics_module.first_number(raw, *keys)) is not None:
+                    self._train_extra[name] = value
+            for key in raw:
+                name = _EVAL_ALIASES.get(key, key)
+                if name.startswith("eval_") and (value := metrics_module.first_number(raw, key)) is not None:
+                    self._eval[name] = value
 
     def _total_steps(self, record: Mapping[str, Any]) -> int | None:
-        if self.max_steps:
-            return self.max_steps
-        if record.get("total_steps"):
-            return int(record["total_steps"])
-        rows = (
-            metrics_module.first_number(self._raw[-1], "total_samples") if self._raw else None
-        )  # instructlab-training: the dataset
-        if not rows and self.dataset_path and self.dataset_rows is None:
-            self.dataset_rows = _rows(self.dataset_path)  # once, on the first poll (never delays training's start)
+        if self.max_steps or record.get("total_steps"):
+            return int(self.max_steps or record["total_steps"])
+        rows = metrics_module.first_number(self._raw[-1], "total_samples") if self._raw else None  # instructlab
+        if not rows and self.dataset_path and self.dataset_rows is None:  # once, on a poll: never delays training
+            self.dataset_rows = _rows(self.dataset_path)
         rows = rows or self.dataset_rows
         if rows and self.effective_batch_size:
             return math.ceil(rows / self.effective_batch_size) * max(self.total_epochs, 1)
         return None
 
-    def _seconds_per_step(self, records: list[dict[str, Any]]) -> float | None:
+    def _seconds_per_step(self, records: list[metrics_module.StepRecord]) -> float | None:
+        """From the logged times of recent steps, else the wall time between polls, else the first step's time."""
         recent = [r for r in records[-_ETA_WINDOW:] if isinstance(r.get("time"), (int, float))]
         if len(recent) >= 2 and recent[-1]["step"] > recent[0]["step"]:
             return max(recent[-1]["time"] - recent[0]["time"], 0.0) / (recent[-1]["step"] - recent[0]["step"])
@@ -136,17 +130,8 @@ class ProgressTracker:
             return recent[-1]["time"] / recent[-1]["step"]
         return None
 
-    def _note_extra_metrics(self, raw: Mapping[str, Any]) -> None:
-        for name, keys in _TRAIN_METRIC_SOURCES.items():
-            if (value := metrics_module.first_number(raw, *keys)) is not None:
-                self._train_extra[name] = value
-        for key in raw:
-            name = _EVAL_ALIASES.get(key, key)
-            if name.startswith("eval_") and (value := metrics_module.first_number(raw, key)) is not None:
-                self._eval[name] = value
-
     def status(self) -> status_module.ProgressStatus:
-        """The progress JSON now (reads what was appended since the last call)."""
+        """The progress record now (reads what was appended since the last call)."""
         with self._lock:
             self._read_new_lines()
             records = metrics_module.normalize_records(list(self._raw), self.total_epochs)
@@ -156,14 +141,13 @@ class ProgressTracker:
             if record and (not self._seen or self._seen[-1][1] != step):
                 self._seen.append((self.clock(), step))
             total = self._total_steps(record)
+            percentage, remaining = 0, None
             if self.finished:
                 percentage, remaining = 100, 0
             elif total:
                 percentage = min(99, max(0, int(100 * step / total)))
-                per_step = self._seconds_per_step(records)
-                remaining = None if per_step is None else max(0, round(per_step * (total - step)))
-            else:
-                percentage, remaining = 0, None
+                if (per_step := self._seconds_per_step(records)) is not None:
+                    remaining = max(0, round(per_step * (total - step)))
             if total and self.total_epochs:
                 epoch = min(step / total, 1.0) * self.total_epochs
             else:
@@ -181,43 +165,38 @@ class ProgressTracker:
             }
 
     def finish(self) -> status_module.ProgressStatus:
-        """Marks training as returned (100 %, no time left) and returns the final JSON."""
+        """Marks training as returned (100 %, no time left) and returns the final record."""
         self.finished = True
         return self.status()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def __init__(self, server_ref: ProgressServer, *args: Any, **kwargs: Any) -> None:
-        self.progress = server_ref
-        super().__init__(*args, **kwargs)
-
-    def do_GET(self) -> None:  # noqa: N802 - the http.server naming
-        body = json.dumps(self.progress.current()).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence per-request access logs
-        return
-
-
 class ProgressServer:
-    """Serves a :class:`ProgressTracker`'s JSON on every GET path, from a daemon thread; never raises.
+    """Publishes a :class:`ProgressTracker`'s record while training runs; never raises.
+
+    It serves the record on every GET path from a daemon thread (``port`` set) and hands it to a Kubeflow Trainer
+    status reporter (``kubeflow`` set); :meth:`stop` publishes the final record to both and to the termination log.
 
     Args:
         tracker: The tracker.
-        port: The TCP port (all interfaces: the controller connects to the pod IP).
+        port: The TCP port (all interfaces: the controller connects to the pod IP); None: no HTTP server.
         log: Where the initialisation line and the one warning go.
         host: The address to bind (``""``: all interfaces).
+        kubeflow: The running :class:`~.trainer_status.KubeflowStatusReporter`, if any.
     """
 
-    def __init__(self, tracker: ProgressTracker, port: int, log: Callable[[str], None] = print, host: str = ""):
+    def __init__(
+        self,
+        tracker: ProgressTracker,
+        port: int | None,
+        log: Callable[[str], None] = print,
+        host: str = "",
+        kubeflow: status_module.KubeflowStatusReporter | None = None,
+    ) -> None:
         self.tracker = tracker
         self.port = port
         self.host = host
         self.log = log
+        self.kubeflow = kubeflow
         self.warned = False
         self.last: dict[str, Any] = {}
         self.httpd: ThreadingHTTPServer | None = None
@@ -232,18 +211,34 @@ class ProgressServer:
             )
 
     def current(self) -> dict[str, Any]:
-        """The tracker's JSON, or the last good one when building it failed."""
+        """The tracker's record, or the last good one when building it failed."""
         try:
-            self.last = self.tracker.status()
+            self.last = dict(self.tracker.status())
         except Exception as error:  # noqa: BLE001 - a progress report must never break training
             self.warn_once("reading the metrics file failed", error)
         return self.last
 
     def start(self) -> bool:
         """Binds the port and serves in a daemon thread; returns False (after one warning) when it cannot."""
+        if self.port is None:
+            return False
         self.log(INIT_LINE)
+        progress = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server naming
+                body = json.dumps(progress.current()).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - no per-request access logs
+                return
+
         try:
-            self.httpd = ThreadingHTTPServer((self.host, self.port), functools.partial(_Handler, self))
+            self.httpd = ThreadingHTTPServer((self.host, self.port), Handler)
         except Exception as error:  # noqa: BLE001 - e.g. the port is taken
             self.warn_once(f"cannot serve on port {self.port}", error)
             return False
@@ -253,49 +248,30 @@ class ProgressServer:
         return True
 
     def stop(self, succeeded: bool, termination_log: str = TERMINATION_LOG) -> dict[str, Any]:
-        """Publishes the final JSON (100 % when ``succeeded``), writes it to the termination log, stops serving."""
+        """Publishes the final record (100 % when ``succeeded``) everywhere, stops serving; returns the record."""
         try:
-            final = self.tracker.finish() if succeeded else self.tracker.status()
-            self.last = final
-            if os.path.isfile(termination_log) and os.access(termination_log, os.W_OK):  # the container's own file
-                Path(termination_log).write_text(json.dumps(final), encoding="utf-8")
+            self.last = dict(self.tracker.finish() if succeeded else self.tracker.status())
+            if self.port is not None and os.path.isfile(termination_log) and os.access(termination_log, os.W_OK):
+                Path(termination_log).write_text(json.dumps(self.last), encoding="utf-8")  # the container's own file
         except Exception as error:  # noqa: BLE001
             self.warn_once("writing the final progress failed", error)
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
+        try:
+            if self.kubeflow is not None:
+                self.kubeflow.stop(self.last)
+        except Exception as error:  # noqa: BLE001 - progress reporting must never fail the training
+            self.warn_once("the final Kubeflow Trainer status update failed", error)
         return self.last
 
 
-def _rows(path: str | None) -> int:
-    if not path or not os.path.isfile(path):
+def _rows(path: str) -> int:
+    if not os.path.isfile(path):
         return 0
     with open(path, "rb") as handle:
         return sum(1 for line in handle if line.strip())
-
-
-class RunProgress:
-    """What the rank-0 pod publishes while training runs: the dashboard's server and/or Kubeflow Trainer updates."""
-
-    def __init__(self, tracker: ProgressTracker, server: ProgressServer | None, kubeflow: Any, log: Callable) -> None:
-        self.tracker = tracker
-        self.server = server
-        self.kubeflow = kubeflow
-        self.log = log
-
-    def stop(self, succeeded: bool, termination_log: str = TERMINATION_LOG) -> dict[str, Any]:
-        """Publishes the final progress (100 % when ``succeeded``) everywhere; never raises."""
-        final: dict[str, Any] = {}
-        if self.server is not None:
-            final = self.server.stop(succeeded, termination_log)
-        try:
-            final = final or dict(self.tracker.finish() if succeeded else self.tracker.status())
-            if self.kubeflow is not None:
-                self.kubeflow.stop(final)
-        except Exception as error:  # noqa: BLE001 - progress reporting must never fail the training
-            self.log(f"WARNING: the final progress update failed ({type(error).__name__}: {error})")
-        return final
 
 
 def start_for_run(
@@ -303,21 +279,18 @@ def start_for_run(
     node_rank: int,
     log: Callable[[str], None] = print,
     env: Mapping[str, str] | None = None,
-) -> RunProgress | None:
+) -> ProgressServer | None:
     """Starts progress publishing for a run, on node rank 0 only.
 
     RHOAI's progress server (run config ``progress``: ``enabled``, ``port``) and, when the pod has Kubeflow
-    Trainer's status variables, status updates there.
-
-    Never raises: a failure is logged once and training goes on without it.
+    Trainer's status variables, status updates there. Never raises: a failure is logged once and training goes on.
 
     Returns:
-        The :class:`RunProgress`, or None (another node, nothing enabled, error).
+        The started :class:`ProgressServer`, or None (another node, nothing enabled, error).
     """
     settings = run_config.progress
     env = os.environ if env is None else env
-    wants_kubeflow = bool(env.get(status_module.SERVER_URL_ENV))
-    if node_rank != 0 or not (settings.enabled or wants_kubeflow):
+    if node_rank != 0 or not (settings.enabled or env.get(status_module.SERVER_URL_ENV)):
         return None
     try:
         hp = run_config.hyperparameters
@@ -329,12 +302,10 @@ def start_for_run(
             max_steps=hp.max_steps,
             dataset_path=run_config.data_path,
         )
-        server = None
-        if settings.enabled:
-            server = ProgressServer(tracker, settings.port, log)
-            server.start()  # when the port is taken it warns; stop() still writes the termination log
         kubeflow = status_module.start_reporting(env, node_rank, tracker.status, log)
-        return RunProgress(tracker, server, kubeflow, log)
+        server = ProgressServer(tracker, settings.port if settings.enabled else None, log, kubeflow=kubeflow)
+        server.start()  # when the port is taken it warns; stop() still writes the termination log
+        return server
     except Exception as error:  # noqa: BLE001 - progress reporting must never stop training
         log(f"WARNING: progress tracking could not start ({type(error).__name__}: {error}); training goes on")
         return None

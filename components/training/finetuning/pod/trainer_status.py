@@ -1,10 +1,10 @@
-"""Training progress as the cluster sees it: the progress record, Kubeflow Trainer's status endpoint, reading it back.
+"""Rank 0's progress record, and its updates to Kubeflow Trainer's status endpoint.
 
-RHOAI's controller polls the rank-0 pod's progress server (:mod:`.progress_server`) into the
-``trainer.opendatahub.io/trainerStatus`` annotation; upstream Kubeflow Trainer (>= 2.2, ``TrainJobRuntimeStatus``)
-injects :data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV` and :data:`TOKEN_ENV`, and what rank 0 POSTs there
-(:class:`KubeflowStatusReporter`, through the Kubeflow SDK where the image has it) fills ``status.trainerStatus``.
-The KFP step reads either back (:func:`trainer_status`, :func:`status_record`). Standard library only.
+Upstream Kubeflow Trainer (>= 2.2, ``TrainJobRuntimeStatus``) injects :data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV`
+and :data:`TOKEN_ENV`; what rank 0 POSTs there fills ``status.trainerStatus``. It is sent through the Kubeflow
+SDK's ``update_trainjob_status`` where the image has the SDK, else through the standard library with the same body,
+throttle and limits (the training images RHOAI ships need not have the SDK). The launcher reads it back
+(:mod:`..cluster.progress`). Standard library only.
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ TOKEN_ENV = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 MIN_INTERVAL_SECONDS = 5.0
 #: The SDK's limit on metrics per update.
 MAX_METRICS = 256
-_TOKEN_TTL_SECONDS = 300.0
-#: Where the ODH controller copies the served JSON.
-TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
 
 
 class ProgressStatus(TypedDict):
@@ -58,8 +55,7 @@ class ProgressStatus(TypedDict):
 
 def kubeflow_metrics(status: Mapping[str, Any]) -> dict[str, float | int]:
     """The ``metrics`` of a Kubeflow status update, named as transformers' ``KubeflowCallback`` names them."""
-    values: dict[str, float | int] = dict(status.get("trainMetrics") or {})
-    values.update(status.get("evalMetrics") or {})
+    values: dict[str, float | int] = {**(status.get("trainMetrics") or {}), **(status.get("evalMetrics") or {})}
     values["current_step"] = status.get("currentStep") or 0
     if status.get("totalSteps"):
         values["total_steps"] = status["totalSteps"]
@@ -75,8 +71,7 @@ def kubeflow_payload(status: Mapping[str, Any]) -> dict[str, Any]:
         trainer["progressPercentage"] = max(0, min(100, int(status["progressPercentage"])))
     if status.get("estimatedRemainingSeconds") is not None:
         trainer["estimatedRemainingSeconds"] = max(0, int(status["estimatedRemainingSeconds"]))
-    metrics = list(kubeflow_metrics(status).items())[:MAX_METRICS]
-    if metrics:
+    if metrics := list(kubeflow_metrics(status).items())[:MAX_METRICS]:
         trainer["metrics"] = [{"name": str(name), "value": str(value)} for name, value in metrics]
     return {"trainerStatus": trainer}
 
@@ -95,7 +90,7 @@ class KubeflowStatusReporter:
     Args:
         env: The pod's environment (:data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV`, :data:`TOKEN_ENV`).
         use_sdk: Send through ``kubeflow.trainer.update_trainjob_status`` when importable (None: when importable).
-        clock: Monotonic clock (throttling, token cache).
+        clock: Monotonic clock (the throttle).
         log: Where the one warning goes.
     """
 
@@ -106,17 +101,16 @@ class KubeflowStatusReporter:
         clock: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] = print,
     ) -> None:
-        self.url = env.get(SERVER_URL_ENV, "")
-        self.ca_file = env.get(CA_CERT_ENV, "")
-        self.token_file = env.get(TOKEN_ENV, "")
+        self.url, self.ca_file, self.token_file = (
+            env.get(name, "") for name in (SERVER_URL_ENV, CA_CERT_ENV, TOKEN_ENV)
+        )
         self.sdk = _sdk_update() if use_sdk is not False else None
         self.clock = clock
         self.log = log
         self.warned = False
-        self.sent = 0
         self._last_sent: float | None = None
-        self._token: tuple[str, float] | None = None
-        self._context: ssl.SSLContext | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def warn_once(self, what: str) -> None:
         """Logs the first failure only; training goes on either way."""
@@ -124,42 +118,60 @@ class KubeflowStatusReporter:
             self.warned = True
             self.log(f"WARNING: Kubeflow Trainer status update failed ({what}); training goes on")
 
-    def _read_token(self) -> str | None:
-        now = self.clock()
-        if self._token and now - self._token[1] < _TOKEN_TTL_SECONDS:
-            return self._token[0]
+    def _post(self, status: Mapping[str, Any]) -> bool:
+        """The SDK's request with the standard library: the projected token (read each time: it rotates), TLS."""
         try:
             with open(self.token_file, encoding="utf-8") as handle:
                 token = handle.read().strip()
         except OSError as error:
             self.warn_once(f"cannot read the token file {self.token_file}: {error.strerror}")
-            return None
-        self._token = (token, now)
-        return token or None
-
-    def _ssl_context(self) -> ssl.SSLContext:
-        if self._context is None:
-            cafile = self.ca_file if self.ca_file and os.path.exists(self.ca_file) else None
-            self._context = ssl.create_default_context(cafile=cafile)
-        return self._context
-
-    def _post(self, status: Mapping[str, Any]) -> bool:
-        token = self._read_token()
+            return False
         if not token:
             return False
-        body = json.dumps(kubeflow_payload(status)).encode()
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        body = json.dumps(kubeflow_payload(status)).encode()
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        context = ssl.create_default_context(cafile=self.ca_file if os.path.exists(self.ca_file) else None)
         try:
-            with urllib.request.urlopen(request, timeout=5, context=self._ssl_context()) as response:
+            with urllib.request.urlopen(request, timeout=5, context=context) as response:
                 return response.status == 200
         except Exception as error:  # noqa: BLE001 - a status update must never break training
             self.warn_once(f"{type(error).__name__}: {error}")
             return False
 
+    def _send_with_sdk(self, status: Mapping[str, Any]) -> bool:
+        try:
+            return bool(
+                self.sdk(
+                    progress_percent=status.get("progressPercentage"),
+                    estimated_remaining_seconds=status.get("estimatedRemainingSeconds"),
+                    metrics=kubeflow_metrics(status),
+                )
+            )
+        except Exception as error:  # noqa: BLE001 - the SDK says it never raises; be sure
+            self.warn_once(f"{type(error).__name__}: {error}")
+            return False
+
+    def report(self, status: Mapping[str, Any], force: bool = False) -> bool:
+        """Sends ``status`` unless the last update is under :data:`MIN_INTERVAL_SECONDS` old (``force``: waits).
+
+        Returns:
+            Whether the endpoint accepted it (False when throttled, unset or failing).
+        """
+        if not self.url:
+            return False
+        if self._last_sent is not None and (wait := MIN_INTERVAL_SECONDS - (self.clock() - self._last_sent)) > 0:
+            if not force:
+                return False
+            time.sleep(wait)  # the SDK throttles the same way
+        accepted = self._send_with_sdk(status) if self.sdk is not None else self._post(status)
+        if force and not accepted and self.sdk is not None:  # the SDK's process-wide throttle may drop the final one
+            accepted = self._post(status)
+        self._last_sent = self.clock()
+        return accepted
+
     def start(self, source: Callable[[], Mapping[str, Any]]) -> KubeflowStatusReporter:
         """Reports ``source()`` every :data:`MIN_INTERVAL_SECONDS` from a daemon thread until :meth:`stop`."""
-        self._stop = threading.Event()
 
         def run() -> None:
             while not self._stop.wait(MIN_INTERVAL_SECONDS):
@@ -175,41 +187,9 @@ class KubeflowStatusReporter:
     def stop(self, final: Mapping[str, Any]) -> bool:
         """Stops the thread and sends ``final`` (waiting out the throttle)."""
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
         return self.report(final, force=True)
-
-    def report(self, status: Mapping[str, Any], force: bool = False) -> bool:
-        """Sends ``status`` unless the last update is under :data:`MIN_INTERVAL_SECONDS` old (``force``: waits).
-
-        Returns:
-            Whether the endpoint accepted it (False when throttled, unset or failing).
-        """
-        if not self.url:
-            return False
-        now = self.clock()
-        if self._last_sent is not None and now - self._last_sent < MIN_INTERVAL_SECONDS:
-            if not force:
-                return False
-            time.sleep(MIN_INTERVAL_SECONDS - (now - self._last_sent))  # the SDK throttles the same way
-        try:
-            if self.sdk is not None:
-                accepted = bool(
-                    self.sdk(
-                        progress_percent=status.get("progressPercentage"),
-                        estimated_remaining_seconds=status.get("estimatedRemainingSeconds"),
-                        metrics=kubeflow_metrics(status),
-                    )
-                )
-            else:
-                accepted = self._post(status)
-        except Exception as error:  # noqa: BLE001 - the SDK says it never raises; be sure
-            self.warn_once(f"{type(error).__name__}: {error}")
-            accepted = False
-        if force and not accepted and self.sdk is not None:  # the SDK's process-wide throttle may drop the final one
-            accepted = self._post(status)
-        self._last_sent = self.clock()
-        self.sent += accepted
-        return accepted
 
 
 def start_reporting(
@@ -222,64 +202,3 @@ def start_reporting(
     via = "the Kubeflow SDK" if reporter.sdk else "the standard library"
     log(f"[Kubeflow] Reporting training progress to {env[SERVER_URL_ENV]} (via {via})")
     return reporter.start(source)
-
-
-# -- the KFP step's side: reading the progress back from the job -----------------------------------------------------
-def trainer_status(job: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The job's progress as the cluster reports it: the ODH annotation's JSON, else ``status.trainerStatus``.
-
-    Args:
-        job: The TrainJob (or PyTorchJob) as the API returns it.
-
-    Returns:
-        The progress dict (``{}`` when neither is present or the annotation is not a JSON object).
-    """
-    job = job or {}
-    text = ((job.get("metadata") or {}).get("annotations") or {}).get(TRAINER_STATUS_ANNOTATION)
-    if text:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = None
-        if isinstance(value, dict) and value:
-            return value
-    return dict((job.get("status") or {}).get("trainerStatus") or {})
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def status_record(status: Mapping[str, Any]) -> dict[str, Any]:
-    """A :func:`trainer_status` result as a step record plus ``percent`` and ``eta_seconds`` (``{}`` without a step).
-
-    Reads both shapes: RHOAI's :class:`ProgressStatus` and upstream Kubeflow Trainer's ``status.trainerStatus``
-    (``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics`` as name/value strings, named as
-    :func:`kubeflow_metrics` and transformers' ``KubeflowCallback`` name them).
-
-    Returns:
-        Keys ``step``, ``total_steps``, ``epoch``, ``loss``, ``lr``, ``percent``, ``eta_seconds`` (None when unknown).
-    """
-    if isinstance(status.get("currentStep"), (int, float)):
-        train = status.get("trainMetrics") or {}
-        step, total, epoch = status["currentStep"], status.get("totalSteps"), status.get("currentEpoch")
-        loss, lr = train.get("loss"), train.get("learning_rate")
-    else:
-        named = {str(m.get("name")): m.get("value") for m in status.get("metrics") or [] if isinstance(m, Mapping)}
-        step = _float(named.get("current_step"))
-        if step is None:
-            return {}
-        total, epoch = _float(named.get("total_steps")), _float(named.get("current_epoch"))
-        loss, lr = _float(named.get("loss")), _float(named.get("learning_rate"))
-    return {
-        "step": int(step),
-        "total_steps": int(total) if total else None,
-        "epoch": epoch,
-        "loss": loss,
-        "lr": lr,
-        "percent": status.get("progressPercentage"),
-        "eta_seconds": status.get("estimatedRemainingSeconds"),
-    }

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning.cluster.progress import progress_line
+from components.training.finetuning.cluster.progress import progress_line, status_record
+from components.training.finetuning.cluster.progress import trainer_status as cluster_status
 from components.training.finetuning.pod import progress_server, trainer_status
 from components.training.finetuning.tests.real_metrics_writers import write_metrics
 from tests.harness.requests import pod_run_config
@@ -182,9 +183,9 @@ def test_rank_zero_reports_the_runs_progress_and_the_launcher_reads_it_back(endp
     sent = endpoint.bodies[-1]["trainerStatus"]
     assert sent["progressPercentage"] == 100 and sent["estimatedRemainingSeconds"] == 0
     job = {"status": {"trainerStatus": {**sent, "progressPercentage": 60, "estimatedRemainingSeconds": 95}}}
-    record = trainer_status.status_record(trainer_status.trainer_status(job))
+    record = status_record(cluster_status(job))
     assert (record["step"], record["total_steps"], record["loss"]) == (10, 10, 1.6)
-    assert progress_line("Running", trainer_status.trainer_status(job), {}) == (
+    assert progress_line("Running", cluster_status(job), {}) == (
         "Running | step 10/10 (60%) | epoch 2.00 | loss 1.6000 | lr 2.00e-05 | ETA 1m35s"
     )
 

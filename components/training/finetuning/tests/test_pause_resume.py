@@ -10,9 +10,9 @@ import pytest
 from kubernetes import client
 
 from components.training.finetuning.cluster.errors import JobFailed
+from components.training.finetuning.cluster.progress import TRAINER_STATUS_ANNOTATION
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.pod.progress_server import TRAINER_STATUS_ANNOTATION
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
 from tests.harness.requests import job_spec, run_job
 

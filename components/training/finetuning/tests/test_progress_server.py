@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from components.training.finetuning import launch
+from components.training.finetuning.cluster import progress as cluster_progress
 from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
@@ -277,14 +278,14 @@ def test_settings_are_checked_with_the_rule_and_the_value():
 def test_the_trainer_status_annotation_wins_over_the_status_field():
     odh = {"currentStep": 3, "totalSteps": 6, "trainMetrics": {"loss": 0.5}, "progressPercentage": 50}
     job = {
-        "metadata": {"annotations": {progress_server.TRAINER_STATUS_ANNOTATION: json.dumps(odh)}},
+        "metadata": {"annotations": {cluster_progress.TRAINER_STATUS_ANNOTATION: json.dumps(odh)}},
         "status": {"trainerStatus": {"progressPercentage": 10}},
     }
-    assert progress_server.trainer_status(job) == odh
-    assert progress_server.status_record(odh)["step"] == 3 and progress_server.status_record(odh)["percent"] == 50
-    job["metadata"]["annotations"][progress_server.TRAINER_STATUS_ANNOTATION] = "not json"
-    assert progress_server.trainer_status(job) == {"progressPercentage": 10}
-    assert progress_server.status_record({"progressPercentage": 10}) == {}
+    assert cluster_progress.trainer_status(job) == odh
+    assert cluster_progress.status_record(odh)["step"] == 3 and cluster_progress.status_record(odh)["percent"] == 50
+    job["metadata"]["annotations"][cluster_progress.TRAINER_STATUS_ANNOTATION] = "not json"
+    assert cluster_progress.trainer_status(job) == {"progressPercentage": 10}
+    assert cluster_progress.status_record({"progressPercentage": 10}) == {}
 
 
 # -- resume from the newest complete checkpoint --------------------------------------------------------------------
@@ -360,3 +361,25 @@ def test_the_step_total_is_the_runs_own(tmp_path):
     assert (status["totalSteps"], status["progressPercentage"], status["currentEpoch"]) == (12, 25, 0.5)
     limited = ProgressTracker(tmp_path, "osft", total_epochs=2, max_steps=4, dataset_path=str(data))
     assert limited.status()["totalSteps"] == 4 and limited.status()["progressPercentage"] == 75
+
+
+def test_training_hubs_callbacks_lack_the_step_total_so_progress_follows_the_metrics_file(tmp_path):
+    """A ``TrainingHubCallback``'s context, built by Training Hub's own adapters (0.11.2; 0.9.8's alike): SFT's lacks
+    the steps per epoch, gradient norm and throughput, LoRA's ``max_steps`` (and its epoch is a whole number). Fails
+    once they are there: then a callback can replace the file readers (component README, "Progress records")."""
+    from instructlab.training.callbacks import TrainingContext
+    from training_hub import TrainingHubCallback
+    from training_hub.adapters.distributed import build_hub_context_from_native
+    from training_hub.adapters.unsloth import UnslothCallbackAdapter
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    native = TrainingContext(step=3, loss=1.3, learning_rate=1e-5, grad_norm=1.5, overall_throughput=12.5)
+    native.batch_metrics = {"total_samples": 16, "total_length": 1000, "num_loss_counted_tokens": 400}  # main_ds.py
+    sft = build_hub_context_from_native(native)
+    assert {*vars(sft), *sft.metrics} & {"num_epoch_steps", "total_steps", "grad_norm", "overall_throughput"} == set()
+    seen = []
+    recorder = type("Recorder", (TrainingHubCallback,), {"on_log": lambda self, context: seen.append(context)})
+    state = TrainerState(max_steps=4, is_world_process_zero=True, global_step=1, epoch=0.5)
+    args = TrainingArguments(output_dir=str(tmp_path), report_to="none")
+    UnslothCallbackAdapter(recorder()).on_log(args, state, TrainerControl(), logs={"loss": 2.0, "learning_rate": 1e-4})
+    assert {*vars(seen[0]), *seen[0].metrics} & {"max_steps", "total_steps"} == set() and seen[0].epoch == 0

@@ -75,7 +75,7 @@ def test_reads_what_the_real_writers_write_with_the_runs_step_total(algorithm, t
     if algorithm != "lora":  # the SFT/OSFT writers stamp each line; times count from the first step
         assert records[0]["time"] == 0.0 and records[-1]["time"] >= records[1]["time"] > 0
     if algorithm == "osft":
-        assert metrics.summarize(records)["tokens_per_second"] == 900.0
+        assert report.summarize(records)["tokens_per_second"] == 900.0
     # Without the run's epochs, a per-epoch count is not taken for a total (LoRA's line carries its own).
     unknown = metrics.read_metrics(tmp_path)[-1]["total_steps"]
     assert unknown == (20 if algorithm == "lora" else None)
@@ -91,8 +91,8 @@ def test_reads_lora_layout_and_skips_torn_last_line(tmp_path):
     assert records == [
         {"step": 5, "epoch": 0.5, "loss": 1.25, "lr": 2e-4, "tokens_per_second": None, "time": None, "total_steps": 10}
     ]
-    assert "tokens_per_second" not in metrics.summarize(records, train_seconds=7.0)
-    assert metrics.summarize(records, train_seconds=7.0)["train_seconds"] == 7.0
+    assert "tokens_per_second" not in report.summarize(records, train_seconds=7.0)
+    assert report.summarize(records, train_seconds=7.0)["train_seconds"] == 7.0
 
 
 def test_metrics_errors_name_the_file_and_line(tmp_path):
@@ -127,7 +127,7 @@ def test_report_embeds_png_params_and_trainjob(tmp_path):
     records = [{"step": s, "loss": 3.0 / s, "lr": 1e-3} for s in range(1, 6)]
     html = report.render_report(
         records,
-        metrics.summarize(records, 1.0),
+        report.summarize(records, 1.0),
         {"learning_rate": 1e-3, "lora_r": 8},
         {"algorithm": "lora", "base_model": "<tiny>", "job_name": "train-model-abc"},
     )
@@ -137,7 +137,7 @@ def test_report_embeds_png_params_and_trainjob(tmp_path):
     # Only the chosen algorithm's knobs: no LoRA or OSFT settings in an SFT report.
     settings = {"learning_rate": 1e-3, "lora_r": 8, "unfreeze_rank_ratio": 0.25, "fsdp_sharding_strategy": "FULL_SHARD"}
     sft = report.render_report(
-        records, metrics.summarize(records, 1.0), settings, {"algorithm": "sft", "base_model": "m"}
+        records, report.summarize(records, 1.0), settings, {"algorithm": "sft", "base_model": "m"}
     )
     assert "fsdp_sharding_strategy" in sft and "learning_rate" in sft
     assert "lora_r" not in sft and "unfreeze_rank_ratio" not in sft
