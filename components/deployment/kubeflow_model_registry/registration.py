@@ -141,6 +141,32 @@ def _recorded_run(version: Any) -> str:
     return str((version.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
 
 
+#: The end of a refusal whose fix is another name.
+_CHOOSE_ANOTHER = "choose another model_version (or leave it empty to derive one from the run)"
+
+
+def _taken(request: VersionRequest, version: Any, what: str, fix: str = _CHOOSE_ANOTHER) -> VersionTakenError:
+    """The refusal of ``version`` (``what`` it is; ``{runs}``: which run made it, and this run)."""
+    recorded = _recorded_run(version)
+    runs = f"pipeline run {recorded or '<none recorded>'}, not by this run {request.run.run_id or '<unknown>'}"
+    where = f"model {request.model_name!r} version {version.name!r} (id {version.id})"
+    return VersionTakenError(f"{where} {what.replace('{runs}', runs)}: {fix}", recorded)
+
+
+def _artifact_fields(request: VersionRequest) -> dict[str, Any]:
+    """The model artifact's fields besides its name and URI: format, storage key, and the run as its source."""
+    return dict(
+        model_format_name=request.model_format_name,
+        model_format_version=request.model_format_version,
+        storage_key=request.storage_key or None,
+        model_source_kind="kfp",
+        model_source_class="pipelinerun",
+        model_source_group=request.run.namespace or None,
+        model_source_id=request.run.run_id or None,
+        model_source_name=request.run.run_name or None,
+    )
+
+
 class Registrar:
     """Registers :class:`VersionRequest` s with the client of a connected :class:`~.registry_client.RegistrySession`."""
 
@@ -188,9 +214,9 @@ class Registrar:
             VersionConflictError: The version exists and points at another URI, or is another run's.
             RegistryRequestError: The registry failed or refused (after retries).
         """
-        name = request.model_name
+        name, registry = request.model_name, self.registry
         now = now or datetime.datetime.now(datetime.timezone.utc)
-        model = self.session.call(f"find registered model {name!r}", lambda: self.registry.get_registered_model(name))
+        model = self.session.call(f"find registered model {name!r}", lambda: registry.get_registered_model(name))
         base = validate_name(self.resolve_version_name(request, model, now), "model_version")
         once = functools.cache(before_create or (lambda: None))  # once, whichever name the version ends up with
         for number in range(1, MAX_AUTO_VERSION_NAMES + 1):
@@ -206,19 +232,17 @@ class Registrar:
                     f"version {version_name!r} is pipeline run {taken.other_run or '<none recorded>'}'s: trying "
                     f"{base}-{number + 1!s}"
                 )
-
-        def read_back() -> tuple[Any, Any, Any]:
-            found = self.registry.get_registered_model(name)
-            return (
-                found,
-                self.registry.get_model_version(name, version_name),
-                self.registry.get_model_artifact(name, version_name),
-            )
-
-        model_now, version, artifact = self.session.call(f"read back {name}:{version_name}", read_back)
+        model_now, version, artifact = self.session.call(
+            f"read back {name}:{version_name}",
+            lambda: (
+                registry.get_registered_model(name),
+                registry.get_model_version(name, version_name),
+                registry.get_model_artifact(name, version_name),
+            ),
+        )
         if model is None and request.description and not model_now.description:  # a new registered model
             model_now.description = request.description
-            self.session.call(f"describe registered model {name!r}", lambda: self.registry.update(model_now))
+            self.session.call(f"describe registered model {name!r}", lambda: registry.update(model_now))
         return ModelRegistryResult(status, model_now.id, version.id, artifact.id, version_name, request.uri)
 
     def _register_as(self, request: VersionRequest, version_name: str, before_create: Callable[[], None]) -> str:
@@ -228,6 +252,7 @@ class Registrar:
             VersionTakenError: The version is another run's, or points at another URI.
         """
         from model_registry.exceptions import StoreError
+        from model_registry.types import ModelArtifact
 
         name, run_id = request.model_name, request.run.run_id
         version, created = self._find_version(name, version_name), False
@@ -255,62 +280,30 @@ class Registrar:
                 if version is None:
                     raise
                 if not run_id or _recorded_run(version) != run_id:
-                    raise VersionTakenError(
-                        f"model {name!r} version {version_name!r} (id {version.id}) was created at the same time by "
-                        f"pipeline run {_recorded_run(version) or '<none recorded>'}, not by this run "
-                        f"{run_id or '<unknown>'}: it was left as it is; choose another model_version (or leave it "
-                        "empty to derive one from the run)",
-                        _recorded_run(version),
-                    ) from None
+                    raise _taken(request, version, "was created at the same time by {runs}: it was left as it is")
                 created = True
-        artifact = self.session.call(
-            f"find the model artifact of {name}:{version_name}",
-            lambda: self.registry.get_model_artifact(name, version_name),
-        )
+        step = f"find the model artifact of {name}:{version_name}"
+        artifact = self.session.call(step, lambda: self.registry.get_model_artifact(name, version_name))
         if artifact is not None and artifact.uri == request.uri:
             if not created:
                 self.log(f"{name}:{version_name} is already registered with {request.uri}: nothing to do")
             return "registered" if created else "already_registered"
-        recorded = _recorded_run(version)
         if artifact is not None:
-            raise VersionTakenError(
-                f"model {name!r} version {version_name!r} (id {version.id}) already exists and points at "
-                f"{artifact.uri}, not {request.uri}: choose another model_version (or leave it empty to derive one "
-                "from the run)",
-                recorded,
-            )
-        if not recorded or recorded != run_id:
-            raise VersionTakenError(
-                f"model {name!r} version {version_name!r} (id {version.id}) exists without a model artifact and was "
-                f"created by pipeline run {recorded or '<none recorded>'}, not by this run {run_id or '<unknown>'}: "
+            raise _taken(request, version, f"already exists and points at {artifact.uri}, not {request.uri}")
+        if not created and (not run_id or _recorded_run(version) != run_id):
+            raise _taken(
+                request,
+                version,
+                "exists without a model artifact and was created by {runs}",
                 "only the run that created it may complete it. Delete the version in the registry, or choose another "
                 "model_version",
-                recorded,
             )
         self.log(
             f"version {version_name!r} exists without a model artifact (an earlier try of this run stopped): completing"
         )
         before_create()
-        from model_registry.types import ModelArtifact
-
         artifact = ModelArtifact(name=name, uri=request.uri, **_artifact_fields(request))
-        self.session.call(
-            f"attach artifact {request.uri} to model version {version.id}",
-            lambda: self.registry.attach_artifact(artifact, version.id),
-        )
+        step = f"attach artifact {request.uri} to model version {version.id}"
+        self.session.call(step, lambda: self.registry.attach_artifact(artifact, version.id))
         self.log(f"registered {name}:{version_name} -> {request.uri}")
         return "registered"
-
-
-def _artifact_fields(request: VersionRequest) -> dict[str, Any]:
-    """The model artifact's fields besides its name and URI: format, storage key, and the run as its source."""
-    return dict(
-        model_format_name=request.model_format_name,
-        model_format_version=request.model_format_version,
-        storage_key=request.storage_key or None,
-        model_source_kind="kfp",
-        model_source_class="pipelinerun",
-        model_source_group=request.run.namespace or None,
-        model_source_id=request.run.run_id or None,
-        model_source_name=request.run.run_name or None,
-    )

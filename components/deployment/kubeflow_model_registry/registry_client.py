@@ -1,14 +1,9 @@
 """The Model Registry's own client, ``model_registry.ModelRegistry``, with the step's deadlines, retries and errors.
 
-The client does the REST traffic: TLS (``is_secure``, ``custom_ca``), the bearer token, find, register. Around it,
-only what it cannot do (the README's *The registry client* has the measurements):
-
-- deadlines: each of its aiohttp requests may wait 5 minutes; its public ``async_runner`` runs each request here
-  within ``request_timeout_s`` and the step's ``deadline_s`` (:meth:`RegistrySession.run`);
-- retries: it retries nothing; each step is idempotent and retried as a whole (:meth:`RegistrySession.call`);
-- old registries: it calls ``/api/model_registry/v1``; registries before 0.3.12 serve ``v1alpha3`` only;
-- the token: given none, it reads the service-account token itself, even where ``make_endpoint`` withheld it;
-- a version left without its artifact: ``register_model`` refuses an existing version, so it is completed here.
+The client does the REST traffic (TLS, ``custom_ca``, the bearer token, find, register); around it only what it cannot
+do (README: *The registry client*): a deadline (its requests may wait 5 minutes each: its ``async_runner`` runs them
+here within ``request_timeout_s`` and the step's ``deadline_s``), retries of whole idempotent steps, registries older
+than 0.3.12 (``v1alpha3`` only), sending no token when none may be sent, completing a version left without artifact.
 """
 
 from __future__ import annotations
@@ -201,7 +196,7 @@ def _registry_class() -> type:
 
 
 class RegistrySession:
-    """One registry's client (:attr:`registry`) and the clock of its steps; use it as a context manager.
+    """One registry's client (:attr:`registry`) and the clock of its steps.
 
     Attributes:
         registry: The ``model_registry.ModelRegistry`` once :meth:`open` connected.
@@ -212,20 +207,13 @@ class RegistrySession:
         self.endpoint, self.policy, self.log = endpoint, policy, log
         self.registry: Any = None
         self.api_version = ""
-        self._loop = asyncio.Runner()
         self._deadline = math.inf
-
-    def __enter__(self) -> RegistrySession:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._loop.close()
 
     def run(self, coroutine: Any) -> Any:
         """The client's ``async_runner``: one request, ended at ``request_timeout_s`` or at the step's deadline."""
         timeout = max(min(self.policy.request_timeout_s, self._deadline - time.monotonic()), 0.1)
         try:
-            return self._loop.run(asyncio.wait_for(coroutine, timeout))
+            return asyncio.run(asyncio.wait_for(coroutine, timeout))  # the client opens a session per request
         except TimeoutError:
             raise TimeoutError(f"no complete answer within {timeout:.1f} s") from None
 

@@ -313,9 +313,9 @@ def run_model_registration(
                 upload_source, request.s3_upload_prefix, log, s3_client(environ, purpose="s3_upload_prefix is set")
             )
 
-    with RegistrySession(endpoint, retry_policy, log) as session:
-        session.open(request.author)
-        registration = Registrar(session, log).register(version, upload, now)
+    session = RegistrySession(endpoint, retry_policy, log)
+    session.open(request.author)
+    registration = Registrar(session, log).register(version, upload, now)
     api_version = session.api_version
     reason = (
         "registered now"
