@@ -199,14 +199,13 @@ class RegistrySession:
     """One registry's client (:attr:`registry`) and the clock of its steps.
 
     Attributes:
-        registry: The ``model_registry.ModelRegistry`` once :meth:`open` connected.
-        api_version: The API it speaks, ``v1`` or ``v1alpha3``.
+        registry: The ``model_registry.ModelRegistry`` once :meth:`open` connected (``registry.api_version``: ``v1`` or
+            ``v1alpha3``).
     """
 
     def __init__(self, endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]):
         self.endpoint, self.policy, self.log = endpoint, policy, log
         self.registry: Any = None
-        self.api_version = ""
         self._deadline = math.inf
 
     def run(self, coroutine: Any) -> Any:
@@ -282,7 +281,6 @@ class RegistrySession:
                     raise
                 self.log(f"{endpoint.base_url} has no {API_ROOT}{api_version} API (HTTP 404)")
                 continue
-            self.api_version = api_version
             via = f"API {API_ROOT}{api_version}, bearer token: {endpoint.token_source}"
             self.log(f"connected to {endpoint.base_url} ({via})")
             return

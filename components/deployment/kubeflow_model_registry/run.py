@@ -316,7 +316,7 @@ def run_model_registration(
     session = RegistrySession(endpoint, retry_policy, log)
     session.open(request.author)
     registration = Registrar(session, log).register(version, upload, now)
-    api_version = session.api_version
+    api_version = session.registry.api_version
     reason = (
         "registered now"
         if registration.status == "registered"
