@@ -1,6 +1,6 @@
-"""Idempotent registration: registered model -> model version (with lineage) -> model artifact (the serving URI).
+"""Idempotent registration with ``model_registry.ModelRegistry``: registered model -> version -> model artifact.
 
-Every step is find-then-create and retried as a whole (the README's *Overview* says what is reused and refused).
+Every step is find-then-register and retried as a whole (the README's *Overview* says what is reused and refused).
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .lineage import RunInfo
-from .registry_client import RetryPolicy, with_retries
-from .registry_endpoint import RegistryEndpoint
+from .registry_client import RegistrySession
 
 #: The custom property that ties a version to the pipeline run that registered it.
 RUN_ID_PROPERTY = "pipeline_run_id"
@@ -137,74 +136,64 @@ def derived_version_name(run: RunInfo, now: datetime.datetime) -> str:
     return f"{stamp}-{short}" if short else stamp
 
 
+def _recorded_run(version: Any) -> str:
+    """The pipeline run recorded on a model version (``""``: none)."""
+    return str((version.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
+
+
+#: The end of a refusal whose fix is another name.
+_CHOOSE_ANOTHER = "choose another model_version (or leave it empty to derive one from the run)"
+
+
+def _taken(request: VersionRequest, version: Any, what: str, fix: str = _CHOOSE_ANOTHER) -> VersionTakenError:
+    """The refusal of ``version`` (``what`` it is; ``{runs}``: which run made it, and this run)."""
+    recorded = _recorded_run(version)
+    runs = f"pipeline run {recorded or '<none recorded>'}, not by this run {request.run.run_id or '<unknown>'}"
+    where = f"model {request.model_name!r} version {version.name!r} (id {version.id})"
+    return VersionTakenError(f"{where} {what.replace('{runs}', runs)}: {fix}", recorded)
+
+
+def _artifact_fields(request: VersionRequest) -> dict[str, Any]:
+    """The model artifact's fields besides its name and URI: format, storage key, and the run as its source."""
+    return dict(
+        model_format_name=request.model_format_name,
+        model_format_version=request.model_format_version,
+        storage_key=request.storage_key or None,
+        model_source_kind="kfp",
+        model_source_class="pipelinerun",
+        model_source_group=request.run.namespace or None,
+        model_source_id=request.run.run_id or None,
+        model_source_name=request.run.run_name or None,
+    )
+
+
 class Registrar:
-    """Runs the find-or-create steps against one ``ModelRegistryAPIClient`` (``registry_client.connect``)."""
+    """Registers :class:`VersionRequest` s with the client of a connected :class:`~.registry_client.RegistrySession`."""
 
-    def __init__(self, api: Any, endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]):
-        self.api = api
-        self.endpoint = endpoint
-        self.policy = policy
-        self.log = log
+    def __init__(self, session: RegistrySession, log: Callable[[str], None]):
+        self.session, self.registry, self.log = session, session.registry, log
 
-    async def _retry(self, step: str, call: Callable[[], Any]) -> Any:
-        return await with_retries(step, call, self.endpoint, self.policy, self.log)
+    def _find_version(self, model_name: str, version_name: str) -> Any:
+        """The version, ``None`` when it or its registered model does not exist."""
+        from model_registry.exceptions import StoreError
 
-    async def _find_or_create(self, find: Callable[[], Any], create: Callable[[], Any]) -> tuple[Any, bool]:
-        from mr_openapi.exceptions import ConflictException
-
-        found = await find()
-        if found is not None:
-            return found, False
         try:
-            return await create(), True
-        except ConflictException:  # created concurrently or by a try whose answer was lost
-            found = await find()
-            if found is None:
-                raise
-            return found, False
+            step = f"find model version {version_name!r}"
+            return self.session.call(step, lambda: self.registry.get_model_version(model_name, version_name))
+        except StoreError:  # no registered model of that name
+            return None
 
-    async def ensure_registered_model(self, request: VersionRequest) -> Any:
-        """The registered model named ``request.model_name``, created when missing."""
-        from model_registry.types import RegisteredModel
-
-        model, created = await self._retry(
-            f"find or create registered model {request.model_name!r}",
-            lambda: self._find_or_create(
-                lambda: self.api.get_registered_model_by_params(request.model_name),
-                lambda: self.api.upsert_registered_model(
-                    RegisteredModel(
-                        name=request.model_name,
-                        owner=request.author or None,
-                        description=request.description or None,
-                    )
-                ),
-            ),
-        )
-        self.log(f"{'created' if created else 'found'} registered model {request.model_name!r} (id {model.id})")
-        return model
-
-    async def list_versions(self, model_id: str) -> list[Any]:
-        """All versions of a registered model (every page)."""
-        from model_registry.types import ListOptions
-
-        versions: list[Any] = []
-        options = ListOptions(limit=100)
-        while True:
-            page = await self._retry(
-                f"list versions of registered model {model_id}",
-                lambda: self.api.get_model_versions(model_id, options),
-            )
-            versions.extend(page)
-            if not options.next_page_token or not page:
-                return versions
-
-    async def resolve_version_name(self, request: VersionRequest, model: Any, now: datetime.datetime) -> str:
+    def resolve_version_name(self, request: VersionRequest, model: Any, now: datetime.datetime) -> str:
         """The explicit version name, else this run's existing version, else a new derived name."""
         if request.version_name:
             return request.version_name
-        if request.run.run_id:
-            for version in await self.list_versions(model.id):
-                if (version.custom_properties or {}).get(RUN_ID_PROPERTY) == request.run.run_id:
+        if request.run.run_id and model is not None:
+            versions = self.session.call(
+                f"list versions of registered model {request.model_name!r}",
+                lambda: list(self.registry.get_model_versions(request.model_name)),
+            )
+            for version in versions:
+                if _recorded_run(version) == request.run.run_id:
                     self.log(f"model_version empty: reusing {version.name!r}, registered earlier by this run")
                     return version.name
         name = derived_version_name(request.run, now)
@@ -213,62 +202,7 @@ class Registrar:
         self.log(f"model_version empty: derived {name!r} from the run")
         return name
 
-    async def attach_artifact(self, request: VersionRequest, version_id: str) -> Any:
-        """Links a model artifact with the serving URI to the version (an upsert: safe to repeat)."""
-        from model_registry.types import ModelArtifact
-
-        artifact = ModelArtifact(
-            name=request.model_name,
-            uri=request.uri,
-            model_format_name=request.model_format_name,
-            model_format_version=request.model_format_version,
-            storage_key=request.storage_key or None,
-            model_source_kind="kfp",
-            model_source_class="pipelinerun",
-            model_source_group=request.run.namespace or None,
-            model_source_id=request.run.run_id or None,
-            model_source_name=request.run.run_name or None,
-        )
-        return await self._retry(
-            f"attach artifact {request.uri} to model version {version_id}",
-            lambda: self.api.upsert_model_version_artifact(artifact, version_id),
-        )
-
-    async def create_version(self, request: VersionRequest, model: Any, version_name: str) -> Any:
-        """The version ``version_name`` of ``model``, created when missing; one found instead must record this run.
-
-        Raises:
-            VersionTakenError: Another run created the version at the same time (nothing of it was changed).
-        """
-        from model_registry.types import ModelVersion
-
-        version, created = await self._retry(
-            f"find or create model version {version_name!r}",
-            lambda: self._find_or_create(
-                lambda: self.api.get_model_version_by_params(model.id, version_name),
-                lambda: self.api.upsert_model_version(
-                    ModelVersion(
-                        name=version_name,
-                        author=request.author or None,
-                        description=request.description or None,
-                        custom_properties=request.custom_properties,
-                    ),
-                    model.id,
-                ),
-            ),
-        )
-        recorded = str((version.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
-        if not created and (not request.run.run_id or recorded != request.run.run_id):
-            raise VersionTakenError(
-                f"model {request.model_name!r} version {version_name!r} (id {version.id}) was created at the same "
-                f"time by pipeline run {recorded or '<none recorded>'}, not by this run "
-                f"{request.run.run_id or '<unknown>'}: it was left as it is; choose another model_version (or leave it "
-                "empty to derive one from the run)",
-                recorded,
-            )
-        return version
-
-    async def register(
+    def register(
         self,
         request: VersionRequest,
         before_create: Callable[[], None] | None = None,
@@ -277,17 +211,19 @@ class Registrar:
         """Registers ``request`` unless it is already there; ``before_create`` (the upload) runs once, only if needed.
 
         Raises:
-            VersionConflictError: The version exists and points at another URI.
+            VersionConflictError: The version exists and points at another URI, or is another run's.
             RegistryRequestError: The registry failed or refused (after retries).
         """
+        name, registry = request.model_name, self.registry
         now = now or datetime.datetime.now(datetime.timezone.utc)
-        model = await self.ensure_registered_model(request)
-        base = validate_name(await self.resolve_version_name(request, model, now), "model_version")
+        model = self.session.call(f"find registered model {name!r}", lambda: registry.get_registered_model(name))
+        base = validate_name(self.resolve_version_name(request, model, now), "model_version")
         once = functools.cache(before_create or (lambda: None))  # once, whichever name the version ends up with
         for number in range(1, MAX_AUTO_VERSION_NAMES + 1):
             version_name = base if number == 1 else f"{base}-{number}"
             try:
-                return await self._register_as(request, model, version_name, once)
+                status = self._register_as(request, version_name, once)
+                break
             except VersionTakenError as taken:
                 ours = bool(request.run.run_id) and taken.other_run == request.run.run_id
                 if request.version_name or ours or number == MAX_AUTO_VERSION_NAMES:
@@ -296,50 +232,78 @@ class Registrar:
                     f"version {version_name!r} is pipeline run {taken.other_run or '<none recorded>'}'s: trying "
                     f"{base}-{number + 1!s}"
                 )
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _register_as(
-        self, request: VersionRequest, model: Any, version_name: str, before_create: Callable[[], None]
-    ) -> ModelRegistryResult:
-        """Registers ``request`` as ``version_name`` (see :meth:`register`)."""
-        existing = await self._retry(
-            f"find model version {version_name!r}",
-            lambda: self.api.get_model_version_by_params(model.id, version_name),
+        model_now, version, artifact = self.session.call(
+            f"read back {name}:{version_name}",
+            lambda: (
+                registry.get_registered_model(name),
+                registry.get_model_version(name, version_name),
+                registry.get_model_artifact(name, version_name),
+            ),
         )
-        if existing is not None:
-            artifacts = await self._retry(
-                f"list artifacts of model version {existing.id}", lambda: self.api.get_model_artifacts(existing.id)
+        if model is None and request.description and not model_now.description:  # a new registered model
+            model_now.description = request.description
+            self.session.call(f"describe registered model {name!r}", lambda: registry.update(model_now))
+        return ModelRegistryResult(status, model_now.id, version.id, artifact.id, version_name, request.uri)
+
+    def _register_as(self, request: VersionRequest, version_name: str, before_create: Callable[[], None]) -> str:
+        """Registers ``request`` as ``version_name``: ``registered`` or ``already_registered`` (see :meth:`register`).
+
+        Raises:
+            VersionTakenError: The version is another run's, or points at another URI.
+        """
+        from model_registry.exceptions import StoreError
+        from model_registry.types import ModelArtifact
+
+        name, run_id = request.model_name, request.run.run_id
+        version, created = self._find_version(name, version_name), False
+        if version is None:
+            before_create()
+            try:
+                self.session.call(
+                    f"register {name}:{version_name}",
+                    lambda: self.registry.register_model(
+                        name,
+                        request.uri,
+                        version=version_name,
+                        author=request.author or None,
+                        owner=request.author or None,
+                        version_description=request.description or None,
+                        metadata=request.custom_properties,
+                        **_artifact_fields(request),
+                    ),
+                    retry_conflicts=True,  # created at the same time: the next try finds it
+                )
+                self.log(f"registered {name}:{version_name} -> {request.uri}")
+                return "registered"
+            except StoreError:  # it exists now: another run's, made at the same time, or this run's (a lost answer)
+                version = self._find_version(name, version_name)
+                if version is None:
+                    raise
+                if not run_id or _recorded_run(version) != run_id:
+                    raise _taken(request, version, "was created at the same time by {runs}: it was left as it is")
+                created = True
+        step = f"find the model artifact of {name}:{version_name}"
+        artifact = self.session.call(step, lambda: self.registry.get_model_artifact(name, version_name))
+        if artifact is not None and artifact.uri == request.uri:
+            if not created:
+                self.log(f"{name}:{version_name} is already registered with {request.uri}: nothing to do")
+            return "registered" if created else "already_registered"
+        if artifact is not None:
+            raise _taken(request, version, f"already exists and points at {artifact.uri}, not {request.uri}")
+        if not created and (not run_id or _recorded_run(version) != run_id):
+            raise _taken(
+                request,
+                version,
+                "exists without a model artifact and was created by {runs}",
+                "only the run that created it may complete it. Delete the version in the registry, or choose another "
+                "model_version",
             )
-            same = [a for a in artifacts if a.uri == request.uri]
-            recorded = str((existing.custom_properties or {}).get(RUN_ID_PROPERTY) or "")
-            if same:
-                self.log(f"{request.model_name}:{version_name} is already registered with {request.uri}: nothing to do")
-                return ModelRegistryResult(
-                    "already_registered", model.id, existing.id, same[0].id, version_name, request.uri
-                )
-            if artifacts:
-                raise VersionTakenError(
-                    f"model {request.model_name!r} version {version_name!r} (id {existing.id}) already exists and "
-                    f"points at {', '.join(a.uri for a in artifacts)}, not {request.uri}: choose another model_version "
-                    "(or leave it empty to derive one from the run)",
-                    recorded,
-                )
-            if not recorded or recorded != request.run.run_id:
-                raise VersionTakenError(
-                    f"model {request.model_name!r} version {version_name!r} (id {existing.id}) exists without a model "
-                    f"artifact and was created by pipeline run {recorded or '<none recorded>'!s}, not by this run "
-                    f"{request.run.run_id or '<unknown>'!s}: only the run that created it may complete it. Delete the "
-                    "version in the registry, or choose another model_version",
-                    recorded,
-                )
-            self.log(
-                f"version {version_name!r} exists without a model artifact (an earlier try of this run stopped): "
-                "completing"
-            )
+        self.log(
+            f"version {version_name!r} exists without a model artifact (an earlier try of this run stopped): completing"
+        )
         before_create()
-        version = existing or await self.create_version(request, model, version_name)
-        if existing is None:
-            self.log(f"created model version {version_name!r} (id {version.id})")
-        artifact = await self.attach_artifact(request, version.id)
-        self.log(f"registered {request.model_name}:{version_name} -> {request.uri} (artifact id {artifact.id})")
-        return ModelRegistryResult("registered", model.id, version.id, artifact.id, version_name, request.uri)
+        artifact = ModelArtifact(name=name, uri=request.uri, **_artifact_fields(request))
+        step = f"attach artifact {request.uri} to model version {version.id}"
+        self.session.call(step, lambda: self.registry.attach_artifact(artifact, version.id))
+        self.log(f"registered {name}:{version_name} -> {request.uri}")
+        return "registered"

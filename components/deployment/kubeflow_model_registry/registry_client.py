@@ -1,26 +1,30 @@
-"""The requests to a Model Registry: API version detection, retries, errors that say what to do.
+"""The Model Registry's own client, ``model_registry.ModelRegistry``, with the step's deadlines, retries and errors.
 
-Requests go through the ``model-registry`` Python client's API layer (``model_registry.core.ModelRegistryAPIClient``,
-generated from the registry's OpenAPI spec). Clients >= 0.3.12 speak ``/api/model_registry/v1``; registries older
-than that serve the same operations under ``/api/model_registry/v1alpha3`` only. :func:`connect` probes ``v1`` first,
-falls back to ``v1alpha3`` when the server has no ``v1`` API, and reports which one it used.
+The client does the REST traffic (TLS, ``custom_ca``, the bearer token, find, register); around it only what it cannot
+do (README: *The registry client*): a deadline (its requests may wait 5 minutes each: its ``async_runner`` runs them
+here within ``request_timeout_s`` and the step's ``deadline_s``), retries of whole idempotent steps, registries older
+than 0.3.12 (``v1alpha3`` only), sending no token when none may be sent, completing a version left without artifact.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+import math
 import time
-from collections.abc import Awaitable, Callable
+import warnings
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from components._common.retry import (
     GaveUp,
     answer_message,
-    call_with_retries_async,
+    call_with_retries,
     describe,
     error_chain,
     is_tls_error,
+    is_transient,
 )
 from components._common.retry import RetryPolicy as SharedRetryPolicy
 
@@ -52,12 +56,23 @@ class RetryPolicy(SharedRetryPolicy):
     deadline_s: float = 120.0
 
 
+#: What to check when the registry does not answer (the RHOAI guide's *Model Registry Issues: Connection refused*).
+UNREACHABLE_REMEDY = (
+    "Check that the Model Registry is installed and running, that registry_address and registry_port name its REST "
+    "service (the pipelines' phase_04_registry_man_address, which may carry the port as in https://host:8443, and "
+    "phase_04_registry_opt_port), and that the namespace's network policies allow connections from the pipeline's "
+    "pods"
+)
+
+
 def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) -> RegistryRequestError:
     """What failed while trying to ``step``, where, and what to do (never the token).
 
     Returns:
         A :class:`RegistryAuthError` for 401/403, a :class:`RegistryRequestError` otherwise.
     """
+    import errno
+
     from mr_openapi.exceptions import ApiException
 
     where = f"Model Registry at {endpoint.base_url}"
@@ -91,27 +106,11 @@ def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) 
             f"{where} answered while trying to {step}, but not with the registry's JSON ({type(exc).__name__}: "
             f"{shown!r}): {hint}"
         )
-    refused = "connection refused; " if _connection_refused(exc) else ""
+    refused = any(getattr(cause, "errno", None) == errno.ECONNREFUSED for cause in error_chain(exc))
     return RegistryRequestError(
-        f"{where} could not be reached while trying to {step}: {refused}{type(exc).__name__}: {exc}. "
-        f"{UNREACHABLE_REMEDY}"
+        f"{where} could not be reached while trying to {step}: {'connection refused; ' if refused else ''}"
+        f"{type(exc).__name__}: {exc}. {UNREACHABLE_REMEDY}"
     )
-
-
-#: What to check when the registry does not answer (the RHOAI guide's *Model Registry Issues: Connection refused*).
-UNREACHABLE_REMEDY = (
-    "Check that the Model Registry is installed and running, that registry_address and registry_port name its REST "
-    "service (the pipelines' phase_04_registry_man_address, which may carry the port as in https://host:8443, and "
-    "phase_04_registry_opt_port), and that the namespace's network policies allow connections from the pipeline's "
-    "pods"
-)
-
-
-def _connection_refused(exc: BaseException) -> bool:
-    """Whether the connection was refused (nothing listens at the address and port), through the exception's causes."""
-    import errno
-
-    return any(getattr(cause, "errno", None) == errno.ECONNREFUSED for cause in error_chain(exc))
 
 
 def _unreadable_answer(exc: BaseException) -> str | None:
@@ -122,6 +121,7 @@ def _unreadable_answer(exc: BaseException) -> str | None:
     the server answered, but not as the registry does.
     """
     import json
+    import traceback
 
     if type(exc).__name__ == "ValidationError" and hasattr(exc, "errors"):
         try:
@@ -132,151 +132,160 @@ def _unreadable_answer(exc: BaseException) -> str | None:
         return value if isinstance(value, str) else f"{first.get('msg', '')} at {first.get('loc', '')}"
     if isinstance(exc, json.JSONDecodeError):
         return exc.doc or ""
-    if isinstance(exc, (TypeError, AttributeError, KeyError)) and _raised_in_client(exc):
-        return f"{exc}"
-    return None
-
-
-def _raised_in_client(exc: BaseException) -> bool:
-    """Whether ``exc`` was raised in the registry client's generated code (reading an answer), not in ours."""
-    import traceback
-
     files = [frame.f_code.co_filename for frame, _ in traceback.walk_tb(exc.__traceback__)]
-    return any(part in file for file in files for part in ("/mr_openapi/", "/model_registry/"))
+    in_client = any(part in file for file in files for part in ("/mr_openapi/", "/model_registry/"))
+    return f"{exc}" if isinstance(exc, (TypeError, AttributeError, KeyError)) and in_client else None
 
 
-async def with_retries(
-    step: str,
-    call: Callable[[], Awaitable[T]],
-    endpoint: RegistryEndpoint,
-    policy: RetryPolicy,
-    log: Callable[[str], None],
-) -> T:
-    """Runs ``call`` (a fresh coroutine each try) and retries it with backoff while it fails transiently.
-
-    ``call`` must be safe to repeat: callers pass idempotent find-or-create steps, so a create whose answer got lost
-    is found on the next try instead of being made twice. ``step`` says what it does in log lines and errors.
-
-    Raises:
-        RegistryRequestError: A permanent failure, or transient failures on every try.
-    """
-
-    def on_retry(number: int, delay: float, exc: BaseException) -> None:
-        log(f"{step}: transient failure ({describe(exc)}); retry {number}/{policy.attempts - 1} in {delay:.1f}s")
-
-    deadline = time.monotonic() + policy.deadline_s
-
-    async def attempt() -> T:  # each try within its request timeout, and none past the step's deadline
-        timeout = max(min(policy.request_timeout_s, deadline - time.monotonic()), 0.1)
-        try:
-            return await asyncio.wait_for(call(), timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"no complete answer within {timeout:.1f} s") from None
-
-    try:
-        return await call_with_retries_async(attempt, policy, on_retry=on_retry, deadline=deadline)
-    except GaveUp as gave_up:
-        error = describe_failure(gave_up.last, step, endpoint)
-        why = f"within its {policy.deadline_s:g} s deadline" if gave_up.reason == "deadline" else ""
-        raise RegistryRequestError(
-            f"{error} (gave up after {gave_up.attempts} tries{' ' + why if why else ''})"
-        ) from gave_up.last
-    except Exception as exc:  # noqa: BLE001 - not transient: re-raised as a clear error
-        raise describe_failure(exc, step, endpoint) from exc
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The client, speaking v1 or v1alpha3
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _versioned_api_class():
-    """A ``ModelRegistryAPIClient`` whose generated ``/api/model_registry/v1/...`` paths can be re-rooted."""
+def _registry_class() -> type:
+    """``model_registry.ModelRegistry`` speaking a given API version and sending only the token it is given."""
     from contextlib import asynccontextmanager
 
+    from model_registry import ModelRegistry
     from model_registry.core import ModelRegistryAPIClient
     from mr_openapi import ApiClient, ModelRegistryServiceApi
 
     client_prefix = API_ROOT + CLIENT_API_VERSION + "/"
 
-    class _ReRootedApiClient(ApiClient):
+    class ReRootedApiClient(ApiClient):
+        """Sends the generated ``/api/model_registry/v1/...`` requests under ``api_prefix``."""
+
         def __init__(self, configuration: Any, api_prefix: str):
             super().__init__(configuration)
             self.api_prefix = api_prefix
 
         def param_serialize(self, *args: Any, **kwargs: Any) -> Any:
-            path = kwargs.get("resource_path")
-            if path and path.startswith(client_prefix):
+            path = kwargs.get("resource_path") or ""
+            if path.startswith(client_prefix):
                 kwargs["resource_path"] = self.api_prefix + path[len(client_prefix) :]
             return super().param_serialize(*args, **kwargs)
 
     @dataclasses.dataclass
-    class VersionedRegistryAPI(ModelRegistryAPIClient):
-        """One HTTP session for all calls (the stock client opens one, with a fresh TLS context, per call)."""
-
+    class ReRootedAPIClient(ModelRegistryAPIClient):
         api_version: str = CLIENT_API_VERSION
-        _api_client: Any = None
 
         @asynccontextmanager
         async def get_client(self):
-            if self._api_client is None:
-                self._api_client = _ReRootedApiClient(self.config, API_ROOT + self.api_version + "/")
-            yield ModelRegistryServiceApi(self._api_client)
+            api_client = ReRootedApiClient(self.config, API_ROOT + self.api_version + "/")
+            try:
+                yield ModelRegistryServiceApi(api_client)
+            finally:
+                await api_client.close()
 
-        async def close(self) -> None:
-            """Closes the HTTP session."""
-            if self._api_client is not None:
-                await self._api_client.close()
-                self._api_client = None
+    class Registry(ModelRegistry):
+        """The client, with ``api_version`` and :meth:`attach_artifact`."""
 
-    return VersionedRegistryAPI
+        def __init__(self, *args: Any, api_version: str, **kwargs: Any):
+            self.api_version = api_version
+            super().__init__(*args, **kwargs)
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name == "_api" and not isinstance(value, ReRootedAPIClient):  # before the constructor's first request
+                value = ReRootedAPIClient(value.config, self.api_version)
+            super().__setattr__(name, value)
+
+        @staticmethod
+        def _get_user_token(user_token_envvar: str | None = None) -> None:
+            return None  # only the token given: make_endpoint found it and decided whether it may be sent
+
+        def attach_artifact(self, artifact: Any, version_id: str) -> Any:
+            """Adds ``artifact`` to the existing version ``version_id``."""
+            return self.async_runner(self._api.upsert_model_version_artifact(artifact, version_id))
+
+    return Registry
 
 
-def make_api(endpoint: RegistryEndpoint, api_version: str) -> Any:
-    """A ``model_registry.core.ModelRegistryAPIClient`` for ``endpoint`` speaking ``api_version`` (``v1``...)."""
-    api_class = _versioned_api_class()
-    if endpoint.is_secure:
-        api = api_class.secure_connection(
-            endpoint.base_url, user_token=endpoint.token, custom_ca=endpoint.ca_bundle_path or None
-        )
-    else:
-        api = api_class.insecure_connection(endpoint.base_url, 0, endpoint.token)
-    api.api_version = api_version
-    return api
+class RegistrySession:
+    """One registry's client (:attr:`registry`) and the clock of its steps.
 
-
-async def connect(endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]) -> tuple[Any, str]:
-    """Finds the API version the registry speaks (``v1`` first) with one cheap list call.
-
-    Returns:
-        ``(api client, api version)``; close the client with ``await api.close()``.
-
-    Raises:
-        RegistryRequestError: The registry is unreachable, refuses the token, or serves neither API version.
+    Attributes:
+        registry: The ``model_registry.ModelRegistry`` once :meth:`open` connected (``registry.api_version``: ``v1`` or
+            ``v1alpha3``).
     """
-    from model_registry.types import ListOptions
-    from mr_openapi.exceptions import NotFoundException
 
-    for api_version in API_VERSIONS:
-        api = make_api(endpoint, api_version)
+    def __init__(self, endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]):
+        self.endpoint, self.policy, self.log = endpoint, policy, log
+        self.registry: Any = None
+        self._deadline = math.inf
+
+    def run(self, coroutine: Any) -> Any:
+        """The client's ``async_runner``: one request, ended at ``request_timeout_s`` or at the step's deadline."""
+        timeout = max(min(self.policy.request_timeout_s, self._deadline - time.monotonic()), 0.1)
         try:
-            await with_retries(
-                f"list registered models under {API_ROOT}{api_version}",
-                lambda api=api: api.get_registered_models(ListOptions(limit=1)),
-                endpoint,
-                policy,
-                log,
-            )
-        except RegistryRequestError as exc:
-            await api.close()
-            if isinstance(exc.__cause__, NotFoundException):
-                log(f"{endpoint.base_url} has no {API_ROOT}{api_version} API (HTTP 404)")
-                continue
+            return asyncio.run(asyncio.wait_for(coroutine, timeout))  # the client opens a session per request
+        except TimeoutError:
+            raise TimeoutError(f"no complete answer within {timeout:.1f} s") from None
+
+    def call(self, step: str, func: Callable[[], T], *, retry_conflicts: bool = False) -> T:
+        """``func()`` (safe to repeat), retried with backoff while it fails transiently, all within ``deadline_s``.
+
+        ``step`` says what it does in log lines and errors; ``retry_conflicts``: a 409 is retried too.
+
+        Raises:
+            RegistryRequestError: A permanent failure, or transient failures on every try.
+            StoreError: Unchanged: the client's "not as asked" (no such model, the version exists).
+        """
+        from model_registry.exceptions import StoreError
+        from mr_openapi.exceptions import ConflictException
+
+        def retryable(exc: BaseException) -> bool:
+            return is_transient(exc) or (retry_conflicts and isinstance(exc, ConflictException))
+
+        def on_retry(number: int, delay: float, exc: BaseException) -> None:
+            self.log(f"{step}: {describe(exc)}; retry {number}/{self.policy.attempts - 1} in {delay:.1f}s")
+
+        self._deadline = time.monotonic() + self.policy.deadline_s
+        try:
+            return call_with_retries(func, self.policy, retryable=retryable, on_retry=on_retry, deadline=self._deadline)
+        except GaveUp as gave_up:
+            why = f" within its {self.policy.deadline_s:g} s deadline" if gave_up.reason == "deadline" else ""
+            error = describe_failure(gave_up.last, step, self.endpoint)
+            raise type(error)(f"{error} (gave up after {gave_up.attempts} tries{why})") from gave_up.last
+        except StoreError:
             raise
-        log(f"connected to {endpoint.base_url} (API {API_ROOT}{api_version}, bearer token: {endpoint.token_source})")
-        return api, api_version
-    raise RegistryRequestError(
-        f"{endpoint.base_url} serves no Model Registry REST API: tried "
-        + ", ".join(API_ROOT + v for v in API_VERSIONS)
-        + " (all HTTP 404). Check registry_address/registry_port point at the registry's REST service."
-    )
+        except Exception as exc:  # noqa: BLE001 - not transient: re-raised as a clear error
+            raise describe_failure(exc, step, self.endpoint) from exc
+        finally:
+            self._deadline = math.inf
+
+    def open(self, author: str) -> None:
+        """Connects in the first API version the registry serves (``v1`` first; the client lists one model).
+
+        Raises:
+            RegistryRequestError: The registry is unreachable, refuses the token, or serves neither API version.
+        """
+        from mr_openapi.exceptions import NotFoundException
+
+        registry_class, endpoint = _registry_class(), self.endpoint
+
+        def connect(api_version: str) -> Any:
+            with warnings.catch_warnings():  # "User access token is missing": make_endpoint logged why
+                warnings.simplefilter("ignore", UserWarning)
+                return registry_class(
+                    endpoint.base_url,
+                    author=author,
+                    is_secure=endpoint.is_secure,
+                    user_token=endpoint.token,
+                    custom_ca=endpoint.ca_bundle_path or None,
+                    log_level=logging.ERROR,  # its port hints; our errors say what to check
+                    async_runner=self.run,
+                    api_version=api_version,
+                )
+
+        for api_version in API_VERSIONS:
+            try:
+                step = f"list registered models under {API_ROOT}{api_version}"
+                self.registry = self.call(step, lambda version=api_version: connect(version))
+            except RegistryRequestError as exc:
+                if not isinstance(exc.__cause__, NotFoundException):
+                    raise
+                self.log(f"{endpoint.base_url} has no {API_ROOT}{api_version} API (HTTP 404)")
+                continue
+            via = f"API {API_ROOT}{api_version}, bearer token: {endpoint.token_source}"
+            self.log(f"connected to {endpoint.base_url} ({via})")
+            return
+        raise RegistryRequestError(
+            f"{endpoint.base_url} serves no Model Registry REST API: tried "
+            + ", ".join(API_ROOT + v for v in API_VERSIONS)
+            + " (all HTTP 404). Check registry_address/registry_port point at the registry's REST service."
+        )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import datetime
@@ -30,7 +29,7 @@ from .registration import (
     check_registration_names,
     default_model_name,
 )
-from .registry_client import RetryPolicy, connect
+from .registry_client import RegistrySession, RetryPolicy
 from .registry_endpoint import API_ROOT, make_endpoint
 from .s3_upload import upload_model_files
 from .serving import (
@@ -314,15 +313,10 @@ def run_model_registration(
                 upload_source, request.s3_upload_prefix, log, s3_client(environ, purpose="s3_upload_prefix is set")
             )
 
-    async def register():
-        api, api_version = await connect(endpoint, retry_policy, log)
-        try:
-            registration = await Registrar(api, endpoint, retry_policy, log).register(version, upload, now)
-        finally:
-            await api.close()
-        return registration, api_version
-
-    registration, api_version = asyncio.run(register())
+    session = RegistrySession(endpoint, retry_policy, log)
+    session.open(request.author)
+    registration = Registrar(session, log).register(version, upload, now)
+    api_version = session.registry.api_version
     reason = (
         "registered now"
         if registration.status == "registered"

@@ -314,7 +314,10 @@ def test_half_done_version_of_another_run_is_refused_naming_both_runs(registry_s
     assert registry_stub.artifacts_of(version["id"]) == []  # nothing was attached under the other run's lineage
 
 
-def test_token_is_withheld_from_plain_http_unless_allowed(registry_stub, tmp_path, model):
+def test_token_is_withheld_from_plain_http_unless_allowed(registry_stub, tmp_path, model, monkeypatch):
+    sa_token = tmp_path / "sa-token"
+    sa_token.write_text("sa-token-9f8e7d")  # where the client itself would look for a token when given none
+    monkeypatch.setenv("KF_PIPELINES_SA_TOKEN_PATH", str(sa_token))
     lines = []
     result = register(registry_stub, tmp_path, model, allow_token_over_http=False, log=lines.append)
     assert result.status == "registered"
