@@ -1,6 +1,5 @@
 """The shared retry policy (``components/_common/retry.py``): what is retried, how often and for how long."""
 
-import asyncio
 import ssl
 import urllib.error
 
@@ -12,7 +11,6 @@ from components._common.retry import (
     GaveUp,
     RetryPolicy,
     call_with_retries,
-    call_with_retries_async,
     is_transient,
     single_try_transport,
 )
@@ -137,19 +135,6 @@ def test_a_call_that_succeeds_at_the_deadline_is_not_given_up():
     clock = FakeTime()
     assert call_with_retries(flaky, RetryPolicy(attempts=10), sleep=clock.sleep, clock=lambda: clock.now, deadline=5)
     assert flaky.calls == 4 and clock.now == pytest.approx(5.0)
-
-
-def test_the_async_variant_retries_coroutines():
-    calls = []
-
-    async def flaky():
-        calls.append(1)
-        if len(calls) < 3:
-            raise Answered(502)
-        return "done"
-
-    policy = RetryPolicy(attempts=3, initial_delay_s=0.001, max_delay_s=0.002)
-    assert asyncio.run(call_with_retries_async(flaky, policy)) == "done" and len(calls) == 3
 
 
 @pytest.mark.parametrize(

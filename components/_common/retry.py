@@ -15,7 +15,7 @@ import socket
 import ssl
 import time
 import urllib.error
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import tenacity
@@ -216,24 +216,5 @@ def call_with_retries(
     retrying = tenacity.Retrying(sleep=sleep, **_retrying(policy, retryable, on_retry, deadline, clock))
     try:
         return retrying(func)
-    except tenacity.RetryError as error:
-        raise _gave_up(error, policy) from None
-
-
-async def call_with_retries_async(
-    func: Callable[[], Awaitable[T]],
-    policy: RetryPolicy = RetryPolicy(),
-    *,
-    on_retry: Callable[[int, float, BaseException], None] | None = None,
-    deadline: float | None = None,
-) -> T:
-    """:func:`call_with_retries` (transient errors, ``time.monotonic()`` deadline) for a coroutine function."""
-    retrying = tenacity.AsyncRetrying(**_retrying(policy, is_transient, on_retry, deadline, time.monotonic))
-
-    async def attempt() -> T:  # tenacity awaits only coroutine functions, not lambdas returning a coroutine
-        return await func()
-
-    try:
-        return await retrying(attempt)
     except tenacity.RetryError as error:
         raise _gave_up(error, policy) from None
