@@ -1,8 +1,8 @@
 """The demo's figures in the README: ``kfp-finetune demo --algorithm A`` run once per algorithm, its results read back.
 
-For each algorithm the demo runs offline in ``OUT/<algorithm>`` (its story in ``OUT/<algorithm>/story.txt``), and the
-figures are read from its outputs (``pipelines/demo/demo_summary.py``'s ``summarize_run``): the held-out loss the
-training step measures (base model -> trained), lm-eval's held-out chrF and ``general_sentences`` accuracy (base ->
+For each algorithm the demo runs in ``OUT/<algorithm>`` (its story in ``OUT/<algorithm>/story.txt``), and the figures
+are read from its outputs (``pipelines/demo/demo_summary.py``'s ``summarize_run``): the held-out loss the training
+step measures (base model -> trained), lm-eval's held-out chrF and ``general_sentences`` accuracy (base ->
 fine-tuned), the fine-tuned report's one-line verdict, GRPO's reward windows and gate, the run's wall and CPU seconds
 (this process and its children) and the load average after it, and the story itself (the README's transcripts, with
 the output directory shown as ``./kfp-finetune-demo``).
@@ -51,7 +51,7 @@ def run(algorithm: str, out: Path) -> dict[str, Any]:
 
     story = io.StringIO()
     started, cpu = time.perf_counter(), _cpu_seconds()
-    run_demo(out, algorithm=algorithm, out=story, offline=True)
+    run_demo(out, algorithm=algorithm, out=story)
     wall, cpu = time.perf_counter() - started, _cpu_seconds() - cpu
     text = story.getvalue().replace(str(out.resolve()), SHOWN_OUTPUT_DIR).replace(f"{REPO_ROOT}/", "")
     (out / "story.txt").write_text(text)
@@ -121,9 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     for algorithm in args.algorithms.split(","):
         result = run(algorithm, out / algorithm)
         found.update(figures_of(algorithm, result))
-        print(
-            f"{algorithm}: {json.dumps({k: v['text'] for k, v in found.items() if k.startswith(f'demo.{algorithm}.')})}"
-        )
+        shown = {k: v["text"] for k, v in found.items() if k.startswith(f"demo.{algorithm}.") and "story" not in k}
+        print(f"{algorithm}: {json.dumps(shown)}")
     if args.write_figures:
         record(found, "benchmarks/demo_figures.py")
     return 0
