@@ -96,7 +96,8 @@ def figures_of(algorithm: str, result: dict[str, Any]) -> dict[str, dict[str, An
     for side, key in (("base", "base_eval_loss"), ("trained", "eval_loss")):
         found[f"{prefix}.heldout_loss.{side}"] = figure(round(train[key], 3), "nats per token", f"{train[key]:.3f}")
     found[f"{prefix}.verdict"] = figure(result["verdict"], "", f"`{result['verdict']}`")
-    found[f"{prefix}.story"] = figure(story, "lines", "```text\n$ kfp-finetune demo\n" + "\n".join(story) + "\n```")
+    command = "$ kfp-finetune demo" + ("" if algorithm == "sft" else f" --algorithm {algorithm}")
+    found[f"{prefix}.story"] = figure(story, "lines", f"```text\n{command}\n" + "\n".join(story) + "\n```")
     metadata = summary[STEP_TASKS["eval"]]["metadata"].values()
     comparison = next(m["comparison"] for m in metadata if "comparison" in m)
     for name, key, digits in (
@@ -111,20 +112,19 @@ def figures_of(algorithm: str, result: dict[str, Any]) -> dict[str, dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs each demo, prints its figures and, with ``--write-figures``, records them after each run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS))
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary directory)")
     parser.add_argument("--write-figures", action="store_true", help="record the figures in docs/figures.json")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="demo-figures-"))
-    found: dict[str, dict[str, Any]] = {}
     for algorithm in args.algorithms.split(","):
-        result = run(algorithm, out / algorithm)
-        found.update(figures_of(algorithm, result))
-        shown = {k: v["text"] for k, v in found.items() if k.startswith(f"demo.{algorithm}.") and "story" not in k}
-        print(f"{algorithm}: {json.dumps(shown)}")
-    if args.write_figures:
-        record(found, "benchmarks/demo_figures.py")
+        found = figures_of(algorithm, run(algorithm, out / algorithm))
+        shown = {name: entry["text"] for name, entry in found.items() if "story" not in name}
+        print(f"{algorithm}: {json.dumps(shown)}", flush=True)
+        if args.write_figures:  # after each run: a later one that fails or is stopped keeps the earlier figures
+            record(found, "benchmarks/demo_figures.py")
     return 0
 
 

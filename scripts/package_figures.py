@@ -58,11 +58,15 @@ def installed_bytes(distribution: str) -> int:
     return sum(file.size or 0 for file in find(distribution).files or ())
 
 
-def figures() -> dict[str, dict[str, Any]]:
-    """The wheel's size, the stated dependencies' installed sizes (KiB, rounded) and each pipeline's parameters."""
+def figures(wheel: Path | None = None) -> dict[str, dict[str, Any]]:
+    """The wheel's size, the stated dependencies' installed sizes (KiB, rounded) and each pipeline's parameters.
+
+    Args:
+        wheel: A wheel built from this tree (``tests/harness/installed_wheel.py``'s); default: build one now.
+    """
     from scripts.figures import figure
 
-    size = wheel_bytes()
+    size = wheel.stat().st_size if wheel else wheel_bytes()
     found = {"package.wheel": figure(round(size / 1024), "KiB", f"{size / 1024:.0f}")}
     for name in STATED_DEPENDENCIES:
         size = installed_bytes(name)
