@@ -81,8 +81,9 @@ def figures_of(algorithm: str, result: dict[str, Any]) -> dict[str, dict[str, An
     }
     story = result["story"].splitlines()
     if "reward_iterations" in train:
-        found[f"{prefix}.reward.first"] = figure(round(train["reward_first_mean"], 3), "mean reward")
-        found[f"{prefix}.reward.last"] = figure(round(train["reward_last_mean"], 3), "mean reward")
+        for side in ("first", "last"):
+            mean = train[f"reward_{side}_mean"]
+            found[f"{prefix}.reward.{side}"] = figure(round(mean, 3), "mean reward", f"{mean:.3f}")
         p_value = train["reward_gate_p_value"]
         found[f"{prefix}.reward.p_value"] = figure(round(p_value, 4), "p", f"{p_value:.3f}")
         passed = "PASSED" if train.get("reward_gate_passed") else "NOT PASSED"
