@@ -7,7 +7,9 @@ fine-tuned), the fine-tuned report's one-line verdict, GRPO's reward windows and
 (this process and its children) and the load average after it, and the story itself (the README's transcripts, with
 the output directory shown as ``./kfp-finetune-demo``).
 
-Usage: ``python benchmarks/demo_figures.py [--algorithms sft,osft,lora,grpo,lora_grpo] [--out DIR]
+``broken_row`` is the README's failing demo (a row cut short), its story and one-line error.
+
+Usage: ``python benchmarks/demo_figures.py [--algorithms sft,osft,lora,grpo,lora_grpo,broken_row] [--out DIR]
 [--write-figures]`` from the repository root (a minute or so per algorithm on 2 cores; not run in CI);
 ``--write-figures`` records them in ``docs/figures.json`` (``scripts/figures.py``).
 """
@@ -33,6 +35,9 @@ from pipelines.demo.demo_summary import STEP_TASKS, output_types, summarize_run 
 from scripts.figures import figure, record  # noqa: E402
 
 ALGORITHMS = ("sft", "osft", "lora", "grpo", "lora_grpo")
+#: The README's failing demo: the shipped data's first 8 rows with row 5 cut short (as ``tests/test_demo.py``).
+BROKEN_ROW = "broken_row"
+BROKEN_LINE = '{"messages": [{"role": "user", "content": "hi"}'
 #: How the README shows the output directory in a transcript (the demo's default ``--output-dir``).
 SHOWN_OUTPUT_DIR = "./kfp-finetune-demo"
 _VERDICT = re.compile(r'class="verdict"><strong>[^<]*</strong> ([^<]*)</p>')
@@ -67,6 +72,28 @@ def run(algorithm: str, out: Path) -> dict[str, Any]:
         "story": text,
         "verdict": verdict[1] if verdict else "",
     }
+
+
+def broken_row_story(out: Path) -> str:
+    """The README's failing demo (``kfp-finetune demo --dataset-uri broken_line.jsonl``) as the terminal shows it."""
+    from pipelines.demo.demo_data import DEMO_DATASET_PATH
+    from pipelines.demo.run_demo import DemoFailed, run_demo
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = Path(DEMO_DATASET_PATH).read_text().splitlines()[:8]
+    rows[4] = BROKEN_LINE
+    (out / "broken_line.jsonl").write_text("\n".join(rows) + "\n")
+    story, failure = io.StringIO(), ""
+    cwd = Path.cwd()
+    os.chdir(out)  # the README runs it beside the file: the story names it as given
+    try:
+        run_demo(Path("kfp-finetune-demo"), dataset_uri="broken_line.jsonl", out=story)
+    except DemoFailed as error:
+        failure = f"kfp-finetune demo: failed: {error}"
+    finally:
+        os.chdir(cwd)
+    text = story.getvalue().replace(str((out / "kfp-finetune-demo").resolve()), SHOWN_OUTPUT_DIR)
+    return "$ kfp-finetune demo --dataset-uri broken_line.jsonl\n" + text + failure
 
 
 def figures_of(algorithm: str, result: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -115,13 +142,17 @@ def figures_of(algorithm: str, result: dict[str, Any]) -> dict[str, dict[str, An
 def main(argv: list[str] | None = None) -> int:
     """Runs each demo, prints its figures and, with ``--write-figures``, records them after each run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algorithms", default=",".join(ALGORITHMS))
+    parser.add_argument("--algorithms", default=",".join((*ALGORITHMS, BROKEN_ROW)))
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary directory)")
     parser.add_argument("--write-figures", action="store_true", help="record the figures in docs/figures.json")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="demo-figures-"))
     for algorithm in args.algorithms.split(","):
-        found = figures_of(algorithm, run(algorithm, out / algorithm))
+        if algorithm == BROKEN_ROW:
+            story = broken_row_story(out / algorithm)
+            found = {f"demo.{BROKEN_ROW}.story": figure(story.splitlines(), "lines", f"```text\n{story}\n```")}
+        else:
+            found = figures_of(algorithm, run(algorithm, out / algorithm))
         shown = {name: entry["text"] for name, entry in found.items() if "story" not in name}
         print(f"{algorithm}: {json.dumps(shown)}", flush=True)
         if args.write_figures:  # after each run: a later one that fails or is stopped keeps the earlier figures
