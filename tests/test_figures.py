@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from benchmarks import component_delivery, demo_figures, house_figures, workflow_size
+from benchmarks import component_delivery, demo_figures, house_figures, model_trip, workflow_size
 from benchmarks.argo_workflow import RELEASES
 from scripts import figures, package_figures
 
@@ -148,3 +148,14 @@ def test_the_demos_figures_are_read_from_its_outputs():
     assert texts["demo.lora.verdict"] == "`chrF +25.1`"
     assert texts["demo.lora.story"] == "```text\n$ kfp-finetune demo --algorithm lora\n" + story.rstrip("\n") + "\n```"
     assert figures.rendered(found["demo.lora.heldout_loss.trained"], ".2f", False) == "2.40"
+
+
+def test_the_model_trips_figures_are_its_table_and_the_after_runs_largest_store_and_disk():
+    step = {"store": 700, "workspace": 0, "read": 10**8, "s3": 0, "disk": 700}
+    train = {"store": 22_900, "workspace": 10**8, "read": 7_500_000, "s3": 0, "disk": 22_300}
+    results = {0.1: {"before": {"train_model": step}, "after": {"train_model": train, "lm_eval (fine-tuned)": step}}}
+    found = model_trip.figures(results)
+    assert found["trip.table"]["text"] == "\n".join(model_trip.table(results))
+    assert found["trip.verdicts"]["text"] == "\n".join(model_trip.verdicts(results))
+    assert (found["trip.after.store"]["text"], found["trip.after.disk"]["text"]) == ("23.6", "22.3")
+    assert found["trip.after.store_share.0.1"]["text"] == "0.02"
