@@ -118,14 +118,14 @@ def figures_of(algorithm: str, result: dict[str, Any]) -> dict[str, dict[str, An
         first = next(i for i, line in enumerate(story) if "train-model done" in line)
         last = next(i for i, line in enumerate(story) if "reward gate" in line)
         found[f"{prefix}.story_tail"] = figure(
-            story[first : last + 1], "lines", "```text\n" + "\n".join(story[first : last + 1]) + "\n```"
+            last + 1 - first, "lines", "```text\n" + "\n".join(story[first : last + 1]) + "\n```"
         )
         return found
     for side, key in (("base", "base_eval_loss"), ("trained", "eval_loss")):
         found[f"{prefix}.heldout_loss.{side}"] = figure(round(train[key], 3), "nats per token", f"{train[key]:.3f}")
     found[f"{prefix}.verdict"] = figure(result["verdict"], "", f"`{result['verdict']}`")
     command = "$ kfp-finetune demo" + ("" if algorithm == "sft" else f" --algorithm {algorithm}")
-    found[f"{prefix}.story"] = figure(story, "lines", f"```text\n{command}\n" + "\n".join(story) + "\n```")
+    found[f"{prefix}.story"] = figure(len(story), "lines", f"```text\n{command}\n" + "\n".join(story) + "\n```")
     metadata = summary[STEP_TASKS["eval"]]["metadata"].values()
     comparison = next(m["comparison"] for m in metadata if "comparison" in m)
     for name, key, digits in (
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     for algorithm in args.algorithms.split(","):
         if algorithm == BROKEN_ROW:
             story = broken_row_story(out / algorithm)
-            found = {f"demo.{BROKEN_ROW}.story": figure(story.splitlines(), "lines", f"```text\n{story}\n```")}
+            found = {f"demo.{BROKEN_ROW}.story": figure(len(story.splitlines()), "lines", f"```text\n{story}\n```")}
         else:
             found = figures_of(algorithm, run(algorithm, out / algorithm))
         shown = {name: entry["text"] for name, entry in found.items() if "story" not in name}

@@ -347,8 +347,8 @@ def figures(results: dict[float, dict[str, dict[str, dict]]]) -> dict[str, dict]
     store = {gigabytes: sum(f["store"] for f in modes["after"].values()) for gigabytes, modes in results.items()}
     disk = max(f["disk"] for modes in results.values() for f in modes["after"].values())
     found = {
-        "trip.table": figure("\n".join(table(results)), "table"),
-        "trip.verdicts": figure("\n".join(verdicts(results)), "lines"),
+        "trip.table": figure(len(table(results)) - 2, "rows", "\n".join(table(results))),
+        "trip.verdicts": figure(len(verdicts(results)), "lines", "\n".join(verdicts(results))),
         "trip.after.store": figure(max(store.values()), "bytes", _figure(max(store.values())).removesuffix(" kB")),
         "trip.after.disk": figure(disk, "bytes", _figure(disk).removesuffix(" kB")),
     }
