@@ -69,13 +69,15 @@ def record(entries: dict[str, dict[str, Any]], source: str, path: Path = FIGURES
     """Stores ``entries`` (from :func:`figure`) in ``figures.json``, stamped with ``source``, today and the commit.
 
     Entries whose value and text are unchanged keep their former stamp, so re-running a script on an unchanged tree
-    changes nothing.
+    changes nothing; an entry transcribed from the documents (with a ``note``) is re-stamped once measured.
     """
     figures = load(path)
-    stamp = {"source": source, "measured": datetime.datetime.now(datetime.UTC).date().isoformat(), "commit": commit()}
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    stamp = {"source": source, "measured": today, "commit": commit()}
     for name, entry in entries.items():
         old = figures.get(name, {})
-        if old.get("value") == entry["value"] and old.get("text") == entry["text"] and old.get("source") == source:
+        unchanged = old.get("value") == entry["value"] and old.get("text") == entry["text"]
+        if unchanged and old.get("source") == source and "note" not in old:  # a transcribed one is re-stamped
             continue
         figures[name] = {**entry, **stamp}
     save(figures, path)
