@@ -16,10 +16,6 @@ from benchmarks import component_delivery, demo_figures, house_figures, model_tr
 from benchmarks.argo_workflow import RELEASES
 from scripts import figures, package_figures
 
-#: Figures whose source does not write them yet: {source script: why}. A script added here must not write figures
-#: (the test below fails once it does: then drop it from here).
-NOT_WRITTEN_YET = {}
-
 
 def test_every_marked_figure_is_the_one_in_figures_json():
     assert figures.disagreements(figures.load()) == []
@@ -33,9 +29,7 @@ def test_every_figure_names_its_unit_date_commit_and_a_script_that_writes_it():
         source = figures.REPO_ROOT / entry["source"]
         assert source.is_file(), f"{name}: its source {entry['source']} does not exist"
         writes = any(word in source.read_text() for word in ("--write-figures", "figures.py --record", "record("))
-        assert writes or entry["source"] in NOT_WRITTEN_YET, f"{name}: {entry['source']} does not write figures"
-    for source in NOT_WRITTEN_YET:
-        assert "--write-figures" not in (figures.REPO_ROOT / source).read_text(), f"{source} writes: unlist it"
+        assert writes, f"{name}: {entry['source']} does not write figures"
 
 
 #: Figures a producer records beside the stated ones, machine-readable only: every demo's timings, story and verdict
