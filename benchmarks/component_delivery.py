@@ -5,7 +5,9 @@ itself is imported (kfp's own import, ~1.5 s here, is measured first in the same
 target < 0.5 s for the component), the image it runs on by default and the size of its compiled container spec
 (KFP's executor shim and the wrapper's source: the code itself is in the image; limit 16 KiB).
 
-Usage: ``python benchmarks/component_delivery.py`` from the repository root (not run in CI).
+Usage: ``python benchmarks/component_delivery.py [--write-figures]`` from the repository root (not run in CI);
+``--write-figures`` records the timings and the container spec sizes in ``docs/figures.json``; the sizes, which
+depend only on the code, are also re-measured by ``scripts/figures.py`` (:func:`spec_figures`).
 """
 
 from __future__ import annotations
@@ -50,17 +52,64 @@ def probe(module: str, name: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+_SPECS = """
+import json, sys
+specs = {}
+for name, module in json.loads(sys.argv[1]).items():
+    container = getattr(__import__(module, fromlist=[name]), name).component_spec.implementation.container
+    spec = {"image": container.image, "command": container.command, "args": container.args}
+    specs[name] = len(json.dumps(spec, separators=(",", ":")).encode())
+print(json.dumps(specs))
+"""
+
+
+def spec_sizes() -> dict[str, int]:
+    """Bytes of each component's compiled container spec, default settings, in one fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    command = [sys.executable, "-c", _SPECS, json.dumps(COMPONENTS)]
+    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def spec_figures(sizes: dict[str, int] | None = None) -> dict[str, dict]:
+    """The container spec sizes the documents state (KiB, one decimal), each and as a range."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from scripts.figures import figure
+
+    sizes = sizes or spec_sizes()
+    found = {f"delivery.{name}.container_spec": figure(n, "bytes", f"{n / 1024:.1f}") for name, n in sizes.items()}
+    low, high = min(sizes.values()), max(sizes.values())
+    found["delivery.container_spec.range"] = figure([low, high], "bytes", f"{low / 1024:.1f}–{high / 1024:.1f}")
+    return found
+
+
 def main() -> None:
-    """Prints one row per component."""
+    """Prints one row per component; ``--write-figures`` records them."""
     print("| component | import (s) | kfp import (s) | image | container spec (KiB) |")
     print("|---|---|---|---|---|")
+    measured = {}
     for name, module in COMPONENTS.items():
-        figures = probe(module, name)
+        figures = measured[name] = probe(module, name)
         print(
             f"| {name} | {figures['component']:.3f} | {figures['kfp']:.2f} | `{figures['image']}` "
             f"| {figures['container_spec'] / 1024:.1f} |",
             flush=True,
         )
+    if "--write-figures" in sys.argv:
+        from scripts.figures import figure, record
+
+        found = spec_figures({name: figures["container_spec"] for name, figures in measured.items()})
+        for name, figures in measured.items():
+            seconds = figures["component"]
+            found[f"delivery.{name}.import_seconds"] = figure(round(seconds, 3), "s", f"{seconds:.3f}")
+        imports = [figures["component"] for figures in measured.values()]
+        kfp = [figures["kfp"] for figures in measured.values()]
+        found["delivery.import_seconds.range"] = figure(
+            [min(imports), max(imports)], "s", f"{min(imports):.3f}–{max(imports):.3f}"
+        )
+        found["delivery.kfp_import_seconds.range"] = figure([min(kfp), max(kfp)], "s", f"{min(kfp):.2f}–{max(kfp):.2f}")
+        record(found, "benchmarks/component_delivery.py")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The core install of the built wheel in a fresh venv: seconds, MiB added, distributions (issue 34: what importing
 # and compiling need, no torch / CUDA / lm-eval). Needs the package index. Not run in CI.
-#   bash benchmarks/core_install.sh
+#   bash benchmarks/core_install.sh [--write-figures]    (records the figures in docs/figures.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -17,6 +17,11 @@ start=$(date +%s.%N)
 end=$(date +%s.%N)
 after=$(du -sk "$tmp/venv" | cut -f1)
 count=$("$tmp/venv/bin/python" -m pip list --format=freeze | grep -vc '^pip==')
+seconds=$(echo "$end - $start" | bc)
+if [ "${1:-}" = --write-figures ]; then
+  "$PYTHON" scripts/figures.py --record benchmarks/core_install.sh "core.distributions=$count:distributions" \
+    "core.size=$(( (after - before) / 1024 )):MiB" "core.seconds=$(printf '%.0f' "$seconds"):s"
+fi
 heavy=$("$tmp/venv/bin/python" -m pip list --format=freeze | grep -ci '^torch==\|^nvidia-\|^triton==\|^lm.eval==' || true)
 printf 'core install: %.1f s, %d MiB added, %d distributions (kfp-finetune included), %d of torch/nvidia-*/triton/lm-eval\n' \
   "$(echo "$end - $start" | bc)" $(( (after - before) / 1024 )) "$count" "$heavy"

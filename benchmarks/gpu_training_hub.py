@@ -27,8 +27,9 @@ is the Training Hub result of a ``--backend training-hub`` run of the same ``--o
 in ``results.json``).
 
 Usage (from the repository root): ``python benchmarks/gpu_training_hub.py --out DIR [--steps 300]
-[--algorithms sft,osft,lora] [--backend training-hub|transformers]``. Prints one line per algorithm and writes
-``DIR/results[-transformers].json``; exit code 1 when a check failed, 2 when there is no GPU.
+[--algorithms sft,osft,lora] [--backend training-hub|transformers] [--write-figures]``. Prints one line per algorithm
+and writes ``DIR/results[-transformers].json`` (``--write-figures``: the README's figures into ``docs/figures.json``);
+exit code 1 when a check failed, 2 when there is no GPU.
 """
 
 from __future__ import annotations
@@ -255,6 +256,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=2400, help="demo conversations in the training file")
     parser.add_argument("--algorithms", default="sft,osft,lora")
     parser.add_argument("--backend", default="training-hub", choices=("training-hub", "transformers"))
+    parser.add_argument("--write-figures", action="store_true", help="record the README's figures in docs/figures.json")
     args = parser.parse_args()
     backend = "" if args.backend == "training-hub" else args.backend
     os.environ.update(OFFLINE)
@@ -282,6 +284,8 @@ def main() -> int:
         failed |= not ok
         print(_line(result, ok))
     (work / f"results{'-' + backend if backend else ''}.json").write_text(json.dumps(results, indent=2))
+    if args.write_figures:
+        record_figures(results, backend)
     if backend and (work / "results.json").is_file():  # same machine, same data: transformers vs Training Hub
         hub_results = json.loads((work / "results.json").read_text())
         hub = {r["algorithm"]: r for r in hub_results if r.get("exit_code") == 0}  # a failed run has no throughput
@@ -290,6 +294,26 @@ def main() -> int:
                 ratio = hub[result["algorithm"]]["pod_seconds"] / result["pod_seconds"]
                 print(f"{result['algorithm']}: transformers/training-hub throughput {ratio:.3f}x")
     return 1 if failed else 0
+
+
+def record_figures(results: list[dict], backend: str) -> None:
+    """Records each passing run's first and last loss and pod/direct ratio (``gpu.<stack>.<algorithm>.*``)."""
+    from importlib.metadata import version
+
+    from scripts.figures import figure, record
+
+    stack = backend or "th_" + version("training-hub").replace(".", "_")
+    found = {}
+    for result in results:
+        if result.get("exit_code") != 0:
+            continue
+        prefix = f"gpu.{stack}.{result['algorithm']}"
+        for side in ("first", "last"):
+            loss = result[f"loss_{side}"]
+            found[f"{prefix}.loss.{side}"] = figure(round(loss, 3), "nats per token", f"{loss:.2f}")
+        if "ratio" in result:
+            found[f"{prefix}.pod_direct_ratio"] = figure(result["ratio"], "x", f"{result['ratio']:.3f}")
+    record(found, "benchmarks/gpu_training_hub.py")
 
 
 def _has_lora_extra() -> bool:

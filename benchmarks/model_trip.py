@@ -310,6 +310,7 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, dict[str, dict]
     parser.add_argument("--sizes", default="0.1,1,4", help="model sizes in GB, comma-separated")
     parser.add_argument("--root", default="", help="scratch directory (default: a temporary one, removed)")
     parser.add_argument("--write-model", nargs=2, metavar=("DIR", "BYTES"), help=argparse.SUPPRESS)
+    parser.add_argument("--write-figures", action="store_true", help="record the README's figures in docs/figures.json")
     args = parser.parse_args(argv)
     if args.write_model:
         write_model(Path(args.write_model[0]), int(args.write_model[1]))
@@ -332,7 +333,29 @@ def main(argv: list[str] | None = None) -> dict[float, dict[str, dict[str, dict]
     print("\n".join(table(results)))
     print()
     print("\n".join(verdicts(results)))
+    if args.write_figures:
+        from scripts.figures import record
+
+        record(figures(results), "benchmarks/model_trip.py")
     return results
+
+
+def figures(results: dict[float, dict[str, dict[str, dict]]]) -> dict[str, dict]:
+    """The README's figures: the table, the verdicts, and ``after``'s artifact store and largest step disk."""
+    from scripts.figures import figure
+
+    store = {gigabytes: sum(f["store"] for f in modes["after"].values()) for gigabytes, modes in results.items()}
+    disk = max(f["disk"] for modes in results.values() for f in modes["after"].values())
+    found = {
+        "trip.table": figure(len(table(results)) - 2, "rows", "\n".join(table(results))),
+        "trip.verdicts": figure(len(verdicts(results)), "lines", "\n".join(verdicts(results))),
+        "trip.after.store": figure(max(store.values()), "bytes", _figure(max(store.values())).removesuffix(" kB")),
+        "trip.after.disk": figure(disk, "bytes", _figure(disk).removesuffix(" kB")),
+    }
+    for gigabytes, stored in store.items():
+        share = 100 * stored / (gigabytes * GB)
+        found[f"trip.after.store_share.{gigabytes:g}"] = figure(share, "%", f"{share:.1g}")
+    return found
 
 
 if __name__ == "__main__":

@@ -126,6 +126,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--keep", type=Path, help="write the generated JSONL here (default: a temporary file)")
     parser.add_argument("--with-datasets", action="store_true", help="also measure the datasets baseline (slow)")
     parser.add_argument("--repo", type=Path, default=REPO_ROOT, help="the checkout whose CLI runs (default: this one)")
+    parser.add_argument("--write-figures", action="store_true", help="record the README's figures in docs/figures.json")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -164,7 +165,24 @@ def main(argv: list[str]) -> int:
     if baseline is not None:
         vs_datasets = baseline["seconds"] / validator["seconds"]
         print(f"validator / datasets: {vs_datasets:.2f}x (target >= 5x: {'met' if vs_datasets >= 5 else 'MISSED'})")
+    if args.write_figures:
+        record_figures("short" if args.short else "long", cli_s / bare_s, cli_rss)
     return 0
+
+
+def record_figures(rows: str, cli_per_bare: float, peak_rss: float) -> None:
+    """Records the README's figures of one run (``short`` or ``long`` rows) and the peak RSS range of both."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from scripts.figures import figure, load, record
+
+    found = {
+        f"validate.{rows}.ratio": figure(round(cli_per_bare, 2), "x bare json.loads", f"{cli_per_bare:.2f}"),
+        f"validate.{rows}.peak_rss": figure(round(peak_rss), "MiB", f"{peak_rss:.0f}"),
+    }
+    other = load().get(f"validate.{'long' if rows == 'short' else 'short'}.peak_rss", {}).get("value", round(peak_rss))
+    low, high = sorted((round(peak_rss), other))
+    found["validate.peak_rss.range"] = figure([low, high], "MiB", f"{low}–{high}" if low != high else f"{low}")
+    record(found, "benchmarks/validate_dataset.py")
 
 
 if __name__ == "__main__":

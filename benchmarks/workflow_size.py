@@ -42,9 +42,10 @@ parameters of tasks that always run), every string parameter left empty by defau
 ``>`` and ``&`` escaped as ``\u003c``...) of the nested JSON strings, so each level of quoting costs what it costs
 in the real object.
 
-Usage: ``python benchmarks/workflow_size.py [--tasks]`` (compiles the pipelines with default settings; ``--tasks``
-prints ``status.nodes`` per task too; not run in CI: ``tests/test_workflow_size.py`` keeps each under
-:data:`LIMIT_BYTES`).
+Usage: ``python benchmarks/workflow_size.py [--tasks] [--write-figures]`` (compiles the pipelines with default
+settings; ``--tasks`` prints ``status.nodes`` per task too; ``--write-figures`` records the documents' figures,
+:func:`figures`, in ``docs/figures.json``, as ``scripts/figures.py --write`` does; ``tests/test_workflow_size.py``
+keeps each under :data:`LIMIT_BYTES`, ``tests/test_figures.py`` keeps the documents' figures current).
 """
 
 from __future__ import annotations
@@ -116,6 +117,83 @@ def model_compiled(path: Path, release: str = RELEASES[0]) -> dict:
     return workflow(documents[0], documents[1] if len(documents) > 1 else {}, release)
 
 
+EXPERT = ("sft", "osft", "lora")
+MINIMAL = ("sft-minimal", "osft-minimal", "lora-minimal")
+#: The table's columns: (heading, key of :func:`breakdown`).
+COLUMNS = (
+    ("total", "total"),
+    ("`spec.arguments`", "arguments"),
+    ("`spec.templates`", "templates"),
+    ("`status.nodes`", "nodes"),
+    ("largest pod spec patch", "largest_pod_spec_patch"),
+    ("total, `status.nodes` gzipped", "compressed"),
+)
+#: ``sft`` with the code embedded in each command (KFP 2.14.3, KiB), measured by this script before issue 43 put
+#: every step on the project's image (first stated in ``a4260b6``): today's code cannot rebuild it.
+EMBEDDED_BEFORE = (1712.0, 274.6, 32.6, 1395.8, 95.5, 1389.6)
+
+
+def sizes_by_pipeline() -> dict[str, dict[str, dict[str, int]]]:
+    """``{pipeline: {KFP release: breakdown}}`` of the six pipelines compiled with default settings."""
+    from pipelines.compile import CompileSettings, compile_named
+    from pipelines.training.finetuning import PIPELINES
+
+    with tempfile.TemporaryDirectory(prefix="workflow-size-") as out:
+        paths = {name: compile_named(name, Path(out) / f"{name}.yaml", CompileSettings()) for name in PIPELINES}
+        return {
+            name: {release: breakdown(model_compiled(path, release)) for release in RELEASES}
+            for name, path in paths.items()
+        }
+
+
+def _kib_range(values: list[float]) -> str:
+    """``496–511`` (KiB, rounded), or one number when both ends round alike."""
+    low, high = f"{min(values) / 1024:,.0f}", f"{max(values) / 1024:,.0f}"
+    return low if low == high else f"{low}–{high}"
+
+
+def figures(sizes: dict[str, dict[str, dict[str, int]]] | None = None) -> dict[str, dict]:
+    """The figures the README and ``docs/architecture.md`` state: the table and the ranges (KiB)."""
+    from scripts.figures import figure
+
+    sizes = sizes or sizes_by_pipeline()
+    rows = [
+        "| pipeline | KFP | " + " | ".join(heading for heading, _ in COLUMNS) + " |",
+        "|---" * (len(COLUMNS) + 2) + "|",
+    ]
+    for name, releases in sizes.items():
+        for release, sizes_of_release in releases.items():
+            cells = [f"{sizes_of_release[key] / 1024:,.1f}" for _, key in COLUMNS]
+            rows.append(f"| {name} | {release} | " + " | ".join(cells) + " |")
+    rows.append(
+        f"| sft, code embedded (before) | {RELEASES[0]} | " + " | ".join(f"{v:,.1f}" for v in EMBEDDED_BEFORE) + " |"
+    )
+
+    def every(names: tuple[str, ...], key: str) -> list[float]:
+        return [sizes[name][release][key] for name in names for release in RELEASES]
+
+    largest = max(every(tuple(sizes), "total"))
+    by_release = {release: [sizes[name][release]["total"] for name in EXPERT] for release in RELEASES}
+    lora = max(sizes["lora"][release]["total"] for release in RELEASES)
+    return {
+        "workflow.table": figure(len(rows) - 2, "rows", "\n".join(rows)),
+        "workflow.expert.total": figure(every(EXPERT, "total"), "bytes", _kib_range(every(EXPERT, "total"))),
+        "workflow.expert.gzipped": figure(
+            every(EXPERT, "compressed"), "bytes", _kib_range(every(EXPERT, "compressed"))
+        ),
+        "workflow.minimal.total": figure(every(MINIMAL, "total"), "bytes", _kib_range(every(MINIMAL, "total"))),
+        "workflow.minimal.gzipped": figure(
+            every(MINIMAL, "compressed"), "bytes", _kib_range(every(MINIMAL, "compressed"))
+        ),
+        **{f"workflow.expert.total.{release}": figure(t, "bytes", _kib_range(t)) for release, t in by_release.items()},
+        "workflow.largest": figure(largest, "bytes", f"{largest / 1024:.0f}"),
+        "workflow.lora.largest": figure(lora, "bytes", f"{lora / 1024:.1f}"),
+        "workflow.lora.left": figure(LIMIT_BYTES - lora, "bytes", f"{(LIMIT_BYTES - lora) / 1024:.1f}"),
+        "workflow.embedded_before.total": figure(EMBEDDED_BEFORE[0], "KiB", f"{EMBEDDED_BEFORE[0]:,.0f}"),
+        "workflow.embedded_before.gzipped": figure(EMBEDDED_BEFORE[-1], "KiB", f"{EMBEDDED_BEFORE[-1]:,.0f}"),
+    }
+
+
 def main() -> int:
     """Compiles the six pipelines with default settings and prints each one's Workflow size per KFP release."""
     from pipelines.compile import CompileSettings, compile_named
@@ -140,6 +218,10 @@ def main() -> int:
             tasks = by_task(model_compiled(path, RELEASES[-1]))
             print(f"|   {name}, KFP {RELEASES[-1]}, status.nodes per task: " + ", ".join(
                 f"{task} {size / 1024:.1f}" for task, size in tasks.items()) + " |")  # fmt: skip
+    if "--write-figures" in sys.argv:
+        from scripts.figures import record
+
+        record(figures(), "benchmarks/workflow_size.py")
     return 0 if worst < LIMIT_BYTES else 1
 
 

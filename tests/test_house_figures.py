@@ -1,4 +1,5 @@
-"""``benchmarks/house_figures.py`` counts what the issue counts: product lines and modules, tests left out."""
+"""``benchmarks/house_figures.py`` counts what issue 48 counts: product lines and modules of ``components/``,
+``pipelines/`` and ``kfp_finetune/``, tests left out, against the issue's target of 22,000 lines."""
 
 import shutil
 
@@ -10,6 +11,8 @@ from benchmarks import house_figures
 def _tree(tmp_path):
     (tmp_path / "components/x/tests").mkdir(parents=True)
     (tmp_path / "pipelines").mkdir()
+    (tmp_path / "kfp_finetune").mkdir()
+    (tmp_path / "kfp_finetune/__init__.py").write_text("x = 1\n")
     (tmp_path / "components/x/a.py").write_text("a = 1\nb = 2\n")
     (tmp_path / "components/x/tests/test_a.py").write_text("x\n" * 50)
     (tmp_path / "pipelines/long.py").write_text("".join(f"v{i} = {i}\n" for i in range(401)))
@@ -19,7 +22,21 @@ def _tree(tmp_path):
 
 def test_lines_and_modules_are_the_products(tmp_path):
     counts = house_figures.line_counts(_tree(tmp_path))
-    assert counts == {"components/x/a.py": 2, "pipelines/long.py": 401}
+    assert counts == {"components/x/a.py": 2, "kfp_finetune/__init__.py": 1, "pipelines/long.py": 401}
+
+
+def test_the_figures_are_the_lines_and_modules_against_issue_48s_target(tmp_path, capsys, monkeypatch):
+    found = house_figures.figures(_tree(tmp_path))
+    assert {name: entry["value"] for name, entry in found.items()} == {
+        "house.product_lines": 404,
+        "house.product_modules": 3,
+        "house.modules_over_400": 1,
+    }
+    assert found["house.product_lines"]["text"] == "404"
+    assert house_figures.TARGET_LINES == 22_000
+    monkeypatch.setattr(house_figures, "duplicate_pairs", lambda root, rows: (None, ["not counted here"]))
+    house_figures.main([])
+    assert "(target <= 22000)" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(shutil.which("duplicates") is None, reason="the duplicates command is not installed")

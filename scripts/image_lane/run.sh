@@ -74,3 +74,11 @@ rm -rf "$work"
 run_s=$((SECONDS - step))
 say "image $image: $(awk -v b="$size" 'BEGIN { printf "%.2f GB", b / 1e9 }'); base ${base_s}s, wheels ${wheels_s}s," \
   "build ${build_s}s, steps ${run_s}s; lane ${SECONDS}s in all"
+# The README's figures (docs/figures.json): IMAGE_LANE_FIGURES=cold (an empty .image-lane-cache/) or warm records this run.
+if [ -n "${IMAGE_LANE_FIGURES:-}" ]; then
+  kind="$IMAGE_LANE_FIGURES"
+  "$python" scripts/figures.py --record scripts/image_lane/run.sh \
+    "lane.image_size=$(awk -v b="$size" 'BEGIN { printf "%.2f", b / 1e9 }'):GB" "lane.$kind.seconds=$SECONDS:s" \
+    "lane.$kind.build_seconds=$build_s:s" "lane.$kind.steps_seconds=$run_s:s" \
+    ${base_s:+"lane.$kind.base_seconds=$base_s:s"} ${wheels_s:+"lane.$kind.wheels_seconds=$wheels_s:s"}
+fi
