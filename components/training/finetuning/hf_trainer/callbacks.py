@@ -19,7 +19,10 @@ from components.training.finetuning.pod import metrics as metrics_module
 
 
 class StepMetrics(TrainerCallback):
-    """Writes each step's record (rank 0), logs ``step N/T epoch E loss L lr R`` and calls ``on_step``."""
+    """Writes each step's record (rank 0), logs ``step N/T epoch E loss L lr R`` and calls ``on_step``.
+
+    GRPO's steps also log their mean reward (TRL's ``reward``), kept in :attr:`rewards`.
+    """
 
     def __init__(
         self,
@@ -37,6 +40,7 @@ class StepMetrics(TrainerCallback):
         self._started = time.perf_counter()
         self._step_started = self._started
         self._tokens = 0
+        self.rewards: list[float] = []
 
     def elapsed(self) -> float:
         """Training seconds of the whole run (before a resume included)."""
@@ -48,7 +52,7 @@ class StepMetrics(TrainerCallback):
         self._tokens = state.num_input_tokens_seen
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        """Turns the Trainer's step log (``loss``, ``learning_rate``) into the step record."""
+        """Turns the Trainer's step log (``loss``, ``learning_rate``; GRPO: ``reward``) into the step record."""
         if not logs or "loss" not in logs:  # eval lines and the final summary are not steps
             return
         now = time.perf_counter()
@@ -72,6 +76,9 @@ class StepMetrics(TrainerCallback):
             )
             if self.on_step is not None:
                 self.on_step(record)
+        if "reward" in logs:
+            self.rewards.append(float(logs["reward"]))
+            self.log(f"step {state.global_step}/{self.total_steps} mean reward {logs['reward']:.3f}")
 
 
 class CheckpointSchedule(TrainerCallback):
