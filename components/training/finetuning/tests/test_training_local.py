@@ -262,11 +262,14 @@ def test_assistant_only_labels_with_and_without_generation_markers(tiny_model_di
     ]
     ids, labels = _labels_trl_trains_on(tokenizer, tiny_model_dir, messages, tmp_path / "marked")
     assert tokenizer.decode([t for t in labels if t != -100]) == "1 + 1 = 2<|im_end|>4<|im_end|>"
-    # A template without {% generation %} markers that TRL cannot patch: the prefix fallback finds the same tokens.
+    # A template without {% generation %} markers that TRL cannot patch: the prefix fallback finds the same turns
+    # (with the newline the template writes after each, as the templated prefix ends there).
     template = tokenizer.chat_template.replace("{% generation %}", "").replace("{% endgeneration %}", "")
     tokenizer.chat_template = template
     assert not local_data.template_marks_assistant(tokenizer)
-    assert _labels_trl_trains_on(tokenizer, tiny_model_dir, messages, tmp_path / "prefix") == (ids, labels)
+    prefix_ids, prefix_labels = _labels_trl_trains_on(tokenizer, tiny_model_dir, messages, tmp_path / "prefix")
+    assert prefix_ids == ids
+    assert tokenizer.decode([t for t in prefix_labels if t != -100]) == "1 + 1 = 2<|im_end|>\n4<|im_end|>\n"
 
 
 # -- OSFT (mini-trainer's model) ---------------------------------------------------------------------------------------
