@@ -42,7 +42,7 @@ def _token_ids(tokenizer: Any, messages: list[dict[str, Any]], **kwargs: Any) ->
 
 
 def assistant_mask_by_prefix(tokenizer: Any, messages: list[dict[str, Any]], length: int) -> list[int]:
-    """1 on the tokens of each assistant turn: from the prompt that precedes it to the conversation that ends with it."""
+    """1 on each assistant turn's tokens: from the templated prompt before it to the conversation ending with it."""
     mask = [0] * length
     for index, message in enumerate(messages):
         if message.get("role") == "assistant":

@@ -18,6 +18,7 @@ checkpoint with the same steps and losses as an uninterrupted run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -341,8 +342,7 @@ def train(
     progress = callbacks.StepMetrics(
         metrics_path, records, total_steps, log=say, on_step=on_step, elapsed_before=(marker or {}).get("elapsed", 0.0)
     )
-    sigterm = callbacks.SigtermStop(log=say) if checkpoint_on_sigterm else None
-    schedule = callbacks.CheckpointSchedule(config.checkpoint_interval_steps, config.checkpoint_at_epoch, steps_per_epoch)
+    schedule = callbacks.SaveSchedule(config.checkpoint_interval_steps, config.checkpoint_at_epoch, steps_per_epoch)
     publisher = callbacks.CheckpointPublisher(
         root, KEEP_CHECKPOINTS, steps_per_epoch, config.effective_batch_size, len(samples), progress.elapsed
     )
@@ -351,13 +351,14 @@ def train(
         say(f"data-parallel over {state.num_processes} process(es): {mode}")
     replicated = state.num_processes > 1 and not fsdp
     extra = [osft.ProjectionCallback(replicated)] if config.algorithm == "osft" else []
+    osft_model = osft.load_osft_model(model_path, config.unfreeze_rank_ratio) if config.algorithm == "osft" else None
     trainer = SFTTrainer(
-        model=osft.load_osft_model(model_path, config.unfreeze_rank_ratio) if config.algorithm == "osft" else model_path,
+        model=osft_model or model_path,  # TRL loads the others (float32)
         args=arguments,
         train_dataset=samples,
         eval_dataset=eval_samples,
         processing_class=tokenizer,
-        callbacks=[progress, schedule, publisher, *extra, *([sigterm] if sigterm else [])],
+        callbacks=[progress, schedule, publisher, *extra],
         quantization_config=quantization,
         peft_config=lora_config(config) if config.algorithm == "lora" else None,
     )
@@ -367,10 +368,10 @@ def train(
         base_eval_loss = trainer.evaluate()["eval_loss"]  # LoRA and OSFT start as the base model
         say(f"held-out loss of the base model: {base_eval_loss:.4f}")
     started = time.perf_counter()
-    with callbacks.sigterm_guard(sigterm):
+    with preemption.sigterm_flag(log=say) if checkpoint_on_sigterm else contextlib.nullcontext() as schedule.flag:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
     train_seconds = time.perf_counter() - started
-    if sigterm is not None and sigterm.stopped:
+    if schedule.stopped:
         say(f"SIGTERM: checkpoint saved; exiting with {preemption.SIGTERM_EXIT_CODE} so the job restarts and resumes")
         raise SystemExit(preemption.SIGTERM_EXIT_CODE)
     eval_loss = trainer.evaluate()["eval_loss"] if eval_samples is not None else None
