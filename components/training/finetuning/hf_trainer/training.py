@@ -351,9 +351,9 @@ def train(
         say(f"data-parallel over {state.num_processes} process(es): {mode}")
     replicated = state.num_processes > 1 and not fsdp
     extra = [osft.ProjectionCallback(replicated)] if config.algorithm == "osft" else []
-    osft_model = osft.load_osft_model(model_path, config.unfreeze_rank_ratio) if config.algorithm == "osft" else None
+    model = osft.load_osft_model(model_path, config.unfreeze_rank_ratio) if config.algorithm == "osft" else model_path
     trainer = SFTTrainer(
-        model=osft_model or model_path,  # TRL loads the others (float32)
+        model=model,  # a path: TRL loads it (float32, or quantised) and attaches the adapter
         args=arguments,
         train_dataset=samples,
         eval_dataset=eval_samples,

@@ -238,7 +238,7 @@ def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
 
 
 def _labels_trl_trains_on(tokenizer, model_dir, messages, tmp_path):
-    """The labels of ``SFTTrainer``'s prepared sample of ``messages`` (built the way :func:`training.train` builds it)."""
+    """The labels of ``SFTTrainer``'s prepared sample of ``messages`` (prepared as :func:`training.train` does)."""
     from trl import SFTConfig, SFTTrainer
 
     dataset, longest = local_data.chat_dataset(tokenizer, [{"messages": messages}], 256)
