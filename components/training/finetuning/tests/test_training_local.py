@@ -254,12 +254,8 @@ def test_assistant_only_labels_with_and_without_generation_markers(tiny_model_di
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    messages = [
-        {"role": "user", "content": "What is 1 plus 1?"},
-        {"role": "assistant", "content": "1 + 1 = 2"},
-        {"role": "user", "content": "And 2 plus 2?"},
-        {"role": "assistant", "content": "4"},
-    ]
+    turns = [("user", "What is 1 plus 1?"), ("assistant", "1 + 1 = 2"), ("user", "And 2 plus 2?"), ("assistant", "4")]
+    messages = [{"role": role, "content": content} for role, content in turns]
     ids, labels = _labels_trl_trains_on(tokenizer, tiny_model_dir, messages, tmp_path / "marked")
     assert tokenizer.decode([t for t in labels if t != -100]) == "1 + 1 = 2<|im_end|>4<|im_end|>"
     # A template without {% generation %} markers that TRL cannot patch: the prefix fallback finds the same turns
