@@ -1,16 +1,11 @@
 """GRPO on the project's trainer: TRL's ``GRPOTrainer`` on a prompt dataset with a verifiable reward.
 
-The ``local`` launcher's ``grpo`` and ``lora_grpo`` (Training Hub's run on GPUs with vLLM: verl or ART; this one runs
-anywhere, CPU included, with ``transformers`` generation). Each optimizer step samples ``effective_batch_size``
-prompts and ``grpo_group_size`` completions of each (``temperature``, at most ``grpo_max_new_tokens`` tokens), scores
-them with the rows' reward (:func:`..pod.rewards.compute_score` for ``reward_answer`` rows, Training Hub's
-``tool_call_reward`` for ``reward_tool_call`` rows) and moves the policy towards the completions that beat their
-group's mean. ``grpo_iterations`` steps in all. Writes, like :mod:`.training`::
-
-      metrics.jsonl     one record per step (the GRPO loss)
-      rewards.json      the mean reward of every step (the reward gate's history)
-      final/            the trained model + tokenizer (lora_grpo: the adapter merged)
-      adapter/          lora_grpo only: the adapter alone
+The ``local`` launcher's ``grpo`` and ``lora_grpo`` (anywhere, CPU included, with ``transformers`` generation; Training
+Hub's run on GPUs with vLLM). Each step samples ``effective_batch_size`` prompts and ``grpo_group_size`` completions
+of each, scores them with the rows' reward (:func:`..pod.rewards.compute_score` for ``reward_answer`` rows, Training
+Hub's ``tool_call_reward`` for ``reward_tool_call`` rows) and moves the policy towards those that beat their group's
+mean; ``grpo_iterations`` steps. Writes :mod:`.training`'s ``metrics.jsonl``, ``final/`` and ``adapter/``
+(``lora_grpo``), and ``rewards.json``: the mean reward of every step (the reward gate's history).
 """
 
 from __future__ import annotations
