@@ -2,8 +2,8 @@
 
 What differs from the Training Hub path: the code tree staged (:func:`stage_code`), the data with string contents
 (:func:`stage_data`), the pod command (:func:`pod_command`) on the ``torch-distributed`` runtime, and rank 0's
-``result.json`` (:func:`read_result`). The image needs ``torch``, ``transformers`` and ``accelerate`` (+ ``peft`` for
-LoRA, ``rhai-innovation-mini-trainer`` for OSFT).
+``result.json`` (:func:`read_result`). The image needs ``torch``, ``transformers``, ``accelerate``, ``trl`` and
+``datasets`` (+ ``peft`` for LoRA, ``rhai-innovation-mini-trainer`` for OSFT).
 """
 
 from __future__ import annotations

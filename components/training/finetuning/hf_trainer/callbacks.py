@@ -5,10 +5,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,10 @@ from components.training.finetuning.pod import metrics as metrics_module
 
 
 class StepMetrics(TrainerCallback):
-    """Writes each step's record (rank 0), logs ``step N/T epoch E loss L lr R`` and calls ``on_step``."""
+    """Writes each step's record (rank 0), logs ``step N/T epoch E loss L lr R`` and calls ``on_step``.
+
+    GRPO's steps also log their mean reward (TRL's ``reward``), kept in :attr:`rewards`.
+    """
 
     def __init__(
         self,
@@ -34,9 +36,9 @@ class StepMetrics(TrainerCallback):
         self.path, self.records, self.total_steps = path, records, total_steps
         self.log, self.on_step = log, on_step
         self.elapsed_before = elapsed_before
-        self._started = time.perf_counter()
-        self._step_started = self._started
+        self._started = self._step_started = time.perf_counter()
         self._tokens = 0
+        self.rewards: list[float] = []
 
     def elapsed(self) -> float:
         """Training seconds of the whole run (before a resume included)."""
@@ -48,7 +50,7 @@ class StepMetrics(TrainerCallback):
         self._tokens = state.num_input_tokens_seen
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        """Turns the Trainer's step log (``loss``, ``learning_rate``) into the step record."""
+        """Turns the Trainer's step log (``loss``, ``learning_rate``; GRPO: ``reward``) into the step record."""
         if not logs or "loss" not in logs:  # eval lines and the final summary are not steps
             return
         now = time.perf_counter()
@@ -72,72 +74,32 @@ class StepMetrics(TrainerCallback):
             )
             if self.on_step is not None:
                 self.on_step(record)
+        if "reward" in logs:
+            self.rewards.append(float(logs["reward"]))
+            self.log(f"step {state.global_step}/{self.total_steps} mean reward {logs['reward']:.3f}")
 
 
-class CheckpointSchedule(TrainerCallback):
-    """Saves every ``interval`` steps (not at the last) and, with ``at_epoch``, at the end of each epoch."""
+class SaveSchedule(TrainerCallback):
+    """Saves every ``interval`` steps (not at the last), with ``at_epoch`` at each epoch's end, and after a SIGTERM.
+
+    A SIGTERM on any rank (``flag``: :func:`.preemption.sigterm_flag`'s, ``None`` without a handler) makes every rank
+    save and stop at the end of the same step: one all-reduce per step agrees on it.
+    """
 
     def __init__(self, interval: int, at_epoch: bool, steps_per_epoch: int) -> None:
         self.interval, self.at_epoch, self.steps_per_epoch = interval, at_epoch, steps_per_epoch
+        self.flag: preemption.SigtermFlag | None = None
+        self.stopped = False
 
     def on_step_end(self, args, state, control, **kwargs):
-        """Asks for a save when the step is due one."""
+        """Asks for a save when the step is due one; for a stop as well after a SIGTERM."""
         step = state.global_step
         if self.interval and step % self.interval == 0 and step < state.max_steps:
             control.should_save = True
         if self.at_epoch and step % self.steps_per_epoch == 0:
             control.should_save = True
-
-
-class CheckpointPublisher(TrainerCallback):
-    """Puts each checkpoint the Trainer saved into ``root/step_<N>`` whole, marker last (rank 0, once all saved)."""
-
-    def __init__(
-        self,
-        root: Path,
-        keep_last: int,
-        steps_per_epoch: int,
-        batch_size: int,
-        samples: int,
-        elapsed: Callable[[], float],
-    ) -> None:
-        self.writer = preemption.CheckpointWriter(root, keep_last=keep_last)
-        self.steps_per_epoch, self.batch_size, self.samples = steps_per_epoch, batch_size, samples
-        self.elapsed = elapsed
-
-    def on_save(self, args, state, control, **kwargs):
-        """Publishes ``checkpoint-<N>`` (every rank waits for all to have saved; rank 0 moves it)."""
-        from accelerate import PartialState
-
-        PartialState().wait_for_everyone()  # every rank wrote its part (RNG states) of the checkpoint
-        if not state.is_world_process_zero:
-            return
-        step = state.global_step
-        source = Path(args.output_dir) / f"checkpoint-{step}"
-        epoch, done = divmod(step, self.steps_per_epoch)
-        info = {"epoch": epoch, "offset": min(done * self.batch_size, self.samples), "elapsed": self.elapsed()}
-
-        def move(directory: Path) -> None:
-            for path in source.iterdir():
-                path.rename(directory / path.name)
-
-        self.writer.write(step, move, info)
-        shutil.rmtree(source, ignore_errors=True)
-
-
-class SigtermStop(TrainerCallback):
-    """After a SIGTERM on any rank, every rank saves and stops at the end of the same step."""
-
-    def __init__(self, log: Callable[[str], None]) -> None:
-        self.log = log
-        self.flag: preemption.SigtermFlag | None = None
-        self.stopped = False
-
-    def on_step_end(self, args, state, control, **kwargs):
-        """Save and stop when any rank got a SIGTERM (a collective: every rank calls it at every step)."""
-        if _any_rank(bool(self.flag and self.flag.requested)):
-            control.should_save = control.should_training_stop = True
-            self.stopped = True
+        if self.flag is not None and _any_rank(self.flag.requested):  # a collective: every rank, every step
+            control.should_save = control.should_training_stop = self.stopped = True
 
 
 def _any_rank(flag: bool) -> bool:
@@ -152,12 +114,27 @@ def _any_rank(flag: bool) -> bool:
     return bool(value.item())
 
 
-@contextlib.contextmanager
-def sigterm_guard(stop: SigtermStop | None) -> Iterator[None]:
-    """Within the block, a SIGTERM is recorded for ``stop`` (nothing is installed when ``stop`` is ``None``)."""
-    if stop is None:
-        yield
-        return
-    with preemption.sigterm_flag(log=stop.log) as flag:
-        stop.flag = flag
-        yield
+class CheckpointPublisher(TrainerCallback):
+    """Puts each checkpoint the Trainer saved into ``root/step_<N>`` whole, marker last (rank 0, once all saved)."""
+
+    def __init__(self, root: Path, keep: int, epoch_steps: int, batch: int, samples: int, elapsed: Callable) -> None:
+        self.writer = preemption.CheckpointWriter(root, keep_last=keep)
+        self.steps_per_epoch, self.batch_size, self.samples, self.elapsed = epoch_steps, batch, samples, elapsed
+
+    def on_save(self, args, state, control, **kwargs):
+        """Publishes ``checkpoint-<N>`` (every rank waits for all to have saved; rank 0 moves it)."""
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()  # every rank wrote its part (RNG states) of the checkpoint
+        if not state.is_world_process_zero:
+            return
+        source = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        epoch, done = divmod(state.global_step, self.steps_per_epoch)
+        info = {"epoch": epoch, "offset": min(done * self.batch_size, self.samples), "elapsed": self.elapsed()}
+
+        def move(directory: Path) -> None:
+            for path in source.iterdir():
+                path.rename(directory / path.name)
+
+        self.writer.write(state.global_step, move, info)
+        shutil.rmtree(source, ignore_errors=True)

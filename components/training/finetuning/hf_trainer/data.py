@@ -1,6 +1,9 @@
-"""The trainer's data: chat rows tokenized with assistant-only labels (``IGNORE_INDEX`` elsewhere).
+"""The trainer's data: checked chat rows as the dataset TRL's ``SFTTrainer`` tokenizes with assistant-only labels.
 
-Why not TRL's ``SFTTrainer(assistant_only_loss=True)``: see the component README.
+TRL masks by the chat template's ``{% generation %}`` markers (patching in those of the families it knows); for any
+other template the rows are tokenized here, with the assistant spans found by templating growing prefixes, and TRL
+builds the labels from that ``assistant_masks`` column the same way. Samples over ``max_seq_len`` tokens are dropped
+(TRL would truncate them).
 """
 
 from __future__ import annotations
@@ -10,50 +13,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-IGNORE_INDEX = -100
-
 
 class LocalTrainingError(ValueError):
-    """The data or model cannot be trained as asked (no trainable samples, template without assistant turns...)."""
-
-
-#: One tokenized conversation: ``{"input_ids": [...], "labels": [...]}``, labels ``IGNORE_INDEX`` outside assistant
-#: tokens (what ``DataCollatorForSeq2Seq`` pads).
-Sample = dict[str, list[int]]
-
-
-def _assistant_mask_by_prefix(tokenizer: Any, messages: list[dict[str, Any]], input_ids: list[int]) -> list[int]:
-    """Fallback for templates without ``{% generation %}``: assistant spans from templating growing prefixes."""
-    mask = [0] * len(input_ids)
-    for index, message in enumerate(messages):
-        if message.get("role") != "assistant":
-            continue
-        start = len(tokenizer.apply_chat_template(messages[:index], tokenize=True, add_generation_prompt=True))
-        end = len(tokenizer.apply_chat_template(messages[: index + 1], tokenize=True))
-        for position in range(start, min(end, len(mask))):
-            mask[position] = 1
-    return mask
-
-
-def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> Sample:
-    """Tokenizes one conversation with the chat template; labels only on assistant tokens.
-
-    Args:
-        tokenizer: A Hugging Face tokenizer with a chat template.
-        messages: ``[{"role": ..., "content": ...}, ...]``.
-
-    Returns:
-        The sample (labels are ``IGNORE_INDEX`` except on assistant turns).
-    """
-    encoded = tokenizer.apply_chat_template(
-        messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-    )
-    input_ids = list(encoded["input_ids"])
-    mask = list(encoded.get("assistant_masks") or [])
-    if not any(mask):
-        mask = _assistant_mask_by_prefix(tokenizer, messages, input_ids)
-    labels = [token if flag else IGNORE_INDEX for token, flag in zip(input_ids, mask, strict=True)]
-    return {"input_ids": input_ids, "labels": labels}
+    """The data or model cannot be trained as asked (no trainable samples, batch settings, QLoRA without CUDA...)."""
 
 
 def read_jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -64,26 +26,52 @@ def read_jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-def tokenize_dataset(tokenizer: Any, rows: Iterable[dict[str, Any]], max_seq_len: int, path: Any = "") -> list[Sample]:
-    """Tokenizes chat rows, dropping samples longer than ``max_seq_len`` or without assistant tokens.
+def template_marks_assistant(tokenizer: Any) -> bool:
+    """Whether TRL's ``assistant_only_loss`` can mask this tokenizer's template (markers present or patched in)."""
+    from trl.chat_template_utils import get_training_chat_template
 
-    Args:
-        tokenizer: A tokenizer with a chat template.
-        rows: Checked ``{"messages": [...]}`` rows with string contents.
-        max_seq_len: Longest kept sample, in tokens.
-        path: Where the rows come from, for the error message.
+    try:
+        get_training_chat_template(tokenizer)
+    except ValueError:  # a template TRL cannot patch
+        return False
+    return True
 
-    Returns:
-        The kept samples, in file order.
+
+def _token_ids(tokenizer: Any, messages: list[dict[str, Any]], **kwargs: Any) -> list[int]:
+    return list(tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, **kwargs)["input_ids"])
+
+
+def assistant_mask_by_prefix(tokenizer: Any, messages: list[dict[str, Any]], length: int) -> list[int]:
+    """1 on each assistant turn's tokens: from the templated prompt before it to the conversation ending with it."""
+    mask = [0] * length
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            start = len(_token_ids(tokenizer, messages[:index], add_generation_prompt=True))
+            end = min(len(_token_ids(tokenizer, messages[: index + 1])), length)
+            mask[start:end] = [1] * max(end - start, 0)
+    return mask
+
+
+def chat_dataset(tokenizer: Any, rows: Iterable[dict[str, Any]], max_seq_len: int, label: Any = "") -> tuple[Any, int]:
+    """The rows of at most ``max_seq_len`` tokens as a ``datasets.Dataset`` for ``SFTTrainer``, and the longest length.
 
     Raises:
-        LocalTrainingError: No sample is left.
+        LocalTrainingError: No sample is left (``label`` names the data).
     """
-    samples = [tokenize_conversation(tokenizer, row["messages"]) for row in rows]
-    kept = [s for s in samples if len(s["input_ids"]) <= max_seq_len and any(t != IGNORE_INDEX for t in s["labels"])]
+    from datasets import Dataset, disable_progress_bars
+
+    disable_progress_bars()  # TRL's preparation would draw one per pass; the step lines are the progress
+    marked = template_marks_assistant(tokenizer)
+    kept, lengths, total = [], [], 0
+    for total, row in enumerate(rows, start=1):
+        ids = _token_ids(tokenizer, row["messages"])
+        mask = [1] if marked else assistant_mask_by_prefix(tokenizer, row["messages"], len(ids))
+        if len(ids) <= max_seq_len and any(mask):
+            kept.append({"messages": row["messages"]} if marked else {"input_ids": ids, "assistant_masks": mask})
+            lengths.append(len(ids))
     if not kept:
         raise LocalTrainingError(
-            f"{path}: none of {len(samples)} samples is trainable (each needs an assistant turn and at most "
+            f"{label}: none of {total} samples is trainable (each needs an assistant turn and at most "
             f"max_seq_len={max_seq_len} tokens); raise max_seq_len or check the data"
         )
-    return kept
+    return Dataset.from_list(kept), max(lengths)

@@ -1,16 +1,11 @@
 """GRPO on the project's trainer: TRL's ``GRPOTrainer`` on a prompt dataset with a verifiable reward.
 
-The ``local`` launcher's ``grpo`` and ``lora_grpo`` (Training Hub's run on GPUs with vLLM: verl or ART; this one runs
-anywhere, CPU included, with ``transformers`` generation). Each optimizer step samples ``effective_batch_size``
-prompts and ``grpo_group_size`` completions of each (``temperature``, at most ``grpo_max_new_tokens`` tokens), scores
-them with the rows' reward (:func:`..pod.rewards.compute_score` for ``reward_answer`` rows, Training Hub's
-``tool_call_reward`` for ``reward_tool_call`` rows) and moves the policy towards the completions that beat their
-group's mean. ``grpo_iterations`` steps in all. Writes, like :mod:`.training`::
-
-      metrics.jsonl     one record per step (the GRPO loss)
-      rewards.json      the mean reward of every step (the reward gate's history)
-      final/            the trained model + tokenizer (lora_grpo: the adapter merged)
-      adapter/          lora_grpo only: the adapter alone
+The ``local`` launcher's ``grpo`` and ``lora_grpo`` (anywhere, CPU included, with ``transformers`` generation; Training
+Hub's run on GPUs with vLLM). Each step samples ``effective_batch_size`` prompts and ``grpo_group_size`` completions
+of each, scores them with the rows' reward (:func:`..pod.rewards.compute_score` for ``reward_answer`` rows, Training
+Hub's ``tool_call_reward`` for ``reward_tool_call`` rows) and moves the policy towards those that beat their group's
+mean; ``grpo_iterations`` steps. Writes :mod:`.training`'s ``metrics.jsonl``, ``final/`` and ``adapter/``
+(``lora_grpo``), and ``rewards.json``: the mean reward of every step (the reward gate's history).
 """
 
 from __future__ import annotations
@@ -21,10 +16,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components._common.files import replace_dir
 from components._common.reward_rows import REWARD_TOOL_CALL, prompt_messages, reward_row_format
-from components.training.finetuning.hf_trainer import callbacks
-from components.training.finetuning.hf_trainer.training import ADAPTER_DIR, FINAL_DIR, TrainingResult, lora_config
+from components.training.finetuning.hf_trainer import callbacks, training
+from components.training.finetuning.hf_trainer.training import TrainingResult
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod.rewards import compute_score
 
@@ -32,21 +26,6 @@ if TYPE_CHECKING:
     from components.training.finetuning.config import TrainingConfig
 
 REWARDS_FILE = "rewards.json"
-
-
-class RewardMetrics(callbacks.StepMetrics):
-    """:class:`.callbacks.StepMetrics` plus each step's mean reward (TRL's ``reward`` log)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.rewards: list[float] = []
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        """Records the step (loss) and its mean reward."""
-        super().on_log(args, state, control, logs=logs, **kwargs)
-        if logs and "reward" in logs:
-            self.rewards.append(float(logs["reward"]))
-            self.log(f"step {state.global_step}/{self.total_steps} mean reward {logs['reward']:.3f}")
 
 
 def answer_reward(completions: list[Any], ground_truth: list[Any], **kwargs: Any) -> list[float]:
@@ -135,69 +114,41 @@ def train_grpo(
     log: Callable[[str], None] = print,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[TrainingResult, list[float]]:
-    """Trains ``grpo`` / ``lora_grpo`` on checked reward rows in this process.
+    """Trains ``grpo`` / ``lora_grpo`` on checked reward rows in this process (TRL loads the model in float32).
 
     Returns:
         The run's outputs and the mean reward of every step.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, set_seed
     from trl import GRPOConfig, GRPOTrainer
 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    set_seed(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
     dataset, reward = _dataset(rows)
     arguments = GRPOConfig(
-        output_dir=str(output_dir / "checkpoints" / ".trainer"),
+        **training.common_arguments(config, output_dir / training.CHECKPOINTS_DIR / ".trainer"),
         per_device_train_batch_size=config.effective_batch_size * config.grpo_group_size,
         num_generations=config.grpo_group_size,
         max_completion_length=config.grpo_max_new_tokens,
         temperature=config.grpo_temperature,
-        learning_rate=config.learning_rate,
-        lr_scheduler_type=config.lr_scheduler,
-        warmup_steps=config.warmup_steps,
         max_steps=config.grpo_iterations,
-        seed=config.seed,
-        data_seed=config.seed,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        disable_tqdm=True,
-        use_cpu=not torch.cuda.is_available(),
-        gradient_checkpointing=config.gradient_checkpointing,
     )
     metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
     metrics_path.unlink(missing_ok=True)
-    progress = RewardMetrics(metrics_path, [], config.grpo_iterations, log=log, on_step=on_step)
+    progress = callbacks.StepMetrics(metrics_path, [], config.grpo_iterations, log=log, on_step=on_step)
     trainer = GRPOTrainer(
-        model=model,
+        model=model_path,
         reward_funcs=reward,
         args=arguments,
         train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora_config(config) if config.algorithm == "lora_grpo" else None,
+        peft_config=training.lora_config(config) if config.algorithm == "lora_grpo" else None,
         callbacks=[progress],
     )
-    trainer.remove_callback(PrinterCallback)
+    training.prepare_trainer(trainer)
     started = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - started
     (output_dir / REWARDS_FILE).write_text(json.dumps(progress.rewards), encoding="utf-8")
-    trained, adapter_dir = trainer.model, None
-    if config.algorithm == "lora_grpo":
-        adapter_dir = replace_dir(output_dir / ADAPTER_DIR, trained.save_pretrained)
-        trained = trained.merge_and_unload()
-
-    def save(directory: Path) -> None:
-        trained.save_pretrained(directory)
-        tokenizer.save_pretrained(directory)
-
-    final_dir = replace_dir(output_dir / FINAL_DIR, save)
+    final_dir, adapter_dir = training.save_final(trainer, config.algorithm, output_dir)
     log(f"saved the final model to {final_dir}")
     result = TrainingResult(final_dir, metrics_path, progress.records, train_seconds, adapter_dir=adapter_dir)
     return result, progress.rewards

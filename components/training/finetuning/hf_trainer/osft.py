@@ -27,11 +27,9 @@ def load_osft_model(model_path: str, unfreeze_rank_ratio: float) -> Any:
 class ProjectionCallback(TrainerCallback):
     """Projects the gradients before and the parameters after each optimizer step (wraps the Trainer's optimizer).
 
-    One process, or a sharded (FSDP2) model: mini-trainer's ``optim_wrapper``. Its projections sum their partial
-    products over the ranks whenever more than one process runs, which is right for FSDP2 shards but counts a
-    replicated (DDP) model's product once per rank: over 2 CPU ranks (DDP, gloo, the tiny model, 4 steps) the trained
-    weights moved 6.6e-4 inside the frozen subspace, against 3e-7 alone. A replicated model therefore gets the same
-    projections per rank, without the sum (:func:`_project_replicated`).
+    One process or FSDP2 shards: mini-trainer's ``optim_wrapper``. Its projections sum partial products over the
+    ranks, which counts a DDP-replicated model's product once per rank (measured: the README's "OSFT"), so a
+    replicated model gets the same projections per rank without the sum (:func:`_project_replicated`).
     """
 
     def __init__(self, replicated: bool) -> None:

@@ -22,19 +22,15 @@ WORKER_SCRIPT = "worker.py"
 def missing_trainer_packages(algorithm: str) -> list[str]:
     """The packages (as ``pip`` names them) the trainer core needs for ``algorithm`` that are absent.
 
-    torch, transformers and accelerate (the Trainer's); peft for LoRA; mini-trainer (whose OSFT model is used) for OSFT;
-    trl and datasets for GRPO (the local launcher's ``GRPOTrainer``).
+    torch, transformers, accelerate, trl and datasets (TRL's trainers); peft for LoRA; mini-trainer (whose OSFT model is
+    used) for OSFT.
     """
     import importlib.util
 
-    extra = {
-        "lora": {"peft": "peft"},
-        "osft": {"mini_trainer": "rhai-innovation-mini-trainer"},
-        "grpo": {"trl": "trl", "datasets": "datasets"},
-        "lora_grpo": {"trl": "trl", "datasets": "datasets", "peft": "peft"},
-    }.get(algorithm, {})
-    needed = {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate", **extra}
-    return [package for module, package in needed.items() if importlib.util.find_spec(module) is None]
+    needed = ["torch", "transformers", "accelerate", "trl", "datasets"]
+    needed += {"lora": ["peft"], "lora_grpo": ["peft"], "osft": ["mini_trainer"]}.get(algorithm, [])
+    pip_names = {"mini_trainer": "rhai-innovation-mini-trainer"}
+    return [pip_names.get(module, module) for module in needed if importlib.util.find_spec(module) is None]
 
 
 def torchrun_argv(

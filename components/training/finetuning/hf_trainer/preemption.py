@@ -31,12 +31,7 @@ _STAGING_INFIX = ".partial-"
 
 @dataclasses.dataclass
 class SigtermFlag:
-    """What :func:`sigterm_flag` yields: ``requested`` turns true when a SIGTERM arrives (the handler only logs).
-
-    Attributes:
-        requested: Whether a SIGTERM arrived.
-        installed: Whether the handler is installed (only possible on the main thread).
-    """
+    """What :func:`sigterm_flag` yields: ``requested`` (a SIGTERM came), ``installed`` (the handler is; main thread)."""
 
     log: Callable[[str], None]
     requested: bool = False
@@ -50,11 +45,10 @@ class SigtermFlag:
 
 @contextlib.contextmanager
 def sigterm_flag(log: Callable[[str], None] = print) -> Iterator[SigtermFlag]:
-    """Within the block, a SIGTERM sets ``flag.requested`` instead of stopping the process.
+    """Within the block, a SIGTERM sets ``flag.requested`` (logged once) instead of stopping the process.
 
-    The training loop checks the flag between steps, saves and exits with :data:`SIGTERM_EXIT_CODE` (a step must end
-    within the pod's grace period). The previous handler is restored when the block ends. Off the main thread nothing
-    can be installed: a warning is logged.
+    The loop checks the flag between steps, saves and exits with :data:`SIGTERM_EXIT_CODE` (a step must end within the
+    pod's grace period); the previous handler is restored after the block. Off the main thread: a warning, no handler.
     """
     flag = SigtermFlag(log=log)
     if threading.current_thread() is not threading.main_thread():
@@ -82,17 +76,13 @@ def read_marker(checkpoint: Path) -> dict[str, Any] | None:
 
 
 def newest_complete_checkpoint(root: Path) -> Path | None:
-    """The complete checkpoint with the highest step under ``root`` (ties: the later name), or ``None``.
-
-    Complete: its :data:`COMPLETE_MARKER` holds a JSON object with an integer ``step``; hidden (staging) directories
-    are ignored.
-    """
+    """The complete checkpoint (its marker holds an integer ``step``; not hidden) with the highest step, or ``None``."""
     found = _complete_checkpoints(Path(root))
     return found[-1] if found else None
 
 
 def _complete_checkpoints(root: Path) -> list[Path]:
-    """The complete checkpoints under ``root``, oldest first (by step, then name); ``[]`` when there is no ``root``."""
+    """The complete checkpoints under ``root``, oldest first (by step, then name)."""
     if not root.is_dir():
         return []
     complete = []
@@ -103,12 +93,11 @@ def _complete_checkpoints(root: Path) -> list[Path]:
 
 
 class CheckpointWriter:
-    """Writes checkpoints under ``root`` atomically (staging directory, marker last, rename) and keeps the newest.
+    """Writes checkpoints under ``root`` atomically (staging directory, marker last, rename), keeping the newest.
 
     Args:
         root: The checkpoint root (created when missing).
-        keep_last: How many complete checkpoints to keep (older ones are deleted after a new one is in place);
-            0 keeps all.
+        keep_last: How many complete checkpoints to keep (older ones go once a new one is in place); 0 keeps all.
     """
 
     def __init__(self, root: Path, keep_last: int = 2) -> None:

@@ -1,8 +1,10 @@
-"""The trainer core: SFT, OSFT and LoRA with ``transformers.Trainer`` (+ ``peft``, + mini-trainer's OSFT model).
+"""The trainer core: SFT, OSFT and LoRA with TRL's ``SFTTrainer`` (+ ``peft``, + mini-trainer's OSFT model).
 
-Used in-process by the ``local`` launcher and, under ``torchrun``, by the ``transformers`` backend's pods. An optimizer
-step takes ``effective_batch_size`` samples, split over the ranks, in micro-batches bounded by ``max_tokens_per_gpu``;
-its loss is normalised over all its label tokens. Rank 0 alone writes ``output_dir``::
+Used in-process by the ``local`` launcher and, under ``torchrun``, by the ``transformers`` backend's pods. TRL
+tokenizes the chat rows with assistant-only labels (:mod:`.data`), collates them, computes the loss and attaches LoRA;
+``transformers.Trainer`` + accelerate run the loop. An optimizer step takes ``effective_batch_size`` samples, split
+over the ranks, in micro-batches bounded by ``max_tokens_per_gpu``; its loss is normalised over all its label tokens.
+Rank 0 alone writes ``output_dir``::
 
       metrics.jsonl                      one record per optimizer step (see ..pod.metrics)
       checkpoints/step_<N>/              the Trainer's checkpoint after step N, put in place whole
@@ -16,8 +18,10 @@ checkpoint with the same steps and losses as an uninterrupted run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from components._common.files import replace_dir
 from components.training.finetuning.hf_trainer import callbacks, osft, preemption
-from components.training.finetuning.hf_trainer.data import LocalTrainingError, tokenize_dataset
+from components.training.finetuning.hf_trainer.data import LocalTrainingError, chat_dataset, template_marks_assistant
 from components.training.finetuning.pod import metrics as metrics_module
 
 if TYPE_CHECKING:
@@ -38,6 +42,8 @@ CHECKPOINTS_DIR = "checkpoints"
 KEEP_CHECKPOINTS = 2
 #: ``fsdp_sharding_strategy`` values that shard full fine-tuning (FSDP2) on GPUs; others replicate with DDP.
 SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
+#: The algorithms that train a peft adapter (saved alone, then merged into the final model).
+ADAPTER_ALGORITHMS = ("lora", "lora_grpo")
 
 
 @dataclasses.dataclass
@@ -65,30 +71,6 @@ class TrainingResult:
     base_eval_loss: float | None = None
 
 
-def load_model(config: TrainingConfig, model_path: str):
-    """The model to train (LoRA adapters or OSFT factors attached) and its tokenizer."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    set_seed(config.seed)
-    if config.algorithm == "osft":
-        model = osft.load_osft_model(model_path, config.unfreeze_rank_ratio)
-    elif config.algorithm == "lora" and (config.lora_load_in_4bit or config.lora_load_in_8bit):
-        from peft import prepare_model_for_kbit_training
-
-        model = AutoModelForCausalLM.from_pretrained(model_path, quantization_config=quantization_config(config))
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=config.gradient_checkpointing)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
-    if config.algorithm == "lora":
-        from peft import get_peft_model
-
-        model = get_peft_model(model, lora_config(config))
-    return model, tokenizer
-
-
 def lora_config(config: TrainingConfig) -> Any:
     """The run's peft ``LoraConfig``: rank, alpha, dropout, DoRA, rsLoRA and the init, on every linear layer."""
     from peft import LoraConfig
@@ -107,11 +89,13 @@ def lora_config(config: TrainingConfig) -> Any:
 
 
 def quantization_config(config: TrainingConfig) -> Any:
-    """QLoRA's ``BitsAndBytesConfig`` (4 or 8 bits); bitsandbytes quantises on a CUDA device only.
+    """QLoRA's ``BitsAndBytesConfig`` (4 or 8 bits; ``None`` without); bitsandbytes quantises on CUDA only.
 
     Raises:
         LocalTrainingError: No CUDA device (one line: what to do instead).
     """
+    if not (config.algorithm == "lora" and (config.lora_load_in_4bit or config.lora_load_in_8bit)):
+        return None
     if not _cuda():
         bits = 4 if config.lora_load_in_4bit else 8
         raise LocalTrainingError(
@@ -152,36 +136,34 @@ def batch_shape(config: TrainingConfig, world_size: int, longest: int) -> tuple[
     return micro, per_rank // micro
 
 
-def _arguments(config: TrainingConfig, staging: Path, total_steps: int, world_size: int, longest: int):
+def common_arguments(config: TrainingConfig, output_dir: Path) -> dict[str, Any]:
+    """The ``TrainingArguments`` that SFT's ``SFTConfig`` and GRPO's ``GRPOConfig`` share (saves: our callbacks)."""
+    return {
+        "output_dir": str(output_dir),
+        "learning_rate": config.learning_rate,
+        "lr_scheduler_type": config.lr_scheduler,
+        "warmup_steps": config.warmup_steps,
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "disable_tqdm": True,
+        "use_cpu": not _cuda(),
+        **_checkpointing(config.gradient_checkpointing),
+    }
+
+
+def _checkpointing(enabled: bool) -> dict[str, Any]:
+    """``training_gradient_checkpointing`` as TrainingArguments spells it.
+
+    ``activation_checkpointing`` from transformers 5.x, ``gradient_checkpointing`` before; non-reentrant, which is
+    also right when only adapters (LoRA) or a subspace (OSFT) require gradients.
+    """
     from transformers import TrainingArguments
 
-    micro, accumulation = batch_shape(config, world_size, longest)
-    fsdp = _fsdp(config, world_size) if _cuda() else {}  # accelerate shards on GPUs only; on CPU ranks it uses DDP
-    return TrainingArguments(
-        output_dir=str(staging),
-        per_device_train_batch_size=micro,
-        per_device_eval_batch_size=micro,
-        gradient_accumulation_steps=accumulation,
-        learning_rate=config.learning_rate,
-        lr_scheduler_type=config.lr_scheduler,
-        warmup_steps=config.warmup_steps,
-        max_steps=total_steps,
-        seed=config.seed,
-        data_seed=config.seed,
-        logging_strategy="steps",
-        logging_steps=1,
-        save_strategy="no",  # :class:`.callbacks.CheckpointSchedule` asks for the saves
-        report_to=[],
-        disable_tqdm=True,
-        remove_unused_columns=False,
-        ddp_broadcast_buffers=False,  # buffers (OSFT's frozen factors) are equal on every rank
-        ddp_find_unused_parameters=False,
-        use_cpu=not _cuda(),
-        include_num_input_tokens_seen="non_padding",
-        average_tokens_across_devices=True,  # a step's loss over all its label tokens (the default from 5.x only)
-        **_checkpointing(config.gradient_checkpointing),
-        **fsdp,
-    )
+    name = "activation" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__ else "gradient"
+    return {f"{name}_checkpointing": enabled, f"{name}_checkpointing_kwargs": {"use_reentrant": False}}
 
 
 def _fsdp(config: TrainingConfig, world_size: int) -> dict[str, Any]:
@@ -189,8 +171,6 @@ def _fsdp(config: TrainingConfig, world_size: int) -> dict[str, Any]:
 
     ``HYBRID_SHARD`` shards within a node and replicates across nodes (accelerate's ``dp_replicate`` x ``dp_shard``).
     """
-    import os
-
     strategy = config.fsdp_sharding_strategy
     if world_size < 2 or config.algorithm != "sft" or strategy not in SHARDING_STRATEGIES:
         return {}
@@ -204,18 +184,6 @@ def _fsdp(config: TrainingConfig, world_size: int) -> dict[str, Any]:
 
         fsdp["parallelism_config"] = ParallelismConfig(dp_replicate_size=world_size // per_node, dp_shard_size=per_node)
     return fsdp
-
-
-def _checkpointing(enabled: bool) -> dict[str, Any]:
-    """``training_gradient_checkpointing`` as TrainingArguments spells it.
-
-    ``activation_checkpointing`` from transformers 5.x, ``gradient_checkpointing`` before; non-reentrant, which is
-    also right when only adapters (LoRA) or a subspace (OSFT) require gradients.
-    """
-    from transformers import TrainingArguments
-
-    name = "activation" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__ else "gradient"
-    return {f"{name}_checkpointing": enabled, f"{name}_checkpointing_kwargs": {"use_reentrant": False}}
 
 
 def _cuda() -> bool:
@@ -255,22 +223,33 @@ def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
     return kept
 
 
-def _save_final(trainer: Any, tokenizer: Any, config: TrainingConfig, output_dir: Path) -> tuple[Path, Path | None]:
-    """Every rank (a sharded model's state is gathered); rank 0 writes the final model and the LoRA adapter."""
+def prepare_trainer(trainer: Any) -> Any:
+    """Removes the Trainer's own step printer (the lines are StepMetrics') and status reporter (rank 0's server's)."""
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    for callback in list(trainer.callback_handler.callbacks):
+        if type(callback).__name__ == "KubeflowCallback":  # added whenever the Trainer status endpoint is set
+            trainer.remove_callback(callback)
+    return trainer
+
+
+def save_final(trainer: Any, algorithm: str, output_dir: Path) -> tuple[Path, Path | None]:
+    """Every rank (a sharded model's state is gathered); rank 0 writes the final model and the adapter (LoRA)."""
     state = trainer.accelerator.get_state_dict(trainer.model_wrapped)  # full state dict on rank 0 (FSDP: gathered)
     if not trainer.is_world_process_zero():
         return output_dir / FINAL_DIR, None
     model = trainer.accelerator.unwrap_model(trainer.model)
     adapter_dir = None
-    if config.algorithm == "lora":
+    if algorithm in ADAPTER_ALGORITHMS:
         adapter_dir = replace_dir(output_dir / ADAPTER_DIR, model.save_pretrained)
         model, state = model.merge_and_unload(), None
-    elif config.algorithm == "osft":
+    elif algorithm == "osft":
         model, state = osft.plain_model(model, state)
 
     def save(directory: Path) -> None:
         model.save_pretrained(directory, **({"state_dict": state} if state is not None else {}))
-        tokenizer.save_pretrained(directory)
+        trainer.processing_class.save_pretrained(directory)
 
     return replace_dir(output_dir / FINAL_DIR, save), adapter_dir
 
@@ -305,9 +284,10 @@ def train(
 
     Raises:
         SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).
-        LocalTrainingError: The data or the batch settings cannot be trained.
+        LocalTrainingError: The data, the batch settings or QLoRA's device cannot be trained.
     """
-    from transformers import DataCollatorForSeq2Seq, PrinterCallback, Trainer
+    from transformers import AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
 
     state = process_group()
     main = state.is_main_process
@@ -316,19 +296,36 @@ def train(
         if main:
             log(line)
 
+    quantization = quantization_config(config)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_model(config, model_path)
-    samples = tokenize_dataset(tokenizer, train_rows, config.max_seq_len, data_label)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    samples, longest = chat_dataset(tokenizer, train_rows, config.max_seq_len, data_label)
     eval_samples = None
     if eval_rows is not None:
-        eval_samples = tokenize_dataset(tokenizer, eval_rows, config.max_seq_len, "eval_dataset")
+        eval_samples, _ = chat_dataset(tokenizer, eval_rows, config.max_seq_len, "eval_dataset")
     steps_per_epoch = math.ceil(len(samples) / config.effective_batch_size)
     total_steps = steps_per_epoch * config.num_epochs
     total_steps = min(total_steps, config.max_steps) if config.max_steps else total_steps
     root = output_dir / CHECKPOINTS_DIR
-    longest = max(len(sample["input_ids"]) for sample in samples)
-    arguments = _arguments(config, root / ".trainer", total_steps, state.num_processes, longest)
+    micro, accumulation = batch_shape(config, state.num_processes, longest)
+    fsdp = _fsdp(config, state.num_processes) if _cuda() else {}  # accelerate shards on GPUs only; CPU ranks: DDP
+    arguments = SFTConfig(
+        **common_arguments(config, root / ".trainer"),
+        per_device_train_batch_size=micro,
+        per_device_eval_batch_size=micro,
+        gradient_accumulation_steps=accumulation,
+        max_steps=total_steps,
+        max_length=config.max_seq_len,
+        assistant_only_loss=template_marks_assistant(tokenizer),
+        model_init_kwargs={"dtype": "auto"} if quantization else None,  # else TRL loads float32
+        bf16=False,
+        ddp_broadcast_buffers=False,  # buffers (OSFT's frozen factors) are equal on every rank
+        ddp_find_unused_parameters=False,
+        include_num_input_tokens_seen="non_padding",
+        average_tokens_across_devices=True,  # a step's loss over all its label tokens
+        **fsdp,
+    )
     checkpoint = _resume_point(root, config.resume, say)
     metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
     marker = preemption.read_marker(checkpoint) if checkpoint is not None else None
@@ -345,44 +342,40 @@ def train(
     progress = callbacks.StepMetrics(
         metrics_path, records, total_steps, log=say, on_step=on_step, elapsed_before=(marker or {}).get("elapsed", 0.0)
     )
-    sigterm = callbacks.SigtermStop(log=say) if checkpoint_on_sigterm else None
-    interval, at_epoch = config.checkpoint_interval_steps, config.checkpoint_at_epoch
-    schedule = callbacks.CheckpointSchedule(interval, at_epoch, steps_per_epoch)
+    schedule = callbacks.SaveSchedule(config.checkpoint_interval_steps, config.checkpoint_at_epoch, steps_per_epoch)
     publisher = callbacks.CheckpointPublisher(
         root, KEEP_CHECKPOINTS, steps_per_epoch, config.effective_batch_size, len(samples), progress.elapsed
     )
-    sharded = bool(arguments.fsdp)
     if state.num_processes > 1:
-        mode = f"FSDP2 {config.fsdp_sharding_strategy}" if sharded else "DDP (every process holds the model)"
+        mode = f"FSDP2 {config.fsdp_sharding_strategy}" if fsdp else "DDP (every process holds the model)"
         say(f"data-parallel over {state.num_processes} process(es): {mode}")
-    replicated = state.num_processes > 1 and not sharded
+    replicated = state.num_processes > 1 and not fsdp
     extra = [osft.ProjectionCallback(replicated)] if config.algorithm == "osft" else []
-    trainer = Trainer(
-        model=model,
+    model = osft.load_osft_model(model_path, config.unfreeze_rank_ratio) if config.algorithm == "osft" else model_path
+    trainer = SFTTrainer(
+        model=model,  # a path: TRL loads it (float32, or quantised) and attaches the adapter
         args=arguments,
         train_dataset=samples,
         eval_dataset=eval_samples,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
         processing_class=tokenizer,
-        callbacks=[progress, schedule, publisher, *extra, *([sigterm] if sigterm else [])],
+        callbacks=[progress, schedule, publisher, *extra],
+        quantization_config=quantization,
+        peft_config=lora_config(config) if config.algorithm == "lora" else None,
     )
-    trainer.remove_callback(PrinterCallback)  # the step lines are StepMetrics'
-    for callback in list(trainer.callback_handler.callbacks):
-        if type(callback).__name__ == "KubeflowCallback":  # rank 0's progress server posts the Trainer status
-            trainer.remove_callback(callback)
+    prepare_trainer(trainer)
     base_eval_loss = None
     if eval_samples is not None and checkpoint is None:
         base_eval_loss = trainer.evaluate()["eval_loss"]  # LoRA and OSFT start as the base model
         say(f"held-out loss of the base model: {base_eval_loss:.4f}")
     started = time.perf_counter()
-    with callbacks.sigterm_guard(sigterm):
+    with preemption.sigterm_flag(log=say) if checkpoint_on_sigterm else contextlib.nullcontext() as schedule.flag:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
     train_seconds = time.perf_counter() - started
-    if sigterm is not None and sigterm.stopped:
+    if schedule.stopped:
         say(f"SIGTERM: checkpoint saved; exiting with {preemption.SIGTERM_EXIT_CODE} so the job restarts and resumes")
         raise SystemExit(preemption.SIGTERM_EXIT_CODE)
     eval_loss = trainer.evaluate()["eval_loss"] if eval_samples is not None else None
-    final_dir, adapter_dir = _save_final(trainer, tokenizer, config, output_dir)
+    final_dir, adapter_dir = save_final(trainer, config.algorithm, output_dir)
     say(f"saved the final model to {final_dir}")
     state.wait_for_everyone()
     return TrainingResult(

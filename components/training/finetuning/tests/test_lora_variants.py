@@ -27,7 +27,10 @@ def test_dora_and_rslora_reach_peft_and_train_the_magnitudes(tiny_model_dir, dem
         base_model=str(tiny_model_dir), algorithm="lora", lora_r=4, lora_alpha=8, lora_use_dora=True,
         lora_use_rslora=True, lora_init_weights="gaussian", **FAST,
     )  # fmt: skip
-    model, _ = training.load_model(config, str(tiny_model_dir))
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir), training.lora_config(config))
     peft_config = model.peft_config["default"]
     assert (peft_config.use_dora, peft_config.use_rslora, peft_config.init_lora_weights) == (True, True, "gaussian")
     q_proj = model.base_model.model.model.layers[0].self_attn.q_proj
@@ -56,10 +59,10 @@ def test_plain_lora_keeps_peft_defaults(tiny_model_dir):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the one line is for a machine without CUDA")
-def test_qlora_without_cuda_is_one_line(tiny_model_dir):
+def test_qlora_without_cuda_is_one_line(tiny_model_dir, tmp_path):
     config = training_config(base_model=str(tiny_model_dir), algorithm="lora", lora_load_in_4bit=True)
     with pytest.raises(LocalTrainingError) as raised:
-        training.load_model(config, str(tiny_model_dir))
+        local_trainer.train_locally(config, tmp_path / "train.jsonl", tmp_path / "out")
     message = str(raised.value)
     assert "\n" not in message and message.startswith("train_model parameter training_lora_load_in_4bit=True: ")
     assert "needs a CUDA GPU" in message

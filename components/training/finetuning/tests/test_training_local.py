@@ -237,17 +237,35 @@ def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
         local_trainer.train_locally(_config(tiny_model_dir), data, tmp_path / "out", log=_quiet)
 
 
-def test_assistant_only_labels(tiny_model_dir):
+def _labels_trl_trains_on(tokenizer, model_dir, messages, tmp_path):
+    """The labels of ``SFTTrainer``'s prepared sample of ``messages`` (prepared as :func:`training.train` does)."""
+    from trl import SFTConfig, SFTTrainer
+
+    dataset, longest = local_data.chat_dataset(tokenizer, [{"messages": messages}], 256)
+    marked = local_data.template_marks_assistant(tokenizer)
+    arguments = SFTConfig(output_dir=str(tmp_path), assistant_only_loss=marked, use_cpu=True, report_to=[])
+    trainer = SFTTrainer(model=str(model_dir), args=arguments, train_dataset=dataset, processing_class=tokenizer)
+    sample = trainer.train_dataset[0]
+    assert len(sample["input_ids"]) == longest
+    return sample["input_ids"], sample["labels"]
+
+
+def test_assistant_only_labels_with_and_without_generation_markers(tiny_model_dir, tmp_path):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    messages = [{"role": "user", "content": "What is 1 plus 1?"}, {"role": "assistant", "content": "1 + 1 = 2"}]
-    sample = local_data.tokenize_conversation(tokenizer, messages)
-    labelled = tokenizer.decode([t for t in sample["labels"] if t != local_data.IGNORE_INDEX])
-    assert labelled == "1 + 1 = 2<|im_end|>"
-    # Without {% generation %} markers the prefix fallback finds the same tokens.
-    mask = local_data._assistant_mask_by_prefix(tokenizer, messages, sample["input_ids"])
-    assert [t for t, m in zip(sample["input_ids"], mask) if m] == [t for t in sample["labels"] if t >= 0][: sum(mask)]
+    turns = [("user", "What is 1 plus 1?"), ("assistant", "1 + 1 = 2"), ("user", "And 2 plus 2?"), ("assistant", "4")]
+    messages = [{"role": role, "content": content} for role, content in turns]
+    ids, labels = _labels_trl_trains_on(tokenizer, tiny_model_dir, messages, tmp_path / "marked")
+    assert tokenizer.decode([t for t in labels if t != -100]) == "1 + 1 = 2<|im_end|>4<|im_end|>"
+    # A template without {% generation %} markers that TRL cannot patch: the prefix fallback finds the same turns
+    # (with the newline the template writes after each, as the templated prefix ends there).
+    template = tokenizer.chat_template.replace("{% generation %}", "").replace("{% endgeneration %}", "")
+    tokenizer.chat_template = template
+    assert not local_data.template_marks_assistant(tokenizer)
+    prefix_ids, prefix_labels = _labels_trl_trains_on(tokenizer, tiny_model_dir, messages, tmp_path / "prefix")
+    assert prefix_ids == ids
+    assert tokenizer.decode([t for t in prefix_labels if t != -100]) == "1 + 1 = 2<|im_end|>\n4<|im_end|>\n"
 
 
 # -- OSFT (mini-trainer's model) ---------------------------------------------------------------------------------------

@@ -351,6 +351,7 @@ def test_an_image_without_transformers_fails_in_one_line(tmp_path, demo_dataset_
         ("sft", "mini_trainer", []),
         ("lora", "peft", ["peft"]),
         ("sft", "accelerate", ["accelerate"]),
+        ("osft", "trl", ["trl"]),
     ],
 )
 def test_the_trainer_s_packages_are_named_as_pip_installs_them(algorithm, absent, expected, monkeypatch):
