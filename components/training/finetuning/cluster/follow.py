@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from components._common.retry import RetryPolicy
+from components.training.finetuning import contract
 from components.training.finetuning.cluster import diagnosis as diagnosis_module
 from components.training.finetuning.cluster.api import MIN_TIMEOUT_SECONDS, Deadline, Retry
 from components.training.finetuning.cluster.errors import ApiUnavailable, JobError
@@ -17,7 +18,6 @@ from components.training.finetuning.cluster.job_kinds import queue_name
 from components.training.finetuning.cluster.outage import through_outage
 from components.training.finetuning.cluster.progress import format_duration, progress_line
 from components.training.finetuning.cluster.state import JobSettings, JobState, paused_seconds, run_deadline
-from components.training.finetuning.pod import progress_server
 
 #: Optional reads (pods while waiting) are tried once per poll: the next poll is their retry.
 ONE_TRY = RetryPolicy(attempts=1)
@@ -150,7 +150,7 @@ def check_started(client: JobClient, state: JobState, settings: JobSettings, pha
 
 def report(client: JobClient, state: JobState, phase: str) -> None:
     """Logs a progress line when it changed."""
-    line = progress_line(phase, progress_server.trainer_status(state.job), state.metrics.poll())
+    line = progress_line(phase, contract.trainer_status(state.job), state.metrics.poll())
     if line != state.last_line:
         state.last_line = line
         client.say(line)

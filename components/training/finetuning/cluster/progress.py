@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.pod import metrics, progress_server
+from components.training.finetuning import contract
 
 
 class MetricsTail:
@@ -20,7 +20,7 @@ class MetricsTail:
     def __init__(self, path: str, normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None):
         self.path = Path(path) if path else None
         self.normalize = normalize or (lambda raw: [r for r in raw if isinstance(r.get("step"), (int, float))])
-        self.tail = metrics.JsonlTail()
+        self.tail = contract.JsonlTail()
         self.raw: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {}
 
@@ -52,11 +52,11 @@ _SHOWN = {"epoch": "epoch {:.2f}", "loss": "loss {:.4f}", "lr": "lr {:.2e}", "to
 def progress_line(phase: str, trainer_status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     """One progress line, e.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | ETA 3m12s``.
 
-    The trainer status (:func:`~..pod.progress_server.trainer_status`) wins over the metrics-file ``record`` when it
+    The trainer status (:func:`~..contract.trainer_status`) wins over the metrics-file ``record`` when it
     carries steps; upstream Kubeflow Trainer's shape (percentage, ``metrics``) is shown only when there is no record.
     """
     parts = [phase]
-    record = progress_server.status_record(trainer_status) or record
+    record = contract.status_record(trainer_status) or record
     if record:
         step, total = record.get("step"), record.get("total_steps")
         percent = record.get("percent")

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from components.training.finetuning import contract
 from components.training.finetuning.cluster import runtimes
 from components.training.finetuning.cluster.api import Api
 from components.training.finetuning.cluster.errors import (
@@ -35,7 +36,6 @@ from components.training.finetuning.cluster.lifecycle import (
 from components.training.finetuning.cluster.progress import MetricsTail
 from components.training.finetuning.cluster.signals import Cancelled, cancel_on_signals, signals_ignored
 from components.training.finetuning.cluster.state import JobSettings, JobState, run_deadline
-from components.training.finetuning.pod import progress_server
 
 __all__ = ["JobResult", "run_job"]
 
@@ -129,7 +129,7 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
         namespace=client.namespace,
         reattached=state.reattached,
         duration_seconds=settings.clock() - state.started_at,
-        last_progress=progress_server.trainer_status(state.job) or dict(state.metrics.last),
+        last_progress=contract.trainer_status(state.job) or dict(state.metrics.last),
         deleted=deleted,
     )
 
