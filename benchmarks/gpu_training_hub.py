@@ -121,8 +121,12 @@ def stage(algorithm: str, work: Path, epochs: int, backend: str = "") -> tuple[A
         Python in place of the image's ``python``.
     """
     from components.training.finetuning import job_from_request, launch, run
-    from components.training.finetuning.contract import MlflowSettings, ProgressSettings, load_run_config
-    from components.training.finetuning.contract import TERMINATION_LOG
+    from components.training.finetuning.contract import (
+        TERMINATION_LOG,
+        MlflowSettings,
+        ProgressSettings,
+        load_run_config,
+    )
 
     request = bench_request(work / "model", algorithm, epochs, backend)
     config = request.training

@@ -303,7 +303,7 @@ def test_entrypoint_is_stdlib_only():
     import importlib.util
     import sys
 
-    from components.training.finetuning.launch import POD_MODULES
+    from components.training.finetuning.contract import POD_MODULES
 
     assert entrypoint.__name__ in POD_MODULES
     for module in POD_MODULES:
