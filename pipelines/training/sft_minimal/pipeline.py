@@ -19,9 +19,9 @@ PIPELINE_NAME = "sft-minimal-pipeline"
 IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
 EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
 
-# The steps' other settings are compile-time too (e.g. EVAL_CPU_LIMIT = "8", DATASET_MEMORY_REQUEST = "4Gi"); see
-# pipelines/training/finetuning/settings.py for every name. KFP_FINETUNE_<NAME> environment variables and
-# `kfp-finetune compile` flags override the constants above.
+# The steps' other settings are compile-time too: pass them to pipeline_settings below (e.g. eval_cpu_limit="8",
+# dataset_memory_request="4Gi"; pipelines/training/finetuning/settings.py names every one). KFP_FINETUNE_<NAME>
+# environment variables and `kfp-finetune compile` flags override them.
 # =============================================================================
 
 from kfp import compiler, dsl  # noqa: E402
@@ -30,7 +30,14 @@ from pipelines.training.finetuning import tasks  # noqa: E402
 from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E402
 
 #: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
-SETTINGS = pipeline_settings(globals())
+SETTINGS = pipeline_settings(
+    pvc_size=PVC_SIZE,
+    pvc_storage_class=PVC_STORAGE_CLASS,
+    pvc_access_modes=PVC_ACCESS_MODES,
+    pipeline_name=PIPELINE_NAME,
+    image=IMAGE,
+    eval_image=EVAL_IMAGE,
+)
 #: The four components, each built for the step images above.
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
