@@ -23,10 +23,10 @@ from components.training.finetuning.contract import (
     RunConfigError,
     TrainingOptions,
     load_run_config,
-    unsupported_settings,
 )
 from components.training.finetuning.pod import checkpoints, hub_compat, progress_server
 from components.training.finetuning.pod.grpo_call import grpo_kwargs
+from components.training.finetuning.pod.hub_settings import unsupported_settings
 from components.training.finetuning.pod.inputs import EntrypointError, resolve_base_model
 from components.training.finetuning.pod.lora_variants import lora_variant_kwargs
 
