@@ -1,15 +1,13 @@
 """The launcher <-> pod contract: what ``train_model`` sends to the training pods and what they send back.
 
-* To the pods: ``run_config.json`` (:class:`RunConfig`), whose training options (:class:`TrainingOptions`) the
-  component wrapper's request builds once (:func:`..config.train_model_request`) and the launcher sends as-is.
-  Decoding is strict: a missing, unknown or mistyped field, or another :data:`RUN_CONFIG_VERSION`, fails with one line
-  naming the file and the field, so a launcher and a pod script of different releases never half-agree. Which settings
-  Training Hub's backends take (:func:`unsupported_settings`, from :mod:`.pod.hub_settings`) is part of it.
-* From the pods: the per-step records of the metrics files and the progress/status records (re-exported here from
-  :mod:`.pod.metrics` and :mod:`.pod.trainer_status`, which write them), and the files they lie in.
+* To the pods: ``run_config.json`` (:class:`RunConfig`) with the request's training options (:class:`TrainingOptions`)
+  as-is. Decoding is strict: a missing, unknown or mistyped field, or another :data:`RUN_CONFIG_VERSION`, fails with
+  one line naming the file and the field. Which settings Training Hub takes: :mod:`.pod.hub_settings`, re-exported.
+* From the pods: the step records and the progress/status records (re-exported from :mod:`.pod.metrics` and
+  :mod:`.pod.trainer_status`, which write them), and the files they lie in.
 
-The launcher imports nothing else from ``pod/`` (``tests/test_layering.py``). Standard library only: the training
-images carry none of the project's dependencies; this module is staged with the pods' code (:data:`POD_MODULES`).
+The launcher imports nothing else from ``pod/`` (``tests/test_layering.py``). Standard library only: staged with the
+pods' code (:data:`POD_MODULES`); the training images carry none of the project's dependencies.
 """
 
 from __future__ import annotations
@@ -27,11 +25,7 @@ from components.training.finetuning.pod.hub_settings import (  # noqa: F401 - wh
     settings_not_supported,
     unsupported_settings,
 )
-from components.training.finetuning.pod.inputs import (  # noqa: F401 - the data and model a pod accepts
-    count_chat_rows,
-    load_chat_rows,
-    resolve_base_model,
-)
+from components.training.finetuning.pod.inputs import count_chat_rows, load_chat_rows, resolve_base_model  # noqa: F401
 from components.training.finetuning.pod.metrics import (  # noqa: F401 - the pod's records, read by the launcher
     GRPO_RESULTS_FILE,
     LOCAL_METRICS_FILE,
@@ -94,7 +88,7 @@ POD_MODULES = (
     "components.training.finetuning.pod.metrics",
     "components.training.finetuning.pod.progress_server",
     "components.training.finetuning.pod.rewards",
-    "components.training.finetuning.pod.run_config",
+    "components.training.finetuning.pod.run_config",  # hf_trainer/pod_worker.py's import, until the branches merge
     "components.training.finetuning.pod.trainer_status",
 )
 #: The module a Training Hub pod runs (``python entrypoint.py --config run_config.json``).
