@@ -29,8 +29,8 @@ from components.evaluation.lm_eval import lm_eval
 from components.evaluation.lm_eval.run import LmEvalRequest, run_lm_eval
 from components.training.finetuning import train_model
 from components.training.finetuning.config import GROUP_PREFIXES, TrainingConfig, TrainModelRequest, group_types
-from components.training.finetuning.launch import PodSettings
 from components.training.finetuning.contract import MlflowSettings, ProgressSettings, RunConfig, TrainingOptions
+from components.training.finetuning.launch import PodSettings
 from components.training.finetuning.run import run_train_model
 
 ROOT = Path(__file__).resolve().parents[1]
