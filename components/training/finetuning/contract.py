@@ -45,7 +45,7 @@ from components.training.finetuning.pod.trainer_status import (  # noqa: F401 - 
 )
 
 #: The version written into, and required of, every ``run_config.json``; raise it when a field changes.
-RUN_CONFIG_VERSION = 4
+RUN_CONFIG_VERSION = 3
 RUN_CONFIG_FILE = "run_config.json"
 ALGORITHMS = ("sft", "osft", "lora", "grpo", "lora_grpo")
 #: The reinforcement-learning algorithms (GRPO: a prompt dataset with a verifiable reward, not chat rows).
