@@ -1,7 +1,7 @@
 """The pod command on one NVIDIA GPU with the real Training Hub: SFT, OSFT and LoRA, offline, end to end.
 
 For each algorithm it stages a run directory exactly as ``train_model`` does (the request from the component's
-defaults, ``TrainingConfig.from_request``, ``run.write_run_config``: the pod entrypoint, its modules,
+defaults, ``config.train_model_request``, ``run.write_run_config``: the pod entrypoint, its modules,
 ``run_config.json``, the data), runs the TrainJob's command (``python entrypoint.py --config ...``, from
 ``job_from_request.build_job_manifest``) for a few hundred optimizer steps on a small Llama built offline, and checks:
 
@@ -122,20 +122,23 @@ def stage(algorithm: str, work: Path, epochs: int, backend: str = "") -> tuple[A
         Python in place of the image's ``python``.
     """
     from components.training.finetuning import job_from_request, launch, run
-    from components.training.finetuning.config import TrainingConfig
-    from components.training.finetuning.pod.progress_server import TERMINATION_LOG
-    from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings, load_run_config
+    from components.training.finetuning.contract import (
+        TERMINATION_LOG,
+        MlflowSettings,
+        ProgressSettings,
+        load_run_config,
+    )
 
     request = bench_request(work / "model", algorithm, epochs, backend)
-    config = TrainingConfig.from_request(request)
+    config = request.training
     run_dir = work / f"{algorithm}{'-' + backend if backend else ''}" / "train-model-benchmark"
     run_dir.mkdir(parents=True)
     progress = ProgressSettings(
-        enabled=request.training_progress_tracking,
-        port=request.training_progress_metrics_port,
+        enabled=request.progress.tracking,
+        port=request.progress.metrics_port,
         termination_log=TERMINATION_LOG,
     )
-    settings = launch.PodSettings(progress, request.training_jit_checkpoint, MlflowSettings("", "", ""))
+    settings = launch.PodSettings(progress, request.job.jit_checkpoint, MlflowSettings("", "", ""))
     path = run.write_run_config(config, run_dir, work / "train.jsonl", None, None, 1, settings)
     manifest = job_from_request.build_job_manifest("trainjob", path, None, "bench", algorithm, request, None)
     trainer = manifest["spec"]["trainer"]

@@ -97,12 +97,11 @@ def bench_request(model: Path, algorithm: str, steps: int) -> Any:
 def stage(run_dir: Path, model: Path, algorithm: str, steps: int) -> list[str]:
     """Stages the run directory as ``train_model`` does (``run.write_run_config``); returns the pod command."""
     from components.training.finetuning import job_from_request, launch, run
-    from components.training.finetuning.config import TrainingConfig
-    from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
+    from components.training.finetuning.contract import MlflowSettings, ProgressSettings
     from pipelines.demo.demo_data import DEMO_DATASET_PATH
 
     request = bench_request(model, algorithm, steps)
-    config = TrainingConfig.from_request(request)
+    config = request.training
     config.validate()
     run_dir.mkdir(parents=True)
     progress = ProgressSettings(enabled=False, port=28080, termination_log="/dev/termination-log")

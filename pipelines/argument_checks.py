@@ -28,15 +28,13 @@ def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
 
 
 def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
-    import dataclasses
-
-    from components.training.finetuning.config import TrainModelRequest
+    from components.training.finetuning.config import OUTPUTS, parameter_fields, train_model_request
     from components.training.finetuning.run import validate_request
 
-    names = {field.name for field in dataclasses.fields(TrainModelRequest)}
+    names = parameter_fields()
     not_parameters = {"task_config": None, "dataset": None, "eval_dataset": None}  # artifacts and the passthrough
     given = {name: value for name, value in values.items() if name in names}
-    request = TrainModelRequest(**{**not_parameters, **given})
+    request = train_model_request({**dict.fromkeys(OUTPUTS), **not_parameters, **given})
     dataset = task_inputs.get("dataset-download")
     validate_request(request, has_eval_data=dataset is not None and dataset["train_split_ratio"] < 1.0)
 

@@ -29,9 +29,9 @@ def test_stage_builds_the_pod_command_as_train_model_does(algorithm, tmp_path):
 
 def test_the_request_is_the_components_defaults_and_the_bench_arguments(tmp_path):
     request = gpu_transformers.bench_request(tmp_path / "m", "lora", 3)
-    assert request.training_backend == "transformers" and request.training_max_steps == 3
-    assert request.training_num_epochs == 3  # the component's default, read from its signature
-    assert request.training_lora_r == 16
+    assert request.training.backend == "transformers" and request.training.max_steps == 3
+    assert request.training.num_epochs == 3  # the component's default, read from its signature
+    assert request.training.lora_r == 16
 
 
 def test_the_gpu_only_calls_match_the_current_signatures(tmp_path):

@@ -158,7 +158,7 @@ def test_the_guides_custom_pipeline_snippet_compiles_once_it_declares_its_worksp
 
 
 def test_a_string_dataset_is_resolved_against_the_workspace(tmp_path):
-    from components.training.finetuning.config import TrainingConfigError
+    from components.training.finetuning.contract import TrainingConfigError
     from components.training.finetuning.staging import dataset_input
 
     (tmp_path / "path/to").mkdir(parents=True)

@@ -2,6 +2,9 @@
 
 * ``manifests/`` builds Kubernetes objects from values: it imports neither the client layer (``cluster/``) nor the
   pod's code (``pod/``); ``publish.py`` does not import the CPU trainer (``local/``).
+* The launcher <-> pod contract is one module, ``contract.py``: no launcher-side module (everything under
+  ``components/training/finetuning`` but ``pod/`` and the pods' trainer ``hf_trainer/``) imports from ``pod/``, and
+  the contract imports no launcher module.
 * Below each ``component.py`` the arguments travel as one typed request: no ``params.get(`` anywhere.
 * Nothing assigns to a ``kfp`` / ``kfp-kubernetes`` / ``kfp_server_api`` attribute, swaps an object's ``__class__`` or
   reaches a private (``_name``) kfp module or attribute, and importing the components (or the pipelines' modules)
@@ -64,6 +67,46 @@ def test_manifests_import_neither_the_client_layer_nor_the_pod_code():
         str(path.relative_to(ROOT)): sorted(m for m in _imports(path) if m.startswith(forbidden)) for path in files
     }
     assert {path: modules for path, modules in offending.items() if modules} == {}
+
+
+POD = "components.training.finetuning.pod"
+CONTRACT = "components.training.finetuning.contract"
+
+
+def _launcher_side() -> list[Path]:
+    return [
+        path
+        for path in _sources(FINETUNING)
+        if path.relative_to(FINETUNING).parts[0] not in ("pod", "hf_trainer") and path.name != "contract.py"
+    ]
+
+
+def test_the_launcher_reaches_the_pods_code_through_the_contract_only():
+    files = _launcher_side()
+    assert {"run.py", "launch.py", "job_from_request.py", "runner.py", "progress.py", "trainer.py"} <= {
+        path.name for path in files
+    }
+    offending = {
+        str(path.relative_to(ROOT)): sorted(m for m in _imports(path) if m == POD or m.startswith(POD + "."))
+        for path in files
+    }
+    assert {path: modules for path, modules in offending.items() if modules} == {}
+    users = [path.name for path in files if any(m.startswith(CONTRACT) for m in _imports(path))]
+    assert {"run.py", "launch.py", "runner.py", "follow.py", "progress.py"} <= set(users)
+
+
+def test_the_contract_imports_no_launcher_module():
+    """Both sides import the contract; it imports the standard library and the pods' record writers only."""
+    modules = {m for m in _imports(FINETUNING / "contract.py") if m.startswith("components.")}
+    assert modules and all(m.startswith(POD + ".") for m in modules), modules
+    assert not [m for m in modules if m.startswith(f"{POD}.progress_server")]  # not through the HTTP server
+    for path in _sources(FINETUNING / "pod"):
+        launcher = [
+            m
+            for m in _imports(path)
+            if m.startswith("components.training.finetuning.") and not (m.startswith((POD, CONTRACT)))
+        ]
+        assert launcher == [], path
 
 
 def test_publishing_does_not_import_the_cpu_trainer():

@@ -39,15 +39,15 @@ def test_auto_launcher_stays_on_the_cluster_when_there_is_one(monkeypatch):
 
     lines: list[str] = []
     request = train_model_request(training_base_model="m")
-    assert resolve_auto_launcher(request, {}, lines.append).training_launcher == "local"
+    assert resolve_auto_launcher(request, {}, lines.append).job.launcher == "local"
     assert len(lines) == 1 and lines[0].startswith(NO_CLUSTER_LINE)
     # In a pod, with an API server named, or with the workspace reaching the job's pods: the cluster launchers.
     for environ in ({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, {"KUBERNETES_SERVER_URL": "https://api:6443"}):
-        assert resolve_auto_launcher(request, environ, lines.append).training_launcher == "auto"
+        assert resolve_auto_launcher(request, environ, lines.append).job.launcher == "auto"
     workspace = dsl.TaskConfig(volume_mounts=[{"name": "kfp-workspace", "mountPath": "/kfp-workspace"}])
     with_workspace = train_model_request(training_base_model="m", task_config=workspace)
-    assert resolve_auto_launcher(with_workspace, {}, lines.append).training_launcher == "auto"
-    assert resolve_auto_launcher(request, {}, lines.append, api_client=object()).training_launcher == "auto"
+    assert resolve_auto_launcher(with_workspace, {}, lines.append).job.launcher == "auto"
+    assert resolve_auto_launcher(request, {}, lines.append, api_client=object()).job.launcher == "auto"
     explicit = train_model_request(training_base_model="m", training_launcher="trainjob")
     assert resolve_auto_launcher(explicit, {}, lines.append) is explicit
     assert len(lines) == 1

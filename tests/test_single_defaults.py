@@ -28,9 +28,9 @@ from components.deployment.kubeflow_model_registry.run import ModelRegistryReque
 from components.evaluation.lm_eval import lm_eval
 from components.evaluation.lm_eval.run import LmEvalRequest, run_lm_eval
 from components.training.finetuning import train_model
-from components.training.finetuning.config import TrainingConfig, TrainModelRequest
+from components.training.finetuning.config import GROUP_PREFIXES, TrainingConfig, TrainModelRequest, group_types
+from components.training.finetuning.contract import MlflowSettings, ProgressSettings, RunConfig, TrainingOptions
 from components.training.finetuning.launch import PodSettings
-from components.training.finetuning.pod.run_config import Hyperparameters, MlflowSettings, ProgressSettings, RunConfig
 from components.training.finetuning.run import run_train_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +41,8 @@ TYPED = (
     DatasetDownloadRequest,
     LmEvalRequest,
     ModelRegistryRequest,
-    TrainingConfig,
-    Hyperparameters,
+    *group_types().values(),
+    TrainingOptions,
     RunConfig,
     ProgressSettings,
     MlflowSettings,
@@ -57,12 +57,14 @@ OUTPUTS = {
 }
 
 
-def _flat_hints(cls, parameters: set[str]) -> dict[str, object]:
-    """The type of each field of ``cls``; a dataclass field that is no parameter (a group of options) by its fields."""
+def _flat_hints(cls, parameters: set[str], prefix: str = "") -> dict[str, object]:
+    """The type of each field of ``cls``; a dataclass field that is no parameter (a group of options) by its fields,
+    each under its group's parameter prefix (``train_model``: ``config.GROUP_PREFIXES``)."""
     hints = {}
     for name, hint in typing.get_type_hints(cls).items():
         grouped = dataclasses.is_dataclass(hint) and name not in parameters
-        hints.update(_flat_hints(hint, parameters) if grouped else {name: hint})
+        inner = GROUP_PREFIXES.get(name, "") if cls is TrainModelRequest else ""
+        hints.update(_flat_hints(hint, parameters, inner) if grouped else {prefix + name: hint})
     return hints
 
 

@@ -13,7 +13,7 @@ from components._common.images import PROJECT_VERSION, STEP_IMAGE, STEP_IMAGE_CU
 from pipelines.cli import main
 from pipelines.compile import compile_named
 from pipelines.training.finetuning import PIPELINES
-from pipelines.training.finetuning.settings import STEPS, CompileSettings, constants_of
+from pipelines.training.finetuning.settings import STEPS, CompileSettings
 from tests.harness.compiled import GRPO_PIPELINES, pipeline_documents
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -133,9 +133,9 @@ def test_the_guides_compile_takes_the_image_from_the_environment(tmp_path):
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_pipeline_modules_declare_the_default_images(name):
     """The image constants at the top of each pipeline.py are the settings' defaults (edit them for one pipeline)."""
-    constants = constants_of(vars(importlib.import_module(PIPELINES[name])))
-    assert (constants["image"], constants["eval_image"]) == (CompileSettings().image, CompileSettings().eval_image)
-    assert not {"dataset_image", "launcher_image", "registry_image", "runtime_image"} & set(constants)
+    module = importlib.import_module(PIPELINES[name])
+    assert (module.IMAGE, module.EVAL_IMAGE) == (CompileSettings().image, CompileSettings().eval_image)
+    assert not {"DATASET_IMAGE", "LAUNCHER_IMAGE", "REGISTRY_IMAGE", "RUNTIME_IMAGE"} & set(vars(module))
 
 
 def test_resource_settings_are_checked_with_the_setting_named(capsys, tmp_path):
@@ -225,3 +225,13 @@ def test_the_step_image_is_tagged_with_the_project_version():
     assert STEP_IMAGE == f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
     script = (Path(__file__).resolve().parents[1] / "scripts" / "build_step_image.sh").read_text()
     assert "STEP_IMAGE" in script and "-f Containerfile" in script
+
+
+def test_a_pipeline_passes_its_settings_by_name():
+    """``pipeline_settings`` takes the module's constants by keyword (no ``globals()``): a misspelt name fails."""
+    from pipelines.training.finetuning.settings import pipeline_settings
+
+    with pytest.raises(ValueError, match=r"pipeline_settings\(pvc_sise=\.\.\.\): no such compile-time setting"):
+        pipeline_settings(pvc_sise="1Gi")
+    settings = pipeline_settings(pvc_size="7Gi", pipeline_name="p")
+    assert (settings.pvc_size, settings.pipeline_name) == ("7Gi", "p")

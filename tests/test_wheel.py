@@ -168,11 +168,11 @@ def test_a_user_project_with_its_own_components_imports_every_component_and_comp
 def test_the_training_pods_code_stages_from_the_wheel_and_imports_with_the_standard_library_only(venv, tmp_path):
     stage = (
         "import sys\nfrom pathlib import Path\n"
-        "from kfp_finetune.components.training.finetuning import launch, transformers_backend\n"
+        "from kfp_finetune.components.training.finetuning import contract, transformers_backend\n"
         "from kfp_finetune.components.training.finetuning.staging import stage_code_tree\n"
-        "stage_code_tree(Path(sys.argv[1]) / 'code', launch.POD_MODULES)\n"
+        "stage_code_tree(Path(sys.argv[1]) / 'code', contract.POD_MODULES)\n"
         "stage_code_tree(Path(sys.argv[1]) / 'transformers', transformers_backend.STAGED_MODULES)\n"
-        "print(' '.join(launch.POD_MODULES))\n"
+        "print(' '.join(contract.POD_MODULES))\n"
     )
     modules = _run([str(venv / "bin" / "python"), "-c", stage, str(tmp_path)], cwd=tmp_path).stdout.split()
     assert modules and all(module.startswith("kfp_finetune.components.") for module in modules)

@@ -27,9 +27,9 @@ def wrapper_arguments(component: Any, **arguments: Any) -> dict[str, Any]:
 def train_model_request(**arguments: Any) -> Any:
     """A ``TrainModelRequest``: ``train_model``'s defaults, no task config, and ``arguments`` (component names)."""
     from components.training.finetuning.component import train_model
-    from components.training.finetuning.config import TrainModelRequest
+    from components.training.finetuning.config import train_model_request as build
 
-    return TrainModelRequest(**{"task_config": None, **component_defaults(train_model), **arguments})
+    return build(wrapper_arguments(train_model, **arguments))
 
 
 def training_config(**fields: Any) -> Any:
@@ -38,9 +38,7 @@ def training_config(**fields: Any) -> Any:
     Raises:
         TrainingConfigError: A field breaks a rule (named as the ``train_model`` parameter).
     """
-    from components.training.finetuning.config import TrainingConfig
-
-    defaults = TrainingConfig.from_request(train_model_request(training_base_model=fields.get("base_model", "m")))
+    defaults = train_model_request(training_base_model=fields.get("base_model", "m")).training
     config = dataclasses.replace(defaults, **fields)
     config.validate()
     return config
@@ -129,7 +127,7 @@ def _train_model() -> Any:
 def pod_run_config(algorithm: str = "sft", **fields: Any) -> Any:
     """A ``RunConfig`` as a pod reads it: ``train_model``'s defaults for ``algorithm``; ``fields`` replace its own
     fields, and a ``hyperparameters`` dict of changes replaces those."""
-    from components.training.finetuning.pod.run_config import (
+    from components.training.finetuning.contract import (
         RUN_CONFIG_VERSION,
         MlflowSettings,
         ProgressSettings,

@@ -8,12 +8,8 @@ from typing import Any
 
 from components._common.namespace import pod_namespace
 from components.training.finetuning import transformers_backend
-from components.training.finetuning.config import (
-    TRANSFORMERS_BACKEND,
-    TrainingConfigError,
-    TrainModelRequest,
-    runtime_name_of,
-)
+from components.training.finetuning.config import TrainModelRequest, runtime_name_of
+from components.training.finetuning.contract import TRANSFORMERS_BACKEND, TrainingConfigError
 from components.training.finetuning.manifests.api_generations import TRAINER_2_3, TrainJobApi
 from components.training.finetuning.manifests.spec import JobSpec, SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
@@ -44,8 +40,8 @@ def job_namespace(request: TrainModelRequest) -> str:
     Raises:
         TrainingConfigError: Neither is known (not running in a cluster).
     """
-    if request.training_namespace:
-        return request.training_namespace
+    if request.job.namespace:
+        return request.job.namespace
     namespace = pod_namespace()
     if namespace:
         return namespace
@@ -76,15 +72,15 @@ def build_job_spec(
     (:func:`~.config.runtime_name_of`: ``torch-distributed`` for ``transformers``, else ``training-hub``).
     ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
     """
-    if request.training_backend == TRANSFORMERS_BACKEND:
+    if request.training.backend == TRANSFORMERS_BACKEND:
         command, args = transformers_backend.pod_command(config_path)
     else:
         command, args = ["python", str(config_path.parent / "entrypoint.py")], ["--config", str(config_path)]
     secret_env = []
-    if request.hf_token_secret_name:
-        secret_env.append(SecretEnvVar(HF_TOKEN_KEY, request.hf_token_secret_name, HF_TOKEN_KEY, True))
-    if request.s3_secret_name:
-        secret_env += [SecretEnvVar(k, request.s3_secret_name, k, True) for k in S3_SECRET_KEYS]
+    if request.secrets.hf_token_secret_name:
+        secret_env.append(SecretEnvVar(HF_TOKEN_KEY, request.secrets.hf_token_secret_name, HF_TOKEN_KEY, True))
+    if request.secrets.s3_secret_name:
+        secret_env += [SecretEnvVar(k, request.secrets.s3_secret_name, k, True) for k in S3_SECRET_KEYS]
     return spec_from_task_config(
         without_launcher_resources(task_config),
         run_id=run_id,
@@ -92,25 +88,25 @@ def build_job_spec(
         namespace=job_namespace(request),
         command=command,
         args=args,
-        image=request.training_image,
-        runtime_name=runtime_name_of(request.training_runtime_name, request.training_backend),
-        runtime_kind=request.training_runtime_kind,
-        num_nodes=request.training_num_nodes,
-        gpus_per_node=request.training_gpus_per_node,
-        gpu_resource_name=request.training_gpu_resource_name,
-        cpu_per_node=request.training_cpu_per_node,
-        memory_per_node=request.training_memory_per_node,
-        env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(request.training_env_vars).items()}},
+        image=request.job.image,
+        runtime_name=runtime_name_of(request.job.runtime_name, request.training.backend),
+        runtime_kind=request.job.runtime_kind,
+        num_nodes=request.job.num_nodes,
+        gpus_per_node=request.job.gpus_per_node,
+        gpu_resource_name=request.job.gpu_resource_name,
+        cpu_per_node=request.job.cpu_per_node,
+        memory_per_node=request.job.memory_per_node,
+        env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(request.job.env_vars).items()}},
         secret_env=tuple(secret_env),
-        tolerations=list(request.training_tolerations),
-        node_selector=dict(request.training_node_selector),
-        pod_labels=dict(request.training_pod_labels),
-        pod_annotations=dict(request.training_pod_annotations),
-        active_deadline_seconds=request.training_timeout_seconds,
-        queue_name=request.training_queue_name,
-        progress_tracking=request.training_progress_tracking,
-        metrics_port=request.training_progress_metrics_port,
-        metrics_poll_interval_seconds=request.training_progress_poll_interval_seconds,
+        tolerations=list(request.job.tolerations),
+        node_selector=dict(request.job.node_selector),
+        pod_labels=dict(request.job.pod_labels),
+        pod_annotations=dict(request.job.pod_annotations),
+        active_deadline_seconds=request.job.timeout_seconds,
+        queue_name=request.job.queue_name,
+        progress_tracking=request.progress.tracking,
+        metrics_port=request.progress.metrics_port,
+        metrics_poll_interval_seconds=request.progress.poll_interval_seconds,
         owner=owner,
     )
 

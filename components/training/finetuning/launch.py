@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from components._common.files import write_text_atomically
-from components.training.finetuning import tracking, transformers_backend
-from components.training.finetuning.config import (
-    CLUSTER_LAUNCHERS,
+from components.training.finetuning import contract, tracking, transformers_backend
+from components.training.finetuning.config import CLUSTER_LAUNCHERS, runtime_name_of
+from components.training.finetuning.contract import (
     GRPO_ALGORITHMS,
     TRANSFORMERS_BACKEND,
+    MlflowSettings,
+    ProgressSettings,
     TrainingConfigError,
-    runtime_name_of,
 )
 from components.training.finetuning.job_from_request import build_job_manifest, job_namespace, require_training_image
 from components.training.finetuning.manifests.api_generations import (
@@ -27,14 +28,6 @@ from components.training.finetuning.manifests.api_generations import (
 )
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import LauncherRun, RunPlan
-from components.training.finetuning.pod import entrypoint, progress_server
-from components.training.finetuning.pod import metrics as metrics_module
-from components.training.finetuning.pod.modules import POD_MODULES
-from components.training.finetuning.pod.run_config import (
-    MlflowSettings,
-    ProgressSettings,
-    load_run_config,
-)
 from components.training.finetuning.publish import find_final_checkpoint
 from components.training.finetuning.staging import script_running, stage_code_tree
 
@@ -66,12 +59,12 @@ def resolve_launcher(plan: RunPlan, api_client: Any, log: Any) -> str:
         from components.training.finetuning.cluster import launchers
 
         request = plan.request
-        runtime_name = runtime_name_of(request.training_runtime_name, request.training_backend)
+        runtime_name = runtime_name_of(request.job.runtime_name, request.training.backend)
         launcher = launchers.select_launcher(
-            api_client, runtime_name, request.training_runtime_kind, job_namespace(request), log=log
+            api_client, runtime_name, request.job.runtime_kind, job_namespace(request), log=log
         )
         if launcher == "pytorchjob":
-            require_training_image("auto", request.training_image)
+            require_training_image("auto", request.job.image)
     return launcher
 
 
@@ -82,7 +75,7 @@ def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None
     except ImportError:
         log("GPU memory estimate skipped: no estimator in this image; `kfp-finetune doctor` gives it")
         return
-    gpus, nodes = plan.request.training_gpus_per_node, plan.request.training_num_nodes
+    gpus, nodes = plan.request.job.gpus_per_node, plan.request.job.num_nodes
     # The step's ServiceAccount may not list nodes (rbac.yaml): the estimate alone; doctor compares with the nodes.
     log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
 
@@ -135,33 +128,32 @@ def run_cluster_job(
     request = plan.request
     transformers = plan.config.backend == TRANSFORMERS_BACKEND
     if transformers:
-        metrics_name = transformers_backend.METRICS_FILE
+        metrics_name = contract.LOCAL_METRICS_FILE
     else:
-        entrypoint.training_hub_call(load_run_config(config_path), {})  # fails here, not in the pod
         log_memory_estimate(plan, model_path, log)
-        metrics_name = metrics_module.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
+        metrics_name = contract.TRAINING_HUB_METRICS_FILES[plan.config.algorithm]
     launcher = read_launcher_pod(api_client, job_namespace(request), log=log)
     profile = None
-    if request.training_hardware_profile:
+    if request.job.hardware_profile:
         from components._common.hardware_profiles import PLATFORM_NAMESPACES, read_hardware_profile
 
         namespaces = [job_namespace(request), *PLATFORM_NAMESPACES]
         profile = read_hardware_profile(
-            api_client, request.training_hardware_profile, namespaces, "training_hardware_profile"
+            api_client, request.job.hardware_profile, namespaces, "training_hardware_profile"
         )
         log(f"hardware profile {profile.summary()}")
     served = discover(api_client, log) if job_launcher == "trainjob" else TRAINER_2_3
     ckpt_dir = plan.run_dir / CKPT_OUTPUT_DIR
     epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
     deadlines = Deadlines(
-        start_timeout_seconds=request.training_start_timeout_seconds,
-        timeout_seconds=request.training_timeout_seconds,
-        api_outage_tolerance_seconds=request.training_api_outage_tolerance_seconds,
-        timeout_counts_paused_time=request.training_timeout_counts_paused_time,
+        start_timeout_seconds=request.job.start_timeout_seconds,
+        timeout_seconds=request.job.timeout_seconds,
+        api_outage_tolerance_seconds=request.job.api_outage_tolerance_seconds,
+        timeout_counts_paused_time=request.job.timeout_counts_paused_time,
         cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
     )
     metrics = MetricsSource(
-        file=str(ckpt_dir / metrics_name), normalizer=lambda raw: metrics_module.normalize_records(raw, epochs)
+        file=str(ckpt_dir / metrics_name), normalizer=lambda raw: contract.normalize_records(raw, epochs)
     )
 
     def submit(api: TrainJobApi) -> dict[str, Any]:
@@ -171,8 +163,8 @@ def run_cluster_job(
         )  # fmt: skip
         log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{manifest['metadata']['name']}")
         policy = JobPolicy(
-            cleanup_policy=request.training_cleanup_policy,
-            delete_on_success=request.training_delete_on_success,
+            cleanup_policy=request.job.cleanup_policy,
+            delete_on_success=request.job.delete_on_success,
             active_deadline_served=api.active_deadline,
         )
         settings = JobSettings(
@@ -197,10 +189,10 @@ def run_cluster_job(
         log(f"TrainJob API: {served.describe()} ({served.source}); building the job for it")
         manifest = submit(served)
     name = manifest["metadata"]["name"]
-    records = metrics_module.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir, epochs)
+    records = contract.read_metrics(ckpt_dir / metrics_name if transformers else ckpt_dir, epochs)
     seconds = records[-1].get("time") or time.perf_counter() - started
     result = transformers_backend.read_result(ckpt_dir) if transformers else {}
-    rewards = metrics_module.read_reward_history(ckpt_dir) if plan.config.algorithm in GRPO_ALGORITHMS else []
+    rewards = contract.read_reward_history(ckpt_dir) if plan.config.algorithm in GRPO_ALGORITHMS else []
     return LauncherRun(
         find_final_checkpoint(ckpt_dir),
         records,
@@ -247,22 +239,22 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> Pod
                 run_name=f"{job_name(plan.run_id, plan.task_name)}-{pod_trainer}",
             )
     progress = ProgressSettings(
-        enabled=request.training_progress_tracking,
-        port=request.training_progress_metrics_port,
-        termination_log=progress_server.TERMINATION_LOG,
+        enabled=request.progress.tracking,
+        port=request.progress.metrics_port,
+        termination_log=contract.TERMINATION_LOG,
     )
-    return PodSettings(progress=progress, jit_checkpoint=request.training_jit_checkpoint, mlflow=mlflow)
+    return PodSettings(progress=progress, jit_checkpoint=request.job.jit_checkpoint, mlflow=mlflow)
 
 
 def stage_pod_script(run_dir: Path) -> Path:
-    """Stages the Training Hub pods' code (:data:`POD_MODULES` under ``code/``) and ``entrypoint.py``, which runs it.
+    """Stages the pods' code (:data:`.contract.POD_MODULES` under ``code/``) and ``entrypoint.py``, which runs it.
 
     Returns:
         The staged ``entrypoint.py``; ``python entrypoint.py`` runs with nothing but the standard library.
     """
-    stage_code_tree(run_dir / POD_CODE_DIR, POD_MODULES)
+    stage_code_tree(run_dir / POD_CODE_DIR, contract.POD_MODULES)
     script = run_dir / "entrypoint.py"
-    write_text_atomically(script, script_running(entrypoint.__name__, POD_CODE_DIR))
+    write_text_atomically(script, script_running(contract.POD_ENTRYPOINT, POD_CODE_DIR))
     return script
 
 

@@ -61,7 +61,7 @@ class RunPlan:
     @property
     def launcher(self) -> str:
         """The ``training_launcher`` argument: ``trainjob``, ``pytorchjob``, ``auto`` or ``local``."""
-        return self.request.training_launcher
+        return self.request.job.launcher
 
     @property
     def run_dir(self) -> Path:

@@ -19,7 +19,7 @@ from components._common.model_location import (
     build_manifest,
     write_manifest,
 )
-from components.training.finetuning.config import GRPO_ALGORITHMS
+from components.training.finetuning.contract import GRPO_ALGORITHMS
 from components.training.finetuning.plan import LauncherRun, RunPlan, TrainModelResult
 from components.training.finetuning.report import render_report, summarize
 from components.training.finetuning.reward_gate import reward_gate
@@ -158,7 +158,7 @@ def publish_outputs(
     # The local launcher trains in this task: its run directory is scratch (a temporary directory, or a pipeline
     # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
     scratch = bool(temporary) or launcher == "local"
-    model_dir, manifest = publish_model(model, final_dir, not scratch, plan.request.training_copy_model_to_artifact)
+    model_dir, manifest = publish_model(model, final_dir, not scratch, plan.request.output.copy_model_to_artifact)
     checkpoint_path = str(model.uri if scratch else final_dir)
     lora_weights = ""
     if config.algorithm == "lora":

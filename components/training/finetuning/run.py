@@ -23,13 +23,22 @@ from components.training.finetuning import tracking, transformers_backend
 from components.training.finetuning.cluster.state import CLEANUP_POLICIES
 from components.training.finetuning.config import (
     CLUSTER_LAUNCHERS,
-    GRPO_ALGORITHMS,
     LAUNCHERS,
-    TRANSFORMERS_BACKEND,
     TrainingConfig,
-    TrainingConfigError,
     TrainModelRequest,
     check_env_vars,
+)
+from components.training.finetuning.contract import (
+    GRPO_ALGORITHMS,
+    RUN_CONFIG_FILE,
+    RUN_CONFIG_VERSION,
+    TRANSFORMERS_BACKEND,
+    RunConfig,
+    TrainingConfigError,
+    count_chat_rows,
+    encode_run_config,
+    ignored_settings,
+    unsupported_settings,
 )
 from components.training.finetuning.job_from_request import require_training_image
 from components.training.finetuning.launch import (
@@ -46,13 +55,6 @@ from components.training.finetuning.launch import (
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import LauncherRun, RunPlan, TrainModelResult
-from components.training.finetuning.pod import entrypoint, inputs
-from components.training.finetuning.pod.run_config import (
-    RUN_CONFIG_FILE,
-    RUN_CONFIG_VERSION,
-    RunConfig,
-    encode_run_config,
-)
 from components.training.finetuning.publish import publish_outputs
 from components.training.finetuning.staging import (
     dataset_facts,
@@ -76,45 +78,46 @@ def validate_request(request: TrainModelRequest, has_eval_data: bool) -> Trainin
     Raises:
         TrainingConfigError: The first broken rule, naming the parameter and value.
     """
-    config = TrainingConfig.from_request(request)
-    check_env_vars(request.training_env_vars)
-    launcher = request.training_launcher
+    config = request.training
+    config.validate()
+    check_env_vars(request.job.env_vars)
+    launcher = request.job.launcher
     if launcher not in LAUNCHERS:
         raise TrainingConfigError(
             f"train_model parameter training_launcher={launcher!r}: must be one of {', '.join(LAUNCHERS)}"
         )
-    if request.training_cleanup_policy not in CLEANUP_POLICIES:
+    if request.job.cleanup_policy not in CLEANUP_POLICIES:
         raise TrainingConfigError(
-            f"train_model parameter training_cleanup_policy={request.training_cleanup_policy!r}: must be one of "
+            f"train_model parameter training_cleanup_policy={request.job.cleanup_policy!r}: must be one of "
             f"{', '.join(CLEANUP_POLICIES)}"
         )
     for name, value in (
-        ("training_start_timeout_seconds", request.training_start_timeout_seconds),
-        ("training_timeout_seconds", request.training_timeout_seconds),
-        ("training_api_outage_tolerance_seconds", request.training_api_outage_tolerance_seconds),
+        ("training_start_timeout_seconds", request.job.start_timeout_seconds),
+        ("training_timeout_seconds", request.job.timeout_seconds),
+        ("training_api_outage_tolerance_seconds", request.job.api_outage_tolerance_seconds),
     ):
         if value < 0:
             raise TrainingConfigError(f"train_model parameter {name}={value!r}: must be >= 0")
     try:
-        progress.check_settings(request.training_progress_metrics_port, request.training_progress_poll_interval_seconds)
+        progress.check_settings(request.progress.metrics_port, request.progress.poll_interval_seconds)
     except ValueError as error:
         raise TrainingConfigError(str(error)) from None
     if launcher in CLUSTER_LAUNCHERS:
         if config.backend == TRANSFORMERS_BACKEND:
             problems = transformers_backend.unsupported_settings(config.hyperparameters())
         else:
-            problems = entrypoint.unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
+            problems = unsupported_settings(config.algorithm, config.hyperparameters(), has_eval_data)
         if problems:
             raise TrainingConfigError(f"train_model (training_launcher={launcher}): " + "; ".join(problems))
     if launcher == "pytorchjob":
-        require_training_image("pytorchjob", request.training_image)
+        require_training_image("pytorchjob", request.job.image)
     _validate_oci_arguments(config.base_model, request)
     return config
 
 
 def _validate_oci_arguments(base_model: str, request: TrainModelRequest) -> None:
     """An ``oci://`` base model must be a valid reference; the TLS options must not contradict each other."""
-    if request.training_oci_insecure and request.training_oci_ca_bundle.strip():
+    if request.oci.insecure and request.oci.ca_bundle.strip():
         raise TrainingConfigError(
             "train_model parameters training_oci_insecure=True and training_oci_ca_bundle: contradict each other "
             "(insecure skips TLS verification); keep the CA bundle and set training_oci_insecure=False, or clear "
@@ -142,7 +145,7 @@ def resolve_auto_launcher(
     """
     from components._common.kube_auth import SERVER_URL_ENV
 
-    if request.training_launcher != "auto":
+    if request.job.launcher != "auto":
         return request
     mounts = [m.get("mountPath", "") for m in (getattr(request.task_config, "volume_mounts", None) or [])]
     if api_client is not None or any(mounts) or environ.get("KUBERNETES_SERVICE_HOST") or environ.get(SERVER_URL_ENV):
@@ -151,7 +154,7 @@ def resolve_auto_launcher(
         "training_launcher=auto: no cluster here (not in a pod, no KUBERNETES_SERVER_URL, no workspace volume for a "
         "job's pods, as under kfp.local): training in this process with the local launcher"
     )
-    return dataclasses.replace(request, training_launcher="local")
+    return dataclasses.replace(request, job=dataclasses.replace(request.job, launcher="local"))
 
 
 @masked
@@ -185,17 +188,17 @@ def run_train_model(
     train_dataset = dataset_input(request.dataset, request.dataset_path, request.pvc_path)
     eval_file = eval_file_of(request.eval_dataset)
     config = validate_request(request, eval_file is not None)
-    if request.training_launcher in CLUSTER_LAUNCHERS and config.backend != TRANSFORMERS_BACKEND:
-        for note in entrypoint.ignored_settings(config.hyperparameters()):
+    if request.job.launcher in CLUSTER_LAUNCHERS and config.backend != TRANSFORMERS_BACKEND:
+        for note in ignored_settings(config.hyperparameters()):
             log(note)
-    if request.training_launcher == "local":
+    if request.job.launcher == "local":
         _require_local_training_packages(config.algorithm)
         if config.algorithm == "lora" and (config.lora_load_in_4bit or config.lora_load_in_8bit):
             from components.training.finetuning.hf_trainer.training import quantization_config
 
             quantization_config(config)  # QLoRA needs CUDA: one line here, before anything is staged
     data_file = find_artifact_file(train_dataset.path, "train_dataset", prefer="train")
-    count_rows = count_reward_rows if config.algorithm in GRPO_ALGORITHMS else inputs.count_chat_rows
+    count_rows = count_reward_rows if config.algorithm in GRPO_ALGORITHMS else count_chat_rows
     count_rows(data_file, "train_dataset")  # fail on bad rows here, before training or submitting
     if eval_file is not None:
         count_rows(eval_file, "eval_dataset")
@@ -245,7 +248,7 @@ def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
         tracking.TrackingError: The tracking URI is set but the run cannot be started.
     """
     return tracking.MlflowLogger(
-        plan.request.training_mlflow_tracking_uri,
+        plan.request.output.mlflow_tracking_uri,
         run_name=job_name(plan.run_id, plan.task_name),
         run_key=f"{plan.run_id}/{plan.task_name}",
         tags={"kfp_finetune.kfp_run_id": plan.run_id, "kfp_finetune.task_name": plan.task_name},
@@ -260,8 +263,8 @@ def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
         **config.hyperparameters(),
         "base_model": config.base_model,
         "backend": plan.launcher,
-        "num_nodes": plan.request.training_num_nodes,
-        "gpus_per_node": plan.request.training_gpus_per_node,
+        "num_nodes": plan.request.job.num_nodes,
+        "gpus_per_node": plan.request.job.gpus_per_node,
         **facts,
     }
 
@@ -301,7 +304,7 @@ def train_on_cluster(
     api_client = api_client or load_api_client()
     launcher = resolve_launcher(plan, api_client, log)
     model_path, model_facts = stage_base_model(plan, log)
-    gpus = max(plan.request.training_gpus_per_node, 1)
+    gpus = max(plan.request.job.gpus_per_node, 1)
     config_path = plan.run_dir / RUN_CONFIG_FILE
     if config_path.is_file() and live_job_of(plan, api_client) is not None:  # an earlier attempt's job, still live
         log(f"a job of this run/task is live: re-attaching without staging anything in {plan.run_dir}")
@@ -322,7 +325,7 @@ def write_run_config(
     settings: PodSettings,
     model_path: str | None = None,
 ) -> Path:
-    """Stages the pods' code, the data and ``run_config.json`` (a :class:`~.pod.run_config.RunConfig`) in ``run_dir``.
+    """Stages the pods' code, the data and ``run_config.json`` (a :class:`~.contract.RunConfig`) in ``run_dir``.
 
     ``model_path`` is a base model already staged on the workspace (an ``oci://`` pull), else ``None``.
 

@@ -18,7 +18,7 @@ from components._common.artifacts import find_artifact_file
 from components._common.base_model import model_cache_dir, staged_base_model
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import replace_dir
-from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.plan import RunPlan
 
 
@@ -48,8 +48,8 @@ def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str
         base_model,
         model_cache_dir(plan.workspace),
         os.environ,
-        insecure=plan.request.training_oci_insecure,
-        ca_bundle=plan.request.training_oci_ca_bundle,
+        insecure=plan.request.oci.insecure,
+        ca_bundle=plan.request.oci.ca_bundle,
         log=log,
     )
     facts = {"base_model_digest": pulled.digest, "base_model_resolved": pulled.uri, "base_model_path": str(pulled.path)}

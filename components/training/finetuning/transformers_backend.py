@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.chat_format import iter_chat_file
-from components.training.finetuning.pod import metrics as metrics_module
-from components.training.finetuning.pod.entrypoint import settings_not_supported
-from components.training.finetuning.pod.modules import POD_MODULES
+from components.training.finetuning.contract import POD_MODULES, settings_not_supported
 from components.training.finetuning.staging import module_file, stage_code_tree
 
 #: The code tree's directory in the run directory.
@@ -41,8 +39,6 @@ ROOT_SCRIPTS = {
     "launch.py": "components.training.finetuning.hf_trainer.pod_launch",
     "worker.py": "components.training.finetuning.hf_trainer.pod_worker",
 }
-#: The per-step metrics file rank 0 writes into the checkpoint directory.
-METRICS_FILE = metrics_module.LOCAL_METRICS_FILE
 #: Settings this backend cannot honour: (parameter, the only accepted value, why).
 UNSUPPORTED_SETTINGS = (("use_liger", False, "Liger kernels are Training Hub's (instructlab-training, mini-trainer)"),)
 

@@ -3,8 +3,8 @@
 They shape the compiled YAML itself (the workspace PVC, secret names, the steps' image and resources) and so cannot
 be run-time parameters. Each is a constant at the top of a ``pipelines/training/<name>/pipeline.py`` (``PVC_SIZE``,
 ``IMAGE``, ...; the defaults below where a module declares none), overridable by an environment variable
-(``KFP_FINETUNE_<NAME>``) and by the matching ``kfp-finetune compile`` flag: the module calls
-:func:`pipeline_settings` with its ``globals()``.
+(``KFP_FINETUNE_<NAME>``) and by the matching ``kfp-finetune compile`` flag: the module passes its constants to
+:func:`pipeline_settings` by name (``pipeline_settings(pvc_size=PVC_SIZE, ...)``).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class CompileSettings:
 
         Args:
             environ: The environment to read (default ``os.environ``).
-            base: Field values that replace the built-in defaults (see :func:`constants_of`).
+            base: Field values that replace the built-in defaults (a ``pipeline.py``'s constants).
             **overrides: Field values that win over the environment (``None`` values are ignored).
 
         Access modes given as a string (a variable, a flag) are comma-separated.
@@ -237,20 +237,25 @@ def compile_overrides(settings: CompileSettings | Mapping[str, object] | None) -
         _OVERRIDES.reset(token)
 
 
-def pipeline_settings(namespace: dict[str, object]) -> CompileSettings:
+def pipeline_settings(**constants: object) -> CompileSettings:
     """The settings a ``pipeline.py`` compiles with: its constants, then ``KFP_FINETUNE_*``, then compile flags.
 
     Args:
-        namespace: The module's ``globals()``; its upper-case constants named like :class:`CompileSettings` fields
-            (``PVC_SIZE``, ``PIPELINE_NAME``, ``EVAL_IMAGE``, ...) replace the built-in defaults.
+        **constants: The module's compile-time constants, each under its :class:`CompileSettings` field's name
+            (``pvc_size=PVC_SIZE``, ``pipeline_name=PIPELINE_NAME``, ``eval_image=EVAL_IMAGE``, ...); they replace
+            the built-in defaults.
 
     Returns:
         The validated settings; ``pipeline_name`` is the module's ``PIPELINE_NAME`` unless something overrides it.
 
     Raises:
-        ValueError: A value breaks a rule; the message names the setting (and the variable it came from).
+        ValueError: A value breaks a rule, or a name is no setting; the message names the setting (and the variable
+            it came from).
     """
-    constants = constants_of(namespace)
+    fields = {field.name for field in dataclasses.fields(CompileSettings)}
+    unknown = sorted(set(constants) - fields)
+    if unknown:
+        raise ValueError(f"pipeline_settings({unknown[0]}=...): no such compile-time setting; one of {sorted(fields)}")
     active = _OVERRIDES.get()
     if isinstance(active, CompileSettings):
         settings = active
@@ -259,19 +264,6 @@ def pipeline_settings(namespace: dict[str, object]) -> CompileSettings:
     if not settings.pipeline_name:
         settings = dataclasses.replace(settings, pipeline_name=str(constants.get("pipeline_name", "")))
     return settings
-
-
-def constants_of(namespace: dict[str, object]) -> dict[str, object]:
-    """The compile-time constants a ``pipeline.py`` declares at its top (``PVC_SIZE`` -> ``pvc_size``, ...).
-
-    Args:
-        namespace: The module's ``globals()``.
-
-    Returns:
-        The :class:`CompileSettings` fields whose upper-case names the module defines.
-    """
-    fields = {field.name for field in dataclasses.fields(CompileSettings)}
-    return {name.lower(): value for name, value in namespace.items() if name.isupper() and name.lower() in fields}
 
 
 def _is_size(text: str) -> bool:

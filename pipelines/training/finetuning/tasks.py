@@ -8,6 +8,11 @@ mounted as optional env vars (values never reach the YAML), resources and the ev
 
 from __future__ import annotations
 
+import ast
+import inspect
+import re
+import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from components.evaluation.lm_eval.devices import REQUESTED_GPUS_ENV
@@ -32,6 +37,48 @@ _OCI_PUSH_SECRET_KEYS = {
     "OCI_PUSH_SECRET_MODEL_UPLOAD": "OCI_PUSH_SECRET_MODEL_UPLOAD",
     ".dockerconfigjson": "OCI_PUSH_SECRET_DOCKERCONFIGJSON",
 }
+
+
+#: The component each pipeline phase feeds (``phase_02_...`` -> ``train_model``), as ``(module, name)``.
+_PHASE_COMPONENTS = {
+    "01": ("components.data_processing.dataset_download", "dataset_download"),
+    "02": ("components.training.finetuning", "train_model"),
+    "03": ("components.evaluation.lm_eval", "lm_eval"),
+    "04": ("components.deployment.kubeflow_model_registry", "model_registry"),
+}
+
+
+def described(function: Callable) -> Callable:
+    """``function`` (a pipeline, before ``@dsl.pipeline``) with each run-time parameter described in its ``Args``.
+
+    A description written in the docstring's ``Args`` stays (the guide's "Document it in the docstring"); every other
+    parameter gets the description of the component argument it feeds, from the component (its ``parameter_docs.py``),
+    so that no pipeline restates one. That argument is the keyword the parameter is passed to in the function's body,
+    in its phase's component (``training_num_epochs=phase_02_train_man_train_epochs``: ``train_model``'s).
+    """
+    import importlib
+
+    import docstring_parser
+
+    doc = inspect.cleandoc(function.__doc__ or "")
+    written = {param.arg_name for param in docstring_parser.parse(doc).params}
+    inputs = {
+        phase: getattr(importlib.import_module(module), name).component_spec.inputs
+        for phase, (module, name) in _PHASE_COMPONENTS.items()
+    }
+    fed: dict[str, str] = {}
+    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))):
+        if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.arg:
+            phase = re.match(r"phase_(\d\d)_", node.value.id)
+            component = inputs.get(phase.group(1), {}) if phase else {}
+            if node.arg in component and component[node.arg].description:
+                fed.setdefault(node.value.id, component[node.arg].description)
+    missing = [name for name in inspect.signature(function).parameters if name not in written and name in fed]
+    if missing and not re.search(r"^Args:$", doc, re.MULTILINE):
+        doc += "\n\nArgs:"
+    lines = [f"    {name}: " + fed[name].strip().replace("\n", "\n        ") for name in missing]
+    function.__doc__ = "\n".join([doc, *lines]) + "\n"
+    return function
 
 
 def step_components(settings: CompileSettings) -> tuple[Any, Any, Any, Any]:

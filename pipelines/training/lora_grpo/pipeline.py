@@ -19,9 +19,9 @@ PIPELINE_NAME = "lora-grpo-pipeline"
 IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
 EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
 
-# The steps' other settings are compile-time too (e.g. EVAL_CPU_LIMIT = "8", DATASET_MEMORY_REQUEST = "4Gi"); see
-# pipelines/training/finetuning/settings.py for every name. KFP_FINETUNE_<NAME> environment variables and
-# `kfp-finetune compile` flags override the constants above.
+# The steps' other settings are compile-time too: pass them to pipeline_settings below (e.g. eval_cpu_limit="8",
+# dataset_memory_request="4Gi"; pipelines/training/finetuning/settings.py names every one). KFP_FINETUNE_<NAME>
+# environment variables and `kfp-finetune compile` flags override them.
 # =============================================================================
 
 from kfp import compiler, dsl  # noqa: E402
@@ -30,12 +30,20 @@ from pipelines.training.finetuning import tasks  # noqa: E402
 from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E402
 
 #: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
-SETTINGS = pipeline_settings(globals())
+SETTINGS = pipeline_settings(
+    pvc_size=PVC_SIZE,
+    pvc_storage_class=PVC_STORAGE_CLASS,
+    pvc_access_modes=PVC_ACCESS_MODES,
+    pipeline_name=PIPELINE_NAME,
+    image=IMAGE,
+    eval_image=EVAL_IMAGE,
+)
 #: The four components, each built for the step images above.
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
 @dsl.pipeline(name=SETTINGS.pipeline_name, pipeline_config=tasks.pipeline_config(SETTINGS))
+@tasks.described  # each parameter's description: its component argument's, unless written in Args
 def lora_grpo_pipeline(
     phase_01_dataset_man_data_uri: str,
     phase_01_dataset_man_data_split: float = 0.9,
@@ -121,132 +129,6 @@ def lora_grpo_pipeline(
     passed it, then the optional modelcar and KServe deployment.
 
     Args:
-        phase_01_dataset_man_data_uri: Hub id `org/name[:subset][@revision]` (token from env HF_TOKEN),
-            `s3://bucket/key-or-prefix/` (RHOAI data-connection env vars), `http(s)://.../file.jsonl`,
-            `pvc://claim/path` (under $KFP_FINETUNE_PVC_ROOT, default /mnt/pvc) or a local path. Files: .jsonl, .json,
-            .parquet, .csv (+.gz).
-        phase_01_dataset_man_data_split: Fraction of the kept rows used for training, in (0, 1]; 1.0 = no eval split.
-        phase_01_dataset_opt_subset: Rows to keep, drawn with `seed` (0 = all; more than available warns and keeps all).
-        phase_01_dataset_opt_seed: Seed of the subset and the split; same input and seed give byte-identical files.
-        phase_01_dataset_opt_format: auto | messages | alpaca | sharegpt | prompt_completion (auto detects from the
-            first rows); GRPO's prompt rows: reward_answer | reward_tool_call.
-        phase_01_dataset_opt_hf_split: Split of a Hub dataset to read.
-        phase_01_dataset_opt_on_invalid: fail (any bad row fails the task) | drop (drop and count bad rows).
-        phase_01_dataset_opt_max_invalid_fraction: With on_invalid=drop, the largest rejected fraction accepted, in [0,
-            1].
-        phase_01_dataset_opt_allow_trailing_user: Accept conversations that end on a user turn.
-        phase_01_dataset_opt_tokenizer: HF id or local directory of a tokenizer for token statistics ("" = none).
-        phase_01_dataset_opt_max_download_bytes: Refuse remote downloads larger than this many bytes.
-        phase_02_train_man_train_model: HF id (downloaded with `HF_TOKEN`), local path, `pvc://<claim>/<path>` (claim
-            mounted via the volumes passthrough), `s3://<bucket>/<prefix>` (RHOAI data-connection env), or
-            `oci://<registry>/<repository>[:<tag>|@sha256:<digest>]` (a modelcar's `/models` or an ORAS artifact, pulled
-            once per run into the workspace with the `OCI_PULL_SECRET_MODEL_DOWNLOAD` config.json).
-        phase_02_train_man_train_batch: Samples per optimizer step.
-        phase_02_train_man_train_workers: TrainJob nodes (pods); Training Hub's nnodes.
-        phase_02_train_man_train_gpu: GPUs per node: numProcPerNode, the GPU resource count and Training Hub's
-            nproc_per_node.
-        phase_02_train_man_train_lora_r: LoRA rank (>= 1).
-        phase_02_train_man_train_iterations: GRPO: training iterations (Training Hub's `num_iterations`; the local
-            launcher's optimizer steps); each one samples `effective_batch_size` prompts.
-        phase_02_train_man_train_group_size: GRPO: completions sampled per prompt (>= 2); each one's advantage is its
-            reward against its group's mean.
-        phase_02_train_opt_learning_rate: Peak learning rate (> 0).
-        phase_02_train_opt_max_seq_len: Longer samples are dropped.
-        phase_02_train_opt_seed: Seed of init, data order and dropout (reaches every algorithm: `random_seed` for SFT).
-        phase_02_train_opt_temperature: GRPO: sampling temperature of the completions (> 0).
-        phase_02_train_opt_max_new_tokens: GRPO: most tokens per completion (Training Hub's `max_tokens`).
-        phase_02_train_opt_lora_alpha: LoRA scaling alpha.
-        phase_02_train_opt_gradient_checkpointing: Recompute activations in the backward pass instead of keeping them
-            (less memory, ~30% more compute). The local launcher and `training_backend=transformers` honour both;
-            Training Hub's backends always recompute (when the model supports it), so False there runs as True, with a
-            note in the log.
-        phase_02_train_opt_resume: Resume from the newest complete checkpoint of this run/task; False wipes the run
-            directory first.
-        phase_02_train_opt_mlflow_uri: MLflow tracking URI ('' = `MLFLOW_TRACKING_URI` if set, else no tracking):
-            params, per-step metrics, model location; the run id goes to the model's `mlflow_run_id`.
-        phase_02_train_opt_launcher: `trainjob` (Kubeflow Trainer v2) | `pytorchjob` (Training Operator v1; needs
-            `training_image`) | `auto` (trainjob when its runtime exists, else pytorchjob) | `local`.
-        phase_02_train_opt_oci_insecure: oci:// base models: skip TLS verification and allow plain HTTP (in-cluster
-            registries only); default verifies.
-        phase_02_train_opt_oci_ca_bundle: oci:// base models: CA bundle (PEM file path in the task, or PEM text) that
-            verifies the registry's TLS certificate; '' = the system CAs (or REQUESTS_CA_BUNDLE).
-        phase_02_train_opt_backend: What trains: Training Hub's backend `instructlab-training` (SFT), `mini-trainer`
-            (OSFT), `unsloth` (LoRA), '' = the algorithm's default; or `transformers`: the project's own
-            transformers/peft trainer (any algorithm) under torchrun in the job's pods (DDP; NCCL on GPUs, gloo on
-            CPU), on the `torch-distributed` runtime by default.
-        phase_02_train_opt_gpu_resource: Extended resource name of the GPUs (e.g. nvidia.com/gpu, amd.com/gpu).
-        phase_02_train_opt_cpu: CPU request per node ('' = the runtime's).
-        phase_02_train_opt_memory: Memory request per node ('' = the runtime's).
-        phase_02_train_opt_env_vars: Literal environment variables of the training pods (secrets: use the mounted
-            secrets instead); SFT pipelines set `INSTRUCTLAB_NCCL_TIMEOUT_MS`.
-        phase_02_train_opt_runtime: The Trainer runtime the TrainJob references; '' = the backend's:
-            `torch-distributed` for `training_backend='transformers'`, else `training-hub`.
-        phase_02_train_opt_runtime_kind: ClusterTrainingRuntime | TrainingRuntime.
-        phase_02_train_opt_image: Image override of the trainer ('' = the runtime's image); required for `pytorchjob`.
-        phase_02_train_opt_namespace: TrainJob namespace; "" = the pipeline pod's namespace.
-        phase_02_train_opt_tolerations: Extra tolerations of the training pods (joined with the task's passthrough).
-        phase_02_train_opt_node_selector: Extra node selector of the training pods.
-        phase_02_train_opt_labels: Extra labels of the training pods.
-        phase_02_train_opt_annotations: Extra annotations of the training pods.
-        phase_02_train_opt_queue_name: Kueue LocalQueue to submit the job to (label `kueue.x-k8s.io/queue-name`); Kueue
-            admits it, the step waits logging the queue state and never resumes it itself; '' = no queue.
-        phase_02_train_opt_cleanup_policy: When the job failed or timed out, or the run was cancelled: `delete` |
-            `keep` | `suspend` the TrainJob/PyTorchJob (never for the launcher's own trouble, e.g. an API outage); when
-            the API cannot be reached the error names the `kubectl` command.
-        phase_02_train_opt_delete_on_success: Delete the TrainJob after it completes.
-        phase_02_train_opt_start_timeout: Fail (and clean up) when the training pods are not running after this long.
-        phase_02_train_opt_timeout: Total deadline (0 = none); also the TrainJob's activeDeadlineSeconds.
-        phase_02_train_opt_timeout_counts_pause: Whether time the job spends paused (suspended from the dashboard)
-            counts against `training_timeout_seconds`.
-        phase_02_train_opt_api_outage_tolerance: How long the step keeps following through an unreachable or
-            erroring Kubernetes API (0 = as long as `training_timeout_seconds` allows); then it fails, leaving the job
-            running, and names it.
-        phase_02_train_opt_progress_tracking: Show progress (steps, epochs, loss, ETA) on the OpenShift AI Training Jobs
-            page: annotates the job and serves it from the rank-0 pod.
-        phase_02_train_opt_progress_port: Port of the rank-0 pod's progress server (1024-65535).
-        phase_02_train_opt_progress_poll_interval: How often the dashboard's controller polls that server (5-300 s).
-        phase_02_train_opt_jit_checkpoint: The training pods (Training Hub, or the `transformers` backend at the end
-            of the running step) save a just-in-time checkpoint on SIGTERM (pause/preemption); a resumed job continues
-            from it.
-        phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
-            step (status `skipped`).
-        phase_04_registry_man_reg_name: Registered model name; `""`: `<algorithm>-<base model's last path part>` from
-            the model's metadata (e.g. `osft-Qwen2.5-1.5B-Instruct`). Letters, digits, `. _ : + -`.
-        phase_04_registry_man_reg_version: Version name. `""`: the version this run registered before (matched on
-            `pipeline_run_id`), else `<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`.
-        phase_04_registry_man_reg_author: Author of the version (and owner of a newly created registered model).
-        phase_04_registry_opt_port: Port when the address has none.
-        phase_04_registry_opt_description: Description of the version (and of a newly created registered model).
-        phase_04_registry_opt_format_name: Model format serving runtimes select on (e.g. `vLLM`, `pytorch`).
-        phase_04_registry_opt_format_version: Version of that format.
-        phase_04_registry_opt_min_metric_name: Gate metric (`""` = no gate). A name found in neither metrics artifact is
-            an error, not a silent skip.
-        phase_04_registry_opt_min_metric_value: Register only when the metric is `>=` this.
-        phase_04_registry_opt_model_uri: Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`,
-            `hf://`, `http(s)://`), overriding the derived one. A `pvc://` of the run's own workspace claim
-            (`…-kfp-workspace`, deleted with the run) is refused: use `modelcar_uri` or `s3_upload_prefix`.
-        phase_04_registry_opt_s3_upload_prefix: `s3://bucket/prefix`: upload the model files there (data-connection env
-            credentials; one streamed copy from the workspace) and register that URI. Exclusive with `model_uri`.
-        phase_04_registry_opt_storage_key: Data-connection secret name recorded on the artifact, for serving to read an
-            `s3://` URI.
-        phase_04_registry_opt_is_secure: Verify the registry's TLS certificate (needs `https://` and a token). `False`
-            for an in-cluster plain-HTTP service.
-        phase_04_registry_opt_allow_token_over_http: Send the bearer token to a plain http:// registry address (default
-            False: the token is withheld with a warning, since plain HTTP exposes it; only for a trusted in-cluster
-            network or service mesh).
-        phase_04_registry_opt_modelcar_uri: Push the model as an OCI modelcar (files under `/models`, one layer each, on
-            `modelcar_base_image`) to `oci://registry/repository[:tag]` and register it pinned, `oci://…@sha256:…` (`""`
-            = no modelcar). The push secret is a Docker `config.json` in the optional secret
-            `oci-push-secret-model-upload` (key `OCI_PUSH_SECRET_MODEL_UPLOAD`, or `.dockerconfigjson`). Published even
-            without `registry_address`.
-        phase_04_registry_opt_modelcar_base_image: The image the model files are layered on (`registry/repository:tag`,
-            no scheme).
-        phase_04_registry_opt_modelcar_insecure: Plain HTTP or unverified TLS to the OCI registries (in-cluster or test
-            registries only).
-        phase_04_registry_opt_deploy_inference_service: After a registration that was not gated out, serve the
-            registered `oci://` (or `s3://`) model with a KServe InferenceService (vLLM), wait until Ready and send one
-            completion as a smoke test. Never changes a service this step did not create for the same registered model.
-            RBAC: `rbac.yaml`.
     """
     dataset_task = dataset_download(
         pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,

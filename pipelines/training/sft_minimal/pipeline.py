@@ -19,9 +19,9 @@ PIPELINE_NAME = "sft-minimal-pipeline"
 IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
 EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
 
-# The steps' other settings are compile-time too (e.g. EVAL_CPU_LIMIT = "8", DATASET_MEMORY_REQUEST = "4Gi"); see
-# pipelines/training/finetuning/settings.py for every name. KFP_FINETUNE_<NAME> environment variables and
-# `kfp-finetune compile` flags override the constants above.
+# The steps' other settings are compile-time too: pass them to pipeline_settings below (e.g. eval_cpu_limit="8",
+# dataset_memory_request="4Gi"; pipelines/training/finetuning/settings.py names every one). KFP_FINETUNE_<NAME>
+# environment variables and `kfp-finetune compile` flags override them.
 # =============================================================================
 
 from kfp import compiler, dsl  # noqa: E402
@@ -30,12 +30,20 @@ from pipelines.training.finetuning import tasks  # noqa: E402
 from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E402
 
 #: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
-SETTINGS = pipeline_settings(globals())
+SETTINGS = pipeline_settings(
+    pvc_size=PVC_SIZE,
+    pvc_storage_class=PVC_STORAGE_CLASS,
+    pvc_access_modes=PVC_ACCESS_MODES,
+    pipeline_name=PIPELINE_NAME,
+    image=IMAGE,
+    eval_image=EVAL_IMAGE,
+)
 #: The four components, each built for the step images above.
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
 @dsl.pipeline(name=SETTINGS.pipeline_name, pipeline_config=tasks.pipeline_config(SETTINGS))
+@tasks.described  # each parameter's description: its component argument's, unless written in Args
 def sft_minimal_pipeline(
     phase_01_dataset_man_data_uri: str,
     phase_01_dataset_opt_subset: int = 0,
@@ -56,25 +64,6 @@ def sft_minimal_pipeline(
     Only the parameters that matter are exposed; everything else keeps the recommended defaults.
 
     Args:
-        phase_01_dataset_man_data_uri: Hub id `org/name[:subset][@revision]` (token from env HF_TOKEN),
-            `s3://bucket/key-or-prefix/` (RHOAI data-connection env vars), `http(s)://.../file.jsonl`,
-            `pvc://claim/path` (under $KFP_FINETUNE_PVC_ROOT, default /mnt/pvc) or a local path. Files: .jsonl, .json,
-            .parquet, .csv (+.gz).
-        phase_01_dataset_opt_subset: Rows to keep, drawn with `seed` (0 = all; more than available warns and keeps all).
-        phase_02_train_man_train_model: HF id (downloaded with `HF_TOKEN`), local path, `pvc://<claim>/<path>` (claim
-            mounted via the volumes passthrough), `s3://<bucket>/<prefix>` (RHOAI data-connection env), or
-            `oci://<registry>/<repository>[:<tag>|@sha256:<digest>]` (a modelcar's `/models` or an ORAS artifact, pulled
-            once per run into the workspace with the `OCI_PULL_SECRET_MODEL_DOWNLOAD` config.json).
-        phase_02_train_man_train_epochs: Passes over the data (>= 1).
-        phase_02_train_man_train_batch: Samples per optimizer step.
-        phase_02_train_man_train_tokens: Padded tokens per micro-batch (gradient accumulation fills the effective
-            batch); >= `max_seq_len`.
-        phase_02_train_man_train_workers: TrainJob nodes (pods); Training Hub's nnodes.
-        phase_02_train_man_train_gpu: GPUs per node: numProcPerNode, the GPU resource count and Training Hub's
-            nproc_per_node.
-        phase_03_eval_man_eval_tasks: lm-eval task, group or tag names. Built-in names need their datasets (see
-            *Disconnected clusters*). An entry that is a local directory (`/...` or `./...`) of task YAMLs evaluates
-            every task they declare (staged like `custom_tasks`). May be empty when `eval_dataset` is given.
         phase_03_eval_opt_evaluate_base_model: Evaluate the base model too, on the same tasks with the same settings,
             before training (it holds the evaluation's GPU while it runs, so training waits for it: one GPU step at a
             time, as the guide's hardware table sizes the cluster; cached on re-runs). The fine-tuned evaluation then
@@ -82,12 +71,6 @@ def sft_minimal_pipeline(
             registry's improvement and regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the
             evaluation pod lacks, or a base model without chat template while `phase_03_eval_opt_chat_template` is on
             is skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
-        phase_04_registry_man_address: Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the
-            step (status `skipped`).
-        phase_04_registry_man_reg_name: Registered model name; `""`: `<algorithm>-<base model's last path part>` from
-            the model's metadata (e.g. `osft-Qwen2.5-1.5B-Instruct`). Letters, digits, `. _ : + -`.
-        phase_04_registry_man_reg_version: Version name. `""`: the version this run registered before (matched on
-            `pipeline_run_id`), else `<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`.
     """
     dataset_task = dataset_download(
         pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.pod import metrics
+from components.training.finetuning import contract
 
 #: Where the ODH controller copies the JSON the rank-0 pod serves (:mod:`..pod.progress_server`).
 TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
@@ -27,7 +27,7 @@ class MetricsTail:
     def __init__(self, path: str, normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None):
         self.path = Path(path) if path else None
         self.normalize = normalize or (lambda raw: [r for r in raw if isinstance(r.get("step"), (int, float))])
-        self.tail = metrics.JsonlTail()
+        self.tail = contract.JsonlTail()
         self.raw: list[dict[str, Any]] = []
         self.last: dict[str, Any] = {}
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from components.training.finetuning.pod import entrypoint, inputs
-from components.training.finetuning.pod.run_config import load_run_config
+from components.training.finetuning.contract import load_run_config
 
 #: The worker script staged beside this one.
 WORKER_SCRIPT = "worker.py"

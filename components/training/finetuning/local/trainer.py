@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components._common.reward_rows import load_reward_rows
-from components.training.finetuning.config import GRPO_ALGORITHMS
+from components.training.finetuning.contract import GRPO_ALGORITHMS, load_chat_rows, resolve_base_model
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.plan import LauncherRun, RunPlan
-from components.training.finetuning.pod.inputs import load_chat_rows, resolve_base_model
 from components.training.finetuning.staging import pvc_mounts, stage_base_model
 
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from components.training.finetuning.contract import RunConfig
 from components.training.finetuning.pod import rewards
-from components.training.finetuning.pod.run_config import RunConfig
 
 
 def count_rows(path: str) -> int:

@@ -7,19 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.training.finetuning.pod.run_config import Hyperparameters
-
-#: The LoRA variants (QLoRA, DoRA, rsLoRA, init) at their defaults: what an algorithm without them must keep.
-LORA_VARIANTS_OFF = (
-    ("lora_use_dora", False, "DoRA is a lora_sft option"),
-    ("lora_use_rslora", False, "rsLoRA is a lora_sft option"),
-    ("lora_init_weights", "true", "the LoRA init is a lora_sft option"),
-    ("lora_load_in_4bit", False, "QLoRA is a lora_sft option"),
-    ("lora_load_in_8bit", False, "QLoRA is a lora_sft option"),
-)
+from components.training.finetuning.contract import TrainingOptions
 
 
-def lora_variant_kwargs(hp: Hyperparameters) -> dict[str, Any]:
+def lora_variant_kwargs(hp: TrainingOptions) -> dict[str, Any]:
     """``lora_sft``'s QLoRA, DoRA, rsLoRA and init keywords, each only when set (an older release need not take them).
 
     training-hub 0.11.2's ``UnslothLoRABackend`` reads them from ``**kwargs`` (``algorithms/lora.py``: ``load_in_4bit``,

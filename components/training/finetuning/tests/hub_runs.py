@@ -22,7 +22,7 @@ from pathlib import Path
 
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.training.finetuning import launch
-from components.training.finetuning.pod.run_config import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
+from components.training.finetuning.contract import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
 from components.training.finetuning.run import write_run_config
 from tests.harness.requests import dataset_download_request, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION, HubEnv, build_tiny_model_in, hub_env

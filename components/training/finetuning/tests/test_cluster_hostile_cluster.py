@@ -211,7 +211,7 @@ def test_sigterm_during_a_create_the_server_stores_later_finds_and_deletes_the_j
 def test_a_secret_value_under_an_ordinary_name_in_training_env_vars_is_refused_before_any_job(
     name, value, tiny_model_dir, demo_dataset_path, tmp_path, kube_api
 ):
-    from components.training.finetuning.config import TrainingConfigError
+    from components.training.finetuning.contract import TrainingConfigError
     from components.training.finetuning.run import run_train_model
     from components.training.finetuning.tests.test_training_component import _artifacts
     from tests.harness.requests import train_model_request

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning import contract
+from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.local import trainer as local_trainer
-from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.run import validate_request
 from tests.harness.requests import train_model_request, training_config
 
@@ -56,10 +56,10 @@ def test_training_hub_launchers_accept_turning_it_off_with_one_note():
     for algorithm in ("sft", "osft", "lora"):
         config = validate_request(request(training_algorithm=algorithm), has_eval_data=False)
         assert config.gradient_checkpointing is False  # it reaches the run config as given
-        [note] = entrypoint.ignored_settings(config.hyperparameters())
+        [note] = contract.ignored_settings(config.hyperparameters())
         assert note.startswith("note: training_gradient_checkpointing=False has no effect on Training Hub"), note
     assert (
-        entrypoint.ignored_settings(
+        contract.ignored_settings(
             validate_request(request(training_gradient_checkpointing=True), False).hyperparameters()
         )
         == []

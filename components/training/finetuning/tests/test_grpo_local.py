@@ -21,7 +21,7 @@ from components._common.reward_rows import (
     prompt_messages,
     reward_row_format,
 )
-from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.pod.rewards import compute_score
 from components.training.finetuning.reward_gate import reward_gate, student_t_upper_tail
 from tests.harness.requests import training_config

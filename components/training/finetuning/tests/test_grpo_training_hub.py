@@ -20,8 +20,8 @@ import pytest
 
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.training.finetuning import launch
+from components.training.finetuning.contract import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
 from components.training.finetuning.pod import entrypoint, hub_compat
-from components.training.finetuning.pod.run_config import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
 from components.training.finetuning.run import write_run_config
 from components.training.finetuning.tests.hub_runs import pod_env
 from tests.harness.requests import dataset_download_request, training_config
@@ -136,8 +136,8 @@ def test_a_release_without_grpo_ends_the_pod_in_one_line(grpo_split, tiny_model_
 
 def test_grpo_refuses_settings_training_hub_would_drop(tmp_path, grpo_split):
     """A setting Training Hub's GRPO has no switch for (here DoRA, a lora_sft option) fails before any download."""
+    from components.training.finetuning.contract import load_run_config
     from components.training.finetuning.pod.inputs import EntrypointError
-    from components.training.finetuning.pod.run_config import load_run_config
 
     split, _ = grpo_split
     config = training_config(base_model="m", algorithm="lora_grpo", lora_use_dora=True)
@@ -155,7 +155,7 @@ def test_tool_call_rows_leave_the_reward_to_training_hub(tmp_path):
     """``reward_tool_call`` rows: no reward_fn, so Training Hub scores them with its own ``tool_call_reward``."""
     import json
 
-    from components.training.finetuning.pod.run_config import load_run_config
+    from components.training.finetuning.contract import load_run_config
 
     split = tmp_path / "tools.jsonl"
     row = {"question": "Weather in Paris?", "tools": [{"type": "function", "function": {"name": "weather"}}]}

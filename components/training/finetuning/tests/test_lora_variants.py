@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import LocalTrainingError
 from components.training.finetuning.local import trainer as local_trainer

@@ -11,7 +11,6 @@ from kfp import dsl
 
 from components._common.base_model import model_cache_dir, stage_base_model
 from components._common.model_location import MANIFEST_FILE, read_manifest, resolve_model_dir
-from components.training.finetuning.config import TrainingConfig
 from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.publish import publish_outputs
 from components.training.finetuning.staging import stage_base_model as stage_for_the_pods
@@ -22,7 +21,7 @@ def _plan(tmp_path: Path, launcher: str = "trainjob", **arguments) -> RunPlan:
     request = train_model_request(**{"training_base_model": "org/model", "training_launcher": launcher, **arguments})
     return RunPlan(
         request=request,
-        config=TrainingConfig.from_request(request),
+        config=request.training,
         data_file=tmp_path / "train.jsonl",
         eval_file=None,
         task_config=None,

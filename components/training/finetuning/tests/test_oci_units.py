@@ -6,7 +6,7 @@ import json
 import pytest
 
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
-from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.oci.auth import (
     OciModelError,
     OciReference,

@@ -19,15 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import launch
+from components.training.finetuning import contract, launch
 from components.training.finetuning.cluster import progress as cluster_progress
-from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.contract import MlflowSettings, ProgressSettings, load_run_config
 from components.training.finetuning.manifests import progress
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.plan import RunPlan
 from components.training.finetuning.pod import checkpoints, metrics, progress_server
 from components.training.finetuning.pod.progress_server import INIT_LINE, ProgressTracker
-from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings, load_run_config
 from components.training.finetuning.run import write_run_config
 from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
 from tests.harness.requests import train_model_request, training_config
@@ -324,7 +323,7 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
 
     def plan(**arguments):
         request = train_model_request(training_base_model="m", **arguments)
-        config = TrainingConfig.from_request(request)
+        config = request.training
         return RunPlan(request, config, tmp_path / "d.jsonl", None, None, "run-9", "train-model", tmp_path)
 
     log = []
@@ -333,7 +332,7 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
             plan(training_progress_metrics_port=29001, training_jit_checkpoint=False), tracker, log.append
         )
     assert settings == launch.PodSettings(
-        progress=ProgressSettings(enabled=True, port=29001, termination_log=progress_server.TERMINATION_LOG),
+        progress=ProgressSettings(enabled=True, port=29001, termination_log=contract.TERMINATION_LOG),
         jit_checkpoint=False,
         mlflow=MlflowSettings(
             tracking_uri=mlflow_server,

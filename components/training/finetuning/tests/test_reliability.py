@@ -20,7 +20,7 @@ from kfp import dsl
 from components.training.finetuning.cluster.errors import JobApiError
 from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
 from components.training.finetuning.cluster.state import cancel_budget
-from components.training.finetuning.config import TrainingConfig
+from components.training.finetuning.contract import encode_run_config
 from components.training.finetuning.job_from_request import build_job_manifest
 from components.training.finetuning.launch import clear_previous_run
 from components.training.finetuning.manifests.api_generations import RUNTIME_PATCHES, TrainJobApi
@@ -30,7 +30,6 @@ from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import LauncherRun, RunPlan
-from components.training.finetuning.pod.run_config import encode_run_config
 from components.training.finetuning.publish import PublishError, publish_outputs
 from components.training.finetuning.run import run_train_model
 from tests.harness.follow_doubles import Log
@@ -145,7 +144,7 @@ def _plan(tmp_path, launcher="trainjob", copy_to_artifact=False):
     )
     return RunPlan(
         request=request,
-        config=TrainingConfig.from_request(request),
+        config=request.training,
         data_file=tmp_path / "train.jsonl",
         eval_file=None,
         task_config=None,

@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from components.training.finetuning import launch
-from components.training.finetuning.pod import entrypoint
-from components.training.finetuning.pod.run_config import (
+from components.training.finetuning.contract import (
     RUN_CONFIG_VERSION,
     MlflowSettings,
     ProgressSettings,
@@ -21,6 +20,7 @@ from components.training.finetuning.pod.run_config import (
     encode_run_config,
     load_run_config,
 )
+from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.run import write_run_config
 from tests.harness.requests import training_config
 

@@ -13,7 +13,7 @@ from kfp import dsl
 
 from components._common.model_location import MANIFEST_FILE, resolve_model_dir
 from components.training.finetuning import train_model
-from components.training.finetuning.config import TrainingConfigError
+from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.run import run_train_model
 from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
 from tests.harness.kube import condition, crd_schema, validate_trainjob

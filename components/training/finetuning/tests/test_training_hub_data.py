@@ -25,8 +25,8 @@ import pytest
 
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.training.finetuning import launch
+from components.training.finetuning.contract import MlflowSettings, ProgressSettings
 from components.training.finetuning.pod import entrypoint
-from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
 from components.training.finetuning.run import write_run_config
 from tests.harness.requests import dataset_download_request, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION

@@ -9,15 +9,15 @@ import pytest
 
 from components._common.files import write_text_atomically
 from components.training.finetuning import report
-from components.training.finetuning.config import TrainingConfigError
-from components.training.finetuning.pod import entrypoint, inputs, metrics
-from components.training.finetuning.pod.run_config import (
+from components.training.finetuning.contract import (
     RUN_CONFIG_VERSION,
-    Hyperparameters,
     MlflowSettings,
     ProgressSettings,
     RunConfig,
+    TrainingConfigError,
+    TrainingOptions,
 )
+from components.training.finetuning.pod import entrypoint, inputs, metrics
 from tests.harness.requests import training_config
 
 
@@ -168,7 +168,7 @@ def _run_config(algorithm, eval_data=None, nproc_per_node=0, **overrides):
         model_cache_dir="/ws/model_cache",
         pvc_mounts={},
         nproc_per_node=nproc_per_node,
-        hyperparameters=Hyperparameters(**{**HYPERPARAMETERS, "algorithm": algorithm, **overrides}),
+        hyperparameters=TrainingOptions(**{**HYPERPARAMETERS, "algorithm": algorithm, **overrides}),
         progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
         jit_checkpoint=True,
         mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
@@ -303,7 +303,7 @@ def test_entrypoint_is_stdlib_only():
     import importlib.util
     import sys
 
-    from components.training.finetuning.launch import POD_MODULES
+    from components.training.finetuning.contract import POD_MODULES
 
     assert entrypoint.__name__ in POD_MODULES
     for module in POD_MODULES:

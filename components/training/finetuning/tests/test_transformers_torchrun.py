@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from components.training.finetuning import job_from_request, launch
+from components.training.finetuning.contract import MlflowSettings, ProgressSettings
 from components.training.finetuning.pod import metrics as metrics_module
-from components.training.finetuning.pod.run_config import MlflowSettings, ProgressSettings
 from components.training.finetuning.run import write_run_config
 from tests.harness.requests import train_model_request, training_config
 
