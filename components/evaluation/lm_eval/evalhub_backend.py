@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from components._common.hardware_profiles import HardwareProfile
+from components._common.namespace import SERVICE_ACCOUNT_DIR
 from components.evaluation.lm_eval.custom_task import HELDOUT_HIGHER_IS_BETTER, HELDOUT_TASKS
 
 JOBS_PATH = "/api/v1/evaluations/jobs"
@@ -25,7 +26,6 @@ FINAL_STATES = ("completed", "failed", "cancelled", "partially_failed")
 CANCEL_BUDGET_SECONDS = 10.0
 #: Attempts per request (transient errors: no answer, 429, 5xx), with backoff between them.
 ATTEMPTS = 4
-_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105 - a path, not a secret
 
 
 class EvalHubError(RuntimeError):
@@ -229,7 +229,7 @@ def evaluate_with_evalhub(
     body = build_job_request(
         name, pvc_name, model_relative, model_digest, benchmarks, heldout, tasks_relative, options, profile
     )
-    token_file = Path(_TOKEN_FILE)
+    token_file = Path(SERVICE_ACCOUNT_DIR) / "token"
     token = token_file.read_text(encoding="utf-8").strip() if token_file.is_file() else ""
     deadline = time.monotonic() + (timeout_seconds or 7 * 24 * 3600)
     job = run_evalhub_job(EvalHubClient(url, namespace, token, deadline), body, poll_seconds=poll_seconds, log=log)

@@ -180,10 +180,11 @@ def evaluate_on_backend(
         log(f"hardware profile {profile.summary()}")
     pod = _own_pod(api_client, namespace)
     if backend == LOCAL_BACKEND:
-        missing = (profile_mismatches(profile, pod) if pod else ["(this pod could not be read)"]) if profile else []
-        if missing:
-            log(f"this step's pod lacks what hardware profile {profile.name} sets: {'; '.join(missing)}")
-            lineage["hardware_profile_missing"] = missing
+        if profile is not None:  # compared with this pod (KFP compiled it), never applied
+            missing = profile_mismatches(profile, pod) if pod else ["(this pod could not be read)"]
+            if missing:
+                log(f"this step's pod lacks what hardware profile {profile.name} sets: {'; '.join(missing)}")
+                lineage["hardware_profile_missing"] = missing
         return None, lineage
     if spec.is_adapter:
         raise ValueError(
