@@ -118,8 +118,8 @@ def _copy_to(source: Path, target: Path) -> Path:
     return target
 
 
-def make_tasks_portable(task_dir: Path, pod_dir: str) -> None:
-    """Rewrites the held-out YAMLs in ``task_dir`` to run where the directory is mounted at ``pod_dir``.
+def make_tasks_portable(task_dir: Path, pod_dir: str, written_in: Path) -> None:
+    """Rewrites the held-out YAMLs in ``task_dir`` (a copy of ``written_in``) to run where it is mounted at ``pod_dir``.
 
     The remote evaluation's image carries lm-eval but not this project: the ``!function`` references point to a
     stdlib-only copy of the two functions (``heldout_functions.py`` beside the YAMLs, which lm-eval's loader reads
@@ -130,7 +130,7 @@ def make_tasks_portable(task_dir: Path, pod_dir: str) -> None:
     (task_dir / f"{HELDOUT_FUNCTIONS_MODULE}.py").write_text(module, encoding="utf-8")
     for yaml_file in task_dir.glob("*.yaml"):
         text = yaml_file.read_text(encoding="utf-8").replace(f"{custom_task.__name__}.", f"{HELDOUT_FUNCTIONS_MODULE}.")
-        yaml_file.write_text(text.replace(str(task_dir), pod_dir), encoding="utf-8")
+        yaml_file.write_text(text.replace(str(written_in), pod_dir), encoding="utf-8")
 
 
 def _own_pod(api_client: Any, namespace: str) -> dict[str, Any]:
@@ -220,7 +220,7 @@ def evaluate_on_backend(
         from components.evaluation.lm_eval.lmevaljob_backend import TASKS_PATH, evaluate_with_lmevaljob
 
         if tasks_relative:
-            make_tasks_portable(workspace / tasks_relative, TASKS_PATH)
+            make_tasks_portable(workspace / tasks_relative, TASKS_PATH, staged_heldout)
         results, location = evaluate_with_lmevaljob(
             api_client, namespace, pvc_name, name, model_relative, names, tasks_relative, remote_options, profile,
             request, poll_seconds, log,
@@ -229,7 +229,7 @@ def evaluate_on_backend(
         from components.evaluation.lm_eval.evalhub_backend import TEST_DATA_PATH, evaluate_with_evalhub
 
         if tasks_relative:
-            make_tasks_portable(workspace / tasks_relative, f"{TEST_DATA_PATH}/{tasks_relative}")
+            make_tasks_portable(workspace / tasks_relative, f"{TEST_DATA_PATH}/{tasks_relative}", staged_heldout)
         results, location = evaluate_with_evalhub(
             request.evalhub_url, namespace, pvc_name, name, model_relative, digest, names, tasks_relative,
             remote_options, profile, float(request.eval_timeout_seconds), poll_seconds, log,
