@@ -1,18 +1,11 @@
 """The base model once per run: downloaded into the run's workspace by the first step that needs it, then read there.
 
-The fine-tuning pipelines evaluate the base model before training (``lm_eval`` with ``model_source``), so that step
-downloads it: :func:`stage_base_model` puts a Hugging Face Hub id, an ``s3://`` prefix or an ``oci://`` reference into
-``<workspace>/train_model/model_cache/`` (:func:`model_cache_dir`, the directory the training pods already use as
-their download cache, ``run_config.json``'s ``model_cache_dir``) and leaves a completion marker. ``train_model`` then
-finds the copy with :func:`staged_base_model` (no network) and hands it to the training pods as ``model_path``; the
-fine-tuned evaluation of a LoRA adapter reads it through the model's ``base_model_path`` metadata. When no step staged
-it (the base evaluation turned off), the training pods download it into the same directory, as before.
-
-The integrity checks are the download paths' own: ``oci://`` pulls verify the manifest digest and each file's size
-(:mod:`components.training.finetuning.oci.model`); ``s3://`` and Hub downloads are renamed or recorded only when
-complete, and the marker's file sizes are checked on every reuse.
-
-Local paths and ``pvc://`` models are read where they are: nothing is staged.
+The base evaluation (``lm_eval`` with ``model_source``) runs before training, so :func:`stage_base_model` downloads a
+Hub id, ``s3://`` prefix or ``oci://`` reference into ``<workspace>/train_model/model_cache/`` (the training pods'
+download cache) with a completion marker; ``train_model`` finds it with :func:`staged_base_model` (no network) and the
+LoRA evaluation through the model's ``base_model_path`` metadata. Integrity checks are the download paths' own
+(``oci://`` digests and sizes; complete ``s3://``/Hub downloads only), plus the marker's file sizes on every reuse.
+Local paths and ``pvc://`` models are read where they are.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """RHOAI Hardware Profiles (``infrastructure.opendatahub.io`` ``HardwareProfile``): read at run time, applied by steps.
 
-A profile (CRD vendored in ``tests/specs/crds/infrastructure.opendatahub.io_hardwareprofiles.yaml``, Open Data Hub
-operator ``v3.0.0``; types ``api/infrastructure/v1/hardwareprofile_types.go``, unchanged through ``v3.5.0``) holds:
-
-* ``spec.identifiers[]``: resources (``identifier`` such as ``cpu``, ``memory``, ``nvidia.com/gpu``; ``resourceType``
-  ``CPU``/``Memory``/``Accelerator``; ``defaultCount``/``minCount``/``maxCount``, int or quantity). A step gets the
-  default count as its request and limit (GPUs: request = limit, as Kubernetes requires);
-* ``spec.scheduling``: ``type: Node`` with ``node.nodeSelector`` and ``node.tolerations``, or ``type: Queue`` with
-  ``kueue.localQueueName`` (label ``kueue.x-k8s.io/queue-name``) and ``kueue.priorityClass``;
-* the dashboard's annotations: ``opendatahub.io/disabled: "true"`` marks a disabled profile,
-  ``opendatahub.io/display-name`` its name in the dashboard.
-
-The served versions are ``v1`` (storage) and ``v1alpha1`` (deprecated); :func:`read_hardware_profile` asks ``v1``
-first. A workload carries ``opendatahub.io/hardware-profile-name`` / ``-namespace`` annotations, as the operator's
-webhook sets them (``internal/webhook/hardwareprofile/mutating.go``), so the dashboard shows its profile.
+The CRD is vendored in ``tests/specs/crds/infrastructure.opendatahub.io_hardwareprofiles.yaml`` (Open Data Hub
+operator ``v3.0.0``, ``api/infrastructure/v1/hardwareprofile_types.go``, unchanged through ``v3.5.0``; served as ``v1``
+and the deprecated ``v1alpha1``). A profile's ``spec.identifiers[]`` give each resource's ``defaultCount`` (a step's
+request and limit), ``spec.scheduling`` a node selector and tolerations (``type: Node``) or a Kueue local queue
+(``type: Queue``); the dashboard's annotations mark it disabled and name it. A workload carries the
+``opendatahub.io/hardware-profile-name`` / ``-namespace`` annotations the operator's webhook sets.
 
 Everything here but :func:`read_hardware_profile` and :func:`list_hardware_profiles` is pure.
 """
@@ -49,16 +41,10 @@ class HardwareProfile:
     """One HardwareProfile, as a step applies it.
 
     Attributes:
-        name: ``metadata.name``.
-        namespace: ``metadata.namespace``.
         display_name: The dashboard's name (``opendatahub.io/display-name``, else ``name``).
-        disabled: ``opendatahub.io/disabled: "true"``.
         counts: The default count of each identifier (``{"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}``).
         accelerators: The identifiers of ``resourceType: Accelerator``.
-        node_selector: ``scheduling.node.nodeSelector``.
-        tolerations: ``scheduling.node.tolerations``.
         local_queue: ``scheduling.kueue.localQueueName`` (``""``: not queue-scheduled).
-        priority_class: ``scheduling.kueue.priorityClass``.
     """
 
     name: str

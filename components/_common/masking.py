@@ -21,17 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO, TypeVar
 
 #: Environment variables that hold secrets (mounted from Kubernetes secrets by the pipelines).
-SECRET_ENV_VARS = (
-    "HF_TOKEN",
-    "HUGGING_FACE_HUB_TOKEN",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "KUBERNETES_AUTH_TOKEN",
-    "OCI_PULL_SECRET_MODEL_DOWNLOAD",
-    "MODEL_REGISTRY_TOKEN",
-    "MLFLOW_TRACKING_TOKEN",
-    "MLFLOW_TRACKING_PASSWORD",
+SECRET_ENV_VARS = tuple(
+    "HF_TOKEN HUGGING_FACE_HUB_TOKEN AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN KUBERNETES_AUTH_TOKEN "
+    "OCI_PULL_SECRET_MODEL_DOWNLOAD MODEL_REGISTRY_TOKEN MLFLOW_TRACKING_TOKEN MLFLOW_TRACKING_PASSWORD".split()
 )
 #: What a masked secret becomes.
 MASK = "***"
@@ -40,30 +32,10 @@ MIN_SECRET_CHARS = 6
 _SECRET_WORDS = r"token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?"
 _KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}))"
 #: Query parameters of signed URLs that carry a signature or a credential, matched whatever their case.
-SIGNED_URL_PARAMETERS = (
-    "X-Amz-Signature",
-    "X-Amz-Credential",
-    "X-Amz-Security-Token",
-    "X-Goog-Signature",
-    "X-Goog-Credential",
-    "AWSAccessKeyId",
-    "Signature",
-    "sig",
-    "token",
-    "access_token",
-    "jwt",
-    "hf_token",
-    "api_key",
-    "apikey",
-    "key",
-    "code",
-    "password",
-    "passwd",
-    "secret",
-    "client_secret",
-    "refresh_token",
-    "id_token",
-    "auth",
+SIGNED_URL_PARAMETERS = tuple(
+    "X-Amz-Signature X-Amz-Credential X-Amz-Security-Token X-Goog-Signature X-Goog-Credential AWSAccessKeyId "
+    "Signature sig token access_token jwt hf_token api_key apikey key code password passwd secret client_secret "
+    "refresh_token id_token auth".split()
 )
 _SIGNED = "|".join(re.escape(name) for name in SIGNED_URL_PARAMETERS)
 #: An OCI digest after an ``@`` (``repo@sha256:<hex>``): a reference, not the end of a URL's userinfo.
@@ -198,16 +170,18 @@ def mask_text(text: str, extra: Iterable[str] = (), patterns: bool = True) -> st
     for value in _all_spellings(frozenset(value for value in values if len(value) >= MIN_SECRET_CHARS)):
         if value in text:
             text = text.replace(value, MASK)
-    for pattern, replacement in PATTERNS if patterns else (*UNMISTAKABLE_PATTERNS, *URL_PATTERNS):
+    return _substitute(text, PATTERNS if patterns else (*UNMISTAKABLE_PATTERNS, *URL_PATTERNS))
+
+
+def _substitute(text: str, patterns: Iterable[tuple[re.Pattern[str], Any]]) -> str:
+    for pattern, replacement in patterns:
         text = pattern.sub(replacement, text)
     return text
 
 
 def mask_url(text: str) -> str:
     """``text`` with signed-URL query parameters and URL userinfo masked (:data:`URL_PATTERNS`), readable otherwise."""
-    for pattern, replacement in URL_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+    return _substitute(text, URL_PATTERNS)
 
 
 def mask_data(value: T, patterns: bool = True) -> T:

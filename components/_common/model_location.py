@@ -1,18 +1,13 @@
 """Where a trained model's weights are: the ``Model`` artifact's small manifest, written once and checked on every read.
 
-On a cluster the training job writes the weights once, onto the run's workspace PVC; ``train_model`` then puts in its
-``Model`` artifact a manifest (:data:`MANIFEST_FILE`: where the weights are, each file's size, a fingerprint and the
-digest of that list), not the weights. The evaluation and registry steps mount the same workspace and read the weights
-there, in place, through :func:`resolve_model_dir`; nothing grows with the model size on any step's local disk or in
-the pipeline root. An artifact without a manifest (the ``local`` launcher's, one from an older run or another
-component) holds the model files itself and is used as it is.
+On a cluster the weights stay where the training job wrote them, on the run's workspace PVC; ``train_model``'s
+``Model`` artifact holds a manifest (:data:`MANIFEST_FILE`: where the weights are, each file's size and fingerprint,
+the digest of that list). The evaluation and registry steps mount the workspace and read the weights in place through
+:func:`resolve_model_dir`. An artifact without a manifest holds the model files itself and is used as it is.
 
-Integrity: every file is checked for its recorded size; files up to :data:`HASHED_BYTES` (config, tokenizer, adapter
-config, index) for their SHA-256, larger ones (the weights) for their modification time. Hashing the weights on every
-read would read the whole model once more in each step (15 GB for a 7B model); a weight file that was rewritten,
-truncated or removed since ``train_model`` recorded it is refused in one line all the same.
-
-Standard library only.
+Integrity: every file is checked for its recorded size; files up to :data:`HASHED_BYTES` for their SHA-256, larger
+ones (the weights) for their modification time, so that a read never hashes the whole model again (15 GB for a 7B
+model) while weights rewritten, truncated or removed since are still refused in one line. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """GRPO's prompt rows: a prompt and what a verifiable reward checks the model's completion against.
 
-The two row formats are the ones Training Hub's GRPO reads (training-hub 0.11.2,
-``training_hub/algorithms/lora_grpo_verl.py`` ``_prepare_generic_data`` and ``lora_grpo.py``
-``_load_local_dataset``):
-
-* ``reward_answer``: ``{"question": str, "ground_truth": str | number}`` (or ``"messages"``: a chat prompt ending on
-  a user turn, instead of ``question``); the reward function gets ``(data_source, solution_str, ground_truth)``
-  (verl's ``compute_score`` signature, also ART's generic mode), this project's being
-  :func:`components.training.finetuning.pod.rewards.compute_score`;
-* ``reward_tool_call``: ``{"question", "tools", "target_tool_name", "target_arguments"[, "system_prompt"]}``, scored
-  by Training Hub's own ``tool_call_reward`` (1.0 right tool and arguments, 0.5 right tool, else 0.0).
-
-One set of rules for the dataset step, ``train_model`` and the local GRPO trainer; each broken rule is a
-:class:`~components._common.chat_errors.RowError` name, so reports and errors read like the chat rows'. Standard
-library only.
+The two row formats Training Hub's GRPO reads (training-hub 0.11.2, ``lora_grpo_verl.py`` ``_prepare_generic_data``
+and ``lora_grpo.py`` ``_load_local_dataset``): ``reward_answer`` (``question`` or a ``messages`` prompt ending on a user
+turn, and ``ground_truth``; scored by ``(data_source, solution_str, ground_truth)`` functions such as
+:func:`components.training.finetuning.pod.rewards.compute_score`) and ``reward_tool_call`` (``question``, ``tools``,
+``target_tool_name``, ``target_arguments``; scored by Training Hub's ``tool_call_reward``). One set of rules, named
+like the chat rows' (:data:`~components._common.chat_errors.RULES`), for the dataset step, ``train_model`` and the
+local GRPO trainer. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """How a component's code reaches its pod: the project's image carries it; the compiled YAML only names the image.
 
-One delivery (``docs/architecture.md``, *How code reaches each pod*): every component is a KFP lightweight component
-whose base image is one of the project's images (``components/_common/images.py``), built from the ``Containerfile``
-with the project's code and every step's dependencies. ``kfp.dsl.component(install_kfp_package=False)`` with no
-``packages_to_install`` and no ``embedded_artifact_path``: the compiled command is KFP's executor shim plus the
-wrapper function's own source (a few KiB), which imports the real modules from the image. ``kfp.local``'s
-``SubprocessRunner`` runs the same command in the current interpreter, where the modules are importable too.
+Every component is a KFP lightweight component on one of the project's images (``components/_common/images.py``,
+built from the ``Containerfile`` with the code and every step's dependencies): ``install_kfp_package=False``, nothing
+to install or embed; the command is KFP's executor shim plus the wrapper's own source (``docs/architecture.md``,
+*How code reaches each pod*).
 """
 
 from __future__ import annotations
@@ -48,14 +46,10 @@ def without_parameter_docs(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def compact_program(program: str, function_name: str) -> str:
-    """The program KFP embeds in a component's command, without the wrapper's docstring, comments and layout.
+    """The program KFP embeds in a component's command (``ast.unparse``), without the wrapper's docstring and comments.
 
-    The same code as the pod needs it (``ast.unparse``: one line per statement, the signature on one line).
-
-    KFP embeds ``inspect.getsource`` of the wrapper (``kfp/dsl/component_factory.py``,
-    ``_get_function_source_definition``) in the command; the Argo backend copies that command five times per task
-    (the spec's arguments, the driver's inputs and three ``pod-spec-patch`` copies: ``benchmarks/workflow_size.py``).
-    The docstring is the component's description in this project's sources and README, never read in the pod.
+    KFP embeds the wrapper's source in the command, which the Argo backend copies five times per task
+    (``benchmarks/workflow_size.py``); the docstring is never read in the pod.
 
     Raises:
         ValueError: ``program`` does not define ``function_name`` (KFP's command layout changed).

@@ -1,10 +1,7 @@
 """The run's workspace PVC defaults, for custom pipelines that pass ``dsl.WORKSPACE_PATH_PLACEHOLDER``.
 
-KFP compiles a pipeline that uses the workspace (``pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER``, as the RHOAI guide's
-custom-pipeline snippet passes it to ``train_model``) only when the pipeline declares one; otherwise it stops with
-"Workspace features are used (e.g., dsl.WORKSPACE_PATH_PLACEHOLDER) but PipelineConfig.workspace.size is not set".
-That is KFP's public behaviour and this project does not change it: declare the workspace with KFP's own
-``dsl.PipelineConfig``, e.g. the one the fine-tuning pipelines use (``KFP_FINETUNE_PVC_*`` variables, else 50Gi
+KFP compiles a pipeline using the workspace only when it declares one (``PipelineConfig.workspace``); declare it with
+KFP's own ``dsl.PipelineConfig``, e.g. the fine-tuning pipelines' (``KFP_FINETUNE_PVC_*`` variables, else 50Gi
 ``nfs-csi`` ReadWriteMany)::
 
     from components._common.workspace import default_pipeline_config

@@ -17,7 +17,7 @@ from components._common.hardware_profiles import (
 )
 from components.deployment.kubeflow_model_registry.kserve_manifests import build_inference_service
 from components.evaluation.lm_eval.evalhub_backend import build_job_request
-from components.evaluation.lm_eval.lmevaljob_manifest import build_lmevaljob
+from components.evaluation.lm_eval.lmevaljob_backend import build_lmevaljob
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, assumed
 from components.training.finetuning.manifests.hardware_profile import apply_hardware_profile
 from components.training.finetuning.manifests.trainjob import build_trainjob
@@ -187,7 +187,7 @@ def test_the_in_step_evaluation_records_what_its_pod_lacks_of_the_profile(profil
     """eval_backend=lm-eval cannot change its own pod: the profile is compared with it and the gaps recorded."""
     import types
 
-    from components.evaluation.lm_eval.backend_dispatch import evaluate_on_backend
+    from components.evaluation.lm_eval.remote_evaluation import evaluate_on_backend
 
     pod = {
         "apiVersion": "v1",

@@ -23,8 +23,11 @@ HELDOUT_TASKS = (HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK)
 #: Placeholder in user task YAMLs replaced by the absolute path of the staged task directory.
 TASK_DIR_PLACEHOLDER = "${TASK_DIR}"
 
+#: Whether higher is better, by held-out metric (EvalHub's results carry no direction).
+HELDOUT_HIGHER_IS_BETTER = {"exact_match": True, "chrf": True, "token_loss": False, "token_perplexity": False}
+#: The module the YAMLs' ``!function`` tags name (this one).
+FUNCTIONS_MODULE = "components.evaluation.lm_eval.custom_task"
 _DOCS_FILE = "heldout_docs.jsonl"
-_THIS_MODULE = "components.evaluation.lm_eval.custom_task"
 
 
 class _FunctionRef(str):
@@ -131,11 +134,25 @@ def token_loss(items: Sequence[tuple[float, int]]) -> float:
     return -sum(ll for ll, _ in items) / sum(tokens for _, tokens in items)
 
 
-def _generation_task(docs_file: Path, apply_chat_template: bool, max_new_tokens: int) -> dict:
-    """The lm-eval config of :data:`HELDOUT_GENERATION_TASK`."""
-    return {
-        "task": HELDOUT_GENERATION_TASK,
-        **_prompt_fields(docs_file, apply_chat_template, scored=False),
+def _task_configs(docs_file: Path, apply_chat_template: bool, max_new_tokens: int) -> dict[str, dict]:
+    """The lm-eval configs of both held-out tasks, by name (the functions are resolved by lm-eval's loader)."""
+    dataset = {
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(docs_file)}},
+        "test_split": "test",
+        # Few-shot examples (num_fewshot > 0) come from the same split, never the document being evaluated.
+        "fewshot_split": "test",
+        "metadata": {"version": 1.0},
+    }
+    # what is scored after what (see scored_pair): with the chat template, the rendered turns then the reference
+    if apply_chat_template:
+        prompt = {"description": "system", "doc_to_text": "prompt", "doc_to_target": "reference"}
+        generation_prompt = scored_prompt = {**prompt, "target_delimiter": ""}
+    else:
+        plain = {"doc_to_text": "plain_prompt", "target_delimiter": ""}
+        scored_prompt = {**plain, "doc_to_target": "plain_reference"}
+        generation_prompt = {**plain, "doc_to_target": "reference", "target_delimiter": " "}
+    generation = {
         "output_type": "generate_until",
         "generation_kwargs": {
             # With the chat template the model's end-of-turn token stops generation (lm-eval adds it).
@@ -144,57 +161,27 @@ def _generation_task(docs_file: Path, apply_chat_template: bool, max_new_tokens:
             "do_sample": False,
         },
         "metric_list": [
-            {
-                "metric": "exact_match",
-                "aggregation": "mean",
-                "higher_is_better": True,
-                "regexes_to_ignore": [r"^\s+", r"\s+$"],
-            },
-            {"metric": "chrf", "aggregation": "chrf", "higher_is_better": True},
+            {"metric": "exact_match", "aggregation": "mean", "regexes_to_ignore": [r"^\s+", r"\s+$"]},
+            {"metric": "chrf", "aggregation": "chrf"},
         ],
-        "metadata": {"version": 1.0},
     }
-
-
-def _perplexity_task(docs_file: Path, apply_chat_template: bool) -> dict:
-    """The lm-eval config of :data:`HELDOUT_PERPLEXITY_TASK` (its functions are resolved by lm-eval's loader)."""
-    return {
-        "task": HELDOUT_PERPLEXITY_TASK,
-        **_prompt_fields(docs_file, apply_chat_template, scored=True),
+    perplexity = {
         "output_type": "loglikelihood",
-        "process_results": _FunctionRef(f"{_THIS_MODULE}.perplexity_process_results"),
+        "process_results": _FunctionRef(f"{FUNCTIONS_MODULE}.perplexity_process_results"),
         "metric_list": [
-            {
-                "metric": "token_loss",
-                "aggregation": _FunctionRef(f"{_THIS_MODULE}.token_loss"),
-                "higher_is_better": False,
-            },
-            {"metric": "token_perplexity", "aggregation": "weighted_perplexity", "higher_is_better": False},
+            {"metric": "token_loss", "aggregation": _FunctionRef(f"{FUNCTIONS_MODULE}.token_loss")},
+            {"metric": "token_perplexity", "aggregation": "weighted_perplexity"},
         ],
-        "metadata": {"version": 1.0},
     }
-
-
-def _prompt_fields(docs_file: Path, apply_chat_template: bool, scored: bool) -> dict:
-    """Dataset and prompt fields of a held-out task (``scored``: the loglikelihood task, see :func:`scored_pair`)."""
-    fields = {
-        "dataset_path": "json",
-        "dataset_kwargs": {"data_files": {"test": str(docs_file)}},
-        "test_split": "test",
-        # Few-shot examples (num_fewshot > 0) come from the same split, never the document being evaluated.
-        "fewshot_split": "test",
+    configs = {
+        HELDOUT_GENERATION_TASK: {**dataset, **generation_prompt, **generation},
+        HELDOUT_PERPLEXITY_TASK: {**dataset, **scored_prompt, **perplexity},
     }
-    if apply_chat_template:
-        return {
-            **fields,
-            "description": "system",
-            "doc_to_text": "prompt",
-            "doc_to_target": "reference",
-            "target_delimiter": "",
-        }
-    if scored:
-        return {**fields, "doc_to_text": "plain_prompt", "doc_to_target": "plain_reference", "target_delimiter": ""}
-    return {**fields, "doc_to_text": "plain_prompt", "doc_to_target": "reference", "target_delimiter": " "}
+    for name, config in configs.items():
+        config["task"] = name
+        for entry in config["metric_list"]:
+            entry["higher_is_better"] = HELDOUT_HIGHER_IS_BETTER[entry["metric"]]
+    return configs
 
 
 def _to_yaml(config: dict) -> str:
@@ -246,11 +233,7 @@ def write_heldout_tasks(
     docs_file = task_dir / _DOCS_FILE
     apply_chat_template = render_chat is not None
     write_text_atomically(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
-    tasks = {
-        HELDOUT_GENERATION_TASK: _generation_task(docs_file, apply_chat_template, max_new_tokens),
-        HELDOUT_PERPLEXITY_TASK: _perplexity_task(docs_file, apply_chat_template),
-    }
-    for name, config in tasks.items():
+    for name, config in _task_configs(docs_file, apply_chat_template, max_new_tokens).items():
         write_text_atomically(task_dir / f"{name}.yaml", _to_yaml(config))
     return len(docs)
 

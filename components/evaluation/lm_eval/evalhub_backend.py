@@ -1,34 +1,21 @@
-"""``eval_backend=evalhub``: the step submits the evaluation to EvalHub's REST API and follows it.
+"""``eval_backend=evalhub``: the evaluation submitted to EvalHub's REST API (README: *Evaluation backends*).
 
-API: EvalHub ``v1.0.1`` (OpenAPI document vendored as ``tests/specs/openapi/eval-hub.yaml``): ``POST
-/api/v1/evaluations/jobs`` (``EvaluationJobConfig``: ``name``, ``model``, ``benchmarks[]`` with ``provider_id``,
-``parameters``, ``test_data_ref``; ``hardware_config``), ``GET /api/v1/evaluations/jobs/{id}`` (``status.state``:
-``pending``, ``running``, ``completed``, ``failed``, ``cancelled``, ``partially_failed``; ``results.benchmarks[]
-.metrics``, ``results.test{score, threshold, pass}``, ``results.mlflow_experiment_url``) and ``DELETE
-/api/v1/evaluations/jobs/{id}`` (cancel). Every request carries the namespace as the tenant header ``X-Tenant``
-(``internal/eval_hub/server/execution_context.go``) and the pod's service-account token as bearer token (EvalHub sits
-behind kube-rbac-proxy).
-
-Client: plain ``requests`` (in the lock already) with a (connect, read) timeout per request, the project's retry
-policy for transient errors, and an overall deadline. ``eval-hub-sdk`` 1.0.6 was measured and not used: its client
-needs ``httpx`` (not in the lock) and ``pydantic-settings``, ships 616 KiB for the three calls made here, and retries
-with its own loop rather than :mod:`components._common.retry`.
-
-The model and the held-out tasks are on the workspace PVC, which each benchmark mounts read-only at ``/test_data``
-(``test_data_ref.pvc``); the lm-eval provider gets the model's path as ``model.name`` and ``parameters.pretrained``
-and the held-out task directory as ``parameters.include_path``.
+API: EvalHub ``v1.0.1`` (OpenAPI document vendored as ``tests/specs/openapi/eval-hub.yaml``): ``POST``, ``GET`` and
+``DELETE`` (cancel) of ``/api/v1/evaluations/jobs[/{id}]``, each with the namespace as tenant header ``X-Tenant`` and
+the pod's service-account token (EvalHub sits behind kube-rbac-proxy). Client: plain ``requests`` with a per-request
+timeout, a few retries and an overall deadline (``eval-hub-sdk`` 1.0.6 needs ``httpx``, not in the lock).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from components._common.hardware_profiles import HardwareProfile
+from components._common.namespace import SERVICE_ACCOUNT_DIR
+from components.evaluation.lm_eval.custom_task import HELDOUT_HIGHER_IS_BETTER, HELDOUT_TASKS
 
 JOBS_PATH = "/api/v1/evaluations/jobs"
 TENANT_HEADER = "X-Tenant"
@@ -37,7 +24,8 @@ TEST_DATA_PATH = "/test_data"
 FINAL_STATES = ("completed", "failed", "cancelled", "partially_failed")
 #: Seconds the cancel request may take (after the deadline, or within the pod's termination grace period).
 CANCEL_BUDGET_SECONDS = 10.0
-_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105 - a path, not a secret
+#: Attempts per request (transient errors: no answer, 429, 5xx), with backoff between them.
+ATTEMPTS = 4
 
 
 class EvalHubError(RuntimeError):
@@ -54,15 +42,13 @@ def build_job_request(
     tasks_relative: str,
     options: Mapping[str, Any],
     profile: HardwareProfile | None,
-    model_url: str = "",
 ) -> dict[str, Any]:
     """The ``EvaluationJobConfig`` (benchmarks form) evaluating the workspace model on the tasks."""
     model_path = f"{TEST_DATA_PATH}/{model_relative.strip('/')}"
     parameters: dict[str, Any] = {"batch_size": str(options.get("batch_size") or "1")}
-    if options.get("limit") is not None:
-        parameters["limit"] = options["limit"]
-    if options.get("num_fewshot") is not None:
-        parameters["num_fewshot"] = options["num_fewshot"]
+    for key in ("limit", "num_fewshot"):
+        if options.get(key) is not None:
+            parameters[key] = options[key]
     if options.get("apply_chat_template"):
         parameters["apply_chat_template"] = True
     test_data = {"pvc": {"claim_name": pvc_name}}
@@ -72,55 +58,26 @@ def build_job_request(
         if task in heldout_tasks:
             benchmark["parameters"]["include_path"] = f"{TEST_DATA_PATH}/{tasks_relative.strip('/')}"
         benchmarks.append(benchmark)
-    model: dict[str, Any] = {
-        "name": model_path,
-        "parameters": {"pretrained": model_path, "weights_digest": model_digest},
-    }
-    if model_url:
-        model["url"] = model_url
+    model = {"name": model_path, "parameters": {"pretrained": model_path, "weights_digest": model_digest}}
     body: dict[str, Any] = {"name": name, "tags": ["kfp-finetune"], "model": model, "benchmarks": benchmarks}
     if profile is not None:
         body["hardware_config"] = {"hardware_profile_name": profile.name}
     return body
 
 
-def metric_directions(task_dir: Path | None) -> Callable[[str, str], bool | None]:
-    """Whether higher is better, by (task, metric): the held-out YAMLs' ``metric_list``, else lm-eval's registry.
+def higher_is_better(task: str, metric: str) -> bool | None:
+    """A metric's direction (EvalHub's results carry none): the held-out tasks' own, else lm-eval's registry's."""
+    if task in HELDOUT_TASKS:
+        return HELDOUT_HIGHER_IS_BETTER.get(metric)
+    from lm_eval.api.registry import is_higher_better
 
-    EvalHub's results carry no direction per metric; lm-eval's results do (``higher_is_better``), and the
-    comparison needs it.
-    """
-    import yaml
-
-    class TaskLoader(yaml.SafeLoader):
-        pass
-
-    TaskLoader.add_multi_constructor("!", lambda loader, suffix, node: loader.construct_scalar(node))
-    known: dict[tuple[str, str], bool] = {}
-    for task_file in sorted(task_dir.glob("*.yaml")) if task_dir is not None else []:
-        config = yaml.load(task_file.read_text(encoding="utf-8"), Loader=TaskLoader) or {}
-        for entry in config.get("metric_list") or []:
-            if "higher_is_better" in entry:
-                known[(str(config.get("task")), str(entry["metric"]))] = bool(entry["higher_is_better"])
-
-    def direction(task: str, metric: str) -> bool | None:
-        if (task, metric) in known:
-            return known[(task, metric)]
-        from lm_eval.api.registry import is_higher_better
-
-        try:
-            return is_higher_better(metric)
-        except Exception:  # noqa: BLE001 - a metric lm-eval does not know: no direction
-            return None
-
-    return direction
+    return is_higher_better(metric)
 
 
-def lm_eval_results(job: Mapping[str, Any], direction: Callable[[str, str], bool | None]) -> dict[str, Any]:
+def lm_eval_results(job: Mapping[str, Any]) -> dict[str, Any]:
     """The job's ``results.benchmarks[].metrics`` as lm-eval's results dict (``acc`` → ``acc,none``).
 
-    ``higher_is_better`` comes from ``direction`` (:func:`metric_directions`). EvalHub's own verdict
-    (``results.test``) and MLflow link are kept under ``evalhub``.
+    EvalHub's own verdict (``results.test``) and MLflow link are kept under ``evalhub``.
     """
     results = job.get("results") or {}
     converted: dict[str, Any] = {"results": {}, "configs": {}, "versions": {}, "higher_is_better": {}}
@@ -129,13 +86,13 @@ def lm_eval_results(job: Mapping[str, Any], direction: Callable[[str, str], bool
         for key, value in (benchmark.get("metrics") or {}).items():
             metrics[key if "," in key else f"{key},none"] = value
             metric = key.partition(",")[0]
-            if not metric.endswith("_stderr") and direction(task, metric) is not None:
-                directions[metric] = direction(task, metric)
+            if not metric.endswith("_stderr") and higher_is_better(task, metric) is not None:
+                directions[metric] = higher_is_better(task, metric)
         converted["results"][task] = metrics
         converted["higher_is_better"][task] = directions
     converted["evalhub"] = {
         "job_id": (job.get("resource") or {}).get("id", ""),
-        "state": (job.get("status") or {}).get("state", ""),
+        "state": _state(job),
         "test": results.get("test") or {},
         "mlflow_experiment_url": results.get("mlflow_experiment_url", ""),
     }
@@ -157,38 +114,27 @@ class EvalHubClient:
     def _call(self, method: str, path: str, deadline: float | None = None, **kwargs: Any) -> Any:
         import requests
 
-        from components._common.retry import RetryPolicy, call_with_retries
-
-        deadline = self.deadline if deadline is None else deadline
-
-        def once() -> Any:
+        deadline, where, problem = self.deadline if deadline is None else deadline, f"{method} {self.url}{path}", ""
+        for attempt in range(ATTEMPTS):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise EvalHubError(f"{method} {self.url}{path}: the evaluation's deadline passed")
-            response = self.session.request(
-                method, self.url + path, timeout=(self.timeout[0], min(self.timeout[1], left)), **kwargs
-            )
-            if response.status_code >= 500 or response.status_code == 429:
-                raise ConnectionError(f"{response.status_code} {response.text[:120]}")
-            if response.status_code >= 400:
-                raise EvalHubError(
-                    f"{method} {self.url}{path}: {response.status_code} {_message(response)}"
-                    + (" (the step's service account needs access to EvalHub)" if response.status_code == 403 else "")
-                )
-            return response.json() if response.content else {}
-
-        try:
-            return call_with_retries(
-                once,
-                RetryPolicy(attempts=4, initial_delay_s=0.5, max_delay_s=5.0, jitter=0.1),
-                retryable=lambda error: isinstance(
-                    error, (ConnectionError, requests.ConnectionError, requests.Timeout)
-                ),
-            )
-        except EvalHubError:
-            raise
-        except Exception as error:  # GaveUp and the last transient error
-            raise EvalHubError(f"{method} {self.url}{path}: no answer ({error})") from None
+                raise EvalHubError(f"{where}: the evaluation's deadline passed" + (f" ({problem})" if problem else ""))
+            timeout = (min(self.timeout[0], left), min(self.timeout[1], left))
+            try:
+                response = self.session.request(method, self.url + path, timeout=timeout, **kwargs)
+            except (requests.ConnectionError, requests.Timeout) as error:
+                problem = str(error)
+            else:
+                if response.status_code < 400:
+                    return response.json() if response.content else {}
+                status = response.status_code
+                if status < 500 and status != 429:
+                    hint = " (the step's service account needs access to EvalHub)" if status == 403 else ""
+                    raise EvalHubError(f"{where}: {status} {_message(response)}{hint}")
+                problem = f"{status} {response.text[:120]}"
+            if attempt + 1 < ATTEMPTS:
+                time.sleep(min(0.5 * 2**attempt, 5.0, max(0.0, deadline - time.monotonic())))
+        raise EvalHubError(f"{where}: no answer ({problem})")
 
     def submit(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /api/v1/evaluations/jobs``: the job resource (202)."""
@@ -199,10 +145,7 @@ class EvalHubClient:
         return self._call("GET", f"{JOBS_PATH}/{job_id}")
 
     def cancel(self, job_id: str) -> None:
-        """``DELETE /api/v1/evaluations/jobs/{id}`` (cancel, kept for inspection), with its own short budget.
-
-        It runs when the deadline has passed or SIGTERM came: :data:`CANCEL_BUDGET_SECONDS` from now, never more.
-        """
+        """``DELETE /api/v1/evaluations/jobs/{id}`` (cancel), within :data:`CANCEL_BUDGET_SECONDS` from now."""
         self._call("DELETE", f"{JOBS_PATH}/{job_id}", deadline=time.monotonic() + CANCEL_BUDGET_SECONDS)
 
 
@@ -213,9 +156,8 @@ def _message(response: Any) -> str:
         return response.text[:120]
 
 
-def service_account_token(path: str = _TOKEN_FILE) -> str:
-    """The pod's service-account token (``""`` outside a pod)."""
-    return open(path, encoding="utf-8").read().strip() if os.path.isfile(path) else ""
+def _state(job: Mapping[str, Any]) -> str:
+    return str((job.get("status") or {}).get("state") or "")
 
 
 def run_evalhub_job(
@@ -259,11 +201,41 @@ def run_evalhub_job(
     return job
 
 
-def _state(job: Mapping[str, Any]) -> str:
-    return str((job.get("status") or {}).get("state") or "")
+def evaluate_with_evalhub(
+    url: str,
+    namespace: str,
+    pvc_name: str,
+    name: str,
+    model_relative: str,
+    model_digest: str,
+    task_names: Sequence[str],
+    tasks_relative: str,
+    options: Mapping[str, Any],
+    profile: HardwareProfile | None,
+    timeout_seconds: float,
+    poll_seconds: float,
+    log: Callable[[str], None],
+) -> tuple[dict[str, Any], str]:
+    """Runs the EvalHub job ``name`` to its end; returns ``(lm-eval results, the model location it evaluated)``.
 
+    Raises:
+        EvalHubError: See :func:`run_evalhub_job`.
+        WrongModelError: The job echoes another model (location or digest) than the one submitted.
+    """
+    from components.evaluation.lm_eval.model_identity import check_same_location
 
-def evaluation_name(model_relative: str) -> str:
-    """The job's name: ``kfp-finetune-<hash of this pod and the model>``."""
-    pod = os.environ.get("HOSTNAME", "lm-eval")
-    return "kfp-finetune-" + hashlib.sha256(f"{pod}/{model_relative}".encode()).hexdigest()[:10]
+    benchmarks = [task for task in task_names if task not in HELDOUT_TASKS]
+    heldout = [task for task in task_names if task in HELDOUT_TASKS]
+    body = build_job_request(
+        name, pvc_name, model_relative, model_digest, benchmarks, heldout, tasks_relative, options, profile
+    )
+    token_file = Path(SERVICE_ACCOUNT_DIR) / "token"
+    token = token_file.read_text(encoding="utf-8").strip() if token_file.is_file() else ""
+    deadline = time.monotonic() + (timeout_seconds or 7 * 24 * 3600)
+    job = run_evalhub_job(EvalHubClient(url, namespace, token, deadline), body, poll_seconds=poll_seconds, log=log)
+    submitted = f"{TEST_DATA_PATH}/{model_relative}"
+    echoed = (job.get("model") or {}).get("parameters") or {}
+    check_same_location(submitted, str(echoed.get("pretrained") or ""), f"EvalHub job {name}")
+    if echoed.get("weights_digest") != model_digest:
+        check_same_location(model_digest, str(echoed.get("weights_digest") or ""), f"EvalHub job {name} (digest)")
+    return lm_eval_results(job), submitted

@@ -1,204 +1,205 @@
-"""``eval_backend=lmevaljob``: the step evaluates through a TrustyAI ``LMEvalJob`` reading the workspace PVC.
+"""``eval_backend=lmevaljob``: a TrustyAI ``LMEvalJob`` reading the workspace PVC (README: *Evaluation backends*).
 
-The job is submitted, followed and cleaned up by the training launcher's cluster layer
-(``components/training/finetuning/cluster/runner.py`` ``run_job``, kind ``LMEvalJob`` in ``job_kinds.py``): the same
-outage tolerance, deadlines, ownership (labels + the run's owner as ``ownerReference``, uid preconditions on every
-patch and delete) and cleanup policy as a TrainJob. The held-out task directory is written onto the PVC and made
-self-contained (its ``!function`` module copied beside the YAMLs, its data file named by the pod's path), since the
-LMEvalJob's image carries lm-eval but not this project.
+Built pure after trustyai-service-operator's ``api/lmes/v1alpha1/lmevaljob_types.go`` (CRD vendored in
+``tests/specs/crds``, commit in ``tests/specs/SOURCE.md``; controller behaviour: ``controllers/lmes/``), then submitted,
+followed and cleaned up by the training launcher's cluster layer (``cluster/runner.py`` ``run_job``, kind
+``LMEvalJob`` in ``job_kinds.py``): the same outage tolerance, deadlines, ownership and cleanup policy as a TrainJob.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
+import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from components._common.hardware_profiles import HardwareProfile, lmevaljob_pod_settings
-from components.evaluation.lm_eval import custom_task
-from components.evaluation.lm_eval.lmevaljob_manifest import (
-    TASKS_PATH,
-    build_lmevaljob,
-    evaluated_model,
-    lmevaljob_results,
-    pod_path,
-)
 
-#: The module the held-out YAMLs' ``!function`` tags name on the PVC (a copy of the two functions they use).
-HELDOUT_FUNCTIONS_MODULE = "heldout_functions"
-_THIS_MODULE_REF = "components.evaluation.lm_eval.custom_task."
-
-
-@dataclass(frozen=True)
-class RemoteJobSettings:
-    """How long a remote evaluation may take and what happens to it when it fails or the run is cancelled.
-
-    Attributes:
-        start_timeout_seconds: How long the evaluation may take to start (0: no limit).
-        timeout_seconds: How long it may take in all (0: no limit).
-        api_outage_tolerance_seconds: How long following rides out an unreachable API.
-        cleanup_policy: ``delete``, ``keep`` or ``suspend`` (the launcher's ``cleanup_policy``).
-        poll_seconds: One watch window / poll of the job's state.
-    """
-
-    start_timeout_seconds: float
-    timeout_seconds: float
-    api_outage_tolerance_seconds: float
-    cleanup_policy: str
-    poll_seconds: float = 10.0
+API_GROUP, API_VERSION, PLURAL = "trustyai.opendatahub.io", "v1alpha1", "lmevaljobs"
+#: Where the controller mounts ``offline.storage.pvcName`` (``HuggingFaceHomePath``).
+HF_HOME_PATH = "/opt/app-root/src/hf_home"
+#: The directory the controller always passes to lm-eval as ``--include_path`` (``DefaultTaskRecipesPath``).
+TASKS_PATH = "/opt/app-root/src/my_tasks"
+#: The label the job's pod inherits (the controller copies the job's labels to its pod), selecting its pods.
+JOB_LABEL = "kfp-finetune.io/lmevaljob"
+#: Seconds the job may take to start, and the Kubernetes API may stay unreachable while it is followed.
+START_TIMEOUT_SECONDS = 1800.0
+API_OUTAGE_TOLERANCE_SECONDS = 600.0
+_TIMEOUT = (5.0, 30.0)
+_TASK_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+_ARG_VALUE = re.compile(r"^[a-zA-Z0-9._/:\- ]*$")
 
 
-class WorkspaceError(ValueError):
-    """A path that is not on the workspace PVC the remote evaluation reads (one line)."""
+class LmEvalJobResultsError(ValueError):
+    """An LMEvalJob that completed without results JSON (one line)."""
 
 
-def relative_to_workspace(path: Path, workspace: Path, what: str) -> str:
-    """``path`` relative to the workspace root.
+def pod_path(relative: str, root: str = HF_HOME_PATH) -> str:
+    """Where a workspace-relative path appears in the LMEvalJob's pod."""
+    return f"{root}/{relative.strip('/')}" if relative.strip("/") else root
+
+
+def build_lmevaljob(
+    name: str,
+    namespace: str,
+    pvc_name: str,
+    model_path: str,
+    task_names: Sequence[str],
+    tasks_subpath: str,
+    options: Mapping[str, Any],
+    labels: Mapping[str, str],
+    pod: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An ``LMEvalJob`` evaluating ``model_path`` (relative to the PVC's root) on ``task_names``.
+
+    Args:
+        name: The job's name (DNS-1123).
+        namespace: Its namespace (the run's).
+        pvc_name: The workspace PVC (``offline.storage.pvcName``).
+        model_path: The model's directory relative to the PVC's root.
+        task_names: lm-eval task names (built-in, or defined in ``tasks_subpath``).
+        tasks_subpath: The held-out task directory relative to the PVC's root (``""``: none), mounted at
+            :data:`TASKS_PATH`.
+        options: ``limit``, ``num_fewshot``, ``batch_size``, ``apply_chat_template``, ``gen_kwargs`` (from
+            ``options.check_options``) and ``log_samples``.
+        labels: The job's labels (ownership; Kueue's queue label).
+        pod: ``spec.pod`` from the hardware profile (``hardware_profiles.lmevaljob_pod_settings``).
 
     Raises:
-        WorkspaceError: ``path`` is outside the workspace.
+        ValueError: A task name or model path the CRD's patterns refuse (named).
     """
+    for task in task_names:
+        if not _TASK_NAME.match(task):
+            raise ValueError(f"task {task!r}: an LMEvalJob task name must match {_TASK_NAME.pattern}")
+    pretrained = pod_path(model_path)
+    if not _ARG_VALUE.match(pretrained):
+        raise ValueError(f"model path {pretrained!r}: an LMEvalJob model argument must match {_ARG_VALUE.pattern}")
+    spec: dict[str, Any] = {
+        "model": "hf",
+        "modelArgs": [{"name": "pretrained", "value": pretrained}],
+        "taskList": {"taskNames": list(task_names)},
+        "batchSize": str(options.get("batch_size") or "1"),
+        "logSamples": bool(options.get("log_samples")),
+        "offline": {"storage": {"pvcName": pvc_name}},
+        "chatTemplate": {"enabled": bool(options.get("apply_chat_template"))},
+    }
+    if options.get("limit") is not None:
+        spec["limit"] = str(options["limit"])
+    if options.get("num_fewshot") is not None:
+        spec["numFewShot"] = int(options["num_fewshot"])
+    if options.get("gen_kwargs"):
+        spec["genArgs"] = [{"name": str(k), "value": str(v)} for k, v in dict(options["gen_kwargs"]).items()]
+    pod_spec: dict[str, Any] = json.loads(json.dumps(dict(pod or {})))
+    if tasks_subpath:
+        volume = {"name": "heldout-tasks", "persistentVolumeClaim": {"claimName": pvc_name}}
+        pod_spec.setdefault("volumes", []).append(volume)
+        mount = {"name": "heldout-tasks", "mountPath": TASKS_PATH, "subPath": tasks_subpath.strip("/")}
+        mount["readOnly"] = True
+        pod_spec.setdefault("container", {}).setdefault("volumeMounts", []).append(mount)
+    if pod_spec:
+        spec["pod"] = pod_spec
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "LMEvalJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {**dict(labels), JOB_LABEL: name}},
+        "spec": spec,
+    }
+
+
+def evaluated_model(job: Mapping[str, Any]) -> str:
+    """The ``pretrained`` model argument of an LMEvalJob (``""``: none): the model it evaluates."""
+    args = (job.get("spec") or {}).get("modelArgs") or []
+    return next((str(arg.get("value") or "") for arg in args if arg.get("name") == "pretrained"), "")
+
+
+def lmevaljob_results(job: Mapping[str, Any]) -> dict[str, Any]:
+    """``status.results`` of a completed LMEvalJob as lm-eval's results dict.
+
+    Raises:
+        LmEvalJobResultsError: No results, results that are not JSON, or JSON without a ``results`` object.
+    """
+    name = (job.get("metadata") or {}).get("name", "")
+    text = (job.get("status") or {}).get("results") or ""
+    if not text:
+        raise LmEvalJobResultsError(f"LMEvalJob {name}: status.results is empty although the job completed")
     try:
-        return str(path.resolve().relative_to(workspace.resolve()))
-    except ValueError:
-        raise WorkspaceError(
-            f"{what} {path} is not on the workspace {workspace}: eval_backend=lmevaljob/evalhub read it from the "
-            "workspace PVC; give pvc_path (the pipeline's dsl.WORKSPACE_PATH_PLACEHOLDER)"
+        results = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise LmEvalJobResultsError(
+            f"LMEvalJob {name}: status.results is not JSON ({error.msg} at character {error.pos}): {text[:80]!r}"
         ) from None
-
-
-def make_tasks_portable(task_dir: Path, pod_dir: str) -> None:
-    """Rewrites the held-out YAMLs in ``task_dir`` to run where the directory is mounted at ``pod_dir``.
-
-    The ``!function`` references point to a stdlib-only copy of the two functions (``heldout_functions.py`` beside the
-    YAMLs, which lm-eval's loader reads first) and the documents file is named by its path in the pod.
-    """
-    functions = [custom_task.perplexity_process_results, custom_task.token_loss]
-    module = "from __future__ import annotations\n\nimport math\n\n\n" + "\n\n".join(
-        inspect.getsource(function) for function in functions
-    )
-    (task_dir / f"{HELDOUT_FUNCTIONS_MODULE}.py").write_text(module, encoding="utf-8")
-    for yaml_file in task_dir.glob("*.yaml"):
-        text = yaml_file.read_text(encoding="utf-8")
-        text = text.replace(_THIS_MODULE_REF, f"{HELDOUT_FUNCTIONS_MODULE}.").replace(str(task_dir), pod_dir)
-        yaml_file.write_text(text, encoding="utf-8")
-
-
-def evaluation_job_name(model_location: str, task_names: Sequence[str]) -> str:
-    """The LMEvalJob's name: this pod's, plus a hash of what it evaluates (a retried pod gets a new job)."""
-    pod = os.environ.get("HOSTNAME", "lm-eval")
-    digest = hashlib.sha256(f"{pod}/{model_location}/{','.join(task_names)}".encode()).hexdigest()[:10]
-    return f"lmeval-{digest}"
+    if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
+        raise LmEvalJobResultsError(f"LMEvalJob {name}: status.results holds no lm-eval 'results' object")
+    return results
 
 
 def evaluate_with_lmevaljob(
     api_client: Any,
     namespace: str,
     pvc_name: str,
-    workspace: Path,
-    model_dir: Path,
+    name: str,
+    model_relative: str,
     task_names: Sequence[str],
-    heldout_dir: Path | None,
+    tasks_relative: str,
     options: Mapping[str, Any],
     profile: HardwareProfile | None,
-    settings: RemoteJobSettings,
+    request: Any,
+    poll_seconds: float,
     log: Callable[[str], None],
-    name: str,
 ) -> tuple[dict[str, Any], str]:
-    """Runs the LMEvalJob ``name`` to its end and returns ``(lm-eval results, the model location it evaluated)``.
+    """Runs the LMEvalJob ``name`` to its end; returns ``(lm-eval results, the model location it evaluated)``.
+
+    ``request`` gives ``eval_timeout_seconds`` and ``eval_cleanup_policy``.
 
     Raises:
-        WorkspaceError: The model or the held-out tasks are not on the workspace.
         HardwareProfileError: The profile cannot be applied to an LMEvalJob.
         LmEvalJobResultsError: The job completed without results JSON.
         JobFailed, JobApiError, ApiOutageTooLong: From the cluster layer (the message says where the job is).
         WrongModelError: The job found under this name evaluates another model.
     """
+    from kubernetes import client
+
     from components.evaluation.lm_eval.model_identity import check_same_location
+    from components.training.finetuning.cluster import state
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
-    from components.training.finetuning.cluster.state import (
-        ApiOptions,
-        Deadlines,
-        JobPolicy,
-        JobSettings,
-        cancel_budget,
-    )
     from components.training.finetuning.manifests.names import ownership_labels
 
-    model_relative = relative_to_workspace(model_dir, workspace, "the model")
-    tasks_relative = ""
-    if heldout_dir is not None:
-        tasks_relative = relative_to_workspace(heldout_dir, workspace, "the held-out task directory")
-        make_tasks_portable(heldout_dir, TASKS_PATH)
     pod, labels = lmevaljob_pod_settings(profile) if profile is not None else ({}, {})
-    manifest = build_lmevaljob(
-        name,
-        namespace,
-        pvc_name,
-        model_relative,
-        task_names,
-        tasks_relative,
-        options,
-        {**ownership_labels(os.environ.get("HOSTNAME", "lm-eval"), name), **labels},
-        pod,
-    )
+    owner = ownership_labels(os.environ.get("HOSTNAME", "lm-eval"), name)
+    manifest = build_lmevaljob(name, namespace, pvc_name, model_relative, task_names, tasks_relative, options,
+                               {**owner, **labels}, pod)  # fmt: skip
     launcher = read_launcher_pod(api_client, namespace, log=log)
     if launcher.owner is not None:
         manifest["metadata"]["ownerReferences"] = [launcher.owner.to_dict()]
-    job_settings = JobSettings(
-        Deadlines(
-            start_timeout_seconds=settings.start_timeout_seconds,
-            timeout_seconds=settings.timeout_seconds,
-            api_outage_tolerance_seconds=settings.api_outage_tolerance_seconds,
-            timeout_counts_paused_time=False,
-            cancel_timeout_seconds=cancel_budget(launcher.grace_seconds),
-        ),
-        JobPolicy(cleanup_policy=settings.cleanup_policy, delete_on_success=False),
-        ApiOptions(poll_interval_seconds=settings.poll_seconds),
-        launcher_pod=(launcher.namespace, launcher.name),
-        log=log,
+    deadlines = state.Deadlines(
+        start_timeout_seconds=START_TIMEOUT_SECONDS,
+        timeout_seconds=float(request.eval_timeout_seconds),
+        api_outage_tolerance_seconds=API_OUTAGE_TOLERANCE_SECONDS,
+        timeout_counts_paused_time=False,
+        cancel_timeout_seconds=state.cancel_budget(launcher.grace_seconds),
     )
-    log(f"LMEvalJob {namespace}/{name}: model {pod_path(model_relative)}, tasks {', '.join(task_names)}")
-    run_job(api_client, manifest, job_settings)
-    finished = _read(api_client, namespace, name)
-    check_same_location(pod_path(model_relative), evaluated_model(finished), f"LMEvalJob {namespace}/{name}")
-    results = lmevaljob_results(finished)
-    if settings.cleanup_policy == "delete":
-        _delete(api_client, namespace, name, (finished.get("metadata") or {}).get("uid", ""), log)
-    return results, pod_path(model_relative)
-
-
-def _read(api_client: Any, namespace: str, name: str) -> dict[str, Any]:
-    """The finished LMEvalJob (one GET with a timeout)."""
-    from kubernetes import client
-
+    policy = state.JobPolicy(cleanup_policy=request.eval_cleanup_policy, delete_on_success=False)
+    settings = state.JobSettings(deadlines, policy, state.ApiOptions(poll_interval_seconds=poll_seconds),
+                           launcher_pod=(launcher.namespace, launcher.name), log=log)  # fmt: skip
+    location = pod_path(model_relative)
+    log(f"LMEvalJob {namespace}/{name}: model {location}, tasks {', '.join(task_names)}")
+    run_job(api_client, manifest, settings)
     custom = client.CustomObjectsApi(api_client)
-    return custom.get_namespaced_custom_object(
-        "trustyai.opendatahub.io", "v1alpha1", namespace, "lmevaljobs", name, _request_timeout=(5.0, 30.0)
+    finished = custom.get_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, name, _request_timeout=_TIMEOUT
     )
-
-
-def _delete(api_client: Any, namespace: str, name: str, uid: str, log: Callable[[str], None]) -> None:
-    """Deletes the completed job (its results are read), this job's uid as precondition; a failure is logged only."""
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
-    try:
-        client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-            "trustyai.opendatahub.io",
-            "v1alpha1",
-            namespace,
-            "lmevaljobs",
-            name,
-            body=body,
-            _request_timeout=(5.0, 30.0),
-        )
-        log(f"LMEvalJob {namespace}/{name}: deleted after reading its results (cleanup_policy=delete)")
-    except ApiException as error:
-        log(f"LMEvalJob {namespace}/{name}: not deleted ({error.status} {error.reason}); delete it by hand")
+    check_same_location(location, evaluated_model(finished), f"LMEvalJob {namespace}/{name}")
+    results = lmevaljob_results(finished)
+    if request.eval_cleanup_policy == "delete":  # after reading the results; a failure is logged only
+        uid = (finished.get("metadata") or {}).get("uid", "")
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
+        try:
+            custom.delete_namespaced_custom_object(
+                API_GROUP, API_VERSION, namespace, PLURAL, name, body=body, _request_timeout=_TIMEOUT
+            )
+            log(f"LMEvalJob {namespace}/{name}: deleted after reading its results (cleanup_policy=delete)")
+        except client.ApiException as error:
+            log(f"LMEvalJob {namespace}/{name}: not deleted ({error.status} {error.reason}); delete it by hand")
+    return results, location

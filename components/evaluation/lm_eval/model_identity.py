@@ -1,14 +1,9 @@
 """Never evaluate the wrong model: the evaluated model's location and digest against the trained model's.
 
-One identity, issue 44's (``components/_common/model_location.py``): ``train_model``'s ``Model`` artifact carries a
-manifest (:data:`~components._common.model_location.MANIFEST_FILE`: where the weights are, each file's fingerprint,
-``digest`` = ``sha256:`` of that list) and records the same digest in its metadata as ``weights_digest``.
-:func:`~components._common.model_location.resolve_model_dir` (called before any backend runs) refuses weights that
-are missing or changed since the manifest was written; :func:`trained_model_digest` then checks that the manifest is
-the trained model's (its digest equals the artifact's ``weights_digest``) and returns the digest. A remote backend
-echoes the model it evaluates (the LMEvalJob's ``pretrained`` argument, EvalHub's ``model``); it must be the location
-submitted (:func:`check_same_location`). Both end up in the results' metadata (``evaluated_model_location``,
-``evaluated_model_digest``) and so in the registry's lineage.
+One identity, issue 44's manifest (``components/_common/model_location.py``): ``resolve_model_dir`` refuses weights
+changed since ``train_model`` wrote the manifest; :func:`trained_model_digest` checks that the manifest is the trained
+model's (its digest is the artifact's ``weights_digest``); a remote backend's echo of the model it evaluated must be
+the location submitted (:func:`check_same_location`).
 """
 
 from __future__ import annotations

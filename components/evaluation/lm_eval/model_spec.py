@@ -78,13 +78,12 @@ def _has_any(directory: Path, names: tuple[str, ...]) -> bool:
 
 def _check_full_model(directory: Path, where: str) -> None:
     """Checks a full checkpoint directory: ``config.json``, weights and tokenizer files."""
-    missing = []
-    if not (directory / "config.json").is_file():
-        missing.append("config.json")
-    if not _has_any(directory, _WEIGHT_GLOBS):
-        missing.append(f"weights ({' or '.join(_WEIGHT_GLOBS)})")
-    if not _has_any(directory, _TOKENIZER_FILES):
-        missing.append(f"tokenizer ({' or '.join(_TOKENIZER_FILES)})")
+    wanted = {"config.json": ("config.json",), "weights": _WEIGHT_GLOBS, "tokenizer": _TOKENIZER_FILES}
+    missing = [
+        name if name == "config.json" else f"{name} ({' or '.join(globs)})"
+        for name, globs in wanted.items()
+        if not _has_any(directory, globs)
+    ]
     if missing:
         raise ModelSourceError(
             f"{where}: {directory} is not a model in Hugging Face save_pretrained layout: missing {', '.join(missing)}"

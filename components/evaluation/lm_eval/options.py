@@ -31,10 +31,9 @@ def limit_arg(limit: int) -> int | None:
     """
     if limit == -1:
         return None
-    if limit == 0:
-        raise ValueError("limit must be -1 (all documents) or a positive count, got 0: it would evaluate nothing")
-    if limit < 0:
-        raise ValueError(f"limit must be -1 (all documents) or a positive count, got {limit}")
+    if limit <= 0:
+        nothing = ": it would evaluate nothing" if limit == 0 else ""
+        raise ValueError(f"limit must be -1 (all documents) or a positive count, got {limit}{nothing}")
     return int(limit)
 
 
@@ -52,14 +51,10 @@ def num_fewshot_arg(num_fewshot: int) -> int | None:
 
 
 def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Makes the user's generation settings win over the tasks' own.
+    """The user's generation settings for ``lm_eval.simple_evaluate`` (None when empty), made to win over the tasks'.
 
-    lm-eval merges ``gen_kwargs`` into each generative task's ``generation_kwargs`` but reads the length from
-    ``max_gen_toks`` first, so ``max_new_tokens`` (or ``max_tokens``) is renamed to ``max_gen_toks``; a positive
-    ``temperature`` without ``do_sample`` turns sampling on (tasks default to greedy decoding, which ignores it).
-
-    Returns:
-        The kwargs for ``lm_eval.simple_evaluate``, or None when empty.
+    lm-eval reads the length from ``max_gen_toks`` first, so ``max_new_tokens`` (or ``max_tokens``) is renamed to it;
+    a positive ``temperature`` without ``do_sample`` turns sampling on (tasks default to greedy decoding).
 
     Raises:
         ValueError: Not a dict, or a key is not a string.

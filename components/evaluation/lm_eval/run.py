@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,7 @@ from components.evaluation.lm_eval.report import (
     render_skipped_report,
 )
 from components.evaluation.lm_eval.results import metric_rows
-from components.evaluation.lm_eval.task_dirs import stage_task_dirs
-from components.evaluation.lm_eval.task_index import build_task_manager, check_task_names
+from components.evaluation.lm_eval.task_index import build_task_manager, check_task_names, stage_task_dirs
 
 #: The input artifacts, by argument name: the request fields their path and (for some) metadata go to.
 ARTIFACT_FIELDS = {
@@ -155,35 +155,6 @@ def ensure_writable_hf_cache() -> None:
         _log(f"{probe} is not writable: HF_HOME set to {os.environ['HF_HOME']}")
 
 
-def continuation_token_counter(tokenizer: Any) -> Callable[[str, str], int]:
-    """Counts the tokens of a continuation the way lm-eval's ``loglikelihood`` splits a (context, continuation) pair.
-
-    lm-eval moves the context's trailing whitespace to the continuation, encodes the whole text and the context, and
-    scores the tokens past the context; so does this count.
-    """
-
-    def count(context: str, continuation: str) -> int:
-        head = context.rstrip()
-        whole = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
-        return len(whole) - len(tokenizer(head, add_special_tokens=False)["input_ids"])
-
-    return count
-
-
-def chat_renderer(tokenizer: Any, spec: ModelSpec) -> Callable[[list[dict]], str]:
-    """Renders chat messages with the tokenizer's chat template and the generation prompt, as lm-eval does.
-
-    Raises:
-        ValueError: The tokenizer has no chat template.
-    """
-    if not getattr(tokenizer, "chat_template", None):
-        raise ValueError(
-            f"apply_chat_template is true but the tokenizer of {spec.tokenizer_source} has no chat template; "
-            "set apply_chat_template to false to evaluate a base model with plain-text prompts"
-        )
-    return lambda messages: tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-
 def _results_json(results: Mapping[str, Any]) -> str:
     """Serialises lm-eval results the way lm-eval does (numpy scalars as numbers, anything else as text)."""
     from lm_eval.utils import handle_non_serializable
@@ -195,25 +166,17 @@ def _evaluate(spec: ModelSpec, task_names: Sequence[str], manager: Any, options:
     """Calls ``lm_eval.simple_evaluate``; an unreachable benchmark dataset becomes :class:`BenchmarkDataError`."""
     import lm_eval
 
-    seed = options["seed"]
+    passed = ("num_fewshot", "batch_size", "device", "limit", "bootstrap_iters", "apply_chat_template", "gen_kwargs")
+    seeds = dict.fromkeys(["random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed"])
     try:
         results = lm_eval.simple_evaluate(
             model=spec.lm_eval_model,
             model_args=dict(spec.model_args),
             tasks=list(task_names),
             task_manager=manager,
-            num_fewshot=options["num_fewshot"],
-            batch_size=options["batch_size"],
-            device=options["device"],
-            limit=options["limit"],
-            bootstrap_iters=options["bootstrap_iters"],
             log_samples=True,
-            apply_chat_template=options["apply_chat_template"],
-            gen_kwargs=options["gen_kwargs"],
-            random_seed=seed,
-            numpy_random_seed=seed,
-            torch_random_seed=seed,
-            fewshot_random_seed=seed,
+            **{name: options[name] for name in passed},
+            **dict.fromkeys(seeds, options["seed"]),
         )
     except ConnectionError as error:
         raise BenchmarkDataError(
@@ -225,16 +188,30 @@ def _evaluate(spec: ModelSpec, task_names: Sequence[str], manager: Any, options:
 
 
 def _write_heldout(spec: ModelSpec, dataset_path: Path, task_dir: Path, options: Mapping[str, Any]) -> tuple[int, int]:
-    """Writes the held-out tasks with the model's tokenizer; returns the conversations evaluated and available."""
+    """Writes the held-out tasks with the model's tokenizer; returns the conversations evaluated and available.
+
+    Tokens are counted the way lm-eval's ``loglikelihood`` splits a (context, continuation) pair: the context's
+    trailing whitespace moves to the continuation, and the tokens of the whole text past the context's are scored.
+    With the chat template, the prompt is rendered with it and the generation prompt, as lm-eval does.
+
+    Raises:
+        ValueError: ``apply_chat_template`` is true and the tokenizer has no chat template.
+    """
     tokenizer = load_tokenizer(spec)
-    rows = write_heldout_tasks(
-        dataset_path,
-        task_dir,
-        continuation_token_counter(tokenizer),
-        chat_renderer(tokenizer, spec) if options["apply_chat_template"] else None,
-        max_samples=options["max_samples"],
-        max_new_tokens=options["max_new_tokens"],
-    )
+
+    def count(context: str, continuation: str) -> int:
+        whole = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
+        return len(whole) - len(tokenizer(context.rstrip(), add_special_tokens=False)["input_ids"])
+
+    render = None
+    if options["apply_chat_template"]:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(
+                f"apply_chat_template is true but the tokenizer of {spec.tokenizer_source} has no chat template; "
+                "set apply_chat_template to false to evaluate a base model with plain-text prompts"
+            )
+        render = partial(tokenizer.apply_chat_template, tokenize=False, add_generation_prompt=True)
+    rows = write_heldout_tasks(dataset_path, task_dir, count, render, options["max_samples"], options["max_new_tokens"])
     available = count_conversations(dataset_path)
     _log(f"held-out split: {_heldout_count(rows, available, options)} from {dataset_path}")
     return rows, available
@@ -296,21 +273,12 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             dataset is empty or malformed, or a task name is unknown.
         BenchmarkDataError: A benchmark dataset cannot be reached.
     """
-    options = check_options(
-        request.batch_size,
-        request.limit,
-        request.num_fewshot,
-        request.gen_kwargs,
-        request.apply_chat_template,
-        request.seed,
-        request.max_samples,
-        request.max_new_tokens,
-        request.bootstrap_iters,
-    )
+    options = check_options(request.batch_size, request.limit, request.num_fewshot, request.gen_kwargs,
+                            request.apply_chat_template, request.seed, request.max_samples, request.max_new_tokens,
+                            request.bootstrap_iters)  # fmt: skip
     if not request.enabled:
-        return _skipped(
-            results_path, report_path, request.model_source or request.model_path, "turned off (enabled is false)"
-        )
+        source = request.model_source or request.model_path
+        return _skipped(results_path, report_path, source, "turned off (enabled is false)")
     try:
         model_source = located_model_source(request)
     except BaseModelError as error:
@@ -330,10 +298,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
     baseline = load_baseline(Path(request.baseline_results_path)) if request.baseline_results_path else None
     heldout = bool(request.eval_dataset_path)
     if heldout and request.allow_empty_eval_dataset and is_empty_dataset(Path(request.eval_dataset_path)):
-        _log(
-            f"eval_dataset {request.eval_dataset_path} is empty: the held-out tasks are skipped "
-            "(allow_empty_eval_dataset)"
-        )
+        _log(f"eval_dataset {request.eval_dataset_path} is empty: held-out tasks skipped (allow_empty_eval_dataset)")
         heldout = False
     names = check_task_names(request.task_names, heldout)
     if not names and not request.eval_dataset_path:
@@ -348,14 +313,14 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
             include_paths.insert(0, stage_custom_tasks(Path(request.custom_tasks_path), Path(staging) / "custom"))
         heldout_rows = heldout_available = 0
         if heldout:
-            heldout_rows, heldout_available = _write_heldout(
-                spec, Path(request.eval_dataset_path), Path(staging) / "heldout", options
-            )
             include_paths.append(Path(staging) / "heldout")
+            heldout_rows, heldout_available = _write_heldout(
+                spec, Path(request.eval_dataset_path), include_paths[-1], options
+            )
             names = list(dict.fromkeys([*names, *HELDOUT_TASKS]))
         lineage: dict[str, Any] = {}
         if names and (request.eval_backend != LOCAL_BACKEND or request.hardware_profile):
-            from components.evaluation.lm_eval.backend_dispatch import evaluate_on_backend
+            from components.evaluation.lm_eval.remote_evaluation import evaluate_on_backend
 
             staged = Path(staging) / "heldout" if heldout else None
             results, lineage = evaluate_on_backend(request, spec, names, staged, options, _log)  # type: ignore[assignment]
@@ -369,14 +334,10 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
     write_text_atomically(Path(results_path), _results_json(written))
     settings = _report_settings(spec, request.backend, names, (heldout_rows, heldout_available), options)
     write_text_atomically(Path(report_path), render_report(results, settings, baseline, names))
-    compared, comparison_metadata = compare_with_baseline(results, baseline, names)
+    compared, compared_to = compare_with_baseline(results, baseline, names)
     if baseline is not None:
-        skipped = comparison_metadata.get("baseline_skipped")
-        _log(
-            f"base model not evaluated: {skipped}"
-            if skipped
-            else f"base -> fine-tuned: {comparison_metadata['verdict']}"
-        )
+        skipped = compared_to.get("baseline_skipped")
+        _log(f"base model not evaluated: {skipped}" if skipped else f"base -> fine-tuned: {compared_to['verdict']}")
     metrics = {**kfp_metrics(metric_rows(results)), **compared}
     for name, value in metrics.items():
         _log(f"{name} = {value:.6g}")
@@ -389,7 +350,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
         "heldout_rows": heldout_rows,
         "heldout_rows_available": heldout_available,
         "lm_eval_version": str(results.get("lm_eval_version", "")),
-        **comparison_metadata,
+        **compared_to,
         **lineage,
     }
     described = read_dataset_metadata(request.eval_dataset_metadata, "lm_eval input eval_dataset")

@@ -1,4 +1,8 @@
-"""The task names of an lm_eval run, checked against lm-eval's task index (the built-in one only when needed)."""
+"""The task names of an lm_eval run: checked, local task directories staged, and lm-eval's task index built.
+
+An entry of ``task_names`` that is a local directory of task YAMLs is replaced by the tasks it declares (staged like
+``custom_tasks``); the names are then checked against lm-eval's task index (the built-in one only when needed).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
+from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS, stage_custom_tasks
 
 #: Close matches named for an unknown task.
 _CLOSE_MATCHES = 5
@@ -67,3 +71,40 @@ def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path])
     if unknown:
         raise UnknownTaskError(unknown_task_message(unknown, manager.all_tasks))
     return manager
+
+
+def is_task_dir(name: str) -> bool:
+    """Whether a ``task_names`` entry names a local directory (an absolute or ``./`` path that exists)."""
+    return name.startswith(("/", "./", "../", "~")) and Path(name).expanduser().is_dir()
+
+
+def declared_tasks(directory: Path) -> list[str]:
+    """The groups and tasks the YAMLs of a directory declare, as lm-eval's own task index reads them.
+
+    Raises:
+        ValueError: No YAML declares a task.
+    """
+    from lm_eval.tasks import TaskManager
+
+    index = TaskManager(include_path=[str(directory)], include_defaults=False)
+    names = [*index.all_groups, *index.all_subtasks]
+    if not names:
+        raise ValueError(f"task_names: {directory} holds no task YAML declaring a `task:` name")
+    return names
+
+
+def stage_task_dirs(task_names: Sequence[str], staging: Path) -> tuple[list[str], list[Path]]:
+    """Replaces the directories in ``task_names`` by the tasks they declare, staged under ``staging``.
+
+    Returns:
+        The task names (directories replaced in place by their tasks) and the staged directories to include.
+    """
+    names: list[str] = []
+    include: list[Path] = []
+    for index, name in enumerate(task_names):
+        if is_task_dir(name):
+            include.append(stage_custom_tasks(Path(name).expanduser(), Path(staging) / f"task-dir-{index}"))
+            names.extend(declared_tasks(include[-1]))
+        else:
+            names.append(name)
+    return list(dict.fromkeys(names)), include

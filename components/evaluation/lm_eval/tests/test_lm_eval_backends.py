@@ -181,7 +181,7 @@ def test_changed_weights_on_the_workspace_are_refused_in_one_line(in_cluster, wo
 
 
 def test_results_that_are_not_json_fail_in_one_line(in_cluster, workspace, tmp_path):
-    from components.evaluation.lm_eval.lmevaljob_manifest import LmEvalJobResultsError
+    from components.evaluation.lm_eval.lmevaljob_backend import LmEvalJobResultsError
 
     with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
         controller.results_text = "<html>proxy error</html>"
@@ -229,13 +229,13 @@ def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in
     ``model_identity.check_same_location`` stays behind it for a job whose results name another model.
     """
     from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
-    from components.evaluation.lm_eval.lmevaljob_backend import evaluation_job_name
-    from components.evaluation.lm_eval.lmevaljob_manifest import build_lmevaljob
+    from components.evaluation.lm_eval.lmevaljob_backend import build_lmevaljob
+    from components.evaluation.lm_eval.remote_evaluation import evaluation_name
     from components.training.finetuning.cluster.errors import JobIncomplete
     from components.training.finetuning.manifests.names import ownership_labels
 
     model = workspace / "train_model" / "run-1" / "final"
-    name = evaluation_job_name(str(model), list(HELDOUT_TASKS))
+    name = evaluation_name(str(model), list(HELDOUT_TASKS))
     options = {"batch_size": "8", "apply_chat_template": True}
     other = build_lmevaljob(name, NAMESPACE, CLAIM, "train_model/run-0/final", list(HELDOUT_TASKS), "", options,
                             ownership_labels(POD, name))  # fmt: skip

@@ -2,6 +2,7 @@
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -176,6 +177,22 @@ def test_written_tasks_load_in_lm_eval(tmp_path, demo_dataset_path, apply_chat_t
         assert (perplexity["doc_to_target"], perplexity["target_delimiter"]) == ("plain_reference", "")
         assert docs[0]["plain_reference"] == " " + docs[0]["reference"]
     assert sorted(TaskManager(include_path=str(task_dir), include_defaults=False).all_tasks) == sorted(HELDOUT_TASKS)
+
+
+def test_portable_tasks_name_only_paths_of_the_remote_pod(tmp_path, demo_dataset_path):
+    """The copy on the workspace names the documents by the pod's mount, not by where this step wrote them."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    from components.evaluation.lm_eval.remote_evaluation import make_tasks_portable
+
+    staged, copy = tmp_path / "staging" / "heldout", tmp_path / "workspace" / "heldout"
+    write_heldout_tasks(demo_dataset_path, staged, _words, None, max_samples=2, max_new_tokens=4)
+    shutil.copytree(staged, copy)
+    make_tasks_portable(copy, "/opt/app-root/src/my_tasks", staged)
+    for name in HELDOUT_TASKS:
+        assert str(tmp_path) not in (copy / f"{name}.yaml").read_text()
+    config = load_yaml(copy / f"{HELDOUT_PERPLEXITY_TASK}.yaml", resolve_func=False)
+    assert config["dataset_kwargs"]["data_files"]["test"] == "/opt/app-root/src/my_tasks/heldout_docs.jsonl"
 
 
 def test_empty_dataset_is_an_error_and_is_detected(tmp_path):

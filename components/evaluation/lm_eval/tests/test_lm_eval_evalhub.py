@@ -14,7 +14,6 @@ from components.evaluation.lm_eval.evalhub_backend import (
     EvalHubError,
     build_job_request,
     lm_eval_results,
-    metric_directions,
     run_evalhub_job,
 )
 from components.training.finetuning.cluster.signals import Cancelled
@@ -117,7 +116,7 @@ def test_results_become_lm_eval_results_with_directions():
             "mlflow_experiment_url": "http://mlflow/x",
         },
     }
-    results = lm_eval_results(job, metric_directions(None))
+    results = lm_eval_results(job)
     assert results["results"] == {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.1}}
     assert results["higher_is_better"] == {"arc_easy": {"acc": True}}
     assert (
