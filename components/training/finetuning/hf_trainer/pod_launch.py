@@ -12,8 +12,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from components.training.finetuning.pod import entrypoint, inputs
 from components.training.finetuning.contract import load_run_config
+from components.training.finetuning.pod import entrypoint, inputs
 
 #: The worker script staged beside this one.
 WORKER_SCRIPT = "worker.py"

@@ -15,10 +15,10 @@ from typing import Any
 
 from components._common.files import write_text_atomically
 from components.training.finetuning import tracking
+from components.training.finetuning.contract import RunConfig, load_run_config
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import read_jsonl_rows
 from components.training.finetuning.pod import progress_server
-from components.training.finetuning.contract import RunConfig, load_run_config
 
 #: Written by rank 0 into ``ckpt_output_dir`` when training ends: what the metrics file does not say.
 RESULT_FILE = "result.json"
