@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from tests.harness.workers import running_in_a_worker
+from tests.harness.workers import shared_run_scheduler
 
 # Every temporary file of the suite and of the processes it starts (kfp.local's `mktemp -d` folders, torchrun's
 # torchelastic_* folders, pytest's own tmp_path trees) goes under one folder of the system's temporary directory,
@@ -41,28 +41,8 @@ pytest_plugins = [
     "tests.harness.installed_wheel",
 ]
 
-#: Session fixtures that make a whole run (a demo, the Training Hub releases, the installed wheel and its venvs, an
-#: MLflow server), by the group of tests that share it: under ``pytest-xdist`` (``--dist loadgroup``) a group's tests go
-#: to one worker, so each run is made once.
-SHARED_RUNS = {
-    "hub_runs": "training-hub",
-    "lora_demo": "lora-demo",
-    "newest_kfp_demo": "newest-kfp-demo",
-    "quick_start_run": "quick-start",
-    "wheel": "installed-wheel",  # wheel_demo, venv and core_venv are made from it
-    "mlflow_server": "mlflow",
-}
 
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which appends the group to the test's id
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``pytest-xdist`` (the suite's ``-n``): a test runs on the worker of its file, or of the shared run it uses.
-
-    A file's tests stay together (their module fixtures are made once, and those that bind a fixed port never overlap);
-    the tests of one shared run (:data:`SHARED_RUNS`) stay together across files.
-    """
-    if not running_in_a_worker():
-        return
-    for item in items:
-        shared = next((group for name, group in SHARED_RUNS.items() if name in item.fixturenames), None)
-        item.add_marker(pytest.mark.xdist_group(shared or item.path.relative_to(config.rootpath).as_posix()))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``pytest-xdist``'s scheduler for this suite: whole files, and the files of one shared run, per worker."""
+    return shared_run_scheduler(config, log)
