@@ -60,3 +60,9 @@ def test_the_scheduler_keeps_a_file_and_a_shared_runs_files_together():
     assert scheduler._split_scope("tests/test_cli.py::test_a") != scheduler._split_scope("tests/test_docs.py::test_a")
     explicit = type("Config", (), {"getvalue": lambda self, name: "loadfile"})()
     assert workers.shared_run_scheduler(explicit, log=None) is None
+
+
+def test_slow_scopes_are_known_by_their_marks():
+    assert workers.scope_is_slow("tests/test_eval_backend_pipelines.py")
+    assert workers.scope_is_slow("training-hub")
+    assert not workers.scope_is_slow("tests/test_lock.py")

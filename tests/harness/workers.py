@@ -1,6 +1,7 @@
 """Where a test runs: one pytest process, or a ``pytest-xdist`` worker (the suite's ``-n``, see ``pyproject.toml``)."""
 
 import os
+from pathlib import Path
 
 
 def running_in_a_worker() -> bool:
@@ -35,6 +36,14 @@ SHARED_RUN_FIXTURES = {
 _GROUP_OF_FILE = {path: group for group, paths in SHARED_RUN_FILES.items() for path in paths}
 
 
+def scope_is_slow(scope: str) -> bool:
+    """Whether a scheduling scope (a test file, or a shared run's group of files) holds a ``slow``-marked test: such
+    scopes are handed out first, so that the longest ones (whole pipelines, demos) do not end the session alone."""
+    root = Path(__file__).resolve().parents[2]
+    paths = SHARED_RUN_FILES.get(scope, (scope,))
+    return any("mark.slow" in (root / path).read_text() for path in paths if (root / path).is_file())
+
+
 def shared_run_scheduler(config, log):
     """The suite's ``pytest-xdist`` scheduler (``conftest.py``): whole files, and the files of one shared run
     (:data:`SHARED_RUN_FILES`), per worker; ``None`` (xdist's own) for an explicit ``--dist``.
@@ -51,5 +60,12 @@ def shared_run_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return _GROUP_OF_FILE.get(path, path)
+
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_slow_first", False):  # the first assignment: the whole queue is known
+                self._slow_first = True
+                for scope in reversed([scope for scope in self.workqueue if scope_is_slow(scope)]):
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return SharedRunScheduling(config, log)
