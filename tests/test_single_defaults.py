@@ -28,7 +28,7 @@ from components.deployment.kubeflow_model_registry.run import ModelRegistryReque
 from components.evaluation.lm_eval import lm_eval
 from components.evaluation.lm_eval.run import LmEvalRequest, run_lm_eval
 from components.training.finetuning import train_model
-from components.training.finetuning.config import GROUP_PREFIXES, TrainingConfig, TrainModelRequest, group_types
+from components.training.finetuning.config import GROUPS, TrainingConfig, TrainModelRequest
 from components.training.finetuning.contract import MlflowSettings, ProgressSettings, RunConfig, TrainingOptions
 from components.training.finetuning.launch import PodSettings
 from components.training.finetuning.run import run_train_model
@@ -41,7 +41,7 @@ TYPED = (
     DatasetDownloadRequest,
     LmEvalRequest,
     ModelRegistryRequest,
-    *group_types().values(),
+    *(group_type for group_type, _ in GROUPS.values()),
     TrainingOptions,
     RunConfig,
     ProgressSettings,
@@ -59,11 +59,11 @@ OUTPUTS = {
 
 def _flat_hints(cls, parameters: set[str], prefix: str = "") -> dict[str, object]:
     """The type of each field of ``cls``; a dataclass field that is no parameter (a group of options) by its fields,
-    each under its group's parameter prefix (``train_model``: ``config.GROUP_PREFIXES``)."""
+    each under its group's parameter prefix (``train_model``: ``config.GROUPS``)."""
     hints = {}
     for name, hint in typing.get_type_hints(cls).items():
         grouped = dataclasses.is_dataclass(hint) and name not in parameters
-        inner = GROUP_PREFIXES.get(name, "") if cls is TrainModelRequest else ""
+        inner = GROUPS[name][1] if cls is TrainModelRequest and name in GROUPS else ""
         hints.update(_flat_hints(hint, parameters, inner) if grouped else {prefix + name: hint})
     return hints
 

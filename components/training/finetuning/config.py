@@ -146,38 +146,26 @@ class TrainModelRequest:
     secrets: SecretNames
 
 
-#: Each group of the request and the prefix its fields take as component parameters.
-GROUP_PREFIXES = {
-    "training": "training_",
-    "job": "training_",
-    "progress": "training_progress_",
-    "oci": "training_oci_",
-    "output": "training_",
-    "secrets": "",
+#: Each group of the request: its type, and the prefix its fields take as component parameters.
+GROUPS: dict[str, tuple[type, str]] = {
+    "training": (TrainingConfig, "training_"),
+    "job": (JobOptions, "training_"),
+    "progress": (ProgressOptions, "training_progress_"),
+    "oci": (OciOptions, "training_oci_"),
+    "output": (OutputOptions, "training_"),
+    "secrets": (SecretNames, ""),
 }
 #: The output artifacts: handed to ``run_train_model`` by the wrapper, not part of the request.
 OUTPUTS = ("output_model", "output_metrics", "output_loss_chart")
 
 
-def group_types() -> dict[str, type]:
-    """The type of each group of the request."""
-    return {
-        "training": TrainingConfig,
-        "job": JobOptions,
-        "progress": ProgressOptions,
-        "oci": OciOptions,
-        "output": OutputOptions,
-        "secrets": SecretNames,
-    }
-
-
 def parameter_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
     """Every component parameter the request holds: ``name -> (its group or None, the field that holds it)``."""
     found: dict[str, tuple[str | None, dataclasses.Field]] = {
-        field.name: (None, field) for field in dataclasses.fields(TrainModelRequest) if field.name not in GROUP_PREFIXES
+        field.name: (None, field) for field in dataclasses.fields(TrainModelRequest) if field.name not in GROUPS
     }
-    for group, group_type in group_types().items():
-        found |= {GROUP_PREFIXES[group] + field.name: (group, field) for field in dataclasses.fields(group_type)}
+    for group, (group_type, prefix) in GROUPS.items():
+        found |= {prefix + field.name: (group, field) for field in dataclasses.fields(group_type)}
     return found
 
 
@@ -191,14 +179,14 @@ def train_model_request(arguments: Mapping[str, Any]) -> TrainModelRequest:
     """
     fields = parameter_fields()
     require_arguments("train_model", arguments, [*fields, *OUTPUTS])
-    values: dict[str | None, dict[str, Any]] = {group: {} for group in [None, *GROUP_PREFIXES]}
+    values: dict[str | None, dict[str, Any]] = {group: {} for group in [None, *GROUPS]}
     for name, (group, field) in fields.items():
         values[group][field.name] = arguments[name]
     training = values["training"]
     for name in ("algorithm", "lora_init_weights"):
         if isinstance(training[name], str):
             training[name] = training[name].strip().lower()
-    groups = {group: group_type(**values[group]) for group, group_type in group_types().items()}
+    groups = {group: group_type(**values[group]) for group, (group_type, _) in GROUPS.items()}
     return TrainModelRequest(**values[None], **groups)
 
 
