@@ -74,15 +74,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the job runs (steady state)")
     parser.add_argument("--poll-interval", type=float, default=10.0, help="poll_interval_seconds (component default)")
+    parser.add_argument("--write-figures", action="store_true", help="record the figures in docs/figures.json")
     options = parser.parse_args()
+    counts = []
     for mode, use_watch in (("watch", True), ("poll", False)):
         found = measure(use_watch, options.seconds, options.poll_interval)
+        counts.append(found["requests"])
         goal = goal_requests(options.seconds, options.poll_interval)
         verdict = "met" if found["requests"] <= goal else "NOT met"
         print(
             f"{mode}: {found['requests']} API requests in {found['seconds']:g} s of following a running job "
             f"(poll_interval_seconds={options.poll_interval:g}) = {found['per_minute']:.1f} per minute; "
             f"goal <= {goal:g} requests ({GOAL_PER_MINUTE}/min at {DEFAULT_POLL_INTERVAL:g} s): {verdict}"
+        )
+    if options.write_figures:
+        from scripts.figures import figure, record
+
+        text = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"
+        record(
+            {"follow.requests": figure(counts, "requests", text, seconds=options.seconds)},
+            "benchmarks/follow_requests.py",
         )
 
 

@@ -1,7 +1,8 @@
 """Times the local CPU launcher on the tiny model: seconds per optimizer step and tokens/s for SFT, LoRA and OSFT.
 
-Usage: ``python benchmarks/train_local.py [--steps 50] [--threads 1]``. Target: 50 steps of 16 samples in < 5 s per
-algorithm on one core, OSFT within 1.5x of SFT. Prints one line per algorithm and the ratios.
+Usage: ``python benchmarks/train_local.py [--steps 50] [--threads 1] [--write-figures]``. Target: 50 steps of 16
+samples in < 5 s per algorithm on one core, OSFT within 1.5x of SFT. Prints one line per algorithm and the ratios;
+``--write-figures`` records them in ``docs/figures.json`` (``train_local.*``, the training README's "Figures").
 """
 
 import argparse
@@ -18,6 +19,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--write-figures", action="store_true", help="record the figures in docs/figures.json")
     args = parser.parse_args()
     import torch
 
@@ -27,7 +29,7 @@ def main() -> None:
     from tests.harness.requests import training_config
 
     torch.set_num_threads(args.threads)
-    seconds = {}
+    seconds, found = {}, {}
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = build_tiny_model(Path(workdir) / "model")
         for algorithm in ("sft", "lora", "osft"):
@@ -46,6 +48,8 @@ def main() -> None:
             total = time.perf_counter() - started
             seconds[algorithm] = result.train_seconds
             rates = [r["tokens_per_second"] for r in result.records]
+            found[algorithm] = (1000 * result.train_seconds / len(result.records), result.records[0]["loss"])
+            found[algorithm] += (result.records[-1]["loss"],)
             print(
                 f"{algorithm}: {len(result.records)} steps in {result.train_seconds:.2f}s "
                 f"({1000 * result.train_seconds / len(result.records):.1f} ms/step, median "
@@ -57,6 +61,18 @@ def main() -> None:
         f"lora/sft: {seconds['lora'] / seconds['sft']:.2f}x, osft/sft: {seconds['osft'] / seconds['sft']:.2f}x "
         f"(target osft <= 1.5x: {'met' if seconds['osft'] <= 1.5 * seconds['sft'] else 'NOT met'})"
     )
+    if args.write_figures:
+        from scripts.figures import figure, record
+
+        entries = {
+            "train_local.osft_per_sft": figure(
+                seconds["osft"] / seconds["sft"], "x", f"{seconds['osft'] / seconds['sft']:.2f}"
+            )
+        }
+        for algorithm, (ms_per_step, first, last) in found.items():
+            entries[f"train_local.{algorithm}.ms_per_step"] = figure(ms_per_step, "ms", f"{ms_per_step:.0f}")
+            entries[f"train_local.{algorithm}.loss"] = figure([first, last], "nats", f"{first:.2f} → {last:.2f}")
+        record(entries, "benchmarks/train_local.py")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--typed-path", default="/tmp/typed", help="where the typed-model packages are installed")
     parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--write-figures", action="store_true", help="record the figures in docs/figures.json")
     args = parser.parse_args()
 
     from components.training.finetuning.manifests.trainjob import build_trainjob
@@ -98,6 +99,18 @@ def main() -> None:
     )
     figures["ratio_typed_vs_dict_build"] = round(figures["round_trip_typed_us"] / figures["build_dict_us"], 1)
     print(json.dumps(figures, indent=1))
+    if args.write_figures:
+        from scripts.figures import figure, record
+
+        units = {"_us": "µs", "_s": "s", "_mb": "MB", "ratio_": "x"}
+        record(
+            {
+                f"typed_manifests.{name}": figure(value, next(u for k, u in units.items() if k in name))
+                for name, value in figures.items()
+                if isinstance(value, float)
+            },
+            "benchmarks/typed_manifests.py",
+        )
 
 
 if __name__ == "__main__":
