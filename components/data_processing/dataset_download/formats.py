@@ -158,9 +158,3 @@ def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[
         )
     chosen, count = next(iter(seen.items()))
     return chosen, f"auto-detected `{chosen}` ({count} of the first {looked} rows have its keys)"
-
-
-def check_input_format(input_format: str) -> None:
-    """Raises ``ValueError`` when ``input_format`` is not ``auto`` or one of :data:`FORMATS`."""
-    if input_format != "auto" and input_format not in FORMATS:
-        raise ValueError(f"input_format={input_format!r} is not one of: auto, {', '.join(FORMATS)}")

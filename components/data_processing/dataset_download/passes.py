@@ -1,8 +1,7 @@
 """Validation and split in as few passes over the data as the rules allow (the component README, "Split").
 
-The split needs the number of valid rows before the first row is routed: JSON lines in ``messages`` form count their
-lines and validate straight into the planned split (**one pass**); else, or when fewer valid rows arrive, the valid
-rows go to a scratch file, which is then split (**two passes**).
+JSON lines in ``messages`` form count their lines and validate straight into the planned split (one pass); else, or
+when fewer valid rows arrive, the valid rows go to a scratch file, which is then split (two passes).
 """
 
 from __future__ import annotations
@@ -16,24 +15,26 @@ from components._common.chat_files import ARTIFACT_READ_LIMITS, ReadLimits, coun
 
 from .locations import DatasetSourceError
 from .readers import data_format
+from .request import SplitOptions
 from .split import JsonlWriter, SplitPlan, SplitSink, WrittenFile, plan_split
 from .validate import Sink
 from .validation_report import ValidationReport
 
 #: Runs the validation, sending the valid rows to a sink; returns the filled-in report.
 Validate = Callable[[Sink], ValidationReport]
+#: Makes a fresh callback for each kept row (token statistics), or ``None``; called once per attempt at the split.
+OnSelected = Callable[[], Callable[[bytes], None] | None]
+#: Routes rows into the train and eval writers; ``None`` throws both away.
+Fill = Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
 
 
 @dataclass(frozen=True)
-class SplitOptions:
-    """How the valid rows are split and where they go."""
+class Targets:
+    """Where the split goes: the train and eval files, and a scratch folder for the valid rows of two passes."""
 
-    train_path: Path
-    eval_path: Path
-    train_split_ratio: float
-    subset_count: int
-    seed: int
-    scratch_dir: Path
+    train: Path
+    eval: Path
+    scratch: Path
 
 
 @dataclass(frozen=True)
@@ -50,39 +51,38 @@ def validate_and_split(
     files: list[Path],
     input_format: str,
     validate: Validate,
-    options: SplitOptions,
+    split: SplitOptions,
+    targets: Targets,
     limits: ReadLimits,
-    on_selected: Callable[[], Callable[[bytes], None] | None] = lambda: None,
+    on_selected: OnSelected = lambda: None,
     one_pass: bool = True,
 ) -> SplitOutcome:
-    """Validates every row and writes the split (one pass where possible, see the module docstring).
-
-    Args:
-        files: The local data files.
-        input_format: The format the rows are read as (after auto-detection).
-        validate: Runs the validation into a sink.
-        options: The split options and the output paths.
-        limits: The size limits (for counting the lines).
-        on_selected: Makes a fresh callback for every kept row (token statistics), or ``None``; called per attempt.
-        one_pass: Allow the one-pass path (``False`` with token statistics: the tokenizer loads after validation).
+    """Validates every row and writes the split, in one pass where possible (``one_pass=False``: never).
 
     Raises:
         DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
     """
     if one_pass and input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
         lines = sum(count_lines(path, limits) for path in files)
-        if lines:
-            outcome = _one_pass(validate, lines, options, on_selected())
-            if outcome is not None:
-                return outcome
-    return _two_passes(validate, options, on_selected)
+        plan = plan_split(lines, split.train_split_ratio, split.subset_count)
+        callback = on_selected()
+
+        def straight(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport | None:
+            report = validate(SplitSink(plan, split.seed, train, eval_, callback))
+            if report.rows_valid == lines:
+                return report
+            report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
+            return None  # rows dropped or blank lines: the plan counted them, split again
+
+        outcome = _written(targets, plan, straight) if lines else None
+        if outcome is not None:
+            return outcome
+    return _two_passes(validate, split, targets, on_selected)
 
 
-def _written(
-    options: SplitOptions, plan: SplitPlan, fill: Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
-) -> SplitOutcome | None:
+def _written(targets: Targets, plan: SplitPlan, fill: Fill) -> SplitOutcome | None:
     """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (``None``: neither)."""
-    train, eval_ = JsonlWriter(options.train_path), JsonlWriter(options.eval_path)
+    train, eval_ = JsonlWriter(targets.train), JsonlWriter(targets.eval)
     committed: list[WrittenFile] = []
     try:
         report = fill(train, eval_)
@@ -101,27 +101,9 @@ def _written(
         raise
 
 
-def _one_pass(
-    validate: Validate, lines: int, options: SplitOptions, on_selected: Callable[[bytes], None] | None
-) -> SplitOutcome | None:
-    """Validates straight into the split planned for ``lines`` valid rows; ``None`` when fewer arrived."""
-    plan = plan_split(lines, options.train_split_ratio, options.subset_count)
-
-    def fill(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport | None:
-        report = validate(SplitSink(plan, options.seed, train, eval_, on_selected))
-        if report.rows_valid == lines:
-            return report
-        report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
-        return None  # rows dropped or blank lines: the plan counted them, split again
-
-    return _written(options, plan, fill)
-
-
-def _two_passes(
-    validate: Validate, options: SplitOptions, on_selected: Callable[[], Callable[[bytes], None] | None]
-) -> SplitOutcome:
+def _two_passes(validate: Validate, split: SplitOptions, targets: Targets, on_selected: OnSelected) -> SplitOutcome:
     """Validates into a scratch file of valid rows, then splits that file."""
-    with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=options.scratch_dir) as scratch:
+    with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=targets.scratch) as scratch:
         rows = JsonlWriter(Path(scratch) / "valid.jsonl")
         try:
             report = validate(rows.write_rows)
@@ -134,15 +116,15 @@ def _two_passes(
             raise DatasetSourceError(
                 f"dataset_uri={report.source_uri!r}: empty dataset (no valid rows in {report.files})"
             )
-        plan = plan_split(report.rows_valid, options.train_split_ratio, options.subset_count)
+        plan = plan_split(report.rows_valid, split.train_split_ratio, split.subset_count)
         callback = on_selected()
 
-        def fill(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport:
-            sink = SplitSink(plan, options.seed, train, eval_, callback)
+        def from_scratch(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport:
+            sink = SplitSink(plan, split.seed, train, eval_, callback)
             for _, block in iter_line_blocks(valid.path, ARTIFACT_READ_LIMITS):
                 sink(block)
             return report
 
-        outcome = _written(options, plan, fill)
-    assert outcome is not None  # fill never discards here
+        outcome = _written(targets, plan, from_scratch)
+    assert outcome is not None  # from_scratch never discards
     return outcome

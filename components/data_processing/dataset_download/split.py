@@ -37,20 +37,11 @@ class SplitPlan:
     warnings: tuple[str, ...] = ()
 
 
-def check_split_options(train_split_ratio: float, subset_count: int) -> None:
-    """Raises ``ValueError`` naming the parameter when the ratio is outside (0, 1] or the subset count negative."""
-    if not 0.0 < train_split_ratio <= 1.0:
-        raise ValueError(f"train_split_ratio={train_split_ratio!r} must be in (0, 1] (1.0 = no eval split)")
-    if subset_count < 0:
-        raise ValueError(f"subset_count={subset_count!r} must be >= 0 (0 = all rows)")
-
-
 def plan_split(rows_available: int, train_split_ratio: float, subset_count: int) -> SplitPlan:
     """Decides the subset size (``subset_count`` rows, 0 = all) and the number of eval rows.
 
     With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most ``kept - 1``.
     """
-    check_split_options(train_split_ratio, subset_count)
     warnings = []
     selected = rows_available
     if subset_count and subset_count > rows_available:

@@ -1,7 +1,4 @@
-"""Validation of every row of a dataset, streamed, with a report: the rules, the rejects and the counts.
-
-:func:`validate_dataset_uri` is the plain Python entry point (see the component README).
-"""
+"""Validation of every row of a dataset, streamed, into a report (:func:`validate_dataset_uri`: the README's API)."""
 
 from __future__ import annotations
 
@@ -10,7 +7,6 @@ import json
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from components._common.chat_errors import RowError, Unreadable, excerpt
 from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
@@ -24,9 +20,10 @@ from components._common.chat_format import (
 from components._common.masking import mask_url
 from components._common.reward_rows import REWARD_FORMATS, check_reward_row
 
-from .formats import CONVERTERS, check_input_format, detect_format
+from .formats import CONVERTERS, detect_format
 from .readers import data_format, iter_rows, position_label
-from .validation_report import QUOTED_REJECTS, Reject, ValidationReport, check_validation_options
+from .request import SourceOptions, ValidationOptions
+from .validation_report import QUOTED_REJECTS, Reject, ValidationReport
 
 _SINK_ROWS = 4096
 #: Receives valid rows in ``messages`` form, as JSON documents (UTF-8 bytes, no line break), a list at a time.
@@ -45,7 +42,6 @@ def choose_format(files: Sequence[Path], input_format: str, source: str, limits:
     Raises:
         ValueError: No readable row among the first ones, or no row looks like a known format.
     """
-    check_input_format(input_format)
     if input_format != "auto":
         return input_format, "given as input_format"
     head, unreadable = [], []
@@ -63,11 +59,7 @@ def choose_format(files: Sequence[Path], input_format: str, source: str, limits:
 
 
 def validate_files(
-    files: Sequence[Path],
-    report: ValidationReport,
-    allow_trailing_user: bool,
-    sink: Sink | None,
-    limits: ReadLimits,
+    files: Sequence[Path], report: ValidationReport, options: ValidationOptions, sink: Sink | None
 ) -> ValidationReport:
     """Reads, converts and checks every row of some data files, streaming; counts them into ``report``.
 
@@ -78,6 +70,7 @@ def validate_files(
     """
     convert = CONVERTERS.get(report.input_format)
     sink = sink or (lambda rows: None)
+    allow_trailing_user, limits = options.allow_trailing_user, options.limits
     for path in files:
         if convert is None and data_format(path) == "jsonl" and report.input_format not in REWARD_FORMATS:
             _validate_json_lines(path, report, allow_trailing_user, sink, limits)
@@ -161,77 +154,41 @@ def _reject(path: Path, position: int, rule: str, detail: str, value: object, ra
 
 
 def start_report(
-    files: Sequence[Path],
-    source_uri: str,
-    *,
-    input_format: str,
-    on_invalid: str,
-    max_invalid_fraction: float,
-    limits: ReadLimits,
-    revision: str = "",
+    files: Sequence[Path], source_uri: str, options: ValidationOptions, revision: str = ""
 ) -> ValidationReport:
-    """The empty report of some data files: options checked, ``source_uri`` masked, the format chosen.
-
-    The options are the component's parameters of the same names (see :func:`choose_format`).
-    """
-    check_validation_options(on_invalid, max_invalid_fraction)
+    """The empty report of some data files: ``source_uri`` masked, the format chosen (:func:`choose_format`)."""
     source_uri = mask_url(source_uri)
-    chosen, reason = choose_format(files, input_format, source_uri, limits)
+    chosen, reason = choose_format(files, options.input_format, source_uri, options.limits)
     return ValidationReport(
         source_uri=source_uri,
         revision=revision,
         input_format=chosen,
         format_reason=reason,
         files=[path.name for path in files],
-        on_invalid=on_invalid,
-        max_invalid_fraction=max_invalid_fraction,
+        on_invalid=options.on_invalid,
+        max_invalid_fraction=options.max_invalid_fraction,
     )
 
 
 def validate_local_files(
-    files: Sequence[Path],
-    source_uri: str,
-    *,
-    input_format: str,
-    on_invalid: str,
-    max_invalid_fraction: float,
-    allow_trailing_user: bool,
-    limits: ReadLimits,
-    revision: str = "",
-    sink: Sink | None = None,
+    files: Sequence[Path], source_uri: str, options: ValidationOptions, revision: str = "", sink: Sink | None = None
 ) -> ValidationReport:
     """Validates local data files: :func:`start_report`, then :func:`validate_files` (check the report's ``passed``)."""
-    options = dict(on_invalid=on_invalid, max_invalid_fraction=max_invalid_fraction, limits=limits, revision=revision)
-    report = start_report(files, source_uri, input_format=input_format, **options)
-    return validate_files(files, report, allow_trailing_user, sink, limits)
+    return validate_files(files, start_report(files, source_uri, options, revision), options, sink)
 
 
 def validate_dataset_uri(
-    uri: str,
-    *,
-    hf_split: str,
-    max_download_bytes: int,
-    download_deadline_s: float,
-    download_dir: str | Path | None = None,
-    **options: Any,
+    source: SourceOptions, options: ValidationOptions, download_dir: str | Path | None = None
 ) -> ValidationReport:
     """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
 
-    Args:
-        uri: The component's ``dataset_uri`` (Hub id, ``s3://``, ``http(s)://``, ``pvc://`` or a local path).
-        hf_split: The split to read from a Hub dataset.
-        max_download_bytes: Refuse downloads larger than this.
-        download_deadline_s: Deadline of the whole download, every attempt and file included.
-        download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
-        **options: The validation options of :func:`validate_local_files`, each required.
+    ``download_dir``: where remote data lands (default: a temporary directory, removed afterwards).
 
     Raises:
-        ValueError: Bad options, an unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.
+        ValueError: An unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.
     """
-    from .deadlines import HttpOptions, check_deadline
     from .sources import fetch_dataset
 
-    http = HttpOptions(deadline_s=check_deadline(download_deadline_s))
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
-        fetched = fetch_dataset(uri, Path(download_dir or scratch), hf_split, max_download_bytes, http)
-        return validate_local_files(fetched.files, uri, revision=fetched.revision, **options)
+        fetched = fetch_dataset(source, Path(download_dir or scratch))
+        return validate_local_files(fetched.files, source.dataset_uri, options, fetched.revision)

@@ -44,14 +44,6 @@ class Reject:
         return f"{self.location} [{self.rule}] {self.detail} — {self.excerpt}"
 
 
-def check_validation_options(on_invalid: str, max_invalid_fraction: float) -> None:
-    """Raises ``ValueError`` naming the parameter when ``on_invalid`` or ``max_invalid_fraction`` is out of range."""
-    if on_invalid not in ON_INVALID:
-        raise ValueError(f"on_invalid={on_invalid!r} is not one of: {', '.join(ON_INVALID)}")
-    if not 0.0 <= max_invalid_fraction <= 1.0:
-        raise ValueError(f"max_invalid_fraction={max_invalid_fraction!r} must be within [0, 1]")
-
-
 @dataclass
 class ValidationReport:
     """The outcome of validating every row of a dataset.

@@ -8,7 +8,6 @@ every reader). Each memory case runs in a subprocess under ``RLIMIT_AS``, where 
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 import os
@@ -61,13 +60,14 @@ def test_a_500_mib_line_is_a_reject_naming_the_limit_and_the_line_within_bounded
         handle.truncate(len(LINE) + 500 * MiB)  # line 2: 500 MiB of NUL bytes, sparse on disk
         handle.seek(0, 2)
         handle.write(b"\n" + LINE)
-    request = dataset_download_request(str(path), train_split_ratio=1.0, on_invalid="drop", max_invalid_fraction=0.5)
+    arguments = {"train_split_ratio": 1.0, "on_invalid": "drop", "max_invalid_fraction": 0.5}
     result = _in_subprocess(
         f"""
         from pathlib import Path
-        from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
+        from components.data_processing.dataset_download.run import run_dataset_download
+        from tests.harness.requests import dataset_download_request
         out = Path({str(tmp_path)!r}) / "out"
-        request = DatasetDownloadRequest(**{dataclasses.asdict(request)!r})
+        request = dataset_download_request({str(path)!r}, **{arguments!r})
         done = run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
         reject = done.validation.first_rejects[0]
         result = dict(rows=done.train.rows, reject=reject.describe(), rules=done.validation.rejects_by_rule)
@@ -102,13 +102,13 @@ def test_a_gzip_bomb_stops_at_the_decompressed_limit_within_bounded_memory(tmp_p
     path = tmp_path / "bomb.jsonl.gz"
     path.write_bytes(gzip.compress(LINE) + member * 10240)  # 10 GiB of zeros in ~10 MiB
     assert path.stat().st_size < 20 * MiB
-    request = dataset_download_request(str(path), max_decompressed_bytes=256 << 20)
     result = _in_subprocess(
         f"""
         from pathlib import Path
-        from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
+        from components.data_processing.dataset_download.run import run_dataset_download
+        from tests.harness.requests import dataset_download_request
         out = Path({str(tmp_path)!r}) / "out"
-        request = DatasetDownloadRequest(**{dataclasses.asdict(request)!r})
+        request = dataset_download_request({str(path)!r}, max_decompressed_bytes=256 << 20)
         try:
             run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
             result = dict(error="")

@@ -11,6 +11,7 @@ from components._common.dataset_metadata import read_dataset_metadata
 from components.data_processing.dataset_download import dataset_download
 from components.data_processing.dataset_download.split import JsonlWriter, SplitSink, plan_split
 from components.data_processing.dataset_download.validation_report import DatasetValidationError
+from tests.harness.requests import dataset_options
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 
@@ -58,9 +59,9 @@ def test_split_plan_warnings_and_errors():
     assert plan_split(1, 0.5, 0).eval_rows == 0
     for ratio in (0.0, 1.5, -0.1):
         with pytest.raises(ValueError, match=f"train_split_ratio={ratio} must be in \\(0, 1\\]"):
-            plan_split(10, ratio, 0)
+            dataset_options("split", train_split_ratio=ratio)
     with pytest.raises(ValueError, match="subset_count=-1 must be >= 0"):
-        plan_split(10, 0.9, -1)
+        dataset_options("split", subset_count=-1)
 
 
 def _split(tmp_path, name, lines, plan, seed):

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from components._common.chat_errors import ChatFormatError
-from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
+from components.data_processing.dataset_download.download import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.run import run_dataset_download
 from tests.harness.requests import dataset_download_request, dataset_http_options, fetch_dataset, validate_local_files
@@ -199,10 +199,10 @@ def trickling_server():
 @pytest.mark.parametrize("slow_headers", [False, True])
 def test_a_trickling_server_fails_at_the_overall_deadline(trickling_server, tmp_path, slow_headers):
     server = trickling_server(interval_s=0.5, slow_headers=slow_headers)
-    options = dataset_http_options(timeout_s=5.0, attempts=3, backoff_s=0.01, deadline_s=2.0)
+    options = dataset_http_options(timeout_s=5.0, attempts=3, backoff_s=0.01)
     started = time.monotonic()
     with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 2 s exceeded") as error:
-        fetch_dataset(server.url, tmp_path / "dl", http=options)
+        fetch_dataset(server.url, tmp_path / "dl", http=options, download_deadline_s=2.0)
     elapsed = time.monotonic() - started
     assert 1.9 < elapsed < 4.0, elapsed  # bytes keep coming well within the stall timeout: only the deadline stops it
     assert "\n" not in str(error.value)
@@ -216,7 +216,7 @@ from components._common.termination import sigterm_raises_exit
 from tests.harness.requests import dataset_http_options, fetch_dataset
 
 with sigterm_raises_exit():
-    fetch_dataset(sys.argv[1], Path(sys.argv[2]), http=dataset_http_options(timeout_s=30, deadline_s=300))
+    fetch_dataset(sys.argv[1], Path(sys.argv[2]), http=dataset_http_options(timeout_s=30), download_deadline_s=300)
 """
 
 
@@ -314,10 +314,9 @@ def test_a_trickling_hub_fails_at_the_overall_deadline(trickling_server, tmp_pat
     server = trickling_server(interval_s=0.5)
     monkeypatch.setenv("HF_ENDPOINT", server.url.rsplit("/", 1)[0])
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    options = dataset_http_options(timeout_s=5.0, deadline_s=2.0)
     started = time.monotonic()
     with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 2 s exceeded"):
-        fetch_dataset("org/slow", tmp_path / "dl", http=options)
+        fetch_dataset("org/slow", tmp_path / "dl", http=dataset_http_options(timeout_s=5.0), download_deadline_s=2.0)
     assert time.monotonic() - started < 4.0
     assert not [path for path in (tmp_path / "dl").rglob("*") if path.is_file()]
 

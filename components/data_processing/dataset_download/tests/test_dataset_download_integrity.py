@@ -19,7 +19,7 @@ from tests.harness.requests import dataset_http_options, fetch_dataset
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
-FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01, deadline_s=30.0)
+FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01)
 
 
 def _no_partial_files(root: Path) -> None:

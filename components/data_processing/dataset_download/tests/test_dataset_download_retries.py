@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
+from components.data_processing.dataset_download.download import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.run import run_dataset_download
 from tests.harness.requests import dataset_download_request, dataset_http_options, fetch_dataset

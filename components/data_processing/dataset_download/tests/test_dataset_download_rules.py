@@ -5,12 +5,12 @@ import pytest
 from components._common.chat_errors import RULES, RowError
 from components._common.chat_format import check_messages, check_row
 from components.data_processing.dataset_download.formats import (
-    check_input_format,
     detect_format,
     from_alpaca,
     from_prompt_completion,
     from_sharegpt,
 )
+from tests.harness.requests import dataset_options
 
 U = {"role": "user", "content": "What is 2+2?"}
 A = {"role": "assistant", "content": "4"}
@@ -177,6 +177,6 @@ def test_detection_refuses_mixed_or_unknown_rows():
 
 
 def test_input_format_is_checked():
-    check_input_format("auto")
+    dataset_options("validation", input_format="auto")
     with pytest.raises(ValueError, match="input_format='chatml' is not one of"):
-        check_input_format("chatml")
+        dataset_options("validation", input_format="chatml")

@@ -142,7 +142,7 @@ def test_http_size_cap_and_timeout_leave_nothing_behind(http_file_server, tmp_pa
 
     (http_file_server.root / "chat.jsonl").write_text(ROW * 10)
     with pytest.raises(DatasetSourceError, match="exceed max_download_bytes=100"):
-        fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", max_bytes=100, http=FAST)
+        fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", max_download_bytes=100, http=FAST)
     slow = dataset_http_options(timeout_s=0.2, attempts=2, backoff_s=0.01)
     http_file_server.script("/chat.jsonl", *[ScriptedResponse(200, b"late", delay_s=0.5)] * 2)
     with pytest.raises(DatasetSourceError, match="after 2 attempts"):
@@ -186,7 +186,7 @@ def test_s3_missing_object_credentials_and_size_cap(s3_data_connection, tmp_path
     with pytest.raises(DatasetSourceError, match=r"not found \(404"):
         fetch_dataset("s3://no-such-bucket/a.jsonl", tmp_path / "dl")
     with pytest.raises(DatasetSourceError, match="exceed max_download_bytes=10"):
-        fetch_dataset(f"s3://{bucket}/a.jsonl", tmp_path / "dl", max_bytes=10)
+        fetch_dataset(f"s3://{bucket}/a.jsonl", tmp_path / "dl", max_download_bytes=10)
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     with pytest.raises(DatasetSourceError, match="S3 credentials missing: set AWS_SECRET_ACCESS_KEY"):
         fetch_dataset(f"s3://{bucket}/a.jsonl", tmp_path / "dl")
@@ -286,4 +286,4 @@ def test_hub_errors(hub_stub, tmp_path):
     with pytest.raises(DatasetSourceError, match="revision not found"):
         fetch_dataset("org/big@0123456789abcdef0123456789abcdef01234567", tmp_path / "dl")
     with pytest.raises(DatasetSourceError, match="exceed max_download_bytes=1000"):
-        fetch_dataset("org/big", tmp_path / "dl", max_bytes=1000)
+        fetch_dataset("org/big", tmp_path / "dl", max_download_bytes=1000)
