@@ -22,17 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from components._common import retry
 from components._common.masking import mask_url
-from components._common.retry import (
-    TRANSIENT_STATUSES,
-    GaveUp,
-    RetryPolicy,
-    call_with_retries,
-    describe,
-    error_chain,
-    is_tls_error,
-    status_of,
-)
 
 from .locations import DatasetSourceError, free_space, is_disk_full
 from .request import SourceOptions
@@ -100,13 +91,13 @@ class Download:
         """
 
         def log(attempt: int, wait_s: float, error: BaseException) -> None:
-            LOG.warning("%s: attempt %d failed (%s); retrying in %.1f s", what, attempt, describe(error), wait_s)
+            LOG.warning("%s: attempt %d failed (%s); retrying in %.1f s", what, attempt, retry.describe(error), wait_s)
 
         options = self.http
-        policy = RetryPolicy(options.attempts, options.backoff_s, max_retry_after_s=options.max_retry_after_s)
+        policy = retry.RetryPolicy(options.attempts, options.backoff_s, max_retry_after_s=options.max_retry_after_s)
         try:
-            return call_with_retries(call, policy, retryable=retryable, on_retry=log, deadline=self.deadline)
-        except GaveUp as gave_up:
+            return retry.call_with_retries(call, policy, retryable=retryable, on_retry=log, deadline=self.deadline)
+        except retry.GaveUp as gave_up:
             if gave_up.reason == "deadline":
                 raise self.deadline_error() from None
             raise
@@ -151,13 +142,13 @@ def is_retryable(error: BaseException, final: tuple[type[BaseException], ...] = 
     """Whether a request is worth another try: 408/429/5xx or no answer; never a TLS failure, nor ours or ``final``."""
     import httpx2
 
-    if is_tls_error(error):
+    if retry.is_tls_error(error):
         return False
-    for cause in error_chain(error):
+    for cause in retry.error_chain(error):
         if isinstance(cause, (DatasetSourceError, *final)):
             return False
-        if status_of(cause) is not None:
-            return status_of(cause) in TRANSIENT_STATUSES
+        if retry.status_of(cause) is not None:
+            return retry.status_of(cause) in retry.TRANSIENT_STATUSES
         if isinstance(cause, (httpx2.TransportError, ConnectionError, TimeoutError)):
             return True
     return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from components._common.chat_errors import RowError, Unreadable, excerpt
@@ -28,12 +28,7 @@ from .validation_report import QUOTED_REJECTS, Reject, ValidationReport
 _SINK_ROWS = 4096
 #: Receives valid rows in ``messages`` form, as JSON documents (UTF-8 bytes, no line break), a list at a time.
 Sink = Callable[[list[bytes]], None]
-
-
-def _all_rows(files: Sequence[Path], limits: ReadLimits) -> Iterator[tuple[Path, int, object]]:
-    for path in files:
-        for position, value in iter_rows(path, limits):
-            yield path, position, value
+Sink1 = Callable[[bytes], None]
 
 
 def choose_format(files: Sequence[Path], input_format: str, source: str, limits: ReadLimits) -> tuple[str, str]:
@@ -45,7 +40,8 @@ def choose_format(files: Sequence[Path], input_format: str, source: str, limits:
     if input_format != "auto":
         return input_format, "given as input_format"
     head, unreadable = [], []
-    for path, position, value in itertools.islice(_all_rows(files, limits), 1000):
+    records = ((path, position, value) for path in files for position, value in iter_rows(path, limits))
+    for path, position, value in itertools.islice(records, 1000):
         if type(value) is Unreadable:
             unreadable.append(f"{position_label(path, position)} [{value.rule}] {value.reason} — {value.excerpt}")
         else:
@@ -68,17 +64,15 @@ def validate_files(
     Raises:
         ValueError: A file is unsupported, or (``ChatFormatError``) a ``.gz`` is damaged.
     """
-    convert = CONVERTERS.get(report.input_format)
+    checker = _Checker(report, options)
     sink = sink or (lambda rows: None)
-    allow_trailing_user, limits = options.allow_trailing_user, options.limits
     for path in files:
-        if convert is None and data_format(path) == "jsonl" and report.input_format not in REWARD_FORMATS:
-            _validate_json_lines(path, report, allow_trailing_user, sink, limits)
+        if checker.convert is None and not checker.reward and data_format(path) == "jsonl":
+            _validate_json_lines(path, checker, sink)
             continue
         rows: list[bytes] = []
-        for position, value in iter_rows(path, limits):
-            report.rows_read += 1
-            _check_value(path, position, value, convert, report, allow_trailing_user, rows.append)
+        for position, value in iter_rows(path, options.limits):
+            checker.check(path, position, value, rows.append)
             if len(rows) >= _SINK_ROWS:
                 sink(rows)
                 rows = []
@@ -86,71 +80,62 @@ def validate_files(
     return report
 
 
-def _validate_json_lines(
-    path: Path, report: ValidationReport, allow_trailing_user: bool, sink: Sink, limits: ReadLimits
-) -> None:
+def _validate_json_lines(path: Path, checker: _Checker, sink: Sink) -> None:
     """The fast path: a ``messages`` JSON-lines file, each valid line checked while parsed and passed on as is."""
-    for first, lines in iter_line_blocks(path, limits):
-        passed = fast_valid_lines(lines, allow_trailing_user)
+    for first, lines in iter_line_blocks(path, checker.options.limits):
+        passed = fast_valid_lines(lines, checker.options.allow_trailing_user)
         if all(passed):
             rows = list(map(bytes.strip, lines))
-            report.rows_read += len(rows)
-            report.rows_valid += len(rows)
-            sink(rows)
-            continue
-        rows = []
-        for number, line, ok in zip(itertools.count(first), lines, passed):
-            if ok:
-                rows.append(line.strip())
-                report.rows_read += 1
-                report.rows_valid += 1
-            elif is_record(line):
-                report.rows_read += 1
-                value = line if type(line) is Unreadable else decode_json(line)
-                _check_value(path, number, value, None, report, allow_trailing_user, rows.append, line)
+        else:
+            rows = []
+            for number, line, ok in zip(itertools.count(first), lines, passed):
+                if ok:
+                    rows.append(line.strip())
+                elif is_record(line):  # decoded again to name the rule (or kept: list-of-parts contents)
+                    value = line if type(line) is Unreadable else decode_json(line)
+                    checker.check(path, number, value, rows.append, line)
+        checker.report.rows_read += sum(passed)
+        checker.report.rows_valid += sum(passed)
         sink(rows)
 
 
-def _check_value(
-    path: Path,
-    position: int,
-    value: object,
-    convert: Callable[[dict], dict] | None,
-    report: ValidationReport,
-    allow_trailing_user: bool,
-    keep: Callable[[bytes], None],
-    raw: bytes | Unreadable | None = None,
-) -> None:
-    """Converts and checks one decoded record (already counted as read): valid (and sunk) or rejected."""
-    if type(value) is Unreadable:
-        report.add_reject(Reject(position_label(path, position), value.rule, value.reason, value.excerpt))
-        return
-    row = value
-    if convert is not None and type(value) is dict:
-        try:
-            row = convert(value)
-        except RowError as error:
-            report.add_reject(_reject(path, position, error.rule, error.detail, value, raw))
+class _Checker:
+    """Converts and checks decoded records into a report (GRPO's prompt rows by their own rules, kept as they are)."""
+
+    def __init__(self, report: ValidationReport, options: ValidationOptions) -> None:
+        self.report, self.options = report, options
+        self.convert = CONVERTERS.get(report.input_format)
+        self.reward = report.input_format in REWARD_FORMATS
+
+    def check(self, path: Path, position: int, value: object, keep: Sink1, raw: object = None) -> None:
+        """Counts one record as read, then as valid (``keep`` gets its JSON) or as a reject quoting ``raw``."""
+        self.report.rows_read += 1
+        if type(value) is Unreadable:
+            self.report.add_reject(Reject(position_label(path, position), value.rule, value.reason, value.excerpt))
             return
-    if report.input_format in REWARD_FORMATS:  # GRPO's prompt rows: their own rules, kept as they are
-        problem = check_reward_row(row, report.input_format)
-    else:
-        problem = check_row(row, allow_trailing_user)
-    if problem is not None:
-        report.add_reject(_reject(path, position, *problem, value, raw))
-        return
-    report.rows_valid += 1
-    keep(encode_json(row if report.input_format in REWARD_FORMATS else normalize_row(row)))
-
-
-def _reject(path: Path, position: int, rule: str, detail: str, value: object, raw: object = None) -> Reject:
-    """A reject quoting the record's own text (``raw``) or, for records decoded from other formats, its JSON."""
-    if type(raw) is not bytes:
         try:
-            raw = json.dumps(value, ensure_ascii=False, default=str)
-        except (ValueError, RecursionError):
-            raw = repr(value)[:1000]
-    return Reject(position_label(path, position), rule, detail, excerpt(raw))
+            row = self.convert(value) if self.convert is not None and type(value) is dict else value
+        except RowError as error:
+            self._reject(path, position, (error.rule, error.detail), value, raw)
+            return
+        if self.reward:
+            problem = check_reward_row(row, self.report.input_format)
+        else:
+            problem = check_row(row, self.options.allow_trailing_user)
+        if problem is not None:
+            self._reject(path, position, problem, value, raw)
+            return
+        self.report.rows_valid += 1
+        keep(encode_json(row if self.reward else normalize_row(row)))
+
+    def _reject(self, path: Path, position: int, problem: tuple[str, str], value: object, raw: object) -> None:
+        """Adds a reject quoting the record's own text (``raw``) or, when it came from another format, its JSON."""
+        if type(raw) is not bytes:
+            try:
+                raw = json.dumps(value, ensure_ascii=False, default=str)
+            except (ValueError, RecursionError):
+                raw = repr(value)[:1000]
+        self.report.add_reject(Reject(position_label(path, position), *problem, excerpt(raw)))
 
 
 def start_report(
