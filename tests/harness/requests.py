@@ -61,12 +61,26 @@ def dataset_metadata(dataset_uri: str, **fields: Any) -> dict[str, Any]:
     return DatasetMetadata(**{**values, **fields}).to_metadata()
 
 
+def dataset_download_arguments(dataset_uri: str, **arguments: Any) -> dict[str, Any]:
+    """``dataset_download``'s arguments as its wrapper hands them on: the defaults and ``arguments`` (outputs None)."""
+    from components.data_processing.dataset_download.request import OUTPUTS
+
+    return {**_dataset_defaults(), **dict.fromkeys(OUTPUTS), "dataset_uri": dataset_uri, **arguments}
+
+
 def dataset_download_request(dataset_uri: str, **arguments: Any) -> Any:
     """A ``DatasetDownloadRequest``: ``dataset_download``'s defaults and ``arguments``, each in its group."""
-    from components.data_processing.dataset_download.request import OUTPUTS
     from components.data_processing.dataset_download.request import dataset_download_request as request
 
-    return request({**_dataset_defaults(), **dict.fromkeys(OUTPUTS), "dataset_uri": dataset_uri, **arguments})
+    return request(dataset_download_arguments(dataset_uri, **arguments))
+
+
+def run_dataset_step(dataset_uri: str, out: Any, **arguments: Any) -> Any:
+    """``run_dataset_download`` of :func:`dataset_download_request` into ``out/train.jsonl`` and ``out/eval.jsonl``."""
+    from components.data_processing.dataset_download.run import run_dataset_download
+
+    request = dataset_download_request(dataset_uri, **arguments)
+    return run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
 
 
 def dataset_options(group: str, **fields: Any) -> Any:

@@ -17,10 +17,9 @@ from components._common.masking import mask_data, masked
 from components._common.reward_rows import REWARD_FORMATS, prompt_messages
 from components._common.workspace import check_workspace
 
-from .passes import Targets, validate_and_split
 from .request import DatasetDownloadRequest
 from .sources import fetch_dataset
-from .split import SplitPlan, WrittenFile, write_error
+from .split import SplitPlan, Targets, WrittenFile, validate_and_split, write_error
 from .tokens import TokenStats, load_token_counter
 from .validate import start_report, validate_files
 from .validation_report import ValidationReport

@@ -225,18 +225,10 @@ def test_prompt_completion_parquet_from_the_hub(tmp_path, hub_stub):
     pq.write_table(pa.Table.from_pylist(rows), buffer)
     repo = hub_stub.add("org/pc", {"README.md": b"# pc\n", "data/train-00000-of-00001.parquet": buffer.getvalue()})
     out = _run(tmp_path, dataset_uri="org/pc", train_split_ratio=0.75, seed=5)
-    meta = out["train_dataset"].metadata
-    assert (
-        meta["dataset_format"],
-        meta["dataset_revision"],
-        meta["dataset_rows"],
-        out["eval_dataset"].metadata["dataset_rows"],
-    ) == (
-        "prompt_completion",
-        repo.sha,
-        9,
-        3,
-    )
+    meta, held_out = out["train_dataset"].metadata, out["eval_dataset"].metadata["dataset_rows"]
+    assert (meta["dataset_format"], meta["dataset_revision"], meta["dataset_rows"], held_out) == (
+        "prompt_completion", repo.sha, 9, 3,
+    )  # fmt: skip
     first = json.loads(Path(out["train_dataset"].path).read_text().splitlines()[0])
     assert first["messages"] == [
         {"role": "user", "content": f"Say {first['id']}."},

@@ -1,10 +1,4 @@
-"""Downloads never splice two versions, never leave http(s) by a redirect, and a full scratch disk is one line.
-
-Against real loopback HTTP servers: one that changes the file between a cut and the resume and ignores ``If-Range``
-(answering ``206`` with the rest of the new version), the harness's file server scripted with redirects, and a real
-1 MiB tmpfs as the scratch folder (the suite runs as root; without mount permission that case is skipped). Each
-case asserts the end state: the bytes on disk, the requests made, no partial file, one line.
-"""
+"""Downloads never splice two versions nor leave http(s) by a redirect; a full scratch disk is one line."""
 
 from __future__ import annotations
 
@@ -15,7 +9,7 @@ import pytest
 
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from tests.harness.http_server import ScriptedResponse
-from tests.harness.requests import dataset_http_options, fetch_dataset
+from tests.harness.requests import dataset_http_options, fetch_dataset, run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -129,21 +123,18 @@ def _bad_files(folder: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("name", ["rows.json", "rows.csv"])
 def test_a_bad_row_is_named_with_its_file_row_and_rule_and_can_be_dropped(tmp_path, name):
-    from components.data_processing.dataset_download.run import run_dataset_download
     from components.data_processing.dataset_download.validation_report import DatasetValidationError
-    from tests.harness.requests import dataset_download_request
 
     where, what = _bad_files(tmp_path)[name]
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(DatasetValidationError) as error:
-        run_dataset_download(dataset_download_request(str(tmp_path / name)), out / "train.jsonl", out / "eval.jsonl")
+        run_dataset_step(str(tmp_path / name), out)
     first = str(error.value).splitlines()[0]
     assert where in first and what in first
     assert list(out.iterdir()) == []  # nothing half-written
-    request = dataset_download_request(
-        str(tmp_path / name), on_invalid="drop", max_invalid_fraction=0.5, train_split_ratio=1.0
+    result = run_dataset_step(
+        str(tmp_path / name), out, on_invalid="drop", max_invalid_fraction=0.5, train_split_ratio=1.0
     )
-    result = run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
     assert result.validation.rows_valid == 1
     assert [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()] == [GOOD]

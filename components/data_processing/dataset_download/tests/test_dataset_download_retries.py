@@ -1,7 +1,4 @@
-"""One retry policy for every source, against real loopback servers: the Hub stub answering 429/503 with
-``Retry-After``, an HTTP server and a TCP proxy in front of moto's S3 cutting bodies mid-way; plus the overall
-deadline as a parameter. Each case asserts the end state: the file as served, the requests made, no partial file.
-"""
+"""Retries against real loopback servers (the Hub stub's 429/503, bodies cut mid-way over HTTP and S3), the deadline."""
 
 from __future__ import annotations
 
@@ -16,8 +13,7 @@ import pytest
 
 from components.data_processing.dataset_download.download import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.locations import DatasetSourceError
-from components.data_processing.dataset_download.run import run_dataset_download
-from tests.harness.requests import dataset_download_request, dataset_http_options, fetch_dataset
+from tests.harness.requests import dataset_http_options, fetch_dataset, run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -168,13 +164,10 @@ def test_the_download_deadline_is_a_component_parameter(tmp_path):
     try:
         started = time.monotonic()
         with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 1 s exceeded"):
-            request = dataset_download_request(server.url, download_deadline_s=1)
-            run_dataset_download(request, tmp_path / "out" / "t.jsonl", tmp_path / "out" / "e.jsonl")
+            run_dataset_step(server.url, tmp_path / "out", download_deadline_s=1)
         assert time.monotonic() - started < 5
     finally:
         server.close()
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
     with pytest.raises(ValueError, match=r"download_deadline_s=0 must be > 0"):
-        run_dataset_download(
-            dataset_download_request(server.url, download_deadline_s=0), tmp_path / "t.jsonl", tmp_path / "e.jsonl"
-        )
+        run_dataset_step(server.url, tmp_path, download_deadline_s=0)
