@@ -66,11 +66,6 @@ class Download:
         if size > self.source.max_download_bytes:
             raise self.error(f"{size} bytes exceed max_download_bytes={self.source.max_download_bytes}")
 
-    @property
-    def expired(self) -> bool:
-        """Whether the deadline has passed."""
-        return time.monotonic() > self.deadline
-
     def deadline_error(self) -> DownloadDeadlineExceeded:
         """The one line of a fetch that outlived its deadline."""
         return DownloadDeadlineExceeded(
@@ -80,7 +75,7 @@ class Download:
 
     def check_deadline(self) -> None:
         """Raises :meth:`deadline_error` once the deadline has passed."""
-        if self.expired:
+        if time.monotonic() > self.deadline:
             raise self.deadline_error()
 
     def retried(self, call: Callable[[], T], retryable: Callable[[BaseException], bool], what: str) -> T:
@@ -123,7 +118,7 @@ class Download:
         except Exception as error:  # the stream broke off (the watchdog's doing at the deadline), or the disk is full
             if is_disk_full(error):
                 raise self.disk_full(partial.parent, needed, written) from None
-            if self.expired:
+            if time.monotonic() > self.deadline:
                 raise self.deadline_error() from None
             raise
 

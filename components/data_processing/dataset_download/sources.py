@@ -113,7 +113,7 @@ def fetch_http(download: Download) -> FetchedData:
     partial = download.folder / f".{name}.part"
     resume = _Resume()
 
-    def attempt() -> FetchedData:
+    def attempt(client) -> FetchedData:  # noqa: ANN001 - an httpx2.Client
         validator = _get(client, download, partial, resume)
         gzipped = resume.encoding == "gzip" and not name.lower().endswith(".gz")  # decompressed by the readers
         stored = download.folder / (f"{name}.gz" if gzipped else name)
@@ -125,7 +125,7 @@ def fetch_http(download: Download) -> FetchedData:
 
     try:
         with Watchdog(download.deadline) as watchdog, http_client(download, watchdog) as client:
-            return download.retried(attempt, is_retryable, f"GET {mask_url(download.uri)}")
+            return download.retried(lambda: attempt(client), is_retryable, f"GET {mask_url(download.uri)}")
     except GaveUp as gave_up:
         raise _http_failure(download, gave_up.last, gave_up.attempts) from None
     except httpx2.HTTPError as error:  # an answer that is not retried (401/403/404...), too many redirects

@@ -57,9 +57,6 @@ def _in_subprocess(code: str, out: Path, address_space_mib: int = 1024, timeout:
     return result
 
 
-# --- bounds ---------------------------------------------------------------------------------------------------------
-
-
 def test_a_500_mib_line_is_a_reject_naming_the_limit_and_the_line_within_bounded_memory(tmp_path):
     path = tmp_path / "huge.jsonl"
     with open(path, "wb") as handle:
@@ -156,9 +153,6 @@ def test_line_reading_is_exact_at_block_edges(tmp_path, monkeypatch):
         assert count_lines(path, dataset_read_limits()) >= 5
 
 
-# --- absent optional fields ------------------------------------------------------------------------------------------
-
-
 def test_parquet_csv_and_json_rows_gain_no_null_fields(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -183,9 +177,6 @@ def test_parquet_csv_and_json_rows_gain_no_null_fields(tmp_path):
             assert '"name":"ann"' in written and '"source":"x"' in written
 
 
-# --- non-regular inputs ----------------------------------------------------------------------------------------------
-
-
 def test_fifos_and_devices_get_their_own_words(tmp_path):
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
@@ -194,9 +185,6 @@ def test_fifos_and_devices_get_their_own_words(tmp_path):
     with pytest.raises(DatasetSourceError, match=r"/dev/null is a character device, not a data file"):
         run_dataset_step("/dev/null", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.jsonl"]
-
-
-# --- the one-pass split ----------------------------------------------------------------------------------------------
 
 
 def _split(tmp_path: Path, name: str, data: bytes, **options: object) -> tuple[str, str, int]:

@@ -187,14 +187,11 @@ def test_sharegpt_prefix_from_s3_keeps_secrets_out_of_outputs(tmp_path, s3_data_
         body = "".join(json.dumps(r) + "\n" for r in rows[part * 4 : part * 4 + 4]).encode()
         client.put_object(Bucket=bucket, Key=f"chat/part-{part}.jsonl", Body=body)
     out = _run(tmp_path, dataset_uri=f"s3://{bucket}/chat/", train_split_ratio=0.75)
-    assert (
-        out["train_dataset"].metadata["dataset_format"] == "sharegpt"
-        and out["train_dataset"].metadata["dataset_rows"] == 6
-    )
+    meta = out["train_dataset"].metadata
+    assert (meta["dataset_format"], meta["dataset_rows"]) == ("sharegpt", 6)
     written = Path(out["train_dataset"].path).read_text() + Path(out["eval_dataset"].path).read_text()
-    assert sorted(json.loads(line)["messages"][0]["content"] for line in written.splitlines()) == [
-        f"q{i}" for i in range(8)
-    ]
+    questions = sorted(json.loads(line)["messages"][0]["content"] for line in written.splitlines())
+    assert questions == [f"q{i}" for i in range(8)]
     everything = Path(out["report"].path).read_text() + json.dumps(out["train_dataset"].metadata)
     assert "test-secret-access-key" not in everything and "part-0.jsonl" in everything
 
@@ -230,10 +227,8 @@ def test_prompt_completion_parquet_from_the_hub(tmp_path, hub_stub):
         "prompt_completion", repo.sha, 9, 3,
     )  # fmt: skip
     first = json.loads(Path(out["train_dataset"].path).read_text().splitlines()[0])
-    assert first["messages"] == [
-        {"role": "user", "content": f"Say {first['id']}."},
-        {"role": "assistant", "content": str(first["id"])},
-    ]
+    say, answer = {"role": "user", "content": f"Say {first['id']}."}, {"role": "assistant", "content": str(first["id"])}
+    assert first["messages"] == [say, answer]
 
 
 def test_private_hub_repo_error_reaches_the_user_with_the_guides_string_and_words_intact(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import json
@@ -30,9 +31,6 @@ ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "
 LINE = json.dumps(ROW).encode() + b"\n"
 DEEP = b'{"messages": ' + b"[" * 10_000 + b"]" * 10_000 + b"}\n"
 REPO_ROOT = Path(__file__).resolve().parents[4]
-
-
-# --- files --------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("on_invalid", ["fail", "drop"])
@@ -135,9 +133,6 @@ def test_list_of_parts_content_is_accepted_and_written_as_text(tmp_path):
     assert [json.loads(line) for line in kept] == [ROW]
 
 
-# --- hostile servers ------------------------------------------------------------------------------------------------
-
-
 class TricklingServer:
     """Answers every request with a 200 whose body (or, with ``slow_headers``, headers) arrives a byte at a time."""
 
@@ -152,16 +147,14 @@ class TricklingServer:
     def _serve(self) -> None:
         self.listener.settimeout(0.2)
         while not self.stop.is_set():
-            try:
+            with contextlib.suppress(OSError):  # a timeout: look at stop again
                 connection, _ = self.listener.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+                threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
 
     def _answer(self, connection: socket.socket) -> None:
         body = LINE * 1000
         head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-        try:
+        with contextlib.suppress(OSError), connection:
             connection.recv(65536)
             if not self.slow_headers:
                 connection.sendall(head)
@@ -169,10 +162,6 @@ class TricklingServer:
                 if self.stop.wait(self.interval_s):
                     break
                 connection.sendall(bytes([byte]))
-        except OSError:
-            pass
-        finally:
-            connection.close()
 
     def close(self) -> None:
         self.stop.set()
@@ -242,9 +231,6 @@ def test_sigterm_during_a_download_leaves_no_partial_file(trickling_server, tmp_
     assert b"Traceback" not in stderr
 
 
-# --- Hugging Face Hub -------------------------------------------------------------------------------------------------
-
-
 def _one_line_naming(error: pytest.ExceptionInfo, *parts: str) -> str:
     message = str(error.value)
     assert "\n" not in message and "Traceback" not in message
@@ -284,9 +270,6 @@ def test_unreachable_hub_is_one_line(hub_stub, tmp_path, monkeypatch, endpoint):
         fetch_dataset("org/chat@abc", tmp_path / "dl", http=dataset_http_options(attempts=3, backoff_s=0.01))
     _one_line_naming(error, "'org/chat'", "'abc'", f"cannot reach {endpoint}", "HF_ENDPOINT", "after 3 attempts")
     assert time.monotonic() - started < 60
-
-
-# --- secrets ----------------------------------------------------------------------------------------------------------
 
 
 def test_a_trickling_hub_fails_at_the_overall_deadline(trickling_server, tmp_path, monkeypatch):

@@ -29,10 +29,7 @@ def _run(tmp_path: Path, uri: str, **arguments):
 
 
 def _bomb(path: Path, rows: int, per_row: int, value_bytes: int, valid_rows: int = 0) -> None:
-    """A Parquet file whose ``messages`` repeat one dictionary value: ``rows`` x ``per_row`` x ``value_bytes``.
-
-    The first ``valid_rows`` rows are :data:`ROWS` (their texts in the same dictionaries).
-    """
+    """Parquet: the first ``valid_rows`` of :data:`ROWS`, then ``rows`` x ``per_row`` messages of one repeated value."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

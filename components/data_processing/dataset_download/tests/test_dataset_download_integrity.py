@@ -8,17 +8,13 @@ from pathlib import Path
 import pytest
 
 from components.data_processing.dataset_download.locations import DatasetSourceError
+from components.data_processing.dataset_download.tests.test_dataset_download_retries import _no_partial_files
 from tests.harness.http_server import ScriptedResponse
 from tests.harness.requests import dataset_http_options, fetch_dataset, run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
 FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01)
-
-
-def _no_partial_files(root: Path) -> None:
-    leftovers = [p for p in root.rglob("*") if p.name.endswith((".part", ".tmp")) and p.is_file()]
-    assert not leftovers, leftovers
 
 
 def test_a_resume_answered_with_another_version_restarts_from_zero_never_splicing(cutting_server, tmp_path):
@@ -103,7 +99,6 @@ def test_a_full_scratch_folder_names_the_folder_the_need_and_what_to_set(http_fi
     assert list((small_disk / "dl").iterdir()) == []  # no partial file left on the full disk
 
 
-# --- rows that used to end in a raw error: one line naming file, row and rule; droppable ------------------------------
 GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
 LONE_SURROGATE_ROW = '{"messages":[{"role":"user","content":"hi \\ud800 there"},{"role":"assistant","content":"ok"}]}'
 BAD_CSV_CELL = '"[{""role"": ""user"", ""content"": ""hi""}, {""role"": ""assistant"" ""content"": ""x""}]"'

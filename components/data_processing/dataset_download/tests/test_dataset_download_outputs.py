@@ -85,8 +85,6 @@ def test_an_io_error_at_the_write_boundary_leaves_no_file(tmp_path, monkeypatch)
     assert list(out.iterdir()) == []
 
 
-# --- secrets in URLs -------------------------------------------------------------------------------------------------
-
 ENV_SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
 SIGNATURE = "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7"
 CREDENTIAL = "AKIAIOSFODNN7EXAMPLE%2F20261125%2Fus-east-1%2Fs3%2Faws4_request"
@@ -135,14 +133,8 @@ def test_url_signatures_reach_no_output_and_the_url_stays_readable(
 ROUND5_QUERY = "?jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJl&hf_token=hfsecretvalue1&api_key=apikeyvalue2" + (
     "&key=plainkeyvalue3&code=oauthcodevalue4&password=passwordvalue5&page=2"
 )
-ROUND5_SECRETS = (
-    "eyJhbGciOiJIUzI1NiJ9",
-    "hfsecretvalue1",
-    "apikeyvalue2",
-    "plainkeyvalue3",
-    "oauthcodevalue4",
-    "passwordvalue5",
-)
+ROUND5_SECRETS = ("eyJhbGciOiJIUzI1NiJ9", "hfsecretvalue1", "apikeyvalue2", "plainkeyvalue3", "oauthcodevalue4")
+ROUND5_SECRETS += ("passwordvalue5",)
 
 
 def test_query_secrets_of_any_common_name_reach_no_artifact_metadata_nor_return_value(http_file_server, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
@@ -23,9 +24,6 @@ FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01)
 def _no_partial_files(root: Path) -> None:
     leftovers = [p for p in root.rglob("*") if p.suffix in (".part", ".incomplete", ".tmp") and p.is_file()]
     assert not leftovers, leftovers
-
-
-# --- the Hub ---------------------------------------------------------------------------------------------------------
 
 
 def test_hub_metadata_and_file_calls_retry_429_and_503_honouring_retry_after(hub_stub, tmp_path):
@@ -58,9 +56,6 @@ def test_hub_retry_after_is_bounded_and_attempts_end_in_one_line(hub_stub, tmp_p
     assert len([r for r in hub_stub.requests if r[1].startswith("/api/datasets/")]) == 1  # a 404 is final
 
 
-# --- HTTP(S) bodies cut short ----------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("ranges", [True, False])
 def test_an_http_body_cut_short_is_resumed_with_a_range_or_fetched_again(cutting_server, tmp_path, ranges):
     data = LINE * 4000
@@ -71,9 +66,6 @@ def test_an_http_body_cut_short_is_resumed_with_a_range_or_fetched_again(cutting
     resumed = server.requests[1].get("Range")
     assert resumed == (f"bytes={len(data) // 2}-" if ranges else None)
     _no_partial_files(tmp_path / "dl")
-
-
-# --- S3 bodies cut short ---------------------------------------------------------------------------------------------
 
 
 class CuttingProxy:
@@ -88,27 +80,17 @@ class CuttingProxy:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        while True:
-            try:
+        with contextlib.suppress(OSError):
+            while True:
                 client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+                threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
         upstream = socket.create_connection(self.upstream)
         state = {"cut": False, "sent": 0}
 
-        def close() -> None:
-            for sock in (client, upstream):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                sock.close()
-
         def requests() -> None:
-            try:
+            with contextlib.suppress(OSError):
                 while data := client.recv(65536):
                     head = data.split(b"\r\n\r\n", 1)[0]
                     if data.startswith(b"GET ") and self.marker in head.split(b"\r\n", 1)[0]:
@@ -117,11 +99,9 @@ class CuttingProxy:
                             self.cuts_left -= 1
                             state.update(cut=True, sent=0)
                     upstream.sendall(data)
-            except OSError:
-                pass
 
         threading.Thread(target=requests, daemon=True).start()
-        try:
+        with contextlib.suppress(OSError):
             while data := upstream.recv(65536):
                 if state["cut"]:
                     room = self.cut_after - state["sent"]
@@ -130,9 +110,10 @@ class CuttingProxy:
                         break
                     state["sent"] += len(data)
                 client.sendall(data)
-        except OSError:
-            pass
-        close()
+        for sock in (client, upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
     def close(self) -> None:
         self.listener.close()
@@ -152,9 +133,6 @@ def test_an_s3_body_cut_mid_way_is_resumed_from_where_it_stopped(s3_data_connect
     assert len(proxy.gets) == 2
     assert b"range: bytes=" in proxy.gets[1].lower() and b"range: bytes=0-" not in proxy.gets[1].lower()
     _no_partial_files(tmp_path / "dl")
-
-
-# --- the overall deadline is a parameter -----------------------------------------------------------------------------
 
 
 def test_the_download_deadline_is_a_component_parameter(tmp_path):

@@ -18,9 +18,6 @@ ROW = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assi
 FAST = dataset_http_options(timeout_s=2.0, attempts=3, backoff_s=0.01)
 
 
-# --- URI forms -----------------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     "uri,kind",
     [
@@ -63,9 +60,6 @@ def test_s3_uri_parts_and_default_bucket():
         parse_s3_uri("s3://b/k/../x.jsonl")
 
 
-# --- local and pvc -------------------------------------------------------------------------------------------------
-
-
 def test_local_file_revision_is_mtime_and_size(tmp_path):
     path = tmp_path / "a.jsonl"
     path.write_text(ROW)
@@ -98,9 +92,6 @@ def test_pvc_paths_stay_inside_the_claim(tmp_path, monkeypatch):
         fetch_dataset("pvc://my-claim/../outside.jsonl", tmp_path / "dl")
     with pytest.raises(DatasetSourceError, match="not a valid PVC name"):
         fetch_dataset("pvc://../x.jsonl", tmp_path / "dl")
-
-
-# --- HTTP ----------------------------------------------------------------------------------------------------------
 
 
 def test_http_download_with_etag(http_file_server, tmp_path):
@@ -162,9 +153,6 @@ def test_http_url_must_name_a_data_file(tmp_path):
         fetch_dataset("http://127.0.0.1:9/download?id=3", tmp_path / "dl")
 
 
-# --- S3 ------------------------------------------------------------------------------------------------------------
-
-
 def test_s3_object_and_prefix_through_the_data_connection(s3_data_connection, tmp_path):
     client, bucket = s3_data_connection
     client.put_object(Bucket=bucket, Key="sets/chat/a.jsonl", Body=ROW.encode())
@@ -212,9 +200,6 @@ def test_s3_access_denied_names_the_data_connection(http_file_server, tmp_path, 
     for part in ("AccessDenied", "403 Forbidden", "s3-secret", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert part in str(error.value), part
     assert http_file_server.requests[0].headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=wrong-id/")
-
-
-# --- Hugging Face Hub ----------------------------------------------------------------------------------------------
 
 
 def test_hub_file_selection_by_layout():
