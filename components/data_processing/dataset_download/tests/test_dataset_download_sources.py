@@ -186,12 +186,12 @@ def test_s3_access_denied_names_the_data_connection(http_file_server, tmp_path, 
     from tests.harness.http_server import ScriptedResponse
 
     http_file_server.script("/bucket/a.jsonl", ScriptedResponse(403, denied, {"Content-Type": "application/xml"}))
-    for name, value in {
+    wrong = {
         "AWS_ACCESS_KEY_ID": "wrong-id",
         "AWS_SECRET_ACCESS_KEY": "wrong-secret",
-        "AWS_S3_ENDPOINT": http_file_server.url,
         "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
+    }
+    for name, value in {**wrong, "AWS_S3_ENDPOINT": http_file_server.url}.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(DatasetSourceError, match=r"access denied \(AccessDenied, 403 Forbidden\)") as error:
         fetch_dataset("s3://bucket/a.jsonl", tmp_path / "dl")

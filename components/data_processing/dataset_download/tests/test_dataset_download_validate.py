@@ -26,10 +26,8 @@ def test_format_by_suffix():
     from pathlib import PurePath
 
     names = {"a.jsonl": "jsonl", "a.JSON": "json", "a.csv.gz": "csv", "a.parquet": "parquet", "a.txt": None}
-    assert {name: data_format(PurePath(name)) for name in {**names, "a.parquet.gz": None}} == {
-        **names,
-        "a.parquet.gz": None,
-    }
+    names["a.parquet.gz"] = None
+    assert {name: data_format(PurePath(name)) for name in names} == names
 
 
 def test_jsonl_lines_blank_lines_and_bad_json(tmp_path):
@@ -46,9 +44,7 @@ def test_gzip_json_array_csv_and_parquet_give_the_same_rows(tmp_path):
         handle.write("\n".join(json.dumps(r) for r in rows))
     (tmp_path / "b.json").write_text(json.dumps(rows, indent=2))
     with open(tmp_path / "c.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["messages", "id"])
-        writer.writerows([[json.dumps(r["messages"]), str(r.get("id", ""))] for r in rows])
+        csv.writer(handle).writerows([["messages", "id"]] + [[json.dumps(r["messages"]), str(r["id"])] for r in rows])
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
     read = {
         name: [row for _, row in iter_rows(tmp_path / name, dataset_read_limits())]
