@@ -16,15 +16,10 @@ Values = dict[str, Any]
 
 
 def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
-    from components.data_processing.dataset_download.formats import check_input_format
-    from components.data_processing.dataset_download.split import check_split_options
-    from components.data_processing.dataset_download.tokens import check_token_options
-    from components.data_processing.dataset_download.validation_report import check_validation_options
+    from components.data_processing.dataset_download.request import GROUPS, group_of
 
-    check_split_options(values["train_split_ratio"], values["subset_count"])
-    check_validation_options(values["on_invalid"], values["max_invalid_fraction"])
-    check_input_format(values["input_format"])
-    check_token_options(values["max_seq_len"], values["tokenizer_source"])
+    for name in ("split", "validation", "tokens"):  # each group checks its own fields when it is built
+        group_of(GROUPS[name], values)
 
 
 def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:

@@ -115,11 +115,13 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def validate_dataset_command(args: argparse.Namespace) -> int:
     """``kfp-finetune validate-dataset``: the dataset step, locally; exit 0 when it passes, 1 when the rows fail it."""
-    from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
+    from components.data_processing.dataset_download.request import OUTPUTS, dataset_download_request
+    from components.data_processing.dataset_download.run import run_dataset_download
     from components.data_processing.dataset_download.validation_report import DatasetValidationError
 
     names = _option_names(args)
-    request = DatasetDownloadRequest(dataset_uri=args.uri, **{name: getattr(args, name) for name in names})
+    arguments = {name: getattr(args, name) for name in names} | dict.fromkeys(OUTPUTS)
+    request = dataset_download_request({**arguments, "dataset_uri": args.uri})
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-validate-") as scratch:
         output_dir = args.output_dir or Path(scratch)
         try:

@@ -61,12 +61,34 @@ def dataset_metadata(dataset_uri: str, **fields: Any) -> dict[str, Any]:
     return DatasetMetadata(**{**values, **fields}).to_metadata()
 
 
-def dataset_download_request(dataset_uri: str, **arguments: Any) -> Any:
-    """A ``DatasetDownloadRequest``: ``dataset_download``'s defaults and ``arguments``."""
-    from components.data_processing.dataset_download import dataset_download
-    from components.data_processing.dataset_download.run import DatasetDownloadRequest
+def dataset_download_arguments(dataset_uri: str, **arguments: Any) -> dict[str, Any]:
+    """``dataset_download``'s arguments as its wrapper hands them on: the defaults and ``arguments`` (outputs None)."""
+    from components.data_processing.dataset_download.request import OUTPUTS
 
-    return DatasetDownloadRequest(**{**component_defaults(dataset_download), "dataset_uri": dataset_uri, **arguments})
+    return {**_dataset_defaults(), **dict.fromkeys(OUTPUTS), "dataset_uri": dataset_uri, **arguments}
+
+
+def dataset_download_request(dataset_uri: str, **arguments: Any) -> Any:
+    """A ``DatasetDownloadRequest``: ``dataset_download``'s defaults and ``arguments``, each in its group."""
+    from components.data_processing.dataset_download.request import dataset_download_request as request
+
+    return request(dataset_download_arguments(dataset_uri, **arguments))
+
+
+def run_dataset_step(dataset_uri: str, out: Any, **arguments: Any) -> Any:
+    """``run_dataset_download`` of :func:`dataset_download_request` into ``out/train.jsonl`` and ``out/eval.jsonl``."""
+    from components.data_processing.dataset_download.run import run_dataset_download
+
+    request = dataset_download_request(dataset_uri, **arguments)
+    return run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
+
+
+def dataset_options(group: str, **fields: Any) -> Any:
+    """One group of ``DatasetDownloadRequest`` (``source``, ``validation``...): the defaults and ``fields`` (others
+    ignored)."""
+    from components.data_processing.dataset_download.request import GROUPS, group_of
+
+    return group_of(GROUPS[group], {**_dataset_defaults(), **fields})
 
 
 def lm_eval_request(**arguments: Any) -> Any:
@@ -170,40 +192,33 @@ def dataset_read_limits(**fields: Any) -> Any:
 
 
 def dataset_http_options(**fields: Any) -> Any:
-    """An ``HttpOptions`` with ``dataset_download``'s ``download_deadline_s``, and ``fields``."""
-    from components.data_processing.dataset_download.deadlines import HttpOptions
+    """An ``HttpOptions`` (the dataset step's timeouts and retries) with ``fields``."""
+    from components.data_processing.dataset_download.download import HttpOptions
 
-    return HttpOptions(**{"deadline_s": _dataset_defaults()["download_deadline_s"], **fields})
+    return HttpOptions(**fields)
 
 
-def fetch_dataset(uri: str, download_dir: Any, **arguments: Any) -> Any:
-    """``sources.fetch_dataset`` at ``dataset_download``'s ``hf_split`` / ``max_download_bytes`` / deadline."""
+def fetch_dataset(uri: str, download_dir: Any, http: Any = None, **fields: Any) -> Any:
+    """``sources.fetch_dataset`` of ``uri`` at ``dataset_download``'s defaults and the source ``fields``."""
     from components.data_processing.dataset_download import sources
 
-    defaults = _dataset_defaults()
-    values = {"hf_split": defaults["hf_split"], "max_bytes": defaults["max_download_bytes"]}
-    return sources.fetch_dataset(uri, download_dir, **{**values, "http": dataset_http_options(), **arguments})
+    source = dataset_options("source", dataset_uri=uri, **fields)
+    return sources.fetch_dataset(source, download_dir, http or dataset_http_options())
 
 
-def validate_local_files(files: Any, source_uri: str, **arguments: Any) -> Any:
-    """``validate.validate_local_files`` with ``dataset_download``'s validation defaults, and ``arguments``."""
+def validate_local_files(files: Any, source_uri: str, sink: Any = None, **fields: Any) -> Any:
+    """``validate.validate_local_files`` at ``dataset_download``'s defaults and the validation ``fields``."""
     from components.data_processing.dataset_download import validate
 
-    defaults = _dataset_defaults()
-    names = ("input_format", "on_invalid", "max_invalid_fraction", "allow_trailing_user")
-    values = {name: defaults[name] for name in names} | {"limits": dataset_read_limits()}
-    return validate.validate_local_files(files, source_uri, **{**values, **arguments})
+    return validate.validate_local_files(files, source_uri, dataset_options("validation", **fields), sink=sink)
 
 
-def validate_dataset_uri(uri: str, **arguments: Any) -> Any:
-    """``validate.validate_dataset_uri`` with ``dataset_download``'s defaults, and ``arguments``."""
+def validate_dataset_uri(uri: str, **fields: Any) -> Any:
+    """``validate.validate_dataset_uri`` at ``dataset_download``'s defaults and ``fields`` (source or validation)."""
     from components.data_processing.dataset_download import validate
 
-    defaults = _dataset_defaults()
-    names = ("input_format", "on_invalid", "max_invalid_fraction", "allow_trailing_user", "hf_split")
-    values = {name: defaults[name] for name in names} | {"limits": dataset_read_limits()}
-    values |= {name: defaults[name] for name in ("max_download_bytes", "download_deadline_s")}
-    return validate.validate_dataset_uri(uri, **{**values, **arguments})
+    source = dataset_options("source", dataset_uri=uri, **fields)
+    return validate.validate_dataset_uri(source, dataset_options("validation", **fields))
 
 
 def job_settings(**options: Any) -> Any:

@@ -34,7 +34,8 @@ def dataset_download(
     from pathlib import Path
 
     from components._common.termination import sigterm_raises_exit
-    from components.data_processing.dataset_download.run import dataset_download_request, run_dataset_download
+    from components.data_processing.dataset_download.request import dataset_download_request
+    from components.data_processing.dataset_download.run import run_dataset_download
 
     request = dataset_download_request(arguments)
     with sigterm_raises_exit():  # a stopped pod still removes its partial downloads and temporary files

@@ -1,10 +1,9 @@
-"""Input formats (component README) and their conversion to chat ``messages`` rows, and their detection.
-
-Converters keep every key they do not consume, on the row and on each message.
-"""
+"""Input formats (component README): their detection and conversion to chat ``messages`` rows, other keys kept."""
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from components._common.chat_errors import RowError
@@ -15,18 +14,9 @@ from components._common.reward_rows import REWARD_FORMATS, reward_row_format
 FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion", *REWARD_FORMATS)
 #: How many leading rows :func:`detect_format` looks at.
 DETECTION_ROWS = 100
-#: ShareGPT speaker names and the chat roles they become (unknown names are kept, and fail the role rule).
-SHAREGPT_ROLES = {
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "model": "assistant",
-    "system": "system",
-    "tool": "tool",
-    "function_response": "tool",
-    "observation": "tool",
-}
+#: ShareGPT speaker names that are not chat roles, and the roles they become (others are kept: a role, or a reject).
+SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "model": "assistant", "function_response": "tool"}
+SHAREGPT_ROLES |= {"observation": "tool"}
 
 
 def _text_field(row: dict, key: str, required: bool = True) -> str:
@@ -112,21 +102,22 @@ CONVERTERS: dict[str, Callable[[dict], dict]] = {
 }
 
 
+#: The keys that make a row look like each format, in the order they are tried.
+FORMAT_KEYS = {
+    "messages": ("messages",),
+    "sharegpt": ("conversations",),
+    "alpaca": ("instruction", "output"),
+    "prompt_completion": ("prompt", "completion"),
+}
+
+
 def row_format(row: object) -> str | None:
     """The format a single row looks like, judged by its keys, or ``None``."""
     if type(row) is not dict:
         return None
     if reward_row_format(row):  # before `messages`: a reward row's prompt may be messages
         return reward_row_format(row)
-    if "messages" in row:
-        return "messages"
-    if "conversations" in row:
-        return "sharegpt"
-    if "instruction" in row and "output" in row:
-        return "alpaca"
-    if "prompt" in row and "completion" in row:
-        return "prompt_completion"
-    return None
+    return next((name for name, keys in FORMAT_KEYS.items() if all(key in row for key in keys)), None)
 
 
 def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[str, str]:
@@ -135,14 +126,9 @@ def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[
     Raises:
         ValueError: No row matches a known format, or the first rows look like different formats.
     """
-    seen: dict[str, int] = {}
-    looked = 0
-    for looked, row in enumerate(rows, start=1):
-        detected = row_format(row)
-        if detected:
-            seen[detected] = seen.get(detected, 0) + 1
-        if looked >= DETECTION_ROWS:
-            break
+    head = list(itertools.islice(rows, DETECTION_ROWS))
+    looked = len(head)
+    seen = dict(Counter(filter(None, map(row_format, head))))
     if not looked:
         raise ValueError(f"empty dataset: {source} has no readable rows")
     if not seen:
@@ -158,9 +144,3 @@ def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[
         )
     chosen, count = next(iter(seen.items()))
     return chosen, f"auto-detected `{chosen}` ({count} of the first {looked} rows have its keys)"
-
-
-def check_input_format(input_format: str) -> None:
-    """Raises ``ValueError`` when ``input_format`` is not ``auto`` or one of :data:`FORMATS`."""
-    if input_format != "auto" and input_format not in FORMATS:
-        raise ValueError(f"input_format={input_format!r} is not one of: auto, {', '.join(FORMATS)}")

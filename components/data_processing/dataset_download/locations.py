@@ -1,7 +1,4 @@
-"""Dataset URIs: which source a URI names, parsed, and the local-path rules (confinement, data files).
-
-The forms are the component README's sources table.
-"""
+"""Dataset URIs (the component README's sources table): which source a URI names, parsed, and the local-path rules."""
 
 from __future__ import annotations
 
@@ -13,6 +10,8 @@ import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from components._common.masking import mask_url
 
 from .readers import data_format
 
@@ -49,18 +48,6 @@ def free_space(folder: Path) -> str:
         return "free space unknown"
 
 
-def scratch_full_error(shown_uri: str, folder: Path, needed: int | None, written: int | None) -> DatasetSourceError:
-    """The one line for a download that filled its scratch folder (``needed``, ``written``: ``None`` when unknown)."""
-    free = free_space(folder)
-    need = f"needs {needed} bytes" if needed is not None else "needs more (size unknown)"
-    after = f" after {written} bytes" if written is not None else ""
-    return DatasetSourceError(
-        f"dataset_uri={shown_uri!r}: the scratch folder {folder} is full (No space left on device){after}; the "
-        f"download {need} ({free} there); nothing was kept: give the step more ephemeral storage, or set "
-        "TMPDIR to a folder on a larger volume (e.g. the workspace PVC), or lower max_download_bytes"
-    )
-
-
 @dataclass
 class FetchedData:
     """Local data files of a dataset and the revision they were read at."""
@@ -86,15 +73,14 @@ class S3Location:
     key: str
 
 
-def check_dataset_uri(uri: object) -> str:
+def check_dataset_uri(uri: object) -> None:
     """Refuses an empty, blank or whitespace-padded ``dataset_uri`` (``Path("")`` would read the working directory)."""
     if not isinstance(uri, str) or not uri.strip():
         raise DatasetSourceError(
             f"dataset_uri={uri!r} is empty: name the dataset (a Hub id org/name, s3://, http(s)://, pvc:// or a path)"
         )
     if uri != uri.strip():
-        raise DatasetSourceError(f"dataset_uri={uri!r} has leading or trailing whitespace: remove it")
-    return uri
+        raise DatasetSourceError(f"dataset_uri={mask_url(uri)!r} has leading or trailing whitespace: remove it")
 
 
 def source_kind(uri: str) -> str:
@@ -201,9 +187,13 @@ def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Pat
 
 
 def local_revision(files: list[Path]) -> str:
-    """A revision for local files: ``mtime-size`` of a single file, or a digest of every file's name, mtime, size."""
+    """A revision for local files: ``mtime-size`` of a single file, or :func:`listing_revision` of every file's."""
     stats = [(file.name, int(file.stat().st_mtime), file.stat().st_size) for file in files]
     if len(stats) == 1:
         return f"mtime={stats[0][1]} size={stats[0][2]}"
-    listing = "\n".join(f"{name}:{mtime}:{size}" for name, mtime, size in stats)
-    return "sha256:" + hashlib.sha256(listing.encode()).hexdigest()[:16]
+    return listing_revision([f"{name}:{mtime}:{size}" for name, mtime, size in stats])
+
+
+def listing_revision(entries: list[str]) -> str:
+    """The revision of several files: ``sha256:`` and 16 hex digits of their listing (name and version, one a line)."""
+    return "sha256:" + hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]

@@ -1,12 +1,4 @@
-"""Parquet rows, decoded within bounds: the decoded size is known before a row is materialised.
-
-A dictionary-encoded column stores each distinct value once and every row as a small index, so a file of a few
-hundred bytes can decode to gigabytes (one 1 MiB string, 4,800 rows: 4.8 GiB), and neither the file's size nor the
-row groups' ``total_byte_size`` (the encoded size) says so. So string columns are read as Arrow dictionaries
-(``read_dictionary``: the repeated value is held once), the decoded size of each batch is computed from the
-dictionary's value lengths and the indices, and a row is turned into Python objects only once its decoded size is
-within ``max_line_bytes`` and the file's running total within ``max_decompressed_bytes``.
-"""
+"""Parquet rows decoded within bounds: each row's decoded size is known before it is materialised (README, Bounds)."""
 
 from __future__ import annotations
 
@@ -28,7 +20,7 @@ _WIDTHS = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBL
 
 
 def decoded_bytes(array: Any) -> int:
-    """The bytes ``array`` takes once decoded (dictionary values counted at every index that uses them)."""
+    """The bytes ``array`` takes once decoded."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -67,10 +59,7 @@ def _check_row_groups(path: Path, metadata: Any, limits: ReadLimits) -> None:
 
 
 def iter_parquet_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
-    """``(row index, row dict)`` of a Parquet file, each row within ``max_line_bytes`` once decoded.
-
-    A row that decodes past ``max_line_bytes`` is yielded as a ``record_too_large`` :class:`Unreadable` (never
-    materialised); the file's decoded total past ``max_decompressed_bytes`` ends it.
+    """``(row index, row dict)`` of a Parquet file; a row over ``max_line_bytes`` is an :class:`Unreadable`.
 
     Raises:
         ChatFormatError: A row group too large, the decoded total past ``max_decompressed_bytes``, or a damaged file.

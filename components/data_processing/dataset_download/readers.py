@@ -1,7 +1,6 @@
-"""Streaming readers: one decoded row at a time from ``.jsonl``, ``.json``, ``.parquet`` and ``.csv`` files.
+"""Streaming readers of ``.jsonl``, ``.json``, ``.parquet`` and ``.csv`` files, memory bounded by ``ReadLimits``.
 
-A record that cannot be decoded is yielded as an :class:`Unreadable` naming its rule, so that the caller counts it
-and goes on. Memory stays bounded whatever the input (:class:`~components._common.chat_files.ReadLimits`).
+A record that cannot be decoded is yielded as an :class:`Unreadable` naming its rule: the caller counts it, goes on.
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ from components._common.chat_files import (
 from components._common.chat_format import decode_json
 
 from .parquet_rows import iter_parquet_rows
-
-__all__ = ["DATA_FORMATS", "Unreadable", "data_format", "excerpt", "iter_rows", "position_label"]
 
 #: File formats that can be read, by the suffix that names them.
 DATA_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -71,15 +68,12 @@ def _iter_json_lines(path: Path, limits: ReadLimits, nulls: bool = True) -> Iter
 
 
 def _iter_json_array(text: IO[str], limits: ReadLimits) -> Iterator[tuple[int, object]]:
-    """Decodes the elements of a top-level JSON array one by one with ``raw_decode`` on a sliding buffer.
-
-    An element longer than ``limits.max_line_bytes`` characters is a ``record_too_large`` reject that ends the file.
-    """
+    """The elements of a top-level JSON array, by ``raw_decode`` on a sliding buffer (one too long ends the file)."""
     decoder = json.JSONDecoder()
     buffer, position = text.read(_CHUNK_CHARS), 0
 
     def next_char() -> str:
-        """Skips whitespace (reading more as needed); returns the next character, or "" at the end of the file."""
+        """The next character after whitespace (reading more as needed), or "" at the end of the file."""
         nonlocal buffer, position
         while True:
             while position < len(buffer) and buffer[position].isspace():
@@ -154,10 +148,7 @@ def _has_lone_surrogate(value: object) -> bool:
 
 
 def _text_rows(path: Path, rows: Iterator[tuple[int, object]]) -> Iterator[tuple[int, object]]:
-    """``rows`` read from a text stream; invalid UTF-8 is one :class:`Unreadable` record that ends the file.
-
-    (The decoder cannot resynchronize on records there, unlike JSON lines.)
-    """
+    """``rows`` of a text stream; invalid UTF-8 is one :class:`Unreadable` that ends the file (no resynchronizing)."""
     position = 0
     try:
         with gzip_errors(path, lambda: after(position, "record")):
@@ -180,11 +171,8 @@ def _iter_json(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
         yield from _iter_json_lines(path, limits, nulls=False)
 
 
-def _decode_json_cell(column: str, cell: object, source: str = "Parquet") -> object:
-    """A string cell of a JSON column (``messages``...), JSON-decoded when it starts like JSON; others as they are.
-
-    The same for CSV and Parquet cells; an :class:`Unreadable` when the JSON is not valid.
-    """
+def _decode_json_cell(column: str, cell: object, source: str) -> object:
+    """A JSON column's cell (``messages``...) decoded when it starts like JSON; others as they are."""
     if column in CSV_JSON_COLUMNS and type(cell) is str and cell[:1] in ("[", "{"):
         value = decode_json(cell)
         if type(value) is Unreadable:
@@ -210,10 +198,8 @@ def _csv_records(text: IO[str], limit: int) -> Iterator[tuple[int, object]]:
     reader = csv.DictReader(_bounded_lines(text, limit))
     try:
         for row in reader:
-            present = ((column, cell) for column, cell in row.items() if column is not None and cell is not None)
-            cells = {column: _decode_json_cell(column, cell, "CSV") for column, cell in present}
-            unreadable = next((cell for cell in cells.values() if type(cell) is Unreadable), None)
-            yield reader.line_num, unreadable if unreadable is not None else cells
+            present = {column: cell for column, cell in row.items() if column is not None and cell is not None}
+            yield reader.line_num, _decoded(present, "CSV")
     except _LineTooLong as error:
         yield reader.line_num + 1, record_too_large(f"line {reader.line_num + 1}", limit, error.args[0])
     except csv.Error as error:
@@ -232,12 +218,13 @@ def _iter_csv(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
 def _iter_parquet(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
     """Parquet rows within their decoded bounds (:mod:`.parquet_rows`); JSON-column strings decoded as CSV cells are."""
     for index, row in iter_parquet_rows(path, limits):
-        if type(row) is dict:
-            cells = {column: _decode_json_cell(column, cell) for column, cell in drop_nulls(row).items()}
-            unreadable = next((cell for cell in cells.values() if type(cell) is Unreadable), None)
-            yield index, unreadable if unreadable is not None else cells
-        else:
-            yield index, row
+        yield index, _decoded(drop_nulls(row), "Parquet") if type(row) is dict else row
+
+
+def _decoded(row: dict, source: str) -> object:
+    """A row with its JSON columns decoded (:func:`_decode_json_cell`), or its first unreadable cell."""
+    cells = {column: _decode_json_cell(column, cell, source) for column, cell in row.items()}
+    return next((cell for cell in cells.values() if type(cell) is Unreadable), cells)
 
 
 def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
@@ -247,17 +234,11 @@ def iter_rows(path: Path, limits: ReadLimits) -> Iterator[tuple[int, object]]:
         ValueError: The file's suffix is not a supported data format; ``ChatFormatError`` for a damaged or too large
             ``.gz`` file, or a Parquet row group too large to decode.
     """
+    readers = {"jsonl": _iter_json_lines, "json": _iter_json, "csv": _iter_csv, "parquet": _iter_parquet}
     kind = data_format(path)
-    if kind == "jsonl":
-        yield from _iter_json_lines(path, limits)
-    elif kind == "json":
-        yield from _iter_json(path, limits)
-    elif kind == "csv":
-        yield from _iter_csv(path, limits)
-    elif kind == "parquet":
-        yield from _iter_parquet(path, limits)
-    else:
+    if kind is None:
         raise ValueError(
             f"unsupported data file {path.name!r}: the suffix must be one of "
             f"{', '.join(sorted(DATA_FORMATS))} (optionally + .gz, not for .parquet)"
         )
+    yield from readers[kind](path, limits)

@@ -6,30 +6,25 @@ import copy
 import json
 import logging
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components._common.arguments import require_arguments
-from components._common.chat_files import ReadLimits
 from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
 from components._common.reward_rows import REWARD_FORMATS, prompt_messages
 from components._common.workspace import check_workspace
 
-from .locations import check_dataset_uri
-from .passes import SplitOptions, validate_and_split
-from .sources import HttpOptions, check_deadline, fetch_dataset
-from .split import SplitPlan, WrittenFile, check_split_options, write_error
-from .tokens import TokenStats, check_token_options, load_token_counter
+from .request import DatasetDownloadRequest
+from .sources import fetch_dataset
+from .split import SplitPlan, Targets, WrittenFile, validate_and_split, write_error
+from .tokens import TokenStats, load_token_counter
 from .validate import start_report, validate_files
-from .validation_report import ValidationReport, check_validation_options
+from .validation_report import ValidationReport
 
 LOG = logging.getLogger(__name__)
-#: The output artifacts: written by the wrapper from the prepared dataset, not part of the request.
-OUTPUTS = ("train_dataset", "eval_dataset", "report", "metrics")
 
 
 @dataclass
@@ -104,92 +99,45 @@ class DatasetDownloadResult:
         return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class DatasetDownloadRequest:
-    """``dataset_download``'s arguments, one field per parameter (described in ``parameter_docs.py``), no defaults."""
-
-    dataset_uri: str
-    train_split_ratio: float
-    subset_count: int
-    seed: int
-    input_format: str
-    hf_split: str
-    on_invalid: str
-    max_invalid_fraction: float
-    allow_trailing_user: bool
-    max_seq_len: int
-    tokenizer_source: str
-    max_download_bytes: int
-    max_line_bytes: int
-    max_decompressed_bytes: int
-    download_deadline_s: float
-    pvc_path: str
-
-
-def dataset_download_request(arguments: Mapping[str, Any]) -> DatasetDownloadRequest:
-    """``dataset_download``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each under its own name.
-
-    Raises:
-        TypeError: ``arguments`` lacks a field of the request, or has a name that is neither a field nor an output.
-    """
-    names = [item.name for item in fields(DatasetDownloadRequest)]
-    require_arguments("dataset_download", arguments, [*names, *OUTPUTS])
-    return DatasetDownloadRequest(**{name: arguments[name] for name in names})
-
-
 @masked
 def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval_path: Path) -> DatasetDownloadResult:
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
 
     Raises:
-        ValueError: Bad parameters; :class:`~.locations.DatasetSourceError` for source problems and empty datasets;
+        ValueError: :class:`~.locations.DatasetSourceError` for source problems and empty datasets,
             :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # no-op once configured
     check_workspace(request.pvc_path, "dataset_download")
-    check_dataset_uri(request.dataset_uri)
-    check_split_options(request.train_split_ratio, request.subset_count)
-    check_validation_options(request.on_invalid, request.max_invalid_fraction)
-    limits = ReadLimits(request.max_line_bytes, request.max_decompressed_bytes)
-    http = HttpOptions(deadline_s=check_deadline(request.download_deadline_s))
-    max_seq_len, tokenizer_source = request.max_seq_len, request.tokenizer_source
-    with_token_stats = check_token_options(max_seq_len, tokenizer_source)
-    if not with_token_stats and (tokenizer_source or max_seq_len):
+    options, tokens = request.validation, request.tokens
+    if not tokens.enabled and (tokens.tokenizer_source or tokens.max_seq_len):
         LOG.info("token statistics need both max_seq_len > 0 and tokenizer_source: none computed")
     token_stats: TokenStats | None = None
 
     def on_selected() -> Callable[[bytes], None] | None:
         """Token counting for the kept rows; the tokenizer loads only once the rows have passed (two passes)."""
         nonlocal token_stats
-        if not with_token_stats:
+        if not tokens.enabled:
             return None
-        count_tokens = load_token_counter(tokenizer_source)
-        stats = token_stats = TokenStats(max_seq_len)
+        count_tokens = load_token_counter(tokens.tokenizer_source)
+        stats = token_stats = TokenStats(tokens.max_seq_len)
         if empty.input_format in REWARD_FORMATS:  # GRPO's prompt rows: the prompt's tokens
             return lambda line: stats.add(count_tokens(prompt_messages(json.loads(line))))
         return lambda line: stats.add(count_tokens(json.loads(line)["messages"]))
 
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
-        download = Path(scratch) / "download"
-        fetched = fetch_dataset(request.dataset_uri, download, request.hf_split, request.max_download_bytes, http)
-        empty = start_report(  # the URI masked: signed URLs keep their signatures out of the report and the metadata
-            fetched.files,
-            request.dataset_uri,
-            input_format=request.input_format,
-            on_invalid=request.on_invalid,
-            max_invalid_fraction=request.max_invalid_fraction,
-            limits=limits,
-            revision=fetched.revision,
-        )
+        fetched = fetch_dataset(request.source, Path(scratch) / "download")
+        # the URI masked: signed URLs keep their signatures out of the report and the metadata
+        empty = start_report(fetched.files, request.source.dataset_uri, options, fetched.revision)
 
         def validate(sink: Callable[[list[bytes]], None]) -> ValidationReport:
-            return validate_files(fetched.files, copy.deepcopy(empty), request.allow_trailing_user, sink, limits)
+            return validate_files(fetched.files, copy.deepcopy(empty), options, sink)
 
-        split = (request.train_split_ratio, request.subset_count, request.seed)
-        options = SplitOptions(train_path, eval_path, *split, Path(scratch))
+        targets = Targets(train_path, eval_path, Path(scratch))
         outcome = validate_and_split(
-            fetched.files, empty.input_format, validate, options, limits, on_selected, not with_token_stats
-        )
+            fetched.files, empty.input_format, validate, request.split, targets, options.limits, on_selected,
+            not tokens.enabled,
+        )  # fmt: skip
     report, plan = outcome.report, outcome.plan
     LOG.info(
         "%s: %s; %d rows read, %d valid", report.source_uri, report.format_reason, report.rows_read, report.rows_valid
@@ -198,5 +146,6 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
         LOG.warning(warning)
     warnings = list(plan.warnings)
     if token_stats is not None and token_stats.rows_over_max_seq_len:
-        warnings.append(f"{token_stats.rows_over_max_seq_len} rows are longer than max_seq_len={max_seq_len} tokens")
-    return DatasetDownloadResult(report, plan, outcome.train, outcome.eval, request.seed, token_stats, warnings)
+        over = token_stats.rows_over_max_seq_len
+        warnings.append(f"{over} rows are longer than max_seq_len={tokens.max_seq_len} tokens")
+    return DatasetDownloadResult(report, plan, outcome.train, outcome.eval, request.split.seed, token_stats, warnings)

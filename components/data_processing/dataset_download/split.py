@@ -1,7 +1,8 @@
 """Seeded, streaming subset and train/eval split with exact sizes, written as JSONL with a running sha256.
 
-Selection sampling (Knuth's algorithm S) picks exactly ``k`` of ``n`` rows in one pass and O(1) memory, keeping the
-source order: row ``i`` is taken with probability ``(k - taken) / (n - i)``.
+The split needs the number of valid rows before the first row is routed: JSON lines in ``messages`` form count their
+lines and validate straight into the planned split (one pass); else, or when fewer valid rows arrive, the valid rows
+go to a scratch file, which is then split (two passes; README, "Split").
 """
 
 from __future__ import annotations
@@ -14,14 +15,20 @@ import operator
 import os
 import queue
 import random
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from components._common.chat_files import ARTIFACT_READ_LIMITS, ReadLimits, count_lines, iter_line_blocks
 from components._common.files import mkstemp_like_open
 
-from .locations import free_space
+from .locations import DatasetSourceError, free_space
+from .readers import data_format
+from .request import SplitOptions
+from .validate import Sink
+from .validation_report import ValidationReport
 
 _WRITE_BUFFER = 1 << 20
 _QUEUED_BLOCKS = 8
@@ -37,20 +44,11 @@ class SplitPlan:
     warnings: tuple[str, ...] = ()
 
 
-def check_split_options(train_split_ratio: float, subset_count: int) -> None:
-    """Raises ``ValueError`` naming the parameter when the ratio is outside (0, 1] or the subset count negative."""
-    if not 0.0 < train_split_ratio <= 1.0:
-        raise ValueError(f"train_split_ratio={train_split_ratio!r} must be in (0, 1] (1.0 = no eval split)")
-    if subset_count < 0:
-        raise ValueError(f"subset_count={subset_count!r} must be >= 0 (0 = all rows)")
-
-
 def plan_split(rows_available: int, train_split_ratio: float, subset_count: int) -> SplitPlan:
     """Decides the subset size (``subset_count`` rows, 0 = all) and the number of eval rows.
 
     With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most ``kept - 1``.
     """
-    check_split_options(train_split_ratio, subset_count)
     warnings = []
     selected = rows_available
     if subset_count and subset_count > rows_available:
@@ -67,7 +65,7 @@ def plan_split(rows_available: int, train_split_ratio: float, subset_count: int)
 
 
 class _Sampler:
-    """Selection sampling: answers, row by row, whether the row is among ``k`` picked of ``n``."""
+    """Selection sampling (Knuth's S): row ``i`` taken with chance ``(k - taken) / (n - i)``, ``k`` of ``n`` exactly."""
 
     def __init__(self, k: int, n: int, seed: str) -> None:
         self._rng = random.Random(seed)
@@ -118,10 +116,9 @@ def write_error(path: Path, error: OSError) -> OutputWriteError:
 
 
 class JsonlWriter:
-    """Writes rows to a temporary file beside ``target``, hashing as it goes; :meth:`commit` renames it.
+    """Writes rows to a temporary file beside ``target`` (:meth:`commit` renames it), hashing on a background thread.
 
-    Hashing and writing happen on a background thread (both release the GIL), overlapping the parsing of the next rows.
-    Any failure leaves no temporary file behind and is raised as :class:`OutputWriteError`.
+    Any failure leaves no file behind and is raised as :class:`OutputWriteError`.
     """
 
     def __init__(self, target: Path) -> None:
@@ -189,9 +186,9 @@ class JsonlWriter:
 
 
 class SplitSink:
-    """Routes the valid rows, block by block and in source order, to train, eval or nowhere (see :func:`plan_split`).
+    """Routes the valid rows in source order to train, eval or nowhere: the subset, then the eval rows among it.
 
-    The subset is drawn first, then the eval rows among it, each with its own ``random.Random`` seeded from ``seed``.
+    Each draw has its own ``random.Random`` seeded from ``seed``.
     """
 
     def __init__(
@@ -217,3 +214,113 @@ class SplitSink:
             self._eval_writer.write_rows(list(itertools.compress(rows, picks)))
             rows = list(itertools.compress(rows, map(operator.not_, picks)))
         self._train.write_rows(rows)
+
+
+#: Runs the validation, sending the valid rows to a sink; returns the filled-in report.
+Validate = Callable[[Sink], ValidationReport]
+#: Makes a fresh callback for each kept row (token statistics), or ``None``; called once per attempt at the split.
+OnSelected = Callable[[], Callable[[bytes], None] | None]
+#: Routes rows into the train and eval writers; ``None`` throws both away.
+Fill = Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where the split goes: the train and eval files, and a scratch folder for the valid rows of two passes."""
+
+    train: Path
+    eval: Path
+    scratch: Path
+
+
+@dataclass(frozen=True)
+class SplitOutcome:
+    """The validation report, the plan it was split by, and the two files written."""
+
+    report: ValidationReport
+    plan: SplitPlan
+    train: WrittenFile
+    eval: WrittenFile
+
+
+def validate_and_split(
+    files: list[Path],
+    input_format: str,
+    validate: Validate,
+    split: SplitOptions,
+    targets: Targets,
+    limits: ReadLimits,
+    on_selected: OnSelected = lambda: None,
+    one_pass: bool = True,
+) -> SplitOutcome:
+    """Validates every row and writes the split, in one pass where possible (``one_pass=False``: never).
+
+    Raises:
+        DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
+    """
+    if one_pass and input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
+        lines = sum(count_lines(path, limits) for path in files)
+        plan = plan_split(lines, split.train_split_ratio, split.subset_count)
+        callback = on_selected()
+
+        def straight(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport | None:
+            report = validate(SplitSink(plan, split.seed, train, eval_, callback))
+            if report.rows_valid == lines:
+                return report
+            report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
+            return None  # rows dropped or blank lines: the plan counted them, split again
+
+        outcome = _written(targets, plan, straight) if lines else None
+        if outcome is not None:
+            return outcome
+    return _two_passes(validate, split, targets, on_selected)
+
+
+def _written(targets: Targets, plan: SplitPlan, fill: Fill) -> SplitOutcome | None:
+    """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (``None``: neither)."""
+    train, eval_ = JsonlWriter(targets.train), JsonlWriter(targets.eval)
+    committed: list[WrittenFile] = []
+    try:
+        report = fill(train, eval_)
+        if report is None:
+            train.discard()
+            eval_.discard()
+            return None
+        committed.append(train.commit())
+        committed.append(eval_.commit())
+        return SplitOutcome(report, plan, *committed)
+    except BaseException:
+        train.discard()
+        eval_.discard()
+        for written in committed:  # the train file is useless without its eval file
+            written.path.unlink(missing_ok=True)
+        raise
+
+
+def _two_passes(validate: Validate, split: SplitOptions, targets: Targets, on_selected: OnSelected) -> SplitOutcome:
+    """Validates into a scratch file of valid rows, then splits that file."""
+    with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=targets.scratch) as scratch:
+        rows = JsonlWriter(Path(scratch) / "valid.jsonl")
+        try:
+            report = validate(rows.write_rows)
+        except BaseException:
+            rows.discard()
+            raise
+        valid = rows.commit()
+        report.raise_for_rejects()
+        if report.rows_valid == 0:
+            raise DatasetSourceError(
+                f"dataset_uri={report.source_uri!r}: empty dataset (no valid rows in {report.files})"
+            )
+        plan = plan_split(report.rows_valid, split.train_split_ratio, split.subset_count)
+        callback = on_selected()
+
+        def from_scratch(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport:
+            sink = SplitSink(plan, split.seed, train, eval_, callback)
+            for _, block in iter_line_blocks(valid.path, ARTIFACT_READ_LIMITS):
+                sink(block)
+            return report
+
+        outcome = _written(targets, plan, from_scratch)
+    assert outcome is not None  # from_scratch never discards
+    return outcome

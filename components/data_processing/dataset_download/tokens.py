@@ -8,17 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
-def check_token_options(max_seq_len: int, tokenizer_source: str) -> bool:
-    """Whether token statistics are computed: both ``max_seq_len`` > 0 and a ``tokenizer_source`` are needed.
-
-    Raises:
-        ValueError: ``max_seq_len`` is negative.
-    """
-    if max_seq_len < 0:
-        raise ValueError(f"max_seq_len={max_seq_len} must be >= 0 (0 = no token statistics)")
-    return bool(max_seq_len and tokenizer_source)
-
-
 def load_token_counter(tokenizer_source: str) -> Callable[[list[dict]], int]:
     """A function giving the token count of a conversation, from ``AutoTokenizer`` (token from ``HF_TOKEN``)."""
     from transformers import AutoTokenizer

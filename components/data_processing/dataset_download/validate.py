@@ -1,16 +1,12 @@
-"""Validation of every row of a dataset, streamed, with a report: the rules, the rejects and the counts.
-
-:func:`validate_dataset_uri` is the plain Python entry point (see the component README).
-"""
+"""Validation of every row of a dataset, streamed, into a report (:func:`validate_dataset_uri`: the README's API)."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from components._common.chat_errors import RowError, Unreadable, excerpt
 from components._common.chat_files import ReadLimits, is_record, iter_line_blocks
@@ -24,19 +20,15 @@ from components._common.chat_format import (
 from components._common.masking import mask_url
 from components._common.reward_rows import REWARD_FORMATS, check_reward_row
 
-from .formats import CONVERTERS, check_input_format, detect_format
+from .formats import CONVERTERS, detect_format
 from .readers import data_format, iter_rows, position_label
-from .validation_report import QUOTED_REJECTS, Reject, ValidationReport, check_validation_options
+from .request import SourceOptions, ValidationOptions
+from .validation_report import QUOTED_REJECTS, Reject, ValidationReport
 
 _SINK_ROWS = 4096
 #: Receives valid rows in ``messages`` form, as JSON documents (UTF-8 bytes, no line break), a list at a time.
 Sink = Callable[[list[bytes]], None]
-
-
-def _all_rows(files: Sequence[Path], limits: ReadLimits) -> Iterator[tuple[Path, int, object]]:
-    for path in files:
-        for position, value in iter_rows(path, limits):
-            yield path, position, value
+Sink1 = Callable[[bytes], None]
 
 
 def choose_format(files: Sequence[Path], input_format: str, source: str, limits: ReadLimits) -> tuple[str, str]:
@@ -45,11 +37,11 @@ def choose_format(files: Sequence[Path], input_format: str, source: str, limits:
     Raises:
         ValueError: No readable row among the first ones, or no row looks like a known format.
     """
-    check_input_format(input_format)
     if input_format != "auto":
         return input_format, "given as input_format"
     head, unreadable = [], []
-    for path, position, value in itertools.islice(_all_rows(files, limits), 1000):
+    records = ((path, position, value) for path in files for position, value in iter_rows(path, limits))
+    for path, position, value in itertools.islice(records, 1000):
         if type(value) is Unreadable:
             unreadable.append(f"{position_label(path, position)} [{value.rule}] {value.reason} — {value.excerpt}")
         else:
@@ -63,11 +55,7 @@ def choose_format(files: Sequence[Path], input_format: str, source: str, limits:
 
 
 def validate_files(
-    files: Sequence[Path],
-    report: ValidationReport,
-    allow_trailing_user: bool,
-    sink: Sink | None,
-    limits: ReadLimits,
+    files: Sequence[Path], report: ValidationReport, options: ValidationOptions, sink: Sink | None
 ) -> ValidationReport:
     """Reads, converts and checks every row of some data files, streaming; counts them into ``report``.
 
@@ -76,16 +64,15 @@ def validate_files(
     Raises:
         ValueError: A file is unsupported, or (``ChatFormatError``) a ``.gz`` is damaged.
     """
-    convert = CONVERTERS.get(report.input_format)
+    checker = _Checker(report, options)
     sink = sink or (lambda rows: None)
     for path in files:
-        if convert is None and data_format(path) == "jsonl" and report.input_format not in REWARD_FORMATS:
-            _validate_json_lines(path, report, allow_trailing_user, sink, limits)
+        if checker.convert is None and not checker.reward and data_format(path) == "jsonl":
+            _validate_json_lines(path, checker, sink)
             continue
         rows: list[bytes] = []
-        for position, value in iter_rows(path, limits):
-            report.rows_read += 1
-            _check_value(path, position, value, convert, report, allow_trailing_user, rows.append)
+        for position, value in iter_rows(path, options.limits):
+            checker.check(path, position, value, rows.append)
             if len(rows) >= _SINK_ROWS:
                 sink(rows)
                 rows = []
@@ -93,145 +80,100 @@ def validate_files(
     return report
 
 
-def _validate_json_lines(
-    path: Path, report: ValidationReport, allow_trailing_user: bool, sink: Sink, limits: ReadLimits
-) -> None:
+def _validate_json_lines(path: Path, checker: _Checker, sink: Sink) -> None:
     """The fast path: a ``messages`` JSON-lines file, each valid line checked while parsed and passed on as is."""
-    for first, lines in iter_line_blocks(path, limits):
-        passed = fast_valid_lines(lines, allow_trailing_user)
+    for first, lines in iter_line_blocks(path, checker.options.limits):
+        passed = fast_valid_lines(lines, checker.options.allow_trailing_user)
         if all(passed):
             rows = list(map(bytes.strip, lines))
-            report.rows_read += len(rows)
-            report.rows_valid += len(rows)
-            sink(rows)
-            continue
-        rows = []
-        for number, line, ok in zip(itertools.count(first), lines, passed):
-            if ok:
-                rows.append(line.strip())
-                report.rows_read += 1
-                report.rows_valid += 1
-            elif is_record(line):
-                report.rows_read += 1
-                value = line if type(line) is Unreadable else decode_json(line)
-                _check_value(path, number, value, None, report, allow_trailing_user, rows.append, line)
+        else:
+            rows = []
+            for number, line, ok in zip(itertools.count(first), lines, passed):
+                if ok:
+                    rows.append(line.strip())
+                elif is_record(line):  # decoded again to name the rule (or kept: list-of-parts contents)
+                    value = line if type(line) is Unreadable else decode_json(line)
+                    checker.check(path, number, value, rows.append, line)
+        checker.report.rows_read += sum(passed)
+        checker.report.rows_valid += sum(passed)
         sink(rows)
 
 
-def _check_value(
-    path: Path,
-    position: int,
-    value: object,
-    convert: Callable[[dict], dict] | None,
-    report: ValidationReport,
-    allow_trailing_user: bool,
-    keep: Callable[[bytes], None],
-    raw: bytes | Unreadable | None = None,
-) -> None:
-    """Converts and checks one decoded record (already counted as read): valid (and sunk) or rejected."""
-    if type(value) is Unreadable:
-        report.add_reject(Reject(position_label(path, position), value.rule, value.reason, value.excerpt))
-        return
-    row = value
-    if convert is not None and type(value) is dict:
-        try:
-            row = convert(value)
-        except RowError as error:
-            report.add_reject(_reject(path, position, error.rule, error.detail, value, raw))
+class _Checker:
+    """Converts and checks decoded records into a report (GRPO's prompt rows by their own rules, kept as they are)."""
+
+    def __init__(self, report: ValidationReport, options: ValidationOptions) -> None:
+        self.report, self.options = report, options
+        self.convert = CONVERTERS.get(report.input_format)
+        self.reward = report.input_format in REWARD_FORMATS
+
+    def check(self, path: Path, position: int, value: object, keep: Sink1, raw: object = None) -> None:
+        """Counts one record as read, then as valid (``keep`` gets its JSON) or as a reject quoting ``raw``."""
+        self.report.rows_read += 1
+        if type(value) is Unreadable:
+            self.report.add_reject(Reject(position_label(path, position), value.rule, value.reason, value.excerpt))
             return
-    if report.input_format in REWARD_FORMATS:  # GRPO's prompt rows: their own rules, kept as they are
-        problem = check_reward_row(row, report.input_format)
-    else:
-        problem = check_row(row, allow_trailing_user)
-    if problem is not None:
-        report.add_reject(_reject(path, position, *problem, value, raw))
-        return
-    report.rows_valid += 1
-    keep(encode_json(row if report.input_format in REWARD_FORMATS else normalize_row(row)))
-
-
-def _reject(path: Path, position: int, rule: str, detail: str, value: object, raw: object = None) -> Reject:
-    """A reject quoting the record's own text (``raw``) or, for records decoded from other formats, its JSON."""
-    if type(raw) is not bytes:
         try:
-            raw = json.dumps(value, ensure_ascii=False, default=str)
-        except (ValueError, RecursionError):
-            raw = repr(value)[:1000]
-    return Reject(position_label(path, position), rule, detail, excerpt(raw))
+            row = self.convert(value) if self.convert is not None and type(value) is dict else value
+        except RowError as error:
+            self._reject(path, position, (error.rule, error.detail), value, raw)
+            return
+        if self.reward:
+            problem = check_reward_row(row, self.report.input_format)
+        else:
+            problem = check_row(row, self.options.allow_trailing_user)
+        if problem is not None:
+            self._reject(path, position, problem, value, raw)
+            return
+        self.report.rows_valid += 1
+        keep(encode_json(row if self.reward else normalize_row(row)))
+
+    def _reject(self, path: Path, position: int, problem: tuple[str, str], value: object, raw: object) -> None:
+        """Adds a reject quoting the record's own text (``raw``) or, when it came from another format, its JSON."""
+        if type(raw) is not bytes:
+            try:
+                raw = json.dumps(value, ensure_ascii=False, default=str)
+            except (ValueError, RecursionError):
+                raw = repr(value)[:1000]
+        self.report.add_reject(Reject(position_label(path, position), *problem, excerpt(raw)))
 
 
 def start_report(
-    files: Sequence[Path],
-    source_uri: str,
-    *,
-    input_format: str,
-    on_invalid: str,
-    max_invalid_fraction: float,
-    limits: ReadLimits,
-    revision: str = "",
+    files: Sequence[Path], source_uri: str, options: ValidationOptions, revision: str = ""
 ) -> ValidationReport:
-    """The empty report of some data files: options checked, ``source_uri`` masked, the format chosen.
-
-    The options are the component's parameters of the same names (see :func:`choose_format`).
-    """
-    check_validation_options(on_invalid, max_invalid_fraction)
+    """The empty report of some data files: ``source_uri`` masked, the format chosen (:func:`choose_format`)."""
     source_uri = mask_url(source_uri)
-    chosen, reason = choose_format(files, input_format, source_uri, limits)
+    chosen, reason = choose_format(files, options.input_format, source_uri, options.limits)
     return ValidationReport(
         source_uri=source_uri,
         revision=revision,
         input_format=chosen,
         format_reason=reason,
         files=[path.name for path in files],
-        on_invalid=on_invalid,
-        max_invalid_fraction=max_invalid_fraction,
+        on_invalid=options.on_invalid,
+        max_invalid_fraction=options.max_invalid_fraction,
     )
 
 
 def validate_local_files(
-    files: Sequence[Path],
-    source_uri: str,
-    *,
-    input_format: str,
-    on_invalid: str,
-    max_invalid_fraction: float,
-    allow_trailing_user: bool,
-    limits: ReadLimits,
-    revision: str = "",
-    sink: Sink | None = None,
+    files: Sequence[Path], source_uri: str, options: ValidationOptions, revision: str = "", sink: Sink | None = None
 ) -> ValidationReport:
     """Validates local data files: :func:`start_report`, then :func:`validate_files` (check the report's ``passed``)."""
-    options = dict(on_invalid=on_invalid, max_invalid_fraction=max_invalid_fraction, limits=limits, revision=revision)
-    report = start_report(files, source_uri, input_format=input_format, **options)
-    return validate_files(files, report, allow_trailing_user, sink, limits)
+    return validate_files(files, start_report(files, source_uri, options, revision), options, sink)
 
 
 def validate_dataset_uri(
-    uri: str,
-    *,
-    hf_split: str,
-    max_download_bytes: int,
-    download_deadline_s: float,
-    download_dir: str | Path | None = None,
-    **options: Any,
+    source: SourceOptions, options: ValidationOptions, download_dir: str | Path | None = None
 ) -> ValidationReport:
     """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
 
-    Args:
-        uri: The component's ``dataset_uri`` (Hub id, ``s3://``, ``http(s)://``, ``pvc://`` or a local path).
-        hf_split: The split to read from a Hub dataset.
-        max_download_bytes: Refuse downloads larger than this.
-        download_deadline_s: Deadline of the whole download, every attempt and file included.
-        download_dir: Where to download remote data (default: a temporary directory, removed afterwards).
-        **options: The validation options of :func:`validate_local_files`, each required.
+    ``download_dir``: where remote data lands (default: a temporary directory, removed afterwards).
 
     Raises:
-        ValueError: Bad options, an unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.
+        ValueError: An unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.
     """
-    from .deadlines import HttpOptions, check_deadline
     from .sources import fetch_dataset
 
-    http = HttpOptions(deadline_s=check_deadline(download_deadline_s))
     with tempfile.TemporaryDirectory(prefix="dataset-download-") as scratch:
-        fetched = fetch_dataset(uri, Path(download_dir or scratch), hf_split, max_download_bytes, http)
-        return validate_local_files(fetched.files, uri, revision=fetched.revision, **options)
+        fetched = fetch_dataset(source, Path(download_dir or scratch))
+        return validate_local_files(fetched.files, source.dataset_uri, options, fetched.revision)

@@ -19,11 +19,7 @@ _KEPT_REJECTS = 50
 
 
 class DatasetValidationError(ValueError):
-    """The dataset has rows that break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow.
-
-    Attributes:
-        report: The :class:`ValidationReport` that failed (``None`` when raised without one).
-    """
+    """Rows break the rules beyond what ``on_invalid`` / ``max_invalid_fraction`` allow (``report``: the report)."""
 
     def __init__(self, message: str, report: ValidationReport | None = None) -> None:
         super().__init__(message)
@@ -44,24 +40,9 @@ class Reject:
         return f"{self.location} [{self.rule}] {self.detail} — {self.excerpt}"
 
 
-def check_validation_options(on_invalid: str, max_invalid_fraction: float) -> None:
-    """Raises ``ValueError`` naming the parameter when ``on_invalid`` or ``max_invalid_fraction`` is out of range."""
-    if on_invalid not in ON_INVALID:
-        raise ValueError(f"on_invalid={on_invalid!r} is not one of: {', '.join(ON_INVALID)}")
-    if not 0.0 <= max_invalid_fraction <= 1.0:
-        raise ValueError(f"max_invalid_fraction={max_invalid_fraction!r} must be within [0, 1]")
-
-
 @dataclass
 class ValidationReport:
-    """The outcome of validating every row of a dataset.
-
-    Attributes:
-        revision: The revision read (HF commit, S3/HTTP ETag, or file mtime+size).
-        format_reason: How the format was chosen (given, or auto-detected from which rows).
-        rows_read: Records read, valid or not.
-        first_rejects: The first rejects, in order (the full list is in :meth:`iter_rejects`).
-    """
+    """What validating every row found (``first_rejects``: the first ones; every one: :meth:`iter_rejects`)."""
 
     source_uri: str
     on_invalid: str
@@ -94,7 +75,7 @@ class ValidationReport:
         return self.invalid_fraction <= self.max_invalid_fraction
 
     def add_reject(self, reject: Reject) -> None:
-        """Counts a reject under its rule and logs it (the log is a temporary file: memory stays constant)."""
+        """Counts a reject under its rule and spools it to a temporary file (memory stays constant)."""
         self.rejects_by_rule[reject.rule] = self.rejects_by_rule.get(reject.rule, 0) + 1
         if len(self.first_rejects) < _KEPT_REJECTS:
             self.first_rejects.append(reject)

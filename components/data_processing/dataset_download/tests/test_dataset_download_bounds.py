@@ -1,14 +1,8 @@
-"""Size bounds, memory, absent fields, non-regular inputs and the one-pass split, each asserting the end state.
-
-The hostile inputs are built in well under a second: the 500 MiB line is a sparse file (NUL bytes the kernel need not
-store), the gzip bomb repeats one ~1 KiB gzip member that expands to 1 MiB (a multi-member gzip stream is one file to
-every reader). Each memory case runs in a subprocess under ``RLIMIT_AS``, where the old readers died with a bare
-``MemoryError``; peak RSS is asserted too.
-"""
+"""Size bounds and memory (under ``RLIMIT_AS``, sparse files, a gzip bomb), absent fields, non-regular inputs, the
+one-pass split; each case asserts the end state."""
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import json
 import os
@@ -26,7 +20,13 @@ from components.data_processing.dataset_download.locations import DatasetSourceE
 from components.data_processing.dataset_download.readers import iter_rows
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.validation_report import DatasetValidationError
-from tests.harness.requests import dataset_download_request, dataset_read_limits, validate_local_files
+from tests.harness.requests import (
+    dataset_download_arguments,
+    dataset_download_request,
+    dataset_read_limits,
+    run_dataset_step,
+    validate_local_files,
+)
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -34,10 +34,16 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 MiB = 1 << 20
 
 
-def _in_subprocess(code: str, address_space_mib: int = 1024, timeout: float = 60) -> dict:
-    """Runs ``code`` (which sets ``result``) in a fresh interpreter under RLIMIT_AS; returns it with peak RSS (MiB)."""
+def _in_subprocess(code: str, out: Path, address_space_mib: int = 1024, timeout: float = 60) -> dict:
+    """Runs ``code`` (which sets ``result``; ``out``, the request builder and ``run_dataset_download`` at hand, not the
+    component: no KFP) in a fresh interpreter under RLIMIT_AS; returns ``result`` with the peak RSS (MiB)."""
     limit = address_space_mib << 20
     script = f"import json, resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
+    script += "from pathlib import Path\nfrom components.data_processing.dataset_download import request, run\n"
+    script += (
+        "dataset_download_request, run_dataset_download = request.dataset_download_request, run.run_dataset_download\n"
+    )
+    script += f"out = Path({str(out)!r})\n"
     script += textwrap.dedent(code)
     # VmHWM: the peak RSS of this process image (ru_maxrss would carry the forking pytest's peak across exec)
     script += "\nhwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))"
@@ -51,9 +57,6 @@ def _in_subprocess(code: str, address_space_mib: int = 1024, timeout: float = 60
     return result
 
 
-# --- bounds ---------------------------------------------------------------------------------------------------------
-
-
 def test_a_500_mib_line_is_a_reject_naming_the_limit_and_the_line_within_bounded_memory(tmp_path):
     path = tmp_path / "huge.jsonl"
     with open(path, "wb") as handle:
@@ -61,17 +64,16 @@ def test_a_500_mib_line_is_a_reject_naming_the_limit_and_the_line_within_bounded
         handle.truncate(len(LINE) + 500 * MiB)  # line 2: 500 MiB of NUL bytes, sparse on disk
         handle.seek(0, 2)
         handle.write(b"\n" + LINE)
-    request = dataset_download_request(str(path), train_split_ratio=1.0, on_invalid="drop", max_invalid_fraction=0.5)
+    arguments = dataset_download_arguments(
+        str(path), train_split_ratio=1.0, on_invalid="drop", max_invalid_fraction=0.5
+    )
     result = _in_subprocess(
         f"""
-        from pathlib import Path
-        from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
-        out = Path({str(tmp_path)!r}) / "out"
-        request = DatasetDownloadRequest(**{dataclasses.asdict(request)!r})
-        done = run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
+        done = run_dataset_download(dataset_download_request({arguments!r}), out / "train.jsonl", out / "eval.jsonl")
         reject = done.validation.first_rejects[0]
         result = dict(rows=done.train.rows, reject=reject.describe(), rules=done.validation.rejects_by_rule)
-        """
+        """,
+        tmp_path / "out",
     )
     assert result["rows"] == 2 and result["rules"] == {"record_too_large": 1}
     assert result["reject"].startswith("huge.jsonl:2 [record_too_large] line 2 is longer than max_line_bytes=16777216")
@@ -85,16 +87,12 @@ def test_the_line_limit_is_a_parameter_and_fails_the_step_in_one_line(tmp_path):
     path.write_bytes(LINE + json.dumps(long_row).encode() + b"\n" + LINE)
     out = tmp_path / "out"
     with pytest.raises(DatasetValidationError) as error:
-        run_dataset_download(
-            dataset_download_request(str(path), max_line_bytes=4096), out / "train.jsonl", out / "eval.jsonl"
-        )
+        run_dataset_step(str(path), out, max_line_bytes=4096)
     first_line = str(error.value).splitlines()[0]
     assert "long.jsonl:2 [record_too_large] line 2 is longer than max_line_bytes=4096 (4 KiB)" in first_line
     assert not out.exists() or not list(out.iterdir())
     with pytest.raises(ValueError, match=r"max_line_bytes=0 must be a positive number of bytes"):
-        run_dataset_download(
-            dataset_download_request(str(path), max_line_bytes=0), out / "train.jsonl", out / "eval.jsonl"
-        )
+        run_dataset_step(str(path), out, max_line_bytes=0)
 
 
 def test_a_gzip_bomb_stops_at_the_decompressed_limit_within_bounded_memory(tmp_path):
@@ -102,19 +100,17 @@ def test_a_gzip_bomb_stops_at_the_decompressed_limit_within_bounded_memory(tmp_p
     path = tmp_path / "bomb.jsonl.gz"
     path.write_bytes(gzip.compress(LINE) + member * 10240)  # 10 GiB of zeros in ~10 MiB
     assert path.stat().st_size < 20 * MiB
-    request = dataset_download_request(str(path), max_decompressed_bytes=256 << 20)
+    arguments = dataset_download_arguments(str(path), max_decompressed_bytes=256 << 20)
     result = _in_subprocess(
         f"""
-        from pathlib import Path
-        from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
-        out = Path({str(tmp_path)!r}) / "out"
-        request = DatasetDownloadRequest(**{dataclasses.asdict(request)!r})
+        request = dataset_download_request({arguments!r})
         try:
             run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
             result = dict(error="")
         except ValueError as error:
             result = dict(error=str(error), kind=type(error).__name__)
-        """
+        """,
+        tmp_path / "out",
     )
     assert result["kind"] == "ChatFormatError", result
     assert result["error"].startswith("bomb.jsonl.gz [decompressed_too_large] expands past max_decompressed_bytes=")
@@ -157,9 +153,6 @@ def test_line_reading_is_exact_at_block_edges(tmp_path, monkeypatch):
         assert count_lines(path, dataset_read_limits()) >= 5
 
 
-# --- absent optional fields ------------------------------------------------------------------------------------------
-
-
 def test_parquet_csv_and_json_rows_gain_no_null_fields(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -184,20 +177,14 @@ def test_parquet_csv_and_json_rows_gain_no_null_fields(tmp_path):
             assert '"name":"ann"' in written and '"source":"x"' in written
 
 
-# --- non-regular inputs ----------------------------------------------------------------------------------------------
-
-
 def test_fifos_and_devices_get_their_own_words(tmp_path):
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
     with pytest.raises(DatasetSourceError, match=r"pipe.jsonl is a FIFO \(named pipe\), not a data file"):
-        run_dataset_download(dataset_download_request(str(fifo)), tmp_path / "t.jsonl", tmp_path / "e.jsonl")
+        run_dataset_step(str(fifo), tmp_path)
     with pytest.raises(DatasetSourceError, match=r"/dev/null is a character device, not a data file"):
-        run_dataset_download(dataset_download_request("/dev/null"), tmp_path / "t.jsonl", tmp_path / "e.jsonl")
+        run_dataset_step("/dev/null", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.jsonl"]
-
-
-# --- the one-pass split ----------------------------------------------------------------------------------------------
 
 
 def _split(tmp_path: Path, name: str, data: bytes, **options: object) -> tuple[str, str, int]:
@@ -239,9 +226,7 @@ def test_one_pass_and_fallback_give_the_same_files(tmp_path):
 def test_an_empty_file_is_an_empty_dataset(tmp_path):
     (tmp_path / "empty.jsonl").write_bytes(b"\n \n")
     with pytest.raises(ValueError, match="empty dataset"):
-        run_dataset_download(
-            dataset_download_request(str(tmp_path / "empty.jsonl")), tmp_path / "t.jsonl", tmp_path / "e.jsonl"
-        )
+        run_dataset_step(str(tmp_path / "empty.jsonl"), tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl"]
 
 
@@ -249,6 +234,4 @@ def test_a_damaged_gzip_still_names_its_rule_through_the_quick_count(tmp_path):
     whole = gzip.compress(LINE * 5000)
     (tmp_path / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
     with pytest.raises(ChatFormatError, match=r"cut.jsonl.gz \[bad_compression\]"):
-        run_dataset_download(
-            dataset_download_request(str(tmp_path / "cut.jsonl.gz")), tmp_path / "t.jsonl", tmp_path / "e.jsonl"
-        )
+        run_dataset_step(str(tmp_path / "cut.jsonl.gz"), tmp_path)

@@ -11,6 +11,7 @@ from components._common.dataset_metadata import read_dataset_metadata
 from components.data_processing.dataset_download import dataset_download
 from components.data_processing.dataset_download.split import JsonlWriter, SplitSink, plan_split
 from components.data_processing.dataset_download.validation_report import DatasetValidationError
+from tests.harness.requests import dataset_options
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 
@@ -58,9 +59,9 @@ def test_split_plan_warnings_and_errors():
     assert plan_split(1, 0.5, 0).eval_rows == 0
     for ratio in (0.0, 1.5, -0.1):
         with pytest.raises(ValueError, match=f"train_split_ratio={ratio} must be in \\(0, 1\\]"):
-            plan_split(10, ratio, 0)
+            dataset_options("split", train_split_ratio=ratio)
     with pytest.raises(ValueError, match="subset_count=-1 must be >= 0"):
-        plan_split(10, 0.9, -1)
+        dataset_options("split", subset_count=-1)
 
 
 def _split(tmp_path, name, lines, plan, seed):
@@ -186,14 +187,11 @@ def test_sharegpt_prefix_from_s3_keeps_secrets_out_of_outputs(tmp_path, s3_data_
         body = "".join(json.dumps(r) + "\n" for r in rows[part * 4 : part * 4 + 4]).encode()
         client.put_object(Bucket=bucket, Key=f"chat/part-{part}.jsonl", Body=body)
     out = _run(tmp_path, dataset_uri=f"s3://{bucket}/chat/", train_split_ratio=0.75)
-    assert (
-        out["train_dataset"].metadata["dataset_format"] == "sharegpt"
-        and out["train_dataset"].metadata["dataset_rows"] == 6
-    )
+    meta = out["train_dataset"].metadata
+    assert (meta["dataset_format"], meta["dataset_rows"]) == ("sharegpt", 6)
     written = Path(out["train_dataset"].path).read_text() + Path(out["eval_dataset"].path).read_text()
-    assert sorted(json.loads(line)["messages"][0]["content"] for line in written.splitlines()) == [
-        f"q{i}" for i in range(8)
-    ]
+    questions = sorted(json.loads(line)["messages"][0]["content"] for line in written.splitlines())
+    assert questions == [f"q{i}" for i in range(8)]
     everything = Path(out["report"].path).read_text() + json.dumps(out["train_dataset"].metadata)
     assert "test-secret-access-key" not in everything and "part-0.jsonl" in everything
 
@@ -224,23 +222,13 @@ def test_prompt_completion_parquet_from_the_hub(tmp_path, hub_stub):
     pq.write_table(pa.Table.from_pylist(rows), buffer)
     repo = hub_stub.add("org/pc", {"README.md": b"# pc\n", "data/train-00000-of-00001.parquet": buffer.getvalue()})
     out = _run(tmp_path, dataset_uri="org/pc", train_split_ratio=0.75, seed=5)
-    meta = out["train_dataset"].metadata
-    assert (
-        meta["dataset_format"],
-        meta["dataset_revision"],
-        meta["dataset_rows"],
-        out["eval_dataset"].metadata["dataset_rows"],
-    ) == (
-        "prompt_completion",
-        repo.sha,
-        9,
-        3,
-    )
+    meta, held_out = out["train_dataset"].metadata, out["eval_dataset"].metadata["dataset_rows"]
+    assert (meta["dataset_format"], meta["dataset_revision"], meta["dataset_rows"], held_out) == (
+        "prompt_completion", repo.sha, 9, 3,
+    )  # fmt: skip
     first = json.loads(Path(out["train_dataset"].path).read_text().splitlines()[0])
-    assert first["messages"] == [
-        {"role": "user", "content": f"Say {first['id']}."},
-        {"role": "assistant", "content": str(first["id"])},
-    ]
+    say, answer = {"role": "user", "content": f"Say {first['id']}."}, {"role": "assistant", "content": str(first["id"])}
+    assert first["messages"] == [say, answer]
 
 
 def test_private_hub_repo_error_reaches_the_user_with_the_guides_string_and_words_intact(

@@ -1,9 +1,5 @@
-"""Hostile data, round 5: a dictionary-encoded Parquet bomb, a ``.json`` array with one row of invalid UTF-8, an HTTP
-source sent with ``Content-Encoding: gzip``, a Parquet ``messages`` column of JSON strings.
-
-Each case runs the dataset step's entry point (``run_dataset_download``) on real files or the loopback HTTP server
-and asserts what it wrote (rows kept, rejects by rule) or its one line.
-"""
+"""Hostile data through ``run_dataset_download``: a Parquet dictionary bomb, invalid UTF-8 in a ``.json`` array, a
+gzip ``Content-Encoding``, a Parquet column of JSON strings."""
 
 from __future__ import annotations
 
@@ -16,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from components._common.chat_errors import ChatFormatError
-from components.data_processing.dataset_download.run import run_dataset_download
 from tests.harness.http_server import ScriptedResponse
-from tests.harness.requests import dataset_download_request
+from tests.harness.requests import run_dataset_step
 
 ROWS = [
     {"messages": [{"role": "user", "content": f"question {i}?"}, {"role": "assistant", "content": f"answer {i}"}]}
@@ -28,18 +23,13 @@ ROWS = [
 
 def _run(tmp_path: Path, uri: str, **arguments):
     out = tmp_path / "out"
-    done = run_dataset_download(
-        dataset_download_request(uri, train_split_ratio=1.0, **arguments), out / "train.jsonl", out / "eval.jsonl"
-    )
+    done = run_dataset_step(uri, out, train_split_ratio=1.0, **arguments)
     rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     return done, sorted(rows, key=json.dumps)
 
 
 def _bomb(path: Path, rows: int, per_row: int, value_bytes: int, valid_rows: int = 0) -> None:
-    """A Parquet file whose ``messages`` repeat one dictionary value: ``rows`` x ``per_row`` x ``value_bytes``.
-
-    The first ``valid_rows`` rows are :data:`ROWS` (their texts in the same dictionaries).
-    """
+    """Parquet: the first ``valid_rows`` of :data:`ROWS`, then ``rows`` x ``per_row`` messages of one repeated value."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

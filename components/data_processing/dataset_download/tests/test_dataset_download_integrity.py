@@ -1,10 +1,4 @@
-"""Downloads never splice two versions, never leave http(s) by a redirect, and a full scratch disk is one line.
-
-Against real loopback HTTP servers: one that changes the file between a cut and the resume and ignores ``If-Range``
-(answering ``206`` with the rest of the new version), the harness's file server scripted with redirects, and a real
-1 MiB tmpfs as the scratch folder (the suite runs as root; without mount permission that case is skipped). Each
-case asserts the end state: the bytes on disk, the requests made, no partial file, one line.
-"""
+"""Downloads never splice two versions nor leave http(s) by a redirect; a full scratch disk is one line."""
 
 from __future__ import annotations
 
@@ -14,17 +8,13 @@ from pathlib import Path
 import pytest
 
 from components.data_processing.dataset_download.locations import DatasetSourceError
+from components.data_processing.dataset_download.tests.test_dataset_download_retries import _no_partial_files
 from tests.harness.http_server import ScriptedResponse
-from tests.harness.requests import dataset_http_options, fetch_dataset
+from tests.harness.requests import dataset_http_options, fetch_dataset, run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
-FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01, deadline_s=30.0)
-
-
-def _no_partial_files(root: Path) -> None:
-    leftovers = [p for p in root.rglob("*") if p.name.endswith((".part", ".tmp")) and p.is_file()]
-    assert not leftovers, leftovers
+FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01)
 
 
 def test_a_resume_answered_with_another_version_restarts_from_zero_never_splicing(cutting_server, tmp_path):
@@ -109,7 +99,6 @@ def test_a_full_scratch_folder_names_the_folder_the_need_and_what_to_set(http_fi
     assert list((small_disk / "dl").iterdir()) == []  # no partial file left on the full disk
 
 
-# --- rows that used to end in a raw error: one line naming file, row and rule; droppable ------------------------------
 GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
 LONE_SURROGATE_ROW = '{"messages":[{"role":"user","content":"hi \\ud800 there"},{"role":"assistant","content":"ok"}]}'
 BAD_CSV_CELL = '"[{""role"": ""user"", ""content"": ""hi""}, {""role"": ""assistant"" ""content"": ""x""}]"'
@@ -129,21 +118,18 @@ def _bad_files(folder: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("name", ["rows.json", "rows.csv"])
 def test_a_bad_row_is_named_with_its_file_row_and_rule_and_can_be_dropped(tmp_path, name):
-    from components.data_processing.dataset_download.run import run_dataset_download
     from components.data_processing.dataset_download.validation_report import DatasetValidationError
-    from tests.harness.requests import dataset_download_request
 
     where, what = _bad_files(tmp_path)[name]
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(DatasetValidationError) as error:
-        run_dataset_download(dataset_download_request(str(tmp_path / name)), out / "train.jsonl", out / "eval.jsonl")
+        run_dataset_step(str(tmp_path / name), out)
     first = str(error.value).splitlines()[0]
     assert where in first and what in first
     assert list(out.iterdir()) == []  # nothing half-written
-    request = dataset_download_request(
-        str(tmp_path / name), on_invalid="drop", max_invalid_fraction=0.5, train_split_ratio=1.0
+    result = run_dataset_step(
+        str(tmp_path / name), out, on_invalid="drop", max_invalid_fraction=0.5, train_split_ratio=1.0
     )
-    result = run_dataset_download(request, out / "train.jsonl", out / "eval.jsonl")
     assert result.validation.rows_valid == 1
     assert [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()] == [GOOD]

@@ -1,9 +1,4 @@
-"""Outputs are atomic under ENOSPC and EIO, and no URL signature or credential reaches any output.
-
-ENOSPC is real: a 1 MiB tmpfs is mounted for the outputs (the tests run as root; without mount permission they are
-skipped and the EIO case, injected at the write boundary, still runs). Each case asserts the end state: one line
-naming the path and the free space, and not a single file (temporary or final) left on the full disk.
-"""
+"""Outputs are atomic under ENOSPC (a real tmpfs) and EIO; no URL signature or credential reaches any output."""
 
 from __future__ import annotations
 
@@ -17,9 +12,8 @@ import pytest
 
 from components.data_processing.dataset_download import split
 from components.data_processing.dataset_download.locations import DatasetSourceError
-from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.split import OutputWriteError
-from tests.harness.requests import dataset_download_request
+from tests.harness.requests import run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW, separators=(",", ":")).encode() + b"\n"
@@ -43,9 +37,7 @@ def test_a_full_disk_leaves_no_file_and_names_the_path_and_the_free_space(small_
     rows = LINE * 40_000  # ~2.4 MiB: more than the disk holds
     source.write_bytes(rows if dataset.endswith(".jsonl") else b"[" + rows.replace(b"\n", b",").rstrip(b",") + b"]")
     with pytest.raises(OutputWriteError) as error:
-        run_dataset_download(
-            dataset_download_request(str(source)), small_disk / "train.jsonl", small_disk / "eval.jsonl"
-        )
+        run_dataset_step(str(source), small_disk)
     message = str(error.value)
     assert "\n" not in message and "No space left on device (ENOSPC;" in message
     assert str(small_disk) in message and "bytes free in" in message
@@ -55,9 +47,7 @@ def test_a_full_disk_leaves_no_file_and_names_the_path_and_the_free_space(small_
 def test_a_full_disk_while_writing_the_report_leaves_no_file(small_disk, tmp_path):
     source = tmp_path / "rows.jsonl"
     source.write_bytes(LINE * 100)
-    done = run_dataset_download(
-        dataset_download_request(str(source)), tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
-    )
+    done = run_dataset_step(str(source), tmp_path)
     with open(small_disk / "filler", "wb", buffering=0) as filler:  # fill the disk to the last byte
         try:
             while True:
@@ -91,12 +81,11 @@ def test_an_io_error_at_the_write_boundary_leaves_no_file(tmp_path, monkeypatch)
     source.write_bytes(LINE * 20_000)
     out = tmp_path / "out"
     with pytest.raises(OutputWriteError, match=r"cannot write .*/out/(train|eval)\.jsonl: Input/output error \(EIO;"):
-        run_dataset_download(dataset_download_request(str(source)), out / "train.jsonl", out / "eval.jsonl")
+        run_dataset_step(str(source), out)
     assert list(out.iterdir()) == []
 
 
-# --- secrets in URLs -------------------------------------------------------------------------------------------------
-
+ENV_SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzz"
 SIGNATURE = "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7"
 CREDENTIAL = "AKIAIOSFODNN7EXAMPLE%2F20261125%2Fus-east-1%2Fs3%2Faws4_request"
 SESSION = "FwoGZXIvYXdzEJr%2F%2F%2F%2Fsessiontoken"
@@ -104,18 +93,21 @@ AZURE_SIG = "sv%2BAzureSas%3Dsignature"
 QUERY = (
     f"?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={CREDENTIAL}&X-Amz-Date=20261125T000000Z"
     f"&X-Amz-Expires=3600&X-Amz-Security-Token={SESSION}&X-Amz-SignedHeaders=host&X-Amz-Signature={SIGNATURE}"
-    f"&sig={AZURE_SIG}&Signature=cloudfrontsig123&token=plaintoken123"
+    f"&sig={AZURE_SIG}&Signature=cloudfrontsig123&token=plaintoken123&signature={ENV_SECRET}"
 )
 SECRETS = (SIGNATURE, CREDENTIAL, "AKIAIOSFODNN7EXAMPLE", SESSION, AZURE_SIG, "cloudfrontsig123", "plaintoken123")
+SECRETS += (ENV_SECRET,)
 
 
-def test_url_signatures_reach_no_output_and_the_url_stays_readable(http_file_server, tmp_path, capsys, caplog):
+def test_url_signatures_reach_no_output_and_the_url_stays_readable(
+    http_file_server, tmp_path, capsys, caplog, monkeypatch
+):
+    """Masked by name in the URL, and by value: the data connection's secret key is in the environment too."""
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ENV_SECRET)
     caplog.set_level(logging.INFO)
     (http_file_server.root / "chat.jsonl").write_bytes(LINE * 10)
     url = http_file_server.url_for("chat.jsonl") + QUERY
-    done = run_dataset_download(
-        dataset_download_request(url, train_split_ratio=0.8), tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
-    )
+    done = run_dataset_step(url, tmp_path, train_split_ratio=0.8)
     artifacts = _artifacts(tmp_path)
     done.write_outputs(*artifacts)
     out, err = capsys.readouterr()
@@ -126,14 +118,12 @@ def test_url_signatures_reach_no_output_and_the_url_stays_readable(http_file_ser
     shown = artifacts[0].metadata["dataset_uri"]
     assert shown.startswith(http_file_server.url_for("chat.jsonl") + "?X-Amz-Algorithm=AWS4-HMAC-SHA256")
     assert "X-Amz-Credential=***" in shown and "X-Amz-Signature=***" in shown and "X-Amz-Expires=3600" in shown
-    assert "sig=***" in shown and "Signature=***" in shown and "token=***" in shown
-    assert f"`{shown}`" in report
+    assert "sig=***" in shown and "Signature=***" in shown and "token=***" in shown and "signature=***" in shown
+    assert f"`{shown}`" in report and done.train.path.read_bytes().count(b"\n") == 8  # the data itself is untouched
 
     http_file_server.script("/chat.jsonl", 404)
     with pytest.raises(DatasetSourceError) as error:
-        run_dataset_download(
-            dataset_download_request(url), tmp_path / "x" / "train.jsonl", tmp_path / "x" / "eval.jsonl"
-        )
+        run_dataset_step(url, tmp_path / "x")
     out, err = capsys.readouterr()
     assert "HTTP 404" in str(error.value) and "X-Amz-Signature=***" in str(error.value)
     assert not [secret for secret in SECRETS if secret in str(error.value) + out + err + caplog.text]
@@ -143,23 +133,15 @@ def test_url_signatures_reach_no_output_and_the_url_stays_readable(http_file_ser
 ROUND5_QUERY = "?jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJl&hf_token=hfsecretvalue1&api_key=apikeyvalue2" + (
     "&key=plainkeyvalue3&code=oauthcodevalue4&password=passwordvalue5&page=2"
 )
-ROUND5_SECRETS = (
-    "eyJhbGciOiJIUzI1NiJ9",
-    "hfsecretvalue1",
-    "apikeyvalue2",
-    "plainkeyvalue3",
-    "oauthcodevalue4",
-    "passwordvalue5",
-)
+ROUND5_SECRETS = ("eyJhbGciOiJIUzI1NiJ9", "hfsecretvalue1", "apikeyvalue2", "plainkeyvalue3", "oauthcodevalue4")
+ROUND5_SECRETS += ("passwordvalue5",)
 
 
 def test_query_secrets_of_any_common_name_reach_no_artifact_metadata_nor_return_value(http_file_server, tmp_path):
     """``jwt``, ``hf_token``, ``api_key``, ``key``, ``code``, ``password``: masked in metadata, report and result."""
     (http_file_server.root / "chat.jsonl").write_bytes(LINE * 10)
     url = http_file_server.url_for("chat.jsonl") + ROUND5_QUERY
-    done = run_dataset_download(
-        dataset_download_request(url, train_split_ratio=0.8), tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
-    )
+    done = run_dataset_step(url, tmp_path, train_split_ratio=0.8)
     artifacts = _artifacts(tmp_path)
     done.write_outputs(*artifacts)
     everything = json.dumps([artifact.metadata for artifact in artifacts[:3]]) + (tmp_path / "r.md").read_text()

@@ -1,10 +1,8 @@
-"""One retry policy for every source, against real loopback servers: the Hub stub answering 429/503 with
-``Retry-After``, an HTTP server and a TCP proxy in front of moto's S3 cutting bodies mid-way; plus the overall
-deadline as a parameter. Each case asserts the end state: the file as served, the requests made, no partial file.
-"""
+"""Retries against real loopback servers (the Hub stub's 429/503, bodies cut mid-way over HTTP and S3), the deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
@@ -14,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from components.data_processing.dataset_download.deadlines import DownloadDeadlineExceeded
+from components.data_processing.dataset_download.download import DownloadDeadlineExceeded
 from components.data_processing.dataset_download.locations import DatasetSourceError
-from components.data_processing.dataset_download.run import run_dataset_download
-from tests.harness.requests import dataset_download_request, dataset_http_options, fetch_dataset
+from tests.harness.requests import dataset_http_options, fetch_dataset, run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
@@ -27,9 +24,6 @@ FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01)
 def _no_partial_files(root: Path) -> None:
     leftovers = [p for p in root.rglob("*") if p.suffix in (".part", ".incomplete", ".tmp") and p.is_file()]
     assert not leftovers, leftovers
-
-
-# --- the Hub ---------------------------------------------------------------------------------------------------------
 
 
 def test_hub_metadata_and_file_calls_retry_429_and_503_honouring_retry_after(hub_stub, tmp_path):
@@ -62,9 +56,6 @@ def test_hub_retry_after_is_bounded_and_attempts_end_in_one_line(hub_stub, tmp_p
     assert len([r for r in hub_stub.requests if r[1].startswith("/api/datasets/")]) == 1  # a 404 is final
 
 
-# --- HTTP(S) bodies cut short ----------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("ranges", [True, False])
 def test_an_http_body_cut_short_is_resumed_with_a_range_or_fetched_again(cutting_server, tmp_path, ranges):
     data = LINE * 4000
@@ -75,9 +66,6 @@ def test_an_http_body_cut_short_is_resumed_with_a_range_or_fetched_again(cutting
     resumed = server.requests[1].get("Range")
     assert resumed == (f"bytes={len(data) // 2}-" if ranges else None)
     _no_partial_files(tmp_path / "dl")
-
-
-# --- S3 bodies cut short ---------------------------------------------------------------------------------------------
 
 
 class CuttingProxy:
@@ -92,27 +80,17 @@ class CuttingProxy:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        while True:
-            try:
+        with contextlib.suppress(OSError):
+            while True:
                 client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+                threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
         upstream = socket.create_connection(self.upstream)
         state = {"cut": False, "sent": 0}
 
-        def close() -> None:
-            for sock in (client, upstream):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                sock.close()
-
         def requests() -> None:
-            try:
+            with contextlib.suppress(OSError):
                 while data := client.recv(65536):
                     head = data.split(b"\r\n\r\n", 1)[0]
                     if data.startswith(b"GET ") and self.marker in head.split(b"\r\n", 1)[0]:
@@ -121,11 +99,9 @@ class CuttingProxy:
                             self.cuts_left -= 1
                             state.update(cut=True, sent=0)
                     upstream.sendall(data)
-            except OSError:
-                pass
 
         threading.Thread(target=requests, daemon=True).start()
-        try:
+        with contextlib.suppress(OSError):
             while data := upstream.recv(65536):
                 if state["cut"]:
                     room = self.cut_after - state["sent"]
@@ -134,9 +110,10 @@ class CuttingProxy:
                         break
                     state["sent"] += len(data)
                 client.sendall(data)
-        except OSError:
-            pass
-        close()
+        for sock in (client, upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
     def close(self) -> None:
         self.listener.close()
@@ -158,9 +135,6 @@ def test_an_s3_body_cut_mid_way_is_resumed_from_where_it_stopped(s3_data_connect
     _no_partial_files(tmp_path / "dl")
 
 
-# --- the overall deadline is a parameter -----------------------------------------------------------------------------
-
-
 def test_the_download_deadline_is_a_component_parameter(tmp_path):
     from components.data_processing.dataset_download.tests.test_dataset_download_hostile import TricklingServer
 
@@ -168,13 +142,10 @@ def test_the_download_deadline_is_a_component_parameter(tmp_path):
     try:
         started = time.monotonic()
         with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 1 s exceeded"):
-            request = dataset_download_request(server.url, download_deadline_s=1)
-            run_dataset_download(request, tmp_path / "out" / "t.jsonl", tmp_path / "out" / "e.jsonl")
+            run_dataset_step(server.url, tmp_path / "out", download_deadline_s=1)
         assert time.monotonic() - started < 5
     finally:
         server.close()
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
     with pytest.raises(ValueError, match=r"download_deadline_s=0 must be > 0"):
-        run_dataset_download(
-            dataset_download_request(server.url, download_deadline_s=0), tmp_path / "t.jsonl", tmp_path / "e.jsonl"
-        )
+        run_dataset_step(server.url, tmp_path, download_deadline_s=0)

@@ -9,7 +9,7 @@ import pytest
 from components.data_processing.dataset_download.formats import detect_format
 from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.validation_report import DatasetValidationError
-from tests.harness.requests import dataset_download_request
+from tests.harness.requests import dataset_download_request, run_dataset_step
 
 ANSWER = {"question": "Compute 2 + 3. Answer with the number only.", "ground_truth": "5"}
 TOOL = {
@@ -35,8 +35,7 @@ def test_reward_rows_are_detected_before_their_messages():
 @pytest.mark.parametrize("rows", [[ANSWER], [TOOL]])
 def test_valid_reward_rows_pass_unchanged_into_the_split(rows, tmp_path):
     data = _write(tmp_path / "prompts.jsonl", rows * 10)
-    request = dataset_download_request(str(data), train_split_ratio=0.8)
-    result = run_dataset_download(request, tmp_path / "train.jsonl", tmp_path / "eval.jsonl")
+    result = run_dataset_step(str(data), tmp_path, train_split_ratio=0.8)
     assert (result.train.rows, result.eval.rows) == (8, 2)
     written = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert written == rows * 8  # nothing converted to chat messages
@@ -56,7 +55,6 @@ def test_a_broken_reward_row_fails_the_step_naming_its_line_and_rule(tmp_path):
 def test_on_invalid_drop_counts_the_rejected_reward_rows(tmp_path):
     rows = [ANSWER] * 9 + [{"question": "q", "ground_truth": ""}]
     data = _write(tmp_path / "prompts.jsonl", rows)
-    request = dataset_download_request(str(data), on_invalid="drop", max_invalid_fraction=0.2, train_split_ratio=1.0)
-    result = run_dataset_download(request, tmp_path / "train.jsonl", tmp_path / "eval.jsonl")
+    result = run_dataset_step(str(data), tmp_path, on_invalid="drop", max_invalid_fraction=0.2, train_split_ratio=1.0)
     assert (result.validation.rows_valid, result.train.rows) == (9, 9)
     assert result.validation.rejects_by_rule == {"ground_truth_invalid": 1}

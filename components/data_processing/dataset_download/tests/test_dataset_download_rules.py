@@ -5,12 +5,12 @@ import pytest
 from components._common.chat_errors import RULES, RowError
 from components._common.chat_format import check_messages, check_row
 from components.data_processing.dataset_download.formats import (
-    check_input_format,
     detect_format,
     from_alpaca,
     from_prompt_completion,
     from_sharegpt,
 )
+from tests.harness.requests import dataset_options
 
 U = {"role": "user", "content": "What is 2+2?"}
 A = {"role": "assistant", "content": "4"}
@@ -90,16 +90,21 @@ def test_alpaca_with_and_without_input_and_system():
 
 
 @pytest.mark.parametrize(
-    "row,rule",
+    "convert,row,rule",
     [
-        ({"instruction": "Add.", "input": "2 and 2"}, "missing_field"),
-        ({"input": "x", "output": "4"}, "missing_field"),
-        ({"instruction": ["Add."], "output": "4"}, "field_not_string"),
+        (from_alpaca, {"instruction": "Add.", "input": "2 and 2"}, "missing_field"),
+        (from_alpaca, {"input": "x", "output": "4"}, "missing_field"),
+        (from_alpaca, {"instruction": ["Add."], "output": "4"}, "field_not_string"),
+        (from_sharegpt, {"conversation": []}, "missing_field"),
+        (from_sharegpt, {"conversations": "hi"}, "messages_not_list"),
+        (from_sharegpt, {"conversations": [["human", "hi"]]}, "message_not_object"),
+        (from_prompt_completion, {"prompt": "x"}, "missing_field"),
+        (from_prompt_completion, {"prompt": 3, "completion": "4"}, "field_not_string"),
     ],
 )
-def test_alpaca_bad_rows(row, rule):
+def test_converters_refuse_bad_rows_naming_the_rule(convert, row, rule):
     with pytest.raises(RowError) as error:
-        from_alpaca(row)
+        convert(row)
     assert error.value.rule == rule
 
 
@@ -120,36 +125,16 @@ def test_sharegpt_maps_speakers_and_keeps_extra_keys():
     assert from_sharegpt(row) == {"messages": [S, U, {"role": "assistant", "content": "4", "weight": 1}], "source": "x"}
 
 
-@pytest.mark.parametrize(
-    "row,rule",
-    [
-        ({"conversation": []}, "missing_field"),
-        ({"conversations": "hi"}, "messages_not_list"),
-        ({"conversations": [["human", "hi"]]}, "message_not_object"),
-    ],
-)
-def test_sharegpt_bad_rows(row, rule):
-    with pytest.raises(RowError) as error:
-        from_sharegpt(row)
-    assert error.value.rule == rule
-
-
 def test_sharegpt_unknown_speaker_fails_the_role_rule():
     converted = from_sharegpt({"conversations": [{"from": "narrator", "value": "x"}, {"from": "gpt", "value": "y"}]})
     assert check_messages(converted["messages"]) == ("role_invalid", "messages[0].role='narrator'")
 
 
 def test_prompt_completion_strings_and_conversational_lists():
-    assert from_prompt_completion({"prompt": "What is 2+2?", "completion": "4", "k": 1}) == {
-        "messages": [U, A],
-        "k": 1,
-    }
+    assert from_prompt_completion({"prompt": "What is 2+2?", "completion": "4", "k": 1}) == {"messages": [U, A], "k": 1}
     assert from_prompt_completion({"prompt": [S, U], "completion": [A]}) == {"messages": [S, U, A]}
     with pytest.raises(RowError, match="completion"):
         from_prompt_completion({"prompt": "x"})
-    with pytest.raises(RowError) as error:
-        from_prompt_completion({"prompt": 3, "completion": "4"})
-    assert error.value.rule == "field_not_string"
 
 
 @pytest.mark.parametrize(
@@ -177,6 +162,6 @@ def test_detection_refuses_mixed_or_unknown_rows():
 
 
 def test_input_format_is_checked():
-    check_input_format("auto")
+    dataset_options("validation", input_format="auto")
     with pytest.raises(ValueError, match="input_format='chatml' is not one of"):
-        check_input_format("chatml")
+        dataset_options("validation", input_format="chatml")

@@ -18,9 +18,6 @@ ROW = json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assi
 FAST = dataset_http_options(timeout_s=2.0, attempts=3, backoff_s=0.01)
 
 
-# --- URI forms -----------------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     "uri,kind",
     [
@@ -63,9 +60,6 @@ def test_s3_uri_parts_and_default_bucket():
         parse_s3_uri("s3://b/k/../x.jsonl")
 
 
-# --- local and pvc -------------------------------------------------------------------------------------------------
-
-
 def test_local_file_revision_is_mtime_and_size(tmp_path):
     path = tmp_path / "a.jsonl"
     path.write_text(ROW)
@@ -98,9 +92,6 @@ def test_pvc_paths_stay_inside_the_claim(tmp_path, monkeypatch):
         fetch_dataset("pvc://my-claim/../outside.jsonl", tmp_path / "dl")
     with pytest.raises(DatasetSourceError, match="not a valid PVC name"):
         fetch_dataset("pvc://../x.jsonl", tmp_path / "dl")
-
-
-# --- HTTP ----------------------------------------------------------------------------------------------------------
 
 
 def test_http_download_with_etag(http_file_server, tmp_path):
@@ -142,7 +133,7 @@ def test_http_size_cap_and_timeout_leave_nothing_behind(http_file_server, tmp_pa
 
     (http_file_server.root / "chat.jsonl").write_text(ROW * 10)
     with pytest.raises(DatasetSourceError, match="exceed max_download_bytes=100"):
-        fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", max_bytes=100, http=FAST)
+        fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", max_download_bytes=100, http=FAST)
     slow = dataset_http_options(timeout_s=0.2, attempts=2, backoff_s=0.01)
     http_file_server.script("/chat.jsonl", *[ScriptedResponse(200, b"late", delay_s=0.5)] * 2)
     with pytest.raises(DatasetSourceError, match="after 2 attempts"):
@@ -160,9 +151,6 @@ def test_https_verifies_certificates(http_file_server, tmp_path):
 def test_http_url_must_name_a_data_file(tmp_path):
     with pytest.raises(DatasetSourceError, match="must end in a .jsonl"):
         fetch_dataset("http://127.0.0.1:9/download?id=3", tmp_path / "dl")
-
-
-# --- S3 ------------------------------------------------------------------------------------------------------------
 
 
 def test_s3_object_and_prefix_through_the_data_connection(s3_data_connection, tmp_path):
@@ -186,7 +174,7 @@ def test_s3_missing_object_credentials_and_size_cap(s3_data_connection, tmp_path
     with pytest.raises(DatasetSourceError, match=r"not found \(404"):
         fetch_dataset("s3://no-such-bucket/a.jsonl", tmp_path / "dl")
     with pytest.raises(DatasetSourceError, match="exceed max_download_bytes=10"):
-        fetch_dataset(f"s3://{bucket}/a.jsonl", tmp_path / "dl", max_bytes=10)
+        fetch_dataset(f"s3://{bucket}/a.jsonl", tmp_path / "dl", max_download_bytes=10)
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     with pytest.raises(DatasetSourceError, match="S3 credentials missing: set AWS_SECRET_ACCESS_KEY"):
         fetch_dataset(f"s3://{bucket}/a.jsonl", tmp_path / "dl")
@@ -198,12 +186,12 @@ def test_s3_access_denied_names_the_data_connection(http_file_server, tmp_path, 
     from tests.harness.http_server import ScriptedResponse
 
     http_file_server.script("/bucket/a.jsonl", ScriptedResponse(403, denied, {"Content-Type": "application/xml"}))
-    for name, value in {
+    wrong = {
         "AWS_ACCESS_KEY_ID": "wrong-id",
         "AWS_SECRET_ACCESS_KEY": "wrong-secret",
-        "AWS_S3_ENDPOINT": http_file_server.url,
         "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
+    }
+    for name, value in {**wrong, "AWS_S3_ENDPOINT": http_file_server.url}.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(DatasetSourceError, match=r"access denied \(AccessDenied, 403 Forbidden\)") as error:
         fetch_dataset("s3://bucket/a.jsonl", tmp_path / "dl")
@@ -212,9 +200,6 @@ def test_s3_access_denied_names_the_data_connection(http_file_server, tmp_path, 
     for part in ("AccessDenied", "403 Forbidden", "s3-secret", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert part in str(error.value), part
     assert http_file_server.requests[0].headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=wrong-id/")
-
-
-# --- Hugging Face Hub ----------------------------------------------------------------------------------------------
 
 
 def test_hub_file_selection_by_layout():
@@ -286,4 +271,4 @@ def test_hub_errors(hub_stub, tmp_path):
     with pytest.raises(DatasetSourceError, match="revision not found"):
         fetch_dataset("org/big@0123456789abcdef0123456789abcdef01234567", tmp_path / "dl")
     with pytest.raises(DatasetSourceError, match="exceed max_download_bytes=1000"):
-        fetch_dataset("org/big", tmp_path / "dl", max_bytes=1000)
+        fetch_dataset("org/big", tmp_path / "dl", max_download_bytes=1000)

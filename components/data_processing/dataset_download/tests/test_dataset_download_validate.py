@@ -25,16 +25,9 @@ def _jsonl(path, rows):
 def test_format_by_suffix():
     from pathlib import PurePath
 
-    assert [
-        data_format(PurePath(n)) for n in ("a.jsonl", "a.JSON", "a.csv.gz", "a.parquet", "a.txt", "a.parquet.gz")
-    ] == [
-        "jsonl",
-        "json",
-        "csv",
-        "parquet",
-        None,
-        None,
-    ]
+    names = {"a.jsonl": "jsonl", "a.JSON": "json", "a.csv.gz": "csv", "a.parquet": "parquet", "a.txt": None}
+    names["a.parquet.gz"] = None
+    assert {name: data_format(PurePath(name)) for name in names} == names
 
 
 def test_jsonl_lines_blank_lines_and_bad_json(tmp_path):
@@ -51,9 +44,7 @@ def test_gzip_json_array_csv_and_parquet_give_the_same_rows(tmp_path):
         handle.write("\n".join(json.dumps(r) for r in rows))
     (tmp_path / "b.json").write_text(json.dumps(rows, indent=2))
     with open(tmp_path / "c.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["messages", "id"])
-        writer.writerows([[json.dumps(r["messages"]), str(r.get("id", ""))] for r in rows])
+        csv.writer(handle).writerows([["messages", "id"]] + [[json.dumps(r["messages"]), str(r["id"])] for r in rows])
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
     read = {
         name: [row for _, row in iter_rows(tmp_path / name, dataset_read_limits())]
@@ -93,13 +84,8 @@ def test_fail_mode_names_rule_line_and_excerpt_and_counts_every_rule(tmp_path):
     assert excerpt + '{"role": "user", "content": "…' in message
     assert "content_empty=1" in message and "trailing_user=2" in message
     markdown = report.to_markdown()
-    assert [line.split(" | ")[0] for line in markdown.splitlines() if line.startswith("| chat.jsonl:")] == [
-        "| chat.jsonl:2",
-        "| chat.jsonl:4",
-        "| chat.jsonl:5",
-        "| chat.jsonl:6",
-        "| chat.jsonl:7",
-    ]
+    listed = [line.split(" | ")[0] for line in markdown.splitlines() if line.startswith("| chat.jsonl:")]
+    assert listed == [f"| chat.jsonl:{n}" for n in (2, 4, 5, 6, 7)]
 
 
 def test_drop_mode_passes_within_the_fraction_and_fails_above(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 
 from components.data_processing.dataset_download.run import run_dataset_download
 from pipelines.demo.demo_data import DEMO_DATASET_PATH
-from tests.harness.requests import dataset_download_request
+from tests.harness.requests import dataset_download_request, run_dataset_step
 
 
 def test_a_workspace_that_is_not_writable_fails_the_first_step_in_one_line(tmp_path):
@@ -24,7 +24,6 @@ def test_a_workspace_that_is_not_writable_fails_the_first_step_in_one_line(tmp_p
 def test_a_writable_workspace_is_left_as_it_was(tmp_path):
     workspace = tmp_path / "kfp-workspace"
     workspace.mkdir()
-    request = dataset_download_request(str(DEMO_DATASET_PATH), pvc_path=str(workspace))
-    run_dataset_download(request, tmp_path / "train", tmp_path / "eval")
+    run_dataset_step(str(DEMO_DATASET_PATH), tmp_path, pvc_path=str(workspace))
     assert list(workspace.iterdir()) == []  # the probe file is removed
-    assert (tmp_path / "train").exists()
+    assert (tmp_path / "train.jsonl").exists()
