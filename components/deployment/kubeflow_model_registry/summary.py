@@ -64,3 +64,15 @@ def render_summary(
         ]
         parts.append("")
     return "\n".join(parts)
+
+
+def serving_rows(modelcar: Any, deployment: Any, not_deployed: str) -> list[tuple[str, str]]:
+    """Summary rows: the modelcar (a ``PublishedModelcar``), then the served endpoint (or why it was not deployed)."""
+    rows = modelcar.summary_rows() if modelcar is not None else []
+    if deployment is not None:
+        rows.append(("InferenceService", f"{deployment.service} ({deployment.action}, uid {deployment.uid})"))
+        rows.append(("Endpoint", deployment.url))
+        rows.append(("Smoke completion", repr(deployment.smoke_answer)))
+    elif not_deployed:
+        rows.append(("Deployment", not_deployed))
+    return rows

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from components.deployment.kubeflow_model_registry.delta_gate import evaluate_delta_gate, improvement, regression
+from components.deployment.kubeflow_model_registry.gates import evaluate_delta_gate, improvement, regression
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registry_client import RetryPolicy
 from components.deployment.kubeflow_model_registry.run import run_model_registration

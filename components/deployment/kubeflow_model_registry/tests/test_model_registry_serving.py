@@ -207,9 +207,9 @@ def test_a_rerun_republishes_the_same_digest_and_registers_nothing_twice(
 def test_deploy_credentials_are_the_training_steps(environ, message):
     """The deploy builds its client with ``kube_auth.load_api_client`` (URL checked), one line naming the step."""
     from components._common.kube_auth import KubeAuthError
-    from components.deployment.kubeflow_model_registry.serving import deploy
+    from components.deployment.kubeflow_model_registry.kserve_deploy import deploy
 
-    serving = model_registry_request(model=None, deploy_inference_service=True, deploy_namespace=NS).serving
+    options = model_registry_request(model=None, deploy_inference_service=True, deploy_namespace=NS).deploy
     with pytest.raises(KubeAuthError, match=rf"^deploy_inference_service: .*{re.escape(message)}") as raised:
-        deploy(serving, "oci://quay.io/x/m@sha256:" + "0" * 64, "m", "", environ, print)
+        deploy(options, "oci://quay.io/x/m@sha256:" + "0" * 64, "m", "", environ, print)
     assert "\n" not in str(raised.value)
