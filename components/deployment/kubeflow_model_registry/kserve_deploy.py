@@ -1,8 +1,4 @@
-"""Deploys the registered model on KServe and smoke-tests it (README: *Deploy* and *Ownership*).
-
-The ``kubernetes`` client over :mod:`.kserve_manifests`: a deadline on every request, transient failures retried,
-every create and patch ``fieldValidation=Strict``, nothing deleted.
-"""
+"""Deploys the registered model on KServe and smoke-tests it (README: *Deploy*): timed, retried, Strict, no deletes."""
 
 from __future__ import annotations
 
@@ -342,12 +338,7 @@ def deploy(
     log: Callable[[str], None],
     run_id: str = "",
 ) -> Deployment:
-    """Serves ``registered_uri`` on KServe with the Kubernetes credentials of ``environ`` (:func:`deploy_model`).
-
-    Raises:
-        KubeAuthError: No usable Kubernetes credentials.
-        DeployError: See :func:`deploy_model`.
-    """
+    """:func:`deploy_model` with the Kubernetes credentials of ``environ`` (KubeAuthError when there are none)."""
     try:
         api_client = load_api_client(environ=environ, log=log)
     except KubeAuthError as error:

@@ -1,7 +1,4 @@
-"""KServe objects serving the registered model (pure builders), labelled as this step's (:func:`owner_labels`).
-
-A ``ServingRuntime`` of OpenShift AI's vLLM template (``vllm-cuda-runtime``) and a single-model ``InferenceService``.
-"""
+"""KServe objects serving the registered model (OpenShift AI's vLLM ``ServingRuntime``, an ``InferenceService``)."""
 
 from __future__ import annotations
 
@@ -119,9 +116,7 @@ def build_inference_service(
     """A single-model ``InferenceService`` serving ``storage_uri`` with ``runtime``, labelled for ``model_name``.
 
     ``name`` is also the served model's name; ``storage_key`` the data connection of an ``s3://`` URI; ``profile`` a
-    :class:`~components._common.hardware_profiles.HardwareProfile` whose resources (replacing the defaults and
-    ``gpus``), node selector, tolerations, Kueue queue and annotations are applied
-    (:func:`~components._common.hardware_profiles.apply_to_inference_service`).
+    ``HardwareProfile`` applied by ``hardware_profiles.apply_to_inference_service`` (replacing ``gpus``).
     """
     resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}}
     if gpus:

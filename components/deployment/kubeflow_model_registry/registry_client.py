@@ -194,12 +194,7 @@ def _registry_class() -> type:
 
 
 class RegistrySession:
-    """One registry's client (:attr:`registry`) and the clock of its steps.
-
-    Attributes:
-        registry: The ``model_registry.ModelRegistry`` once :meth:`open` connected (``registry.api_version``: ``v1`` or
-            ``v1alpha3``).
-    """
+    """One registry's client (``registry``, once :meth:`open` connected; its ``api_version``) and the steps' clock."""
 
     def __init__(self, endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]):
         self.endpoint, self.policy, self.log = endpoint, policy, log

@@ -1,8 +1,7 @@
 """``model_registry``'s request: its arguments as a few typed option groups, built once from the wrapper's arguments.
 
-:func:`model_registry_request` takes the wrapper's ``dict(locals())`` and puts every argument into one group, whose
-field is the parameter's name without the group's prefix (``deploy_gpus`` -> ``request.deploy.gpus``); no group has
-a default (they live once, in the component's signature). Input artifacts become :class:`~.lineage.ArtifactInfo`.
+Each group's field is the parameter's name less the group's prefix (``deploy_gpus`` -> ``request.deploy.gpus``); no
+group has a default (they live once, in the component's signature).
 """
 
 from __future__ import annotations

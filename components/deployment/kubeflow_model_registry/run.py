@@ -94,10 +94,9 @@ def run_model_registration(
     log: Callable[[str], None] = _log,
     now: datetime.datetime | None = None,
 ) -> ModelRegistryResult:
-    """Registers the model with its lineage in a Kubeflow Model Registry (see the component for the parameters).
+    """Registers the model with its lineage in a Kubeflow Model Registry (``gated_out`` when a gate is not met).
 
-    ``environ`` holds the token, PVC and S3 settings (default ``os.environ``); ``now`` is the clock of derived version
-    names. Status ``gated_out`` (nothing registered, the summary says why) when a gate is not met.
+    ``environ`` holds the token, PVC and S3 settings (default ``os.environ``); ``now``: the clock of derived versions.
 
     Raises:
         ValueError: Bad parameters or metadata (names the parameter and the rule), or a gate that cannot be

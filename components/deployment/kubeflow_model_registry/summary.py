@@ -17,7 +17,7 @@ def _number(value: Any) -> str:
 
 
 def comparison_table(checks: Sequence[Any]) -> str:
-    """The base → fine-tuned comparison as a Markdown table (one row per :class:`~.delta_gate.MetricCheck`)."""
+    """The base → fine-tuned comparison as a Markdown table (one row per :class:`~.gates.MetricCheck`)."""
     header = ["metric", "base", "fine-tuned", "Δ", "± stderr of Δ", "beyond noise", "gate"]
     rows = []
     for check in checks:
@@ -45,10 +45,7 @@ def render_summary(
     link: str = "",
     checks: Sequence[Any] = (),
 ) -> str:
-    """The summary (Markdown): status and why, facts, the version's link, the comparison, the version's lineage.
-
-    ``checks``: the comparison with the base model, one :class:`~.delta_gate.MetricCheck` per metric.
-    """
+    """The summary (Markdown): status and why, facts, the version's link, the comparison (``checks``), the lineage."""
     parts = ["# Model Registry", "", f"**Status:** `{status}` — {reason}", ""]
     if details:
         parts += [markdown_table(details, ("Field", "Value")), ""]

@@ -25,6 +25,13 @@ def _metrics(tmp_path, name, **values):
     return dsl.Metrics(uri=str(tmp_path / name), metadata=values)
 
 
+def _python_func(stub, tmp_path, model, **arguments):
+    """``python_func`` in process against ``stub`` over plain HTTP, named ``tiny-chat`` unless ``arguments`` say."""
+    defaults = dict(registry_address=stub.address, registry_port=stub.port, model_name="tiny-chat", is_secure=False)
+    summary = dsl.Markdown(uri=str(tmp_path / "summary.md"))
+    return model_registry.python_func(model=model, summary=summary, **{**defaults, **arguments})
+
+
 def test_compiled_spec_has_the_contract_and_no_secret(tmp_path, monkeypatch):
     monkeypatch.setenv("MODEL_REGISTRY_TOKEN", TOKEN)
     path = tmp_path / "component.yaml"
@@ -51,15 +58,11 @@ def test_compiled_spec_has_the_contract_and_no_secret(tmp_path, monkeypatch):
 def test_python_func_registers_in_process(registry_stub, tmp_path, model_artifact, monkeypatch):
     monkeypatch.setenv("MODEL_REGISTRY_TOKEN", TOKEN)
     registry_stub.require_token(TOKEN)
-    summary = dsl.Markdown(uri=str(tmp_path / "summary.md"))
-    outputs = model_registry.python_func(
-        model=model_artifact,
-        summary=summary,
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        model_name="tiny-chat",
+    outputs = _python_func(
+        registry_stub,
+        tmp_path,
+        model_artifact,
         model_version="0.1.0",
-        is_secure=False,
         allow_token_over_http=True,
         model_uri="pvc://models/tiny-chat/0.1.0",
         eval_metrics=_metrics(tmp_path, "eval", acc=0.8),
@@ -77,12 +80,11 @@ def test_an_address_without_a_name_registers_under_the_default_name_and_run_vers
     registry_stub, tmp_path, model_artifact, capsys
 ):
     """As the peer does: the name from the algorithm and the base model, the version from the run."""
-    outputs = model_registry.python_func(
-        model=model_artifact,
-        summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        is_secure=False,
+    outputs = _python_func(
+        registry_stub,
+        tmp_path,
+        model_artifact,
+        model_name="",
         model_uri="pvc://models/tiny/1",
         pipeline_run_id="3f2a9c1e-77aa-4b1c",
     )
@@ -94,13 +96,10 @@ def test_an_address_without_a_name_registers_under_the_default_name_and_run_vers
 
 
 def test_python_func_gate_failure_is_gated_out(registry_stub, tmp_path, model_artifact):
-    outputs = model_registry.python_func(
-        model=model_artifact,
-        summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        model_name="tiny-chat",
-        is_secure=False,
+    outputs = _python_func(
+        registry_stub,
+        tmp_path,
+        model_artifact,
         model_uri="pvc://models/x",
         train_metrics=_metrics(tmp_path, "train", loss=2.0),
         min_metric_name="loss",
@@ -160,13 +159,10 @@ def test_kfp_local_registers_for_real(kfp_local, registry_stub, tmp_path, monkey
 
 def test_python_func_regression_gate_reads_the_lm_eval_comparison(registry_stub, tmp_path, model_artifact):
     record = {"task": "arc_easy", "metric": "acc", "base": 0.72, "tuned": 0.6, "delta": -0.12, "higher_is_better": True}
-    outputs = model_registry.python_func(
-        model=model_artifact,
-        summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        model_name="tiny-chat",
-        is_secure=False,
+    outputs = _python_func(
+        registry_stub,
+        tmp_path,
+        model_artifact,
         model_uri="pvc://models/x",
         eval_results=dsl.Artifact(uri=str(tmp_path / "results"), metadata={"comparison": {"arc_easy/acc": record}}),
         max_regression=0.05,

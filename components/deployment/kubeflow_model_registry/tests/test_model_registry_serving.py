@@ -34,14 +34,6 @@ def base_image(oci_registry, tmp_path) -> str:
     return f"{oci_registry.host}/base/micro:1"
 
 
-@pytest.fixture
-def kserve(kube_api):
-    kube_api.serve("serving.kserve.io/v1beta1/inferenceservices")
-    kube_api.serve("serving.kserve.io/v1alpha1/servingruntimes")
-    kube_api.track_metadata("inferenceservices")
-    return kube_api
-
-
 def _model(tiny_model_dir: Path) -> ArtifactInfo:
     metadata = {"checkpoint_path": str(tiny_model_dir), "base_model": "tiny", "algorithm": "sft"}
     return ArtifactInfo(str(tiny_model_dir), str(tiny_model_dir), metadata)
