@@ -1,7 +1,6 @@
-"""The gates a model passes before it is registered (README: *Overview*).
+"""The gates before registration: a metric threshold and the continual-learning gates (README: *Overview*).
 
-A metric threshold, and the continual-learning gates on ``lm_eval``'s ``comparison`` with the base model
-(improvement and regression follow each metric's direction: a lower perplexity improves).
+Improvement and regression follow each metric's direction (``higher_is_better``): a lower perplexity improves.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Idempotent registration with ``model_registry.ModelRegistry``: registered model -> version -> model artifact.
-
-Every step is find-then-register and retried as a whole (README: *Overview* says what is reused and refused).
-"""
+"""Idempotent registration (find-then-register, README: *Overview*): registered model -> version -> artifact."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The Model Registry's own client, ``model_registry.ModelRegistry``, with the step's deadlines, retries and errors.
-
-Around the client only what it cannot do (README: *The registry client*, with the measurements).
-"""
+"""``model_registry.ModelRegistry`` with the step's deadlines, retries and errors (README: *The registry client*)."""
 
 from __future__ import annotations
 

@@ -95,19 +95,6 @@ def test_an_address_without_a_name_registers_under_the_default_name_and_run_vers
     assert "model_name is empty: registering as 'sft-tiny'" in capsys.readouterr().out
 
 
-def test_python_func_gate_failure_is_gated_out(registry_stub, tmp_path, model_artifact):
-    outputs = _python_func(
-        registry_stub,
-        tmp_path,
-        model_artifact,
-        model_uri="pvc://models/x",
-        train_metrics=_metrics(tmp_path, "train", loss=2.0),
-        min_metric_name="loss",
-        min_metric_value=3.0,
-    )
-    assert tuple(outputs) == ("gated_out", "", "", "", "") and registry_stub.requests == []
-
-
 def test_kfp_local_skips_without_address(kfp_local, tmp_path):
     model_dir = tmp_path / "local-model"
     model_dir.mkdir()
@@ -155,17 +142,3 @@ def test_kfp_local_registers_for_real(kfp_local, registry_stub, tmp_path, monkey
     assert [a["uri"] for a in registry_stub.artifacts.values()] == ["pvc://models/tiny-chat/local"]
     summaries = list(kfp_local.rglob("summary.md"))
     assert summaries and "`registered`" in summaries[0].read_text() and TOKEN not in summaries[0].read_text()
-
-
-def test_python_func_regression_gate_reads_the_lm_eval_comparison(registry_stub, tmp_path, model_artifact):
-    record = {"task": "arc_easy", "metric": "acc", "base": 0.72, "tuned": 0.6, "delta": -0.12, "higher_is_better": True}
-    outputs = _python_func(
-        registry_stub,
-        tmp_path,
-        model_artifact,
-        model_uri="pvc://models/x",
-        eval_results=dsl.Artifact(uri=str(tmp_path / "results"), metadata={"comparison": {"arc_easy/acc": record}}),
-        max_regression=0.05,
-    )
-    assert tuple(outputs) == ("gated_out", "", "", "", "") and registry_stub.requests == []
-    assert "arc_easy/acc worse by 0.12" in (tmp_path / "summary.md").read_text()

@@ -1,8 +1,5 @@
-"""Publishing the model as an OCI modelcar against the real ``docker-registry`` (olot layers, skopeo pushes).
-
-Each push is read back twice: raw (the manifest's layers hold the model files under ``/models``) and with the
-project's own ``oci://`` model download (``train_model``'s), whose copy loads with transformers.
-"""
+"""Publishing the model as an OCI modelcar to the real ``docker-registry``, read back raw (the files under
+``/models``) and with ``train_model``'s own ``oci://`` download, whose copy loads with transformers."""
 
 from __future__ import annotations
 
