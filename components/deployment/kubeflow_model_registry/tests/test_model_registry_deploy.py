@@ -62,7 +62,8 @@ def _become_ready(api, url: str, *, name: str = MODEL, after_generation: int = 1
                     if o["metadata"]["name"] == name and o["metadata"].get("generation", 0) >= after_generation
                 ),
                 None,
-            )
+            ),
+            timeout=60,  # the whole step's push and registration come first in test_model_registry_serving
         )
         status = {
             "observedGeneration": obj["metadata"]["generation"],

@@ -13,12 +13,12 @@ import pytest
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registry_client import RetryPolicy
 from components.deployment.kubeflow_model_registry.run import run_model_registration
+from components.deployment.kubeflow_model_registry.tests.test_model_registry_deploy import NS, _become_ready
 from tests.harness.oci_registry import write_image_layout
 from tests.harness.requests import model_registry_request
 
 pytest.importorskip("olot", reason="modelcar publishing needs model-registry[olot] (olot is in the lock)")
 TOKEN = "mr-token-serving-5d6e"
-NS = "team-a"
 PINNED = re.compile(r"^oci://127\.0\.0\.1:\d+/published/tiny-chat@sha256:[0-9a-f]{64}$")
 
 
@@ -48,21 +48,6 @@ def _run(tmp_path, environ, model_dir: Path, stub=None, target="", base_image=""
     )
 
 
-def _controller(kserve, url: str):
-    def script():
-        kserve.wait_for(lambda: kserve.objects("inferenceservices", NS), timeout=60)
-        status = {
-            "observedGeneration": 1,
-            "url": url,
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-26T10:00:00Z"}],
-        }
-        kserve.custom.patch_namespaced_custom_object_status(
-            "serving.kserve.io", "v1beta1", NS, "inferenceservices", "tiny-chat", {"status": status}
-        )
-
-    return kserve.in_background(script)
-
-
 def test_modelcar_registered_pinned_then_served_and_smoke_tested(
     oci_registry, base_image, registry_stub, kserve, openai_stub, tiny_model_dir, tmp_path
 ):
@@ -72,7 +57,7 @@ def test_modelcar_registered_pinned_then_served_and_smoke_tested(
         "KUBERNETES_AUTH_TOKEN": "kube-token",
         "POD_NAMESPACE": NS,
     }
-    with _controller(kserve, openai_stub.url):
+    with _become_ready(kserve, openai_stub.url):
         target = f"oci://{oci_registry.host}/published/tiny-chat:1"
         arguments = dict(model_version="1", deploy_inference_service=True)
         result = _run(tmp_path, environ, tiny_model_dir, registry_stub, target, base_image, **arguments)

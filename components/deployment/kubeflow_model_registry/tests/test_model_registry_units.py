@@ -192,12 +192,9 @@ def test_lineage_rejects_bad_hyperparameters():
         lineage_properties(ArtifactInfo("u", "p", {"hyperparameters": "lr=1"}), RunInfo())
 
 
-def test_known_run_value_ignores_unresolved_placeholders():
+def test_run_values_ignore_unresolved_placeholders_and_metrics_kfps_bookkeeping():
     assert known_run_value("{{$.pipeline_job_uuid}}") == ""
     assert known_run_value(" 1234 ") == "1234"
-
-
-def test_metric_values_skip_kfp_bookkeeping():
     metrics = ArtifactInfo("u", "p", {"display_name": "metrics", "acc": 0.5})
     assert metric_values(metrics) == {"acc": 0.5}
     assert metric_values(None) == {}
@@ -206,11 +203,8 @@ def test_metric_values_skip_kfp_bookkeeping():
 # ---- gate --------------------------------------------------------------------------------------------------------
 
 
-def test_gate_without_metric_passes():
-    assert evaluate_gate("", 0.9, {}, {}).passed
-
-
 def test_gate_prefers_eval_metrics_and_compares_inclusive():
+    assert evaluate_gate("", 0.9, {}, {}).passed  # no gate without a metric
     decision = evaluate_gate("acc", 0.5, {"acc": 0.5}, {"acc": 0.1})
     assert decision.passed and decision.reasons == ("eval_metrics acc = 0.5 >= min_metric_value 0.5",)
     failed = evaluate_gate("loss", 1.0, {}, {"loss": "0.75"})
