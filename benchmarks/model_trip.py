@@ -198,8 +198,7 @@ def registry_step(model, root: Path, copy: bool, endpoint: str, environ: dict) -
     """The registry's S3 upload (its own code) from the artifact's files (before) or the workspace (after)."""
     from components._common.s3 import s3_client
     from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
-    from components.deployment.kubeflow_model_registry.model_uri import model_files_dir
-    from components.deployment.kubeflow_model_registry.s3_upload import upload_model_files
+    from components.deployment.kubeflow_model_registry.model_uri import model_files_dir, upload_model_files
 
     info = ArtifactInfo(model.uri, model.path, dict(model.metadata))
     downloaded = tree_bytes(Path(model.path))

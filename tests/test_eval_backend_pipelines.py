@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from components.deployment.kubeflow_model_registry.delta_gate import evaluate_delta_gate
+from components.deployment.kubeflow_model_registry.gates import evaluate_delta_gate
 from pipelines.demo.demo_data import DEMO_DATASET_PATH
 from pipelines.demo.demo_summary import STEP_TASKS
 from tests.harness.evalhub_server import running_evalhub

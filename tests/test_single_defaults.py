@@ -24,7 +24,9 @@ from components._common.dataset_metadata import DatasetMetadata
 from components.data_processing.dataset_download import dataset_download
 from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
 from components.deployment.kubeflow_model_registry import model_registry
-from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest, run_model_registration
+from components.deployment.kubeflow_model_registry.request import GROUPS as REGISTRY_GROUPS
+from components.deployment.kubeflow_model_registry.request import ModelRegistryRequest
+from components.deployment.kubeflow_model_registry.run import run_model_registration
 from components.evaluation.lm_eval import lm_eval
 from components.evaluation.lm_eval.run import LmEvalRequest, run_lm_eval
 from components.training.finetuning import train_model
@@ -42,6 +44,7 @@ TYPED = (
     LmEvalRequest,
     ModelRegistryRequest,
     *(group_type for group_type, _ in GROUPS.values()),
+    *(group_type for group_type, _ in REGISTRY_GROUPS.values()),
     TrainingOptions,
     RunConfig,
     ProgressSettings,
@@ -55,15 +58,17 @@ OUTPUTS = {
     "dataset_download": {"train_dataset", "eval_dataset", "report", "metrics"},
     "model_registry": {"summary"},
 }
+#: The requests whose option groups take a parameter prefix: their ``GROUPS`` tables.
+REQUEST_GROUPS = {TrainModelRequest: GROUPS, ModelRegistryRequest: REGISTRY_GROUPS}
 
 
 def _flat_hints(cls, parameters: set[str], prefix: str = "") -> dict[str, object]:
     """The type of each field of ``cls``; a dataclass field that is no parameter (a group of options) by its fields,
-    each under its group's parameter prefix (``train_model``: ``config.GROUPS``)."""
+    each under its group's parameter prefix (:data:`REQUEST_GROUPS`)."""
     hints = {}
     for name, hint in typing.get_type_hints(cls).items():
         grouped = dataclasses.is_dataclass(hint) and name not in parameters
-        inner = GROUPS[name][1] if cls is TrainModelRequest and name in GROUPS else ""
+        inner = REQUEST_GROUPS[cls][name][1] if name in REQUEST_GROUPS.get(cls, {}) else ""
         hints.update(_flat_hints(hint, parameters, inner) if grouped else {prefix + name: hint})
     return hints
 
@@ -92,7 +97,7 @@ def test_requests_and_contracts_have_no_defaults(cls):
     ids=["train_model", "dataset_download", "model_registry"],
 )
 def test_a_request_is_its_components_parameters_under_the_same_names_and_types(component, request_type):
-    """A grouped option type inside a request (``ModelRegistryRequest.serving``) counts as its own fields."""
+    """A grouped option type inside a request (``ModelRegistryRequest.deploy``) counts as its own fields."""
     parameters = _parameters(component)
     expected = set(parameters) - OUTPUTS[component.name.replace("-", "_")]
     hints = _flat_hints(request_type, expected)

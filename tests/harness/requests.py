@@ -104,15 +104,11 @@ def lm_eval_request(**arguments: Any) -> Any:
 
 
 def model_registry_request(**arguments: Any) -> Any:
-    """A ``ModelRegistryRequest``: ``model_registry``'s defaults and ``arguments`` (``model`` among them)."""
+    """A ``ModelRegistryRequest`` as the wrapper builds it: the defaults, then ``arguments`` (``model`` among them)."""
     from components.deployment.kubeflow_model_registry import model_registry
-    from components.deployment.kubeflow_model_registry.run import ModelRegistryRequest
-    from components.deployment.kubeflow_model_registry.serving import ServingRequest
+    from components.deployment.kubeflow_model_registry.request import model_registry_request as build
 
-    values = {**component_defaults(model_registry), **arguments}
-    grouped = {field.name for field in dataclasses.fields(ServingRequest)}
-    serving = ServingRequest(**{name: values.pop(name) for name in grouped})
-    return ModelRegistryRequest(**values, serving=serving)
+    return build(wrapper_arguments(model_registry, **arguments))
 
 
 def job_spec_settings(**fields: Any) -> dict[str, Any]:

@@ -1,8 +1,4 @@
-"""Kubeflow Model Registry component: registers a fine-tuned model with its lineage.
-
-``model_registry`` (the KFP component) is imported on first use, so that importing a module of this package (as the
-step's pod does, where kfp runs in its runtime mode) never imports the ``kfp.dsl`` decorators.
-"""
+"""Kubeflow Model Registry component; ``model_registry`` is imported on first use (the pod never needs ``kfp.dsl``)."""
 
 from __future__ import annotations
 

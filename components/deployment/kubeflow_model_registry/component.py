@@ -65,11 +65,8 @@ def model_registry(
     """
     arguments = dict(locals())  # every argument by name, taken before the imports below add names
     from components._common.files import with_extension
-    from components.deployment.kubeflow_model_registry.run import (
-        component_outputs,
-        model_registry_request,
-        run_model_registration,
-    )
+    from components.deployment.kubeflow_model_registry.request import model_registry_request
+    from components.deployment.kubeflow_model_registry.run import component_outputs, run_model_registration
 
     result = run_model_registration(model_registry_request(arguments), with_extension(summary, ".md"))
     return component_outputs(result)

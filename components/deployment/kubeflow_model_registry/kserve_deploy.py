@@ -1,8 +1,4 @@
-"""Deploys the registered model on KServe and smoke-tests it (the README's *Deploy* and *Ownership*).
-
-The client layer over :mod:`.kserve_manifests` with the ``kubernetes`` client: a deadline on every request, transient
-failures retried, every create and patch ``fieldValidation=Strict``, nothing deleted.
-"""
+"""Deploys the registered model on KServe and smoke-tests it (README: *Deploy*): timed, retried, Strict, no deletes."""
 
 from __future__ import annotations
 
@@ -12,11 +8,12 @@ import json
 import ssl
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components._common.namespace import SERVICE_ACCOUNT_DIR
+from components._common.kube_auth import KubeAuthError, load_api_client
+from components._common.namespace import SERVICE_ACCOUNT_DIR, pod_namespace
 from components._common.retry import (
     GaveUp,
     RetryPolicy,
@@ -27,7 +24,8 @@ from components._common.retry import (
     status_of,
 )
 
-from .kserve_manifests import build_inference_service, build_serving_runtime, is_owned
+from .kserve_manifests import build_inference_service, build_serving_runtime, is_owned, service_name
+from .request import DeployOptions
 
 GROUP = "serving.kserve.io"
 #: The OpenShift service CA (in-cluster ``https`` routes of KServe), else the service account's CA.
@@ -48,11 +46,11 @@ class DeployError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DeploySettings:
-    """Where and how to deploy: the ``deploy_*`` parameters, and how often and how long requests and waits go.
+    """Where and how to deploy (the resolved ``deploy_*`` options), and how often and how long requests and waits go.
 
     ``poll_seconds``: how often the status is read while waiting ``timeout_seconds`` for ``Ready``;
-    ``request_timeout``: the timeout of one API request (connect, then each read) and the deadline of the smoke
-    request, its answer's body included; ``api_deadline_seconds``: the most one API call may take, every try included.
+    ``request_timeout``: one API request's timeout (connect, then each read) and the smoke request's deadline;
+    ``api_deadline_seconds``: the most one API call may take, every try included.
     """
 
     namespace: str
@@ -102,10 +100,7 @@ class _Api:
         self.settings, self.policy, self.sleep, self.clock = settings, policy, sleep, clock
 
     def call(self, verb: str, version: str, plural: str, *args: Any) -> Any:
-        """``<verb>_namespaced_custom_object`` of ``plural`` in the namespace; 404 and 409 raised as they are.
-
-        Each try has a (connect, read) timeout; the tries together end by ``api_deadline_seconds``.
-        """
+        """``<verb>_namespaced_custom_object`` of ``plural``, each try timed; 404 and 409 raised as they are."""
         method = getattr(self.objects, f"{verb}_namespaced_custom_object")
         deadline = self.clock() + self.settings.api_deadline_seconds
         kwargs: dict[str, Any] = {}
@@ -163,11 +158,7 @@ def _ensure_runtime(api: _Api, settings: DeploySettings, model_name: str, log: C
 
 
 def owned_by_run(obj: dict[str, Any], model_name: str, run_id: str) -> bool:
-    """Whether ``obj`` is this step's for ``model_name`` (labels) *and* was made by this pipeline run (annotation).
-
-    The labels are the same for every run that deploys the model; the run's id is this run's alone (a retried task
-    of the same run updates its service, another run never does). Without a known run id nothing is owned.
-    """
+    """Whether ``obj`` is this step's for ``model_name`` (labels) *and* this pipeline run's (annotation; a known id)."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return bool(run_id) and is_owned(obj, model_name) and annotations.get(RUN_ANNOTATION) == run_id
 
@@ -175,11 +166,7 @@ def owned_by_run(obj: dict[str, Any], model_name: str, run_id: str) -> bool:
 def _apply_service(
     api: _Api, desired: dict[str, Any], model_name: str, run_id: str, log: Callable[[str], None]
 ) -> tuple[dict, str]:
-    """Creates the InferenceService, or updates it when this run made it (:func:`owned_by_run`).
-
-    Returns:
-        ``(object, action)``.
-    """
+    """Creates the InferenceService, or updates it when this run made it; ``(object, "created" or "updated")``."""
     name = desired["metadata"]["name"]
     where = f"InferenceService {desired['metadata']['namespace']}/{name}"
     for _ in range(2):  # a create that loses a race reads the winner once
@@ -280,11 +267,7 @@ def smoke_request(url: str, served_name: str, timeout: float) -> str:
 
 
 def _read_until(response: Any, deadline: float, timeout: float) -> bytes:
-    """The body as it arrives, until ``deadline``: a server that trickles it cannot hold the step.
-
-    Raises:
-        TimeoutError: The body was not complete at the deadline (``timeout`` seconds after the request).
-    """
+    """The body as it arrives, until ``deadline`` (TimeoutError): a server that trickles it cannot hold the step."""
     chunks: list[bytes] = []
     while chunk := response.read1(64 * 1024):
         chunks.append(chunk)
@@ -310,8 +293,6 @@ def deploy_model(
     smoke: Callable[[str, str, float], str] = smoke_request,
 ) -> Deployment:
     """Serves ``storage_uri`` with an InferenceService this run owns, waits until Ready, sends one completion.
-
-    ``run_id`` (the pipeline run's id) is recorded on the service: only this run updates it later.
 
     Raises:
         DeployError: Forbidden, refused, not owned, not Ready in time, or the smoke request failed.
@@ -346,3 +327,42 @@ def deploy_model(
         url,
         answer,
     )
+
+
+def deploy(
+    options: DeployOptions,
+    registered_uri: str,
+    model_name: str,
+    storage_key: str,
+    environ: Mapping[str, str],
+    log: Callable[[str], None],
+    run_id: str = "",
+) -> Deployment:
+    """:func:`deploy_model` with the Kubernetes credentials of ``environ`` (KubeAuthError when there are none)."""
+    try:
+        api_client = load_api_client(environ=environ, log=log)
+    except KubeAuthError as error:
+        raise KubeAuthError(f"deploy_inference_service: {error}") from None
+    try:
+        namespace = options.namespace.strip() or pod_namespace(environ)
+        profile = None
+        if options.hardware_profile.strip():
+            from components._common.hardware_profiles import PLATFORM_NAMESPACES, read_hardware_profile
+
+            profile = read_hardware_profile(
+                api_client, options.hardware_profile.strip(), [namespace, *PLATFORM_NAMESPACES],
+                "deploy_hardware_profile",
+            )  # fmt: skip
+            log(f"hardware profile {profile.summary()}")
+        settings = DeploySettings(
+            namespace=namespace,
+            service_name=service_name(options.service_name, model_name),
+            runtime=options.runtime.strip(),
+            runtime_image=options.runtime_image.strip(),
+            gpus=options.gpus,
+            timeout_seconds=float(options.timeout_seconds),
+            hardware_profile=profile,
+        )
+        return deploy_model(api_client, settings, registered_uri, model_name, storage_key, log, run_id=run_id)
+    finally:
+        api_client.close()

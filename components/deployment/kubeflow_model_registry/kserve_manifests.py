@@ -1,13 +1,12 @@
-"""KServe objects serving the registered model (pure builders), labelled as this step's (:func:`owner_labels`).
-
-A ``ServingRuntime`` of OpenShift AI's vLLM template (``vllm-cuda-runtime``) and a single-model ``InferenceService``.
-"""
+"""KServe objects serving the registered model (OpenShift AI's vLLM ``ServingRuntime``, an ``InferenceService``)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 from urllib.parse import urlsplit
+
+from .request import DeployOptions
 
 ISVC_API_VERSION = "serving.kserve.io/v1beta1"
 RUNTIME_API_VERSION = "serving.kserve.io/v1alpha1"
@@ -19,6 +18,8 @@ MODEL_LABEL = "kfp-finetune.opendatahub.io/registered-model"
 DASHBOARD_LABEL = "opendatahub.io/dashboard"
 MODEL_FORMAT = "vLLM"
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+#: Storage a served InferenceService can outlive the run with (``pvc://`` of the run's workspace is deleted with it).
+DEPLOYABLE_SCHEMES = ("oci", "s3")
 #: KServe's own limit leaves room for the predictor suffixes of the generated Deployment and Route names.
 MAX_SERVICE_NAME = 45
 
@@ -115,9 +116,7 @@ def build_inference_service(
     """A single-model ``InferenceService`` serving ``storage_uri`` with ``runtime``, labelled for ``model_name``.
 
     ``name`` is also the served model's name; ``storage_key`` the data connection of an ``s3://`` URI; ``profile`` a
-    :class:`~components._common.hardware_profiles.HardwareProfile` whose resources (replacing the defaults and
-    ``gpus``), node selector, tolerations, Kueue queue and annotations are applied
-    (:func:`~components._common.hardware_profiles.apply_to_inference_service`).
+    ``HardwareProfile`` applied by ``hardware_profiles.apply_to_inference_service`` (replacing ``gpus``).
     """
     resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}}
     if gpus:
@@ -149,3 +148,31 @@ def build_inference_service(
 
         return apply_to_inference_service(isvc, profile)
     return isvc
+
+
+def check_deploy_options(options: DeployOptions, model_name: str, registry_on: bool) -> None:
+    """Checks the deploy options before anything is pushed, registered or deployed.
+
+    Raises:
+        ValueError: One line naming the parameter, its value and the rule.
+    """
+    if not options.inference_service:
+        return
+    if not registry_on:
+        raise ValueError("deploy_inference_service needs registry_address: only a registered model is deployed")
+    service_name(options.service_name, model_name)
+    if options.timeout_seconds < 1 or options.gpus < 0:
+        raise ValueError(
+            f"deploy_timeout_seconds={options.timeout_seconds} must be >= 1 and deploy_gpus={options.gpus} >= 0"
+        )
+    if not options.runtime.strip():
+        raise ValueError("deploy_runtime is empty: name the ServingRuntime to use (e.g. vllm-runtime)")
+
+
+def check_deployable(options: DeployOptions, uri: str) -> None:
+    """With deploy on, ``uri`` must be ``oci://`` or ``s3://`` storage a service outlives the run with (ValueError)."""
+    if options.inference_service and urlsplit(uri).scheme not in DEPLOYABLE_SCHEMES:
+        raise ValueError(
+            f"deploy_inference_service: the model's URI {uri!r} is not oci:// or s3:// storage that a service "
+            "outlives the run with; set modelcar_uri (or s3_upload_prefix)"
+        )

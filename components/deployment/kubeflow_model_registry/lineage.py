@@ -16,6 +16,8 @@ SECRET_KEY_PATTERN = re.compile(r"token|secret|password|passwd|credential|access
 _INT32 = (-(2**31), 2**31 - 1)
 #: Longest string value recorded (longer ones are cut, with a marker).
 MAX_STRING_CHARS = 4000
+#: lm_eval's results metadata recorded as ``eval.<key>`` (the evaluation's lineage: ``model_identity.py``).
+EVALUATION_LINEAGE = ("eval_backend", "evaluated_model_location", "evaluated_model_digest", "hardware_profile")
 
 #: Model artifact metadata copied as-is (key in the metadata -> custom property name).
 MODEL_METADATA_KEYS = {
@@ -156,3 +158,20 @@ def metric_values(metrics: ArtifactInfo | None) -> dict[str, Any]:
     if metrics is None:
         return {}
     return {k: v for k, v in metrics.metadata.items() if not str(k).startswith("display_name")}
+
+
+def evaluation_values(
+    eval_metrics: ArtifactInfo | None, eval_results: ArtifactInfo | None, comparison: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The ``eval.*`` values: metrics, the finite ``<name>/base`` and ``<name>/delta`` compared, verdict, lineage."""
+    values = metric_values(eval_metrics)
+    for name, record in comparison.items():
+        for key in ("base", "delta"):
+            number = record.get(key)
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and math.isfinite(number):
+                values.setdefault(f"{name}/{key}", float(number))
+    metadata = eval_results.metadata if eval_results is not None else {}
+    for key in ("verdict", *EVALUATION_LINEAGE):
+        if metadata.get(key):
+            values.setdefault(key, metadata[key])
+    return values

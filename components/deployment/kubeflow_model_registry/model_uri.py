@@ -1,4 +1,4 @@
-"""The URI registered for serving: where the model really is, never a path inside this container."""
+"""The URI registered for serving (where the model really is, never a path in this container) and the S3 upload."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import dataclasses
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from components._common.masking import mask_url
@@ -95,7 +96,7 @@ def _without_userinfo(uri: str) -> str:
 
 
 def pvc_uri(checkpoint_path: str, claim: str, mount_path: str, where: str) -> str:
-    """Maps ``checkpoint_path`` on PVC ``claim`` mounted at ``mount_path`` to ``pvc://<claim>/<path in the claim>``.
+    """``checkpoint_path`` on PVC ``claim`` mounted at ``mount_path`` as ``pvc://<claim>/<path in the claim>``.
 
     Raises:
         ValueError: The path is not absolute, escapes the mount, or the claim name is invalid.
@@ -193,9 +194,8 @@ def resolve_serving_uri(
 def model_files_dir(model: ArtifactInfo) -> Path:
     """The local directory (or file) holding the model's files.
 
-    A ``Model`` artifact with a manifest: the weights it names, on the workspace this step mounts (checked:
-    :func:`components._common.model_location.resolve_model_dir`). Otherwise ``checkpoint_path`` if mounted here, else
-    the artifact.
+    With a manifest: the weights it names on the workspace (checked: ``model_location.resolve_model_dir``); else
+    ``checkpoint_path`` if mounted here, else the artifact.
 
     Raises:
         ValueError: Neither exists in this container, or the manifest's weights are missing or changed.
@@ -215,3 +215,44 @@ def model_files_dir(model: ArtifactInfo) -> Path:
         f"no model files to upload: neither model metadata checkpoint_path={checkpoint!r} nor the model artifact path "
         f"{model.path!r} exists in this container"
     )
+
+
+def files_to_upload(source: Path) -> list[tuple[Path, str]]:
+    """The files under ``source`` (or ``source`` itself) with their keys relative to the upload prefix.
+
+    Raises:
+        ValueError: There is no file to upload.
+    """
+    if source.is_file():
+        return [(source, source.name)]
+    files = sorted(p for p in source.rglob("*") if p.is_file())
+    if not files:
+        raise ValueError(f"no model files to upload: {source} is empty")
+    return [(p, p.relative_to(source).as_posix()) for p in files]
+
+
+def upload_model_files(source: Path, s3_upload_prefix: str, log: Callable[[str], None], client: Any) -> None:
+    """Uploads the model files under ``s3://bucket/prefix/`` and checks every object landed with its size.
+
+    Raises:
+        ValueError: Bad prefix, nothing to upload, or no credentials.
+        RuntimeError: The upload failed or an object is missing/short afterwards.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, prefix = parse_s3_uri(s3_upload_prefix)
+    files = files_to_upload(source)
+    total = 0
+    try:
+        for path, relative in files:
+            client.upload_file(str(path), bucket, f"{prefix}/{relative}")
+            total += path.stat().st_size
+        stored = {}
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+            stored.update({obj["Key"]: obj["Size"] for obj in page.get("Contents", [])})
+    except (BotoCoreError, ClientError) as exc:
+        raise RuntimeError(f"upload of {source} to s3://{bucket}/{prefix}/ failed: {exc}") from exc
+    for path, relative in files:
+        if stored.get(f"{prefix}/{relative}") != path.stat().st_size:
+            raise RuntimeError(f"after upload, s3://{bucket}/{prefix}/{relative} is missing or has the wrong size")
+    log(f"uploaded {len(files)} files ({total} bytes) from {source} to s3://{bucket}/{prefix}")

@@ -1,7 +1,4 @@
-"""Publishes the model as an OCI modelcar through the Model Registry client's own upload path (README: *Modelcar*).
-
-``model_registry.utils.save_to_oci_registry`` with a ``skopeo`` backend that records the pushed digest.
-"""
+"""Publishes the model as an OCI modelcar with ``model_registry.utils.save_to_oci_registry`` and a skopeo backend."""
 
 from __future__ import annotations
 
@@ -19,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from components._common.oci_reference import docker_config_from_env, parse_oci_uri
+
+from .request import ModelcarOptions
 
 #: The push secret (a Docker config.json) as an env var: the key the guide's form uses, then ``.dockerconfigjson``.
 PUSH_SECRET_ENV = "OCI_PUSH_SECRET_MODEL_UPLOAD"
@@ -58,12 +57,8 @@ class ModelcarTarget:
 class PublishedModelcar:
     """A pushed modelcar.
 
-    Attributes:
-        uri: The pinned URI, ``oci://registry/repository@sha256:...`` (what is registered and served).
-        tag_uri: The tag it was pushed under, ``oci://registry/repository:tag``.
-        digest: The manifest digest.
-        lora_weights: ``merged``, ``adapter`` or ``""`` (not a LoRA model).
-        base_model: The adapter's base model reference (``lora_weights == "adapter"``), else ``""``.
+    ``uri``: pinned, ``oci://registry/repository@sha256:...`` (registered and served); ``tag_uri``: the tag it was
+    pushed under; ``lora_weights``: ``merged``, ``adapter`` or ""; ``base_model``: the adapter's ("" unless adapter).
     """
 
     uri: str
@@ -71,6 +66,22 @@ class PublishedModelcar:
     digest: str
     lora_weights: str
     base_model: str
+
+    def properties(self) -> dict[str, str]:
+        """The modelcar's facts as version properties (``modelcar_*``)."""
+        properties = {"modelcar_uri": self.uri, "modelcar_tag": self.tag_uri, "modelcar_digest": self.digest}
+        if self.lora_weights:
+            properties["modelcar_lora_weights"] = self.lora_weights
+        if self.base_model:
+            properties["modelcar_base_model"] = self.base_model
+        return properties
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        """The summary's rows of the modelcar."""
+        rows = [("Modelcar", f"{self.uri} (pushed as {self.tag_uri})")]
+        if self.base_model:
+            rows.append(("Modelcar base model", f"{self.base_model} (LoRA adapter published without merging)"))
+        return rows
 
 
 def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTarget:
@@ -83,6 +94,18 @@ def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTar
     if target.digest:
         raise ModelcarError(f"{parameter}={uri!r}: a push target has no @digest (the push decides it); drop it")
     return ModelcarTarget(target.registry, target.repository, target.tag)
+
+
+def check_modelcar_options(options: ModelcarOptions) -> None:
+    """Checks the push target and the LoRA choice before anything is pushed or registered.
+
+    Raises:
+        ModelcarError: One line naming the parameter, its value and the rule.
+    """
+    if options.uri.strip():
+        parse_modelcar_uri(options.uri)
+    if options.lora_weights not in LORA_WEIGHTS:
+        raise ModelcarError(f"modelcar_lora_weights={options.lora_weights!r}: expected one of {LORA_WEIGHTS}")
 
 
 def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) -> tuple[str, str]:
@@ -110,11 +133,7 @@ def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) 
 
 
 def _skopeo(arguments: list[str], what: str, timeout: float, command: str = "copy") -> bytes:
-    """Runs ``skopeo <command> <arguments>`` within ``timeout``; its standard output.
-
-    Raises:
-        ModelcarError: It failed or outlived ``timeout`` (``what`` names the action).
-    """
+    """Runs ``skopeo <command> <arguments>`` within ``timeout``; its standard output (ModelcarError naming ``what``)."""
     line = ["skopeo", "--command-timeout", f"{int(timeout)}s", command, "--retry-times", "2", *arguments]
     try:
         completed = subprocess.run(line, capture_output=True, timeout=timeout + 30, check=False)
@@ -130,8 +149,7 @@ def _skopeo(arguments: list[str], what: str, timeout: float, command: str = "cop
 def verify_served_digest(oci_ref: str, digest: str, auth: list[str], tls: str, timeout: float) -> None:
     """Checks that the registry serves the manifest ``digest`` under ``oci_ref``'s repository, byte for byte.
 
-    The digest skopeo reports is not taken on trust: the manifest is read back by digest (``skopeo inspect --raw``)
-    and its SHA-256 must be that digest, or nothing is registered.
+    Read back by digest (``skopeo inspect --raw``), its SHA-256 compared: skopeo's report is not taken on trust.
 
     Raises:
         ModelcarError: The registry does not serve it, or serves other bytes under it.
@@ -158,11 +176,9 @@ def verify_served_digest(oci_ref: str, digest: str, auth: list[str], tls: str, t
 
 
 def pin_layer_times(layout: Path, created: str) -> None:
-    """Sets the ``created`` time olot gives each history entry it adds (the moment of layering) to ``created``.
+    """Sets the ``created`` time of each history entry olot adds, rewriting only the documents that change.
 
-    Then the same model files layered on the same base give the same image digest, so a retried or re-run step
-    registers the same pinned URI (``already_registered``) instead of a conflicting one. Only documents that change
-    are rewritten (config, manifest, and the indexes up to ``index.json`` that point at them).
+    The same files on the same base then give the same digest, so a re-run finds its version registered.
     """
 
     def read(digest: str) -> dict[str, Any]:
@@ -204,9 +220,9 @@ def files_time(model_dir: Path) -> str:
 
 
 def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIMEOUT_SECONDS, created: str = "") -> Any:
-    """A ``BackendDefinition`` for ``save_to_oci_registry``: skopeo with a deadline, TLS choice and ``--digestfile``.
+    """A ``save_to_oci_registry`` backend: skopeo with a deadline, a TLS choice and ``--digestfile``.
 
-    ``created``: the time :func:`pin_layer_times` gives the added layers' history before the push ("" = olot's).
+    ``created``: the time :func:`pin_layer_times` gives the added layers before the push ("" = olot's).
     """
     from model_registry.utils import BackendDefinition
 
@@ -234,32 +250,54 @@ def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIME
     return BackendDefinition(is_available=lambda: shutil.which("skopeo") is not None, pull=pull, push=push)
 
 
+def merge_adapter(adapter_dir: Path, target: Path) -> None:
+    """Merges a peft adapter (with its tokenizer) into its base model (``merge_and_unload``), saved in ``target``.
+
+    Raises:
+        ValueError: peft/transformers are not installed here, or the base model cannot be loaded from this step.
+    """
+    base = json.loads((adapter_dir / "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
+    try:
+        from peft import AutoPeftModelForCausalLM
+        from transformers import AutoTokenizer
+    except ImportError as error:
+        raise ValueError(
+            f"modelcar_lora_weights='merged' needs peft and transformers in the registry step to merge the adapter "
+            f"({error}); use 'adapter' (served with its base model) or a step image that has them"
+        ) from None
+    try:
+        model = AutoPeftModelForCausalLM.from_pretrained(str(adapter_dir))
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"modelcar_lora_weights='merged': cannot load the adapter's base model {base!r} in this step ({error}); "
+            "use 'adapter' or give a base model this step can read"
+        ) from None
+    model.merge_and_unload().save_pretrained(str(target))
+    AutoTokenizer.from_pretrained(str(adapter_dir)).save_pretrained(str(target))
+
+
 def publish_modelcar(
     model_dir: Path,
     metadata: Mapping[str, Any],
-    modelcar_uri: str,
-    base_image: str,
-    lora_weights: str,
-    insecure: bool,
+    options: ModelcarOptions,
     log: Callable[[str], None],
-    merge: Callable[[Path, Path], None] | None = None,
+    merge: Callable[[Path, Path], None] = merge_adapter,
     scratch: Path | None = None,
 ) -> PublishedModelcar:
-    """Layers ``model_dir`` on ``base_image`` under ``/models`` and pushes it to ``modelcar_uri``.
+    """Layers ``model_dir`` on the base image under ``/models`` and pushes it to ``options.uri``.
 
-    ``insecure``: plain HTTP / no TLS verification for both registries; ``merge(adapter_dir, target_dir)`` writes a
-    merged LoRA model (default :func:`.lora_merge.merge_adapter`); ``scratch``: where the image layout (the model's
+    ``merge(adapter_dir, target_dir)`` writes a merged LoRA model; ``scratch``: where the image layout (the model's
     size) and a merged model are built (the workspace in the pipelines; default a temporary directory).
 
     Raises:
         ModelcarError: Bad target or secret, the client without ``olot``/skopeo, or a failed pull or push.
     """
-    target = parse_modelcar_uri(modelcar_uri)
+    base_image, target = options.base_image, parse_modelcar_uri(options.uri)
     if not base_image.strip() or base_image.strip().startswith(("oci://", "docker://")):
         raise ModelcarError(f"modelcar_base_image={base_image!r}: give registry/repository:tag (no scheme)")
     if not model_dir.is_dir():
         raise ModelcarError(f"no model directory to publish at {model_dir}")
-    kind, base_model = lora_files(model_dir, metadata, lora_weights)
+    kind, base_model = lora_files(model_dir, metadata, options.lora_weights)
     from model_registry.utils import save_to_oci_registry
 
     _, variable = docker_config_from_env(  # checked here: the client reads it from the process environment
@@ -272,8 +310,6 @@ def publish_modelcar(
     with tempfile.TemporaryDirectory(prefix="modelcar-", dir=scratch) as work:
         files = model_dir
         if kind == "merged" and (model_dir / "adapter_config.json").is_file():
-            if merge is None:
-                from .lora_merge import merge_adapter as merge
             files = Path(work) / "merged"
             log(f"merging the LoRA adapter into its base model for the modelcar: {files}")
             merge(model_dir, files)
@@ -288,7 +324,7 @@ def publish_modelcar(
                 oci_ref=target.reference,
                 model_files_path=str(files),
                 dest_dir=str(Path(work) / "layout"),
-                custom_oci_backend=skopeo_backend(insecure, digest_file, created=files_time(files)),
+                custom_oci_backend=skopeo_backend(options.insecure, digest_file, created=files_time(files)),
                 oci_auth_env_var=variable or None,
             )
         except ModelcarError:

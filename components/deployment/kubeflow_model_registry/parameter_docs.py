@@ -8,7 +8,7 @@ PARAMETER_DOCS = {
     "registry_address": (
         'Registry REST host or URL (`https://model-registry-rest.apps…`). `""` skips the step (status `skipped`).'
     ),
-    "registry_port": ("Port when the address has none."),
+    "registry_port": "Port when the address has none.",
     "model_name": (
         "Registered model name; `\"\"`: `<algorithm>-<base model's last path part>` from the model's metadata "
         "(e.g. `osft-Qwen2.5-1.5B-Instruct`). Letters, digits, `. _ : + -`."
@@ -17,12 +17,12 @@ PARAMETER_DOCS = {
         'Version name. `""`: the version this run registered before (matched on `pipeline_run_id`), else '
         "`<UTC yyyymmdd-HHMMSS>-<first 8 chars of the run id>`."
     ),
-    "author": ("Author of the version (and owner of a newly created registered model)."),
-    "description": ("Description of the version (and of a newly created registered model)."),
-    "model_format_name": ("Model format serving runtimes select on (e.g. `vLLM`, `pytorch`)."),
-    "model_format_version": ("Version of that format."),
-    "eval_metrics": ("Recorded as `eval.<name>`; searched first by the gate."),
-    "train_metrics": ("Recorded as `train.<name>`; searched second by the gate."),
+    "author": "Author of the version (and owner of a newly created registered model).",
+    "description": "Description of the version (and of a newly created registered model).",
+    "model_format_name": "Model format serving runtimes select on (e.g. `vLLM`, `pytorch`).",
+    "model_format_version": "Version of that format.",
+    "eval_metrics": "Recorded as `eval.<name>`; searched first by the gate.",
+    "train_metrics": "Recorded as `train.<name>`; searched second by the gate.",
     "dataset": (
         "Training dataset: its URI and metadata (`dataset_uri`, `dataset_revision`, `dataset_sha256`, `dataset_rows`) "
         "become lineage."
@@ -30,12 +30,10 @@ PARAMETER_DOCS = {
     "min_metric_name": (
         'Gate metric (`""` = no gate). A name found in neither metrics artifact is an error, not a silent skip.'
     ),
-    "min_metric_value": ("Register only when the metric is `>=` this."),
+    "min_metric_value": "Register only when the metric is `>=` this.",
     "eval_results": (
-        "`lm_eval`'s `results` output. When its evaluation had the base model's results as `baseline_results`, "
-        "its `comparison` metadata (per task and metric: base, fine-tuned, Δ, stderr of Δ, direction) feeds the "
-        "improvement and regression gates, the summary's *Base model → fine-tuned* table and the `eval.<task>/"
-        "<metric>/base` and `.../delta` properties."
+        "`lm_eval`'s `results` output: with the base model's `baseline_results`, its `comparison` feeds the "
+        "improvement and regression gates, the summary table and the `eval.<task>/<metric>/base`, `/delta` properties."
     ),
     "min_improvement_metric": (
         'The new task\'s metric that must improve over the base model, e.g. `heldout_generation/chrf` (`""` = no '
@@ -50,7 +48,7 @@ PARAMETER_DOCS = {
         "may get worse than the base model's; negative (default) = no regression gate. E.g. `0.02` = 2 accuracy "
         "points, or 2 % with `max_regression_relative`."
     ),
-    "max_regression_relative": ("`max_regression` is a fraction of the base model's value instead of metric units."),
+    "max_regression_relative": "`max_regression` is a fraction of the base model's value instead of metric units.",
     "model_uri": (
         "Explicit serving URI (`pvc://claim/path`, `s3://…`, `oci://…`, `gs://`, `hf://`, `http(s)://`), "
         "overriding the derived one. A `pvc://` of the run's own workspace claim (`…-kfp-workspace`, deleted with "
@@ -64,45 +62,41 @@ PARAMETER_DOCS = {
         "Verify the registry's TLS certificate (needs `https://` and a token). `False` for an in-cluster "
         "plain-HTTP service."
     ),
-    "ca_bundle_path": ("PEM CA bundle mounted in the pod (e.g. from a ConfigMap) to verify the registry with."),
+    "ca_bundle_path": "PEM CA bundle mounted in the pod (e.g. from a ConfigMap) to verify the registry with.",
     "allow_token_over_http": (
         "Send the bearer token to a plain http:// registry address (default False: the token is withheld with a "
         "warning, since plain HTTP exposes it; only for a trusted in-cluster network or service mesh)."
     ),
-    "storage_key": ("Data-connection secret name recorded on the artifact, for serving to read an `s3://` URI."),
+    "storage_key": "Data-connection secret name recorded on the artifact, for serving to read an `s3://` URI.",
     "pipeline_run_id": (
         "The run's id (lineage, derived version names, re-run matching). Pipelines may pass the "
         "placeholder explicitly; an unresolved placeholder counts as unknown."
     ),
-    "pipeline_run_name": ("The run's name (lineage)."),
-    "summary": (
-        "What was registered (ids, URI and its source, registry + API version, gate, link to the "
-        "version's REST resource, lineage table, base model → fine-tuned table with each gate's verdict) or why "
-        "the step skipped or the model was gated out."
-    ),
+    "pipeline_run_name": "The run's name (lineage).",
+    "summary": "What was registered (README: *Outputs*), or why the step skipped or the model was gated out.",
     "modelcar_uri": (
         "Push the model as an OCI modelcar (files under `/models`, one layer each, on `modelcar_base_image`) to "
         '`oci://registry/repository[:tag]` and register it pinned, `oci://…@sha256:…` (`""` = no modelcar). '
         "The push secret is a Docker `config.json` in the optional secret `oci-push-secret-model-upload` (key "
         "`OCI_PUSH_SECRET_MODEL_UPLOAD`, or `.dockerconfigjson`). Published even without `registry_address`."
     ),
-    "modelcar_base_image": ("The image the model files are layered on (`registry/repository:tag`, no scheme)."),
+    "modelcar_base_image": "The image the model files are layered on (`registry/repository:tag`, no scheme).",
     "modelcar_lora_weights": (
         "LoRA models only: `as_trained` (what training saved), `merged` (the adapter merged into its base model "
         "here) or `adapter` (the adapter alone; its base model is recorded as `modelcar_base_model`)."
     ),
-    "modelcar_insecure": ("Plain HTTP or unverified TLS to the OCI registries (in-cluster or test registries only)."),
+    "modelcar_insecure": "Plain HTTP or unverified TLS to the OCI registries (in-cluster or test registries only).",
     "deploy_inference_service": (
         "After a registration that was not gated out, serve the registered `oci://` (or `s3://`) model with a "
         "KServe InferenceService (vLLM), wait until Ready and send one completion as a smoke test. Never changes a "
         "service this step did not create for the same registered model. RBAC: `rbac.yaml`."
     ),
-    "deploy_service_name": ('The InferenceService\'s name (`""` = from `model_name`).'),
-    "deploy_namespace": ('Its namespace (`""` = the pipeline\'s).'),
-    "deploy_runtime": ("The ServingRuntime to serve with; created from the vLLM template when it does not exist."),
-    "deploy_runtime_image": ("The vLLM image of a ServingRuntime this step creates."),
-    "deploy_gpus": ("`nvidia.com/gpu` of the predictor."),
-    "deploy_timeout_seconds": ("How long to wait for the InferenceService to become Ready."),
+    "deploy_service_name": 'The InferenceService\'s name (`""` = from `model_name`).',
+    "deploy_namespace": 'Its namespace (`""` = the pipeline\'s).',
+    "deploy_runtime": "The ServingRuntime to serve with; created from the vLLM template when it does not exist.",
+    "deploy_runtime_image": "The vLLM image of a ServingRuntime this step creates.",
+    "deploy_gpus": "`nvidia.com/gpu` of the predictor.",
+    "deploy_timeout_seconds": "How long to wait for the InferenceService to become Ready.",
     "deploy_hardware_profile": (
         "A RHOAI Hardware Profile's name, read at deploy time: its resources, node selector, tolerations and "
         "Kueue queue go into the predictor (replacing `deploy_gpus`). '' = none."

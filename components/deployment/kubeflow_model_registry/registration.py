@@ -1,7 +1,4 @@
-"""Idempotent registration with ``model_registry.ModelRegistry``: registered model -> version -> model artifact.
-
-Every step is find-then-register and retried as a whole (the README's *Overview* says what is reused and refused).
-"""
+"""Idempotent registration (find-then-register, README: *Overview*): registered model -> version -> artifact."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from typing import Any
 
 from .lineage import RunInfo
 from .registry_client import RegistrySession
+from .request import VersionOptions
 
 #: The custom property that ties a version to the pipeline run that registered it.
 RUN_ID_PROPERTY = "pipeline_run_id"
@@ -26,11 +24,7 @@ class VersionConflictError(ValueError):
 
 
 class VersionTakenError(VersionConflictError):
-    """The version name is another run's (it exists with another run's lineage, or was created at the same time).
-
-    Attributes:
-        other_run: The pipeline run recorded on the version (``""``: none recorded).
-    """
+    """The version name is another run's (``other_run``: the run recorded on it, "" when none)."""
 
     def __init__(self, message: str, other_run: str) -> None:
         super().__init__(message)
@@ -43,33 +37,23 @@ MAX_AUTO_VERSION_NAMES = 10
 
 @dataclasses.dataclass(frozen=True)
 class VersionRequest:
-    """What to register: names, serving ``uri``, lineage (``custom_properties``) and the run.
+    """What to register: the version options under ``model_name`` (resolved), the serving ``uri``, the lineage.
 
-    An empty ``version_name`` reuses this run's version or derives one (:func:`derived_version_name`).
+    An empty ``options.model_version`` reuses this run's version or derives one (:func:`derived_version_name`).
     """
 
+    options: VersionOptions
     model_name: str
-    version_name: str
     uri: str
-    model_format_name: str
-    model_format_version: str
-    author: str
-    description: str
-    storage_key: str
     custom_properties: dict[str, Any]
     run: RunInfo
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelRegistryResult:
-    """What the ``model_registry`` step did, and what the registry holds now (ids and names "" when not registered).
+    """What the step did (``status``: README *Outputs*; ``reason``: one line) and what the registry holds now.
 
-    Attributes:
-        status: ``registered``, ``already_registered``, ``gated_out`` or ``skipped`` (the README's *Outputs*).
-        reason: One line saying what happened.
-        api_version: The registry API, ``v1`` or ``v1alpha3``.
-        endpoint_url: The served endpoint when ``deploy_inference_service`` deployed it, else "".
-        smoke_answer: The deployed model's answer to the smoke completion request, else "".
+    Ids and names are "" when not registered; ``endpoint_url`` and ``smoke_answer`` "" when not deployed.
     """
 
     status: str
@@ -103,11 +87,7 @@ FALLBACK_MODEL_NAME = "fine-tuned-model"
 
 
 def default_model_name(algorithm: str, base_model: str) -> str:
-    """The model name when ``model_name`` is empty: ``<algorithm>-<base model's last path part>``.
-
-    ``osft`` + ``Qwen/Qwen2.5-1.5B-Instruct`` -> ``osft-Qwen2.5-1.5B-Instruct``; characters the registry does not
-    accept become ``-``; :data:`FALLBACK_MODEL_NAME` when neither is known.
-    """
+    """``<algorithm>-<base model's last path part>`` (``osft-Qwen2.5-1.5B-Instruct``), other characters as ``-``."""
     reference = base_model.strip().removeprefix("oci://").split("@")[0].rstrip("/")  # a digest is no name
     tail = reference.rsplit("/", 1)[-1]
     parts = [part for part in (algorithm.strip().lower(), tail) if part]
@@ -116,7 +96,7 @@ def default_model_name(algorithm: str, base_model: str) -> str:
 
 
 def check_registration_names(registry_address: str, model_name: str, model_version: str) -> None:
-    """The names a run would register under, checked before it starts (an empty one is derived at registration).
+    """The names a run would register under, checked before it starts (an empty one is derived).
 
     Raises:
         ValueError: A name the registry would refuse (names the parameter and the rule).
@@ -156,9 +136,9 @@ def _taken(request: VersionRequest, version: Any, what: str, fix: str = _CHOOSE_
 def _artifact_fields(request: VersionRequest) -> dict[str, Any]:
     """The model artifact's fields besides its name and URI: format, storage key, and the run as its source."""
     return dict(
-        model_format_name=request.model_format_name,
-        model_format_version=request.model_format_version,
-        storage_key=request.storage_key or None,
+        model_format_name=request.options.model_format_name,
+        model_format_version=request.options.model_format_version,
+        storage_key=request.options.storage_key or None,
         model_source_kind="kfp",
         model_source_class="pipelinerun",
         model_source_group=request.run.namespace or None,
@@ -185,8 +165,8 @@ class Registrar:
 
     def resolve_version_name(self, request: VersionRequest, model: Any, now: datetime.datetime) -> str:
         """The explicit version name, else this run's existing version, else a new derived name."""
-        if request.version_name:
-            return request.version_name
+        if request.options.model_version:
+            return request.options.model_version
         if request.run.run_id and model is not None:
             versions = self.session.call(
                 f"list versions of registered model {request.model_name!r}",
@@ -226,7 +206,7 @@ class Registrar:
                 break
             except VersionTakenError as taken:
                 ours = bool(request.run.run_id) and taken.other_run == request.run.run_id
-                if request.version_name or ours or number == MAX_AUTO_VERSION_NAMES:
+                if request.options.model_version or ours or number == MAX_AUTO_VERSION_NAMES:
                     raise
                 self.log(
                     f"version {version_name!r} is pipeline run {taken.other_run or '<none recorded>'}'s: trying "
@@ -240,8 +220,9 @@ class Registrar:
                 registry.get_model_artifact(name, version_name),
             ),
         )
-        if model is None and request.description and not model_now.description:  # a new registered model
-            model_now.description = request.description
+        description = request.options.description
+        if model is None and description and not model_now.description:  # a new registered model
+            model_now.description = description
             self.session.call(f"describe registered model {name!r}", lambda: registry.update(model_now))
         return ModelRegistryResult(status, model_now.id, version.id, artifact.id, version_name, request.uri)
 
@@ -265,9 +246,9 @@ class Registrar:
                         name,
                         request.uri,
                         version=version_name,
-                        author=request.author or None,
-                        owner=request.author or None,
-                        version_description=request.description or None,
+                        author=request.options.author or None,
+                        owner=request.options.author or None,
+                        version_description=request.options.description or None,
                         metadata=request.custom_properties,
                         **_artifact_fields(request),
                     ),

@@ -11,19 +11,19 @@ from urllib.parse import urlsplit
 from components._common.masking import register_secret
 from components._common.namespace import SERVICE_ACCOUNT_DIR
 
+from .request import RegistryOptions
+
 API_ROOT = "/api/model_registry/"
 #: API versions in the order they are tried.
 API_VERSIONS = ("v1", "v1alpha3")
 #: The version the installed client's generated code is written for.
 CLIENT_API_VERSION = "v1"
 
-#: Secret env var holding a bearer token (e.g. injected from a Kubernetes secret).
+#: Where the bearer token is looked for, in this order (README: *Environment*): a secret env var, an env var naming a
+#: token file, the one KFP sets to the pipeline's service-account token file, the pod's service-account token.
 TOKEN_ENV = "MODEL_REGISTRY_TOKEN"
-#: Env var naming a file that holds the bearer token (e.g. a projected service-account token).
 TOKEN_PATH_ENV = "MODEL_REGISTRY_TOKEN_PATH"
-#: Env var KFP sets to the pipeline's service-account token file.
 KFP_TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
-#: The pod's mounted service-account token.
 SERVICE_ACCOUNT_TOKEN_PATH = f"{SERVICE_ACCOUNT_DIR}/token"
 
 
@@ -31,8 +31,7 @@ SERVICE_ACCOUNT_TOKEN_PATH = f"{SERVICE_ACCOUNT_DIR}/token"
 class RegistryEndpoint:
     """Where and how to reach the registry (``base_url``: ``scheme://host:port``).
 
-    The bearer token (``None``: none sent) is kept out of ``repr`` so it can never be logged by accident;
-    ``token_source`` says where it came from, safe to log.
+    The bearer token (``None``: none sent) is kept out of ``repr``; ``token_source`` says where it came from.
     """
 
     base_url: str
@@ -43,9 +42,7 @@ class RegistryEndpoint:
 
 
 def registry_base_url(registry_address: str, registry_port: int, is_secure: bool) -> str:
-    """``scheme://host:port`` of a host name or URL.
-
-    A port in the URL wins over ``registry_port``; a bare host gets ``https://`` when ``is_secure``, else ``http://``.
+    """``scheme://host:port`` of a host name or URL (a port in the URL wins; a bare host gets ``https://`` when secure).
 
     Raises:
         ValueError: The address has a path, an unknown scheme, or the port is out of range.
@@ -74,10 +71,7 @@ def registry_base_url(registry_address: str, registry_port: int, is_secure: bool
 def read_bearer_token(
     environ: Mapping[str, str] | None = None, service_account_token_path: str = SERVICE_ACCOUNT_TOKEN_PATH
 ) -> tuple[str | None, str]:
-    """``(bearer token or None, its source)``; the source, safe to log, never holds the token.
-
-    In this order: ``$MODEL_REGISTRY_TOKEN``, the file named by ``$MODEL_REGISTRY_TOKEN_PATH`` or
-    ``$KF_PIPELINES_SA_TOKEN_PATH``, the mounted service-account token.
+    """``(bearer token or None, its source)`` (the source, safe to log, never holds the token).
 
     Raises:
         ValueError: An env var names a token file that cannot be read, or the file is empty.
@@ -107,21 +101,18 @@ def _read_token_file(path: Path, source: str) -> str:
 
 
 def make_endpoint(
-    registry_address: str,
-    registry_port: int,
-    is_secure: bool,
-    ca_bundle_path: str,
+    options: RegistryOptions,
     environ: Mapping[str, str] | None = None,
     service_account_token_path: str = SERVICE_ACCOUNT_TOKEN_PATH,
-    allow_token_over_http: bool = False,
     log: Callable[[str], None] | None = None,
 ) -> RegistryEndpoint:
-    """Validates the connection parameters and finds the token (registered as a secret; the README's transport rules).
+    """Validates the connection options and finds the token (registered as a secret; README: *Overview*).
 
     Raises:
-        ValueError: Inconsistent parameters (http with ``is_secure``, missing CA bundle, no token for TLS).
+        ValueError: Inconsistent options (http with ``is_secure``, missing CA bundle, no token for TLS).
     """
-    base_url = registry_base_url(registry_address, registry_port, is_secure)
+    registry_address, is_secure, ca_bundle_path = options.registry_address, options.is_secure, options.ca_bundle_path
+    base_url = registry_base_url(registry_address, options.registry_port, is_secure)
     if is_secure and base_url.startswith("http://"):
         raise ValueError(
             f"registry_address={registry_address!r} is plain http but is_secure=True: use https:// (TLS verified) or "
@@ -138,7 +129,7 @@ def make_endpoint(
             "bearer token goes to a server whose identity is unchecked; set is_secure=True (with ca_bundle_path for "
             "a private CA)"
         )
-    if token is not None and base_url.startswith("http://") and not allow_token_over_http:
+    if token is not None and base_url.startswith("http://") and not options.allow_token_over_http:
         warn(
             f"WARNING: the bearer token ({source}) is NOT sent to {base_url}: plain HTTP would expose it; use "
             "https://, or set allow_token_over_http=True for a trusted in-cluster network"

@@ -17,7 +17,7 @@ def _number(value: Any) -> str:
 
 
 def comparison_table(checks: Sequence[Any]) -> str:
-    """The base → fine-tuned comparison as a Markdown table (one row per :class:`~.delta_gate.MetricCheck`)."""
+    """The base → fine-tuned comparison as a Markdown table (one row per :class:`~.gates.MetricCheck`)."""
     header = ["metric", "base", "fine-tuned", "Δ", "± stderr of Δ", "beyond noise", "gate"]
     rows = []
     for check in checks:
@@ -45,10 +45,7 @@ def render_summary(
     link: str = "",
     checks: Sequence[Any] = (),
 ) -> str:
-    """The summary (Markdown): status and why, facts, the version's link, the comparison, the version's lineage.
-
-    ``checks``: the comparison with the base model, one :class:`~.delta_gate.MetricCheck` per metric.
-    """
+    """The summary (Markdown): status and why, facts, the version's link, the comparison (``checks``), the lineage."""
     parts = ["# Model Registry", "", f"**Status:** `{status}` — {reason}", ""]
     if details:
         parts += [markdown_table(details, ("Field", "Value")), ""]
@@ -64,3 +61,15 @@ def render_summary(
         ]
         parts.append("")
     return "\n".join(parts)
+
+
+def serving_rows(modelcar: Any, deployment: Any, not_deployed: str) -> list[tuple[str, str]]:
+    """Summary rows: the modelcar (a ``PublishedModelcar``), then the served endpoint (or why it was not deployed)."""
+    rows = modelcar.summary_rows() if modelcar is not None else []
+    if deployment is not None:
+        rows.append(("InferenceService", f"{deployment.service} ({deployment.action}, uid {deployment.uid})"))
+        rows.append(("Endpoint", deployment.url))
+        rows.append(("Smoke completion", repr(deployment.smoke_answer)))
+    elif not_deployed:
+        rows.append(("Deployment", not_deployed))
+    return rows

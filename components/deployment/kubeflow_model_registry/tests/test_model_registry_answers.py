@@ -1,20 +1,15 @@
-"""A registry address that answers, but not as the registry does: one line saying so, never "could not be reached".
-
-An OAuth proxy's HTML login page, a body that is not JSON, and JSON of another shape, each served with ``200`` by a
-real loopback HTTP server where the registry's REST service should be; and an address where nothing answers (the
-RHOAI guide's *Connection refused*): one line saying so, with what to check.
-"""
+"""An address that answers, but not as the registry does (a login page, not JSON, JSON of another shape), or where
+nothing answers (the RHOAI guide's *Connection refused*): one line saying so, with what to check."""
 
 from __future__ import annotations
 
-import json
+import socket
 from types import SimpleNamespace
 
 import pytest
 
-from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registry_client import RegistryRequestError, RetryPolicy
-from components.deployment.kubeflow_model_registry.tests.test_model_registry_registration import register
+from components.deployment.kubeflow_model_registry.tests.registry_runs import register, small_model
 from tests.harness.http_server import ScriptedResponse
 
 LOGIN_PAGE = b"<!DOCTYPE html><html><head><title>Log in</title></head><body>Log in with OpenShift</body></html>"
@@ -35,32 +30,21 @@ def test_an_answer_that_is_not_the_registrys_json_is_one_clear_line(
     for version in ("v1", "v1alpha3"):
         answer = ScriptedResponse(200, body=body, headers={"Content-Type": content_type})
         http_file_server.script(f"/api/model_registry/{version}/registered_models", *[answer] * 3)
-    directory = tmp_path / "model"
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    trained = ArtifactInfo(uri=str(directory), path=str(directory), metadata={"base_model": "tiny"})
     proxy = SimpleNamespace(address="http://127.0.0.1", port=int(http_file_server.url.rsplit(":", 1)[1]))
     with pytest.raises(RegistryRequestError) as error:
-        register(proxy, tmp_path, trained, retry_policy=RetryPolicy(attempts=1))
+        register(proxy, tmp_path, small_model(tmp_path, base_model="tiny"), retry_policy=RetryPolicy(attempts=1))
     message = str(error.value)
     assert "\n" not in message and "could not be reached" not in message
     assert "answered while trying to list registered models" in message and expected in message
 
 
 def test_a_refused_connection_says_so_with_the_guides_remedies(tmp_path):
-    """The RHOAI guide's *Connection refused*: nothing listens at the address; the line says so and what to check."""
-    import socket
-
     with socket.socket() as probe:  # a port nothing listens on once the probe is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    directory = tmp_path / "model"
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    trained = ArtifactInfo(uri=str(directory), path=str(directory), metadata={"base_model": "tiny"})
     closed = SimpleNamespace(address="http://127.0.0.1", port=port)
     with pytest.raises(RegistryRequestError) as error:
-        register(closed, tmp_path, trained, retry_policy=RetryPolicy(attempts=1))
+        register(closed, tmp_path, small_model(tmp_path, base_model="tiny"), retry_policy=RetryPolicy(attempts=1))
     message = str(error.value)
     assert "\n" not in message and f"Model Registry at http://127.0.0.1:{port} could not be reached" in message
     assert "connection refused" in message, message

@@ -25,6 +25,13 @@ def _metrics(tmp_path, name, **values):
     return dsl.Metrics(uri=str(tmp_path / name), metadata=values)
 
 
+def _python_func(stub, tmp_path, model, **arguments):
+    """``python_func`` in process against ``stub`` over plain HTTP, named ``tiny-chat`` unless ``arguments`` say."""
+    defaults = dict(registry_address=stub.address, registry_port=stub.port, model_name="tiny-chat", is_secure=False)
+    summary = dsl.Markdown(uri=str(tmp_path / "summary.md"))
+    return model_registry.python_func(model=model, summary=summary, **{**defaults, **arguments})
+
+
 def test_compiled_spec_has_the_contract_and_no_secret(tmp_path, monkeypatch):
     monkeypatch.setenv("MODEL_REGISTRY_TOKEN", TOKEN)
     path = tmp_path / "component.yaml"
@@ -51,15 +58,11 @@ def test_compiled_spec_has_the_contract_and_no_secret(tmp_path, monkeypatch):
 def test_python_func_registers_in_process(registry_stub, tmp_path, model_artifact, monkeypatch):
     monkeypatch.setenv("MODEL_REGISTRY_TOKEN", TOKEN)
     registry_stub.require_token(TOKEN)
-    summary = dsl.Markdown(uri=str(tmp_path / "summary.md"))
-    outputs = model_registry.python_func(
-        model=model_artifact,
-        summary=summary,
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        model_name="tiny-chat",
+    outputs = _python_func(
+        registry_stub,
+        tmp_path,
+        model_artifact,
         model_version="0.1.0",
-        is_secure=False,
         allow_token_over_http=True,
         model_uri="pvc://models/tiny-chat/0.1.0",
         eval_metrics=_metrics(tmp_path, "eval", acc=0.8),
@@ -77,12 +80,11 @@ def test_an_address_without_a_name_registers_under_the_default_name_and_run_vers
     registry_stub, tmp_path, model_artifact, capsys
 ):
     """As the peer does: the name from the algorithm and the base model, the version from the run."""
-    outputs = model_registry.python_func(
-        model=model_artifact,
-        summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        is_secure=False,
+    outputs = _python_func(
+        registry_stub,
+        tmp_path,
+        model_artifact,
+        model_name="",
         model_uri="pvc://models/tiny/1",
         pipeline_run_id="3f2a9c1e-77aa-4b1c",
     )
@@ -91,22 +93,6 @@ def test_an_address_without_a_name_registers_under_the_default_name_and_run_vers
     assert outputs.status == "registered" and model["name"] == "sft-tiny"
     assert version["name"].endswith("-3f2a9c1e"), version["name"]
     assert "model_name is empty: registering as 'sft-tiny'" in capsys.readouterr().out
-
-
-def test_python_func_gate_failure_is_gated_out(registry_stub, tmp_path, model_artifact):
-    outputs = model_registry.python_func(
-        model=model_artifact,
-        summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        model_name="tiny-chat",
-        is_secure=False,
-        model_uri="pvc://models/x",
-        train_metrics=_metrics(tmp_path, "train", loss=2.0),
-        min_metric_name="loss",
-        min_metric_value=3.0,
-    )
-    assert tuple(outputs) == ("gated_out", "", "", "", "") and registry_stub.requests == []
 
 
 def test_kfp_local_skips_without_address(kfp_local, tmp_path):
@@ -156,20 +142,3 @@ def test_kfp_local_registers_for_real(kfp_local, registry_stub, tmp_path, monkey
     assert [a["uri"] for a in registry_stub.artifacts.values()] == ["pvc://models/tiny-chat/local"]
     summaries = list(kfp_local.rglob("summary.md"))
     assert summaries and "`registered`" in summaries[0].read_text() and TOKEN not in summaries[0].read_text()
-
-
-def test_python_func_regression_gate_reads_the_lm_eval_comparison(registry_stub, tmp_path, model_artifact):
-    record = {"task": "arc_easy", "metric": "acc", "base": 0.72, "tuned": 0.6, "delta": -0.12, "higher_is_better": True}
-    outputs = model_registry.python_func(
-        model=model_artifact,
-        summary=dsl.Markdown(uri=str(tmp_path / "summary.md")),
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        model_name="tiny-chat",
-        is_secure=False,
-        model_uri="pvc://models/x",
-        eval_results=dsl.Artifact(uri=str(tmp_path / "results"), metadata={"comparison": {"arc_easy/acc": record}}),
-        max_regression=0.05,
-    )
-    assert tuple(outputs) == ("gated_out", "", "", "", "") and registry_stub.requests == []
-    assert "arc_easy/acc worse by 0.12" in (tmp_path / "summary.md").read_text()

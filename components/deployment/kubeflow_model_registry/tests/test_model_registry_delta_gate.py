@@ -1,20 +1,13 @@
-"""The continual-learning gate: improvement on the new task, regression on the others, against the registry stub.
-
-The comparison records are what ``lm_eval`` writes into its ``results`` metadata (base, tuned, delta, stderr,
-direction per task and metric); registration runs with the real ``model_registry`` client against the stub.
-"""
+"""The continual-learning gate on ``lm_eval``'s comparison records: improvement on the new task, regression on the
+others, decided alone and in the step against the registry stub."""
 
 import math
 
 import pytest
 
-from components.deployment.kubeflow_model_registry.delta_gate import evaluate_delta_gate, improvement, regression
+from components.deployment.kubeflow_model_registry.gates import evaluate_delta_gate, improvement, regression
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
-from components.deployment.kubeflow_model_registry.registry_client import RetryPolicy
-from components.deployment.kubeflow_model_registry.run import run_model_registration
-from tests.harness.requests import model_registry_request
-
-TOKEN = "mr-token-delta-5a6b"
+from components.deployment.kubeflow_model_registry.tests.registry_runs import TOKEN, metrics, properties, register
 
 
 def _record(task: str, metric: str, base: float, tuned: float, higher: bool | None = True, stderr=0.01) -> dict:
@@ -50,33 +43,9 @@ def _results(comparison: dict | None = None, **metadata) -> ArtifactInfo:
     return ArtifactInfo("file:///results", "/tmp/results", metadata)
 
 
-@pytest.fixture
-def model(tmp_path):
-    directory = tmp_path / "model"
-    directory.mkdir()
-    (directory / "config.json").write_text("{}")
-    return ArtifactInfo(str(directory), str(directory), {"base_model": "tiny", "algorithm": "osft"})
-
-
-def _register(stub, tmp_path, model, capsys=None, **gate):
-    request = model_registry_request(
-        model=model,
-        registry_address=stub.address,
-        registry_port=stub.port,
-        model_name="tiny-chat",
-        is_secure=False,
-        allow_token_over_http=True,
-        model_uri="pvc://models/tiny/run-1",
-        pipeline_run_id="run-1",
-        eval_metrics=ArtifactInfo("file:///m", "/tmp/m", {"heldout_generation/chrf": 58.4, "arc_easy/acc": 0.70}),
-        **gate,
-    )
-    return run_model_registration(
-        request,
-        str(tmp_path / "summary.md"),
-        environ={"MODEL_REGISTRY_TOKEN": TOKEN},
-        retry_policy=RetryPolicy(attempts=2, initial_delay_s=0.01, max_delay_s=0.02),
-    )
+def _register(stub, tmp_path, model, **gate):
+    eval_metrics = metrics(**{"heldout_generation/chrf": 58.4, "arc_easy/acc": 0.70})
+    return register(stub, tmp_path, model, eval_metrics=eval_metrics, **gate)
 
 
 def test_improvement_and_regression_follow_each_metrics_direction():
@@ -160,7 +129,7 @@ def test_gate_passes_registers_with_the_deltas_recorded(registry_stub, tmp_path,
     )
     assert result.status == "registered"
     [version] = registry_stub.model_versions.values()
-    props = {k: next(v[f] for f in v if f.endswith("_value")) for k, v in version["customProperties"].items()}
+    props = properties(version)
     assert props["eval.heldout_generation/chrf"] == 58.4
     assert props["eval.heldout_generation/chrf/base"] == 40.2
     assert props["eval.heldout_generation/chrf/delta"] == pytest.approx(18.2)
@@ -220,5 +189,5 @@ def test_the_evaluated_model_is_recorded_in_the_lineage(registry_stub, tmp_path,
     result = _register(registry_stub, tmp_path, model, eval_results=_results(_comparison(), **evaluated))
     assert result.status == "registered"
     [version] = registry_stub.model_versions.values()
-    props = {k: next(v[f] for f in v if f.endswith("_value")) for k, v in version["customProperties"].items()}
+    props = properties(version)
     assert {key: props[f"eval.{key}"] for key in evaluated} == evaluated

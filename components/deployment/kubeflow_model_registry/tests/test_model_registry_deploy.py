@@ -1,8 +1,5 @@
-"""The KServe deployment: manifests against the vendored CRDs, the lifecycle against the Kubernetes emulator.
-
-The emulator (kmock) plays the API server (uids, resourceVersions, preconditions: ``track_metadata``) and, from a
-background script, the KServe controller (the service's ``status``); the predictor is the OpenAI-compatible stub.
-"""
+"""The KServe deployment: manifests against the vendored CRDs, the lifecycle against the Kubernetes emulator (a
+background script plays the KServe controller) and the OpenAI-compatible predictor stub."""
 
 from __future__ import annotations
 
@@ -30,8 +27,6 @@ from tests.harness.kube import crd_schema
 NS = "team-a"
 MODEL = "tiny-chat"
 URI = "oci://quay.io/org/tiny@sha256:" + "a" * 64
-ISVC = "serving.kserve.io/v1beta1/inferenceservices"
-RUNTIMES = "serving.kserve.io/v1alpha1/servingruntimes"
 RUN_ID = "5e1f0c2a-run-of-this-pipeline"
 
 
@@ -46,13 +41,9 @@ def _settings(**changes) -> DeploySettings:
     return DeploySettings(**{**base.__dict__, **changes})
 
 
-@pytest.fixture
-def kserve(kube_api):
-    kube_api.serve(ISVC)
-    kube_api.serve(RUNTIMES)
-    kube_api.track_metadata("inferenceservices")
-    kube_api.track_metadata("servingruntimes")
-    return kube_api
+def _create(api, manifest, plural="inferenceservices"):
+    version = "v1beta1" if plural == "inferenceservices" else "v1alpha1"
+    return api.custom.create_namespaced_custom_object("serving.kserve.io", version, NS, plural, manifest)
 
 
 def _isvcs(api):
@@ -71,7 +62,8 @@ def _become_ready(api, url: str, *, name: str = MODEL, after_generation: int = 1
                     if o["metadata"]["name"] == name and o["metadata"].get("generation", 0) >= after_generation
                 ),
                 None,
-            )
+            ),
+            timeout=60,  # the whole step's push and registration come first in test_model_registry_serving
         )
         status = {
             "observedGeneration": obj["metadata"]["generation"],
@@ -128,13 +120,9 @@ def test_creates_runtime_and_service_waits_for_ready_and_smoke_tests(kserve, ope
 
 
 def test_updates_its_own_service_with_uid_and_resource_version_preconditions(kserve, openai_stub):
-    kserve.custom.create_namespaced_custom_object(
-        "serving.kserve.io", "v1alpha1", NS, "servingruntimes", build_serving_runtime("vllm-runtime", NS, "i:1", "x")
-    )
+    _create(kserve, build_serving_runtime("vllm-runtime", NS, "i:1", "x"), "servingruntimes")
     previous = build_inference_service(MODEL, NS, "oci://quay.io/org/tiny@sha256:" + "b" * 64, "vllm-runtime", MODEL, 1)
-    created = kserve.custom.create_namespaced_custom_object(
-        "serving.kserve.io", "v1beta1", NS, "inferenceservices", _this_runs(previous)
-    )
+    created = _create(kserve, _this_runs(previous))
     with _become_ready(kserve, openai_stub.url, after_generation=2):
         deployment = deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print, run_id=RUN_ID)
     isvc = _isvcs(kserve)[MODEL]
@@ -150,11 +138,9 @@ def test_updates_its_own_service_with_uid_and_resource_version_preconditions(kse
 def test_a_service_of_another_owner_is_never_touched(kserve):
     foreign = build_inference_service(MODEL, NS, "s3://theirs/model", "their-runtime", "someone-else", 0)
     foreign["metadata"]["labels"] = {"app": "theirs"}
-    before = kserve.custom.create_namespaced_custom_object(
-        "serving.kserve.io", "v1beta1", NS, "inferenceservices", foreign
-    )
+    before = _create(kserve, foreign)
     other_model = build_inference_service(MODEL + "-b", NS, URI, "vllm-runtime", "other-model", 0)
-    kserve.custom.create_namespaced_custom_object("serving.kserve.io", "v1beta1", NS, "inferenceservices", other_model)
+    _create(kserve, other_model)
     with pytest.raises(DeployError, match="was not made by this pipeline run .* never overwritten") as refused:
         deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print)
     assert len(str(refused.value).splitlines()) == 1
@@ -175,9 +161,7 @@ def test_never_ready_times_out_and_leaves_the_service(kserve, openai_stub):
 
 def test_ready_for_an_older_generation_is_not_ready(kserve, openai_stub):
     stale = _this_runs(build_inference_service(MODEL, NS, URI, "vllm-runtime", MODEL, 1))
-    created = kserve.custom.create_namespaced_custom_object(
-        "serving.kserve.io", "v1beta1", NS, "inferenceservices", stale
-    )
+    created = _create(kserve, stale)
     status = {"observedGeneration": 1, "url": openai_stub.url, "conditions": [{"type": "Ready", "status": "True"}]}
     kserve.custom.patch_namespaced_custom_object_status(
         "serving.kserve.io", "v1beta1", NS, "inferenceservices", MODEL, {"status": status}
@@ -196,7 +180,7 @@ def test_forbidden_is_one_line_naming_the_rbac_file(kserve):
 
 def test_a_service_replaced_between_read_and_patch_is_refused(kserve):
     mine = _this_runs(build_inference_service(MODEL, NS, URI, "vllm-runtime", MODEL, 1))
-    kserve.custom.create_namespaced_custom_object("serving.kserve.io", "v1beta1", NS, "inferenceservices", mine)
+    _create(kserve, mine)
     stale = copy.deepcopy(_isvcs(kserve)[MODEL])
     stale["metadata"]["uid"] = "0000-replaced"  # what a read before a delete + re-create would have seen
     from components.deployment.kubeflow_model_registry import kserve_deploy

@@ -1,10 +1,6 @@
-"""Hostile servers, round 5: a KServe API that accepts TCP and never answers, a predictor that trickles its smoke
-answer, an InferenceService of another run under our labels, a Model Registry that never answers, credentials in
-``model_uri``.
-
-Each server is real and on 127.0.0.1 (kmock, the OpenAI-compatible stub, the TCP proxy in ``blackhole`` mode, the
-registry stub); each test bounds the step's time and asserts the end state and its one line.
-"""
+"""Hostile servers, each real on 127.0.0.1: a KServe API or Model Registry that never answers (the TCP proxy in
+``blackhole`` mode), a predictor that trickles its answer, another run's service under our labels, credentials in
+``model_uri``; each test bounds the step's time and asserts the end state and its one line."""
 
 from __future__ import annotations
 
@@ -21,19 +17,14 @@ from components.deployment.kubeflow_model_registry.kserve_deploy import (
 )
 from components.deployment.kubeflow_model_registry.kserve_manifests import build_inference_service
 from components.deployment.kubeflow_model_registry.registry_client import RegistryRequestError, RetryPolicy
+from components.deployment.kubeflow_model_registry.tests.registry_runs import FAST_RETRIES, register
 from components.deployment.kubeflow_model_registry.tests.test_model_registry_deploy import (
     MODEL,
     NS,
     URI,
+    _create,
     _isvcs,
     _settings,
-    kserve,  # noqa: F401 - the fixture
-)
-from components.deployment.kubeflow_model_registry.tests.test_model_registry_registration import (
-    FAST_RETRIES,
-    model,  # noqa: F401 - the fixture
-    model_files,  # noqa: F401 - the fixture
-    register,
 )
 from tests.harness.tcp_proxy import tcp_proxy
 
@@ -74,12 +65,10 @@ def test_a_smoke_endpoint_that_trickles_a_byte_a_second_ends_at_the_request_dead
     assert "not complete within 2 s" in message and "IncompleteRead" not in message
 
 
-def test_an_inference_service_of_another_run_with_our_two_labels_is_never_updated(kserve):  # noqa: F811
+def test_an_inference_service_of_another_run_with_our_two_labels_is_never_updated(kserve):
     theirs = build_inference_service(MODEL, NS, "oci://quay.io/org/tiny@sha256:" + "c" * 64, "vllm-runtime", MODEL, 1)
     theirs["metadata"]["annotations"][RUN_ANNOTATION] = "another-run"  # the same labels, another run's service
-    before = kserve.custom.create_namespaced_custom_object(
-        "serving.kserve.io", "v1beta1", NS, "inferenceservices", theirs
-    )
+    before = _create(kserve, theirs)
     with pytest.raises(DeployError) as refused:
         deploy_model(kserve.api_client, _settings(), URI, MODEL, "", lambda line: None, run_id="this-run")
     message = str(refused.value)
@@ -89,7 +78,7 @@ def test_an_inference_service_of_another_run_with_our_two_labels_is_never_update
 
 
 # -- Model Registry -------------------------------------------------------------------------------------------------
-def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_path, model):  # noqa: F811
+def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_path, model):
     import model_registry.core  # noqa: F401 - imported before the clock starts (a cold import takes seconds)
     import model_registry.types  # noqa: F401
 
@@ -121,7 +110,7 @@ def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_p
 def test_a_model_uri_with_credentials_is_refused_before_anything_is_registered(
     registry_stub,
     tmp_path,
-    model,  # noqa: F811
+    model,
     uri,
     secret,
 ):

@@ -1,8 +1,5 @@
-"""Publishing the model as an OCI modelcar against the real ``docker-registry`` (olot layers, skopeo pushes).
-
-Each push is read back twice: raw (the manifest's layers hold the model files under ``/models``) and with the
-project's own ``oci://`` model download (``train_model``'s), whose copy loads with transformers.
-"""
+"""Publishing the model as an OCI modelcar to the real ``docker-registry``, read back raw (the files under
+``/models``) and with ``train_model``'s own ``oci://`` download, whose copy loads with transformers."""
 
 from __future__ import annotations
 
@@ -24,10 +21,15 @@ from components.deployment.kubeflow_model_registry.modelcar import (
     parse_modelcar_uri,
     publish_modelcar,
 )
+from components.deployment.kubeflow_model_registry.request import ModelcarOptions
 from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER, OCI_MANIFEST, write_image_layout
 
 pytest.importorskip("olot", reason="modelcar publishing needs model-registry[olot] (olot is in the lock)")
 BASE = {"bin/sh": b"#!/bin/true\n", "etc/os-release": b"ID=modelcar-base\n"}
+
+
+def _options(target: str, base: str, lora_weights: str = "as_trained") -> ModelcarOptions:
+    return ModelcarOptions(target, base, lora_weights, True)
 
 
 def _push_base(registry, tmp_path: Path) -> str:
@@ -96,10 +98,7 @@ def test_publish_pins_the_digest_the_layers_hold_the_model_and_the_projects_down
     published = publish_modelcar(
         tiny_model_dir,
         {"algorithm": "sft"},
-        f"oci://{oci_registry.host}/published/tiny:v1",
-        base,
-        "as_trained",
-        True,
+        _options(f"oci://{oci_registry.host}/published/tiny:v1", base),
         lines.append,
     )
     assert published.uri == f"oci://{oci_registry.host}/published/tiny@{published.digest}"
@@ -128,22 +127,22 @@ def test_push_with_the_secret_as_docker_config_json_and_without_it(
     lines: list[str] = []
     monkeypatch.delenv(PUSH_SECRET_ENV, raising=False)
     with pytest.raises(ModelcarError, match="cannot pull modelcar_base_image=") as failed:
-        publish_modelcar(tiny_model_dir, {}, target, base, "as_trained", True, lines.append)
+        publish_modelcar(tiny_model_dir, {}, _options(target, base), lines.append)
     assert len(str(failed.value).splitlines()) == 1
     auth = base64.b64encode(f"{AUTH_USER}:{AUTH_PASSWORD}".encode()).decode()
     monkeypatch.setenv(PUSH_SECRET_ENV, json.dumps({"auths": {oci_registry_auth.host: {"auth": auth}}}))
-    published = publish_modelcar(tiny_model_dir, {}, target, base, "as_trained", True, lines.append)
+    published = publish_modelcar(tiny_model_dir, {}, _options(target, base), lines.append)
     assert "models/config.json" in _layer_files(oci_registry_auth, "published/tiny-auth", published.digest)
     assert not any(AUTH_PASSWORD in line or auth in line for line in lines)
     monkeypatch.setenv(PUSH_SECRET_ENV, "{not json")
     with pytest.raises(ModelcarError, match=f"{PUSH_SECRET_ENV} .*not a Docker config.json") as bad:
-        publish_modelcar(tiny_model_dir, {}, target, base, "as_trained", True, lines.append)
+        publish_modelcar(tiny_model_dir, {}, _options(target, base), lines.append)
     assert "not json" not in str(bad.value)
 
 
 def test_unreachable_registry_is_one_line(tiny_model_dir, tmp_path):
     with pytest.raises(ModelcarError, match="cannot pull modelcar_base_image='127.0.0.1:9/base:1'"):
-        publish_modelcar(tiny_model_dir, {}, "oci://127.0.0.1:9/x/y:1", "127.0.0.1:9/base:1", "as_trained", True, print)
+        publish_modelcar(tiny_model_dir, {}, _options("oci://127.0.0.1:9/x/y:1", "127.0.0.1:9/base:1"), print)
 
 
 @pytest.fixture
@@ -171,15 +170,15 @@ def test_lora_adapter_published_merged_or_as_the_adapter_with_its_base(
     base = _push_base(oci_registry, tmp_path)
     target = f"oci://{oci_registry.host}/published/tiny-lora"
     lora = {"algorithm": "lora"}
-    adapter = publish_modelcar(lora_adapter, lora, f"{target}:adapter", base, "as_trained", True, print)
+    adapter = publish_modelcar(lora_adapter, lora, _options(f"{target}:adapter", base), print)
     assert (adapter.lora_weights, adapter.base_model) == ("adapter", str(tiny_model_dir))
     files = _layer_files(oci_registry, "published/tiny-lora", adapter.digest)
     assert "models/adapter_config.json" in files and "models/adapter_model.safetensors" in files
-    merged = publish_modelcar(lora_adapter, lora, f"{target}:merged", base, "merged", True, print)
+    merged = publish_modelcar(lora_adapter, lora, _options(f"{target}:merged", base, "merged"), print)
     assert (merged.lora_weights, merged.base_model) == ("merged", "")
     files = _layer_files(oci_registry, "published/tiny-lora", merged.digest)
     assert "models/adapter_config.json" not in files and "models/model.safetensors" in files
-    again = publish_modelcar(lora_adapter, lora, f"{target}:merged", base, "merged", True, print)
+    again = publish_modelcar(lora_adapter, lora, _options(f"{target}:merged", base, "merged"), print)
     assert again.uri == merged.uri  # merged anew, the same image
     pulled = pull_model(merged.uri, tmp_path / "cache", {}, insecure=True, log=print, source="test")
     assert AutoModelForCausalLM.from_pretrained(pulled.path).config.model_type == "llama"  # loads without peft
@@ -188,11 +187,11 @@ def test_lora_adapter_published_merged_or_as_the_adapter_with_its_base(
 def test_the_same_files_on_the_same_base_give_the_same_digest(oci_registry, tiny_model_dir, tmp_path):
     base = _push_base(oci_registry, tmp_path)
     target = f"oci://{oci_registry.host}/published/tiny-again:1"
-    first = publish_modelcar(tiny_model_dir, {}, target, base, "as_trained", True, print)
+    first = publish_modelcar(tiny_model_dir, {}, _options(target, base), print)
     import time
 
     time.sleep(1.1)  # olot stamps its layering time (seconds): a second later it would differ
-    second = publish_modelcar(tiny_model_dir, {}, target, base, "as_trained", True, print)
+    second = publish_modelcar(tiny_model_dir, {}, _options(target, base), print)
     assert second.uri == first.uri
     manifest = json.loads(_get(oci_registry, f"published/tiny-again/manifests/{first.digest}", OCI_MANIFEST))
     config = json.loads(_get(oci_registry, f"published/tiny-again/blobs/{manifest['config']['digest']}"))
@@ -227,10 +226,7 @@ def test_a_digest_skopeo_reports_that_the_registry_does_not_serve_is_never_retur
         publish_modelcar(
             tiny_model_dir,
             {"algorithm": "sft"},
-            f"oci://{oci_registry.host}/published/tiny:v2",
-            base,
-            "as_trained",
-            True,
+            _options(f"oci://{oci_registry.host}/published/tiny:v2", base),
             lines.append,
         )
     message = str(refused.value)

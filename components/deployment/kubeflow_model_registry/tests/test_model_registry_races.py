@@ -1,19 +1,17 @@
 """Two runs registering the same version at once: the other run's version is never adopted nor overwritten.
 
-The race is made deterministic with the registry stub's ``before_next`` hook: another run's create lands between this
-run's find (nothing there) and its create (answered 409). Assertions are on what the stub holds afterwards.
+The stub's ``before_next`` hook lands another run's create between this run's find and its create (answered 409).
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 
 import pytest
 
-from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo
+from components.deployment.kubeflow_model_registry.lineage import RunInfo
 from components.deployment.kubeflow_model_registry.registration import VersionConflictError, derived_version_name
-from components.deployment.kubeflow_model_registry.tests.test_model_registry_registration import RUN_ID, register
+from components.deployment.kubeflow_model_registry.tests.registry_runs import RUN_ID, register, small_model
 
 OTHER_RUN = "0ther-run-5678-aaaa"
 OTHER_URI = "pvc://models/tiny/other-run"
@@ -21,13 +19,8 @@ NOW = datetime.datetime(2026, 11, 26, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
 
 @pytest.fixture
-def trained(tmp_path) -> ArtifactInfo:
-    """The model artifact this run registers (a few files in the HF layout)."""
-    directory = tmp_path / "model"
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    (directory / "model.safetensors").write_bytes(bytes(range(256)))
-    return ArtifactInfo(uri=str(directory), path=str(directory), metadata={"base_model": "tiny", "algorithm": "sft"})
+def trained(tmp_path):
+    return small_model(tmp_path, base_model="tiny", algorithm="sft")
 
 
 def _other_run_creates(version_name: str):

@@ -1,7 +1,4 @@
-"""Registration for real: the ``model_registry`` client against the stateful registry stub (and moto for S3).
-
-Assertions are on what the stub stored and the requests it received.
-"""
+"""Registration for real: the ``model_registry`` client against the stateful registry stub (and moto for S3)."""
 
 import json
 
@@ -9,77 +6,15 @@ import pytest
 
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registration import VersionConflictError
-from components.deployment.kubeflow_model_registry.registry_client import (
-    RegistryAuthError,
-    RegistryRequestError,
-    RetryPolicy,
+from components.deployment.kubeflow_model_registry.registry_client import RegistryAuthError, RegistryRequestError
+from components.deployment.kubeflow_model_registry.tests.registry_runs import (
+    RUN_ID,
+    TOKEN,
+    properties,
+    register,
+    s3_environ,
 )
-from components.deployment.kubeflow_model_registry.run import run_model_registration
-from tests.harness.requests import dataset_metadata, model_registry_request
-
-TOKEN = "mr-token-1b2c3d4e5f"
-RUN_ID = "7c0ffee0-1234-4d2b-9a51-0123456789ab"
-FAST_RETRIES = RetryPolicy(attempts=4, initial_delay_s=0.01, max_delay_s=0.05)
-
-
-@pytest.fixture
-def model_files(tmp_path):
-    directory = tmp_path / "model"
-    (directory / "tokenizer").mkdir(parents=True)
-    (directory / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    (directory / "model.safetensors").write_bytes(bytes(range(256)) * 8)
-    (directory / "tokenizer" / "tokenizer.json").write_text("{}")
-    return directory
-
-
-@pytest.fixture
-def model(model_files):
-    return ArtifactInfo(
-        uri=str(model_files),
-        path=str(model_files),
-        metadata={
-            "checkpoint_path": str(model_files),
-            "base_model": "tiny-llama-offline",
-            "algorithm": "lora",
-            "hyperparameters": {"learning_rate": 0.0002, "num_epochs": 2, "lora": {"r": 8}},
-            "job_name": "tj-tiny-1",
-            "job_kind": "PyTorchJob",
-            "backend": "local",
-            "dataset_sha256": "e3" * 32,
-        },
-    )
-
-
-def _metrics(**values):
-    return ArtifactInfo("file:///metrics", "/tmp/metrics", values)
-
-
-def register(stub, tmp_path, model, environ=None, retry_policy=FAST_RETRIES, now=None, log=None, **overrides):
-    arguments = dict(
-        model=model,
-        registry_address=stub.address,
-        registry_port=stub.port,
-        model_name="tiny-chat",
-        is_secure=False,
-        model_uri="pvc://models/tiny/run-1",
-        pipeline_run_id=RUN_ID,
-        pipeline_run_name="tiny-finetune-run-1",
-        eval_metrics=_metrics(acc=0.7),
-        train_metrics=_metrics(loss=1.25),
-        dataset=ArtifactInfo(
-            "s3://pipelines/run-1/dataset", "/tmp/ds", dataset_metadata("demo/chat@v1", dataset_sha256="e3" * 32)
-        ),
-        allow_token_over_http=True,  # the stub speaks plain HTTP; tests of the default withhold the token
-    )
-    arguments.update(overrides)
-    return run_model_registration(
-        model_registry_request(**arguments),
-        str(tmp_path / "summary.md"),
-        environ={"MODEL_REGISTRY_TOKEN": TOKEN} if environ is None else environ,
-        retry_policy=retry_policy,
-        now=now,
-        **({} if log is None else {"log": log}),
-    )
+from tests.harness.requests import dataset_metadata
 
 
 def _statuses(stub):
@@ -98,7 +33,7 @@ def test_first_registration(registry_stub, tmp_path, model, capsys):
     assert stored_model["name"] == "tiny-chat" and stored_model["owner"] == "alice"
     assert version["name"].endswith("-7c0ffee0") and version["author"] == "alice"
     assert version["description"] == "first try"
-    props = {k: next(v[f] for f in v if f.endswith("_value")) for k, v in version["customProperties"].items()}
+    props = properties(version)
     assert props["pipeline_run_id"] == RUN_ID and props["pipeline_run_name"] == "tiny-finetune-run-1"
     assert props["dataset_artifact_uri"] == "s3://pipelines/run-1/dataset" and props["dataset_uri"] == "demo/chat@v1"
     assert props["dataset_sha256"] == "e3" * 32
@@ -254,17 +189,9 @@ def test_tls_is_verified_with_the_ca_bundle(registry_stub_tls, tmp_path, model):
         register(registry_stub_tls, tmp_path, model, is_secure=True, model_version="other")
 
 
-# ---- S3 upload ---------------------------------------------------------------------------------------------------
-
-
-DATA_CONNECTION_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
-
-
 def test_s3_upload_registers_the_s3_uri(registry_stub, tmp_path, model, model_files, s3_data_connection):
-    import os
-
     client, bucket = s3_data_connection  # a moto server on 127.0.0.1 and the data-connection env vars
-    environ = {**{name: os.environ[name] for name in DATA_CONNECTION_ENV}, "MODEL_REGISTRY_TOKEN": TOKEN}
+    environ = s3_environ()
     prefix = f"s3://{bucket}/tiny-chat/run-1"
     result = register(registry_stub, tmp_path, model, model_uri="", s3_upload_prefix=prefix, environ=environ)
 

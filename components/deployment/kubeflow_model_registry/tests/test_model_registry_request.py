@@ -1,6 +1,5 @@
-"""``run.model_registry_request``: every ``model_registry`` argument reaches the request (artifacts as
-``ArtifactInfo``, the serving group nested); a mismatch or a bad artifact is one line; the result becomes the
-component's outputs."""
+"""``request.model_registry_request``: every argument lands in its group (artifacts as ``ArtifactInfo``); a mismatch
+or a bad artifact is one line; the result becomes the component's outputs."""
 
 import dataclasses
 import inspect
@@ -11,14 +10,14 @@ import pytest
 from components.deployment.kubeflow_model_registry import model_registry
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registration import ModelRegistryResult
-from components.deployment.kubeflow_model_registry.run import (
+from components.deployment.kubeflow_model_registry.request import (
     ARTIFACTS,
+    GROUPS,
     OUTPUTS,
-    Outputs,
-    component_outputs,
     model_registry_request,
+    parameter_fields,
 )
-from components.deployment.kubeflow_model_registry.serving import ServingRequest
+from components.deployment.kubeflow_model_registry.run import Outputs, component_outputs
 
 SIGNATURE = inspect.signature(model_registry.python_func)
 PARAMETERS = SIGNATURE.parameters
@@ -38,20 +37,18 @@ def test_the_artifact_and_output_names_are_the_components():
     assert list(Outputs._fields) == list(SIGNATURE.return_annotation._fields)
 
 
-def test_every_argument_lands_in_the_request_under_its_name():
+def test_every_argument_lands_in_its_group_under_its_name_less_the_prefix():
     arguments = _arguments()
     request = model_registry_request(arguments)
-    serving = {field.name for field in dataclasses.fields(ServingRequest)}
-    landed = {}
-    for field in dataclasses.fields(request):
-        if field.name != "serving":
-            landed[field.name] = getattr(request, field.name)
-    landed.update({name: getattr(request.serving, name) for name in serving})
-    assert set(landed) == set(PARAMETERS) - set(OUTPUTS)
-    for name in set(landed) - set(ARTIFACTS):
-        assert landed[name] is arguments[name], name
-    for name in ARTIFACTS:
-        assert landed[name] == ArtifactInfo(f"s3://b/{name}", f"/in/{name}", {"of": name})
+    assert set(parameter_fields()) == set(PARAMETERS) - set(OUTPUTS)
+    for name, (group, field) in parameter_fields().items():
+        landed = getattr(request if group is None else getattr(request, group), field)
+        if name in ARTIFACTS:
+            assert landed == ArtifactInfo(f"s3://b/{name}", f"/in/{name}", {"of": name})
+        else:
+            assert landed is arguments[name] and name == GROUPS[group][1] + field, name
+    assert request.deploy.gpus is arguments["deploy_gpus"] and request.run.run_id is arguments["pipeline_run_id"]
+    assert all(dataclasses.fields(group_type) for group_type, _ in GROUPS.values())
 
 
 def test_absent_artifacts_are_none():

@@ -1,9 +1,5 @@
-"""The whole step with a push target and deploy on: modelcar → registration → InferenceService → smoke answer.
-
-Real parts at every edge: ``docker-registry`` (pushed with olot + skopeo), the Model Registry stub (the real client),
-the Kubernetes emulator (the real ``kubernetes`` client; a background script plays the KServe controller) and the
-OpenAI-compatible predictor stub.
-"""
+"""The whole step: modelcar → registration → InferenceService → smoke answer, with real parts at every edge
+(``docker-registry``, the registry stub, the Kubernetes emulator, the OpenAI-compatible predictor stub)."""
 
 from __future__ import annotations
 
@@ -17,12 +13,12 @@ import pytest
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registry_client import RetryPolicy
 from components.deployment.kubeflow_model_registry.run import run_model_registration
+from components.deployment.kubeflow_model_registry.tests.test_model_registry_deploy import NS, _become_ready
 from tests.harness.oci_registry import write_image_layout
 from tests.harness.requests import model_registry_request
 
 pytest.importorskip("olot", reason="modelcar publishing needs model-registry[olot] (olot is in the lock)")
 TOKEN = "mr-token-serving-5d6e"
-NS = "team-a"
 PINNED = re.compile(r"^oci://127\.0\.0\.1:\d+/published/tiny-chat@sha256:[0-9a-f]{64}$")
 
 
@@ -34,42 +30,22 @@ def base_image(oci_registry, tmp_path) -> str:
     return f"{oci_registry.host}/base/micro:1"
 
 
-@pytest.fixture
-def kserve(kube_api):
-    kube_api.serve("serving.kserve.io/v1beta1/inferenceservices")
-    kube_api.serve("serving.kserve.io/v1alpha1/servingruntimes")
-    kube_api.track_metadata("inferenceservices")
-    return kube_api
-
-
-def _model(tiny_model_dir: Path) -> ArtifactInfo:
-    metadata = {"checkpoint_path": str(tiny_model_dir), "base_model": "tiny", "algorithm": "sft"}
-    return ArtifactInfo(str(tiny_model_dir), str(tiny_model_dir), metadata)
-
-
-def _run(tmp_path, environ, **arguments):
+def _run(tmp_path, environ, model_dir: Path, stub=None, target="", base_image="", **arguments):
+    """The step on ``model_dir``: against ``stub`` as ``tiny-chat`` over plain HTTP, pushed to ``target`` when set."""
+    if stub is not None:
+        registry = dict(registry_address=stub.address, registry_port=stub.port, model_name="tiny-chat")
+        arguments = registry | dict(is_secure=False, allow_token_over_http=True) | arguments
+    if target:
+        arguments |= dict(modelcar_uri=target, modelcar_base_image=base_image, modelcar_insecure=True)
+    metadata = {"checkpoint_path": str(model_dir), "base_model": "tiny", "algorithm": "sft"}
+    model = ArtifactInfo(str(model_dir), str(model_dir), metadata)
     return run_model_registration(
-        model_registry_request(**arguments),
+        model_registry_request(model=model, **arguments),
         str(tmp_path / "summary.md"),
         environ=environ,
         retry_policy=RetryPolicy(attempts=2, initial_delay_s=0.01, max_delay_s=0.05),
         log=print,
     )
-
-
-def _controller(kserve, url: str):
-    def script():
-        kserve.wait_for(lambda: kserve.objects("inferenceservices", NS), timeout=60)
-        status = {
-            "observedGeneration": 1,
-            "url": url,
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-26T10:00:00Z"}],
-        }
-        kserve.custom.patch_namespaced_custom_object_status(
-            "serving.kserve.io", "v1beta1", NS, "inferenceservices", "tiny-chat", {"status": status}
-        )
-
-    return kserve.in_background(script)
 
 
 def test_modelcar_registered_pinned_then_served_and_smoke_tested(
@@ -81,22 +57,10 @@ def test_modelcar_registered_pinned_then_served_and_smoke_tested(
         "KUBERNETES_AUTH_TOKEN": "kube-token",
         "POD_NAMESPACE": NS,
     }
-    with _controller(kserve, openai_stub.url):
-        result = _run(
-            tmp_path,
-            environ,
-            model=_model(tiny_model_dir),
-            registry_address=registry_stub.address,
-            registry_port=registry_stub.port,
-            model_name="tiny-chat",
-            model_version="1",
-            is_secure=False,
-            allow_token_over_http=True,
-            modelcar_uri=f"oci://{oci_registry.host}/published/tiny-chat:1",
-            modelcar_base_image=base_image,
-            modelcar_insecure=True,
-            deploy_inference_service=True,
-        )
+    with _become_ready(kserve, openai_stub.url):
+        target = f"oci://{oci_registry.host}/published/tiny-chat:1"
+        arguments = dict(model_version="1", deploy_inference_service=True)
+        result = _run(tmp_path, environ, tiny_model_dir, registry_stub, target, base_image, **arguments)
     assert result.status == "registered" and PINNED.match(result.uri), result
     digest = result.uri.split("@", 1)[1]
     request = urllib.request.Request(
@@ -122,21 +86,11 @@ def test_modelcar_registered_pinned_then_served_and_smoke_tested(
 def test_gated_out_neither_publishes_nor_deploys(
     oci_registry, base_image, registry_stub, kserve, tiny_model_dir, tmp_path
 ):
-    result = _run(
-        tmp_path,
-        {"MODEL_REGISTRY_TOKEN": TOKEN, "KUBERNETES_SERVER_URL": kserve.url, "KUBERNETES_AUTH_TOKEN": "t"},
-        model=_model(tiny_model_dir),
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        model_name="tiny-chat",
-        train_metrics=ArtifactInfo("file:///m", "/tmp/m", {"loss": 2.0}),
-        min_metric_name="loss",
-        min_metric_value=3.0,
-        modelcar_uri=f"oci://{oci_registry.host}/published/gated:1",
-        modelcar_base_image=base_image,
-        modelcar_insecure=True,
-        deploy_inference_service=True,
-    )
+    environ = {"MODEL_REGISTRY_TOKEN": TOKEN, "KUBERNETES_SERVER_URL": kserve.url, "KUBERNETES_AUTH_TOKEN": "t"}
+    target = f"oci://{oci_registry.host}/published/gated:1"
+    gate = dict(train_metrics=ArtifactInfo("file:///m", "/tmp/m", {"loss": 2.0}), min_metric_name="loss")
+    arguments = dict(min_metric_value=3.0, deploy_inference_service=True, **gate)
+    result = _run(tmp_path, environ, tiny_model_dir, registry_stub, target, base_image, **arguments)
     assert result.status == "gated_out"
     with urllib.request.urlopen(f"http://{oci_registry.host}/v2/_catalog", timeout=10) as response:
         assert "published/gated" not in json.loads(response.read())["repositories"]
@@ -146,30 +100,20 @@ def test_gated_out_neither_publishes_nor_deploys(
 def test_without_a_registry_the_modelcar_is_published_and_not_registered(
     oci_registry, base_image, tiny_model_dir, tmp_path
 ):
-    result = _run(
-        tmp_path,
-        {},
-        model=_model(tiny_model_dir),
-        modelcar_uri=f"oci://{oci_registry.host}/published/tiny-chat:solo",
-        modelcar_base_image=base_image,
-        modelcar_insecure=True,
-    )
+    result = _run(tmp_path, {}, tiny_model_dir, None, f"oci://{oci_registry.host}/published/tiny-chat:solo", base_image)
     assert result.status == "skipped" and PINNED.match(result.uri)
     assert "published, not registered" in (tmp_path / "summary.md").read_text()
 
 
 def test_deploy_of_a_run_scoped_uri_is_refused_before_anything_is_registered(registry_stub, tiny_model_dir, tmp_path):
     with pytest.raises(ValueError, match="'pvc://models/tiny/run-1' is not oci:// or s3://"):
+        environ = {"MODEL_REGISTRY_TOKEN": TOKEN}
         _run(
             tmp_path,
-            {"MODEL_REGISTRY_TOKEN": TOKEN},
-            model=_model(tiny_model_dir),
-            registry_address=registry_stub.address,
-            registry_port=registry_stub.port,
-            model_name="tiny-chat",
+            environ,
+            tiny_model_dir,
+            registry_stub,
             model_uri="pvc://models/tiny/run-1",
-            is_secure=False,
-            allow_token_over_http=True,
             deploy_inference_service=True,
         )
     assert registry_stub.versions_of("tiny-chat") == []
@@ -178,20 +122,19 @@ def test_deploy_of_a_run_scoped_uri_is_refused_before_anything_is_registered(reg
 def test_a_rerun_republishes_the_same_digest_and_registers_nothing_twice(
     oci_registry, base_image, registry_stub, tiny_model_dir, tmp_path
 ):
-    arguments = dict(
-        model=_model(tiny_model_dir),
-        registry_address=registry_stub.address,
-        registry_port=registry_stub.port,
-        model_name="tiny-chat",
-        model_version="rerun",
-        is_secure=False,
-        allow_token_over_http=True,
-        modelcar_uri=f"oci://{oci_registry.host}/published/tiny-chat:rerun",
-        modelcar_base_image=base_image,
-        modelcar_insecure=True,
+    target = f"oci://{oci_registry.host}/published/tiny-chat:rerun"
+    first, second = (
+        _run(
+            tmp_path,
+            {"MODEL_REGISTRY_TOKEN": TOKEN},
+            tiny_model_dir,
+            registry_stub,
+            target,
+            base_image,
+            model_version="rerun",
+        )
+        for _ in range(2)
     )
-    first = _run(tmp_path, {"MODEL_REGISTRY_TOKEN": TOKEN}, **arguments)
-    second = _run(tmp_path, {"MODEL_REGISTRY_TOKEN": TOKEN}, **arguments)
     assert (first.status, second.status) == ("registered", "already_registered")
     assert second.uri == first.uri and PINNED.match(first.uri)
     assert len(registry_stub.versions_of("tiny-chat")) == 1
@@ -207,9 +150,9 @@ def test_a_rerun_republishes_the_same_digest_and_registers_nothing_twice(
 def test_deploy_credentials_are_the_training_steps(environ, message):
     """The deploy builds its client with ``kube_auth.load_api_client`` (URL checked), one line naming the step."""
     from components._common.kube_auth import KubeAuthError
-    from components.deployment.kubeflow_model_registry.serving import deploy
+    from components.deployment.kubeflow_model_registry.kserve_deploy import deploy
 
-    serving = model_registry_request(model=None, deploy_inference_service=True, deploy_namespace=NS).serving
+    options = model_registry_request(model=None, deploy_inference_service=True, deploy_namespace=NS).deploy
     with pytest.raises(KubeAuthError, match=rf"^deploy_inference_service: .*{re.escape(message)}") as raised:
-        deploy(serving, "oci://quay.io/x/m@sha256:" + "0" * 64, "m", "", environ, print)
+        deploy(options, "oci://quay.io/x/m@sha256:" + "0" * 64, "m", "", environ, print)
     assert "\n" not in str(raised.value)

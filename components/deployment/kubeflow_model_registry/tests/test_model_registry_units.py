@@ -6,7 +6,7 @@ import json
 import pytest
 
 from components._common.files import write_text_atomically
-from components.deployment.kubeflow_model_registry.gate import evaluate_gate
+from components.deployment.kubeflow_model_registry.gates import evaluate_gate
 from components.deployment.kubeflow_model_registry.lineage import (
     ArtifactInfo,
     RunInfo,
@@ -17,6 +17,7 @@ from components.deployment.kubeflow_model_registry.lineage import (
     scalar_property,
 )
 from components.deployment.kubeflow_model_registry.model_uri import (
+    files_to_upload,
     model_files_dir,
     parse_s3_uri,
     pvc_uri,
@@ -36,7 +37,7 @@ from components.deployment.kubeflow_model_registry.registry_endpoint import (
     read_bearer_token,
     registry_base_url,
 )
-from components.deployment.kubeflow_model_registry.s3_upload import files_to_upload
+from components.deployment.kubeflow_model_registry.request import RegistryOptions
 from components.deployment.kubeflow_model_registry.summary import render_summary
 from tests.harness.requests import dataset_metadata
 
@@ -95,20 +96,24 @@ def test_token_file_errors_name_the_file(tmp_path):
         read_bearer_token({"MODEL_REGISTRY_TOKEN_PATH": str(tmp_path / "empty")}, NO_SA_TOKEN)
 
 
+def _endpoint(address, port, secure, ca="", environ=None):
+    return make_endpoint(RegistryOptions(address, port, secure, ca, False), environ or {}, NO_SA_TOKEN)
+
+
 def test_endpoint_never_shows_the_token():
-    endpoint = make_endpoint("https://r.example.com", 443, True, "", {"MODEL_REGISTRY_TOKEN": "s3cr3t"}, NO_SA_TOKEN)
+    endpoint = _endpoint("https://r.example.com", 443, True, environ={"MODEL_REGISTRY_TOKEN": "s3cr3t"})
     assert endpoint.token == "s3cr3t"
     assert "s3cr3t" not in repr(endpoint) and "s3cr3t" not in str(endpoint)
 
 
 def test_endpoint_rules(tmp_path):
     with pytest.raises(ValueError, match="plain http but is_secure=True"):
-        make_endpoint("http://r", 80, True, "", {"MODEL_REGISTRY_TOKEN": "t"}, NO_SA_TOKEN)
+        _endpoint("http://r", 80, True, environ={"MODEL_REGISTRY_TOKEN": "t"})
     with pytest.raises(ValueError, match="ca_bundle_path='/nope.pem': no such file"):
-        make_endpoint("https://r", 443, True, "/nope.pem", {"MODEL_REGISTRY_TOKEN": "t"}, NO_SA_TOKEN)
+        _endpoint("https://r", 443, True, "/nope.pem", {"MODEL_REGISTRY_TOKEN": "t"})
     with pytest.raises(ValueError, match="no bearer token was found"):
-        make_endpoint("https://r", 443, True, "", {}, NO_SA_TOKEN)
-    insecure = make_endpoint("r", 8080, False, "", {}, NO_SA_TOKEN)
+        _endpoint("https://r", 443, True)
+    insecure = _endpoint("r", 8080, False)
     assert insecure == RegistryEndpoint("http://r:8080", False, "", None, insecure.token_source)
 
 
@@ -187,12 +192,9 @@ def test_lineage_rejects_bad_hyperparameters():
         lineage_properties(ArtifactInfo("u", "p", {"hyperparameters": "lr=1"}), RunInfo())
 
 
-def test_known_run_value_ignores_unresolved_placeholders():
+def test_run_values_ignore_unresolved_placeholders_and_metrics_kfps_bookkeeping():
     assert known_run_value("{{$.pipeline_job_uuid}}") == ""
     assert known_run_value(" 1234 ") == "1234"
-
-
-def test_metric_values_skip_kfp_bookkeeping():
     metrics = ArtifactInfo("u", "p", {"display_name": "metrics", "acc": 0.5})
     assert metric_values(metrics) == {"acc": 0.5}
     assert metric_values(None) == {}
@@ -201,15 +203,12 @@ def test_metric_values_skip_kfp_bookkeeping():
 # ---- gate --------------------------------------------------------------------------------------------------------
 
 
-def test_gate_without_metric_passes():
-    assert evaluate_gate("", 0.9, {}, {}).passed
-
-
 def test_gate_prefers_eval_metrics_and_compares_inclusive():
+    assert evaluate_gate("", 0.9, {}, {}).passed  # no gate without a metric
     decision = evaluate_gate("acc", 0.5, {"acc": 0.5}, {"acc": 0.1})
-    assert decision.passed and decision.metric_value == 0.5 and "eval_metrics acc = 0.5 >=" in decision.reason
+    assert decision.passed and decision.reasons == ("eval_metrics acc = 0.5 >= min_metric_value 0.5",)
     failed = evaluate_gate("loss", 1.0, {}, {"loss": "0.75"})
-    assert not failed.passed and "train_metrics loss = 0.75 < min_metric_value 1" in failed.reason
+    assert failed.failures == ("train_metrics loss = 0.75 < min_metric_value 1",)
 
 
 def test_gate_errors_on_unknown_or_non_numeric_metric():

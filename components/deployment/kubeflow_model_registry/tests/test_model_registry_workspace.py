@@ -1,27 +1,16 @@
-"""The registry step and ``train_model``'s manifest: weights read in place on the workspace, never registered there.
-
-The ``Model`` artifact holds the manifest only (as ``train_model`` writes it for a cluster job); the weights are in a
-workspace directory. The S3 upload streams them from there; a ``pvc://`` of the run's own workspace claim is refused
-in one line naming the two alternatives; a claim of the user's own is registered.
-"""
+"""The registry step and ``train_model``'s manifest: weights read in place on the workspace, never registered there
+(a ``pvc://`` of the run's own workspace claim is refused naming the alternatives; a claim of the user's own is not)."""
 
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from components._common.model_location import STORAGE_WORKSPACE, build_manifest, write_manifest
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.model_uri import model_files_dir, resolve_serving_uri
-from components.deployment.kubeflow_model_registry.registry_client import RetryPolicy
-from components.deployment.kubeflow_model_registry.run import run_model_registration
-from tests.harness.requests import model_registry_request
-
-TOKEN = "mr-token-1b2c3d4e5f"
-DATA_CONNECTION_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
-FAST_RETRIES = RetryPolicy(attempts=4, initial_delay_s=0.01, max_delay_s=0.05)
+from components.deployment.kubeflow_model_registry.tests.registry_runs import TOKEN, register, s3_environ
 
 
 @pytest.fixture
@@ -45,29 +34,18 @@ def workspace_model(tmp_path):
 
 
 def _register(stub, tmp_path, model, environ, **overrides):
-    arguments = dict(
-        model=model,
-        registry_address=stub.address,
-        registry_port=stub.port,
-        model_name="tiny-chat",
-        is_secure=False,
-        allow_token_over_http=True,
-        pvc_path=str(tmp_path / "kfp-workspace"),
-    )
-    return run_model_registration(
-        model_registry_request(**{**arguments, **overrides}),
-        str(tmp_path / "summary.md"),
-        environ={"MODEL_REGISTRY_TOKEN": TOKEN, **environ},
-        retry_policy=FAST_RETRIES,
-        log=lambda line: None,
-    )
+    """No ``model_uri``: the URI comes from the model's manifest, as ``train_model`` wrote it."""
+    workspace = str(tmp_path / "kfp-workspace")
+    environ = {"MODEL_REGISTRY_TOKEN": TOKEN, **environ}
+    overrides = {"model_uri": "", "pvc_path": workspace, "log": lambda line: None, **overrides}
+    return register(stub, tmp_path, model, environ, **overrides)
 
 
 def test_the_upload_streams_the_weights_from_the_workspace(
     registry_stub, tmp_path, workspace_model, s3_data_connection
 ):
     client, bucket = s3_data_connection
-    environ = {name: os.environ[name] for name in DATA_CONNECTION_ENV}
+    environ = s3_environ()
     prefix = f"s3://{bucket}/tiny-chat/run-1"
     result = _register(registry_stub, tmp_path, workspace_model, environ, s3_upload_prefix=prefix)
     assert result.status == "registered" and result.uri == prefix
@@ -103,7 +81,7 @@ def test_changed_weights_are_refused_before_anything_is_uploaded(
     client, bucket = s3_data_connection
     weights = tmp_path / "kfp-workspace" / "train_model" / "train-model-1" / "checkpoints" / "final"
     (weights / "model.safetensors").write_bytes(b"\0" * 10)
-    environ = {name: os.environ[name] for name in DATA_CONNECTION_ENV}
+    environ = s3_environ()
     with pytest.raises(ValueError, match="model.safetensors has 10 bytes, the manifest 2048"):
         _register(registry_stub, tmp_path, workspace_model, environ, s3_upload_prefix=f"s3://{bucket}/tiny/run-1")
     assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="tiny/")

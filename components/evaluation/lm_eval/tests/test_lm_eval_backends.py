@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from components._common.model_location import read_manifest
-from components.deployment.kubeflow_model_registry.delta_gate import evaluate_delta_gate
+from components.deployment.kubeflow_model_registry.gates import evaluate_delta_gate
 from components.evaluation.lm_eval.tests.test_lm_eval_component import _manifest_artifact, _run, _train
 from tests.harness.evalhub_server import running_evalhub
 from tests.harness.trustyai_controller import TrustyAIController
