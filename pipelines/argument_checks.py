@@ -1,9 +1,6 @@
-"""Run arguments checked against the rules the components themselves apply, before anything is sent to a server.
+"""Run arguments checked by the components' own validation functions, before anything is sent to a server.
 
-A compiled pipeline says which pipeline parameter feeds which component input (``componentInputParameter``) and which
-inputs are constants; :func:`task_values` rebuilds each task's arguments from that, the run's arguments and the
-defaults, and :func:`check_component_rules` hands them to the components' own validation functions (never a copy of
-their rules). Only tasks named in :data:`TASK_CHECKS` are checked.
+:func:`task_values` rebuilds each task's arguments from the compiled wiring, the run's arguments and the defaults.
 """
 
 from __future__ import annotations
@@ -70,15 +67,10 @@ def _typed(value: Any, parameter_type: str) -> Any:
 
 
 def task_values(spec: dict, arguments: Mapping[str, Any]) -> tuple[dict[str, Values], dict[str, dict[str, str]]]:
-    """Each task's component arguments as a run with ``arguments`` would pass them.
-
-    Args:
-        spec: The pipeline spec (first document of a compiled pipeline).
-        arguments: The run's arguments by pipeline parameter name.
+    """Each task's component arguments as a run of ``spec`` with ``arguments`` would pass them.
 
     Returns:
-        ``({task: {input: value}}, {task: {input: pipeline parameter feeding it}})``; inputs fed by other tasks'
-        outputs are left out.
+        ``({task: {input: value}}, {task: {input: pipeline parameter feeding it}})``; task outputs left out.
     """
     from pipelines.training.finetuning.interface import task_wiring
 
@@ -105,19 +97,14 @@ def task_values(spec: dict, arguments: Mapping[str, Any]) -> tuple[dict[str, Val
 
 
 def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: str) -> None:
-    """Checks a run's arguments with the components' own validation, before anything is sent.
-
-    Args:
-        spec: The pipeline spec.
-        arguments: The run's arguments by pipeline parameter name (types already checked).
-        pipeline: The pipeline as the user named it, for errors.
+    """Checks a run's (type-checked) arguments with the components' own validation of :data:`TASK_CHECKS`' tasks.
 
     Raises:
-        ValueError: ``pipeline '<name>', step <task>: <the component's one-line error>``, naming the pipeline
-            parameter(s) that fed the broken input.
+        ValueError: ``pipeline '<pipeline>', step <task>: <the component's error> (pipeline parameter <name>)``,
+            one part per failing step.
     """
     values, sources = task_values(spec, arguments)
-    problems = []  # one per step that fails its rules: every mistake at once
+    problems = []
     for task, check in TASK_CHECKS.items():
         if task not in values:
             continue

@@ -1,4 +1,4 @@
-"""A run's inputs, checked before anything is sent: ``--param``/``--params-file`` arguments and the pipeline package."""
+"""A run's inputs, checked before anything is sent: the ``--param``/``--params-file`` arguments and the package."""
 
 from __future__ import annotations
 
@@ -15,19 +15,13 @@ FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_arguments(params: list[str], params_file: str = "") -> dict:
-    """Builds a run's arguments from ``--param KEY=VALUE`` flags over a YAML/JSON file of parameters.
+    """A run's arguments: the ``--params-file`` mapping (YAML/JSON) updated by the ``--param KEY=VALUE`` flags.
 
-    Args:
-        params: ``KEY=VALUE`` entries; VALUE is parsed as JSON when it parses (``3``, ``true``, ``[1, 2]``,
-            ``"quoted"``), else taken as a plain string. A key given twice is an error.
-        params_file: A YAML (or JSON) file holding a mapping of parameter name to value; empty for none.
-
-    Returns:
-        The arguments: the file's mapping updated by the flags.
+    VALUE is parsed as JSON when it parses (``3``, ``true``, ``[1, 2]``, ``"quoted"``), else taken as a string.
 
     Raises:
-        ValueError: An unreadable or malformed file (with the line), a file that is not a mapping, a non-string
-            key, an entry without ``=`` or with an empty key, or a key given twice (naming the entry).
+        ValueError: An unreadable or malformed file (with the line), a file that is not a mapping of string keys, an
+            entry without ``=`` or with an empty key, or a key given twice (naming the entry).
     """
     arguments = _read_params_file(params_file) if params_file else {}
     from_flags: dict[str, Any] = {}
@@ -81,13 +75,7 @@ def _read_params_file(params_file: str) -> dict:
 
 
 def read_pipeline_documents(package_path: str) -> list[dict]:
-    """The YAML documents of a compiled pipeline package: the pipeline spec first, then the platform specs.
-
-    Args:
-        package_path: A pipeline compiled by ``kfp.compiler.Compiler`` (``.yaml``/``.yml``).
-
-    Returns:
-        The documents that are not empty, the spec (``pipelineInfo``, ``root``, ...) first.
+    """The non-empty YAML documents of a compiled pipeline: the pipeline spec first, then the platform specs.
 
     Raises:
         ValueError: The file is missing, not YAML, or not a compiled pipeline.
@@ -127,18 +115,13 @@ _TYPE_CHECKS = {
 
 
 def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str) -> None:
-    """Checks run arguments against the pipeline's declared parameters, before anything is sent.
-
-    Args:
-        spec: The pipeline spec (the first of :func:`read_pipeline_documents`).
-        arguments: Parameter name to value.
-        package_path: The package's path, named in errors.
+    """Checks run arguments against the parameters ``spec`` declares (``package_path`` is named in errors).
 
     Raises:
-        ValueError: An unknown parameter, a value of the wrong type, or a required parameter left out.
+        ValueError: Every unknown parameter, value of the wrong type, and required parameter left out, at once.
     """
     declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {}) or {}
-    problems = []  # every mistake at once, not one per attempt
+    problems = []
     unknown = [name for name in arguments if name not in declared]
     if unknown:
         known = ", ".join(sorted(declared)) or "none"
