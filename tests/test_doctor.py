@@ -14,8 +14,8 @@ from components._common import kube_auth as kube
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from pipelines.cli import main
 from pipelines.compile import pipeline_function
-from pipelines.doctor import provisioners
 from pipelines.doctor.gpus import tolerates
+from pipelines.doctor.storage import judge
 from pipelines.doctor.training import rbac_permissions
 from pipelines.training.finetuning.interface import parameter_feeding
 from tests.harness.kube import ODH_3_3, make_node
@@ -467,20 +467,20 @@ def test_permissions_reviewed_are_exactly_rbac_yaml_and_the_client_layer():
 @pytest.mark.parametrize(
     ("provisioner", "verdict"),
     [
-        ("nfs.csi.k8s.io", provisioners.RWX),
-        ("cluster.local/nfs-subdir-external-provisioner", provisioners.RWX),
-        ("openshift-storage.cephfs.csi.ceph.com", provisioners.RWX),
-        ("efs.csi.aws.com", provisioners.RWX),
-        ("file.csi.azure.com", provisioners.RWX),
-        ("kubernetes.io/azure-file", provisioners.RWX),
-        ("filestore.csi.storage.gke.io", provisioners.RWX),
-        ("openshift-storage.rbd.csi.ceph.com", provisioners.RWO),
-        ("ebs.csi.aws.com", provisioners.RWO),
-        ("example.com/custom", provisioners.UNKNOWN),
+        ("nfs.csi.k8s.io", "rwx"),
+        ("cluster.local/nfs-subdir-external-provisioner", "rwx"),
+        ("openshift-storage.cephfs.csi.ceph.com", "rwx"),
+        ("efs.csi.aws.com", "rwx"),
+        ("file.csi.azure.com", "rwx"),
+        ("kubernetes.io/azure-file", "rwx"),
+        ("filestore.csi.storage.gke.io", "rwx"),
+        ("openshift-storage.rbd.csi.ceph.com", "rwo"),
+        ("ebs.csi.aws.com", "rwo"),
+        ("example.com/custom", "unknown"),
     ],
 )
 def test_provisioner_table(provisioner, verdict):
-    assert provisioners.judge(provisioner)[0] == verdict
+    assert judge(provisioner)[0] == verdict
 
 
 def test_toleration_matching():

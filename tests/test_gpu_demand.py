@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from pipelines.doctor.facts import RunValues, read_package
-from pipelines.doctor.gpu_demand import gpu_demand, peak_of
+from pipelines.doctor.gpus import gpu_demand, peak_of
 from pipelines.training.finetuning import PIPELINES
 from tests.harness.compiled import GRPO_PIPELINES, pipeline_documents
 

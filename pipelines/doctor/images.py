@@ -33,7 +33,7 @@ def _image_streams(cluster: Cluster) -> list[dict[str, Any]] | None:
     """The namespace's ImageStreams (``None``: the API does not serve them, i.e. not OpenShift)."""
     group, version, plural = IMAGE_API
     try:
-        answer = cluster._read(
+        answer = cluster.read(
             f"listing ImageStreams in {cluster.namespace}",
             cluster.api.custom.list_namespaced_custom_object,
             group,
@@ -73,7 +73,7 @@ def _pull_secret_config(cluster: Cluster) -> tuple[dict[str, Any], list[str]]:
     """The merged ``.dockerconfigjson`` auths of the pipeline pods' service account's pull secrets, and their names."""
     try:
         accounts = (
-            cluster._read(
+            cluster.read(
                 f"listing service accounts in {cluster.namespace}",
                 cluster.api.core.list_namespaced_service_account,
                 cluster.namespace,
@@ -88,7 +88,7 @@ def _pull_secret_config(cluster: Cluster) -> tuple[dict[str, Any], list[str]]:
     auths: dict[str, Any] = {}
     for name in dict.fromkeys(names):
         try:
-            secret = cluster._read(
+            secret = cluster.read(
                 f"reading pull secret {name!r}",
                 cluster.api.core.read_namespaced_secret,
                 name,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 #: The training pods' image of upstream Kubeflow Trainer's ``torch-distributed`` runtime (RHOAI's runtimes' images:
-#: ``pipelines.doctor.trainer_api.KNOWN_IMAGES``, read from ``tests/specs/crds/odh-*/``).
+#: ``pipelines.doctor.training.KNOWN_IMAGES``, read from ``tests/specs/crds/odh-*/``).
 #: The image of the ``torch-distributed`` ClusterTrainingRuntime (``manifests/base/runtimes/torch_distributed.yaml``,
 #: Trainer v2.1.0 as carried by opendatahub-io/trainer): the pods' image of ``training_backend="transformers"``.
 TORCH_DISTRIBUTED_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
@@ -93,7 +93,7 @@ def runtime_images() -> list[NamedImage]:
     ``torch_distributed.yaml``), the one doctor knows the Training Hub version of; upstream's ``torch-distributed``
     runs :data:`UPSTREAM_RUNTIME_IMAGES`.
     """
-    from pipelines.doctor.trainer_api import KNOWN_IMAGES
+    from pipelines.doctor.training import KNOWN_IMAGES
 
     named = [
         NamedImage(image, f"training-hub / torch-distributed runtime, {release} (Training Hub {hub})")
