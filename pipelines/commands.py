@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipelines.images.commands import docker_config_of, pipeline_images_pullable, print_images
 from pipelines.training.finetuning import PIPELINES
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -68,6 +67,54 @@ def compile_command(args: argparse.Namespace) -> int:
         compiled.append(compile_named(name, target, _settings(args)))
         print(f"[{index}/{len(names)}] {name} -> {compiled[-1]}", file=sys.stderr)
     return 0 if pipeline_images_pullable(compiled, args) else 1
+
+
+def docker_config_of(args: argparse.Namespace) -> dict | None:
+    """The ``--pull-secret-file`` config.json, or ``None``; a :class:`ValueError` when it is not a JSON object."""
+    from pipelines.images.pull_check import load_docker_config
+
+    path = getattr(args, "pull_secret_file", "")
+    return load_docker_config(path) if path else None
+
+
+def pipeline_images_pullable(packages: list[Path], args: argparse.Namespace) -> bool:
+    """Checks every step image of the compiled ``packages``, one printed line per problem; False when one is missing.
+
+    Off (True, silently) with ``--no-image-check`` or ``KFP_FINETUNE_NO_IMAGE_CHECK=1``.
+    """
+    from pipelines.images.pipeline_images import distinct, step_images
+    from pipelines.images.pull_check import check_disabled, check_images, report_findings
+    from pipelines.kfp_api.arguments import read_pipeline_documents
+
+    if check_disabled(getattr(args, "no_image_check", False)):
+        return True
+    specs = [(read_pipeline_documents(str(path))[0], Path(path).stem) for path in packages]
+    images = distinct(item for spec, label in specs for item in step_images(spec, label))
+    return not report_findings(check_images(images, docker_config_of(args)), args.command, sys.stderr)
+
+
+def images_command(args: argparse.Namespace) -> int:
+    """``kfp-finetune images``: every image of the pipelines (and runtimes), as a list or an ImageSetConfiguration."""
+    from pipelines.images import pipeline_images as found
+    from pipelines.images.pull_check import check_images
+
+    with tempfile.TemporaryDirectory(prefix="kfp-finetune-images-") as workdir:
+        files = [_package(args, workdir, name) for name in args.pipelines or list(PIPELINES)]
+        named = found.images_of_files([Path(file) for file in files])
+    images = found.distinct(named if args.no_runtimes else named + found.runtime_images())
+    digests = {}
+    if args.resolve_digests:
+        for finding in check_images(images, docker_config_of(args)):
+            if finding.digest:
+                digests[finding.images[0]] = finding.digest
+            elif finding.line:
+                print(f"kfp-finetune images: warning: {finding.line}", file=sys.stderr)
+    if args.format == "list":
+        for image in images:
+            print(found.pinned(image, digests.get(image, "")))
+    else:
+        sys.stdout.write(found.image_set_configuration(images, digests))
+    return 0
 
 
 def missing_extra_message(command: str, module: str) -> str:
@@ -140,17 +187,18 @@ def _for_terminal(report: str, options: list[str]) -> str:
     return _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
-def _package(args: argparse.Namespace, workdir: str) -> str:
+def _package(args: argparse.Namespace, workdir: str, pipeline: str = "") -> str:
     """A compiled pipeline file: the given YAML, or the named pipeline compiled with the flags' settings."""
     from pipelines.compile import compile_named
 
-    if args.pipeline in PIPELINES:
-        return str(compile_named(args.pipeline, Path(workdir) / f"{args.pipeline}.yaml", _settings(args)))
-    if not Path(args.pipeline).is_file():
+    pipeline = pipeline or args.pipeline
+    if pipeline in PIPELINES:
+        return str(compile_named(pipeline, Path(workdir) / f"{pipeline}.yaml", _settings(args)))
+    if not Path(pipeline).is_file():
         raise FileNotFoundError(
-            f"PIPELINE {args.pipeline!r} is neither a pipeline name ({', '.join(PIPELINES)}) nor a compiled YAML file"
+            f"PIPELINE {pipeline!r} is neither a pipeline name ({', '.join(PIPELINES)}) nor a compiled YAML file"
         )
-    return args.pipeline
+    return pipeline
 
 
 def kfp_api_command(args: argparse.Namespace) -> int:
@@ -219,7 +267,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compile": compile_command,
-    "images": lambda args: print_images(args, _settings(args)),
+    "images": images_command,
     "demo": demo_command,
     "validate-dataset": validate_dataset_command,
     "doctor": doctor_command,

@@ -1,8 +1,7 @@
 """Container image references as a container runtime reads them (``python:3.11`` is ``docker.io/library/python:3.11``).
 
-The grammar is the distribution project's ``reference`` package (``distribution/reference/normalize.go``): the first
-path component is a registry when it contains a ``.`` or a ``:`` or is ``localhost``, else the image is on Docker Hub
-(``library/`` for a one-component name); no tag and no digest means ``:latest``.
+As distribution's ``reference/normalize.go``: the first path component is a registry when it contains ``.`` or ``:``
+or is ``localhost``, else the image is on Docker Hub; no tag and no digest means ``:latest``.
 """
 
 from __future__ import annotations
@@ -23,12 +22,8 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 class ImageReference:
     """A parsed image reference.
 
-    Attributes:
-        registry: ``host[:port]`` as written (``docker.io`` for Docker Hub).
-        repository: ``path/name`` inside the registry (``library/python`` for ``python``).
-        tag: The tag (``""`` when only a digest is given).
-        digest: ``sha256:<hex>`` when pinned, else ``""``.
-        text: The reference as the pipeline names it.
+    ``registry`` (``docker.io`` for Docker Hub), ``repository`` (``library/python``), ``tag`` (``""`` with only a
+    digest), ``digest`` (``sha256:<hex>`` or ``""``), ``text`` (as the pipeline names it).
     """
 
     registry: str

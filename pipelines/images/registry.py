@@ -1,15 +1,9 @@
-"""Whether a registry serves an image: the OCI distribution API's manifest endpoint, as a container runtime asks.
+"""Whether a registry serves an image: ``HEAD /v2/<repository>/manifests/<tag|digest>``, as a container runtime asks.
 
-``HEAD /v2/<repository>/manifests/<tag|digest>`` with the manifest media types in ``Accept`` (OCI distribution spec,
-"Pulling manifests"; a ``405`` falls back to ``GET``). An answer ``401`` with ``WWW-Authenticate: Bearer realm=...,
-service=...`` is the token flow quay.io and Docker Hub use (distribution's ``docs/spec/auth/token.md``): ``GET
-<realm>?service=<service>&scope=repository:<repository>:pull``, with HTTP basic credentials when the pull secret has
-some for that registry, then the manifest again with the token; a ``Basic`` challenge is answered with the credentials.
-A loopback registry is asked over plain HTTP (as Docker treats ``localhost``), every other one over HTTPS with the
-system's CA bundle (``SSL_CERT_FILE`` honoured).
-
-Every request has a timeout, and all requests of one check share a deadline. Credentials are sent, never logged or put
-into a message.
+A ``401`` with a ``Bearer realm=...`` challenge is answered by distribution's token flow (``docs/spec/auth/token.md``,
+with the pull secret's basic credentials), a ``Basic`` one with the credentials; a ``405`` falls back to ``GET``. A
+loopback registry is asked over plain HTTP, every other over HTTPS. Every request has a timeout, all of one check
+share a deadline; credentials are never logged or put into a message.
 """
 
 from __future__ import annotations
@@ -44,10 +38,10 @@ class ManifestAnswer:
     """What the registry said about one image.
 
     Attributes:
-        status: :data:`FOUND`, :data:`MISSING` (404: no such repository or tag), :data:`DENIED` (401/403 after
-            the authentication flow) or :data:`UNREACHABLE` (no answer, TLS failure, a 5xx, the deadline).
+        status: :data:`FOUND`, :data:`MISSING` (404), :data:`DENIED` (401/403 after the authentication flow) or
+            :data:`UNREACHABLE` (no answer, TLS failure, a 5xx, the deadline).
         detail: A short reason (``HTTP 404``, ``[Errno 111] Connection refused``); never a credential.
-        digest: The manifest's digest (``Docker-Content-Digest``) when found and given.
+        digest: The manifest's ``Docker-Content-Digest`` when found.
         authenticated: Whether credentials from a pull secret were sent.
     """
 
@@ -118,16 +112,10 @@ def check_manifest(
     deadline_seconds: float = 20.0,
     request_timeout: float = REQUEST_TIMEOUT,
 ) -> ManifestAnswer:
-    """Asks the image's registry for its manifest (no layer is downloaded).
-
-    Args:
-        image: The image.
-        credentials: ``(username, password)`` from the pull secret for this registry, if any.
-        deadline_seconds: How long the whole check may take.
-        request_timeout: How long one request may take.
+    """Asks the image's registry for its manifest, with the pull secret's ``(username, password)`` if any.
 
     Returns:
-        The registry's answer; never raises for a network problem (that is :data:`UNREACHABLE`).
+        The registry's answer; a network problem is :data:`UNREACHABLE`, never an exception.
     """
     deadline = _Deadline(deadline_seconds, request_timeout)
     scheme = "http" if image.loopback else "https"
