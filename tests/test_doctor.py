@@ -73,9 +73,9 @@ def cluster(kube_api, monkeypatch, tiny_model_dir):
     return kube_api
 
 
-def doctor(capsys, *args):
+def doctor(capsys, *args, pipeline="osft-minimal"):
     own_model = any(str(arg).startswith(f"{dash('train', 'training_base_model')}=") for arg in args)
-    code = main(["doctor", "osft-minimal", "--namespace", NS, *([] if own_model else BASE_MODEL), *args])
+    code = main(["doctor", str(pipeline), "--namespace", NS, *([] if own_model else BASE_MODEL), *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -198,6 +198,12 @@ SCENARIOS = {
         [],
         "FAIL",
         ["storage class 'nfs-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no ReadWriteMany", "recompile"],
+    ),
+    "default-class": (  # a pipeline without a storage class gets the cluster's default
+        lambda k: None,
+        ["--pvc-storage-class", ""],
+        "FAIL",
+        ["storage class 'gp3-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no"],
     ),
     "unknown-provisioner": (
         lambda k: (k.storage_api().delete_storage_class("nfs-csi"), k.create_storage_class("nfs-csi", "example.com/x")),
@@ -386,34 +392,34 @@ def test_a_parameter_the_pipeline_lacks_is_bad_input(cluster, capsys):
     assert dash("dataset", "dataset_uri") in err  # the known names are listed
 
 
+@pytest.fixture(scope="module")
+def osft(environment_settings_yamls):
+    """The expert OSFT pipeline (its launcher, backend and runtime are parameters), compiled once per session."""
+    return environment_settings_yamls["osft"]
+
+
 def test_local_launcher_needs_no_trainer_permissions_or_gpus(cluster, capsys, tmp_path):
     cluster.unserve(TRAINJOBS)
     cluster.deny("trainer.kubeflow.org", "trainjobs", "create")
     cluster.core.delete_node("gpu-1")
     package = tmp_path / "osft.yaml"
     assert main(["compile", "osft", "--eval-gpus", "0", "-o", str(package)]) == 0
-    args = ["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_launcher", "local")]
-    code = main(args)
-    out = capsys.readouterr().out
+    code, out, _ = doctor(capsys, *S3_DATASET, *param("train", "training_launcher", "local"), pipeline=package)
     assert code == 0 and problems(out) == [], out
     assert "launcher 'local'" in out and "asks for no GPUs" in out
     assert not any(r.plural == "selfsubjectaccessreviews" for r in cluster.requests)
 
 
-def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsys, tmp_path):
+def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsys, osft):
     cluster.serve(PYTORCHJOBS)
     cluster.custom.delete_cluster_custom_object(
         "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
     )
-    package = tmp_path / "osft.yaml"
-    assert main(["compile", "osft", "-o", str(package)]) == 0
-    capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
-    [line] = problems(capsys.readouterr().out)
+    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=osft)
+    [line] = problems(out)
     assert code == 1 and line.startswith("FAIL  launcher 'auto' will use the PyTorchJob CRD"), line
     assert "is empty" in line and dash("train", "training_image") in line
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_image", "q/i:1")])
-    out = capsys.readouterr().out
+    code, out, _ = doctor(capsys, *S3_DATASET, *param("train", "training_image", "q/i:1"), pipeline=osft)
     [line] = problems(out)
     assert code == 0 and line.startswith("WARN  launcher 'auto' will use the PyTorchJob CRD"), line
     # PyTorchJob permissions are reviewed, Trainer ones are not.
@@ -421,21 +427,17 @@ def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsy
     assert "pytorchjobs" in reviewed
 
 
-def test_the_transformers_backend_needs_the_torch_distributed_runtime(cluster, capsys, tmp_path):
-    package = tmp_path / "osft.yaml"
-    assert main(["compile", "osft", "-o", str(package)]) == 0
-    capsys.readouterr()
-    args = ["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_backend", "transformers")]
-    code = main(args)
-    [line] = problems(capsys.readouterr().out)
+def test_the_transformers_backend_needs_the_torch_distributed_runtime(cluster, capsys, osft):
+    args = [*S3_DATASET, *param("train", "training_backend", "transformers")]
+    code, out, _ = doctor(capsys, *args, pipeline=osft)
+    [line] = problems(out)
     assert code == 1 and "ClusterTrainingRuntime 'torch-distributed' is missing (available: training-hub)" in line
     cluster.create_runtime("torch-distributed")
-    code = main(args)
-    out = capsys.readouterr().out
+    code, out, _ = doctor(capsys, *args, pipeline=osft)
     assert code == 0 and "ClusterTrainingRuntime 'torch-distributed' exists" in out, out
     # A named runtime wins over the backend's.
-    code = main([*args, *param("train", "training_runtime_name", "training-hub")])
-    assert code == 0 and "ClusterTrainingRuntime 'training-hub' exists" in capsys.readouterr().out
+    code, out, _ = doctor(capsys, *args, *param("train", "training_runtime_name", "training-hub"), pipeline=osft)
+    assert code == 0 and "ClusterTrainingRuntime 'training-hub' exists" in out
 
 
 def test_no_credentials_is_one_fail_and_the_endpoints_are_still_checked(kube_api, capsys, monkeypatch, tmp_path):
@@ -508,20 +510,26 @@ def test_subprocess_with_compile_time_flags_checks_that_storage_class(cluster, t
     assert [c["status"] for c in report["checks"]].count("FAIL") == 1
 
 
-def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys, tmp_path):
-    package = tmp_path / "osft-minimal.yaml"
-    assert main(["compile", "osft-minimal", "-o", str(package)]) == 0
-    documents = list(yaml.safe_load_all(package.read_text()))
-    executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
-    executor["resources"] = {"accelerator": {"resourceType": "nvidia.com/gpu", "resourceCount": "4"}}
-    package.write_text(yaml.safe_dump_all(documents))
-    capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
-    [line] = problems(capsys.readouterr().out)
+def _edited_osft_minimal(yamls, tmp_path, edit):
+    """A copy of the compiled osft-minimal pipeline with ``edit(spec)`` applied."""
+    documents = list(yaml.safe_load_all(yamls["osft-minimal"].read_text()))
+    edit(documents[0])
+    package = tmp_path / "edited.yaml"
+    package.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return package
+
+
+def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys, tmp_path, environment_settings_yamls):
+    def four_gpus(spec):
+        executor = spec["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
+        executor["resources"] = {"accelerator": {"resourceType": "nvidia.com/gpu", "resourceCount": "4"}}
+
+    package = _edited_osft_minimal(environment_settings_yamls, tmp_path, four_gpus)
+    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
+    [line] = problems(out)
     assert code == 1 and line.startswith("FAIL  evaluation (4 GPU) asks for 4 nvidia.com/gpu per pod"), line
     cluster.put_node(make_node("gpu-big", 4))
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
-    out = capsys.readouterr().out
+    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
     assert code == 0 and "and evaluation (4 GPU) (nvidia.com/gpu)" in out, out
 
 
@@ -544,23 +552,11 @@ def test_kubeconfig_context_gives_the_connection_and_the_namespace(cluster, caps
     assert "namespace team" in out.splitlines()[0] and "credentials kubeconfig" in out.splitlines()[0]
 
 
-def test_an_unknown_launcher_is_one_fail(cluster, capsys, tmp_path):
-    package = tmp_path / "osft.yaml"
-    assert main(["compile", "osft", "-o", str(package)]) == 0
-    capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_launcher", "slurm")])
-    [line] = problems(capsys.readouterr().out)
-    assert (
-        code == 1
-        and line.startswith("FAIL  launcher 'slurm' is not a launcher")
-        and dash("train", "training_launcher") in line
-    )
-
-
-def test_no_storage_class_in_the_pipeline_means_the_default_class(cluster, capsys):
-    code, out, _ = doctor(capsys, *S3_DATASET, "--pvc-storage-class", "")
+def test_an_unknown_launcher_is_one_fail(cluster, capsys, osft):
+    code, out, _ = doctor(capsys, *S3_DATASET, *param("train", "training_launcher", "slurm"), pipeline=osft)
     [line] = problems(out)
-    assert code == 1 and "storage class 'gp3-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no" in line, out
+    assert code == 1 and line.startswith("FAIL  launcher 'slurm' is not a launcher")
+    assert dash("train", "training_launcher") in line
 
 
 @pytest.mark.parametrize("key", ["OCI_PULL_SECRET_MODEL_DOWNLOAD", ".dockerconfigjson"])
@@ -619,23 +615,24 @@ def test_doctor_says_when_the_api_generation_is_only_assumed(cluster, capsys):
     assert "OK    ClusterTrainingRuntime 'training-hub' names no image for its trainer container 'node'" in out
 
 
-def test_peak_concurrent_gpu_demand_is_counted_against_the_cluster(cluster, capsys, tmp_path):
+def test_peak_concurrent_gpu_demand_is_counted_against_the_cluster(
+    cluster, capsys, tmp_path, environment_settings_yamls
+):
     """The guide's OSFT row (one node, one GPU) holds the default run: the base evaluation runs before training."""
     cluster.core.delete_node("gpu-1")
     cluster.put_node(make_node("gpu-1", 1, labels=A100_LABELS))
     code, out, _ = doctor(capsys, *S3_DATASET)
     assert code == 0 and problems(out) == [], out
     assert "peak 1 GPU(s) at once (lm-eval 1) of 1 allocatable" in out, out
+
     # The same pipeline with the evaluation beside training would hold 2 GPUs at once: doctor says so before a run.
-    package = tmp_path / "overlapping.yaml"
-    assert main(["compile", "osft-minimal", "-o", str(package)]) == 0
-    documents = list(yaml.safe_load_all(package.read_text()))
-    train = documents[0]["root"]["dag"]["tasks"]["train-model"]
-    train["dependentTasks"] = [task for task in train["dependentTasks"] if task != "lm-eval"]
-    package.write_text(yaml.safe_dump_all(documents, sort_keys=False))
-    capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *BASE_MODEL, *S3_DATASET])
-    [line] = problems(capsys.readouterr().out)
+    def overlapping(spec):
+        train = spec["root"]["dag"]["tasks"]["train-model"]
+        train["dependentTasks"] = [task for task in train["dependentTasks"] if task != "lm-eval"]
+
+    package = _edited_osft_minimal(environment_settings_yamls, tmp_path, overlapping)
+    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
+    [line] = problems(out)
     assert code == 1 and line.startswith("FAIL"), line
     assert "the run holds 2 GPU(s) at once (lm-eval 1, train-model 1); the GPU nodes have 1 nvidia.com/gpu" in line
     assert ".after()" in line

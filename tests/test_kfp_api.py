@@ -17,8 +17,7 @@ TOKEN = "sha256~Zq8-test-bearer-token-4f1c"
 API = "/apis/v2beta1"
 
 
-#: kfp.Client must not read the user's context file or KF_PIPELINES_* variables.
-pytestmark = pytest.mark.usefixtures("isolated_kfp_client")
+pytestmark = pytest.mark.usefixtures("no_kfp_environment")
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,7 @@ TOKEN = "sha256~deadline-test-token"
 API = "/apis/v2beta1"
 
 
-#: kfp.Client must not read the user's context file or KF_PIPELINES_* variables.
-pytestmark = pytest.mark.usefixtures("isolated_kfp_client")
+pytestmark = pytest.mark.usefixtures("no_kfp_environment")
 
 
 @pytest.fixture(scope="module")
