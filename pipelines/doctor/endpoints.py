@@ -1,7 +1,7 @@
-"""Check 6: the Model Registry (when an address is set) and the KFP API (when a host is given) answer.
+"""The Model Registry (when an address is set) and the KFP API (when a host is given) answer.
 
-Both are probed once, TLS verified (the system CAs, or ``--ca-bundle``), with a short ``(connect, read)`` timeout and
-no retries. Any HTTP answer from the registry means reachable (401/403 too: the step sends the pipeline's token).
+Each is probed once, TLS verified (the system CAs, or ``--ca-bundle``), with a short timeout; any HTTP answer from the
+registry, 401/403 included, means reachable.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pipelines.doctor import facts as keys
 from pipelines.doctor.facts import RunValues
 from pipelines.doctor.report import Check, fail, ok, warn
 
-#: (connect, read) seconds of one probe: ints or a 2-tuple, never a float (kfp_server_api ignores floats).
+#: (connect, read) seconds of one probe (kfp_server_api ignores a float).
 PROBE_TIMEOUT = (5, 10)
 IN_CLUSTER_SUFFIXES = (".svc", ".svc.cluster.local", ".cluster.local")
 

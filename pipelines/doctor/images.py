@@ -1,12 +1,9 @@
-"""Doctor's image checks: can the namespace pull every image the pipeline's steps run on?
+"""Can the namespace pull every image the pipeline's steps run on?
 
-An image in the OpenShift internal registry (``image-registry.openshift-image-registry.svc:5000/<ns>/<name>:<tag>``,
-what ``oc new-build`` + ``oc start-build`` produce) is there when its ImageStream (``image.openshift.io/v1``) has the
-tag with an image. Any other image is asked of its registry (:mod:`pipelines.images.registry`), first anonymously,
-then with the credentials of the pull secrets the pipeline pods' service account names (``imagePullSecrets`` of
-``pipeline-runner-*``, else ``default``; only the ``.dockerconfigjson`` hosts are kept, the values are sent to the
-registry and dropped); an ImageStream of the namespace that imported the image (``spec.tags[].from``) also provides it.
-A registry that does not answer from here is a WARN, not a FAIL.
+An image of the OpenShift internal registry (``oc new-build`` + ``oc start-build``) is there when its ImageStream has
+the tag with an image; an ImageStream that imported an external image also provides it. Any other image is asked of
+its registry, anonymously, then with the pull secrets of the pipeline pods' service account (``pipeline-runner-*``,
+else ``default``). A registry that does not answer from here is a WARN.
 """
 
 from __future__ import annotations
@@ -133,10 +130,7 @@ def check_images_in_namespace(
 ) -> list[Check]:
     """One line per image of the pipeline's steps, plus one WARN per registry doctor cannot reach.
 
-    Args:
-        cluster: The namespace's view (``None``: no cluster connection; only the registries are asked).
-        spec: The compiled pipeline spec.
-        docker_config: A Docker config.json given on the command line (``--pull-secret-file``).
+    ``cluster`` ``None``: no cluster connection, only the registries are asked (with ``--pull-secret-file``'s config).
     """
     images = list(distinct(step_images(spec, "")))
     streams = _image_streams(cluster) if cluster else None
