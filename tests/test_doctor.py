@@ -2,7 +2,6 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from pipelines.doctor.storage import judge
 from pipelines.doctor.training import rbac_permissions
 from pipelines.training.finetuning.interface import parameter_feeding
 from tests.harness.kube import ODH_3_3, make_node
+from tests.harness.tcp_proxy import closed_port
 
 NS = "team"
 SECRET_VALUE = "pl4nted-S3CRET-value-0042"
@@ -312,19 +312,13 @@ SCENARIOS = {
 }
 
 
-def _closed_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_each_missing_prerequisite_is_one_line_with_its_remedy(cluster, capsys, scenario):
     mutate, extra, status, fragments = SCENARIOS[scenario]
     mutate(cluster)
     if extra == "closed-port":
         extra = [
-            *param("registry", "registry_address", f"http://127.0.0.1:{_closed_port()}"),
+            *param("registry", "registry_address", f"http://127.0.0.1:{closed_port()}"),
             *param("registry", "model_name", "m"),
         ]
     code, out, err = doctor(capsys, *S3_DATASET, *extra)
@@ -354,7 +348,7 @@ def test_kfp_api_health_is_checked_when_a_host_is_given(cluster, capsys, kfp_api
     code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", kfp_api_stub.url)
     assert code == 0 and problems(out) == [], out
     assert f"OK    KFP API at {kfp_api_stub.url} is healthy" in out
-    code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", f"http://127.0.0.1:{_closed_port()}")
+    code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", f"http://127.0.0.1:{closed_port()}")
     [line] = problems(out)
     assert line.startswith("FAIL  cannot reach the KFP API") and "pipeline server is running" in line, line
     assert code == 1
@@ -451,7 +445,7 @@ def test_no_credentials_is_one_fail_and_the_endpoints_are_still_checked(kube_api
 
 
 def test_unreachable_api_server_is_one_fail(capsys, monkeypatch):
-    monkeypatch.setenv(kube.SERVER_URL_ENV, f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv(kube.SERVER_URL_ENV, f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv(kube.AUTH_TOKEN_ENV, "t")
     code, out, _ = doctor(capsys, *S3_DATASET)
     [line] = problems(out)
