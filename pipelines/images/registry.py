@@ -70,24 +70,15 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-def _send(method: str, url: str, headers: Mapping[str, str], deadline: _Deadline) -> tuple[int, Any]:
+def _send(method: str, url: str, headers: Mapping[str, str], deadline: _Deadline) -> tuple[int, Any, bytes]:
+    """``(status, headers, body)`` of one request (the body of a ``GET`` only, at most 1 MiB)."""
     request = urllib.request.Request(url, method=method, headers=dict(headers))
     try:
         with _OPENER.open(request, timeout=deadline.next_timeout()) as response:
-            return response.status, response
+            return response.status, response.headers, response.read(1 << 20) if method == "GET" else b""
     except urllib.error.HTTPError as error:
         error.close()
-        return error.code, error
-
-
-def _read_json(url: str, headers: Mapping[str, str], deadline: _Deadline) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(url, headers=dict(headers))
-    try:
-        with _OPENER.open(request, timeout=deadline.next_timeout()) as response:
-            return response.status, json.loads(response.read(1 << 20) or b"{}")
-    except urllib.error.HTTPError as error:
-        error.close()
-        return error.code, {}
+        return error.code, error.headers, b""
 
 
 def _challenge(header: str) -> tuple[str, dict[str, str]]:
@@ -122,9 +113,9 @@ def check_manifest(
     url = f"{scheme}://{image.api_host}/v2/{image.repository}/manifests/{image.manifest_reference}"
     headers = {"Accept": ", ".join(MANIFEST_TYPES), "User-Agent": "kfp-finetune-image-check"}
     try:
-        status, response = _send("HEAD", url, headers, deadline)
+        status, answer_headers, _ = _send("HEAD", url, headers, deadline)
         if status == 401:
-            scheme_name, params = _challenge(response.headers.get("WWW-Authenticate", ""))
+            scheme_name, params = _challenge(answer_headers.get("WWW-Authenticate", ""))
             if scheme_name == "bearer" and params.get("realm"):
                 query = {"scope": f"repository:{image.repository}:pull"}
                 if params.get("service"):
@@ -134,24 +125,20 @@ def check_manifest(
                     token_headers["Authorization"] = _basic(credentials)
                 separator = "&" if "?" in params["realm"] else "?"
                 token_url = params["realm"] + separator + urllib.parse.urlencode(query)
-                token_status, answer = _read_json(token_url, token_headers, deadline)
+                token_status, _, body = _send("GET", token_url, token_headers, deadline)
+                answer = json.loads(body or b"{}") if token_status == 200 else {}
                 token = answer.get("token") or answer.get("access_token")
                 if token_status != 200 or not token:
                     return ManifestAnswer(DENIED, f"token service HTTP {token_status}", "", bool(credentials))
                 headers["Authorization"] = f"Bearer {token}"
-                status, response = _send("HEAD", url, headers, deadline)
+                status, answer_headers, _ = _send("HEAD", url, headers, deadline)
             elif scheme_name == "basic" and credentials:
                 headers["Authorization"] = _basic(credentials)
-                status, response = _send("HEAD", url, headers, deadline)
+                status, answer_headers, _ = _send("HEAD", url, headers, deadline)
         if status == 405:  # a registry without HEAD on manifests
-            status, response = _send("GET", url, headers, deadline)
+            status, answer_headers, _ = _send("GET", url, headers, deadline)
     except (urllib.error.URLError, OSError, TimeoutError, ValueError) as error:
         return ManifestAnswer(UNREACHABLE, _reason(error), "", bool(credentials))
-    sent = bool(credentials)
-    if status == 200:
-        return ManifestAnswer(FOUND, "HTTP 200", response.headers.get("Docker-Content-Digest", "") or "", sent)
-    if status == 404:
-        return ManifestAnswer(MISSING, "HTTP 404", "", sent)
-    if status in (401, 403):
-        return ManifestAnswer(DENIED, f"HTTP {status}", "", sent)
-    return ManifestAnswer(UNREACHABLE, f"HTTP {status}", "", sent)
+    verdict = {200: FOUND, 404: MISSING, 401: DENIED, 403: DENIED}.get(status, UNREACHABLE)
+    digest = answer_headers.get("Docker-Content-Digest", "") or "" if verdict == FOUND else ""
+    return ManifestAnswer(verdict, f"HTTP {status}", digest, bool(credentials))
