@@ -204,7 +204,7 @@ def _package(args: argparse.Namespace, workdir: str, pipeline: str = "") -> str:
 def kfp_api_command(args: argparse.Namespace) -> int:
     """``kfp-finetune upload|run|schedule``: the cheap checks (arguments, connection, cron), compile, then the API."""
     from pipelines import kfp_api
-    from pipelines.argument_checks import check_component_rules
+    from pipelines.kfp_api.arguments import check_component_rules
 
     name = args.pipeline if args.pipeline in PIPELINES else Path(args.pipeline).stem
     if args.command == "upload":

@@ -145,7 +145,7 @@ def read_package(path: str | Path) -> PipelineFacts:
 class RunValues:
     """The values a run with ``arguments`` (by dashboard name) will use, by (step, component argument).
 
-    Each is what the step's task gets (:func:`pipelines.argument_checks.task_values`); of a step of two tasks (the
+    Each is what the step's task gets (:func:`pipelines.kfp_api.arguments.task_values`); of a step of two tasks (the
     evaluations), the last.
 
     Raises:
@@ -154,7 +154,7 @@ class RunValues:
 
     def __init__(self, facts: PipelineFacts, arguments: Mapping[str, Any]) -> None:
         from pipelines import kfp_api
-        from pipelines.argument_checks import task_values
+        from pipelines.kfp_api.arguments import task_values
 
         relaxed = {name: {**definition, "isOptional": True} for name, definition in facts.parameters.items()}
         kfp_api.check_arguments({"root": {"inputDefinitions": {"parameters": relaxed}}}, arguments, facts.source)

@@ -1,9 +1,10 @@
-"""A run's inputs, checked before anything is sent: the ``--param``/``--params-file`` arguments and the package."""
+"""A run's inputs, checked before anything is sent: its arguments, the package, and the components' own rules."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -151,5 +152,115 @@ def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str)
     ]
     if missing:
         problems.append(f"pipeline {package_path!r} needs a value for {', '.join(sorted(missing))}: pass --param")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+Values = dict[str, Any]
+
+
+def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.data_processing.dataset_download.formats import check_input_format
+    from components.data_processing.dataset_download.split import check_split_options
+    from components.data_processing.dataset_download.tokens import check_token_options
+    from components.data_processing.dataset_download.validation_report import check_validation_options
+
+    check_split_options(values["train_split_ratio"], values["subset_count"])
+    check_validation_options(values["on_invalid"], values["max_invalid_fraction"])
+    check_input_format(values["input_format"])
+    check_token_options(values["max_seq_len"], values["tokenizer_source"])
+
+
+def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.training.finetuning.config import OUTPUTS, parameter_fields, train_model_request
+    from components.training.finetuning.run import validate_request
+
+    names = parameter_fields()
+    not_parameters = {"task_config": None, "dataset": None, "eval_dataset": None}  # artifacts and the passthrough
+    given = {name: value for name, value in values.items() if name in names}
+    request = train_model_request({**dict.fromkeys(OUTPUTS), **not_parameters, **given})
+    dataset = task_inputs.get("dataset-download")
+    validate_request(request, has_eval_data=dataset is not None and dataset["train_split_ratio"] < 1.0)
+
+
+def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    import inspect
+
+    from components.evaluation.lm_eval.options import check_options
+
+    check_options(**{name: values[name] for name in inspect.signature(check_options).parameters})
+
+
+def _check_registry(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.deployment.kubeflow_model_registry.registration import check_registration_names
+
+    check_registration_names(values["registry_address"], values["model_name"], values["model_version"])
+
+
+#: The component checks by task name: ``check(task's values, every task's values)``.
+TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
+    "dataset-download": _check_dataset,
+    "train-model": _check_train,
+    "lm-eval": _check_eval,
+    "model-registry": _check_registry,
+}
+
+
+def _typed(value: Any, parameter_type: str) -> Any:
+    """YAML keeps KFP integers as floats (``3.0``): give them back their type."""
+    if parameter_type == "NUMBER_INTEGER" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def task_values(spec: dict, arguments: Mapping[str, Any]) -> tuple[dict[str, Values], dict[str, dict[str, str]]]:
+    """Each task's component arguments as a run of ``spec`` with ``arguments`` would pass them.
+
+    Returns:
+        ``({task: {input: value}}, {task: {input: pipeline parameter feeding it}})``; task outputs left out.
+    """
+    from pipelines.training.finetuning.interface import task_wiring
+
+    root = spec.get("root", {})
+    root_parameters = root.get("inputDefinitions", {}).get("parameters", {}) or {}
+    values: dict[str, Values] = {}
+    sources: dict[str, dict[str, str]] = {}
+    for task, wiring in task_wiring(spec).items():
+        reference = root["dag"]["tasks"][task].get("componentRef", {}).get("name", "")
+        component = spec.get("components", {}).get(reference, {})
+        declared = component.get("inputDefinitions", {}).get("parameters", {}) or {}
+        given: Values = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
+        sources[task] = {name: value for name, (kind, value) in wiring.items() if kind == "parameter"}
+        given.update({name: value for name, (kind, value) in wiring.items() if kind == "constant"})
+        for name, parameter in sources[task].items():
+            if parameter in arguments:
+                given[name] = arguments[parameter]
+            elif "defaultValue" in root_parameters.get(parameter, {}):
+                given[name] = root_parameters[parameter]["defaultValue"]
+        values[task] = {
+            name: _typed(value, declared.get(name, {}).get("parameterType", "")) for name, value in given.items()
+        }
+    return values, sources
+
+
+def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: str) -> None:
+    """Checks a run's (type-checked) arguments with the components' own validation of :data:`TASK_CHECKS`' tasks.
+
+    Raises:
+        ValueError: ``pipeline '<pipeline>', step <task>: <the component's error> (pipeline parameter <name>)``,
+            one part per failing step.
+    """
+    values, sources = task_values(spec, arguments)
+    problems = []
+    for task, check in TASK_CHECKS.items():
+        if task not in values:
+            continue
+        try:
+            check(values[task], values)
+        except (ValueError, KeyError) as error:
+            text = str(error) if isinstance(error, ValueError) else f"input {error} is missing"
+            fed_by = sorted({p for name, p in sources[task].items() if re.search(rf"\b{re.escape(name)}\b", text)})
+            origin = f" (pipeline parameter {', '.join(fed_by)})" if fed_by else ""
+            problems.append(f"pipeline {pipeline!r}, step {task}: {text}{origin}")
     if problems:
         raise ValueError("; ".join(problems))
