@@ -118,15 +118,26 @@ def test_all_present_cluster_passes(cluster, capsys):
     assert_no_secret_reads_beyond_keys(cluster)
 
 
+def _gpu_node(k, labels=A100_LABELS, taints=()):
+    """Replaces ``gpu-1`` by a 2-GPU node with these labels and taints."""
+    k.core.delete_node("gpu-1")
+    k.put_node(make_node("gpu-1", 2, labels=labels, taints=taints))
+
+
+def _drop_runtime(k):
+    k.custom.delete_cluster_custom_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub")
+
+
+def _storage_class(k, provisioner):
+    """``nfs-csi`` recreated with another provisioner."""
+    k.storage_api().delete_storage_class("nfs-csi")
+    k.create_storage_class("nfs-csi", provisioner)
+
+
 SCENARIOS = {
     # name: (mutate(kube_api), extra args, status, fragments the one line must contain)
     "runtime": (
-        lambda k: (
-            k.custom.delete_cluster_custom_object(
-                "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
-            ),
-            k.create_runtime("other-runtime"),
-        ),
+        lambda k: (_drop_runtime(k), k.create_runtime("other-runtime")),
         [],
         "FAIL",
         ["ClusterTrainingRuntime 'training-hub' is missing (available: other-runtime)", "to an existing runtime"],
@@ -144,19 +155,19 @@ SCENARIOS = {
         ["may not create trainjobs.trainer.kubeflow.org in namespace team", "rbac.yaml"],
     ),
     "gpu-memory": (  # 256 MiB: below even the lower bound of the tiny model's OSFT estimate
-        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2, labels={**A100_LABELS, MIB: "256"}))),
+        lambda k: _gpu_node(k, {**A100_LABELS, MIB: "256"}),
         [],
         "FAIL",
         ["estimated 0.28 GiB per GPU (0.26–0.33) vs 0.25 GiB on NVIDIA-A100", "max_tokens_per_gpu", "LoRA"],
     ),
     "gpu-memory-tight": (  # 300 MiB: inside the estimate's range
-        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2, labels={**A100_LABELS, MIB: "300"}))),
+        lambda k: _gpu_node(k, {**A100_LABELS, MIB: "300"}),
         [],
         "WARN",
         ["vs 0.29 GiB on NVIDIA-A100-SXM4-80GB", "more GPUs", "unfreeze_rank_ratio (now 0.25)"],
     ),
     "gpu-memory-unlabelled": (
-        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2))),
+        lambda k: _gpu_node(k, {}),
         [],
         "WARN",
         ["GPU memory not checked: no node carries the nvidia.com/gpu.memory label", "GPU Feature Discovery"],
@@ -191,10 +202,7 @@ SCENARIOS = {
         ],
     ),
     "rwx": (
-        lambda k: (
-            k.storage_api().delete_storage_class("nfs-csi"),
-            k.create_storage_class("nfs-csi", "ebs.csi.aws.com"),
-        ),
+        lambda k: _storage_class(k, "ebs.csi.aws.com"),
         [],
         "FAIL",
         ["storage class 'nfs-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no ReadWriteMany", "recompile"],
@@ -206,7 +214,7 @@ SCENARIOS = {
         ["storage class 'gp3-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no"],
     ),
     "unknown-provisioner": (
-        lambda k: (k.storage_api().delete_storage_class("nfs-csi"), k.create_storage_class("nfs-csi", "example.com/x")),
+        lambda k: _storage_class(k, "example.com/x"),
         [],
         "WARN",
         ["provisioner 'example.com/x' is not known to support ReadWriteMany", "check its documentation"],
@@ -289,10 +297,7 @@ SCENARIOS = {
         ["asks for 4 nvidia.com/gpu per pod; the largest GPU node has 2 allocatable"],
     ),
     "gpu-taint": (
-        lambda k: (
-            k.core.delete_node("gpu-1"),
-            k.put_node(make_node("gpu-1", 2, labels=A100_LABELS, taints=(GPU_TAINT,))),
-        ),
+        lambda k: _gpu_node(k, taints=(GPU_TAINT,)),
         [],
         "FAIL",
         ["GPU nodes that fit are tainted (gpu-1)", '{"effect": "NoSchedule", "key": "nvidia.com/gpu"'],
@@ -406,9 +411,7 @@ def test_local_launcher_needs_no_trainer_permissions_or_gpus(cluster, capsys, tm
 
 def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsys, osft):
     cluster.serve(PYTORCHJOBS)
-    cluster.custom.delete_cluster_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
-    )
+    _drop_runtime(cluster)
     code, out, _ = doctor(capsys, *S3_DATASET, pipeline=osft)
     [line] = problems(out)
     assert code == 1 and line.startswith("FAIL  launcher 'auto' will use the PyTorchJob CRD"), line
@@ -583,9 +586,7 @@ def test_doctor_names_upstream_trainer_2_3s_api(cluster, capsys):
 
 @pytest.mark.parametrize("kube_api", [ODH_3_3], indirect=True)
 def test_doctor_names_rhoai_3_3s_api_and_its_runtime_image(cluster, capsys):
-    cluster.custom.delete_cluster_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
-    )
+    _drop_runtime(cluster)
     cluster.create_rhoai_runtime("odh-3.3")  # the runtime RHOAI 3.3 ships, vendored
     code, out, _ = doctor(capsys, *S3_DATASET)
     assert code == 0, out
