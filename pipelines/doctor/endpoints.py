@@ -69,18 +69,17 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
             if status != 404:
                 break
     except urllib3.exceptions.SSLError as error:
-        remedy = "pass --ca-bundle FILE with the CA that signed it, or fix the route's certificate"
+        what = f"Model Registry at {base}: TLS verification failed ({error.__class__.__name__})"
         return fail(
-            "endpoints", f"Model Registry at {base}: TLS verification failed ({error.__class__.__name__})", remedy
+            "endpoints", what, "pass --ca-bundle FILE with the CA that signed it, or fix the route's certificate"
         )
     except urllib3.exceptions.HTTPError as error:
         host = urlsplit(base).hostname or ""
         reason = getattr(error, "reason", None) or error
         if host.endswith(IN_CLUSTER_SUFFIXES) and not _resolvable(host):
             what = f"Model Registry at {base}: an in-cluster address, not resolvable from here"
-            return warn(
-                "endpoints", what, "run doctor in a pod of the namespace to check it, or use the registry's route"
-            )
+            remedy = "run doctor in a pod of the namespace to check it, or use the registry's route"
+            return warn("endpoints", what, remedy)
         remedy = (
             f"check that the Model Registry is installed and running, that {setting} and "
             f"{values.label(keys.REGISTRY_PORT)} are right, and that network policies allow the namespace"

@@ -86,15 +86,6 @@ def _is_default(storage_class: dict[str, Any]) -> bool:
     return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
 
 
-def _describe(storage_classes: list[dict[str, Any]]) -> str:
-    return (
-        ", ".join(
-            f"{(item.get('metadata') or {}).get('name')} ({item.get('provisioner', '?')})" for item in storage_classes
-        )
-        or "none"
-    )
-
-
 def _find_class(cluster: Cluster, facts: PipelineFacts) -> tuple[dict[str, Any] | None, Check | None]:
     """The storage class the PVC will use, or the finding that says why there is none."""
     name = facts.storage_class
@@ -102,8 +93,9 @@ def _find_class(cluster: Cluster, facts: PipelineFacts) -> tuple[dict[str, Any] 
         found = cluster.storage_class(name)
         if found is not None:
             return found, None
-        listed = _describe(cluster.storage_classes())
-        what = f"storage class {name!r} (workspace PVC, compile-time) not found (available: {listed})"
+        classes = cluster.storage_classes()
+        listed = ", ".join(f"{(c.get('metadata') or {}).get('name')} ({c.get('provisioner', '?')})" for c in classes)
+        what = f"storage class {name!r} (workspace PVC, compile-time) not found (available: {listed or 'none'})"
         return None, fail("storage", what, _recompile("pvc-storage-class", "<an RWX class>"))
     defaults = [item for item in cluster.storage_classes() if _is_default(item)]
     if defaults:
@@ -117,10 +109,8 @@ def _rwx(storage_class: dict[str, Any], facts: PipelineFacts) -> Check:
     provisioner = str(storage_class.get("provisioner", ""))
     if RWX_MODE not in facts.access_modes:
         what = f"the workspace PVC asks for {list(facts.access_modes)}, not {RWX_MODE}"
-        remedy = "steps and training pods on different nodes cannot share it; " + _recompile(
-            "pvc-access-modes", RWX_MODE
-        )
-        return warn("storage", what, remedy)
+        remedy = _recompile("pvc-access-modes", RWX_MODE)
+        return warn("storage", what, f"steps and training pods on different nodes cannot share it; {remedy}")
     verdict, storage = judge(provisioner)
     if verdict == "rwx":
         return ok("storage", f"storage class {name!r} exists; provisioner {provisioner} ({storage}) gives {RWX_MODE}")
@@ -128,10 +118,8 @@ def _rwx(storage_class: dict[str, Any], facts: PipelineFacts) -> Check:
         what = f"storage class {name!r}: provisioner {provisioner} ({storage}) gives no {RWX_MODE} filesystems"
         return fail("storage", what, _recompile("pvc-storage-class", "<an NFS, CephFS, EFS or Azure Files class>"))
     what = f"storage class {name!r}: provisioner {provisioner!r} is not known to support {RWX_MODE}"
-    remedy = "check its documentation (a PVC it cannot bind stays Pending), or " + _recompile(
-        "pvc-storage-class", "<a known RWX class>"
-    )
-    return warn("storage", what, remedy)
+    remedy = _recompile("pvc-storage-class", "<a known RWX class>")
+    return warn("storage", what, f"check its documentation (a PVC it cannot bind stays Pending), or {remedy}")
 
 
 def _quota_problems(quota: dict[str, Any], storage_class: str, size: str) -> list[str]:
@@ -153,17 +141,15 @@ def _quota_problems(quota: dict[str, Any], storage_class: str, size: str) -> lis
 
 def _quota(cluster: Cluster, facts: PipelineFacts, storage_class: str) -> Check:
     quotas = cluster.quotas()
-    problems = []
-    for quota in quotas:
-        name = (quota.get("metadata") or {}).get("name")
-        problems += [
-            f"ResourceQuota {name!r} {problem}" for problem in _quota_problems(quota, storage_class, facts.pvc_size)
-        ]
+    problems = [
+        f"ResourceQuota {(quota.get('metadata') or {}).get('name')!r} {problem}"
+        for quota in quotas
+        for problem in _quota_problems(quota, storage_class, facts.pvc_size)
+    ]
     if problems:
         what = f"no quota headroom for the {facts.pvc_size} workspace PVC in {cluster.namespace}: {'; '.join(problems)}"
-        return fail(
-            "storage", what, "delete unused PVCs, ask for a larger quota, or " + _recompile("pvc-size", "<smaller>")
-        )
+        remedy = "delete unused PVCs, ask for a larger quota, or " + _recompile("pvc-size", "<smaller>")
+        return fail("storage", what, remedy)
     if not quotas:
         return ok("storage", f"no ResourceQuota in {cluster.namespace} limits the {facts.pvc_size} workspace PVC")
     return ok("storage", f"ResourceQuota headroom in {cluster.namespace} fits the {facts.pvc_size} workspace PVC")
