@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import re
+
+from components._common.oci_reference import parse_oci_uri
 
 DOCKER_HUB = "docker.io"
 #: The host that serves Docker Hub's registry API (``docker.io`` itself does not).
 DOCKER_HUB_API = "registry-1.docker.io"
-_NAME = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,18 +63,15 @@ def parse_image(text: str) -> ImageReference:
     Raises:
         ValueError: Not a valid image reference (one line naming it and the expected form).
     """
-    rest, _, digest = text.strip().partition("@")
-    first, slash, remainder = rest.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        registry, path = first, remainder
-    else:
-        registry, path = DOCKER_HUB, rest
-    name, _, tag = path.rpartition(":") if ":" in path else (path, "", "")
-    if registry == DOCKER_HUB and "/" not in name:
-        name = f"library/{name}"
-    if not _NAME.match(name) or (tag and not _TAG.match(tag)) or (digest and not _DIGEST.match(digest)):
+    written = text.strip()
+    first, slash, rest = written.partition("/")
+    if not (slash and ("." in first or ":" in first or first == "localhost")):  # on Docker Hub
+        first, rest = DOCKER_HUB, written if slash else f"library/{written}"
+    try:
+        parsed = parse_oci_uri(f"oci://{first}/{rest}", "image")
+    except ValueError:
         raise ValueError(
             f"image {text!r} is not a valid image reference; expected [registry/]repository[:tag][@sha256:<hex>] "
             "with a lowercase repository"
-        )
-    return ImageReference(registry, name, tag or ("" if digest else "latest"), digest, text.strip())
+        ) from None
+    return ImageReference(parsed.registry, parsed.repository, parsed.tag, parsed.digest, written)
