@@ -62,10 +62,10 @@ def _allocatable(node: Mapping[str, Any], resource: str) -> int:
     return int(str(value)) if str(value).isdigit() else 0
 
 
-def _fit(
-    nodes: list[dict[str, Any]], resource: str, per_pod: int, pods: int, tolerations: list, selector: dict, what: str
-) -> tuple[Check | None, list[dict[str, Any]]]:
-    """A FAIL when ``pods`` pods of ``per_pod`` GPUs cannot be placed, else None; plus the taints in the way."""
+def _fit(nodes: list[dict[str, Any]], demand: tuple) -> Check | None:
+    """A FAIL when the demand's pods cannot be placed (the remedy ends with its tail for taints, or the other)."""
+    what, resource, per_pod, pods, tolerations, selector, tainted, other = demand
+    selector = dict(selector or {})
     labels = [(n.get("metadata") or {}).get("labels") or {} for n in nodes]
     big_enough = [
         n
@@ -77,10 +77,10 @@ def _fit(
         detail = f"{what} asks for {per_pod} {resource} per pod; the largest GPU node has {largest} allocatable"
         if selector:
             detail += f" among nodes matching the node selector {selector}"
-        return fail("gpus", detail, "ask for fewer GPUs per pod, or add larger GPU nodes"), []
+        return fail("gpus", detail, "ask for fewer GPUs per pod, or add larger GPU nodes" + other)
     capacity = sum(_allocatable(n, resource) // per_pod for n in big_enough if not _blocking_taints(n, tolerations))
     if capacity >= pods:
-        return None, []
+        return None
     taints = [t for n in big_enough for t in _blocking_taints(n, tolerations)]
     if taints:
         needed = sorted(
@@ -93,9 +93,9 @@ def _fit(
         )
         names = ", ".join(sorted(str((n.get("metadata") or {}).get("name", "?")) for n in big_enough))
         detail = f"{what}: the GPU nodes that fit are tainted ({names})"
-        return fail("gpus", detail, f"add tolerations [{', '.join(needed)}]"), taints
+        return fail("gpus", detail, f"add tolerations [{', '.join(needed)}]" + tainted)
     detail = f"{what}: the GPU nodes hold at most {capacity} such pod(s) ({resource} allocatable)"
-    return fail("gpus", detail, "lower the number of nodes or GPUs per node, or add GPU nodes"), []
+    return fail("gpus", detail, "lower the number of nodes or GPUs per node, or add GPU nodes" + other)
 
 
 def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
@@ -131,18 +131,10 @@ def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check
         evaluation = (eval_resource, eval_gpus, 1, facts.tolerations.get("eval", []), facts.node_selectors.get("eval"))
         tainted = " to the evaluation step (compile time), or keep a GPU node untainted"
         demands.append((f"evaluation ({eval_gpus} GPU)", *evaluation, tainted, " (compile time: --eval-gpus)"))
-    problems: list[Check] = []
-    fits: list[str] = []
-    for what, gpu_resource, per_pod, count, tolerations, node_selector, tainted, other in demands:
-        problem, taints = _fit(nodes, gpu_resource, per_pod, count, tolerations, dict(node_selector or {}), what)
-        if problem:
-            problems.append(fail("gpus", problem.what, problem.remedy + (tainted if taints else other)))
-        else:
-            fits.append(what)
-    if len(problems) > 1:  # one cause (no fitting GPU node, taints) usually stops both steps: one line
+    problems = [problem for problem in (_fit(nodes, demand) for demand in demands) if problem]
+    if problems:  # one cause (no fitting GPU node, taints) usually stops both steps: one line
         return [fail("gpus", "; ".join(p.what for p in problems), "; ".join(p.remedy for p in problems))]
-    if problems:
-        return problems
+    fits = [demand[0] for demand in demands]
     demand = gpu_demand(values, launcher)
     total = sum(_allocatable(n, resource) for n in nodes)
     if demand.peak > total:
