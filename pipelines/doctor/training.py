@@ -140,17 +140,13 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
     other_launcher_group = LAUNCHER_RESOURCES[PYTORCHJOB if launcher == TRAINJOB else TRAINJOB][0]
     needed = [p for p in rbac_permissions() if p.group != other_launcher_group]
     namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
-    denied: list[Permission] = []
     try:
-        for permission in needed:
-            if not cluster.allowed(
-                permission.group, permission.resource, permission.verb, None if permission.cluster else namespace
-            ):
-                denied.append(permission)
-    except (Forbidden, ApiUnavailable) as error:
-        return [
-            warn("permissions", f"could not review access (SelfSubjectAccessReview): {error}", "check the API server")
+        denied = [
+            p for p in needed if not cluster.allowed(p.group, p.resource, p.verb, None if p.cluster else namespace)
         ]
+    except (Forbidden, ApiUnavailable) as error:
+        what = f"could not review access (SelfSubjectAccessReview): {error}"
+        return [warn("permissions", what, "check the API server")]
     rbac = f"apply {RBAC_FILE.relative_to(RBAC_FILE.parents[3])} (edit its namespace and service account)"
     identity = "the identity doctor runs as"
     checks = []
@@ -168,10 +164,8 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
         what = f"{identity} may not {_named([permission])} in namespace {namespace}: {consequence}"
         checks.append(warn("permissions", what, rbac))
     if not denied:
-        what = (
-            f"{identity} may make all {len(needed)} calls the training step makes ({launcher}) in namespace {namespace}"
-        )
-        checks.append(ok("permissions", what))
+        what = f"{identity} may make all {len(needed)} calls the training step makes ({launcher})"
+        checks.append(ok("permissions", f"{what} in namespace {namespace}"))
     return checks
 
 
