@@ -11,8 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipelines.images.commands import docker_config_of, pipeline_images_pullable, print_images
 from pipelines.training.finetuning import PIPELINES
+
+YAML_SUFFIXES = (".yaml", ".yml")
+#: The extra each command needs beyond the core install (the others need none for their common use).
+COMMAND_EXTRAS = {"demo": "demo", "validate-dataset": "steps", "doctor": "steps"}
+#: What ``demo`` runs the steps with: checked before it starts anything.
+DEMO_PACKAGES = ("torch", "transformers", "peft", "datasets", "lm_eval", "docker")
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -24,37 +30,32 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {field.name: getattr(args, field.name, None) for field in dataclasses.fields(CompileSettings)}
 
 
-YAML_SUFFIXES = (".yaml", ".yml")
-
-
 def check_output_option(output: Path | None, names: list[str], all_pipelines: bool) -> None:
     """``-o``: a ``.yaml`` file for one pipeline, a directory for several (``<name>.yaml`` in it).
 
     Raises:
         ValueError: A ``.yaml`` path with several pipelines, or an existing file where a directory is needed.
     """
-    if output is None:
+    if output is None or (len(names) < 2 and not all_pipelines):
         return
-    several = len(names) > 1 or all_pipelines
     what = "--all" if all_pipelines else f"{len(names)} pipelines"
-    if several and output.suffix in YAML_SUFFIXES:
+    if output.suffix in YAML_SUFFIXES:
         raise ValueError(
             f"-o {str(output)!r} names a YAML file, but {what} compile to one file each: with several pipelines "
             "-o must be a directory (it receives <pipeline>.yaml per pipeline)"
         )
-    if several and output.exists() and not output.is_dir():
+    if output.exists() and not output.is_dir():
         raise ValueError(f"-o {str(output)!r} is a file, but {what} need a directory: name a directory")
 
 
 def compile_command(args: argparse.Namespace) -> int:
-    """``kfp-finetune compile``."""
+    """``kfp-finetune compile``: exit 1 when a step's image cannot be pulled (the YAML is written either way)."""
     from pipelines.compile import compile_named, default_output_path
 
     names = list(PIPELINES) if args.all else args.names
     if not names:
         raise ValueError("name a pipeline or pass --all")
     check_output_option(args.output, names, args.all)
-    settings = _settings(args)
     compiled = []
     for index, name in enumerate(names, 1):
         if args.output is None:
@@ -63,22 +64,57 @@ def compile_command(args: argparse.Namespace) -> int:
             target = args.output
         else:
             target = args.output / f"{name}.yaml"
-        compiled.append(compile_named(name, target, settings))
+        compiled.append(compile_named(name, target, _settings(args)))
         print(f"[{index}/{len(names)}] {name} -> {compiled[-1]}", file=sys.stderr)
-    # Written either way (the image may be built next); exit 1 when a step's image is missing: a run would fail.
     return 0 if pipeline_images_pullable(compiled, args) else 1
 
 
+def docker_config_of(args: argparse.Namespace) -> dict | None:
+    """The ``--pull-secret-file`` config.json, or ``None``; a :class:`ValueError` when it is not a JSON object."""
+    from pipelines.images.pull_check import load_docker_config
+
+    path = getattr(args, "pull_secret_file", "")
+    return load_docker_config(path) if path else None
+
+
+def pipeline_images_pullable(packages: list[Path], args: argparse.Namespace) -> bool:
+    """Checks every step image of the compiled ``packages``, one printed line per problem; False when one is missing.
+
+    Off (True, silently) with ``--no-image-check`` or ``KFP_FINETUNE_NO_IMAGE_CHECK=1``.
+    """
+    from pipelines.images.pipeline_images import distinct, step_images
+    from pipelines.images.pull_check import check_disabled, check_images, report_findings
+    from pipelines.kfp_api.arguments import read_pipeline_documents
+
+    if check_disabled(getattr(args, "no_image_check", False)):
+        return True
+    specs = [(read_pipeline_documents(str(path))[0], Path(path).stem) for path in packages]
+    images = distinct(item for spec, label in specs for item in step_images(spec, label))
+    return not report_findings(check_images(images, docker_config_of(args)), args.command, sys.stderr)
+
+
 def images_command(args: argparse.Namespace) -> int:
-    """``kfp-finetune images``."""
-    return print_images(args, _settings(args))
+    """``kfp-finetune images``: every image of the pipelines (and runtimes), as a list or an ImageSetConfiguration."""
+    from pipelines.images import pipeline_images as found
+    from pipelines.images.pull_check import check_images
 
-
-#: The extra each command needs beyond the core install (``pip install kfp-finetune``); the others need none for
-#: their common use (``validate-dataset`` of a Hub, S3 or Parquet dataset: ``steps``).
-COMMAND_EXTRAS = {"demo": "demo", "validate-dataset": "steps", "doctor": "steps"}
-#: What ``demo`` runs the steps with: checked before it starts anything.
-DEMO_PACKAGES = ("torch", "transformers", "peft", "datasets", "lm_eval", "docker")
+    with tempfile.TemporaryDirectory(prefix="kfp-finetune-images-") as workdir:
+        files = [_package(args, workdir, name) for name in args.pipelines or list(PIPELINES)]
+        named = found.images_of_files([Path(file) for file in files])
+    images = found.distinct(named if args.no_runtimes else named + found.runtime_images())
+    digests = {}
+    if args.resolve_digests:
+        for finding in check_images(images, docker_config_of(args)):
+            if finding.digest:
+                digests[finding.images[0]] = finding.digest
+            elif finding.line:
+                print(f"kfp-finetune images: warning: {finding.line}", file=sys.stderr)
+    if args.format == "list":
+        for image in images:
+            print(found.pinned(image, digests.get(image, "")))
+    else:
+        sys.stdout.write(found.image_set_configuration(images, digests))
+    return 0
 
 
 def missing_extra_message(command: str, module: str) -> str:
@@ -119,7 +155,7 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
     from components.data_processing.dataset_download.run import run_dataset_download
     from components.data_processing.dataset_download.validation_report import DatasetValidationError
 
-    names = _option_names(args)
+    names = [name for name in vars(args) if name not in ("command", "uri", "output_dir")]  # the step's options
     arguments = {name: getattr(args, name) for name in names} | dict.fromkeys(OUTPUTS)
     request = dataset_download_request({**arguments, "dataset_uri": args.uri})
     with tempfile.TemporaryDirectory(prefix="kfp-finetune-validate-") as scratch:
@@ -137,20 +173,8 @@ def validate_dataset_command(args: argparse.Namespace) -> int:
     return 0
 
 
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _option_names(args: argparse.Namespace) -> list[str]:
-    """The dataset step's option names that ``validate-dataset`` has a flag for (``on_invalid`` -> ``--on-invalid``)."""
-    return [name for name in vars(args) if name not in ("command", "uri", "output_dir")]
-
-
 def _for_terminal(report: str, options: list[str]) -> str:
-    """The report as the CLI prints it: its ``Result:`` hint names the flags, control characters are escaped.
-
-    ``on_invalid='drop'`` becomes ``--on-invalid drop`` (what to type here); a binary file's bytes in an excerpt
-    become an escape such as ``x1b`` after a backslash rather than reaching the terminal.
-    """
+    """The report with its ``Result:`` hint naming flags (``--on-invalid drop``) and control characters escaped."""
     names = "|".join(sorted(map(re.escape, options), key=len, reverse=True))
     pattern = re.compile(rf"\b({names})\b(?:=('[^']*'|[^\s,;)]+))?")
 
@@ -165,33 +189,29 @@ def _for_terminal(report: str, options: list[str]) -> str:
     return _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
-def _package(args: argparse.Namespace, workdir: str) -> str:
+def _package(args: argparse.Namespace, workdir: str, pipeline: str = "") -> str:
     """A compiled pipeline file: the given YAML, or the named pipeline compiled with the flags' settings."""
     from pipelines.compile import compile_named
 
-    if args.pipeline in PIPELINES:
-        return str(compile_named(args.pipeline, Path(workdir) / f"{args.pipeline}.yaml", _settings(args)))
-    if not Path(args.pipeline).is_file():
+    pipeline = pipeline or args.pipeline
+    if pipeline in PIPELINES:
+        return str(compile_named(pipeline, Path(workdir) / f"{pipeline}.yaml", _settings(args)))
+    if not Path(pipeline).is_file():
         raise FileNotFoundError(
-            f"PIPELINE {args.pipeline!r} is neither a pipeline name ({', '.join(PIPELINES)}) nor a compiled YAML file"
+            f"PIPELINE {pipeline!r} is neither a pipeline name ({', '.join(PIPELINES)}) nor a compiled YAML file"
         )
-    return args.pipeline
+    return pipeline
 
 
 def kfp_api_command(args: argparse.Namespace) -> int:
-    """``kfp-finetune upload|run|schedule``: check what can be checked cheaply, compile, then call the KFP API.
-
-    The arguments file, the connection options (host, token file, CA bundle) and a schedule's trigger are checked
-    before anything is compiled (importing the components takes seconds); then the arguments against the pipeline.
-    """
+    """``kfp-finetune upload|run|schedule``: the cheap checks (arguments, connection, cron), compile, then the API."""
     from pipelines import kfp_api
-    from pipelines.argument_checks import check_component_rules
+    from pipelines.kfp_api.arguments import check_component_rules
 
     name = args.pipeline if args.pipeline in PIPELINES else Path(args.pipeline).stem
     if args.command == "upload":
-        call, arguments = kfp_api.upload_pipeline, []
+        call, arguments, done, ids = kfp_api.upload_pipeline, [], "uploaded", ("pipeline_id", "version_id")
         options = {"pipeline_name": args.name or name, "description": args.description, "version_name": args.version}
-        done, ids = "uploaded", ("pipeline_id", "version_id")
     else:
         arguments = [kfp_api.load_arguments(args.param, args.params_file)]
         options = {"experiment_name": args.experiment}
@@ -228,15 +248,13 @@ def kfp_api_command(args: argparse.Namespace) -> int:
 def doctor_command(args: argparse.Namespace) -> int:
     """``kfp-finetune doctor``: exit 0 when no check fails, 1 otherwise."""
     from pipelines import kfp_api
+    from pipelines.doctor.runner import run_doctor
     from pipelines.images.pull_check import check_disabled
 
     arguments = kfp_api.load_arguments(args.param, args.params_file)
     with tempfile.TemporaryDirectory() as workdir:
-        package = _package(args, workdir)  # the named pipeline compiled with the flags' settings, or the given YAML
-        from pipelines.doctor.runner import run_doctor
-
         report = run_doctor(
-            package,
+            _package(args, workdir),
             arguments,
             namespace=args.namespace,
             kfp_host=args.kfp_host or os.environ.get(kfp_api.HOST_ENV, ""),

@@ -16,22 +16,14 @@ from pipelines.training.finetuning.settings import CompileSettings, compile_over
 
 
 def _module_name(name: str) -> str:
-    """The module of pipeline ``name`` (``pipelines/training/<name>/pipeline.py``).
-
-    Raises:
-        ValueError: ``name`` is not one of :data:`PIPELINES`, with the list of names.
-    """
+    """The module of pipeline ``name``; a :class:`ValueError` listing the names for an unknown one."""
     if name not in PIPELINES:
         raise ValueError(f"unknown pipeline {name!r}; choose one of {', '.join(PIPELINES)}")
     return PIPELINES[name]
 
 
 def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
-    """The ``@dsl.pipeline`` function of pipeline ``name``: ``<folder>_pipeline`` (e.g. ``osft_minimal_pipeline``).
-
-    Args:
-        name: One of :data:`PIPELINES`.
-        module: The module to read it from (default: the imported module, compiled as it declares).
+    """The ``@dsl.pipeline`` function ``<name>_pipeline`` of ``module`` (default: the imported pipeline module).
 
     Raises:
         LookupError: The module defines no such function.
@@ -47,9 +39,8 @@ def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
 def default_output_path(name: str) -> Path:
     """Where pipeline ``name`` compiles to by default.
 
-    In a clone: ``pipeline.yaml`` beside its module (generated, not committed), where the guide's ``python
-    pipelines/training/<name>/pipeline.py`` writes it. Installed from the wheel (``kfp_finetune.pipelines``, see
-    ``setup.py``): ``./<name>.yaml`` in the current directory, never into the installed package.
+    In a clone: ``pipeline.yaml`` beside its module, as the guide's ``python pipelines/training/<name>/pipeline.py``
+    writes it; installed from the wheel: ``./<name>.yaml``, never into the installed package.
     """
     if __name__.split(".")[0] != "pipelines":
         return Path(f"{name}.yaml")
@@ -67,40 +58,24 @@ def _execute_as_imported(code: CodeType, module: ModuleType, settings: CompileSe
 
 
 def build_pipeline(name: str, settings: CompileSettings | Mapping[str, Any] | None = None) -> Any:
-    """Pipeline ``name`` built with ``settings``: its module executed afresh under :func:`compile_overrides`.
+    """Pipeline ``name`` built with ``settings`` (or overrides, ``None`` ignored): a fresh copy of its module executed.
 
-    A ``pipeline.py`` builds its pipeline when executed (``@dsl.pipeline`` runs the function), from its constants and
-    the ``KFP_FINETUNE_*`` variables; executing a fresh copy applies the settings without touching the imported one.
-
-    Args:
-        name: One of :data:`PIPELINES`.
-        settings: Complete settings, or overrides of the module's constants (``None`` values ignored).
+    A ``pipeline.py`` builds its pipeline when executed, from its constants and the ``KFP_FINETUNE_*`` variables; a
+    fresh copy applies the settings without touching the imported module.
     """
     module_name = _module_name(name)
     spec = importlib.util.find_spec(module_name)
     fresh = importlib.util.spec_from_file_location(f"{module_name}__compiled", spec.origin)
     module = importlib.util.module_from_spec(fresh)
-    # In a thread of its own: kfp's resource setters call inspect.stack(), which reads every frame of the stack and
-    # looks up a frozen frame's module (the import machinery's, `python -m`'s runpy) by scanning all of sys.modules.
-    # From a fresh, short stack a compile takes 0.3 s, not 1.3 s, in a process that has imported torch.
-    # tests/test_pipelines.py::test_kfp_resource_setters_still_read_the_whole_stack fails once kfp stops doing so.
+    # In a thread of its own: kfp's resource setters call inspect.stack(), slow on a deep stack (1.3 s, not 0.3 s,
+    # once torch is imported); tests/test_pipelines.py::test_kfp_resource_setters_still_read_the_whole_stack.
     with ThreadPoolExecutor(max_workers=1) as pool:
         pool.submit(_execute_as_imported, fresh.loader.get_code(fresh.name), module, settings).result()
     return pipeline_function(name, module)
 
 
 def compile_named(name: str, output_path: Path, settings: CompileSettings | Mapping[str, Any] | None = None) -> Path:
-    """Compiles pipeline ``name`` to ``output_path``.
-
-    Args:
-        name: One of :data:`PIPELINES`.
-        output_path: The YAML to write.
-        settings: Complete settings, or overrides (e.g. CLI flags; ``None`` values ignored) of the pipeline module's
-            constants and the ``KFP_FINETUNE_*`` variables.
-
-    Returns:
-        ``output_path``.
-    """
+    """Compiles pipeline ``name`` with ``settings`` (as :func:`build_pipeline`) to ``output_path``; returns it."""
     from kfp import compiler
 
     pipeline = build_pipeline(name, settings)

@@ -1,13 +1,8 @@
-"""A pipeline as ``kfp.local`` runs it the way the KFP backend does: unconnected optional artifact inputs left out.
+"""``kfp.local`` runs a pipeline as the KFP backend does: unconnected optional artifact inputs are ``None``.
 
-The KFP backend runs a task whose optional ``Input[...] = None`` artifact is left unconnected (the function gets
-``None``). ``kfp.local`` 2.15 raises ``KeyError`` instead while it builds that task's executor input (fixed upstream
-in kfp 2.17: ``construct_executor_input`` skips optional artifacts that are not provided). The pipelines here leave
-such inputs unconnected on purpose (the base model's evaluation has no baseline), so :func:`local_pipeline` compiles
-the pipeline with KFP's public compiler, leaves each task's unconnected optional artifact inputs out of that task's
-component definition (which is what the function sees on the backend: no artifact, its default ``None``), and loads
-the result with ``kfp.components.load_component_from_text``: a pipeline component ``kfp.local`` runs like any other.
-Nothing of KFP is changed, and the compiled YAML a cluster gets is untouched.
+``kfp.local`` 2.15 raises ``KeyError`` for them (fixed in kfp 2.17's ``construct_executor_input``); the pipelines leave
+such inputs unconnected on purpose (the base model's evaluation has no baseline). :func:`local_pipeline` compiles the
+pipeline, leaves those inputs out of each task's component definition and loads the result as a component.
 """
 
 from __future__ import annotations
@@ -19,10 +14,7 @@ from typing import Any
 
 
 def without_unconnected_optional_artifacts(spec: dict) -> dict:
-    """A copy of a compiled pipeline spec whose tasks' components declare only the optional artifacts they get.
-
-    A component shared by several tasks is copied for each task that leaves one out (``<name>-local-<task>``).
-    """
+    """A copy of ``spec`` whose tasks' components declare only the optional artifacts they get (shared ones copied)."""
     spec = copy.deepcopy(spec)
     components = spec.get("components", {})
     users: dict[str, int] = {}
@@ -46,7 +38,7 @@ def without_unconnected_optional_artifacts(spec: dict) -> dict:
             left_out = [name for name, item in artifacts.items() if item.get("isOptional") and name not in given]
             if not left_out:
                 continue
-            if users[reference] > 1:  # shared: this task gets its own copy (kfp.local then logs the copy's name)
+            if users[reference] > 1:  # shared: this task gets its own copy
                 component = components[f"{reference}-local-{task_name}"] = copy.deepcopy(component)
                 task["componentRef"]["name"] = f"{reference}-local-{task_name}"
             for name in left_out:
@@ -59,10 +51,7 @@ def without_unconnected_optional_artifacts(spec: dict) -> dict:
 
 
 def local_pipeline(pipeline: Any) -> Any:
-    """``pipeline`` (a ``@dsl.pipeline``) as a component ``kfp.local`` runs like the backend (see the module doc).
-
-    Call the result with the pipeline's arguments after ``kfp.local.init(...)``; it returns the pipeline's task.
-    """
+    """``pipeline`` (a ``@dsl.pipeline``) as a component to call after ``kfp.local.init(...)``; it returns the task."""
     import yaml
     from kfp import compiler, components
 

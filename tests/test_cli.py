@@ -25,23 +25,8 @@ def test_help_everywhere(command, capsys):
 
 def test_compile_one_with_compile_time_flags(tmp_path):
     output = tmp_path / "osft.yaml"
-    code = main(
-        [
-            "compile",
-            "osft-minimal",
-            "-o",
-            str(output),
-            "--pvc-size",
-            "120Gi",
-            "--pvc-storage-class",
-            "ocs-cephfs",
-            "--pvc-access-modes",
-            "ReadWriteMany,ReadOnlyMany",
-            "--pipeline-name",
-            "my-osft",
-        ]
-    )
-    assert code == 0
+    flags = "--pvc-size 120Gi --pvc-storage-class ocs-cephfs --pvc-access-modes ReadWriteMany,ReadOnlyMany"
+    assert main(["compile", "osft-minimal", "-o", str(output), *flags.split(), "--pipeline-name", "my-osft"]) == 0
     documents = pipeline_documents(output)
     assert documents[0]["pipelineInfo"]["name"] == "my-osft"
     workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
@@ -50,7 +35,6 @@ def test_compile_one_with_compile_time_flags(tmp_path):
 
 
 def test_compile_all_into_a_directory(shipped_pipeline_yamls):
-    """``kfp-finetune compile --all -o <directory>``: the session's run of it (``tests/harness/compiled.py``)."""
     (directory,) = {path.parent for path in shipped_pipeline_yamls.values()}
     assert sorted(p.stem for p in directory.glob("*.yaml")) == sorted(PIPELINES)
 
@@ -64,24 +48,15 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys):
 
 
 def test_image_flags_put_the_image_on_every_task_and_the_eval_image_on_the_evaluations(tmp_path):
-    """``compile --image X`` (the cluster-build path of the README) runs every step on X; ``--eval-image`` wins for the
-    two evaluations (checked in a fresh process, as a user runs it)."""
+    """``compile --image X`` runs every step on X; ``--eval-image`` wins for the evaluations (in a fresh process)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
     image = "image-registry.openshift-image-registry.svc:5000/team/kfp-finetune:latest"
     runs = {"sft.yaml": ["--image", image], "lora.yaml": ["--image", image, "--eval-image", f"{image}-cuda"]}
     for name, flags in runs.items():
-        command = [
-            sys.executable,
-            "-m",
-            "pipelines.cli",
-            "compile",
-            name[:-5],
-            "-o",
-            str(tmp_path / name),
-            *flags,
-            "--no-image-check",
-        ]
-        subprocess.run(command, cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=300)
+        command = [sys.executable, "-m", "pipelines.cli", "compile", name[:-5], "-o", str(tmp_path / name), *flags]
+        subprocess.run(
+            [*command, "--no-image-check"], cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=300
+        )
     for name, evaluation in (("sft.yaml", image), ("lora.yaml", f"{image}-cuda")):
         executors = pipeline_documents(tmp_path / name)[0]["deploymentSpec"]["executors"]
         images = {executor: spec["container"]["image"] for executor, spec in executors.items()}
@@ -111,7 +86,7 @@ def test_validate_dataset_prints_the_report_and_exits_by_result(tmp_path, demo_d
 def test_secret_names_are_compile_time_flags(tmp_path):
     output = tmp_path / "sft.yaml"
     assert (
-        main(["compile", "sft", "-o", str(output), "--hf-token-secret", "my-hf", "--s3-secret", "my-bucket-conn"]) == 0
+        main(["compile", "sft", "-o", str(output), *"--hf-token-secret my-hf --s3-secret my-bucket-conn".split()]) == 0
     )
     documents = pipeline_documents(output)
     executors = documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
@@ -192,10 +167,7 @@ def test_every_subcommand_has_a_description():
 
 
 def test_validate_dataset_reads_the_components_defaults_without_importing_it():
-    """The source-read defaults are the component's own (its signature is their one source)."""
     import inspect
-    import subprocess
-    import sys
 
     from components.data_processing.dataset_download import dataset_download
     from pipelines.cli import dataset_step_defaults

@@ -1,11 +1,5 @@
 """The README's way to a first cluster run works as written: its commands name real flags, files and build arguments,
-and the images they build are the ones the compile commands put on every task.
-
-What needs a cluster (``oc start-build``, ``podman push``) cannot run here; everything the commands say about this
-repository is checked: the ``kfp-finetune compile`` lines parse with the CLI's own parser and give each step the
-image the section says, the BuildConfig patches name the ``Containerfile`` and build arguments it declares, the
-ImageStream reference matches the build's name and namespace, and the environment variables are the settings'.
-"""
+and the images they build are the ones the compile commands put on every task (what needs a cluster is not run)."""
 
 from __future__ import annotations
 

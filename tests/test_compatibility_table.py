@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from components.training.finetuning.manifests.api_generations import served_trainjob_api
-from pipelines.doctor.trainer_api import KNOWN_IMAGES, runtime_image
+from pipelines.doctor.training import KNOWN_IMAGES, runtime_image
 from tests.harness.kube_schema import CRDS, ODH_3_3, UPSTREAM_2_3, openapi_v3_document
 
 README = Path(__file__).resolve().parents[1] / "README.md"

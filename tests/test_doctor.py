@@ -2,7 +2,6 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +13,12 @@ from components._common import kube_auth as kube
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from pipelines.cli import main
 from pipelines.compile import pipeline_function
-from pipelines.doctor import provisioners
 from pipelines.doctor.gpus import tolerates
+from pipelines.doctor.storage import judge
 from pipelines.doctor.training import rbac_permissions
 from pipelines.training.finetuning.interface import parameter_feeding
 from tests.harness.kube import ODH_3_3, make_node
+from tests.harness.tcp_proxy import closed_port
 
 NS = "team"
 SECRET_VALUE = "pl4nted-S3CRET-value-0042"
@@ -73,9 +73,9 @@ def cluster(kube_api, monkeypatch, tiny_model_dir):
     return kube_api
 
 
-def doctor(capsys, *args):
+def doctor(capsys, *args, pipeline="osft-minimal"):
     own_model = any(str(arg).startswith(f"{dash('train', 'training_base_model')}=") for arg in args)
-    code = main(["doctor", "osft-minimal", "--namespace", NS, *([] if own_model else BASE_MODEL), *args])
+    code = main(["doctor", str(pipeline), "--namespace", NS, *([] if own_model else BASE_MODEL), *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -118,15 +118,26 @@ def test_all_present_cluster_passes(cluster, capsys):
     assert_no_secret_reads_beyond_keys(cluster)
 
 
+def _gpu_node(k, labels=A100_LABELS, taints=()):
+    """Replaces ``gpu-1`` by a 2-GPU node with these labels and taints."""
+    k.core.delete_node("gpu-1")
+    k.put_node(make_node("gpu-1", 2, labels=labels, taints=taints))
+
+
+def _drop_runtime(k):
+    k.custom.delete_cluster_custom_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub")
+
+
+def _storage_class(k, provisioner):
+    """``nfs-csi`` recreated with another provisioner."""
+    k.storage_api().delete_storage_class("nfs-csi")
+    k.create_storage_class("nfs-csi", provisioner)
+
+
 SCENARIOS = {
     # name: (mutate(kube_api), extra args, status, fragments the one line must contain)
     "runtime": (
-        lambda k: (
-            k.custom.delete_cluster_custom_object(
-                "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
-            ),
-            k.create_runtime("other-runtime"),
-        ),
+        lambda k: (_drop_runtime(k), k.create_runtime("other-runtime")),
         [],
         "FAIL",
         ["ClusterTrainingRuntime 'training-hub' is missing (available: other-runtime)", "to an existing runtime"],
@@ -144,19 +155,19 @@ SCENARIOS = {
         ["may not create trainjobs.trainer.kubeflow.org in namespace team", "rbac.yaml"],
     ),
     "gpu-memory": (  # 256 MiB: below even the lower bound of the tiny model's OSFT estimate
-        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2, labels={**A100_LABELS, MIB: "256"}))),
+        lambda k: _gpu_node(k, {**A100_LABELS, MIB: "256"}),
         [],
         "FAIL",
         ["estimated 0.28 GiB per GPU (0.26–0.33) vs 0.25 GiB on NVIDIA-A100", "max_tokens_per_gpu", "LoRA"],
     ),
     "gpu-memory-tight": (  # 300 MiB: inside the estimate's range
-        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2, labels={**A100_LABELS, MIB: "300"}))),
+        lambda k: _gpu_node(k, {**A100_LABELS, MIB: "300"}),
         [],
         "WARN",
         ["vs 0.29 GiB on NVIDIA-A100-SXM4-80GB", "more GPUs", "unfreeze_rank_ratio (now 0.25)"],
     ),
     "gpu-memory-unlabelled": (
-        lambda k: (k.core.delete_node("gpu-1"), k.put_node(make_node("gpu-1", 2))),
+        lambda k: _gpu_node(k, {}),
         [],
         "WARN",
         ["GPU memory not checked: no node carries the nvidia.com/gpu.memory label", "GPU Feature Discovery"],
@@ -191,16 +202,19 @@ SCENARIOS = {
         ],
     ),
     "rwx": (
-        lambda k: (
-            k.storage_api().delete_storage_class("nfs-csi"),
-            k.create_storage_class("nfs-csi", "ebs.csi.aws.com"),
-        ),
+        lambda k: _storage_class(k, "ebs.csi.aws.com"),
         [],
         "FAIL",
         ["storage class 'nfs-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no ReadWriteMany", "recompile"],
     ),
+    "default-class": (  # a pipeline without a storage class gets the cluster's default
+        lambda k: None,
+        ["--pvc-storage-class", ""],
+        "FAIL",
+        ["storage class 'gp3-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no"],
+    ),
     "unknown-provisioner": (
-        lambda k: (k.storage_api().delete_storage_class("nfs-csi"), k.create_storage_class("nfs-csi", "example.com/x")),
+        lambda k: _storage_class(k, "example.com/x"),
         [],
         "WARN",
         ["provisioner 'example.com/x' is not known to support ReadWriteMany", "check its documentation"],
@@ -283,10 +297,7 @@ SCENARIOS = {
         ["asks for 4 nvidia.com/gpu per pod; the largest GPU node has 2 allocatable"],
     ),
     "gpu-taint": (
-        lambda k: (
-            k.core.delete_node("gpu-1"),
-            k.put_node(make_node("gpu-1", 2, labels=A100_LABELS, taints=(GPU_TAINT,))),
-        ),
+        lambda k: _gpu_node(k, taints=(GPU_TAINT,)),
         [],
         "FAIL",
         ["GPU nodes that fit are tainted (gpu-1)", '{"effect": "NoSchedule", "key": "nvidia.com/gpu"'],
@@ -306,19 +317,13 @@ SCENARIOS = {
 }
 
 
-def _closed_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_each_missing_prerequisite_is_one_line_with_its_remedy(cluster, capsys, scenario):
     mutate, extra, status, fragments = SCENARIOS[scenario]
     mutate(cluster)
     if extra == "closed-port":
         extra = [
-            *param("registry", "registry_address", f"http://127.0.0.1:{_closed_port()}"),
+            *param("registry", "registry_address", f"http://127.0.0.1:{closed_port()}"),
             *param("registry", "model_name", "m"),
         ]
     code, out, err = doctor(capsys, *S3_DATASET, *extra)
@@ -348,7 +353,7 @@ def test_kfp_api_health_is_checked_when_a_host_is_given(cluster, capsys, kfp_api
     code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", kfp_api_stub.url)
     assert code == 0 and problems(out) == [], out
     assert f"OK    KFP API at {kfp_api_stub.url} is healthy" in out
-    code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", f"http://127.0.0.1:{_closed_port()}")
+    code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", f"http://127.0.0.1:{closed_port()}")
     [line] = problems(out)
     assert line.startswith("FAIL  cannot reach the KFP API") and "pipeline server is running" in line, line
     assert code == 1
@@ -386,34 +391,32 @@ def test_a_parameter_the_pipeline_lacks_is_bad_input(cluster, capsys):
     assert dash("dataset", "dataset_uri") in err  # the known names are listed
 
 
+@pytest.fixture(scope="module")
+def osft(environment_settings_yamls):
+    """The expert OSFT pipeline (its launcher, backend and runtime are parameters), compiled once per session."""
+    return environment_settings_yamls["osft"]
+
+
 def test_local_launcher_needs_no_trainer_permissions_or_gpus(cluster, capsys, tmp_path):
     cluster.unserve(TRAINJOBS)
     cluster.deny("trainer.kubeflow.org", "trainjobs", "create")
     cluster.core.delete_node("gpu-1")
     package = tmp_path / "osft.yaml"
     assert main(["compile", "osft", "--eval-gpus", "0", "-o", str(package)]) == 0
-    args = ["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_launcher", "local")]
-    code = main(args)
-    out = capsys.readouterr().out
+    code, out, _ = doctor(capsys, *S3_DATASET, *param("train", "training_launcher", "local"), pipeline=package)
     assert code == 0 and problems(out) == [], out
     assert "launcher 'local'" in out and "asks for no GPUs" in out
     assert not any(r.plural == "selfsubjectaccessreviews" for r in cluster.requests)
 
 
-def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsys, tmp_path):
+def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsys, osft):
     cluster.serve(PYTORCHJOBS)
-    cluster.custom.delete_cluster_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
-    )
-    package = tmp_path / "osft.yaml"
-    assert main(["compile", "osft", "-o", str(package)]) == 0
-    capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
-    [line] = problems(capsys.readouterr().out)
+    _drop_runtime(cluster)
+    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=osft)
+    [line] = problems(out)
     assert code == 1 and line.startswith("FAIL  launcher 'auto' will use the PyTorchJob CRD"), line
     assert "is empty" in line and dash("train", "training_image") in line
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_image", "q/i:1")])
-    out = capsys.readouterr().out
+    code, out, _ = doctor(capsys, *S3_DATASET, *param("train", "training_image", "q/i:1"), pipeline=osft)
     [line] = problems(out)
     assert code == 0 and line.startswith("WARN  launcher 'auto' will use the PyTorchJob CRD"), line
     # PyTorchJob permissions are reviewed, Trainer ones are not.
@@ -421,21 +424,17 @@ def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsy
     assert "pytorchjobs" in reviewed
 
 
-def test_the_transformers_backend_needs_the_torch_distributed_runtime(cluster, capsys, tmp_path):
-    package = tmp_path / "osft.yaml"
-    assert main(["compile", "osft", "-o", str(package)]) == 0
-    capsys.readouterr()
-    args = ["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_backend", "transformers")]
-    code = main(args)
-    [line] = problems(capsys.readouterr().out)
+def test_the_transformers_backend_needs_the_torch_distributed_runtime(cluster, capsys, osft):
+    args = [*S3_DATASET, *param("train", "training_backend", "transformers")]
+    code, out, _ = doctor(capsys, *args, pipeline=osft)
+    [line] = problems(out)
     assert code == 1 and "ClusterTrainingRuntime 'torch-distributed' is missing (available: training-hub)" in line
     cluster.create_runtime("torch-distributed")
-    code = main(args)
-    out = capsys.readouterr().out
+    code, out, _ = doctor(capsys, *args, pipeline=osft)
     assert code == 0 and "ClusterTrainingRuntime 'torch-distributed' exists" in out, out
     # A named runtime wins over the backend's.
-    code = main([*args, *param("train", "training_runtime_name", "training-hub")])
-    assert code == 0 and "ClusterTrainingRuntime 'training-hub' exists" in capsys.readouterr().out
+    code, out, _ = doctor(capsys, *args, *param("train", "training_runtime_name", "training-hub"), pipeline=osft)
+    assert code == 0 and "ClusterTrainingRuntime 'training-hub' exists" in out
 
 
 def test_no_credentials_is_one_fail_and_the_endpoints_are_still_checked(kube_api, capsys, monkeypatch, tmp_path):
@@ -449,7 +448,7 @@ def test_no_credentials_is_one_fail_and_the_endpoints_are_still_checked(kube_api
 
 
 def test_unreachable_api_server_is_one_fail(capsys, monkeypatch):
-    monkeypatch.setenv(kube.SERVER_URL_ENV, f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv(kube.SERVER_URL_ENV, f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv(kube.AUTH_TOKEN_ENV, "t")
     code, out, _ = doctor(capsys, *S3_DATASET)
     [line] = problems(out)
@@ -467,20 +466,20 @@ def test_permissions_reviewed_are_exactly_rbac_yaml_and_the_client_layer():
 @pytest.mark.parametrize(
     ("provisioner", "verdict"),
     [
-        ("nfs.csi.k8s.io", provisioners.RWX),
-        ("cluster.local/nfs-subdir-external-provisioner", provisioners.RWX),
-        ("openshift-storage.cephfs.csi.ceph.com", provisioners.RWX),
-        ("efs.csi.aws.com", provisioners.RWX),
-        ("file.csi.azure.com", provisioners.RWX),
-        ("kubernetes.io/azure-file", provisioners.RWX),
-        ("filestore.csi.storage.gke.io", provisioners.RWX),
-        ("openshift-storage.rbd.csi.ceph.com", provisioners.RWO),
-        ("ebs.csi.aws.com", provisioners.RWO),
-        ("example.com/custom", provisioners.UNKNOWN),
+        ("nfs.csi.k8s.io", "rwx"),
+        ("cluster.local/nfs-subdir-external-provisioner", "rwx"),
+        ("openshift-storage.cephfs.csi.ceph.com", "rwx"),
+        ("efs.csi.aws.com", "rwx"),
+        ("file.csi.azure.com", "rwx"),
+        ("kubernetes.io/azure-file", "rwx"),
+        ("filestore.csi.storage.gke.io", "rwx"),
+        ("openshift-storage.rbd.csi.ceph.com", "rwo"),
+        ("ebs.csi.aws.com", "rwo"),
+        ("example.com/custom", "unknown"),
     ],
 )
 def test_provisioner_table(provisioner, verdict):
-    assert provisioners.judge(provisioner)[0] == verdict
+    assert judge(provisioner)[0] == verdict
 
 
 def test_toleration_matching():
@@ -508,20 +507,26 @@ def test_subprocess_with_compile_time_flags_checks_that_storage_class(cluster, t
     assert [c["status"] for c in report["checks"]].count("FAIL") == 1
 
 
-def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys, tmp_path):
-    package = tmp_path / "osft-minimal.yaml"
-    assert main(["compile", "osft-minimal", "-o", str(package)]) == 0
-    documents = list(yaml.safe_load_all(package.read_text()))
-    executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
-    executor["resources"] = {"accelerator": {"resourceType": "nvidia.com/gpu", "resourceCount": "4"}}
-    package.write_text(yaml.safe_dump_all(documents))
-    capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
-    [line] = problems(capsys.readouterr().out)
+def _edited_osft_minimal(yamls, tmp_path, edit):
+    """A copy of the compiled osft-minimal pipeline with ``edit(spec)`` applied."""
+    documents = list(yaml.safe_load_all(yamls["osft-minimal"].read_text()))
+    edit(documents[0])
+    package = tmp_path / "edited.yaml"
+    package.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return package
+
+
+def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys, tmp_path, environment_settings_yamls):
+    def four_gpus(spec):
+        executor = spec["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
+        executor["resources"] = {"accelerator": {"resourceType": "nvidia.com/gpu", "resourceCount": "4"}}
+
+    package = _edited_osft_minimal(environment_settings_yamls, tmp_path, four_gpus)
+    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
+    [line] = problems(out)
     assert code == 1 and line.startswith("FAIL  evaluation (4 GPU) asks for 4 nvidia.com/gpu per pod"), line
     cluster.put_node(make_node("gpu-big", 4))
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET])
-    out = capsys.readouterr().out
+    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
     assert code == 0 and "and evaluation (4 GPU) (nvidia.com/gpu)" in out, out
 
 
@@ -544,23 +549,11 @@ def test_kubeconfig_context_gives_the_connection_and_the_namespace(cluster, caps
     assert "namespace team" in out.splitlines()[0] and "credentials kubeconfig" in out.splitlines()[0]
 
 
-def test_an_unknown_launcher_is_one_fail(cluster, capsys, tmp_path):
-    package = tmp_path / "osft.yaml"
-    assert main(["compile", "osft", "-o", str(package)]) == 0
-    capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *S3_DATASET, *param("train", "training_launcher", "slurm")])
-    [line] = problems(capsys.readouterr().out)
-    assert (
-        code == 1
-        and line.startswith("FAIL  launcher 'slurm' is not a launcher")
-        and dash("train", "training_launcher") in line
-    )
-
-
-def test_no_storage_class_in_the_pipeline_means_the_default_class(cluster, capsys):
-    code, out, _ = doctor(capsys, *S3_DATASET, "--pvc-storage-class", "")
+def test_an_unknown_launcher_is_one_fail(cluster, capsys, osft):
+    code, out, _ = doctor(capsys, *S3_DATASET, *param("train", "training_launcher", "slurm"), pipeline=osft)
     [line] = problems(out)
-    assert code == 1 and "storage class 'gp3-csi': provisioner ebs.csi.aws.com (Amazon EBS) gives no" in line, out
+    assert code == 1 and line.startswith("FAIL  launcher 'slurm' is not a launcher")
+    assert dash("train", "training_launcher") in line
 
 
 @pytest.mark.parametrize("key", ["OCI_PULL_SECRET_MODEL_DOWNLOAD", ".dockerconfigjson"])
@@ -593,9 +586,7 @@ def test_doctor_names_upstream_trainer_2_3s_api(cluster, capsys):
 
 @pytest.mark.parametrize("kube_api", [ODH_3_3], indirect=True)
 def test_doctor_names_rhoai_3_3s_api_and_its_runtime_image(cluster, capsys):
-    cluster.custom.delete_cluster_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "training-hub"
-    )
+    _drop_runtime(cluster)
     cluster.create_rhoai_runtime("odh-3.3")  # the runtime RHOAI 3.3 ships, vendored
     code, out, _ = doctor(capsys, *S3_DATASET)
     assert code == 0, out
@@ -619,23 +610,24 @@ def test_doctor_says_when_the_api_generation_is_only_assumed(cluster, capsys):
     assert "OK    ClusterTrainingRuntime 'training-hub' names no image for its trainer container 'node'" in out
 
 
-def test_peak_concurrent_gpu_demand_is_counted_against_the_cluster(cluster, capsys, tmp_path):
+def test_peak_concurrent_gpu_demand_is_counted_against_the_cluster(
+    cluster, capsys, tmp_path, environment_settings_yamls
+):
     """The guide's OSFT row (one node, one GPU) holds the default run: the base evaluation runs before training."""
     cluster.core.delete_node("gpu-1")
     cluster.put_node(make_node("gpu-1", 1, labels=A100_LABELS))
     code, out, _ = doctor(capsys, *S3_DATASET)
     assert code == 0 and problems(out) == [], out
     assert "peak 1 GPU(s) at once (lm-eval 1) of 1 allocatable" in out, out
+
     # The same pipeline with the evaluation beside training would hold 2 GPUs at once: doctor says so before a run.
-    package = tmp_path / "overlapping.yaml"
-    assert main(["compile", "osft-minimal", "-o", str(package)]) == 0
-    documents = list(yaml.safe_load_all(package.read_text()))
-    train = documents[0]["root"]["dag"]["tasks"]["train-model"]
-    train["dependentTasks"] = [task for task in train["dependentTasks"] if task != "lm-eval"]
-    package.write_text(yaml.safe_dump_all(documents, sort_keys=False))
-    capsys.readouterr()
-    code = main(["doctor", str(package), "--namespace", NS, *BASE_MODEL, *S3_DATASET])
-    [line] = problems(capsys.readouterr().out)
+    def overlapping(spec):
+        train = spec["root"]["dag"]["tasks"]["train-model"]
+        train["dependentTasks"] = [task for task in train["dependentTasks"] if task != "lm-eval"]
+
+    package = _edited_osft_minimal(environment_settings_yamls, tmp_path, overlapping)
+    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
+    [line] = problems(out)
     assert code == 1 and line.startswith("FAIL"), line
     assert "the run holds 2 GPU(s) at once (lm-eval 1, train-model 1); the GPU nodes have 1 nvidia.com/gpu" in line
     assert ".after()" in line

@@ -9,12 +9,9 @@ from tests.test_doctor import cluster as cluster  # noqa: F401 - the fixture, us
 
 
 @pytest.fixture(scope="module")
-def sft_yaml(tmp_path_factory):
-    """The expert SFT pipeline (it exposes the hardware profiles) compiled once for the module."""
-    from pipelines.compile import compile_named
-    from pipelines.training.finetuning.settings import CompileSettings
-
-    return compile_named("sft", tmp_path_factory.mktemp("sft") / "sft.yaml", CompileSettings())
+def sft_yaml(default_settings_yamls):
+    """The expert SFT pipeline (it exposes the hardware profiles), the session's compile."""
+    return default_settings_yamls["sft"]
 
 
 @pytest.fixture

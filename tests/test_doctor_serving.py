@@ -12,12 +12,9 @@ RUNTIMES = "serving.kserve.io/v1alpha1/servingruntimes"
 
 
 @pytest.fixture(scope="module")
-def sft_yaml(tmp_path_factory):
-    """The expert SFT pipeline compiled once for the module (doctor takes a compiled file as well as a name)."""
-    from pipelines.compile import compile_named
-    from pipelines.training.finetuning.settings import CompileSettings
-
-    return compile_named("sft", tmp_path_factory.mktemp("sft") / "sft.yaml", CompileSettings())
+def sft_yaml(default_settings_yamls):
+    """The expert SFT pipeline, the session's compile (doctor takes a compiled file as well as a name)."""
+    return default_settings_yamls["sft"]
 
 
 def _doctor(capsys, sft_yaml, kube, *args):

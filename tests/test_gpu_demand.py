@@ -1,9 +1,5 @@
-"""The default run of every pipeline fits its row of the guide's hardware table, the base-model evaluation included.
-
-The peak concurrent GPU demand is derived from the compiled pipeline alone (its DAG: ``dependentTasks``; its tasks'
-accelerators; the training job's nodes x GPUs from the run's parameter defaults), as ``kfp-finetune doctor`` counts it
-against a cluster.
-"""
+"""The default run of every pipeline fits its row of the guide's hardware table, the base-model evaluation included
+(the peak concurrent GPU demand of the compiled pipeline, as ``kfp-finetune doctor`` counts it)."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ import pytest
 import yaml
 
 from pipelines.doctor.facts import RunValues, read_package
-from pipelines.doctor.gpu_demand import gpu_demand, peak_of
+from pipelines.doctor.gpus import gpu_demand, peak_of
 from pipelines.training.finetuning import PIPELINES
 from tests.harness.compiled import GRPO_PIPELINES, pipeline_documents
 

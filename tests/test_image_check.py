@@ -21,8 +21,10 @@ from pipelines.doctor.images import INTERNAL_REGISTRY, check_images_in_namespace
 from pipelines.images.pull_check import NO_CHECK_ENV, check_images, fix_for
 from pipelines.images.reference import parse_image
 from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, check_manifest
+from tests.harness.tcp_proxy import closed_port
 
 NS = "team"
+HUB_API = "registry-1.docker.io"
 
 
 @pytest.fixture
@@ -33,20 +35,11 @@ def image_check_on(monkeypatch):
 
 def test_references_read_as_a_container_runtime_reads_them():
     hub = parse_image("python:3.11")
-    assert (hub.registry, hub.repository, hub.tag, hub.api_host) == (
-        "docker.io",
-        "library/python",
-        "3.11",
-        "registry-1.docker.io",
-    )
+    assert (hub.registry, hub.repository, hub.tag, hub.api_host) == ("docker.io", "library/python", "3.11", HUB_API)
     assert parse_image("docker.io/pytorch/pytorch:2.7.1").repository == "pytorch/pytorch"
-    local = parse_image("127.0.0.1:5000/models/tiny@sha256:" + "a" * 64)
-    assert (local.registry, local.tag, local.manifest_reference, local.loopback) == (
-        "127.0.0.1:5000",
-        "",
-        "sha256:" + "a" * 64,
-        True,
-    )
+    digest = "sha256:" + "a" * 64
+    local = parse_image(f"127.0.0.1:5000/models/tiny@{digest}")
+    assert (local.registry, local.tag, local.manifest_reference, local.loopback) == ("127.0.0.1:5000", "", digest, True)
     assert parse_image("quay.io/org/name").tag == "latest" and not parse_image("quay.io/org/name").loopback
     with pytest.raises(ValueError, match="is not a valid image reference"):
         parse_image("quay.io/Org/Name:1")
@@ -98,9 +91,7 @@ def test_the_image_check_skips_a_malformed_config_entry(entry):
 
 
 def test_findings_name_each_missing_image_and_one_warning_per_unreachable_registry(oci_registry, oci_registry_token):
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{closed.getsockname()[1]}"
+    dead = f"127.0.0.1:{closed_port()}"
     images = [
         f"{oci_registry.host}/models/tiny:1",
         f"{oci_registry.host}/models/absent:1",
@@ -147,9 +138,7 @@ def test_compile_names_a_missing_image_and_its_fix(oci_registry, image_check_on,
 
 
 def test_compile_offline_warns_once_per_registry_and_succeeds(image_check_on, tmp_path, capsys):
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{closed.getsockname()[1]}/kfp-finetune/kfp-finetune:0.1.0"
+    dead = f"127.0.0.1:{closed_port()}/kfp-finetune/kfp-finetune:0.1.0"
     assert main(["compile", "sft-minimal", "-o", str(tmp_path / "x.yaml"), "--image", dead]) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
     assert len(warnings) == 1 and dead in warnings[0] and "cannot be reached" in warnings[0]
@@ -176,11 +165,8 @@ def test_a_pull_secret_file_answers_the_token_realm(oci_registry_token, image_ch
 
 
 def _spec(*images):
-    return {
-        "deploymentSpec": {
-            "executors": {f"exec-{i}": {"container": {"image": image}} for i, image in enumerate(images)}
-        }
-    }
+    executors = {f"exec-{i}": {"container": {"image": image}} for i, image in enumerate(images)}
+    return {"deploymentSpec": {"executors": executors}}
 
 
 def _image_stream(name, tag, image="", source=""):
@@ -239,16 +225,13 @@ def test_doctor_pulls_with_the_pipeline_service_accounts_pull_secret(kube_api, o
 
 def test_doctor_accepts_an_image_stream_that_imported_an_external_image(kube_api, image_check_on):
     kube_api.serve("image.openshift.io/v1/imagestreams")
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        image = f"127.0.0.1:{closed.getsockname()[1]}/kfp-finetune/kfp-finetune:0.1.0"
+    image = f"127.0.0.1:{closed_port()}/kfp-finetune/kfp-finetune:0.1.0"
     stream = _image_stream("kfp-finetune", "0.1.0", "sha256:" + "c" * 64, source=image)
     kube_api.custom.create_namespaced_custom_object("image.openshift.io", "v1", NS, "imagestreams", stream)
     [check] = check_images_in_namespace(Cluster(kube_api.api_client, NS), _spec(image), None)
     assert check.status == "OK" and "imported by ImageStream kfp-finetune:0.1.0" in check.what
 
 
-#: A registry host, a path and a tag or digest (every image here is pinned; ``nvidia.com/gpu`` is not an image).
 def test_doctor_reports_a_missing_step_image_in_its_images_area(
     kube_api, oci_registry, image_check_on, monkeypatch, capsys
 ):
@@ -261,10 +244,8 @@ def test_doctor_reports_a_missing_step_image_in_its_images_area(
     report = json.loads(capsys.readouterr().out)
     [image] = [check for check in report["checks"] if check["area"] == "images"]
     assert code == 1 and image["status"] == "FAIL" and image["what"].startswith(f"image {missing}: not found")
-    assert main(["doctor", "osft-minimal", "--namespace", NS, "--image", missing, "--json", "--no-image-check"]) in (
-        0,
-        1,
-    )
+    doctor = ["doctor", "osft-minimal", "--namespace", NS, "--image", missing, "--json"]
+    assert main([*doctor, "--no-image-check"]) in (0, 1)
     assert all(check["area"] != "images" for check in json.loads(capsys.readouterr().out)["checks"])
 
 

@@ -1,11 +1,6 @@
-"""``kfp-finetune upload|run|schedule`` against a KFP API that accepts connections but never answers.
+"""``kfp-finetune upload|run|schedule`` against a KFP API that accepts connections but never answers: each call ends
+within the request timeout plus slack, in one line saying what did not answer and what to do, without the token."""
 
-A TCP proxy (``tests/harness/tcp_proxy.py``) stands in front of the KFP API stub: blackholed from the start (the health
-check hangs) or after the client was built (a later call hangs). Each case must end within the request timeout plus
-slack, with one line that says what did not answer and what to do, and without the token.
-"""
-
-import socket
 import threading
 import time
 
@@ -14,14 +9,13 @@ import pytest
 from pipelines import kfp_api
 from pipelines.cli import main
 from pipelines.kfp_api import Connection, KfpApiError
-from tests.harness.tcp_proxy import tcp_proxy
+from tests.harness.tcp_proxy import closed_port, tcp_proxy
 
 TOKEN = "sha256~deadline-test-token"
 API = "/apis/v2beta1"
 
 
-#: kfp.Client must not read the user's context file or KF_PIPELINES_* variables.
-pytestmark = pytest.mark.usefixtures("isolated_kfp_client")
+pytestmark = pytest.mark.usefixtures("no_kfp_environment")
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +63,7 @@ def test_a_health_check_that_never_answers_fails_within_the_timeout(package_path
 
 
 def test_a_refused_connection_says_it_was_refused_not_that_it_timed_out(package_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{closed_port()}"
     connection = Connection(host=closed, token=TOKEN, timeout_seconds=60)
     began = time.monotonic()
     with pytest.raises(KfpApiError) as error:
@@ -85,11 +77,7 @@ def test_a_refused_connection_says_it_was_refused_not_that_it_timed_out(package_
 def test_a_server_that_stops_answering_after_the_health_check_fails_the_call_within_the_timeout(
     kfp_api_stub, package_path
 ):
-    """The health check answers, then the server holds every request unanswered: the first call after it (the
-    pipeline lookup) fails within its 1 s timeout, in one line naming that call, and nothing is uploaded.
-
-    The stub's handler itself stops answering (no watcher thread racing the client, which a loaded machine lost:
-    the switch came after the lookup and the upload had gone through)."""
+    """The health check answers, then the stub's handler holds every request: the pipeline lookup fails in 1 s."""
     answer = kfp_api_stub.handle
     release = threading.Event()
 

@@ -31,8 +31,7 @@ def test_a_compiled_component_names_the_step_image_and_carries_only_its_wrapper(
 
 
 def test_the_wrapper_imports_the_projects_modules_through_kfp_local(kfp_local):
-    """kfp.local's SubprocessRunner runs the compiled command in this interpreter: the modules come from the checkout,
-    as in a pod they come from the image (its ``PYTHONPATH``)."""
+    """kfp.local runs the compiled command here: the modules come from the checkout (in a pod: the image)."""
     task = where_is_runtime_code(marker="hello")
     marker, loaded_from, image = task.output.split("|")
     assert (marker, image) == ("hello", STEP_IMAGE)
@@ -85,8 +84,7 @@ def test_parameter_docs_become_the_docstring_and_the_dashboard_descriptions(tmp_
 
 
 def test_compiled_pipelines_import_the_real_modules_in_each_step(shipped_pipeline_yamls, tmp_path):
-    """Each step's command imports its component's package (``components...`` from a clone); every one of them imports
-    in a fresh interpreter from this checkout, as from the image's ``PYTHONPATH``."""
+    """Each step's command imports its component's package; each imports in a fresh interpreter."""
     import subprocess
     import sys
 
@@ -109,8 +107,7 @@ def test_compiled_pipelines_import_the_real_modules_in_each_step(shipped_pipelin
 
 
 def test_each_components_command_holds_its_wrapper_compacted_with_the_same_signature():
-    """The embedded program is the wrapper without docstring and comments, one line per statement (issue 43's Workflow
-    size budget: the command is copied five times per task); it defines the same function, signature and body."""
+    """The embedded program is the wrapper without docstring and comments, with the same signature and body."""
     import ast
     import inspect
     import re

@@ -26,12 +26,8 @@ EXECUTOR_OF_STEP = {
 }
 
 
-def _documents(path) -> list[dict]:
-    return pipeline_documents(path)
-
-
 def _images(path) -> dict[str, str]:
-    executors = _documents(path)[0]["deploymentSpec"]["executors"]
+    executors = pipeline_documents(path)[0]["deploymentSpec"]["executors"]
     return {name: executor["container"]["image"] for name, executor in executors.items()}
 
 
@@ -41,7 +37,7 @@ def _platform_executors(documents: list[dict]) -> dict:
 
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_shipped_pipelines_run_every_step_on_the_project_images_and_size_every_task(name, shipped_pipeline_yamls):
-    documents = _documents(shipped_pipeline_yamls[name])
+    documents = pipeline_documents(shipped_pipeline_yamls[name])
     images = _images(shipped_pipeline_yamls[name])
     # exec-lm-eval-2: the second evaluation (the fine-tuned model; exec-lm-eval evaluates the base model)
     expected = {
@@ -56,18 +52,11 @@ def test_shipped_pipelines_run_every_step_on_the_project_images_and_size_every_t
     assert images == expected
     for executor_name, executor in documents[0]["deploymentSpec"]["executors"].items():
         container = executor["container"]
-        command = "\n".join(container["command"])
-        assert "pip install" not in command and "__KFP_EMBEDDED_ARCHIVE_B64" not in command, executor_name
         assert container["command"][:3] == ["sh", "-ec", container["command"][2]]  # KFP's shim, then the source
         for key in ("resourceCpuRequest", "resourceCpuLimit", "resourceMemoryRequest", "resourceMemoryLimit"):
             assert container["resources"].get(key), f"{name}: {executor_name} has no {key}"
     platform = _platform_executors(documents)
     assert {e: platform[e].get("imagePullPolicy") for e in images} == dict.fromkeys(images, "IfNotPresent")
-
-
-def test_the_images_are_the_project_versions_and_the_cuda_build_is_its_tag_suffix():
-    assert STEP_IMAGE == f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
-    assert STEP_IMAGE_CUDA == f"{STEP_IMAGE}-cuda"
 
 
 def test_each_steps_image_follows_image_eval_image_and_the_evaluations_gpus():
@@ -101,7 +90,7 @@ def test_step_images_and_resources_come_from_settings_env_and_flags(tmp_path, mo
     monkeypatch.setenv("KFP_FINETUNE_DATASET_MEMORY_LIMIT", "24Gi")
     output = tmp_path / "lora.yaml"
     assert main(["compile", "lora", "-o", str(output), "--image", MIRROR, "--launcher-cpu-limit", "2"]) == 0
-    executors = _documents(output)[0]["deploymentSpec"]["executors"]
+    executors = pipeline_documents(output)[0]["deploymentSpec"]["executors"]
     images = {step: executors[e]["container"]["image"] for step, e in EXECUTOR_OF_STEP.items()}
     assert images == {
         "dataset": MIRROR,
@@ -116,8 +105,7 @@ def test_step_images_and_resources_come_from_settings_env_and_flags(tmp_path, mo
 
 
 def test_the_guides_compile_takes_the_image_from_the_environment(tmp_path):
-    """``KFP_FINETUNE_IMAGE=<ref> python pipelines/training/<name>/pipeline.py``: the README's way for the guide's
-    compile (a fresh process, the module run as a script as the guide runs it)."""
+    """``KFP_FINETUNE_IMAGE=<ref> python pipelines/training/<name>/pipeline.py``, as the guide runs it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
     env.update(KFP_FINETUNE_IMAGE=MIRROR, PYTHONPATH=str(REPO_ROOT))
     copy = tmp_path / "pipelines" / "training" / "sft_minimal" / "pipeline.py"
@@ -132,7 +120,7 @@ def test_the_guides_compile_takes_the_image_from_the_environment(tmp_path):
 
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_pipeline_modules_declare_the_default_images(name):
-    """The image constants at the top of each pipeline.py are the settings' defaults (edit them for one pipeline)."""
+    """The image constants at the top of each pipeline.py are the settings' defaults."""
     module = importlib.import_module(PIPELINES[name])
     assert (module.IMAGE, module.EVAL_IMAGE) == (CompileSettings().image, CompileSettings().eval_image)
     assert not {"DATASET_IMAGE", "LAUNCHER_IMAGE", "REGISTRY_IMAGE", "RUNTIME_IMAGE"} & set(vars(module))
@@ -179,9 +167,9 @@ def test_a_routed_component_keeps_its_routing_when_built_for_another_image(tmp_p
 
     output = tmp_path / "routed.yaml"
     compiler.Compiler().compile(routed, str(output))
-    task = _documents(output)[0]["root"]["dag"]["tasks"]["train-model"]
+    task = pipeline_documents(output)[0]["root"]["dag"]["tasks"]["train-model"]
     assert "dataset_path" in task["inputs"]["parameters"] and "dataset" not in task["inputs"].get("artifacts", {})
-    image = _documents(output)[0]["deploymentSpec"]["executors"]["exec-train-model"]["container"]["image"]
+    image = pipeline_documents(output)[0]["deploymentSpec"]["executors"]["exec-train-model"]["container"]["image"]
     assert image == "mirror.local/kfp-finetune/kfp-finetune:0.1.0"
     assert "__KFP_EMBEDDED_ARCHIVE_B64" not in output.read_text() and "pip install" not in output.read_text()
     with pytest.raises(ValueError, match="must name a container image"):
@@ -210,20 +198,17 @@ def test_launcher_resources_are_not_handed_to_the_training_pods(tmp_path, shippe
 
 
 def test_the_step_image_is_tagged_with_the_project_version():
-    """A clone compiles pipelines that reference the step image of its own release (scripts/build_step_image.sh)."""
+    """A clone compiles pipelines that reference the step image of its own release; the CUDA build is a tag suffix."""
     import tomllib
-    from pathlib import Path
 
-    from components._common.images import PROJECT_VERSION, STEP_IMAGE_REPOSITORY
-
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     # The distribution's version is read from PROJECT_VERSION (the built wheel's: tests/test_wheel.py).
     assert "version" in pyproject["project"]["dynamic"] and "version" not in pyproject["project"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
         "attr": "components._common.images.PROJECT_VERSION"
     }
-    assert STEP_IMAGE == f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}"
-    script = (Path(__file__).resolve().parents[1] / "scripts" / "build_step_image.sh").read_text()
+    assert STEP_IMAGE == f"{STEP_IMAGE_REPOSITORY}:{PROJECT_VERSION}" and STEP_IMAGE_CUDA == f"{STEP_IMAGE}-cuda"
+    script = (REPO_ROOT / "scripts" / "build_step_image.sh").read_text()
     assert "STEP_IMAGE" in script and "-f Containerfile" in script
 
 

@@ -1,11 +1,6 @@
-"""The reads doctor makes from the Kubernetes API, through the training step's own client layer.
+"""The reads doctor makes from the Kubernetes API, through the training step's own client layer and credentials.
 
-Connection: :func:`connect` uses :func:`components._common.kube_auth.load_api_client`, as the training
-step does (``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``, else the pod's service account), plus the kubeconfig's
-current context on a workstation. Every call has a short ``(connect, read)`` deadline and at most one retry.
-
-Secrets: only the named secrets the pipeline mounts are read (``GET``, never ``list`` or ``watch``), and only their key
-names are kept; the values are dropped as soon as the answer is parsed and never logged or returned.
+Every call has a short ``(connect, read)`` deadline and at most one retry. Of a secret only its key names are kept.
 """
 
 from __future__ import annotations
@@ -34,11 +29,10 @@ class ApiUnavailable(Exception):
 
 
 def connect() -> tuple[Any, str]:
-    """A ``kubernetes.client.ApiClient`` as the training step would build it, and how it authenticated.
+    """A ``kubernetes.client.ApiClient`` as the training step builds it (or from the kubeconfig), and its source.
 
     Raises:
-        components._common.kube_auth.KubeAuthError: No usable credentials (the message says how to
-            add them).
+        components._common.kube_auth.KubeAuthError: No usable credentials (the message says how to add them).
     """
     source = (
         f"{cluster_auth.SERVER_URL_ENV}/{cluster_auth.AUTH_TOKEN_ENV}"
@@ -67,12 +61,7 @@ def default_namespace() -> str:
 
 
 class Cluster:
-    """Reads one namespace's view of the cluster; answers plain dicts.
-
-    Args:
-        api_client: A configured ``kubernetes.client.ApiClient``.
-        namespace: The pipeline's namespace (secrets, PVC, quota).
-    """
+    """Reads one namespace's (the pipeline's) view of the cluster through ``api_client``; answers plain dicts."""
 
     def __init__(self, api_client: Any, namespace: str) -> None:
         import time
@@ -88,7 +77,7 @@ class Cluster:
         self.storage = client.StorageV1Api(api_client)
         self.authorization = client.AuthorizationV1Api(api_client)
 
-    def _read(self, what: str, func: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
+    def read(self, what: str, func: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any) -> Any:
         """The JSON answer of a call; ``None`` on 404 when ``missing_ok``; :class:`Forbidden` on 403."""
         from kubernetes.client import ApiException
 
@@ -105,9 +94,9 @@ class Cluster:
         return json.loads(response.data)
 
     def version(self) -> dict[str, Any]:
-        """``GET /version`` (open to every authenticated user): the probe that the API server answers at all."""
-        client = self.api.core.api_client  # (VersionApi.get_code asks for /version/, with a slash)
-        return self._read(
+        """``GET /version`` (open to every authenticated user; ``VersionApi`` asks for ``/version/``)."""
+        client = self.api.core.api_client
+        return self.read(
             "reading the server version",
             client.call_api,
             "/version",
@@ -127,11 +116,11 @@ class Cluster:
         body = client.V1SelfSubjectAccessReview(
             spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes)
         )
-        answer = self._read(
+        answer = self.read(
             f"reviewing access to {verb} {resource}",
             self.authorization.create_self_subject_access_review,
             body,
-            field_validation="Strict",  # every write this project sends refuses unknown fields
+            field_validation="Strict",
         )
         return bool((answer.get("status") or {}).get("allowed"))
 
@@ -145,30 +134,30 @@ class Cluster:
             args = (custom.get_cluster_custom_object, API_GROUP, API_VERSION, RUNTIME_PLURALS[kind], name)
         else:
             args = (custom.get_namespaced_custom_object, API_GROUP, API_VERSION, namespace, RUNTIME_PLURALS[kind], name)
-        return self._read(what, *args, missing_ok=True)
+        return self.read(what, *args, missing_ok=True)
 
     def storage_class(self, name: str) -> dict[str, Any] | None:
         """The StorageClass, or ``None`` when it does not exist."""
-        return self._read(f"reading storage class {name!r}", self.storage.read_storage_class, name, missing_ok=True)
+        return self.read(f"reading storage class {name!r}", self.storage.read_storage_class, name, missing_ok=True)
 
     def storage_classes(self) -> list[dict[str, Any]]:
         """Every StorageClass."""
-        return self._read("listing storage classes", self.storage.list_storage_class).get("items") or []
+        return self.read("listing storage classes", self.storage.list_storage_class).get("items") or []
 
     def nodes(self, label_selector: str = "") -> list[dict[str, Any]]:
         """The nodes (matching ``label_selector``)."""
-        answer = self._read("listing nodes", self.api.core.list_node, label_selector=label_selector)
+        answer = self.read("listing nodes", self.api.core.list_node, label_selector=label_selector)
         return answer.get("items") or []
 
     def quotas(self) -> list[dict[str, Any]]:
         """The namespace's ResourceQuotas."""
         what = f"listing resource quotas in {self.namespace}"
-        return self._read(what, self.api.core.list_namespaced_resource_quota, self.namespace).get("items") or []
+        return self.read(what, self.api.core.list_namespaced_resource_quota, self.namespace).get("items") or []
 
     def secret_keys(self, name: str) -> list[str] | None:
-        """The key names of a secret in the namespace (``None``: it does not exist). Values are dropped unread."""
+        """The key names of a secret (``None``: it does not exist); the values are dropped unread."""
         what = f"reading secret {name!r}"
-        secret = self._read(what, self.api.core.read_namespaced_secret, name, self.namespace, missing_ok=True)
+        secret = self.read(what, self.api.core.read_namespaced_secret, name, self.namespace, missing_ok=True)
         if secret is None:
             return None
         keys = sorted({*(secret.get("data") or {}), *(secret.get("stringData") or {})})

@@ -1,7 +1,7 @@
-"""Check 6: the Model Registry (when an address is set) and the KFP API (when a host is given) answer.
+"""The Model Registry (when an address is set) and the KFP API (when a host is given) answer.
 
-Both are probed once, TLS verified (the system CAs, or ``--ca-bundle``), with a short ``(connect, read)`` timeout and
-no retries. Any HTTP answer from the registry means reachable (401/403 too: the step sends the pipeline's token).
+Each is probed once, TLS verified (the system CAs, or ``--ca-bundle``), with a short timeout; any HTTP answer from the
+registry, 401/403 included, means reachable.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pipelines.doctor import facts as keys
 from pipelines.doctor.facts import RunValues
 from pipelines.doctor.report import Check, fail, ok, warn
 
-#: (connect, read) seconds of one probe: ints or a 2-tuple, never a float (kfp_server_api ignores floats).
+#: (connect, read) seconds of one probe (kfp_server_api ignores a float).
 PROBE_TIMEOUT = (5, 10)
 IN_CLUSTER_SUFFIXES = (".svc", ".svc.cluster.local", ".cluster.local")
 
@@ -69,18 +69,17 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
             if status != 404:
                 break
     except urllib3.exceptions.SSLError as error:
-        remedy = "pass --ca-bundle FILE with the CA that signed it, or fix the route's certificate"
+        what = f"Model Registry at {base}: TLS verification failed ({error.__class__.__name__})"
         return fail(
-            "endpoints", f"Model Registry at {base}: TLS verification failed ({error.__class__.__name__})", remedy
+            "endpoints", what, "pass --ca-bundle FILE with the CA that signed it, or fix the route's certificate"
         )
     except urllib3.exceptions.HTTPError as error:
         host = urlsplit(base).hostname or ""
         reason = getattr(error, "reason", None) or error
         if host.endswith(IN_CLUSTER_SUFFIXES) and not _resolvable(host):
             what = f"Model Registry at {base}: an in-cluster address, not resolvable from here"
-            return warn(
-                "endpoints", what, "run doctor in a pod of the namespace to check it, or use the registry's route"
-            )
+            remedy = "run doctor in a pod of the namespace to check it, or use the registry's route"
+            return warn("endpoints", what, remedy)
         remedy = (
             f"check that the Model Registry is installed and running, that {setting} and "
             f"{values.label(keys.REGISTRY_PORT)} are right, and that network policies allow the namespace"

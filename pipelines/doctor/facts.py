@@ -1,7 +1,7 @@
 """What a compiled pipeline fixes at compile time, read back from its YAML, and the run's parameter values.
 
-Doctor never spells a dashboard name itself: :class:`RunValues` answers by (step, component argument), so renaming
-the parameters (or editing a pipeline.py) changes nothing here.
+:class:`RunValues` answers by (step, component argument), never by dashboard name: renaming the parameters changes
+nothing here.
 """
 
 from __future__ import annotations
@@ -37,13 +37,9 @@ S3_UPLOAD_PREFIX = ("registry", "s3_upload_prefix")
 
 @dataclasses.dataclass(frozen=True)
 class SecretMount:
-    """A secret the pipeline mounts as env vars.
+    """A secret the pipeline mounts as env vars: ``{secret key: env var}`` over the steps mounting it.
 
-    Attributes:
-        name: The secret's name.
-        keys: ``{secret key: env var}`` over every step that mounts it.
-        steps: The steps mounting it (``train``, ...).
-        optional: Whether every mount is optional (a missing secret does not stop the pod).
+    ``optional``: every mount is optional (a missing secret does not stop the pod).
     """
 
     name: str
@@ -59,19 +55,13 @@ class PipelineFacts:
     Attributes:
         name: ``pipelineInfo.name``.
         source: Where the YAML came from (named in messages).
-        pvc_size: The workspace PVC size (``""``: no workspace).
-        storage_class: The workspace PVC's storage class (``""``: the cluster's default class).
-        access_modes: The workspace PVC's access modes.
+        pvc_size: The workspace PVC size (``""``: no workspace); ``storage_class`` ``""``: the default class.
         secrets: The mounted secrets, by name.
         parameters: ``root.inputDefinitions.parameters`` (dashboard name -> definition).
         spec: The pipeline spec (the YAML's first document).
-        accelerators: ``{step: (resource name, count)}`` of steps compiled with an accelerator request.
-        tolerations: ``{step: [toleration, ...]}`` compiled onto steps.
-        node_selectors: ``{step: {label: value}}`` compiled onto steps.
-        task_steps: ``{task: step}`` of every task of the pipeline's DAG (``lm-eval-2`` -> ``eval``).
-        task_upstreams: ``{task: (task, ...)}``: the tasks each task waits for (``dependentTasks``: data and
-            ``.after()``).
-        task_accelerators: ``{task: (resource name, count)}`` of tasks compiled with an accelerator request.
+        accelerators: ``{step: (resource name, count)}`` (``task_accelerators``: by task).
+        task_steps: ``{task: step}`` of every task of the DAG (``lm-eval-2`` -> ``eval``).
+        task_upstreams: ``{task: (task, ...)}``: the tasks each waits for (data and ``.after()``).
     """
 
     name: str
@@ -98,17 +88,7 @@ def _accelerator(container: Mapping[str, Any]) -> tuple[str, int] | None:
 
 
 def read_package(path: str | Path) -> PipelineFacts:
-    """Reads a compiled fine-tuning pipeline.
-
-    Args:
-        path: The compiled YAML (``kfp-finetune compile`` output).
-
-    Returns:
-        Its facts.
-
-    Raises:
-        ValueError: The file is not a compiled KFP pipeline.
-    """
+    """The facts of a compiled pipeline YAML; a :class:`ValueError` when it is not one."""
     from pipelines.kfp_api.arguments import read_pipeline_documents
 
     documents = read_pipeline_documents(str(path))
@@ -141,7 +121,7 @@ def read_package(path: str | Path) -> PipelineFacts:
         if accelerator:
             facts.task_accelerators[task_name] = accelerator
             if accelerator[1] >= facts.accelerators.get(step, ("", 0))[1]:
-                facts.accelerators[step] = accelerator  # a step with two tasks (the two evaluations): the larger
+                facts.accelerators[step] = accelerator  # of a step's two tasks, the larger
         if kubernetes_executor.get("tolerations"):
             facts.tolerations[step] = list(kubernetes_executor["tolerations"])
         labels = (kubernetes_executor.get("nodeSelector") or {}).get("labels") or {}
@@ -163,14 +143,10 @@ def read_package(path: str | Path) -> PipelineFacts:
 
 
 class RunValues:
-    """The values a run of a compiled pipeline will use, by (step, component argument) of the parameters table.
+    """The values a run with ``arguments`` (by dashboard name) will use, by (step, component argument).
 
-    Each is what the step's task gets (:func:`pipelines.argument_checks.task_values`); a step of two tasks (the
-    evaluations) answers for its last.
-
-    Args:
-        facts: The compiled pipeline.
-        arguments: The run's arguments by dashboard name (``--param`` / ``--params-file``).
+    Each is what the step's task gets (:func:`pipelines.kfp_api.arguments.task_values`); of a step of two tasks (the
+    evaluations), the last.
 
     Raises:
         ValueError: An argument the pipeline does not have, or of the wrong type (named, with the known names).
@@ -178,7 +154,7 @@ class RunValues:
 
     def __init__(self, facts: PipelineFacts, arguments: Mapping[str, Any]) -> None:
         from pipelines import kfp_api
-        from pipelines.argument_checks import task_values
+        from pipelines.kfp_api.arguments import task_values
 
         relaxed = {name: {**definition, "isOptional": True} for name, definition in facts.parameters.items()}
         kfp_api.check_arguments({"root": {"inputDefinitions": {"parameters": relaxed}}}, arguments, facts.source)

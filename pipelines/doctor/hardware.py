@@ -1,10 +1,4 @@
-"""Doctor's Hardware Profiles: those offered, which steps each fits, and the run's chosen ones.
-
-The profiles of the namespace and the platform's (``redhat-ods-applications``, ``opendatahub``); the run's choices:
-``training_hardware_profile``, lm_eval's ``hardware_profile``, ``deploy_hardware_profile``.
-
-Nothing is printed when the cluster has no profile and the run names none.
-"""
+"""The Hardware Profiles of the namespace and the platform, which steps each fits, and the run's chosen ones."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
-"""Doctor's image checks: can the namespace pull every image the pipeline's steps run on?
+"""Can the namespace pull every image the pipeline's steps run on?
 
-An image in the OpenShift internal registry (``image-registry.openshift-image-registry.svc:5000/<ns>/<name>:<tag>``,
-what ``oc new-build`` + ``oc start-build`` produce) is there when its ImageStream (``image.openshift.io/v1``) has the
-tag with an image. Any other image is asked of its registry (:mod:`pipelines.images.registry`), first anonymously,
-then with the credentials of the pull secrets the pipeline pods' service account names (``imagePullSecrets`` of
-``pipeline-runner-*``, else ``default``; only the ``.dockerconfigjson`` hosts are kept, the values are sent to the
-registry and dropped); an ImageStream of the namespace that imported the image (``spec.tags[].from``) also provides it.
-A registry that does not answer from here is a WARN, not a FAIL.
+An image of the OpenShift internal registry (``oc new-build`` + ``oc start-build``) is there when its ImageStream has
+the tag with an image; an ImageStream that imported an external image also provides it. Any other image is asked of
+its registry, anonymously, then with the pull secrets of the pipeline pods' service account (``pipeline-runner-*``,
+else ``default``). A registry that does not answer from here is a WARN.
 """
 
 from __future__ import annotations
@@ -32,15 +29,10 @@ IMAGE_API = ("image.openshift.io", "v1", "imagestreams")
 def _image_streams(cluster: Cluster) -> list[dict[str, Any]] | None:
     """The namespace's ImageStreams (``None``: the API does not serve them, i.e. not OpenShift)."""
     group, version, plural = IMAGE_API
+    listing = cluster.api.custom.list_namespaced_custom_object
     try:
-        answer = cluster._read(
-            f"listing ImageStreams in {cluster.namespace}",
-            cluster.api.custom.list_namespaced_custom_object,
-            group,
-            version,
-            cluster.namespace,
-            plural,
-            missing_ok=True,
+        answer = cluster.read(
+            "listing ImageStreams", listing, group, version, cluster.namespace, plural, missing_ok=True
         )
     except (Forbidden, ApiUnavailable):
         return None
@@ -60,42 +52,27 @@ def _imported_by(streams: list[dict[str, Any]], image: str) -> str:
     for stream in streams:
         for entry in (stream.get("spec") or {}).get("tags") or []:
             source = entry.get("from") or {}
-            if (
-                source.get("kind") == "DockerImage"
-                and source.get("name") == image
-                and _tag_image(stream, entry["name"])
-            ):
+            if (source.get("kind"), source.get("name")) == ("DockerImage", image) and _tag_image(stream, entry["name"]):
                 return f"{stream['metadata']['name']}:{entry['name']}"
     return ""
 
 
 def _pull_secret_config(cluster: Cluster) -> tuple[dict[str, Any], list[str]]:
     """The merged ``.dockerconfigjson`` auths of the pipeline pods' service account's pull secrets, and their names."""
+    core = cluster.api.core
     try:
-        accounts = (
-            cluster._read(
-                f"listing service accounts in {cluster.namespace}",
-                cluster.api.core.list_namespaced_service_account,
-                cluster.namespace,
-            ).get("items")
-            or []
-        )
+        accounts = cluster.read("listing service accounts", core.list_namespaced_service_account, cluster.namespace)
     except (Forbidden, ApiUnavailable):
         return {}, []
+    accounts = accounts.get("items") or []
     runners = [a for a in accounts if a["metadata"]["name"].startswith("pipeline-runner")]
     runners = runners or [a for a in accounts if a["metadata"]["name"] == "default"]
     names = [ref["name"] for account in runners for ref in account.get("imagePullSecrets") or [] if ref.get("name")]
     auths: dict[str, Any] = {}
     for name in dict.fromkeys(names):
         try:
-            secret = cluster._read(
-                f"reading pull secret {name!r}",
-                cluster.api.core.read_namespaced_secret,
-                name,
-                cluster.namespace,
-                missing_ok=True,
-            )
-        except (Forbidden, ApiUnavailable):
+            secret = cluster.read(f"reading pull secret {name!r}", core.read_namespaced_secret, name, cluster.namespace)
+        except (Forbidden, ApiUnavailable):  # a missing one (404) too
             continue
         data = (secret or {}).get("data") or {}
         raw = data.get(".dockerconfigjson") or data.get(".dockercfg") or ""
@@ -133,10 +110,7 @@ def check_images_in_namespace(
 ) -> list[Check]:
     """One line per image of the pipeline's steps, plus one WARN per registry doctor cannot reach.
 
-    Args:
-        cluster: The namespace's view (``None``: no cluster connection; only the registries are asked).
-        spec: The compiled pipeline spec.
-        docker_config: A Docker config.json given on the command line (``--pull-secret-file``).
+    ``cluster`` ``None``: no cluster connection, only the registries are asked (with ``--pull-secret-file``'s config).
     """
     images = list(distinct(step_images(spec, "")))
     streams = _image_streams(cluster) if cluster else None
@@ -146,8 +120,8 @@ def check_images_in_namespace(
         image = parse_image(text)
         if image.registry == INTERNAL_REGISTRY and cluster is not None:
             checks.append(_internal_image(cluster, streams, image))
-        elif streams and _imported_by(streams, text):
-            checks.append(ok(AREA, f"image {text}: imported by ImageStream {_imported_by(streams, text)}"))
+        elif streams and (stream := _imported_by(streams, text)):
+            checks.append(ok(AREA, f"image {text}: imported by ImageStream {stream}"))
         else:
             external.append(text)
     findings = check_images(external, docker_config)
@@ -156,9 +130,8 @@ def check_images_in_namespace(
         secret_config, secret_names = _pull_secret_config(cluster)
     for finding in findings:
         if finding.status == FOUND:
-            checks.append(
-                ok(AREA, f"image {finding.images[0]}: in its registry ({finding.digest or 'no digest given'})")
-            )
+            digest = finding.digest or "no digest given"
+            checks.append(ok(AREA, f"image {finding.images[0]}: in its registry ({digest})"))
         elif finding.status == UNREACHABLE:
             checks.append(warn(AREA, finding.line, ""))
         else:

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
-STATUSES = (OK, WARN, FAIL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,47 +48,30 @@ def fail(area: str, what: str, remedy: str) -> Check:
 
 @dataclasses.dataclass(frozen=True)
 class Report:
-    """All findings of one doctor run, and what they were about.
-
-    Attributes:
-        checks: The findings, in check order.
-        context: What was checked: pipeline, namespace(s), API server, identity source.
-    """
+    """All findings of one doctor run (in check order), and what they were about (pipeline, namespaces, identity)."""
 
     checks: tuple[Check, ...]
     context: dict[str, Any]
 
     @property
-    def failed(self) -> bool:
-        """Whether any check failed."""
-        return any(check.status == FAIL for check in self.checks)
-
-    @property
     def exit_code(self) -> int:
         """0 when nothing failed, 1 otherwise."""
-        return 1 if self.failed else 0
+        return int(any(check.status == FAIL for check in self.checks))
 
     def counts(self) -> dict[str, int]:
         """How many checks have each status."""
-        return {status: sum(check.status == status for check in self.checks) for status in STATUSES}
+        return {status: sum(check.status == status for check in self.checks) for status in (OK, WARN, FAIL)}
 
     def text(self) -> str:
         """The report for a terminal: a header, one line per check, a summary line."""
         header = ", ".join(f"{key} {value}" for key, value in self.context.items() if value)
         counts = self.counts()
-        summary = f"{counts[FAIL]} FAIL, {counts[WARN]} WARN, {counts[OK]} OK"
-        verdict = "fix the FAIL lines before starting a run" if self.failed else "ready to run"
-        return "\n".join([f"kfp-finetune doctor: {header}", *(c.line() for c in self.checks), f"{summary}: {verdict}"])
+        verdict = "fix the FAIL lines before starting a run" if self.exit_code else "ready to run"
+        summary = f"{counts[FAIL]} FAIL, {counts[WARN]} WARN, {counts[OK]} OK: {verdict}"
+        return "\n".join([f"kfp-finetune doctor: {header}", *(check.line() for check in self.checks), summary])
 
     def to_json(self) -> str:
         """The report for scripts: ``{"ok", "exit_code", "context", "counts", "checks": [...]}``."""
-        return json.dumps(
-            {
-                "ok": not self.failed,
-                "exit_code": self.exit_code,
-                "context": self.context,
-                "counts": self.counts(),
-                "checks": [dataclasses.asdict(check) for check in self.checks],
-            },
-            indent=1,
-        )
+        checks = [dataclasses.asdict(check) for check in self.checks]
+        body = {"ok": not self.exit_code, "exit_code": self.exit_code, "context": self.context, "counts": self.counts()}
+        return json.dumps({**body, "checks": checks}, indent=1)

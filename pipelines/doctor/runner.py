@@ -1,4 +1,4 @@
-"""``kfp-finetune doctor``: every check against one compiled pipeline, one run's parameters and one namespace."""
+"""Every doctor check against one compiled pipeline, one run's parameters and one namespace."""
 
 from __future__ import annotations
 
@@ -10,22 +10,20 @@ from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden, connect, default_namespace
 from pipelines.doctor.endpoints import check_kfp, check_registry
 from pipelines.doctor.facts import RunValues, read_package
-from pipelines.doctor.gpu_memory import check_gpu_memory
-from pipelines.doctor.gpus import check_gpus
+from pipelines.doctor.gpus import check_gpu_memory, check_gpus
 from pipelines.doctor.hardware import check_hardware_profiles
 from pipelines.doctor.images import check_images_in_namespace
 from pipelines.doctor.report import Check, Report, fail
 from pipelines.doctor.secret_mounts import check_secrets
 from pipelines.doctor.serving import check_serving
 from pipelines.doctor.storage import check_storage
-from pipelines.doctor.trainer_api import check_trainer_api
-from pipelines.doctor.training import check_launcher, check_permissions
+from pipelines.doctor.training import check_launcher, check_permissions, check_trainer_api
 
 
 def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
-    """Checks 1-6, in order; the launcher check 1 resolves decides what 2 and 5 look at."""
+    """The checks that read the cluster, in order; the launcher the first resolves decides what the others look at."""
     checks, launcher = check_launcher(cluster, values)
-    if all(check.status != "FAIL" for check in checks):  # the TrainJob API of a served Trainer
+    if all(check.status != "FAIL" for check in checks):
         checks += check_trainer_api(cluster, values, launcher)
     checks += check_permissions(cluster, values, launcher)
     checks += check_storage(cluster, values.facts)
@@ -33,8 +31,8 @@ def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
     checks += check_gpus(cluster, values, launcher)
     if launcher != "local":
         checks += check_gpu_memory(cluster, values)
-    checks += check_serving(cluster, values)  # the registry step's KServe deploy, when on
-    checks += check_hardware_profiles(cluster, values)  # the profiles and which steps each fits
+    checks += check_serving(cluster, values)
+    checks += check_hardware_profiles(cluster, values)
     return checks
 
 
@@ -75,20 +73,17 @@ def run_doctor(
     image_check: bool = True,
     docker_config: Mapping | None = None,
 ) -> Report:
-    """Runs every check and returns the report.
+    """Runs every check of one run of the compiled ``package`` with ``arguments`` (by dashboard name).
 
     Args:
         package: The compiled pipeline YAML.
-        arguments: The run's arguments by dashboard name.
+        arguments: The run's arguments.
         namespace: The pipeline's namespace (``""``: the pod's, or the kubeconfig context's).
-        kfp_host: The KFP API URL to health-check (``""``: not checked).
-        token_file: A file with the KFP bearer token (default: ``KFP_TOKEN``).
+        kfp_host: The KFP API URL to health-check (``""``: not checked), with ``token_file`` (default: ``KFP_TOKEN``).
+        token_file: A file with the KFP bearer token.
         ca_bundle: A CA bundle for the Model Registry and KFP API certificates.
-        image_check: Check that the namespace can pull every step's image (:mod:`pipelines.doctor.images`).
+        image_check: Check that the namespace can pull every step's image.
         docker_config: A Docker config.json with registry credentials (``--pull-secret-file``).
-
-    Returns:
-        The report (its ``exit_code`` is 1 when a check failed).
 
     Raises:
         ValueError: Unknown or mistyped run arguments, no namespace, or a bad ``kfp_host`` / ``token_file``.

@@ -1,7 +1,6 @@
-"""Check 4: the secrets the pipeline mounts exist with the keys the steps read; the run's URIs make some necessary.
+"""The secrets the pipeline mounts exist with the keys the steps read; the run's URIs make some necessary.
 
-Only key names are compared: :meth:`~pipelines.doctor.cluster.Cluster.secret_keys` keeps nothing else, and no value
-reaches a finding. A secret's role (:data:`ROLES`) is known from the env vars it feeds, stable across secret renames.
+Only key names are compared (no value reaches a finding). A secret's role is known from the env vars it feeds.
 """
 
 from __future__ import annotations
@@ -16,14 +15,9 @@ from pipelines.doctor.report import Check, fail, ok, warn
 
 @dataclasses.dataclass(frozen=True)
 class SecretRole:
-    """What a mounted secret is for.
+    """What a mounted secret (known by ``env``) is for, the keys it needs, and the URI ``scheme`` needing it.
 
-    Attributes:
-        env: An env var that identifies the role.
-        required_env: The env vars whose keys must be present (all of them) when the secret is used.
-        purpose: What it is for, in a finding.
-        scheme: The URI scheme (``s3://``, ``oci://``) that makes it necessary, ``""``: never strictly necessary.
-        any_one: One of the ``required_env`` keys is enough (alternatives), rather than all of them.
+    ``any_one``: one of the ``required_env`` keys is enough.
     """
 
     env: str
@@ -62,9 +56,8 @@ def _role(mount: SecretMount) -> SecretRole:
 
 def _needed_by(role: SecretRole, values: RunValues) -> list[str]:
     """The run parameters (labels) whose value starts with the role's scheme."""
-    if not role.scheme:
-        return []
-    return [values.label(key) for key in URI_PARAMETERS if str(values.get(key) or "").startswith(role.scheme)]
+    schemed = [key for key in URI_PARAMETERS if role.scheme and str(values.get(key) or "").startswith(role.scheme)]
+    return [values.label(key) for key in schemed]
 
 
 def _create_command(mount: SecretMount, keys_: list[str], namespace: str) -> str:
@@ -105,7 +98,7 @@ def _one(cluster: Cluster, mount: SecretMount, values: RunValues) -> Check:
 
 
 def check_secrets(cluster: Cluster, values: RunValues) -> list[Check]:
-    """Check 4: one finding per mounted secret; one WARN instead when secrets cannot be read."""
+    """One finding per mounted secret; one WARN instead when secrets cannot be read."""
     checks = []
     for mount in values.facts.secrets.values():
         try:

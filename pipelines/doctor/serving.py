@@ -1,9 +1,7 @@
-"""Doctor's check of the registry step's KServe deploy, when the run turns it on (``deploy_inference_service``).
+"""The registry step's KServe deploy, when the run turns it on (``deploy_inference_service``).
 
-KServe's CRDs (``InferenceService`` ``serving.kserve.io/v1beta1``, ``ServingRuntime`` ``v1alpha1``) must be served,
-and the identity doctor runs as may make each call of ``kserve_deploy.API_PERMISSIONS`` (the deploy step's
-``rbac.yaml``) in the namespace the model is served in; the model must be stored where the service outlives the run
-(a modelcar or ``s3://``). Nothing is checked when the deploy is off.
+KServe's CRDs must be served, each call of ``kserve_deploy.API_PERMISSIONS`` allowed in the serving namespace, and the
+model stored where the service outlives the run (a modelcar or ``s3://``).
 """
 
 from __future__ import annotations

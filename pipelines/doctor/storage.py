@@ -1,10 +1,14 @@
-"""Check 3: the workspace PVC can be provisioned: its storage class exists, gives RWX volumes, and quota has room."""
+"""The workspace PVC can be provisioned: its storage class exists, gives RWX volumes, and quota has room.
+
+RWX is judged from the StorageClass's ``provisioner`` (``fnmatch`` globs below); a provisioner in neither table is
+``unknown`` (a WARN). Block-storage provisioners give RWX only for raw block volumes, never for a filesystem.
+"""
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any
 
-from pipelines.doctor import provisioners
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import PipelineFacts
 from pipelines.doctor.report import Check, fail, ok, warn
@@ -14,6 +18,59 @@ DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.beta.kubernetes.io/is-default-class",
 )
 RWX_MODE = "ReadWriteMany"
+#: Provisioners of shared filesystems (``ReadWriteMany`` filesystem volumes), with the storage they provide.
+RWX_PROVISIONERS: dict[str, str] = {
+    "nfs.csi.k8s.io": "NFS (csi-driver-nfs)",
+    "*nfs-subdir-external-provisioner*": "NFS (nfs-subdir-external-provisioner)",
+    "*nfs-provisioner*": "NFS",
+    "*.cephfs.csi.ceph.com": "CephFS (Ceph CSI / OpenShift Data Foundation)",
+    "cephfs.csi.ceph.com": "CephFS (Ceph CSI)",
+    "kubernetes.io/cephfs": "CephFS (in-tree)",
+    "efs.csi.aws.com": "Amazon EFS",
+    "fsx.csi.aws.com": "Amazon FSx for Lustre",
+    "file.csi.azure.com": "Azure Files",
+    "kubernetes.io/azure-file": "Azure Files (in-tree)",
+    "filestore.csi.storage.gke.io": "GCP Filestore",
+    "com.ibm.spectrum.scale.csi": "IBM Storage Scale",
+    "spectrumscale.csi.ibm.com": "IBM Storage Scale",
+    "vpc.file.csi.ibm.io": "IBM Cloud File Storage",
+    "driver.longhorn.io": "Longhorn (RWX through its NFS share manager)",
+    "lustre.csi.hpe.com": "Lustre",
+    "*.csi.weka.io": "WEKA",
+    "csi.weka.io": "WEKA",
+    "*glusterfs*": "GlusterFS",
+    "manila.csi.openstack.org": "OpenStack Manila",
+}
+#: Provisioners of block devices: ``ReadWriteOnce`` filesystems only.
+RWO_PROVISIONERS: dict[str, str] = {
+    "ebs.csi.aws.com": "Amazon EBS",
+    "kubernetes.io/aws-ebs": "Amazon EBS (in-tree)",
+    "disk.csi.azure.com": "Azure Disk",
+    "kubernetes.io/azure-disk": "Azure Disk (in-tree)",
+    "pd.csi.storage.gke.io": "GCP Persistent Disk",
+    "kubernetes.io/gce-pd": "GCP Persistent Disk (in-tree)",
+    "*.rbd.csi.ceph.com": "Ceph RBD (block)",
+    "rbd.csi.ceph.com": "Ceph RBD (block)",
+    "kubernetes.io/rbd": "Ceph RBD (in-tree)",
+    "kubernetes.io/vsphere-volume": "vSphere volumes (in-tree)",
+    "cinder.csi.openstack.org": "OpenStack Cinder",
+    "rancher.io/local-path": "local-path",
+    "kubernetes.io/no-provisioner": "local volumes",
+    "topolvm.io": "TopoLVM / LVMS",
+    "topolvm.cybozu.com": "TopoLVM / LVMS",
+    "kubevirt.io.hostpath-provisioner": "hostpath provisioner",
+    "k8s.io/minikube-hostpath": "minikube hostpath",
+    "vpc.block.csi.ibm.io": "IBM Cloud Block Storage",
+}
+
+
+def judge(provisioner: str) -> tuple[str, str]:
+    """``("rwx" | "rwo" | "unknown", the storage it is)`` for a StorageClass's ``provisioner``."""
+    for table, verdict in ((RWX_PROVISIONERS, "rwx"), (RWO_PROVISIONERS, "rwo")):
+        for pattern, storage in table.items():
+            if fnmatch.fnmatchcase(provisioner, pattern):
+                return verdict, storage
+    return "unknown", ""
 
 
 def _recompile(flag: str, example: str) -> str:
@@ -29,15 +86,6 @@ def _is_default(storage_class: dict[str, Any]) -> bool:
     return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
 
 
-def _describe(storage_classes: list[dict[str, Any]]) -> str:
-    return (
-        ", ".join(
-            f"{(item.get('metadata') or {}).get('name')} ({item.get('provisioner', '?')})" for item in storage_classes
-        )
-        or "none"
-    )
-
-
 def _find_class(cluster: Cluster, facts: PipelineFacts) -> tuple[dict[str, Any] | None, Check | None]:
     """The storage class the PVC will use, or the finding that says why there is none."""
     name = facts.storage_class
@@ -45,8 +93,9 @@ def _find_class(cluster: Cluster, facts: PipelineFacts) -> tuple[dict[str, Any] 
         found = cluster.storage_class(name)
         if found is not None:
             return found, None
-        listed = _describe(cluster.storage_classes())
-        what = f"storage class {name!r} (workspace PVC, compile-time) not found (available: {listed})"
+        classes = cluster.storage_classes()
+        listed = ", ".join(f"{(c.get('metadata') or {}).get('name')} ({c.get('provisioner', '?')})" for c in classes)
+        what = f"storage class {name!r} (workspace PVC, compile-time) not found (available: {listed or 'none'})"
         return None, fail("storage", what, _recompile("pvc-storage-class", "<an RWX class>"))
     defaults = [item for item in cluster.storage_classes() if _is_default(item)]
     if defaults:
@@ -60,21 +109,17 @@ def _rwx(storage_class: dict[str, Any], facts: PipelineFacts) -> Check:
     provisioner = str(storage_class.get("provisioner", ""))
     if RWX_MODE not in facts.access_modes:
         what = f"the workspace PVC asks for {list(facts.access_modes)}, not {RWX_MODE}"
-        remedy = "steps and training pods on different nodes cannot share it; " + _recompile(
-            "pvc-access-modes", RWX_MODE
-        )
-        return warn("storage", what, remedy)
-    verdict, storage = provisioners.judge(provisioner)
-    if verdict == provisioners.RWX:
+        remedy = _recompile("pvc-access-modes", RWX_MODE)
+        return warn("storage", what, f"steps and training pods on different nodes cannot share it; {remedy}")
+    verdict, storage = judge(provisioner)
+    if verdict == "rwx":
         return ok("storage", f"storage class {name!r} exists; provisioner {provisioner} ({storage}) gives {RWX_MODE}")
-    if verdict == provisioners.RWO:
+    if verdict == "rwo":
         what = f"storage class {name!r}: provisioner {provisioner} ({storage}) gives no {RWX_MODE} filesystems"
         return fail("storage", what, _recompile("pvc-storage-class", "<an NFS, CephFS, EFS or Azure Files class>"))
     what = f"storage class {name!r}: provisioner {provisioner!r} is not known to support {RWX_MODE}"
-    remedy = "check its documentation (a PVC it cannot bind stays Pending), or " + _recompile(
-        "pvc-storage-class", "<a known RWX class>"
-    )
-    return warn("storage", what, remedy)
+    remedy = _recompile("pvc-storage-class", "<a known RWX class>")
+    return warn("storage", what, f"check its documentation (a PVC it cannot bind stays Pending), or {remedy}")
 
 
 def _quota_problems(quota: dict[str, Any], storage_class: str, size: str) -> list[str]:
@@ -96,24 +141,22 @@ def _quota_problems(quota: dict[str, Any], storage_class: str, size: str) -> lis
 
 def _quota(cluster: Cluster, facts: PipelineFacts, storage_class: str) -> Check:
     quotas = cluster.quotas()
-    problems = []
-    for quota in quotas:
-        name = (quota.get("metadata") or {}).get("name")
-        problems += [
-            f"ResourceQuota {name!r} {problem}" for problem in _quota_problems(quota, storage_class, facts.pvc_size)
-        ]
+    problems = [
+        f"ResourceQuota {(quota.get('metadata') or {}).get('name')!r} {problem}"
+        for quota in quotas
+        for problem in _quota_problems(quota, storage_class, facts.pvc_size)
+    ]
     if problems:
         what = f"no quota headroom for the {facts.pvc_size} workspace PVC in {cluster.namespace}: {'; '.join(problems)}"
-        return fail(
-            "storage", what, "delete unused PVCs, ask for a larger quota, or " + _recompile("pvc-size", "<smaller>")
-        )
+        remedy = "delete unused PVCs, ask for a larger quota, or " + _recompile("pvc-size", "<smaller>")
+        return fail("storage", what, remedy)
     if not quotas:
         return ok("storage", f"no ResourceQuota in {cluster.namespace} limits the {facts.pvc_size} workspace PVC")
     return ok("storage", f"ResourceQuota headroom in {cluster.namespace} fits the {facts.pvc_size} workspace PVC")
 
 
 def check_storage(cluster: Cluster, facts: PipelineFacts) -> list[Check]:
-    """Check 3: the storage class exists, RWX is judged from its provisioner, quota has room for the PVC size."""
+    """The storage class exists, RWX is judged from its provisioner, quota has room for the PVC size."""
     if not facts.pvc_size:
         return [ok("storage", "the pipeline has no workspace PVC")]
     storage_class = None

@@ -1,22 +1,27 @@
-"""Checks 1 and 2: the launcher (and runtime) the run will train with, and the permissions the training step needs.
+"""The launcher (and runtime) the run will train with, the TrainJob API it meets, and the permissions it needs.
 
-Launcher: the same discovery and runtime lookup the training step's ``auto`` launcher uses
-(:mod:`components.training.finetuning.cluster.launchers`). Permissions: every rule of ``rbac.yaml`` (the one list
-of what the training step calls) that applies to the resolved launcher, asked of the API with a
-``SelfSubjectAccessReview``.
+Launcher: the training step's own discovery and runtime lookup (``auto`` resolves as it does). Permissions: every
+rule of ``rbac.yaml`` (the one list of the calls the training step makes) that applies to the resolved launcher, asked
+with a ``SelfSubjectAccessReview``. The training pods' image: ``training_image``, else the runtime's trainer container,
+with the Training Hub version the known RHOAI images carry.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from components.training import finetuning
+from components.training.finetuning.cluster.discovery import discover_trainjob_api
 from components.training.finetuning.cluster.errors import JobError
 from components.training.finetuning.cluster.runtimes import RUNTIME_PLURALS
 from components.training.finetuning.config import runtime_name_of
+from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
+from components.training.finetuning.pod import hub_compat
 from pipelines.doctor import facts as keys
 from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.facts import RunValues
@@ -25,21 +30,13 @@ from pipelines.doctor.report import Check, fail, ok, warn
 #: The training step's RBAC manifest: the one source of truth of the calls it makes.
 RBAC_FILE = Path(finetuning.__file__).resolve().with_name("rbac.yaml")
 TRAINJOB, PYTORCHJOB, LOCAL, AUTO = "trainjob", "pytorchjob", "local", "auto"
-#: Permissions the training step runs without, losing a safety net: reading its own pod gives the job an
-#: ownerReference to the run (deleting the run then deletes the job).
+#: Permissions the training step runs without, losing a safety net (reading its pod: the job's ownerReference).
 OPTIONAL = {("", "pods", "get"): "the job gets no ownerReference: deleting the run will not delete the job"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Permission:
-    """One (group, resource, verb) the training step needs.
-
-    Attributes:
-        group: The API group (``""``: core).
-        resource: The resource, ``plural[/subresource]``.
-        verb: The RBAC verb.
-        cluster: Granted by the ClusterRole (cluster-scoped resource) rather than the namespaced Role.
-    """
+    """One (group, resource ``plural[/subresource]``, verb) the training step needs; ``cluster``: a ClusterRole's."""
 
     group: str
     resource: str
@@ -67,12 +64,10 @@ def rbac_permissions() -> list[Permission]:
 
 
 def check_launcher(cluster: Cluster, values: RunValues) -> tuple[list[Check], str]:
-    """Check 1: the launcher's CRDs are served and the referenced runtime exists; returns the resolved launcher.
+    """The launcher's CRDs are served and its runtime exists; returns the launcher ``auto`` resolves to.
 
-    The launcher ``auto`` resolves as the training step resolves it: ``trainjob`` when Kubeflow Trainer serves
-    ``trainjobs`` and the runtime exists, else ``pytorchjob`` when the Training Operator serves ``pytorchjobs``. The
-    runtime is ``training_runtime_name``, else the backend's: ``torch-distributed`` for
-    ``training_backend="transformers"``, ``training-hub`` otherwise.
+    ``auto``: ``trainjob`` when Kubeflow Trainer serves ``trainjobs`` and the runtime (``training_runtime_name``, else
+    the backend's) exists, else ``pytorchjob`` when the Training Operator serves ``pytorchjobs``.
     """
     from components.training.finetuning.cluster import discovery, launchers
 
@@ -84,7 +79,6 @@ def check_launcher(cluster: Cluster, values: RunValues) -> tuple[list[Check], st
     if launcher == LOCAL:
         what = "launcher 'local': training runs in the pipeline step's pod (CPU); no Trainer nor Operator needed"
         return [ok("launcher", what)], LOCAL
-    # The runtime the step references: training_runtime_name, else the backend's (torch-distributed for transformers).
     runtime_name = runtime_name_of(str(values.get(keys.RUNTIME_NAME) or ""), str(values.get(keys.BACKEND) or ""))
     runtime_kind = str(values.get(keys.RUNTIME_KIND))
     namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
@@ -135,10 +129,9 @@ def check_launcher(cluster: Cluster, values: RunValues) -> tuple[list[Check], st
 
 
 def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
-    """Check 2: a SelfSubjectAccessReview for each rbac.yaml permission the resolved launcher uses.
+    """A SelfSubjectAccessReview of each rbac.yaml permission the launcher uses.
 
-    Role permissions denied are a FAIL; ClusterRole ones (runtime discovery) a WARN, as the training step then skips
-    the runtime check and submits anyway.
+    A Role's permission denied is a FAIL; a ClusterRole's (runtime discovery, which the step then skips) a WARN.
     """
     if launcher == LOCAL:
         return [ok("permissions", "launcher 'local': the training step makes no Kubernetes API calls")]
@@ -147,17 +140,13 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
     other_launcher_group = LAUNCHER_RESOURCES[PYTORCHJOB if launcher == TRAINJOB else TRAINJOB][0]
     needed = [p for p in rbac_permissions() if p.group != other_launcher_group]
     namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
-    denied: list[Permission] = []
     try:
-        for permission in needed:
-            if not cluster.allowed(
-                permission.group, permission.resource, permission.verb, None if permission.cluster else namespace
-            ):
-                denied.append(permission)
-    except (Forbidden, ApiUnavailable) as error:
-        return [
-            warn("permissions", f"could not review access (SelfSubjectAccessReview): {error}", "check the API server")
+        denied = [
+            p for p in needed if not cluster.allowed(p.group, p.resource, p.verb, None if p.cluster else namespace)
         ]
+    except (Forbidden, ApiUnavailable) as error:
+        what = f"could not review access (SelfSubjectAccessReview): {error}"
+        return [warn("permissions", what, "check the API server")]
     rbac = f"apply {RBAC_FILE.relative_to(RBAC_FILE.parents[3])} (edit its namespace and service account)"
     identity = "the identity doctor runs as"
     checks = []
@@ -175,8 +164,92 @@ def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> lis
         what = f"{identity} may not {_named([permission])} in namespace {namespace}: {consequence}"
         checks.append(warn("permissions", what, rbac))
     if not denied:
-        what = (
-            f"{identity} may make all {len(needed)} calls the training step makes ({launcher}) in namespace {namespace}"
-        )
-        checks.append(ok("permissions", what))
+        what = f"{identity} may make all {len(needed)} calls the training step makes ({launcher})"
+        checks.append(ok("permissions", f"{what} in namespace {namespace}"))
     return checks
+
+
+#: The Training Hub the RHOAI runtime images carry (their image definitions' pins; tests/specs/crds/odh-*/).
+KNOWN_IMAGES = {
+    "quay.io/modh/training:py312-cuda128-torch280": ("RHOAI 3.3", "0.3.0"),
+    "quay.io/opendatahub/odh-th06-cuda130-torch210-py312:odh-3.5-ea1": ("RHOAI 3.5", "0.6.0"),
+}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+
+
+#: Training Hub's ``enable_jit_checkpoint`` (a checkpoint on SIGTERM, when a job is paused).
+JIT_CHECKPOINT_SINCE = _version(hub_compat.JIT_CHECKPOINT_SINCE)
+
+
+def jit_checkpoints(api: TrainJobApi, hub_version: str) -> str:
+    """Whether a paused job saves a just-in-time checkpoint, from the runtime's Training Hub (or the generation)."""
+    if hub_version:
+        if _version(hub_version) >= JIT_CHECKPOINT_SINCE:
+            return f"JIT checkpoints on pause: available (Training Hub {hub_version})"
+        return (
+            f"JIT checkpoints on pause: not available (Training Hub {hub_version} has no enable_jit_checkpoint; "
+            "a paused job resumes from its last periodic checkpoint)"
+        )
+    if api.generation == POD_TEMPLATE_OVERRIDES:
+        return "JIT checkpoints on pause: not in RHOAI 3.3-3.5's runtime images (Training Hub 0.3.0 / 0.6.0)"
+    return (
+        f"JIT checkpoints on pause: available where the runtime's Training Hub is >= {hub_compat.JIT_CHECKPOINT_SINCE} "
+        "(not in RHOAI 3.6's images: 0.9.x)"
+    )
+
+
+def runtime_image(runtime: Mapping[str, Any]) -> str:
+    """The image of the trainer container ``node`` of job ``node`` in a (Cluster)TrainingRuntime (``""``: none)."""
+    job = "node"
+    jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
+    for replicated in jobs:
+        if replicated.get("name") != job:
+            continue
+        pod = (((replicated.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers") or []:
+            if container.get("name") == job and container.get("image"):
+                return str(container["image"])
+    return ""
+
+
+def image_check(cluster: Cluster, values: RunValues) -> tuple[Check, str]:
+    """The line naming the training pods' image, and the Training Hub version it is known to carry (``""``)."""
+    image = str(values.get(keys.TRAINING_IMAGE) or "")
+    source = values.label(keys.TRAINING_IMAGE)
+    if not image:
+        name = runtime_name_of(str(values.get(keys.RUNTIME_NAME) or ""), str(values.get(keys.BACKEND) or ""))
+        kind = str(values.get(keys.RUNTIME_KIND))
+        if kind not in RUNTIME_PLURALS:
+            return ok("launcher", f"runtime kind {kind!r} is not a runtime kind: no image to name"), ""
+        namespace = values.get(keys.JOB_NAMESPACE) or cluster.namespace
+        try:
+            runtime = cluster.training_runtime(name, kind, namespace)
+        except (Forbidden, ApiUnavailable) as error:
+            return ok("launcher", f"the runtime's image is unknown: {kind} {name!r} cannot be read ({error})"), ""
+        if runtime is None:
+            return ok("launcher", f"the runtime's image is unknown: {kind} {name!r} does not exist"), ""
+        image, source = runtime_image(runtime), f"{kind} {name!r}"
+        if not image:
+            return ok("launcher", f"{source} names no image for its trainer container 'node'"), ""
+    release, hub = KNOWN_IMAGES.get(image, ("", ""))
+    carries = f" ({release}'s image: Training Hub {hub})" if hub else ""
+    return ok("launcher", f"training pods run {image} (from {source}){carries}"), hub
+
+
+def check_trainer_api(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
+    """The TrainJob API generation and what follows, then the training pods' image (TrainJob launchers only)."""
+    if launcher != "trainjob":
+        return []
+    served = discover_trainjob_api(cluster.api)  # a failed discovery answers the assumed generation
+    image_line, hub = image_check(cluster, values)
+    what = f"{served.describe()}: {served.consequences()}; {jit_checkpoints(served, hub)}"
+    if served.discovered:
+        return [ok("launcher", f"{what} (OpenAPI v3 discovery)"), image_line]
+    remedy = (
+        "the training step makes the same assumption and a Strict create corrects it once; to let it ask, allow GET "
+        "on /openapi/v3/* (the system:discovery ClusterRole)"
+    )
+    return [warn("launcher", f"{what} ({served.source})", remedy), image_line]

@@ -1,15 +1,9 @@
 """Every image a compiled pipeline names, and every image a disconnected cluster must mirror for it.
 
-A compiled pipeline names images in two places: each executor's ``container.image`` (the steps' pods), and the
-defaults of the parameters whose name ends in ``image`` (``modelcar_base_image``, the registry step's vLLM
-``deploy_runtime_image``, ``training_image``), in the root's and every component's ``inputDefinitions``. The training
-pods run the Trainer runtime's image, which the cluster holds: for a mirror list those are the images of the runtimes
-this project targets (:func:`runtime_images`).
-
-:func:`image_set_configuration` writes them as an oc-mirror v2 ``ImageSetConfiguration`` (``apiVersion:
-mirror.openshift.io/v2alpha1``, ``mirror.additionalImages[].name``: openshift/oc-mirror
-``v2/internal/pkg/api/v2alpha1/type_config.go``: ``Mirror.AdditionalImages []Image``, ``Image.Name``), pinned by
-digest where the digest is known.
+A compiled pipeline names images in each executor's ``container.image`` and in the defaults of the parameters whose
+name ends in ``image`` (``modelcar_base_image``, ``deploy_runtime_image``, ``training_image``); the training pods run
+the images of the Trainer runtimes this project targets. :func:`image_set_configuration` writes them as an oc-mirror v2
+``ImageSetConfiguration`` (``mirror.additionalImages[].name``, oc-mirror's ``v2alpha1/type_config.go``).
 """
 
 from __future__ import annotations
@@ -19,22 +13,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-#: The training pods' image of upstream Kubeflow Trainer's ``torch-distributed`` runtime (RHOAI's runtimes' images:
-#: ``pipelines.doctor.trainer_api.KNOWN_IMAGES``, read from ``tests/specs/crds/odh-*/``).
-#: The image of the ``torch-distributed`` ClusterTrainingRuntime (``manifests/base/runtimes/torch_distributed.yaml``,
-#: Trainer v2.1.0 as carried by opendatahub-io/trainer): the pods' image of ``training_backend="transformers"``.
+#: The image of upstream Kubeflow Trainer's ``torch-distributed`` ClusterTrainingRuntime (v2.1.0,
+#: ``manifests/base/runtimes/torch_distributed.yaml``); RHOAI's: ``pipelines.doctor.training.KNOWN_IMAGES``.
 TORCH_DISTRIBUTED_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
 UPSTREAM_RUNTIME_IMAGES = {TORCH_DISTRIBUTED_IMAGE: "torch-distributed runtime, upstream Kubeflow Trainer"}
 
 
 @dataclasses.dataclass(frozen=True)
 class NamedImage:
-    """An image and where it is named.
-
-    Attributes:
-        image: The reference as written.
-        where: What uses it (``sft: exec-train-model``, ``sft: modelcar_base_image``, a runtime).
-    """
+    """An image as written, and what uses it (``sft: exec-train-model``, ``sft: modelcar_base_image``, a runtime)."""
 
     image: str
     where: str
@@ -73,11 +60,7 @@ def pipeline_images(spec: Mapping[str, Any], label: str) -> list[NamedImage]:
 
 
 def images_of_files(paths: Iterable[Path]) -> list[NamedImage]:
-    """Every image the compiled pipeline files name (the file's stem labels each).
-
-    Raises:
-        ValueError: A file is not a compiled pipeline.
-    """
+    """Every image the compiled pipeline files name, labelled by the file's stem (:class:`ValueError`: not one)."""
     from pipelines.kfp_api.arguments import read_pipeline_documents
 
     named: list[NamedImage] = []
@@ -87,13 +70,8 @@ def images_of_files(paths: Iterable[Path]) -> list[NamedImage]:
 
 
 def runtime_images() -> list[NamedImage]:
-    """The training pods' images of the Trainer runtimes the pipelines use (``training-hub``, ``torch-distributed``).
-
-    RHOAI's two runtimes of a release run one image (``tests/specs/crds/odh-*/training_hub.yaml``,
-    ``torch_distributed.yaml``), the one doctor knows the Training Hub version of; upstream's ``torch-distributed``
-    runs :data:`UPSTREAM_RUNTIME_IMAGES`.
-    """
-    from pipelines.doctor.trainer_api import KNOWN_IMAGES
+    """The training pods' images of the runtimes the pipelines use: RHOAI's (one per release), then upstream's."""
+    from pipelines.doctor.training import KNOWN_IMAGES
 
     named = [
         NamedImage(image, f"training-hub / torch-distributed runtime, {release} (Training Hub {hub})")
@@ -127,10 +105,7 @@ def describe(where: list[str]) -> str:
 
 
 def pinned(image: str, digest: str) -> str:
-    """``registry/repository@<digest>``, the tag dropped (oc-mirror takes a tag or a digest).
-
-    ``image`` unchanged when it is already pinned or the digest is unknown.
-    """
+    """``registry/repository@<digest>`` (the tag dropped), or ``image`` when pinned already or the digest unknown."""
     if "@" in image or not digest:
         return image
     path, _, last = image.rpartition("/")
@@ -138,10 +113,7 @@ def pinned(image: str, digest: str) -> str:
 
 
 def image_set_configuration(images: Mapping[str, list[str]], digests: Mapping[str, str] | None = None) -> str:
-    """An oc-mirror v2 ``ImageSetConfiguration`` mirroring ``images`` (pinned by ``digests`` where known).
-
-    Each entry is preceded by a comment saying what uses it (and the tag it was pinned from).
-    """
+    """An oc-mirror v2 ``ImageSetConfiguration`` of ``images`` (pinned by ``digests``), each after its use."""
     lines = [
         "# oc-mirror v2: oc-mirror -c imageset-config.yaml --workspace file://<dir> docker://<your registry> --v2",
         "kind: ImageSetConfiguration",

@@ -1,8 +1,7 @@
-"""``compile``/``upload``/``run``/``doctor``: can every image the pipeline names be pulled? One line per problem.
+"""Can every image the pipeline names be pulled? The check of ``compile``/``upload``/``run``/``doctor``.
 
-Each image is asked of its registry (:func:`pipelines.images.registry.check_manifest`), concurrently, under one
-deadline. A missing image is an error naming it and the command that fixes it (build the project's image, or mirror a
-public one); a registry that does not answer is one warning line for all its images (an offline compile still works).
+The registries are asked concurrently, under one deadline. A missing image is an error naming the command that fixes
+it; a registry that does not answer is one warning for all its images (an offline compile still works).
 """
 
 from __future__ import annotations
@@ -29,14 +28,7 @@ IMAGE_FLAG = "--image"
 
 @dataclasses.dataclass(frozen=True)
 class ImageFinding:
-    """One image's (or one unreachable registry's) result.
-
-    Attributes:
-        images: The image references as the pipeline names them (several only for an unreachable registry).
-        status: ``found``, ``missing``, ``denied`` or ``unreachable``.
-        line: The one line to print (``""`` for a found image).
-        digest: The manifest digest when found.
-    """
+    """One image's (or one unreachable registry's images') status, the line to print (``""``: found), digest."""
 
     images: tuple[str, ...]
     status: str
@@ -55,11 +47,7 @@ def check_disabled(flag: bool = False) -> bool:
 
 
 def load_docker_config(path: str | Path) -> dict:
-    """A Docker ``config.json`` / podman ``auth.json`` (a pull secret's ``.dockerconfigjson``).
-
-    Raises:
-        ValueError: The file is missing or not a JSON object (names the file, never its content).
-    """
+    """A Docker ``config.json`` / podman ``auth.json``; a :class:`ValueError` naming the file, never its content."""
     path = Path(path).expanduser()
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
@@ -74,14 +62,9 @@ def load_docker_config(path: str | Path) -> dict:
     return config
 
 
-def is_project_image(image: ImageReference) -> bool:
-    """Whether the image is a build of this project's ``Containerfile`` (its published repository)."""
-    return image.name == STEP_IMAGE_REPOSITORY
-
-
 def fix_for(image: ImageReference) -> str:
     """The command(s) that make a missing image available."""
-    if is_project_image(image):
+    if image.name == STEP_IMAGE_REPOSITORY:  # a build of this project's Containerfile
         return (
             f"build and push it (`podman build -t {image.text} -f Containerfile . && podman push {image.text}`; on "
             "OpenShift without a registry account: `oc new-build --binary --strategy=docker --name kfp-finetune && "
@@ -117,13 +100,7 @@ def check_images(
     deadline_seconds: float = DEADLINE_SECONDS,
     request_timeout: float | None = None,
 ) -> list[ImageFinding]:
-    """Checks each distinct image; one finding per image, plus one per unreachable registry (its images together).
-
-    Args:
-        images: Image references as the pipeline names them.
-        docker_config: A Docker config.json whose ``auths`` hold credentials by registry.
-        deadline_seconds: How long the whole check may take (the registries are asked concurrently).
-        request_timeout: How long one request may take (default: the registry client's).
+    """One finding per image, one per unreachable registry (its images together), within ``deadline_seconds``.
 
     Raises:
         ValueError: An image is not a valid reference.

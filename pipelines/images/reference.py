@@ -1,34 +1,27 @@
 """Container image references as a container runtime reads them (``python:3.11`` is ``docker.io/library/python:3.11``).
 
-The grammar is the distribution project's ``reference`` package (``distribution/reference/normalize.go``): the first
-path component is a registry when it contains a ``.`` or a ``:`` or is ``localhost``, else the image is on Docker Hub
-(``library/`` for a one-component name); no tag and no digest means ``:latest``.
+As distribution's ``reference/normalize.go``: the first path component is a registry when it contains ``.`` or ``:``
+or is ``localhost``, else the image is on Docker Hub; no tag and no digest means ``:latest``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import re
+
+from components._common.oci_reference import parse_oci_uri
 
 DOCKER_HUB = "docker.io"
 #: The host that serves Docker Hub's registry API (``docker.io`` itself does not).
 DOCKER_HUB_API = "registry-1.docker.io"
-_NAME = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclasses.dataclass(frozen=True)
 class ImageReference:
     """A parsed image reference.
 
-    Attributes:
-        registry: ``host[:port]`` as written (``docker.io`` for Docker Hub).
-        repository: ``path/name`` inside the registry (``library/python`` for ``python``).
-        tag: The tag (``""`` when only a digest is given).
-        digest: ``sha256:<hex>`` when pinned, else ``""``.
-        text: The reference as the pipeline names it.
+    ``registry`` (``docker.io`` for Docker Hub), ``repository`` (``library/python``), ``tag`` (``""`` with only a
+    digest), ``digest`` (``sha256:<hex>`` or ``""``), ``text`` (as the pipeline names it).
     """
 
     registry: str
@@ -70,18 +63,15 @@ def parse_image(text: str) -> ImageReference:
     Raises:
         ValueError: Not a valid image reference (one line naming it and the expected form).
     """
-    rest, _, digest = text.strip().partition("@")
-    first, slash, remainder = rest.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        registry, path = first, remainder
-    else:
-        registry, path = DOCKER_HUB, rest
-    name, _, tag = path.rpartition(":") if ":" in path else (path, "", "")
-    if registry == DOCKER_HUB and "/" not in name:
-        name = f"library/{name}"
-    if not _NAME.match(name) or (tag and not _TAG.match(tag)) or (digest and not _DIGEST.match(digest)):
+    written = text.strip()
+    first, slash, rest = written.partition("/")
+    if not (slash and ("." in first or ":" in first or first == "localhost")):  # on Docker Hub
+        first, rest = DOCKER_HUB, written if slash else f"library/{written}"
+    try:
+        parsed = parse_oci_uri(f"oci://{first}/{rest}", "image")
+    except ValueError:
         raise ValueError(
             f"image {text!r} is not a valid image reference; expected [registry/]repository[:tag][@sha256:<hex>] "
             "with a lowercase repository"
-        )
-    return ImageReference(registry, name, tag or ("" if digest else "latest"), digest, text.strip())
+        ) from None
+    return ImageReference(parsed.registry, parsed.repository, parsed.tag, parsed.digest, written)

@@ -1,15 +1,9 @@
-"""Whether a registry serves an image: the OCI distribution API's manifest endpoint, as a container runtime asks.
+"""Whether a registry serves an image: ``HEAD /v2/<repository>/manifests/<tag|digest>``, as a container runtime asks.
 
-``HEAD /v2/<repository>/manifests/<tag|digest>`` with the manifest media types in ``Accept`` (OCI distribution spec,
-"Pulling manifests"; a ``405`` falls back to ``GET``). An answer ``401`` with ``WWW-Authenticate: Bearer realm=...,
-service=...`` is the token flow quay.io and Docker Hub use (distribution's ``docs/spec/auth/token.md``): ``GET
-<realm>?service=<service>&scope=repository:<repository>:pull``, with HTTP basic credentials when the pull secret has
-some for that registry, then the manifest again with the token; a ``Basic`` challenge is answered with the credentials.
-A loopback registry is asked over plain HTTP (as Docker treats ``localhost``), every other one over HTTPS with the
-system's CA bundle (``SSL_CERT_FILE`` honoured).
-
-Every request has a timeout, and all requests of one check share a deadline. Credentials are sent, never logged or put
-into a message.
+A ``401`` with a ``Bearer realm=...`` challenge is answered by distribution's token flow (``docs/spec/auth/token.md``,
+with the pull secret's basic credentials), a ``Basic`` one with the credentials; a ``405`` falls back to ``GET``. A
+loopback registry is asked over plain HTTP, every other over HTTPS. Every request has a timeout, all of one check
+share a deadline; credentials are never logged or put into a message.
 """
 
 from __future__ import annotations
@@ -44,10 +38,10 @@ class ManifestAnswer:
     """What the registry said about one image.
 
     Attributes:
-        status: :data:`FOUND`, :data:`MISSING` (404: no such repository or tag), :data:`DENIED` (401/403 after
-            the authentication flow) or :data:`UNREACHABLE` (no answer, TLS failure, a 5xx, the deadline).
+        status: :data:`FOUND`, :data:`MISSING` (404), :data:`DENIED` (401/403 after the authentication flow) or
+            :data:`UNREACHABLE` (no answer, TLS failure, a 5xx, the deadline).
         detail: A short reason (``HTTP 404``, ``[Errno 111] Connection refused``); never a credential.
-        digest: The manifest's digest (``Docker-Content-Digest``) when found and given.
+        digest: The manifest's ``Docker-Content-Digest`` when found.
         authenticated: Whether credentials from a pull secret were sent.
     """
 
@@ -76,24 +70,15 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-def _send(method: str, url: str, headers: Mapping[str, str], deadline: _Deadline) -> tuple[int, Any]:
+def _send(method: str, url: str, headers: Mapping[str, str], deadline: _Deadline) -> tuple[int, Any, bytes]:
+    """``(status, headers, body)`` of one request (the body of a ``GET`` only, at most 1 MiB)."""
     request = urllib.request.Request(url, method=method, headers=dict(headers))
     try:
         with _OPENER.open(request, timeout=deadline.next_timeout()) as response:
-            return response.status, response
+            return response.status, response.headers, response.read(1 << 20) if method == "GET" else b""
     except urllib.error.HTTPError as error:
         error.close()
-        return error.code, error
-
-
-def _read_json(url: str, headers: Mapping[str, str], deadline: _Deadline) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(url, headers=dict(headers))
-    try:
-        with _OPENER.open(request, timeout=deadline.next_timeout()) as response:
-            return response.status, json.loads(response.read(1 << 20) or b"{}")
-    except urllib.error.HTTPError as error:
-        error.close()
-        return error.code, {}
+        return error.code, error.headers, b""
 
 
 def _challenge(header: str) -> tuple[str, dict[str, str]]:
@@ -118,25 +103,19 @@ def check_manifest(
     deadline_seconds: float = 20.0,
     request_timeout: float = REQUEST_TIMEOUT,
 ) -> ManifestAnswer:
-    """Asks the image's registry for its manifest (no layer is downloaded).
-
-    Args:
-        image: The image.
-        credentials: ``(username, password)`` from the pull secret for this registry, if any.
-        deadline_seconds: How long the whole check may take.
-        request_timeout: How long one request may take.
+    """Asks the image's registry for its manifest, with the pull secret's ``(username, password)`` if any.
 
     Returns:
-        The registry's answer; never raises for a network problem (that is :data:`UNREACHABLE`).
+        The registry's answer; a network problem is :data:`UNREACHABLE`, never an exception.
     """
     deadline = _Deadline(deadline_seconds, request_timeout)
     scheme = "http" if image.loopback else "https"
     url = f"{scheme}://{image.api_host}/v2/{image.repository}/manifests/{image.manifest_reference}"
     headers = {"Accept": ", ".join(MANIFEST_TYPES), "User-Agent": "kfp-finetune-image-check"}
     try:
-        status, response = _send("HEAD", url, headers, deadline)
+        status, answer_headers, _ = _send("HEAD", url, headers, deadline)
         if status == 401:
-            scheme_name, params = _challenge(response.headers.get("WWW-Authenticate", ""))
+            scheme_name, params = _challenge(answer_headers.get("WWW-Authenticate", ""))
             if scheme_name == "bearer" and params.get("realm"):
                 query = {"scope": f"repository:{image.repository}:pull"}
                 if params.get("service"):
@@ -146,24 +125,20 @@ def check_manifest(
                     token_headers["Authorization"] = _basic(credentials)
                 separator = "&" if "?" in params["realm"] else "?"
                 token_url = params["realm"] + separator + urllib.parse.urlencode(query)
-                token_status, answer = _read_json(token_url, token_headers, deadline)
+                token_status, _, body = _send("GET", token_url, token_headers, deadline)
+                answer = json.loads(body or b"{}") if token_status == 200 else {}
                 token = answer.get("token") or answer.get("access_token")
                 if token_status != 200 or not token:
                     return ManifestAnswer(DENIED, f"token service HTTP {token_status}", "", bool(credentials))
                 headers["Authorization"] = f"Bearer {token}"
-                status, response = _send("HEAD", url, headers, deadline)
+                status, answer_headers, _ = _send("HEAD", url, headers, deadline)
             elif scheme_name == "basic" and credentials:
                 headers["Authorization"] = _basic(credentials)
-                status, response = _send("HEAD", url, headers, deadline)
+                status, answer_headers, _ = _send("HEAD", url, headers, deadline)
         if status == 405:  # a registry without HEAD on manifests
-            status, response = _send("GET", url, headers, deadline)
+            status, answer_headers, _ = _send("GET", url, headers, deadline)
     except (urllib.error.URLError, OSError, TimeoutError, ValueError) as error:
         return ManifestAnswer(UNREACHABLE, _reason(error), "", bool(credentials))
-    sent = bool(credentials)
-    if status == 200:
-        return ManifestAnswer(FOUND, "HTTP 200", response.headers.get("Docker-Content-Digest", "") or "", sent)
-    if status == 404:
-        return ManifestAnswer(MISSING, "HTTP 404", "", sent)
-    if status in (401, 403):
-        return ManifestAnswer(DENIED, f"HTTP {status}", "", sent)
-    return ManifestAnswer(UNREACHABLE, f"HTTP {status}", "", sent)
+    verdict = {200: FOUND, 404: MISSING, 401: DENIED, 403: DENIED}.get(status, UNREACHABLE)
+    digest = answer_headers.get("Docker-Content-Digest", "") or "" if verdict == FOUND else ""
+    return ManifestAnswer(verdict, f"HTTP {status}", digest, bool(credentials))

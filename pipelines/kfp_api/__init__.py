@@ -1,8 +1,7 @@
-"""Upload, run and schedule compiled pipelines on a Kubeflow Pipelines API (v2beta1) through ``kfp_server_api``.
+"""Upload, run and schedule compiled pipelines on a KFP API (v2beta1) through ``kfp_server_api``.
 
-Bad input is refused before any request is sent (:class:`ValueError` naming the rule, the value and where it came
-from); a refusal by the API server, or no answer in time, becomes a :class:`KfpApiError`. The bearer token is never
-printed, logged or put in an error message.
+Bad input is a :class:`ValueError` before any request; a refusal or no answer in time a :class:`KfpApiError`. The
+bearer token is never printed, logged or put in a message.
 """
 
 from pipelines.kfp_api.arguments import check_arguments, load_arguments, read_pipeline_documents

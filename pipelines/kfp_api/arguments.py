@@ -1,9 +1,10 @@
-"""A run's inputs, checked before anything is sent: ``--param``/``--params-file`` arguments and the pipeline package."""
+"""A run's inputs, checked before anything is sent: its arguments, the package, and the components' own rules."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +16,13 @@ FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_arguments(params: list[str], params_file: str = "") -> dict:
-    """Builds a run's arguments from ``--param KEY=VALUE`` flags over a YAML/JSON file of parameters.
+    """A run's arguments: the ``--params-file`` mapping (YAML/JSON) updated by the ``--param KEY=VALUE`` flags.
 
-    Args:
-        params: ``KEY=VALUE`` entries; VALUE is parsed as JSON when it parses (``3``, ``true``, ``[1, 2]``,
-            ``"quoted"``), else taken as a plain string. A key given twice is an error.
-        params_file: A YAML (or JSON) file holding a mapping of parameter name to value; empty for none.
-
-    Returns:
-        The arguments: the file's mapping updated by the flags.
+    VALUE is parsed as JSON when it parses (``3``, ``true``, ``[1, 2]``, ``"quoted"``), else taken as a string.
 
     Raises:
-        ValueError: An unreadable or malformed file (with the line), a file that is not a mapping, a non-string
-            key, an entry without ``=`` or with an empty key, or a key given twice (naming the entry).
+        ValueError: An unreadable or malformed file (with the line), a file that is not a mapping of string keys, an
+            entry without ``=`` or with an empty key, or a key given twice (naming the entry).
     """
     arguments = _read_params_file(params_file) if params_file else {}
     from_flags: dict[str, Any] = {}
@@ -81,13 +76,7 @@ def _read_params_file(params_file: str) -> dict:
 
 
 def read_pipeline_documents(package_path: str) -> list[dict]:
-    """The YAML documents of a compiled pipeline package: the pipeline spec first, then the platform specs.
-
-    Args:
-        package_path: A pipeline compiled by ``kfp.compiler.Compiler`` (``.yaml``/``.yml``).
-
-    Returns:
-        The documents that are not empty, the spec (``pipelineInfo``, ``root``, ...) first.
+    """The non-empty YAML documents of a compiled pipeline: the pipeline spec first, then the platform specs.
 
     Raises:
         ValueError: The file is missing, not YAML, or not a compiled pipeline.
@@ -127,18 +116,13 @@ _TYPE_CHECKS = {
 
 
 def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str) -> None:
-    """Checks run arguments against the pipeline's declared parameters, before anything is sent.
-
-    Args:
-        spec: The pipeline spec (the first of :func:`read_pipeline_documents`).
-        arguments: Parameter name to value.
-        package_path: The package's path, named in errors.
+    """Checks run arguments against the parameters ``spec`` declares (``package_path`` is named in errors).
 
     Raises:
-        ValueError: An unknown parameter, a value of the wrong type, or a required parameter left out.
+        ValueError: Every unknown parameter, value of the wrong type, and required parameter left out, at once.
     """
     declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {}) or {}
-    problems = []  # every mistake at once, not one per attempt
+    problems = []
     unknown = [name for name in arguments if name not in declared]
     if unknown:
         known = ", ".join(sorted(declared)) or "none"
@@ -168,5 +152,110 @@ def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str)
     ]
     if missing:
         problems.append(f"pipeline {package_path!r} needs a value for {', '.join(sorted(missing))}: pass --param")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+Values = dict[str, Any]
+
+
+def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.data_processing.dataset_download.request import GROUPS, group_of
+
+    for name in ("split", "validation", "tokens"):  # each group checks its own fields when it is built
+        group_of(GROUPS[name], values)
+
+
+def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.training.finetuning.config import OUTPUTS, parameter_fields, train_model_request
+    from components.training.finetuning.run import validate_request
+
+    names = parameter_fields()
+    not_parameters = {"task_config": None, "dataset": None, "eval_dataset": None}  # artifacts and the passthrough
+    given = {name: value for name, value in values.items() if name in names}
+    request = train_model_request({**dict.fromkeys(OUTPUTS), **not_parameters, **given})
+    dataset = task_inputs.get("dataset-download")
+    validate_request(request, has_eval_data=dataset is not None and dataset["train_split_ratio"] < 1.0)
+
+
+def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    import inspect
+
+    from components.evaluation.lm_eval.options import check_options
+
+    check_options(**{name: values[name] for name in inspect.signature(check_options).parameters})
+
+
+def _check_registry(values: Values, task_inputs: Mapping[str, Values]) -> None:
+    from components.deployment.kubeflow_model_registry.registration import check_registration_names
+
+    check_registration_names(values["registry_address"], values["model_name"], values["model_version"])
+
+
+#: The component checks by task name: ``check(task's values, every task's values)``.
+TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
+    "dataset-download": _check_dataset,
+    "train-model": _check_train,
+    "lm-eval": _check_eval,
+    "model-registry": _check_registry,
+}
+
+
+def _typed(value: Any, parameter_type: str) -> Any:
+    """YAML keeps KFP integers as floats (``3.0``): give them back their type."""
+    if parameter_type == "NUMBER_INTEGER" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def task_values(spec: dict, arguments: Mapping[str, Any]) -> tuple[dict[str, Values], dict[str, dict[str, str]]]:
+    """Each task's component arguments as a run of ``spec`` with ``arguments`` would pass them.
+
+    Returns:
+        ``({task: {input: value}}, {task: {input: pipeline parameter feeding it}})``; task outputs left out.
+    """
+    from pipelines.training.finetuning.interface import task_wiring
+
+    root = spec.get("root", {})
+    root_parameters = root.get("inputDefinitions", {}).get("parameters", {}) or {}
+    values: dict[str, Values] = {}
+    sources: dict[str, dict[str, str]] = {}
+    for task, wiring in task_wiring(spec).items():
+        reference = root["dag"]["tasks"][task].get("componentRef", {}).get("name", "")
+        component = spec.get("components", {}).get(reference, {})
+        declared = component.get("inputDefinitions", {}).get("parameters", {}) or {}
+        given: Values = {name: d["defaultValue"] for name, d in declared.items() if "defaultValue" in d}
+        sources[task] = {name: value for name, (kind, value) in wiring.items() if kind == "parameter"}
+        given.update({name: value for name, (kind, value) in wiring.items() if kind == "constant"})
+        for name, parameter in sources[task].items():
+            if parameter in arguments:
+                given[name] = arguments[parameter]
+            elif "defaultValue" in root_parameters.get(parameter, {}):
+                given[name] = root_parameters[parameter]["defaultValue"]
+        values[task] = {
+            name: _typed(value, declared.get(name, {}).get("parameterType", "")) for name, value in given.items()
+        }
+    return values, sources
+
+
+def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: str) -> None:
+    """Checks a run's (type-checked) arguments with the components' own validation of :data:`TASK_CHECKS`' tasks.
+
+    Raises:
+        ValueError: ``pipeline '<pipeline>', step <task>: <the component's error> (pipeline parameter <name>)``,
+            one part per failing step.
+    """
+    values, sources = task_values(spec, arguments)
+    problems = []
+    for task, check in TASK_CHECKS.items():
+        if task not in values:
+            continue
+        try:
+            check(values[task], values)
+        except (ValueError, KeyError) as error:
+            text = str(error) if isinstance(error, ValueError) else f"input {error} is missing"
+            fed_by = sorted({p for name, p in sources[task].items() if re.search(rf"\b{re.escape(name)}\b", text)})
+            origin = f" (pipeline parameter {', '.join(fed_by)})" if fed_by else ""
+            problems.append(f"pipeline {pipeline!r}, step {task}: {text}{origin}")
     if problems:
         raise ValueError("; ".join(problems))

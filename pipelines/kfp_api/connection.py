@@ -1,9 +1,8 @@
 """Reaching the KFP API: the connection (host, token, TLS, timeout), the health check, errors.
 
-Every request carries a ``(connect, read)`` timeout (:attr:`Connection.request_timeout`) and is tried once:
-``kfp_server_api``'s generated services (what ``kfp.Client`` is built on) take ``_request_timeout`` (an int or such a
-tuple; a float is silently ignored), and ``Configuration.retries`` replaces urllib3's own retries (they would repeat a
-timed-out read three more times). ``kfp.Client``'s methods pass no timeout: the measurement is in docs/running.md.
+Every request carries a ``(connect, read)`` timeout and is tried once: ``kfp_server_api``'s services take
+``_request_timeout`` (an int or a tuple; a float is silently ignored), and ``Configuration.retries`` replaces urllib3's
+own retries. ``kfp.Client`` passes no timeout (measured in docs/running.md).
 """
 
 from __future__ import annotations
@@ -29,17 +28,21 @@ LOGGER = logging.getLogger("pipelines.kfp_api")
 HOST_ENV = "KFP_HOST"
 TOKEN_ENV = "KFP_TOKEN"
 HEALTH_ACTION = "check health (GET /apis/v2beta1/healthz)"
-#: How long one request may wait for an answer by default (``--request-timeout``), and at most for connecting.
+#: The default ``--request-timeout``, and the most a connect may take.
 DEFAULT_TIMEOUT_SECONDS = 60.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 _ERROR_TEXT_MAX = 500
+_STATUS_HINTS = {
+    401: " (the bearer token is missing, expired or wrong: refresh it with `oc whoami -t`)",
+    403: " (the token's user may not do this: check its role in the project/namespace)",
+    404: " (check that --host is the pipelines API route, not the dashboard URL)",
+}
 
 
 class KfpApiError(RuntimeError):
     """The KFP API could not be reached, or refused a request."""
 
 
-# --------------------------------------------------------------------------------------------- connection
 @dataclass(frozen=True, repr=False)
 class Connection:
     """Where the KFP API is and how to authenticate to it.
@@ -50,9 +53,7 @@ class Connection:
         verify_ssl: Whether the server's TLS certificate is verified.
         ca_bundle: A PEM file of CA certificates to verify the server with; empty for the system ones.
         namespace: The Kubernetes namespace for multi-user deployments; empty for the server's default.
-        timeout_seconds: How long one request may wait for the server's answer (connecting: at most
-            :data:`CONNECT_TIMEOUT_SECONDS`); a server that accepts connections but never answers fails the command
-            after this.
+        timeout_seconds: How long one request may wait for the answer (connecting: at most 10 s).
     """
 
     host: str
@@ -64,7 +65,7 @@ class Connection:
 
     @property
     def request_timeout(self) -> tuple[float, float]:
-        """The ``(connect, read)`` timeout of every request (``kfp_server_api`` ignores a float)."""
+        """The ``(connect, read)`` timeout of every request."""
         return (min(CONNECT_TIMEOUT_SECONDS, self.timeout_seconds), self.timeout_seconds)
 
     def __repr__(self) -> str:
@@ -85,20 +86,7 @@ def connection_from_options(
     environ: Mapping[str, str] | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> Connection:
-    """Builds a :class:`Connection` (whose attributes say what each option means) from the options and environment.
-
-    Args:
-        host: ``--host``; when empty, ``KFP_HOST`` from the environment.
-        token_file: ``--token-file``, a file holding the bearer token (e.g. written by ``oc whoami -t > F``); it
-            wins over ``KFP_TOKEN`` from the environment. No token at all is allowed (unauthenticated API).
-        insecure_skip_tls_verify: ``--insecure-skip-tls-verify``.
-        ca_bundle: ``--ca-bundle``.
-        namespace: ``--namespace``.
-        environ: The environment to read ``KFP_HOST`` / ``KFP_TOKEN`` from; ``os.environ`` when None.
-        timeout_seconds: ``--request-timeout``.
-
-    Returns:
-        The connection (``repr`` hides the token).
+    """A :class:`Connection` from the CLI options (``--host``, ``--token-file`` ...) and ``KFP_HOST``/``KFP_TOKEN``.
 
     Raises:
         ValueError: No host, a host that is not an http(s) URL, an unreadable or empty token file, a missing CA
@@ -136,7 +124,7 @@ def connection_from_options(
 
 
 def _read_token_file(token_file: str) -> str:
-    """The token in ``token_file`` (surrounding whitespace removed); the errors never quote its content."""
+    """The token in ``token_file``, stripped; the errors never quote its content."""
     token = read_option_file(token_file, "the bearer token file", "--token-file").strip()
     if not token:
         raise ValueError(f"the bearer token file {token_file!r} (--token-file) is empty: write it with `oc whoami -t`")
@@ -160,16 +148,12 @@ def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
     if connection.token:
         configuration.api_key["authorization"] = connection.token
         configuration.api_key_prefix["authorization"] = "Bearer"
-    configuration.retries = single_try_transport()  # one try, bounded by the timeout (urllib3 would make 4)
+    configuration.retries = single_try_transport()
     return configuration
 
 
 def check_health(connection: Connection, timeout: tuple[float, float] | None = None) -> dict:
-    """Calls ``GET /apis/v2beta1/healthz`` once, with the connection's TLS settings, token and request timeout.
-
-    Args:
-        connection: Host, bearer token, TLS settings and timeout.
-        timeout: ``(connect, read)`` seconds overriding the connection's timeout.
+    """``GET /apis/v2beta1/healthz`` once; ``timeout`` (connect, read) overrides the connection's.
 
     Returns:
         The health answer (e.g. ``{"multi_user": false}``).
@@ -179,33 +163,26 @@ def check_health(connection: Connection, timeout: tuple[float, float] | None = N
     """
     import kfp_server_api
 
-    configuration = api_configuration(connection)
-    action = HEALTH_ACTION
-    timeout = timeout or connection.request_timeout
-    with kfp_server_api.ApiClient(configuration) as api_client, api_errors(connection, action):
-        healthz = kfp_server_api.HealthzServiceApi(api_client)
-        response = healthz.healthz_service_get_healthz(_preload_content=False, _request_timeout=timeout)
+    with kfp_server_api.ApiClient(api_configuration(connection)) as client, api_errors(connection, HEALTH_ACTION):
+        response = kfp_server_api.HealthzServiceApi(client).healthz_service_get_healthz(
+            _preload_content=False, _request_timeout=timeout or connection.request_timeout
+        )
     with contextlib.suppress(ValueError):
         answer = json.loads(response.data)
         if isinstance(answer, dict):
             return answer
     content_type = response.headers.get("Content-Type", "unknown")
     raise KfpApiError(
-        f"KFP API at {connection.host}: {action} answered {content_type}, not a KFP health report: check that --host "
-        "is the pipelines API route (ds-pipeline-...), not the dashboard, and that the token is accepted"
+        f"KFP API at {connection.host}: {HEALTH_ACTION} answered {content_type}, not a KFP health report: check that "
+        "--host is the pipelines API route (ds-pipeline-...), not the dashboard, and that the token is accepted"
     )
 
 
 @contextlib.contextmanager
 def api_errors(connection: Connection, action: str) -> Iterator[None]:
-    """Turns failures of a KFP API call into a :class:`KfpApiError` that says what failed and what to do.
+    """Turns ``kfp_server_api``/urllib3 failures into a :class:`KfpApiError` naming ``action`` and the remedy.
 
-    Args:
-        connection: The connection used (its host is named; its token is redacted from every message).
-        action: What was being done, e.g. ``"upload pipeline 'x'"``.
-
-    Raises:
-        KfpApiError: In place of ``kfp_server_api.ApiException`` and urllib3 connection errors.
+    The connection's token (and every secret of the environment) is masked in the message.
     """
     import kfp_server_api
     import urllib3
@@ -214,9 +191,7 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
         yield
     except kfp_server_api.ApiException as error:
         message = _server_message(error.body) or error.reason or ""
-        hint = _STATUS_HINTS.get(error.status, "")
-        if error.status == 404 and action != HEALTH_ACTION:
-            hint = ""  # a missing resource, not a wrong host
+        hint = "" if error.status == 404 and action != HEALTH_ACTION else _STATUS_HINTS.get(error.status, "")
         text = f"KFP API at {connection.host}: {action} failed: HTTP {error.status} {error.reason}: {message}{hint}"
         raise KfpApiError(_redact(text, connection.token)) from None
     except urllib3.exceptions.HTTPError as error:
@@ -237,15 +212,8 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
         raise KfpApiError(_redact(text, connection.token)) from None
 
 
-_STATUS_HINTS = {
-    401: " (the bearer token is missing, expired or wrong: refresh it with `oc whoami -t`)",
-    403: " (the token's user may not do this: check its role in the project/namespace)",
-    404: " (check that --host is the pipelines API route, not the dashboard URL)",
-}
-
-
 def _server_message(body: Any) -> str:
-    """The ``message``/``error`` text of a KFP error body (``google.rpc.Status`` JSON), else the body, shortened."""
+    """The ``message``/``error`` of a KFP error body (``google.rpc.Status`` JSON), else the body, shortened."""
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     text = str(body or "")
@@ -256,7 +224,6 @@ def _server_message(body: Any) -> str:
 
 
 def _redact(text: str, token: str) -> str:
-    """``text`` with the token, every secret of the environment and token-like patterns masked."""
     from components._common.masking import mask_text
 
     return mask_text(text, extra=[token] if token else ())

@@ -1,10 +1,8 @@
-"""Cron expressions of recurring runs, checked with ``croniter`` before anything is sent.
+"""Cron expressions of recurring runs, checked with ``croniter`` as the KFP scheduler (robfig/cron) reads them.
 
-The KFP scheduler reads cron with seconds (robfig/cron): 6 fields ``second minute hour day-of-month month
-day-of-week``, or a descriptor (``@daily``, ``@every 1h30m``). ``croniter`` parses the fields (``second_at_beginning``);
-what is left here is the message: which field is wrong, and the 6-field expression a 5-field (classic crontab) one
-probably means. The few expressions robfig/cron refuses but croniter accepts (day-of-week ``7``, a backwards range
-such as ``5-1``) are refused by the KFP API server, with its own message.
+6 fields with seconds, or a descriptor (``@daily``, ``@every 1h30m``). The message names the wrong field, or the
+6-field expression a 5-field (crontab) one probably means. The few expressions croniter accepts and robfig/cron
+refuses (day-of-week ``7``, a range ``5-1``) are refused by the KFP API server itself.
 """
 
 from __future__ import annotations
@@ -36,19 +34,10 @@ def _parses(fields: list[str] | tuple[str, ...]) -> bool:
 
 
 def validate_cron(expression: str) -> str:
-    """Checks a cron expression the way the KFP scheduler reads it (6 fields with seconds, or a descriptor).
-
-    Args:
-        expression: ``second minute hour day-of-month month day-of-week`` (each ``*``, ``?``, a value, a range, a
-            step or a list; month and day-of-week also take names such as ``JAN`` and ``MON``), or ``@hourly``,
-            ``@daily``, ``@midnight``, ``@weekly``, ``@monthly``, ``@yearly``, ``@annually``, ``@every <duration>``.
-
-    Returns:
-        The expression with surrounding whitespace removed.
+    """``expression`` stripped, once checked as the KFP scheduler reads it (6 fields with seconds, or a descriptor).
 
     Raises:
-        ValueError: The expression, the field that is wrong and what it allows. A 5-field (classic crontab)
-            expression is refused with the 6-field expression it probably means.
+        ValueError: The expression, the field that is wrong and what it allows (for 5 fields: the 6-field guess).
     """
     expression = expression.strip()
     if expression.startswith("@"):

@@ -1,7 +1,7 @@
 """Upload, run and schedule a compiled pipeline: the work of ``kfp-finetune upload|run|schedule``.
 
 Each call checks its input first (nothing is sent on bad input), then opens one health-checked :class:`KfpServer`
-(:func:`make_client`) whose every request carries the connection's timeout.
+whose every request carries the connection's timeout.
 """
 
 from __future__ import annotations
@@ -25,11 +25,7 @@ MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurri
 
 
 class KfpServer:
-    """The KFP API services upload, run and schedule use (``kfp_server_api``'s generated v2beta1 classes).
-
-    Args:
-        connection: Host, token, TLS settings, namespace (sent where the API takes one) and timeout.
-    """
+    """The v2beta1 services of ``kfp_server_api`` that upload, run and schedule use, on one connection."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -46,16 +42,21 @@ class KfpServer:
         with api_errors(self.connection, action):
             return method(*args, _request_timeout=self.connection.request_timeout, **kwargs)
 
+    def returned_id(self, resource_id: str | None, what: str) -> str:
+        """The id the API returned for ``what``; a missing one means the host is not (only) a KFP API."""
+        if not resource_id:
+            raise KfpApiError(
+                f"KFP API at {self.connection.host} returned no id for {what}: is --host the pipelines API route?"
+            )
+        return resource_id
+
     def close(self) -> None:
         """Releases the connection pool."""
         self.api_client.close()
 
 
 def make_client(connection: Connection) -> KfpServer:
-    """The KFP API's services, after one health check of the API.
-
-    The health check fails fast where the host is unreachable, refuses the token or answers with an HTML page (a
-    dashboard or login page at the wrong URL).
+    """The KFP API's services, after one health check (fails fast on a wrong host, a refused token, an HTML page).
 
     Raises:
         KfpApiError: The API cannot be reached (connection or TLS failure) or does not answer as a KFP API.
@@ -65,11 +66,7 @@ def make_client(connection: Connection) -> KfpServer:
 
 
 def pipeline_spec_body(package_path: str) -> dict:
-    """The ``pipeline_spec`` of a run (or recurring run) of a compiled pipeline YAML, as ``kfp.Client`` sends it.
-
-    The first YAML document is the pipeline spec, the others (merged) the platform spec; both pass through their
-    protobuf messages (``kfp_pipeline_spec``) so the JSON has the API's field names and value forms.
-    """
+    """The ``pipeline_spec`` of a run of a compiled pipeline YAML, as ``kfp.Client`` sends it (via the protobufs)."""
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
 
@@ -94,28 +91,18 @@ def _stamped(name: str) -> str:
     return f"{name} {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
 
 
-def default_version_name(pipeline_name: str, package_path: str) -> str:
-    """A version name that tells uploads apart: ``<pipeline> <UTC time> <first 8 hex of the package's sha256>``."""
-    return f"{_stamped(pipeline_name)} {hashlib.sha256(Path(package_path).read_bytes()).hexdigest()[:8]}"
-
-
 def upload_pipeline(
-    connection: Connection,
-    package_path: str,
-    pipeline_name: str,
-    description: str = "",
-    version_name: str = "",
+    connection: Connection, package_path: str, pipeline_name: str, description: str = "", version_name: str = ""
 ) -> dict:
     """Uploads a compiled pipeline; when a pipeline of that name exists, uploads the package as a new version.
 
     Args:
         connection: Where and how to reach the KFP API.
         package_path: The compiled pipeline YAML.
-        pipeline_name: The pipeline's display name in the dashboard.
+        pipeline_name: The pipeline's display name.
         description: The pipeline's (or new version's) description.
-        version_name: The new version's name when the pipeline exists; default
-            ``<pipeline> <UTC time> <sha256 prefix>``. A new pipeline's first version is named after the pipeline by
-            the server, so ``version_name`` applies from the second upload on.
+        version_name: A new version's name (default ``<pipeline> <UTC time> <sha256 prefix>``); the server names a
+            new pipeline's first version after the pipeline.
 
     Returns:
         ``{"pipeline_id", "version_id", "version_name"}``.
@@ -125,80 +112,65 @@ def upload_pipeline(
         KfpApiError: The API refused a call (e.g. 409 for a version name that exists) or could not be reached.
     """
     read_pipeline_documents(package_path)
-    pipeline_name = pipeline_name.strip()
-    if not pipeline_name:
-        raise ValueError("the pipeline name (--name) is empty")
+    pipeline_name = _required_name(pipeline_name, "pipeline name (--name)")
+    described = {"description": description} if description else {}
     with contextlib.closing(make_client(connection)) as client:
-        pipeline_id = find_pipeline_id(client, pipeline_name)
-        if pipeline_id is None:
-            return _upload_new_pipeline(client, package_path, pipeline_name, description, version_name)
-        version_name = version_name.strip() or default_version_name(pipeline_name, package_path)
+        listing = client.call(
+            f"look up pipeline {pipeline_name!r}",
+            client.pipelines.pipeline_service_list_pipelines,
+            page_size=2,
+            filter=name_filter(pipeline_name),
+            **client.namespace,
+        )
+        found = listing.pipelines or []
+        if len(found) > 1:
+            raise KfpApiError(f"KFP API at {connection.host}: more than one pipeline is named {pipeline_name!r}")
+        if not found:
+            return _upload_new_pipeline(client, package_path, pipeline_name, described, version_name)
+        version_name = version_name.strip() or (
+            f"{_stamped(pipeline_name)} {hashlib.sha256(Path(package_path).read_bytes()).hexdigest()[:8]}"
+        )
         version = client.call(
             f"upload version {version_name!r} of pipeline {pipeline_name!r}",
             client.uploads.upload_pipeline_version,
             package_path,
             name=version_name,
-            pipelineid=pipeline_id,
-            **({"description": description} if description else {}),
+            pipelineid=found[0].pipeline_id,
+            **described,
         )
-    version_id = _returned_id(connection, version.pipeline_version_id, f"version {version_name!r}")
-    return {"pipeline_id": pipeline_id, "version_id": version_id, "version_name": version_name}
+        version_id = client.returned_id(version.pipeline_version_id, f"version {version_name!r}")
+    return {"pipeline_id": found[0].pipeline_id, "version_id": version_id, "version_name": version_name}
 
 
-def _upload_new_pipeline(
-    client: KfpServer, package_path: str, pipeline_name: str, description: str, version_name: str
-) -> dict:
+def _upload_new_pipeline(client: KfpServer, package_path: str, name: str, described: dict, version_name: str) -> dict:
     """Uploads a pipeline that does not exist yet and finds the version the server created with it."""
-    connection = client.connection
     pipeline = client.call(
-        f"upload pipeline {pipeline_name!r}",
+        f"upload pipeline {name!r}",
         client.uploads.upload_pipeline,
         package_path,
-        name=pipeline_name,
-        **({"description": description} if description else {}),
+        name=name,
+        **described,
         **client.namespace,
     )
-    pipeline_id = _returned_id(connection, pipeline.pipeline_id, f"pipeline {pipeline_name!r}")
+    pipeline_id = client.returned_id(pipeline.pipeline_id, f"pipeline {name!r}")
     versions = client.call(
-        f"list the versions of pipeline {pipeline_name!r}",
+        f"list the versions of pipeline {name!r}",
         client.pipelines.pipeline_service_list_pipeline_versions,
         pipeline_id,
         page_size=1,
         sort_by="created_at desc",
     )
     if not versions.pipeline_versions:
-        raise KfpApiError(f"KFP API at {connection.host}: pipeline {pipeline_name!r} was uploaded without a version")
+        raise KfpApiError(f"KFP API at {client.connection.host}: pipeline {name!r} was uploaded without a version")
     version = versions.pipeline_versions[0]
     if version_name and version_name != version.display_name:
         LOGGER.warning(
             "pipeline %r is new: its first version is named %r by the server; --version applies to later uploads",
-            pipeline_name,
+            name,
             version.display_name,
         )
-    return {
-        "pipeline_id": pipeline_id,
-        "version_id": _returned_id(connection, version.pipeline_version_id, f"the first version of {pipeline_name!r}"),
-        "version_name": version.display_name,
-    }
-
-
-def find_pipeline_id(client: KfpServer, pipeline_name: str) -> str | None:
-    """The id of the pipeline with this display name (in the connection's namespace), or None.
-
-    Raises:
-        KfpApiError: The API refused the listing, or more than one pipeline has this name.
-    """
-    listing = client.call(
-        f"look up pipeline {pipeline_name!r}",
-        client.pipelines.pipeline_service_list_pipelines,
-        page_size=2,
-        filter=name_filter(pipeline_name),
-        **client.namespace,
-    )
-    pipelines = listing.pipelines or []
-    if len(pipelines) > 1:
-        raise KfpApiError(f"KFP API at {client.connection.host}: more than one pipeline is named {pipeline_name!r}")
-    return pipelines[0].pipeline_id if pipelines else None
+    version_id = client.returned_id(version.pipeline_version_id, f"the first version of {name!r}")
+    return {"pipeline_id": pipeline_id, "version_id": version_id, "version_name": version.display_name}
 
 
 def create_run(
@@ -213,7 +185,7 @@ def create_run(
     Args:
         connection: Where and how to reach the KFP API.
         package_path: The compiled pipeline YAML (sent as the run's pipeline spec).
-        arguments: Pipeline parameter values (:func:`load_arguments`); checked against the pipeline's parameters.
+        arguments: Pipeline parameter values; checked against the pipeline's parameters.
         run_name: The run's display name; default ``<pipeline name> <UTC time>``.
         experiment_name: The experiment to run in.
 
@@ -221,8 +193,7 @@ def create_run(
         ``{"run_id", "experiment_id"}``.
 
     Raises:
-        ValueError: A package that is not a compiled pipeline, an argument the pipeline does not declare or of the
-            wrong type, a required parameter left out, or an empty experiment name.
+        ValueError: Not a compiled pipeline, arguments it does not take, or an empty experiment name.
         KfpApiError: The API refused a call or could not be reached.
     """
     spec = read_pipeline_documents(package_path)[0]
@@ -238,7 +209,7 @@ def create_run(
             runtime_config=kfp_server_api.V2beta1RuntimeConfig(parameters=arguments),
         )
         run = client.call(f"create run {run_name!r}", client.runs.run_service_create_run, run)
-    return {"run_id": _returned_id(connection, run.run_id, f"run {run_name!r}"), "experiment_id": experiment_id}
+        return {"run_id": client.returned_id(run.run_id, f"run {run_name!r}"), "experiment_id": experiment_id}
 
 
 def schedule_run(
@@ -258,12 +229,11 @@ def schedule_run(
     Args:
         connection: Where and how to reach the KFP API.
         package_path: The compiled pipeline YAML (sent as the recurring run's pipeline spec).
-        arguments: Pipeline parameter values (:func:`load_arguments`); checked against the pipeline's parameters.
+        arguments: Pipeline parameter values; checked against the pipeline's parameters.
         job_name: The recurring run's display name.
         experiment_name: The experiment its runs go to (created when it does not exist).
         cron: A 6-field cron expression with seconds, or a descriptor (:func:`~.cron.validate_cron`).
-        interval_seconds: Seconds between runs, > 0 (a periodic schedule; ``None``: none). Exactly one of
-            ``cron``/``interval_seconds``.
+        interval_seconds: Seconds between runs (``None``: none); exactly one of ``cron``/``interval_seconds``.
         max_concurrency: How many of its runs may run at once (1-10).
         enabled: Whether the schedule starts enabled.
         no_catchup: When True, a paused schedule does not backfill the runs it missed.
@@ -272,17 +242,25 @@ def schedule_run(
         ``{"recurring_run_id", "experiment_id"}``.
 
     Raises:
-        ValueError: Not exactly one of cron/interval, a bad cron or interval, max_concurrency out of 1-10, an empty
-            name, or bad arguments/package (as for :func:`create_run`).
+        ValueError: A bad trigger, max_concurrency out of 1-10, an empty name, or bad arguments/package.
         KfpApiError: The API refused a call or could not be reached.
     """
     cron = validate_cron(cron) if cron.strip() else ""
-    _check_trigger(cron, interval_seconds)
-    _check_max_concurrency(max_concurrency)
+    if interval_seconds is not None and (
+        isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds <= 0
+    ):
+        raise ValueError(f"interval {interval_seconds!r} (--interval) must be a positive whole number of seconds")
+    if bool(cron) == (interval_seconds is not None):
+        given = "both" if cron else "neither"
+        raise ValueError(f"a schedule needs exactly one of --cron EXPR or --interval SECONDS; {given} was given")
+    low, high = MAX_CONCURRENCY_RANGE
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or not low <= max_concurrency <= high:
+        raise ValueError(
+            f"max concurrency {max_concurrency!r} must be a whole number from {low} to {high} (KFP's limit)"
+        )
     job_name = _required_name(job_name, "recurring run name (--name)")
     experiment_name = _required_name(experiment_name, "experiment name (--experiment)")
-    spec = read_pipeline_documents(package_path)[0]
-    check_arguments(spec, arguments, package_path)
+    check_arguments(read_pipeline_documents(package_path)[0], arguments, package_path)
     if cron:
         trigger = kfp_server_api.V2beta1Trigger(cron_schedule=kfp_server_api.V2beta1CronSchedule(cron=cron))
     else:
@@ -304,7 +282,7 @@ def schedule_run(
             client.recurring_runs.recurring_run_service_create_recurring_run,
             recurring_run,
         )
-    recurring_run_id = _returned_id(connection, created.recurring_run_id, f"recurring run {job_name!r}")
+        recurring_run_id = client.returned_id(created.recurring_run_id, f"recurring run {job_name!r}")
     return {"recurring_run_id": recurring_run_id, "experiment_id": recurring_run.experiment_id}
 
 
@@ -317,39 +295,14 @@ def ensure_experiment(client: KfpServer, experiment_name: str) -> str:
     if found.experiments:
         experiment = found.experiments[0]
     else:
-        namespace = client.connection.namespace or None
-        new = kfp_server_api.V2beta1Experiment(display_name=experiment_name, namespace=namespace)
+        new = kfp_server_api.V2beta1Experiment(
+            display_name=experiment_name, namespace=client.connection.namespace or None
+        )
         experiment = client.call(action, experiments.experiment_service_create_experiment, new)
-    return _returned_id(client.connection, experiment.experiment_id, f"experiment {experiment_name!r}")
-
-
-def _returned_id(connection: Connection, resource_id: str | None, what: str) -> str:
-    """The id the API returned for ``what``; a missing one means the host is not (only) a KFP API."""
-    if not resource_id:
-        raise KfpApiError(f"KFP API at {connection.host} returned no id for {what}: is --host the pipelines API route?")
-    return resource_id
+    return client.returned_id(experiment.experiment_id, f"experiment {experiment_name!r}")
 
 
 def _required_name(value: str, what: str) -> str:
     if not value or not value.strip():
         raise ValueError(f"the {what} is empty")
     return value.strip()
-
-
-def _check_trigger(cron: str, interval_seconds: int | None) -> None:
-    """Exactly one trigger: a cron expression or a positive whole number of seconds (``None``: no interval given)."""
-    if interval_seconds is not None and (
-        isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds <= 0
-    ):
-        raise ValueError(f"interval {interval_seconds!r} (--interval) must be a positive whole number of seconds")
-    if bool(cron) == (interval_seconds is not None):
-        given = "both" if cron else "neither"
-        raise ValueError(f"a schedule needs exactly one of --cron EXPR or --interval SECONDS; {given} was given")
-
-
-def _check_max_concurrency(max_concurrency: int) -> None:
-    low, high = MAX_CONCURRENCY_RANGE
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or not low <= max_concurrency <= high:
-        raise ValueError(
-            f"max concurrency {max_concurrency!r} must be a whole number from {low} to {high} (KFP's limit)"
-        )

@@ -1,13 +1,9 @@
-"""A loopback, stateful stub of the Kubeflow Pipelines v2beta1 REST API that records every request.
+"""A loopback, stateful stub of the KFP v2beta1 REST API that records every request.
 
-It serves just what ``kfp.Client`` (kfp 2.15) calls to upload, run and schedule a pipeline: healthz, pipeline upload
-(multipart) and upload_version, pipeline list (``display_name`` EQUALS filter) / get / get by name / list versions,
-experiments list / get / create, runs create / get and recurring runs create / get. It keeps what was created, answers
-like the KFP API server (snake_case JSON, ``google.rpc.Status``-style errors, 409 on a duplicate pipeline or version
-name) and can require a bearer token, serve HTTPS with a self-signed certificate, or answer HTML pages only.
-
-Fixtures: ``kfp_api_stub`` (plain HTTP, no auth) and ``kfp_api_stub_factory`` (``factory(required_token=...,
-tls=True)``); ``tls=True`` writes ``stub.ca_bundle`` (a PEM file the client can trust).
+It serves what ``pipelines.kfp_api`` calls: healthz, pipeline upload (multipart) and upload_version, pipeline and
+version lists (``display_name`` EQUALS filter), experiments list/create, runs and recurring runs create. It answers like
+the KFP API server (snake_case JSON, ``google.rpc.Status`` errors, 409 on a duplicate name) and can require a bearer
+token, serve HTTPS (``factory(tls=True)`` writes ``stub.ca_bundle``) or answer HTML pages only.
 """
 
 from __future__ import annotations
@@ -271,22 +267,9 @@ def _list_pipelines(stub: KfpApiStub, request: RecordedRequest) -> dict:
     return _page("pipelines", found, request)
 
 
-def _get_pipeline(stub: KfpApiStub, request: RecordedRequest, pipeline_id: str) -> dict:
+def _list_versions(stub: KfpApiStub, request: RecordedRequest, pipeline_id: str) -> dict:
     if pipeline_id not in stub.pipelines:
         raise StubError(404, f"pipeline {pipeline_id!r} not found")
-    return stub.pipelines[pipeline_id]
-
-
-def _get_pipeline_by_name(stub: KfpApiStub, request: RecordedRequest, name: str) -> dict:
-    namespace = _first(request, "namespace")
-    for pipeline in stub.pipelines.values():
-        if pipeline["display_name"] == name and pipeline["namespace"] == namespace:
-            return pipeline
-    raise StubError(404, f"pipeline named {name!r} not found")
-
-
-def _list_versions(stub: KfpApiStub, request: RecordedRequest, pipeline_id: str) -> dict:
-    _get_pipeline(stub, request, pipeline_id)
     found = [_without_spec(v) for v in stub.versions_of(pipeline_id) if _matches(v, request)]
     return _page("pipeline_versions", found, request)
 
@@ -297,12 +280,6 @@ def _list_experiments(stub: KfpApiStub, request: RecordedRequest) -> dict:
     return _page("experiments", found, request)
 
 
-def _get_experiment(stub: KfpApiStub, request: RecordedRequest, experiment_id: str) -> dict:
-    if experiment_id not in stub.experiments:
-        raise StubError(404, f"experiment {experiment_id!r} not found")
-    return stub.experiments[experiment_id]
-
-
 def _create_experiment(stub: KfpApiStub, request: RecordedRequest) -> dict:
     return stub.add_experiment(_json_body(request))
 
@@ -311,20 +288,8 @@ def _create_run(stub: KfpApiStub, request: RecordedRequest) -> dict:
     return stub.add_run(_json_body(request))
 
 
-def _get_run(stub: KfpApiStub, request: RecordedRequest, run_id: str) -> dict:
-    if run_id not in stub.runs:
-        raise StubError(404, f"run {run_id!r} not found")
-    return stub.runs[run_id]
-
-
 def _create_recurring_run(stub: KfpApiStub, request: RecordedRequest) -> dict:
     return stub.add_recurring_run(_json_body(request))
-
-
-def _get_recurring_run(stub: KfpApiStub, request: RecordedRequest, recurring_run_id: str) -> dict:
-    if recurring_run_id not in stub.recurring_runs:
-        raise StubError(404, f"recurring run {recurring_run_id!r} not found")
-    return stub.recurring_runs[recurring_run_id]
 
 
 _SEGMENT = "([^/]+)"
@@ -334,16 +299,11 @@ _ROUTES: list[tuple[str, re.Pattern, Callable[..., dict]]] = [
         ("POST", "/pipelines/upload", _upload),
         ("POST", "/pipelines/upload_version", _upload_version),
         ("GET", "/pipelines", _list_pipelines),
-        ("GET", "/pipelines/names/{}", _get_pipeline_by_name),
-        ("GET", "/pipelines/{}", _get_pipeline),
         ("GET", "/pipelines/{}/versions", _list_versions),
         ("GET", "/experiments", _list_experiments),
         ("POST", "/experiments", _create_experiment),
-        ("GET", "/experiments/{}", _get_experiment),
         ("POST", "/runs", _create_run),
-        ("GET", "/runs/{}", _get_run),
         ("POST", "/recurringruns", _create_recurring_run),
-        ("GET", "/recurringruns/{}", _get_recurring_run),
     ]
 ]
 
@@ -374,7 +334,7 @@ def _json_body(request: RecordedRequest) -> dict:
 
 
 def _matches(resource: dict, request: RecordedRequest) -> bool:
-    """Applies a ``display_name`` EQUALS filter (the only one ``kfp.Client`` sends); other predicates are refused."""
+    """Applies a ``display_name`` EQUALS filter (the only one the client sends); other predicates are refused."""
     raw = _first(request, "filter")
     if not raw:
         return True
@@ -438,9 +398,7 @@ _ERROR_BODY_MAX = 2000
 
 
 class _Server(ThreadingHTTPServer):
-    """The stub's server: a client that hung up before its answer (a deadline test's timed-out call) is expected and
-    not printed (``socketserver`` would print its traceback to stderr, into whichever test runs then); any other
-    error is."""
+    """The stub's server; a client that hung up before its answer (a deadline test's) is not printed as an error."""
 
     daemon_threads = True
 
@@ -487,11 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def kfp_api_stub_factory(tmp_path_factory: pytest.TempPathFactory):
-    """Starts KFP API stubs on demand: ``factory(required_token="", tls=False, html_pages=False)``; stops them after.
-
-    ``html_pages=True`` answers every request with HTTP 200 and an HTML login page, as a wrong host (the dashboard,
-    an OAuth proxy) does.
-    """
+    """Starts stubs: ``factory(required_token="", tls=False, html_pages=False)`` (HTML: a wrong host's login page)."""
     started: list[KfpApiStub] = []
 
     def factory(required_token: str = "", tls: bool = False, html_pages: bool = False) -> KfpApiStub:
@@ -515,10 +469,7 @@ __all__ = ["KfpApiStub", "RecordedRequest", "StubError", "write_self_signed_cert
 
 
 @pytest.fixture
-def isolated_kfp_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """kfp.Client reads ~/.config/kfp/context.json and KF_PIPELINES_* variables: keep the user's out of the tests."""
-    from kfp.client import client
-
-    monkeypatch.setattr(client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-    for name in ("KF_PIPELINES_ENDPOINT", "KF_PIPELINES_UI_ENDPOINT", "KFP_HOST", "KFP_TOKEN"):
+def no_kfp_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's ``KFP_HOST``/``KFP_TOKEN`` kept out of the tests."""
+    for name in ("KFP_HOST", "KFP_TOKEN"):
         monkeypatch.delenv(name, raising=False)

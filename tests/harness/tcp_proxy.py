@@ -239,3 +239,10 @@ def blackhole() -> Iterator[TcpProxy]:
 
 
 __all__ = ["MODES", "TcpProxy", "blackhole", "tcp_proxy"]
+
+
+def closed_port() -> int:
+    """A loopback port with nothing listening (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
