@@ -237,13 +237,26 @@ def compile_overrides(settings: CompileSettings | Mapping[str, object] | None) -
         _OVERRIDES.reset(token)
 
 
-def pipeline_settings(**constants: object) -> CompileSettings:
+def pipeline_settings(
+    pvc_size: str | None = None,
+    pvc_storage_class: str | None = None,
+    pvc_access_modes: list[str] | None = None,
+    pipeline_name: str | None = None,
+    image: str | None = None,
+    eval_image: str | None = None,
+    **constants: object,
+) -> CompileSettings:
     """The settings a ``pipeline.py`` compiles with: its constants, then ``KFP_FINETUNE_*``, then compile flags.
 
     Args:
-        **constants: The module's compile-time constants, each under its :class:`CompileSettings` field's name
-            (``pvc_size=PVC_SIZE``, ``pipeline_name=PIPELINE_NAME``, ``eval_image=EVAL_IMAGE``, ...); they replace
-            the built-in defaults.
+        pvc_size: The module's ``PVC_SIZE`` (and so on: the constants at the top of every ``pipeline.py``, in order).
+        pvc_storage_class: ``PVC_STORAGE_CLASS``.
+        pvc_access_modes: ``PVC_ACCESS_MODES``.
+        pipeline_name: ``PIPELINE_NAME``.
+        image: ``IMAGE``.
+        eval_image: ``EVAL_IMAGE``.
+        **constants: Any other :class:`CompileSettings` field (``eval_cpu_limit="8"``, ...). Each given value
+            replaces the built-in default.
 
     Returns:
         The validated settings; ``pipeline_name`` is the module's ``PIPELINE_NAME`` unless something overrides it.
@@ -252,15 +265,15 @@ def pipeline_settings(**constants: object) -> CompileSettings:
         ValueError: A value breaks a rule, or a name is no setting; the message names the setting (and the variable
             it came from).
     """
+    named = dict(pvc_size=pvc_size, pvc_storage_class=pvc_storage_class, pvc_access_modes=pvc_access_modes)
+    named.update(pipeline_name=pipeline_name, image=image, eval_image=eval_image)
+    constants.update({name: value for name, value in named.items() if value is not None})
     fields = {field.name for field in dataclasses.fields(CompileSettings)}
     unknown = sorted(set(constants) - fields)
     if unknown:
         raise ValueError(f"pipeline_settings({unknown[0]}=...): no such compile-time setting; one of {sorted(fields)}")
     active = _OVERRIDES.get()
-    if isinstance(active, CompileSettings):
-        settings = active
-    else:
-        settings = CompileSettings.from_env(base=constants, **active)
+    settings = active if isinstance(active, CompileSettings) else CompileSettings.from_env(base=constants, **active)
     if not settings.pipeline_name:
         settings = dataclasses.replace(settings, pipeline_name=str(constants.get("pipeline_name", "")))
     return settings
