@@ -14,7 +14,7 @@ import pytest
 
 from pipelines.compile import pipeline_function
 from pipelines.demo.demo_summary import output_types, summarize_run
-from pipelines.demo.grpo_data import GRPO_DATASET_PATH
+from pipelines.demo.demo_data import GRPO_DATASET_PATH
 from pipelines.training.finetuning.interface import parameter_feeding, spec_of, task_wiring
 
 
