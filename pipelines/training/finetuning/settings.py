@@ -226,14 +226,13 @@ def pipeline_settings(
     """The settings a ``pipeline.py`` compiles with: its constants, then ``KFP_FINETUNE_*``, then compile flags.
 
     Args:
-        pvc_size: The module's ``PVC_SIZE`` (and so on: the constants at the top of every ``pipeline.py``, in order).
+        pvc_size: The module's ``PVC_SIZE``.
         pvc_storage_class: ``PVC_STORAGE_CLASS``.
         pvc_access_modes: ``PVC_ACCESS_MODES``.
         pipeline_name: ``PIPELINE_NAME``.
         image: ``IMAGE``.
         eval_image: ``EVAL_IMAGE``.
-        **constants: Any other :class:`CompileSettings` field (``eval_cpu_limit="8"``, ...). Each given value
-            replaces the built-in default.
+        **constants: Any other :class:`CompileSettings` field (``eval_cpu_limit="8"``, ...).
 
     Returns:
         The validated settings; ``pipeline_name`` is the module's ``PIPELINE_NAME`` unless something overrides it.
