@@ -6,7 +6,6 @@ import re
 import socket
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -34,13 +33,12 @@ def private_tmpdir(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo):
-    """``kfp-finetune demo --algorithm lora`` (publishing a modelcar to a local ``docker-registry`` where the tools are
-    here), run by ``tests/conftest.py`` in the background from the first test of ``tests/``."""
+    """``kfp-finetune demo --algorithm lora`` (a modelcar to a local ``docker-registry`` where the tools are here), run
+    by ``tests/conftest.py`` in the background from the first test of ``tests/``."""
     run = lora_demo.wait()
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     output_dir, modelcar, private_tmpdir = lora_demo.output_dir, lora_demo.modelcar, lora_demo.tmpdir
-    printed = SimpleNamespace(out=run.stdout, err=run.stderr)
-    lines = printed.out.splitlines()
+    lines = run.stdout.splitlines()
     # The run's story: registration (skipped: no registry given) -> modelcar -> served endpoint (no cluster).
     (published,) = [line for line in lines if line.startswith("  modelcar:   ")]
     if modelcar:
@@ -48,8 +46,8 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
     else:
         assert published == "  modelcar:   skipped" and any(line.startswith("  modelcar: skipped (") for line in lines)
     assert "  deployment: skipped: no cluster" in "\n".join(lines)
-    assert len(lines) <= MAX_STORY_LINES, printed.out
-    assert "executor_input" not in printed.out and "Traceback" not in printed.out + printed.err
+    assert len(lines) <= MAX_STORY_LINES, run.stdout
+    assert "executor_input" not in run.stdout and "Traceback" not in run.stdout + run.stderr
     for task in STEP_TASKS.values():  # one line when each step starts, one with its duration when it ends
         assert sum(line.endswith(f"] {task} started") for line in lines) == 1
         assert sum(f"] {task} done in " in line for line in lines) == 1
@@ -58,7 +56,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
 
     # The executor chatter went to the log file the story names.
     log = output_dir / "demo.log"
-    assert f"full output of every step: {log}" in printed.out
+    assert f"full output of every step: {log}" in run.stdout
     assert "executor_input" in log.read_text()
 
     (run_dir,) = (output_dir / "outputs").iterdir()
@@ -70,7 +68,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
     train = summary["train-model"]["metrics"]
     # LoRA learns visibly: held-out loss well below the base model's, and the summary says it improved.
     assert train["eval_loss"] < train["base_eval_loss"] - 2.0, train
-    assert heldout_verdict(train)[0] is True and "improved" in printed.out and "did NOT improve" not in printed.out
+    assert heldout_verdict(train)[0] is True and "improved" in run.stdout and "did NOT improve" not in run.stdout
     assert train["steps"] == 8 * math.ceil(360 / 8)  # num_epochs x ceil(train rows / batch)
     vocabulary = json.loads((output_dir / "base-model" / "config.json").read_text())["vocab_size"]
     assert train["final_loss"] < math.log(vocabulary) - 1.0
@@ -270,15 +268,9 @@ def test_general_ability_task_ships_with_the_demo():
 
 
 def _record(task: str, metric: str, base: float, tuned: float, beyond_noise: bool | None, change: str) -> dict:
-    return {
-        "task": task,
-        "metric": metric,
-        "base": base,
-        "tuned": tuned,
-        "delta": tuned - base,
-        "beyond_noise": beyond_noise,
-        "change": change,
-    }
+    return dict(
+        task=task, metric=metric, base=base, tuned=tuned, delta=tuned - base, beyond_noise=beyond_noise, change=change
+    )
 
 
 def test_delta_lines_say_whether_the_model_forgot():
@@ -300,8 +292,6 @@ def test_delta_lines_say_whether_the_model_forgot():
 def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_the_log(tmp_path):
     """The story from fake tasks that print what kfp.local prints (its log lines, 4-space indent, step lines)."""
     import io
-
-    import pytest
 
     from pipelines.demo.story import DemoConsole
 

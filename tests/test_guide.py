@@ -102,14 +102,19 @@ def test_the_guides_kfp_pins_and_venv_are_the_projects():
 
 
 def test_constants_are_overridden_by_env_and_cli_flags(tmp_path, monkeypatch):
+    """... and ``--eval-gpus 0`` (CPU-only clusters) turns the evaluation's GPU request, check and node selector off."""
     monkeypatch.setenv("KFP_FINETUNE_PVC_STORAGE_CLASS", "efs-sc")
     documents = pipeline_documents(compile_named("sft", tmp_path / "env.yaml"))
     patch = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["kubernetes"]["pvcSpecPatch"]
     assert patch["storageClassName"] == "efs-sc"
-    flags = {"pvc_storage_class": "azurefile-csi"}
+    flags = {"pvc_storage_class": "azurefile-csi", "eval_gpus": 0}
     documents = pipeline_documents(compile_named("sft", tmp_path / "flag.yaml", flags))
     patch = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["kubernetes"]["pvcSpecPatch"]
     assert patch["storageClassName"] == "azurefile-csi"
+    executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
+    assert "accelerator" not in executor.get("resources", {})
+    assert "KFP_FINETUNE_REQUESTED_GPUS" not in {env["name"] for env in executor.get("env", [])}
+    assert "nodeSelector" not in documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-lm-eval"]
 
 
 def test_the_guides_parameter_names_exist_with_the_guides_meaning_everywhere():
@@ -229,7 +234,7 @@ def test_default_hardware_follows_the_guides_table(compiled):
             assert env == {}, name
 
 
-def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled, tmp_path):
+def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled):
     for name, documents in compiled.items():
         if name in GRPO_PIPELINES:  # no evaluation step
             continue
@@ -241,12 +246,6 @@ def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled, tmp_path):
         assert platform["nodeSelector"]["labels"] == {label: value}, name
         # ... and fails with the guide's "No CUDA GPUs are available" when it sees none (not a silent CPU run).
         assert {"name": "KFP_FINETUNE_REQUESTED_GPUS", "value": "1"} in executor["env"], name
-    # --eval-gpus 0 (CPU-only clusters) turns both off.
-    documents = pipeline_documents(compile_named("sft", tmp_path / "cpu.yaml", {"eval_gpus": 0}))
-    executor = documents[0]["deploymentSpec"]["executors"]["exec-lm-eval"]["container"]
-    assert "accelerator" not in executor.get("resources", {})
-    assert "KFP_FINETUNE_REQUESTED_GPUS" not in {env["name"] for env in executor.get("env", [])}
-    assert "nodeSelector" not in documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-lm-eval"]
 
 
 def test_eval_settings_are_checked_with_the_setting_named():
@@ -256,21 +255,6 @@ def test_eval_settings_are_checked_with_the_setting_named():
         CompileSettings(eval_node_selector="gpu")
     with pytest.raises(ValueError, match="KFP_FINETUNE_EVAL_GPUS='one': eval_gpus must be an integer"):
         CompileSettings.from_env({"KFP_FINETUNE_EVAL_GPUS": "one"})
-
-
-def test_the_guides_secrets_are_mounted_with_their_keys(compiled):
-    """Each secret the guide documents reaches the steps under its name, with the keys the guide lists."""
-    for name, documents in compiled.items():
-        mounted: dict[str, set[str]] = {}
-        for executor in documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values():
-            for env in executor.get("secretAsEnv", []):
-                mounted.setdefault(env["secretName"], set()).update(item["secretKey"] for item in env["keyToEnv"])
-        for secret, keys in FACTS["secrets"].items():
-            assert set(keys) <= mounted.get(secret, set()), f"{name}: {secret} lacks {set(keys) - mounted[secret]}"
-        # Only the guide's one required secret is required: every other mount is optional.
-        for executor in documents[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values():
-            for env in executor.get("secretAsEnv", []):
-                assert env.get("optional", False) or env["secretName"] == FACTS["required_secret"], (name, env)
 
 
 def test_the_guides_troubleshooting_hooks_exist():
