@@ -1,8 +1,6 @@
 """The default run of every pipeline fits its row of the guide's hardware table, the base-model evaluation included.
 
-The peak concurrent GPU demand is derived from the compiled pipeline alone (its DAG: ``dependentTasks``; its tasks'
-accelerators; the training job's nodes x GPUs from the run's parameter defaults), as ``kfp-finetune doctor`` counts it
-against a cluster.
+The peak concurrent GPU demand is derived from the compiled pipeline alone, as ``kfp-finetune doctor`` counts it.
 """
 
 from __future__ import annotations

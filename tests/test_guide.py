@@ -1,9 +1,8 @@
 """The RHOAI fine-tuning guide works as written on this project.
 
-The guide's checkable facts (paths, commands, parameter names, defaults, secrets, hardware, troubleshooting hooks and
-the code it shows) are kept as data in ``tests/specs/guide/rhoai_guide_facts.yaml``; each test follows one instruction
-of the guide with those facts: its compile command and PVC constants, its parameter names, its custom-pipeline
-snippet, its artifacts, its hardware table and its troubleshooting hooks.
+The guide's checkable facts are data in ``tests/specs/guide/rhoai_guide_facts.yaml``; each test follows one instruction
+of the guide with them (compile command, PVC constants, parameter names, custom-pipeline snippet, artifacts, hardware
+table, troubleshooting hooks).
 """
 
 from __future__ import annotations
