@@ -3,6 +3,7 @@
 import json
 import math
 import re
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -29,6 +30,30 @@ def private_tmpdir(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(system_tmp))
     monkeypatch.setattr(tempfile, "tempdir", None)
     return system_tmp
+
+
+@pytest.fixture(scope="module")
+def taught_base_model(tmp_path_factory) -> tuple[Path, float]:
+    """The demo's base model, built and taught once for this module's in-process demo runs, and its last loss."""
+    from pipelines.demo.run_demo import DEMO_ENVIRONMENT, build_demo_base_model
+
+    path = tmp_path_factory.mktemp("demo-base-model") / "base-model"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in DEMO_ENVIRONMENT.items():
+            patch.setenv(name, value)
+        return path, build_demo_base_model(path)
+
+
+@pytest.fixture
+def prebuilt(taught_base_model, monkeypatch):
+    """The in-process demo copies :func:`taught_base_model` instead of building its own (the LoRA demo builds one)."""
+    built, loss = taught_base_model
+
+    def copy(path: Path) -> float:
+        shutil.copytree(built, path, dirs_exist_ok=True)
+        return loss
+
+    monkeypatch.setattr("pipelines.demo.run_demo.build_demo_base_model", copy)
 
 
 @pytest.mark.slow
@@ -117,7 +142,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
 
 
 @pytest.mark.slow
-def test_broken_dataset_line_ends_the_demo_with_the_steps_one_line_error(tmp_path, private_tmpdir, capsys):
+def test_broken_dataset_line_ends_the_demo_with_the_steps_one_line_error(tmp_path, private_tmpdir, capsys, prebuilt):
     rows = Path("pipelines/demo/data/demo_chat.jsonl").read_text().splitlines()[:8]
     rows[4] = '{"messages": [{"role": "user", "content": "hi"}'
     broken = tmp_path / "broken_line.jsonl"
@@ -145,7 +170,7 @@ def online(monkeypatch):
 
 @pytest.mark.slow
 def test_demo_downloads_a_hub_dataset_when_the_hub_answers_and_not_when_offline(
-    tmp_path, private_tmpdir, capsys, hub_stub, online
+    tmp_path, private_tmpdir, capsys, hub_stub, online, prebuilt
 ):
     """The guide's Quick Start dataset id, served by the Hub stub; a broken row keeps the run short."""
     rows = Path("pipelines/demo/data/demo_chat.jsonl").read_text().splitlines()[:8]
@@ -184,7 +209,7 @@ def test_demo_goes_offline_only_when_asked_or_without_a_hub(hub_stub, online, mo
 
 
 @pytest.mark.slow
-def test_grpo_demo_shows_the_mean_reward_rising_and_the_gates_decision(tmp_path, private_tmpdir, capsys):
+def test_grpo_demo_shows_the_mean_reward_rising_and_the_gates_decision(tmp_path, private_tmpdir, capsys, prebuilt):
     """``kfp-finetune demo --algorithm grpo``: the toy arithmetic prompts, TRL's GRPO on the tiny model, the gate."""
     output_dir = tmp_path / "demo"
     assert main(["demo", "--algorithm", "grpo", "--output-dir", str(output_dir)]) == 0

@@ -76,6 +76,13 @@ DEMO_ENVIRONMENT = {
 }
 
 
+def build_demo_base_model(path: Path) -> float:
+    """Builds the demo's tiny base model in ``path`` and teaches it the general sentences; returns the last loss."""
+    from pipelines.demo.tiny_model import build_tiny_model
+
+    return teach_general_sentences(build_tiny_model(path, **DEMO_BASE_MODEL))
+
+
 class DemoFailed(RuntimeError):
     """A demo step failed; the message is ``<task>: <the task's one-line error>``."""
 
@@ -217,7 +224,6 @@ def _run_pipeline(
     from kfp import local
 
     from pipelines.compile import pipeline_function
-    from pipelines.demo.tiny_model import build_tiny_model
     from pipelines.local_pipeline import local_pipeline
 
     pipeline = pipeline_function(algorithm.replace("_", "-"))
@@ -226,8 +232,8 @@ def _run_pipeline(
     started_at = time.time()
     with console.capture(task_count=len(types)):
         started = time.perf_counter()
-        base_model = build_tiny_model(output_dir / "base-model", **DEMO_BASE_MODEL)
-        loss = teach_general_sentences(base_model)
+        base_model = output_dir / "base-model"
+        loss = build_demo_base_model(base_model)
         console.say(
             f"  tiny base model built and taught the {GENERAL_TASK} task (its 'general ability', loss {loss:.2f}) "
             f"in {time.perf_counter() - started:.1f}s: {base_model}"
