@@ -1,10 +1,8 @@
 """The claim-by-claim pass of the RHOAI guide (``docs/guide-claims.md``) stays true to the tests it cites.
 
-Each row of the table names a claim of the guide, its status and its evidence: test node ids (``path::test[id]``) or
-a command tried as the guide's user. The table cannot drift from the suite: every test id it names must exist, every
-PASS must name at least one test, and the counts at the top must be the rows'. The other tests here check claims no
-other test covered: which steps each of the guide's secrets reaches, the Quick Start's optional parameters on the
-minimal flavours, the default evaluation task, the generated (not committed) YAML and the Python floor.
+Every test id the table names must exist, every PASS must name one, and the counts at the top must be the rows'. The
+other tests check claims no other test covered (secrets per step, the Quick Start's optional parameters, the default
+evaluation task, the generated YAML, the Python floor).
 """
 
 from __future__ import annotations
@@ -40,20 +38,10 @@ def _cells(line: str) -> list[str]:
 
 def claim_rows(text: str) -> list[dict[str, str]]:
     """The table's rows: number, section, claim, status, status before this pass's fixes, evidence."""
-    rows = []
-    for line in text.splitlines():
-        if ROW.match(line):
-            number, section, claim, status, before, evidence = _cells(line)
-            rows.append(
-                {
-                    "number": number,
-                    "section": section,
-                    "claim": claim,
-                    "status": status,
-                    "before": before or status,
-                    "evidence": evidence,
-                }
-            )
+    keys = ("number", "section", "claim", "status", "before", "evidence")
+    rows = [dict(zip(keys, _cells(line), strict=True)) for line in text.splitlines() if ROW.match(line)]
+    for row in rows:
+        row["before"] = row["before"] or row["status"]
     return rows
 
 

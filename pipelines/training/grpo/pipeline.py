@@ -24,9 +24,7 @@ from kfp import dsl  # noqa: E402
 from pipelines.training.finetuning import tasks  # noqa: E402
 from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E402
 
-#: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
 SETTINGS = pipeline_settings(PVC_SIZE, PVC_STORAGE_CLASS, PVC_ACCESS_MODES, PIPELINE_NAME, IMAGE, EVAL_IMAGE)
-#: The four components, each built for the step images above.
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
