@@ -94,7 +94,8 @@ def test_each_pipeline_compiles_with_only_kfp_installed(name, tmp_path, shipped_
     shutil.copyfile(REPO_ROOT / "pipelines/training" / name / "pipeline.py", copy)
     run = _run(copy, tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
-    # the same YAML `kfp-finetune compile` writes in the complete environment
+    # beside the module, the same YAML `kfp-finetune compile` writes in the complete environment
+    assert str(copy.with_name("pipeline.yaml")) in run.stdout
     compiled = copy.with_name("pipeline.yaml").read_text()
     assert compiled == shipped_pipeline_yamls[name.replace("_", "-")].read_text()
 

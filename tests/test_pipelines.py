@@ -99,14 +99,6 @@ def test_registry_gate_parameters_exist_and_gate_nothing_by_default(compiled):
         assert {key: inputs[key]["defaultValue"] for key in defaults} == defaults, name
 
 
-def test_parameter_names_follow_the_dashboard_convention(compiled):
-    for name, documents in compiled.items():
-        for parameter in _inputs(documents):
-            match = NAME_PATTERN.match(parameter)
-            assert match, f"{name}: {parameter}"
-            assert int(match.group(1)) == STEPS[match.group(2)], f"{name}: {parameter} has the wrong phase number"
-
-
 def test_same_concept_has_the_same_name_in_every_pipeline(compiled):
     """A parameter's tail (its concept) maps to exactly one full name across all pipelines."""
     full_names: dict[tuple[str, str], set[str]] = {}
