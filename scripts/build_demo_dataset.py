@@ -5,8 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.demo.demo_data import write_demo_dataset  # noqa: E402
-from pipelines.demo.grpo_data import write_grpo_dataset  # noqa: E402
+from pipelines.demo.demo_data import write_demo_dataset, write_grpo_dataset  # noqa: E402
 
 if __name__ == "__main__":
     print(write_demo_dataset())

@@ -3,10 +3,10 @@
 import json
 import math
 import re
+import shutil
 import socket
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -32,15 +32,38 @@ def private_tmpdir(tmp_path, monkeypatch):
     return system_tmp
 
 
+@pytest.fixture(scope="module")
+def taught_base_model(tmp_path_factory) -> tuple[Path, float]:
+    """The demo's base model, built and taught once for this module's in-process demo runs, and its last loss."""
+    from pipelines.demo.run_demo import DEMO_ENVIRONMENT, build_demo_base_model
+
+    path = tmp_path_factory.mktemp("demo-base-model") / "base-model"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in DEMO_ENVIRONMENT.items():
+            patch.setenv(name, value)
+        return path, build_demo_base_model(path)
+
+
+@pytest.fixture
+def prebuilt(taught_base_model, monkeypatch):
+    """The in-process demo copies :func:`taught_base_model` instead of building its own (the LoRA demo builds one)."""
+    built, loss = taught_base_model
+
+    def copy(path: Path) -> float:
+        shutil.copytree(built, path, dirs_exist_ok=True)
+        return loss
+
+    monkeypatch.setattr("pipelines.demo.run_demo.build_demo_base_model", copy)
+
+
 @pytest.mark.slow
 def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo):
-    """``kfp-finetune demo --algorithm lora`` (publishing a modelcar to a local ``docker-registry`` where the tools are
-    here), run by ``tests/conftest.py`` in the background from the first test of ``tests/``."""
+    """``kfp-finetune demo --algorithm lora`` (a modelcar to a local ``docker-registry`` where the tools are here), run
+    by ``tests/conftest.py`` in the background from the first test of ``tests/``."""
     run = lora_demo.wait()
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     output_dir, modelcar, private_tmpdir = lora_demo.output_dir, lora_demo.modelcar, lora_demo.tmpdir
-    printed = SimpleNamespace(out=run.stdout, err=run.stderr)
-    lines = printed.out.splitlines()
+    lines = run.stdout.splitlines()
     # The run's story: registration (skipped: no registry given) -> modelcar -> served endpoint (no cluster).
     (published,) = [line for line in lines if line.startswith("  modelcar:   ")]
     if modelcar:
@@ -48,8 +71,8 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
     else:
         assert published == "  modelcar:   skipped" and any(line.startswith("  modelcar: skipped (") for line in lines)
     assert "  deployment: skipped: no cluster" in "\n".join(lines)
-    assert len(lines) <= MAX_STORY_LINES, printed.out
-    assert "executor_input" not in printed.out and "Traceback" not in printed.out + printed.err
+    assert len(lines) <= MAX_STORY_LINES, run.stdout
+    assert "executor_input" not in run.stdout and "Traceback" not in run.stdout + run.stderr
     for task in STEP_TASKS.values():  # one line when each step starts, one with its duration when it ends
         assert sum(line.endswith(f"] {task} started") for line in lines) == 1
         assert sum(f"] {task} done in " in line for line in lines) == 1
@@ -58,7 +81,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
 
     # The executor chatter went to the log file the story names.
     log = output_dir / "demo.log"
-    assert f"full output of every step: {log}" in printed.out
+    assert f"full output of every step: {log}" in run.stdout
     assert "executor_input" in log.read_text()
 
     (run_dir,) = (output_dir / "outputs").iterdir()
@@ -70,7 +93,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
     train = summary["train-model"]["metrics"]
     # LoRA learns visibly: held-out loss well below the base model's, and the summary says it improved.
     assert train["eval_loss"] < train["base_eval_loss"] - 2.0, train
-    assert heldout_verdict(train)[0] is True and "improved" in printed.out and "did NOT improve" not in printed.out
+    assert heldout_verdict(train)[0] is True and "improved" in run.stdout and "did NOT improve" not in run.stdout
     assert train["steps"] == 8 * math.ceil(360 / 8)  # num_epochs x ceil(train rows / batch)
     vocabulary = json.loads((output_dir / "base-model" / "config.json").read_text())["vocab_size"]
     assert train["final_loss"] < math.log(vocabulary) - 1.0
@@ -119,7 +142,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
 
 
 @pytest.mark.slow
-def test_broken_dataset_line_ends_the_demo_with_the_steps_one_line_error(tmp_path, private_tmpdir, capsys):
+def test_broken_dataset_line_ends_the_demo_with_the_steps_one_line_error(tmp_path, private_tmpdir, capsys, prebuilt):
     rows = Path("pipelines/demo/data/demo_chat.jsonl").read_text().splitlines()[:8]
     rows[4] = '{"messages": [{"role": "user", "content": "hi"}'
     broken = tmp_path / "broken_line.jsonl"
@@ -147,7 +170,7 @@ def online(monkeypatch):
 
 @pytest.mark.slow
 def test_demo_downloads_a_hub_dataset_when_the_hub_answers_and_not_when_offline(
-    tmp_path, private_tmpdir, capsys, hub_stub, online
+    tmp_path, private_tmpdir, capsys, hub_stub, online, prebuilt
 ):
     """The guide's Quick Start dataset id, served by the Hub stub; a broken row keeps the run short."""
     rows = Path("pipelines/demo/data/demo_chat.jsonl").read_text().splitlines()[:8]
@@ -186,7 +209,7 @@ def test_demo_goes_offline_only_when_asked_or_without_a_hub(hub_stub, online, mo
 
 
 @pytest.mark.slow
-def test_grpo_demo_shows_the_mean_reward_rising_and_the_gates_decision(tmp_path, private_tmpdir, capsys):
+def test_grpo_demo_shows_the_mean_reward_rising_and_the_gates_decision(tmp_path, private_tmpdir, capsys, prebuilt):
     """``kfp-finetune demo --algorithm grpo``: the toy arithmetic prompts, TRL's GRPO on the tiny model, the gate."""
     output_dir = tmp_path / "demo"
     assert main(["demo", "--algorithm", "grpo", "--output-dir", str(output_dir)]) == 0
@@ -270,15 +293,9 @@ def test_general_ability_task_ships_with_the_demo():
 
 
 def _record(task: str, metric: str, base: float, tuned: float, beyond_noise: bool | None, change: str) -> dict:
-    return {
-        "task": task,
-        "metric": metric,
-        "base": base,
-        "tuned": tuned,
-        "delta": tuned - base,
-        "beyond_noise": beyond_noise,
-        "change": change,
-    }
+    return dict(
+        task=task, metric=metric, base=base, tuned=tuned, delta=tuned - base, beyond_noise=beyond_noise, change=change
+    )
 
 
 def test_delta_lines_say_whether_the_model_forgot():
@@ -300,8 +317,6 @@ def test_delta_lines_say_whether_the_model_forgot():
 def test_console_tells_task_boundaries_throttles_progress_and_keeps_chatter_in_the_log(tmp_path):
     """The story from fake tasks that print what kfp.local prints (its log lines, 4-space indent, step lines)."""
     import io
-
-    import pytest
 
     from pipelines.demo.story import DemoConsole
 

@@ -1,8 +1,7 @@
 """``benchmarks/gpu_transformers.py`` calls the project's current API (it runs only on a GPU machine, never in CI).
 
-Its staging runs here for real, as on the GPU (the request built from the component's defaults, the run config, the
-TrainJob's command); the calls that need a GPU run or a trained model are checked by binding the arguments the script
-passes to the current signatures.
+Its staging runs here for real; the calls that need a GPU run or a trained model are checked by binding the arguments
+the script passes to the current signatures.
 """
 
 import inspect

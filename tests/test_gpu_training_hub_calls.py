@@ -1,10 +1,7 @@
 """``benchmarks/gpu_training_hub.py`` calls the project's current API (it runs only on a GPU machine, never in CI).
 
-What it does before the GPU runs here for real, as on the GPU: the data file's token count under the tiny model's
-tokenizer, the request built from the component's defaults, the staged run directory and the TrainJob's command for
-each algorithm and backend, the plain ``training_hub.<function>(**kwargs)`` script of the throughput reference, the
-loss check on a metrics file and the evaluation step's model resolution. The calls that need a GPU or a trained
-checkpoint are checked by binding the arguments the script passes to the current signatures.
+What it does before the GPU runs here for real; the calls that need a GPU or a trained checkpoint are checked by
+binding the arguments the script passes to the current signatures.
 """
 
 import inspect

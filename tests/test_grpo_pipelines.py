@@ -1,8 +1,7 @@
 """The GRPO pipelines (``grpo``, ``lora-grpo``): their wiring, and a whole run on ``kfp.local`` with the tiny model.
 
-dataset_download (the prompt rows) -> train_model (``training_launcher='local'``: TRL's GRPOTrainer; a few iterations)
--> model_registry, which registers only when train_model's ``reward_gate_passed`` metric is 1 (its ``min_metric_name``
-gate, set by the pipelines). Kept short: 6 iterations of 4 prompts x 2 completions of 4 tokens, one torch thread.
+The registry registers only when train_model's ``reward_gate_passed`` metric is 1 (its ``min_metric_name`` gate, set
+by the pipelines). The run is kept short: 6 iterations of 4 prompts x 2 completions of 4 tokens.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipelines.compile import pipeline_function
+from pipelines.demo.demo_data import GRPO_DATASET_PATH
 from pipelines.demo.demo_summary import output_types, summarize_run
-from pipelines.demo.grpo_data import GRPO_DATASET_PATH
 from pipelines.training.finetuning.interface import parameter_feeding, spec_of, task_wiring
 
 

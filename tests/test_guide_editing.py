@@ -1,10 +1,7 @@
 """The RHOAI guide's *Editing Existing Pipelines* recipes, applied as written to a copy of osft_minimal/pipeline.py.
 
-The edits are the guide's own snippets (``Making Runtime Parameters Compile-Time`` and ``Adding New Runtime
-Parameters``, kept verbatim in ``tests/specs/guide/rhoai_guide_facts.yaml``), applied to a copy of the repository's
-``pipelines/training/osft_minimal/pipeline.py``; the copy is compiled with the guide's command
-(``PYTHONPATH=$(pwd) python .../pipeline.py``) and the compiled YAML must change exactly as the guide promises. The
-defaults the guide states are the compiled defaults.
+The edits are the guide's own snippets (kept verbatim in ``tests/specs/guide/rhoai_guide_facts.yaml``); the copy is
+compiled with the guide's command and the compiled YAML must change exactly as the guide promises.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def test_shipped_demo_dataset_is_current_and_well_formed(tmp_path):
 
 
 def test_shipped_grpo_dataset_is_current_and_every_answer_is_right(tmp_path):
-    from pipelines.demo.grpo_data import GRPO_DATASET_PATH, write_grpo_dataset
+    from pipelines.demo.demo_data import GRPO_DATASET_PATH, write_grpo_dataset
 
     assert write_grpo_dataset(tmp_path / "grpo.jsonl").read_bytes() == GRPO_DATASET_PATH.read_bytes()
     rows = [json.loads(line) for line in GRPO_DATASET_PATH.read_text().splitlines()]

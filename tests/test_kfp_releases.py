@@ -1,9 +1,8 @@
-"""The guide's kfp (2.15.2) and the newest (2.17.x) both import every component, compile the six pipelines and run
-the demo pipeline under ``kfp.local``: the project uses kfp's public API only, so no release is refused.
+"""The guide's kfp (2.15.2) and the newest (2.17.x) both import every component, compile the pipelines and run the
+demo pipeline under ``kfp.local``.
 
-The newest kfp lives in ``.venv-kfp-latest`` (``scripts/setup.sh``: kfp and kfp-kubernetes layered on ``.venv``); its
-checks run in a fresh interpreter of that venv, with this checkout first on ``sys.path``. The guide's kfp is the
-suite's own: its compile is the session's ``kfp-finetune compile --all`` (``shipped_pipeline_yamls``), its demo run
+The newest kfp lives in ``.venv-kfp-latest`` (``scripts/setup.sh``); its checks run in a fresh interpreter of that
+venv. The guide's kfp is the suite's own: its compile is the session's ``kfp-finetune compile --all``, its demo run
 ``tests/test_demo.py``'s.
 """
 

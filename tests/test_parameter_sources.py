@@ -1,18 +1,10 @@
-"""The six explicit pipelines agree with each other and with the components, unless a difference is declared here.
+"""The explicit pipelines agree with each other and with the components, unless a difference is declared here.
 
-Each ``pipelines/training/<name>/pipeline.py`` writes its parameters and its component calls out by hand, so nothing
-generates them; these tests are what keeps them from drifting. Everything is read from the pipelines as KFP builds
-them (the function's signature and docstring, the pipeline spec's inputs and wiring) and from the components' own
-compiled interfaces (types, defaults, descriptions):
-
-* a run-time parameter has the type and the description of the component argument it feeds, and the same name in
-  every pipeline (one concept, one name; ``phase_NN_<step>`` says which step it feeds);
-* every plain argument of every component call receives the component's default unless :data:`DECLARED` says why
-  not, whether it is a run-time parameter (its default), a constant written in the call, or left out;
-* a minimal pipeline's parameters are a subset of its expert pipeline's, with the same types and defaults.
-
-To change a default: edit the pipeline function's signature (or the constant in its call) and, when it departs from
-the component's default, add it to :data:`DECLARED` with the reason.
+Read from the pipelines as KFP builds them and from the components' own interfaces: a run-time parameter has the type
+and description of the component argument it feeds and one name in every pipeline; every plain argument of every
+component call receives the component's default unless :data:`DECLARED` says why not; a minimal pipeline's
+parameters are a subset of its expert pipeline's. To change a default, edit the pipeline and, when it departs from
+the component's, add it to :data:`DECLARED` with the reason.
 """
 
 from __future__ import annotations
@@ -235,9 +227,8 @@ def test_every_parameter_is_documented_in_its_pipelines_docstring():
             assert parameter.annotation in (str, int, float, bool, list, dict), f"{name}: {parameter.name}"
 
 
-def test_the_declared_differences_do_differ():
+def test_the_declared_differences_do_differ(specs):
     """A declared difference that equals the component's default is stale: remove it."""
-    specs = {algorithm: spec_of(pipeline_function(algorithm)) for algorithm in DECLARED}
     for algorithm, declared in DECLARED.items():
         tasks = {step_of_task(task): task for task in specs[algorithm]["root"]["dag"]["tasks"]}
         for (step, argument), value in declared.items():

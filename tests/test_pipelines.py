@@ -36,14 +36,20 @@ def _inputs(documents: list[dict]) -> dict[str, dict]:
 
 
 def test_all_six_pipelines_compile(compiled):
+    """Every task of every pipeline gets ``{{$.workspace_path}}`` as ``pvc_path``: KFP's driver mounts the workspace
+    in a task whose inputs hold it (kubeflow/pipelines 2.16.0 driver.go:475-486), so a PVC that cannot be provisioned
+    or mounted stops the first step, not the third."""
     assert set(compiled) == {"sft", "sft-minimal", "osft", "osft-minimal", "lora", "lora-minimal", "grpo", "lora-grpo"}
     for name, documents in compiled.items():
         tasks = documents[0]["root"]["dag"]["tasks"]
-        if name in GRPO_PIPELINES:  # the reward gate decides, not an evaluation (tests/test_grpo_pipelines.py)
-            assert set(tasks) == {"dataset-download", "train-model", "model-registry"}, name
-            continue
-        # lm-eval: the base model's evaluation (before training); lm-eval-2: the fine-tuned model's
-        assert set(tasks) == {"dataset-download", "train-model", "lm-eval", "lm-eval-2", "model-registry"}
+        # lm-eval: the base model's evaluation (before training); lm-eval-2: the fine-tuned model's. GRPO: the reward
+        # gate decides, not an evaluation (tests/test_grpo_pipelines.py).
+        evaluations = set() if name in GRPO_PIPELINES else {"lm-eval", "lm-eval-2"}
+        assert set(tasks) == {"dataset-download", "train-model", "model-registry", *evaluations}, name
+        for task, definition in tasks.items():
+            pvc_path = definition["inputs"]["parameters"].get("pvc_path", {})
+            assert pvc_path.get("runtimeValue", {}).get("constant") == "{{$.workspace_path}}", (name, task)
+        assert documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["size"], name
 
 
 def test_base_model_is_evaluated_before_training_and_feeds_the_tuned_evaluation(compiled):
@@ -93,16 +99,8 @@ def test_registry_gate_parameters_exist_and_gate_nothing_by_default(compiled):
         assert {key: inputs[key]["defaultValue"] for key in defaults} == defaults, name
 
 
-def test_parameter_names_follow_the_dashboard_convention(compiled):
-    for name, documents in compiled.items():
-        for parameter in _inputs(documents):
-            match = NAME_PATTERN.match(parameter)
-            assert match, f"{name}: {parameter}"
-            assert int(match.group(1)) == STEPS[match.group(2)], f"{name}: {parameter} has the wrong phase number"
-
-
 def test_same_concept_has_the_same_name_in_every_pipeline(compiled):
-    """A parameter's tail (its concept) maps to exactly one full name across all six pipelines."""
+    """A parameter's tail (its concept) maps to exactly one full name across all pipelines."""
     full_names: dict[tuple[str, str], set[str]] = {}
     for documents in compiled.values():
         for parameter in _inputs(documents):
@@ -144,8 +142,7 @@ def test_osft_minimal_golden_parameters(compiled):
 
 
 def test_minimal_pipelines_fix_hidden_knobs_to_the_declared_defaults(compiled):
-    """Hidden parameters are constants or the component's default: OSFT's learning rate is 5e-6, SFT's 2e-5, LoRA's
-    2e-4 (the value the train task receives, read from the compiled YAML)."""
+    """Hidden parameters are constants or the component's default: OSFT's rate 5e-6, SFT's 2e-5, LoRA's 2e-4."""
     expected = {"osft-minimal": 5e-6, "sft-minimal": 2e-5, "lora-minimal": 2e-4}
     for name, learning_rate in expected.items():
         spec = compiled[name][0]
@@ -226,9 +223,15 @@ def test_expert_pipelines_expose_every_component_knob(compiled):
             assert not exposed & algorithm_specific, f"{name} exposes another algorithm's knobs"
 
 
-def test_workspace_pvc_is_a_compile_time_setting(tmp_path):
+def test_workspace_pvc_is_a_compile_time_setting(tmp_path, monkeypatch):
+    """... and no secret value of the environment reaches the compiled YAML."""
+    secrets = {"HF_TOKEN": "hf_SECRETVALUE123", "AWS_SECRET_ACCESS_KEY": "AWSSECRET987", "KFP_TOKEN": "kfpTOKEN555"}
+    for key, value in secrets.items():
+        monkeypatch.setenv(key, value)
     settings = CompileSettings(pvc_size="200Gi", pvc_storage_class="ocs-cephfs", pvc_access_modes=("ReadWriteMany",))
-    documents = pipeline_documents(compile_named("sft", tmp_path / "sft.yaml", settings))
+    text = compile_named("sft", tmp_path / "sft.yaml", settings).read_text()
+    assert not [value for value in secrets.values() if value in text]
+    documents = pipeline_documents(text)
     workspace = documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]
     assert workspace["size"] == "200Gi"
     assert workspace["kubernetes"]["pvcSpecPatch"] == {
@@ -236,45 +239,6 @@ def test_workspace_pvc_is_a_compile_time_setting(tmp_path):
         "storageClassName": "ocs-cephfs",
     }
     assert not any("pvc" in parameter for parameter in _inputs(documents))
-
-
-def test_every_task_of_every_pipeline_mounts_the_workspace(compiled):
-    """Each task gets ``{{$.workspace_path}}`` as ``pvc_path``: KFP's driver mounts the run's workspace PVC in a task
-    whose inputs hold it (kubeflow/pipelines 2.16.0 backend/src/v2/driver/driver.go:475-486), so a PVC that cannot
-    be provisioned or mounted stops the first step, not the third."""
-    for name, documents in compiled.items():
-        tasks = documents[0]["root"]["dag"]["tasks"]
-        # dataset, base evaluation, training, evaluation, registry (GRPO: no evaluations, the reward gate decides)
-        assert len(tasks) == (3 if name in GRPO_PIPELINES else 5), name
-        for task, definition in tasks.items():
-            pvc_path = definition["inputs"]["parameters"].get("pvc_path", {})
-            assert pvc_path.get("runtimeValue", {}).get("constant") == "{{$.workspace_path}}", (name, task)
-        assert documents[1]["platforms"]["kubernetes"]["pipelineConfig"]["workspace"]["size"], name
-
-
-def test_secrets_are_mounted_as_optional_env_on_the_right_steps(compiled):
-    executors = compiled["sft"][1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    mounted = {
-        executor: {(s["secretName"], s["optional"]) for s in config.get("secretAsEnv", [])}
-        for executor, config in executors.items()
-    }
-    assert mounted["exec-train-model"] == {
-        ("kubernetes-credentials", True),
-        ("hf-token", True),
-        ("s3-secret", True),
-        ("oci-pull-secret-model-download", True),
-    }
-    assert ("hf-token", True) in mounted["exec-dataset-download"]
-    assert ("s3-secret", True) in mounted["exec-model-registry"]
-
-
-def test_no_secret_value_reaches_the_compiled_yaml(tmp_path, monkeypatch):
-    secrets = {"HF_TOKEN": "hf_SECRETVALUE123", "AWS_SECRET_ACCESS_KEY": "AWSSECRET987", "KFP_TOKEN": "kfpTOKEN555"}
-    for key, value in secrets.items():
-        monkeypatch.setenv(key, value)
-    text = compile_named("osft", tmp_path / "osft.yaml", CompileSettings()).read_text()
-    for value in secrets.values():
-        assert value not in text
 
 
 def test_training_step_does_not_cache_and_data_step_does(compiled):
@@ -295,11 +259,10 @@ def test_every_tasks_container_spec_is_at_most_16_kib_and_installs_nothing(compi
             assert "pip install" not in command and "__KFP_EMBEDDED_ARCHIVE_B64" not in command, name
 
 
-def test_compile_is_reproducible(tmp_path):
+def test_compile_is_reproducible(tmp_path, default_settings_yamls):
     """Two compiles of the same code give the same YAML, byte for byte (nothing embedded: no archive time stamps)."""
-    first = compile_named("lora", tmp_path / "a.yaml", CompileSettings()).read_text()
-    second = compile_named("lora", tmp_path / "b.yaml", CompileSettings()).read_text()
-    assert first == second
+    again = compile_named("lora", tmp_path / "lora.yaml", CompileSettings()).read_text()
+    assert again == default_settings_yamls["lora"].read_text()
 
 
 def test_compile_settings_validate_and_read_the_environment():
@@ -327,12 +290,8 @@ def test_custom_pipeline_importing_components_compiles(tmp_path):
 
 
 def test_kfp_resource_setters_still_read_the_whole_stack(monkeypatch):
-    """Why ``build_pipeline`` executes a pipeline module in a thread of its own (``pipelines/compile.py``).
-
-    kfp's ``PipelineTask._ensure_container_spec_exists`` (kfp 2.15-2.17) calls ``inspect.stack()`` only to name the
-    calling setter in an error message; under ``python -m`` or pytest every frozen frame on the stack costs a scan of
-    ``sys.modules``. Once kfp stops calling it, this test fails: the thread can go (no upstream issue is filed yet).
-    """
+    """Why ``build_pipeline`` runs a module in a thread of its own (``pipelines/compile.py``): kfp 2.15-2.17's
+    ``_ensure_container_spec_exists`` calls ``inspect.stack()``. Fails once kfp stops: then drop the thread."""
     import inspect
 
     from kfp import dsl

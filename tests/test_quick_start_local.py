@@ -1,9 +1,8 @@
 """The guide's Quick Start pipeline (OSFT-minimal), unmodified, runs under ``kfp.local`` on a machine without a cluster.
 
-``training_launcher`` keeps its default (``auto``); with no cluster the training step picks the local launcher and
-says so in one line. The guide's subset parameter keeps the given number of rows. Under the guide's kfp 2.15.2 the
-pipeline goes through :func:`~pipelines.local_pipeline.local_pipeline` (kfp.local 2.15 fails on an unconnected
-optional input artifact; fixed in 2.17, see ``tests/test_local_pipeline.py``); the pipeline itself is unmodified.
+``training_launcher`` keeps its default (``auto``): with no cluster the training step picks the local launcher and says
+so in one line. Under kfp 2.15.2 the pipeline goes through :func:`~pipelines.local_pipeline.local_pipeline`
+(``tests/test_local_pipeline.py``); the pipeline itself is unmodified.
 """
 
 from __future__ import annotations

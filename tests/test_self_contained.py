@@ -1,9 +1,7 @@
 """A clone of this repository alone is the whole project: nothing reads outside it, no doc shows a machine path.
 
-Every tracked or new (not ignored) source, script and configuration file is scanned for a path that leaves the
-repository: a folder beside the checkout, ``Path(__file__)`` climbing above the repository root (``parents[N]`` or a
-``.parent`` chain), and absolute paths of the machines the project was developed on. ``.ci/run`` also runs the suite
-from a copy of the checkout with nothing beside it, so a read that slips past this scan still fails in CI.
+Every tracked or new source, script and configuration file is scanned for a path that leaves the repository (a folder
+beside the checkout, ``Path(__file__)`` climbing above the root, a development machine's absolute paths).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Every default lives once, in the component's signature: no layer below restates one.
 
-* The typed requests (and the contracts they feed: ``TrainingConfig``, ``run_config.json``'s types, the dataset
-  metadata) have no defaults at all, and their fields are the component's parameters, with the same types.
-* The ``run_*`` orchestrators take the request; none of their parameters is a component parameter with a default.
-* No module below the wrappers (every non-test module under ``components/`` but the ``component.py`` wrappers and
-  their ``parameter_docs.py``, and the ``pipelines/`` code that calls component logic: the CLI and ``doctor``) gives a
-  component parameter a value default: not as a function parameter, not as a dataclass field, not as
-  ``.get(name, default)``. Empty values (``""``, ``0``, ``False``, empty containers, ``None``) mean "not given" and are
-  allowed. Nor does one keep a module-level ``DEFAULT_<NAME>`` constant equal to a component parameter's default.
+The typed requests and the contracts they feed have no defaults and their fields are the component's parameters; the
+``run_*`` orchestrators take the request; no module below the wrappers (nor the CLI and ``doctor``) gives a component
+parameter a value default (function parameter, dataclass field, ``.get(name, default)``, ``DEFAULT_<NAME>``
+constant). Empty values (``""``, ``0``, ``False``, empty containers, ``None``) mean "not given" and are allowed.
 """
 
 from __future__ import annotations

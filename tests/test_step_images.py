@@ -213,7 +213,7 @@ def test_the_step_image_is_tagged_with_the_project_version():
 
 
 def test_a_pipeline_passes_its_settings_by_name():
-    """``pipeline_settings`` takes the module's constants by keyword (no ``globals()``): a misspelt name fails."""
+    """``pipeline_settings`` takes the module's constants explicitly (no ``globals()``): a misspelt keyword fails."""
     from pipelines.training.finetuning.settings import pipeline_settings
 
     with pytest.raises(ValueError, match=r"pipeline_settings\(pvc_sise=\.\.\.\): no such compile-time setting"):

@@ -1,7 +1,7 @@
 """The Argo Workflow of every pipeline, through a full run with every optional step on, fits half of Argo's limit.
 
 The model (``benchmarks/argo_workflow.py``) follows the KFP Argo backend RHOAI ships; ``benchmarks/workflow_size.py``
-cites it and prints the table the README and ``docs/architecture.md`` quote.
+prints the table the docs quote.
 """
 
 import json

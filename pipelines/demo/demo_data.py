@@ -1,22 +1,23 @@
-"""A small, generated chat dataset (arithmetic Q&A) in the chat ``messages`` format.
+"""The demo's generated data: arithmetic chat conversations, and arithmetic prompts with a verifiable answer for GRPO.
 
-The shipped file ``pipelines/demo/data/demo_chat.jsonl`` is the output of :func:`write_demo_dataset` with the default
-arguments; ``scripts/build_demo_dataset.py`` regenerates it, and a test checks that it is current.
+The shipped ``pipelines/demo/data/demo_chat.jsonl`` and ``demo_grpo.jsonl`` are :func:`write_demo_dataset`'s and
+:func:`write_grpo_dataset`'s output with the default arguments; ``scripts/build_demo_dataset.py`` regenerates them and
+a test checks that they are current. A GRPO row (``reward_answer``) asks for ``a op b`` as a bare number and carries
+it as ``ground_truth``: the reward (``components.training.finetuning.pod.rewards.compute_score``) gives 1.0 for the
+right number and up to 0.5 of format credit for answering with a number at all.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-#: The dataset shipped with the project (the demo's default input).
+#: The datasets shipped with the project (the demo's default inputs: ``--algorithm grpo`` reads the second).
 DEMO_DATASET_PATH = Path(__file__).resolve().parent / "data" / "demo_chat.jsonl"
-DEFAULT_ROWS = 400
-DEFAULT_SEED = 7
+GRPO_DATASET_PATH = DEMO_DATASET_PATH.with_name("demo_grpo.jsonl")
 SYSTEM_PROMPT = "You are a careful calculator. Answer with the full equation."
-
 _OPERATIONS = {
     "+": (lambda a, b: a + b, "plus"),
     "-": (lambda a, b: a - b, "minus"),
@@ -24,39 +25,49 @@ _OPERATIONS = {
 }
 
 
-def _conversation(rng: random.Random) -> dict:
-    """Builds one conversation: an optional system turn, a question and the assistant's full equation."""
+def _operands(rng: random.Random) -> tuple[int, str, int]:
+    """``(left, symbol, right)`` of one seeded equation."""
     left, right = rng.randint(0, 20), rng.randint(0, 20)
-    symbol = rng.choice(sorted(_OPERATIONS))
-    compute, word = _OPERATIONS[symbol]
-    question = rng.choice([f"What is {left} {word} {right}?", f"Compute {left} {symbol} {right}."])
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}] if rng.random() < 0.5 else []
-    messages += [
-        {"role": "user", "content": question},
-        {"role": "assistant", "content": f"{left} {symbol} {right} = {compute(left, right)}"},
-    ]
-    return {"messages": messages}
+    return left, rng.choice(sorted(_OPERATIONS)), right
 
 
-def demo_conversations(rows: int = DEFAULT_ROWS, seed: int = DEFAULT_SEED) -> Iterator[dict]:
-    """Yields ``rows`` seeded arithmetic conversations.
-
-    Args:
-        rows: Number of conversations.
-        seed: Seed of the generator; the same seed gives the same rows.
-
-    Yields:
-        ``{"messages": [...]}`` rows.
-    """
+def demo_conversations(rows: int = 400, seed: int = 7) -> Iterator[dict]:
+    """Yields ``rows`` seeded ``{"messages": [...]}`` rows: an optional system turn, a question, the equation."""
     rng = random.Random(seed)
     for _ in range(rows):
-        yield _conversation(rng)
+        left, symbol, right = _operands(rng)
+        compute, word = _OPERATIONS[symbol]
+        question = rng.choice([f"What is {left} {word} {right}?", f"Compute {left} {symbol} {right}."])
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}] if rng.random() < 0.5 else []
+        messages += [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": f"{left} {symbol} {right} = {compute(left, right)}"},
+        ]
+        yield {"messages": messages}
+
+
+def grpo_rows(rows: int = 200, seed: int = 11) -> Iterator[dict]:
+    """Yields ``rows`` seeded ``{"question", "ground_truth"}`` rows."""
+    rng = random.Random(seed)
+    for _ in range(rows):
+        left, symbol, right = _operands(rng)
+        question = f"Compute {left} {symbol} {right}. Answer with the number only."
+        yield {"question": question, "ground_truth": str(_OPERATIONS[symbol][0](left, right))}
+
+
+def _write(path: Path, rows: Iterable[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, sort_keys=True) + "\n")
+    return path
 
 
 def write_demo_dataset(path: Path = DEMO_DATASET_PATH) -> Path:
     """Writes the demo conversations (the default rows and seed) as JSONL and returns the path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
-        for row in demo_conversations():
-            handle.write(json.dumps(row, sort_keys=True) + "\n")
-    return path
+    return _write(path, demo_conversations())
+
+
+def write_grpo_dataset(path: Path = GRPO_DATASET_PATH) -> Path:
+    """Writes the GRPO demo rows (the default rows and seed) as JSONL and returns the path."""
+    return _write(path, grpo_rows())

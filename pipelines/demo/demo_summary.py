@@ -1,8 +1,7 @@
 """What a local demo run produced, read back from its ``executor_output.json`` files, and the summary printed.
 
-Outputs are told apart by their KFP artifact type (``system.Metrics``, ``system.HTML``, ``system.Markdown``,
-``system.Model``) read from the pipeline spec, never by output name, so renaming a component's outputs needs no
-change here. The one place that names the pipeline's tasks is :data:`STEP_TASKS`.
+Outputs are told apart by their KFP artifact type read from the pipeline spec, never by output name; the one place
+that names the pipeline's tasks is :data:`STEP_TASKS`.
 """
 
 from __future__ import annotations

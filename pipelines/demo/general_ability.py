@@ -1,11 +1,9 @@
 """The demo's "general ability": generic sentences the tiny base model is taught before it is fine-tuned.
 
-A real base model arrives knowing many things that a fine-tune may make it forget; the benchmarks that show it
-(``arc_easy``, ``mmlu``, ...) cannot be downloaded here. The demo gives its random tiny model one such ability
-instead: :func:`teach_general_sentences` trains it to complete 40 generic sentences ("The sun rises in the" →
-" east."), in the chat format the pipeline evaluates with. The lm-eval task ``general_sentences``, shipped with the
-demo in :data:`GENERAL_TASK_DIR`, asks for the true ending out of four; the pipeline evaluates it on the base model
-(before training) and on the fine-tuned one, so the demo shows whether the fine-tune on arithmetic forgot it.
+A real base model knows things a fine-tune may make it forget, shown by benchmarks (``arc_easy``, ...) that cannot be
+downloaded here. :func:`teach_general_sentences` teaches the tiny model to complete 40 generic sentences ("The sun
+rises in the" -> " east."); the lm-eval task ``general_sentences`` (:data:`GENERAL_TASK_DIR`) asks for the true ending
+out of four, on the base and the fine-tuned model, so the demo shows whether the fine-tune forgot it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Whether the demo runs online: only when its dataset is a Hub id, the Hub answers and offline mode was not asked for.
 
-Everything else the demo uses is built or shipped locally, so it runs offline (``HF_HUB_OFFLINE=1`` and friends,
-:data:`OFFLINE_ENVIRONMENT`): the same run on any machine. A Hub dataset (the guide's Quick Start,
-``kfp-finetune demo --dataset-uri LipengCS/Table-GPT:All``) is downloaded when the Hub (``HF_ENDPOINT``, default
-huggingface.co) answers; ``--offline`` or ``HF_HUB_OFFLINE=1`` keeps it offline (the Hub cache must hold it).
+Everything else the demo uses is built or shipped locally, so it otherwise runs offline (:data:`OFFLINE_ENVIRONMENT`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Paths the demo hands to ``kfp.local``'s steps, kept clear of a ``kfp.local`` bug that rewrites ``python3``.
 
-``kfp.local``'s ``SubprocessRunner`` replaces the string ``python3`` in every element of a step's command with this
-interpreter's path, the step's executor input (its arguments) included (``replace_python_executable`` in
-``kfp/local/subprocess_task_handler.py``, kfp 2.15.2 and 2.17.3; fix proposed upstream in kubeflow/pipelines#14459,
-``tests/test_wheel.py`` fails once the pinned kfp has it). Installed from the wheel, the demo's data lies under
-``lib/python3.11/site-packages/``, and the step would read ``lib//.../bin/python.11/site-packages/...``. So the demo
-hands the steps a copy of its data under the output directory, and refuses, in one line, any other path that would
-be mangled.
+``kfp.local``'s ``SubprocessRunner`` replaces ``python3`` in every element of a step's command, its arguments
+included, with this interpreter's path (``replace_python_executable``, kfp 2.15.2 and 2.17.3; fix proposed upstream in
+kubeflow/pipelines#14459, ``tests/test_wheel.py`` fails once the pinned kfp has it). Installed from the wheel, the demo
+data lies under ``lib/python3.11/site-packages/``: the demo hands the steps a copy under the output directory, and
+refuses in one line any other path that would be mangled.
 """
 
 from __future__ import annotations

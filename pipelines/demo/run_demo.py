@@ -1,14 +1,9 @@
 """``kfp-finetune demo``: a whole fine-tuning pipeline, locally, on the tiny model and the shipped demo data.
 
-The pipeline is the expert flavor of the chosen algorithm, run by ``kfp.local`` (subprocess runner, this
-environment) with ``training_launcher="local"`` (in-process CPU training): download/validate → evaluate the base
-model → train → evaluate the fine-tuned model against the base model (the held-out split, and the demo's local
-``general_sentences`` task standing in for general ability) → register (skipped unless a registry address is given).
-The story ends with base → fine-tuned deltas and whether the model forgot what the base model could do.
-
-The terminal shows a short story (:mod:`pipelines.demo.story`); the tasks' whole output goes to
-``<output-dir>/demo.log``. The run's scratch files (``kfp.local``'s ``mktemp`` folders, the workspace) live under the
-output directory and are removed when the run ends, failed or not.
+The expert pipeline of the chosen algorithm runs under ``kfp.local`` (subprocess runner, this environment) with
+``training_launcher="local"`` (in-process CPU training). The terminal shows a short story (:mod:`.story`) ending in
+base -> fine-tuned deltas; the tasks' whole output goes to ``<output-dir>/demo.log``. The run's scratch files live
+under the output directory and are removed when the run ends, failed or not.
 """
 
 from __future__ import annotations
@@ -22,10 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipelines.demo.demo_data import DEMO_DATASET_PATH
+from pipelines.demo.demo_data import DEMO_DATASET_PATH, GRPO_DATASET_PATH
 from pipelines.demo.demo_summary import STEP_TASKS, output_types, summarize_run, summary_lines
 from pipelines.demo.general_ability import GENERAL_TASK, GENERAL_TASK_DIR, teach_general_sentences
-from pipelines.demo.grpo_data import GRPO_DATASET_PATH
 from pipelines.demo.hub_access import OFFLINE_ENVIRONMENT, hub_endpoint, offline_reason
 from pipelines.demo.local_paths import check_step_arguments, steps_data_dir
 
@@ -45,19 +39,12 @@ DEMO_ARGUMENTS = {
     # A ~100k-parameter model's activations are tiny: recomputing them would only slow the demo down.
     "training_gradient_checkpointing": False,
 }
-#: LoRA trains ~2% of the weights, a rank-``lora_r`` update per layer scaled by ``lora_alpha / lora_r``. On the demo
-#: data (same 8 epochs and learning rate 3e-3 as SFT; held-out loss of the base model 6.41), rank 8 with alpha 64
-#: (scale 8) and no dropout reaches 2.21; alpha 32 (scale 4) reaches 2.61, and a larger learning rate does worse
-#: (5e-3: 2.95, 1e-2: 3.44). A larger rank learned no better (rank 16, alpha 64: 2.43) and costs time; dropout only
-#: slows such a short run down (0.05: 3.19 at 5e-3). (Measured on the untaught base model; on the one taught the
-#: general sentences, rank 8 / alpha 64 goes from 7.25 to 1.77.)
+#: LoRA (~2% of the weights): rank 8 with alpha 64 (scale 8) and no dropout learned best on the demo data at the
+#: same epochs and learning rate as SFT (a larger rank, alpha 32, dropout or a larger learning rate did worse).
 DEMO_LORA_ARGUMENTS = {"training_lora_r": 8, "training_lora_alpha": 64, "training_lora_dropout": 0.0}
-#: GRPO on the toy arithmetic prompts (:mod:`pipelines.demo.grpo_data`): 20 iterations of 8 prompts x 4 completions
-#: of at most 8 tokens, sampled at temperature 1. The tiny model cannot learn the arithmetic, so what rises is the
-#: reward's format credit: answering with a number (0.5 at most). Measured on 2 cores, the demo's base model, seed 42:
-#: learning rate 2e-3 takes the mean reward from 0.07 to 0.50 over the first 7 iterations and the gate passes (last 5
-#: 0.500 vs first 5 0.237, p=0.009); at 1e-2 it saturates within 4 iterations, the first window's spread is then as
-#: large as the gain (p=0.065) and the gate, rightly, cannot call it. LoRA-GRPO (rank 8, alpha 64): 3e-3 (p=0.009).
+#: GRPO on the toy arithmetic prompts: 20 iterations of 8 prompts x 4 completions of at most 8 tokens. The tiny model
+#: cannot learn the arithmetic, so what rises is the reward's format credit (0.5 at most); at 2e-3 the gate passes
+#: (p~0.01 on 2 cores, seed 42), at 1e-2 the reward saturates so fast that the gate cannot call it. LoRA-GRPO: 3e-3.
 DEMO_GRPO_ARGUMENTS = {
     "training_grpo_iterations": 20,
     "training_grpo_group_size": 4,
@@ -72,18 +59,11 @@ DEMO_GRPO_ARGUMENTS = {
 DEMO_LORA_GRPO_LEARNING_RATE = 3e-3
 #: The reinforcement-learning algorithms: a prompt dataset, no lm-eval step, the reward gate decides.
 GRPO_DEMOS = ("grpo", "lora_grpo")
-#: Every held-out conversation is evaluated (``max_samples=-1``), so lm-eval's count equals the split's ``eval_rows``;
-#: the benchmark is the demo's local ``general_sentences`` task (a directory in ``task_names``), which the base model
-#: was taught (:mod:`pipelines.demo.general_ability`).
-DEMO_EVAL_ARGUMENTS = {
-    "task_names": [str(GENERAL_TASK_DIR)],
-    "max_samples": -1,
-    "max_new_tokens": 16,
-    "batch_size": "8",
-}
-#: The tiny base model's initial weight scale. With the default 0.02, the frozen (tied) embedding caps every logit
-#: near +-1.3, so an algorithm that cannot retrain the embedding (LoRA) cannot make a confident prediction however it
-#: adapts the layers; 0.1 leaves room for that, as a pretrained model's embedding does.
+#: Every held-out conversation is evaluated (``max_samples=-1``), and the benchmark is the local
+#: ``general_sentences`` task the base model was taught (:mod:`.general_ability`).
+DEMO_EVAL_ARGUMENTS = {"max_samples": -1, "max_new_tokens": 16, "batch_size": "8"}
+#: The tiny base model's initial weight scale: with the default 0.02 the frozen (tied) embedding caps every logit
+#: near +-1.3, and LoRA, which cannot retrain it, could make no confident prediction.
 DEMO_BASE_MODEL = {"initializer_range": 0.1}
 #: Variables set while the demo runs (restored afterwards): offline hubs, one torch thread, a CPU evaluation.
 DEMO_ENVIRONMENT = {
@@ -94,6 +74,13 @@ DEMO_ENVIRONMENT = {
     # from 2.17 hands the task's env, KFP_FINETUNE_REQUESTED_GPUS included, to the step).
     "KFP_FINETUNE_EVAL_GPUS": "0",
 }
+
+
+def build_demo_base_model(path: Path) -> float:
+    """Builds the demo's tiny base model in ``path`` and teaches it the general sentences; returns the last loss."""
+    from pipelines.demo.tiny_model import build_tiny_model
+
+    return teach_general_sentences(build_tiny_model(path, **DEMO_BASE_MODEL))
 
 
 class DemoFailed(RuntimeError):
@@ -148,28 +135,19 @@ def demo_arguments(
 
 @contextlib.contextmanager
 def demo_environment(scratch: Path, offline: bool = True) -> Iterator[None]:
-    """Sets :data:`DEMO_ENVIRONMENT` and a private temporary directory; restores both and removes it afterwards.
-
-    ``offline`` adds :data:`~.hub_access.OFFLINE_ENVIRONMENT` (``HF_HUB_OFFLINE=1``, ...).
+    """Sets :data:`DEMO_ENVIRONMENT` (and ``offline``: ``HF_HUB_OFFLINE=1``, ...) and ``TMPDIR=scratch`` meanwhile.
 
     ``kfp.local`` tasks unpack their code with ``mktemp -d`` and Python's ``tempfile``: with ``TMPDIR`` pointing at
-    ``scratch`` nothing of the run stays behind in the system temporary directory.
+    ``scratch`` nothing of the run stays behind in the system temporary directory. ``scratch`` is removed afterwards.
     """
+    from unittest import mock
+
     scratch.mkdir(parents=True, exist_ok=True)
     changes = {**DEMO_ENVIRONMENT, **(OFFLINE_ENVIRONMENT if offline else {}), "TMPDIR": str(scratch)}
-    saved = {name: os.environ.get(name) for name in changes}
-    saved_tempdir = tempfile.tempdir
-    os.environ.update(changes)
-    tempfile.tempdir = None
     try:
-        yield
+        with mock.patch.dict(os.environ, changes), mock.patch.object(tempfile, "tempdir", None):
+            yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        tempfile.tempdir = saved_tempdir
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -246,7 +224,6 @@ def _run_pipeline(
     from kfp import local
 
     from pipelines.compile import pipeline_function
-    from pipelines.demo.tiny_model import build_tiny_model
     from pipelines.local_pipeline import local_pipeline
 
     pipeline = pipeline_function(algorithm.replace("_", "-"))
@@ -255,8 +232,8 @@ def _run_pipeline(
     started_at = time.time()
     with console.capture(task_count=len(types)):
         started = time.perf_counter()
-        base_model = build_tiny_model(output_dir / "base-model", **DEMO_BASE_MODEL)
-        loss = teach_general_sentences(base_model)
+        base_model = output_dir / "base-model"
+        loss = build_demo_base_model(base_model)
         console.say(
             f"  tiny base model built and taught the {GENERAL_TASK} task (its 'general ability', loss {loss:.2f}) "
             f"in {time.perf_counter() - started:.1f}s: {base_model}"

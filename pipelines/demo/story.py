@@ -1,15 +1,10 @@
 """What ``kfp-finetune demo`` shows: a short story on the terminal, everything else in a log file.
 
-``kfp.local`` runs each task as a subprocess and prints its whole output (the executor input JSON, library chatter,
-every training step) through the parent's ``sys.stdout``. :class:`DemoConsole` swaps ``sys.stdout`` and
-``sys.stderr`` for a line sink while the pipeline runs: every line goes to the log file (and to the terminal with
-``--verbose``); the story keeps one line per task start and end with its duration, a throttled training progress line
-and, for a failed task, the task's own one-line error taken from its output (the last exception of its traceback).
-
-The task boundaries come from the two lines ``kfp.local`` logs around each task (through the same ``sys.stdout``):
-``Executing task 'NAME'`` and ``Task 'NAME' finished with status SUCCESS|FAILURE`` (:data:`TASK_STARTED`,
-:data:`TASK_FINISHED`); a task that fails with ``raise_on_error`` logs no end line, so the task still open when the
-run raises is the failed one. Nothing of ``kfp.local`` is replaced or wrapped.
+``kfp.local`` prints each task's whole output through the parent's ``sys.stdout``. :class:`DemoConsole` swaps
+``sys.stdout``/``sys.stderr`` for a line sink while the pipeline runs: every line goes to the log (and to the terminal
+with ``--verbose``); the story keeps a line per task start and end, a throttled training progress line and a failed
+task's one-line error. Task boundaries are the lines ``kfp.local`` logs around each task (:data:`TASK_STARTED`,
+:data:`TASK_FINISHED`); with ``raise_on_error`` a failed task logs no end line, so the open task is the failed one.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What a fine-tuning pipeline asks of its user, read from the pipeline itself: its run-time parameters and wiring.
 
-The parameters (name, type, default, description) are the ``@dsl.pipeline`` function's signature and Google
-docstring, read with :func:`inspect.signature` and ``docstring_parser`` (as KFP itself reads them); which component
-argument each one feeds is read from the built pipeline's spec (``componentInputParameter`` of each task input). The
-README generator, ``kfp-finetune doctor``, the demo and the consistency tests use these instead of any table.
+The parameters are the ``@dsl.pipeline`` function's signature and Google docstring (read as KFP reads them); which
+component argument each one feeds is read from the built pipeline's spec. The README generator, ``doctor``, the demo
+and the consistency tests use these instead of any table.
 """
 
 from __future__ import annotations
@@ -26,14 +25,7 @@ def step_of_task(task: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class PipelineParameter:
-    """One run-time parameter of a pipeline, as its function declares it.
-
-    Attributes:
-        name: The dashboard name (``phase_02_train_man_train_epochs``).
-        annotation: Its type (``str``, ``int``, ``float``, ``bool``, ``list`` or ``dict``).
-        default: Its default, or :data:`REQUIRED`.
-        description: Its docstring description, whitespace collapsed.
-    """
+    """One run-time parameter of a pipeline: dashboard name, type, default (or :data:`REQUIRED`), description."""
 
     name: str
     annotation: type

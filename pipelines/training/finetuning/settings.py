@@ -1,10 +1,9 @@
 """Compile-time settings of the fine-tuning pipelines.
 
 They shape the compiled YAML itself (the workspace PVC, secret names, the steps' image and resources) and so cannot
-be run-time parameters. Each is a constant at the top of a ``pipelines/training/<name>/pipeline.py`` (``PVC_SIZE``,
-``IMAGE``, ...; the defaults below where a module declares none), overridable by an environment variable
-(``KFP_FINETUNE_<NAME>``) and by the matching ``kfp-finetune compile`` flag: the module passes its constants to
-:func:`pipeline_settings` by name (``pipeline_settings(pvc_size=PVC_SIZE, ...)``).
+be run-time parameters. A ``pipeline.py`` passes its constants (``PVC_SIZE``, ``IMAGE``, ...) to
+:func:`pipeline_settings`; ``KFP_FINETUNE_<NAME>`` environment variables and ``kfp-finetune compile`` flags override
+them.
 """
 
 from __future__ import annotations
@@ -19,17 +18,16 @@ from collections.abc import Iterator, Mapping
 from components._common.images import STEP_IMAGE, STEP_IMAGE_CUDA
 from components._common.workspace import PVC_ACCESS_MODES, PVC_SIZE, PVC_STORAGE_CLASS
 
-#: What KFP accepts for a task's CPU (cores, fractions or millicores) and memory (an integer with an optional suffix).
-_CPU = re.compile(r"^([0-9]*\.)?[0-9]+m?$")
-_MEMORY = re.compile(r"^[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$")
+#: What KFP accepts for a task's CPU (cores, fractions or millicores) and memory (an integer with an optional suffix),
+#: with an example for the error message.
+_QUANTITIES = {
+    "cpu": (re.compile(r"^([0-9]*\.)?[0-9]+m?$"), "'500m' or '2'"),
+    "memory": (re.compile(r"^[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$"), "'512Mi' or '16Gi'"),
+}
 _ACCESS_MODES = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
-
+_SECRETS = ("kubernetes_credentials_secret", "s3_secret", "hf_token_secret", "oci_pull_secret")
 #: The steps with their own resources, in pipeline order.
 STEPS = ("dataset", "launcher", "eval", "registry")
-#: The image of every step and of the evaluations ("" = the project's published images of this version: see
-#: :meth:`CompileSettings.image_of`). A pipeline.py overrides them with constants of the same names.
-IMAGE = ""
-EVAL_IMAGE = ""
 _RESOURCE_KINDS = ("cpu_request", "cpu_limit", "memory_request", "memory_limit")
 
 
@@ -50,14 +48,11 @@ class CompileSettings:
             ``OCI_PULL_SECRET_MODEL_DOWNLOAD`` (the guide's) or ``.dockerconfigjson`` (a docker-registry secret).
         eval_gpus: Accelerators requested by the evaluation step (0 = CPU only: no request, no node selector).
         eval_gpu_resource: Extended resource name of the evaluation step's accelerator.
-        eval_node_selector: ``key=value`` node selector of the evaluation step when it requests accelerators
-            ("" = none).
-        image: Image of every step (an image built from the project's ``Containerfile``: an ImageStream of the
-            cluster, a mirror); "" = the project's published step image of this version
-            (``components/_common/images.py``: ``STEP_IMAGE``).
-        eval_image: Image of the evaluation step (a ``Containerfile`` build with CUDA torch when it requests GPUs);
-            "" = ``image`` when that is set, else the published ``STEP_IMAGE_CUDA`` when ``eval_gpus`` > 0 and
-            ``STEP_IMAGE`` when the evaluation runs on CPU.
+        eval_node_selector: ``key=value`` node selector of the evaluation step when it requests accelerators.
+        image: Image of every step (a build of the project's ``Containerfile``); "" = the published ``STEP_IMAGE``
+            of this version (``components/_common/images.py``).
+        eval_image: Image of the evaluation step; "" = ``image`` when set, else the published ``STEP_IMAGE_CUDA``
+            when ``eval_gpus`` > 0 and ``STEP_IMAGE`` when the evaluation runs on CPU.
         <step>_cpu_request, <step>_cpu_limit, <step>_memory_request, <step>_memory_limit: Kubernetes quantities
             of each step's container (``step`` one of :data:`STEPS`); limits must not be below requests.
     """
@@ -66,7 +61,6 @@ class CompileSettings:
     pvc_storage_class: str = PVC_STORAGE_CLASS
     pvc_access_modes: tuple[str, ...] = PVC_ACCESS_MODES
     pipeline_name: str = ""
-    # Secret names (RHOAI conventions); the pipeline mounts them as optional env vars.
     kubernetes_credentials_secret: str = "kubernetes-credentials"
     s3_secret: str = "s3-secret"
     hf_token_secret: str = "hf-token"
@@ -75,12 +69,11 @@ class CompileSettings:
     eval_gpus: int = 1
     eval_gpu_resource: str = "nvidia.com/gpu"
     eval_node_selector: str = "nvidia.com/gpu.present=true"
-    image: str = IMAGE
-    eval_image: str = EVAL_IMAGE
-    # Each step's resources, from what it does: the dataset step holds a tokenizer and a dataset in memory; the
-    # launcher only talks to the Kubernetes API and draws a chart; the evaluation step loads the model (a 1.5B model
-    # is ~3 GB in bf16, more while loading) next to lm-eval; the registry step makes a few API calls (and may copy
-    # small files to S3).
+    image: str = ""
+    eval_image: str = ""
+    # From what each step does: the dataset step holds a tokenizer and a dataset in memory; the launcher talks to the
+    # Kubernetes API and draws a chart; the evaluation loads the model (a 1.5B model is ~3 GB in bf16, more while
+    # loading) next to lm-eval; the registry step makes a few API calls (and may copy small files to S3).
     dataset_cpu_request: str = "1"
     dataset_cpu_limit: str = "4"
     dataset_memory_request: str = "4Gi"
@@ -102,13 +95,12 @@ class CompileSettings:
         """Validates the settings, naming the offending setting and value."""
         if not _is_size(self.pvc_size):
             raise ValueError(f"pvc_size must be a Kubernetes quantity such as '50Gi', got {self.pvc_size!r}")
-        unknown = [mode for mode in self.pvc_access_modes if mode not in _ACCESS_MODES]
-        if not self.pvc_access_modes or unknown:
+        if not self.pvc_access_modes or set(self.pvc_access_modes) - _ACCESS_MODES:
             raise ValueError(
                 f"pvc_access_modes must be a non-empty subset of {sorted(_ACCESS_MODES)}, "
                 f"got {list(self.pvc_access_modes)}"
             )
-        for field in ("kubernetes_credentials_secret", "s3_secret", "hf_token_secret", "oci_pull_secret"):
+        for field in _SECRETS:
             if not getattr(self, field):
                 raise ValueError(f"{field} must name a Kubernetes secret, got an empty string")
         if isinstance(self.eval_gpus, bool) or not isinstance(self.eval_gpus, int) or self.eval_gpus < 0:
@@ -124,28 +116,23 @@ class CompileSettings:
             value = getattr(self, field)
             if not isinstance(value, str) or value != value.strip() or any(c.isspace() for c in value):
                 raise ValueError(f"{field} must be a container image reference without spaces (or ''), got {value!r}")
-        self._check_resources()
+        for step in STEPS:
+            self._check_resources(step)
 
-    def _check_resources(self) -> None:
-        """Every step's quantities parse as Kubernetes quantities, and no limit is below its request."""
+    def _check_resources(self, step: str) -> None:
+        """``step``'s quantities are KFP's, and no limit is below its request."""
         from kubernetes.utils import parse_quantity
 
-        for step in STEPS:
-            parsed = {}
-            for kind in _RESOURCE_KINDS:
-                field = f"{step}_{kind}"
+        for resource, (pattern, example) in _QUANTITIES.items():
+            request, limit = (f"{step}_{resource}_{kind}" for kind in ("request", "limit"))
+            for field in (request, limit):
                 value = getattr(self, field)
-                pattern = _CPU if kind.startswith("cpu") else _MEMORY
                 if not isinstance(value, str) or not pattern.match(value):
-                    example = "'500m' or '2'" if kind.startswith("cpu") else "'512Mi' or '16Gi'"
                     raise ValueError(f"{field} must be a Kubernetes quantity such as {example}, got {value!r}")
-                parsed[kind] = parse_quantity(value)
-            for resource in ("cpu", "memory"):
-                if parsed[f"{resource}_limit"] < parsed[f"{resource}_request"]:
-                    raise ValueError(
-                        f"{step}_{resource}_limit ({getattr(self, f'{step}_{resource}_limit')}) must not be below "
-                        f"{step}_{resource}_request ({getattr(self, f'{step}_{resource}_request')})"
-                    )
+            if parse_quantity(getattr(self, limit)) < parse_quantity(getattr(self, request)):
+                raise ValueError(
+                    f"{limit} ({getattr(self, limit)}) must not be below {request} ({getattr(self, request)})"
+                )
 
     def image_of(self, step: str) -> str:
         """The image ``step`` (one of :data:`STEPS`) runs on; see :attr:`image` and :attr:`eval_image`.
@@ -157,11 +144,7 @@ class CompileSettings:
             raise ValueError(f"unknown step {step!r}: one of {list(STEPS)}")
         if step != "eval":
             return self.image or STEP_IMAGE
-        if self.eval_image:
-            return self.eval_image
-        if self.image:
-            return self.image
-        return STEP_IMAGE_CUDA if self.eval_gpus else STEP_IMAGE
+        return self.eval_image or self.image or (STEP_IMAGE_CUDA if self.eval_gpus else STEP_IMAGE)
 
     def resources_of(self, step: str) -> dict[str, str]:
         """``{"cpu_request": ..., "cpu_limit": ..., "memory_request": ..., "memory_limit": ...}`` of ``step``."""
@@ -169,19 +152,15 @@ class CompileSettings:
 
     @classmethod
     def from_env(
-        cls, environ: dict[str, str] | None = None, base: dict[str, object] | None = None, **overrides: object
+        cls, environ: Mapping[str, str] | None = None, base: dict[str, object] | None = None, **overrides: object
     ) -> CompileSettings:
         """``base`` (a ``pipeline.py``'s constants), then ``KFP_FINETUNE_<FIELD>`` variables, then ``overrides``.
 
         Args:
             environ: The environment to read (default ``os.environ``).
             base: Field values that replace the built-in defaults (a ``pipeline.py``'s constants).
-            **overrides: Field values that win over the environment (``None`` values are ignored).
-
-        Access modes given as a string (a variable, a flag) are comma-separated.
-
-        Returns:
-            The validated settings.
+            **overrides: Field values that win over the environment (``None`` values are ignored). Access modes
+                given as a string (a variable, a flag) are comma-separated.
 
         Raises:
             ValueError: A value breaks a rule; the message names the setting (and the variable it came from).
@@ -191,18 +170,16 @@ class CompileSettings:
         for field in dataclasses.fields(cls):
             variable = f"KFP_FINETUNE_{field.name.upper()}"
             raw = environ.get(variable)
-            if raw is None:
-                continue
-            if field.type == "int":
+            if raw is not None and field.type == "int":
                 try:
                     values[field.name] = int(raw)
                 except ValueError:
                     raise ValueError(f"{variable}={raw!r}: {field.name} must be an integer") from None
-            else:
+            elif raw is not None:
                 values[field.name] = raw
         values.update({key: value for key, value in overrides.items() if value is not None})
         modes = values.get("pvc_access_modes")
-        if isinstance(modes, str):  # comma-separated, as a variable or a flag gives them
+        if isinstance(modes, str):
             values["pvc_access_modes"] = tuple(mode.strip() for mode in modes.split(",") if mode.strip())
         elif modes is not None:
             values["pvc_access_modes"] = tuple(modes)
@@ -237,13 +214,25 @@ def compile_overrides(settings: CompileSettings | Mapping[str, object] | None) -
         _OVERRIDES.reset(token)
 
 
-def pipeline_settings(**constants: object) -> CompileSettings:
+def pipeline_settings(
+    pvc_size: str | None = None,
+    pvc_storage_class: str | None = None,
+    pvc_access_modes: list[str] | None = None,
+    pipeline_name: str | None = None,
+    image: str | None = None,
+    eval_image: str | None = None,
+    **constants: object,
+) -> CompileSettings:
     """The settings a ``pipeline.py`` compiles with: its constants, then ``KFP_FINETUNE_*``, then compile flags.
 
     Args:
-        **constants: The module's compile-time constants, each under its :class:`CompileSettings` field's name
-            (``pvc_size=PVC_SIZE``, ``pipeline_name=PIPELINE_NAME``, ``eval_image=EVAL_IMAGE``, ...); they replace
-            the built-in defaults.
+        pvc_size: The module's ``PVC_SIZE``.
+        pvc_storage_class: ``PVC_STORAGE_CLASS``.
+        pvc_access_modes: ``PVC_ACCESS_MODES``.
+        pipeline_name: ``PIPELINE_NAME``.
+        image: ``IMAGE``.
+        eval_image: ``EVAL_IMAGE``.
+        **constants: Any other :class:`CompileSettings` field (``eval_cpu_limit="8"``, ...).
 
     Returns:
         The validated settings; ``pipeline_name`` is the module's ``PIPELINE_NAME`` unless something overrides it.
@@ -252,15 +241,15 @@ def pipeline_settings(**constants: object) -> CompileSettings:
         ValueError: A value breaks a rule, or a name is no setting; the message names the setting (and the variable
             it came from).
     """
+    named = dict(pvc_size=pvc_size, pvc_storage_class=pvc_storage_class, pvc_access_modes=pvc_access_modes)
+    named.update(pipeline_name=pipeline_name, image=image, eval_image=eval_image)
+    constants.update({name: value for name, value in named.items() if value is not None})
     fields = {field.name for field in dataclasses.fields(CompileSettings)}
     unknown = sorted(set(constants) - fields)
     if unknown:
         raise ValueError(f"pipeline_settings({unknown[0]}=...): no such compile-time setting; one of {sorted(fields)}")
     active = _OVERRIDES.get()
-    if isinstance(active, CompileSettings):
-        settings = active
-    else:
-        settings = CompileSettings.from_env(base=constants, **active)
+    settings = active if isinstance(active, CompileSettings) else CompileSettings.from_env(base=constants, **active)
     if not settings.pipeline_name:
         settings = dataclasses.replace(settings, pipeline_name=str(constants.get("pipeline_name", "")))
     return settings

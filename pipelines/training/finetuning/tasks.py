@@ -1,9 +1,9 @@
-"""Cross-cutting set-up of the fine-tuning pipelines' tasks, called from each ``pipelines/training/<name>/pipeline.py``.
+"""What every fine-tuning pipeline's tasks share, called from each ``pipelines/training/<name>/pipeline.py``.
 
-A pipeline module wires its four components explicitly; what is the same for every pipeline and comes from the
-compile-time settings (:class:`~pipelines.training.finetuning.settings.CompileSettings`) lives here, once: the
-components built for their step images, the workspace PVC, and per step (``set_up_*``) caching, the RHOAI secrets
-mounted as optional env vars (values never reach the YAML), resources and the evaluation's GPU.
+A pipeline module wires its components explicitly; what comes from the compile-time settings
+(:class:`~pipelines.training.finetuning.settings.CompileSettings`) lives here once: the components built for their
+step images, the workspace PVC, and per step (``set_up_*``) its display name, caching, the RHOAI secrets mounted as
+optional env vars (values never reach the YAML), resources and the evaluation's GPU.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import inspect
 import re
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from components.evaluation.lm_eval.devices import REQUESTED_GPUS_ENV
@@ -25,20 +26,16 @@ _S3_KEYS = {
 }
 _HF_KEYS = {"HF_TOKEN": "HF_TOKEN"}
 _KUBERNETES_KEYS = {key: key for key in ("KUBERNETES_SERVER_URL", "KUBERNETES_AUTH_TOKEN")}
-#: The OCI pull secret: the guide's key, and ``.dockerconfigjson`` of a kubernetes.io/dockerconfigjson pull secret
-#: (``oc create secret docker-registry``), each optional; train_model reads the first that is set.
+#: The OCI pull and push secrets: the guide's key, or ``.dockerconfigjson`` of a docker-registry secret (each
+#: optional; the step reads the first that is set).
 _OCI_PULL_SECRET_KEYS = {
     "OCI_PULL_SECRET_MODEL_DOWNLOAD": "OCI_PULL_SECRET_MODEL_DOWNLOAD",
     ".dockerconfigjson": "OCI_PULL_SECRET_DOCKERCONFIGJSON",
 }
-
-#: The modelcar push secret of ``model_registry`` (a Docker config.json), read the same two ways.
 _OCI_PUSH_SECRET_KEYS = {
     "OCI_PUSH_SECRET_MODEL_UPLOAD": "OCI_PUSH_SECRET_MODEL_UPLOAD",
     ".dockerconfigjson": "OCI_PUSH_SECRET_DOCKERCONFIGJSON",
 }
-
-
 #: The component each pipeline phase feeds (``phase_02_...`` -> ``train_model``), as ``(module, name)``.
 _PHASE_COMPONENTS = {
     "01": ("components.data_processing.dataset_download", "dataset_download"),
@@ -46,15 +43,27 @@ _PHASE_COMPONENTS = {
     "03": ("components.evaluation.lm_eval", "lm_eval"),
     "04": ("components.deployment.kubeflow_model_registry", "model_registry"),
 }
+#: Run-time parameters that feed no single component argument of the same meaning: their descriptions.
+PIPELINE_DESCRIPTIONS = {
+    "phase_03_eval_opt_evaluate_base_model": (
+        "Evaluate the base model too, on the same tasks with the same settings, before training (it holds the "
+        "evaluation's GPU while it runs, so training waits for it: one GPU step at a time, as the guide's hardware "
+        "table sizes the cluster; cached on re-runs). The fine-tuned evaluation then reports base, fine-tuned and "
+        "delta per task and metric, whether each change is beyond noise, and feeds the registry's improvement and "
+        "regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the evaluation pod lacks, or a "
+        "base model without chat template while `phase_03_eval_opt_chat_template` is on is skipped (no deltas). "
+        "`False`: the task only writes a skipped result (its pod still starts, briefly)."
+    ),
+}
 
 
 def described(function: Callable) -> Callable:
     """``function`` (a pipeline, before ``@dsl.pipeline``) with each run-time parameter described in its ``Args``.
 
     A description written in the docstring's ``Args`` stays (the guide's "Document it in the docstring"); every other
-    parameter gets the description of the component argument it feeds, from the component (its ``parameter_docs.py``),
-    so that no pipeline restates one. That argument is the keyword the parameter is passed to in the function's body,
-    in its phase's component (``training_num_epochs=phase_02_train_man_train_epochs``: ``train_model``'s).
+    parameter gets :data:`PIPELINE_DESCRIPTIONS`' or else that of the component argument it feeds (the keyword it is
+    passed to in the function's body, in its phase's component: ``training_num_epochs=phase_02_train_man_train_epochs``
+    is ``train_model``'s), so that no pipeline restates one.
     """
     import importlib
 
@@ -66,7 +75,7 @@ def described(function: Callable) -> Callable:
         phase: getattr(importlib.import_module(module), name).component_spec.inputs
         for phase, (module, name) in _PHASE_COMPONENTS.items()
     }
-    fed: dict[str, str] = {}
+    fed: dict[str, str] = dict(PIPELINE_DESCRIPTIONS)
     for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))):
         if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.arg:
             phase = re.match(r"phase_(\d\d)_", node.value.id)
@@ -82,11 +91,7 @@ def described(function: Callable) -> Callable:
 
 
 def step_components(settings: CompileSettings) -> tuple[Any, Any, Any, Any]:
-    """``(dataset_download, train_model, lm_eval, model_registry)``, each built for its step's image.
-
-    Every step runs on the project's step image (``settings.image``); the evaluation on its CUDA build when it
-    requests GPUs (``settings.image_of``). Nothing is embedded in the YAML or installed when a pod starts.
-    """
+    """``(dataset_download, train_model, lm_eval, model_registry)``, each built for its step's image."""
     from components.data_processing.dataset_download import dataset_download
     from components.deployment.kubeflow_model_registry import model_registry
     from components.evaluation.lm_eval import lm_eval
@@ -112,35 +117,59 @@ def pipeline_config(settings: CompileSettings) -> Any:
 
 def set_up_dataset(task: Any, settings: CompileSettings) -> None:
     """The dataset step: cached (same input, same output), ``hf-token`` and ``s3-secret`` mounted, its resources."""
+    task.set_display_name("Download and validate dataset")
     task.set_caching_options(True)
     _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _S3_KEYS)])
     _set_resources(task, settings, "dataset")
 
 
-def set_up_training(task: Any, settings: CompileSettings) -> None:
+def set_up_training(task: Any, settings: CompileSettings, display_name: str) -> None:
     """The ``train_model`` task (the launcher): never cached, every secret it may need mounted, its resources."""
+    task.set_display_name(display_name)
     task.set_caching_options(False)
-    _mount(
-        task,
-        [
-            (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS),
-            (settings.hf_token_secret, _HF_KEYS),
-            (settings.s3_secret, _S3_KEYS),
-            (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS),
-        ],
-    )
+    secrets = [(settings.kubernetes_credentials_secret, _KUBERNETES_KEYS), (settings.hf_token_secret, _HF_KEYS)]
+    _mount(task, [*secrets, (settings.s3_secret, _S3_KEYS), (settings.oci_pull_secret, _OCI_PULL_SECRET_KEYS)])
     _set_resources(task, settings, "launcher")
 
 
-def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
-    """The evaluation step: never cached, ``hf-token`` mounted, its resources, and its GPU on GPU nodes.
+def evaluate_base_and_tuned(
+    lm_eval: Any,
+    settings: CompileSettings,
+    training_task: Any,
+    base_model: Any,
+    evaluate_base_model: Any,
+    **evaluation_settings: Any,
+) -> Any:
+    """The base model's evaluation before training, then the fine-tuned model's against it; returns the latter.
 
-    ``settings.eval_gpus`` accelerators of ``settings.eval_gpu_resource`` and the ``settings.eval_node_selector``
-    label; nothing of either when ``eval_gpus`` is 0 (a CPU-only evaluation).
+    Both get ``evaluation_settings`` (the same tasks and settings, written once in the pipeline). The base model's
+    needs only ``base_model`` and the held-out split; it is cached (free on a re-run with the same inputs), skips an
+    ``oci://``, ``s3://`` or ``pvc://`` base model rather than failing, and runs only when ``evaluate_base_model``.
+    Training waits for it (one GPU step at a time: the guide's hardware table).
+    """
+    base_eval_task = lm_eval(
+        model_source=base_model, enabled=evaluate_base_model, skip_unusable_model_source=True, **evaluation_settings
+    )
+    _set_up_evaluation(base_eval_task, settings, "Evaluate base model (lm-eval)", cached=True)
+    training_task.after(base_eval_task)
+    eval_task = lm_eval(
+        model=training_task.outputs["output_model"],
+        baseline_results=base_eval_task.outputs["results"],
+        **evaluation_settings,
+    )
+    _set_up_evaluation(eval_task, settings, "Evaluate (lm-eval)", cached=False)
+    return eval_task
+
+
+def _set_up_evaluation(task: Any, settings: CompileSettings, display_name: str, cached: bool) -> None:
+    """An evaluation step: ``hf-token`` mounted, its resources, and ``settings.eval_gpus`` GPUs on GPU nodes.
+
+    Nothing of the GPU request nor the node selector when ``eval_gpus`` is 0 (a CPU-only evaluation).
     """
     from kfp import kubernetes
 
-    task.set_caching_options(False)
+    task.set_display_name(display_name)
+    task.set_caching_options(cached)
     _mount(task, [(settings.hf_token_secret, _HF_KEYS)])
     _set_resources(task, settings, "eval")
     if settings.eval_gpus:
@@ -152,15 +181,6 @@ def set_up_evaluation(task: Any, settings: CompileSettings) -> None:
             kubernetes.add_node_selector(task, label_key=key.strip(), label_value=value.strip())
 
 
-def set_up_base_evaluation(task: Any, settings: CompileSettings) -> None:
-    """The base model's evaluation, before training: as :func:`set_up_evaluation` (secret, resources, GPU), but cached.
-
-    A re-run with the same base model, held-out split and settings then costs nothing.
-    """
-    set_up_evaluation(task, settings)
-    task.set_caching_options(True)
-
-
 def set_up_registry(task: Any, settings: CompileSettings) -> None:
     """The registry step: never cached, its resources, and its secrets mounted as optional env vars.
 
@@ -169,10 +189,20 @@ def set_up_registry(task: Any, settings: CompileSettings) -> None:
     """
     from components.deployment.kubeflow_model_registry.modelcar import PUSH_SECRET_NAME
 
+    task.set_display_name("Register model")
     task.set_caching_options(False)
     secrets = [(settings.s3_secret, _S3_KEYS), (PUSH_SECRET_NAME, _OCI_PUSH_SECRET_KEYS)]
     _mount(task, [*secrets, (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS)])
     _set_resources(task, settings, "registry")
+
+
+def compile_beside(pipeline: Any, module_file: str) -> None:
+    """Compiles ``pipeline`` to ``pipeline.yaml`` beside its module (the guide's ``python .../pipeline.py``)."""
+    from kfp import compiler
+
+    output = Path(module_file).resolve().with_name("pipeline.yaml")
+    compiler.Compiler().compile(pipeline, str(output))
+    print(f"Compiled pipeline {pipeline.name!r} to {output}")
 
 
 def _mount(task: Any, secrets: list[tuple[str, dict[str, str]]]) -> None:

@@ -1,8 +1,8 @@
 """LoRA fine-tuning: trains low-rank adapters on a frozen base model.
 
-Compile: ``PYTHONPATH=$(pwd) python pipelines/training/lora/pipeline.py`` writes ``pipeline.yaml`` beside
-this file. Edit the compile-time constants below, or the run-time parameters of
-``lora_pipeline`` (its signature), as the RHOAI guide's *Editing Existing Pipelines* describes.
+``PYTHONPATH=$(pwd) python pipelines/training/lora/pipeline.py`` compiles it to ``pipeline.yaml`` beside
+this file. Edit the constants below or ``lora_pipeline``'s signature as the RHOAI guide's *Editing Existing
+Pipelines* describes.
 """
 
 # =============================================================================
@@ -13,32 +13,18 @@ PVC_STORAGE_CLASS = "nfs-csi"
 PVC_ACCESS_MODES = ["ReadWriteMany"]
 PIPELINE_NAME = "lora-pipeline"
 
-# =============================================================================
-# Step images (COMPILE-TIME settings): every step runs on the project's image, built from the Containerfile
-# =============================================================================
-IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
-EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
+# Step images (COMPILE-TIME settings): "" = the published quay.io/kfp-finetune/kfp-finetune:<version>
+IMAGE = ""  # or your build of the Containerfile (README, "Run on a cluster")
+EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when eval_gpus is 0)
+# Every other compile-time setting (settings.py names them: eval_cpu_limit="8", ...) is a keyword of
+# pipeline_settings below; KFP_FINETUNE_<NAME> variables and `kfp-finetune compile` flags override them all.
 
-# The steps' other settings are compile-time too: pass them to pipeline_settings below (e.g. eval_cpu_limit="8",
-# dataset_memory_request="4Gi"; pipelines/training/finetuning/settings.py names every one). KFP_FINETUNE_<NAME>
-# environment variables and `kfp-finetune compile` flags override them.
-# =============================================================================
-
-from kfp import compiler, dsl  # noqa: E402
+from kfp import dsl  # noqa: E402
 
 from pipelines.training.finetuning import tasks  # noqa: E402
 from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E402
 
-#: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
-SETTINGS = pipeline_settings(
-    pvc_size=PVC_SIZE,
-    pvc_storage_class=PVC_STORAGE_CLASS,
-    pvc_access_modes=PVC_ACCESS_MODES,
-    pipeline_name=PIPELINE_NAME,
-    image=IMAGE,
-    eval_image=EVAL_IMAGE,
-)
-#: The four components, each built for the step images above.
+SETTINGS = pipeline_settings(PVC_SIZE, PVC_STORAGE_CLASS, PVC_ACCESS_MODES, PIPELINE_NAME, IMAGE, EVAL_IMAGE)
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
@@ -166,13 +152,6 @@ def lora_pipeline(
     exposed.
 
     Args:
-        phase_03_eval_opt_evaluate_base_model: Evaluate the base model too, on the same tasks with the same settings,
-            before training (it holds the evaluation's GPU while it runs, so training waits for it: one GPU step at a
-            time, as the guide's hardware table sizes the cluster; cached on re-runs). The fine-tuned evaluation then
-            reports base, fine-tuned and delta per task and metric, whether each change is beyond noise, and feeds the
-            registry's improvement and regression gates. An `oci://`, `s3://` or `pvc://` base model, a local path the
-            evaluation pod lacks, or a base model without chat template while `phase_03_eval_opt_chat_template` is on
-            is skipped (no deltas). `False`: the task only writes a skipped result (its pod still starts, briefly).
     """
     dataset_task = dataset_download(
         pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
@@ -189,7 +168,6 @@ def lora_pipeline(
         max_download_bytes=phase_01_dataset_opt_max_download_bytes,
         max_seq_len=phase_02_train_opt_max_seq_len,
     )
-    dataset_task.set_display_name("Download and validate dataset")
     tasks.set_up_dataset(dataset_task, SETTINGS)
 
     training_task = train_model(
@@ -262,11 +240,15 @@ def lora_pipeline(
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
     )
-    training_task.set_display_name("Fine-tune (LORA)")
-    tasks.set_up_training(training_task, SETTINGS)
+    tasks.set_up_training(training_task, SETTINGS, "Fine-tune (LORA)")
 
-    # The same tasks and settings for the base model and the fine-tuned model (edit them here, once).
-    evaluation_settings = dict(
+    # The base model's evaluation (training waits for it), then the fine-tuned model's: the same settings for both.
+    eval_task = tasks.evaluate_base_and_tuned(
+        lm_eval,
+        SETTINGS,
+        training_task,
+        base_model=phase_02_train_man_train_model,
+        evaluate_base_model=phase_03_eval_opt_evaluate_base_model,
         pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
         eval_dataset=dataset_task.outputs["eval_dataset"],
         task_names=phase_03_eval_man_eval_tasks,
@@ -288,26 +270,6 @@ def lora_pipeline(
         hardware_profile=phase_03_eval_opt_hardware_profile,
         evalhub_url=phase_03_eval_opt_evalhub_url,
     )
-    # The base model, before training (it needs only the base model and the held-out split); its results are the
-    # fine-tuned evaluation's baseline. Cached: free on a re-run with the same base model, data and tasks.
-    base_eval_task = lm_eval(
-        model_source=phase_02_train_man_train_model,
-        enabled=phase_03_eval_opt_evaluate_base_model,
-        skip_unusable_model_source=True,  # an oci://, s3:// or pvc:// base model: skipped, not failed
-        **evaluation_settings,
-    )
-    base_eval_task.set_display_name("Evaluate base model (lm-eval)")
-    tasks.set_up_base_evaluation(base_eval_task, SETTINGS)
-    # One GPU step at a time (the guide's hardware table): training starts once the base model's evaluation is done.
-    training_task.after(base_eval_task)
-
-    eval_task = lm_eval(
-        model=training_task.outputs["output_model"],
-        baseline_results=base_eval_task.outputs["results"],
-        **evaluation_settings,
-    )
-    eval_task.set_display_name("Evaluate (lm-eval)")
-    tasks.set_up_evaluation(eval_task, SETTINGS)
 
     registry_task = model_registry(
         pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
@@ -343,13 +305,8 @@ def lora_pipeline(
         pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
-    registry_task.set_display_name("Register model")
     tasks.set_up_registry(registry_task, SETTINGS)
 
 
 if __name__ == "__main__":
-    from pathlib import Path
-
-    output = Path(__file__).resolve().with_name("pipeline.yaml")
-    compiler.Compiler().compile(lora_pipeline, str(output))
-    print(f"Compiled pipeline {SETTINGS.pipeline_name!r} to {output}")
+    tasks.compile_beside(lora_pipeline, __file__)

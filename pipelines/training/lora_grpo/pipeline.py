@@ -1,8 +1,8 @@
 """LoRA-GRPO (reinforcement learning from a verifiable reward): trains low-rank adapters on a prompt dataset.
 
-Compile: ``PYTHONPATH=$(pwd) python pipelines/training/lora_grpo/pipeline.py`` writes ``pipeline.yaml`` beside
-this file. Edit the compile-time constants below, or the run-time parameters of
-``lora_grpo_pipeline`` (its signature), as the RHOAI guide's *Editing Existing Pipelines* describes.
+``PYTHONPATH=$(pwd) python pipelines/training/lora_grpo/pipeline.py`` compiles it to ``pipeline.yaml`` beside
+this file. Edit the constants below or ``lora_grpo_pipeline``'s signature as the RHOAI guide's *Editing Existing
+Pipelines* describes.
 """
 
 # =============================================================================
@@ -13,32 +13,18 @@ PVC_STORAGE_CLASS = "nfs-csi"
 PVC_ACCESS_MODES = ["ReadWriteMany"]
 PIPELINE_NAME = "lora-grpo-pipeline"
 
-# =============================================================================
-# Step images (COMPILE-TIME settings): every step runs on the project's image, built from the Containerfile
-# =============================================================================
-IMAGE = ""  # "" = the published quay.io/kfp-finetune/kfp-finetune:<version>; or your build (README, "Run on a cluster")
-EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when EVAL_GPUS = 0)
+# Step images (COMPILE-TIME settings): "" = the published quay.io/kfp-finetune/kfp-finetune:<version>
+IMAGE = ""  # or your build of the Containerfile (README, "Run on a cluster")
+EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when eval_gpus is 0)
+# Every other compile-time setting (settings.py names them: eval_cpu_limit="8", ...) is a keyword of
+# pipeline_settings below; KFP_FINETUNE_<NAME> variables and `kfp-finetune compile` flags override them all.
 
-# The steps' other settings are compile-time too: pass them to pipeline_settings below (e.g. eval_cpu_limit="8",
-# dataset_memory_request="4Gi"; pipelines/training/finetuning/settings.py names every one). KFP_FINETUNE_<NAME>
-# environment variables and `kfp-finetune compile` flags override them.
-# =============================================================================
-
-from kfp import compiler, dsl  # noqa: E402
+from kfp import dsl  # noqa: E402
 
 from pipelines.training.finetuning import tasks  # noqa: E402
 from pipelines.training.finetuning.settings import pipeline_settings  # noqa: E402
 
-#: The constants above, then KFP_FINETUNE_* variables, then `kfp-finetune compile` flags.
-SETTINGS = pipeline_settings(
-    pvc_size=PVC_SIZE,
-    pvc_storage_class=PVC_STORAGE_CLASS,
-    pvc_access_modes=PVC_ACCESS_MODES,
-    pipeline_name=PIPELINE_NAME,
-    image=IMAGE,
-    eval_image=EVAL_IMAGE,
-)
-#: The four components, each built for the step images above.
+SETTINGS = pipeline_settings(PVC_SIZE, PVC_STORAGE_CLASS, PVC_ACCESS_MODES, PIPELINE_NAME, IMAGE, EVAL_IMAGE)
 dataset_download, train_model, lm_eval, model_registry = tasks.step_components(SETTINGS)
 
 
@@ -145,7 +131,6 @@ def lora_grpo_pipeline(
         max_download_bytes=phase_01_dataset_opt_max_download_bytes,
         max_seq_len=phase_02_train_opt_max_seq_len,
     )
-    dataset_task.set_display_name("Download and validate dataset")
     tasks.set_up_dataset(dataset_task, SETTINGS)
 
     training_task = train_model(
@@ -201,8 +186,7 @@ def lora_grpo_pipeline(
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
     )
-    training_task.set_display_name("Fine-tune (LoRA-GRPO)")
-    tasks.set_up_training(training_task, SETTINGS)
+    tasks.set_up_training(training_task, SETTINGS, "Fine-tune (LoRA-GRPO)")
 
     registry_task = model_registry(
         pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
@@ -231,13 +215,8 @@ def lora_grpo_pipeline(
         pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
-    registry_task.set_display_name("Register model")
     tasks.set_up_registry(registry_task, SETTINGS)
 
 
 if __name__ == "__main__":
-    from pathlib import Path
-
-    output = Path(__file__).resolve().with_name("pipeline.yaml")
-    compiler.Compiler().compile(lora_grpo_pipeline, str(output))
-    print(f"Compiled pipeline {SETTINGS.pipeline_name!r} to {output}")
+    tasks.compile_beside(lora_grpo_pipeline, __file__)

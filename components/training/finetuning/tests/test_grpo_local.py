@@ -141,7 +141,7 @@ def test_grpo_settings_are_checked_like_every_training_setting():
 @pytest.mark.slow
 def test_local_lora_grpo_trains_with_trl_and_keeps_a_reward_per_step(tiny_model_dir, tmp_path):
     from components.training.finetuning.hf_trainer import grpo
-    from pipelines.demo.grpo_data import grpo_rows
+    from pipelines.demo.demo_data import grpo_rows
 
     torch.set_num_threads(1)
     config = training_config(

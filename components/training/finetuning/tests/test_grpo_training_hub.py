@@ -33,7 +33,7 @@ _CALL = re.compile(r"^training-hub (grpo|lora_grpo)\((.*)\)$")
 @pytest.fixture(scope="module")
 def grpo_split(tmp_path_factory):
     """The dataset step's train split of 40 GRPO demo rows: ``(path, rows)``."""
-    from pipelines.demo.grpo_data import GRPO_DATASET_PATH
+    from pipelines.demo.demo_data import GRPO_DATASET_PATH
 
     root = tmp_path_factory.mktemp("grpo-split")
     request = dataset_download_request(str(GRPO_DATASET_PATH), train_split_ratio=0.9, subset_count=40)
