@@ -1,13 +1,9 @@
 """The launcher <-> pod contract: what ``train_model`` sends to the training pods and what they send back.
 
-* To the pods: ``run_config.json`` (:class:`RunConfig`) with the request's training options (:class:`TrainingOptions`)
-  as-is. Decoding is strict: a missing, unknown or mistyped field, or another :data:`RUN_CONFIG_VERSION`, fails with
-  one line naming the file and the field. Which settings Training Hub takes: :mod:`.pod.hub_settings`, re-exported.
-* From the pods: the step records and the progress/status records (re-exported from :mod:`.pod.metrics` and
-  :mod:`.pod.trainer_status`, which write them), and the files they lie in.
-
-The launcher imports nothing else from ``pod/`` (``tests/test_layering.py``). Standard library only: staged with the
-pods' code (:data:`POD_MODULES`); the training images carry none of the project's dependencies.
+To the pods: ``run_config.json`` (:class:`RunConfig`), decoded strictly (a missing, unknown or mistyped field, or
+another :data:`RUN_CONFIG_VERSION`, is one line naming the file and the field). Back: the step and progress records
+(re-exported from the pod modules that write them). The launcher imports nothing else from ``pod/``; standard library
+only, as the training images carry none of the project's dependencies.
 """
 
 from __future__ import annotations
@@ -104,11 +100,7 @@ class RunConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainingOptions:
-    """The training options group: every setting that shapes training, sent as-is to the pods.
-
-    Field ``x`` is the ``train_model`` parameter ``training_x`` (described once in ``parameter_docs.py``); the field
-    names are Training Hub's where it has the setting. :meth:`validate` holds the rules.
-    """
+    """The training options group, sent as-is to the pods: field ``x`` is the parameter ``training_x``."""
 
     algorithm: str
     num_epochs: int
@@ -236,13 +228,7 @@ class TrainingOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ProgressSettings:
-    """The dashboard progress server of the rank-0 pod (:mod:`.progress_server`).
-
-    Attributes:
-        enabled: Serve progress at all.
-        port: The port it listens on.
-        termination_log: Where the final progress JSON is written when the container ends.
-    """
+    """The dashboard progress server of the rank-0 pod; ``termination_log``: where its final JSON is written."""
 
     enabled: bool
     port: int
@@ -251,13 +237,7 @@ class ProgressSettings:
 
 @dataclasses.dataclass(frozen=True)
 class MlflowSettings:
-    """Training Hub's own MLflow logging (all empty: off).
-
-    Attributes:
-        tracking_uri: The tracking server (never one with credentials in it).
-        experiment_name: The experiment.
-        run_name: The run's name (``<job name>-training-hub``).
-    """
+    """Training Hub's own MLflow logging (all empty: off; never a tracking URI with credentials in it)."""
 
     tracking_uri: str
     experiment_name: str
@@ -274,19 +254,13 @@ class RunConfig:
     """What a training pod needs to call Training Hub, as ``train_model`` staged it on the workspace.
 
     Attributes:
-        version: :data:`RUN_CONFIG_VERSION` of the writer.
         base_model: The model as the user named it (HF id, path, ``pvc://``, ``s3://``, ``oci://``).
         model_path: A copy already staged on the workspace (an ``oci://`` pull); ``""``: resolve ``base_model``.
-        data_path: The training JSONL on the workspace.
         eval_data_path: The eval JSONL on the workspace (``""``: none).
-        ckpt_output_dir: Training Hub's ``ckpt_output_dir``.
         model_cache_dir: Where ``s3://`` and Hub models are downloaded.
         pvc_mounts: Mount path by PVC claim name (for ``pvc://`` models).
         nproc_per_node: Processes (GPUs) per node, for the node count where only ``WORLD_SIZE`` is set.
-        hyperparameters: The training settings.
-        progress: The progress server's settings.
         jit_checkpoint: Training Hub's ``enable_jit_checkpoint`` (save on SIGTERM).
-        mlflow: Training Hub's MLflow settings.
     """
 
     version: int
@@ -309,10 +283,7 @@ _NESTED = {"TrainingOptions": TrainingOptions, "ProgressSettings": ProgressSetti
 
 
 def has_field_type(value: Any, type_name: str) -> bool:
-    """Whether ``value`` is of the annotated type ``type_name`` (``str``, ``int``, ``float``, ``bool``, or a str map).
-
-    JSON's ``true`` is no ``int``; an ``int`` is a ``float``.
-    """
+    """Whether ``value`` is of the annotated type ``type_name`` (JSON's ``true`` is no int; an int is a float)."""
     if type_name == "dict[str, str]":
         return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
     return isinstance(value, _SCALARS[type_name]) and not (isinstance(value, bool) and type_name in ("int", "float"))
@@ -349,11 +320,7 @@ def _decode(cls: Any, data: Any, source: str, prefix: str) -> Any:
 
 
 def decode_run_config(data: Any, source: str = RUN_CONFIG_FILE) -> RunConfig:
-    """A :class:`RunConfig` from parsed JSON, strictly (see the module docstring).
-
-    Args:
-        data: The parsed JSON.
-        source: Where it came from, named in errors (the file's path).
+    """A :class:`RunConfig` from parsed JSON, strictly; ``source`` (the file) is named in errors.
 
     Raises:
         RunConfigError: Another version, or a missing, unknown or mistyped field.

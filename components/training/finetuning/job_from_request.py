@@ -51,10 +51,7 @@ def job_namespace(request: TrainModelRequest) -> str:
 
 
 def without_launcher_resources(task_config: Any) -> Any:
-    """``task_config`` without ``resources``: those are the launcher pod's own, not the training pods'.
-
-    The training pods' CPU, memory and GPUs come from the ``training_*`` parameters only.
-    """
+    """``task_config`` without ``resources``: the launcher pod's own; the training pods' come from ``training_*``."""
     if task_config is None:
         return None
     if dataclasses.is_dataclass(task_config):
@@ -67,9 +64,6 @@ def build_job_spec(
 ) -> JobSpec:
     """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied).
 
-    The command is Training Hub's entrypoint, or the ``transformers`` backend's ``launch.py``
-    (:func:`.transformers_backend.pod_command`); the runtime is ``training_runtime_name``, else the backend's
-    (:func:`~.config.runtime_name_of`: ``torch-distributed`` for ``transformers``, else ``training-hub``).
     ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
     """
     if request.training.backend == TRANSFORMERS_BACKEND:
@@ -122,11 +116,9 @@ def build_job_manifest(
     api: TrainJobApi = TRAINER_2_3,
     profile: Any = None,
 ) -> dict[str, Any]:
-    """The ``TrainJob`` (``launcher="trainjob"``) or ``PyTorchJob`` (``launcher="pytorchjob"``) running the entrypoint.
+    """The ``TrainJob`` or ``PyTorchJob`` (``launcher``) running the entrypoint, for the TrainJob ``api`` served.
 
-    The arguments are :func:`build_job_spec`'s, and ``api``: the TrainJob API the cluster serves
-    (:func:`.cluster.discovery.discover_trainjob_api`), and ``profile``: the ``training_hardware_profile`` read from
-    the cluster (:func:`.manifests.hardware_profile.apply_hardware_profile`), or ``None``.
+    The other arguments are :func:`build_job_spec`'s, and ``profile``: the ``training_hardware_profile``, or ``None``.
     """
     from components.training.finetuning.manifests import pytorchjob
     from components.training.finetuning.manifests.hardware_profile import apply_hardware_profile

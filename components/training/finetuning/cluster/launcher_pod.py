@@ -17,7 +17,7 @@ from components._common.namespace import pod_namespace
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster.api import Api, Retry, failure_text
 from components.training.finetuning.cluster.errors import JobError
-from components.training.finetuning.manifests.owner import OwnerReference
+from components.training.finetuning.manifests.spec import OwnerReference
 
 #: The environment variables KFP sets in a task's pod.
 POD_NAME_ENV = "KFP_POD_NAME"

@@ -25,9 +25,8 @@ from components.training.finetuning.job_from_request import build_job_manifest
 from components.training.finetuning.launch import clear_previous_run
 from components.training.finetuning.manifests.api_generations import RUNTIME_PATCHES, TrainJobApi
 from components.training.finetuning.manifests.names import job_name
-from components.training.finetuning.manifests.owner import OwnerReference
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-from components.training.finetuning.manifests.spec import JobSpecError
+from components.training.finetuning.manifests.spec import JobSpecError, OwnerReference
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.publish import PublishError, publish_outputs
