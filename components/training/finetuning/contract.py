@@ -144,44 +144,44 @@ class TrainingOptions:
             TrainingConfigError: The first field that breaks a rule (names the ``train_model`` parameter).
         """
         self._check_types()
+
+        def one_of(name: str, choices: tuple[str, ...]) -> tuple[str, bool, str]:
+            return (name, getattr(self, name) in choices, f"must be one of {', '.join(choices)}")
+
+        def at_least(name: str, low: int, rule: str = "") -> tuple[str, bool, str]:
+            return (name, getattr(self, name) >= low, rule or f"must be >= {low}")
+
+        backends = HUB_BACKENDS.get(self.algorithm, ())
         checks = [
-            ("algorithm", self.algorithm in ALGORITHMS, f"must be one of {', '.join(ALGORITHMS)}"),
-            ("num_epochs", self.num_epochs >= 1, "must be >= 1"),
-            ("effective_batch_size", self.effective_batch_size >= 1, "must be >= 1"),
+            one_of("algorithm", ALGORITHMS),
+            at_least("num_epochs", 1),
+            at_least("effective_batch_size", 1),
             ("learning_rate", math.isfinite(self.learning_rate) and self.learning_rate > 0, "must be finite and > 0"),
-            ("max_seq_len", self.max_seq_len >= 1, "must be >= 1"),
-            (
+            at_least("max_seq_len", 1),
+            at_least(
                 "max_tokens_per_gpu",
-                self.max_tokens_per_gpu >= self.max_seq_len,
+                self.max_seq_len,
                 f"must be >= max_seq_len ({self.max_seq_len}) so that the longest kept sample fits a micro-batch",
             ),
-            ("lr_scheduler", self.lr_scheduler in LR_SCHEDULERS, f"must be one of {', '.join(LR_SCHEDULERS)}"),
-            ("warmup_steps", self.warmup_steps >= 0, "must be >= 0"),
-            ("seed", self.seed >= 0, "must be >= 0"),
+            one_of("lr_scheduler", LR_SCHEDULERS),
+            at_least("warmup_steps", 0),
+            at_least("seed", 0),
             ("unfreeze_rank_ratio", 0 < self.unfreeze_rank_ratio <= 1, "must be in (0, 1]"),
-            ("lora_r", self.lora_r >= 1, "LoRA rank must be >= 1"),
-            ("lora_alpha", self.lora_alpha >= 1, "must be >= 1"),
+            at_least("lora_r", 1, "LoRA rank must be >= 1"),
+            at_least("lora_alpha", 1),
             ("lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)"),
-            ("lora_init_weights", self.lora_init_weights in LORA_INIT_WEIGHTS, f"must be one of {LORA_INIT_WEIGHTS}"),
+            one_of("lora_init_weights", LORA_INIT_WEIGHTS),
             (
                 "lora_load_in_8bit",
                 not (self.lora_load_in_4bit and self.lora_load_in_8bit),
                 "QLoRA loads the base model in 4 or in 8 bits, not both: turn one of lora_load_in_4bit/8bit off",
             ),
-            (
-                "lora_bnb_4bit_quant_type",
-                self.lora_bnb_4bit_quant_type in BNB_4BIT_QUANT_TYPES,
-                f"must be one of {', '.join(BNB_4BIT_QUANT_TYPES)}",
-            ),
-            (
-                "lora_bnb_4bit_compute_dtype",
-                self.lora_bnb_4bit_compute_dtype in BNB_COMPUTE_DTYPES,
-                f"must be one of {', '.join(BNB_COMPUTE_DTYPES)}",
-            ),
-            ("grpo_iterations", self.grpo_iterations >= 1, "must be >= 1"),
-            (
+            one_of("lora_bnb_4bit_quant_type", BNB_4BIT_QUANT_TYPES),
+            one_of("lora_bnb_4bit_compute_dtype", BNB_COMPUTE_DTYPES),
+            at_least("grpo_iterations", 1),
+            at_least(
                 "grpo_group_size",
-                self.grpo_group_size >= 2,
+                2,
                 "must be >= 2: GRPO's advantage compares the completions of one prompt with each other",
             ),
             (
@@ -189,19 +189,15 @@ class TrainingOptions:
                 math.isfinite(self.grpo_temperature) and self.grpo_temperature > 0,
                 "must be finite and > 0 (GRPO samples several different completions per prompt)",
             ),
-            ("grpo_max_new_tokens", self.grpo_max_new_tokens >= 1, "must be >= 1"),
-            (
-                "fsdp_sharding_strategy",
-                self.fsdp_sharding_strategy in FSDP_SHARDING_STRATEGIES,
-                f"must be one of {', '.join(FSDP_SHARDING_STRATEGIES)}",
-            ),
-            ("max_steps", self.max_steps >= 0, "must be >= 0 (0 = no limit)"),
-            ("checkpoint_interval_steps", self.checkpoint_interval_steps >= 0, "must be >= 0 (0 = off)"),
+            at_least("grpo_max_new_tokens", 1),
+            one_of("fsdp_sharding_strategy", FSDP_SHARDING_STRATEGIES),
+            at_least("max_steps", 0, "must be >= 0 (0 = no limit)"),
+            at_least("checkpoint_interval_steps", 0, "must be >= 0 (0 = off)"),
             (
                 "backend",
-                self.backend in ("", TRANSFORMERS_BACKEND, *HUB_BACKENDS.get(self.algorithm, ())),
-                f"must be Training Hub's {self.algorithm} backend ({', '.join(HUB_BACKENDS.get(self.algorithm, ()))}"
-                f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (transformers.Trainer under torchrun)",
+                self.backend in ("", TRANSFORMERS_BACKEND, *backends),
+                f"must be Training Hub's {self.algorithm} backend ({', '.join(backends)}; '' = its default) or "
+                f"{TRANSFORMERS_BACKEND!r} (transformers.Trainer under torchrun)",
             ),
         ]
         variants = {"lora_use_dora": False, "lora_use_rslora": False, "lora_init_weights": "true"}

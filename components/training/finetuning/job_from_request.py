@@ -18,6 +18,9 @@ from components.training.finetuning.manifests.trainjob import build_trainjob
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
 S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
+#: The job group's fields that are :class:`~.manifests.spec.JobSpec` fields of the same name.
+_JOB_FIELDS = ("image", "runtime_kind", "num_nodes", "gpus_per_node", "gpu_resource_name", "cpu_per_node")
+_JOB_FIELDS += ("memory_per_node", "node_selector", "pod_labels", "pod_annotations", "queue_name")
 
 
 def require_training_image(launcher: str, training_image: str) -> None:
@@ -82,22 +85,12 @@ def build_job_spec(
         namespace=job_namespace(request),
         command=command,
         args=args,
-        image=request.job.image,
+        **{name: getattr(request.job, name) for name in _JOB_FIELDS},
         runtime_name=runtime_name_of(request.job.runtime_name, request.training.backend),
-        runtime_kind=request.job.runtime_kind,
-        num_nodes=request.job.num_nodes,
-        gpus_per_node=request.job.gpus_per_node,
-        gpu_resource_name=request.job.gpu_resource_name,
-        cpu_per_node=request.job.cpu_per_node,
-        memory_per_node=request.job.memory_per_node,
         env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(request.job.env_vars).items()}},
         secret_env=tuple(secret_env),
         tolerations=list(request.job.tolerations),
-        node_selector=dict(request.job.node_selector),
-        pod_labels=dict(request.job.pod_labels),
-        pod_annotations=dict(request.job.pod_annotations),
         active_deadline_seconds=request.job.timeout_seconds,
-        queue_name=request.job.queue_name,
         progress_tracking=request.progress.tracking,
         metrics_port=request.progress.metrics_port,
         metrics_poll_interval_seconds=request.progress.poll_interval_seconds,

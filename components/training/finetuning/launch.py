@@ -149,20 +149,9 @@ def run_cluster_job(
             profile,
         )  # fmt: skip
         log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{manifest['metadata']['name']}")
-        policy = JobPolicy(
-            cleanup_policy=request.job.cleanup_policy,
-            delete_on_success=request.job.delete_on_success,
-            active_deadline_served=api.active_deadline,
-        )
-        settings = JobSettings(
-            deadlines,
-            policy,
-            ApiOptions(**options),
-            metrics,
-            launcher_pod=(launcher.namespace, launcher.name),
-            log=log,
-        )
-        run_job(api_client, manifest, settings)
+        policy = JobPolicy(request.job.cleanup_policy, request.job.delete_on_success, api.active_deadline)
+        pod = (launcher.namespace, launcher.name)
+        run_job(api_client, manifest, JobSettings(deadlines, policy, ApiOptions(**options), metrics, pod, log))
         return manifest
 
     started = time.perf_counter()
