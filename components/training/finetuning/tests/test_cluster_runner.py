@@ -1,14 +1,8 @@
-"""The job client layer against kmock's Kubernetes API on 127.0.0.1, driven by the official client.
+"""The job client layer against kmock's Kubernetes API, driven by the official client.
 
-The lifecycle scenarios (fixture ``cluster``) run three times: for a Kubeflow Trainer ``TrainJob`` against an API
-serving upstream Trainer 2.3 (``runtimePatches``), for one written for and served by RHOAI 3.3's TrainJob API
-(``podTemplateOverrides``, no ``activeDeadlineSeconds``), and for a Training Operator v1 ``PyTorchJob``
-(:class:`Kind` writes out what differs, independently of ``job_kinds.JobKind``). The emulator prunes unknown fields
-like a real API server, so a scenario also checks the stored job kept its pod settings.
-
-Poll-mode scenarios run on a fake clock whose ``sleep`` advances time and plays the cluster's part, so timeouts of
-minutes take milliseconds and every request is deterministic. Watch-mode scenarios run on the real clock with short
-windows, with the cluster's part played by a background thread.
+The lifecycle scenarios (fixture ``cluster``) run for a TrainJob on upstream Trainer 2.3's API, one on RHOAI 3.3's,
+and a PyTorchJob (:class:`Kind` writes out what differs). Poll mode runs on a fake clock whose ``sleep`` plays the
+cluster's part; watch mode on the real clock with short windows and the cluster played by a background thread.
 """
 
 import dataclasses
@@ -32,6 +26,7 @@ from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import at, poll
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, condition, make_pod, make_pytorchjob_pod, running_kube_api
 from tests.harness.requests import job_spec, run_job
@@ -203,30 +198,7 @@ def _rbac_permissions():
 
 
 def _poll(kube_api, clock, log, **overrides):
-    options = dict(
-        start_timeout_seconds=300,
-        timeout_seconds=3600,
-        poll_interval_seconds=10,
-        use_watch=False,
-        clock=clock,
-        sleep=clock.sleep,
-        log=log,
-    )
-    options.update(overrides)
-    return run_job(kube_api.api_client, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, **options)
-
-
-def _at(kube_api, steps):
-    """A fake-clock script: at each time (seconds) apply the cluster action once."""
-    done = set()
-
-    def script(now):
-        for index, (when, action) in enumerate(steps):
-            if now >= when and index not in done:
-                done.add(index)
-                action()
-
-    return script
+    return poll(kube_api, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, clock, log, **overrides)
 
 
 # -- success -------------------------------------------------------------------------------------------------------
@@ -239,8 +211,7 @@ def test_success_by_polling_logs_progress_and_keeps_one_request_per_interval(clu
             handle.write(json.dumps({**record, "step": step, "time": seconds}) + "\n")
 
     clock = FakeClock()
-    clock.script = _at(
-        cluster,
+    clock.script = at(
         [
             (10, lambda: cluster.put_pod(cluster.kind.pod(phase="Pending", waiting=("ContainerCreating", "")))),
             (20, lambda: cluster.put_pod(cluster.kind.pod())),
@@ -277,7 +248,7 @@ def test_success_by_polling_logs_progress_and_keeps_one_request_per_interval(clu
 
 def test_success_with_delete_on_success_leaves_nothing(cluster):
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
+    clock.script = at([(10, lambda: cluster.kind.complete(cluster))])
     result = _poll(cluster, clock, Log(), delete_on_success=True)
     assert result.deleted
     assert cluster.requests_summary()[-1] == f"delete {cluster.kind.plural} {NAME}"
@@ -357,7 +328,7 @@ def test_failure_is_diagnosed_and_the_job_deleted(cluster, code):
     if case["job_fails"]:
         steps.append((20, lambda: cluster.kind.set_status(cluster, FAILED)))
     clock = FakeClock()
-    clock.script = _at(cluster, steps)
+    clock.script = at(steps)
     log = Log()
     with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, log, start_timeout_seconds=60)
@@ -401,7 +372,7 @@ def test_start_timeout_without_pods_suspends_the_job(cluster):
 
 def test_total_timeout_keeps_the_job_when_asked(cluster):
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.put_pod(cluster.kind.pod()))])
+    clock.script = at([(10, lambda: cluster.put_pod(cluster.kind.pod()))])
     log = Log()
     with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, log, timeout_seconds=95, cleanup_policy="keep")
@@ -421,7 +392,7 @@ def test_job_deleted_by_someone_else_is_reported(cluster):
         )
 
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, delete)])
+    clock.script = at([(10, delete)])
     with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, Log())
     assert failure.value.diagnosis.codes == ("Deleted",)
@@ -437,7 +408,7 @@ def test_retried_task_reattaches_instead_of_creating_a_second_job(cluster):
     else:
         cluster.kind.set_status(cluster, {"conditions": [condition("Created"), condition("Running")]})
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
+    clock.script = at([(10, lambda: cluster.kind.complete(cluster))])
     log = Log()
     result = _poll(cluster, clock, log)
     assert result.reattached
@@ -454,7 +425,7 @@ def test_retried_task_reattaches_instead_of_creating_a_second_job(cluster):
 def test_reattach_resumes_a_suspended_job(cluster):
     cluster.kind.create(cluster, cluster.kind.suspended_manifest())
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
+    clock.script = at([(10, lambda: cluster.kind.complete(cluster))])
     assert _poll(cluster, clock, Log()).reattached
     resume = [r for r in cluster.requests if r.verb == "patch"]
     uid = {"metadata": {"uid": cluster.objects(cluster.kind.plural)[0]["metadata"]["uid"]}}
@@ -485,7 +456,7 @@ def test_server_errors_are_retried_with_backoff_then_succeed(cluster):
         cluster.fail("fetch", "clustertrainingruntimes", status=503, times=2)
     cluster.fail("list", "pods", status=502)
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
+    clock.script = at([(10, lambda: cluster.kind.complete(cluster))])
     log = Log()
     result = _poll(cluster, clock, log)
     assert result.reattached
@@ -564,9 +535,7 @@ def test_namespaced_runtime_without_the_patched_job_is_refused(kube_api):
 def test_forbidden_runtime_check_warns_and_submits(kube_api):
     kube_api.fail("fetch", "clustertrainingruntimes", status=403)
     clock = FakeClock()
-    clock.script = _at(
-        kube_api, [(10, lambda: kube_api.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
-    )
+    clock.script = at([(10, lambda: kube_api.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))])
     log = Log()
     _poll(kube_api, clock, log)
     assert "WARNING: cannot check ClusterTrainingRuntime 'training-hub'" in log.text()
@@ -718,7 +687,7 @@ def test_the_scenarios_use_every_granted_permission(cluster):
     read_launcher_pod(cluster.api_client, NS, environ={"KFP_POD_NAME": "launcher", "POD_NAMESPACE": NS}, log=Log())
     _poll(
         cluster,
-        FakeClock(_at(cluster, [(10, lambda: cluster.kind.complete(cluster))])),
+        FakeClock(at([(10, lambda: cluster.kind.complete(cluster))])),
         Log(),
         delete_on_success=True,
     )
@@ -752,8 +721,7 @@ def test_secrets_in_a_failed_pods_log_are_masked_by_value(cluster, monkeypatch):
         monkeypatch.setenv(name, value)
     pod = cluster.kind.pod(phase="Failed", terminated=("Error", 1, ""))
     clock = FakeClock()
-    clock.script = _at(
-        cluster,
+    clock.script = at(
         [
             (10, lambda: cluster.put_pod(pod)),
             (10, lambda: cluster.set_pod_log(NS, cluster.kind.pod_name, LEAKY_LOG, container=cluster.kind.container)),

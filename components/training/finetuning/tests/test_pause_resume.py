@@ -13,8 +13,10 @@ from components.training.finetuning.cluster.errors import JobFailed
 from components.training.finetuning.cluster.progress import TRAINER_STATUS_ANNOTATION
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import at, poll
+from tests.harness.follow_doubles import FakeClock
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
-from tests.harness.requests import job_spec, run_job
+from tests.harness.requests import job_spec
 
 NS = "team-a"
 SPEC = job_spec(
@@ -33,20 +35,6 @@ KINDS = {
         make_pytorchjob_pod,
     ),
 }
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-        self.actions = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
-        while self.actions and self.actions[0][0] <= self.now:
-            self.actions.pop(0)[1]()
 
 
 class Job:
@@ -108,24 +96,14 @@ def job(kube_api, request):
 
 
 def _follow(job, clock, log, **options):
-    return run_job(
-        job.kube_api.api_client,
-        job.manifest,
-        start_timeout_seconds=120,
-        timeout_seconds=300,
-        poll_interval_seconds=10,
-        use_watch=False,
-        clock=clock,
-        sleep=clock.sleep,
-        log=log.append,
-        **options,
+    return poll(
+        job.kube_api, job.manifest, clock, log.append, start_timeout_seconds=120, timeout_seconds=300, **options
     )
 
 
 def test_a_paused_job_is_waited_for_and_followed_to_the_end_after_resume(job):
-    clock = FakeClock()
-    clock.actions = [(10, job.start_pod), (30, job.pause), (400, job.resume), (420, job.report_progress)]
-    clock.actions.append((440, job.complete))
+    steps = [(10, job.start_pod), (30, job.pause), (400, job.resume), (420, job.report_progress), (440, job.complete)]
+    clock = FakeClock(at(steps))
     log = []
     result = _follow(job, clock, log)
     text = "\n".join(log)
@@ -144,8 +122,7 @@ def test_a_paused_job_is_waited_for_and_followed_to_the_end_after_resume(job):
 
 
 def test_a_pause_counts_against_the_timeout_only_when_asked(job):
-    clock = FakeClock()
-    clock.actions = [(10, job.start_pod), (30, job.pause)]
+    clock = FakeClock(at([(10, job.start_pod), (30, job.pause)]))
     log = []
     with pytest.raises(JobFailed) as failure:
         _follow(job, clock, log, timeout_counts_paused_time=True)

@@ -1,9 +1,7 @@
 """The job does not need its launcher: a second launcher never wipes a live job's files, the job is owned by the run
 (same namespace only), and a full or unwritable output disk ends the step in one line with nothing half-written.
 
-Each test asserts the end state: the job present and untouched, the checkpoint files byte for byte, no partial output.
-The full disk is a real 1 MiB tmpfs mounted for the test (this suite runs as root); where mounting is not permitted,
-``ENOSPC`` is raised by ``shutil.copy2`` at the file-system boundary instead (the test says which it used).
+The full disk is a real 1 MiB tmpfs where mounting is permitted, else ``ENOSPC`` raised by ``shutil.copy2``.
 """
 
 import contextlib
