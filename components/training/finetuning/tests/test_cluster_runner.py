@@ -5,12 +5,10 @@ and a PyTorchJob (:class:`Kind` writes out what differs). Poll mode runs on a fa
 cluster's part; watch mode on the real clock with short windows and the cluster played by a background thread.
 """
 
-import dataclasses
 import json
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,9 +24,9 @@ from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.tests.cluster_doubles import at, poll
+from components.training.finetuning.tests.cluster_doubles import at, poll, pytorchjob_kind, trainjob_kind
 from tests.harness.follow_doubles import FakeClock, Log
-from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, condition, make_pod, make_pytorchjob_pod, running_kube_api
+from tests.harness.kube import ODH_3_3, condition, make_pod, running_kube_api
 from tests.harness.requests import job_spec, run_job
 
 NS = "team-a"
@@ -62,99 +60,10 @@ NAME = MANIFEST["metadata"]["name"]
 POD = make_pod(NS, NAME)["metadata"]["name"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Kind:
-    """What a scenario needs to know about one job kind (the expectations, written out for each kind)."""
-
-    name: str
-    manifest: dict
-    plural: str
-    generation: str
-    group_version: tuple
-    runtime_requests: tuple
-    container: str
-    pod_factory: Callable
-    complete_type: str
-    suspend_path: tuple
-
-    def pod(self, index=0, **state):
-        return self.pod_factory(NS, NAME, index, **state)
-
-    @property
-    def pod_name(self):
-        return self.pod()["metadata"]["name"]
-
-    def set_status(self, kube_api, status):
-        if self.plural == "trainjobs":
-            return kube_api.set_trainjob_status(NS, NAME, status)
-        return kube_api.set_pytorchjob_status(NS, NAME, status)
-
-    def complete(self, kube_api):
-        return self.set_status(kube_api, {"conditions": [condition(self.complete_type)]})
-
-    def create(self, kube_api, manifest):
-        if self.plural == "trainjobs":
-            return kube_api.create_trainjob(manifest)
-        return kube_api.create_pytorchjob(manifest)
-
-    def suspend_body(self, value):
-        body = value
-        for key in reversed(self.suspend_path):
-            body = {key: body}
-        return {"spec": body}
-
-    def suspended_manifest(self):
-        manifest = json.loads(json.dumps(self.manifest))
-        node = manifest["spec"]
-        for key in self.suspend_path[:-1]:
-            node = node.setdefault(key, {})
-        node[self.suspend_path[-1]] = True
-        return manifest
-
-    def suspend_value(self, job):
-        node = job["spec"]
-        for key in self.suspend_path:
-            node = node.get(key, {})
-        return node
-
-
 KINDS = {
-    "trainjob": Kind(
-        "trainjob",
-        MANIFEST,
-        "trainjobs",
-        UPSTREAM_2_3,
-        ("trainer.kubeflow.org", "v1alpha1"),
-        ("get clustertrainingruntimes training-hub",),
-        "node",
-        make_pod,
-        "Complete",
-        ("suspend",),
-    ),
-    "trainjob-rhoai-3.3": Kind(
-        "trainjob",
-        build_trainjob(_spec(), RHOAI_3_3),
-        "trainjobs",
-        ODH_3_3,
-        ("trainer.kubeflow.org", "v1alpha1"),
-        ("get clustertrainingruntimes training-hub",),
-        "node",
-        make_pod,
-        "Complete",
-        ("suspend",),
-    ),
-    "pytorchjob": Kind(
-        "pytorchjob",
-        build_pytorchjob(_spec(image="quay.io/example/trainer:1")),
-        "pytorchjobs",
-        UPSTREAM_2_3,
-        ("kubeflow.org", "v1"),
-        (),
-        "pytorch",
-        make_pytorchjob_pod,
-        "Succeeded",
-        ("runPolicy", "suspend"),
-    ),
+    "trainjob": trainjob_kind(MANIFEST),
+    "trainjob-rhoai-3.3": trainjob_kind(build_trainjob(_spec(), RHOAI_3_3), ODH_3_3),
+    "pytorchjob": pytorchjob_kind(build_pytorchjob(_spec(image="quay.io/example/trainer:1"))),
 }
 
 
