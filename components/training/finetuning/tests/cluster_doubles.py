@@ -2,10 +2,11 @@
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 
 from components._common.kube_auth import load_api_client
-from tests.harness.kube import UPSTREAM_2_3, condition, make_pod, make_pytorchjob_pod
+from tests.harness.kube import UPSTREAM_2_3, condition, crd_schema, make_pod, make_pytorchjob_pod
 from tests.harness.requests import run_job
 
 
@@ -117,3 +118,21 @@ def pytorchjob_kind(manifest):
     suspend = ("runPolicy", "suspend")
     return Kind("pytorchjob", manifest, "pytorchjobs", ("kubeflow.org", "v1"), "pytorch", make_pytorchjob_pod,
                 "Succeeded", suspend)  # fmt: skip
+
+
+def workspace_task_config(workspace, **more):
+    """The ``dsl.TaskConfig`` of a pipeline with a workspace: its PVC ``run-ws`` mounted at ``workspace``."""
+    from kfp import dsl
+
+    volume = {"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}
+    return dsl.TaskConfig(volumes=[volume], volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}], **more)
+
+
+def validate_pytorchjob(manifest):
+    """Validates against the Training Operator's CRD with every object closed, as TrainJobs are validated."""
+    import jsonschema
+
+    assert manifest["apiVersion"] == "kubeflow.org/v1" and manifest["kind"] == "PyTorchJob", manifest
+    name = manifest["metadata"]["name"]
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 63, name
+    jsonschema.Draft7Validator(crd_schema("kubeflow.org_pytorchjobs.yaml")).validate(manifest)

@@ -9,12 +9,9 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
-from components.training.finetuning.cluster import job_kinds
 from components.training.finetuning.cluster.errors import JobApiError, JobCancelled, JobConflictError, JobFailed
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
@@ -31,7 +28,6 @@ from tests.harness.requests import job_spec, run_job
 
 NS = "team-a"
 RUN_ID = "7d1f0a52-3c44-4b8e-9a61-0f2b3c4d5e6f"
-RBAC_FILE = Path(job_kinds.__file__).parents[1] / "rbac.yaml"
 
 
 def _spec(**overrides):
@@ -86,24 +82,13 @@ def cluster(request):
         kube_api.create_runtime("training-hub")
         kube_api.kind = kind
         yield kube_api
-        granted = _rbac_permissions()
+        granted = set(API_PERMISSIONS)  # == rbac.yaml (tests/test_doctor.py)
         used = {(r.group, r.rbac_resource, r.verb) for r in kube_api.requests}
         assert used <= granted, f"requests outside rbac.yaml: {used - granted}"
         writes = [r for r in kube_api.requests if r.verb in ("create", "patch")]
         assert all(r.params.get("fieldValidation") == "Strict" for r in writes), [str(r) for r in writes]
         for job in kube_api.objects(kind.plural):
             assert "claimName" in json.dumps(job["spec"]), f"the stored {kind.name} lost its workspace volume: {job}"
-
-
-def _rbac_permissions():
-    granted = set()
-    for document in yaml.safe_load_all(RBAC_FILE.read_text()):
-        if document and document["kind"] in ("Role", "ClusterRole"):
-            for rule in document["rules"]:
-                for group in rule["apiGroups"]:
-                    for resource in rule["resources"]:
-                        granted |= {(group, resource, verb) for verb in rule["verbs"]}
-    return granted
 
 
 def _poll(kube_api, clock, log, **overrides):
@@ -565,10 +550,6 @@ def test_bad_arguments_are_named(overrides, message):
     options.update(overrides)
     with pytest.raises(ValueError, match=message):
         run_job(None, MANIFEST, **options)
-
-
-def test_rbac_yaml_grants_exactly_what_the_client_uses():
-    assert _rbac_permissions() == set(API_PERMISSIONS)
 
 
 TRAINER_PERMISSIONS = API_PERMISSIONS - pytorchjob.API_PERMISSIONS

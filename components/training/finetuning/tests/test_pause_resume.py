@@ -13,7 +13,14 @@ from components.training.finetuning.cluster.errors import JobFailed
 from components.training.finetuning.cluster.progress import TRAINER_STATUS_ANNOTATION
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.tests.cluster_doubles import Kind, at, poll, pytorchjob_kind, trainjob_kind
+from components.training.finetuning.tests.cluster_doubles import (
+    Kind,
+    at,
+    poll,
+    pytorchjob_kind,
+    trainjob_kind,
+    workspace_task_config,
+)
 from tests.harness.follow_doubles import FakeClock
 from tests.harness.kube import condition
 from tests.harness.requests import job_spec
@@ -141,10 +148,7 @@ def test_the_train_model_step_logs_the_pause_and_completes_the_resumed_run(
 
     kube_api.create_runtime("training-hub")
     workspace = tmp_path / "kfp-workspace"
-    task_config = dsl.TaskConfig(
-        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
-        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-    )
+    task_config = workspace_task_config(workspace)
     hub = tmp_path / "hub" / "training_hub"
     hub.mkdir(parents=True)
     (hub / "__init__.py").write_text(STAND_IN_HUB)

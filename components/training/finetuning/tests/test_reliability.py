@@ -29,6 +29,7 @@ from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.publish import PublishError, publish_outputs
 from components.training.finetuning.run import run_train_model
+from components.training.finetuning.tests.cluster_doubles import workspace_task_config
 from tests.harness.follow_doubles import Log
 from tests.harness.kube import condition, validate_trainjob
 from tests.harness.requests import dataset_metadata, job_spec, pod_run_config, train_model_request
@@ -85,10 +86,7 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     outputs["report"] = dsl.HTML(uri=str(tmp_path / "out" / "report"))
     request = train_model_request(
         dataset=dsl.Dataset(uri=str(data), metadata=dataset_metadata("hf://org/demo")),
-        task_config=dsl.TaskConfig(
-            volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "ws"}}],
-            volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-        ),
+        task_config=workspace_task_config(workspace),
         training_base_model=str(tiny_model_dir),
         training_algorithm="osft",
         training_launcher="trainjob",
