@@ -1,10 +1,4 @@
-"""Fine-tuning component ``train_model`` (SFT, OSFT, LoRA).
-
-Layout: ``component.py`` (the KFP wrapper) -> ``run.py`` (the orchestration) -> a launcher: ``local/`` (the CPU
-trainer, in this task) or ``launch.py`` (a ``TrainJob``/``PyTorchJob`` built in ``manifests/`` and run by
-``cluster/``), whose pods run ``pod/``; ``oci/`` pulls ``oci://`` base models; ``publish.py`` writes the outputs.
-See the README for the map.
-"""
+"""Fine-tuning component ``train_model`` (SFT, OSFT, LoRA, GRPO); the README maps its modules."""
 
 from __future__ import annotations
 
@@ -14,11 +8,7 @@ __all__ = ["TrainingConfig", "train_model"]
 
 
 def __getattr__(name: str) -> Any:
-    """The KFP component, imported on first use.
-
-    Importing a module of this package (as the step image's pod does, where kfp runs in its runtime mode) then never
-    imports the ``kfp.dsl`` decorators.
-    """
+    """The KFP component, imported on first use (the pods import this package without ``kfp.dsl``)."""
     if name == "train_model":
         from .component import train_model
 

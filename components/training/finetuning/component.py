@@ -1,10 +1,7 @@
 """KFP component ``train_model``: fine-tune (SFT, OSFT, LoRA, GRPO) as a Kubeflow TrainJob, a PyTorchJob or on CPU.
 
-The arguments follow the RHOAI fine-tuning guide (``pvc_path``, ``dataset``, ``training_*``); the body hands them all
-to :func:`~components.training.finetuning.config.train_model_request`, which puts each one, under its own name, into
-one :class:`~components.training.finetuning.config.TrainModelRequest` (no defaults there: they live here, once), and
-passes that to :func:`~components.training.finetuning.run.run_train_model`. The README's "Layout" section follows
-``training_num_epochs`` from here to Training Hub.
+The arguments follow the RHOAI fine-tuning guide; their defaults live here, once, and the body hands them all to
+:func:`~components.training.finetuning.config.train_model_request`.
 """
 
 from kfp import dsl

@@ -1,10 +1,7 @@
 """``train_model``'s request: its arguments as a few typed option groups, built once from the wrapper's arguments.
 
-:func:`train_model_request` takes the wrapper's ``dict(locals())`` and puts every argument into one group, whose field
-is the parameter's name without the group's prefix (``training_num_epochs`` -> ``request.training.num_epochs``); no
-group has a default (they live once, in the component's signature). The training options are the contract's
-(:class:`~.contract.TrainingOptions`: sent as-is to the pods) plus ``base_model``; the launcher reads the job,
-progress, OCI and secret groups.
+Each field is the parameter's name without its group's prefix (``training_num_epochs`` ->
+``request.training.num_epochs``); no group has a default (they live once, in the component's signature).
 """
 
 from __future__ import annotations
@@ -20,8 +17,8 @@ from components.training.finetuning.contract import TRANSFORMERS_BACKEND, Traini
 LAUNCHERS = ("trainjob", "local", "pytorchjob", "auto")
 #: The launchers that run the training in cluster pods.
 CLUSTER_LAUNCHERS = ("trainjob", "pytorchjob", "auto")
-#: The Trainer runtime a TrainJob references when ``training_runtime_name`` is ``""``, by backend: Training Hub's
-#: image for its backends, the upstream PyTorch runtime (``torch-distributed``) for the ``transformers`` backend.
+#: The runtime a TrainJob references when ``training_runtime_name`` is ``""``: Training Hub's, or for the
+#: ``transformers`` backend the upstream PyTorch runtime.
 TRAINING_HUB_RUNTIME = "training-hub"
 TORCH_DISTRIBUTED_RUNTIME = "torch-distributed"
 
@@ -39,11 +36,7 @@ class TrainingConfig(TrainingOptions):
     base_model: str
 
     def validate(self) -> None:
-        """Checks every field (:meth:`.contract.TrainingOptions.validate`) and that ``base_model`` names a model.
-
-        Raises:
-            TrainingConfigError: The first field that breaks a rule (names the ``train_model`` parameter).
-        """
+        """Checks every field (:meth:`.contract.TrainingOptions.validate`) and that ``base_model`` names a model."""
         super().validate()
         if not self.base_model.strip():
             raise TrainingConfigError(
@@ -125,11 +118,7 @@ class SecretNames:
 
 @dataclasses.dataclass(frozen=True)
 class TrainModelRequest:
-    """``train_model``'s arguments in groups; built only by :func:`train_model_request`, no field has a default.
-
-    ``dataset``, ``eval_dataset`` and ``task_config`` are the KFP input artifacts and passthrough (artifact-like
-    objects: ``path``, ``uri``, ``metadata``; or ``None``).
-    """
+    """``train_model``'s arguments in groups; built only by :func:`train_model_request`, no field has a default."""
 
     task_config: Any
     pvc_path: str
@@ -172,7 +161,7 @@ def parameter_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
 def train_model_request(arguments: Mapping[str, Any]) -> TrainModelRequest:
     """``train_model``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each in its group.
 
-    The algorithm and the LoRA init are compared lower-case (as the guide writes them or not).
+    The algorithm and the LoRA init are lower-cased (the guide writes ``OSFT``).
 
     Raises:
         TypeError: ``arguments`` lacks a parameter of the request, or has a name that is neither one nor an output.

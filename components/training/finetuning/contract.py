@@ -1,13 +1,9 @@
 """The launcher <-> pod contract: what ``train_model`` sends to the training pods and what they send back.
 
-* To the pods: ``run_config.json`` (:class:`RunConfig`) with the request's training options (:class:`TrainingOptions`)
-  as-is. Decoding is strict: a missing, unknown or mistyped field, or another :data:`RUN_CONFIG_VERSION`, fails with
-  one line naming the file and the field. Which settings Training Hub takes: :mod:`.pod.hub_settings`, re-exported.
-* From the pods: the step records and the progress/status records (re-exported from :mod:`.pod.metrics` and
-  :mod:`.pod.trainer_status`, which write them), and the files they lie in.
-
-The launcher imports nothing else from ``pod/`` (``tests/test_layering.py``). Standard library only: staged with the
-pods' code (:data:`POD_MODULES`); the training images carry none of the project's dependencies.
+To the pods: ``run_config.json`` (:class:`RunConfig`), decoded strictly (a missing, unknown or mistyped field, or
+another :data:`RUN_CONFIG_VERSION`, is one line naming the file and the field). Back: the step and progress records
+(re-exported from the pod modules that write them). The launcher imports nothing else from ``pod/``; standard library
+only, as the training images carry none of the project's dependencies.
 """
 
 from __future__ import annotations
@@ -104,11 +100,7 @@ class RunConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainingOptions:
-    """The training options group: every setting that shapes training, sent as-is to the pods.
-
-    Field ``x`` is the ``train_model`` parameter ``training_x`` (described once in ``parameter_docs.py``); the field
-    names are Training Hub's where it has the setting. :meth:`validate` holds the rules.
-    """
+    """The training options group, sent as-is to the pods: field ``x`` is the parameter ``training_x``."""
 
     algorithm: str
     num_epochs: int
@@ -152,44 +144,44 @@ class TrainingOptions:
             TrainingConfigError: The first field that breaks a rule (names the ``train_model`` parameter).
         """
         self._check_types()
+
+        def one_of(name: str, choices: tuple[str, ...]) -> tuple[str, bool, str]:
+            return (name, getattr(self, name) in choices, f"must be one of {', '.join(choices)}")
+
+        def at_least(name: str, low: int, rule: str = "") -> tuple[str, bool, str]:
+            return (name, getattr(self, name) >= low, rule or f"must be >= {low}")
+
+        backends = HUB_BACKENDS.get(self.algorithm, ())
         checks = [
-            ("algorithm", self.algorithm in ALGORITHMS, f"must be one of {', '.join(ALGORITHMS)}"),
-            ("num_epochs", self.num_epochs >= 1, "must be >= 1"),
-            ("effective_batch_size", self.effective_batch_size >= 1, "must be >= 1"),
+            one_of("algorithm", ALGORITHMS),
+            at_least("num_epochs", 1),
+            at_least("effective_batch_size", 1),
             ("learning_rate", math.isfinite(self.learning_rate) and self.learning_rate > 0, "must be finite and > 0"),
-            ("max_seq_len", self.max_seq_len >= 1, "must be >= 1"),
-            (
+            at_least("max_seq_len", 1),
+            at_least(
                 "max_tokens_per_gpu",
-                self.max_tokens_per_gpu >= self.max_seq_len,
+                self.max_seq_len,
                 f"must be >= max_seq_len ({self.max_seq_len}) so that the longest kept sample fits a micro-batch",
             ),
-            ("lr_scheduler", self.lr_scheduler in LR_SCHEDULERS, f"must be one of {', '.join(LR_SCHEDULERS)}"),
-            ("warmup_steps", self.warmup_steps >= 0, "must be >= 0"),
-            ("seed", self.seed >= 0, "must be >= 0"),
+            one_of("lr_scheduler", LR_SCHEDULERS),
+            at_least("warmup_steps", 0),
+            at_least("seed", 0),
             ("unfreeze_rank_ratio", 0 < self.unfreeze_rank_ratio <= 1, "must be in (0, 1]"),
-            ("lora_r", self.lora_r >= 1, "LoRA rank must be >= 1"),
-            ("lora_alpha", self.lora_alpha >= 1, "must be >= 1"),
+            at_least("lora_r", 1, "LoRA rank must be >= 1"),
+            at_least("lora_alpha", 1),
             ("lora_dropout", 0 <= self.lora_dropout < 1, "must be in [0, 1)"),
-            ("lora_init_weights", self.lora_init_weights in LORA_INIT_WEIGHTS, f"must be one of {LORA_INIT_WEIGHTS}"),
+            one_of("lora_init_weights", LORA_INIT_WEIGHTS),
             (
                 "lora_load_in_8bit",
                 not (self.lora_load_in_4bit and self.lora_load_in_8bit),
                 "QLoRA loads the base model in 4 or in 8 bits, not both: turn one of lora_load_in_4bit/8bit off",
             ),
-            (
-                "lora_bnb_4bit_quant_type",
-                self.lora_bnb_4bit_quant_type in BNB_4BIT_QUANT_TYPES,
-                f"must be one of {', '.join(BNB_4BIT_QUANT_TYPES)}",
-            ),
-            (
-                "lora_bnb_4bit_compute_dtype",
-                self.lora_bnb_4bit_compute_dtype in BNB_COMPUTE_DTYPES,
-                f"must be one of {', '.join(BNB_COMPUTE_DTYPES)}",
-            ),
-            ("grpo_iterations", self.grpo_iterations >= 1, "must be >= 1"),
-            (
+            one_of("lora_bnb_4bit_quant_type", BNB_4BIT_QUANT_TYPES),
+            one_of("lora_bnb_4bit_compute_dtype", BNB_COMPUTE_DTYPES),
+            at_least("grpo_iterations", 1),
+            at_least(
                 "grpo_group_size",
-                self.grpo_group_size >= 2,
+                2,
                 "must be >= 2: GRPO's advantage compares the completions of one prompt with each other",
             ),
             (
@@ -197,19 +189,15 @@ class TrainingOptions:
                 math.isfinite(self.grpo_temperature) and self.grpo_temperature > 0,
                 "must be finite and > 0 (GRPO samples several different completions per prompt)",
             ),
-            ("grpo_max_new_tokens", self.grpo_max_new_tokens >= 1, "must be >= 1"),
-            (
-                "fsdp_sharding_strategy",
-                self.fsdp_sharding_strategy in FSDP_SHARDING_STRATEGIES,
-                f"must be one of {', '.join(FSDP_SHARDING_STRATEGIES)}",
-            ),
-            ("max_steps", self.max_steps >= 0, "must be >= 0 (0 = no limit)"),
-            ("checkpoint_interval_steps", self.checkpoint_interval_steps >= 0, "must be >= 0 (0 = off)"),
+            at_least("grpo_max_new_tokens", 1),
+            one_of("fsdp_sharding_strategy", FSDP_SHARDING_STRATEGIES),
+            at_least("max_steps", 0, "must be >= 0 (0 = no limit)"),
+            at_least("checkpoint_interval_steps", 0, "must be >= 0 (0 = off)"),
             (
                 "backend",
-                self.backend in ("", TRANSFORMERS_BACKEND, *HUB_BACKENDS.get(self.algorithm, ())),
-                f"must be Training Hub's {self.algorithm} backend ({', '.join(HUB_BACKENDS.get(self.algorithm, ()))}"
-                f"; '' = its default) or {TRANSFORMERS_BACKEND!r} (transformers.Trainer under torchrun)",
+                self.backend in ("", TRANSFORMERS_BACKEND, *backends),
+                f"must be Training Hub's {self.algorithm} backend ({', '.join(backends)}; '' = its default) or "
+                f"{TRANSFORMERS_BACKEND!r} (transformers.Trainer under torchrun)",
             ),
         ]
         variants = {"lora_use_dora": False, "lora_use_rslora": False, "lora_init_weights": "true"}
@@ -236,13 +224,7 @@ class TrainingOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ProgressSettings:
-    """The dashboard progress server of the rank-0 pod (:mod:`.progress_server`).
-
-    Attributes:
-        enabled: Serve progress at all.
-        port: The port it listens on.
-        termination_log: Where the final progress JSON is written when the container ends.
-    """
+    """The dashboard progress server of the rank-0 pod; ``termination_log``: where its final JSON is written."""
 
     enabled: bool
     port: int
@@ -251,13 +233,7 @@ class ProgressSettings:
 
 @dataclasses.dataclass(frozen=True)
 class MlflowSettings:
-    """Training Hub's own MLflow logging (all empty: off).
-
-    Attributes:
-        tracking_uri: The tracking server (never one with credentials in it).
-        experiment_name: The experiment.
-        run_name: The run's name (``<job name>-training-hub``).
-    """
+    """Training Hub's own MLflow logging (all empty: off; never a tracking URI with credentials in it)."""
 
     tracking_uri: str
     experiment_name: str
@@ -274,19 +250,13 @@ class RunConfig:
     """What a training pod needs to call Training Hub, as ``train_model`` staged it on the workspace.
 
     Attributes:
-        version: :data:`RUN_CONFIG_VERSION` of the writer.
         base_model: The model as the user named it (HF id, path, ``pvc://``, ``s3://``, ``oci://``).
         model_path: A copy already staged on the workspace (an ``oci://`` pull); ``""``: resolve ``base_model``.
-        data_path: The training JSONL on the workspace.
         eval_data_path: The eval JSONL on the workspace (``""``: none).
-        ckpt_output_dir: Training Hub's ``ckpt_output_dir``.
         model_cache_dir: Where ``s3://`` and Hub models are downloaded.
         pvc_mounts: Mount path by PVC claim name (for ``pvc://`` models).
         nproc_per_node: Processes (GPUs) per node, for the node count where only ``WORLD_SIZE`` is set.
-        hyperparameters: The training settings.
-        progress: The progress server's settings.
         jit_checkpoint: Training Hub's ``enable_jit_checkpoint`` (save on SIGTERM).
-        mlflow: Training Hub's MLflow settings.
     """
 
     version: int
@@ -309,10 +279,7 @@ _NESTED = {"TrainingOptions": TrainingOptions, "ProgressSettings": ProgressSetti
 
 
 def has_field_type(value: Any, type_name: str) -> bool:
-    """Whether ``value`` is of the annotated type ``type_name`` (``str``, ``int``, ``float``, ``bool``, or a str map).
-
-    JSON's ``true`` is no ``int``; an ``int`` is a ``float``.
-    """
+    """Whether ``value`` is of the annotated type ``type_name`` (JSON's ``true`` is no int; an int is a float)."""
     if type_name == "dict[str, str]":
         return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
     return isinstance(value, _SCALARS[type_name]) and not (isinstance(value, bool) and type_name in ("int", "float"))
@@ -349,11 +316,7 @@ def _decode(cls: Any, data: Any, source: str, prefix: str) -> Any:
 
 
 def decode_run_config(data: Any, source: str = RUN_CONFIG_FILE) -> RunConfig:
-    """A :class:`RunConfig` from parsed JSON, strictly (see the module docstring).
-
-    Args:
-        data: The parsed JSON.
-        source: Where it came from, named in errors (the file's path).
+    """A :class:`RunConfig` from parsed JSON, strictly; ``source`` (the file) is named in errors.
 
     Raises:
         RunConfigError: Another version, or a missing, unknown or mistyped field.

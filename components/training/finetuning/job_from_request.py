@@ -18,6 +18,9 @@ from components.training.finetuning.manifests.trainjob import build_trainjob
 #: Secret keys turned into environment variables of the training pods (never literal values).
 HF_TOKEN_KEY = "HF_TOKEN"
 S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
+#: The job group's fields that are :class:`~.manifests.spec.JobSpec` fields of the same name.
+_JOB_FIELDS = ("image", "runtime_kind", "num_nodes", "gpus_per_node", "gpu_resource_name", "cpu_per_node")
+_JOB_FIELDS += ("memory_per_node", "node_selector", "pod_labels", "pod_annotations", "queue_name")
 
 
 def require_training_image(launcher: str, training_image: str) -> None:
@@ -51,10 +54,7 @@ def job_namespace(request: TrainModelRequest) -> str:
 
 
 def without_launcher_resources(task_config: Any) -> Any:
-    """``task_config`` without ``resources``: those are the launcher pod's own, not the training pods'.
-
-    The training pods' CPU, memory and GPUs come from the ``training_*`` parameters only.
-    """
+    """``task_config`` without ``resources``: the launcher pod's own; the training pods' come from ``training_*``."""
     if task_config is None:
         return None
     if dataclasses.is_dataclass(task_config):
@@ -67,9 +67,6 @@ def build_job_spec(
 ) -> JobSpec:
     """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied).
 
-    The command is Training Hub's entrypoint, or the ``transformers`` backend's ``launch.py``
-    (:func:`.transformers_backend.pod_command`); the runtime is ``training_runtime_name``, else the backend's
-    (:func:`~.config.runtime_name_of`: ``torch-distributed`` for ``transformers``, else ``training-hub``).
     ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
     """
     if request.training.backend == TRANSFORMERS_BACKEND:
@@ -88,22 +85,12 @@ def build_job_spec(
         namespace=job_namespace(request),
         command=command,
         args=args,
-        image=request.job.image,
+        **{name: getattr(request.job, name) for name in _JOB_FIELDS},
         runtime_name=runtime_name_of(request.job.runtime_name, request.training.backend),
-        runtime_kind=request.job.runtime_kind,
-        num_nodes=request.job.num_nodes,
-        gpus_per_node=request.job.gpus_per_node,
-        gpu_resource_name=request.job.gpu_resource_name,
-        cpu_per_node=request.job.cpu_per_node,
-        memory_per_node=request.job.memory_per_node,
         env={"PYTHONUNBUFFERED": "1", **{str(k): str(v) for k, v in dict(request.job.env_vars).items()}},
         secret_env=tuple(secret_env),
         tolerations=list(request.job.tolerations),
-        node_selector=dict(request.job.node_selector),
-        pod_labels=dict(request.job.pod_labels),
-        pod_annotations=dict(request.job.pod_annotations),
         active_deadline_seconds=request.job.timeout_seconds,
-        queue_name=request.job.queue_name,
         progress_tracking=request.progress.tracking,
         metrics_port=request.progress.metrics_port,
         metrics_poll_interval_seconds=request.progress.poll_interval_seconds,
@@ -122,11 +109,9 @@ def build_job_manifest(
     api: TrainJobApi = TRAINER_2_3,
     profile: Any = None,
 ) -> dict[str, Any]:
-    """The ``TrainJob`` (``launcher="trainjob"``) or ``PyTorchJob`` (``launcher="pytorchjob"``) running the entrypoint.
+    """The ``TrainJob`` or ``PyTorchJob`` (``launcher``) running the entrypoint, for the TrainJob ``api`` served.
 
-    The arguments are :func:`build_job_spec`'s, and ``api``: the TrainJob API the cluster serves
-    (:func:`.cluster.discovery.discover_trainjob_api`), and ``profile``: the ``training_hardware_profile`` read from
-    the cluster (:func:`.manifests.hardware_profile.apply_hardware_profile`), or ``None``.
+    The other arguments are :func:`build_job_spec`'s, and ``profile``: the ``training_hardware_profile``, or ``None``.
     """
     from components.training.finetuning.manifests import pytorchjob
     from components.training.finetuning.manifests.hardware_profile import apply_hardware_profile

@@ -48,12 +48,7 @@ def check_workspace_reaches_pods(task_config: Any, run_dir: Path) -> None:
 
 
 def resolve_launcher(plan: RunPlan, api_client: Any, log: Any) -> str:
-    """``trainjob`` or ``pytorchjob``: the ``training_launcher`` argument, or for ``auto`` what the cluster offers.
-
-    Raises:
-        TrainingConfigError: The resolved launcher is pytorchjob and ``training_image`` is empty.
-        LauncherSelectionError: ``auto`` found neither launcher usable.
-    """
+    """``trainjob`` or ``pytorchjob``: the ``training_launcher`` argument, or for ``auto`` what the cluster offers."""
     launcher = plan.launcher
     if launcher == "auto":
         from components.training.finetuning.cluster import launchers
@@ -70,13 +65,12 @@ def resolve_launcher(plan: RunPlan, api_client: Any, log: Any) -> str:
 
 def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None:
     """Logs Training Hub's GPU memory estimate for the run, or why it is skipped (one line; never raises)."""
-    try:  # not in the embedded bundle: the launcher image has no torch to run Training Hub's estimator anyway
+    try:  # the launcher image may have no estimator (no torch)
         from components.training import memory_estimate
     except ImportError:
         log("GPU memory estimate skipped: no estimator in this image; `kfp-finetune doctor` gives it")
         return
     gpus, nodes = plan.request.job.gpus_per_node, plan.request.job.num_nodes
-    # The step's ServiceAccount may not list nodes (rbac.yaml): the estimate alone; doctor compares with the nodes.
     log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
 
 
@@ -101,17 +95,10 @@ def run_cluster_job(
     log: Any,
     options: Mapping[str, Any],
 ) -> LauncherRun:
-    """Runs the staged run directory as a TrainJob or PyTorchJob; returns the final checkpoint and step records.
+    """Runs the staged run directory as a ``job_launcher`` job; returns the final checkpoint and step records.
 
-    Args:
-        plan: The validated run.
-        api_client: A ``kubernetes.client.ApiClient``.
-        job_launcher: ``trainjob`` or ``pytorchjob`` (:func:`resolve_launcher`).
-        config_path: The pods' ``run_config.json``; the job's command names it.
-        model_path: The base model staged on the workspace (an ``oci://`` pull), or ``None``.
-        model_facts: Facts about the staged base model, for the model's metadata.
-        log: Progress sink.
-        options: Keyword arguments of :class:`.cluster.state.ApiOptions`.
+    ``model_path`` is the base model staged on the workspace (an ``oci://`` pull) or ``None``; ``options`` are
+    keyword arguments of :class:`.cluster.state.ApiOptions`.
     """
     from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
@@ -162,20 +149,9 @@ def run_cluster_job(
             profile,
         )  # fmt: skip
         log(f"submitting {manifest['kind']} {manifest['metadata']['namespace']}/{manifest['metadata']['name']}")
-        policy = JobPolicy(
-            cleanup_policy=request.job.cleanup_policy,
-            delete_on_success=request.job.delete_on_success,
-            active_deadline_served=api.active_deadline,
-        )
-        settings = JobSettings(
-            deadlines,
-            policy,
-            ApiOptions(**options),
-            metrics,
-            launcher_pod=(launcher.namespace, launcher.name),
-            log=log,
-        )
-        run_job(api_client, manifest, settings)
+        policy = JobPolicy(request.job.cleanup_policy, request.job.delete_on_success, api.active_deadline)
+        pod = (launcher.namespace, launcher.name)
+        run_job(api_client, manifest, JobSettings(deadlines, policy, ApiOptions(**options), metrics, pod, log))
         return manifest
 
     started = time.perf_counter()
@@ -183,8 +159,8 @@ def run_cluster_job(
         manifest = submit(served)
     except FieldsRejected as error:
         if served.discovered or not refuses_generation(served.generation, error.fields):
-            raise  # (a refused field that is not the assumed generation's own says nothing about the generation)
-        # The assumed generation was refused by the Strict create (nothing stored): the cluster serves the other one.
+            raise  # (another refused field says nothing about the generation)
+        # The Strict create refused the assumed generation (nothing stored): the cluster serves the other one.
         served = other_generation(served, f"the cluster refused {', '.join(error.fields)}")
         log(f"TrainJob API: {served.describe()} ({served.source}); building the job for it")
         manifest = submit(served)
@@ -221,10 +197,10 @@ class PodSettings:
 
 
 def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> PodSettings:
-    """What the run config tells the training pods beyond the hyper-parameters (:class:`PodSettings`).
+    """What the run config tells the training pods beyond the hyper-parameters.
 
-    The pods' MLflow run is ``<job name>-training-hub`` (or ``-transformers``); a tracking URI with credentials in it
-    is not handed to the pods (the run config lies on the PVC).
+    The pods' MLflow run is ``<job name>-training-hub`` (or ``-transformers``); a tracking URI with credentials is
+    not handed to them (the run config lies on the PVC).
     """
     request = plan.request
     mlflow = MlflowSettings(tracking_uri="", experiment_name="", run_name="")
@@ -247,11 +223,7 @@ def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> Pod
 
 
 def stage_pod_script(run_dir: Path) -> Path:
-    """Stages the pods' code (:data:`.contract.POD_MODULES` under ``code/``) and ``entrypoint.py``, which runs it.
-
-    Returns:
-        The staged ``entrypoint.py``; ``python entrypoint.py`` runs with nothing but the standard library.
-    """
+    """Stages the pods' code (:data:`.contract.POD_MODULES`) and the ``entrypoint.py`` that runs it (stdlib only)."""
     stage_code_tree(run_dir / POD_CODE_DIR, contract.POD_MODULES)
     script = run_dir / "entrypoint.py"
     write_text_atomically(script, script_running(contract.POD_ENTRYPOINT, POD_CODE_DIR))
@@ -260,8 +232,6 @@ def stage_pod_script(run_dir: Path) -> Path:
 
 def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
     """``training_resume=False``: clears the run directory of earlier attempts, unless a job of this run/task lives.
-
-    A live job's checkpoints and metrics are in the run directory: the retried launcher re-attaches and keeps them.
 
     Returns:
         The API client (loaded here when the API had to be asked), or ``api_client``.
@@ -286,14 +256,27 @@ def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
 
 
 def live_job_of(plan: RunPlan, api_client: Any) -> dict[str, Any] | None:
-    """The job of this run/task that still exists (a retried launcher re-attaches to it), or ``None``.
+    """The job of this run/task that still exists and is not being deleted (a retried launcher re-attaches), or None.
 
     Raises:
         JobApiError: The API could not be asked.
     """
-    from components.training.finetuning.cluster.live_job import find_live_job
+    from components.training.finetuning.cluster.api import Api
+    from components.training.finetuning.cluster.errors import JobApiError
+    from components.training.finetuning.cluster.job_client import JobClient
+    from components.training.finetuning.cluster.job_kinds import owned_by
     from components.training.finetuning.manifests.names import ownership_labels
 
     kinds = {"trainjob": ["TrainJob"], "pytorchjob": ["PyTorchJob"]}.get(plan.launcher, ["TrainJob", "PyTorchJob"])
     name, namespace = job_name(plan.run_id, plan.task_name), job_namespace(plan.request)
-    return find_live_job(api_client, namespace, name, ownership_labels(plan.run_id, plan.task_name), kinds)
+    api = Api(api_client, time.sleep, lambda line: None, 3)
+    for kind in kinds:
+        manifest = {"kind": kind, "metadata": {"name": name, "namespace": namespace}}
+        try:
+            job = JobClient(api, manifest, say=lambda line: None).get_job()
+        except JobApiError as error:
+            raise JobApiError(f"{error} (is a job of this run/task still there?); nothing was deleted") from None
+        labels = ownership_labels(plan.run_id, plan.task_name)
+        if job is not None and owned_by(job, labels) and not (job.get("metadata") or {}).get("deletionTimestamp"):
+            return job
+    return None

@@ -12,16 +12,9 @@ from components.training.finetuning.manifests.names import job_name
 
 @dataclasses.dataclass
 class TrainModelResult:
-    """What a ``train_model`` run produced.
+    """What a ``train_model`` run produced (``job_name``/``job_kind`` are ``""`` for the local launcher).
 
-    Attributes:
-        model_dir: The directory holding the model: on the workspace (cluster jobs), or the artifact's copy (local).
-        checkpoint_path: Where the final checkpoint really lives (on the workspace PVC when there is one).
-        summary: The KFP metrics written.
-        records: The per-step records.
-        model_metadata: The metadata set on the ``Model`` artifact.
-        job_name: The TrainJob's or PyTorchJob's name (``""`` for the local launcher).
-        job_kind: ``TrainJob`` or ``PyTorchJob`` (``""`` for the local launcher).
+    ``checkpoint_path`` is where the final checkpoint really lives (the workspace PVC when there is one).
     """
 
     model_dir: Path
@@ -36,18 +29,7 @@ class TrainModelResult:
 
 @dataclasses.dataclass(frozen=True)
 class RunPlan:
-    """A validated run: what to train on, where, as which KFP run and task.
-
-    Attributes:
-        request: The component's arguments.
-        config: The training configuration taken from them.
-        data_file: The training JSONL.
-        eval_file: The eval JSONL, or ``None``.
-        task_config: The task's ``dsl.TaskConfig`` passthrough (or ``None``).
-        run_id: The KFP run id (names the run directory and the job).
-        task_name: The KFP task name.
-        workspace: The shared workspace (or a temporary directory).
-    """
+    """A validated run: what to train on, where (the workspace, or a temporary directory), as which KFP run and task."""
 
     request: TrainModelRequest
     config: TrainingConfig

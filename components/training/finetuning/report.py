@@ -9,15 +9,9 @@ from typing import Any
 
 
 def summarize(records: list[dict[str, Any]], train_seconds: float | None = None) -> dict[str, float]:
-    """The KFP metrics of a run: final and minimum loss, steps, training time and the last tokens/s.
+    """The KFP metrics of a run: final and minimum loss, steps, training time and the last tokens/s logged.
 
-    Args:
-        records: Normalised step records (non-empty; see :mod:`.pod.metrics`).
-        train_seconds: Wall-clock training time measured by the caller; defaults to the last record's ``time``.
-
-    Returns:
-        ``final_loss``, ``min_loss``, ``steps``, ``train_seconds`` and, when any record has it,
-        ``tokens_per_second`` (the last value logged, not the first).
+    ``train_seconds`` defaults to the last record's ``time``.
     """
     if not records:
         raise ValueError("no step records to summarise")
@@ -36,15 +30,7 @@ def summarize(records: list[dict[str, Any]], train_seconds: float | None = None)
 
 
 def loss_curve_png(records: list[dict[str, Any]], title: str = "Training loss") -> bytes:
-    """Draws loss (and learning rate, on a second axis, when logged) against step.
-
-    Args:
-        records: Normalised step records (see :mod:`.pod.metrics`).
-        title: Plot title.
-
-    Returns:
-        The PNG image bytes.
-    """
+    """The PNG of loss (and learning rate, on a second axis, when logged) against step."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,18 +87,7 @@ def render_report(
     hyperparameters: dict[str, Any],
     run_facts: dict[str, Any],
 ) -> str:
-    """Renders the report as one self-contained HTML page.
-
-    Args:
-        records: Normalised step records.
-        summary: Output of :func:`summarize`.
-        hyperparameters: The run's hyper-parameters.
-        run_facts: Other facts to show; ``algorithm`` and ``base_model`` (the title) are required, then backend
-            (the launcher), TrainJob name, checkpoint path, ...
-
-    Returns:
-        The HTML text (the PNG inlined as a ``data:`` URI).
-    """
+    """The report as one self-contained HTML page (``run_facts`` needs ``algorithm`` and ``base_model``)."""
     title = f"{run_facts['algorithm']} of {run_facts['base_model']}"
     image = base64.b64encode(loss_curve_png(records, title=f"Loss: {title}")).decode("ascii")
     style = (

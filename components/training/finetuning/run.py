@@ -1,10 +1,4 @@
-"""Orchestration of ``train_model`` for every launcher: validate, train, publish -> :class:`~.plan.TrainModelResult`.
-
-Everything is checked first (:func:`validate_request`); then the ``local`` launcher trains in this process
-(:mod:`.local.trainer`) or :func:`train_on_cluster` stages the run directory on the workspace PVC and runs it as a
-TrainJob or PyTorchJob (:mod:`.launch`); :mod:`.publish` writes the three outputs. The README's "Layout" follows one
-parameter through these steps.
-"""
+"""Orchestration of ``train_model``: validate everything, train (here, or as a cluster job), publish the outputs."""
 
 from __future__ import annotations
 
@@ -67,13 +61,6 @@ from components.training.finetuning.staging import (
 
 def validate_request(request: TrainModelRequest, has_eval_data: bool) -> TrainingConfig:
     """Checks every argument of ``train_model`` before anything is trained or submitted.
-
-    Args:
-        request: The component's arguments.
-        has_eval_data: Whether an eval dataset is present.
-
-    Returns:
-        The validated training configuration.
 
     Raises:
         TrainingConfigError: The first broken rule, naming the parameter and value.
@@ -139,10 +126,7 @@ def _unresolved(value: str) -> bool:
 def resolve_auto_launcher(
     request: TrainModelRequest, environ: Mapping[str, str], log: Any = print, api_client: Any = None
 ) -> TrainModelRequest:
-    """``training_launcher="auto"`` without a cluster (as under ``kfp.local``): the ``local`` launcher, said in a line.
-
-    No cluster: no API client, not in a pod, no ``KUBERNETES_SERVER_URL`` and no workspace volume for a job's pods.
-    """
+    """``training_launcher="auto"`` without a cluster (no client, pod, server URL or workspace volume): ``local``."""
     from components._common.kube_auth import SERVER_URL_ENV
 
     if request.job.launcher != "auto":
@@ -171,18 +155,13 @@ def run_train_model(
     """The whole ``train_model`` component: validate, train with the chosen launcher, write the three outputs.
 
     Args:
-        request: The component's arguments (``dataset`` a chat JSONL artifact or ``dataset_path`` a path).
-        model: ``Output[Model]``: receives the trained model; metadata names checkpoint, base model, algorithm,
-            hyper-parameters, dataset, TrainJob and launcher.
-        metrics: ``Output[Metrics]``: final_loss, min_loss, steps, train_seconds, tokens_per_second (+ eval_loss,
-            base_eval_loss).
-        report: ``Output[HTML]``: loss curve, hyper-parameters, TrainJob name.
+        request: The component's arguments.
+        model: ``Output[Model]``: the trained model and its metadata.
+        metrics: ``Output[Metrics]``: the summary metrics.
+        report: ``Output[HTML]``: loss curve, hyper-parameters, job name.
         api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); cluster launchers only.
         log: Progress sink.
         job_options: Keyword arguments of :class:`.cluster.state.ApiOptions` (e.g. ``poll_interval_seconds``).
-
-    Returns:
-        The run's outcome.
     """
     request = resolve_auto_launcher(request, os.environ, log, api_client)
     train_dataset = dataset_input(request.dataset, request.dataset_path, request.pvc_path)
@@ -242,11 +221,7 @@ def run_train_model(
 
 
 def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
-    """The MLflow logger of this run (a no-op without a tracking URI): one run per KFP run and task.
-
-    Raises:
-        tracking.TrackingError: The tracking URI is set but the run cannot be started.
-    """
+    """The MLflow logger of this run (a no-op without a tracking URI): one run per KFP run and task."""
     return tracking.MlflowLogger(
         plan.request.output.mlflow_tracking_uri,
         run_name=job_name(plan.run_id, plan.task_name),
@@ -270,11 +245,7 @@ def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
 
 
 def count_reward_rows(path: Path, label: str) -> int:
-    """Checks every row of a GRPO reward JSONL file (:mod:`components._common.reward_rows`) and counts them.
-
-    Raises:
-        TrainingConfigError: A row breaks a rule (one line: file, line, rule).
-    """
+    """Checks and counts the rows of a GRPO reward JSONL file; a bad row is a one-line ``TrainingConfigError``."""
     from components._common.reward_rows import RewardRowError, iter_reward_rows
 
     try:
@@ -325,12 +296,9 @@ def write_run_config(
     settings: PodSettings,
     model_path: str | None = None,
 ) -> Path:
-    """Stages the pods' code, the data and ``run_config.json`` (a :class:`~.contract.RunConfig`) in ``run_dir``.
+    """Stages the pods' code, the data and ``run_config.json`` in ``run_dir``; returns the config file.
 
     ``model_path`` is a base model already staged on the workspace (an ``oci://`` pull), else ``None``.
-
-    Returns:
-        The config file.
     """
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)

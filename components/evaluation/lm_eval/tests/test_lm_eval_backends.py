@@ -224,7 +224,7 @@ def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_pa
 def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in_cluster, workspace, tmp_path):
     """A job of this run/task (re-attached to) that evaluates another model: refused before it is followed.
 
-    Issue 45's stored-job comparison (``cluster/stored.py``) sees the stored job's ``pretrained`` differ from the one
+    Issue 45's stored-job comparison (``cluster/lifecycle.py``) sees the stored job's ``pretrained`` differ from the one
     sent and refuses it in one line (``JobIncomplete``), applying the cleanup policy; the location check of
     ``model_identity.check_same_location`` stays behind it for a job whose results name another model.
     """

@@ -1,8 +1,7 @@
-"""Every Kubernetes API request of ``train_model``: deadlines, retries and the errors they end in.
+"""Every Kubernetes API request of ``train_model``: a ``(connect, read)`` timeout cut to the deadline, retries.
 
-Each request carries ``_request_timeout=(connect, read)``, cut to what is left of the current deadline; transient
-failures are retried by the shared policy (:mod:`components._common.retry`), never past the deadline; urllib3's own
-retries are off (they would repeat a timed-out read three more times).
+Transient failures are retried by :mod:`components._common.retry`, never past the deadline; urllib3's own retries
+are off (they would repeat a timed-out read three more times).
 """
 
 from __future__ import annotations
@@ -25,16 +24,12 @@ from components._common.retry import (
 )
 from components.training.finetuning.cluster.errors import ApiUnavailable, JobApiError, JobError
 
-#: What every request waits at most, unless a deadline is closer: TCP connect, then each read of the answer.
+#: What every request waits at most unless a deadline is closer: TCP connect, then each read.
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
 DEFAULT_READ_TIMEOUT_SECONDS = 30.0
-#: The shortest connect and read timeout a request is given, also at its deadline (the poll that decides whether the
-#: job finished in time is sent at the deadline): a request outlives its deadline by at most twice this.
+#: The shortest timeout a request is given, also at its deadline: it outlives the deadline by at most twice this.
 MIN_TIMEOUT_SECONDS = 1.0
-
-
-#: Tries of a request that is retried until a deadline rather than a count (following through an API outage,
-#: cleaning up within a budget): the deadline always comes first.
+#: Tries of a request retried until a deadline rather than a count (outages, cleanup): the deadline comes first.
 UNTIL_DEADLINE = 10**9
 
 
@@ -48,12 +43,9 @@ class Deadline:
 
 @dataclasses.dataclass(frozen=True)
 class Retry:
-    """How one request is retried, when not by the :class:`Api`'s own policy and deadline.
+    """How one request is retried where not by the :class:`Api`'s own policy and deadline (``None``: the Api's).
 
-    Attributes:
-        policy: Attempts and backoff (``None``: the Api's policy).
-        on_retry: Called before each wait with (attempt number, seconds to wait, error) instead of the retry line.
-        deadline: The deadline of this request (``None``: the Api's).
+    ``on_retry(attempt, delay, error)`` replaces the retry log line.
     """
 
     policy: RetryPolicy | None = None
@@ -86,7 +78,7 @@ def rejected(what: str, error: Exception) -> JobApiError:
 
 
 class Api:
-    """The requests the job runner makes: each with a (connect, read) timeout, retried within bounds; no run state.
+    """The requests of the job runner, each with a (connect, read) timeout and retried within bounds; no run state.
 
     Args:
         api_client: A ``kubernetes.client.ApiClient``.
@@ -94,8 +86,8 @@ class Api:
         log: Where retry lines go.
         attempts: Tries per request on transient failures.
         clock: The monotonic clock deadlines are measured on.
-        connect_timeout: TCP connect timeout of every request, in seconds.
-        read_timeout: Read timeout of every request (watches: the window plus a margin), in seconds.
+        connect_timeout: TCP connect timeout, in seconds.
+        read_timeout: Read timeout (watches: the window plus a margin), in seconds.
     """
 
     def __init__(
@@ -142,9 +134,7 @@ class Api:
         return (connect, read)
 
     def call(self, what: str, func: Callable[..., Any], *args: Any, retry: Retry | None = None, **kwargs: Any) -> Any:
-        """Calls ``func(*args, **kwargs)`` with a request timeout; retries transient failures (per ``retry``).
-
-        A ``_request_timeout`` in ``kwargs`` wins over the computed one; ``what`` is named in retry lines and errors.
+        """Calls ``func(*args, **kwargs)`` with a request timeout (a caller's own wins); retries transient failures.
 
         Raises:
             ApiUnavailable: Transient failures on every attempt, or no answer before the deadline.
@@ -153,8 +143,7 @@ class Api:
         retry = retry or Retry()
         deadline = retry.deadline or self._deadline()
         policy = retry.policy or self.policy
-        requested = kwargs.pop("_request_timeout", None)  # a caller's own timeout wins (e.g. doctor's probes)
-
+        requested = kwargs.pop("_request_timeout", None)
         began = self.clock()
 
         def attempt() -> Any:

@@ -46,14 +46,7 @@ _REMEDIES = {
 
 @dataclasses.dataclass(frozen=True)
 class Cause:
-    """One reason a job failed or did not start; ``str()`` of it is its line ``code (where): detail -> remedy``.
-
-    Attributes:
-        code: A short name (``OOMKilled``, ``Unschedulable``, ...: the keys of ``_REMEDIES``).
-        where: The object it was seen on (``pod x, container node``; ``TrainJob x``, ``PyTorchJob x``).
-        detail: What happened, in the cluster's words.
-        remedy: What to change.
-    """
+    """One reason a job failed or did not start, as the line ``code (where): detail -> remedy``."""
 
     code: str
     where: str
@@ -66,18 +59,7 @@ class Cause:
 
 @dataclasses.dataclass(frozen=True)
 class Diagnosis:
-    """Everything known about a job that did not complete.
-
-    Attributes:
-        namespace: The job's namespace.
-        name: The job's name.
-        outcome: One of :data:`OUTCOMES`.
-        summary: The headline (the Failed condition's reason and message, or the timeout that expired).
-        causes: The causes found, most specific first (may be empty).
-        log_source: Where ``log_tail`` comes from (``pod x, container node``), ``""`` when no log was read.
-        log_tail: The last log lines of the failed container, secrets redacted.
-        kind: The job's kind (``TrainJob``, ``PyTorchJob``), named in the report.
-    """
+    """Everything known about a job that did not complete: headline, causes (most specific first), redacted log tail."""
 
     namespace: str
     name: str
@@ -251,7 +233,7 @@ def diagnose(
     tail_lines: int = 20,
     kind: str = "",
 ) -> Diagnosis:
-    """Turns what the cluster says about a TrainJob or PyTorchJob into a :class:`Diagnosis` (causes deduplicated).
+    """Turns what the cluster says about a job into a :class:`Diagnosis` (causes deduplicated).
 
     Args:
         outcome: One of :data:`OUTCOMES`.
@@ -260,12 +242,9 @@ def diagnose(
         events: Events about it and what it owns (JobSet, Jobs, pods).
         logs: Last log text by source (``pod x, container node``), failed containers first.
         start_timeout: The start timeout that applied (for the headline).
-        timeout: The total timeout that applied (for the headline).
+        timeout: The total timeout that applied.
         tail_lines: How many log lines to keep.
         kind: The job's kind (default: the job's own ``kind``, else ``TrainJob``).
-
-    Raises:
-        ValueError: ``outcome`` is not one of :data:`OUTCOMES`.
     """
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome={outcome!r}: must be one of {list(OUTCOMES)}")

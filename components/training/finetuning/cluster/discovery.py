@@ -1,8 +1,7 @@
 """Which ``TrainJob`` API generation the cluster serves (OpenAPI v3 discovery), and whether a resource is served.
 
-When discovery cannot say (403, 404, no answer, no recognisable ``TrainJob`` schema) the generation is assumed
-(:data:`~..manifests.api_generations.ASSUMED_GENERATION`); every create is Strict (:mod:`.strict`), so a wrong guess
-is refused naming the unknown field, never a silently pruned job.
+When discovery cannot say, the generation is assumed (:data:`~..manifests.api_generations.ASSUMED_GENERATION`);
+every create is Strict, so a wrong guess is refused naming the unknown field, never a silently pruned job.
 """
 
 from __future__ import annotations
@@ -29,12 +28,7 @@ DISCOVERY_TIMEOUT_SECONDS = 20.0
 
 
 def discover_trainjob_api(api: Api, deadline_seconds: float = DISCOVERY_TIMEOUT_SECONDS) -> TrainJobApi:
-    """The ``TrainJob`` API the cluster serves, or the assumed one (its ``source`` says why) when discovery cannot say.
-
-    Args:
-        api: The request layer (deadlines, retries of transient failures).
-        deadline_seconds: The overall deadline of discovery (a hanging endpoint costs this, not a timeout per try).
-    """
+    """The ``TrainJob`` API the cluster serves, or the assumed one (its ``source`` says why) within the deadline."""
     from kubernetes.client import ApiException
 
     deadline = Deadline(api.clock() + deadline_seconds, f"discovery's {deadline_seconds:g} s deadline")

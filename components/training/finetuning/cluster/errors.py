@@ -34,10 +34,7 @@ class JobCancelled(JobFailed):
 
 
 class ApiUnavailable(JobApiError):
-    """No answer (or only "try again" answers) through every retry (``deadline`` ``None``), or before ``deadline``.
-
-    ``last``: the last failure, one line.
-    """
+    """No answer (or only "try again") through every retry, or before ``deadline``; ``last``: the last failure."""
 
     def __init__(self, message: str, deadline: object | None, last: str) -> None:
         super().__init__(message)

@@ -1,10 +1,16 @@
-"""The requests about one job (stateless): create, read, watch, list its pods and events, read logs, patch, delete."""
+"""The requests about one job (stateless): create, read, watch, list its pods and events, read logs, patch, delete.
+
+Every create and patch is ``fieldValidation=Strict``: a real API server otherwise silently prunes the fields its CRD
+schema does not know (a ``TrainJob`` written for another API generation would lose its volumes); with it the server
+answers 400 naming each field (:func:`unknown_fields`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,12 +18,32 @@ import urllib3
 from kubernetes import watch
 from kubernetes.client import ApiException
 
-from components.training.finetuning.cluster import strict
-from components.training.finetuning.cluster.api import Api, Deadline, Retry
+from components.training.finetuning.cluster.api import Api, Deadline, Retry, api_message
 from components.training.finetuning.cluster.api import rejected as _rejected
 from components.training.finetuning.cluster.api import status_of as _status
 from components.training.finetuning.cluster.errors import JobApiError, NotOurJob
 from components.training.finetuning.cluster.job_kinds import JOB_KINDS, JobKind
+from components.training.finetuning.manifests.api_generations import manifest_api
+
+#: The ``fieldValidation`` of every create and patch.
+FIELD_VALIDATION = "Strict"
+_UNKNOWN_FIELD = re.compile(r'unknown field \\?"([^"\\]+)\\?"')
+
+
+def unknown_fields(error: Exception) -> list[str]:
+    """The fields a Strict request was refused for (400/422 ``unknown field "..."``), ``[]`` for other errors."""
+    if _status(error) not in (400, 422):
+        return []
+    return list(dict.fromkeys(_UNKNOWN_FIELD.findall(api_message(error))))
+
+
+def unknown_fields_message(what: str, fields: list[str], manifest: Mapping[str, Any]) -> str:
+    """One line: what was refused, the unknown fields, the API generation the manifest was written for, the remedy."""
+    return (
+        f"{what} was rejected by the Kubernetes API (fieldValidation={FIELD_VALIDATION}): it does not serve field(s) "
+        f"{', '.join(fields)} of the {manifest_api(manifest)} this step wrote, so nothing was stored. The cluster "
+        "serves another API generation: `kfp-finetune doctor` names the one it serves"
+    )
 
 
 def uid_of(job: Mapping[str, Any] | None) -> str:
@@ -47,9 +73,9 @@ class FieldsRejected(CreateRejected):
 
 def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: bool) -> JobApiError:
     """The error of a refused create or patch: :class:`FieldsRejected` for unknown fields, else the API's message."""
-    fields = strict.unknown_fields(error)
+    fields = unknown_fields(error)
     if fields:
-        message = strict.unknown_fields_message(what, fields, manifest)
+        message = unknown_fields_message(what, fields, manifest)
         return FieldsRejected(message, fields) if create else JobApiError(message)
     return CreateRejected(str(_rejected(what, error))) if create else _rejected(what, error)
 
@@ -58,7 +84,7 @@ def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: b
 class WatchResult:
     """What one watch window saw: the job's newest state (``None``: unchanged), or that it was deleted or expired.
 
-    ``expired`` (the caller re-reads the job) also covers an event the watch could not read (``reason`` says which).
+    ``expired`` (the caller re-reads the job) also covers an unreadable event (``reason`` says which).
     """
 
     job: dict[str, Any] | None = None
@@ -69,13 +95,7 @@ class WatchResult:
 
 @dataclasses.dataclass(frozen=True)
 class JobClient:
-    """The API requests about one job.
-
-    Attributes:
-        api: The request layer (bounded by the run's deadlines).
-        manifest: The job's manifest (its labels identify this run/task).
-        say: Where lines about the job go (prefixed with its kind and name).
-    """
+    """The API requests about one job (its manifest's labels identify this run/task; ``say`` logs about it)."""
 
     api: Api
     manifest: Mapping[str, Any]
@@ -125,7 +145,7 @@ class JobClient:
                 what,
                 "create_namespaced_custom_object",
                 dict(self.manifest),
-                field_validation=strict.FIELD_VALIDATION,
+                field_validation=FIELD_VALIDATION,
                 retry=retry,
             )
             return created, True
@@ -268,7 +288,7 @@ class JobClient:
                 "patch_namespaced_custom_object",
                 self.name,
                 guarded,
-                field_validation=strict.FIELD_VALIDATION,
+                field_validation=FIELD_VALIDATION,
                 retry=retry,
             )
         except ApiException as error:

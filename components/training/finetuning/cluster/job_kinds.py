@@ -46,14 +46,10 @@ def owned_by(trainjob: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class JobKind:
-    """What differs between the job kinds :func:`~.runner.run_job` runs (``kind``, ``group``, ``version``, ``plural``).
+    """What differs between the job kinds :func:`~.runner.run_job` runs.
 
-    Attributes:
-        phase: Reads ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending`` from the job.
-        pod_selector: The label selector of the job's pods, from its name.
-        checks_runtime: Whether a training runtime is referenced and checked before submitting.
-        suspend_path: Where ``suspend`` lives under ``spec``.
-        children: What deleting the job removes with it (for the log).
+    ``phase`` reads ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending``; ``suspend_path`` is where
+    ``suspend`` lives under ``spec``; ``children`` is what deleting the job removes with it (for the log).
     """
 
     kind: str
@@ -106,11 +102,7 @@ PYTORCHJOB_KIND = JobKind(
 
 
 def lmevaljob_phase(job: Mapping[str, Any]) -> str:
-    """An LMEvalJob's phase from ``status.state``/``reason`` (trustyai-service-operator ``lmevaljob_types.go``).
-
-    ``Complete`` with reason ``Succeeded`` is ``Complete``; ``Complete`` otherwise and ``Cancelled`` are ``Failed``;
-    ``New``/``Scheduled`` are ``Pending``.
-    """
+    """An LMEvalJob's phase from ``status.state``/``reason`` (trustyai-service-operator ``lmevaljob_types.go``)."""
     status = job.get("status") or {}
     state = status.get("state")
     if state == "Complete":
@@ -156,11 +148,7 @@ def _trainer_container(node: Any) -> str:
 
 
 def pods_and_logs_hint(manifest: Mapping[str, Any], namespace: str) -> str:
-    """The RHOAI guide's troubleshooting commands for this job (``Pods: oc get pods ...; logs: oc logs ...``).
-
-    The container named is the one the manifest patches (``pytorch`` for a PyTorchJob, the runtime's trainer, e.g.
-    ``node``, for a TrainJob).
-    """
+    """The RHOAI guide's troubleshooting commands for this job (``Pods: oc get pods ...; logs: oc logs ... -c ...``)."""
     name = (manifest.get("metadata") or {}).get("name", "")
     if manifest.get("kind") == LMEVALJOB_KIND.kind:  # one pod, named after the job
         selector = LMEVALJOB_KIND.pod_selector(name)

@@ -1,8 +1,7 @@
 """What the launcher learns from its own pod: the job's owner (the run's Workflow) and its termination grace period.
 
-The owner is the pod's controller owner, never the pod itself (a retried launcher is a new pod) and never across
-namespaces; after SIGTERM, :func:`disruption` tells a cancelled run from a disrupted launcher pod. Nothing here ever
-fails the run: a missing safety net is logged.
+The owner is the pod's controller owner, never the pod itself and never across namespaces; after SIGTERM,
+:func:`disruption` tells a cancelled run from a disrupted launcher pod. Nothing here fails the run.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from components._common.namespace import pod_namespace
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster.api import Api, Retry, failure_text
 from components.training.finetuning.cluster.errors import JobError
-from components.training.finetuning.manifests.owner import OwnerReference
+from components.training.finetuning.manifests.spec import OwnerReference
 
 #: The environment variables KFP sets in a task's pod.
 POD_NAME_ENV = "KFP_POD_NAME"
@@ -27,15 +26,7 @@ POD_UID_ENV = "KFP_POD_UID"
 
 @dataclasses.dataclass(frozen=True)
 class LauncherPod:
-    """What the launcher's pod says.
-
-    Attributes:
-        owner: The job's owner, or ``None`` (``why`` says why not).
-        grace_seconds: The pod's termination grace period (``None``: unknown; 30 s is assumed).
-        why: One line for the log: the owner chosen, or why there is none.
-        namespace: The pod's namespace.
-        name: The pod's name.
-    """
+    """What the launcher's pod says: the job's owner or ``None`` (``why``: one line for the log), its grace period."""
 
     owner: OwnerReference | None
     grace_seconds: float | None
@@ -52,15 +43,7 @@ def read_launcher_pod(
     log: Callable[[str], None] = print,
     namespace_path: str | None = None,
 ) -> LauncherPod:
-    """Reads the launcher's pod: the job's owner and the grace period (never raises; logs one line).
-
-    Args:
-        api_client: A ``kubernetes.client.ApiClient``.
-        job_namespace: Where the job is created.
-        environ: Environment to read (default ``os.environ``).
-        log: Where the line goes.
-        namespace_path: The service-account namespace file (tests).
-    """
+    """Reads the launcher's pod: the job's owner and the grace period (never raises; logs one line)."""
     environ = os.environ if environ is None else environ
     name, uid = environ.get(POD_NAME_ENV, ""), environ.get(POD_UID_ENV, "")
     namespace = pod_namespace(environ, namespace_path) if namespace_path else pod_namespace(environ)
@@ -76,10 +59,7 @@ def _read_pod(api: Api, namespace: str, name: str, timeout: tuple[float, float],
 
 
 def disruption(api: Api, namespace: str, name: str) -> str:
-    """Why the launcher pod is being disrupted (its ``DisruptionTarget`` condition's reason), ``""`` when it is not.
-
-    One short read (never raises): an unreadable pod counts as not disrupted (the SIGTERM is then a cancellation).
-    """
+    """Why the launcher pod is being disrupted (its ``DisruptionTarget`` reason); ``""`` when not, or unreadable."""
     if not name or not namespace:
         return ""
     try:
@@ -113,8 +93,7 @@ def _read(api_client: Any, name: str, uid: str, namespace: str, job_namespace: s
     grace = float(grace) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else None
     if uid and metadata.get("uid") != uid:
         return LauncherPod(None, grace, f"none: pod {namespace}/{name} has uid {metadata.get('uid')}, not {uid}")
-    # Only the controller (the KFP run's Workflow) stands for the run: another owner (a policy object, a cache) may live
-    # longer or shorter than the run, and its deletion must not delete the job, nor keep it.
+    # Only the controller (the run's Workflow) stands for the run; another owner may outlive it.
     owners = list(metadata.get("ownerReferences") or [])
     owner = next((owner for owner in owners if owner.get("controller") is True), None)
     if owner is None:

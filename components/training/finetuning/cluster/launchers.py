@@ -63,15 +63,6 @@ def select_launcher(
 ) -> str:
     """The launcher ``training_launcher="auto"`` resolves to, ``"trainjob"`` or ``"pytorchjob"``, logging why.
 
-    Args:
-        api_client: A ``kubernetes.client.ApiClient``.
-        runtime_name: The Trainer runtime a TrainJob would reference.
-        runtime_kind: ``ClusterTrainingRuntime`` or ``TrainingRuntime`` (looked up in ``namespace``).
-        namespace: The namespace the job would run in.
-        log: Where the choice and its reason go.
-        api_attempts: Attempts per API call on transient errors.
-        sleep: Sleep between retries (tests).
-
     Raises:
         LauncherSelectionError: Neither launcher is usable (the message lists what was found).
         JobError: A discovery call was rejected.

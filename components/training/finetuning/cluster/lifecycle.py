@@ -1,9 +1,14 @@
-"""A job's lifecycle around the follow loop: idempotent submit (a retried task re-attaches), diagnosis, cleanup."""
+"""A job's lifecycle around the follow loop: idempotent submit (a retried task re-attaches), diagnosis, cleanup.
+
+After a create or an adoption the stored job is compared with what was sent (:func:`lost_fields`): a server that
+ignores ``fieldValidation=Strict``, or a mutating webhook, may have dropped a pod setting (the workspace volume, say),
+and such a job is never followed.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from components._common.retry import GaveUp, call_with_retries
@@ -19,15 +24,80 @@ from components.training.finetuning.cluster.errors import (
     JobIncomplete,
     NotOurJob,
 )
+from components.training.finetuning.cluster.follow import find_it, find_job_command, through_outage
 from components.training.finetuning.cluster.job_client import CreateRejected, JobClient, NameBeingReleased, uid_of
 from components.training.finetuning.cluster.job_kinds import owned_by, queue_name
-from components.training.finetuning.cluster.outage import find_it, find_job_command, through_outage
 from components.training.finetuning.cluster.signals import signals_ignored
 from components.training.finetuning.cluster.state import JobSettings, JobState
-from components.training.finetuning.cluster.stored import lost_fields, lost_fields_message
 
 #: Pods whose failed containers' log tails go into a diagnosis.
 _MAX_LOGGED_PODS = 2
+#: Fields the cluster changes by design (Kueue and the launcher suspend and resume a job).
+CHANGED_BY_DESIGN = frozenset({"spec.suspend"})
+#: How many lost fields a message names.
+_NAMED = 5
+
+
+def _contains(stored: Any, sent: Any) -> bool:
+    """Whether ``stored`` holds everything of ``sent`` (dicts: each key; lists: each item in some item)."""
+    if isinstance(sent, Mapping):
+        return isinstance(stored, Mapping) and all(k in stored and _contains(stored[k], v) for k, v in sent.items())
+    if isinstance(sent, list):
+        return isinstance(stored, list) and all(any(_contains(s, item) for s in stored) for item in sent)
+    return stored == sent
+
+
+def _item_name(item: Any, index: int) -> str:
+    return f"[name={item['name']}]" if isinstance(item, Mapping) and isinstance(item.get("name"), str) else f"[{index}]"
+
+
+def _walk(sent: Any, stored: Any, path: str, lost: list[str]) -> None:
+    if path in CHANGED_BY_DESIGN or _contains(stored, sent):
+        return
+    if isinstance(sent, Mapping) and isinstance(stored, Mapping):
+        for key, value in sent.items():
+            where = f"{path}.{key}" if path else key
+            if key not in stored:
+                if where not in CHANGED_BY_DESIGN:
+                    lost.append(where)
+            else:
+                _walk(value, stored[key], where, lost)
+        return
+    if isinstance(sent, list) and isinstance(stored, list):
+        for index, item in enumerate(sent):
+            if any(_contains(candidate, item) for candidate in stored):
+                continue
+            name = item.get("name") if isinstance(item, Mapping) else None
+            same = [s for s in stored if isinstance(s, Mapping) and name is not None and s.get("name") == name]
+            if not same and name is None and len(stored) == len(sent):
+                same = [stored[index]]  # (unnamed items of a list of the same length: compared in order)
+            if same:
+                _walk(item, same[0], f"{path}{_item_name(item, index)}", lost)
+            else:
+                lost.append(f"{path}{_item_name(item, index)}")
+        return
+    lost.append(path)
+
+
+def lost_fields(sent: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:
+    """The fields of ``sent``'s ``spec`` and labels that ``stored`` lacks or changed; additions are fine."""
+    lost: list[str] = []
+    _walk(sent.get("spec") or {}, stored.get("spec"), "spec", lost)
+    labels = (sent.get("metadata") or {}).get("labels") or {}
+    _walk(labels, (stored.get("metadata") or {}).get("labels"), "metadata.labels", lost)
+    return lost
+
+
+def lost_fields_message(kind: str, where: str, lost: list[str], adopted: bool) -> str:
+    """One line: which job lost which fields, why that happens, that it is not followed, what to check."""
+    named = ", ".join(lost[:_NAMED]) + (f" and {len(lost) - _NAMED} more" if len(lost) > _NAMED else "")
+    how = "the existing job this step would re-attach to lacks" if adopted else "the API server stored it without"
+    return (
+        f"{kind} {where}: {how} field(s) {named} that this step sends (an API server that ignores "
+        "fieldValidation=Strict prunes fields it does not serve, and a mutating admission webhook may remove pod "
+        "settings such as the workspace volume): a job without them would not train as asked, so it is not "
+        "followed. Check `kubectl get mutatingwebhookconfigurations` and the served API (`kfp-finetune doctor`)"
+    )
 
 
 def manual_command(client: JobClient, policy: str) -> str:
@@ -57,9 +127,8 @@ def append_note(error: BaseException, note: str) -> None:
 def submit(client: JobClient, state: JobState, settings: JobSettings) -> None:
     """Creates the job, or re-attaches to this run/task's existing one (``state.job`` holds it after).
 
-    The create rides out an API outage until the start timeout; a 409 for a job that then reads 404 (one being
-    deleted) is retried with backoff by the shared policy, a bounded number of times; a job still terminating
-    (``deletionTimestamp``) is waited for until the deadline.
+    The create rides out an API outage until the start timeout; 409-then-404 (a job being deleted) is retried a
+    bounded number of times; a job still terminating is waited for until the deadline.
     """
     kind, what = client.kind.kind, f"creating {client.kind.kind} {client.namespace}/{client.name}"
     deadline = settings.clock() + max(settings.deadlines.start_timeout_seconds, 60.0)
@@ -112,11 +181,7 @@ def submit(client: JobClient, state: JobState, settings: JobSettings) -> None:
 def refuse_incomplete(
     client: JobClient, state: JobState, settings: JobSettings, stored: dict[str, Any], adopted: bool
 ) -> None:
-    """Raises :class:`JobIncomplete`, after applying the cleanup policy, when ``stored`` lost fields that were sent.
-
-    Raises:
-        JobIncomplete: The job lacks (or holds changed) fields of the manifest; it is not followed.
-    """
+    """Raises :class:`JobIncomplete`, after applying the cleanup policy, when ``stored`` lost fields that were sent."""
     lost = lost_fields(client.manifest, stored)
     if not lost:
         return
@@ -201,10 +266,7 @@ def cleanup_budget(settings: JobSettings) -> Deadline:
 
 
 def delete_job(client: JobClient, state: JobState, settings: JobSettings, deadline: Deadline) -> bool:
-    """Deletes this run's job (by its uid) within ``deadline``, retrying until then (``delete_on_success``).
-
-    Another job under the name is never deleted: that is said in one line and ``False`` returned.
-    """
+    """Deletes this run's job (by its uid) within ``deadline`` (``delete_on_success``); another job: ``False``."""
     try:
         return client.bounded(deadline).delete_job(state.uid, Retry(settings.api.outage_policy, deadline=deadline))
     except NotOurJob as error:
@@ -215,11 +277,10 @@ def delete_job(client: JobClient, state: JobState, settings: JobSettings, deadli
 def clean_up(
     client: JobClient, state: JobState, settings: JobSettings, deadline: Deadline, wait_for_job: bool = False
 ) -> str:
-    """Applies the cleanup policy, best effort, retrying until ``deadline`` (the whole budget).
+    """Applies the cleanup policy, best effort, retrying until ``deadline``.
 
-    Without the create's answer (no uid) the job is looked up by its name and this run/task's labels; with
-    ``wait_for_job`` (a cancel while the create was in flight) it is looked for until ``deadline``, since the API
-    server may store it after the step stopped waiting.
+    Without the create's answer (no uid) the job is looked up by name and labels; with ``wait_for_job`` (a cancel
+    while the create was in flight) until ``deadline``, since the server may store it after the step stopped waiting.
 
     Returns:
         ``""``, or when the API could not do it, the note naming the job and the ``kubectl`` command that does.
@@ -230,7 +291,6 @@ def clean_up(
     if policy == "keep":
         client.say(f"kept (cleanup_policy=keep): `{command}`")
         return ""
-    # Each request is retried with backoff until the deadline, using the whole budget (not a count).
     bounded, retry = client.bounded(deadline), Retry(settings.api.outage_policy, deadline=deadline)
     try:
         if not state.uid:  # the create's answer never came: clean up only this run/task's job
@@ -274,8 +334,8 @@ def find_own_job(
 def wrap_up(client: JobClient, state: JobState, settings: JobSettings, outcome: str) -> JobFailed:
     """Diagnoses a failed, timed-out, cancelled or vanished job and applies the cleanup policy (signals ignored).
 
-    After SIGTERM (``Cancelled``) everything fits in ``cancel_timeout_seconds`` (the pod's termination grace period
-    less a margin); otherwise the diagnosis and then the cleanup each get ``cleanup_timeout_seconds``.
+    After SIGTERM everything fits in ``cancel_timeout_seconds``; else the diagnosis and the cleanup each get
+    ``cleanup_timeout_seconds``.
     """
     with signals_ignored():  # a SIGTERM now must not skip the cleanup
         if outcome == "Cancelled":

@@ -1,7 +1,4 @@
-"""What the job runner logs while it follows a job: the metrics file it tails, the cluster's progress, one line.
-
-The cluster's progress is the ODH controller's annotation or ``status.trainerStatus`` (:mod:`..pod.trainer_status`).
-"""
+"""What the job runner logs while it follows a job: the metrics file it tails, the cluster's progress, one line."""
 
 from __future__ import annotations
 
@@ -17,12 +14,7 @@ TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
 
 
 class MetricsTail:
-    """Reads the training code's metrics JSONL file incrementally (records appended while training runs).
-
-    Args:
-        path: The file (``""``: none).
-        normalize: Maps all raw records read so far to step records (default: those with a numeric ``step``).
-    """
+    """Reads the training code's metrics JSONL file (``""``: none) incrementally, normalising the records read."""
 
     def __init__(self, path: str, normalize: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None):
         self.path = Path(path) if path else None
@@ -46,14 +38,7 @@ class MetricsTail:
 
 
 def trainer_status(job: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The job's progress as the cluster reports it: the ODH annotation's JSON, else ``status.trainerStatus``.
-
-    Args:
-        job: The TrainJob (or PyTorchJob) as the API returns it.
-
-    Returns:
-        The progress dict (``{}`` when neither is present or the annotation is not a JSON object).
-    """
+    """The job's progress as the cluster reports it: the ODH annotation's JSON object, else ``status.trainerStatus``."""
     job = job or {}
     text = ((job.get("metadata") or {}).get("annotations") or {}).get(TRAINER_STATUS_ANNOTATION)
     if text:
@@ -76,12 +61,8 @@ def _float(value: Any) -> float | None:
 def status_record(status: Mapping[str, Any]) -> dict[str, Any]:
     """A :func:`trainer_status` result as a step record plus ``percent`` and ``eta_seconds`` (``{}`` without a step).
 
-    Reads both shapes: RHOAI's :class:`~..pod.trainer_status.ProgressStatus` and upstream Kubeflow Trainer's
-    ``status.trainerStatus`` (``progressPercentage``, ``estimatedRemainingSeconds``, ``metrics`` as name/value
-    strings, named as :func:`~..pod.trainer_status.kubeflow_metrics` and transformers' ``KubeflowCallback`` name them).
-
-    Returns:
-        Keys ``step``, ``total_steps``, ``epoch``, ``loss``, ``lr``, ``percent``, ``eta_seconds`` (None when unknown).
+    Reads RHOAI's ``ProgressStatus`` and upstream Kubeflow Trainer's ``trainerStatus`` (``metrics`` as name/value
+    strings, as transformers' ``KubeflowCallback`` names them).
     """
     if isinstance(status.get("currentStep"), (int, float)):
         train = status.get("trainMetrics") or {}
@@ -119,8 +100,7 @@ _SHOWN = {"epoch": "epoch {:.2f}", "loss": "loss {:.4f}", "lr": "lr {:.2e}", "to
 def progress_line(phase: str, status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     """One progress line, e.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | ETA 3m12s``.
 
-    The trainer ``status`` (:func:`trainer_status`) wins over the metrics-file ``record`` when it
-    carries steps; upstream Kubeflow Trainer's shape (percentage, ``metrics``) is shown only when there is no record.
+    The trainer ``status`` wins over the metrics-file ``record`` when it carries steps.
     """
     parts = [phase]
     record = status_record(status) or record

@@ -1,7 +1,7 @@
-"""Runs one TrainJob or PyTorchJob to its end: check the runtime, submit, follow, diagnose, clean up.
+"""Runs one job to its end: check the runtime, submit, follow, diagnose, clean up.
 
-**The job does not need its launcher**: the cleanup policy applies only when the job failed or exceeded its own
-timeouts, or the run was cancelled (SIGTERM); the launcher's own trouble never deletes it, and the error says where.
+The job does not need its launcher: the cleanup policy applies only when the job failed, exceeded its timeouts or the
+run was cancelled; the launcher's own trouble never deletes it, and the error says where it is.
 """
 
 from __future__ import annotations
@@ -41,16 +41,7 @@ __all__ = ["JobResult", "run_job"]
 
 @dataclasses.dataclass(frozen=True)
 class JobResult:
-    """How a successful job run went.
-
-    Attributes:
-        name: The job's name.
-        namespace: Its namespace.
-        reattached: Whether an existing job of the same run/task was followed instead of creating one.
-        duration_seconds: Time from submission to completion (by the injected clock).
-        last_progress: The last progress record seen (metrics-file keys or trainerStatus fields), ``{}`` if none.
-        deleted: Whether the job was deleted afterwards (``delete_on_success``).
-    """
+    """How a successful job run went; ``last_progress``: the last progress record seen (``{}``: none)."""
 
     name: str
     namespace: str
@@ -110,8 +101,7 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
         and not settings.policy.active_deadline_served
         and settings.policy.cleanup_policy == "keep"
     ):
-        # Where the API serves activeDeadlineSeconds the Trainer fails the job at the deadline; where it does not
-        # (podTemplateOverrides, RHOAI 3.3-3.5) a kept job would go on holding its GPUs: suspend it instead.
+        # Without activeDeadlineSeconds (RHOAI 3.3-3.5) a kept job would go on holding its GPUs: suspend it.
         client.say(
             f"timeout_seconds={settings.deadlines.timeout_seconds:g} passed and this TrainJob API has no "
             "activeDeadlineSeconds: suspending the job (cleanup_policy=keep) so that its pods stop, as the Trainer's "
@@ -134,23 +124,18 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
 
 
 def run_job(api_client: Any, manifest: Mapping[str, Any], settings: JobSettings) -> JobResult:
-    """Runs a TrainJob or PyTorchJob (the manifest's kind) to completion: submit (or re-attach), follow, clean up.
+    """Runs a job of one of :data:`~.job_kinds.JOB_KINDS` to completion: submit (or re-attach), follow, clean up.
 
     Args:
-        api_client: A ``kubernetes.client.ApiClient`` (see :func:`components._common.kube_auth.load_api_client`).
-        manifest: The TrainJob (from :func:`~..manifests.trainjob.build_trainjob`) or PyTorchJob (from
-            :func:`~..manifests.pytorchjob.build_pytorchjob`); its labels identify this run/task.
-        settings: Deadlines, cleanup policy, API options, metrics source and launcher pod (:class:`JobSettings`).
-
-    Returns:
-        A :class:`JobResult`.
+        api_client: A ``kubernetes.client.ApiClient``.
+        manifest: The job; its labels identify this run/task.
+        settings: Deadlines, cleanup policy, API options, metrics source and launcher pod.
 
     Raises:
         ValueError: A manifest that is no job of a known kind.
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do).
         JobConflictError: The name is taken by another run/task's job.
-        JobApiError: The API rejected a call, stayed unavailable, or did not answer before a timeout (the message
-            says whether the job was left running, and how to find or clean it up).
+        JobApiError: A call was rejected or unanswered (the message says whether and where the job was left running).
         ApiOutageTooLong: The API stayed unreachable past ``api_outage_tolerance_seconds`` (the job left running).
         LauncherDisrupted: SIGTERM because the launcher pod was evicted or preempted (the job left running).
         JobFailed: The job failed or timed out (``.diagnosis``); :class:`JobCancelled` on SIGTERM/SIGINT.

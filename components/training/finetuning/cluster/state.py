@@ -27,10 +27,7 @@ CLEANUP_POLICIES = ("delete", "keep", "suspend")
 
 
 def cancel_budget(grace_seconds: float | None) -> float:
-    """Seconds the cleanup after SIGTERM may take before SIGKILL: the pod's grace period (``None``: 30 s) less a margin.
-
-    At least half the grace period, at least 1 s.
-    """
+    """Seconds the cleanup after SIGTERM may take: the grace period (``None``: 30 s) less a margin; >= half, >= 1 s."""
     grace = DEFAULT_TERMINATION_GRACE_SECONDS if grace_seconds is None else float(grace_seconds)
     return max(grace - TERMINATION_MARGIN_SECONDS, grace / 2, 1.0)
 
@@ -44,19 +41,16 @@ def check_seconds(name: str, value: Any, zero_means: str = "") -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Deadlines:
-    """How long the run and each of its parts may take.
+    """How long the run and each of its parts may take (0: no limit where allowed).
 
     Attributes:
-        start_timeout_seconds: How long the pods may take to start running (0: no limit).
-        timeout_seconds: How long the whole run may take, from submission (0: no limit).
-        api_outage_tolerance_seconds: How long following rides out an unreachable or erroring API (0: as long as
-            ``timeout_seconds`` allows); then the step fails with ``ApiOutageTooLong``, the job left running.
-        timeout_counts_paused_time: Whether time the running job spends suspended by a user (paused from the
-            dashboard) counts against ``timeout_seconds``; if not, a pause stops the clock and is waited out.
-        cleanup_timeout_seconds: How long the diagnosis, and then the cleanup, may take after the job failed or
-            timed out (and the delete of ``delete_on_success``).
-        cancel_timeout_seconds: How long the cleanup after SIGTERM may take (:func:`cancel_budget` of the
-            launcher pod's termination grace period).
+        start_timeout_seconds: Until the pods run.
+        timeout_seconds: The whole run, from submission.
+        api_outage_tolerance_seconds: How long following rides out an unreachable API (0: as long as
+            ``timeout_seconds`` allows); then ``ApiOutageTooLong``, the job left running.
+        timeout_counts_paused_time: Whether a user's pause counts against ``timeout_seconds``.
+        cleanup_timeout_seconds: The diagnosis, and then the cleanup, after a failure or timeout.
+        cancel_timeout_seconds: The cleanup after SIGTERM (:func:`cancel_budget`).
     """
 
     start_timeout_seconds: float
@@ -82,14 +76,12 @@ class JobPolicy:
     """What happens to the job when it ends.
 
     Attributes:
-        cleanup_policy: ``delete``, ``keep`` or ``suspend`` (:data:`CLEANUP_POLICIES`), applied when the job failed
-            or exceeded its timeouts, or the run was cancelled; never for the launcher's own trouble (API outage,
-            refused request).
+        cleanup_policy: :data:`CLEANUP_POLICIES`, applied when the job failed, timed out or the run was cancelled;
+            never for the launcher's own trouble (API outage, refused request).
         delete_on_success: Delete the job after it completes.
-        active_deadline_served: Whether the TrainJob API serves ``spec.activeDeadlineSeconds``; where it does not, a
-            job that exceeds ``timeout_seconds`` under ``cleanup_policy=keep`` is suspended rather than left running
-            (the Trainer would have stopped it).
-        log_tail_lines: Log lines of the failed container to read into the diagnosis.
+        active_deadline_served: Whether the TrainJob API serves ``spec.activeDeadlineSeconds``; where not, a job past
+            ``timeout_seconds`` under ``keep`` is suspended rather than left running.
+        log_tail_lines: Log lines of the failed container read into the diagnosis.
     """
 
     cleanup_policy: str
@@ -108,14 +100,12 @@ class ApiOptions:
 
     Attributes:
         connect_timeout_seconds: TCP connect timeout of every request.
-        read_timeout_seconds: Read timeout of every request but watches (those wait one window plus a margin); a
-            request is also never given longer than what is left of the start or total timeout.
-        attempts: Attempts per API call on transient errors (5xx, 429, connection errors) outside following
-            (runtime check, diagnosis); following and cleanup retry until their deadlines instead.
+        read_timeout_seconds: Read timeout of every request but watches; never longer than the deadline left.
+        attempts: Attempts per call on transient errors outside following (following and cleanup retry until their
+            deadlines).
         use_watch: Follow with watch requests, or with GET polling.
-        poll_interval_seconds: Length of one watch request / poll; steady state is one API request per interval.
-        outage_policy: The backoff of requests retried until a deadline, through an outage or a cleanup (capped
-            exponential with jitter; tests scale it down with their timings).
+        poll_interval_seconds: Length of one watch / poll: one API request per interval.
+        outage_policy: The backoff of requests retried until a deadline (tests scale it down).
     """
 
     connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
@@ -134,13 +124,7 @@ class ApiOptions:
 
 @dataclasses.dataclass(frozen=True)
 class MetricsSource:
-    """Where the training code's progress records are read from.
-
-    Attributes:
-        file: The JSONL metrics file the training code writes on the shared volume (``""``: none).
-        normalizer: Maps the raw records read so far to step records (e.g. ``metrics.normalize_records`` for Training
-            Hub's layouts); ``None``: the records with a numeric ``step``.
-    """
+    """The training code's JSONL metrics file (``""``: none) and the normalizer of its raw records."""
 
     file: str = ""
     normalizer: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
@@ -148,19 +132,11 @@ class MetricsSource:
 
 @dataclasses.dataclass(frozen=True)
 class JobSettings:
-    """How :func:`~.runner.run_job` submits, follows and cleans up: built once by the caller, validated by each group.
+    """How :func:`~.runner.run_job` submits, follows and cleans up, built once by the caller.
 
-    Attributes:
-        deadlines: How long the run and its parts may take.
-        policy: What happens to the job when it ends.
-        api: How to talk to the Kubernetes API.
-        metrics: Where progress records come from.
-        launcher_pod: ``(namespace, name)`` of the launcher's own pod: after SIGTERM a ``DisruptionTarget``
-            condition on it (evicted, preempted, node shutdown) means the launcher is disrupted, not the run
-            cancelled, and the job is left running (:func:`~.launcher_pod.disruption`).
-        log: Where progress and diagnosis lines go.
-        clock: Monotonic clock in seconds (tests inject a fake one).
-        sleep: Sleep function (tests inject a fake one).
+    ``launcher_pod`` is ``(namespace, name)`` of the launcher's own pod: after SIGTERM its ``DisruptionTarget``
+    condition means the launcher is disrupted, not the run cancelled (:func:`~.launcher_pod.disruption`).
+    ``clock`` and ``sleep`` are injected by tests.
     """
 
     deadlines: Deadlines
@@ -188,22 +164,19 @@ class JobState:
     Attributes:
         started_at: ``clock()`` time of the submission; ``timeout_seconds`` counts from here.
         start_clock_at: ``start_timeout_seconds`` counts from here (reset while Kueue holds the job suspended).
-        job: The job's last known state (``None`` until created or read).
-        uid: The uid of the job this run created or adopted (``""`` until then): the only job it follows, reports,
-            patches or deletes (every delete and patch carries it as a precondition).
-        replaced_by: The uid of another job found under the name after ours was gone (``""``: none seen).
+        job: The job's last known state.
+        uid: The uid of the job this run created or adopted: the only job it follows, patches or deletes.
+        replaced_by: The uid of another job found under the name after ours was gone.
         submitted: A create was sent: the job may exist and is this run/task's.
         reattached: An existing job of this run/task is followed instead of a new one.
         started: Training has started (a pod ran).
         reported: Pod problems already logged while waiting.
-        last_line: The last progress line logged.
         queue_state: ``suspended`` or ``admitted`` by Kueue (``""``: not queued).
-        paused_since: When a user's pause began (``None``: not paused).
-        paused_total: Seconds of pauses that ended.
-        outage: The ongoing API outage (``None``: the API answers).
+        paused_since, paused_total: A user's ongoing pause, and the seconds of pauses that ended.
+        outage: The ongoing API outage.
         last_phase: The job's phase when last seen, for the outage lines.
-        metrics: The tail of the training code's metrics file (progress lines).
-        cancelled_at: ``clock()`` time of the SIGTERM (the cleanup's budget counts from it), ``None`` before.
+        metrics: The tail of the training code's metrics file.
+        cancelled_at: ``clock()`` time of the SIGTERM (the cleanup's budget counts from it).
     """
 
     started_at: float
@@ -241,13 +214,12 @@ def paused_seconds(state: JobState, settings: JobSettings) -> float:
 def run_deadline(state: JobState, settings: JobSettings, start: bool = True) -> Deadline | None:
     """When the run must end: ``timeout_seconds`` from submission, ``start_timeout_seconds`` until pods run.
 
-    ``start=False`` leaves the start timeout out (following through an outage: whether the pods started is judged on
-    what the API says once it answers again, never on its silence).
+    ``start=False`` leaves the start timeout out (through an outage the start is judged once the API answers again).
     """
     found = []
     deadlines = settings.deadlines
     if deadlines.timeout_seconds:
-        at = state.started_at + deadlines.timeout_seconds + paused_seconds(state, settings)  # an uncounted pause
+        at = state.started_at + deadlines.timeout_seconds + paused_seconds(state, settings)
         found.append(Deadline(at, f"timeout_seconds={deadlines.timeout_seconds:g}"))
     if start and deadlines.start_timeout_seconds and not state.started:
         reason = f"start_timeout_seconds={deadlines.start_timeout_seconds:g}"

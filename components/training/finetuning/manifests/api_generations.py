@@ -1,10 +1,8 @@
 """The ``TrainJob`` API generations this project speaks, and reading which one a cluster serves (pure).
 
 ``trainer.kubeflow.org/v1alpha1`` kept its version while its spec changed: pod settings travel in
-``spec.runtimePatches`` (Trainer >= 2.2, RHOAI >= 3.6; 2.3 also serves ``spec.activeDeadlineSeconds`` and
-``status.trainerStatus``) or in ``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI 3.3-3.5: neither). A real API
-server silently prunes the other generation's fields, so the generation is read from the group-version's OpenAPI v3
-document before the job is built (the request is :mod:`..cluster.discovery`'s).
+``spec.runtimePatches`` (Trainer >= 2.2, RHOAI >= 3.6) or ``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI
+3.3-3.5); the generation is read from the OpenAPI v3 document before the job is built.
 """
 
 from __future__ import annotations
@@ -25,18 +23,14 @@ SERVED_BY = {
 }
 #: The OpenAPI v3 discovery path of the TrainJob's group-version.
 OPENAPI_V3_PATH = f"/openapi/v3/apis/{API_GROUP}/{API_VERSION}"
-#: The generation assumed when discovery cannot say: the platform the RHOAI guide is written for (RHOAI 3.3). Every
-#: create asks for ``fieldValidation=Strict``, so a wrong guess is an error naming the field, never a pruned job;
-#: the launcher then retries once with the other generation.
+#: The generation assumed when discovery cannot say: the guide's platform (RHOAI 3.3); a Strict create refuses a
+#: wrong guess naming the field, and the launcher retries once with the other generation.
 ASSUMED_GENERATION = POD_TEMPLATE_OVERRIDES
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainJobApi:
-    """What a cluster's ``TrainJob`` API serves: generation, ``spec.activeDeadlineSeconds``, ``status.trainerStatus``.
-
-    ``source`` says how this was learned (``OpenAPI v3 discovery``, or ``assumed: <why>``).
-    """
+    """What a cluster's ``TrainJob`` API serves; ``source``: ``OpenAPI v3 discovery``, or ``assumed: <why>``."""
 
     generation: str
     active_deadline: bool
@@ -102,10 +96,7 @@ def _schemas(openapi: Any) -> Mapping[str, Any]:
 
 
 def trainjob_schema(openapi: Any) -> Mapping[str, Any] | None:
-    """The ``TrainJob`` schema in a group-version's OpenAPI v3 document (by ``x-kubernetes-group-version-kind``).
-
-    Any JSON may come back (``[]``, ``null``, a field of another type): what is not of the expected shape is skipped.
-    """
+    """The ``TrainJob`` schema in an OpenAPI v3 document (by its GVK); anything not of the expected shape is skipped."""
     for schema in _schemas(openapi).values():
         for gvk in _items(_mapping(schema).get("x-kubernetes-group-version-kind")):
             gvk = _mapping(gvk)
@@ -149,11 +140,7 @@ def own_fields(generation: str) -> tuple[str, ...]:
 
 
 def refuses_generation(generation: str, fields: list[str]) -> bool:
-    """Whether a Strict refusal of ``fields`` names one of ``generation``'s own fields (:func:`own_fields`).
-
-    Any other refused field (e.g. ``spec.trainer.numProcPerNode``) says nothing about the generation: flipping to the
-    other one would only build a job for an API the cluster may not serve.
-    """
+    """Whether a Strict refusal of ``fields`` names one of ``generation``'s own fields (any other says nothing)."""
     own = own_fields(generation)
     return any(field == name or field.startswith((f"{name}.", f"{name}[")) for field in fields for name in own)
 

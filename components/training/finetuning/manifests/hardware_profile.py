@@ -1,11 +1,4 @@
-"""A RHOAI Hardware Profile applied to a training job's :class:`~.spec.JobSpec` (pure).
-
-The profile (:class:`components._common.hardware_profiles.HardwareProfile`, read at run time) sets the pods'
-resources from its identifiers' default counts (accelerator, ``cpu``, ``memory``), adds its node selector and
-tolerations to the task's, submits the job to its Kueue LocalQueue and annotates the pods with the profile's name (as
-the dashboard reads it). The accelerator count must equal ``training_gpus_per_node``: the pods run one process per GPU
-and the run configuration was staged for that count.
-"""
+"""A RHOAI Hardware Profile applied to a training job's :class:`~.spec.JobSpec` (pure)."""
 
 from __future__ import annotations
 
@@ -18,6 +11,8 @@ from components.training.finetuning.manifests.spec import JobSpec
 
 def apply_hardware_profile(spec: JobSpec, profile: HardwareProfile) -> JobSpec:
     """``spec`` with the profile's resources, node selector, tolerations, queue and annotations.
+
+    The accelerator count must equal ``training_gpus_per_node``: the run was staged for one process per GPU.
 
     Raises:
         HardwareProfileError: The profile's accelerator count differs from the job's GPUs per node, or the job

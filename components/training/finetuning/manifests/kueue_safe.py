@@ -1,8 +1,7 @@
 """Kueue-safe manifests: no explicit empty or false values that a typed Go client would drop.
 
-Kueue writes a job back from Go structs to unsuspend it: ``omitempty`` fields holding their zero value vanish, and the
-Trainer's CEL immutability rule then rejects the unsuspend (kubeflow/trainer#3888). So the builders never write one;
-a volume's source is kept even when ``{}`` (a pointer), as are pointer fields whose zero means something.
+Kueue writes a job back from Go structs to unsuspend it: ``omitempty`` zero values vanish and the Trainer's CEL
+immutability rule rejects the unsuspend (kubeflow/trainer#3888); a volume's source is kept even when ``{}``.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ def container_env(spec: JobSpec) -> list[dict[str, Any]]:
 
 def pod_settings(spec: JobSpec) -> dict[str, Any]:
     """The training pods' ``volumes``, ``tolerations``, ``nodeSelector`` and ``affinity`` (those set, Kueue-safe)."""
-    return set_fields(  # (without_empty builds new containers: nothing of the spec is shared with the manifest)
+    return set_fields(
         volumes=[  # a source is kept even when empty: ``emptyDir: {}``
             {key: item if key == "name" else without_empty(item) for key, item in v.items()} for v in spec.volumes
         ],

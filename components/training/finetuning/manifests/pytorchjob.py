@@ -1,7 +1,6 @@
-"""The pure builder of Kubeflow Training Operator v1 ``PyTorchJob`` manifests, and the reading of their status.
+"""The pure builder of Training Operator v1 ``PyTorchJob`` manifests, and the reading of their status.
 
-The same validated :class:`~.spec.JobSpec` as a TrainJob: one ``Master`` plus ``num_nodes - 1`` ``Worker`` replicas,
-the same name and ownership labels (a retried task re-attaches the same way); no runtime, so ``spec.image`` is needed.
+One ``Master`` and ``num_nodes - 1`` ``Worker`` replicas; no runtime, so ``spec.image`` is needed.
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ CONTAINER_NAME = "pytorch"
 PORT_NAME = "pytorchjob-port"
 DEFAULT_PORT = 23456
 CLEAN_POD_POLICIES = ("Running", "All", "None")
-#: ``ExitCode`` recreates pods that exit with a retryable code (130, 137, 143: SIGINT/SIGKILL/SIGTERM, e.g. a
-#: preempted node) and fails the job on others, so a preempted replica resumes from its last checkpoint.
+#: ``ExitCode`` recreates pods that exit with a retryable code (130, 137, 143: a preempted node, say).
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never", "Always")
 #: Every API call the client layer makes for a PyTorchJob, as (apiGroup, resource, verb), for ``rbac.yaml``.
 API_PERMISSIONS = frozenset(
@@ -81,13 +79,7 @@ def build_pytorchjob(
     restart_policy: str = "ExitCode",
     backoff_limit: int = 3,
 ) -> dict[str, Any]:
-    """Builds the ``PyTorchJob`` manifest of a spec (pure; the runtime and trainer-job fields of the spec do not apply).
-
-    Args:
-        spec: The validated spec; ``image`` must be set.
-        clean_pod_policy: ``runPolicy.cleanPodPolicy``: ``Running`` (stop pods still holding GPUs), ``All`` or ``None``.
-        restart_policy: The replicas' ``restartPolicy``; ``ExitCode`` recreates preempted pods.
-        backoff_limit: ``runPolicy.backoffLimit``: pod restarts before the job is marked failed.
+    """Builds the ``PyTorchJob`` manifest of a spec (pure; its runtime and trainer-job fields do not apply).
 
     Raises:
         JobSpecError: ``spec.image`` is empty.
@@ -115,10 +107,7 @@ def build_pytorchjob(
 
 
 def pytorchjob_phase(pytorchjob: Mapping[str, Any]) -> str:
-    """The phase of a PyTorchJob (``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending``).
-
-    ``Restarting`` (pods being recreated, none running now) and ``Created`` are ``Pending``; the terminal ones win.
-    """
+    """The phase of a PyTorchJob; ``Restarting`` and ``Created`` are ``Pending``, the terminal ones win."""
     for type_, phase in (
         ("Succeeded", "Complete"),
         ("Failed", "Failed"),

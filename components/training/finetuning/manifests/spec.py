@@ -15,7 +15,6 @@ from components.training.finetuning.manifests.names import (
     ownership_labels,
     qualified_name_ok,
 )
-from components.training.finetuning.manifests.owner import OwnerReference
 from components.training.finetuning.manifests.progress import (
     METRICS_PORT_RANGE,
     POLL_INTERVAL_RANGE,
@@ -55,6 +54,42 @@ _INTEGERS = {
 _MOUNT_KEYS = {"name", "mountPath", "subPath", "subPathExpr", "readOnly", "mountPropagation", "recursiveReadOnly"}
 
 
+_UID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnerReference:
+    """The object that owns the run (the launcher pod's owner, e.g. the Argo ``Workflow``); deleting it deletes the job.
+
+    ``namespace`` is not written: an owner must be in the job's namespace (across namespaces the garbage collector
+    deletes the dependent), as ``JobSpec`` checks.
+    """
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    namespace: str
+
+    def __post_init__(self) -> None:
+        for field in ("api_version", "kind", "name", "namespace"):
+            if not isinstance(getattr(self, field), str) or not getattr(self, field):
+                raise ValueError(f"OwnerReference.{field}={getattr(self, field)!r}: must be a non-empty string")
+        if not isinstance(self.uid, str) or not _UID.match(self.uid):
+            raise ValueError(f"OwnerReference.uid={self.uid!r}: must be a Kubernetes uid")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``metadata.ownerReferences`` entry (not the controller; never blocks the owner's deletion)."""
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": False,
+            "blockOwnerDeletion": False,
+        }
+
+
 class JobSpecError(ValueError):
     """A :class:`JobSpec` field breaks a rule; the message names the field, the value and the rule."""
 
@@ -87,13 +122,9 @@ def fail(field: str, value: Any, rule: str) -> JobSpecError:
 
 @dataclasses.dataclass(frozen=True)
 class SecretEnvVar:
-    """An environment variable of the training pods whose value comes from a key of a Kubernetes secret.
+    """An environment variable of the training pods taken from a key of a secret in the job's namespace.
 
-    Attributes:
-        name: The environment variable's name (e.g. ``HF_TOKEN``).
-        secret_name: The secret in the TrainJob's namespace.
-        secret_key: The key inside the secret.
-        optional: Whether the pods may start when the secret or key is missing.
+    ``optional``: the pods may start when the secret or key is missing.
     """
 
     name: str
@@ -121,44 +152,15 @@ class SecretEnvVar:
 
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
-    """Everything :func:`build_trainjob` needs, validated on creation.
+    """Everything the job builders need, validated on creation; the optional fields default to none (``""``, 0, empty).
 
-    The settings that are ``train_model`` parameters have no default here (their one default is the component's);
-    the optional ones default to "none" (``""``, ``0``, empty).
-
-    Attributes:
-        run_id: The KFP run id (with ``task_name`` it determines the TrainJob's name and labels).
-        task_name: The KFP task name.
-        namespace: The namespace the TrainJob is created in.
-        command: The training entrypoint's command (non-empty).
-        args: Its arguments.
-        image: The trainer image; ``""`` keeps the runtime's image.
-        runtime_name: The referenced runtime.
-        runtime_kind: ``ClusterTrainingRuntime`` (cluster-wide) or ``TrainingRuntime`` (in ``namespace``).
-        num_nodes: Training nodes (pods), >= 1.
-        gpus_per_node: GPUs per node; also the number of processes per node (``numProcPerNode``, 1 when 0).
-        gpu_resource_name: The extended resource name of a GPU.
-        cpu_per_node: CPU request and limit per node as a quantity (``""``: the runtime's).
-        memory_per_node: Memory request and limit per node as a quantity (``""``: the runtime's).
-        env: Literal environment variables (no secrets: use ``secret_env``).
-        secret_env: Environment variables taken from secrets.
-        volumes: Pod volumes (Kubernetes ``Volume`` dicts), e.g. the pipeline's workspace PVC.
-        volume_mounts: Mounts of those volumes into the trainer container (``VolumeMount`` dicts).
-        tolerations: Pod tolerations (``Toleration`` dicts).
-        node_selector: Pod node selector.
-        affinity: Pod affinity (``Affinity`` dict).
-        pod_labels: Extra labels of the training pods.
-        pod_annotations: Extra annotations of the training pods.
-        active_deadline_seconds: ``spec.activeDeadlineSeconds``; 0 means none.
-        trainer_job_name: The runtime's replicated job that runs the trainer (``node`` in Trainer's runtimes).
-        trainer_container_name: The trainer container inside it.
-        queue_name: The Kueue ``LocalQueue`` to submit the job to (label :data:`QUEUE_NAME_LABEL`); ``""``: none.
-        progress_tracking: Annotate the job for RHOAI's progress tracking (the Training Jobs page polls the rank-0
-            pod's progress server, see :mod:`..pod.progress_server`).
-        metrics_port: The port of that server (``trainer.opendatahub.io/metrics-port``).
-        metrics_poll_interval_seconds: How often the controller polls it (``...metrics-poll-interval``).
-        owner: The object owning the KFP run (:mod:`.owner`), written as the job's ``ownerReference``; it must be
-            in ``namespace`` (``None``: none).
+    Fields with a Kubernetes name are written as such (``volumes``, ``tolerations``, ``node_selector``...). Others:
+    ``run_id`` and ``task_name`` determine the job's name and labels; ``image`` ``""`` keeps the runtime's;
+    ``gpus_per_node`` is also the processes per node (1 when 0); ``cpu_per_node``/``memory_per_node`` are request and
+    limit (``""``: the runtime's); ``env`` holds no secrets (``secret_env`` does); ``trainer_job_name`` and
+    ``trainer_container_name`` name what the pod patch targets in the runtime; ``queue_name`` is the Kueue LocalQueue
+    (label :data:`QUEUE_NAME_LABEL`); ``progress_tracking``, ``metrics_port`` and ``metrics_poll_interval_seconds``
+    are RHOAI's progress-tracking annotations; ``owner`` (in ``namespace``) becomes the ``ownerReference``.
     """
 
     run_id: str
@@ -193,7 +195,6 @@ class JobSpec:
     owner: OwnerReference | None = None
 
     def __post_init__(self) -> None:
-        # Freeze the containers so that a built spec cannot change under the caller's feet.
         for name in ("command", "args", "volumes", "volume_mounts", "tolerations", "secret_env"):
             value = getattr(self, name)
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):

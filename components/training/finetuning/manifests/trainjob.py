@@ -1,8 +1,4 @@
-"""The pure builder of Kubeflow Trainer ``TrainJob`` manifests from a :class:`~.spec.JobSpec`, for either API.
-
-Pod-level settings travel in the same pod template patch in ``spec.runtimePatches`` or ``spec.podTemplateOverrides``
-(:mod:`.api_generations`); secrets are only referenced; no explicit empty value is written (:mod:`.kueue_safe`).
-"""
+"""The pure builder of ``TrainJob`` manifests for either API generation (the same pod patch, in either field)."""
 
 from __future__ import annotations
 
@@ -66,12 +62,7 @@ def pod_template_overrides(spec: JobSpec) -> list[dict[str, Any]]:
 
 
 def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, Any]:
-    """Builds the ``TrainJob`` manifest of a spec for a served API (pure: same arguments → equal dict).
-
-    Args:
-        spec: The validated spec.
-        api: The API the cluster serves (:func:`~.api_generations.served_trainjob_api`); default upstream Trainer 2.3.
-    """
+    """Builds the ``TrainJob`` manifest of a spec for the API the cluster serves (pure; default upstream 2.3)."""
     body: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": spec.runtime_kind, "name": spec.runtime_name},
         "trainer": _trainer(spec),

@@ -1,8 +1,5 @@
-"""Both TrainJob API generations: the builders, their vendored CRDs, discovery's reading, Kueue-safe manifests.
-
-Each shape is validated against its own vendored CRD with objects closed (what a Strict create accepts) and against
-the other generation's (which refuses it: the reason a job must be built for the API the cluster serves). Every
-manifest the builders can produce over the option space is scanned for explicit empty values.
+"""Both TrainJob API generations: the builders against their own closed CRD (and refused by the other's), discovery's
+reading, and every manifest over the option space scanned for explicit empty values (Kueue-safe).
 """
 
 import itertools

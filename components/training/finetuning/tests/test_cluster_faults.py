@@ -1,12 +1,7 @@
-"""The job client layer under faults: a hung API at submission or at a timeout, errors while following, the 409/404
-race, Kueue, SIGTERM with the API down.
+"""The job client layer under faults: a hung API, errors while following, the 409/404 race, Kueue, SIGTERM.
 
-Each test asserts the end state: the job left running and untouched when the trouble is the launcher's (a refused
-request, a bug), deleted or suspended only when the job failed, timed out or the run was cancelled, or the error
-naming the job and the ``kubectl`` command that does what could not be done; and that the step ends within a stated
-bound. Hangs go through a TCP proxy (``tests/harness/tcp_proxy.py``) in front of kmock's Kubernetes API, on the real
-clock with short timeouts; scripted API errors run on a fake clock. Long outages while the job runs are in
-``test_cluster_outages.py``.
+Each test asserts the end state (the job untouched when the trouble is the launcher's, cleaned up only when the job
+failed or the run was cancelled, else the error names the command) and a bound on the step's time.
 """
 
 import json
@@ -14,12 +9,14 @@ import time
 
 import pytest
 
-from components._common.kube_auth import load_api_client
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobApiError, JobFailed
 from components.training.finetuning.cluster.state import MetricsSource
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import poll as _poll
+from components.training.finetuning.tests.cluster_doubles import proxied_client as _proxied_client
+from components.training.finetuning.tests.cluster_doubles import upstream as _upstream
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod, validate_trainjob
 from tests.harness.requests import job_spec, run_job
@@ -44,31 +41,6 @@ def _spec(**overrides):
 TRAINJOB = build_trainjob(_spec())
 PYTORCHJOB = build_pytorchjob(_spec())
 NAME = TRAINJOB["metadata"]["name"]
-
-
-def _poll(kube_api, manifest, clock, log, **overrides):
-    options = dict(
-        start_timeout_seconds=300,
-        timeout_seconds=3600,
-        poll_interval_seconds=10,
-        use_watch=False,
-        clock=clock,
-        sleep=clock.sleep,
-        log=log,
-    )
-    options.update(overrides)
-    return run_job(kube_api.api_client, manifest, **options)
-
-
-def _proxied_client(proxy):
-    """A client built the way the component builds it (``load_api_client``), pointed at the proxy."""
-    environ = {"KUBERNETES_SERVER_URL": proxy.url, "KUBERNETES_AUTH_TOKEN": "sha256~test-token"}
-    return load_api_client(environ=environ, log=lambda line: None)
-
-
-def _upstream(kube_api):
-    host, port = kube_api.url.split("//", 1)[1].rsplit(":", 1)
-    return host, int(port)
 
 
 # -- hangs: an API that accepts connections and never answers ----------------------------------------------------------

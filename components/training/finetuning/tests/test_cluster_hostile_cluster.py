@@ -1,8 +1,5 @@
-"""A hostile cluster, round 5: discovery answers of any shape or none, a job stored without the pod settings sent,
-a Strict refusal of a field that is not the generation's own, a create the server stores after SIGTERM.
-
-Every case runs the real client layer against kmock's Kubernetes API on 127.0.0.1 (``tests/harness/kube.py``), told
-to behave as the hostile cluster did; each asserts the end state (what is stored, what was sent, the one line).
+"""A hostile cluster: discovery answers of any shape or none, a job stored without the pod settings sent, a Strict
+refusal of a field that is not the generation's own, a create the server stores after SIGTERM.
 """
 
 import copy

@@ -1,20 +1,9 @@
 """A running job survives its launcher's API outages: blackholed and refused, 30 to 300 s, in watch and poll modes.
 
-kmock's Kubernetes API sits behind the TCP proxy (``tests/harness/tcp_proxy.py``); the outage switches it to
-``blackhole`` (connections accepted, never answered) or ``refuse`` (nothing listens) while the job runs, then back.
-Poll mode runs on a fake clock that plays the outage at exact times (the requests themselves are real, with 0.5 s
-timeouts), so a 300 s outage takes a few seconds. Watch mode needs real time (a watch is a long request): its
-timings are scaled down 100 times (a 300 s outage -> 3 s, backoff 1..30 s -> 0.01..0.3 s), but for the watch window
-(:data:`WATCH_WINDOW`). The timeouts of every request leave room for a machine under CPU load: a request answered late
-at a time the proxy forwards would be an outage of its own, a second log line.
-
-The launcher meets an outage only when it sends a request into it: a watch answered just before a blackhole begins
-(kmock's watches are answered at once) runs on, silent, until its read timeout (two windows, see
-``JobClient.watch``); a blackhole shorter than that is never seen, and rightly never logged. So a watch-mode outage
-lasts its length and at least until the launcher has logged meeting it.
-
-Every case asserts the end state: the job present and untouched (not deleted, not patched, spec unchanged), one log
-line when the API became unreachable and one when it answered again, and the step following the job to its end.
+kmock's API sits behind the TCP proxy; poll mode plays the outage on a fake clock, watch mode on the real clock with
+timings scaled down 100 times. A watch answered just before a blackhole runs on silent until its read timeout, so a
+watch-mode outage lasts at least until the launcher has logged meeting it. Every case asserts the job untouched, one
+line when the API became unreachable and one when it answered again, and the job followed to its end.
 """
 
 import threading
@@ -22,12 +11,13 @@ import time
 
 import pytest
 
-from components._common.kube_auth import load_api_client
 from components._common.retry import RetryPolicy
 from components.training.finetuning.cluster.api import UNTIL_DEADLINE
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobFailed
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import proxied_client as _client
+from components.training.finetuning.tests.cluster_doubles import upstream as _upstream
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
 from tests.harness.requests import job_spec, run_job
@@ -53,16 +43,6 @@ SETUP_READ_TIMEOUT = 5.0
 #: in 0.2 s on a loaded 2-core machine is no outage. (0.1 s, the 10 s default scaled, left the watches 0.2 s.)
 WATCH_WINDOW = 0.25
 SCALED_BACKOFF = RetryPolicy(attempts=UNTIL_DEADLINE, initial_delay_s=1 / SCALE, max_delay_s=30 / SCALE)
-
-
-def _client(proxy):
-    environ = {"KUBERNETES_SERVER_URL": proxy.url, "KUBERNETES_AUTH_TOKEN": "sha256~test-token"}
-    return load_api_client(environ=environ, log=lambda line: None)
-
-
-def _upstream(kube_api):
-    host, port = kube_api.url.split("//", 1)[1].rsplit(":", 1)
-    return host, int(port)
 
 
 def _assert_untouched(kube_api, plural, manifest):

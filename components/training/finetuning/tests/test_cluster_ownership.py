@@ -1,7 +1,6 @@
 """Only our job: its uid is recorded, followed, and carried by every delete and patch; pods are optional reads.
 
-Against the kmock emulator (tests/harness/kube.py), which assigns uids and enforces a delete's ``preconditions.uid``
-and a patch's ``metadata.uid`` as the API server does. Each test asserts which jobs exist afterwards, with which uid.
+kmock enforces a delete's ``preconditions.uid`` and a patch's ``metadata.uid`` as the API server does.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from components.training.finetuning.cluster.lifecycle import clean_up
 from components.training.finetuning.cluster.state import JobState
 from components.training.finetuning.manifests.names import RUN_ID_LABEL
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import poll
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod
 from tests.harness.requests import job_settings, job_spec, run_job
@@ -58,18 +58,7 @@ def _writes(kube_api) -> list[str]:
 
 
 def _poll(kube_api, clock, log, **overrides):
-    options = dict(
-        start_timeout_seconds=300,
-        timeout_seconds=3600,
-        poll_interval_seconds=10,
-        use_watch=False,
-        clock=clock,
-        sleep=clock.sleep,
-        log=log,
-        outage_policy=FAST,
-    )
-    options.update(overrides)
-    return run_job(kube_api.api_client, TRAINJOB, **options)
+    return poll(kube_api, TRAINJOB, clock, log, **{"outage_policy": FAST, **overrides})
 
 
 def _swap(kube_api) -> str:

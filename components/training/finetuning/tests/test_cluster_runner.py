@@ -1,28 +1,17 @@
-"""The job client layer against kmock's Kubernetes API on 127.0.0.1, driven by the official client.
+"""The job client layer against kmock's Kubernetes API, driven by the official client.
 
-The lifecycle scenarios (fixture ``cluster``) run three times: for a Kubeflow Trainer ``TrainJob`` against an API
-serving upstream Trainer 2.3 (``runtimePatches``), for one written for and served by RHOAI 3.3's TrainJob API
-(``podTemplateOverrides``, no ``activeDeadlineSeconds``), and for a Training Operator v1 ``PyTorchJob``
-(:class:`Kind` writes out what differs, independently of ``job_kinds.JobKind``). The emulator prunes unknown fields
-like a real API server, so a scenario also checks the stored job kept its pod settings.
-
-Poll-mode scenarios run on a fake clock whose ``sleep`` advances time and plays the cluster's part, so timeouts of
-minutes take milliseconds and every request is deterministic. Watch-mode scenarios run on the real clock with short
-windows, with the cluster's part played by a background thread.
+The lifecycle scenarios (fixture ``cluster``) run for a TrainJob on upstream Trainer 2.3's API, one on RHOAI 3.3's,
+and a PyTorchJob (:class:`Kind` writes out what differs). Poll mode runs on a fake clock whose ``sleep`` plays the
+cluster's part; watch mode on the real clock with short windows and the cluster played by a background thread.
 """
 
-import dataclasses
 import json
 import os
 import signal
 import time
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-import yaml
 
-from components.training.finetuning.cluster import job_kinds
 from components.training.finetuning.cluster.errors import JobApiError, JobCancelled, JobConflictError, JobFailed
 from components.training.finetuning.cluster.job_kinds import API_PERMISSIONS
 from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
@@ -32,13 +21,13 @@ from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import at, poll, pytorchjob_kind, trainjob_kind
 from tests.harness.follow_doubles import FakeClock, Log
-from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, condition, make_pod, make_pytorchjob_pod, running_kube_api
+from tests.harness.kube import ODH_3_3, condition, make_pod, running_kube_api
 from tests.harness.requests import job_spec, run_job
 
 NS = "team-a"
 RUN_ID = "7d1f0a52-3c44-4b8e-9a61-0f2b3c4d5e6f"
-RBAC_FILE = Path(job_kinds.__file__).parents[1] / "rbac.yaml"
 
 
 def _spec(**overrides):
@@ -67,99 +56,10 @@ NAME = MANIFEST["metadata"]["name"]
 POD = make_pod(NS, NAME)["metadata"]["name"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Kind:
-    """What a scenario needs to know about one job kind (the expectations, written out for each kind)."""
-
-    name: str
-    manifest: dict
-    plural: str
-    generation: str
-    group_version: tuple
-    runtime_requests: tuple
-    container: str
-    pod_factory: Callable
-    complete_type: str
-    suspend_path: tuple
-
-    def pod(self, index=0, **state):
-        return self.pod_factory(NS, NAME, index, **state)
-
-    @property
-    def pod_name(self):
-        return self.pod()["metadata"]["name"]
-
-    def set_status(self, kube_api, status):
-        if self.plural == "trainjobs":
-            return kube_api.set_trainjob_status(NS, NAME, status)
-        return kube_api.set_pytorchjob_status(NS, NAME, status)
-
-    def complete(self, kube_api):
-        return self.set_status(kube_api, {"conditions": [condition(self.complete_type)]})
-
-    def create(self, kube_api, manifest):
-        if self.plural == "trainjobs":
-            return kube_api.create_trainjob(manifest)
-        return kube_api.create_pytorchjob(manifest)
-
-    def suspend_body(self, value):
-        body = value
-        for key in reversed(self.suspend_path):
-            body = {key: body}
-        return {"spec": body}
-
-    def suspended_manifest(self):
-        manifest = json.loads(json.dumps(self.manifest))
-        node = manifest["spec"]
-        for key in self.suspend_path[:-1]:
-            node = node.setdefault(key, {})
-        node[self.suspend_path[-1]] = True
-        return manifest
-
-    def suspend_value(self, job):
-        node = job["spec"]
-        for key in self.suspend_path:
-            node = node.get(key, {})
-        return node
-
-
 KINDS = {
-    "trainjob": Kind(
-        "trainjob",
-        MANIFEST,
-        "trainjobs",
-        UPSTREAM_2_3,
-        ("trainer.kubeflow.org", "v1alpha1"),
-        ("get clustertrainingruntimes training-hub",),
-        "node",
-        make_pod,
-        "Complete",
-        ("suspend",),
-    ),
-    "trainjob-rhoai-3.3": Kind(
-        "trainjob",
-        build_trainjob(_spec(), RHOAI_3_3),
-        "trainjobs",
-        ODH_3_3,
-        ("trainer.kubeflow.org", "v1alpha1"),
-        ("get clustertrainingruntimes training-hub",),
-        "node",
-        make_pod,
-        "Complete",
-        ("suspend",),
-    ),
-    "pytorchjob": Kind(
-        "pytorchjob",
-        build_pytorchjob(_spec(image="quay.io/example/trainer:1")),
-        "pytorchjobs",
-        UPSTREAM_2_3,
-        ("kubeflow.org", "v1"),
-        (),
-        "pytorch",
-        make_pytorchjob_pod,
-        "Succeeded",
-        ("runPolicy", "suspend"),
-    ),
+    "trainjob": trainjob_kind(MANIFEST),
+    "trainjob-rhoai-3.3": trainjob_kind(build_trainjob(_spec(), RHOAI_3_3), ODH_3_3),
+    "pytorchjob": pytorchjob_kind(build_pytorchjob(_spec(image="quay.io/example/trainer:1"))),
 }
 
 
@@ -182,7 +82,7 @@ def cluster(request):
         kube_api.create_runtime("training-hub")
         kube_api.kind = kind
         yield kube_api
-        granted = _rbac_permissions()
+        granted = set(API_PERMISSIONS)  # == rbac.yaml (tests/test_doctor.py)
         used = {(r.group, r.rbac_resource, r.verb) for r in kube_api.requests}
         assert used <= granted, f"requests outside rbac.yaml: {used - granted}"
         writes = [r for r in kube_api.requests if r.verb in ("create", "patch")]
@@ -191,42 +91,8 @@ def cluster(request):
             assert "claimName" in json.dumps(job["spec"]), f"the stored {kind.name} lost its workspace volume: {job}"
 
 
-def _rbac_permissions():
-    granted = set()
-    for document in yaml.safe_load_all(RBAC_FILE.read_text()):
-        if document and document["kind"] in ("Role", "ClusterRole"):
-            for rule in document["rules"]:
-                for group in rule["apiGroups"]:
-                    for resource in rule["resources"]:
-                        granted |= {(group, resource, verb) for verb in rule["verbs"]}
-    return granted
-
-
 def _poll(kube_api, clock, log, **overrides):
-    options = dict(
-        start_timeout_seconds=300,
-        timeout_seconds=3600,
-        poll_interval_seconds=10,
-        use_watch=False,
-        clock=clock,
-        sleep=clock.sleep,
-        log=log,
-    )
-    options.update(overrides)
-    return run_job(kube_api.api_client, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, **options)
-
-
-def _at(kube_api, steps):
-    """A fake-clock script: at each time (seconds) apply the cluster action once."""
-    done = set()
-
-    def script(now):
-        for index, (when, action) in enumerate(steps):
-            if now >= when and index not in done:
-                done.add(index)
-                action()
-
-    return script
+    return poll(kube_api, getattr(kube_api, "kind", KINDS["trainjob"]).manifest, clock, log, **overrides)
 
 
 # -- success -------------------------------------------------------------------------------------------------------
@@ -239,8 +105,7 @@ def test_success_by_polling_logs_progress_and_keeps_one_request_per_interval(clu
             handle.write(json.dumps({**record, "step": step, "time": seconds}) + "\n")
 
     clock = FakeClock()
-    clock.script = _at(
-        cluster,
+    clock.script = at(
         [
             (10, lambda: cluster.put_pod(cluster.kind.pod(phase="Pending", waiting=("ContainerCreating", "")))),
             (20, lambda: cluster.put_pod(cluster.kind.pod())),
@@ -277,7 +142,7 @@ def test_success_by_polling_logs_progress_and_keeps_one_request_per_interval(clu
 
 def test_success_with_delete_on_success_leaves_nothing(cluster):
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
+    clock.script = at([(10, lambda: cluster.kind.complete(cluster))])
     result = _poll(cluster, clock, Log(), delete_on_success=True)
     assert result.deleted
     assert cluster.requests_summary()[-1] == f"delete {cluster.kind.plural} {NAME}"
@@ -357,7 +222,7 @@ def test_failure_is_diagnosed_and_the_job_deleted(cluster, code):
     if case["job_fails"]:
         steps.append((20, lambda: cluster.kind.set_status(cluster, FAILED)))
     clock = FakeClock()
-    clock.script = _at(cluster, steps)
+    clock.script = at(steps)
     log = Log()
     with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, log, start_timeout_seconds=60)
@@ -401,7 +266,7 @@ def test_start_timeout_without_pods_suspends_the_job(cluster):
 
 def test_total_timeout_keeps_the_job_when_asked(cluster):
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.put_pod(cluster.kind.pod()))])
+    clock.script = at([(10, lambda: cluster.put_pod(cluster.kind.pod()))])
     log = Log()
     with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, log, timeout_seconds=95, cleanup_policy="keep")
@@ -421,7 +286,7 @@ def test_job_deleted_by_someone_else_is_reported(cluster):
         )
 
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, delete)])
+    clock.script = at([(10, delete)])
     with pytest.raises(JobFailed) as failure:
         _poll(cluster, clock, Log())
     assert failure.value.diagnosis.codes == ("Deleted",)
@@ -437,7 +302,7 @@ def test_retried_task_reattaches_instead_of_creating_a_second_job(cluster):
     else:
         cluster.kind.set_status(cluster, {"conditions": [condition("Created"), condition("Running")]})
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
+    clock.script = at([(10, lambda: cluster.kind.complete(cluster))])
     log = Log()
     result = _poll(cluster, clock, log)
     assert result.reattached
@@ -454,7 +319,7 @@ def test_retried_task_reattaches_instead_of_creating_a_second_job(cluster):
 def test_reattach_resumes_a_suspended_job(cluster):
     cluster.kind.create(cluster, cluster.kind.suspended_manifest())
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
+    clock.script = at([(10, lambda: cluster.kind.complete(cluster))])
     assert _poll(cluster, clock, Log()).reattached
     resume = [r for r in cluster.requests if r.verb == "patch"]
     uid = {"metadata": {"uid": cluster.objects(cluster.kind.plural)[0]["metadata"]["uid"]}}
@@ -485,7 +350,7 @@ def test_server_errors_are_retried_with_backoff_then_succeed(cluster):
         cluster.fail("fetch", "clustertrainingruntimes", status=503, times=2)
     cluster.fail("list", "pods", status=502)
     clock = FakeClock()
-    clock.script = _at(cluster, [(10, lambda: cluster.kind.complete(cluster))])
+    clock.script = at([(10, lambda: cluster.kind.complete(cluster))])
     log = Log()
     result = _poll(cluster, clock, log)
     assert result.reattached
@@ -564,9 +429,7 @@ def test_namespaced_runtime_without_the_patched_job_is_refused(kube_api):
 def test_forbidden_runtime_check_warns_and_submits(kube_api):
     kube_api.fail("fetch", "clustertrainingruntimes", status=403)
     clock = FakeClock()
-    clock.script = _at(
-        kube_api, [(10, lambda: kube_api.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))]
-    )
+    clock.script = at([(10, lambda: kube_api.set_trainjob_status(NS, NAME, {"conditions": [condition("Complete")]}))])
     log = Log()
     _poll(kube_api, clock, log)
     assert "WARNING: cannot check ClusterTrainingRuntime 'training-hub'" in log.text()
@@ -689,10 +552,6 @@ def test_bad_arguments_are_named(overrides, message):
         run_job(None, MANIFEST, **options)
 
 
-def test_rbac_yaml_grants_exactly_what_the_client_uses():
-    assert _rbac_permissions() == set(API_PERMISSIONS)
-
-
 TRAINER_PERMISSIONS = API_PERMISSIONS - pytorchjob.API_PERMISSIONS
 POD_PERMISSIONS = {("", "pods", "list"), ("", "pods", "get"), ("", "pods/log", "get"), ("", "events", "list")}
 
@@ -718,7 +577,7 @@ def test_the_scenarios_use_every_granted_permission(cluster):
     read_launcher_pod(cluster.api_client, NS, environ={"KFP_POD_NAME": "launcher", "POD_NAMESPACE": NS}, log=Log())
     _poll(
         cluster,
-        FakeClock(_at(cluster, [(10, lambda: cluster.kind.complete(cluster))])),
+        FakeClock(at([(10, lambda: cluster.kind.complete(cluster))])),
         Log(),
         delete_on_success=True,
     )
@@ -752,8 +611,7 @@ def test_secrets_in_a_failed_pods_log_are_masked_by_value(cluster, monkeypatch):
         monkeypatch.setenv(name, value)
     pod = cluster.kind.pod(phase="Failed", terminated=("Error", 1, ""))
     clock = FakeClock()
-    clock.script = _at(
-        cluster,
+    clock.script = at(
         [
             (10, lambda: cluster.put_pod(pod)),
             (10, lambda: cluster.set_pod_log(NS, cluster.kind.pod_name, LEAKY_LOG, container=cluster.kind.container)),

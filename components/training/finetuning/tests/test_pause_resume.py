@@ -4,17 +4,26 @@ Against kmock's Kubernetes API on 127.0.0.1, for a TrainJob and a PyTorchJob, on
 the cluster's (and the user's) part, so a pause of minutes takes milliseconds.
 """
 
+import dataclasses
 import json
 
 import pytest
-from kubernetes import client
 
 from components.training.finetuning.cluster.errors import JobFailed
 from components.training.finetuning.cluster.progress import TRAINER_STATUS_ANNOTATION
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
-from tests.harness.requests import job_spec, run_job
+from components.training.finetuning.tests.cluster_doubles import (
+    Kind,
+    at,
+    poll,
+    pytorchjob_kind,
+    trainjob_kind,
+    workspace_task_config,
+)
+from tests.harness.follow_doubles import FakeClock
+from tests.harness.kube import condition
+from tests.harness.requests import job_spec
 
 NS = "team-a"
 SPEC = job_spec(
@@ -24,65 +33,29 @@ SPEC = job_spec(
     command=["python", "entrypoint.py"],
     image="quay.io/example/trainer:1",
 )
-KINDS = {
-    "trainjob": (build_trainjob(SPEC), ("trainer.kubeflow.org", "v1alpha1", "trainjobs"), ("suspend",), make_pod),
-    "pytorchjob": (
-        build_pytorchjob(SPEC),
-        ("kubeflow.org", "v1", "pytorchjobs"),
-        ("runPolicy", "suspend"),
-        make_pytorchjob_pod,
-    ),
-}
+KINDS = {"trainjob": trainjob_kind(build_trainjob(SPEC)), "pytorchjob": pytorchjob_kind(build_pytorchjob(SPEC))}
+NAME = KINDS["trainjob"].manifest["metadata"]["name"]
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-        self.actions = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
-        while self.actions and self.actions[0][0] <= self.now:
-            self.actions.pop(0)[1]()
-
-
+@dataclasses.dataclass
 class Job:
-    """The user's and the controller's hands on one job of a kind, through the harness's own client."""
+    """The user's and the controller's hands on one job."""
 
-    def __init__(self, kube_api, kind):
-        self.manifest, (self.group, self.version, self.plural), self.suspend_path, self.pod_factory = KINDS[kind]
-        self.kind = kind
-        self.name = self.manifest["metadata"]["name"]
-        self.kube_api = kube_api
-        self.custom = client.CustomObjectsApi(kube_api._operator)
-
-    def _suspend_body(self, value):
-        body = value
-        for key in reversed(self.suspend_path):
-            body = {key: body}
-        return {"spec": body}
-
-    def patch(self, body):
-        self.custom.patch_namespaced_custom_object(self.group, self.version, NS, self.plural, self.name, body)
-
-    def set_status(self, status):
-        self.custom.patch_namespaced_custom_object_status(
-            self.group, self.version, NS, self.plural, self.name, {"status": status}
-        )
+    kube_api: object
+    kind: Kind
 
     def start_pod(self):
-        self.kube_api.put_pod(self.pod_factory(NS, self.name, 0))
+        self.kube_api.put_pod(self.kind.pod())
 
     def pause(self):  # the dashboard's Pause: spec.suspend=true; the controller reports Suspended, pods go away
-        self.patch(self._suspend_body(True))
-        self.set_status({"conditions": [condition("Suspended", "Suspended", "the job is suspended")]})
+        self.kind.patch(self.kube_api, self.kind.suspend_body(True))
+        self.kind.set_status(
+            self.kube_api, {"conditions": [condition("Suspended", "Suspended", "the job is suspended")]}
+        )
 
     def resume(self):
-        self.patch(self._suspend_body(False))
-        self.set_status({"conditions": [condition("Suspended", "Resumed", "", status="False")]})
+        self.kind.patch(self.kube_api, self.kind.suspend_body(False))
+        self.kind.set_status(self.kube_api, {"conditions": [condition("Suspended", "Resumed", "", status="False")]})
 
     def report_progress(self):  # the ODH controller copies the rank-0 pod's progress JSON into an annotation
         status = {
@@ -95,63 +68,52 @@ class Job:
             "trainMetrics": {"loss": 0.75, "learning_rate": 2e-5},
             "evalMetrics": {},
         }
-        self.patch({"metadata": {"annotations": {TRAINER_STATUS_ANNOTATION: json.dumps(status)}}})
+        self.kind.patch(self.kube_api, {"metadata": {"annotations": {TRAINER_STATUS_ANNOTATION: json.dumps(status)}}})
 
     def complete(self):
-        self.set_status({"conditions": [condition("Complete" if self.kind == "trainjob" else "Succeeded")]})
+        self.kind.complete(self.kube_api)
 
 
 @pytest.fixture(params=list(KINDS))
 def job(kube_api, request):
     kube_api.create_runtime("training-hub")
-    return Job(kube_api, request.param)
+    return Job(kube_api, KINDS[request.param])
 
 
 def _follow(job, clock, log, **options):
-    return run_job(
-        job.kube_api.api_client,
-        job.manifest,
-        start_timeout_seconds=120,
-        timeout_seconds=300,
-        poll_interval_seconds=10,
-        use_watch=False,
-        clock=clock,
-        sleep=clock.sleep,
-        log=log.append,
-        **options,
+    return poll(
+        job.kube_api, job.kind.manifest, clock, log.append, start_timeout_seconds=120, timeout_seconds=300, **options
     )
 
 
 def test_a_paused_job_is_waited_for_and_followed_to_the_end_after_resume(job):
-    clock = FakeClock()
-    clock.actions = [(10, job.start_pod), (30, job.pause), (400, job.resume), (420, job.report_progress)]
-    clock.actions.append((440, job.complete))
+    steps = [(10, job.start_pod), (30, job.pause), (400, job.resume), (420, job.report_progress), (440, job.complete)]
+    clock = FakeClock(at(steps))
     log = []
     result = _follow(job, clock, log)
     text = "\n".join(log)
     assert result.duration_seconds == 440  # longer than timeout_seconds=300: the pause of 6m10s did not count
-    assert f"[{job.kind} {job.name}] paused: the job was suspended" in text
+    assert f"[{job.kind.name} {NAME}] paused: the job was suspended" in text
     assert "(the pause does not count against timeout_seconds)" in text
-    assert f"[{job.kind} {job.name}] resumed after a pause of 6m10s: following the resumed run" in text
+    assert f"[{job.kind.name} {NAME}] resumed after a pause of 6m10s: following the resumed run" in text
     # The progress the dashboard shows (trainerStatus annotation) is what the step logs once resumed.
     progress = "step 6/10 (60%) | epoch 0.60 | loss 0.7500 | lr 2.00e-05 | ETA 0m40s"
-    assert f"[{job.kind} {job.name}] Running | {progress}" in log
+    assert f"[{job.kind.name} {NAME}] Running | {progress}" in log
     assert result.last_progress["currentStep"] == 6
     assert len([line for line in log if "paused:" in line]) == 1  # logged once, not at every poll
-    (left,) = job.kube_api.objects(job.plural, NS)  # the job was neither deleted nor re-suspended by the step
+    (left,) = job.kube_api.objects(job.kind.plural, NS)  # the job was neither deleted nor re-suspended by the step
     assert not [r for r in job.kube_api.requests if r.verb in ("delete", "patch")]
-    assert left["metadata"]["name"] == job.name
+    assert left["metadata"]["name"] == NAME
 
 
 def test_a_pause_counts_against_the_timeout_only_when_asked(job):
-    clock = FakeClock()
-    clock.actions = [(10, job.start_pod), (30, job.pause)]
+    clock = FakeClock(at([(10, job.start_pod), (30, job.pause)]))
     log = []
     with pytest.raises(JobFailed) as failure:
         _follow(job, clock, log, timeout_counts_paused_time=True)
     assert failure.value.diagnosis.outcome == "Timeout" and clock.now == 300
     assert "(the pause counts against timeout_seconds)" in "\n".join(log)
-    assert job.kube_api.objects(job.plural, NS) == []  # cleanup_policy=delete after the timeout
+    assert job.kube_api.objects(job.kind.plural, NS) == []  # cleanup_policy=delete after the timeout
 
 
 # -- the whole train_model step: paused mid-follow, resumed, the pod continues from its JIT checkpoint ---------------
@@ -186,10 +148,7 @@ def test_the_train_model_step_logs_the_pause_and_completes_the_resumed_run(
 
     kube_api.create_runtime("training-hub")
     workspace = tmp_path / "kfp-workspace"
-    task_config = dsl.TaskConfig(
-        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
-        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-    )
+    task_config = workspace_task_config(workspace)
     hub = tmp_path / "hub" / "training_hub"
     hub.mkdir(parents=True)
     (hub / "__init__.py").write_text(STAND_IN_HUB)
@@ -197,8 +156,7 @@ def test_the_train_model_step_logs_the_pause_and_completes_the_resumed_run(
 
     def cluster_and_user():
         (created,) = kube_api.wait_for(lambda: kube_api.objects("trainjobs", NS), timeout=60)
-        job = Job(kube_api, "trainjob")
-        job.name = created["metadata"]["name"]
+        job = Job(kube_api, trainjob_kind(created))
         run_dir = Path(created["spec"]["trainer"]["args"][1]).parent
         job.start_pod()
         kube_api.wait_for(lambda: any("Running" in line for line in logged), timeout=60)

@@ -1,7 +1,6 @@
 """The PyTorchJob builder: exact manifests, CRD validity of every variant (closed objects), image rule, phases."""
 
 import json
-import re
 
 import jsonschema
 import pytest
@@ -10,7 +9,8 @@ from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob, pod_label_selector, pytorchjob_phase
 from components.training.finetuning.manifests.spec import JobSpecError, SecretEnvVar
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from tests.harness.kube import condition, crd_schema
+from components.training.finetuning.tests.cluster_doubles import validate_pytorchjob
+from tests.harness.kube import condition
 from tests.harness.requests import job_spec
 
 RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
@@ -28,14 +28,6 @@ def _spec(**overrides):
     )
     fields.update(overrides)
     return job_spec(**fields)
-
-
-def validate_pytorchjob(manifest):
-    """Validates against the Training Operator's CRD with every object closed, as TrainJobs are validated."""
-    assert manifest["apiVersion"] == "kubeflow.org/v1" and manifest["kind"] == "PyTorchJob", manifest
-    name = manifest["metadata"]["name"]
-    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 63, name
-    jsonschema.Draft7Validator(crd_schema("kubeflow.org_pytorchjobs.yaml")).validate(manifest)
 
 
 def test_minimal_job_is_exactly_this():

@@ -1,9 +1,7 @@
 """The job does not need its launcher: a second launcher never wipes a live job's files, the job is owned by the run
 (same namespace only), and a full or unwritable output disk ends the step in one line with nothing half-written.
 
-Each test asserts the end state: the job present and untouched, the checkpoint files byte for byte, no partial output.
-The full disk is a real 1 MiB tmpfs mounted for the test (this suite runs as root); where mounting is not permitted,
-``ENOSPC`` is raised by ``shutil.copy2`` at the file-system boundary instead (the test says which it used).
+The full disk is a real 1 MiB tmpfs where mounting is permitted, else ``ENOSPC`` raised by ``shutil.copy2``.
 """
 
 import contextlib
@@ -25,13 +23,13 @@ from components.training.finetuning.job_from_request import build_job_manifest
 from components.training.finetuning.launch import clear_previous_run
 from components.training.finetuning.manifests.api_generations import RUNTIME_PATCHES, TrainJobApi
 from components.training.finetuning.manifests.names import job_name
-from components.training.finetuning.manifests.owner import OwnerReference
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
-from components.training.finetuning.manifests.spec import JobSpecError
+from components.training.finetuning.manifests.spec import JobSpecError, OwnerReference
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.publish import PublishError, publish_outputs
 from components.training.finetuning.run import run_train_model
+from components.training.finetuning.tests.cluster_doubles import workspace_task_config
 from tests.harness.follow_doubles import Log
 from tests.harness.kube import condition, validate_trainjob
 from tests.harness.requests import dataset_metadata, job_spec, pod_run_config, train_model_request
@@ -88,10 +86,7 @@ def test_second_launcher_with_resume_false_reattaches_and_keeps_the_live_jobs_fi
     outputs["report"] = dsl.HTML(uri=str(tmp_path / "out" / "report"))
     request = train_model_request(
         dataset=dsl.Dataset(uri=str(data), metadata=dataset_metadata("hf://org/demo")),
-        task_config=dsl.TaskConfig(
-            volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "ws"}}],
-            volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-        ),
+        task_config=workspace_task_config(workspace),
         training_base_model=str(tiny_model_dir),
         training_algorithm="osft",
         training_launcher="trainjob",

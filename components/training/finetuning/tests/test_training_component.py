@@ -15,8 +15,9 @@ from components._common.model_location import MANIFEST_FILE, resolve_model_dir
 from components.training.finetuning import train_model
 from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.run import run_train_model
+from components.training.finetuning.tests.cluster_doubles import validate_pytorchjob, workspace_task_config
 from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
-from tests.harness.kube import condition, crd_schema, validate_trainjob
+from tests.harness.kube import condition, validate_trainjob
 from tests.harness.requests import dataset_metadata, train_model_request
 
 pytestmark = pytest.mark.slow
@@ -30,12 +31,6 @@ FAST = {
 }
 NS = "team-a"
 PROGRESS_PORT = 28111
-
-
-def validate_pytorchjob(manifest):
-    import jsonschema
-
-    jsonschema.Draft7Validator(crd_schema("kubeflow.org_pytorchjobs.yaml")).validate(manifest)
 
 
 def _artifacts(tmp_path, demo_dataset_path):
@@ -283,9 +278,8 @@ def test_trainjob_path_submits_the_entrypoint_and_reads_back_the_result(
     kube_api.create_runtime("training-hub")
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     workspace = tmp_path / "kfp-workspace"
-    task_config = dsl.TaskConfig(
-        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
-        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
+    task_config = workspace_task_config(
+        workspace,
         env=[{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     )
@@ -400,10 +394,7 @@ def test_auto_falling_back_to_pytorchjob_needs_an_image_before_anything_is_submi
     kube_api.call(lambda: kube_api.emulator.resources.setdefault("kubeflow.org/v1/pytorchjobs", {}))
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     workspace = tmp_path / "kfp-workspace"
-    task_config = dsl.TaskConfig(
-        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
-        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-    )
+    task_config = workspace_task_config(workspace)
     with pytest.raises(TrainingConfigError, match=r"training_image='': required .*training_launcher='auto'"):
         run_train_model(
             train_model_request(
@@ -428,10 +419,7 @@ def test_pytorchjob_path_runs_the_entrypoint_with_the_operator_v1_env(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     workspace = tmp_path / "kfp-workspace"
-    task_config = dsl.TaskConfig(
-        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
-        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-    )
+    task_config = workspace_task_config(workspace)
     seen = {}
     with kube_api.in_background(lambda: _play_the_cluster(kube_api, tmp_path, seen, kind="pytorchjob")):
         outcome = run_train_model(

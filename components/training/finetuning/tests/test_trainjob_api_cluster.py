@@ -1,9 +1,5 @@
-"""The TrainJob API generation on the wire: discovery, Strict writes, the fallback, and the training step end to end.
-
-Against the emulator serving RHOAI 3.3's TrainJob API (the vendored odh-3.3 CRD, pruning unknown fields like a real
-API server) and upstream Trainer 2.3's: the step discovers the generation through OpenAPI v3, builds the matching
-job, sends it with ``fieldValidation=Strict`` and the stored job keeps its workspace volume, mount, tolerations and
-secret references, with no explicit empty value.
+"""The TrainJob API generation on the wire: discovery, Strict writes, the fallback, and the training step end to end,
+against kmock serving RHOAI 3.3's TrainJob API (pruning unknown fields) and upstream Trainer 2.3's.
 """
 
 import json
