@@ -1,7 +1,4 @@
-"""``transformers.Trainer`` callbacks that keep the project's contracts: metrics records, checkpoints, SIGTERM.
-
-(Why not transformers' ``enable_jit_checkpoint``: measured, in the component README.)
-"""
+"""``transformers.Trainer`` callbacks for the project's contracts: metrics records, checkpoints, SIGTERM (README)."""
 
 from __future__ import annotations
 
@@ -18,10 +15,7 @@ from components.training.finetuning.pod import metrics as metrics_module
 
 
 class StepMetrics(TrainerCallback):
-    """Writes each step's record (rank 0), logs ``step N/T epoch E loss L lr R`` and calls ``on_step``.
-
-    GRPO's steps also log their mean reward (TRL's ``reward``), kept in :attr:`rewards`.
-    """
+    """Writes each step's record (rank 0), logs it and calls ``on_step``; GRPO's mean rewards go to :attr:`rewards`."""
 
     def __init__(
         self,
@@ -82,8 +76,8 @@ class StepMetrics(TrainerCallback):
 class SaveSchedule(TrainerCallback):
     """Saves every ``interval`` steps (not at the last), with ``at_epoch`` at each epoch's end, and after a SIGTERM.
 
-    A SIGTERM on any rank (``flag``: :func:`.preemption.sigterm_flag`'s, ``None`` without a handler) makes every rank
-    save and stop at the end of the same step: one all-reduce per step agrees on it.
+    A SIGTERM on any rank (``flag``, :func:`.preemption.sigterm_flag`'s) makes every rank save and stop at the end of
+    the same step: one all-reduce per step agrees on it.
     """
 
     def __init__(self, interval: int, at_epoch: bool, steps_per_epoch: int) -> None:

@@ -1,7 +1,6 @@
-"""The ``transformers`` backend's pod command: start ``torchrun`` over this node's processes with the trainer worker.
+"""The ``transformers`` backend's pod command (``launch.py``): resolves the base model, then ``exec`` s torchrun.
 
-Staged as ``<run_dir>/transformers/launch.py``: it resolves the base model, then becomes ``torchrun`` (``exec``), so
-the pod's SIGTERM reaches the agent and through it the workers, which checkpoint and exit.
+``exec``: the pod's SIGTERM reaches torchrun's agent and through it the workers, which checkpoint and exit.
 """
 
 from __future__ import annotations
@@ -15,16 +14,11 @@ from pathlib import Path
 from components.training.finetuning.contract import load_run_config
 from components.training.finetuning.pod import entrypoint, inputs
 
-#: The worker script staged beside this one.
-WORKER_SCRIPT = "worker.py"
+WORKER_SCRIPT = "worker.py"  # staged beside this one
 
 
 def missing_trainer_packages(algorithm: str) -> list[str]:
-    """The packages (as ``pip`` names them) the trainer core needs for ``algorithm`` that are absent.
-
-    torch, transformers, accelerate, trl and datasets (TRL's trainers); peft for LoRA; mini-trainer (whose OSFT model is
-    used) for OSFT.
-    """
+    """The packages (as ``pip`` names them) the trainer core needs for ``algorithm`` that are absent."""
     import importlib.util
 
     needed = ["torch", "transformers", "accelerate", "trl", "datasets"]
@@ -37,8 +31,6 @@ def torchrun_argv(
     nproc_per_node: int, env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
 ) -> list[str]:
     """This node's ``torchrun`` argv: a static rendezvous at the master address, no restarts (the controller's job).
-
-    ``nproc_per_node`` is the run config's, used when the controller sets none.
 
     Raises:
         EntrypointError: A controller variable is malformed.

@@ -1,4 +1,4 @@
-"""One ``torchrun`` worker of the ``transformers`` backend: a rank of the data-parallel run of :func:`.training.train`.
+"""One ``torchrun`` worker of the ``transformers`` backend: a rank of :func:`.training.train`.
 
 Rank 0 alone writes the metrics, checkpoints, final model, :data:`RESULT_FILE` and MLflow, and serves progress.
 """
@@ -20,15 +20,12 @@ from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import read_jsonl_rows
 from components.training.finetuning.pod import progress_server
 
-#: Written by rank 0 into ``ckpt_output_dir`` when training ends: what the metrics file does not say.
+#: Written by rank 0 into ``ckpt_output_dir`` when training ends.
 RESULT_FILE = "result.json"
 
 
 def start_tracking(run_config: RunConfig, log: Callable[[str], None]) -> tracking.MlflowLogger:
-    """The pods' MLflow run (rank 0; a no-op elsewhere, without a tracking URI, or without ``mlflow`` in the image).
-
-    Keyed by its name, so a resumed job continues the same run; a run that cannot start is a warning only.
-    """
+    """The pods' MLflow run, keyed by its name (a resumed job continues it); a no-op without URI or ``mlflow``."""
     import importlib.util
 
     settings = run_config.mlflow

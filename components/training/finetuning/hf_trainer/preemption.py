@@ -1,7 +1,6 @@
 """Preemption-safe checkpoints: a SIGTERM flag, checkpoints put in place whole, the newest complete one.
 
-A checkpoint is written into a hidden staging directory, its completion marker last, then renamed into place, so it
-is complete or invisible (transformers' ``get_last_checkpoint`` would take a half-written one)::
+A checkpoint is written into a hidden staging directory, its marker last, then renamed into place::
 
     step_000000040/            one checkpoint: whatever ``save(directory)`` wrote, plus
     step_000000040/done.json   the completion marker: {"step": 40, ...}, written last
@@ -22,9 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-#: Exit status after a SIGTERM-triggered save (128 + SIGTERM), retryable for Kubernetes job controllers.
-SIGTERM_EXIT_CODE = 143
-#: The completion marker, written last into a checkpoint (same name as the local launcher's).
+SIGTERM_EXIT_CODE = 143  # after a SIGTERM-triggered save (128 + SIGTERM): retryable for job controllers
 COMPLETE_MARKER = "done.json"
 _STAGING_INFIX = ".partial-"
 
@@ -47,8 +44,7 @@ class SigtermFlag:
 def sigterm_flag(log: Callable[[str], None] = print) -> Iterator[SigtermFlag]:
     """Within the block, a SIGTERM sets ``flag.requested`` (logged once) instead of stopping the process.
 
-    The loop checks the flag between steps, saves and exits with :data:`SIGTERM_EXIT_CODE` (a step must end within the
-    pod's grace period); the previous handler is restored after the block. Off the main thread: a warning, no handler.
+    The previous handler is restored after the block. Off the main thread: a warning, no handler.
     """
     flag = SigtermFlag(log=log)
     if threading.current_thread() is not threading.main_thread():
@@ -93,51 +89,30 @@ def _complete_checkpoints(root: Path) -> list[Path]:
 
 
 class CheckpointWriter:
-    """Writes checkpoints under ``root`` atomically (staging directory, marker last, rename), keeping the newest.
+    """Writes checkpoints under ``root`` atomically (staging directory, marker last, rename).
 
-    Args:
-        root: The checkpoint root (created when missing).
-        keep_last: How many complete checkpoints to keep (older ones go once a new one is in place); 0 keeps all.
+    The newest ``keep_last`` complete ones are kept (0 keeps all).
     """
 
     def __init__(self, root: Path, keep_last: int = 2) -> None:
-        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
-            raise ValueError(f"keep_last={keep_last!r}: must be an integer >= 0 (0 keeps every checkpoint)")
         self.root = Path(root)
         self.keep_last = keep_last
 
-    @staticmethod
-    def checkpoint_name(step: int) -> str:
-        """The directory name of the checkpoint of ``step`` (sorts by step)."""
-        return f"step_{step:09d}"
-
     def write(self, step: int, save: Callable[[Path], None], info: Mapping[str, Any] | None = None) -> Path:
-        """Writes one checkpoint: ``save(directory)`` fills it, then the marker ``{"step": step, **info}`` goes in.
-
-        Args:
-            step: The optimizer step the checkpoint holds (>= 0).
-            save: Writes the state into the given (empty) directory.
-            info: More JSON-serialisable facts for the marker (epoch, elapsed seconds...).
+        """Writes the checkpoint of ``step``: ``save(directory)`` fills it, then the marker ``{"step": step, **info}``.
 
         Returns:
-            The complete checkpoint directory.
-
-        Raises:
-            ValueError: ``step`` is not an integer >= 0 or ``info`` sets ``step``.
+            The complete checkpoint directory, ``step_<step, 9 digits>``.
         """
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ValueError(f"step={step!r}: must be an integer >= 0")
-        if info and "step" in info:
-            raise ValueError(f"info={dict(info)!r}: must not set 'step' (given as the step argument)")
         self.root.mkdir(parents=True, exist_ok=True)
         self._remove_abandoned_staging()
-        name = self.checkpoint_name(step)
+        name = f"step_{step:09d}"
         staging = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{name}{_STAGING_INFIX}"))
         try:
             save(staging)
             marker = staging / COMPLETE_MARKER
             temporary = staging / f".{COMPLETE_MARKER}.tmp"
-            temporary.write_text(json.dumps({"step": step, **dict(info or {})}, sort_keys=True), encoding="utf-8")
+            temporary.write_text(json.dumps({**dict(info or {}), "step": step}, sort_keys=True), encoding="utf-8")
             os.replace(temporary, marker)
             target = self.root / name
             if target.exists():  # the same step saved again: move the old one aside first
@@ -158,6 +133,5 @@ class CheckpointWriter:
         if not self.keep_last:
             return
         for path in _complete_checkpoints(self.root)[: -self.keep_last]:
-            # Invalidate first (marker gone = incomplete), so a half-deleted directory is never taken for complete.
-            (path / COMPLETE_MARKER).unlink(missing_ok=True)
+            (path / COMPLETE_MARKER).unlink(missing_ok=True)  # first: a half-deleted one is never taken for complete
             shutil.rmtree(path, ignore_errors=True)
