@@ -17,24 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.contract import (
-    RunConfig,
-    RunConfigError,
-    TrainingOptions,
-    load_run_config,
-)
+from components.training.finetuning.contract import RunConfig, RunConfigError, TrainingOptions, load_run_config
 from components.training.finetuning.pod import checkpoints, hub_compat, progress_server, rewards
 from components.training.finetuning.pod.hub_settings import unsupported_settings
 from components.training.finetuning.pod.inputs import EntrypointError, resolve_base_model
 
 #: ``train_model`` algorithm name -> Training Hub function.
-TRAINING_HUB_FUNCTIONS = {
-    "sft": "sft",
-    "osft": "osft",
-    "lora": "lora_sft",
-    "grpo": "grpo",
-    "lora_grpo": "lora_grpo",
-}
+TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft", "grpo": "grpo", "lora_grpo": "lora_grpo"}
 #: Per algorithm: Training Hub keyword -> the :class:`TrainingOptions` field passed as-is.
 _KEYWORDS = {
     "sft": {"max_tokens_per_gpu": "max_tokens_per_gpu", "random_seed": "seed", "use_liger": "use_liger"},

@@ -251,10 +251,7 @@ def _rows(path: str) -> int:
 
 
 def start_for_run(
-    run_config: Any,
-    node_rank: int,
-    log: Callable[[str], None] = print,
-    env: Mapping[str, str] | None = None,
+    run_config: Any, node_rank: int, log: Callable[[str], None] = print, env: Mapping[str, str] | None = None
 ) -> ProgressServer | None:
     """Starts progress publishing on node rank 0; never raises.
 
