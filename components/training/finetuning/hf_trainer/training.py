@@ -185,15 +185,6 @@ def process_group() -> Any:
     return PartialState(cpu=not _cuda())
 
 
-def _resume_point(root: Path, resume: bool, log: Callable[[str], None]) -> Path | None:
-    """The newest complete checkpoint the Trainer can resume from (one of an older trainer is skipped, said so)."""
-    checkpoint = preemption.newest_complete_checkpoint(root) if resume else None
-    if checkpoint is not None and not (checkpoint / "trainer_state.json").is_file():
-        log(f"note: {checkpoint} was written by an older version of the trainer; training starts afresh")
-        return None
-    return checkpoint
-
-
 def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
     """Drops records after ``step`` (logged after the checkpoint, about to be redone) and returns the rest (rank 0)."""
     try:
@@ -309,7 +300,7 @@ def train(
         average_tokens_across_devices=True,  # a step's loss over all its label tokens
         **fsdp,
     )
-    checkpoint = _resume_point(root, config.resume, say)
+    checkpoint = preemption.newest_complete_checkpoint(root) if config.resume else None
     metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
     marker = preemption.read_marker(checkpoint) if checkpoint is not None else None
     records: list[dict[str, Any]] = []

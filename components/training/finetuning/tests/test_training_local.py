@@ -215,17 +215,6 @@ def test_full_fine_tuning_is_sharded_with_fsdp2_as_the_strategy_says(monkeypatch
     assert fsdp("FULL_SHARD", algorithm="osft") == {}
 
 
-def test_a_checkpoint_of_the_former_trainer_is_not_resumed_from_and_the_run_says_so(tmp_path):
-    """A ``step_<N>`` with ``state.pt`` (the hand-written loop's) holds no Trainer state: start afresh, one line."""
-    old = preemption.CheckpointWriter(tmp_path).write(4, lambda d: (d / "state.pt").write_bytes(b"x"), {"epoch": 0})
-    lines = []
-    assert training._resume_point(tmp_path, True, lines.append) is None
-    assert lines == [f"note: {old} was written by an older version of the trainer; training starts afresh"]
-    (old / "trainer_state.json").write_text("{}")
-    assert training._resume_point(tmp_path, True, lines.append) == old
-    assert training._resume_point(tmp_path, False, lines.append) is None
-
-
 def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):
     data = tmp_path / "train.jsonl"
     too_long = [{"role": "user", "content": "hi " * 400}, {"role": "assistant", "content": "ok"}]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from components.training.finetuning import job_from_request, launch
 from components.training.finetuning.contract import MlflowSettings, ProgressSettings
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.run import write_run_config
+from tests.harness.http_server import free_port
 from tests.harness.requests import train_model_request, training_config
 
 pytestmark = pytest.mark.slow
@@ -54,12 +54,6 @@ def job_manifest(config_path: Path, **arguments) -> dict:
     return job_from_request.build_job_manifest("trainjob", config_path, None, "run-1", "train-model", request, None)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _pod_env(node_rank: int, master_port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     env.update(extra or {})
@@ -79,7 +73,7 @@ def _pod_env(node_rank: int, master_port: int, extra: dict[str, str] | None = No
 def _start_pods(
     command: list[str], cwd: Path, logs: Path, attempt: str, extra_env: dict[str, str] | None = None
 ) -> list[tuple[subprocess.Popen, Path]]:
-    port = _free_port()
+    port = free_port()
     pods = []
     for rank in (0, 1):
         log = logs / f"{attempt}-node{rank}.log"
@@ -118,7 +112,7 @@ def staged_job(tiny_model_dir, demo_dataset_path, tmp_path):
     run_dir = tmp_path / "workspace" / "train_model" / "run-1-train-model"
     run_dir.mkdir(parents=True)
     config = training_config(base_model=str(tiny_model_dir), **SETTINGS)
-    progress_port = _free_port()
+    progress_port = free_port()
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
     settings = pod_settings(progress_port, str(termination_log), enabled=True)
