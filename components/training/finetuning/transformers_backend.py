@@ -26,7 +26,6 @@ STAGED_MODULES = (
     "components.training.finetuning.hf_trainer.data",
     "components.training.finetuning.hf_trainer.osft",
     "components.training.finetuning.hf_trainer.pod_launch",
-    "components.training.finetuning.hf_trainer.pod_worker",
     "components.training.finetuning.hf_trainer.preemption",
     "components.training.finetuning.hf_trainer.training",
     "components.training.finetuning.tracking",
@@ -34,7 +33,7 @@ STAGED_MODULES = (
 #: The pod command and the torchrun worker, at the root of the code tree.
 ROOT_SCRIPTS = {
     "launch.py": "components.training.finetuning.hf_trainer.pod_launch",
-    "worker.py": "components.training.finetuning.hf_trainer.pod_worker",
+    "worker.py": "components.training.finetuning.hf_trainer.pod_launch",
 }
 #: Settings this backend cannot honour: (parameter, the only accepted value, why).
 UNSUPPORTED_SETTINGS = (("use_liger", False, "Liger kernels are Training Hub's (instructlab-training, mini-trainer)"),)
@@ -70,7 +69,7 @@ def pod_command(config_path: Path) -> tuple[list[str], list[str]]:
 
 def read_result(ckpt_dir: Path) -> dict[str, Any]:
     """Rank 0's ``result.json`` (``{}`` when it is missing or unreadable: the metrics and model still publish)."""
-    from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE  # (imports transformers: here)
+    from components.training.finetuning.hf_trainer.pod_launch import RESULT_FILE
 
     try:
         value = json.loads((Path(ckpt_dir) / RESULT_FILE).read_text(encoding="utf-8"))

@@ -1,9 +1,7 @@
 """The dashboard progress server, run for real: the staged entrypoint as a subprocess with a stand-in Training Hub.
 
-The stand-in ``training_hub`` records the keywords it is called with (checked against the installed Training Hub's
-real signatures and backend fields) and replays the metrics lines that each backend's own writer produced
-(:mod:`.real_metrics_writers`), one step at a time, waiting for the test to have read the progress over HTTP
-before writing the next step.
+The stand-in records its keywords and replays each backend's real metrics lines (:mod:`.real_metrics_writers`), one
+step at a time, waiting for the test to read the progress over HTTP.
 """
 
 import dataclasses

@@ -24,11 +24,9 @@ from pathlib import Path
 import pytest
 
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.training.finetuning import launch
-from components.training.finetuning.contract import MlflowSettings, ProgressSettings
 from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.run import write_run_config
-from tests.harness.requests import dataset_download_request, training_config
+from tests.harness.requests import dataset_download_request, pod_settings, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION
 
 MIN_SEQ_LEN = 20  # instructlab-training's filter_samples_by_length default
@@ -51,11 +49,7 @@ def _stage(run_dir: Path, algorithm: str, tiny_model_dir: Path, **hyperparameter
     config = training_config(
         base_model=str(tiny_model_dir), algorithm=algorithm, effective_batch_size=8, num_epochs=1, **hyperparameters
     )
-    settings = launch.PodSettings(
-        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
-        jit_checkpoint=True,
-        mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
-    )
+    settings = pod_settings()
     path = write_run_config(config, run_dir, run_dir.parent.parent.parent / "train.jsonl", None, None, 1, settings)
     return json.loads(path.read_text())
 

@@ -15,10 +15,9 @@ from components._common.model_location import resolve_model_dir
 from components.training.finetuning import job_from_request, transformers_backend
 from components.training.finetuning.config import TrainingConfigError, runtime_name_of
 from components.training.finetuning.run import run_train_model, validate_request, write_run_config
-from components.training.finetuning.tests.test_transformers_torchrun import pod_settings
 from tests.harness.http_server import free_port
 from tests.harness.kube import condition, validate_trainjob
-from tests.harness.requests import train_model_request, training_config
+from tests.harness.requests import pod_settings, train_model_request, training_config
 
 NS = "team-a"
 FAST = {"effective_batch_size": 16, "learning_rate": 3e-3, "max_seq_len": 256, "max_tokens_per_gpu": 1024}

@@ -1,10 +1,7 @@
 """``training_backend="transformers"`` for real: the staged pod command under real ``torchrun`` (gloo, CPU).
 
-The job of the RHOAI TransformersTrainer example, two nodes x one process, as Kubeflow Trainer's torch runtime runs
-it: ``train_model``'s staging writes the run directory, the TrainJob builder gives the command, and two launches of
-that command (one per "pod") get ``PET_NNODES=2``, ``PET_NODE_RANK`` 0 and 1, ``PET_NPROC_PER_NODE=1`` and the master
-on 127.0.0.1. The first run is paused (SIGTERM to both pods' PID 1) mid-training; the second resumes and finishes.
-Only the staged tree is importable in the "pods" (no ``PYTHONPATH``, cwd outside the repository).
+Two "pods" (``PET_*`` as Kubeflow Trainer's torch runtime sets them) run the TrainJob's command with only the staged
+tree importable; the first run is paused (SIGTERM) mid-training, the second resumes and finishes.
 """
 
 from __future__ import annotations
@@ -20,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import job_from_request, launch
-from components.training.finetuning.contract import MlflowSettings, ProgressSettings
+from components.training.finetuning import job_from_request
+from components.training.finetuning.contract import ProgressSettings
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.run import write_run_config
 from tests.harness.http_server import free_port
-from tests.harness.requests import train_model_request, training_config
+from tests.harness.requests import pod_settings, train_model_request, training_config
 
 pytestmark = pytest.mark.slow
 
@@ -40,12 +37,6 @@ SETTINGS = {
     "num_epochs": 1,
     "backend": "transformers",
 }
-
-
-def pod_settings(port: int = 28080, termination_log: str = "", enabled: bool = False) -> launch.PodSettings:
-    """What ``train_model`` tells the pods besides the hyper-parameters (no MLflow here)."""
-    progress = ProgressSettings(enabled=enabled, port=port, termination_log=termination_log or "/dev/termination-log")
-    return launch.PodSettings(progress=progress, jit_checkpoint=True, mlflow=MlflowSettings("", "", ""))
 
 
 def job_manifest(config_path: Path, **arguments) -> dict:
@@ -115,7 +106,9 @@ def staged_job(tiny_model_dir, demo_dataset_path, tmp_path):
     progress_port = free_port()
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
-    settings = pod_settings(progress_port, str(termination_log), enabled=True)
+    settings = pod_settings(
+        progress=ProgressSettings(enabled=True, port=progress_port, termination_log=str(termination_log))
+    )
     config_path = write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
     manifest = job_manifest(config_path, training_num_nodes=2, training_gpus_per_node=0)
     return run_dir, manifest, progress_port, termination_log
