@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -112,8 +111,8 @@ class CheckpointPublisher(TrainerCallback):
     """Puts each checkpoint the Trainer saved into ``root/step_<N>`` whole, marker last (rank 0, once all saved)."""
 
     def __init__(self, root: Path, keep: int, epoch_steps: int, batch: int, samples: int, elapsed: Callable) -> None:
-        self.writer = preemption.CheckpointWriter(root, keep_last=keep)
-        self.steps_per_epoch, self.batch_size, self.samples, self.elapsed = epoch_steps, batch, samples, elapsed
+        self.root, self.keep, self.steps_per_epoch = root, keep, epoch_steps
+        self.batch_size, self.samples, self.elapsed = batch, samples, elapsed
 
     def on_save(self, args, state, control, **kwargs):
         """Publishes ``checkpoint-<N>`` (every rank waits for all to have saved; rank 0 moves it)."""
@@ -122,13 +121,7 @@ class CheckpointPublisher(TrainerCallback):
         PartialState().wait_for_everyone()  # every rank wrote its part (RNG states) of the checkpoint
         if not state.is_world_process_zero:
             return
-        source = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         epoch, done = divmod(state.global_step, self.steps_per_epoch)
         info = {"epoch": epoch, "offset": min(done * self.batch_size, self.samples), "elapsed": self.elapsed()}
-
-        def move(directory: Path) -> None:
-            for path in source.iterdir():
-                path.rename(directory / path.name)
-
-        self.writer.write(state.global_step, move, info)
-        shutil.rmtree(source, ignore_errors=True)
+        source = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        preemption.publish_checkpoint(source, self.root, state.global_step, info, self.keep)

@@ -1,10 +1,9 @@
 """Preemption-safe checkpoints: a SIGTERM flag, checkpoints put in place whole, the newest complete one.
 
-A checkpoint is written into a hidden staging directory, its marker last, then renamed into place::
+A checkpoint saved elsewhere (the Trainer's ``checkpoint-<N>``) gets its marker last, then is renamed into place::
 
-    step_000000040/            one checkpoint: whatever ``save(directory)`` wrote, plus
+    step_000000040/            one checkpoint, plus
     step_000000040/done.json   the completion marker: {"step": 40, ...}, written last
-    .step_000000060.partial-*  a checkpoint being written (or abandoned by a kill): ignored, removed later
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -23,7 +21,6 @@ from typing import Any
 
 SIGTERM_EXIT_CODE = 143  # after a SIGTERM-triggered save (128 + SIGTERM): retryable for job controllers
 COMPLETE_MARKER = "done.json"
-_STAGING_INFIX = ".partial-"
 
 
 @dataclasses.dataclass
@@ -88,50 +85,27 @@ def _complete_checkpoints(root: Path) -> list[Path]:
     return [path for _, _, path in sorted(complete)]
 
 
-class CheckpointWriter:
-    """Writes checkpoints under ``root`` atomically (staging directory, marker last, rename).
+def publish_checkpoint(source: Path, root: Path, step: int, info: Mapping[str, Any], keep_last: int = 2) -> Path:
+    """Puts the saved checkpoint ``source`` in place as ``root/step_<N>``: marker ``{"step": step, **info}`` first.
 
-    The newest ``keep_last`` complete ones are kept (0 keeps all).
+    An older checkpoint of the same step is replaced; the newest ``keep_last`` complete ones are kept (0 keeps all).
+
+    Returns:
+        The complete checkpoint directory.
     """
-
-    def __init__(self, root: Path, keep_last: int = 2) -> None:
-        self.root = Path(root)
-        self.keep_last = keep_last
-
-    def write(self, step: int, save: Callable[[Path], None], info: Mapping[str, Any] | None = None) -> Path:
-        """Writes the checkpoint of ``step``: ``save(directory)`` fills it, then the marker ``{"step": step, **info}``.
-
-        Returns:
-            The complete checkpoint directory, ``step_<step, 9 digits>``.
-        """
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._remove_abandoned_staging()
-        name = f"step_{step:09d}"
-        staging = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{name}{_STAGING_INFIX}"))
-        try:
-            save(staging)
-            marker = staging / COMPLETE_MARKER
-            temporary = staging / f".{COMPLETE_MARKER}.tmp"
-            temporary.write_text(json.dumps({**dict(info or {}), "step": step}, sort_keys=True), encoding="utf-8")
-            os.replace(temporary, marker)
-            target = self.root / name
-            if target.exists():  # the same step saved again: move the old one aside first
-                target.rename(self.root / f".{name}{_STAGING_INFIX}replaced")
-            staging.rename(target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        self._remove_abandoned_staging()
-        self._prune()
-        return target
-
-    def _remove_abandoned_staging(self) -> None:
-        for path in self.root.glob(f".*{_STAGING_INFIX}*"):
-            shutil.rmtree(path, ignore_errors=True)
-
-    def _prune(self) -> None:
-        if not self.keep_last:
-            return
-        for path in _complete_checkpoints(self.root)[: -self.keep_last]:
-            (path / COMPLETE_MARKER).unlink(missing_ok=True)  # first: a half-deleted one is never taken for complete
-            shutil.rmtree(path, ignore_errors=True)
+    temporary = Path(source) / f".{COMPLETE_MARKER}.tmp"
+    temporary.write_text(json.dumps({**info, "step": step}, sort_keys=True), encoding="utf-8")
+    os.replace(temporary, Path(source) / COMPLETE_MARKER)
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"step_{step:09d}"
+    if target.exists():  # the same step saved again: move the old one aside first
+        aside = root / f".{target.name}.replaced"
+        shutil.rmtree(aside, ignore_errors=True)
+        target.rename(aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    Path(source).rename(target)
+    for path in _complete_checkpoints(root)[:-keep_last] if keep_last else []:
+        (path / COMPLETE_MARKER).unlink(missing_ok=True)  # first: a half-deleted one is never taken for complete
+        shutil.rmtree(path, ignore_errors=True)
+    return target

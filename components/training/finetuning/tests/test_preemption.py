@@ -1,15 +1,13 @@
-"""Preemption's pieces: the SIGTERM flag and the atomic checkpoints (end to end: test_training_local's SIGTERM test)."""
+"""Preemption's pieces: the SIGTERM flag and the checkpoints put in place whole (end to end: test_training_local)."""
 
 import os
 import signal
 import time
 
-import pytest
-
 from components.training.finetuning.hf_trainer.preemption import (
     COMPLETE_MARKER,
-    CheckpointWriter,
     newest_complete_checkpoint,
+    publish_checkpoint,
     read_marker,
     sigterm_flag,
 )
@@ -39,36 +37,35 @@ def test_sigterm_in_this_process_sets_the_flag_and_says_so_once():
     assert log == ["SIGTERM: saving a checkpoint at the end of this step"]
 
 
+def _saved(directory, state="{}"):
+    """A checkpoint as the Trainer saves it, before it is published."""
+    directory.mkdir(parents=True)
+    (directory / "state.json").write_text(state)
+    return directory
+
+
 def test_incomplete_checkpoints_are_ignored(tmp_path):
-    writer = CheckpointWriter(tmp_path, keep_last=0)
-    first = writer.write(10, lambda d: (d / "state.json").write_text("{}"), {"epoch": 0})
-    assert read_marker(first) == {"step": 10, "epoch": 0}
-    # A later checkpoint whose marker never got written, one with a broken marker, one still being staged.
-    (tmp_path / "step_000000020").mkdir()
-    (tmp_path / "step_000000030").mkdir()
-    (tmp_path / "step_000000030" / COMPLETE_MARKER).write_text('{"step": ')
-    (tmp_path / "step_000000040").mkdir()
-    (tmp_path / "step_000000040" / COMPLETE_MARKER).write_text('{"step": "40"}')
-    (tmp_path / ".step_000000050.partial-x").mkdir()
-    (tmp_path / ".step_000000050.partial-x" / COMPLETE_MARKER).write_text('{"step": 50}')
-    (tmp_path / "notes.txt").write_text("not a checkpoint")
-    assert newest_complete_checkpoint(tmp_path) == first
+    root = tmp_path / "checkpoints"
+    first = publish_checkpoint(_saved(tmp_path / ".trainer" / "checkpoint-10"), root, 10, {"epoch": 0}, keep_last=0)
+    assert read_marker(first) == {"step": 10, "epoch": 0} and not (tmp_path / ".trainer" / "checkpoint-10").exists()
+    # A later checkpoint whose marker never got written, one with a broken marker, a hidden one.
+    (root / "step_000000020").mkdir()
+    (root / "step_000000030").mkdir()
+    (root / "step_000000030" / COMPLETE_MARKER).write_text('{"step": ')
+    (root / "step_000000040").mkdir()
+    (root / "step_000000040" / COMPLETE_MARKER).write_text('{"step": "40"}')
+    (root / ".step_000000050.replaced").mkdir()
+    (root / ".step_000000050.replaced" / COMPLETE_MARKER).write_text('{"step": 50}')
+    (root / "notes.txt").write_text("not a checkpoint")
+    assert newest_complete_checkpoint(root) == first
     assert newest_complete_checkpoint(tmp_path / "missing") is None
 
 
-def test_a_failing_save_leaves_nothing_behind_and_old_checkpoints_are_pruned(tmp_path):
-    writer = CheckpointWriter(tmp_path, keep_last=2)
-
-    def broken(directory):
-        (directory / "state.json").write_text("half")
-        raise OSError("disk full")
-
-    with pytest.raises(OSError, match="disk full"):
-        writer.write(5, broken)
-    assert list(tmp_path.iterdir()) == []
+def test_old_checkpoints_are_pruned_and_a_step_saved_again_replaces_its_checkpoint(tmp_path):
+    root = tmp_path / "checkpoints"
     for step in (10, 20, 30):
-        writer.write(step, lambda d: (d / "state.json").write_text("{}"))
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["step_000000020", "step_000000030"]
-    again = writer.write(30, lambda d: (d / "state.json").write_text('{"again": true}'))
+        publish_checkpoint(_saved(tmp_path / f"checkpoint-{step}"), root, step, {})
+    assert sorted(path.name for path in root.iterdir()) == ["step_000000020", "step_000000030"]
+    again = publish_checkpoint(_saved(tmp_path / "checkpoint-30", '{"again": true}'), root, 30, {})
     assert (again / "state.json").read_text() == '{"again": true}'
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["step_000000020", "step_000000030"]
+    assert sorted(path.name for path in root.iterdir()) == ["step_000000020", "step_000000030"]
