@@ -1,18 +1,8 @@
 """The real Training Hub on CPU, up to the GPU boundary: each backend's data processing, then the pod command itself.
 
-The input is the dataset step's output (``run_dataset_download`` on the demo data) as the training step stages it
-(``run.write_run_config``); the model is the tiny Llama fixture, whose chat template marks assistant turns with
-``{% generation %}`` so ``apply_chat_template(..., return_assistant_tokens_mask=True)`` says which tokens a fine-tune
-must learn. What each backend does with it:
-
-* SFT (instructlab-training ``data_process.process_data``, as its ``run_training`` calls it) and OSFT (Training Hub's
-  ``MiniTrainerOSFTBackend._process_data``, which delegates to the same instructlab processor): token ids equal the
-  chat template's, labels are the assistant tokens (the rest ``-100``), rows of ``max_seq_len`` tokens or more are
-  dropped (and rows under 20 tokens: instructlab's ``min_seq_len``);
-* LoRA (``UnslothLoRABackend._prepare_dataset``): every row rendered through the chat template to one ``text``
-  column; tokenising and loss masking happen later in TRL's ``SFTTrainer`` inside the Unsloth backend, which needs
-  ``unsloth`` (CUDA only) and is not reached on CPU. Its config sets ``assistant_only_loss=False``: Training Hub's
-  LoRA trains on prompt tokens too.
+On the dataset step's split as the training step stages it: SFT and OSFT (instructlab-training's processor) keep the
+template's token ids, train on the assistant tokens only and drop rows of ``max_seq_len`` tokens or more (and under
+20); LoRA (Unsloth) renders every row through the template to one ``text`` column, tokenised later by TRL (CUDA only).
 """
 
 from __future__ import annotations
