@@ -19,8 +19,6 @@ from components.training.finetuning.staging import pvc_mounts, stage_base_model
 if TYPE_CHECKING:
     from components.training.finetuning.config import TrainingConfig
 
-FINAL_DIR, CHECKPOINTS_DIR = training.FINAL_DIR, training.CHECKPOINTS_DIR
-
 
 def train_locally(
     config: TrainingConfig,

@@ -160,11 +160,11 @@ def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
     lines += rest.splitlines()
     assert child.returncode == preemption.SIGTERM_EXIT_CODE, lines
     assert "finished" not in lines and any(line.startswith("SIGTERM: checkpoint saved") for line in lines)
-    checkpoint = preemption.newest_complete_checkpoint(out / local_trainer.CHECKPOINTS_DIR)
+    checkpoint = preemption.newest_complete_checkpoint(out / training.CHECKPOINTS_DIR)
     marker = preemption.read_marker(checkpoint)
     # Saved at the end of the step the signal interrupted (5, or 6 if it landed during step 6), mid epoch 1.
     assert marker["step"] in (5, 6) and marker["epoch"] == 1 and marker["offset"] == 16 * (marker["step"] - 4)
-    assert not (out / local_trainer.FINAL_DIR).exists()
+    assert not (out / training.FINAL_DIR).exists()
 
     log = []
     resumed = local_trainer.train_locally(_config(tiny_model_dir, **settings), data, out, log=log.append)
