@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 GIB = 1024**3
-#: GPU Feature Discovery's node labels: memory per GPU in MiB, and the GPU model.
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # GPU Feature Discovery's node labels: memory per GPU in MiB,
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # and the GPU model
 
 
 class EstimateUnavailable(Exception):
@@ -24,19 +23,10 @@ class EstimateUnavailable(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class RunShape:
-    """What the estimate depends on.
+    """What the estimate depends on: the ``train_model`` settings of those names, and the job's GPUs.
 
-    Attributes:
-        algorithm: ``sft``, ``osft`` or ``lora``.
-        base_model: Local directory, or a Hugging Face id (only its ``config.json`` is fetched).
-        num_gpus: GPUs of the whole job (nodes x GPUs per node); FSDP shards the model over all of them.
-        max_tokens_per_gpu: SFT/OSFT's token cap per GPU and micro-batch.
-        max_seq_len: Longest sample.
-        effective_batch_size: Samples per optimizer step.
-        unfreeze_rank_ratio: OSFT's unfrozen share.
-        lora_r: LoRA's rank.
-        use_liger: Liger kernels (smaller logits memory).
-        quantization: LoRA's base model loaded in ``"4bit"`` or ``"8bit"`` (QLoRA), else ``""``.
+    ``num_gpus`` counts the whole job's (FSDP shards over all); ``quantization`` is QLoRA's ``"4bit"``, ``"8bit"``
+    or ``""``.
     """
 
     algorithm: str
@@ -64,8 +54,7 @@ def config_directory(base_model: str, env: Mapping[str, str] | None = None) -> P
     """A directory holding the model's ``config.json``: the model's own, or a Hub download of that one file.
 
     Raises:
-        EstimateUnavailable: The model is not a local directory with a config or a Hub id (``pvc://``, ``s3://`` and
-            ``oci://`` models are read where they are mounted), or the download failed.
+        EstimateUnavailable: Neither a local directory with a config nor a Hub id, or the download failed.
     """
     env = os.environ if env is None else env
     local = Path(base_model)
@@ -94,7 +83,7 @@ def _estimator_class(algorithm: str, quantization: str = ""):
         "osft": memory_estimator.OSFTEstimator,
         "lora": memory_estimator.QLoRAEstimator if quantization else memory_estimator.LoRAEstimator,
     }[algorithm]
-    # QLoRA: Training Hub's QLoRAEstimator keeps the frozen weights in 4 bits; 8-bit loading keeps them in 8.
+    # QLoRAEstimator keeps the frozen weights in 4 bits; 8-bit loading keeps them in 8.
     weight_bytes = {"4bit": None, "8bit": memory_estimator.FLOAT8_BYTES_N}.get(quantization)
 
     class FromConfig(base):
@@ -170,10 +159,7 @@ def _gib(value: int) -> str:
 
 
 def verdict(shape: RunShape, result: Estimate, gpu_bytes: int, product: str) -> tuple[str, str, str]:
-    """The one line about a run's estimate: ``(level, what, remedy)``.
-
-    OK when even the upper bound fits, WARN when only part of the range fits, FAIL when the lower bound does not.
-    """
+    """``(level, what, remedy)``: OK when the upper bound fits, WARN when part of the range does, else FAIL."""
     method = ("Q" if shape.quantization else "") + shape.algorithm.upper()
     what = (
         f"{method} of {shape.base_model} on {shape.num_gpus} GPU(s): estimated "
@@ -196,10 +182,7 @@ def verdict(shape: RunShape, result: Estimate, gpu_bytes: int, product: str) -> 
 
 
 def presubmit_line(shape: RunShape, nodes: list[Mapping] | None) -> str:
-    """The training step's one line before it submits a job: the verdict, the bare estimate, or why it is skipped.
-
-    Never raises: the launcher's image has no torch, so there the line is a note that the estimate was skipped.
-    """
+    """The training step's one line before it submits a job: the verdict, the bare estimate, or why it is skipped."""
     try:
         result = estimate(shape, config_directory(shape.base_model))
     except EstimateUnavailable as error:

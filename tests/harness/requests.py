@@ -172,6 +172,20 @@ def pod_run_config(algorithm: str = "sft", **fields: Any) -> Any:
     return RunConfig(**{**values, **fields})
 
 
+def pod_settings(**fields: Any) -> Any:
+    """What ``train_model`` tells the pods besides the hyper-parameters: progress off, JIT checkpoints on, no MLflow;
+    ``fields`` (``progress``, ``jit_checkpoint``, ``mlflow``) replace those."""
+    from components.training.finetuning.contract import MlflowSettings, ProgressSettings
+    from components.training.finetuning.launch import PodSettings
+
+    values = {
+        "progress": ProgressSettings(enabled=False, port=28080, termination_log=""),
+        "jit_checkpoint": True,
+        "mlflow": MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
+    }
+    return PodSettings(**{**values, **fields})
+
+
 def _dataset_defaults() -> dict[str, Any]:
     from components.data_processing.dataset_download import dataset_download
 

@@ -1,9 +1,7 @@
 """``training_backend="transformers"`` on a cluster: the project's trainer under ``torchrun`` in the job's pods.
 
-What differs from the Training Hub path: the code tree staged (:func:`stage_code`), the data with string contents
-(:func:`stage_data`), the pod command (:func:`pod_command`) on the ``torch-distributed`` runtime, and rank 0's
-``result.json`` (:func:`read_result`). The image needs ``torch``, ``transformers``, ``accelerate``, ``trl`` and
-``datasets`` (+ ``peft`` for LoRA, ``rhai-innovation-mini-trainer`` for OSFT).
+What differs from the Training Hub path: the code tree and data staged, the pod command on the ``torch-distributed``
+runtime, and rank 0's ``result.json``.
 """
 
 from __future__ import annotations
@@ -18,9 +16,8 @@ from components._common.chat_format import iter_chat_file
 from components.training.finetuning.contract import POD_MODULES, settings_not_supported
 from components.training.finetuning.staging import module_file, stage_code_tree
 
-#: The code tree's directory in the run directory.
-CODE_DIR = "transformers"
-#: The modules the pods import, copied at their package paths (standard library, torch, transformers, peft only).
+CODE_DIR = "transformers"  # in the run directory
+#: The modules the pods import, copied at their package paths.
 STAGED_MODULES = (
     *POD_MODULES,
     "components._common.files",
@@ -29,15 +26,14 @@ STAGED_MODULES = (
     "components.training.finetuning.hf_trainer.data",
     "components.training.finetuning.hf_trainer.osft",
     "components.training.finetuning.hf_trainer.pod_launch",
-    "components.training.finetuning.hf_trainer.pod_worker",
     "components.training.finetuning.hf_trainer.preemption",
     "components.training.finetuning.hf_trainer.training",
     "components.training.finetuning.tracking",
 )
-#: The scripts at the root of the code tree: the pod command and the torchrun worker.
+#: The pod command and the torchrun worker, at the root of the code tree.
 ROOT_SCRIPTS = {
     "launch.py": "components.training.finetuning.hf_trainer.pod_launch",
-    "worker.py": "components.training.finetuning.hf_trainer.pod_worker",
+    "worker.py": "components.training.finetuning.hf_trainer.pod_launch",
 }
 #: Settings this backend cannot honour: (parameter, the only accepted value, why).
 UNSUPPORTED_SETTINGS = (("use_liger", False, "Liger kernels are Training Hub's (instructlab-training, mini-trainer)"),)
@@ -49,11 +45,7 @@ def unsupported_settings(hyperparameters: Mapping[str, Any]) -> list[str]:
 
 
 def stage_code(run_dir: Path) -> Path:
-    """Writes the pods' code tree into ``<run_dir>/transformers`` (replacing an older one whole).
-
-    Returns:
-        The pod command's script (``launch.py``).
-    """
+    """Writes the pods' code tree into ``<run_dir>/transformers`` (replacing an older one); returns ``launch.py``."""
     root = stage_code_tree(Path(run_dir) / CODE_DIR, STAGED_MODULES)
     for script, module in ROOT_SCRIPTS.items():
         shutil.copyfile(module_file(module), root / script)
@@ -77,7 +69,7 @@ def pod_command(config_path: Path) -> tuple[list[str], list[str]]:
 
 def read_result(ckpt_dir: Path) -> dict[str, Any]:
     """Rank 0's ``result.json`` (``{}`` when it is missing or unreadable: the metrics and model still publish)."""
-    from components.training.finetuning.hf_trainer.pod_worker import RESULT_FILE  # (imports transformers: here)
+    from components.training.finetuning.hf_trainer.pod_launch import RESULT_FILE
 
     try:
         value = json.loads((Path(ckpt_dir) / RESULT_FILE).read_text(encoding="utf-8"))

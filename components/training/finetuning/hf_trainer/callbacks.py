@@ -1,11 +1,7 @@
-"""``transformers.Trainer`` callbacks that keep the project's contracts: metrics records, checkpoints, SIGTERM.
-
-(Why not transformers' ``enable_jit_checkpoint``: measured, in the component README.)
-"""
+"""``transformers.Trainer`` callbacks for the project's contracts: metrics records, checkpoints, SIGTERM (README)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,10 +14,7 @@ from components.training.finetuning.pod import metrics as metrics_module
 
 
 class StepMetrics(TrainerCallback):
-    """Writes each step's record (rank 0), logs ``step N/T epoch E loss L lr R`` and calls ``on_step``.
-
-    GRPO's steps also log their mean reward (TRL's ``reward``), kept in :attr:`rewards`.
-    """
+    """Writes each step's record (rank 0), logs it and calls ``on_step``; GRPO's mean rewards go to :attr:`rewards`."""
 
     def __init__(
         self,
@@ -82,8 +75,8 @@ class StepMetrics(TrainerCallback):
 class SaveSchedule(TrainerCallback):
     """Saves every ``interval`` steps (not at the last), with ``at_epoch`` at each epoch's end, and after a SIGTERM.
 
-    A SIGTERM on any rank (``flag``: :func:`.preemption.sigterm_flag`'s, ``None`` without a handler) makes every rank
-    save and stop at the end of the same step: one all-reduce per step agrees on it.
+    A SIGTERM on any rank (``flag``, :func:`.preemption.sigterm_flag`'s) makes every rank save and stop at the end of
+    the same step: one all-reduce per step agrees on it.
     """
 
     def __init__(self, interval: int, at_epoch: bool, steps_per_epoch: int) -> None:
@@ -118,8 +111,8 @@ class CheckpointPublisher(TrainerCallback):
     """Puts each checkpoint the Trainer saved into ``root/step_<N>`` whole, marker last (rank 0, once all saved)."""
 
     def __init__(self, root: Path, keep: int, epoch_steps: int, batch: int, samples: int, elapsed: Callable) -> None:
-        self.writer = preemption.CheckpointWriter(root, keep_last=keep)
-        self.steps_per_epoch, self.batch_size, self.samples, self.elapsed = epoch_steps, batch, samples, elapsed
+        self.root, self.keep, self.steps_per_epoch = root, keep, epoch_steps
+        self.batch_size, self.samples, self.elapsed = batch, samples, elapsed
 
     def on_save(self, args, state, control, **kwargs):
         """Publishes ``checkpoint-<N>`` (every rank waits for all to have saved; rank 0 moves it)."""
@@ -128,13 +121,7 @@ class CheckpointPublisher(TrainerCallback):
         PartialState().wait_for_everyone()  # every rank wrote its part (RNG states) of the checkpoint
         if not state.is_world_process_zero:
             return
-        source = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         epoch, done = divmod(state.global_step, self.steps_per_epoch)
         info = {"epoch": epoch, "offset": min(done * self.batch_size, self.samples), "elapsed": self.elapsed()}
-
-        def move(directory: Path) -> None:
-            for path in source.iterdir():
-                path.rename(directory / path.name)
-
-        self.writer.write(state.global_step, move, info)
-        shutil.rmtree(source, ignore_errors=True)
+        source = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        preemption.publish_checkpoint(source, self.root, state.global_step, info, self.keep)

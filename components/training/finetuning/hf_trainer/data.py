@@ -1,9 +1,7 @@
 """The trainer's data: checked chat rows as the dataset TRL's ``SFTTrainer`` tokenizes with assistant-only labels.
 
-TRL masks by the chat template's ``{% generation %}`` markers (patching in those of the families it knows); for any
-other template the rows are tokenized here, with the assistant spans found by templating growing prefixes, and TRL
-builds the labels from that ``assistant_masks`` column the same way. Samples over ``max_seq_len`` tokens are dropped
-(TRL would truncate them).
+A template TRL cannot mark (``{% generation %}``) is tokenized here, the assistant spans found by templating growing
+prefixes (``assistant_masks``); samples over ``max_seq_len`` tokens are dropped (the component README says why).
 """
 
 from __future__ import annotations

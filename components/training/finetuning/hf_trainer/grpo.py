@@ -1,11 +1,8 @@
-"""GRPO on the project's trainer: TRL's ``GRPOTrainer`` on a prompt dataset with a verifiable reward.
+"""GRPO on the project's trainer (the ``local`` launcher): TRL's ``GRPOTrainer`` with a verifiable reward.
 
-The ``local`` launcher's ``grpo`` and ``lora_grpo`` (anywhere, CPU included, with ``transformers`` generation; Training
-Hub's run on GPUs with vLLM). Each step samples ``effective_batch_size`` prompts and ``grpo_group_size`` completions
-of each, scores them with the rows' reward (:func:`..pod.rewards.compute_score` for ``reward_answer`` rows, Training
-Hub's ``tool_call_reward`` for ``reward_tool_call`` rows) and moves the policy towards those that beat their group's
-mean; ``grpo_iterations`` steps. Writes :mod:`.training`'s ``metrics.jsonl``, ``final/`` and ``adapter/``
-(``lora_grpo``), and ``rewards.json``: the mean reward of every step (the reward gate's history).
+Rewards: :func:`..pod.rewards.compute_score` for ``reward_answer`` rows, Training Hub's ``tool_call_reward`` for
+``reward_tool_call`` rows. Writes :mod:`.training`'s ``metrics.jsonl``, ``final/`` and ``adapter/`` (``lora_grpo``),
+and ``rewards.json``: the mean reward of every step (the reward gate's history).
 """
 
 from __future__ import annotations
@@ -36,10 +33,7 @@ def answer_reward(completions: list[Any], ground_truth: list[Any], **kwargs: Any
 def tool_call_reward(
     completions: list[Any], target_tool_name: list[str], target_arguments: list[str], **kwargs: Any
 ) -> list[float]:
-    """TRL reward function of ``reward_tool_call`` rows: Training Hub's ``tool_call_reward`` per completion.
-
-    ``target_arguments`` arrive as JSON text (a dataset column of objects with different keys would not be one type).
-    """
+    """TRL reward of ``reward_tool_call`` rows: Training Hub's ``tool_call_reward`` (arguments as JSON text)."""
     from training_hub.algorithms.rewards import tool_call_reward as hub_tool_call_reward
 
     return [
@@ -51,9 +45,8 @@ def tool_call_reward(
 def tool_call_message(text: str) -> dict[str, Any]:
     """A text completion as the assistant message Training Hub's ``tool_call_reward`` reads.
 
-    The prompt asks for ``{"name": ..., "arguments": {...}}`` (as verl's data preparation does, training-hub 0.11.2
-    ``lora_grpo_verl.py``); the first JSON object of the text with a ``name`` becomes the message's ``tool_calls``
-    (vLLM's parser does that in the cluster), anything else stays plain content (no tool call: reward 0).
+    The first JSON object with a ``name`` becomes ``tool_calls`` (as vLLM's parser does in the cluster); anything
+    else stays plain content (reward 0).
     """
     decoder = json.JSONDecoder()
     for start in (index for index, character in enumerate(text) if character == "{"):
@@ -114,11 +107,7 @@ def train_grpo(
     log: Callable[[str], None] = print,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[TrainingResult, list[float]]:
-    """Trains ``grpo`` / ``lora_grpo`` on checked reward rows in this process (TRL loads the model in float32).
-
-    Returns:
-        The run's outputs and the mean reward of every step.
-    """
+    """Trains ``grpo`` / ``lora_grpo`` on checked reward rows in this process; returns the mean reward of every step."""
     from trl import GRPOConfig, GRPOTrainer
 
     output_dir = Path(output_dir)

@@ -1,8 +1,6 @@
 """Orthogonal Subspace Fine-Tuning (OSFT, arXiv:2504.07097): mini-trainer's implementation on ``transformers.Trainer``.
 
-mini-trainer builds the model (:func:`load_osft_model`), projects gradients and parameters around each optimizer step
-(:class:`ProjectionCallback`) and folds the factors back into dense weights (:func:`plain_model`); the one piece of
-our own is the projection of a model replicated over DDP ranks, which mini-trainer gets wrong (measured, below).
+Our own piece is the projection of a model replicated over DDP ranks, which mini-trainer gets wrong (README, "OSFT").
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ def load_osft_model(model_path: str, unfreeze_rank_ratio: float) -> Any:
 class ProjectionCallback(TrainerCallback):
     """Projects the gradients before and the parameters after each optimizer step (wraps the Trainer's optimizer).
 
-    One process or FSDP2 shards: mini-trainer's ``optim_wrapper``. Its projections sum partial products over the
-    ranks, which counts a DDP-replicated model's product once per rank (measured: the README's "OSFT"), so a
-    replicated model gets the same projections per rank without the sum (:func:`_project_replicated`).
+    One process or FSDP2 shards: mini-trainer's ``optim_wrapper``; a DDP-replicated model: :func:`_project_replicated`
+    (mini-trainer's sums the product over the ranks, counting it once per rank).
     """
 
     def __init__(self, replicated: bool) -> None:
@@ -73,10 +70,7 @@ def _project_replicated(model: Any, gradients: bool) -> None:
 
 
 def plain_model(model: Any, state: dict[str, Any]) -> tuple[Any, None]:
-    """A plain model of the base class holding the dense weights of the OSFT ``model`` (``state``: its state dict).
-
-    Built on the meta device and given the reconstructed tensors, so no second copy of the weights is allocated.
-    """
+    """A plain model of the base class holding the dense weights of the OSFT ``model`` (built on the meta device)."""
     import torch
 
     dense = model.prepare_state_dict_for_save(dict(state))

@@ -1,11 +1,9 @@
 """Preemption-safe checkpoints: a SIGTERM flag, checkpoints put in place whole, the newest complete one.
 
-A checkpoint is written into a hidden staging directory, its completion marker last, then renamed into place, so it
-is complete or invisible (transformers' ``get_last_checkpoint`` would take a half-written one)::
+A checkpoint saved elsewhere (the Trainer's ``checkpoint-<N>``) gets its marker last, then is renamed into place::
 
-    step_000000040/            one checkpoint: whatever ``save(directory)`` wrote, plus
+    step_000000040/            one checkpoint, plus
     step_000000040/done.json   the completion marker: {"step": 40, ...}, written last
-    .step_000000060.partial-*  a checkpoint being written (or abandoned by a kill): ignored, removed later
 """
 
 from __future__ import annotations
@@ -16,17 +14,13 @@ import json
 import os
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-#: Exit status after a SIGTERM-triggered save (128 + SIGTERM), retryable for Kubernetes job controllers.
-SIGTERM_EXIT_CODE = 143
-#: The completion marker, written last into a checkpoint (same name as the local launcher's).
+SIGTERM_EXIT_CODE = 143  # after a SIGTERM-triggered save (128 + SIGTERM): retryable for job controllers
 COMPLETE_MARKER = "done.json"
-_STAGING_INFIX = ".partial-"
 
 
 @dataclasses.dataclass
@@ -47,8 +41,7 @@ class SigtermFlag:
 def sigterm_flag(log: Callable[[str], None] = print) -> Iterator[SigtermFlag]:
     """Within the block, a SIGTERM sets ``flag.requested`` (logged once) instead of stopping the process.
 
-    The loop checks the flag between steps, saves and exits with :data:`SIGTERM_EXIT_CODE` (a step must end within the
-    pod's grace period); the previous handler is restored after the block. Off the main thread: a warning, no handler.
+    The previous handler is restored after the block. Off the main thread: a warning, no handler.
     """
     flag = SigtermFlag(log=log)
     if threading.current_thread() is not threading.main_thread():
@@ -92,72 +85,27 @@ def _complete_checkpoints(root: Path) -> list[Path]:
     return [path for _, _, path in sorted(complete)]
 
 
-class CheckpointWriter:
-    """Writes checkpoints under ``root`` atomically (staging directory, marker last, rename), keeping the newest.
+def publish_checkpoint(source: Path, root: Path, step: int, info: Mapping[str, Any], keep_last: int = 2) -> Path:
+    """Puts the saved checkpoint ``source`` in place as ``root/step_<N>``: marker ``{"step": step, **info}`` first.
 
-    Args:
-        root: The checkpoint root (created when missing).
-        keep_last: How many complete checkpoints to keep (older ones go once a new one is in place); 0 keeps all.
+    An older checkpoint of the same step is replaced; the newest ``keep_last`` complete ones are kept (0 keeps all).
+
+    Returns:
+        The complete checkpoint directory.
     """
-
-    def __init__(self, root: Path, keep_last: int = 2) -> None:
-        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
-            raise ValueError(f"keep_last={keep_last!r}: must be an integer >= 0 (0 keeps every checkpoint)")
-        self.root = Path(root)
-        self.keep_last = keep_last
-
-    @staticmethod
-    def checkpoint_name(step: int) -> str:
-        """The directory name of the checkpoint of ``step`` (sorts by step)."""
-        return f"step_{step:09d}"
-
-    def write(self, step: int, save: Callable[[Path], None], info: Mapping[str, Any] | None = None) -> Path:
-        """Writes one checkpoint: ``save(directory)`` fills it, then the marker ``{"step": step, **info}`` goes in.
-
-        Args:
-            step: The optimizer step the checkpoint holds (>= 0).
-            save: Writes the state into the given (empty) directory.
-            info: More JSON-serialisable facts for the marker (epoch, elapsed seconds...).
-
-        Returns:
-            The complete checkpoint directory.
-
-        Raises:
-            ValueError: ``step`` is not an integer >= 0 or ``info`` sets ``step``.
-        """
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ValueError(f"step={step!r}: must be an integer >= 0")
-        if info and "step" in info:
-            raise ValueError(f"info={dict(info)!r}: must not set 'step' (given as the step argument)")
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._remove_abandoned_staging()
-        name = self.checkpoint_name(step)
-        staging = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{name}{_STAGING_INFIX}"))
-        try:
-            save(staging)
-            marker = staging / COMPLETE_MARKER
-            temporary = staging / f".{COMPLETE_MARKER}.tmp"
-            temporary.write_text(json.dumps({"step": step, **dict(info or {})}, sort_keys=True), encoding="utf-8")
-            os.replace(temporary, marker)
-            target = self.root / name
-            if target.exists():  # the same step saved again: move the old one aside first
-                target.rename(self.root / f".{name}{_STAGING_INFIX}replaced")
-            staging.rename(target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        self._remove_abandoned_staging()
-        self._prune()
-        return target
-
-    def _remove_abandoned_staging(self) -> None:
-        for path in self.root.glob(f".*{_STAGING_INFIX}*"):
-            shutil.rmtree(path, ignore_errors=True)
-
-    def _prune(self) -> None:
-        if not self.keep_last:
-            return
-        for path in _complete_checkpoints(self.root)[: -self.keep_last]:
-            # Invalidate first (marker gone = incomplete), so a half-deleted directory is never taken for complete.
-            (path / COMPLETE_MARKER).unlink(missing_ok=True)
-            shutil.rmtree(path, ignore_errors=True)
+    temporary = Path(source) / f".{COMPLETE_MARKER}.tmp"
+    temporary.write_text(json.dumps({**info, "step": step}, sort_keys=True), encoding="utf-8")
+    os.replace(temporary, Path(source) / COMPLETE_MARKER)
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"step_{step:09d}"
+    if target.exists():  # the same step saved again: move the old one aside first
+        aside = root / f".{target.name}.replaced"
+        shutil.rmtree(aside, ignore_errors=True)
+        target.rename(aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    Path(source).rename(target)
+    for path in _complete_checkpoints(root)[:-keep_last] if keep_last else []:
+        (path / COMPLETE_MARKER).unlink(missing_ok=True)  # first: a half-deleted one is never taken for complete
+        shutil.rmtree(path, ignore_errors=True)
+    return target

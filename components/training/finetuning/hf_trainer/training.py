@@ -1,10 +1,8 @@
 """The trainer core: SFT, OSFT and LoRA with TRL's ``SFTTrainer`` (+ ``peft``, + mini-trainer's OSFT model).
 
-Used in-process by the ``local`` launcher and, under ``torchrun``, by the ``transformers`` backend's pods. TRL
-tokenizes the chat rows with assistant-only labels (:mod:`.data`), collates them, computes the loss and attaches LoRA;
-``transformers.Trainer`` + accelerate run the loop. An optimizer step takes ``effective_batch_size`` samples, split
-over the ranks, in micro-batches bounded by ``max_tokens_per_gpu``; its loss is normalised over all its label tokens.
-Rank 0 alone writes ``output_dir``::
+Used in-process by the ``local`` launcher and under ``torchrun`` by the ``transformers`` backend's pods. A step takes
+``effective_batch_size`` samples, split over the ranks, in micro-batches bounded by ``max_tokens_per_gpu``; its loss
+is normalised over all its label tokens. Rank 0 alone writes ``output_dir``::
 
       metrics.jsonl                      one record per optimizer step (see ..pod.metrics)
       checkpoints/step_<N>/              the Trainer's checkpoint after step N, put in place whole
@@ -38,8 +36,7 @@ if TYPE_CHECKING:
 FINAL_DIR = "final"
 ADAPTER_DIR = "adapter"
 CHECKPOINTS_DIR = "checkpoints"
-#: Complete checkpoints kept (older ones are deleted once a newer one is in place).
-KEEP_CHECKPOINTS = 2
+KEEP_CHECKPOINTS = 2  # complete checkpoints kept
 #: ``fsdp_sharding_strategy`` values that shard full fine-tuning (FSDP2) on GPUs; others replicate with DDP.
 SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 #: The algorithms that train a peft adapter (saved alone, then merged into the final model).
@@ -50,15 +47,8 @@ ADAPTER_ALGORITHMS = ("lora", "lora_grpo")
 class TrainingResult:
     """What a run produced.
 
-    Attributes:
-        final_model_dir: The trained model in ``save_pretrained`` layout (merged for LoRA).
-        metrics_path: The per-step JSONL file.
-        records: The step records of the whole run (including steps before a resume).
-        train_seconds: Wall-clock seconds of this process's training.
-        resumed_from: The checkpoint training resumed from, or ``None``.
-        adapter_dir: LoRA only: the adapter directory.
-        eval_loss: Mean assistant-token loss on the eval data after training, when eval data was given.
-        base_eval_loss: The same loss of the base model before training (a fresh start only; ``None`` on resume).
+    The final model is LoRA-merged; ``records`` span the whole run (before a resume too); the held-out losses are
+    after training and, on a fresh start, of the base model (with eval data).
     """
 
     final_model_dir: Path
@@ -119,8 +109,8 @@ def quantization_config(config: TrainingConfig) -> Any:
 def batch_shape(config: TrainingConfig, world_size: int, longest: int) -> tuple[int, int]:
     """``(per-device micro-batch, gradient accumulation steps)`` for one step of ``effective_batch_size`` samples.
 
-    A micro-batch holds as many samples as ``max_tokens_per_gpu`` allows at the length of the longest sample
-    (``longest`` tokens), so no padded micro-batch exceeds the budget; it divides the rank's share of the step.
+    A micro-batch holds as many samples of the longest length as ``max_tokens_per_gpu`` allows, dividing the rank's
+    share of the step.
 
     Raises:
         LocalTrainingError: ``effective_batch_size`` does not split evenly over the ranks.
@@ -155,11 +145,7 @@ def common_arguments(config: TrainingConfig, output_dir: Path) -> dict[str, Any]
 
 
 def _checkpointing(enabled: bool) -> dict[str, Any]:
-    """``training_gradient_checkpointing`` as TrainingArguments spells it.
-
-    ``activation_checkpointing`` from transformers 5.x, ``gradient_checkpointing`` before; non-reentrant, which is
-    also right when only adapters (LoRA) or a subspace (OSFT) require gradients.
-    """
+    """``training_gradient_checkpointing`` as TrainingArguments spells it (5.x: ``activation_``), non-reentrant."""
     from transformers import TrainingArguments
 
     name = "activation" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__ else "gradient"
@@ -169,7 +155,7 @@ def _checkpointing(enabled: bool) -> dict[str, Any]:
 def _fsdp(config: TrainingConfig, world_size: int) -> dict[str, Any]:
     """FSDP2 for full fine-tuning (SFT) over several GPUs, else nothing: DDP (LoRA, OSFT).
 
-    ``HYBRID_SHARD`` shards within a node and replicates across nodes (accelerate's ``dp_replicate`` x ``dp_shard``).
+    ``HYBRID_SHARD`` shards within a node and replicates across nodes.
     """
     strategy = config.fsdp_sharding_strategy
     if world_size < 2 or config.algorithm != "sft" or strategy not in SHARDING_STRATEGIES:
@@ -193,22 +179,10 @@ def _cuda() -> bool:
 
 
 def process_group() -> Any:
-    """Accelerate's ``PartialState``: joins torchrun's process group (gloo on CPU, NCCL on GPUs); alone, nothing.
-
-    ``cpu=True`` without CUDA: accelerate's default on CPU ignores torchrun and runs each rank as a lone process.
-    """
+    """Accelerate's ``PartialState``: torchrun's process group (``cpu=True`` on CPU, where the default ignores it)."""
     from accelerate import PartialState
 
     return PartialState(cpu=not _cuda())
-
-
-def _resume_point(root: Path, resume: bool, log: Callable[[str], None]) -> Path | None:
-    """The newest complete checkpoint the Trainer can resume from (one of an older trainer is skipped, said so)."""
-    checkpoint = preemption.newest_complete_checkpoint(root) if resume else None
-    if checkpoint is not None and not (checkpoint / "trainer_state.json").is_file():
-        log(f"note: {checkpoint} was written by an older version of the trainer; training starts afresh")
-        return None
-    return checkpoint
 
 
 def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
@@ -269,10 +243,10 @@ def train(
     """Fine-tunes the model at ``model_path`` on ``train_rows``, in this process or as one rank under torchrun.
 
     Args:
-        config: The validated training configuration (a :class:`~..config.TrainingConfig`).
+        config: The validated training configuration.
         output_dir: Where metrics, checkpoints and the final model go (see module docstring); shared by the ranks.
         model_path: Local directory or HF id to load.
-        train_rows: Checked chat rows (``{"messages": [...]}``, string contents).
+        train_rows: Checked chat rows (string contents).
         eval_rows: Optional checked chat rows scored before (fresh start) and after training.
         data_label: Names the training data in errors.
         log: Progress sink (rank 0 only).
@@ -326,7 +300,7 @@ def train(
         average_tokens_across_devices=True,  # a step's loss over all its label tokens
         **fsdp,
     )
-    checkpoint = _resume_point(root, config.resume, say)
+    checkpoint = preemption.newest_complete_checkpoint(root) if config.resume else None
     metrics_path = output_dir / metrics_module.LOCAL_METRICS_FILE
     marker = preemption.read_marker(checkpoint) if checkpoint is not None else None
     records: list[dict[str, Any]] = []

@@ -1,6 +1,6 @@
 """The ``local`` launcher: the trainer core (:mod:`..hf_trainer.training`) in this process, on CPU (or one device).
 
-It needs ``torch`` and ``transformers`` (+ ``peft`` for LoRA): the runtime image, or ``kfp.local``'s environment.
+It needs ``torch``, ``transformers`` and ``trl`` (+ ``peft`` for LoRA): the runtime image, or ``kfp.local``'s.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from components.training.finetuning.staging import pvc_mounts, stage_base_model
 if TYPE_CHECKING:
     from components.training.finetuning.config import TrainingConfig
 
-FINAL_DIR, CHECKPOINTS_DIR = training.FINAL_DIR, training.CHECKPOINTS_DIR
-
 
 def train_locally(
     config: TrainingConfig,
@@ -31,10 +29,9 @@ def train_locally(
     log: Callable[[str], None] = print,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> training.TrainingResult:
-    """Fine-tunes ``config.base_model`` on the chat JSONL ``train_data`` in this process (:func:`.training.train`).
+    """Fine-tunes ``model_path`` (default ``config.base_model``) on the chat JSONL ``train_data`` in this process.
 
-    ``model_path`` defaults to ``config.base_model`` (resolve URIs first); a SIGTERM while training saves a
-    checkpoint at the end of the running step and exits with status 143 (``SystemExit``).
+    A SIGTERM while training saves a checkpoint at the end of the running step and exits with status 143.
     """
     return training.train(
         config,
@@ -49,57 +46,37 @@ def train_locally(
 
 
 def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None = None, log: Any = print) -> LauncherRun:
-    """Runs a validated ``train_model`` plan with the ``local`` launcher (:func:`train_locally`, ``<run dir>/output``).
+    """Runs a validated ``train_model`` plan with the ``local`` launcher into ``<run dir>/output``.
 
-    The base model is the one staged on the workspace (an ``oci://`` pull) or the resolved ``base_model``.
+    The base model is the one staged on the workspace (an ``oci://`` pull) or the resolved ``base_model``; GRPO runs
+    TRL's ``GRPOTrainer`` (:mod:`..hf_trainer.grpo`) on the checked reward rows.
     """
     config = plan.config
-    model_path, model_facts = stage_base_model(plan, log)
+    model_path, extra = stage_base_model(plan, log)
     if model_path is None:
         model_path = resolve_base_model(
             config.base_model, plan.run_dir / "model_cache", pvc_mounts(plan.task_config), os.environ
         )
+    output_dir = plan.run_dir / "output"
+    rewards: list[float] = []
     if config.algorithm in GRPO_ALGORITHMS:
-        return _train_grpo_plan(plan, model_path, model_facts, on_step, log)
-    result = train_locally(
-        config,
-        plan.data_file,
-        plan.run_dir / "output",
-        model_path=model_path,
-        eval_data=plan.eval_file,
-        on_step=on_step,
-    )
-    extra: dict[str, Any] = {"resumed_from": str(result.resumed_from or ""), **model_facts}
+        from components.training.finetuning.hf_trainer import grpo
+
+        rows = load_reward_rows(plan.data_file, "train_dataset")
+        result, rewards = grpo.train_grpo(config, output_dir, model_path, rows, log=log, on_step=on_step)
+        extra = {**extra, "reward_history": [round(value, 4) for value in rewards]}
+    else:
+        result = train_locally(config, plan.data_file, output_dir, model_path, plan.eval_file, on_step=on_step)
+        extra = {"resumed_from": str(result.resumed_from or ""), **extra}
     if result.adapter_dir is not None:
         extra["adapter_path"] = str(result.adapter_dir)
     return LauncherRun(
         result.final_model_dir,
         result.records,
         result.train_seconds,
-        "",
-        extra,
-        result.eval_loss,
-        "local",
+        extra_metadata=extra,
+        eval_loss=result.eval_loss,
+        launcher="local",
         base_eval_loss=result.base_eval_loss,
+        rewards=rewards,
     )
-
-
-def _train_grpo_plan(
-    plan: RunPlan, model_path: str, model_facts: dict[str, Any], on_step: Any, log: Any
-) -> LauncherRun:
-    """GRPO / LoRA-GRPO with TRL's ``GRPOTrainer`` (:mod:`..hf_trainer.grpo`) on the checked reward rows."""
-    from components.training.finetuning.hf_trainer import grpo
-
-    result, rewards = grpo.train_grpo(
-        plan.config,
-        plan.run_dir / "output",
-        model_path,
-        load_reward_rows(plan.data_file, "train_dataset"),
-        log=log,
-        on_step=on_step,
-    )
-    extra: dict[str, Any] = {**model_facts, "reward_history": [round(value, 4) for value in rewards]}
-    if result.adapter_dir is not None:
-        extra["adapter_path"] = str(result.adapter_dir)
-    return LauncherRun(result.final_model_dir, result.records, result.train_seconds, "", extra, launcher="local",
-                       rewards=rewards)  # fmt: skip

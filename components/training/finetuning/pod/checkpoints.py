@@ -1,8 +1,6 @@
 """Resumable checkpoints of Training Hub's backends: the newest complete one of each layout (:data:`LAYOUTS`).
 
-SFT's backend finds its own state (nothing is passed); OSFT's newest is passed as
-``resume_from_full_state_checkpoint``; training-hub 0.11.2's ``lora_sft`` takes no resume argument, so the one found
-is only reported. Standard library only.
+SFT's backend finds its own state; OSFT's is passed; ``lora_sft`` takes no resume argument. Standard library only.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-#: Transformers writes this file into a checkpoint directory while a JIT checkpoint is being saved.
+#: What transformers writes into a checkpoint directory while a JIT checkpoint is being saved.
 HF_INCOMPLETE_MARKER = "checkpoint-is-incomplete.txt"
 #: Per algorithm: (directory pattern under ckpt_output_dir, file that marks it complete, Training Hub kwarg or "").
 LAYOUTS: dict[str, tuple[str, str, str]] = {
@@ -30,15 +28,7 @@ def _complete(directory: Path, marker: str) -> bool:
 
 
 def newest_complete_checkpoint(algorithm: str, ckpt_dir: Path) -> Path | None:
-    """The newest complete resumable checkpoint of ``algorithm``'s layout under ``ckpt_dir`` (None when none).
-
-    Args:
-        algorithm: ``sft``, ``osft`` or ``lora``.
-        ckpt_dir: Training Hub's ``ckpt_output_dir``.
-
-    Returns:
-        The checkpoint directory with the highest epoch/step number among the complete ones.
-    """
+    """The complete checkpoint of ``algorithm``'s layout under ``ckpt_dir`` with the highest number (None: none)."""
     pattern, marker, _ = LAYOUTS[algorithm]
     parent_pattern, _, leaf = pattern.rpartition("/")
     parent = Path(ckpt_dir) / parent_pattern if parent_pattern else Path(ckpt_dir)
@@ -53,15 +43,9 @@ def newest_complete_checkpoint(algorithm: str, ckpt_dir: Path) -> Path | None:
 
 
 def resume_kwargs(algorithm: str, ckpt_dir: Path, resume: bool) -> tuple[dict[str, Any], str]:
-    """The Training Hub keyword arguments that resume ``algorithm`` from its newest complete checkpoint.
+    """``(keywords that resume algorithm from its newest complete checkpoint, one line saying so)``.
 
-    Args:
-        algorithm: ``sft``, ``osft`` or ``lora``.
-        ckpt_dir: Training Hub's ``ckpt_output_dir``.
-        resume: The run's ``resume`` setting (False: start fresh, pass nothing).
-
-    Returns:
-        ``(kwargs, message)``: the arguments to add, and one line saying what happens (``""`` when nothing was found).
+    ``({}, "")`` without ``resume`` or a checkpoint.
     """
     if not resume or algorithm not in LAYOUTS:  # GRPO: verl and ART resume from their own state in ckpt_dir
         return {}, ""

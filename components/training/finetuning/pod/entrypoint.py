@@ -1,8 +1,6 @@
-"""Runs in every TrainJob pod: reads the run's JSON config and calls Training Hub's training function.
+"""Runs in every TrainJob pod: reads ``run_config.json`` and calls Training Hub's function for the algorithm.
 
-The function is ``sft``, ``osft``, ``lora_sft``, ``grpo`` or ``lora_grpo`` (:data:`TRAINING_HUB_FUNCTIONS`).
-
-Standard library only (the training image has none of this project's code); the rank-0 pod also serves progress
+Standard library only (the training image has none of this project's code); rank 0 also publishes progress
 (:mod:`.progress_server`), and a resumed job continues from the newest complete checkpoint (:mod:`.checkpoints`).
 Usage: ``python entrypoint.py --config /workspace/.../run_config.json``.
 """
@@ -12,31 +10,44 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import json
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.contract import (
-    RunConfig,
-    RunConfigError,
-    TrainingOptions,
-    load_run_config,
-)
-from components.training.finetuning.pod import checkpoints, hub_compat, progress_server
-from components.training.finetuning.pod.grpo_call import grpo_kwargs
+from components.training.finetuning.contract import RunConfig, RunConfigError, TrainingOptions, load_run_config
+from components.training.finetuning.pod import checkpoints, hub_compat, progress_server, rewards
 from components.training.finetuning.pod.hub_settings import unsupported_settings
 from components.training.finetuning.pod.inputs import EntrypointError, resolve_base_model
-from components.training.finetuning.pod.lora_variants import lora_variant_kwargs
 
 #: ``train_model`` algorithm name -> Training Hub function.
-TRAINING_HUB_FUNCTIONS = {
-    "sft": "sft",
-    "osft": "osft",
-    "lora": "lora_sft",
-    "grpo": "grpo",
-    "lora_grpo": "lora_grpo",
+TRAINING_HUB_FUNCTIONS = {"sft": "sft", "osft": "osft", "lora": "lora_sft", "grpo": "grpo", "lora_grpo": "lora_grpo"}
+#: Per algorithm: Training Hub keyword -> the :class:`TrainingOptions` field passed as-is.
+_KEYWORDS = {
+    "sft": {"max_tokens_per_gpu": "max_tokens_per_gpu", "random_seed": "seed", "use_liger": "use_liger"},
+    "osft": {
+        key: key
+        for key in (
+            "unfreeze_rank_ratio",
+            "max_tokens_per_gpu",
+            "seed",
+            "use_liger",
+            "lr_scheduler",
+            "checkpoint_at_epoch",
+            "save_final_checkpoint",
+        )
+    },
+    # No max_tokens_per_gpu: the Unsloth backend never reads it (effective_batch_size and max_seq_len set memory).
+    "lora": {
+        "lora_r": "lora_r",
+        "lora_alpha": "lora_alpha",
+        "lora_dropout": "lora_dropout",
+        "lr_scheduler": "lr_scheduler",
+        "seed": "seed",
+        "save_model": "save_final_checkpoint",
+    },
 }
 
 
@@ -50,14 +61,13 @@ def _env_int(env: Mapping[str, str], variable: str) -> int:
 def torchrun_kwargs(env: Mapping[str, str], nproc_per_node: int = 0) -> dict[str, Any]:
     """Training Hub's torchrun arguments from the variables the job controller injects.
 
-    ``PET_*`` (Kubeflow Trainer, Training Operator v1.7+) come first; each setting they leave out falls back to the
-    Training Operator v1 variables: ``node_rank`` = ``RANK``, ``nnodes`` = ``WORLD_SIZE`` / processes per node,
-    ``rdzv_endpoint`` = ``MASTER_ADDR:MASTER_PORT`` (port 23456, the operator's default, when unset).
+    ``PET_*`` (Kubeflow Trainer, Training Operator v1.7+) first; else the Training Operator v1 variables:
+    ``node_rank`` = ``RANK``, ``nnodes`` = ``WORLD_SIZE`` / processes per node, ``rdzv_endpoint`` =
+    ``MASTER_ADDR:MASTER_PORT`` (port 23456, the operator's default, when unset).
 
     Args:
         env: The pod's environment.
-        nproc_per_node: Processes per node when ``PET_NPROC_PER_NODE`` is unset (the run config's GPUs per node;
-            0 = 1 process).
+        nproc_per_node: Processes per node when ``PET_NPROC_PER_NODE`` is unset (0 = 1 process).
 
     Returns:
         ``nproc_per_node``, ``nnodes``, ``node_rank`` and ``rdzv_endpoint`` where the variables are set.
@@ -70,10 +80,10 @@ def torchrun_kwargs(env: Mapping[str, str], nproc_per_node: int = 0) -> dict[str
         if env.get(variable):
             value = env[variable]
             kwargs[name] = int(value) if value.isdigit() else value
-    if env.get("PET_NODE_RANK"):
-        kwargs["node_rank"] = _env_int(env, "PET_NODE_RANK")
-    elif env.get("RANK"):
-        kwargs["node_rank"] = _env_int(env, "RANK")
+    for variable in ("PET_NODE_RANK", "RANK"):
+        if env.get(variable):
+            kwargs["node_rank"] = _env_int(env, variable)
+            break
     if "nnodes" not in kwargs and env.get("WORLD_SIZE"):
         processes = kwargs.get("nproc_per_node", nproc_per_node or 1)
         world_size = _env_int(env, "WORLD_SIZE")
@@ -91,46 +101,89 @@ def torchrun_kwargs(env: Mapping[str, str], nproc_per_node: int = 0) -> dict[str
     return kwargs
 
 
+def lora_variant_kwargs(hp: TrainingOptions) -> dict[str, Any]:
+    """``lora_sft``'s QLoRA, DoRA, rsLoRA and init keywords, each only when set (an older release need not take them).
+
+    training-hub 0.11.2's ``UnslothLoRABackend`` reads them from ``**kwargs`` (``algorithms/lora.py``).
+    """
+    kwargs: dict[str, Any] = {}
+    if hp.lora_use_dora:
+        kwargs["use_dora"] = True
+    if hp.lora_use_rslora:
+        kwargs["use_rslora"] = True
+    if hp.lora_init_weights != "true":
+        kwargs["init_lora_weights"] = False if hp.lora_init_weights == "false" else hp.lora_init_weights
+    if hp.lora_load_in_8bit:
+        kwargs["load_in_8bit"] = True
+    if hp.lora_load_in_4bit:
+        kwargs.update(
+            load_in_4bit=True,
+            bnb_4bit_quant_type=hp.lora_bnb_4bit_quant_type,
+            bnb_4bit_compute_dtype=hp.lora_bnb_4bit_compute_dtype,
+            bnb_4bit_use_double_quant=hp.lora_bnb_4bit_use_double_quant,
+        )
+    return kwargs
+
+
 def _algorithm_kwargs(algorithm: str, hp: TrainingOptions, eval_data_path: str) -> dict[str, Any]:
+    kwargs = {keyword: getattr(hp, field) for keyword, field in _KEYWORDS[algorithm].items()}
     if algorithm == "sft":
-        return {
-            "max_tokens_per_gpu": hp.max_tokens_per_gpu,
-            # instructlab-training's launcher never passes --save_last: without epoch checkpoints (or save_samples)
-            # an SFT run would end without any saved model. The last epoch's checkpoint is the final model.
-            "checkpoint_at_epoch": True,
-            "accelerate_full_state_at_epoch": hp.resume and hp.checkpoint_at_epoch,
-            "random_seed": hp.seed,
-            "use_liger": hp.use_liger,
-            "fsdp_options": {"sharding_strategy": hp.fsdp_sharding_strategy},
-        }
-    if algorithm == "osft":
-        kwargs = {
-            "unfreeze_rank_ratio": hp.unfreeze_rank_ratio,
-            "max_tokens_per_gpu": hp.max_tokens_per_gpu,
-            "seed": hp.seed,
-            "use_liger": hp.use_liger,
-            "lr_scheduler": hp.lr_scheduler,
-            "checkpoint_at_epoch": hp.checkpoint_at_epoch,
-            "save_final_checkpoint": hp.save_final_checkpoint,
-        }
+        # instructlab-training's launcher never passes --save_last: the last epoch's checkpoint is the final model.
+        kwargs.update(
+            checkpoint_at_epoch=True,
+            accelerate_full_state_at_epoch=hp.resume and hp.checkpoint_at_epoch,
+            fsdp_options={"sharding_strategy": hp.fsdp_sharding_strategy},
+        )
+    elif algorithm == "osft":
         if hp.max_steps:
             kwargs.update(training_mode="step", max_steps=hp.max_steps)
         if eval_data_path:
             kwargs.update(validation_data_path=eval_data_path, validate_at_final=True)
-        return kwargs
-    # No max_tokens_per_gpu: lora_sft would take it (**kwargs) but the Unsloth backend never reads it; LoRA's
-    # memory is set by effective_batch_size and max_seq_len.
-    kwargs = {
-        "lora_r": hp.lora_r,
-        "lora_alpha": hp.lora_alpha,
-        "lora_dropout": hp.lora_dropout,
-        "lr_scheduler": hp.lr_scheduler,
-        "seed": hp.seed,
-        "save_model": hp.save_final_checkpoint,
+    else:
+        if eval_data_path:
+            kwargs["eval_data_path"] = eval_data_path
+        kwargs.update(lora_variant_kwargs(hp))
+    return kwargs
+
+
+def _first_row_and_count(path: str) -> tuple[dict[str, Any], int]:
+    with open(path, encoding="utf-8") as handle:
+        rows = (line for line in handle if line.strip())
+        first = next(rows, "")
+        return (json.loads(first) if first else {}), (1 if first else 0) + sum(1 for _ in rows)
+
+
+def grpo_kwargs(run_config: RunConfig, model_path: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """Training Hub ``grpo`` / ``lora_grpo`` keywords (training-hub 0.11.2, ``algorithms/lora_grpo.py``).
+
+    ``reward_answer`` rows get :func:`.rewards.compute_score`; ``reward_tool_call`` rows get none, so Training Hub
+    scores them with its ``tool_call_reward``. Every row trains; the eval split is the pipeline's (``n_val=0``).
+    """
+    hp = run_config.hyperparameters
+    first_row, rows = _first_row_and_count(run_config.data_path)
+    kwargs: dict[str, Any] = {
+        "model_path": model_path,
+        "ckpt_output_dir": run_config.ckpt_output_dir,
+        "data_path": run_config.data_path,
+        "n_train": rows,
+        "n_val": 0,
+        "num_iterations": hp.grpo_iterations,
+        "group_size": hp.grpo_group_size,
+        "prompt_batch_size": hp.effective_batch_size,
+        "learning_rate": hp.learning_rate,
+        "temperature": hp.grpo_temperature,
+        "max_tokens": hp.grpo_max_new_tokens,
+        "max_prompt_length": hp.max_seq_len,
+        "n_gpus": max(run_config.nproc_per_node, 1),
+        "nnodes": int(env["PET_NNODES"]) if str(env.get("PET_NNODES", "")).isdigit() else 1,
     }
-    if eval_data_path:
-        kwargs["eval_data_path"] = eval_data_path
-    kwargs.update(lora_variant_kwargs(hp))
+    if "target_tool_name" not in first_row:
+        kwargs["reward_fn"] = rewards.compute_score
+    if hp.algorithm == "lora_grpo":
+        kwargs.update(lora_r=hp.lora_r, lora_alpha=hp.lora_alpha)
+        if hp.backend:  # grpo() refuses a backend keyword: verl only
+            kwargs["backend"] = hp.backend
+    kwargs.update(run_config.mlflow.training_hub_kwargs())
     return kwargs
 
 
@@ -140,7 +193,7 @@ def training_hub_call(
     """Maps a run config to the Training Hub function and its keyword arguments.
 
     Args:
-        run_config: The run config written by ``train_model`` (:mod:`.run_config`).
+        run_config: The run config written by ``train_model``.
         env: The pod environment (torchrun variables).
         model_path: The resolved model location (default: the run config's ``model_path``, else ``base_model``).
 
@@ -158,11 +211,11 @@ def training_hub_call(
     problems = unsupported_settings(algorithm, dataclasses.asdict(hp), bool(eval_data_path))
     if problems:
         raise EntrypointError("; ".join(problems))
+    model_path = model_path or run_config.model_path or run_config.base_model
     if algorithm in ("grpo", "lora_grpo"):
-        resolved = model_path or run_config.model_path or run_config.base_model
-        return TRAINING_HUB_FUNCTIONS[algorithm], grpo_kwargs(run_config, resolved, env)
+        return TRAINING_HUB_FUNCTIONS[algorithm], grpo_kwargs(run_config, model_path, env)
     kwargs = {
-        "model_path": model_path or run_config.model_path or run_config.base_model,
+        "model_path": model_path,
         "data_path": run_config.data_path,
         "ckpt_output_dir": run_config.ckpt_output_dir,
         "num_epochs": hp.num_epochs,
@@ -184,10 +237,8 @@ def training_hub_call(
 
 
 #: Where the image lacks flash-attn, each backend's own switch to PyTorch SDPA: (keywords, environment, note).
-#: instructlab-training (SFT) refuses to start without flash-attn unless told (``disable_flash_attn``). mini-trainer
-#: (OSFT, 0.5.1 to 0.9.0, ``setup_model_for_training.setup_model``) picks flash-attn for every model it does not know
-#: to need SDPA and re-raises the ImportError unless ``TESTING=true``, its only switch (seen on an H100, 2026-11-27;
-#: ``test_mini_trainer_still_needs_flash_attn_outside_testing`` fails once it falls back by itself).
+#: mini-trainer (OSFT, 0.5.1 to 0.9.0) re-raises the ImportError unless ``TESTING=true``, its only switch (seen on an
+#: H100, 2026-11-27; ``test_mini_trainer_still_needs_flash_attn_outside_testing`` fails once it falls back by itself).
 _SDPA_SWITCHES: dict[str, tuple[dict[str, Any], dict[str, str], str]] = {
     "sft": ({"disable_flash_attn": True}, {}, "SFT runs with PyTorch SDPA attention"),
     "osft": ({}, {"TESTING": "true"}, "OSFT runs with PyTorch SDPA attention (TESTING=true)"),
@@ -195,11 +246,7 @@ _SDPA_SWITCHES: dict[str, tuple[dict[str, Any], dict[str, str], str]] = {
 
 
 def image_settings(function_name: str, log: Any = print) -> tuple[dict[str, Any], dict[str, str]]:
-    """The keywords and environment variables the training image calls for (:data:`_SDPA_SWITCHES`).
-
-    Returns:
-        ``(keywords for the Training Hub call, variables for the processes it starts)``; both empty with flash-attn.
-    """
+    """``(keywords, environment variables)`` the training image calls for: empty with flash-attn installed."""
     switch = _SDPA_SWITCHES.get(function_name)
     if switch is None or importlib.util.find_spec("flash_attn") is not None:
         return {}, {}
@@ -240,13 +287,12 @@ def _training_hub_function(function_name: str, version: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Reads the config, resolves the model and runs Training Hub (the TrainJob command).
 
-    The first line printed names the installed Training Hub stack (:func:`.hub_compat.version_line`); only keywords
-    the installed version takes are passed (:func:`.hub_compat.select_keywords`).
+    Prints the installed Training Hub stack first and passes only the keywords the installed version takes.
 
     Returns:
-        0 when training returned; 1 when it failed on a pod without a GPU (after printing :func:`no_gpu_message`;
-        Training Hub's own output, data processing included, comes before it). Other failures raise; an algorithm
-        or setting the installed Training Hub lacks raises :class:`.hub_compat.TrainingHubUnsupported` (one line).
+        0 when training returned; 1 when it failed on a pod without a GPU (after :func:`no_gpu_message`). Other
+        failures raise; an algorithm or setting the installed Training Hub lacks raises
+        :class:`.hub_compat.TrainingHubUnsupported` (one line).
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, type=Path)

@@ -2,9 +2,7 @@
 
 RHOAI's runtimes carry different releases (3.3: 0.3.0 without ``lora_sft``; 3.5: 0.6.0; this project pins 0.11.2).
 An option the run can do without (:data:`OPTIONAL_KEYWORDS`) is left out with one note line; a missing algorithm or
-training setting ends the pod with one :class:`TrainingHubUnsupported` line. "Takes" means the function names the
-keyword, or has ``**kwargs`` and its backend reads the key (instructlab-training's and mini-trainer's ``TrainingArgs``
-silently drop any other). Standard library only at import.
+training setting ends the pod with one :class:`TrainingHubUnsupported` line. Standard library only at import.
 """
 
 from __future__ import annotations
@@ -30,8 +28,8 @@ _JIT = (
 _MLFLOW = ("MLflow tracking (the training run is not logged to MLflow)", "training-hub >= 0.6.0")
 _VALIDATION = "validation on the eval split during training (the pipeline's evaluation step still scores it)"
 
-#: Keywords of options the run does without when the installed Training Hub lacks them: keyword -> (what the run
-#: loses, what provides it: the first release whose function takes it, read from the released wheels).
+#: Options the run does without when the installed Training Hub lacks them: keyword -> (what the run loses, the first
+#: release whose function takes it, read from the released wheels).
 OPTIONAL_KEYWORDS: dict[str, tuple[str, str]] = {
     "enable_jit_checkpoint": _JIT,
     "mlflow_tracking_uri": _MLFLOW,
@@ -98,7 +96,7 @@ def missing_function_message(version: str, function_name: str) -> str:
 
 
 def _read_keys(backend: type) -> set[str]:
-    """The keys a Training Hub backend's source reads from its parameters dict (by ``.get`` or by subscript)."""
+    """The keys a Training Hub backend's source reads from its ``params`` dict."""
     return set(re.findall(r"params(?:\.get\(|\[)['\"]([a-z0-9_]+)['\"]", inspect.getsource(backend)))
 
 
@@ -128,7 +126,10 @@ def _backend_keywords(function_name: str) -> set[str] | None:
 
 
 def keywords_taken(function_name: str, function: Callable[..., Any]) -> set[str] | None:
-    """The keywords ``function`` (the installed ``training_hub.<function_name>``) takes; None when unknown."""
+    """The keywords ``function`` takes: the ones it names, plus those its backend reads from ``**kwargs``.
+
+    instructlab-training's and mini-trainer's ``TrainingArgs`` silently drop any other key. None when unknown.
+    """
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):
@@ -149,21 +150,11 @@ def select_keywords(
     version: str,
     log: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
-    """``kwargs`` less the optional keywords the installed function does not take (one note line each).
-
-    Args:
-        function_name: ``sft``, ``osft`` or ``lora_sft``.
-        function: The installed ``training_hub.<function_name>``.
-        kwargs: The keyword arguments the run config maps to.
-        version: The installed training-hub version (for messages).
-        log: Where the note about each option left out goes.
-
-    Returns:
-        The keyword arguments to call ``function`` with.
+    """``kwargs`` less the optional keywords the installed ``function`` does not take (one note line each).
 
     Raises:
-        TrainingHubUnsupported: A keyword that is not an option (a training setting) is not taken: the run would fail
-            with a ``TypeError`` or silently train differently.
+        TrainingHubUnsupported: A training setting (not an option) is not taken: the run would fail with a
+            ``TypeError`` or silently train differently.
     """
     taken = keywords_taken(function_name, function)
     if taken is None:

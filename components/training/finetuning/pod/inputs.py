@@ -22,8 +22,7 @@ class EntrypointError(ValueError):
 def load_chat_rows(path: Path, label: str = "dataset") -> Iterator[dict[str, Any]]:
     """Yields the checked rows of a chat JSONL file, streaming (list-of-parts contents joined into strings).
 
-    The rules are the dataset step's (:mod:`components._common.chat_format`; a trailing user turn is accepted),
-    imported here so that the pod's own modules stay standard library only.
+    The rules are the dataset step's (a trailing user turn is accepted).
 
     Raises:
         EntrypointError: A row breaks a rule (names the file, the line and the rule) or the file holds no row.
@@ -72,13 +71,10 @@ def resolve_base_model(base_model: str, cache_dir: Path, pvc_mounts: Mapping[str
 
     Args:
         base_model: Local path, ``pvc://<claim>/<path>``, ``s3://<bucket>/<prefix>`` or a Hugging Face id
-            (downloaded with ``HF_TOKEN`` from the environment when ``huggingface_hub`` is installed).
+            (downloaded with ``HF_TOKEN`` when ``huggingface_hub`` is installed).
         cache_dir: Where ``s3://`` and Hub models are downloaded (a shared volume in the TrainJob).
         pvc_mounts: Mount path by PVC claim name, for ``pvc://`` URIs.
         env: Environment with ``AWS_*`` (S3) and ``HF_TOKEN`` values; never logged.
-
-    Returns:
-        The model location.
 
     Raises:
         EntrypointError: Unsupported scheme, unknown claim or missing path.

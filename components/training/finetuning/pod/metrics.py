@@ -1,14 +1,9 @@
 """Per-step training metrics: one typed record (:class:`StepRecord`), its writer, and readers of Training Hub's logs.
 
-Training Hub writes three layouts, all read here (field names as the pinned writers emit them):
-
-* ``training_params_and_metrics_global<rank>.jsonl`` (SFT, instructlab-training): ``epoch`` (0-based), ``step``,
-  ``avg_loss``, ``lr``, ``overall_throughput``, ``total_samples``, ``num_epoch_steps``, ``gradnorm``, ``timestamp``;
-* ``training_metrics_<node rank>.jsonl`` (OSFT, mini-trainer): ``step``, ``epoch``, ``steps_per_epoch``, ``loss``,
-  ``lr``, ``grad_norm``, ``tokens_per_second``, ``time_per_batch``, ``val_loss``, ``timestamp``;
-* ``training_metrics.jsonl`` (LoRA, the HF Trainer): ``step``, fractional ``epoch``, ``max_steps`` and its logs.
-
-Neither SFT's nor OSFT's line says how many epochs the run has: a step total needs the run's ``num_epochs``.
+The layouts read (:data:`TRAINING_HUB_METRICS_FILES`): instructlab-training's (SFT: ``avg_loss``, 0-based ``epoch``,
+``num_epoch_steps``, ``total_samples``, ``timestamp``), mini-trainer's (OSFT: ``loss``, ``steps_per_epoch``,
+``time_per_batch``, ``val_loss``), the HF Trainer's (LoRA: fractional ``epoch``, ``max_steps``) and the project's
+own. No SFT or OSFT line says how many epochs the run has: a step total needs the run's ``num_epochs``.
 """
 
 from __future__ import annotations
@@ -24,16 +19,10 @@ from typing import Any, TypedDict
 
 
 class StepRecord(TypedDict):
-    """One training step, whatever wrote it (values None where the writer does not say).
+    """One training step, whatever wrote it (a value is None where the writer does not say it).
 
-    Attributes:
-        step: The global optimizer step, 1-based.
-        epoch: The epoch as the writer gives it (LoRA: fractional; SFT/OSFT: 0-based index), or None.
-        loss: The step's training loss.
-        lr: The learning rate used for the step.
-        tokens_per_second: Throughput, where the writer measures it.
-        time: Seconds since the first step was logged.
-        total_steps: The run's step count, where known (see :func:`normalize_records`).
+    ``step`` is 1-based, ``epoch`` as the writer gives it (fractional or a 0-based index), ``time`` seconds since the
+    first step.
     """
 
     step: int
@@ -46,7 +35,7 @@ class StepRecord(TypedDict):
 
 
 RECORD_KEYS = tuple(StepRecord.__annotations__)
-#: The project's trainer's own metrics file name (``local`` launcher, ``transformers`` backend).
+#: The project's trainer's metrics file (``local`` launcher, ``transformers`` backend).
 LOCAL_METRICS_FILE = "metrics.jsonl"
 #: The rank-0 metrics file Training Hub writes into ``ckpt_output_dir``, by ``train_model`` algorithm.
 TRAINING_HUB_METRICS_FILES = {
@@ -116,19 +105,10 @@ def _timestamp(raw: dict[str, Any]) -> float | None:
 
 
 def normalize_records(raw_records: Iterable[dict[str, Any]], num_epochs: int | None = None) -> list[StepRecord]:
-    """Maps raw log lines of any layout to :class:`StepRecord` s; lines without a step loss are skipped.
+    """Maps raw log lines of any layout (file order) to :class:`StepRecord` s; lines without a step loss are skipped.
 
-    ``time`` becomes seconds since the first step: taken from ``time``, else from ``timestamp``, else the running sum
-    of ``time_per_batch``. ``total_steps`` comes from the line's own total (``total_steps``; LoRA's ``max_steps``),
-    else from its steps per epoch (mini-trainer's ``steps_per_epoch``, instructlab-training's ``num_epoch_steps``)
-    times the run's ``num_epochs``; None when neither is known (a per-epoch count is not a total).
-
-    Args:
-        raw_records: Parsed JSON objects in file order.
-        num_epochs: The run's epochs (from its config: no SFT/OSFT line carries it).
-
-    Returns:
-        Normalised records, in file order.
+    ``time`` comes from ``time``, else ``timestamp``, else the running sum of ``time_per_batch``; ``total_steps`` from
+    the line's own total, else its steps per epoch times the run's ``num_epochs`` (None when neither is known).
     """
     records: list[StepRecord] = []
     start: float | None = None
@@ -165,17 +145,14 @@ def normalize_records(raw_records: Iterable[dict[str, Any]], num_epochs: int | N
 
 
 class JsonlTail:
-    """Reads a JSONL file that is still being written, incrementally: each call returns the complete new records.
-
-    A line still being written stays for the next call; lines that are not JSON objects are skipped.
-    """
+    """Reads a JSONL file that is still being written (a line still being written waits; non-objects are skipped)."""
 
     def __init__(self) -> None:
         self.offset = 0
         self.partial = b""
 
     def read_new(self, path: Path) -> list[dict[str, Any]]:
-        """The JSON objects on the lines completed in ``path`` since the last call."""
+        """The JSON objects of the lines completed in ``path`` since the last call."""
         with path.open("rb") as handle:
             handle.seek(self.offset)
             data = handle.read()
@@ -210,14 +187,7 @@ def _parse_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def read_metrics(path: Path, num_epochs: int | None = None) -> list[StepRecord]:
-    """Reads a metrics file of any known layout (or a directory holding one) into normalised records.
-
-    Args:
-        path: A JSONL file, or a checkpoint directory searched with :func:`find_metrics_file`.
-        num_epochs: The run's epochs, for the step totals (see :func:`normalize_records`).
-
-    Returns:
-        The step records, in file order.
+    """The step records of a metrics file of any known layout, or of the one :func:`find_metrics_file` finds.
 
     Raises:
         MetricsFileError: The file is missing, corrupt before its last line, or has no step records.
@@ -236,8 +206,7 @@ def read_metrics(path: Path, num_epochs: int | None = None) -> list[StepRecord]:
 def read_reward_history(ckpt_dir: Path) -> list[float]:
     """The mean reward per iteration of a Training Hub GRPO run (``[]`` when it wrote none).
 
-    ART writes :data:`GRPO_RESULTS_FILE` (``reward_history``); verl writes ``mean_reward`` on each line of
-    ``training_metrics.jsonl`` (training-hub 0.11.2, ``lora_grpo.py`` and ``lora_grpo_verl.py``).
+    ART writes :data:`GRPO_RESULTS_FILE`, verl ``mean_reward`` on each metrics line (training-hub 0.11.2).
     """
     results = Path(ckpt_dir) / GRPO_RESULTS_FILE
     if results.is_file():

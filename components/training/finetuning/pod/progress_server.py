@@ -1,12 +1,9 @@
 """Training progress for the OpenShift AI dashboard and Kubeflow Trainer, published by the rank-0 training pod.
 
-:class:`ProgressTracker` follows Training Hub's metrics file (:mod:`.metrics`) into the progress record
-(:class:`~.trainer_status.ProgressStatus`); :class:`ProgressServer` serves it over HTTP, where the ODH controller
-polls it into the TrainJob's ``trainer.opendatahub.io/trainerStatus`` annotation, and hands it to Kubeflow Trainer's
-status endpoint where the pod has one (:mod:`.trainer_status`). The percentage stays at most 99 until training has
-returned. Nothing here may break training: a failure is logged once and training goes on. Standard library only.
-
-Why the metrics file and not Training Hub's callbacks (0.9.8+): the component README, "Progress".
+:class:`ProgressTracker` follows the metrics file (:mod:`.metrics`) into the progress record; :class:`ProgressServer`
+serves it over HTTP (the ODH controller polls it into the TrainJob's ``trainer.opendatahub.io/trainerStatus``
+annotation) and hands it to Kubeflow Trainer's status endpoint (:mod:`.trainer_status`). The percentage stays at
+most 99 until training has returned. A failure is logged once and training goes on. Standard library only.
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ from components.training.finetuning.pod import trainer_status as status_module
 
 TERMINATION_LOG = "/dev/termination-log"
 INIT_LINE = "[Kubeflow] Initializing Training Hub progression tracking"
-#: Raw metric names (any Training Hub backend) -> the ``trainMetrics`` key they fill; the first one present wins.
-#: instructlab-training's ``overall_throughput`` is samples per second too.
+#: ``trainMetrics`` key -> the raw metric names (any backend) that fill it; the first one present wins.
 _TRAIN_METRIC_SOURCES = {
     "grad_norm": ("grad_norm", "gradnorm", "total_grad_norm"),
     "train_loss": ("train_loss",),
@@ -40,27 +36,16 @@ _TRAIN_METRIC_SOURCES = {
     ),
 }
 _EVAL_ALIASES = {"val_loss": "eval_loss", "validation_loss": "eval_loss"}
-#: Steps used to measure the time per step (recent ones only: a pause must not skew the ETA for long).
-_ETA_WINDOW = 20
-#: Metrics lines kept in memory.
-_KEPT_LINES = 2000
+_ETA_WINDOW = 20  # recent steps measure the time per step: a pause must not skew the ETA for long
+_KEPT_LINES = 2000  # metrics lines kept in memory
 
 
 class ProgressTracker:
-    """Follows Training Hub's metrics JSONL incrementally and turns it into the progress record.
+    """Follows the metrics JSONL under ``ckpt_dir`` incrementally and turns it into the progress record.
 
-    The step total is the run's own: ``max_steps`` when the run stops by steps, else the backend's total (LoRA's
-    ``max_steps``) or its steps per epoch times the run's ``num_epochs``; before the first step is logged it is
-    estimated from the dataset's rows and ``effective_batch_size``.
-
-    Args:
-        ckpt_dir: Training Hub's ``ckpt_output_dir``.
-        algorithm: ``sft``, ``osft`` or ``lora`` (names the file, see ``metrics.TRAINING_HUB_METRICS_FILES``).
-        total_epochs: The run's ``num_epochs``.
-        effective_batch_size: Samples per step.
-        max_steps: The run's ``max_steps`` (0: it stops by epochs).
-        dataset_path: The training file, counted once when a total is first needed before the backend logs one.
-        clock: Monotonic clock (the fallback ETA measures wall time between polls).
+    The step total is the run's ``max_steps``, else the backend's total or its steps per epoch times
+    ``total_epochs``; before the first step it is estimated from ``dataset_path``'s rows and ``effective_batch_size``.
+    ``clock`` is monotonic (the fallback ETA measures wall time between polls).
     """
 
     def __init__(
@@ -83,8 +68,6 @@ class ProgressTracker:
         self.clock = clock
         self.finished = False
         self._tail = metrics_module.JsonlTail()
-        # Recent lines only (a long run's log would otherwise stay in the training process's memory); the extra
-        # metrics are kept as lines arrive.
         self._raw: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEPT_LINES)
         self._train_extra: dict[str, float] = {}
         self._eval: dict[str, float] = {}
@@ -112,7 +95,7 @@ class ProgressTracker:
             return int(self.max_steps or record["total_steps"])
         rows = metrics_module.first_number(self._raw[-1], "total_samples") if self._raw else None  # instructlab
         if not rows and self.dataset_path and self.dataset_rows is None:  # once, on a poll: never delays training
-            self.dataset_rows = _rows(self.dataset_path)
+            self.dataset_rows = _rows(self.dataset_path) if os.path.isfile(self.dataset_path) else 0
         rows = rows or self.dataset_rows
         if rows and self.effective_batch_size:
             return math.ceil(rows / self.effective_batch_size) * max(self.total_epochs, 1)
@@ -173,15 +156,10 @@ class ProgressTracker:
 class ProgressServer:
     """Publishes a :class:`ProgressTracker`'s record while training runs; never raises.
 
-    It serves the record on every GET path from a daemon thread (``port`` set) and hands it to a Kubeflow Trainer
-    status reporter (``kubeflow`` set); :meth:`stop` publishes the final record to both and to the termination log.
-
-    Args:
-        tracker: The tracker.
-        port: The TCP port (all interfaces: the controller connects to the pod IP); None: no HTTP server.
-        log: Where the initialisation line and the one warning go.
-        host: The address to bind (``""``: all interfaces).
-        kubeflow: The running :class:`~.trainer_status.KubeflowStatusReporter`, if any.
+    Serves it on every GET path from a daemon thread (``port``; None: no HTTP server; ``host`` ``""``: all
+    interfaces, as the controller connects to the pod IP) and hands it to ``kubeflow``, a running
+    :class:`~.trainer_status.KubeflowStatusReporter`; :meth:`stop` publishes the final record to both and to the
+    termination log.
     """
 
     def __init__(
@@ -268,22 +246,16 @@ class ProgressServer:
 
 
 def _rows(path: str) -> int:
-    if not os.path.isfile(path):
-        return 0
     with open(path, "rb") as handle:
         return sum(1 for line in handle if line.strip())
 
 
 def start_for_run(
-    run_config: Any,
-    node_rank: int,
-    log: Callable[[str], None] = print,
-    env: Mapping[str, str] | None = None,
+    run_config: Any, node_rank: int, log: Callable[[str], None] = print, env: Mapping[str, str] | None = None
 ) -> ProgressServer | None:
-    """Starts progress publishing for a run, on node rank 0 only.
+    """Starts progress publishing on node rank 0; never raises.
 
-    RHOAI's progress server (run config ``progress``: ``enabled``, ``port``) and, when the pod has Kubeflow
-    Trainer's status variables, status updates there. Never raises: a failure is logged once and training goes on.
+    The progress server (run config ``progress``) and, where the pod has Kubeflow Trainer's variables, status updates.
 
     Returns:
         The started :class:`ProgressServer`, or None (another node, nothing enabled, error).

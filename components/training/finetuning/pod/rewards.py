@@ -1,10 +1,7 @@
 """GRPO's verifiable reward for ``reward_answer`` rows: the completion against the row's ``ground_truth``.
 
-:func:`compute_score` has verl's custom-reward signature, which Training Hub's GRPO calls for generic rows
-(training-hub 0.11.2: ``lora_grpo_verl.py`` ``_write_custom_reward_function`` serialises the function with
-``inspect.getsource`` into a file verl loads, so it must be self-contained: its imports are inside it; the ART
-backend's generic mode calls it with the same keywords, ``lora_grpo.py`` ``_generic_rollout``). The ``local``
-launcher's TRL trainer calls it too. Standard library only.
+:func:`compute_score` has verl's custom-reward signature; Training Hub serialises it with ``inspect.getsource``
+(training-hub 0.11.2, ``lora_grpo_verl.py``), so it is self-contained: its imports are inside it. Standard library.
 """
 
 from __future__ import annotations
@@ -18,15 +15,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     credit: half the share of the completion's non-space characters that belong to a number (digits, ``-``, ``.``),
     so a completion that answers with a number scores above one that rambles, and only the right number scores 1.
 
-    Args:
-        data_source: The row's source name (unused; verl passes it).
-        solution_str: The model's completion.
-        ground_truth: The row's ``ground_truth`` (a string; numbers arrive as their text).
-        extra_info: verl's per-row extras (unused).
-        **kwargs: Anything else the caller passes (unused).
-
-    Returns:
-        The reward.
+    ``data_source``, ``extra_info`` and ``kwargs`` are verl's, unused.
     """
     import re
 

@@ -1,10 +1,8 @@
-"""Rank 0's progress record, and its updates to Kubeflow Trainer's status endpoint.
+"""Rank 0's progress record, and its updates to Kubeflow Trainer's status endpoint (``status.trainerStatus``).
 
-Upstream Kubeflow Trainer (>= 2.2, ``TrainJobRuntimeStatus``) injects :data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV`
-and :data:`TOKEN_ENV`; what rank 0 POSTs there fills ``status.trainerStatus``. It is sent through the Kubeflow
-SDK's ``update_trainjob_status`` where the image has the SDK, else through the standard library with the same body,
-throttle and limits (the training images RHOAI ships need not have the SDK). The launcher reads it back
-(:mod:`..cluster.progress`). Standard library only.
+Kubeflow Trainer >= 2.2 injects :data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV` and :data:`TOKEN_ENV`. Updates go
+through the Kubeflow SDK's ``update_trainjob_status`` where the image has it, else through the standard library with
+the same body, throttle and limits (RHOAI's training images need not have the SDK). Standard library only.
 """
 
 from __future__ import annotations
@@ -22,25 +20,16 @@ from typing import Any, TypedDict
 SERVER_URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
 CA_CERT_ENV = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
 TOKEN_ENV = "KUBEFLOW_TRAINER_SERVER_TOKEN"
-#: The Kubeflow SDK's and transformers' throttle: at most one update per 5 s.
-MIN_INTERVAL_SECONDS = 5.0
-#: The SDK's limit on metrics per update.
-MAX_METRICS = 256
+MIN_INTERVAL_SECONDS = 5.0  # the Kubeflow SDK's and transformers' throttle
+MAX_METRICS = 256  # the SDK's limit on metrics per update
 
 
 class ProgressStatus(TypedDict):
     """The progress of a run (RHOAI's progress JSON; the Kubeflow payload is derived from it).
 
-    Attributes:
-        progressPercentage: 0-99 while training runs, 100 once it returned.
-        estimatedRemainingSeconds: The ETA, None while unknown.
-        currentStep: The newest logged step (0 before the first).
-        totalSteps: The run's step count, None while unknown.
-        currentEpoch: Fractional epochs done.
-        totalEpochs: The run's ``num_epochs``.
-        trainMetrics: ``loss``, ``learning_rate`` and, where logged, ``grad_norm``, ``train_loss``,
-            ``throughput_samples_sec``.
-        evalMetrics: ``eval_*`` values.
+    ``progressPercentage`` stays at most 99 until training returned; ``estimatedRemainingSeconds`` and
+    ``totalSteps`` are None while unknown; ``trainMetrics`` holds ``loss``, ``learning_rate`` and, where logged,
+    ``grad_norm``, ``train_loss``, ``throughput_samples_sec``; ``evalMetrics`` the ``eval_*`` values.
     """
 
     progressPercentage: int
@@ -87,11 +76,8 @@ def _sdk_update() -> Callable[..., bool] | None:
 class KubeflowStatusReporter:
     """Sends progress to Kubeflow Trainer's status endpoint from rank 0; never raises.
 
-    Args:
-        env: The pod's environment (:data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV`, :data:`TOKEN_ENV`).
-        use_sdk: Send through ``kubeflow.trainer.update_trainjob_status`` when importable (None: when importable).
-        clock: Monotonic clock (the throttle).
-        log: Where the one warning goes.
+    ``env`` holds the endpoint's variables; ``use_sdk=False`` sends with the standard library even where the SDK
+    imports; ``clock`` (monotonic) drives the throttle; ``log`` gets the one warning.
     """
 
     def __init__(
@@ -155,8 +141,7 @@ class KubeflowStatusReporter:
     def report(self, status: Mapping[str, Any], force: bool = False) -> bool:
         """Sends ``status`` unless the last update is under :data:`MIN_INTERVAL_SECONDS` old (``force``: waits).
 
-        Returns:
-            Whether the endpoint accepted it (False when throttled, unset or failing).
+        Returns whether the endpoint accepted it (False when throttled, unset or failing).
         """
         if not self.url:
             return False

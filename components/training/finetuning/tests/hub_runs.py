@@ -1,13 +1,9 @@
 """The real Training Hub releases' pod commands, run once per session in the background, two at most at a time.
 
-``test_training_hub_data.py`` (0.11.2, the main ``.venv``) and ``test_training_hub_versions.py`` (0.3.0, 0.6.0, 0.9.8)
-ask for the same runs: the dataset step's train split of the demo data (one file for every release), staged by the
-training step with an eval split and just-in-time checkpoints on, then the pod command run with the release's Python
-up to the GPU boundary; and what each release takes (its functions and keywords), read in its own environment.
-
-The pod commands spend their time in single-threaded imports and in torchrun's waits. The runs start when the first
-test of this folder does, where the session will run a Training Hub test (``conftest.py``): one at a time while the
-other tests of the folder run on the other core, two at a time while a test waits for a result.
+``test_training_hub_data.py`` (0.11.2) and ``test_training_hub_versions.py`` (0.3.0, 0.6.0, 0.9.8) ask for the same
+runs: the demo train split staged with an eval split and JIT checkpoints on, the pod command run with the release's
+Python up to the GPU boundary; and what each release takes, read in its own environment. They start with the first
+test of this folder where the session will run a Training Hub test (``conftest.py``).
 """
 
 from __future__ import annotations
@@ -21,10 +17,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.training.finetuning import launch
-from components.training.finetuning.contract import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
+from components.training.finetuning.contract import RUN_CONFIG_FILE, MlflowSettings
 from components.training.finetuning.run import write_run_config
-from tests.harness.requests import dataset_download_request, training_config
+from tests.harness.requests import dataset_download_request, pod_settings, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION, HubEnv, build_tiny_model_in, hub_env
 
 ALGORITHMS = ("sft", "osft", "lora")
@@ -95,10 +90,8 @@ def _stage(run_dir: Path, algorithm: str, model: Path, train: Path, mlflow: bool
         base_model=str(model), algorithm=algorithm, effective_batch_size=8, num_epochs=1, max_seq_len=512,
         max_tokens_per_gpu=1024,
     )  # fmt: skip
-    settings = launch.PodSettings(
-        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
-        jit_checkpoint=True,
-        mlflow=MlflowSettings(tracking_uri="http://127.0.0.1:9" if mlflow else "", experiment_name="", run_name=""),
+    settings = pod_settings(
+        mlflow=MlflowSettings(tracking_uri="http://127.0.0.1:9" if mlflow else "", experiment_name="", run_name="")
     )
     return json.loads(write_run_config(config, run_dir, train, train, None, 1, settings).read_text())
 

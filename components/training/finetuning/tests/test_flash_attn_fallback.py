@@ -1,8 +1,6 @@
 """Training images without flash-attn: SFT and OSFT run with PyTorch SDPA, each backend through its own switch.
 
-Seen on an H100 (README "GPU run", 2026-11-27): OSFT through mini-trainer 0.9.0 stopped with ``No module named
-'flash_attn'`` in an image without it, after the data processing. The pod now sets mini-trainer's ``TESTING``
-variable there; the last test here fails once mini-trainer falls back to SDPA by itself (then drop the variable).
+The last test fails once mini-trainer falls back to SDPA by itself (then drop the ``TESTING`` variable).
 """
 
 from __future__ import annotations
@@ -21,24 +19,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_sft_without_flash_attn_asks_instructlab_training_for_sdpa():
+@pytest.mark.parametrize(
+    ("function", "expected", "note"),
+    [
+        ("sft", ({"disable_flash_attn": True}, {}), "SFT runs with PyTorch SDPA attention"),
+        ("osft", ({}, {"TESTING": "true"}), "OSFT runs with PyTorch SDPA attention (TESTING=true)"),
+        ("lora_sft", ({}, {}), None),
+    ],
+)
+def test_each_backend_gets_its_own_sdpa_switch_and_one_note(function, expected, note):
     lines: list[str] = []
-    assert entrypoint.image_settings("sft", log=lines.append) == ({"disable_flash_attn": True}, {})
-    assert lines == ["note: flash-attn is not installed in this image: SFT runs with PyTorch SDPA attention"]
-
-
-def test_osft_without_flash_attn_sets_mini_trainers_sdpa_switch_and_says_so():
-    lines: list[str] = []
-    assert entrypoint.image_settings("osft", log=lines.append) == ({}, {"TESTING": "true"})
-    assert lines == [
-        "note: flash-attn is not installed in this image: OSFT runs with PyTorch SDPA attention (TESTING=true)"
-    ]
-
-
-def test_lora_needs_neither_switch():
-    lines: list[str] = []
-    assert entrypoint.image_settings("lora_sft", log=lines.append) == ({}, {})
-    assert lines == []
+    assert entrypoint.image_settings(function, log=lines.append) == expected
+    assert lines == ([f"note: flash-attn is not installed in this image: {note}"] if note else [])
 
 
 #: mini-trainer's model set-up, without and with ``TESTING``, in a process of its own: importing mini-trainer patches
@@ -61,11 +53,7 @@ print(json.dumps(errors))
 
 
 def test_mini_trainer_still_needs_flash_attn_outside_testing(tiny_model_dir):
-    """mini-trainer's model set-up (the OSFT training process) on CPU, up to its attention choice.
-
-    Without ``TESTING`` it re-raises flash-attn's ImportError; with ``TESTING=true`` it gets past that point (whatever
-    stops it later on a CPU is not flash-attn). Once the first half fails, mini-trainer falls back by itself.
-    """
+    """Without ``TESTING`` mini-trainer's set-up re-raises flash-attn's ImportError; with it, it gets past that."""
     done = subprocess.run(
         [sys.executable, "-c", _SETUP_MODEL, str(tiny_model_dir)], capture_output=True, text=True, timeout=300
     )

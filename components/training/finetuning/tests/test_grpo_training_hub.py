@@ -1,11 +1,7 @@
 """GRPO through the pod command with the real Training Hub wheels, up to the GPU boundary (no verl, ART or GPU here).
 
-The dataset step's split of the GRPO demo rows (``reward_answer``), staged by the training step, then the staged
-``entrypoint.py`` run with each release's Python as the runtime image would: training-hub 0.11.2 (the main ``.venv``)
-and 0.9.8 call ``grpo`` / ``lora_grpo`` with keywords each of which the function names or its backend reads; the
-verl backend turns every row into its Parquet prompt (with the ``ground_truth`` its reward reads) and writes the
-project's reward function into a file verl would import, which must work on its own (``inspect.getsource``); then it
-meets the missing ``verl`` package (or ART's ``art``) and the pod ends in one line. 0.6.0 has no GRPO: one line too.
+0.11.2 and 0.9.8 get keywords they take, turn every row into verl's Parquet prompt and write the project's reward
+into a file verl would import (it must work on its own); then the pod ends in one line. 0.6.0 has no GRPO.
 """
 
 from __future__ import annotations
@@ -19,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.training.finetuning import launch
-from components.training.finetuning.contract import RUN_CONFIG_FILE, MlflowSettings, ProgressSettings
+from components.training.finetuning.contract import RUN_CONFIG_FILE
 from components.training.finetuning.pod import entrypoint, hub_compat
 from components.training.finetuning.run import write_run_config
 from components.training.finetuning.tests.hub_runs import pod_env
-from tests.harness.requests import dataset_download_request, training_config
+from tests.harness.requests import dataset_download_request, pod_settings, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION, hub_env
 
 _CALL = re.compile(r"^training-hub (grpo|lora_grpo)\((.*)\)$")
@@ -50,11 +45,7 @@ def _run_pod(version: str, algorithm: str, run_dir: Path, split: Path, model: Pa
         base_model=str(model), algorithm=algorithm, effective_batch_size=8, grpo_iterations=2, grpo_group_size=4,
         **fields,
     )  # fmt: skip
-    settings = launch.PodSettings(
-        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
-        jit_checkpoint=True,
-        mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
-    )
+    settings = pod_settings()
     write_run_config(config, run_dir, split, None, None, 1, settings)
     process = subprocess.run(
         [str(env.python), str(run_dir / "entrypoint.py"), "--config", str(run_dir / RUN_CONFIG_FILE)],
@@ -141,11 +132,7 @@ def test_grpo_refuses_settings_training_hub_would_drop(tmp_path, grpo_split):
 
     split, _ = grpo_split
     config = training_config(base_model="m", algorithm="lora_grpo", lora_use_dora=True)
-    settings = launch.PodSettings(
-        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
-        jit_checkpoint=False,
-        mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
-    )
+    settings = pod_settings(jit_checkpoint=False)
     path = write_run_config(config, tmp_path, split, None, None, 1, settings)
     with pytest.raises(EntrypointError, match=r"lora_use_dora=True is not supported by training-hub lora_grpo"):
         entrypoint.training_hub_call(load_run_config(path), {})
@@ -162,11 +149,7 @@ def test_tool_call_rows_leave_the_reward_to_training_hub(tmp_path):
     row.update(target_tool_name="weather", target_arguments={"city": "Paris"})
     split.write_text(json.dumps(row) + "\n")
     config = training_config(base_model="m", algorithm="grpo")
-    settings = launch.PodSettings(
-        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
-        jit_checkpoint=False,
-        mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
-    )
+    settings = pod_settings(jit_checkpoint=False)
     (tmp_path / "run").mkdir()
     path = write_run_config(config, tmp_path / "run", split, None, None, 2, settings)
     function, kwargs = entrypoint.training_hub_call(load_run_config(path), {"PET_NNODES": "3"})

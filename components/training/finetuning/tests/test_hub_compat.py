@@ -1,8 +1,4 @@
-"""The pod command's view of the installed Training Hub (:mod:`.pod.hub_compat`), without a second environment.
-
-The real releases (0.3.0, 0.6.0, 0.9.8) are ``test_training_hub_versions.py``'s; here the rules on functions whose
-signature says everything (no ``**kwargs``, so no backend is consulted).
-"""
+"""The pod command's view of the installed Training Hub (:mod:`.pod.hub_compat`), on stand-in signatures."""
 
 from __future__ import annotations
 

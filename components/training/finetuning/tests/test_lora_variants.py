@@ -13,7 +13,7 @@ from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.hf_trainer import training
 from components.training.finetuning.hf_trainer.data import LocalTrainingError
 from components.training.finetuning.local import trainer as local_trainer
-from components.training.finetuning.pod import hub_compat, lora_variants
+from components.training.finetuning.pod import entrypoint, hub_compat
 from tests.harness.requests import training_config
 
 FAST = {"effective_batch_size": 8, "learning_rate": 1e-2, "max_seq_len": 256, "max_tokens_per_gpu": 1024}
@@ -82,7 +82,7 @@ def test_training_hub_gets_the_variants_as_lora_sft_keywords_it_reads():
         algorithm="lora", lora_use_dora=True, lora_use_rslora=True, lora_init_weights="pissa", lora_load_in_4bit=True,
         lora_bnb_4bit_quant_type="fp4", lora_bnb_4bit_compute_dtype="float16", lora_bnb_4bit_use_double_quant=False,
     )  # fmt: skip
-    variants = lora_variants.lora_variant_kwargs(config.training_settings())
+    variants = entrypoint.lora_variant_kwargs(config.training_settings())
     assert variants == {
         "use_dora": True,
         "use_rslora": True,
@@ -94,10 +94,10 @@ def test_training_hub_gets_the_variants_as_lora_sft_keywords_it_reads():
     }
     taken = hub_compat.keywords_taken("lora_sft", training_hub.lora_sft)
     assert set(variants) <= taken  # each one a named parameter or a key UnslothLoRABackend reads
-    assert lora_variants.lora_variant_kwargs(training_config(algorithm="lora").training_settings()) == {}
+    assert entrypoint.lora_variant_kwargs(training_config(algorithm="lora").training_settings()) == {}
     eight = training_config(algorithm="lora", lora_load_in_8bit=True, lora_init_weights="false")
     expected = {"init_lora_weights": False, "load_in_8bit": True}
-    assert lora_variants.lora_variant_kwargs(eight.training_settings()) == expected
+    assert entrypoint.lora_variant_kwargs(eight.training_settings()) == expected
 
 
 def test_a_release_without_the_variants_refuses_them_in_one_line():

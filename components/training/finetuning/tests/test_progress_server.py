@@ -1,9 +1,7 @@
 """The dashboard progress server, run for real: the staged entrypoint as a subprocess with a stand-in Training Hub.
 
-The stand-in ``training_hub`` records the keywords it is called with (checked against the installed Training Hub's
-real signatures and backend fields) and replays the metrics lines that each backend's own writer produced
-(:mod:`.real_metrics_writers`), one step at a time, waiting for the test to have read the progress over HTTP
-before writing the next step.
+The stand-in records its keywords and replays each backend's real metrics lines (:mod:`.real_metrics_writers`), one
+step at a time, waiting for the test to read the progress over HTTP.
 """
 
 import dataclasses
@@ -29,6 +27,7 @@ from components.training.finetuning.pod import checkpoints, metrics, progress_se
 from components.training.finetuning.pod.progress_server import INIT_LINE, ProgressTracker
 from components.training.finetuning.run import write_run_config
 from components.training.finetuning.tests.training_hub_keywords import assert_lands_in_training_hub
+from tests.harness.http_server import free_port
 from tests.harness.requests import train_model_request, training_config
 
 STEPS_PER_EPOCH, EPOCHS = 2, 2
@@ -104,12 +103,6 @@ def _rows(algorithm: str) -> list[dict]:
     return _ROWS[algorithm]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _stage(tmp_path: Path, algorithm: str, port: int, demo_dataset_path: Path) -> Path:
     """The run directory exactly as ``train_model`` stages it on the workspace PVC."""
     run_dir = tmp_path / "ws" / "train_model" / "train-model-0123456789"
@@ -152,7 +145,7 @@ def _get(port: int) -> dict | None:
 
 @pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
 def test_the_staged_entrypoint_serves_progress_that_follows_the_metrics_file(algorithm, tmp_path, demo_dataset_path):
-    port = _free_port()
+    port = free_port()
     config_path = _stage(tmp_path, algorithm, port, demo_dataset_path)
     gate = tmp_path / "gate"
     gate.mkdir()
@@ -221,7 +214,7 @@ def test_a_taken_port_warns_once_and_training_goes_on(tmp_path, demo_dataset_pat
 
 
 def test_only_node_rank_zero_serves_and_a_disabled_run_serves_nothing(tmp_path, demo_dataset_path):
-    port = _free_port()
+    port = free_port()
     config_path = _stage(tmp_path, "lora", port, demo_dataset_path)
     process = _launch(tmp_path, config_path, "lora", PET_NODE_RANK="1", PET_NNODES="2", PET_NPROC_PER_NODE="1")
     output, _ = process.communicate(timeout=60)
@@ -235,7 +228,7 @@ def test_only_node_rank_zero_serves_and_a_disabled_run_serves_nothing(tmp_path, 
 def test_a_failing_training_publishes_its_last_progress_below_100(tmp_path):
     tracker = ProgressTracker(tmp_path, "lora", total_epochs=1)
     (tmp_path / "training_metrics.jsonl").write_text(json.dumps({"step": 2, "loss": 1.0, "max_steps": 4}) + "\n")
-    server = progress_server.ProgressServer(tracker, _free_port(), log=lambda line: None, host="127.0.0.1")
+    server = progress_server.ProgressServer(tracker, free_port(), log=lambda line: None, host="127.0.0.1")
     assert server.start()
     log = tmp_path / "termination-log"
     log.write_text("")

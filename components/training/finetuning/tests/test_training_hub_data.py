@@ -1,18 +1,8 @@
 """The real Training Hub on CPU, up to the GPU boundary: each backend's data processing, then the pod command itself.
 
-The input is the dataset step's output (``run_dataset_download`` on the demo data) as the training step stages it
-(``run.write_run_config``); the model is the tiny Llama fixture, whose chat template marks assistant turns with
-``{% generation %}`` so ``apply_chat_template(..., return_assistant_tokens_mask=True)`` says which tokens a fine-tune
-must learn. What each backend does with it:
-
-* SFT (instructlab-training ``data_process.process_data``, as its ``run_training`` calls it) and OSFT (Training Hub's
-  ``MiniTrainerOSFTBackend._process_data``, which delegates to the same instructlab processor): token ids equal the
-  chat template's, labels are the assistant tokens (the rest ``-100``), rows of ``max_seq_len`` tokens or more are
-  dropped (and rows under 20 tokens: instructlab's ``min_seq_len``);
-* LoRA (``UnslothLoRABackend._prepare_dataset``): every row rendered through the chat template to one ``text``
-  column; tokenising and loss masking happen later in TRL's ``SFTTrainer`` inside the Unsloth backend, which needs
-  ``unsloth`` (CUDA only) and is not reached on CPU. Its config sets ``assistant_only_loss=False``: Training Hub's
-  LoRA trains on prompt tokens too.
+On the dataset step's split as the training step stages it: SFT and OSFT (instructlab-training's processor) keep the
+template's token ids, train on the assistant tokens only and drop rows of ``max_seq_len`` tokens or more (and under
+20); LoRA (Unsloth) renders every row through the template to one ``text`` column, tokenised later by TRL (CUDA only).
 """
 
 from __future__ import annotations
@@ -24,11 +14,9 @@ from pathlib import Path
 import pytest
 
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.training.finetuning import launch
-from components.training.finetuning.contract import MlflowSettings, ProgressSettings
 from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.run import write_run_config
-from tests.harness.requests import dataset_download_request, training_config
+from tests.harness.requests import dataset_download_request, pod_settings, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION
 
 MIN_SEQ_LEN = 20  # instructlab-training's filter_samples_by_length default
@@ -51,11 +39,7 @@ def _stage(run_dir: Path, algorithm: str, tiny_model_dir: Path, **hyperparameter
     config = training_config(
         base_model=str(tiny_model_dir), algorithm=algorithm, effective_batch_size=8, num_epochs=1, **hyperparameters
     )
-    settings = launch.PodSettings(
-        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
-        jit_checkpoint=True,
-        mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
-    )
+    settings = pod_settings()
     path = write_run_config(config, run_dir, run_dir.parent.parent.parent / "train.jsonl", None, None, 1, settings)
     return json.loads(path.read_text())
 

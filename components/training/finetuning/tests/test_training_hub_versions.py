@@ -1,15 +1,7 @@
 """The pod command with the Training Hub releases RHOAI's runtime images carry: 0.3.0 (RHOAI 3.3), 0.6.0 (3.5), 0.9.8.
 
-Each release runs from its own environment of the set-up (``tests/harness/training_hub_envs.py``; 0.11.2, the main
-``.venv``, is ``test_training_hub_data.py``'s) with the real wheels of training-hub and of the instructlab-training
-and mini-trainer versions it pins, through its real data processing up to the GPU boundary (torchrun meets no NCCL on
-CPU). The pod command prints the installed versions first, passes only keywords the installed function takes (each
-one a named parameter, or a key its backend reads) and says in one line what the release lacks: LoRA on 0.3.0 ends
-the pod, an option (just-in-time checkpoints, MLflow) is left out with a note.
-
-``FACTS`` is the compatibility table of the README's "Training Hub versions" section; ``test_the_facts_table_holds``
-reads it back from each release. The runs are the session's (``hub_runs.py``: one train split for every release,
-started in the background with the first test of this folder).
+Each release runs from its own environment (``tests/harness/training_hub_envs.py``) through its real data processing
+up to the GPU boundary; the runs are ``hub_runs.py``'s. ``FACTS`` is the README's "Training Hub versions" table.
 """
 
 from __future__ import annotations

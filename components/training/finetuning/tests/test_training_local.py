@@ -160,11 +160,11 @@ def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
     lines += rest.splitlines()
     assert child.returncode == preemption.SIGTERM_EXIT_CODE, lines
     assert "finished" not in lines and any(line.startswith("SIGTERM: checkpoint saved") for line in lines)
-    checkpoint = preemption.newest_complete_checkpoint(out / local_trainer.CHECKPOINTS_DIR)
+    checkpoint = preemption.newest_complete_checkpoint(out / training.CHECKPOINTS_DIR)
     marker = preemption.read_marker(checkpoint)
     # Saved at the end of the step the signal interrupted (5, or 6 if it landed during step 6), mid epoch 1.
     assert marker["step"] in (5, 6) and marker["epoch"] == 1 and marker["offset"] == 16 * (marker["step"] - 4)
-    assert not (out / local_trainer.FINAL_DIR).exists()
+    assert not (out / training.FINAL_DIR).exists()
 
     log = []
     resumed = local_trainer.train_locally(_config(tiny_model_dir, **settings), data, out, log=log.append)
@@ -213,17 +213,6 @@ def test_full_fine_tuning_is_sharded_with_fsdp2_as_the_strategy_says(monkeypatch
     assert (hybrid.dp_replicate_size, hybrid.dp_shard_size) == (2, 2)  # 2 nodes x 2 GPUs
     assert fsdp("NO_SHARD") == fsdp("FULL_SHARD", world=1) == fsdp("FULL_SHARD", algorithm="lora") == {}
     assert fsdp("FULL_SHARD", algorithm="osft") == {}
-
-
-def test_a_checkpoint_of_the_former_trainer_is_not_resumed_from_and_the_run_says_so(tmp_path):
-    """A ``step_<N>`` with ``state.pt`` (the hand-written loop's) holds no Trainer state: start afresh, one line."""
-    old = preemption.CheckpointWriter(tmp_path).write(4, lambda d: (d / "state.pt").write_bytes(b"x"), {"epoch": 0})
-    lines = []
-    assert training._resume_point(tmp_path, True, lines.append) is None
-    assert lines == [f"note: {old} was written by an older version of the trainer; training starts afresh"]
-    (old / "trainer_state.json").write_text("{}")
-    assert training._resume_point(tmp_path, True, lines.append) == old
-    assert training._resume_point(tmp_path, False, lines.append) is None
 
 
 def test_data_without_trainable_samples_is_refused(tiny_model_dir, tmp_path):

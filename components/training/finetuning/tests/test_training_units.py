@@ -9,16 +9,9 @@ import pytest
 
 from components._common.files import write_text_atomically
 from components.training.finetuning import report
-from components.training.finetuning.contract import (
-    RUN_CONFIG_VERSION,
-    MlflowSettings,
-    ProgressSettings,
-    RunConfig,
-    TrainingConfigError,
-    TrainingOptions,
-)
+from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.pod import entrypoint, inputs, metrics
-from tests.harness.requests import training_config
+from tests.harness.requests import pod_run_config, training_config
 
 
 # -- config ----------------------------------------------------------------------------------------------------------
@@ -109,15 +102,8 @@ def test_metrics_errors_name_the_file_and_line(tmp_path):
 
 def test_local_records_round_trip(tmp_path):
     path = tmp_path / metrics.LOCAL_METRICS_FILE
-    record = {
-        "step": 1,
-        "epoch": 0.5,
-        "loss": 1.5,
-        "lr": 1e-3,
-        "tokens_per_second": 10.0,
-        "time": 0.1,
-        "total_steps": 2,
-    }
+    record = {"step": 1, "epoch": 0.5, "loss": 1.5, "lr": 1e-3, "tokens_per_second": 10.0, "time": 0.1}
+    record["total_steps"] = 2
     metrics.append_record(path, record)
     assert metrics.read_metrics(tmp_path) == [record]
 
@@ -147,7 +133,6 @@ def test_report_embeds_png_params_and_trainjob(tmp_path):
 
 
 # -- entrypoint: training-hub mapping against the real signatures -----------------------------------------------------
-HYPERPARAMETERS = training_config().hyperparameters()
 TORCHRUN_ENV = {
     "PET_NNODES": "2",
     "PET_NPROC_PER_NODE": "8",
@@ -158,20 +143,8 @@ TORCHRUN_ENV = {
 
 
 def _run_config(algorithm, eval_data=None, nproc_per_node=0, **overrides):
-    return RunConfig(
-        version=RUN_CONFIG_VERSION,
-        base_model="org/model",
-        model_path="",
-        data_path="/ws/data/train.jsonl",
-        eval_data_path=eval_data or "",
-        ckpt_output_dir="/ws/ckpt",
-        model_cache_dir="/ws/model_cache",
-        pvc_mounts={},
-        nproc_per_node=nproc_per_node,
-        hyperparameters=TrainingOptions(**{**HYPERPARAMETERS, "algorithm": algorithm, **overrides}),
-        progress=ProgressSettings(enabled=False, port=28080, termination_log=""),
-        jit_checkpoint=True,
-        mlflow=MlflowSettings(tracking_uri="", experiment_name="", run_name=""),
+    return pod_run_config(
+        algorithm, eval_data_path=eval_data or "", nproc_per_node=nproc_per_node, hyperparameters=overrides
     )
 
 

@@ -15,9 +15,9 @@ from components._common.model_location import resolve_model_dir
 from components.training.finetuning import job_from_request, transformers_backend
 from components.training.finetuning.config import TrainingConfigError, runtime_name_of
 from components.training.finetuning.run import run_train_model, validate_request, write_run_config
-from components.training.finetuning.tests.test_transformers_torchrun import pod_settings
+from tests.harness.http_server import free_port
 from tests.harness.kube import condition, validate_trainjob
-from tests.harness.requests import train_model_request, training_config
+from tests.harness.requests import pod_settings, train_model_request, training_config
 
 NS = "team-a"
 FAST = {"effective_batch_size": 16, "learning_rate": 3e-3, "max_seq_len": 256, "max_tokens_per_gpu": 1024}
@@ -202,7 +202,7 @@ def _play_one_node(kube_api, seen):
         PET_NPROC_PER_NODE="1",
         PET_NODE_RANK="0",
         PET_MASTER_ADDR="127.0.0.1",
-        PET_MASTER_PORT=str(_free_port()),
+        PET_MASTER_PORT=str(free_port()),
         OMP_NUM_THREADS="1",
     )
     run = subprocess.run(
@@ -211,14 +211,6 @@ def _play_one_node(kube_api, seen):
     seen["pod_output"] = run.stdout + run.stderr
     conditions = [condition("Complete" if run.returncode == 0 else "Failed", message="pod exited")]
     kube_api.set_trainjob_status(NS, job["metadata"]["name"], {"conditions": conditions})
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.slow
@@ -256,7 +248,7 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(
                 training_num_epochs=1,
                 training_lr_scheduler="constant",
                 training_mlflow_tracking_uri=mlflow_server,
-                training_progress_metrics_port=_free_port(),
+                training_progress_metrics_port=free_port(),
                 **{f"training_{name}": value for name, value in FAST.items()},
             ),
             **out,

@@ -1,10 +1,7 @@
 """``training_backend="transformers"`` for real: the staged pod command under real ``torchrun`` (gloo, CPU).
 
-The job of the RHOAI TransformersTrainer example, two nodes x one process, as Kubeflow Trainer's torch runtime runs
-it: ``train_model``'s staging writes the run directory, the TrainJob builder gives the command, and two launches of
-that command (one per "pod") get ``PET_NNODES=2``, ``PET_NODE_RANK`` 0 and 1, ``PET_NPROC_PER_NODE=1`` and the master
-on 127.0.0.1. The first run is paused (SIGTERM to both pods' PID 1) mid-training; the second resumes and finishes.
-Only the staged tree is importable in the "pods" (no ``PYTHONPATH``, cwd outside the repository).
+Two "pods" (``PET_*`` as Kubeflow Trainer's torch runtime sets them) run the TrainJob's command with only the staged
+tree importable; the first run is paused (SIGTERM) mid-training, the second resumes and finishes.
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning import job_from_request, launch
-from components.training.finetuning.contract import MlflowSettings, ProgressSettings
+from components.training.finetuning import job_from_request
+from components.training.finetuning.contract import ProgressSettings
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.run import write_run_config
-from tests.harness.requests import train_model_request, training_config
+from tests.harness.http_server import free_port
+from tests.harness.requests import pod_settings, train_model_request, training_config
 
 pytestmark = pytest.mark.slow
 
@@ -42,22 +39,10 @@ SETTINGS = {
 }
 
 
-def pod_settings(port: int = 28080, termination_log: str = "", enabled: bool = False) -> launch.PodSettings:
-    """What ``train_model`` tells the pods besides the hyper-parameters (no MLflow here)."""
-    progress = ProgressSettings(enabled=enabled, port=port, termination_log=termination_log or "/dev/termination-log")
-    return launch.PodSettings(progress=progress, jit_checkpoint=True, mlflow=MlflowSettings("", "", ""))
-
-
 def job_manifest(config_path: Path, **arguments) -> dict:
     """The TrainJob ``train_model`` submits for a staged run of the transformers backend."""
     request = train_model_request(training_backend="transformers", training_namespace="team-a", **arguments)
     return job_from_request.build_job_manifest("trainjob", config_path, None, "run-1", "train-model", request, None)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _pod_env(node_rank: int, master_port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -79,7 +64,7 @@ def _pod_env(node_rank: int, master_port: int, extra: dict[str, str] | None = No
 def _start_pods(
     command: list[str], cwd: Path, logs: Path, attempt: str, extra_env: dict[str, str] | None = None
 ) -> list[tuple[subprocess.Popen, Path]]:
-    port = _free_port()
+    port = free_port()
     pods = []
     for rank in (0, 1):
         log = logs / f"{attempt}-node{rank}.log"
@@ -118,10 +103,12 @@ def staged_job(tiny_model_dir, demo_dataset_path, tmp_path):
     run_dir = tmp_path / "workspace" / "train_model" / "run-1-train-model"
     run_dir.mkdir(parents=True)
     config = training_config(base_model=str(tiny_model_dir), **SETTINGS)
-    progress_port = _free_port()
+    progress_port = free_port()
     termination_log = tmp_path / "termination-log"
     termination_log.write_text("")
-    settings = pod_settings(progress_port, str(termination_log), enabled=True)
+    settings = pod_settings(
+        progress=ProgressSettings(enabled=True, port=progress_port, termination_log=str(termination_log))
+    )
     config_path = write_run_config(config, run_dir, demo_dataset_path, None, None, 1, settings)
     manifest = job_manifest(config_path, training_num_nodes=2, training_gpus_per_node=0)
     return run_dir, manifest, progress_port, termination_log
