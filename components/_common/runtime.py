@@ -1,9 +1,7 @@
 """How a component's code reaches its pod: the project's image carries it; the compiled YAML only names the image.
 
-Every component is a KFP lightweight component on one of the project's images (``components/_common/images.py``,
-built from the ``Containerfile`` with the code and every step's dependencies): ``install_kfp_package=False``, nothing
-to install or embed; the command is KFP's executor shim plus the wrapper's own source (``docs/architecture.md``,
-*How code reaches each pod*).
+Every component is a KFP lightweight component on one of the project's images, nothing installed or embedded
+(``docs/architecture.md``, *How code reaches each pod*).
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from components._common.images import STEP_IMAGE
 
 
 def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, str]) -> Callable[..., Any]:
-    """Appends a Google ``Args:`` section built from ``parameter_docs`` to ``func``'s docstring (KFP's descriptions).
+    """Appends an ``Args:`` section built from ``parameter_docs`` to ``func``'s docstring (KFP's descriptions).
 
     Raises:
         ValueError: ``parameter_docs`` names a parameter ``func`` does not have.
@@ -46,10 +44,9 @@ def without_parameter_docs(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def compact_program(program: str, function_name: str) -> str:
-    """The program KFP embeds in a component's command (``ast.unparse``), without the wrapper's docstring and comments.
+    """The program KFP embeds in a component's command without the wrapper's docstring and comments.
 
-    KFP embeds the wrapper's source in the command, which the Argo backend copies five times per task
-    (``benchmarks/workflow_size.py``); the docstring is never read in the pod.
+    Argo copies the command five times per task (``benchmarks/workflow_size.py``).
 
     Raises:
         ValueError: ``program`` does not define ``function_name`` (KFP's command layout changed).
@@ -68,10 +65,7 @@ def compact_program(program: str, function_name: str) -> str:
 
 
 def _compact_command(component: Any, function_name: str) -> None:
-    """Compacts ``component``'s command in place: the program (its last entry) and the ``sh -ec`` script.
-
-    The script's runs of spaces, with which KFP aligns its words (none inside quotes), become one: the same command.
-    """
+    """Compacts ``component``'s command in place: the program, and the ``sh -ec`` script's runs of spaces."""
     container = component.component_spec.implementation.container
     *shell, script, program = container.command
     container.command = [*shell, re.sub(r" {2,}", " ", script), compact_program(program, function_name)]
@@ -86,14 +80,14 @@ def runtime_component(
     """A ``@dsl.component`` that runs on one of the project's images, with nothing embedded or installed.
 
     Args:
-        parameter_docs: Descriptions of the parameters, by name (see :func:`with_parameter_docs`).
-        base_image: The component's default image (:data:`~components._common.images.STEP_IMAGE`); a pipeline
-            picks another per compile with ``with_image``. It must be built from the project's ``Containerfile``.
-        string_routes: ``{artifact input: string parameter input}``, see ``RuntimeComponent``.
+        parameter_docs: Descriptions of the parameters, by name.
+        base_image: The default image, built from the project's ``Containerfile`` (a pipeline picks another with
+            ``with_image``).
+        string_routes: ``{artifact input: string parameter input}`` (``RuntimeComponent``).
         **component_kwargs: Passed through to ``kfp.dsl.component``.
 
     Returns:
-        A decorator turning the function into a :class:`~components._common.runtime_components.RuntimeComponent`.
+        A decorator turning the function into a ``RuntimeComponent``.
     """
     from kfp import dsl
 

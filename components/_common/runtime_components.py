@@ -1,7 +1,4 @@
-"""The class of this project's components: KFP's own ``PythonComponent`` with a per-image rebuild and string routes.
-
-Apart from :mod:`components._common.runtime` so that importing that module imports no kfp until it builds one.
-"""
+"""KFP's ``PythonComponent`` with a per-image rebuild and string routes (apart: importing ``runtime`` needs no kfp)."""
 
 from __future__ import annotations
 
@@ -18,12 +15,10 @@ def _is_string(value: Any) -> bool:
 
 
 class RuntimeComponent(PythonComponent):
-    """KFP's own ``PythonComponent`` with :meth:`with_image` and ``string_routes``.
+    """KFP's ``PythonComponent`` with :meth:`with_image` and ``string_routes``.
 
-    ``string_routes`` route a string given for an artifact input to a parameter input (the RHOAI guide's
-    ``train_model(dataset="x.jsonl")`` and ``train_model(dataset=task.output)`` both work). ``built`` is what
-    ``kfp.dsl.component`` built; ``build(image, described)`` builds it for another image, with or without the
-    parameters' descriptions.
+    ``string_routes`` route a string given for an artifact input to a parameter input (the guide's
+    ``train_model(dataset="x.jsonl")``); ``build(image, described)`` builds it for another image.
     """
 
     def __init__(self, built: Any, build: Callable[[str, bool], Any], string_routes: Mapping[str, str]) -> None:
@@ -32,12 +27,9 @@ class RuntimeComponent(PythonComponent):
         self.string_routes = dict(string_routes)
 
     def with_image(self, image: str) -> Any:
-        """This component as a pipeline embeds it: built for ``image``, its parameters undescribed; cached per image.
+        """This component built for ``image``, its parameters undescribed (the pipeline's describe them); cached.
 
-        ``image`` must be built from the project's ``Containerfile``. A pipeline's parameters carry their own
-        descriptions (its docstring: what the dashboard shows); the component's would be repeated in the Argo
-        Workflow five times per task (the spec's arguments, the driver's inputs, its ``pod-spec-patch`` output and
-        the executor's inputs: ``benchmarks/workflow_size.py``).
+        Descriptions would be repeated five times per task in the Argo Workflow (``benchmarks/workflow_size.py``).
         """
         return self._build(image, False)
 
