@@ -1,11 +1,7 @@
-"""GRPO's promotion gate: did the mean reward rise beyond the noise of the reward history?
+"""GRPO's promotion gate: did the mean reward per iteration rise beyond the noise of its history?
 
-The history is one mean reward per iteration (Training Hub's ``reward_history``, verl's ``mean_reward`` lines, TRL's
-``reward`` logs). The gate compares the last ``k`` iterations with the first ``k`` (``k`` = a quarter of the history,
-at least 2) with a one-sided Welch t-test: it passes when the last window's mean is above the first's and the
-p-value of "no gain" is below ``alpha`` (0.05). One noisy iteration cannot pass it (the peer's gate, "final > first",
-passes on half of all flat runs), and a run too short to tell (fewer than 4 iterations) does not pass.
-The test is ``scipy.stats.ttest_ind(equal_var=False, alternative="greater")``.
+The last ``k`` iterations against the first ``k`` (a quarter of the history, at least 2), by scipy's one-sided Welch
+t-test: one noisy iteration cannot pass it (the peer's "final > first" passes half of all flat runs).
 """
 
 from __future__ import annotations
@@ -23,22 +19,7 @@ MIN_WINDOW = 2
 
 @dataclasses.dataclass(frozen=True)
 class RewardGate:
-    """The gate's decision and its numbers.
-
-    Attributes:
-        passed: The last window's mean reward is above the first's beyond noise (``p_value < alpha``).
-        iterations: Length of the reward history.
-        window: Iterations per window (``k``).
-        first_mean: Mean reward of the first ``k`` iterations.
-        last_mean: Mean reward of the last ``k`` iterations.
-        gain: ``last_mean - first_mean``.
-        standard_error: Welch's standard error of the gain.
-        t: ``gain / standard_error`` (``inf``/``-inf``/0 when the windows have no spread).
-        degrees_of_freedom: Welch-Satterthwaite degrees of freedom.
-        p_value: One-sided p-value of "the reward did not rise".
-        alpha: The significance level.
-        reason: One sentence: why it passed or not.
-    """
+    """The gate's decision (``passed``: ``gain > 0`` and ``p_value < alpha``), its Welch test's numbers and why."""
 
     passed: bool
     iterations: int

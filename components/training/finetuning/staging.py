@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from components._common import base_model as workspace_copy
 from components._common.artifacts import find_artifact_file
-from components._common.base_model import model_cache_dir, staged_base_model
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import replace_dir
 from components.training.finetuning.contract import TrainingConfigError
@@ -32,24 +32,19 @@ def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str
         OciModelError: The model cannot be pulled (one line naming the reference and the fix).
     """
     base_model = plan.config.base_model
-    staged = staged_base_model(base_model, plan.workspace)
-    if staged is not None:
-        log(f"training_base_model={base_model!r}: using the copy staged on the workspace at {staged.path}")
-        return str(staged.path), staged.facts
-    if not base_model.startswith("oci://"):
+    if not base_model.startswith("oci://") and workspace_copy.staged_base_model(base_model, plan.workspace) is None:
         return None, {}
-    from components.training.finetuning.oci import model as oci_model
-
-    pulled = oci_model.pull_model(
+    oci = plan.request.oci
+    staged = workspace_copy.stage_base_model(
         base_model,
-        model_cache_dir(plan.workspace),
+        plan.workspace,
         os.environ,
-        insecure=plan.request.oci.insecure,
-        ca_bundle=plan.request.oci.ca_bundle,
+        parameter="training_base_model",
+        oci_insecure=oci.insecure,
+        oci_ca_bundle=oci.ca_bundle,
         log=log,
     )
-    facts = {"base_model_digest": pulled.digest, "base_model_resolved": pulled.uri, "base_model_path": str(pulled.path)}
-    return str(pulled.path), facts
+    return str(staged.path), staged.facts
 
 
 def dataset_facts(artifact: Any) -> dict[str, str]:
