@@ -18,7 +18,6 @@ PLURAL = "hardwareprofiles"
 NAME_ANNOTATION = "opendatahub.io/hardware-profile-name"
 NAMESPACE_ANNOTATION = "opendatahub.io/hardware-profile-namespace"
 DISABLED_ANNOTATION = "opendatahub.io/disabled"
-DISPLAY_NAME_ANNOTATION = "opendatahub.io/display-name"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 #: The step kinds a profile is chosen for.
@@ -37,7 +36,6 @@ class HardwareProfile:
 
     name: str
     namespace: str
-    display_name: str
     disabled: bool
     counts: Mapping[str, str]
     accelerators: tuple[str, ...]
@@ -106,7 +104,6 @@ def parse_profile(obj: Mapping[str, Any]) -> HardwareProfile:
     return HardwareProfile(
         name=str(metadata.get("name") or ""),
         namespace=str(metadata.get("namespace") or ""),
-        display_name=str(annotations.get(DISPLAY_NAME_ANNOTATION) or metadata.get("name") or ""),
         disabled=str(annotations.get(DISABLED_ANNOTATION, "false")).lower() == "true",
         counts=counts,
         accelerators=tuple(accelerators),
