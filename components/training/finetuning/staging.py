@@ -29,7 +29,7 @@ def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str
         ``(local model directory, lineage facts)``, or ``(None, {})`` when the pods download the base model.
 
     Raises:
-        OciModelError: The model cannot be pulled (one line naming the reference and the fix).
+        BaseModelError: The model cannot be pulled (one line naming the reference and the fix).
     """
     base_model = plan.config.base_model
     if not base_model.startswith("oci://") and workspace_copy.staged_base_model(base_model, plan.workspace) is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from components._common import oci_reference
-from components._common.base_model import BaseModelError
 from components._common.oci_reference import OciReference
 
 #: The pull secret's Docker config.json (the guide's key), else its ``.dockerconfigjson`` key, as env vars.
@@ -18,7 +17,7 @@ SECRET_HINT = (
 )
 
 
-class OciModelError(BaseModelError):
+class OciModelError(ValueError):
     """An ``oci://`` base model cannot be used; the one-line message says what to fix (never a secret)."""
 
 
