@@ -204,14 +204,11 @@ def mask_exception(error: BaseException) -> BaseException:
     return error
 
 
-class MaskingFilter(logging.Filter):
-    """A logging filter that masks each record's message (with its arguments merged in)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Masks ``record`` in place; always keeps it."""
-        with contextlib.suppress(Exception):
-            record.msg, record.args = mask_text(record.getMessage()), ()
-        return True
+def _mask_record(record: logging.LogRecord) -> bool:
+    """A logging filter: masks the record's message (its arguments merged in) in place; keeps it."""
+    with contextlib.suppress(Exception):
+        record.msg, record.args = mask_text(record.getMessage()), ()
+    return True
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
@@ -249,10 +246,9 @@ def masked_output() -> Iterator[None]:
     """Within the block, stdout, stderr, the root logger's handlers and a leaving exception are masked."""
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = MaskingStream(sys.stdout), MaskingStream(sys.stderr)
-    log_filter = MaskingFilter()
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
-        handler.addFilter(log_filter)
+        handler.addFilter(_mask_record)
     try:
         yield
     except BaseException as error:
@@ -260,7 +256,7 @@ def masked_output() -> Iterator[None]:
     finally:
         sys.stdout, sys.stderr = saved
         for handler in handlers:
-            handler.removeFilter(log_filter)
+            handler.removeFilter(_mask_record)
 
 
 def masked(func: Callable[..., T]) -> Callable[..., T]:

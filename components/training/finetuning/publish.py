@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from pathlib import Path
@@ -34,12 +35,9 @@ class PublishError(OSError):
 
 def free_bytes(path: Path) -> int | None:
     """Free bytes on the file system holding ``path`` (or its nearest existing parent); ``None`` when unknown."""
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            try:
-                return shutil.disk_usage(candidate).free
-            except OSError:
-                return None
+    existing = next((candidate for candidate in (path, *path.parents) if candidate.exists()), path)
+    with contextlib.suppress(OSError):
+        return shutil.disk_usage(existing).free
     return None
 
 
