@@ -1,7 +1,9 @@
 """The shared retry policy (``components/_common/retry.py``): what is retried, how often and for how long."""
 
+import email.utils
 import ssl
 import urllib.error
+from types import SimpleNamespace
 
 import pytest
 import urllib3
@@ -12,6 +14,7 @@ from components._common.retry import (
     RetryPolicy,
     call_with_retries,
     is_transient,
+    retry_after_s,
     single_try_transport,
 )
 
@@ -137,6 +140,39 @@ def test_a_call_that_succeeds_at_the_deadline_is_not_given_up():
     assert flaky.calls == 4 and clock.now == pytest.approx(5.0)
 
 
+def _http_error(status: int, retry_after: str) -> urllib.error.HTTPError:
+    return urllib.error.HTTPError("http://127.0.0.1/x", status, "busy", {"Retry-After": retry_after}, None)
+
+
+def test_retry_after_is_read_from_urllib_and_httpx_errors():
+    assert retry_after_s(_http_error(429, "7")) == 7.0
+    httpx_like = SimpleNamespace(response=SimpleNamespace(status_code=503, headers={"Retry-After": "3"}))
+    assert retry_after_s(httpx_like) == 3.0
+    later = email.utils.formatdate(1_000_010.0, usegmt=True)
+    assert retry_after_s(_http_error(503, later), now=lambda: 1_000_000.0) == pytest.approx(10.0)
+    assert retry_after_s(_http_error(503, "soon")) is None and retry_after_s(ValueError("x")) is None
+
+
+def test_the_wait_is_the_longer_of_backoff_and_retry_after_bounded_by_the_policy():
+    flaky, waits = Flaky(_http_error(429, "7"), _http_error(503, "3600"), _http_error(503, "")), []
+    policy = RetryPolicy(attempts=4, initial_delay_s=0.5, jitter=0.0, max_retry_after_s=30.0)
+    assert call_with_retries(flaky, policy, sleep=waits.append) == "done"
+    assert waits == [7.0, 30.0, 2.0]  # Retry-After 7; 3600 cut to 30; none: the backoff 0.5 * 2**2
+
+
+def test_a_retry_after_past_the_deadline_gives_up_at_once():
+    clock = FakeTime()
+    with pytest.raises(GaveUp) as gave_up:
+        call_with_retries(
+            Flaky(*[_http_error(429, "50")] * 5),
+            RetryPolicy(attempts=5, jitter=0.0, max_retry_after_s=60.0),
+            sleep=clock.sleep,
+            clock=lambda: clock.now,
+            deadline=20.0,
+        )
+    assert gave_up.value.reason == "deadline" and gave_up.value.attempts == 1 and clock.sleeps == []
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [({"attempts": 0}, "attempts=0"), ({"initial_delay_s": -1}, "initial_delay_s=-1"), ({"factor": 0.5}, "factor")],
@@ -153,8 +189,7 @@ def test_transport_makes_one_try_and_keeps_the_error_shape():
 
 
 def test_every_install_that_runs_the_policy_has_tenacity():
-    """The steps run on the project's image, which installs the wheel's core dependencies from the lock: tenacity is
-    one of them (so the core install has it too), pinned in the lock, wherever a component imports the policy."""
+    """tenacity is a core dependency (the image installs the core from the lock), pinned in the lock."""
     import tomllib
     from pathlib import Path
 

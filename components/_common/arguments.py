@@ -22,11 +22,7 @@ def require_arguments(component: str, arguments: Mapping[str, Any], expected: It
 
 
 def artifact_path(component: str, name: str, artifact: Any) -> str:
-    """The local path of an optional input artifact (``""`` when it is ``None``).
-
-    Raises:
-        TypeError: ``artifact`` is neither ``None`` nor artifact-like (no ``path``).
-    """
+    """The local path of an optional input artifact (``""`` for ``None``; ``TypeError`` when not artifact-like)."""
     if artifact is None:
         return ""
     if not isinstance(getattr(artifact, "path", None), str):

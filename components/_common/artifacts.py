@@ -10,9 +10,7 @@ class ArtifactFileError(ValueError):
 
 
 def find_artifact_file(path: str | Path, label: str, prefer: str = "") -> Path:
-    """The ``.jsonl`` file of an artifact: ``path`` itself, or the one such file in the folder ``path``.
-
-    ``label`` names the artifact in messages; ``prefer`` is the stem chosen when there are several (e.g. ``train``).
+    """The ``.jsonl`` file of an artifact: ``path`` itself, or the one (or the ``prefer`` stem) in the folder.
 
     Raises:
         ArtifactFileError: ``path`` does not exist, or its folder holds no such file, or several without ``prefer``.

@@ -1,11 +1,7 @@
-"""The base model once per run: downloaded into the run's workspace by the first step that needs it, then read there.
+"""The base model once per run: downloaded into the workspace by the first step that needs it, then read there.
 
-The base evaluation (``lm_eval`` with ``model_source``) runs before training, so :func:`stage_base_model` downloads a
-Hub id, ``s3://`` prefix or ``oci://`` reference into ``<workspace>/train_model/model_cache/`` (the training pods'
-download cache) with a completion marker; ``train_model`` finds it with :func:`staged_base_model` (no network) and the
-LoRA evaluation through the model's ``base_model_path`` metadata. Integrity checks are the download paths' own
-(``oci://`` digests and sizes; complete ``s3://``/Hub downloads only), plus the marker's file sizes on every reuse.
-Local paths and ``pvc://`` models are read where they are.
+:func:`stage_base_model` downloads a Hub id, ``s3://`` prefix or ``oci://`` reference into the training pods' cache
+with a marker of its file sizes; ``train_model`` finds it with :func:`staged_base_model` (no network).
 """
 
 from __future__ import annotations
@@ -28,13 +24,7 @@ class BaseModelError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class StagedBaseModel:
-    """A base model on the workspace.
-
-    Attributes:
-        path: Its directory (``config.json`` inside), used like a local model.
-        facts: Lineage for the ``Model`` metadata (``base_model_path``; for ``oci://`` also the digest).
-        reused: Whether an earlier step (or attempt) had staged it.
-    """
+    """A base model on the workspace: its directory, its lineage facts, whether an earlier step staged it."""
 
     path: Path
     facts: dict[str, str]
@@ -64,10 +54,7 @@ def _sizes(directory: Path) -> dict[str, int]:
 
 
 def staged_base_model(source: str, workspace: str | Path) -> StagedBaseModel | None:
-    """The copy of ``source`` an earlier step staged on ``workspace``, when its marker is there and its files match.
-
-    No network: ``None`` when nothing (complete) was staged.
-    """
+    """The copy of ``source`` an earlier step staged on ``workspace`` with matching files, else ``None``."""
     marker = _marker(model_cache_dir(workspace), source)
     try:
         record = json.loads(marker.read_text(encoding="utf-8"))
@@ -95,8 +82,8 @@ def stage_base_model(
         source: A Hub id, ``s3://bucket/prefix`` or ``oci://`` reference; a path or ``pvc://`` returns ``None``.
         workspace: The run's workspace (``pvc_path``).
         environ: ``HF_TOKEN``, ``AWS_*`` or the OCI pull secret; never logged.
-        parameter: The parameter named in errors (``model_source``, ``training_base_model``).
-        oci_insecure: ``oci://``: skip TLS verification (in-cluster registries).
+        parameter: The parameter named in errors.
+        oci_insecure: ``oci://``: skip TLS verification.
         oci_ca_bundle: ``oci://``: the registry's CA bundle (PEM path or text).
         log: Progress sink.
 

@@ -44,12 +44,7 @@ _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class RowError(ValueError):
-    """A row breaks one of :data:`RULES`.
-
-    Attributes:
-        rule: The rule's name, a key of :data:`RULES`.
-        detail: What exactly is wrong, e.g. ``messages[2].role='bot'``.
-    """
+    """A row breaks one of :data:`RULES` (``detail``: e.g. ``messages[2].role='bot'``)."""
 
     def __init__(self, rule: str, detail: str) -> None:
         super().__init__(f"{rule}: {detail}")
@@ -58,14 +53,7 @@ class RowError(ValueError):
 
 
 class ChatFormatError(ValueError):
-    """A row or a file breaks a rule; the message is one line: ``where [rule] detail — excerpt``.
-
-    Attributes:
-        where: ``file:line`` (or the file alone for a file-level rule).
-        rule: The rule's name, a key of :data:`RULES`.
-        detail: What exactly is wrong.
-        excerpt: A short excerpt of the offending row ("" for file-level rules).
-    """
+    """A row or a file breaks a rule, in one line: ``where [rule] detail — excerpt`` (``where``: ``file:line``)."""
 
     def __init__(self, where: str, rule: str, detail: str, excerpt: str = "") -> None:
         tail = f" — {excerpt}" if excerpt else ""
@@ -83,11 +71,7 @@ class Unreadable:
 
 
 def excerpt(text: str | bytes) -> str:
-    r"""A short, single-line excerpt of a record for error messages and reports.
-
-    Control characters (a binary file's bytes, terminal escapes) are written as ``\xNN``, so an excerpt never drives
-    the terminal that shows it.
-    """
+    r"""A short, single-line excerpt of a record; control characters written as ``\xNN`` (no terminal escapes)."""
     if isinstance(text, bytes):
         text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
     text = _CONTROL_CHARACTERS.sub(lambda m: f"\\x{ord(m[0]):02x}", " ".join(text[: _EXCERPT_CHARS * 4].split()))

@@ -20,12 +20,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Size limits of reading data files; memory stays bounded by ``max_line_bytes`` whatever the input.
-
-    Attributes:
-        max_line_bytes: The largest JSONL line, ``.json`` array element or CSV record (rule ``record_too_large``).
-        max_decompressed_bytes: The most one ``.gz`` file may decompress to (rule ``decompressed_too_large``).
-    """
+    """Size limits of reading data files (rules ``record_too_large``, ``decompressed_too_large``)."""
 
     max_line_bytes: int
     max_decompressed_bytes: int
@@ -37,8 +32,7 @@ class ReadLimits:
                 raise ValueError(f"{name}={value!r} must be a positive number of bytes")
 
 
-#: The bounds of reading a dataset *artifact* (already validated by the dataset step with its own limits): no rule,
-#: only a bound on the memory a corrupt or foreign file can take.
+#: The bounds of reading a dataset artifact (already validated): only a bound on memory.
 ARTIFACT_READ_LIMITS = ReadLimits(max_line_bytes=1 << 30, max_decompressed_bytes=1 << 40)
 
 
@@ -51,7 +45,7 @@ def size_text(size: int) -> str:
 
 
 class DecompressedLimitExceeded(Exception):
-    """A ``.gz`` file expanded past ``max_decompressed_bytes`` (turned into rule ``decompressed_too_large``)."""
+    """A ``.gz`` file expanded past ``max_decompressed_bytes``."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"decompressed past max_decompressed_bytes={size_text(limit)}")
@@ -59,7 +53,7 @@ class DecompressedLimitExceeded(Exception):
 
 
 class _LimitedReader(io.BufferedIOBase):
-    """A decompressing reader that raises :class:`DecompressedLimitExceeded` once it has produced too many bytes."""
+    """A decompressing reader raising :class:`DecompressedLimitExceeded` past its limit."""
 
     def __init__(self, inner: IO[bytes], limit: int) -> None:
         super().__init__()
@@ -101,10 +95,7 @@ def record_too_large(what: str, limit: int, start: bytes | str) -> Unreadable:
 
 @contextlib.contextmanager
 def gzip_errors(path: Path, where: Callable[[], str]) -> Iterator[None]:
-    """Within the block, a damaged ``.gz`` or one expanding past its cap raises its one-line ``ChatFormatError``.
-
-    ``where()`` says where in the file it happened (``after line 12``, ``at its start``).
-    """
+    """Within the block, a damaged or too large ``.gz`` raises a ``ChatFormatError`` saying ``where()``."""
     try:
         yield
     except (EOFError, gzip.BadGzipFile, zlib.error) as error:
@@ -120,7 +111,7 @@ def gzip_errors(path: Path, where: Callable[[], str]) -> Iterator[None]:
 
 
 def after(position: int, unit: str = "line") -> str:
-    """``after line 3`` (``unit`` 3), or ``at its start`` for position 0: where a file broke, for messages."""
+    """``after line 3``, or ``at its start`` for position 0."""
     return f"after {unit} {position}" if position else "at its start"
 
 
@@ -171,10 +162,9 @@ def is_record(line: bytes | Unreadable) -> bool:
 
 
 def count_lines(path: Path, limits: ReadLimits) -> int:
-    """An upper bound of the records of a JSON-lines file (see :func:`is_record`), from one quick scan of its bytes.
+    """An upper bound of the records of a JSON-lines file, from one quick scan of its bytes.
 
-    Lines are counted by their line breaks, less the blank lines at the end of the file; the bound is exact unless
-    blank lines stand between records, which a caller sees when fewer records than this arrive.
+    Exact unless blank lines stand between records (trailing blank lines are not counted).
 
     Raises:
         ChatFormatError: As :func:`iter_line_blocks`.

@@ -1,8 +1,6 @@
-"""The chat-format rules, once: what a usable ``{"messages": [...]}`` row is, how JSON lines decode, what errors say.
+"""The chat-format rules, once: what a usable ``{"messages": [...]}`` row is, how JSON lines decode (``msgspec``).
 
 The dataset step, ``train_model`` and lm-eval's held-out tasks accept and refuse the same rows with the same words.
-JSON lines are decoded with ``msgspec``: into typed structs for the common, valid row (:func:`fast_valid_lines`),
-into plain values only to name the rule a row breaks.
 """
 
 from __future__ import annotations
@@ -18,17 +16,13 @@ from components._common.chat_files import ARTIFACT_READ_LIMITS, iter_lines
 
 #: Roles a chat message may have.
 ROLES = frozenset({"system", "user", "assistant", "tool"})
-#: What a row without ``messages`` lacks (the RHOAI guide's troubleshooting string comes first).
+#: What a row without ``messages`` lacks, and how a failed dataset's error begins (the RHOAI guide's strings).
 MESSAGES_NOT_FOUND = "messages field not found (no `messages` key)"
-#: How a failed dataset's error begins (the RHOAI guide's troubleshooting string).
 EXPECTED_CHAT_FORMAT = "Expected chat format"
 
 
-# ---------------------------------------------------------------------------------------------------------- rules
-
-
 def message_text(content: object) -> str:
-    """The text of a message ``content``: the string itself, or the text parts of a list joined with a newline.
+    """The text of a message ``content``: the string, or a list's text parts joined with newlines.
 
     Raises:
         RowError: ``content_not_string`` or ``content_part_invalid``.
@@ -49,10 +43,9 @@ def message_text(content: object) -> str:
 def check_messages(
     messages: object, allow_trailing_user: bool = False, heldout: bool = False
 ) -> tuple[str, str] | None:
-    """Checks a ``messages`` value against the conversation rules: ``None`` if usable, else ``(rule, detail)``.
+    """Checks ``messages`` against the conversation rules: ``None`` if usable, else ``(rule, detail)``.
 
-    ``heldout`` also applies the held-out rules ``last_not_assistant`` and ``no_user_turn`` (the last message is the
-    assistant's reference answer).
+    ``heldout`` adds ``last_not_assistant`` and ``no_user_turn`` (the last message is the reference answer).
     """
     if type(messages) is not list:
         return "messages_not_list", f"messages is {type(messages).__name__}, not a list"
@@ -100,15 +93,12 @@ def check_row(row: object, allow_trailing_user: bool = False, heldout: bool = Fa
 
 
 def normalize_row(row: dict) -> dict:
-    """``row`` with every list-of-parts ``content`` joined into a string (:func:`message_text`); a checked row only."""
+    """A checked ``row`` with every list-of-parts ``content`` joined into a string."""
     messages = row["messages"]
     if all(type(message["content"]) is str for message in messages):
         return row
     joined = [{**message, "content": message_text(message["content"])} for message in messages]
     return {**row, "messages": joined}
-
-
-# ------------------------------------------------------------------------------------------------------ decoding
 
 
 class _Message(msgspec.Struct, gc=False):
@@ -126,7 +116,7 @@ _ENCODE = msgspec.json.encode
 
 
 def decode_json(data: bytes | str) -> object:
-    """Decodes one JSON document; a value, or an :class:`Unreadable` naming the rule it breaks (never raises)."""
+    """One JSON document's value, or an :class:`Unreadable` naming the rule it breaks (never raises)."""
     try:
         return _ANY.decode(data)
     except msgspec.DecodeError as error:
@@ -157,8 +147,7 @@ _NOT_FAST = (msgspec.DecodeError, UnicodeDecodeError, RecursionError, TypeError)
 def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[bool]:
     """Whether each JSON line is certainly a usable ``messages`` row with string contents, checked while parsing.
 
-    ``False`` means "not on the fast path": decode the line with :func:`decode_json` and name the rule with
-    :func:`check_row` (list-of-parts contents, for instance, are usable but not fast).
+    ``False`` means "not on the fast path": :func:`decode_json` and :func:`check_row` decide.
     """
     decode = _TYPED.decode
     verdicts = []
@@ -187,19 +176,17 @@ def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[boo
 def iter_chat_file(
     path: Path, *, allow_trailing_user: bool, heldout: bool = False, label: str = "", require_rows: bool = True
 ) -> Iterator[tuple[int, dict]]:
-    """Yields ``(line_number, row)`` for every row of a chat JSONL file, streaming, checked and normalized.
+    """Yields ``(line_number, row)`` for every row of a chat JSONL file (``.gz`` too), checked and normalized.
 
     Args:
-        path: The JSONL file (``.gz`` allowed).
-        allow_trailing_user: Accept conversations whose last message is a user turn (a reader's choice: the training
-            step accepts what the dataset step let through; not the dataset step's parameter of the same name).
+        path: The JSONL file.
+        allow_trailing_user: Accept conversations ending on a user turn.
         heldout: Also apply the held-out rules (:func:`check_messages`).
         label: What the file is (e.g. ``train_dataset``), put before its name in messages.
-        require_rows: Raise ``no_rows`` for a file without any row (else yield nothing).
+        require_rows: Raise ``no_rows`` for a file without any row.
 
     Raises:
-        ChatFormatError: At the first row that breaks a rule (naming file, line and rule), or ``no_rows`` when the
-            file holds no row at all.
+        ChatFormatError: At the first row that breaks a rule (naming file, line and rule), or ``no_rows``.
     """
     where = f"{label} {path}" if label else str(path)
     rows = 0

@@ -1,8 +1,4 @@
-"""The dataset artifact's metadata: one versioned schema, one name per fact, ``dataset_uri`` everywhere.
-
-``dataset_download`` writes it on its ``train_dataset`` and ``eval_dataset`` outputs; ``train_model`` (model metadata,
-MLflow parameters) and ``model_registry`` (lineage) read it back with :func:`read_dataset_metadata`, strictly.
-"""
+"""The dataset artifact's metadata: one versioned schema that ``dataset_download`` writes and later steps read."""
 
 from __future__ import annotations
 
@@ -10,11 +6,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-#: The schema version written by this release; raise it when a field changes.
+#: The schema version written by this release (raise it when a field changes) and the key that marks it.
 DATASET_METADATA_VERSION = 1
-#: The metadata key that marks (and versions) this schema.
 VERSION_KEY = "dataset_metadata_version"
-#: Metadata keys KFP itself may add to an artifact; ignored when decoding.
+#: Metadata keys KFP itself may add to an artifact.
 _KFP_KEYS = frozenset({"display_name"})
 _TYPES: dict[str, Any] = {"str": str, "int": int}
 
@@ -28,10 +23,8 @@ class DatasetMetadata:
     """What ``dataset_download`` knows about one split it wrote.
 
     Attributes:
-        dataset_uri: The dataset as the user named it (``dataset_download``'s ``dataset_uri``).
-        dataset_revision: What was read: the Hub commit, the object's ETag/version, or the file's mtime.
+        dataset_revision: The Hub commit, the object's ETag/version, or the file's mtime.
         dataset_format: The input format the rows were converted from (``messages``, ``alpaca``, ...).
-        dataset_split_seed: The seed of the subset and the split.
     """
 
     dataset_metadata_version: int
@@ -52,8 +45,7 @@ def read_dataset_metadata(metadata: Mapping[str, Any] | None, label: str) -> Dat
     """Decodes a dataset artifact's metadata strictly, or ``None`` when another component produced it.
 
     Raises:
-        DatasetMetadataError: It carries :data:`VERSION_KEY` but another version, or a missing, unknown or
-            mistyped field.
+        DatasetMetadataError: Another version, or a missing, unknown or mistyped field.
     """
     values = {key: value for key, value in dict(metadata or {}).items() if key not in _KFP_KEYS}
     if VERSION_KEY not in values:
@@ -74,7 +66,7 @@ def read_dataset_metadata(metadata: Mapping[str, Any] | None, label: str) -> Dat
     for field in fields:
         value = values[field.name]
         if field.type == "int" and isinstance(value, float) and value.is_integer():
-            # KFP keeps artifact metadata in a protobuf Struct: its numbers come back as doubles
+            # a protobuf Struct's numbers come back as doubles
             values[field.name] = value = int(value)
         if isinstance(value, bool) or not isinstance(value, _TYPES[field.type]):
             raise DatasetMetadataError(f"{label} metadata: field {field.name}={value!r} must be of type {field.type}")

@@ -31,7 +31,7 @@ def new_file_mode() -> int:
 
 
 def mkstemp_like_open(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, str]:
-    """``tempfile.mkstemp`` in ``directory`` with the mode of a file ``open()`` would create (:func:`new_file_mode`)."""
+    """``tempfile.mkstemp`` in ``directory`` with the mode ``open()`` would give (:func:`new_file_mode`)."""
     handle, name = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=suffix)
     try:
         os.fchmod(handle, new_file_mode())
@@ -58,10 +58,7 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
 
 
 def with_extension(artifact: object, extension: str) -> str:
-    """Gives an output artifact's file an extension (the KFP UI shows a file by it); returns the path to write.
-
-    Changing ``artifact.uri`` before writing is how KFP lets a component choose the name. Idempotent.
-    """
+    """Gives an output artifact's file an extension (the KFP UI shows it by that); returns the path to write."""
     if not artifact.uri.endswith(extension):
         artifact.uri = artifact.uri + extension
     return artifact.path

@@ -1,13 +1,8 @@
 """RHOAI Hardware Profiles (``infrastructure.opendatahub.io`` ``HardwareProfile``): read at run time, applied by steps.
 
-The CRD is vendored in ``tests/specs/crds/infrastructure.opendatahub.io_hardwareprofiles.yaml`` (Open Data Hub
-operator ``v3.0.0``, ``api/infrastructure/v1/hardwareprofile_types.go``, unchanged through ``v3.5.0``; served as ``v1``
-and the deprecated ``v1alpha1``). A profile's ``spec.identifiers[]`` give each resource's ``defaultCount`` (a step's
-request and limit), ``spec.scheduling`` a node selector and tolerations (``type: Node``) or a Kueue local queue
-(``type: Queue``); the dashboard's annotations mark it disabled and name it. A workload carries the
-``opendatahub.io/hardware-profile-name`` / ``-namespace`` annotations the operator's webhook sets.
-
-Everything here but :func:`read_hardware_profile` and :func:`list_hardware_profiles` is pure.
+The CRD (Open Data Hub operator v3.0.0 to v3.5.0) is vendored in ``tests/specs/crds/``. ``spec.identifiers[]`` give
+each resource's ``defaultCount`` (request and limit), ``spec.scheduling`` a node selector and tolerations or a Kueue
+local queue. Everything but :func:`list_hardware_profiles` and :func:`read_hardware_profile` is pure.
 """
 
 from __future__ import annotations
@@ -23,10 +18,9 @@ PLURAL = "hardwareprofiles"
 NAME_ANNOTATION = "opendatahub.io/hardware-profile-name"
 NAMESPACE_ANNOTATION = "opendatahub.io/hardware-profile-namespace"
 DISABLED_ANNOTATION = "opendatahub.io/disabled"
-DISPLAY_NAME_ANNOTATION = "opendatahub.io/display-name"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
-#: The step kinds a profile is chosen for, and the pipeline parameters that name it.
+#: The step kinds a profile is chosen for.
 STEP_KINDS = ("training", "evaluation", "serving")
 #: Where the dashboard keeps global profiles (RHOAI, Open Data Hub): read after the run's own namespace.
 PLATFORM_NAMESPACES = ("redhat-ods-applications", "opendatahub")
@@ -38,18 +32,10 @@ class HardwareProfileError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class HardwareProfile:
-    """One HardwareProfile, as a step applies it.
-
-    Attributes:
-        display_name: The dashboard's name (``opendatahub.io/display-name``, else ``name``).
-        counts: The default count of each identifier (``{"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}``).
-        accelerators: The identifiers of ``resourceType: Accelerator``.
-        local_queue: ``scheduling.kueue.localQueueName`` (``""``: not queue-scheduled).
-    """
+    """One HardwareProfile, as a step applies it (``counts``: each identifier's ``defaultCount``)."""
 
     name: str
     namespace: str
-    display_name: str
     disabled: bool
     counts: Mapping[str, str]
     accelerators: tuple[str, ...]
@@ -59,7 +45,7 @@ class HardwareProfile:
     priority_class: str
 
     def resources(self) -> dict[str, dict[str, str]]:
-        """The container resources: each identifier's default count as request and limit (``{}`` for none)."""
+        """The container resources: each default count as request and limit (``{}`` for none)."""
         if not self.counts:
             return {}
         return {"requests": dict(self.counts), "limits": dict(self.counts)}
@@ -82,7 +68,7 @@ class HardwareProfile:
         return {NAME_ANNOTATION: self.name, NAMESPACE_ANNOTATION: self.namespace}
 
     def summary(self) -> str:
-        """One line: ``gpu-a100 (ns): nvidia.com/gpu=1, cpu=8; nodeSelector {...}; 1 toleration; queue q``."""
+        """One line: ``gpu-a100 (ns): nvidia.com/gpu=1, cpu=8; nodeSelector {...}; 1 toleration(s); queue q``."""
         parts = [", ".join(f"{key}={value}" for key, value in self.counts.items()) or "no resources"]
         if self.node_selector:
             parts.append(f"nodeSelector {dict(self.node_selector)}")
@@ -118,7 +104,6 @@ def parse_profile(obj: Mapping[str, Any]) -> HardwareProfile:
     return HardwareProfile(
         name=str(metadata.get("name") or ""),
         namespace=str(metadata.get("namespace") or ""),
-        display_name=str(annotations.get(DISPLAY_NAME_ANNOTATION) or metadata.get("name") or ""),
         disabled=str(annotations.get(DISABLED_ANNOTATION, "false")).lower() == "true",
         counts=counts,
         accelerators=tuple(accelerators),
@@ -144,9 +129,8 @@ def step_fit(profile: HardwareProfile) -> dict[str, str]:
 def lmevaljob_pod_settings(profile: HardwareProfile) -> tuple[dict[str, Any], dict[str, str]]:
     """``(spec.pod, metadata.labels)`` of an ``LMEvalJob`` scheduled by ``profile``.
 
-    The LMEvalJob's ``pod`` (trustyai-service-operator ``LMEvalPodSpec``) has the container's resources and an
-    ``affinity``, but no ``nodeSelector`` and no ``tolerations``: the node selector becomes a required node affinity;
-    a queue-scheduled profile's Kueue label goes on the job (the operator's Kueue integration suspends and admits it).
+    ``LMEvalPodSpec`` has no ``nodeSelector`` or ``tolerations``: the node selector becomes a required node affinity;
+    a Queue profile's Kueue label goes on the job.
 
     Raises:
         HardwareProfileError: The profile has tolerations (LMEvalJob cannot carry them).
@@ -175,11 +159,7 @@ def lmevaljob_pod_settings(profile: HardwareProfile) -> tuple[dict[str, Any], di
 
 
 def apply_to_inference_service(isvc: Mapping[str, Any], profile: HardwareProfile) -> dict[str, Any]:
-    """A copy of an ``InferenceService`` with the profile's resources, node selector, tolerations and queue.
-
-    The paths are those the operator's webhook fills (``spec.predictor.model`` resources, ``spec.predictor``
-    ``nodeSelector``/``tolerations``), plus the Kueue labels and the profile annotations.
-    """
+    """A copy of an ``InferenceService`` with the profile applied where the operator's webhook puts it."""
     import copy
 
     result = copy.deepcopy(dict(isvc))
@@ -197,7 +177,7 @@ def apply_to_inference_service(isvc: Mapping[str, Any], profile: HardwareProfile
 
 
 def _listed(api_client: Any, namespace: str) -> list[dict[str, Any]]:
-    """The profiles of one namespace, by the newest served version (``[]`` where none is served or readable)."""
+    """The profiles of one namespace by the newest served version (``[]`` where none is readable)."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
@@ -227,7 +207,7 @@ def read_hardware_profile(api_client: Any, name: str, namespaces: Sequence[str],
     """The enabled profile ``name`` (given as ``parameter``), the first found in ``namespaces`` order.
 
     Raises:
-        HardwareProfileError: It does not exist or is disabled; the one line lists the enabled profiles that exist.
+        HardwareProfileError: It does not exist or is disabled (the line lists the enabled ones).
     """
     profiles = list_hardware_profiles(api_client, namespaces)
     found = next((profile for profile in profiles if profile.name == name), None)

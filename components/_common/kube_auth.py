@@ -30,16 +30,15 @@ def load_api_client(
     """A ``kubernetes.client.ApiClient``: the secret's env when set, else the service account, else the kubeconfig.
 
     Args:
-        verify_ssl: Verify the API server's certificate (default). ``False`` is an explicit, logged opt-out.
-        ca_bundle: A CA bundle file to verify the server with (``""``: the service account's CA or system CAs).
-        environ: Environment to read (tests); defaults to ``os.environ``.
-        service_account_dir: Where the service account token and CA are mounted (tests).
+        verify_ssl: Verify the API server's certificate; ``False`` is a logged opt-out.
+        ca_bundle: A CA bundle file (``""``: the service account's CA or system CAs).
+        environ: Environment to read; defaults to ``os.environ``.
+        service_account_dir: Where the service account token and CA are mounted.
         log: Where the TLS opt-out warning goes.
-        kubeconfig: Fall back to the kubeconfig's current context when no service account is mounted.
+        kubeconfig: Fall back to the kubeconfig's current context.
 
     Raises:
-        KubeAuthError: Only one of the two env vars is set, the URL is not http(s), no service account is mounted (and
-            no usable kubeconfig, with ``kubeconfig``), or ``ca_bundle`` does not exist.
+        KubeAuthError: One env var without the other, a non-http(s) URL, no credentials at all, or no ``ca_bundle``.
     """
     from kubernetes import client
     from kubernetes.config.incluster_config import InClusterConfigLoader

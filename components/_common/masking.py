@@ -1,9 +1,7 @@
-"""Secrets masked by value: whatever a component prints, raises or writes never holds a secret it was given.
+"""Secrets masked: whatever a component prints, raises or writes never holds a secret (standard library only).
 
-:func:`mask_text` replaces every spelling of the known secrets (:data:`SECRET_ENV_VARS`, :func:`register_secret`),
-then :data:`PATTERNS` catch secrets it never saw; signed-URL parameters and URL userinfo (:data:`URL_PATTERNS`) are
-masked in every output, keeping the URL readable. :func:`masked` masks a component's entry function's stdout, stderr,
-root logger and leaving exception. Standard library only.
+:func:`mask_text` masks every spelling of the known secrets, then :data:`PATTERNS` catch the ones it never saw;
+:func:`masked` wraps a component's entry function (stdout, stderr, root logger, leaving exception).
 """
 
 from __future__ import annotations
@@ -20,18 +18,18 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO, TypeVar
 
-#: Environment variables that hold secrets (mounted from Kubernetes secrets by the pipelines).
+#: Environment variables that hold secrets (mounted from Kubernetes secrets).
 SECRET_ENV_VARS = tuple(
     "HF_TOKEN HUGGING_FACE_HUB_TOKEN AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN KUBERNETES_AUTH_TOKEN "
     "OCI_PULL_SECRET_MODEL_DOWNLOAD MODEL_REGISTRY_TOKEN MLFLOW_TRACKING_TOKEN MLFLOW_TRACKING_PASSWORD".split()
 )
 #: What a masked secret becomes.
 MASK = "***"
-#: Values shorter than this are not masked by value (masking "1" would garble every number); patterns still apply.
+#: Shorter values are not masked by value (masking "1" would garble every number).
 MIN_SECRET_CHARS = 6
 _SECRET_WORDS = r"token|password|passwd|secret|api[_-]?key|access[_-]?key(?:[_-]?id)?|credentials?"
 _KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}))"
-#: Query parameters of signed URLs that carry a signature or a credential, matched whatever their case.
+#: Query parameters of signed URLs that carry a signature or a credential (any case).
 SIGNED_URL_PARAMETERS = tuple(
     "X-Amz-Signature X-Amz-Credential X-Amz-Security-Token X-Goog-Signature X-Goog-Credential AWSAccessKeyId "
     "Signature sig token access_token jwt hf_token api_key apikey key code password passwd secret client_secret "
@@ -40,8 +38,7 @@ SIGNED_URL_PARAMETERS = tuple(
 _SIGNED = "|".join(re.escape(name) for name in SIGNED_URL_PARAMETERS)
 #: An OCI digest after an ``@`` (``repo@sha256:<hex>``): a reference, not the end of a URL's userinfo.
 _NOT_A_DIGEST = r"(?![a-z][a-z0-9+._-]*:[0-9a-f]{32,})"
-#: Signed query parameters and ``user:password@`` userinfo (up to the URL's last ``@`` that is not a digest's), or a
-#: lone userinfo of 6 characters or more (a token).
+#: Signed query parameters, ``user:password@`` userinfo, or a lone userinfo of 6 characters or more (a token).
 URL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)([?&](?:" + _SIGNED + r")=)(?!\*\*\*)[^&#\s'\"<>]+"), r"\1" + MASK),
     (re.compile(r"(?i)(://[^/\s:@'\"]*:)(?!\*\*\*@)[^\s'\"]+(@)" + _NOT_A_DIGEST), r"\1" + MASK + r"\2"),
@@ -59,7 +56,7 @@ def _mask_basic_credentials(match: re.Match[str]) -> str:
 
 
 def token_like(value: str) -> bool:
-    """Whether a value after a secret's key looks like a secret, not an ordinary word (``check``, ``required``)."""
+    """Whether a value after a secret's key looks like a secret, not a word (``check``, ``required``)."""
     value = value.strip()
     if len(value) < MIN_SECRET_CHARS or value.startswith(MASK):
         return False
@@ -67,31 +64,31 @@ def token_like(value: str) -> bool:
         return True
     has_digit = any(c.isdigit() for c in value)
     mixed_case = any(c.islower() for c in value) and any(c.isupper() for c in value)
-    has_symbol = any(c in "-_./+=~" for c in value)  # (a token's alphabet; ``<|pad|>`` is no secret)
+    has_symbol = any(c in "-_./+=~" for c in value)  # a token's alphabet; ``<|pad|>`` is no secret
     return has_digit or mixed_case or has_symbol
 
 
 def _mask_value(match: re.Match[str]) -> str:
-    """``<key part><value>`` with the value masked when it is :func:`token_like` (group 1: key part, 2: value)."""
+    """Group 1 (the key) kept, group 2 (the value) masked when :func:`token_like`."""
     return match[1] + MASK if token_like(match[2]) else match[0]
 
 
-#: Keys whose value in JSON/YAML/``key=value`` text is a secret when it looks like one (:func:`token_like`).
+#: Keys whose value (JSON, YAML, ``key=value``) is a secret when it looks like one.
 _VALUE_KEY = rf"(?:[\w-]*(?:{_SECRET_WORDS}|auth))"
-#: A PEM private-key block to its END line (also with JSON-escaped newlines), or to the end of a text cut off.
+#: A PEM private-key block to its END line (JSON-escaped newlines too), or to the end of a text cut off.
 PRIVATE_KEY_BLOCK = re.compile(
     r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?:.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)|[A-Za-z0-9+/=\s\\:,-]*)",
     re.DOTALL,
 )
 
-#: Secrets whose shape alone says what they are: masked in every output, artifacts included, like :data:`URL_PATTERNS`.
+#: Secrets whose shape alone says what they are: masked everywhere, artifacts included.
 UNMISTAKABLE_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     (PRIVATE_KEY_BLOCK, r"\1" + MASK + r"\2"),  # a block cut off has no END: its group is ""
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"), MASK),  # GitHub tokens
     (re.compile(r"\bgl(?:pat|dt|rt|ptt|soat|ft|imt|cbt|oas|agent)-[A-Za-z0-9_-]{20,}"), MASK),  # GitLab tokens
 )
 
-#: Patterns for secrets never given by value: (regex, replacement keeping the part before the secret).
+#: Secrets never given by value: (regex, replacement).
 PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     *UNMISTAKABLE_PATTERNS,
     (re.compile(r"hf_[A-Za-z0-9]{16,}"), MASK),
@@ -111,18 +108,14 @@ PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ..
     *URL_PATTERNS,
 )
 
-#: Secrets in connection strings (Azure storage and Service Bus keys, SAS signatures): ``AccountKey=...;``.
+#: Connection-string secrets (Azure keys, SAS signatures): ``AccountKey=...;``.
 CONNECTION_STRING_SECRET = re.compile(
     r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)=[^;\s]{4,}"
 )
 
 
 def looks_like_secret(value: str) -> bool:
-    """Whether ``value`` holds something shaped like a secret: what :data:`PATTERNS` would mask, or a key.
-
-    Tokens, JWTs, bearer headers, a URL's password (:data:`PATTERNS`), a connection string's key
-    (:data:`CONNECTION_STRING_SECRET`).
-    """
+    """Whether ``value`` holds something shaped like a secret (:data:`PATTERNS`, a connection string's key)."""
     return bool(CONNECTION_STRING_SECRET.search(value)) or mask_text(value, patterns=True) != value
 
 
@@ -131,13 +124,13 @@ T = TypeVar("T")
 
 
 def register_secret(value: str | None) -> None:
-    """Adds a secret this process read or was passed (a token file, a parameter) to what is masked from now on."""
+    """Adds a secret this process read or was passed to what is masked from now on."""
     if value and len(value) >= MIN_SECRET_CHARS:
         _registered.add(value)
 
 
 def _spellings(value: str) -> set[str]:
-    """A secret as it may appear in output: itself, JSON-escaped, URL-quoted, and the string leaves of its JSON."""
+    """A secret as it may appear: itself, JSON-escaped, URL-quoted, and the string leaves of its JSON."""
     found = {value, json.dumps(value)[1:-1], urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value)}
     with contextlib.suppress(ValueError):
         found |= set(_json_leaves(json.loads(value)))
@@ -161,10 +154,10 @@ def _all_spellings(values: frozenset[str]) -> tuple[str, ...]:
 
 
 def mask_text(text: str, extra: Iterable[str] = (), patterns: bool = True) -> str:
-    """``text`` with every spelling of every known secret (and ``extra``) masked, then every :data:`PATTERNS` match.
+    """``text`` with every spelling of every known secret (and ``extra``) masked, then :data:`PATTERNS`.
 
-    ``patterns=False`` masks by value, :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` only: for artifacts, where
-    a broader pattern could hit ordinary data such as ``"pad_token": "<|pad|>"``.
+    ``patterns=False`` applies only :data:`UNMISTAKABLE_PATTERNS` and :data:`URL_PATTERNS` (for artifacts, where a
+    broader pattern could hit data such as ``"pad_token": "<|pad|>"``).
     """
     values = {os.environ.get(name, "") for name in SECRET_ENV_VARS} | _registered | set(extra)
     for value in _all_spellings(frozenset(value for value in values if len(value) >= MIN_SECRET_CHARS)):
@@ -180,12 +173,12 @@ def _substitute(text: str, patterns: Iterable[tuple[re.Pattern[str], Any]]) -> s
 
 
 def mask_url(text: str) -> str:
-    """``text`` with signed-URL query parameters and URL userinfo masked (:data:`URL_PATTERNS`), readable otherwise."""
+    """``text`` with signed-URL query parameters and URL userinfo masked (:data:`URL_PATTERNS`)."""
     return _substitute(text, URL_PATTERNS)
 
 
 def mask_data(value: T, patterns: bool = True) -> T:
-    """A copy of a JSON-like value (dicts, lists, strings) with :func:`mask_text` applied to every string in it."""
+    """A copy of a JSON-like value with :func:`mask_text` applied to every string in it."""
     if isinstance(value, str):
         return mask_text(value, patterns=patterns)  # type: ignore[return-value]
     if isinstance(value, Mapping):
@@ -196,7 +189,7 @@ def mask_data(value: T, patterns: bool = True) -> T:
 
 
 def mask_exception(error: BaseException) -> BaseException:
-    """Masks the string arguments of an exception and of the exceptions it chains, in place; returns it."""
+    """Masks the string arguments of an exception and of those it chains, in place; returns it."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -211,14 +204,11 @@ def mask_exception(error: BaseException) -> BaseException:
     return error
 
 
-class MaskingFilter(logging.Filter):
-    """A logging filter that masks each record's message (with its arguments merged in)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Masks ``record`` in place; always keeps it."""
-        with contextlib.suppress(Exception):
-            record.msg, record.args = mask_text(record.getMessage()), ()
-        return True
+def _mask_record(record: logging.LogRecord) -> bool:
+    """A logging filter: masks the record's message (its arguments merged in) in place; keeps it."""
+    with contextlib.suppress(Exception):
+        record.msg, record.args = mask_text(record.getMessage()), ()
+    return True
 
 
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
@@ -226,7 +216,7 @@ _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
 
 
 class MaskingStream:
-    """A text stream that masks each ``write``; after a PEM BEGIN line without its END, nothing passes until the END."""
+    """A text stream that masks each ``write``; nothing passes between a PEM BEGIN line and its END."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -256,10 +246,9 @@ def masked_output() -> Iterator[None]:
     """Within the block, stdout, stderr, the root logger's handlers and a leaving exception are masked."""
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = MaskingStream(sys.stdout), MaskingStream(sys.stderr)
-    log_filter = MaskingFilter()
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
-        handler.addFilter(log_filter)
+        handler.addFilter(_mask_record)
     try:
         yield
     except BaseException as error:
@@ -267,9 +256,9 @@ def masked_output() -> Iterator[None]:
     finally:
         sys.stdout, sys.stderr = saved
         for handler in handlers:
-            handler.removeFilter(log_filter)
+            handler.removeFilter(_mask_record)
 
 
 def masked(func: Callable[..., T]) -> Callable[..., T]:
-    """Decorates a component's entry function so that each call runs within :func:`masked_output`."""
+    """Runs each call of a component's entry function within :func:`masked_output`."""
     return masked_output()(func)

@@ -1,13 +1,8 @@
-"""Where a trained model's weights are: the ``Model`` artifact's small manifest, written once and checked on every read.
+"""Where a trained model's weights are: the ``Model`` artifact's manifest, written once and checked on every read.
 
-On a cluster the weights stay where the training job wrote them, on the run's workspace PVC; ``train_model``'s
-``Model`` artifact holds a manifest (:data:`MANIFEST_FILE`: where the weights are, each file's size and fingerprint,
-the digest of that list). The evaluation and registry steps mount the workspace and read the weights in place through
-:func:`resolve_model_dir`. An artifact without a manifest holds the model files itself and is used as it is.
-
-Integrity: every file is checked for its recorded size; files up to :data:`HASHED_BYTES` for their SHA-256, larger
-ones (the weights) for their modification time, so that a read never hashes the whole model again (15 GB for a 7B
-model) while weights rewritten, truncated or removed since are still refused in one line. Standard library only.
+On a cluster the weights stay on the workspace PVC; the artifact holds :data:`MANIFEST_FILE` (where they are, each
+file's size and fingerprint) and later steps read them in place through :func:`resolve_model_dir`. Files up to
+:data:`HASHED_BYTES` are checked by SHA-256, larger ones by size and mtime (no re-hashing 15 GB of weights).
 """
 
 from __future__ import annotations
@@ -23,9 +18,7 @@ from typing import Any
 #: The manifest's file name inside the ``Model`` artifact's directory.
 MANIFEST_FILE = "kfp_finetune_model.json"
 MANIFEST_VERSION = 1
-#: Files up to this size are fingerprinted by their SHA-256; larger ones by size and modification time.
 HASHED_BYTES = 8 * 2**20
-#: Where the weights are: on the run's workspace PVC (read in place), or in the artifact itself.
 STORAGE_WORKSPACE = "workspace"
 STORAGE_ARTIFACT = "artifact"
 
@@ -39,13 +32,10 @@ class ModelManifest:
     """The content of :data:`MANIFEST_FILE`.
 
     Attributes:
-        version: :data:`MANIFEST_VERSION`.
-        storage: :data:`STORAGE_WORKSPACE` or :data:`STORAGE_ARTIFACT`.
-        weights_path: The absolute directory of the weights on the workspace ("" for :data:`STORAGE_ARTIFACT`).
+        weights_path: The weights' directory on the workspace ("" for :data:`STORAGE_ARTIFACT`).
         files: ``{relative path: {"size": n, "sha256": hex}}`` (small files) or ``{"size": n, "mtime_ns": t}``.
-        total_bytes: The sum of the sizes.
         digest: ``sha256:`` of the canonical JSON of ``files``.
-        in_artifact: Whether the artifact holds a copy of the files as well (the opt-in copy).
+        in_artifact: Whether the artifact holds a copy of the files as well.
     """
 
     version: int
@@ -81,7 +71,7 @@ def _files_digest(files: Mapping[str, Any]) -> str:
 
 
 def describe_weights(directory: Path) -> dict[str, dict[str, Any]]:
-    """Every file under ``directory`` (symlinks not followed) with its fingerprint (see the module docstring).
+    """Every file under ``directory`` (symlinks not followed) with its fingerprint.
 
     Raises:
         ModelLocationError: ``directory`` holds no file.
@@ -97,7 +87,7 @@ def describe_weights(directory: Path) -> dict[str, dict[str, Any]]:
 
 
 def build_manifest(weights_dir: Path, storage: str, in_artifact: bool) -> ModelManifest:
-    """The manifest of the model in ``weights_dir`` (reads the small files and the sizes, not the weights)."""
+    """The manifest of the model in ``weights_dir``."""
     files = describe_weights(Path(weights_dir))
     return ModelManifest(
         version=MANIFEST_VERSION,
@@ -111,7 +101,7 @@ def build_manifest(weights_dir: Path, storage: str, in_artifact: bool) -> ModelM
 
 
 def write_manifest(artifact_dir: Path, manifest: ModelManifest) -> Path:
-    """Writes ``manifest`` as :data:`MANIFEST_FILE` in the artifact's directory (atomically); returns the file."""
+    """Writes ``manifest`` as :data:`MANIFEST_FILE` into ``artifact_dir`` (atomically); returns the file."""
     from components._common.files import write_text_atomically
 
     path = Path(artifact_dir) / MANIFEST_FILE
@@ -120,7 +110,7 @@ def write_manifest(artifact_dir: Path, manifest: ModelManifest) -> Path:
 
 
 def read_manifest(artifact_path: str | os.PathLike) -> ModelManifest | None:
-    """The manifest in a ``Model`` artifact's directory, or ``None`` when it has none (the artifact holds the files).
+    """The manifest in a ``Model`` artifact's directory, or ``None`` (the artifact holds the files).
 
     Raises:
         ModelLocationError: The manifest is there but unreadable, of another version or inconsistent.
@@ -162,9 +152,8 @@ def _first_difference(directory: Path, files: Mapping[str, Mapping[str, Any]], c
 def resolve_model_dir(artifact_path: str | os.PathLike) -> Path:
     """The directory holding the model of a ``Model`` artifact, checked against its manifest.
 
-    With a manifest of weights on the workspace: that directory (it must be mounted here, and unchanged); when it is
-    gone but the artifact holds the opt-in copy, the copy. With a manifest of weights in the artifact, or none: the
-    artifact's own directory.
+    The workspace directory the manifest names (mounted and unchanged), else the artifact's opt-in copy; the
+    artifact itself when the weights are in it or there is no manifest.
 
     Raises:
         ModelLocationError: One line: the weights are missing or changed, or the workspace is not mounted here.

@@ -1,7 +1,4 @@
-"""``oci://`` references and Docker ``config.json`` secrets: reading them, and the credentials they hold.
-
-Used by ``oci://`` base models, modelcar push targets, and the CLI's and doctor's image checks.
-"""
+"""``oci://`` references and Docker ``config.json`` secrets (base models, modelcar targets, image checks)."""
 
 from __future__ import annotations
 
@@ -26,14 +23,7 @@ EXPECTED_FORM = "oci://<registry>[:port]/<repository>[:<tag>|@sha256:<64 hex dig
 
 @dataclasses.dataclass(frozen=True)
 class OciReference:
-    """A parsed ``oci://`` reference.
-
-    Attributes:
-        registry: ``host[:port]``.
-        repository: ``path/name`` inside the registry.
-        tag: The tag (``latest`` when neither tag nor digest is given; ``""`` when only a digest is).
-        digest: ``sha256:<hex>`` when pinned, else ``""``.
-    """
+    """A parsed ``oci://`` reference (``tag`` ``latest`` when neither tag nor digest is given)."""
 
     registry: str
     repository: str
@@ -46,18 +36,14 @@ class OciReference:
         return self.digest or self.tag
 
     def uri(self, digest: str = "") -> str:
-        """``oci://registry/repository`` with the tag, or pinned to ``digest`` (or the given digest) when known."""
+        """``oci://registry/repository`` with the tag, or pinned to ``digest`` (or its own) when known."""
         base = f"oci://{self.registry}/{self.repository}"
         pinned = digest or self.digest
         return f"{base}@{pinned}" if pinned else f"{base}:{self.tag}"
 
 
 def parse_oci_uri(uri: str, source: str, error: type[ValueError] = ValueError, example: str = "") -> OciReference:
-    """Parses ``oci://<registry>/<repository>[:<tag>][@sha256:<digest>]`` (``source``: the parameter it came from).
-
-    Raises:
-        error: Not an ``oci://`` URI or not a valid OCI reference (one line naming ``source`` and the form).
-    """
+    """Parses an ``oci://`` reference given as ``source`` (raising ``error`` naming the form when it is not one)."""
     match = _REFERENCE.match(uri[len("oci://") :]) if uri.startswith("oci://") else None
     if not match:
         why = "not a valid OCI reference" if uri.startswith("oci://") else "not an oci:// reference"
@@ -76,7 +62,7 @@ def docker_config_from_env(
     """``(config, variable)``: a Docker ``config.json`` from the first of ``variables`` set, else ``(None, "")``.
 
     Raises:
-        error: The value is not a JSON object (the message names the variable, never the value).
+        error: The value is not a JSON object (naming the variable, never the value).
     """
     for variable in variables:
         text = (env.get(variable) or "").strip()
@@ -108,18 +94,9 @@ def auths_of(config: Mapping | None) -> dict:
 def credentials_for(
     config: Mapping | None, registry: str, malformed: Callable[[str, str], Exception] | None = None
 ) -> tuple[str, str] | None:
-    """The ``(username, password)`` a Docker config.json holds for ``registry``, or ``None``.
+    """The ``(username, password)`` a Docker config.json holds for ``registry`` (matched by host), or ``None``.
 
-    Entries are matched by host (``quay.io``, ``https://quay.io``, ``quay.io/v1/`` all match ``quay.io``; Docker Hub
-    by any of :data:`DOCKER_HUB_ALIASES`); an entry has ``auth`` (base64 ``user:password``) or ``username`` and
-    ``password``.
-
-    Args:
-        config: A config.json or legacy ``.dockercfg`` (:func:`auths_of`); ``None`` for none.
-        registry: ``host[:port]``.
-        malformed: The policy for a matching entry that is malformed: ``None`` skips it (as if absent); else it is
-            called with the entry (``auths['quay.io']``) and the problem (naming the key, never the value) and what
-            it returns is raised.
+    ``malformed(entry, problem)`` builds the error raised for a malformed matching entry; ``None`` skips it.
     """
     registry = registry.lower()
     wanted = DOCKER_HUB_ALIASES if registry in DOCKER_HUB_ALIASES else (registry,)

@@ -1,8 +1,7 @@
-"""One retry policy for the calls whose client has none of its own: bounded attempts, backoff with jitter, deadline.
+"""One retry policy (on ``tenacity``) for calls whose client has none: bounded attempts, jittered backoff, deadline.
 
-Built on ``tenacity``. Only :func:`is_transient` failures are retried (unless the caller says otherwise); a
-``Retry-After`` is honoured up to :attr:`RetryPolicy.max_retry_after_s`; no wait passes the deadline. Then
-:class:`GaveUp` says why, with the last error, so that each caller words its own one-line message.
+Only :func:`is_transient` failures are retried by default; ``Retry-After`` is honoured up to a bound; no wait passes
+the deadline; :class:`GaveUp` carries the last error for the caller's own one-line message.
 """
 
 from __future__ import annotations
@@ -27,11 +26,9 @@ TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how long to retry one call.
+    """``attempts`` tries; waits from ``initial_delay_s`` growing by ``factor`` to ``max_delay_s``, plus ``jitter``.
 
-    ``attempts`` tries (1 = no retry); the first wait ``initial_delay_s``, growing by ``factor`` up to
-    ``max_delay_s``, each lengthened by up to ``jitter`` of itself at random; a longer ``Retry-After`` than
-    ``max_retry_after_s`` is cut to it.
+    A ``Retry-After`` longer than ``max_retry_after_s`` is cut to it.
     """
 
     attempts: int = 5
@@ -57,11 +54,7 @@ class RetryPolicy:
 
 
 class GaveUp(Exception):
-    """Every try failed transiently, or the deadline came first.
-
-    ``reason``: ``"attempts"`` (all tries used) or ``"deadline"`` (the last try was made at it, or the server asked
-    to wait past it); ``last``: the last error; ``attempts``: the tries made.
-    """
+    """Every try failed transiently (``reason`` ``"attempts"``) or the deadline came first (``"deadline"``)."""
 
     def __init__(self, last: BaseException, attempts: int, reason: str) -> None:
         super().__init__(f"gave up after {attempts} attempt(s) ({reason}): {describe(last)}")
@@ -112,11 +105,7 @@ def is_tls_error(error: BaseException) -> bool:
 
 
 def is_transient(error: BaseException, statuses: frozenset[int] = TRANSIENT_STATUSES) -> bool:
-    """Whether a failed call is worth retrying: an answer with one of ``statuses``, or no answer at all.
-
-    No answer: connection refused/reset, DNS, timeouts (stdlib, urllib3, aiohttp). Never another answer, a TLS
-    failure or anything else.
-    """
+    """Whether a failed call is worth retrying: an answer with one of ``statuses``, or no answer (never TLS)."""
     status = status_of(error)
     if status is not None:
         return status in statuses
@@ -156,10 +145,7 @@ def describe(error: BaseException) -> str:
 
 
 def single_try_transport() -> Any:
-    """A urllib3 ``Retry`` trying each request once (redirects followed), for clients this policy retries.
-
-    (urllib3's default would multiply a request's timeout by four.) Errors keep their shape (``MaxRetryError``).
-    """
+    """A urllib3 ``Retry`` trying each request once (redirects followed), for clients this policy retries."""
     import urllib3
 
     return urllib3.util.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=5)
@@ -204,11 +190,9 @@ def call_with_retries(
     clock: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
 ) -> T:
-    """Calls ``func()`` (safe to repeat) until it succeeds, fails for good, or the policy or ``deadline`` says stop.
+    """Calls ``func()`` until it succeeds, fails for good, or the policy or ``deadline`` (``clock`` time) says stop.
 
-    ``retryable`` picks the errors retried (any other propagates at once); ``on_retry(attempt, wait_s, error)`` runs
-    before each wait; ``sleep`` and ``clock`` (monotonic, the deadline's) are injectable; the last try is made at
-    the ``deadline`` (``None``: none).
+    ``on_retry(attempt, wait_s, error)`` runs before each wait; the last try is made at the deadline.
 
     Raises:
         GaveUp: Every try failed with a retryable error, or the try at the deadline failed too.

@@ -1,12 +1,8 @@
-"""GRPO's prompt rows: a prompt and what a verifiable reward checks the model's completion against.
+"""GRPO's prompt rows: a prompt and what a verifiable reward checks the completion against (standard library only).
 
-The two row formats Training Hub's GRPO reads (training-hub 0.11.2, ``lora_grpo_verl.py`` ``_prepare_generic_data``
-and ``lora_grpo.py`` ``_load_local_dataset``): ``reward_answer`` (``question`` or a ``messages`` prompt ending on a user
-turn, and ``ground_truth``; scored by ``(data_source, solution_str, ground_truth)`` functions such as
-:func:`components.training.finetuning.pod.rewards.compute_score`) and ``reward_tool_call`` (``question``, ``tools``,
-``target_tool_name``, ``target_arguments``; scored by Training Hub's ``tool_call_reward``). One set of rules, named
-like the chat rows' (:data:`~components._common.chat_errors.RULES`), for the dataset step, ``train_model`` and the
-local GRPO trainer. Standard library only.
+The two formats Training Hub 0.11.2's GRPO reads: ``reward_answer`` (``question`` or a ``messages`` prompt ending on
+a user turn, and ``ground_truth``) and ``reward_tool_call`` (``question``, ``tools``, ``target_tool_name``,
+``target_arguments``). The rules are named like the chat rows' (:data:`~components._common.chat_errors.RULES`).
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from typing import Any
 
 REWARD_ANSWER = "reward_answer"
 REWARD_TOOL_CALL = "reward_tool_call"
-#: The dataset step's ``input_format`` values of GRPO's prompt rows (kept as they are, never converted to chat).
+#: The dataset step's ``input_format`` values of GRPO's prompt rows (never converted to chat).
 REWARD_FORMATS = (REWARD_ANSWER, REWARD_TOOL_CALL)
 _TOOL_CALL_KEYS = ("question", "tools", "target_tool_name", "target_arguments")
 _PROMPT_ROLES = ("system", "user", "assistant", "tool")
@@ -29,7 +25,7 @@ class RewardRowError(ValueError):
 
 
 def reward_row_format(row: object) -> str | None:
-    """The reward format a row looks like by its keys (``target_tool_name``, else ``ground_truth``), or ``None``."""
+    """The reward format a row looks like by its keys, or ``None``."""
     if type(row) is not dict:
         return None
     if "target_tool_name" in row:
@@ -92,7 +88,7 @@ def check_reward_row(row: object, row_format: str) -> tuple[str, str] | None:
 
 
 def prompt_messages(row: dict) -> list[dict[str, str]]:
-    """The chat prompt the model completes: ``messages``, else the system prompt (tool-call rows) and ``question``."""
+    """The chat prompt: ``messages``, else the system prompt (tool-call rows) and ``question``."""
     if "question" not in row:
         return [{"role": message["role"], "content": message["content"]} for message in row["messages"]]
     system = row.get("system_prompt", "") if reward_row_format(row) == REWARD_TOOL_CALL else ""

@@ -1,28 +1,30 @@
 """How a component's code reaches its pod: the project's image carries it; the compiled YAML only names the image.
 
-Every component is a KFP lightweight component on one of the project's images (``components/_common/images.py``,
-built from the ``Containerfile`` with the code and every step's dependencies): ``install_kfp_package=False``, nothing
-to install or embed; the command is KFP's executor shim plus the wrapper's own source (``docs/architecture.md``,
-*How code reaches each pod*).
+Every component is a KFP lightweight component on one of the project's images, nothing installed or embedded
+(``docs/architecture.md``, *How code reaches each pod*).
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from kfp import dsl
+from kfp.components import PythonComponent
 
 from components._common.images import STEP_IMAGE
 
 
 def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, str]) -> Callable[..., Any]:
-    """Appends a Google ``Args:`` section built from ``parameter_docs`` to ``func``'s docstring (KFP's descriptions).
+    """Appends an ``Args:`` section built from ``parameter_docs`` to ``func``'s docstring (KFP's descriptions).
 
     Raises:
         ValueError: ``parameter_docs`` names a parameter ``func`` does not have.
     """
-    import inspect
-
     unknown = sorted(set(parameter_docs) - set(inspect.signature(func).parameters))
     if unknown:
         raise ValueError(f"parameter_docs of {func.__name__} name unknown parameters {unknown}")
@@ -34,9 +36,6 @@ def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, s
 
 def without_parameter_docs(func: Callable[..., Any]) -> Callable[..., Any]:
     """A copy of ``func`` whose docstring is its summary only: KFP then gives its parameters no description."""
-    import inspect
-    import types
-
     copy = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
     copy.__kwdefaults__ = func.__kwdefaults__
     copy.__annotations__ = dict(func.__annotations__)
@@ -46,16 +45,13 @@ def without_parameter_docs(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def compact_program(program: str, function_name: str) -> str:
-    """The program KFP embeds in a component's command (``ast.unparse``), without the wrapper's docstring and comments.
+    """The program KFP embeds in a component's command without the wrapper's docstring and comments.
 
-    KFP embeds the wrapper's source in the command, which the Argo backend copies five times per task
-    (``benchmarks/workflow_size.py``); the docstring is never read in the pod.
+    Argo copies the command five times per task (``benchmarks/workflow_size.py``).
 
     Raises:
         ValueError: ``program`` does not define ``function_name`` (KFP's command layout changed).
     """
-    import ast
-
     tree = ast.parse(program)
     functions = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function_name]
     if len(functions) != 1:
@@ -68,13 +64,41 @@ def compact_program(program: str, function_name: str) -> str:
 
 
 def _compact_command(component: Any, function_name: str) -> None:
-    """Compacts ``component``'s command in place: the program (its last entry) and the ``sh -ec`` script.
-
-    The script's runs of spaces, with which KFP aligns its words (none inside quotes), become one: the same command.
-    """
+    """Compacts ``component``'s command in place: the program, and the ``sh -ec`` script's runs of spaces."""
     container = component.component_spec.implementation.container
     *shell, script, program = container.command
     container.command = [*shell, re.sub(r" {2,}", " ", script), compact_program(program, function_name)]
+
+
+def _is_string(value: Any) -> bool:
+    """Whether a task argument is a plain string or a string pipeline parameter (a channel of type ``String``)."""
+    return isinstance(value, str) or getattr(value, "channel_type", None) == "String"
+
+
+class RuntimeComponent(PythonComponent):
+    """KFP's ``PythonComponent`` with :meth:`with_image` and ``string_routes``.
+
+    ``string_routes`` route a string given for an artifact input to a parameter input (the guide's
+    ``train_model(dataset="x.jsonl")``); ``build(image, described)`` builds it for another image.
+    """
+
+    def __init__(self, built: Any, build: Callable[[str, bool], Any], string_routes: Mapping[str, str]) -> None:
+        super().__init__(component_spec=built.component_spec, python_func=built.python_func)
+        self._build = build
+        self.string_routes = dict(string_routes)
+
+    def with_image(self, image: str) -> Any:
+        """This component built for ``image``, its parameters undescribed (the pipeline's describe them); cached.
+
+        Descriptions would be repeated five times per task in the Argo Workflow (``benchmarks/workflow_size.py``).
+        """
+        return self._build(image, False)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for artifact_input, string_input in self.string_routes.items():
+            if _is_string(kwargs.get(artifact_input)):
+                kwargs[string_input] = kwargs.pop(artifact_input)
+        return super().__call__(*args, **kwargs)
 
 
 def runtime_component(
@@ -86,19 +110,15 @@ def runtime_component(
     """A ``@dsl.component`` that runs on one of the project's images, with nothing embedded or installed.
 
     Args:
-        parameter_docs: Descriptions of the parameters, by name (see :func:`with_parameter_docs`).
-        base_image: The component's default image (:data:`~components._common.images.STEP_IMAGE`); a pipeline
-            picks another per compile with ``with_image``. It must be built from the project's ``Containerfile``.
-        string_routes: ``{artifact input: string parameter input}``, see ``RuntimeComponent``.
+        parameter_docs: Descriptions of the parameters, by name.
+        base_image: The default image, built from the project's ``Containerfile`` (a pipeline picks another with
+            ``with_image``).
+        string_routes: ``{artifact input: string parameter input}`` (``RuntimeComponent``).
         **component_kwargs: Passed through to ``kfp.dsl.component``.
 
     Returns:
-        A decorator turning the function into a :class:`~components._common.runtime_components.RuntimeComponent`.
+        A decorator turning the function into a ``RuntimeComponent``.
     """
-    from kfp import dsl
-
-    from components._common.runtime_components import RuntimeComponent
-
     routes = dict(string_routes or {})
 
     def decorate(func: Callable[..., Any]) -> Any:

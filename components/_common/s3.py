@@ -1,7 +1,4 @@
-"""The one S3 client factory: a boto3 client for the OpenShift AI data connection in the environment (its env vars).
-
-Standard library only at import (``boto3`` is imported when a client is made).
-"""
+"""The one S3 client factory: boto3 for the OpenShift AI data connection in the environment (imported lazily)."""
 
 from __future__ import annotations
 
@@ -28,12 +25,12 @@ def s3_client(
 
     Args:
         environ: Where the data connection's variables are read.
-        stall_timeout_s: botocore's read timeout: how long a read may wait for bytes (connecting: at most 30 s).
+        stall_timeout_s: botocore's read timeout (connecting: at most 30 s).
         purpose: What needs S3, for the error message (e.g. ``s3_upload_prefix is set``).
-        attempts: botocore's own attempts per request (1: the caller retries, under its own policy).
+        attempts: botocore's own attempts per request.
 
     Raises:
-        S3CredentialsMissing: ``AWS_ACCESS_KEY_ID`` or ``AWS_SECRET_ACCESS_KEY`` is unset; the message names them.
+        S3CredentialsMissing: A credential variable is unset (the message names it).
     """
     import boto3
     from botocore.config import Config

@@ -14,10 +14,7 @@ SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
 
 @contextlib.contextmanager
 def signal_handlers(signals: Sequence[int], handler: Callable[[int, Any], Any] | int) -> Iterator[None]:
-    """Within the block, ``handler`` (a function or ``signal.SIG_IGN``) handles ``signals``; the previous ones after.
-
-    Python delivers signals to the main thread only, so elsewhere this is a no-op context.
-    """
+    """Within the block, ``handler`` handles ``signals`` (main thread only; elsewhere a no-op context)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -21,15 +21,12 @@ PVC_ACCESS_MODES = ("ReadWriteMany",)
 
 
 def check_workspace(pvc_path: str, step: str) -> None:
-    """Fails in one line when the run's workspace (``pvc_path``) is not a writable directory here ("" = no workspace).
+    """Fails in one line when the run's workspace (``pvc_path``; "" = none) is not writable here.
 
-    Every task of the fine-tuning pipelines mounts the workspace, so a PVC that cannot be provisioned or mounted
-    keeps the first step's pod from starting, and one that is mounted but unusable (read-only, full) stops the first
-    step here, before any download, rather than the training step an hour later.
+    A read-only or full PVC then stops the first step, before any download, not the training step an hour later.
 
     Raises:
-        OSError: ``<step> parameter pvc_path=<path>: the run's workspace is not writable here (<cause>); check the
-        PVC settings (PVC_SIZE, PVC_STORAGE_CLASS, PVC_ACCESS_MODES)``.
+        OSError: Naming ``pvc_path``, the cause and the PVC settings to check.
     """
     if not pvc_path.strip():
         return

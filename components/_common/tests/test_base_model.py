@@ -13,6 +13,8 @@ from components._common.base_model import (
     stage_base_model,
     staged_base_model,
 )
+from components.training.finetuning.staging import stage_base_model as stage_for_the_pods
+from components.training.finetuning.tests.test_model_manifest import plan_for
 
 
 def test_what_is_staged_and_what_is_read_in_place(tmp_path):
@@ -44,6 +46,8 @@ def test_an_s3_model_is_downloaded_once_and_reused_by_the_next_step(tmp_path, s3
     second = stage_base_model(uri, workspace, {}, parameter="training_base_model", log=logged.append)
     assert second.path == first.path and second.reused
     assert any("using the copy staged on the workspace" in line for line in logged)
+    plan = plan_for(tmp_path, training_base_model=uri)  # train_model hands the copy to its pods
+    assert stage_for_the_pods(plan, log=logged.append) == (str(first.path), {"base_model_path": str(first.path)})
 
 
 def test_a_changed_copy_is_not_reused(tmp_path, s3_data_connection, tiny_model_dir):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 
@@ -41,7 +40,7 @@ def test_the_three_consumers_refuse_a_row_under_the_same_rule(tmp_path, rule):
         count_chat_rows(path)
     with pytest.raises(EvalDatasetError, match=rf"data.jsonl:2 \[{rule}\]"):
         list(read_conversations(path, max_samples=-1))
-    assert rule in RULES
+    assert RULES[rule] and all(RULES.values())  # a known rule; every rule is described
 
 
 def test_list_of_parts_is_accepted_everywhere(tmp_path):
@@ -80,8 +79,3 @@ def test_the_fast_path_never_disagrees_with_the_rules():
 def test_undecodable_lines_name_their_rule(line, rule):
     value = decode_json(line)
     assert value.rule == rule and fast_valid_lines([line]) == [False]
-
-
-def test_rules_are_unique_and_described():
-    assert len(RULES) == len(set(RULES)) and all(text for text in RULES.values())
-    assert set(itertools.chain(CASES)) <= set(RULES)

@@ -157,20 +157,7 @@ DOCKER_AUTH = "YWxpY2U6czNjcjN0LXB1bGwtcGFzcw=="  # base64 of "alice:s3cr3t-pull
         ("password: \"s3cr3t-Value\"\ntoken: 'abc123def456'", "s3cr3t-Value"),
         (json.dumps(json.dumps({"client_secret": "Zz9-secret-value"})), "Zz9-secret-value"),
     ],
-    ids=[
-        "github",
-        "github-pat",
-        "gitlab",
-        "pem",
-        "pem-quoted",
-        "pem-cut",
-        "docker-json",
-        "docker-yaml",
-        "json",
-        "yaml",
-        "yaml-quoted",
-        "escaped",
-    ],
+    ids="github github-pat gitlab pem pem-quoted pem-cut docker-json docker-yaml json yaml yaml-quoted escaped".split(),
 )
 def test_secrets_never_given_are_masked_in_pod_logs_and_job_failures(secrets, text, secret):
     masked_text = mask_text(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,13 @@ def _checkpoint(root: Path) -> Path:
     return root
 
 
+def _on_workspace(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A checkpoint on the workspace and an artifact holding only its manifest: ``(weights, artifact, manifest)``."""
+    weights = _checkpoint(tmp_path / "ws" / "final")
+    artifact = tmp_path / "artifact"
+    return weights, artifact, write_manifest(artifact, build_manifest(weights, STORAGE_WORKSPACE, in_artifact=False))
+
+
 def test_a_workspace_manifest_resolves_to_the_weights_in_place(tmp_path):
     weights = _checkpoint(tmp_path / "ws" / "train_model" / "run" / "final")
     artifact = tmp_path / "artifact"
@@ -52,9 +60,7 @@ def test_a_workspace_manifest_resolves_to_the_weights_in_place(tmp_path):
     ],
 )
 def test_missing_or_changed_weights_are_refused_in_one_line(tmp_path, change, reason):
-    weights = _checkpoint(tmp_path / "ws" / "final")
-    artifact = tmp_path / "artifact"
-    write_manifest(artifact, build_manifest(weights, STORAGE_WORKSPACE, in_artifact=False))
+    weights, artifact, _ = _on_workspace(tmp_path)
     change(weights)
     with pytest.raises(ModelLocationError, match=reason) as error:
         resolve_model_dir(artifact)
@@ -62,12 +68,8 @@ def test_missing_or_changed_weights_are_refused_in_one_line(tmp_path, change, re
 
 
 def test_weights_gone_with_the_workspace_name_the_ways_to_keep_them(tmp_path):
-    weights = _checkpoint(tmp_path / "ws" / "final")
-    artifact = tmp_path / "artifact"
-    write_manifest(artifact, build_manifest(weights, STORAGE_WORKSPACE, in_artifact=False))
-    for path in weights.iterdir():
-        path.unlink()
-    weights.rmdir()
+    weights, artifact, _ = _on_workspace(tmp_path)
+    shutil.rmtree(weights)
     with pytest.raises(ModelLocationError, match="not found here.*modelcar_uri or s3_upload_prefix.*copy_model"):
         resolve_model_dir(artifact)
 
@@ -80,10 +82,7 @@ def test_the_opt_in_copy_is_used_once_the_workspace_is_gone(tmp_path):
         (artifact / path.name).write_bytes(path.read_bytes())
     write_manifest(artifact, build_manifest(weights, STORAGE_WORKSPACE, in_artifact=True))
     assert resolve_model_dir(artifact) == weights  # read in place while the workspace lives
-    (weights / "model.safetensors").unlink()
-    (weights / "config.json").unlink()
-    (weights / "tokenizer.json").unlink()
-    weights.rmdir()
+    shutil.rmtree(weights)
     assert resolve_model_dir(artifact) == artifact
 
 
@@ -98,9 +97,7 @@ def test_an_artifact_without_manifest_holds_the_files_itself(tmp_path):
 
 
 def test_a_tampered_manifest_is_refused(tmp_path):
-    weights = _checkpoint(tmp_path / "ws" / "final")
-    artifact = tmp_path / "artifact"
-    path = write_manifest(artifact, build_manifest(weights, STORAGE_WORKSPACE, in_artifact=False))
+    _, artifact, path = _on_workspace(tmp_path)
     raw = json.loads(path.read_text())
     raw["files"]["model.safetensors"]["size"] = 1
     path.write_text(json.dumps(raw))

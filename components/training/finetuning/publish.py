@@ -1,10 +1,8 @@
-"""Publishing a run: the ``Model`` artifact (a manifest, or the model), its metadata, the KFP metrics, the report.
-
-A full disk or an unwritable output is one :class:`PublishError` line; nothing half-written is left.
-"""
+"""Publishing a run: the ``Model`` artifact, its metadata, the KFP metrics, the report (never half-written)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from pathlib import Path
@@ -35,21 +33,11 @@ class PublishError(OSError):
     """An output could not be written (disk full, read-only, no permission); the message is one line."""
 
 
-def tree_bytes(path: Path) -> int:
-    """The size of the files under ``path`` (symlinks not followed)."""
-    if path.is_file():
-        return path.stat().st_size
-    return sum(item.stat().st_size for item in path.rglob("*") if item.is_file() and not item.is_symlink())
-
-
 def free_bytes(path: Path) -> int | None:
     """Free bytes on the file system holding ``path`` (or its nearest existing parent); ``None`` when unknown."""
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            try:
-                return shutil.disk_usage(candidate).free
-            except OSError:
-                return None
+    existing = next((candidate for candidate in (path, *path.parents) if candidate.exists()), path)
+    with contextlib.suppress(OSError):
+        return shutil.disk_usage(existing).free
     return None
 
 
@@ -66,16 +54,10 @@ def _first_os_error(error: BaseException) -> str:
 
 
 def write_output(what: str, target: Path, needed: int, write: Any) -> Any:
-    """Runs ``write()`` for an output at ``target``; a full disk or unwritable path becomes one :class:`PublishError`.
-
-    Args:
-        what: The output, named in the message (``the model``, ``the report``).
-        target: Its path.
-        needed: The bytes it takes (checked against the free space first).
-        write: Writes it atomically (nothing half-written on error), returns what the caller needs.
+    """Runs ``write()`` (atomic) for ``what`` at ``target`` after checking ``needed`` bytes against the free space.
 
     Raises:
-        PublishError: ``train_model: cannot write <what> to <target>: <cause>; <free> free there, <needed> needed``.
+        PublishError: ``train_model: cannot write <what> to <target>: <cause> (<free> free there, <needed> needed)``.
     """
 
     def space() -> str:
@@ -95,11 +77,10 @@ def write_output(what: str, target: Path, needed: int, write: Any) -> Any:
 
 
 def find_final_checkpoint(ckpt_dir: Path) -> Path:
-    """The final Hugging Face checkpoint the training pods left in ``ckpt_dir``.
+    """The final checkpoint in ``ckpt_dir``.
 
-    The newest ``hf_format/samples_<N>`` (Training Hub SFT and OSFT), else ``final/`` (the ``transformers`` backend,
-    :mod:`.hf_trainer.training`), else ``ckpt_dir`` itself when it holds a model or adapter (Training Hub LoRA saves
-    there).
+    The newest ``hf_format/samples_<N>`` (Training Hub SFT, OSFT), else ``final/`` (``transformers`` backend), else
+    ``ckpt_dir`` itself holding a model or adapter (Training Hub LoRA).
 
     Raises:
         FileNotFoundError: No checkpoint.
@@ -117,14 +98,9 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
 def publish_model(
     model: Any, final_dir: Path, on_workspace: bool, copy_to_artifact: bool
 ) -> tuple[Path, ModelManifest]:
-    """Writes the ``Model`` artifact: the manifest, and the files themselves only when they must travel.
+    """Writes the ``Model`` artifact: the manifest, plus the files themselves when they must travel.
 
-    A cluster job wrote the weights once, onto the workspace PVC: the artifact gets the manifest (where they are, each
-    file's size and fingerprint) and the next steps read them there (:mod:`~components._common.model_location`),
-    unless ``copy_to_artifact`` (``training_copy_model_to_artifact``) asks for the copy as well. Not
-    ``on_workspace``: the ``local`` launcher trained in this task, in a directory that does not outlive it (a
-    temporary directory, or kfp.local's workspace, deleted when the local run ends): the model is copied into the
-    artifact, which is what lasts.
+    They travel with ``copy_to_artifact``, or when not ``on_workspace`` (the ``local`` launcher's scratch directory).
 
     Returns:
         ``(the directory holding the model, the manifest written)``.
@@ -155,8 +131,7 @@ def publish_outputs(
 ) -> TrainModelResult:
     """Writes the ``Model`` artifact (:func:`publish_model`) with its metadata, the KFP metrics and the HTML report."""
     config, final_dir, launcher = plan.config, trained.final_dir, trained.launcher or plan.launcher
-    # The local launcher trains in this task: its run directory is scratch (a temporary directory, or a pipeline
-    # workspace that kfp.local deletes when the run ends), so the model artifact is the copy that lasts.
+    # The local launcher's run directory is scratch (kfp.local deletes it): the model artifact is the copy that lasts.
     scratch = bool(temporary) or launcher == "local"
     model_dir, manifest = publish_model(model, final_dir, not scratch, plan.request.output.copy_model_to_artifact)
     checkpoint_path = str(model.uri if scratch else final_dir)

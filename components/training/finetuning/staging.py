@@ -1,7 +1,7 @@
-"""A run's directory and what it reads: datasets, the PVC mounts, an ``oci://`` base model pulled once, the pods' code.
+"""A run's inputs: datasets, PVC mounts, an ``oci://`` base model pulled once, and the pods' code.
 
-Code reaches the training pods one way: :func:`stage_code_tree` copies their modules, unchanged and under their real
-package names, onto the workspace PVC, and the pod command puts that tree first on ``sys.path``.
+:func:`stage_code_tree` copies the pods' modules, under their real package names, onto the workspace PVC; the pod
+command puts that tree first on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from components._common import base_model as workspace_copy
 from components._common.artifacts import find_artifact_file
-from components._common.base_model import model_cache_dir, staged_base_model
 from components._common.dataset_metadata import read_dataset_metadata
 from components._common.files import replace_dir
 from components.training.finetuning.contract import TrainingConfigError
@@ -23,44 +23,32 @@ from components.training.finetuning.plan import RunPlan
 
 
 def stage_base_model(plan: RunPlan, log: Any) -> tuple[str | None, dict[str, str]]:
-    """The base model's copy on the workspace for the training pods, when there is one (no copy: they download it).
-
-    A copy an earlier step of the run staged (the base model's evaluation, :mod:`components._common.base_model`) is
-    used as it is; an ``oci://`` base model is pulled here, in this task, otherwise (once per run; a retry reuses the
-    copy). A Hub id or ``s3://`` prefix no step staged is downloaded by the pods into the same workspace cache.
+    """The base model's copy on the workspace: one an earlier step staged, else an ``oci://`` model pulled here.
 
     Returns:
-        ``(local model directory, lineage facts)``, or ``(None, {})`` when the pods resolve the base model.
+        ``(local model directory, lineage facts)``, or ``(None, {})`` when the pods download the base model.
 
     Raises:
-        oci_model.OciModelError: The model cannot be pulled (one line naming the reference and the fix).
+        BaseModelError: The model cannot be pulled (one line naming the reference and the fix).
     """
     base_model = plan.config.base_model
-    staged = staged_base_model(base_model, plan.workspace)
-    if staged is not None:
-        log(f"training_base_model={base_model!r}: using the copy staged on the workspace at {staged.path}")
-        return str(staged.path), staged.facts
-    if not base_model.startswith("oci://"):
+    if not base_model.startswith("oci://") and workspace_copy.staged_base_model(base_model, plan.workspace) is None:
         return None, {}
-    from components.training.finetuning.oci import model as oci_model
-
-    pulled = oci_model.pull_model(
+    oci = plan.request.oci
+    staged = workspace_copy.stage_base_model(
         base_model,
-        model_cache_dir(plan.workspace),
+        plan.workspace,
         os.environ,
-        insecure=plan.request.oci.insecure,
-        ca_bundle=plan.request.oci.ca_bundle,
+        parameter="training_base_model",
+        oci_insecure=oci.insecure,
+        oci_ca_bundle=oci.ca_bundle,
         log=log,
     )
-    facts = {"base_model_digest": pulled.digest, "base_model_resolved": pulled.uri, "base_model_path": str(pulled.path)}
-    return str(pulled.path), facts
+    return str(staged.path), staged.facts
 
 
 def dataset_facts(artifact: Any) -> dict[str, str]:
-    """``dataset_uri`` and ``dataset_sha256`` of the training data (as :mod:`components._common.dataset_metadata`).
-
-    From the artifact's dataset metadata when ``dataset_download`` wrote it; else the artifact's URI and the file's
-    hash (a dataset from another component, or a path).
+    """``dataset_uri`` and ``dataset_sha256``: from ``dataset_download``'s metadata, else the artifact's URI and hash.
 
     Raises:
         DatasetMetadataError: The metadata claims the schema but breaks it (names the field).
@@ -92,10 +80,7 @@ def pvc_mounts(task_config: Any) -> dict[str, str]:
 
 
 def dataset_input(dataset: Any, dataset_path: str, pvc_path: str) -> Any:
-    """The training data as an artifact-like object: the wired ``dataset`` artifact, else ``dataset_path``.
-
-    ``dataset_path`` (what a string given for ``dataset`` becomes, see the component) is a local path, absolute or
-    relative to the workspace ``pvc_path``.
+    """The wired ``dataset`` artifact, else ``dataset_path`` (absolute, or relative to ``pvc_path``) as one.
 
     Raises:
         TrainingConfigError: Neither is given, both are, or the path is a remote URI or does not exist.
@@ -137,13 +122,9 @@ def module_file(module: str) -> Path:
 
 
 def stage_code_tree(target: Path, modules: Iterable[str]) -> Path:
-    """Writes ``modules`` at their package paths under ``target`` (replacing an older tree whole).
+    """Writes ``modules`` at their package paths under ``target`` (replaced whole); returns ``target``.
 
-    Each package between the root and a module gets an empty ``__init__.py``: the pods import the modules they run,
-    never a package's ``__init__`` (which would import kfp).
-
-    Returns:
-        ``target``, the directory to put first on ``sys.path``.
+    Packages get an empty ``__init__.py``: a package's own ``__init__`` would import kfp in the pods.
     """
 
     def write(root: Path) -> None:
@@ -159,11 +140,7 @@ def stage_code_tree(target: Path, modules: Iterable[str]) -> Path:
 
 
 def script_running(module: str, code_dir_name: str) -> str:
-    """The source of a script that runs ``module`` as ``__main__`` from the code tree ``code_dir_name`` beside it.
-
-    ``python <script> ARGS`` in a pod is then ``python -m <module> ARGS`` with the staged tree first on ``sys.path``
-    (standard library only: the training images carry none of this project's code).
-    """
+    """A script running ``module`` as ``__main__`` from the code tree ``code_dir_name`` beside it (stdlib only)."""
     return (
         f'"""Runs {module} from the code staged in ./{code_dir_name}/ (written by train_model)."""\n\n'
         "import runpy\nimport sys\nfrom pathlib import Path\n\n"

@@ -1,7 +1,6 @@
-"""MLflow tracking of a training run: parameters, per-step metrics and the final model location (rank 0 only).
+"""MLflow tracking of a training run (rank 0 only): parameters, per-step metrics, the model location.
 
-``mlflow`` is imported only when tracking is on; user info in the URI is masked in every message, and parameters whose
-names look like secrets are never logged.
+``mlflow`` is imported only when tracking is on; URI user info is masked; secret-like parameters are skipped.
 """
 
 from __future__ import annotations
@@ -16,11 +15,10 @@ from typing import Any
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 EXPERIMENT_NAME_ENV = "MLFLOW_EXPERIMENT_NAME"
 DEFAULT_EXPERIMENT_NAME = "kfp-finetune"
-#: Variables that carry a process's rank (torchrun, Kubeflow Trainer / Training Operator ``PET_*``, plain launchers).
+#: Variables that carry a process's rank (torchrun, Kubeflow ``PET_*``, plain launchers).
 RANK_ENV_VARS = ("RANK", "PET_NODE_RANK", "NODE_RANK", "GROUP_RANK", "LOCAL_RANK")
 RUN_KEY_TAG = "kfp_finetune.run_key"
 MODEL_LOCATION_TAG = "kfp_finetune.model_location"
-#: Record keys that are not metrics (the x axis, and a constant logged as a parameter).
 _NOT_METRICS = ("step", "total_steps")
 _MAX_PARAM_LENGTH = 6000
 _SECRET_NAME = re.compile(r"(?i)(token|password|passwd|secret|api_?key|credential)")
@@ -28,7 +26,7 @@ _URI_USER_INFO = re.compile(r"(//)[^/@\s]+@")
 
 
 class TrackingError(RuntimeError):
-    """The MLflow run could not be started (bad URI, unreachable or refusing server); the message says which."""
+    """The MLflow run could not be started (bad URI, unreachable or refusing server)."""
 
 
 def mask_uri(text: str) -> str:
@@ -37,13 +35,7 @@ def mask_uri(text: str) -> str:
 
 
 def is_rank_zero(environ: Mapping[str, str]) -> bool:
-    """Whether this process is the rank-0 one: every rank variable that is set (:data:`RANK_ENV_VARS`) is 0.
-
-    Args:
-        environ: The process environment.
-
-    Returns:
-        ``True`` for rank 0 and for a process started without any rank variable.
+    """Whether every rank variable that is set (:data:`RANK_ENV_VARS`) is 0 (also when none is).
 
     Raises:
         ValueError: A rank variable is set to something other than a non-negative integer.
@@ -60,13 +52,13 @@ def is_rank_zero(environ: Mapping[str, str]) -> bool:
 
 
 def param_value(value: Any) -> str:
-    """The MLflow parameter text of a value: strings as they are, others as JSON (cut to MLflow's length limit)."""
+    """A value as MLflow parameter text: strings as they are, others as JSON, cut to MLflow's limit."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= _MAX_PARAM_LENGTH else text[: _MAX_PARAM_LENGTH - 3] + "..."
 
 
 def step_metrics(record: Mapping[str, Any]) -> tuple[int, dict[str, float]]:
-    """The step and the metrics of one record (numeric values only; ``step`` and ``total_steps`` excluded).
+    """The step and the numeric metrics of one record (``step`` and ``total_steps`` excluded).
 
     Raises:
         ValueError: The record has no integer ``step``.
@@ -85,26 +77,17 @@ def step_metrics(record: Mapping[str, Any]) -> tuple[int, dict[str, float]]:
 class MlflowLogger:
     """Logs one training run to MLflow from the rank-0 process; does nothing elsewhere or without a tracking URI.
 
-    Failures after the run started are logged once and switch tracking off (training goes on); failing to start the
-    run raises :class:`TrackingError`. Use as a context manager to end the run with FINISHED, FAILED (exception) or
-    KILLED (``SystemExit``, e.g. after a SIGTERM save).
+    Failing to start the run raises :class:`TrackingError`; later failures warn once and switch tracking off. As a
+    context manager it ends the run FINISHED, FAILED (exception) or KILLED (``SystemExit``).
 
     Args:
-        tracking_uri: The MLflow tracking URI; ``""`` reads ``MLFLOW_TRACKING_URI`` (unset: tracking off).
-        experiment_name: The experiment (created when missing); ``""`` reads ``MLFLOW_EXPERIMENT_NAME``, else
-            ``kfp-finetune``.
+        tracking_uri: ``""`` reads ``MLFLOW_TRACKING_URI`` (unset: tracking off).
+        experiment_name: Created when missing; ``""`` reads ``MLFLOW_EXPERIMENT_NAME``, else ``kfp-finetune``.
         run_name: The MLflow run name (``""``: MLflow picks one).
-        run_key: A key of this training run (e.g. ``<kfp run id>/<task name>``): an existing run of the experiment
-            tagged with it is continued instead of starting a new one.
+        run_key: E.g. ``<kfp run id>/<task name>``: the experiment's run tagged with it is continued.
         tags: More tags of the run.
-        environ: The environment to read (tests); defaults to ``os.environ``.
+        environ: The environment to read; defaults to ``os.environ``.
         log: Where notices and warnings go.
-
-    Attributes:
-        enabled: Whether this process logs to MLflow.
-        run_id: The MLflow run id (``""`` when tracking is off).
-        tracking_uri: The URI in use (``""`` when tracking is off).
-        experiment_name: The experiment in use (``""`` when tracking is off).
     """
 
     def __init__(
@@ -175,11 +158,7 @@ class MlflowLogger:
             )
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        """Logs parameters (hyper-parameters, dataset, base model...); names that look like secrets are skipped.
-
-        Args:
-            params: Name → value (non-strings are logged as JSON).
-        """
+        """Logs parameters (non-strings as JSON); names that look like secrets are skipped."""
         if not self.enabled:
             return
         from mlflow.entities import Param
@@ -191,10 +170,7 @@ class MlflowLogger:
         self._call("logging parameters", lambda: self.client.log_batch(self.run_id, params=batch))
 
     def log_step(self, record: Mapping[str, Any]) -> None:
-        """Logs one per-step record's metrics at its step (``total_steps`` becomes a parameter the first time).
-
-        Args:
-            record: A metrics record (keys step, epoch, loss, lr, tokens_per_second, time, total_steps).
+        """Logs a metrics record at its step (``total_steps`` becomes a parameter the first time).
 
         Raises:
             ValueError: The record has no integer ``step`` (only while tracking is on).
@@ -213,11 +189,7 @@ class MlflowLogger:
         self._call(f"logging step {step}", lambda: self.client.log_batch(self.run_id, metrics=metrics, params=params))
 
     def log_model_location(self, uri: str) -> None:
-        """Records where the trained model was saved (tag ``kfp_finetune.model_location``).
-
-        Args:
-            uri: The model's location (artifact URI, ``pvc://...`` path, ``s3://...``).
-        """
+        """Records where the trained model was saved (tag :data:`MODEL_LOCATION_TAG`)."""
         self._call(
             "recording the model location", lambda: self.client.set_tag(self.run_id, MODEL_LOCATION_TAG, str(uri))
         )
@@ -239,9 +211,5 @@ class MlflowLogger:
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         """Ends the run: FINISHED, KILLED on ``SystemExit``/``KeyboardInterrupt``, FAILED on other exceptions."""
-        if kind is None:
-            self.finish("FINISHED")
-        elif issubclass(kind, (SystemExit, KeyboardInterrupt)):
-            self.finish("KILLED")
-        else:
-            self.finish("FAILED")
+        killed = kind is not None and issubclass(kind, (SystemExit, KeyboardInterrupt))
+        self.finish("FINISHED" if kind is None else "KILLED" if killed else "FAILED")

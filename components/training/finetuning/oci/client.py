@@ -1,7 +1,6 @@
-"""The registry side of ``oci://`` pulls: the `oras <https://pypi.org/project/oras/>`_ SDK's client, bounded.
+"""The registry side of ``oci://`` pulls: the ``oras`` SDK's client, bounded.
 
-Per-request timeouts and urllib3's retries (at most :data:`ATTEMPTS` tries on connection errors, 429 and 5xx) replace
-the SDK's own retry loop (5 tries sleeping up to 83 s each); every byte is verified against its digest.
+Per-request timeouts and urllib3 retries replace the SDK's own loop; every byte is verified against its digest.
 """
 
 from __future__ import annotations
@@ -47,10 +46,7 @@ def _registry_class() -> type:
 
 
 def retry_transient(session: Any) -> None:
-    """Makes ``session`` retry connection errors, 429 and 5xx: :data:`ATTEMPTS` tries, short back-off (urllib3).
-
-    A TLS failure is final; the last answer is returned when every try got a 429 or 5xx.
-    """
+    """Makes ``session`` retry connection errors, 429 and 5xx (:data:`ATTEMPTS` tries); TLS failures are final."""
     from requests.adapters import HTTPAdapter
     from urllib3.util.retry import Retry
 
@@ -126,7 +122,7 @@ def _reason(error: BaseException) -> str:
 
 
 def connect(ref: OciReference, env: Mapping[str, str], insecure: bool, ca_bundle: str, source: str) -> _Connection:
-    """Probes ``/v2/``, picks the SDK's auth backend from the challenge (bearer token or basic) and logs in.
+    """Probes ``/v2/``, picks the SDK's auth backend from the challenge (bearer token or basic), logs in.
 
     Raises:
         OciModelError: Unreachable, TLS failure, not a registry, or basic auth required without credentials.
@@ -222,15 +218,8 @@ def resolve_image_manifest(connection: _Connection, manifest: dict) -> dict:
         entries = manifest.get("manifests") or []
         if not entries:
             raise OciModelError(f"{connection.source}: the image index lists no manifests")
-        chosen = next(
-            (
-                e
-                for e in entries
-                if (e.get("platform") or {}).get("os") == "linux"
-                and (e.get("platform") or {}).get("architecture") == "amd64"
-            ),
-            entries[0],
-        )
+        linux_amd64 = {"os": "linux", "architecture": "amd64"}
+        chosen = next((e for e in entries if linux_amd64.items() <= (e.get("platform") or {}).items()), entries[0])
         manifest, _ = fetch_manifest(connection, chosen["digest"])
     if "layers" not in manifest:
         raise OciModelError(

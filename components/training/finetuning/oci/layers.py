@@ -1,7 +1,7 @@
-"""The model side of ``oci://`` pulls: what to take from an image's layers.
+"""The model in an image's layers.
 
-A *modelcar* image's tar layers are applied in order (whiteouts honoured) and only ``models/...`` entries extracted,
-through :mod:`tarfile`'s ``data`` filter; an ORAS artifact has one layer per file, named by its title annotation.
+A modelcar's ``models/...`` tar entries (whiteouts honoured, ``data`` filter), or an ORAS artifact's one layer per
+file, named by its title annotation.
 """
 
 from __future__ import annotations
@@ -99,11 +99,7 @@ def is_tar_layer(media_type: str) -> bool:
 
 
 def locate_model(model_dir: Path, source: str, digest: str) -> Path:
-    """The directory holding ``config.json`` (the shallowest one).
-
-    Raises:
-        OciModelError: No model files at all, or files but no ``config.json``.
-    """
+    """The shallowest directory holding ``config.json`` (:class:`OciModelError` when there is none)."""
     files = [p for p in model_dir.rglob("*") if p.is_file()]
     if not files:
         raise OciModelError(

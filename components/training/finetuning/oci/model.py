@@ -1,7 +1,6 @@
-"""Pulls an ``oci://`` base model into the workspace: once per run, verified by digest, never half-written.
+"""Pulls an ``oci://`` base model into ``<cache_root>/oci/sha256-<digest>/`` once per run, never half-written.
 
-The model lands in ``<cache_root>/oci/sha256-<manifest digest>/`` with ``pull.json`` (digest, file sizes), staged as a
-hidden sibling and renamed into place when complete; a retried task reuses a complete copy after checking it.
+``pull.json`` records the digest and file sizes; a retried task reuses a complete copy after checking them.
 """
 
 from __future__ import annotations
@@ -30,14 +29,7 @@ PULL_RECORD = "pull.json"
 
 @dataclasses.dataclass(frozen=True)
 class PulledModel:
-    """A model pulled (or reused) from an OCI registry.
-
-    Attributes:
-        path: The model directory (holds ``config.json``), used like a local model.
-        digest: The manifest digest the reference resolved to (``sha256:...``).
-        uri: The reference pinned to that digest (``oci://host/repo@sha256:...``).
-        reused: Whether a complete copy from an earlier attempt was reused.
-    """
+    """A model pulled (or reused): its directory (``config.json`` inside), manifest digest and pinned URI."""
 
     path: Path
     digest: str
@@ -90,14 +82,11 @@ def pull_model(
     Args:
         uri: ``oci://<registry>/<repository>[:<tag>|@sha256:<digest>]``.
         cache_root: A directory on the workspace shared with the training pods.
-        env: Environment holding the pull secret (see :mod:`.auth`); never logged.
+        env: Environment holding the pull secret (:mod:`.auth`); never logged.
         insecure: Skip TLS verification and allow plain HTTP (in-cluster registries).
-        ca_bundle: A CA bundle (PEM file path or PEM text) to verify the registry's certificate with.
+        ca_bundle: A CA bundle (PEM file path or PEM text) for the registry's certificate.
         log: Progress sink.
         source: The parameter named in errors.
-
-    Returns:
-        The pulled model.
 
     Raises:
         OciModelError: Any problem, as one line naming the reference and what to fix.

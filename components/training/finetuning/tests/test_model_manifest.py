@@ -1,15 +1,12 @@
 """``train_model``'s ``Model`` artifact (a manifest of the weights on the workspace, the opt-in copy, the local
-launcher's files) and the base model an earlier step staged on the workspace."""
+launcher's files) and the base model handed to the pods (an earlier step's copy: ``test_base_model.py``)."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 from kfp import dsl
 
-from components._common.base_model import model_cache_dir, stage_base_model
 from components._common.model_location import MANIFEST_FILE, read_manifest, resolve_model_dir
 from components.training.finetuning.plan import LauncherRun, RunPlan
 from components.training.finetuning.publish import publish_outputs
@@ -17,7 +14,7 @@ from components.training.finetuning.staging import stage_base_model as stage_for
 from tests.harness.requests import train_model_request
 
 
-def _plan(tmp_path: Path, launcher: str = "trainjob", **arguments) -> RunPlan:
+def plan_for(tmp_path: Path, launcher: str = "trainjob", **arguments) -> RunPlan:
     request = train_model_request(**{"training_base_model": "org/model", "training_launcher": launcher, **arguments})
     return RunPlan(
         request=request,
@@ -48,7 +45,7 @@ def _publish(tmp_path: Path, plan: RunPlan, final: Path, launcher: str):
 
 def test_the_opt_in_copy_puts_the_files_beside_the_manifest(tmp_path):
     final = _checkpoint(tmp_path)
-    outcome, model = _publish(tmp_path, _plan(tmp_path, training_copy_model_to_artifact=True), final, "trainjob")
+    outcome, model = _publish(tmp_path, plan_for(tmp_path, training_copy_model_to_artifact=True), final, "trainjob")
     names = sorted(p.name for p in Path(model.path).iterdir())
     assert names == sorted(["config.json", "model.safetensors", MANIFEST_FILE])
     assert (Path(model.path) / "model.safetensors").read_bytes() == (final / "model.safetensors").read_bytes()
@@ -60,28 +57,11 @@ def test_the_opt_in_copy_puts_the_files_beside_the_manifest(tmp_path):
 
 def test_the_local_launcher_keeps_its_model_in_the_artifact(tmp_path):
     final = _checkpoint(tmp_path)
-    outcome, model = _publish(tmp_path, _plan(tmp_path, launcher="local"), final, "local")
+    outcome, model = _publish(tmp_path, plan_for(tmp_path, launcher="local"), final, "local")
     assert read_manifest(model.path).storage == "artifact" and model.metadata["weights_path"] == ""
     assert outcome.model_dir == Path(model.path) == resolve_model_dir(model.path)
     assert (Path(model.path) / "model.safetensors").is_file()
 
 
-def test_the_pods_get_the_base_model_an_earlier_step_staged(tmp_path, tiny_model_dir, s3_data_connection):
-    """The base evaluation staged an ``s3://`` base model (moto, real boto3); train_model hands that copy to the pods
-    without downloading again (the objects are gone by then), and records it for the fine-tuned evaluation."""
-    client, bucket = s3_data_connection
-    for path in tiny_model_dir.iterdir():
-        client.upload_file(str(path), bucket, f"base/{path.name}")
-    uri = f"s3://{bucket}/base"
-    first = stage_base_model(uri, tmp_path / "ws", os.environ, parameter="model_source", log=lambda _: None)
-    assert first.path.parent == model_cache_dir(tmp_path / "ws") and not first.reused
-    for path in tiny_model_dir.iterdir():
-        client.delete_object(Bucket=bucket, Key=f"base/{path.name}")
-    path, facts = stage_for_the_pods(_plan(tmp_path, training_base_model=uri), log=lambda _: None)
-    assert path == str(first.path) and facts == {"base_model_path": str(first.path)}
-    marker = next(model_cache_dir(tmp_path / "ws").glob("staged-*.json"))
-    assert json.loads(marker.read_text())["source"] == uri
-
-
 def test_without_a_staged_copy_the_pods_resolve_the_base_model(tmp_path):
-    assert stage_for_the_pods(_plan(tmp_path), log=lambda _: None) == (None, {})
+    assert stage_for_the_pods(plan_for(tmp_path), log=lambda _: None) == (None, {})

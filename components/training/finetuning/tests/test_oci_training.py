@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from kfp import dsl
 
+from components._common.base_model import BaseModelError
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
 from components.training.finetuning import train_model
-from components.training.finetuning.oci.auth import OciModelError
 from components.training.finetuning.run import run_train_model
 from pipelines.local_pipeline import local_pipeline
 from tests.harness.kube import condition
@@ -137,7 +137,7 @@ def test_the_component_pulls_with_the_secret_through_kfp_local(
 
 def test_a_pull_error_fails_before_training(oci_registry, demo_dataset_path, tmp_path):
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
-    with pytest.raises(OciModelError, match="tag '9' not found"):
+    with pytest.raises(BaseModelError, match=r"^training_base_model='oci://.*tag '9' not found"):
         run_train_model(
             train_model_request(
                 dataset=dataset,

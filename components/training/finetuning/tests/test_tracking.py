@@ -1,9 +1,6 @@
 """MLflow tracking against a real ``mlflow server`` (fixture ``mlflow_server``), read back with another client.
 
-The run, its parameters, every step's metrics, the model location and the continuation of a resumed run are checked
-against the server users run (SQLite backend store, started once per session). Failure handling and the no-op rules
-use MLflow's file store in tmp_path (``MLFLOW_ALLOW_FILE_STORE=true``: it is in maintenance mode in MLflow 3), which
-the tests can break on purpose.
+Failure handling and the no-op rules use MLflow's file store in tmp_path, which the tests can break on purpose.
 """
 
 import shutil
@@ -63,8 +60,7 @@ def server(mlflow_server, monkeypatch):
 
 
 def test_a_run_gets_params_per_step_metrics_and_the_model_location(server):
-    store = server
-    log = Log()
+    store, log = server, Log()
     records = _records(1, 4, 4)
     with MlflowLogger(
         environ={"MLFLOW_TRACKING_URI": store, "RANK": "0", "MLFLOW_EXPERIMENT_NAME": "params-and-metrics"},
@@ -102,9 +98,8 @@ def test_a_run_gets_params_per_step_metrics_and_the_model_location(server):
 
 
 def test_a_resumed_job_with_the_same_run_key_continues_its_run(server):
-    store = server
     experiment = f"team-a-{uuid.uuid4().hex[:8]}"  # the server lives for the whole session
-    environ = {"MLFLOW_TRACKING_URI": store, "MLFLOW_EXPERIMENT_NAME": experiment}
+    environ = {"MLFLOW_TRACKING_URI": server, "MLFLOW_EXPERIMENT_NAME": experiment}
     first = MlflowLogger(run_key="run-1/train-model", environ=environ, log=Log())
     for record in _records(1, 3, 6):
         first.log_step(record)
@@ -117,7 +112,7 @@ def test_a_resumed_job_with_the_same_run_key_continues_its_run(server):
             resumed.log_step(record)
     assert resumed.run_id == first.run_id != other.run_id
     assert f"MLflow: continuing run {first.run_id} (run key 'run-1/train-model')" in log
-    client = _client(store)
+    client = _client(server)
     run = client.get_run(first.run_id)
     assert run.info.status == "FINISHED" and run.data.tags[RUN_KEY_TAG] == "run-1/train-model"
     assert [step for step, _ in _history(client, first.run_id, "loss")] == [1, 2, 3, 4, 5, 6]
@@ -202,6 +197,7 @@ def test_rank_rules_and_record_rules():
 def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, demo_dataset_path, tmp_path):
     """The records the local launcher really writes (and its hyper-parameters) go through unchanged."""
     from components.training.finetuning.local import trainer as local_trainer
+    from components.training.finetuning.pod.metrics import read_metrics
     from tests.harness.requests import training_config
 
     config = training_config(
@@ -215,7 +211,7 @@ def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, d
     result = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "out", log=lambda line: None)
     with MlflowLogger(store, run_key="run-1/train-model", log=Log()) as logger:
         logger.log_params(config.hyperparameters())
-        for record in local_trainer_records(result.metrics_path):
+        for record in read_metrics(result.metrics_path):
             logger.log_step(record)
         logger.log_model_location(str(result.final_model_dir))
     run = _client(store).get_run(logger.run_id)
@@ -224,12 +220,6 @@ def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, d
     assert _history(_client(store), logger.run_id, "loss") == [
         (r["step"], pytest.approx(r["loss"])) for r in result.records
     ]
-
-
-def local_trainer_records(path):
-    from components.training.finetuning.pod import metrics
-
-    return metrics.read_metrics(path)
 
 
 def test_the_component_pins_the_mlflow_client_the_server_tests_use():
