@@ -28,11 +28,13 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.harness.http_server import LoopbackServer, QuietHandler
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "openapi" / "eval-hub.yaml"
 JOBS = "/api/v1/evaluations/jobs"
@@ -152,26 +154,19 @@ def _execute(hub: EvalHub, job_id: str) -> None:
 def _handler(hub: EvalHub) -> type[BaseHTTPRequestHandler]:
     config, resource = _validator("EvaluationJobConfig"), _validator("EvaluationJobResource")
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-            pass
+    class Handler(QuietHandler):
+        protocol_version = "HTTP/1.0"
 
         def _send(self, status: int, body: Any = None) -> None:
             if isinstance(body, dict) and "resource" in body:
                 resource.validate(body)  # what this server answers follows the document
-            data = b"" if body is None else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(status, body, {"Content-Type": "application/json"})
 
         def _error(self, status: int, code: str, message: str) -> None:
             self._send(status, {"message_code": code, "message": message})
 
         def _begin(self, method: str) -> tuple[str, Any] | None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
+            body = json.loads(self.body() or "null")
             tenant = self.headers.get("X-Tenant", "")
             hub.requests.append(SeenRequest(method, self.path, tenant, body))
             if hub.blackhole:
@@ -232,16 +227,11 @@ def _handler(hub: EvalHub) -> type[BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def running_evalhub(claims: dict[str, Path]) -> Iterator[EvalHub]:
     """Starts the server for the block."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    hub = EvalHub(url=f"http://127.0.0.1:{server.server_address[1]}", claims=claims)
-    server.RequestHandlerClass = _handler(hub)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="evalhub", daemon=True)
-    thread.start()
+    hub = EvalHub(url="", claims=claims)
+    server = LoopbackServer(_handler(hub), "evalhub")
+    hub.url = server.url
     try:
         yield hub
     finally:
         hub.blackhole = False
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+        server.stop()

@@ -79,8 +79,12 @@ class LoopbackServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str = "loopback-http", poll_s: float = 0.5) -> None:
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler], name: str = "loopback-http", poll_s: float = 0.5, tls=None
+    ) -> None:
         super().__init__(("127.0.0.1", 0), handler)
+        if tls is not None:  # an ssl.SSLContext: serve HTTPS
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
         self.thread = threading.Thread(target=self.serve_forever, args=(poll_s,), name=name, daemon=True)
         self.thread.start()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+
+from tests.harness.http_server import LoopbackServer, QuietHandler
 
 _INFO = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^?]+))?$")
 _RESOLVE = re.compile(r"^/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
@@ -48,20 +49,9 @@ class HubStub:
 
 
 def _handler(stub: HubStub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
+    class Handler(QuietHandler):
         def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, head: bool = False) -> None:
-            self.send_response(status)
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if not head:
-                self.wfile.write(body)
+            self.reply(status, body, headers, send_body=not head)
 
         def _error(self, status: int, code: str, head: bool) -> None:
             self._send(status, json.dumps({"error": code}).encode(), {"X-Error-Code": code}, head)
@@ -109,16 +99,12 @@ def hub_stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubStub]:
     import huggingface_hub.constants
 
     stub = HubStub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
-    server.daemon_threads = True
-    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = LoopbackServer(_handler(stub), "hub-stub")
+    stub.url = server.url
     monkeypatch.setenv("HF_ENDPOINT", stub.url)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     try:
         yield stub
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()

@@ -23,7 +23,6 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -31,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
+from tests.harness.http_server import LoopbackServer, QuietHandler
 from tests.harness.tls import write_self_signed_certificate
 
 SPEC_PATH = Path(__file__).resolve().parents[1] / "specs" / "openapi" / "model-registry.yaml"  # tests/specs/SOURCE.md
@@ -236,7 +236,7 @@ class RegistryStub:
         self._hooks: list[tuple[Any, _Fault]] = []
         self._next_context_id = 1
         self._next_artifact_id = 1
-        self.server: ThreadingHTTPServer | None = None
+        self.server: LoopbackServer | None = None
         self.scheme = "http"
 
     # ---- addresses --------------------------------------------------------------------------------------------
@@ -559,31 +559,17 @@ class RegistryStub:
         return 200, self._page(items, query)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server_version = "model-registry-stub/1"
-    protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in two writes: avoid the delayed-ACK stall
 
-    @property
-    def stub(self) -> RegistryStub:
-        return self.server.stub  # type: ignore[attr-defined]
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
-        """Silences the default per-request stderr line."""
-
     def _send(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(status, payload)
 
     def _serve(self) -> None:
-        stub = self.stub
+        stub: RegistryStub = self.server.stub  # type: ignore[attr-defined]
         split = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.body()
         record = RecordedRequest(
             method=self.command,
             path=split.path,
@@ -655,26 +641,23 @@ def start_registry_stub(tls_dir: Path | None = None) -> RegistryStub:
         The running stub; stop it with :func:`stop_registry_stub`. With TLS, ``stub.ca_bundle`` is the PEM to trust.
     """
     stub = RegistryStub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    server.stub = stub  # type: ignore[attr-defined]
+    context = None
     if tls_dir is not None:
         cert_path, key_path = write_self_signed_certificate(tls_dir, "registry")
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_path, key_path)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
         stub.scheme = "https"
         stub.ca_bundle = cert_path  # type: ignore[attr-defined]
+    server = LoopbackServer(_Handler, "registry-stub", poll_s=0.05, tls=context)
+    server.stub = stub  # type: ignore[attr-defined]
     stub.server = server
-    threading.Thread(target=server.serve_forever, args=(0.05,), name="registry-stub", daemon=True).start()
     return stub
 
 
 def stop_registry_stub(stub: RegistryStub) -> None:
     """Stops the server thread and closes its socket."""
     assert stub.server is not None
-    stub.server.shutdown()
-    stub.server.server_close()
+    stub.server.stop()
 
 
 @pytest.fixture
