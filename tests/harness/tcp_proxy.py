@@ -22,6 +22,7 @@ does: answers already on their way still arrive, new requests never reach the se
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import socket
 import threading
@@ -35,7 +36,7 @@ _REASONS = {403: "Forbidden", 404: "NotFound", 409: "AlreadyExists", 410: "Gone"
 
 
 class TcpProxy:
-    """See the module docstring.
+    """A proxy in one of :data:`MODES` (see the module docstring).
 
     Args:
         upstream: ``(host, port)`` of the server behind the proxy (``None``: only the failing modes make sense).
@@ -179,38 +180,15 @@ class TcpProxy:
         pump(client, server, True)
 
     def _answer(self, client: socket.socket) -> None:
-        buffer = b""
-        with contextlib.suppress(OSError), client:
-            while True:
-                while b"\r\n\r\n" not in buffer:
-                    chunk = client.recv(65536)
-                    if not chunk:
-                        return
-                    buffer += chunk
-                head, buffer = buffer.split(b"\r\n\r\n", 1)
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value.strip())
-                while len(buffer) < length:
-                    chunk = client.recv(65536)
-                    if not chunk:
-                        return
-                    buffer += chunk
-                buffer = buffer[length:]
+        with contextlib.suppress(OSError), client, client.makefile("rb") as reader:
+            while reader.readline():  # the request line; then its headers and body are read past
+                length = int(http.client.parse_headers(reader).get("Content-Length") or 0)
+                reader.read(length)
                 status = self.status
                 reason = _REASONS.get(status, "InternalError" if status >= 500 else "BadRequest")
-                body = json.dumps(
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "message": f"proxy answers {status} to every request",
-                        "reason": reason,
-                        "code": status,
-                    }
-                ).encode()
+                message = f"proxy answers {status} to every request"
+                status_object = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status}
+                body = json.dumps({**status_object, "message": message, "reason": reason}).encode()
                 self.answered += 1  # counted before the answer leaves, so a client that has it sees the count
                 client.sendall(
                     f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
