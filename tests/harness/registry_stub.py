@@ -1,15 +1,10 @@
 """A stateful Kubeflow Model Registry REST stub on 127.0.0.1, validating what it receives against the real API spec.
 
-The stub is a ``ThreadingHTTPServer`` that serves the registry's REST API under both ``/api/model_registry/v1``
-(clients >= 0.3.12) and ``/api/model_registry/v1alpha3`` (older servers). Every request is matched to an operation of
-the vendored ``tests/specs/openapi/model-registry.yaml``; its path and query parameters and its JSON body are validated
-against the operation's schemas (``$ref`` resolved, OpenAPI discriminators honoured) and a bad request gets a ``400``
-naming the rule that failed. Responses are validated too, so a stub bug fails the test instead of passing silently.
-
-It stores registered models, model versions and model artifacts, records every request, and can be scripted to
-fail: ``fail_next(2, 503)`` answers the next two requests with a 5xx, ``drop_next(1)`` closes the connection without
-answering, ``require_token("t")`` answers ``401`` to requests without ``Authorization: Bearer t``, and
-``serve_api_versions("v1alpha3")`` makes it an old server that has no ``/v1`` API.
+It serves the REST API under ``/api/model_registry/v1`` and ``/v1alpha3``; every request is matched to an operation
+of the vendored ``tests/specs/openapi/model-registry.yaml`` and validated against its schemas (a bad one gets a 400
+naming the rule), and so is every answer (a stub bug fails the test). It stores registered models, versions and
+artifacts, records every request, and is scripted with ``fail_next``, ``drop_next``, ``before_next``,
+``require_token`` and ``serve_api_versions``.
 """
 
 from __future__ import annotations
@@ -217,6 +212,26 @@ class StubHTTPError(Exception):
 
 def _now_ms() -> str:
     return str(int(time.time() * 1000))
+
+
+def _read(store: str, id_param: str, kind: str):
+    """The handler of a ``GET /<kind>s/{id}`` operation on the stub's ``store``."""
+
+    def op(stub: RegistryStub, path_params: dict[str, str], **_: Any) -> tuple[int, dict]:
+        return 200, copy.deepcopy(stub._get(getattr(stub, store), path_params[id_param], kind))
+
+    return op
+
+
+def _update(store: str, id_param: str, kind: str):
+    """The handler of a ``PATCH /<kind>s/{id}`` operation on the stub's ``store``."""
+
+    def op(stub: RegistryStub, path_params: dict[str, str], body: dict, **_: Any) -> tuple[int, dict]:
+        obj = stub._get(getattr(stub, store), path_params[id_param], kind)
+        obj.update(body)
+        return 200, copy.deepcopy(stub._stamp(obj, created=False))
+
+    return op
 
 
 class RegistryStub:
@@ -440,8 +455,8 @@ class RegistryStub:
     def _op_findRegisteredModel(self, query, **_):
         return 200, self._find_one(list(self.registered_models.values()), query, "registered model")
 
-    def _op_getRegisteredModel(self, path_params, **_):
-        return 200, copy.deepcopy(self._get(self.registered_models, path_params["registeredmodelId"], "model"))
+    _op_getRegisteredModel = _read("registered_models", "registeredmodelId", "registered model")
+    _op_updateRegisteredModel = _update("registered_models", "registeredmodelId", "registered model")
 
     def _op_createRegisteredModel(self, body, **_):
         if any(m["name"] == body["name"] for m in self.registered_models.values()):
@@ -449,11 +464,6 @@ class RegistryStub:
         model = self._stamp({**body, "id": self._new_context_id(), "state": body.get("state", "LIVE")}, created=True)
         self.registered_models[model["id"]] = model
         return 201, copy.deepcopy(model)
-
-    def _op_updateRegisteredModel(self, path_params, body, **_):
-        model = self._get(self.registered_models, path_params["registeredmodelId"], "registered model")
-        model.update(body)
-        return 200, copy.deepcopy(self._stamp(model, created=False))
 
     def _op_getRegisteredModelVersions(self, path_params, query, **_):
         model_id = path_params["registeredmodelId"]
@@ -471,8 +481,8 @@ class RegistryStub:
     def _op_findModelVersion(self, query, **_):
         return 200, self._find_one(list(self.model_versions.values()), query, "model version", "registeredModelId")
 
-    def _op_getModelVersion(self, path_params, **_):
-        return 200, copy.deepcopy(self._get(self.model_versions, path_params["modelversionId"], "model version"))
+    _op_getModelVersion = _read("model_versions", "modelversionId", "model version")
+    _op_updateModelVersion = _update("model_versions", "modelversionId", "model version")
 
     def _op_createModelVersion(self, body, **_):
         parent = body["registeredModelId"]
@@ -483,11 +493,6 @@ class RegistryStub:
         self.model_versions[version["id"]] = version
         self.version_artifacts[version["id"]] = []
         return 201, copy.deepcopy(version)
-
-    def _op_updateModelVersion(self, path_params, body, **_):
-        version = self._get(self.model_versions, path_params["modelversionId"], "model version")
-        version.update(body)
-        return 200, copy.deepcopy(self._stamp(version, created=False))
 
     def _op_getModelVersionArtifacts(self, path_params, query, **_):
         version_id = path_params["modelversionId"]
@@ -538,13 +543,8 @@ class RegistryStub:
         items = [a for a in self.artifacts.values() if a["artifactType"] == "model-artifact"]
         return 200, self._page(items, query)
 
-    def _op_getModelArtifact(self, path_params, **_):
-        return 200, copy.deepcopy(self._get(self.artifacts, path_params["modelartifactId"], "model artifact"))
-
-    def _op_updateModelArtifact(self, path_params, body, **_):
-        artifact = self._get(self.artifacts, path_params["modelartifactId"], "model artifact")
-        artifact.update(body)
-        return 200, copy.deepcopy(self._stamp(artifact, created=False))
+    _op_getModelArtifact = _read("artifacts", "modelartifactId", "model artifact")
+    _op_updateModelArtifact = _update("artifacts", "modelartifactId", "model artifact")
 
     def _op_findModelArtifact(self, query, **_):
         items = list(self.artifacts.values())
@@ -562,9 +562,6 @@ class RegistryStub:
 class _Handler(QuietHandler):
     server_version = "model-registry-stub/1"
     disable_nagle_algorithm = True  # headers and body go out in two writes: avoid the delayed-ACK stall
-
-    def _send(self, status: int, payload: Any) -> None:
-        self.reply(status, payload)
 
     def _serve(self) -> None:
         stub: RegistryStub = self.server.stub  # type: ignore[attr-defined]
@@ -586,7 +583,7 @@ class _Handler(QuietHandler):
             record.body = json.loads(raw) if raw else None
         except json.JSONDecodeError as exc:
             record.status = 400
-            self._send(400, {"code": "400", "message": f"request body is not JSON: {exc}"})
+            self.reply(400, {"code": "400", "message": f"request body is not JSON: {exc}"})
             return
         fault = stub.take_fault(self.command, split.path)
         if fault is not None and fault.status is None:
@@ -596,16 +593,16 @@ class _Handler(QuietHandler):
             return
         if fault is not None and not fault.after:
             record.status = fault.status
-            self._send(fault.status, {"code": str(fault.status), "message": "scripted fault of the registry stub"})
+            self.reply(fault.status, {"code": str(fault.status), "message": "scripted fault of the registry stub"})
             return
         if stub.token is not None and self.headers.get("Authorization") != f"Bearer {stub.token}":
             record.status = 401
-            self._send(401, {"code": "401", "message": "Unauthorized: missing or invalid bearer token"})
+            self.reply(401, {"code": "401", "message": "Unauthorized: missing or invalid bearer token"})
             return
         version, resource = record.api_version, record.resource
         if version is None or version not in stub.api_versions:
             record.status = 404
-            self._send(404, {"code": "404", "message": f"404 page not found: {split.path}"})
+            self.reply(404, {"code": "404", "message": f"404 page not found: {split.path}"})
             return
         try:
             status, payload, op = stub.handle(self.command, resource, record.query, record.body)
@@ -619,7 +616,7 @@ class _Handler(QuietHandler):
         if fault is not None:  # served, but the answer is lost
             status, payload = fault.status, {"code": str(fault.status), "message": "scripted fault after serving"}
         record.status = status
-        self._send(status, payload)
+        self.reply(status, payload)
 
     @staticmethod
     def _split_version(path: str) -> tuple[str | None, str]:
