@@ -44,6 +44,13 @@ class RecordedRequest:
     headers: dict[str, str]
 
 
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for servers that take a port rather than pick one)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 class QuietHandler(BaseHTTPRequestHandler):
     """The loopback servers' request handler: HTTP/1.1, no log lines, :meth:`body` and :meth:`reply` helpers."""
 
