@@ -1,18 +1,11 @@
 """An EvalHub server on 127.0.0.1 that follows its OpenAPI document and runs the REAL ``lm_eval``.
 
-It serves the three job endpoints of EvalHub ``v1.0.1`` (``tests/specs/openapi/eval-hub.yaml``): ``POST
-/api/v1/evaluations/jobs`` (the body validated against ``EvaluationJobConfig``; ``202`` with an
-``EvaluationJobResource``), ``GET /api/v1/evaluations/jobs/{id}`` and ``DELETE`` (cancel: ``cancelled``; ``204``).
-Every answer it sends is validated against the document too. Requests without the tenant header ``X-Tenant`` get
-``400`` (``missing_tenant_header``, as ``internal/eval_hub/server/server.go``), and a job is visible only to its tenant
-(``404`` otherwise).
-
-A job goes ``pending`` → ``running`` → ``completed`` (each benchmark's metrics from lm-eval's results: ``acc,none`` →
-``acc``), ``failed`` (lm_eval failed) or ``partially_failed`` (scripted). The benchmarks' ``test_data_ref.pvc`` claim
-is a local directory (``claims``) mounted at ``/test_data``: model and task paths under ``/test_data`` are mapped
-there, and the held-out task directory (``parameters.include_path``) is copied with its paths mapped, as the mount
-would show them. Scripted: ``forbidden`` (``403``), ``never_complete`` (stays ``running``), ``partially_failed``,
-``blackhole`` (accepts connections, never answers).
+It serves EvalHub ``v1.0.1``'s job endpoints (``tests/specs/openapi/eval-hub.yaml``: create, get, cancel), validating
+each request body and each answer against the document; a request without ``X-Tenant`` gets ``400``
+(``missing_tenant_header``) and a job is visible only to its tenant. A job goes ``pending`` → ``running`` →
+``completed`` / ``failed`` / ``partially_failed``; its ``test_data_ref.pvc`` claim is a local directory (``claims``)
+whose ``/test_data`` paths are mapped as the mount would show them. Scripted: ``forbidden`` (``403``),
+``never_complete``, ``partially_failed``, ``blackhole`` (accepts connections, never answers).
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """A TCP proxy on 127.0.0.1 that fails the way networks and API servers do, switchable while a test runs.
 
-Put it in front of a loopback server (kmock's Kubernetes API, the KFP API stub) and point the code under test at
-:attr:`TcpProxy.url`. Modes (:meth:`TcpProxy.set_mode`):
-
-* ``forward``: a transparent proxy to the upstream;
-* ``blackhole``: accepts connections and reads requests, never answers (an API server that hangs, a half-dead load
-  balancer);
-* ``refuse``: nothing listens on the port (connection refused);
-* ``status``: answers every HTTP request itself with one status (``503``, ``403``, ``409``, ``410``...) and a
-  Kubernetes ``Status`` JSON body, keeping the connection alive.
-
-In ``forward`` mode every answer can be held back ``latency`` seconds (an API server some network away, or busy).
-
-Switching to ``refuse`` or ``status`` closes the connections already open (as a restarting server does), so pooled
-keep-alive connections see the new mode too; switching to ``blackhole`` leaves them open but stalled, as a hung server
-does: answers already on their way still arrive, new requests never reach the server and nothing is closed.
-:attr:`TcpProxy.connections` counts accepted connections and :attr:`TcpProxy.answered` the requests answered in
-``status`` mode.
+Modes (:meth:`TcpProxy.set_mode`): ``forward`` (transparent, each answer optionally held back ``latency`` seconds),
+``blackhole`` (accepts and reads, never answers), ``refuse`` (nothing listens) and ``status`` (answers every request
+with one status and a Kubernetes ``Status`` body, keeping the connection alive). Switching to ``refuse`` or ``status``
+closes the open connections, as a restarting server does; switching to ``blackhole`` leaves them open but stalled, as
+a hung server does (answers on their way still arrive). :attr:`TcpProxy.connections` counts accepted connections,
+:attr:`TcpProxy.answered` the requests answered in ``status`` mode.
 """
 
 from __future__ import annotations
