@@ -132,16 +132,8 @@ def crd_schema(file_name: str = "trainer.kubeflow.org_trainjobs.yaml") -> dict[s
 
 
 def validate_trainjob(manifest: dict[str, Any], generation: str = UPSTREAM_2_3) -> None:
-    """Validates a TrainJob manifest against a generation's CRD (closed objects) and checks its name is DNS-1035.
-
-    Args:
-        manifest: The TrainJob.
-        generation: :data:`~.kube_schema.UPSTREAM_2_3` (Trainer v2.3.0) or :data:`~.kube_schema.ODH_3_3` (RHOAI 3.3).
-
-    Raises:
-        jsonschema.ValidationError: The manifest breaks the schema.
-        AssertionError: Wrong apiVersion/kind or an invalid name.
-    """
+    """Validates a TrainJob against ``generation``'s CRD (closed objects; ``jsonschema.ValidationError``) and asserts
+    its apiVersion, kind and DNS-1035 name."""
     import jsonschema
 
     assert manifest["apiVersion"] == TRAINER and manifest["kind"] == "TrainJob", manifest
@@ -689,16 +681,9 @@ class KubeApi:
         name: str | None = None,
         persist: bool = False,
     ) -> None:
-        """Answers the next ``times`` requests of an action on a resource plural with an error status.
-
-        Args:
-            action: ``create``, ``fetch``, ``list``, ``watch``, ``update`` or ``delete``.
-            plural: The resource plural, e.g. ``trainjobs``.
-            status: The HTTP status (the body is a Kubernetes ``Status`` naming it).
-            times: How many requests fail.
-            name: Only requests for this object name.
-            persist: Apply the write anyway (an API server that failed after persisting), else reject it untouched.
-        """
+        """Answers the next ``times`` requests of ``action`` (``create``, ``fetch``, ``list``, ``watch``, ``update``,
+        ``delete``) on ``plural`` (and object ``name``) with ``status`` and a ``Status`` body; ``persist``: apply the
+        write anyway (an API server that failed after persisting), else reject it untouched."""
         reason = {409: "AlreadyExists", 410: "Gone", 422: "Invalid", 429: "TooManyRequests"}.get(
             status, "InternalError"
         )

@@ -174,17 +174,10 @@ def start_registry(
     tls: tuple[Path, Path] | None = None,
     token: tuple[str, Path] | None = None,
 ) -> RunningRegistry:
-    """Starts ``docker-registry`` with filesystem storage in ``directory`` on a free loopback port.
+    """Starts ``docker-registry`` (storage and config in ``directory``) on a free port; returns it once ``/v2/`` works.
 
-    Args:
-        directory: Holds the storage and the generated config.
-        htpasswd: An htpasswd (bcrypt) file: require basic auth.
-        tls: ``(certificate, key)``: serve HTTPS.
-        token: ``(realm URL, certificate)``: require bearer tokens from that token server, signed by that
-            certificate's key (see :mod:`tests.harness.oci_token_server`).
-
-    Returns:
-        The running registry (answering ``/v2/``).
+    ``htpasswd``: require basic auth; ``tls``: ``(certificate, key)`` to serve HTTPS; ``token``: ``(realm URL,
+    certificate)`` to require bearer tokens of that token server (:mod:`.oci_token_server`).
     """
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()

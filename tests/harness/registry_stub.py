@@ -286,16 +286,8 @@ class RegistryStub:
         path_contains: str | None = None,
         after_serving: bool = False,
     ) -> None:
-        """Answers the next ``times`` matching requests with ``status`` (e.g. 500, 503).
-
-        Args:
-            times: How many requests fail.
-            status: The HTTP status they get.
-            method: Only requests with this method (``None``: any).
-            path_contains: Only requests whose path contains this (``None``: any).
-            after_serving: Serve the request first (a create takes effect) and then answer ``status``: the answer
-                of a successful call is lost, as when a proxy times out.
-        """
+        """Answers the next ``times`` requests (of ``method``, whose path contains ``path_contains``) with ``status``;
+        ``after_serving``: serve the request first (a create takes effect), then answer ``status`` (a lost answer)."""
         with self.lock:
             self._faults.append(_Fault(times, status, method, path_contains, after_serving))
 
@@ -629,14 +621,8 @@ class _Handler(QuietHandler):
 
 
 def start_registry_stub(tls_dir: Path | None = None) -> RegistryStub:
-    """Starts a stub on 127.0.0.1 on a free port, in a daemon thread (plain HTTP, or TLS with a fresh certificate).
-
-    Args:
-        tls_dir: Where to write a self-signed certificate; ``None`` serves plain HTTP.
-
-    Returns:
-        The running stub; stop it with :func:`stop_registry_stub`. With TLS, ``stub.ca_bundle`` is the PEM to trust.
-    """
+    """Starts a stub on a free port: plain HTTP, or TLS with a self-signed certificate written to ``tls_dir``
+    (``stub.ca_bundle``); stop it with :func:`stop_registry_stub`."""
     stub = RegistryStub()
     context = None
     if tls_dir is not None:
