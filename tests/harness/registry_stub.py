@@ -558,57 +558,47 @@ class _Handler(QuietHandler):
     def _serve(self) -> None:
         stub: RegistryStub = self.server.stub  # type: ignore[attr-defined]
         split = urlsplit(self.path)
-        raw = self.body()
-        record = RecordedRequest(
-            method=self.command,
-            path=split.path,
-            api_version=None,
-            resource="",
-            query={k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()},
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=None,
-        )
-        record.api_version, record.resource = self._split_version(split.path)
+        api_version, resource = self._split_version(split.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        record = RecordedRequest(self.command, split.path, api_version, resource, query, headers, body=None)
         with stub.lock:
             stub.requests.append(record)
         try:
-            record.body = json.loads(raw) if raw else None
-        except json.JSONDecodeError as exc:
-            record.status = 400
-            self.reply(400, {"code": "400", "message": f"request body is not JSON: {exc}"})
-            return
-        fault = stub.take_fault(self.command, split.path)
-        if fault is not None and fault.status is None:
-            record.status = -1
+            record.status, payload = self._answer(stub, record)
+        except StubHTTPError as exc:
+            record.status, payload = exc.status, {"code": str(exc.status), "message": exc.message}
+        if record.status == -1:  # a scripted drop: the connection closes unanswered
             self.close_connection = True
             self.connection.shutdown(2)
-            return
-        if fault is not None and not fault.after:
-            record.status = fault.status
-            self.reply(fault.status, {"code": str(fault.status), "message": "scripted fault of the registry stub"})
-            return
-        if stub.token is not None and self.headers.get("Authorization") != f"Bearer {stub.token}":
-            record.status = 401
-            self.reply(401, {"code": "401", "message": "Unauthorized: missing or invalid bearer token"})
-            return
-        version, resource = record.api_version, record.resource
-        if version is None or version not in stub.api_versions:
-            record.status = 404
-            self.reply(404, {"code": "404", "message": f"404 page not found: {split.path}"})
-            return
+        else:
+            self.reply(record.status, payload)
+
+    def _answer(self, stub: RegistryStub, record: RecordedRequest) -> tuple[int, Any]:
+        """The status and body of one request (-1: drop it), in the order a real server checks."""
         try:
-            status, payload, op = stub.handle(self.command, resource, record.query, record.body)
-        except StubHTTPError as exc:
-            status, payload, op = exc.status, {"code": str(exc.status), "message": exc.message}, None
-        if op is not None:
-            problems = stub.check_response(op, status, payload)
-            if problems:
+            record.body = json.loads(self.body() or "null")
+        except json.JSONDecodeError as exc:
+            raise StubHTTPError(400, f"request body is not JSON: {exc}") from exc
+        fault = stub.take_fault(record.method, record.path)
+        if fault is not None and fault.status is None:
+            return -1, None
+        if fault is not None and not fault.after:
+            raise StubHTTPError(fault.status, "scripted fault of the registry stub")
+        if stub.token is not None and self.headers.get("Authorization") != f"Bearer {stub.token}":
+            raise StubHTTPError(401, "Unauthorized: missing or invalid bearer token")
+        if record.api_version not in stub.api_versions:
+            raise StubHTTPError(404, f"404 page not found: {record.path}")
+        try:
+            status, payload, op = stub.handle(record.method, record.resource, record.query, record.body)
+            if problems := stub.check_response(op, status, payload):
                 stub.errors.append(f"{op.operation_id} answered {status} with an invalid body: {problems}")
-                status, payload = 500, {"code": "500", "message": "stub produced an invalid response"}
+                raise StubHTTPError(500, "stub produced an invalid response")
+        except StubHTTPError as exc:
+            status, payload = exc.status, {"code": str(exc.status), "message": exc.message}
         if fault is not None:  # served, but the answer is lost
-            status, payload = fault.status, {"code": str(fault.status), "message": "scripted fault after serving"}
-        record.status = status
-        self.reply(status, payload)
+            raise StubHTTPError(fault.status, "scripted fault after serving")
+        return status, payload
 
     @staticmethod
     def _split_version(path: str) -> tuple[str | None, str]:
