@@ -785,18 +785,12 @@ def make_pod(
     restarts: int = 0,
     unschedulable: str = "",
 ) -> dict[str, Any]:
-    """A pod of a TrainJob's ``node`` replicated job, as JobSet labels it, in the given state.
+    """Pod ``index`` of a TrainJob's ``node`` replicated job, labelled as JobSet labels it, in the given state.
 
     Args:
-        namespace: The pod's namespace.
-        trainjob: The TrainJob (and JobSet) name.
-        index: The node index (part of the pod name).
-        phase: ``status.phase``.
-        container: The trainer container's name.
         waiting: ``(reason, message)`` of a waiting container (e.g. ImagePullBackOff).
         terminated: ``(reason, exitCode, message)`` of a terminated container (e.g. OOMKilled, 137).
         last_terminated: ``(reason, exitCode)`` of the container's previous run.
-        restarts: ``restartCount``.
         unschedulable: The scheduler's message; sets ``PodScheduled=False, reason=Unschedulable``.
     """
     state: dict[str, Any] = {"running": {"startedAt": "2026-11-23T10:00:00Z"}}
@@ -849,16 +843,9 @@ def make_node(
     taints: tuple[dict[str, str], ...] = (),
     unschedulable: bool = False,
 ) -> dict[str, Any]:
-    """A node with ``gpus`` allocatable GPUs (labelled ``nvidia.com/gpu.present=true`` as GPU Feature Discovery does).
-
-    Args:
-        name: The node name.
-        gpus: Allocatable (and capacity) GPUs; 0 = a CPU node.
-        gpu_resource: The GPUs' extended resource name.
-        labels: Extra labels.
-        taints: ``spec.taints`` entries (``{"key", "value", "effect"}``).
-        unschedulable: ``spec.unschedulable`` (cordoned).
-    """
+    """A node with ``gpus`` allocatable GPUs of ``gpu_resource`` (0: a CPU node), extra ``labels``, ``spec.taints``
+    and ``spec.unschedulable`` (cordoned); a ``nvidia.com/gpu`` node is labelled ``nvidia.com/gpu.present=true``, as
+    GPU Feature Discovery labels it."""
     resources = {"cpu": "16", "memory": "64Gi", **({gpu_resource: str(gpus)} if gpus else {})}
     node_labels = {"kubernetes.io/hostname": name, **(labels or {})}
     if gpus and gpu_resource == "nvidia.com/gpu":
@@ -873,14 +860,8 @@ def make_node(
 
 
 def make_pytorchjob_pod(namespace: str, pytorchjob: str, index: int = 0, **state: Any) -> dict[str, Any]:
-    """A pod of a PyTorchJob's ``Master`` (index 0) or ``Worker`` replicas, as the Training Operator labels it.
-
-    Args:
-        namespace: The pod's namespace.
-        pytorchjob: The PyTorchJob's name.
-        index: 0 for the master pod, ``n`` for worker ``n - 1``.
-        **state: The pod's state, as :func:`make_pod` takes it (``phase``, ``waiting``, ``terminated``, ...).
-    """
+    """The ``Master`` pod (index 0) or ``Worker`` pod ``index - 1`` of a PyTorchJob, as the Training Operator labels
+    it, in the state :func:`make_pod` takes (``phase``, ``waiting``, ``terminated``...)."""
     pod = make_pod(namespace, pytorchjob, index, container="pytorch", **state)
     replica, replica_index = ("master", 0) if index == 0 else ("worker", index - 1)
     pod["metadata"]["name"] = f"{pytorchjob}-{replica}-{replica_index}"
