@@ -25,14 +25,8 @@ _REASONS = {403: "Forbidden", 404: "NotFound", 409: "AlreadyExists", 410: "Gone"
 
 
 class TcpProxy:
-    """A proxy in one of :data:`MODES` (see the module docstring).
-
-    Args:
-        upstream: ``(host, port)`` of the server behind the proxy (``None``: only the failing modes make sense).
-        mode: The initial mode.
-        status: The status answered in ``status`` mode.
-        latency: Seconds each chunk of an answer is held back in ``forward`` mode.
-    """
+    """A proxy to ``upstream`` (``(host, port)``; ``None``: the failing modes only) in one of :data:`MODES`;
+    ``status`` is the answer of ``status`` mode, ``latency`` the seconds each answer chunk waits in ``forward`` mode."""
 
     def __init__(
         self, upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503, latency: float = 0.0

@@ -29,13 +29,8 @@ TASKS = f"{POD_ROOT}/my_tasks"
 
 
 class TrustyAIController:
-    """Reconciles LMEvalJobs of the emulator on a background thread until :meth:`stop`.
-
-    Args:
-        kube: The running emulator.
-        claims: Local directory of each PVC by claim name.
-        timeout: Seconds one lm_eval run may take.
-    """
+    """Reconciles the emulator's LMEvalJobs on a thread until :meth:`stop`; ``claims``: local directory by PVC name;
+    ``timeout``: seconds one lm_eval run may take."""
 
     def __init__(self, kube: KubeApi, claims: dict[str, Path], timeout: float = 600.0) -> None:
         self.kube, self.claims, self.timeout = kube, claims, timeout
