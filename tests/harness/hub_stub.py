@@ -50,11 +50,8 @@ class HubStub:
 
 def _handler(stub: HubStub) -> type[BaseHTTPRequestHandler]:
     class Handler(QuietHandler):
-        def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, head: bool = False) -> None:
-            self.reply(status, body, headers, send_body=not head)
-
         def _error(self, status: int, code: str, head: bool) -> None:
-            self._send(status, json.dumps({"error": code}).encode(), {"X-Error-Code": code}, head)
+            self.reply(status, json.dumps({"error": code}).encode(), {"X-Error-Code": code}, not head)
 
         def _answer(self, head: bool) -> None:
             path = urllib.parse.unquote(self.path.split("?", 1)[0])
@@ -65,7 +62,7 @@ def _handler(stub: HubStub) -> type[BaseHTTPRequestHandler]:
             what = "info" if match and match.re is _INFO else match["path"] if match else ""
             if stub.failures.get(what):
                 status, headers = stub.failures[what].pop(0)
-                return self._send(status, json.dumps({"error": "scripted"}).encode(), headers, head)
+                return self.reply(status, json.dumps({"error": "scripted"}).encode(), headers, not head)
             repo = stub.repos.get(match["repo"]) if match else None
             if repo is None:
                 return self._error(404, "RepoNotFound", head)
@@ -77,12 +74,12 @@ def _handler(stub: HubStub) -> type[BaseHTTPRequestHandler]:
             if match.re is _INFO:
                 siblings = [{"rfilename": name, "size": len(data)} for name, data in sorted(repo.files.items())]
                 info = {"id": match["repo"], "sha": repo.sha, "siblings": siblings, "private": False}
-                return self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
+                return self.reply(200, info, send_body=not head)
             data = repo.files.get(match["path"])
             if data is None:
                 return self._error(404, "EntryNotFound", head)
             etag = f'"{hashlib.sha256(data).hexdigest()[:32]}"'
-            self._send(200, data, {"X-Repo-Commit": repo.sha, "ETag": etag}, head)
+            self.reply(200, data, {"X-Repo-Commit": repo.sha, "ETag": etag}, not head)
 
         def do_GET(self) -> None:  # noqa: N802
             self._answer(head=False)
