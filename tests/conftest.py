@@ -55,13 +55,8 @@ class BackgroundRun:
 
 
 class DemoRun(BackgroundRun):
-    """``kfp-finetune demo`` run by ``python`` in ``root`` (``root/demo`` its output directory), in the background.
-
-    Args:
-        python: The interpreter (its venv's kfp runs the pipeline).
-        root: A fresh folder; the run's ``TMPDIR`` is ``root/system-tmp`` (left empty by a good run).
-        arguments: The ``demo`` command's arguments besides ``--output-dir``.
-        env: The environment (this checkout first on ``PYTHONPATH``).
+    """``kfp-finetune demo ARGUMENTS`` run by ``python`` (its venv's kfp) in the background, this checkout first on
+    ``PYTHONPATH``; ``root/demo`` is its output directory, ``root/system-tmp`` its ``TMPDIR`` (empty after a good run).
     """
 
     def __init__(self, python: Path, root: Path, arguments: list[str], env: dict[str, str]):

@@ -1,17 +1,10 @@
-"""No dead code in the product: every module-level function, class and constant of ``components/`` and ``pipelines/``
-is referenced somewhere besides its own definition.
+"""No dead code in the product: every module-level name of ``components/`` and ``pipelines/`` is referenced somewhere.
 
-A simple, explicit check (no import tracing): the names a product module defines at module level are looked up in
-the code of the repository (``components/``, ``pipelines/``, ``scripts/``, ``benchmarks/``, ``tests/``, the root
-``conftest.py`` and ``pyproject.toml``). In Python files the code counts, not the prose: names, attributes, imports,
-keywords and the words of string constants (``__all__``, ``"module:function"`` entry points, ``getattr`` names), but
-not docstrings or comments, so a function named only in its own docstring is dead. Other text files (shell scripts,
-TOML, YAML) count as a whole. A name defined in several modules is alive when it is used more often than it is
-defined. What is reached only from outside the repository (a KFP entry point, a CLI hook, a public name a user imports)
-goes into :data:`ALLOWED` with its reason.
-
-The same scan without the tests finds test-only code in the product: what only the tests use belongs in
-``tests/harness/`` (or the test), unless it is public API (:data:`TESTS_ONLY_ALLOWED`, with its reason).
+The names a product module defines are looked up in the repository's code (product, ``scripts/``, ``benchmarks/``,
+``tests/``, ``conftest.py``, ``pyproject.toml``): in Python files the code counts (names, attributes, imports,
+keywords, words of string constants), not docstrings or comments; other text files count whole. A name defined in
+several modules is alive when used more often than defined. What only outsiders reach goes into :data:`ALLOWED`
+with its reason. The same scan without the tests finds test-only product code (:data:`TESTS_ONLY_ALLOWED`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ def _job(name, labels=None):
     }
 
 
+def _watch(api, **options):
+    return watch.Watch().stream(api.list_namespaced_custom_object, GROUP, VERSION, "team", "trainjobs", **options)
+
+
 def test_crud_and_requests_seen(kube_api):
     api = client.CustomObjectsApi(kube_api.api_client)
     assert api.list_namespaced_custom_object(GROUP, VERSION, "team", "trainjobs")["items"] == []
@@ -100,32 +104,13 @@ def test_watch_sees_operator_changes_and_honours_timeout(kube_api):
         kube_api.set_trainjob_status("team", "a", {"conditions": [condition("Complete")]})
 
     with kube_api.in_background(operator):
-        stream = watch.Watch().stream(
-            api.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            "team",
-            "trainjobs",
-            field_selector="metadata.name=a",
-            timeout_seconds=5,
-        )
-        for event in stream:
+        for event in _watch(api, field_selector="metadata.name=a", timeout_seconds=5):
             seen.append((event["type"], event["object"]["metadata"]["name"]))
             if event["object"].get("status"):
                 break
     assert seen == [("ADDED", "a"), ("MODIFIED", "a")]
     # Server-side timeoutSeconds ends an idle watch.
-    events = list(
-        watch.Watch().stream(
-            api.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            "team",
-            "trainjobs",
-            field_selector="metadata.name=b",
-            timeout_seconds=1,
-        )
-    )
+    events = list(_watch(api, field_selector="metadata.name=b", timeout_seconds=1))
     assert [e["type"] for e in events] == ["ADDED"]
 
 
@@ -133,9 +118,7 @@ def test_dropped_watch_ends_the_stream(kube_api):
     kube_api.create_trainjob(_job("a"))
     kube_api.end_watch_after("trainjobs", events=2)
     api = client.CustomObjectsApi(kube_api.api_client)
-    events = list(
-        watch.Watch().stream(api.list_namespaced_custom_object, GROUP, VERSION, "team", "trainjobs", timeout_seconds=30)
-    )
+    events = list(_watch(api, timeout_seconds=30))
     assert [e["type"] for e in events] == ["MODIFIED", "MODIFIED"]
 
 

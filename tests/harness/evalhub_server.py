@@ -1,18 +1,11 @@
 """An EvalHub server on 127.0.0.1 that follows its OpenAPI document and runs the REAL ``lm_eval``.
 
-It serves the three job endpoints of EvalHub ``v1.0.1`` (``tests/specs/openapi/eval-hub.yaml``): ``POST
-/api/v1/evaluations/jobs`` (the body validated against ``EvaluationJobConfig``; ``202`` with an
-``EvaluationJobResource``), ``GET /api/v1/evaluations/jobs/{id}`` and ``DELETE`` (cancel: ``cancelled``; ``204``).
-Every answer it sends is validated against the document too. Requests without the tenant header ``X-Tenant`` get
-``400`` (``missing_tenant_header``, as ``internal/eval_hub/server/server.go``), and a job is visible only to its tenant
-(``404`` otherwise).
-
-A job goes ``pending`` → ``running`` → ``completed`` (each benchmark's metrics from lm-eval's results: ``acc,none`` →
-``acc``), ``failed`` (lm_eval failed) or ``partially_failed`` (scripted). The benchmarks' ``test_data_ref.pvc`` claim
-is a local directory (``claims``) mounted at ``/test_data``: model and task paths under ``/test_data`` are mapped
-there, and the held-out task directory (``parameters.include_path``) is copied with its paths mapped, as the mount
-would show them. Scripted: ``forbidden`` (``403``), ``never_complete`` (stays ``running``), ``partially_failed``,
-``blackhole`` (accepts connections, never answers).
+It serves EvalHub ``v1.0.1``'s job endpoints (``tests/specs/openapi/eval-hub.yaml``: create, get, cancel), validating
+each request body and each answer against the document; a request without ``X-Tenant`` gets ``400``
+(``missing_tenant_header``) and a job is visible only to its tenant. A job goes ``pending`` → ``running`` →
+``completed`` / ``failed`` / ``partially_failed``; its ``test_data_ref.pvc`` claim is a local directory (``claims``)
+whose ``/test_data`` paths are mapped as the mount would show them. Scripted: ``forbidden`` (``403``),
+``never_complete``, ``partially_failed``, ``blackhole`` (accepts connections, never answers).
 """
 
 from __future__ import annotations
@@ -28,11 +21,13 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.harness.http_server import LoopbackServer, QuietHandler
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "openapi" / "eval-hub.yaml"
 JOBS = "/api/v1/evaluations/jobs"
@@ -152,26 +147,19 @@ def _execute(hub: EvalHub, job_id: str) -> None:
 def _handler(hub: EvalHub) -> type[BaseHTTPRequestHandler]:
     config, resource = _validator("EvaluationJobConfig"), _validator("EvaluationJobResource")
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-            pass
+    class Handler(QuietHandler):
+        protocol_version = "HTTP/1.0"
 
         def _send(self, status: int, body: Any = None) -> None:
             if isinstance(body, dict) and "resource" in body:
                 resource.validate(body)  # what this server answers follows the document
-            data = b"" if body is None else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(status, body, {"Content-Type": "application/json"})
 
         def _error(self, status: int, code: str, message: str) -> None:
             self._send(status, {"message_code": code, "message": message})
 
         def _begin(self, method: str) -> tuple[str, Any] | None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
+            body = json.loads(self.body() or "null")
             tenant = self.headers.get("X-Tenant", "")
             hub.requests.append(SeenRequest(method, self.path, tenant, body))
             if hub.blackhole:
@@ -232,16 +220,11 @@ def _handler(hub: EvalHub) -> type[BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def running_evalhub(claims: dict[str, Path]) -> Iterator[EvalHub]:
     """Starts the server for the block."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
-    hub = EvalHub(url=f"http://127.0.0.1:{server.server_address[1]}", claims=claims)
-    server.RequestHandlerClass = _handler(hub)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="evalhub", daemon=True)
-    thread.start()
+    hub = EvalHub(url="", claims=claims)
+    server = LoopbackServer(_handler(hub), "evalhub")
+    hub.url = server.url
     try:
         yield hub
     finally:
         hub.blackhole = False
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+        server.stop()

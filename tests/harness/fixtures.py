@@ -50,19 +50,10 @@ def _single_torch_thread():
 
 @pytest.fixture
 def kfp_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Initialises ``kfp.local`` with the subprocess runner (current environment) and a fresh workspace.
+    """Initialises ``kfp.local`` (subprocess runner, fresh workspace); returns the pipeline root.
 
-    Its tasks' torch gets one thread (``OMP_NUM_THREADS=1``, as ``kfp-finetune demo`` sets): on 2 cores a second thread
-    on the tiny model only contends (measured: a 64 x 512-token forward pass takes the same wall time with 70 % more
-    CPU).
-
-    A pipeline that leaves an optional input artifact unconnected runs as on the backend through
-    :func:`pipelines.local_pipeline.local_pipeline` (kfp 2.15's ``kfp.local`` cannot run it directly).
-
-    Its tasks import this checkout's ``components`` (``PYTHONPATH``), as a pod imports the code its image carries.
-
-    Returns:
-        The pipeline root directory, where task outputs are written.
+    Its tasks import this checkout (``PYTHONPATH``) and run torch on one thread (``OMP_NUM_THREADS=1``, as
+    ``kfp-finetune demo`` sets: a second thread on the tiny model only contends).
     """
     from kfp import local
 

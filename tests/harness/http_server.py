@@ -1,14 +1,16 @@
 """A plain HTTP file server on 127.0.0.1 for download tests, with scripted responses (errors, flaky first tries).
 
-Fixture ``http_file_server``: a :class:`FileServer` serving a fresh temporary directory (``server.root``) over a
-``ThreadingHTTPServer`` on a free loopback port. ``server.url_for("a/b.jsonl")`` gives a file's URL;
-``server.script("/a/b.jsonl", 503, 503)`` makes the next two requests for that path answer 503 before the file is
-served; ``server.requests`` records every request (method, path, headers) in order.
+Also the other loopback servers' plumbing: :class:`QuietHandler` and :class:`LoopbackServer`.
+
+Fixture ``http_file_server``: a :class:`FileServer` serving a fresh temporary directory (``server.root``).
+``server.url_for("a/b.jsonl")`` gives a file's URL; ``server.script("/a/b.jsonl", 503, 503)`` makes the next two
+requests for that path answer 503 before the file is served; ``server.requests`` records every request in order.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 import threading
 import time
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,13 +51,66 @@ class RecordedRequest:
     headers: dict[str, str]
 
 
-class _QuietServer(ThreadingHTTPServer):
-    """A threading HTTP server that does not print client disconnects (expected in timeout tests)."""
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for servers that take a port rather than pick one)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """The loopback servers' request handler: HTTP/1.1, no log lines, :meth:`body` and :meth:`reply` helpers."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        """Silent: the servers record their requests themselves."""
+
+    def body(self) -> bytes:
+        """The request body (``Content-Length`` bytes)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def reply(self, status: int, body: Any = b"", headers: dict[str, str] | None = None, send_body: bool = True):
+        """Answers ``status`` with ``body`` (bytes as they are, ``None`` empty, anything else as JSON) and a length."""
+        headers = dict(headers or {})
+        if body is None:
+            body = b""
+        elif not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+            headers.setdefault("Content-Type", "application/json")
+        headers.setdefault("Content-Length", str(len(body)))
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """A threading HTTP server on a free 127.0.0.1 port, serving from a daemon thread from construction on."""
 
     daemon_threads = True
 
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler], name: str = "loopback-http", poll_s: float = 0.5, tls=None
+    ) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        if tls is not None:  # an ssl.SSLContext: serve HTTPS
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self.thread = threading.Thread(target=self.serve_forever, args=(poll_s,), name=name, daemon=True)
+        self.thread.start()
+
     def handle_error(self, request: object, client_address: object) -> None:
         """Ignores errors such as a client that hung up before a delayed response."""
+
+    def stop(self) -> None:
+        """Stops serving and closes the socket."""
+        self.shutdown()
+        self.server_close()
+        self.thread.join(timeout=10)
 
 
 class FileServer:
@@ -65,9 +121,9 @@ class FileServer:
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, deque[ScriptedResponse]] = defaultdict(deque)
         self._lock = threading.Lock()
-        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler_class())
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="http-file-server", daemon=True)
+        self._handler = self._handler_class()
+        self._httpd: LoopbackServer | None = None
+        self.url = ""
 
     def url_for(self, relative: str) -> str:
         """The URL of ``root / relative``."""
@@ -89,12 +145,7 @@ class FileServer:
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-                """Silent: tests read ``server.requests`` instead."""
-
+        class Handler(QuietHandler):
             def _answer(self, send_body: bool) -> None:
                 path = self.path.split("?", 1)[0]
                 with server._lock:
@@ -102,29 +153,17 @@ class FileServer:
                 scripted = server._next_scripted(path)
                 if scripted is not None:
                     time.sleep(scripted.delay_s)
-                    self._send(scripted.status, scripted.body, scripted.headers, send_body)
-                    return
+                    return self.reply(scripted.status, scripted.body, scripted.headers, send_body)
                 file = (server.root / path.lstrip("/")).resolve()
                 if server.root.resolve() not in file.parents or not file.is_file():
-                    self._send(404, b"not found", {}, send_body)
-                    return
+                    return self.reply(404, b"not found", send_body=send_body)
                 body = file.read_bytes()
                 headers = {
                     "ETag": f'"{hashlib.sha256(body).hexdigest()[:16]}"',
                     "Last-Modified": formatdate(file.stat().st_mtime, usegmt=True),
                     "Content-Type": "application/octet-stream",
                 }
-                self._send(200, body, headers, send_body)
-
-            def _send(self, status: int, body: bytes, headers: dict[str, str], send_body: bool) -> None:
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                if "Content-Length" not in headers:
-                    self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if send_body:
-                    self.wfile.write(body)
+                self.reply(200, body, headers, send_body)
 
             def do_GET(self) -> None:  # noqa: N802 - stdlib name
                 self._answer(send_body=True)
@@ -136,12 +175,13 @@ class FileServer:
 
     def start(self) -> None:
         """Starts serving in a background thread."""
-        self._thread.start()
+        self._httpd = LoopbackServer(self._handler, "http-file-server")
+        self.url = self._httpd.url
 
     def stop(self) -> None:
         """Stops the server and closes its socket."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        assert self._httpd is not None
+        self._httpd.stop()
 
 
 @pytest.fixture
@@ -172,12 +212,7 @@ class CuttingServer:
         self.requests: list[dict[str, str]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-                """Silent: tests read ``server.requests`` instead."""
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:  # noqa: N802 - stdlib name
                 served = len(server.requests)
                 server.requests.append(dict(self.headers))
@@ -206,15 +241,12 @@ class CuttingServer:
                     return
                 self.wfile.write(data[start:])
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/chat.jsonl"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd = LoopbackServer(Handler, "cutting-server")
+        self.url = f"{self.httpd.url}/chat.jsonl"
 
     def close(self) -> None:
         """Stops the server and closes its socket."""
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd.stop()
 
 
 @pytest.fixture

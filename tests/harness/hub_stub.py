@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+
+from tests.harness.http_server import LoopbackServer, QuietHandler
 
 _INFO = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^?]+))?$")
 _RESOLVE = re.compile(r"^/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
@@ -48,23 +49,9 @@ class HubStub:
 
 
 def _handler(stub: HubStub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
-        def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, head: bool = False) -> None:
-            self.send_response(status)
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if not head:
-                self.wfile.write(body)
-
+    class Handler(QuietHandler):
         def _error(self, status: int, code: str, head: bool) -> None:
-            self._send(status, json.dumps({"error": code}).encode(), {"X-Error-Code": code}, head)
+            self.reply(status, json.dumps({"error": code}).encode(), {"X-Error-Code": code}, not head)
 
         def _answer(self, head: bool) -> None:
             path = urllib.parse.unquote(self.path.split("?", 1)[0])
@@ -75,7 +62,7 @@ def _handler(stub: HubStub) -> type[BaseHTTPRequestHandler]:
             what = "info" if match and match.re is _INFO else match["path"] if match else ""
             if stub.failures.get(what):
                 status, headers = stub.failures[what].pop(0)
-                return self._send(status, json.dumps({"error": "scripted"}).encode(), headers, head)
+                return self.reply(status, json.dumps({"error": "scripted"}).encode(), headers, not head)
             repo = stub.repos.get(match["repo"]) if match else None
             if repo is None:
                 return self._error(404, "RepoNotFound", head)
@@ -87,12 +74,12 @@ def _handler(stub: HubStub) -> type[BaseHTTPRequestHandler]:
             if match.re is _INFO:
                 siblings = [{"rfilename": name, "size": len(data)} for name, data in sorted(repo.files.items())]
                 info = {"id": match["repo"], "sha": repo.sha, "siblings": siblings, "private": False}
-                return self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
+                return self.reply(200, info, send_body=not head)
             data = repo.files.get(match["path"])
             if data is None:
                 return self._error(404, "EntryNotFound", head)
             etag = f'"{hashlib.sha256(data).hexdigest()[:32]}"'
-            self._send(200, data, {"X-Repo-Commit": repo.sha, "ETag": etag}, head)
+            self.reply(200, data, {"X-Repo-Commit": repo.sha, "ETag": etag}, not head)
 
         def do_GET(self) -> None:  # noqa: N802
             self._answer(head=False)
@@ -109,16 +96,12 @@ def hub_stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[HubStub]:
     import huggingface_hub.constants
 
     stub = HubStub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
-    server.daemon_threads = True
-    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = LoopbackServer(_handler(stub), "hub-stub")
+    stub.url = server.url
     monkeypatch.setenv("HF_ENDPOINT", stub.url)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     try:
         yield stub
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()

@@ -54,11 +54,20 @@ def wheel(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def venv(wheel, tmp_path_factory) -> Path:
     """A fresh venv with the wheel installed (``--no-deps``) on this environment's third-party packages."""
-    venv = tmp_path_factory.mktemp("venv")
+    return _venv_with_the_wheel(tmp_path_factory.mktemp("venv"), wheel, sysconfig.get_paths()["purelib"])
+
+
+def _purelib(python: Path | str, cwd: Path) -> str:
+    """The site-packages folder of ``python``."""
+    probe = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return run_checked([str(python), "-c", probe], cwd).stdout.strip()
+
+
+def _venv_with_the_wheel(venv: Path, wheel: Path, base_purelib: str) -> Path:
+    """A fresh venv in ``venv`` that sees ``base_purelib``'s packages (a ``.pth`` file), the wheel installed there."""
     run_checked([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv)
     python = venv / "bin" / "python"
-    purelib = run_checked([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=venv)
-    Path(purelib.stdout.strip(), "zz-base-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    Path(_purelib(python, venv), "zz-base-environment.pth").write_text(base_purelib + "\n")
     run_checked(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
         venv,
@@ -88,14 +97,4 @@ def core_venv(wheel, tmp_path_factory) -> Path:
     if not core_python.exists():
         pytest.fail(f"{core_python} is missing: run `bash scripts/setup.sh --test` (it builds the core install's venv)")
     venv = tmp_path_factory.mktemp("core-venv")
-    run_checked([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], cwd=venv)
-    python = venv / "bin" / "python"
-    paths = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    purelib = run_checked([str(python), "-c", paths], cwd=venv).stdout.strip()
-    core_purelib = run_checked([str(core_python), "-c", paths], cwd=venv).stdout.strip()
-    Path(purelib, "zz-core-environment.pth").write_text(core_purelib + "\n")
-    run_checked(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        venv,
-    )
-    return venv
+    return _venv_with_the_wheel(venv, wheel, _purelib(core_python, venv))

@@ -1,35 +1,14 @@
 """A Kubernetes API on 127.0.0.1 for tests: kmock's stateful emulator, driven by the official ``kubernetes`` client.
 
-The fixture :func:`kube_api` starts a :class:`KubeEmulator` (kmock's ``KubernetesEmulator`` plus what the code under
-test relies on: ``watch=True`` as the official client spells it, label/field selectors on list and watch, pod logs)
-behind ``kmock.Server`` in an asyncio loop on a background thread, and yields a :class:`KubeApi`:
+The fixture :func:`kube_api` yields a :class:`KubeApi`: ``api_client`` for the code under test; operator-side helpers
+that act as the cluster would (over HTTP with their own User-Agent, so watches see them and ``requests`` leaves them
+out); ``requests`` (what the code under test sent) and ``objects(plural)``; scripted faults (``fail``, 410 watches,
+dropped watches); and cluster set-up for preflight checks (served resources, access reviews, nodes, quotas, secrets).
 
-* ``api_client``: a configured ``kubernetes.client.ApiClient`` for the code under test;
-* operator-side helpers that act as the cluster would (create runtimes, pods, events, patch a TrainJob's status, set
-  pod logs). They go through HTTP too, with their own User-Agent, so watches see them and ``requests`` leaves them out;
-* ``requests``: what the code under test sent (method, path, query, body, RBAC verb and resource);
-* ``objects(plural)``: the objects the server holds now (deleted ones excluded);
-* ``fail(...)``: scripted error responses (e.g. three 500s), ``in_background(fn)`` to run an operator script while the
-  code under test follows, and ``wait_for(predicate)``;
-* ``track_metadata(plural)``: that resource's objects get a uid, resourceVersion and generation, and a patch's
-  ``uid``/``resourceVersion`` are enforced as preconditions (409), as the API server does;
-* cluster setup for preflight checks: ``serve``/``unserve`` a resource (a CRD installed or removed, as discovery sees
-  it), ``deny(group, resource, verb)`` (SelfSubjectAccessReviews answer ``allowed: false`` for it, ``true`` for the
-  rest; reviews are answered, never stored), ``create_storage_class``, ``put_node`` (:func:`make_node`: GPUs, labels,
-  taints), ``create_quota`` (with its status) and ``create_secret`` (plain-text values, stored base64-encoded).
-
-Like a real API server (:mod:`.kube_schema`), the emulator prunes the fields a CRD-backed object's structural schema
-does not know (TrainJob per the served generation, PyTorchJob, LMEvalJob, HardwareProfile), stores the pruned object
-and answers with one
-``Warning: 299 - "unknown field \\"spec.x\\""`` header per field; under ``fieldValidation=Strict`` it refuses the
-request instead (``400 BadRequest``, ``strict decoding error: unknown field "spec.x"``). It serves one TrainJob API
-generation (``running_kube_api(generation)``; the fixture ``kube_api`` serves upstream Trainer 2.3 unless
-parametrized indirectly with :data:`~.kube_schema.ODH_3_3`) and publishes it through OpenAPI v3 discovery
-(``GET /openapi/v3/apis/trainer.kubeflow.org/v1alpha1``; ``openapi_v3(status=403)`` makes it refuse).
-``requests`` shows each body as the client sent it, before pruning.
-
-:func:`validate_trainjob` validates a manifest against a generation's vendored CRD in ``tests/specs/crds`` with
-objects closed (no unknown fields): what a Strict create would refuse.
+Like a real API server (:mod:`.kube_schema`), the emulator prunes the fields a CRD's structural schema does not know
+and answers one ``Warning: 299`` header per field, or refuses them under ``fieldValidation=Strict`` (400); it serves
+one TrainJob API generation (``running_kube_api(generation)``) and publishes it through OpenAPI v3 discovery.
+:func:`validate_trainjob` checks a manifest against a generation's vendored CRD with objects closed.
 """
 
 from __future__ import annotations
@@ -153,16 +132,8 @@ def crd_schema(file_name: str = "trainer.kubeflow.org_trainjobs.yaml") -> dict[s
 
 
 def validate_trainjob(manifest: dict[str, Any], generation: str = UPSTREAM_2_3) -> None:
-    """Validates a TrainJob manifest against a generation's CRD (closed objects) and checks its name is DNS-1035.
-
-    Args:
-        manifest: The TrainJob.
-        generation: :data:`~.kube_schema.UPSTREAM_2_3` (Trainer v2.3.0) or :data:`~.kube_schema.ODH_3_3` (RHOAI 3.3).
-
-    Raises:
-        jsonschema.ValidationError: The manifest breaks the schema.
-        AssertionError: Wrong apiVersion/kind or an invalid name.
-    """
+    """Validates a TrainJob against ``generation``'s CRD (closed objects; ``jsonschema.ValidationError``) and asserts
+    its apiVersion, kind and DNS-1035 name."""
     import jsonschema
 
     assert manifest["apiVersion"] == TRAINER and manifest["kind"] == "TrainJob", manifest
@@ -289,10 +260,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         raise kmock.KubernetesError(status=404, reason="NotFound", message=missing)
 
     def _check_identity(self, request: kmock.Request) -> None:
-        """As the API server: a created object gets a fresh ``metadata.uid``; a delete's ``preconditions.uid`` and a
-        patch's ``metadata.uid`` must be the object's, else ``409 Conflict`` and nothing is changed."""
-        import uuid
-
+        """A created object gets a fresh uid; a delete's or patch's uid must be the object's, else 409, unchanged."""
         data = request.data if isinstance(request.data, dict) else {}
         if request.resource is None or request.subresource:
             return
@@ -312,10 +280,9 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 _require_uid(expected, (obj.get("metadata") or {}).get("uid"))
 
     def _server_metadata(self, request: kmock.Request) -> Callable[[], dict[str, Any]] | None:
-        """As the API server: a uid, resourceVersion and generation on create; on a patch, the body's ``uid`` and
-        ``resourceVersion`` are preconditions (409 when they differ), the resourceVersion moves on and a spec change
-        raises the generation. Returns what writes them into the stored object once the request is served and returns
-        it (the request as sent stays untouched for :attr:`KubeApi.requests`)."""
+        """As the API server: uid, resourceVersion and generation on create; a patch's ``uid``/``resourceVersion`` are
+        preconditions (409), the resourceVersion moves on, a spec change raises the generation. Returns what writes
+        them into the stored object once served (the request as sent stays untouched)."""
         data = request.data if isinstance(request.data, dict) else None
         if data is None or request.action not in (enums.action.CREATE, enums.action.UPDATE):
             return None
@@ -580,31 +547,32 @@ class KubeApi:
         group, version = TRAINER.split("/")
         return self.custom.create_cluster_custom_object(group, version, "clustertrainingruntimes", body)
 
+    def _create(self, group_version: str, plural: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        group, version = group_version.split("/")
+        namespace = manifest["metadata"]["namespace"]
+        return self.custom.create_namespaced_custom_object(group, version, namespace, plural, manifest)
+
+    def _set_status(self, group_version: str, plural: str, namespace: str, name: str, status: dict[str, Any]):
+        group, version = group_version.split("/")
+        return self.custom.patch_namespaced_custom_object_status(
+            group, version, namespace, plural, name, {"status": status}
+        )
+
     def create_trainjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Creates a TrainJob as someone else would (e.g. a previous attempt of the same task)."""
-        group, version = TRAINER.split("/")
-        namespace = manifest["metadata"]["namespace"]
-        return self.custom.create_namespaced_custom_object(group, version, namespace, "trainjobs", manifest)
+        return self._create(TRAINER, "trainjobs", manifest)
 
     def set_trainjob_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patches a TrainJob's ``status`` (as the Trainer controller would)."""
-        group, version = TRAINER.split("/")
-        return self.custom.patch_namespaced_custom_object_status(
-            group, version, namespace, "trainjobs", name, {"status": status}
-        )
+        return self._set_status(TRAINER, "trainjobs", namespace, name, status)
 
     def create_pytorchjob(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Creates a PyTorchJob as someone else would (e.g. a previous attempt of the same task)."""
-        group, version = TRAINING_OPERATOR.split("/")
-        namespace = manifest["metadata"]["namespace"]
-        return self.custom.create_namespaced_custom_object(group, version, namespace, "pytorchjobs", manifest)
+        """Creates a PyTorchJob as someone else would."""
+        return self._create(TRAINING_OPERATOR, "pytorchjobs", manifest)
 
     def set_pytorchjob_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         """Merge-patches a PyTorchJob's ``status`` (as the Training Operator would)."""
-        group, version = TRAINING_OPERATOR.split("/")
-        return self.custom.patch_namespaced_custom_object_status(
-            group, version, namespace, "pytorchjobs", name, {"status": status}
-        )
+        return self._set_status(TRAINING_OPERATOR, "pytorchjobs", namespace, name, status)
 
     def serve(self, resource: str) -> None:
         """Makes the API serve a resource (``group/version/plural``), as installing its CRD would."""
@@ -713,16 +681,9 @@ class KubeApi:
         name: str | None = None,
         persist: bool = False,
     ) -> None:
-        """Answers the next ``times`` requests of an action on a resource plural with an error status.
-
-        Args:
-            action: ``create``, ``fetch``, ``list``, ``watch``, ``update`` or ``delete``.
-            plural: The resource plural, e.g. ``trainjobs``.
-            status: The HTTP status (the body is a Kubernetes ``Status`` naming it).
-            times: How many requests fail.
-            name: Only requests for this object name.
-            persist: Apply the write anyway (an API server that failed after persisting), else reject it untouched.
-        """
+        """Answers the next ``times`` requests of ``action`` (``create``, ``fetch``, ``list``, ``watch``, ``update``,
+        ``delete``) on ``plural`` (and object ``name``) with ``status`` and a ``Status`` body; ``persist``: apply the
+        write anyway (an API server that failed after persisting), else reject it untouched."""
         reason = {409: "AlreadyExists", 410: "Gone", 422: "Invalid", 429: "TooManyRequests"}.get(
             status, "InternalError"
         )
@@ -787,11 +748,8 @@ class KubeApi:
 
     @contextlib.contextmanager
     def in_background(self, script: Callable[[], None]) -> Iterator[None]:
-        """Runs ``script`` (e.g. an operator scenario) on a thread; its exception, if any, fails the test.
-
-        When the block fails too, the script's exception is added as a note to the block's: a run that timed out
-        because the script died before finishing the job says why.
-        """
+        """Runs ``script`` (e.g. an operator scenario) on a thread; its exception fails the test (or, when the block
+        fails too, is added to the block's as a note)."""
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -827,18 +785,12 @@ def make_pod(
     restarts: int = 0,
     unschedulable: str = "",
 ) -> dict[str, Any]:
-    """A pod of a TrainJob's ``node`` replicated job, as JobSet labels it, in the given state.
+    """Pod ``index`` of a TrainJob's ``node`` replicated job, labelled as JobSet labels it, in the given state.
 
     Args:
-        namespace: The pod's namespace.
-        trainjob: The TrainJob (and JobSet) name.
-        index: The node index (part of the pod name).
-        phase: ``status.phase``.
-        container: The trainer container's name.
         waiting: ``(reason, message)`` of a waiting container (e.g. ImagePullBackOff).
         terminated: ``(reason, exitCode, message)`` of a terminated container (e.g. OOMKilled, 137).
         last_terminated: ``(reason, exitCode)`` of the container's previous run.
-        restarts: ``restartCount``.
         unschedulable: The scheduler's message; sets ``PodScheduled=False, reason=Unschedulable``.
     """
     state: dict[str, Any] = {"running": {"startedAt": "2026-11-23T10:00:00Z"}}
@@ -891,17 +843,9 @@ def make_node(
     taints: tuple[dict[str, str], ...] = (),
     unschedulable: bool = False,
 ) -> dict[str, Any]:
-    """A node with ``gpus`` allocatable GPUs; a GPU node is labelled ``nvidia.com/gpu.present=true`` as GPU Feature
-    Discovery labels it (for ``nvidia.com/gpu``).
-
-    Args:
-        name: The node name.
-        gpus: Allocatable (and capacity) GPUs; 0 = a CPU node.
-        gpu_resource: The GPUs' extended resource name.
-        labels: Extra labels.
-        taints: ``spec.taints`` entries (``{"key", "value", "effect"}``).
-        unschedulable: ``spec.unschedulable`` (cordoned).
-    """
+    """A node with ``gpus`` allocatable GPUs of ``gpu_resource`` (0: a CPU node), extra ``labels``, ``spec.taints``
+    and ``spec.unschedulable`` (cordoned); a ``nvidia.com/gpu`` node is labelled ``nvidia.com/gpu.present=true``, as
+    GPU Feature Discovery labels it."""
     resources = {"cpu": "16", "memory": "64Gi", **({gpu_resource: str(gpus)} if gpus else {})}
     node_labels = {"kubernetes.io/hostname": name, **(labels or {})}
     if gpus and gpu_resource == "nvidia.com/gpu":
@@ -916,14 +860,8 @@ def make_node(
 
 
 def make_pytorchjob_pod(namespace: str, pytorchjob: str, index: int = 0, **state: Any) -> dict[str, Any]:
-    """A pod of a PyTorchJob's ``Master`` (index 0) or ``Worker`` replicas, as the Training Operator labels it.
-
-    Args:
-        namespace: The pod's namespace.
-        pytorchjob: The PyTorchJob's name.
-        index: 0 for the master pod, ``n`` for worker ``n - 1``.
-        **state: The pod's state, as :func:`make_pod` takes it (``phase``, ``waiting``, ``terminated``, ...).
-    """
+    """The ``Master`` pod (index 0) or ``Worker`` pod ``index - 1`` of a PyTorchJob, as the Training Operator labels
+    it, in the state :func:`make_pod` takes (``phase``, ``waiting``, ``terminated``...)."""
     pod = make_pod(namespace, pytorchjob, index, container="pytorch", **state)
     replica, replica_index = ("master", 0) if index == 0 else ("worker", index - 1)
     pod["metadata"]["name"] = f"{pytorchjob}-{replica}-{replica_index}"
@@ -950,22 +888,14 @@ def condition(type_: str, reason: str = "", message: str = "", status: str = "Tr
 
 @pytest.fixture
 def kube_api(request: pytest.FixtureRequest) -> Iterator[KubeApi]:
-    """A fresh Kubernetes API emulator on 127.0.0.1 (see :class:`KubeApi`); stopped after the test.
-
-    It serves upstream Trainer 2.3's TrainJob API, or the generation an indirect parametrization names
-    (``@pytest.mark.parametrize("kube_api", [UPSTREAM_2_3, ODH_3_3], indirect=True)``).
-    """
+    """A fresh emulator serving Trainer 2.3's TrainJob API, or the generation an indirect parametrization names."""
     with running_kube_api(getattr(request, "param", UPSTREAM_2_3)) as api:
         yield api
 
 
 @contextlib.contextmanager
 def running_kube_api(generation: str = UPSTREAM_2_3) -> Iterator[KubeApi]:
-    """Starts a Kubernetes API emulator on 127.0.0.1 for the block (the fixture :func:`kube_api`, or a benchmark).
-
-    Args:
-        generation: The TrainJob API generation it serves (:data:`~.kube_schema.GENERATIONS`).
-    """
+    """Starts an emulator serving ``generation`` (:data:`~.kube_schema.GENERATIONS`) on 127.0.0.1 for the block."""
     if generation not in GENERATIONS:
         raise ValueError(f"generation={generation!r}: must be one of {sorted(GENERATIONS)}")
     for plural in ("trainjobs", *kube_schema.OTHER_CRDS):

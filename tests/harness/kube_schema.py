@@ -1,16 +1,10 @@
 """What a real API server does with a CRD-backed object's fields, for the Kubernetes emulator (:mod:`.kube`).
 
-* :data:`GENERATIONS`: the TrainJob API generations the emulator can serve, each from a vendored CRD
-  (``tests/specs/crds``; sources in ``tests/specs/SOURCE.md``): upstream Kubeflow Trainer v2.3.0 (``runtimePatches``)
-  and Open Data Hub's ``odh-3.3`` (RHOAI 3.3-3.5: ``podTemplateOverrides``).
-* :func:`prune`: structural pruning as the apiextensions server does it: an object schema with ``properties`` keeps
-  only those (plus what ``additionalProperties`` or ``x-kubernetes-preserve-unknown-fields`` allow); the pruned paths
-  are returned as the server names them (``spec.runtimePatches``, ``spec.x[0].y``).
-* :func:`strict_error_message` / :func:`warning_header`: the answer to unknown fields under ``fieldValidation=Strict``
-  (``400 BadRequest``, ``strict decoding error: unknown field "spec.x"``) and otherwise (the object is stored pruned,
-  one ``Warning: 299 - "unknown field \\"spec.x\\""`` header per field).
-* :func:`openapi_v3_document`: ``GET /openapi/v3/apis/trainer.kubeflow.org/v1alpha1`` as the server publishes it
-  (``components.schemas`` with ``x-kubernetes-group-version-kind``) for the served generation.
+:data:`GENERATIONS`: the TrainJob API generations served, each from a vendored CRD (``tests/specs/crds``): upstream
+Trainer v2.3.0 (``runtimePatches``) and ``odh-3.3`` (RHOAI 3.3-3.5: ``podTemplateOverrides``). :func:`prune` is
+structural pruning as the apiextensions server does it, returning the paths as the server names them;
+:func:`strict_error_message` / :func:`warning_header` answer unknown fields under ``fieldValidation=Strict`` or not;
+:func:`openapi_v3_document` is the generation's OpenAPI v3 discovery document.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """A real ``mlflow server`` on 127.0.0.1 for tracking tests: one per test session (its start-up costs ~10-20 s).
 
-Fixture ``mlflow_server``: runs the ``mlflow`` CLI of the test venv (the full ``mlflow`` package of the test extra,
-the same version as the component's ``mlflow-skinny`` pin) with a SQLite backend store and an artifact directory in a
-session temporary directory, on a free loopback port; waits (bounded) for ``/health``; yields the tracking URI; at
-the end terminates the server's whole process group (it starts uvicorn workers) and kills it if it lingers; a
-watchdog (:mod:`tests.harness.processes`) does the same if pytest is killed before its teardown runs.
-MLflow's job runner is switched off (``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``): its consumer processes would
-outlive the server.
+Fixture ``mlflow_server``: the test venv's ``mlflow`` CLI with a SQLite store in a session directory, on a free port;
+yields the tracking URI once ``/health`` answers; terminates the server's process group at the end (a watchdog does
+it if pytest is killed). The job runner is off: its consumer processes would outlive the server.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,16 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.http_server import free_port
 from tests.harness.processes import reap_when_gone, stop_watchdog
 
 STARTUP_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 15.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _healthy(url: str) -> bool:
@@ -64,7 +54,7 @@ def _stop(process: subprocess.Popen) -> None:
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The tracking URI of a running ``mlflow server`` (see the module docstring)."""
     root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     mlflow_cli = Path(sys.executable).with_name("mlflow")
     command = [

@@ -1,23 +1,10 @@
 """A real OCI registry on 127.0.0.1: the CNCF distribution server (Debian's ``docker-registry``) fed by ``skopeo``.
 
-Images are built here as OCI image layouts (``oci-layout``, ``index.json``, ``blobs/sha256/...``) in plain Python and
-pushed with ``skopeo copy oci:<dir>:<tag> docker://127.0.0.1:<port>/<repo>:<tag>``, so the code under test reads what
-a real registry serves, written by a real, independent client.
-
-Fixtures (session-scoped: one registry of each kind per test session, started in ~0.1 s):
-
-* ``oci_registry``: an anonymous HTTP registry holding ``models/tiny:1`` (a modelcar of the tiny test model under
-  ``/models``, on top of an unrelated base layer), ``models/tiny-oras:1`` (an ORAS-style artifact: one file per layer,
-  named by its ``org.opencontainers.image.title`` annotation) and ``models/no-model:1`` (an image without ``/models``).
-* ``oci_registry_auth``: a registry with htpasswd (bcrypt) basic auth holding ``models/tiny:1``; its credentials are
-  :data:`AUTH_USER` / :data:`AUTH_PASSWORD`.
-* ``oci_registry_token``: a registry with bearer-token auth (``WWW-Authenticate: Bearer``) and its token server
-  (:mod:`tests.harness.oci_token_server`), holding ``models/tiny:1`` for :data:`AUTH_USER` / :data:`AUTH_PASSWORD`.
-* ``oci_registry_tls``: an anonymous HTTPS registry (self-signed certificate, ``.ca_bundle`` is its PEM) holding
-  ``models/tiny:1``.
-
-Tests skip with the reason when ``docker-registry`` or ``skopeo`` is missing (``scripts/setup.sh`` installs them where
-apt is available); the auth registry also needs ``htpasswd`` (apache2-utils).
+Images are written here as OCI image layouts in plain Python and pushed with ``skopeo copy``, so the code under test
+reads what a real registry serves, written by an independent client. Session fixtures: ``oci_registry`` (anonymous;
+``models/tiny:1`` a modelcar, ``models/tiny-oras:1`` an ORAS artifact, ``models/no-model:1``), ``oci_registry_auth``
+(htpasswd basic auth), ``oci_registry_token`` (bearer tokens from :mod:`.oci_token_server`) and ``oci_registry_tls``
+(HTTPS, self-signed). Tests skip with the reason when ``docker-registry``, ``skopeo`` or ``htpasswd`` is missing.
 """
 
 from __future__ import annotations
@@ -28,7 +15,6 @@ import hashlib
 import io
 import json
 import shutil
-import socket
 import subprocess
 import tarfile
 import time
@@ -39,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.harness.http_server import free_port
 
 AUTH_USER = "puller"
 #: Test-only password of the htpasswd registry; tests assert it never appears in logs or errors.
@@ -61,12 +49,6 @@ def _skip_without(*extra: str) -> None:
             f"real OCI registry tests need {', '.join(missing)} (Debian: apt-get install -y docker-registry skopeo "
             "apache2-utils; scripts/setup.sh does it where apt is available)"
         )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _blob(layout: Path, data: bytes) -> dict[str, object]:
@@ -152,18 +134,8 @@ def _finish_layout(layout: Path, config: dict, layers: list[dict], tag: str, art
 
 @dataclasses.dataclass
 class RunningRegistry:
-    """One ``docker-registry`` process on 127.0.0.1.
-
-    Attributes:
-        host: ``127.0.0.1:<port>``.
-        process: The server process.
-        scheme: ``http`` or ``https``.
-        credentials: ``(user, password)`` when it requires basic auth.
-        ca_bundle: Its certificate (PEM) when it serves HTTPS.
-        digests: Manifest digest by pushed reference (``models/tiny:1``).
-        storage: The registry's storage directory (tests may damage blobs there).
-        token_server: The token server of a bearer-auth registry.
-    """
+    """One ``docker-registry`` process on ``host`` (``127.0.0.1:<port>``); ``digests``: manifest digest by pushed
+    reference (``models/tiny:1``); ``storage``: its storage directory (tests may damage blobs there)."""
 
     host: str
     process: subprocess.Popen
@@ -202,20 +174,13 @@ def start_registry(
     tls: tuple[Path, Path] | None = None,
     token: tuple[str, Path] | None = None,
 ) -> RunningRegistry:
-    """Starts ``docker-registry`` with filesystem storage in ``directory`` on a free loopback port.
+    """Starts ``docker-registry`` (storage and config in ``directory``) on a free port; returns it once ``/v2/`` works.
 
-    Args:
-        directory: Holds the storage and the generated config.
-        htpasswd: An htpasswd (bcrypt) file: require basic auth.
-        tls: ``(certificate, key)``: serve HTTPS.
-        token: ``(realm URL, certificate)``: require bearer tokens from that token server, signed by that
-            certificate's key (see :mod:`tests.harness.oci_token_server`).
-
-    Returns:
-        The running registry (answering ``/v2/``).
+    ``htpasswd``: require basic auth; ``tls``: ``(certificate, key)`` to serve HTTPS; ``token``: ``(realm URL,
+    certificate)`` to require bearer tokens of that token server (:mod:`.oci_token_server`).
     """
     directory.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     http: dict[str, object] = {"addr": f"127.0.0.1:{port}", "secret": "test-only-upload-secret"}
     if tls:
         http["tls"] = {"certificate": str(tls[0]), "key": str(tls[1])}
@@ -335,11 +300,7 @@ def oci_registry_tls(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: P
 
 @pytest.fixture(scope="session")
 def oci_registry_token(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[RunningRegistry]:
-    """A registry with bearer-token auth (its token server takes :data:`AUTH_USER` / :data:`AUTH_PASSWORD`).
-
-    The registry answers ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``; ``.token_server`` counts the
-    tokens it issued.
-    """
+    """A registry with bearer-token auth; ``.token_server`` takes :data:`AUTH_USER` and counts the tokens issued."""
     from tests.harness.oci_token_server import TokenServer
     from tests.harness.tls import write_self_signed_certificate
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
+
+from tests.harness.http_server import LoopbackServer, QuietHandler
 
 SERVICE = "kfp-test-registry"
 ISSUER = "kfp-test-token-issuer"
@@ -44,28 +44,17 @@ class TokenServer:
         self.issued = 0
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
+            protocol_version = "HTTP/1.0"
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 if self.headers.get("Authorization") != server._basic:
-                    self.send_response(401)
-                    self.send_header("WWW-Authenticate", 'Basic realm="token"')
-                    self.end_headers()
-                    return
+                    return self.reply(401, headers={"WWW-Authenticate": 'Basic realm="token"'})
                 query = parse_qs(urlparse(self.path).query)
-                body = json.dumps({"token": server.token(query.get("scope", [])), "expires_in": 300}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(200, {"token": server.token(query.get("scope", [])), "expires_in": 300})
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._http.server_address[1]}/token"
-        self._thread = threading.Thread(target=self._http.serve_forever, name="oci-token-server", daemon=True)
-        self._thread.start()
+        self._http = LoopbackServer(Handler, "oci-token-server")
+        self.url = f"{self._http.url}/token"
 
     def token(self, scopes: list[str]) -> str:
         """A signed JWT granting ``scopes`` (``repository:<name>:<actions>``, possibly several per value)."""
@@ -99,5 +88,4 @@ class TokenServer:
 
     def stop(self) -> None:
         """Stops serving."""
-        self._http.shutdown()
-        self._http.server_close()
+        self._http.stop()

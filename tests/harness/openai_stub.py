@@ -8,12 +8,13 @@ served model name it was given, ``404`` with vLLM's error body for any other mod
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+
+from tests.harness.http_server import LoopbackServer, QuietHandler
 
 
 class CompletionServer:
@@ -24,20 +25,17 @@ class CompletionServer:
         self.requests: list[dict] = []
         #: Seconds between the bytes of an answer's body (0: sent at once): a server that trickles its answer.
         self.trickle_s = 0.0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = LoopbackServer(self._handler(), "openai-stub")
+        self.url = self._server.url
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-                return
+        class Handler(QuietHandler):
+            protocol_version = "HTTP/1.0"
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                body = json.loads(self.body() or b"{}")
                 stub.requests.append({"path": self.path, "body": body})
                 if self.path != "/v1/completions":
                     status, answer = 404, {"detail": "Not Found"}
@@ -54,14 +52,8 @@ class CompletionServer:
                         "usage": {"prompt_tokens": 4, "completion_tokens": 8, "total_tokens": 12},
                     }
                 data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if not stub.trickle_s:
-                    self.wfile.write(data)
-                    return
-                for index in range(len(data)):  # one byte at a time, until the client gives up
+                self.reply(status, data, {"Content-Type": "application/json"}, send_body=not stub.trickle_s)
+                for index in range(len(data) if stub.trickle_s else 0):  # one byte at a time, until the client gives up
                     try:
                         self.wfile.write(data[index : index + 1])
                         self.wfile.flush()
@@ -73,9 +65,7 @@ class CompletionServer:
 
     def stop(self) -> None:
         """Stops the server."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._server.stop()
 
 
 @pytest.fixture

@@ -1,15 +1,10 @@
 """A stateful Kubeflow Model Registry REST stub on 127.0.0.1, validating what it receives against the real API spec.
 
-The stub is a ``ThreadingHTTPServer`` that serves the registry's REST API under both ``/api/model_registry/v1``
-(clients >= 0.3.12) and ``/api/model_registry/v1alpha3`` (older servers). Every request is matched to an operation of
-the vendored ``tests/specs/openapi/model-registry.yaml``; its path and query parameters and its JSON body are validated
-against the operation's schemas (``$ref`` resolved, OpenAPI discriminators honoured) and a bad request gets a ``400``
-naming the rule that failed. Responses are validated too, so a stub bug fails the test instead of passing silently.
-
-It stores registered models, model versions and model artifacts, records every request, and can be scripted to
-fail: ``fail_next(2, 503)`` answers the next two requests with a 5xx, ``drop_next(1)`` closes the connection without
-answering, ``require_token("t")`` answers ``401`` to requests without ``Authorization: Bearer t``, and
-``serve_api_versions("v1alpha3")`` makes it an old server that has no ``/v1`` API.
+It serves the REST API under ``/api/model_registry/v1`` and ``/v1alpha3``; every request is matched to an operation
+of the vendored ``tests/specs/openapi/model-registry.yaml`` and validated against its schemas (a bad one gets a 400
+naming the rule), and so is every answer (a stub bug fails the test). It stores registered models, versions and
+artifacts, records every request, and is scripted with ``fail_next``, ``drop_next``, ``before_next``,
+``require_token`` and ``serve_api_versions``.
 """
 
 from __future__ import annotations
@@ -23,7 +18,6 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -31,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
+from tests.harness.http_server import LoopbackServer, QuietHandler
 from tests.harness.tls import write_self_signed_certificate
 
 SPEC_PATH = Path(__file__).resolve().parents[1] / "specs" / "openapi" / "model-registry.yaml"  # tests/specs/SOURCE.md
@@ -219,6 +214,26 @@ def _now_ms() -> str:
     return str(int(time.time() * 1000))
 
 
+def _read(store: str, id_param: str, kind: str):
+    """The handler of a ``GET /<kind>s/{id}`` operation on the stub's ``store``."""
+
+    def op(stub: RegistryStub, path_params: dict[str, str], **_: Any) -> tuple[int, dict]:
+        return 200, copy.deepcopy(stub._get(getattr(stub, store), path_params[id_param], kind))
+
+    return op
+
+
+def _update(store: str, id_param: str, kind: str):
+    """The handler of a ``PATCH /<kind>s/{id}`` operation on the stub's ``store``."""
+
+    def op(stub: RegistryStub, path_params: dict[str, str], body: dict, **_: Any) -> tuple[int, dict]:
+        obj = stub._get(getattr(stub, store), path_params[id_param], kind)
+        obj.update(body)
+        return 200, copy.deepcopy(stub._stamp(obj, created=False))
+
+    return op
+
+
 class RegistryStub:
     """State, scripting and recording of the stub server. Use through the ``registry_stub`` fixture."""
 
@@ -236,7 +251,7 @@ class RegistryStub:
         self._hooks: list[tuple[Any, _Fault]] = []
         self._next_context_id = 1
         self._next_artifact_id = 1
-        self.server: ThreadingHTTPServer | None = None
+        self.server: LoopbackServer | None = None
         self.scheme = "http"
 
     # ---- addresses --------------------------------------------------------------------------------------------
@@ -271,16 +286,8 @@ class RegistryStub:
         path_contains: str | None = None,
         after_serving: bool = False,
     ) -> None:
-        """Answers the next ``times`` matching requests with ``status`` (e.g. 500, 503).
-
-        Args:
-            times: How many requests fail.
-            status: The HTTP status they get.
-            method: Only requests with this method (``None``: any).
-            path_contains: Only requests whose path contains this (``None``: any).
-            after_serving: Serve the request first (a create takes effect) and then answer ``status``: the answer
-                of a successful call is lost, as when a proxy times out.
-        """
+        """Answers the next ``times`` requests (of ``method``, whose path contains ``path_contains``) with ``status``;
+        ``after_serving``: serve the request first (a create takes effect), then answer ``status`` (a lost answer)."""
         with self.lock:
             self._faults.append(_Fault(times, status, method, path_contains, after_serving))
 
@@ -440,8 +447,8 @@ class RegistryStub:
     def _op_findRegisteredModel(self, query, **_):
         return 200, self._find_one(list(self.registered_models.values()), query, "registered model")
 
-    def _op_getRegisteredModel(self, path_params, **_):
-        return 200, copy.deepcopy(self._get(self.registered_models, path_params["registeredmodelId"], "model"))
+    _op_getRegisteredModel = _read("registered_models", "registeredmodelId", "registered model")
+    _op_updateRegisteredModel = _update("registered_models", "registeredmodelId", "registered model")
 
     def _op_createRegisteredModel(self, body, **_):
         if any(m["name"] == body["name"] for m in self.registered_models.values()):
@@ -449,11 +456,6 @@ class RegistryStub:
         model = self._stamp({**body, "id": self._new_context_id(), "state": body.get("state", "LIVE")}, created=True)
         self.registered_models[model["id"]] = model
         return 201, copy.deepcopy(model)
-
-    def _op_updateRegisteredModel(self, path_params, body, **_):
-        model = self._get(self.registered_models, path_params["registeredmodelId"], "registered model")
-        model.update(body)
-        return 200, copy.deepcopy(self._stamp(model, created=False))
 
     def _op_getRegisteredModelVersions(self, path_params, query, **_):
         model_id = path_params["registeredmodelId"]
@@ -471,8 +473,8 @@ class RegistryStub:
     def _op_findModelVersion(self, query, **_):
         return 200, self._find_one(list(self.model_versions.values()), query, "model version", "registeredModelId")
 
-    def _op_getModelVersion(self, path_params, **_):
-        return 200, copy.deepcopy(self._get(self.model_versions, path_params["modelversionId"], "model version"))
+    _op_getModelVersion = _read("model_versions", "modelversionId", "model version")
+    _op_updateModelVersion = _update("model_versions", "modelversionId", "model version")
 
     def _op_createModelVersion(self, body, **_):
         parent = body["registeredModelId"]
@@ -483,11 +485,6 @@ class RegistryStub:
         self.model_versions[version["id"]] = version
         self.version_artifacts[version["id"]] = []
         return 201, copy.deepcopy(version)
-
-    def _op_updateModelVersion(self, path_params, body, **_):
-        version = self._get(self.model_versions, path_params["modelversionId"], "model version")
-        version.update(body)
-        return 200, copy.deepcopy(self._stamp(version, created=False))
 
     def _op_getModelVersionArtifacts(self, path_params, query, **_):
         version_id = path_params["modelversionId"]
@@ -538,13 +535,8 @@ class RegistryStub:
         items = [a for a in self.artifacts.values() if a["artifactType"] == "model-artifact"]
         return 200, self._page(items, query)
 
-    def _op_getModelArtifact(self, path_params, **_):
-        return 200, copy.deepcopy(self._get(self.artifacts, path_params["modelartifactId"], "model artifact"))
-
-    def _op_updateModelArtifact(self, path_params, body, **_):
-        artifact = self._get(self.artifacts, path_params["modelartifactId"], "model artifact")
-        artifact.update(body)
-        return 200, copy.deepcopy(self._stamp(artifact, created=False))
+    _op_getModelArtifact = _read("artifacts", "modelartifactId", "model artifact")
+    _op_updateModelArtifact = _update("artifacts", "modelartifactId", "model artifact")
 
     def _op_findModelArtifact(self, query, **_):
         items = list(self.artifacts.values())
@@ -559,81 +551,54 @@ class RegistryStub:
         return 200, self._page(items, query)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server_version = "model-registry-stub/1"
-    protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out in two writes: avoid the delayed-ACK stall
 
-    @property
-    def stub(self) -> RegistryStub:
-        return self.server.stub  # type: ignore[attr-defined]
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
-        """Silences the default per-request stderr line."""
-
-    def _send(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def _serve(self) -> None:
-        stub = self.stub
+        stub: RegistryStub = self.server.stub  # type: ignore[attr-defined]
         split = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        record = RecordedRequest(
-            method=self.command,
-            path=split.path,
-            api_version=None,
-            resource="",
-            query={k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()},
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=None,
-        )
-        record.api_version, record.resource = self._split_version(split.path)
+        api_version, resource = self._split_version(split.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        record = RecordedRequest(self.command, split.path, api_version, resource, query, headers, body=None)
         with stub.lock:
             stub.requests.append(record)
         try:
-            record.body = json.loads(raw) if raw else None
-        except json.JSONDecodeError as exc:
-            record.status = 400
-            self._send(400, {"code": "400", "message": f"request body is not JSON: {exc}"})
-            return
-        fault = stub.take_fault(self.command, split.path)
-        if fault is not None and fault.status is None:
-            record.status = -1
+            record.status, payload = self._answer(stub, record)
+        except StubHTTPError as exc:
+            record.status, payload = exc.status, {"code": str(exc.status), "message": exc.message}
+        if record.status == -1:  # a scripted drop: the connection closes unanswered
             self.close_connection = True
             self.connection.shutdown(2)
-            return
-        if fault is not None and not fault.after:
-            record.status = fault.status
-            self._send(fault.status, {"code": str(fault.status), "message": "scripted fault of the registry stub"})
-            return
-        if stub.token is not None and self.headers.get("Authorization") != f"Bearer {stub.token}":
-            record.status = 401
-            self._send(401, {"code": "401", "message": "Unauthorized: missing or invalid bearer token"})
-            return
-        version, resource = record.api_version, record.resource
-        if version is None or version not in stub.api_versions:
-            record.status = 404
-            self._send(404, {"code": "404", "message": f"404 page not found: {split.path}"})
-            return
+        else:
+            self.reply(record.status, payload)
+
+    def _answer(self, stub: RegistryStub, record: RecordedRequest) -> tuple[int, Any]:
+        """The status and body of one request (-1: drop it), in the order a real server checks."""
         try:
-            status, payload, op = stub.handle(self.command, resource, record.query, record.body)
-        except StubHTTPError as exc:
-            status, payload, op = exc.status, {"code": str(exc.status), "message": exc.message}, None
-        if op is not None:
-            problems = stub.check_response(op, status, payload)
-            if problems:
+            record.body = json.loads(self.body() or "null")
+        except json.JSONDecodeError as exc:
+            raise StubHTTPError(400, f"request body is not JSON: {exc}") from exc
+        fault = stub.take_fault(record.method, record.path)
+        if fault is not None and fault.status is None:
+            return -1, None
+        if fault is not None and not fault.after:
+            raise StubHTTPError(fault.status, "scripted fault of the registry stub")
+        if stub.token is not None and self.headers.get("Authorization") != f"Bearer {stub.token}":
+            raise StubHTTPError(401, "Unauthorized: missing or invalid bearer token")
+        if record.api_version not in stub.api_versions:
+            raise StubHTTPError(404, f"404 page not found: {record.path}")
+        try:
+            status, payload, op = stub.handle(record.method, record.resource, record.query, record.body)
+            if problems := stub.check_response(op, status, payload):
                 stub.errors.append(f"{op.operation_id} answered {status} with an invalid body: {problems}")
-                status, payload = 500, {"code": "500", "message": "stub produced an invalid response"}
+                raise StubHTTPError(500, "stub produced an invalid response")
+        except StubHTTPError as exc:
+            status, payload = exc.status, {"code": str(exc.status), "message": exc.message}
         if fault is not None:  # served, but the answer is lost
-            status, payload = fault.status, {"code": str(fault.status), "message": "scripted fault after serving"}
-        record.status = status
-        self._send(status, payload)
+            raise StubHTTPError(fault.status, "scripted fault after serving")
+        return status, payload
 
     @staticmethod
     def _split_version(path: str) -> tuple[str | None, str]:
@@ -646,35 +611,26 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def start_registry_stub(tls_dir: Path | None = None) -> RegistryStub:
-    """Starts a stub on 127.0.0.1 on a free port, in a daemon thread (plain HTTP, or TLS with a fresh certificate).
-
-    Args:
-        tls_dir: Where to write a self-signed certificate; ``None`` serves plain HTTP.
-
-    Returns:
-        The running stub; stop it with :func:`stop_registry_stub`. With TLS, ``stub.ca_bundle`` is the PEM to trust.
-    """
+    """Starts a stub on a free port: plain HTTP, or TLS with a self-signed certificate written to ``tls_dir``
+    (``stub.ca_bundle``); stop it with :func:`stop_registry_stub`."""
     stub = RegistryStub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    server.stub = stub  # type: ignore[attr-defined]
+    context = None
     if tls_dir is not None:
         cert_path, key_path = write_self_signed_certificate(tls_dir, "registry")
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_path, key_path)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
         stub.scheme = "https"
         stub.ca_bundle = cert_path  # type: ignore[attr-defined]
+    server = LoopbackServer(_Handler, "registry-stub", poll_s=0.05, tls=context)
+    server.stub = stub  # type: ignore[attr-defined]
     stub.server = server
-    threading.Thread(target=server.serve_forever, args=(0.05,), name="registry-stub", daemon=True).start()
     return stub
 
 
 def stop_registry_stub(stub: RegistryStub) -> None:
     """Stops the server thread and closes its socket."""
     assert stub.server is not None
-    stub.server.shutdown()
-    stub.server.server_close()
+    stub.server.stop()
 
 
 @pytest.fixture

@@ -1,27 +1,17 @@
 """A TCP proxy on 127.0.0.1 that fails the way networks and API servers do, switchable while a test runs.
 
-Put it in front of a loopback server (kmock's Kubernetes API, the KFP API stub) and point the code under test at
-:attr:`TcpProxy.url`. Modes (:meth:`TcpProxy.set_mode`):
-
-* ``forward``: a transparent proxy to the upstream;
-* ``blackhole``: accepts connections and reads requests, never answers (an API server that hangs, a half-dead load
-  balancer);
-* ``refuse``: nothing listens on the port (connection refused);
-* ``status``: answers every HTTP request itself with one status (``503``, ``403``, ``409``, ``410``...) and a
-  Kubernetes ``Status`` JSON body, keeping the connection alive.
-
-In ``forward`` mode every answer can be held back ``latency`` seconds (an API server some network away, or busy).
-
-Switching to ``refuse`` or ``status`` closes the connections already open (as a restarting server does), so pooled
-keep-alive connections see the new mode too; switching to ``blackhole`` leaves them open but stalled, as a hung server
-does: answers already on their way still arrive, new requests never reach the server and nothing is closed.
-:attr:`TcpProxy.connections` counts accepted connections and :attr:`TcpProxy.answered` the requests answered in
-``status`` mode.
+Modes (:meth:`TcpProxy.set_mode`): ``forward`` (transparent, each answer optionally held back ``latency`` seconds),
+``blackhole`` (accepts and reads, never answers), ``refuse`` (nothing listens) and ``status`` (answers every request
+with one status and a Kubernetes ``Status`` body, keeping the connection alive). Switching to ``refuse`` or ``status``
+closes the open connections, as a restarting server does; switching to ``blackhole`` leaves them open but stalled, as
+a hung server does (answers on their way still arrive). :attr:`TcpProxy.connections` counts accepted connections,
+:attr:`TcpProxy.answered` the requests answered in ``status`` mode.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import socket
 import threading
@@ -35,14 +25,8 @@ _REASONS = {403: "Forbidden", 404: "NotFound", 409: "AlreadyExists", 410: "Gone"
 
 
 class TcpProxy:
-    """See the module docstring.
-
-    Args:
-        upstream: ``(host, port)`` of the server behind the proxy (``None``: only the failing modes make sense).
-        mode: The initial mode.
-        status: The status answered in ``status`` mode.
-        latency: Seconds each chunk of an answer is held back in ``forward`` mode.
-    """
+    """A proxy to ``upstream`` (``(host, port)``; ``None``: the failing modes only) in one of :data:`MODES`;
+    ``status`` is the answer of ``status`` mode, ``latency`` the seconds each answer chunk waits in ``forward`` mode."""
 
     def __init__(
         self, upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503, latency: float = 0.0
@@ -179,38 +163,15 @@ class TcpProxy:
         pump(client, server, True)
 
     def _answer(self, client: socket.socket) -> None:
-        buffer = b""
-        with contextlib.suppress(OSError), client:
-            while True:
-                while b"\r\n\r\n" not in buffer:
-                    chunk = client.recv(65536)
-                    if not chunk:
-                        return
-                    buffer += chunk
-                head, buffer = buffer.split(b"\r\n\r\n", 1)
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value.strip())
-                while len(buffer) < length:
-                    chunk = client.recv(65536)
-                    if not chunk:
-                        return
-                    buffer += chunk
-                buffer = buffer[length:]
+        with contextlib.suppress(OSError), client, client.makefile("rb") as reader:
+            while reader.readline():  # the request line; then its headers and body are read past
+                length = int(http.client.parse_headers(reader).get("Content-Length") or 0)
+                reader.read(length)
                 status = self.status
                 reason = _REASONS.get(status, "InternalError" if status >= 500 else "BadRequest")
-                body = json.dumps(
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "message": f"proxy answers {status} to every request",
-                        "reason": reason,
-                        "code": status,
-                    }
-                ).encode()
+                message = f"proxy answers {status} to every request"
+                status_object = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status}
+                body = json.dumps({**status_object, "message": message, "reason": reason}).encode()
                 self.answered += 1  # counted before the answer leaves, so a client that has it sees the count
                 client.sendall(
                     f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"

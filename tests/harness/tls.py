@@ -8,16 +8,8 @@ from pathlib import Path
 
 
 def write_self_signed_certificate(directory: Path, name: str, hostname: str = "localhost") -> tuple[Path, Path]:
-    """Writes a self-signed certificate (also its own CA) for ``hostname`` and 127.0.0.1, and its key.
-
-    Args:
-        directory: Where ``<name>.crt`` and ``<name>.key`` are written (created).
-        name: File stem of the certificate and key.
-        hostname: DNS name the certificate is valid for (besides 127.0.0.1); also its common name.
-
-    Returns:
-        ``(certificate_path, key_path)``, PEM files; the certificate doubles as the CA bundle of a client.
-    """
+    """Writes ``directory/<name>.crt`` and ``.key``: a self-signed certificate (its own CA bundle) for ``hostname``
+    and 127.0.0.1, and its key; returns ``(certificate_path, key_path)``."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec

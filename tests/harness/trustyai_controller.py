@@ -1,21 +1,11 @@
 """An emulated TrustyAI LMEval controller on the Kubernetes emulator: LMEvalJobs run the REAL ``lm_eval``.
 
-What the operator's controller does (trustyai-service-operator ``controllers/lmes/lmevaljob_controller.go``), in the
-part the step relies on: a new ``LMEvalJob`` gets ``status.state`` ``New``, then ``Running`` (its pod, named after the
-job, labelled with the job's labels), then ``Complete`` with ``reason`` ``Succeeded`` and ``results`` (lm-eval's
-results JSON as a string), or ``reason`` ``Failed`` and ``message``. The pod runs the command the controller builds
-(``generateCmd``: ``python -m lm_eval --output_path ... --model <model> --model_args k=v,... --tasks a,b
---include_path /opt/app-root/src/my_tasks [--num_fewshot] [--limit] [--gen_kwargs] [--log_samples] --batch_size N
-[--apply_chat_template]``), here as a real subprocess on this machine:
-
-* the ``offline.storage.pvcName`` claim, mounted at ``/opt/app-root/src/hf_home``, is a local directory
-  (``claims``), and the held-out task directory mounted at ``/opt/app-root/src/my_tasks`` (``pod.volumes`` +
-  ``volumeMounts[].subPath``) is copied into the emulated pod's root with the pod's paths pointed there, as the mount
-  would make them appear;
-* the environment is offline (``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE``), as the controller sets it.
-
-Scripted behaviours for the hostile cases: ``results_text`` (e.g. not JSON), ``never_complete`` (stays ``Running``),
-``fail_with`` (``Complete``/``Failed`` with that message).
+As the operator's ``lmevaljob_controller.go`` does in the part the step relies on: a new ``LMEvalJob`` goes ``New``,
+``Running`` (its pod named after the job, with the job's labels), then ``Complete`` with ``reason`` ``Succeeded`` and
+``results`` (lm-eval's JSON as a string) or ``Failed`` and ``message``. The pod's command (the controller's
+``generateCmd``) runs here as an offline subprocess, the ``offline.storage.pvcName`` claim and the task directory's
+mount being local directories (``claims``) with the pod's paths mapped there. Scripted: ``results_text``,
+``never_complete``, ``fail_with``.
 """
 
 from __future__ import annotations
@@ -39,13 +29,8 @@ TASKS = f"{POD_ROOT}/my_tasks"
 
 
 class TrustyAIController:
-    """Reconciles LMEvalJobs of the emulator on a background thread until :meth:`stop`.
-
-    Args:
-        kube: The running emulator.
-        claims: Local directory of each PVC by claim name.
-        timeout: Seconds one lm_eval run may take.
-    """
+    """Reconciles the emulator's LMEvalJobs on a thread until :meth:`stop`; ``claims``: local directory by PVC name;
+    ``timeout``: seconds one lm_eval run may take."""
 
     def __init__(self, kube: KubeApi, claims: dict[str, Path], timeout: float = 600.0) -> None:
         self.kube, self.claims, self.timeout = kube, claims, timeout
