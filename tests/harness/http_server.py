@@ -25,13 +25,6 @@ from typing import Any
 import pytest
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass(frozen=True)
 class ScriptedResponse:
     """A response served instead of the file: status, body, headers, and a delay before answering."""
