@@ -97,6 +97,7 @@ def main() -> None:
             flush=True,
         )
     if "--write-figures" in sys.argv:
+        sys.path.insert(0, str(REPO_ROOT))
         from scripts.figures import figure, record
 
         found = spec_figures({name: figures["container_spec"] for name, figures in measured.items()})
