@@ -178,13 +178,9 @@ def resolve_model(
         The :class:`ModelSpec`.
 
     Raises:
-        ValueError: Unknown backend or a forbidden ``model_args`` key.
         ModelSourceError: The directory misses weights or tokenizer, or an adapter's base cannot be located.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
     model_args = dict(model_args or {})
-    check_model_args(model_args)
     where = "model_source" if model_source else "model"
     source = model_source or model_path
     if not source:

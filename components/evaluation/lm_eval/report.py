@@ -9,8 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .comparison import Comparison, baseline_comparison, format_delta, is_fraction, qualifier
-from .results import MetricRow, metric_rows
+from .comparison import Comparison, MetricRow, baseline_comparison, format_delta, is_fraction, metric_rows, qualifier
 
 #: Generations shown per generative task in the report (when samples were logged).
 REPORT_EXAMPLES = 5

@@ -19,6 +19,7 @@ from components._common.model_location import read_manifest
 from components.deployment.kubeflow_model_registry.delta_gate import evaluate_delta_gate
 from components.evaluation.lm_eval.tests.test_lm_eval_component import _manifest_artifact, _run, _train
 from tests.harness.evalhub_server import running_evalhub
+from tests.harness.requests import remote_evaluation
 from tests.harness.trustyai_controller import TrustyAIController
 
 pytestmark = pytest.mark.slow
@@ -236,9 +237,9 @@ def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in
 
     model = workspace / "train_model" / "run-1" / "final"
     name = evaluation_name(str(model), list(HELDOUT_TASKS))
-    options = {"batch_size": "8", "apply_chat_template": True}
-    other = build_lmevaljob(name, NAMESPACE, CLAIM, "train_model/run-0/final", list(HELDOUT_TASKS), "", options,
-                            ownership_labels(POD, name))  # fmt: skip
+    evaluation = remote_evaluation(name=name, namespace=NAMESPACE, pvc_name=CLAIM, task_names=HELDOUT_TASKS,
+                                   model_relative="train_model/run-0/final", batch_size="8")  # fmt: skip
+    other = build_lmevaljob(evaluation, ownership_labels(POD, name))
     in_cluster.custom.create_namespaced_custom_object(
         "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", other
     )

@@ -231,7 +231,7 @@ def test_secret_values_never_reach_lm_evals_errors(tmp_path, monkeypatch):
     with pytest.raises(ValueError) as error:
         run_lm_eval(
             lm_eval_request(
-                model_path=str(tmp_path / "model"),
+                model=str(tmp_path / "model"),
                 model_source=str(tmp_path / f"models-{secret}"),  # missing: the error quotes the path
             ),
             results_path=str(tmp_path / "results.json"),
