@@ -247,7 +247,7 @@ def run_model_registration(
         eval_values.setdefault(name, value)
     if request.eval_results is not None and request.eval_results.metadata.get("verdict"):
         eval_values.setdefault("verdict", request.eval_results.metadata["verdict"])
-    for key in EVALUATION_LINEAGE:  # which model the evaluation evaluated, and where (lm_eval's model_identity.py)
+    for key in EVALUATION_LINEAGE:  # which model the evaluation evaluated, and where (lm_eval's remote_evaluation.py)
         if request.eval_results is not None and request.eval_results.metadata.get(key):
             eval_values.setdefault(key, request.eval_results.metadata[key])
     if not registry_on:  # published only: nothing to register or deploy

@@ -45,11 +45,7 @@ def _check_ranges(group: Any) -> None:
 
 
 def parse_batch_size(batch_size: str) -> str | int:
-    """``batch_size`` as lm-eval takes it: ``auto``, ``auto:N`` (N re-detections) or a positive integer (an int).
-
-    Raises:
-        ValueError: Any other value.
-    """
+    """``batch_size`` as lm-eval takes it: ``auto``, ``auto:N`` (N re-detections) or a positive integer (an int)."""
     text = str(batch_size).strip()
     if text == "auto" or (text.startswith("auto:") and text[5:].isdigit() and int(text[5:]) > 0):
         return text
@@ -63,9 +59,6 @@ def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any]) -> dict[str, Any] | None
 
     lm-eval reads the length from ``max_gen_toks`` first, so ``max_new_tokens`` (or ``max_tokens``) is renamed to it;
     a positive ``temperature`` without ``do_sample`` turns sampling on (tasks default to greedy decoding).
-
-    Raises:
-        ValueError: Not a dict, or a key is not a string.
     """
     if not isinstance(gen_kwargs, Mapping):
         raise ValueError(f"gen_kwargs must be a dict, got {type(gen_kwargs).__name__}: {gen_kwargs!r}")
@@ -242,10 +235,6 @@ def lm_eval_request(arguments: Mapping[str, Any]) -> LmEvalRequest:
 
 
 def check_options(values: Mapping[str, Any]) -> None:
-    """Checks the harness and held-out options among ``values`` (parameter names), as the request does.
-
-    Raises:
-        ValueError: A value breaks a rule (the message names the parameter and the value).
-    """
+    """Checks the harness and held-out options among ``values`` (by parameter name) as the request does."""
     for group_type in (HarnessOptions, HeldoutOptions):
         group_type(**{f.name: values[f.name] for f in dataclasses.fields(group_type)})

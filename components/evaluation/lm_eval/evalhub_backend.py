@@ -1,9 +1,7 @@
 """``eval_backend=evalhub``: the evaluation submitted to EvalHub's REST API (README: *Evaluation backends*).
 
-API: EvalHub ``v1.0.1`` (OpenAPI document vendored as ``tests/specs/openapi/eval-hub.yaml``): ``POST``, ``GET`` and
-``DELETE`` (cancel) of ``/api/v1/evaluations/jobs[/{id}]``, each with the namespace as tenant header ``X-Tenant`` and
-the pod's service-account token (EvalHub sits behind kube-rbac-proxy). Client: plain ``requests`` with a per-request
-timeout, a few retries and an overall deadline (``eval-hub-sdk`` 1.0.6 needs ``httpx``, not in the lock).
+EvalHub ``v1.0.1`` (OpenAPI document in ``tests/specs/openapi/eval-hub.yaml``): ``POST``, ``GET`` and ``DELETE`` of
+``/api/v1/evaluations/jobs[/{id}]`` with the tenant header and the pod's service-account token, through ``requests``.
 """
 
 from __future__ import annotations
@@ -74,10 +72,7 @@ def higher_is_better(task: str, metric: str) -> bool | None:
 
 
 def lm_eval_results(job: Mapping[str, Any]) -> dict[str, Any]:
-    """The job's ``results.benchmarks[].metrics`` as lm-eval's results dict (``acc`` → ``acc,none``).
-
-    EvalHub's own verdict (``results.test``) and MLflow link are kept under ``evalhub``.
-    """
+    """The job's ``results.benchmarks[].metrics`` as lm-eval's results; EvalHub's own under ``evalhub``."""
     results = job.get("results") or {}
     converted: dict[str, Any] = {"results": {}, "configs": {}, "versions": {}, "higher_is_better": {}}
     for benchmark in results.get("benchmarks") or []:
@@ -166,7 +161,7 @@ def run_evalhub_job(
     log: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
-    """Submits, follows until a final state and returns the completed job; SIGTERM cancels it.
+    """Submits, follows until a final state and returns the completed job; SIGTERM or the deadline cancels it.
 
     Raises:
         EvalHubError: The job ended ``failed``/``cancelled``/``partially_failed``, or the deadline passed.

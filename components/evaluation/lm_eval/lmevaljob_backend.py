@@ -1,9 +1,7 @@
 """``eval_backend=lmevaljob``: a TrustyAI ``LMEvalJob`` reading the workspace PVC (README: *Evaluation backends*).
 
-Built pure after trustyai-service-operator's ``api/lmes/v1alpha1/lmevaljob_types.go`` (CRD vendored in
-``tests/specs/crds``, commit in ``tests/specs/SOURCE.md``; controller behaviour: ``controllers/lmes/``), then submitted,
-followed and cleaned up by the training launcher's cluster layer (``cluster/runner.py`` ``run_job``, kind
-``LMEvalJob`` in ``job_kinds.py``): the same outage tolerance, deadlines, ownership and cleanup policy as a TrainJob.
+Built after trustyai-service-operator's ``lmevaljob_types.go`` (CRD vendored in ``tests/specs/crds``), then run by the
+training launcher's cluster layer (``run_job``, kind ``LMEvalJob``) with a TrainJob's deadlines and cleanup policy.
 """
 
 from __future__ import annotations
@@ -47,11 +45,10 @@ def tasks_dir_in_pod(tasks_relative: str) -> str:
 
 
 def build_lmevaljob(evaluation: RemoteEvaluation, labels: Mapping[str, str]) -> dict[str, Any]:
-    """The ``LMEvalJob`` of an evaluation, labelled ``labels`` (ownership) and its hardware profile's queue.
+    """The ``LMEvalJob`` of an evaluation, labelled ``labels`` and with its hardware profile's pod and queue.
 
     Raises:
         ValueError: A task name or model path the CRD's patterns refuse (named).
-        HardwareProfileError: The profile cannot be applied to an LMEvalJob.
     """
     for task in evaluation.task_names:
         if not _TASK_NAME.match(task):
@@ -102,11 +99,7 @@ def evaluated_model(job: Mapping[str, Any]) -> str:
 
 
 def lmevaljob_results(job: Mapping[str, Any]) -> dict[str, Any]:
-    """``status.results`` of a completed LMEvalJob as lm-eval's results dict.
-
-    Raises:
-        LmEvalJobResultsError: No results, results that are not JSON, or JSON without a ``results`` object.
-    """
+    """``status.results`` of a completed LMEvalJob as lm-eval's results dict (else ``LmEvalJobResultsError``)."""
     name = (job.get("metadata") or {}).get("name", "")
     text = (job.get("status") or {}).get("results") or ""
     if not text:

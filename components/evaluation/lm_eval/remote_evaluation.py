@@ -43,13 +43,7 @@ class WrongModelError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class RemoteEvaluation:
-    """One evaluation handed to a remote backend: its name, what it evaluates on the workspace PVC, and how.
-
-    Attributes:
-        model_relative: The model's directory relative to the PVC's root.
-        tasks_relative: The held-out task directory relative to the PVC's root (``""``: none).
-        profile: The ``HardwareProfile`` read for ``hardware_profile`` (None: none).
-    """
+    """One evaluation for a remote backend: the model and tasks on the workspace PVC (relative), options, profile."""
 
     name: str
     namespace: str
@@ -66,14 +60,7 @@ class RemoteEvaluation:
 
 
 def trained_model_digest(model_path: str, model_dir: Path, metadata: Mapping[str, Any]) -> str:
-    """The manifest digest of the model evaluated, checked against the Model artifact's ``weights_digest``.
-
-    Without a manifest (``model_path`` ""; the ``local`` launcher's artifact) it is computed by the same scheme.
-
-    Raises:
-        WrongModelError: The digests differ.
-        ModelLocationError: The manifest is unreadable.
-    """
+    """The manifest digest of the model evaluated; ``WrongModelError`` when not the artifact's ``weights_digest``."""
     manifest = read_manifest(model_path) if model_path else None
     actual = (manifest or build_manifest(model_dir, STORAGE_ARTIFACT, in_artifact=True)).digest
     expected = str(metadata.get(DIGEST_KEY) or "")
@@ -96,11 +83,7 @@ def check_same_location(submitted: str, evaluated: str, where: str) -> None:
 
 
 def workspace_claim(pod: Mapping[str, Any], pvc_path: str) -> str:
-    """The PVC mounted at ``pvc_path`` in a pod (its containers' mounts).
-
-    Raises:
-        ValueError: Nothing of the pod's is mounted there, or it is not a PVC.
-    """
+    """The PVC mounted at ``pvc_path`` in a pod; ``ValueError`` when none is."""
     spec = pod.get("spec") or {}
     volumes = {v.get("name"): v for v in spec.get("volumes") or []}
     for container in spec.get("containers") or []:
@@ -149,10 +132,9 @@ def _copy_to(source: Path, target: Path) -> Path:
 
 
 def make_tasks_portable(task_dir: Path, pod_dir: str, written_in: Path) -> None:
-    """Rewrites the held-out YAMLs in ``task_dir`` (a copy of ``written_in``) to run where it is mounted at ``pod_dir``.
+    """Rewrites the held-out YAMLs in ``task_dir`` (copied from ``written_in``) for a pod mounting it at ``pod_dir``.
 
-    The remote image carries lm-eval but not this project: the ``!function`` references point to a stdlib-only copy
-    of the two functions beside the YAMLs, and the documents file is named by its path in the pod.
+    That pod lacks this project: the ``!function`` tags name a copy of the two functions beside the YAMLs.
     """
     functions = [custom_task.perplexity_process_results, custom_task.token_loss]
     module = "from __future__ import annotations\n\n\n" + "\n\n".join(inspect.getsource(f) for f in functions)
@@ -182,9 +164,7 @@ def evaluate_on_backend(
     log: Callable[[str], None],
     api_client: Any = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """Reads the hardware profile, evaluates on ``eval_backend``; returns ``(results, lineage)``.
-
-    The results are ``None`` for ``lm-eval``, which ``run.py`` evaluates itself.
+    """Reads the hardware profile, evaluates on ``eval_backend``; returns ``(results or None for lm-eval, lineage)``.
 
     Raises:
         HardwareProfileError: The profile is missing or disabled (the line lists those that exist), or does not fit.

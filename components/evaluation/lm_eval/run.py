@@ -62,11 +62,7 @@ def check_backend_available(backend: str) -> None:
 
 
 def ensure_writable_hf_cache() -> None:
-    """Points ``HF_HOME`` at a temporary directory when no cache is configured and ``~/.cache`` is read-only.
-
-    OpenShift runs pods under a random UID whose home is often not writable; ``datasets`` needs a cache to load the
-    held-out split. A configured ``HF_HOME``/``HF_DATASETS_CACHE`` (e.g. a pre-populated cache on a PVC) is kept.
-    """
+    """Points ``HF_HOME`` at a temporary directory when none is configured and ``~/.cache`` is read-only."""
     if os.environ.get("HF_HOME") or os.environ.get("HF_DATASETS_CACHE"):
         return
     cache = Path(os.path.expanduser("~/.cache"))
@@ -104,11 +100,8 @@ def _evaluate(spec: ModelSpec, names: Sequence[str], manager: Any, harness: Harn
 def _write_heldout(spec: ModelSpec, request: LmEvalRequest, task_dir: Path) -> tuple[int, int]:
     """Writes the held-out tasks with the model's tokenizer; returns the conversations evaluated and available.
 
-    Tokens are counted the way lm-eval's ``loglikelihood`` splits a (context, continuation) pair: the context's
-    trailing whitespace moves to the continuation, and the tokens of the whole text past the context's are scored.
-
-    Raises:
-        ValueError: ``apply_chat_template`` is true and the tokenizer has no chat template.
+    Tokens are counted as lm-eval's ``loglikelihood`` splits a (context, continuation) pair: the context's trailing
+    whitespace moves to the continuation. A chat template asked for must exist (``ValueError``).
     """
     tokenizer = load_tokenizer(spec)
 
@@ -168,13 +161,7 @@ def _skipped(results_path: str, report_path: str, source: str, reason: str) -> L
 
 
 def located_model_source(request: LmEvalRequest) -> str:
-    """``model_source``, or its copy on the workspace: a Hub id, ``s3://`` or ``oci://`` downloaded there once per run.
-
-    Without ``pvc_path`` (no workspace) ``model_source`` is returned as given.
-
-    Raises:
-        BaseModelError: The download failed.
-    """
+    """``model_source``, or with ``pvc_path`` its copy downloaded onto the workspace once per run."""
     source = request.load.model_source
     if not source or not request.pvc_path.strip():
         return source
@@ -183,11 +170,7 @@ def located_model_source(request: LmEvalRequest) -> str:
 
 
 def _skip_reason(request: LmEvalRequest) -> tuple[str, str]:
-    """``(the model source located, "")``, or ``("", why the evaluation is skipped)``.
-
-    Raises:
-        BaseModelError: The download failed and ``skip_unusable_model_source`` is false.
-    """
+    """``(the model source located, "")``, or ``("", why the evaluation is skipped)``."""
     load = request.load
     if not request.enabled:
         return "", "turned off (enabled is false)"

@@ -181,35 +181,33 @@ def test_changed_weights_on_the_workspace_are_refused_in_one_line(in_cluster, wo
     assert in_cluster.objects("lmevaljobs") == []  # nothing submitted
 
 
-def test_results_that_are_not_json_fail_in_one_line(in_cluster, workspace, tmp_path):
-    from components.evaluation.lm_eval.lmevaljob_backend import LmEvalJobResultsError
+def _on_lmevaljob(out: Path, workspace: Path, **params):
+    """The fine-tuned weights (a directory on the workspace) evaluated by an LMEvalJob."""
+    return _run(out, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob", pvc_path=str(workspace),
+                **params)  # fmt: skip
 
+
+@pytest.mark.parametrize(
+    ("misbehaviour", "error", "match", "params"),
+    [
+        ({"results_text": "<html>proxy error</html>"}, "LmEvalJobResultsError", "status.results is not JSON", {}),
+        ({"fail_with": "pod OOMKilled"}, "JobFailed", "", {}),
+        ({"never_complete": True}, "JobFailed", "timeout_seconds=3", {"eval_timeout_seconds": 3}),
+    ],
+    ids=["results-not-json", "failed", "never-completes"],
+)
+def test_a_misbehaving_lmevaljob_is_one_error(in_cluster, workspace, tmp_path, misbehaviour, error, match, params):
+    from components.evaluation.lm_eval import lmevaljob_backend
+    from components.training.finetuning.cluster import errors
+
+    expected = getattr(lmevaljob_backend, error, None) or getattr(errors, error)
     with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
-        controller.results_text = "<html>proxy error</html>"
-        with pytest.raises(LmEvalJobResultsError, match="status.results is not JSON"):
-            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 pvc_path=str(workspace))  # fmt: skip
-
-
-def test_a_failed_lmevaljob_names_its_message(in_cluster, workspace, tmp_path):
-    from components.training.finetuning.cluster.errors import JobFailed
-
-    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
-        controller.fail_with = "pod OOMKilled"
-        with pytest.raises(JobFailed):
-            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 pvc_path=str(workspace))  # fmt: skip
-
-
-def test_an_lmevaljob_that_never_completes_hits_the_timeout(in_cluster, workspace, tmp_path):
-    from components.training.finetuning.cluster.errors import JobFailed
-
-    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
-        controller.never_complete = True
-        with pytest.raises(JobFailed, match="timeout_seconds=3"):
-            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 pvc_path=str(workspace), eval_timeout_seconds=3)  # fmt: skip
-    assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
+        for name, value in misbehaviour.items():
+            setattr(controller, name, value)
+        with pytest.raises(expected, match=match):
+            _on_lmevaljob(tmp_path, workspace, **params)
+    if "never_complete" in misbehaviour:
+        assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
 
 
 def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_path):
@@ -217,8 +215,7 @@ def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_pa
 
     in_cluster.fail("create", "lmevaljobs", status=403)
     with pytest.raises(JobApiError, match="403"):
-        _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-             pvc_path=str(workspace))  # fmt: skip
+        _on_lmevaljob(tmp_path, workspace)
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
@@ -227,7 +224,7 @@ def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in
 
     Issue 45's stored-job comparison (``cluster/stored.py``) sees the stored job's ``pretrained`` differ from the one
     sent and refuses it in one line (``JobIncomplete``), applying the cleanup policy; the location check of
-    ``model_identity.check_same_location`` stays behind it for a job whose results name another model.
+    ``remote_evaluation.check_same_location`` stays behind it for a job whose results name another model.
     """
     from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
     from components.evaluation.lm_eval.lmevaljob_backend import build_lmevaljob
