@@ -1,11 +1,5 @@
-"""``eval_backend`` lmevaljob and evalhub against emulated services give what the in-step lm-eval gives.
-
-The tiny model is evaluated (held-out split, base and fine-tuned) by the in-step backend, then through an
-``LMEvalJob`` on the Kubernetes emulator whose emulated TrustyAI controller runs the real ``lm_eval``
-(``tests/harness/trustyai_controller.py``), then through the EvalHub server on 127.0.0.1
-(``tests/harness/evalhub_server.py``) which runs the real ``lm_eval`` too. The metrics, the base-versus-tuned
-comparison and the registry's gate decisions must be the same.
-"""
+"""``eval_backend`` lmevaljob and evalhub (emulated, running the real ``lm_eval``) give the in-step lm-eval's metrics,
+comparison and gate decisions."""
 
 from __future__ import annotations
 
@@ -220,12 +214,7 @@ def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_pa
 
 
 def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in_cluster, workspace, tmp_path):
-    """A job of this run/task (re-attached to) that evaluates another model: refused before it is followed.
-
-    Issue 45's stored-job comparison (``cluster/stored.py``) sees the stored job's ``pretrained`` differ from the one
-    sent and refuses it in one line (``JobIncomplete``), applying the cleanup policy; the location check of
-    ``remote_evaluation.check_same_location`` stays behind it for a job whose results name another model.
-    """
+    """A job of this run/task that evaluates another model is refused before it is followed (``cluster/stored.py``)."""
     from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
     from components.evaluation.lm_eval.lmevaljob_backend import build_lmevaljob
     from components.evaluation.lm_eval.remote_evaluation import evaluation_name
