@@ -183,11 +183,18 @@ def test_the_sft_pipeline_decides_the_same_on_every_evaluation_backend(tiny_mode
     ):
         runs = [
             pool.submit(_run_sft, tmp_path / "lm-eval", tiny_model_dir, {}),
-            pool.submit(_run_sft, tmp_path / "lmevaljob", tiny_model_dir, environments["lmevaljob"],
-                        eval_backend="lmevaljob"),
-            pool.submit(_run_sft, tmp_path / "evalhub", tiny_model_dir, environments["evalhub"],
-                        eval_backend="evalhub", evalhub_url=evalhub.url),
-        ]  # fmt: skip
+            pool.submit(
+                _run_sft, tmp_path / "lmevaljob", tiny_model_dir, environments["lmevaljob"], eval_backend="lmevaljob"
+            ),
+            pool.submit(
+                _run_sft,
+                tmp_path / "evalhub",
+                tiny_model_dir,
+                environments["evalhub"],
+                eval_backend="evalhub",
+                evalhub_url=evalhub.url,
+            ),
+        ]
         reference, lmevaljob, hub = (_outcome(run.result()) for run in runs)
     assert reference["changes"] and "heldout_perplexity/token_loss" in reference["changes"]
     assert "eval_backend" not in reference["results"]  # the in-step default records nothing new

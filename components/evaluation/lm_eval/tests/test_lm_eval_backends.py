@@ -177,8 +177,9 @@ def test_changed_weights_on_the_workspace_are_refused_in_one_line(in_cluster, wo
 
 def _on_lmevaljob(out: Path, workspace: Path, **params):
     """The fine-tuned weights (a directory on the workspace) evaluated by an LMEvalJob."""
-    return _run(out, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob", pvc_path=str(workspace),
-                **params)  # fmt: skip
+    return _run(
+        out, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob", pvc_path=str(workspace), **params
+    )
 
 
 @pytest.mark.parametrize(
@@ -223,8 +224,14 @@ def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in
 
     model = workspace / "train_model" / "run-1" / "final"
     name = evaluation_name(str(model), list(HELDOUT_TASKS))
-    evaluation = remote_evaluation(name=name, namespace=NAMESPACE, pvc_name=CLAIM, task_names=HELDOUT_TASKS,
-                                   model_relative="train_model/run-0/final", batch_size="8")  # fmt: skip
+    evaluation = remote_evaluation(
+        name=name,
+        namespace=NAMESPACE,
+        pvc_name=CLAIM,
+        task_names=HELDOUT_TASKS,
+        model_relative="train_model/run-0/final",
+        batch_size="8",
+    )
     other = build_lmevaljob(evaluation, ownership_labels(POD, name))
     in_cluster.custom.create_namespaced_custom_object(
         "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", other
