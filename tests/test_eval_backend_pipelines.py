@@ -13,7 +13,7 @@ resolve to that directory and evaluate with the real ``lm_eval``. Training ignor
 (``training_launcher="local"``, as ``kfp-finetune demo`` runs it).
 
 Bounded: each pipeline runs in a child interpreter (its ``kfp.local`` task processes in its session), killed after
-:data:`RUN_TIMEOUT_S`; the emulated services stay in this process on 127.0.0.1.
+:data:`RUN_TIMEOUT_S`; the three run at once; the emulated services stay in this process on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -171,27 +172,39 @@ def _same_decisions(reference: dict, remote: dict) -> None:
 
 
 def test_the_sft_pipeline_decides_the_same_on_every_evaluation_backend(tiny_model_dir, kube_api, tmp_path):
-    reference = _outcome(_run_sft(tmp_path / "lm-eval", tiny_model_dir, {}))
+    """The three runs at once (each its own child interpreter), each against its own emulated service."""
+    kube_api.track_metadata("lmevaljobs")
+    workspaces = {name: tmp_path / name / "kfp-workspace" for name in ("lmevaljob", "evalhub")}
+    environments = {name: _in_cluster(kube_api, name, workspace) for name, workspace in workspaces.items()}
+    with (
+        TrustyAIController(kube_api, {CLAIM: workspaces["lmevaljob"]}, timeout=300) as controller,
+        running_evalhub({CLAIM: workspaces["evalhub"]}) as evalhub,
+        ThreadPoolExecutor(max_workers=3) as pool,
+    ):
+        runs = [
+            pool.submit(_run_sft, tmp_path / "lm-eval", tiny_model_dir, {}),
+            pool.submit(
+                _run_sft, tmp_path / "lmevaljob", tiny_model_dir, environments["lmevaljob"], eval_backend="lmevaljob"
+            ),
+            pool.submit(
+                _run_sft,
+                tmp_path / "evalhub",
+                tiny_model_dir,
+                environments["evalhub"],
+                eval_backend="evalhub",
+                evalhub_url=evalhub.url,
+            ),
+        ]
+        reference, lmevaljob, hub = (_outcome(run.result()) for run in runs)
     assert reference["changes"] and "heldout_perplexity/token_loss" in reference["changes"]
     assert "eval_backend" not in reference["results"]  # the in-step default records nothing new
 
-    kube_api.track_metadata("lmevaljobs")
-    workspace = tmp_path / "lmevaljob" / "kfp-workspace"
-    environment = _in_cluster(kube_api, "lmevaljob", workspace)
-    with TrustyAIController(kube_api, {CLAIM: workspace}, timeout=300) as controller:
-        lmevaljob = _outcome(_run_sft(tmp_path / "lmevaljob", tiny_model_dir, environment, eval_backend="lmevaljob"))
     _same_decisions(reference, lmevaljob)
     assert lmevaljob["results"]["eval_backend"] == "lmevaljob"
     assert lmevaljob["results"]["evaluated_model_digest"] == lmevaljob["trained_digest"]
     assert len(controller.commands) == 2  # the base model's and the fine-tuned model's LMEvalJob
     assert kube_api.objects("lmevaljobs") == []  # eval_cleanup_policy=delete once the results were read
 
-    workspace = tmp_path / "evalhub" / "kfp-workspace"
-    environment = _in_cluster(kube_api, "evalhub", workspace)
-    with running_evalhub({CLAIM: workspace}) as evalhub:
-        hub = _outcome(
-            _run_sft(tmp_path / "evalhub", tiny_model_dir, environment, eval_backend="evalhub", evalhub_url=evalhub.url)
-        )
     _same_decisions(reference, hub)
     assert hub["results"]["eval_backend"] == "evalhub" and hub["results"]["evalhub"]["state"] == "completed"
     assert hub["results"]["evaluated_model_digest"] == hub["trained_digest"]

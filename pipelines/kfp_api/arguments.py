@@ -179,11 +179,9 @@ def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:
 
 
 def _check_eval(values: Values, task_inputs: Mapping[str, Values]) -> None:
-    import inspect
+    from components.evaluation.lm_eval.config import check_options
 
-    from components.evaluation.lm_eval.options import check_options
-
-    check_options(**{name: values[name] for name in inspect.signature(check_options).parameters})
+    check_options(values)
 
 
 def _check_registry(values: Values, task_inputs: Mapping[str, Values]) -> None:

@@ -92,15 +92,30 @@ def dataset_options(group: str, **fields: Any) -> Any:
 
 
 def lm_eval_request(**arguments: Any) -> Any:
-    """An ``LmEvalRequest``: ``lm_eval``'s defaults, no input artifacts (empty paths), and ``arguments``."""
-    from components.evaluation.lm_eval import lm_eval
-    from components.evaluation.lm_eval.run import LmEvalRequest
+    """An ``LmEvalRequest``: ``lm_eval``'s defaults and ``arguments``; an artifact given as a path (``model``...) is an
+    artifact at that path without metadata, one not given is absent."""
+    from types import SimpleNamespace
 
-    names = {field.name for field in dataclasses.fields(LmEvalRequest)}
-    defaults = {name: value for name, value in component_defaults(lm_eval).items() if name in names}
-    no_artifacts = {"model_path": "", "model_metadata": {}, "eval_dataset_path": "", "eval_dataset_metadata": {}}
-    no_artifacts.update(baseline_results_path="", custom_tasks_path="")
-    return LmEvalRequest(**{**no_artifacts, **defaults, **arguments})
+    from components.evaluation.lm_eval import lm_eval
+    from components.evaluation.lm_eval.config import lm_eval_request as build
+
+    for name in ("model", "eval_dataset", "baseline_results", "custom_tasks"):
+        if isinstance(arguments.get(name), str):
+            arguments[name] = SimpleNamespace(path=arguments[name], metadata={})
+    return build(wrapper_arguments(lm_eval, **arguments))
+
+
+def remote_evaluation(**fields: Any) -> Any:
+    """A ``RemoteEvaluation`` of the held-out tasks of ``ws``'s ``models/m`` at ``lm_eval``'s defaults; ``fields``
+    replace its fields, and any ``lm_eval`` parameter among them its option groups'."""
+    from components.evaluation.lm_eval.config import parameter_groups
+    from components.evaluation.lm_eval.remote_evaluation import RemoteEvaluation
+
+    request = lm_eval_request(**{name: fields.pop(name) for name in list(fields) if name in parameter_groups()})
+    values = {"name": "lmeval-1", "namespace": "team-a", "pvc_name": "ws", "model_relative": "models/m"}
+    values |= {"model_digest": "sha256:" + "0" * 64, "task_names": ("heldout_generation",), "tasks_relative": ""}
+    values |= {"harness": request.harness, "remote": request.remote, "profile": None, "poll_seconds": 0.2, "log": print}
+    return RemoteEvaluation(**{**values, **fields})
 
 
 def model_registry_request(**arguments: Any) -> Any:

@@ -3,6 +3,7 @@ InferenceService; every manifest validated against the vendored CRDs (``tests/sp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jsonschema
@@ -10,7 +11,6 @@ import pytest
 
 from components._common.hardware_profiles import (
     HardwareProfileError,
-    lmevaljob_pod_settings,
     parse_profile,
     read_hardware_profile,
     step_fit,
@@ -22,7 +22,7 @@ from components.training.finetuning.manifests.api_generations import POD_TEMPLAT
 from components.training.finetuning.manifests.hardware_profile import apply_hardware_profile
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, crd_schema, validate_trainjob
-from tests.harness.requests import job_spec
+from tests.harness.requests import job_spec, lm_eval_request, remote_evaluation
 
 NAMESPACE = "team-a"
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -134,10 +134,8 @@ def test_the_inference_service_gets_the_profile():
 
 
 def _lmevaljob(profile) -> dict:
-    pod, labels = lmevaljob_pod_settings(parse_profile(profile))
-    options = {"batch_size": "8", "limit": None, "num_fewshot": None, "apply_chat_template": True}
-    return build_lmevaljob("lmeval-1", NAMESPACE, "ws", "train_model/m", ["heldout_generation"], "lm_eval/x/heldout",
-                           options, labels, pod)  # fmt: skip
+    evaluation = remote_evaluation(namespace=NAMESPACE, tasks_relative="lm_eval/x/heldout", batch_size="8")
+    return build_lmevaljob(dataclasses.replace(evaluation, profile=parse_profile(profile)), {})
 
 
 def test_the_lmevaljob_gets_resources_node_affinity_and_queue():
@@ -167,8 +165,7 @@ def test_evalhub_gets_the_profile_name():
 
     from tests.harness.evalhub_server import SPEC
 
-    body = build_job_request("kfp-finetune-x", "ws", "m", "sha256:" + "0" * 64, ["arc_easy"], [], "",
-                             {"batch_size": "1"}, parse_profile(NODE_PROFILE))  # fmt: skip
+    body = build_job_request(remote_evaluation(task_names=("arc_easy",), profile=parse_profile(NODE_PROFILE)))
     assert body["hardware_config"] == {"hardware_profile_name": "a100"}
     document = yaml.safe_load(SPEC.read_text())
     schema = {"$ref": "#/components/schemas/EvaluationJobConfig", "components": document["components"]}
@@ -185,8 +182,6 @@ def test_step_fit_says_which_steps_a_profile_fits():
 
 def test_the_in_step_evaluation_records_what_its_pod_lacks_of_the_profile(profiles, monkeypatch):
     """eval_backend=lm-eval cannot change its own pod: the profile is compared with it and the gaps recorded."""
-    import types
-
     from components.evaluation.lm_eval.remote_evaluation import evaluate_on_backend
 
     pod = {
@@ -199,9 +194,9 @@ def test_the_in_step_evaluation_records_what_its_pod_lacks_of_the_profile(profil
     profiles.put_pod(pod)
     monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
     monkeypatch.setenv("KFP_POD_NAME", "lm-eval-pod")
-    request = types.SimpleNamespace(eval_backend="lm-eval", hardware_profile="a100")
+    request = lm_eval_request(eval_backend="lm-eval", hardware_profile="a100")
     lines: list[str] = []
-    results, lineage = evaluate_on_backend(request, None, ["heldout_generation"], None, {}, lines.append,
+    results, lineage = evaluate_on_backend(request, None, ["heldout_generation"], None, lines.append,
                                            api_client=profiles.api_client)  # fmt: skip
     assert results is None and lineage["hardware_profile"] == "a100"
     assert lineage["hardware_profile_missing"] == [

@@ -16,7 +16,7 @@ SECRET_KEY_PATTERN = re.compile(r"token|secret|password|passwd|credential|access
 _INT32 = (-(2**31), 2**31 - 1)
 #: Longest string value recorded (longer ones are cut, with a marker).
 MAX_STRING_CHARS = 4000
-#: lm_eval's results metadata recorded as ``eval.<key>`` (the evaluation's lineage: ``model_identity.py``).
+#: lm_eval's results metadata recorded as ``eval.<key>`` (the evaluation's lineage: lm_eval's ``remote_evaluation.py``).
 EVALUATION_LINEAGE = ("eval_backend", "evaluated_model_location", "evaluated_model_digest", "hardware_profile")
 
 #: Model artifact metadata copied as-is (key in the metadata -> custom property name).

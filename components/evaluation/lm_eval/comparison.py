@@ -1,4 +1,4 @@
-"""The fine-tuned model against the base model, per task and metric (the README's *Base model → fine-tuned*)."""
+"""lm-eval's results as metric rows, and the fine-tuned model against the base (README: *Base model → fine-tuned*)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.evaluation.lm_eval.custom_task import HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK, HELDOUT_TASKS
-from components.evaluation.lm_eval.results import MetricRow, metric_rows
 
 #: The metric a task is summed up by in the verdict (else its first metric in lm-eval's order).
 HEADLINE_METRICS = {HELDOUT_GENERATION_TASK: "chrf", HELDOUT_PERPLEXITY_TASK: "token_perplexity"}
@@ -16,6 +15,53 @@ HEADLINE_METRICS = {HELDOUT_GENERATION_TASK: "chrf", HELDOUT_PERPLEXITY_TASK: "t
 METRIC_LABELS = {"chrf": "chrF"}
 #: Tasks named in the verdict at most (the rest are counted).
 VERDICT_TASKS = 6
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One metric of one task (or group) and lm-eval filter (``none``: unfiltered); None where lm-eval gives none."""
+
+    task: str
+    metric: str
+    filter_name: str
+    value: float
+    stderr: float | None
+    higher_is_better: bool | None
+
+    @property
+    def name(self) -> str:
+        """The metric's KFP name, :func:`metric_name`."""
+        return metric_name(self.task, self.metric, self.filter_name)
+
+
+def metric_name(task: str, metric: str, filter_name: str = "none") -> str:
+    """The KFP metric name of a task's metric: ``<task>/<metric>``, plus ``/<filter>`` for filtered metrics."""
+    return f"{task}/{metric}" if filter_name in ("", "none") else f"{task}/{metric}/{filter_name}"
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float when it is a real number (not a bool, not "N/A"), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def metric_rows(results: Mapping[str, Any]) -> list[MetricRow]:
+    """lm-eval's ``results`` as one row per task, metric and filter, in its order; no row for what is no number."""
+    rows = []
+    directions = results.get("higher_is_better") or {}
+    for task, entries in (results.get("results") or {}).items():
+        for key, raw in entries.items():
+            metric, separator, filter_name = key.partition(",")
+            value = _number(raw)
+            if not separator or metric.endswith("_stderr") or value is None:
+                continue
+            stderr = _number(entries.get(f"{metric}_stderr,{filter_name}"))
+            direction = (directions.get(task) or {}).get(metric)
+            rows.append(
+                MetricRow(task, metric, filter_name, value, stderr, None if direction is None else bool(direction))
+            )
+    return rows
 
 
 @dataclass(frozen=True)
@@ -77,11 +123,7 @@ class Comparison:
 
 
 def compare(rows: Iterable[MetricRow], baseline_rows: Iterable[MetricRow]) -> list[Comparison]:
-    """Pairs each tuned metric with the base model's value of the same task, metric and filter.
-
-    Returns:
-        One :class:`Comparison` per metric present in both, in the tuned rows' order.
-    """
+    """Pairs each tuned metric with the base model's of the same task, metric and filter (those both runs have)."""
     base = {row.name: row for row in baseline_rows}
     return [Comparison(row, base[row.name]) for row in rows if row.name in base]
 
@@ -139,15 +181,10 @@ def _label(item: Comparison) -> str:
 
 
 def verdict(comparisons: Sequence[Comparison], tasks: Sequence[str] = ()) -> str:
-    """One line summing up the comparison: the headline metric of each task, with its delta and qualifier.
+    """One line summing up the comparison against the base model: the headline metric of each task asked for.
 
-    Args:
-        comparisons: From :func:`compare`.
-        tasks: The tasks asked for, in order (subtasks of a group are left out); empty = every compared task.
-            Of two held-out tasks only ``heldout_generation`` is named when both were compared.
-
-    Returns:
-        E.g. ``held-out chrF +18.2 (better); arc_easy acc −0.4 pts (within noise)``; "" when nothing was compared.
+    E.g. ``held-out chrF +18.2 (better); arc_easy acc −0.4 pts (within noise)``: ``tasks`` in order (empty = every
+    compared task), the held-out one first; "" when nothing was compared.
     """
     by_task: dict[str, list[Comparison]] = {}
     for item in comparisons:
@@ -155,7 +192,7 @@ def verdict(comparisons: Sequence[Comparison], tasks: Sequence[str] = ()) -> str
     order = [t for t in (tasks or by_task) if t in by_task]
     if HELDOUT_GENERATION_TASK in order and HELDOUT_PERPLEXITY_TASK in order:
         order.remove(HELDOUT_PERPLEXITY_TASK)
-    order.sort(key=lambda task: task not in HELDOUT_TASKS)  # the new task first, then what it may have cost
+    order.sort(key=lambda task: task not in HELDOUT_TASKS)
     parts = []
     for task in order[:VERDICT_TASKS]:
         item = _headline(task, by_task[task])
@@ -177,11 +214,9 @@ def baseline_comparison(
 def compare_with_baseline(
     results: Mapping[str, Any], baseline: Mapping[str, Any] | None, tasks: Sequence[str]
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """Compares a run with the base model's: the ``/base`` and ``/delta`` metrics and the results metadata.
+    """The ``/base`` and ``/delta`` metrics and the results metadata of a run's comparison with the base model's.
 
-    Returns:
-        The metrics, and the metadata: ``comparison`` (:meth:`Comparison.as_record` by metric name), ``verdict`` and
-        ``baseline_model``; or ``baseline_skipped`` with the reason; nothing without a baseline.
+    The metadata: ``comparison`` (records by metric name), ``verdict`` and ``baseline_model``; or ``baseline_skipped``.
     """
     if baseline is None:
         return {}, {}

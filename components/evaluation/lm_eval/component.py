@@ -1,4 +1,4 @@
-"""The ``lm_eval`` KFP component: a thin typed wrapper building one :class:`~.run.LmEvalRequest` for ``run_lm_eval``."""
+"""The ``lm_eval`` KFP component: a thin typed wrapper building one ``LmEvalRequest`` (``config.py``) to run."""
 
 from kfp import dsl
 
@@ -46,7 +46,8 @@ def lm_eval(
     """Evaluates a model with lm-eval on benchmark tasks and on the held-out split (see the component README)."""
     arguments = dict(locals())  # every argument by name, taken before the imports below add names
     from components._common.files import with_extension
-    from components.evaluation.lm_eval.run import lm_eval_request, run_lm_eval
+    from components.evaluation.lm_eval.config import lm_eval_request
+    from components.evaluation.lm_eval.run import run_lm_eval
 
     outcome = run_lm_eval(lm_eval_request(arguments), results.path, with_extension(report, ".html"))
     for name, value in outcome.metrics.items():

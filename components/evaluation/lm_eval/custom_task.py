@@ -40,12 +40,10 @@ class EvalDatasetError(ValueError):
 
 @dataclass(frozen=True)
 class HeldoutDoc:
-    """One held-out conversation, split into prompt parts and the reference answer (see :func:`build_doc`).
+    """One held-out conversation as lm-eval reads it: the prompt parts and the reference answer.
 
-    Attributes:
-        plain_prompt: The whole prompt as plain text for runs without the chat template, ending in ``Assistant:``.
-        plain_reference: ``reference`` after a space, the continuation scored after ``plain_prompt``.
-        reference_tokens: Number of tokens lm-eval scores for ``reference`` (see :func:`scored_pair`).
+    ``plain_prompt`` (ending in ``Assistant:``) and ``plain_reference`` (`` reference``) are the runs without the chat
+    template; ``reference_tokens`` is the number of tokens lm-eval scores for the reference.
     """
 
     system: str
@@ -58,11 +56,7 @@ class HeldoutDoc:
 
 
 def find_dataset_file(path: Path) -> Path:
-    """The JSONL file of the ``eval_dataset`` artifact (see :func:`~components._common.artifacts.find_artifact_file`).
-
-    Raises:
-        EvalDatasetError: The path does not exist, or a directory holds no or several JSONL files.
-    """
+    """The JSONL file of the ``eval_dataset`` artifact; ``EvalDatasetError`` when there is none or several."""
     try:
         return find_artifact_file(path, "eval_dataset")
     except ArtifactFileError as error:
@@ -73,9 +67,8 @@ def read_conversations(path: Path, max_samples: int) -> Iterator[tuple[int, list
     """Yields ``(line, messages)`` for the first ``max_samples`` (-1: all) conversations of a chat JSONL file.
 
     Raises:
-        EvalDatasetError: A row breaks a rule of the chat format (:mod:`components._common.chat_format`, with its
-            held-out rules: the last turn is the assistant's reference answer, after a user turn); the message names
-            the file, the line and the rule.
+        EvalDatasetError: A row breaks a rule of the chat format (with the held-out rules: the last turn is the
+            assistant's, after a user turn), naming the file, the line and the rule.
     """
     rows = iter_chat_file(path, allow_trailing_user=True, heldout=True, label="eval_dataset", require_rows=False)
     try:
@@ -112,11 +105,7 @@ def chat_turns(doc: HeldoutDoc) -> list[dict[str, str]]:
 
 
 def scored_pair(doc: HeldoutDoc, render_chat: Callable[[list[dict]], str] | None) -> tuple[str, str]:
-    """The ``(context, continuation)`` lm-eval scores for a document's reference answer (no delimiter between them).
-
-    ``render_chat`` renders chat messages with the model's chat template and the generation prompt; None for runs
-    without the chat template.
-    """
+    """The ``(context, continuation)`` lm-eval scores for a document (``render_chat``: the chat template, or None)."""
     if render_chat is not None:
         return render_chat(chat_turns(doc)), doc.reference
     return doc.plain_prompt, doc.plain_reference
@@ -140,11 +129,9 @@ def _task_configs(docs_file: Path, apply_chat_template: bool, max_new_tokens: in
         "dataset_path": "json",
         "dataset_kwargs": {"data_files": {"test": str(docs_file)}},
         "test_split": "test",
-        # Few-shot examples (num_fewshot > 0) come from the same split, never the document being evaluated.
         "fewshot_split": "test",
         "metadata": {"version": 1.0},
     }
-    # what is scored after what (see scored_pair): with the chat template, the rendered turns then the reference
     if apply_chat_template:
         prompt = {"description": "system", "doc_to_text": "prompt", "doc_to_target": "reference"}
         generation_prompt = scored_prompt = {**prompt, "target_delimiter": ""}
@@ -155,7 +142,6 @@ def _task_configs(docs_file: Path, apply_chat_template: bool, max_new_tokens: in
     generation = {
         "output_type": "generate_until",
         "generation_kwargs": {
-            # With the chat template the model's end-of-turn token stops generation (lm-eval adds it).
             "until": [] if apply_chat_template else ["\n\n"],
             "max_gen_toks": max_new_tokens,
             "do_sample": False,
@@ -203,18 +189,10 @@ def write_heldout_tasks(
     max_samples: int,
     max_new_tokens: int,
 ) -> int:
-    """Writes the held-out documents and the two task YAMLs into ``task_dir``.
+    """Writes the held-out documents and the two task YAMLs into ``task_dir``; returns the conversations written.
 
-    Args:
-        dataset_path: ``eval_dataset.path`` (a chat JSONL file, or a directory holding one).
-        task_dir: Directory to write into (created if needed); pass it to ``TaskManager(include_path=...)``.
-        count_tokens: Counts the tokens of a continuation after a context, as lm-eval splits them.
-        render_chat: See :func:`scored_pair`.
-        max_samples: Most conversations to use (the first ones of the file); -1 uses all.
-        max_new_tokens: Most tokens generated per answer.
-
-    Returns:
-        The number of conversations written.
+    ``count_tokens`` counts the tokens of a continuation after a context as lm-eval splits them; ``max_samples``
+    conversations (-1: all) are used, the first ones of the file.
 
     Raises:
         EvalDatasetError: The dataset is missing, has a bad row, or holds no conversation.
@@ -239,7 +217,7 @@ def write_heldout_tasks(
 
 
 def count_conversations(dataset_path: Path) -> int:
-    """How many conversations (non-blank lines) a dataset artifact holds, before ``max_samples`` applies."""
+    """How many conversations (non-blank lines) a dataset artifact holds."""
     with find_dataset_file(dataset_path).open("rb") as handle:
         return sum(1 for line in handle if line.strip())
 
@@ -253,15 +231,7 @@ def is_empty_dataset(dataset_path: Path) -> bool:
 
 
 def stage_custom_tasks(source: Path, target: Path) -> Path:
-    """Copies a directory of user lm-eval task YAMLs (and their data) for ``TaskManager(include_path=...)``.
-
-    Relative paths in a task YAML resolve against the working directory, not the YAML, so task files may write
-    :data:`TASK_DIR_PLACEHOLDER` (e.g. ``data_files: {test: ${TASK_DIR}/questions.jsonl}``); it is replaced by the
-    absolute path of the staged copy.
-
-    Raises:
-        ValueError: ``source`` is not a directory or holds no ``*.yaml``/``*.yml`` file.
-    """
+    """Copies user task YAMLs (and their data) with :data:`TASK_DIR_PLACEHOLDER` made the copy's path."""
     if not source.is_dir():
         raise ValueError(f"custom_tasks: {source} must be a directory of lm-eval task YAML files")
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))

@@ -17,10 +17,10 @@ class NoGpuError(RuntimeError):
 
 
 def resolve_device(device: str, backend: str, env: Mapping[str, str] | None = None) -> str | None:
-    """The device for lm-eval: the given one, else ``cuda`` when a GPU is visible, else ``cpu`` (None for vLLM).
+    """The device for lm-eval: the given one, else ``cuda`` when visible, else ``cpu`` (None for vLLM).
 
     Raises:
-        NoGpuError: No device was asked for, the pod requested GPUs, and torch sees none.
+        NoGpuError: The pod requested GPUs and torch sees none.
     """
     if backend == "vllm":
         return None

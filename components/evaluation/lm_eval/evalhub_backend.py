@@ -1,21 +1,19 @@
 """``eval_backend=evalhub``: the evaluation submitted to EvalHub's REST API (README: *Evaluation backends*).
 
-API: EvalHub ``v1.0.1`` (OpenAPI document vendored as ``tests/specs/openapi/eval-hub.yaml``): ``POST``, ``GET`` and
-``DELETE`` (cancel) of ``/api/v1/evaluations/jobs[/{id}]``, each with the namespace as tenant header ``X-Tenant`` and
-the pod's service-account token (EvalHub sits behind kube-rbac-proxy). Client: plain ``requests`` with a per-request
-timeout, a few retries and an overall deadline (``eval-hub-sdk`` 1.0.6 needs ``httpx``, not in the lock).
+EvalHub ``v1.0.1`` (OpenAPI document in ``tests/specs/openapi/eval-hub.yaml``): ``POST``, ``GET`` and ``DELETE`` of
+``/api/v1/evaluations/jobs[/{id}]`` with the tenant header and the pod's service-account token, through ``requests``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components._common.hardware_profiles import HardwareProfile
 from components._common.namespace import SERVICE_ACCOUNT_DIR
 from components.evaluation.lm_eval.custom_task import HELDOUT_HIGHER_IS_BETTER, HELDOUT_TASKS
+from components.evaluation.lm_eval.remote_evaluation import RemoteEvaluation, check_same_location
 
 JOBS_PATH = "/api/v1/evaluations/jobs"
 TENANT_HEADER = "X-Tenant"
@@ -32,36 +30,35 @@ class EvalHubError(RuntimeError):
     """EvalHub refused a request, did not answer in time, or the evaluation did not complete (one line)."""
 
 
-def build_job_request(
-    name: str,
-    pvc_name: str,
-    model_relative: str,
-    model_digest: str,
-    task_names: Sequence[str],
-    heldout_tasks: Sequence[str],
-    tasks_relative: str,
-    options: Mapping[str, Any],
-    profile: HardwareProfile | None,
-) -> dict[str, Any]:
+def pod_path(relative: str) -> str:
+    """Where a workspace-relative path appears to EvalHub's adapter (the workspace PVC at ``/test_data``)."""
+    return f"{TEST_DATA_PATH}/{relative.strip('/')}"
+
+
+def tasks_dir_in_pod(tasks_relative: str) -> str:
+    """Where EvalHub's adapter sees the held-out task directory."""
+    return pod_path(tasks_relative)
+
+
+def build_job_request(evaluation: RemoteEvaluation) -> dict[str, Any]:
     """The ``EvaluationJobConfig`` (benchmarks form) evaluating the workspace model on the tasks."""
-    model_path = f"{TEST_DATA_PATH}/{model_relative.strip('/')}"
-    parameters: dict[str, Any] = {"batch_size": str(options.get("batch_size") or "1")}
-    for key in ("limit", "num_fewshot"):
-        if options.get(key) is not None:
-            parameters[key] = options[key]
-    if options.get("apply_chat_template"):
+    model_path = pod_path(evaluation.model_relative)
+    arguments = evaluation.harness.lm_eval_arguments()
+    parameters: dict[str, Any] = {"batch_size": str(arguments["batch_size"])}
+    parameters |= {key: arguments[key] for key in ("limit", "num_fewshot") if arguments[key] is not None}
+    if arguments["apply_chat_template"]:
         parameters["apply_chat_template"] = True
-    test_data = {"pvc": {"claim_name": pvc_name}}
+    test_data = {"pvc": {"claim_name": evaluation.pvc_name}}
     benchmarks = []
-    for task in [*task_names, *heldout_tasks]:
+    for task in sorted(evaluation.task_names, key=lambda task: task in HELDOUT_TASKS):  # benchmarks, then held-out
         benchmark = {"id": task, "provider_id": PROVIDER, "parameters": dict(parameters), "test_data_ref": test_data}
-        if task in heldout_tasks:
-            benchmark["parameters"]["include_path"] = f"{TEST_DATA_PATH}/{tasks_relative.strip('/')}"
+        if task in HELDOUT_TASKS:
+            benchmark["parameters"]["include_path"] = tasks_dir_in_pod(evaluation.tasks_relative)
         benchmarks.append(benchmark)
-    model = {"name": model_path, "parameters": {"pretrained": model_path, "weights_digest": model_digest}}
-    body: dict[str, Any] = {"name": name, "tags": ["kfp-finetune"], "model": model, "benchmarks": benchmarks}
-    if profile is not None:
-        body["hardware_config"] = {"hardware_profile_name": profile.name}
+    model = {"name": model_path, "parameters": {"pretrained": model_path, "weights_digest": evaluation.model_digest}}
+    body: dict[str, Any] = {"name": evaluation.name, "tags": ["kfp-finetune"], "model": model, "benchmarks": benchmarks}
+    if evaluation.profile is not None:
+        body["hardware_config"] = {"hardware_profile_name": evaluation.profile.name}
     return body
 
 
@@ -75,10 +72,7 @@ def higher_is_better(task: str, metric: str) -> bool | None:
 
 
 def lm_eval_results(job: Mapping[str, Any]) -> dict[str, Any]:
-    """The job's ``results.benchmarks[].metrics`` as lm-eval's results dict (``acc`` → ``acc,none``).
-
-    EvalHub's own verdict (``results.test``) and MLflow link are kept under ``evalhub``.
-    """
+    """The job's ``results.benchmarks[].metrics`` as lm-eval's results; EvalHub's own under ``evalhub``."""
     results = job.get("results") or {}
     converted: dict[str, Any] = {"results": {}, "configs": {}, "versions": {}, "higher_is_better": {}}
     for benchmark in results.get("benchmarks") or []:
@@ -167,7 +161,7 @@ def run_evalhub_job(
     log: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
-    """Submits, follows until a final state and returns the completed job; SIGTERM cancels it.
+    """Submits, follows until a final state and returns the completed job; SIGTERM or the deadline cancels it.
 
     Raises:
         EvalHubError: The job ended ``failed``/``cancelled``/``partially_failed``, or the deadline passed.
@@ -201,41 +195,22 @@ def run_evalhub_job(
     return job
 
 
-def evaluate_with_evalhub(
-    url: str,
-    namespace: str,
-    pvc_name: str,
-    name: str,
-    model_relative: str,
-    model_digest: str,
-    task_names: Sequence[str],
-    tasks_relative: str,
-    options: Mapping[str, Any],
-    profile: HardwareProfile | None,
-    timeout_seconds: float,
-    poll_seconds: float,
-    log: Callable[[str], None],
-) -> tuple[dict[str, Any], str]:
-    """Runs the EvalHub job ``name`` to its end; returns ``(lm-eval results, the model location it evaluated)``.
+def evaluate(api_client: Any, evaluation: RemoteEvaluation) -> tuple[dict[str, Any], str]:
+    """Runs the evaluation's EvalHub job to its end; returns ``(lm-eval results, the model location it evaluated)``.
 
     Raises:
         EvalHubError: See :func:`run_evalhub_job`.
         WrongModelError: The job echoes another model (location or digest) than the one submitted.
     """
-    from components.evaluation.lm_eval.model_identity import check_same_location
-
-    benchmarks = [task for task in task_names if task not in HELDOUT_TASKS]
-    heldout = [task for task in task_names if task in HELDOUT_TASKS]
-    body = build_job_request(
-        name, pvc_name, model_relative, model_digest, benchmarks, heldout, tasks_relative, options, profile
-    )
     token_file = Path(SERVICE_ACCOUNT_DIR) / "token"
     token = token_file.read_text(encoding="utf-8").strip() if token_file.is_file() else ""
-    deadline = time.monotonic() + (timeout_seconds or 7 * 24 * 3600)
-    job = run_evalhub_job(EvalHubClient(url, namespace, token, deadline), body, poll_seconds=poll_seconds, log=log)
-    submitted = f"{TEST_DATA_PATH}/{model_relative}"
+    remote = evaluation.remote
+    deadline = time.monotonic() + (remote.eval_timeout_seconds or 7 * 24 * 3600)
+    client = EvalHubClient(remote.evalhub_url, evaluation.namespace, token, deadline)
+    job = run_evalhub_job(client, build_job_request(evaluation), evaluation.poll_seconds, evaluation.log)
+    submitted = pod_path(evaluation.model_relative)
     echoed = (job.get("model") or {}).get("parameters") or {}
-    check_same_location(submitted, str(echoed.get("pretrained") or ""), f"EvalHub job {name}")
-    if echoed.get("weights_digest") != model_digest:
-        check_same_location(model_digest, str(echoed.get("weights_digest") or ""), f"EvalHub job {name} (digest)")
+    check_same_location(submitted, str(echoed.get("pretrained") or ""), f"EvalHub job {evaluation.name}")
+    digest = str(echoed.get("weights_digest") or "")
+    check_same_location(evaluation.model_digest, digest, f"EvalHub job {evaluation.name} (digest)")
     return lm_eval_results(job), submitted

@@ -27,15 +27,7 @@ class ModelSourceError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What lm-eval is asked to load.
-
-    Attributes:
-        lm_eval_model: lm-eval's model name (``hf`` or ``vllm``).
-        model_args: lm-eval ``model_args`` (the user's ``model_args`` included).
-        tokenizer_source: Local directory or Hub id of the tokenizer.
-        source: The evaluated model as given (a path or a Hub id).
-        base_model: For a PEFT adapter, the base model it is loaded on; "" otherwise.
-    """
+    """What lm-eval loads: its model name and arguments, the tokenizer, the source, an adapter's base ("" if none)."""
 
     lm_eval_model: str
     model_args: dict[str, Any] = field(default_factory=dict)
@@ -50,12 +42,7 @@ class ModelSpec:
 
 
 def unloadable_source_reason(source: str, check_paths: bool = False) -> str:
-    """Why lm-eval cannot load ``source`` here ("" when it can): a URI such as ``oci://``, ``s3://`` or ``pvc://``.
-
-    lm-eval loads a Hugging Face Hub id (``org/name``) or a local directory; other URIs need a download step first.
-    With ``check_paths``, a local path that is no directory in this pod (e.g. on a volume only the training pod
-    mounts) is a reason too.
-    """
+    """Why lm-eval cannot load ``source`` here ("" when it can): a URI, or (``check_paths``) a path this pod lacks."""
     scheme, separator, _ = source.partition("://")
     if not separator or not scheme or "/" in scheme:
         if check_paths and source and looks_like_path(source) and not Path(source).expanduser().is_dir():
@@ -91,16 +78,12 @@ def _check_full_model(directory: Path, where: str) -> None:
 
 
 def _adapter_base(adapter_config: dict, metadata: Mapping[str, Any], where: str, directory: Path) -> str:
-    """Picks an adapter's base: the first reachable here (a directory of this pod, or a Hub id) of these.
-
-    ``metadata['base_model_path']`` (the base model's copy on the workspace), the adapter's
-    ``base_model_name_or_path``, ``metadata['base_model']``.
-    """
+    """An adapter's base: the first of its candidates reachable here (a directory of this pod, or a Hub id)."""
     candidates = [
         ("adapter_config.json base_model_name_or_path", str(adapter_config.get("base_model_name_or_path") or "")),
         ("model.metadata['base_model']", str(metadata.get("base_model") or "")),
     ]
-    if metadata.get("base_model_path"):  # the copy staged on the workspace once per run (components/_common)
+    if metadata.get("base_model_path"):
         candidates.insert(0, ("model.metadata['base_model_path']", str(metadata["base_model_path"])))
     for _, value in candidates:
         if value and (not looks_like_path(value) or Path(value).expanduser().is_dir()):
@@ -136,11 +119,7 @@ def _adapter_spec(directory: Path, metadata: Mapping[str, Any], backend: str, wh
 
 
 def check_model_args(model_args: Mapping[str, Any]) -> None:
-    """Rejects ``model_args`` keys the component owns or that would carry a secret.
-
-    Raises:
-        ValueError: A key selects the model (use ``model`` / ``model_source``) or holds a credential.
-    """
+    """Refuses (``ValueError``) ``model_args`` keys the component sets itself or that would carry a credential."""
     if not isinstance(model_args, Mapping):
         raise ValueError(f"model_args must be a dict, got {type(model_args).__name__}: {model_args!r}")
     for key in model_args:
@@ -163,28 +142,12 @@ def resolve_model(
     backend: str,
     model_args: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
-    """Decides what lm-eval loads for a ``model`` artifact or an overriding ``model_source``.
-
-    Args:
-        model_path: ``model.path``: a directory in Hugging Face ``save_pretrained`` layout, either a full model or a
-            PEFT adapter (``adapter_config.json``).
-        model_metadata: ``model.metadata``; ``base_model`` locates an adapter's base when the adapter's own
-            ``base_model_name_or_path`` is not reachable.
-        model_source: A local path or Hub id evaluated instead of ``model`` (e.g. a baseline); "" uses ``model``.
-        backend: ``hf`` or ``vllm``.
-        model_args: Extra lm-eval model arguments (``dtype``, ``trust_remote_code``, ...), merged last.
-
-    Returns:
-        The :class:`ModelSpec`.
+    """What lm-eval loads for a ``model`` directory (full model or PEFT adapter) or an overriding ``model_source``.
 
     Raises:
-        ValueError: Unknown backend or a forbidden ``model_args`` key.
         ModelSourceError: The directory misses weights or tokenizer, or an adapter's base cannot be located.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {backend!r}")
     model_args = dict(model_args or {})
-    check_model_args(model_args)
     where = "model_source" if model_source else "model"
     source = model_source or model_path
     if not source:
@@ -220,11 +183,7 @@ def load_tokenizer(spec: ModelSpec) -> Any:
 def unusable_source_reason(
     model_source: str, backend: str, model_args: Mapping[str, Any] | None, apply_chat_template: bool
 ) -> str:
-    """Why ``model_source`` cannot be evaluated as asked ("" when it can, or when there is none).
-
-    A URI lm-eval cannot load, a local path this pod lacks, or a tokenizer without the chat template the run asks for
-    (the base model of a chat fine-tune: the comparison needs the same prompts for both models).
-    """
+    """Why ``model_source`` cannot be evaluated as asked (unloadable, or no chat template asked for); "" when it can."""
     if not model_source:
         return ""
     reason = unloadable_source_reason(model_source, check_paths=True)

@@ -3,14 +3,9 @@
 PARAMETER_DOCS = {
     "model": (
         "Optional when `model_source` is given. `train_model`'s manifest of weights on the workspace (read in place "
-        "and checked: `components/_common/model_location.py`; mount the workspace with `pvc_path`), or a "
-        "directory in Hugging Face `save_pretrained` layout: a full "
-        "model (`config.json`, weights, "
-        "tokenizer) or a PEFT adapter (`adapter_config.json` + `adapter_model.*`), loaded on its base "
-        "model through lm-eval's `peft=` argument. The base is the adapter's `base_model_name_or_path` "
-        "when that is reachable here (an existing directory or a Hub id), else "
-        '`model.metadata["base_model"]`. The tokenizer comes from the adapter directory when it has one, '
-        "else from the base."
+        "and checked; mount the workspace with `pvc_path`), or a `save_pretrained` directory: a full model or a PEFT "
+        "adapter loaded on its base through lm-eval's `peft=`. The base is the adapter's `base_model_name_or_path` "
+        "when reachable here, else `model.metadata[\"base_model\"]`; the tokenizer is the adapter's, else the base's."
     ),
     "task_names": (
         "lm-eval task, group or tag names. Built-in names need their datasets (see *Disconnected "
@@ -23,9 +18,8 @@ PARAMETER_DOCS = {
     ),
     "baseline_results": (
         "The `results` output of the base model's evaluation (same tasks and settings; or lm-eval's own results "
-        "JSON). Per task and metric the report and Metrics show base, tuned and delta, and whether |delta| exceeds "
-        "the standard error of the delta, sqrt(stderr_base² + stderr_tuned²); the report opens with a one-line "
-        "verdict. A baseline that was skipped (its `results` has a `skipped` reason) is reported as such."
+        "JSON): the report and Metrics show base, delta and whether it is beyond noise (see *Base model → "
+        "fine-tuned*); a skipped baseline is reported as such."
     ),
     "model_source": (
         "A local path or Hub id evaluated **instead of** `model` (e.g. the base model, to produce a baseline). With "
@@ -78,11 +72,9 @@ PARAMETER_DOCS = {
         "pipeline parameter turns the base-model evaluation off (`kfp.local` has no `dsl.If`)."
     ),
     "skip_unusable_model_source": (
-        "Write *skipped* outputs instead of failing when `model_source` cannot be evaluated as asked: a URI lm-eval "
-        "cannot load (`oci://`, `s3://` without `pvc_path`; `pvc://`), a local path that is no directory in this "
-        "pod, a download into the workspace that failed, or a tokenizer without chat template while "
-        "`apply_chat_template` is true. The pipelines' base-model "
-        "evaluation sets it, so a run on such a base model still trains and registers (without deltas)."
+        "Write *skipped* outputs instead of failing when `model_source` cannot be evaluated as asked (a URI lm-eval "
+        "cannot load, a path this pod lacks, a failed download, no chat template while `apply_chat_template`). The "
+        "pipelines' base-model evaluation sets it, so such a base model still trains and registers (without deltas)."
     ),
     "allow_empty_eval_dataset": (
         "Skip the held-out tasks instead of failing when `eval_dataset` has no rows (`dataset_download` "
@@ -104,26 +96,20 @@ PARAMETER_DOCS = {
         "`delete`, `keep` or `suspend` (as `train_model`'s `training_cleanup_policy`)."
     ),
     "metrics": (
-        "One entry per task and metric, `<task>/<metric>` (`<task>/<metric>/<filter>` for filtered "
-        "metrics such as gsm8k's `strict-match`), and `<name>_stderr` where lm-eval computes a standard "
-        "error. Non-finite values are left out (they stay in `results`). E.g. `arc_easy/acc`, "
-        "`arc_easy/acc_stderr`, `heldout_generation/exact_match`, `heldout_generation/chrf`, "
-        "`heldout_perplexity/token_loss`, `heldout_perplexity/token_perplexity`. With `baseline_results`, also "
-        "`<name>/base` (the base model's value) and `<name>/delta` (tuned − base) for every metric both runs have."
+        "`<task>/<metric>` (`<task>/<metric>/<filter>` for filtered metrics such as gsm8k's `strict-match`) and "
+        "`<name>_stderr` where lm-eval computes one, finite values only; e.g. `arc_easy/acc`, "
+        "`heldout_generation/chrf`, `heldout_perplexity/token_loss`. With `baseline_results`, also `<name>/base` and "
+        "`<name>/delta` (tuned − base) for every metric both runs have."
     ),
     "results": (
-        "The full lm-eval results JSON (`results`, `configs`, `versions`, `n-shot`, `n-samples`, "
-        "`higher_is_better`, `config`, ...; `samples` when `log_samples`). Metadata: `model`, "
-        "`base_model`, `backend`, `tasks`, `apply_chat_template`, `heldout_rows` (evaluated), "
-        "`heldout_rows_available` (in the split, before max_samples), `lm_eval_version`; with a baseline, "
-        '`verdict`, `baseline_model` and `comparison` (`{"<task>/<metric>": {task, metric, base, tuned, delta, '
-        "stderr, beyond_noise, higher_is_better, change}}`, what `model_registry`'s regression gate reads), or "
-        "`baseline_skipped`; when this run was skipped, `skipped`."
+        "The full lm-eval results JSON (`samples` when `log_samples`). Metadata: `model`, `base_model`, `backend`, "
+        "`tasks`, `apply_chat_template`, `heldout_rows` (evaluated), `heldout_rows_available`, `lm_eval_version`; "
+        "with a baseline `verdict`, `baseline_model` and `comparison` (what `model_registry`'s gates read; see *Base "
+        "model → fine-tuned*), or `baseline_skipped`; when this run was skipped, `skipped`."
     ),
     "report": (
         "With a baseline, a leading verdict (e.g. `held-out chrF +18.2 (better); arc_easy acc −0.4 pts (within "
-        "noise)`); run settings; a table per task (value, ± stderr, direction, and base value, Δ, ± stderr of Δ "
-        "and change when a baseline is given); the first generations of each generative task (prompt, "
-        "reference, generation)."
+        "noise)`); run settings; a table per task (with base, Δ, ± stderr of Δ and change against a baseline); the "
+        "first generations of each generative task."
     ),
 }

@@ -1,21 +1,16 @@
-"""The evaluation backends besides the in-step ``lm-eval``: dispatch, the workspace, the profile, the lineage.
+"""The evaluation backends besides the in-step ``lm-eval`` (README: *Evaluation backends and Hardware Profiles*).
 
-``eval_backend``:
-
-* ``lm-eval`` (default): lm-eval runs in this step (``run.py``); a ``hardware_profile`` is read and compared with
-  what the step's own pod got (KFP compiled its resources, tolerations and node selector): differences are logged and
-  recorded, never applied;
-* ``lmevaljob``: a TrustyAI ``LMEvalJob`` (:mod:`.lmevaljob_backend`), the profile applied to its ``pod`` and labels;
-* ``evalhub``: EvalHub's REST API (:mod:`.evalhub_backend`), the profile passed as ``hardware_config``.
-
-Every backend returns lm-eval's results dict, so the comparison, the report and the registry's gates are the same
-code. Both remote backends read the model and the held-out tasks on the workspace PVC; the model evaluated is checked
-(:mod:`.model_identity`) and recorded: ``evaluated_model_location``, ``evaluated_model_digest``, ``eval_backend``.
+``lmevaljob`` (:mod:`.lmevaljob_backend`) and ``evalhub`` (:mod:`.evalhub_backend`) read the model and the held-out
+tasks on the workspace PVC and return lm-eval's results dict, so the comparison, the report and the gates are the same
+code. The model evaluated is checked against the trained one (manifest digest, location echoed back) and recorded.
+With ``lm-eval``, a ``hardware_profile`` is only compared with this step's own pod.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib
 import inspect
 import os
 import shutil
@@ -23,50 +18,72 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from components._common.model_location import STORAGE_ARTIFACT, build_manifest, read_manifest
 from components.evaluation.lm_eval import custom_task
+from components.evaluation.lm_eval.config import HarnessOptions, LmEvalRequest, RemoteOptions
 from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
 
-LOCAL_BACKEND = "lm-eval"
-EVAL_BACKENDS = (LOCAL_BACKEND, "lmevaljob", "evalhub")
 #: Where the remote backends' inputs go on the workspace.
 WORKSPACE_DIR = "lm_eval"
 #: Seconds between two polls of a remote evaluation's state (default 10).
 POLL_SECONDS_ENV = "KFP_FINETUNE_EVAL_POLL_SECONDS"
 #: The module the held-out YAMLs' ``!function`` tags name on the PVC (a copy of the two functions they use).
 HELDOUT_FUNCTIONS_MODULE = "heldout_functions"
+#: The Model artifact's metadata key that records the trained model's manifest digest (``sha256:<hex>``).
+DIGEST_KEY = "weights_digest"
 
 
 class WorkspaceError(ValueError):
     """A path that is not on the workspace PVC the remote evaluation reads (one line)."""
 
 
-def check_backend(eval_backend: str, custom_tasks_path: str, evalhub_url: str, pvc_path: str) -> None:
-    """Refuses a backend setting in one line (the rule, the value, what to do).
+class WrongModelError(ValueError):
+    """The model evaluated is not the trained one (one line)."""
 
-    Raises:
-        ValueError: Unknown backend; custom tasks or no workspace with a remote one; ``evalhub`` without a URL.
-    """
-    if eval_backend not in EVAL_BACKENDS:
-        raise ValueError(f"eval_backend={eval_backend!r}: must be one of {list(EVAL_BACKENDS)}")
-    if eval_backend == LOCAL_BACKEND:
-        return
-    if custom_tasks_path:
-        raise ValueError(f"custom_tasks: only eval_backend='lm-eval' runs them (got eval_backend={eval_backend!r})")
-    if not pvc_path:
-        raise ValueError(
-            f"eval_backend={eval_backend!r} reads the model and the held-out task from the workspace PVC: pass "
-            "pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER"
+
+@dataclasses.dataclass(frozen=True)
+class RemoteEvaluation:
+    """One evaluation for a remote backend: the model and tasks on the workspace PVC (relative), options, profile."""
+
+    name: str
+    namespace: str
+    pvc_name: str
+    model_relative: str
+    model_digest: str
+    task_names: tuple[str, ...]
+    tasks_relative: str
+    harness: HarnessOptions
+    remote: RemoteOptions
+    profile: Any
+    poll_seconds: float
+    log: Callable[[str], None]
+
+
+def trained_model_digest(model_path: str, model_dir: Path, metadata: Mapping[str, Any]) -> str:
+    """The manifest digest of the model evaluated; ``WrongModelError`` when not the artifact's ``weights_digest``."""
+    manifest = read_manifest(model_path) if model_path else None
+    actual = (manifest or build_manifest(model_dir, STORAGE_ARTIFACT, in_artifact=True)).digest
+    expected = str(metadata.get(DIGEST_KEY) or "")
+    if expected and expected != actual:
+        raise WrongModelError(
+            f"refusing to evaluate {model_dir}: its manifest digest {actual} is not the trained model's {DIGEST_KEY} "
+            f"{expected} (Model artifact metadata); the artifact or the workspace holds another model than the one "
+            "train_model wrote"
         )
-    if eval_backend == "evalhub" and not evalhub_url.startswith(("http://", "https://")):
-        raise ValueError(f"evalhub_url={evalhub_url!r}: eval_backend='evalhub' needs EvalHub's http(s) URL")
+    return actual
+
+
+def check_same_location(submitted: str, evaluated: str, where: str) -> None:
+    """Refuses (``WrongModelError``) the results of an evaluation whose model is not the one submitted."""
+    if evaluated.rstrip("/") != submitted.rstrip("/"):
+        raise WrongModelError(
+            f"refusing the results of {where}: it evaluated {evaluated or '(no model)'}, not the trained model "
+            f"{submitted}; delete that evaluation or let the step create its own"
+        )
 
 
 def workspace_claim(pod: Mapping[str, Any], pvc_path: str) -> str:
-    """The PVC mounted at ``pvc_path`` in a pod (its containers' mounts).
-
-    Raises:
-        ValueError: Nothing of the pod's is mounted there, or it is not a PVC.
-    """
+    """The PVC mounted at ``pvc_path`` in a pod; ``ValueError`` when none is."""
     spec = pod.get("spec") or {}
     volumes = {v.get("name"): v for v in spec.get("volumes") or []}
     for container in spec.get("containers") or []:
@@ -97,11 +114,7 @@ def evaluation_name(model_location: str, task_names: Sequence[str], prefix: str 
 
 
 def relative_to_workspace(path: Path, workspace: Path, what: str) -> str:
-    """``path`` relative to the workspace root.
-
-    Raises:
-        WorkspaceError: ``path`` is outside the workspace.
-    """
+    """``path`` relative to the workspace root; ``WorkspaceError`` when it is outside."""
     try:
         return str(path.resolve().relative_to(workspace.resolve()))
     except ValueError:
@@ -119,11 +132,9 @@ def _copy_to(source: Path, target: Path) -> Path:
 
 
 def make_tasks_portable(task_dir: Path, pod_dir: str, written_in: Path) -> None:
-    """Rewrites the held-out YAMLs in ``task_dir`` (a copy of ``written_in``) to run where it is mounted at ``pod_dir``.
+    """Rewrites the held-out YAMLs in ``task_dir`` (copied from ``written_in``) for a pod mounting it at ``pod_dir``.
 
-    The remote evaluation's image carries lm-eval but not this project: the ``!function`` references point to a
-    stdlib-only copy of the two functions (``heldout_functions.py`` beside the YAMLs, which lm-eval's loader reads
-    first) and the documents file is named by its path in the pod.
+    That pod lacks this project: the ``!function`` tags name a copy of the two functions beside the YAMLs.
     """
     functions = [custom_task.perplexity_process_results, custom_task.token_loss]
     module = "from __future__ import annotations\n\n\n" + "\n\n".join(inspect.getsource(f) for f in functions)
@@ -146,17 +157,14 @@ def _own_pod(api_client: Any, namespace: str) -> dict[str, Any]:
 
 
 def evaluate_on_backend(
-    request: Any,
+    request: LmEvalRequest,
     spec: Any,
     names: Sequence[str],
     staged_heldout: Path | None,
-    options: Mapping[str, Any],
     log: Callable[[str], None],
     api_client: Any = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """Reads the hardware profile, evaluates on ``request.eval_backend``; returns ``(results, lineage)``.
-
-    The results are ``None`` for ``lm-eval``, which ``run.py`` evaluates itself.
+    """Reads the hardware profile, evaluates on ``eval_backend``; returns ``(results or None for lm-eval, lineage)``.
 
     Raises:
         HardwareProfileError: The profile is missing or disabled (the line lists those that exist), or does not fit.
@@ -166,25 +174,23 @@ def evaluate_on_backend(
     from components._common.hardware_profiles import PLATFORM_NAMESPACES, read_hardware_profile
     from components._common.kube_auth import load_api_client
     from components._common.namespace import pod_namespace
-    from components.evaluation.lm_eval.model_identity import trained_model_digest
 
     api_client = api_client or load_api_client()
-    namespace = pod_namespace()
-    backend = request.eval_backend
+    namespace, remote = pod_namespace(), request.remote
+    backend = remote.eval_backend
     lineage: dict[str, Any] = {"eval_backend": backend}
     profile = None
-    if request.hardware_profile:
+    if remote.hardware_profile:
         namespaces = [namespace, *PLATFORM_NAMESPACES]
-        profile = read_hardware_profile(api_client, request.hardware_profile, namespaces, "hardware_profile")
+        profile = read_hardware_profile(api_client, remote.hardware_profile, namespaces, "hardware_profile")
         lineage["hardware_profile"] = profile.name
         log(f"hardware profile {profile.summary()}")
     pod = _own_pod(api_client, namespace)
-    if backend == LOCAL_BACKEND:
-        if profile is not None:  # compared with this pod (KFP compiled it), never applied
-            missing = profile_mismatches(profile, pod) if pod else ["(this pod could not be read)"]
-            if missing:
-                log(f"this step's pod lacks what hardware profile {profile.name} sets: {'; '.join(missing)}")
-                lineage["hardware_profile_missing"] = missing
+    if not remote.is_remote:
+        missing = (profile_mismatches(profile, pod) if pod else ["(this pod could not be read)"]) if profile else []
+        if missing:  # compared with this pod (KFP compiled it), never applied
+            log(f"this step's pod lacks what hardware profile {profile.name} sets: {'; '.join(missing)}")
+            lineage["hardware_profile_missing"] = missing
         return None, lineage
     if spec.is_adapter:
         raise ValueError(
@@ -192,17 +198,15 @@ def evaluate_on_backend(
             "EvalHub load one full model (pretrained=<path>): evaluate it with eval_backend='lm-eval', or train with "
             "merged LoRA weights"
         )
-    # the model where run.py found it: the manifest's weights on the workspace (read in place), or model_source's
-    # directory (a Hub id, s3:// or oci:// one staged on the workspace)
-    model_dir = Path(spec.source)
+    model_dir = Path(spec.source)  # the manifest's weights on the workspace, or model_source's directory
     if not model_dir.is_dir():
         raise ValueError(
             f"eval_backend={backend!r}: the model {spec.source} is not a local directory; the remote backends "
             "evaluate a model on the workspace (wire train_model's output_model, pass pvc_path)"
         )
-    digest = trained_model_digest("" if request.model_source else request.model_path, model_dir, request.model_metadata)
+    model_path = "" if request.load.model_source else request.model.path
+    digest = trained_model_digest(model_path, model_dir, request.model.metadata)
     workspace = Path(request.pvc_path)
-    pvc_name = workspace_claim(pod, request.pvc_path)
     name = evaluation_name(str(model_dir), names, "lmeval" if backend == "lmevaljob" else "kfp-finetune")
     tasks_relative = ""
     if staged_heldout is not None and set(names) & set(HELDOUT_TASKS):
@@ -214,26 +218,25 @@ def evaluate_on_backend(
         model_dir = _copy_to(model_dir, workspace / WORKSPACE_DIR / name / "model")
         log(f"model {spec.source} copied onto the workspace: {model_dir}")
         model_relative = relative_to_workspace(model_dir, workspace, "the model")
-    poll_seconds = float(os.environ.get(POLL_SECONDS_ENV) or 10.0)
-    remote_options = {**options, "log_samples": request.log_samples}
-    if backend == "lmevaljob":
-        from components.evaluation.lm_eval.lmevaljob_backend import TASKS_PATH, evaluate_with_lmevaljob
-
-        if tasks_relative:
-            make_tasks_portable(workspace / tasks_relative, TASKS_PATH, staged_heldout)
-        results, location = evaluate_with_lmevaljob(
-            api_client, namespace, pvc_name, name, model_relative, names, tasks_relative, remote_options, profile,
-            request, poll_seconds, log,
-        )  # fmt: skip
-    else:
-        from components.evaluation.lm_eval.evalhub_backend import TEST_DATA_PATH, evaluate_with_evalhub
-
-        if tasks_relative:
-            make_tasks_portable(workspace / tasks_relative, f"{TEST_DATA_PATH}/{tasks_relative}", staged_heldout)
-        results, location = evaluate_with_evalhub(
-            request.evalhub_url, namespace, pvc_name, name, model_relative, digest, names, tasks_relative,
-            remote_options, profile, float(request.eval_timeout_seconds), poll_seconds, log,
-        )  # fmt: skip
+    evaluation = RemoteEvaluation(
+        name=name,
+        namespace=namespace,
+        pvc_name=workspace_claim(pod, request.pvc_path),
+        model_relative=model_relative,
+        model_digest=digest,
+        task_names=tuple(names),
+        tasks_relative=tasks_relative,
+        harness=request.harness,
+        remote=remote,
+        profile=profile,
+        poll_seconds=float(os.environ.get(POLL_SECONDS_ENV) or 10.0),
+        log=log,
+    )
+    module = importlib.import_module(f"{__package__}.{backend}_backend")
+    if tasks_relative:
+        make_tasks_portable(workspace / tasks_relative, module.tasks_dir_in_pod(tasks_relative), staged_heldout)
+    results, location = module.evaluate(api_client, evaluation)
+    if "evalhub" in results:
         lineage["evalhub"] = results["evalhub"]
     lineage.update({"evaluated_model_location": location, "evaluated_model_digest": digest})
     return results, lineage

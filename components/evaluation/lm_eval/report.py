@@ -9,8 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .comparison import Comparison, baseline_comparison, format_delta, is_fraction, qualifier
-from .results import MetricRow, metric_rows
+from .comparison import Comparison, MetricRow, baseline_comparison, format_delta, is_fraction, metric_rows, qualifier
 
 #: Generations shown per generative task in the report (when samples were logged).
 REPORT_EXAMPLES = 5
@@ -28,11 +27,7 @@ def kfp_metrics(rows: Iterable[MetricRow]) -> dict[str, float]:
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
-    """Reads a baseline lm-eval results JSON (this component's ``results`` output, or lm-eval's own file).
-
-    Raises:
-        ValueError: The file is missing, not JSON, or has no ``results`` object.
-    """
+    """Reads a baseline results JSON (this component's, or lm-eval's own); ``ValueError`` naming what is wrong."""
     if not path.is_file():
         raise ValueError(f"baseline_results: {path} does not exist")
     try:
@@ -61,10 +56,7 @@ def _stderr_of_delta(item: Comparison) -> str:
 
 
 def model_name(model_args: Any) -> str:
-    """The model an lm-eval run evaluated, from its ``config.model_args`` (a dict or ``key=value,...`` text).
-
-    ``pretrained`` (plus ``peft`` for an adapter), else the whole value; ``(unknown model)`` when absent.
-    """
+    """The model an lm-eval run evaluated, from its ``config.model_args`` (a dict or ``key=value,...`` text)."""
     if isinstance(model_args, str):
         pairs = dict(part.split("=", 1) for part in model_args.split(",") if "=" in part)
         model_args = pairs or model_args
@@ -138,14 +130,7 @@ def render_report(
     baseline: Mapping[str, Any] | None = None,
     tasks: Sequence[str] = (),
 ) -> str:
-    """Renders the HTML report: the verdict against the base model, run settings, a table per task, generations.
-
-    Args:
-        results: lm-eval results (``samples`` are used for examples when present).
-        settings: Run settings shown at the top (model, backend, chat template, limits, ...).
-        baseline: The base model's lm-eval results to compare against, if any.
-        tasks: The tasks asked for, in order (see :func:`~.comparison.verdict`).
-    """
+    """The HTML report: the verdict against the ``baseline``, the run ``settings``, a table per task, generations."""
     rows = metric_rows(results)
     verdict_parts, comparisons = _comparison_section(rows, baseline, tasks)
     parts = [

@@ -1,8 +1,4 @@
-"""The task names of an lm_eval run: checked, local task directories staged, and lm-eval's task index built.
-
-An entry of ``task_names`` that is a local directory of task YAMLs is replaced by the tasks it declares (staged like
-``custom_tasks``); the names are then checked against lm-eval's task index (the built-in one only when needed).
-"""
+"""The task names of an lm_eval run: checked, local task directories staged, and lm-eval's task index built."""
 
 from __future__ import annotations
 
@@ -22,10 +18,10 @@ class UnknownTaskError(ValueError):
 
 
 def check_task_names(task_names: Sequence[str], heldout: bool) -> list[str]:
-    """Checks ``task_names`` and returns them in order without duplicates (``heldout``: an ``eval_dataset`` is given).
+    """``task_names`` in order, without duplicates; ``heldout``: an ``eval_dataset`` is given.
 
     Raises:
-        ValueError: Not a list of non-empty strings, or a held-out task is asked for without ``eval_dataset``.
+        ValueError: A bad entry, or a held-out task without ``eval_dataset``.
     """
     if isinstance(task_names, str) or not isinstance(task_names, Sequence):
         raise ValueError(f"task_names must be a list of lm-eval task names, got {task_names!r}")
@@ -50,9 +46,7 @@ def unknown_task_message(unknown: Sequence[str], known: Sequence[str]) -> str:
 
 
 def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path]) -> Any:
-    """The lm-eval ``TaskManager`` that knows every name: ``include_paths``' tasks, the built-ins only when needed.
-
-    Indexing lm-eval's ~15,000 built-in task files takes ~15 s.
+    """The lm-eval ``TaskManager`` that knows every name; the built-ins (~15 s to index) only when needed.
 
     Raises:
         UnknownTaskError: A name is in no index (the message lists close matches).
@@ -79,11 +73,7 @@ def is_task_dir(name: str) -> bool:
 
 
 def declared_tasks(directory: Path) -> list[str]:
-    """The groups and tasks the YAMLs of a directory declare, as lm-eval's own task index reads them.
-
-    Raises:
-        ValueError: No YAML declares a task.
-    """
+    """The groups and tasks the YAMLs of a directory declare, as lm-eval's task index reads them (at least one)."""
     from lm_eval.tasks import TaskManager
 
     index = TaskManager(include_path=[str(directory)], include_defaults=False)
@@ -94,11 +84,7 @@ def declared_tasks(directory: Path) -> list[str]:
 
 
 def stage_task_dirs(task_names: Sequence[str], staging: Path) -> tuple[list[str], list[Path]]:
-    """Replaces the directories in ``task_names`` by the tasks they declare, staged under ``staging``.
-
-    Returns:
-        The task names (directories replaced in place by their tasks) and the staged directories to include.
-    """
+    """The task names with each directory replaced by the tasks it declares, and those directories staged."""
     names: list[str] = []
     include: list[Path] = []
     for index, name in enumerate(task_names):

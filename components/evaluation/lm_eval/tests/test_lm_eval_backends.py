@@ -1,11 +1,5 @@
-"""``eval_backend`` lmevaljob and evalhub against emulated services give what the in-step lm-eval gives.
-
-The tiny model is evaluated (held-out split, base and fine-tuned) by the in-step backend, then through an
-``LMEvalJob`` on the Kubernetes emulator whose emulated TrustyAI controller runs the real ``lm_eval``
-(``tests/harness/trustyai_controller.py``), then through the EvalHub server on 127.0.0.1
-(``tests/harness/evalhub_server.py``) which runs the real ``lm_eval`` too. The metrics, the base-versus-tuned
-comparison and the registry's gate decisions must be the same.
-"""
+"""``eval_backend`` lmevaljob and evalhub (emulated, running the real ``lm_eval``) give the in-step lm-eval's metrics,
+comparison and gate decisions."""
 
 from __future__ import annotations
 
@@ -19,6 +13,7 @@ from components._common.model_location import read_manifest
 from components.deployment.kubeflow_model_registry.gates import evaluate_delta_gate
 from components.evaluation.lm_eval.tests.test_lm_eval_component import _manifest_artifact, _run, _train
 from tests.harness.evalhub_server import running_evalhub
+from tests.harness.requests import remote_evaluation
 from tests.harness.trustyai_controller import TrustyAIController
 
 pytestmark = pytest.mark.slow
@@ -180,35 +175,34 @@ def test_changed_weights_on_the_workspace_are_refused_in_one_line(in_cluster, wo
     assert in_cluster.objects("lmevaljobs") == []  # nothing submitted
 
 
-def test_results_that_are_not_json_fail_in_one_line(in_cluster, workspace, tmp_path):
-    from components.evaluation.lm_eval.lmevaljob_backend import LmEvalJobResultsError
+def _on_lmevaljob(out: Path, workspace: Path, **params):
+    """The fine-tuned weights (a directory on the workspace) evaluated by an LMEvalJob."""
+    return _run(
+        out, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob", pvc_path=str(workspace), **params
+    )
 
+
+@pytest.mark.parametrize(
+    ("misbehaviour", "error", "match", "params"),
+    [
+        ({"results_text": "<html>proxy error</html>"}, "LmEvalJobResultsError", "status.results is not JSON", {}),
+        ({"fail_with": "pod OOMKilled"}, "JobFailed", "", {}),
+        ({"never_complete": True}, "JobFailed", "timeout_seconds=3", {"eval_timeout_seconds": 3}),
+    ],
+    ids=["results-not-json", "failed", "never-completes"],
+)
+def test_a_misbehaving_lmevaljob_is_one_error(in_cluster, workspace, tmp_path, misbehaviour, error, match, params):
+    from components.evaluation.lm_eval import lmevaljob_backend
+    from components.training.finetuning.cluster import errors
+
+    expected = getattr(lmevaljob_backend, error, None) or getattr(errors, error)
     with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
-        controller.results_text = "<html>proxy error</html>"
-        with pytest.raises(LmEvalJobResultsError, match="status.results is not JSON"):
-            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 pvc_path=str(workspace))  # fmt: skip
-
-
-def test_a_failed_lmevaljob_names_its_message(in_cluster, workspace, tmp_path):
-    from components.training.finetuning.cluster.errors import JobFailed
-
-    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
-        controller.fail_with = "pod OOMKilled"
-        with pytest.raises(JobFailed):
-            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 pvc_path=str(workspace))  # fmt: skip
-
-
-def test_an_lmevaljob_that_never_completes_hits_the_timeout(in_cluster, workspace, tmp_path):
-    from components.training.finetuning.cluster.errors import JobFailed
-
-    with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
-        controller.never_complete = True
-        with pytest.raises(JobFailed, match="timeout_seconds=3"):
-            _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-                 pvc_path=str(workspace), eval_timeout_seconds=3)  # fmt: skip
-    assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
+        for name, value in misbehaviour.items():
+            setattr(controller, name, value)
+        with pytest.raises(expected, match=match):
+            _on_lmevaljob(tmp_path, workspace, **params)
+    if "never_complete" in misbehaviour:
+        assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete after the timeout
 
 
 def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_path):
@@ -216,18 +210,12 @@ def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_pa
 
     in_cluster.fail("create", "lmevaljobs", status=403)
     with pytest.raises(JobApiError, match="403"):
-        _run(tmp_path, workspace / "train_model" / "run-1" / "final", eval_backend="lmevaljob",
-             pvc_path=str(workspace))  # fmt: skip
+        _on_lmevaljob(tmp_path, workspace)
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in_cluster, workspace, tmp_path):
-    """A job of this run/task (re-attached to) that evaluates another model: refused before it is followed.
-
-    Issue 45's stored-job comparison (``cluster/lifecycle.py``) sees the stored job's ``pretrained`` differ from the one
-    sent and refuses it in one line (``JobIncomplete``), applying the cleanup policy; the location check of
-    ``model_identity.check_same_location`` stays behind it for a job whose results name another model.
-    """
+    """A job of this run/task that evaluates another model is refused before it is followed (``cluster/lifecycle.py``)."""
     from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
     from components.evaluation.lm_eval.lmevaljob_backend import build_lmevaljob
     from components.evaluation.lm_eval.remote_evaluation import evaluation_name
@@ -236,9 +224,15 @@ def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in
 
     model = workspace / "train_model" / "run-1" / "final"
     name = evaluation_name(str(model), list(HELDOUT_TASKS))
-    options = {"batch_size": "8", "apply_chat_template": True}
-    other = build_lmevaljob(name, NAMESPACE, CLAIM, "train_model/run-0/final", list(HELDOUT_TASKS), "", options,
-                            ownership_labels(POD, name))  # fmt: skip
+    evaluation = remote_evaluation(
+        name=name,
+        namespace=NAMESPACE,
+        pvc_name=CLAIM,
+        task_names=HELDOUT_TASKS,
+        model_relative="train_model/run-0/final",
+        batch_size="8",
+    )
+    other = build_lmevaljob(evaluation, ownership_labels(POD, name))
     in_cluster.custom.create_namespaced_custom_object(
         "trustyai.opendatahub.io", "v1alpha1", NAMESPACE, "lmevaljobs", other
     )

@@ -7,12 +7,13 @@ import pytest
 from components.evaluation.lm_eval.comparison import (
     VERDICT_TASKS,
     Comparison,
+    MetricRow,
     compare,
     compare_with_baseline,
     comparison_metrics,
+    metric_rows,
     verdict,
 )
-from components.evaluation.lm_eval.results import MetricRow, metric_rows
 
 
 def _run(chrf: float, acc: float, acc_stderr: float | None = 0.01, loss: float = 2.0) -> dict:

@@ -1,8 +1,5 @@
-"""The lm_eval component run for real: lm-eval on the tiny offline model, through ``python_func`` and ``kfp.local``.
-
-lm-eval runs cost seconds, so each configuration runs once per module (fixtures) and several tests read its outputs.
-The per-token loss of the held-out split is recomputed here with plain torch, independently of lm-eval.
-"""
+"""The lm_eval component run for real on the tiny offline model (each configuration once per module), through
+``python_func`` and ``kfp.local``; the held-out per-token loss is recomputed with plain torch."""
 
 import json
 import math
@@ -132,10 +129,7 @@ def trained_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def base_run(tiny_model_dir, tmp_path_factory) -> Run:
-    """The untrained model on the held-out split (the baseline), without logged samples.
-
-    As the pipelines' base-model evaluation runs it: no ``model`` artifact, the base model as ``model_source``.
-    """
+    """The untrained model as the pipelines' base-model evaluation runs it (``model_source``), no samples logged."""
     return _run(tmp_path_factory.mktemp("base-run"), None, model_source=str(tiny_model_dir), log_samples=False)
 
 

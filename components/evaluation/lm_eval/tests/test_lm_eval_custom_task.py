@@ -92,17 +92,6 @@ def test_read_conversations_names_the_rule_the_file_and_the_line(tmp_path, row, 
     assert f"eval_dataset {path}:2 [" in str(error.value) and "\n" not in str(error.value)
 
 
-def test_list_of_parts_content_is_joined_as_everywhere_else(tmp_path):
-    parts = [{"type": "text", "text": "What is"}, {"type": "text", "text": "2 + 2?"}]
-    path = _write_rows(
-        tmp_path / "eval.jsonl",
-        [{"messages": [{"role": "user", "content": parts}, _chat(("assistant", "4"))["messages"][0]]}],
-    )
-    assert [messages for _, messages in read_conversations(path, max_samples=-1)] == [
-        [{"role": "user", "content": "What is\n2 + 2?"}, {"role": "assistant", "content": "4"}]
-    ]
-
-
 def test_build_doc_splits_system_prompt_and_reference():
     doc = build_doc(
         _chat(("system", "Be exact."), ("user", "What is 2 plus 2?"), ("assistant", "2 + 2 = 4"))["messages"], 7
@@ -231,7 +220,7 @@ def test_secret_values_never_reach_lm_evals_errors(tmp_path, monkeypatch):
     with pytest.raises(ValueError) as error:
         run_lm_eval(
             lm_eval_request(
-                model_path=str(tmp_path / "model"),
+                model=str(tmp_path / "model"),
                 model_source=str(tmp_path / f"models-{secret}"),  # missing: the error quotes the path
             ),
             results_path=str(tmp_path / "results.json"),

@@ -18,14 +18,11 @@ from components.evaluation.lm_eval.evalhub_backend import (
 )
 from components.training.finetuning.cluster.signals import Cancelled
 from tests.harness.evalhub_server import running_evalhub
-
-OPTIONS = {"batch_size": "8", "limit": None, "num_fewshot": None, "apply_chat_template": True}
+from tests.harness.requests import remote_evaluation
 
 
 def _body() -> dict:
-    return build_job_request(
-        "kfp-finetune-x", "ws", "models/m", "sha256:" + "a" * 64, ["arc_easy"], [], "", OPTIONS, None
-    )
+    return build_job_request(remote_evaluation(name="kfp-finetune-x", task_names=("arc_easy",), batch_size="8"))
 
 
 def _client(url: str, seconds: float = 20.0, tenant: str = "team-a") -> EvalHubClient:

@@ -110,8 +110,6 @@ def test_vllm_backend_loads_adapters_as_lora(tiny_model_dir, tmp_path):
         "lora_local_path": str(adapter),
         "max_lora_rank": 32,
     }
-    with pytest.raises(ValueError, match=r"backend must be one of \['hf', 'vllm'\], got 'sglang'"):
-        resolve_model(str(tiny_model_dir), {}, backend="sglang")
 
 
 @pytest.mark.parametrize(

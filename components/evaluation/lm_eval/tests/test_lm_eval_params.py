@@ -1,41 +1,49 @@
-"""Parameter checks of the lm_eval component: each bad value fails at once, naming the parameter."""
+"""The lm_eval request: every argument in its group, and each bad value refused at once, naming the parameter."""
 
 import importlib.util
+import inspect
 import os
+from types import SimpleNamespace
 
 import pytest
 
-from components.evaluation.lm_eval.options import (
-    check_options,
-    limit_arg,
-    normalize_gen_kwargs,
-    num_fewshot_arg,
-    parse_batch_size,
-)
+from components.evaluation.lm_eval import lm_eval
+from components.evaluation.lm_eval.config import OUTPUTS, normalize_gen_kwargs, parameter_groups, parse_batch_size
+from components.evaluation.lm_eval.config import lm_eval_request as build
 from components.evaluation.lm_eval.run import check_backend_available, ensure_writable_hf_cache
 from components.evaluation.lm_eval.task_index import check_task_names, unknown_task_message
+from tests.harness.requests import lm_eval_request, wrapper_arguments
+
+PARAMETERS = inspect.signature(lm_eval.python_func).parameters
+ARTIFACTS = ("model", "eval_dataset", "baseline_results", "custom_tasks")
+
+
+def test_every_argument_lands_in_its_group_and_artifacts_keep_path_and_metadata():
+    assert set(parameter_groups()) | set(OUTPUTS) == set(PARAMETERS)
+    inputs = {name for name, p in PARAMETERS.items() if "InputAnnotation" in str(p.annotation)}
+    outputs = {name for name, p in PARAMETERS.items() if "Output" in str(p.annotation)}
+    assert (inputs, outputs) == (set(ARTIFACTS), set(OUTPUTS))
+    given = {"model": SimpleNamespace(path="/in/model", metadata={"of": "model"}), "seed": 3, "limit": 5}
+    request = lm_eval_request(**given, hardware_profile="a100", max_samples=9, skip_unusable_model_source=True)
+    assert (request.model.path, request.model.metadata, request.custom_tasks.path) == ("/in/model", {"of": "model"}, "")
+    assert (request.harness.seed, request.harness.limit, request.heldout.max_samples) == (3, 5, 9)
+    assert (request.remote.hardware_profile, request.load.skip_unusable_model_source) == ("a100", True)
+    assert request.eval_dataset.metadata == {} and request.harness.lm_eval_arguments()["limit"] == 5
+
+
+def test_a_bad_artifact_or_a_missing_argument_is_one_line():
+    with pytest.raises(TypeError, match=r"^lm_eval argument model='/models/x': expected a KFP input artifact"):
+        build(wrapper_arguments(lm_eval, model="/models/x"))
+    arguments = wrapper_arguments(lm_eval)
+    del arguments["max_new_tokens"]
+    with pytest.raises(TypeError, match=r"^lm_eval: .*\['max_new_tokens'\] are missing") as raised:
+        build(arguments)
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize(("value", "expected"), [("auto", "auto"), ("auto:4", "auto:4"), ("16", 16), (" 8 ", 8)])
 def test_batch_size(value, expected):
     assert parse_batch_size(value) == expected
-
-
-@pytest.mark.parametrize("value", ["0", "-1", "big", "auto:0", "auto:x", ""])
-def test_bad_batch_size(value):
-    with pytest.raises(ValueError, match=f"batch_size must be .*got {value!r}"):
-        parse_batch_size(value)
-
-
-def test_limit_and_num_fewshot():
-    assert limit_arg(-1) is None and limit_arg(5) == 5
-    with pytest.raises(ValueError, match="limit must be .* got 0: it would evaluate nothing"):
-        limit_arg(0)
-    with pytest.raises(ValueError, match="limit must be .* got -3"):
-        limit_arg(-3)
-    assert num_fewshot_arg(-1) is None and num_fewshot_arg(0) == 0 and num_fewshot_arg(5) == 5
-    with pytest.raises(ValueError, match="num_fewshot must be .* got -2"):
-        num_fewshot_arg(-2)
 
 
 def test_gen_kwargs_are_normalized_so_that_they_win_over_the_tasks():
@@ -45,8 +53,46 @@ def test_gen_kwargs_are_normalized_so_that_they_win_over_the_tasks():
     assert normalize_gen_kwargs({"temperature": 0.7}) == {"temperature": 0.7, "do_sample": True}
     assert normalize_gen_kwargs({"temperature": 0.7, "do_sample": False}) == {"temperature": 0.7, "do_sample": False}
     assert normalize_gen_kwargs({"temperature": 0}) == {"temperature": 0}
-    with pytest.raises(ValueError, match="gen_kwargs must be a dict"):
-        normalize_gen_kwargs("temperature=0.7")
+
+
+def test_limit_and_num_fewshot_become_lm_evals_arguments():
+    assert lm_eval_request().harness.lm_eval_arguments() | {"gen_kwargs": 0} == {
+        "batch_size": "auto",
+        "limit": None,
+        "num_fewshot": None,
+        "gen_kwargs": 0,
+        "apply_chat_template": True,
+        "bootstrap_iters": 100000,
+    }
+    arguments = lm_eval_request(limit=5, num_fewshot=0, batch_size="16").harness.lm_eval_arguments()
+    assert (arguments["limit"], arguments["num_fewshot"], arguments["batch_size"]) == (5, 0, 16)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"max_samples": 0}, "max_samples must be -1 .* got 0"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be a positive number of tokens, got 0"),
+        ({"bootstrap_iters": -5}, "bootstrap_iters must be >= 0, got -5"),
+        ({"limit": 0}, "limit must be .* got 0: it would evaluate nothing"),
+        ({"limit": -3}, "limit must be .* got -3"),
+        ({"num_fewshot": -2}, "num_fewshot must be .* got -2"),
+        *(
+            ({"batch_size": bad}, f"batch_size must be .*got {bad!r}")
+            for bad in ["0", "-1", "big", "auto:0", "auto:x", ""]
+        ),
+        ({"gen_kwargs": "temperature=0.7"}, "gen_kwargs must be a dict"),
+        ({"backend": "sglang"}, r"backend must be one of \['hf', 'vllm'\], got 'sglang'"),
+        ({"model_args": {"peft": "x"}}, r"model_args\['peft'\] is set by the component"),
+        ({"eval_backend": "tgis"}, r"eval_backend='tgis': must be one of \['lm-eval', 'lmevaljob', 'evalhub'\]"),
+        ({"eval_backend": "evalhub", "pvc_path": "/ws"}, "evalhub_url='': eval_backend='evalhub' needs EvalHub's"),
+        ({"eval_backend": "lmevaljob"}, "reads the model and the held-out task from the workspace PVC: pass pvc_path"),
+        ({"eval_backend": "lmevaljob", "pvc_path": "/ws", "custom_tasks": "/t"}, "custom_tasks: only eval_backend="),
+    ],
+)
+def test_a_bad_value_names_the_parameter(change, message):
+    with pytest.raises(ValueError, match=message):
+        lm_eval_request(**change)
 
 
 def test_task_names():
@@ -61,8 +107,7 @@ def test_task_names():
 
 
 def test_unknown_task_message_lists_close_matches():
-    known = ["arc_easy", "arc_challenge", "hellaswag", "heldout_generation"]
-    message = unknown_task_message(["arc_eazy", "zzz"], known)
+    message = unknown_task_message(["arc_eazy", "zzz"], ["arc_easy", "arc_challenge", "hellaswag"])
     assert "unknown lm-eval task 'arc_eazy' (close matches: arc_easy" in message
     assert "unknown lm-eval task 'zzz' (no close match)" in message
 
@@ -91,30 +136,3 @@ def test_a_read_only_home_gets_a_temporary_hf_cache(monkeypatch, tmp_path):
     ensure_writable_hf_cache()
     assert os.access(os.environ["HF_HOME"], os.W_OK)
     assert not os.environ["HF_HOME"].startswith(str(home))
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"max_samples": 0}, "max_samples must be -1 .* got 0"),
-        ({"max_new_tokens": 0}, "max_new_tokens must be a positive number of tokens, got 0"),
-        ({"bootstrap_iters": -5}, "bootstrap_iters must be >= 0, got -5"),
-        ({"limit": 0}, "limit must be"),
-        ({"batch_size": "many"}, "batch_size must be"),
-    ],
-)
-def test_check_options_names_the_bad_parameter(change, message):
-    settings = {
-        "batch_size": "auto",
-        "limit": -1,
-        "num_fewshot": -1,
-        "gen_kwargs": {},
-        "apply_chat_template": True,
-        "seed": 1,
-        "max_samples": -1,
-        "max_new_tokens": 4,
-        "bootstrap_iters": 0,
-    }
-    assert check_options(**settings)["limit"] is None
-    with pytest.raises(ValueError, match=message):
-        check_options(**{**settings, **change})

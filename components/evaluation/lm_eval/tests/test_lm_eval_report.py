@@ -5,8 +5,8 @@ import math
 
 import pytest
 
+from components.evaluation.lm_eval.comparison import metric_name, metric_rows
 from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, render_report
-from components.evaluation.lm_eval.results import metric_name, metric_rows
 
 
 def _results(acc: float, loss: float, gsm_strict: float = 0.5) -> dict:
