@@ -215,7 +215,7 @@ def test_a_forbidden_lmevaljob_create_is_one_error(in_cluster, workspace, tmp_pa
 
 
 def test_an_lmevaljob_of_another_model_under_this_name_is_refused_in_one_line(in_cluster, workspace, tmp_path):
-    """A job of this run/task that evaluates another model is refused before it is followed (``cluster/lifecycle.py``)."""
+    """A job of this run/task that evaluates another model is refused before it is followed (``lifecycle.py``)."""
     from components.evaluation.lm_eval.custom_task import HELDOUT_TASKS
     from components.evaluation.lm_eval.lmevaljob_backend import build_lmevaljob
     from components.evaluation.lm_eval.remote_evaluation import evaluation_name
