@@ -18,6 +18,7 @@ import pytest
 
 from components._common.dataset_metadata import DatasetMetadata
 from components.data_processing.dataset_download import dataset_download
+from components.data_processing.dataset_download.request import GROUPS as DATASET_GROUPS
 from components.data_processing.dataset_download.run import DatasetDownloadRequest, run_dataset_download
 from components.deployment.kubeflow_model_registry import model_registry
 from components.deployment.kubeflow_model_registry.request import GROUPS as REGISTRY_GROUPS
@@ -41,9 +42,11 @@ TYPED = (
     DatasetDownloadRequest,
     LmEvalRequest,
     ModelRegistryRequest,
-    *(group_type for group_type, _ in GROUPS.values()),
-    *(group_type for group_type, _ in REGISTRY_GROUPS.values()),
-    *LM_EVAL_GROUPS.values(),
+    *(
+        group_type
+        for groups in (GROUPS, DATASET_GROUPS, LM_EVAL_GROUPS, REGISTRY_GROUPS)
+        for group_type, _ in groups.values()
+    ),
     TrainingOptions,
     RunConfig,
     ProgressSettings,
@@ -58,8 +61,13 @@ OUTPUTS = {
     "lm_eval": {"metrics", "results", "report"},
     "model_registry": {"summary"},
 }
-#: The requests whose option groups take a parameter prefix: their ``GROUPS`` tables.
-REQUEST_GROUPS = {TrainModelRequest: GROUPS, ModelRegistryRequest: REGISTRY_GROUPS}
+#: Each request's ``GROUPS`` table (its option groups and their parameter prefixes).
+REQUEST_GROUPS = {
+    TrainModelRequest: GROUPS,
+    DatasetDownloadRequest: DATASET_GROUPS,
+    LmEvalRequest: LM_EVAL_GROUPS,
+    ModelRegistryRequest: REGISTRY_GROUPS,
+}
 
 
 def _flat_hints(cls, parameters: set[str], prefix: str = "") -> dict[str, object]:

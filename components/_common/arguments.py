@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+#: A request's option groups: the request's field -> (the group's dataclass, the prefix its fields take as parameters).
+Groups = Mapping[str, tuple[type, str]]
+Request = TypeVar("Request")
 
 
 def require_arguments(component: str, arguments: Mapping[str, Any], expected: Iterable[str]) -> None:
@@ -28,3 +33,44 @@ def artifact_path(component: str, name: str, artifact: Any) -> str:
     if not isinstance(getattr(artifact, "path", None), str):
         raise TypeError(f"{component} argument {name}={artifact!r}: expected a KFP input artifact (with .path) or None")
     return artifact.path
+
+
+def parameter_fields(request_type: type, groups: Groups) -> dict[str, tuple[str | None, str]]:
+    """Every component parameter a grouped request holds: ``name -> (its group or None, the field that holds it)``."""
+    found = {f.name: (None, f.name) for f in dataclasses.fields(request_type) if f.name not in groups}
+    for group, (group_type, prefix) in groups.items():
+        found |= {prefix + f.name: (group, f.name) for f in dataclasses.fields(group_type)}
+    return found
+
+
+def option_group(groups: Groups, group: str, values: Mapping[str, Any]) -> Any:
+    """The option group ``group`` built (so checked) from the parameter values among ``values`` (others ignored)."""
+    group_type, prefix = groups[group]
+    return group_type(**{f.name: values[prefix + f.name] for f in dataclasses.fields(group_type)})
+
+
+def grouped_request(
+    component: str,
+    request_type: Callable[..., Request],
+    groups: Groups,
+    arguments: Mapping[str, Any],
+    outputs: Iterable[str],
+    own: Callable[[str, Any], Any] = lambda name, value: value,
+) -> Request:
+    """A component's request from its wrapper's arguments (``dict(locals())``) but ``outputs``, each in its group.
+
+    Each group is built once here (a group checks its own values when built); ``own(name, value)`` converts the
+    request's own fields (an input artifact into what the request keeps of it).
+
+    Raises:
+        TypeError: A parameter is missing or unknown (:func:`require_arguments`).
+        ValueError: A group refuses a value.
+    """
+    fields = parameter_fields(request_type, groups)
+    require_arguments(component, arguments, [*fields, *outputs])
+    values: dict[str | None, dict[str, Any]] = {group: {} for group in [None, *groups]}
+    for name, (group, field) in fields.items():
+        values[group][field] = arguments[name] if group else own(name, arguments[name])
+    return request_type(
+        **values[None], **{group: group_type(**values[group]) for group, (group_type, _) in groups.items()}
+    )

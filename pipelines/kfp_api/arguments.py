@@ -160,10 +160,11 @@ Values = dict[str, Any]
 
 
 def _check_dataset(values: Values, task_inputs: Mapping[str, Values]) -> None:
-    from components.data_processing.dataset_download.request import GROUPS, group_of
+    from components._common.arguments import option_group
+    from components.data_processing.dataset_download.request import GROUPS
 
     for name in ("split", "validation", "tokens"):  # each group checks its own fields when it is built
-        group_of(GROUPS[name], values)
+        option_group(GROUPS, name, values)
 
 
 def _check_train(values: Values, task_inputs: Mapping[str, Values]) -> None:

@@ -86,9 +86,10 @@ def run_dataset_step(dataset_uri: str, out: Any, **arguments: Any) -> Any:
 def dataset_options(group: str, **fields: Any) -> Any:
     """One group of ``DatasetDownloadRequest`` (``source``, ``validation``...): the defaults and ``fields`` (others
     ignored)."""
-    from components.data_processing.dataset_download.request import GROUPS, group_of
+    from components._common.arguments import option_group
+    from components.data_processing.dataset_download.request import GROUPS
 
-    return group_of(GROUPS[group], {**_dataset_defaults(), **fields})
+    return option_group(GROUPS, group, {**_dataset_defaults(), **fields})
 
 
 def lm_eval_request(**arguments: Any) -> Any:
@@ -108,10 +109,13 @@ def lm_eval_request(**arguments: Any) -> Any:
 def remote_evaluation(**fields: Any) -> Any:
     """A ``RemoteEvaluation`` of the held-out tasks of ``ws``'s ``models/m`` at ``lm_eval``'s defaults; ``fields``
     replace its fields, and any ``lm_eval`` parameter among them its option groups'."""
-    from components.evaluation.lm_eval.config import parameter_groups
+    from components._common.arguments import parameter_fields
+    from components.evaluation.lm_eval.config import GROUPS, LmEvalRequest
     from components.evaluation.lm_eval.remote_evaluation import RemoteEvaluation
 
-    request = lm_eval_request(**{name: fields.pop(name) for name in list(fields) if name in parameter_groups()})
+    request = lm_eval_request(
+        **{name: fields.pop(name) for name in list(fields) if name in parameter_fields(LmEvalRequest, GROUPS)}
+    )
     values = {"name": "lmeval-1", "namespace": "team-a", "pvc_name": "ws", "model_relative": "models/m"}
     values |= {"model_digest": "sha256:" + "0" * 64, "task_names": ("heldout_generation",), "tasks_relative": ""}
     values |= {"harness": request.harness, "remote": request.remote, "profile": None, "poll_seconds": 0.2, "log": print}

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from components._common.arguments import require_arguments
+from components._common import arguments
 from components._common.chat_files import ReadLimits
 
 from .formats import FORMATS
@@ -110,30 +110,22 @@ class DatasetDownloadRequest:
     tokens: TokenOptions
 
 
-#: Each group of the request and its type (the fields are the component's parameters, under the same names).
-GROUPS: dict[str, type] = {
-    "source": SourceOptions,
-    "validation": ValidationOptions,
-    "split": SplitOptions,
-    "tokens": TokenOptions,
+#: Each group of the request: its type, and the prefix its fields take as parameters (none: the same names).
+GROUPS: dict[str, tuple[type, str]] = {
+    "source": (SourceOptions, ""),
+    "validation": (ValidationOptions, ""),
+    "split": (SplitOptions, ""),
+    "tokens": (TokenOptions, ""),
 }
 #: The output artifacts: written by the wrapper from the prepared dataset, not part of the request.
 OUTPUTS = ("train_dataset", "eval_dataset", "report", "metrics")
 
 
-def group_of(group_type: type, arguments: Mapping[str, Any]) -> Any:
-    """The group ``group_type`` built from the arguments of the same names (others ignored)."""
-    return group_type(**{field.name: arguments[field.name] for field in dataclasses.fields(group_type)})
-
-
-def dataset_download_request(arguments: Mapping[str, Any]) -> DatasetDownloadRequest:
+def dataset_download_request(values: Mapping[str, Any]) -> DatasetDownloadRequest:
     """``dataset_download``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each in its group.
 
     Raises:
-        TypeError: ``arguments`` lacks a parameter of the request, or has a name that is neither one nor an output.
+        TypeError: ``values`` lacks a parameter of the request, or has a name that is neither one nor an output.
         ValueError: A value breaks its group's rule (:class:`~.locations.DatasetSourceError` for ``dataset_uri``).
     """
-    names = ["pvc_path"] + [field.name for group in GROUPS.values() for field in dataclasses.fields(group)]
-    require_arguments("dataset_download", arguments, [*names, *OUTPUTS])
-    groups = {name: group_of(group_type, arguments) for name, group_type in GROUPS.items()}
-    return DatasetDownloadRequest(pvc_path=arguments["pvc_path"], **groups)
+    return arguments.grouped_request("dataset_download", DatasetDownloadRequest, GROUPS, values, OUTPUTS)

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from components._common.arguments import artifact_path, require_arguments
+from components._common import arguments
 
 from .lineage import ArtifactInfo
 
@@ -131,27 +131,20 @@ OUTPUTS = ("summary",)
 
 def parameter_fields() -> dict[str, tuple[str | None, str]]:
     """Every component parameter the request holds: ``name -> (its group or None, the field that holds it)``."""
-    found: dict[str, tuple[str | None, str]] = {name: (None, name) for name in ARTIFACTS}
-    for group, (group_type, prefix) in GROUPS.items():
-        found |= {prefix + field.name: (group, field.name) for field in dataclasses.fields(group_type)}
-    return found
+    return arguments.parameter_fields(ModelRegistryRequest, GROUPS)
 
 
 def _artifact_info(name: str, artifact: Any) -> ArtifactInfo | None:
-    path = artifact_path("model_registry", name, artifact)
+    path = arguments.artifact_path("model_registry", name, artifact)
     return None if artifact is None else ArtifactInfo(artifact.uri, path, dict(artifact.metadata))
 
 
-def model_registry_request(arguments: Mapping[str, Any]) -> ModelRegistryRequest:
+def model_registry_request(values: Mapping[str, Any]) -> ModelRegistryRequest:
     """``model_registry``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each in its group.
 
     Raises:
         TypeError: A name is missing or unknown, or an input artifact is not artifact-like.
     """
-    fields = parameter_fields()
-    require_arguments("model_registry", arguments, [*fields, *OUTPUTS])
-    values: dict[str | None, dict[str, Any]] = {group: {} for group in [None, *GROUPS]}
-    for name, (group, field) in fields.items():
-        values[group][field] = _artifact_info(name, arguments[name]) if group is None else arguments[name]
-    groups = {group: group_type(**values[group]) for group, (group_type, _) in GROUPS.items()}
-    return ModelRegistryRequest(**values[None], **groups)
+    return arguments.grouped_request(
+        "model_registry", ModelRegistryRequest, GROUPS, values, OUTPUTS, own=_artifact_info
+    )

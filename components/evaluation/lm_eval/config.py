@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from components._common.arguments import artifact_path, require_arguments
+from components._common import arguments
 from components.evaluation.lm_eval.model_spec import BACKENDS, check_model_args
 
 LOCAL_BACKEND = "lm-eval"
@@ -193,48 +193,38 @@ class LmEvalRequest:
         )
 
 
-#: Each option group of the request, by field name.
-GROUPS: dict[str, type] = {
-    "load": LoadOptions,
-    "harness": HarnessOptions,
-    "heldout": HeldoutOptions,
-    "remote": RemoteOptions,
+#: Each option group of the request: its type, and the prefix its fields take as parameters (none: the same names).
+GROUPS: dict[str, tuple[type, str]] = {
+    "load": (LoadOptions, ""),
+    "harness": (HarnessOptions, ""),
+    "heldout": (HeldoutOptions, ""),
+    "remote": (RemoteOptions, ""),
 }
 #: The output artifacts: written by the wrapper from the outcome, not part of the request.
 OUTPUTS = ("metrics", "results", "report")
+#: The input artifacts (the request's own fields), kept as their path and metadata.
+ARTIFACTS = ("model", "eval_dataset", "baseline_results", "custom_tasks")
 
 
-def parameter_groups() -> dict[str, str | None]:
-    """Every component parameter the request holds: ``name -> its group`` (None: a field of the request itself)."""
-    found: dict[str, str | None] = {f.name: None for f in dataclasses.fields(LmEvalRequest) if f.name not in GROUPS}
-    for group, group_type in GROUPS.items():
-        found |= dict.fromkeys((f.name for f in dataclasses.fields(group_type)), group)
-    return found
+def _own_field(name: str, value: Any) -> Any:
+    """An input artifact as its path and metadata; the request's other own fields as given."""
+    if name not in ARTIFACTS:
+        return value
+    path = arguments.artifact_path("lm_eval", name, value)
+    return InputArtifact(path, dict(value.metadata or {}) if value is not None else {})
 
 
-def _input_artifact(name: str, artifact: Any) -> InputArtifact:
-    path = artifact_path("lm_eval", name, artifact)
-    return InputArtifact(path, dict(artifact.metadata or {}) if artifact is not None else {})
-
-
-def lm_eval_request(arguments: Mapping[str, Any]) -> LmEvalRequest:
+def lm_eval_request(values: Mapping[str, Any]) -> LmEvalRequest:
     """``lm_eval``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each in its group, checked.
 
     Raises:
         TypeError: A name is missing or unknown, or an input artifact is not artifact-like.
         ValueError: A value breaks a rule (the message names the parameter and the value).
     """
-    groups = parameter_groups()
-    require_arguments("lm_eval", arguments, [*groups, *OUTPUTS])
-    values: dict[str | None, dict[str, Any]] = {group: {} for group in [None, *GROUPS]}
-    for name, group in groups.items():
-        values[group][name] = arguments[name]
-    for name in ("model", "eval_dataset", "baseline_results", "custom_tasks"):
-        values[None][name] = _input_artifact(name, values[None][name])
-    return LmEvalRequest(**values[None], **{group: GROUPS[group](**values[group]) for group in GROUPS})
+    return arguments.grouped_request("lm_eval", LmEvalRequest, GROUPS, values, OUTPUTS, own=_own_field)
 
 
 def check_options(values: Mapping[str, Any]) -> None:
     """Checks the harness and held-out options among ``values`` (by parameter name) as the request does."""
-    for group_type in (HarnessOptions, HeldoutOptions):
-        group_type(**{f.name: values[f.name] for f in dataclasses.fields(group_type)})
+    for group in ("harness", "heldout"):
+        arguments.option_group(GROUPS, group, values)

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from components._common.arguments import require_arguments
+from components._common import arguments
 from components.training.finetuning.contract import TRANSFORMERS_BACKEND, TrainingConfigError, TrainingOptions
 
 #: ``auto`` resolves to ``trainjob`` or ``pytorchjob`` by discovery (:func:`.cluster.launchers.select_launcher`).
@@ -146,37 +146,25 @@ GROUPS: dict[str, tuple[type, str]] = {
 }
 #: The output artifacts: handed to ``run_train_model`` by the wrapper, not part of the request.
 OUTPUTS = ("output_model", "output_metrics", "output_loss_chart")
+#: The parameters taken case-insensitively (the guide writes ``OSFT``).
+LOWER_CASED = ("training_algorithm", "training_lora_init_weights")
 
 
-def parameter_fields() -> dict[str, tuple[str | None, dataclasses.Field]]:
+def parameter_fields() -> dict[str, tuple[str | None, str]]:
     """Every component parameter the request holds: ``name -> (its group or None, the field that holds it)``."""
-    found: dict[str, tuple[str | None, dataclasses.Field]] = {
-        field.name: (None, field) for field in dataclasses.fields(TrainModelRequest) if field.name not in GROUPS
-    }
-    for group, (group_type, prefix) in GROUPS.items():
-        found |= {prefix + field.name: (group, field) for field in dataclasses.fields(group_type)}
-    return found
+    return arguments.parameter_fields(TrainModelRequest, GROUPS)
 
 
-def train_model_request(arguments: Mapping[str, Any]) -> TrainModelRequest:
+def train_model_request(values: Mapping[str, Any]) -> TrainModelRequest:
     """``train_model``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each in its group.
 
     The algorithm and the LoRA init are lower-cased (the guide writes ``OSFT``).
 
     Raises:
-        TypeError: ``arguments`` lacks a parameter of the request, or has a name that is neither one nor an output.
+        TypeError: ``values`` lacks a parameter of the request, or has a name that is neither one nor an output.
     """
-    fields = parameter_fields()
-    require_arguments("train_model", arguments, [*fields, *OUTPUTS])
-    values: dict[str | None, dict[str, Any]] = {group: {} for group in [None, *GROUPS]}
-    for name, (group, field) in fields.items():
-        values[group][field.name] = arguments[name]
-    training = values["training"]
-    for name in ("algorithm", "lora_init_weights"):
-        if isinstance(training[name], str):
-            training[name] = training[name].strip().lower()
-    groups = {group: group_type(**values[group]) for group, (group_type, _) in GROUPS.items()}
-    return TrainModelRequest(**values[None], **groups)
+    lowered = {name: values[name].strip().lower() for name in LOWER_CASED if isinstance(values.get(name), str)}
+    return arguments.grouped_request("train_model", TrainModelRequest, GROUPS, {**values, **lowered}, OUTPUTS)
 
 
 def check_env_vars(env_vars: Mapping[str, Any]) -> None:

@@ -7,8 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from components._common.arguments import parameter_fields
 from components.evaluation.lm_eval import lm_eval
-from components.evaluation.lm_eval.config import OUTPUTS, normalize_gen_kwargs, parameter_groups, parse_batch_size
+from components.evaluation.lm_eval.config import GROUPS, OUTPUTS, LmEvalRequest, normalize_gen_kwargs, parse_batch_size
 from components.evaluation.lm_eval.config import lm_eval_request as build
 from components.evaluation.lm_eval.run import check_backend_available, ensure_writable_hf_cache
 from components.evaluation.lm_eval.task_index import check_task_names, unknown_task_message
@@ -19,7 +20,7 @@ ARTIFACTS = ("model", "eval_dataset", "baseline_results", "custom_tasks")
 
 
 def test_every_argument_lands_in_its_group_and_artifacts_keep_path_and_metadata():
-    assert set(parameter_groups()) | set(OUTPUTS) == set(PARAMETERS)
+    assert set(parameter_fields(LmEvalRequest, GROUPS)) | set(OUTPUTS) == set(PARAMETERS)
     inputs = {name for name, p in PARAMETERS.items() if "InputAnnotation" in str(p.annotation)}
     outputs = {name for name, p in PARAMETERS.items() if "Output" in str(p.annotation)}
     assert (inputs, outputs) == (set(ARTIFACTS), set(OUTPUTS))

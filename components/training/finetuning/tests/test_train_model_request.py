@@ -20,8 +20,7 @@ def test_every_argument_lands_in_one_group_under_its_own_name():
     assert isinstance(request, TrainModelRequest)
     fields = parameter_fields()
     landed = {
-        name: getattr(getattr(request, group) if group else request, field.name)
-        for name, (group, field) in fields.items()
+        name: getattr(getattr(request, group) if group else request, field) for name, (group, field) in fields.items()
     }
     assert set(landed) == set(arguments) - set(OUTPUTS)
     assert all(landed[name] is arguments[name] for name in landed)
