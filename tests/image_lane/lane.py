@@ -288,6 +288,15 @@ def check_compiled(steps: dict[str, Any], image: str, pipeline_yaml: Path) -> No
     _check("pip install" not in text, "compile: an executor pip-installs at start")
 
 
+#: The README's name of each step's timing figure (``lane.step.<name>_seconds``).
+STEP_FIGURES = {
+    "dataset-download": "dataset",
+    "train-model": "launcher",
+    "lm-eval": "lm_eval",
+    "model-registry": "registry",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", required=True, help="the built step image (local container storage)")
@@ -327,6 +336,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"image lane: the four steps ran in {args.image}: {steps_line}", file=sys.stderr)
     print(f"image lane: without {REMOVED_PACKAGE} the lane fails as it must: {failure}", file=sys.stderr)
     print(f"image lane: passed in {time.monotonic() - started:.0f}s", file=sys.stderr)
+    if os.environ.get("IMAGE_LANE_FIGURES"):  # the README's step timings (scripts/image_lane/run.sh records the rest)
+        from scripts.figures import figure, record
+
+        record(
+            {
+                f"lane.step.{STEP_FIGURES[name]}_seconds": figure(round(s, 1), "s", f"{s:.1f}")
+                for name, s in timings.items()
+            },
+            "scripts/image_lane/run.sh",
+        )
     return 0
 
 
