@@ -27,7 +27,8 @@ figures=(
 )
 [ -d .venv-training-hub/0.3.0 ] && figures+=("setup.training_hub_0_3_0.size=$(gigabytes .venv-training-hub/0.3.0):GB")
 overlays=$(for venv in .venv-training-hub/*/; do [ "$venv" = .venv-training-hub/0.3.0/ ] || megabytes "$venv"; done | sort -n)
-[ -n "$overlays" ] && figures+=("setup.training_hub_overlays.size=$(head -n1 <<<"$overlays")–$(tail -n1 <<<"$overlays"):MB")
+low=$(head -n1 <<<"$overlays"); high=$(tail -n1 <<<"$overlays")
+[ -n "$overlays" ] && figures+=("setup.training_hub_overlays.size=$low$([ "$low" = "$high" ] || echo "–$high"):MB")
 printf '%s\n' "${figures[@]}"
 if [ "${1:-}" = --write-figures ]; then
   cd "$repo" && "${PYTHON:-python3}" scripts/figures.py --record benchmarks/setup_figures.sh "${figures[@]}"
