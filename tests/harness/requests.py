@@ -98,9 +98,10 @@ def lm_eval_request(**arguments: Any) -> Any:
     from types import SimpleNamespace
 
     from components.evaluation.lm_eval import lm_eval
+    from components.evaluation.lm_eval.config import ARTIFACTS
     from components.evaluation.lm_eval.config import lm_eval_request as build
 
-    for name in ("model", "eval_dataset", "baseline_results", "custom_tasks"):
+    for name in ARTIFACTS:
         if isinstance(arguments.get(name), str):
             arguments[name] = SimpleNamespace(path=arguments[name], metadata={})
     return build(wrapper_arguments(lm_eval, **arguments))

@@ -123,15 +123,8 @@ GROUPS: dict[str, tuple[type, str]] = {
     "modelcar": (ModelcarOptions, "modelcar_"),
     "deploy": (DeployOptions, "deploy_"),
 }
-#: The input artifacts (the request's own fields).
-ARTIFACTS = ("model", "eval_metrics", "train_metrics", "dataset", "eval_results")
 #: The output artifact: the summary file, handed to ``run_model_registration`` by the wrapper.
 OUTPUTS = ("summary",)
-
-
-def parameter_fields() -> dict[str, tuple[str | None, str]]:
-    """Every component parameter the request holds: ``name -> (its group or None, the field that holds it)``."""
-    return arguments.parameter_fields(ModelRegistryRequest, GROUPS)
 
 
 def _artifact_info(name: str, artifact: Any) -> ArtifactInfo | None:

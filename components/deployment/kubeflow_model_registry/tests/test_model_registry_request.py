@@ -7,20 +7,23 @@ from types import SimpleNamespace
 
 import pytest
 
+from components._common.arguments import parameter_fields
 from components.deployment.kubeflow_model_registry import model_registry
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
 from components.deployment.kubeflow_model_registry.registration import ModelRegistryResult
 from components.deployment.kubeflow_model_registry.request import (
-    ARTIFACTS,
     GROUPS,
     OUTPUTS,
+    ModelRegistryRequest,
     model_registry_request,
-    parameter_fields,
 )
 from components.deployment.kubeflow_model_registry.run import Outputs, component_outputs
 
 SIGNATURE = inspect.signature(model_registry.python_func)
 PARAMETERS = SIGNATURE.parameters
+
+#: The component's input artifacts: the request's own fields.
+ARTIFACTS = ("model", "eval_metrics", "train_metrics", "dataset", "eval_results")
 
 
 def _arguments() -> dict[str, object]:
@@ -40,8 +43,8 @@ def test_the_artifact_and_output_names_are_the_components():
 def test_every_argument_lands_in_its_group_under_its_name_less_the_prefix():
     arguments = _arguments()
     request = model_registry_request(arguments)
-    assert set(parameter_fields()) == set(PARAMETERS) - set(OUTPUTS)
-    for name, (group, field) in parameter_fields().items():
+    assert set(parameter_fields(ModelRegistryRequest, GROUPS)) == set(PARAMETERS) - set(OUTPUTS)
+    for name, (group, field) in parameter_fields(ModelRegistryRequest, GROUPS).items():
         landed = getattr(request if group is None else getattr(request, group), field)
         if name in ARTIFACTS:
             assert landed == ArtifactInfo(f"s3://b/{name}", f"/in/{name}", {"of": name})
