@@ -1,7 +1,6 @@
 """``train_model``'s request: its arguments as a few typed option groups, built once from the wrapper's arguments.
 
-Each field is the parameter's name without its group's prefix (``training_num_epochs`` ->
-``request.training.num_epochs``); no group has a default (they live once, in the component's signature).
+A field is the parameter's name without its group's prefix (``training_num_epochs`` -> ``request.training.num_epochs``).
 """
 
 from __future__ import annotations
@@ -158,8 +157,6 @@ def parameter_fields() -> dict[str, tuple[str | None, str]]:
 def train_model_request(values: Mapping[str, Any]) -> TrainModelRequest:
     """``train_model``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each in its group.
 
-    The algorithm and the LoRA init are lower-cased (the guide writes ``OSFT``).
-
     Raises:
         TypeError: ``values`` lacks a parameter of the request, or has a name that is neither one nor an output.
     """
@@ -168,11 +165,7 @@ def train_model_request(values: Mapping[str, Any]) -> TrainModelRequest:
 
 
 def check_env_vars(env_vars: Mapping[str, Any]) -> None:
-    """Refuses a ``training_env_vars`` value shaped like a secret: it would be written into the job in plain text.
-
-    Raises:
-        TrainingConfigError: One line naming the variable (never its value) and the secret parameters to use.
-    """
+    """Refuses a ``training_env_vars`` value shaped like a secret: it would be written into the job in plain text."""
     from components._common.masking import looks_like_secret
 
     for name, value in dict(env_vars).items():

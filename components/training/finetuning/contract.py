@@ -1,9 +1,8 @@
 """The launcher <-> pod contract: what ``train_model`` sends to the training pods and what they send back.
 
-To the pods: ``run_config.json`` (:class:`RunConfig`), decoded strictly (a missing, unknown or mistyped field, or
-another :data:`RUN_CONFIG_VERSION`, is one line naming the file and the field). Back: the step and progress records
-(re-exported from the pod modules that write them). The launcher imports nothing else from ``pod/``; standard library
-only, as the training images carry none of the project's dependencies.
+To the pods: ``run_config.json`` (:class:`RunConfig`, decoded strictly). Back: the step and progress records
+(re-exported from the pod modules that write them). The launcher imports nothing else from ``pod/``; standard
+library only (the training images carry no dependencies).
 """
 
 from __future__ import annotations
@@ -136,11 +135,7 @@ class TrainingOptions:
     backend: str
 
     def validate(self) -> None:
-        """Checks types and ranges of every field.
-
-        Raises:
-            TrainingConfigError: The first field that breaks a rule (names the ``train_model`` parameter).
-        """
+        """Checks types and ranges of every field; the first broken rule is a :class:`TrainingConfigError`."""
         self._check_types()
 
         def one_of(name: str, choices: tuple[str, ...]) -> tuple[str, bool, str]:
@@ -247,14 +242,8 @@ class MlflowSettings:
 class RunConfig:
     """What a training pod needs to call Training Hub, as ``train_model`` staged it on the workspace.
 
-    Attributes:
-        base_model: The model as the user named it (HF id, path, ``pvc://``, ``s3://``, ``oci://``).
-        model_path: A copy already staged on the workspace (an ``oci://`` pull); ``""``: resolve ``base_model``.
-        eval_data_path: The eval JSONL on the workspace (``""``: none).
-        model_cache_dir: Where ``s3://`` and Hub models are downloaded.
-        pvc_mounts: Mount path by PVC claim name (for ``pvc://`` models).
-        nproc_per_node: Processes (GPUs) per node, for the node count where only ``WORLD_SIZE`` is set.
-        jit_checkpoint: Training Hub's ``enable_jit_checkpoint`` (save on SIGTERM).
+    ``model_path`` is a copy already staged (an ``oci://`` pull; ``""``: resolve ``base_model``); ``pvc_mounts`` maps
+    claim names to mount paths; ``jit_checkpoint`` is Training Hub's ``enable_jit_checkpoint``.
     """
 
     version: int
@@ -314,11 +303,7 @@ def _decode(cls: Any, data: Any, source: str, prefix: str) -> Any:
 
 
 def decode_run_config(data: Any, source: str = RUN_CONFIG_FILE) -> RunConfig:
-    """A :class:`RunConfig` from parsed JSON, strictly; ``source`` (the file) is named in errors.
-
-    Raises:
-        RunConfigError: Another version, or a missing, unknown or mistyped field.
-    """
+    """A :class:`RunConfig` from parsed JSON; another version, a missing, unknown or mistyped field: RunConfigError."""
     if isinstance(data, dict) and data.get("version") != RUN_CONFIG_VERSION:
         raise RunConfigError(
             f"{source}: field version={data.get('version')!r}: this entrypoint reads run config version "
@@ -328,11 +313,7 @@ def decode_run_config(data: Any, source: str = RUN_CONFIG_FILE) -> RunConfig:
 
 
 def load_run_config(path: Path) -> RunConfig:
-    """Reads and decodes ``run_config.json``.
-
-    Raises:
-        RunConfigError: The file is not JSON, or not this version's run config (names the file and the field).
-    """
+    """Reads and decodes ``run_config.json`` (not JSON, or not this version's: :class:`RunConfigError`)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except ValueError as error:
@@ -341,11 +322,7 @@ def load_run_config(path: Path) -> RunConfig:
 
 
 def encode_run_config(config: RunConfig) -> str:
-    """``config`` as the JSON text of ``run_config.json``, checked by decoding it back (fail here, not in the pod).
-
-    Raises:
-        RunConfigError: ``config`` is not a valid :class:`RunConfig` of this version.
-    """
+    """``config`` as the JSON text of ``run_config.json``, checked by decoding it back (fail here, not in the pod)."""
     text = json.dumps(dataclasses.asdict(config), indent=1, sort_keys=True)
     decode_run_config(json.loads(text), "the run config being written")
     return text

@@ -24,11 +24,7 @@ _JOB_FIELDS += ("memory_per_node", "node_selector", "pod_labels", "pod_annotatio
 
 
 def require_training_image(launcher: str, training_image: str) -> None:
-    """A PyTorchJob has no runtime to take the image from: ``training_image`` must name one.
-
-    Raises:
-        TrainingConfigError: ``training_image`` is empty (``launcher`` names why it is needed).
-    """
+    """A PyTorchJob has no runtime to take the image from: ``training_image`` must name one."""
     if not training_image.strip():
         raise TrainingConfigError(
             "train_model parameter training_image='': required when the launcher is pytorchjob "
@@ -38,11 +34,7 @@ def require_training_image(launcher: str, training_image: str) -> None:
 
 
 def job_namespace(request: TrainModelRequest) -> str:
-    """The job's namespace: ``training_namespace``, else the pod's own.
-
-    Raises:
-        TrainingConfigError: Neither is known (not running in a cluster).
-    """
+    """The job's namespace: ``training_namespace``, else the pod's own (neither: :class:`TrainingConfigError`)."""
     if request.job.namespace:
         return request.job.namespace
     namespace = pod_namespace()
@@ -65,10 +57,7 @@ def without_launcher_resources(task_config: Any) -> Any:
 def build_job_spec(
     config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest, owner: Any
 ) -> JobSpec:
-    """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied).
-
-    ``owner`` is the run's owning object (:func:`.cluster.launcher_pod.read_launcher_pod`), or ``None``.
-    """
+    """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied)."""
     if request.training.backend == TRANSFORMERS_BACKEND:
         command, args = transformers_backend.pod_command(config_path)
     else:
@@ -109,10 +98,7 @@ def build_job_manifest(
     api: TrainJobApi = TRAINER_2_3,
     profile: Any = None,
 ) -> dict[str, Any]:
-    """The ``TrainJob`` or ``PyTorchJob`` (``launcher``) running the entrypoint, for the TrainJob ``api`` served.
-
-    The other arguments are :func:`build_job_spec`'s, and ``profile``: the ``training_hardware_profile``, or ``None``.
-    """
+    """The ``TrainJob`` or ``PyTorchJob`` (``launcher``) running the entrypoint, for the TrainJob ``api`` served."""
     from components.training.finetuning.manifests import pytorchjob
     from components.training.finetuning.manifests.hardware_profile import apply_hardware_profile
 

@@ -95,11 +95,7 @@ def run_cluster_job(
     log: Any,
     options: Mapping[str, Any],
 ) -> LauncherRun:
-    """Runs the staged run directory as a ``job_launcher`` job; returns the final checkpoint and step records.
-
-    ``model_path`` is the base model staged on the workspace (an ``oci://`` pull) or ``None``; ``options`` are
-    keyword arguments of :class:`.cluster.state.ApiOptions`.
-    """
+    """Runs the staged run directory as a ``job_launcher`` job; returns the final checkpoint and step records."""
     from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
@@ -197,11 +193,7 @@ class PodSettings:
 
 
 def pod_settings(plan: RunPlan, tracker: tracking.MlflowLogger, log: Any) -> PodSettings:
-    """What the run config tells the training pods beyond the hyper-parameters.
-
-    The pods' MLflow run is ``<job name>-training-hub`` (or ``-transformers``); a tracking URI with credentials is
-    not handed to them (the run config lies on the PVC).
-    """
+    """What the run config tells the pods beyond the hyper-parameters (never a tracking URI with credentials)."""
     request = plan.request
     mlflow = MlflowSettings(tracking_uri="", experiment_name="", run_name="")
     pod_trainer = TRANSFORMERS_BACKEND if plan.config.backend == TRANSFORMERS_BACKEND else "training-hub"
@@ -233,11 +225,7 @@ def stage_pod_script(run_dir: Path) -> Path:
 def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
     """``training_resume=False``: clears the run directory of earlier attempts, unless a job of this run/task lives.
 
-    Returns:
-        The API client (loaded here when the API had to be asked), or ``api_client``.
-
-    Raises:
-        JobApiError: The API could not be asked whether such a job exists (nothing was deleted).
+    Returns the API client (loaded here when the API had to be asked); raises ``JobApiError`` when it cannot say.
     """
     if plan.launcher in CLUSTER_LAUNCHERS and plan.run_dir.exists():
         from components._common.kube_auth import load_api_client
@@ -256,11 +244,7 @@ def clear_previous_run(plan: RunPlan, api_client: Any, log: Any) -> Any:
 
 
 def live_job_of(plan: RunPlan, api_client: Any) -> dict[str, Any] | None:
-    """The job of this run/task that still exists and is not being deleted (a retried launcher re-attaches), or None.
-
-    Raises:
-        JobApiError: The API could not be asked.
-    """
+    """The job of this run/task that still exists and is not being deleted (a retried launcher re-attaches), or None."""
     from components.training.finetuning.cluster.api import Api
     from components.training.finetuning.cluster.errors import JobApiError
     from components.training.finetuning.cluster.job_client import JobClient

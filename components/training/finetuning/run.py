@@ -60,11 +60,7 @@ from components.training.finetuning.staging import (
 
 
 def validate_request(request: TrainModelRequest, has_eval_data: bool) -> TrainingConfig:
-    """Checks every argument of ``train_model`` before anything is trained or submitted.
-
-    Raises:
-        TrainingConfigError: The first broken rule, naming the parameter and value.
-    """
+    """Checks every argument of ``train_model`` before anything is trained or submitted (``TrainingConfigError``)."""
     config = request.training
     config.validate()
     check_env_vars(request.job.env_vars)
@@ -154,14 +150,8 @@ def run_train_model(
 ) -> TrainModelResult:
     """The whole ``train_model`` component: validate, train with the chosen launcher, write the three outputs.
 
-    Args:
-        request: The component's arguments.
-        model: ``Output[Model]``: the trained model and its metadata.
-        metrics: ``Output[Metrics]``: the summary metrics.
-        report: ``Output[HTML]``: loss curve, hyper-parameters, job name.
-        api_client: A ``kubernetes.client.ApiClient`` (default: in-cluster / kubeconfig); cluster launchers only.
-        log: Progress sink.
-        job_options: Keyword arguments of :class:`.cluster.state.ApiOptions` (e.g. ``poll_interval_seconds``).
+    ``model``, ``metrics`` and ``report`` are the output artifacts; ``api_client`` defaults to in-cluster / kubeconfig;
+    ``job_options`` are keyword arguments of :class:`.cluster.state.ApiOptions`.
     """
     request = resolve_auto_launcher(request, os.environ, log, api_client)
     train_dataset = dataset_input(request.dataset, request.dataset_path, request.pvc_path)
@@ -296,10 +286,7 @@ def write_run_config(
     settings: PodSettings,
     model_path: str | None = None,
 ) -> Path:
-    """Stages the pods' code, the data and ``run_config.json`` in ``run_dir``; returns the config file.
-
-    ``model_path`` is a base model already staged on the workspace (an ``oci://`` pull), else ``None``.
-    """
+    """Stages the pods' code, the data and ``run_config.json`` in ``run_dir``; returns the config file."""
     data_dir = run_dir / "data"
     data_dir.mkdir(exist_ok=True)
     if config.backend == TRANSFORMERS_BACKEND:

@@ -43,10 +43,7 @@ class Deadline:
 
 @dataclasses.dataclass(frozen=True)
 class Retry:
-    """How one request is retried where not by the :class:`Api`'s own policy and deadline (``None``: the Api's).
-
-    ``on_retry(attempt, delay, error)`` replaces the retry log line.
-    """
+    """How one request is retried where not by the :class:`Api`'s own policy and deadline (``None``: the Api's)."""
 
     policy: RetryPolicy | None = None
     on_retry: Callable[[int, float, BaseException], None] | None = None
@@ -78,17 +75,7 @@ def rejected(what: str, error: Exception) -> JobApiError:
 
 
 class Api:
-    """The requests of the job runner, each with a (connect, read) timeout and retried within bounds; no run state.
-
-    Args:
-        api_client: A ``kubernetes.client.ApiClient``.
-        sleep: Sleep between retries.
-        log: Where retry lines go.
-        attempts: Tries per request on transient failures.
-        clock: The monotonic clock deadlines are measured on.
-        connect_timeout: TCP connect timeout, in seconds.
-        read_timeout: Read timeout (watches: the window plus a margin), in seconds.
-    """
+    """The job runner's requests, each with a (connect, read) timeout and ``attempts`` tries; no run state."""
 
     def __init__(
         self,

@@ -235,16 +235,8 @@ def diagnose(
 ) -> Diagnosis:
     """Turns what the cluster says about a job into a :class:`Diagnosis` (causes deduplicated).
 
-    Args:
-        outcome: One of :data:`OUTCOMES`.
-        job: The job as last seen (``{}`` when it could not be read).
-        pods: Its pods.
-        events: Events about it and what it owns (JobSet, Jobs, pods).
-        logs: Last log text by source (``pod x, container node``), failed containers first.
-        start_timeout: The start timeout that applied (for the headline).
-        timeout: The total timeout that applied.
-        tail_lines: How many log lines to keep.
-        kind: The job's kind (default: the job's own ``kind``, else ``TrainJob``).
+    ``outcome`` is one of :data:`OUTCOMES`; ``job`` as last seen (``{}``: unread); ``logs``: last log text by source,
+    failed containers first; ``kind`` defaults to the job's own.
     """
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome={outcome!r}: must be one of {list(OUTCOMES)}")

@@ -1,9 +1,6 @@
 """Following a submitted job: one watch (or GET) per ``poll_interval_seconds`` until it ends or a timeout expires.
 
-Only the job with this run's uid is followed (:func:`replaced`). Every request for it rides out API outages
-(:func:`through_outage`): transient failures are retried with backoff within the run's deadlines and
-``api_outage_tolerance_seconds``, one line when the API becomes unreachable, one when it answers again; past the
-tolerance, :class:`~.errors.ApiOutageTooLong`, the job never deleted for it. Its pods are an optional read.
+Only the job with this run's uid is followed; every request rides out API outages (:func:`through_outage`).
 """
 
 from __future__ import annotations
@@ -103,10 +100,9 @@ def through_outage(
     *,
     start_timeout_counts: bool = False,
 ) -> T:
-    """Makes ``request`` (given the :class:`~.api.Retry` for its API call) until the API answers.
+    """Makes ``request`` (given its :class:`~.api.Retry`) until the API answers, logging an outage's start and end.
 
-    The retries end at ``timeout_seconds``, at the tolerance, and at ``start_timeout_seconds`` only with
-    ``start_timeout_counts`` (the create; while following, the job may have started unseen).
+    ``start_timeout_counts``: the start timeout ends the retries too (the create).
 
     Raises:
         ApiOutageTooLong: The outage outlasted ``api_outage_tolerance_seconds`` (the job is left running).
@@ -221,10 +217,7 @@ def note_pause(client: JobClient, state: JobState, settings: JobSettings, phase:
 
 
 def optional_pods(client: JobClient, state: JobState, settings: JobSettings) -> list[dict[str, Any]]:
-    """The job's pods, an optional read: one try within a poll interval; a failure warns once and returns ``[]``.
-
-    Following needs only the job's own status: it never ends or abandons the job for its pods.
-    """
+    """The job's pods, an optional read: one try within a poll interval; a failure warns once and returns ``[]``."""
     cap = Deadline(
         settings.clock() + settings.api.poll_interval_seconds,
         f"poll_interval_seconds={settings.api.poll_interval_seconds:g}",

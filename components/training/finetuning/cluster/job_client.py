@@ -1,8 +1,7 @@
 """The requests about one job (stateless): create, read, watch, list its pods and events, read logs, patch, delete.
 
-Every create and patch is ``fieldValidation=Strict``: a real API server otherwise silently prunes the fields its CRD
-schema does not know (a ``TrainJob`` written for another API generation would lose its volumes); with it the server
-answers 400 naming each field (:func:`unknown_fields`).
+Every create and patch is ``fieldValidation=Strict``: the server refuses (400) what its CRD does not know instead of
+pruning it silently.
 """
 
 from __future__ import annotations
@@ -82,10 +81,7 @@ def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: b
 
 @dataclasses.dataclass(frozen=True)
 class WatchResult:
-    """What one watch window saw: the job's newest state (``None``: unchanged), or that it was deleted or expired.
-
-    ``expired`` (the caller re-reads the job) also covers an unreadable event (``reason`` says which).
-    """
+    """What one watch window saw: the job's newest state (``None``: unchanged), or that it was deleted or expired."""
 
     job: dict[str, Any] | None = None
     deleted: bool = False
@@ -132,12 +128,11 @@ class JobClient:
         return dataclasses.replace(self, api=self.api.bounded(deadline))
 
     def create_or_read(self, retry: Retry | None = None) -> tuple[dict[str, Any], bool]:
-        """Creates the job (``fieldValidation=Strict``) or, on 409, reads the existing one: ``(job, created)``.
+        """Creates the job or, on 409, reads the existing one: ``(job, created)``.
 
         Raises:
             NameBeingReleased: 409, then 404: the name is held by a job being deleted.
-            FieldsRejected: The served API does not know some of the manifest's fields (named, with the generation).
-            CreateRejected: Any other final answer (named with the API's message).
+            CreateRejected: A final answer; :class:`FieldsRejected` for fields the served API does not know.
         """
         what = f"creating {self.kind.kind} {self.namespace}/{self.name}"
         try:
@@ -171,8 +166,7 @@ class JobClient:
     def watch(self, window: float, resource_version: str, retry: Retry | None = None) -> WatchResult:
         """One watch request of about ``window`` seconds from ``resource_version``; ends early on a final phase.
 
-        A read timeout or dropped connection after the API answered only ends the window; no answer is retried per
-        ``retry``; 410 Gone is returned as ``expired`` (the caller re-lists).
+        A read timeout after the API answered only ends the window; 410 Gone is returned as ``expired``.
         """
         what = f"watching {self.kind.kind} {self.namespace}/{self.name}"
         try:
@@ -272,9 +266,7 @@ class JobClient:
 
     # -- writing -------------------------------------------------------------------------------------------------------
     def patch_job(self, body: dict[str, Any], doing: str, uid: str, retry: Retry | None = None) -> dict[str, Any]:
-        """Merge-patches (Strict) the job while it is the one with ``uid`` (``doing``: what for, named in errors).
-
-        The patch carries ``metadata.uid``: the API server refuses it (409, or 422) when the name now holds another job.
+        """Merge-patches the job while it is the one with ``uid`` (a precondition; ``doing``: named in errors).
 
         Raises:
             NotOurJob: The job under the name has another uid (nothing was changed).

@@ -1,8 +1,7 @@
 """A job's lifecycle around the follow loop: idempotent submit (a retried task re-attaches), diagnosis, cleanup.
 
-After a create or an adoption the stored job is compared with what was sent (:func:`lost_fields`): a server that
-ignores ``fieldValidation=Strict``, or a mutating webhook, may have dropped a pod setting (the workspace volume, say),
-and such a job is never followed.
+A stored job that lost fields it was sent (:func:`lost_fields`: a server ignoring Strict, a mutating webhook) is
+never followed.
 """
 
 from __future__ import annotations
@@ -125,11 +124,7 @@ def append_note(error: BaseException, note: str) -> None:
 
 
 def submit(client: JobClient, state: JobState, settings: JobSettings) -> None:
-    """Creates the job, or re-attaches to this run/task's existing one (``state.job`` holds it after).
-
-    The create rides out an API outage until the start timeout; 409-then-404 (a job being deleted) is retried a
-    bounded number of times; a job still terminating is waited for until the deadline.
-    """
+    """Creates the job, or re-attaches to this run/task's existing one; a job still being deleted is waited for."""
     kind, what = client.kind.kind, f"creating {client.kind.kind} {client.namespace}/{client.name}"
     deadline = settings.clock() + max(settings.deadlines.start_timeout_seconds, 60.0)
 
@@ -279,8 +274,7 @@ def clean_up(
 ) -> str:
     """Applies the cleanup policy, best effort, retrying until ``deadline``.
 
-    Without the create's answer (no uid) the job is looked up by name and labels; with ``wait_for_job`` (a cancel
-    while the create was in flight) until ``deadline``, since the server may store it after the step stopped waiting.
+    Without a uid the job is looked up by name and labels, with ``wait_for_job`` until ``deadline``.
 
     Returns:
         ``""``, or when the API could not do it, the note naming the job and the ``kubectl`` command that does.
@@ -332,11 +326,7 @@ def find_own_job(
 
 
 def wrap_up(client: JobClient, state: JobState, settings: JobSettings, outcome: str) -> JobFailed:
-    """Diagnoses a failed, timed-out, cancelled or vanished job and applies the cleanup policy (signals ignored).
-
-    After SIGTERM everything fits in ``cancel_timeout_seconds``; else the diagnosis and the cleanup each get
-    ``cleanup_timeout_seconds``.
-    """
+    """Diagnoses a failed, timed-out, cancelled or vanished job and applies the cleanup policy (signals ignored)."""
     with signals_ignored():  # a SIGTERM now must not skip the cleanup
         if outcome == "Cancelled":
             budget = settings.deadlines.cancel_timeout_seconds

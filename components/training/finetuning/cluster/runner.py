@@ -1,7 +1,7 @@
 """Runs one job to its end: check the runtime, submit, follow, diagnose, clean up.
 
-The job does not need its launcher: the cleanup policy applies only when the job failed, exceeded its timeouts or the
-run was cancelled; the launcher's own trouble never deletes it, and the error says where it is.
+The cleanup policy applies only when the job failed, timed out or the run was cancelled; the launcher's own trouble
+never deletes it, and the error says where it is.
 """
 
 from __future__ import annotations
@@ -124,20 +124,14 @@ def run(client: JobClient, state: JobState, settings: JobSettings) -> JobResult:
 
 
 def run_job(api_client: Any, manifest: Mapping[str, Any], settings: JobSettings) -> JobResult:
-    """Runs a job of one of :data:`~.job_kinds.JOB_KINDS` to completion: submit (or re-attach), follow, clean up.
-
-    Args:
-        api_client: A ``kubernetes.client.ApiClient``.
-        manifest: The job; its labels identify this run/task.
-        settings: Deadlines, cleanup policy, API options, metrics source and launcher pod.
+    """Runs a job of one of :data:`~.job_kinds.JOB_KINDS` (its labels identify this run/task) to completion.
 
     Raises:
         ValueError: A manifest that is no job of a known kind.
         RuntimeNotFoundError: The runtime does not exist (the error lists those that do).
         JobConflictError: The name is taken by another run/task's job.
-        JobApiError: A call was rejected or unanswered (the message says whether and where the job was left running).
-        ApiOutageTooLong: The API stayed unreachable past ``api_outage_tolerance_seconds`` (the job left running).
-        LauncherDisrupted: SIGTERM because the launcher pod was evicted or preempted (the job left running).
+        JobApiError: A call was rejected or unanswered; :class:`ApiOutageTooLong` and :class:`LauncherDisrupted`
+            leave the job running.
         JobFailed: The job failed or timed out (``.diagnosis``); :class:`JobCancelled` on SIGTERM/SIGINT.
     """
     metadata = manifest.get("metadata") or {}

@@ -1,4 +1,4 @@
-"""What one :func:`~.runner.run_job` call knows: its settings (frozen) and everything it learns (:class:`JobState`)."""
+"""What one :func:`~.runner.run_job` call knows: its settings (frozen) and what it learns (:class:`JobState`)."""
 
 from __future__ import annotations
 
@@ -41,17 +41,7 @@ def check_seconds(name: str, value: Any, zero_means: str = "") -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Deadlines:
-    """How long the run and each of its parts may take (0: no limit where allowed).
-
-    Attributes:
-        start_timeout_seconds: Until the pods run.
-        timeout_seconds: The whole run, from submission.
-        api_outage_tolerance_seconds: How long following rides out an unreachable API (0: as long as
-            ``timeout_seconds`` allows); then ``ApiOutageTooLong``, the job left running.
-        timeout_counts_paused_time: Whether a user's pause counts against ``timeout_seconds``.
-        cleanup_timeout_seconds: The diagnosis, and then the cleanup, after a failure or timeout.
-        cancel_timeout_seconds: The cleanup after SIGTERM (:func:`cancel_budget`).
-    """
+    """How long the run, its start, an API outage and each cleanup may take (0: no limit where allowed)."""
 
     start_timeout_seconds: float
     timeout_seconds: float
@@ -75,13 +65,8 @@ class Deadlines:
 class JobPolicy:
     """What happens to the job when it ends.
 
-    Attributes:
-        cleanup_policy: :data:`CLEANUP_POLICIES`, applied when the job failed, timed out or the run was cancelled;
-            never for the launcher's own trouble (API outage, refused request).
-        delete_on_success: Delete the job after it completes.
-        active_deadline_served: Whether the TrainJob API serves ``spec.activeDeadlineSeconds``; where not, a job past
-            ``timeout_seconds`` under ``keep`` is suspended rather than left running.
-        log_tail_lines: Log lines of the failed container read into the diagnosis.
+    ``cleanup_policy`` applies when the job failed, timed out or the run was cancelled, never for the launcher's own
+    trouble. Without ``active_deadline_served`` a job past ``timeout_seconds`` under ``keep`` is suspended.
     """
 
     cleanup_policy: str
@@ -96,17 +81,7 @@ class JobPolicy:
 
 @dataclasses.dataclass(frozen=True)
 class ApiOptions:
-    """How the run talks to the Kubernetes API.
-
-    Attributes:
-        connect_timeout_seconds: TCP connect timeout of every request.
-        read_timeout_seconds: Read timeout of every request but watches; never longer than the deadline left.
-        attempts: Attempts per call on transient errors outside following (following and cleanup retry until their
-            deadlines).
-        use_watch: Follow with watch requests, or with GET polling.
-        poll_interval_seconds: Length of one watch / poll: one API request per interval.
-        outage_policy: The backoff of requests retried until a deadline (tests scale it down).
-    """
+    """How the run talks to the Kubernetes API: timeouts, tries, watch or GET polling, one request per interval."""
 
     connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
     read_timeout_seconds: float = DEFAULT_READ_TIMEOUT_SECONDS
@@ -132,12 +107,7 @@ class MetricsSource:
 
 @dataclasses.dataclass(frozen=True)
 class JobSettings:
-    """How :func:`~.runner.run_job` submits, follows and cleans up, built once by the caller.
-
-    ``launcher_pod`` is ``(namespace, name)`` of the launcher's own pod: after SIGTERM its ``DisruptionTarget``
-    condition means the launcher is disrupted, not the run cancelled (:func:`~.launcher_pod.disruption`).
-    ``clock`` and ``sleep`` are injected by tests.
-    """
+    """How :func:`~.runner.run_job` submits, follows and cleans up; ``launcher_pod``: ``(namespace, name)``."""
 
     deadlines: Deadlines
     policy: JobPolicy
@@ -159,24 +129,10 @@ class Outage:
 
 @dataclasses.dataclass
 class JobState:
-    """What one run knows about its job, updated as it goes.
+    """What one run knows about its job, updated as it goes (``clock()`` times; ``uid``: the only job it touches).
 
-    Attributes:
-        started_at: ``clock()`` time of the submission; ``timeout_seconds`` counts from here.
-        start_clock_at: ``start_timeout_seconds`` counts from here (reset while Kueue holds the job suspended).
-        job: The job's last known state.
-        uid: The uid of the job this run created or adopted: the only job it follows, patches or deletes.
-        replaced_by: The uid of another job found under the name after ours was gone.
-        submitted: A create was sent: the job may exist and is this run/task's.
-        reattached: An existing job of this run/task is followed instead of a new one.
-        started: Training has started (a pod ran).
-        reported: Pod problems already logged while waiting.
-        queue_state: ``suspended`` or ``admitted`` by Kueue (``""``: not queued).
-        paused_since, paused_total: A user's ongoing pause, and the seconds of pauses that ended.
-        outage: The ongoing API outage.
-        last_phase: The job's phase when last seen, for the outage lines.
-        metrics: The tail of the training code's metrics file.
-        cancelled_at: ``clock()`` time of the SIGTERM (the cleanup's budget counts from it).
+    ``start_clock_at`` is reset while Kueue holds the job suspended; ``replaced_by`` is another job's uid found under
+    the name; ``reported`` holds the pod problems already logged.
     """
 
     started_at: float
@@ -212,10 +168,7 @@ def paused_seconds(state: JobState, settings: JobSettings) -> float:
 
 
 def run_deadline(state: JobState, settings: JobSettings, start: bool = True) -> Deadline | None:
-    """When the run must end: ``timeout_seconds`` from submission, ``start_timeout_seconds`` until pods run.
-
-    ``start=False`` leaves the start timeout out (through an outage the start is judged once the API answers again).
-    """
+    """When the run must end: ``timeout_seconds``, or (``start``) ``start_timeout_seconds`` until pods run."""
     found = []
     deadlines = settings.deadlines
     if deadlines.timeout_seconds:

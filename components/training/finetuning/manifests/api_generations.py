@@ -1,8 +1,6 @@
 """The ``TrainJob`` API generations this project speaks, and reading which one a cluster serves (pure).
 
-``trainer.kubeflow.org/v1alpha1`` kept its version while its spec changed: pod settings travel in
-``spec.runtimePatches`` (Trainer >= 2.2, RHOAI >= 3.6) or ``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI
-3.3-3.5); the generation is read from the OpenAPI v3 document before the job is built.
+``trainer.kubeflow.org/v1alpha1`` kept its version while its spec changed (``runtimePatches``/``podTemplateOverrides``).
 """
 
 from __future__ import annotations

@@ -12,11 +12,9 @@ from components.training.finetuning.manifests.spec import JobSpec
 def apply_hardware_profile(spec: JobSpec, profile: HardwareProfile) -> JobSpec:
     """``spec`` with the profile's resources, node selector, tolerations, queue and annotations.
 
-    The accelerator count must equal ``training_gpus_per_node``: the run was staged for one process per GPU.
-
     Raises:
-        HardwareProfileError: The profile's accelerator count differs from the job's GPUs per node, or the job
-            already names another queue.
+        HardwareProfileError: The profile's accelerator count is not the job's GPUs per node (one process per GPU),
+            or the job already names another queue.
     """
     gpu_name, gpus = profile.gpus()
     if gpu_name and gpus != spec.gpus_per_node:

@@ -24,11 +24,7 @@ def progression_annotations(enabled: bool, port: int, poll_interval_seconds: int
 
 
 def check_settings(port: Any, poll_interval_seconds: Any, source: str = "train_model") -> None:
-    """Checks the metrics port and poll interval.
-
-    Raises:
-        ValueError: A value is not an integer in its range (names parameter, value and range).
-    """
+    """Checks the metrics port and poll interval (``ValueError`` naming the parameter, value and range)."""
     checks = (
         ("training_progress_metrics_port", port, METRICS_PORT_RANGE, "non-privileged, as OpenShift's restricted SCC"),
         ("training_progress_poll_interval_seconds", poll_interval_seconds, POLL_INTERVAL_RANGE, "seconds"),

@@ -79,12 +79,7 @@ def build_pytorchjob(
     restart_policy: str = "ExitCode",
     backoff_limit: int = 3,
 ) -> dict[str, Any]:
-    """Builds the ``PyTorchJob`` manifest of a spec (pure; its runtime and trainer-job fields do not apply).
-
-    Raises:
-        JobSpecError: ``spec.image`` is empty.
-        ValueError: An option is not one of its allowed values (named).
-    """
+    """Builds the ``PyTorchJob`` manifest of a spec (pure); an empty ``spec.image`` is a :class:`JobSpecError`."""
     _check_options(spec, clean_pod_policy, restart_policy, backoff_limit)
     replica_specs = {
         role: {"replicas": replicas, "restartPolicy": restart_policy, "template": _pod_template(spec)}

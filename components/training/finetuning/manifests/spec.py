@@ -59,11 +59,7 @@ _UID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 
 @dataclasses.dataclass(frozen=True)
 class OwnerReference:
-    """The object that owns the run (the launcher pod's owner, e.g. the Argo ``Workflow``); deleting it deletes the job.
-
-    ``namespace`` is not written: an owner must be in the job's namespace (across namespaces the garbage collector
-    deletes the dependent), as ``JobSpec`` checks.
-    """
+    """The object that owns the run (e.g. the Argo ``Workflow``); deleting it deletes the job (same namespace only)."""
 
     api_version: str
     kind: str
@@ -122,10 +118,7 @@ def fail(field: str, value: Any, rule: str) -> JobSpecError:
 
 @dataclasses.dataclass(frozen=True)
 class SecretEnvVar:
-    """An environment variable of the training pods taken from a key of a secret in the job's namespace.
-
-    ``optional``: the pods may start when the secret or key is missing.
-    """
+    """An environment variable of the training pods from a secret's key (``optional``: may be missing)."""
 
     name: str
     secret_name: str
@@ -154,13 +147,9 @@ class SecretEnvVar:
 class JobSpec:
     """Everything the job builders need, validated on creation; the optional fields default to none (``""``, 0, empty).
 
-    Fields with a Kubernetes name are written as such (``volumes``, ``tolerations``, ``node_selector``...). Others:
-    ``run_id`` and ``task_name`` determine the job's name and labels; ``image`` ``""`` keeps the runtime's;
-    ``gpus_per_node`` is also the processes per node (1 when 0); ``cpu_per_node``/``memory_per_node`` are request and
-    limit (``""``: the runtime's); ``env`` holds no secrets (``secret_env`` does); ``trainer_job_name`` and
-    ``trainer_container_name`` name what the pod patch targets in the runtime; ``queue_name`` is the Kueue LocalQueue
-    (label :data:`QUEUE_NAME_LABEL`); ``progress_tracking``, ``metrics_port`` and ``metrics_poll_interval_seconds``
-    are RHOAI's progress-tracking annotations; ``owner`` (in ``namespace``) becomes the ``ownerReference``.
+    ``run_id`` and ``task_name`` give the job's name and labels; ``""`` for ``image``, ``cpu_per_node`` or
+    ``memory_per_node`` keeps the runtime's; ``gpus_per_node`` is also the processes per node; ``env`` holds no
+    secrets (``secret_env`` does); ``trainer_job_name``/``trainer_container_name`` are what the pod patch targets.
     """
 
     run_id: str

@@ -86,9 +86,8 @@ def _resources_from_task_config(resources: Mapping[str, Any]) -> dict[str, Any]:
 def spec_from_task_config(task_config: Any = None, **explicit: Any) -> JobSpec:
     """Builds a :class:`JobSpec` from KFP's task-config passthrough (or its dict form) plus explicit fields.
 
-    Lists are joined, task config first (a name given twice must mean the same thing); dicts are merged, explicit
-    keys winning; an explicit affinity or resource replaces the task config's; ``None`` or ``""`` is not given.
-    Task-config ``secretKeyRef`` env entries become :class:`SecretEnvVar`, except the task's own.
+    Lists are joined, task config first (a name given twice must mean the same thing); dicts are merged, explicit keys
+    winning; ``None`` or ``""`` is not given; ``secretKeyRef`` env entries become :class:`SecretEnvVar`.
 
     Raises:
         JobSpecError: Unknown fields, conflicting entries or any spec rule broken.
