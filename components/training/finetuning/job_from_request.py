@@ -45,30 +45,24 @@ def job_namespace(request: TrainModelRequest) -> str:
     )
 
 
-def without_launcher_resources(task_config: Any) -> Any:
-    """``task_config`` without ``resources``: the launcher pod's own; the training pods' come from ``training_*``."""
-    if task_config is None:
-        return None
-    if dataclasses.is_dataclass(task_config):
-        return dataclasses.replace(task_config, resources=None)
-    return {key: value for key, value in dict(task_config).items() if key != "resources"}
-
-
 def build_job_spec(
     config_path: Path, task_config: Any, run_id: str, task_name: str, request: TrainModelRequest, owner: Any
 ) -> JobSpec:
     """The :class:`~.manifests.spec.JobSpec` running the staged pod command (secrets referenced, never copied)."""
-    if request.training.backend == TRANSFORMERS_BACKEND:
-        command, args = transformers_backend.pod_command(config_path)
-    else:
-        command, args = ["python", str(config_path.parent / "entrypoint.py")], ["--config", str(config_path)]
+    transformers = request.training.backend == TRANSFORMERS_BACKEND
+    script = f"{transformers_backend.CODE_DIR}/launch.py" if transformers else "entrypoint.py"
+    command, args = ["python", str(config_path.parent / script)], ["--config", str(config_path)]
     secret_env = []
     if request.secrets.hf_token_secret_name:
         secret_env.append(SecretEnvVar(HF_TOKEN_KEY, request.secrets.hf_token_secret_name, HF_TOKEN_KEY, True))
     if request.secrets.s3_secret_name:
         secret_env += [SecretEnvVar(k, request.secrets.s3_secret_name, k, True) for k in S3_SECRET_KEYS]
+    if dataclasses.is_dataclass(task_config):  # its resources are the launcher pod's own, not the training pods'
+        task_config = dataclasses.replace(task_config, resources=None)
+    elif task_config is not None:
+        task_config = {key: value for key, value in dict(task_config).items() if key != "resources"}
     return spec_from_task_config(
-        without_launcher_resources(task_config),
+        task_config,
         run_id=run_id,
         task_name=task_name,
         namespace=job_namespace(request),

@@ -74,17 +74,6 @@ def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None
     log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
 
 
-def discover(api_client: Any, log: Any) -> TrainJobApi:
-    """The TrainJob API the cluster serves (:func:`.cluster.discovery.discover_trainjob_api`), logged in one line."""
-    from components.training.finetuning.cluster.api import Api
-    from components.training.finetuning.cluster.discovery import discover_trainjob_api, discovery_line
-
-    api = Api(api_client, time.sleep, log, 3)
-    served = discover_trainjob_api(api)
-    log(discovery_line(served))
-    return served
-
-
 def run_cluster_job(
     plan: RunPlan,
     api_client: Any,
@@ -96,6 +85,8 @@ def run_cluster_job(
     options: Mapping[str, Any],
 ) -> LauncherRun:
     """Runs the staged run directory as a ``job_launcher`` job; returns the final checkpoint and step records."""
+    from components.training.finetuning.cluster.api import Api
+    from components.training.finetuning.cluster.discovery import discover_trainjob_api, discovery_line
     from components.training.finetuning.cluster.job_client import FieldsRejected
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
@@ -125,7 +116,10 @@ def run_cluster_job(
             api_client, request.job.hardware_profile, namespaces, "training_hardware_profile"
         )
         log(f"hardware profile {profile.summary()}")
-    served = discover(api_client, log) if job_launcher == "trainjob" else TRAINER_2_3
+    served = TRAINER_2_3
+    if job_launcher == "trainjob":
+        served = discover_trainjob_api(Api(api_client, time.sleep, log, 3))
+        log(discovery_line(served))
     ckpt_dir = plan.run_dir / CKPT_OUTPUT_DIR
     epochs = plan.config.num_epochs  # SFT/OSFT lines do not carry it (step totals)
     deadlines = Deadlines(

@@ -62,11 +62,6 @@ def stage_data(source: Path, target: Path, label: str) -> Path:
     return target
 
 
-def pod_command(config_path: Path) -> tuple[list[str], list[str]]:
-    """The job's command and arguments: the staged ``launch.py`` with the run config."""
-    return ["python", str(Path(config_path).parent / CODE_DIR / "launch.py")], ["--config", str(config_path)]
-
-
 def read_result(ckpt_dir: Path) -> dict[str, Any]:
     """Rank 0's ``result.json`` (``{}`` when it is missing or unreadable: the metrics and model still publish)."""
     from components.training.finetuning.hf_trainer.pod_launch import RESULT_FILE

@@ -1,7 +1,6 @@
 """Every Kubernetes API request of ``train_model``: a ``(connect, read)`` timeout cut to the deadline, retries.
 
-Transient failures are retried by :mod:`components._common.retry`, never past the deadline; urllib3's own retries
-are off (they would repeat a timed-out read three more times).
+Transient failures are retried by :mod:`components._common.retry`, never past the deadline; urllib3's are off.
 """
 
 from __future__ import annotations
@@ -125,7 +124,6 @@ class Api:
 
         Raises:
             ApiUnavailable: Transient failures on every attempt, or no answer before the deadline.
-            kubernetes.client.ApiException: Any other answer (the caller judges 404, 409, 403...).
         """
         retry = retry or Retry()
         deadline = retry.deadline or self._deadline()

@@ -233,11 +233,7 @@ def diagnose(
     tail_lines: int = 20,
     kind: str = "",
 ) -> Diagnosis:
-    """Turns what the cluster says about a job into a :class:`Diagnosis` (causes deduplicated).
-
-    ``outcome`` is one of :data:`OUTCOMES`; ``job`` as last seen (``{}``: unread); ``logs``: last log text by source,
-    failed containers first; ``kind`` defaults to the job's own.
-    """
+    """What the cluster says about a job (``{}``: unread) as a :class:`Diagnosis`; ``logs``: failed containers first."""
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome={outcome!r}: must be one of {list(OUTCOMES)}")
     kind = kind or str(job.get("kind") or "TrainJob")

@@ -1,8 +1,4 @@
-"""Which ``TrainJob`` API generation the cluster serves (OpenAPI v3 discovery), and whether a resource is served.
-
-When discovery cannot say, the generation is assumed (:data:`~..manifests.api_generations.ASSUMED_GENERATION`);
-every create is Strict, so a wrong guess is refused naming the unknown field, never a silently pruned job.
-"""
+"""Which ``TrainJob`` API generation the cluster serves (OpenAPI v3 discovery; else assumed), and what is served."""
 
 from __future__ import annotations
 

@@ -107,7 +107,6 @@ def through_outage(
     Raises:
         ApiOutageTooLong: The outage outlasted ``api_outage_tolerance_seconds`` (the job is left running).
         ApiUnavailable: The run's own deadline came first (``error.deadline``): the caller ends the run.
-        JobApiError: A final answer (e.g. 403), from ``request``.
     """
     tolerance = tolerance_deadline(state, settings)
     own = run_deadline(state, settings, start=start_timeout_counts)

@@ -1,8 +1,4 @@
-"""The requests about one job (stateless): create, read, watch, list its pods and events, read logs, patch, delete.
-
-Every create and patch is ``fieldValidation=Strict``: the server refuses (400) what its CRD does not know instead of
-pruning it silently.
-"""
+"""The requests about one job (stateless); every create and patch is ``fieldValidation=Strict`` (no silent pruning)."""
 
 from __future__ import annotations
 
@@ -27,22 +23,6 @@ from components.training.finetuning.manifests.api_generations import manifest_ap
 #: The ``fieldValidation`` of every create and patch.
 FIELD_VALIDATION = "Strict"
 _UNKNOWN_FIELD = re.compile(r'unknown field \\?"([^"\\]+)\\?"')
-
-
-def unknown_fields(error: Exception) -> list[str]:
-    """The fields a Strict request was refused for (400/422 ``unknown field "..."``), ``[]`` for other errors."""
-    if _status(error) not in (400, 422):
-        return []
-    return list(dict.fromkeys(_UNKNOWN_FIELD.findall(api_message(error))))
-
-
-def unknown_fields_message(what: str, fields: list[str], manifest: Mapping[str, Any]) -> str:
-    """One line: what was refused, the unknown fields, the API generation the manifest was written for, the remedy."""
-    return (
-        f"{what} was rejected by the Kubernetes API (fieldValidation={FIELD_VALIDATION}): it does not serve field(s) "
-        f"{', '.join(fields)} of the {manifest_api(manifest)} this step wrote, so nothing was stored. The cluster "
-        "serves another API generation: `kfp-finetune doctor` names the one it serves"
-    )
 
 
 def uid_of(job: Mapping[str, Any] | None) -> str:
@@ -72,9 +52,13 @@ class FieldsRejected(CreateRejected):
 
 def _refused(what: str, error: Exception, manifest: Mapping[str, Any], create: bool) -> JobApiError:
     """The error of a refused create or patch: :class:`FieldsRejected` for unknown fields, else the API's message."""
-    fields = unknown_fields(error)
+    fields = list(dict.fromkeys(_UNKNOWN_FIELD.findall(api_message(error)))) if _status(error) in (400, 422) else []
     if fields:
-        message = unknown_fields_message(what, fields, manifest)
+        message = (
+            f"{what} was rejected by the Kubernetes API (fieldValidation={FIELD_VALIDATION}): it does not serve "
+            f"field(s) {', '.join(fields)} of the {manifest_api(manifest)} this step wrote, so nothing was stored. The "
+            "cluster serves another API generation: `kfp-finetune doctor` names the one it serves"
+        )
         return FieldsRejected(message, fields) if create else JobApiError(message)
     return CreateRejected(str(_rejected(what, error))) if create else _rejected(what, error)
 
@@ -270,7 +254,6 @@ class JobClient:
 
         Raises:
             NotOurJob: The job under the name has another uid (nothing was changed).
-            JobApiError: Any other refusal.
         """
         what = f"{doing} {self.kind.kind} {self.namespace}/{self.name}"
         guarded = {**body, "metadata": {**(body.get("metadata") or {}), "uid": uid}} if uid else body
@@ -289,12 +272,7 @@ class JobClient:
             raise _refused(what, error, self.manifest, create=False) from None
 
     def delete_job(self, uid: str, retry: Retry | None = None) -> bool:
-        """Deletes the job with ``uid`` (a precondition) and, in the background, what it owns; ``False``: already gone.
-
-        Raises:
-            NotOurJob: The name holds a job with another uid (nothing was deleted).
-            JobApiError: Any other refusal.
-        """
+        """Deletes the job with ``uid`` (a precondition; else :class:`NotOurJob`) and what it owns; ``False``: gone."""
         what = f"deleting {self.kind.kind} {self.namespace}/{self.name}"
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:

@@ -46,11 +46,7 @@ def owned_by(trainjob: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class JobKind:
-    """What differs between the job kinds :func:`~.runner.run_job` runs.
-
-    ``phase`` reads ``Complete``, ``Failed``, ``Suspended``, ``Running`` or ``Pending``; ``suspend_path`` is where
-    ``suspend`` lives under ``spec``; ``children`` is what deleting the job removes with it (for the log).
-    """
+    """What differs between the job kinds :func:`~.runner.run_job` runs (``suspend_path``: under ``spec``)."""
 
     kind: str
     group: str

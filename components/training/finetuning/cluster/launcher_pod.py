@@ -1,7 +1,6 @@
-"""What the launcher learns from its own pod: the job's owner (the run's Workflow) and its termination grace period.
+"""What the launcher learns from its own pod: the job's owner (its controller, same namespace), the grace period.
 
-The owner is the pod's controller owner, never the pod itself and never across namespaces; after SIGTERM,
-:func:`disruption` tells a cancelled run from a disrupted launcher pod. Nothing here fails the run.
+After SIGTERM, :func:`disruption` tells a cancelled run from a disrupted launcher pod. Nothing here fails the run.
 """
 
 from __future__ import annotations

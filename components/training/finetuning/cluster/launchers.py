@@ -1,8 +1,4 @@
-"""``training_launcher="auto"``: Kubeflow Trainer v2 (``TrainJob``) or Training Operator v1 (``PyTorchJob``).
-
-``trainjob`` when the API serves ``trainjobs.trainer.kubeflow.org`` **and** the referenced runtime exists; else
-``pytorchjob`` when it serves ``pytorchjobs.kubeflow.org``; else fail, listing what was found.
-"""
+"""``training_launcher="auto"``: ``trainjob`` when TrainJobs are served and the runtime exists, else ``pytorchjob``."""
 
 from __future__ import annotations
 
@@ -66,7 +62,6 @@ def select_launcher(
     Raises:
         LauncherSelectionError: Neither launcher is usable (the message lists what was found).
         JobError: A discovery call was rejected.
-        ValueError: ``runtime_kind`` is not a runtime kind.
     """
     api = Api(api_client, sleep, log, api_attempts)
     found: list[str] = []

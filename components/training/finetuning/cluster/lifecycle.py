@@ -1,8 +1,4 @@
-"""A job's lifecycle around the follow loop: idempotent submit (a retried task re-attaches), diagnosis, cleanup.
-
-A stored job that lost fields it was sent (:func:`lost_fields`: a server ignoring Strict, a mutating webhook) is
-never followed.
-"""
+"""A job's lifecycle around the follow loop: idempotent submit (a retried task re-attaches), diagnosis, cleanup."""
 
 from __future__ import annotations
 

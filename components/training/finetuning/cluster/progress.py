@@ -59,11 +59,7 @@ def _float(value: Any) -> float | None:
 
 
 def status_record(status: Mapping[str, Any]) -> dict[str, Any]:
-    """A :func:`trainer_status` result as a step record plus ``percent`` and ``eta_seconds`` (``{}`` without a step).
-
-    Reads RHOAI's ``ProgressStatus`` and upstream Kubeflow Trainer's ``trainerStatus`` (``metrics`` as name/value
-    strings, as transformers' ``KubeflowCallback`` names them).
-    """
+    """RHOAI's ``ProgressStatus`` or upstream's ``trainerStatus`` as a step record (``{}`` without a step)."""
     if isinstance(status.get("currentStep"), (int, float)):
         train = status.get("trainMetrics") or {}
         step, total, epoch = status["currentStep"], status.get("totalSteps"), status.get("currentEpoch")
@@ -98,10 +94,7 @@ _SHOWN = {"epoch": "epoch {:.2f}", "loss": "loss {:.4f}", "lr": "lr {:.2e}", "to
 
 
 def progress_line(phase: str, status: Mapping[str, Any], record: Mapping[str, Any]) -> str:
-    """One progress line, e.g. ``Running | step 40/100 (40%) | epoch 0.80 | loss 1.2345 | lr 2.00e-05 | ETA 3m12s``.
-
-    The trainer ``status`` wins over the metrics-file ``record`` when it carries steps.
-    """
+    """One line, e.g. ``Running | step 40/100 (40%) | loss 1.2345 | ETA 3m12s`` (``status`` wins over ``record``)."""
     parts = [phase]
     record = status_record(status) or record
     if record:

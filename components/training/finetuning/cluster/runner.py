@@ -1,8 +1,4 @@
-"""Runs one job to its end: check the runtime, submit, follow, diagnose, clean up.
-
-The cleanup policy applies only when the job failed, timed out or the run was cancelled; the launcher's own trouble
-never deletes it, and the error says where it is.
-"""
+"""Runs one job to its end: check the runtime, submit, follow, diagnose, clean up (never for the launcher's trouble)."""
 
 from __future__ import annotations
 

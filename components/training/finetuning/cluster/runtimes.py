@@ -31,12 +31,7 @@ def runtime_names(api: Api, kind: str, namespace: str) -> list[str]:
 
 
 def check_runtime(api: Api, manifest: Mapping[str, Any], say: Callable[[str], None]) -> None:
-    """Fails unless the TrainJob's runtime exists with the replicated job it patches; a 403 only warns (``say``).
-
-    Raises:
-        RuntimeNotFoundError: The runtime does not exist (the error lists those that do) or lacks the patched job.
-        JobApiError: The API refused the read (other than 403/404) or stayed unavailable.
-    """
+    """Fails (:class:`RuntimeNotFoundError`) unless the TrainJob's runtime exists with the job it patches; 403 warns."""
     from kubernetes.client import ApiException
 
     namespace, job_name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]

@@ -63,11 +63,7 @@ class Deadlines:
 
 @dataclasses.dataclass(frozen=True)
 class JobPolicy:
-    """What happens to the job when it ends.
-
-    ``cleanup_policy`` applies when the job failed, timed out or the run was cancelled, never for the launcher's own
-    trouble. Without ``active_deadline_served`` a job past ``timeout_seconds`` under ``keep`` is suspended.
-    """
+    """What happens to the job when it ends (without ``active_deadline_served``, ``keep`` past the timeout suspends)."""
 
     cleanup_policy: str
     delete_on_success: bool

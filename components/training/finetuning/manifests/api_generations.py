@@ -130,16 +130,9 @@ def served_trainjob_api(openapi: Any) -> TrainJobApi | None:
     )
 
 
-def own_fields(generation: str) -> tuple[str, ...]:
-    """The fields only ``generation`` serves: a Strict refusal of one of these says the other generation is served."""
-    if generation == RUNTIME_PATCHES:
-        return (f"spec.{generation}", "spec.activeDeadlineSeconds")
-    return (f"spec.{generation}",)
-
-
 def refuses_generation(generation: str, fields: list[str]) -> bool:
     """Whether a Strict refusal of ``fields`` names one of ``generation``'s own fields (any other says nothing)."""
-    own = own_fields(generation)
+    own = (f"spec.{generation}", *(("spec.activeDeadlineSeconds",) if generation == RUNTIME_PATCHES else ()))
     return any(field == name or field.startswith((f"{name}.", f"{name}[")) for field in fields for name in own)
 
 

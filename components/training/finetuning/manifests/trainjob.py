@@ -45,32 +45,18 @@ def _pod_patch(spec: JobSpec) -> dict[str, Any]:
     )
 
 
-def runtime_patches(spec: JobSpec) -> list[dict[str, Any]]:
-    """``spec.runtimePatches`` (Trainer >= 2.2): this project's patch of the trainer's replicated job."""
-    replicated_job = {"name": spec.trainer_job_name, "template": {"spec": {"template": _pod_patch(spec)}}}
-    return [
-        {
-            "manager": PATCH_MANAGER,
-            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [replicated_job]}}},
-        }
-    ]
-
-
-def pod_template_overrides(spec: JobSpec) -> list[dict[str, Any]]:
-    """``spec.podTemplateOverrides`` (Trainer 2.0-2.1, RHOAI 3.3-3.5): the same pod patch for the trainer's job."""
-    return [{"targetJobs": [{"name": spec.trainer_job_name}], **_pod_patch(spec)}]
-
-
 def build_trainjob(spec: JobSpec, api: TrainJobApi = TRAINER_2_3) -> dict[str, Any]:
     """Builds the ``TrainJob`` manifest of a spec for the API the cluster serves (pure; default upstream 2.3)."""
     body: dict[str, Any] = {
         "runtimeRef": {"apiGroup": API_GROUP, "kind": spec.runtime_kind, "name": spec.runtime_name},
         "trainer": _trainer(spec),
     }
-    if api.generation == POD_TEMPLATE_OVERRIDES:
-        body["podTemplateOverrides"] = pod_template_overrides(spec)
-    else:
-        body["runtimePatches"] = runtime_patches(spec)
+    if api.generation == POD_TEMPLATE_OVERRIDES:  # Trainer 2.0-2.1, RHOAI 3.3-3.5
+        body["podTemplateOverrides"] = [{"targetJobs": [{"name": spec.trainer_job_name}], **_pod_patch(spec)}]
+    else:  # Trainer >= 2.2: this project's patch of the trainer's replicated job
+        replicated_job = {"name": spec.trainer_job_name, "template": {"spec": {"template": _pod_patch(spec)}}}
+        runtime_spec = {"template": {"spec": {"replicatedJobs": [replicated_job]}}}
+        body["runtimePatches"] = [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": runtime_spec}]
     if spec.active_deadline_seconds and api.active_deadline:
         body["activeDeadlineSeconds"] = spec.active_deadline_seconds
     return {
