@@ -1,7 +1,4 @@
-"""``train_model``'s request: its arguments as a few typed option groups, built once from the wrapper's arguments.
-
-A field is the parameter's name without its group's prefix (``training_num_epochs`` -> ``request.training.num_epochs``).
-"""
+"""``train_model``'s arguments as typed option groups: ``training_num_epochs`` -> ``request.training.num_epochs``."""
 
 from __future__ import annotations
 
@@ -155,11 +152,7 @@ def parameter_fields() -> dict[str, tuple[str | None, str]]:
 
 
 def train_model_request(values: Mapping[str, Any]) -> TrainModelRequest:
-    """``train_model``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each in its group.
-
-    Raises:
-        TypeError: ``values`` lacks a parameter of the request, or has a name that is neither one nor an output.
-    """
+    """``train_model``'s arguments (the wrapper's ``dict(locals())``) but the outputs, each in its group."""
     lowered = {name: values[name].strip().lower() for name in LOWER_CASED if isinstance(values.get(name), str)}
     return arguments.grouped_request("train_model", TrainModelRequest, GROUPS, {**values, **lowered}, OUTPUTS)
 

@@ -240,11 +240,7 @@ class MlflowSettings:
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-    """What a training pod needs to call Training Hub, as ``train_model`` staged it on the workspace.
-
-    ``model_path`` is a copy already staged (an ``oci://`` pull; ``""``: resolve ``base_model``); ``pvc_mounts`` maps
-    claim names to mount paths; ``jit_checkpoint`` is Training Hub's ``enable_jit_checkpoint``.
-    """
+    """What a training pod needs, as staged; ``model_path``: an ``oci://`` pull (``""``: resolve ``base_model``)."""
 
     version: int
     base_model: str

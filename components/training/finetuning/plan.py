@@ -12,10 +12,7 @@ from components.training.finetuning.manifests.names import job_name
 
 @dataclasses.dataclass
 class TrainModelResult:
-    """What a ``train_model`` run produced (``job_name``/``job_kind`` are ``""`` for the local launcher).
-
-    ``checkpoint_path`` is where the final checkpoint really lives (the workspace PVC when there is one).
-    """
+    """What a ``train_model`` run produced; ``checkpoint_path``: where the final checkpoint really lives."""
 
     model_dir: Path
     checkpoint_path: str

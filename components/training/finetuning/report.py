@@ -9,10 +9,7 @@ from typing import Any
 
 
 def summarize(records: list[dict[str, Any]], train_seconds: float | None = None) -> dict[str, float]:
-    """The KFP metrics of a run: final and minimum loss, steps, training time and the last tokens/s logged.
-
-    ``train_seconds`` defaults to the last record's ``time``.
-    """
+    """The KFP metrics of a run: final and minimum loss, steps, training time and the last tokens/s logged."""
     if not records:
         raise ValueError("no step records to summarise")
     summary = {

@@ -150,7 +150,6 @@ def run_train_model(
 ) -> TrainModelResult:
     """The whole ``train_model`` component: validate, train with the chosen launcher, write the three outputs.
 
-    ``model``, ``metrics`` and ``report`` are the output artifacts; ``api_client`` defaults to in-cluster / kubeconfig;
     ``job_options`` are keyword arguments of :class:`.cluster.state.ApiOptions`.
     """
     request = resolve_auto_launcher(request, os.environ, log, api_client)

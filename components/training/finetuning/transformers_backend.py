@@ -1,8 +1,4 @@
-"""``training_backend="transformers"`` on a cluster: the project's trainer under ``torchrun`` in the job's pods.
-
-What differs from the Training Hub path: the code tree and data staged, the pod command on the ``torch-distributed``
-runtime, and rank 0's ``result.json``.
-"""
+"""``training_backend="transformers"`` on a cluster: the project's trainer under ``torchrun`` in the job's pods."""
 
 from __future__ import annotations
 

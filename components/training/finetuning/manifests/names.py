@@ -36,11 +36,7 @@ def _slug(text: str) -> str:
 
 
 def job_name(run_id: str, task_name: str) -> str:
-    """The deterministic job name of a KFP run's task (TrainJob or PyTorchJob): DNS-1035, <= :data:`MAX_NAME_LENGTH`.
-
-    ``<task-slug>-<10 hex chars of sha256(run_id/task_name)>``, e.g. ``train-model-3f2a9c1b7d``: a retried task gets
-    the same name (so it re-attaches); another run or task gets another one.
-    """
+    """The deterministic job name of a KFP run's task, e.g. ``train-model-3f2a9c1b7d`` (DNS-1035, short)."""
     digest = hashlib.sha256(f"{run_id}/{task_name}".encode()).hexdigest()[:10]
     slug = _slug(task_name)
     if not slug or not slug[0].isalpha():
