@@ -6,8 +6,25 @@ import re
 from collections.abc import Callable
 
 from components._common.kube_auth import load_api_client
+from components.training.finetuning.manifests.spec import SecretEnvVar
 from tests.harness.kube import UPSTREAM_2_3, condition, crd_schema, make_pod, make_pytorchjob_pod
-from tests.harness.requests import run_job
+from tests.harness.requests import job_spec, run_job
+
+NS = "team-a"
+RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
+IMAGE = "quay.io/example/trainer:1"
+WORKSPACE_VOLUME = {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}
+WORKSPACE_MOUNT = {"name": "kfp-workspace", "mountPath": "/kfp-workspace"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+HF_TOKEN = SecretEnvVar("HF_TOKEN", "hf-token", "token")
+
+
+def spec(workspace=False, **overrides):
+    """The ``JobSpec`` of task ``train-model`` of run :data:`RUN_ID` in :data:`NS` running ``python -m train``."""
+    fields = dict(run_id=RUN_ID, task_name="train-model", namespace=NS, command=["python", "-m", "train"])
+    if workspace:
+        fields.update(volumes=[WORKSPACE_VOLUME], volume_mounts=[WORKSPACE_MOUNT])
+    return job_spec(**{**fields, **overrides})
 
 
 def poll(kube_api, manifest, clock, log, **overrides):

@@ -14,28 +14,18 @@ from components.training.finetuning.cluster.state import MetricsSource
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import IMAGE, NS, spec
 from components.training.finetuning.tests.cluster_doubles import poll as _poll
 from components.training.finetuning.tests.cluster_doubles import proxied_client as _proxied_client
 from components.training.finetuning.tests.cluster_doubles import upstream as _upstream
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod, validate_trainjob
-from tests.harness.requests import job_spec, run_job
+from tests.harness.requests import run_job
 from tests.harness.tcp_proxy import tcp_proxy
-
-NS = "team-a"
-RUN_ID = "0c6a3e1e-57a4-4a8c-b1a7-4d1f6f0e9b21"
 
 
 def _spec(**overrides):
-    fields = dict(
-        run_id=RUN_ID,
-        task_name="train-model",
-        namespace=NS,
-        command=["python", "-m", "train"],
-        image="quay.io/example/trainer:1",
-    )
-    fields.update(overrides)
-    return job_spec(**fields)
+    return spec(**{"image": IMAGE, **overrides})
 
 
 TRAINJOB = build_trainjob(_spec())

@@ -21,26 +21,14 @@ from components.training.finetuning.manifests import pytorchjob
 from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TrainJobApi
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.tests.cluster_doubles import at, poll, pytorchjob_kind, trainjob_kind
+from components.training.finetuning.tests.cluster_doubles import NS, at, poll, pytorchjob_kind, spec, trainjob_kind
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import ODH_3_3, condition, make_pod, running_kube_api
-from tests.harness.requests import job_spec, run_job
-
-NS = "team-a"
-RUN_ID = "7d1f0a52-3c44-4b8e-9a61-0f2b3c4d5e6f"
+from tests.harness.requests import run_job
 
 
 def _spec(**overrides):
-    fields = dict(
-        run_id=RUN_ID,
-        task_name="train-model",
-        namespace=NS,
-        command=["python", "-m", "train"],
-        volumes=[{"name": "ws", "persistentVolumeClaim": {"claimName": "ws"}}],
-        volume_mounts=[{"name": "ws", "mountPath": "/kfp-workspace"}],
-    )
-    fields.update(overrides)
-    return job_spec(**fields)
+    return spec(workspace=True, **overrides)
 
 
 def _manifest(**overrides):

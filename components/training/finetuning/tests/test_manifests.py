@@ -7,23 +7,17 @@ import pytest
 from kfp import dsl
 
 from components.training.finetuning.manifests.names import MAX_NAME_LENGTH, job_name, label_value, ownership_labels
+from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import JobSpec, JobSpecError, SecretEnvVar
 from components.training.finetuning.manifests.task_config import spec_from_task_config
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests import cluster_doubles as doubles
 from tests.harness.kube import validate_trainjob
-from tests.harness.requests import job_spec, job_spec_settings
+from tests.harness.requests import job_spec_settings
 
-RUN_ID = "4f6c3a2e-9b1d-4c8e-a2f0-1d2e3f4a5b6c"
-WORKSPACE_VOLUME = {"name": "kfp-workspace", "persistentVolumeClaim": {"claimName": "run-4f6c-kfp-workspace"}}
-WORKSPACE_MOUNT = {"name": "kfp-workspace", "mountPath": "/kfp-workspace"}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-HF_TOKEN = SecretEnvVar("HF_TOKEN", "hf-token", "token")
-
-
-def _spec(**overrides):
-    fields = dict(run_id=RUN_ID, task_name="train-model", namespace="team-a", command=["python", "-m", "train"])
-    fields.update(overrides)
-    return job_spec(**fields)
+RUN_ID, HF_TOKEN, GPU_TOLERATION = doubles.RUN_ID, doubles.HF_TOKEN, doubles.GPU_TOLERATION
+WORKSPACE_VOLUME, WORKSPACE_MOUNT = doubles.WORKSPACE_VOLUME, doubles.WORKSPACE_MOUNT
+_spec = doubles.spec
 
 
 def test_minimal_job_is_exactly_this():
@@ -238,9 +232,12 @@ def test_tolerations_only_job_and_cpu_only_job_validate():
     assert cpu_only["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"cpu": "4", "memory": "8Gi"}
 
 
-def test_secrets_are_referenced_never_copied():
-    manifest = build_trainjob(_spec(secret_env=(HF_TOKEN,)))
-    text = json.dumps(manifest)
+BUILDERS = {"trainjob": build_trainjob, "pytorchjob": build_pytorchjob}
+
+
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_secrets_are_referenced_never_copied(kind):
+    text = json.dumps(BUILDERS[kind](_spec(secret_env=(HF_TOKEN,), image=doubles.IMAGE)))
     assert '"secretKeyRef": {"name": "hf-token", "key": "token"}' in text
     assert '"value"' not in text
     with pytest.raises(JobSpecError, match=r"env\[HF_TOKEN\].*secret_env") as error:
@@ -248,12 +245,20 @@ def test_secrets_are_referenced_never_copied():
     assert "hf_abcdefgh" not in str(error.value)
 
 
-def test_build_is_pure_and_repeatable():
-    spec = _spec(volumes=[WORKSPACE_VOLUME], volume_mounts=[WORKSPACE_MOUNT])
-    first = build_trainjob(spec)
-    first["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "x"
+@pytest.mark.parametrize("kind", list(BUILDERS))
+def test_build_is_pure_and_repeatable(kind):
+    spec = _spec(workspace=True, image=doubles.IMAGE)
+    first = BUILDERS[kind](spec)
     first["metadata"]["labels"]["extra"] = "1"
-    assert build_trainjob(spec) == build_trainjob(spec) != first
+    if kind == "pytorchjob":
+        pod = first["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    else:
+        (job,) = first["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        pod = job["template"]["spec"]["template"]["spec"]
+    pod["volumes"][0]["name"] = "x"
+    pod["volumes"][0]["persistentVolumeClaim"].clear()
+    assert BUILDERS[kind](spec) == BUILDERS[kind](spec) != first
+    assert spec.volumes[0] == WORKSPACE_VOLUME
 
 
 @pytest.mark.parametrize(
