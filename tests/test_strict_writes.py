@@ -1,10 +1,7 @@
 """Every create, patch and replace the project sends to the Kubernetes API asks for ``fieldValidation=Strict``.
 
-A real API server prunes unknown fields of a CRD-backed object silently by default (only a ``Warning`` header, which
-the Python client ignores). The source is scanned for every call of a ``kubernetes.client`` write method (any
-``create_*``, ``patch_*`` or ``replace_*`` of its API classes), direct or handed to the retrying ``Api.call``: the
-call must pass ``field_validation``. The emulator tests check the wire (``tests/harness/kube.py`` refuses unknown
-fields only under Strict; the lifecycle fixture asserts every write's query).
+The source is scanned for every ``kubernetes.client`` write call, direct or handed to ``Api.call`` (else a server
+prunes unknown fields silently); the emulator tests check the wire.
 """
 
 import ast

@@ -1,14 +1,9 @@
 """A Kubernetes API on 127.0.0.1 for tests: kmock's stateful emulator, driven by the official ``kubernetes`` client.
 
-The fixture :func:`kube_api` yields a :class:`KubeApi`: ``api_client`` for the code under test; operator-side helpers
-that act as the cluster would (over HTTP with their own User-Agent, so watches see them and ``requests`` leaves them
-out); ``requests`` (what the code under test sent) and ``objects(plural)``; scripted faults (``fail``, 410 watches,
-dropped watches); and cluster set-up for preflight checks (served resources, access reviews, nodes, quotas, secrets).
-
-Like a real API server (:mod:`.kube_schema`), the emulator prunes the fields a CRD's structural schema does not know
-and answers one ``Warning: 299`` header per field, or refuses them under ``fieldValidation=Strict`` (400); it serves
-one TrainJob API generation (``running_kube_api(generation)``) and publishes it through OpenAPI v3 discovery.
-:func:`validate_trainjob` checks a manifest against a generation's vendored CRD with objects closed.
+The fixture :func:`kube_api` yields a :class:`KubeApi`: ``api_client`` for the code under test, operator-side helpers
+(their own User-Agent: left out of ``requests``), scripted faults and cluster set-up. Like a real API server
+(:mod:`.kube_schema`) it prunes unknown fields with a ``Warning`` header, refuses them under Strict, and publishes the
+TrainJob API generation it serves through OpenAPI v3 discovery.
 """
 
 from __future__ import annotations
@@ -105,11 +100,7 @@ def _matches(obj: dict, params: dict[str, str]) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def crd_schema(file_name: str = "trainer.kubeflow.org_trainjobs.yaml") -> dict[str, Any]:
-    """The OpenAPI v3 schema of a vendored CRD with every object closed to unknown fields.
-
-    Objects without ``properties`` (free-form), with ``additionalProperties`` or with
-    ``x-kubernetes-preserve-unknown-fields`` stay open.
-    """
+    """The OpenAPI v3 schema of a vendored CRD with every object that declares ``properties`` closed."""
     schema = copy.deepcopy(kube_schema.crd_schema_of(file_name))
 
     def close(node: Any) -> None:
@@ -132,8 +123,7 @@ def crd_schema(file_name: str = "trainer.kubeflow.org_trainjobs.yaml") -> dict[s
 
 
 def validate_trainjob(manifest: dict[str, Any], generation: str = UPSTREAM_2_3) -> None:
-    """Validates a TrainJob against ``generation``'s CRD (closed objects; ``jsonschema.ValidationError``) and asserts
-    its apiVersion, kind and DNS-1035 name."""
+    """Validates a TrainJob against ``generation``'s closed CRD and asserts its apiVersion, kind and name."""
     import jsonschema
 
     assert manifest["apiVersion"] == TRAINER and manifest["kind"] == "TrainJob", manifest
@@ -144,35 +134,24 @@ def validate_trainjob(manifest: dict[str, Any], generation: str = UPSTREAM_2_3) 
 
 # --------------------------------------------------------------------------------------------------------------------
 class KubeEmulator(kmock.KubernetesEmulator):
-    """kmock's emulator plus selectors, ``watch=True``, ``?timeoutSeconds`` on watches, scripted pod logs, and uids
-    (assigned on create; a delete's or patch's uid precondition is enforced)."""
+    """kmock's emulator plus selectors, ``watch=True``, watch timeouts, scripted pod logs and uid preconditions."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self.pod_logs: dict[tuple[str, str], str] = {}
         self.rejections: list[dict[str, Any]] = []
         self.scripted_watches: list[tuple[str, Callable[[kmock.Request], Any]]] = []
-        #: (group, resource[/subresource], verb) triples a SelfSubjectAccessReview answers "denied" for.
-        self.denied: set[tuple[str, str, str]] = set()
-        #: The TrainJob API generation served (:data:`~.kube_schema.GENERATIONS`).
+        self.denied: set[tuple[str, str, str]] = set()  # (group, resource[/sub], verb) access reviews deny
         self.generation: str = UPSTREAM_2_3
-        #: The status OpenAPI v3 discovery answers with instead of the document (0: serve it).
-        self.openapi_status: int = 0
-        #: Plurals whose objects get the API server's uid/resourceVersion/generation and preconditions (opt-in:
-        #: :meth:`KubeApi.track_metadata`).
-        self.server_metadata: set[str] = set()
+        self.openapi_status: int = 0  # OpenAPI v3 discovery's error status instead of the document (0: none)
+        self.server_metadata: set[str] = set()  # plurals with uid/resourceVersion/generation (track_metadata)
         self.resource_version = 0
-        #: OpenAPI v3 discovery's answer instead of the document: ``(status, content type, body)``; and its delay (s).
-        self.openapi_answer: tuple[int, str, bytes] | None = None
+        self.openapi_answer: tuple[int, str, bytes] | None = None  # (status, content type, body) instead
         self.openapi_delay: float = 0.0
-        #: A server that ignores ``fieldValidation`` (an old or broken one): it prunes silently, even under Strict.
-        self.ignores_field_validation: bool = False
-        #: Fields (dotted, e.g. ``spec.trainer.numProcPerNode``) a Strict create or patch is refused for when present.
-        self.refused_fields: list[str] = []
-        #: Mutating admission webhooks: ``plural -> function(body) -> body`` applied to every create.
-        self.create_webhooks: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
-        #: The next create of these plurals is stored that many seconds later (its answer comes only then).
-        self.create_delays: dict[str, float] = {}
+        self.ignores_field_validation: bool = False  # prunes silently, even under Strict
+        self.refused_fields: list[str] = []  # dotted fields a Strict create or patch is refused for
+        self.create_webhooks: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}  # plural -> mutate(body)
+        self.create_delays: dict[str, float] = {}  # the next create of a plural is stored that much later
         (self[kmock.subresource("log")] ** -1) << self._serve_log
 
     async def _handle(self, request: kmock.Request):  # noqa: D102
@@ -280,9 +259,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 _require_uid(expected, (obj.get("metadata") or {}).get("uid"))
 
     def _server_metadata(self, request: kmock.Request) -> Callable[[], dict[str, Any]] | None:
-        """As the API server: uid, resourceVersion and generation on create; a patch's ``uid``/``resourceVersion`` are
-        preconditions (409), the resourceVersion moves on, a spec change raises the generation. Returns what writes
-        them into the stored object once served (the request as sent stays untouched)."""
+        """As the API server: uid, resourceVersion and generation, a patch's preconditions (409); returns the stamp."""
         data = request.data if isinstance(request.data, dict) else None
         if data is None or request.action not in (enums.action.CREATE, enums.action.UPDATE):
             return None
@@ -445,8 +422,7 @@ class KubeApi:
         self.call(lambda: setattr(self.emulator, "openapi_status", status))
 
     def behave(self, **attributes: Any) -> None:
-        """Sets emulator behaviours (``openapi_answer``, ``openapi_delay``, ``ignores_field_validation``,
-        ``refused_fields``, ``create_webhooks``, ``create_delays``: see :class:`KubeEmulator`)."""
+        """Sets emulator behaviours (attributes of :class:`KubeEmulator`, e.g. ``create_delays``)."""
         for name in attributes:
             assert hasattr(self.emulator, name), name
         self.call(lambda: [setattr(self.emulator, name, value) for name, value in attributes.items()])
@@ -588,8 +564,7 @@ class KubeApi:
         self.call(remove)
 
     def track_metadata(self, plural: str) -> None:
-        """Gives ``plural``'s objects the API server's uid, resourceVersion and generation, and enforces a patch's
-        ``uid``/``resourceVersion`` preconditions (409), as the real server does."""
+        """Gives ``plural``'s objects the server's uid, resourceVersion and generation, with a patch's preconditions."""
         self.call(lambda: self.emulator.server_metadata.add(plural))
 
     def deny(self, group: str, resource: str, verb: str) -> None:
@@ -681,9 +656,7 @@ class KubeApi:
         name: str | None = None,
         persist: bool = False,
     ) -> None:
-        """Answers the next ``times`` requests of ``action`` (``create``, ``fetch``, ``list``, ``watch``, ``update``,
-        ``delete``) on ``plural`` (and object ``name``) with ``status`` and a ``Status`` body; ``persist``: apply the
-        write anyway (an API server that failed after persisting), else reject it untouched."""
+        """Answers the next ``times`` ``action`` requests on ``plural`` with ``status`` (``persist``: write anyway)."""
         reason = {409: "AlreadyExists", 410: "Gone", 422: "Invalid", 429: "TooManyRequests"}.get(
             status, "InternalError"
         )
@@ -748,8 +721,7 @@ class KubeApi:
 
     @contextlib.contextmanager
     def in_background(self, script: Callable[[], None]) -> Iterator[None]:
-        """Runs ``script`` (e.g. an operator scenario) on a thread; its exception fails the test (or, when the block
-        fails too, is added to the block's as a note)."""
+        """Runs ``script`` (e.g. an operator scenario) on a thread; its exception fails the test."""
         errors: list[BaseException] = []
 
         def run() -> None:
@@ -787,11 +759,8 @@ def make_pod(
 ) -> dict[str, Any]:
     """Pod ``index`` of a TrainJob's ``node`` replicated job, labelled as JobSet labels it, in the given state.
 
-    Args:
-        waiting: ``(reason, message)`` of a waiting container (e.g. ImagePullBackOff).
-        terminated: ``(reason, exitCode, message)`` of a terminated container (e.g. OOMKilled, 137).
-        last_terminated: ``(reason, exitCode)`` of the container's previous run.
-        unschedulable: The scheduler's message; sets ``PodScheduled=False, reason=Unschedulable``.
+    ``waiting`` is ``(reason, message)``, ``terminated`` ``(reason, exitCode, message)``, ``last_terminated``
+    ``(reason, exitCode)``; ``unschedulable`` is the scheduler's message.
     """
     state: dict[str, Any] = {"running": {"startedAt": "2026-11-23T10:00:00Z"}}
     if waiting:
@@ -843,9 +812,7 @@ def make_node(
     taints: tuple[dict[str, str], ...] = (),
     unschedulable: bool = False,
 ) -> dict[str, Any]:
-    """A node with ``gpus`` allocatable GPUs of ``gpu_resource`` (0: a CPU node), extra ``labels``, ``spec.taints``
-    and ``spec.unschedulable`` (cordoned); a ``nvidia.com/gpu`` node is labelled ``nvidia.com/gpu.present=true``, as
-    GPU Feature Discovery labels it."""
+    """A node with ``gpus`` allocatable GPUs of ``gpu_resource`` (0: a CPU node), labelled as GPU discovery does."""
     resources = {"cpu": "16", "memory": "64Gi", **({gpu_resource: str(gpus)} if gpus else {})}
     node_labels = {"kubernetes.io/hostname": name, **(labels or {})}
     if gpus and gpu_resource == "nvidia.com/gpu":
@@ -860,8 +827,7 @@ def make_node(
 
 
 def make_pytorchjob_pod(namespace: str, pytorchjob: str, index: int = 0, **state: Any) -> dict[str, Any]:
-    """The ``Master`` pod (index 0) or ``Worker`` pod ``index - 1`` of a PyTorchJob, as the Training Operator labels
-    it, in the state :func:`make_pod` takes (``phase``, ``waiting``, ``terminated``...)."""
+    """The ``Master`` pod (index 0) or ``Worker`` ``index - 1`` of a PyTorchJob, in the state :func:`make_pod` takes."""
     pod = make_pod(namespace, pytorchjob, index, container="pytorch", **state)
     replica, replica_index = ("master", 0) if index == 0 else ("worker", index - 1)
     pod["metadata"]["name"] = f"{pytorchjob}-{replica}-{replica_index}"

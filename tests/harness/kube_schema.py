@@ -1,10 +1,6 @@
 """What a real API server does with a CRD-backed object's fields, for the Kubernetes emulator (:mod:`.kube`).
 
-:data:`GENERATIONS`: the TrainJob API generations served, each from a vendored CRD (``tests/specs/crds``): upstream
-Trainer v2.3.0 (``runtimePatches``) and ``odh-3.3`` (RHOAI 3.3-3.5: ``podTemplateOverrides``). :func:`prune` is
-structural pruning as the apiextensions server does it, returning the paths as the server names them;
-:func:`strict_error_message` / :func:`warning_header` answer unknown fields under ``fieldValidation=Strict`` or not;
-:func:`openapi_v3_document` is the generation's OpenAPI v3 discovery document.
+:data:`GENERATIONS` are the TrainJob API generations served, each from a vendored CRD (``tests/specs/crds``).
 """
 
 from __future__ import annotations
@@ -71,11 +67,7 @@ def _join(path: str, key: str) -> str:
 
 
 def prune(value: Any, schema: Any, path: str = "") -> tuple[Any, list[str]]:
-    """``value`` pruned by a structural schema, and the pruned paths (``spec.runtimePatches``, ``a.b[0].c``).
-
-    ``metadata`` at the root is left alone (the server validates ObjectMeta separately; nothing here sends unknown
-    metadata fields).
-    """
+    """``value`` pruned by a structural schema (root ``metadata`` left alone), and the pruned paths (``a.b[0].c``)."""
     pruned: list[str] = []
 
     def walk(node: Any, node_schema: Any, where: str) -> Any:

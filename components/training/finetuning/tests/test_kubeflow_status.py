@@ -1,8 +1,7 @@
 """Rank 0 reports progress to Kubeflow Trainer's status endpoint (``TrainJobRuntimeStatus``), as the SDK does.
 
-A loopback HTTPS server with a test CA plays the controller's endpoint: it checks the bearer token and records each
-JSON body. The Kubeflow SDK's own ``update_trainjob_status`` is sent to it too, so the payloads are compared with
-what upstream really sends.
+A loopback HTTPS server plays the controller's endpoint; the Kubeflow SDK's own ``update_trainjob_status`` is sent to
+it too, so the payloads are compared with what upstream sends.
 """
 
 from __future__ import annotations

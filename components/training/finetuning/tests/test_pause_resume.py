@@ -1,7 +1,6 @@
 """Pause and resume: a user suspends the running job mid-follow (the dashboard's Pause), then resumes it.
 
-Against kmock's Kubernetes API on 127.0.0.1, for a TrainJob and a PyTorchJob, on a fake clock whose ``sleep`` plays
-the cluster's (and the user's) part, so a pause of minutes takes milliseconds.
+On kmock, for a TrainJob and a PyTorchJob, on a fake clock whose ``sleep`` plays the cluster's and the user's part.
 """
 
 import dataclasses

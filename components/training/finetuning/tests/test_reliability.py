@@ -1,5 +1,4 @@
-"""The job does not need its launcher: a second launcher never wipes a live job's files, the job is owned by the run
-(same namespace only), and a full or unwritable output disk ends the step in one line with nothing half-written.
+"""The job does not need its launcher; the run owns it; a full or unwritable output disk ends the step in one line.
 
 The full disk is a real 1 MiB tmpfs where mounting is permitted, else ``ENOSPC`` raised by ``shutil.copy2``.
 """
