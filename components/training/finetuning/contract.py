@@ -14,24 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from components.training.finetuning.pod.hub_settings import (  # noqa: F401 - what Training Hub's backends take
-    ALWAYS_ON_SETTINGS,
-    UNSUPPORTED_SETTINGS,
     ignored_settings,
     settings_not_supported,
     unsupported_settings,
 )
 from components.training.finetuning.pod.inputs import count_chat_rows, load_chat_rows, resolve_base_model  # noqa: F401
 from components.training.finetuning.pod.metrics import (  # noqa: F401 - the pod's records, read by the launcher
-    GRPO_RESULTS_FILE,
     LOCAL_METRICS_FILE,
     TRAINING_HUB_METRICS_FILES,
     JsonlTail,
-    StepRecord,
     normalize_records,
     read_metrics,
     read_reward_history,
 )
-from components.training.finetuning.pod.trainer_status import ProgressStatus  # noqa: F401 - the progress record
 
 #: The version written into, and required of, every ``run_config.json``; raise it when a field changes.
 RUN_CONFIG_VERSION = 3

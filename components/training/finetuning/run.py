@@ -14,7 +14,7 @@ from components._common.artifacts import find_artifact_file
 from components._common.files import write_text_atomically
 from components._common.masking import masked
 from components.training.finetuning import tracking, transformers_backend
-from components.training.finetuning.cluster.state import CLEANUP_POLICIES
+from components.training.finetuning.cluster.state import Deadlines, JobPolicy
 from components.training.finetuning.config import (
     CLUSTER_LAUNCHERS,
     LAUNCHERS,
@@ -69,18 +69,12 @@ def validate_request(request: TrainModelRequest, has_eval_data: bool) -> Trainin
         raise TrainingConfigError(
             f"train_model parameter training_launcher={launcher!r}: must be one of {', '.join(LAUNCHERS)}"
         )
-    if request.job.cleanup_policy not in CLEANUP_POLICIES:
-        raise TrainingConfigError(
-            f"train_model parameter training_cleanup_policy={request.job.cleanup_policy!r}: must be one of "
-            f"{', '.join(CLEANUP_POLICIES)}"
-        )
-    for name, value in (
-        ("training_start_timeout_seconds", request.job.start_timeout_seconds),
-        ("training_timeout_seconds", request.job.timeout_seconds),
-        ("training_api_outage_tolerance_seconds", request.job.api_outage_tolerance_seconds),
-    ):
-        if value < 0:
-            raise TrainingConfigError(f"train_model parameter {name}={value!r}: must be >= 0")
+    job = request.job
+    try:  # the cluster runner's own checks, named as the component's parameters
+        Deadlines(job.start_timeout_seconds, job.timeout_seconds, job.api_outage_tolerance_seconds, False)
+        JobPolicy(job.cleanup_policy, job.delete_on_success)
+    except ValueError as error:
+        raise TrainingConfigError(f"train_model parameter training_{error}") from None
     try:
         progress.check_settings(request.progress.metrics_port, request.progress.poll_interval_seconds)
     except ValueError as error:
