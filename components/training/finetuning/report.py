@@ -69,15 +69,6 @@ ALGORITHM_ONLY_SETTINGS = {
 }
 
 
-def algorithm_settings(hyperparameters: dict[str, Any], algorithm: str) -> dict[str, Any]:
-    """The hyper-parameters that apply to ``algorithm`` (another algorithm's knobs left out)."""
-    return {
-        name: value
-        for name, value in hyperparameters.items()
-        if ALGORITHM_ONLY_SETTINGS.get(name, algorithm) == algorithm
-    }
-
-
 def render_report(
     records: list[dict[str, Any]],
     summary: dict[str, float],
@@ -86,6 +77,8 @@ def render_report(
 ) -> str:
     """The report as one self-contained HTML page (``run_facts`` needs ``algorithm`` and ``base_model``)."""
     title = f"{run_facts['algorithm']} of {run_facts['base_model']}"
+    algorithm = str(run_facts["algorithm"]).lower()  # another algorithm's knobs are left out
+    settings = {k: v for k, v in hyperparameters.items() if ALGORITHM_ONLY_SETTINGS.get(k, algorithm) == algorithm}
     image = base64.b64encode(loss_curve_png(records, title=f"Loss: {title}")).decode("ascii")
     style = (
         "body{font-family:sans-serif;margin:2em}th{text-align:left;padding-right:1em}"
@@ -98,6 +91,6 @@ def render_report(
         f"<h2>Run</h2>{_table(run_facts)}"
         f"<h2>Loss curve</h2><img alt='loss curve' src='data:image/png;base64,{image}'>"
         f"<h2>Summary</h2>{_table({key: f'{value:.6g}' for key, value in summary.items()})}"
-        f"<h2>Hyper-parameters</h2>{_table(algorithm_settings(hyperparameters, str(run_facts['algorithm']).lower()))}"
+        f"<h2>Hyper-parameters</h2>{_table(settings)}"
         "</body></html>\n"
     )

@@ -181,7 +181,11 @@ def run_train_model(
     facts = dataset_facts(train_dataset)
     try:
         with start_tracking(plan, log) as tracker:
-            tracker.log_params(tracking_params(plan, facts))
+            job = request.job
+            tracker.log_params(
+                {**config.hyperparameters(), "base_model": config.base_model, "backend": plan.launcher}
+                | {"num_nodes": job.num_nodes, "gpus_per_node": job.gpus_per_node, **facts}
+            )
             if plan.launcher == "local":
                 from components.training.finetuning.local.trainer import train_plan  # needs torch: imported here
 
@@ -212,19 +216,6 @@ def start_tracking(plan: RunPlan, log: Any) -> tracking.MlflowLogger:
         tags={"kfp_finetune.kfp_run_id": plan.run_id, "kfp_finetune.task_name": plan.task_name},
         log=log,
     )
-
-
-def tracking_params(plan: RunPlan, facts: Mapping[str, str]) -> dict[str, Any]:
-    """The MLflow parameters of a run: hyper-parameters, base model, algorithm, launcher and dataset."""
-    config = plan.config
-    return {
-        **config.hyperparameters(),
-        "base_model": config.base_model,
-        "backend": plan.launcher,
-        "num_nodes": plan.request.job.num_nodes,
-        "gpus_per_node": plan.request.job.gpus_per_node,
-        **facts,
-    }
 
 
 def count_reward_rows(path: Path, label: str) -> int:
