@@ -14,7 +14,7 @@ from components.training.finetuning.cluster.state import MetricsSource
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.tests.cluster_doubles import IMAGE, NS, spec
+from components.training.finetuning.tests.cluster_doubles import IMAGE, NS, pytorchjob_kind, spec, trainjob_kind
 from components.training.finetuning.tests.cluster_doubles import poll as _poll
 from components.training.finetuning.tests.cluster_doubles import proxied_client as _proxied_client
 from components.training.finetuning.tests.cluster_doubles import upstream as _upstream
@@ -209,33 +209,19 @@ def test_queue_name_labels_valid_manifests_of_both_kinds():
 
 @pytest.mark.parametrize("kind", ["trainjob", "pytorchjob"])
 def test_reattaching_to_a_queued_job_leaves_admission_to_kueue(kube_api, kind):
-    queued = build_trainjob(_spec(queue_name="team-queue")) if kind == "trainjob" else None
-    queued = queued or build_pytorchjob(_spec(queue_name="team-queue"))
-    plural = queued["kind"].lower() + "s"
-    group, version = queued["apiVersion"].split("/")
-    suspended = json.loads(json.dumps(queued))
-    if kind == "trainjob":
-        kube_api.create_runtime("training-hub")
-        suspended["spec"]["suspend"] = True
-        kube_api.create_trainjob(suspended)
-        pod = make_pod(NS, NAME)
-    else:
-        suspended["spec"]["runPolicy"]["suspend"] = True
-        kube_api.create_pytorchjob(suspended)
-        pod = make_pytorchjob_pod(NS, NAME)
-
-    def admit():  # Kueue admits the job at t=100: it unsuspends it; the pods start at t=110
-        body = {"spec": {"suspend": False}} if kind == "trainjob" else {"spec": {"runPolicy": {"suspend": False}}}
-        kube_api.custom.patch_namespaced_custom_object(group, version, NS, plural, NAME, body)
-
-    def complete():
-        done = {"conditions": [{"type": "Complete" if kind == "trainjob" else "Succeeded", "status": "True"}]}
-        kube_api.custom.patch_namespaced_custom_object_status(group, version, NS, plural, NAME, {"status": done})
-
-    steps = {100: admit, 110: lambda: kube_api.put_pod(pod), 130: complete}
+    build, job_kind = (build_trainjob, trainjob_kind) if kind == "trainjob" else (build_pytorchjob, pytorchjob_kind)
+    job = job_kind(build(_spec(queue_name="team-queue")))
+    kube_api.create_runtime("training-hub")
+    job.create(kube_api, job.suspended_manifest())
+    # Kueue admits the job at t=100: it unsuspends it; the pods start at t=110.
+    steps = {
+        100: lambda: job.patch(kube_api, job.suspend_body(False)),
+        110: lambda: kube_api.put_pod(job.pod()),
+        130: lambda: job.complete(kube_api),
+    }
     clock = FakeClock(lambda now: steps.pop(now)() if now in steps else None)
     log = Log()
-    result = _poll(kube_api, queued, clock, log, start_timeout_seconds=60)  # queued 100 s > start timeout: fine
+    result = _poll(kube_api, job.manifest, clock, log, start_timeout_seconds=60)  # queued 100 s > start timeout: fine
     assert result.reattached
     assert not [r for r in kube_api.requests if r.verb == "patch"]  # never spec.suspend=false from this code
     text = log.text()
