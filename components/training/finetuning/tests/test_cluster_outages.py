@@ -14,17 +14,16 @@ from components.training.finetuning.cluster.api import UNTIL_DEADLINE
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobFailed
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import NS, spec
 from components.training.finetuning.tests.cluster_doubles import proxied_client as _client
 from components.training.finetuning.tests.cluster_doubles import upstream as _upstream
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod, make_pytorchjob_pod
-from tests.harness.requests import job_spec, run_job
+from tests.harness.requests import run_job
 from tests.harness.tcp_proxy import tcp_proxy
 
-NS = "team-a"
-SPEC = dict(run_id="5b0e7c1a-outage", task_name="train-model", namespace=NS, command=["python", "-m", "train"])
-PYTORCHJOB = build_pytorchjob(job_spec(**SPEC, image="quay.io/example/trainer:1"))
-TRAINJOB = build_trainjob(job_spec(**SPEC))
+PYTORCHJOB = build_pytorchjob(spec(image="quay.io/example/trainer:1"))
+TRAINJOB = build_trainjob(spec())
 NAME = PYTORCHJOB["metadata"]["name"]
 assert TRAINJOB["metadata"]["name"] == NAME
 OUTAGES = [30, 60, 90, 300]

@@ -18,24 +18,14 @@ from components.training.finetuning.cluster.lifecycle import clean_up
 from components.training.finetuning.cluster.state import JobState
 from components.training.finetuning.manifests.names import RUN_ID_LABEL
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.tests.cluster_doubles import poll
+from components.training.finetuning.tests.cluster_doubles import NS, poll, spec
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import condition, make_pod
-from tests.harness.requests import job_settings, job_spec, run_job
+from tests.harness.requests import job_settings, run_job
 
-NS = "team-a"
-RUN_ID = "0c6a3e1e-57a4-4a8c-b1a7-4d1f6f0e9b21"
 OTHER_RUN_ID = "7f1d2c3b-0000-4a8c-b1a7-4d1f6f0e9b99"
 FAST = RetryPolicy(attempts=UNTIL_DEADLINE, initial_delay_s=0.05, max_delay_s=0.2, jitter=0.0)
-TRAINJOB = build_trainjob(
-    job_spec(
-        run_id=RUN_ID,
-        task_name="train-model",
-        namespace=NS,
-        command=["python", "-m", "train"],
-        image="quay.io/example/trainer:1",
-    )
-)
+TRAINJOB = build_trainjob(spec(image="quay.io/example/trainer:1"))
 NAME = TRAINJOB["metadata"]["name"]
 
 

@@ -13,25 +13,19 @@ from components.training.finetuning.cluster.progress import TRAINER_STATUS_ANNOT
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.tests.cluster_doubles import (
+    NS,
     Kind,
     at,
     poll,
     pytorchjob_kind,
+    spec,
     trainjob_kind,
     workspace_task_config,
 )
 from tests.harness.follow_doubles import FakeClock
 from tests.harness.kube import condition
-from tests.harness.requests import job_spec
 
-NS = "team-a"
-SPEC = job_spec(
-    run_id="run-18",
-    task_name="train-model",
-    namespace=NS,
-    command=["python", "entrypoint.py"],
-    image="quay.io/example/trainer:1",
-)
+SPEC = spec(image="quay.io/example/trainer:1")
 KINDS = {"trainjob": trainjob_kind(build_trainjob(SPEC)), "pytorchjob": pytorchjob_kind(build_pytorchjob(SPEC))}
 NAME = KINDS["trainjob"].manifest["metadata"]["name"]
 
