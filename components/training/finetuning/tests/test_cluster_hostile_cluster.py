@@ -13,27 +13,16 @@ import pytest
 from components.training.finetuning.cluster.api import Api
 from components.training.finetuning.cluster.discovery import discover_trainjob_api
 from components.training.finetuning.cluster.errors import JobApiError, JobCancelled, JobIncomplete
-from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES
+from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TRAINER_2_3
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests.cluster_doubles import GPU_TOLERATION, NS, WORKSPACE_VOLUME, spec
 from components.training.finetuning.tests.test_trainjob_api_cluster import _pod_patch, _train
 from tests.harness.kube import ODH_3_3
-from tests.harness.requests import job_spec, run_job
-
-NS = "team-a"
-WORKSPACE = {"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}
+from tests.harness.requests import run_job
 
 
-def _manifest(api=None):
-    spec = job_spec(
-        run_id="run-hostile",
-        task_name="train-model",
-        namespace=NS,
-        command=["python", "entrypoint.py"],
-        volumes=[WORKSPACE],
-        volume_mounts=[{"name": "workspace", "mountPath": "/kfp-workspace"}],
-        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-    )
-    return build_trainjob(spec, api) if api is not None else build_trainjob(spec)
+def _manifest(api=TRAINER_2_3):
+    return build_trainjob(spec(workspace=True, tolerations=[GPU_TOLERATION]), api)
 
 
 def _api(kube_api, attempts=3):
@@ -107,7 +96,7 @@ def test_a_server_that_ignores_strict_and_prunes_leaves_a_job_that_is_refused_an
 
 def _drop_workspace_volume(body):
     patch = _pod_patch(body["spec"])
-    patch["spec"]["volumes"] = [v for v in patch["spec"]["volumes"] if v["name"] != "workspace"]
+    patch["spec"]["volumes"] = [v for v in patch["spec"]["volumes"] if v != WORKSPACE_VOLUME]
     return body
 
 
@@ -127,7 +116,7 @@ def test_a_mutating_webhook_that_drops_the_workspace_volume_is_caught_and_the_cl
             cleanup_policy=policy,
             log=lambda line: None,
         )
-    assert "field(s) spec.runtimePatches[0]" in str(refused.value) and "[name=workspace]" in str(refused.value)
+    assert "field(s) spec.runtimePatches[0]" in str(refused.value) and "[name=kfp-workspace]" in str(refused.value)
     assert len(kube_api.objects("trainjobs")) == left
     if policy == "suspend":
         assert kube_api.objects("trainjobs")[0]["spec"]["suspend"] is True

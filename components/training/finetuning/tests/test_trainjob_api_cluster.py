@@ -19,30 +19,18 @@ from components.training.finetuning.manifests.api_generations import (
 )
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.run import run_train_model
+from components.training.finetuning.tests.cluster_doubles import GPU_TOLERATION, NS, spec
 from components.training.finetuning.tests.test_api_generations import empty_values
 from components.training.finetuning.tests.test_training_component import _artifacts, _play_the_cluster
 from tests.harness.follow_doubles import FakeClock, Log
 from tests.harness.kube import ODH_3_3, UPSTREAM_2_3, make_pod
-from tests.harness.requests import job_spec, run_job, train_model_request
+from tests.harness.requests import run_job, train_model_request
 
-NS = "team-a"
 RHOAI_3_3 = TrainJobApi(POD_TEMPLATE_OVERRIDES, active_deadline=False, trainer_status=False)
-WORKSPACE = {"name": "ws", "persistentVolumeClaim": {"claimName": "run-ws"}}
 
 
-def _spec(**overrides):
-    fields = dict(
-        run_id="run-33",
-        task_name="train-model",
-        namespace=NS,
-        command=["python", "entrypoint.py"],
-        volumes=[WORKSPACE],
-        volume_mounts=[{"name": "ws", "mountPath": "/kfp-workspace"}],
-        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        active_deadline_seconds=3600,
-    )
-    fields.update(overrides)
-    return job_spec(**fields)
+def _spec():
+    return spec(workspace=True, tolerations=[GPU_TOLERATION], active_deadline_seconds=3600)
 
 
 def _api(kube_api):
