@@ -10,17 +10,6 @@ TRAINJOBS = "trainer.kubeflow.org/v1alpha1/trainjobs"
 PYTORCHJOBS = "kubeflow.org/v1/pytorchjobs"
 
 
-def _serve(kube_api, resource):
-    kube_api.call(lambda: kube_api.emulator.resources.__setitem__(resource, {}))
-
-
-def _unserve(kube_api, resource):
-    def remove():
-        del kube_api.emulator.resources[resource]
-
-    kube_api.call(remove)
-
-
 def _select(kube_api, runtime_name="training-hub", runtime_kind="ClusterTrainingRuntime"):
     log = Log()
     launcher = select_launcher(kube_api.api_client, runtime_name, runtime_kind, NS, log=log, sleep=lambda s: None)
@@ -29,7 +18,7 @@ def _select(kube_api, runtime_name="training-hub", runtime_kind="ClusterTraining
 
 def test_trainer_with_the_runtime_wins_even_when_pytorchjobs_are_served(kube_api):
     kube_api.create_runtime("training-hub")
-    _serve(kube_api, PYTORCHJOBS)
+    kube_api.serve(PYTORCHJOBS)
     launcher, log = _select(kube_api)
     assert launcher == "trainjob"
     assert log == [
@@ -47,7 +36,7 @@ def test_namespaced_runtime_is_looked_up_in_the_namespace(kube_api):
     kube_api.create_runtime("team-runtime", kind="TrainingRuntime", namespace=NS)
     assert _select(kube_api, "team-runtime", "TrainingRuntime")[0] == "trainjob"
     kube_api.create_runtime("elsewhere", kind="TrainingRuntime", namespace="team-b")
-    _serve(kube_api, PYTORCHJOBS)
+    kube_api.serve(PYTORCHJOBS)
     launcher, log = _select(kube_api, "elsewhere", "TrainingRuntime")
     assert launcher == "pytorchjob"
     assert "TrainingRuntime 'elsewhere' is missing (available: team-runtime)" in log[0]
@@ -55,7 +44,7 @@ def test_namespaced_runtime_is_looked_up_in_the_namespace(kube_api):
 
 def test_missing_runtime_falls_back_to_pytorchjob_and_says_why(kube_api):
     kube_api.create_runtime("other-runtime")
-    _serve(kube_api, PYTORCHJOBS)
+    kube_api.serve(PYTORCHJOBS)
     launcher, log = _select(kube_api)
     assert launcher == "pytorchjob"
     assert log == [
@@ -66,8 +55,8 @@ def test_missing_runtime_falls_back_to_pytorchjob_and_says_why(kube_api):
 
 
 def test_training_operator_only_cluster_picks_pytorchjob(kube_api):
-    _unserve(kube_api, TRAINJOBS)
-    _serve(kube_api, PYTORCHJOBS)
+    kube_api.unserve(TRAINJOBS)
+    kube_api.serve(PYTORCHJOBS)
     launcher, log = _select(kube_api)
     assert launcher == "pytorchjob"
     assert "trainjobs.trainer.kubeflow.org/v1alpha1: not served" in log[0]
@@ -77,7 +66,7 @@ def test_training_operator_only_cluster_picks_pytorchjob(kube_api):
 
 def test_neither_launcher_fails_listing_what_was_found(kube_api):
     kube_api.create_runtime("other-runtime")
-    _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
+    kube_api.unserve(PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
     with pytest.raises(LauncherSelectionError) as error:
         _select(kube_api)
     message = str(error.value)
@@ -90,17 +79,17 @@ def test_neither_launcher_fails_listing_what_was_found(kube_api):
 
 
 def test_empty_cluster_fails_naming_both_resources(kube_api):
-    _unserve(kube_api, TRAINJOBS)
-    _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
+    kube_api.unserve(TRAINJOBS)
+    kube_api.unserve(PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
     with pytest.raises(LauncherSelectionError, match=r"trainjobs.*not served.*pytorchjobs.*not served"):
         _select(kube_api)
 
 
 def test_only_the_builders_version_counts(kube_api):
     """A cluster serving only another PyTorchJob version cannot take the v1 manifest the builder writes."""
-    _unserve(kube_api, TRAINJOBS)
-    _serve(kube_api, "kubeflow.org/v2/pytorchjobs")
-    _unserve(kube_api, PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
+    kube_api.unserve(TRAINJOBS)
+    kube_api.serve("kubeflow.org/v2/pytorchjobs")
+    kube_api.unserve(PYTORCHJOBS)  # the harness declares it; this cluster has no Training Operator
     with pytest.raises(LauncherSelectionError, match=r"pytorchjobs.kubeflow.org/v1: not served \(group versions .*v2"):
         _select(kube_api)
 

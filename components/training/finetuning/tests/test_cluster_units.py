@@ -187,18 +187,13 @@ def test_the_pods_and_logs_hint_names_the_container_the_pods_run():
     from components.training.finetuning.manifests.api_generations import POD_TEMPLATE_OVERRIDES, TRAINER_2_3, assumed
     from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
     from components.training.finetuning.manifests.trainjob import build_trainjob
-    from tests.harness.requests import job_spec
+    from components.training.finetuning.tests.cluster_doubles import spec
 
-    mounts = dict(
-        volumes=[{"name": "ws", "persistentVolumeClaim": {"claimName": "c"}}],
-        volume_mounts=[{"name": "ws", "mountPath": "/ws"}],
-    )
-    fields = dict(run_id="run-1", task_name="train-model", namespace="team", command=["python", "x.py"], **mounts)
     prefix = "Pods: oc get pods -n team -l training.kubeflow.org/job-name="
     for api in (TRAINER_2_3, assumed(POD_TEMPLATE_OVERRIDES, "RHOAI 3.3")):
-        trainjob = build_trainjob(job_spec(**fields), api)
+        trainjob = build_trainjob(spec(workspace=True), api)
         hint = pods_and_logs_hint(trainjob, "team")
         assert hint == f"{prefix}{trainjob['metadata']['name']}; logs: oc logs <pod-name> -n team -c node", hint
-    pytorchjob = build_pytorchjob(job_spec(**fields, image="quay.io/x/trainer:1"))
+    pytorchjob = build_pytorchjob(spec(workspace=True, image="quay.io/x/trainer:1"))
     hint = pods_and_logs_hint(pytorchjob, "team")
     assert hint == f"{prefix}{pytorchjob['metadata']['name']}; logs: oc logs <pod-name> -n team -c pytorch", hint
