@@ -20,6 +20,13 @@ WORKSPACE_VOLUME, WORKSPACE_MOUNT = doubles.WORKSPACE_VOLUME, doubles.WORKSPACE_
 _spec = doubles.spec
 
 
+def _runtime_patches(template):
+    """``spec.runtimePatches`` as the builder writes it around the ``node`` job's pod template."""
+    job = {"name": "node", "template": {"spec": {"template": template}}}
+    runtime = {"template": {"spec": {"replicatedJobs": [job]}}}
+    return [{"manager": "kfp-finetune.kubeflow.org/train-model", "trainingRuntimeSpec": runtime}]
+
+
 def test_minimal_job_is_exactly_this():
     manifest = build_trainjob(_spec())
     name = job_name(RUN_ID, "train-model")
@@ -56,29 +63,7 @@ def test_minimal_job_is_exactly_this():
                 "resourcesPerNode": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}},
             },
             # The pods carry the label the RHOAI guide's troubleshooting selects them by.
-            "runtimePatches": [
-                {
-                    "manager": "kfp-finetune.kubeflow.org/train-model",
-                    "trainingRuntimeSpec": {
-                        "template": {
-                            "spec": {
-                                "replicatedJobs": [
-                                    {
-                                        "name": "node",
-                                        "template": {
-                                            "spec": {
-                                                "template": {
-                                                    "metadata": {"labels": {"training.kubeflow.org/job-name": name}}
-                                                }
-                                            }
-                                        },
-                                    }
-                                ]
-                            }
-                        }
-                    },
-                }
-            ],
+            "runtimePatches": _runtime_patches({"metadata": {"labels": {"training.kubeflow.org/job-name": name}}}),
         },
     }
     validate_trainjob(manifest)
@@ -138,94 +123,37 @@ def test_multi_node_multi_gpu_osft_job_carries_every_setting_to_the_pods():
             },
         ],
     }
-    assert manifest["spec"]["runtimePatches"] == [
+    models = {"name": "models", "persistentVolumeClaim": {"claimName": "shared-models"}}
+    models_mount = {"name": "models", "mountPath": "/models", "readOnly": True}
+    assert manifest["spec"]["runtimePatches"] == _runtime_patches(
         {
-            "manager": "kfp-finetune.kubeflow.org/train-model",
-            "trainingRuntimeSpec": {
-                "template": {
-                    "spec": {
-                        "replicatedJobs": [
-                            {
-                                "name": "node",
-                                "template": {
-                                    "spec": {
-                                        "template": {
-                                            "metadata": {
-                                                "labels": {
-                                                    "team": "ml",
-                                                    "training.kubeflow.org/job-name": manifest["metadata"]["name"],
-                                                },
-                                                "annotations": {"sidecar.istio.io/inject": "false"},
-                                            },
-                                            "spec": {
-                                                "volumes": [
-                                                    WORKSPACE_VOLUME,
-                                                    {
-                                                        "name": "models",
-                                                        "persistentVolumeClaim": {"claimName": "shared-models"},
-                                                    },
-                                                ],
-                                                "containers": [
-                                                    {
-                                                        "name": "node",
-                                                        "volumeMounts": [
-                                                            WORKSPACE_MOUNT,
-                                                            {
-                                                                "name": "models",
-                                                                "mountPath": "/models",
-                                                                "readOnly": True,
-                                                            },
-                                                        ],
-                                                    }
-                                                ],
-                                                "tolerations": [GPU_TOLERATION],
-                                                "nodeSelector": {"nvidia.com/gpu.product": "H100"},
-                                                "affinity": spec.affinity,
-                                            },
-                                        }
-                                    }
-                                },
-                            }
-                        ]
-                    }
-                }
+            "metadata": {
+                "labels": {"team": "ml", "training.kubeflow.org/job-name": manifest["metadata"]["name"]},
+                "annotations": {"sidecar.istio.io/inject": "false"},
+            },
+            "spec": {
+                "volumes": [WORKSPACE_VOLUME, models],
+                "containers": [{"name": "node", "volumeMounts": [WORKSPACE_MOUNT, models_mount]}],
+                "tolerations": [GPU_TOLERATION],
+                "nodeSelector": {"nvidia.com/gpu.product": "H100"},
+                "affinity": spec.affinity,
             },
         }
-    ]
+    )
+
+
+DEDICATED = {"key": "dedicated", "value": "ml", "effect": "NoExecute", "operator": "Equal", "tolerationSeconds": 60}
 
 
 def test_tolerations_only_job_and_cpu_only_job_validate():
-    tolerated = build_trainjob(
-        _spec(
-            tolerations=[
-                GPU_TOLERATION,
-                {
-                    "key": "dedicated",
-                    "value": "ml",
-                    "effect": "NoExecute",
-                    "operator": "Equal",
-                    "tolerationSeconds": 60,
-                },
-            ]
-        )
-    )
+    tolerated = build_trainjob(_spec(tolerations=[GPU_TOLERATION, DEDICATED]))
     validate_trainjob(tolerated)
-    patch = tolerated["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
-    assert patch["template"]["spec"]["template"] == {
-        "metadata": {"labels": {"training.kubeflow.org/job-name": tolerated["metadata"]["name"]}},
-        "spec": {
-            "tolerations": [
-                GPU_TOLERATION,
-                {
-                    "key": "dedicated",
-                    "value": "ml",
-                    "effect": "NoExecute",
-                    "operator": "Equal",
-                    "tolerationSeconds": 60,
-                },
-            ]
-        },
-    }
+    assert tolerated["spec"]["runtimePatches"] == _runtime_patches(
+        {
+            "metadata": {"labels": {"training.kubeflow.org/job-name": tolerated["metadata"]["name"]}},
+            "spec": {"tolerations": [GPU_TOLERATION, DEDICATED]},
+        }
+    )
     cpu_only = build_trainjob(_spec(gpus_per_node=0, cpu_per_node="4", memory_per_node="8Gi"))
     validate_trainjob(cpu_only)
     assert cpu_only["spec"]["trainer"]["numProcPerNode"] == 1

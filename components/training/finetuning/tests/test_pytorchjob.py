@@ -23,6 +23,10 @@ def _spec(**overrides):
 def test_minimal_job_is_exactly_this():
     manifest = build_pytorchjob(_spec())
     validate_pytorchjob(manifest)
+    gpu = {"nvidia.com/gpu": "1"}
+    container = {"name": "pytorch", "image": IMAGE, "command": ["python", "-m", "train"], "ports": PORTS}
+    container["resources"] = {"requests": gpu, "limits": gpu}
+    pod = {"spec": {"containers": [container]}}
     assert manifest == {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -45,28 +49,7 @@ def test_minimal_job_is_exactly_this():
         },
         "spec": {
             "nprocPerNode": "1",
-            "pytorchReplicaSpecs": {
-                "Master": {
-                    "replicas": 1,
-                    "restartPolicy": "ExitCode",
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "pytorch",
-                                    "image": IMAGE,
-                                    "command": ["python", "-m", "train"],
-                                    "ports": PORTS,
-                                    "resources": {
-                                        "requests": {"nvidia.com/gpu": "1"},
-                                        "limits": {"nvidia.com/gpu": "1"},
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                }
-            },
+            "pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "ExitCode", "template": pod}},
             "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3},
         },
     }
