@@ -34,6 +34,14 @@ def poll(kube_api, manifest, clock, log, **overrides):
     return run_job(kube_api.api_client, manifest, **{**options, **overrides})
 
 
+def assert_untouched(kube_api, plural, manifest):
+    """The job is there as created; no request of this run wrote to it (or created anything else) after the create."""
+    (job,) = kube_api.objects(plural)
+    assert job["spec"] == manifest["spec"] and job["metadata"]["labels"] == manifest["metadata"]["labels"]
+    writes = [r for r in kube_api.requests if r.verb in ("delete", "patch", "create")]
+    assert [r for r in writes if (r.verb, r.plural) != ("create", plural)] == [], kube_api.requests_summary()
+
+
 def at(steps):
     """A fake-clock script: at each time (seconds) apply the cluster action once, in order."""
     done = set()

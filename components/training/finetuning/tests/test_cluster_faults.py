@@ -14,6 +14,7 @@ from components.training.finetuning.cluster.state import MetricsSource
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.spec import QUEUE_NAME_LABEL, JobSpecError
 from components.training.finetuning.manifests.trainjob import build_trainjob
+from components.training.finetuning.tests import cluster_doubles as doubles
 from components.training.finetuning.tests.cluster_doubles import IMAGE, NS, pytorchjob_kind, spec, trainjob_kind
 from components.training.finetuning.tests.cluster_doubles import poll as _poll
 from components.training.finetuning.tests.cluster_doubles import proxied_client as _proxied_client
@@ -91,16 +92,6 @@ def test_api_hanging_while_following_times_out_then_names_the_job_it_could_not_d
 
 
 # -- the launcher's trouble while following: the job is left running, untouched ----------------------------------
-def _untouched(kube_api, plural, manifest):
-    """The job is there, with the spec it was created with, and no request of this run wrote to it after the create."""
-    (job,) = kube_api.objects(plural)
-    assert job["spec"] == manifest["spec"]
-    writes = [
-        r for r in kube_api.requests if r.verb in ("delete", "patch") or (r.verb == "create" and r.plural != plural)
-    ]
-    assert writes == []
-
-
 def test_forbidden_pod_listing_while_pending_keeps_following_the_job(kube_api):
     # Pods are an optional read (a role without pods): one warning, and the job's own status is followed to its end.
     kube_api.create_runtime("training-hub")
@@ -111,7 +102,7 @@ def test_forbidden_pod_listing_while_pending_keeps_following_the_job(kube_api):
     result = _poll(kube_api, TRAINJOB, clock, log)
     assert result.name == NAME and clock.now == 40
     assert log.text().count("WARNING: listing pods of TrainJob") == 1
-    _untouched(kube_api, "trainjobs", TRAINJOB)
+    doubles.assert_untouched(kube_api, "trainjobs", TRAINJOB)
 
 
 def test_watch_errors_are_ridden_out_and_the_job_never_suspended(kube_api):
@@ -165,7 +156,7 @@ def test_an_unexpected_error_leaves_the_job_and_is_raised_with_a_note(kube_api):
     with pytest.raises(KeyError, match="a bug in the metrics reader") as error:
         _poll(kube_api, PYTORCHJOB, clock, Log(), metrics=MetricsSource(__file__, broken_normalizer))
     assert f"`kubectl get pytorchjob {NAME} -n {NS}`" in error.value.__notes__[0]
-    _untouched(kube_api, "pytorchjobs", PYTORCHJOB)
+    doubles.assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
 
 
 def test_a_failed_cleanup_never_masks_the_error_and_names_the_command(kube_api):
@@ -274,7 +265,7 @@ def test_an_api_answering_errors_to_everything_while_following_never_deletes_the
         assert f"`kubectl get pytorchjob {NAME} -n {NS}`" in message
         assert 20 + 600 - 33 <= clock.now <= 20 + 600 + 10
         assert 10 <= proxy.answered <= 40  # capped backoff: about one request per 30 s
-    _untouched(kube_api, "pytorchjobs", PYTORCHJOB)
+    doubles.assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
 
 
 def test_sigterm_while_the_api_hangs_still_ends_promptly_naming_the_job(kube_api):

@@ -14,7 +14,7 @@ from components.training.finetuning.cluster.api import UNTIL_DEADLINE
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobFailed
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.tests.cluster_doubles import NS, spec
+from components.training.finetuning.tests.cluster_doubles import NS, assert_untouched, spec
 from components.training.finetuning.tests.cluster_doubles import proxied_client as _client
 from components.training.finetuning.tests.cluster_doubles import upstream as _upstream
 from tests.harness.follow_doubles import FakeClock, Log
@@ -40,14 +40,6 @@ SETUP_READ_TIMEOUT = 5.0
 #: in 0.2 s on a loaded 2-core machine is no outage. (0.1 s, the 10 s default scaled, left the watches 0.2 s.)
 WATCH_WINDOW = 0.25
 SCALED_BACKOFF = RetryPolicy(attempts=UNTIL_DEADLINE, initial_delay_s=1 / SCALE, max_delay_s=30 / SCALE)
-
-
-def _assert_untouched(kube_api, plural, manifest):
-    """The job is there with the spec it was created with; nothing of this run wrote to it after the create."""
-    (job,) = kube_api.objects(plural)
-    assert job["spec"] == manifest["spec"]
-    assert job["metadata"]["labels"] == manifest["metadata"]["labels"]
-    assert not [r for r in kube_api.requests if r.verb in ("delete", "patch")], kube_api.requests_summary()
 
 
 def _assert_one_line_each(log, seconds=None):
@@ -107,7 +99,7 @@ def test_poll_mode_follows_through_an_outage_and_the_job_finishes(kube_api, mode
     assert "; retry " not in text  # no line per failed request
     waits = [wait for wait in clock.sleeps if wait != 10]
     assert waits and max(waits) <= 33  # capped exponential backoff with jitter between the polls' own waits
-    _assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
+    assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
 
 
 @pytest.mark.parametrize("seconds", OUTAGES)
@@ -160,7 +152,7 @@ def test_watch_mode_follows_through_an_outage_and_the_job_finishes(kube_api, mod
     # Each watch after the outage resumes from the last resourceVersion seen (none starts from scratch).
     after = watches()[outage_began[0] :]
     assert after and all(r.params.get("resourceVersion") == "1001" for r in after), [r.params for r in after]
-    _assert_untouched(kube_api, "trainjobs", TRAINJOB)
+    assert_untouched(kube_api, "trainjobs", TRAINJOB)
 
 
 def test_an_outage_past_the_tolerance_fails_the_step_without_touching_the_job(kube_api):
@@ -195,7 +187,7 @@ def test_an_outage_past_the_tolerance_fails_the_step_without_touching_the_job(ku
     assert f"`kubectl get pytorchjob {NAME} -n {NS}`" in message
     assert 30 + 300 - 33 <= clock.now <= 30 + 300
     assert "stopped by an error" not in log.text()  # no second note, no cleanup
-    _assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
+    assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
 
 
 def test_after_an_outage_an_expired_watch_is_relisted(kube_api):
@@ -231,7 +223,7 @@ def test_after_an_outage_an_expired_watch_is_relisted(kube_api):
     expired = max(i for i, line in enumerate(seen) if line.startswith("get pytorchjobs"))
     assert seen[expired - 1] == "watch pytorchjobs"  # the 410 watch, then the re-list (one GET of the job)
     _assert_one_line_each(log)
-    _assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
+    assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
 
 
 def test_a_watch_cut_to_a_sliver_by_the_start_deadline_is_no_outage(kube_api):
@@ -255,4 +247,4 @@ def test_a_watch_cut_to_a_sliver_by_the_start_deadline_is_no_outage(kube_api):
     assert failure.value.diagnosis.outcome == "StartTimeout", log.text()
     assert "unreachable" not in log.text()
     assert clock.sleeps[:2] == [10, 10] and clock.now <= 20.000001 + 1  # (a watch outlives its deadline by < 1 s)
-    _assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
+    assert_untouched(kube_api, "pytorchjobs", PYTORCHJOB)
