@@ -6,7 +6,6 @@ import pytest
 from components.training.finetuning.manifests.names import job_name
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob, pod_label_selector, pytorchjob_phase
 from components.training.finetuning.manifests.spec import JobSpecError, SecretEnvVar
-from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.tests import cluster_doubles as doubles
 from tests.harness.kube import condition
 
@@ -53,12 +52,6 @@ def test_minimal_job_is_exactly_this():
             "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3},
         },
     }
-
-
-def test_same_name_labels_and_annotations_as_the_trainjob_of_the_spec():
-    spec = _spec(runtime_name="ignored-here")
-    pytorchjob, trainjob = build_pytorchjob(spec), build_trainjob(spec)
-    assert pytorchjob["metadata"] == trainjob["metadata"]
 
 
 def test_multi_node_multi_gpu_job_carries_every_setting_to_master_and_workers():
