@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from components.training.finetuning.cluster.progress import progress_line, statu
 from components.training.finetuning.cluster.progress import trainer_status as cluster_status
 from components.training.finetuning.pod import progress_server, trainer_status
 from components.training.finetuning.tests.real_metrics_writers import write_metrics
+from tests.harness.http_server import LoopbackServer, QuietHandler
 from tests.harness.requests import pod_run_config
 from tests.harness.tls import write_self_signed_certificate
 
@@ -40,31 +39,22 @@ class StatusEndpoint:
     def __init__(self, directory: Path, status: int = 200) -> None:
         self.bodies: list[dict] = []
         self.rejected = 0
-        self.status = status
         certificate, key = write_self_signed_certificate(directory, "trainer-status")
         self.ca_file = str(certificate)
         endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers["Content-Length"]))
+                body = self.body()
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     endpoint.rejected += 1
-                    self.send_response(401)
-                else:
-                    endpoint.bodies.append(json.loads(body))
-                    self.send_response(endpoint.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                    return self.reply(401)
+                endpoint.bodies.append(json.loads(body))
+                self.reply(status)
 
-            def log_message(self, *args) -> None:
-                return
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(certificate, key)
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd = LoopbackServer(Handler, "trainer-status", tls=context)
         self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}/apis/trainer/v1/status"
 
     def env(self, token_file: Path) -> dict[str, str]:
@@ -76,8 +66,7 @@ class StatusEndpoint:
         }
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd.stop()
 
 
 @pytest.fixture
