@@ -42,29 +42,21 @@ def discover_trainjob_api(api: Api, deadline_seconds: float = DISCOVERY_TIMEOUT_
         )
         body = _read_body(response, deadline, api.clock)
     except ApiException as error:
-        status = status_of(error)
-        if status == 403:
-            why = f"OpenAPI v3 discovery ({OPENAPI_V3_PATH}) is forbidden to this identity (HTTP 403)"
-        elif status == 404:
-            why = f"OpenAPI v3 discovery does not publish {OPENAPI_V3_PATH} (HTTP 404)"
-        else:
-            why = f"OpenAPI v3 discovery failed: {api_message(error)}"
+        why = {
+            403: f"OpenAPI v3 discovery ({OPENAPI_V3_PATH}) is forbidden to this identity (HTTP 403)",
+            404: f"OpenAPI v3 discovery does not publish {OPENAPI_V3_PATH} (HTTP 404)",
+        }.get(status_of(error), f"OpenAPI v3 discovery failed: {api_message(error)}")
         return assumed(ASSUMED_GENERATION, why)
     except JobError as error:  # no answer through the retries, or not before the deadline
         return assumed(ASSUMED_GENERATION, f"OpenAPI v3 discovery failed: {error}")
     except (urllib3.exceptions.HTTPError, OSError) as error:  # the body broke off or stalled
         return assumed(ASSUMED_GENERATION, f"OpenAPI v3 discovery failed reading the answer: {describe(error)}")
-    document, why = parse_openapi_answer(body, _content_type(response))
+    document, why = parse_openapi_answer(body, response.headers.get("Content-Type") or "no Content-Type")
     served = served_trainjob_api(document) if document is not None else None
     if served is None:
         why = why or f"{OPENAPI_V3_PATH} has no TrainJob schema with spec.runtimePatches or spec.podTemplateOverrides"
         return assumed(ASSUMED_GENERATION, why)
     return served
-
-
-def _content_type(response: Any) -> str:
-    headers = getattr(response, "headers", None) or {}
-    return str(headers.get("Content-Type") or headers.get("content-type") or "no Content-Type")
 
 
 def _read_body(response: Any, deadline: Deadline, clock: Callable[[], float]) -> bytes:
