@@ -92,17 +92,6 @@ def test_api_hanging_while_following_times_out_then_names_the_job_it_could_not_d
 
 
 # -- the launcher's trouble while following: the job is left running, untouched ----------------------------------
-def test_forbidden_pod_listing_while_pending_keeps_following_the_job(kube_api):
-    # Pods are an optional read (a role without pods): one warning, and the job's own status is followed to its end.
-    kube_api.create_runtime("training-hub")
-    kube_api.fail("list", "pods", status=403, times=10_000)
-    done = {"conditions": [condition("Complete")]}
-    clock = FakeClock(lambda now: kube_api.set_trainjob_status(NS, NAME, done) if now == 40 else None)
-    log = Log()
-    result = _poll(kube_api, TRAINJOB, clock, log)
-    assert result.name == NAME and clock.now == 40
-    assert log.text().count("WARNING: listing pods of TrainJob") == 1
-    doubles.assert_untouched(kube_api, "trainjobs", TRAINJOB)
 
 
 def test_watch_errors_are_ridden_out_and_the_job_never_suspended(kube_api):

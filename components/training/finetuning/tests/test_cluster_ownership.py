@@ -187,6 +187,7 @@ def test_unreadable_pods_never_stop_following_a_pending_job(kube_api, status):
     assert result.name == NAME and clock.now == 30  # read on time: every poll, no outage backoff
     warnings = [line for line in log if "WARNING" in line]
     assert len(warnings) == 1 and f"HTTP {status}" in warnings[0] and "job's own status" in warnings[0]
+    assert warnings[0].startswith(f"[trainjob {NAME}] WARNING: listing pods of TrainJob")
     assert "unreachable" not in log.text()
     assert [name for name, _, _ in _jobs(kube_api)] == [NAME] and _writes(kube_api) == []
 
