@@ -14,7 +14,7 @@ from components.training.finetuning.cluster.api import UNTIL_DEADLINE
 from components.training.finetuning.cluster.errors import ApiOutageTooLong, JobFailed
 from components.training.finetuning.manifests.pytorchjob import build_pytorchjob
 from components.training.finetuning.manifests.trainjob import build_trainjob
-from components.training.finetuning.tests.cluster_doubles import NS, assert_untouched, spec
+from components.training.finetuning.tests.cluster_doubles import NS, assert_untouched, at, spec
 from components.training.finetuning.tests.cluster_doubles import proxied_client as _client
 from components.training.finetuning.tests.cluster_doubles import upstream as _upstream
 from tests.harness.follow_doubles import FakeClock, Log
@@ -62,24 +62,17 @@ def test_poll_mode_follows_through_an_outage_and_the_job_finishes(kube_api, mode
     running = {"conditions": [condition("Created"), condition("Running")]}
     log = Log()
     with tcp_proxy(_upstream(kube_api)) as proxy:
-        begins, ends, done = 40, 40 + seconds, 40 + seconds + 60
-        steps = {"running": False, "down": False, "up": False, "done": False}
-
-        def cluster(now):
-            if not steps["running"]:
-                steps["running"] = True
-                kube_api.set_pytorchjob_status(NS, NAME, running)
-            if now >= begins and not steps["down"]:
-                steps["down"] = True
-                proxy.set_mode(mode)
-            if now >= ends and not steps["up"]:
-                steps["up"] = True
-                proxy.set_mode("forward")
-            if now >= done and not steps["done"]:
-                steps["done"] = True
-                kube_api.set_pytorchjob_status(NS, NAME, {"conditions": [condition("Succeeded")]})
-
-        clock = FakeClock(cluster)
+        done = 40 + seconds + 60
+        clock = FakeClock(
+            at(
+                [
+                    (0, lambda: kube_api.set_pytorchjob_status(NS, NAME, running)),
+                    (40, lambda: proxy.set_mode(mode)),
+                    (40 + seconds, lambda: proxy.set_mode("forward")),
+                    (done, lambda: kube_api.set_pytorchjob_status(NS, NAME, {"conditions": [condition("Succeeded")]})),
+                ]
+            )
+        )
         result = run_job(
             _client(proxy),
             PYTORCHJOB,
