@@ -19,7 +19,7 @@ from components.training.finetuning.manifests.api_generations import (
 )
 from components.training.finetuning.manifests.trainjob import build_trainjob
 from components.training.finetuning.run import run_train_model
-from components.training.finetuning.tests.cluster_doubles import GPU_TOLERATION, NS, spec
+from components.training.finetuning.tests.cluster_doubles import GPU_TOLERATION, NS, at, spec
 from components.training.finetuning.tests.test_api_generations import empty_values
 from components.training.finetuning.tests.test_training_component import _artifacts, _play_the_cluster
 from tests.harness.follow_doubles import FakeClock, Log
@@ -103,14 +103,7 @@ def test_without_active_deadline_the_launcher_stops_a_timed_out_job_it_keeps(kub
     kube_api.create_runtime("training-hub")
     manifest = build_trainjob(_spec(), RHOAI_3_3)
     name = manifest["metadata"]["name"]
-    clock, log, done = FakeClock(), Log(), []
-
-    def script(now):
-        if now >= 10 and not done:
-            done.append(now)
-            kube_api.put_pod(make_pod(NS, name))
-
-    clock.script = script
+    clock, log = FakeClock(at([(10, lambda: kube_api.put_pod(make_pod(NS, name)))])), Log()
     with pytest.raises(Exception, match="timeout_seconds=95"):
         run_job(
             kube_api.api_client,
