@@ -1,9 +1,7 @@
 """Training progress for the OpenShift AI dashboard and Kubeflow Trainer, published by the rank-0 training pod.
 
-:class:`ProgressTracker` follows the metrics file (:mod:`.metrics`) into the progress record; :class:`ProgressServer`
-serves it over HTTP (the ODH controller polls it into the TrainJob's ``trainer.opendatahub.io/trainerStatus``
-annotation) and hands it to Kubeflow Trainer's status endpoint (:mod:`.trainer_status`). The percentage stays at
-most 99 until training has returned. A failure is logged once and training goes on. Standard library only.
+:class:`ProgressTracker` follows the metrics file into the progress record; :class:`ProgressServer` serves it over
+HTTP (polled by the ODH controller) and hands it to Kubeflow Trainer's status endpoint (:mod:`.trainer_status`).
 """
 
 from __future__ import annotations
@@ -43,9 +41,8 @@ _KEPT_LINES = 2000  # metrics lines kept in memory
 class ProgressTracker:
     """Follows the metrics JSONL under ``ckpt_dir`` incrementally and turns it into the progress record.
 
-    The step total is the run's ``max_steps``, else the backend's total or its steps per epoch times
-    ``total_epochs``; before the first step it is estimated from ``dataset_path``'s rows and ``effective_batch_size``.
-    ``clock`` is monotonic (the fallback ETA measures wall time between polls).
+    The step total is the run's ``max_steps``, else the backend's (or its steps per epoch x ``total_epochs``), else
+    ``dataset_path``'s rows / ``effective_batch_size`` x epochs.
     """
 
     def __init__(
@@ -102,7 +99,7 @@ class ProgressTracker:
         return None
 
     def _seconds_per_step(self, records: list[metrics_module.StepRecord]) -> float | None:
-        """From the logged times of recent steps, else the wall time between polls, else the first step's time."""
+        """From recent steps' logged times, else the wall time between polls, else the first step's time."""
         recent = [r for r in records[-_ETA_WINDOW:] if isinstance(r.get("time"), (int, float))]
         if len(recent) >= 2 and recent[-1]["step"] > recent[0]["step"]:
             return max(recent[-1]["time"] - recent[0]["time"], 0.0) / (recent[-1]["step"] - recent[0]["step"])
@@ -156,10 +153,8 @@ class ProgressTracker:
 class ProgressServer:
     """Publishes a :class:`ProgressTracker`'s record while training runs; never raises.
 
-    Serves it on every GET path from a daemon thread (``port``; None: no HTTP server; ``host`` ``""``: all
-    interfaces, as the controller connects to the pod IP) and hands it to ``kubeflow``, a running
-    :class:`~.trainer_status.KubeflowStatusReporter`; :meth:`stop` publishes the final record to both and to the
-    termination log.
+    Serves it on every GET path (``port`` None: no server; ``host`` ``""``: all interfaces) and hands it to
+    ``kubeflow``; :meth:`stop` publishes the final record to both and to the termination log.
     """
 
     def __init__(
@@ -253,9 +248,7 @@ def _rows(path: str) -> int:
 def start_for_run(
     run_config: Any, node_rank: int, log: Callable[[str], None] = print, env: Mapping[str, str] | None = None
 ) -> ProgressServer | None:
-    """Starts progress publishing on node rank 0; never raises.
-
-    The progress server (run config ``progress``) and, where the pod has Kubeflow Trainer's variables, status updates.
+    """Starts the progress server and Kubeflow status updates (where enabled) on node rank 0; never raises.
 
     Returns:
         The started :class:`ProgressServer`, or None (another node, nothing enabled, error).
