@@ -20,7 +20,6 @@ from typing import Any
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod import trainer_status as status_module
 
-TERMINATION_LOG = "/dev/termination-log"
 INIT_LINE = "[Kubeflow] Initializing Training Hub progression tracking"
 #: ``trainMetrics`` key -> the raw metric names (any backend) that fill it; the first one present wins.
 _TRAIN_METRIC_SOURCES = {
@@ -53,7 +52,6 @@ class ProgressTracker:
         effective_batch_size: int = 0,
         max_steps: int = 0,
         dataset_path: str | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir)
         self.path = self.ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES.get(algorithm, "")
@@ -62,7 +60,6 @@ class ProgressTracker:
         self.max_steps = max_steps
         self.dataset_path = dataset_path
         self.dataset_rows: int | None = None
-        self.clock = clock
         self.finished = False
         self._tail = metrics_module.JsonlTail()
         self._raw: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEPT_LINES)
@@ -119,7 +116,7 @@ class ProgressTracker:
             record = max(records, key=lambda r: r["step"]) if records else {}
             step = int(record.get("step") or 0)
             if record and (not self._seen or self._seen[-1][1] != step):
-                self._seen.append((self.clock(), step))
+                self._seen.append((time.monotonic(), step))
             total = self._total_steps(record)
             percentage, remaining = 0, None
             if self.finished:
@@ -153,8 +150,8 @@ class ProgressTracker:
 class ProgressServer:
     """Publishes a :class:`ProgressTracker`'s record while training runs; never raises.
 
-    Serves it on every GET path (``port`` None: no server; ``host`` ``""``: all interfaces) and hands it to
-    ``kubeflow``; :meth:`stop` publishes the final record to both and to the termination log.
+    Serves it on every GET path of every interface (``port`` None: no server) and hands it to ``kubeflow``;
+    :meth:`stop` publishes the final record to both and to the termination log.
     """
 
     def __init__(
@@ -162,12 +159,10 @@ class ProgressServer:
         tracker: ProgressTracker,
         port: int | None,
         log: Callable[[str], None] = print,
-        host: str = "",
         kubeflow: status_module.KubeflowStatusReporter | None = None,
     ) -> None:
         self.tracker = tracker
         self.port = port
-        self.host = host
         self.log = log
         self.kubeflow = kubeflow
         self.warned = False
@@ -211,7 +206,7 @@ class ProgressServer:
                 return
 
         try:
-            self.httpd = ThreadingHTTPServer((self.host, self.port), Handler)
+            self.httpd = ThreadingHTTPServer(("", self.port), Handler)
         except Exception as error:  # noqa: BLE001 - e.g. the port is taken
             self.warn_once(f"cannot serve on port {self.port}", error)
             return False
@@ -220,7 +215,7 @@ class ProgressServer:
         self.log(f"[Kubeflow] Progression tracking enabled: serving training progress on port {self.port}")
         return True
 
-    def stop(self, succeeded: bool, termination_log: str = TERMINATION_LOG) -> dict[str, Any]:
+    def stop(self, succeeded: bool, termination_log: str) -> dict[str, Any]:
         """Publishes the final record (100 % when ``succeeded``) everywhere, stops serving; returns the record."""
         try:
             self.last = dict(self.tracker.finish() if succeeded else self.tracker.status())

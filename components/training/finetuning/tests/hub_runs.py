@@ -96,7 +96,7 @@ def _stage(run_dir: Path, algorithm: str, model: Path, train: Path, mlflow: bool
     return json.loads(write_run_config(config, run_dir, train, train, None, 1, settings).read_text())
 
 
-def _run_pod(env: HubEnv, run_dir: Path) -> subprocess.CompletedProcess:
+def run_pod(env: HubEnv, run_dir: Path) -> subprocess.CompletedProcess:
     """The staged pod command, run with the release's Python as the runtime image would."""
     return subprocess.run(
         [str(env.python), str(run_dir / "entrypoint.py"), "--config", str(run_dir / RUN_CONFIG_FILE)],
@@ -190,7 +190,7 @@ class HubRuns:
         run_dir = self.root / env.version / algorithm
         config = _stage(run_dir, algorithm, self._model(env), self.train, self.mlflow_asked[env.version])
         with self.gate.slot():
-            return config, _run_pod(env, run_dir)
+            return config, run_pod(env, run_dir)
 
     def facts(self, version: str) -> dict[str, list[str]]:
         """What ``version``'s release takes (see :func:`_facts`)."""

@@ -228,7 +228,7 @@ def test_only_node_rank_zero_serves_and_a_disabled_run_serves_nothing(tmp_path, 
 def test_a_failing_training_publishes_its_last_progress_below_100(tmp_path):
     tracker = ProgressTracker(tmp_path, "lora", total_epochs=1)
     (tmp_path / "training_metrics.jsonl").write_text(json.dumps({"step": 2, "loss": 1.0, "max_steps": 4}) + "\n")
-    server = progress_server.ProgressServer(tracker, free_port(), log=lambda line: None, host="127.0.0.1")
+    server = progress_server.ProgressServer(tracker, free_port(), log=lambda line: None)
     assert server.start()
     log = tmp_path / "termination-log"
     log.write_text("")

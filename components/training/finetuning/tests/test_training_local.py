@@ -88,10 +88,15 @@ def test_seeded_runs_repeat_exactly_and_seed_matters(tiny_model_dir, demo_datase
     assert [r["loss"] for r in first.records] != [r["loss"] for r in other.records]
 
 
-def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_dir, demo_dataset_path, tmp_path):
-    rows = demo_dataset_path.read_text().splitlines()[:64]
+def _first_64_rows(demo_dataset_path, tmp_path):
+    """The demo's first 64 rows: 4 steps of 16 per epoch."""
     data = tmp_path / "train.jsonl"
-    data.write_text("\n".join(rows) + "\n")
+    data.write_text("\n".join(demo_dataset_path.read_text().splitlines()[:64]) + "\n")
+    return data
+
+
+def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_dir, demo_dataset_path, tmp_path):
+    data = _first_64_rows(demo_dataset_path, tmp_path)
     settings = {"num_epochs": 2, "checkpoint_at_epoch": True, "max_steps": 0}
     straight = local_trainer.train_locally(_config(tiny_model_dir, **settings), data, tmp_path / "straight", log=_quiet)
     # A run interrupted in epoch 2: epoch 0's checkpoint is complete, epoch 1's was never finished.
@@ -131,9 +136,7 @@ CHILD = textwrap.dedent(
 def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
     tiny_model_dir, demo_dataset_path, tmp_path
 ):
-    rows = demo_dataset_path.read_text().splitlines()[:64]
-    data = tmp_path / "train.jsonl"
-    data.write_text("\n".join(rows) + "\n")
+    data = _first_64_rows(demo_dataset_path, tmp_path)
     settings = {**FAST, "num_epochs": 2, "max_steps": 0, "checkpoint_interval_steps": 3}
     seen = []
     straight = local_trainer.train_locally(
