@@ -215,7 +215,7 @@ class ProgressServer:
         self.log(f"[Kubeflow] Progression tracking enabled: serving training progress on port {self.port}")
         return True
 
-    def stop(self, succeeded: bool, termination_log: str) -> dict[str, Any]:
+    def stop(self, succeeded: bool, termination_log: str = "") -> dict[str, Any]:
         """Publishes the final record (100 % when ``succeeded``) everywhere, stops serving; returns the record."""
         try:
             self.last = dict(self.tracker.finish() if succeeded else self.tracker.status())

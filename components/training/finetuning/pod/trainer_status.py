@@ -59,28 +59,26 @@ def kubeflow_payload(status: Mapping[str, Any]) -> dict[str, Any]:
     return {"trainerStatus": trainer}
 
 
-def _sdk_update() -> Callable[..., bool] | None:
-    try:
-        from kubeflow.trainer import update_trainjob_status
-    except Exception:  # noqa: BLE001 - no SDK in the image (or a broken one): the standard-library path
-        return None
-    return update_trainjob_status
-
-
 class KubeflowStatusReporter:
     """Sends progress to Kubeflow Trainer's status endpoint from rank 0; never raises (``use_sdk=False``: stdlib)."""
 
     def __init__(
         self,
         env: Mapping[str, str],
-        use_sdk: bool | None = None,
+        use_sdk: bool = True,
         clock: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] = print,
     ) -> None:
         self.url, self.ca_file, self.token_file = (
             env.get(name, "") for name in (SERVER_URL_ENV, CA_CERT_ENV, TOKEN_ENV)
         )
-        self.sdk = _sdk_update() if use_sdk is not False else None
+        self.sdk: Callable[..., bool] | None = None
+        try:
+            from kubeflow.trainer import update_trainjob_status
+
+            self.sdk = update_trainjob_status if use_sdk else None
+        except Exception:  # noqa: BLE001 - no SDK in the image (or a broken one): the standard-library path
+            pass
         self.clock = clock
         self.log = log
         self.warned = False
