@@ -341,8 +341,7 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
 
 
 def test_the_step_total_is_the_runs_own(tmp_path):
-    """Before a step: the file's rows / effective batch x epochs; then the backend's steps per epoch x the run's
-    epochs (the 2-epoch run writing 12 steps shows 12, not one epoch's 6); a step-limited run: its max_steps."""
+    """Rows / batch x epochs before a step, then the backend's steps per epoch x epochs; else max_steps."""
     data = tmp_path / "train.jsonl"
     data.write_text('{"messages": []}\n' * 40)
     tracker = ProgressTracker(tmp_path, "osft", total_epochs=2, effective_batch_size=8, dataset_path=str(data))

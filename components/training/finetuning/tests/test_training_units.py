@@ -270,8 +270,7 @@ def test_settings_training_hub_would_ignore_are_refused(algorithm, setting, mess
 
 
 def test_entrypoint_is_stdlib_only():
-    """The pods' code runs in the training image, which has none of this project's packages: each staged module
-    imports, at its top level, the standard library and the other staged modules only (by their real names)."""
+    """Each staged pod module imports at its top level only the standard library and the other staged modules."""
     import ast
     import importlib.util
     import sys
@@ -415,8 +414,7 @@ def test_final_checkpoint_is_the_one_with_most_samples(tmp_path):
 
 
 def test_sft_always_asks_for_epoch_checkpoints_since_instructlab_never_saves_last():
-    """instructlab-training's run_training builds the torchrun command without --save_last (checked in its source):
-    only epoch checkpoints (or save_samples) leave a model behind, so the pod always asks for them."""
+    """instructlab-training's torchrun command has no --save_last: only epoch checkpoints leave a model behind."""
     import inspect
 
     from instructlab.training import main_ds

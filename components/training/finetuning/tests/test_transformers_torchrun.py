@@ -188,11 +188,9 @@ def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, status_endp
 
 @pytest.mark.parametrize(("algorithm", "sharding"), [("osft", "FULL_SHARD"), ("sft", "HYBRID_SHARD")])
 def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_model_dir, demo_dataset_path, tmp_path):
-    """Two CPU nodes (DDP: accelerate shards on GPUs only) make the same steps as the in-process trainer.
+    """Two CPU nodes (DDP) make the same steps as the in-process trainer, each accumulating two one-sample batches.
 
-    OSFT's projections of a replicated model must not be summed over the ranks (mini-trainer's are; see
-    ..hf_trainer.osft). Four samples per step and a micro-batch budget of one sample: each rank accumulates two
-    micro-batches, and the loss is normalised by the label tokens of all four samples.
+    OSFT's projections of a replicated model must not be summed over the ranks (mini-trainer's are).
     """
     from components.training.finetuning.local.trainer import train_locally
 
