@@ -135,7 +135,8 @@ def _launch(tmp_path, config_path, algorithm, gate=None, **env):
     return subprocess.Popen(command, env=variables, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _get(port: int) -> dict | None:
+def get_progress(port: int) -> dict | None:
+    """The progress JSON the pod serves on ``port``, or None when nothing answers."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
             return json.loads(response.read())
@@ -158,7 +159,7 @@ def test_the_staged_entrypoint_serves_progress_that_follows_the_metrics_file(alg
             deadline = time.monotonic() + (180 if step == 1 else 20)
             status = None
             while time.monotonic() < deadline and process.poll() is None:
-                status = _get(port)
+                status = get_progress(port)
                 if status and status["currentStep"] == step:
                     break
                 time.sleep(0.02)
@@ -195,7 +196,7 @@ def test_the_staged_entrypoint_serves_progress_that_follows_the_metrics_file(alg
     assert call["kwargs"]["enable_jit_checkpoint"] is True
     assert call["kwargs"]["mlflow_tracking_uri"] == "http://mlflow.example:5000"
     assert (call["kwargs"]["mlflow_experiment_name"], call["kwargs"]["mlflow_run_name"]) == ("team-a", "tm-th")
-    assert _get(port) is None  # the server is gone with the process
+    assert get_progress(port) is None  # the server is gone with the process
 
 
 def test_a_taken_port_warns_once_and_training_goes_on(tmp_path, demo_dataset_path):
