@@ -183,7 +183,7 @@ def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
     return kept
 
 
-def prepare_trainer(trainer: Any) -> Any:
+def prepare_trainer(trainer: Any) -> None:
     """Removes the Trainer's own step printer (the lines are StepMetrics') and status reporter (rank 0's server's)."""
     from transformers import PrinterCallback
 
@@ -191,7 +191,6 @@ def prepare_trainer(trainer: Any) -> Any:
     for callback in list(trainer.callback_handler.callbacks):
         if type(callback).__name__ == "KubeflowCallback":  # added whenever the Trainer status endpoint is set
             trainer.remove_callback(callback)
-    return trainer
 
 
 def save_final(trainer: Any, algorithm: str, output_dir: Path) -> tuple[Path, Path | None]:

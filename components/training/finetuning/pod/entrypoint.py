@@ -68,8 +68,7 @@ def torchrun_kwargs(env: Mapping[str, str], nproc_per_node: int = 0) -> dict[str
     """
     kwargs: dict[str, Any] = {}
     for name, variable in (("nproc_per_node", "PET_NPROC_PER_NODE"), ("nnodes", "PET_NNODES")):
-        if env.get(variable):
-            value = env[variable]
+        if value := env.get(variable):
             kwargs[name] = int(value) if value.isdigit() else value
     for variable in ("PET_NODE_RANK", "RANK"):
         if env.get(variable):
