@@ -142,11 +142,8 @@ class _Gate:
 class HubRuns:
     """Each release's facts and pod runs (``ALGORITHMS``), started once, in the order the tests ask for them.
 
-    Args:
-        root: Where the runs are staged.
-        train: The train split every release trains on.
-        shared_model: The tiny model (a release with its own transformers gets one built by it).
-        mlflow_asked: Whether a release's runs ask for MLflow (where it lacks it: a note, not an error).
+    ``shared_model`` is the tiny model (a release with its own transformers builds its own); ``mlflow_asked``: per
+    release, whether its runs ask for MLflow.
     """
 
     def __init__(self, root: Path, train: Path, shared_model: Path, mlflow_asked: dict[str, bool]):
