@@ -115,18 +115,6 @@ def test_a_release_without_grpo_ends_the_pod_in_one_line(grpo_split, tiny_model_
     assert "grpo arrived in training-hub 0.9.2" in process.stderr
 
 
-def test_grpo_refuses_settings_training_hub_would_drop(tmp_path, grpo_split):
-    """A setting Training Hub's GRPO has no switch for (here DoRA, a lora_sft option) fails before any download."""
-    from components.training.finetuning.contract import load_run_config
-    from components.training.finetuning.pod.inputs import EntrypointError
-
-    split, _ = grpo_split
-    config = training_config(base_model="m", algorithm="lora_grpo", lora_use_dora=True)
-    path = write_run_config(config, tmp_path, split, None, None, 1, pod_settings(jit_checkpoint=False))
-    with pytest.raises(EntrypointError, match=r"lora_use_dora=True is not supported by training-hub lora_grpo"):
-        entrypoint.training_hub_call(load_run_config(path), {})
-
-
 def test_tool_call_rows_leave_the_reward_to_training_hub(tmp_path):
     """``reward_tool_call`` rows: no reward_fn, so Training Hub scores them with its own ``tool_call_reward``."""
     import json

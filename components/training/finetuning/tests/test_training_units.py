@@ -262,9 +262,11 @@ def test_every_user_parameter_reaches_the_algorithm(algorithm):
         ("lora", {"use_liger": True}, "use_liger=True is not supported by training-hub lora"),
         ("osft", {"fsdp_sharding_strategy": "NO_SHARD"}, "mini-trainer always shards fully"),
         ("osft", {"save_final_checkpoint": False}, "needs checkpoint_at_epoch=True"),
+        ("lora_grpo", {"lora_use_dora": True}, "lora_use_dora=True is not supported by training-hub lora_grpo"),
     ],
 )
 def test_settings_training_hub_would_ignore_are_refused(algorithm, setting, message):
+    """Refused before anything is read or downloaded (GRPO: DoRA is a lora_sft option)."""
     with pytest.raises(entrypoint.EntrypointError, match=re.escape(message)):
         entrypoint.training_hub_call(_run_config(algorithm, **setting), {})
 
