@@ -1,7 +1,6 @@
-"""GPU memory per GPU for a run, from Training Hub's own estimator, fed from the model's ``config.json`` only.
+"""GPU memory per GPU for a run, from Training Hub's own estimator, fed a meta-device model from ``config.json`` only.
 
-The estimator gets a meta-device model built from the configuration (no weight is read or downloaded) and writes
-nothing into its package; where torch, Training Hub or the config are missing, :class:`EstimateUnavailable` says why.
+No weight is read or downloaded and nothing is written into Training Hub's package.
 """
 
 from __future__ import annotations
@@ -23,11 +22,7 @@ class EstimateUnavailable(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class RunShape:
-    """What the estimate depends on: the ``train_model`` settings of those names, and the job's GPUs.
-
-    ``num_gpus`` counts the whole job's (FSDP shards over all); ``quantization`` is QLoRA's ``"4bit"``, ``"8bit"``
-    or ``""``.
-    """
+    """The ``train_model`` settings of those names, the whole job's GPUs and QLoRA's ``"4bit"``/``"8bit"``/``""``."""
 
     algorithm: str
     base_model: str
@@ -83,11 +78,10 @@ def _estimator_class(algorithm: str, quantization: str = ""):
         "osft": memory_estimator.OSFTEstimator,
         "lora": memory_estimator.QLoRAEstimator if quantization else memory_estimator.LoRAEstimator,
     }[algorithm]
-    # QLoRAEstimator keeps the frozen weights in 4 bits; 8-bit loading keeps them in 8.
     weight_bytes = {"4bit": None, "8bit": memory_estimator.FLOAT8_BYTES_N}.get(quantization)
 
     class FromConfig(base):
-        """The estimator with a meta-device model from ``config.json``, writing nothing into its package."""
+        """The estimator on a meta-device model from ``config.json``."""
 
         config_dir: Path
 
@@ -181,22 +175,18 @@ def verdict(shape: RunShape, result: Estimate, gpu_bytes: int, product: str) -> 
     return ("FAIL" if result.low > gpu_bytes else "WARN"), what, "try " + ", ".join(remedies)
 
 
-def presubmit_line(shape: RunShape, nodes: list[Mapping] | None) -> str:
-    """The training step's one line before it submits a job: the verdict, the bare estimate, or why it is skipped."""
+def presubmit_line(shape: RunShape) -> str:
+    """The training step's one line before it submits a job: the estimate, or why it is skipped."""
     try:
         result = estimate(shape, config_directory(shape.base_model))
     except EstimateUnavailable as error:
         return f"GPU memory estimate skipped: {error}"
     except Exception as error:  # noqa: BLE001 - an estimate must never stop a run
         return f"GPU memory estimate skipped: {type(error).__name__}: {error}"
-    advertised = node_gpu_memory(list(nodes or []))
-    if advertised is None:
-        return (
-            f"GPU memory: estimated {_gib(result.expected)} GiB per GPU ({_gib(result.low)}–{_gib(result.high)}); "
-            f"the nodes' GPU memory is not known here (`kfp-finetune doctor` compares it with their {GPU_MEMORY_LABEL})"
-        )
-    level, what, remedy = verdict(shape, result, *advertised)
-    return f"{level}: {what}" + (f" — {remedy}" if remedy else "")
+    return (
+        f"GPU memory: estimated {_gib(result.expected)} GiB per GPU ({_gib(result.low)}–{_gib(result.high)}); "
+        f"the nodes' GPU memory is not known here (`kfp-finetune doctor` compares it with their {GPU_MEMORY_LABEL})"
+    )
 
 
 def run_shape(config: Any, gpus_per_node: int, num_nodes: int, model_path: str | None = None) -> RunShape:

@@ -71,7 +71,7 @@ def log_memory_estimate(plan: RunPlan, model_path: str | None, log: Any) -> None
         log("GPU memory estimate skipped: no estimator in this image; `kfp-finetune doctor` gives it")
         return
     gpus, nodes = plan.request.job.gpus_per_node, plan.request.job.num_nodes
-    log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path), None))
+    log(memory_estimate.presubmit_line(memory_estimate.run_shape(plan.config, gpus, nodes, model_path)))
 
 
 def run_cluster_job(

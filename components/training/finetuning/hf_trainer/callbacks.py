@@ -75,8 +75,7 @@ class StepMetrics(TrainerCallback):
 class SaveSchedule(TrainerCallback):
     """Saves every ``interval`` steps (not at the last), with ``at_epoch`` at each epoch's end, and after a SIGTERM.
 
-    A SIGTERM on any rank (``flag``, :func:`.preemption.sigterm_flag`'s) makes every rank save and stop at the end of
-    the same step: one all-reduce per step agrees on it.
+    A SIGTERM on any rank (``flag``) makes every rank save and stop after the same step (one all-reduce per step).
     """
 
     def __init__(self, interval: int, at_epoch: bool, steps_per_epoch: int) -> None:

@@ -1,7 +1,7 @@
 """The trainer's data: checked chat rows as the dataset TRL's ``SFTTrainer`` tokenizes with assistant-only labels.
 
-A template TRL cannot mark (``{% generation %}``) is tokenized here, the assistant spans found by templating growing
-prefixes (``assistant_masks``); samples over ``max_seq_len`` tokens are dropped (the component README says why).
+A template TRL cannot mark is tokenized here (``assistant_masks`` by growing prefixes); samples over ``max_seq_len``
+tokens are dropped (the component README says why).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def chat_dataset(tokenizer: Any, rows: Iterable[dict[str, Any]], max_seq_len: in
     """The rows of at most ``max_seq_len`` tokens as a ``datasets.Dataset`` for ``SFTTrainer``, and the longest length.
 
     Raises:
-        LocalTrainingError: No sample is left (``label`` names the data).
+        LocalTrainingError: No sample is left.
     """
     from datasets import Dataset, disable_progress_bars
 

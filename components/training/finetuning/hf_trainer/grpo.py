@@ -1,8 +1,6 @@
 """GRPO on the project's trainer (the ``local`` launcher): TRL's ``GRPOTrainer`` with a verifiable reward.
 
-Rewards: :func:`..pod.rewards.compute_score` for ``reward_answer`` rows, Training Hub's ``tool_call_reward`` for
-``reward_tool_call`` rows. Writes :mod:`.training`'s ``metrics.jsonl``, ``final/`` and ``adapter/`` (``lora_grpo``),
-and ``rewards.json``: the mean reward of every step (the reward gate's history).
+Writes :mod:`.training`'s outputs and ``rewards.json``, the mean reward of every step (the reward gate's history).
 """
 
 from __future__ import annotations
@@ -43,11 +41,7 @@ def tool_call_reward(
 
 
 def tool_call_message(text: str) -> dict[str, Any]:
-    """A text completion as the assistant message Training Hub's ``tool_call_reward`` reads.
-
-    The first JSON object with a ``name`` becomes ``tool_calls`` (as vLLM's parser does in the cluster); anything
-    else stays plain content (reward 0).
-    """
+    """A completion as the message ``tool_call_reward`` reads: its first JSON object with a ``name`` as the call."""
     decoder = json.JSONDecoder()
     for start in (index for index, character in enumerate(text) if character == "{"):
         try:
@@ -61,7 +55,7 @@ def tool_call_message(text: str) -> dict[str, Any]:
 
 
 def _tool_prompt(row: dict[str, Any]) -> list[dict[str, str]]:
-    """A tool-call row's prompt with its tools in the system turn, worded as verl's data preparation words it."""
+    """A tool-call row's prompt with its tools in the system turn, worded as verl's data preparation does."""
     instruction = (
         "\n\nYou have access to the following tools. To call a tool, respond with a JSON object in this format: "
         '{"name": "tool_name", "arguments": {"arg1": "value1"}}\n\nTools:\n' + json.dumps(row["tools"], indent=2)

@@ -1,7 +1,4 @@
-"""Orthogonal Subspace Fine-Tuning (OSFT, arXiv:2504.07097): mini-trainer's implementation on ``transformers.Trainer``.
-
-Our own piece is the projection of a model replicated over DDP ranks, which mini-trainer gets wrong (README, "OSFT").
-"""
+"""OSFT (arXiv:2504.07097): mini-trainer's model on ``transformers.Trainer``, with our DDP projection (README)."""
 
 from __future__ import annotations
 
@@ -23,10 +20,9 @@ def load_osft_model(model_path: str, unfreeze_rank_ratio: float) -> Any:
 
 
 class ProjectionCallback(TrainerCallback):
-    """Projects the gradients before and the parameters after each optimizer step (wraps the Trainer's optimizer).
+    """Projects the gradients before and the parameters after each optimizer step.
 
-    One process or FSDP2 shards: mini-trainer's ``optim_wrapper``; a DDP-replicated model: :func:`_project_replicated`
-    (mini-trainer's sums the product over the ranks, counting it once per rank).
+    mini-trainer's ``optim_wrapper``, except for a DDP-replicated model (it sums the product over the ranks).
     """
 
     def __init__(self, replicated: bool) -> None:

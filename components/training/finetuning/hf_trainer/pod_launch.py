@@ -1,9 +1,8 @@
 """The ``transformers`` backend's pod command and its ``torchrun`` workers (staged as ``launch.py`` and ``worker.py``).
 
-``launch.py --config`` resolves the base model, then ``exec`` s torchrun (so the pod's SIGTERM reaches torchrun's agent
-and through it the workers, which checkpoint and exit); each worker (``--model-path`` given) is a rank of
-:func:`.training.train`. Rank 0 alone writes the metrics, checkpoints, final model, :data:`RESULT_FILE` and MLflow,
-and serves progress. The trainer's packages are imported by the workers only: the pod command checks them first.
+``launch.py --config`` resolves the base model, then ``exec`` s torchrun (so the pod's SIGTERM reaches the workers);
+each worker (``--model-path`` given) is a rank of :func:`.training.train`; rank 0 also writes :data:`RESULT_FILE`,
+logs to MLflow and serves progress.
 """
 
 from __future__ import annotations
@@ -40,11 +39,7 @@ def missing_trainer_packages(algorithm: str) -> list[str]:
 def torchrun_argv(
     nproc_per_node: int, env: Mapping[str, str], worker: Path, config_path: Path, model_path: str
 ) -> list[str]:
-    """This node's ``torchrun`` argv: a static rendezvous at the master address, no restarts (the controller's job).
-
-    Raises:
-        EntrypointError: A controller variable is malformed.
-    """
+    """This node's ``torchrun`` argv: a static rendezvous at the master address, no restarts (the controller's job)."""
     kwargs = entrypoint.torchrun_kwargs(env, nproc_per_node)
     argv = [sys.executable, "-m", "torch.distributed.run", "--max-restarts=0"]
     argv.append(f"--nnodes={kwargs.get('nnodes', 1)}")
@@ -98,7 +93,7 @@ def start_tracking(run_config: RunConfig, log: Callable[[str], None]) -> trackin
 
 
 def write_result(ckpt_dir: Path, result: Any, device: Any = None) -> Path:
-    """Writes :data:`RESULT_FILE` (rank 0; with the peak GPU memory of this rank on CUDA) and returns it."""
+    """Writes :data:`RESULT_FILE` (with this rank's peak GPU memory on CUDA) and returns it."""
     facts: dict[str, Any] = {
         "eval_loss": result.eval_loss,
         "base_eval_loss": result.base_eval_loss,

@@ -1,9 +1,6 @@
 """Preemption-safe checkpoints: a SIGTERM flag, checkpoints put in place whole, the newest complete one.
 
-A checkpoint saved elsewhere (the Trainer's ``checkpoint-<N>``) gets its marker last, then is renamed into place::
-
-    step_000000040/            one checkpoint, plus
-    step_000000040/done.json   the completion marker: {"step": 40, ...}, written last
+The Trainer's ``checkpoint-<N>`` gets its marker (``done.json``: ``{"step": N, ...}``), then becomes ``step_<N>``.
 """
 
 from __future__ import annotations
@@ -39,10 +36,7 @@ class SigtermFlag:
 
 @contextlib.contextmanager
 def sigterm_flag(log: Callable[[str], None] = print) -> Iterator[SigtermFlag]:
-    """Within the block, a SIGTERM sets ``flag.requested`` (logged once) instead of stopping the process.
-
-    The previous handler is restored after the block. Off the main thread: a warning, no handler.
-    """
+    """Within the block, a SIGTERM sets ``flag.requested`` (logged once); off the main thread: a warning, no handler."""
     flag = SigtermFlag(log=log)
     if threading.current_thread() is not threading.main_thread():
         log("WARNING: sigterm_flag outside the main thread: no SIGTERM handler installed (no save on preemption)")
@@ -86,12 +80,9 @@ def _complete_checkpoints(root: Path) -> list[Path]:
 
 
 def publish_checkpoint(source: Path, root: Path, step: int, info: Mapping[str, Any], keep_last: int = 2) -> Path:
-    """Puts the saved checkpoint ``source`` in place as ``root/step_<N>``: marker ``{"step": step, **info}`` first.
+    """Puts ``source`` in place as ``root/step_<N>`` (replacing one of that step), marker first; returns it.
 
-    An older checkpoint of the same step is replaced; the newest ``keep_last`` complete ones are kept (0 keeps all).
-
-    Returns:
-        The complete checkpoint directory.
+    The newest ``keep_last`` complete checkpoints are kept (0 keeps all).
     """
     temporary = Path(source) / f".{COMPLETE_MARKER}.tmp"
     temporary.write_text(json.dumps({**info, "step": step}, sort_keys=True), encoding="utf-8")

@@ -1,17 +1,13 @@
 """The trainer core: SFT, OSFT and LoRA with TRL's ``SFTTrainer`` (+ ``peft``, + mini-trainer's OSFT model).
 
-Used in-process by the ``local`` launcher and under ``torchrun`` by the ``transformers`` backend's pods. A step takes
-``effective_batch_size`` samples, split over the ranks, in micro-batches bounded by ``max_tokens_per_gpu``; its loss
-is normalised over all its label tokens. Rank 0 alone writes ``output_dir``::
+Used in-process by the ``local`` launcher and under ``torchrun`` by the ``transformers`` backend's pods. Rank 0 alone
+writes ``output_dir``::
 
       metrics.jsonl                      one record per optimizer step (see ..pod.metrics)
       checkpoints/step_<N>/              the Trainer's checkpoint after step N, put in place whole
       checkpoints/step_<N>/done.json     written last: {"step", "epoch", "offset", "elapsed"}
       final/                             the trained model + tokenizer (LoRA merged)
       adapter/                           LoRA only: the adapter alone
-
-A SIGTERM saves at the end of the running step and exits 143; ``resume`` continues from the newest complete
-checkpoint with the same steps and losses as an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -45,11 +41,7 @@ ADAPTER_ALGORITHMS = ("lora", "lora_grpo")
 
 @dataclasses.dataclass
 class TrainingResult:
-    """What a run produced.
-
-    The final model is LoRA-merged; ``records`` span the whole run (before a resume too); the held-out losses are
-    after training and, on a fresh start, of the base model (with eval data).
-    """
+    """What a run produced (``records``: the whole run's, before a resume too)."""
 
     final_model_dir: Path
     metrics_path: Path
@@ -79,10 +71,10 @@ def lora_config(config: TrainingConfig) -> Any:
 
 
 def quantization_config(config: TrainingConfig) -> Any:
-    """QLoRA's ``BitsAndBytesConfig`` (4 or 8 bits; ``None`` without); bitsandbytes quantises on CUDA only.
+    """QLoRA's ``BitsAndBytesConfig`` (4 or 8 bits; ``None`` without).
 
     Raises:
-        LocalTrainingError: No CUDA device (one line: what to do instead).
+        LocalTrainingError: No CUDA device: bitsandbytes quantises on CUDA only.
     """
     if not (config.algorithm == "lora" and (config.lora_load_in_4bit or config.lora_load_in_8bit)):
         return None
@@ -107,10 +99,7 @@ def quantization_config(config: TrainingConfig) -> Any:
 
 
 def batch_shape(config: TrainingConfig, world_size: int, longest: int) -> tuple[int, int]:
-    """``(per-device micro-batch, gradient accumulation steps)`` for one step of ``effective_batch_size`` samples.
-
-    A micro-batch holds as many samples of the longest length as ``max_tokens_per_gpu`` allows, dividing the rank's
-    share of the step.
+    """``(per-device micro-batch, accumulation steps)``: the rank's share of a step in ``max_tokens_per_gpu`` chunks.
 
     Raises:
         LocalTrainingError: ``effective_batch_size`` does not split evenly over the ranks.
@@ -153,10 +142,7 @@ def _checkpointing(enabled: bool) -> dict[str, Any]:
 
 
 def _fsdp(config: TrainingConfig, world_size: int) -> dict[str, Any]:
-    """FSDP2 for full fine-tuning (SFT) over several GPUs, else nothing: DDP (LoRA, OSFT).
-
-    ``HYBRID_SHARD`` shards within a node and replicates across nodes.
-    """
+    """FSDP2 for SFT over several GPUs (``HYBRID_SHARD``: replicated across nodes), else nothing: DDP."""
     strategy = config.fsdp_sharding_strategy
     if world_size < 2 or config.algorithm != "sft" or strategy not in SHARDING_STRATEGIES:
         return {}
@@ -197,7 +183,7 @@ def _keep_records_up_to(metrics_path: Path, step: int) -> list[dict[str, Any]]:
     return kept
 
 
-def prepare_trainer(trainer: Any) -> Any:
+def prepare_trainer(trainer: Any) -> None:
     """Removes the Trainer's own step printer (the lines are StepMetrics') and status reporter (rank 0's server's)."""
     from transformers import PrinterCallback
 
@@ -205,7 +191,6 @@ def prepare_trainer(trainer: Any) -> Any:
     for callback in list(trainer.callback_handler.callbacks):
         if type(callback).__name__ == "KubeflowCallback":  # added whenever the Trainer status endpoint is set
             trainer.remove_callback(callback)
-    return trainer
 
 
 def save_final(trainer: Any, algorithm: str, output_dir: Path) -> tuple[Path, Path | None]:
@@ -244,17 +229,14 @@ def train(
 
     Args:
         config: The validated training configuration.
-        output_dir: Where metrics, checkpoints and the final model go (see module docstring); shared by the ranks.
+        output_dir: Where everything goes (see the module docstring); shared by the ranks.
         model_path: Local directory or HF id to load.
         train_rows: Checked chat rows (string contents).
-        eval_rows: Optional checked chat rows scored before (fresh start) and after training.
+        eval_rows: Checked chat rows scored before (fresh start) and after training.
         data_label: Names the training data in errors.
         log: Progress sink (rank 0 only).
-        on_step: Called on rank 0 with each step's metrics record once it is written (e.g. MLflow logging).
-        checkpoint_on_sigterm: Save a checkpoint on SIGTERM (the just-in-time checkpoint of a paused job).
-
-    Returns:
-        The run's outputs (the files and the records are rank 0's).
+        on_step: Called on rank 0 with each step's record once it is written (e.g. MLflow logging).
+        checkpoint_on_sigterm: Save a checkpoint on SIGTERM (a paused job's just-in-time checkpoint).
 
     Raises:
         SystemExit: Status 143 after a SIGTERM (the checkpoint is saved first).

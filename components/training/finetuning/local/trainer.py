@@ -1,7 +1,4 @@
-"""The ``local`` launcher: the trainer core (:mod:`..hf_trainer.training`) in this process, on CPU (or one device).
-
-It needs ``torch``, ``transformers`` and ``trl`` (+ ``peft`` for LoRA): the runtime image, or ``kfp.local``'s.
-"""
+"""The ``local`` launcher: the trainer core (:mod:`..hf_trainer.training`) in this process, on CPU (or one device)."""
 
 from __future__ import annotations
 
@@ -29,10 +26,7 @@ def train_locally(
     log: Callable[[str], None] = print,
     on_step: Callable[[dict[str, Any]], None] | None = None,
 ) -> training.TrainingResult:
-    """Fine-tunes ``model_path`` (default ``config.base_model``) on the chat JSONL ``train_data`` in this process.
-
-    A SIGTERM while training saves a checkpoint at the end of the running step and exits with status 143.
-    """
+    """Fine-tunes ``model_path`` (default ``config.base_model``) on the chat JSONL ``train_data`` in this process."""
     return training.train(
         config,
         Path(output_dir),
@@ -46,11 +40,7 @@ def train_locally(
 
 
 def train_plan(plan: RunPlan, on_step: Callable[[dict[str, Any]], None] | None = None, log: Any = print) -> LauncherRun:
-    """Runs a validated ``train_model`` plan with the ``local`` launcher into ``<run dir>/output``.
-
-    The base model is the one staged on the workspace (an ``oci://`` pull) or the resolved ``base_model``; GRPO runs
-    TRL's ``GRPOTrainer`` (:mod:`..hf_trainer.grpo`) on the checked reward rows.
-    """
+    """Runs a validated ``train_model`` plan with the ``local`` launcher into ``<run dir>/output``."""
     config = plan.config
     model_path, extra = stage_base_model(plan, log)
     if model_path is None:

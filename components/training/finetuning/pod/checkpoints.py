@@ -1,7 +1,4 @@
-"""Resumable checkpoints of Training Hub's backends: the newest complete one of each layout (:data:`LAYOUTS`).
-
-SFT's backend finds its own state; OSFT's is passed; ``lora_sft`` takes no resume argument. Standard library only.
-"""
+"""Resumable checkpoints of Training Hub's backends: the newest complete one of each layout (:data:`LAYOUTS`)."""
 
 from __future__ import annotations
 
@@ -43,10 +40,7 @@ def newest_complete_checkpoint(algorithm: str, ckpt_dir: Path) -> Path | None:
 
 
 def resume_kwargs(algorithm: str, ckpt_dir: Path, resume: bool) -> tuple[dict[str, Any], str]:
-    """``(keywords that resume algorithm from its newest complete checkpoint, one line saying so)``.
-
-    ``({}, "")`` without ``resume`` or a checkpoint.
-    """
+    """``(keywords resuming from the newest complete checkpoint, one line saying so)``; ``({}, "")`` without."""
     if not resume or algorithm not in LAYOUTS:  # GRPO: verl and ART resume from their own state in ckpt_dir
         return {}, ""
     checkpoint = newest_complete_checkpoint(algorithm, ckpt_dir)

@@ -1,8 +1,6 @@
 """Runs in every TrainJob pod: reads ``run_config.json`` and calls Training Hub's function for the algorithm.
 
-Standard library only (the training image has none of this project's code); rank 0 also publishes progress
-(:mod:`.progress_server`), and a resumed job continues from the newest complete checkpoint (:mod:`.checkpoints`).
-Usage: ``python entrypoint.py --config /workspace/.../run_config.json``.
+Standard library only (the training image has none of this project's code). Usage: ``entrypoint.py --config <path>``.
 """
 
 from __future__ import annotations
@@ -59,26 +57,18 @@ def _env_int(env: Mapping[str, str], variable: str) -> int:
 
 
 def torchrun_kwargs(env: Mapping[str, str], nproc_per_node: int = 0) -> dict[str, Any]:
-    """Training Hub's torchrun arguments from the variables the job controller injects.
+    """Training Hub's torchrun arguments (those whose variables are set) from what the job controller injects.
 
-    ``PET_*`` (Kubeflow Trainer, Training Operator v1.7+) first; else the Training Operator v1 variables:
-    ``node_rank`` = ``RANK``, ``nnodes`` = ``WORLD_SIZE`` / processes per node, ``rdzv_endpoint`` =
-    ``MASTER_ADDR:MASTER_PORT`` (port 23456, the operator's default, when unset).
-
-    Args:
-        env: The pod's environment.
-        nproc_per_node: Processes per node when ``PET_NPROC_PER_NODE`` is unset (0 = 1 process).
-
-    Returns:
-        ``nproc_per_node``, ``nnodes``, ``node_rank`` and ``rdzv_endpoint`` where the variables are set.
+    ``PET_*`` (Kubeflow Trainer, Training Operator v1.7+) first; else Training Operator v1's ``RANK``, ``WORLD_SIZE``
+    / processes per node (``nproc_per_node`` when ``PET_NPROC_PER_NODE`` is unset) and ``MASTER_ADDR:MASTER_PORT``
+    (port 23456, the operator's default, when unset).
 
     Raises:
         EntrypointError: A variable is not an integer, or ``WORLD_SIZE`` is not a multiple of the processes per node.
     """
     kwargs: dict[str, Any] = {}
     for name, variable in (("nproc_per_node", "PET_NPROC_PER_NODE"), ("nnodes", "PET_NNODES")):
-        if env.get(variable):
-            value = env[variable]
+        if value := env.get(variable):
             kwargs[name] = int(value) if value.isdigit() else value
     for variable in ("PET_NODE_RANK", "RANK"):
         if env.get(variable):
@@ -102,10 +92,7 @@ def torchrun_kwargs(env: Mapping[str, str], nproc_per_node: int = 0) -> dict[str
 
 
 def lora_variant_kwargs(hp: TrainingOptions) -> dict[str, Any]:
-    """``lora_sft``'s QLoRA, DoRA, rsLoRA and init keywords, each only when set (an older release need not take them).
-
-    training-hub 0.11.2's ``UnslothLoRABackend`` reads them from ``**kwargs`` (``algorithms/lora.py``).
-    """
+    """``lora_sft``'s QLoRA, DoRA, rsLoRA and init keywords, each only when set (older releases lack them)."""
     kwargs: dict[str, Any] = {}
     if hp.lora_use_dora:
         kwargs["use_dora"] = True
@@ -154,10 +141,9 @@ def _first_row_and_count(path: str) -> tuple[dict[str, Any], int]:
 
 
 def grpo_kwargs(run_config: RunConfig, model_path: str, env: Mapping[str, str]) -> dict[str, Any]:
-    """Training Hub ``grpo`` / ``lora_grpo`` keywords (training-hub 0.11.2, ``algorithms/lora_grpo.py``).
+    """Training Hub ``grpo`` / ``lora_grpo`` keywords; every row trains (``n_val=0``: the pipeline evaluates).
 
-    ``reward_answer`` rows get :func:`.rewards.compute_score`; ``reward_tool_call`` rows get none, so Training Hub
-    scores them with its ``tool_call_reward``. Every row trains; the eval split is the pipeline's (``n_val=0``).
+    ``reward_answer`` rows get :func:`.rewards.compute_score`; Training Hub scores ``reward_tool_call`` rows itself.
     """
     hp = run_config.hyperparameters
     first_row, rows = _first_row_and_count(run_config.data_path)
@@ -190,15 +176,9 @@ def grpo_kwargs(run_config: RunConfig, model_path: str, env: Mapping[str, str]) 
 def training_hub_call(
     run_config: RunConfig, env: Mapping[str, str], model_path: str = ""
 ) -> tuple[str, dict[str, Any]]:
-    """Maps a run config to the Training Hub function and its keyword arguments.
+    """``(Training Hub function name, kwargs)`` for a run config: every hyper-parameter that applies is in ``kwargs``.
 
-    Args:
-        run_config: The run config written by ``train_model``.
-        env: The pod environment (torchrun variables).
-        model_path: The resolved model location (default: the run config's ``model_path``, else ``base_model``).
-
-    Returns:
-        ``(function name, kwargs)``; every hyper-parameter that applies to the algorithm is in ``kwargs``.
+    ``model_path`` defaults to the run config's ``model_path``, else ``base_model``; ``env`` holds torchrun's variables.
 
     Raises:
         EntrypointError: Unknown algorithm, or a setting Training Hub would ignore.
@@ -285,14 +265,10 @@ def _training_hub_function(function_name: str, version: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Reads the config, resolves the model and runs Training Hub (the TrainJob command).
-
-    Prints the installed Training Hub stack first and passes only the keywords the installed version takes.
+    """Reads the config, resolves the model and runs the installed Training Hub with the keywords it takes.
 
     Returns:
-        0 when training returned; 1 when it failed on a pod without a GPU (after :func:`no_gpu_message`). Other
-        failures raise; an algorithm or setting the installed Training Hub lacks raises
-        :class:`.hub_compat.TrainingHubUnsupported` (one line).
+        0 when training returned; 1 when it failed on a pod without a GPU (after :func:`no_gpu_message`).
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, type=Path)

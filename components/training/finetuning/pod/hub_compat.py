@@ -1,8 +1,6 @@
 """What the Training Hub in the training image can do: its version, and the keywords each of its functions takes.
 
-RHOAI's runtimes carry different releases (3.3: 0.3.0 without ``lora_sft``; 3.5: 0.6.0; this project pins 0.11.2).
-An option the run can do without (:data:`OPTIONAL_KEYWORDS`) is left out with one note line; a missing algorithm or
-training setting ends the pod with one :class:`TrainingHubUnsupported` line. Standard library only at import.
+RHOAI 3.3 carries 0.3.0 (no ``lora_sft``), 3.5 0.6.0; this project pins 0.11.2. Standard library only at import.
 """
 
 from __future__ import annotations
@@ -28,8 +26,8 @@ _JIT = (
 _MLFLOW = ("MLflow tracking (the training run is not logged to MLflow)", "training-hub >= 0.6.0")
 _VALIDATION = "validation on the eval split during training (the pipeline's evaluation step still scores it)"
 
-#: Options the run does without when the installed Training Hub lacks them: keyword -> (what the run loses, the first
-#: release whose function takes it, read from the released wheels).
+#: Options the run does without (one note) where the installed Training Hub lacks them: keyword -> (what the run
+#: loses, the first release whose function takes it).
 OPTIONAL_KEYWORDS: dict[str, tuple[str, str]] = {
     "enable_jit_checkpoint": _JIT,
     "mlflow_tracking_uri": _MLFLOW,
@@ -41,7 +39,7 @@ OPTIONAL_KEYWORDS: dict[str, tuple[str, str]] = {
     "eval_data_path": (_VALIDATION, "training-hub >= 0.9.8"),  # lora_sft
 }
 
-#: The first Training Hub release with each function, read from the released wheels (0.3.0 has sft and osft only).
+#: The first Training Hub release with each function, read from the released wheels.
 FIRST_RELEASE_WITH_FUNCTION = {
     "sft": "0.1.0",
     "osft": "0.1.0",
@@ -126,10 +124,7 @@ def _backend_keywords(function_name: str) -> set[str] | None:
 
 
 def keywords_taken(function_name: str, function: Callable[..., Any]) -> set[str] | None:
-    """The keywords ``function`` takes: the ones it names, plus those its backend reads from ``**kwargs``.
-
-    instructlab-training's and mini-trainer's ``TrainingArgs`` silently drop any other key. None when unknown.
-    """
+    """The keywords ``function`` names plus those its backend reads from ``**kwargs`` (None when unknown)."""
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):
@@ -153,8 +148,7 @@ def select_keywords(
     """``kwargs`` less the optional keywords the installed ``function`` does not take (one note line each).
 
     Raises:
-        TrainingHubUnsupported: A training setting (not an option) is not taken: the run would fail with a
-            ``TypeError`` or silently train differently.
+        TrainingHubUnsupported: A training setting (not an option) is not taken.
     """
     taken = keywords_taken(function_name, function)
     if taken is None:

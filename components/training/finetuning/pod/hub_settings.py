@@ -1,7 +1,4 @@
-"""Which ``train_model`` settings Training Hub's backends take; the rest is refused (or, where left on, noted).
-
-Standard library only: staged with the pods' code; the launcher reads it through :mod:`..contract`.
-"""
+"""Which ``train_model`` settings Training Hub's backends take; the rest is refused (or, where left on, noted)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The run's inputs as the training pods (and the launcher) read them: the base model's location and the chat rows.
-
-Standard library only at import (``boto3`` / ``huggingface_hub`` are imported for ``s3://`` and Hub models only).
-"""
+"""The run's inputs as the training pods (and the launcher) read them: the base model's location and the chat rows."""
 
 from __future__ import annotations
 
@@ -20,9 +17,7 @@ class EntrypointError(ValueError):
 
 
 def load_chat_rows(path: Path, label: str = "dataset") -> Iterator[dict[str, Any]]:
-    """Yields the checked rows of a chat JSONL file, streaming (list-of-parts contents joined into strings).
-
-    The rules are the dataset step's (a trailing user turn is accepted).
+    """Yields the rows of a chat JSONL file checked by the dataset step's rules, streaming (parts joined into strings).
 
     Raises:
         EntrypointError: A row breaks a rule (names the file, the line and the rule) or the file holds no row.
@@ -71,9 +66,9 @@ def resolve_base_model(base_model: str, cache_dir: Path, pvc_mounts: Mapping[str
 
     Args:
         base_model: Local path, ``pvc://<claim>/<path>``, ``s3://<bucket>/<prefix>`` or a Hugging Face id
-            (downloaded with ``HF_TOKEN`` when ``huggingface_hub`` is installed).
-        cache_dir: Where ``s3://`` and Hub models are downloaded (a shared volume in the TrainJob).
-        pvc_mounts: Mount path by PVC claim name, for ``pvc://`` URIs.
+            (downloaded when ``huggingface_hub`` is installed).
+        cache_dir: Where ``s3://`` and Hub models are downloaded.
+        pvc_mounts: Mount path by PVC claim name.
         env: Environment with ``AWS_*`` (S3) and ``HF_TOKEN`` values; never logged.
 
     Raises:

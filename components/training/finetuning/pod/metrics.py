@@ -1,9 +1,7 @@
 """Per-step training metrics: one typed record (:class:`StepRecord`), its writer, and readers of Training Hub's logs.
 
-The layouts read (:data:`TRAINING_HUB_METRICS_FILES`): instructlab-training's (SFT: ``avg_loss``, 0-based ``epoch``,
-``num_epoch_steps``, ``total_samples``, ``timestamp``), mini-trainer's (OSFT: ``loss``, ``steps_per_epoch``,
-``time_per_batch``, ``val_loss``), the HF Trainer's (LoRA: fractional ``epoch``, ``max_steps``) and the project's
-own. No SFT or OSFT line says how many epochs the run has: a step total needs the run's ``num_epochs``.
+The layouts read: instructlab-training's (SFT), mini-trainer's (OSFT), the HF Trainer's (LoRA) and the project's own.
+No SFT or OSFT line says how many epochs the run has: a step total needs the run's ``num_epochs``.
 """
 
 from __future__ import annotations
@@ -19,11 +17,7 @@ from typing import Any, TypedDict
 
 
 class StepRecord(TypedDict):
-    """One training step, whatever wrote it (a value is None where the writer does not say it).
-
-    ``step`` is 1-based, ``epoch`` as the writer gives it (fractional or a 0-based index), ``time`` seconds since the
-    first step.
-    """
+    """One training step, whatever wrote it (None where the writer does not say; ``time``: since the first step)."""
 
     step: int
     epoch: float | None
@@ -105,11 +99,7 @@ def _timestamp(raw: dict[str, Any]) -> float | None:
 
 
 def normalize_records(raw_records: Iterable[dict[str, Any]], num_epochs: int | None = None) -> list[StepRecord]:
-    """Maps raw log lines of any layout (file order) to :class:`StepRecord` s; lines without a step loss are skipped.
-
-    ``time`` comes from ``time``, else ``timestamp``, else the running sum of ``time_per_batch``; ``total_steps`` from
-    the line's own total, else its steps per epoch times the run's ``num_epochs`` (None when neither is known).
-    """
+    """Maps raw log lines of any layout (file order) to :class:`StepRecord` s; lines without a step loss are skipped."""
     records: list[StepRecord] = []
     start: float | None = None
     elapsed = 0.0
@@ -204,10 +194,7 @@ def read_metrics(path: Path, num_epochs: int | None = None) -> list[StepRecord]:
 
 
 def read_reward_history(ckpt_dir: Path) -> list[float]:
-    """The mean reward per iteration of a Training Hub GRPO run (``[]`` when it wrote none).
-
-    ART writes :data:`GRPO_RESULTS_FILE`, verl ``mean_reward`` on each metrics line (training-hub 0.11.2).
-    """
+    """The mean reward per iteration of a Training Hub GRPO run: ART's results file, else verl's lines (or ``[]``)."""
     results = Path(ckpt_dir) / GRPO_RESULTS_FILE
     if results.is_file():
         history = json.loads(results.read_text(encoding="utf-8")).get("reward_history") or []

@@ -1,9 +1,7 @@
 """Training progress for the OpenShift AI dashboard and Kubeflow Trainer, published by the rank-0 training pod.
 
-:class:`ProgressTracker` follows the metrics file (:mod:`.metrics`) into the progress record; :class:`ProgressServer`
-serves it over HTTP (the ODH controller polls it into the TrainJob's ``trainer.opendatahub.io/trainerStatus``
-annotation) and hands it to Kubeflow Trainer's status endpoint (:mod:`.trainer_status`). The percentage stays at
-most 99 until training has returned. A failure is logged once and training goes on. Standard library only.
+:class:`ProgressTracker` follows the metrics file into the progress record; :class:`ProgressServer` serves it over
+HTTP (polled by the ODH controller) and hands it to Kubeflow Trainer's status endpoint (:mod:`.trainer_status`).
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from typing import Any
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.pod import trainer_status as status_module
 
-TERMINATION_LOG = "/dev/termination-log"
 INIT_LINE = "[Kubeflow] Initializing Training Hub progression tracking"
 #: ``trainMetrics`` key -> the raw metric names (any backend) that fill it; the first one present wins.
 _TRAIN_METRIC_SOURCES = {
@@ -43,9 +40,8 @@ _KEPT_LINES = 2000  # metrics lines kept in memory
 class ProgressTracker:
     """Follows the metrics JSONL under ``ckpt_dir`` incrementally and turns it into the progress record.
 
-    The step total is the run's ``max_steps``, else the backend's total or its steps per epoch times
-    ``total_epochs``; before the first step it is estimated from ``dataset_path``'s rows and ``effective_batch_size``.
-    ``clock`` is monotonic (the fallback ETA measures wall time between polls).
+    The step total is the run's ``max_steps``, else the backend's (or its steps per epoch x ``total_epochs``), else
+    ``dataset_path``'s rows / ``effective_batch_size`` x epochs.
     """
 
     def __init__(
@@ -56,7 +52,6 @@ class ProgressTracker:
         effective_batch_size: int = 0,
         max_steps: int = 0,
         dataset_path: str | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir)
         self.path = self.ckpt_dir / metrics_module.TRAINING_HUB_METRICS_FILES.get(algorithm, "")
@@ -65,7 +60,6 @@ class ProgressTracker:
         self.max_steps = max_steps
         self.dataset_path = dataset_path
         self.dataset_rows: int | None = None
-        self.clock = clock
         self.finished = False
         self._tail = metrics_module.JsonlTail()
         self._raw: collections.deque[dict[str, Any]] = collections.deque(maxlen=_KEPT_LINES)
@@ -102,7 +96,7 @@ class ProgressTracker:
         return None
 
     def _seconds_per_step(self, records: list[metrics_module.StepRecord]) -> float | None:
-        """From the logged times of recent steps, else the wall time between polls, else the first step's time."""
+        """From recent steps' logged times, else the wall time between polls, else the first step's time."""
         recent = [r for r in records[-_ETA_WINDOW:] if isinstance(r.get("time"), (int, float))]
         if len(recent) >= 2 and recent[-1]["step"] > recent[0]["step"]:
             return max(recent[-1]["time"] - recent[0]["time"], 0.0) / (recent[-1]["step"] - recent[0]["step"])
@@ -122,7 +116,7 @@ class ProgressTracker:
             record = max(records, key=lambda r: r["step"]) if records else {}
             step = int(record.get("step") or 0)
             if record and (not self._seen or self._seen[-1][1] != step):
-                self._seen.append((self.clock(), step))
+                self._seen.append((time.monotonic(), step))
             total = self._total_steps(record)
             percentage, remaining = 0, None
             if self.finished:
@@ -156,10 +150,8 @@ class ProgressTracker:
 class ProgressServer:
     """Publishes a :class:`ProgressTracker`'s record while training runs; never raises.
 
-    Serves it on every GET path from a daemon thread (``port``; None: no HTTP server; ``host`` ``""``: all
-    interfaces, as the controller connects to the pod IP) and hands it to ``kubeflow``, a running
-    :class:`~.trainer_status.KubeflowStatusReporter`; :meth:`stop` publishes the final record to both and to the
-    termination log.
+    Serves it on every GET path of every interface (``port`` None: no server) and hands it to ``kubeflow``;
+    :meth:`stop` publishes the final record to both and to the termination log.
     """
 
     def __init__(
@@ -167,12 +159,10 @@ class ProgressServer:
         tracker: ProgressTracker,
         port: int | None,
         log: Callable[[str], None] = print,
-        host: str = "",
         kubeflow: status_module.KubeflowStatusReporter | None = None,
     ) -> None:
         self.tracker = tracker
         self.port = port
-        self.host = host
         self.log = log
         self.kubeflow = kubeflow
         self.warned = False
@@ -216,7 +206,7 @@ class ProgressServer:
                 return
 
         try:
-            self.httpd = ThreadingHTTPServer((self.host, self.port), Handler)
+            self.httpd = ThreadingHTTPServer(("", self.port), Handler)
         except Exception as error:  # noqa: BLE001 - e.g. the port is taken
             self.warn_once(f"cannot serve on port {self.port}", error)
             return False
@@ -225,7 +215,7 @@ class ProgressServer:
         self.log(f"[Kubeflow] Progression tracking enabled: serving training progress on port {self.port}")
         return True
 
-    def stop(self, succeeded: bool, termination_log: str = TERMINATION_LOG) -> dict[str, Any]:
+    def stop(self, succeeded: bool, termination_log: str = "") -> dict[str, Any]:
         """Publishes the final record (100 % when ``succeeded``) everywhere, stops serving; returns the record."""
         try:
             self.last = dict(self.tracker.finish() if succeeded else self.tracker.status())
@@ -253,9 +243,7 @@ def _rows(path: str) -> int:
 def start_for_run(
     run_config: Any, node_rank: int, log: Callable[[str], None] = print, env: Mapping[str, str] | None = None
 ) -> ProgressServer | None:
-    """Starts progress publishing on node rank 0; never raises.
-
-    The progress server (run config ``progress``) and, where the pod has Kubeflow Trainer's variables, status updates.
+    """Starts the progress server and Kubeflow status updates (where enabled) on node rank 0; never raises.
 
     Returns:
         The started :class:`ProgressServer`, or None (another node, nothing enabled, error).

@@ -1,7 +1,6 @@
-"""GRPO's verifiable reward for ``reward_answer`` rows: the completion against the row's ``ground_truth``.
+"""GRPO's verifiable reward for ``reward_answer`` rows, with verl's custom-reward signature.
 
-:func:`compute_score` has verl's custom-reward signature; Training Hub serialises it with ``inspect.getsource``
-(training-hub 0.11.2, ``lora_grpo_verl.py``), so it is self-contained: its imports are inside it. Standard library.
+Training Hub serialises it with ``inspect.getsource``, so it is self-contained: its imports are inside it.
 """
 
 from __future__ import annotations
@@ -10,12 +9,8 @@ from __future__ import annotations
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):  # noqa: ANN001, ANN201
     """Scores one completion in [0, 1]: 1.0 when its answer is right, else at most 0.5 of format credit.
 
-    The answer is the completion's last number when ``ground_truth`` is a number (compared as numbers), else its
-    last non-empty line (compared without case and surrounding spaces and full stops). A wrong answer earns format
-    credit: half the share of the completion's non-space characters that belong to a number (digits, ``-``, ``.``),
-    so a completion that answers with a number scores above one that rambles, and only the right number scores 1.
-
-    ``data_source``, ``extra_info`` and ``kwargs`` are verl's, unused.
+    The answer is the last number when ``ground_truth`` is a number, else the last non-empty line (compared without
+    case, spaces and full stops). A wrong answer earns half the share of its non-space characters that are numeric.
     """
     import re
 

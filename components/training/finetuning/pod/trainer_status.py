@@ -1,8 +1,7 @@
 """Rank 0's progress record, and its updates to Kubeflow Trainer's status endpoint (``status.trainerStatus``).
 
-Kubeflow Trainer >= 2.2 injects :data:`SERVER_URL_ENV`, :data:`CA_CERT_ENV` and :data:`TOKEN_ENV`. Updates go
-through the Kubeflow SDK's ``update_trainjob_status`` where the image has it, else through the standard library with
-the same body, throttle and limits (RHOAI's training images need not have the SDK). Standard library only.
+Through the Kubeflow SDK's ``update_trainjob_status`` where the image has it, else the standard library with the same
+body, throttle and limits (RHOAI's training images need not have the SDK).
 """
 
 from __future__ import annotations
@@ -25,12 +24,7 @@ MAX_METRICS = 256  # the SDK's limit on metrics per update
 
 
 class ProgressStatus(TypedDict):
-    """The progress of a run (RHOAI's progress JSON; the Kubeflow payload is derived from it).
-
-    ``progressPercentage`` stays at most 99 until training returned; ``estimatedRemainingSeconds`` and
-    ``totalSteps`` are None while unknown; ``trainMetrics`` holds ``loss``, ``learning_rate`` and, where logged,
-    ``grad_norm``, ``train_loss``, ``throughput_samples_sec``; ``evalMetrics`` the ``eval_*`` values.
-    """
+    """The progress of a run (RHOAI's progress JSON); the percentage stays at most 99 until training returned."""
 
     progressPercentage: int
     estimatedRemainingSeconds: int | None
@@ -65,32 +59,26 @@ def kubeflow_payload(status: Mapping[str, Any]) -> dict[str, Any]:
     return {"trainerStatus": trainer}
 
 
-def _sdk_update() -> Callable[..., bool] | None:
-    try:
-        from kubeflow.trainer import update_trainjob_status
-    except Exception:  # noqa: BLE001 - no SDK in the image (or a broken one): the standard-library path
-        return None
-    return update_trainjob_status
-
-
 class KubeflowStatusReporter:
-    """Sends progress to Kubeflow Trainer's status endpoint from rank 0; never raises.
-
-    ``env`` holds the endpoint's variables; ``use_sdk=False`` sends with the standard library even where the SDK
-    imports; ``clock`` (monotonic) drives the throttle; ``log`` gets the one warning.
-    """
+    """Sends progress to Kubeflow Trainer's status endpoint from rank 0; never raises (``use_sdk=False``: stdlib)."""
 
     def __init__(
         self,
         env: Mapping[str, str],
-        use_sdk: bool | None = None,
+        use_sdk: bool = True,
         clock: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] = print,
     ) -> None:
         self.url, self.ca_file, self.token_file = (
             env.get(name, "") for name in (SERVER_URL_ENV, CA_CERT_ENV, TOKEN_ENV)
         )
-        self.sdk = _sdk_update() if use_sdk is not False else None
+        self.sdk: Callable[..., bool] | None = None
+        try:
+            from kubeflow.trainer import update_trainjob_status
+
+            self.sdk = update_trainjob_status if use_sdk else None
+        except Exception:  # noqa: BLE001 - no SDK in the image (or a broken one): the standard-library path
+            pass
         self.clock = clock
         self.log = log
         self.warned = False
@@ -105,7 +93,7 @@ class KubeflowStatusReporter:
             self.log(f"WARNING: Kubeflow Trainer status update failed ({what}); training goes on")
 
     def _post(self, status: Mapping[str, Any]) -> bool:
-        """The SDK's request with the standard library: the projected token (read each time: it rotates), TLS."""
+        """The SDK's request with the standard library (the projected token is read each time: it rotates)."""
         try:
             with open(self.token_file, encoding="utf-8") as handle:
                 token = handle.read().strip()
@@ -139,10 +127,7 @@ class KubeflowStatusReporter:
             return False
 
     def report(self, status: Mapping[str, Any], force: bool = False) -> bool:
-        """Sends ``status`` unless the last update is under :data:`MIN_INTERVAL_SECONDS` old (``force``: waits).
-
-        Returns whether the endpoint accepted it (False when throttled, unset or failing).
-        """
+        """Sends ``status`` unless throttled (``force``: waits); returns whether the endpoint accepted it."""
         if not self.url:
             return False
         if self._last_sent is not None and (wait := MIN_INTERVAL_SECONDS - (self.clock() - self._last_sent)) > 0:

@@ -96,7 +96,7 @@ def _stage(run_dir: Path, algorithm: str, model: Path, train: Path, mlflow: bool
     return json.loads(write_run_config(config, run_dir, train, train, None, 1, settings).read_text())
 
 
-def _run_pod(env: HubEnv, run_dir: Path) -> subprocess.CompletedProcess:
+def run_pod(env: HubEnv, run_dir: Path) -> subprocess.CompletedProcess:
     """The staged pod command, run with the release's Python as the runtime image would."""
     return subprocess.run(
         [str(env.python), str(run_dir / "entrypoint.py"), "--config", str(run_dir / RUN_CONFIG_FILE)],
@@ -142,11 +142,8 @@ class _Gate:
 class HubRuns:
     """Each release's facts and pod runs (``ALGORITHMS``), started once, in the order the tests ask for them.
 
-    Args:
-        root: Where the runs are staged.
-        train: The train split every release trains on.
-        shared_model: The tiny model (a release with its own transformers gets one built by it).
-        mlflow_asked: Whether a release's runs ask for MLflow (where it lacks it: a note, not an error).
+    ``shared_model`` is the tiny model (a release with its own transformers builds its own); ``mlflow_asked``: per
+    release, whether its runs ask for MLflow.
     """
 
     def __init__(self, root: Path, train: Path, shared_model: Path, mlflow_asked: dict[str, bool]):
@@ -190,7 +187,7 @@ class HubRuns:
         run_dir = self.root / env.version / algorithm
         config = _stage(run_dir, algorithm, self._model(env), self.train, self.mlflow_asked[env.version])
         with self.gate.slot():
-            return config, _run_pod(env, run_dir)
+            return config, run_pod(env, run_dir)
 
     def facts(self, version: str) -> dict[str, list[str]]:
         """What ``version``'s release takes (see :func:`_facts`)."""

@@ -127,14 +127,9 @@ def _lora(directory: Path, steps_per_epoch: int, epochs: int) -> list[dict]:
 
 
 def write_metrics(algorithm: str, directory: Path, steps_per_epoch: int, epochs: int, rows: int = 64) -> list[dict]:
-    """Writes a run's metrics file with the backend's real writer; returns its lines as written.
+    """Writes ``algorithm``'s metrics file into ``directory`` with the backend's real writer; returns its lines.
 
-    Args:
-        algorithm: ``sft``, ``osft`` or ``lora``.
-        directory: The ``ckpt_output_dir``.
-        steps_per_epoch: Optimizer steps per epoch.
-        epochs: Epochs.
-        rows: The dataset's rows (instructlab-training logs them as ``total_samples``).
+    ``rows`` is the dataset's size, which instructlab-training logs as ``total_samples``.
     """
     directory.mkdir(parents=True, exist_ok=True)
     if algorithm == "sft":

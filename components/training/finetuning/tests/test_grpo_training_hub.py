@@ -9,16 +9,14 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from components.data_processing.dataset_download.run import run_dataset_download
-from components.training.finetuning.contract import RUN_CONFIG_FILE
 from components.training.finetuning.pod import entrypoint, hub_compat
 from components.training.finetuning.run import write_run_config
-from components.training.finetuning.tests.hub_runs import pod_env
+from components.training.finetuning.tests.hub_runs import run_pod
 from tests.harness.requests import dataset_download_request, pod_settings, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION, hub_env
 
@@ -45,16 +43,8 @@ def _run_pod(version: str, algorithm: str, run_dir: Path, split: Path, model: Pa
         base_model=str(model), algorithm=algorithm, effective_batch_size=8, grpo_iterations=2, grpo_group_size=4,
         **fields,
     )  # fmt: skip
-    settings = pod_settings()
-    write_run_config(config, run_dir, split, None, None, 1, settings)
-    process = subprocess.run(
-        [str(env.python), str(run_dir / "entrypoint.py"), "--config", str(run_dir / RUN_CONFIG_FILE)],
-        env=pod_env(env, run_dir),
-        capture_output=True,
-        text=True,
-        timeout=420,
-    )
-    return process, run_dir / "checkpoints"
+    write_run_config(config, run_dir, split, None, None, 1, pod_settings())
+    return run_pod(env, run_dir), run_dir / "checkpoints"
 
 
 def _called(stdout: str) -> tuple[str, set[str]]:
@@ -125,19 +115,6 @@ def test_a_release_without_grpo_ends_the_pod_in_one_line(grpo_split, tiny_model_
     assert "grpo arrived in training-hub 0.9.2" in process.stderr
 
 
-def test_grpo_refuses_settings_training_hub_would_drop(tmp_path, grpo_split):
-    """A setting Training Hub's GRPO has no switch for (here DoRA, a lora_sft option) fails before any download."""
-    from components.training.finetuning.contract import load_run_config
-    from components.training.finetuning.pod.inputs import EntrypointError
-
-    split, _ = grpo_split
-    config = training_config(base_model="m", algorithm="lora_grpo", lora_use_dora=True)
-    settings = pod_settings(jit_checkpoint=False)
-    path = write_run_config(config, tmp_path, split, None, None, 1, settings)
-    with pytest.raises(EntrypointError, match=r"lora_use_dora=True is not supported by training-hub lora_grpo"):
-        entrypoint.training_hub_call(load_run_config(path), {})
-
-
 def test_tool_call_rows_leave_the_reward_to_training_hub(tmp_path):
     """``reward_tool_call`` rows: no reward_fn, so Training Hub scores them with its own ``tool_call_reward``."""
     import json
@@ -149,9 +126,8 @@ def test_tool_call_rows_leave_the_reward_to_training_hub(tmp_path):
     row.update(target_tool_name="weather", target_arguments={"city": "Paris"})
     split.write_text(json.dumps(row) + "\n")
     config = training_config(base_model="m", algorithm="grpo")
-    settings = pod_settings(jit_checkpoint=False)
     (tmp_path / "run").mkdir()
-    path = write_run_config(config, tmp_path / "run", split, None, None, 2, settings)
+    path = write_run_config(config, tmp_path / "run", split, None, None, 2, pod_settings(jit_checkpoint=False))
     function, kwargs = entrypoint.training_hub_call(load_run_config(path), {"PET_NNODES": "3"})
     assert function == "grpo" and "reward_fn" not in kwargs
     assert (kwargs["n_train"], kwargs["n_gpus"], kwargs["nnodes"], kwargs["n_val"]) == (1, 2, 3, 0)

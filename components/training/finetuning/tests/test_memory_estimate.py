@@ -55,28 +55,35 @@ def test_quantised_loading_shrinks_the_lora_estimate_and_grpo_has_none(config_on
         for bits in ("", "8bit", "4bit")
     )
     assert four.expected < eight.expected < full.expected
-    assert memory.presubmit_line(_shape("grpo", config_only), []).startswith(
+    assert memory.presubmit_line(_shape("grpo", config_only)).startswith(
         "GPU memory estimate skipped: Training Hub has no memory estimator for grpo"
     )
 
 
-def test_the_line_before_submitting_compares_with_the_smallest_labelled_gpu(config_only):
-    line = memory.presubmit_line(_shape("osft", config_only), [A100, {"metadata": {"labels": {}}}])
+def _verdict(shape: memory.RunShape, nodes: list) -> str:
+    level, what, remedy = memory.verdict(
+        shape, memory.estimate(shape, Path(shape.base_model)), *memory.node_gpu_memory(nodes)
+    )
+    return f"{level}: {what} — {remedy}"
+
+
+def test_the_verdict_compares_with_the_smallest_labelled_gpu(config_only):
+    line = _verdict(_shape("osft", config_only), [A100, {"metadata": {"labels": {}}}])
     assert line.startswith("OK: OSFT of ") and "vs 80.0 GiB on NVIDIA-A100-SXM4-80GB" in line
-    line = memory.presubmit_line(_shape("osft", config_only), [A100, T4])
+    line = _verdict(_shape("osft", config_only), [A100, T4])
     assert line.startswith("WARN: ") and "vs 0.29 GiB on Tesla-T4" in line
     assert "a lower unfreeze_rank_ratio (now 0.25)" in line and "LoRA" in line
-    lora = memory.presubmit_line(_shape("lora", config_only, max_seq_len=100000), [T4])
+    lora = _verdict(_shape("lora", config_only, max_seq_len=100000), [T4])
     assert lora.startswith("FAIL: ") and "a lower effective_batch_size or max_seq_len" in lora
-    unknown = memory.presubmit_line(_shape("sft", config_only), None)
+    unknown = memory.presubmit_line(_shape("sft", config_only))
     assert "GiB per GPU" in unknown and "not known here" in unknown
 
 
 def test_without_training_hub_the_line_is_a_skip_note(config_only, monkeypatch):
     monkeypatch.setitem(sys.modules, "training_hub.profiling.memory_estimator", None)
     monkeypatch.setitem(sys.modules, "training_hub.profiling", None)
-    line = memory.presubmit_line(_shape("sft", config_only), [A100])
+    line = memory.presubmit_line(_shape("sft", config_only))
     assert line.startswith("GPU memory estimate skipped: Training Hub's memory estimator is not installed here")
-    assert memory.presubmit_line(_shape("sft", "pvc://models/x"), [A100]).startswith(
+    assert memory.presubmit_line(_shape("sft", "pvc://models/x")).startswith(
         "GPU memory estimate skipped: base_model='pvc://models/x': no config.json"
     )

@@ -30,19 +30,27 @@ TOLERANCE = 1e-3
 SFT_AT_LEAST = 0.3
 
 
-def preserved_shares(base: dict, trained: dict, unfreeze_rank_ratio: float) -> dict[str, tuple[float, float]]:
-    """Per targeted matrix: the share of the update's norm in the preserved left and right singular subspaces."""
+def preserved_shares(base: dict, trained: dict, unfreeze_rank_ratio: float) -> dict[str, tuple[float, float, float]]:
+    """Per targeted matrix: the update's share in the preserved left and right subspaces, and the top-k drift.
+
+    The drift is how far ``U_kᵀ W' V_k`` is from ``diag(S_k)``: 0 when W' keeps W's top singular directions and values.
+    """
     shares = {}
     for name, weight in base.items():
         if not any(name.endswith(f"{target}.weight") for target in TARGETS):
             continue
-        weight = weight.double()
-        u, _, vh = torch.linalg.svd(weight, full_matrices=False)
+        weight, new = weight.double(), trained[name].double()
+        u, s, vh = torch.linalg.svd(weight, full_matrices=False)
         k = min(int(min(weight.shape) * (1 - unfreeze_rank_ratio)), min(weight.shape) - 1)
-        delta = trained[name].double() - weight
+        delta = new - weight
         norm = delta.norm()
         assert norm > 1e-3, f"{name} did not train"
-        shares[name] = (float((u[:, :k].T @ delta).norm() / norm), float((delta @ vh[:k].T).norm() / norm))
+        drift = (u[:, :k].T @ new @ vh[:k].T - torch.diag(s[:k])).abs().max()
+        shares[name] = (
+            float((u[:, :k].T @ delta).norm() / norm),
+            float((delta @ vh[:k].T).norm() / norm),
+            float(drift),
+        )
     return shares
 
 
@@ -58,11 +66,13 @@ def test_only_osft_keeps_its_updates_out_of_the_preserved_singular_subspace(
     )  # fmt: skip
     result = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "out", log=lambda line: None)
     base = load_file(tiny_model_dir / "model.safetensors")
-    shares = preserved_shares(base, load_file(result.final_model_dir / "model.safetensors"), UNFREEZE_RANK_RATIO)
+    trained = load_file(result.final_model_dir / "model.safetensors")
+    shares = preserved_shares(base, trained, UNFREEZE_RANK_RATIO)
     assert len(shares) == 2 * len(TARGETS)  # every projection of both layers
-    largest = max(max(pair) for pair in shares.values())
-    smallest = min(min(pair) for pair in shares.values())
+    largest = max(max(left, right) for left, right, _ in shares.values())
+    smallest = min(min(left, right) for left, right, _ in shares.values())
     if algorithm == "osft":
-        assert largest < TOLERANCE, shares
+        assert largest < TOLERANCE and max(drift for _, _, drift in shares.values()) < 1e-4, shares
+        assert not torch.equal(base["model.norm.weight"], trained["model.norm.weight"])  # non-targets train too
     else:
         assert smallest > SFT_AT_LEAST, shares

@@ -135,7 +135,8 @@ def _launch(tmp_path, config_path, algorithm, gate=None, **env):
     return subprocess.Popen(command, env=variables, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _get(port: int) -> dict | None:
+def get_progress(port: int) -> dict | None:
+    """The progress JSON the pod serves on ``port``, or None when nothing answers."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
             return json.loads(response.read())
@@ -158,7 +159,7 @@ def test_the_staged_entrypoint_serves_progress_that_follows_the_metrics_file(alg
             deadline = time.monotonic() + (180 if step == 1 else 20)
             status = None
             while time.monotonic() < deadline and process.poll() is None:
-                status = _get(port)
+                status = get_progress(port)
                 if status and status["currentStep"] == step:
                     break
                 time.sleep(0.02)
@@ -195,7 +196,7 @@ def test_the_staged_entrypoint_serves_progress_that_follows_the_metrics_file(alg
     assert call["kwargs"]["enable_jit_checkpoint"] is True
     assert call["kwargs"]["mlflow_tracking_uri"] == "http://mlflow.example:5000"
     assert (call["kwargs"]["mlflow_experiment_name"], call["kwargs"]["mlflow_run_name"]) == ("team-a", "tm-th")
-    assert _get(port) is None  # the server is gone with the process
+    assert get_progress(port) is None  # the server is gone with the process
 
 
 def test_a_taken_port_warns_once_and_training_goes_on(tmp_path, demo_dataset_path):
@@ -228,7 +229,7 @@ def test_only_node_rank_zero_serves_and_a_disabled_run_serves_nothing(tmp_path, 
 def test_a_failing_training_publishes_its_last_progress_below_100(tmp_path):
     tracker = ProgressTracker(tmp_path, "lora", total_epochs=1)
     (tmp_path / "training_metrics.jsonl").write_text(json.dumps({"step": 2, "loss": 1.0, "max_steps": 4}) + "\n")
-    server = progress_server.ProgressServer(tracker, free_port(), log=lambda line: None, host="127.0.0.1")
+    server = progress_server.ProgressServer(tracker, free_port(), log=lambda line: None)
     assert server.start()
     log = tmp_path / "termination-log"
     log.write_text("")
@@ -341,8 +342,7 @@ def test_the_pods_get_progress_jit_and_mlflow_settings_but_never_credentials(mlf
 
 
 def test_the_step_total_is_the_runs_own(tmp_path):
-    """Before a step: the file's rows / effective batch x epochs; then the backend's steps per epoch x the run's
-    epochs (the 2-epoch run writing 12 steps shows 12, not one epoch's 6); a step-limited run: its max_steps."""
+    """Rows / batch x epochs before a step, then the backend's steps per epoch x epochs; else max_steps."""
     data = tmp_path / "train.jsonl"
     data.write_text('{"messages": []}\n' * 40)
     tracker = ProgressTracker(tmp_path, "osft", total_epochs=2, effective_batch_size=8, dataset_path=str(data))

@@ -13,35 +13,29 @@ from pathlib import Path
 
 import pytest
 
-from components.data_processing.dataset_download.run import run_dataset_download
 from components.training.finetuning.pod import entrypoint
 from components.training.finetuning.run import write_run_config
-from tests.harness.requests import dataset_download_request, pod_settings, training_config
+from tests.harness.requests import pod_settings, training_config
 from tests.harness.training_hub_envs import MAIN_VERSION
 
 MIN_SEQ_LEN = 20  # instructlab-training's filter_samples_by_length default
 
 
 @pytest.fixture(scope="module")
-def staged(tmp_path_factory, tiny_model_dir):
-    """The dataset step's train split, staged by the training step: ``(run_config path, rows)``."""
-    from pipelines.demo.demo_data import DEMO_DATASET_PATH
-
-    root = tmp_path_factory.mktemp("staged")
-    request = dataset_download_request(str(DEMO_DATASET_PATH), train_split_ratio=0.9, subset_count=60)
-    result = run_dataset_download(request, root / "train.jsonl", root / "eval.jsonl")
-    run_dir = root / "ws" / "train_model" / "train-model-0123456789"
+def staged(tmp_path_factory, hub_train_file):
+    """The session's train split (the dataset step's) and a run directory: ``(run dir, train file, rows)``."""
+    run_dir = tmp_path_factory.mktemp("staged") / "ws" / "train_model" / "train-model-0123456789"
     run_dir.mkdir(parents=True)
-    return run_dir, result.train.rows
+    return run_dir, *hub_train_file
 
 
-def _stage(run_dir: Path, algorithm: str, tiny_model_dir: Path, **hyperparameters) -> dict:
+def _stage(staged: tuple, algorithm: str, tiny_model_dir: Path, **hyperparameters) -> dict:
+    """Stages the train split as the training step does; returns the run config."""
+    run_dir, train, _ = staged
     config = training_config(
         base_model=str(tiny_model_dir), algorithm=algorithm, effective_batch_size=8, num_epochs=1, **hyperparameters
     )
-    settings = pod_settings()
-    path = write_run_config(config, run_dir, run_dir.parent.parent.parent / "train.jsonl", None, None, 1, settings)
-    return json.loads(path.read_text())
+    return json.loads(write_run_config(config, run_dir, train, None, None, 1, pod_settings()).read_text())
 
 
 def _expected(data_path: str, tokenizer) -> list[tuple[list[int], list[int]]]:
@@ -73,8 +67,8 @@ def _check_masks_and_lengths(data_path: str, processed: list, tokenizer, max_seq
 def test_every_row_is_tokenised_with_assistant_only_labels(backend, staged, tiny_model_dir, tmp_path):
     from transformers import AutoTokenizer
 
-    run_dir, rows = staged
-    run_config = _stage(run_dir, backend, tiny_model_dir, max_seq_len=512, max_tokens_per_gpu=1024)
+    rows = staged[2]
+    run_config = _stage(staged, backend, tiny_model_dir, max_seq_len=512, max_tokens_per_gpu=1024)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     lengths = sorted(len(ids) for ids, _ in _expected(run_config["data_path"], tokenizer))
     assert min(lengths) >= MIN_SEQ_LEN and max(lengths) < 512  # so every row must survive
@@ -105,8 +99,8 @@ def test_max_seq_len_drops_rows_of_that_many_tokens_or_more(staged, tiny_model_d
     from training_hub import MiniTrainerOSFTBackend
     from transformers import AutoTokenizer
 
-    run_dir, rows = staged
-    run_config = _stage(run_dir, "osft", tiny_model_dir)
+    rows = staged[2]
+    run_config = _stage(staged, "osft", tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     lengths = sorted(len(ids) for ids, _ in _expected(run_config["data_path"], tokenizer))
     max_seq_len = lengths[len(lengths) // 2]  # about half the rows are that long or longer
@@ -123,8 +117,8 @@ def test_lora_renders_every_row_through_the_chat_template(staged, tiny_model_dir
     from training_hub.algorithms.lora import UnslothLoRABackend
     from transformers import AutoTokenizer
 
-    run_dir, rows = staged
-    run_config = _stage(run_dir, "lora", tiny_model_dir)
+    rows = staged[2]
+    run_config = _stage(staged, "lora", tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     dataset = UnslothLoRABackend()._prepare_dataset({"data_path": run_config["data_path"]}, tokenizer)
     lines = Path(run_config["data_path"]).read_text().splitlines()

@@ -88,10 +88,15 @@ def test_seeded_runs_repeat_exactly_and_seed_matters(tiny_model_dir, demo_datase
     assert [r["loss"] for r in first.records] != [r["loss"] for r in other.records]
 
 
-def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_dir, demo_dataset_path, tmp_path):
-    rows = demo_dataset_path.read_text().splitlines()[:64]
+def _first_64_rows(demo_dataset_path, tmp_path):
+    """The demo's first 64 rows: 4 steps of 16 per epoch."""
     data = tmp_path / "train.jsonl"
-    data.write_text("\n".join(rows) + "\n")
+    data.write_text("\n".join(demo_dataset_path.read_text().splitlines()[:64]) + "\n")
+    return data
+
+
+def test_resume_continues_from_the_newest_complete_epoch_checkpoint(tiny_model_dir, demo_dataset_path, tmp_path):
+    data = _first_64_rows(demo_dataset_path, tmp_path)
     settings = {"num_epochs": 2, "checkpoint_at_epoch": True, "max_steps": 0}
     straight = local_trainer.train_locally(_config(tiny_model_dir, **settings), data, tmp_path / "straight", log=_quiet)
     # A run interrupted in epoch 2: epoch 0's checkpoint is complete, epoch 1's was never finished.
@@ -131,9 +136,7 @@ CHILD = textwrap.dedent(
 def test_sigterm_mid_run_saves_and_the_rerun_ends_like_an_uninterrupted_run(
     tiny_model_dir, demo_dataset_path, tmp_path
 ):
-    rows = demo_dataset_path.read_text().splitlines()[:64]
-    data = tmp_path / "train.jsonl"
-    data.write_text("\n".join(rows) + "\n")
+    data = _first_64_rows(demo_dataset_path, tmp_path)
     settings = {**FAST, "num_epochs": 2, "max_steps": 0, "checkpoint_interval_steps": 3}
     seen = []
     straight = local_trainer.train_locally(
@@ -258,7 +261,6 @@ def test_assistant_only_labels_with_and_without_generation_markers(tiny_model_di
 
 
 # -- OSFT (mini-trainer's model) ---------------------------------------------------------------------------------------
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def _frozen_rank(shape, unfreeze_rank_ratio):
@@ -284,30 +286,3 @@ def test_osft_decomposition_is_exact_and_saves_as_a_plain_model(tiny_model_dir, 
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "plain")
     assert type(reloaded) is type(base) and reloaded.config.architectures == [type(base).__name__]
     torch.testing.assert_close(reloaded(input_ids=inputs).logits, before, atol=1e-4, rtol=1e-4)
-
-
-def test_osft_training_leaves_the_frozen_subspace_unchanged(tiny_model_dir, demo_dataset_path, tmp_path):
-    from safetensors.torch import load_file
-
-    ratio = 0.25
-    config = _config(tiny_model_dir, algorithm="osft", unfreeze_rank_ratio=ratio)
-    result = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "out", log=_quiet)
-    original = load_file(tiny_model_dir / "model.safetensors")
-    trained = load_file(result.final_model_dir / "model.safetensors")
-    checked = 0
-    for name, weight in original.items():
-        if not any(name.endswith(f"{pattern}.weight") for pattern in TARGETS):
-            continue
-        u, s, vh = torch.linalg.svd(weight.double(), full_matrices=False)
-        k = _frozen_rank(weight.shape, ratio)
-        new = trained[name].double()
-        assert (new - weight.double()).abs().max() > 1e-3, f"{name} did not train"
-        # The top-k singular directions and values of W are exactly those of W': U_kᵀ W' V_k = diag(S_k) ...
-        torch.testing.assert_close(u[:, :k].T @ new @ vh[:k].T, torch.diag(s[:k]), atol=1e-4, rtol=0)
-        # ... and the update lives in the orthogonal complement on both sides.
-        delta = new - weight.double()
-        assert (u[:, :k].T @ delta).abs().max() < 1e-4 and (delta @ vh[:k].T).abs().max() < 1e-4
-        checked += 1
-    assert checked == 14
-    # Non-target parameters (embeddings, norms) keep training, as in mini-trainer.
-    assert not torch.equal(original["model.norm.weight"], trained["model.norm.weight"])

@@ -175,31 +175,31 @@ def test_a_keyword_the_backend_would_drop_is_caught():
     assert unknown_keywords("sft", {"seed": 1}) == {"seed"}  # SFT's seed is random_seed
 
 
-def test_torchrun_settings_from_pet_variables_first_then_training_operator_v1():
-    # Kubeflow Trainer / Training Operator v1.7+: PET_* win over the v1 variables.
-    both = {**TORCHRUN_ENV, "RANK": "3", "WORLD_SIZE": "64", "MASTER_ADDR": "other", "MASTER_PORT": "1"}
-    assert entrypoint.torchrun_kwargs(both, nproc_per_node=4) == {
-        "nproc_per_node": 8,
-        "nnodes": 2,
-        "node_rank": 1,
-        "rdzv_endpoint": "job-0:29400",
-    }
-    # Training Operator v1 without PET_*: RANK, WORLD_SIZE / processes per node, MASTER_ADDR:MASTER_PORT.
-    v1 = {"MASTER_ADDR": "tm-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "12", "RANK": "2"}
-    assert entrypoint.torchrun_kwargs(v1, nproc_per_node=4) == {
-        "nproc_per_node": 4,
-        "nnodes": 3,
-        "node_rank": 2,
-        "rdzv_endpoint": "tm-master-0:23456",
-    }
-    # No port: the operator's default 23456; PET_NPROC_PER_NODE alone still divides WORLD_SIZE.
-    mixed = {"MASTER_ADDR": "m", "WORLD_SIZE": "16", "RANK": "0", "PET_NPROC_PER_NODE": "8"}
-    assert entrypoint.torchrun_kwargs(mixed) == {
-        "nproc_per_node": 8,
-        "nnodes": 2,
-        "node_rank": 0,
-        "rdzv_endpoint": "m:23456",
-    }
+@pytest.mark.parametrize(
+    ("env", "nproc_per_node", "expected"),
+    [
+        # Kubeflow Trainer / Training Operator v1.7+: PET_* win over the v1 variables.
+        (
+            {**TORCHRUN_ENV, "RANK": "3", "WORLD_SIZE": "64", "MASTER_ADDR": "o", "MASTER_PORT": "1"},
+            4,
+            (8, 2, 1, "job-0:29400"),
+        ),
+        # Training Operator v1 without PET_*: RANK, WORLD_SIZE / processes per node, MASTER_ADDR:MASTER_PORT.
+        (
+            {"MASTER_ADDR": "tm-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "12", "RANK": "2"},
+            4,
+            (4, 3, 2, "tm-master-0:23456"),
+        ),
+        # No port: the operator's default 23456; PET_NPROC_PER_NODE alone still divides WORLD_SIZE.
+        ({"MASTER_ADDR": "m", "WORLD_SIZE": "16", "RANK": "0", "PET_NPROC_PER_NODE": "8"}, 0, (8, 2, 0, "m:23456")),
+    ],
+)
+def test_torchrun_settings_from_pet_variables_first_then_training_operator_v1(env, nproc_per_node, expected):
+    keys = ("nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint")
+    assert entrypoint.torchrun_kwargs(env, nproc_per_node=nproc_per_node) == dict(zip(keys, expected))
+
+
+def test_torchrun_variables_that_cannot_be_read_are_one_line():
     assert entrypoint.torchrun_kwargs({}) == {}
     with pytest.raises(entrypoint.EntrypointError, match=r"WORLD_SIZE=6: not a multiple .*\(4\)"):
         entrypoint.torchrun_kwargs({"WORLD_SIZE": "6"}, nproc_per_node=4)
@@ -262,16 +262,17 @@ def test_every_user_parameter_reaches_the_algorithm(algorithm):
         ("lora", {"use_liger": True}, "use_liger=True is not supported by training-hub lora"),
         ("osft", {"fsdp_sharding_strategy": "NO_SHARD"}, "mini-trainer always shards fully"),
         ("osft", {"save_final_checkpoint": False}, "needs checkpoint_at_epoch=True"),
+        ("lora_grpo", {"lora_use_dora": True}, "lora_use_dora=True is not supported by training-hub lora_grpo"),
     ],
 )
 def test_settings_training_hub_would_ignore_are_refused(algorithm, setting, message):
+    """Refused before anything is read or downloaded (GRPO: DoRA is a lora_sft option)."""
     with pytest.raises(entrypoint.EntrypointError, match=re.escape(message)):
         entrypoint.training_hub_call(_run_config(algorithm, **setting), {})
 
 
 def test_entrypoint_is_stdlib_only():
-    """The pods' code runs in the training image, which has none of this project's packages: each staged module
-    imports, at its top level, the standard library and the other staged modules only (by their real names)."""
+    """Each staged pod module imports at its top level only the standard library and the other staged modules."""
     import ast
     import importlib.util
     import sys
@@ -335,15 +336,6 @@ def test_load_chat_rows_streams_with_constant_memory(tmp_path):
     assert peak < 5 * _BLOCK < path.stat().st_size / 3, f"peak {peak} bytes for an {path.stat().st_size} byte file"
     rows = inputs.load_chat_rows(path)
     assert next(rows) == row  # lazy: the first row comes before the rest is read
-
-
-def test_training_accepts_list_of_parts_like_the_dataset_step(tmp_path):
-    parts = [{"type": "text", "text": "2+2?"}]
-    path = tmp_path / "train.jsonl"
-    path.write_text(
-        json.dumps({"messages": [{"role": "user", "content": parts}, {"role": "assistant", "content": "4"}]})
-    )
-    assert list(inputs.load_chat_rows(path))[0]["messages"][0] == {"role": "user", "content": "2+2?"}
 
 
 def test_pod_script_runs_alone_with_the_standard_library(tmp_path):
@@ -415,8 +407,7 @@ def test_final_checkpoint_is_the_one_with_most_samples(tmp_path):
 
 
 def test_sft_always_asks_for_epoch_checkpoints_since_instructlab_never_saves_last():
-    """instructlab-training's run_training builds the torchrun command without --save_last (checked in its source):
-    only epoch checkpoints (or save_samples) leave a model behind, so the pod always asks for them."""
+    """instructlab-training's torchrun command has no --save_last: only epoch checkpoints leave a model behind."""
     import inspect
 
     from instructlab.training import main_ds

@@ -37,6 +37,14 @@ def _artifacts(tmp_path, demo_dataset_path):
     return dataset, outputs
 
 
+def _workspace(path):
+    """The run's workspace PVC as KFP mounts it into the task, at ``path``."""
+    return dsl.TaskConfig(
+        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
+        volume_mounts=[{"name": "workspace", "mountPath": str(path)}],
+    )
+
+
 @pytest.mark.parametrize("algorithm", ["sft", "osft", "lora"])
 def test_transformers_is_a_backend_of_every_algorithm(algorithm):
     request = train_model_request(
@@ -85,7 +93,7 @@ def _manifest(kind, config_path, **arguments):
     return job_from_request.build_job_manifest(kind, config_path, None, "run-3", "train-model", request, None)
 
 
-def test_the_trainjob_targets_torch_distributed_and_runs_the_staged_launcher(tmp_path, demo_dataset_path):
+def test_the_jobs_target_torch_distributed_and_run_the_staged_launcher(tmp_path, demo_dataset_path):
     config_path = _staged(tmp_path, demo_dataset_path)
     params = {"training_backend": "transformers", "training_num_nodes": 2, "training_gpus_per_node": 1}
     manifest = _manifest("trainjob", config_path, **params)
@@ -104,10 +112,6 @@ def test_the_trainjob_targets_torch_distributed_and_runs_the_staged_launcher(tmp
     hub = _manifest("trainjob", config_path)
     assert hub["spec"]["runtimeRef"]["name"] == "training-hub"
     assert hub["spec"]["trainer"]["command"] == ["python", str(config_path.parent / "entrypoint.py")]
-
-
-def test_the_pytorchjob_runs_the_same_launcher(tmp_path, demo_dataset_path):
-    config_path = _staged(tmp_path, demo_dataset_path)
     manifest = _manifest("pytorchjob", config_path, training_backend="transformers", training_image="q.io/o/t:1")
     container = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     assert container["command"][1] == str(config_path.parent / "transformers" / "launch.py")
@@ -132,10 +136,7 @@ def test_staging_writes_the_code_tree_and_plain_data(tmp_path):
 
 
 def test_the_staged_tree_needs_no_project_dependency(tmp_path, demo_dataset_path):
-    """The pod image has torch and transformers: msgspec, kfp, kubernetes, boto3 and mlflow must not be imported.
-
-    (PyYAML is not blocked: transformers needs it, through huggingface_hub, so every image with transformers has it.)
-    """
+    """The pod image has torch and transformers (and so PyYAML): none of the project's other dependencies."""
     root = _staged(tmp_path, demo_dataset_path).parent / "transformers"
     blocked = ["msgspec", "kfp", "kubernetes", "boto3", "mlflow", "tenacity"]
     script = "; ".join(
@@ -155,8 +156,7 @@ def test_the_staged_tree_needs_no_project_dependency(tmp_path, demo_dataset_path
 
 
 def test_the_launchers_package_carries_what_staging_copies():
-    """Staging copies the pods' code from the launcher's own package (the step image's): every staged module is a
-    product module of this checkout (not a test module, which the wheel and the image leave out)."""
+    """Every staged module is a product module (not a test module, which the wheel and the image leave out)."""
     components_root = FINETUNING.parents[1]
     for module in transformers_backend.STAGED_MODULES:
         path = components_root.parent / (module.replace(".", "/") + ".py")
@@ -168,15 +168,11 @@ def test_auto_looks_for_the_backends_runtime(kube_api, tiny_model_dir, demo_data
     kube_api.create_runtime("training-hub")
     dataset, out = _artifacts(tmp_path, demo_dataset_path)
     workspace = tmp_path / "ws"
-    task_config = dsl.TaskConfig(
-        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
-        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-    )
     with pytest.raises(TrainingConfigError, match="training_image='': required when the launcher is pytorchjob"):
         run_train_model(
             train_model_request(
                 dataset=dataset,
-                task_config=task_config,
+                task_config=_workspace(workspace),
                 training_base_model=str(tiny_model_dir),
                 training_backend="transformers",
                 training_launcher="auto",
@@ -223,17 +219,13 @@ def test_train_model_runs_the_transformers_backend_in_a_trainjob(
     eval_data = tmp_path / "in" / "eval.jsonl"
     eval_data.write_text("".join(demo_dataset_path.read_text().splitlines(keepends=True)[:16]))
     workspace = tmp_path / "kfp-workspace"
-    task_config = dsl.TaskConfig(
-        volumes=[{"name": "workspace", "persistentVolumeClaim": {"claimName": "run-ws"}}],
-        volume_mounts=[{"name": "workspace", "mountPath": str(workspace)}],
-    )
     seen, logged = {}, []
     with kube_api.in_background(lambda: _play_one_node(kube_api, seen)):
         outcome = run_train_model(
             train_model_request(
                 dataset=dataset,
                 eval_dataset=dsl.Dataset(uri=str(eval_data)),
-                task_config=task_config,
+                task_config=_workspace(workspace),
                 training_base_model=str(tiny_model_dir),
                 training_algorithm="lora",
                 training_lora_r=8,

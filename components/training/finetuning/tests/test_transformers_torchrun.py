@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from components.training.finetuning import job_from_request
 from components.training.finetuning.contract import ProgressSettings
 from components.training.finetuning.pod import metrics as metrics_module
 from components.training.finetuning.run import write_run_config
+from components.training.finetuning.tests.test_progress_server import get_progress
 from tests.harness.http_server import free_port
 from tests.harness.requests import pod_settings, train_model_request, training_config
 
@@ -89,14 +89,6 @@ def _wait(pods, timeout: float) -> list[int]:
     return codes
 
 
-def _progress(port: int) -> dict | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-            return json.loads(response.read())
-    except OSError:
-        return None
-
-
 @pytest.fixture
 def staged_job(tiny_model_dir, demo_dataset_path, tmp_path):
     """The run directory as ``train_model`` stages it for this backend, and the TrainJob that runs it."""
@@ -138,7 +130,7 @@ def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, status_endp
     pods = _start_pods(command, cwd, tmp_path, "first", status_env)
     deadline, seen = time.monotonic() + 90, None
     while time.monotonic() < deadline and all(process.poll() is None for process, _ in pods):
-        seen = _progress(progress_port)
+        seen = get_progress(progress_port)
         if seen and seen.get("currentStep", 0) >= 3:
             break
         time.sleep(0.05)
@@ -188,11 +180,9 @@ def test_two_nodes_train_pause_and_resume_under_torchrun(staged_job, status_endp
 
 @pytest.mark.parametrize(("algorithm", "sharding"), [("osft", "FULL_SHARD"), ("sft", "HYBRID_SHARD")])
 def test_two_ranks_make_the_same_steps_as_one_process(algorithm, sharding, tiny_model_dir, demo_dataset_path, tmp_path):
-    """Two CPU nodes (DDP: accelerate shards on GPUs only) make the same steps as the in-process trainer.
+    """Two CPU nodes (DDP) make the same steps as the in-process trainer, each accumulating two one-sample batches.
 
-    OSFT's projections of a replicated model must not be summed over the ranks (mini-trainer's are; see
-    ..hf_trainer.osft). Four samples per step and a micro-batch budget of one sample: each rank accumulates two
-    micro-batches, and the loss is normalised by the label tokens of all four samples.
+    OSFT's projections of a replicated model must not be summed over the ranks (mini-trainer's are).
     """
     from components.training.finetuning.local.trainer import train_locally
 
