@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from components.training.finetuning.oci.auth import OciModelError
+from components.training.finetuning.oci.client import OciModelError
 
 TITLE_ANNOTATION = "org.opencontainers.image.title"
 UNPACK_ANNOTATION = "io.deis.oras.content.unpack"

@@ -14,15 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from components.training.finetuning.oci.auth import OciModelError, parse_oci_uri
-from components.training.finetuning.oci.client import connect, download_blob, fetch_manifest, resolve_image_manifest
-from components.training.finetuning.oci.layers import (
-    TITLE_ANNOTATION,
-    add_artifact_layer,
-    extract_modelcar_layer,
-    is_tar_layer,
-    locate_model,
-)
+from components.training.finetuning.oci import client, layers
+from components.training.finetuning.oci.client import OciModelError
 
 PULL_RECORD = "pull.json"
 
@@ -82,7 +75,7 @@ def pull_model(
     Args:
         uri: ``oci://<registry>/<repository>[:<tag>|@sha256:<digest>]``.
         cache_root: A directory on the workspace shared with the training pods.
-        env: Environment holding the pull secret (:mod:`.auth`); never logged.
+        env: Environment holding the pull secret; never logged.
         insecure: Skip TLS verification and allow plain HTTP (in-cluster registries).
         ca_bundle: A CA bundle (PEM file path or PEM text) for the registry's certificate.
         log: Progress sink.
@@ -91,7 +84,7 @@ def pull_model(
     Raises:
         OciModelError: Any problem, as one line naming the reference and what to fix.
     """
-    ref = parse_oci_uri(uri, source)
+    ref = client.parse_oci_uri(uri, source)
     where = f"{source}={uri!r}"
     oci_root = Path(cache_root) / "oci"
     oci_root.mkdir(parents=True, exist_ok=True)
@@ -102,8 +95,8 @@ def pull_model(
         if reused is not None:
             log(f"{source}: reusing the verified copy of {ref.uri()} at {reused}")
             return PulledModel(reused, ref.digest, ref.uri(), reused=True)
-    connection = connect(ref, env, insecure, _ca_bundle_file(ca_bundle, oci_root), where)
-    top, digest = fetch_manifest(connection, ref.reference)
+    connection = client.connect(ref, env, insecure, _ca_bundle_file(ca_bundle, oci_root), where)
+    top, digest = client.fetch_manifest(connection, ref.reference)
     final = oci_root / digest.replace(":", "-")
     reused = _verified_copy(final, digest)
     if reused is not None:
@@ -111,26 +104,26 @@ def pull_model(
         return PulledModel(reused, digest, ref.uri(digest), reused=True)
     shutil.rmtree(final, ignore_errors=True)  # incomplete or tampered: pull afresh
     started = time.monotonic()
-    manifest = resolve_image_manifest(connection, top)
+    manifest = client.resolve_image_manifest(connection, top)
     staging = Path(tempfile.mkdtemp(dir=oci_root, prefix=f".partial-{digest.replace(':', '-')}-"))
     try:
         model_dir = staging / "model"
         model_dir.mkdir()
-        layers = manifest.get("layers") or []
-        log(f"{source}: pulling {ref.uri()} ({digest}, {len(layers)} layers) from {ref.registry}")
-        for index, descriptor in enumerate(layers):
+        descriptors = manifest.get("layers") or []
+        log(f"{source}: pulling {ref.uri()} ({digest}, {len(descriptors)} layers) from {ref.registry}")
+        for index, descriptor in enumerate(descriptors):
             annotations = descriptor.get("annotations") or {}
             media_type = str(descriptor.get("mediaType", ""))
-            if not annotations.get(TITLE_ANNOTATION) and not is_tar_layer(media_type):
+            if not annotations.get(layers.TITLE_ANNOTATION) and not layers.is_tar_layer(media_type):
                 continue  # neither an ORAS file nor an image layer (e.g. a signature blob)
             blob = staging / f".layer-{index}"
-            download_blob(connection, descriptor, blob)
-            if annotations.get(TITLE_ANNOTATION):
-                add_artifact_layer(blob, descriptor, model_dir, where)
+            client.download_blob(connection, descriptor, blob)
+            if annotations.get(layers.TITLE_ANNOTATION):
+                layers.add_artifact_layer(blob, descriptor, model_dir, where)
             else:
-                extract_modelcar_layer(blob, model_dir, where)
+                layers.extract_modelcar_layer(blob, model_dir, where)
             blob.unlink(missing_ok=True)
-        located = locate_model(model_dir, where, digest)
+        located = layers.locate_model(model_dir, where, digest)
         files = {p.relative_to(staging).as_posix(): p.stat().st_size for p in model_dir.rglob("*") if p.is_file()}
         record = {
             "digest": digest,

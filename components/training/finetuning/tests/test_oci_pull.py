@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning.oci.auth import OciModelError
+from components.training.finetuning.oci.client import OciModelError
 from components.training.finetuning.oci.model import PULL_RECORD, pull_model
 from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER, model_files, write_image_layout
 
