@@ -59,8 +59,7 @@ def grouped_request(
 ) -> Request:
     """A component's request from its wrapper's arguments (``dict(locals())``) but ``outputs``, each in its group.
 
-    Each group is built once here (a group checks its own values when built); ``own(name, value)`` converts the
-    request's own fields (an input artifact into what the request keeps of it).
+    Each group checks its own values when built; ``own(name, value)`` converts the request's own fields.
 
     Raises:
         TypeError: A parameter is missing or unknown (:func:`require_arguments`).

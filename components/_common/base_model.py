@@ -1,8 +1,4 @@
-"""The base model once per run: downloaded into the workspace by the first step that needs it, then read there.
-
-:func:`stage_base_model` downloads a Hub id, ``s3://`` prefix or ``oci://`` reference into the training pods' cache
-with a marker of its file sizes; ``train_model`` finds it with :func:`staged_base_model` (no network).
-"""
+"""The base model once per run: downloaded into the workspace by the first step that needs it, then read there."""
 
 from __future__ import annotations
 
@@ -76,7 +72,7 @@ def stage_base_model(
     oci_ca_bundle: str = "",
     log: Callable[[str], None] = print,
 ) -> StagedBaseModel | None:
-    """Downloads ``source`` into the workspace's model cache once per run (a staged copy is reused).
+    """Downloads ``source`` into the workspace's model cache, with a marker of its file sizes (a staged copy is reused).
 
     Args:
         source: A Hub id, ``s3://bucket/prefix`` or ``oci://`` reference; a path or ``pvc://`` returns ``None``.

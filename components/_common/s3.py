@@ -27,7 +27,7 @@ def s3_client(
         environ: Where the data connection's variables are read.
         stall_timeout_s: botocore's read timeout (connecting: at most 30 s).
         purpose: What needs S3, for the error message (e.g. ``s3_upload_prefix is set``).
-        attempts: botocore's own attempts per request.
+        attempts: botocore's attempts per request.
 
     Raises:
         S3CredentialsMissing: A credential variable is unset (the message names it).
