@@ -186,20 +186,3 @@ def test_transport_makes_one_try_and_keeps_the_error_shape():
     retry = single_try_transport()
     with pytest.raises(urllib3.exceptions.MaxRetryError):
         retry.increment("GET", "/x", error=urllib3.exceptions.ReadTimeoutError(None, "/x", "Read timed out."))
-
-
-def test_every_install_that_runs_the_policy_has_tenacity():
-    """tenacity is a core dependency (the image installs the core from the lock), pinned in the lock."""
-    import tomllib
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    users = [
-        p
-        for p in (root / "components").rglob("*.py")
-        if "tests" not in p.parts and "components._common.retry" in p.read_text()
-    ]
-    assert users, "no component imports the retry policy: this test checks nothing"
-    core = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert any(requirement.startswith("tenacity") for requirement in core), core
-    assert any(line.startswith("tenacity==") for line in (root / "constraints.txt").read_text().splitlines())

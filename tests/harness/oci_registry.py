@@ -1,10 +1,7 @@
 """A real OCI registry on 127.0.0.1: the CNCF distribution server (Debian's ``docker-registry``) fed by ``skopeo``.
 
-Images are written here as OCI image layouts in plain Python and pushed with ``skopeo copy``, so the code under test
-reads what a real registry serves, written by an independent client. Session fixtures: ``oci_registry`` (anonymous;
-``models/tiny:1`` a modelcar, ``models/tiny-oras:1`` an ORAS artifact, ``models/no-model:1``), ``oci_registry_auth``
-(htpasswd basic auth), ``oci_registry_token`` (bearer tokens from :mod:`.oci_token_server`) and ``oci_registry_tls``
-(HTTPS, self-signed). Tests skip with the reason when ``docker-registry``, ``skopeo`` or ``htpasswd`` is missing.
+Images are written as OCI image layouts in plain Python and pushed with ``skopeo copy`` (an independent client).
+Tests skip with the reason when ``docker-registry``, ``skopeo`` or ``htpasswd`` is missing.
 """
 
 from __future__ import annotations
@@ -43,8 +40,7 @@ def missing_tools(*extra: str) -> list[str]:
 
 
 def _skip_without(*extra: str) -> None:
-    missing = missing_tools(*extra)
-    if missing:
+    if missing := missing_tools(*extra):
         pytest.skip(
             f"real OCI registry tests need {', '.join(missing)} (Debian: apt-get install -y docker-registry skopeo "
             "apache2-utils; scripts/setup.sh does it where apt is available)"
@@ -84,10 +80,7 @@ def model_files(model_dir: Path, prefix: str = "models") -> dict[str, bytes]:
 
 
 def write_image_layout(layout: Path, layers: list[Mapping[str, bytes]], tag: str, history: bool = False) -> str:
-    """Writes an OCI image layout with one gzip tar layer per mapping; returns the manifest digest.
-
-    ``history``: give the config a ``history`` entry per layer, as image builders do (olot requires it of a base).
-    """
+    """Writes an OCI image layout with one gzip tar layer per mapping (``history``: one entry each, as builders do)."""
     layout.mkdir(parents=True, exist_ok=True)
     descriptors, diff_ids = [], []
     for files in layers:
@@ -134,8 +127,7 @@ def _finish_layout(layout: Path, config: dict, layers: list[dict], tag: str, art
 
 @dataclasses.dataclass
 class RunningRegistry:
-    """One ``docker-registry`` process on ``host`` (``127.0.0.1:<port>``); ``digests``: manifest digest by pushed
-    reference (``models/tiny:1``); ``storage``: its storage directory (tests may damage blobs there)."""
+    """One ``docker-registry`` on ``host``; ``digests``: manifest digest by pushed reference (``models/tiny:1``)."""
 
     host: str
     process: subprocess.Popen
@@ -159,7 +151,6 @@ class RunningRegistry:
         subprocess.run(command, check=True, capture_output=True, timeout=60)
 
     def stop(self) -> None:
-        """Terminates the server (killed after 10 s)."""
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
@@ -174,10 +165,9 @@ def start_registry(
     tls: tuple[Path, Path] | None = None,
     token: tuple[str, Path] | None = None,
 ) -> RunningRegistry:
-    """Starts ``docker-registry`` (storage and config in ``directory``) on a free port; returns it once ``/v2/`` works.
+    """Starts ``docker-registry`` in ``directory`` on a free port (basic auth, HTTPS or bearer tokens); once it answers.
 
-    ``htpasswd``: require basic auth; ``tls``: ``(certificate, key)`` to serve HTTPS; ``token``: ``(realm URL,
-    certificate)`` to require bearer tokens of that token server (:mod:`.oci_token_server`).
+    ``tls``: ``(certificate, key)``; ``token``: ``(realm URL, certificate)`` of :mod:`.oci_token_server`.
     """
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()

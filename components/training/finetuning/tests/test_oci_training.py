@@ -100,7 +100,8 @@ def test_local_launcher_trains_from_an_oci_modelcar(oci_registry, demo_dataset_p
     assert (Path(out["model"].path) / "model.safetensors").is_file() and out["metrics"].metadata["steps"] == 2
     assert any(f"pulling {uri}" in line for line in lines)
     props = lineage_properties(ArtifactInfo(out["model"].uri, out["model"].path, meta), RunInfo("run-oci"))
-    assert props["base_model_digest"] == digest and props["base_model_resolved_uri"].endswith(digest)
+    assert (props["base_model"], props["base_model_digest"]) == (uri, digest)
+    assert props["base_model_resolved_uri"] == f"oci://{oci_registry.host}/models/tiny@{digest}"
 
 
 @dsl.component(install_kfp_package=False)

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from components._common.oci_reference import OciReference, credentials_for
-from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
 from components.training.finetuning.contract import TrainingConfigError
 from components.training.finetuning.oci.client import OciModelError, parse_oci_uri, pull_credentials
 from components.training.finetuning.run import validate_request
@@ -110,16 +109,3 @@ def test_validate_request_checks_the_reference_and_the_tls_options_before_anythi
         validate_request(
             request(training_base_model="m", training_oci_insecure=True, training_oci_ca_bundle="/ca.pem"), False
         )
-
-
-def test_the_resolved_digest_reaches_the_registry_properties():
-    metadata = {
-        "base_model": "oci://quay.io/org/granite:1",
-        "base_model_digest": DIGEST,
-        "base_model_resolved": f"oci://quay.io/org/granite@{DIGEST}",
-        "hyperparameters": {},
-    }
-    props = lineage_properties(ArtifactInfo("s3://b/model", "/tmp/model", metadata), RunInfo("run-1"))
-    assert props["base_model"] == "oci://quay.io/org/granite:1"
-    assert props["base_model_digest"] == DIGEST
-    assert props["base_model_resolved_uri"] == f"oci://quay.io/org/granite@{DIGEST}"
