@@ -30,7 +30,6 @@ def _upload(client, bucket, model_dir):
 
 
 def test_an_s3_model_is_downloaded_once_and_reused_by_the_next_step(tmp_path, s3_data_connection, tiny_model_dir):
-    """The first step downloads (moto S3, real boto3); the next finds the marker and reads the copy, with no S3."""
     client, bucket = s3_data_connection
     uri = _upload(client, bucket, tiny_model_dir)
     workspace, logged = tmp_path / "ws", []

@@ -1,8 +1,4 @@
-"""``oci://`` base models against real registries on 127.0.0.1 (CNCF distribution, images pushed with skopeo).
-
-Each registry fixture is session-scoped (see ``tests/harness/oci_registry.py``); every test pulls into its own
-``tmp_path`` cache, so tests stay independent.
-"""
+"""``oci://`` base models from real registries on 127.0.0.1 (session fixtures), each test into its own cache."""
 
 import base64
 import json

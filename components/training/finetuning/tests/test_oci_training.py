@@ -1,8 +1,4 @@
-"""``train_model`` from an ``oci://`` base model on a real registry: local launcher, TrainJob and PyTorchJob (kmock).
-
-The pull runs in the ``train_model`` task before anything is submitted; the job's pods read the copy on the
-workspace (``run_config.json``'s ``model_path``), and the model's metadata and registry lineage carry the digest.
-"""
+"""``train_model`` from an ``oci://`` base model on a real registry: local launcher, TrainJob and PyTorchJob (kmock)."""
 
 import base64
 import json

@@ -1,7 +1,4 @@
-"""MLflow tracking against a real ``mlflow server`` (fixture ``mlflow_server``), read back with another client.
-
-Failure handling and the no-op rules use MLflow's file store in tmp_path, which the tests can break on purpose.
-"""
+"""MLflow tracking against a real ``mlflow server``, read back with another client (failures: a file store)."""
 
 import shutil
 import uuid
