@@ -7,7 +7,6 @@ the deadline; :class:`GaveUp` carries the last error for the caller's own one-li
 from __future__ import annotations
 
 import dataclasses
-import email.utils
 import json
 import random
 import socket
@@ -70,19 +69,16 @@ def status_of(error: BaseException) -> int | None:
     return None
 
 
-def retry_after_s(error: BaseException, now: Callable[[], float] = time.time) -> float | None:
+def retry_after_s(error: BaseException) -> float | None:
     """The wait a ``Retry-After`` header of the error's answer asks for (delta-seconds or an HTTP date), if any."""
+    import urllib3
+
     holders = (getattr(error, "response", None), error)
     headers = next((h for h in (getattr(o, "headers", None) for o in holders) if hasattr(h, "get")), None)
     value = (headers.get("Retry-After") or headers.get("retry-after")) if headers is not None else None
-    value = value.strip() if isinstance(value, str) else ""
-    if not value:
-        return None
-    if value.isdigit():
-        return float(value)
     try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now())
-    except (TypeError, ValueError):
+        return float(urllib3.util.Retry().parse_retry_after(value)) if isinstance(value, str) and value else None
+    except urllib3.exceptions.InvalidHeader:
         return None
 
 
