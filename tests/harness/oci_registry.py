@@ -6,6 +6,7 @@ Tests skip with the reason when ``docker-registry``, ``skopeo`` or ``htpasswd`` 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import hashlib
@@ -220,11 +221,17 @@ def _wait_ready(registry: RunningRegistry, log: Path, timeout: float = 15.0) -> 
     raise RuntimeError(f"docker-registry did not answer on {registry.host} within {timeout} s")
 
 
-def _push_tiny(registry: RunningRegistry, tiny_model_dir: Path, work: Path) -> None:
-    base = {"bin/busybox": b"not really busybox\n", "etc/os-release": b"ID=test\n"}
-    layout = work / "layouts" / "tiny"
-    registry.digests["models/tiny:1"] = write_image_layout(layout, [base, model_files(tiny_model_dir)], "1")
-    registry.push(layout, "1", "models/tiny:1")
+@contextlib.contextmanager
+def _serving_tiny(registry: RunningRegistry, tiny_model_dir: Path, work: Path) -> Iterator[RunningRegistry]:
+    """Pushes ``models/tiny:1`` (the model on a small base layer); stops the registry when the block ends."""
+    try:
+        base = {"bin/busybox": b"not really busybox\n", "etc/os-release": b"ID=test\n"}
+        layout = work / "layouts" / "tiny"
+        registry.digests["models/tiny:1"] = write_image_layout(layout, [base, model_files(tiny_model_dir)], "1")
+        registry.push(layout, "1", "models/tiny:1")
+        yield registry
+    finally:
+        registry.stop()
 
 
 @pytest.fixture(scope="session")
@@ -232,20 +239,14 @@ def oci_registry(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
     """An anonymous HTTP registry with ``models/tiny:1``, ``models/tiny-oras:1`` and ``models/no-model:1``."""
     _skip_without()
     work = tmp_path_factory.mktemp("oci-registry")
-    registry = start_registry(work / "server")
-    try:
-        _push_tiny(registry, tiny_model_dir, work)
-        oras_layout = work / "layouts" / "tiny-oras"
+    with _serving_tiny(start_registry(work / "server"), tiny_model_dir, work) as registry:
         files = {path.name: path.read_bytes() for path in sorted(tiny_model_dir.iterdir()) if path.is_file()}
-        registry.digests["models/tiny-oras:1"] = write_artifact_layout(oras_layout, files, "1")
-        registry.push(oras_layout, "1", "models/tiny-oras:1")
-        empty_layout = work / "layouts" / "no-model"
+        registry.digests["models/tiny-oras:1"] = write_artifact_layout(work / "layouts" / "tiny-oras", files, "1")
+        registry.push(work / "layouts" / "tiny-oras", "1", "models/tiny-oras:1")
         layers = [{"bin/sh": b"#!/bin/true\n", "app/README": b"no model here\n"}]
-        registry.digests["models/no-model:1"] = write_image_layout(empty_layout, layers, "1")
-        registry.push(empty_layout, "1", "models/no-model:1")
+        registry.digests["models/no-model:1"] = write_image_layout(work / "layouts" / "no-model", layers, "1")
+        registry.push(work / "layouts" / "no-model", "1", "models/no-model:1")
         yield registry
-    finally:
-        registry.stop()
 
 
 @pytest.fixture(scope="session")
@@ -260,11 +261,8 @@ def oci_registry_auth(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: 
     htpasswd.write_text(line.strip() + "\n")
     registry = start_registry(work / "server", htpasswd=htpasswd)
     registry.credentials = (AUTH_USER, AUTH_PASSWORD)
-    try:
-        _push_tiny(registry, tiny_model_dir, work)
+    with _serving_tiny(registry, tiny_model_dir, work):
         yield registry
-    finally:
-        registry.stop()
 
 
 @pytest.fixture(scope="session")
@@ -280,12 +278,9 @@ def oci_registry_tls(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: P
     shutil.copyfile(certificate, cert_dir / "ca.crt")
     registry = start_registry(work / "server", tls=(certificate, key))
     registry.ca_bundle = cert_dir / "ca.crt"
-    try:
-        _push_tiny(registry, tiny_model_dir, work)
+    with _serving_tiny(registry, tiny_model_dir, work):
         registry.ca_bundle = certificate
         yield registry
-    finally:
-        registry.stop()
 
 
 @pytest.fixture(scope="session")
@@ -302,10 +297,7 @@ def oci_registry_token(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir:
         registry = start_registry(work / "server", token=(server.url, certificate))
         registry.credentials = (AUTH_USER, AUTH_PASSWORD)
         registry.token_server = server
-        try:
-            _push_tiny(registry, tiny_model_dir, work)
+        with _serving_tiny(registry, tiny_model_dir, work):
             yield registry
-        finally:
-            registry.stop()
     finally:
         server.stop()
