@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,16 +27,6 @@ def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, s
     lines = [f"    {name}: {' '.join(text.split())}" for name, text in parameter_docs.items()]
     func.__doc__ = summary + "\n\nArgs:\n" + "\n".join(lines) + "\n"
     return func
-
-
-def without_parameter_docs(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A copy of ``func`` whose docstring is its summary only: KFP then gives its parameters no description."""
-    copy = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
-    copy.__kwdefaults__ = func.__kwdefaults__
-    copy.__annotations__ = dict(func.__annotations__)
-    copy.__module__, copy.__qualname__ = func.__module__, func.__qualname__
-    copy.__doc__ = inspect.cleandoc(func.__doc__ or func.__name__).split("\n\nArgs:\n", 1)[0]
-    return copy
 
 
 def compact_program(program: str, function_name: str) -> str:
@@ -111,8 +100,11 @@ def runtime_component(
             if not step_image:
                 raise ValueError(f"{func.__name__}: the image must name a container image, got ''")
             if (step_image, described) not in built:
-                target = func if described else without_parameter_docs(func)
-                component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
+                component = dsl.component(func, base_image=step_image, install_kfp_package=False, **component_kwargs)
+                if not described:  # the parameters without descriptions: the pipeline's describe them
+                    specs = component.component_spec
+                    for spec in [*(specs.inputs or {}).values(), *(specs.outputs or {}).values()]:
+                        spec.description = None
                 _compact_command(component, func.__name__)
                 built[step_image, described] = RuntimeComponent(component, build, routes)
             return built[step_image, described]
