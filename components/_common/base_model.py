@@ -96,16 +96,16 @@ def stage_base_model(
     cache.mkdir(parents=True, exist_ok=True)
     facts: dict[str, str] = {}
     if source.startswith("oci://"):
-        try:
-            from components.training.finetuning.oci.model import OciModelError, pull_model
-        except ImportError as error:
-            raise BaseModelError(f"{parameter}={source!r}: this image cannot pull oci:// models ({error})") from None
+        from components.training.finetuning.oci.model import OciModelError, pull_model
+
         try:
             pulled = pull_model(
                 source, cache, environ, insecure=oci_insecure, ca_bundle=oci_ca_bundle, log=log, source=parameter
             )
         except OciModelError as error:
             raise BaseModelError(str(error)) from None
+        except ImportError as error:  # the registry client (oras, requests) is imported when the pull starts
+            raise BaseModelError(f"{parameter}={source!r}: this image cannot pull oci:// models ({error})") from None
         path = pulled.path
         facts = {"base_model_digest": pulled.digest, "base_model_resolved": pulled.uri}
     else:
