@@ -46,12 +46,6 @@ def compact_program(program: str, function_name: str) -> str:
     return ast.unparse(tree) + "\n"
 
 
-def _compact_command(component: Any, function_name: str) -> None:
-    container = component.component_spec.implementation.container
-    *shell, script, program = container.command
-    container.command = [*shell, re.sub(r" {2,}", " ", script), compact_program(program, function_name)]
-
-
 class RuntimeComponent(PythonComponent):
     """KFP's ``PythonComponent`` with :meth:`with_image` and ``string_routes``.
 
@@ -105,7 +99,9 @@ def runtime_component(
                     specs = component.component_spec
                     for spec in [*(specs.inputs or {}).values(), *(specs.outputs or {}).values()]:
                         spec.description = None
-                _compact_command(component, func.__name__)
+                container = component.component_spec.implementation.container  # the command, compacted
+                *shell, script, program = container.command
+                container.command = [*shell, re.sub(r" {2,}", " ", script), compact_program(program, func.__name__)]
                 built[step_image, described] = RuntimeComponent(component, build, routes)
             return built[step_image, described]
 
