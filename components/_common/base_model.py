@@ -74,14 +74,8 @@ def stage_base_model(
 ) -> StagedBaseModel | None:
     """Downloads ``source`` into the workspace's model cache, with a marker of its file sizes (a staged copy is reused).
 
-    Args:
-        source: A Hub id, ``s3://bucket/prefix`` or ``oci://`` reference; a path or ``pvc://`` returns ``None``.
-        workspace: The run's workspace (``pvc_path``).
-        environ: ``HF_TOKEN``, ``AWS_*`` or the OCI pull secret; never logged.
-        parameter: The parameter named in errors.
-        oci_insecure: ``oci://``: skip TLS verification.
-        oci_ca_bundle: ``oci://``: the registry's CA bundle (PEM path or text).
-        log: Progress sink.
+    ``source`` is a Hub id, ``s3://bucket/prefix`` or ``oci://`` reference (a path or ``pvc://`` returns ``None``);
+    ``environ`` holds ``HF_TOKEN``, ``AWS_*`` or the OCI pull secret (never logged); ``parameter`` is named in errors.
 
     Raises:
         BaseModelError: The download failed (one line naming the source).

@@ -177,14 +177,8 @@ def pull_model(
 ) -> PulledModel:
     """Pulls ``uri`` into ``<cache_root>/oci/sha256-<hex>/`` (or reuses a verified complete copy).
 
-    Args:
-        uri: ``oci://<registry>/<repository>[:<tag>|@sha256:<digest>]``.
-        cache_root: A directory on the workspace shared with the training pods.
-        env: Environment holding the pull secret; never logged.
-        insecure: Skip TLS verification and allow plain HTTP (in-cluster registries).
-        ca_bundle: A CA bundle (PEM file path or PEM text) for the registry's certificate.
-        log: Progress sink.
-        source: The parameter named in errors.
+    ``env`` holds the pull secret (never logged); ``insecure`` skips TLS verification and allows plain HTTP;
+    ``ca_bundle`` is a PEM file path or PEM text; ``source`` is the parameter named in errors.
 
     Raises:
         OciModelError: Any problem, as one line naming the reference and what to fix.
