@@ -1,9 +1,4 @@
-"""The small variant of ``benchmarks/model_trip.py``: a 10 MB model, before (copied) and after (read in place).
-
-The benchmark's figures for 0.1, 1 and 4 GB are in the README; here the same code runs on a 10 MB model and checks
-the end state the targets describe: with the copy, the weights go through the artifact store three times (upload,
-two downloads) and fill each step's disk; without it, only manifests do, and no step's disk holds the weights.
-"""
+"""The small variant of ``benchmarks/model_trip.py``: a 10 MB model, before (copied) and after (read in place)."""
 
 import importlib.util
 from pathlib import Path

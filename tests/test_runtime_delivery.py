@@ -6,7 +6,7 @@ import yaml
 from kfp import compiler, dsl
 
 from components._common.images import STEP_IMAGE
-from components._common.runtime import runtime_component, with_parameter_docs, without_parameter_docs
+from components._common.runtime import runtime_component, with_parameter_docs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,9 @@ def test_parameter_docs_become_the_docstring_and_the_dashboard_descriptions(tmp_
     assert (
         documented.python_func.__doc__ == "Does a step.\n\nArgs:\n    name: Who to greet.\n    count: How many times.\n"
     )
-    assert without_parameter_docs(documented.python_func).__doc__ == "Does a step."
+    assert documented.component_spec.inputs["name"].description == "Who to greet."
+    undescribed = documented.with_image("quay.io/example/step:1").component_spec
+    assert undescribed.inputs["name"].description is None and undescribed.outputs["Output"].description is None
     path = tmp_path / "c.yaml"
     compiler.Compiler().compile(documented, str(path))
     parameters = yaml.safe_load(path.read_text())["root"]["inputDefinitions"]["parameters"]

@@ -11,21 +11,6 @@ Groups = Mapping[str, tuple[type, str]]
 Request = TypeVar("Request")
 
 
-def require_arguments(component: str, arguments: Mapping[str, Any], expected: Iterable[str]) -> None:
-    """Checks that ``arguments`` has exactly the names ``expected``.
-
-    Raises:
-        TypeError: A name is missing or unknown; the message names them and where to add them.
-    """
-    expected = set(expected)
-    missing, unknown = sorted(expected - set(arguments)), sorted(set(arguments) - expected)
-    if missing or unknown:
-        raise TypeError(
-            f"{component}: arguments {unknown} have no field in its request and {missing} are missing from its "
-            "signature; add each parameter to both component.py and its request type"
-        )
-
-
 def artifact_path(component: str, name: str, artifact: Any) -> str:
     """The local path of an optional input artifact (``""`` for ``None``; ``TypeError`` when not artifact-like)."""
     if artifact is None:
@@ -59,15 +44,20 @@ def grouped_request(
 ) -> Request:
     """A component's request from its wrapper's arguments (``dict(locals())``) but ``outputs``, each in its group.
 
-    Each group is built once here (a group checks its own values when built); ``own(name, value)`` converts the
-    request's own fields (an input artifact into what the request keeps of it).
+    Each group checks its own values when built; ``own(name, value)`` converts the request's own fields.
 
     Raises:
-        TypeError: A parameter is missing or unknown (:func:`require_arguments`).
+        TypeError: A parameter is missing or unknown (the message names it and where to add it).
         ValueError: A group refuses a value.
     """
     fields = parameter_fields(request_type, groups)
-    require_arguments(component, arguments, [*fields, *outputs])
+    expected = {*fields, *outputs}
+    missing, unknown = sorted(expected - set(arguments)), sorted(set(arguments) - expected)
+    if missing or unknown:
+        raise TypeError(
+            f"{component}: arguments {unknown} have no field in its request and {missing} are missing from its "
+            "signature; add each parameter to both component.py and its request type"
+        )
     values: dict[str | None, dict[str, Any]] = {group: {} for group in [None, *groups]}
     for name, (group, field) in fields.items():
         values[group][field] = arguments[name] if group else own(name, arguments[name])

@@ -1,8 +1,4 @@
-"""The base model once per run: downloaded into the workspace by the first step that needs it, then read there.
-
-:func:`stage_base_model` downloads a Hub id, ``s3://`` prefix or ``oci://`` reference into the training pods' cache
-with a marker of its file sizes; ``train_model`` finds it with :func:`staged_base_model` (no network).
-"""
+"""The base model once per run: downloaded into the workspace by the first step that needs it, then read there."""
 
 from __future__ import annotations
 
@@ -76,16 +72,10 @@ def stage_base_model(
     oci_ca_bundle: str = "",
     log: Callable[[str], None] = print,
 ) -> StagedBaseModel | None:
-    """Downloads ``source`` into the workspace's model cache once per run (a staged copy is reused).
+    """Downloads ``source`` into the workspace's model cache, with a marker of its file sizes (a staged copy is reused).
 
-    Args:
-        source: A Hub id, ``s3://bucket/prefix`` or ``oci://`` reference; a path or ``pvc://`` returns ``None``.
-        workspace: The run's workspace (``pvc_path``).
-        environ: ``HF_TOKEN``, ``AWS_*`` or the OCI pull secret; never logged.
-        parameter: The parameter named in errors.
-        oci_insecure: ``oci://``: skip TLS verification.
-        oci_ca_bundle: ``oci://``: the registry's CA bundle (PEM path or text).
-        log: Progress sink.
+    ``source`` is a Hub id, ``s3://bucket/prefix`` or ``oci://`` reference (a path or ``pvc://`` returns ``None``);
+    ``environ`` holds ``HF_TOKEN``, ``AWS_*`` or the OCI pull secret (never logged); ``parameter`` is named in errors.
 
     Raises:
         BaseModelError: The download failed (one line naming the source).
@@ -100,16 +90,16 @@ def stage_base_model(
     cache.mkdir(parents=True, exist_ok=True)
     facts: dict[str, str] = {}
     if source.startswith("oci://"):
-        try:
-            from components.training.finetuning.oci.model import OciModelError, pull_model
-        except ImportError as error:
-            raise BaseModelError(f"{parameter}={source!r}: this image cannot pull oci:// models ({error})") from None
+        from components.training.finetuning.oci.model import OciModelError, pull_model
+
         try:
             pulled = pull_model(
                 source, cache, environ, insecure=oci_insecure, ca_bundle=oci_ca_bundle, log=log, source=parameter
             )
         except OciModelError as error:
             raise BaseModelError(str(error)) from None
+        except ImportError as error:  # the registry client (oras, requests) is imported when the pull starts
+            raise BaseModelError(f"{parameter}={source!r}: this image cannot pull oci:// models ({error})") from None
         path = pulled.path
         facts = {"base_model_digest": pulled.digest, "base_model_resolved": pulled.uri}
     else:

@@ -116,10 +116,9 @@ def after(position: int, unit: str = "line") -> str:
 
 
 def iter_line_blocks(path: Path, limits: ReadLimits) -> Iterator[tuple[int, list[bytes | Unreadable]]]:
-    """Yields ``(first_line_number, lines)``: the lines of a (possibly gzipped) file, about 1 MiB at a time.
+    """Yields ``(first_line_number, lines)``: every line of a (possibly gzipped) file, about 1 MiB at a time.
 
-    Every line is there, blank ones included, without its line break; a line longer than ``limits.max_line_bytes``
-    is an :class:`Unreadable` (rule ``record_too_large``), skipped without being held. A leading UTF-8 BOM is skipped.
+    A line longer than ``limits.max_line_bytes`` is an :class:`Unreadable`, never held; a leading BOM is skipped.
 
     Raises:
         ChatFormatError: A damaged ``.gz`` file, or one that expands too far (:func:`gzip_errors`).
@@ -162,9 +161,7 @@ def is_record(line: bytes | Unreadable) -> bool:
 
 
 def count_lines(path: Path, limits: ReadLimits) -> int:
-    """An upper bound of the records of a JSON-lines file, from one quick scan of its bytes.
-
-    Exact unless blank lines stand between records (trailing blank lines are not counted).
+    """The records of a JSON-lines file from one scan of its bytes (an upper bound if blank lines stand between).
 
     Raises:
         ChatFormatError: As :func:`iter_line_blocks`.

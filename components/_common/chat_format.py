@@ -1,7 +1,4 @@
-"""The chat-format rules, once: what a usable ``{"messages": [...]}`` row is, how JSON lines decode (``msgspec``).
-
-The dataset step, ``train_model`` and lm-eval's held-out tasks accept and refuse the same rows with the same words.
-"""
+"""The chat-format rules that every step applies: what a usable ``{"messages": [...]}`` row is; JSON by ``msgspec``."""
 
 from __future__ import annotations
 
@@ -145,10 +142,7 @@ _NOT_FAST = (msgspec.DecodeError, UnicodeDecodeError, RecursionError, TypeError)
 
 
 def fast_valid_lines(lines: list, allow_trailing_user: bool = False) -> list[bool]:
-    """Whether each JSON line is certainly a usable ``messages`` row with string contents, checked while parsing.
-
-    ``False`` means "not on the fast path": :func:`decode_json` and :func:`check_row` decide.
-    """
+    """Whether each JSON line is certainly a usable row (string contents); ``False``: :func:`check_row` decides."""
     decode = _TYPED.decode
     verdicts = []
     for line in lines:
@@ -178,12 +172,7 @@ def iter_chat_file(
 ) -> Iterator[tuple[int, dict]]:
     """Yields ``(line_number, row)`` for every row of a chat JSONL file (``.gz`` too), checked and normalized.
 
-    Args:
-        path: The JSONL file.
-        allow_trailing_user: Accept conversations ending on a user turn.
-        heldout: Also apply the held-out rules (:func:`check_messages`).
-        label: What the file is (e.g. ``train_dataset``), put before its name in messages.
-        require_rows: Raise ``no_rows`` for a file without any row.
+    ``label`` (e.g. ``train_dataset``) goes before the file name in errors; ``require_rows`` refuses an empty file.
 
     Raises:
         ChatFormatError: At the first row that breaks a rule (naming file, line and rule), or ``no_rows``.

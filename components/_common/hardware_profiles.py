@@ -1,8 +1,7 @@
 """RHOAI Hardware Profiles (``infrastructure.opendatahub.io`` ``HardwareProfile``): read at run time, applied by steps.
 
-The CRD (Open Data Hub operator v3.0.0 to v3.5.0) is vendored in ``tests/specs/crds/``. ``spec.identifiers[]`` give
-each resource's ``defaultCount`` (request and limit), ``spec.scheduling`` a node selector and tolerations or a Kueue
-local queue. Everything but :func:`list_hardware_profiles` and :func:`read_hardware_profile` is pure.
+Each identifier's ``defaultCount`` is a request and limit; ``spec.scheduling`` adds a node selector and tolerations
+or a Kueue local queue. The CRD (Open Data Hub operator v3.0.0 to v3.5.0) is vendored in ``tests/specs/crds/``.
 """
 
 from __future__ import annotations
@@ -127,10 +126,7 @@ def step_fit(profile: HardwareProfile) -> dict[str, str]:
 
 
 def lmevaljob_pod_settings(profile: HardwareProfile) -> tuple[dict[str, Any], dict[str, str]]:
-    """``(spec.pod, metadata.labels)`` of an ``LMEvalJob`` scheduled by ``profile``.
-
-    ``LMEvalPodSpec`` has no ``nodeSelector`` or ``tolerations``: the node selector becomes a required node affinity;
-    a Queue profile's Kueue label goes on the job.
+    """``(spec.pod, metadata.labels)`` of an ``LMEvalJob`` scheduled by ``profile`` (node selector as node affinity).
 
     Raises:
         HardwareProfileError: The profile has tolerations (LMEvalJob cannot carry them).
@@ -176,30 +172,24 @@ def apply_to_inference_service(isvc: Mapping[str, Any], profile: HardwareProfile
     return result
 
 
-def _listed(api_client: Any, namespace: str) -> list[dict[str, Any]]:
-    """The profiles of one namespace by the newest served version (``[]`` where none is readable)."""
+def list_hardware_profiles(api_client: Any, namespaces: Sequence[str]) -> list[HardwareProfile]:
+    """Every profile of ``namespaces`` (the run's, then the platform's) by the newest served version readable there."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
-    custom = client.CustomObjectsApi(api_client)
-    for version in SERVED_VERSIONS:
-        try:
-            found = custom.list_namespaced_custom_object(
-                API_GROUP, version, namespace, PLURAL, _request_timeout=(5.0, 30.0)
-            )
-        except ApiException as error:
-            if error.status in (403, 404):
-                continue
-            raise
-        return list(found.get("items") or [])
-    return []
-
-
-def list_hardware_profiles(api_client: Any, namespaces: Sequence[str]) -> list[HardwareProfile]:
-    """Every profile of ``namespaces`` (the run's, then the platform's), unreadable namespaces skipped."""
-    profiles: list[HardwareProfile] = []
+    custom, profiles = client.CustomObjectsApi(api_client), []
     for namespace in dict.fromkeys(namespaces):
-        profiles += [parse_profile(item) for item in _listed(api_client, namespace)]
+        for version in SERVED_VERSIONS:
+            try:
+                found = custom.list_namespaced_custom_object(
+                    API_GROUP, version, namespace, PLURAL, _request_timeout=(5.0, 30.0)
+                )
+            except ApiException as error:
+                if error.status in (403, 404):
+                    continue
+                raise
+            profiles += [parse_profile(item) for item in found.get("items") or []]
+            break
     return profiles
 
 

@@ -29,13 +29,7 @@ def load_api_client(
 ) -> Any:
     """A ``kubernetes.client.ApiClient``: the secret's env when set, else the service account, else the kubeconfig.
 
-    Args:
-        verify_ssl: Verify the API server's certificate; ``False`` is a logged opt-out.
-        ca_bundle: A CA bundle file (``""``: the service account's CA or system CAs).
-        environ: Environment to read; defaults to ``os.environ``.
-        service_account_dir: Where the service account token and CA are mounted.
-        log: Where the TLS opt-out warning goes.
-        kubeconfig: Fall back to the kubeconfig's current context.
+    The kubeconfig's current context only with ``kubeconfig``; ``verify_ssl=False`` is a logged opt-out.
 
     Raises:
         KubeAuthError: One env var without the other, a non-http(s) URL, no credentials at all, or no ``ca_bundle``.
@@ -65,7 +59,15 @@ def load_api_client(
             )
             loader.load_and_set(configuration)
         elif kubeconfig:
-            _load_kubeconfig(configuration, token_file)
+            from kubernetes import config
+
+            try:
+                config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration)
+            except (config.ConfigException, OSError) as error:
+                raise KubeAuthError(
+                    f"no Kubernetes credentials: {SERVER_URL_ENV} / {AUTH_TOKEN_ENV} are not set, no service account "
+                    f"token at {token_file}, and no usable kubeconfig ({error})"
+                ) from None
         else:
             raise KubeAuthError(
                 f"no Kubernetes credentials: no service account token at {token_file} and {SERVER_URL_ENV} / "
@@ -79,16 +81,3 @@ def load_api_client(
     if not verify_ssl:
         log(f"WARNING: TLS certificate verification of {configuration.host} is disabled (verify_ssl=False)")
     return client.ApiClient(configuration)
-
-
-def _load_kubeconfig(configuration: Any, token_file: Path) -> None:
-    """Loads the kubeconfig's current context into ``configuration``; :class:`KubeAuthError` when there is none."""
-    from kubernetes import config
-
-    try:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration)
-    except (config.ConfigException, OSError) as error:
-        raise KubeAuthError(
-            f"no Kubernetes credentials: {SERVER_URL_ENV} / {AUTH_TOKEN_ENV} are not set, no service account token at "
-            f"{token_file}, and no usable kubeconfig ({error})"
-        ) from None

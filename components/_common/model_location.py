@@ -1,8 +1,7 @@
 """Where a trained model's weights are: the ``Model`` artifact's manifest, written once and checked on every read.
 
-On a cluster the weights stay on the workspace PVC; the artifact holds :data:`MANIFEST_FILE` (where they are, each
-file's size and fingerprint) and later steps read them in place through :func:`resolve_model_dir`. Files up to
-:data:`HASHED_BYTES` are checked by SHA-256, larger ones by size and mtime (no re-hashing 15 GB of weights).
+On a cluster the weights stay on the workspace PVC and later steps read them in place (:func:`resolve_model_dir`).
+Files up to :data:`HASHED_BYTES` are checked by SHA-256, larger ones by size and mtime.
 """
 
 from __future__ import annotations
@@ -29,14 +28,7 @@ class ModelLocationError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ModelManifest:
-    """The content of :data:`MANIFEST_FILE`.
-
-    Attributes:
-        weights_path: The weights' directory on the workspace ("" for :data:`STORAGE_ARTIFACT`).
-        files: ``{relative path: {"size": n, "sha256": hex}}`` (small files) or ``{"size": n, "mtime_ns": t}``.
-        digest: ``sha256:`` of the canonical JSON of ``files``.
-        in_artifact: Whether the artifact holds a copy of the files as well.
-    """
+    """The content of :data:`MANIFEST_FILE`: ``files`` maps each relative path to its size and fingerprint."""
 
     version: int
     storage: str
@@ -70,25 +62,19 @@ def _files_digest(files: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def describe_weights(directory: Path) -> dict[str, dict[str, Any]]:
-    """Every file under ``directory`` (symlinks not followed) with its fingerprint.
+def build_manifest(weights_dir: Path, storage: str, in_artifact: bool) -> ModelManifest:
+    """The manifest of the model in ``weights_dir`` (every file, symlinks not followed, with its fingerprint).
 
     Raises:
-        ModelLocationError: ``directory`` holds no file.
+        ModelLocationError: ``weights_dir`` holds no file.
     """
     files = {
-        path.relative_to(directory).as_posix(): _fingerprint(path)
-        for path in sorted(Path(directory).rglob("*"))
+        path.relative_to(weights_dir).as_posix(): _fingerprint(path)
+        for path in sorted(Path(weights_dir).rglob("*"))
         if path.is_file() and not path.is_symlink()
     }
     if not files:
-        raise ModelLocationError(f"model weights: {directory} holds no file to describe")
-    return files
-
-
-def build_manifest(weights_dir: Path, storage: str, in_artifact: bool) -> ModelManifest:
-    """The manifest of the model in ``weights_dir``."""
-    files = describe_weights(Path(weights_dir))
+        raise ModelLocationError(f"model weights: {weights_dir} holds no file to describe")
     return ModelManifest(
         version=MANIFEST_VERSION,
         storage=storage,
@@ -150,10 +136,7 @@ def _first_difference(directory: Path, files: Mapping[str, Mapping[str, Any]], c
 
 
 def resolve_model_dir(artifact_path: str | os.PathLike) -> Path:
-    """The directory holding the model of a ``Model`` artifact, checked against its manifest.
-
-    The workspace directory the manifest names (mounted and unchanged), else the artifact's opt-in copy; the
-    artifact itself when the weights are in it or there is no manifest.
+    """The model's directory: the workspace one the manifest names, else the artifact's copy, else the artifact.
 
     Raises:
         ModelLocationError: One line: the weights are missing or changed, or the workspace is not mounted here.

@@ -7,7 +7,6 @@ the deadline; :class:`GaveUp` carries the last error for the caller's own one-li
 from __future__ import annotations
 
 import dataclasses
-import email.utils
 import json
 import random
 import socket
@@ -70,19 +69,16 @@ def status_of(error: BaseException) -> int | None:
     return None
 
 
-def retry_after_s(error: BaseException, now: Callable[[], float] = time.time) -> float | None:
+def retry_after_s(error: BaseException) -> float | None:
     """The wait a ``Retry-After`` header of the error's answer asks for (delta-seconds or an HTTP date), if any."""
+    import urllib3
+
     holders = (getattr(error, "response", None), error)
     headers = next((h for h in (getattr(o, "headers", None) for o in holders) if hasattr(h, "get")), None)
     value = (headers.get("Retry-After") or headers.get("retry-after")) if headers is not None else None
-    value = value.strip() if isinstance(value, str) else ""
-    if not value:
-        return None
-    if value.isdigit():
-        return float(value)
     try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now())
-    except (TypeError, ValueError):
+        return float(urllib3.util.Retry().parse_retry_after(value)) if isinstance(value, str) and value else None
+    except urllib3.exceptions.InvalidHeader:
         return None
 
 
@@ -151,35 +147,6 @@ def single_try_transport() -> Any:
     return urllib3.util.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=5)
 
 
-def _retrying(policy: RetryPolicy, retryable, on_retry, deadline: float | None, clock) -> dict[str, Any]:
-    """``tenacity`` arguments: stop at the attempts or the deadline, wait the backoff or the bounded Retry-After."""
-
-    def asked_s(state: tenacity.RetryCallState) -> float | None:
-        asked = retry_after_s(state.outcome.exception()) if state.outcome is not None else None
-        return None if asked is None else min(asked, policy.max_retry_after_s)
-
-    def wait(state: tenacity.RetryCallState) -> float:  # cut to end at the deadline: the last try is made at it
-        wait_s = max(policy.delay_s(state.attempt_number - 1), asked_s(state) or 0.0)
-        return wait_s if deadline is None else min(wait_s, max(deadline - clock(), 0.0))
-
-    def past_deadline(state: tenacity.RetryCallState) -> bool:  # or the server asks to wait past it
-        remaining = float("inf") if deadline is None else deadline - clock()
-        return remaining <= 0 or (asked_s(state) or 0.0) > remaining
-
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        if on_retry is not None and state.outcome is not None:
-            on_retry(state.attempt_number, state.upcoming_sleep, state.outcome.exception())
-
-    stop = tenacity.stop_after_attempt(policy.attempts) | past_deadline
-    return {"stop": stop, "wait": wait, "retry": tenacity.retry_if_exception(retryable), "before_sleep": before_sleep}
-
-
-def _gave_up(error: tenacity.RetryError, policy: RetryPolicy) -> GaveUp:
-    state = error.last_attempt
-    reason = "attempts" if state.attempt_number >= policy.attempts else "deadline"
-    return GaveUp(state.exception(), state.attempt_number, reason)
-
-
 def call_with_retries(
     func: Callable[[], T],
     policy: RetryPolicy = RetryPolicy(),
@@ -197,8 +164,28 @@ def call_with_retries(
     Raises:
         GaveUp: Every try failed with a retryable error, or the try at the deadline failed too.
     """
-    retrying = tenacity.Retrying(sleep=sleep, **_retrying(policy, retryable, on_retry, deadline, clock))
+
+    def asked_s(state: tenacity.RetryCallState) -> float | None:  # the bounded Retry-After
+        asked = retry_after_s(state.outcome.exception()) if state.outcome is not None else None
+        return None if asked is None else min(asked, policy.max_retry_after_s)
+
+    def wait(state: tenacity.RetryCallState) -> float:  # cut to end at the deadline: the last try is made at it
+        wait_s = max(policy.delay_s(state.attempt_number - 1), asked_s(state) or 0.0)
+        return wait_s if deadline is None else min(wait_s, max(deadline - clock(), 0.0))
+
+    def past_deadline(state: tenacity.RetryCallState) -> bool:  # or the server asks to wait past it
+        remaining = float("inf") if deadline is None else deadline - clock()
+        return remaining <= 0 or (asked_s(state) or 0.0) > remaining
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        if on_retry is not None and state.outcome is not None:
+            on_retry(state.attempt_number, state.upcoming_sleep, state.outcome.exception())
+
+    stop = tenacity.stop_after_attempt(policy.attempts) | past_deadline
+    retry = tenacity.retry_if_exception(retryable)
     try:
-        return retrying(func)
+        return tenacity.Retrying(sleep=sleep, stop=stop, wait=wait, retry=retry, before_sleep=before_sleep)(func)
     except tenacity.RetryError as error:
-        raise _gave_up(error, policy) from None
+        state = error.last_attempt
+        reason = "attempts" if state.attempt_number >= policy.attempts else "deadline"
+        raise GaveUp(state.exception(), state.attempt_number, reason) from None

@@ -1,15 +1,10 @@
-"""How a component's code reaches its pod: the project's image carries it; the compiled YAML only names the image.
-
-Every component is a KFP lightweight component on one of the project's images, nothing installed or embedded
-(``docs/architecture.md``, *How code reaches each pod*).
-"""
+"""Components as KFP lightweight components on the project's image: the YAML names the image, embeds no code."""
 
 from __future__ import annotations
 
 import ast
 import inspect
 import re
-import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,20 +29,8 @@ def with_parameter_docs(func: Callable[..., Any], parameter_docs: Mapping[str, s
     return func
 
 
-def without_parameter_docs(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A copy of ``func`` whose docstring is its summary only: KFP then gives its parameters no description."""
-    copy = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
-    copy.__kwdefaults__ = func.__kwdefaults__
-    copy.__annotations__ = dict(func.__annotations__)
-    copy.__module__, copy.__qualname__ = func.__module__, func.__qualname__
-    copy.__doc__ = inspect.cleandoc(func.__doc__ or func.__name__).split("\n\nArgs:\n", 1)[0]
-    return copy
-
-
 def compact_program(program: str, function_name: str) -> str:
-    """The program KFP embeds in a component's command without the wrapper's docstring and comments.
-
-    Argo copies the command five times per task (``benchmarks/workflow_size.py``).
+    """The program KFP embeds in a component's command without the wrapper's docstring (Argo copies it 5 times).
 
     Raises:
         ValueError: ``program`` does not define ``function_name`` (KFP's command layout changed).
@@ -63,23 +46,10 @@ def compact_program(program: str, function_name: str) -> str:
     return ast.unparse(tree) + "\n"
 
 
-def _compact_command(component: Any, function_name: str) -> None:
-    """Compacts ``component``'s command in place: the program, and the ``sh -ec`` script's runs of spaces."""
-    container = component.component_spec.implementation.container
-    *shell, script, program = container.command
-    container.command = [*shell, re.sub(r" {2,}", " ", script), compact_program(program, function_name)]
-
-
-def _is_string(value: Any) -> bool:
-    """Whether a task argument is a plain string or a string pipeline parameter (a channel of type ``String``)."""
-    return isinstance(value, str) or getattr(value, "channel_type", None) == "String"
-
-
 class RuntimeComponent(PythonComponent):
     """KFP's ``PythonComponent`` with :meth:`with_image` and ``string_routes``.
 
-    ``string_routes`` route a string given for an artifact input to a parameter input (the guide's
-    ``train_model(dataset="x.jsonl")``); ``build(image, described)`` builds it for another image.
+    ``string_routes`` send a string given for an artifact input to a parameter (``train_model(dataset="x.jsonl")``).
     """
 
     def __init__(self, built: Any, build: Callable[[str, bool], Any], string_routes: Mapping[str, str]) -> None:
@@ -88,15 +58,13 @@ class RuntimeComponent(PythonComponent):
         self.string_routes = dict(string_routes)
 
     def with_image(self, image: str) -> Any:
-        """This component built for ``image``, its parameters undescribed (the pipeline's describe them); cached.
-
-        Descriptions would be repeated five times per task in the Argo Workflow (``benchmarks/workflow_size.py``).
-        """
+        """This component built for ``image``, its parameters undescribed (the pipeline's describe them); cached."""
         return self._build(image, False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for artifact_input, string_input in self.string_routes.items():
-            if _is_string(kwargs.get(artifact_input)):
+            value = kwargs.get(artifact_input)
+            if isinstance(value, str) or getattr(value, "channel_type", None) == "String":  # a string parameter
                 kwargs[string_input] = kwargs.pop(artifact_input)
         return super().__call__(*args, **kwargs)
 
@@ -107,17 +75,13 @@ def runtime_component(
     string_routes: Mapping[str, str] | None = None,
     **component_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Any]:
-    """A ``@dsl.component`` that runs on one of the project's images, with nothing embedded or installed.
+    """A ``@dsl.component`` on one of the project's images (``base_image`` by default), nothing embedded or installed.
 
     Args:
         parameter_docs: Descriptions of the parameters, by name.
-        base_image: The default image, built from the project's ``Containerfile`` (a pipeline picks another with
-            ``with_image``).
+        base_image: The default image (a pipeline picks another with ``with_image``).
         string_routes: ``{artifact input: string parameter input}`` (``RuntimeComponent``).
         **component_kwargs: Passed through to ``kfp.dsl.component``.
-
-    Returns:
-        A decorator turning the function into a ``RuntimeComponent``.
     """
     routes = dict(string_routes or {})
 
@@ -130,9 +94,14 @@ def runtime_component(
             if not step_image:
                 raise ValueError(f"{func.__name__}: the image must name a container image, got ''")
             if (step_image, described) not in built:
-                target = func if described else without_parameter_docs(func)
-                component = dsl.component(target, base_image=step_image, install_kfp_package=False, **component_kwargs)
-                _compact_command(component, func.__name__)
+                component = dsl.component(func, base_image=step_image, install_kfp_package=False, **component_kwargs)
+                if not described:  # the parameters without descriptions: the pipeline's describe them
+                    specs = component.component_spec
+                    for spec in [*(specs.inputs or {}).values(), *(specs.outputs or {}).values()]:
+                        spec.description = None
+                container = component.component_spec.implementation.container  # the command, compacted
+                *shell, script, program = container.command
+                container.command = [*shell, re.sub(r" {2,}", " ", script), compact_program(program, func.__name__)]
                 built[step_image, described] = RuntimeComponent(component, build, routes)
             return built[step_image, described]
 

@@ -23,11 +23,8 @@ def s3_client(
 ) -> Any:
     """A boto3 S3 client for the data connection in ``environ`` (default: ``os.environ``).
 
-    Args:
-        environ: Where the data connection's variables are read.
-        stall_timeout_s: botocore's read timeout (connecting: at most 30 s).
-        purpose: What needs S3, for the error message (e.g. ``s3_upload_prefix is set``).
-        attempts: botocore's own attempts per request.
+    ``stall_timeout_s`` is botocore's read timeout (connecting: at most 30 s), ``attempts`` its attempts per request;
+    ``purpose`` says what needs S3 in the error (e.g. ``s3_upload_prefix is set``).
 
     Raises:
         S3CredentialsMissing: A credential variable is unset (the message names it).

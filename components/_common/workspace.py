@@ -1,14 +1,4 @@
-"""The run's workspace PVC defaults, for custom pipelines that pass ``dsl.WORKSPACE_PATH_PLACEHOLDER``.
-
-KFP compiles a pipeline using the workspace only when it declares one (``PipelineConfig.workspace``); declare it with
-KFP's own ``dsl.PipelineConfig``, e.g. the fine-tuning pipelines' (``KFP_FINETUNE_PVC_*`` variables, else 50Gi
-``nfs-csi`` ReadWriteMany)::
-
-    from components._common.workspace import default_pipeline_config
-
-    @dsl.pipeline(name="my-custom-pipeline", pipeline_config=default_pipeline_config())
-    def my_pipeline(): ...
-"""
+"""The run's workspace PVC: its defaults for ``@dsl.pipeline(pipeline_config=default_pipeline_config())``."""
 
 from __future__ import annotations
 
@@ -22,8 +12,6 @@ PVC_ACCESS_MODES = ("ReadWriteMany",)
 
 def check_workspace(pvc_path: str, step: str) -> None:
     """Fails in one line when the run's workspace (``pvc_path``; "" = none) is not writable here.
-
-    A read-only or full PVC then stops the first step, before any download, not the training step an hour later.
 
     Raises:
         OSError: Naming ``pvc_path``, the cause and the PVC settings to check.

@@ -1,14 +1,12 @@
 """A real OCI registry on 127.0.0.1: the CNCF distribution server (Debian's ``docker-registry``) fed by ``skopeo``.
 
-Images are written here as OCI image layouts in plain Python and pushed with ``skopeo copy``, so the code under test
-reads what a real registry serves, written by an independent client. Session fixtures: ``oci_registry`` (anonymous;
-``models/tiny:1`` a modelcar, ``models/tiny-oras:1`` an ORAS artifact, ``models/no-model:1``), ``oci_registry_auth``
-(htpasswd basic auth), ``oci_registry_token`` (bearer tokens from :mod:`.oci_token_server`) and ``oci_registry_tls``
-(HTTPS, self-signed). Tests skip with the reason when ``docker-registry``, ``skopeo`` or ``htpasswd`` is missing.
+Images are written as OCI image layouts in plain Python and pushed with ``skopeo copy`` (an independent client).
+Tests skip with the reason when ``docker-registry``, ``skopeo`` or ``htpasswd`` is missing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import hashlib
@@ -43,8 +41,7 @@ def missing_tools(*extra: str) -> list[str]:
 
 
 def _skip_without(*extra: str) -> None:
-    missing = missing_tools(*extra)
-    if missing:
+    if missing := missing_tools(*extra):
         pytest.skip(
             f"real OCI registry tests need {', '.join(missing)} (Debian: apt-get install -y docker-registry skopeo "
             "apache2-utils; scripts/setup.sh does it where apt is available)"
@@ -84,10 +81,7 @@ def model_files(model_dir: Path, prefix: str = "models") -> dict[str, bytes]:
 
 
 def write_image_layout(layout: Path, layers: list[Mapping[str, bytes]], tag: str, history: bool = False) -> str:
-    """Writes an OCI image layout with one gzip tar layer per mapping; returns the manifest digest.
-
-    ``history``: give the config a ``history`` entry per layer, as image builders do (olot requires it of a base).
-    """
+    """Writes an OCI image layout with one gzip tar layer per mapping (``history``: one entry each, as builders do)."""
     layout.mkdir(parents=True, exist_ok=True)
     descriptors, diff_ids = [], []
     for files in layers:
@@ -134,8 +128,7 @@ def _finish_layout(layout: Path, config: dict, layers: list[dict], tag: str, art
 
 @dataclasses.dataclass
 class RunningRegistry:
-    """One ``docker-registry`` process on ``host`` (``127.0.0.1:<port>``); ``digests``: manifest digest by pushed
-    reference (``models/tiny:1``); ``storage``: its storage directory (tests may damage blobs there)."""
+    """One ``docker-registry`` on ``host``; ``digests``: manifest digest by pushed reference (``models/tiny:1``)."""
 
     host: str
     process: subprocess.Popen
@@ -159,7 +152,6 @@ class RunningRegistry:
         subprocess.run(command, check=True, capture_output=True, timeout=60)
 
     def stop(self) -> None:
-        """Terminates the server (killed after 10 s)."""
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
@@ -174,10 +166,9 @@ def start_registry(
     tls: tuple[Path, Path] | None = None,
     token: tuple[str, Path] | None = None,
 ) -> RunningRegistry:
-    """Starts ``docker-registry`` (storage and config in ``directory``) on a free port; returns it once ``/v2/`` works.
+    """Starts ``docker-registry`` in ``directory`` on a free port (basic auth, HTTPS or bearer tokens); once it answers.
 
-    ``htpasswd``: require basic auth; ``tls``: ``(certificate, key)`` to serve HTTPS; ``token``: ``(realm URL,
-    certificate)`` to require bearer tokens of that token server (:mod:`.oci_token_server`).
+    ``tls``: ``(certificate, key)``; ``token``: ``(realm URL, certificate)`` of :mod:`.oci_token_server`.
     """
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -230,11 +221,17 @@ def _wait_ready(registry: RunningRegistry, log: Path, timeout: float = 15.0) -> 
     raise RuntimeError(f"docker-registry did not answer on {registry.host} within {timeout} s")
 
 
-def _push_tiny(registry: RunningRegistry, tiny_model_dir: Path, work: Path) -> None:
-    base = {"bin/busybox": b"not really busybox\n", "etc/os-release": b"ID=test\n"}
-    layout = work / "layouts" / "tiny"
-    registry.digests["models/tiny:1"] = write_image_layout(layout, [base, model_files(tiny_model_dir)], "1")
-    registry.push(layout, "1", "models/tiny:1")
+@contextlib.contextmanager
+def _serving_tiny(registry: RunningRegistry, tiny_model_dir: Path, work: Path) -> Iterator[RunningRegistry]:
+    """Pushes ``models/tiny:1`` (the model on a small base layer); stops the registry when the block ends."""
+    try:
+        base = {"bin/busybox": b"not really busybox\n", "etc/os-release": b"ID=test\n"}
+        layout = work / "layouts" / "tiny"
+        registry.digests["models/tiny:1"] = write_image_layout(layout, [base, model_files(tiny_model_dir)], "1")
+        registry.push(layout, "1", "models/tiny:1")
+        yield registry
+    finally:
+        registry.stop()
 
 
 @pytest.fixture(scope="session")
@@ -242,20 +239,14 @@ def oci_registry(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
     """An anonymous HTTP registry with ``models/tiny:1``, ``models/tiny-oras:1`` and ``models/no-model:1``."""
     _skip_without()
     work = tmp_path_factory.mktemp("oci-registry")
-    registry = start_registry(work / "server")
-    try:
-        _push_tiny(registry, tiny_model_dir, work)
-        oras_layout = work / "layouts" / "tiny-oras"
+    with _serving_tiny(start_registry(work / "server"), tiny_model_dir, work) as registry:
         files = {path.name: path.read_bytes() for path in sorted(tiny_model_dir.iterdir()) if path.is_file()}
-        registry.digests["models/tiny-oras:1"] = write_artifact_layout(oras_layout, files, "1")
-        registry.push(oras_layout, "1", "models/tiny-oras:1")
-        empty_layout = work / "layouts" / "no-model"
+        registry.digests["models/tiny-oras:1"] = write_artifact_layout(work / "layouts" / "tiny-oras", files, "1")
+        registry.push(work / "layouts" / "tiny-oras", "1", "models/tiny-oras:1")
         layers = [{"bin/sh": b"#!/bin/true\n", "app/README": b"no model here\n"}]
-        registry.digests["models/no-model:1"] = write_image_layout(empty_layout, layers, "1")
-        registry.push(empty_layout, "1", "models/no-model:1")
+        registry.digests["models/no-model:1"] = write_image_layout(work / "layouts" / "no-model", layers, "1")
+        registry.push(work / "layouts" / "no-model", "1", "models/no-model:1")
         yield registry
-    finally:
-        registry.stop()
 
 
 @pytest.fixture(scope="session")
@@ -270,11 +261,8 @@ def oci_registry_auth(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: 
     htpasswd.write_text(line.strip() + "\n")
     registry = start_registry(work / "server", htpasswd=htpasswd)
     registry.credentials = (AUTH_USER, AUTH_PASSWORD)
-    try:
-        _push_tiny(registry, tiny_model_dir, work)
+    with _serving_tiny(registry, tiny_model_dir, work):
         yield registry
-    finally:
-        registry.stop()
 
 
 @pytest.fixture(scope="session")
@@ -290,12 +278,9 @@ def oci_registry_tls(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: P
     shutil.copyfile(certificate, cert_dir / "ca.crt")
     registry = start_registry(work / "server", tls=(certificate, key))
     registry.ca_bundle = cert_dir / "ca.crt"
-    try:
-        _push_tiny(registry, tiny_model_dir, work)
+    with _serving_tiny(registry, tiny_model_dir, work):
         registry.ca_bundle = certificate
         yield registry
-    finally:
-        registry.stop()
 
 
 @pytest.fixture(scope="session")
@@ -312,10 +297,7 @@ def oci_registry_token(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir:
         registry = start_registry(work / "server", token=(server.url, certificate))
         registry.credentials = (AUTH_USER, AUTH_PASSWORD)
         registry.token_server = server
-        try:
-            _push_tiny(registry, tiny_model_dir, work)
+        with _serving_tiny(registry, tiny_model_dir, work):
             yield registry
-        finally:
-            registry.stop()
     finally:
         server.stop()

@@ -1,13 +1,4 @@
-"""S3 at the network edge: a real moto S3 server on 127.0.0.1 and the RHOAI data-connection environment.
-
-Fixtures:
-
-* ``s3_server``: the endpoint URL of a ``moto.server.ThreadedMotoServer`` on a free loopback port (one per session;
-  its state is reset for every test that uses ``s3_data_connection``).
-* ``s3_data_connection``: creates a bucket, sets ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-  ``AWS_S3_ENDPOINT``, ``AWS_DEFAULT_REGION`` and ``AWS_S3_BUCKET`` (as a data connection secret would) and returns
-  ``(client, bucket)``, a boto3 S3 client pointed at the server.
-"""
+"""S3 at the network edge: a real moto S3 server on 127.0.0.1 and the RHOAI data-connection environment."""
 
 from __future__ import annotations
 
@@ -38,17 +29,13 @@ def s3_server() -> Iterator[str]:
         server.stop()
 
 
-def _reset(endpoint: str) -> None:
-    """Empties the moto server (its ``/moto-api/reset`` endpoint)."""
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10).close()
-
-
 @pytest.fixture
 def s3_data_connection(s3_server: str, monkeypatch: pytest.MonkeyPatch):
     """A fresh bucket on the moto server and the data-connection env vars; returns ``(boto3 client, bucket)``."""
     import boto3
 
-    _reset(s3_server)
+    reset = urllib.request.Request(f"{s3_server}/moto-api/reset", method="POST")  # one server per session: emptied
+    urllib.request.urlopen(reset, timeout=10).close()
     values = {
         "AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY_ID,
         "AWS_SECRET_ACCESS_KEY": TEST_SECRET_ACCESS_KEY,

@@ -1,11 +1,8 @@
 """A TCP proxy on 127.0.0.1 that fails the way networks and API servers do, switchable while a test runs.
 
-Modes (:meth:`TcpProxy.set_mode`): ``forward`` (transparent, each answer optionally held back ``latency`` seconds),
-``blackhole`` (accepts and reads, never answers), ``refuse`` (nothing listens) and ``status`` (answers every request
-with one status and a Kubernetes ``Status`` body, keeping the connection alive). Switching to ``refuse`` or ``status``
-closes the open connections, as a restarting server does; switching to ``blackhole`` leaves them open but stalled, as
-a hung server does (answers on their way still arrive). :attr:`TcpProxy.connections` counts accepted connections,
-:attr:`TcpProxy.answered` the requests answered in ``status`` mode.
+Modes: ``forward`` (each answer optionally held back ``latency`` seconds), ``blackhole`` (reads, never answers),
+``refuse`` (nothing listens) and ``status`` (answers every request with a Kubernetes ``Status``). Switching to
+``refuse`` or ``status`` closes the open connections, as a restarting server does; ``blackhole`` stalls them.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ _REASONS = {403: "Forbidden", 404: "NotFound", 409: "AlreadyExists", 410: "Gone"
 
 
 class TcpProxy:
-    """A proxy to ``upstream`` (``(host, port)``; ``None``: the failing modes only) in one of :data:`MODES`;
-    ``status`` is the answer of ``status`` mode, ``latency`` the seconds each answer chunk waits in ``forward`` mode."""
+    """A proxy to ``upstream`` (``(host, port)``; ``None``: the failing modes only) in one of :data:`MODES`."""
 
     def __init__(
         self, upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503, latency: float = 0.0
@@ -46,18 +42,15 @@ class TcpProxy:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> TcpProxy:
-        """Starts listening (on a free port, kept across ``refuse``)."""
+    def start(self) -> TcpProxy:  # on a free port, kept across ``refuse``
         self._listen()
         self._thread = threading.Thread(target=self._accept_loop, name="tcp-proxy", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stops accepting and closes every connection."""
         self._stopped.set()
         self._close_listener()
         self._drop_connections()
@@ -65,7 +58,6 @@ class TcpProxy:
             self._thread.join(timeout=5)
 
     def set_mode(self, mode: str, status: int | None = None) -> None:
-        """Switches the mode (see the module docstring); ``status`` sets the answer of ``status`` mode."""
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: must be one of {MODES}")
         with self._lock:
@@ -79,7 +71,6 @@ class TcpProxy:
         elif self._listener is None:
             self._listen()
 
-    # -- plumbing ----------------------------------------------------------------------------------------------------
     def _listen(self) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -184,7 +175,6 @@ class TcpProxy:
 def tcp_proxy(
     upstream: tuple[str, int] | None = None, mode: str = "forward", status: int = 503, latency: float = 0.0
 ) -> Iterator[TcpProxy]:
-    """A started :class:`TcpProxy`, stopped when the block ends."""
     proxy = TcpProxy(upstream, mode, status, latency).start()
     try:
         yield proxy
@@ -194,16 +184,11 @@ def tcp_proxy(
 
 @pytest.fixture
 def blackhole() -> Iterator[TcpProxy]:
-    """A proxy with no upstream that accepts connections and never answers."""
     with tcp_proxy(mode="blackhole") as proxy:
         yield proxy
 
 
-__all__ = ["MODES", "TcpProxy", "blackhole", "tcp_proxy"]
-
-
 def closed_port() -> int:
-    """A loopback port with nothing listening (connection refused)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

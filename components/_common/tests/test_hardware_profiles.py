@@ -1,5 +1,4 @@
-"""RHOAI Hardware Profiles: read from the emulated cluster, applied to the TrainJob, the evaluation and the
-InferenceService; every manifest validated against the vendored CRDs (``tests/specs/crds``) or OpenAPI document."""
+"""RHOAI Hardware Profiles: read from the emulated cluster, applied to each step's manifest, checked by its CRD."""
 
 from __future__ import annotations
 
@@ -40,21 +39,12 @@ def _profile(name: str, scheduling: dict, disabled: bool = False, gpus: int = 1,
         },
         "spec": {
             "identifiers": [
-                {"identifier": "cpu", "displayName": "CPU", "resourceType": "CPU", "defaultCount": 8, "minCount": 1},
-                {
-                    "identifier": "memory",
-                    "displayName": "Memory",
-                    "resourceType": "Memory",
-                    "defaultCount": "32Gi",
-                    "minCount": "1Gi",
-                },
-                {
-                    "identifier": "nvidia.com/gpu",
-                    "displayName": "GPU",
-                    "resourceType": "Accelerator",
-                    "defaultCount": gpus,
-                    "minCount": 1,
-                },
+                {"identifier": key, "displayName": key, "resourceType": kind, "defaultCount": count, "minCount": 1}
+                for key, kind, count in (
+                    ("cpu", "CPU", 8),
+                    ("memory", "Memory", "32Gi"),
+                    ("nvidia.com/gpu", "Accelerator", gpus),
+                )
             ],  # fmt: skip
             "scheduling": scheduling,
         },

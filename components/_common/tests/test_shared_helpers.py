@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from botocore.exceptions import ClientError
 
 from components._common.artifacts import ArtifactFileError, find_artifact_file
 from components._common.namespace import pod_namespace
@@ -11,10 +14,16 @@ from components._common.s3 import S3CredentialsMissing, s3_client
 
 def test_the_s3_client_talks_to_the_data_connection_endpoint(s3_data_connection):
     _, bucket = s3_data_connection
-    client = s3_client()
+    client = s3_client()  # from the data connection's env vars, as a component in a pod builds it
+    assert os.environ["AWS_S3_BUCKET"] == bucket and os.environ["AWS_S3_ENDPOINT"].startswith("http://127.0.0.1:")
+    assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # each test starts with an empty server
+    assert [b["Name"] for b in client.list_buckets()["Buckets"]] == [bucket]
     client.put_object(Bucket=bucket, Key="a/b.txt", Body=b"hello")
     assert client.get_object(Bucket=bucket, Key="a/b.txt")["Body"].read() == b"hello"
     assert client.meta.region_name == "us-east-1"
+    with pytest.raises(ClientError) as missing:
+        client.head_object(Bucket=bucket, Key="absent.jsonl")
+    assert missing.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
 
 
 def test_the_s3_client_names_the_missing_credentials_and_what_needed_them():

@@ -23,12 +23,6 @@ from components.training.finetuning.report import render_report, summarize
 from components.training.finetuning.reward_gate import reward_gate
 
 
-def _samples_seen(name: str) -> float:
-    """The sample count in a checkpoint name such as ``samples_640`` or ``samples_64.0`` (0 when there is none)."""
-    numbers = re.findall(r"\d+(?:\.\d+)?", name)
-    return float(numbers[-1]) if numbers else 0.0
-
-
 class PublishError(OSError):
     """An output could not be written (disk full, read-only, no permission); the message is one line."""
 
@@ -43,14 +37,6 @@ def free_bytes(path: Path) -> int | None:
 
 def _mib(count: int | None) -> str:
     return "unknown" if count is None else f"{count / 2**20:.1f} MiB"
-
-
-def _first_os_error(error: BaseException) -> str:
-    """One line for an OSError or a ``shutil.Error`` (whose argument is a list of ``(src, dst, why)``)."""
-    if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list) and error.args[0]:
-        first = error.args[0][0]
-        return str(first[2]) if isinstance(first, tuple) and len(first) == 3 else str(first)
-    return " ".join(str(error).split())
 
 
 def write_output(what: str, target: Path, needed: int, write: Any) -> Any:
@@ -72,22 +58,27 @@ def write_output(what: str, target: Path, needed: int, write: Any) -> Any:
     try:
         return write()
     except (OSError, shutil.Error) as error:
-        cause = _first_os_error(error)
+        cause = " ".join(str(error).split())
+        if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list) and error.args[0]:
+            first = error.args[0][0]  # shutil.Error's argument: a list of (source, destination, why)
+            cause = str(first[2]) if isinstance(first, tuple) and len(first) == 3 else str(first)
         raise PublishError(f"train_model: cannot write {what} to {target}: {cause} ({space()})") from None
 
 
 def find_final_checkpoint(ckpt_dir: Path) -> Path:
-    """The final checkpoint in ``ckpt_dir``.
-
-    The newest ``hf_format/samples_<N>`` (Training Hub SFT, OSFT), else ``final/`` (``transformers`` backend), else
-    ``ckpt_dir`` itself holding a model or adapter (Training Hub LoRA).
+    """The newest ``hf_format/samples_<N>`` (SFT, OSFT), else ``final/`` (transformers), else ``ckpt_dir`` (LoRA).
 
     Raises:
         FileNotFoundError: No checkpoint.
     """
+
+    def samples_seen(path: Path) -> tuple[float, float]:  # samples_640 or samples_64.0; 0 without a number
+        numbers = re.findall(r"\d+(?:\.\d+)?", path.name)
+        return (float(numbers[-1]) if numbers else 0.0), path.stat().st_mtime
+
     candidates = [p for p in (ckpt_dir / "hf_format").glob("*") if (p / "config.json").is_file()]
     if candidates:
-        return max(candidates, key=lambda p: (_samples_seen(p.name), p.stat().st_mtime))
+        return max(candidates, key=samples_seen)
     if (ckpt_dir / "final" / "config.json").is_file():
         return ckpt_dir / "final"
     if (ckpt_dir / "config.json").is_file() or (ckpt_dir / "adapter_config.json").is_file():
@@ -98,9 +89,7 @@ def find_final_checkpoint(ckpt_dir: Path) -> Path:
 def publish_model(
     model: Any, final_dir: Path, on_workspace: bool, copy_to_artifact: bool
 ) -> tuple[Path, ModelManifest]:
-    """Writes the ``Model`` artifact: the manifest, plus the files themselves when they must travel.
-
-    They travel with ``copy_to_artifact``, or when not ``on_workspace`` (the ``local`` launcher's scratch directory).
+    """Writes the ``Model`` artifact: the manifest, plus the files with ``copy_to_artifact`` or off the workspace.
 
     Returns:
         ``(the directory holding the model, the manifest written)``.

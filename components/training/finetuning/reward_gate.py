@@ -1,7 +1,6 @@
 """GRPO's promotion gate: did the mean reward per iteration rise beyond the noise of its history?
 
-The last ``k`` iterations against the first ``k`` (a quarter of the history, at least 2), by scipy's one-sided Welch
-t-test: one noisy iteration cannot pass it (the peer's "final > first" passes half of all flat runs).
+The last ``k`` iterations against the first ``k`` (a quarter of the history, at least 2), by a one-sided Welch t-test.
 """
 
 from __future__ import annotations
@@ -60,11 +59,7 @@ class RewardGate:
 
 
 def reward_gate(history: Sequence[float], alpha: float = ALPHA) -> RewardGate:
-    """Decides whether the reward rose beyond noise: Welch's one-sided test of the last vs the first window.
-
-    Args:
-        history: Mean reward per iteration, in order.
-        alpha: The significance level.
+    """Decides whether the mean reward per iteration (``history``, in order) rose beyond noise at level ``alpha``.
 
     Returns:
         The decision and its numbers (NaN where the history is too short to compute them).

@@ -101,7 +101,7 @@ def _validate_oci_arguments(base_model: str, request: TrainModelRequest) -> None
             "training_oci_ca_bundle"
         )
     if base_model.startswith("oci://"):
-        from components.training.finetuning.oci.auth import OciModelError, parse_oci_uri
+        from components.training.finetuning.oci.client import OciModelError, parse_oci_uri
 
         try:
             parse_oci_uri(base_model, "train_model parameter training_base_model")

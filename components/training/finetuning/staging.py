@@ -1,8 +1,4 @@
-"""A run's inputs: datasets, PVC mounts, an ``oci://`` base model pulled once, and the pods' code.
-
-:func:`stage_code_tree` copies the pods' modules, under their real package names, onto the workspace PVC; the pod
-command puts that tree first on ``sys.path``.
-"""
+"""A run's inputs: datasets, PVC mounts, an ``oci://`` base model pulled once, and the pods' code on the PVC."""
 
 from __future__ import annotations
 
@@ -122,10 +118,7 @@ def module_file(module: str) -> Path:
 
 
 def stage_code_tree(target: Path, modules: Iterable[str]) -> Path:
-    """Writes ``modules`` at their package paths under ``target`` (replaced whole); returns ``target``.
-
-    Packages get an empty ``__init__.py``: a package's own ``__init__`` would import kfp in the pods.
-    """
+    """Writes ``modules`` at their package paths under ``target`` (replaced whole; empty ``__init__.py``s)."""
 
     def write(root: Path) -> None:
         for module in modules:

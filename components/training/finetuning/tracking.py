@@ -1,7 +1,4 @@
-"""MLflow tracking of a training run (rank 0 only): parameters, per-step metrics, the model location.
-
-``mlflow`` is imported only when tracking is on; URI user info is masked; secret-like parameters are skipped.
-"""
+"""MLflow tracking of a training run from rank 0: parameters, per-step metrics, the model location."""
 
 from __future__ import annotations
 
@@ -35,7 +32,7 @@ def mask_uri(text: str) -> str:
 
 
 def is_rank_zero(environ: Mapping[str, str]) -> bool:
-    """Whether every rank variable that is set (:data:`RANK_ENV_VARS`) is 0 (also when none is).
+    """Whether every rank variable that is set (:data:`RANK_ENV_VARS`) is 0.
 
     Raises:
         ValueError: A rank variable is set to something other than a non-negative integer.
@@ -75,10 +72,9 @@ def step_metrics(record: Mapping[str, Any]) -> tuple[int, dict[str, float]]:
 
 
 class MlflowLogger:
-    """Logs one training run to MLflow from the rank-0 process; does nothing elsewhere or without a tracking URI.
+    """Logs one training run to MLflow from rank 0; a no-op elsewhere or without a tracking URI.
 
-    Failing to start the run raises :class:`TrackingError`; later failures warn once and switch tracking off. As a
-    context manager it ends the run FINISHED, FAILED (exception) or KILLED (``SystemExit``).
+    Failing to start raises :class:`TrackingError`; later failures warn once and switch tracking off.
 
     Args:
         tracking_uri: ``""`` reads ``MLFLOW_TRACKING_URI`` (unset: tracking off).
@@ -206,7 +202,6 @@ class MlflowLogger:
         self.enabled = False
 
     def __enter__(self) -> MlflowLogger:
-        """Returns the logger."""
         return self
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:

@@ -1,4 +1,4 @@
-"""The registry side of ``oci://`` pulls: the ``oras`` SDK's client, bounded.
+"""The registry side of ``oci://`` pulls: the pull secret, and the ``oras`` SDK's client, bounded.
 
 Per-request timeouts and urllib3 retries replace the SDK's own loop; every byte is verified against its digest.
 """
@@ -13,14 +13,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from components.training.finetuning.oci.auth import (
-    SECRET_HINT,
-    OciModelError,
-    OciReference,
-    credentials_for,
-    docker_config_from_env,
-)
+from components._common import oci_reference
+from components._common.oci_reference import OciReference
 
+#: The pull secret's Docker config.json (the guide's key), else its ``.dockerconfigjson`` key, as env vars.
+PULL_SECRET_ENV = "OCI_PULL_SECRET_MODEL_DOWNLOAD"
+DOCKERCONFIGJSON_ENV = "OCI_PULL_SECRET_DOCKERCONFIGJSON"
+#: The secret the pipelines mount (``--oci-pull-secret`` at compile time changes it).
+PULL_SECRET_NAME = "oci-pull-secret-model-download"
+SECRET_HINT = (
+    f"secret {PULL_SECRET_NAME!r} (or the one named at compile time), key {PULL_SECRET_ENV!r} (or '.dockerconfigjson')"
+)
 ATTEMPTS = 3
 #: (connect, read) timeout of one request in seconds; a read timeout applies between chunks of a blob.
 TIMEOUT = (15.0, 120.0)
@@ -32,6 +35,32 @@ INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 )
+
+
+class OciModelError(ValueError):
+    """An ``oci://`` base model cannot be used; the one-line message says what to fix (never a secret)."""
+
+
+def parse_oci_uri(uri: str, source: str = "training_base_model") -> OciReference:
+    """Parses an ``oci://`` base model reference (:class:`OciModelError` when it is not one)."""
+    return oci_reference.parse_oci_uri(uri, source, OciModelError, "oci://quay.io/org/granite:1.0")
+
+
+def pull_credentials(env: Mapping[str, str], registry: str) -> tuple[tuple[str, str] | None, str]:
+    """``((username, password) or None, the variable read)`` for ``registry`` from the pull secret's env vars.
+
+    Raises:
+        OciModelError: The value is not a Docker config.json, or its entry for ``registry`` is malformed (naming the
+            variable and host, never the value).
+    """
+    config, variable = oci_reference.docker_config_from_env(
+        env, (PULL_SECRET_ENV, DOCKERCONFIGJSON_ENV), OciModelError, SECRET_HINT
+    )
+
+    def refuse(entry: str, problem: str) -> OciModelError:
+        return OciModelError(f"{entry} in {variable} (from {SECRET_HINT}): {problem}")
+
+    return oci_reference.credentials_for(config, registry, malformed=refuse), variable
 
 
 def _registry_class() -> type:
@@ -129,8 +158,7 @@ def connect(ref: OciReference, env: Mapping[str, str], insecure: bool, ca_bundle
     """
     import requests
 
-    config, variable = docker_config_from_env(env)
-    credentials = credentials_for(config, ref.registry, variable)
+    credentials, variable = pull_credentials(env, ref.registry)
     attempts = [("https", False), ("http", False)] if insecure else [("https", ca_bundle or True)]
     for scheme, verify in attempts:
         session = _session(verify)

@@ -1,8 +1,4 @@
-"""``oci://`` base models against real registries on 127.0.0.1 (CNCF distribution, images pushed with skopeo).
-
-Each registry fixture is session-scoped (see ``tests/harness/oci_registry.py``); every test pulls into its own
-``tmp_path`` cache, so tests stay independent.
-"""
+"""``oci://`` base models from real registries on 127.0.0.1 (session fixtures), each test into its own cache."""
 
 import base64
 import json
@@ -11,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.training.finetuning.oci.auth import OciModelError
+from components.training.finetuning.oci.client import OciModelError
 from components.training.finetuning.oci.model import PULL_RECORD, pull_model
 from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER, model_files, write_image_layout
 

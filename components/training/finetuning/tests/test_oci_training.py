@@ -1,16 +1,7 @@
-"""``train_model`` from an ``oci://`` base model on a real registry: local launcher, TrainJob and PyTorchJob (kmock).
-
-The pull runs in the ``train_model`` task before anything is submitted; the job's pods read the copy on the
-workspace (``run_config.json``'s ``model_path``), and the model's metadata and registry lineage carry the digest.
-"""
+"""``train_model`` from an ``oci://`` base model on a real registry: local launcher, TrainJob and PyTorchJob (kmock)."""
 
 import base64
 import json
-import os
-import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,8 +11,8 @@ from components._common.base_model import BaseModelError
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
 from components.training.finetuning import train_model
 from components.training.finetuning.run import run_train_model
+from components.training.finetuning.tests.test_training_component import _artifacts, _play_the_cluster
 from pipelines.local_pipeline import local_pipeline
-from tests.harness.kube import condition
 from tests.harness.oci_registry import AUTH_PASSWORD, AUTH_USER
 from tests.harness.requests import train_model_request
 
@@ -35,33 +26,6 @@ FAST = {
     "training_max_tokens_per_gpu": 1024,
     "training_num_epochs": 1,
 }
-FAKE_TRAINING_HUB = """
-import json, os, shutil
-from pathlib import Path
-
-def _record(function, kwargs):
-    Path(os.environ["FAKE_HUB_CALLS"]).write_text(json.dumps({"function": function, "kwargs": kwargs}))
-    out = Path(kwargs["ckpt_output_dir"])
-    shutil.copytree(kwargs["model_path"], out / "hf_format" / "samples_8.0")
-    with open(out / "training_metrics_0.jsonl", "w") as handle:
-        handle.write(json.dumps({"step": 1, "epoch": 0, "lr": 1e-5, "loss": 1.5, "tokens_per_second": 10.0}) + "\\n")
-
-def sft(**kwargs): _record("sft", kwargs)
-def osft(**kwargs): _record("osft", kwargs)
-def lora_sft(**kwargs): _record("lora_sft", kwargs)
-"""
-
-
-def _artifacts(tmp_path, demo_dataset_path):
-    data = tmp_path / "in" / "train.jsonl"
-    data.parent.mkdir(parents=True)
-    shutil.copyfile(demo_dataset_path, data)
-    outputs = {
-        name: cls(uri=str(tmp_path / "out" / name))
-        for name, cls in (("model", dsl.Model), ("metrics", dsl.Metrics), ("report", dsl.HTML))
-    }
-    (tmp_path / "out").mkdir()
-    return dsl.Dataset(uri=str(data)), outputs
 
 
 def _secret(host):
@@ -100,7 +64,8 @@ def test_local_launcher_trains_from_an_oci_modelcar(oci_registry, demo_dataset_p
     assert (Path(out["model"].path) / "model.safetensors").is_file() and out["metrics"].metadata["steps"] == 2
     assert any(f"pulling {uri}" in line for line in lines)
     props = lineage_properties(ArtifactInfo(out["model"].uri, out["model"].path, meta), RunInfo("run-oci"))
-    assert props["base_model_digest"] == digest and props["base_model_resolved_uri"].endswith(digest)
+    assert (props["base_model"], props["base_model_digest"]) == (uri, digest)
+    assert props["base_model_resolved_uri"] == f"oci://{oci_registry.host}/models/tiny@{digest}"
 
 
 @dsl.component(install_kfp_package=False)
@@ -152,29 +117,6 @@ def test_a_pull_error_fails_before_training(oci_registry, demo_dataset_path, tmp
         )
     assert not any((tmp_path / "out").iterdir())
     assert not list((tmp_path / "ws").rglob("config.json"))
-
-
-def _play_the_cluster(kube_api, tmp_path, seen, kind):
-    """Waits for the job, runs its (master) command as the pod would with a fake training-hub, marks it done."""
-    job = kube_api.wait_for(lambda: kube_api.objects(kind + "s", NS))[0]
-    seen["manifest"] = job
-    hub = tmp_path / "fake-hub"
-    (hub / "training_hub").mkdir(parents=True)
-    (hub / "training_hub" / "__init__.py").write_text(textwrap.dedent(FAKE_TRAINING_HUB))
-    if kind == "trainjob":
-        container = job["spec"]["trainer"]
-    else:
-        container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-    # The pod's environment: no pull secret (the pods never talk to the registry).
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(hub), "FAKE_HUB_CALLS": str(tmp_path / "calls.json")}
-    command = [sys.executable, *container["command"][1:], *container["args"]]
-    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
-    seen["pod_output"] = run.stdout + run.stderr
-    assert run.returncode == 0, seen["pod_output"]
-    if kind == "trainjob":
-        kube_api.set_trainjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Complete")]})
-    else:
-        kube_api.set_pytorchjob_status(NS, job["metadata"]["name"], {"conditions": [condition("Succeeded")]})
 
 
 @pytest.mark.parametrize(("kind", "registry"), [("trainjob", "oci_registry"), ("pytorchjob", "oci_registry_auth")])

@@ -5,15 +5,9 @@ import json
 
 import pytest
 
-from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo, RunInfo, lineage_properties
+from components._common.oci_reference import OciReference, credentials_for
 from components.training.finetuning.contract import TrainingConfigError
-from components.training.finetuning.oci.auth import (
-    OciModelError,
-    OciReference,
-    credentials_for,
-    docker_config_from_env,
-    parse_oci_uri,
-)
+from components.training.finetuning.oci.client import OciModelError, parse_oci_uri, pull_credentials
 from components.training.finetuning.run import validate_request
 from tests.harness.requests import train_model_request
 
@@ -80,23 +74,24 @@ def test_credentials_from_a_config_json():
     ],
 )
 def test_malformed_entries_name_the_host_and_key_but_never_the_value(entry, message):
+    env = {"OCI_PULL_SECRET_MODEL_DOWNLOAD": json.dumps({"auths": {"quay.io": entry}})}
     with pytest.raises(OciModelError, match=message) as caught:
-        credentials_for({"auths": {"quay.io": entry}}, "quay.io")
+        pull_credentials(env, "quay.io")
     text = str(caught.value)
     assert "auths['quay.io'] in OCI_PULL_SECRET_MODEL_DOWNLOAD" in text and "oci-pull-secret-model-download" in text
     assert "SECRETVALUE" not in text and "%%%" not in text
 
 
 def test_the_secret_env_var_the_guide_names_wins_over_dockerconfigjson():
-    guide = json.dumps({"auths": {"a": {"auth": "x"}}})
-    dockerconfigjson = json.dumps({"auths": {"b": {"auth": "y"}}})
+    guide = json.dumps({"auths": {"quay.io": {"username": "guide", "password": "p"}}})
+    dockerconfigjson = json.dumps({"auths": {"quay.io": {"username": "dockerconfigjson", "password": "p"}}})
     env = {"OCI_PULL_SECRET_MODEL_DOWNLOAD": guide, "OCI_PULL_SECRET_DOCKERCONFIGJSON": dockerconfigjson}
-    assert docker_config_from_env(env) == (json.loads(guide), "OCI_PULL_SECRET_MODEL_DOWNLOAD")
+    assert pull_credentials(env, "quay.io") == (("guide", "p"), "OCI_PULL_SECRET_MODEL_DOWNLOAD")
     env["OCI_PULL_SECRET_MODEL_DOWNLOAD"] = " "
-    assert docker_config_from_env(env) == (json.loads(dockerconfigjson), "OCI_PULL_SECRET_DOCKERCONFIGJSON")
-    assert docker_config_from_env({}) == (None, "")
+    assert pull_credentials(env, "quay.io") == (("dockerconfigjson", "p"), "OCI_PULL_SECRET_DOCKERCONFIGJSON")
+    assert pull_credentials({}, "quay.io") == (None, "")
     with pytest.raises(OciModelError, match=r"OCI_PULL_SECRET_MODEL_DOWNLOAD .*: not a Docker config.json") as caught:
-        docker_config_from_env({"OCI_PULL_SECRET_MODEL_DOWNLOAD": '{"auths": "SECRETVALUE'})
+        pull_credentials({"OCI_PULL_SECRET_MODEL_DOWNLOAD": '{"auths": "SECRETVALUE'}, "quay.io")
     assert "SECRETVALUE" not in str(caught.value)
 
 
@@ -114,16 +109,3 @@ def test_validate_request_checks_the_reference_and_the_tls_options_before_anythi
         validate_request(
             request(training_base_model="m", training_oci_insecure=True, training_oci_ca_bundle="/ca.pem"), False
         )
-
-
-def test_the_resolved_digest_reaches_the_registry_properties():
-    metadata = {
-        "base_model": "oci://quay.io/org/granite:1",
-        "base_model_digest": DIGEST,
-        "base_model_resolved": f"oci://quay.io/org/granite@{DIGEST}",
-        "hyperparameters": {},
-    }
-    props = lineage_properties(ArtifactInfo("s3://b/model", "/tmp/model", metadata), RunInfo("run-1"))
-    assert props["base_model"] == "oci://quay.io/org/granite:1"
-    assert props["base_model_digest"] == DIGEST
-    assert props["base_model_resolved_uri"] == f"oci://quay.io/org/granite@{DIGEST}"

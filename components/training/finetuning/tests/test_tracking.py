@@ -1,7 +1,4 @@
-"""MLflow tracking against a real ``mlflow server`` (fixture ``mlflow_server``), read back with another client.
-
-Failure handling and the no-op rules use MLflow's file store in tmp_path, which the tests can break on purpose.
-"""
+"""MLflow tracking against a real ``mlflow server``, read back with another client (failures: a file store)."""
 
 import shutil
 import uuid
@@ -191,35 +188,6 @@ def test_rank_rules_and_record_rules():
         mask_uri("https://me:pw@mlflow.example.com/x and http://host")
         == "https://***@mlflow.example.com/x and http://host"
     )
-
-
-@pytest.mark.slow
-def test_a_real_local_training_run_logs_its_own_records(store, tiny_model_dir, demo_dataset_path, tmp_path):
-    """The records the local launcher really writes (and its hyper-parameters) go through unchanged."""
-    from components.training.finetuning.local import trainer as local_trainer
-    from components.training.finetuning.pod.metrics import read_metrics
-    from tests.harness.requests import training_config
-
-    config = training_config(
-        base_model=str(tiny_model_dir),
-        effective_batch_size=16,
-        max_seq_len=256,
-        max_tokens_per_gpu=1024,
-        max_steps=3,
-        num_epochs=1,
-    )
-    result = local_trainer.train_locally(config, demo_dataset_path, tmp_path / "out", log=lambda line: None)
-    with MlflowLogger(store, run_key="run-1/train-model", log=Log()) as logger:
-        logger.log_params(config.hyperparameters())
-        for record in read_metrics(result.metrics_path):
-            logger.log_step(record)
-        logger.log_model_location(str(result.final_model_dir))
-    run = _client(store).get_run(logger.run_id)
-    assert run.data.params["learning_rate"] == str(config.learning_rate)
-    assert run.data.params["total_steps"] == "3" and run.data.tags[MODEL_LOCATION_TAG] == str(result.final_model_dir)
-    assert _history(_client(store), logger.run_id, "loss") == [
-        (r["step"], pytest.approx(r["loss"])) for r in result.records
-    ]
 
 
 def test_the_component_pins_the_mlflow_client_the_server_tests_use():
