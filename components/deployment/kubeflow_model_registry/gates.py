@@ -1,7 +1,4 @@
-"""The gates before registration: a metric threshold and the continual-learning gates (README: *Overview*).
-
-Improvement and regression follow each metric's direction (``higher_is_better``): a lower perplexity improves.
-"""
+"""The gates before registration: a metric threshold and the continual-learning gates (README: *Overview*)."""
 
 from __future__ import annotations
 
@@ -19,11 +16,7 @@ HELDOUT_TASKS = ("heldout_generation", "heldout_perplexity")
 
 @dataclasses.dataclass(frozen=True)
 class MetricCheck:
-    """One compared metric (``<task>/<metric>``), its comparison record, its role and the gate's verdict.
-
-    ``role``: ``improvement``, ``regression`` or ``new task`` (held-out metrics, never checked); ``verdict``: ``ok``,
-    ``FAILED``, ``not checked`` or "" (no gate asked for this metric).
-    """
+    """One compared metric, its record, its ``role`` (improvement, regression, new task) and the gate's ``verdict``."""
 
     name: str
     record: Mapping[str, Any]
@@ -33,10 +26,7 @@ class MetricCheck:
 
 @dataclasses.dataclass(frozen=True)
 class GateDecision:
-    """Whether the model may be registered.
-
-    ``reasons``: one line per gate; ``failures``: those of the gates that failed; ``checks``: every compared metric.
-    """
+    """Whether the model may be registered: one line per gate, those that failed, and every compared metric."""
 
     reasons: tuple[str, ...] = ()
     failures: tuple[str, ...] = ()

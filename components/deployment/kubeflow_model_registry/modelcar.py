@@ -55,10 +55,9 @@ class ModelcarTarget:
 
 @dataclasses.dataclass(frozen=True)
 class PublishedModelcar:
-    """A pushed modelcar.
+    """A pushed modelcar: ``uri`` pinned by digest (registered and served), the ``tag_uri`` it was pushed under.
 
-    ``uri``: pinned, ``oci://registry/repository@sha256:...`` (registered and served); ``tag_uri``: the tag it was
-    pushed under; ``lora_weights``: ``merged``, ``adapter`` or ""; ``base_model``: the adapter's ("" unless adapter).
+    ``lora_weights``: ``merged``, ``adapter`` or ""; ``base_model``: the adapter's ("" unless adapter).
     """
 
     uri: str
@@ -105,17 +104,17 @@ def check_modelcar_options(options: ModelcarOptions) -> None:
     if options.uri.strip():
         parse_modelcar_uri(options.uri)
     if options.lora_weights not in LORA_WEIGHTS:
-        raise ModelcarError(f"modelcar_lora_weights={options.lora_weights!r}: expected one of {LORA_WEIGHTS}")
+        raise ModelcarError(
+            f"modelcar_lora_weights={options.lora_weights!r}: expected one of {', '.join(LORA_WEIGHTS)}"
+        )
 
 
 def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) -> tuple[str, str]:
     """What a LoRA model is published as: ``("merged", "")`` or ``("adapter", <its base model>)``; else ``("", "")``.
 
     Raises:
-        ModelcarError: An unknown choice, or an adapter asked of a model that was saved merged.
+        ModelcarError: An adapter asked of a model that was saved merged.
     """
-    if lora_weights not in LORA_WEIGHTS:
-        raise ModelcarError(f"modelcar_lora_weights={lora_weights!r}: expected one of {', '.join(LORA_WEIGHTS)}")
     if metadata.get("algorithm") != "lora":
         return "", ""
     adapter_config = model_dir / "adapter_config.json"
@@ -149,8 +148,6 @@ def _skopeo(arguments: list[str], what: str, timeout: float, command: str = "cop
 def verify_served_digest(oci_ref: str, digest: str, auth: list[str], tls: str, timeout: float) -> None:
     """Checks that the registry serves the manifest ``digest`` under ``oci_ref``'s repository, byte for byte.
 
-    Read back by digest (``skopeo inspect --raw``), its SHA-256 compared: skopeo's report is not taken on trust.
-
     Raises:
         ModelcarError: The registry does not serve it, or serves other bytes under it.
     """
@@ -176,10 +173,7 @@ def verify_served_digest(oci_ref: str, digest: str, auth: list[str], tls: str, t
 
 
 def pin_layer_times(layout: Path, created: str) -> None:
-    """Sets the ``created`` time of each history entry olot adds, rewriting only the documents that change.
-
-    The same files on the same base then give the same digest, so a re-run finds its version registered.
-    """
+    """Sets each olot history entry's ``created`` (the blob's ctime) to ``created``: the same files, the same digest."""
 
     def read(digest: str) -> dict[str, Any]:
         return json.loads((layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes())
@@ -220,10 +214,7 @@ def files_time(model_dir: Path) -> str:
 
 
 def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIMEOUT_SECONDS, created: str = "") -> Any:
-    """A ``save_to_oci_registry`` backend: skopeo with a deadline, a TLS choice and ``--digestfile``.
-
-    ``created``: the time :func:`pin_layer_times` gives the added layers before the push ("" = olot's).
-    """
+    """A ``save_to_oci_registry`` backend: skopeo with a deadline, TLS choice, ``--digestfile`` and pinned times."""
     from model_registry.utils import BackendDefinition
 
     tls = "false" if insecure else "true"
@@ -251,11 +242,7 @@ def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIME
 
 
 def merge_adapter(adapter_dir: Path, target: Path) -> None:
-    """Merges a peft adapter (with its tokenizer) into its base model (``merge_and_unload``), saved in ``target``.
-
-    Raises:
-        ValueError: peft/transformers are not installed here, or the base model cannot be loaded from this step.
-    """
+    """Merges a peft adapter (with its tokenizer) into its base model, saved in ``target`` (ValueError: cannot here)."""
     base = json.loads((adapter_dir / "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
     try:
         from peft import AutoPeftModelForCausalLM
@@ -286,12 +273,13 @@ def publish_modelcar(
 ) -> PublishedModelcar:
     """Layers ``model_dir`` on the base image under ``/models`` and pushes it to ``options.uri``.
 
-    ``merge(adapter_dir, target_dir)`` writes a merged LoRA model; ``scratch``: where the image layout (the model's
-    size) and a merged model are built (the workspace in the pipelines; default a temporary directory).
+    ``merge(adapter_dir, target_dir)`` writes a merged LoRA model; ``scratch``: where the layout and a merged model are
+    built (default a temporary directory).
 
     Raises:
         ModelcarError: Bad target or secret, the client without ``olot``/skopeo, or a failed pull or push.
     """
+    check_modelcar_options(options)
     base_image, target = options.base_image, parse_modelcar_uri(options.uri)
     if not base_image.strip() or base_image.strip().startswith(("oci://", "docker://")):
         raise ModelcarError(f"modelcar_base_image={base_image!r}: give registry/repository:tag (no scheme)")
@@ -336,9 +324,7 @@ def publish_modelcar(
             ) from None
         except (ValueError, RuntimeError, OSError) as error:
             raise ModelcarError(f"cannot layer the model on modelcar_base_image={base_image!r}: {error}") from None
-        digest = digest_file.read_text().strip() if digest_file.is_file() else ""
-    if not _DIGEST.match(digest):
-        raise ModelcarError(f"pushed {target.reference} but skopeo reported no sha256 digest ({digest!r})")
+        digest = digest_file.read_text().strip()  # checked by the push (verify_served_digest)
     published = PublishedModelcar(
         target.pinned(digest), f"oci://{target.reference}", digest, kind, base_model if kind == "adapter" else ""
     )

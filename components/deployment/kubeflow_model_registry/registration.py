@@ -37,10 +37,7 @@ MAX_AUTO_VERSION_NAMES = 10
 
 @dataclasses.dataclass(frozen=True)
 class VersionRequest:
-    """What to register: the version options under ``model_name`` (resolved), the serving ``uri``, the lineage.
-
-    An empty ``options.model_version`` reuses this run's version or derives one (:func:`derived_version_name`).
-    """
+    """What to register: the version options under the resolved ``model_name``, the serving ``uri``, the lineage."""
 
     options: VersionOptions
     model_name: str
@@ -51,10 +48,7 @@ class VersionRequest:
 
 @dataclasses.dataclass(frozen=True)
 class ModelRegistryResult:
-    """What the step did (``status``: README *Outputs*; ``reason``: one line) and what the registry holds now.
-
-    Ids and names are "" when not registered; ``endpoint_url`` and ``smoke_answer`` "" when not deployed.
-    """
+    """What the step did (``status``: README *Outputs*) and what the registry holds now ("" when not done)."""
 
     status: str
     model_id: str = ""

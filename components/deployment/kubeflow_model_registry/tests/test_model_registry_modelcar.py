@@ -16,6 +16,7 @@ import pytest
 from components.deployment.kubeflow_model_registry.modelcar import (
     PUSH_SECRET_ENV,
     ModelcarError,
+    check_modelcar_options,
     files_time,
     lora_files,
     parse_modelcar_uri,
@@ -83,7 +84,7 @@ def test_lora_choices(tmp_path):
     with pytest.raises(ModelcarError, match="saved with the LoRA weights merged"):
         lora_files(tmp_path, lora, "adapter")
     with pytest.raises(ModelcarError, match="expected one of as_trained, merged, adapter"):
-        lora_files(tmp_path, lora, "both")
+        check_modelcar_options(_options("", "", "both"))
 
 
 def test_publish_pins_the_digest_the_layers_hold_the_model_and_the_projects_download_loads_it(
