@@ -1,5 +1,4 @@
-"""An address that answers, but not as the registry does (a login page, not JSON, JSON of another shape), or where
-nothing answers (the RHOAI guide's *Connection refused*): one line saying so, with what to check."""
+"""An address that answers, but not as the registry does, or where nothing answers: one line, with what to check."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from components.deployment.kubeflow_model_registry.registry_client import RegistryRequestError, RetryPolicy
-from components.deployment.kubeflow_model_registry.tests.registry_runs import register, small_model
+from components.deployment.kubeflow_model_registry.tests.registry_runs import register
 from tests.harness.http_server import ScriptedResponse
 
 LOGIN_PAGE = b"<!DOCTYPE html><html><head><title>Log in</title></head><body>Log in with OpenShift</body></html>"
@@ -25,26 +24,26 @@ LOGIN_PAGE = b"<!DOCTYPE html><html><head><title>Log in</title></head><body>Log 
     ids=["oauth-login-page", "not-json", "other-shape"],
 )
 def test_an_answer_that_is_not_the_registrys_json_is_one_clear_line(
-    http_file_server, tmp_path, body, content_type, expected
+    http_file_server, tmp_path, model, body, content_type, expected
 ):
     for version in ("v1", "v1alpha3"):
         answer = ScriptedResponse(200, body=body, headers={"Content-Type": content_type})
         http_file_server.script(f"/api/model_registry/{version}/registered_models", *[answer] * 3)
     proxy = SimpleNamespace(address="http://127.0.0.1", port=int(http_file_server.url.rsplit(":", 1)[1]))
     with pytest.raises(RegistryRequestError) as error:
-        register(proxy, tmp_path, small_model(tmp_path, base_model="tiny"), retry_policy=RetryPolicy(attempts=1))
+        register(proxy, tmp_path, model, retry_policy=RetryPolicy(attempts=1))
     message = str(error.value)
     assert "\n" not in message and "could not be reached" not in message
     assert "answered while trying to list registered models" in message and expected in message
 
 
-def test_a_refused_connection_says_so_with_the_guides_remedies(tmp_path):
+def test_a_refused_connection_says_so_with_the_guides_remedies(tmp_path, model):
     with socket.socket() as probe:  # a port nothing listens on once the probe is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     closed = SimpleNamespace(address="http://127.0.0.1", port=port)
     with pytest.raises(RegistryRequestError) as error:
-        register(closed, tmp_path, small_model(tmp_path, base_model="tiny"), retry_policy=RetryPolicy(attempts=1))
+        register(closed, tmp_path, model, retry_policy=RetryPolicy(attempts=1))
     message = str(error.value)
     assert "\n" not in message and f"Model Registry at http://127.0.0.1:{port} could not be reached" in message
     assert "connection refused" in message, message

@@ -1,5 +1,4 @@
-"""The KServe deployment: manifests against the vendored CRDs, the lifecycle against the Kubernetes emulator (a
-background script plays the KServe controller) and the OpenAI-compatible predictor stub."""
+"""The KServe deployment: manifests against the vendored CRDs, the lifecycle against the Kubernetes emulator."""
 
 from __future__ import annotations
 

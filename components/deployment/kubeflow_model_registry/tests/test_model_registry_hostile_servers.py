@@ -1,6 +1,4 @@
-"""Hostile servers, each real on 127.0.0.1: a KServe API or Model Registry that never answers (the TCP proxy in
-``blackhole`` mode), a predictor that trickles its answer, another run's service under our labels, credentials in
-``model_uri``; each test bounds the step's time and asserts the end state and its one line."""
+"""Hostile servers on 127.0.0.1 (silent APIs, a trickling predictor, a look-alike service): bounded, one line."""
 
 from __future__ import annotations
 

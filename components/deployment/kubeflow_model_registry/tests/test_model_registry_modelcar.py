@@ -1,5 +1,4 @@
-"""Publishing the model as an OCI modelcar to the real ``docker-registry``, read back raw (the files under
-``/models``) and with ``train_model``'s own ``oci://`` download, whose copy loads with transformers."""
+"""Publishing the model as an OCI modelcar to the real ``docker-registry``, read back raw and with ``oci://``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The whole step: modelcar → registration → InferenceService → smoke answer, with real parts at every edge
-(``docker-registry``, the registry stub, the Kubernetes emulator, the OpenAI-compatible predictor stub)."""
+"""The whole step: modelcar → registration → InferenceService → smoke answer, with real servers at every edge."""
 
 from __future__ import annotations
 
