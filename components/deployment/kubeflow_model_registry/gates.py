@@ -111,8 +111,7 @@ def evaluate_delta_gate(
     """Decides the continual-learning gate on ``comparison`` (``unavailable``: why there is none, when known).
 
     Raises:
-        ValueError: ``max_regression`` is not finite, a gate is set but there is no comparison, or
-            ``min_improvement_metric`` was not compared: a misconfigured gate must neither block nor pass silently.
+        ValueError: ``max_regression`` is not finite, a gate lacks its comparison, or the metric was not compared.
     """
     if not math.isfinite(max_regression):
         raise ValueError(
