@@ -38,16 +38,6 @@ class GateDecision:
         return not self.failures
 
 
-def _as_number(value: Any, where: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"min_metric_name: {where} is {value!r}, not a number") from None
-    if math.isnan(number):
-        raise ValueError(f"min_metric_name: {where} is NaN; the gate cannot compare it")
-    return number
-
-
 def evaluate_gate(
     min_metric_name: str, min_metric_value: float, eval_metrics: Mapping[str, Any], train_metrics: Mapping[str, Any]
 ) -> GateDecision:
@@ -61,7 +51,12 @@ def evaluate_gate(
         return GateDecision(("no metric gate (min_metric_name is empty)",))
     for label, metrics in (("eval_metrics", eval_metrics), ("train_metrics", train_metrics)):
         if name in metrics:
-            value = _as_number(metrics[name], f"{label}[{name!r}]")
+            try:
+                value = float(metrics[name])
+            except (TypeError, ValueError):
+                raise ValueError(f"min_metric_name: {label}[{name!r}] is {metrics[name]!r}, not a number") from None
+            if math.isnan(value):
+                raise ValueError(f"min_metric_name: {label}[{name!r}] is NaN; the gate cannot compare it")
             verdict = ">=" if value >= min_metric_value else "<"
             reason = f"{label} {name} = {value:g} {verdict} min_metric_value {min_metric_value:g}"
             return GateDecision((reason,), () if value >= min_metric_value else (reason,))

@@ -75,13 +75,6 @@ class PublishedModelcar:
             properties["modelcar_base_model"] = self.base_model
         return properties
 
-    def summary_rows(self) -> list[tuple[str, str]]:
-        """The summary's rows of the modelcar."""
-        rows = [("Modelcar", f"{self.uri} (pushed as {self.tag_uri})")]
-        if self.base_model:
-            rows.append(("Modelcar base model", f"{self.base_model} (LoRA adapter published without merging)"))
-        return rows
-
 
 def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTarget:
     """Parses the push target ``oci://<registry>[:port]/<repository>[:<tag>]``.

@@ -1,8 +1,11 @@
-"""Hostile servers on 127.0.0.1 (silent APIs, a trickling predictor, a look-alike service): bounded, one line."""
+"""Hostile servers on 127.0.0.1 (silent or refusing APIs, a trickling predictor, a login page, a look-alike service):
+each bounded, each one line with what to check."""
 
 from __future__ import annotations
 
+import socket
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,7 +27,10 @@ from components.deployment.kubeflow_model_registry.tests.test_model_registry_dep
     _isvcs,
     _settings,
 )
+from tests.harness.http_server import ScriptedResponse
 from tests.harness.tcp_proxy import tcp_proxy
+
+LOGIN_PAGE = b"<!DOCTYPE html><html><head><title>Log in</title></head><body>Log in with OpenShift</body></html>"
 
 
 # -- KServe ---------------------------------------------------------------------------------------------------------
@@ -84,7 +90,7 @@ def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_p
 
     library_versions()
     with tcp_proxy(mode="blackhole") as proxy:
-        stub = type("Blackhole", (), {"address": "http://127.0.0.1", "port": proxy.port})()
+        stub = SimpleNamespace(address="http://127.0.0.1", port=proxy.port)
         policy = RetryPolicy(attempts=4, initial_delay_s=0.01, max_delay_s=0.05, request_timeout_s=0.5, deadline_s=2)
         began = time.monotonic()
         with pytest.raises(RegistryRequestError) as failed:
@@ -94,6 +100,43 @@ def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_p
     message = str(failed.value)
     assert f"Model Registry at http://127.0.0.1:{proxy.port} could not be reached" in message
     assert "TimeoutError: no complete answer within" in message
+
+
+@pytest.mark.parametrize(
+    "body, content_type, expected",
+    [
+        (LOGIN_PAGE, "text/html", "an HTML page: a login page of an OAuth proxy"),
+        (b'{"items": [', "application/json", "JSONDecodeError"),
+        (b'{"items": 3, "size": "x"}', "application/json", "not with the registry's JSON"),
+    ],
+    ids=["oauth-login-page", "not-json", "other-shape"],
+)
+def test_an_answer_that_is_not_the_registrys_json_is_one_clear_line(
+    http_file_server, tmp_path, model, body, content_type, expected
+):
+    for version in ("v1", "v1alpha3"):
+        answer = ScriptedResponse(200, body=body, headers={"Content-Type": content_type})
+        http_file_server.script(f"/api/model_registry/{version}/registered_models", *[answer] * 3)
+    proxy = SimpleNamespace(address="http://127.0.0.1", port=int(http_file_server.url.rsplit(":", 1)[1]))
+    with pytest.raises(RegistryRequestError) as error:
+        register(proxy, tmp_path, model, retry_policy=RetryPolicy(attempts=1))
+    message = str(error.value)
+    assert "\n" not in message and "could not be reached" not in message
+    assert "answered while trying to list registered models" in message and expected in message
+
+
+def test_a_refused_connection_says_so_with_the_guides_remedies(tmp_path, model):
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    closed = SimpleNamespace(address="http://127.0.0.1", port=port)
+    with pytest.raises(RegistryRequestError) as error:
+        register(closed, tmp_path, model, retry_policy=RetryPolicy(attempts=1))
+    message = str(error.value)
+    assert "\n" not in message and f"Model Registry at http://127.0.0.1:{port} could not be reached" in message
+    assert "connection refused" in message, message
+    for remedy in ("installed and running", "phase_04_registry_man_address", "network policies"):
+        assert remedy in message, message
 
 
 # -- credentials in model_uri -----------------------------------------------------------------------------------------
