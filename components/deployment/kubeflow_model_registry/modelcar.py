@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components._common.oci_reference import docker_config_from_env, parse_oci_uri
+from components._common.oci_reference import OciReference, docker_config_from_env, parse_oci_uri
 
 from .request import ModelcarOptions
 
@@ -33,24 +33,6 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 class ModelcarError(ValueError):
     """The modelcar cannot be published; the one-line message says what and what to fix (never a secret)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelcarTarget:
-    """Where the modelcar is pushed: ``oci://<registry>/<repository>[:<tag>]`` (``latest`` when no tag)."""
-
-    registry: str
-    repository: str
-    tag: str
-
-    @property
-    def reference(self) -> str:
-        """``registry/repository:tag``, as skopeo's ``docker://`` transport takes it."""
-        return f"{self.registry}/{self.repository}:{self.tag}"
-
-    def pinned(self, digest: str) -> str:
-        """``oci://registry/repository@<digest>``."""
-        return f"oci://{self.registry}/{self.repository}@{digest}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +58,8 @@ class PublishedModelcar:
         return properties
 
 
-def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTarget:
-    """Parses the push target ``oci://<registry>[:port]/<repository>[:<tag>]``.
+def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> OciReference:
+    """Parses the push target ``oci://<registry>[:port]/<repository>[:<tag>]`` (tag ``latest`` when none).
 
     Raises:
         ModelcarError: Not such a reference (a ``@sha256:`` digest cannot be pushed to: the push makes it).
@@ -85,7 +67,7 @@ def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTar
     target = parse_oci_uri(uri.strip(), parameter, ModelcarError, "oci://quay.io/org/my-model:v1")
     if target.digest:
         raise ModelcarError(f"{parameter}={uri!r}: a push target has no @digest (the push decides it); drop it")
-    return ModelcarTarget(target.registry, target.repository, target.tag)
+    return target
 
 
 def check_modelcar_options(options: ModelcarOptions) -> None:
@@ -274,6 +256,7 @@ def publish_modelcar(
     """
     check_modelcar_options(options)
     base_image, target = options.base_image, parse_modelcar_uri(options.uri)
+    tag_uri = target.uri()
     if not base_image.strip() or base_image.strip().startswith(("oci://", "docker://")):
         raise ModelcarError(f"modelcar_base_image={base_image!r}: give registry/repository:tag (no scheme)")
     if not model_dir.is_dir():
@@ -298,11 +281,11 @@ def publish_modelcar(
             for path in files.rglob("*"):  # the adapter's time: the same adapter gives the same layers
                 os.utime(path, (newest, newest))
         digest_file = Path(work) / "digest"
-        log(f"publishing modelcar {target.reference} on {base_image} (olot + skopeo)")
+        log(f"publishing modelcar {tag_uri} on {base_image} (olot + skopeo)")
         try:
             save_to_oci_registry(
                 base_image=base_image.strip(),
-                oci_ref=target.reference,
+                oci_ref=tag_uri.removeprefix("oci://"),
                 model_files_path=str(files),
                 dest_dir=str(Path(work) / "layout"),
                 custom_oci_backend=skopeo_backend(options.insecure, digest_file, created=files_time(files)),
@@ -318,8 +301,6 @@ def publish_modelcar(
         except (ValueError, RuntimeError, OSError) as error:
             raise ModelcarError(f"cannot layer the model on modelcar_base_image={base_image!r}: {error}") from None
         digest = digest_file.read_text().strip()  # checked by the push (verify_served_digest)
-    published = PublishedModelcar(
-        target.pinned(digest), f"oci://{target.reference}", digest, kind, base_model if kind == "adapter" else ""
-    )
+    published = PublishedModelcar(target.uri(digest), tag_uri, digest, kind, base_model if kind == "adapter" else "")
     log(f"modelcar pushed: {published.uri} (tag {published.tag_uri})")
     return published

@@ -64,8 +64,8 @@ def _layer_files(registry, repository: str, digest: str) -> dict[str, bytes]:
 
 def test_parse_target_rules():
     target = parse_modelcar_uri("oci://quay.io/org/tiny")
-    assert (target.reference, target.pinned("sha256:" + "a" * 64)) == (
-        "quay.io/org/tiny:latest",
+    assert (target.uri(), target.uri("sha256:" + "a" * 64)) == (
+        "oci://quay.io/org/tiny:latest",
         "oci://quay.io/org/tiny@sha256:" + "a" * 64,
     )
     for bad in ("quay.io/org/tiny:1", "oci://quay.io/Org/tiny:1", "oci://quay.io/org/tiny@sha256:" + "a" * 64):
