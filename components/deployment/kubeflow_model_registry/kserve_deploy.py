@@ -287,7 +287,7 @@ def deploy_model(
         profile=settings.hardware_profile,
     )
     if run_id:
-        desired["metadata"].setdefault("annotations", {})[RUN_ANNOTATION] = run_id
+        desired["metadata"]["annotations"][RUN_ANNOTATION] = run_id
     obj, action = _apply_service(api, desired, model_name, run_id, log)
     log(f"{action} InferenceService {settings.namespace}/{settings.service_name} serving {storage_uri}")
     ready = _wait_ready(api, obj, settings, clock, log)
