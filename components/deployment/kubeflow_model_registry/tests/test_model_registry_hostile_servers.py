@@ -11,20 +11,15 @@ import pytest
 
 from components._common.kube_auth import load_api_client
 from components.deployment.kubeflow_model_registry.kserve_deploy import (
-    RUN_ANNOTATION,
     DeployError,
     deploy_model,
     smoke_request,
 )
-from components.deployment.kubeflow_model_registry.kserve_manifests import build_inference_service
 from components.deployment.kubeflow_model_registry.registry_client import RegistryRequestError, RetryPolicy
 from components.deployment.kubeflow_model_registry.tests.registry_runs import FAST_RETRIES, register
 from components.deployment.kubeflow_model_registry.tests.test_model_registry_deploy import (
     MODEL,
-    NS,
     URI,
-    _create,
-    _isvcs,
     _settings,
 )
 from tests.harness.http_server import ScriptedResponse
@@ -67,18 +62,6 @@ def test_a_smoke_endpoint_that_trickles_a_byte_a_second_ends_at_the_request_dead
     message = str(failed.value)
     assert message.startswith(f"the smoke request to {openai_stub.url}/v1/completions failed: TimeoutError")
     assert "not complete within 2 s" in message and "IncompleteRead" not in message
-
-
-def test_an_inference_service_of_another_run_with_our_two_labels_is_never_updated(kserve):
-    theirs = build_inference_service(MODEL, NS, "oci://quay.io/org/tiny@sha256:" + "c" * 64, "vllm-runtime", MODEL, 1)
-    theirs["metadata"]["annotations"][RUN_ANNOTATION] = "another-run"  # the same labels, another run's service
-    before = _create(kserve, theirs)
-    with pytest.raises(DeployError) as refused:
-        deploy_model(kserve.api_client, _settings(), URI, MODEL, "", lambda line: None, run_id="this-run")
-    message = str(refused.value)
-    assert "was not made by this pipeline run (this-run)" in message and "made by pipeline run 'another-run'" in message
-    assert _isvcs(kserve)[MODEL] == before
-    assert not [r for r in kserve.requests if r.verb == "patch"]
 
 
 # -- Model Registry -------------------------------------------------------------------------------------------------
