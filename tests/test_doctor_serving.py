@@ -25,12 +25,11 @@ def _doctor(capsys, sft_yaml, kube, *args):
 
 
 def _deploy(modelcar="oci://quay.io/org/tiny:1"):
-    return [
-        "--param",
+    settings = (
         f"{dash('registry', 'deploy_inference_service')}=true",
-        "--param",
         f"{dash('registry', 'modelcar_uri')}={modelcar}",
-    ]
+    )
+    return [word for setting in settings for word in ("--param", setting)]
 
 
 @pytest.fixture
@@ -51,16 +50,10 @@ def test_deploy_on_with_kserve_and_every_permission_is_ok(kserve_cluster, capsys
         line.startswith("OK") and "KServe serves InferenceService and ServingRuntime" in line
         for line in out.splitlines()
     ), out
-    reviewed = {
-        (
-            r.body["spec"]["resourceAttributes"]["group"],
-            r.body["spec"]["resourceAttributes"]["resource"],
-            r.body["spec"]["resourceAttributes"]["verb"],
-        )
-        for r in kserve_cluster.requests
-        if r.plural == "selfsubjectaccessreviews"
-        and r.body["spec"]["resourceAttributes"].get("group") == "serving.kserve.io"
-    }
+    reviews = [
+        r.body["spec"]["resourceAttributes"] for r in kserve_cluster.requests if r.plural == "selfsubjectaccessreviews"
+    ]
+    reviewed = {(a["group"], a["resource"], a["verb"]) for a in reviews if a.get("group") == "serving.kserve.io"}
     assert reviewed == API_PERMISSIONS
 
 

@@ -1,10 +1,7 @@
-"""A stateful Kubeflow Model Registry REST stub on 127.0.0.1, validating what it receives against the real API spec.
+"""A stateful Kubeflow Model Registry REST stub on 127.0.0.1 (``/api/model_registry/v1`` and ``/v1alpha3``).
 
-It serves the REST API under ``/api/model_registry/v1`` and ``/v1alpha3``; every request is matched to an operation
-of the vendored ``tests/specs/openapi/model-registry.yaml`` and validated against its schemas (a bad one gets a 400
-naming the rule), and so is every answer (a stub bug fails the test). It stores registered models, versions and
-artifacts, records every request, and is scripted with ``fail_next``, ``drop_next``, ``before_next``,
-``require_token`` and ``serve_api_versions``.
+Every request and every answer is validated against the vendored ``tests/specs/openapi/model-registry.yaml`` (a bad
+request gets a 400 naming the rule; a bad answer fails the test). It implements the operations the client uses.
 """
 
 from __future__ import annotations
@@ -35,11 +32,6 @@ API_VERSIONS = ("v1", "v1alpha3")
 _SPEC_URI = "urn:model-registry-openapi"
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The spec: operations by path template, validators for bodies, parameters and responses
-# --------------------------------------------------------------------------------------------------------------------
-
-
 @dataclasses.dataclass(frozen=True)
 class Operation:
     """One operation of the spec: ``GET /model_versions/{modelversionId}`` and its schemas."""
@@ -53,61 +45,29 @@ class Operation:
     response_schema_refs: dict[str, str]
 
 
-def _discriminated_one_of(validator, one_of, instance, schema):
-    """``oneOf`` that, like OpenAPI, picks the branch named by the ``discriminator`` property when present."""
-    from jsonschema import ValidationError
-    from jsonschema._keywords import oneOf as plain_one_of
-
-    discriminator = schema.get("discriminator")
-    if discriminator and isinstance(instance, dict) and discriminator["propertyName"] in instance:
-        prop = discriminator["propertyName"]
-        value = instance[prop]
-        target = discriminator.get("mapping", {}).get(value)
-        if target is None:
-            yield ValidationError(f"{prop}={value!r} is not one of {sorted(discriminator.get('mapping', {}))}")
-            return
-        yield from validator.descend(instance, {"$ref": target})
-        return
-    yield from plain_one_of(validator, one_of, instance, schema)
-
-
 @functools.lru_cache(maxsize=1)
 def load_spec() -> dict:
     """The Model Registry OpenAPI document (parsed once)."""
     return yaml.safe_load(SPEC_PATH.read_text())
 
 
-@functools.lru_cache(maxsize=1)
-def _validator_class():
-    from jsonschema import Draft4Validator, validators
-
-    return validators.extend(Draft4Validator, {"oneOf": _discriminated_one_of})
-
-
-@functools.lru_cache(maxsize=1)
-def _registry():
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str):
+    """An OpenAPI 3.0 validator (``discriminator`` and ``nullable`` included) with the spec's ``$ref`` s resolvable."""
+    from openapi_schema_validator import OAS30Validator
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT4
 
-    return Registry().with_resource(_SPEC_URI, Resource.from_contents(load_spec(), default_specification=DRAFT4))
-
-
-@functools.lru_cache(maxsize=256)
-def _validator(schema_json: str):
     schema = json.loads(schema_json)
     schema = {"$ref": _SPEC_URI + schema["$ref"]} if set(schema) == {"$ref"} else schema
-    return _validator_class()(schema, registry=_registry())
+    spec = Resource.from_contents(load_spec(), default_specification=DRAFT4)
+    return OAS30Validator(schema, registry=Registry().with_resource(_SPEC_URI, spec))
 
 
 def validation_errors(instance: Any, schema: dict) -> list[str]:
-    """Validates ``instance`` against a schema of the spec (``{"$ref": "#/components/schemas/X"}`` or inline).
-
-    Returns:
-        One ``"<json path>: <message>"`` line per violation, empty when the instance is valid.
-    """
-    validator = _validator(json.dumps(schema, sort_keys=True))
-    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
-    return [f"{e.json_path}: {e.message}" for e in errors]
+    """One ``"<json path>: <message>"`` line per violation of a spec schema (``{"$ref": ...}`` or inline)."""
+    errors = sorted(_validator(json.dumps(schema, sort_keys=True)).iter_errors(instance), key=lambda e: e.json_path)
+    return list(dict.fromkeys(f"{e.json_path}: {e.message}" for e in errors))
 
 
 def schema_ref(name: str) -> dict:
@@ -139,22 +99,14 @@ def operations() -> tuple[Operation, ...]:
                 continue
             op = item[method]
             body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
-            responses = {}
-            for status, response in op.get("responses", {}).items():
-                schema = _resolve(response).get("content", {}).get("application/json", {}).get("schema")
-                if schema:
-                    responses[status] = schema["$ref"]
-            found.append(
-                Operation(
-                    method=method.upper(),
-                    template=template,
-                    pattern=pattern,
-                    operation_id=op["operationId"],
-                    parameters=tuple(shared_parameters + [_resolve(p) for p in op.get("parameters", [])]),
-                    body_schema_ref=body["$ref"] if body else None,
-                    response_schema_refs=responses,
-                )
-            )
+            answers = {
+                status: schema["$ref"]
+                for status, response in op.get("responses", {}).items()
+                if (schema := _resolve(response).get("content", {}).get("application/json", {}).get("schema"))
+            }
+            parameters = tuple(shared_parameters + [_resolve(p) for p in op.get("parameters", [])])
+            body_ref = body["$ref"] if body else None
+            found.append(Operation(method.upper(), template, pattern, op["operationId"], parameters, body_ref, answers))
     return tuple(found)
 
 
@@ -166,11 +118,6 @@ def find_operation(method: str, path: str) -> tuple[Operation, dict[str, str]] |
             names = re.findall(r"{([^/]+?)}", op.template)
             return op, dict(zip(names, match.groups(), strict=True))
     return None
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The stub
-# --------------------------------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -196,9 +143,7 @@ class _Fault:
     after: bool = False  # serve the request (it takes effect), then answer with the fault
 
     def matches(self, method: str, path: str) -> bool:
-        return (self.method is None or self.method == method) and (
-            self.path_contains is None or self.path_contains in path
-        )
+        return self.method in (None, method) and (self.path_contains is None or self.path_contains in path)
 
 
 class StubHTTPError(Exception):
@@ -206,12 +151,7 @@ class StubHTTPError(Exception):
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def _now_ms() -> str:
-    return str(int(time.time() * 1000))
+        self.status, self.message = status, message
 
 
 def _read(store: str, id_param: str, kind: str):
@@ -249,16 +189,9 @@ class RegistryStub:
         self.token: str | None = None
         self._faults: list[_Fault] = []
         self._hooks: list[tuple[Any, _Fault]] = []
-        self._next_context_id = 1
-        self._next_artifact_id = 1
+        self._next_ids = {"context": 0, "artifact": 0}
         self.server: LoopbackServer | None = None
         self.scheme = "http"
-
-    # ---- addresses --------------------------------------------------------------------------------------------
-    @property
-    def host(self) -> str:
-        """Host the stub listens on."""
-        return "127.0.0.1" if self.scheme == "http" else "localhost"
 
     @property
     def port(self) -> int:
@@ -269,31 +202,23 @@ class RegistryStub:
     @property
     def address(self) -> str:
         """``http://127.0.0.1`` (or ``https://localhost`` with TLS), without the port."""
-        return f"{self.scheme}://{self.host}"
+        return f"{self.scheme}://{'127.0.0.1' if self.scheme == 'http' else 'localhost'}"
 
     @property
     def url(self) -> str:
         """Base URL including the port."""
         return f"{self.address}:{self.port}"
 
-    # ---- scripting --------------------------------------------------------------------------------------------
     def fail_next(
-        self,
-        times: int,
-        status: int = 503,
-        *,
-        method: str | None = None,
-        path_contains: str | None = None,
-        after_serving: bool = False,
+        self, times: int, status: int = 503, *, method=None, path_contains=None, after_serving: bool = False
     ) -> None:
-        """Answers the next ``times`` requests (of ``method``, whose path contains ``path_contains``) with ``status``;
-        ``after_serving``: serve the request first (a create takes effect), then answer ``status`` (a lost answer)."""
+        """Answers the next ``times`` matching requests with ``status``; ``after_serving``: serve it first (a lost
+        answer)."""
         with self.lock:
             self._faults.append(_Fault(times, status, method, path_contains, after_serving))
 
     def before_next(self, action: Any, *, method: str | None = None, path_contains: str | None = None) -> None:
-        """Runs ``action(stub)`` once, just before serving the next matching request: e.g. another run's create
-        landing between this run's find and its create (a race, made deterministic)."""
+        """Runs ``action(stub)`` once, just before serving the next matching request (a race, made deterministic)."""
         with self.lock:
             self._hooks.append((action, _Fault(1, None, method, path_contains)))
 
@@ -313,9 +238,8 @@ class RegistryStub:
             raise ValueError(f"unknown API versions {sorted(unknown)}; known: {API_VERSIONS}")
         self.api_versions = tuple(versions)
 
-    # ---- queries for tests ------------------------------------------------------------------------------------
     def requests_to(self, method: str, resource_prefix: str) -> list[RecordedRequest]:
-        """Recorded requests whose method matches and whose version-relative path starts with ``resource_prefix``."""
+        """Recorded requests of ``method`` whose version-relative path starts with ``resource_prefix``."""
         return [r for r in self.requests if r.method == method and r.resource.startswith(resource_prefix)]
 
     def versions_of(self, model_name: str) -> list[dict]:
@@ -327,7 +251,6 @@ class RegistryStub:
         """Stored artifacts linked to a model version."""
         return [self.artifacts[a] for a in self.version_artifacts.get(version_id, [])]
 
-    # ---- request handling -------------------------------------------------------------------------------------
     def take_fault(self, method: str, path: str) -> _Fault | None:
         """The scripted fault that applies to this request, if any (consuming one of its repetitions)."""
         with self.lock:
@@ -345,14 +268,9 @@ class RegistryStub:
         op, path_params = found
         self._validate_parameters(op, path_params, query)
         if op.body_schema_ref:
-            if body is None:
-                raise StubHTTPError(400, f"{op.operation_id}: request body is required")
-            problems = validation_errors(body, {"$ref": op.body_schema_ref})
-            if problems:
+            if problems := validation_errors(body, {"$ref": op.body_schema_ref}):
                 schema_name = op.body_schema_ref.rsplit("/", 1)[-1]
-                raise StubHTTPError(
-                    400, f"{op.operation_id}: body does not match {schema_name}: " + "; ".join(problems)
-                )
+                raise StubHTTPError(400, f"{op.operation_id}: body does not match {schema_name}: {'; '.join(problems)}")
         handler = getattr(self, f"_op_{op.operation_id}", None)
         if handler is None:
             raise StubHTTPError(501, f"the stub does not implement {op.operation_id}")
@@ -361,7 +279,6 @@ class RegistryStub:
             for action, match in hooks[:1]:
                 match.remaining = 0
                 action(self)
-        with self.lock:
             status, payload = handler(path_params=path_params, query=query, body=body)
         return status, payload, op
 
@@ -375,33 +292,21 @@ class RegistryStub:
     @staticmethod
     def _validate_parameters(op: Operation, path_params: dict[str, str], query: dict[str, str]) -> None:
         for param in op.parameters:
-            source = path_params if param["in"] == "path" else query if param["in"] == "query" else None
-            if source is None or param["name"] not in source:
-                if param.get("required") and source is not None:
-                    raise StubHTTPError(
-                        400, f"{op.operation_id}: missing required {param['in']} parameter {param['name']!r}"
-                    )
-                continue
-            problems = validation_errors(source[param["name"]], param["schema"])
-            if problems:
-                raise StubHTTPError(
-                    400,
-                    f"{op.operation_id}: {param['in']} parameter {param['name']}={source[param['name']]!r}: "
-                    + "; ".join(problems),
-                )
+            source = {"path": path_params, "query": query}.get(param["in"], {})
+            name, where = param["name"], f"{op.operation_id}: {param['in']} parameter"
+            if name not in source:
+                if param.get("required") and param["in"] in ("path", "query"):
+                    raise StubHTTPError(400, f"{where} {name!r} is required")
+            elif problems := validation_errors(source[name], param["schema"]):
+                raise StubHTTPError(400, f"{where} {name}={source[name]!r}: {'; '.join(problems)}")
 
-    # ---- storage helpers --------------------------------------------------------------------------------------
-    def _new_context_id(self) -> str:
-        value, self._next_context_id = str(self._next_context_id), self._next_context_id + 1
-        return value
-
-    def _new_artifact_id(self) -> str:
-        value, self._next_artifact_id = str(self._next_artifact_id), self._next_artifact_id + 1
-        return value
+    def _new_id(self, kind: str) -> str:
+        self._next_ids[kind] += 1
+        return str(self._next_ids[kind])
 
     @staticmethod
     def _stamp(obj: dict, *, created: bool) -> dict:
-        now = _now_ms()
+        now = str(int(time.time() * 1000))
         if created:
             obj["createTimeSinceEpoch"] = now
         obj["lastUpdateTimeSinceEpoch"] = now
@@ -412,27 +317,19 @@ class RegistryStub:
     def _page(items: list[dict], query: dict[str, str]) -> dict:
         order = query.get("orderBy", "ID")
         key = {"CREATE_TIME": "createTimeSinceEpoch", "LAST_UPDATE_TIME": "lastUpdateTimeSinceEpoch"}.get(order, "id")
-        items = sorted(items, key=lambda o: (int(o.get(key, "0")), int(o["id"])))
-        if query.get("sortOrder") == "DESC":
-            items.reverse()
-        size = int(query.get("pageSize", "100"))
-        start = int(query.get("nextPageToken") or "0")
+        items = sorted(
+            items, key=lambda o: (int(o.get(key, "0")), int(o["id"])), reverse=query.get("sortOrder") == "DESC"
+        )
+        size, start = int(query.get("pageSize", "100")), int(query.get("nextPageToken") or "0")
         page = items[start : start + size]
         token = str(start + size) if start + size < len(items) else ""
         return {"items": copy.deepcopy(page), "nextPageToken": token, "pageSize": size, "size": len(page)}
 
     @staticmethod
-    def _find_one(items: list[dict], query: dict[str, str], kind: str, parent_key: str | None = None) -> dict:
-        if not ({"name", "externalId"} & set(query)):
-            raise StubHTTPError(400, f"find {kind}: give 'name' or 'externalId'")
+    def _find_one(items: list[dict], query: dict[str, str], kind: str, parent_key: str = "") -> dict:
         for obj in items:
-            if "externalId" in query and obj.get("externalId") != query["externalId"]:
-                continue
-            if "name" in query and obj.get("name") != query["name"]:
-                continue
-            if parent_key and "parentResourceId" in query and obj.get(parent_key) != query["parentResourceId"]:
-                continue
-            return copy.deepcopy(obj)
+            if obj.get("name") == query.get("name") and query.get("parentResourceId") in (None, obj.get(parent_key)):
+                return copy.deepcopy(obj)
         raise StubHTTPError(404, f"no {kind} found for {query}")
 
     def _get(self, store: dict[str, dict], object_id: str, kind: str) -> dict:
@@ -440,7 +337,12 @@ class RegistryStub:
             raise StubHTTPError(404, f"no {kind} with id {object_id}")
         return store[object_id]
 
-    # ---- registered models ------------------------------------------------------------------------------------
+    def _create(self, store: dict[str, dict], body: dict, **defaults: str) -> dict:
+        kind = "artifact" if store is self.artifacts else "context"
+        obj = self._stamp({**defaults, **body, "id": self._new_id(kind)}, created=True)
+        store[obj["id"]] = obj
+        return obj
+
     def _op_getRegisteredModels(self, query, **_):
         return 200, self._page(list(self.registered_models.values()), query)
 
@@ -453,22 +355,13 @@ class RegistryStub:
     def _op_createRegisteredModel(self, body, **_):
         if any(m["name"] == body["name"] for m in self.registered_models.values()):
             raise StubHTTPError(409, f"registered model {body['name']!r} already exists")
-        model = self._stamp({**body, "id": self._new_context_id(), "state": body.get("state", "LIVE")}, created=True)
-        self.registered_models[model["id"]] = model
-        return 201, copy.deepcopy(model)
+        return 201, copy.deepcopy(self._create(self.registered_models, body, state="LIVE"))
 
     def _op_getRegisteredModelVersions(self, path_params, query, **_):
         model_id = path_params["registeredmodelId"]
         self._get(self.registered_models, model_id, "registered model")
         versions = [v for v in self.model_versions.values() if v["registeredModelId"] == model_id]
         return 200, self._page(versions, query)
-
-    def _op_createRegisteredModelVersion(self, path_params, body, **_):
-        return self._op_createModelVersion(body={**body, "registeredModelId": path_params["registeredmodelId"]})
-
-    # ---- model versions ---------------------------------------------------------------------------------------
-    def _op_getModelVersions(self, query, **_):
-        return 200, self._page(list(self.model_versions.values()), query)
 
     def _op_findModelVersion(self, query, **_):
         return 200, self._find_one(list(self.model_versions.values()), query, "model version", "registeredModelId")
@@ -481,59 +374,17 @@ class RegistryStub:
         self._get(self.registered_models, parent, "registered model")
         if any(v["name"] == body["name"] and v["registeredModelId"] == parent for v in self.model_versions.values()):
             raise StubHTTPError(409, f"model version {body['name']!r} already exists in registered model {parent}")
-        version = self._stamp({**body, "id": self._new_context_id(), "state": body.get("state", "LIVE")}, created=True)
-        self.model_versions[version["id"]] = version
+        version = self._create(self.model_versions, body, state="LIVE")
         self.version_artifacts[version["id"]] = []
         return 201, copy.deepcopy(version)
 
-    def _op_getModelVersionArtifacts(self, path_params, query, **_):
-        version_id = path_params["modelversionId"]
-        self._get(self.model_versions, version_id, "model version")
-        items = self.artifacts_of(version_id)
-        if "artifactType" in query:
-            items = [a for a in items if a["artifactType"] == query["artifactType"]]
-        if "name" in query:
-            items = [a for a in items if a.get("name") == query["name"]]
-        return 200, self._page(items, query)
-
     def _op_upsertModelVersionArtifact(self, path_params, body, **_):
+        """Creates the artifact and links it to the version (the client upserts only new artifacts)."""
         version_id = path_params["modelversionId"]
         self._get(self.model_versions, version_id, "model version")
-        linked = self.version_artifacts[version_id]
-        if body.get("id"):
-            artifact = self._get(self.artifacts, body["id"], "artifact")
-            artifact.update(body)
-            self._stamp(artifact, created=False)
-            status = 200
-        else:
-            same_name = [a for a in self.artifacts_of(version_id) if body.get("name") and a.get("name") == body["name"]]
-            if same_name:
-                artifact = same_name[0]
-                artifact.update(body)
-                self._stamp(artifact, created=False)
-                status = 200
-            else:
-                artifact = self._create_artifact(body)
-                status = 201
-        if artifact["id"] not in linked:
-            linked.append(artifact["id"])
-        return status, copy.deepcopy(artifact)
-
-    # ---- artifacts --------------------------------------------------------------------------------------------
-    def _create_artifact(self, body: dict) -> dict:
-        artifact = {**body, "id": self._new_artifact_id()}
-        artifact.setdefault("artifactType", "model-artifact")
-        artifact.setdefault("state", "UNKNOWN")
-        artifact = self._stamp(artifact, created=True)
-        self.artifacts[artifact["id"]] = artifact
-        return artifact
-
-    def _op_createModelArtifact(self, body, **_):
-        return 201, copy.deepcopy(self._create_artifact(body))
-
-    def _op_getModelArtifacts(self, query, **_):
-        items = [a for a in self.artifacts.values() if a["artifactType"] == "model-artifact"]
-        return 200, self._page(items, query)
+        artifact = self._create(self.artifacts, body, artifactType="model-artifact", state="UNKNOWN")
+        self.version_artifacts[version_id].append(artifact["id"])
+        return 201, copy.deepcopy(artifact)
 
     _op_getModelArtifact = _read("artifacts", "modelartifactId", "model artifact")
     _op_updateModelArtifact = _update("artifacts", "modelartifactId", "model artifact")
@@ -633,19 +484,20 @@ def stop_registry_stub(stub: RegistryStub) -> None:
     stub.server.stop()
 
 
-@pytest.fixture
-def registry_stub() -> Iterator[RegistryStub]:
-    """A fresh, empty registry stub over plain HTTP on 127.0.0.1; fails the test if the stub answered invalidly."""
-    stub = start_registry_stub()
+def _serving(tls_dir: Path | None = None) -> Iterator[RegistryStub]:
+    stub = start_registry_stub(tls_dir)
     yield stub
     stop_registry_stub(stub)
     assert not stub.errors, f"the registry stub produced responses that break the spec: {stub.errors}"
+
+
+@pytest.fixture
+def registry_stub() -> Iterator[RegistryStub]:
+    """A fresh, empty registry stub over plain HTTP on 127.0.0.1; fails the test if the stub answered invalidly."""
+    yield from _serving()
 
 
 @pytest.fixture
 def registry_stub_tls(tmp_path: Path) -> Iterator[RegistryStub]:
     """Like ``registry_stub`` but over TLS (``https://localhost``) with a self-signed certificate in ``ca_bundle``."""
-    stub = start_registry_stub(tmp_path / "registry-tls")
-    yield stub
-    stop_registry_stub(stub)
-    assert not stub.errors, f"the registry stub produced responses that break the spec: {stub.errors}"
+    yield from _serving(tmp_path / "registry-tls")

@@ -1,7 +1,4 @@
-"""The gates before registration: a metric threshold and the continual-learning gates (README: *Overview*).
-
-Improvement and regression follow each metric's direction (``higher_is_better``): a lower perplexity improves.
-"""
+"""The gates before registration: a metric threshold and the continual-learning gates (README: *Overview*)."""
 
 from __future__ import annotations
 
@@ -19,11 +16,7 @@ HELDOUT_TASKS = ("heldout_generation", "heldout_perplexity")
 
 @dataclasses.dataclass(frozen=True)
 class MetricCheck:
-    """One compared metric (``<task>/<metric>``), its comparison record, its role and the gate's verdict.
-
-    ``role``: ``improvement``, ``regression`` or ``new task`` (held-out metrics, never checked); ``verdict``: ``ok``,
-    ``FAILED``, ``not checked`` or "" (no gate asked for this metric).
-    """
+    """One compared metric, its record, its ``role`` (improvement, regression, new task) and the gate's ``verdict``."""
 
     name: str
     record: Mapping[str, Any]
@@ -33,10 +26,7 @@ class MetricCheck:
 
 @dataclasses.dataclass(frozen=True)
 class GateDecision:
-    """Whether the model may be registered.
-
-    ``reasons``: one line per gate; ``failures``: those of the gates that failed; ``checks``: every compared metric.
-    """
+    """Whether the model may be registered: one line per gate, those that failed, and every compared metric."""
 
     reasons: tuple[str, ...] = ()
     failures: tuple[str, ...] = ()
@@ -46,16 +36,6 @@ class GateDecision:
     def passed(self) -> bool:
         """True when no gate is set or every gate passed."""
         return not self.failures
-
-
-def _as_number(value: Any, where: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"min_metric_name: {where} is {value!r}, not a number") from None
-    if math.isnan(number):
-        raise ValueError(f"min_metric_name: {where} is NaN; the gate cannot compare it")
-    return number
 
 
 def evaluate_gate(
@@ -71,7 +51,12 @@ def evaluate_gate(
         return GateDecision(("no metric gate (min_metric_name is empty)",))
     for label, metrics in (("eval_metrics", eval_metrics), ("train_metrics", train_metrics)):
         if name in metrics:
-            value = _as_number(metrics[name], f"{label}[{name!r}]")
+            try:
+                value = float(metrics[name])
+            except (TypeError, ValueError):
+                raise ValueError(f"min_metric_name: {label}[{name!r}] is {metrics[name]!r}, not a number") from None
+            if math.isnan(value):
+                raise ValueError(f"min_metric_name: {label}[{name!r}] is NaN; the gate cannot compare it")
             verdict = ">=" if value >= min_metric_value else "<"
             reason = f"{label} {name} = {value:g} {verdict} min_metric_value {min_metric_value:g}"
             return GateDecision((reason,), () if value >= min_metric_value else (reason,))
@@ -121,8 +106,7 @@ def evaluate_delta_gate(
     """Decides the continual-learning gate on ``comparison`` (``unavailable``: why there is none, when known).
 
     Raises:
-        ValueError: ``max_regression`` is not finite, a gate is set but there is no comparison, or
-            ``min_improvement_metric`` was not compared: a misconfigured gate must neither block nor pass silently.
+        ValueError: ``max_regression`` is not finite, a gate lacks its comparison, or the metric was not compared.
     """
     if not math.isfinite(max_regression):
         raise ValueError(

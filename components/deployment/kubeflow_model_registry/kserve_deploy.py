@@ -46,10 +46,9 @@ class DeployError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class DeploySettings:
-    """Where and how to deploy (the resolved ``deploy_*`` options), and how often and how long requests and waits go.
+    """The resolved ``deploy_*`` options; ``request_timeout``: one API request's and the smoke request's deadline.
 
-    ``poll_seconds``: how often the status is read while waiting ``timeout_seconds`` for ``Ready``;
-    ``request_timeout``: one API request's timeout (connect, then each read) and the smoke request's deadline;
+    ``poll_seconds``: the status read interval while waiting ``timeout_seconds`` for ``Ready``;
     ``api_deadline_seconds``: the most one API call may take, every try included.
     """
 
@@ -91,11 +90,9 @@ class _Api:
     ) -> None:
         from kubernetes import client
 
-        api_client.configuration.retries = single_try_transport()  # urllib3's own retries off: this layer retries
-        pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
-        if pool_manager is not None and hasattr(pool_manager, "connection_pool_kw"):
-            pool_manager.connection_pool_kw["retries"] = api_client.configuration.retries
-            pool_manager.clear()
+        pool_manager = api_client.rest_client.pool_manager  # urllib3's own retries off: this layer retries
+        pool_manager.connection_pool_kw["retries"] = single_try_transport()
+        pool_manager.clear()
         self.objects = client.CustomObjectsApi(api_client)
         self.settings, self.policy, self.sleep, self.clock = settings, policy, sleep, clock
 
@@ -208,29 +205,21 @@ def _apply_service(
     raise DeployError(f"{where} keeps being created and deleted by someone else: re-run")
 
 
-def _ready(obj: dict[str, Any], generation: int) -> tuple[bool, str]:
-    """Whether the service is Ready for ``generation``, and the latest condition's words."""
-    status = obj.get("status") or {}
-    conditions = {c.get("type"): c for c in status.get("conditions") or []}
-    ready = conditions.get("Ready") or {}
-    observed = status.get("observedGeneration")
-    current = observed is None or observed >= generation
-    words = f"{ready.get('reason') or 'no Ready condition yet'} {ready.get('message') or ''}".strip()
-    return ready.get("status") == "True" and current and bool(status.get("url")), words
-
-
 def _wait_ready(api: _Api, obj: dict[str, Any], settings: DeploySettings, clock: Callable, log) -> dict[str, Any]:
-    name = obj["metadata"]["name"]
+    """The service once Ready at a URL for its generation, read every ``poll_seconds`` up to ``timeout_seconds``."""
+    name, uid = obj["metadata"]["name"], obj["metadata"].get("uid")
     generation = int(obj["metadata"].get("generation") or 1)
-    deadline = clock() + settings.timeout_seconds
-    last = ""
+    deadline, last = clock() + settings.timeout_seconds, ""
     while True:
         current = api.get("v1beta1", "inferenceservices", name)
-        if current is None or current["metadata"].get("uid") != obj["metadata"].get("uid"):
+        if current is None or current["metadata"].get("uid") != uid:
             raise DeployError(f"InferenceService {settings.namespace}/{name} was deleted or replaced while waiting")
-        ready, words = _ready(current, generation)
-        if ready:
+        status = current.get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        observed = status.get("observedGeneration")
+        if ready.get("status") == "True" and (observed is None or observed >= generation) and status.get("url"):
             return current
+        words = f"{ready.get('reason') or 'no Ready condition yet'} {ready.get('message') or ''}".strip()
         if words != last:
             log(f"InferenceService {name}: not Ready yet ({words})")
             last = words
@@ -244,11 +233,7 @@ def _wait_ready(api: _Api, obj: dict[str, Any], settings: DeploySettings, clock:
 
 
 def smoke_request(url: str, served_name: str, timeout: float) -> str:
-    """One OpenAI-compatible ``POST <url>/v1/completions``; the first choice's text.
-
-    Raises:
-        DeployError: No answer, an error status, or an answer without ``choices[0].text``.
-    """
+    """One OpenAI-compatible ``POST <url>/v1/completions``, the first choice's text (DeployError: none in time)."""
     body = json.dumps({"model": served_name, "prompt": SMOKE_PROMPT, "max_tokens": 16, "temperature": 0}).encode()
     request = urllib.request.Request(
         f"{url.rstrip('/')}/v1/completions", data=body, headers={"Content-Type": "application/json"}
@@ -257,25 +242,17 @@ def smoke_request(url: str, served_name: str, timeout: float) -> str:
     if url.startswith("https://"):
         ca = next((path for path in CA_FILES if Path(path).is_file()), None)
         context = ssl.create_default_context(cafile=ca)
-    deadline = time.monotonic() + timeout
+    deadline, chunks = time.monotonic() + timeout, []
     try:
         with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-            answer = json.loads(_read_until(response, deadline, timeout))
-        return str(answer["choices"][0]["text"])
+            while chunk := response.read1(64 * 1024):  # as it arrives: a server that trickles cannot hold the step
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    got = sum(map(len, chunks))
+                    raise TimeoutError(f"the answer was not complete within {timeout:g} s ({got} bytes so far)")
+        return str(json.loads(b"".join(chunks))["choices"][0]["text"])
     except (OSError, ValueError, KeyError, IndexError, TypeError, http.client.HTTPException) as error:
         raise DeployError(f"the smoke request to {url}/v1/completions failed: {_why(error)}") from None
-
-
-def _read_until(response: Any, deadline: float, timeout: float) -> bytes:
-    """The body as it arrives, until ``deadline`` (TimeoutError): a server that trickles it cannot hold the step."""
-    chunks: list[bytes] = []
-    while chunk := response.read1(64 * 1024):
-        chunks.append(chunk)
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"the answer was not complete within {timeout:g} s ({sum(map(len, chunks))} bytes so far)"
-            )
-    return b"".join(chunks)
 
 
 def deploy_model(
@@ -310,7 +287,7 @@ def deploy_model(
         profile=settings.hardware_profile,
     )
     if run_id:
-        desired["metadata"].setdefault("annotations", {})[RUN_ANNOTATION] = run_id
+        desired["metadata"]["annotations"][RUN_ANNOTATION] = run_id
     obj, action = _apply_service(api, desired, model_name, run_id, log)
     log(f"{action} InferenceService {settings.namespace}/{settings.service_name} serving {storage_uri}")
     ready = _wait_ready(api, obj, settings, clock, log)

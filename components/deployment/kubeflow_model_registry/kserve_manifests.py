@@ -95,14 +95,6 @@ def build_serving_runtime(name: str, namespace: str, image: str, model_name: str
     }
 
 
-def _storage(storage_uri: str, storage_key: str) -> dict[str, Any]:
-    """``storageUri``, or for ``s3://`` with a data connection, ``storage: {key, path}`` as the dashboard writes it."""
-    parts = urlsplit(storage_uri)
-    if parts.scheme == "s3" and storage_key:
-        return {"storage": {"key": storage_key, "path": parts.path.lstrip("/")}}
-    return {"storageUri": storage_uri}
-
-
 def build_inference_service(
     name: str,
     namespace: str,
@@ -118,6 +110,9 @@ def build_inference_service(
     ``name`` is also the served model's name; ``storage_key`` the data connection of an ``s3://`` URI; ``profile`` a
     ``HardwareProfile`` applied by ``hardware_profiles.apply_to_inference_service`` (replacing ``gpus``).
     """
+    storage: dict[str, Any] = {"storageUri": storage_uri}
+    if urlsplit(storage_uri).scheme == "s3" and storage_key:  # the data connection, as the dashboard writes it
+        storage = {"storage": {"key": storage_key, "path": urlsplit(storage_uri).path.lstrip("/")}}
     resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}}
     if gpus:
         resources["requests"]["nvidia.com/gpu"] = str(gpus)
@@ -137,7 +132,7 @@ def build_inference_service(
                 "model": {
                     "modelFormat": {"name": MODEL_FORMAT},
                     "runtime": runtime,
-                    **_storage(storage_uri, storage_key),
+                    **storage,
                     "resources": resources,
                 },
             }

@@ -23,8 +23,7 @@ KFP_WORKSPACE_MOUNT_PATH = "/kfp-workspace"
 #: Env vars naming the PVC that holds the model and where it is mounted in the training pod.
 PVC_CLAIM_ENV = "MODEL_PVC_CLAIM"
 PVC_MOUNT_PATH_ENV = "MODEL_PVC_MOUNT_PATH"
-#: The name KFP gives the run's workspace claim: ``<workflow name>-kfp-workspace`` (kubeflow/pipelines
-#: backend/src/v2/compiler/argocompiler/argo.go, ``workspaceVolumeName``; 2.16.0 line 63, importer.go line 123).
+#: KFP's name of the run's workspace claim, ``<workflow name>-kfp-workspace`` (argocompiler ``workspaceVolumeName``).
 WORKSPACE_CLAIM_SUFFIX = "-kfp-workspace"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -192,10 +191,7 @@ def resolve_serving_uri(
 
 
 def model_files_dir(model: ArtifactInfo) -> Path:
-    """The local directory (or file) holding the model's files.
-
-    With a manifest: the weights it names on the workspace (checked: ``model_location.resolve_model_dir``); else
-    ``checkpoint_path`` if mounted here, else the artifact.
+    """The model's local files: the manifest's checked weights, else ``checkpoint_path``, else the artifact.
 
     Raises:
         ValueError: Neither exists in this container, or the manifest's weights are missing or changed.

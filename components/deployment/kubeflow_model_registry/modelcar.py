@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from components._common.oci_reference import docker_config_from_env, parse_oci_uri
+from components._common.oci_reference import OciReference, docker_config_from_env, parse_oci_uri
 
 from .request import ModelcarOptions
 
@@ -36,29 +36,10 @@ class ModelcarError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelcarTarget:
-    """Where the modelcar is pushed: ``oci://<registry>/<repository>[:<tag>]`` (``latest`` when no tag)."""
-
-    registry: str
-    repository: str
-    tag: str
-
-    @property
-    def reference(self) -> str:
-        """``registry/repository:tag``, as skopeo's ``docker://`` transport takes it."""
-        return f"{self.registry}/{self.repository}:{self.tag}"
-
-    def pinned(self, digest: str) -> str:
-        """``oci://registry/repository@<digest>``."""
-        return f"oci://{self.registry}/{self.repository}@{digest}"
-
-
-@dataclasses.dataclass(frozen=True)
 class PublishedModelcar:
-    """A pushed modelcar.
+    """A pushed modelcar: ``uri`` pinned by digest (registered and served), the ``tag_uri`` it was pushed under.
 
-    ``uri``: pinned, ``oci://registry/repository@sha256:...`` (registered and served); ``tag_uri``: the tag it was
-    pushed under; ``lora_weights``: ``merged``, ``adapter`` or ""; ``base_model``: the adapter's ("" unless adapter).
+    ``lora_weights``: ``merged``, ``adapter`` or ""; ``base_model``: the adapter's ("" unless adapter).
     """
 
     uri: str
@@ -76,16 +57,9 @@ class PublishedModelcar:
             properties["modelcar_base_model"] = self.base_model
         return properties
 
-    def summary_rows(self) -> list[tuple[str, str]]:
-        """The summary's rows of the modelcar."""
-        rows = [("Modelcar", f"{self.uri} (pushed as {self.tag_uri})")]
-        if self.base_model:
-            rows.append(("Modelcar base model", f"{self.base_model} (LoRA adapter published without merging)"))
-        return rows
 
-
-def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTarget:
-    """Parses the push target ``oci://<registry>[:port]/<repository>[:<tag>]``.
+def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> OciReference:
+    """Parses the push target ``oci://<registry>[:port]/<repository>[:<tag>]`` (tag ``latest`` when none).
 
     Raises:
         ModelcarError: Not such a reference (a ``@sha256:`` digest cannot be pushed to: the push makes it).
@@ -93,7 +67,7 @@ def parse_modelcar_uri(uri: str, parameter: str = "modelcar_uri") -> ModelcarTar
     target = parse_oci_uri(uri.strip(), parameter, ModelcarError, "oci://quay.io/org/my-model:v1")
     if target.digest:
         raise ModelcarError(f"{parameter}={uri!r}: a push target has no @digest (the push decides it); drop it")
-    return ModelcarTarget(target.registry, target.repository, target.tag)
+    return target
 
 
 def check_modelcar_options(options: ModelcarOptions) -> None:
@@ -105,17 +79,17 @@ def check_modelcar_options(options: ModelcarOptions) -> None:
     if options.uri.strip():
         parse_modelcar_uri(options.uri)
     if options.lora_weights not in LORA_WEIGHTS:
-        raise ModelcarError(f"modelcar_lora_weights={options.lora_weights!r}: expected one of {LORA_WEIGHTS}")
+        raise ModelcarError(
+            f"modelcar_lora_weights={options.lora_weights!r}: expected one of {', '.join(LORA_WEIGHTS)}"
+        )
 
 
 def lora_files(model_dir: Path, metadata: Mapping[str, Any], lora_weights: str) -> tuple[str, str]:
     """What a LoRA model is published as: ``("merged", "")`` or ``("adapter", <its base model>)``; else ``("", "")``.
 
     Raises:
-        ModelcarError: An unknown choice, or an adapter asked of a model that was saved merged.
+        ModelcarError: An adapter asked of a model that was saved merged.
     """
-    if lora_weights not in LORA_WEIGHTS:
-        raise ModelcarError(f"modelcar_lora_weights={lora_weights!r}: expected one of {', '.join(LORA_WEIGHTS)}")
     if metadata.get("algorithm") != "lora":
         return "", ""
     adapter_config = model_dir / "adapter_config.json"
@@ -149,8 +123,6 @@ def _skopeo(arguments: list[str], what: str, timeout: float, command: str = "cop
 def verify_served_digest(oci_ref: str, digest: str, auth: list[str], tls: str, timeout: float) -> None:
     """Checks that the registry serves the manifest ``digest`` under ``oci_ref``'s repository, byte for byte.
 
-    Read back by digest (``skopeo inspect --raw``), its SHA-256 compared: skopeo's report is not taken on trust.
-
     Raises:
         ModelcarError: The registry does not serve it, or serves other bytes under it.
     """
@@ -176,10 +148,7 @@ def verify_served_digest(oci_ref: str, digest: str, auth: list[str], tls: str, t
 
 
 def pin_layer_times(layout: Path, created: str) -> None:
-    """Sets the ``created`` time of each history entry olot adds, rewriting only the documents that change.
-
-    The same files on the same base then give the same digest, so a re-run finds its version registered.
-    """
+    """Sets each olot history entry's ``created`` (the blob's ctime) to ``created``: the same files, the same digest."""
 
     def read(digest: str) -> dict[str, Any]:
         return json.loads((layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes())
@@ -220,10 +189,7 @@ def files_time(model_dir: Path) -> str:
 
 
 def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIMEOUT_SECONDS, created: str = "") -> Any:
-    """A ``save_to_oci_registry`` backend: skopeo with a deadline, a TLS choice and ``--digestfile``.
-
-    ``created``: the time :func:`pin_layer_times` gives the added layers before the push ("" = olot's).
-    """
+    """A ``save_to_oci_registry`` backend: skopeo with a deadline, TLS choice, ``--digestfile`` and pinned times."""
     from model_registry.utils import BackendDefinition
 
     tls = "false" if insecure else "true"
@@ -251,11 +217,7 @@ def skopeo_backend(insecure: bool, digest_file: Path, timeout: float = COPY_TIME
 
 
 def merge_adapter(adapter_dir: Path, target: Path) -> None:
-    """Merges a peft adapter (with its tokenizer) into its base model (``merge_and_unload``), saved in ``target``.
-
-    Raises:
-        ValueError: peft/transformers are not installed here, or the base model cannot be loaded from this step.
-    """
+    """Merges a peft adapter (with its tokenizer) into its base model, saved in ``target`` (ValueError: cannot here)."""
     base = json.loads((adapter_dir / "adapter_config.json").read_text()).get("base_model_name_or_path") or ""
     try:
         from peft import AutoPeftModelForCausalLM
@@ -286,13 +248,15 @@ def publish_modelcar(
 ) -> PublishedModelcar:
     """Layers ``model_dir`` on the base image under ``/models`` and pushes it to ``options.uri``.
 
-    ``merge(adapter_dir, target_dir)`` writes a merged LoRA model; ``scratch``: where the image layout (the model's
-    size) and a merged model are built (the workspace in the pipelines; default a temporary directory).
+    ``merge(adapter_dir, target_dir)`` writes a merged LoRA model; ``scratch``: where the layout and a merged model are
+    built (default a temporary directory).
 
     Raises:
         ModelcarError: Bad target or secret, the client without ``olot``/skopeo, or a failed pull or push.
     """
+    check_modelcar_options(options)
     base_image, target = options.base_image, parse_modelcar_uri(options.uri)
+    tag_uri = target.uri()
     if not base_image.strip() or base_image.strip().startswith(("oci://", "docker://")):
         raise ModelcarError(f"modelcar_base_image={base_image!r}: give registry/repository:tag (no scheme)")
     if not model_dir.is_dir():
@@ -317,11 +281,11 @@ def publish_modelcar(
             for path in files.rglob("*"):  # the adapter's time: the same adapter gives the same layers
                 os.utime(path, (newest, newest))
         digest_file = Path(work) / "digest"
-        log(f"publishing modelcar {target.reference} on {base_image} (olot + skopeo)")
+        log(f"publishing modelcar {tag_uri} on {base_image} (olot + skopeo)")
         try:
             save_to_oci_registry(
                 base_image=base_image.strip(),
-                oci_ref=target.reference,
+                oci_ref=tag_uri.removeprefix("oci://"),
                 model_files_path=str(files),
                 dest_dir=str(Path(work) / "layout"),
                 custom_oci_backend=skopeo_backend(options.insecure, digest_file, created=files_time(files)),
@@ -336,11 +300,7 @@ def publish_modelcar(
             ) from None
         except (ValueError, RuntimeError, OSError) as error:
             raise ModelcarError(f"cannot layer the model on modelcar_base_image={base_image!r}: {error}") from None
-        digest = digest_file.read_text().strip() if digest_file.is_file() else ""
-    if not _DIGEST.match(digest):
-        raise ModelcarError(f"pushed {target.reference} but skopeo reported no sha256 digest ({digest!r})")
-    published = PublishedModelcar(
-        target.pinned(digest), f"oci://{target.reference}", digest, kind, base_model if kind == "adapter" else ""
-    )
+        digest = digest_file.read_text().strip()  # checked by the push (verify_served_digest)
+    published = PublishedModelcar(target.uri(digest), tag_uri, digest, kind, base_model if kind == "adapter" else "")
     log(f"modelcar pushed: {published.uri} (tag {published.tag_uri})")
     return published

@@ -20,11 +20,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+\-]{0,252}$")
 
 
 class VersionConflictError(ValueError):
-    """The requested version already exists and points at a different model."""
-
-
-class VersionTakenError(VersionConflictError):
-    """The version name is another run's (``other_run``: the run recorded on it, "" when none)."""
+    """The version exists and is another run's (``other_run``: the run recorded on it) or points elsewhere."""
 
     def __init__(self, message: str, other_run: str) -> None:
         super().__init__(message)
@@ -37,10 +33,7 @@ MAX_AUTO_VERSION_NAMES = 10
 
 @dataclasses.dataclass(frozen=True)
 class VersionRequest:
-    """What to register: the version options under ``model_name`` (resolved), the serving ``uri``, the lineage.
-
-    An empty ``options.model_version`` reuses this run's version or derives one (:func:`derived_version_name`).
-    """
+    """What to register: the version options under the resolved ``model_name``, the serving ``uri``, the lineage."""
 
     options: VersionOptions
     model_name: str
@@ -51,10 +44,7 @@ class VersionRequest:
 
 @dataclasses.dataclass(frozen=True)
 class ModelRegistryResult:
-    """What the step did (``status``: README *Outputs*; ``reason``: one line) and what the registry holds now.
-
-    Ids and names are "" when not registered; ``endpoint_url`` and ``smoke_answer`` "" when not deployed.
-    """
+    """What the step did (``status``: README *Outputs*) and what the registry holds now ("" when not done)."""
 
     status: str
     model_id: str = ""
@@ -125,12 +115,12 @@ def _recorded_run(version: Any) -> str:
 _CHOOSE_ANOTHER = "choose another model_version (or leave it empty to derive one from the run)"
 
 
-def _taken(request: VersionRequest, version: Any, what: str, fix: str = _CHOOSE_ANOTHER) -> VersionTakenError:
+def _taken(request: VersionRequest, version: Any, what: str, fix: str = _CHOOSE_ANOTHER) -> VersionConflictError:
     """The refusal of ``version`` (``what`` it is; ``{runs}``: which run made it, and this run)."""
     recorded = _recorded_run(version)
     runs = f"pipeline run {recorded or '<none recorded>'}, not by this run {request.run.run_id or '<unknown>'}"
     where = f"model {request.model_name!r} version {version.name!r} (id {version.id})"
-    return VersionTakenError(f"{where} {what.replace('{runs}', runs)}: {fix}", recorded)
+    return VersionConflictError(f"{where} {what.replace('{runs}', runs)}: {fix}", recorded)
 
 
 def _artifact_fields(request: VersionRequest) -> dict[str, Any]:
@@ -204,7 +194,7 @@ class Registrar:
             try:
                 status = self._register_as(request, version_name, once)
                 break
-            except VersionTakenError as taken:
+            except VersionConflictError as taken:
                 ours = bool(request.run.run_id) and taken.other_run == request.run.run_id
                 if request.options.model_version or ours or number == MAX_AUTO_VERSION_NAMES:
                     raise
@@ -230,7 +220,7 @@ class Registrar:
         """Registers ``request`` as ``version_name``: ``registered`` or ``already_registered`` (see :meth:`register`).
 
         Raises:
-            VersionTakenError: The version is another run's, or points at another URI.
+            VersionConflictError: The version is another run's, or points at another URI.
         """
         from model_registry.exceptions import StoreError
         from model_registry.types import ModelArtifact

@@ -37,10 +37,7 @@ class RegistryAuthError(RegistryRequestError):
 
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy(SharedRetryPolicy):
-    """The shared retry policy with the registry's short waits, and its deadlines.
-
-    ``request_timeout_s``: one request, its body included; ``deadline_s``: one step, every try and wait.
-    """
+    """Short waits; ``request_timeout_s``: one request, body included; ``deadline_s``: one step, every try and wait."""
 
     initial_delay_s: float = 0.5
     max_delay_s: float = 8.0
@@ -102,10 +99,7 @@ def describe_failure(exc: BaseException, step: str, endpoint: RegistryEndpoint) 
 
 
 def _unreadable_answer(exc: BaseException) -> str | None:
-    """The start of an answer the client could not read (not JSON, or JSON of another shape); ``None``: no answer.
-
-    pydantic's ``ValidationError``, ``JSONDecodeError``, or a generated model's ``TypeError``/``AttributeError``.
-    """
+    """The start of an answer the client could not read (not JSON, or JSON of another shape); ``None``: no answer."""
     import json
     import traceback
 
@@ -126,17 +120,8 @@ def _unreadable_answer(exc: BaseException) -> str | None:
 def _registry_class() -> type:
     """``model_registry.ModelRegistry`` speaking a given API version and sending only the token it is given.
 
-    Three uses of the client's private API, each because 0.3.18 has no public one (no upstream issue found; each
-    pinned by a test named below):
-
-    * ``_api`` re-rooted: the client speaks ``/api/model_registry/v1`` only (kubeflow/hub#2992 made it), registries
-      before 0.3.12 serve ``v1alpha3`` only (``test_old_server_is_spoken_to_in_v1alpha3``);
-    * ``_get_user_token`` overridden: given no token, the constructor reads ``$KF_PIPELINES_SA_TOKEN_PATH`` or the
-      service-account token and sends it, over plain HTTP too
-      (``test_token_is_withheld_from_plain_http_unless_allowed``);
-    * ``_api.upsert_model_version_artifact``: ``register_model`` refuses an existing version and ``update`` only
-      changes an existing artifact, so nothing public completes a version left without one
-      (``test_half_done_version_is_completed``).
+    Its three uses of the client's private API are listed, with their pinning tests, in the README (*The registry
+    client*).
     """
     from contextlib import asynccontextmanager
 
@@ -191,7 +176,7 @@ def _registry_class() -> type:
 
 
 class RegistrySession:
-    """One registry's client (``registry``, once :meth:`open` connected; its ``api_version``) and the steps' clock."""
+    """One registry's client (``registry`` once :meth:`open` connected) and the steps' clock."""
 
     def __init__(self, endpoint: RegistryEndpoint, policy: RetryPolicy, log: Callable[[str], None]):
         self.endpoint, self.policy, self.log = endpoint, policy, log
@@ -207,9 +192,7 @@ class RegistrySession:
             raise TimeoutError(f"no complete answer within {timeout:.1f} s") from None
 
     def call(self, step: str, func: Callable[[], T], *, retry_conflicts: bool = False) -> T:
-        """``func()`` (safe to repeat), retried with backoff while it fails transiently, all within ``deadline_s``.
-
-        ``step`` says what it does in log lines and errors; ``retry_conflicts``: a 409 is retried too.
+        """``func()`` (safe to repeat; ``step`` names it), retried while transient (and 409 with ``retry_conflicts``).
 
         Raises:
             RegistryRequestError: A permanent failure, or transient failures on every try.

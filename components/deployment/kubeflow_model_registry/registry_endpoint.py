@@ -29,10 +29,7 @@ SERVICE_ACCOUNT_TOKEN_PATH = f"{SERVICE_ACCOUNT_DIR}/token"
 
 @dataclasses.dataclass(frozen=True)
 class RegistryEndpoint:
-    """Where and how to reach the registry (``base_url``: ``scheme://host:port``).
-
-    The bearer token (``None``: none sent) is kept out of ``repr``; ``token_source`` says where it came from.
-    """
+    """Where and how to reach the registry; the bearer token (``None``: none sent) is kept out of ``repr``."""
 
     base_url: str
     is_secure: bool

@@ -1,8 +1,4 @@
-"""``model_registry``'s request: its arguments as a few typed option groups, built once from the wrapper's arguments.
-
-Each group's field is the parameter's name less the group's prefix (``deploy_gpus`` -> ``request.deploy.gpus``); no
-group has a default (they live once, in the component's signature).
-"""
+"""``model_registry``'s arguments as typed option groups: ``deploy_gpus`` -> ``request.deploy.gpus``, no defaults."""
 
 from __future__ import annotations
 
@@ -94,10 +90,7 @@ class DeployOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ModelRegistryRequest:
-    """``model_registry``'s arguments in groups; built only by :func:`model_registry_request`, no defaults.
-
-    The input artifacts are :class:`ArtifactInfo` (``None`` when absent; ``model`` too in unit tests).
-    """
+    """``model_registry``'s arguments in groups, the input artifacts as :class:`ArtifactInfo` (``None``: absent)."""
 
     model: ArtifactInfo | None
     eval_metrics: ArtifactInfo | None

@@ -94,9 +94,7 @@ def run_model_registration(
     log: Callable[[str], None] = _log,
     now: datetime.datetime | None = None,
 ) -> ModelRegistryResult:
-    """Registers the model with its lineage in a Kubeflow Model Registry (``gated_out`` when a gate is not met).
-
-    ``environ`` holds the token, PVC and S3 settings (default ``os.environ``); ``now``: the clock of derived versions.
+    """Registers the model with its lineage (``gated_out`` when a gate is not met); ``environ``: default ``os.environ``.
 
     Raises:
         ValueError: Bad parameters or metadata (names the parameter and the rule), or a gate that cannot be

@@ -65,7 +65,11 @@ def render_summary(
 
 def serving_rows(modelcar: Any, deployment: Any, not_deployed: str) -> list[tuple[str, str]]:
     """Summary rows: the modelcar (a ``PublishedModelcar``), then the served endpoint (or why it was not deployed)."""
-    rows = modelcar.summary_rows() if modelcar is not None else []
+    rows = []
+    if modelcar is not None:
+        rows.append(("Modelcar", f"{modelcar.uri} (pushed as {modelcar.tag_uri})"))
+    if modelcar is not None and modelcar.base_model:
+        rows.append(("Modelcar base model", f"{modelcar.base_model} (LoRA adapter published without merging)"))
     if deployment is not None:
         rows.append(("InferenceService", f"{deployment.service} ({deployment.action}, uid {deployment.uid})"))
         rows.append(("Endpoint", deployment.url))

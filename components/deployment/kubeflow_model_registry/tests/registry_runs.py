@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from components.deployment.kubeflow_model_registry.lineage import ArtifactInfo
@@ -14,15 +13,6 @@ TOKEN = "mr-token-1b2c3d4e5f"
 RUN_ID = "7c0ffee0-1234-4d2b-9a51-0123456789ab"
 FAST_RETRIES = RetryPolicy(attempts=4, initial_delay_s=0.01, max_delay_s=0.05)
 DATA_CONNECTION_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S3_ENDPOINT", "AWS_DEFAULT_REGION")
-
-
-def small_model(tmp_path, **metadata) -> ArtifactInfo:
-    """A model artifact of a few files in the HF layout (a ``config.json``, 256 bytes of weights) and ``metadata``."""
-    directory = tmp_path / "model"
-    directory.mkdir(exist_ok=True)
-    (directory / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    (directory / "model.safetensors").write_bytes(bytes(range(256)))
-    return ArtifactInfo(uri=str(directory), path=str(directory), metadata=metadata)
 
 
 def metrics(**values) -> ArtifactInfo:

@@ -1,5 +1,4 @@
-"""The continual-learning gate on ``lm_eval``'s comparison records: improvement on the new task, regression on the
-others, decided alone and in the step against the registry stub."""
+"""The continual-learning gate on ``lm_eval``'s comparison records, alone and in the step."""
 
 import math
 

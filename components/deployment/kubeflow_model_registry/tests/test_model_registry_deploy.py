@@ -1,5 +1,4 @@
-"""The KServe deployment: manifests against the vendored CRDs, the lifecycle against the Kubernetes emulator (a
-background script plays the KServe controller) and the OpenAI-compatible predictor stub."""
+"""The KServe deployment: manifests against the vendored CRDs, the lifecycle against the Kubernetes emulator."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from components.deployment.kubeflow_model_registry.kserve_deploy import (
     deploy_model,
 )
 from components.deployment.kubeflow_model_registry.kserve_manifests import (
-    MODEL_LABEL,
     build_inference_service,
     build_serving_runtime,
     owner_labels,
@@ -135,19 +133,27 @@ def test_updates_its_own_service_with_uid_and_resource_version_preconditions(kse
     assert patch.params["fieldValidation"] == "Strict"
 
 
-def test_a_service_of_another_owner_is_never_touched(kserve):
-    foreign = build_inference_service(MODEL, NS, "s3://theirs/model", "their-runtime", "someone-else", 0)
-    foreign["metadata"]["labels"] = {"app": "theirs"}
-    before = _create(kserve, foreign)
-    other_model = build_inference_service(MODEL + "-b", NS, URI, "vllm-runtime", "other-model", 0)
-    _create(kserve, other_model)
-    with pytest.raises(DeployError, match="was not made by this pipeline run .* never overwritten") as refused:
-        deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print)
-    assert len(str(refused.value).splitlines()) == 1
-    with pytest.raises(DeployError, match="never overwritten"):  # our labels, but for another registered model
-        deploy_model(kserve.api_client, _settings(service_name=MODEL + "-b"), URI, MODEL, "", print)
-    after = _isvcs(kserve)
-    assert after[MODEL] == before and after[MODEL + "-b"]["metadata"]["labels"][MODEL_LABEL] == "other-model"
+@pytest.mark.parametrize(
+    ("labels", "owner_model", "made_by", "why"),
+    [
+        ({"app": "theirs"}, "someone-else", "", 'labels {"app": "theirs"}, made by no recorded pipeline run'),
+        (None, "other-model", "", '"kfp-finetune.opendatahub.io/registered-model": "other-model"'),
+        (None, MODEL, "another-run", "made by pipeline run 'another-run'"),  # our two labels, another run's service
+    ],
+    ids=["foreign-labels", "another-models-labels", "another-runs-service"],
+)
+def test_a_service_not_made_by_this_run_for_this_model_is_never_touched(kserve, labels, owner_model, made_by, why):
+    theirs = build_inference_service(MODEL, NS, "s3://theirs/model", "their-runtime", owner_model, 0)
+    theirs["metadata"]["labels"] = labels or theirs["metadata"]["labels"]
+    if made_by:
+        theirs["metadata"]["annotations"][RUN_ANNOTATION] = made_by
+    before = _create(kserve, theirs)
+    with pytest.raises(DeployError) as refused:
+        deploy_model(kserve.api_client, _settings(), URI, MODEL, "", print, run_id="this-run")
+    message = str(refused.value)
+    assert "\n" not in message and "was not made by this pipeline run (this-run)" in message, message
+    assert why in message and "never overwritten" in message, message
+    assert _isvcs(kserve)[MODEL] == before
     assert not [r for r in kserve.requests if r.verb == "patch"]
 
 

@@ -1,32 +1,31 @@
-"""Hostile servers, each real on 127.0.0.1: a KServe API or Model Registry that never answers (the TCP proxy in
-``blackhole`` mode), a predictor that trickles its answer, another run's service under our labels, credentials in
-``model_uri``; each test bounds the step's time and asserts the end state and its one line."""
+"""Hostile servers on 127.0.0.1 (silent or refusing APIs, a trickling predictor, a login page, a look-alike service):
+each bounded, each one line with what to check."""
 
 from __future__ import annotations
 
+import socket
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from components._common.kube_auth import load_api_client
 from components.deployment.kubeflow_model_registry.kserve_deploy import (
-    RUN_ANNOTATION,
     DeployError,
     deploy_model,
     smoke_request,
 )
-from components.deployment.kubeflow_model_registry.kserve_manifests import build_inference_service
 from components.deployment.kubeflow_model_registry.registry_client import RegistryRequestError, RetryPolicy
 from components.deployment.kubeflow_model_registry.tests.registry_runs import FAST_RETRIES, register
 from components.deployment.kubeflow_model_registry.tests.test_model_registry_deploy import (
     MODEL,
-    NS,
     URI,
-    _create,
-    _isvcs,
     _settings,
 )
+from tests.harness.http_server import ScriptedResponse
 from tests.harness.tcp_proxy import tcp_proxy
+
+LOGIN_PAGE = b"<!DOCTYPE html><html><head><title>Log in</title></head><body>Log in with OpenShift</body></html>"
 
 
 # -- KServe ---------------------------------------------------------------------------------------------------------
@@ -65,18 +64,6 @@ def test_a_smoke_endpoint_that_trickles_a_byte_a_second_ends_at_the_request_dead
     assert "not complete within 2 s" in message and "IncompleteRead" not in message
 
 
-def test_an_inference_service_of_another_run_with_our_two_labels_is_never_updated(kserve):
-    theirs = build_inference_service(MODEL, NS, "oci://quay.io/org/tiny@sha256:" + "c" * 64, "vllm-runtime", MODEL, 1)
-    theirs["metadata"]["annotations"][RUN_ANNOTATION] = "another-run"  # the same labels, another run's service
-    before = _create(kserve, theirs)
-    with pytest.raises(DeployError) as refused:
-        deploy_model(kserve.api_client, _settings(), URI, MODEL, "", lambda line: None, run_id="this-run")
-    message = str(refused.value)
-    assert "was not made by this pipeline run (this-run)" in message and "made by pipeline run 'another-run'" in message
-    assert _isvcs(kserve)[MODEL] == before
-    assert not [r for r in kserve.requests if r.verb == "patch"]
-
-
 # -- Model Registry -------------------------------------------------------------------------------------------------
 def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_path, model):
     import model_registry.core  # noqa: F401 - imported before the clock starts (a cold import takes seconds)
@@ -86,7 +73,7 @@ def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_p
 
     library_versions()
     with tcp_proxy(mode="blackhole") as proxy:
-        stub = type("Blackhole", (), {"address": "http://127.0.0.1", "port": proxy.port})()
+        stub = SimpleNamespace(address="http://127.0.0.1", port=proxy.port)
         policy = RetryPolicy(attempts=4, initial_delay_s=0.01, max_delay_s=0.05, request_timeout_s=0.5, deadline_s=2)
         began = time.monotonic()
         with pytest.raises(RegistryRequestError) as failed:
@@ -96,6 +83,43 @@ def test_a_model_registry_that_never_answers_ends_the_step_at_its_deadline(tmp_p
     message = str(failed.value)
     assert f"Model Registry at http://127.0.0.1:{proxy.port} could not be reached" in message
     assert "TimeoutError: no complete answer within" in message
+
+
+@pytest.mark.parametrize(
+    "body, content_type, expected",
+    [
+        (LOGIN_PAGE, "text/html", "an HTML page: a login page of an OAuth proxy"),
+        (b'{"items": [', "application/json", "JSONDecodeError"),
+        (b'{"items": 3, "size": "x"}', "application/json", "not with the registry's JSON"),
+    ],
+    ids=["oauth-login-page", "not-json", "other-shape"],
+)
+def test_an_answer_that_is_not_the_registrys_json_is_one_clear_line(
+    http_file_server, tmp_path, model, body, content_type, expected
+):
+    for version in ("v1", "v1alpha3"):
+        answer = ScriptedResponse(200, body=body, headers={"Content-Type": content_type})
+        http_file_server.script(f"/api/model_registry/{version}/registered_models", *[answer] * 3)
+    proxy = SimpleNamespace(address="http://127.0.0.1", port=int(http_file_server.url.rsplit(":", 1)[1]))
+    with pytest.raises(RegistryRequestError) as error:
+        register(proxy, tmp_path, model, retry_policy=RetryPolicy(attempts=1))
+    message = str(error.value)
+    assert "\n" not in message and "could not be reached" not in message
+    assert "answered while trying to list registered models" in message and expected in message
+
+
+def test_a_refused_connection_says_so_with_the_guides_remedies(tmp_path, model):
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    closed = SimpleNamespace(address="http://127.0.0.1", port=port)
+    with pytest.raises(RegistryRequestError) as error:
+        register(closed, tmp_path, model, retry_policy=RetryPolicy(attempts=1))
+    message = str(error.value)
+    assert "\n" not in message and f"Model Registry at http://127.0.0.1:{port} could not be reached" in message
+    assert "connection refused" in message, message
+    for remedy in ("installed and running", "phase_04_registry_man_address", "network policies"):
+        assert remedy in message, message
 
 
 # -- credentials in model_uri -----------------------------------------------------------------------------------------

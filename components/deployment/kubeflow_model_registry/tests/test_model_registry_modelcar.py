@@ -1,5 +1,4 @@
-"""Publishing the model as an OCI modelcar to the real ``docker-registry``, read back raw (the files under
-``/models``) and with ``train_model``'s own ``oci://`` download, whose copy loads with transformers."""
+"""Publishing the model as an OCI modelcar to the real ``docker-registry``, read back raw and with ``oci://``."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ import pytest
 from components.deployment.kubeflow_model_registry.modelcar import (
     PUSH_SECRET_ENV,
     ModelcarError,
+    check_modelcar_options,
     files_time,
     lora_files,
     parse_modelcar_uri,
@@ -64,8 +64,8 @@ def _layer_files(registry, repository: str, digest: str) -> dict[str, bytes]:
 
 def test_parse_target_rules():
     target = parse_modelcar_uri("oci://quay.io/org/tiny")
-    assert (target.reference, target.pinned("sha256:" + "a" * 64)) == (
-        "quay.io/org/tiny:latest",
+    assert (target.uri(), target.uri("sha256:" + "a" * 64)) == (
+        "oci://quay.io/org/tiny:latest",
         "oci://quay.io/org/tiny@sha256:" + "a" * 64,
     )
     for bad in ("quay.io/org/tiny:1", "oci://quay.io/Org/tiny:1", "oci://quay.io/org/tiny@sha256:" + "a" * 64):
@@ -83,7 +83,7 @@ def test_lora_choices(tmp_path):
     with pytest.raises(ModelcarError, match="saved with the LoRA weights merged"):
         lora_files(tmp_path, lora, "adapter")
     with pytest.raises(ModelcarError, match="expected one of as_trained, merged, adapter"):
-        lora_files(tmp_path, lora, "both")
+        check_modelcar_options(_options("", "", "both"))
 
 
 def test_publish_pins_the_digest_the_layers_hold_the_model_and_the_projects_download_loads_it(

@@ -55,25 +55,23 @@ def test_first_registration(registry_stub, tmp_path, model, capsys):
     assert TOKEN not in summary and TOKEN not in capsys.readouterr().out
 
 
-def test_rerun_registers_nothing_twice(registry_stub, tmp_path, model):
-    first = register(registry_stub, tmp_path, model)
+@pytest.mark.parametrize(
+    "arguments", [{}, {"model_version": "1.0.0", "pipeline_run_id": ""}], ids=["derived-version", "explicit-no-run"]
+)
+def test_rerun_registers_nothing_twice(registry_stub, tmp_path, model, arguments):
+    first = register(registry_stub, tmp_path, model, **arguments)
     requests_after_first = len(registry_stub.requests)
-    second = register(registry_stub, tmp_path, model)
+    second = register(registry_stub, tmp_path, model, **arguments)
 
     assert second.status == "already_registered"
     assert (second.model_id, second.version_id) == (first.model_id, first.version_id)
     assert (
         len(registry_stub.registered_models) == len(registry_stub.model_versions) == len(registry_stub.artifacts) == 1
     )
+    version_name = arguments.get("model_version", first.version_name)
+    assert [v["name"] for v in registry_stub.model_versions.values()] == [version_name]
     assert [r for r in registry_stub.requests[requests_after_first:] if r.method != "GET"] == []
     assert "already existed" in (tmp_path / "summary.md").read_text()
-
-
-def test_rerun_with_explicit_version_is_also_idempotent(registry_stub, tmp_path, model):
-    register(registry_stub, tmp_path, model, model_version="1.0.0", pipeline_run_id="")
-    again = register(registry_stub, tmp_path, model, model_version="1.0.0", pipeline_run_id="")
-    assert again.status == "already_registered"
-    assert [v["name"] for v in registry_stub.model_versions.values()] == ["1.0.0"]
 
 
 def test_conflicting_rerun_is_refused(registry_stub, tmp_path, model):

@@ -1,5 +1,4 @@
-"""``request.model_registry_request``: every argument lands in its group (artifacts as ``ArtifactInfo``); a mismatch
-or a bad artifact is one line; the result becomes the component's outputs."""
+"""``request.model_registry_request``: every argument lands in its group; a mismatch is one line."""
 
 import dataclasses
 import inspect

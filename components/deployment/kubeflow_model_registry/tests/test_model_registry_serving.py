@@ -1,5 +1,4 @@
-"""The whole step: modelcar → registration → InferenceService → smoke answer, with real parts at every edge
-(``docker-registry``, the registry stub, the Kubernetes emulator, the OpenAI-compatible predictor stub)."""
+"""The whole step: modelcar → registration → InferenceService → smoke answer, with real servers at every edge."""
 
 from __future__ import annotations
 
@@ -106,33 +105,18 @@ def test_without_a_registry_the_modelcar_is_published_and_not_registered(
 
 
 def test_deploy_of_a_run_scoped_uri_is_refused_before_anything_is_registered(registry_stub, tiny_model_dir, tmp_path):
+    arguments = dict(model_uri="pvc://models/tiny/run-1", deploy_inference_service=True)
     with pytest.raises(ValueError, match="'pvc://models/tiny/run-1' is not oci:// or s3://"):
-        environ = {"MODEL_REGISTRY_TOKEN": TOKEN}
-        _run(
-            tmp_path,
-            environ,
-            tiny_model_dir,
-            registry_stub,
-            model_uri="pvc://models/tiny/run-1",
-            deploy_inference_service=True,
-        )
+        _run(tmp_path, {"MODEL_REGISTRY_TOKEN": TOKEN}, tiny_model_dir, registry_stub, **arguments)
     assert registry_stub.versions_of("tiny-chat") == []
 
 
 def test_a_rerun_republishes_the_same_digest_and_registers_nothing_twice(
     oci_registry, base_image, registry_stub, tiny_model_dir, tmp_path
 ):
-    target = f"oci://{oci_registry.host}/published/tiny-chat:rerun"
+    target, environ = f"oci://{oci_registry.host}/published/tiny-chat:rerun", {"MODEL_REGISTRY_TOKEN": TOKEN}
     first, second = (
-        _run(
-            tmp_path,
-            {"MODEL_REGISTRY_TOKEN": TOKEN},
-            tiny_model_dir,
-            registry_stub,
-            target,
-            base_image,
-            model_version="rerun",
-        )
+        _run(tmp_path, environ, tiny_model_dir, registry_stub, target, base_image, model_version="rerun")
         for _ in range(2)
     )
     assert (first.status, second.status) == ("registered", "already_registered")

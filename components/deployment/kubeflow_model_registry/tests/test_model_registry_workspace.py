@@ -1,5 +1,4 @@
-"""The registry step and ``train_model``'s manifest: weights read in place on the workspace, never registered there
-(a ``pvc://`` of the run's own workspace claim is refused naming the alternatives; a claim of the user's own is not)."""
+"""The registry step and ``train_model``'s manifest: weights read in place on the workspace, never registered there."""
 
 from __future__ import annotations
 
