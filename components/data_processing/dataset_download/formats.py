@@ -15,8 +15,9 @@ FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion", *REWARD_FORMAT
 #: How many leading rows :func:`detect_format` looks at.
 DETECTION_ROWS = 100
 #: ShareGPT speaker names that are not chat roles, and the roles they become (others are kept: a role, or a reject).
-SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "model": "assistant", "function_response": "tool"}
-SHAREGPT_ROLES |= {"observation": "tool"}
+SHAREGPT_ROLES = {
+    "human": "user", "gpt": "assistant", "model": "assistant", "function_response": "tool", "observation": "tool",
+}  # fmt: skip
 
 
 def _text_field(row: dict, key: str, required: bool = True) -> str:
@@ -121,7 +122,7 @@ def row_format(row: object) -> str | None:
 
 
 def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[str, str]:
-    """Detects the input format from the first :data:`DETECTION_ROWS` rows: ``(format, a sentence saying why)``.
+    """``(format, a sentence saying why)`` from the first :data:`DETECTION_ROWS` rows.
 
     Raises:
         ValueError: No row matches a known format, or the first rows look like different formats.

@@ -40,7 +40,7 @@ class DatasetDownloadResult:
     warnings: list[str] = field(default_factory=list)
 
     def artifact_metadata(self, written: WrittenFile, split: str) -> DatasetMetadata:
-        """Metadata of a dataset artifact (:mod:`components._common.dataset_metadata`): URI, revision, rows, ..."""
+        """Metadata of a dataset artifact (:mod:`components._common.dataset_metadata`)."""
         return DatasetMetadata(
             dataset_metadata_version=DATASET_METADATA_VERSION,
             dataset_uri=self.validation.source_uri,
@@ -68,7 +68,7 @@ class DatasetDownloadResult:
         return values
 
     def write_outputs(self, train_dataset: Any, eval_dataset: Any, report: Any, metrics: Any) -> None:
-        """Fills the output artifacts: dataset metadata, the report (:meth:`to_markdown`) and :meth:`metrics`."""
+        """Fills the output artifacts: dataset metadata, the report and the metrics."""
         for artifact, written, split in ((train_dataset, self.train, "train"), (eval_dataset, self.eval, "eval")):
             artifact.metadata.update(mask_data(self.artifact_metadata(written, split).to_metadata(), patterns=False))
         report_path = with_extension(report, ".md")
@@ -104,8 +104,7 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
 
     Raises:
-        ValueError: :class:`~.locations.DatasetSourceError` for source problems and empty datasets,
-            :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
+        ValueError: ``DatasetSourceError`` (source, empty dataset) or ``DatasetValidationError`` (rejected rows).
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # no-op once configured
     check_workspace(request.pvc_path, "dataset_download")

@@ -1,8 +1,6 @@
 """Seeded, streaming subset and train/eval split with exact sizes, written as JSONL with a running sha256.
 
-The split needs the number of valid rows before the first row is routed: JSON lines in ``messages`` form count their
-lines and validate straight into the planned split (one pass); else, or when fewer valid rows arrive, the valid rows
-go to a scratch file, which is then split (two passes; README, "Split").
+One pass where the line count is the row count, else two through a scratch file of valid rows (README, "Split").
 """
 
 from __future__ import annotations
@@ -45,10 +43,7 @@ class SplitPlan:
 
 
 def plan_split(rows_available: int, train_split_ratio: float, subset_count: int) -> SplitPlan:
-    """Decides the subset size (``subset_count`` rows, 0 = all) and the number of eval rows.
-
-    With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most ``kept - 1``.
-    """
+    """The subset size (``subset_count``, 0 = all) and ``round(kept * (1 - ratio))`` eval rows, in [1, kept - 1]."""
     warnings = []
     selected = rows_available
     if subset_count and subset_count > rows_available:
@@ -116,10 +111,8 @@ def write_error(path: Path, error: OSError) -> OutputWriteError:
 
 
 class JsonlWriter:
-    """Writes rows to a temporary file beside ``target`` (:meth:`commit` renames it), hashing on a background thread.
-
-    Any failure leaves no file behind and is raised as :class:`OutputWriteError`.
-    """
+    """Writes rows to a temporary file beside ``target`` (:meth:`commit` renames it), hashing on a background thread;
+    any failure leaves no file behind and is raised as :class:`OutputWriteError`."""
 
     def __init__(self, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +153,7 @@ class JsonlWriter:
             self._thread.join()
 
     def commit(self) -> WrittenFile:
-        """Flushes and closes the file and moves it to ``target``; on any failure, removes it (see :meth:`discard`)."""
+        """Flushes and closes the file and moves it to ``target``; on any failure, :meth:`discard`."""
         try:
             self._finish()
             self._raise_if_failed()
@@ -175,7 +168,7 @@ class JsonlWriter:
         return WrittenFile(self.target, self.rows, self._digest.hexdigest())
 
     def discard(self) -> None:
-        """Stops writing and removes the temporary file, whatever state the file is in (nothing half-written stays)."""
+        """Stops writing and removes the temporary file, whatever state it is in."""
         self._error = self._error or OSError(0, "discarded")
         try:
             self._finish()
@@ -186,10 +179,7 @@ class JsonlWriter:
 
 
 class SplitSink:
-    """Routes the valid rows in source order to train, eval or nowhere: the subset, then the eval rows among it.
-
-    Each draw has its own ``random.Random`` seeded from ``seed``.
-    """
+    """Routes the valid rows in source order to train, eval or nowhere: the subset, then the eval rows among it."""
 
     def __init__(
         self,
@@ -256,7 +246,7 @@ def validate_and_split(
     """Validates every row and writes the split, in one pass where possible (``one_pass=False``: never).
 
     Raises:
-        DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
+        ValueError: ``DatasetValidationError`` for rows beyond what ``on_invalid`` allows, or an empty dataset.
     """
     if one_pass and input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
         lines = sum(count_lines(path, limits) for path in files)
