@@ -1,5 +1,6 @@
-"""One fetch's bounds, shared by the sources: size cap, overall deadline, retries, one-line errors (README, "Time
-limits and retries": why a :class:`Watchdog` shuts the sockets at the deadline).
+"""One fetch's bounds, shared by the sources: size cap, overall deadline, retries, one-line errors.
+
+README, "Time limits and retries": why a :class:`Watchdog` shuts the sockets at the deadline.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class Download:
             raise
 
     def write_body(self, chunks: Iterable[bytes], partial: Path, offset: int, needed: int | None) -> None:
-        """Writes ``chunks`` into ``partial`` from byte ``offset`` within the cap and the deadline (``needed``: bytes)."""
+        """Writes ``chunks`` into ``partial`` from ``offset`` within the cap and the deadline (``needed``: bytes)."""
         written = offset
         try:
             with open(partial, "r+b" if offset else "wb") as handle:
@@ -177,8 +178,11 @@ def tls_context() -> ssl.SSLContext:
 
 
 def http_client(download: Download, watchdog: Watchdog, *request_hooks: Callable[[Any], object]) -> Any:
-    """An ``httpx2.Client`` bounded by ``download``: the stall timeout, the deadline checked before each request and
-    on each chunk, each socket given to ``watchdog``, redirects only to :data:`REDIRECT_SCHEMES` (at most 5)."""
+    """An ``httpx2.Client`` bounded by ``download`` (plain HTTP, and ``huggingface_hub`` through its client factory).
+
+    The stall timeout; the deadline checked before each request and on each chunk, each socket given to ``watchdog``;
+    redirects only to :data:`REDIRECT_SCHEMES`, at most :data:`MAX_REDIRECTS` times.
+    """
     import httpx2
 
     class Bounded(httpx2.SyncByteStream):

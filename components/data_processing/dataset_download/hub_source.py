@@ -1,5 +1,7 @@
-"""Hugging Face Hub sources: the files of one subset/split of a dataset repository (chosen by ``datasets``), at a
-pinned commit, downloaded by ``huggingface_hub`` with its own retries and resumes."""
+"""Hugging Face Hub sources: the files of one subset/split of a dataset repository, at a pinned commit.
+
+``datasets`` chooses the files; ``huggingface_hub`` downloads them with its own retries and resumes.
+"""
 
 from __future__ import annotations
 
@@ -111,8 +113,10 @@ def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = 
 
 
 def fetch_hf(download: Download) -> FetchedData:
-    """Downloads the files of one subset/split of a Hub dataset at a pinned commit (token from ``HF_TOKEN``, endpoint
-    from ``HF_ENDPOINT``), ``huggingface_hub`` running on :func:`.download.http_client` meanwhile."""
+    """Downloads the files of one subset/split of a Hub dataset at a pinned commit.
+
+    Token from ``HF_TOKEN``, endpoint from ``HF_ENDPOINT``; ``huggingface_hub`` runs on :func:`.download.http_client`.
+    """
     from huggingface_hub import HfApi, errors, hf_hub_download, set_client_factory
     from huggingface_hub.utils import _http as hub_http
 

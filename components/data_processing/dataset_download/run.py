@@ -11,15 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.chat_files import count_lines
 from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
 from components._common.reward_rows import REWARD_FORMATS, prompt_messages
 from components._common.workspace import check_workspace
 
+from .readers import data_format
 from .request import DatasetDownloadRequest
 from .sources import fetch_dataset
-from .split import SplitPlan, Targets, WrittenFile, validate_and_split, write_error
+from .split import SplitPlan, WrittenFile, validate_and_split, write_error
 from .tokens import TokenStats, load_token_counter
 from .validate import start_report, validate_files
 from .validation_report import ValidationReport
@@ -132,11 +134,11 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
         def validate(sink: Callable[[list[bytes]], None]) -> ValidationReport:
             return validate_files(fetched.files, copy.deepcopy(empty), options, sink)
 
-        targets = Targets(train_path, eval_path, Path(scratch))
-        outcome = validate_and_split(
-            fetched.files, empty.input_format, validate, request.split, targets, options.limits, on_selected,
-            not tokens.enabled,
-        )  # fmt: skip
+        one_pass = not tokens.enabled and empty.input_format == "messages"  # with tokens: count once rows passed
+        one_pass = one_pass and all(data_format(path) == "jsonl" for path in fetched.files)
+        lines = sum(count_lines(path, options.limits) for path in fetched.files) if one_pass else 0
+        targets = (train_path, eval_path)
+        outcome = validate_and_split(validate, request.split, targets, Path(scratch), on_selected, lines)
     report, plan = outcome.report, outcome.plan
     LOG.info(
         "%s: %s; %d rows read, %d valid", report.source_uri, report.format_reason, report.rows_read, report.rows_valid

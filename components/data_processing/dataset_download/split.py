@@ -19,11 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from components._common.chat_files import ARTIFACT_READ_LIMITS, ReadLimits, count_lines, iter_line_blocks
+from components._common.chat_files import ARTIFACT_READ_LIMITS, iter_line_blocks
 from components._common.files import mkstemp_like_open
 
 from .locations import DatasetSourceError, free_space
-from .readers import data_format
 from .request import SplitOptions
 from .validate import Sink
 from .validation_report import ValidationReport
@@ -111,8 +110,10 @@ def write_error(path: Path, error: OSError) -> OutputWriteError:
 
 
 class JsonlWriter:
-    """Writes rows to a temporary file beside ``target`` (:meth:`commit` renames it), hashing on a background thread;
-    any failure leaves no file behind and is raised as :class:`OutputWriteError`."""
+    """Writes rows to a temporary file beside ``target`` (:meth:`commit` renames it), hashing on a background thread.
+
+    Any failure leaves no file behind and is raised as :class:`OutputWriteError`.
+    """
 
     def __init__(self, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -208,19 +209,8 @@ class SplitSink:
 
 #: Runs the validation, sending the valid rows to a sink; returns the filled-in report.
 Validate = Callable[[Sink], ValidationReport]
-#: Makes a fresh callback for each kept row (token statistics), or ``None``; called once per attempt at the split.
+#: Makes the callback for each kept row (token statistics), or ``None``; called once per attempt at the split.
 OnSelected = Callable[[], Callable[[bytes], None] | None]
-#: Routes rows into the train and eval writers; ``None`` throws both away.
-Fill = Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
-
-
-@dataclass(frozen=True)
-class Targets:
-    """Where the split goes: the train and eval files, and a scratch folder for the valid rows of two passes."""
-
-    train: Path
-    eval: Path
-    scratch: Path
 
 
 @dataclass(frozen=True)
@@ -234,44 +224,71 @@ class SplitOutcome:
 
 
 def validate_and_split(
-    files: list[Path],
-    input_format: str,
     validate: Validate,
     split: SplitOptions,
-    targets: Targets,
-    limits: ReadLimits,
+    targets: tuple[Path, Path],
+    scratch: Path,
     on_selected: OnSelected = lambda: None,
-    one_pass: bool = True,
+    lines: int = 0,
 ) -> SplitOutcome:
-    """Validates every row and writes the split, in one pass where possible (``one_pass=False``: never).
+    """Validates every row and writes the split to ``targets`` (train, eval), in one pass where possible.
+
+    One pass when ``lines``, the line count of JSON lines in ``messages`` form, is the number of valid rows; else two.
 
     Raises:
         ValueError: ``DatasetValidationError`` for rows beyond what ``on_invalid`` allows, or an empty dataset.
     """
-    if one_pass and input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
-        lines = sum(count_lines(path, limits) for path in files)
-        plan = plan_split(lines, split.train_split_ratio, split.subset_count)
-        callback = on_selected()
+    if lines:
 
-        def straight(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport | None:
-            report = validate(SplitSink(plan, split.seed, train, eval_, callback))
+        def straight(sink: SplitSink) -> ValidationReport | None:
+            report = validate(sink)
             if report.rows_valid == lines:
                 return report
             report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
             return None  # rows dropped or blank lines: the plan counted them, split again
 
-        outcome = _written(targets, plan, straight) if lines else None
+        outcome = _written(
+            targets, plan_split(lines, split.train_split_ratio, split.subset_count), split, on_selected, straight
+        )
         if outcome is not None:
             return outcome
-    return _two_passes(validate, split, targets, on_selected)
+    with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=scratch) as folder:
+        rows = JsonlWriter(Path(folder) / "valid.jsonl")
+        try:
+            report = validate(rows.write_rows)
+        except BaseException:
+            rows.discard()
+            raise
+        valid = rows.commit()
+        report.raise_for_rejects()
+        if report.rows_valid == 0:
+            raise DatasetSourceError(
+                f"dataset_uri={report.source_uri!r}: empty dataset (no valid rows in {report.files})"
+            )
+
+        def from_scratch(sink: SplitSink) -> ValidationReport:
+            for _, block in iter_line_blocks(valid.path, ARTIFACT_READ_LIMITS):
+                sink(block)
+            return report
+
+        plan = plan_split(report.rows_valid, split.train_split_ratio, split.subset_count)
+        outcome = _written(targets, plan, split, on_selected, from_scratch)
+    assert outcome is not None  # from_scratch never discards
+    return outcome
 
 
-def _written(targets: Targets, plan: SplitPlan, fill: Fill) -> SplitOutcome | None:
-    """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (``None``: neither)."""
-    train, eval_ = JsonlWriter(targets.train), JsonlWriter(targets.eval)
+def _written(
+    targets: tuple[Path, Path],
+    plan: SplitPlan,
+    split: SplitOptions,
+    on_selected: OnSelected,
+    fill: Callable[[SplitSink], ValidationReport | None],
+) -> SplitOutcome | None:
+    """Lets ``fill`` route rows into the train and eval writers, and commits both (``None`` from ``fill``: neither)."""
+    train, eval_ = JsonlWriter(targets[0]), JsonlWriter(targets[1])
     committed: list[WrittenFile] = []
     try:
-        report = fill(train, eval_)
+        report = fill(SplitSink(plan, split.seed, train, eval_, on_selected()))
         if report is None:
             train.discard()
             eval_.discard()
@@ -285,32 +302,3 @@ def _written(targets: Targets, plan: SplitPlan, fill: Fill) -> SplitOutcome | No
         for written in committed:  # the train file is useless without its eval file
             written.path.unlink(missing_ok=True)
         raise
-
-
-def _two_passes(validate: Validate, split: SplitOptions, targets: Targets, on_selected: OnSelected) -> SplitOutcome:
-    """Validates into a scratch file of valid rows, then splits that file."""
-    with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=targets.scratch) as scratch:
-        rows = JsonlWriter(Path(scratch) / "valid.jsonl")
-        try:
-            report = validate(rows.write_rows)
-        except BaseException:
-            rows.discard()
-            raise
-        valid = rows.commit()
-        report.raise_for_rejects()
-        if report.rows_valid == 0:
-            raise DatasetSourceError(
-                f"dataset_uri={report.source_uri!r}: empty dataset (no valid rows in {report.files})"
-            )
-        plan = plan_split(report.rows_valid, split.train_split_ratio, split.subset_count)
-        callback = on_selected()
-
-        def from_scratch(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport:
-            sink = SplitSink(plan, split.seed, train, eval_, callback)
-            for _, block in iter_line_blocks(valid.path, ARTIFACT_READ_LIMITS):
-                sink(block)
-            return report
-
-        outcome = _written(targets, plan, from_scratch)
-    assert outcome is not None  # from_scratch never discards
-    return outcome

@@ -57,8 +57,9 @@ def choose_format(files: Sequence[Path], input_format: str, source: str, limits:
 def validate_files(
     files: Sequence[Path], report: ValidationReport, options: ValidationOptions, sink: Sink | None
 ) -> ValidationReport:
-    """Reads, converts and checks every row of some data files, streaming, into ``report``; ``sink`` gets the valid
-    rows in source order.
+    """Reads, converts and checks every row of some data files, streaming, into ``report``.
+
+    ``sink`` gets the valid rows in source order.
 
     Raises:
         ValueError: A file is unsupported, or (``ChatFormatError``) damaged.
@@ -164,8 +165,9 @@ def validate_local_files(
 def validate_dataset_uri(
     source: SourceOptions, options: ValidationOptions, download_dir: str | Path | None = None
 ) -> ValidationReport:
-    """Fetches a dataset (into ``download_dir``, default a temporary one) and validates every row; never raises for
-    bad rows (see ``report.passed``).
+    """Fetches a dataset and validates every row; never raises for bad rows (see ``report.passed``).
+
+    ``download_dir``: where remote data lands (default: a temporary directory, removed afterwards).
 
     Raises:
         ValueError: An unknown scheme, missing credentials, 403/404, a size cap hit, or no data files.
