@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from components.data_processing.dataset_download.download import HttpOptions
 from components.data_processing.dataset_download.locations import DatasetSourceError
 from components.data_processing.dataset_download.tests.test_dataset_download_retries import _no_partial_files
 from tests.harness.http_server import ScriptedResponse
-from tests.harness.requests import dataset_http_options, fetch_dataset, run_dataset_step
+from tests.harness.requests import fetch_dataset, run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
-FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01)
+FAST = HttpOptions(timeout_s=5.0, attempts=4, backoff_s=0.01)
 
 
 def test_a_resume_answered_with_another_version_restarts_from_zero_never_splicing(cutting_server, tmp_path):
@@ -59,44 +60,37 @@ def test_a_redirect_loop_ends_in_one_line(http_file_server, tmp_path):
     assert len(http_file_server.requests) == 6
 
 
-def test_an_error_after_a_redirect_names_the_final_url(http_file_server, tmp_path):
-    http_file_server.script("/chat.jsonl", ScriptedResponse(301, headers={"Location": "/moved/chat.jsonl"}))
+def test_a_redirect_within_http_is_followed_and_an_error_after_it_names_the_final_url(http_file_server, tmp_path):
+    (http_file_server.root / "moved").mkdir()
+    (http_file_server.root / "moved" / "chat.jsonl").write_bytes(LINE * 2)
+    for status in (307, 301):
+        http_file_server.script("/chat.jsonl", ScriptedResponse(status, headers={"Location": "/moved/chat.jsonl"}))
+    fetched = fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", http=FAST)
+    assert fetched.files[0].read_bytes() == LINE * 2
+    (http_file_server.root / "moved" / "chat.jsonl").unlink()
     with pytest.raises(DatasetSourceError) as error:
         fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", http=FAST)
     message = str(error.value)
     assert "HTTP 404 (not found)" in message and f"at '{http_file_server.url_for('moved/chat.jsonl')}'" in message
 
 
-def test_a_redirect_within_http_is_followed(http_file_server, tmp_path):
-    (http_file_server.root / "moved").mkdir()
-    (http_file_server.root / "moved" / "chat.jsonl").write_bytes(LINE * 2)
-    http_file_server.script("/chat.jsonl", ScriptedResponse(307, headers={"Location": "/moved/chat.jsonl"}))
-    fetched = fetch_dataset(http_file_server.url_for("chat.jsonl"), tmp_path / "dl", http=FAST)
-    assert fetched.files[0].read_bytes() == LINE * 2
-
-
-def test_a_full_scratch_folder_on_an_s3_download_is_one_line_too(s3_data_connection, small_disk):
-    client, bucket = s3_data_connection
-    body = LINE * 40_000
-    client.put_object(Bucket=bucket, Key="sets/big.jsonl", Body=body)
-    with pytest.raises(DatasetSourceError) as error:
-        fetch_dataset(f"s3://{bucket}/sets/big.jsonl", small_disk / "dl", http=FAST)
-    message = str(error.value)
-    assert "\n" not in message and "is full (No space left on device)" in message and str(small_disk) in message
-    assert f"needs {len(body)} bytes" in message and "TMPDIR" in message
-    assert [p for p in (small_disk / "dl").rglob("*") if p.is_file()] == []
-
-
-def test_a_full_scratch_folder_names_the_folder_the_need_and_what_to_set(http_file_server, small_disk):
+@pytest.mark.parametrize("source", ["s3", "http"])
+def test_a_full_scratch_folder_names_the_folder_the_need_and_what_to_set(
+    s3_data_connection, http_file_server, small_disk, source
+):
     body = LINE * 40_000  # ~2.4 MiB: more than the 1 MiB scratch disk
+    client, bucket = s3_data_connection
+    client.put_object(Bucket=bucket, Key="sets/big.jsonl", Body=body)
     (http_file_server.root / "chat.jsonl").write_bytes(body)
+    uri = f"s3://{bucket}/sets/big.jsonl" if source == "s3" else http_file_server.url_for("chat.jsonl")
     with pytest.raises(DatasetSourceError) as error:
-        fetch_dataset(http_file_server.url_for("chat.jsonl"), small_disk / "dl", http=FAST)
+        fetch_dataset(uri, small_disk / "dl", http=FAST)
     message = str(error.value)
-    assert "\n" not in message and f"the scratch folder {small_disk / 'dl'} is full" in message
+    assert "\n" not in message and f"the scratch folder {small_disk / 'dl'}" in message
+    assert "is full (No space left on device)" in message
     assert f"needs {len(body)} bytes" in message and "TMPDIR" in message
-    assert len(http_file_server.requests) == 1  # a full disk is not retried
-    assert list((small_disk / "dl").iterdir()) == []  # no partial file left on the full disk
+    assert len(http_file_server.requests) == (source == "http")  # a full disk is not retried
+    assert [p for p in (small_disk / "dl").rglob("*") if p.is_file()] == []  # no partial file left
 
 
 GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from components.data_processing.dataset_download.download import DownloadDeadlineExceeded
+from components.data_processing.dataset_download.download import DownloadDeadlineExceeded, HttpOptions
 from components.data_processing.dataset_download.locations import DatasetSourceError
-from tests.harness.requests import dataset_http_options, fetch_dataset, run_dataset_step
+from tests.harness.requests import fetch_dataset, run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 LINE = json.dumps(ROW).encode() + b"\n"
-FAST = dataset_http_options(timeout_s=5.0, attempts=4, backoff_s=0.01)
+FAST = HttpOptions(timeout_s=5.0, attempts=4, backoff_s=0.01)
 
 
 def _no_partial_files(root: Path) -> None:
@@ -43,7 +43,7 @@ def test_hub_metadata_and_file_calls_retry_429_and_503_honouring_retry_after(hub
 def test_hub_retry_after_is_bounded_and_attempts_end_in_one_line(hub_stub, tmp_path):
     hub_stub.add("org/chat", {"train.jsonl": LINE})
     hub_stub.fail_next("info", *[(429, {"Retry-After": "3600"})] * 3)
-    options = dataset_http_options(timeout_s=5.0, attempts=3, backoff_s=0.01, max_retry_after_s=0.2)
+    options = HttpOptions(timeout_s=5.0, attempts=3, backoff_s=0.01, max_retry_after_s=0.2)
     started = time.monotonic()
     with pytest.raises(DatasetSourceError) as error:
         fetch_dataset("org/chat", tmp_path / "dl", http=options)

@@ -10,7 +10,6 @@ from components.data_processing.dataset_download.formats import (
     from_prompt_completion,
     from_sharegpt,
 )
-from tests.harness.requests import dataset_options
 
 U = {"role": "user", "content": "What is 2+2?"}
 A = {"role": "assistant", "content": "4"}
@@ -108,11 +107,6 @@ def test_converters_refuse_bad_rows_naming_the_rule(convert, row, rule):
     assert error.value.rule == rule
 
 
-def test_alpaca_empty_output_fails_the_content_rule_after_conversion():
-    converted = from_alpaca({"instruction": "Add.", "output": ""})
-    assert check_messages(converted["messages"])[0] == "content_empty"
-
-
 def test_sharegpt_maps_speakers_and_keeps_extra_keys():
     row = {
         "conversations": [
@@ -133,8 +127,6 @@ def test_sharegpt_unknown_speaker_fails_the_role_rule():
 def test_prompt_completion_strings_and_conversational_lists():
     assert from_prompt_completion({"prompt": "What is 2+2?", "completion": "4", "k": 1}) == {"messages": [U, A], "k": 1}
     assert from_prompt_completion({"prompt": [S, U], "completion": [A]}) == {"messages": [S, U, A]}
-    with pytest.raises(RowError, match="completion"):
-        from_prompt_completion({"prompt": "x"})
 
 
 @pytest.mark.parametrize(
@@ -159,9 +151,3 @@ def test_detection_refuses_mixed_or_unknown_rows():
         ValueError, match=r"^Expected chat format: messages field not found in the first 2 rows of data.jsonl"
     ):
         detect_format([{"text": "a"}, {"text": "b"}], "data.jsonl")
-
-
-def test_input_format_is_checked():
-    dataset_options("validation", input_format="auto")
-    with pytest.raises(ValueError, match="input_format='chatml' is not one of"):
-        dataset_options("validation", input_format="chatml")
