@@ -239,14 +239,8 @@ def test_hub_failures_name_repo_revision_and_remedy(hub_stub, tmp_path, monkeypa
     _one_line_naming(error, "'org/absent'", "'v2'", "not found (404)", "hf-token secret")
     with pytest.raises(DatasetSourceError) as error:
         fetch_dataset("org/gated", tmp_path / "dl")
-    _one_line_naming(
-        error,
-        "'org/gated'",
-        "'main'",
-        "access denied, gated repo (403 Forbidden)",
-        "accept its conditions",
-        "hf-token secret",
-    )
+    gated = "access denied, gated repo (403 Forbidden)"
+    _one_line_naming(error, "'org/gated'", "'main'", gated, "accept its conditions", "hf-token secret")
     hub_stub.required_token = "hf_right"
     monkeypatch.setenv("HF_TOKEN", "hf_wrong")
     with pytest.raises(DatasetSourceError) as error:
