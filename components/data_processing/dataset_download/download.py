@@ -159,14 +159,13 @@ class Watchdog:
         """Adds a stream's ``shutdown`` to call at the deadline (at once if it has passed)."""
         with self._lock:
             self._shutdowns.append(shutdown)
-            if self._expired:
-                with contextlib.suppress(OSError):
-                    shutdown()
+        if self._expired:
+            self._expire()
 
     def _expire(self) -> None:
+        self._expired = True
         with self._lock:
-            self._expired = True
-            for shutdown in self._shutdowns:
+            for shutdown in self._shutdowns:  # shutting a socket twice is harmless
                 with contextlib.suppress(OSError):
                     shutdown()
 

@@ -41,19 +41,6 @@ class DatasetDownloadResult:
     token_stats: TokenStats | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def artifact_metadata(self, written: WrittenFile, split: str) -> DatasetMetadata:
-        """Metadata of a dataset artifact (:mod:`components._common.dataset_metadata`)."""
-        return DatasetMetadata(
-            dataset_metadata_version=DATASET_METADATA_VERSION,
-            dataset_uri=self.validation.source_uri,
-            dataset_revision=self.validation.revision,
-            dataset_sha256=written.sha256,
-            dataset_rows=written.rows,
-            dataset_format=self.validation.input_format,
-            dataset_split=split,
-            dataset_split_seed=self.seed,
-        )
-
     def metrics(self) -> dict[str, float]:
         """Row counts, rejects (total and per rule) and token statistics, for KFP ``Metrics``."""
         values: dict[str, float] = {
@@ -70,9 +57,19 @@ class DatasetDownloadResult:
         return values
 
     def write_outputs(self, train_dataset: Any, eval_dataset: Any, report: Any, metrics: Any) -> None:
-        """Fills the output artifacts: dataset metadata, the report and the metrics."""
+        """Fills the output artifacts: dataset metadata (``_common.dataset_metadata``), the report, the metrics."""
         for artifact, written, split in ((train_dataset, self.train, "train"), (eval_dataset, self.eval, "eval")):
-            artifact.metadata.update(mask_data(self.artifact_metadata(written, split).to_metadata(), patterns=False))
+            described = DatasetMetadata(
+                dataset_metadata_version=DATASET_METADATA_VERSION,
+                dataset_uri=self.validation.source_uri,
+                dataset_revision=self.validation.revision,
+                dataset_sha256=written.sha256,
+                dataset_rows=written.rows,
+                dataset_format=self.validation.input_format,
+                dataset_split=split,
+                dataset_split_seed=self.seed,
+            )
+            artifact.metadata.update(mask_data(described.to_metadata(), patterns=False))
         report_path = with_extension(report, ".md")
         try:
             write_text_atomically(report_path, self.to_markdown())  # secret values and URL signatures masked
