@@ -247,9 +247,8 @@ def validate_and_split(
             report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
             return None  # rows dropped or blank lines: the plan counted them, split again
 
-        outcome = _written(
-            targets, plan_split(lines, split.train_split_ratio, split.subset_count), split, on_selected, straight
-        )
+        plan = plan_split(lines, split.train_split_ratio, split.subset_count)
+        outcome = _written(targets, plan, split, on_selected, straight)
         if outcome is not None:
             return outcome
     with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=scratch) as folder:
