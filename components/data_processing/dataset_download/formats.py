@@ -32,11 +32,8 @@ def _text_field(row: dict, key: str, required: bool = True) -> str:
     return value
 
 
-def _extras(row: dict, consumed: frozenset[str]) -> dict:
+def _extras(row: dict, consumed: tuple[str, ...]) -> dict:
     return {key: value for key, value in row.items() if key not in consumed}
-
-
-_ALPACA_KEYS = frozenset({"instruction", "input", "output", "system"})
 
 
 def from_alpaca(row: dict) -> dict:
@@ -48,10 +45,7 @@ def from_alpaca(row: dict) -> dict:
     user = f"{instruction}\n\n{extra_input}" if extra_input.strip() else instruction
     messages = [{"role": "system", "content": system}] if system.strip() else []
     messages += [{"role": "user", "content": user}, {"role": "assistant", "content": output}]
-    return {"messages": messages, **_extras(row, _ALPACA_KEYS)}
-
-
-_SHAREGPT_KEYS = frozenset({"conversations", "system"})
+    return {"messages": messages, **_extras(row, ("instruction", "input", "output", "system"))}
 
 
 def from_sharegpt(row: dict) -> dict:
@@ -71,10 +65,7 @@ def from_sharegpt(row: dict) -> dict:
         message = {"role": role, "content": turn.get("value")}
         message.update((key, value) for key, value in turn.items() if key not in ("from", "value"))
         messages.append(message)
-    return {"messages": messages, **_extras(row, _SHAREGPT_KEYS)}
-
-
-_PROMPT_COMPLETION_KEYS = frozenset({"prompt", "completion"})
+    return {"messages": messages, **_extras(row, ("conversations", "system"))}
 
 
 def _turns(row: dict, key: str, role: str) -> list:
@@ -92,7 +83,7 @@ def _turns(row: dict, key: str, role: str) -> list:
 def from_prompt_completion(row: dict) -> dict:
     """Converts a prompt/completion row: prompt → user turn(s), completion → assistant turn(s)."""
     messages = _turns(row, "prompt", "user") + _turns(row, "completion", "assistant")
-    return {"messages": messages, **_extras(row, _PROMPT_COMPLETION_KEYS)}
+    return {"messages": messages, **_extras(row, ("prompt", "completion"))}
 
 
 #: The converter of each format but ``messages`` (whose rows are kept as they are).
