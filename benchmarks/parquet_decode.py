@@ -1,6 +1,6 @@
 """Benchmark: the dataset step's bounded Parquet reader against pyarrow's plain ``iter_batches().to_pylist()``.
 
-The reader (``components/data_processing/dataset_download/parquet_rows.py``) reads string columns as Arrow
+The reader (``components/data_processing/dataset_download/readers.py``) reads string columns as Arrow
 dictionaries so that each row's decoded size is known before it is materialised (a dictionary-encoded value repeated
 by index can make a 1 KiB file decode to gigabytes). That costs time on files whose strings are mostly distinct (the
 dictionary is built from their plain pages): this prints the same-run ratio on ``--rows`` distinct chat rows, in
@@ -28,7 +28,7 @@ def main() -> None:
     import pyarrow.parquet as pq
 
     from components._common.chat_files import ReadLimits
-    from components.data_processing.dataset_download.parquet_rows import iter_parquet_rows
+    from components.data_processing.dataset_download.readers import iter_parquet_rows
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)

@@ -1,10 +1,5 @@
-"""A plain HTTP file server on 127.0.0.1 for download tests, with scripted responses (errors, flaky first tries).
-
-Also the other loopback servers' plumbing: :class:`QuietHandler` and :class:`LoopbackServer`.
-
-Fixture ``http_file_server``: a :class:`FileServer` serving a fresh temporary directory (``server.root``).
-``server.url_for("a/b.jsonl")`` gives a file's URL; ``server.script("/a/b.jsonl", 503, 503)`` makes the next two
-requests for that path answer 503 before the file is served; ``server.requests`` records every request in order.
+"""Loopback HTTP servers for download tests (a file server with scripted answers, a cutting server), and the other
+loopback servers' plumbing: :class:`QuietHandler` and :class:`LoopbackServer`.
 """
 
 from __future__ import annotations
@@ -107,16 +102,18 @@ class LoopbackServer(ThreadingHTTPServer):
 
 
 class FileServer:
-    """Serves files under :attr:`root`; scripted responses take precedence, in order, per path."""
+    """Serves files under :attr:`root` (``url_for``); :meth:`script`-ed answers come first, in order, per path.
+
+    :attr:`requests` records every request in order.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, deque[ScriptedResponse]] = defaultdict(deque)
         self._lock = threading.Lock()
-        self._handler = self._handler_class()
-        self._httpd: LoopbackServer | None = None
-        self.url = ""
+        self._httpd = LoopbackServer(self._handler_class(), "http-file-server")
+        self.url = self._httpd.url
 
     def url_for(self, relative: str) -> str:
         """The URL of ``root / relative``."""
@@ -130,11 +127,6 @@ class FileServer:
                     response if isinstance(response, ScriptedResponse) else ScriptedResponse(response)
                 )
 
-    def _next_scripted(self, path: str) -> ScriptedResponse | None:
-        with self._lock:
-            queue = self._scripts.get(path)
-            return queue.popleft() if queue else None
-
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -143,7 +135,8 @@ class FileServer:
                 path = self.path.split("?", 1)[0]
                 with server._lock:
                     server.requests.append(RecordedRequest(self.command, path, dict(self.headers)))
-                scripted = server._next_scripted(path)
+                    queue = server._scripts.get(path)
+                    scripted = queue.popleft() if queue else None
                 if scripted is not None:
                     time.sleep(scripted.delay_s)
                     return self.reply(scripted.status, scripted.body, scripted.headers, send_body)
@@ -166,14 +159,8 @@ class FileServer:
 
         return Handler
 
-    def start(self) -> None:
-        """Starts serving in a background thread."""
-        self._httpd = LoopbackServer(self._handler, "http-file-server")
-        self.url = self._httpd.url
-
     def stop(self) -> None:
         """Stops the server and closes its socket."""
-        assert self._httpd is not None
         self._httpd.stop()
 
 
@@ -183,7 +170,6 @@ def http_file_server(tmp_path: Path) -> Iterator[FileServer]:
     root = tmp_path / "http-root"
     root.mkdir()
     server = FileServer(root)
-    server.start()
     try:
         yield server
     finally:
@@ -244,8 +230,7 @@ class CuttingServer:
 
 @pytest.fixture
 def cutting_server() -> Iterator:
-    """Starts :class:`CuttingServer` s: ``cutting_server(versions, ranges=..., checks_if_range=...)``; all closed at the
-    end of the test."""
+    """Starts :class:`CuttingServer` s (``cutting_server(versions, ranges=..., checks_if_range=...)``), closed after."""
     servers: list[CuttingServer] = []
 
     def start(versions: list[tuple[bytes, str]], ranges: bool = True, checks_if_range: bool = True) -> CuttingServer:

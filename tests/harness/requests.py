@@ -221,19 +221,12 @@ def dataset_read_limits(**fields: Any) -> Any:
     return ReadLimits(**{**{name: defaults[name] for name in names}, **fields})
 
 
-def dataset_http_options(**fields: Any) -> Any:
-    """An ``HttpOptions`` (the dataset step's timeouts and retries) with ``fields``."""
-    from components.data_processing.dataset_download.download import HttpOptions
-
-    return HttpOptions(**fields)
-
-
 def fetch_dataset(uri: str, download_dir: Any, http: Any = None, **fields: Any) -> Any:
     """``sources.fetch_dataset`` of ``uri`` at ``dataset_download``'s defaults and the source ``fields``."""
     from components.data_processing.dataset_download import sources
 
     source = dataset_options("source", dataset_uri=uri, **fields)
-    return sources.fetch_dataset(source, download_dir, http or dataset_http_options())
+    return sources.fetch_dataset(source, download_dir, http or sources.HttpOptions())
 
 
 def validate_local_files(files: Any, source_uri: str, sink: Any = None, **fields: Any) -> Any:

@@ -1,9 +1,6 @@
-"""One fetch's bounds, shared by the sources: size cap, overall deadline, retries, scratch folder, one-line errors.
+"""One fetch's bounds, shared by the sources: size cap, overall deadline, retries, one-line errors.
 
-Each client retries with its own settings where it has them (``huggingface_hub``'s file downloads, botocore);
-:meth:`Download.retried` covers the others (``dataset_info``, plain HTTP). A per-read (stall) timeout cannot bound a
-server that sends a byte just often enough, so the deadline is checked on every request and chunk, and a
-:class:`Watchdog` shuts the sockets at the deadline, waking any read blocked on them.
+README, "Time limits and retries": why a :class:`Watchdog` shuts the sockets at the deadline.
 """
 
 from __future__ import annotations
@@ -79,11 +76,7 @@ class Download:
             raise self.deadline_error()
 
     def retried(self, call: Callable[[], T], retryable: Callable[[BaseException], bool], what: str) -> T:
-        """``call()`` under the retry policy and the deadline, each retry logged with ``what`` it was.
-
-        Raises:
-            GaveUp: Every attempt failed transiently (:class:`DownloadDeadlineExceeded` when the deadline came first).
-        """
+        """``call()`` under the retry policy and the deadline (``GaveUp`` after the last attempt), retries logged."""
 
         def log(attempt: int, wait_s: float, error: BaseException) -> None:
             LOG.warning("%s: attempt %d failed (%s); retrying in %.1f s", what, attempt, retry.describe(error), wait_s)
@@ -98,11 +91,7 @@ class Download:
             raise
 
     def write_body(self, chunks: Iterable[bytes], partial: Path, offset: int, needed: int | None) -> None:
-        """Writes ``chunks`` into ``partial`` from byte ``offset``, within the size cap and the deadline.
-
-        Raises:
-            DatasetSourceError: The cap, the deadline, or a full scratch folder (``needed``: the bytes the file needs).
-        """
+        """Writes ``chunks`` into ``partial`` from ``offset`` within the cap and the deadline (``needed``: bytes)."""
         written = offset
         try:
             with open(partial, "r+b" if offset else "wb") as handle:
@@ -170,14 +159,13 @@ class Watchdog:
         """Adds a stream's ``shutdown`` to call at the deadline (at once if it has passed)."""
         with self._lock:
             self._shutdowns.append(shutdown)
-            if self._expired:
-                with contextlib.suppress(OSError):
-                    shutdown()
+        if self._expired:
+            self._expire()
 
     def _expire(self) -> None:
+        self._expired = True
         with self._lock:
-            self._expired = True
-            for shutdown in self._shutdowns:
+            for shutdown in self._shutdowns:  # shutting a socket twice is harmless
                 with contextlib.suppress(OSError):
                     shutdown()
 
@@ -191,9 +179,8 @@ def tls_context() -> ssl.SSLContext:
 def http_client(download: Download, watchdog: Watchdog, *request_hooks: Callable[[Any], object]) -> Any:
     """An ``httpx2.Client`` bounded by ``download`` (plain HTTP, and ``huggingface_hub`` through its client factory).
 
-    Its timeout is the stall timeout; the deadline is checked before each request and on each received chunk, and
-    each socket is registered with ``watchdog``; redirects are followed only to :data:`REDIRECT_SCHEMES`, at most
-    :data:`MAX_REDIRECTS` times (``httpx2.TooManyRedirects`` beyond).
+    The stall timeout; the deadline checked before each request and on each chunk, each socket given to ``watchdog``;
+    redirects only to :data:`REDIRECT_SCHEMES`, at most :data:`MAX_REDIRECTS` times.
     """
     import httpx2
 

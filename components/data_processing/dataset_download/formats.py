@@ -15,8 +15,9 @@ FORMATS = ("messages", "alpaca", "sharegpt", "prompt_completion", *REWARD_FORMAT
 #: How many leading rows :func:`detect_format` looks at.
 DETECTION_ROWS = 100
 #: ShareGPT speaker names that are not chat roles, and the roles they become (others are kept: a role, or a reject).
-SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "model": "assistant", "function_response": "tool"}
-SHAREGPT_ROLES |= {"observation": "tool"}
+SHAREGPT_ROLES = {
+    "human": "user", "gpt": "assistant", "model": "assistant", "function_response": "tool", "observation": "tool",
+}  # fmt: skip
 
 
 def _text_field(row: dict, key: str, required: bool = True) -> str:
@@ -31,11 +32,8 @@ def _text_field(row: dict, key: str, required: bool = True) -> str:
     return value
 
 
-def _extras(row: dict, consumed: frozenset[str]) -> dict:
+def _extras(row: dict, consumed: tuple[str, ...]) -> dict:
     return {key: value for key, value in row.items() if key not in consumed}
-
-
-_ALPACA_KEYS = frozenset({"instruction", "input", "output", "system"})
 
 
 def from_alpaca(row: dict) -> dict:
@@ -47,10 +45,7 @@ def from_alpaca(row: dict) -> dict:
     user = f"{instruction}\n\n{extra_input}" if extra_input.strip() else instruction
     messages = [{"role": "system", "content": system}] if system.strip() else []
     messages += [{"role": "user", "content": user}, {"role": "assistant", "content": output}]
-    return {"messages": messages, **_extras(row, _ALPACA_KEYS)}
-
-
-_SHAREGPT_KEYS = frozenset({"conversations", "system"})
+    return {"messages": messages, **_extras(row, ("instruction", "input", "output", "system"))}
 
 
 def from_sharegpt(row: dict) -> dict:
@@ -70,10 +65,7 @@ def from_sharegpt(row: dict) -> dict:
         message = {"role": role, "content": turn.get("value")}
         message.update((key, value) for key, value in turn.items() if key not in ("from", "value"))
         messages.append(message)
-    return {"messages": messages, **_extras(row, _SHAREGPT_KEYS)}
-
-
-_PROMPT_COMPLETION_KEYS = frozenset({"prompt", "completion"})
+    return {"messages": messages, **_extras(row, ("conversations", "system"))}
 
 
 def _turns(row: dict, key: str, role: str) -> list:
@@ -91,7 +83,7 @@ def _turns(row: dict, key: str, role: str) -> list:
 def from_prompt_completion(row: dict) -> dict:
     """Converts a prompt/completion row: prompt → user turn(s), completion → assistant turn(s)."""
     messages = _turns(row, "prompt", "user") + _turns(row, "completion", "assistant")
-    return {"messages": messages, **_extras(row, _PROMPT_COMPLETION_KEYS)}
+    return {"messages": messages, **_extras(row, ("prompt", "completion"))}
 
 
 #: The converter of each format but ``messages`` (whose rows are kept as they are).
@@ -121,7 +113,7 @@ def row_format(row: object) -> str | None:
 
 
 def detect_format(rows: Iterable[object], source: str = "the dataset") -> tuple[str, str]:
-    """Detects the input format from the first :data:`DETECTION_ROWS` rows: ``(format, a sentence saying why)``.
+    """``(format, a sentence saying why)`` from the first :data:`DETECTION_ROWS` rows.
 
     Raises:
         ValueError: No row matches a known format, or the first rows look like different formats.

@@ -1,7 +1,6 @@
 """Hugging Face Hub sources: the files of one subset/split of a dataset repository, at a pinned commit.
 
-``datasets`` resolves which files hold the subset and split; ``huggingface_hub`` downloads them with its own retries
-and resumes (README, "Time limits and retries").
+``datasets`` chooses the files; ``huggingface_hub`` downloads them with its own retries and resumes.
 """
 
 from __future__ import annotations
@@ -23,9 +22,8 @@ from .readers import data_format
 def select_hf_files(paths: Sequence[str], subset: str, split: str, readme: str, where: str) -> list[str]:
     """The data files among a repository's ``paths`` that hold ``subset`` (``""``: the default) and ``split``.
 
-    ``datasets`` decides, as ``load_dataset`` would: the ``configs`` of the dataset card (``readme``, possibly
-    ``""``), else its file-layout conventions (``data/train-00000-of-00002.parquet``, ``test.jsonl``, ``valid/``...),
-    matched on empty stand-ins of the files. Without a card, a subset is the directory ``<subset>/``.
+    ``datasets`` decides, as ``load_dataset`` would (the card's ``configs``, else its file-layout conventions), on
+    empty stand-ins of the files. Without a card, a subset is the directory ``<subset>/``.
 
     Raises:
         DatasetSourceError: The subset or split does not exist, or holds no supported data file.
@@ -59,7 +57,7 @@ def select_hf_files(paths: Sequence[str], subset: str, split: str, readme: str, 
             raise DatasetSourceError(f"{where}: no split {split!r} (hf_split); available: {available}")
         try:
             files = DataFilesDict.from_patterns({split: patterns[split]}, base)[split]
-        except FileNotFoundError:
+        except FileNotFoundError:  # a card's path that names no file (a pattern that matches none gives [])
             files = []
         selected = sorted(os.path.relpath(file, layout) for file in files)
     if not selected:
@@ -117,8 +115,7 @@ def hf_error(repo_id: str, revision: str, error: BaseException, endpoint: str = 
 def fetch_hf(download: Download) -> FetchedData:
     """Downloads the files of one subset/split of a Hub dataset at a pinned commit.
 
-    The token comes from ``HF_TOKEN``, the endpoint from ``HF_ENDPOINT`` (a mirror, or a local stub in tests), both
-    read at call time. ``huggingface_hub`` runs on :func:`.download.http_client` meanwhile (its client factory).
+    Token from ``HF_TOKEN``, endpoint from ``HF_ENDPOINT``; ``huggingface_hub`` runs on :func:`.download.http_client`.
     """
     from huggingface_hub import HfApi, errors, hf_hub_download, set_client_factory
     from huggingface_hub.utils import _http as hub_http

@@ -65,14 +65,6 @@ class HfDatasetRef:
     revision: str = ""
 
 
-@dataclass(frozen=True)
-class S3Location:
-    """An S3 object or prefix."""
-
-    bucket: str
-    key: str
-
-
 def check_dataset_uri(uri: object) -> None:
     """Refuses an empty, blank or whitespace-padded ``dataset_uri`` (``Path("")`` would read the working directory)."""
     if not isinstance(uri, str) or not uri.strip():
@@ -112,15 +104,15 @@ def parse_hf_uri(uri: str) -> HfDatasetRef:
     return HfDatasetRef(match["repo_id"], match["subset"] or "", match["revision"] or "")
 
 
-def parse_s3_uri(uri: str, default_bucket: str = "") -> S3Location:
-    """Parses ``s3://bucket/key``; an empty bucket (``s3:///key``) falls back to ``default_bucket``."""
+def parse_s3_uri(uri: str, default_bucket: str = "") -> tuple[str, str]:
+    """``(bucket, key)`` of ``s3://bucket/key``; an empty bucket (``s3:///key``) falls back to ``default_bucket``."""
     rest = uri[len("s3://") :]
     bucket, _, key = rest.partition("/")
     bucket = bucket or default_bucket
     if not bucket:
         raise DatasetSourceError(f"dataset_uri={uri!r} names no bucket and AWS_S3_BUCKET is not set")
     _reject_parent_parts(key, uri)
-    return S3Location(bucket, key)
+    return bucket, key
 
 
 def _reject_parent_parts(path: str, uri: str) -> None:
@@ -156,10 +148,7 @@ def confine(path: Path, root: Path, uri: str) -> None:
 
 
 def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Path]:
-    """The data files at a local path: the file itself, or every supported file under a directory, sorted.
-
-    With ``root``, every file must resolve inside it (no symlink escape).
-    """
+    """The data files at a local path (the file, or every data file under a directory, sorted), inside ``root``."""
     if not path.exists():
         raise DatasetSourceError(f"dataset_uri={uri!r}: {path} does not exist (404)")
     kind = _SPECIAL_FILES.get(stat.S_IFMT(path.stat().st_mode))
@@ -187,7 +176,7 @@ def local_data_files(path: Path, uri: str, root: Path | None = None) -> list[Pat
 
 
 def local_revision(files: list[Path]) -> str:
-    """A revision for local files: ``mtime-size`` of a single file, or :func:`listing_revision` of every file's."""
+    """``mtime=… size=…`` of a single file, else :func:`listing_revision` of every file's."""
     stats = [(file.name, int(file.stat().st_mtime), file.stat().st_size) for file in files]
     if len(stats) == 1:
         return f"mtime={stats[0][1]} size={stats[0][2]}"
@@ -195,5 +184,5 @@ def local_revision(files: list[Path]) -> str:
 
 
 def listing_revision(entries: list[str]) -> str:
-    """The revision of several files: ``sha256:`` and 16 hex digits of their listing (name and version, one a line)."""
+    """``sha256:`` and 16 hex digits of a listing of files (name and version, one a line)."""
     return "sha256:" + hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]

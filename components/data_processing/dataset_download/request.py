@@ -1,8 +1,6 @@
-"""``dataset_download``'s request: its arguments as four typed option groups, each checked when it is built.
+"""``dataset_download``'s request: its arguments in four typed option groups, each checked when it is built.
 
-:func:`dataset_download_request` takes the wrapper's ``dict(locals())`` and puts every argument into its group under
-its own name (``hf_split`` -> ``request.source.hf_split``); no field has a default (they live once, in the
-component's signature). A group that breaks a rule raises ``ValueError`` naming the parameter and its value.
+Every argument keeps its name in its group (``hf_split`` -> ``request.source.hf_split``); no field has a default.
 """
 
 from __future__ import annotations
@@ -101,7 +99,7 @@ class TokenOptions:
 
 @dataclasses.dataclass(frozen=True)
 class DatasetDownloadRequest:
-    """``dataset_download``'s arguments in groups; built by :func:`dataset_download_request`, no field has a default."""
+    """``dataset_download``'s arguments in groups (:func:`dataset_download_request`)."""
 
     pvc_path: str
     source: SourceOptions
@@ -110,14 +108,14 @@ class DatasetDownloadRequest:
     tokens: TokenOptions
 
 
-#: Each group of the request: its type, and the prefix its fields take as parameters (none: the same names).
+#: Each group of the request: its type, and the prefix of its parameters (none).
 GROUPS: dict[str, tuple[type, str]] = {
     "source": (SourceOptions, ""),
     "validation": (ValidationOptions, ""),
     "split": (SplitOptions, ""),
     "tokens": (TokenOptions, ""),
 }
-#: The output artifacts: written by the wrapper from the prepared dataset, not part of the request.
+#: The output artifacts, written by the wrapper: not part of the request.
 OUTPUTS = ("train_dataset", "eval_dataset", "report", "metrics")
 
 

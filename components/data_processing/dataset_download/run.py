@@ -11,15 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components._common.chat_files import count_lines
 from components._common.dataset_metadata import DATASET_METADATA_VERSION, DatasetMetadata
 from components._common.files import with_extension, write_text_atomically
 from components._common.masking import mask_data, masked
 from components._common.reward_rows import REWARD_FORMATS, prompt_messages
 from components._common.workspace import check_workspace
 
+from .readers import data_format
 from .request import DatasetDownloadRequest
 from .sources import fetch_dataset
-from .split import SplitPlan, Targets, WrittenFile, validate_and_split, write_error
+from .split import SplitPlan, WrittenFile, validate_and_split, write_error
 from .tokens import TokenStats, load_token_counter
 from .validate import start_report, validate_files
 from .validation_report import ValidationReport
@@ -39,19 +41,6 @@ class DatasetDownloadResult:
     token_stats: TokenStats | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def artifact_metadata(self, written: WrittenFile, split: str) -> DatasetMetadata:
-        """Metadata of a dataset artifact (:mod:`components._common.dataset_metadata`): URI, revision, rows, ..."""
-        return DatasetMetadata(
-            dataset_metadata_version=DATASET_METADATA_VERSION,
-            dataset_uri=self.validation.source_uri,
-            dataset_revision=self.validation.revision,
-            dataset_sha256=written.sha256,
-            dataset_rows=written.rows,
-            dataset_format=self.validation.input_format,
-            dataset_split=split,
-            dataset_split_seed=self.seed,
-        )
-
     def metrics(self) -> dict[str, float]:
         """Row counts, rejects (total and per rule) and token statistics, for KFP ``Metrics``."""
         values: dict[str, float] = {
@@ -68,9 +57,19 @@ class DatasetDownloadResult:
         return values
 
     def write_outputs(self, train_dataset: Any, eval_dataset: Any, report: Any, metrics: Any) -> None:
-        """Fills the output artifacts: dataset metadata, the report (:meth:`to_markdown`) and :meth:`metrics`."""
+        """Fills the output artifacts: dataset metadata (``_common.dataset_metadata``), the report, the metrics."""
         for artifact, written, split in ((train_dataset, self.train, "train"), (eval_dataset, self.eval, "eval")):
-            artifact.metadata.update(mask_data(self.artifact_metadata(written, split).to_metadata(), patterns=False))
+            described = DatasetMetadata(
+                dataset_metadata_version=DATASET_METADATA_VERSION,
+                dataset_uri=self.validation.source_uri,
+                dataset_revision=self.validation.revision,
+                dataset_sha256=written.sha256,
+                dataset_rows=written.rows,
+                dataset_format=self.validation.input_format,
+                dataset_split=split,
+                dataset_split_seed=self.seed,
+            )
+            artifact.metadata.update(mask_data(described.to_metadata(), patterns=False))
         report_path = with_extension(report, ".md")
         try:
             write_text_atomically(report_path, self.to_markdown())  # secret values and URL signatures masked
@@ -104,8 +103,7 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
     """Fetches a dataset, validates every row, and writes a seeded train/eval split as chat ``messages`` JSONL.
 
     Raises:
-        ValueError: :class:`~.locations.DatasetSourceError` for source problems and empty datasets,
-            :class:`~.validation_report.DatasetValidationError` for rows beyond what ``on_invalid`` allows.
+        ValueError: ``DatasetSourceError`` (source, empty dataset) or ``DatasetValidationError`` (rejected rows).
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # no-op once configured
     check_workspace(request.pvc_path, "dataset_download")
@@ -133,11 +131,11 @@ def run_dataset_download(request: DatasetDownloadRequest, train_path: Path, eval
         def validate(sink: Callable[[list[bytes]], None]) -> ValidationReport:
             return validate_files(fetched.files, copy.deepcopy(empty), options, sink)
 
-        targets = Targets(train_path, eval_path, Path(scratch))
-        outcome = validate_and_split(
-            fetched.files, empty.input_format, validate, request.split, targets, options.limits, on_selected,
-            not tokens.enabled,
-        )  # fmt: skip
+        one_pass = not tokens.enabled and empty.input_format == "messages"  # with tokens: count once rows passed
+        one_pass = one_pass and all(data_format(path) == "jsonl" for path in fetched.files)
+        lines = sum(count_lines(path, options.limits) for path in fetched.files) if one_pass else 0
+        targets = (train_path, eval_path)
+        outcome = validate_and_split(validate, request.split, targets, Path(scratch), on_selected, lines)
     report, plan = outcome.report, outcome.plan
     LOG.info(
         "%s: %s; %d rows read, %d valid", report.source_uri, report.format_reason, report.rows_read, report.rows_valid

@@ -114,16 +114,16 @@ def fetch_s3(download: Download) -> FetchedData:
     """Downloads an S3 object, or every data file under a prefix, through the data-connection endpoint."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    location = parse_s3_uri(download.uri, os.environ.get("AWS_S3_BUCKET", ""))
+    bucket, key = parse_s3_uri(download.uri, os.environ.get("AWS_S3_BUCKET", ""))
     try:
         client = s3_client(stall_timeout_s=download.http.timeout_s, attempts=download.http.attempts)
     except S3CredentialsMissing as error:
         raise DatasetSourceError(str(error)) from None
     client.meta.events.register("before-send.s3", lambda **_: download.check_deadline())  # botocore's retries too
     try:
-        prefix, objects = _s3_objects(client, download, location.bucket, location.key)
+        prefix, objects = _s3_objects(client, download, bucket, key)
         download.check_size(sum(size for _, size, _ in objects))
-        files = [_s3_download(client, download, location.bucket, prefix, item) for item in objects]
+        files = [_s3_download(client, download, bucket, prefix, item) for item in objects]
     except ClientError as error:
         raise s3_error(download.uri, error) from None
     except BotoCoreError as error:

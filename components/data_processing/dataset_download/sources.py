@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from components._common.masking import mask_url
@@ -55,55 +54,12 @@ class SourceChanged(ConnectionError):
     """A resumed download's file changed on the server (another validator): the attempt restarts from byte 0."""
 
 
-@dataclass
-class _Resume:
-    """What a later attempt needs to ask for the rest of a body: the validator, when the server accepts ranges."""
-
-    validator: str = ""
-    encoding: str = ""  # the answer's Content-Encoding: "gzip" or ""
-
-
-def _get(client, download: Download, partial: Path, resume: _Resume) -> str:  # noqa: ANN001 - an httpx2.Client
-    """One GET into ``partial``; returns the validator (ETag or Last-Modified, ``""`` for none).
-
-    When ``partial`` holds the start of the body and the server said it accepts ranges, only the rest is asked for
-    (``Range``, ``If-Range`` the validator); a ``200`` answer starts again from byte 0.
-    """
-    offset = partial.stat().st_size if partial.exists() and resume.validator else 0
-    headers = {"User-Agent": "kfp-finetune-dataset-download"}
-    if offset:
-        headers.update({"Range": f"bytes={offset}-", "If-Range": resume.validator})
-    with client.stream("GET", download.uri, headers=headers) as response:
-        response.raise_for_status()
-        encoding = response.headers.get("Content-Encoding", "").strip()
-        if encoding.lower() not in CONTENT_ENCODINGS:
-            raise download.error(
-                f"the server sent the file with Content-Encoding: {encoding}, which this step does not decode (only "
-                "gzip); serve it uncompressed or gzip-compressed"
-            )
-        resume.encoding = "gzip" if "gzip" in encoding.lower() else ""
-        validator = response.headers.get("ETag") or response.headers.get("Last-Modified") or ""
-        if response.status_code != 206 or not response.headers.get("Content-Range", "").startswith(f"bytes {offset}-"):
-            offset = 0
-        elif offset and validator != resume.validator:  # a server that ignores If-Range sent another version
-            shown = f"{resume.validator or '(none)'} then {validator or '(none)'}"
-            resume.validator = ""
-            partial.unlink(missing_ok=True)
-            raise SourceChanged(f"the file changed on the server (validator {shown}); starting again from byte 0")
-        ranges = response.headers.get("Accept-Ranges", "").lower() == "bytes" or response.status_code == 206
-        resume.validator = validator if ranges and not validator.startswith("W/") else ""
-        declared = response.headers.get("Content-Length")
-        expected = None if declared is None else offset + int(declared)
-        if expected is not None:
-            download.check_size(expected)
-        download.write_body(response.iter_raw(), partial, offset, expected)
-    return validator
-
-
 def fetch_http(download: Download) -> FetchedData:
     """Downloads one file over HTTP(S) (TLS verified), with retries and a ranged resume where the server allows it.
 
-    The revision: the validator, else the content's sha256.
+    When ``partial`` holds the start of the body and the server said it accepts ranges, a later attempt asks only for
+    the rest (``Range``, ``If-Range`` the validator); a ``200`` answer starts again from byte 0. The revision: the
+    validator (ETag, else Last-Modified), else the content's sha256.
     """
     import httpx2
 
@@ -111,11 +67,39 @@ def fetch_http(download: Download) -> FetchedData:
     if not name or data_format(PurePosixPath(name)) is None:
         raise download.error("the URL path must end in a .jsonl/.json/.parquet/.csv(.gz) file name")
     partial = download.folder / f".{name}.part"
-    resume = _Resume()
+    resume = ""  # the validator a later attempt resumes against ("": none, start from byte 0)
 
     def attempt(client) -> FetchedData:  # noqa: ANN001 - an httpx2.Client
-        validator = _get(client, download, partial, resume)
-        gzipped = resume.encoding == "gzip" and not name.lower().endswith(".gz")  # decompressed by the readers
+        nonlocal resume
+        offset = partial.stat().st_size if partial.exists() and resume else 0
+        headers = {"User-Agent": "kfp-finetune-dataset-download"}
+        if offset:
+            headers.update({"Range": f"bytes={offset}-", "If-Range": resume})
+        with client.stream("GET", download.uri, headers=headers) as response:
+            response.raise_for_status()
+            encoding = response.headers.get("Content-Encoding", "").strip()
+            if encoding.lower() not in CONTENT_ENCODINGS:
+                raise download.error(
+                    f"the server sent the file with Content-Encoding: {encoding}, which this step does not decode "
+                    "(only gzip); serve it uncompressed or gzip-compressed"
+                )
+            validator = response.headers.get("ETag") or response.headers.get("Last-Modified") or ""
+            range_answer = response.headers.get("Content-Range", "").startswith(f"bytes {offset}-")
+            if response.status_code != 206 or not range_answer:
+                offset = 0
+            elif offset and validator != resume:  # a server that ignores If-Range sent another version
+                shown = f"{resume or '(none)'} then {validator or '(none)'}"
+                resume = ""
+                partial.unlink(missing_ok=True)
+                raise SourceChanged(f"the file changed on the server (validator {shown}); starting again from byte 0")
+            ranges = response.headers.get("Accept-Ranges", "").lower() == "bytes" or response.status_code == 206
+            resume = validator if ranges and not validator.startswith("W/") else ""
+            declared = response.headers.get("Content-Length")
+            expected = None if declared is None else offset + int(declared)
+            if expected is not None:
+                download.check_size(expected)
+            download.write_body(response.iter_raw(), partial, offset, expected)
+        gzipped = "gzip" in encoding.lower() and not name.lower().endswith(".gz")  # decompressed by the readers
         stored = download.folder / (f"{name}.gz" if gzipped else name)
         os.replace(partial, stored)
         if validator:

@@ -1,8 +1,6 @@
 """Seeded, streaming subset and train/eval split with exact sizes, written as JSONL with a running sha256.
 
-The split needs the number of valid rows before the first row is routed: JSON lines in ``messages`` form count their
-lines and validate straight into the planned split (one pass); else, or when fewer valid rows arrive, the valid rows
-go to a scratch file, which is then split (two passes; README, "Split").
+One pass where the line count is the row count, else two through a scratch file of valid rows (README, "Split").
 """
 
 from __future__ import annotations
@@ -21,11 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from components._common.chat_files import ARTIFACT_READ_LIMITS, ReadLimits, count_lines, iter_line_blocks
+from components._common.chat_files import ARTIFACT_READ_LIMITS, iter_line_blocks
 from components._common.files import mkstemp_like_open
 
 from .locations import DatasetSourceError, free_space
-from .readers import data_format
 from .request import SplitOptions
 from .validate import Sink
 from .validation_report import ValidationReport
@@ -45,10 +42,7 @@ class SplitPlan:
 
 
 def plan_split(rows_available: int, train_split_ratio: float, subset_count: int) -> SplitPlan:
-    """Decides the subset size (``subset_count`` rows, 0 = all) and the number of eval rows.
-
-    With a ratio below 1, eval gets ``round(kept * (1 - ratio))`` rows, at least 1 and at most ``kept - 1``.
-    """
+    """The subset size (``subset_count``, 0 = all) and ``round(kept * (1 - ratio))`` eval rows, in [1, kept - 1]."""
     warnings = []
     selected = rows_available
     if subset_count and subset_count > rows_available:
@@ -160,7 +154,7 @@ class JsonlWriter:
             self._thread.join()
 
     def commit(self) -> WrittenFile:
-        """Flushes and closes the file and moves it to ``target``; on any failure, removes it (see :meth:`discard`)."""
+        """Flushes and closes the file and moves it to ``target``; on any failure, :meth:`discard`."""
         try:
             self._finish()
             self._raise_if_failed()
@@ -175,7 +169,7 @@ class JsonlWriter:
         return WrittenFile(self.target, self.rows, self._digest.hexdigest())
 
     def discard(self) -> None:
-        """Stops writing and removes the temporary file, whatever state the file is in (nothing half-written stays)."""
+        """Stops writing and removes the temporary file, whatever state it is in."""
         self._error = self._error or OSError(0, "discarded")
         try:
             self._finish()
@@ -186,10 +180,7 @@ class JsonlWriter:
 
 
 class SplitSink:
-    """Routes the valid rows in source order to train, eval or nowhere: the subset, then the eval rows among it.
-
-    Each draw has its own ``random.Random`` seeded from ``seed``.
-    """
+    """Routes the valid rows in source order to train, eval or nowhere: the subset, then the eval rows among it."""
 
     def __init__(
         self,
@@ -218,19 +209,8 @@ class SplitSink:
 
 #: Runs the validation, sending the valid rows to a sink; returns the filled-in report.
 Validate = Callable[[Sink], ValidationReport]
-#: Makes a fresh callback for each kept row (token statistics), or ``None``; called once per attempt at the split.
+#: Makes the callback for each kept row (token statistics), or ``None``; called once per attempt at the split.
 OnSelected = Callable[[], Callable[[bytes], None] | None]
-#: Routes rows into the train and eval writers; ``None`` throws both away.
-Fill = Callable[[JsonlWriter, JsonlWriter], ValidationReport | None]
-
-
-@dataclass(frozen=True)
-class Targets:
-    """Where the split goes: the train and eval files, and a scratch folder for the valid rows of two passes."""
-
-    train: Path
-    eval: Path
-    scratch: Path
 
 
 @dataclass(frozen=True)
@@ -244,44 +224,70 @@ class SplitOutcome:
 
 
 def validate_and_split(
-    files: list[Path],
-    input_format: str,
     validate: Validate,
     split: SplitOptions,
-    targets: Targets,
-    limits: ReadLimits,
+    targets: tuple[Path, Path],
+    scratch: Path,
     on_selected: OnSelected = lambda: None,
-    one_pass: bool = True,
+    lines: int = 0,
 ) -> SplitOutcome:
-    """Validates every row and writes the split, in one pass where possible (``one_pass=False``: never).
+    """Validates every row and writes the split to ``targets`` (train, eval), in one pass where possible.
+
+    One pass when ``lines``, the line count of JSON lines in ``messages`` form, is the number of valid rows; else two.
 
     Raises:
-        DatasetValidationError: Rows beyond what ``on_invalid`` allows; ``ValueError`` for an empty dataset.
+        ValueError: ``DatasetValidationError`` for rows beyond what ``on_invalid`` allows, or an empty dataset.
     """
-    if one_pass and input_format == "messages" and all(data_format(path) == "jsonl" for path in files):
-        lines = sum(count_lines(path, limits) for path in files)
-        plan = plan_split(lines, split.train_split_ratio, split.subset_count)
-        callback = on_selected()
+    if lines:
 
-        def straight(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport | None:
-            report = validate(SplitSink(plan, split.seed, train, eval_, callback))
+        def straight(sink: SplitSink) -> ValidationReport | None:
+            report = validate(sink)
             if report.rows_valid == lines:
                 return report
             report.raise_for_rejects()  # rejects beyond on_invalid: no second pass
             return None  # rows dropped or blank lines: the plan counted them, split again
 
-        outcome = _written(targets, plan, straight) if lines else None
+        plan = plan_split(lines, split.train_split_ratio, split.subset_count)
+        outcome = _written(targets, plan, split, on_selected, straight)
         if outcome is not None:
             return outcome
-    return _two_passes(validate, split, targets, on_selected)
+    with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=scratch) as folder:
+        rows = JsonlWriter(Path(folder) / "valid.jsonl")
+        try:
+            report = validate(rows.write_rows)
+        except BaseException:
+            rows.discard()
+            raise
+        valid = rows.commit()
+        report.raise_for_rejects()
+        if report.rows_valid == 0:
+            raise DatasetSourceError(
+                f"dataset_uri={report.source_uri!r}: empty dataset (no valid rows in {report.files})"
+            )
+
+        def from_scratch(sink: SplitSink) -> ValidationReport:
+            for _, block in iter_line_blocks(valid.path, ARTIFACT_READ_LIMITS):
+                sink(block)
+            return report
+
+        plan = plan_split(report.rows_valid, split.train_split_ratio, split.subset_count)
+        outcome = _written(targets, plan, split, on_selected, from_scratch)
+    assert outcome is not None  # from_scratch never discards
+    return outcome
 
 
-def _written(targets: Targets, plan: SplitPlan, fill: Fill) -> SplitOutcome | None:
-    """Creates the train and eval writers, lets ``fill`` route rows into them, and commits both (``None``: neither)."""
-    train, eval_ = JsonlWriter(targets.train), JsonlWriter(targets.eval)
+def _written(
+    targets: tuple[Path, Path],
+    plan: SplitPlan,
+    split: SplitOptions,
+    on_selected: OnSelected,
+    fill: Callable[[SplitSink], ValidationReport | None],
+) -> SplitOutcome | None:
+    """Lets ``fill`` route rows into the train and eval writers, and commits both (``None`` from ``fill``: neither)."""
+    train, eval_ = JsonlWriter(targets[0]), JsonlWriter(targets[1])
     committed: list[WrittenFile] = []
     try:
-        report = fill(train, eval_)
+        report = fill(SplitSink(plan, split.seed, train, eval_, on_selected()))
         if report is None:
             train.discard()
             eval_.discard()
@@ -295,32 +301,3 @@ def _written(targets: Targets, plan: SplitPlan, fill: Fill) -> SplitOutcome | No
         for written in committed:  # the train file is useless without its eval file
             written.path.unlink(missing_ok=True)
         raise
-
-
-def _two_passes(validate: Validate, split: SplitOptions, targets: Targets, on_selected: OnSelected) -> SplitOutcome:
-    """Validates into a scratch file of valid rows, then splits that file."""
-    with tempfile.TemporaryDirectory(prefix="valid-rows-", dir=targets.scratch) as scratch:
-        rows = JsonlWriter(Path(scratch) / "valid.jsonl")
-        try:
-            report = validate(rows.write_rows)
-        except BaseException:
-            rows.discard()
-            raise
-        valid = rows.commit()
-        report.raise_for_rejects()
-        if report.rows_valid == 0:
-            raise DatasetSourceError(
-                f"dataset_uri={report.source_uri!r}: empty dataset (no valid rows in {report.files})"
-            )
-        plan = plan_split(report.rows_valid, split.train_split_ratio, split.subset_count)
-        callback = on_selected()
-
-        def from_scratch(train: JsonlWriter, eval_: JsonlWriter) -> ValidationReport:
-            sink = SplitSink(plan, split.seed, train, eval_, callback)
-            for _, block in iter_line_blocks(valid.path, ARTIFACT_READ_LIMITS):
-                sink(block)
-            return report
-
-        outcome = _written(targets, plan, from_scratch)
-    assert outcome is not None  # from_scratch never discards
-    return outcome

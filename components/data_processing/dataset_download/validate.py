@@ -32,7 +32,7 @@ Sink1 = Callable[[bytes], None]
 
 
 def choose_format(files: Sequence[Path], input_format: str, source: str, limits: ReadLimits) -> tuple[str, str]:
-    """The format to read the rows as, and why: ``input_format`` itself, or the one detected from the first rows.
+    """The format to read the rows as, and why: ``input_format``, or the one detected from the first rows.
 
     Raises:
         ValueError: No readable row among the first ones, or no row looks like a known format.
@@ -57,12 +57,12 @@ def choose_format(files: Sequence[Path], input_format: str, source: str, limits:
 def validate_files(
     files: Sequence[Path], report: ValidationReport, options: ValidationOptions, sink: Sink | None
 ) -> ValidationReport:
-    """Reads, converts and checks every row of some data files, streaming; counts them into ``report``.
+    """Reads, converts and checks every row of some data files, streaming, into ``report``.
 
-    ``sink`` gets the valid rows (:data:`Sink`) in source order, list-of-parts contents joined.
+    ``sink`` gets the valid rows in source order.
 
     Raises:
-        ValueError: A file is unsupported, or (``ChatFormatError``) a ``.gz`` is damaged.
+        ValueError: A file is unsupported, or (``ChatFormatError``) damaged.
     """
     checker = _Checker(report, options)
     sink = sink or (lambda rows: None)
@@ -158,7 +158,7 @@ def start_report(
 def validate_local_files(
     files: Sequence[Path], source_uri: str, options: ValidationOptions, revision: str = "", sink: Sink | None = None
 ) -> ValidationReport:
-    """Validates local data files: :func:`start_report`, then :func:`validate_files` (check the report's ``passed``)."""
+    """Validates local data files: :func:`start_report`, then :func:`validate_files`."""
     return validate_files(files, start_report(files, source_uri, options, revision), options, sink)
 
 

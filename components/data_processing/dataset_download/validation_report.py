@@ -75,7 +75,7 @@ class ValidationReport:
         return self.invalid_fraction <= self.max_invalid_fraction
 
     def add_reject(self, reject: Reject) -> None:
-        """Counts a reject under its rule and spools it to a temporary file (memory stays constant)."""
+        """Counts a reject under its rule and spools it to a temporary file."""
         self.rejects_by_rule[reject.rule] = self.rejects_by_rule.get(reject.rule, 0) + 1
         if len(self.first_rejects) < _KEPT_REJECTS:
             self.first_rejects.append(reject)
@@ -114,7 +114,7 @@ class ValidationReport:
         )
 
     def failure_message(self) -> str:
-        """Why the dataset fails; the first line stands alone (a pipeline run shows it), then the first rejects."""
+        """Why the dataset fails: a first line that stands alone (a pipeline run shows it), then the first rejects."""
         counts = ", ".join(f"{rule}={count}" for rule, count in sorted(self.rejects_by_rule.items()))
         head = f"{EXPECTED_CHAT_FORMAT}: {self.rows_rejected} of {self.rows_read} rows of {self.source_uri} break "
         head += "the rules"

@@ -1,5 +1,9 @@
-"""The split and the component end to end: in-process through ``python_func`` and through ``kfp.local``."""
+"""The request, the workspace check, the split and the component end to end (``python_func`` and ``kfp.local``)."""
 
+from __future__ import annotations
+
+import dataclasses
+import inspect
 import itertools
 import json
 from pathlib import Path
@@ -9,9 +13,13 @@ from kfp import dsl
 
 from components._common.dataset_metadata import read_dataset_metadata
 from components.data_processing.dataset_download import dataset_download
+from components.data_processing.dataset_download.request import GROUPS, OUTPUTS
+from components.data_processing.dataset_download.request import dataset_download_request as build_request
+from components.data_processing.dataset_download.run import run_dataset_download
 from components.data_processing.dataset_download.split import JsonlWriter, SplitSink, plan_split
 from components.data_processing.dataset_download.validation_report import DatasetValidationError
-from tests.harness.requests import dataset_options
+from pipelines.demo.demo_data import DEMO_DATASET_PATH
+from tests.harness.requests import component_defaults, dataset_download_request, dataset_options, run_dataset_step
 
 ROW = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]}
 
@@ -255,3 +263,42 @@ def test_rows_that_are_not_chat_fail_with_the_guides_strings(tmp_path):
     first_line = str(error.value).splitlines()[0]
     assert first_line.startswith("Expected chat format: 2 of 2 rows of"), first_line
     assert "[missing_field] messages field not found (no `messages` key)" in first_line, first_line
+
+
+def test_a_workspace_that_is_not_writable_fails_the_first_step_in_one_line(tmp_path):
+    not_a_directory = tmp_path / "workspace-file"
+    not_a_directory.write_text("")
+    request = dataset_download_request(str(DEMO_DATASET_PATH), pvc_path=str(not_a_directory))
+    with pytest.raises(OSError) as error:
+        run_dataset_download(request, tmp_path / "train", tmp_path / "eval")
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"dataset_download parameter pvc_path='{not_a_directory}'")
+    assert "not writable here" in message and "PVC_STORAGE_CLASS" in message
+    assert not (tmp_path / "train").exists() and not (tmp_path / "eval").exists()
+
+
+def test_a_writable_workspace_is_left_as_it_was(tmp_path):
+    workspace = tmp_path / "kfp-workspace"
+    workspace.mkdir()
+    run_dataset_step(str(DEMO_DATASET_PATH), tmp_path, pvc_path=str(workspace))
+    assert list(workspace.iterdir()) == []  # the probe file is removed
+    assert (tmp_path / "train.jsonl").exists()
+
+
+PARAMETERS = inspect.signature(dataset_download.python_func).parameters
+ARGUMENTS = {**component_defaults(dataset_download), **dict.fromkeys(OUTPUTS), "dataset_uri": "org/name"}
+
+
+def test_every_argument_lands_in_one_group_under_its_own_name():
+    request = build_request(ARGUMENTS)
+    landed = {"pvc_path": request.pvc_path}
+    for name in GROUPS:
+        landed |= dataclasses.asdict(getattr(request, name))
+    assert landed == {name: ARGUMENTS[name] for name in PARAMETERS if name not in OUTPUTS}
+    assert {name for name, p in PARAMETERS.items() if "Output" in str(p.annotation)} == set(OUTPUTS)
+
+
+def test_an_unknown_argument_is_one_line_naming_it():
+    with pytest.raises(TypeError, match=r"^dataset_download: arguments \['sead'\] have no field") as raised:
+        build_request({**ARGUMENTS, "sead": 1})
+    assert "\n" not in str(raised.value)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import gzip
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from components._common.chat_errors import ChatFormatError
-from components.data_processing.dataset_download.download import DownloadDeadlineExceeded
+from components.data_processing.dataset_download.download import DownloadDeadlineExceeded, HttpOptions
 from components.data_processing.dataset_download.locations import DatasetSourceError
+from tests.harness.http_server import LoopbackServer, QuietHandler
 from tests.harness.requests import (
-    dataset_http_options,
     fetch_dataset,
     run_dataset_step,
     validate_local_files,
@@ -137,35 +135,26 @@ class TricklingServer:
     """Answers every request with a 200 whose body (or, with ``slow_headers``, headers) arrives a byte at a time."""
 
     def __init__(self, interval_s: float = 1.0, slow_headers: bool = False) -> None:
-        self.interval_s = interval_s
-        self.slow_headers = slow_headers
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/chat.jsonl"
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.stopped = threading.Event()
+        stopped = self.stopped
 
-    def _serve(self) -> None:
-        self.listener.settimeout(0.2)
-        while not self.stop.is_set():
-            with contextlib.suppress(OSError):  # a timeout: look at stop again
-                connection, _ = self.listener.accept()
-                threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+        class Handler(QuietHandler):
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                body = LINE * 1000
+                head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                if not slow_headers:
+                    self.wfile.write(head)
+                for byte in (head if slow_headers else b"") + body:
+                    if stopped.wait(interval_s):
+                        break
+                    self.wfile.write(bytes([byte]))
 
-    def _answer(self, connection: socket.socket) -> None:
-        body = LINE * 1000
-        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-        with contextlib.suppress(OSError), connection:
-            connection.recv(65536)
-            if not self.slow_headers:
-                connection.sendall(head)
-            for byte in (head if self.slow_headers else b"") + body:
-                if self.stop.wait(self.interval_s):
-                    break
-                connection.sendall(bytes([byte]))
+        self.httpd = LoopbackServer(Handler, "trickling-server")
+        self.url = f"{self.httpd.url}/chat.jsonl"
 
     def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
+        self.stopped.set()
+        self.httpd.stop()
 
 
 @pytest.fixture
@@ -184,7 +173,7 @@ def trickling_server():
 @pytest.mark.parametrize("slow_headers", [False, True])
 def test_a_trickling_server_fails_at_the_overall_deadline(trickling_server, tmp_path, slow_headers):
     server = trickling_server(interval_s=0.5, slow_headers=slow_headers)
-    options = dataset_http_options(timeout_s=5.0, attempts=3, backoff_s=0.01)
+    options = HttpOptions(timeout_s=5.0, attempts=3, backoff_s=0.01)
     started = time.monotonic()
     with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 2 s exceeded") as error:
         fetch_dataset(server.url, tmp_path / "dl", http=options, download_deadline_s=2.0)
@@ -198,10 +187,11 @@ _SIGTERM_CHILD = """
 import sys
 from pathlib import Path
 from components._common.termination import sigterm_raises_exit
-from tests.harness.requests import dataset_http_options, fetch_dataset
+from components.data_processing.dataset_download.download import HttpOptions
+from tests.harness.requests import fetch_dataset
 
 with sigterm_raises_exit():
-    fetch_dataset(sys.argv[1], Path(sys.argv[2]), http=dataset_http_options(timeout_s=30), download_deadline_s=300)
+    fetch_dataset(sys.argv[1], Path(sys.argv[2]), http=HttpOptions(timeout_s=30), download_deadline_s=300)
 """
 
 
@@ -249,7 +239,8 @@ def test_hub_failures_name_repo_revision_and_remedy(hub_stub, tmp_path, monkeypa
     _one_line_naming(error, "'org/absent'", "'v2'", "not found (404)", "hf-token secret")
     with pytest.raises(DatasetSourceError) as error:
         fetch_dataset("org/gated", tmp_path / "dl")
-    _one_line_naming(error, "'org/gated'", "'main'", "gated repo", "accept its conditions", "hf-token secret")
+    gated = "access denied, gated repo (403 Forbidden)"
+    _one_line_naming(error, "'org/gated'", "'main'", gated, "accept its conditions", "hf-token secret")
     hub_stub.required_token = "hf_right"
     monkeypatch.setenv("HF_TOKEN", "hf_wrong")
     with pytest.raises(DatasetSourceError) as error:
@@ -267,7 +258,7 @@ def test_unreachable_hub_is_one_line(hub_stub, tmp_path, monkeypatch, endpoint):
     monkeypatch.setenv("HF_ENDPOINT", endpoint)
     started = time.monotonic()
     with pytest.raises(DatasetSourceError) as error:
-        fetch_dataset("org/chat@abc", tmp_path / "dl", http=dataset_http_options(attempts=3, backoff_s=0.01))
+        fetch_dataset("org/chat@abc", tmp_path / "dl", http=HttpOptions(attempts=3, backoff_s=0.01))
     _one_line_naming(error, "'org/chat'", "'abc'", f"cannot reach {endpoint}", "HF_ENDPOINT", "after 3 attempts")
     assert time.monotonic() - started < 60
 
@@ -280,6 +271,6 @@ def test_a_trickling_hub_fails_at_the_overall_deadline(trickling_server, tmp_pat
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     started = time.monotonic()
     with pytest.raises(DownloadDeadlineExceeded, match=r"download deadline of 2 s exceeded"):
-        fetch_dataset("org/slow", tmp_path / "dl", http=dataset_http_options(timeout_s=5.0), download_deadline_s=2.0)
+        fetch_dataset("org/slow", tmp_path / "dl", http=HttpOptions(timeout_s=5.0), download_deadline_s=2.0)
     assert time.monotonic() - started < 4.0
     assert not [path for path in (tmp_path / "dl").rglob("*") if path.is_file()]

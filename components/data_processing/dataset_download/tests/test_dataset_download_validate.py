@@ -132,7 +132,7 @@ def test_explicit_format_mismatch_counts_missing_fields(tmp_path):
     [
         ({"on_invalid": "skip"}, "on_invalid='skip' is not one of: fail, drop"),
         ({"max_invalid_fraction": 1.5}, "max_invalid_fraction=1.5 must be within"),
-        ({"input_format": "chatml"}, "input_format='chatml'"),
+        ({"input_format": "chatml"}, "input_format='chatml' is not one of"),
     ],
 )
 def test_bad_options_name_the_parameter(tmp_path, kwargs, message):
