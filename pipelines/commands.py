@@ -31,11 +31,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def check_output_option(output: Path | None, names: list[str], all_pipelines: bool) -> None:
-    """``-o``: a ``.yaml`` file for one pipeline, a directory for several (``<name>.yaml`` in it).
-
-    Raises:
-        ValueError: A ``.yaml`` path with several pipelines, or an existing file where a directory is needed.
-    """
+    """``-o``: a ``.yaml`` file for one pipeline, a directory for several; a :class:`ValueError` otherwise."""
     if output is None or (len(names) < 2 and not all_pipelines):
         return
     what = "--all" if all_pipelines else f"{len(names)} pipelines"
@@ -78,10 +74,7 @@ def docker_config_of(args: argparse.Namespace) -> dict | None:
 
 
 def pipeline_images_pullable(packages: list[Path], args: argparse.Namespace) -> bool:
-    """Checks every step image of the compiled ``packages``, one printed line per problem; False when one is missing.
-
-    Off (True, silently) with ``--no-image-check`` or ``KFP_FINETUNE_NO_IMAGE_CHECK=1``.
-    """
+    """Checks every step image of the compiled ``packages`` (one line per problem); False when one is missing."""
     from pipelines.images.pipeline_images import distinct, step_images
     from pipelines.images.pull_check import check_disabled, check_images, report_findings
     from pipelines.kfp_api.arguments import read_pipeline_documents

@@ -19,8 +19,7 @@ from pipelines.cli import main
 from pipelines.doctor.cluster import Cluster
 from pipelines.doctor.images import INTERNAL_REGISTRY, check_images_in_namespace
 from pipelines.images.pull_check import NO_CHECK_ENV, check_images, fix_for
-from pipelines.images.reference import parse_image
-from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, check_manifest
+from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, check_manifest, parse_image
 from tests.harness.tcp_proxy import closed_port
 
 NS = "team"

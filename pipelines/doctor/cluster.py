@@ -1,7 +1,4 @@
-"""The reads doctor makes from the Kubernetes API, through the training step's own client layer and credentials.
-
-Every call has a short ``(connect, read)`` deadline and at most one retry. Of a secret only its key names are kept.
-"""
+"""The doctor's Kubernetes reads, through the training step's client layer: short timeouts, at most one retry."""
 
 from __future__ import annotations
 
@@ -32,7 +29,7 @@ def connect() -> tuple[Any, str]:
     """A ``kubernetes.client.ApiClient`` as the training step builds it (or from the kubeconfig), and its source.
 
     Raises:
-        components._common.kube_auth.KubeAuthError: No usable credentials (the message says how to add them).
+        components._common.kube_auth.KubeAuthError: No usable credentials.
     """
     source = (
         f"{cluster_auth.SERVER_URL_ENV}/{cluster_auth.AUTH_TOKEN_ENV}"

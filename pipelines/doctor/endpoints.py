@@ -1,8 +1,4 @@
-"""The Model Registry (when an address is set) and the KFP API (when a host is given) answer.
-
-Each is probed once, TLS verified (the system CAs, or ``--ca-bundle``), with a short timeout; any HTTP answer from the
-registry, 401/403 included, means reachable.
-"""
+"""The Model Registry (when an address is set) and the KFP API (when a host is given) answer one probe each."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The secrets the pipeline mounts exist with the keys the steps read; the run's URIs make some necessary.
-
-Only key names are compared (no value reaches a finding). A secret's role is known from the env vars it feeds.
-"""
+"""The secrets the pipeline mounts exist with the keys the steps read (names only); the run's URIs make some needed."""
 
 from __future__ import annotations
 
@@ -15,10 +12,7 @@ from pipelines.doctor.report import Check, fail, ok, warn
 
 @dataclasses.dataclass(frozen=True)
 class SecretRole:
-    """What a mounted secret (known by ``env``) is for, the keys it needs, and the URI ``scheme`` needing it.
-
-    ``any_one``: one of the ``required_env`` keys is enough.
-    """
+    """What a secret feeding ``env`` is for, the keys it needs (``any_one``: one is enough), the scheme needing it."""
 
     env: str
     required_env: tuple[str, ...]

@@ -1,8 +1,4 @@
-"""The workspace PVC can be provisioned: its storage class exists, gives RWX volumes, and quota has room.
-
-RWX is judged from the StorageClass's ``provisioner`` (``fnmatch`` globs below); a provisioner in neither table is
-``unknown`` (a WARN). Block-storage provisioners give RWX only for raw block volumes, never for a filesystem.
-"""
+"""The workspace PVC can be provisioned: its class exists, gives RWX (judged from its provisioner), quota has room."""
 
 from __future__ import annotations
 

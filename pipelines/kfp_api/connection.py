@@ -1,8 +1,7 @@
 """Reaching the KFP API: the connection (host, token, TLS, timeout), the health check, errors.
 
-Every request carries a ``(connect, read)`` timeout and is tried once: ``kfp_server_api``'s services take
-``_request_timeout`` (an int or a tuple; a float is silently ignored), and ``Configuration.retries`` replaces urllib3's
-own retries. ``kfp.Client`` passes no timeout (measured in docs/running.md).
+Every request carries a ``(connect, read)`` timeout (``_request_timeout``: a float is silently ignored) and is tried
+once. ``kfp.Client`` passes no timeout (measured in docs/running.md).
 """
 
 from __future__ import annotations
@@ -49,10 +48,9 @@ class Connection:
 
     Attributes:
         host: The KFP API URL, e.g. the Data Science Pipelines route ``https://ds-pipeline-dspa-<ns>.apps.<cluster>``.
-        token: The bearer token (e.g. from ``oc whoami -t``); empty for none. Never shown by ``repr``.
-        verify_ssl: Whether the server's TLS certificate is verified.
-        ca_bundle: A PEM file of CA certificates to verify the server with; empty for the system ones.
-        namespace: The Kubernetes namespace for multi-user deployments; empty for the server's default.
+        token: The bearer token (``oc whoami -t``; ``""``: none), never shown by ``repr``.
+        ca_bundle: A PEM file of CA certificates (``""``: the system ones).
+        namespace: The namespace of a multi-user deployment (``""``: the server's default).
         timeout_seconds: How long one request may wait for the answer (connecting: at most 10 s).
     """
 
@@ -86,12 +84,7 @@ def connection_from_options(
     environ: Mapping[str, str] | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> Connection:
-    """A :class:`Connection` from the CLI options (``--host``, ``--token-file`` ...) and ``KFP_HOST``/``KFP_TOKEN``.
-
-    Raises:
-        ValueError: No host, a host that is not an http(s) URL, an unreadable or empty token file, a missing CA
-            bundle, both TLS options at once, or a timeout that is not a positive number of seconds.
-    """
+    """A :class:`Connection` from the CLI options and ``KFP_HOST``/``KFP_TOKEN``; a :class:`ValueError` if bad."""
     if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
         raise ValueError(
             f"request timeout {timeout_seconds!r} (--request-timeout) must be a positive number of seconds"
@@ -137,7 +130,7 @@ def _read_token_file(token_file: str) -> str:
 
 
 def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
-    """The ``kfp_server_api.Configuration`` of a connection: host, bearer token, TLS settings, one try per request."""
+    """The ``kfp_server_api.Configuration`` of a connection (one try per request)."""
     import kfp_server_api
 
     from components._common.retry import single_try_transport
@@ -153,10 +146,7 @@ def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
 
 
 def check_health(connection: Connection, timeout: tuple[float, float] | None = None) -> dict:
-    """``GET /apis/v2beta1/healthz`` once; ``timeout`` (connect, read) overrides the connection's.
-
-    Returns:
-        The health answer (e.g. ``{"multi_user": false}``).
+    """The answer of ``GET /apis/v2beta1/healthz`` (``{"multi_user": false}``); ``timeout`` overrides the connection's.
 
     Raises:
         KfpApiError: Unreachable, refused, or an answer that is not a JSON object (not a KFP API).
@@ -180,10 +170,7 @@ def check_health(connection: Connection, timeout: tuple[float, float] | None = N
 
 @contextlib.contextmanager
 def api_errors(connection: Connection, action: str) -> Iterator[None]:
-    """Turns ``kfp_server_api``/urllib3 failures into a :class:`KfpApiError` naming ``action`` and the remedy.
-
-    The connection's token (and every secret of the environment) is masked in the message.
-    """
+    """Turns ``kfp_server_api``/urllib3 failures into a :class:`KfpApiError` naming ``action``, secrets masked."""
     import kfp_server_api
     import urllib3
 
@@ -213,7 +200,7 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
 
 
 def _server_message(body: Any) -> str:
-    """The ``message``/``error`` of a KFP error body (``google.rpc.Status`` JSON), else the body, shortened."""
+    """The ``message`` of a KFP error body (``google.rpc.Status`` JSON), else the body, shortened."""
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     text = str(body or "")
