@@ -70,13 +70,6 @@ class PipelineFacts:
     task_accelerators: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
 
 
-def _accelerator(container: Mapping[str, Any]) -> tuple[str, int] | None:
-    accelerator = (container.get("resources") or {}).get("accelerator") or {}
-    resource = accelerator.get("resourceType") or accelerator.get("type") or ""
-    count = accelerator.get("resourceCount") or accelerator.get("count") or 0
-    return (str(resource), int(float(count))) if resource and count else None
-
-
 def read_package(path: str | Path) -> PipelineFacts:
     """The facts of a compiled pipeline YAML; a :class:`ValueError` when it is not one."""
     from pipelines.kfp_api.arguments import read_pipeline_documents
@@ -104,7 +97,11 @@ def read_package(path: str | Path) -> PipelineFacts:
         step = step_of_task(task_name)
         component = (spec.get("components") or {}).get((task.get("componentRef") or {}).get("name", ""), {})
         executor = component.get("executorLabel", "")
-        accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
+        resources = ((containers.get(executor) or {}).get("container") or {}).get("resources") or {}
+        asked = resources.get("accelerator") or {}
+        resource = asked.get("resourceType") or asked.get("type") or ""
+        count = int(float(asked.get("resourceCount") or asked.get("count") or 0))
+        accelerator = (str(resource), count) if resource and count else None
         kubernetes_executor = executors.get(executor) or {}
         facts.task_steps[task_name] = step
         facts.task_upstreams[task_name] = tuple(task.get("dependentTasks") or ())

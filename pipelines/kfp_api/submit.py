@@ -12,9 +12,8 @@ from typing import Any
 
 import kfp_server_api
 
-from pipelines.kfp_api.arguments import check_arguments, read_pipeline_documents
+from pipelines.kfp_api.arguments import check_arguments, read_pipeline_documents, validate_cron
 from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_configuration, api_errors, check_health
-from pipelines.kfp_api.cron import validate_cron
 
 DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
@@ -193,7 +192,7 @@ def schedule_run(
     enabled: bool = True,
     no_catchup: bool = True,
 ) -> dict:
-    """Creates a recurring run on a ``cron`` schedule (:func:`~.cron.validate_cron`) or every ``interval_seconds``.
+    """Creates a recurring run on a ``cron`` schedule (:func:`~.arguments.validate_cron`) or every ``interval_seconds``.
 
     ``max_concurrency``: its runs at once (1-10); ``no_catchup``: a paused schedule does not backfill. Returns
     ``{"recurring_run_id", "experiment_id"}``; a :class:`ValueError` on bad input, a :class:`KfpApiError` when the
