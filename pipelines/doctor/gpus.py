@@ -80,14 +80,8 @@ def _fit(nodes: list[dict[str, Any]], demand: tuple) -> Check | None:
         return None
     taints = [t for n in big_enough for t in _blocking_taints(n, tolerations)]
     if taints:
-        needed = sorted(
-            {
-                json.dumps(
-                    {k: t.get(k) for k in ("key", "effect") if t.get(k)} | {"operator": "Exists"}, sort_keys=True
-                )
-                for t in taints
-            }
-        )
+        wanted = ({k: t.get(k) for k in ("key", "effect") if t.get(k)} | {"operator": "Exists"} for t in taints)
+        needed = sorted({json.dumps(toleration, sort_keys=True) for toleration in wanted})
         names = ", ".join(sorted(str((n.get("metadata") or {}).get("name", "?")) for n in big_enough))
         detail = f"{what}: the GPU nodes that fit are tainted ({names})"
         return fail("gpus", detail, f"add tolerations [{', '.join(needed)}]" + tainted)

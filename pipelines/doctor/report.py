@@ -12,14 +12,9 @@ OK, WARN, FAIL = "OK", "WARN", "FAIL"
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """One finding.
+    """One finding: ``WARN``: the run may still work, or doctor could not tell; ``FAIL``: the run will fail.
 
-    Attributes:
-        status: ``OK``, ``WARN`` (the run may still work, or doctor could not tell) or ``FAIL`` (the run will fail).
-        area: ``cluster``, ``launcher``, ``permissions``, ``storage``, ``secrets``, ``gpus``, ``serving``,
-            ``hardware``, ``images`` or ``endpoints``.
-        what: What was checked and found, naming the object (``storage class 'nfs-csi' not found``).
-        remedy: What to do about it (``""``: no advice).
+    ``area`` is the kind of check (``storage``, ``gpus``...); ``what`` names the object checked and what was found.
     """
 
     status: str

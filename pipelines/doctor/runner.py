@@ -79,8 +79,8 @@ def run_doctor(
         package: The compiled pipeline YAML.
         arguments: The run's arguments.
         namespace: The pipeline's namespace (``""``: the pod's, or the kubeconfig context's).
-        kfp_host: The KFP API URL to health-check (``""``: not checked), with ``token_file`` (default: ``KFP_TOKEN``).
-        token_file: A file with the KFP bearer token.
+        kfp_host: The KFP API URL to health-check (``""``: not checked).
+        token_file: A file with the KFP bearer token (default: ``KFP_TOKEN``).
         ca_bundle: A CA bundle for the Model Registry and KFP API certificates.
         image_check: Check that the namespace can pull every step's image.
         docker_config: A Docker config.json with registry credentials (``--pull-secret-file``).

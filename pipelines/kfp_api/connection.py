@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pipelines.kfp_api.arguments import read_option_file
@@ -85,7 +85,7 @@ def connection_from_options(
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> Connection:
     """A :class:`Connection` from the CLI options and ``KFP_HOST``/``KFP_TOKEN``; a :class:`ValueError` if bad."""
-    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) or timeout_seconds <= 0:
         raise ValueError(
             f"request timeout {timeout_seconds!r} (--request-timeout) must be a positive number of seconds"
         )
@@ -103,7 +103,18 @@ def connection_from_options(
         raise ValueError("--insecure-skip-tls-verify and --ca-bundle contradict each other: pass one of them")
     if ca_bundle and not Path(ca_bundle).is_file():
         raise ValueError(f"CA bundle {ca_bundle!r} (--ca-bundle) is not a readable file")
-    token = _read_token_file(token_file) if token_file else environ.get(TOKEN_ENV, "").strip()
+    token = environ.get(TOKEN_ENV, "").strip()
+    if token_file:  # the errors never quote the file's content
+        token = read_option_file(token_file, "the bearer token file", "--token-file").strip()
+        if not token:
+            raise ValueError(
+                f"the bearer token file {token_file!r} (--token-file) is empty: write it with `oc whoami -t`"
+            )
+        if any(character.isspace() for character in token):
+            raise ValueError(
+                f"the bearer token file {token_file!r} (--token-file) holds more than one word: it must hold only the "
+                "token, as `oc whoami -t` prints it"
+            )
     if token and url.scheme == "http":
         LOGGER.warning("the bearer token is sent unencrypted to %s: use https:// outside a local test", host)
     return Connection(
@@ -114,19 +125,6 @@ def connection_from_options(
         namespace=namespace.strip(),
         timeout_seconds=float(timeout_seconds),
     )
-
-
-def _read_token_file(token_file: str) -> str:
-    """The token in ``token_file``, stripped; the errors never quote its content."""
-    token = read_option_file(token_file, "the bearer token file", "--token-file").strip()
-    if not token:
-        raise ValueError(f"the bearer token file {token_file!r} (--token-file) is empty: write it with `oc whoami -t`")
-    if any(character.isspace() for character in token):
-        raise ValueError(
-            f"the bearer token file {token_file!r} (--token-file) holds more than one word: it must hold only the "
-            "token, as `oc whoami -t` prints it"
-        )
-    return token
 
 
 def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
@@ -177,7 +175,11 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
     try:
         yield
     except kfp_server_api.ApiException as error:
-        message = _server_message(error.body) or error.reason or ""
+        body = error.body.decode("utf-8", "replace") if isinstance(error.body, bytes) else str(error.body or "")
+        with contextlib.suppress(ValueError, AttributeError):  # a google.rpc.Status JSON body
+            parsed = json.loads(body)
+            body = str(parsed.get("message") or parsed.get("error_message") or parsed.get("error") or body)
+        message = body[:_ERROR_TEXT_MAX] or error.reason or ""
         hint = "" if error.status == 404 and action != HEALTH_ACTION else _STATUS_HINTS.get(error.status, "")
         text = f"KFP API at {connection.host}: {action} failed: HTTP {error.status} {error.reason}: {message}{hint}"
         raise KfpApiError(_redact(text, connection.token)) from None
@@ -197,17 +199,6 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
             )
         text = f"cannot reach the KFP API at {connection.host} to {action}: {reason}{hint}"
         raise KfpApiError(_redact(text, connection.token)) from None
-
-
-def _server_message(body: Any) -> str:
-    """The ``message`` of a KFP error body (``google.rpc.Status`` JSON), else the body, shortened."""
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    text = str(body or "")
-    with contextlib.suppress(ValueError, AttributeError):
-        parsed = json.loads(text)
-        text = str(parsed.get("message") or parsed.get("error_message") or parsed.get("error") or text)
-    return text[:_ERROR_TEXT_MAX]
 
 
 def _redact(text: str, token: str) -> str:
