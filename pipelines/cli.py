@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.training.finetuning import PIPELINES
+from pipelines.training.finetuning.settings import STEPS
 
-#: The steps with their own resources (``--<step>-cpu-request`` ...).
-STEPS = ("dataset", "launcher", "eval", "registry")
 #: The pipeline ``kfp-finetune doctor`` checks when none is named (the guide's quick start).
 DOCTOR_DEFAULT_PIPELINE = "osft-minimal"
 SECRET_FLAGS = {

@@ -14,9 +14,16 @@ from typing import Any
 
 
 def without_unconnected_optional_artifacts(spec: dict) -> dict:
-    """A copy of ``spec`` whose tasks' components declare only the optional artifacts they get (each its own copy)."""
+    """A copy of ``spec`` whose tasks' components declare only the optional artifacts they get (shared ones copied)."""
     spec = copy.deepcopy(spec)
     components = spec.get("components", {})
+    users: dict[str, int] = {}
+
+    def count(dag: dict) -> None:
+        for task in dag.get("tasks", {}).values():
+            reference = task.get("componentRef", {}).get("name")
+            users[reference] = users.get(reference, 0) + 1
+            count(components.get(reference, {}).get("dag", {}))
 
     def adjust(dag: dict) -> None:
         for task_name, task in dag.get("tasks", {}).items():
@@ -29,13 +36,17 @@ def without_unconnected_optional_artifacts(spec: dict) -> dict:
             artifacts = component.get("inputDefinitions", {}).get("artifacts", {})
             given = set(task.get("inputs", {}).get("artifacts", {}))
             left_out = [name for name, item in artifacts.items() if item.get("isOptional") and name not in given]
-            if left_out:  # the task gets a component of its own (another task may share this one)
+            if not left_out:
+                continue
+            if users[reference] > 1:  # shared: this task gets its own copy
+                component = components[f"{reference}-local-{task_name}"] = copy.deepcopy(component)
                 task["componentRef"]["name"] = f"{reference}-local-{task_name}"
-                component = components[task["componentRef"]["name"]] = copy.deepcopy(component)
-                for name in left_out:
-                    del component["inputDefinitions"]["artifacts"][name]
+            for name in left_out:
+                del component["inputDefinitions"]["artifacts"][name]
 
-    adjust(spec.get("root", {}).get("dag", {}))
+    root = spec.get("root", {}).get("dag", {})
+    count(root)
+    adjust(root)
     return spec
 
 

@@ -1,8 +1,5 @@
-"""No ImagePullBackOff surprise: the image check of ``compile``/``upload``/``run``/``doctor``, and ``images``.
-
-Against real registries on 127.0.0.1 (Debian's ``docker-registry``: anonymous, and with a bearer-token realm served
-by a loopback token server, ``tests/harness/oci_registry.py``) and, for doctor's namespace checks, the Kubernetes
-emulator (ImageStreams, the pipeline service account's pull secrets).
+"""The image check of ``compile``/``upload``/``run``/``doctor``, and ``images``, against real loopback registries
+(anonymous and token-realm, ``tests/harness/oci_registry.py``) and kmock (ImageStreams, pull secrets).
 """
 
 import base64
