@@ -66,11 +66,22 @@ def compile_command(args: argparse.Namespace) -> int:
 
 
 def docker_config_of(args: argparse.Namespace) -> dict | None:
-    """The ``--pull-secret-file`` config.json, or ``None``; a :class:`ValueError` when it is not a JSON object."""
-    from pipelines.images.pull_check import load_docker_config
+    """The ``--pull-secret-file`` Docker config.json / podman auth.json, or ``None``; errors never quote its content."""
+    import json
 
-    path = getattr(args, "pull_secret_file", "")
-    return load_docker_config(path) if path else None
+    from pipelines.kfp_api.arguments import read_option_file
+
+    given = getattr(args, "pull_secret_file", "")
+    if not given:
+        return None
+    path = str(Path(given).expanduser())
+    try:
+        config = json.loads(read_option_file(path, "the pull secret file", "--pull-secret-file"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--pull-secret-file {path!r}: not JSON (line {error.lineno}); give a config.json") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"--pull-secret-file {path!r}: not a Docker config.json (a JSON object with 'auths')")
+    return config
 
 
 def pipeline_images_pullable(packages: list[Path], args: argparse.Namespace) -> bool:

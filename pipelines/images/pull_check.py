@@ -6,11 +6,9 @@ The registries are asked concurrently, under one deadline; a registry that does 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from components._common.images import STEP_IMAGE_REPOSITORY
 from components._common.oci_reference import credentials_for
@@ -43,22 +41,6 @@ class ImageFinding:
 def check_disabled(flag: bool = False) -> bool:
     """Whether the check is off: ``--no-image-check``, or ``KFP_FINETUNE_NO_IMAGE_CHECK=1``."""
     return flag or os.environ.get(NO_CHECK_ENV, "").strip().lower() in ("1", "true", "yes")
-
-
-def load_docker_config(path: str | Path) -> dict:
-    """A Docker ``config.json`` / podman ``auth.json``; a :class:`ValueError` naming the file, not its content."""
-    path = Path(path).expanduser()
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ValueError(f"--pull-secret-file {str(path)!r}: cannot read it ({error.strerror})") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"--pull-secret-file {str(path)!r}: not JSON (line {error.lineno}); give a config.json"
-        ) from None
-    if not isinstance(config, dict):
-        raise ValueError(f"--pull-secret-file {str(path)!r}: not a Docker config.json (a JSON object with 'auths')")
-    return config
 
 
 def fix_for(image: registry.ImageReference) -> str:

@@ -1,10 +1,7 @@
 """Image references as a container runtime reads them, and whether a registry serves one.
 
-A reference is normalised as distribution's ``reference/normalize.go`` does (``python:3.11`` is
-``docker.io/library/python:3.11``). The check is ``HEAD /v2/<repository>/manifests/<tag|digest>``; a ``401`` is
-answered by distribution's token flow (``docs/spec/auth/token.md``) or basic auth with the pull secret's credentials; a
-``405`` falls back to ``GET``. A loopback registry is asked over plain HTTP. Every request has a timeout, all of one
-check share a deadline; credentials are never logged or put into a message.
+``HEAD /v2/<repository>/manifests/<reference>``; a ``401`` is answered by distribution's token flow or basic auth, all
+within one deadline; credentials never reach a message.
 """
 
 from __future__ import annotations

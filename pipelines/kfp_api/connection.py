@@ -44,14 +44,10 @@ class KfpApiError(RuntimeError):
 
 @dataclass(frozen=True, repr=False)
 class Connection:
-    """Where the KFP API is and how to authenticate to it.
+    """Where the KFP API is (the Data Science Pipelines route) and how to authenticate to it.
 
-    Attributes:
-        host: The KFP API URL, e.g. the Data Science Pipelines route ``https://ds-pipeline-dspa-<ns>.apps.<cluster>``.
-        token: The bearer token (``oc whoami -t``; ``""``: none), never shown by ``repr``.
-        ca_bundle: A PEM file of CA certificates (``""``: the system ones).
-        namespace: The namespace of a multi-user deployment (``""``: the server's default).
-        timeout_seconds: How long one request may wait for the answer (connecting: at most 10 s).
+    ``token`` (``oc whoami -t``) is never shown by ``repr``; ``timeout_seconds`` bounds each request's answer
+    (connecting: at most 10 s).
     """
 
     host: str
