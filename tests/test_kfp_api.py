@@ -161,16 +161,6 @@ def test_uploading_a_version_name_twice_is_a_clear_api_error(kfp_api_stub, packa
         kfp_api.upload_pipeline(connection, package_path, "add-numbers", version_name="v2")
 
 
-def test_upload_refuses_what_is_not_a_compiled_pipeline_before_sending_anything(kfp_api_stub, tmp_path: Path):
-    not_a_pipeline = tmp_path / "params.yaml"
-    not_a_pipeline.write_text("a: 1\n")
-    with pytest.raises(ValueError, match="is not a compiled KFP pipeline"):
-        kfp_api.upload_pipeline(_connection(kfp_api_stub), str(not_a_pipeline), "x")
-    with pytest.raises(ValueError, match=r"expected a compiled pipeline YAML \(.yaml or .yml\)"):
-        kfp_api.upload_pipeline(_connection(kfp_api_stub), str(tmp_path / "p.json"), "x")
-    assert kfp_api_stub.requests == []
-
-
 def test_the_namespace_reaches_the_upload_and_the_experiment(kfp_api_stub, package_path):
     connection = _connection(kfp_api_stub, namespace="team-a")
     uploaded = kfp_api.upload_pipeline(connection, package_path, "add-numbers")
@@ -361,16 +351,25 @@ def test_bad_schedule_options_are_refused(kfp_api_stub, package_path, options: d
 
 
 @pytest.mark.parametrize(
-    ("content", "message"),
+    ("name", "content", "message"),
     [
-        (b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary", r"'[^']*broken\.yaml' is not a text file \(not UTF-8 at byte \d+\)"),
-        (b"a: [1, 2\nb: 3\n", r"'[^']*broken\.yaml' is not valid YAML: "),
+        ("params.yaml", b"a: 1\n", "is not a compiled KFP pipeline"),
+        ("p.json", None, r"expected a compiled pipeline YAML \(.yaml or .yml\)"),
+        (
+            "broken.yaml",
+            b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary",
+            r"'[^']*broken\.yaml' is not a text file \(not UTF-8 at byte \d+\)",
+        ),
+        ("broken.yaml", b"a: [1, 2\nb: 3\n", r"'[^']*broken\.yaml' is not valid YAML: "),
     ],
-    ids=["binary", "bad-yaml"],
+    ids=["not-a-pipeline", "not-yaml", "binary", "bad-yaml"],
 )
-def test_a_package_that_is_not_yaml_is_one_line_naming_the_file(kfp_api_stub, tmp_path: Path, content, message):
-    package = tmp_path / "broken.yaml"
-    package.write_bytes(content)
+def test_a_package_that_is_not_a_compiled_pipeline_is_one_line_and_nothing_is_sent(
+    kfp_api_stub, tmp_path: Path, name, content, message
+):
+    package = tmp_path / name
+    if content is not None:
+        package.write_bytes(content)
     with pytest.raises(ValueError, match=message) as error:
         kfp_api.upload_pipeline(_connection(kfp_api_stub), str(package), "p")
     assert "\n" not in str(error.value)
