@@ -42,12 +42,12 @@ def connect() -> tuple[Any, str]:
 
 
 def default_namespace() -> str:
-    """The namespace of the pod's service account, else of the kubeconfig's current context (``""``: none)."""
-    namespace_file = Path(cluster_auth.SERVICE_ACCOUNT_DIR, "namespace")
-    if namespace_file.is_file():
-        return namespace_file.read_text().strip()
-    if os.environ.get(cluster_auth.SERVER_URL_ENV):
-        return ""
+    """The pod's namespace, else the kubeconfig's current context's (``""``: none)."""
+    from components._common.namespace import pod_namespace
+
+    namespace = pod_namespace()
+    if namespace or os.environ.get(cluster_auth.SERVER_URL_ENV):
+        return namespace
     from kubernetes import config
 
     try:
