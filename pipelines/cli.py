@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.training.finetuning import PIPELINES
+from pipelines.training.finetuning.settings import STEPS
 
-#: The steps with their own resources (``--<step>-cpu-request`` ...).
-STEPS = ("dataset", "launcher", "eval", "registry")
 #: The pipeline ``kfp-finetune doctor`` checks when none is named (the guide's quick start).
 DOCTOR_DEFAULT_PIPELINE = "osft-minimal"
 SECRET_FLAGS = {
@@ -43,6 +42,11 @@ COMPILE_SETTINGS: Options = {
     "--eval-node-selector": "key=value node selector of the evaluation step (default nvidia.com/gpu.present=true)",
     **{f"--{flag}": f"name of the (optional) secret with {meaning}" for flag, meaning in SECRET_FLAGS.items()},
 }
+COMPILE_SETTINGS_GROUP = (
+    "compile-time settings (default: KFP_FINETUNE_<NAME> env vars, then the pipeline.py constants); also "
+    "--<step>-cpu-request/-cpu-limit/-memory-request/-memory-limit QUANTITY for step dataset|launcher|eval|registry"
+)
+IMAGE_CHECK_GROUP = "image check (the registries' manifest endpoints; unreachable = a warning)"
 PULL_SECRET_FILE: Options = {
     "--pull-secret-file": "Docker config.json (or podman auth.json) with credentials for private registries"
 }
@@ -180,24 +184,10 @@ def _add(parser: Any, options: Options, default: str | None = "") -> None:
         parser.add_argument(*flag.split(), **keywords)
 
 
-def _add_compile_settings(parser: argparse.ArgumentParser, image_check: bool = True) -> None:
-    group = parser.add_argument_group(
-        "compile-time settings (default: KFP_FINETUNE_<NAME> env vars, then the pipeline.py constants); also "
-        "--<step>-cpu-request/-cpu-limit/-memory-request/-memory-limit QUANTITY for step dataset|launcher|eval|registry"
-    )
-    _add(group, COMPILE_SETTINGS, default=None)
-    if image_check:
-        _add(
-            parser.add_argument_group("image check (the registries' manifest endpoints; unreachable = a warning)"),
-            IMAGE_CHECK,
-        )
-
-
 def dataset_step_defaults() -> dict[str, object]:
     """The dataset component's literal parameter defaults, read from its ``component.py`` source without importing it.
 
-    ``validate-dataset`` must start fast (``benchmarks/validate_dataset.py``): importing the component (KFP, its build)
-    takes seconds. ``tests/test_cli.py`` checks the result against the imported signature.
+    Importing the component takes seconds; ``validate-dataset`` must start fast (``benchmarks/validate_dataset.py``).
     """
     import ast
 
@@ -216,17 +206,6 @@ def dataset_step_defaults() -> dict[str, object]:
     return {name: value for name, value in defaults.items() if isinstance(value, (bool, int, float, str))}
 
 
-def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
-    """One flag per option of the dataset step, with the component's defaults and descriptions."""
-    from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
-
-    group = parser.add_argument_group("dataset step options (as in the pipelines' phase 01 parameters)")
-    for name, default in dataset_step_defaults().items():
-        help_text = f"{' '.join(PARAMETER_DOCS.get(name, '').split())} (default: {default!r})".lstrip()
-        kind = {"action": "store_true"} if isinstance(default, bool) else {"type": type(default)}
-        group.add_argument(f"--{name.replace('_', '-')}", dest=name, default=default, help=help_text, **kind)
-
-
 def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
     """The ``kfp-finetune`` argument parser.
 
@@ -242,9 +221,19 @@ def build_parser(dataset_options: bool = True) -> argparse.ArgumentParser:
         if name in KFP_COMMANDS:
             _add(command.add_argument_group("KFP server"), CONNECTION)
         if name not in ("demo", "validate-dataset"):
-            _add_compile_settings(command, image_check=name != "images")
-    if dataset_options:
-        _add_dataset_options(sub.choices["validate-dataset"])
+            _add(command.add_argument_group(COMPILE_SETTINGS_GROUP), COMPILE_SETTINGS, default=None)
+        if name not in ("demo", "validate-dataset", "images"):
+            _add(command.add_argument_group(IMAGE_CHECK_GROUP), IMAGE_CHECK)
+    if dataset_options:  # one flag per option of the dataset step, with the component's defaults and descriptions
+        from components.data_processing.dataset_download.parameter_docs import PARAMETER_DOCS
+
+        group = sub.choices["validate-dataset"].add_argument_group(
+            "dataset step options (as in the pipelines' phase 01 parameters)"
+        )
+        for name, default in dataset_step_defaults().items():
+            help_text = f"{' '.join(PARAMETER_DOCS.get(name, '').split())} (default: {default!r})".lstrip()
+            kind = {"action": "store_true"} if isinstance(default, bool) else {"type": type(default)}
+            group.add_argument(f"--{name.replace('_', '-')}", dest=name, default=default, help=help_text, **kind)
     when = sub.choices["schedule"].add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", default="", help="6-field cron with seconds, e.g. '0 0 2 * * *'")
     when.add_argument("--interval", type=int, default=None, metavar="SECONDS", help="run every N seconds")

@@ -31,11 +31,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def check_output_option(output: Path | None, names: list[str], all_pipelines: bool) -> None:
-    """``-o``: a ``.yaml`` file for one pipeline, a directory for several (``<name>.yaml`` in it).
-
-    Raises:
-        ValueError: A ``.yaml`` path with several pipelines, or an existing file where a directory is needed.
-    """
+    """``-o``: a ``.yaml`` file for one pipeline, a directory for several; a :class:`ValueError` otherwise."""
     if output is None or (len(names) < 2 and not all_pipelines):
         return
     what = "--all" if all_pipelines else f"{len(names)} pipelines"
@@ -70,18 +66,26 @@ def compile_command(args: argparse.Namespace) -> int:
 
 
 def docker_config_of(args: argparse.Namespace) -> dict | None:
-    """The ``--pull-secret-file`` config.json, or ``None``; a :class:`ValueError` when it is not a JSON object."""
-    from pipelines.images.pull_check import load_docker_config
+    """The ``--pull-secret-file`` Docker config.json / podman auth.json, or ``None``; errors never quote its content."""
+    import json
 
-    path = getattr(args, "pull_secret_file", "")
-    return load_docker_config(path) if path else None
+    from pipelines.kfp_api.arguments import read_option_file
+
+    given = getattr(args, "pull_secret_file", "")
+    if not given:
+        return None
+    path = str(Path(given).expanduser())
+    try:
+        config = json.loads(read_option_file(path, "the pull secret file", "--pull-secret-file"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--pull-secret-file {path!r}: not JSON (line {error.lineno}); give a config.json") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"--pull-secret-file {path!r}: not a Docker config.json (a JSON object with 'auths')")
+    return config
 
 
 def pipeline_images_pullable(packages: list[Path], args: argparse.Namespace) -> bool:
-    """Checks every step image of the compiled ``packages``, one printed line per problem; False when one is missing.
-
-    Off (True, silently) with ``--no-image-check`` or ``KFP_FINETUNE_NO_IMAGE_CHECK=1``.
-    """
+    """Checks every step image of the compiled ``packages`` (one line per problem); False when one is missing."""
     from pipelines.images.pipeline_images import distinct, step_images
     from pipelines.images.pull_check import check_disabled, check_images, report_findings
     from pipelines.kfp_api.arguments import read_pipeline_documents

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import CodeType, ModuleType
+from types import ModuleType
 from typing import Any
 
 from pipelines.training.finetuning import PIPELINES
@@ -23,11 +23,7 @@ def _module_name(name: str) -> str:
 
 
 def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
-    """The ``@dsl.pipeline`` function ``<name>_pipeline`` of ``module`` (default: the imported pipeline module).
-
-    Raises:
-        LookupError: The module defines no such function.
-    """
+    """The ``@dsl.pipeline`` function ``<name>_pipeline`` of ``module`` (default: the imported one), or LookupError."""
     module = module or importlib.import_module(_module_name(name))
     attribute = f"{name.replace('-', '_')}_pipeline"
     try:
@@ -37,40 +33,31 @@ def pipeline_function(name: str, module: ModuleType | None = None) -> Any:
 
 
 def default_output_path(name: str) -> Path:
-    """Where pipeline ``name`` compiles to by default.
-
-    In a clone: ``pipeline.yaml`` beside its module, as the guide's ``python pipelines/training/<name>/pipeline.py``
-    writes it; installed from the wheel: ``./<name>.yaml``, never into the installed package.
-    """
+    """Where pipeline ``name`` compiles to by default: beside its module in a clone, else ``./<name>.yaml``."""
     if __name__.split(".")[0] != "pipelines":
         return Path(f"{name}.yaml")
     return Path(importlib.util.find_spec(PIPELINES[name]).origin).with_name("pipeline.yaml")
 
 
-def _execute_as_imported(code: CodeType, module: ModuleType, settings: CompileSettings | Mapping[str, Any] | None):
-    """Executes a pipeline module's ``code`` in ``module`` under ``settings``, in ``sys.modules`` meanwhile."""
-    sys.modules[module.__name__] = module
-    try:
-        with compile_overrides(settings):
-            exec(code, module.__dict__)
-    finally:
-        del sys.modules[module.__name__]
-
-
 def build_pipeline(name: str, settings: CompileSettings | Mapping[str, Any] | None = None) -> Any:
-    """Pipeline ``name`` built with ``settings`` (or overrides, ``None`` ignored): a fresh copy of its module executed.
-
-    A ``pipeline.py`` builds its pipeline when executed, from its constants and the ``KFP_FINETUNE_*`` variables; a
-    fresh copy applies the settings without touching the imported module.
-    """
+    """Pipeline ``name`` built with ``settings`` (``None`` ignored): a fresh copy of its module, executed."""
     module_name = _module_name(name)
     spec = importlib.util.find_spec(module_name)
     fresh = importlib.util.spec_from_file_location(f"{module_name}__compiled", spec.origin)
     module = importlib.util.module_from_spec(fresh)
+
+    def execute() -> None:
+        sys.modules[module.__name__] = module
+        try:
+            with compile_overrides(settings):
+                exec(fresh.loader.get_code(fresh.name), module.__dict__)
+        finally:
+            del sys.modules[module.__name__]
+
     # In a thread of its own: kfp's resource setters call inspect.stack(), slow on a deep stack (1.3 s, not 0.3 s,
     # once torch is imported); tests/test_pipelines.py::test_kfp_resource_setters_still_read_the_whole_stack.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(_execute_as_imported, fresh.loader.get_code(fresh.name), module, settings).result()
+        pool.submit(execute).result()
     return pipeline_function(name, module)
 
 

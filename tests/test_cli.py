@@ -1,6 +1,5 @@
 """The ``kfp-finetune`` CLI: help everywhere, compile with compile-time flags, exit codes."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,28 +44,6 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, capsys):
     assert main(["compile", "sft", "-o", str(tmp_path / "x.yaml"), "--pvc-size", "lots"]) == 2
     assert "pvc_size must be a Kubernetes quantity" in capsys.readouterr().err
     assert main(["compile"]) == 2
-
-
-def test_image_flags_put_the_image_on_every_task_and_the_eval_image_on_the_evaluations(tmp_path):
-    """``compile --image X`` runs every step on X; ``--eval-image`` wins for the evaluations (in a fresh process)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KFP_FINETUNE_")}
-    image = "image-registry.openshift-image-registry.svc:5000/team/kfp-finetune:latest"
-    runs = {"sft.yaml": ["--image", image], "lora.yaml": ["--image", image, "--eval-image", f"{image}-cuda"]}
-    for name, flags in runs.items():
-        command = [sys.executable, "-m", "pipelines.cli", "compile", name[:-5], "-o", str(tmp_path / name), *flags]
-        subprocess.run(
-            [*command, "--no-image-check"], cwd=REPO_ROOT, env=env, check=True, capture_output=True, timeout=300
-        )
-    for name, evaluation in (("sft.yaml", image), ("lora.yaml", f"{image}-cuda")):
-        executors = pipeline_documents(tmp_path / name)[0]["deploymentSpec"]["executors"]
-        images = {executor: spec["container"]["image"] for executor, spec in executors.items()}
-        assert images == {
-            "exec-dataset-download": image,
-            "exec-train-model": image,
-            "exec-lm-eval": evaluation,
-            "exec-lm-eval-2": evaluation,
-            "exec-model-registry": image,
-        }, name
 
 
 def test_validate_dataset_prints_the_report_and_exits_by_result(tmp_path, demo_dataset_path, capsys):

@@ -84,6 +84,13 @@ def problems(out):
     return [line for line in out.splitlines() if line.startswith(("WARN", "FAIL"))]
 
 
+def one_problem(capsys, *args, pipeline="osft-minimal"):
+    """The exit code and the one WARN or FAIL line of a doctor run."""
+    code, out, _ = doctor(capsys, *args, pipeline=pipeline)
+    [line] = problems(out)
+    return code, line
+
+
 def assert_no_secret_reads_beyond_keys(kube_api):
     secret_requests = [r for r in kube_api.requests if r.plural == "secrets"]
     assert secret_requests, "the secrets were not checked"
@@ -343,8 +350,7 @@ def test_registry_reachable_over_verified_tls_and_refused_without_its_ca(cluster
     assert code == 0 and problems(out) == [], out
     assert f"OK    Model Registry at {registry_stub_tls.url} answers (HTTP 200)" in out
     assert registry_stub_tls.requests[-1].path.startswith("/api/model_registry/v1/registered_models")
-    code, out, _ = doctor(capsys, *S3_DATASET, *registry)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET, *registry)
     assert line.startswith(f"FAIL  Model Registry at {registry_stub_tls.url}: TLS verification failed"), line
     assert "--ca-bundle" in line and code == 1
 
@@ -353,8 +359,7 @@ def test_kfp_api_health_is_checked_when_a_host_is_given(cluster, capsys, kfp_api
     code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", kfp_api_stub.url)
     assert code == 0 and problems(out) == [], out
     assert f"OK    KFP API at {kfp_api_stub.url} is healthy" in out
-    code, out, _ = doctor(capsys, *S3_DATASET, "--kfp-host", f"http://127.0.0.1:{closed_port()}")
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET, "--kfp-host", f"http://127.0.0.1:{closed_port()}")
     assert line.startswith("FAIL  cannot reach the KFP API") and "pipeline server is running" in line, line
     assert code == 1
 
@@ -375,9 +380,8 @@ def test_params_file_and_pipeline_defaults_resolve_through_the_parameters_table(
     params.write_text(
         f"{dash('dataset', 'dataset_uri')}: s3://bucket/x.jsonl\n{dash('train', 'training_num_nodes')}: 3\n"
     )
-    code, out, _ = doctor(capsys, "--params-file", str(params))
-    [line] = problems(out)
-    assert "training (3 node(s) x 1 GPU): the GPU nodes hold at most 2 such pod(s)" in line, out
+    code, line = one_problem(capsys, "--params-file", str(params))
+    assert "training (3 node(s) x 1 GPU): the GPU nodes hold at most 2 such pod(s)" in line, line
     assert dash("train", "training_num_nodes") in line
     cluster.put_node(make_node("gpu-2", 1))
     code, out, _ = doctor(capsys, "--params-file", str(params))
@@ -412,12 +416,10 @@ def test_local_launcher_needs_no_trainer_permissions_or_gpus(cluster, capsys, tm
 def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsys, osft):
     cluster.serve(PYTORCHJOBS)
     _drop_runtime(cluster)
-    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=osft)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET, pipeline=osft)
     assert code == 1 and line.startswith("FAIL  launcher 'auto' will use the PyTorchJob CRD"), line
     assert "is empty" in line and dash("train", "training_image") in line
-    code, out, _ = doctor(capsys, *S3_DATASET, *param("train", "training_image", "q/i:1"), pipeline=osft)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET, *param("train", "training_image", "q/i:1"), pipeline=osft)
     assert code == 0 and line.startswith("WARN  launcher 'auto' will use the PyTorchJob CRD"), line
     # PyTorchJob permissions are reviewed, Trainer ones are not.
     reviewed = {r.body["spec"]["resourceAttributes"]["resource"] for r in cluster.requests if r.body}
@@ -426,8 +428,7 @@ def test_auto_falls_back_to_pytorchjob_only_with_a_training_image(cluster, capsy
 
 def test_the_transformers_backend_needs_the_torch_distributed_runtime(cluster, capsys, osft):
     args = [*S3_DATASET, *param("train", "training_backend", "transformers")]
-    code, out, _ = doctor(capsys, *args, pipeline=osft)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *args, pipeline=osft)
     assert code == 1 and "ClusterTrainingRuntime 'torch-distributed' is missing (available: training-hub)" in line
     cluster.create_runtime("torch-distributed")
     code, out, _ = doctor(capsys, *args, pipeline=osft)
@@ -450,10 +451,9 @@ def test_no_credentials_is_one_fail_and_the_endpoints_are_still_checked(kube_api
 def test_unreachable_api_server_is_one_fail(capsys, monkeypatch):
     monkeypatch.setenv(kube.SERVER_URL_ENV, f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv(kube.AUTH_TOKEN_ENV, "t")
-    code, out, _ = doctor(capsys, *S3_DATASET)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET)
     # Both credentials were set: the address is what to fix, not a login.
-    assert code == 1 and "does not answer" in line and "oc login" not in line, out
+    assert code == 1 and "does not answer" in line and "oc login" not in line, line
     assert f"check {kube.SERVER_URL_ENV} (now http://127.0.0.1:" in line and "oc whoami --show-server" in line, line
 
 
@@ -522,8 +522,7 @@ def test_eval_accelerator_compiled_into_the_pipeline_is_checked(cluster, capsys,
         executor["resources"] = {"accelerator": {"resourceType": "nvidia.com/gpu", "resourceCount": "4"}}
 
     package = _edited_osft_minimal(environment_settings_yamls, tmp_path, four_gpus)
-    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET, pipeline=package)
     assert code == 1 and line.startswith("FAIL  evaluation (4 GPU) asks for 4 nvidia.com/gpu per pod"), line
     cluster.put_node(make_node("gpu-big", 4))
     code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
@@ -550,8 +549,7 @@ def test_kubeconfig_context_gives_the_connection_and_the_namespace(cluster, caps
 
 
 def test_an_unknown_launcher_is_one_fail(cluster, capsys, osft):
-    code, out, _ = doctor(capsys, *S3_DATASET, *param("train", "training_launcher", "slurm"), pipeline=osft)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET, *param("train", "training_launcher", "slurm"), pipeline=osft)
     assert code == 1 and line.startswith("FAIL  launcher 'slurm' is not a launcher")
     assert dash("train", "training_launcher") in line
 
@@ -565,8 +563,7 @@ def test_either_oci_pull_secret_key_serves_an_oci_base_model(cluster, capsys, ke
     assert f"OK    secret 'oci-pull-secret-model-download' has the key {key} (train)" in out
     cluster.core.delete_namespaced_secret("oci-pull-secret-model-download", NS)
     cluster.create_secret(NS, "oci-pull-secret-model-download", {"unrelated": SECRET_VALUE})
-    code, out, _ = doctor(capsys, *S3_DATASET, *oci_model)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET, *oci_model)
     assert code == 1 and "lacks one of the keys OCI_PULL_SECRET_MODEL_DOWNLOAD / .dockerconfigjson" in line, line
     assert SECRET_VALUE not in out
 
@@ -626,8 +623,7 @@ def test_peak_concurrent_gpu_demand_is_counted_against_the_cluster(
         train["dependentTasks"] = [task for task in train["dependentTasks"] if task != "lm-eval"]
 
     package = _edited_osft_minimal(environment_settings_yamls, tmp_path, overlapping)
-    code, out, _ = doctor(capsys, *S3_DATASET, pipeline=package)
-    [line] = problems(out)
+    code, line = one_problem(capsys, *S3_DATASET, pipeline=package)
     assert code == 1 and line.startswith("FAIL"), line
     assert "the run holds 2 GPU(s) at once (lm-eval 1, train-model 1); the GPU nodes have 1 nvidia.com/gpu" in line
     assert ".after()" in line

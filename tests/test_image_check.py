@@ -1,8 +1,5 @@
-"""No ImagePullBackOff surprise: the image check of ``compile``/``upload``/``run``/``doctor``, and ``images``.
-
-Against real registries on 127.0.0.1 (Debian's ``docker-registry``: anonymous, and with a bearer-token realm served
-by a loopback token server, ``tests/harness/oci_registry.py``) and, for doctor's namespace checks, the Kubernetes
-emulator (ImageStreams, the pipeline service account's pull secrets).
+"""The image check of ``compile``/``upload``/``run``/``doctor``, and ``images``, against real loopback registries
+(anonymous and token-realm, ``tests/harness/oci_registry.py``) and kmock (ImageStreams, pull secrets).
 """
 
 import base64
@@ -19,8 +16,7 @@ from pipelines.cli import main
 from pipelines.doctor.cluster import Cluster
 from pipelines.doctor.images import INTERNAL_REGISTRY, check_images_in_namespace
 from pipelines.images.pull_check import NO_CHECK_ENV, check_images, fix_for
-from pipelines.images.reference import parse_image
-from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, check_manifest
+from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, check_manifest, parse_image
 from tests.harness.tcp_proxy import closed_port
 
 NS = "team"

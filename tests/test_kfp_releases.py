@@ -1,9 +1,5 @@
-"""The guide's kfp (2.15.2) and the newest (2.17.x) both import every component, compile the pipelines and run the
-demo pipeline under ``kfp.local``.
-
-The newest kfp lives in ``.venv-kfp-latest`` (``scripts/setup.sh``); its checks run in a fresh interpreter of that
-venv. The guide's kfp is the suite's own: its compile is the session's ``kfp-finetune compile --all``, its demo run
-``tests/test_demo.py``'s.
+"""The guide's kfp (2.15.2, the suite's own) and the newest (2.17.x, ``.venv-kfp-latest``) both import every
+component, compile the pipelines and run the demo pipeline under ``kfp.local``.
 """
 
 from __future__ import annotations
@@ -60,8 +56,7 @@ def _run(python: Path, args: list[str], cwd: Path, timeout: int) -> subprocess.C
 
 
 def _assert_six_pipelines_of(version: str, paths: list[Path]) -> None:
-    """The guide's six YAMLs (and the two GRPO ones) were compiled by kfp ``version``, each with its tasks (the six:
-    five; GRPO: no evaluation), each container spec <= 16 KiB."""
+    """The eight YAMLs were compiled by kfp ``version``, each with its tasks, each container spec <= 16 KiB."""
     assert len(paths) == 8, paths
     for path in paths:
         documents = list(yaml.safe_load_all(path.read_text()))
@@ -74,8 +69,7 @@ def _assert_six_pipelines_of(version: str, paths: list[Path]) -> None:
 
 
 def test_components_import_and_the_six_pipelines_compile_with_the_guides_kfp(shipped_pipeline_yamls):
-    """The guide's kfp is this interpreter's: the session's ``kfp-finetune compile --all`` (a fresh process, no
-    ``KFP_FINETUNE_*`` variables) is the compile under test, not a second one."""
+    """The session's ``kfp-finetune compile --all`` (a fresh process) is the compile under test."""
     import kfp
     from kfp.kubernetes import __version__ as kubernetes_version
 
@@ -98,9 +92,7 @@ def test_components_import_and_the_six_pipelines_compile_with_the_newest_kfp(tmp
 
 @pytest.mark.slow
 def test_the_demo_pipeline_runs_under_kfp_local_with_the_newest_kfp(newest_kfp_demo):
-    """``kfp-finetune demo --algorithm lora`` (the whole pipeline, every step through ``kfp.local``) with kfp 2.17.x,
-    as ``tests/test_demo.py`` runs it with the guide's 2.15.2, on the first ``DEMO_ROWS`` rows of the demo data
-    (``tests/conftest.py`` starts it with the first test of ``tests/``)."""
+    """``kfp-finetune demo --algorithm lora`` with kfp 2.17.x on the first ``DEMO_ROWS`` rows."""
     run = newest_kfp_demo.wait()
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     story = run.stdout

@@ -98,10 +98,15 @@ def test_step_images_and_resources_come_from_settings_env_and_flags(tmp_path, mo
         "eval": "mirror.local/kfp-finetune/kfp-finetune:0.1.0-cuda",
         "registry": MIRROR,
     }
+    assert executors["exec-lm-eval-2"]["container"]["image"] == images["eval"]  # both evaluations
     assert executors["exec-dataset-download"]["container"]["resources"]["resourceMemoryLimit"] == "24Gi"
     assert executors["exec-train-model"]["container"]["resources"]["resourceCpuLimit"] == "2"
     gpu = executors["exec-lm-eval"]["container"]["resources"]["accelerator"]
     assert (gpu["resourceType"], gpu["resourceCount"]) == ("nvidia.com/gpu", "1")  # the GPU settings are kept
+    flag = ["--eval-image", f"{MIRROR}-cuda"]  # the flag wins over the environment
+    assert main(["compile", "lora", "-o", str(output), "--image", MIRROR, *flag, "--no-image-check"]) == 0
+    executors = pipeline_documents(output)[0]["deploymentSpec"]["executors"]
+    assert {executors[e]["container"]["image"] for e in ("exec-lm-eval", "exec-lm-eval-2")} == {f"{MIRROR}-cuda"}
 
 
 def test_the_guides_compile_takes_the_image_from_the_environment(tmp_path):

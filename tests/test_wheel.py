@@ -1,9 +1,5 @@
-"""The built wheel, installed as a user installs it: a package of its own (``kfp_finetune``), beside a user's project.
-
-The fixtures (``wheel``, ``venv``, ``user_project``) are ``tests/harness/installed_wheel.py``'s: the venv sees the
-wheel's ``kfp_finetune`` and nothing of the clone (``test_the_venv_sees_the_wheel_not_the_clone``); the user's project
-has its own ``components`` and ``pipelines`` packages, the names the clone uses. The wheel's demo runs in the
-background from the start of the session (``tests/conftest.py``).
+"""The built wheel, installed as a user installs it: a package of its own (``kfp_finetune``), beside a user's project
+with its own ``components`` and ``pipelines`` packages (fixtures: ``tests/harness/installed_wheel.py``).
 """
 
 from __future__ import annotations
@@ -185,8 +181,7 @@ def test_the_training_pods_code_stages_from_the_wheel_and_imports_with_the_stand
 
 
 def test_kfp_local_still_rewrites_python3_in_a_steps_arguments():
-    """kubeflow/pipelines#14459 (open): fails once the pinned kfp leaves the arguments alone; then drop
-    ``pipelines/demo/local_paths.py``'s copy of the demo data."""
+    """kubeflow/pipelines#14459 (open): fails once kfp leaves them alone (drop demo/local_paths.py's copy)."""
     from kfp.local.subprocess_task_handler import replace_python_executable
 
     command = ["sh", "-c", "python3 -m kfp.dsl.executor_main", "--executor_input", '{"uri": "/lib/python3.11/x"}']
@@ -195,8 +190,7 @@ def test_kfp_local_still_rewrites_python3_in_a_steps_arguments():
 
 
 def test_from_a_clone_the_console_script_runs_the_clones_cli(tmp_path):
-    """``kfp-finetune`` is ``kfp_finetune:main`` in both layouts; in a clone (the editable install of scripts/setup.sh,
-    which maps ``kfp_finetune`` to the repository's folder) it runs ``pipelines.cli``."""
+    """``kfp-finetune`` is ``kfp_finetune:main`` in both layouts; in a clone it runs ``pipelines.cli``."""
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"] == {
         "kfp-finetune": "kfp_finetune:main"
     }
@@ -242,8 +236,7 @@ def test_kfp_finetune_demo_runs_from_the_installed_wheel(wheel_demo, user_projec
 
 
 def test_a_release_tag_must_be_the_version_the_images_and_the_wheel_are_published_under():
-    """The release: tag v<PROJECT_VERSION>, then both step images (built, checked, pushed, inspected), then the wheel
-    through PyPI trusted publishing (the checks need no engine; the workflow's steps are checked in order)."""
+    """The release: tag v<PROJECT_VERSION>, then both step images (checked, pushed, inspected), then the wheel."""
     import yaml
 
     from components._common.images import PROJECT_VERSION, STEP_IMAGE, STEP_IMAGE_CUDA

@@ -1,7 +1,4 @@
-"""The reads doctor makes from the Kubernetes API, through the training step's own client layer and credentials.
-
-Every call has a short ``(connect, read)`` deadline and at most one retry. Of a secret only its key names are kept.
-"""
+"""The doctor's Kubernetes reads, through the training step's client layer: short timeouts, at most one retry."""
 
 from __future__ import annotations
 
@@ -32,7 +29,7 @@ def connect() -> tuple[Any, str]:
     """A ``kubernetes.client.ApiClient`` as the training step builds it (or from the kubeconfig), and its source.
 
     Raises:
-        components._common.kube_auth.KubeAuthError: No usable credentials (the message says how to add them).
+        components._common.kube_auth.KubeAuthError: No usable credentials.
     """
     source = (
         f"{cluster_auth.SERVER_URL_ENV}/{cluster_auth.AUTH_TOKEN_ENV}"
@@ -45,12 +42,12 @@ def connect() -> tuple[Any, str]:
 
 
 def default_namespace() -> str:
-    """The namespace of the pod's service account, else of the kubeconfig's current context (``""``: none)."""
-    namespace_file = Path(cluster_auth.SERVICE_ACCOUNT_DIR, "namespace")
-    if namespace_file.is_file():
-        return namespace_file.read_text().strip()
-    if os.environ.get(cluster_auth.SERVER_URL_ENV):
-        return ""
+    """The pod's namespace, else the kubeconfig's current context's (``""``: none)."""
+    from components._common.namespace import pod_namespace
+
+    namespace = pod_namespace()
+    if namespace or os.environ.get(cluster_auth.SERVER_URL_ENV):
+        return namespace
     from kubernetes import config
 
     try:

@@ -1,12 +1,7 @@
-"""The Model Registry (when an address is set) and the KFP API (when a host is given) answer.
-
-Each is probed once, TLS verified (the system CAs, or ``--ca-bundle``), with a short timeout; any HTTP answer from the
-registry, 401/403 included, means reachable.
-"""
+"""The Model Registry (when an address is set) and the KFP API (when a host is given) answer one probe each."""
 
 from __future__ import annotations
 
-import socket
 from urllib.parse import urlsplit
 
 from pipelines.doctor import facts as keys
@@ -18,25 +13,9 @@ PROBE_TIMEOUT = (5, 10)
 IN_CLUSTER_SUFFIXES = (".svc", ".svc.cluster.local", ".cluster.local")
 
 
-def _pool(verify: bool, ca_bundle: str):
-    import certifi
-    import urllib3
-
-    timeout = urllib3.Timeout(connect=PROBE_TIMEOUT[0], read=PROBE_TIMEOUT[1])
-    verified = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle or certifi.where()}
-    return urllib3.PoolManager(retries=False, timeout=timeout, **(verified if verify else {"cert_reqs": "CERT_NONE"}))
-
-
-def _resolvable(host: str) -> bool:
-    try:
-        socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return True
-
-
 def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
-    """The Model Registry at the run's address answers over HTTP(S) (an OK saying so when no address is set)."""
+    """The Model Registry at the run's address answers over HTTP(S), TLS verified (any answer, 401 included, is OK)."""
+    import certifi
     import urllib3
 
     from components.deployment.kubeflow_model_registry.registration import check_registration_names
@@ -61,7 +40,10 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
         base = registry_base_url(address, values.integer(keys.REGISTRY_PORT), is_secure)
     except ValueError as error:
         return fail("endpoints", f"Model Registry address: {error}", f"fix {setting}")
-    pool = _pool(is_secure and base.startswith("https://"), ca_bundle)
+    timeout = urllib3.Timeout(connect=PROBE_TIMEOUT[0], read=PROBE_TIMEOUT[1])
+    verified = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle or certifi.where()}
+    verify = verified if is_secure and base.startswith("https://") else {"cert_reqs": "CERT_NONE"}
+    pool = urllib3.PoolManager(retries=False, timeout=timeout, **verify)
     try:
         for version in API_VERSIONS:
             url = f"{base}{API_ROOT}{version}/registered_models?pageSize=1"
@@ -74,9 +56,8 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
             "endpoints", what, "pass --ca-bundle FILE with the CA that signed it, or fix the route's certificate"
         )
     except urllib3.exceptions.HTTPError as error:
-        host = urlsplit(base).hostname or ""
-        reason = getattr(error, "reason", None) or error
-        if host.endswith(IN_CLUSTER_SUFFIXES) and not _resolvable(host):
+        in_cluster = (urlsplit(base).hostname or "").endswith(IN_CLUSTER_SUFFIXES)
+        if in_cluster and isinstance(error, urllib3.exceptions.NameResolutionError):
             what = f"Model Registry at {base}: an in-cluster address, not resolvable from here"
             remedy = "run doctor in a pod of the namespace to check it, or use the registry's route"
             return warn("endpoints", what, remedy)
@@ -84,6 +65,7 @@ def check_registry(values: RunValues, ca_bundle: str = "") -> Check:
             f"check that the Model Registry is installed and running, that {setting} and "
             f"{values.label(keys.REGISTRY_PORT)} are right, and that network policies allow the namespace"
         )
+        reason = getattr(error, "reason", None) or error
         return fail("endpoints", f"Model Registry at {base} is unreachable: {reason}", remedy)
     tls = "" if base.startswith("https://") and is_secure else " (TLS not verified: plain HTTP or is_secure=false)"
     if status >= 500:

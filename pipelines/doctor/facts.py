@@ -1,8 +1,4 @@
-"""What a compiled pipeline fixes at compile time, read back from its YAML, and the run's parameter values.
-
-:class:`RunValues` answers by (step, component argument), never by dashboard name: renaming the parameters changes
-nothing here.
-"""
+"""What a compiled pipeline fixes at compile time, and a run's values by (step, component argument)."""
 
 from __future__ import annotations
 
@@ -37,10 +33,7 @@ S3_UPLOAD_PREFIX = ("registry", "s3_upload_prefix")
 
 @dataclasses.dataclass(frozen=True)
 class SecretMount:
-    """A secret the pipeline mounts as env vars: ``{secret key: env var}`` over the steps mounting it.
-
-    ``optional``: every mount is optional (a missing secret does not stop the pod).
-    """
+    """A secret mounted as env vars: ``{secret key: env var}``, its steps, whether every mount is optional."""
 
     name: str
     keys: dict[str, str]
@@ -53,12 +46,9 @@ class PipelineFacts:
     """The compile-time facts of one compiled pipeline.
 
     Attributes:
-        name: ``pipelineInfo.name``.
         source: Where the YAML came from (named in messages).
         pvc_size: The workspace PVC size (``""``: no workspace); ``storage_class`` ``""``: the default class.
-        secrets: The mounted secrets, by name.
         parameters: ``root.inputDefinitions.parameters`` (dashboard name -> definition).
-        spec: The pipeline spec (the YAML's first document).
         accelerators: ``{step: (resource name, count)}`` (``task_accelerators``: by task).
         task_steps: ``{task: step}`` of every task of the DAG (``lm-eval-2`` -> ``eval``).
         task_upstreams: ``{task: (task, ...)}``: the tasks each waits for (data and ``.after()``).
@@ -78,13 +68,6 @@ class PipelineFacts:
     task_steps: dict[str, str] = dataclasses.field(default_factory=dict)
     task_upstreams: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     task_accelerators: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
-
-
-def _accelerator(container: Mapping[str, Any]) -> tuple[str, int] | None:
-    accelerator = (container.get("resources") or {}).get("accelerator") or {}
-    resource = accelerator.get("resourceType") or accelerator.get("type") or ""
-    count = accelerator.get("resourceCount") or accelerator.get("count") or 0
-    return (str(resource), int(float(count))) if resource and count else None
 
 
 def read_package(path: str | Path) -> PipelineFacts:
@@ -114,7 +97,11 @@ def read_package(path: str | Path) -> PipelineFacts:
         step = step_of_task(task_name)
         component = (spec.get("components") or {}).get((task.get("componentRef") or {}).get("name", ""), {})
         executor = component.get("executorLabel", "")
-        accelerator = _accelerator((containers.get(executor) or {}).get("container") or {})
+        resources = ((containers.get(executor) or {}).get("container") or {}).get("resources") or {}
+        asked = resources.get("accelerator") or {}
+        resource = asked.get("resourceType") or asked.get("type") or ""
+        count = int(float(asked.get("resourceCount") or asked.get("count") or 0))
+        accelerator = (str(resource), count) if resource and count else None
         kubernetes_executor = executors.get(executor) or {}
         facts.task_steps[task_name] = step
         facts.task_upstreams[task_name] = tuple(task.get("dependentTasks") or ())
@@ -143,13 +130,9 @@ def read_package(path: str | Path) -> PipelineFacts:
 
 
 class RunValues:
-    """The values a run with ``arguments`` (by dashboard name) will use, by (step, component argument).
+    """The values a run with ``arguments`` (by dashboard name) gives each (step, component argument).
 
-    Each is what the step's task gets (:func:`pipelines.kfp_api.arguments.task_values`); of a step of two tasks (the
-    evaluations), the last.
-
-    Raises:
-        ValueError: An argument the pipeline does not have, or of the wrong type (named, with the known names).
+    Of a step of two tasks (the evaluations), the last task's; a :class:`ValueError` for a bad argument.
     """
 
     def __init__(self, facts: PipelineFacts, arguments: Mapping[str, Any]) -> None:

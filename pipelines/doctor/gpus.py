@@ -1,10 +1,7 @@
 """GPU checks: nodes that fit the training and evaluation pods, the peak concurrent demand, the memory per GPU.
 
-GPU nodes are those labelled ``nvidia.com/gpu.present=true`` for ``nvidia.com/gpu``, else those with the configured
-resource allocatable. Allocatable is what a node can give; what running pods hold is not subtracted ("at most").
-The peak demand: two tasks run together unless one waits for the other (KFP's ``dependentTasks``, data and
-``.after()``); the training task holds its job's nodes x GPUs (none with the ``local`` launcher), every other task the
-accelerator compiled onto it.
+Allocatable is what a node can give; what running pods hold is not subtracted ("at most"). Two tasks run together
+unless one waits for the other (``dependentTasks``).
 """
 
 from __future__ import annotations
@@ -63,7 +60,7 @@ def _allocatable(node: Mapping[str, Any], resource: str) -> int:
 
 
 def _fit(nodes: list[dict[str, Any]], demand: tuple) -> Check | None:
-    """A FAIL when the demand's pods cannot be placed (the remedy ends with its tail for taints, or the other)."""
+    """A FAIL when the demand's pods cannot be placed."""
     what, resource, per_pod, pods, tolerations, selector, tainted, other = demand
     selector = dict(selector or {})
     labels = [(n.get("metadata") or {}).get("labels") or {} for n in nodes]
@@ -83,14 +80,8 @@ def _fit(nodes: list[dict[str, Any]], demand: tuple) -> Check | None:
         return None
     taints = [t for n in big_enough for t in _blocking_taints(n, tolerations)]
     if taints:
-        needed = sorted(
-            {
-                json.dumps(
-                    {k: t.get(k) for k in ("key", "effect") if t.get(k)} | {"operator": "Exists"}, sort_keys=True
-                )
-                for t in taints
-            }
-        )
+        wanted = ({k: t.get(k) for k in ("key", "effect") if t.get(k)} | {"operator": "Exists"} for t in taints)
+        needed = sorted({json.dumps(toleration, sort_keys=True) for toleration in wanted})
         names = ", ".join(sorted(str((n.get("metadata") or {}).get("name", "?")) for n in big_enough))
         detail = f"{what}: the GPU nodes that fit are tainted ({names})"
         return fail("gpus", detail, f"add tolerations [{', '.join(needed)}]" + tainted)
@@ -99,7 +90,7 @@ def _fit(nodes: list[dict[str, Any]], demand: tuple) -> Check | None:
 
 
 def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
-    """GPU nodes exist and fit one training node (``num_nodes`` times) and the eval step's GPUs, and the peak."""
+    """GPU nodes exist and fit the training pods, the eval step's GPUs, and the peak demand."""
     resource = str(values.get(keys.GPU_RESOURCE) or NVIDIA)
     per_node = values.integer(keys.GPUS_PER_NODE) if launcher != "local" else 0
     pods = max(values.integer(keys.NUM_NODES), 1)
@@ -147,7 +138,7 @@ def check_gpus(cluster: Cluster, values: RunValues, launcher: str) -> list[Check
 
 @dataclasses.dataclass(frozen=True)
 class GpuDemand:
-    """The peak concurrent GPU demand of one run: the peak, the tasks holding it then, and every task's GPUs."""
+    """The peak concurrent GPU demand of one run, the tasks holding it then, and every task's GPUs."""
 
     peak: int
     tasks: dict[str, int]
@@ -160,7 +151,7 @@ class GpuDemand:
 
 
 def peak_of(per_task: Mapping[str, int], upstreams: Mapping[str, tuple[str, ...]]) -> GpuDemand:
-    """The largest total GPU demand of tasks no two of which wait for each other (``upstreams``: direct ones)."""
+    """The largest total GPU demand of tasks no two of which wait for each other (``upstreams``: direct)."""
     try:
         order = list(graphlib.TopologicalSorter(upstreams).static_order())
     except graphlib.CycleError as error:
@@ -213,7 +204,7 @@ def run_shape(values: RunValues) -> memory_estimate.RunShape | None:
 
 
 def check_gpu_memory(cluster: Cluster, values: RunValues) -> list[Check]:
-    """One line, ``estimated X GiB per GPU (low–high) vs Y GiB on <product>``: OK / WARN / FAIL (the smallest GPU)."""
+    """``estimated X GiB per GPU (low–high) vs Y GiB on <product>`` against the smallest GPU."""
     shape = run_shape(values)
     if shape is None:
         return []

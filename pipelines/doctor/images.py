@@ -1,9 +1,7 @@
 """Can the namespace pull every image the pipeline's steps run on?
 
-An image of the OpenShift internal registry (``oc new-build`` + ``oc start-build``) is there when its ImageStream has
-the tag with an image; an ImageStream that imported an external image also provides it. Any other image is asked of
-its registry, anonymously, then with the pull secrets of the pipeline pods' service account (``pipeline-runner-*``,
-else ``default``). A registry that does not answer from here is a WARN.
+An internal-registry image needs its ImageStream tag; any other image is asked of its registry, anonymously, then
+with the pull secrets of the pipeline pods' service account. A registry that does not answer from here is a WARN.
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ from pipelines.doctor.cluster import ApiUnavailable, Cluster, Forbidden
 from pipelines.doctor.report import Check, fail, ok, warn
 from pipelines.images.pipeline_images import distinct, step_images
 from pipelines.images.pull_check import check_images, fix_for
-from pipelines.images.reference import ImageReference, parse_image
-from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, check_manifest
+from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, ImageReference, check_manifest, parse_image
 
 AREA = "images"
 INTERNAL_REGISTRY = "image-registry.openshift-image-registry.svc:5000"
@@ -108,10 +105,7 @@ def _internal_image(cluster: Cluster, streams: list[dict[str, Any]] | None, imag
 def check_images_in_namespace(
     cluster: Cluster | None, spec: Mapping[str, Any], docker_config: Mapping | None
 ) -> list[Check]:
-    """One line per image of the pipeline's steps, plus one WARN per registry doctor cannot reach.
-
-    ``cluster`` ``None``: no cluster connection, only the registries are asked (with ``--pull-secret-file``'s config).
-    """
+    """One line per image of the pipeline's steps, one WARN per unreachable registry (``cluster`` ``None``: none)."""
     images = list(distinct(step_images(spec, "")))
     streams = _image_streams(cluster) if cluster else None
     checks: list[Check] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
 
@@ -11,14 +12,9 @@ OK, WARN, FAIL = "OK", "WARN", "FAIL"
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """One finding.
+    """One finding: ``WARN``: the run may still work, or doctor could not tell; ``FAIL``: the run will fail.
 
-    Attributes:
-        status: ``OK``, ``WARN`` (the run may still work, or doctor could not tell) or ``FAIL`` (the run will fail).
-        area: ``cluster``, ``launcher``, ``permissions``, ``storage``, ``secrets``, ``gpus``, ``serving``,
-            ``hardware``, ``images`` or ``endpoints``.
-        what: What was checked and found, naming the object (``storage class 'nfs-csi' not found``).
-        remedy: What to do about it (``""`` for an OK without advice).
+    ``area`` is the kind of check (``storage``, ``gpus``...); ``what`` names the object checked and what was found.
     """
 
     status: str
@@ -31,19 +27,8 @@ class Check:
         return f"{self.status:<4}  {self.what}" + (f"  — {self.remedy}" if self.remedy else "")
 
 
-def ok(area: str, what: str, remedy: str = "") -> Check:
-    """An OK finding."""
-    return Check(OK, area, what, remedy)
-
-
-def warn(area: str, what: str, remedy: str) -> Check:
-    """A WARN finding."""
-    return Check(WARN, area, what, remedy)
-
-
-def fail(area: str, what: str, remedy: str) -> Check:
-    """A FAIL finding."""
-    return Check(FAIL, area, what, remedy)
+#: ``ok(area, what, remedy="")``, ``warn(...)``, ``fail(...)``: a finding of that status.
+ok, warn, fail = (functools.partial(Check, status) for status in (OK, WARN, FAIL))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pipelines.doctor.training import check_launcher, check_permissions, check_t
 
 
 def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
-    """The checks that read the cluster, in order; the launcher the first resolves decides what the others look at."""
+    """The checks that read the cluster, in order; the launcher the first resolves steers the others."""
     checks, launcher = check_launcher(cluster, values)
     if all(check.status != "FAIL" for check in checks):
         checks += check_trainer_api(cluster, values, launcher)
@@ -37,7 +37,7 @@ def _cluster_checks(cluster: Cluster, values: RunValues) -> list[Check]:
 
 
 def _reachable(cluster: Cluster, host: str, source: str) -> Check | None:
-    """A FAIL when the API server does not answer ``GET /version``, else None; the remedy fits the credentials used."""
+    """A FAIL when the API server does not answer ``GET /version`` (the remedy fits the credentials used)."""
     from components._common.kube_auth import AUTH_TOKEN_ENV, SERVER_URL_ENV
 
     from_env = source.startswith(SERVER_URL_ENV)
@@ -79,14 +79,14 @@ def run_doctor(
         package: The compiled pipeline YAML.
         arguments: The run's arguments.
         namespace: The pipeline's namespace (``""``: the pod's, or the kubeconfig context's).
-        kfp_host: The KFP API URL to health-check (``""``: not checked), with ``token_file`` (default: ``KFP_TOKEN``).
-        token_file: A file with the KFP bearer token.
+        kfp_host: The KFP API URL to health-check (``""``: not checked).
+        token_file: A file with the KFP bearer token (default: ``KFP_TOKEN``).
         ca_bundle: A CA bundle for the Model Registry and KFP API certificates.
         image_check: Check that the namespace can pull every step's image.
         docker_config: A Docker config.json with registry credentials (``--pull-secret-file``).
 
     Raises:
-        ValueError: Unknown or mistyped run arguments, no namespace, or a bad ``kfp_host`` / ``token_file``.
+        ValueError: Bad run arguments, no namespace, or a bad ``kfp_host`` / ``token_file``.
     """
     from components._common.kube_auth import KubeAuthError
 

@@ -1,7 +1,4 @@
-"""The secrets the pipeline mounts exist with the keys the steps read; the run's URIs make some necessary.
-
-Only key names are compared (no value reaches a finding). A secret's role is known from the env vars it feeds.
-"""
+"""The secrets the pipeline mounts exist with the keys the steps read (names only); the run's URIs make some needed."""
 
 from __future__ import annotations
 
@@ -15,10 +12,7 @@ from pipelines.doctor.report import Check, fail, ok, warn
 
 @dataclasses.dataclass(frozen=True)
 class SecretRole:
-    """What a mounted secret (known by ``env``) is for, the keys it needs, and the URI ``scheme`` needing it.
-
-    ``any_one``: one of the ``required_env`` keys is enough.
-    """
+    """What a secret feeding ``env`` is for, the keys it needs (``any_one``: one is enough), the scheme needing it."""
 
     env: str
     required_env: tuple[str, ...]
@@ -47,19 +41,6 @@ ROLES = (
 URI_PARAMETERS = (keys.DATASET_URI, keys.BASE_MODEL, keys.S3_UPLOAD_PREFIX)
 
 
-def _role(mount: SecretMount) -> SecretRole:
-    for role in ROLES:
-        if role.env in mount.keys.values():
-            return role
-    return SecretRole("", tuple(mount.keys.values()), f"env {', '.join(sorted(mount.keys.values()))}")
-
-
-def _needed_by(role: SecretRole, values: RunValues) -> list[str]:
-    """The run parameters (labels) whose value starts with the role's scheme."""
-    schemed = [key for key in URI_PARAMETERS if role.scheme and str(values.get(key) or "").startswith(role.scheme)]
-    return [values.label(key) for key in schemed]
-
-
 def _create_command(mount: SecretMount, keys_: list[str], namespace: str) -> str:
     if ".dockerconfigjson" in keys_:
         return (
@@ -70,9 +51,12 @@ def _create_command(mount: SecretMount, keys_: list[str], namespace: str) -> str
 
 
 def _one(cluster: Cluster, mount: SecretMount, values: RunValues) -> Check:
-    role = _role(mount)
+    envs = tuple(mount.keys.values())
+    other = SecretRole("", envs, f"env {', '.join(sorted(envs))}")
+    role = next((role for role in ROLES if role.env in envs), other)
     required = [key for key, env in mount.keys.items() if env in role.required_env]
-    needed_by = _needed_by(role, values)
+    schemed = [key for key in URI_PARAMETERS if role.scheme and str(values.get(key) or "").startswith(role.scheme)]
+    needed_by = [values.label(key) for key in schemed]  # the run parameters whose URI needs the secret
     present = cluster.secret_keys(mount.name)
     steps = ", ".join(mount.steps)
     if present is None:

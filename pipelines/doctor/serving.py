@@ -1,8 +1,4 @@
-"""The registry step's KServe deploy, when the run turns it on (``deploy_inference_service``).
-
-KServe's CRDs must be served, each call of ``kserve_deploy.API_PERMISSIONS`` allowed in the serving namespace, and the
-model stored where the service outlives the run (a modelcar or ``s3://``).
-"""
+"""The registry step's KServe deploy, when the run turns it on: CRDs, permissions, and a model that outlives the run."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The workspace PVC can be provisioned: its storage class exists, gives RWX volumes, and quota has room.
-
-RWX is judged from the StorageClass's ``provisioner`` (``fnmatch`` globs below); a provisioner in neither table is
-``unknown`` (a WARN). Block-storage provisioners give RWX only for raw block volumes, never for a filesystem.
-"""
+"""The workspace PVC can be provisioned: its class exists, gives RWX (judged from its provisioner), quota has room."""
 
 from __future__ import annotations
 
@@ -81,11 +77,6 @@ def _recompile(flag: str, example: str) -> str:
     )
 
 
-def _is_default(storage_class: dict[str, Any]) -> bool:
-    annotations = (storage_class.get("metadata") or {}).get("annotations") or {}
-    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
-
-
 def _find_class(cluster: Cluster, facts: PipelineFacts) -> tuple[dict[str, Any] | None, Check | None]:
     """The storage class the PVC will use, or the finding that says why there is none."""
     name = facts.storage_class
@@ -97,7 +88,8 @@ def _find_class(cluster: Cluster, facts: PipelineFacts) -> tuple[dict[str, Any] 
         listed = ", ".join(f"{(c.get('metadata') or {}).get('name')} ({c.get('provisioner', '?')})" for c in classes)
         what = f"storage class {name!r} (workspace PVC, compile-time) not found (available: {listed or 'none'})"
         return None, fail("storage", what, _recompile("pvc-storage-class", "<an RWX class>"))
-    defaults = [item for item in cluster.storage_classes() if _is_default(item)]
+    classes = [(item, (item.get("metadata") or {}).get("annotations") or {}) for item in cluster.storage_classes()]
+    defaults = [item for item, notes in classes if any(notes.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)]
     if defaults:
         return defaults[0], None
     what = "the workspace PVC names no storage class and the cluster has no default storage class"

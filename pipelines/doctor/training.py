@@ -1,9 +1,6 @@
 """The launcher (and runtime) the run will train with, the TrainJob API it meets, and the permissions it needs.
 
-Launcher: the training step's own discovery and runtime lookup (``auto`` resolves as it does). Permissions: every
-rule of ``rbac.yaml`` (the one list of the calls the training step makes) that applies to the resolved launcher, asked
-with a ``SelfSubjectAccessReview``. The training pods' image: ``training_image``, else the runtime's trainer container,
-with the Training Hub version the known RHOAI images carry.
+The launcher resolves through the training step's own discovery; the permissions are ``rbac.yaml``'s rules.
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ def rbac_permissions() -> list[Permission]:
 def check_launcher(cluster: Cluster, values: RunValues) -> tuple[list[Check], str]:
     """The launcher's CRDs are served and its runtime exists; returns the launcher ``auto`` resolves to.
 
-    ``auto``: ``trainjob`` when Kubeflow Trainer serves ``trainjobs`` and the runtime (``training_runtime_name``, else
-    the backend's) exists, else ``pytorchjob`` when the Training Operator serves ``pytorchjobs``.
+    ``auto``: ``trainjob`` when Trainer serves ``trainjobs`` and the runtime exists, else ``pytorchjob`` if served.
     """
     from components.training.finetuning.cluster import discovery, launchers
 
@@ -129,10 +125,7 @@ def check_launcher(cluster: Cluster, values: RunValues) -> tuple[list[Check], st
 
 
 def check_permissions(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
-    """A SelfSubjectAccessReview of each rbac.yaml permission the launcher uses.
-
-    A Role's permission denied is a FAIL; a ClusterRole's (runtime discovery, which the step then skips) a WARN.
-    """
+    """A SelfSubjectAccessReview of each rbac.yaml permission the launcher uses (a ClusterRole's denied: a WARN)."""
     if launcher == LOCAL:
         return [ok("permissions", "launcher 'local': the training step makes no Kubernetes API calls")]
     from components.training.finetuning.cluster.launchers import LAUNCHER_RESOURCES
@@ -185,7 +178,7 @@ JIT_CHECKPOINT_SINCE = _version(hub_compat.JIT_CHECKPOINT_SINCE)
 
 
 def jit_checkpoints(api: TrainJobApi, hub_version: str) -> str:
-    """Whether a paused job saves a just-in-time checkpoint, from the runtime's Training Hub (or the generation)."""
+    """Whether a paused job saves a just-in-time checkpoint (from the runtime's Training Hub, or the generation)."""
     if hub_version:
         if _version(hub_version) >= JIT_CHECKPOINT_SINCE:
             return f"JIT checkpoints on pause: available (Training Hub {hub_version})"
@@ -202,7 +195,7 @@ def jit_checkpoints(api: TrainJobApi, hub_version: str) -> str:
 
 
 def runtime_image(runtime: Mapping[str, Any]) -> str:
-    """The image of the trainer container ``node`` of job ``node`` in a (Cluster)TrainingRuntime (``""``: none)."""
+    """The image of the trainer container ``node`` of a (Cluster)TrainingRuntime (``""``: none)."""
     job = "node"
     jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
     for replicated in jobs:
@@ -240,7 +233,7 @@ def image_check(cluster: Cluster, values: RunValues) -> tuple[Check, str]:
 
 
 def check_trainer_api(cluster: Cluster, values: RunValues, launcher: str) -> list[Check]:
-    """The TrainJob API generation and what follows, then the training pods' image (TrainJob launchers only)."""
+    """The TrainJob API generation and what follows, then the training pods' image (``trainjob`` only)."""
     if launcher != "trainjob":
         return []
     served = discover_trainjob_api(cluster.api)  # a failed discovery answers the assumed generation

@@ -1,9 +1,6 @@
-"""Every image a compiled pipeline names, and every image a disconnected cluster must mirror for it.
+"""Every image the compiled pipelines and their Trainer runtimes name, for an oc-mirror v2 ImageSetConfiguration.
 
-A compiled pipeline names images in each executor's ``container.image`` and in the defaults of the parameters whose
-name ends in ``image`` (``modelcar_base_image``, ``deploy_runtime_image``, ``training_image``); the training pods run
-the images of the Trainer runtimes this project targets. :func:`image_set_configuration` writes them as an oc-mirror v2
-``ImageSetConfiguration`` (``mirror.additionalImages[].name``, oc-mirror's ``v2alpha1/type_config.go``).
+A pipeline names images in its executors and in the defaults of its ``*image`` parameters.
 """
 
 from __future__ import annotations
@@ -13,15 +10,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-#: The image of upstream Kubeflow Trainer's ``torch-distributed`` ClusterTrainingRuntime (v2.1.0,
-#: ``manifests/base/runtimes/torch_distributed.yaml``); RHOAI's: ``pipelines.doctor.training.KNOWN_IMAGES``.
+#: Upstream Kubeflow Trainer v2.1.0's ``torch-distributed`` runtime image; RHOAI's: ``doctor.training.KNOWN_IMAGES``.
 TORCH_DISTRIBUTED_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
 UPSTREAM_RUNTIME_IMAGES = {TORCH_DISTRIBUTED_IMAGE: "torch-distributed runtime, upstream Kubeflow Trainer"}
 
 
 @dataclasses.dataclass(frozen=True)
 class NamedImage:
-    """An image as written, and what uses it (``sft: exec-train-model``, ``sft: modelcar_base_image``, a runtime)."""
+    """An image as written, and what uses it (``sft: exec-train-model``, a runtime)."""
 
     image: str
     where: str
@@ -60,7 +56,7 @@ def pipeline_images(spec: Mapping[str, Any], label: str) -> list[NamedImage]:
 
 
 def images_of_files(paths: Iterable[Path]) -> list[NamedImage]:
-    """Every image the compiled pipeline files name, labelled by the file's stem (:class:`ValueError`: not one)."""
+    """Every image the compiled pipeline files name, labelled by the file's stem."""
     from pipelines.kfp_api.arguments import read_pipeline_documents
 
     named: list[NamedImage] = []
@@ -70,7 +66,7 @@ def images_of_files(paths: Iterable[Path]) -> list[NamedImage]:
 
 
 def runtime_images() -> list[NamedImage]:
-    """The training pods' images of the runtimes the pipelines use: RHOAI's (one per release), then upstream's."""
+    """The training pods' images of the runtimes the pipelines use: RHOAI's, then upstream's."""
     from pipelines.doctor.training import KNOWN_IMAGES
 
     named = [
@@ -105,7 +101,7 @@ def describe(where: list[str]) -> str:
 
 
 def pinned(image: str, digest: str) -> str:
-    """``registry/repository@<digest>`` (the tag dropped), or ``image`` when pinned already or the digest unknown."""
+    """``registry/repository@<digest>`` (the tag dropped), or ``image`` when pinned or the digest is unknown."""
     if "@" in image or not digest:
         return image
     path, _, last = image.rpartition("/")

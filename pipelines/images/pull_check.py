@@ -1,22 +1,19 @@
 """Can every image the pipeline names be pulled? The check of ``compile``/``upload``/``run``/``doctor``.
 
-The registries are asked concurrently, under one deadline. A missing image is an error naming the command that fixes
-it; a registry that does not answer is one warning for all its images (an offline compile still works).
+The registries are asked concurrently, under one deadline; a registry that does not answer is one warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from components._common.images import STEP_IMAGE_REPOSITORY
 from components._common.oci_reference import credentials_for
-from pipelines.images.reference import ImageReference, parse_image
-from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, ManifestAnswer, check_manifest
+from pipelines.images import registry
+from pipelines.images.registry import DENIED, FOUND, MISSING, UNREACHABLE, ManifestAnswer, check_manifest, parse_image
 
 #: Set to ``1`` to skip the check (what ``--no-image-check`` does; the test suite sets it, as it compiles offline).
 NO_CHECK_ENV = "KFP_FINETUNE_NO_IMAGE_CHECK"
@@ -46,23 +43,7 @@ def check_disabled(flag: bool = False) -> bool:
     return flag or os.environ.get(NO_CHECK_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def load_docker_config(path: str | Path) -> dict:
-    """A Docker ``config.json`` / podman ``auth.json``; a :class:`ValueError` naming the file, never its content."""
-    path = Path(path).expanduser()
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ValueError(f"--pull-secret-file {str(path)!r}: cannot read it ({error.strerror})") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"--pull-secret-file {str(path)!r}: not JSON (line {error.lineno}); give a config.json"
-        ) from None
-    if not isinstance(config, dict):
-        raise ValueError(f"--pull-secret-file {str(path)!r}: not a Docker config.json (a JSON object with 'auths')")
-    return config
-
-
-def fix_for(image: ImageReference) -> str:
+def fix_for(image: registry.ImageReference) -> str:
     """The command(s) that make a missing image available."""
     if image.name == STEP_IMAGE_REPOSITORY:  # a build of this project's Containerfile
         return (
@@ -77,7 +58,7 @@ def fix_for(image: ImageReference) -> str:
     )
 
 
-def _line(image: ImageReference, answer: ManifestAnswer) -> str:
+def _line(image: registry.ImageReference, answer: ManifestAnswer) -> str:
     where = f"registry {image.registry}"
     if answer.status == MISSING:
         return f"image {image.text}: not found in {where} ({answer.detail}): {fix_for(image)}"
@@ -94,27 +75,17 @@ def _line(image: ImageReference, answer: ManifestAnswer) -> str:
 
 
 def check_images(
-    images: Iterable[str],
-    docker_config: Mapping | None = None,
-    *,
-    deadline_seconds: float = DEADLINE_SECONDS,
-    request_timeout: float | None = None,
+    images: Iterable[str], docker_config: Mapping | None = None, *, deadline_seconds: float = DEADLINE_SECONDS
 ) -> list[ImageFinding]:
-    """One finding per image, one per unreachable registry (its images together), within ``deadline_seconds``.
-
-    Raises:
-        ValueError: An image is not a valid reference.
-    """
+    """One finding per image, one per unreachable registry (its images together); a ValueError for a bad reference."""
     references = [parse_image(text) for text in dict.fromkeys(images)]
-    options = {"deadline_seconds": deadline_seconds}
-    if request_timeout is not None:
-        options["request_timeout"] = request_timeout
+
+    def ask(reference: registry.ImageReference) -> ManifestAnswer:
+        credentials = credentials_for(docker_config, reference.registry)
+        return check_manifest(reference, credentials, deadline_seconds=deadline_seconds)
+
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(references)))) as pool:
-        answers = list(
-            pool.map(
-                lambda ref: check_manifest(ref, credentials_for(docker_config, ref.registry), **options), references
-            )
-        )
+        answers = list(pool.map(ask, references))
     findings, unreachable = [], {}
     for reference, answer in zip(references, answers, strict=True):
         if answer.status == UNREACHABLE:
@@ -123,9 +94,9 @@ def check_images(
             findings.append(ImageFinding((reference.text,), FOUND, "", answer.digest))
         else:
             findings.append(ImageFinding((reference.text,), answer.status, _line(reference, answer)))
-    for registry, (texts, detail) in unreachable.items():
+    for host, (texts, detail) in unreachable.items():
         line = (
-            f"registry {registry} cannot be reached from here ({detail}): not checked: {', '.join(texts)} (check them "
+            f"registry {host} cannot be reached from here ({detail}): not checked: {', '.join(texts)} (check them "
             "where the cluster pulls from, e.g. `kfp-finetune doctor`)"
         )
         findings.append(ImageFinding(tuple(texts), UNREACHABLE, line))

@@ -1,15 +1,14 @@
-"""Whether a registry serves an image: ``HEAD /v2/<repository>/manifests/<tag|digest>``, as a container runtime asks.
+"""Image references as a container runtime reads them, and whether a registry serves one.
 
-A ``401`` with a ``Bearer realm=...`` challenge is answered by distribution's token flow (``docs/spec/auth/token.md``,
-with the pull secret's basic credentials), a ``Basic`` one with the credentials; a ``405`` falls back to ``GET``. A
-loopback registry is asked over plain HTTP, every other over HTTPS. Every request has a timeout, all of one check
-share a deadline; credentials are never logged or put into a message.
+``HEAD /v2/<repository>/manifests/<reference>``; a ``401`` is answered by distribution's token flow or basic auth, all
+within one deadline; credentials never reach a message.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import ipaddress
 import json
 import re
 import time
@@ -19,7 +18,65 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from pipelines.images.reference import ImageReference
+from components._common.oci_reference import parse_oci_uri
+
+DOCKER_HUB = "docker.io"
+#: The host that serves Docker Hub's registry API (``docker.io`` itself does not).
+DOCKER_HUB_API = "registry-1.docker.io"
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageReference:
+    """A parsed image reference (``tag`` ``""`` with only a digest; ``text`` as the pipeline names it)."""
+
+    registry: str
+    repository: str
+    tag: str
+    digest: str
+    text: str
+
+    @property
+    def api_host(self) -> str:
+        """The host of the registry API (``registry-1.docker.io`` for Docker Hub)."""
+        return DOCKER_HUB_API if self.registry in (DOCKER_HUB, "index.docker.io") else self.registry
+
+    @property
+    def manifest_reference(self) -> str:
+        """What the manifest is fetched by: the digest when pinned, else the tag."""
+        return self.digest or self.tag
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the registry is on this machine (``localhost``, 127.0.0.0/8, ``::1``): plain HTTP, as in Docker."""
+        host = self.registry.rsplit(":", 1)[0] if not self.registry.startswith("[") else self.registry[1:].split("]")[0]
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def name(self) -> str:
+        """``registry/repository`` (the image without tag or digest)."""
+        return f"{self.registry}/{self.repository}"
+
+
+def parse_image(text: str) -> ImageReference:
+    """Parses ``[registry/]repository[:tag][@sha256:<hex>]`` ; a :class:`ValueError` when it is not one."""
+    written = text.strip()
+    first, slash, rest = written.partition("/")
+    if not (slash and ("." in first or ":" in first or first == "localhost")):  # on Docker Hub
+        first, rest = DOCKER_HUB, written if slash else f"library/{written}"
+    try:
+        parsed = parse_oci_uri(f"oci://{first}/{rest}", "image")
+    except ValueError:
+        raise ValueError(
+            f"image {text!r} is not a valid image reference; expected [registry/]repository[:tag][@sha256:<hex>] "
+            "with a lowercase repository"
+        ) from None
+    return ImageReference(parsed.registry, parsed.repository, parsed.tag, parsed.digest, written)
+
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -41,7 +98,6 @@ class ManifestAnswer:
         status: :data:`FOUND`, :data:`MISSING` (404), :data:`DENIED` (401/403 after the authentication flow) or
             :data:`UNREACHABLE` (no answer, TLS failure, a 5xx, the deadline).
         detail: A short reason (``HTTP 404``, ``[Errno 111] Connection refused``); never a credential.
-        digest: The manifest's ``Docker-Content-Digest`` when found.
         authenticated: Whether credentials from a pull secret were sent.
     """
 
@@ -81,12 +137,6 @@ def _send(method: str, url: str, headers: Mapping[str, str], deadline: _Deadline
         return error.code, error.headers, b""
 
 
-def _challenge(header: str) -> tuple[str, dict[str, str]]:
-    """``Bearer realm="...",service="..."`` -> ``("bearer", {"realm": ..., "service": ...})``."""
-    scheme, _, rest = header.strip().partition(" ")
-    return scheme.lower(), dict(re.findall(r'(\w+)="([^"]*)"', rest))
-
-
 def _basic(credentials: tuple[str, str]) -> str:
     return "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
 
@@ -97,25 +147,18 @@ def _reason(error: BaseException) -> str:
 
 
 def check_manifest(
-    image: ImageReference,
-    credentials: tuple[str, str] | None = None,
-    *,
-    deadline_seconds: float = 20.0,
-    request_timeout: float = REQUEST_TIMEOUT,
+    image: ImageReference, credentials: tuple[str, str] | None = None, *, deadline_seconds: float = 20.0
 ) -> ManifestAnswer:
-    """Asks the image's registry for its manifest, with the pull secret's ``(username, password)`` if any.
-
-    Returns:
-        The registry's answer; a network problem is :data:`UNREACHABLE`, never an exception.
-    """
-    deadline = _Deadline(deadline_seconds, request_timeout)
+    """The registry's answer about the image's manifest, asked with the pull secret's credentials if any."""
+    deadline = _Deadline(deadline_seconds, REQUEST_TIMEOUT)
     scheme = "http" if image.loopback else "https"
     url = f"{scheme}://{image.api_host}/v2/{image.repository}/manifests/{image.manifest_reference}"
     headers = {"Accept": ", ".join(MANIFEST_TYPES), "User-Agent": "kfp-finetune-image-check"}
     try:
         status, answer_headers, _ = _send("HEAD", url, headers, deadline)
         if status == 401:
-            scheme_name, params = _challenge(answer_headers.get("WWW-Authenticate", ""))
+            scheme_name, _, challenge = answer_headers.get("WWW-Authenticate", "").strip().partition(" ")
+            scheme_name, params = scheme_name.lower(), dict(re.findall(r'(\w+)="([^"]*)"', challenge))
             if scheme_name == "bearer" and params.get("realm"):
                 query = {"scope": f"repository:{image.repository}:pull"}
                 if params.get("service"):

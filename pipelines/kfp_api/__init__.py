@@ -4,9 +4,8 @@ Bad input is a :class:`ValueError` before any request; a refusal or no answer in
 bearer token is never printed, logged or put in a message.
 """
 
-from pipelines.kfp_api.arguments import check_arguments, load_arguments, read_pipeline_documents
+from pipelines.kfp_api.arguments import check_arguments, load_arguments, read_pipeline_documents, validate_cron
 from pipelines.kfp_api.connection import HOST_ENV, Connection, KfpApiError, check_health, connection_from_options
-from pipelines.kfp_api.cron import validate_cron
 from pipelines.kfp_api.submit import create_run, make_client, schedule_run, upload_pipeline
 
 __all__ = [

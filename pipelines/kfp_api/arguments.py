@@ -1,4 +1,4 @@
-"""A run's inputs, checked before anything is sent: its arguments, the package, and the components' own rules."""
+"""A run's inputs, checked before anything is sent: its arguments, the package, the components' rules, the cron."""
 
 from __future__ import annotations
 
@@ -16,13 +16,10 @@ FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_arguments(params: list[str], params_file: str = "") -> dict:
-    """A run's arguments: the ``--params-file`` mapping (YAML/JSON) updated by the ``--param KEY=VALUE`` flags.
-
-    VALUE is parsed as JSON when it parses (``3``, ``true``, ``[1, 2]``, ``"quoted"``), else taken as a string.
+    """The ``--params-file`` mapping (YAML/JSON) updated by the ``--param KEY=VALUE`` flags (VALUE: JSON if it parses).
 
     Raises:
-        ValueError: An unreadable or malformed file (with the line), a file that is not a mapping of string keys, an
-            entry without ``=`` or with an empty key, or a key given twice (naming the entry).
+        ValueError: A bad file (with the line) or a bad or repeated ``--param`` entry (naming it).
     """
     arguments = _read_params_file(params_file) if params_file else {}
     from_flags: dict[str, Any] = {}
@@ -53,7 +50,6 @@ def read_option_file(path: str, what: str, flag: str) -> str:
 
 
 def _read_params_file(params_file: str) -> dict:
-    """The mapping in a YAML/JSON parameters file; errors name the file (and line)."""
     text = read_option_file(params_file, "the parameters file", "--params-file")
     try:
         content = yaml.safe_load(text)
@@ -76,11 +72,7 @@ def _read_params_file(params_file: str) -> dict:
 
 
 def read_pipeline_documents(package_path: str) -> list[dict]:
-    """The non-empty YAML documents of a compiled pipeline: the pipeline spec first, then the platform specs.
-
-    Raises:
-        ValueError: The file is missing, not YAML, or not a compiled pipeline.
-    """
+    """The non-empty YAML documents of a compiled pipeline, spec first; a :class:`ValueError` when it is not one."""
     path = Path(package_path)
     if path.suffix not in PACKAGE_SUFFIXES:
         raise ValueError(f"pipeline package {package_path!r}: expected a compiled pipeline YAML (.yaml or .yml)")
@@ -116,11 +108,7 @@ _TYPE_CHECKS = {
 
 
 def check_arguments(spec: dict, arguments: Mapping[str, Any], package_path: str) -> None:
-    """Checks run arguments against the parameters ``spec`` declares (``package_path`` is named in errors).
-
-    Raises:
-        ValueError: Every unknown parameter, value of the wrong type, and required parameter left out, at once.
-    """
+    """Checks run arguments against ``spec``'s parameters; one :class:`ValueError` lists every problem."""
     declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {}) or {}
     problems = []
     unknown = [name for name in arguments if name not in declared]
@@ -201,18 +189,14 @@ TASK_CHECKS: dict[str, Callable[[Values, Mapping[str, Values]], None]] = {
 
 
 def _typed(value: Any, parameter_type: str) -> Any:
-    """YAML keeps KFP integers as floats (``3.0``): give them back their type."""
+    """A KFP integer YAML keeps as a float (``3.0``) as an int."""
     if parameter_type == "NUMBER_INTEGER" and isinstance(value, float) and value.is_integer():
         return int(value)
     return value
 
 
 def task_values(spec: dict, arguments: Mapping[str, Any]) -> tuple[dict[str, Values], dict[str, dict[str, str]]]:
-    """Each task's component arguments as a run of ``spec`` with ``arguments`` would pass them.
-
-    Returns:
-        ``({task: {input: value}}, {task: {input: pipeline parameter feeding it}})``; task outputs left out.
-    """
+    """``({task: {input: value}}, {task: {input: pipeline parameter feeding it}})`` of a run (task outputs left out)."""
     from pipelines.training.finetuning.interface import task_wiring
 
     root = spec.get("root", {})
@@ -238,11 +222,10 @@ def task_values(spec: dict, arguments: Mapping[str, Any]) -> tuple[dict[str, Val
 
 
 def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: str) -> None:
-    """Checks a run's (type-checked) arguments with the components' own validation of :data:`TASK_CHECKS`' tasks.
+    """Checks a run's arguments with the components' own validation (:data:`TASK_CHECKS`).
 
     Raises:
-        ValueError: ``pipeline '<pipeline>', step <task>: <the component's error> (pipeline parameter <name>)``,
-            one part per failing step.
+        ValueError: ``pipeline '<pipeline>', step <task>: <error> (pipeline parameter <name>)`` per failing step.
     """
     values, sources = task_values(spec, arguments)
     problems = []
@@ -258,3 +241,66 @@ def check_component_rules(spec: dict, arguments: Mapping[str, Any], pipeline: st
             problems.append(f"pipeline {pipeline!r}, step {task}: {text}{origin}")
     if problems:
         raise ValueError("; ".join(problems))
+
+
+# -- cron expressions of recurring runs, checked with croniter as the KFP scheduler (robfig/cron) reads them; the few
+# croniter accepts and robfig/cron refuses (day-of-week 7, a range 5-1) the KFP API server refuses itself.
+_FIELDS = ("second", "minute", "hour", "day-of-month", "month", "day-of-week")
+#: Allowed values of each field, for the message.
+_ALLOWED = ("0-59", "0-59", "0-23", "1-31", "1-12 or JAN-DEC", "0-6 or SUN-SAT")
+#: A valid expression whose fields are swapped one at a time for the user's, to find the wrong one.
+_PROBE = ("0", "0", "0", "1", "1", "*")
+_DESCRIPTORS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+#: ``@every <Go duration>`` (robfig/cron), e.g. ``@every 1h30m``; croniter does not know it.
+_GO_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+")
+_FORMAT = (
+    "KFP cron has 6 fields: second minute hour day-of-month month day-of-week, e.g. '0 0 2 * * *' (02:00 daily), "
+    "or a descriptor such as @daily or '@every 6h'"
+)
+
+
+def _parses(fields: list[str] | tuple[str, ...]) -> bool:
+    from croniter import CroniterError, croniter
+
+    try:
+        croniter.expand(" ".join(fields), second_at_beginning=True)
+    except (CroniterError, ValueError):
+        return False
+    return True
+
+
+def validate_cron(expression: str) -> str:
+    """``expression`` stripped, checked as the KFP scheduler reads it: 6 fields with seconds, or a descriptor.
+
+    Raises:
+        ValueError: Naming the wrong field and what it allows (for 5 fields: the 6-field expression meant).
+    """
+    expression = expression.strip()
+    if expression.startswith("@"):
+        keyword, _, duration = expression.partition(" ")
+        every = _GO_DURATION.fullmatch(duration.strip()) and re.search(r"[1-9]", duration)
+        if expression.lower() in _DESCRIPTORS or (keyword.lower() == "@every" and every):
+            return expression
+        raise ValueError(
+            f"cron {expression!r}: unknown descriptor; use one of {', '.join(sorted(_DESCRIPTORS))} or "
+            "'@every <duration>' (e.g. '@every 1h30m')"
+        )
+    fields = expression.split()
+    if len(fields) == 5:
+        raise ValueError(
+            f"cron {expression!r} has 5 fields, but {_FORMAT}; did you mean '0 {expression}'? "
+            "(KFP would read a 5-field expression as starting with seconds)"
+        )
+    if len(fields) != 6:
+        raise ValueError(f"cron {expression!r} has {len(fields)} fields, but {_FORMAT}")
+    if _parses(fields):
+        return expression
+    for index, (name, allowed) in enumerate(zip(_FIELDS, _ALLOWED)):
+        probe = list(_PROBE)
+        probe[index] = fields[index]
+        if not _parses(probe):
+            raise ValueError(
+                f"cron {expression!r}: {name} field {fields[index]!r} is not valid (values {allowed}, '*', '?', "
+                f"ranges a-b, steps */n, lists a,b); {_FORMAT}"
+            )
+    raise ValueError(f"cron {expression!r}: the fields do not combine into a schedule; {_FORMAT}")

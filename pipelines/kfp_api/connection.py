@@ -1,8 +1,7 @@
 """Reaching the KFP API: the connection (host, token, TLS, timeout), the health check, errors.
 
-Every request carries a ``(connect, read)`` timeout and is tried once: ``kfp_server_api``'s services take
-``_request_timeout`` (an int or a tuple; a float is silently ignored), and ``Configuration.retries`` replaces urllib3's
-own retries. ``kfp.Client`` passes no timeout (measured in docs/running.md).
+Every request carries a ``(connect, read)`` timeout (``_request_timeout``: a float is silently ignored) and is tried
+once. ``kfp.Client`` passes no timeout (measured in docs/running.md).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pipelines.kfp_api.arguments import read_option_file
@@ -45,15 +44,10 @@ class KfpApiError(RuntimeError):
 
 @dataclass(frozen=True, repr=False)
 class Connection:
-    """Where the KFP API is and how to authenticate to it.
+    """Where the KFP API is (the Data Science Pipelines route) and how to authenticate to it.
 
-    Attributes:
-        host: The KFP API URL, e.g. the Data Science Pipelines route ``https://ds-pipeline-dspa-<ns>.apps.<cluster>``.
-        token: The bearer token (e.g. from ``oc whoami -t``); empty for none. Never shown by ``repr``.
-        verify_ssl: Whether the server's TLS certificate is verified.
-        ca_bundle: A PEM file of CA certificates to verify the server with; empty for the system ones.
-        namespace: The Kubernetes namespace for multi-user deployments; empty for the server's default.
-        timeout_seconds: How long one request may wait for the answer (connecting: at most 10 s).
+    ``token`` (``oc whoami -t``) is never shown by ``repr``; ``timeout_seconds`` bounds each request's answer
+    (connecting: at most 10 s).
     """
 
     host: str
@@ -86,13 +80,8 @@ def connection_from_options(
     environ: Mapping[str, str] | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> Connection:
-    """A :class:`Connection` from the CLI options (``--host``, ``--token-file`` ...) and ``KFP_HOST``/``KFP_TOKEN``.
-
-    Raises:
-        ValueError: No host, a host that is not an http(s) URL, an unreadable or empty token file, a missing CA
-            bundle, both TLS options at once, or a timeout that is not a positive number of seconds.
-    """
-    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
+    """A :class:`Connection` from the CLI options and ``KFP_HOST``/``KFP_TOKEN``; a :class:`ValueError` if bad."""
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) or timeout_seconds <= 0:
         raise ValueError(
             f"request timeout {timeout_seconds!r} (--request-timeout) must be a positive number of seconds"
         )
@@ -110,7 +99,18 @@ def connection_from_options(
         raise ValueError("--insecure-skip-tls-verify and --ca-bundle contradict each other: pass one of them")
     if ca_bundle and not Path(ca_bundle).is_file():
         raise ValueError(f"CA bundle {ca_bundle!r} (--ca-bundle) is not a readable file")
-    token = _read_token_file(token_file) if token_file else environ.get(TOKEN_ENV, "").strip()
+    token = environ.get(TOKEN_ENV, "").strip()
+    if token_file:  # the errors never quote the file's content
+        token = read_option_file(token_file, "the bearer token file", "--token-file").strip()
+        if not token:
+            raise ValueError(
+                f"the bearer token file {token_file!r} (--token-file) is empty: write it with `oc whoami -t`"
+            )
+        if any(character.isspace() for character in token):
+            raise ValueError(
+                f"the bearer token file {token_file!r} (--token-file) holds more than one word: it must hold only the "
+                "token, as `oc whoami -t` prints it"
+            )
     if token and url.scheme == "http":
         LOGGER.warning("the bearer token is sent unencrypted to %s: use https:// outside a local test", host)
     return Connection(
@@ -123,21 +123,8 @@ def connection_from_options(
     )
 
 
-def _read_token_file(token_file: str) -> str:
-    """The token in ``token_file``, stripped; the errors never quote its content."""
-    token = read_option_file(token_file, "the bearer token file", "--token-file").strip()
-    if not token:
-        raise ValueError(f"the bearer token file {token_file!r} (--token-file) is empty: write it with `oc whoami -t`")
-    if any(character.isspace() for character in token):
-        raise ValueError(
-            f"the bearer token file {token_file!r} (--token-file) holds more than one word: it must hold only the "
-            "token, as `oc whoami -t` prints it"
-        )
-    return token
-
-
 def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
-    """The ``kfp_server_api.Configuration`` of a connection: host, bearer token, TLS settings, one try per request."""
+    """The ``kfp_server_api.Configuration`` of a connection (one try per request)."""
     import kfp_server_api
 
     from components._common.retry import single_try_transport
@@ -153,10 +140,7 @@ def api_configuration(connection: Connection) -> kfp_server_api.Configuration:
 
 
 def check_health(connection: Connection, timeout: tuple[float, float] | None = None) -> dict:
-    """``GET /apis/v2beta1/healthz`` once; ``timeout`` (connect, read) overrides the connection's.
-
-    Returns:
-        The health answer (e.g. ``{"multi_user": false}``).
+    """The answer of ``GET /apis/v2beta1/healthz`` (``{"multi_user": false}``); ``timeout`` overrides the connection's.
 
     Raises:
         KfpApiError: Unreachable, refused, or an answer that is not a JSON object (not a KFP API).
@@ -180,17 +164,18 @@ def check_health(connection: Connection, timeout: tuple[float, float] | None = N
 
 @contextlib.contextmanager
 def api_errors(connection: Connection, action: str) -> Iterator[None]:
-    """Turns ``kfp_server_api``/urllib3 failures into a :class:`KfpApiError` naming ``action`` and the remedy.
-
-    The connection's token (and every secret of the environment) is masked in the message.
-    """
+    """Turns ``kfp_server_api``/urllib3 failures into a :class:`KfpApiError` naming ``action``, secrets masked."""
     import kfp_server_api
     import urllib3
 
     try:
         yield
     except kfp_server_api.ApiException as error:
-        message = _server_message(error.body) or error.reason or ""
+        body = error.body.decode("utf-8", "replace") if isinstance(error.body, bytes) else str(error.body or "")
+        with contextlib.suppress(ValueError, AttributeError):  # a google.rpc.Status JSON body
+            parsed = json.loads(body)
+            body = str(parsed.get("message") or parsed.get("error_message") or parsed.get("error") or body)
+        message = body[:_ERROR_TEXT_MAX] or error.reason or ""
         hint = "" if error.status == 404 and action != HEALTH_ACTION else _STATUS_HINTS.get(error.status, "")
         text = f"KFP API at {connection.host}: {action} failed: HTTP {error.status} {error.reason}: {message}{hint}"
         raise KfpApiError(_redact(text, connection.token)) from None
@@ -210,17 +195,6 @@ def api_errors(connection: Connection, action: str) -> Iterator[None]:
             )
         text = f"cannot reach the KFP API at {connection.host} to {action}: {reason}{hint}"
         raise KfpApiError(_redact(text, connection.token)) from None
-
-
-def _server_message(body: Any) -> str:
-    """The ``message``/``error`` of a KFP error body (``google.rpc.Status`` JSON), else the body, shortened."""
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    text = str(body or "")
-    with contextlib.suppress(ValueError, AttributeError):
-        parsed = json.loads(text)
-        text = str(parsed.get("message") or parsed.get("error_message") or parsed.get("error") or text)
-    return text[:_ERROR_TEXT_MAX]
 
 
 def _redact(text: str, token: str) -> str:

@@ -1,8 +1,4 @@
-"""Upload, run and schedule a compiled pipeline: the work of ``kfp-finetune upload|run|schedule``.
-
-Each call checks its input first (nothing is sent on bad input), then opens one health-checked :class:`KfpServer`
-whose every request carries the connection's timeout.
-"""
+"""Upload, run and schedule a compiled pipeline (``kfp-finetune upload|run|schedule``); input is checked first."""
 
 from __future__ import annotations
 
@@ -16,9 +12,8 @@ from typing import Any
 
 import kfp_server_api
 
-from pipelines.kfp_api.arguments import check_arguments, read_pipeline_documents
+from pipelines.kfp_api.arguments import check_arguments, read_pipeline_documents, validate_cron
 from pipelines.kfp_api.connection import LOGGER, Connection, KfpApiError, api_configuration, api_errors, check_health
-from pipelines.kfp_api.cron import validate_cron
 
 DEFAULT_EXPERIMENT = "Default"
 MAX_CONCURRENCY_RANGE = (1, 10)  # what the KFP API server accepts for a recurring run
@@ -38,7 +33,7 @@ class KfpServer:
         self.recurring_runs = kfp_server_api.RecurringRunServiceApi(self.api_client)
 
     def call(self, action: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``method(*args, **kwargs)`` with the request timeout; a failure: a :class:`KfpApiError` naming ``action``."""
+        """``method(...)`` with the request timeout; a failure is a :class:`KfpApiError` naming ``action``."""
         with api_errors(self.connection, action):
             return method(*args, _request_timeout=self.connection.request_timeout, **kwargs)
 
@@ -56,17 +51,13 @@ class KfpServer:
 
 
 def make_client(connection: Connection) -> KfpServer:
-    """The KFP API's services, after one health check (fails fast on a wrong host, a refused token, an HTML page).
-
-    Raises:
-        KfpApiError: The API cannot be reached (connection or TLS failure) or does not answer as a KFP API.
-    """
+    """The KFP API's services after one health check; a :class:`KfpApiError` when it is not a reachable KFP API."""
     check_health(connection)
     return KfpServer(connection)
 
 
 def pipeline_spec_body(package_path: str) -> dict:
-    """The ``pipeline_spec`` of a run of a compiled pipeline YAML, as ``kfp.Client`` sends it (via the protobufs)."""
+    """The ``pipeline_spec`` of a run of a compiled pipeline YAML, as ``kfp.Client`` sends it."""
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
 
@@ -94,22 +85,10 @@ def _stamped(name: str) -> str:
 def upload_pipeline(
     connection: Connection, package_path: str, pipeline_name: str, description: str = "", version_name: str = ""
 ) -> dict:
-    """Uploads a compiled pipeline; when a pipeline of that name exists, uploads the package as a new version.
+    """Uploads a compiled pipeline, or a new version of the pipeline of that name; returns the ids and version name.
 
-    Args:
-        connection: Where and how to reach the KFP API.
-        package_path: The compiled pipeline YAML.
-        pipeline_name: The pipeline's display name.
-        description: The pipeline's (or new version's) description.
-        version_name: A new version's name (default ``<pipeline> <UTC time> <sha256 prefix>``); the server names a
-            new pipeline's first version after the pipeline.
-
-    Returns:
-        ``{"pipeline_id", "version_id", "version_name"}``.
-
-    Raises:
-        ValueError: An empty name or a package that is not a compiled pipeline.
-        KfpApiError: The API refused a call (e.g. 409 for a version name that exists) or could not be reached.
+    ``version_name`` defaults to ``<pipeline> <UTC time> <sha256 prefix>``; a new pipeline's first version is named
+    by the server. A :class:`ValueError` on bad input, a :class:`KfpApiError` when the API refuses (409: name exists).
     """
     read_pipeline_documents(package_path)
     pipeline_name = _required_name(pipeline_name, "pipeline name (--name)")
@@ -143,7 +122,7 @@ def upload_pipeline(
 
 
 def _upload_new_pipeline(client: KfpServer, package_path: str, name: str, described: dict, version_name: str) -> dict:
-    """Uploads a pipeline that does not exist yet and finds the version the server created with it."""
+    """Uploads a new pipeline and finds the version the server created with it."""
     pipeline = client.call(
         f"upload pipeline {name!r}",
         client.uploads.upload_pipeline,
@@ -180,21 +159,10 @@ def create_run(
     run_name: str = "",
     experiment_name: str = DEFAULT_EXPERIMENT,
 ) -> dict:
-    """Starts one run of a compiled pipeline in an experiment (created when it does not exist).
+    """Starts one run (default name ``<pipeline> <UTC time>``) in an experiment, created when missing.
 
-    Args:
-        connection: Where and how to reach the KFP API.
-        package_path: The compiled pipeline YAML (sent as the run's pipeline spec).
-        arguments: Pipeline parameter values; checked against the pipeline's parameters.
-        run_name: The run's display name; default ``<pipeline name> <UTC time>``.
-        experiment_name: The experiment to run in.
-
-    Returns:
-        ``{"run_id", "experiment_id"}``.
-
-    Raises:
-        ValueError: Not a compiled pipeline, arguments it does not take, or an empty experiment name.
-        KfpApiError: The API refused a call or could not be reached.
+    Returns ``{"run_id", "experiment_id"}``; a :class:`ValueError` on bad input (package, arguments, names), a
+    :class:`KfpApiError` when the API refuses or does not answer.
     """
     spec = read_pipeline_documents(package_path)[0]
     check_arguments(spec, arguments, package_path)
@@ -224,37 +192,20 @@ def schedule_run(
     enabled: bool = True,
     no_catchup: bool = True,
 ) -> dict:
-    """Creates a recurring run of a compiled pipeline, on a cron schedule or every ``interval_seconds``.
+    """Creates a recurring run on a ``cron`` schedule (:func:`~.arguments.validate_cron`) or every ``interval_seconds``.
 
-    Args:
-        connection: Where and how to reach the KFP API.
-        package_path: The compiled pipeline YAML (sent as the recurring run's pipeline spec).
-        arguments: Pipeline parameter values; checked against the pipeline's parameters.
-        job_name: The recurring run's display name.
-        experiment_name: The experiment its runs go to (created when it does not exist).
-        cron: A 6-field cron expression with seconds, or a descriptor (:func:`~.cron.validate_cron`).
-        interval_seconds: Seconds between runs (``None``: none); exactly one of ``cron``/``interval_seconds``.
-        max_concurrency: How many of its runs may run at once (1-10).
-        enabled: Whether the schedule starts enabled.
-        no_catchup: When True, a paused schedule does not backfill the runs it missed.
-
-    Returns:
-        ``{"recurring_run_id", "experiment_id"}``.
-
-    Raises:
-        ValueError: A bad trigger, max_concurrency out of 1-10, an empty name, or bad arguments/package.
-        KfpApiError: The API refused a call or could not be reached.
+    ``max_concurrency``: its runs at once (1-10); ``no_catchup``: a paused schedule does not backfill. Returns
+    ``{"recurring_run_id", "experiment_id"}``; a :class:`ValueError` on bad input, a :class:`KfpApiError` when the
+    API refuses or does not answer.
     """
     cron = validate_cron(cron) if cron.strip() else ""
-    if interval_seconds is not None and (
-        isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int) or interval_seconds <= 0
-    ):
+    if interval_seconds is not None and not _whole(interval_seconds, 1):
         raise ValueError(f"interval {interval_seconds!r} (--interval) must be a positive whole number of seconds")
     if bool(cron) == (interval_seconds is not None):
         given = "both" if cron else "neither"
         raise ValueError(f"a schedule needs exactly one of --cron EXPR or --interval SECONDS; {given} was given")
     low, high = MAX_CONCURRENCY_RANGE
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or not low <= max_concurrency <= high:
+    if not _whole(max_concurrency, low, high):
         raise ValueError(
             f"max concurrency {max_concurrency!r} must be a whole number from {low} to {high} (KFP's limit)"
         )
@@ -300,6 +251,10 @@ def ensure_experiment(client: KfpServer, experiment_name: str) -> str:
         )
         experiment = client.call(action, experiments.experiment_service_create_experiment, new)
     return client.returned_id(experiment.experiment_id, f"experiment {experiment_name!r}")
+
+
+def _whole(value: Any, low: int, high: float = float("inf")) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _required_name(value: str, what: str) -> str:

@@ -15,11 +15,9 @@ import itertools
 import json
 import re
 import ssl
-import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -27,6 +25,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 import yaml
 
+from tests.harness.http_server import LoopbackServer, QuietHandler
 from tests.harness.tls import write_self_signed_certificate
 
 API = "/apis/v2beta1"
@@ -82,36 +81,25 @@ class KfpApiStub:
     ca_bundle: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _sequence: Any = field(default_factory=lambda: itertools.count(1), repr=False)
-    _server: ThreadingHTTPServer | None = field(default=None, repr=False)
+    _server: LoopbackServer | None = field(default=None, repr=False)
 
     # ----------------------------------------------------------------- lifecycle
     def start(self, tls_directory: Path | None = None) -> KfpApiStub:
         """Starts serving on 127.0.0.1 on a free port (HTTPS when ``tls_directory`` is given)."""
-        stub = self
-
-        class Handler(_Handler):
-            pass
-
-        Handler.stub = stub
-        server = _Server(("127.0.0.1", 0), Handler)
-        scheme = "http"
+        context = None
         if tls_directory is not None:
             certificate, key = write_self_signed_certificate(tls_directory, "kfp-api-stub")
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(certificate, key)
-            server.socket = context.wrap_socket(server.socket, server_side=True)
             self.ca_bundle = str(certificate)
-            scheme = "https"
-        self._server = server
-        self.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, args=(0.05,), name="kfp-api-stub", daemon=True).start()
+        self._server = LoopbackServer(_handler(self), "kfp-api-stub", poll_s=0.05, tls=context)
+        self.url = self._server.url.replace("http://", "https://" if context else "http://")
         return self
 
     def stop(self) -> None:
         """Stops the server and closes its socket."""
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
 
     # ----------------------------------------------------------------- queries for tests
@@ -280,18 +268,6 @@ def _list_experiments(stub: KfpApiStub, request: RecordedRequest) -> dict:
     return _page("experiments", found, request)
 
 
-def _create_experiment(stub: KfpApiStub, request: RecordedRequest) -> dict:
-    return stub.add_experiment(_json_body(request))
-
-
-def _create_run(stub: KfpApiStub, request: RecordedRequest) -> dict:
-    return stub.add_run(_json_body(request))
-
-
-def _create_recurring_run(stub: KfpApiStub, request: RecordedRequest) -> dict:
-    return stub.add_recurring_run(_json_body(request))
-
-
 _SEGMENT = "([^/]+)"
 _ROUTES: list[tuple[str, re.Pattern, Callable[..., dict]]] = [
     (method, re.compile(API + pattern.replace("{}", _SEGMENT)), handler)
@@ -301,9 +277,9 @@ _ROUTES: list[tuple[str, re.Pattern, Callable[..., dict]]] = [
         ("GET", "/pipelines", _list_pipelines),
         ("GET", "/pipelines/{}/versions", _list_versions),
         ("GET", "/experiments", _list_experiments),
-        ("POST", "/experiments", _create_experiment),
-        ("POST", "/runs", _create_run),
-        ("POST", "/recurringruns", _create_recurring_run),
+        ("POST", "/experiments", lambda stub, request: stub.add_experiment(_json_body(request))),
+        ("POST", "/runs", lambda stub, request: stub.add_run(_json_body(request))),
+        ("POST", "/recurringruns", lambda stub, request: stub.add_recurring_run(_json_body(request))),
     ]
 ]
 
@@ -397,50 +373,30 @@ def _multipart_parts(request: RecordedRequest) -> list[tuple[str, str, bytes]]:
 _ERROR_BODY_MAX = 2000
 
 
-class _Server(ThreadingHTTPServer):
-    """The stub's server; a client that hung up before its answer (a deadline test's) is not printed as an error."""
+def _handler(stub: KfpApiStub) -> type[QuietHandler]:
+    """A handler class that reads, records and answers each request through ``stub.handle``."""
 
-    daemon_threads = True
+    class Handler(QuietHandler):
+        def _serve(self) -> None:
+            url = urlsplit(self.path)
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            request = RecordedRequest(
+                self.command, url.path, parse_qs(url.query, keep_blank_values=True), headers, self.body()
+            )
+            stub.requests.append(request)
+            try:
+                status, body = stub.handle(request)
+            except StubError as error:
+                status = error.status
+                body = {"code": RPC_CODES.get(status, 2), "message": error.message[:_ERROR_BODY_MAX], "details": []}
+            if isinstance(body, str):  # an HTML page
+                self.reply(status, body.encode(), {"Content-Type": "text/html; charset=utf-8"})
+            else:
+                self.reply(status, body)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
+        do_GET = do_POST = do_DELETE = do_PATCH = _serve  # noqa: N815 - http.server's naming
 
-
-class _Handler(BaseHTTPRequestHandler):
-    """Reads, records and answers one request through ``stub.handle``."""
-
-    stub: KfpApiStub
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's signature
-        """Silent: tests assert on the recorded requests instead."""
-
-    def _serve(self) -> None:
-        url = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        request = RecordedRequest(
-            method=self.command,
-            path=url.path,
-            query=parse_qs(url.query, keep_blank_values=True),
-            headers={name.lower(): value for name, value in self.headers.items()},
-            body=self.rfile.read(length) if length else b"",
-        )
-        self.stub.requests.append(request)
-        try:
-            status, body = self.stub.handle(request)
-        except StubError as error:
-            status = error.status
-            body = {"code": RPC_CODES.get(status, 2), "message": error.message[:_ERROR_BODY_MAX], "details": []}
-        is_html = isinstance(body, str)
-        payload = body.encode() if is_html else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8" if is_html else "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = do_DELETE = do_PATCH = _serve  # noqa: N815 - http.server's naming
+    return Handler
 
 
 @pytest.fixture
