@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable
 from pathlib import Path
 
 from pipelines.demo.demo_data import DEMO_DATASET_PATH, demo_conversations
@@ -50,13 +49,6 @@ GENERAL_TASK = "general_sentences"
 TEACHING = {"epochs": 20, "batch_size": 8, "learning_rate": 3e-3, "seed": 0}
 
 
-def _training_texts() -> Iterable[str]:
-    """The role names and message texts of 400 generated conversations (the tokenizer's training data)."""
-    for row in demo_conversations(rows=400, seed=1):
-        for message in row["messages"]:
-            yield f"{message['role']}\n{message['content']}"
-
-
 def build_tokenizer():
     """The byte-level BPE tokenizer (600 tokens) with the chat template, a ``transformers.PreTrainedTokenizerFast``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -71,7 +63,9 @@ def build_tokenizer():
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_training_texts(), trainer=trainer)
+    conversations = demo_conversations(rows=400, seed=1)
+    texts = (f"{m['role']}\n{m['content']}" for row in conversations for m in row["messages"])
+    tokenizer.train_from_iterator(texts, trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token="<|pad|>",

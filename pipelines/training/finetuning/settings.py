@@ -87,7 +87,13 @@ class CompileSettings:
 
     def __post_init__(self) -> None:
         """Validates the settings, naming the offending setting and value."""
-        if not _is_size(self.pvc_size):
+        from kubernetes.utils import parse_quantity
+
+        try:  # a positive Kubernetes quantity
+            size_ok = self.pvc_size == self.pvc_size.strip() and parse_quantity(self.pvc_size) > 0
+        except (ValueError, TypeError, ArithmeticError, AttributeError):
+            size_ok = False
+        if not size_ok:
             raise ValueError(f"pvc_size must be a Kubernetes quantity such as '50Gi', got {self.pvc_size!r}")
         if not self.pvc_access_modes or set(self.pvc_access_modes) - _ACCESS_MODES:
             raise ValueError(
@@ -232,13 +238,3 @@ def pipeline_settings(
     if not settings.pipeline_name:
         settings = dataclasses.replace(settings, pipeline_name=str(constants.get("pipeline_name", "")))
     return settings
-
-
-def _is_size(text: str) -> bool:
-    """Whether ``text`` is a positive Kubernetes quantity (``kubernetes.utils.parse_quantity``), e.g. ``50Gi``."""
-    from kubernetes.utils import parse_quantity
-
-    try:
-        return isinstance(text, str) and text == text.strip() and parse_quantity(text) > 0
-    except (ValueError, TypeError, ArithmeticError):
-        return False

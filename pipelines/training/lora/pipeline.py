@@ -14,8 +14,7 @@ PIPELINE_NAME = "lora-pipeline"
 # Step images (COMPILE-TIME settings): "" = the published quay.io/kfp-finetune/kfp-finetune:<version>
 IMAGE = ""  # or your build of the Containerfile (README, "Run on a cluster")
 EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when eval_gpus is 0)
-# Every other compile-time setting (settings.py names them: eval_cpu_limit="8", ...) is a keyword of
-# pipeline_settings below; KFP_FINETUNE_<NAME> variables and `kfp-finetune compile` flags override them all.
+# Other settings (settings.py) are pipeline_settings keywords; KFP_FINETUNE_<NAME> and compile flags override all.
 
 from kfp import dsl  # noqa: E402
 
