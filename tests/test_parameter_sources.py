@@ -17,6 +17,7 @@ import pytest
 from pipelines.compile import pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import pipeline_parameters, spec_of, step_of_task, task_wiring
+from pipelines.training.finetuning.tasks import STEP_COMPONENTS
 
 _NCCL = {"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"}
 #: Why a pipeline gives a component argument another value than the component's default, per algorithm
@@ -97,23 +98,13 @@ def _text(text: str) -> str:
     return _COLLAPSE.sub(" ", text or "").strip()
 
 
-#: The module-level component of each step: its own spec carries the parameters' descriptions (a pipeline embeds the
-#: component without them: ``RuntimeComponent.with_image``).
-_STEP_COMPONENTS = {
-    "dataset": ("components.data_processing.dataset_download", "dataset_download"),
-    "train": ("components.training.finetuning", "train_model"),
-    "eval": ("components.evaluation.lm_eval", "lm_eval"),
-    "registry": ("components.deployment.kubeflow_model_registry", "model_registry"),
-}
-
-
 def _component_inputs(spec: dict, task: str) -> dict[str, dict]:
     """The parameters of ``task``'s component as the pipeline embeds it, with the component's own descriptions."""
     import importlib
 
     component = spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
     embedded = spec["components"][component]["inputDefinitions"].get("parameters", {})
-    module, name = _STEP_COMPONENTS[step_of_task(task)]
+    module, name = STEP_COMPONENTS[step_of_task(task)]  # its own spec has the descriptions (with_image drops them)
     own = getattr(importlib.import_module(module), name).component_spec.inputs
     return {
         argument: dict(definition, description=own[argument].description) for argument, definition in embedded.items()

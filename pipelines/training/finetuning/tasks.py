@@ -32,12 +32,12 @@ _OCI_PUSH_SECRET_KEYS = {
     "OCI_PUSH_SECRET_MODEL_UPLOAD": "OCI_PUSH_SECRET_MODEL_UPLOAD",
     ".dockerconfigjson": "OCI_PUSH_SECRET_DOCKERCONFIGJSON",
 }
-#: The component each pipeline phase feeds (``phase_02_...`` -> ``train_model``), as ``(module, name)``.
-_PHASE_COMPONENTS = {
-    "01": ("components.data_processing.dataset_download", "dataset_download"),
-    "02": ("components.training.finetuning", "train_model"),
-    "03": ("components.evaluation.lm_eval", "lm_eval"),
-    "04": ("components.deployment.kubeflow_model_registry", "model_registry"),
+#: The component of each step (``phase_02_train_...`` feeds ``train_model``), as ``(module, name)``.
+STEP_COMPONENTS = {
+    "dataset": ("components.data_processing.dataset_download", "dataset_download"),
+    "train": ("components.training.finetuning", "train_model"),
+    "eval": ("components.evaluation.lm_eval", "lm_eval"),
+    "registry": ("components.deployment.kubeflow_model_registry", "model_registry"),
 }
 #: Run-time parameters that feed no single component argument of the same meaning: their descriptions.
 PIPELINE_DESCRIPTIONS = {
@@ -66,14 +66,14 @@ def described(function: Callable) -> Callable:
     doc = inspect.cleandoc(function.__doc__ or "")
     written = {param.arg_name for param in docstring_parser.parse(doc).params}
     inputs = {
-        phase: getattr(importlib.import_module(module), name).component_spec.inputs
-        for phase, (module, name) in _PHASE_COMPONENTS.items()
+        step: getattr(importlib.import_module(module), name).component_spec.inputs
+        for step, (module, name) in STEP_COMPONENTS.items()
     }
     fed: dict[str, str] = dict(PIPELINE_DESCRIPTIONS)
     for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))):
         if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.arg:
-            phase = re.match(r"phase_(\d\d)_", node.value.id)
-            component = inputs.get(phase.group(1), {}) if phase else {}
+            step = re.match(r"phase_\d\d_([a-z]+)_", node.value.id)
+            component = inputs.get(step.group(1), {}) if step else {}
             if node.arg in component and component[node.arg].description:
                 fed.setdefault(node.value.id, component[node.arg].description)
     missing = [name for name in inspect.signature(function).parameters if name not in written and name in fed]
