@@ -13,9 +13,9 @@ import pytest
 from pipelines.cli import main
 from pipelines.compile import pipeline_function
 from pipelines.demo.demo_summary import STEP_TASKS, delta_lines, heldout_verdict, output_types, summarize_run
-from pipelines.demo.tiny_model import GENERAL_TASK, GENERAL_TASK_DIR, general_sentences
 from pipelines.demo.run_demo import demo_arguments
 from pipelines.demo.story import one_line_error
+from pipelines.demo.tiny_model import GENERAL_TASK, GENERAL_TASK_DIR, general_sentences
 from pipelines.training.finetuning.interface import parameter_feeding, pipeline_parameters
 from tests.conftest import DEMO_ROWS
 
@@ -263,19 +263,13 @@ def test_heldout_verdict_flags_a_run_that_did_not_improve():
 
 
 def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
-    for algorithm in ("sft", "osft", "lora"):
-        pipeline = pipeline_function(algorithm)
-        arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
-        assert set(arguments) <= {p.name for p in pipeline_parameters(pipeline)}
-        assert arguments[parameter_feeding(pipeline, "train", "training_launcher")] == "local"
-        assert arguments[parameter_feeding(pipeline, "train", "training_num_epochs")] == 8
-        assert json.dumps(arguments)
-    for algorithm in ("grpo", "lora_grpo"):
+    for algorithm in ("sft", "osft", "lora", "grpo", "lora_grpo"):
         pipeline = pipeline_function(algorithm.replace("_", "-"))
         arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
-        assert set(arguments) <= {p.name for p in pipeline_parameters(pipeline)}
-        assert arguments[parameter_feeding(pipeline, "train", "training_grpo_iterations")] == 20
+        assert set(arguments) <= {p.name for p in pipeline_parameters(pipeline)} and json.dumps(arguments)
         assert arguments[parameter_feeding(pipeline, "train", "training_launcher")] == "local"
+        length = ("training_grpo_iterations", 20) if "grpo" in algorithm else ("training_num_epochs", 8)
+        assert arguments[parameter_feeding(pipeline, "train", length[0])] == length[1]
     lora, pipeline = demo_arguments("lora", tmp_path / "model", "data.jsonl", ""), pipeline_function("lora")
     rank, alpha = (parameter_feeding(pipeline, "train", name) for name in ("training_lora_r", "training_lora_alpha"))
     assert (lora[rank], lora[alpha]) == (8, 64)
