@@ -1,8 +1,6 @@
-"""The RHOAI fine-tuning guide works as written on this project.
+"""The RHOAI fine-tuning guide works as written: each test follows one instruction with the guide's facts.
 
-The guide's checkable facts are data in ``tests/specs/guide/rhoai_guide_facts.yaml``; each test follows one instruction
-of the guide with them (compile command, PVC constants, parameter names, custom-pipeline snippet, artifacts, hardware
-table, troubleshooting hooks).
+The facts are data in ``tests/specs/guide/rhoai_guide_facts.yaml``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The explicit pipelines agree with each other and with the components, unless a difference is declared here.
 
-Read from the pipelines as KFP builds them and from the components' own interfaces: a run-time parameter has the type
-and description of the component argument it feeds and one name in every pipeline; every plain argument of every
-component call receives the component's default unless :data:`DECLARED` says why not; a minimal pipeline's
-parameters are a subset of its expert pipeline's. To change a default, edit the pipeline and, when it departs from
-the component's, add it to :data:`DECLARED` with the reason.
+A run-time parameter has the type and description of the component argument it feeds and one name everywhere; every
+other argument gets the component's default unless :data:`DECLARED` says why not (add a changed default there).
 """
 
 from __future__ import annotations
