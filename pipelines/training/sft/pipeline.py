@@ -66,9 +66,7 @@ def sft_pipeline(
     phase_02_train_opt_gpu_resource: str = "nvidia.com/gpu",
     phase_02_train_opt_cpu: str = "4",
     phase_02_train_opt_memory: str = "64Gi",
-    phase_02_train_opt_env_vars: dict = {
-        "INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"
-    },  # instructlab-training's collective timeout, shown and raisable
+    phase_02_train_opt_env_vars: dict = {"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"},  # the NCCL timeout, raisable
     phase_02_train_opt_runtime: str = "",
     phase_02_train_opt_runtime_kind: str = "ClusterTrainingRuntime",
     phase_02_train_opt_image: str = "",
