@@ -1,6 +1,7 @@
 """LoRA fine-tuning: trains low-rank adapters on a frozen base model.
 
-Compiled by ``PYTHONPATH=$(pwd) python pipelines/training/lora/pipeline.py`` to ``pipeline.yaml`` beside it.
+``PYTHONPATH=$(pwd) python pipelines/training/lora/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================

@@ -1,6 +1,7 @@
 """LoRA-GRPO (reinforcement learning from a verifiable reward): trains low-rank adapters on a prompt dataset.
 
-Compiled by ``PYTHONPATH=$(pwd) python pipelines/training/lora_grpo/pipeline.py`` to ``pipeline.yaml`` beside it.
+``PYTHONPATH=$(pwd) python pipelines/training/lora_grpo/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================

@@ -1,6 +1,7 @@
 """LoRA fine-tuning, minimal flavor.
 
-Compiled by ``PYTHONPATH=$(pwd) python pipelines/training/lora_minimal/pipeline.py`` to ``pipeline.yaml`` beside it.
+``PYTHONPATH=$(pwd) python pipelines/training/lora_minimal/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================

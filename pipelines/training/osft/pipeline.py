@@ -1,6 +1,7 @@
 """Orthogonal subspace fine-tuning (OSFT): continual learning without forgetting.
 
-Compiled by ``PYTHONPATH=$(pwd) python pipelines/training/osft/pipeline.py`` to ``pipeline.yaml`` beside it.
+``PYTHONPATH=$(pwd) python pipelines/training/osft/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================

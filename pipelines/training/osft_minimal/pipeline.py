@@ -1,6 +1,7 @@
 """Orthogonal subspace fine-tuning (OSFT), minimal flavor.
 
-Compiled by ``PYTHONPATH=$(pwd) python pipelines/training/osft_minimal/pipeline.py`` to ``pipeline.yaml`` beside it.
+``PYTHONPATH=$(pwd) python pipelines/training/osft_minimal/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================

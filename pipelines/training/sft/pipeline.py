@@ -1,6 +1,7 @@
 """Supervised fine-tuning (SFT) of a chat model with Training Hub on Kubeflow Trainer v2.
 
-Compiled by ``PYTHONPATH=$(pwd) python pipelines/training/sft/pipeline.py`` to ``pipeline.yaml`` beside it.
+``PYTHONPATH=$(pwd) python pipelines/training/sft/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================

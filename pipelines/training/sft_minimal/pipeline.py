@@ -1,6 +1,7 @@
 """Supervised fine-tuning (SFT), minimal flavor.
 
-Compiled by ``PYTHONPATH=$(pwd) python pipelines/training/sft_minimal/pipeline.py`` to ``pipeline.yaml`` beside it.
+``PYTHONPATH=$(pwd) python pipelines/training/sft_minimal/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================
