@@ -242,15 +242,6 @@ def test_evaluation_requests_a_gpu_on_gpu_nodes(compiled):
         assert {"name": "KFP_FINETUNE_REQUESTED_GPUS", "value": "1"} in executor["env"], name
 
 
-def test_eval_settings_are_checked_with_the_setting_named():
-    from pipelines.training.finetuning.settings import CompileSettings
-
-    with pytest.raises(ValueError, match="eval_node_selector must be 'key=value'"):
-        CompileSettings(eval_node_selector="gpu")
-    with pytest.raises(ValueError, match="KFP_FINETUNE_EVAL_GPUS='one': eval_gpus must be an integer"):
-        CompileSettings.from_env({"KFP_FINETUNE_EVAL_GPUS": "one"})
-
-
 def test_the_guides_troubleshooting_hooks_exist():
     """``Job: <job-name>`` in the training log and the ``training.kubeflow.org/job-name`` pod label."""
     from components.training.finetuning.manifests.trainjob import JOB_NAME_POD_LABEL

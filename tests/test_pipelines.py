@@ -262,6 +262,10 @@ def test_compile_settings_validate_and_read_the_environment():
         CompileSettings(pvc_size="fifty")
     with pytest.raises(ValueError, match="pvc_access_modes"):
         CompileSettings(pvc_access_modes=("ReadWriteSometimes",))
+    with pytest.raises(ValueError, match="eval_node_selector must be 'key=value'"):
+        CompileSettings(eval_node_selector="gpu")
+    with pytest.raises(ValueError, match="KFP_FINETUNE_EVAL_GPUS='one': eval_gpus must be an integer"):
+        CompileSettings.from_env({"KFP_FINETUNE_EVAL_GPUS": "one"})
 
 
 def test_custom_pipeline_importing_components_compiles(tmp_path):
