@@ -19,8 +19,8 @@ from tests.harness.workers import running_in_a_worker
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NEWEST_KFP_PYTHON = REPO_ROOT / ".venv-kfp-latest" / "bin" / "python"
-#: Rows of the shipped demo dataset the run trains on: 72 train / 8 held-out, 72 steps instead of 360 (the full run and
-#: its figures are ``tests/test_demo.py``'s); LoRA still improves the held-out loss (7.3 -> 3.2).
+#: Rows of the shipped demo dataset the LoRA demos train on: 72 train / 8 held-out, 72 steps instead of 360 (the full
+#: run's figures are ``benchmarks/demo_figures.py``'s); LoRA still improves the held-out loss (7.3 -> 3.2).
 DEMO_ROWS = 80
 _DEMO_TEST = "test_the_demo_pipeline_runs_under_kfp_local_with_the_newest_kfp"
 
@@ -118,8 +118,8 @@ def newest_kfp_demo(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def lora_demo(request, tmp_path_factory):
-    """The guide's kfp's LoRA demo on the whole demo data, publishing a modelcar where ``docker-registry`` and olot
-    are here (:attr:`DemoRun.modelcar` holds those arguments, empty without them)."""
+    """The guide's kfp's LoRA demo on the first ``DEMO_ROWS`` rows, publishing a modelcar where ``docker-registry``
+    and olot are here (:attr:`DemoRun.modelcar` holds those arguments, empty without them)."""
     import importlib.util
 
     from tests.harness.oci_registry import missing_tools, write_image_layout
@@ -132,7 +132,8 @@ def lora_demo(request, tmp_path_factory):
         registry.push(root / "base", "1", "base/demo:1")
         modelcar = ["--modelcar-uri", f"oci://{registry.host}/demo/tiny:1"]
         modelcar += ["--modelcar-base-image", f"{registry.host}/base/demo:1"]
-    run = DemoRun(Path(sys.executable), root, ["--algorithm", "lora", *modelcar], dict(os.environ))
+    arguments = ["--algorithm", "lora", "--dataset-uri", str(_first_rows(root, DEMO_ROWS)), *modelcar]
+    run = DemoRun(Path(sys.executable), root, arguments, dict(os.environ))
     run.modelcar = modelcar
     yield run
     run.stop()

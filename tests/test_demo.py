@@ -13,10 +13,11 @@ import pytest
 from pipelines.cli import main
 from pipelines.compile import pipeline_function
 from pipelines.demo.demo_summary import STEP_TASKS, delta_lines, heldout_verdict, output_types, summarize_run
-from pipelines.demo.general_ability import GENERAL_TASK, GENERAL_TASK_DIR, general_sentences
 from pipelines.demo.run_demo import demo_arguments
 from pipelines.demo.story import one_line_error
+from pipelines.demo.tiny_model import GENERAL_TASK, GENERAL_TASK_DIR, general_sentences
 from pipelines.training.finetuning.interface import parameter_feeding, pipeline_parameters
+from tests.conftest import DEMO_ROWS
 
 #: The README promises a story a newcomer reads at a glance.
 MAX_STORY_LINES = 60
@@ -58,8 +59,8 @@ def prebuilt(taught_base_model, monkeypatch):
 
 @pytest.mark.slow
 def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo):
-    """``kfp-finetune demo --algorithm lora`` (a modelcar to a local ``docker-registry`` where the tools are here), run
-    by ``tests/conftest.py`` in the background from the first test of ``tests/``."""
+    """``kfp-finetune demo --algorithm lora`` on ``DEMO_ROWS`` rows (a modelcar to a local ``docker-registry`` where
+    the tools are here), run by ``tests/conftest.py`` in the background from the first test of ``tests/``."""
     run = lora_demo.wait()
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
     output_dir, modelcar, private_tmpdir = lora_demo.output_dir, lora_demo.modelcar, lora_demo.tmpdir
@@ -77,7 +78,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
         assert sum(line.endswith(f"] {task} started") for line in lines) == 1
         assert sum(f"] {task} done in " in line for line in lines) == 1
     progress = [line for line in lines if "train-model: step " in line]
-    assert 1 <= len(progress) <= 8 and progress[-1].strip().startswith("train-model: step 360/360")
+    assert 1 <= len(progress) <= 8 and progress[-1].strip().startswith("train-model: step 72/72")
 
     # The executor chatter went to the log file the story names.
     log = output_dir / "demo.log"
@@ -89,12 +90,12 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
     summary = summarize_run(run_dir, output_types(pipeline.pipeline_spec))
     assert set(summary) == set(STEP_TASKS.values())
     data = summary["dataset-download"]["metrics"]
-    assert (data["rows_valid"], data["rows_rejected"], data["train_rows"], data["eval_rows"]) == (400, 0, 360, 40)
+    assert (data["rows_valid"], data["rows_rejected"], data["train_rows"], data["eval_rows"]) == (DEMO_ROWS, 0, 72, 8)
     train = summary["train-model"]["metrics"]
     # LoRA learns visibly: held-out loss well below the base model's, and the summary says it improved.
     assert train["eval_loss"] < train["base_eval_loss"] - 2.0, train
     assert heldout_verdict(train)[0] is True and "improved" in run.stdout and "did NOT improve" not in run.stdout
-    assert train["steps"] == 8 * math.ceil(360 / 8)  # num_epochs x ceil(train rows / batch)
+    assert train["steps"] == 8 * math.ceil(72 / 8)  # num_epochs x ceil(train rows / batch)
     vocabulary = json.loads((output_dir / "base-model" / "config.json").read_text())["vocab_size"]
     assert train["final_loss"] < math.log(vocabulary) - 1.0
 
@@ -105,7 +106,7 @@ def test_lora_demo_tells_a_short_story_and_improves_on_the_base_model(lora_demo)
     assert all(Path(report).is_file() for report in reports)
     # Numbers agree: lm-eval evaluated every held-out conversation the split has.
     lm_eval_report = next(Path(r) for r in reports if "/lm-eval/" in r).read_text()
-    assert "40 of 40 conversations" in lm_eval_report
+    assert "8 of 8 conversations" in lm_eval_report
     # Paths in the training report exist after the run (the workspace is gone, the model artifact stays).
     (model_uri,) = summary["train-model"]["models"].values()
     model_output = json.loads((run_dir / "train-model" / "executor_output.json").read_text())
@@ -195,7 +196,7 @@ def test_demo_downloads_a_hub_dataset_when_the_hub_answers_and_not_when_offline(
 
 
 def test_demo_goes_offline_only_when_asked_or_without_a_hub(hub_stub, online, monkeypatch):
-    from pipelines.demo.hub_access import offline_reason
+    from pipelines.demo.run_demo import offline_reason
 
     assert offline_reason("org/chat", offline=False) == ""  # the stub answers (404 is an answer)
     assert offline_reason("org/chat", offline=True) == "asked for (--offline)"
@@ -262,19 +263,13 @@ def test_heldout_verdict_flags_a_run_that_did_not_improve():
 
 
 def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
-    for algorithm in ("sft", "osft", "lora"):
-        pipeline = pipeline_function(algorithm)
-        arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
-        assert set(arguments) <= {p.name for p in pipeline_parameters(pipeline)}
-        assert arguments[parameter_feeding(pipeline, "train", "training_launcher")] == "local"
-        assert arguments[parameter_feeding(pipeline, "train", "training_num_epochs")] == 8
-        assert json.dumps(arguments)
-    for algorithm in ("grpo", "lora_grpo"):
+    for algorithm in ("sft", "osft", "lora", "grpo", "lora_grpo"):
         pipeline = pipeline_function(algorithm.replace("_", "-"))
         arguments = demo_arguments(algorithm, tmp_path / "model", "data.jsonl", "")
-        assert set(arguments) <= {p.name for p in pipeline_parameters(pipeline)}
-        assert arguments[parameter_feeding(pipeline, "train", "training_grpo_iterations")] == 20
+        assert set(arguments) <= {p.name for p in pipeline_parameters(pipeline)} and json.dumps(arguments)
         assert arguments[parameter_feeding(pipeline, "train", "training_launcher")] == "local"
+        length = ("training_grpo_iterations", 20) if "grpo" in algorithm else ("training_num_epochs", 8)
+        assert arguments[parameter_feeding(pipeline, "train", length[0])] == length[1]
     lora, pipeline = demo_arguments("lora", tmp_path / "model", "data.jsonl", ""), pipeline_function("lora")
     rank, alpha = (parameter_feeding(pipeline, "train", name) for name in ("training_lora_r", "training_lora_alpha"))
     assert (lora[rank], lora[alpha]) == (8, 64)

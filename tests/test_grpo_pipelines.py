@@ -1,8 +1,4 @@
-"""The GRPO pipelines (``grpo``, ``lora-grpo``): their wiring, and a whole run on ``kfp.local`` with the tiny model.
-
-The registry registers only when train_model's ``reward_gate_passed`` metric is 1 (its ``min_metric_name`` gate, set
-by the pipelines). The run is kept short: 6 iterations of 4 prompts x 2 completions of 4 tokens.
-"""
+"""The GRPO pipelines: their wiring (the registry gated on ``reward_gate_passed``), and a short run on ``kfp.local``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The claim-by-claim pass of the RHOAI guide (``docs/guide-claims.md``) stays true to the tests it cites.
 
-Every test id the table names must exist, every PASS must name one, and the counts at the top must be the rows'. The
-other tests check claims no other test covered (secrets per step, the Quick Start's optional parameters, the default
-evaluation task, the generated YAML, the Python floor).
+Every test id the table names exists, every PASS names one, the counts are the rows'; the rest checks claims no other
+test covers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The RHOAI guide's compile environment has only ``kfp`` and ``kfp-kubernetes``: the pipelines compile there.
 
-Each pipeline module, and the guide's custom-pipeline snippet, runs in a child interpreter where every installed
-distribution outside kfp's own dependency closure cannot be imported (``sys.modules[name] = None``), as for a user.
+Each runs in a child interpreter where every distribution outside kfp's dependency closure cannot be imported.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A pipeline parameter reaches the training pod in at most 4 files, under one name per layer.
 
-``phase_02_train_man_train_epochs`` (the pipeline) -> ``training_num_epochs`` (the component's parameter; the request
-builder puts it into its group by the group's prefix, without naming it) -> ``num_epochs`` (the contract's
-``TrainingOptions`` field, sent as-is in ``run_config.json``) -> the pod's Training Hub call. A file is on the route
-when its code (not a docstring or a documentation table) names the value: it uses the pipeline's or the component's
-name, declares a ``num_epochs`` field, passes ``num_epochs=`` or hands it on under a ``"num_epochs"`` key. Files that
-only read ``options.num_epochs``, or take the epochs as a function argument (progress totals), use the value; they
-do not carry it.
+``phase_02_train_man_train_epochs`` -> ``training_num_epochs`` (the component) -> ``num_epochs`` (the contract's
+``TrainingOptions``) -> the pod's Training Hub call. A file carries the value when its code names it (either name, a
+``num_epochs`` field, keyword or key); reading ``options.num_epochs`` or taking it as an argument only uses it.
 """
 
 from __future__ import annotations

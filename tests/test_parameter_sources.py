@@ -1,10 +1,7 @@
 """The explicit pipelines agree with each other and with the components, unless a difference is declared here.
 
-Read from the pipelines as KFP builds them and from the components' own interfaces: a run-time parameter has the type
-and description of the component argument it feeds and one name in every pipeline; every plain argument of every
-component call receives the component's default unless :data:`DECLARED` says why not; a minimal pipeline's
-parameters are a subset of its expert pipeline's. To change a default, edit the pipeline and, when it departs from
-the component's, add it to :data:`DECLARED` with the reason.
+A run-time parameter has the type and description of the component argument it feeds and one name everywhere; every
+other argument gets the component's default unless :data:`DECLARED` says why not (add a changed default there).
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ import pytest
 from pipelines.compile import pipeline_function
 from pipelines.training.finetuning import PIPELINES
 from pipelines.training.finetuning.interface import pipeline_parameters, spec_of, step_of_task, task_wiring
+from pipelines.training.finetuning.tasks import STEP_COMPONENTS
 
 _NCCL = {"INSTRUCTLAB_NCCL_TIMEOUT_MS": "600000"}
 #: Why a pipeline gives a component argument another value than the component's default, per algorithm
@@ -97,23 +95,13 @@ def _text(text: str) -> str:
     return _COLLAPSE.sub(" ", text or "").strip()
 
 
-#: The module-level component of each step: its own spec carries the parameters' descriptions (a pipeline embeds the
-#: component without them: ``RuntimeComponent.with_image``).
-_STEP_COMPONENTS = {
-    "dataset": ("components.data_processing.dataset_download", "dataset_download"),
-    "train": ("components.training.finetuning", "train_model"),
-    "eval": ("components.evaluation.lm_eval", "lm_eval"),
-    "registry": ("components.deployment.kubeflow_model_registry", "model_registry"),
-}
-
-
 def _component_inputs(spec: dict, task: str) -> dict[str, dict]:
     """The parameters of ``task``'s component as the pipeline embeds it, with the component's own descriptions."""
     import importlib
 
     component = spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
     embedded = spec["components"][component]["inputDefinitions"].get("parameters", {})
-    module, name = _STEP_COMPONENTS[step_of_task(task)]
+    module, name = STEP_COMPONENTS[step_of_task(task)]  # its own spec has the descriptions (with_image drops them)
     own = getattr(importlib.import_module(module), name).component_spec.inputs
     return {
         argument: dict(definition, description=own[argument].description) for argument, definition in embedded.items()

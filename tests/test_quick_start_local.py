@@ -1,8 +1,6 @@
 """The guide's Quick Start pipeline (OSFT-minimal), unmodified, runs under ``kfp.local`` on a machine without a cluster.
 
-``training_launcher`` keeps its default (``auto``): with no cluster the training step picks the local launcher and says
-so in one line. Under kfp 2.15.2 the pipeline goes through :func:`~pipelines.local_pipeline.local_pipeline`
-(``tests/test_local_pipeline.py``); the pipeline itself is unmodified.
+``training_launcher=auto`` picks the local launcher there and says so in one line.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""A clone of this repository alone is the whole project: nothing reads outside it, no doc shows a machine path.
-
-Every tracked or new source, script and configuration file is scanned for a path that leaves the repository (a folder
-beside the checkout, ``Path(__file__)`` climbing above the root, a development machine's absolute paths).
-"""
+"""A clone of this repository alone is the whole project: nothing reads outside it, no doc shows a machine path."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Every default lives once, in the component's signature: no layer below restates one.
 
-The typed requests and the contracts they feed have no defaults and their fields are the component's parameters; the
-``run_*`` orchestrators take the request; no module below the wrappers (nor the CLI and ``doctor``) gives a component
-parameter a value default (function parameter, dataclass field, ``.get(name, default)``, ``DEFAULT_<NAME>``
-constant). Empty values (``""``, ``0``, ``False``, empty containers, ``None``) mean "not given" and are allowed.
+Requests and contracts have no defaults; no module below the wrappers (nor the CLI and ``doctor``) gives a component
+parameter a value default (parameter, field, ``.get(name, default)``, ``DEFAULT_<NAME>``); empty values are allowed.
 """
 
 from __future__ import annotations

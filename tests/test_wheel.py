@@ -181,7 +181,7 @@ def test_the_training_pods_code_stages_from_the_wheel_and_imports_with_the_stand
 
 
 def test_kfp_local_still_rewrites_python3_in_a_steps_arguments():
-    """kubeflow/pipelines#14459 (open): fails once kfp leaves them alone (drop demo/local_paths.py's copy)."""
+    """kubeflow/pipelines#14459 (open): fails once kfp leaves them alone (drop demo/run_demo.py's copy)."""
     from kfp.local.subprocess_task_handler import replace_python_executable
 
     command = ["sh", "-c", "python3 -m kfp.dsl.executor_main", "--executor_input", '{"uri": "/lib/python3.11/x"}']
@@ -208,7 +208,7 @@ def test_from_a_clone_the_console_script_runs_the_clones_cli(tmp_path):
 
 
 def test_the_demo_hands_kfp_local_only_paths_it_leaves_alone(tmp_path):
-    from pipelines.demo.local_paths import check_step_arguments, steps_data_dir
+    from pipelines.demo.run_demo import check_step_arguments, steps_data_dir
 
     installed = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "data"
     (installed / "general_sentences").mkdir(parents=True)

@@ -1,10 +1,8 @@
 """The demo's generated data: arithmetic chat conversations, and arithmetic prompts with a verifiable answer for GRPO.
 
-The shipped ``pipelines/demo/data/demo_chat.jsonl`` and ``demo_grpo.jsonl`` are :func:`write_demo_dataset`'s and
-:func:`write_grpo_dataset`'s output with the default arguments; ``scripts/build_demo_dataset.py`` regenerates them and
-a test checks that they are current. A GRPO row (``reward_answer``) asks for ``a op b`` as a bare number and carries
-it as ``ground_truth``: the reward (``components.training.finetuning.pod.rewards.compute_score``) gives 1.0 for the
-right number and up to 0.5 of format credit for answering with a number at all.
+``scripts/build_demo_dataset.py`` writes the shipped ``data/demo_chat.jsonl`` and ``demo_grpo.jsonl``; a test checks
+they are current. A GRPO row asks for ``a op b`` as a bare number, its ``ground_truth`` (the reward: 1.0 for the right
+number, up to 0.5 of format credit for any number).
 """
 
 from __future__ import annotations

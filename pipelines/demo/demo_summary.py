@@ -1,7 +1,6 @@
 """What a local demo run produced, read back from its ``executor_output.json`` files, and the summary printed.
 
-Outputs are told apart by their KFP artifact type read from the pipeline spec, never by output name; the one place
-that names the pipeline's tasks is :data:`STEP_TASKS`.
+Outputs are told apart by their KFP artifact type, never by name; :data:`STEP_TASKS` alone names the tasks.
 """
 
 from __future__ import annotations
@@ -11,8 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-#: The KFP task of each pipeline step (the component's name, dashes for underscores; the second ``lm_eval`` task of a
-#: pipeline gets ``-2``: the base model's evaluation comes first, since the fine-tuned one reads its results).
+#: The KFP task of each step (the second ``lm_eval``, the fine-tuned model's, gets ``-2``).
 STEP_TASKS = {
     "dataset": "dataset-download",
     "train": "train-model",
@@ -20,8 +18,7 @@ STEP_TASKS = {
     "eval": "lm-eval-2",
     "registry": "model-registry",
 }
-#: The one loss convention of the summary: mean cross-entropy per token, in nats (perplexity = e^loss); each figure
-#: says which tokens it averages.
+#: The summary's losses: mean cross-entropy per token in nats (perplexity = e^loss), over these tokens.
 TRAINING_LOSS = "per token, every assistant turn"
 EVAL_LOSS = "per token, final answers only"
 #: The held-out metrics shown base -> fine-tuned, with their labels.
@@ -46,15 +43,11 @@ def output_types(pipeline_spec: Any) -> dict[str, dict[str, str]]:
 
 
 def summarize_run(run_dir: Path, types: dict[str, dict[str, str]]) -> dict[str, dict[str, Any]]:
-    """What each task of a local run produced, from its ``executor_output.json``.
-
-    Args:
-        run_dir: The run's folder under the pipeline root.
-        types: :func:`output_types` of the pipeline.
+    """What each task of the run in ``run_dir`` produced, by :func:`output_types` ``types``, in task order.
 
     Returns:
         ``{task: {"metrics": {...}, "reports": {name: uri}, "models": {name: uri}, "metadata": {name: {...}},
-        "parameters": {...}}}`` in task order (``metadata``: that of every output but the metrics).
+        "parameters": {...}}}`` (``metadata``: that of every output but the metrics).
     """
     summary: dict[str, dict[str, Any]] = {}
     for output_file in sorted(run_dir.glob("*/executor_output.json"), key=lambda p: p.stat().st_mtime):
@@ -77,11 +70,9 @@ def summarize_run(run_dir: Path, types: dict[str, dict[str, str]]) -> dict[str, 
 
 
 def heldout_verdict(train_metrics: dict[str, Any]) -> tuple[bool | None, str]:
-    """Whether training improved the held-out loss on the base model's, and a line saying so.
+    """Whether training improved the held-out loss on the base model's (``None``: nothing to compare), and a line.
 
-    Returns:
-        ``(True, ...)`` improved, ``(False, ...)`` not improved (the line starts with ``WARNING``), ``(None, ...)``
-        when the run has no base-model or no held-out loss to compare.
+    The line of a run that did not improve starts with ``WARNING``.
     """
     after, before = train_metrics.get("eval_loss"), train_metrics.get("base_eval_loss")
     if after is None or before is None:
@@ -114,14 +105,6 @@ def reward_lines(train_metrics: dict[str, Any], metadata: dict[str, dict[str, An
     return lines
 
 
-def _comparison(summary: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The fine-tuned evaluation's comparison with the base model (its results' ``comparison`` metadata)."""
-    for metadata in summary.get(STEP_TASKS["eval"], {}).get("metadata", {}).values():
-        if "comparison" in metadata:
-            return metadata["comparison"]
-    return {}
-
-
 def _is_fraction(record: dict[str, Any]) -> bool:
     return 0 <= record["base"] <= 1 and 0 <= record["tuned"] <= 1
 
@@ -143,9 +126,9 @@ def _base_to_tuned(label: str, record: dict[str, Any]) -> str:
 
 
 def delta_lines(comparison: dict[str, dict[str, Any]]) -> list[str]:
-    """Base -> fine-tuned for the held-out metrics and the first metric of every other task, and the forgetting verdict.
+    """Base -> fine-tuned for the held-out metrics and each other task's first metric, and the forgetting verdict.
 
-    The verdict says whether a task other than the held-out split got worse beyond noise (|delta| > its stderr).
+    Forgotten: another task got worse beyond noise (|delta| > its stderr).
     """
     if not comparison:
         return ["  base -> fine-tuned: not compared (the base model was not evaluated)"]
@@ -205,8 +188,9 @@ def summary_lines(summary: dict[str, dict[str, Any]], run_dir: Path) -> list[str
             f"exact match {_number(evaluation, 'heldout_generation/exact_match', '.2f')}, "
             f"chrF {_number(evaluation, 'heldout_generation/chrf', '.1f')}"
         )
-    if STEP_TASKS["eval"] in summary:
-        lines += delta_lines(_comparison(summary))
+    if STEP_TASKS["eval"] in summary:  # the comparison with the base model: the results' metadata
+        outputs = summary[STEP_TASKS["eval"]]["metadata"].values()
+        lines += delta_lines(next((m["comparison"] for m in outputs if "comparison" in m), {}))
     if registry:
         lines.append(f"  registry:   {registry.get('status', '?')}")
         modelcar = str(registry.get("model_uri") or "")

@@ -1,9 +1,8 @@
 """``kfp-finetune demo``: a whole fine-tuning pipeline, locally, on the tiny model and the shipped demo data.
 
-The expert pipeline of the chosen algorithm runs under ``kfp.local`` (subprocess runner, this environment) with
-``training_launcher="local"`` (in-process CPU training). The terminal shows a short story (:mod:`.story`) ending in
-base -> fine-tuned deltas; the tasks' whole output goes to ``<output-dir>/demo.log``. The run's scratch files live
-under the output directory and are removed when the run ends, failed or not.
+The expert pipeline of the chosen algorithm runs under ``kfp.local`` (subprocess runner) with the local launcher. The
+terminal shows a short story (:mod:`.story`); the tasks' whole output goes to ``<output-dir>/demo.log``. Scratch files
+live under the output directory and are removed when the run ends.
 """
 
 from __future__ import annotations
@@ -13,19 +12,18 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from pipelines.demo.demo_data import DEMO_DATASET_PATH, GRPO_DATASET_PATH
 from pipelines.demo.demo_summary import STEP_TASKS, output_types, summarize_run, summary_lines
-from pipelines.demo.general_ability import GENERAL_TASK, GENERAL_TASK_DIR, teach_general_sentences
-from pipelines.demo.hub_access import OFFLINE_ENVIRONMENT, hub_endpoint, offline_reason
-from pipelines.demo.local_paths import check_step_arguments, steps_data_dir
+from pipelines.demo.tiny_model import GENERAL_TASK, GENERAL_TASK_DIR, teach_general_sentences
 
-#: The demo's training settings, shared by the three algorithms. Small enough for 2 CPU cores, long enough
-#: (8 epochs of 45 steps) that the tiny model learns the answer format ``a op b = c``; it is too small to learn the
-#: arithmetic itself.
+#: The demo's training settings, shared by the three algorithms: 8 epochs of 45 steps on 2 CPU cores teach the tiny
+#: model the answer format ``a op b = c`` (it is too small to learn the arithmetic itself).
 DEMO_ARGUMENTS = {
     "training_num_epochs": 8,
     "training_effective_batch_size": 8,
@@ -39,12 +37,10 @@ DEMO_ARGUMENTS = {
     # A ~100k-parameter model's activations are tiny: recomputing them would only slow the demo down.
     "training_gradient_checkpointing": False,
 }
-#: LoRA (~2% of the weights): rank 8 with alpha 64 (scale 8) and no dropout learned best on the demo data at the
-#: same epochs and learning rate as SFT (a larger rank, alpha 32, dropout or a larger learning rate did worse).
+#: LoRA: rank 8, alpha 64, no dropout learned best at SFT's epochs and rate (larger rank, alpha 32, dropout did worse).
 DEMO_LORA_ARGUMENTS = {"training_lora_r": 8, "training_lora_alpha": 64, "training_lora_dropout": 0.0}
-#: GRPO on the toy arithmetic prompts: 20 iterations of 8 prompts x 4 completions of at most 8 tokens. The tiny model
-#: cannot learn the arithmetic, so what rises is the reward's format credit (0.5 at most); at 2e-3 the gate passes
-#: (p~0.01 on 2 cores, seed 42), at 1e-2 the reward saturates so fast that the gate cannot call it. LoRA-GRPO: 3e-3.
+#: GRPO: 20 iterations of 8 prompts x 4 completions of at most 8 tokens; what rises is the reward's format credit. At
+#: 2e-3 the gate passes (p~0.01, seed 42); at 1e-2 the reward saturates too fast to call. LoRA-GRPO: 3e-3.
 DEMO_GRPO_ARGUMENTS = {
     "training_grpo_iterations": 20,
     "training_grpo_group_size": 4,
@@ -59,19 +55,16 @@ DEMO_GRPO_ARGUMENTS = {
 DEMO_LORA_GRPO_LEARNING_RATE = 3e-3
 #: The reinforcement-learning algorithms: a prompt dataset, no lm-eval step, the reward gate decides.
 GRPO_DEMOS = ("grpo", "lora_grpo")
-#: Every held-out conversation is evaluated (``max_samples=-1``), and the benchmark is the local
-#: ``general_sentences`` task the base model was taught (:mod:`.general_ability`).
+#: Every held-out conversation is evaluated; the benchmark is the ``general_sentences`` task the base model was taught.
 DEMO_EVAL_ARGUMENTS = {"max_samples": -1, "max_new_tokens": 16, "batch_size": "8"}
-#: The tiny base model's initial weight scale: with the default 0.02 the frozen (tied) embedding caps every logit
-#: near +-1.3, and LoRA, which cannot retrain it, could make no confident prediction.
+#: The tiny base model's initial weight scale: at 0.02 the frozen tied embedding caps every logit near +-1.3 for LoRA.
 DEMO_BASE_MODEL = {"initializer_range": 0.1}
 #: Variables set while the demo runs (restored afterwards): offline hubs, one torch thread, a CPU evaluation.
 DEMO_ENVIRONMENT = {
     "TOKENIZERS_PARALLELISM": "false",
     # A ~100k-parameter model trains fastest on one thread; more threads only contend (4-40x slower on 2 cores).
     "OMP_NUM_THREADS": "1",
-    # Evaluate on CPU on purpose: compiled with a GPU request, the evaluation step refuses to run without one (kfp.local
-    # from 2.17 hands the task's env, KFP_FINETUNE_REQUESTED_GPUS included, to the step).
+    # Evaluate on CPU: with a GPU request compiled in, kfp.local 2.17+ hands the step KFP_FINETUNE_REQUESTED_GPUS.
     "KFP_FINETUNE_EVAL_GPUS": "0",
 }
 
@@ -87,6 +80,77 @@ class DemoFailed(RuntimeError):
     """A demo step failed; the message is ``<task>: <the task's one-line error>``."""
 
 
+#: What offline mode sets for the demo's steps.
+OFFLINE_ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+#: Seconds the Hub has to answer before the demo goes offline.
+PROBE_TIMEOUT_S = 5.0
+
+
+def hub_endpoint(environ: Mapping[str, str]) -> str:
+    """``HF_ENDPOINT``, else huggingface.co."""
+    return (environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def hub_answers(endpoint: str, repo_id: str) -> bool:
+    """Whether the Hub answers a dataset's info request at all (401 and 404 are answers too)."""
+    request = urllib.request.Request(f"{endpoint}/api/datasets/{repo_id}", method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S):  # noqa: S310 - the user's Hub endpoint
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):  # refused, unresolvable, timed out, a malformed endpoint
+        return False
+
+
+def offline_reason(dataset_uri: str, offline: bool, environ: Mapping[str, str] | None = None) -> str:
+    """Why the demo runs offline; ``""`` when it runs online (a Hub dataset, the Hub answers, offline not asked)."""
+    from components.data_processing.dataset_download.locations import DatasetSourceError, parse_hf_uri, source_kind
+
+    environ = os.environ if environ is None else environ
+    if offline:
+        return "asked for (--offline)"
+    if str(environ.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on"):
+        return "asked for (HF_HUB_OFFLINE is set)"
+    try:
+        if source_kind(dataset_uri) != "hf":
+            return "nothing to download (the base model is built here, the dataset is not on the Hub)"
+        repo_id = parse_hf_uri(dataset_uri).repo_id
+    except DatasetSourceError:
+        return "nothing to download (the dataset step will say what is wrong with the dataset URI)"
+    endpoint = hub_endpoint(environ)
+    if not hub_answers(endpoint, repo_id):
+        return f"the Hub at {endpoint} does not answer (no network?): the dataset must be in the Hugging Face cache"
+    return ""
+
+
+#: What ``kfp.local`` rewrites in a step's arguments: ``SubprocessRunner`` replaces ``python3`` in every element of a
+#: step's command with this interpreter's path (kubeflow/pipelines#14459, open; ``tests/test_wheel.py`` fails once
+#: the pinned kfp is fixed). An installed wheel's demo data lies under ``lib/python3.11/``.
+KFP_LOCAL_REWRITTEN = "python3"
+
+
+def steps_data_dir(output_dir: Path, shipped: Path = DEMO_DATASET_PATH.parent) -> Path:
+    """``shipped``, or its copy in ``output_dir/data`` when ``kfp.local`` would mangle its path (an installed wheel)."""
+    if KFP_LOCAL_REWRITTEN not in str(shipped):
+        return shipped
+    copy = Path(output_dir) / "data"
+    shutil.copytree(shipped, copy, dirs_exist_ok=True)
+    return copy
+
+
+def check_step_arguments(arguments: Mapping[str, Any]) -> None:
+    """Raises ``ValueError`` in one line naming the argument when ``kfp.local`` would mangle its value."""
+    for name, value in arguments.items():
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, str) and KFP_LOCAL_REWRITTEN in item:
+                raise ValueError(
+                    f"{name}={item!r}: kfp.local rewrites '{KFP_LOCAL_REWRITTEN}' in a step's arguments into this "
+                    "interpreter's path (kubeflow/pipelines#14459); use a path without it (--output-dir, "
+                    "--dataset-uri)"
+                )
+
+
 def demo_arguments(
     algorithm: str,
     base_model: Path,
@@ -98,9 +162,8 @@ def demo_arguments(
 ) -> dict[str, Any]:
     """The pipeline arguments of the demo run, by dashboard name (the expert pipeline's parameter feeding each).
 
-    With ``modelcar_uri`` the registry step publishes the model as a modelcar there (plain HTTP to a loopback
-    registry), layered on ``modelcar_base_image``. ``general_task_dir``: the ``general_sentences`` task's folder (a
-    copy of it where ``kfp.local`` would mangle the shipped one's path, see :mod:`.local_paths`).
+    With ``modelcar_uri`` the registry step publishes a modelcar there (plain HTTP to a loopback registry), on
+    ``modelcar_base_image``. ``general_task_dir``: the ``general_sentences`` task (a copy, see :func:`steps_data_dir`).
     """
     from pipelines.compile import pipeline_function
     from pipelines.training.finetuning.interface import parameter_feeding
@@ -135,10 +198,9 @@ def demo_arguments(
 
 @contextlib.contextmanager
 def demo_environment(scratch: Path, offline: bool = True) -> Iterator[None]:
-    """Sets :data:`DEMO_ENVIRONMENT` (and ``offline``: ``HF_HUB_OFFLINE=1``, ...) and ``TMPDIR=scratch`` meanwhile.
+    """Sets :data:`DEMO_ENVIRONMENT` (``offline``: also :data:`OFFLINE_ENVIRONMENT`) and ``TMPDIR=scratch`` meanwhile.
 
-    ``kfp.local`` tasks unpack their code with ``mktemp -d`` and Python's ``tempfile``: with ``TMPDIR`` pointing at
-    ``scratch`` nothing of the run stays behind in the system temporary directory. ``scratch`` is removed afterwards.
+    ``kfp.local`` tasks unpack their code under ``TMPDIR``: nothing stays in the system's; ``scratch`` is removed after.
     """
     from unittest import mock
 

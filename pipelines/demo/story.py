@@ -1,10 +1,8 @@
 """What ``kfp-finetune demo`` shows: a short story on the terminal, everything else in a log file.
 
-``kfp.local`` prints each task's whole output through the parent's ``sys.stdout``. :class:`DemoConsole` swaps
-``sys.stdout``/``sys.stderr`` for a line sink while the pipeline runs: every line goes to the log (and to the terminal
-with ``--verbose``); the story keeps a line per task start and end, a throttled training progress line and a failed
-task's one-line error. Task boundaries are the lines ``kfp.local`` logs around each task (:data:`TASK_STARTED`,
-:data:`TASK_FINISHED`); with ``raise_on_error`` a failed task logs no end line, so the open task is the failed one.
+While the pipeline runs, :class:`DemoConsole` takes every line ``kfp.local`` prints to the log (and, ``--verbose``, to
+the terminal); the story keeps a line per task start and end (the lines ``kfp.local`` logs around each task), a
+throttled training progress line and a failed task's one-line error. A failed task logs no end line.
 """
 
 from __future__ import annotations
@@ -36,14 +34,9 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 
 def one_line_error(lines: list[str]) -> str:
-    """The error a failed task reported: the last exception of its output, as ``Type: first line of message``.
+    """The last exception in a task's output ``lines`` as ``Type: first line of message``.
 
-    Args:
-        lines: The task's output lines (KFP's indentation removed).
-
-    Returns:
-        The exception's short type name and the first line of its message; without a traceback, the last
-        non-empty line; ``""`` when the task printed nothing.
+    Without a traceback, the last non-empty line; ``""`` when the task printed nothing.
     """
     starts = [index for index, line in enumerate(lines) if line.startswith(_TRACEBACK)]
     if starts:
@@ -81,13 +74,9 @@ class _LineSink(io.TextIOBase):
 
 
 class DemoConsole:
-    """The demo's output: story lines to ``out``, every line to ``log_path``.
+    """The demo's output: story lines to ``out`` (default ``sys.stdout``), every line to ``log_path`` (overwritten).
 
-    Args:
-        log_path: The log file (created; overwritten).
-        out: Where the story goes (default ``sys.stdout`` at construction time).
-        verbose: Also pass every captured line through to ``out``.
-        clock: Seconds, for durations (tests may pass a fake).
+    ``verbose`` passes every captured line through to ``out``; ``clock`` gives seconds, for durations.
     """
 
     def __init__(
@@ -169,11 +158,7 @@ class DemoConsole:
 
     @contextlib.contextmanager
     def capture(self, task_count: int) -> Iterator[None]:
-        """Routes ``sys.stdout``/``sys.stderr`` into the log and follows ``kfp.local``'s tasks while it runs.
-
-        Args:
-            task_count: How many tasks the pipeline has (shown as ``[i/n]``).
-        """
+        """Routes ``sys.stdout``/``sys.stderr`` into the log and follows the ``task_count`` tasks (``[i/n]``)."""
         self.task_count = task_count
         sink = _LineSink(self._captured)
         try:

@@ -1,16 +1,21 @@
-"""Builds a tiny Llama chat model and BPE tokenizer offline, in about a second.
+"""The tiny Llama chat model and BPE tokenizer, built offline in about a second, and the demo's "general ability".
 
-The tokenizer is a byte-level BPE trained on the demo conversations; its ChatML-style chat template wraps assistant
-turns in ``{% generation %}`` so ``apply_chat_template(..., return_assistant_tokens_mask=True)`` marks exactly the
-tokens a fine-tune should learn. Nothing is downloaded: the demo, the tests and the GPU smoke runs use this model.
+The tokenizer is a byte-level BPE trained on the demo conversations; its ChatML chat template wraps assistant turns in
+``{% generation %}`` so ``return_assistant_tokens_mask=True`` marks exactly the tokens a fine-tune should learn. The
+demo, the tests and the GPU smoke runs use this model.
+
+A real base model knows things a fine-tune may make it forget, shown by benchmarks that cannot be downloaded here:
+:func:`teach_general_sentences` teaches the tiny model 40 generic sentences ("The sun rises in the" -> " east."), and
+the lm-eval task ``general_sentences`` (:data:`GENERAL_TASK_DIR`) asks for the true ending out of four.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import random
 from pathlib import Path
 
-from pipelines.demo.demo_data import demo_conversations
+from pipelines.demo.demo_data import DEMO_DATASET_PATH, demo_conversations
 
 SPECIAL_TOKENS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -37,19 +42,15 @@ TINY_DIMENSIONS = {
 }
 
 
-def _training_texts() -> Iterable[str]:
-    """Yields the role names and message texts the tokenizer is trained on (400 generated conversations)."""
-    for row in demo_conversations(rows=400, seed=1):
-        for message in row["messages"]:
-            yield f"{message['role']}\n{message['content']}"
+#: The lm-eval task directory (YAML + JSONL), named in the demo's ``task_names``, and the task's name.
+GENERAL_TASK_DIR = DEMO_DATASET_PATH.parent / "general_sentences"
+GENERAL_TASK = "general_sentences"
+#: How the base model is taught the sentences: a few seconds on one CPU thread, enough for every ending.
+TEACHING = {"epochs": 20, "batch_size": 8, "learning_rate": 3e-3, "seed": 0}
 
 
 def build_tokenizer():
-    """Trains the byte-level BPE tokenizer (600 tokens) and wraps it with the chat template.
-
-    Returns:
-        A ``transformers.PreTrainedTokenizerFast``.
-    """
+    """The byte-level BPE tokenizer (600 tokens) with the chat template, a ``transformers.PreTrainedTokenizerFast``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -62,7 +63,9 @@ def build_tokenizer():
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_training_texts(), trainer=trainer)
+    conversations = demo_conversations(rows=400, seed=1)
+    texts = (f"{m['role']}\n{m['content']}" for row in conversations for m in row["messages"])
+    tokenizer.train_from_iterator(texts, trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token="<|pad|>",
@@ -107,3 +110,48 @@ def build_tiny_model(output_dir: Path, seed: int = 0, **dimensions: int) -> Path
     model.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     return output_dir
+
+
+def general_sentences() -> list[tuple[str, str]]:
+    """The ``(beginning, true ending)`` pairs of the task's documents."""
+    rows = (GENERAL_TASK_DIR / f"{GENERAL_TASK}.jsonl").read_text(encoding="utf-8").splitlines()
+    documents = [json.loads(line) for line in rows if line.strip()]
+    return [(doc["context"], doc["choices"][doc["answer"]]) for doc in documents]
+
+
+def teach_general_sentences(model_dir: Path) -> float:
+    """Trains the model in ``model_dir`` (with its tokenizer) on the general sentences, in place; the last epoch's loss.
+
+    Chat format, every token learned.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    sequences = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": beginning}, {"role": "assistant", "content": ending}],
+            tokenize=True,
+            return_dict=True,
+        )["input_ids"]
+        for beginning, ending in general_sentences()
+    ]
+    collate = DataCollatorForSeq2Seq(tokenizer)  # pads right: input ids with the pad id, labels with -100
+    torch.manual_seed(TEACHING["seed"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=TEACHING["learning_rate"])
+    model.train()
+    losses: list[float] = []
+    for epoch in range(TEACHING["epochs"]):
+        order = list(range(len(sequences)))
+        random.Random(TEACHING["seed"] + epoch).shuffle(order)
+        losses = []
+        for start in range(0, len(order), TEACHING["batch_size"]):
+            batch = [sequences[i] for i in order[start : start + TEACHING["batch_size"]]]
+            loss = model(**collate([{"input_ids": ids, "labels": ids} for ids in batch])).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+    model.save_pretrained(model_dir)
+    return sum(losses) / len(losses)

@@ -1,8 +1,6 @@
 """What a fine-tuning pipeline asks of its user, read from the pipeline itself: its run-time parameters and wiring.
 
-The parameters are the ``@dsl.pipeline`` function's signature and Google docstring (read as KFP reads them); which
-component argument each one feeds is read from the built pipeline's spec. The README generator, ``doctor``, the demo
-and the consistency tests use these instead of any table.
+The parameters come from the function's signature and docstring (as KFP reads them), the wiring from the built spec.
 """
 
 from __future__ import annotations

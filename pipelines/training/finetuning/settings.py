@@ -1,9 +1,7 @@
-"""Compile-time settings of the fine-tuning pipelines.
+"""Compile-time settings of the fine-tuning pipelines: what shapes the YAML itself (PVC, secrets, images, resources).
 
-They shape the compiled YAML itself (the workspace PVC, secret names, the steps' image and resources) and so cannot
-be run-time parameters. A ``pipeline.py`` passes its constants (``PVC_SIZE``, ``IMAGE``, ...) to
-:func:`pipeline_settings`; ``KFP_FINETUNE_<NAME>`` environment variables and ``kfp-finetune compile`` flags override
-them.
+A ``pipeline.py`` passes its constants to :func:`pipeline_settings`; ``KFP_FINETUNE_<NAME>`` environment variables and
+``kfp-finetune compile`` flags override them.
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ from collections.abc import Iterator, Mapping
 from components._common.images import STEP_IMAGE, STEP_IMAGE_CUDA
 from components._common.workspace import PVC_ACCESS_MODES, PVC_SIZE, PVC_STORAGE_CLASS
 
-#: What KFP accepts for a task's CPU (cores, fractions or millicores) and memory (an integer with an optional suffix),
-#: with an example for the error message.
+#: What KFP accepts for a task's CPU and memory, with an example for the error message.
 _QUANTITIES = {
     "cpu": (re.compile(r"^([0-9]*\.)?[0-9]+m?$"), "'500m' or '2'"),
     "memory": (re.compile(r"^[0-9]+(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki)?$"), "'512Mi' or '16Gi'"),
@@ -40,19 +37,17 @@ class CompileSettings:
         pvc_storage_class: Storage class of the workspace PVC ("" = the cluster default).
         pvc_access_modes: Access modes of the workspace PVC; training pods on several nodes need ``ReadWriteMany``.
         pipeline_name: Name of the compiled pipeline ("" = the pipeline's own name, e.g. ``sft-minimal``).
-        kubernetes_credentials_secret: Secret with ``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN`` (optional;
-            the task's service account is used when absent).
-        s3_secret: Data-connection secret with the ``AWS_*`` keys (optional).
-        hf_token_secret: Secret with ``HF_TOKEN`` (optional; needed for gated models and private datasets).
-        oci_pull_secret: Secret with a Docker config.json for ``oci://`` base models (optional): key
-            ``OCI_PULL_SECRET_MODEL_DOWNLOAD`` (the guide's) or ``.dockerconfigjson`` (a docker-registry secret).
+        kubernetes_credentials_secret: Optional secret with ``KUBERNETES_SERVER_URL`` / ``KUBERNETES_AUTH_TOKEN``
+            (absent: the task's service account).
+        s3_secret: Optional data-connection secret with the ``AWS_*`` keys.
+        hf_token_secret: Optional secret with ``HF_TOKEN`` (gated models, private datasets).
+        oci_pull_secret: Optional secret with a Docker config.json for ``oci://`` base models
+            (``OCI_PULL_SECRET_MODEL_DOWNLOAD`` or ``.dockerconfigjson``).
         eval_gpus: Accelerators requested by the evaluation step (0 = CPU only: no request, no node selector).
         eval_gpu_resource: Extended resource name of the evaluation step's accelerator.
         eval_node_selector: ``key=value`` node selector of the evaluation step when it requests accelerators.
-        image: Image of every step (a build of the project's ``Containerfile``); "" = the published ``STEP_IMAGE``
-            of this version (``components/_common/images.py``).
-        eval_image: Image of the evaluation step; "" = ``image`` when set, else the published ``STEP_IMAGE_CUDA``
-            when ``eval_gpus`` > 0 and ``STEP_IMAGE`` when the evaluation runs on CPU.
+        image: Image of every step (a ``Containerfile`` build); "" = the published ``STEP_IMAGE``.
+        eval_image: Image of the evaluation step; "" = ``image``, else ``STEP_IMAGE_CUDA`` (``STEP_IMAGE`` on CPU).
         <step>_cpu_request, <step>_cpu_limit, <step>_memory_request, <step>_memory_limit: Kubernetes quantities
             of each step's container (``step`` one of :data:`STEPS`); limits must not be below requests.
     """
@@ -71,9 +66,8 @@ class CompileSettings:
     eval_node_selector: str = "nvidia.com/gpu.present=true"
     image: str = ""
     eval_image: str = ""
-    # From what each step does: the dataset step holds a tokenizer and a dataset in memory; the launcher talks to the
-    # Kubernetes API and draws a chart; the evaluation loads the model (a 1.5B model is ~3 GB in bf16, more while
-    # loading) next to lm-eval; the registry step makes a few API calls (and may copy small files to S3).
+    # The dataset step holds a tokenizer and a dataset; the launcher calls the API; the evaluation loads the model
+    # (a 1.5B model is ~3 GB in bf16) next to lm-eval; the registry step makes a few API calls.
     dataset_cpu_request: str = "1"
     dataset_cpu_limit: str = "4"
     dataset_memory_request: str = "4Gi"
@@ -93,7 +87,13 @@ class CompileSettings:
 
     def __post_init__(self) -> None:
         """Validates the settings, naming the offending setting and value."""
-        if not _is_size(self.pvc_size):
+        from kubernetes.utils import parse_quantity
+
+        try:  # a positive Kubernetes quantity
+            size_ok = self.pvc_size == self.pvc_size.strip() and parse_quantity(self.pvc_size) > 0
+        except (ValueError, TypeError, ArithmeticError, AttributeError):
+            size_ok = False
+        if not size_ok:
             raise ValueError(f"pvc_size must be a Kubernetes quantity such as '50Gi', got {self.pvc_size!r}")
         if not self.pvc_access_modes or set(self.pvc_access_modes) - _ACCESS_MODES:
             raise ValueError(
@@ -135,11 +135,7 @@ class CompileSettings:
                 )
 
     def image_of(self, step: str) -> str:
-        """The image ``step`` (one of :data:`STEPS`) runs on; see :attr:`image` and :attr:`eval_image`.
-
-        Raises:
-            ValueError: ``step`` is not one of :data:`STEPS`.
-        """
+        """The image ``step`` (one of :data:`STEPS`, else ``ValueError``) runs on."""
         if step not in STEPS:
             raise ValueError(f"unknown step {step!r}: one of {list(STEPS)}")
         if step != "eval":
@@ -158,9 +154,9 @@ class CompileSettings:
 
         Args:
             environ: The environment to read (default ``os.environ``).
-            base: Field values that replace the built-in defaults (a ``pipeline.py``'s constants).
-            **overrides: Field values that win over the environment (``None`` values are ignored). Access modes
-                given as a string (a variable, a flag) are comma-separated.
+            base: Field values that replace the built-in defaults.
+            **overrides: Field values that win over the environment (``None`` ignored); access modes as a string
+                are comma-separated.
 
         Raises:
             ValueError: A value breaks a rule; the message names the setting (and the variable it came from).
@@ -203,9 +199,8 @@ _OVERRIDES: contextvars.ContextVar[CompileSettings | Mapping[str, object]] = con
 def compile_overrides(settings: CompileSettings | Mapping[str, object] | None) -> Iterator[None]:
     """Makes :func:`pipeline_settings` return ``settings`` while a pipeline module is executed.
 
-    Args:
-        settings: Complete settings (they replace the module's constants), or overrides of single fields (e.g.
-            ``kfp-finetune compile`` flags; ``None`` values ignored) applied after the ``KFP_FINETUNE_*`` variables.
+    ``settings``: complete settings (they replace the module's constants), or single fields' overrides (compile
+    flags; ``None`` ignored) applied after the ``KFP_FINETUNE_*`` variables.
     """
     token = _OVERRIDES.set(settings if settings is not None else {})
     try:
@@ -225,21 +220,11 @@ def pipeline_settings(
 ) -> CompileSettings:
     """The settings a ``pipeline.py`` compiles with: its constants, then ``KFP_FINETUNE_*``, then compile flags.
 
-    Args:
-        pvc_size: The module's ``PVC_SIZE``.
-        pvc_storage_class: ``PVC_STORAGE_CLASS``.
-        pvc_access_modes: ``PVC_ACCESS_MODES``.
-        pipeline_name: ``PIPELINE_NAME``.
-        image: ``IMAGE``.
-        eval_image: ``EVAL_IMAGE``.
-        **constants: Any other :class:`CompileSettings` field (``eval_cpu_limit="8"``, ...).
-
-    Returns:
-        The validated settings; ``pipeline_name`` is the module's ``PIPELINE_NAME`` unless something overrides it.
+    The positional arguments are the module's ``PVC_SIZE``, ``PVC_STORAGE_CLASS``, ``PVC_ACCESS_MODES``,
+    ``PIPELINE_NAME``, ``IMAGE`` and ``EVAL_IMAGE``; ``constants`` any other :class:`CompileSettings` field.
 
     Raises:
-        ValueError: A value breaks a rule, or a name is no setting; the message names the setting (and the variable
-            it came from).
+        ValueError: A value breaks a rule, or a name is no setting; the message names it (and its variable).
     """
     named = dict(pvc_size=pvc_size, pvc_storage_class=pvc_storage_class, pvc_access_modes=pvc_access_modes)
     named.update(pipeline_name=pipeline_name, image=image, eval_image=eval_image)
@@ -253,13 +238,3 @@ def pipeline_settings(
     if not settings.pipeline_name:
         settings = dataclasses.replace(settings, pipeline_name=str(constants.get("pipeline_name", "")))
     return settings
-
-
-def _is_size(text: str) -> bool:
-    """Whether ``text`` is a positive Kubernetes quantity (``kubernetes.utils.parse_quantity``), e.g. ``50Gi``."""
-    from kubernetes.utils import parse_quantity
-
-    try:
-        return isinstance(text, str) and text == text.strip() and parse_quantity(text) > 0
-    except (ValueError, TypeError, ArithmeticError):
-        return False

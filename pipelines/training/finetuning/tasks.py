@@ -1,9 +1,6 @@
-"""What every fine-tuning pipeline's tasks share, called from each ``pipelines/training/<name>/pipeline.py``.
+"""What the fine-tuning pipelines' tasks share: step images, workspace PVC, secrets, resources, caching, eval GPU.
 
-A pipeline module wires its components explicitly; what comes from the compile-time settings
-(:class:`~pipelines.training.finetuning.settings.CompileSettings`) lives here once: the components built for their
-step images, the workspace PVC, and per step (``set_up_*``) its display name, caching, the RHOAI secrets mounted as
-optional env vars (values never reach the YAML), resources and the evaluation's GPU.
+Secrets are mounted as optional env vars: their values never reach the YAML.
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ _S3_KEYS = {
 }
 _HF_KEYS = {"HF_TOKEN": "HF_TOKEN"}
 _KUBERNETES_KEYS = {key: key for key in ("KUBERNETES_SERVER_URL", "KUBERNETES_AUTH_TOKEN")}
-#: The OCI pull and push secrets: the guide's key, or ``.dockerconfigjson`` of a docker-registry secret (each
-#: optional; the step reads the first that is set).
+#: The OCI pull and push secrets: the guide's key or a docker-registry secret's (the step reads the first set).
 _OCI_PULL_SECRET_KEYS = {
     "OCI_PULL_SECRET_MODEL_DOWNLOAD": "OCI_PULL_SECRET_MODEL_DOWNLOAD",
     ".dockerconfigjson": "OCI_PULL_SECRET_DOCKERCONFIGJSON",
@@ -36,12 +32,12 @@ _OCI_PUSH_SECRET_KEYS = {
     "OCI_PUSH_SECRET_MODEL_UPLOAD": "OCI_PUSH_SECRET_MODEL_UPLOAD",
     ".dockerconfigjson": "OCI_PUSH_SECRET_DOCKERCONFIGJSON",
 }
-#: The component each pipeline phase feeds (``phase_02_...`` -> ``train_model``), as ``(module, name)``.
-_PHASE_COMPONENTS = {
-    "01": ("components.data_processing.dataset_download", "dataset_download"),
-    "02": ("components.training.finetuning", "train_model"),
-    "03": ("components.evaluation.lm_eval", "lm_eval"),
-    "04": ("components.deployment.kubeflow_model_registry", "model_registry"),
+#: The component of each step (``phase_02_train_...`` feeds ``train_model``), as ``(module, name)``.
+STEP_COMPONENTS = {
+    "dataset": ("components.data_processing.dataset_download", "dataset_download"),
+    "train": ("components.training.finetuning", "train_model"),
+    "eval": ("components.evaluation.lm_eval", "lm_eval"),
+    "registry": ("components.deployment.kubeflow_model_registry", "model_registry"),
 }
 #: Run-time parameters that feed no single component argument of the same meaning: their descriptions.
 PIPELINE_DESCRIPTIONS = {
@@ -60,10 +56,8 @@ PIPELINE_DESCRIPTIONS = {
 def described(function: Callable) -> Callable:
     """``function`` (a pipeline, before ``@dsl.pipeline``) with each run-time parameter described in its ``Args``.
 
-    A description written in the docstring's ``Args`` stays (the guide's "Document it in the docstring"); every other
-    parameter gets :data:`PIPELINE_DESCRIPTIONS`' or else that of the component argument it feeds (the keyword it is
-    passed to in the function's body, in its phase's component: ``training_num_epochs=phase_02_train_man_train_epochs``
-    is ``train_model``'s), so that no pipeline restates one.
+    A description written in ``Args`` stays; any other parameter gets :data:`PIPELINE_DESCRIPTIONS`' or that of the
+    component argument it is passed to in the body (``training_num_epochs=phase_02_train_man_train_epochs``).
     """
     import importlib
 
@@ -72,14 +66,14 @@ def described(function: Callable) -> Callable:
     doc = inspect.cleandoc(function.__doc__ or "")
     written = {param.arg_name for param in docstring_parser.parse(doc).params}
     inputs = {
-        phase: getattr(importlib.import_module(module), name).component_spec.inputs
-        for phase, (module, name) in _PHASE_COMPONENTS.items()
+        step: getattr(importlib.import_module(module), name).component_spec.inputs
+        for step, (module, name) in STEP_COMPONENTS.items()
     }
     fed: dict[str, str] = dict(PIPELINE_DESCRIPTIONS)
     for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))):
         if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.arg:
-            phase = re.match(r"phase_(\d\d)_", node.value.id)
-            component = inputs.get(phase.group(1), {}) if phase else {}
+            step = re.match(r"phase_\d\d_([a-z]+)_", node.value.id)
+            component = inputs.get(step.group(1), {}) if step else {}
             if node.arg in component and component[node.arg].description:
                 fed.setdefault(node.value.id, component[node.arg].description)
     missing = [name for name in inspect.signature(function).parameters if name not in written and name in fed]
@@ -115,12 +109,31 @@ def pipeline_config(settings: CompileSettings) -> Any:
     return dsl.PipelineConfig(workspace=workspace)
 
 
-def set_up_dataset(task: Any, settings: CompileSettings) -> None:
-    """The dataset step: cached (same input, same output), ``hf-token`` and ``s3-secret`` mounted, its resources."""
+def dataset_step(dataset_download: Any, settings: CompileSettings, **arguments: Any) -> Any:
+    """The dataset task on the workspace: cached (same input, same output), ``hf-token`` and ``s3-secret`` mounted."""
+    from kfp import dsl
+
+    task = dataset_download(pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER, **arguments)
     task.set_display_name("Download and validate dataset")
     task.set_caching_options(True)
     _mount(task, [(settings.hf_token_secret, _HF_KEYS), (settings.s3_secret, _S3_KEYS)])
     _set_resources(task, settings, "dataset")
+    return task
+
+
+def training_inputs(settings: CompileSettings, dataset_task: Any) -> dict[str, Any]:
+    """What every ``train_model`` call gets: the workspace, the dataset step's splits, secret names and run ids."""
+    from kfp import dsl
+
+    return {
+        "pvc_path": dsl.WORKSPACE_PATH_PLACEHOLDER,
+        "dataset": dataset_task.outputs["train_dataset"],
+        "eval_dataset": dataset_task.outputs["eval_dataset"],
+        "hf_token_secret_name": settings.hf_token_secret,
+        "s3_secret_name": settings.s3_secret,
+        "run_id": dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        "task_name": dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+    }
 
 
 def set_up_training(task: Any, settings: CompileSettings, display_name: str) -> None:
@@ -135,6 +148,7 @@ def set_up_training(task: Any, settings: CompileSettings, display_name: str) -> 
 def evaluate_base_and_tuned(
     lm_eval: Any,
     settings: CompileSettings,
+    dataset_task: Any,
     training_task: Any,
     base_model: Any,
     evaluate_base_model: Any,
@@ -142,11 +156,15 @@ def evaluate_base_and_tuned(
 ) -> Any:
     """The base model's evaluation before training, then the fine-tuned model's against it; returns the latter.
 
-    Both get ``evaluation_settings`` (the same tasks and settings, written once in the pipeline). The base model's
-    needs only ``base_model`` and the held-out split; it is cached (free on a re-run with the same inputs), skips an
-    ``oci://``, ``s3://`` or ``pvc://`` base model rather than failing, and runs only when ``evaluate_base_model``.
-    Training waits for it (one GPU step at a time: the guide's hardware table).
+    Both evaluate the held-out split with ``evaluation_settings``. The base model's is cached, skips an ``oci://``,
+    ``s3://`` or ``pvc://`` base model rather than failing, runs only when ``evaluate_base_model``, and training waits
+    for it (one GPU step at a time: the guide's hardware table).
     """
+    from kfp import dsl
+
+    evaluation_settings.update(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER, eval_dataset=dataset_task.outputs["eval_dataset"]
+    )
     base_eval_task = lm_eval(
         model_source=base_model, enabled=evaluate_base_model, skip_unusable_model_source=True, **evaluation_settings
     )
@@ -162,10 +180,7 @@ def evaluate_base_and_tuned(
 
 
 def _set_up_evaluation(task: Any, settings: CompileSettings, display_name: str, cached: bool) -> None:
-    """An evaluation step: ``hf-token`` mounted, its resources, and ``settings.eval_gpus`` GPUs on GPU nodes.
-
-    Nothing of the GPU request nor the node selector when ``eval_gpus`` is 0 (a CPU-only evaluation).
-    """
+    """An evaluation task: ``hf-token``, its resources, and ``eval_gpus`` GPUs on GPU nodes (none when 0)."""
     from kfp import kubernetes
 
     task.set_display_name(display_name)
@@ -181,19 +196,40 @@ def _set_up_evaluation(task: Any, settings: CompileSettings, display_name: str, 
             kubernetes.add_node_selector(task, label_key=key.strip(), label_value=value.strip())
 
 
-def set_up_registry(task: Any, settings: CompileSettings) -> None:
-    """The registry step: never cached, its resources, and its secrets mounted as optional env vars.
+def registry_step(
+    model_registry: Any,
+    settings: CompileSettings,
+    dataset_task: Any,
+    training_task: Any,
+    eval_task: Any = None,
+    **arguments: Any,
+) -> Any:
+    """The registry task: the trained model with its metrics (and the fine-tuned evaluation's, if any), never cached.
 
-    ``s3-secret`` (for ``s3_upload_prefix``), the modelcar push secret (for ``modelcar_uri``) and
-    ``kubernetes-credentials`` (for ``deploy_inference_service``).
+    Mounted as optional env: ``s3-secret`` (``s3_upload_prefix``), the modelcar push secret (``modelcar_uri``) and
+    ``kubernetes-credentials`` (``deploy_inference_service``).
     """
+    from kfp import dsl
+
     from components.deployment.kubeflow_model_registry.modelcar import PUSH_SECRET_NAME
 
+    if eval_task is not None:
+        arguments.update(eval_metrics=eval_task.outputs["metrics"], eval_results=eval_task.outputs["results"])
+    task = model_registry(
+        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
+        model=training_task.outputs["output_model"],
+        train_metrics=training_task.outputs["output_metrics"],
+        dataset=dataset_task.outputs["train_dataset"],
+        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+        **arguments,
+    )
     task.set_display_name("Register model")
     task.set_caching_options(False)
     secrets = [(settings.s3_secret, _S3_KEYS), (PUSH_SECRET_NAME, _OCI_PUSH_SECRET_KEYS)]
     _mount(task, [*secrets, (settings.kubernetes_credentials_secret, _KUBERNETES_KEYS)])
     _set_resources(task, settings, "registry")
+    return task
 
 
 def compile_beside(pipeline: Any, module_file: str) -> None:

@@ -1,8 +1,7 @@
 """GRPO (reinforcement learning from a verifiable reward): full fine-tuning on a prompt dataset.
 
-``PYTHONPATH=$(pwd) python pipelines/training/grpo/pipeline.py`` compiles it to ``pipeline.yaml`` beside
-this file. Edit the constants below or ``grpo_pipeline``'s signature as the RHOAI guide's *Editing Existing
-Pipelines* describes.
+``PYTHONPATH=$(pwd) python pipelines/training/grpo/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================
@@ -16,8 +15,7 @@ PIPELINE_NAME = "grpo-pipeline"
 # Step images (COMPILE-TIME settings): "" = the published quay.io/kfp-finetune/kfp-finetune:<version>
 IMAGE = ""  # or your build of the Containerfile (README, "Run on a cluster")
 EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when eval_gpus is 0)
-# Every other compile-time setting (settings.py names them: eval_cpu_limit="8", ...) is a keyword of
-# pipeline_settings below; KFP_FINETUNE_<NAME> variables and `kfp-finetune compile` flags override them all.
+# Other settings (settings.py) are pipeline_settings keywords; KFP_FINETUNE_<NAME> and compile flags override all.
 
 from kfp import dsl  # noqa: E402
 
@@ -114,8 +112,9 @@ def grpo_pipeline(
 
     Args:
     """
-    dataset_task = dataset_download(
-        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
+    dataset_task = tasks.dataset_step(
+        dataset_download,
+        SETTINGS,
         dataset_uri=phase_01_dataset_man_data_uri,
         train_split_ratio=phase_01_dataset_man_data_split,
         subset_count=phase_01_dataset_opt_subset,
@@ -129,12 +128,9 @@ def grpo_pipeline(
         max_download_bytes=phase_01_dataset_opt_max_download_bytes,
         max_seq_len=phase_02_train_opt_max_seq_len,
     )
-    tasks.set_up_dataset(dataset_task, SETTINGS)
 
     training_task = train_model(
-        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
-        dataset=dataset_task.outputs["train_dataset"],
-        eval_dataset=dataset_task.outputs["eval_dataset"],
+        **tasks.training_inputs(SETTINGS, dataset_task),
         training_algorithm="grpo",
         training_base_model=phase_02_train_man_train_model,
         training_effective_batch_size=phase_02_train_man_train_batch,
@@ -177,18 +173,14 @@ def grpo_pipeline(
         training_progress_metrics_port=phase_02_train_opt_progress_port,
         training_progress_poll_interval_seconds=phase_02_train_opt_progress_poll_interval,
         training_jit_checkpoint=phase_02_train_opt_jit_checkpoint,
-        hf_token_secret_name=SETTINGS.hf_token_secret,
-        s3_secret_name=SETTINGS.s3_secret,
-        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
     )
     tasks.set_up_training(training_task, SETTINGS, "Fine-tune (GRPO)")
 
-    registry_task = model_registry(
-        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
-        model=training_task.outputs["output_model"],
-        train_metrics=training_task.outputs["output_metrics"],
-        dataset=dataset_task.outputs["train_dataset"],
+    tasks.registry_step(
+        model_registry,
+        SETTINGS,
+        dataset_task,
+        training_task,
         registry_address=phase_04_registry_man_address,
         model_name=phase_04_registry_man_reg_name,
         model_version=phase_04_registry_man_reg_version,
@@ -208,10 +200,7 @@ def grpo_pipeline(
         modelcar_base_image=phase_04_registry_opt_modelcar_base_image,
         modelcar_insecure=phase_04_registry_opt_modelcar_insecure,
         deploy_inference_service=phase_04_registry_opt_deploy_inference_service,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
-    tasks.set_up_registry(registry_task, SETTINGS)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
 """LoRA fine-tuning, minimal flavor.
 
-``PYTHONPATH=$(pwd) python pipelines/training/lora_minimal/pipeline.py`` compiles it to ``pipeline.yaml`` beside
-this file. Edit the constants below or ``lora_minimal_pipeline``'s signature as the RHOAI guide's *Editing Existing
-Pipelines* describes.
+``PYTHONPATH=$(pwd) python pipelines/training/lora_minimal/pipeline.py`` writes ``pipeline.yaml`` beside it;
+edit it as the RHOAI guide's *Editing Existing Pipelines* describes.
 """
 
 # =============================================================================
@@ -16,8 +15,7 @@ PIPELINE_NAME = "lora-minimal-pipeline"
 # Step images (COMPILE-TIME settings): "" = the published quay.io/kfp-finetune/kfp-finetune:<version>
 IMAGE = ""  # or your build of the Containerfile (README, "Run on a cluster")
 EVAL_IMAGE = ""  # "" = IMAGE if set, else the published <version>-cuda build (the CPU one when eval_gpus is 0)
-# Every other compile-time setting (settings.py names them: eval_cpu_limit="8", ...) is a keyword of
-# pipeline_settings below; KFP_FINETUNE_<NAME> variables and `kfp-finetune compile` flags override them all.
+# Other settings (settings.py) are pipeline_settings keywords; KFP_FINETUNE_<NAME> and compile flags override all.
 
 from kfp import dsl  # noqa: E402
 
@@ -52,18 +50,16 @@ def lora_minimal_pipeline(
 
     Args:
     """
-    dataset_task = dataset_download(
-        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
+    dataset_task = tasks.dataset_step(
+        dataset_download,
+        SETTINGS,
         dataset_uri=phase_01_dataset_man_data_uri,
         subset_count=phase_01_dataset_opt_subset,
         max_seq_len=8192,  # train_model's training_max_seq_len, for the token statistics
     )
-    tasks.set_up_dataset(dataset_task, SETTINGS)
 
     training_task = train_model(
-        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
-        dataset=dataset_task.outputs["train_dataset"],
-        eval_dataset=dataset_task.outputs["eval_dataset"],
+        **tasks.training_inputs(SETTINGS, dataset_task),
         training_algorithm="lora",
         training_base_model=phase_02_train_man_train_model,
         training_num_epochs=phase_02_train_man_train_epochs,
@@ -75,40 +71,30 @@ def lora_minimal_pipeline(
         training_learning_rate=0.0002,
         training_cpu_per_node="8",
         training_memory_per_node="32Gi",
-        hf_token_secret_name=SETTINGS.hf_token_secret,
-        s3_secret_name=SETTINGS.s3_secret,
-        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
     )
     tasks.set_up_training(training_task, SETTINGS, "Fine-tune (LORA)")
 
-    # The base model's evaluation (training waits for it), then the fine-tuned model's: the same settings for both.
     eval_task = tasks.evaluate_base_and_tuned(
         lm_eval,
         SETTINGS,
+        dataset_task,
         training_task,
         base_model=phase_02_train_man_train_model,
         evaluate_base_model=phase_03_eval_opt_evaluate_base_model,
-        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
-        eval_dataset=dataset_task.outputs["eval_dataset"],
         task_names=phase_03_eval_man_eval_tasks,
         allow_empty_eval_dataset=True,
     )
 
-    registry_task = model_registry(
-        pvc_path=dsl.WORKSPACE_PATH_PLACEHOLDER,
-        model=training_task.outputs["output_model"],
-        eval_metrics=eval_task.outputs["metrics"],
-        eval_results=eval_task.outputs["results"],
-        train_metrics=training_task.outputs["output_metrics"],
-        dataset=dataset_task.outputs["train_dataset"],
+    tasks.registry_step(
+        model_registry,
+        SETTINGS,
+        dataset_task,
+        training_task,
+        eval_task,
         registry_address=phase_04_registry_man_address,
         model_name=phase_04_registry_man_reg_name,
         model_version=phase_04_registry_man_reg_version,
-        pipeline_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        pipeline_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
-    tasks.set_up_registry(registry_task, SETTINGS)
 
 
 if __name__ == "__main__":
