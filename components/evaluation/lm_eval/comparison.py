@@ -181,11 +181,7 @@ def _label(item: Comparison) -> str:
 
 
 def verdict(comparisons: Sequence[Comparison], tasks: Sequence[str] = ()) -> str:
-    """One line summing up the comparison against the base model: the headline metric of each task asked for.
-
-    E.g. ``held-out chrF +18.2 (better); arc_easy acc −0.4 pts (within noise)``: ``tasks`` in order (empty = every
-    compared task), the held-out one first; "" when nothing was compared.
-    """
+    """One line: the headline metric of each task in ``tasks`` (empty: every one), held-out first; "" if none."""
     by_task: dict[str, list[Comparison]] = {}
     for item in comparisons:
         by_task.setdefault(item.tuned.task, []).append(item)
@@ -214,10 +210,7 @@ def baseline_comparison(
 def compare_with_baseline(
     results: Mapping[str, Any], baseline: Mapping[str, Any] | None, tasks: Sequence[str]
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """The ``/base`` and ``/delta`` metrics and the results metadata of a run's comparison with the base model's.
-
-    The metadata: ``comparison`` (records by metric name), ``verdict`` and ``baseline_model``; or ``baseline_skipped``.
-    """
+    """The ``/base`` and ``/delta`` metrics; ``comparison``, ``verdict``, ``baseline_model`` or ``baseline_skipped``."""
     if baseline is None:
         return {}, {}
     skipped, comparisons, line = baseline_comparison(metric_rows(results), baseline, tasks)

@@ -14,12 +14,9 @@ from components._common.chat_errors import ChatFormatError
 from components._common.chat_format import iter_chat_file
 from components._common.files import write_text_atomically
 
-#: Task scoring generations of the held-out split against the reference assistant turns.
-HELDOUT_GENERATION_TASK = "heldout_generation"
-#: Task scoring the per-token log-likelihood of the reference assistant turns.
-HELDOUT_PERPLEXITY_TASK = "heldout_perplexity"
-#: Both held-out tasks, in the order they are reported.
-HELDOUT_TASKS = (HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK)
+#: The held-out tasks, in the order they are reported: generations scored against the reference assistant turns,
+#: and the per-token log-likelihood of those turns.
+HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK = HELDOUT_TASKS = ("heldout_generation", "heldout_perplexity")
 #: Placeholder in user task YAMLs replaced by the absolute path of the staged task directory.
 TASK_DIR_PLACEHOLDER = "${TASK_DIR}"
 
@@ -40,11 +37,7 @@ class EvalDatasetError(ValueError):
 
 @dataclass(frozen=True)
 class HeldoutDoc:
-    """One held-out conversation as lm-eval reads it: the prompt parts and the reference answer.
-
-    ``plain_prompt`` (ending in ``Assistant:``) and ``plain_reference`` (`` reference``) are the runs without the chat
-    template; ``reference_tokens`` is the number of tokens lm-eval scores for the reference.
-    """
+    """One held-out conversation as lm-eval reads it (``plain_*``: without the chat template; tokens scored)."""
 
     system: str
     prompt: str
@@ -67,8 +60,7 @@ def read_conversations(path: Path, max_samples: int) -> Iterator[tuple[int, list
     """Yields ``(line, messages)`` for the first ``max_samples`` (-1: all) conversations of a chat JSONL file.
 
     Raises:
-        EvalDatasetError: A row breaks a rule of the chat format (with the held-out rules: the last turn is the
-            assistant's, after a user turn), naming the file, the line and the rule.
+        EvalDatasetError: A row breaks a rule of the chat format or the held-out rules (naming file, line, rule).
     """
     rows = iter_chat_file(path, allow_trailing_user=True, heldout=True, label="eval_dataset", require_rows=False)
     try:
@@ -98,17 +90,12 @@ def build_doc(messages: Sequence[dict], source_line: int, reference_tokens: int 
     return HeldoutDoc(system, prompt, plain_prompt, reference, " " + reference, reference_tokens, source_line)
 
 
-def chat_turns(doc: HeldoutDoc) -> list[dict[str, str]]:
-    """The chat messages lm-eval renders with the chat template for a document (system turn, then user turn)."""
-    system = [{"role": "system", "content": doc.system}] if doc.system else []
-    return [*system, {"role": "user", "content": doc.prompt}]
-
-
 def scored_pair(doc: HeldoutDoc, render_chat: Callable[[list[dict]], str] | None) -> tuple[str, str]:
     """The ``(context, continuation)`` lm-eval scores for a document (``render_chat``: the chat template, or None)."""
-    if render_chat is not None:
-        return render_chat(chat_turns(doc)), doc.reference
-    return doc.plain_prompt, doc.plain_reference
+    if render_chat is None:
+        return doc.plain_prompt, doc.plain_reference
+    system = [{"role": "system", "content": doc.system}] if doc.system else []
+    return render_chat([*system, {"role": "user", "content": doc.prompt}]), doc.reference
 
 
 def perplexity_process_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict[str, tuple[float, int]]:
@@ -189,10 +176,7 @@ def write_heldout_tasks(
     max_samples: int,
     max_new_tokens: int,
 ) -> int:
-    """Writes the held-out documents and the two task YAMLs into ``task_dir``; returns the conversations written.
-
-    ``count_tokens`` counts the tokens of a continuation after a context as lm-eval splits them; ``max_samples``
-    conversations (-1: all) are used, the first ones of the file.
+    """Writes the first ``max_samples`` (-1: all) conversations and the two task YAMLs; returns how many were written.
 
     Raises:
         EvalDatasetError: The dataset is missing, has a bad row, or holds no conversation.
@@ -209,9 +193,8 @@ def write_heldout_tasks(
         )
     task_dir.mkdir(parents=True, exist_ok=True)
     docs_file = task_dir / _DOCS_FILE
-    apply_chat_template = render_chat is not None
     write_text_atomically(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
-    for name, config in _task_configs(docs_file, apply_chat_template, max_new_tokens).items():
+    for name, config in _task_configs(docs_file, render_chat is not None, max_new_tokens).items():
         write_text_atomically(task_dir / f"{name}.yaml", _to_yaml(config))
     return len(docs)
 

@@ -1,8 +1,4 @@
-"""``eval_backend=lmevaljob``: a TrustyAI ``LMEvalJob`` reading the workspace PVC (README: *Evaluation backends*).
-
-Built after trustyai-service-operator's ``lmevaljob_types.go`` (CRD vendored in ``tests/specs/crds``), then run by the
-training launcher's cluster layer (``run_job``, kind ``LMEvalJob``) with a TrainJob's deadlines and cleanup policy.
-"""
+"""``eval_backend=lmevaljob``: a TrustyAI ``LMEvalJob`` (CRD in ``tests/specs/crds``) run by the launcher's layer."""
 
 from __future__ import annotations
 
@@ -119,7 +115,6 @@ def evaluate(api_client: Any, evaluation: RemoteEvaluation) -> tuple[dict[str, A
     """Runs the evaluation's LMEvalJob to its end; returns ``(lm-eval results, the model location it evaluated)``.
 
     Raises:
-        HardwareProfileError: The profile cannot be applied to an LMEvalJob.
         LmEvalJobResultsError: The job completed without results JSON.
         JobFailed, JobApiError, ApiOutageTooLong: From the cluster layer (the message says where the job is).
         WrongModelError: The job found under this name evaluates another model.
