@@ -353,14 +353,6 @@ def test_limit_zero_is_refused(tiny_model_dir, tmp_path):
     assert not (tmp_path / "results.json").exists() and not (tmp_path / "report.html").exists()
 
 
-def test_model_without_weights_is_refused(tiny_model_dir, tmp_path):
-    broken = Path(
-        shutil.copytree(tiny_model_dir, tmp_path / "no-weights", ignore=shutil.ignore_patterns("*.safetensors"))
-    )
-    with pytest.raises(ModelSourceError, match=f"model: {broken} is not a model .* missing weights"):
-        _run(tmp_path / "out", broken)
-
-
 def test_chat_template_on_a_tokenizer_without_one_is_refused(tiny_model_dir, tmp_path):
     base = Path(shutil.copytree(tiny_model_dir, tmp_path / "base"))
     config = json.loads((base / "tokenizer_config.json").read_text())
