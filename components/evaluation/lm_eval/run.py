@@ -28,10 +28,11 @@ from components.evaluation.lm_eval.custom_task import (
 )
 from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
-from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, render_report, render_skipped_report
+from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, render_report
 from components.evaluation.lm_eval.task_index import build_task_manager, check_task_names, stage_task_dirs
 
 EMPTY_RESULTS = {"results": {}, "configs": {}, "versions": {}}
+_SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
 
 
 class BenchmarkDataError(RuntimeError):
@@ -74,7 +75,6 @@ def _evaluate(spec: ModelSpec, names: Sequence[str], manager: Any, harness: Harn
     """Calls ``lm_eval.simple_evaluate``; an unreachable benchmark dataset becomes :class:`BenchmarkDataError`."""
     import lm_eval
 
-    seeds = dict.fromkeys(["random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed"])
     try:
         results = lm_eval.simple_evaluate(
             model=spec.lm_eval_model,
@@ -84,7 +84,7 @@ def _evaluate(spec: ModelSpec, names: Sequence[str], manager: Any, harness: Harn
             log_samples=True,
             device=device,
             **harness.lm_eval_arguments(),
-            **dict.fromkeys(seeds, harness.seed),
+            **dict.fromkeys(_SEEDS, harness.seed),
         )
     except ConnectionError as error:
         raise BenchmarkDataError(
@@ -146,11 +146,11 @@ def _report_settings(
 
 
 def _skipped(results_path: str, report_path: str, source: str, reason: str) -> LmEvalResult:
-    """Writes the outputs of an evaluation that did not run: results with a ``skipped`` entry, a one-line report."""
+    """Writes the outputs of an evaluation that did not run: results with a ``skipped`` entry, a report saying why."""
     _log(f"skipped: {reason}")
     results = {**EMPTY_RESULTS, "skipped": reason}
     write_text_atomically(Path(results_path), json.dumps(results, indent=2) + "\n")
-    write_text_atomically(Path(report_path), render_skipped_report(reason))
+    write_text_atomically(Path(report_path), render_report(results, {"Not evaluated": reason}))
     return LmEvalResult(metrics={}, results_metadata={"model": source, "skipped": reason})
 
 
