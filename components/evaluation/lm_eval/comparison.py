@@ -30,13 +30,9 @@ class MetricRow:
 
     @property
     def name(self) -> str:
-        """The metric's KFP name, :func:`metric_name`."""
-        return metric_name(self.task, self.metric, self.filter_name)
-
-
-def metric_name(task: str, metric: str, filter_name: str = "none") -> str:
-    """The KFP metric name of a task's metric: ``<task>/<metric>``, plus ``/<filter>`` for filtered metrics."""
-    return f"{task}/{metric}" if filter_name in ("", "none") else f"{task}/{metric}/{filter_name}"
+        """The metric's KFP name: ``<task>/<metric>``, plus ``/<filter>`` for filtered metrics."""
+        unfiltered = self.filter_name in ("", "none")
+        return f"{self.task}/{self.metric}" if unfiltered else f"{self.task}/{self.metric}/{self.filter_name}"
 
 
 def _number(value: Any) -> float | None:

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from components.evaluation.lm_eval.comparison import metric_name, metric_rows
+from components.evaluation.lm_eval.comparison import MetricRow, metric_rows
 from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, render_report
 
 
@@ -35,8 +35,8 @@ def _results(acc: float, loss: float, gsm_strict: float = 0.5) -> dict:
 
 
 def test_metric_names():
-    assert metric_name("arc_easy", "acc") == "arc_easy/acc"
-    assert metric_name("gsm8k", "exact_match", "strict-match") == "gsm8k/exact_match/strict-match"
+    assert MetricRow("arc_easy", "acc", "none", 0.5, None, True).name == "arc_easy/acc"
+    assert MetricRow("gsm8k", "exact_match", "strict-match", 0.5, None, True).name == "gsm8k/exact_match/strict-match"
 
 
 def test_metric_rows_and_kfp_metrics():
