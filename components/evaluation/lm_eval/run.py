@@ -21,15 +21,17 @@ from components.evaluation.lm_eval.comparison import compare_with_baseline, metr
 from components.evaluation.lm_eval.config import HarnessOptions, LmEvalRequest
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
+    build_task_manager,
+    check_task_names,
     count_conversations,
     is_empty_dataset,
     stage_custom_tasks,
+    stage_task_dirs,
     write_heldout_tasks,
 )
 from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
 from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, render_report
-from components.evaluation.lm_eval.task_index import build_task_manager, check_task_names, stage_task_dirs
 
 EMPTY_RESULTS = {"results": {}, "configs": {}, "versions": {}}
 _SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")

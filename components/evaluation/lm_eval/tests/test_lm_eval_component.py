@@ -11,10 +11,9 @@ import pytest
 from kfp import dsl
 
 from components.evaluation.lm_eval import lm_eval
-from components.evaluation.lm_eval.custom_task import EvalDatasetError
+from components.evaluation.lm_eval.custom_task import EvalDatasetError, UnknownTaskError
 from components.evaluation.lm_eval.model_spec import ModelSourceError
 from components.evaluation.lm_eval.run import BenchmarkDataError
-from components.evaluation.lm_eval.task_index import UnknownTaskError
 from pipelines.demo.demo_data import DEMO_DATASET_PATH
 
 pytestmark = pytest.mark.slow
