@@ -278,7 +278,7 @@ def test_demo_arguments_are_valid_pipeline_parameters(tmp_path):
 
 
 def test_general_ability_task_ships_with_the_demo():
-    from components.evaluation.lm_eval.task_index import declared_tasks, is_task_dir
+    from components.evaluation.lm_eval.custom_task import declared_tasks, is_task_dir
 
     assert is_task_dir(str(GENERAL_TASK_DIR)) and declared_tasks(GENERAL_TASK_DIR) == [GENERAL_TASK]
     rows = [json.loads(line) for line in (GENERAL_TASK_DIR / f"{GENERAL_TASK}.jsonl").read_text().splitlines()]

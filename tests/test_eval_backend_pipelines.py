@@ -1,19 +1,9 @@
-"""Issue 46's "done when": the expert SFT pipeline, run whole on ``kfp.local`` with ``eval_backend=lmevaljob`` and with
-``evalhub`` against the emulated services, gives the comparison and gate decisions that ``lm-eval`` gives.
+"""The unmodified ``sft`` pipeline on ``kfp.local`` (tiny model, 3 steps, held-out split only, CPU) with
+``eval_backend`` lmevaljob and evalhub against the emulated services (``tests/harness``) decides as with ``lm-eval``.
 
-Each run is the unmodified ``sft`` pipeline on the tiny model (the demo's arguments: ``training_launcher="local"``,
-the shipped demo data; here 3 training steps, the held-out split only, 4 conversations, CPU). The three runs train the
-same model (the manifests' ``weights_digest`` are equal: the small weights are hashed), so any difference is the
-evaluation backend's. The steps reach the Kubernetes emulator (``tests/harness/kube.py``) as a pod reaches its API
-server: ``KUBERNETES_SERVER_URL``/``KUBERNETES_AUTH_TOKEN`` (``components/_common/kube_auth.py``), ``POD_NAMESPACE`` and
-``KFP_POD_NAME``; the lm_eval step's own pod is put there with the run's workspace (``kfp.local``'s
-``workspace_root``, what ``dsl.WORKSPACE_PATH_PLACEHOLDER`` becomes) mounted from a PVC, which the emulated TrustyAI
-controller (``tests/harness/trustyai_controller.py``) and the EvalHub server (``tests/harness/evalhub_server.py``)
-resolve to that directory and evaluate with the real ``lm_eval``. Training ignores the API server
-(``training_launcher="local"``, as ``kfp-finetune demo`` runs it).
-
-Bounded: each pipeline runs in a child interpreter (its ``kfp.local`` task processes in its session), killed after
-:data:`RUN_TIMEOUT_S`; the three run at once; the emulated services stay in this process on 127.0.0.1.
+The three runs train the same model (equal ``weights_digest``), so any difference is the backend's. The steps reach the
+Kubernetes emulator as a pod reaches its API server; the lm_eval pod mounts the run's workspace from a PVC. Each run is
+a child interpreter killed after :data:`RUN_TIMEOUT_S`; the three run at once.
 """
 
 from __future__ import annotations
@@ -32,7 +22,7 @@ from components.deployment.kubeflow_model_registry.gates import evaluate_delta_g
 from pipelines.demo.demo_data import DEMO_DATASET_PATH
 from pipelines.demo.demo_summary import STEP_TASKS
 from tests.harness.evalhub_server import running_evalhub
-from tests.harness.trustyai_controller import TrustyAIController
+from tests.harness.trustyai_controller import TrustyAIController, step_pod
 
 pytestmark = pytest.mark.slow
 
@@ -134,23 +124,9 @@ def _outcome(run: dict) -> dict:
     }
 
 
-def _step_pod(name: str, workspace: Path) -> dict:
-    """The lm_eval steps' pod: the run's workspace PVC mounted at ``workspace`` (what ``pvc_path`` becomes)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "containers": [{"name": "main", "volumeMounts": [{"name": "ws", "mountPath": str(workspace)}]}],
-            "volumes": [{"name": "ws", "persistentVolumeClaim": {"claimName": CLAIM}}],
-        },
-        "status": {"phase": "Running"},
-    }
-
-
 def _in_cluster(kube_api, run: str, workspace: Path) -> dict[str, str]:
     """Puts the run's lm_eval pod on the emulator; the environment its steps reach the API server with."""
-    kube_api.put_pod(_step_pod(f"{run}-lm-eval", workspace))
+    kube_api.put_pod(step_pod(f"{run}-lm-eval", NAMESPACE, CLAIM, workspace))
     return {
         "KUBERNETES_SERVER_URL": kube_api.url,
         "KUBERNETES_AUTH_TOKEN": "test-token",

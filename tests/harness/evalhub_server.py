@@ -1,21 +1,16 @@
 """An EvalHub server on 127.0.0.1 that follows its OpenAPI document and runs the REAL ``lm_eval``.
 
-It serves EvalHub ``v1.0.1``'s job endpoints (``tests/specs/openapi/eval-hub.yaml``: create, get, cancel), validating
-each request body and each answer against the document; a request without ``X-Tenant`` gets ``400``
-(``missing_tenant_header``) and a job is visible only to its tenant. A job goes ``pending`` → ``running`` →
-``completed`` / ``failed`` / ``partially_failed``; its ``test_data_ref.pvc`` claim is a local directory (``claims``)
-whose ``/test_data`` paths are mapped as the mount would show them. Scripted: ``forbidden`` (``403``),
-``never_complete``, ``partially_failed``, ``blackhole`` (accepts connections, never answers).
+EvalHub ``v1.0.1``'s job endpoints (``tests/specs/openapi/eval-hub.yaml``), each request and answer validated against
+the document; no ``X-Tenant``: ``400``; a job is visible only to its tenant and goes ``pending`` → ``running`` → a final
+state; its ``test_data_ref.pvc`` claim is a local directory (``claims``) mapped at ``/test_data``. Scripted:
+``forbidden`` (``403``), ``never_complete``, ``partially_failed``, ``blackhole`` (never answers).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import uuid
@@ -28,6 +23,7 @@ from typing import Any
 import yaml
 
 from tests.harness.http_server import LoopbackServer, QuietHandler
+from tests.harness.trustyai_controller import run_lm_eval_cli
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "openapi" / "eval-hub.yaml"
 JOBS = "/api/v1/evaluations/jobs"
@@ -87,20 +83,15 @@ def _run_lm_eval(hub: EvalHub, job: dict[str, Any]) -> dict[str, Any]:
         for yaml_file in tasks.glob("*.yaml"):
             yaml_file.write_text(_local(yaml_file.read_text(), root))
         model = _local(job["model"]["parameters"]["pretrained"], root)
-        command = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={model}"]
-        command += ["--tasks", ",".join(b["id"] for b in benchmarks), "--include_path", str(tasks)]
-        command += ["--batch_size", str(parameters.get("batch_size", "1")), "--output_path", f"{scratch}/out"]
-        for key, flag in (("limit", "--limit"), ("num_fewshot", "--num_fewshot")):
+        names = ",".join(benchmark["id"] for benchmark in benchmarks)
+        command = ["--model", "hf", "--model_args", f"pretrained={model}", "--tasks", names]
+        command += ["--include_path", str(tasks), "--batch_size", str(parameters.get("batch_size", "1"))]
+        for key in ("limit", "num_fewshot"):
             if key in parameters:
-                command += [flag, str(parameters[key])]
+                command += [f"--{key}", str(parameters[key])]
         if parameters.get("apply_chat_template"):
             command.append("--apply_chat_template")
-        hub.commands.append(command)
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-        done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode:
-            raise RuntimeError(done.stderr[-300:])
-        return json.loads(sorted(Path(scratch, "out").rglob("results_*.json"))[-1].read_text())
+        return run_lm_eval_cli(command, Path(scratch), 600, hub.commands)
 
 
 def _execute(hub: EvalHub, job_id: str) -> None:
@@ -127,21 +118,15 @@ def _execute(hub: EvalHub, job_id: str) -> None:
             for key, value in raw.items()
             if "," in key and isinstance(value, (int, float)) and not isinstance(value, bool)
         }
-        benchmark_results.append(
-            {
-                "id": benchmark["id"],
-                "provider_id": benchmark["provider_id"],
-                "benchmark_index": index,
-                "metrics": metrics,
-            }
-        )
-    state = "completed"
+        entry = {"id": benchmark["id"], "provider_id": benchmark["provider_id"], "benchmark_index": index}
+        benchmark_results.append({**entry, "metrics": metrics})
     job["results"] = {
         "benchmarks": benchmark_results,
         "test": {"score": 1.0, "threshold": 0.5, "pass": True},
         "mlflow_experiment_url": f"http://mlflow.example/#/experiments/{job_id}",
     }
-    job["status"] = {"state": state, "message": {"message": f"Evaluation job {state}.", "message_code": state}}
+    done = {"message": "Evaluation job completed.", "message_code": "completed"}
+    job["status"] = {"state": "completed", "message": done}
 
 
 def _handler(hub: EvalHub) -> type[BaseHTTPRequestHandler]:

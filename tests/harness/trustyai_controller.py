@@ -1,11 +1,9 @@
 """An emulated TrustyAI LMEval controller on the Kubernetes emulator: LMEvalJobs run the REAL ``lm_eval``.
 
-As the operator's ``lmevaljob_controller.go`` does in the part the step relies on: a new ``LMEvalJob`` goes ``New``,
-``Running`` (its pod named after the job, with the job's labels), then ``Complete`` with ``reason`` ``Succeeded`` and
-``results`` (lm-eval's JSON as a string) or ``Failed`` and ``message``. The pod's command (the controller's
-``generateCmd``) runs here as an offline subprocess, the ``offline.storage.pvcName`` claim and the task directory's
-mount being local directories (``claims``) with the pod's paths mapped there. Scripted: ``results_text``
-(lm_eval is not run), ``never_complete``, ``fail_with``.
+As ``lmevaljob_controller.go``: ``New``, ``Running`` (a pod named after the job, with its labels), then ``Complete``
+with ``Succeeded`` and ``results`` (lm-eval's JSON as text) or ``Failed``. The pod's command (``generateCmd``) runs as
+an offline subprocess, its PVC paths mapped to local directories (``claims``). Scripted: ``results_text`` (lm_eval is
+not run), ``never_complete``, ``fail_with``.
 """
 
 from __future__ import annotations
@@ -26,6 +24,35 @@ GROUP, VERSION, PLURAL = "trustyai.opendatahub.io", "v1alpha1", "lmevaljobs"
 POD_ROOT = "/opt/app-root/src"
 HF_HOME = f"{POD_ROOT}/hf_home"
 TASKS = f"{POD_ROOT}/my_tasks"
+
+
+def run_lm_eval_cli(arguments: list[str], scratch: Path, timeout: float, commands: list[list[str]]) -> dict[str, Any]:
+    """Runs ``python -m lm_eval <arguments>`` offline in ``scratch`` (recorded in ``commands``); its results JSON."""
+    output = scratch / "output"
+    command = [sys.executable, "-m", "lm_eval", "--output_path", str(output), *arguments]
+    commands.append(command)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode:
+        raise RuntimeError(f"lm_eval exited {done.returncode}: {done.stderr[-300:]}")
+    found = sorted(output.rglob("results_*.json"))
+    if not found:
+        raise RuntimeError(f"lm_eval wrote no results under {output}")
+    return json.loads(found[-1].read_text())
+
+
+def step_pod(name: str, namespace: str, claim: str, workspace: Path) -> dict[str, Any]:
+    """The lm_eval step's own pod: the workspace PVC ``claim`` mounted at ``workspace`` (what ``pvc_path`` names)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [{"name": "main", "volumeMounts": [{"name": "ws", "mountPath": str(workspace)}]}],
+            "volumes": [{"name": "ws", "persistentVolumeClaim": {"claimName": claim}}],
+        },
+        "status": {"phase": "Running"},
+    }
 
 
 class TrustyAIController:
@@ -102,11 +129,9 @@ class TrustyAIController:
             os.symlink(self.claims[claim], root / "hf_home")
             (root / "my_tasks").mkdir()
             self._mount_tasks(spec.get("pod") or {}, root)
-            output = root / "output"
             local = lambda value: str(value).replace(POD_ROOT, str(root))  # noqa: E731 - the mount's path mapping
             args = ",".join(f"{a['name']}={local(a.get('value', ''))}" for a in spec.get("modelArgs") or [])
-            command = [sys.executable, "-m", "lm_eval", "--output_path", str(output), "--model", spec["model"]]
-            command += ["--model_args", args] if args else []
+            command = ["--model", spec["model"], *(["--model_args", args] if args else [])]
             command += ["--tasks", ",".join(spec["taskList"]["taskNames"]), "--include_path", str(root / "my_tasks")]
             if "numFewShot" in spec:
                 command += ["--num_fewshot", str(spec["numFewShot"])]
@@ -119,15 +144,7 @@ class TrustyAIController:
             command += ["--batch_size", spec.get("batchSize") or "1"]
             if (spec.get("chatTemplate") or {}).get("enabled"):
                 command.append("--apply_chat_template")
-            self.commands.append(command)
-            env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-            done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=self.timeout)
-            if done.returncode:
-                raise RuntimeError(f"lm_eval exited {done.returncode}: {done.stderr[-300:]}")
-            found = sorted(output.rglob("results_*.json"))
-            if not found:
-                raise RuntimeError(f"lm_eval wrote no results under {output}")
-            return json.dumps(json.loads(found[-1].read_text()))
+            return json.dumps(run_lm_eval_cli(command, root, self.timeout, self.commands))
 
     def _mount_tasks(self, pod: dict[str, Any], root: Path) -> None:
         """Copies what the pod mounts at :data:`TASKS` into the emulated root, the pod's paths pointed there."""

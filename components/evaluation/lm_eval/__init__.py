@@ -1,8 +1,4 @@
-"""The ``lm_eval`` component: lm-eval benchmarks and the held-out split, as Metrics, a results JSON and a report.
-
-``lm_eval`` (the KFP component) is imported on first use, so that importing a module of this package (as the step's
-pod does, where kfp runs in its runtime mode) never imports the ``kfp.dsl`` decorators.
-"""
+"""The ``lm_eval`` component; imported on first use, so that the step's pod never imports the ``kfp.dsl`` decorators."""
 
 from __future__ import annotations
 

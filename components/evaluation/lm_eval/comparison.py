@@ -30,13 +30,9 @@ class MetricRow:
 
     @property
     def name(self) -> str:
-        """The metric's KFP name, :func:`metric_name`."""
-        return metric_name(self.task, self.metric, self.filter_name)
-
-
-def metric_name(task: str, metric: str, filter_name: str = "none") -> str:
-    """The KFP metric name of a task's metric: ``<task>/<metric>``, plus ``/<filter>`` for filtered metrics."""
-    return f"{task}/{metric}" if filter_name in ("", "none") else f"{task}/{metric}/{filter_name}"
+        """The metric's KFP name: ``<task>/<metric>``, plus ``/<filter>`` for filtered metrics."""
+        unfiltered = self.filter_name in ("", "none")
+        return f"{self.task}/{self.metric}" if unfiltered else f"{self.task}/{self.metric}/{self.filter_name}"
 
 
 def _number(value: Any) -> float | None:
@@ -181,11 +177,7 @@ def _label(item: Comparison) -> str:
 
 
 def verdict(comparisons: Sequence[Comparison], tasks: Sequence[str] = ()) -> str:
-    """One line summing up the comparison against the base model: the headline metric of each task asked for.
-
-    E.g. ``held-out chrF +18.2 (better); arc_easy acc −0.4 pts (within noise)``: ``tasks`` in order (empty = every
-    compared task), the held-out one first; "" when nothing was compared.
-    """
+    """One line: the headline metric of each task in ``tasks`` (empty: every one), held-out first; "" if none."""
     by_task: dict[str, list[Comparison]] = {}
     for item in comparisons:
         by_task.setdefault(item.tuned.task, []).append(item)
@@ -214,10 +206,7 @@ def baseline_comparison(
 def compare_with_baseline(
     results: Mapping[str, Any], baseline: Mapping[str, Any] | None, tasks: Sequence[str]
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """The ``/base`` and ``/delta`` metrics and the results metadata of a run's comparison with the base model's.
-
-    The metadata: ``comparison`` (records by metric name), ``verdict`` and ``baseline_model``; or ``baseline_skipped``.
-    """
+    """The ``/base`` and ``/delta`` metrics; ``comparison``, ``verdict``, ``baseline_model`` or ``baseline_skipped``."""
     if baseline is None:
         return {}, {}
     skipped, comparisons, line = baseline_comparison(metric_rows(results), baseline, tasks)

@@ -7,8 +7,7 @@ from components._common.runtime import runtime_component
 from components.evaluation.lm_eval.parameter_docs import PARAMETER_DOCS
 
 
-# The CUDA build of the step image (the evaluation requests a GPU by default); the pipelines put the CPU step image
-# here when the evaluation requests none (``pipelines/training/finetuning/settings.py``, ``eval_gpus=0``).
+# The CUDA step image: the evaluation requests a GPU by default (the pipelines pick the CPU one for ``eval_gpus=0``).
 @runtime_component(parameter_docs=PARAMETER_DOCS, base_image=STEP_IMAGE_CUDA)
 def lm_eval(
     metrics: dsl.Output[dsl.Metrics],

@@ -1,8 +1,6 @@
-"""``lm_eval``'s request: its arguments as a few typed option groups, built and checked once from the wrapper's.
+"""``lm_eval``'s request: its arguments in a few typed option groups (:data:`GROUPS`), checked once when built.
 
-:func:`lm_eval_request` takes the wrapper's ``dict(locals())`` and puts every argument into its group (:data:`GROUPS`)
-under its own name; each input artifact becomes an :class:`InputArtifact`. No field has a default (they live once, in
-the component's signature). A value that breaks a rule fails while the request is built, naming the parameter.
+No field has a default (they live once, in the component's signature).
 """
 
 from __future__ import annotations
@@ -55,10 +53,9 @@ def parse_batch_size(batch_size: str) -> str | int:
 
 
 def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The user's generation settings for lm-eval (None when empty), made to win over the tasks'.
+    """The user's generation settings (None when empty), renamed so that they win over the tasks' own.
 
-    lm-eval reads the length from ``max_gen_toks`` first, so ``max_new_tokens`` (or ``max_tokens``) is renamed to it;
-    a positive ``temperature`` without ``do_sample`` turns sampling on (tasks default to greedy decoding).
+    lm-eval reads ``max_gen_toks`` first; a positive ``temperature`` turns sampling on unless ``do_sample`` is given.
     """
     if not isinstance(gen_kwargs, Mapping):
         raise ValueError(f"gen_kwargs must be a dict, got {type(gen_kwargs).__name__}: {gen_kwargs!r}")

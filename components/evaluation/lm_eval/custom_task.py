@@ -1,25 +1,24 @@
-"""The held-out split as lm-eval tasks (the README's *The held-out tasks*), and the staging of user task directories."""
+"""lm-eval tasks: the held-out split as tasks (README: *The held-out tasks*), user task directories, names checked."""
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from components._common.artifacts import ArtifactFileError, find_artifact_file
 from components._common.chat_errors import ChatFormatError
 from components._common.chat_format import iter_chat_file
 from components._common.files import write_text_atomically
 
-#: Task scoring generations of the held-out split against the reference assistant turns.
-HELDOUT_GENERATION_TASK = "heldout_generation"
-#: Task scoring the per-token log-likelihood of the reference assistant turns.
-HELDOUT_PERPLEXITY_TASK = "heldout_perplexity"
-#: Both held-out tasks, in the order they are reported.
-HELDOUT_TASKS = (HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK)
+#: The held-out tasks, in the order they are reported: generations scored against the reference assistant turns,
+#: and the per-token log-likelihood of those turns.
+HELDOUT_GENERATION_TASK, HELDOUT_PERPLEXITY_TASK = HELDOUT_TASKS = ("heldout_generation", "heldout_perplexity")
 #: Placeholder in user task YAMLs replaced by the absolute path of the staged task directory.
 TASK_DIR_PLACEHOLDER = "${TASK_DIR}"
 
@@ -40,11 +39,7 @@ class EvalDatasetError(ValueError):
 
 @dataclass(frozen=True)
 class HeldoutDoc:
-    """One held-out conversation as lm-eval reads it: the prompt parts and the reference answer.
-
-    ``plain_prompt`` (ending in ``Assistant:``) and ``plain_reference`` (`` reference``) are the runs without the chat
-    template; ``reference_tokens`` is the number of tokens lm-eval scores for the reference.
-    """
+    """One held-out conversation as lm-eval reads it (``plain_*``: without the chat template; tokens scored)."""
 
     system: str
     prompt: str
@@ -67,8 +62,7 @@ def read_conversations(path: Path, max_samples: int) -> Iterator[tuple[int, list
     """Yields ``(line, messages)`` for the first ``max_samples`` (-1: all) conversations of a chat JSONL file.
 
     Raises:
-        EvalDatasetError: A row breaks a rule of the chat format (with the held-out rules: the last turn is the
-            assistant's, after a user turn), naming the file, the line and the rule.
+        EvalDatasetError: A row breaks a rule of the chat format or the held-out rules (naming file, line, rule).
     """
     rows = iter_chat_file(path, allow_trailing_user=True, heldout=True, label="eval_dataset", require_rows=False)
     try:
@@ -98,17 +92,12 @@ def build_doc(messages: Sequence[dict], source_line: int, reference_tokens: int 
     return HeldoutDoc(system, prompt, plain_prompt, reference, " " + reference, reference_tokens, source_line)
 
 
-def chat_turns(doc: HeldoutDoc) -> list[dict[str, str]]:
-    """The chat messages lm-eval renders with the chat template for a document (system turn, then user turn)."""
-    system = [{"role": "system", "content": doc.system}] if doc.system else []
-    return [*system, {"role": "user", "content": doc.prompt}]
-
-
 def scored_pair(doc: HeldoutDoc, render_chat: Callable[[list[dict]], str] | None) -> tuple[str, str]:
     """The ``(context, continuation)`` lm-eval scores for a document (``render_chat``: the chat template, or None)."""
-    if render_chat is not None:
-        return render_chat(chat_turns(doc)), doc.reference
-    return doc.plain_prompt, doc.plain_reference
+    if render_chat is None:
+        return doc.plain_prompt, doc.plain_reference
+    system = [{"role": "system", "content": doc.system}] if doc.system else []
+    return render_chat([*system, {"role": "user", "content": doc.prompt}]), doc.reference
 
 
 def perplexity_process_results(doc: dict, results: Sequence[tuple[float, bool]]) -> dict[str, tuple[float, int]]:
@@ -189,10 +178,7 @@ def write_heldout_tasks(
     max_samples: int,
     max_new_tokens: int,
 ) -> int:
-    """Writes the held-out documents and the two task YAMLs into ``task_dir``; returns the conversations written.
-
-    ``count_tokens`` counts the tokens of a continuation after a context as lm-eval splits them; ``max_samples``
-    conversations (-1: all) are used, the first ones of the file.
+    """Writes the first ``max_samples`` (-1: all) conversations and the two task YAMLs; returns how many were written.
 
     Raises:
         EvalDatasetError: The dataset is missing, has a bad row, or holds no conversation.
@@ -209,9 +195,8 @@ def write_heldout_tasks(
         )
     task_dir.mkdir(parents=True, exist_ok=True)
     docs_file = task_dir / _DOCS_FILE
-    apply_chat_template = render_chat is not None
     write_text_atomically(docs_file, "".join(json.dumps(asdict(doc), ensure_ascii=False) + "\n" for doc in docs))
-    for name, config in _task_configs(docs_file, apply_chat_template, max_new_tokens).items():
+    for name, config in _task_configs(docs_file, render_chat is not None, max_new_tokens).items():
         write_text_atomically(task_dir / f"{name}.yaml", _to_yaml(config))
     return len(docs)
 
@@ -243,3 +228,90 @@ def stage_custom_tasks(source: Path, target: Path) -> Path:
         if TASK_DIR_PLACEHOLDER in text:
             path.write_text(text.replace(TASK_DIR_PLACEHOLDER, str(target.resolve())), encoding="utf-8")
     return target
+
+
+#: Close matches named for an unknown task.
+_CLOSE_MATCHES = 5
+
+
+class UnknownTaskError(ValueError):
+    """A task name is neither a built-in lm-eval task nor a custom or held-out one."""
+
+
+def check_task_names(task_names: Sequence[str], heldout: bool) -> list[str]:
+    """``task_names`` in order, without duplicates; ``heldout``: an ``eval_dataset`` is given.
+
+    Raises:
+        ValueError: A bad entry, or a held-out task without ``eval_dataset``.
+    """
+    if isinstance(task_names, str) or not isinstance(task_names, Sequence):
+        raise ValueError(f"task_names must be a list of lm-eval task names, got {task_names!r}")
+    names = []
+    for index, name in enumerate(task_names):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"task_names[{index}] must be a non-empty string, got {name!r}")
+        if name in HELDOUT_TASKS and not heldout:
+            raise ValueError(f"task_names[{index}] = {name!r} is built from eval_dataset, which was not given")
+        names.append(name.strip())
+    return list(dict.fromkeys(names))
+
+
+def unknown_task_message(unknown: Sequence[str], known: Sequence[str]) -> str:
+    """The error text for unknown task names: one sentence per name, with the closest ``known`` names."""
+    lines = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=_CLOSE_MATCHES, cutoff=0.6)
+        hint = f"close matches: {', '.join(close)}" if close else "no close match"
+        lines.append(f"task_names: unknown lm-eval task {name!r} ({hint})")
+    return "; ".join(lines)
+
+
+def build_task_manager(task_names: Sequence[str], include_paths: Sequence[Path]) -> Any:
+    """The lm-eval ``TaskManager`` that knows every name; the built-ins (~15 s to index) only when needed.
+
+    Raises:
+        UnknownTaskError: A name is in no index (the message lists close matches).
+    """
+    from lm_eval.tasks import TaskManager
+
+    include = [str(p) for p in include_paths] or None
+    if include:
+        local = TaskManager(include_path=include, include_defaults=False)
+        if all(name in local.all_tasks for name in task_names):
+            return local
+    print("[lm_eval] indexing lm-eval's built-in tasks (about 15 s)", flush=True)
+    manager = TaskManager(include_path=include, include_defaults=True)
+    known = set(manager.all_tasks)
+    unknown = [name for name in task_names if name not in known]
+    if unknown:
+        raise UnknownTaskError(unknown_task_message(unknown, manager.all_tasks))
+    return manager
+
+
+def is_task_dir(name: str) -> bool:
+    """Whether a ``task_names`` entry names a local directory (an absolute or ``./`` path that exists)."""
+    return name.startswith(("/", "./", "../", "~")) and Path(name).expanduser().is_dir()
+
+
+def declared_tasks(directory: Path) -> list[str]:
+    """The groups and tasks the YAMLs of a directory declare, as lm-eval's task index reads them (at least one)."""
+    from lm_eval.tasks import TaskManager
+
+    index = TaskManager(include_path=[str(directory)], include_defaults=False)
+    names = [*index.all_groups, *index.all_subtasks]
+    if not names:
+        raise ValueError(f"task_names: {directory} holds no task YAML declaring a `task:` name")
+    return names
+
+
+def stage_task_dirs(task_names: Sequence[str], staging: Path) -> tuple[list[str], list[Path]]:
+    """The task names with each directory replaced by the tasks it declares, and those directories staged."""
+    names: list[str] = []
+    include: list[Path] = []
+    for index, name in enumerate(task_names):
+        if is_task_dir(name):
+            include.append(stage_custom_tasks(Path(name).expanduser(), Path(staging) / f"task-dir-{index}"))
+            names.extend(declared_tasks(include[-1]))
+        else:
+            names.append(name)
+    return list(dict.fromkeys(names)), include

@@ -1,14 +1,11 @@
-"""The evaluation's torch device: the one asked for, else CUDA when visible; never CPU by surprise on a GPU pod.
-
-A pod given GPUs by the pipeline carries :data:`REQUESTED_GPUS_ENV` (``pipelines/training/finetuning/tasks.py``).
-"""
+"""The evaluation's torch device: the one asked for, else CUDA when visible; never CPU by surprise on a GPU pod."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 
-#: The number of GPUs the pipeline requested for this pod (unset or ``0``: none).
+#: The number of GPUs the pipeline requested for this pod (unset or ``0``: none); set by the pipelines' tasks.
 REQUESTED_GPUS_ENV = "KFP_FINETUNE_REQUESTED_GPUS"
 
 

@@ -1,8 +1,4 @@
-"""``eval_backend=evalhub``: the evaluation submitted to EvalHub's REST API (README: *Evaluation backends*).
-
-EvalHub ``v1.0.1`` (OpenAPI document in ``tests/specs/openapi/eval-hub.yaml``): ``POST``, ``GET`` and ``DELETE`` of
-``/api/v1/evaluations/jobs[/{id}]`` with the tenant header and the pod's service-account token, through ``requests``.
-"""
+"""``eval_backend=evalhub``: a job of EvalHub's REST API ``v1.0.1`` (``tests/specs/openapi/eval-hub.yaml``)."""
 
 from __future__ import annotations
 
@@ -11,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from components._common import retry
 from components._common.namespace import SERVICE_ACCOUNT_DIR
 from components.evaluation.lm_eval.custom_task import HELDOUT_HIGHER_IS_BETTER, HELDOUT_TASKS
 from components.evaluation.lm_eval.remote_evaluation import RemoteEvaluation, check_same_location
@@ -22,8 +19,8 @@ TEST_DATA_PATH = "/test_data"
 FINAL_STATES = ("completed", "failed", "cancelled", "partially_failed")
 #: Seconds the cancel request may take (after the deadline, or within the pod's termination grace period).
 CANCEL_BUDGET_SECONDS = 10.0
-#: Attempts per request (transient errors: no answer, 429, 5xx), with backoff between them.
-ATTEMPTS = 4
+#: Retries of a request that got no answer, 408, 429 or 5xx: 4 tries, 0.5 s backoff doubling to 5 s.
+RETRY_POLICY = retry.RetryPolicy(attempts=4, initial_delay_s=0.5, max_delay_s=5.0)
 
 
 class EvalHubError(RuntimeError):
@@ -35,9 +32,8 @@ def pod_path(relative: str) -> str:
     return f"{TEST_DATA_PATH}/{relative.strip('/')}"
 
 
-def tasks_dir_in_pod(tasks_relative: str) -> str:
-    """Where EvalHub's adapter sees the held-out task directory."""
-    return pod_path(tasks_relative)
+#: Where EvalHub's adapter sees the held-out task directory: on the workspace, as any other path.
+tasks_dir_in_pod = pod_path
 
 
 def build_job_request(evaluation: RemoteEvaluation) -> dict[str, Any]:
@@ -62,17 +58,10 @@ def build_job_request(evaluation: RemoteEvaluation) -> dict[str, Any]:
     return body
 
 
-def higher_is_better(task: str, metric: str) -> bool | None:
-    """A metric's direction (EvalHub's results carry none): the held-out tasks' own, else lm-eval's registry's."""
-    if task in HELDOUT_TASKS:
-        return HELDOUT_HIGHER_IS_BETTER.get(metric)
-    from lm_eval.api.registry import is_higher_better
-
-    return is_higher_better(metric)
-
-
 def lm_eval_results(job: Mapping[str, Any]) -> dict[str, Any]:
     """The job's ``results.benchmarks[].metrics`` as lm-eval's results; EvalHub's own under ``evalhub``."""
+    from lm_eval.api.registry import is_higher_better
+
     results = job.get("results") or {}
     converted: dict[str, Any] = {"results": {}, "configs": {}, "versions": {}, "higher_is_better": {}}
     for benchmark in results.get("benchmarks") or []:
@@ -80,8 +69,11 @@ def lm_eval_results(job: Mapping[str, Any]) -> dict[str, Any]:
         for key, value in (benchmark.get("metrics") or {}).items():
             metrics[key if "," in key else f"{key},none"] = value
             metric = key.partition(",")[0]
-            if not metric.endswith("_stderr") and higher_is_better(task, metric) is not None:
-                directions[metric] = higher_is_better(task, metric)
+            if metric.endswith("_stderr"):
+                continue
+            higher = HELDOUT_HIGHER_IS_BETTER.get(metric) if task in HELDOUT_TASKS else is_higher_better(metric)
+            if higher is not None:
+                directions[metric] = higher
         converted["results"][task] = metrics
         converted["higher_is_better"][task] = directions
     converted["evalhub"] = {
@@ -108,27 +100,25 @@ class EvalHubClient:
     def _call(self, method: str, path: str, deadline: float | None = None, **kwargs: Any) -> Any:
         import requests
 
-        deadline, where, problem = self.deadline if deadline is None else deadline, f"{method} {self.url}{path}", ""
-        for attempt in range(ATTEMPTS):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise EvalHubError(f"{where}: the evaluation's deadline passed" + (f" ({problem})" if problem else ""))
+        deadline, where = self.deadline if deadline is None else deadline, f"{method} {self.url}{path}"
+
+        def attempt() -> Any:
+            left = max(deadline - time.monotonic(), 0.01)
             timeout = (min(self.timeout[0], left), min(self.timeout[1], left))
-            try:
-                response = self.session.request(method, self.url + path, timeout=timeout, **kwargs)
-            except (requests.ConnectionError, requests.Timeout) as error:
-                problem = str(error)
-            else:
-                if response.status_code < 400:
-                    return response.json() if response.content else {}
-                status = response.status_code
-                if status < 500 and status != 429:
-                    hint = " (the step's service account needs access to EvalHub)" if status == 403 else ""
-                    raise EvalHubError(f"{where}: {status} {_message(response)}{hint}")
-                problem = f"{status} {response.text[:120]}"
-            if attempt + 1 < ATTEMPTS:
-                time.sleep(min(0.5 * 2**attempt, 5.0, max(0.0, deadline - time.monotonic())))
-        raise EvalHubError(f"{where}: no answer ({problem})")
+            response = self.session.request(method, self.url + path, timeout=timeout, **kwargs)
+            response.raise_for_status()
+            return response.json() if response.content else {}
+
+        def transient(error: BaseException) -> bool:
+            return isinstance(error, (requests.ConnectionError, requests.Timeout)) or retry.is_transient(error)
+
+        try:
+            return retry.call_with_retries(attempt, RETRY_POLICY, retryable=transient, deadline=deadline)
+        except retry.GaveUp as error:
+            raise EvalHubError(f"{where}: no answer, {error}") from None
+        except requests.HTTPError as error:
+            hint = " (the step's service account needs access to EvalHub)" if error.response.status_code == 403 else ""
+            raise EvalHubError(f"{where}: {error.response.status_code} {_message(error.response)}{hint}") from None
 
     def submit(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /api/v1/evaluations/jobs``: the job resource (202)."""
@@ -159,7 +149,6 @@ def run_evalhub_job(
     body: Mapping[str, Any],
     poll_seconds: float,
     log: Callable[[str], None],
-    sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
     """Submits, follows until a final state and returns the completed job; SIGTERM or the deadline cancels it.
 
@@ -179,7 +168,7 @@ def run_evalhub_job(
                 if time.monotonic() + poll_seconds > client.deadline:
                     client.cancel(job_id)
                     raise EvalHubError(f"EvalHub job {job_id}: still {_state(job)} at the deadline; cancelled")
-                sleep(poll_seconds)
+                time.sleep(poll_seconds)
                 seen = client.get(job_id)
                 if _state(seen) != _state(job):
                     log(f"EvalHub job {job_id}: {_state(seen)}")
@@ -199,7 +188,6 @@ def evaluate(api_client: Any, evaluation: RemoteEvaluation) -> tuple[dict[str, A
     """Runs the evaluation's EvalHub job to its end; returns ``(lm-eval results, the model location it evaluated)``.
 
     Raises:
-        EvalHubError: See :func:`run_evalhub_job`.
         WrongModelError: The job echoes another model (location or digest) than the one submitted.
     """
     token_file = Path(SERVICE_ACCOUNT_DIR) / "token"

@@ -1,21 +1,18 @@
-"""``eval_backend=lmevaljob``: a TrustyAI ``LMEvalJob`` reading the workspace PVC (README: *Evaluation backends*).
-
-Built after trustyai-service-operator's ``lmevaljob_types.go`` (CRD vendored in ``tests/specs/crds``), then run by the
-training launcher's cluster layer (``run_job``, kind ``LMEvalJob``) with a TrainJob's deadlines and cleanup policy.
-"""
+"""``eval_backend=lmevaljob``: a TrustyAI ``LMEvalJob`` (CRD in ``tests/specs/crds``) run by the launcher's layer."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from components._common.hardware_profiles import lmevaljob_pod_settings
 from components.evaluation.lm_eval.remote_evaluation import RemoteEvaluation, check_same_location
 
-API_GROUP, API_VERSION, PLURAL = "trustyai.opendatahub.io", "v1alpha1", "lmevaljobs"
+API_GROUP, API_VERSION = "trustyai.opendatahub.io", "v1alpha1"
 #: Where the controller mounts ``offline.storage.pvcName`` (``HuggingFaceHomePath``).
 HF_HOME_PATH = "/opt/app-root/src/hf_home"
 #: The directory the controller always passes to lm-eval as ``--include_path`` (``DefaultTaskRecipesPath``).
@@ -25,7 +22,6 @@ JOB_LABEL = "kfp-finetune.io/lmevaljob"
 #: Seconds the job may take to start, and the Kubernetes API may stay unreachable while it is followed.
 START_TIMEOUT_SECONDS = 1800.0
 API_OUTAGE_TOLERANCE_SECONDS = 600.0
-_TIMEOUT = (5.0, 30.0)
 _TASK_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 _ARG_VALUE = re.compile(r"^[a-zA-Z0-9._/:\- ]*$")
 
@@ -119,14 +115,14 @@ def evaluate(api_client: Any, evaluation: RemoteEvaluation) -> tuple[dict[str, A
     """Runs the evaluation's LMEvalJob to its end; returns ``(lm-eval results, the model location it evaluated)``.
 
     Raises:
-        HardwareProfileError: The profile cannot be applied to an LMEvalJob.
         LmEvalJobResultsError: The job completed without results JSON.
         JobFailed, JobApiError, ApiOutageTooLong: From the cluster layer (the message says where the job is).
         WrongModelError: The job found under this name evaluates another model.
     """
-    from kubernetes import client
-
     from components.training.finetuning.cluster import state
+    from components.training.finetuning.cluster.api import Api
+    from components.training.finetuning.cluster.errors import JobApiError
+    from components.training.finetuning.cluster.job_client import JobClient
     from components.training.finetuning.cluster.launcher_pod import read_launcher_pod
     from components.training.finetuning.cluster.runner import run_job
     from components.training.finetuning.manifests.names import ownership_labels
@@ -153,20 +149,14 @@ def evaluate(api_client: Any, evaluation: RemoteEvaluation) -> tuple[dict[str, A
     location = pod_path(evaluation.model_relative)
     log(f"LMEvalJob {namespace}/{name}: model {location}, tasks {', '.join(evaluation.task_names)}")
     run_job(api_client, manifest, settings)
-    custom = client.CustomObjectsApi(api_client)
-    finished = custom.get_namespaced_custom_object(
-        API_GROUP, API_VERSION, namespace, PLURAL, name, _request_timeout=_TIMEOUT
-    )
+    api = Api(api_client, time.sleep, log, settings.api.attempts)
+    job = JobClient(api, manifest, lambda line: log(f"LMEvalJob {namespace}/{name}: {line}"))
+    finished = job.get_job() or {}
     check_same_location(location, evaluated_model(finished), f"LMEvalJob {namespace}/{name}")
     results = lmevaljob_results(finished)
     if remote.eval_cleanup_policy == "delete":  # after reading the results; a failure is logged only
-        uid = (finished.get("metadata") or {}).get("uid", "")
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:
-            custom.delete_namespaced_custom_object(
-                API_GROUP, API_VERSION, namespace, PLURAL, name, body=body, _request_timeout=_TIMEOUT
-            )
-            log(f"LMEvalJob {namespace}/{name}: deleted after reading its results (cleanup_policy=delete)")
-        except client.ApiException as error:
-            log(f"LMEvalJob {namespace}/{name}: not deleted ({error.status} {error.reason}); delete it by hand")
+            job.delete_job((finished.get("metadata") or {}).get("uid", ""))
+        except JobApiError as error:
+            log(f"LMEvalJob {namespace}/{name}: not deleted after reading its results ({error}); delete it by hand")
     return results, location

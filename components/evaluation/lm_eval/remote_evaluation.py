@@ -1,9 +1,7 @@
-"""The evaluation backends besides the in-step ``lm-eval`` (README: *Evaluation backends and Hardware Profiles*).
+"""The remote evaluation backends (``lmevaljob``, ``evalhub``) and the hardware profile of every backend.
 
-``lmevaljob`` (:mod:`.lmevaljob_backend`) and ``evalhub`` (:mod:`.evalhub_backend`) read the model and the held-out
-tasks on the workspace PVC and return lm-eval's results dict, so the comparison, the report and the gates are the same
-code. The model evaluated is checked against the trained one (manifest digest, location echoed back) and recorded.
-With ``lm-eval``, a ``hardware_profile`` is only compared with this step's own pod.
+The remote ones read the model and held-out tasks on the workspace PVC, check the model is the trained one, and return
+lm-eval's results dict.
 """
 
 from __future__ import annotations
@@ -31,10 +29,6 @@ POLL_SECONDS_ENV = "KFP_FINETUNE_EVAL_POLL_SECONDS"
 HELDOUT_FUNCTIONS_MODULE = "heldout_functions"
 #: The Model artifact's metadata key that records the trained model's manifest digest (``sha256:<hex>``).
 DIGEST_KEY = "weights_digest"
-
-
-class WorkspaceError(ValueError):
-    """A path that is not on the workspace PVC the remote evaluation reads (one line)."""
 
 
 class WrongModelError(ValueError):
@@ -111,17 +105,6 @@ def evaluation_name(model_location: str, task_names: Sequence[str], prefix: str 
     """The remote evaluation's name: this pod's, plus a hash of what it evaluates (a retried pod gets a new one)."""
     pod = os.environ.get("HOSTNAME", "lm-eval")
     return f"{prefix}-" + hashlib.sha256(f"{pod}/{model_location}/{','.join(task_names)}".encode()).hexdigest()[:10]
-
-
-def relative_to_workspace(path: Path, workspace: Path, what: str) -> str:
-    """``path`` relative to the workspace root; ``WorkspaceError`` when it is outside."""
-    try:
-        return str(path.resolve().relative_to(workspace.resolve()))
-    except ValueError:
-        raise WorkspaceError(
-            f"{what} {path} is not on the workspace {workspace}: eval_backend=lmevaljob/evalhub read it from the "
-            "workspace PVC; give pvc_path (the pipeline's dsl.WORKSPACE_PATH_PLACEHOLDER)"
-        ) from None
 
 
 def _copy_to(source: Path, target: Path) -> Path:
@@ -206,18 +189,16 @@ def evaluate_on_backend(
         )
     model_path = "" if request.load.model_source else request.model.path
     digest = trained_model_digest(model_path, model_dir, request.model.metadata)
-    workspace = Path(request.pvc_path)
+    workspace = Path(request.pvc_path).resolve()
     name = evaluation_name(str(model_dir), names, "lmeval" if backend == "lmevaljob" else "kfp-finetune")
     tasks_relative = ""
     if staged_heldout is not None and set(names) & set(HELDOUT_TASKS):
         heldout_dir = _copy_to(staged_heldout, workspace / WORKSPACE_DIR / name / "heldout")
-        tasks_relative = relative_to_workspace(heldout_dir, workspace, "the held-out task directory")
-    try:
-        model_relative = relative_to_workspace(model_dir, workspace, "the model")
-    except WorkspaceError:  # a model elsewhere (a local base model, the local launcher's artifact): copied there
+        tasks_relative = str(heldout_dir.relative_to(workspace))
+    if not model_dir.resolve().is_relative_to(workspace):  # a local base model, the local launcher's artifact
         model_dir = _copy_to(model_dir, workspace / WORKSPACE_DIR / name / "model")
         log(f"model {spec.source} copied onto the workspace: {model_dir}")
-        model_relative = relative_to_workspace(model_dir, workspace, "the model")
+    model_relative = str(model_dir.resolve().relative_to(workspace))
     evaluation = RemoteEvaluation(
         name=name,
         namespace=namespace,

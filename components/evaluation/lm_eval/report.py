@@ -161,11 +161,3 @@ def render_report(
             parts += [f"<h3>First generations of {html.escape(task)}</h3>", _examples(task_samples)]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
-
-
-def render_skipped_report(reason: str) -> str:
-    """The report of an evaluation that did not run: one line saying why."""
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>LM-Eval report</title></head><body>'
-        f"<h1>LM-Eval report</h1><p><strong>Not evaluated:</strong> {html.escape(reason)}</p></body></html>\n"
-    )

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,17 +21,20 @@ from components.evaluation.lm_eval.comparison import compare_with_baseline, metr
 from components.evaluation.lm_eval.config import HarnessOptions, LmEvalRequest
 from components.evaluation.lm_eval.custom_task import (
     HELDOUT_TASKS,
+    build_task_manager,
+    check_task_names,
     count_conversations,
     is_empty_dataset,
     stage_custom_tasks,
+    stage_task_dirs,
     write_heldout_tasks,
 )
 from components.evaluation.lm_eval.devices import resolve_device
 from components.evaluation.lm_eval.model_spec import ModelSpec, load_tokenizer, resolve_model, unusable_source_reason
-from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, render_report, render_skipped_report
-from components.evaluation.lm_eval.task_index import build_task_manager, check_task_names, stage_task_dirs
+from components.evaluation.lm_eval.report import kfp_metrics, load_baseline, render_report
 
 EMPTY_RESULTS = {"results": {}, "configs": {}, "versions": {}}
+_SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
 
 
 class BenchmarkDataError(RuntimeError):
@@ -39,11 +43,10 @@ class BenchmarkDataError(RuntimeError):
 
 @dataclass(frozen=True)
 class LmEvalResult:
-    """What the component publishes: KFP metrics, the ``results`` artifact's metadata and the results written."""
+    """What the component publishes: KFP metrics and the ``results`` artifact's metadata."""
 
     metrics: dict[str, float]
     results_metadata: dict[str, Any]
-    results: dict[str, Any] = field(repr=False)
 
 
 def _log(message: str) -> None:
@@ -52,8 +55,6 @@ def _log(message: str) -> None:
 
 def check_backend_available(backend: str) -> None:
     """Fails early (``ValueError``) when the ``vllm`` backend is asked for in an image without vLLM."""
-    import importlib.util
-
     if backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ValueError(
             "backend 'vllm' needs the vllm package, which this image lacks: build an image from the Containerfile "
@@ -76,7 +77,6 @@ def _evaluate(spec: ModelSpec, names: Sequence[str], manager: Any, harness: Harn
     """Calls ``lm_eval.simple_evaluate``; an unreachable benchmark dataset becomes :class:`BenchmarkDataError`."""
     import lm_eval
 
-    seeds = dict.fromkeys(["random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed"])
     try:
         results = lm_eval.simple_evaluate(
             model=spec.lm_eval_model,
@@ -86,7 +86,7 @@ def _evaluate(spec: ModelSpec, names: Sequence[str], manager: Any, harness: Harn
             log_samples=True,
             device=device,
             **harness.lm_eval_arguments(),
-            **dict.fromkeys(seeds, harness.seed),
+            **dict.fromkeys(_SEEDS, harness.seed),
         )
     except ConnectionError as error:
         raise BenchmarkDataError(
@@ -98,14 +98,10 @@ def _evaluate(spec: ModelSpec, names: Sequence[str], manager: Any, harness: Harn
 
 
 def _write_heldout(spec: ModelSpec, request: LmEvalRequest, task_dir: Path) -> tuple[int, int]:
-    """Writes the held-out tasks with the model's tokenizer; returns the conversations evaluated and available.
-
-    Tokens are counted as lm-eval's ``loglikelihood`` splits a (context, continuation) pair: the context's trailing
-    whitespace moves to the continuation. A chat template asked for must exist (``ValueError``).
-    """
+    """Writes the held-out tasks with the model's tokenizer; returns the conversations evaluated and available."""
     tokenizer = load_tokenizer(spec)
 
-    def count(context: str, continuation: str) -> int:
+    def count(context: str, continuation: str) -> int:  # as lm-eval splits them: trailing whitespace moves on
         whole = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
         return len(whole) - len(tokenizer(context.rstrip(), add_special_tokens=False)["input_ids"])
 
@@ -152,12 +148,12 @@ def _report_settings(
 
 
 def _skipped(results_path: str, report_path: str, source: str, reason: str) -> LmEvalResult:
-    """Writes the outputs of an evaluation that did not run: results with a ``skipped`` entry, a one-line report."""
+    """Writes the outputs of an evaluation that did not run: results with a ``skipped`` entry, a report saying why."""
     _log(f"skipped: {reason}")
     results = {**EMPTY_RESULTS, "skipped": reason}
     write_text_atomically(Path(results_path), json.dumps(results, indent=2) + "\n")
-    write_text_atomically(Path(report_path), render_skipped_report(reason))
-    return LmEvalResult(metrics={}, results_metadata={"model": source, "skipped": reason}, results=results)
+    write_text_atomically(Path(report_path), render_report(results, {"Not evaluated": reason}))
+    return LmEvalResult(metrics={}, results_metadata={"model": source, "skipped": reason})
 
 
 def located_model_source(request: LmEvalRequest) -> str:
@@ -193,8 +189,7 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
     """Evaluates a model with lm-eval and writes the results JSON and the HTML report.
 
     Raises:
-        ValueError: The model directory misses files, the held-out dataset is empty or malformed, or a task name is
-            unknown.
+        ValueError: A model, held-out dataset or task name that cannot be evaluated (one line naming it).
         BenchmarkDataError: A benchmark dataset cannot be reached.
     """
     load, eval_dataset = request.load, request.eval_dataset.path
@@ -268,4 +263,4 @@ def run_lm_eval(request: LmEvalRequest, results_path: str, report_path: str) -> 
     described = read_dataset_metadata(request.eval_dataset.metadata, "lm_eval input eval_dataset")
     if described is not None:
         metadata["dataset_uri"] = described.dataset_uri
-    return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False), results=written)
+    return LmEvalResult(metrics=metrics, results_metadata=mask_data(metadata, patterns=False))

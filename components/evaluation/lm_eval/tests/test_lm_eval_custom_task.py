@@ -15,7 +15,6 @@ from components.evaluation.lm_eval.custom_task import (
     TASK_DIR_PLACEHOLDER,
     EvalDatasetError,
     build_doc,
-    chat_turns,
     find_dataset_file,
     is_empty_dataset,
     perplexity_process_results,
@@ -110,7 +109,7 @@ def test_build_doc_splits_system_prompt_and_reference():
     )
     no_system = build_doc(_chat(("user", "Hi"), ("assistant", "Hello"))["messages"], 1)
     assert (no_system.system, no_system.prompt, no_system.plain_prompt) == ("", "Hi", "User: Hi\n\nAssistant:")
-    assert chat_turns(no_system) == [{"role": "user", "content": "Hi"}]
+    assert scored_pair(no_system, _render) == ("<user>Hi</user><assistant>\n", "Hello")
 
 
 def test_build_doc_folds_earlier_turns_into_the_user_message():

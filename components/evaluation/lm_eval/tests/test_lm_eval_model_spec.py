@@ -1,6 +1,7 @@
 """Which model lm-eval loads: full checkpoints, PEFT adapters on their base, Hub ids, and the clear errors."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -51,9 +52,8 @@ def test_full_model_directory(tiny_model_dir):
 )
 def test_model_directory_without_weights_or_tokenizer(tiny_model_dir, tmp_path, removed, message):
     broken = _copy_without(tiny_model_dir, tmp_path / "broken", removed)
-    with pytest.raises(ModelSourceError, match=message) as error:
+    with pytest.raises(ModelSourceError, match=f"^model: {re.escape(str(broken))} is not a model .*{message}"):
         resolve_model(str(broken), {})
-    assert str(broken) in str(error.value) and "model:" in str(error.value)
 
 
 def test_missing_directory_and_hub_ids(tmp_path):

@@ -11,8 +11,8 @@ from components._common.arguments import parameter_fields
 from components.evaluation.lm_eval import lm_eval
 from components.evaluation.lm_eval.config import GROUPS, OUTPUTS, LmEvalRequest, normalize_gen_kwargs, parse_batch_size
 from components.evaluation.lm_eval.config import lm_eval_request as build
+from components.evaluation.lm_eval.custom_task import check_task_names, unknown_task_message
 from components.evaluation.lm_eval.run import check_backend_available, ensure_writable_hf_cache
-from components.evaluation.lm_eval.task_index import check_task_names, unknown_task_message
 from tests.harness.requests import lm_eval_request, wrapper_arguments
 
 PARAMETERS = inspect.signature(lm_eval.python_func).parameters
