@@ -156,7 +156,8 @@ def evaluate(api_client: Any, evaluation: RemoteEvaluation) -> tuple[dict[str, A
     results = lmevaljob_results(finished)
     if remote.eval_cleanup_policy == "delete":  # after reading the results; a failure is logged only
         try:
-            job.delete_job((finished.get("metadata") or {}).get("uid", ""))
+            if job.delete_job((finished.get("metadata") or {}).get("uid", "")):
+                log(f"LMEvalJob {namespace}/{name}: deleted after reading its results (cleanup_policy=delete)")
         except JobApiError as error:
             log(f"LMEvalJob {namespace}/{name}: not deleted after reading its results ({error}); delete it by hand")
     return results, location

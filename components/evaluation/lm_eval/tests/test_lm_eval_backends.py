@@ -57,7 +57,7 @@ def in_cluster(kube_api, workspace, monkeypatch):
     return kube_api
 
 
-def test_lmevaljob_backend_reads_the_trained_model_in_place(in_cluster, workspace, model_artifact, tmp_path):
+def test_lmevaljob_backend_reads_the_trained_model_in_place(in_cluster, workspace, model_artifact, tmp_path, capfd):
     """The remote backends' comparison and gates against lm-eval's: ``test_eval_backend_pipelines``."""
     with TrustyAIController(in_cluster, {CLAIM: workspace}) as controller:
         run = _run(tmp_path, model_artifact, metadata=_trained(model_artifact), eval_backend="lmevaljob",
@@ -70,6 +70,7 @@ def test_lmevaljob_backend_reads_the_trained_model_in_place(in_cluster, workspac
     [command] = controller.commands
     assert "--include_path" in command and "heldout_perplexity" in ",".join(command)
     assert in_cluster.objects("lmevaljobs") == []  # cleanup_policy=delete once the results are read
+    assert "deleted after reading its results (cleanup_policy=delete)" in "".join(capfd.readouterr())
 
 
 def test_a_wrong_model_is_refused_in_one_line(in_cluster, workspace, model_artifact, tmp_path):
